@@ -1,0 +1,452 @@
+"""The KV-cache budget model: plain numbers in, pool sizes out (no torch, no sglang import).
+
+Everything is per attention-TP rank, in bytes. The whole model is one equation::
+
+    kv_budget_bytes = mem_fraction_static * pre_load_free_bytes - resident_bytes - fixed_bytes
+    tokens          = page_floor(kv_budget_bytes // (target_kv_bytes_per_token
+                                                     + draft_kv_bytes_per_token))
+
+``resident_bytes`` is everything that sits on the device when the pools are sized: the target's
+and the draft's weights, with a tensor the draft shares with the target counted once.
+``fixed_bytes`` is what the pools cost independently of ``tokens`` (each pool's padding page,
+per-request draft buffers), so that what the server allocates never exceeds the budget.
+A user ``--max-total-tokens`` then caps ``tokens`` (page-aligned again), and
+``max_running_requests`` is derived from the final ``tokens`` as SGLang 0.5.13.post1 derives it.
+
+The runtime patch (``sglang_specinit.phases``) and the offline planner (``sglang_specinit.plan``)
+both call :func:`plan_pools`, so what the planner predicts and what the server allocates are
+computed by the same code. :func:`stock_0_5_13_plan` and :func:`upstream_0_5_14_plan` reproduce
+what the two SGLang releases would do with the same inputs, for side-by-side reports.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+GIB = 1 << 30
+
+# Bytes per element of each KV-cache dtype as SGLang stores it. fp4 is packed two values per
+# byte (torch.float4_e2m1fn_x2 has element size 1); the halving happens in the cell formula.
+KV_DTYPE_BYTES = {
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp4_e2m1": 1,
+    "float4_e2m1fn_x2": 1,
+}
+FP4_DTYPES = frozenset({"fp4_e2m1", "float4_e2m1fn_x2"})
+FP4_SCALE_BLOCK = 16
+# DSA (DeepSeek-V3.2) indexer keys: uint8 values plus one fp32 scale per 128-value block.
+DSA_INDEX_QUANT_BLOCK = 128
+DSA_INDEX_ELEMENT_BYTES = 1
+
+# A request needs max_req_len > 0 and max_req_input_len = max_req_len - 5 > 0 (TpModelWorker),
+# so a pool below 7 tokens cannot serve anything.
+MIN_SERVABLE_TOKENS = 7
+
+
+class BudgetError(ValueError):
+    """The inputs describe something the budget model cannot price; the message says why."""
+
+
+@dataclass(frozen=True)
+class AttentionKVSpec:
+    """Per-token KV layout of one pool of full-attention layers on one attention-TP rank.
+
+    MHA/GQA pools set ``num_kv_heads``/``head_dim``/``v_head_dim``; MLA pools set
+    ``kv_lora_rank``/``qk_rope_head_dim`` (and ``dsa_index_head_dim`` for a DSA indexer).
+    """
+
+    num_layers: int
+    kv_dtype: str = "bfloat16"
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    v_head_dim: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    dsa_index_head_dim: int = 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    def dtype_bytes(self) -> int:
+        try:
+            return KV_DTYPE_BYTES[self.kv_dtype]
+        except KeyError:
+            raise BudgetError(
+                f"unknown KV-cache dtype {self.kv_dtype!r}; expected one of "
+                f"{sorted(KV_DTYPE_BYTES)}"
+            ) from None
+
+    def bytes_per_token(self) -> int:
+        """Bytes one token occupies across all layers of this pool."""
+        elt = self.dtype_bytes()
+        fp4 = self.kv_dtype in FP4_DTYPES
+        layers = self.num_layers
+        if self.is_mla:
+            latent = self.kv_lora_rank + self.qk_rope_head_dim
+            cell = latent * layers * elt
+            if fp4:
+                cell = cell // 2 + (latent // FP4_SCALE_BLOCK) * layers * elt
+            if self.dsa_index_head_dim:
+                idx = self.dsa_index_head_dim
+                per_layer = idx + idx // DSA_INDEX_QUANT_BLOCK * 4
+                cell += per_layer * layers * DSA_INDEX_ELEMENT_BYTES
+            return cell
+        cell = self.num_kv_heads * (self.head_dim + self.v_head_dim) * layers * elt
+        if fp4:
+            cell = cell // 2 + (self.num_kv_heads * self.head_dim * layers * 2 * elt) // (
+                FP4_SCALE_BLOCK
+            )
+        return cell
+
+    def padding_bytes(self, page_size: int) -> int:
+        """The pool allocates ``tokens + page_size`` slots: one padding page for dummy writes."""
+        return page_size * self.bytes_per_token()
+
+
+@dataclass(frozen=True)
+class HybridSWAKVSpec:
+    """A pool split into full-attention and sliding-window layers (gpt-oss, Gemma, Llama4 ...).
+
+    SGLang sizes the full pool to ``tokens`` and the SWA pool to
+    ``page_floor(int(tokens * swa_full_tokens_ratio))``; an all-SWA model (no full layers)
+    sizes the SWA pool to ``tokens`` directly.
+    """
+
+    full: AttentionKVSpec
+    swa: AttentionKVSpec
+    swa_full_tokens_ratio: float
+
+    def bytes_per_token(self) -> float:
+        if self.full.num_layers == 0:
+            return self.swa.bytes_per_token()
+        return self.full.bytes_per_token() + self.swa_full_tokens_ratio * self.swa.bytes_per_token()
+
+    def padding_bytes(self, page_size: int) -> int:
+        return self.full.padding_bytes(page_size) + self.swa.padding_bytes(page_size)
+
+    def pool_bytes(self, tokens: int, page_size: int) -> int:
+        if self.full.num_layers == 0:
+            return (tokens + page_size) * self.swa.bytes_per_token()
+        swa_tokens = int(tokens * self.swa_full_tokens_ratio) // page_size * page_size
+        return (tokens + page_size) * self.full.bytes_per_token() + (
+            swa_tokens + page_size
+        ) * self.swa.bytes_per_token()
+
+
+KVSpec = AttentionKVSpec | HybridSWAKVSpec
+
+
+def kv_pool_bytes(spec: KVSpec, tokens: int, page_size: int) -> int:
+    """Bytes a KV pool of ``tokens`` really allocates, padding page included."""
+    if isinstance(spec, HybridSWAKVSpec):
+        return spec.pool_bytes(tokens, page_size)
+    return (tokens + page_size) * spec.bytes_per_token()
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """What a draft worker puts on the device, as it will really allocate it.
+
+    ``kv_pools`` holds one spec per KV pool the draft owns (multi-layer EAGLE owns one per step;
+    frozen-KV MTP and NGRAM own none). ``weight_bytes`` is what stays resident after the draft
+    has bound any tensor it shares with the target.
+    """
+
+    algorithm: str
+    kv_pools: tuple[KVSpec, ...] = ()
+    weight_bytes: int = 0
+    # Draft weights the target also holds (embed/lm_head) and that are freed once bound.
+    shared_weight_bytes: int = 0
+    bytes_per_request: int = 0
+    # What upstream 0.5.14's rule would reserve: int(target_cell * (1 + d/n)) with this d.
+    upstream_reserved_layers: int = 0
+
+    def kv_bytes_per_token(self) -> float:
+        return sum(pool.bytes_per_token() for pool in self.kv_pools)
+
+    def padding_bytes(self, page_size: int) -> int:
+        return sum(pool.padding_bytes(page_size) for pool in self.kv_pools)
+
+
+@dataclass(frozen=True)
+class BudgetInputs:
+    """Everything the sizing depends on, per attention-TP rank."""
+
+    pre_load_free_bytes: int
+    mem_fraction_static: float
+    target_kv: KVSpec
+    target_weight_bytes: int
+    page_size: int = 1
+    context_len: int = 4096
+    draft: DraftSpec | None = None
+    max_total_tokens: int | None = None
+    max_running_requests: int | None = None
+    dp_size: int = 1
+    # Measured resident bytes (pre-load free minus free after all weights loaded). When set it
+    # replaces the sum of weights: the runtime measures, the planner adds up checkpoints.
+    measured_resident_bytes: int | None = None
+    # Bytes SGLang takes from the KV budget before sizing (e.g. mamba state).
+    reserved_bytes: int = 0
+
+    def validate(self) -> None:
+        if not 0.0 < self.mem_fraction_static < 1.0:
+            raise BudgetError(
+                f"--mem-fraction-static must be in (0, 1), got {self.mem_fraction_static}"
+            )
+        if self.page_size < 1:
+            raise BudgetError(f"--page-size must be >= 1, got {self.page_size}")
+        if self.pre_load_free_bytes <= 0:
+            raise BudgetError(f"free device memory must be > 0, got {self.pre_load_free_bytes}")
+        if self.max_total_tokens is not None and self.max_total_tokens <= 0:
+            raise BudgetError(f"--max-total-tokens must be > 0, got {self.max_total_tokens}")
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """The sizes one rule produces for one set of inputs (per attention-TP rank, bytes)."""
+
+    rule: str
+    tokens: int
+    max_running_requests: int
+    page_size: int
+    budget_bytes: int
+    resident_bytes: int
+    target_weight_bytes: int
+    draft_weight_bytes: int
+    target_kv_bytes_per_token: float
+    draft_kv_bytes_per_token: float
+    # What the rule charged per token when it sized the pool (may differ from the real cost).
+    priced_bytes_per_token: float
+    target_kv_pool_bytes: int
+    draft_kv_pool_bytes: int
+    draft_request_bytes: int
+    min_viable_mem_fraction_static: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def used_bytes(self) -> int:
+        return (
+            self.resident_bytes
+            + self.target_kv_pool_bytes
+            + self.draft_kv_pool_bytes
+            + self.draft_request_bytes
+        )
+
+    @property
+    def headroom_bytes(self) -> int:
+        """Budget left unused (negative: the rule overshoots --mem-fraction-static)."""
+        return self.budget_bytes - self.used_bytes
+
+    @property
+    def suggested_mem_fraction_static(self) -> float:
+        return math.ceil(self.min_viable_mem_fraction_static * 1000) / 1000
+
+
+def page_floor(tokens: int, page_size: int) -> int:
+    return tokens // page_size * page_size
+
+
+def page_ceil(tokens: int, page_size: int) -> int:
+    return -(-tokens // page_size) * page_size
+
+
+def derive_max_running_requests(
+    tokens: int, context_len: int, user_value: int | None, dp_size: int = 1
+) -> int:
+    """max_running_requests as SGLang 0.5.13.post1 derives it from the final token count."""
+    estimated = max(min(int(tokens / context_len * 512), 4096), 2048)
+    if user_value is not None:
+        return min(user_value // dp_size, estimated)
+    return min(estimated, tokens // 2)
+
+
+def _budget_bytes(inputs: BudgetInputs) -> int:
+    return int(inputs.mem_fraction_static * inputs.pre_load_free_bytes)
+
+
+def _resident_bytes(inputs: BudgetInputs, count_draft: bool) -> int:
+    if inputs.measured_resident_bytes is not None:
+        return inputs.measured_resident_bytes
+    resident = inputs.target_weight_bytes
+    if count_draft and inputs.draft is not None:
+        resident += inputs.draft.weight_bytes
+    return resident
+
+
+def _draft_weight_bytes(inputs: BudgetInputs) -> int:
+    return inputs.draft.weight_bytes if inputs.draft is not None else 0
+
+
+def _tokens_for(kv_bytes: float, per_token: float, page_size: int) -> int:
+    if kv_bytes <= 0 or per_token <= 0:
+        return 0
+    return page_floor(int(kv_bytes // per_token), page_size)
+
+
+def _apply_cap(tokens: int, inputs: BudgetInputs) -> int:
+    if inputs.max_total_tokens is not None and inputs.max_total_tokens < tokens:
+        return page_floor(inputs.max_total_tokens, inputs.page_size)
+    return tokens
+
+
+def _make_plan(
+    rule: str,
+    inputs: BudgetInputs,
+    tokens: int,
+    resident: int,
+    priced_per_token: float,
+    min_viable: float,
+    notes: tuple[str, ...] = (),
+) -> PoolPlan:
+    draft = inputs.draft
+    max_reqs = derive_max_running_requests(
+        tokens, inputs.context_len, inputs.max_running_requests, inputs.dp_size
+    )
+    draft_pool = (
+        sum(kv_pool_bytes(pool, tokens, inputs.page_size) for pool in draft.kv_pools)
+        if draft is not None and tokens > 0
+        else 0
+    )
+    return PoolPlan(
+        rule=rule,
+        tokens=tokens,
+        max_running_requests=max_reqs,
+        page_size=inputs.page_size,
+        budget_bytes=_budget_bytes(inputs),
+        resident_bytes=resident,
+        target_weight_bytes=inputs.target_weight_bytes,
+        draft_weight_bytes=_draft_weight_bytes(inputs),
+        target_kv_bytes_per_token=inputs.target_kv.bytes_per_token(),
+        draft_kv_bytes_per_token=draft.kv_bytes_per_token() if draft is not None else 0,
+        priced_bytes_per_token=priced_per_token,
+        target_kv_pool_bytes=(
+            kv_pool_bytes(inputs.target_kv, tokens, inputs.page_size) if tokens > 0 else 0
+        ),
+        draft_kv_pool_bytes=draft_pool,
+        draft_request_bytes=(
+            draft.bytes_per_request * (max_reqs + 1) if draft is not None and tokens > 0 else 0
+        ),
+        min_viable_mem_fraction_static=min_viable,
+        notes=notes,
+    )
+
+
+def plan_pools(inputs: BudgetInputs) -> PoolPlan:
+    """This package's rule: every draft byte is priced at the draft's own geometry.
+
+    Per-request draft buffers depend on ``max_running_requests``, which depends on ``tokens``;
+    they are charged at the largest count SGLang can derive (4096, or the user's value), which
+    keeps the plan inside the budget whatever ``tokens`` turns out to be.
+    """
+    inputs.validate()
+    draft = inputs.draft
+    page = inputs.page_size
+    per_token = inputs.target_kv.bytes_per_token()
+    fixed = inputs.reserved_bytes + inputs.target_kv.padding_bytes(page)
+    if draft is not None:
+        per_token += draft.kv_bytes_per_token()
+        fixed += draft.padding_bytes(page)
+        if draft.bytes_per_request:
+            worst_reqs = (
+                inputs.max_running_requests // inputs.dp_size
+                if inputs.max_running_requests is not None
+                else 4096
+            )
+            fixed += draft.bytes_per_request * (worst_reqs + 1)
+    resident = _resident_bytes(inputs, count_draft=True)
+    kv_budget = _budget_bytes(inputs) - resident - fixed
+    tokens = _apply_cap(_tokens_for(kv_budget, per_token, page), inputs)
+    needed = resident + fixed + page_ceil(MIN_SERVABLE_TOKENS, page) * per_token
+    min_viable = needed / inputs.pre_load_free_bytes
+    return _make_plan("specinit", inputs, tokens, resident, per_token, min_viable)
+
+
+def stock_0_5_13_plan(inputs: BudgetInputs) -> PoolPlan:
+    """SGLang 0.5.13.post1: the target pool is sized before the draft exists.
+
+    Draft weights and draft KV then land on top of the budget (except DFLASH, whose layers are
+    reserved at the target's geometry, and FROZEN_KV_MTP, which owns no pool).
+    """
+    inputs.validate()
+    draft = inputs.draft
+    page = inputs.page_size
+    per_token = inputs.target_kv.bytes_per_token()
+    if draft is not None and draft.algorithm == "DFLASH" and draft.upstream_reserved_layers:
+        per_token = _scaled_target_cell(inputs.target_kv, draft.upstream_reserved_layers, ceil=True)
+    # The measured resident bytes include the draft only in the phased runtime; stock never
+    # sees them, so it always works from the target's weights.
+    resident_for_sizing = inputs.target_weight_bytes
+    kv_budget = _budget_bytes(inputs) - resident_for_sizing - inputs.reserved_bytes
+    tokens = _apply_cap(_tokens_for(kv_budget, per_token, page), inputs)
+    min_viable = (resident_for_sizing + inputs.reserved_bytes) / inputs.pre_load_free_bytes
+    notes: tuple[str, ...] = ()
+    if draft is not None:
+        notes = ("draft weights and KV are allocated after the target pool, outside the budget",)
+    return _make_plan(
+        "stock-0.5.13",
+        inputs,
+        tokens,
+        inputs.target_weight_bytes + _draft_weight_bytes(inputs),
+        per_token,
+        min_viable,
+        notes,
+    )
+
+
+def upstream_0_5_14_plan(inputs: BudgetInputs) -> PoolPlan:
+    """SGLang 0.5.14's rule: ``cell = int(target_cell * (1 + d/n))`` after both weights load.
+
+    The draft's duplicate embed/lm_head are still resident when the pool is profiled, the draft
+    is priced at the target's per-layer geometry, and an explicit ``num_nextn_predict_layers: 0``
+    reserves nothing (``upstream_reserved_layers`` carries the d upstream would use).
+    """
+    inputs.validate()
+    draft = inputs.draft
+    page = inputs.page_size
+    per_token: float = inputs.target_kv.bytes_per_token()
+    resident = inputs.target_weight_bytes
+    notes: list[str] = []
+    if draft is not None:
+        d = draft.upstream_reserved_layers
+        if draft.algorithm == "DFLASH" and d:
+            per_token = _scaled_target_cell(inputs.target_kv, d, ceil=True)
+        elif d > 0 and isinstance(inputs.target_kv, AttentionKVSpec):
+            per_token = _scaled_target_cell(inputs.target_kv, d, ceil=False)
+        elif d > 0:
+            notes.append("0.5.14 reserves no draft KV for hybrid-SWA targets")
+        if draft.algorithm != "FROZEN_KV_MTP":
+            # Weights counted, duplicate embed/lm_head still resident at profiling time.
+            resident += draft.weight_bytes + draft.shared_weight_bytes
+        else:
+            notes.append("0.5.14 sizes the target pool before the frozen-KV draft loads")
+    kv_budget = _budget_bytes(inputs) - resident - inputs.reserved_bytes
+    tokens = _apply_cap(_tokens_for(kv_budget, per_token, page), inputs)
+    min_viable = (resident + inputs.reserved_bytes) / inputs.pre_load_free_bytes
+    final_resident = inputs.target_weight_bytes + _draft_weight_bytes(inputs)
+    return _make_plan(
+        "upstream-0.5.14", inputs, tokens, final_resident, per_token, min_viable, tuple(notes)
+    )
+
+
+def _scaled_target_cell(target: AttentionKVSpec, draft_layers: int, ceil: bool) -> float:
+    """The target cell scaled by (n + d) / n, as 0.5.14 (int) and DFLASH (ceil) do it."""
+    cell = target.bytes_per_token()
+    n = target.num_layers
+    if n <= 0:
+        return cell
+    if ceil:
+        return -(-cell * (n + draft_layers) // n)
+    return int(cell * (1 + draft_layers / n))
+
+
+def with_measured_resident(inputs: BudgetInputs, resident_bytes: int) -> BudgetInputs:
+    """The same inputs with the runtime's measured resident bytes."""
+    return replace(inputs, measured_resident_bytes=resident_bytes)

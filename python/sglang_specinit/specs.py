@@ -1,0 +1,180 @@
+"""Turn SGLang ``ModelConfig`` objects into the budget model's KV specs (sglang 0.5.13.x).
+
+The runtime patch calls these with the live ``ModelRunner``'s config and resolved KV dtype; the
+offline planner calls them with a ``ModelConfig`` built from local paths. Both therefore price a
+model with the same code, and both read geometry through SGLang's own ``ModelConfig`` so derived
+values (head_dim of MLA models, SWA layer ids, KV heads per TP rank) are SGLang's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_specinit.budget import AttentionKVSpec, BudgetError, HybridSWAKVSpec, KVSpec
+
+# Drafts whose runner allocates exactly one KV layer whatever their config says
+# (ModelRunner.initialize special-cases these architectures in 0.5.13.post1).
+ONE_LAYER_DRAFT_ARCHS = frozenset({"MiMoV2MTP", "Step3p5MTP"})
+
+
+def kv_dtype_name(dtype: Any) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``; strings pass through."""
+    return str(dtype).removeprefix("torch.")
+
+
+def runner_layer_count(model_config: Any, is_draft: bool) -> int:
+    """KV layers a ModelRunner allocates for this config (pp_size == 1).
+
+    Same rule as ``ModelRunner.initialize`` in 0.5.13.post1: a draft with MTP layers uses
+    ``num_nextn_predict_layers``; an explicit 0 means "absent", so the draft falls back to its
+    hidden/attention layer count (it still allocates at least one layer, so it must be priced).
+    """
+    arch = model_config.hf_config.architectures[0]
+    if arch in ONE_LAYER_DRAFT_ARCHS:
+        return 1
+    nextn = model_config.num_nextn_predict_layers
+    if is_draft and nextn is not None and nextn > 0:
+        layers = int(nextn)
+    else:
+        layers = max(model_config.num_hidden_layers, model_config.num_attention_layers)
+    loop_num = getattr(model_config.hf_config, "loop_num", 1) or 1
+    return layers * loop_num if loop_num > 1 else layers
+
+
+def kv_spec_from_model_config(
+    model_config: Any,
+    kv_dtype: Any,
+    attn_tp_size: int,
+    num_layers: int,
+    swa_full_tokens_ratio: float,
+    use_mla: bool | None = None,
+    full_attention_layers: int | None = None,
+) -> KVSpec:
+    """The per-token KV spec of one ModelRunner's pool.
+
+    ``num_layers`` is what the runner allocates (``num_effective_layers``);
+    ``full_attention_layers`` overrides it for mamba/linear-attention hybrids, whose KV pool
+    holds only the full-attention layers.
+    """
+    from sglang.srt.configs.model_config import (
+        AttentionArch,
+        get_dsa_index_head_dim,
+        is_deepseek_dsa,
+        is_deepseek_v4,
+    )
+
+    dtype = kv_dtype_name(kv_dtype)
+    if is_deepseek_v4(model_config.hf_config):
+        raise BudgetError(
+            "DeepSeek-V4 compressed KV pools (c4/c128/state) are not priced by sglang-specinit; "
+            "disable the plugin for this model (SGLANG_SPECINIT_DISABLE=1)"
+        )
+    if use_mla is None:
+        use_mla = model_config.attention_arch == AttentionArch.MLA
+    if model_config.is_hybrid_swa:
+        full = AttentionKVSpec(
+            num_layers=len(model_config.full_attention_layer_ids),
+            kv_dtype=dtype,
+            num_kv_heads=model_config.get_num_kv_heads(attn_tp_size),
+            head_dim=model_config.head_dim,
+            v_head_dim=model_config.v_head_dim,
+        )
+        swa = AttentionKVSpec(
+            num_layers=len(model_config.swa_attention_layer_ids),
+            kv_dtype=dtype,
+            num_kv_heads=model_config.get_swa_num_kv_heads(attn_tp_size),
+            head_dim=model_config.swa_head_dim,
+            v_head_dim=model_config.swa_v_head_dim,
+        )
+        return HybridSWAKVSpec(full=full, swa=swa, swa_full_tokens_ratio=swa_full_tokens_ratio)
+    layers = full_attention_layers if full_attention_layers is not None else num_layers
+    if use_mla:
+        return AttentionKVSpec(
+            num_layers=layers,
+            kv_dtype=dtype,
+            kv_lora_rank=model_config.kv_lora_rank,
+            qk_rope_head_dim=model_config.qk_rope_head_dim,
+            dsa_index_head_dim=(
+                get_dsa_index_head_dim(model_config.hf_config)
+                if is_deepseek_dsa(model_config.hf_config)
+                else 0
+            ),
+        )
+    return AttentionKVSpec(
+        num_layers=layers,
+        kv_dtype=dtype,
+        num_kv_heads=model_config.get_num_kv_heads(attn_tp_size),
+        head_dim=model_config.head_dim,
+        v_head_dim=model_config.v_head_dim,
+    )
+
+
+def kv_spec_for_runner(model_runner: Any) -> KVSpec:
+    """The KV spec of a live ModelRunner whose weights are loaded and KV dtype resolved."""
+    from sglang.srt.layers.dp_attention import get_attention_tp_size
+
+    full_layers = None
+    mambaish = model_runner.mambaish_config
+    if mambaish is not None:
+        full_layers = len(
+            [
+                i
+                for i in mambaish.full_attention_layer_ids
+                if model_runner.start_layer <= i < model_runner.end_layer
+            ]
+        )
+    return kv_spec_from_model_config(
+        model_runner.model_config,
+        model_runner.kv_cache_dtype,
+        attn_tp_size=get_attention_tp_size(),
+        num_layers=model_runner.num_effective_layers,
+        swa_full_tokens_ratio=model_runner.server_args.swa_full_tokens_ratio,
+        use_mla=model_runner.use_mla_backend,
+        full_attention_layers=full_layers,
+    )
+
+
+def draft_kv_pools(
+    algorithm: str,
+    draft_model_config: Any,
+    kv_dtype: Any,
+    attn_tp_size: int,
+    swa_full_tokens_ratio: float,
+    num_steps: int = 1,
+    multi_layer_eagle: bool = False,
+) -> tuple[KVSpec, ...]:
+    """The KV pools a draft worker will allocate, each at the draft's own geometry and dtype.
+
+    ``algorithm`` is SGLang's resolved name (aliases such as NEXTN already mapped to EAGLE).
+    Frozen-KV MTP reads the target's cache and NGRAM has no model: no pools.
+    """
+    if algorithm in ("FROZEN_KV_MTP", "NGRAM") or draft_model_config is None:
+        return ()
+    layers = runner_layer_count(draft_model_config, is_draft=True)
+    pool = kv_spec_from_model_config(
+        draft_model_config,
+        kv_dtype,
+        attn_tp_size=attn_tp_size,
+        num_layers=layers,
+        swa_full_tokens_ratio=swa_full_tokens_ratio,
+    )
+    # Multi-layer EAGLE builds one ModelRunner per step, each owning a pool of its own.
+    copies = num_steps if multi_layer_eagle else 1
+    return (pool,) * copies
+
+
+def upstream_reserved_layers(algorithm: str, draft_model_config: Any) -> int:
+    """The ``d`` SGLang 0.5.14 reserves for this draft (0 means "nothing reserved").
+
+    0.5.14 takes ``num_nextn_predict_layers`` whenever it is not None (so an explicit 0 reserves
+    nothing) and otherwise the draft's hidden/attention layer count; frozen-KV MTP is included
+    because ``is_eagle()`` covers it. DFLASH keeps its own ``dflash_draft_num_layers`` rule.
+    """
+    if draft_model_config is None or algorithm == "NGRAM":
+        return 0
+    if algorithm == "DFLASH":
+        return int(getattr(draft_model_config.hf_config, "num_hidden_layers", 0) or 0)
+    nextn = draft_model_config.num_nextn_predict_layers
+    if nextn is not None:
+        return int(nextn)
+    return max(draft_model_config.num_hidden_layers, draft_model_config.num_attention_layers)
