@@ -1,0 +1,166 @@
+"""EAGLE / EAGLE3 / NEXTN draft workers in phases (sglang 0.5.13 / 0.5.13.post1).
+
+Wraps ``EagleDraftWorker.__init__`` and ``EAGLEWorkerV2.__init__``; adds ``alloc_memory_pool``
+and ``init_backends`` to both.
+
+The 0.5.13.x ``EagleDraftWorker`` constructor loads the draft (its runner allocating a KV pool
+sized from the target's config), binds the target's embed/lm_head, then builds draft attention
+backends and CUDA graphs. During a phased init it is stopped where it would call
+``init_attention_backend``: the draft's weights are loaded and its duplicate embed/lm_head are
+already replaced by the target's (so that memory is free before the target pool is sized, which
+upstream 0.5.14 does not do). Pools and backends follow in their own phases, under the same
+dp-attention TP context and MoE backend contexts the constructor used, entered one after the
+other, never nested.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from sglang_specinit.phases.state import deferring_pools, run_until
+
+logger = logging.getLogger(__name__)
+
+
+def _eagle_module() -> Any:
+    import sglang.srt.speculative.eagle_worker_v2 as eagle_worker_v2
+
+    return eagle_worker_v2
+
+
+@contextlib.contextmanager
+def _moe_contexts() -> Iterator[None]:
+    mod = _eagle_module()
+    with mod.speculative_moe_backend_context(), mod.speculative_moe_a2a_backend_context():
+        yield
+
+
+def _construction_tp_context(draft: Any) -> Any:
+    """The TP context the draft TpModelWorker was built under (EAGLE3 + dp-attention only)."""
+    mod = _eagle_module()
+    if draft.server_args.enable_dp_attention and draft.speculative_algorithm.is_eagle3():
+        return mod.draft_tp_context(mod.get_attention_tp_group())
+    return mod.empty_context()
+
+
+def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
+    """AROUND hook on ``EagleDraftWorker.__init__``: load and bind, stop before backends."""
+    if not deferring_pools():
+        return original(self, *args, **kwargs)
+    reached = run_until(self, "init_attention_backend", lambda: original(self, *args, **kwargs))
+    if not reached:
+        raise RuntimeError(
+            "sglang-specinit: EagleDraftWorker.__init__ never reached init_attention_backend; "
+            "this sglang build differs from 0.5.13.x. Set SGLANG_SPECINIT_DISABLE=1."
+        )
+
+
+def draft_worker_alloc_memory_pool(
+    self: Any,
+    memory_pool_config: Any = None,
+    req_to_token_pool: Any = None,
+    token_to_kv_pool_allocator: Any = None,
+) -> None:
+    self.req_to_token_pool = req_to_token_pool
+    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+    with _construction_tp_context(self), _moe_contexts():
+        self.draft_worker.alloc_memory_pool(
+            memory_pool_config=memory_pool_config,
+            req_to_token_pool=req_to_token_pool,
+            token_to_kv_pool_allocator=token_to_kv_pool_allocator,
+        )
+
+
+def draft_worker_init_backends(self: Any) -> None:
+    # The draft runner's own backend was built inside the draft TpModelWorker's construction.
+    with _construction_tp_context(self), _moe_contexts():
+        self.draft_worker.init_backends()
+    with self.draft_tp_context(self.draft_runner.tp_group), _moe_contexts():
+        self.init_attention_backend()
+        # Breakable graphs are captured after init_lm_head so they see the bound embed/head.
+        if self.server_args.enable_breakable_cuda_graph:
+            self.draft_runner.init_piecewise_cuda_graphs(force_for_draft_worker=True)
+        self.init_cuda_graphs()
+    if (canary := self.draft_runner.canary_manager) is not None:
+        canary.mark_init_finished()
+    self.plan_stream, self.plan_stream_ctx = _eagle_module()._get_plan_stream(self.device)
+
+
+def worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
+    """AROUND hook on ``EAGLEWorkerV2.__init__``: the adaptive controller needs graphs, so
+    it is built in ``init_backends`` instead of the constructor."""
+    if not deferring_pools():
+        return original(self, *args, **kwargs)
+    server_args = kwargs.get("server_args", args[0] if args else None)
+    adaptive = server_args.speculative_adaptive
+    server_args.speculative_adaptive = False
+    try:
+        original(self, *args, **kwargs)
+    finally:
+        server_args.speculative_adaptive = adaptive
+    self._specinit_adaptive = adaptive
+
+
+def worker_alloc_memory_pool(
+    self: Any,
+    memory_pool_config: Any = None,
+    req_to_token_pool: Any = None,
+    token_to_kv_pool_allocator: Any = None,
+) -> None:
+    self.req_to_token_pool = req_to_token_pool
+    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+    self._draft_worker.alloc_memory_pool(
+        memory_pool_config=memory_pool_config,
+        req_to_token_pool=req_to_token_pool,
+        token_to_kv_pool_allocator=token_to_kv_pool_allocator,
+    )
+
+
+def worker_init_backends(self: Any) -> None:
+    self._draft_worker.init_backends()
+    if getattr(self, "_specinit_adaptive", False):
+        _register_adaptive_controller(self)
+
+
+def _register_adaptive_controller(worker: Any) -> None:
+    """Build the adaptive controller once the draft backends and graphs exist."""
+    mod = _eagle_module()
+    draft = worker._draft_worker
+    target_runner = worker._target_worker.model_runner
+    server_args = worker.server_args
+    worker.adaptive_controller = mod.AdaptiveController(
+        worker, config_path=server_args.speculative_adaptive_config
+    )
+    with draft.draft_tp_context(draft.draft_runner.tp_group), _moe_contexts():
+        worker.adaptive_controller.register(
+            mod.SpecRuntimeState(
+                speculative_num_steps=worker.speculative_num_steps,
+                speculative_num_draft_tokens=worker.speculative_num_draft_tokens,
+                draft_attn_backend=draft.draft_attn_backend,
+                cuda_graph_runner=draft.cuda_graph_runner,
+                target_attn_backend=target_runner.attn_backend,
+                target_graph_runner=target_runner.graph_runner,
+                draft_extend_attn_backend=draft.draft_extend_attn_backend,
+                cuda_graph_runner_for_draft_extend=draft.cuda_graph_runner_for_draft_extend,
+            )
+        )
+        worker.adaptive_controller.init_states(
+            cuda_graph_bs=None if server_args.disable_cuda_graph else server_args.cuda_graph_bs
+        )
+
+
+DRAFT = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker"
+WORKER = "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2"
+HOOKS = (
+    (f"{DRAFT}.__init__", draft_worker_init),
+    (f"{WORKER}.__init__", worker_init),
+)
+NEW_METHODS = (
+    (DRAFT, "alloc_memory_pool", draft_worker_alloc_memory_pool),
+    (DRAFT, "init_backends", draft_worker_init_backends),
+    (WORKER, "alloc_memory_pool", worker_alloc_memory_pool),
+    (WORKER, "init_backends", worker_init_backends),
+)

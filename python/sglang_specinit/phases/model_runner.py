@@ -1,0 +1,146 @@
+"""ModelRunner in phases (sglang 0.5.13 / 0.5.13.post1).
+
+Wraps ``ModelRunner.initialize`` and ``ModelRunnerKVCacheMixin._resolve_memory_pool_config``;
+adds ``ModelRunner.alloc_memory_pool`` and ``ModelRunner.init_backends``.
+
+In 0.5.13.x ``initialize`` loads weights, sizes and allocates the KV pool from free memory
+measured right then, and builds attention backends and CUDA graphs. During a phased init it is
+stopped where it would call ``init_memory_pool``: everything before that (weights, layer counts,
+LoRA buffers, KV dtype) is SGLang's own code; the rest runs later, in the same order SGLang uses,
+from ``alloc_memory_pool`` (pool, canary, capturers) and ``init_backends`` (aux hidden-state
+capture, attention backend, warmup, graphs, forward hooks, piecewise graphs, canary finish).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from typing import Any
+
+from sglang_specinit.phases.state import deferring_pools, run_until
+
+logger = logging.getLogger(__name__)
+
+# Stand-in sizes that let TpModelWorker's constructor pass its pool-size asserts before any pool
+# exists. The TpModelWorker patch deletes them as soon as the constructor returns, so a read
+# before the pool phase fails loudly instead of seeing a made-up number.
+PROVISIONAL_SIZE = 2**31 - 1
+PROVISIONAL_ATTRS = ("max_total_num_tokens", "max_running_requests", "full_max_total_num_tokens")
+
+# Devices whose post-pool init sequence this module reproduces. Others keep stock init.
+PHASED_DEVICES = ("cuda", "musa", "cpu")
+
+
+def initialize(original: Any, self: Any, pre_model_load_memory: float) -> None:
+    """AROUND hook: during a phased init, stop before the pool and remember what it needs."""
+    if not deferring_pools():
+        return original(self, pre_model_load_memory)
+    self.pre_model_load_memory = pre_model_load_memory
+    # The EAGLE draft worker turns CUDA graphs off while its runner is built so that the runner
+    # never captures its own decode graphs; that choice must hold when graphs are built later.
+    self._specinit_capture_device_graphs = not self.server_args.disable_cuda_graph
+    reached = run_until(self, "init_memory_pool", lambda: original(self, pre_model_load_memory))
+    if not reached:
+        raise RuntimeError(
+            "sglang-specinit: ModelRunner.initialize finished without reaching init_memory_pool; "
+            "this sglang build is not the one the plugin was written for. "
+            "Set SGLANG_SPECINIT_DISABLE=1 and report the sglang version."
+        )
+    self._specinit_pools_pending = True
+    for name in PROVISIONAL_ATTRS:
+        setattr(self, name, PROVISIONAL_SIZE)
+
+
+def clear_provisional_sizes(model_runner: Any) -> None:
+    if getattr(model_runner, "_specinit_pools_pending", False):
+        for name in PROVISIONAL_ATTRS:
+            model_runner.__dict__.pop(name, None)
+
+
+def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: float) -> Any:
+    """AROUND hook: size a speculative target's pool for target + draft together."""
+    sizing = getattr(self, "_specinit_sizing", None)
+    if sizing is None:
+        return original(self, pre_model_load_memory)
+    return sizing.resolve(self, pre_model_load_memory)
+
+
+def alloc_memory_pool(self: Any, memory_pool_config: Any = None) -> None:
+    """Phase 3 for one runner: KV pool, then what must exist right after it.
+
+    A draft runner takes the target's resolved config; a target resolves its own.
+    """
+    if memory_pool_config is not None:
+        self.memory_pool_config = memory_pool_config
+    clear_provisional_sizes(self)
+    self.init_memory_pool(self.pre_model_load_memory)
+    # Canary patches the pool's methods, so it must follow the pool and precede any warmup.
+    runner_module = sys.modules[type(self).__module__]
+    self.canary_manager = runner_module.install_canary(
+        server_args=self.server_args,
+        model_runner=self,
+        token_oracle_manager=self._token_oracle_manager,
+    )
+    self.maybe_init_ngram_embedding()
+    self.init_routed_experts_capturer()
+    self.init_indexer_capturer()
+    self._specinit_pools_pending = False
+
+
+@contextlib.contextmanager
+def _cuda_graphs_as_at_construction(runner: Any):
+    """Build graphs under the ``disable_cuda_graph`` value the runner was constructed with."""
+    server_args = runner.server_args
+    current = server_args.disable_cuda_graph
+    server_args.disable_cuda_graph = not getattr(
+        runner, "_specinit_capture_device_graphs", not current
+    )
+    try:
+        yield
+    finally:
+        server_args.disable_cuda_graph = current
+
+
+def init_backends(self: Any) -> None:
+    """Phase 4 for one runner: attention backend, warmup and graphs, in SGLang's order."""
+    # Aux hidden-state capture must be on before any graph is captured.
+    self.init_aux_hidden_state_capture()
+    with _cuda_graphs_as_at_construction(self):
+        if self.device in ("cuda", "musa"):
+            self.init_cublas()
+            self.init_attention_backend()
+            self.kernel_warmup()
+            self._pre_initialize_flashinfer_allreduce_workspace()
+            self.init_device_graphs()
+        elif self.device == "cpu":
+            self.init_attention_backend()
+            self.init_device_graphs()
+        else:
+            raise RuntimeError(
+                f"sglang-specinit cannot build backends on device {self.device!r}; "
+                "the phased init should have been skipped (compat.phasing_blocker)"
+            )
+    if self.server_args.forward_hooks:
+        runner_module = sys.modules[type(self).__module__]
+        runner_module.register_forward_hooks(self.model, self.server_args.forward_hooks)
+    # Draft runners return early here unless their worker forces the capture later.
+    self.init_piecewise_cuda_graphs()
+    self.prealloc_symmetric_memory_pool()
+    if self.canary_manager is not None and not self.is_draft_worker:
+        self.canary_manager.mark_init_finished()
+
+
+RUNNER = "sglang.srt.model_executor.model_runner.ModelRunner"
+HOOKS = (
+    (f"{RUNNER}.initialize", initialize),
+    (
+        "sglang.srt.model_executor.model_runner_kv_cache_mixin.ModelRunnerKVCacheMixin."
+        "_resolve_memory_pool_config",
+        resolve_memory_pool_config,
+    ),
+)
+NEW_METHODS = (
+    (RUNNER, "alloc_memory_pool", alloc_memory_pool),
+    (RUNNER, "init_backends", init_backends),
+)

@@ -1,0 +1,41 @@
+"""Drop the flat speculative reserve from the auto ``--mem-fraction-static`` (sglang 0.5.13.x).
+
+Wraps ``ServerArgs._handle_gpu_memory_settings``. When ``--mem-fraction-static`` is not given,
+0.5.13.x lowers it by a flat 4 GB (6 GB for STANDALONE) to leave room for a draft it does not
+budget. Once the phased init budgets the draft inside the fraction, that reserve only wastes
+memory, so for algorithms the phased init handles the heuristic runs as for a plain launch
+(the heuristic's only use of ``speculative_algorithm`` is that reserve). Upstream 0.5.14 removed
+the same term.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Algorithm names (as typed; the heuristic runs before SGLang resolves aliases) whose draft
+# memory the phased init budgets.
+BUDGETED_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN"})
+
+
+def draft_is_budgeted(server_args: Any) -> bool:
+    name = server_args.speculative_algorithm
+    if name is None or str(name).upper() not in BUDGETED_ALGORITHMS:
+        return False
+    return not getattr(server_args, "enable_multi_layer_eagle", False)
+
+
+def handle_gpu_memory_settings(original: Any, self: Any, gpu_mem: Any) -> Any:
+    if not draft_is_budgeted(self):
+        return original(self, gpu_mem)
+    algorithm = self.speculative_algorithm
+    self.speculative_algorithm = None
+    try:
+        return original(self, gpu_mem)
+    finally:
+        self.speculative_algorithm = algorithm
+
+
+HOOKS = (
+    ("sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings", handle_gpu_memory_settings),
+)
+NEW_METHODS = ()

@@ -1,0 +1,95 @@
+"""TpModelWorker in phases (sglang 0.5.13 / 0.5.13.post1).
+
+Wraps ``TpModelWorker.__init__``; adds ``TpModelWorker.alloc_memory_pool`` and
+``TpModelWorker.init_backends``.
+
+The 0.5.13.x constructor copies pool sizes from its ModelRunner and asserts on them. During a
+phased init the runner has no pool yet, so it carries stand-in sizes for the length of the
+constructor only; afterwards they are removed, and ``alloc_memory_pool`` sets the real values
+and re-checks what the constructor checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_specinit.phases.model_runner import clear_provisional_sizes
+from sglang_specinit.phases.state import deferring_pools
+
+# Attributes the 0.5.13.x constructor derives from the runner's pool sizes.
+POOL_DERIVED_ATTRS = ("max_total_num_tokens", "max_running_requests", "max_req_len",
+                      "max_req_input_len")
+
+
+def runners_of(worker: Any) -> list[Any]:
+    """Every ModelRunner a worker owns (multi-layer EAGLE owns one per draft step)."""
+    return list(worker.model_runner_list) or [worker.model_runner]
+
+
+def init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
+    """AROUND hook on ``__init__``: drop stand-in sizes once the constructor is done."""
+    original(self, *args, **kwargs)
+    if not deferring_pools():
+        return
+    for runner in runners_of(self):
+        clear_provisional_sizes(runner)
+    for name in POOL_DERIVED_ATTRS:
+        self.__dict__.pop(name, None)
+    self._specinit_pools_pending = True
+
+
+def alloc_memory_pool(
+    self: Any,
+    memory_pool_config: Any = None,
+    req_to_token_pool: Any = None,
+    token_to_kv_pool_allocator: Any = None,
+) -> None:
+    """Phase 3: allocate (target) or attach to (draft) the KV pools of every runner."""
+    if req_to_token_pool is not None:
+        self.req_to_token_pool = req_to_token_pool
+    if token_to_kv_pool_allocator is not None:
+        self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+    if memory_pool_config is not None:
+        self.memory_pool_config = memory_pool_config
+    for runner in runners_of(self):
+        if req_to_token_pool is not None:
+            runner.req_to_token_pool = req_to_token_pool
+        if token_to_kv_pool_allocator is not None:
+            runner.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+        runner.alloc_memory_pool(memory_pool_config)
+    _set_pool_derived_sizes(self)
+    self._specinit_pools_pending = False
+
+
+def _set_pool_derived_sizes(worker: Any) -> None:
+    runner = worker.model_runner
+    worker.max_total_num_tokens = runner.max_total_num_tokens
+    worker.max_running_requests = runner.max_running_requests
+    if worker.max_running_requests <= 0:
+        raise RuntimeError(
+            "max_running_requests resolved to 0: the KV pool is too small. "
+            "Raise --mem-fraction-static or lower --max-running-requests."
+        )
+    worker.max_req_len = min(
+        worker.model_config.context_len - 1, runner.max_token_pool_size - 1
+    )
+    worker.max_req_input_len = worker.max_req_len - 5
+    if worker.max_req_len <= 0 or worker.max_req_input_len <= 0:
+        raise RuntimeError(
+            f"The KV pool ({runner.max_total_num_tokens} tokens) is too small for one request. "
+            "Raise --mem-fraction-static."
+        )
+
+
+def init_backends(self: Any) -> None:
+    """Phase 4: attention backends and graphs of every runner."""
+    for runner in runners_of(self):
+        runner.init_backends()
+
+
+WORKER = "sglang.srt.managers.tp_worker.TpModelWorker"
+HOOKS = ((f"{WORKER}.__init__", init),)
+NEW_METHODS = (
+    (WORKER, "alloc_memory_pool", alloc_memory_pool),
+    (WORKER, "init_backends", init_backends),
+)

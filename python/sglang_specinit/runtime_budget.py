@@ -1,0 +1,123 @@
+"""Size a speculative target's KV pool for target + draft, from live SGLang objects.
+
+Used by the ModelRunner patch in place of ``_resolve_memory_pool_config`` (sglang 0.5.13.x) for
+a speculative target. The free-memory reading is SGLang's own (``_profile_available_bytes``,
+taken now that the draft's weights are resident and its shared embed/lm_head already bound);
+the KV specs come from the live target and draft runners; the sizing itself is
+``budget.plan_pools``, the same function the offline planner runs. SGLang's configurator then
+splits the token count into its pools (full/SWA) and SGLang derives ``max_running_requests``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglang_specinit.budget import (
+    GIB,
+    MIN_SERVABLE_TOKENS,
+    BudgetInputs,
+    DraftSpec,
+    KVSpec,
+    PoolPlan,
+    page_ceil,
+    plan_pools,
+)
+from sglang_specinit.specs import kv_spec_for_runner
+
+logger = logging.getLogger(__name__)
+
+
+class SpecInitBudgetError(ValueError):
+    """The weights leave no room for the KV cache under the requested --mem-fraction-static."""
+
+
+def tensor_storage_ids(module: Any) -> dict[int, int]:
+    """data_ptr -> bytes for every parameter and buffer storage of a torch module."""
+    storages: dict[int, int] = {}
+    tensors = list(module.parameters()) + list(module.buffers())
+    for tensor in tensors:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+    return storages
+
+
+def weight_bytes(modules: list[Any], exclude: dict[int, int] | None = None) -> int:
+    """Bytes of the distinct weight storages of ``modules`` not already in ``exclude``."""
+    seen: dict[int, int] = {}
+    for module in modules:
+        seen.update(tensor_storage_ids(module))
+    excluded = exclude or {}
+    return sum(size for ptr, size in seen.items() if ptr not in excluded)
+
+
+@dataclass
+class SpeculativeSizing:
+    """Attached to a speculative target's ModelRunner before its pool phase."""
+
+    algorithm: str
+    draft_runners: list[Any]
+    plan: PoolPlan | None = None
+    inputs: BudgetInputs | None = None
+    draft_pools: tuple[KVSpec, ...] = field(default_factory=tuple)
+
+    def build_inputs(self, runner: Any, pre_model_load_memory: float) -> BudgetInputs:
+        server_args = runner.server_args
+        available_bytes = runner._profile_available_bytes(pre_model_load_memory)
+        pre_load_free_bytes = int(pre_model_load_memory * GIB)
+        f = runner.mem_fraction_static
+        budget_bytes = int(f * pre_load_free_bytes)
+        target_storages = tensor_storage_ids(runner.model)
+        self.draft_pools = tuple(kv_spec_for_runner(dr) for dr in self.draft_runners)
+        draft = DraftSpec(
+            algorithm=self.algorithm,
+            kv_pools=self.draft_pools,
+            weight_bytes=weight_bytes([dr.model for dr in self.draft_runners], target_storages),
+        )
+        return BudgetInputs(
+            pre_load_free_bytes=pre_load_free_bytes,
+            mem_fraction_static=f,
+            target_kv=kv_spec_for_runner(runner),
+            target_weight_bytes=sum(target_storages.values()),
+            page_size=server_args.page_size,
+            context_len=runner.model_config.context_len,
+            draft=draft,
+            max_total_tokens=server_args.max_total_tokens,
+            max_running_requests=server_args.max_running_requests,
+            dp_size=runner.dp_size,
+            # What SGLang measured as gone since the pre-load reading: both models' weights
+            # and anything else allocated on the way (LoRA buffers, mamba state reservation).
+            measured_resident_bytes=budget_bytes - available_bytes,
+        )
+
+    def resolve(self, runner: Any, pre_model_load_memory: float) -> Any:
+        from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+
+        inputs = self.build_inputs(runner, pre_model_load_memory)
+        plan = plan_pools(inputs)
+        self.inputs, self.plan = inputs, plan
+        if plan.tokens < page_ceil(MIN_SERVABLE_TOKENS, inputs.page_size):
+            raise SpecInitBudgetError(budget_error_message(inputs, plan))
+        tokens = runner._apply_token_constraints(plan.tokens)
+        configurator = create_memory_pool_configurator(runner)
+        config = configurator.calculate_pool_sizes_from_max_tokens(tokens, inputs.page_size)
+        config.max_running_requests = runner._resolve_max_num_reqs(config.max_total_num_tokens)
+        config.mem_fraction_static = inputs.mem_fraction_static
+        return config
+
+
+def budget_error_message(inputs: BudgetInputs, plan: PoolPlan) -> str:
+    def gib(n: float) -> str:
+        return f"{n / GIB:.2f} GiB"
+
+    return (
+        f"sglang-specinit: the loaded weights leave no room for the KV cache under "
+        f"--mem-fraction-static={inputs.mem_fraction_static}: budget {gib(plan.budget_bytes)} "
+        f"of {gib(inputs.pre_load_free_bytes)} free before loading, resident "
+        f"{gib(plan.resident_bytes)} (target weights {gib(plan.target_weight_bytes)}, draft "
+        f"weights {gib(plan.draft_weight_bytes)}), KV per token "
+        f"{plan.target_kv_bytes_per_token:.0f} B target + {plan.draft_kv_bytes_per_token:.0f} B "
+        f"draft. Pass --mem-fraction-static {plan.suggested_mem_fraction_static:.3f} or more "
+        f"(minimum viable {plan.min_viable_mem_fraction_static:.4f}), or use a smaller draft."
+    )
