@@ -181,12 +181,12 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
     sizing = scheduler.tp_worker.model_runner._specinit_sizing
     draft_runners = runners_of(draft_tp_worker(scheduler.draft_worker))
     target_runner = scheduler.tp_worker.model_runner
-    breakdown = plan_to_dict(sizing.plan, tp_size=scheduler.server_args.tp_size)
+    breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=scheduler.server_args.tp_size)
     breakdown["allocated_target_kv_pool_bytes"] = kv_pool_allocated_bytes(target_runner)
     breakdown["allocated_draft_kv_pool_bytes"] = sum(
         kv_pool_allocated_bytes(dr) for dr in draft_runners
     )
-    breakdown["tp_rank"] = scheduler.tp_rank
+    breakdown["tp_rank"] = scheduler.ps.tp_rank
     breakdown["phase_seconds"] = {label: round(s, 3) for label, s in scheduler._specinit_phase_log}
     return breakdown
 
@@ -196,12 +196,15 @@ def log_memory_breakdown(scheduler: Any) -> None:
 
     breakdown = memory_breakdown(scheduler)
     scheduler._specinit_breakdown = breakdown
-    logger.info("[specinit] memory after init (rank %d):\n%s", scheduler.tp_rank,
-                render_breakdown(breakdown))
+    logger.info(
+        "[specinit] memory after init (rank %d):\n%s",
+        scheduler.ps.tp_rank,
+        render_breakdown(breakdown),
+    )
     logger.info("%s%s", MEMORY_LOG_PREFIX, json.dumps(breakdown, sort_keys=True))
     report_dir = os.environ.get("SGLANG_SPECINIT_REPORT_DIR")
     if report_dir:
-        path = os.path.join(report_dir, f"memory-rank{scheduler.tp_rank}.json")
+        path = os.path.join(report_dir, f"memory-rank{scheduler.ps.tp_rank}.json")
         with open(path, "w") as f:
             json.dump(breakdown, f, sort_keys=True)
 

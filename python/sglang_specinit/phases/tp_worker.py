@@ -17,8 +17,12 @@ from sglang_specinit.phases.model_runner import clear_provisional_sizes
 from sglang_specinit.phases.state import deferring_pools
 
 # Attributes the 0.5.13.x constructor derives from the runner's pool sizes.
-POOL_DERIVED_ATTRS = ("max_total_num_tokens", "max_running_requests", "max_req_len",
-                      "max_req_input_len")
+POOL_DERIVED_ATTRS = (
+    "max_total_num_tokens",
+    "max_running_requests",
+    "max_req_len",
+    "max_req_input_len",
+)
 
 
 def runners_of(worker: Any) -> list[Any]:
@@ -70,9 +74,7 @@ def _set_pool_derived_sizes(worker: Any) -> None:
             "max_running_requests resolved to 0: the KV pool is too small. "
             "Raise --mem-fraction-static or lower --max-running-requests."
         )
-    worker.max_req_len = min(
-        worker.model_config.context_len - 1, runner.max_token_pool_size - 1
-    )
+    worker.max_req_len = min(worker.model_config.context_len - 1, runner.max_token_pool_size - 1)
     worker.max_req_input_len = worker.max_req_len - 5
     if worker.max_req_len <= 0 or worker.max_req_input_len <= 0:
         raise RuntimeError(

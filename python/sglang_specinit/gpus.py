@@ -1,0 +1,117 @@
+"""Device presets and byte-size parsing for the offline planner.
+
+SGLang 0.5.13.post1 reads two different device numbers, and the planner needs both:
+
+* ``get_device_memory_capacity()`` (``utils/common.py``) returns the device's *total* memory in
+  MiB, from ``nvidia-smi --query-gpu=memory.total``. Only the server-args heuristic that picks an
+  automatic ``--mem-fraction-static`` uses it.
+* ``ModelRunner.init_torch_distributed()`` returns the *free* memory after the CUDA context and
+  the distributed groups exist (``pre_model_load_memory``). The KV budget is
+  ``mem_fraction_static * pre_model_load_memory``.
+
+A preset stores the total as ``nvidia-smi`` reports it (MiB, as printed on common cards). The
+free memory before weight loading cannot be known offline; the planner assumes
+
+    pre_load_free_bytes = total_bytes - CUDA_CONTEXT_ALLOWANCE_BYTES
+
+with a fixed 1 GiB allowance for the CUDA context, NCCL communicators and driver reservations
+(SGLang's "Load weight begin. avail mem=..." line on an idle H100-80GB typically shows about
+1 GiB less than the card's total). Measure your own value from that log line and pass it with
+``--pre-load-free-bytes`` when the difference matters.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+# Assumed cost of the CUDA context + NCCL groups + driver reservations before weights load.
+CUDA_CONTEXT_ALLOWANCE_BYTES = 1 * GIB
+
+
+@dataclass(frozen=True)
+class GpuPreset:
+    """One device model: its total memory as ``nvidia-smi`` reports it."""
+
+    name: str
+    total_mib: int
+    description: str
+
+    @property
+    def total_bytes(self) -> int:
+        return self.total_mib * MIB
+
+
+# memory.total in MiB as nvidia-smi prints it for the common SKU of each name.
+_PRESETS = (
+    GpuPreset("H100-80GB", 81559, "H100 SXM5 80GB HBM3"),
+    GpuPreset("H100-94GB", 95830, "H100 NVL 94GB HBM3"),
+    GpuPreset("H200-141GB", 143771, "H200 SXM 141GB HBM3e"),
+    GpuPreset("A100-80GB", 81920, "A100 SXM4 80GB"),
+    GpuPreset("A100-40GB", 40960, "A100 SXM4 40GB"),
+    GpuPreset("L40S", 46068, "L40S 48GB GDDR6"),
+    GpuPreset("RTX-4090", 24564, "GeForce RTX 4090 24GB"),
+    GpuPreset("B200", 183359, "B200 180GB HBM3e"),
+)
+GPU_PRESETS: dict[str, GpuPreset] = {p.name: p for p in _PRESETS}
+DEFAULT_GPU = "H100-80GB"
+
+
+def get_preset(name: str) -> GpuPreset:
+    """The preset called ``name`` (case-insensitive); ValueError lists the valid names."""
+    for preset in _PRESETS:
+        if preset.name.lower() == name.lower():
+            return preset
+    raise ValueError(f"unknown --gpu preset {name!r}; valid presets: {', '.join(GPU_PRESETS)}")
+
+
+def pre_load_free_bytes(total_bytes: int) -> int:
+    """Free bytes SGLang would measure before loading weights, under the fixed allowance."""
+    return max(total_bytes - CUDA_CONTEXT_ALLOWANCE_BYTES, 0)
+
+
+def presets_help() -> str:
+    """One line per preset, for ``--help``."""
+    lines = [
+        f"{p.name}: {p.total_mib} MiB = {p.total_bytes} bytes ({p.description})" for p in _PRESETS
+    ]
+    lines.append(
+        f"pre-load free bytes = total - {CUDA_CONTEXT_ALLOWANCE_BYTES // MIB} MiB "
+        "(CUDA context, NCCL groups, driver reservations; override with --pre-load-free-bytes)"
+    )
+    return "; ".join(lines)
+
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_bytes(text: str) -> int:
+    """``"80GiB"`` -> 85899345920, ``"141GB"`` -> 141000000000, ``"24000MiB"``, ``"123"``.
+
+    GB/MB are decimal and GiB/MiB binary, as on spec sheets versus ``nvidia-smi``.
+    """
+    match = _SIZE_RE.match(text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ValueError(
+            f"cannot read a size from {text!r}; use e.g. 80GiB, 141GB, 24000MiB or plain bytes"
+        )
+    value = int(float(match.group(1)) * _UNITS[unit])
+    if value <= 0:
+        raise ValueError(f"size must be > 0, got {text!r}")
+    return value
