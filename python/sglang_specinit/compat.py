@@ -60,6 +60,7 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
         "target_worker",
     ),
     "sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings": ("gpu_mem",),
+    "sglang.srt.arg_groups.speculative_hook.handle_speculative_decoding": (),
 }
 
 # Methods and module attributes the phases call in their new order.

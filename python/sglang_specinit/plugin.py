@@ -11,6 +11,7 @@ sglang first and registers all hooks or none.
     ModelRunnerKVCacheMixin._resolve_memory...   around                      target + draft sizing
     EagleDraftWorker.__init__ / EAGLEWorkerV2    around + alloc/backends     draft loads only
     ServerArgs._handle_gpu_memory_settings       around                      no flat 4/6 GB guess
+    speculative_hook.handle_speculative_decoding before                      clear bad-draft error
 
 Environment:
     SGLANG_SPECINIT_DISABLE=1   register nothing (SGLang's SGLANG_PLUGINS whitelist works too)
@@ -40,8 +41,13 @@ def _truthy(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def hook_table() -> list[tuple[str, object]]:
-    return [hook for module in PHASE_MODULES for hook in module.HOOKS]
+def hook_table() -> list[tuple[str, object, str]]:
+    """(target, hook, kind) for every hook; kind is a HookType name."""
+    table = []
+    for module in PHASE_MODULES:
+        table += [(target, hook, "AROUND") for target, hook in module.HOOKS]
+        table += [(target, hook, "BEFORE") for target, hook in getattr(module, "BEFORE_HOOKS", ())]
+    return table
 
 
 def new_method_table() -> list[tuple[str, str, object]]:
@@ -78,8 +84,8 @@ def register() -> bool:
 
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
-    for target, hook in hook_table():
-        HookRegistry.register(target, hook, HookType.AROUND)
+    for target, hook, kind in hook_table():
+        HookRegistry.register(target, hook, HookType[kind])
     for class_path, name, fn in new_method_table():
         setattr(pkgutil.resolve_name(class_path), name, fn)
     _registered = True

@@ -1,11 +1,17 @@
-"""One memory breakdown, two readers: ``sglang-specinit plan --json`` and the server's init log.
+"""One memory breakdown, two readers: ``sglang-specinit plan`` and the server's init log.
 
 Both build their dict with :func:`plan_to_dict`, so a tool can compare a live server's
-``SPECINIT_MEMORY`` log line with the plan key by key. All byte values are per TP rank.
+``SPECINIT_MEMORY`` log line with the plan's ``--json`` output key by key, and both draw their
+table with the same renderer (:func:`render_table` for rules side by side, :func:`render_breakdown`
+for planned-versus-allocated). Nothing here knows about argv, files or SGLang objects; it reads
+:class:`~sglang_specinit.budget.PoolPlan` and the :class:`~sglang_specinit.budget.BudgetInputs`
+it came from. All byte values are per attention-TP rank.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sglang_specinit.budget import GIB, BudgetInputs, PoolPlan
@@ -32,7 +38,8 @@ BREAKDOWN_KEYS = (
 
 
 def plan_to_dict(plan: PoolPlan, inputs: BudgetInputs, tp_size: int) -> dict[str, Any]:
-    """The breakdown of one rule's plan; byte counts are ints."""
+    """The breakdown of one rule's plan; byte counts are ints (per-token values truncated:
+    hybrid-SWA cells are fractional, ``F + r * S``)."""
     return {
         "rule": plan.rule,
         "tokens": plan.tokens,
@@ -47,11 +54,15 @@ def plan_to_dict(plan: PoolPlan, inputs: BudgetInputs, tp_size: int) -> dict[str
         "resident_bytes": int(plan.resident_bytes),
         "target_kv_bytes_per_token": int(plan.target_kv_bytes_per_token),
         "draft_kv_bytes_per_token": int(plan.draft_kv_bytes_per_token),
+        # What the rule charged per token when it sized the pool (0.5.14: the scaled target cell).
+        "priced_kv_bytes_per_token": int(plan.priced_bytes_per_token),
         "target_kv_pool_bytes": int(plan.target_kv_pool_bytes),
         "draft_kv_pool_bytes": int(plan.draft_kv_pool_bytes),
+        "draft_request_bytes": int(plan.draft_request_bytes),
         "used_bytes": int(plan.used_bytes),
         "headroom_bytes": int(plan.headroom_bytes),
         "min_viable_mem_fraction_static": round(plan.min_viable_mem_fraction_static, 6),
+        "suggested_mem_fraction_static": plan.suggested_mem_fraction_static,
     }
 
 
@@ -67,7 +78,13 @@ def human_bytes(n: float) -> str:
     return f"{sign}{n:.0f} B"
 
 
-ROWS = (
+def _headroom(n: float) -> str:
+    return f"{human_bytes(n)} (over budget)" if n < 0 else human_bytes(n)
+
+
+Row = tuple[str, str, Callable[[Any], str]]
+
+ROWS: tuple[Row, ...] = (
     ("target weights", "target_weight_bytes", human_bytes),
     ("draft weights", "draft_weight_bytes", human_bytes),
     ("target KV / token", "target_kv_bytes_per_token", lambda v: f"{v} B"),
@@ -78,23 +95,41 @@ ROWS = (
     ("draft KV pool", "draft_kv_pool_bytes", human_bytes),
     ("budget (f x free)", "budget_bytes", human_bytes),
     ("used", "used_bytes", human_bytes),
-    ("headroom", "headroom_bytes", human_bytes),
+    ("headroom", "headroom_bytes", _headroom),
     ("min viable --mem-fraction-static", "min_viable_mem_fraction_static", lambda v: f"{v:.4f}"),
 )
 
+# The side-by-side rules table adds what differs between rules: the fraction each one runs
+# with, what it charged per token, and the 0.5.13.post1 draft reserve (only where present).
+RULE_ROWS: tuple[Row, ...] = (
+    ("--mem-fraction-static", "mem_fraction_static", lambda v: f"{v:.3f}"),
+    *ROWS[:4],
+    ("KV / token priced by rule", "priced_kv_bytes_per_token", lambda v: f"{v} B"),
+    *ROWS[4:],
+    ("auto-fraction draft reserve", "spec_reserve_bytes", human_bytes),
+    ("reserve minus draft bytes", "spec_reserve_balance_bytes", _headroom),
+)
 
-def render_columns(columns: dict[str, dict[str, Any]]) -> str:
-    """A fixed-width table: one row per quantity, one column per named breakdown."""
+
+def render_columns(columns: Mapping[str, Mapping[str, Any]], rows: Sequence[Row] = ROWS) -> str:
+    """A fixed-width table: one row per quantity, one column per named breakdown.
+
+    A row whose key no column carries is left out; a column without it shows ``-``.
+    """
     names = list(columns)
-    label_width = max(len(label) for label, _, _ in ROWS)
-    cells = [[fmt(columns[name][key]) for name in names] for _, key, fmt in ROWS]
+    present = [r for r in rows if any(columns[n].get(r[1]) is not None for n in names)]
+    label_width = max(len(label) for label, _, _ in present)
+    cells = [
+        [fmt(columns[n][key]) if columns[n].get(key) is not None else "-" for n in names]
+        for _, key, fmt in present
+    ]
     widths = [max(len(name), *(len(row[i]) for row in cells)) for i, name in enumerate(names)]
     lines = [
         " " * label_width
         + "  "
         + "  ".join(n.rjust(w) for n, w in zip(names, widths, strict=True)),
     ]
-    for (label, _, _), row in zip(ROWS, cells, strict=True):
+    for (label, _, _), row in zip(present, cells, strict=True):
         lines.append(
             label.ljust(label_width)
             + "  "
@@ -115,3 +150,40 @@ def render_breakdown(breakdown: dict[str, Any]) -> str:
     )
     allocated["headroom_bytes"] = breakdown["budget_bytes"] - allocated["used_bytes"]
     return render_columns({"planned": breakdown, "allocated": allocated})
+
+
+@dataclass(frozen=True)
+class ReportColumn:
+    """One rule's plan, the inputs it was computed from, and its title in the table.
+
+    ``spec_reserve_bytes`` is the part of the budget SGLang 0.5.13.post1's automatic
+    ``--mem-fraction-static`` holds back for the draft (the 4/6 GiB speculative term of
+    ``ServerArgs._handle_gpu_memory_settings``, as bytes of this rank's pre-load free memory);
+    None where no such reserve applies.
+    """
+
+    title: str
+    plan: PoolPlan
+    inputs: BudgetInputs
+    spec_reserve_bytes: int | None = None
+
+    def to_dict(self, tp_size: int) -> dict[str, Any]:
+        data = plan_to_dict(self.plan, self.inputs, tp_size)
+        if self.spec_reserve_bytes is not None:
+            # Draft bytes that land outside the budget in 0.5.13.post1 (the draft's graphs and
+            # workspaces come on top and are not priced here).
+            outside = (
+                self.plan.draft_weight_bytes
+                + self.plan.draft_kv_pool_bytes
+                + self.plan.draft_request_bytes
+            )
+            data["spec_reserve_bytes"] = self.spec_reserve_bytes
+            data["spec_reserve_balance_bytes"] = self.spec_reserve_bytes - outside
+        return data
+
+
+def render_table(columns: Sequence[ReportColumn], tp_size: int = 1) -> str:
+    """Rules side by side (stock 0.5.13.post1, upstream 0.5.14, this package), then notes."""
+    table = render_columns({c.title: c.to_dict(tp_size) for c in columns}, RULE_ROWS)
+    notes = [f"* {c.title}: {note}" for c in columns for note in c.plan.notes]
+    return "\n".join([table, *notes])

@@ -24,6 +24,7 @@ from sglang_specinit.budget import (
     page_ceil,
     plan_pools,
 )
+from sglang_specinit.report import human_bytes
 from sglang_specinit.specs import kv_spec_for_runner
 
 logger = logging.getLogger(__name__)
@@ -108,15 +109,13 @@ class SpeculativeSizing:
 
 
 def budget_error_message(inputs: BudgetInputs, plan: PoolPlan) -> str:
-    def gib(n: float) -> str:
-        return f"{n / GIB:.2f} GiB"
-
+    hb = human_bytes
     return (
         f"sglang-specinit: the loaded weights leave no room for the KV cache under "
-        f"--mem-fraction-static={inputs.mem_fraction_static}: budget {gib(plan.budget_bytes)} "
-        f"of {gib(inputs.pre_load_free_bytes)} free before loading, resident "
-        f"{gib(plan.resident_bytes)} (target weights {gib(plan.target_weight_bytes)}, draft "
-        f"weights {gib(plan.draft_weight_bytes)}), KV per token "
+        f"--mem-fraction-static={inputs.mem_fraction_static}: budget {hb(plan.budget_bytes)} "
+        f"of {hb(inputs.pre_load_free_bytes)} free before loading, resident "
+        f"{hb(plan.resident_bytes)} (target weights {hb(plan.target_weight_bytes)}, "
+        f"draft weights {hb(plan.draft_weight_bytes)}), KV per token "
         f"{plan.target_kv_bytes_per_token:.0f} B target + {plan.draft_kv_bytes_per_token:.0f} B "
         f"draft. Pass --mem-fraction-static {plan.suggested_mem_fraction_static:.3f} or more "
         f"(minimum viable {plan.min_viable_mem_fraction_static:.4f}), or use a smaller draft."

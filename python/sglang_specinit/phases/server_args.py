@@ -10,6 +10,7 @@ the same term.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 # Algorithm names (as typed; the heuristic runs before SGLang resolves aliases) whose draft
@@ -35,7 +36,24 @@ def handle_gpu_memory_settings(original: Any, self: Any, gpu_mem: Any) -> Any:
         self.speculative_algorithm = algorithm
 
 
+def check_draft_path(server_args: Any) -> None:
+    """BEFORE ``handle_speculative_decoding``: a local draft directory must hold a config.
+
+    SGLang reads the draft config there to resolve algorithm aliases; without this check a
+    missing config surfaces as transformers' "Unrecognized model" with no hint at the flag.
+    """
+    path = getattr(server_args, "speculative_draft_model_path", None)
+    if path and os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+        raise ValueError(
+            f"--speculative-draft-model-path {path!r} has no config.json: point it at the draft "
+            "checkpoint directory (config.json plus weights) or at its hub id"
+        )
+
+
 HOOKS = (
     ("sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings", handle_gpu_memory_settings),
+)
+BEFORE_HOOKS = (
+    ("sglang.srt.arg_groups.speculative_hook.handle_speculative_decoding", check_draft_path),
 )
 NEW_METHODS = ()
