@@ -166,6 +166,9 @@ class DraftSpec:
     # Draft weights the target also holds (embed/lm_head) and that are freed once bound.
     shared_weight_bytes: int = 0
     bytes_per_request: int = 0
+    # Draft allocations whose size does not depend on the token count (frozen-KV MTP's
+    # 64-token stand-in pool).
+    fixed_bytes: int = 0
     # What upstream 0.5.14's rule would reserve: int(target_cell * (1 + d/n)) with this d.
     upstream_reserved_layers: int = 0
 
@@ -231,6 +234,8 @@ class PoolPlan:
     min_viable_mem_fraction_static: float
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    draft_fixed_bytes: int = 0
+
     @property
     def used_bytes(self) -> int:
         return (
@@ -238,6 +243,7 @@ class PoolPlan:
             + self.target_kv_pool_bytes
             + self.draft_kv_pool_bytes
             + self.draft_request_bytes
+            + self.draft_fixed_bytes
         )
 
     @property
@@ -336,6 +342,7 @@ def _make_plan(
         ),
         min_viable_mem_fraction_static=min_viable,
         notes=notes,
+        draft_fixed_bytes=draft.fixed_bytes if draft is not None else 0,
     )
 
 
@@ -353,7 +360,7 @@ def plan_pools(inputs: BudgetInputs) -> PoolPlan:
     fixed = inputs.reserved_bytes + inputs.target_kv.padding_bytes(page)
     if draft is not None:
         per_token += draft.kv_bytes_per_token()
-        fixed += draft.padding_bytes(page)
+        fixed += draft.padding_bytes(page) + draft.fixed_bytes
         if draft.bytes_per_request:
             worst_reqs = (
                 inputs.max_running_requests // inputs.dp_size

@@ -61,6 +61,39 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
     ),
     "sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings": ("gpu_mem",),
     "sglang.srt.arg_groups.speculative_hook.handle_speculative_decoding": (),
+    "sglang.srt.speculative.standalone_worker_v2.StandaloneDraftWorker.__init__": (
+        "server_args",
+        "gpu_id",
+        "tp_rank",
+        "dp_rank",
+        "moe_ep_rank",
+        "attn_cp_rank",
+        "moe_dp_rank",
+        "nccl_port",
+        "target_worker",
+    ),
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker.__init__": (
+        "server_args",
+        "gpu_id",
+        "tp_rank",
+        "dp_rank",
+        "moe_ep_rank",
+        "attn_cp_rank",
+        "moe_dp_rank",
+        "nccl_port",
+        "target_worker",
+    ),
+    "sglang.srt.speculative.frozen_kv_mtp_worker.FrozenKVMTPWorker.__init__": (
+        "server_args",
+        "gpu_id",
+        "tp_rank",
+        "dp_rank",
+        "moe_ep_rank",
+        "attn_cp_rank",
+        "moe_dp_rank",
+        "nccl_port",
+        "target_worker",
+    ),
 }
 
 # Methods and module attributes the phases call in their new order.
@@ -97,6 +130,31 @@ CALLED: tuple[str, ...] = (
     "sglang.srt.speculative.eagle_worker_v2._get_plan_stream",
     "sglang.srt.speculative.eagle_worker_v2.AdaptiveController",
     "sglang.srt.speculative.eagle_worker_v2.SpecRuntimeState",
+    "sglang.srt.speculative.eagle_worker_v2.TreeMaskMode",
+    "sglang.srt.speculative.standalone_worker_v2.StandaloneDraftWorker.init_attention_backend",
+    "sglang.srt.speculative.standalone_worker_v2.StandaloneWorkerV2",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker.init_lm_head",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker."
+    "init_attention_backend",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker."
+    "init_cuda_graphs",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleWorkerV2",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2.empty_context",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2.draft_tp_context",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2.speculative_moe_backend_context",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2.TreeMaskMode",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2._get_plan_stream",
+    "sglang.srt.speculative.dflash_worker.DFlashWorker",
+    "sglang.srt.server_args.get_global_server_args",
+    "sglang.srt.server_args.set_global_server_args_for_scheduler",
+    "sglang.srt.speculative.frozen_kv_mtp_worker.FrozenKVMTPWorker._bind_kv_context",
+    "sglang.srt.speculative.frozen_kv_mtp_worker.FrozenKVMTPWorker._init_draft_attn_backend",
+    "sglang.srt.speculative.frozen_kv_mtp_worker.FrozenKVMTPWorker.init_cuda_graphs",
+    "sglang.srt.speculative.frozen_kv_mtp_worker.MemoryPoolConfig",
+    "sglang.srt.speculative.frozen_kv_mtp_worker.empty_context",
+    "sglang.srt.speculative.frozen_kv_mtp_worker.draft_tp_context",
+    "sglang.srt.speculative.frozen_kv_mtp_worker.speculative_moe_backend_context",
+    "sglang.srt.speculative.frozen_kv_mtp_worker.speculative_moe_a2a_backend_context",
 )
 
 
@@ -168,6 +226,25 @@ def signature_problems(
 
 def phased_worker_classes() -> tuple[type, ...]:
     """Speculative worker classes whose init runs in phases."""
+    from sglang.srt.speculative.dflash_worker import DFlashWorker
     from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+    from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
+    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
+    from sglang.srt.speculative.standalone_worker_v2 import StandaloneWorkerV2
 
-    return (EAGLEWorkerV2,)
+    return (
+        EAGLEWorkerV2,
+        StandaloneWorkerV2,
+        MultiLayerEagleWorkerV2,
+        DFlashWorker,
+        FrozenKVMTPWorker,
+    )
+
+
+# Speculative workers without a draft model, built in the pool phase. Named rather than
+# imported: ngram_worker imports sgl_kernel at module level, which only CUDA builds have.
+MODEL_LESS_WORKERS = frozenset({("sglang.srt.speculative.ngram_worker", "NGRAMWorker")})
+
+
+def is_model_less_worker(worker_class: type) -> bool:
+    return (worker_class.__module__, worker_class.__qualname__) in MODEL_LESS_WORKERS

@@ -10,6 +10,10 @@ sglang first and registers all hooks or none.
     ModelRunner.initialize                       around + alloc/backends     stop before the pool
     ModelRunnerKVCacheMixin._resolve_memory...   around                      target + draft sizing
     EagleDraftWorker.__init__ / EAGLEWorkerV2    around + alloc/backends     draft loads only
+    StandaloneDraftWorker.__init__               around + alloc/backends     draft loads only
+    MultiLayerEagleDraftWorker.__init__ / V2     around + alloc/backends     N runners, h-state
+    DFlashWorker                                 alloc/backends              exact draft price
+    FrozenKVMTPWorker.__init__                   around + alloc/backends     binds target KV late
     ServerArgs._handle_gpu_memory_settings       around                      no flat 4/6 GB guess
     speculative_hook.handle_speculative_decoding before                      clear bad-draft error
 
@@ -24,11 +28,31 @@ import logging
 import os
 
 from sglang_specinit import __version__, compat
-from sglang_specinit.phases import eagle, model_runner, scheduler, server_args, tp_worker
+from sglang_specinit.phases import (
+    dflash,
+    eagle,
+    frozen_kv_mtp,
+    model_runner,
+    multi_layer_eagle,
+    scheduler,
+    server_args,
+    standalone,
+    tp_worker,
+)
 
 logger = logging.getLogger(__name__)
 
-PHASE_MODULES = (scheduler, tp_worker, model_runner, eagle, server_args)
+PHASE_MODULES = (
+    scheduler,
+    tp_worker,
+    model_runner,
+    eagle,
+    standalone,
+    multi_layer_eagle,
+    dflash,
+    frozen_kv_mtp,
+    server_args,
+)
 
 _registered = False
 

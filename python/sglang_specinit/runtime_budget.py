@@ -21,6 +21,7 @@ from sglang_specinit.budget import (
     DraftSpec,
     KVSpec,
     PoolPlan,
+    kv_pool_bytes,
     page_ceil,
     plan_pools,
 )
@@ -54,11 +55,25 @@ def weight_bytes(modules: list[Any], exclude: dict[int, int] | None = None) -> i
 
 
 @dataclass
+class DraftDescription:
+    """What a live draft worker will put on the device, by kind of allocation."""
+
+    # Runners whose models hold the draft's weights.
+    weight_runners: list[Any] = field(default_factory=list)
+    # Runners that get a KV pool of the target's token count.
+    pool_runners: list[Any] = field(default_factory=list)
+    # (runner, tokens) for a pool of fixed size (frozen-KV MTP's stand-in pool).
+    fixed_pools: list[tuple[Any, int]] = field(default_factory=list)
+    # Bytes per req-to-token row of per-request draft buffers.
+    bytes_per_request: int = 0
+
+
+@dataclass
 class SpeculativeSizing:
     """Attached to a speculative target's ModelRunner before its pool phase."""
 
     algorithm: str
-    draft_runners: list[Any]
+    draft: DraftDescription
     plan: PoolPlan | None = None
     inputs: BudgetInputs | None = None
     draft_pools: tuple[KVSpec, ...] = field(default_factory=tuple)
@@ -69,19 +84,28 @@ class SpeculativeSizing:
         pre_load_free_bytes = int(pre_model_load_memory * GIB)
         f = runner.mem_fraction_static
         budget_bytes = int(f * pre_load_free_bytes)
+        page_size = server_args.page_size
         target_storages = tensor_storage_ids(runner.model)
-        self.draft_pools = tuple(kv_spec_for_runner(dr) for dr in self.draft_runners)
+        described = self.draft
+        self.draft_pools = tuple(kv_spec_for_runner(dr) for dr in described.pool_runners)
         draft = DraftSpec(
             algorithm=self.algorithm,
             kv_pools=self.draft_pools,
-            weight_bytes=weight_bytes([dr.model for dr in self.draft_runners], target_storages),
+            weight_bytes=weight_bytes(
+                [dr.model for dr in described.weight_runners], target_storages
+            ),
+            bytes_per_request=described.bytes_per_request,
+            fixed_bytes=sum(
+                kv_pool_bytes(kv_spec_for_runner(dr), tokens, page_size)
+                for dr, tokens in described.fixed_pools
+            ),
         )
         return BudgetInputs(
             pre_load_free_bytes=pre_load_free_bytes,
             mem_fraction_static=f,
             target_kv=kv_spec_for_runner(runner),
             target_weight_bytes=sum(target_storages.values()),
-            page_size=server_args.page_size,
+            page_size=page_size,
             context_len=runner.model_config.context_len,
             draft=draft,
             max_total_tokens=server_args.max_total_tokens,

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from sglang_specinit.phases.state import deferring_pools, run_until
+from sglang_specinit.phases.state import deferring_pools, preserved_cuda_graph_flag, run_until
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +50,20 @@ def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> No
     """AROUND hook on ``EagleDraftWorker.__init__``: load and bind, stop before backends."""
     if not deferring_pools():
         return original(self, *args, **kwargs)
-    reached = run_until(self, "init_attention_backend", lambda: original(self, *args, **kwargs))
+    construct_until(self, "init_attention_backend", original, args, kwargs)
+
+
+def construct_until(
+    self: Any, cut_at: str | tuple[str, ...], original: Any, args: tuple, kwargs: dict
+) -> None:
+    """Run a draft worker's stock constructor up to its first backend-phase method."""
+    server_args = kwargs.get("server_args", args[0] if args else None)
+    with preserved_cuda_graph_flag(server_args):
+        reached = run_until(self, cut_at, lambda: original(self, *args, **kwargs))
     if not reached:
         raise RuntimeError(
-            "sglang-specinit: EagleDraftWorker.__init__ never reached init_attention_backend; "
-            "this sglang build differs from 0.5.13.x. Set SGLANG_SPECINIT_DISABLE=1."
+            f"sglang-specinit: {type(self).__name__}.__init__ never reached {cut_at}; this "
+            "sglang build differs from 0.5.13.x. Set SGLANG_SPECINIT_DISABLE=1."
         )
 
 

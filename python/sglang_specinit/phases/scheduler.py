@@ -21,7 +21,7 @@ from typing import Any
 
 from sglang_specinit.phases.state import defer_pools
 from sglang_specinit.phases.tp_worker import runners_of
-from sglang_specinit.runtime_budget import SpeculativeSizing
+from sglang_specinit.runtime_budget import DraftDescription, SpeculativeSizing
 from sglang_specinit.specs import runner_layer_count
 
 logger = logging.getLogger(__name__)
@@ -39,13 +39,38 @@ def _timed(scheduler: Any, label: str, step: Callable[[], Any]) -> None:
 
 def draft_tp_worker(draft_worker: Any) -> Any:
     """The TpModelWorker holding a draft worker's model runners."""
+    from sglang.srt.managers.tp_worker import TpModelWorker
+
+    if isinstance(draft_worker, TpModelWorker):  # frozen-KV MTP is its own TpModelWorker
+        return draft_worker
     inner = getattr(draft_worker, "_draft_worker", draft_worker)
     return inner.draft_worker
 
 
+def describe_draft(draft_worker: Any) -> DraftDescription:
+    """Which of a draft worker's runners own weights, token-sized pools and fixed pools."""
+    from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
+    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
+
+    from sglang_specinit.phases.frozen_kv_mtp import DUMMY_POOL_TOKENS
+    from sglang_specinit.phases.multi_layer_eagle import hidden_state_row_bytes
+
+    if draft_worker is None:
+        return DraftDescription()
+    runners = runners_of(draft_tp_worker(draft_worker))
+    if isinstance(draft_worker, FrozenKVMTPWorker):
+        return DraftDescription(
+            weight_runners=runners, fixed_pools=[(r, DUMMY_POOL_TOKENS) for r in runners]
+        )
+    description = DraftDescription(weight_runners=runners, pool_runners=runners)
+    if isinstance(draft_worker, MultiLayerEagleWorkerV2):
+        description.bytes_per_request = hidden_state_row_bytes(draft_worker._draft_worker)
+    return description
+
+
 def phasing_blocker(scheduler: Any) -> str | None:
     """Why this launch keeps SGLang's stock init (None: it is phased)."""
-    from sglang_specinit.compat import phased_worker_classes
+    from sglang_specinit.compat import is_model_less_worker, phased_worker_classes
     from sglang_specinit.phases.model_runner import PHASED_DEVICES
 
     server_args = scheduler.server_args
@@ -56,9 +81,16 @@ def phasing_blocker(scheduler: Any) -> str | None:
     if server_args.enable_hisparse:
         return "--enable-hisparse builds its coordinator inside ModelRunner.initialize"
     worker_class = scheduler.spec_algorithm.create_worker(server_args)
-    if worker_class not in phased_worker_classes():
-        return f"{worker_class.__name__} does not implement the phased init yet"
-    return None
+    if worker_class in phased_worker_classes() or is_model_less_worker(worker_class):
+        return None
+    if callable(getattr(worker_class, "alloc_memory_pool", None)) and callable(
+        getattr(worker_class, "init_backends", None)
+    ):
+        return None  # a plugin algorithm that implements the phases itself
+    return (
+        f"{worker_class.__name__} (a custom speculative algorithm) has no alloc_memory_pool/"
+        "init_backends, so it is built the stock way"
+    )
 
 
 def predict_draft_layers(server_args: Any) -> int:
@@ -98,11 +130,25 @@ def init_model_worker(original: Any, self: Any) -> None:
                 "[specinit] stock speculative init (draft memory NOT budgeted): %s", blocker
             )
         return original(self)
+    from sglang_specinit.compat import is_model_less_worker
+
     self._specinit_phase_log = []
-    self._specinit_predicted_draft_layers = predict_draft_layers(self.server_args)
+    worker_class = self.spec_algorithm.create_worker(self.server_args)
+    # A draft without a model (NGRAM) has nothing to load; it is built in the pool phase,
+    # once the target's request count exists.
+    self._specinit_model_less_draft = is_model_less_worker(worker_class)
+    if not self._specinit_model_less_draft:
+        self._specinit_predicted_draft_layers = predict_draft_layers(self.server_args)
     with defer_pools():
         _timed(self, "1/4 load target weights", self.init_tp_model_worker)
-        _timed(self, "2/4 load draft weights", self.maybe_init_draft_worker)
+        if self._specinit_model_less_draft:
+            self.draft_worker = None
+            logger.info(
+                "[specinit] phase 2/4 load draft weights: none, %s has no model",
+                worker_class.__name__,
+            )
+        else:
+            _timed(self, "2/4 load draft weights", self.maybe_init_draft_worker)
     _timed(self, "3/4 allocate KV pools", self.init_memory_pools)
     _timed(self, "4/4 attention backends and graphs", self.init_all_backends)
     log_memory_breakdown(self)
@@ -125,12 +171,12 @@ def init_target_memory_pool(self: Any) -> None:
     runner = self.tp_worker.model_runner
     if getattr(runner, "token_to_kv_pool", None) is not None:
         return
-    if self.draft_worker is not None:
-        draft_runners = runners_of(draft_tp_worker(self.draft_worker))
-        _check_predicted_layers(self, draft_runners)
-        runner._specinit_sizing = SpeculativeSizing(
-            algorithm=self.server_args.speculative_algorithm, draft_runners=draft_runners
-        )
+    description = describe_draft(self.draft_worker)
+    if description.pool_runners:
+        _check_predicted_layers(self, description.pool_runners)
+    runner._specinit_sizing = SpeculativeSizing(
+        algorithm=self.server_args.speculative_algorithm, draft=description
+    )
     self.tp_worker.alloc_memory_pool()
 
 
@@ -149,6 +195,9 @@ def _check_predicted_layers(scheduler: Any, draft_runners: list[Any]) -> None:
 def init_memory_pools(self: Any) -> None:
     """Target pools first (they set the token count), then the draft's on the same config."""
     self.init_target_memory_pool()
+    if getattr(self, "_specinit_model_less_draft", False):
+        self.maybe_init_draft_worker()
+        return
     if self.draft_worker is None:
         return
     req_to_token_pool, allocator = self.tp_worker.get_memory_pool()
@@ -161,7 +210,7 @@ def init_memory_pools(self: Any) -> None:
 
 def init_all_backends(self: Any) -> None:
     self.tp_worker.init_backends()
-    if self.draft_worker is not None:
+    if self.draft_worker is not None and hasattr(self.draft_worker, "init_backends"):
         self.draft_worker.init_backends()
 
 
@@ -179,7 +228,7 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
     from sglang_specinit.report import plan_to_dict
 
     sizing = scheduler.tp_worker.model_runner._specinit_sizing
-    draft_runners = runners_of(draft_tp_worker(scheduler.draft_worker))
+    draft_runners = sizing.draft.pool_runners + [r for r, _ in sizing.draft.fixed_pools]
     target_runner = scheduler.tp_worker.model_runner
     breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=scheduler.server_args.tp_size)
     breakdown["allocated_target_kv_pool_bytes"] = kv_pool_allocated_bytes(target_runner)

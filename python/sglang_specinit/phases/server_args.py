@@ -13,16 +13,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
-# Algorithm names (as typed; the heuristic runs before SGLang resolves aliases) whose draft
-# memory the phased init budgets.
-BUDGETED_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN"})
+# Built-in algorithm names (as typed; the heuristic runs before SGLang resolves aliases) whose
+# draft memory the phased init budgets. Plugin-registered algorithms keep the reserve unless
+# their worker implements the phases, which cannot be known this early.
+BUDGETED_ALGORITHMS = frozenset(
+    {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "DFLASH", "FROZEN_KV_MTP", "NGRAM"}
+)
 
 
 def draft_is_budgeted(server_args: Any) -> bool:
     name = server_args.speculative_algorithm
-    if name is None or str(name).upper() not in BUDGETED_ALGORITHMS:
-        return False
-    return not getattr(server_args, "enable_multi_layer_eagle", False)
+    return name is not None and str(name).upper() in BUDGETED_ALGORITHMS
 
 
 def handle_gpu_memory_settings(original: Any, self: Any, gpu_mem: Any) -> Any:

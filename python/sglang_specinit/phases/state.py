@@ -43,17 +43,32 @@ def _raise_cut(*_args: Any, **_kwargs: Any) -> None:
     raise PhaseCut
 
 
-def run_until(obj: Any, method_name: str, body: Callable[[], Any]) -> bool:
-    """Run ``body`` until it calls ``obj.<method_name>``; that call and the rest are skipped.
+def run_until(obj: Any, method_names: str | tuple[str, ...], body: Callable[[], Any]) -> bool:
+    """Run ``body`` until it calls one of ``obj.<method_names>``; that call and the rest are
+    skipped.
 
-    Returns True if the cut was reached. The instance-level override shadows the class method
-    only for this object and is always removed afterwards.
+    Returns True if the cut was reached. The instance-level overrides shadow the class methods
+    only for this object and are always removed afterwards.
     """
-    setattr(obj, method_name, _raise_cut)
+    names = (method_names,) if isinstance(method_names, str) else method_names
+    for name in names:
+        setattr(obj, name, _raise_cut)
     try:
         body()
     except PhaseCut:
         return True
     finally:
-        obj.__dict__.pop(method_name, None)
+        for name in names:
+            obj.__dict__.pop(name, None)
     return False
+
+
+@contextlib.contextmanager
+def preserved_cuda_graph_flag(server_args: Any) -> Iterator[None]:
+    """Draft constructors turn ``disable_cuda_graph`` on and restore it at their end; a cut
+    constructor never reaches its restore, so restore it here."""
+    value = server_args.disable_cuda_graph
+    try:
+        yield
+    finally:
+        server_args.disable_cuda_graph = value

@@ -1,0 +1,104 @@
+"""Frozen-KV MTP draft worker in phases (sglang 0.5.13 / 0.5.13.post1).
+
+Wraps ``FrozenKVMTPWorker.__init__``; adds ``FrozenKVMTPWorker.alloc_memory_pool`` and
+``init_backends`` (overriding the ones it would inherit from ``TpModelWorker``).
+``FrozenKVMTPWorkerV2`` stays what it is in 0.5.13.x: a placeholder that raises.
+
+The frozen-KV draft reads the target's KV cache, so its stock constructor needs the target pool
+(its own runner only gets a 64-token dummy pool whose request count is the target's). Upstream
+0.5.14 solved that by allocating the target pool before the draft loads, which leaves the draft
+weights out of the budget, and it still reserves draft KV layers the draft never allocates. Here
+the draft loads in the weight phase like every other draft, binds the target pool in its pool
+phase, and is charged exactly its weights and its dummy pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_specinit.phases import tp_worker
+from sglang_specinit.phases.eagle import construct_until
+from sglang_specinit.phases.model_runner import PROVISIONAL_SIZE
+from sglang_specinit.phases.state import deferring_pools
+
+# Size of the stand-in pool the stock constructor gives the draft runner.
+DUMMY_POOL_TOKENS = 64
+
+
+def _module() -> Any:
+    import sglang.srt.speculative.frozen_kv_mtp_worker as frozen_kv_mtp_worker
+
+    return frozen_kv_mtp_worker
+
+
+def init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
+    """AROUND hook: load and bind embed/head; the target-pool binding waits for phase 3."""
+    if not deferring_pools():
+        return original(self, *args, **kwargs)
+    target_worker = kwargs.get("target_worker", args[-1] if args else None)
+    target_runner = target_worker.model_runner
+    # The constructor copies the target's request count into the dummy config before any
+    # pool exists; a stand-in config lets it run, and the real count is set in phase 3.
+    target_runner.memory_pool_config = _module().MemoryPoolConfig(
+        max_total_num_tokens=PROVISIONAL_SIZE, max_running_requests=PROVISIONAL_SIZE
+    )
+    try:
+        construct_until(
+            self, ("_bind_kv_context", "_init_draft_attn_backend"), original, args, kwargs
+        )
+    finally:
+        target_runner.memory_pool_config = None
+
+
+def alloc_memory_pool(
+    self: Any,
+    memory_pool_config: Any = None,
+    req_to_token_pool: Any = None,
+    token_to_kv_pool_allocator: Any = None,
+) -> None:
+    """Attach to the target's pools; the draft's own pool stays the 64-token stand-in."""
+    mod = _module()
+    self.memory_pool_config.max_running_requests = memory_pool_config.max_running_requests
+    self.req_to_token_pool = req_to_token_pool
+    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+    with (
+        mod.empty_context(),
+        mod.speculative_moe_backend_context(),
+        mod.speculative_moe_a2a_backend_context(),
+    ):
+        tp_worker.alloc_memory_pool(
+            self, self.memory_pool_config, req_to_token_pool, token_to_kv_pool_allocator
+        )
+    self.kv_context = None
+    if hasattr(self.draft_model_runner.model, "bind_frozen_kv_context"):
+        self._bind_kv_context()
+
+
+def init_backends(self: Any) -> None:
+    mod = _module()
+    with (
+        mod.empty_context(),
+        mod.speculative_moe_backend_context(),
+        mod.speculative_moe_a2a_backend_context(),
+    ):
+        tp_worker.init_backends(self)
+    self.draft_tp_context = (
+        mod.draft_tp_context if self.server_args.enable_dp_attention else mod.empty_context
+    )
+    self.draft_attn_backend = self._init_draft_attn_backend()
+    self.draft_model_runner.draft_attn_backend = self.draft_attn_backend
+    self.cuda_graph_runner = None
+    with (
+        self.draft_tp_context(self.draft_model_runner.tp_group),
+        mod.speculative_moe_backend_context(),
+        mod.speculative_moe_a2a_backend_context(),
+    ):
+        self.init_cuda_graphs()
+
+
+WORKER = "sglang.srt.speculative.frozen_kv_mtp_worker.FrozenKVMTPWorker"
+HOOKS = ((f"{WORKER}.__init__", init),)
+NEW_METHODS = (
+    (WORKER, "alloc_memory_pool", alloc_memory_pool),
+    (WORKER, "init_backends", init_backends),
+)

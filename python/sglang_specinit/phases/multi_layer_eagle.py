@@ -1,0 +1,119 @@
+"""Multi-layer EAGLE (MTP) workers in phases (sglang 0.5.13 / 0.5.13.post1).
+
+Wraps ``MultiLayerEagleDraftWorker.__init__``; adds ``alloc_memory_pool`` and ``init_backends``
+to ``MultiLayerEagleDraftWorker`` and ``MultiLayerEagleWorkerV2``.
+
+The draft TpModelWorker owns ``speculative_num_steps`` ModelRunners, each with a KV pool of its
+own; all of them are priced at their own geometry. The constructor's per-request hidden-state
+buffer (``req_to_hidden_states_pool``, one row per req-to-token row) is shaped by the request
+pool, so it is allocated in the pool phase and charged to the budget (``DraftSpec.
+bytes_per_request``). The constructor is stopped where it binds the target's embed/lm_head; the
+binding itself runs right away, still in the weight phase, so the runners' own copies are freed
+before the target pool is sized.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_specinit.phases.eagle import construct_until
+from sglang_specinit.phases.state import deferring_pools
+
+
+def _module() -> Any:
+    import sglang.srt.speculative.multi_layer_eagle_worker_v2 as multi_layer
+
+    return multi_layer
+
+
+def hidden_state_row_bytes(draft: Any) -> int:
+    """Bytes of one request's row of ``req_to_hidden_states_pool``."""
+    import torch
+
+    config = draft.model_config
+    element = torch.empty((), dtype=config.dtype).element_size()
+    return (draft.speculative_num_steps - 1) * config.hidden_size * element
+
+
+def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
+    if not deferring_pools():
+        return original(self, *args, **kwargs)
+    construct_until(self, "init_lm_head", original, args, kwargs)
+    self.init_lm_head()
+
+
+def draft_worker_alloc_memory_pool(
+    self: Any,
+    memory_pool_config: Any = None,
+    req_to_token_pool: Any = None,
+    token_to_kv_pool_allocator: Any = None,
+) -> None:
+    import torch
+
+    mod = _module()
+    self.req_to_token_pool = req_to_token_pool
+    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+    with mod.empty_context(), mod.speculative_moe_backend_context():
+        self.draft_worker.alloc_memory_pool(
+            memory_pool_config=memory_pool_config,
+            req_to_token_pool=req_to_token_pool,
+            token_to_kv_pool_allocator=token_to_kv_pool_allocator,
+        )
+    # Rows mirror req_to_token so a request's pool index addresses its hidden states.
+    self.req_to_hidden_states_pool = torch.empty(
+        (
+            req_to_token_pool.req_to_token.shape[0],
+            self.speculative_num_steps - 1,
+            self.model_config.hidden_size,
+        ),
+        dtype=self.model_config.dtype,
+        device=self.device,
+    )
+
+
+def draft_worker_init_backends(self: Any) -> None:
+    mod = _module()
+    with mod.empty_context(), mod.speculative_moe_backend_context():
+        self.draft_worker.init_backends()
+    self.draft_tp_context = (
+        mod.draft_tp_context if self.server_args.enable_dp_attention else mod.empty_context
+    )
+    with (
+        self.draft_tp_context(self.draft_runner_list[0].tp_group),
+        mod.speculative_moe_backend_context(),
+    ):
+        self.init_attention_backend()
+        self.init_cuda_graphs()
+    self.tree_mask_mode = mod.TreeMaskMode.FULL_MASK
+    self.plan_stream, self.plan_stream_ctx = mod._get_plan_stream(self.device)
+
+
+def worker_alloc_memory_pool(
+    self: Any,
+    memory_pool_config: Any = None,
+    req_to_token_pool: Any = None,
+    token_to_kv_pool_allocator: Any = None,
+) -> None:
+    self.req_to_token_pool = req_to_token_pool
+    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+    self._draft_worker.alloc_memory_pool(
+        memory_pool_config=memory_pool_config,
+        req_to_token_pool=req_to_token_pool,
+        token_to_kv_pool_allocator=token_to_kv_pool_allocator,
+    )
+
+
+def worker_init_backends(self: Any) -> None:
+    self._draft_worker.init_backends()
+
+
+MODULE = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
+DRAFT = f"{MODULE}.MultiLayerEagleDraftWorker"
+WORKER = f"{MODULE}.MultiLayerEagleWorkerV2"
+HOOKS = ((f"{DRAFT}.__init__", draft_worker_init),)
+NEW_METHODS = (
+    (DRAFT, "alloc_memory_pool", draft_worker_alloc_memory_pool),
+    (DRAFT, "init_backends", draft_worker_init_backends),
+    (WORKER, "alloc_memory_pool", worker_alloc_memory_pool),
+    (WORKER, "init_backends", worker_init_backends),
+)

@@ -1,0 +1,59 @@
+"""STANDALONE draft workers in phases (sglang 0.5.13 / 0.5.13.post1).
+
+Wraps ``StandaloneDraftWorker.__init__``; adds ``StandaloneDraftWorker.alloc_memory_pool`` and
+``init_backends``. ``StandaloneWorkerV2`` inherits the phase methods added to ``EAGLEWorkerV2``
+(its constructor has no pool-dependent step and no adaptive controller).
+
+The standalone draft is a full small LM: it keeps its own embed/lm_head (``init_lm_head`` is a
+no-op), so all its weights are counted, and its KV is priced at its own geometry. Its
+constructor builds the draft worker under a plain context and its backends under the dp TP
+context with the MoE backend context only (no a2a context, no breakable graphs, no canary mark),
+and the phases keep exactly those contexts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_specinit.phases.eagle import _eagle_module, construct_until
+from sglang_specinit.phases.state import deferring_pools
+
+
+def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
+    if not deferring_pools():
+        return original(self, *args, **kwargs)
+    construct_until(self, "init_attention_backend", original, args, kwargs)
+
+
+def draft_worker_alloc_memory_pool(
+    self: Any,
+    memory_pool_config: Any = None,
+    req_to_token_pool: Any = None,
+    token_to_kv_pool_allocator: Any = None,
+) -> None:
+    self.req_to_token_pool = req_to_token_pool
+    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+    with _eagle_module().empty_context():
+        self.draft_worker.alloc_memory_pool(
+            memory_pool_config=memory_pool_config,
+            req_to_token_pool=req_to_token_pool,
+            token_to_kv_pool_allocator=token_to_kv_pool_allocator,
+        )
+
+
+def draft_worker_init_backends(self: Any) -> None:
+    mod = _eagle_module()
+    with mod.empty_context():
+        self.draft_worker.init_backends()
+    with self.draft_tp_context(self.draft_runner.tp_group), mod.speculative_moe_backend_context():
+        self.init_attention_backend()
+        self.init_cuda_graphs()
+    self.plan_stream, self.plan_stream_ctx = mod._get_plan_stream(self.device)
+
+
+DRAFT = "sglang.srt.speculative.standalone_worker_v2.StandaloneDraftWorker"
+HOOKS = ((f"{DRAFT}.__init__", draft_worker_init),)
+NEW_METHODS = (
+    (DRAFT, "alloc_memory_pool", draft_worker_alloc_memory_pool),
+    (DRAFT, "init_backends", draft_worker_init_backends),
+)
