@@ -1,29 +1,52 @@
 #!/usr/bin/env bash
-# Builds the CPU development environment in .venv (idempotent; a rebuilt tree takes seconds).
+# Builds the CPU development environment (idempotent: an up-to-date tree takes a second).
+#
+#   .venv               sglang 0.5.13.post1 + this package (editable) + pinned test tools
+#   .venv-sglang0514    sglang 0.5.14 (no deps) layered over .venv, for the version-guard test
 #
 # sglang 0.5.13.post1 pins a CUDA torch==2.11.0. We install it with --no-deps next to the
-# torch 2.14.1 / torchvision 0.29.1 pair that loads on a GPU-less machine without edits
-# (see ../shared/docs/cpu-testing.md, variant B) and pin every other package in
-# requirements/cpu-dev.lock so that CI and every developer get the same versions.
+# torch 2.14.1 / torchvision 0.29.1 pair that imports on a GPU-less machine without edits
+# (../shared/docs/cpu-testing.md, variant B), and pin every other package in
+# requirements/cpu-dev.lock so CI and every developer get the same versions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
-VENV=.venv
 SGLANG_VERSION=0.5.13.post1
+UPSTREAM_FIXED_VERSION=0.5.14
 stamp_inputs=$(cat requirements/cpu-dev.lock pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
-stamp_file=$VENV/.specinit-stamp
 
-if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_inputs" ]; then
-  echo "[setup] .venv is up to date"
+build_main_venv() {
+  rm -rf .venv
+  "$PYTHON" -m venv .venv
+  .venv/bin/pip install -q -r requirements/cpu-dev.lock
+  .venv/bin/pip install -q --no-deps "sglang==$SGLANG_VERSION"
+  .venv/bin/pip install -q --no-deps -e .
+}
+
+build_upstream_venv() {
+  # Only sglang 0.5.14 itself lives here; everything else is read from .venv through a .pth
+  # appended after this venv's own site-packages, so 0.5.14 shadows 0.5.13.post1.
+  rm -rf .venv-sglang0514
+  "$PYTHON" -m venv .venv-sglang0514
+  .venv-sglang0514/bin/pip install -q --no-deps "sglang==$UPSTREAM_FIXED_VERSION"
+  .venv-sglang0514/bin/pip install -q --no-deps -e .
+  local own main
+  own=$(.venv-sglang0514/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  main=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$main" > "$own/zz-specinit-main-venv.pth"
+}
+
+if [ -f .venv/.specinit-stamp ] && [ "$(cat .venv/.specinit-stamp)" = "$stamp_inputs" ] \
+   && [ -f .venv-sglang0514/.specinit-stamp ] \
+   && [ "$(cat .venv-sglang0514/.specinit-stamp)" = "$stamp_inputs" ]; then
+  echo "[setup] environments are up to date"
   exit 0
 fi
 
 start=$(date +%s)
-rm -rf "$VENV"
-"$PYTHON" -m venv "$VENV"
-"$VENV/bin/pip" install -q -r requirements/cpu-dev.lock
-"$VENV/bin/pip" install -q --no-deps "sglang==$SGLANG_VERSION"
-"$VENV/bin/pip" install -q --no-deps -e .
-echo "$stamp_inputs" > "$stamp_file"
-echo "[setup] built .venv in $(( $(date +%s) - start ))s"
+build_main_venv
+echo "$stamp_inputs" > .venv/.specinit-stamp
+build_upstream_venv
+echo "$stamp_inputs" > .venv-sglang0514/.specinit-stamp
+echo "[setup] built .venv and .venv-sglang0514 in $(( $(date +%s) - start ))s"

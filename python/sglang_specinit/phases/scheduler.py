@@ -236,6 +236,13 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
         kv_pool_allocated_bytes(dr) for dr in draft_runners
     )
     breakdown["tp_rank"] = scheduler.ps.tp_rank
+    if scheduler.server_args.device == "cuda":
+        import torch
+
+        # What the device really holds after init, for the GPU suite to compare with the plan.
+        free, _total = torch.cuda.mem_get_info()
+        breakdown["cuda_free_bytes_after_init"] = int(free)
+        breakdown["cuda_torch_allocated_bytes"] = int(torch.cuda.memory_allocated())
     breakdown["phase_seconds"] = {label: round(s, 3) for label, s in scheduler._specinit_phase_log}
     return breakdown
 

@@ -1,0 +1,43 @@
+"""Fixtures for tests that run real SGLang 0.5.13.post1 classes on device "cpu".
+
+The tiny checkpoints are generated once per machine (cached under ``.cache/tiny-models``) and
+shared by the whole session; each Engine gets its own ``tmp_path`` for its log and reports.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+# test/ holds the ``harness`` package; test/ itself is not a package.
+_TEST_DIR = str(Path(__file__).resolve().parents[1])
+if _TEST_DIR not in sys.path:
+    sys.path.insert(0, _TEST_DIR)
+
+from harness import tiny_models  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_target() -> Path:
+    """Tiny Llama target: hidden 64, 2 layers, 4 heads, 2 KV heads of dim 16, vocab 32000."""
+    return tiny_models.tiny_llama_target()
+
+
+@pytest.fixture(scope="session")
+def tiny_eagle_draft() -> Path:
+    """1-layer EAGLE draft for :func:`tiny_target` (same hidden/vocab and KV geometry)."""
+    return tiny_models.tiny_eagle_draft()
+
+
+@pytest.fixture(scope="session")
+def tiny_eagle3_draft() -> Path:
+    """1-layer EAGLE3 draft with a different KV geometry (1 KV head of dim 48)."""
+    return tiny_models.tiny_eagle3_draft()
+
+
+@pytest.fixture(scope="session")
+def tiny_eagle3_draft_nnpl0() -> Path:
+    """The EAGLE3 draft with ``"num_nextn_predict_layers": 0`` in its config."""
+    return tiny_models.tiny_eagle3_draft(num_nextn_predict_layers=0)

@@ -1,0 +1,63 @@
+"""Fast checks of the harness pieces that need no Engine: the memory meter and tiny models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from harness import shims, tiny_models
+
+
+def test_meter_counts_each_storage_once() -> None:
+    before = shims.live_cpu_tensor_bytes()
+    block = torch.zeros(1 << 18, dtype=torch.float32)  # 1 MiB
+    view = block[: 1 << 10]
+    param = torch.nn.Parameter(block.view(512, 512), requires_grad=False)
+    assert shims.live_cpu_tensor_bytes() - before == 1 << 20
+    del block, view, param
+    assert shims.live_cpu_tensor_bytes() == before
+
+
+def test_simulated_available_memory_is_capacity_minus_tensors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def host_ram_must_not_be_read() -> None:
+        raise AssertionError("host RAM was read")
+
+    monkeypatch.setattr("psutil.virtual_memory", host_ram_must_not_be_read)
+    monkeypatch.setattr(shims, "_meter", shims.SimulatedDeviceMemory(64 << 20))
+    hold = torch.zeros(4 << 20, dtype=torch.uint8)
+    gib = shims.simulated_get_available_gpu_memory(lambda *a: pytest.fail("delegated"), "cpu", 0)
+    used = shims.used_bytes()
+    assert gib * (1 << 30) == pytest.approx((64 << 20) - used, abs=1)
+    assert used >= hold.numel()
+    reading = shims.device_meter().readings[-1]
+    assert reading.caller.endswith("test_simulated_available_memory_is_capacity_minus_tensors")
+    assert shims.simulated_get_device_memory_capacity(lambda d: 0, "cpu") == 64
+    # Any other device goes to the real function.
+    assert shims.simulated_get_available_gpu_memory(lambda *a: 7.0, "cuda", 0) == 7.0
+
+
+def test_tiny_models_are_cached_by_parameters(tmp_path: Path) -> None:
+    shape = tiny_models.TinyLlamaShape(
+        hidden=32, heads=2, kv_heads=1, head_dim=16, vocab=128, layers=1
+    )
+    a = tiny_models.cached_model(
+        "eagle3-draft", shape, cache_root=tmp_path, num_nextn_predict_layers=0
+    )
+    assert (
+        tiny_models.cached_model(
+            "eagle3-draft", shape, cache_root=tmp_path, num_nextn_predict_layers=0
+        )
+        == a
+    )
+    b = tiny_models.cached_model("eagle3-draft", shape, cache_root=tmp_path)
+    assert a != b
+    config = json.loads((a / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert config["num_nextn_predict_layers"] == 0
+    assert (config["num_key_value_heads"], config["head_dim"]) == (1, 16)
+    assert "num_nextn_predict_layers" not in json.loads((b / "config.json").read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([a.name, b.name])  # no temp dirs

@@ -1,0 +1,575 @@
+"""Start SGLang 0.5.13.post1 on device "cpu" for tests: ``sglang.Engine`` and ``launch_server``.
+
+What a CPU run needs (measured, see /work/shared/docs/cpu-testing.md):
+
+- env ``SGLANG_USE_CPU_ENGINE=1`` (else ``is_cpu()`` is False and model init looks for vllm);
+- kwargs ``device="cpu"``, ``attention_backend="torch_native"``, ``disable_cuda_graph``,
+  ``disable_piecewise_cuda_graph``, ``grammar_backend="none"`` (else the scheduler needs
+  xgrammar), an explicit ``mem_fraction_static`` and, for EAGLE/EAGLE3,
+  ``speculative_draft_attention_backend="triton"`` (the draft backend factory has no
+  torch_native entry; the Triton backends are only constructed, never launched, at init);
+- the CPU shims of :mod:`harness.shims` in the scheduler process, installed through
+  ``test/harness/site/sitecustomize.py`` (``PYTHONPATH`` + ``SPECINIT_TEST_SHIMS=1``).
+
+Every Engine runs in its own driver process (:mod:`harness.engine_driver`), started in a new
+session so that the driver, scheduler and detokenizer can always be killed as one process
+group. The plugin is switched with SGLang's own whitelist, ``SGLANG_PLUGINS``: ``specinit`` to
+load it, a name that matches no entry point to disable it.
+
+Scheduler-side facts come from the JSON reports of :mod:`harness.scheduler_report`
+(``EngineHandle.scheduler_report()``): the scheduler writes them itself, after its
+``__init__`` returned, so they show the state the phased init really produced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import scheduler_report, shims
+
+SITE_DIR = Path(__file__).resolve().parent / "site"
+PLUGIN_ENTRY_POINT = "specinit"
+PLUGIN_DISABLED = "none-specinit-disabled"
+DEFAULT_CAPACITY_BYTES = 256 << 20
+DEFAULT_STARTUP_TIMEOUT_S = 240.0
+DEFAULT_REQUEST_TIMEOUT_S = 120.0
+# Per-test bound for tests that start one Engine/server (pytest-timeout): a spec Engine is up
+# in ~17 s on 2 cores, so this only trips on a hang.
+ENGINE_TEST_TIMEOUT_S = 300
+# Draft workers built by DraftBackendFactory, which has no torch_native entry. Verified on CPU
+# for EAGLE and EAGLE3; NEXTN is an alias of EAGLE, STANDALONE uses the same factory.
+SPEC_ALGORITHMS_NEEDING_TRITON_DRAFT_BACKEND = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def cpu_engine_kwargs(
+    model_path: str | os.PathLike[str],
+    *,
+    draft_model_path: str | os.PathLike[str] | None = None,
+    algorithm: str | None = None,
+    mem_fraction_static: float | None = 0.5,
+    page_size: int = 1,
+    num_steps: int = 3,
+    eagle_topk: int = 1,
+    num_draft_tokens: int = 4,
+    log_level: str = "info",
+    random_seed: int = 0,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """``sglang.Engine`` / ``ServerArgs`` kwargs for a CPU run; ``overrides`` win.
+
+    ``mem_fraction_static`` is set by default: SGLang's heuristic would otherwise derive it
+    from the simulated capacity (its fixed reserve of >= 512 MiB makes it meaningless for a
+    256 MiB device); pass ``None`` to exercise that heuristic with a multi-GiB capacity.
+
+    The speculative sizes are explicit because SGLang's auto-choice depends on the model type;
+    ``num_steps > 1`` is fine because the draft's CUDA graph runners are skipped with
+    ``disable_cuda_graph``.
+    """
+    kwargs: dict[str, Any] = {
+        "model_path": str(model_path),
+        "device": "cpu",
+        "attention_backend": "torch_native",
+        "disable_cuda_graph": True,
+        "disable_piecewise_cuda_graph": True,
+        "grammar_backend": "none",
+        "page_size": page_size,
+        "log_level": log_level,
+        "random_seed": random_seed,
+    }
+    if mem_fraction_static is not None:
+        kwargs["mem_fraction_static"] = mem_fraction_static
+    if algorithm is not None:
+        kwargs.update(
+            speculative_algorithm=algorithm,
+            speculative_num_steps=num_steps,
+            speculative_eagle_topk=eagle_topk,
+            speculative_num_draft_tokens=num_draft_tokens,
+        )
+        if draft_model_path is not None:
+            kwargs["speculative_draft_model_path"] = str(draft_model_path)
+        if algorithm.upper() in SPEC_ALGORITHMS_NEEDING_TRITON_DRAFT_BACKEND:
+            kwargs["speculative_draft_attention_backend"] = "triton"
+    elif draft_model_path is not None:
+        raise ValueError("draft_model_path given without a speculative algorithm")
+    kwargs.update(overrides)
+    return kwargs
+
+
+def cpu_env(
+    *,
+    plugin: bool,
+    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    report_dir: str | os.PathLike[str] | None = None,
+    base: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Environment for a CPU SGLang process tree with the test shims and the plugin on/off.
+
+    ``plugin=False`` sets ``SGLANG_PLUGINS`` to a name no entry point has, so stock SGLang
+    runs; the shims are registered directly with ``HookRegistry`` and apply either way.
+    """
+    env = dict(os.environ if base is None else base)
+    python_path = [str(SITE_DIR)]  # its sitecustomize appends test/ (for ``harness``)
+    if env.get("PYTHONPATH"):
+        python_path.append(env["PYTHONPATH"])
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(python_path),
+            "SGLANG_USE_CPU_ENGINE": "1",
+            shims.SHIMS_ENV: "1",
+            shims.NATIVE_MOVE_KV_ENV: "1",
+            shims.CAPACITY_ENV: str(int(capacity_bytes)),
+            "SGLANG_PLUGINS": PLUGIN_ENTRY_POINT if plugin else PLUGIN_DISABLED,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+    )
+    if report_dir is not None:
+        env[scheduler_report.REPORT_DIR_ENV] = str(report_dir)
+    else:
+        env.pop(scheduler_report.REPORT_DIR_ENV, None)
+    env.update(extra or {})
+    return env
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+class SGLangStartError(RuntimeError):
+    """The Engine or server did not come up; carries the log tail and any scheduler reports.
+
+    The message ends with the scheduler's own traceback when it wrote an ``-error`` report
+    (the Engine-side traceback only says that the scheduler died).
+    """
+
+    def __init__(self, message: str, *, log_tail: str, reports: list[dict[str, Any]]) -> None:
+        errors = [r["error"] for r in reports if "error" in r]
+        scheduler = f"\n--- scheduler traceback ---\n{errors[-1]}" if errors else ""
+        super().__init__(f"{message}\n--- log tail ---\n{log_tail}{scheduler}")
+        self.log_tail = log_tail
+        self.reports = reports
+        self.scheduler_error = errors[-1] if errors else None
+
+
+def read_reports(report_dir: Path) -> list[dict[str, Any]]:
+    """All scheduler reports in ``report_dir`` (success and ``-error`` ones), by file name."""
+    if not report_dir.is_dir():
+        return []
+    return [json.loads(p.read_text()) for p in sorted(report_dir.glob("scheduler-*.json"))]
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return "<no log>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _kill_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
+    """SIGTERM, then SIGKILL, the whole process group led by ``proc`` (its own session).
+
+    The final SIGKILL also reaches children that outlived a leader which exited cleanly.
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        proc.poll()
+        return
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _die_with_parent() -> None:
+    """``preexec_fn``: SIGKILL this child when pytest dies (Linux ``PR_SET_PDEATHSIG``).
+
+    SGLang's scheduler and detokenizer already die with their parent
+    (``kill_itself_when_parent_died``), so this closes the chain: a pytest crash or a
+    thread-method timeout cannot leave an Engine or server running.
+    """
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+@dataclass
+class _RunFiles:
+    work_dir: Path
+    log_path: Path
+    report_dir: Path
+
+    @classmethod
+    def make(cls, work_dir: str | os.PathLike[str] | None, stem: str) -> _RunFiles:
+        root = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix=stem))
+        root.mkdir(parents=True, exist_ok=True)
+        report_dir = root / "reports"
+        report_dir.mkdir(exist_ok=True)
+        return cls(root, root / f"{stem}.log", report_dir)
+
+
+def _scheduler_report(reports: list[dict[str, Any]], log_tail: str) -> dict[str, Any]:
+    ok = [r for r in reports if "error" not in r]
+    if len(ok) != 1:
+        raise AssertionError(
+            f"expected exactly one scheduler report, found {len(ok)} "
+            f"(+{len(reports) - len(ok)} error reports)\n--- log tail ---\n{log_tail}"
+        )
+    return ok[0]
+
+
+# --------------------------------------------------------------------------- Engine
+
+
+@dataclass
+class EngineHandle:
+    """A running CPU Engine (in its driver process) and the files it writes."""
+
+    proc: subprocess.Popen[str]
+    files: _RunFiles
+    engine_kwargs: dict[str, Any]
+    env: dict[str, str]
+    startup_s: float = 0.0
+    _replies: queue.Queue[str | None] = field(default_factory=queue.Queue)
+
+    @property
+    def log_path(self) -> Path:
+        return self.files.log_path
+
+    @property
+    def report_dir(self) -> Path:
+        return self.files.report_dir
+
+    def _next(self, timeout_s: float) -> dict[str, Any]:
+        try:
+            line = self._replies.get(timeout=timeout_s)
+        except queue.Empty:
+            raise TimeoutError(
+                f"no reply from the engine driver in {timeout_s:.0f} s\n{self.log_tail()}"
+            ) from None
+        if line is None:
+            raise SGLangStartError(
+                f"engine driver exited (rc={self.proc.poll()})",
+                log_tail=self.log_tail(),
+                reports=self.scheduler_reports(),
+            )
+        return json.loads(line)
+
+    def request(self, command: dict[str, Any], timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> Any:
+        """Send one command to the driver and return its ``result`` (raises on failure)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        reply = self._next(timeout_s)
+        if not reply.get("ok"):
+            raise RuntimeError(
+                f"engine command {command.get('cmd')!r} failed:\n{reply.get('error')}"
+            )
+        return reply["result"]
+
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 4,
+        temperature: float = 0.0,
+        timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        **sampling: Any,
+    ) -> list[dict[str, Any]]:
+        """``Engine.generate`` on a list of prompts; greedy by default. Not for spec on CPU."""
+        params = {"max_new_tokens": max_new_tokens, "temperature": temperature, **sampling}
+        return self.request(
+            {"cmd": "generate", "prompts": list(prompts), "sampling_params": params}, timeout_s
+        )
+
+    def server_info(self) -> dict[str, Any]:
+        """``Engine.get_server_info()``: server args, scheduler handshake, internal states."""
+        return self.request({"cmd": "server_info"})
+
+    def scheduler_reports(self) -> list[dict[str, Any]]:
+        """Every scheduler-side report written so far (one per scheduler process)."""
+        return read_reports(self.report_dir)
+
+    def scheduler_report(self) -> dict[str, Any]:
+        """The single successful scheduler report (tp_size=1 runs have one scheduler)."""
+        return _scheduler_report(self.scheduler_reports(), self.log_tail())
+
+    def log_tail(self, lines: int = 80) -> str:
+        """Last lines of the driver + SGLang log."""
+        return _tail(self.log_path, lines)
+
+
+def _pump(stream: Any, sink: queue.Queue[str | None]) -> None:
+    for line in stream:
+        sink.put(line)
+    sink.put(None)
+
+
+@contextmanager
+def cpu_engine(
+    model_path: str | os.PathLike[str],
+    *,
+    draft_model_path: str | os.PathLike[str] | None = None,
+    algorithm: str | None = None,
+    plugin: bool = False,
+    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    work_dir: str | os.PathLike[str] | None = None,
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+    extra_env: Mapping[str, str] | None = None,
+    **engine_overrides: Any,
+) -> Iterator[EngineHandle]:
+    """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block.
+
+    Raises :class:`SGLangStartError` (with the log tail and any ``-error`` scheduler report)
+    when the Engine does not come up. On exit, normal or not, the Engine is shut down and
+    the driver's whole process group is killed, so no scheduler survives a failed test.
+    """
+    files = _RunFiles.make(work_dir, "engine")
+    kwargs = cpu_engine_kwargs(
+        model_path, draft_model_path=draft_model_path, algorithm=algorithm, **engine_overrides
+    )
+    env = cpu_env(
+        plugin=plugin, capacity_bytes=capacity_bytes, report_dir=files.report_dir, extra=extra_env
+    )
+    config_path = files.work_dir / "engine-config.json"
+    config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
+    with open(files.log_path, "ab") as early_log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.engine_driver", str(config_path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=early_log,
+            env=env,
+            cwd=str(files.work_dir),
+            text=True,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    handle = EngineHandle(proc=proc, files=files, engine_kwargs=kwargs, env=env)
+    threading.Thread(target=_pump, args=(proc.stdout, handle._replies), daemon=True).start()
+    try:
+        started = time.monotonic()
+        event = handle._next(startup_timeout_s)
+        if event.get("event") != "ready":
+            raise SGLangStartError(
+                f"Engine failed to start:\n{event.get('traceback', event)}",
+                log_tail=handle.log_tail(),
+                reports=handle.scheduler_reports(),
+            )
+        handle.startup_s = time.monotonic() - started
+        yield handle
+    finally:
+        _stop_engine(handle)
+
+
+def _stop_engine(handle: EngineHandle) -> None:
+    proc = handle.proc
+    if proc.poll() is None:
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps({"cmd": "shutdown"}) + "\n")
+            proc.stdin.flush()
+            proc.stdin.close()
+            proc.wait(timeout=60)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+    _kill_group(proc, grace_s=5.0)
+
+
+# --------------------------------------------------------------------------- launch_server
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
+    """``ServerArgs`` kwargs to ``launch_server`` flags (``True`` -> bare flag, None dropped)."""
+    argv: list[str] = []
+    for key, value in kwargs.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            argv += [flag, *map(str, value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+@dataclass
+class ServerHandle:
+    """A running ``python -m sglang.launch_server --device cpu`` on a loopback port."""
+
+    proc: subprocess.Popen[bytes]
+    files: _RunFiles
+    port: int
+    argv: list[str]
+    startup_s: float = 0.0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.files.log_path
+
+    @property
+    def report_dir(self) -> Path:
+        return self.files.report_dir
+
+    def get(self, path: str, timeout_s: float = 30.0) -> Any:
+        """GET ``path`` and decode the JSON body."""
+        with urllib.request.urlopen(self.base_url + path, timeout=timeout_s) as resp:
+            return json.loads(resp.read())
+
+    def post(self, path: str, payload: Mapping[str, Any], timeout_s: float = 120.0) -> Any:
+        """POST ``payload`` as JSON to ``path`` and decode the JSON body."""
+        req = urllib.request.Request(
+            self.base_url + path,
+            data=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return json.loads(resp.read())
+
+    def server_info(self) -> dict[str, Any]:
+        """``/get_server_info`` (0.5.13.post1 also serves it as ``/server_info``)."""
+        return self.get("/get_server_info")
+
+    def scheduler_reports(self) -> list[dict[str, Any]]:
+        """Every scheduler-side report written so far."""
+        return read_reports(self.report_dir)
+
+    def scheduler_report(self) -> dict[str, Any]:
+        """The single successful scheduler report."""
+        return _scheduler_report(self.scheduler_reports(), self.log_tail())
+
+    def log_tail(self, lines: int = 80) -> str:
+        """Last lines of the server's combined stdout/stderr."""
+        return _tail(self.log_path, lines)
+
+
+def _health_status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+@contextmanager
+def cpu_server(
+    model_path: str | os.PathLike[str],
+    *,
+    draft_model_path: str | os.PathLike[str] | None = None,
+    algorithm: str | None = None,
+    plugin: bool = False,
+    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    work_dir: str | os.PathLike[str] | None = None,
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+    extra_args: list[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    **server_overrides: Any,
+) -> Iterator[ServerHandle]:
+    """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port.
+
+    Waits for ``/health`` to answer 200. ``--skip-server-warmup`` and
+    ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0`` keep the server from running a forward pass
+    on its own (a speculative forward cannot run on CPU in 0.5.13.post1). On exit the whole
+    process group is terminated, then killed.
+    """
+    files = _RunFiles.make(work_dir, "server")
+    port = free_port()
+    kwargs = cpu_engine_kwargs(
+        model_path,
+        draft_model_path=draft_model_path,
+        algorithm=algorithm,
+        host="127.0.0.1",
+        port=port,
+        skip_server_warmup=True,
+        **server_overrides,
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        *server_args_to_cli(kwargs),
+        *(extra_args or []),
+    ]
+    env = cpu_env(
+        plugin=plugin,
+        capacity_bytes=capacity_bytes,
+        report_dir=files.report_dir,
+        extra={"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0", **(extra_env or {})},
+    )
+    with open(files.log_path, "ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(files.work_dir),
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    handle = ServerHandle(proc=proc, files=files, port=port, argv=argv)
+    try:
+        started = time.monotonic()
+        deadline = started + startup_timeout_s
+        while _health_status(handle.base_url + "/health") != 200:
+            if proc.poll() is not None:
+                raise SGLangStartError(
+                    f"launch_server exited with rc={proc.returncode}",
+                    log_tail=handle.log_tail(),
+                    reports=handle.scheduler_reports(),
+                )
+            if time.monotonic() > deadline:
+                raise SGLangStartError(
+                    f"launch_server not healthy after {startup_timeout_s:.0f} s",
+                    log_tail=handle.log_tail(),
+                    reports=handle.scheduler_reports(),
+                )
+            time.sleep(0.5)
+        handle.startup_s = time.monotonic() - started
+        yield handle
+    finally:
+        _kill_group(proc, grace_s=3.0)  # its graceful drain takes ~6 s; nothing to save

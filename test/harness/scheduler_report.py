@@ -1,0 +1,232 @@
+"""Scheduler-side state reports for CPU tests: what the scheduler process itself saw at init.
+
+Why: the Engine's main process only learns ``max_total_num_tokens`` from the scheduler
+handshake; pool sizes, draft pools, per-runner weights and the simulated-memory readings live
+in the spawned scheduler process. Phased-init tests must prove their claims from there, so two
+hooks (registered with SGLang's ``HookRegistry`` next to the shims) write a JSON file to
+``$SPECINIT_TEST_REPORT_DIR/scheduler-<pid>.json``:
+
+- BEFORE ``Scheduler.get_init_info``: called exactly once, right after ``Scheduler.__init__``
+  returned and before the ready handshake, so the snapshot sees the fully built scheduler no
+  matter which other (plugin) hooks wrap ``__init__``;
+- AROUND ``Scheduler.__init__``: only on an exception, writes ``scheduler-<pid>-error.json``
+  with the traceback and whatever runners already exist, then re-raises.
+
+Every ``ModelRunner`` alive in the process is reported (found through the garbage collector),
+so multi-runner drafts (multi-layer EAGLE) need no special casing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPORT_DIR_ENV = "SPECINIT_TEST_REPORT_DIR"
+_SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
+
+
+def _storage_bytes(tensors: list[Any]) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (views and shared weights once)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        try:
+            st = t.untyped_storage()
+            if st.data_ptr():
+                seen[st.data_ptr()] = max(seen.get(st.data_ptr(), 0), st.nbytes())
+        except Exception:
+            continue
+    return sum(seen.values())
+
+
+def _tensors_in(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_in(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors_in(v)]
+    return []
+
+
+def _buffer_bytes(buffers: Any) -> int:
+    """``numel * itemsize`` summed over a list of per-layer K (or V) buffers."""
+    return sum(t.numel() * t.element_size() for t in _tensors_in(buffers))
+
+
+def kv_pool_summary(pool: Any) -> dict[str, Any] | None:
+    """Geometry and byte size of one token-to-KV pool (MHA fields when the pool has them)."""
+    if pool is None:
+        return None
+    out: dict[str, Any] = {"class": type(pool).__name__, "id": id(pool)}
+    for name in (
+        "size",
+        "page_size",
+        "layer_num",
+        "head_num",
+        "head_dim",
+        "v_head_dim",
+        "start_layer",
+        "end_layer",
+    ):
+        value = getattr(pool, name, None)
+        out[name] = value if isinstance(value, (int, float, type(None))) else repr(value)
+    out["dtype"] = str(getattr(pool, "store_dtype", getattr(pool, "dtype", None)))
+    if hasattr(pool, "k_buffer"):
+        out["k_bytes"] = _buffer_bytes(pool.k_buffer)
+        out["v_bytes"] = _buffer_bytes(getattr(pool, "v_buffer", []))
+    # Every tensor the pool object holds directly (works for MLA/hybrid pools too).
+    out["storage_bytes"] = _storage_bytes([t for v in vars(pool).values() for t in _tensors_in(v)])
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: _jsonable(v) for k, v in dataclasses.asdict(value).items()}
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return repr(value)
+
+
+def model_runner_summary(runner: Any) -> dict[str, Any]:
+    """One ``ModelRunner``: role, architecture, token budget, weights and its KV pool."""
+    model = getattr(runner, "model", None)
+    weights = 0
+    if model is not None:
+        weights = _storage_bytes([*model.parameters(), *model.buffers()])
+    hf_config = getattr(getattr(runner, "model_config", None), "hf_config", None)
+    archs = getattr(hf_config, "architectures", None) or [None]
+    is_draft = bool(getattr(runner, "is_draft_worker", False))
+    return {
+        "role": "draft" if is_draft else "target",
+        "is_draft_worker": is_draft,
+        "draft_model_idx": getattr(runner, "draft_model_idx", None),
+        "architecture": archs[0],
+        "model_path": getattr(getattr(runner, "model_config", None), "model_path", None),
+        "max_total_num_tokens": getattr(runner, "max_total_num_tokens", None),
+        "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
+        "memory_pool_config": _jsonable(getattr(runner, "memory_pool_config", None)),
+        "weight_bytes": weights,
+        "kv_pool": kv_pool_summary(getattr(runner, "token_to_kv_pool", None)),
+        "req_to_token_pool_id": id(getattr(runner, "req_to_token_pool", None)),
+        "token_to_kv_pool_allocator_id": id(getattr(runner, "token_to_kv_pool_allocator", None)),
+    }
+
+
+def live_model_runners() -> list[Any]:
+    """Every ``ModelRunner`` object alive in this process: target first, then drafts."""
+    mr = sys.modules.get("sglang.srt.model_executor.model_runner")
+    if mr is None:
+        return []
+    cls = mr.ModelRunner
+    runners = [o for o in gc.get_objects() if issubclass(type(o), cls)]
+    return sorted(
+        runners,
+        key=lambda r: (
+            bool(getattr(r, "is_draft_worker", False)),
+            getattr(r, "draft_model_idx", None) or 0,
+        ),
+    )
+
+
+def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
+    """The JSON payload: process, scheduler numbers, runners, meter, applied hooks."""
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    from harness import shims
+
+    state: dict[str, Any] = {
+        "pid": os.getpid(),
+        "sglang_plugins_env": os.environ.get("SGLANG_PLUGINS"),
+        "specinit_loaded": any(m.startswith("sglang_specinit") for m in sys.modules),
+        "applied_hook_targets": sorted(HookRegistry._patched),
+    }
+    if scheduler is not None:
+        spec = getattr(scheduler, "spec_algorithm", None)
+        state["scheduler"] = {
+            "spec_algorithm": getattr(spec, "name", None) if spec is not None else None,
+            **{
+                k: getattr(scheduler, k, None)
+                for k in (
+                    "max_total_num_tokens",
+                    "max_running_requests",
+                    "max_req_len",
+                    "max_req_input_len",
+                    "max_prefill_tokens",
+                )
+            },
+        }
+        server_args = getattr(scheduler, "server_args", None)
+        if server_args is not None:
+            state["server_args"] = _jsonable(vars(server_args))
+    state["model_runners"] = [model_runner_summary(r) for r in live_model_runners()]
+    state["meter"] = shims.device_meter().snapshot() if shims.shims_enabled() else None
+    return state
+
+
+def write_report(state: dict[str, Any], suffix: str = "") -> Path | None:
+    """Write ``state`` to ``$SPECINIT_TEST_REPORT_DIR/scheduler-<pid><suffix>.json`` atomically."""
+    directory = os.environ.get(REPORT_DIR_ENV)
+    if not directory:
+        return None
+    path = Path(directory) / f"scheduler-{os.getpid()}{suffix}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1, default=repr))
+    tmp.replace(path)
+    return path
+
+
+def report_before_get_init_info(scheduler: Any, *args: Any, **kwargs: Any) -> None:
+    """BEFORE hook on ``Scheduler.get_init_info``: snapshot the fully initialized scheduler."""
+    write_report(collect_scheduler_state(scheduler))
+
+
+def report_scheduler_init_failure(
+    original: Callable[..., Any], scheduler: Any, *args: Any, **kwargs: Any
+) -> Any:
+    """AROUND hook on ``Scheduler.__init__``: on failure, record the traceback, re-raise."""
+    try:
+        return original(scheduler, *args, **kwargs)
+    except BaseException:
+        try:
+            state = collect_scheduler_state(scheduler)
+        except Exception:
+            state = {"pid": os.getpid(), "collect_error": traceback.format_exc()}
+        state["error"] = traceback.format_exc()
+        write_report(state, suffix="-error")
+        raise
+
+
+_registered = False
+
+
+def register_report_hooks() -> None:
+    """Register both report hooks with ``HookRegistry`` (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
+
+    source = HookSource(plugin_name="specinit-test-report", dist_name=None)
+    HookRegistry.register(
+        f"{_SCHEDULER}.get_init_info",
+        report_before_get_init_info,
+        HookType.BEFORE,
+        source=source,
+    )
+    HookRegistry.register(
+        f"{_SCHEDULER}.__init__", report_scheduler_init_failure, HookType.AROUND, source=source
+    )
+    _registered = True

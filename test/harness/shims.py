@@ -1,0 +1,325 @@
+"""CPU-only test doubles that let SGLang 0.5.13.post1's speculative init path run without a GPU.
+
+Each shim exists because the test machine has no CUDA device, not because SGLang is wrong;
+none of them may ever be installed on a GPU run. They are registered through SGLang's own
+``HookRegistry`` so that ``load_plugins()`` applies them in every process that calls it (the
+Engine's main process and the spawned scheduler), and ``HookRegistry``'s propagation rewrites
+stale ``from sglang.srt.utils.common import get_available_gpu_memory`` bindings in
+``model_runner``, ``model_runner_kv_cache_mixin``, ``scheduler``, ``eagle_worker_v2``, etc.
+
+Installed by ``test/harness/site/sitecustomize.py`` when ``SPECINIT_TEST_SHIMS=1``, or by
+calling :func:`register_shims` before the first ``load_plugins()`` of a process.
+
+==============================  =============================================================
+target                          why the hardware forces it
+==============================  =============================================================
+MHATokenToKVPool.               With a speculative algorithm the target pool is built with
+_init_kv_copy_and_warmup        ``enable_kv_cache_copy=True``, whose warm-up launches a Triton
+                                kernel: "0 active drivers" on CPU. No-op here, plus
+                                ``SGLANG_NATIVE_MOVE_KV_CACHE=1`` so a later KV move would use
+                                the torch path instead of the (unconfigured) Triton one.
+torch.cuda.synchronize          ``LlamaForCausalLM.set_embed_and_head`` (EAGLE draft init)
+                                calls it unconditionally; without a CUDA device it raises.
+                                No-op when CUDA is unavailable, the real call otherwise.
+utils.common.                   On device "cpu" SGLang reports host-wide free RAM divided by
+get_available_gpu_memory        NUMA nodes: it moves with everything else on the machine.
+                                :class:`SimulatedDeviceMemory` returns a fixed simulated
+                                capacity minus this process's live CPU tensor bytes instead.
+utils.common.                   Same reason, for the server-args ``mem_fraction_static``
+get_device_memory_capacity      heuristic (MiB of the simulated capacity on device "cpu").
+==============================  =============================================================
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+SHIMS_ENV = "SPECINIT_TEST_SHIMS"
+CAPACITY_ENV = "SPECINIT_TEST_DEVICE_CAPACITY_BYTES"
+FULL_GC_ENV = "SPECINIT_TEST_METER_FULL_GC"
+NATIVE_MOVE_KV_ENV = "SGLANG_NATIVE_MOVE_KV_CACHE"
+DEFAULT_CAPACITY_BYTES = 256 << 20
+_MAX_READINGS = 2000
+
+_HOOK_TARGETS = {
+    "kv_copy": "sglang.srt.mem_cache.memory_pool.MHATokenToKVPool._init_kv_copy_and_warmup",
+    "cuda_sync": "torch.cuda.synchronize",
+    "available": "sglang.srt.utils.common.get_available_gpu_memory",
+    "capacity": "sglang.srt.utils.common.get_device_memory_capacity",
+}
+
+
+def shims_enabled() -> bool:
+    """True when the environment asks for the CPU test doubles (``SPECINIT_TEST_SHIMS=1``)."""
+    return os.environ.get(SHIMS_ENV, "") == "1"
+
+
+# --------------------------------------------------------------------------- (a) KV copy warm-up
+
+
+def noop_kv_copy_and_warmup(self: Any) -> None:
+    """REPLACE for ``MHATokenToKVPool._init_kv_copy_and_warmup``: skip the Triton warm-up.
+
+    Triton cannot launch a kernel on CPU. ``_kv_copy_config = None`` is what the real method
+    leaves for a zero-layer pool, and ``SGLANG_NATIVE_MOVE_KV_CACHE=1`` routes ``move_kv_cache``
+    to ``move_kv_cache_native`` so the missing config is never read.
+    """
+    self._kv_copy_config = None
+
+
+# ------------------------------------------------------------------- (b) torch.cuda.synchronize
+
+
+def cuda_synchronize_without_device(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """AROUND for ``torch.cuda.synchronize``: a no-op when no CUDA device exists.
+
+    ``set_embed_and_head`` in ``models/llama.py`` calls it during EAGLE draft init; on a CPU-only
+    machine (even with a CUDA build of torch) it raises instead of doing nothing.
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return original(*args, **kwargs)
+    return None
+
+
+# --------------------------------------------------------------------------- (c) memory meter
+
+
+@dataclass(frozen=True)
+class MeterReading:
+    """One call of the simulated ``get_available_gpu_memory`` (who asked, and what it saw)."""
+
+    seq: int
+    caller: str
+    is_draft_worker: bool | None
+    used_bytes: int
+    free_bytes: int
+
+
+def live_cpu_tensor_bytes() -> int:
+    """Bytes of every live CPU tensor storage in this process, each storage counted once.
+
+    Found by walking the garbage collector's tracked objects (every ``torch.Tensor`` Python
+    object is tracked) and de-duplicating by storage ``data_ptr``, so views, shared
+    embeddings and parameters are not double counted. Tensors only C++ holds (none on SGLang's
+    CPU init path) are invisible to it.
+    """
+    import torch
+
+    tensor_type = torch.Tensor
+    storages: dict[int, int] = {}
+    for obj in gc.get_objects():
+        # type() rather than isinstance(): proxies may run code from __class__.
+        if not issubclass(type(obj), tensor_type):
+            continue
+        try:
+            if obj.device.type != "cpu":
+                continue
+            storage = obj.untyped_storage()
+            ptr = storage.data_ptr()
+            if ptr:
+                storages[ptr] = max(storages.get(ptr, 0), storage.nbytes())
+        except Exception:  # tensors without storage (meta, sparse, functional wrappers)
+            continue
+    return sum(storages.values())
+
+
+class SimulatedDeviceMemory:
+    """A deterministic "device" of fixed capacity whose usage is this process's CPU tensors.
+
+    Why: on device "cpu" SGLang's ``get_available_gpu_memory`` returns host-wide free RAM,
+    which other processes change at will; budget tests need a number that only this process's
+    allocations move. ``free = capacity - live_cpu_tensor_bytes()``; host RAM is never read.
+
+    ``empty_cache=True`` (the default of SGLang's callers) first collects cyclic garbage, the CPU
+    analogue of releasing the CUDA caching allocator, so tensors that only await collection do
+    not count as used. By default only the young generations are collected (microseconds); a
+    full collection costs ~0.33 s per reading with SGLang imported (~16 readings per EAGLE
+    init) and gave byte-identical readings on the EAGLE/EAGLE3 init path. ``full_gc=True``
+    (env ``SPECINIT_TEST_METER_FULL_GC=1``) restores the full collection.
+    """
+
+    def __init__(self, capacity_bytes: int, *, full_gc: bool = False) -> None:
+        if capacity_bytes <= 0:
+            raise ValueError(f"capacity must be positive, got {capacity_bytes}")
+        self.capacity_bytes = int(capacity_bytes)
+        self.full_gc = full_gc
+        self.readings: list[MeterReading] = []
+        self._lock = threading.Lock()
+
+    def used_bytes(self, *, collect: bool = True) -> int:
+        """Bytes currently used on the simulated device (live CPU tensor storages)."""
+        if collect:
+            gc.collect(2 if self.full_gc else 1)
+        return live_cpu_tensor_bytes()
+
+    def free_bytes(self, *, collect: bool = True) -> int:
+        """Simulated free bytes; negative when the process holds more than the capacity."""
+        return self.capacity_bytes - self.used_bytes(collect=collect)
+
+    def record(self, *, collect: bool) -> MeterReading:
+        """Measure, remember who asked (first frame outside the hook machinery), return it."""
+        used = self.used_bytes(collect=collect)
+        caller, is_draft = _describe_caller()
+        with self._lock:
+            reading = MeterReading(
+                seq=len(self.readings),
+                caller=caller,
+                is_draft_worker=is_draft,
+                used_bytes=used,
+                free_bytes=self.capacity_bytes - used,
+            )
+            if len(self.readings) < _MAX_READINGS:
+                self.readings.append(reading)
+        return reading
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-ready state: capacity, current usage, and every reading so far."""
+        used = self.used_bytes()
+        return {
+            "capacity_bytes": self.capacity_bytes,
+            "used_bytes": used,
+            "free_bytes": self.capacity_bytes - used,
+            "readings": [asdict(r) for r in self.readings],
+        }
+
+
+# Frames of this module and of HookRegistry's wrappers are not "the caller". A plugin hook
+# wrapping get_available_gpu_memory would itself be reported as the caller.
+_SKIP_FRAME_FILES = (__file__, "hook_registry.py")
+
+
+def _describe_caller() -> tuple[str, bool | None]:
+    """``module.qualname`` of the first frame outside the hooks, and its ``is_draft_worker``."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.endswith(_SKIP_FRAME_FILES):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>", None
+    module = frame.f_globals.get("__name__", "?")
+    name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+    owner = frame.f_locals.get("self")
+    is_draft = getattr(owner, "is_draft_worker", None) if owner is not None else None
+    return f"{module}.{name}", (bool(is_draft) if is_draft is not None else None)
+
+
+_meter: SimulatedDeviceMemory | None = None
+_meter_lock = threading.Lock()
+
+
+def device_meter() -> SimulatedDeviceMemory:
+    """This process's meter, created on first use from ``SPECINIT_TEST_DEVICE_CAPACITY_BYTES``."""
+    global _meter
+    with _meter_lock:
+        if _meter is None:
+            capacity = int(os.environ.get(CAPACITY_ENV, DEFAULT_CAPACITY_BYTES))
+            full_gc = os.environ.get(FULL_GC_ENV, "") == "1"
+            _meter = SimulatedDeviceMemory(capacity, full_gc=full_gc)
+        return _meter
+
+
+def used_bytes() -> int:
+    """Current simulated device usage of this process (live CPU tensor bytes, after a GC)."""
+    return device_meter().used_bytes()
+
+
+def simulated_get_available_gpu_memory(
+    original: Callable[..., float],
+    device: str,
+    gpu_id: int,
+    distributed: bool = False,
+    empty_cache: bool = True,
+    cpu_group: Any = None,
+) -> float:
+    """AROUND for ``get_available_gpu_memory``: simulated free GiB on device "cpu".
+
+    Same contract as the original (float GiB, MIN all-reduce over ``cpu_group`` when
+    ``distributed``); any other device goes to the real function.
+    """
+    if device != "cpu":
+        return original(device, gpu_id, distributed, empty_cache, cpu_group)
+    free = float(device_meter().record(collect=empty_cache).free_bytes)
+    if distributed:
+        import torch
+
+        tensor = torch.tensor(free, dtype=torch.float32)
+        torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MIN, group=cpu_group)
+        free = tensor.item()
+    return free / (1 << 30)
+
+
+def simulated_get_device_memory_capacity(
+    original: Callable[..., Any], device: str | None = None
+) -> Any:
+    """AROUND for ``get_device_memory_capacity``: the simulated capacity in MiB on "cpu"."""
+    if device != "cpu":
+        return original(device)
+    return device_meter().capacity_bytes / (1 << 20)
+
+
+# --------------------------------------------------------------------------- registration
+
+_registered = False
+
+
+def register_shims() -> None:
+    """Register every shim with SGLang's ``HookRegistry`` (idempotent).
+
+    Must run before the process's first ``load_plugins()`` (which calls ``apply_hooks()``);
+    if hooks were already applied, call ``HookRegistry.apply_hooks()`` again afterwards.
+    """
+    global _registered
+    if _registered:
+        return
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
+
+    os.environ.setdefault(NATIVE_MOVE_KV_ENV, "1")
+    source = HookSource(plugin_name="specinit-test-shims", dist_name=None)
+    HookRegistry.register(
+        _HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, HookType.REPLACE, source=source
+    )
+    HookRegistry.register(
+        _HOOK_TARGETS["cuda_sync"],
+        cuda_synchronize_without_device,
+        HookType.AROUND,
+        source=source,
+    )
+    HookRegistry.register(
+        _HOOK_TARGETS["available"],
+        simulated_get_available_gpu_memory,
+        HookType.AROUND,
+        source=source,
+    )
+    HookRegistry.register(
+        _HOOK_TARGETS["capacity"],
+        simulated_get_device_memory_capacity,
+        HookType.AROUND,
+        source=source,
+    )
+    _registered = True
+
+
+def shim_targets() -> list[str]:
+    """Dotted targets the shims hook (for asserting they were applied in a process)."""
+    return list(_HOOK_TARGETS.values())
+
+
+def install_in_this_process() -> None:
+    """Register and apply the shims in the current process (for in-process SGLang tests).
+
+    For tests that build ``TpModelWorker``/``ModelRunner`` directly instead of an Engine.
+    ``SGLANG_USE_CPU_ENGINE=1`` must already be set before SGLang is first imported (SGLang
+    caches ``is_cpu()`` at import time), so set it in the test environment, not here.
+    """
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    os.environ.setdefault(SHIMS_ENV, "1")
+    register_shims()
+    HookRegistry.apply_hooks()
