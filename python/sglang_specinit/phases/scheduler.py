@@ -80,6 +80,12 @@ def phasing_blocker(scheduler: Any) -> str | None:
         return f"device {server_args.device!r} is not one of {PHASED_DEVICES}"
     if server_args.enable_hisparse:
         return "--enable-hisparse builds its coordinator inside ModelRunner.initialize"
+    from sglang.srt.configs.model_config import is_deepseek_v4
+
+    if is_deepseek_v4(scheduler.model_config.hf_config):
+        # Its compressed c4/c128/state pools are not priced by the budget model; stock keeps
+        # its own (T+1)/T draft reservation for this family, which is better than a guess.
+        return "DeepSeek-V4 compressed KV pools are not priced by sglang-specinit"
     worker_class = scheduler.spec_algorithm.create_worker(server_args)
     if worker_class in phased_worker_classes() or is_model_less_worker(worker_class):
         return None
