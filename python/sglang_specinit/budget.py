@@ -22,6 +22,7 @@ what the two SGLang releases would do with the same inputs, for side-by-side rep
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 GIB = 1 << 30
@@ -274,6 +275,16 @@ def derive_max_running_requests(
     return min(estimated, tokens // 2)
 
 
+def _max_running_requests_0_5_14(
+    tokens: int, context_len: int, user_value: int | None, dp_size: int = 1
+) -> int:
+    """0.5.14's ``_resolve_max_num_reqs``: a user value is clamped to ``tokens // 2`` instead of
+    the 2048..4096 estimate (14:model_runner_kv_cache_mixin.py:988-994)."""
+    if user_value is not None:
+        return min(user_value // dp_size, tokens // 2)
+    return derive_max_running_requests(tokens, context_len, None, dp_size)
+
+
 def _budget_bytes(inputs: BudgetInputs) -> int:
     return int(inputs.mem_fraction_static * inputs.pre_load_free_bytes)
 
@@ -311,9 +322,10 @@ def _make_plan(
     priced_per_token: float,
     min_viable: float,
     notes: tuple[str, ...] = (),
+    derive_max_reqs: Callable[..., int] = derive_max_running_requests,
 ) -> PoolPlan:
     draft = inputs.draft
-    max_reqs = derive_max_running_requests(
+    max_reqs = derive_max_reqs(
         tokens, inputs.context_len, inputs.max_running_requests, inputs.dp_size
     )
     draft_pool = (
@@ -439,7 +451,14 @@ def upstream_0_5_14_plan(inputs: BudgetInputs) -> PoolPlan:
     min_viable = (resident + inputs.reserved_bytes) / inputs.pre_load_free_bytes
     final_resident = inputs.target_weight_bytes + _draft_weight_bytes(inputs)
     return _make_plan(
-        "upstream-0.5.14", inputs, tokens, final_resident, per_token, min_viable, tuple(notes)
+        "upstream-0.5.14",
+        inputs,
+        tokens,
+        final_resident,
+        per_token,
+        min_viable,
+        tuple(notes),
+        derive_max_reqs=_max_running_requests_0_5_14,
     )
 
 

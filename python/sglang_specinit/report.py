@@ -82,6 +82,10 @@ def _headroom(n: float) -> str:
     return f"{human_bytes(n)} (over budget)" if n < 0 else human_bytes(n)
 
 
+def _reserve_balance(n: float) -> str:
+    return f"{human_bytes(n)} (unused)" if n >= 0 else f"{human_bytes(n)} (short)"
+
+
 Row = tuple[str, str, Callable[[Any], str]]
 
 ROWS: tuple[Row, ...] = (
@@ -107,7 +111,7 @@ RULE_ROWS: tuple[Row, ...] = (
     ("KV / token priced by rule", "priced_kv_bytes_per_token", lambda v: f"{v} B"),
     *ROWS[4:],
     ("auto-fraction draft reserve", "spec_reserve_bytes", human_bytes),
-    ("reserve minus draft bytes", "spec_reserve_balance_bytes", _headroom),
+    ("reserve minus draft bytes", "spec_reserve_balance_bytes", _reserve_balance),
 )
 
 
@@ -173,9 +177,9 @@ class ReportColumn:
             # Draft bytes that land outside the budget in 0.5.13.post1 (the draft's graphs and
             # workspaces come on top and are not priced here).
             outside = (
-                self.plan.draft_weight_bytes
-                + self.plan.draft_kv_pool_bytes
-                + self.plan.draft_request_bytes
+                self.plan.used_bytes
+                - self.plan.target_weight_bytes
+                - self.plan.target_kv_pool_bytes
             )
             data["spec_reserve_bytes"] = self.spec_reserve_bytes
             data["spec_reserve_balance_bytes"] = self.spec_reserve_bytes - outside

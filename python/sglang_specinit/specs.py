@@ -41,6 +41,21 @@ def runner_layer_count(model_config: Any, is_draft: bool) -> int:
     return layers * loop_num if loop_num > 1 else layers
 
 
+def check_supported(hf_config: Any) -> None:
+    """Raise BudgetError for a model whose KV pools the budget model cannot price.
+
+    ``hf_config`` may be a ``PretrainedConfig`` or the raw ``config.json`` dict, so the offline
+    planner can refuse before building a ``ModelConfig``.
+    """
+    from sglang.srt.configs.model_config import is_deepseek_v4
+
+    if is_deepseek_v4(hf_config):
+        raise BudgetError(
+            "DeepSeek-V4 compressed KV pools (c4/c128/state) are not priced by sglang-specinit; "
+            "disable the plugin for this model (SGLANG_SPECINIT_DISABLE=1)"
+        )
+
+
 def kv_spec_from_model_config(
     model_config: Any,
     kv_dtype: Any,
@@ -60,15 +75,10 @@ def kv_spec_from_model_config(
         AttentionArch,
         get_dsa_index_head_dim,
         is_deepseek_dsa,
-        is_deepseek_v4,
     )
 
     dtype = kv_dtype_name(kv_dtype)
-    if is_deepseek_v4(model_config.hf_config):
-        raise BudgetError(
-            "DeepSeek-V4 compressed KV pools (c4/c128/state) are not priced by sglang-specinit; "
-            "disable the plugin for this model (SGLANG_SPECINIT_DISABLE=1)"
-        )
+    check_supported(model_config.hf_config)
     if use_mla is None:
         use_mla = model_config.attention_arch == AttentionArch.MLA
     if model_config.is_hybrid_swa:

@@ -72,7 +72,9 @@ class GpuServer:
             return json.loads(response.read())
 
     def breakdowns(self) -> list[dict[str, Any]]:
-        return [json.loads(p.read_text()) for p in sorted(self.report_dir.glob("memory-rank*.json"))]
+        return [
+            json.loads(p.read_text()) for p in sorted(self.report_dir.glob("memory-rank*.json"))
+        ]
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -84,11 +86,20 @@ def launch_server(args: list[str], work_dir: Path, timeout_s: float = 1800) -> G
     report_dir.mkdir(parents=True, exist_ok=True)
     log_path = work_dir / "server.log"
     env = dict(os.environ, SGLANG_SPECINIT_REPORT_DIR=str(report_dir))
-    cmd = [sys.executable, "-m", "sglang.launch_server", "--host", "127.0.0.1",
-           "--port", str(port), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *args,
+    ]
     log = open(log_path, "w")  # noqa: SIM115 (kept open for the server's lifetime)
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
     server = GpuServer(proc, f"http://127.0.0.1:{port}", report_dir, log_path)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -19,8 +19,14 @@ from .conftest import launch_server, stop_server
 
 pytestmark = pytest.mark.gpu
 
-SPEC_CHAIN = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-              "--speculative-num-draft-tokens", "4"]
+SPEC_CHAIN = [
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+]
 
 
 @dataclass(frozen=True)
@@ -36,15 +42,37 @@ class Case:
 
 
 CASES = (
-    Case("eagle3", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
-         ("--speculative-algorithm", "EAGLE3", *SPEC_CHAIN)),
-    Case("standalone", "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-1B-Instruct",
-         ("--speculative-algorithm", "STANDALONE", *SPEC_CHAIN)),
-    Case("multi_layer_mtp", "XiaomiMiMo/MiMo-V2-Flash", "XiaomiMiMo/MiMo-V2-Flash",
-         ("--speculative-algorithm", "EAGLE", "--enable-multi-layer-eagle",
-          "--trust-remote-code", *SPEC_CHAIN), tp=8),
-    Case("dflash", "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16",
-         ("--speculative-algorithm", "DFLASH")),
+    Case(
+        "eagle3",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        ("--speculative-algorithm", "EAGLE3", *SPEC_CHAIN),
+    ),
+    Case(
+        "standalone",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "meta-llama/Llama-3.2-1B-Instruct",
+        ("--speculative-algorithm", "STANDALONE", *SPEC_CHAIN),
+    ),
+    Case(
+        "multi_layer_mtp",
+        "XiaomiMiMo/MiMo-V2-Flash",
+        "XiaomiMiMo/MiMo-V2-Flash",
+        (
+            "--speculative-algorithm",
+            "EAGLE",
+            "--enable-multi-layer-eagle",
+            "--trust-remote-code",
+            *SPEC_CHAIN,
+        ),
+        tp=8,
+    ),
+    Case(
+        "dflash",
+        "Qwen/Qwen3-8B",
+        "z-lab/Qwen3-8B-DFlash-b16",
+        ("--speculative-algorithm", "DFLASH"),
+    ),
 )
 
 
@@ -61,10 +89,14 @@ def test_server_memory_within_budget_and_drafts_accepted(case: Case, tmp_path: P
         pytest.skip(f"{case.name} needs {tp} GPUs, this runner has {_gpu_count()}")
     fraction = os.environ.get("SPECINIT_GPU_MEM_FRACTION", "0.9")
     args = [
-        "--model-path", case.env("TARGET", case.target),
-        "--speculative-draft-model-path", case.env("DRAFT", case.draft),
-        "--tp", str(tp),
-        "--mem-fraction-static", fraction,
+        "--model-path",
+        case.env("TARGET", case.target),
+        "--speculative-draft-model-path",
+        case.env("DRAFT", case.draft),
+        "--tp",
+        str(tp),
+        "--mem-fraction-static",
+        fraction,
         *case.args,
     ]
     server = launch_server(args, tmp_path)

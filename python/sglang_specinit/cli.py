@@ -1,0 +1,228 @@
+"""``sglang-specinit`` command line. One subcommand: ``plan``.
+
+``sglang-specinit plan [launch_server flags] [--gpu PRESET | --device-memory SIZE]
+[--pre-load-free-bytes N] [--example NAME] [--json]``
+
+The launch flags are parsed by SGLang 0.5.13.post1's own ``ServerArgs.add_cli_args`` parser, so
+a ``launch_server`` command line can be pasted as is. Bad input is reported as one line on
+stderr with exit code 2, before SGLang is imported where the flags allow it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn
+
+from sglang_specinit.gpus import (
+    CUDA_CONTEXT_ALLOWANCE_BYTES,
+    DEFAULT_GPU,
+    GIB,
+    MIB,
+    get_preset,
+    parse_bytes,
+    pre_load_free_bytes,
+    presets_help,
+)
+from sglang_specinit.plan import (
+    DEFAULT_EXAMPLE,
+    DeviceSpec,
+    Example,
+    OfflinePlan,
+    PlanError,
+    build_plan,
+    check_launch_values,
+    inert_server_args,
+    list_examples,
+    load_example,
+    plan_json,
+)
+from sglang_specinit.report import render_table
+
+EXIT_BAD_INPUT = 2
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage, so every bad input is one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise PlanError(message)
+
+
+def _planner_parser() -> argparse.ArgumentParser:
+    # allow_abbrev=False: "--device" (a launch_server flag) must not match "--device-memory".
+    parser = argparse.ArgumentParser(
+        prog="sglang-specinit plan",
+        allow_abbrev=False,
+        description=(
+            "Predict the KV pool of an SGLang 0.5.13.post1 speculative-decoding server under "
+            "three rules (stock 0.5.13.post1, upstream 0.5.14, sglang-specinit), offline. "
+            "Every flag not listed here is a launch_server flag (python -m sglang.launch_server "
+            "--help); model and draft paths must be local directories."
+        ),
+    )
+    parser.add_argument(
+        "--gpu",
+        help=f"device preset (default {DEFAULT_GPU}, or the example's). {presets_help()}",
+    )
+    parser.add_argument(
+        "--device-memory",
+        help="device total memory instead of a preset, e.g. 80GiB, 141GB, 24000MiB",
+    )
+    parser.add_argument(
+        "--pre-load-free-bytes",
+        help=(
+            "free device memory before weights load (SGLang's 'Load weight begin. avail mem' "
+            f"value); default: total minus {CUDA_CONTEXT_ALLOWANCE_BYTES // MIB} MiB"
+        ),
+    )
+    parser.add_argument(
+        "--example",
+        help=(
+            f"plan a shipped example (default {DEFAULT_EXAMPLE} when no --model-path is given): "
+            f"{', '.join(list_examples())}"
+        ),
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--verbose", action="store_true", help="keep SGLang's log output")
+    return parser
+
+
+def _launch_preview(launch: Sequence[str]) -> argparse.Namespace:
+    """The few launch flags the cheap checks need, read without importing SGLang."""
+    preview = _RaisingParser(add_help=False, allow_abbrev=False)
+    preview.add_argument("--model-path", "--model", dest="model_path")
+    preview.add_argument("--speculative-draft-model-path", dest="draft_path")
+    preview.add_argument("--speculative-algorithm", dest="algorithm")
+    preview.add_argument("--mem-fraction-static", dest="fraction", type=float)
+    known, _ = preview.parse_known_args(list(launch))
+    return known
+
+
+def _device(options: argparse.Namespace, example: Example | None) -> DeviceSpec:
+    if options.device_memory is not None:
+        total = parse_bytes(options.device_memory)
+        name = f"{total / GIB:.1f} GiB device"
+    else:
+        preset = get_preset(options.gpu or (example.gpu if example else None) or DEFAULT_GPU)
+        total, name = preset.total_bytes, preset.name
+    if options.pre_load_free_bytes is not None:
+        free = parse_bytes(options.pre_load_free_bytes)
+        if free > total:
+            raise PlanError(
+                f"--pre-load-free-bytes {free} exceeds the device's total memory {total}"
+            )
+    else:
+        free = pre_load_free_bytes(total)
+    return DeviceSpec(name=name, total_bytes=total, pre_load_free_bytes=free)
+
+
+@contextlib.contextmanager
+def _quiet_sglang(verbose: bool) -> Iterator[None]:
+    """SGLang warns on import (no Triton on CPU) and logs its server-args decisions; the plan
+    reports what matters, so both are silenced unless --verbose."""
+    if verbose:
+        yield
+        return
+    logger = logging.getLogger("sglang")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            yield
+        finally:
+            logger.setLevel(level)
+
+
+def _parse_launch(launch: list[str]) -> Any:
+    from sglang.srt.server_args import ServerArgs
+
+    parser = _RaisingParser(prog="sglang-specinit plan", allow_abbrev=False)
+    ServerArgs.add_cli_args(parser)
+    if "--config" in launch:
+        from sglang.srt.server_args_config_parser import ConfigArgumentMerger
+
+        launch = ConfigArgumentMerger(parser).merge_config_with_args(launch)
+    return inert_server_args(parser.parse_args(launch))
+
+
+def _print_table(plan: OfflinePlan) -> None:
+    device = plan.device
+    lines = [
+        f"model:  {plan.model_path}",
+        f"draft:  {plan.draft_model_path or '-'}  (--speculative-algorithm {plan.algorithm})",
+        f"device: {device.name}, {device.total_bytes / GIB:.2f} GiB total, "
+        f"{device.pre_load_free_bytes / GIB:.2f} GiB free before weights load; "
+        f"tp {plan.tp_size}; bytes per TP rank",
+        "",
+        render_table(plan.columns, plan.tp_size),
+    ]
+    lines += [f"* {note}" for note in plan.notes]
+    lines.append(
+        "* weights per rank = checkpoint bytes / tp (replicated tensors make the real value "
+        "larger); draft graphs and attention workspaces are not priced"
+    )
+    print("\n".join(lines))
+
+
+def plan_main(argv: Sequence[str]) -> int:
+    """``sglang-specinit plan``; returns the exit code."""
+    # Read before huggingface_hub is imported: the planner never touches the network.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    options, launch = _planner_parser().parse_known_args(list(argv))
+    try:
+        example = None
+        if options.example is not None or not _launch_preview(launch).model_path:
+            example = load_example(options.example or DEFAULT_EXAMPLE)
+            launch = [*example.launch_args, *launch]  # later flags win in argparse
+        device = _device(options, example)
+        preview = _launch_preview(launch)
+        if "--config" not in launch:
+            check_launch_values(
+                preview.model_path, preview.draft_path, preview.algorithm, preview.fraction
+            )
+        with _quiet_sglang(options.verbose):
+            server_args = _parse_launch(launch)
+            check_launch_values(
+                server_args.model_path,
+                server_args.speculative_draft_model_path,
+                server_args.speculative_algorithm,
+                server_args.mem_fraction_static,
+            )
+            plan = build_plan(server_args, device)
+    except ValueError as e:  # PlanError, BudgetError, WeightsError and SGLang's own checks
+        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"sglang-specinit plan: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if options.json:
+        print(json.dumps(plan_json(plan), indent=2, sort_keys=True))
+    else:
+        _print_table(plan)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point (``sglang-specinit``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print("usage: sglang-specinit plan [launch_server flags] [planner flags]; see plan --help")
+        return 0 if args else EXIT_BAD_INPUT
+    if args[0] != "plan":
+        print(
+            f"sglang-specinit: error: unknown command {args[0]!r} (available: plan)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    return plan_main(args[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,533 @@
+"""The offline planner: launch_server flags + local checkpoints in, three pool plans out.
+
+It runs the pieces of SGLang 0.5.13.post1's start-up that decide the pool size, without a GPU
+and without network access (``HF_HUB_OFFLINE=1``):
+
+* the server arguments come from SGLang's own parser, turned into a ``ServerArgs`` whose
+  ``__post_init__`` is skipped (that method probes devices and may download configs);
+* the automatic ``--mem-fraction-static`` is ``ServerArgs._handle_piecewise_cuda_graph`` and
+  ``ServerArgs._handle_gpu_memory_settings`` run on a copy, fed the device's total MiB;
+* the speculative settings are ``handle_speculative_decoding`` (``arg_groups/speculative_hook.py``):
+  alias resolution (NEXTN -> EAGLE), the MTP rule that a DeepSeek-V3/GLM-class target is its own
+  draft, the step/top-k defaults and the ``max_running_requests = 48`` default;
+* model geometry comes from ``ModelConfig.from_server_args`` for the target and, with
+  ``is_draft_model=True``, for the draft, as ``TpModelWorker._init_model_config`` builds them.
+
+The KV specs and the sizing are :mod:`sglang_specinit.specs` and :mod:`sglang_specinit.budget`,
+the same code the runtime patch runs. Weight bytes come from checkpoint headers
+(:mod:`sglang_specinit.weights`) and are divided evenly across TP ranks: an approximation, since
+some tensors (norms, replicated embeddings under dp-attention) are not split.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from sglang_specinit.budget import (
+    BudgetError,
+    BudgetInputs,
+    DraftSpec,
+    plan_pools,
+    stock_0_5_13_plan,
+    upstream_0_5_14_plan,
+)
+from sglang_specinit.gpus import MIB
+from sglang_specinit.report import ReportColumn
+from sglang_specinit.specs import (
+    check_supported,
+    draft_kv_pools,
+    kv_dtype_name,
+    kv_spec_from_model_config,
+    runner_layer_count,
+    upstream_reserved_layers,
+)
+from sglang_specinit.weights import (
+    CheckpointSizes,
+    WeightSplit,
+    estimated_vocab_tensor_bytes,
+    mtp_layer_prefixes,
+    read_checkpoint_sizes,
+    shared_tensor_names,
+    split_mtp_from_target,
+    split_separate_draft,
+)
+
+EXAMPLES_DIR = Path(__file__).parent / "examples"
+DEFAULT_EXAMPLE = "llama31-8b-eagle3"
+
+# Algorithms whose draft is a separate checkpoint that SGLang cannot derive from the target.
+NEEDS_DRAFT_PATH = frozenset({"EAGLE3", "STANDALONE", "DFLASH", "FROZEN_KV_MTP"})
+# Algorithm names as a user may type them (SGLang upper-cases and maps NEXTN to EAGLE).
+EAGLE_LIKE = frozenset({"EAGLE", "NEXTN"})
+
+# --kv-cache-dtype values (0.5.13.post1 choices) -> the torch dtype ModelRunner stores.
+_KV_DTYPE_FLAGS = {
+    "fp8_e4m3": "float8_e4m3fn",
+    "fp8_e5m2": "float8_e5m2",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp4_e2m1": "float4_e2m1fn_x2",
+}
+
+
+class PlanError(ValueError):
+    """Bad planner input; the message is one line meant for the user."""
+
+
+# --------------------------------------------------------------------------------------------
+# Shipped examples
+
+
+@dataclass(frozen=True)
+class Example:
+    """A shipped example: its directory and the launch flags it stands for."""
+
+    name: str
+    directory: Path
+    description: str
+    launch_args: tuple[str, ...]
+    gpu: str | None
+
+
+def list_examples() -> list[str]:
+    return sorted(p.parent.name for p in EXAMPLES_DIR.glob("*/example.json"))
+
+
+def load_example(name: str) -> Example:
+    """Read ``examples/<name>/example.json``; relative model paths resolve inside the example.
+
+    The file holds the ``launch_server`` flags the example represents as snake_case keys
+    (``model_path``, ``speculative_algorithm``, ``tp_size``, ...) plus ``gpu`` (a preset name)
+    and ``description``; a null value means "flag not passed".
+    """
+    path = EXAMPLES_DIR / name / "example.json"
+    if not path.is_file():
+        raise PlanError(
+            f"unknown --example {name!r}; shipped examples: {', '.join(list_examples())}"
+        )
+    data = json.loads(path.read_text())
+    args: list[str] = []
+    for key, value in data.get("launch", {}).items():
+        if value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if key in ("model_path", "speculative_draft_model_path"):
+            value = str((path.parent / value).resolve())
+        args += [flag] if value is True else [flag, str(value)]
+    return Example(
+        name=name,
+        directory=path.parent,
+        description=data.get("description", ""),
+        launch_args=tuple(args),
+        gpu=data.get("gpu"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Cheap checks, before SGLang is imported
+
+
+def read_config_json(model_dir: str, what: str) -> dict[str, Any]:
+    """``config.json`` of a local model directory, with one-line errors for the usual mistakes."""
+    if not os.path.isdir(model_dir):
+        raise PlanError(f"{what} {model_dir!r} is not a local directory (the planner is offline)")
+    config_path = os.path.join(model_dir, "config.json")
+    if not os.path.isfile(config_path):
+        raise PlanError(f"{what} {model_dir!r} has no config.json")
+    try:
+        with open(config_path) as f:
+            config = json.load(f)
+    except json.JSONDecodeError as e:
+        raise PlanError(f"{config_path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    archs = config.get("architectures") if isinstance(config, dict) else None
+    if not archs or not isinstance(archs, list):
+        raise PlanError(f"{config_path} has no 'architectures' list; SGLang cannot pick a model")
+    return config
+
+
+def check_launch_values(
+    model_path: str | None,
+    draft_path: str | None,
+    algorithm: str | None,
+    mem_fraction_static: float | None,
+) -> None:
+    """Validate what can be validated from the raw flags and config.json files alone."""
+    if mem_fraction_static is not None and not 0.0 < mem_fraction_static < 1.0:
+        raise PlanError(f"--mem-fraction-static must be in (0, 1), got {mem_fraction_static}")
+    if model_path is None:
+        raise PlanError("--model-path is required (or use --example NAME)")
+    target_config = read_config_json(model_path, "--model-path")
+    if draft_path is not None:
+        read_config_json(draft_path, "--speculative-draft-model-path")
+    if algorithm is None or draft_path is not None:
+        return
+    name = algorithm.upper()
+    has_mtp = (target_config.get("num_nextn_predict_layers") or 0) > 0
+    if name in NEEDS_DRAFT_PATH or (name in EAGLE_LIKE and not has_mtp):
+        arch = target_config["architectures"][0]
+        raise PlanError(
+            f"--speculative-algorithm {algorithm} needs --speculative-draft-model-path "
+            f"({arch} has no built-in MTP layers to draft with)"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# SGLang's server-args logic, run without its side effects
+
+
+def inert_server_args(namespace: Any) -> Any:
+    """``ServerArgs.from_cli_args(namespace)`` minus ``__post_init__``.
+
+    ``from_cli_args`` maps the CLI names (``tensor_parallel_size`` -> ``tp_size`` ...) and fills
+    every dataclass default; skipping ``__post_init__`` avoids device probes and downloads. The
+    few defaults ``__post_init__`` would have resolved and the plan needs are set explicitly:
+    a CUDA device (the plan is for a GPU server) and ``page_size`` 1 (``_handle_page_size``'s
+    CUDA default; attention backends that force another size need ``--page-size``).
+    """
+    from sglang.srt.server_args import ServerArgs
+
+    class _InertServerArgs(ServerArgs):
+        def __post_init__(self) -> None:
+            pass
+
+    server_args = _InertServerArgs.from_cli_args(copy.copy(namespace))
+    if server_args.device is None:
+        server_args.device = "cuda"
+    if server_args.page_size is None:
+        server_args.page_size = 1
+    if server_args.speculative_draft_model_quantization is None:
+        # _handle_missing_default_values: the draft inherits the target's quantization.
+        server_args.speculative_draft_model_quantization = server_args.quantization
+    return server_args
+
+
+def _released(fn: Any) -> Any:
+    """SGLang's function as released: plugin hooks (this package's runtime patch drops the
+    speculative reserve from the heuristic) wrap it with ``__wrapped__`` set, and the planner
+    must compute the stock column even in a process where the plugin is loaded."""
+    return inspect.unwrap(fn)
+
+
+def auto_mem_fraction_static(server_args: Any, capacity_mib: float, spec_reserve: bool) -> float:
+    """The ``--mem-fraction-static`` SGLang picks when the user passes none.
+
+    Runs 0.5.13.post1's ``_handle_piecewise_cuda_graph`` then ``_handle_gpu_memory_settings``
+    on a copy. With ``spec_reserve=False`` the speculative algorithm is hidden from the latter,
+    which leaves exactly 0.5.14's arithmetic (0.5.14 deleted the 4/6 GiB draft term and changed
+    nothing else in that computation). The comparison with the raw CLI string is SGLang's own,
+    so its quirk (``standalone`` in lower case gets 4 GiB, not 6) is reproduced, not fixed.
+    """
+    from sglang.srt.server_args import ServerArgs
+
+    trial = copy.copy(server_args)
+    _released(ServerArgs._handle_piecewise_cuda_graph)(trial)
+    # Its only other effect is an environment default for symmetric memory; keep ours clean.
+    trial.enable_symm_mem = False
+    if not spec_reserve:
+        trial.speculative_algorithm = None
+    _released(ServerArgs._handle_gpu_memory_settings)(trial, capacity_mib)
+    return float(trial.mem_fraction_static)
+
+
+def resolve_speculative(server_args: Any) -> Any:
+    """A copy of ``server_args`` after SGLang's ``handle_speculative_decoding``."""
+    from sglang.srt.arg_groups.speculative_hook import handle_speculative_decoding
+
+    resolved = copy.copy(server_args)
+    if resolved.speculative_algorithm is not None:
+        _released(handle_speculative_decoding)(resolved)
+    return resolved
+
+
+def attention_tp_size(server_args: Any) -> int:
+    """Attention-TP size, by SGLang's ``compute_dp_attention_world_info``."""
+    from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
+
+    _, attn_tp, _, _ = compute_dp_attention_world_info(
+        server_args.enable_dp_attention,
+        0,
+        server_args.tp_size,
+        server_args.dp_size,
+        server_args.attn_cp_size,
+    )
+    return attn_tp
+
+
+def kv_cache_quant_algo(model_config: Any) -> str | None:
+    """The checkpoint's ``kv_cache_quant_algo`` (ModelOpt), read from SGLang's parse of
+    ``quantization_config`` / ``hf_quant_config.json``."""
+    parsed = model_config._parse_quant_hf_config() or {}
+    for section in (parsed, parsed.get("quantization") or {}):
+        algo = section.get("kv_cache_quant_algo")
+        if isinstance(algo, str):
+            return algo.upper()
+        scheme = section.get("kv_cache_scheme")
+        if isinstance(scheme, dict) and (scheme.get("type"), scheme.get("num_bits")) == (
+            "float",
+            8,
+        ):
+            return "FP8"
+    return None
+
+
+def resolve_kv_dtype(flag: str, model_config: Any) -> str:
+    """The KV dtype ``ModelRunner.configure_kv_cache_dtype`` (0.5.13.post1) would pick."""
+    if flag == "auto":
+        if kv_cache_quant_algo(model_config) == "FP8":
+            return "float8_e4m3fn"
+        return kv_dtype_name(model_config.dtype)
+    return _KV_DTYPE_FLAGS[flag]
+
+
+# --------------------------------------------------------------------------------------------
+# The plan
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """The device the plan is for: total memory (heuristic input) and pre-load free bytes."""
+
+    name: str
+    total_bytes: int
+    pre_load_free_bytes: int
+
+    @property
+    def capacity_mib(self) -> float:
+        return self.total_bytes / MIB
+
+
+@dataclass(frozen=True)
+class OfflinePlan:
+    """The three columns of the report and what they were computed from."""
+
+    stock: ReportColumn
+    upstream: ReportColumn
+    ours: ReportColumn
+    tp_size: int
+    device: DeviceSpec
+    algorithm: str | None
+    model_path: str
+    draft_model_path: str | None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def columns(self) -> tuple[ReportColumn, ReportColumn, ReportColumn]:
+        return (self.stock, self.upstream, self.ours)
+
+
+def _ceil_div(n: int, d: int) -> int:
+    return -(-n // d)
+
+
+def _same_dir(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _weights(
+    algorithm: str,
+    target_mc: Any,
+    draft_mc: Any,
+    model_path: str,
+    draft_path: str,
+) -> WeightSplit:
+    """Whole-checkpoint weight bytes of target and draft, shared tensors counted once."""
+    import torch
+
+    target = read_checkpoint_sizes(model_path)
+    elt = torch.tensor([], dtype=draft_mc.dtype).element_size()
+    names = shared_tensor_names(algorithm, draft_mc.hf_config)
+    estimate = {n: estimated_vocab_tensor_bytes(draft_mc.hf_config, elt) for n in names}
+    mtp_layers = int(draft_mc.num_nextn_predict_layers or 0)
+    if algorithm == "EAGLE" and mtp_layers > 0 and _same_dir(model_path, draft_path):
+        # An MTP draft read from the target's own checkpoint (DeepSeek-V3 / GLM NextN).
+        prefixes = mtp_layer_prefixes(target_mc.hf_config, mtp_layers)
+        return split_mtp_from_target(target, prefixes, estimate)
+    # Any other draft loads its checkpoint in full, even when it is the target's directory.
+    draft: CheckpointSizes = read_checkpoint_sizes(draft_path)
+    return split_separate_draft(target, draft, names, estimate)
+
+
+def _model_config(build: Any, server_args: Any, **kwargs: Any) -> Any:
+    """``ModelConfig.from_server_args``, with a malformed config reported as bad input."""
+    path = kwargs.get("model_path") or server_args.model_path
+    try:
+        return build(server_args, **kwargs)
+    except (AttributeError, KeyError, TypeError, OSError) as e:
+        raise PlanError(f"SGLang cannot build a ModelConfig from {path}: {e}") from e
+
+
+@contextlib.contextmanager
+def _cuda_quantization_names() -> Iterator[None]:
+    """Let ``ModelConfig`` accept quantization names only a CUDA build of SGLang registers.
+
+    ``ModelConfig._verify_quantization`` checks the checkpoint's ``quant_method`` against
+    ``QUANTIZATION_METHODS``, to which ``layers/quantization/__init__.py`` adds ``mxfp4`` only
+    when ``is_cuda()``. The plan is for a CUDA server but may run on a CPU-only host, and only
+    the name check runs here (no kernel is built), so the entry is added for the duration.
+    """
+    from sglang.srt.layers.quantization import QUANTIZATION_METHODS
+    from sglang.srt.layers.quantization.mxfp4 import Mxfp4Config
+
+    added = "mxfp4" not in QUANTIZATION_METHODS
+    if added:
+        QUANTIZATION_METHODS["mxfp4"] = Mxfp4Config
+    try:
+        yield
+    finally:
+        if added:
+            QUANTIZATION_METHODS.pop("mxfp4", None)
+
+
+def _is_mamba_like(model_config: Any) -> bool:
+    # Mamba / linear-attention hybrids expose their full-attention layer ids on the HF config;
+    # their state pool (handle_max_mamba_cache) is not priced offline.
+    text_config = model_config.hf_text_config
+    return not model_config.is_hybrid_swa and hasattr(text_config, "full_attention_layer_ids")
+
+
+def build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
+    """The three plans for ``server_args`` (an :func:`inert_server_args` result) on ``device``."""
+    with _cuda_quantization_names():
+        return _build_plan(server_args, device)
+
+
+def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
+    from sglang.srt.configs.model_config import ModelConfig
+
+    notes: list[str] = []
+    # Refuse unsupported models from config.json alone: their ModelConfig may need more.
+    check_supported(read_config_json(server_args.model_path, "--model-path"))
+    target_mc = _model_config(ModelConfig.from_server_args, server_args)
+    # get_model_config() caches here; the heuristics and the speculative hook reuse it.
+    server_args.model_config = target_mc
+    if _is_mamba_like(target_mc):
+        raise BudgetError(
+            f"{target_mc.hf_config.architectures[0]}: mamba/linear-attention state is not "
+            "priced by the offline planner"
+        )
+
+    user_fraction = server_args.mem_fraction_static
+    if user_fraction is None:
+        stock_fraction = auto_mem_fraction_static(server_args, device.capacity_mib, True)
+        new_fraction = auto_mem_fraction_static(server_args, device.capacity_mib, False)
+    else:
+        stock_fraction = new_fraction = float(user_fraction)
+
+    spec_args = resolve_speculative(server_args)
+    algorithm = spec_args.speculative_algorithm
+    tp_size = int(spec_args.tp_size)
+    attn_tp = attention_tp_size(spec_args)
+    target_kv_dtype = resolve_kv_dtype(spec_args.kv_cache_dtype, target_mc)
+    target_kv = kv_spec_from_model_config(
+        target_mc,
+        target_kv_dtype,
+        attn_tp_size=attn_tp,
+        num_layers=runner_layer_count(target_mc, is_draft=False),
+        swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
+    )
+    target_weight_bytes = read_checkpoint_sizes(server_args.model_path).total_bytes
+
+    draft: DraftSpec | None = None
+    draft_path = spec_args.speculative_draft_model_path
+    if algorithm is not None and algorithm != "NGRAM":
+        # 0.5.14 sizes its draft reserve only when a draft path is set (model_runner.py:431).
+        path_given = draft_path is not None
+        if draft_path is None:
+            # TpModelWorker falls back to the target's path (ModelConfig.from_server_args).
+            draft_path = spec_args.model_path
+            notes.append("no draft path: the draft is built from the target's checkpoint")
+        draft_mc = _model_config(
+            ModelConfig.from_server_args,
+            spec_args,
+            model_path=draft_path,
+            model_revision=spec_args.speculative_draft_model_revision,
+            is_draft_model=True,
+        )
+        # The target resolves "auto" first and, for an FP8 kv_cache_quant_algo, rewrites
+        # server_args.kv_cache_dtype to fp8_e4m3, which the draft runner then reads.
+        draft_flag = "fp8_e4m3" if target_kv_dtype == "float8_e4m3fn" else spec_args.kv_cache_dtype
+        pools = draft_kv_pools(
+            algorithm,
+            draft_mc,
+            resolve_kv_dtype(draft_flag, draft_mc),
+            attn_tp_size=attn_tp,
+            swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
+            num_steps=int(spec_args.speculative_num_steps or 1),
+            multi_layer_eagle=bool(spec_args.enable_multi_layer_eagle),
+        )
+        split = _weights(algorithm, target_mc, draft_mc, spec_args.model_path, draft_path)
+        notes.extend(split.notes)
+        if split.draft_shared_bytes and algorithm != "FROZEN_KV_MTP":
+            notes.append(
+                "upstream 0.5.14 sizes the pool while the draft's own embed/lm_head copies "
+                f"({split.draft_shared_bytes / tp_size / (1 << 30):.2f} GiB per rank) are still "
+                "resident; they are freed after the pool exists and stay unused"
+            )
+        target_weight_bytes = split.target_bytes
+        draft = DraftSpec(
+            algorithm=algorithm,
+            kv_pools=pools,
+            weight_bytes=_ceil_div(split.draft_bytes, tp_size),
+            shared_weight_bytes=_ceil_div(split.draft_shared_bytes, tp_size),
+            upstream_reserved_layers=(
+                upstream_reserved_layers(algorithm, draft_mc) if path_given else 0
+            ),
+        )
+
+    base = BudgetInputs(
+        pre_load_free_bytes=device.pre_load_free_bytes,
+        mem_fraction_static=new_fraction,
+        target_kv=target_kv,
+        target_weight_bytes=_ceil_div(target_weight_bytes, tp_size),
+        page_size=int(spec_args.page_size),
+        context_len=int(target_mc.context_len),
+        draft=draft,
+        max_total_tokens=spec_args.max_total_tokens,
+        max_running_requests=spec_args.max_running_requests,
+        dp_size=int(spec_args.dp_size),
+    )
+    stock_inputs = _with_fraction(base, stock_fraction)
+    reserve = None
+    if user_fraction is None and stock_fraction != new_fraction:
+        # The budget the 4/6 GiB speculative term took away (NGRAM gets none).
+        reserve = int(new_fraction * device.pre_load_free_bytes) - int(
+            stock_fraction * device.pre_load_free_bytes
+        )
+    return OfflinePlan(
+        stock=ReportColumn(
+            "stock 0.5.13.post1", stock_0_5_13_plan(stock_inputs), stock_inputs, reserve
+        ),
+        upstream=ReportColumn("upstream 0.5.14", upstream_0_5_14_plan(base), base),
+        ours=ReportColumn("sglang-specinit", plan_pools(base), base),
+        tp_size=tp_size,
+        device=device,
+        algorithm=algorithm,
+        model_path=spec_args.model_path,
+        draft_model_path=draft_path,
+        notes=tuple(notes),
+    )
+
+
+def _with_fraction(inputs: BudgetInputs, fraction: float) -> BudgetInputs:
+    return replace(inputs, mem_fraction_static=fraction)
+
+
+def plan_json(plan: OfflinePlan) -> dict[str, Any]:
+    """``--json``: this package's plan at top level, the two SGLang rules as sub-objects."""
+    data = plan.ours.to_dict(plan.tp_size)
+    data["stock_0_5_13"] = plan.stock.to_dict(plan.tp_size)
+    data["upstream_0_5_14"] = plan.upstream.to_dict(plan.tp_size)
+    data["device"] = {"name": plan.device.name, "total_bytes": plan.device.total_bytes}
+    data["speculative_algorithm"] = plan.algorithm
+    data["model_path"] = plan.model_path
+    data["speculative_draft_model_path"] = plan.draft_model_path
+    data["plan_notes"] = list(plan.notes)
+    return data

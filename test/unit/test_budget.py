@@ -1,0 +1,637 @@
+"""The budget model against hand-computed numbers, plus hypothesis properties.
+
+Expected values are literals with the arithmetic that produced them in a comment, never values
+obtained by calling the code under test. Cell formulas follow SGLang 0.5.13.post1's
+``DefaultPoolConfigurator._compute_cell_size`` and ``HybridSWAPoolConfigurator``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sglang_specinit.budget import (
+    AttentionKVSpec,
+    BudgetError,
+    BudgetInputs,
+    DraftSpec,
+    HybridSWAKVSpec,
+    derive_max_running_requests,
+    kv_pool_bytes,
+    plan_pools,
+    stock_0_5_13_plan,
+    upstream_0_5_14_plan,
+)
+
+GIB = 1 << 30
+
+# Llama-3.1-8B-like target: 32 layers, 8 KV heads, head_dim 128, bf16.
+LLAMA_KV = AttentionKVSpec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128)
+# One EAGLE layer with the target's geometry.
+EAGLE_KV = AttentionKVSpec(num_layers=1, num_kv_heads=8, head_dim=128, v_head_dim=128)
+# DeepSeek-V3 MLA: kv_lora_rank 512 + qk_rope_head_dim 64, 61 layers.
+MLA_KV = AttentionKVSpec(num_layers=61, kv_lora_rank=512, qk_rope_head_dim=64)
+
+
+def scenario(**overrides: object) -> BudgetInputs:
+    """80 GiB free before load, f = 0.8 (budget 64 GiB), 16 GiB target weights, EAGLE draft
+    with 1 GiB resident weights and a 1 GiB shared embedding, page size 1."""
+    base = BudgetInputs(
+        pre_load_free_bytes=80 * GIB,
+        mem_fraction_static=0.8,
+        target_kv=LLAMA_KV,
+        target_weight_bytes=16 * GIB,
+        context_len=131072,
+        draft=DraftSpec(
+            algorithm="EAGLE",
+            kv_pools=(EAGLE_KV,),
+            weight_bytes=1 * GIB,
+            shared_weight_bytes=1 * GIB,
+            upstream_reserved_layers=1,
+        ),
+    )
+    return replace(base, **overrides)
+
+
+# --------------------------------------------------------------------------------------------
+# Bytes per token, one family at a time
+
+
+def test_mha_gqa_cell() -> None:
+    # 8 heads * (128 + 128) * 32 layers * 2 bytes
+    assert LLAMA_KV.bytes_per_token() == 131072
+    assert EAGLE_KV.bytes_per_token() == 4096  # 8 * 256 * 1 * 2
+
+
+def test_mla_cell() -> None:
+    # (512 + 64) * 61 layers * 2 bytes
+    assert MLA_KV.bytes_per_token() == 70272
+
+
+def test_mla_dsa_indexer_cell() -> None:
+    spec = replace(MLA_KV, dsa_index_head_dim=128)
+    # latent 70272 + indexer (128 + 128 // 128 * 4) * 61 layers * 1 byte (uint8) = 70272 + 8052
+    assert spec.bytes_per_token() == 78324
+    fp8 = replace(spec, kv_dtype="fp8_e4m3")
+    # 576 * 61 * 1 + 8052: the indexer keeps its own uint8 + fp32-scale layout
+    assert fp8.bytes_per_token() == 43188
+
+
+def test_fp8_cells() -> None:
+    assert replace(LLAMA_KV, kv_dtype="float8_e4m3fn").bytes_per_token() == 65536  # 8*256*32*1
+    assert replace(MLA_KV, kv_dtype="float8_e5m2").bytes_per_token() == 35136  # 576 * 61 * 1
+
+
+def test_fp4_mha_cell_with_scale_buffer() -> None:
+    spec = replace(LLAMA_KV, kv_dtype="fp4_e2m1")
+    # 8*256*32*1 = 65536 packed two per byte -> 32768, plus scales (8*128*32*2*1) // 16 = 4096
+    assert spec.bytes_per_token() == 36864
+
+
+def test_fp4_mla_cell_with_scale_buffer() -> None:
+    spec = replace(MLA_KV, kv_dtype="float4_e2m1fn_x2")
+    # 576*61*1 = 35136 // 2 = 17568, plus (576 // 16) * 61 * 1 = 2196
+    assert spec.bytes_per_token() == 19764
+
+
+def test_unknown_dtype_is_a_budget_error() -> None:
+    with pytest.raises(BudgetError, match="unknown KV-cache dtype"):
+        replace(LLAMA_KV, kv_dtype="int3").bytes_per_token()
+
+
+GPT_OSS_FULL = AttentionKVSpec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
+GPT_OSS_SWA = AttentionKVSpec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
+
+
+def test_hybrid_swa_cell_and_pool() -> None:
+    spec = HybridSWAKVSpec(full=GPT_OSS_FULL, swa=GPT_OSS_SWA, swa_full_tokens_ratio=0.8)
+    # F*nf + r*S*ns = 8*128*2*12 + 0.8 * 24576 = 24576 + 19660.8
+    assert spec.bytes_per_token() == pytest.approx(44236.8)
+    # page 1, 1000 tokens: full (1000 + 1) * 24576 + swa (int(800) + 1) * 24576
+    assert kv_pool_bytes(spec, 1000, 1) == 24_600_576 + 19_685_376
+    # page 16: full (1000 + 16) * 24576 + swa (800 // 16 * 16 + 16) * 24576
+    assert kv_pool_bytes(spec, 1000, 16) == 24_969_216 + 20_054_016
+
+
+def test_all_swa_pool_ignores_ratio() -> None:
+    none = AttentionKVSpec(num_layers=0, num_kv_heads=8, head_dim=64, v_head_dim=64)
+    spec = HybridSWAKVSpec(full=none, swa=GPT_OSS_SWA, swa_full_tokens_ratio=0.5)
+    assert spec.bytes_per_token() == 24576  # S * ns only
+    assert kv_pool_bytes(spec, 1000, 64) == (1000 + 64) * 24576
+
+
+def test_mamba_like_prices_full_attention_layers_only() -> None:
+    # A Qwen3-Next-like hybrid: 48 layers, 12 of them full attention (2 KV heads, head_dim 256).
+    # The caller passes the full-attention count; mamba state goes in reserved_bytes.
+    spec = AttentionKVSpec(num_layers=12, num_kv_heads=2, head_dim=256, v_head_dim=256)
+    assert spec.bytes_per_token() == 24576  # 2 * 512 * 12 * 2
+    inputs = scenario(
+        target_kv=spec,
+        draft=DraftSpec(
+            algorithm="EAGLE",
+            kv_pools=(replace(spec, num_layers=1),),  # 2048 per token
+            upstream_reserved_layers=1,
+        ),
+        reserved_bytes=4 * GIB,
+    )
+    # 0.5.14 scales by d / n_full: int(24576 * (1 + 1/12)) = 26624
+    assert upstream_0_5_14_plan(inputs).priced_bytes_per_token == 26624
+    ours = plan_pools(inputs)
+    # (64 - 16 - 4) GiB - padding 26624, // 26624 per token
+    assert ours.tokens == (44 * GIB - 26624) // 26624 == 1774512
+
+
+# --------------------------------------------------------------------------------------------
+# The three rules on one scenario (page 1)
+
+
+def test_this_package_rule() -> None:
+    plan = plan_pools(scenario())
+    assert plan.budget_bytes == 68_719_476_736  # 0.8 * 80 GiB = 64 GiB
+    assert plan.resident_bytes == 18_253_611_008  # 16 GiB + 1 GiB (shared embed counted once)
+    assert plan.priced_bytes_per_token == 135168  # 131072 + 4096
+    # kv = 64G - 17G - padding (131072 + 4096) = 50_465_730_560; // 135168 = 373355
+    assert plan.tokens == 373355
+    assert plan.target_kv_pool_bytes == 373356 * 131072
+    assert plan.draft_kv_pool_bytes == 373356 * 4096
+    # 17 GiB + 373356 * 135168
+    assert plan.used_bytes == 68_719_394_816
+    assert plan.headroom_bytes == 81920
+    # needed = 17 GiB + padding 135168 + 7 tokens * 135168 = 18_254_692_352; / 80 GiB
+    assert plan.min_viable_mem_fraction_static == pytest.approx(18_254_692_352 / (80 * GIB))
+    assert plan.suggested_mem_fraction_static == 0.213
+
+
+def test_stock_0_5_13_rule_overshoots() -> None:
+    plan = stock_0_5_13_plan(scenario())
+    # target only: (64 - 16) GiB // 131072 = 393216
+    assert plan.tokens == 393216
+    assert plan.priced_bytes_per_token == 131072
+    # 16 G + 1 G draft + 393217 * (131072 + 4096)
+    assert plan.used_bytes == 71_403_966_464
+    assert plan.headroom_bytes == -2_684_489_728
+    assert plan.min_viable_mem_fraction_static == pytest.approx(0.2)  # 16 / 80
+    assert plan.notes
+
+
+def test_upstream_0_5_14_rule() -> None:
+    plan = upstream_0_5_14_plan(scenario())
+    # int(131072 * (1 + 1/32)) = 135168; resident at profiling 16 + 1 + 1 (shared) GiB
+    assert plan.priced_bytes_per_token == 135168
+    assert plan.tokens == 365412  # (64 - 18) GiB // 135168
+    assert plan.resident_bytes == 17 * GIB  # the shared embed is freed after binding
+    assert plan.used_bytes == 67_645_755_392  # 17 GiB + 365413 * 135168
+    assert plan.min_viable_mem_fraction_static == pytest.approx(0.225)  # 18 / 80
+
+
+@pytest.mark.parametrize(
+    ("page", "tokens", "used"),
+    [
+        # kv = 47 GiB - page * 135168; tokens = page_floor(kv // 135168)
+        (1, 373355, 68_719_394_816),
+        (16, 373328, 68_717_772_800),  # 373340 -> 23333 pages
+        (64, 373248, 68_713_447_424),  # 373292 -> 5832 pages
+    ],
+)
+def test_page_sizes(page: int, tokens: int, used: int) -> None:
+    plan = plan_pools(scenario(page_size=page))
+    assert plan.tokens == tokens
+    assert plan.tokens % page == 0
+    assert plan.used_bytes == used  # 17 GiB + (tokens + page) * 135168
+
+
+def test_max_total_tokens_cap() -> None:
+    assert plan_pools(scenario(max_total_tokens=100_000)).tokens == 100_000
+    assert plan_pools(scenario(max_total_tokens=100_001, page_size=16)).tokens == 100_000
+    # A cap above the profiled value changes nothing (SGLang only warns).
+    assert plan_pools(scenario(max_total_tokens=10**9)).tokens == 373355
+    assert stock_0_5_13_plan(scenario(max_total_tokens=50_000)).tokens == 50_000
+
+
+# --------------------------------------------------------------------------------------------
+# Draft kinds
+
+
+def test_eagle3_draft_with_its_own_geometry() -> None:
+    # 16 KV heads, head_dim 128, fp32, 1 layer: 16 * 256 * 1 * 4 = 16384 bytes per token.
+    draft_kv = AttentionKVSpec(
+        num_layers=1, kv_dtype="float32", num_kv_heads=16, head_dim=128, v_head_dim=128
+    )
+    inputs = scenario(
+        draft=DraftSpec(
+            algorithm="EAGLE3",
+            kv_pools=(draft_kv,),
+            weight_bytes=GIB,
+            shared_weight_bytes=GIB,
+            upstream_reserved_layers=1,
+        )
+    )
+    ours = plan_pools(inputs)
+    assert ours.draft_kv_bytes_per_token == 16384
+    assert ours.tokens == 342242  # (47 GiB - 147456) // (131072 + 16384)
+    assert ours.headroom_bytes >= 0
+    upstream = upstream_0_5_14_plan(inputs)
+    # 0.5.14 prices the draft layer at the target's 4096, not 16384, and overshoots:
+    assert upstream.tokens == 365412
+    assert upstream.headroom_bytes == -3_416_473_600  # 64 GiB - (17 GiB + 365413 * 147456)
+
+
+def test_nnpl_zero_draft_gets_no_upstream_reserve() -> None:
+    # An EAGLE3 draft with the DeepSeek-V3 schema and num_nextn_predict_layers: 0 still
+    # allocates max(hidden, attention) = 1 MLA layer (1152 bytes per token).
+    inputs = scenario(
+        target_kv=MLA_KV,
+        draft=DraftSpec(
+            algorithm="EAGLE3",
+            kv_pools=(replace(MLA_KV, num_layers=1),),
+            weight_bytes=GIB,
+            shared_weight_bytes=GIB,
+            upstream_reserved_layers=0,
+        ),
+    )
+    assert upstream_0_5_14_plan(inputs).priced_bytes_per_token == 70272  # nothing reserved
+    assert upstream_0_5_14_plan(inputs).tokens == 702870  # 46 GiB // 70272
+    ours = plan_pools(inputs)
+    assert ours.priced_bytes_per_token == 71424  # 70272 + 1152
+    assert ours.tokens == 706566  # (47 GiB - 71424) // 71424
+
+
+def test_multi_layer_eagle_owns_one_pool_per_step() -> None:
+    inputs = scenario(
+        draft=DraftSpec(
+            algorithm="EAGLE",
+            kv_pools=(EAGLE_KV,) * 3,  # speculative_num_steps = 3, one 1-layer pool each
+            weight_bytes=GIB,
+            shared_weight_bytes=GIB,
+            upstream_reserved_layers=1,  # num_nextn_predict_layers of the draft config
+        )
+    )
+    ours = plan_pools(inputs)
+    assert ours.draft_kv_bytes_per_token == 12288  # 3 * 4096
+    assert ours.tokens == 352020  # (47 GiB - 143360) // 143360
+    assert ours.draft_kv_pool_bytes == 3 * 352021 * 4096
+    upstream = upstream_0_5_14_plan(inputs)
+    assert upstream.tokens == 365412
+    assert upstream.headroom_bytes == -1_919_741_952  # 64 G - (17 G + 365413 * 143360)
+
+
+def test_standalone_draft() -> None:
+    # A Llama-1B-like draft: 16 layers, 8 KV heads, head_dim 64: 8 * 128 * 16 * 2 = 32768.
+    small = AttentionKVSpec(num_layers=16, num_kv_heads=8, head_dim=64, v_head_dim=64)
+    inputs = scenario(
+        draft=DraftSpec(
+            algorithm="STANDALONE",
+            kv_pools=(small,),
+            weight_bytes=5 * GIB // 2,
+            upstream_reserved_layers=16,
+        )
+    )
+    ours = plan_pools(inputs)
+    assert ours.tokens == 298187  # (64 - 16 - 2.5) GiB - 163840 padding, // 163840
+    upstream = upstream_0_5_14_plan(inputs)
+    # 0.5.14 prices 16 layers at the target's geometry: int(131072 * (1 + 16/32)) = 196608
+    assert upstream.priced_bytes_per_token == 196608
+    assert upstream.tokens == 248490  # 45.5 GiB // 196608
+    assert upstream.headroom_bytes == 8_142_487_552  # over-reserved, left unused
+
+
+def test_frozen_kv_mtp_has_no_pool() -> None:
+    inputs = scenario(
+        draft=DraftSpec(algorithm="FROZEN_KV_MTP", weight_bytes=GIB, upstream_reserved_layers=1)
+    )
+    ours = plan_pools(inputs)
+    assert ours.draft_kv_pool_bytes == 0
+    assert ours.tokens == 385023  # (47 GiB - 131072) // 131072
+    upstream = upstream_0_5_14_plan(inputs)
+    # Target cell still scaled (is_eagle() covers FROZEN_KV_MTP) but draft weights not counted.
+    assert upstream.priced_bytes_per_token == 135168
+    assert upstream.tokens == 381300  # 48 GiB // 135168
+    assert upstream.headroom_bytes == 487_981_056  # 64 G - (17 G + 381301 * 131072)
+
+
+def test_dflash_stock_reserve_rounds_up() -> None:
+    # 30-layer target (122880 per token); DFLASH draft of 4 layers: ceil(122880 * 34 / 30)
+    target = replace(LLAMA_KV, num_layers=30)
+    inputs = scenario(
+        target_kv=target,
+        draft=DraftSpec(
+            algorithm="DFLASH",
+            kv_pools=(replace(LLAMA_KV, num_layers=4),),
+            upstream_reserved_layers=4,
+        ),
+    )
+    stock = stock_0_5_13_plan(inputs)
+    assert stock.priced_bytes_per_token == 139264
+    assert stock.tokens == 370085  # 48 GiB // 139264
+
+
+def test_no_draft_all_rules_agree_on_cell() -> None:
+    inputs = scenario(draft=None)
+    # (48 GiB - 131072 padding) // 131072 = 393215 for ours; stock does not subtract padding.
+    assert plan_pools(inputs).tokens == 393215
+    assert stock_0_5_13_plan(inputs).tokens == 393216
+    assert upstream_0_5_14_plan(inputs).tokens == 393216
+
+
+# --------------------------------------------------------------------------------------------
+# max_running_requests, bad inputs, min viable fraction
+
+
+def test_max_running_requests_derivation() -> None:
+    # int(373355 / 131072 * 512) = 1458 -> clamped to [2048, 4096] -> 2048; min(2048, t // 2)
+    assert derive_max_running_requests(373355, 131072, None) == 2048
+    assert derive_max_running_requests(1000, 4096, None) == 500  # min(2048, 1000 // 2)
+    assert derive_max_running_requests(10**7, 4096, None) == 4096  # 1_250_000 clamped
+    assert derive_max_running_requests(373355, 131072, 48) == 48  # user value
+    assert derive_max_running_requests(373355, 131072, 48, dp_size=2) == 24  # 48 // dp
+    assert derive_max_running_requests(373355, 131072, 10_000) == 2048  # capped by estimate
+    assert plan_pools(scenario(max_running_requests=48)).max_running_requests == 48
+
+
+def test_upstream_0_5_14_clamps_user_requests_to_half_the_tokens() -> None:
+    # 0.5.14: min(user // dp, tokens // 2) -> min(10000, 365412 // 2); 0.5.13: min(10000, 2048)
+    assert upstream_0_5_14_plan(scenario(max_running_requests=10_000)).max_running_requests == (
+        10_000
+    )
+    assert stock_0_5_13_plan(scenario(max_running_requests=10_000)).max_running_requests == 2048
+    assert plan_pools(scenario(max_running_requests=10_000)).max_running_requests == 2048
+    tiny = scenario(max_running_requests=48, max_total_tokens=64)
+    assert upstream_0_5_14_plan(tiny).max_running_requests == 32  # 64 // 2
+    assert plan_pools(tiny).max_running_requests == 48  # min(48, 2048)
+
+
+def test_per_request_draft_bytes_charged_at_worst_case() -> None:
+    draft = replace(scenario().draft, bytes_per_request=1 << 20)
+    plan = plan_pools(scenario(draft=draft, max_running_requests=48))
+    # fixed += 1 MiB * (48 + 1): kv = 47 GiB - 135168 - 49 MiB
+    assert plan.tokens == (47 * GIB - 135168 - 49 * (1 << 20)) // 135168 == 372975
+    assert plan.draft_request_bytes == 49 * (1 << 20)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1, 1.5])
+def test_fraction_out_of_range(fraction: float) -> None:
+    with pytest.raises(BudgetError, match="mem-fraction-static"):
+        plan_pools(scenario(mem_fraction_static=fraction))
+
+
+def test_weights_above_budget_give_zero_tokens() -> None:
+    plan = plan_pools(scenario(mem_fraction_static=0.2))  # 16 GiB budget < 17 GiB resident
+    assert plan.tokens == 0
+    assert plan.target_kv_pool_bytes == plan.draft_kv_pool_bytes == 0
+    assert plan.suggested_mem_fraction_static == 0.213
+
+
+def test_suggested_fraction_is_viable() -> None:
+    plan = plan_pools(scenario(mem_fraction_static=0.213))
+    assert plan.tokens >= 7
+    assert plan_pools(scenario(mem_fraction_static=0.212)).tokens < 7
+
+
+def test_measured_resident_replaces_weight_sum() -> None:
+    plan = plan_pools(scenario(measured_resident_bytes=20 * GIB))
+    assert plan.resident_bytes == 20 * GIB
+    assert plan.tokens == (44 * GIB - 135168) // 135168 == 349524
+
+
+# --------------------------------------------------------------------------------------------
+# TP > 1: KV heads per rank come from SGLang's ModelConfig (shipped example configs)
+
+
+@pytest.fixture(scope="module")
+def model_config_of():
+    import os
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang_specinit.plan import EXAMPLES_DIR
+
+    def build(example: str) -> ModelConfig:
+        return ModelConfig(model_path=str(EXAMPLES_DIR / example / "target"))
+
+    return build
+
+
+def test_kv_heads_per_tp_rank(model_config_of) -> None:
+    from sglang_specinit.specs import kv_spec_from_model_config
+
+    mc = model_config_of("llama31-70b-eagle-tp4")  # 80 layers, 8 KV heads, head_dim 128
+
+    def cell(tp: int) -> float:
+        return kv_spec_from_model_config(mc, "bfloat16", tp, 80, 0.8).bytes_per_token()
+
+    assert cell(1) == 327680  # 8 * 256 * 80 * 2
+    assert cell(4) == 81920  # 2 heads per rank
+    assert cell(8) == 40960  # 1 head per rank
+    assert cell(16) == 40960  # heads are replicated below one per rank
+
+
+def test_mla_is_not_split_by_tp(model_config_of) -> None:
+    from sglang_specinit.specs import kv_spec_from_model_config
+
+    mc = model_config_of("deepseek-v3-mtp")
+    assert kv_spec_from_model_config(mc, "bfloat16", 8, 61, 0.8).bytes_per_token() == 70272
+
+
+def test_gpt_oss_is_hybrid_swa(model_config_of) -> None:
+    from sglang_specinit.plan import _cuda_quantization_names
+    from sglang_specinit.specs import kv_spec_from_model_config
+
+    with _cuda_quantization_names():  # mxfp4 is registered only on CUDA builds
+        mc = model_config_of("gpt-oss-20b-eagle3")
+    spec = kv_spec_from_model_config(mc, "bfloat16", 1, 24, 0.8)
+    assert isinstance(spec, HybridSWAKVSpec)
+    assert (spec.full.num_layers, spec.swa.num_layers) == (12, 12)
+    assert spec.bytes_per_token() == pytest.approx(44236.8)  # 24576 + 0.8 * 24576
+
+
+# --------------------------------------------------------------------------------------------
+# Properties
+
+dtypes = st.sampled_from(["bfloat16", "float16", "float32", "fp8_e4m3", "fp4_e2m1"])
+
+
+@st.composite
+def attention_specs(draw: st.DrawFn, max_layers: int = 96) -> AttentionKVSpec:
+    layers = draw(st.integers(1, max_layers))
+    dtype = draw(dtypes)
+    if draw(st.booleans()):
+        return AttentionKVSpec(
+            num_layers=layers,
+            kv_dtype=dtype,
+            kv_lora_rank=draw(st.sampled_from([256, 512])),
+            qk_rope_head_dim=64,
+            dsa_index_head_dim=draw(st.sampled_from([0, 128])),
+        )
+    head_dim = draw(st.sampled_from([64, 80, 128, 256]))
+    return AttentionKVSpec(
+        num_layers=layers,
+        kv_dtype=dtype,
+        num_kv_heads=draw(st.integers(1, 16)),
+        head_dim=head_dim,
+        v_head_dim=head_dim,
+    )
+
+
+@st.composite
+def kv_specs(draw: st.DrawFn) -> AttentionKVSpec | HybridSWAKVSpec:
+    if draw(st.integers(0, 3)) == 0:
+        full = draw(attention_specs())
+        full = replace(
+            full, kv_lora_rank=0, dsa_index_head_dim=0, num_kv_heads=4, head_dim=64, v_head_dim=64
+        )
+        if draw(st.booleans()):
+            full = replace(full, num_layers=0)
+        swa = replace(full, num_layers=draw(st.integers(1, 48)))
+        ratio = draw(st.floats(0.05, 1.0))
+        return HybridSWAKVSpec(full=full, swa=swa, swa_full_tokens_ratio=ratio)
+    return draw(attention_specs())
+
+
+@st.composite
+def budget_inputs(draw: st.DrawFn) -> BudgetInputs:
+    pre = draw(st.integers(1 * GIB, 200 * GIB))
+    draft = None
+    if draw(st.booleans()):
+        draft = DraftSpec(
+            algorithm=draw(st.sampled_from(["EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"])),
+            kv_pools=tuple(draw(st.lists(kv_specs(), max_size=3))),
+            weight_bytes=draw(st.integers(0, 4 * GIB)),
+            shared_weight_bytes=draw(st.integers(0, 2 * GIB)),
+            bytes_per_request=draw(st.sampled_from([0, 4096, 1 << 20])),
+            fixed_bytes=draw(st.sampled_from([0, 64 * 4096])),
+            upstream_reserved_layers=draw(st.integers(0, 4)),
+        )
+    return BudgetInputs(
+        pre_load_free_bytes=pre,
+        mem_fraction_static=draw(st.floats(0.01, 0.99)),
+        target_kv=draw(kv_specs()),
+        target_weight_bytes=draw(st.integers(0, pre)),
+        page_size=draw(st.sampled_from([1, 16, 64])),
+        context_len=draw(st.sampled_from([2048, 32768, 131072])),
+        draft=draft,
+        max_total_tokens=draw(st.none() | st.integers(1, 5_000_000)),
+        max_running_requests=draw(st.none() | st.integers(1, 1024)),
+        dp_size=draw(st.sampled_from([1, 2])),
+        reserved_bytes=draw(st.sampled_from([0, GIB])),
+    )
+
+
+def _priced_total(inputs: BudgetInputs, tokens: int, plan_per_token: float) -> float:
+    """What the rule charges for ``tokens``: resident + fixed + tokens * per-token price."""
+    draft = inputs.draft
+    fixed = inputs.reserved_bytes + inputs.target_kv.padding_bytes(inputs.page_size)
+    if draft is not None:
+        fixed += draft.padding_bytes(inputs.page_size)
+        if draft.bytes_per_request:
+            worst = (
+                inputs.max_running_requests // inputs.dp_size
+                if inputs.max_running_requests is not None
+                else 4096
+            )
+            fixed += draft.bytes_per_request * (worst + 1)
+        fixed += draft.fixed_bytes
+    resident = inputs.target_weight_bytes + (draft.weight_bytes if draft else 0)
+    return resident + fixed + tokens * plan_per_token
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(budget_inputs())
+def test_plan_never_exceeds_budget(inputs: BudgetInputs) -> None:
+    plan = plan_pools(inputs)
+    assert plan.tokens % inputs.page_size == 0
+    assert plan.tokens >= 0
+    if plan.tokens > 0:
+        assert plan.used_bytes <= plan.budget_bytes
+    capped = inputs.max_total_tokens is not None and plan.tokens == (
+        inputs.max_total_tokens // inputs.page_size * inputs.page_size
+    )
+    if not capped:
+        # One more page would not have fitted at the rule's prices.
+        one_more = _priced_total(
+            inputs, plan.tokens + inputs.page_size, plan.priced_bytes_per_token
+        )
+        assert one_more > plan.budget_bytes
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    budget_inputs(),
+    attention_specs(),
+    st.lists(attention_specs(max_layers=4), max_size=3),
+)
+def test_one_more_page_really_overflows_for_attention_pools(
+    inputs: BudgetInputs, target_kv: AttentionKVSpec, draft_pools: list[AttentionKVSpec]
+) -> None:
+    # With plain attention pools and no per-request buffers, the price is the allocation.
+    draft = inputs.draft
+    if draft is not None:
+        draft = replace(draft, kv_pools=tuple(draft_pools), bytes_per_request=0)
+    inputs = replace(inputs, target_kv=target_kv, draft=draft, max_total_tokens=None)
+    plan = plan_pools(inputs)
+    bigger = plan.tokens + inputs.page_size
+    used_bigger = (
+        plan.resident_bytes
+        + inputs.reserved_bytes
+        + kv_pool_bytes(target_kv, bigger, inputs.page_size)
+        + (sum(kv_pool_bytes(p, bigger, inputs.page_size) for p in draft.kv_pools) if draft else 0)
+        + (draft.fixed_bytes if draft else 0)
+    )
+    assert used_bigger > plan.budget_bytes
+
+
+@settings(max_examples=200, deadline=None)
+@given(budget_inputs())
+def test_suggested_fraction_always_serves(inputs: BudgetInputs) -> None:
+    inputs = replace(inputs, max_total_tokens=None)
+    suggested = plan_pools(inputs).suggested_mem_fraction_static
+    if suggested >= 1.0:
+        return
+    assert plan_pools(replace(inputs, mem_fraction_static=suggested)).tokens >= 7
+
+
+# --------------------------------------------------------------------------------------------
+# Layer counts SGLang uses for drafts (specs helpers on config-like objects)
+
+
+def _draft_config(nextn: int | None, hidden: int = 1, arch: str = "LlamaForCausalLMEagle3"):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        hf_config=SimpleNamespace(architectures=[arch], num_hidden_layers=hidden),
+        num_nextn_predict_layers=nextn,
+        num_hidden_layers=hidden,
+        num_attention_layers=hidden,
+    )
+
+
+def test_nnpl_zero_layer_counts() -> None:
+    from sglang_specinit.specs import runner_layer_count, upstream_reserved_layers
+
+    zero = _draft_config(nextn=0, hidden=1)
+    # ModelRunner treats 0 as absent and allocates max(hidden, attention) = 1 layer ...
+    assert runner_layer_count(zero, is_draft=True) == 1
+    # ... while 0.5.14 takes the explicit 0 and reserves nothing.
+    assert upstream_reserved_layers("EAGLE3", zero) == 0
+    assert upstream_reserved_layers("EAGLE3", _draft_config(nextn=None, hidden=2)) == 2
+    assert upstream_reserved_layers("EAGLE", _draft_config(nextn=1, hidden=61)) == 1
+    assert runner_layer_count(_draft_config(nextn=1, hidden=61), is_draft=True) == 1
+    assert runner_layer_count(_draft_config(nextn=1, hidden=61), is_draft=False) == 61
+    # MiMoV2MTP / Step3p5MTP runners hold one layer whatever the config says.
+    assert runner_layer_count(_draft_config(nextn=3, arch="MiMoV2MTP"), is_draft=True) == 1
+    assert upstream_reserved_layers("NGRAM", zero) == 0
+
+
+def test_multi_layer_eagle_pools_from_a_real_draft_config(model_config_of) -> None:
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang_specinit.plan import EXAMPLES_DIR
+    from sglang_specinit.specs import draft_kv_pools
+
+    draft = ModelConfig(
+        model_path=str(EXAMPLES_DIR / "llama31-8b-eagle3" / "draft"), is_draft_model=True
+    )
+    pools = draft_kv_pools("EAGLE", draft, "float16", 1, 0.8, num_steps=3, multi_layer_eagle=True)
+    assert [p.bytes_per_token() for p in pools] == [4096, 4096, 4096]  # 8 * 256 * 1 * 2 each
+    assert draft_kv_pools("EAGLE3", draft, "float16", 2, 0.8)[0].bytes_per_token() == 2048
+    assert draft_kv_pools("FROZEN_KV_MTP", draft, "float16", 1, 0.8) == ()

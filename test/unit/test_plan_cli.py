@@ -1,0 +1,282 @@
+"""``sglang-specinit plan`` end to end on the shipped examples, offline, plus bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sglang_specinit.budget import (
+    AttentionKVSpec,
+    BudgetInputs,
+    DraftSpec,
+    plan_pools,
+    stock_0_5_13_plan,
+    upstream_0_5_14_plan,
+)
+from sglang_specinit.cli import main
+from sglang_specinit.plan import EXAMPLES_DIR, list_examples
+from sglang_specinit.report import BREAKDOWN_KEYS, plan_to_dict
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+EXAMPLES = [
+    "llama31-8b-eagle3",
+    "llama31-70b-eagle-tp4",
+    "deepseek-v3-mtp",
+    "qwen3-moe-eagle3",
+    "gpt-oss-20b-eagle3",
+]
+INT_KEYS = (
+    "tokens",
+    "max_running_requests",
+    "page_size",
+    "tp_size",
+    "pre_load_free_bytes",
+    "budget_bytes",
+    "target_weight_bytes",
+    "draft_weight_bytes",
+    "target_kv_bytes_per_token",
+    "draft_kv_bytes_per_token",
+    "target_kv_pool_bytes",
+    "draft_kv_pool_bytes",
+)
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+def run_plan(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["plan", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    code, out, err = run_plan(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_every_example_is_listed() -> None:
+    assert list_examples() == sorted(EXAMPLES)
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_example_plans_offline(capsys: pytest.CaptureFixture[str], example: str) -> None:
+    data = run_json(capsys, "--example", example)
+    for section in (data, data["stock_0_5_13"], data["upstream_0_5_14"]):
+        for key in (*INT_KEYS, *BREAKDOWN_KEYS):
+            assert key in section, key
+        for key in INT_KEYS:
+            assert type(section[key]) is int, (key, section[key])
+        assert isinstance(section["min_viable_mem_fraction_static"], float)
+        assert section["tokens"] > 0
+        assert section["tokens"] % section["page_size"] == 0
+    # This package's rule fits; stock 0.5.13.post1 puts the draft on top of the budget.
+    assert data["used_bytes"] <= data["budget_bytes"]
+    assert data["stock_0_5_13"]["used_bytes"] > data["stock_0_5_13"]["budget_bytes"]
+
+
+def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_plan(capsys)
+    assert code == 0, err
+    for text in (
+        "stock 0.5.13.post1",
+        "upstream 0.5.14",
+        "sglang-specinit",
+        "(over budget)",
+        "min viable --mem-fraction-static",
+        "auto-fraction draft reserve",
+    ):
+        assert text in out
+    assert "llama31-8b-eagle3" in out
+
+
+def _llama8b_inputs(fraction: float) -> BudgetInputs:
+    """The default example rebuilt by hand from its public shapes (no planner code)."""
+    return BudgetInputs(
+        # H100-80GB: 81559 MiB total, minus the planner's 1 GiB CUDA-context allowance
+        pre_load_free_bytes=81559 * MIB - GIB,
+        mem_fraction_static=fraction,
+        # 32 layers * 8 KV heads * (128 + 128) * 2 bytes
+        target_kv=AttentionKVSpec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128),
+        target_weight_bytes=16_060_522_496,  # 8_030_261_248 bf16 parameters
+        page_size=1,
+        context_len=131072,
+        draft=DraftSpec(
+            algorithm="EAGLE3",
+            # one fp16 layer with the target's head geometry
+            kv_pools=(
+                AttentionKVSpec(
+                    num_layers=1,
+                    kv_dtype="float16",
+                    num_kv_heads=8,
+                    head_dim=128,
+                    v_head_dim=128,
+                ),
+            ),
+            # the draft keeps its 32000-token head (draft_vocab_size set): nothing subtracted
+            weight_bytes=849_763_584,
+            # the embedding it allocates and then binds to the target's: 128256 * 4096 * 2
+            shared_weight_bytes=1_050_673_152,
+            upstream_reserved_layers=1,
+        ),
+        # handle_speculative_decoding sets 48 when --max-running-requests is not given
+        max_running_requests=48,
+    )
+
+
+def test_default_example_matches_independent_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "--example", "llama31-8b-eagle3")
+    # Automatic fraction, 0.5.13.post1 heuristic on 81559 MiB (H100): reserved MiB =
+    # 512 + 8192 * 1.5 + 256 * 2 + 1 * 1 / 8 * 1024 + 58 piecewise sizes * 8 = 13904;
+    # 0.5.14 / this package: round((81559 - 13904) / 81559, 3) = 0.83;
+    # stock adds the 4096 MiB EAGLE term: round((81559 - 18000) / 81559, 3) = 0.779.
+    ours_inputs, stock_inputs = _llama8b_inputs(0.83), _llama8b_inputs(0.779)
+    expected = {
+        "specinit": plan_to_dict(plan_pools(ours_inputs), ours_inputs, 1),
+        "stock": plan_to_dict(stock_0_5_13_plan(stock_inputs), stock_inputs, 1),
+        "upstream": plan_to_dict(upstream_0_5_14_plan(ours_inputs), ours_inputs, 1),
+    }
+    got = {"specinit": data, "stock": data["stock_0_5_13"], "upstream": data["upstream_0_5_14"]}
+    for rule, want in expected.items():
+        for key, value in want.items():
+            assert got[rule][key] == value, (rule, key)
+    assert data["mem_fraction_static"] == 0.83
+    assert data["stock_0_5_13"]["mem_fraction_static"] == 0.779
+    # The reserve the stock heuristic held back: budget(0.83) - budget(0.779)
+    assert data["stock_0_5_13"]["spec_reserve_bytes"] == (
+        int(0.83 * (81559 * MIB - GIB)) - int(0.779 * (81559 * MIB - GIB))
+    )
+
+
+def test_deepseek_mtp_drafts_from_its_own_checkpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "--example", "deepseek-v3-mtp")
+    target = str(EXAMPLES_DIR / "deepseek-v3-mtp" / "target")
+    # NEXTN resolves to EAGLE; DeepseekV3ForCausalLM gets its own path as the draft.
+    assert data["speculative_algorithm"] == "EAGLE"
+    assert data["speculative_draft_model_path"] == target
+    assert data["tp_size"] == 8
+    # (688_574_839_360 total - 15_424_227_552 in model.layers.61.) / 8 ranks
+    assert data["target_weight_bytes"] == 84_143_826_476
+    # (15_424_227_552 - 2 * 1_853_358_080 embed/head copies) / 8, rounded up
+    assert data["draft_weight_bytes"] == 1_464_688_924
+    assert data["target_kv_bytes_per_token"] == 70272  # (512 + 64) * 61 * 2, not split by TP
+    assert data["draft_kv_bytes_per_token"] == 1152  # (512 + 64) * 1 * 2
+    # 143771 MiB, tp 8: 512 + 12288 + 512 * 2 + 8 / 8 * 1024 + 1536 (MLA) = 16384 reserved
+    assert data["mem_fraction_static"] == 0.886  # round(127387 / 143771, 3)
+    assert data["stock_0_5_13"]["mem_fraction_static"] == 0.858  # round(123291 / 143771, 3)
+
+
+def test_user_flags_override_example(capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(
+        capsys,
+        "--example",
+        "llama31-8b-eagle3",
+        "--mem-fraction-static",
+        "0.9",
+        "--page-size",
+        "64",
+        "--max-total-tokens",
+        "100000",
+        "--gpu",
+        "H200-141GB",
+    )
+    assert data["mem_fraction_static"] == data["stock_0_5_13"]["mem_fraction_static"] == 0.9
+    assert data["tokens"] == 99968  # page_floor(100000, 64)
+    assert data["page_size"] == 64
+    assert data["pre_load_free_bytes"] == 143771 * MIB - GIB
+    assert "spec_reserve_bytes" not in data["stock_0_5_13"]  # the user chose the fraction
+
+
+def test_device_memory_and_pre_load_free(capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "--device-memory", "80GiB", "--pre-load-free-bytes", "70GiB")
+    assert data["pre_load_free_bytes"] == 70 * GIB
+    assert data["device"]["total_bytes"] == 80 * GIB
+
+
+# --------------------------------------------------------------------------------------------
+# Bad input: exit 2, one line on stderr
+
+
+def _write_config(directory: Path, config: dict) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+@pytest.fixture()
+def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
+    no_arch = _write_config(tmp_path / "no-arch", {"model_type": "llama", "hidden_size": 64})
+    dsv4 = _write_config(
+        tmp_path / "dsv4",
+        {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"},
+    )
+    llama = str(EXAMPLES_DIR / "llama31-8b-eagle3" / "target")
+    return {
+        "missing path": ["--model-path", str(tmp_path / "nope")],
+        "missing draft path": [
+            "--example",
+            "llama31-8b-eagle3",
+            "--speculative-draft-model-path",
+            str(tmp_path / "x"),
+        ],
+        "no architectures": ["--model-path", str(no_arch)],
+        "fraction zero": ["--mem-fraction-static", "0"],
+        "fraction one": ["--mem-fraction-static", "1"],
+        "unknown gpu": ["--gpu", "H300"],
+        "bad size": ["--device-memory", "lots"],
+        "unsupported architecture": ["--model-path", str(dsv4)],
+        "spec without draft": ["--model-path", llama, "--speculative-algorithm", "EAGLE3"],
+        "nextn without mtp layers": ["--model-path", llama, "--speculative-algorithm", "NEXTN"],
+        "unknown example": ["--example", "nope"],
+        "unknown flag": ["--no-such-flag"],
+    }
+
+
+EXPECTED_MESSAGES = {
+    "missing path": "is not a local directory",
+    "missing draft path": "--speculative-draft-model-path",
+    "no architectures": "no 'architectures'",
+    "fraction zero": "must be in (0, 1)",
+    "fraction one": "must be in (0, 1)",
+    "unknown gpu": "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200",
+    "bad size": "cannot read a size",
+    "unsupported architecture": "DeepSeek-V4",
+    "spec without draft": "needs --speculative-draft-model-path",
+    "nextn without mtp layers": "needs --speculative-draft-model-path",
+    "unknown example": "shipped examples",
+    "unknown flag": "unrecognized arguments",
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED_MESSAGES))
+def test_bad_input_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], bad_inputs: dict[str, list[str]], case: str
+) -> None:
+    code, out, err = run_plan(capsys, *bad_inputs[case])
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert EXPECTED_MESSAGES[case] in lines[0]
+
+
+def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["frobnicate"]) == 2
+    assert "unknown command" in capsys.readouterr().err
+
+
+def test_console_entry_point_runs_in_a_fresh_process() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sglang_specinit.cli", "plan", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["rule"] == "specinit"

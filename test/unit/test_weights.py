@@ -1,0 +1,227 @@
+"""Checkpoint sizes from headers, the draft/target sharing rules, and byte-size parsing."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from sglang_specinit.gpus import GPU_PRESETS, get_preset, parse_bytes, pre_load_free_bytes
+from sglang_specinit.weights import (
+    EMBED,
+    LM_HEAD,
+    CheckpointSizes,
+    WeightsError,
+    mtp_layer_prefixes,
+    read_checkpoint_sizes,
+    shared_tensor_names,
+    split_mtp_from_target,
+    split_separate_draft,
+)
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+
+def test_safetensors_headers_give_every_tensor(tmp_path: Path) -> None:
+    save_file({"a": torch.zeros(3, 5, dtype=torch.bfloat16)}, str(tmp_path / "m-1.safetensors"))
+    save_file(
+        {"b": torch.zeros(7, dtype=torch.float32), "model.layers.3.x": torch.zeros(2, 2)},
+        str(tmp_path / "m-2.safetensors"),
+    )
+    sizes = read_checkpoint_sizes(str(tmp_path))
+    assert sizes.complete
+    assert sizes.tensor_bytes == {"a": 30, "b": 28, "model.layers.3.x": 16}  # 15*2, 7*4, 4*4
+    assert sizes.total_bytes == 74
+    assert sizes.under_prefix("model.layers.3.") == 16
+
+
+def test_index_json_total(tmp_path: Path) -> None:
+    index = {"metadata": {"total_size": 123456}, "weight_map": {"a": "m-1.safetensors"}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    sizes = read_checkpoint_sizes(str(tmp_path))
+    assert sizes.total_bytes == 123456
+    assert sizes.under_prefix("model.layers.3.") is None  # no per-tensor sizes
+
+
+def test_pytorch_bin_file_sizes(tmp_path: Path) -> None:
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\0" * 1000)
+    assert read_checkpoint_sizes(str(tmp_path)).total_bytes == 1000
+
+
+def test_weights_size_summary_wins(tmp_path: Path) -> None:
+    save_file({"a": torch.zeros(4)}, str(tmp_path / "model.safetensors"))
+    summary = {"total_bytes": 99, "tensors": {EMBED: 10}, "groups": {"model.layers.1.": 20}}
+    (tmp_path / "weights-size.json").write_text(json.dumps(summary))
+    sizes = read_checkpoint_sizes(str(tmp_path))
+    assert (sizes.total_bytes, sizes.tensor(EMBED), sizes.under_prefix("model.layers.1.")) == (
+        99,
+        10,
+        20,
+    )
+
+
+def test_no_weights_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(WeightsError, match="no weights found"):
+        read_checkpoint_sizes(str(tmp_path))
+
+
+def test_shared_tensor_rules() -> None:
+    eagle3 = SimpleNamespace(tie_word_embeddings=False, draft_vocab_size=32000)
+    assert shared_tensor_names("EAGLE3", eagle3) == (EMBED,)
+    # No draft vocabulary: LlamaForCausalLMEagle3 loads the head from the target.
+    assert shared_tensor_names("EAGLE3", SimpleNamespace(draft_vocab_size=None)) == (
+        EMBED,
+        LM_HEAD,
+    )
+    forced = SimpleNamespace(draft_vocab_size=32000, load_lm_head_from_target=True)
+    assert shared_tensor_names("EAGLE3", forced) == (EMBED, LM_HEAD)
+    assert shared_tensor_names("EAGLE", SimpleNamespace()) == (EMBED, LM_HEAD)
+    assert shared_tensor_names("EAGLE", SimpleNamespace(tie_word_embeddings=True)) == (EMBED,)
+    assert shared_tensor_names("STANDALONE", SimpleNamespace()) == ()
+    assert shared_tensor_names("DFLASH", SimpleNamespace()) == ()
+
+
+def test_separate_draft_split() -> None:
+    target = CheckpointSizes(total_bytes=1000, source="t")
+    draft = CheckpointSizes(total_bytes=300, source="d", tensor_bytes={EMBED: 100})
+    # The stored embedding moves to shared; the head the checkpoint lacks is estimated (50).
+    split = split_separate_draft(target, draft, (EMBED, LM_HEAD), {EMBED: 999, LM_HEAD: 50})
+    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (1000, 200, 150)
+
+
+def test_mtp_split_from_target_checkpoint() -> None:
+    config = SimpleNamespace(num_hidden_layers=61)
+    prefixes = mtp_layer_prefixes(config, 1)
+    assert prefixes == ("model.layers.61.",)
+    ckpt = CheckpointSizes(
+        total_bytes=10_000,
+        source="s",
+        tensor_bytes={"model.layers.61.embed_tokens.weight": 300},
+        group_bytes={"model.layers.61.": 1_000},
+    )
+    split = split_mtp_from_target(ckpt, prefixes, {EMBED: 300, LM_HEAD: 200})
+    # target skips layer 61; the draft's embed copy is stored (300), its head estimated (200)
+    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (9000, 500, 500)
+    unknown = split_mtp_from_target(CheckpointSizes(10_000, "index"), prefixes, {EMBED: 300})
+    assert (unknown.target_bytes, unknown.draft_bytes, unknown.draft_shared_bytes) == (10_000, 0, 0)
+    assert unknown.notes
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("80GiB", 80 << 30),
+        ("141GB", 141_000_000_000),
+        ("24000MiB", 24000 << 20),
+        ("1.5 GiB", 3 << 29),
+        ("123", 123),
+    ],
+)
+def test_parse_bytes(text: str, value: int) -> None:
+    assert parse_bytes(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "lots", "80XB", "0", "-1GiB"])
+def test_parse_bytes_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_bytes(text)
+
+
+def test_presets() -> None:
+    assert set(GPU_PRESETS) == {
+        "H100-80GB",
+        "H100-94GB",
+        "H200-141GB",
+        "A100-80GB",
+        "A100-40GB",
+        "L40S",
+        "RTX-4090",
+        "B200",
+    }
+    h100 = get_preset("h100-80gb")
+    assert h100.total_bytes == 81559 * (1 << 20)
+    assert pre_load_free_bytes(h100.total_bytes) == 81559 * (1 << 20) - (1 << 30)
+    with pytest.raises(ValueError, match="valid presets"):
+        get_preset("H300")
+
+
+def _tiny_llama(directory: Path, config: dict, tensors: dict[str, torch.Tensor]) -> str:
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps(config))
+    save_file(tensors, str(directory / "model.safetensors"))
+    return str(directory)
+
+
+def test_plan_reads_real_safetensors_checkpoints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sglang_specinit.cli import main
+
+    base = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 256,
+        "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16",
+        "rms_norm_eps": 1e-5,
+    }
+    bf16 = torch.bfloat16
+    target = _tiny_llama(
+        tmp_path / "target",
+        {**base, "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2},
+        {
+            EMBED: torch.zeros(256, 64, dtype=bf16),  # 32768 bytes
+            LM_HEAD: torch.zeros(256, 64, dtype=bf16),  # 32768
+            "model.layers.0.w": torch.zeros(64, 64, dtype=bf16),  # 8192
+        },
+    )
+    draft = _tiny_llama(
+        tmp_path / "draft",
+        {**base, "architectures": ["LlamaForCausalLMEagle"], "num_hidden_layers": 1},
+        {
+            EMBED: torch.zeros(256, 64, dtype=bf16),  # stored copy, replaced by the target's
+            "model.layers.0.w": torch.zeros(64, 64, dtype=bf16),  # 8192
+        },
+    )
+    code = main(
+        [
+            "plan",
+            "--model-path",
+            target,
+            "--speculative-algorithm",
+            "EAGLE",
+            "--speculative-draft-model-path",
+            draft,
+            "--speculative-num-steps",
+            "1",
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            "2",
+            "--device-memory",
+            "2GiB",
+            "--mem-fraction-static",
+            "0.5",
+            "--json",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["target_weight_bytes"] == 73728  # 32768 * 2 + 8192
+    assert data["draft_weight_bytes"] == 8192  # embed copy excluded
+    assert data["target_kv_bytes_per_token"] == 256  # 2 heads * (16 + 16) * 2 layers * 2 bytes
+    assert data["draft_kv_bytes_per_token"] == 128  # 2 * 32 * 1 layer * 2
+    # 0.5.14 profiles with the draft's embed copy and the head it allocates still resident:
+    # 73728 + 8192 + 32768 + 256 * 64 * 2 (estimated head) = 147456
+    upstream = data["upstream_0_5_14"]
+    assert upstream["min_viable_mem_fraction_static"] == pytest.approx(
+        147456 / (2 * (1 << 30) - (1 << 30)), abs=1e-6
+    )
