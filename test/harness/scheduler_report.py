@@ -100,6 +100,22 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
+def sglang_cell_size(runner: Any) -> float | None:
+    """Bytes per token SGLang's own configurator charges for this runner's pool.
+
+    Read from the configurator SGLang builds (``_cell_size``), so cross-check tests compare the
+    budget model with SGLang's arithmetic rather than with a re-derivation of it.
+    """
+    if getattr(runner, "token_to_kv_pool", None) is None:
+        return None
+    try:
+        from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+
+        return create_memory_pool_configurator(runner)._cell_size
+    except Exception as exc:  # a configurator that cannot be built must not hide the report
+        return repr(exc)
+
+
 def model_runner_summary(runner: Any) -> dict[str, Any]:
     """One ``ModelRunner``: role, architecture, token budget, weights and its KV pool."""
     model = getattr(runner, "model", None)
@@ -120,6 +136,7 @@ def model_runner_summary(runner: Any) -> dict[str, Any]:
         "memory_pool_config": _jsonable(getattr(runner, "memory_pool_config", None)),
         "weight_bytes": weights,
         "kv_pool": kv_pool_summary(getattr(runner, "token_to_kv_pool", None)),
+        "sglang_cell_size": sglang_cell_size(runner),
         "req_to_token_pool_id": id(getattr(runner, "req_to_token_pool", None)),
         "token_to_kv_pool_allocator_id": id(getattr(runner, "token_to_kv_pool_allocator", None)),
     }

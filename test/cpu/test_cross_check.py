@@ -1,0 +1,99 @@
+"""The budget model against SGLang's own arithmetic, on real ModelRunners (stock, plugin off).
+
+For tiny checkpoints of several KV geometries, a stock non-speculative Engine sizes its pool
+with SGLang's configurator. The test reads SGLang's per-token cell (from the configurator SGLang
+builds in the scheduler process), its token count and the two free-memory readings it sized
+from, then asks the budget model the same question through the planner's path (a
+``ModelConfig`` built from the checkpoint directory). Both must agree exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import tiny_models
+from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from sglang_specinit import budget
+
+pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
+
+CAPACITY = 64 << 20
+FRACTION = 0.5
+
+GEOMETRIES = {
+    # name: (shape, engine overrides)
+    "gqa-bf16": (tiny_models.DEFAULT_TARGET, {}),
+    "mha-wide-heads": (
+        replace(tiny_models.DEFAULT_TARGET, heads=4, kv_heads=4, head_dim=32, layers=3),
+        {},
+    ),
+    "gqa-fp8-kv": (tiny_models.DEFAULT_TARGET, {"kv_cache_dtype": "fp8_e4m3"}),
+    "gqa-page16": (replace(tiny_models.DEFAULT_TARGET, kv_heads=1, head_dim=24), {"page_size": 16}),
+}
+
+
+def _reading(report: dict[str, Any], caller_suffix: str) -> int:
+    readings = [
+        r
+        for r in report["meter"]["readings"]
+        if r["caller"].endswith(caller_suffix) and not r["is_draft_worker"]
+    ]
+    assert readings, [r["caller"] for r in report["meter"]["readings"]]
+    return readings[0]["free_bytes"]
+
+
+def _planner_spec(model_dir: Path, kv_cache_dtype: str) -> budget.AttentionKVSpec:
+    """The target's KV spec the way ``sglang-specinit plan`` derives it (no runner)."""
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang_specinit.plan import resolve_kv_dtype
+    from sglang_specinit.specs import kv_spec_from_model_config, runner_layer_count
+
+    config = ModelConfig(str(model_dir))
+    return kv_spec_from_model_config(
+        config,
+        resolve_kv_dtype(kv_cache_dtype, config),
+        attn_tp_size=1,
+        num_layers=runner_layer_count(config, is_draft=False),
+        swa_full_tokens_ratio=0.8,
+    )
+
+
+@pytest.mark.parametrize("name", sorted(GEOMETRIES))
+def test_cell_and_tokens_match_sglang(name: str, tmp_path: Path) -> None:
+    shape, overrides = GEOMETRIES[name]
+    model_dir = tiny_models.tiny_llama_target(shape)
+    with cpu_engine(
+        model_dir,
+        plugin=False,
+        capacity_bytes=CAPACITY,
+        work_dir=tmp_path,
+        mem_fraction_static=FRACTION,
+        **overrides,
+    ) as engine:
+        report = engine.scheduler_report()
+    (runner,) = report["model_runners"]
+    page = overrides.get("page_size", 1)
+
+    spec = _planner_spec(model_dir, overrides.get("kv_cache_dtype", "auto"))
+    assert spec.bytes_per_token() == runner["sglang_cell_size"]
+
+    pre_free = _reading(report, "ModelRunner.init_torch_distributed")
+    post_free = _reading(report, "_profile_available_bytes")
+    inputs = budget.BudgetInputs(
+        pre_load_free_bytes=pre_free,
+        mem_fraction_static=FRACTION,
+        target_kv=spec,
+        target_weight_bytes=pre_free - post_free,
+        page_size=page,
+        context_len=shape.max_position_embeddings,
+    )
+    stock = budget.stock_0_5_13_plan(inputs)
+    assert stock.tokens == runner["max_total_num_tokens"]
+    assert stock.max_running_requests == report["scheduler"]["max_running_requests"]
+    # The pool SGLang allocated is what the budget model says a pool of that size costs.
+    assert runner["kv_pool"]["k_bytes"] + runner["kv_pool"]["v_bytes"] == budget.kv_pool_bytes(
+        spec, stock.tokens, page
+    )
