@@ -83,6 +83,14 @@ def _planner_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument(
+        "--resident-bytes",
+        help=(
+            "bytes resident when the pools are sized (target + draft weights after binding), "
+            "e.g. resident_bytes from a server's SPECINIT_MEMORY line; replaces the checkpoint "
+            "estimate in the sglang-specinit column"
+        ),
+    )
+    parser.add_argument(
         "--example",
         help=(
             f"plan a shipped example (default {DEFAULT_EXAMPLE} when no --model-path is given): "
@@ -120,7 +128,14 @@ def _device(options: argparse.Namespace, example: Example | None) -> DeviceSpec:
             )
     else:
         free = pre_load_free_bytes(total)
-    return DeviceSpec(name=name, total_bytes=total, pre_load_free_bytes=free)
+    resident = None
+    if options.resident_bytes is not None:
+        resident = parse_bytes(options.resident_bytes)
+        if resident >= free:
+            raise PlanError(f"--resident-bytes {resident} is not below the free memory {free}")
+    return DeviceSpec(
+        name=name, total_bytes=total, pre_load_free_bytes=free, resident_bytes=resident
+    )
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ from sglang_specinit.gpus import MIB
 from sglang_specinit.report import ReportColumn
 from sglang_specinit.specs import (
     check_supported,
+    draft_extra_bytes,
     draft_kv_pools,
     kv_dtype_name,
     kv_spec_from_model_config,
@@ -298,6 +299,9 @@ class DeviceSpec:
     name: str
     total_bytes: int
     pre_load_free_bytes: int
+    # Measured resident bytes (a server's SPECINIT_MEMORY resident_bytes) replacing the
+    # checkpoint estimate in this package's column; None: add up the checkpoints.
+    resident_bytes: int | None = None
 
     @property
     def capacity_mib(self) -> float:
@@ -472,9 +476,22 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
                 "resident; they are freed after the pool exists and stay unused"
             )
         target_weight_bytes = split.target_bytes
+        per_request, fixed = draft_extra_bytes(
+            algorithm,
+            draft_mc,
+            target_mc,
+            resolve_kv_dtype(draft_flag, draft_mc),
+            attn_tp_size=attn_tp,
+            swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
+            page_size=int(spec_args.page_size),
+            num_steps=int(spec_args.speculative_num_steps or 1),
+            multi_layer_eagle=bool(spec_args.enable_multi_layer_eagle),
+        )
         draft = DraftSpec(
             algorithm=algorithm,
             kv_pools=pools,
+            bytes_per_request=per_request,
+            fixed_bytes=fixed,
             weight_bytes=_ceil_div(split.draft_bytes, tp_size),
             shared_weight_bytes=_ceil_div(split.draft_shared_bytes, tp_size),
             upstream_reserved_layers=(
@@ -493,6 +510,7 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
         max_total_tokens=spec_args.max_total_tokens,
         max_running_requests=spec_args.max_running_requests,
         dp_size=int(spec_args.dp_size),
+        measured_resident_bytes=device.resident_bytes,
     )
     stock_inputs = _with_fraction(base, stock_fraction)
     reserve = None

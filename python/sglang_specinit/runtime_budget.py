@@ -17,8 +17,10 @@ from typing import Any
 from sglang_specinit.budget import (
     GIB,
     MIN_SERVABLE_TOKENS,
+    AttentionKVSpec,
     BudgetInputs,
     DraftSpec,
+    HybridSWAKVSpec,
     KVSpec,
     PoolPlan,
     kv_pool_bytes,
@@ -54,6 +56,29 @@ def weight_bytes(modules: list[Any], exclude: dict[int, int] | None = None) -> i
     return sum(size for ptr, size in seen.items() if ptr not in excluded)
 
 
+def draft_pool_spec(draft: KVSpec, target: KVSpec) -> KVSpec:
+    """A draft runner's pool spec as the target's ``MemoryPoolConfig`` sizes it.
+
+    Draft runners never run a configurator: they apply the target's config. An all-SWA draft
+    (MiMoV2MTP, Step3p5MTP: one sliding-window layer) under a hybrid target with full layers
+    therefore gets the target's ``swa_max_total_num_tokens = page_floor(int(tokens * ratio))``,
+    not ``tokens`` as an all-SWA model sizing itself would. Priced as a hybrid spec whose full
+    part holds no bytes, so the budget applies the ratio to it exactly as SGLang allocates.
+    """
+    if (
+        isinstance(draft, HybridSWAKVSpec)
+        and draft.full.num_layers == 0
+        and isinstance(target, HybridSWAKVSpec)
+        and target.full.num_layers > 0
+    ):
+        # One layer of zero heads: 0 bytes, but not the budget's "all-SWA" case.
+        empty_full = AttentionKVSpec(num_layers=1, kv_dtype=draft.swa.kv_dtype)
+        return HybridSWAKVSpec(
+            full=empty_full, swa=draft.swa, swa_full_tokens_ratio=target.swa_full_tokens_ratio
+        )
+    return draft
+
+
 @dataclass
 class DraftDescription:
     """What a live draft worker will put on the device, by kind of allocation."""
@@ -87,7 +112,10 @@ class SpeculativeSizing:
         page_size = server_args.page_size
         target_storages = tensor_storage_ids(runner.model)
         described = self.draft
-        self.draft_pools = tuple(kv_spec_for_runner(dr) for dr in described.pool_runners)
+        target_kv = kv_spec_for_runner(runner)
+        self.draft_pools = tuple(
+            draft_pool_spec(kv_spec_for_runner(dr), target_kv) for dr in described.pool_runners
+        )
         draft = DraftSpec(
             algorithm=self.algorithm,
             kv_pools=self.draft_pools,
@@ -103,7 +131,7 @@ class SpeculativeSizing:
         return BudgetInputs(
             pre_load_free_bytes=pre_load_free_bytes,
             mem_fraction_static=f,
-            target_kv=kv_spec_for_runner(runner),
+            target_kv=target_kv,
             target_weight_bytes=sum(target_storages.values()),
             page_size=page_size,
             context_len=runner.model_config.context_len,

@@ -188,3 +188,49 @@ def upstream_reserved_layers(algorithm: str, draft_model_config: Any) -> int:
     if nextn is not None:
         return int(nextn)
     return max(draft_model_config.num_hidden_layers, draft_model_config.num_attention_layers)
+
+
+def draft_extra_bytes(
+    algorithm: str,
+    draft_model_config: Any,
+    target_model_config: Any,
+    kv_dtype: Any,
+    attn_tp_size: int,
+    swa_full_tokens_ratio: float,
+    page_size: int,
+    num_steps: int = 1,
+    multi_layer_eagle: bool = False,
+) -> tuple[int, int]:
+    """(bytes per request row, fixed bytes) a draft allocates besides token-sized KV pools.
+
+    Multi-layer EAGLE keeps ``num_steps - 1`` hidden states of the target's width per
+    req-to-token row; frozen-KV MTP's runner gets a 64-token stand-in pool. The runtime
+    measures the same two things on the live workers (``phases.scheduler.describe_draft``).
+    """
+    from sglang_specinit.budget import kv_pool_bytes
+
+    per_request = 0
+    if multi_layer_eagle and algorithm != "FROZEN_KV_MTP":
+        element = _torch_dtype_bytes(target_model_config.dtype)
+        per_request = (num_steps - 1) * target_model_config.hidden_size * element
+    fixed = 0
+    if algorithm == "FROZEN_KV_MTP" and draft_model_config is not None:
+        stand_in = kv_spec_from_model_config(
+            draft_model_config,
+            kv_dtype,
+            attn_tp_size=attn_tp_size,
+            num_layers=runner_layer_count(draft_model_config, is_draft=True),
+            swa_full_tokens_ratio=swa_full_tokens_ratio,
+        )
+        fixed = kv_pool_bytes(stand_in, FROZEN_KV_STAND_IN_TOKENS, page_size)
+    return per_request, fixed
+
+
+# Token count of the stand-in pool FrozenKVMTPWorker (0.5.13.x) gives its own runner.
+FROZEN_KV_STAND_IN_TOKENS = 64
+
+
+def _torch_dtype_bytes(dtype: Any) -> int:
+    from sglang_specinit.budget import KV_DTYPE_BYTES
+
+    return KV_DTYPE_BYTES[kv_dtype_name(dtype)]
