@@ -1,0 +1,142 @@
+"""The budget model's per-token cost equals SGLang's own pool configurators, on real configs.
+
+SGLang 0.5.13.post1's ``create_memory_pool_configurator`` picks Default (MHA/MLA/DSA/FP8/FP4) or
+HybridSWA for a ModelRunner and computes ``_cell_size`` from its ``ModelConfig``. Here the
+configurator gets a real ``ModelConfig`` built from the shipped example configs (published
+hyperparameters of Llama-3.1, DeepSeek-V3, Qwen3-MoE, gpt-oss) and the fields a ModelRunner
+would carry. Three stand-ins, all because no 20-700B model, multi-GPU process group or CUDA
+device exists here: ``RunnerFields`` holds the runner attributes the configurator reads (instead
+of a runner that would have to load the weights), ``get_attention_tp_size`` returns the TP size
+under test (instead of an initialised attention-TP group), and ``is_float4_e2m1fn_x2`` answers
+as it does on CUDA (SGLang applies its FP4 scale-buffer term only when CUDA is available).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sglang_specinit import budget
+from sglang_specinit.specs import kv_spec_from_model_config, runner_layer_count
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "python" / "sglang_specinit" / "examples"
+SWA_RATIO = 0.8
+
+
+@dataclass
+class RunnerFields:
+    """The ModelRunner attributes SGLang's configurators read (stand-in, see module doc)."""
+
+    model_config: Any
+    kv_cache_dtype: Any
+    num_effective_layers: int
+    use_mla_backend: bool
+    is_hybrid_swa: bool
+    server_args: Any
+    spec_algorithm: Any
+    is_draft_worker: bool = False
+    mambaish_config: Any = None
+    start_layer: int = 0
+
+    @property
+    def end_layer(self) -> int:
+        return self.num_effective_layers
+
+
+def _model_config(path: Path, overrides: dict[str, Any] | None = None) -> Any:
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang_specinit.plan import _cuda_quantization_names
+
+    with _cuda_quantization_names():  # gpt-oss's mxfp4 is only registered on CUDA builds
+        return ModelConfig(
+            str(path), override_config_file=json.dumps(overrides) if overrides else None
+        )
+
+
+def _dsa_config_dir(tmp_path: Path) -> Path:
+    """DeepSeek-V3's config with the DSA indexer fields of DeepSeek-V3.2."""
+    config = json.loads((EXAMPLES / "deepseek-v3-mtp" / "target" / "config.json").read_text())
+    config.update(
+        architectures=["DeepseekV32ForCausalLM"],
+        index_head_dim=128,
+        index_n_heads=64,
+        index_topk=2048,
+    )
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+CASES = {
+    "llama31-8b": lambda tmp: EXAMPLES / "llama31-8b-eagle3" / "target",
+    "llama31-8b-eagle3-draft": lambda tmp: EXAMPLES / "llama31-8b-eagle3" / "draft",
+    "llama31-70b": lambda tmp: EXAMPLES / "llama31-70b-eagle-tp4" / "target",
+    "deepseek-v3-mla": lambda tmp: EXAMPLES / "deepseek-v3-mtp" / "target",
+    "deepseek-v32-dsa": _dsa_config_dir,
+    "qwen3-moe": lambda tmp: EXAMPLES / "qwen3-moe-eagle3" / "target",
+    "gpt-oss-20b-swa": lambda tmp: EXAMPLES / "gpt-oss-20b-eagle3" / "target",
+}
+KV_DTYPES = ("model", "float8_e4m3fn", "float4_e2m1fn_x2")
+
+
+@pytest.mark.parametrize("tp", [1, 4])
+@pytest.mark.parametrize("kv_dtype", KV_DTYPES)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cell_size_and_tokens_equal_sglang(
+    case: str, kv_dtype: str, tp: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    from sglang.srt.configs.model_config import AttentionArch
+    from sglang.srt.model_executor import pool_configurator
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    config = _model_config(CASES[case](tmp_path))
+    if config.is_hybrid_swa and kv_dtype == "float4_e2m1fn_x2":
+        pytest.skip(
+            "SGLang's HybridSWA configurator has no FP4 scale-buffer term; FP4 KV with hybrid "
+            "SWA is unverified (see README)"
+        )
+    dtype = config.dtype if kv_dtype == "model" else getattr(torch, kv_dtype)
+    monkeypatch.setattr(pool_configurator, "get_attention_tp_size", lambda: tp)
+    monkeypatch.setattr(
+        pool_configurator,
+        "is_float4_e2m1fn_x2",
+        lambda candidate: candidate == torch.float4_e2m1fn_x2,
+    )
+    layers = runner_layer_count(config, is_draft=False)
+    use_mla = config.attention_arch == AttentionArch.MLA
+    runner = RunnerFields(
+        model_config=config,
+        kv_cache_dtype=dtype,
+        num_effective_layers=layers,
+        use_mla_backend=use_mla,
+        is_hybrid_swa=config.is_hybrid_swa,
+        server_args=type("Args", (), {"swa_full_tokens_ratio": SWA_RATIO})(),
+        spec_algorithm=SpeculativeAlgorithm.NONE,
+    )
+    configurator = pool_configurator.create_memory_pool_configurator(runner)
+    spec = kv_spec_from_model_config(
+        config,
+        dtype,
+        attn_tp_size=tp,
+        num_layers=layers,
+        swa_full_tokens_ratio=SWA_RATIO,
+        use_mla=use_mla,
+    )
+    assert spec.bytes_per_token() == configurator._cell_size
+
+    for page in (1, 16, 64):
+        available = 7 * (1 << 30) + 12345
+        sglang_config = configurator.calculate_pool_sizes(available, page)
+        tokens = budget.page_floor(int(available // spec.bytes_per_token()), page)
+        assert sglang_config.max_total_num_tokens == tokens
+        if isinstance(spec, budget.HybridSWAKVSpec):
+            swa = budget.page_floor(int(tokens * SWA_RATIO), page)
+            assert sglang_config.swa_max_total_num_tokens == swa
+            # The pool bytes the budget model charges cover both pools SGLang will create.
+            assert budget.kv_pool_bytes(spec, tokens, page) == (
+                (tokens + page) * spec.full.bytes_per_token()
+                + (swa + page) * spec.swa.bytes_per_token()
+            )
