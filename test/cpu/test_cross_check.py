@@ -24,14 +24,24 @@ CAPACITY = 64 << 20
 FRACTION = 0.5
 
 GEOMETRIES = {
-    # name: (shape, engine overrides)
-    "gqa-bf16": (tiny_models.DEFAULT_TARGET, {}),
+    # name: (writer, shape, engine overrides)
+    "gqa-bf16": (tiny_models.tiny_llama_target, tiny_models.DEFAULT_TARGET, {}),
+    "mla-bf16": (tiny_models.tiny_mla_target, tiny_models.DEFAULT_TARGET, {}),
     "mha-wide-heads": (
+        tiny_models.tiny_llama_target,
         replace(tiny_models.DEFAULT_TARGET, heads=4, kv_heads=4, head_dim=32, layers=3),
         {},
     ),
-    "gqa-fp8-kv": (tiny_models.DEFAULT_TARGET, {"kv_cache_dtype": "fp8_e4m3"}),
-    "gqa-page16": (replace(tiny_models.DEFAULT_TARGET, kv_heads=1, head_dim=24), {"page_size": 16}),
+    "gqa-fp8-kv": (
+        tiny_models.tiny_llama_target,
+        tiny_models.DEFAULT_TARGET,
+        {"kv_cache_dtype": "fp8_e4m3"},
+    ),
+    "gqa-page16": (
+        tiny_models.tiny_llama_target,
+        replace(tiny_models.DEFAULT_TARGET, kv_heads=1, head_dim=24),
+        {"page_size": 16},
+    ),
 }
 
 
@@ -45,7 +55,7 @@ def _reading(report: dict[str, Any], caller_suffix: str) -> int:
     return readings[0]["free_bytes"]
 
 
-def _planner_spec(model_dir: Path, kv_cache_dtype: str) -> budget.AttentionKVSpec:
+def _planner_spec(model_dir: Path, kv_cache_dtype: str) -> budget.KVSpec:
     """The target's KV spec the way ``sglang-specinit plan`` derives it (no runner)."""
     from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.plan import resolve_kv_dtype
@@ -63,8 +73,8 @@ def _planner_spec(model_dir: Path, kv_cache_dtype: str) -> budget.AttentionKVSpe
 
 @pytest.mark.parametrize("name", sorted(GEOMETRIES))
 def test_cell_and_tokens_match_sglang(name: str, tmp_path: Path) -> None:
-    shape, overrides = GEOMETRIES[name]
-    model_dir = tiny_models.tiny_llama_target(shape)
+    writer, shape, overrides = GEOMETRIES[name]
+    model_dir = writer(shape)
     with cpu_engine(
         model_dir,
         plugin=False,
@@ -94,6 +104,6 @@ def test_cell_and_tokens_match_sglang(name: str, tmp_path: Path) -> None:
     assert stock.tokens == runner["max_total_num_tokens"]
     assert stock.max_running_requests == report["scheduler"]["max_running_requests"]
     # The pool SGLang allocated is what the budget model says a pool of that size costs.
-    assert runner["kv_pool"]["k_bytes"] + runner["kv_pool"]["v_bytes"] == budget.kv_pool_bytes(
-        spec, stock.tokens, page
-    )
+    pool = runner["kv_pool"]
+    kv_bytes = pool.get("kv_buffer_bytes", pool.get("k_bytes", 0) + pool.get("v_bytes", 0))
+    assert kv_bytes == budget.kv_pool_bytes(spec, stock.tokens, page)

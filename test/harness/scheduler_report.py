@@ -83,6 +83,8 @@ def kv_pool_summary(pool: Any) -> dict[str, Any] | None:
     if hasattr(pool, "k_buffer"):
         out["k_bytes"] = _buffer_bytes(pool.k_buffer)
         out["v_bytes"] = _buffer_bytes(getattr(pool, "v_buffer", []))
+    if hasattr(pool, "kv_buffer"):  # MLA pools keep one latent buffer per layer
+        out["kv_buffer_bytes"] = _buffer_bytes(pool.kv_buffer)
     # Every tensor the pool object holds directly (works for MLA/hybrid pools too).
     out["storage_bytes"] = _storage_bytes([t for v in vars(pool).values() for t in _tensors_in(v)])
     return out
