@@ -218,7 +218,11 @@ def signature_problems(
         except (ImportError, AttributeError) as exc:
             problems.append(f"{target} is missing ({exc.__class__.__name__})")
     for class_path, name in new_methods:
-        cls = pkgutil.resolve_name(class_path)
+        try:
+            cls = pkgutil.resolve_name(class_path)
+        except (ImportError, AttributeError) as exc:
+            problems.append(f"{class_path} is missing ({exc.__class__.__name__})")
+            continue
         if name in vars(cls):
             problems.append(f"{class_path}.{name} already exists")
     return problems

@@ -19,7 +19,7 @@ sglang first and registers all hooks or none.
 
 Environment:
     SGLANG_SPECINIT_DISABLE=1   register nothing (SGLang's SGLANG_PLUGINS whitelist works too)
-    SGLANG_SPECINIT_STRICT=1    raise instead of warning when the check fails
+    SGLANG_SPECINIT_STRICT=1    stop the launch instead of warning when the check fails
 """
 
 from __future__ import annotations
@@ -57,8 +57,12 @@ PHASE_MODULES = (
 _registered = False
 
 
-class SpecInitCompatError(RuntimeError):
-    """The installed sglang is not what the phased init was written for."""
+class SpecInitCompatError(SystemExit):
+    """The installed sglang is not what the phased init was written for (STRICT mode).
+
+    A SystemExit because SGLang's ``load_plugins()`` catches and logs any Exception a plugin
+    raises and then starts the server anyway; STRICT mode is meant to stop the launch.
+    """
 
 
 def _truthy(name: str) -> bool:

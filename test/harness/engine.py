@@ -409,11 +409,19 @@ def _stop_engine(handle: EngineHandle) -> None:
 # --------------------------------------------------------------------------- launch_server
 
 
+# SGLang derives its gRPC port as --port + 10000 and rejects anything above 65535.
+_MAX_HTTP_PORT = 65535 - 10000
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago, low enough for SGLang's gRPC port."""
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port <= _MAX_HTTP_PORT:
+            return port
+    raise RuntimeError(f"no free port <= {_MAX_HTTP_PORT} found")
 
 
 def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:

@@ -89,13 +89,22 @@ def phasing_blocker(scheduler: Any) -> str | None:
     worker_class = scheduler.spec_algorithm.create_worker(server_args)
     if worker_class in phased_worker_classes() or is_model_less_worker(worker_class):
         return None
-    if callable(getattr(worker_class, "alloc_memory_pool", None)) and callable(
-        getattr(worker_class, "init_backends", None)
+    from sglang_specinit.phases import tp_worker
+
+    # A TpModelWorker subclass inherits this plugin's generic TpModelWorker phase methods; they
+    # do not make its own constructor safe to cut (it may read pool sizes after super().__init__).
+    generic = {
+        "alloc_memory_pool": tp_worker.alloc_memory_pool,
+        "init_backends": tp_worker.init_backends,
+    }
+    if all(
+        callable(method := getattr(worker_class, name, None)) and method is not generic[name]
+        for name in generic
     ):
         return None  # a plugin algorithm that implements the phases itself
     return (
-        f"{worker_class.__name__} (a custom speculative algorithm) has no alloc_memory_pool/"
-        "init_backends, so it is built the stock way"
+        f"{worker_class.__name__} (a custom speculative algorithm) does not implement "
+        "alloc_memory_pool/init_backends itself, so it is built the stock way"
     )
 
 

@@ -1,0 +1,78 @@
+"""Bad launches fail with a message that says what to change, before any KV pool exists.
+
+(An unsupported sglang version and a missing hooked target are covered by
+``test_plugin_loading.py``: there the plugin steps aside instead of failing.)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from harness.engine import ENGINE_TEST_TIMEOUT_S, SGLangStartError, cpu_engine
+
+pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
+
+REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
+
+
+def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
+    tiny_target: Path, tiny_eagle_draft: Path, tmp_path: Path
+) -> None:
+    # 2 % of the 256 MiB simulated device is less than the two models' weights.
+    fraction = 0.02
+    specinit_dir = tmp_path / "specinit"
+    specinit_dir.mkdir()
+    with (
+        pytest.raises(SGLangStartError) as failure,
+        cpu_engine(
+            tiny_target,
+            draft_model_path=tiny_eagle_draft,
+            algorithm="EAGLE",
+            plugin=True,
+            work_dir=tmp_path,
+            mem_fraction_static=fraction,
+            extra_env={REPORT_DIR_ENV: str(specinit_dir)},
+        ),
+    ):
+        pytest.fail("the Engine came up with a fraction below the weights")
+    error = failure.value.scheduler_error
+    assert error is not None, str(failure.value)
+    assert "SpecInitBudgetError" in error
+    assert f"--mem-fraction-static={fraction}" in error
+    minimum = float(re.search(r"minimum viable (\d+\.\d+)", error).group(1))
+    suggested = float(re.search(r"Pass --mem-fraction-static (\d+\.\d+) or more", error).group(1))
+    assert fraction < minimum <= suggested < minimum + 0.0011
+
+    # Failed in the pool phase, after both models loaded, before any pool was allocated.
+    (report,) = failure.value.reports
+    assert report["specinit_loaded"]
+    assert sorted(r["role"] for r in report["model_runners"]) == ["draft", "target"]
+    assert all(r["kv_pool"] is None for r in report["model_runners"])
+    callers = [r["caller"] for r in report["meter"]["readings"]]
+    assert callers[-1].endswith("._profile_available_bytes")
+    assert not any(c.endswith(".init_memory_pool") for c in callers)
+    assert not (specinit_dir / "memory-rank0.json").exists()
+
+
+def test_empty_draft_directory_names_the_flag(tiny_target: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-draft"
+    empty.mkdir()
+    with (
+        pytest.raises(SGLangStartError) as failure,
+        cpu_engine(
+            tiny_target,
+            draft_model_path=empty,
+            algorithm="EAGLE",
+            plugin=True,
+            work_dir=tmp_path / "run",
+        ),
+    ):
+        pytest.fail("the Engine came up without a draft checkpoint")
+    message = str(failure.value)
+    assert "--speculative-draft-model-path" in message
+    assert str(empty) in message and "config.json" in message
+    # Refused while parsing the arguments: no scheduler (hence no pool) was ever started.
+    assert failure.value.reports == []
+    assert "Unrecognized model" not in message

@@ -1,0 +1,487 @@
+"""The phased EAGLE/EAGLE3 init on real SGLang 0.5.13.post1 classes (device cpu).
+
+Each launch is a real ``sglang.Engine`` (or ``launch_server``) in child processes, with the
+harness's deterministic simulated device memory (capacity minus this process's live CPU
+tensors). Every claim is checked from the scheduler process itself:
+
+- the harness report (``scheduler-<pid>.json``): the live KV pools' geometry and bytes, every
+  reading of the simulated memory meter with the function that took it;
+- the plugin's ``memory-rank0.json`` (``SGLANG_SPECINIT_REPORT_DIR``) and the log.
+
+The expected token count is NOT read from the plugin: it is recomputed here from the tiny
+checkpoints' geometry, the fraction, and the meter's readings, with ``budget.plan_pools``.
+
+One launch per (case, plugin) per module; launches start on first use and are shut down as
+soon as their facts are collected.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import tiny_models
+from harness.engine import (
+    DEFAULT_CAPACITY_BYTES,
+    ENGINE_TEST_TIMEOUT_S,
+    cpu_engine,
+    cpu_server,
+)
+from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape
+from safetensors import safe_open
+from sglang_specinit import budget
+
+pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
+
+GIB = 1 << 30
+F = 0.5  # cpu_engine_kwargs' default --mem-fraction-static
+CAPACITY = DEFAULT_CAPACITY_BYTES
+REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
+PHASES = (
+    "1/4 load target weights",
+    "2/4 load draft weights",
+    "3/4 allocate KV pools",
+    "4/4 attention backends and graphs",
+)
+MEMORY_PREFIX = "SPECINIT_MEMORY "
+
+
+@dataclass(frozen=True)
+class Case:
+    algorithm: str
+    draft_shape: TinyLlamaShape
+    make_draft: Callable[[], Path]
+    # Draft tensors replaced by the target's at bind time (freed before the pool is sized).
+    shared_with_target: tuple[str, ...]
+
+
+CASES = {
+    "EAGLE": Case(
+        "EAGLE",
+        tiny_models.DEFAULT_EAGLE_DRAFT,
+        tiny_models.tiny_eagle_draft,
+        ("embed_tokens", "lm_head"),
+    ),
+    # Draft KV geometry differs from the target's (1 KV head of dim 48 vs 2 of dim 16).
+    "EAGLE3": Case(
+        "EAGLE3",
+        tiny_models.DEFAULT_EAGLE3_DRAFT,
+        tiny_models.tiny_eagle3_draft,
+        ("embed_tokens",),
+    ),
+    "EAGLE3-nnpl0": Case(
+        "EAGLE3",
+        tiny_models.DEFAULT_EAGLE3_DRAFT,
+        lambda: tiny_models.tiny_eagle3_draft(num_nextn_predict_layers=0),
+        ("embed_tokens",),
+    ),
+}
+
+
+@dataclass
+class Launch:
+    """Everything one launch left behind, collected before it was shut down."""
+
+    case: Case
+    plugin: bool
+    report: dict[str, Any]
+    info: dict[str, Any]
+    log: str
+    draft_path: Path
+    breakdown: dict[str, Any] | None = None
+
+
+def _read_breakdown(directory: Path) -> dict[str, Any] | None:
+    path = directory / "memory-rank0.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
+    specinit_dir = work_dir / "specinit"
+    specinit_dir.mkdir()
+    draft = case.make_draft()
+    with cpu_engine(
+        tiny_models.tiny_llama_target(),
+        draft_model_path=draft,
+        algorithm=case.algorithm,
+        plugin=plugin,
+        work_dir=work_dir,
+        extra_env={REPORT_DIR_ENV: str(specinit_dir)},
+    ) as engine:
+        report = engine.scheduler_report()
+        info = engine.server_info()
+    return Launch(
+        case=case,
+        plugin=plugin,
+        report=report,
+        info=info,
+        log=engine.log_path.read_text(errors="replace"),
+        draft_path=draft,
+        breakdown=_read_breakdown(specinit_dir),
+    )
+
+
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, bool], Launch]:
+    """``launch(case, plugin)``: the (cached) result of one Engine launch."""
+    cache: dict[tuple[str, bool], Launch | BaseException] = {}
+
+    def get(case: str, plugin: bool) -> Launch:
+        key = (case, plugin)
+        if key not in cache:
+            work = tmp_path_factory.mktemp(f"{case}-{'on' if plugin else 'off'}")
+            try:
+                cache[key] = _start(CASES[case], plugin, work)
+            except Exception as exc:  # do not relaunch a failed case for every test
+                cache[key] = exc
+        result = cache[key]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    return get
+
+
+# --------------------------------------------------------------------------- report helpers
+
+
+def runner(report: dict[str, Any], role: str) -> dict[str, Any]:
+    (found,) = [r for r in report["model_runners"] if r["role"] == role]
+    return found
+
+
+def readings(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return report["meter"]["readings"]
+
+
+def reading_seqs(report: dict[str, Any], func: str, is_draft: bool | None) -> list[int]:
+    return [
+        r["seq"]
+        for r in readings(report)
+        if r["caller"].endswith("." + func) and r["is_draft_worker"] is is_draft
+    ]
+
+
+def pre_load_reading(report: dict[str, Any]) -> dict[str, Any]:
+    """The target's ``pre_model_load_memory`` reading: the 2nd one in init_torch_distributed
+    (model_runner.py: before_avail_memory, then pre_model_load_memory, then a local check)."""
+    seqs = reading_seqs(report, "ModelRunner.init_torch_distributed", False)
+    assert len(seqs) == 3, readings(report)
+    return readings(report)[seqs[1]]
+
+
+def profile_reading(report: dict[str, Any]) -> dict[str, Any]:
+    """The reading SGLang sizes the target pool from (``_profile_available_bytes``)."""
+    (seq,) = reading_seqs(report, "ModelRunnerKVCacheMixin._profile_available_bytes", False)
+    return readings(report)[seq]
+
+
+@dataclass(frozen=True)
+class MeterBudget:
+    """The budget as SGLang's own float arithmetic derives it from two meter readings."""
+
+    pre_load_free_bytes: int
+    budget_bytes: int
+    available_bytes: int
+
+    @property
+    def resident_bytes(self) -> int:
+        return self.budget_bytes - self.available_bytes
+
+
+def meter_budget(report: dict[str, Any], f: float = F) -> MeterBudget:
+    pre_gib = pre_load_reading(report)["free_bytes"] / GIB
+    post_gib = profile_reading(report)["free_bytes"] / GIB
+    pre_free = int(pre_gib * GIB)
+    # ModelRunnerKVCacheMixin._profile_available_bytes, verbatim.
+    available = int((post_gib - pre_gib * (1 - f)) * GIB)
+    return MeterBudget(pre_free, int(f * pre_free), available)
+
+
+def kv_buffer_bytes(pool: dict[str, Any]) -> int:
+    """Bytes of a live pool's K and V buffers (all layers, padding page included)."""
+    return pool["k_bytes"] + pool["v_bytes"]
+
+
+def kv_spec(shape: TinyLlamaShape) -> budget.AttentionKVSpec:
+    return budget.AttentionKVSpec(
+        num_layers=shape.layers,
+        kv_dtype=shape.dtype,
+        num_kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        v_head_dim=shape.head_dim,
+    )
+
+
+def checkpoint_bytes(path: Path, skip: tuple[str, ...] = ()) -> int:
+    """Bytes of the tensors in ``path``/model.safetensors whose name has no ``skip`` part."""
+    total = 0
+    with safe_open(str(path / "model.safetensors"), "pt") as f:
+        for name in f.keys():
+            if any(part in name for part in skip):
+                continue
+            t = f.get_tensor(name)
+            total += t.numel() * t.element_size()
+    return total
+
+
+def predicted_plan(launch: Launch) -> budget.PoolPlan:
+    """What budget.plan_pools gives for this launch, from geometry + fraction + meter only."""
+    report = launch.report
+    meter = meter_budget(report)
+    draft = budget.DraftSpec(
+        algorithm=launch.case.algorithm,
+        kv_pools=(kv_spec(launch.case.draft_shape),),
+        weight_bytes=checkpoint_bytes(launch.draft_path, launch.case.shared_with_target),
+    )
+    inputs = budget.BudgetInputs(
+        pre_load_free_bytes=meter.pre_load_free_bytes,
+        mem_fraction_static=F,
+        target_kv=kv_spec(DEFAULT_TARGET),
+        target_weight_bytes=runner(report, "target")["weight_bytes"],
+        page_size=1,
+        context_len=DEFAULT_TARGET.max_position_embeddings,
+        draft=draft,
+        max_running_requests=report["server_args"]["max_running_requests"],
+        measured_resident_bytes=meter.resident_bytes,
+    )
+    return budget.plan_pools(inputs)
+
+
+def log_index(log: str, needle: str) -> int:
+    index = log.find(needle)
+    assert index >= 0, f"{needle!r} not in the log"
+    return index
+
+
+# --------------------------------------------------------------------------- phased launches
+
+CASE_IDS = sorted(CASES)
+
+
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_phases_run_in_order_inside_the_scheduler(
+    launch: Callable[[str, bool], Launch], case: str
+) -> None:
+    run = launch(case, True)
+    report, breakdown = run.report, run.breakdown
+    assert report["specinit_loaded"] and breakdown is not None
+    assert report["scheduler"]["spec_algorithm"] == run.case.algorithm
+    assert list(breakdown["phase_seconds"]) == list(PHASES)
+    assert all(s >= 0 for s in breakdown["phase_seconds"].values())
+
+    # Meter: every draft weight reading precedes the target's pool profiling, which precedes
+    # both pool allocations (target first).
+    target_loads = reading_seqs(report, "ModelRunner.load_model", False)
+    draft_loads = reading_seqs(report, "ModelRunner.load_model", True)
+    (profile,) = reading_seqs(report, "ModelRunnerKVCacheMixin._profile_available_bytes", False)
+    (target_pool,) = reading_seqs(report, "ModelRunnerKVCacheMixin.init_memory_pool", False)
+    (draft_pool,) = reading_seqs(report, "ModelRunnerKVCacheMixin.init_memory_pool", True)
+    assert target_loads and draft_loads
+    assert max(target_loads) < min(draft_loads)
+    assert max(draft_loads) < profile < target_pool < draft_pool
+
+    # Log: the same order, as SGLang and the plugin logged it.
+    target_arch = runner(report, "target")["architecture"]
+    draft_arch = runner(report, "draft")["architecture"]
+    log = run.log
+    marks = [
+        log_index(log, f"type={target_arch},"),
+        log_index(log, f"[specinit] phase {PHASES[0]} done"),
+        log_index(log, f"type={draft_arch},"),
+        log_index(log, f"[specinit] phase {PHASES[1]} done"),
+        log_index(log, "KV Cache is allocated"),
+        log_index(log, f"[specinit] phase {PHASES[2]} done"),
+        log_index(log, f"[specinit] phase {PHASES[3]} done"),
+        log_index(log, MEMORY_PREFIX),
+    ]
+    assert marks == sorted(marks), marks
+    # The JSON log line and memory-rank0.json carry the same dict.
+    (line,) = [ln for ln in log.splitlines() if MEMORY_PREFIX in ln]
+    assert json.loads(line.split(MEMORY_PREFIX, 1)[1]) == breakdown
+
+
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_draft_copies_of_shared_weights_are_freed_before_the_target_pool_is_sized(
+    launch: Callable[[str, bool], Launch], case: str
+) -> None:
+    run = launch(case, True)
+    report, breakdown = run.report, run.breakdown
+    shape = run.case.draft_shape
+    embedding_bytes = shape.vocab * shape.hidden * shape.dtype_bytes
+    draft_runner = runner(report, "draft")
+    target_weights = runner(report, "target")["weight_bytes"]
+    own = checkpoint_bytes(run.draft_path, run.case.shared_with_target)
+
+    # The live draft model still references the target's embedding; it is not charged.
+    assert breakdown["draft_weight_bytes"] + embedding_bytes <= draft_runner["weight_bytes"]
+    assert breakdown["draft_weight_bytes"] < own + embedding_bytes // 8
+    # The meter at the target's profiling holds the target, the draft's own tensors and a few
+    # small buffers, but not the draft's embedding copy ...
+    resident = meter_budget(report).resident_bytes
+    assert resident < target_weights + own + embedding_bytes // 8, (resident, target_weights, own)
+    # ... which was there right after the draft loaded.
+    peak = max(readings(report)[s]["used_bytes"] for s in reading_seqs(report, "load_model", True))
+    assert peak - profile_reading(report)["used_bytes"] > embedding_bytes // 2
+    assert breakdown["resident_bytes"] == resident
+
+
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_pool_tokens_equal_the_independent_budget_prediction(
+    launch: Callable[[str, bool], Launch], case: str
+) -> None:
+    run = launch(case, True)
+    report = run.report
+    plan = predicted_plan(run)
+    target_pool = runner(report, "target")["kv_pool"]
+    draft_pool = runner(report, "draft")["kv_pool"]
+    shape = run.case.draft_shape
+
+    assert plan.tokens > 0
+    assert target_pool["size"] == draft_pool["size"] == plan.tokens
+    assert report["scheduler"]["max_total_num_tokens"] == plan.tokens
+    assert run.info["max_total_num_tokens"] == plan.tokens
+    assert run.breakdown["tokens"] == plan.tokens
+    # The pools have the geometry the prediction priced.
+    assert (draft_pool["layer_num"], draft_pool["head_num"], draft_pool["head_dim"]) == (
+        shape.layers,
+        shape.kv_heads,
+        shape.head_dim,
+    )
+    assert kv_buffer_bytes(target_pool) == (plan.tokens + 1) * DEFAULT_TARGET.kv_bytes_per_token()
+    assert kv_buffer_bytes(draft_pool) == (plan.tokens + 1) * shape.kv_bytes_per_token()
+    assert run.breakdown["target_kv_bytes_per_token"] == DEFAULT_TARGET.kv_bytes_per_token()
+    assert run.breakdown["draft_kv_bytes_per_token"] == shape.kv_bytes_per_token()
+    assert run.breakdown["allocated_target_kv_pool_bytes"] == kv_buffer_bytes(target_pool)
+    assert run.breakdown["allocated_draft_kv_pool_bytes"] == kv_buffer_bytes(draft_pool)
+
+
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_weights_and_kv_fill_the_budget_without_exceeding_it(
+    launch: Callable[[str, bool], Launch], case: str
+) -> None:
+    run = launch(case, True)
+    report = run.report
+    meter = meter_budget(report)
+    pools = kv_buffer_bytes(runner(report, "target")["kv_pool"]) + kv_buffer_bytes(
+        runner(report, "draft")["kv_pool"]
+    )
+    used = meter.resident_bytes + pools
+    limit = F * CAPACITY
+    assert used <= meter.budget_bytes <= limit
+    assert used >= 0.995 * limit
+    # Not one more token would have fitted.
+    per_token = DEFAULT_TARGET.kv_bytes_per_token() + run.case.draft_shape.kv_bytes_per_token()
+    assert meter.budget_bytes - used < per_token
+
+
+def test_nnpl0_draft_pool_exists_and_is_priced(launch: Callable[[str, bool], Launch]) -> None:
+    run = launch("EAGLE3-nnpl0", True)
+    config = json.loads((run.draft_path / "config.json").read_text())
+    assert config["num_nextn_predict_layers"] == 0
+    draft_pool = runner(run.report, "draft")["kv_pool"]
+    assert draft_pool["layer_num"] >= 1 and kv_buffer_bytes(draft_pool) > 0
+    assert run.breakdown["draft_kv_bytes_per_token"] > 0
+    assert run.breakdown["draft_kv_bytes_per_token"] == (
+        draft_pool["layer_num"] * draft_pool["head_num"] * draft_pool["head_dim"] * 2 * 2
+    )
+    assert run.breakdown["allocated_draft_kv_pool_bytes"] == kv_buffer_bytes(draft_pool)
+
+
+# --------------------------------------------------------------------------- stock regression
+
+
+@pytest.mark.parametrize("case", ["EAGLE", "EAGLE3"])
+def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch], case: str) -> None:
+    """The bug: 0.5.13.post1 sizes the target pool for the whole budget, then adds the draft."""
+    stock = launch(case, False)
+    report = stock.report
+    assert not report["specinit_loaded"] and stock.breakdown is None
+    target_pool = runner(report, "target")["kv_pool"]
+    draft_pool = runner(report, "draft")["kv_pool"]
+    # Stock profiles before any draft reading: the draft is not in the sizing at all.
+    (profile,) = reading_seqs(report, "ModelRunnerKVCacheMixin._profile_available_bytes", False)
+    assert profile < min(reading_seqs(report, "load_model", True))
+
+    meter = meter_budget(report)
+    # Only the target's weights were resident at profiling; the draft's come on top, so this
+    # sum is a lower bound of what stock holds.
+    used_at_least = (
+        meter.resident_bytes + kv_buffer_bytes(target_pool) + kv_buffer_bytes(draft_pool)
+    )
+    assert used_at_least > F * CAPACITY
+    # The target pool alone takes the whole budget: budget.stock_0_5_13_plan models it.
+    stock_plan = budget.stock_0_5_13_plan(
+        budget.BudgetInputs(
+            pre_load_free_bytes=meter.pre_load_free_bytes,
+            mem_fraction_static=F,
+            target_kv=kv_spec(DEFAULT_TARGET),
+            target_weight_bytes=meter.resident_bytes,
+        )
+    )
+    assert target_pool["size"] == stock_plan.tokens
+    # With the plugin the same launch gets fewer tokens: the draft is paid for.
+    phased = launch(case, True)
+    assert runner(phased.report, "target")["kv_pool"]["size"] < target_pool["size"]
+
+
+# --------------------------------------------------------------------------- launch_server
+
+
+def test_launch_server_reports_the_budgeted_token_count(
+    tiny_target: Path, tiny_eagle_draft: Path, tmp_path: Path
+) -> None:
+    specinit_dir = tmp_path / "specinit"
+    specinit_dir.mkdir()
+    with cpu_server(
+        tiny_target,
+        draft_model_path=tiny_eagle_draft,
+        algorithm="EAGLE",
+        plugin=True,
+        work_dir=tmp_path,
+        # SGLang derives its (unused) gRPC port as --port + 10000 and rejects it above 65535,
+        # which a random free --port above 55535 triggers; pin it to a valid, unused value.
+        extra_env={REPORT_DIR_ENV: str(specinit_dir)},
+    ) as server:
+        info = server.server_info()
+        report = server.scheduler_report()
+    breakdown = _read_breakdown(specinit_dir)
+    assert breakdown is not None and report["specinit_loaded"]
+    assert info["speculative_algorithm"] == "EAGLE"
+    assert info["max_total_num_tokens"] == breakdown["tokens"] > 0
+    assert runner(report, "draft")["kv_pool"]["size"] == breakdown["tokens"]
+    assert re.search(r"SPECINIT_MEMORY \{", server.log_path.read_text(errors="replace"))
+
+
+# --------------------------------------------------------------------------- not speculative
+
+PROMPTS = [tiny_models.prompt_text(5), tiny_models.prompt_text(9, start=300), "w7 w8 w9"]
+
+
+def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Path) -> None:
+    results = {}
+    for plugin in (False, True):
+        work = tmp_path / ("on" if plugin else "off")
+        specinit_dir = work / "specinit"
+        specinit_dir.mkdir(parents=True)
+        with cpu_engine(
+            tiny_target, plugin=plugin, work_dir=work, extra_env={REPORT_DIR_ENV: str(specinit_dir)}
+        ) as engine:
+            tokens = [o["output_ids"] for o in engine.generate(PROMPTS, max_new_tokens=6)]
+            report = engine.scheduler_report()
+        results[plugin] = (tokens, report, _read_breakdown(specinit_dir), engine.log_path)
+    (off_tokens, off, _, _), (on_tokens, on, on_breakdown, on_log) = results[False], results[True]
+    assert on["specinit_loaded"] and not off["specinit_loaded"]
+    assert on_breakdown is None  # nothing to phase without a draft
+    assert "[specinit] phase" not in on_log.read_text(errors="replace")
+    assert on["scheduler"] == off["scheduler"]
+    (on_runner,), (off_runner,) = on["model_runners"], off["model_runners"]
+    for key in ("size", "layer_num", "head_num", "head_dim", "k_bytes", "v_bytes"):
+        assert on_runner["kv_pool"][key] == off_runner["kv_pool"][key], key
+    assert all(len(t) == 6 for t in on_tokens)
+    assert on_tokens == off_tokens

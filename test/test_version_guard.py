@@ -1,0 +1,107 @@
+"""On the real sglang 0.5.14, which has the phased init upstream, the plugin steps aside.
+
+Runs ``load_plugins()`` in ``.venv-sglang0514`` (built by ``scripts/setup.sh``: sglang 0.5.14
+installed over ``.venv`` through a ``.pth``, with this package installed editable), so the
+entry point, the version check and SGLang's ``HookRegistry`` are all the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from sglang_specinit import plugin
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+UPSTREAM_PYTHON = REPO_ROOT / ".venv-sglang0514" / "bin" / "python"
+UPSTREAM_VERSION = "0.5.14"
+MARK = "SPECINIT_PROBE "
+TIMEOUT_S = 180
+
+PROBE = """
+import importlib.metadata, json, logging, pkgutil, sys
+
+records = []
+
+class _Collect(logging.Handler):
+    def emit(self, record):
+        records.append({"logger": record.name, "level": record.levelname,
+                        "message": record.getMessage()})
+
+logging.getLogger().addHandler(_Collect())
+logging.getLogger().setLevel(logging.INFO)
+
+import sglang
+from sglang.srt.plugins import load_plugins
+from sglang.srt.plugins.hook_registry import HookRegistry
+
+load_plugins()
+
+added = []
+for class_path, name in json.loads(sys.argv[1]):
+    try:
+        value = vars(pkgutil.resolve_name(class_path)).get(name)
+    except (ImportError, AttributeError):
+        continue
+    if getattr(value, "__module__", "").startswith("sglang_specinit"):
+        added.append(class_path + "." + name)
+
+print(sys.argv[2] + json.dumps({
+    "sglang_version": importlib.metadata.version("sglang"),
+    "sglang_file": sglang.__file__,
+    "hooks": {t: [getattr(s, "plugin_name", None) for _, _, s in h]
+              for t, h in HookRegistry._hooks.items()},
+    "patched": sorted(HookRegistry._patched),
+    "added_methods": added,
+    "specinit_imported": "sglang_specinit.plugin" in sys.modules,
+    "records": records,
+}))
+"""
+
+
+@pytest.mark.timeout(TIMEOUT_S + 30)
+@pytest.mark.skipif(
+    not UPSTREAM_PYTHON.exists(),
+    reason=".venv-sglang0514 is absent: build it with scripts/setup.sh (CI does)",
+)
+def test_plugin_steps_aside_on_sglang_0_5_14() -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SGLANG_SPECINIT_", "SPECINIT_TEST_"))
+        and k not in ("SGLANG_PLUGINS", "PYTHONPATH")
+    }
+    env["SGLANG_USE_CPU_ENGINE"] = "1"
+    methods = [(cls, name) for cls, name, _ in plugin.new_method_table()]
+    proc = subprocess.run(
+        [str(UPSTREAM_PYTHON), "-c", PROBE, json.dumps(methods), MARK],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        cwd=str(REPO_ROOT),
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
+    assert proc.returncode == 0 and len(lines) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(lines[0][len(MARK) :])
+
+    # The real 0.5.14 wheel, not 0.5.13.post1 from the layered .venv.
+    assert summary["sglang_version"] == UPSTREAM_VERSION
+    assert ".venv-sglang0514" in summary["sglang_file"]
+    # The entry point ran (so the guard, not discovery, is what kept it out) ...
+    assert summary["specinit_imported"]
+    messages = [
+        r["message"] for r in summary["records"] if r["logger"].startswith("sglang_specinit")
+    ]
+    assert any("already has the phased init" in m and UPSTREAM_VERSION in m for m in messages), (
+        messages
+    )
+    assert not any(r["level"] == "WARNING" for r in summary["records"] if "specinit" in r["logger"])
+    # ... and registered, applied and added nothing.
+    targets = {target for target, _, _ in plugin.hook_table()}
+    assert {t: s for t, s in summary["hooks"].items() if "specinit" in s or t in targets} == {}
+    assert not set(summary["patched"]) & targets
+    assert summary["added_methods"] == []
