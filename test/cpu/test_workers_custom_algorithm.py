@@ -1,0 +1,197 @@
+"""A plugin-registered speculative algorithm (``SpeculativeAlgorithm.register``) keeps stock init.
+
+The registration must exist in every process that resolves the name: the Engine's (its
+``ServerArgs`` resolves ``--speculative-algorithm``) and the spawned scheduler's (it creates the
+worker). Both call SGLang's ``load_plugins()``, which runs every ``sglang.srt.plugins`` entry
+point it finds on ``sys.path``. So the test writes a tiny test-only distribution (a module plus
+a ``.dist-info`` with that entry point) into a temporary directory, puts it on ``PYTHONPATH``
+next to the harness's site directory, and lists it in ``SGLANG_PLUGINS`` beside ``specinit``:
+SGLang's own plugin mechanism, nothing patched.
+
+The registered worker is a ``TpModelWorker`` subclass that loads a draft on the target's
+allocator and, like SGLang's own ``FrozenKVMTPWorker``, reads its pool size right after
+``super().__init__``. It does not implement ``alloc_memory_pool``/``init_backends`` itself
+(it only inherits the plugin's generic ``TpModelWorker`` ones), so the scheduler must build it
+the stock way, log exactly one warning that its memory is not budgeted, and still come up. The
+registered spec class adds ``create_future_map``: SGLang 0.5.13.post1's scheduler calls it on
+every speculative algorithm, but ``CustomSpecAlgo`` does not define it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from harness import tiny_models, tiny_models_extra
+from harness.engine import ENGINE_TEST_TIMEOUT_S, PLUGIN_ENTRY_POINT, SITE_DIR
+from sglang_specinit.phases import scheduler as scheduler_phases
+from sglang_specinit.phases import tp_worker
+from test_workers_common import (
+    CAPACITY,
+    MIN_STOCK_OVERSHOOT,
+    STOCK_WARNING,
+    F,
+    Launch,
+    kv_buffer_bytes,
+    launch_cache,
+    runner,
+    start_engine,
+)
+
+pytestmark = pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)
+
+ALGORITHM = "TINY_CUSTOM"
+PLUGIN_NAME = "tiny_custom_spec"
+PLUGIN_MODULE = "specinit_test_custom_spec"
+WORKER = "TinyCustomDraftWorker"
+
+PLUGIN_SOURCE = f'''
+"""Test-only SGLang general plugin: registers the {ALGORITHM} speculative algorithm."""
+
+ALGORITHM = "{ALGORITHM}"
+
+
+def _worker_class():
+    from sglang.srt.managers.tp_worker import TpModelWorker
+
+    class {WORKER}(TpModelWorker):
+        """A draft TpModelWorker on the target's allocator (no phase methods of its own)."""
+
+        def __init__(self, server_args, gpu_id, tp_rank, dp_rank, moe_ep_rank, attn_cp_rank,
+                     moe_dp_rank, nccl_port, target_worker):
+            req_to_token_pool, allocator = target_worker.get_memory_pool()
+            super().__init__(
+                server_args=server_args, gpu_id=gpu_id, tp_rank=tp_rank, pp_rank=0,
+                dp_rank=dp_rank, moe_ep_rank=moe_ep_rank, attn_cp_rank=attn_cp_rank,
+                moe_dp_rank=moe_dp_rank, nccl_port=nccl_port, is_draft_worker=True,
+                req_to_token_pool=req_to_token_pool, token_to_kv_pool_allocator=allocator,
+                memory_pool_config=target_worker.model_runner.memory_pool_config,
+            )
+            # Reads the pool it was just given, as SGLang's own TpModelWorker-based drafts do.
+            self.window = min(self.max_total_num_tokens, 4096)
+
+        def clear_cache_pool(self):
+            pass
+
+    return {WORKER}
+
+
+def register():
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang.srt.speculative.spec_registry import CustomSpecAlgo, get_spec
+
+    if get_spec(ALGORITHM) is not None:
+        return
+    worker_class = _worker_class()
+
+    class TinyCustomSpec(CustomSpecAlgo):
+        def create_future_map(self, device, req_to_token_pool, needs_cpu_seq_lens=True):
+            from sglang.srt.managers.overlap_utils import FutureMap
+
+            return FutureMap(device, self, req_to_token_pool, needs_cpu_seq_lens)
+
+    @SpeculativeAlgorithm.register(ALGORITHM, spec_class=TinyCustomSpec)
+    def _factory(server_args):
+        return worker_class
+'''
+
+
+def write_plugin_distribution(directory: Path) -> Path:
+    """A module and a ``.dist-info`` declaring it as an ``sglang.srt.plugins`` entry point."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{PLUGIN_MODULE}.py").write_text(PLUGIN_SOURCE)
+    dist_info = directory / f"{PLUGIN_MODULE}-0.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: specinit-test-custom-spec\nVersion: 0.1\n"
+    )
+    (dist_info / "entry_points.txt").write_text(
+        f"[sglang.srt.plugins]\n{PLUGIN_NAME} = {PLUGIN_MODULE}:register\n"
+    )
+    return directory
+
+
+def _start(work_dir: Path) -> Launch:
+    plugin_dir = write_plugin_distribution(work_dir / "plugin-dist")
+    python_path = [str(SITE_DIR), str(plugin_dir)]
+    if os.environ.get("PYTHONPATH"):
+        python_path.append(os.environ["PYTHONPATH"])
+    return start_engine(
+        tiny_models.tiny_llama_target(),
+        draft=tiny_models_extra.tiny_standalone_draft(),
+        algorithm=ALGORITHM,
+        plugin=True,
+        work_dir=work_dir / "engine",
+        extra_env={
+            "PYTHONPATH": os.pathsep.join(python_path),
+            "SGLANG_PLUGINS": f"{PLUGIN_ENTRY_POINT},{PLUGIN_NAME}",
+        },
+        disable_overlap_schedule=True,  # not registered with supports_overlap
+    )
+
+
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
+    return launch_cache(tmp_path_factory, {"custom": _start})
+
+
+@pytest.mark.cpu_engine
+def test_custom_algorithm_is_built_the_stock_way_with_one_warning(
+    launch: Callable[[str], Launch],
+) -> None:
+    run = launch("custom")
+    report = run.report
+    assert report["specinit_loaded"]
+    assert report["scheduler"]["spec_algorithm"] == ALGORITHM
+    warnings = [line for line in run.log.splitlines() if STOCK_WARNING in line]
+    assert len(warnings) == 1, warnings
+    assert f"{WORKER} (a custom speculative algorithm)" in warnings[0]
+    assert "[specinit] phase" not in run.log
+    assert run.breakdown is None  # no phased init, no memory-rank0.json
+
+    target, draft = runner(report, "target"), runner(report, "draft")
+    # The worker's constructor ran whole (it read its pool size), on the target's allocator.
+    assert draft["token_to_kv_pool_allocator_id"] == target["token_to_kv_pool_allocator_id"]
+    assert draft["kv_pool"]["size"] == target["kv_pool"]["size"] > 0
+    # And, as the warning says, its memory is not budgeted: the target pool was sized alone.
+    weights = target["weight_bytes"] + draft["weight_bytes"]
+    pools = kv_buffer_bytes(target["kv_pool"]) + kv_buffer_bytes(draft["kv_pool"])
+    assert weights + pools > MIN_STOCK_OVERSHOOT * F * CAPACITY
+
+
+def _blocker_for(worker_class: type) -> str | None:
+    stub = SimpleNamespace(
+        server_args=SimpleNamespace(device="cuda", enable_hisparse=False),
+        model_config=SimpleNamespace(hf_config=SimpleNamespace(architectures=["Llama"])),
+        spec_algorithm=SimpleNamespace(
+            is_none=lambda: False, create_worker=lambda server_args: worker_class
+        ),
+    )
+    return scheduler_phases.phasing_blocker(stub)
+
+
+def test_only_a_worker_with_its_own_phase_methods_is_phased() -> None:
+    class Plain:
+        pass
+
+    class InheritsGenericPhases:
+        # What a TpModelWorker subclass sees once the plugin has added its generic methods.
+        alloc_memory_pool = tp_worker.alloc_memory_pool
+        init_backends = tp_worker.init_backends
+
+    class OwnPhases(InheritsGenericPhases):
+        def alloc_memory_pool(self, *args: object) -> None: ...
+
+        def init_backends(self) -> None: ...
+
+    class OnlyOne:
+        def alloc_memory_pool(self, *args: object) -> None: ...
+
+    for blocked in (Plain, InheritsGenericPhases, OnlyOne):
+        reason = _blocker_for(blocked)
+        assert reason is not None and blocked.__name__ in reason
+        assert "does not implement alloc_memory_pool/init_backends itself" in reason
+    assert _blocker_for(OwnPhases) is None

@@ -1,0 +1,219 @@
+"""DFLASH (``DFlashWorker``) on the phased init, real SGLang 0.5.13.post1 (cpu).
+
+Target: the default tiny Llama (2 layers, 128 B/token/layer). Draft: a tiny ``DFlashDraftModel``
+capturing both target layers, with 1 layer of 2 KV heads of dim 32 (256 B/token): twice what
+0.5.13.post1 reserves for it, since stock scales the TARGET cell by ``(T + D) / T``. SGLang's
+argument hook turns the overlap scheduler off for DFLASH by itself; the draft's own attention
+backend is Triton (DFLASH only accepts flashinfer/fa3/fa4/triton), constructed, never launched
+on CPU. Constructs on CPU with the harness's named shims only.
+
+Also the compact draft window (``--speculative-draft-window-size``): the draft then keeps a
+private request-to-token table over the same KV index space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from harness import tiny_models, tiny_models_extra
+from harness.engine import ENGINE_TEST_TIMEOUT_S
+from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape
+from harness.tiny_models_extra import DEFAULT_DFLASH_DRAFT, DFLASH_BLOCK_SIZE
+from sglang_specinit import budget
+from test_workers_common import (
+    CAPACITY,
+    MIN_STOCK_OVERSHOOT,
+    F,
+    Launch,
+    assert_phased,
+    assert_stock,
+    checkpoint_bytes,
+    kv_buffer_bytes,
+    launch_cache,
+    meter_budget,
+    pre_load_reading,
+    runner,
+    start_engine,
+)
+
+pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
+
+ALGORITHM = "DFLASH"
+WINDOW = 2 * DFLASH_BLOCK_SIZE
+
+
+def _start(plugin: bool, **overrides: object) -> Callable[[Path], Launch]:
+    return lambda work_dir: start_engine(
+        tiny_models.tiny_llama_target(),
+        draft=tiny_models_extra.tiny_dflash_draft(),
+        algorithm=ALGORITHM,
+        plugin=plugin,
+        work_dir=work_dir,
+        num_steps=1,
+        num_draft_tokens=DFLASH_BLOCK_SIZE,
+        speculative_draft_attention_backend="triton",
+        **overrides,
+    )
+
+
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
+    return launch_cache(
+        tmp_path_factory,
+        {
+            "on": _start(True),
+            "off": _start(False),
+            "window": _start(True, speculative_draft_window_size=WINDOW),
+        },
+    )
+
+
+def kv_spec(shape: TinyLlamaShape) -> budget.AttentionKVSpec:
+    return budget.AttentionKVSpec(
+        num_layers=shape.layers,
+        kv_dtype=shape.dtype,
+        num_kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        v_head_dim=shape.head_dim,
+    )
+
+
+def stock_cell() -> int:
+    """What 0.5.13.post1 charges per token: the target cell scaled by (T + D) / T (ceil)."""
+    t, d = DEFAULT_TARGET.layers, DEFAULT_DFLASH_DRAFT.layers
+    return -(-DEFAULT_TARGET.kv_bytes_per_token() * (t + d) // t)
+
+
+def predicted_plan(run: Launch) -> budget.PoolPlan:
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    pre_free = int(pre_load_reading(report)["free_bytes"] / (1 << 30) * (1 << 30))
+    inputs = budget.BudgetInputs(
+        pre_load_free_bytes=pre_free,
+        mem_fraction_static=F,
+        target_kv=kv_spec(DEFAULT_TARGET),
+        target_weight_bytes=runner(report, "target")["weight_bytes"],
+        page_size=1,
+        context_len=DEFAULT_TARGET.max_position_embeddings,
+        draft=budget.DraftSpec(
+            algorithm=ALGORITHM,
+            kv_pools=(kv_spec(DEFAULT_DFLASH_DRAFT),),
+            weight_bytes=breakdown["draft_weight_bytes"],
+        ),
+        max_running_requests=report["server_args"]["max_running_requests"],
+        measured_resident_bytes=breakdown["resident_bytes"],
+    )
+    return budget.plan_pools(inputs)
+
+
+@pytest.mark.parametrize("case", ["on", "window"])
+def test_dflash_comes_up_through_the_four_phases(
+    launch: Callable[[str], Launch], case: str
+) -> None:
+    run = launch(case)
+    assert_phased(run, ALGORITHM)
+    # SGLang's DFLASH argument hook forced the non-overlap scheduler.
+    assert run.report["server_args"]["disable_overlap_schedule"] is True
+    draft = runner(run.report, "draft")
+    assert draft["architecture"] == "DFlashDraftModel"
+    assert (
+        draft["token_to_kv_pool_allocator_id"]
+        == (runner(run.report, "target")["token_to_kv_pool_allocator_id"])
+    )
+
+
+@pytest.mark.parametrize("case", ["on", "window"])
+def test_draft_pool_is_priced_at_its_own_geometry(
+    launch: Callable[[str], Launch], case: str
+) -> None:
+    run = launch(case)
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    assert breakdown["resident_bytes"] == meter_budget(report).resident_bytes
+    plan = predicted_plan(run)
+    tpool, dpool = runner(report, "target")["kv_pool"], runner(report, "draft")["kv_pool"]
+    assert plan.tokens > 0
+    assert tpool["size"] == dpool["size"] == plan.tokens == breakdown["tokens"]
+    assert report["scheduler"]["max_total_num_tokens"] == plan.tokens
+    shape = DEFAULT_DFLASH_DRAFT
+    assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == (
+        shape.layers,
+        shape.kv_heads,
+        shape.head_dim,
+    )
+    # 128 + 128 B/token at the draft's geometry, not the (T + D) / T scaled target cell.
+    target_cell, draft_cell = DEFAULT_TARGET.kv_bytes_per_token(), shape.kv_bytes_per_token()
+    assert breakdown["draft_kv_bytes_per_token"] == draft_cell == 256
+    assert breakdown["priced_kv_bytes_per_token"] == target_cell + draft_cell
+    assert stock_cell() == 384 < target_cell + draft_cell
+    assert kv_buffer_bytes(dpool) == (plan.tokens + 1) * draft_cell
+    assert kv_buffer_bytes(dpool) == breakdown["allocated_draft_kv_pool_bytes"]
+    assert kv_buffer_bytes(tpool) == breakdown["allocated_target_kv_pool_bytes"]
+
+
+def test_weights_and_kv_fill_the_budget_without_exceeding_it(
+    launch: Callable[[str], Launch],
+) -> None:
+    run = launch("on")
+    report = run.report
+    target, draft = runner(report, "target"), runner(report, "draft")
+    weights = target["weight_bytes"] + draft["weight_bytes"]
+    pools = target["kv_pool"]["storage_bytes"] + draft["kv_pool"]["storage_bytes"]
+    limit = F * CAPACITY
+    assert weights + pools <= limit
+    assert weights + pools >= 0.995 * limit
+    meter = meter_budget(report)
+    used = (
+        meter.resident_bytes
+        + kv_buffer_bytes(target["kv_pool"])
+        + kv_buffer_bytes(draft["kv_pool"])
+    )
+    assert used <= meter.budget_bytes <= limit
+    per_token = DEFAULT_TARGET.kv_bytes_per_token() + DEFAULT_DFLASH_DRAFT.kv_bytes_per_token()
+    assert meter.budget_bytes - used < per_token
+    assert report["meter"]["used_bytes"] >= weights + pools
+
+
+def test_draft_weights_are_counted(launch: Callable[[str], Launch]) -> None:
+    run = launch("on")
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    own = checkpoint_bytes(tiny_models_extra.tiny_dflash_draft())
+    # DFLASH has no embedding/head of its own: nothing is shared, everything is charged.
+    assert breakdown["draft_weight_bytes"] == runner(report, "draft")["weight_bytes"] >= own
+    assert meter_budget(report).resident_bytes >= (
+        breakdown["target_weight_bytes"] + breakdown["draft_weight_bytes"]
+    )
+
+
+def test_compact_window_gives_the_draft_a_private_request_table(
+    launch: Callable[[str], Launch],
+) -> None:
+    on, window = launch("on"), launch("window")
+    assert window.report["server_args"]["speculative_draft_window_size"] == WINDOW
+    target, draft = runner(window.report, "target"), runner(window.report, "draft")
+    assert draft["req_to_token_pool_id"] != target["req_to_token_pool_id"]
+    # Without the window the draft aliases the target's table.
+    assert (
+        runner(on.report, "draft")["req_to_token_pool_id"]
+        == (runner(on.report, "target")["req_to_token_pool_id"])
+    )
+    # Same KV index space and the same sizing: the window changes no pool.
+    assert window.breakdown is not None and on.breakdown is not None
+    assert window.breakdown["tokens"] == on.breakdown["tokens"]
+    assert draft["kv_pool"]["size"] == target["kv_pool"]["size"] == window.breakdown["tokens"]
+
+
+def test_plugin_off_reproduces_the_overshoot(launch: Callable[[str], Launch]) -> None:
+    on, off = launch("on"), launch("off")
+    assert_stock(off, ALGORITHM)
+    target, draft = runner(off.report, "target"), runner(off.report, "draft")
+    # Stock sized the target pool from the target's weights alone, at the scaled target cell.
+    stock = meter_budget(off.report)
+    assert target["kv_pool"]["size"] == stock.available_bytes // stock_cell()
+    weights = target["weight_bytes"] + draft["weight_bytes"]
+    pools = kv_buffer_bytes(target["kv_pool"]) + kv_buffer_bytes(draft["kv_pool"])
+    assert weights + pools > MIN_STOCK_OVERSHOOT * F * CAPACITY
+    assert target["kv_pool"]["size"] > runner(on.report, "target")["kv_pool"]["size"]

@@ -1,0 +1,262 @@
+"""FROZEN_KV_MTP (``FrozenKVMTPWorker``) on the phased init, real SGLang 0.5.13.post1 (cpu).
+
+Target: a tiny text-only Gemma 4 (one sliding-window and one full-attention layer, hybrid
+``SWAKVPool``). Draft: a tiny Gemma 4 assistant, passed with ``--speculative-algorithm EAGLE``
+so that SGLang's own alias resolution promotes it to FROZEN_KV_MTP. The assistant reads the
+target's KV cache: it owns no KV pool of the target's size, only the 64-token stand-in pool its
+constructor builds, and binds the target pool once it exists. SGLang 0.5.13.post1 accepts only
+trtllm_mha/triton/intel_xpu attention for Gemma 4, so the launch passes ``attention_backend
+="triton"`` (built on CPU, never launched). No shim beyond the harness's named ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from harness import tiny_models_extra
+from harness.engine import ENGINE_TEST_TIMEOUT_S
+from harness.tiny_models_extra import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
+from sglang_specinit import budget
+from sglang_specinit.phases import frozen_kv_mtp
+from test_workers_common import (
+    CAPACITY,
+    MIN_STOCK_OVERSHOOT,
+    F,
+    Launch,
+    assert_phased,
+    assert_stock,
+    checkpoint_bytes,
+    class_defines,
+    init_call_order,
+    kv_buffer_bytes,
+    launch_cache,
+    meter_budget,
+    pre_load_reading,
+    runner,
+    start_engine,
+)
+
+pytestmark = pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)
+engine = pytest.mark.cpu_engine  # the tests that start an Engine
+
+ALGORITHM = "FROZEN_KV_MTP"
+MODULE = "sglang.srt.speculative.frozen_kv_mtp_worker"
+TARGET = DEFAULT_GEMMA4_TARGET
+ASSISTANT = DEFAULT_GEMMA4_ASSISTANT
+
+
+def _start(plugin: bool) -> Callable[[Path], Launch]:
+    return lambda work_dir: start_engine(
+        tiny_models_extra.tiny_gemma4_target(),
+        draft=tiny_models_extra.tiny_gemma4_assistant(),
+        algorithm="EAGLE",  # promoted to FROZEN_KV_MTP by SGLang for a Gemma 4 assistant
+        plugin=plugin,
+        work_dir=work_dir,
+        attention_backend="triton",
+    )
+
+
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
+    return launch_cache(tmp_path_factory, {"on": _start(True), "off": _start(False)})
+
+
+def _attn(layers: int) -> budget.AttentionKVSpec:
+    return budget.AttentionKVSpec(
+        num_layers=layers,
+        kv_dtype=TARGET.dtype,
+        num_kv_heads=TARGET.kv_heads,
+        head_dim=TARGET.head_dim,
+        v_head_dim=TARGET.head_dim,
+    )
+
+
+def target_spec(ratio: float) -> budget.HybridSWAKVSpec:
+    return budget.HybridSWAKVSpec(
+        full=_attn(TARGET.layer_types.count("full_attention")),
+        swa=_attn(TARGET.layer_types.count("sliding_attention")),
+        swa_full_tokens_ratio=ratio,
+    )
+
+
+def stand_in_pool_bytes() -> int:
+    """The assistant's own pool: 64 tokens (+1 padding) over its layers, at its geometry."""
+    tokens = frozen_kv_mtp.DUMMY_POOL_TOKENS
+    return (tokens + 1) * ASSISTANT.layers * ASSISTANT.kv_bytes_per_token_per_layer()
+
+
+def target_pool_bytes(run: Launch) -> int:
+    """The target ``SWAKVPool``'s bytes, from the token split SGLang resolved (the harness's
+    ``storage_bytes`` does not see an SWAKVPool's sub-pools)."""
+    config = runner(run.report, "target")["memory_pool_config"]
+    full, swa = config["full_max_total_num_tokens"], config["swa_max_total_num_tokens"]
+    ratio = run.report["server_args"]["swa_full_tokens_ratio"]
+    spec = target_spec(ratio)
+    assert swa == int(full * ratio)
+    return (full + 1) * spec.full.bytes_per_token() + (swa + 1) * spec.swa.bytes_per_token()
+
+
+def predicted_plan(run: Launch) -> budget.PoolPlan:
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    pre_free = int(pre_load_reading(report)["free_bytes"] / (1 << 30) * (1 << 30))
+    inputs = budget.BudgetInputs(
+        pre_load_free_bytes=pre_free,
+        mem_fraction_static=F,
+        target_kv=target_spec(report["server_args"]["swa_full_tokens_ratio"]),
+        target_weight_bytes=runner(report, "target")["weight_bytes"],
+        page_size=1,
+        context_len=TARGET.max_position_embeddings,
+        draft=budget.DraftSpec(
+            algorithm=ALGORITHM,
+            kv_pools=(),  # it reads the target's KV
+            weight_bytes=breakdown["draft_weight_bytes"],
+            fixed_bytes=stand_in_pool_bytes(),
+        ),
+        max_running_requests=report["server_args"]["max_running_requests"],
+        measured_resident_bytes=breakdown["resident_bytes"],
+    )
+    return budget.plan_pools(inputs)
+
+
+@engine
+def test_frozen_kv_mtp_comes_up_through_the_four_phases(
+    launch: Callable[[str], Launch],
+) -> None:
+    run = launch("on")
+    assert_phased(run, ALGORITHM)  # the EAGLE alias was resolved by SGLang
+    assert run.report["server_args"]["disable_overlap_schedule"] is True
+    target, draft = runner(run.report, "target"), runner(run.report, "draft")
+    assert (target["architecture"], draft["architecture"]) == (
+        "Gemma4ForCausalLM",
+        "Gemma4AssistantForCausalLM",
+    )
+    # Attached to the target's request table and allocator in the pool phase.
+    assert draft["req_to_token_pool_id"] == target["req_to_token_pool_id"]
+    assert draft["token_to_kv_pool_allocator_id"] == target["token_to_kv_pool_allocator_id"]
+
+
+@engine
+def test_no_draft_kv_is_reserved_only_the_stand_in_pool(launch: Callable[[str], Launch]) -> None:
+    run = launch("on")
+    breakdown = run.breakdown
+    assert breakdown is not None
+    dpool = runner(run.report, "draft")["kv_pool"]
+    assert dpool["size"] == frozen_kv_mtp.DUMMY_POOL_TOKENS
+    assert kv_buffer_bytes(dpool) == stand_in_pool_bytes() == 16640
+    assert breakdown["draft_kv_bytes_per_token"] == 0
+    assert breakdown["draft_kv_pool_bytes"] == 0
+    assert breakdown["priced_kv_bytes_per_token"] == breakdown["target_kv_bytes_per_token"]
+    assert breakdown["allocated_draft_kv_pool_bytes"] == stand_in_pool_bytes()
+    # ... which the plan still charged (used = resident + target pool + stand-in pool).
+    assert breakdown["used_bytes"] == (
+        breakdown["resident_bytes"] + breakdown["target_kv_pool_bytes"] + stand_in_pool_bytes()
+    )
+
+
+@engine
+def test_pool_tokens_equal_the_independent_budget_prediction(
+    launch: Callable[[str], Launch],
+) -> None:
+    run = launch("on")
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    assert breakdown["resident_bytes"] == meter_budget(report).resident_bytes
+    plan = predicted_plan(run)
+    target = runner(report, "target")
+    assert plan.tokens > 0
+    assert target["kv_pool"]["size"] == plan.tokens == breakdown["tokens"]
+    assert report["scheduler"]["max_total_num_tokens"] == plan.tokens
+    assert target_pool_bytes(run) == plan.target_kv_pool_bytes
+    assert target_pool_bytes(run) == breakdown["allocated_target_kv_pool_bytes"]
+
+
+@engine
+def test_weights_and_kv_fill_the_budget_without_exceeding_it(
+    launch: Callable[[str], Launch],
+) -> None:
+    run = launch("on")
+    report = run.report
+    meter = meter_budget(report)
+    used = meter.resident_bytes + target_pool_bytes(run) + stand_in_pool_bytes()
+    limit = F * CAPACITY
+    assert used <= meter.budget_bytes <= limit
+    assert used >= 0.995 * limit
+    per_token = target_spec(report["server_args"]["swa_full_tokens_ratio"]).bytes_per_token()
+    assert meter.budget_bytes - used < per_token + 1
+    assert report["meter"]["used_bytes"] >= used
+
+
+@engine
+def test_assistant_weights_are_counted(launch: Callable[[str], Launch]) -> None:
+    run = launch("on")
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    # The assistant's own weights (its tied embedding/head included); the target embedding it
+    # binds is the target's tensor and is not counted twice.
+    own = checkpoint_bytes(tiny_models_extra.tiny_gemma4_assistant())
+    embedding = TARGET.vocab * TARGET.hidden * TARGET.dtype_bytes
+    assert own <= breakdown["draft_weight_bytes"] < own + embedding // 8
+    assert runner(report, "draft")["weight_bytes"] >= breakdown["draft_weight_bytes"] + embedding
+    assert meter_budget(report).resident_bytes >= (
+        breakdown["target_weight_bytes"] + breakdown["draft_weight_bytes"]
+    )
+
+
+@engine
+def test_plugin_off_leaves_the_assistant_outside_the_budget(
+    launch: Callable[[str], Launch],
+) -> None:
+    on, off = launch("on"), launch("off")
+    assert_stock(off, ALGORITHM)
+    target, draft = runner(off.report, "target"), runner(off.report, "draft")
+    stock = meter_budget(off.report)
+    # Stock sized the target pool before the assistant existed ...
+    assert stock.resident_bytes < target["weight_bytes"] + 64 * 1024
+    # ... so the assistant's weights and stand-in pool land on top of f x capacity.
+    own = checkpoint_bytes(tiny_models_extra.tiny_gemma4_assistant())
+    pools = target_pool_bytes(off) + kv_buffer_bytes(draft["kv_pool"])
+    total = target["weight_bytes"] + own + pools
+    assert total > MIN_STOCK_OVERSHOOT * F * CAPACITY
+    assert target["kv_pool"]["size"] > runner(on.report, "target")["kv_pool"]["size"]
+
+
+# --------------------------------------------------------------------------- no launch
+
+
+def test_constructor_cut_points_follow_the_draft_load() -> None:
+    """The phased init cuts ``FrozenKVMTPWorker.__init__`` at ``_bind_kv_context`` (it needs the
+    target pool) or, for a model without that hook, at ``_init_draft_attn_backend``; both must
+    still come after the draft's ``TpModelWorker`` constructor and before the graphs."""
+    calls = init_call_order(MODULE, "FrozenKVMTPWorker")
+    first = {name: calls.index(name) for name in calls}
+    assert (
+        first["super"]
+        < first["_bind_kv_context"]
+        < first["_init_draft_attn_backend"]
+        < first["init_cuda_graphs"]
+    ), calls
+    assert {"_bind_kv_context", "_init_draft_attn_backend", "init_cuda_graphs"} <= (
+        class_defines(MODULE, "FrozenKVMTPWorker")
+    )
+    for class_path, name, _ in frozen_kv_mtp.NEW_METHODS:
+        module, cls = class_path.rsplit(".", 1)
+        assert name not in class_defines(module, cls), class_path
+
+
+def test_runtime_description_of_a_frozen_worker_has_no_pool_runners() -> None:
+    """``describe_draft`` on a real ``FrozenKVMTPWorker`` object (built without its
+    constructor): weights and the stand-in pool, no token-sized pool."""
+    from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
+    from sglang_specinit.phases.scheduler import describe_draft
+
+    worker = FrozenKVMTPWorker.__new__(FrozenKVMTPWorker)
+    draft_runner = object()
+    worker.model_runner_list = [draft_runner]
+    described = describe_draft(worker)
+    assert described.pool_runners == []
+    assert described.weight_runners == [draft_runner]
+    assert described.fixed_pools == [(draft_runner, frozen_kv_mtp.DUMMY_POOL_TOKENS)]
+    assert described.bytes_per_request == 0

@@ -1,0 +1,156 @@
+"""NGRAM (``NGRAMWorker``): what can be checked without a GPU.
+
+NGRAM cannot be constructed on CPU in SGLang 0.5.13.post1, for two independent reasons that are
+verified here rather than assumed: ``speculative/ngram_worker.py`` imports ``sgl_kernel`` (a
+CUDA-only package) at module level, so the worker class cannot even be imported; and SGLang's
+argument hook rejects NGRAM on any non-CUDA device before a scheduler exists. The phased init
+therefore names the class instead of importing it (``compat.MODEL_LESS_WORKERS``), and builds it
+in the pool phase, after the target pool exists: that wiring is tested on a stub scheduler with
+the plugin's real ``init_model_worker``. An NGRAM launch on a GPU is the GPU suite's job.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from sglang_specinit import compat
+from sglang_specinit.phases import scheduler as scheduler_phases
+from sglang_specinit.phases.state import deferring_pools
+
+NGRAM_MODULE = "sglang.srt.speculative.ngram_worker"
+SKIP_REASON = (
+    "NGRAM cannot be constructed on CPU with SGLang 0.5.13.post1: "
+    "sglang/srt/speculative/ngram_worker.py imports sgl_kernel (CUDA-only, not installed) at "
+    "module level, and arg_groups/speculative_hook._handle_ngram rejects every non-CUDA device "
+    "('Ngram speculative decoding only supports CUDA device.'); the GPU suite covers it"
+)
+
+
+def _fake_ngram_worker_class(module: str = NGRAM_MODULE, name: str = "NGRAMWorker") -> type:
+    """A class that carries NGRAMWorker's identity (module and qualified name) and nothing else."""
+    return type(name, (), {"__module__": module, "__qualname__": name})
+
+
+def test_ngram_worker_imports_sgl_kernel_at_module_level() -> None:
+    spec = importlib.util.find_spec(NGRAM_MODULE)
+    assert spec is not None and spec.origin is not None
+    tree = ast.parse(Path(spec.origin).read_text())
+    top_level = {
+        node.module.split(".")[0]
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module
+    } | {
+        alias.name.split(".")[0]
+        for node in tree.body
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    assert "sgl_kernel" in top_level
+    assert importlib.util.find_spec("sgl_kernel") is None, "sgl_kernel is installed here"
+    with pytest.raises(ModuleNotFoundError) as excinfo:
+        importlib.import_module(NGRAM_MODULE)
+    assert excinfo.value.name == "sgl_kernel"
+
+
+def test_sglang_rejects_ngram_on_a_non_cuda_device() -> None:
+    from sglang.srt.arg_groups.speculative_hook import _handle_ngram
+
+    with pytest.raises(ValueError, match="only supports CUDA device"):
+        _handle_ngram(SimpleNamespace(device="cpu"))
+
+
+@pytest.mark.skip(reason=SKIP_REASON)
+def test_ngram_engine_on_cpu() -> None:
+    """Placeholder for an NGRAM launch; the two tests above prove why it cannot run here."""
+
+
+def test_ngram_is_model_less_by_name() -> None:
+    assert compat.is_model_less_worker(_fake_ngram_worker_class())
+    assert not compat.is_model_less_worker(_fake_ngram_worker_class(module="my_plugin.ngram"))
+    assert not compat.is_model_less_worker(_fake_ngram_worker_class(name="NGRAMWorkerV2"))
+    assert (NGRAM_MODULE, "NGRAMWorker") in compat.MODEL_LESS_WORKERS
+
+
+class _StubSpecAlgorithm:
+    def __init__(self, worker_class: type) -> None:
+        self.worker_class = worker_class
+
+    def is_none(self) -> bool:
+        return False
+
+    def create_worker(self, server_args: Any) -> type:
+        return self.worker_class
+
+
+class _StubScheduler:
+    """Just what ``init_model_worker`` touches; every step records itself."""
+
+    def __init__(self, worker_class: type) -> None:
+        self.events: list[tuple[str, bool]] = []
+        self.server_args = SimpleNamespace(
+            device="cuda",
+            enable_hisparse=False,
+            speculative_algorithm="NGRAM",
+            speculative_draft_model_path=None,
+        )
+        self.model_config = SimpleNamespace(
+            hf_config=SimpleNamespace(architectures=["LlamaForCausalLM"])
+        )
+        self.spec_algorithm = _StubSpecAlgorithm(worker_class)
+        self.draft_worker: Any = "unset"
+
+    def _record(self, step: str) -> None:
+        self.events.append((step, deferring_pools()))
+
+    def init_tp_model_worker(self) -> None:
+        self._record("target worker")
+
+    def maybe_init_draft_worker(self) -> None:
+        self._record("NGRAM worker")
+        self.draft_worker = "ngram"
+
+    def init_target_memory_pool(self) -> None:
+        self._record("target pool")
+
+    init_memory_pools = scheduler_phases.init_memory_pools
+
+    def init_all_backends(self) -> None:
+        self._record("backends")
+
+
+def test_ngram_worker_is_built_in_the_pool_phase_after_the_target_pool(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    scheduler = _StubScheduler(_fake_ngram_worker_class())
+    monkeypatch.setattr(scheduler_phases, "log_memory_breakdown", lambda s: s._record("breakdown"))
+
+    def stock_init_model_worker(s: _StubScheduler) -> None:
+        # SGLang's own method calls both loads again; the phased init has made them no-ops.
+        s.init_tp_model_worker()
+        s.maybe_init_draft_worker()
+        s._record("stock remainder")
+
+    assert scheduler_phases.phasing_blocker(scheduler) is None
+    with caplog.at_level(logging.INFO, logger=scheduler_phases.__name__):
+        scheduler_phases.init_model_worker(stock_init_model_worker, scheduler)
+    assert scheduler.events == [
+        ("target worker", True),  # weights only: pools deferred
+        ("target pool", False),
+        ("NGRAM worker", False),  # needs the target's pools and request count
+        ("backends", False),
+        ("breakdown", False),
+        ("stock remainder", False),
+    ]
+    assert scheduler.draft_worker == "ngram"
+    assert "phase 2/4 load draft weights: none, NGRAMWorker has no model" in caplog.text
+    assert not hasattr(scheduler, "_specinit_predicted_draft_layers")  # no draft config read
+    # The stand-ins installed for the stock remainder are gone again.
+    assert "init_tp_model_worker" not in vars(scheduler)
+    assert "maybe_init_draft_worker" not in vars(scheduler)
