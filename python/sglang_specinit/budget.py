@@ -118,28 +118,57 @@ class HybridSWAKVSpec:
 
     SGLang sizes the full pool to ``tokens`` and the SWA pool to
     ``page_floor(int(tokens * swa_full_tokens_ratio))``; an all-SWA model (no full layers)
-    sizes the SWA pool to ``tokens`` directly.
+    sizing itself gives its SWA pool ``tokens`` directly. ``swa_follows_ratio`` overrides that
+    choice for a pool sized by another model's config (see :func:`sized_by_target`).
     """
 
     full: AttentionKVSpec
     swa: AttentionKVSpec
     swa_full_tokens_ratio: float
+    swa_follows_ratio: bool | None = None
+
+    @property
+    def ratio_applies(self) -> bool:
+        if self.swa_follows_ratio is not None:
+            return self.swa_follows_ratio
+        return self.full.num_layers > 0
 
     def bytes_per_token(self) -> float:
-        if self.full.num_layers == 0:
-            return self.swa.bytes_per_token()
+        if not self.ratio_applies:
+            return self.full.bytes_per_token() + self.swa.bytes_per_token()
         return self.full.bytes_per_token() + self.swa_full_tokens_ratio * self.swa.bytes_per_token()
 
     def padding_bytes(self, page_size: int) -> int:
         return self.full.padding_bytes(page_size) + self.swa.padding_bytes(page_size)
 
     def pool_bytes(self, tokens: int, page_size: int) -> int:
-        if self.full.num_layers == 0:
-            return (tokens + page_size) * self.swa.bytes_per_token()
-        swa_tokens = int(tokens * self.swa_full_tokens_ratio) // page_size * page_size
+        swa_tokens = tokens
+        if self.ratio_applies:
+            swa_tokens = int(tokens * self.swa_full_tokens_ratio) // page_size * page_size
         return (tokens + page_size) * self.full.bytes_per_token() + (
             swa_tokens + page_size
         ) * self.swa.bytes_per_token()
+
+
+def sized_by_target(draft: KVSpec, target: KVSpec) -> KVSpec:
+    """A draft pool as the target's ``MemoryPoolConfig`` sizes it.
+
+    Draft runners never run a configurator; they apply the target's config. An all-SWA draft
+    (MiMoV2MTP, Step3p5MTP: one sliding-window layer) under a hybrid target with full layers
+    therefore gets the target's SWA token count, ``page_floor(int(tokens * ratio))``, not
+    ``tokens`` as an all-SWA model sizing itself would.
+    """
+    if (
+        isinstance(draft, HybridSWAKVSpec)
+        and isinstance(target, HybridSWAKVSpec)
+        and draft.ratio_applies != target.ratio_applies
+    ):
+        return replace(
+            draft,
+            swa_follows_ratio=target.ratio_applies,
+            swa_full_tokens_ratio=target.swa_full_tokens_ratio,
+        )
+    return draft
 
 
 KVSpec = AttentionKVSpec | HybridSWAKVSpec

@@ -36,6 +36,7 @@ from sglang_specinit.budget import (
     BudgetInputs,
     DraftSpec,
     plan_pools,
+    sized_by_target,
     stock_0_5_13_plan,
     upstream_0_5_14_plan,
 )
@@ -458,14 +459,18 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
         # The target resolves "auto" first and, for an FP8 kv_cache_quant_algo, rewrites
         # server_args.kv_cache_dtype to fp8_e4m3, which the draft runner then reads.
         draft_flag = "fp8_e4m3" if target_kv_dtype == "float8_e4m3fn" else spec_args.kv_cache_dtype
-        pools = draft_kv_pools(
-            algorithm,
-            draft_mc,
-            resolve_kv_dtype(draft_flag, draft_mc),
-            attn_tp_size=attn_tp,
-            swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
-            num_steps=int(spec_args.speculative_num_steps or 1),
-            multi_layer_eagle=bool(spec_args.enable_multi_layer_eagle),
+        # Draft runners apply the target's pool config (all-SWA MTP drafts get its SWA split).
+        pools = tuple(
+            sized_by_target(pool, target_kv)
+            for pool in draft_kv_pools(
+                algorithm,
+                draft_mc,
+                resolve_kv_dtype(draft_flag, draft_mc),
+                attn_tp_size=attn_tp,
+                swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
+                num_steps=int(spec_args.speculative_num_steps or 1),
+                multi_layer_eagle=bool(spec_args.enable_multi_layer_eagle),
+            )
         )
         split = _weights(algorithm, target_mc, draft_mc, spec_args.model_path, draft_path)
         notes.extend(split.notes)

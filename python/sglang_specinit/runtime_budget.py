@@ -17,15 +17,14 @@ from typing import Any
 from sglang_specinit.budget import (
     GIB,
     MIN_SERVABLE_TOKENS,
-    AttentionKVSpec,
     BudgetInputs,
     DraftSpec,
-    HybridSWAKVSpec,
     KVSpec,
     PoolPlan,
     kv_pool_bytes,
     page_ceil,
     plan_pools,
+    sized_by_target,
 )
 from sglang_specinit.report import human_bytes
 from sglang_specinit.specs import kv_spec_for_runner
@@ -54,29 +53,6 @@ def weight_bytes(modules: list[Any], exclude: dict[int, int] | None = None) -> i
         seen.update(tensor_storage_ids(module))
     excluded = exclude or {}
     return sum(size for ptr, size in seen.items() if ptr not in excluded)
-
-
-def draft_pool_spec(draft: KVSpec, target: KVSpec) -> KVSpec:
-    """A draft runner's pool spec as the target's ``MemoryPoolConfig`` sizes it.
-
-    Draft runners never run a configurator: they apply the target's config. An all-SWA draft
-    (MiMoV2MTP, Step3p5MTP: one sliding-window layer) under a hybrid target with full layers
-    therefore gets the target's ``swa_max_total_num_tokens = page_floor(int(tokens * ratio))``,
-    not ``tokens`` as an all-SWA model sizing itself would. Priced as a hybrid spec whose full
-    part holds no bytes, so the budget applies the ratio to it exactly as SGLang allocates.
-    """
-    if (
-        isinstance(draft, HybridSWAKVSpec)
-        and draft.full.num_layers == 0
-        and isinstance(target, HybridSWAKVSpec)
-        and target.full.num_layers > 0
-    ):
-        # One layer of zero heads: 0 bytes, but not the budget's "all-SWA" case.
-        empty_full = AttentionKVSpec(num_layers=1, kv_dtype=draft.swa.kv_dtype)
-        return HybridSWAKVSpec(
-            full=empty_full, swa=draft.swa, swa_full_tokens_ratio=target.swa_full_tokens_ratio
-        )
-    return draft
 
 
 @dataclass
@@ -114,7 +90,7 @@ class SpeculativeSizing:
         described = self.draft
         target_kv = kv_spec_for_runner(runner)
         self.draft_pools = tuple(
-            draft_pool_spec(kv_spec_for_runner(dr), target_kv) for dr in described.pool_runners
+            sized_by_target(kv_spec_for_runner(dr), target_kv) for dr in described.pool_runners
         )
         draft = DraftSpec(
             algorithm=self.algorithm,

@@ -26,7 +26,6 @@ from harness.engine import ENGINE_TEST_TIMEOUT_S
 from harness.tiny_models_extra import DEFAULT_MIMO_V2, TinyMiMoV2Shape
 from sglang_specinit import budget
 from sglang_specinit.phases import multi_layer_eagle
-from sglang_specinit.runtime_budget import draft_pool_spec
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
@@ -310,7 +309,7 @@ def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
         swa=_attn(1, SHAPE.swa_kv_heads, SHAPE.swa_head_dim),
         swa_full_tokens_ratio=ratio,
     )
-    priced = draft_pool_spec(own, target)
+    priced = budget.sized_by_target(own, target)
     tokens = 1000
     swa_cell = SHAPE.swa_kv_bytes_per_token_per_layer()
     assert budget.kv_pool_bytes(priced, tokens, 1) == (int(tokens * ratio) + 1) * swa_cell
@@ -321,9 +320,9 @@ def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
     all_swa_target = budget.HybridSWAKVSpec(
         full=_attn(0, 2, 16), swa=own.swa, swa_full_tokens_ratio=ratio
     )
-    assert draft_pool_spec(own, all_swa_target) is own
-    assert draft_pool_spec(own, _attn(2, 2, 16)) is own
-    assert draft_pool_spec(target, target) is target
+    assert budget.sized_by_target(own, all_swa_target) is own
+    assert budget.sized_by_target(own, _attn(2, 2, 16)) is own
+    assert budget.sized_by_target(target, target) is target
 
 
 def test_constructor_cut_point_is_where_the_phases_expect_it() -> None:
