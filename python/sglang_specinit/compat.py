@@ -15,6 +15,12 @@ from importlib.metadata import PackageNotFoundError, version
 SUPPORTED_VERSIONS = ("0.5.13", "0.5.13.post1")
 FIXED_UPSTREAM = (0, 5, 14)
 
+# Every speculative worker constructor takes these (create_worker's caller passes them by name).
+DRAFT_WORKER_PARAMS = (
+    "server_args", "gpu_id", "tp_rank", "dp_rank", "moe_ep_rank", "attn_cp_rank",
+    "moe_dp_rank", "nccl_port", "target_worker",
+)  # fmt: skip
+
 # target -> parameter names (after self) the hook relies on.
 EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
     "sglang.srt.managers.scheduler.Scheduler.init_model_worker": (),
@@ -37,63 +43,18 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
     "sglang.srt.model_executor.model_runner.ModelRunner.initialize": ("pre_model_load_memory",),
     "sglang.srt.model_executor.model_runner_kv_cache_mixin.ModelRunnerKVCacheMixin."
     "_resolve_memory_pool_config": ("pre_model_load_memory",),
-    "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.__init__": (
-        "server_args",
-        "gpu_id",
-        "tp_rank",
-        "dp_rank",
-        "moe_ep_rank",
-        "attn_cp_rank",
-        "moe_dp_rank",
-        "nccl_port",
-        "target_worker",
-    ),
-    "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.__init__": (
-        "server_args",
-        "gpu_id",
-        "tp_rank",
-        "dp_rank",
-        "moe_ep_rank",
-        "attn_cp_rank",
-        "moe_dp_rank",
-        "nccl_port",
-        "target_worker",
-    ),
+    "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.__init__": DRAFT_WORKER_PARAMS,
+    "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.__init__": DRAFT_WORKER_PARAMS,
     "sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings": ("gpu_mem",),
     "sglang.srt.arg_groups.speculative_hook.handle_speculative_decoding": (),
-    "sglang.srt.speculative.standalone_worker_v2.StandaloneDraftWorker.__init__": (
-        "server_args",
-        "gpu_id",
-        "tp_rank",
-        "dp_rank",
-        "moe_ep_rank",
-        "attn_cp_rank",
-        "moe_dp_rank",
-        "nccl_port",
-        "target_worker",
-    ),
-    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker.__init__": (
-        "server_args",
-        "gpu_id",
-        "tp_rank",
-        "dp_rank",
-        "moe_ep_rank",
-        "attn_cp_rank",
-        "moe_dp_rank",
-        "nccl_port",
-        "target_worker",
-    ),
-    "sglang.srt.speculative.frozen_kv_mtp_worker.FrozenKVMTPWorker.__init__": (
-        "server_args",
-        "gpu_id",
-        "tp_rank",
-        "dp_rank",
-        "moe_ep_rank",
-        "attn_cp_rank",
-        "moe_dp_rank",
-        "nccl_port",
-        "target_worker",
-    ),
+    **{
+        f"sglang.srt.speculative.{target}.__init__": DRAFT_WORKER_PARAMS
+        for target in (
+            "standalone_worker_v2.StandaloneDraftWorker",
+            "multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker",
+            "frozen_kv_mtp_worker.FrozenKVMTPWorker",
+        )
+    },
 }
 
 # Methods and module attributes the phases call in their new order.

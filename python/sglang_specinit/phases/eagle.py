@@ -67,25 +67,49 @@ def construct_until(
         )
 
 
-def draft_worker_alloc_memory_pool(
-    self: Any,
-    memory_pool_config: Any = None,
-    req_to_token_pool: Any = None,
-    token_to_kv_pool_allocator: Any = None,
+def alloc_draft_tp_worker(
+    draft: Any,
+    contexts: Any,
+    memory_pool_config: Any,
+    req_to_token_pool: Any,
+    token_to_kv_pool_allocator: Any,
 ) -> None:
-    self.req_to_token_pool = req_to_token_pool
-    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
-    with _construction_tp_context(self), _moe_contexts():
-        self.draft_worker.alloc_memory_pool(
+    """Attach a draft worker to the shared pools and allocate its TpModelWorker's KV pools
+    under ``contexts`` (the contexts the stock constructor built that TpModelWorker under)."""
+    draft.req_to_token_pool = req_to_token_pool
+    draft.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+    with contexts:
+        draft.draft_worker.alloc_memory_pool(
             memory_pool_config=memory_pool_config,
             req_to_token_pool=req_to_token_pool,
             token_to_kv_pool_allocator=token_to_kv_pool_allocator,
         )
 
 
+@contextlib.contextmanager
+def _construction_contexts(draft: Any) -> Iterator[None]:
+    with _construction_tp_context(draft), _moe_contexts():
+        yield
+
+
+def draft_worker_alloc_memory_pool(
+    self: Any,
+    memory_pool_config: Any = None,
+    req_to_token_pool: Any = None,
+    token_to_kv_pool_allocator: Any = None,
+) -> None:
+    alloc_draft_tp_worker(
+        self,
+        _construction_contexts(self),
+        memory_pool_config,
+        req_to_token_pool,
+        token_to_kv_pool_allocator,
+    )
+
+
 def draft_worker_init_backends(self: Any) -> None:
     # The draft runner's own backend was built inside the draft TpModelWorker's construction.
-    with _construction_tp_context(self), _moe_contexts():
+    with _construction_contexts(self):
         self.draft_worker.init_backends()
     with self.draft_tp_context(self.draft_runner.tp_group), _moe_contexts():
         self.init_attention_backend()
@@ -113,7 +137,7 @@ def worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     self._specinit_adaptive = adaptive
 
 
-def worker_alloc_memory_pool(
+def worker_alloc_memory_pool(  # also MultiLayerEagleWorkerV2's
     self: Any,
     memory_pool_config: Any = None,
     req_to_token_pool: Any = None,

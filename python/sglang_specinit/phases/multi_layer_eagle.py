@@ -1,7 +1,8 @@
 """Multi-layer EAGLE (MTP) workers in phases (sglang 0.5.13 / 0.5.13.post1).
 
 Wraps ``MultiLayerEagleDraftWorker.__init__``; adds ``alloc_memory_pool`` and ``init_backends``
-to ``MultiLayerEagleDraftWorker`` and ``MultiLayerEagleWorkerV2``.
+to ``MultiLayerEagleDraftWorker`` and ``MultiLayerEagleWorkerV2`` (the latter the same methods as
+``EAGLEWorkerV2``'s: both only delegate to their draft worker).
 
 The draft TpModelWorker owns ``speculative_num_steps`` ModelRunners, each with a KV pool of its
 own; all of them are priced at their own geometry. The constructor's per-request hidden-state
@@ -14,9 +15,16 @@ before the target pool is sized.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
-from sglang_specinit.phases.eagle import construct_until
+from sglang_specinit.phases.eagle import (
+    alloc_draft_tp_worker,
+    construct_until,
+    worker_alloc_memory_pool,
+    worker_init_backends,
+)
 from sglang_specinit.phases.state import deferring_pools
 
 
@@ -24,6 +32,14 @@ def _module() -> Any:
     import sglang.srt.speculative.multi_layer_eagle_worker_v2 as multi_layer
 
     return multi_layer
+
+
+@contextlib.contextmanager
+def _construction_contexts() -> Iterator[None]:
+    """The contexts the stock constructor builds the draft TpModelWorker under."""
+    mod = _module()
+    with mod.empty_context(), mod.speculative_moe_backend_context():
+        yield
 
 
 def hidden_state_row_bytes(draft: Any) -> int:
@@ -50,15 +66,13 @@ def draft_worker_alloc_memory_pool(
 ) -> None:
     import torch
 
-    mod = _module()
-    self.req_to_token_pool = req_to_token_pool
-    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
-    with mod.empty_context(), mod.speculative_moe_backend_context():
-        self.draft_worker.alloc_memory_pool(
-            memory_pool_config=memory_pool_config,
-            req_to_token_pool=req_to_token_pool,
-            token_to_kv_pool_allocator=token_to_kv_pool_allocator,
-        )
+    alloc_draft_tp_worker(
+        self,
+        _construction_contexts(),
+        memory_pool_config,
+        req_to_token_pool,
+        token_to_kv_pool_allocator,
+    )
     # Rows mirror req_to_token so a request's pool index addresses its hidden states.
     self.req_to_hidden_states_pool = torch.empty(
         (
@@ -73,7 +87,7 @@ def draft_worker_alloc_memory_pool(
 
 def draft_worker_init_backends(self: Any) -> None:
     mod = _module()
-    with mod.empty_context(), mod.speculative_moe_backend_context():
+    with _construction_contexts():
         self.draft_worker.init_backends()
     self.draft_tp_context = (
         mod.draft_tp_context if self.server_args.enable_dp_attention else mod.empty_context
@@ -86,25 +100,6 @@ def draft_worker_init_backends(self: Any) -> None:
         self.init_cuda_graphs()
     self.tree_mask_mode = mod.TreeMaskMode.FULL_MASK
     self.plan_stream, self.plan_stream_ctx = mod._get_plan_stream(self.device)
-
-
-def worker_alloc_memory_pool(
-    self: Any,
-    memory_pool_config: Any = None,
-    req_to_token_pool: Any = None,
-    token_to_kv_pool_allocator: Any = None,
-) -> None:
-    self.req_to_token_pool = req_to_token_pool
-    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
-    self._draft_worker.alloc_memory_pool(
-        memory_pool_config=memory_pool_config,
-        req_to_token_pool=req_to_token_pool,
-        token_to_kv_pool_allocator=token_to_kv_pool_allocator,
-    )
-
-
-def worker_init_backends(self: Any) -> None:
-    self._draft_worker.init_backends()
 
 
 MODULE = "sglang.srt.speculative.multi_layer_eagle_worker_v2"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.phases.eagle import _eagle_module, construct_until
+from sglang_specinit.phases.eagle import _eagle_module, alloc_draft_tp_worker, construct_until
 from sglang_specinit.phases.state import deferring_pools
 
 
@@ -31,14 +31,13 @@ def draft_worker_alloc_memory_pool(
     req_to_token_pool: Any = None,
     token_to_kv_pool_allocator: Any = None,
 ) -> None:
-    self.req_to_token_pool = req_to_token_pool
-    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
-    with _eagle_module().empty_context():
-        self.draft_worker.alloc_memory_pool(
-            memory_pool_config=memory_pool_config,
-            req_to_token_pool=req_to_token_pool,
-            token_to_kv_pool_allocator=token_to_kv_pool_allocator,
-        )
+    alloc_draft_tp_worker(
+        self,
+        _eagle_module().empty_context(),
+        memory_pool_config,
+        req_to_token_pool,
+        token_to_kv_pool_allocator,
+    )
 
 
 def draft_worker_init_backends(self: Any) -> None:
