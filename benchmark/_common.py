@@ -1,14 +1,14 @@
-"""Shared pieces of the CPU benchmarks: the launch matrix, one Engine launch, meter arithmetic.
+"""Shared pieces of the CPU benchmarks: the launch matrix, one Engine launch, tables.
 
 The benchmarks drive real ``sglang.Engine`` launches on device cpu through the test harness
-(``test/harness``): tiny generated checkpoints and the deterministic simulated device memory
-(capacity minus the scheduler process's live CPU tensor bytes). Nothing here asserts; the
-scripts print tables.
+(``test/harness``, put on ``sys.path`` here): tiny generated checkpoints and the deterministic
+simulated device memory (capacity minus the scheduler process's live CPU tensor bytes). The
+reports are read, and the meter arithmetic done, with ``harness.report_reading``, as in the
+tests. Nothing here checks results; the scripts print tables.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -24,13 +24,11 @@ if str(REPO_ROOT / "test") not in sys.path:
 
 from harness import tiny_models  # noqa: E402
 from harness.engine import DEFAULT_CAPACITY_BYTES, cpu_engine  # noqa: E402
+from harness.report_reading import REPORT_DIR_ENV, read_breakdown  # noqa: E402
 from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape  # noqa: E402
-from sglang_specinit import budget  # noqa: E402
 
-GIB = 1 << 30
 FRACTION = 0.5
 CAPACITY = DEFAULT_CAPACITY_BYTES
-REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
 
 # A small Llama used as a STANDALONE draft: the target's vocab/hidden, one layer.
 STANDALONE_DRAFT = replace(DEFAULT_TARGET, layers=1, intermediate=64)
@@ -118,8 +116,7 @@ def launch(case: Case, patched: bool, capacity: int = CAPACITY) -> Launch:
         ) as engine:
             report = engine.scheduler_report()
             cpu_s = process_cpu_seconds(report["pid"])
-        path = specinit_dir / "memory-rank0.json"
-        breakdown = json.loads(path.read_text()) if path.is_file() else None
+        breakdown = read_breakdown(specinit_dir)
         return Launch(case, patched, engine.startup_s, cpu_s, report, breakdown, draft)
 
 
@@ -132,52 +129,6 @@ def process_cpu_seconds(pid: int) -> float | None:
     fields = stat[stat.rindex(")") + 2 :].split()
     utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
-
-
-# --------------------------------------------------------------------------- meter arithmetic
-
-
-def _readings(report: dict[str, Any], suffix: str, is_draft: bool) -> list[dict[str, Any]]:
-    return [
-        r
-        for r in report["meter"]["readings"]
-        if r["caller"].endswith(suffix) and r["is_draft_worker"] is is_draft
-    ]
-
-
-def pre_load_free_bytes(report: dict[str, Any]) -> int:
-    """The target's pre_model_load_memory (2nd init_torch_distributed reading), in bytes."""
-    reading = _readings(report, ".init_torch_distributed", False)[1]
-    return int(reading["free_bytes"] / GIB * GIB)
-
-
-def measured_resident_bytes(report: dict[str, Any], fraction: float = FRACTION) -> int:
-    """What SGLang saw as resident when it sized the target pool (its own float arithmetic)."""
-    pre_gib = pre_load_free_bytes(report) / GIB
-    (profile,) = _readings(report, "._profile_available_bytes", False)
-    available = int((profile["free_bytes"] / GIB - pre_gib * (1 - fraction)) * GIB)
-    return int(fraction * int(pre_gib * GIB)) - available
-
-
-def runner(report: dict[str, Any], role: str) -> dict[str, Any]:
-    (found,) = [r for r in report["model_runners"] if r["role"] == role]
-    return found
-
-
-def pool_bytes(report: dict[str, Any], role: str) -> int:
-    """K + V buffer bytes of the live pool of the target or draft runner."""
-    pool = runner(report, role)["kv_pool"]
-    return pool["k_bytes"] + pool["v_bytes"]
-
-
-def kv_spec(shape: TinyLlamaShape) -> budget.AttentionKVSpec:
-    return budget.AttentionKVSpec(
-        num_layers=shape.layers,
-        kv_dtype=shape.dtype,
-        num_kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        v_head_dim=shape.head_dim,
-    )
 
 
 def median(values: list[float]) -> float:

@@ -22,20 +22,9 @@ import argparse
 import json
 from types import SimpleNamespace
 
-from _common import (
-    CASES,
-    DEFAULT_TARGET,
-    FRACTION,
-    Case,
-    budget,
-    kv_spec,
-    launch,
-    measured_resident_bytes,
-    pool_bytes,
-    pre_load_free_bytes,
-    runner,
-    table,
-)
+from _common import CASES, DEFAULT_TARGET, FRACTION, Case, launch, table
+from harness.report_reading import kv_spec, meter_budget, pool_bytes, runner
+from sglang_specinit import budget
 from sglang_specinit.report import human_bytes
 from sglang_specinit.specs import upstream_reserved_layers
 
@@ -58,10 +47,11 @@ def draft_layers_0_5_14(case: Case, draft_path) -> int:
 def measure(case: Case) -> dict[str, dict[str, float]]:
     patched = launch(case, True)
     stock = launch(case, False)
-    pre_free = pre_load_free_bytes(patched.report)
-    budget_bytes = int(FRACTION * pre_free)
-    patched_resident = measured_resident_bytes(patched.report)
-    stock_target_resident = measured_resident_bytes(stock.report)
+    patched_meter = meter_budget(patched.report, FRACTION)
+    pre_free = patched_meter.pre_load_free_bytes
+    budget_bytes = patched_meter.budget_bytes
+    patched_resident = patched_meter.resident_bytes
+    stock_target_resident = meter_budget(stock.report, FRACTION).resident_bytes
     draft_resident = patched_resident - stock_target_resident
 
     shape = case.draft_shape

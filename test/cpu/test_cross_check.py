@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 from harness import tiny_models
 from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.report_reading import before_avail_reading, profile_reading
 from sglang_specinit import budget
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
@@ -43,16 +43,6 @@ GEOMETRIES = {
         {"page_size": 16},
     ),
 }
-
-
-def _reading(report: dict[str, Any], caller_suffix: str) -> int:
-    readings = [
-        r
-        for r in report["meter"]["readings"]
-        if r["caller"].endswith(caller_suffix) and not r["is_draft_worker"]
-    ]
-    assert readings, [r["caller"] for r in report["meter"]["readings"]]
-    return readings[0]["free_bytes"]
 
 
 def _planner_spec(model_dir: Path, kv_cache_dtype: str) -> budget.KVSpec:
@@ -90,8 +80,10 @@ def test_cell_and_tokens_match_sglang(name: str, tmp_path: Path) -> None:
     spec = _planner_spec(model_dir, overrides.get("kv_cache_dtype", "auto"))
     assert spec.bytes_per_token() == runner["sglang_cell_size"]
 
-    pre_free = _reading(report, "ModelRunner.init_torch_distributed")
-    post_free = _reading(report, "_profile_available_bytes")
+    # The FIRST init_torch_distributed reading (before_avail_memory), not pre_model_load_memory
+    # (the 2nd, taken after the distributed setup): it shows a few bytes more free.
+    pre_free = before_avail_reading(report)["free_bytes"]
+    post_free = profile_reading(report)["free_bytes"]
     inputs = budget.BudgetInputs(
         pre_load_free_bytes=pre_free,
         mem_fraction_static=FRACTION,

@@ -17,6 +17,7 @@ soon as their facts are collected.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -32,22 +33,27 @@ from harness.engine import (
     cpu_engine,
     cpu_server,
 )
+from harness.report_reading import (
+    PHASES,
+    REPORT_DIR_ENV,
+    F,
+    checkpoint_bytes,
+    kv_buffer_bytes,
+    kv_spec,
+    meter_budget,
+    profile_reading,
+    read_breakdown,
+    reading_seqs,
+    readings,
+    runner,
+)
 from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape
-from safetensors import safe_open
 from sglang_specinit import budget
+from test_workers_common import launch_cache
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
-GIB = 1 << 30
-F = 0.5  # cpu_engine_kwargs' default --mem-fraction-static
 CAPACITY = DEFAULT_CAPACITY_BYTES
-REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
-PHASES = (
-    "1/4 load target weights",
-    "2/4 load draft weights",
-    "3/4 allocate KV pools",
-    "4/4 attention backends and graphs",
-)
 MEMORY_PREFIX = "SPECINIT_MEMORY "
 
 
@@ -58,6 +64,10 @@ class Case:
     make_draft: Callable[[], Path]
     # Draft tensors replaced by the target's at bind time (freed before the pool is sized).
     shared_with_target: tuple[str, ...]
+
+    def owns(self, tensor: str) -> bool:
+        """Whether the draft keeps this checkpoint tensor (its name has no shared part)."""
+        return not any(part in tensor for part in self.shared_with_target)
 
 
 CASES = {
@@ -96,11 +106,6 @@ class Launch:
     breakdown: dict[str, Any] | None = None
 
 
-def _read_breakdown(directory: Path) -> dict[str, Any] | None:
-    path = directory / "memory-rank0.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
     specinit_dir = work_dir / "specinit"
     specinit_dir.mkdir()
@@ -122,112 +127,26 @@ def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
         info=info,
         log=engine.log_path.read_text(errors="replace"),
         draft_path=draft,
-        breakdown=_read_breakdown(specinit_dir),
+        breakdown=read_breakdown(specinit_dir),
     )
+
+
+def _name(case: str, plugin: bool) -> str:
+    return f"{case}-{'on' if plugin else 'off'}"
 
 
 @pytest.fixture(scope="module")
 def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, bool], Launch]:
     """``launch(case, plugin)``: the (cached) result of one Engine launch."""
-    cache: dict[tuple[str, bool], Launch | BaseException] = {}
-
-    def get(case: str, plugin: bool) -> Launch:
-        key = (case, plugin)
-        if key not in cache:
-            work = tmp_path_factory.mktemp(f"{case}-{'on' if plugin else 'off'}")
-            try:
-                cache[key] = _start(CASES[case], plugin, work)
-            except Exception as exc:  # do not relaunch a failed case for every test
-                cache[key] = exc
-        result = cache[key]
-        if isinstance(result, BaseException):
-            raise result
-        return result
-
-    return get
-
-
-# --------------------------------------------------------------------------- report helpers
-
-
-def runner(report: dict[str, Any], role: str) -> dict[str, Any]:
-    (found,) = [r for r in report["model_runners"] if r["role"] == role]
-    return found
-
-
-def readings(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return report["meter"]["readings"]
-
-
-def reading_seqs(report: dict[str, Any], func: str, is_draft: bool | None) -> list[int]:
-    return [
-        r["seq"]
-        for r in readings(report)
-        if r["caller"].endswith("." + func) and r["is_draft_worker"] is is_draft
-    ]
-
-
-def pre_load_reading(report: dict[str, Any]) -> dict[str, Any]:
-    """The target's ``pre_model_load_memory`` reading: the 2nd one in init_torch_distributed
-    (model_runner.py: before_avail_memory, then pre_model_load_memory, then a local check)."""
-    seqs = reading_seqs(report, "ModelRunner.init_torch_distributed", False)
-    assert len(seqs) == 3, readings(report)
-    return readings(report)[seqs[1]]
-
-
-def profile_reading(report: dict[str, Any]) -> dict[str, Any]:
-    """The reading SGLang sizes the target pool from (``_profile_available_bytes``)."""
-    (seq,) = reading_seqs(report, "ModelRunnerKVCacheMixin._profile_available_bytes", False)
-    return readings(report)[seq]
-
-
-@dataclass(frozen=True)
-class MeterBudget:
-    """The budget as SGLang's own float arithmetic derives it from two meter readings."""
-
-    pre_load_free_bytes: int
-    budget_bytes: int
-    available_bytes: int
-
-    @property
-    def resident_bytes(self) -> int:
-        return self.budget_bytes - self.available_bytes
-
-
-def meter_budget(report: dict[str, Any], f: float = F) -> MeterBudget:
-    pre_gib = pre_load_reading(report)["free_bytes"] / GIB
-    post_gib = profile_reading(report)["free_bytes"] / GIB
-    pre_free = int(pre_gib * GIB)
-    # ModelRunnerKVCacheMixin._profile_available_bytes, verbatim.
-    available = int((post_gib - pre_gib * (1 - f)) * GIB)
-    return MeterBudget(pre_free, int(f * pre_free), available)
-
-
-def kv_buffer_bytes(pool: dict[str, Any]) -> int:
-    """Bytes of a live pool's K and V buffers (all layers, padding page included)."""
-    return pool["k_bytes"] + pool["v_bytes"]
-
-
-def kv_spec(shape: TinyLlamaShape) -> budget.AttentionKVSpec:
-    return budget.AttentionKVSpec(
-        num_layers=shape.layers,
-        kv_dtype=shape.dtype,
-        num_kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        v_head_dim=shape.head_dim,
+    get = launch_cache(
+        tmp_path_factory,
+        {
+            _name(case, plugin): functools.partial(_start, CASES[case], plugin)
+            for case in CASES
+            for plugin in (False, True)
+        },
     )
-
-
-def checkpoint_bytes(path: Path, skip: tuple[str, ...] = ()) -> int:
-    """Bytes of the tensors in ``path``/model.safetensors whose name has no ``skip`` part."""
-    total = 0
-    with safe_open(str(path / "model.safetensors"), "pt") as f:
-        for name in f.keys():
-            if any(part in name for part in skip):
-                continue
-            t = f.get_tensor(name)
-            total += t.numel() * t.element_size()
-    return total
+    return lambda case, plugin: get(_name(case, plugin))
 
 
 def predicted_plan(launch: Launch) -> budget.PoolPlan:
@@ -237,7 +156,7 @@ def predicted_plan(launch: Launch) -> budget.PoolPlan:
     draft = budget.DraftSpec(
         algorithm=launch.case.algorithm,
         kv_pools=(kv_spec(launch.case.draft_shape),),
-        weight_bytes=checkpoint_bytes(launch.draft_path, launch.case.shared_with_target),
+        weight_bytes=checkpoint_bytes(launch.draft_path, launch.case.owns),
     )
     inputs = budget.BudgetInputs(
         pre_load_free_bytes=meter.pre_load_free_bytes,
@@ -316,7 +235,7 @@ def test_draft_copies_of_shared_weights_are_freed_before_the_target_pool_is_size
     embedding_bytes = shape.vocab * shape.hidden * shape.dtype_bytes
     draft_runner = runner(report, "draft")
     target_weights = runner(report, "target")["weight_bytes"]
-    own = checkpoint_bytes(run.draft_path, run.case.shared_with_target)
+    own = checkpoint_bytes(run.draft_path, run.case.owns)
 
     # The live draft model still references the target's embedding; it is not charged.
     assert breakdown["draft_weight_bytes"] + embedding_bytes <= draft_runner["weight_bytes"]
@@ -450,7 +369,7 @@ def test_launch_server_reports_the_budgeted_token_count(
     ) as server:
         info = server.server_info()
         report = server.scheduler_report()
-    breakdown = _read_breakdown(specinit_dir)
+    breakdown = read_breakdown(specinit_dir)
     assert breakdown is not None and report["specinit_loaded"]
     assert info["speculative_algorithm"] == "EAGLE"
     assert info["max_total_num_tokens"] == breakdown["tokens"] > 0
@@ -474,7 +393,7 @@ def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Pa
         ) as engine:
             tokens = [o["output_ids"] for o in engine.generate(PROMPTS, max_new_tokens=6)]
             report = engine.scheduler_report()
-        results[plugin] = (tokens, report, _read_breakdown(specinit_dir), engine.log_path)
+        results[plugin] = (tokens, report, read_breakdown(specinit_dir), engine.log_path)
     (off_tokens, off, _, _), (on_tokens, on, on_breakdown, on_log) = results[False], results[True]
     assert on["specinit_loaded"] and not off["specinit_loaded"]
     assert on_breakdown is None  # nothing to phase without a draft

@@ -2,38 +2,44 @@
 
 Every worker test launches a real ``sglang.Engine`` on device cpu through the harness and proves
 its claims from the scheduler process: the harness report (live pools, meter readings with the
-function that took each one) and the plugin's ``memory-rank0.json``. The expected token counts
-are recomputed here with ``budget.plan_pools`` from the tiny checkpoints' geometry, the
-fraction and the meter, never read back from the plugin.
+function that took each one) and the plugin's ``memory-rank0.json``, both read with
+``harness.report_reading``. The expected token counts are recomputed here with
+``budget.plan_pools`` from the tiny checkpoints' geometry, the fraction and the meter, never
+read back from the plugin. ``launch_cache`` also serves ``test_phased_eagle.py``.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from harness.engine import DEFAULT_CAPACITY_BYTES, cpu_engine
-from safetensors import safe_open
-
-GIB = 1 << 30
-F = 0.5  # cpu_engine_kwargs' default --mem-fraction-static
-CAPACITY = DEFAULT_CAPACITY_BYTES
-REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
-PHASES = (
-    "1/4 load target weights",
-    "2/4 load draft weights",
-    "3/4 allocate KV pools",
-    "4/4 attention backends and graphs",
+from harness.report_reading import (
+    PHASES,
+    REPORT_DIR_ENV,
+    F,
+    kv_buffer_bytes,
+    kv_spec,
+    meter_budget,
+    read_breakdown,
+    reading_seqs,
+    runner,
 )
+from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape
+from sglang_specinit import budget
+
+CAPACITY = DEFAULT_CAPACITY_BYTES
 STOCK_WARNING = "[specinit] stock speculative init (draft memory NOT budgeted)"
 # A stock launch overshoots f x capacity by at least this much with the tiny models used here.
 MIN_STOCK_OVERSHOOT = 1.01
+DEFAULT_TARGET_KV = kv_spec(DEFAULT_TARGET)
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -70,24 +76,23 @@ def start_engine(
         **overrides,
     ) as engine:
         report = engine.scheduler_report()
-    path = specinit_dir / "memory-rank0.json"
     return Launch(
         plugin=plugin,
         report=report,
-        breakdown=json.loads(path.read_text()) if path.is_file() else None,
+        breakdown=read_breakdown(specinit_dir),
         log=engine.log_path.read_text(errors="replace"),
         startup_s=engine.startup_s,
     )
 
 
 def launch_cache(
-    tmp_path_factory: pytest.TempPathFactory, starters: dict[str, Callable[[Path], Launch]]
-) -> Callable[[str], Launch]:
+    tmp_path_factory: pytest.TempPathFactory, starters: Mapping[str, Callable[[Path], T]]
+) -> Callable[[str], T]:
     """``get(name)``: the cached launch ``starters[name](work_dir)``; a failure is cached too,
     so a broken launch is reported once per test instead of being retried by each."""
-    cache: dict[str, Launch | BaseException] = {}
+    cache: dict[str, T | BaseException] = {}
 
-    def get(name: str) -> Launch:
+    def get(name: str) -> T:
         if name not in cache:
             try:
                 cache[name] = starters[name](tmp_path_factory.mktemp(name))
@@ -99,83 +104,6 @@ def launch_cache(
         return result
 
     return get
-
-
-# --------------------------------------------------------------------------- report helpers
-
-
-def runners(report: dict[str, Any], role: str) -> list[dict[str, Any]]:
-    """The report's ModelRunners of one role, drafts ordered by ``draft_model_idx``."""
-    return [r for r in report["model_runners"] if r["role"] == role]
-
-
-def runner(report: dict[str, Any], role: str) -> dict[str, Any]:
-    (found,) = runners(report, role)
-    return found
-
-
-def readings(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return report["meter"]["readings"]
-
-
-def reading_seqs(report: dict[str, Any], func: str, is_draft: bool | None) -> list[int]:
-    return [
-        r["seq"]
-        for r in readings(report)
-        if r["caller"].endswith("." + func) and r["is_draft_worker"] is is_draft
-    ]
-
-
-def pre_load_reading(report: dict[str, Any]) -> dict[str, Any]:
-    """The target's ``pre_model_load_memory`` reading: the 2nd of its 3 readings in
-    ``init_torch_distributed`` (before_avail_memory, pre_model_load_memory, a local check)."""
-    seqs = reading_seqs(report, "ModelRunner.init_torch_distributed", False)
-    assert len(seqs) == 3, readings(report)
-    return readings(report)[seqs[1]]
-
-
-def profile_reading(report: dict[str, Any]) -> dict[str, Any]:
-    """The reading SGLang sizes the target pool from (``_profile_available_bytes``)."""
-    (seq,) = reading_seqs(report, "ModelRunnerKVCacheMixin._profile_available_bytes", False)
-    return readings(report)[seq]
-
-
-@dataclass(frozen=True)
-class MeterBudget:
-    """The budget as SGLang's own float arithmetic derives it from two meter readings."""
-
-    pre_load_free_bytes: int
-    budget_bytes: int
-    available_bytes: int
-
-    @property
-    def resident_bytes(self) -> int:
-        return self.budget_bytes - self.available_bytes
-
-
-def meter_budget(report: dict[str, Any], f: float = F) -> MeterBudget:
-    pre_gib = pre_load_reading(report)["free_bytes"] / GIB
-    post_gib = profile_reading(report)["free_bytes"] / GIB
-    pre_free = int(pre_gib * GIB)
-    # ModelRunnerKVCacheMixin._profile_available_bytes, verbatim.
-    available = int((post_gib - pre_gib * (1 - f)) * GIB)
-    return MeterBudget(pre_free, int(f * pre_free), available)
-
-
-def kv_buffer_bytes(pool: dict[str, Any]) -> int:
-    """Bytes of a live MHA pool's K and V buffers (all layers, padding page included)."""
-    return pool["k_bytes"] + pool["v_bytes"]
-
-
-def checkpoint_bytes(path: Path, keep: Callable[[str], bool] = lambda name: True) -> int:
-    """Bytes of the tensors in ``path``/model.safetensors whose name ``keep`` accepts."""
-    total = 0
-    with safe_open(str(path / "model.safetensors"), "pt") as f:
-        for name in f.keys():
-            if keep(name):
-                t = f.get_tensor(name)
-                total += t.numel() * t.element_size()
-    return total
 
 
 def assert_phased(run: Launch, algorithm: str) -> dict[str, Any]:
@@ -202,6 +130,69 @@ def assert_stock(run: Launch, algorithm: str) -> None:
     assert not run.report["specinit_loaded"]
     assert run.report["scheduler"]["spec_algorithm"] == algorithm
     assert run.breakdown is None
+
+
+# --------------------------------------------------------------------------- budget checks
+
+
+def predicted_plan(
+    run: Launch,
+    algorithm: str,
+    *,
+    draft_kv_pools: tuple[budget.KVSpec, ...],
+    target_kv: budget.KVSpec = DEFAULT_TARGET_KV,
+    context_len: int = DEFAULT_TARGET.max_position_embeddings,
+    **draft: int,
+) -> budget.PoolPlan:
+    """``budget.plan_pools`` for a phased launch from the given geometry (target: the default
+    tiny Llama unless given), the fraction, the meter's pre-load free bytes and the target's
+    weights (harness report); only the draft's weights and the measured resident bytes come
+    from the plugin's breakdown. ``draft``: more ``budget.DraftSpec`` fields (``fixed_bytes``,
+    ``bytes_per_request``)."""
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    inputs = budget.BudgetInputs(
+        pre_load_free_bytes=meter_budget(report).pre_load_free_bytes,
+        mem_fraction_static=F,
+        target_kv=target_kv,
+        target_weight_bytes=runner(report, "target")["weight_bytes"],
+        page_size=1,
+        context_len=context_len,
+        draft=budget.DraftSpec(
+            algorithm=algorithm,
+            kv_pools=draft_kv_pools,
+            weight_bytes=breakdown["draft_weight_bytes"],
+            **draft,
+        ),
+        max_running_requests=report["server_args"]["max_running_requests"],
+        measured_resident_bytes=breakdown["resident_bytes"],
+    )
+    return budget.plan_pools(inputs)
+
+
+def assert_fills_budget(run: Launch, draft_shape: TinyLlamaShape) -> None:
+    """The default tiny Llama target and a draft of ``draft_shape``, one MHA pool each:
+    weights + pools use 99.5-100 % of f x capacity."""
+    report = run.report
+    target, draft = runner(report, "target"), runner(report, "draft")
+    weights = target["weight_bytes"] + draft["weight_bytes"]
+    pools = target["kv_pool"]["storage_bytes"] + draft["kv_pool"]["storage_bytes"]
+    limit = F * CAPACITY
+    assert weights + pools <= limit
+    assert weights + pools >= 0.995 * limit
+    # The meter's view: what SGLang measured as resident plus the pools stays in its budget,
+    # and not one more token would have fitted.
+    meter = meter_budget(report)
+    used = (
+        meter.resident_bytes
+        + kv_buffer_bytes(target["kv_pool"])
+        + kv_buffer_bytes(draft["kv_pool"])
+    )
+    assert used <= meter.budget_bytes <= limit
+    per_token = DEFAULT_TARGET.kv_bytes_per_token() + draft_shape.kv_bytes_per_token()
+    assert meter.budget_bytes - used < per_token
+    # And the process really holds all of it.
+    assert report["meter"]["used_bytes"] >= weights + pools
 
 
 # --------------------------------------------------------------------------- SGLang source

@@ -27,17 +27,15 @@ from types import SimpleNamespace
 import pytest
 from harness import tiny_models, tiny_models_extra
 from harness.engine import ENGINE_TEST_TIMEOUT_S, PLUGIN_ENTRY_POINT, SITE_DIR
+from harness.report_reading import F, kv_buffer_bytes, runner
 from sglang_specinit.phases import scheduler as scheduler_phases
 from sglang_specinit.phases import tp_worker
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
     STOCK_WARNING,
-    F,
     Launch,
-    kv_buffer_bytes,
     launch_cache,
-    runner,
     start_engine,
 )
 

@@ -19,22 +19,25 @@ from pathlib import Path
 import pytest
 from harness import tiny_models, tiny_models_extra
 from harness.engine import ENGINE_TEST_TIMEOUT_S
-from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape
+from harness.report_reading import (
+    F,
+    checkpoint_bytes,
+    kv_buffer_bytes,
+    kv_spec,
+    meter_budget,
+    runner,
+)
+from harness.tiny_models import DEFAULT_TARGET
 from harness.tiny_models_extra import DEFAULT_DFLASH_DRAFT, DFLASH_BLOCK_SIZE
-from sglang_specinit import budget
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
-    F,
     Launch,
+    assert_fills_budget,
     assert_phased,
     assert_stock,
-    checkpoint_bytes,
-    kv_buffer_bytes,
     launch_cache,
-    meter_budget,
-    pre_load_reading,
-    runner,
+    predicted_plan,
     start_engine,
 )
 
@@ -70,42 +73,10 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
     )
 
 
-def kv_spec(shape: TinyLlamaShape) -> budget.AttentionKVSpec:
-    return budget.AttentionKVSpec(
-        num_layers=shape.layers,
-        kv_dtype=shape.dtype,
-        num_kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        v_head_dim=shape.head_dim,
-    )
-
-
 def stock_cell() -> int:
     """What 0.5.13.post1 charges per token: the target cell scaled by (T + D) / T (ceil)."""
     t, d = DEFAULT_TARGET.layers, DEFAULT_DFLASH_DRAFT.layers
     return -(-DEFAULT_TARGET.kv_bytes_per_token() * (t + d) // t)
-
-
-def predicted_plan(run: Launch) -> budget.PoolPlan:
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
-    pre_free = int(pre_load_reading(report)["free_bytes"] / (1 << 30) * (1 << 30))
-    inputs = budget.BudgetInputs(
-        pre_load_free_bytes=pre_free,
-        mem_fraction_static=F,
-        target_kv=kv_spec(DEFAULT_TARGET),
-        target_weight_bytes=runner(report, "target")["weight_bytes"],
-        page_size=1,
-        context_len=DEFAULT_TARGET.max_position_embeddings,
-        draft=budget.DraftSpec(
-            algorithm=ALGORITHM,
-            kv_pools=(kv_spec(DEFAULT_DFLASH_DRAFT),),
-            weight_bytes=breakdown["draft_weight_bytes"],
-        ),
-        max_running_requests=report["server_args"]["max_running_requests"],
-        measured_resident_bytes=breakdown["resident_bytes"],
-    )
-    return budget.plan_pools(inputs)
 
 
 @pytest.mark.parametrize("case", ["on", "window"])
@@ -132,7 +103,7 @@ def test_draft_pool_is_priced_at_its_own_geometry(
     report, breakdown = run.report, run.breakdown
     assert breakdown is not None
     assert breakdown["resident_bytes"] == meter_budget(report).resident_bytes
-    plan = predicted_plan(run)
+    plan = predicted_plan(run, ALGORITHM, draft_kv_pools=(kv_spec(DEFAULT_DFLASH_DRAFT),))
     tpool, dpool = runner(report, "target")["kv_pool"], runner(report, "draft")["kv_pool"]
     assert plan.tokens > 0
     assert tpool["size"] == dpool["size"] == plan.tokens == breakdown["tokens"]
@@ -156,24 +127,7 @@ def test_draft_pool_is_priced_at_its_own_geometry(
 def test_weights_and_kv_fill_the_budget_without_exceeding_it(
     launch: Callable[[str], Launch],
 ) -> None:
-    run = launch("on")
-    report = run.report
-    target, draft = runner(report, "target"), runner(report, "draft")
-    weights = target["weight_bytes"] + draft["weight_bytes"]
-    pools = target["kv_pool"]["storage_bytes"] + draft["kv_pool"]["storage_bytes"]
-    limit = F * CAPACITY
-    assert weights + pools <= limit
-    assert weights + pools >= 0.995 * limit
-    meter = meter_budget(report)
-    used = (
-        meter.resident_bytes
-        + kv_buffer_bytes(target["kv_pool"])
-        + kv_buffer_bytes(draft["kv_pool"])
-    )
-    assert used <= meter.budget_bytes <= limit
-    per_token = DEFAULT_TARGET.kv_bytes_per_token() + DEFAULT_DFLASH_DRAFT.kv_bytes_per_token()
-    assert meter.budget_bytes - used < per_token
-    assert report["meter"]["used_bytes"] >= weights + pools
+    assert_fills_budget(launch("on"), DEFAULT_DFLASH_DRAFT)
 
 
 def test_draft_weights_are_counted(launch: Callable[[str], Launch]) -> None:

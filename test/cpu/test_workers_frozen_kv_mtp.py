@@ -17,24 +17,20 @@ from pathlib import Path
 import pytest
 from harness import tiny_models_extra
 from harness.engine import ENGINE_TEST_TIMEOUT_S
+from harness.report_reading import F, checkpoint_bytes, kv_buffer_bytes, meter_budget, runner
 from harness.tiny_models_extra import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
 from sglang_specinit import budget
 from sglang_specinit.phases import frozen_kv_mtp
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
-    F,
     Launch,
     assert_phased,
     assert_stock,
-    checkpoint_bytes,
     class_defines,
     init_call_order,
-    kv_buffer_bytes,
     launch_cache,
-    meter_budget,
-    pre_load_reading,
-    runner,
+    predicted_plan,
     start_engine,
 )
 
@@ -98,29 +94,6 @@ def target_pool_bytes(run: Launch) -> int:
     return (full + 1) * spec.full.bytes_per_token() + (swa + 1) * spec.swa.bytes_per_token()
 
 
-def predicted_plan(run: Launch) -> budget.PoolPlan:
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
-    pre_free = int(pre_load_reading(report)["free_bytes"] / (1 << 30) * (1 << 30))
-    inputs = budget.BudgetInputs(
-        pre_load_free_bytes=pre_free,
-        mem_fraction_static=F,
-        target_kv=target_spec(report["server_args"]["swa_full_tokens_ratio"]),
-        target_weight_bytes=runner(report, "target")["weight_bytes"],
-        page_size=1,
-        context_len=TARGET.max_position_embeddings,
-        draft=budget.DraftSpec(
-            algorithm=ALGORITHM,
-            kv_pools=(),  # it reads the target's KV
-            weight_bytes=breakdown["draft_weight_bytes"],
-            fixed_bytes=stand_in_pool_bytes(),
-        ),
-        max_running_requests=report["server_args"]["max_running_requests"],
-        measured_resident_bytes=breakdown["resident_bytes"],
-    )
-    return budget.plan_pools(inputs)
-
-
 @engine
 def test_frozen_kv_mtp_comes_up_through_the_four_phases(
     launch: Callable[[str], Launch],
@@ -164,7 +137,14 @@ def test_pool_tokens_equal_the_independent_budget_prediction(
     report, breakdown = run.report, run.breakdown
     assert breakdown is not None
     assert breakdown["resident_bytes"] == meter_budget(report).resident_bytes
-    plan = predicted_plan(run)
+    plan = predicted_plan(
+        run,
+        ALGORITHM,
+        target_kv=target_spec(report["server_args"]["swa_full_tokens_ratio"]),
+        context_len=TARGET.max_position_embeddings,
+        draft_kv_pools=(),  # it reads the target's KV
+        fixed_bytes=stand_in_pool_bytes(),
+    )
     target = runner(report, "target")
     assert plan.tokens > 0
     assert target["kv_pool"]["size"] == plan.tokens == breakdown["tokens"]

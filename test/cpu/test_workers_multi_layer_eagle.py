@@ -23,27 +23,29 @@ from pathlib import Path
 import pytest
 from harness import tiny_models_extra
 from harness.engine import ENGINE_TEST_TIMEOUT_S
+from harness.report_reading import (
+    F,
+    checkpoint_bytes,
+    meter_budget,
+    profile_reading,
+    reading_seqs,
+    readings,
+    runner,
+    runners,
+)
 from harness.tiny_models_extra import DEFAULT_MIMO_V2, TinyMiMoV2Shape
 from sglang_specinit import budget
 from sglang_specinit.phases import multi_layer_eagle
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
-    F,
     Launch,
     assert_phased,
     assert_stock,
-    checkpoint_bytes,
     class_defines,
     init_call_order,
     launch_cache,
-    meter_budget,
-    pre_load_reading,
-    profile_reading,
-    reading_seqs,
-    readings,
-    runner,
-    runners,
+    predicted_plan,
     start_engine,
 )
 
@@ -134,28 +136,17 @@ def pool_bytes(run: Launch) -> tuple[int, list[int]]:
     return target_bytes, drafts
 
 
-def predicted_plan(run: Launch, draft_pool: Callable[..., budget.KVSpec]) -> budget.PoolPlan:
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
-    ratio = report["server_args"]["swa_full_tokens_ratio"]
-    pre_free = int(pre_load_reading(report)["free_bytes"] / (1 << 30) * (1 << 30))
-    inputs = budget.BudgetInputs(
-        pre_load_free_bytes=pre_free,
-        mem_fraction_static=F,
+def mtp_plan(run: Launch, draft_pool: Callable[..., budget.KVSpec]) -> budget.PoolPlan:
+    """The independent plan with ``draft_pool(shape, ratio)`` priced once per draft step."""
+    ratio = run.report["server_args"]["swa_full_tokens_ratio"]
+    return predicted_plan(
+        run,
+        ALGORITHM,
         target_kv=target_spec(SHAPE, ratio),
-        target_weight_bytes=runner(report, "target")["weight_bytes"],
-        page_size=1,
         context_len=SHAPE.max_position_embeddings,
-        draft=budget.DraftSpec(
-            algorithm=ALGORITHM,
-            kv_pools=(draft_pool(SHAPE, ratio),) * NUM_STEPS,
-            weight_bytes=breakdown["draft_weight_bytes"],
-            bytes_per_request=hidden_state_row_bytes(SHAPE),
-        ),
-        max_running_requests=report["server_args"]["max_running_requests"],
-        measured_resident_bytes=breakdown["resident_bytes"],
+        draft_kv_pools=(draft_pool(SHAPE, ratio),) * NUM_STEPS,
+        bytes_per_request=hidden_state_row_bytes(SHAPE),
     )
-    return budget.plan_pools(inputs)
 
 
 # --------------------------------------------------------------------------- launches
@@ -198,7 +189,7 @@ def test_pool_tokens_equal_the_independent_budget_prediction(
     report, breakdown = run.report, run.breakdown
     assert breakdown is not None
     assert breakdown["resident_bytes"] == meter_budget(report).resident_bytes
-    plan = predicted_plan(run, draft_spec)
+    plan = mtp_plan(run, draft_spec)
     target = runner(report, "target")
     config = target["memory_pool_config"]
     assert plan.tokens > 0
@@ -214,7 +205,7 @@ def test_pool_tokens_equal_the_independent_budget_prediction(
     assert breakdown["draft_kv_pool_bytes"] == breakdown["allocated_draft_kv_pool_bytes"]
     # Priced as an all-SWA model sizing itself (tokens, not tokens * ratio), each MTP pool would
     # be overcharged by 1 / ratio and the pools would come out smaller.
-    naive = predicted_plan(
+    naive = mtp_plan(
         run,
         lambda shape, r: budget.HybridSWAKVSpec(
             full=_attn(0, shape.kv_heads, shape.head_dim),

@@ -15,22 +15,25 @@ from pathlib import Path
 import pytest
 from harness import tiny_models, tiny_models_extra
 from harness.engine import ENGINE_TEST_TIMEOUT_S
-from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape
+from harness.report_reading import (
+    F,
+    checkpoint_bytes,
+    kv_buffer_bytes,
+    kv_spec,
+    meter_budget,
+    runner,
+)
+from harness.tiny_models import DEFAULT_TARGET
 from harness.tiny_models_extra import DEFAULT_STANDALONE_DRAFT
-from sglang_specinit import budget
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
-    F,
     Launch,
+    assert_fills_budget,
     assert_phased,
     assert_stock,
-    checkpoint_bytes,
-    kv_buffer_bytes,
     launch_cache,
-    meter_budget,
-    pre_load_reading,
-    runner,
+    predicted_plan,
     start_engine,
 )
 
@@ -54,39 +57,6 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
     return launch_cache(tmp_path_factory, {"on": _start(True), "off": _start(False)})
 
 
-def kv_spec(shape: TinyLlamaShape) -> budget.AttentionKVSpec:
-    return budget.AttentionKVSpec(
-        num_layers=shape.layers,
-        kv_dtype=shape.dtype,
-        num_kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        v_head_dim=shape.head_dim,
-    )
-
-
-def predicted_plan(run: Launch) -> budget.PoolPlan:
-    """budget.plan_pools from the shapes, the fraction, the meter and the measured resident."""
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
-    pre_free = int(pre_load_reading(report)["free_bytes"] / (1 << 30) * (1 << 30))
-    inputs = budget.BudgetInputs(
-        pre_load_free_bytes=pre_free,
-        mem_fraction_static=F,
-        target_kv=kv_spec(DEFAULT_TARGET),
-        target_weight_bytes=runner(report, "target")["weight_bytes"],
-        page_size=1,
-        context_len=DEFAULT_TARGET.max_position_embeddings,
-        draft=budget.DraftSpec(
-            algorithm=ALGORITHM,
-            kv_pools=(kv_spec(DEFAULT_STANDALONE_DRAFT),),
-            weight_bytes=breakdown["draft_weight_bytes"],
-        ),
-        max_running_requests=report["server_args"]["max_running_requests"],
-        measured_resident_bytes=breakdown["resident_bytes"],
-    )
-    return budget.plan_pools(inputs)
-
-
 def test_standalone_comes_up_through_the_four_phases(launch: Callable[[str], Launch]) -> None:
     run = launch("on")
     assert_phased(run, ALGORITHM)
@@ -106,7 +76,7 @@ def test_pool_tokens_equal_the_independent_budget_prediction(
     assert breakdown is not None
     # The resident bytes the plugin sized with are exactly what the meter says SGLang measured.
     assert breakdown["resident_bytes"] == meter_budget(report).resident_bytes
-    plan = predicted_plan(run)
+    plan = predicted_plan(run, ALGORITHM, draft_kv_pools=(kv_spec(DEFAULT_STANDALONE_DRAFT),))
     tpool, dpool = runner(report, "target")["kv_pool"], runner(report, "draft")["kv_pool"]
     assert plan.tokens > 0
     assert tpool["size"] == dpool["size"] == plan.tokens == breakdown["tokens"]
@@ -128,27 +98,7 @@ def test_pool_tokens_equal_the_independent_budget_prediction(
 def test_weights_and_kv_fill_the_budget_without_exceeding_it(
     launch: Callable[[str], Launch],
 ) -> None:
-    run = launch("on")
-    report = run.report
-    target, draft = runner(report, "target"), runner(report, "draft")
-    weights = target["weight_bytes"] + draft["weight_bytes"]
-    pools = target["kv_pool"]["storage_bytes"] + draft["kv_pool"]["storage_bytes"]
-    limit = F * CAPACITY
-    assert weights + pools <= limit
-    assert weights + pools >= 0.995 * limit
-    # The meter's view: what SGLang measured as resident plus the pools stays in its budget,
-    # and not one more token would have fitted.
-    meter = meter_budget(report)
-    used = (
-        meter.resident_bytes
-        + kv_buffer_bytes(target["kv_pool"])
-        + kv_buffer_bytes(draft["kv_pool"])
-    )
-    assert used <= meter.budget_bytes <= limit
-    per_token = DEFAULT_TARGET.kv_bytes_per_token() + DEFAULT_STANDALONE_DRAFT.kv_bytes_per_token()
-    assert meter.budget_bytes - used < per_token
-    # And the process really holds all of it.
-    assert report["meter"]["used_bytes"] >= weights + pools
+    assert_fills_budget(launch("on"), DEFAULT_STANDALONE_DRAFT)
 
 
 def test_draft_weights_are_counted_in_full(launch: Callable[[str], Launch]) -> None:
