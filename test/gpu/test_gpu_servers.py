@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from .conftest import launch_server, stop_server
+from gpu_server import launch_server, stop_server
 
 pytestmark = pytest.mark.gpu
 
