@@ -111,6 +111,19 @@ class AttentionKVSpec:
         """The pool allocates ``tokens + page_size`` slots: one padding page for dummy writes."""
         return page_size * self.bytes_per_token()
 
+    def unpacked_bytes_per_token(self) -> int:
+        """Bytes per token at one element per value (MHA layout, no FP4 packing or scales).
+
+        Hybrid-SWA pools are plain MHA pools of the KV dtype in 0.5.13.x: an FP4 dtype is
+        stored one byte per value there, with no scale buffer.
+        """
+        return (
+            self.num_kv_heads
+            * (self.head_dim + self.v_head_dim)
+            * self.num_layers
+            * (self.dtype_bytes())
+        )
+
 
 @dataclass(frozen=True)
 class HybridSWAKVSpec:
@@ -134,20 +147,23 @@ class HybridSWAKVSpec:
         return self.full.num_layers > 0
 
     def bytes_per_token(self) -> float:
+        full, swa = self.full.unpacked_bytes_per_token(), self.swa.unpacked_bytes_per_token()
         if not self.ratio_applies:
-            return self.full.bytes_per_token() + self.swa.bytes_per_token()
-        return self.full.bytes_per_token() + self.swa_full_tokens_ratio * self.swa.bytes_per_token()
+            return full + swa
+        return full + self.swa_full_tokens_ratio * swa
 
     def padding_bytes(self, page_size: int) -> int:
-        return self.full.padding_bytes(page_size) + self.swa.padding_bytes(page_size)
+        return page_size * (
+            self.full.unpacked_bytes_per_token() + self.swa.unpacked_bytes_per_token()
+        )
 
     def pool_bytes(self, tokens: int, page_size: int) -> int:
         swa_tokens = tokens
         if self.ratio_applies:
             swa_tokens = int(tokens * self.swa_full_tokens_ratio) // page_size * page_size
-        return (tokens + page_size) * self.full.bytes_per_token() + (
+        return (tokens + page_size) * self.full.unpacked_bytes_per_token() + (
             swa_tokens + page_size
-        ) * self.swa.bytes_per_token()
+        ) * self.swa.unpacked_bytes_per_token()
 
 
 def sized_by_target(draft: KVSpec, target: KVSpec) -> KVSpec:

@@ -93,11 +93,6 @@ def test_cell_size_and_tokens_equal_sglang(
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     config = _model_config(CASES[case](tmp_path))
-    if config.is_hybrid_swa and kv_dtype == "float4_e2m1fn_x2":
-        pytest.skip(
-            "SGLang's HybridSWA configurator has no FP4 scale-buffer term; FP4 KV with hybrid "
-            "SWA is unverified (see README)"
-        )
     dtype = config.dtype if kv_dtype == "model" else getattr(torch, kv_dtype)
     monkeypatch.setattr(pool_configurator, "get_attention_tp_size", lambda: tp)
     monkeypatch.setattr(
@@ -137,6 +132,6 @@ def test_cell_size_and_tokens_equal_sglang(
             assert sglang_config.swa_max_total_num_tokens == swa
             # The pool bytes the budget model charges cover both pools SGLang will create.
             assert budget.kv_pool_bytes(spec, tokens, page) == (
-                (tokens + page) * spec.full.bytes_per_token()
-                + (swa + page) * spec.swa.bytes_per_token()
+                (tokens + page) * spec.full.unpacked_bytes_per_token()
+                + (swa + page) * spec.swa.unpacked_bytes_per_token()
             )
