@@ -353,10 +353,16 @@ _WRITERS = {
 }
 
 
-def cache_key(kind: str, shape: TinyLlamaShape, seed: int, extra: dict[str, Any]) -> str:
+def cache_key(
+    kind: str,
+    shape: Any,
+    seed: int,
+    extra: dict[str, Any],
+    generator_version: int = GENERATOR_VERSION,
+) -> str:
     """Directory name for one generated checkpoint: ``<kind>-<12 hex of the parameter hash>``."""
     payload = json.dumps(
-        {"v": GENERATOR_VERSION, "kind": kind, "shape": asdict(shape), "seed": seed, **extra},
+        {"v": generator_version, "kind": kind, "shape": asdict(shape), "seed": seed, **extra},
         sort_keys=True,
     )
     return f"{kind}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
@@ -364,27 +370,32 @@ def cache_key(kind: str, shape: TinyLlamaShape, seed: int, extra: dict[str, Any]
 
 def cached_model(
     kind: str,
-    shape: TinyLlamaShape,
+    shape: Any,
     *,
     seed: int = 0,
     cache_root: Path | None = None,
+    writers: dict[str, Any] | None = None,
+    generator_version: int = GENERATOR_VERSION,
     **extra: Any,
 ) -> Path:
     """Return the cached checkpoint for ``(kind, shape, seed, extra)``, generating it if absent.
 
-    ``kind`` is one of ``llama-target``, ``eagle-draft``, ``eagle3-draft``; ``extra`` is passed
-    to the writer (e.g. ``num_nextn_predict_layers=0`` for ``eagle3-draft``).
+    ``kind`` names a writer in ``writers`` (default: this module's ``llama-target``,
+    ``mla-target``, ``eagle-draft``, ``eagle3-draft``); ``extra`` is passed to the writer (e.g.
+    ``num_nextn_predict_layers=0`` for ``eagle3-draft``). Other modules pass their own writers
+    and generator version and share the cache and its atomic writes.
     """
-    if kind not in _WRITERS:
-        raise ValueError(f"unknown tiny model kind {kind!r}; expected one of {sorted(_WRITERS)}")
+    writers = _WRITERS if writers is None else writers
+    if kind not in writers:
+        raise ValueError(f"unknown tiny model kind {kind!r}; expected one of {sorted(writers)}")
     root = Path(cache_root or os.environ.get("SPECINIT_TINY_MODEL_CACHE") or DEFAULT_CACHE_ROOT)
-    final = root / cache_key(kind, shape, seed, extra)
+    final = root / cache_key(kind, shape, seed, extra, generator_version)
     if (final / "model.safetensors").is_file():
         return final
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
     try:
-        _WRITERS[kind](tmp, shape, seed, **extra)
+        writers[kind](tmp, shape, seed, **extra)
         (tmp / "tiny-model.json").write_text(
             json.dumps({"kind": kind, "shape": asdict(shape), "seed": seed, **extra}, indent=1)
         )

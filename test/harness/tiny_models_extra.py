@@ -22,12 +22,8 @@ cached under ``<repo>/.cache/tiny-models/<kind>-<hash>`` keyed by every paramete
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
-import tempfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -426,33 +422,14 @@ _WRITERS = {
 
 def cached_model(kind: str, shape: Any, *, seed: int = 0, cache_root: Path | None = None) -> Path:
     """Return the cached checkpoint for ``(kind, shape, seed)``, generating it if absent."""
-    if kind not in _WRITERS:
-        raise ValueError(f"unknown tiny model kind {kind!r}; expected one of {sorted(_WRITERS)}")
-    root = Path(
-        cache_root or os.environ.get("SPECINIT_TINY_MODEL_CACHE") or tiny_models.DEFAULT_CACHE_ROOT
+    return tiny_models.cached_model(
+        kind,
+        shape,
+        seed=seed,
+        cache_root=cache_root,
+        writers=_WRITERS,
+        generator_version=GENERATOR_VERSION,
     )
-    payload = json.dumps(
-        {"v": GENERATOR_VERSION, "kind": kind, "shape": asdict(shape), "seed": seed},
-        sort_keys=True,
-    )
-    final = root / f"{kind}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
-    if (final / "model.safetensors").is_file():
-        return final
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
-    try:
-        _WRITERS[kind](tmp, shape, seed)
-        (tmp / "tiny-model.json").write_text(
-            json.dumps({"kind": kind, "shape": asdict(shape), "seed": seed}, indent=1)
-        )
-        try:
-            tmp.rename(final)
-        except OSError:  # another process won the race; its copy is identical
-            if not (final / "model.safetensors").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
 
 
 def tiny_standalone_draft(shape: TinyLlamaShape = DEFAULT_STANDALONE_DRAFT, **kw: Any) -> Path:
