@@ -32,9 +32,10 @@ SPEC_CHAIN = [
 class Case:
     name: str
     target: str
-    draft: str
+    draft: str | None
     args: tuple[str, ...]
     tp: int = 1
+    prompt: str = "List the first ten prime numbers, separated by commas:"
 
     def env(self, key: str, default: str) -> str:
         return os.environ.get(f"SPECINIT_GPU_{self.name.upper()}_{key}", default)
@@ -72,6 +73,15 @@ CASES = (
         "z-lab/Qwen3-8B-DFlash-b16",
         ("--speculative-algorithm", "DFLASH"),
     ),
+    # No draft model: the worker is built in the pool phase; a repetitive prompt gives the
+    # n-gram matcher something to propose.
+    Case(
+        "ngram",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        None,
+        ("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8"),
+        prompt="Repeat exactly ten times: alpha beta gamma delta. alpha beta gamma delta.",
+    ),
 )
 
 
@@ -90,14 +100,14 @@ def test_server_memory_within_budget_and_drafts_accepted(case: Case, tmp_path: P
     args = [
         "--model-path",
         case.env("TARGET", case.target),
-        "--speculative-draft-model-path",
-        case.env("DRAFT", case.draft),
         "--tp",
         str(tp),
         "--mem-fraction-static",
         fraction,
         *case.args,
     ]
+    if case.draft is not None:
+        args += ["--speculative-draft-model-path", case.env("DRAFT", case.draft)]
     server = launch_server(args, tmp_path)
     try:
         breakdowns = server.breakdowns()
@@ -109,7 +119,7 @@ def test_server_memory_within_budget_and_drafts_accepted(case: Case, tmp_path: P
         out = server.post(
             "/generate",
             {
-                "text": "List the first ten prime numbers, separated by commas:",
+                "text": case.prompt,
                 "sampling_params": {"temperature": 0, "max_new_tokens": 64},
             },
         )
