@@ -21,6 +21,7 @@ from harness.report_reading import F, checkpoint_bytes, kv_buffer_bytes, meter_b
 from harness.tiny_models_extra import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
 from sglang_specinit import budget
 from sglang_specinit.phases import frozen_kv_mtp
+from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
@@ -79,7 +80,7 @@ def target_spec(ratio: float) -> budget.HybridSWAKVSpec:
 
 def stand_in_pool_bytes() -> int:
     """The assistant's own pool: 64 tokens (+1 padding) over its layers, at its geometry."""
-    tokens = frozen_kv_mtp.DUMMY_POOL_TOKENS
+    tokens = FROZEN_KV_STAND_IN_TOKENS
     return (tokens + 1) * ASSISTANT.layers * ASSISTANT.kv_bytes_per_token_per_layer()
 
 
@@ -117,7 +118,7 @@ def test_no_draft_kv_is_reserved_only_the_stand_in_pool(launch: Callable[[str], 
     breakdown = run.breakdown
     assert breakdown is not None
     dpool = runner(run.report, "draft")["kv_pool"]
-    assert dpool["size"] == frozen_kv_mtp.DUMMY_POOL_TOKENS
+    assert dpool["size"] == FROZEN_KV_STAND_IN_TOKENS
     assert kv_buffer_bytes(dpool) == stand_in_pool_bytes() == 16640
     assert breakdown["draft_kv_bytes_per_token"] == 0
     assert breakdown["draft_kv_pool_bytes"] == 0
@@ -238,5 +239,5 @@ def test_runtime_description_of_a_frozen_worker_has_no_pool_runners() -> None:
     described = describe_draft(worker)
     assert described.pool_runners == []
     assert described.weight_runners == [draft_runner]
-    assert described.fixed_pools == [(draft_runner, frozen_kv_mtp.DUMMY_POOL_TOKENS)]
+    assert described.fixed_pools == [(draft_runner, FROZEN_KV_STAND_IN_TOKENS)]
     assert described.bytes_per_request == 0

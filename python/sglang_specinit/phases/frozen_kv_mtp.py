@@ -20,10 +20,6 @@ from sglang_specinit.phases import tp_worker
 from sglang_specinit.phases.eagle import construct_until
 from sglang_specinit.phases.model_runner import PROVISIONAL_SIZE
 from sglang_specinit.phases.state import deferring_pools
-from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
-
-# Size of the stand-in pool the stock constructor gives the draft runner.
-DUMMY_POOL_TOKENS = FROZEN_KV_STAND_IN_TOKENS
 
 
 def _module() -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 from sglang_specinit.phases.state import defer_pools
 from sglang_specinit.phases.tp_worker import runners_of
 from sglang_specinit.runtime_budget import DraftDescription, SpeculativeSizing
-from sglang_specinit.specs import runner_layer_count
+from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS, runner_layer_count
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,6 @@ def describe_draft(draft_worker: Any) -> DraftDescription:
     from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
     from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
 
-    from sglang_specinit.phases.frozen_kv_mtp import DUMMY_POOL_TOKENS
     from sglang_specinit.phases.multi_layer_eagle import hidden_state_row_bytes
 
     if draft_worker is None:
@@ -60,7 +59,7 @@ def describe_draft(draft_worker: Any) -> DraftDescription:
     runners = runners_of(draft_tp_worker(draft_worker))
     if isinstance(draft_worker, FrozenKVMTPWorker):
         return DraftDescription(
-            weight_runners=runners, fixed_pools=[(r, DUMMY_POOL_TOKENS) for r in runners]
+            weight_runners=runners, fixed_pools=[(r, FROZEN_KV_STAND_IN_TOKENS) for r in runners]
         )
     description = DraftDescription(weight_runners=runners, pool_runners=runners)
     if isinstance(draft_worker, MultiLayerEagleWorkerV2):
