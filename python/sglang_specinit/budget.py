@@ -13,10 +13,11 @@ per-request draft buffers), so that what the server allocates never exceeds the 
 A user ``--max-total-tokens`` then caps ``tokens`` (page-aligned again), and
 ``max_running_requests`` is derived from the final ``tokens`` as SGLang 0.5.13.post1 derives it.
 
-The runtime patch (``sglang_specinit.phases``) and the offline planner (``sglang_specinit.plan``)
-both call :func:`plan_pools`, so what the planner predicts and what the server allocates are
-computed by the same code. :func:`stock_0_5_13_plan` and :func:`upstream_0_5_14_plan` reproduce
-what the two SGLang releases would do with the same inputs, for side-by-side reports.
+The runtime patches (``sglang_specinit.sglang_0_5_13``) and the offline planner
+(``sglang_specinit.planner.plan``) both call :func:`plan_pools`, so what the planner predicts
+and what the server allocates are computed by the same code. :func:`stock_0_5_13_plan` and
+:func:`upstream_0_5_14_plan` reproduce what the two SGLang releases would do with the same
+inputs, for side-by-side reports.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import logging
 import os
 
 from sglang_specinit import __version__, compat
-from sglang_specinit.phases import (
+from sglang_specinit.sglang_0_5_13 import (
     dflash,
     eagle,
     frozen_kv_mtp,

@@ -56,7 +56,7 @@ def test_plan_equals_live_server(
     assert live["tokens"] == served_tokens
 
     argv = [
-        sys.executable, "-m", "sglang_specinit.cli", "plan", "--json",
+        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
         "--model-path", str(tiny_target),
         "--speculative-algorithm", "EAGLE3",
         "--speculative-draft-model-path", str(tiny_eagle3_draft),

@@ -231,7 +231,7 @@ def test_fresh_interpreter_discovers_and_applies_every_hook(
     assert added_methods(summary) == sorted(f"{c}.{n}" for c, n in new_methods())
     assert (
         summary["new_methods"]["sglang.srt.managers.tp_worker.TpModelWorker.alloc_memory_pool"]
-        == "sglang_specinit.phases.tp_worker"
+        == "sglang_specinit.sglang_0_5_13.tp_worker"
     )
     (active,) = [r for r in specinit_records(summary, "INFO") if "active on sglang" in r["message"]]
     assert summary["sglang_version"] in active["message"]

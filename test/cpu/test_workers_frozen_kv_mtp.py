@@ -20,7 +20,7 @@ from harness.engine import ENGINE_TEST_TIMEOUT_S
 from harness.report_reading import F, checkpoint_bytes, kv_buffer_bytes, meter_budget, runner
 from harness.tiny_models_extra import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
 from sglang_specinit import budget
-from sglang_specinit.phases import frozen_kv_mtp
+from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp
 from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
 from test_workers_common import (
     CAPACITY,
@@ -231,7 +231,7 @@ def test_runtime_description_of_a_frozen_worker_has_no_pool_runners() -> None:
     """``describe_draft`` on a real ``FrozenKVMTPWorker`` object (built without its
     constructor): weights and the stand-in pool, no token-sized pool."""
     from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
-    from sglang_specinit.phases.scheduler import describe_draft
+    from sglang_specinit.sglang_0_5_13.scheduler import describe_draft
 
     worker = FrozenKVMTPWorker.__new__(FrozenKVMTPWorker)
     draft_runner = object()

@@ -35,7 +35,7 @@ from harness.report_reading import (
 )
 from harness.tiny_models_extra import DEFAULT_MIMO_V2, TinyMiMoV2Shape
 from sglang_specinit import budget
-from sglang_specinit.phases import multi_layer_eagle
+from sglang_specinit.sglang_0_5_13 import multi_layer_eagle
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,

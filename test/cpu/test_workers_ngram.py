@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 from sglang_specinit import compat
-from sglang_specinit.phases import scheduler as scheduler_phases
-from sglang_specinit.phases.state import deferring_pools
+from sglang_specinit.sglang_0_5_13 import scheduler as scheduler_phases
+from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
 NGRAM_MODULE = "sglang.srt.speculative.ngram_worker"
 SKIP_REASON = (

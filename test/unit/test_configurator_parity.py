@@ -22,7 +22,9 @@ import pytest
 from sglang_specinit import budget
 from sglang_specinit.specs import kv_spec_from_model_config, runner_layer_count
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "python" / "sglang_specinit" / "examples"
+EXAMPLES = (
+    Path(__file__).resolve().parents[2] / "python" / "sglang_specinit" / "planner" / "examples"
+)
 SWA_RATIO = 0.8
 
 
@@ -48,7 +50,7 @@ class RunnerFields:
 
 def _model_config(path: Path, overrides: dict[str, Any] | None = None) -> Any:
     from sglang.srt.configs.model_config import ModelConfig
-    from sglang_specinit.plan import _cuda_quantization_names
+    from sglang_specinit.planner.plan import _cuda_quantization_names
 
     with _cuda_quantization_names():  # gpt-oss's mxfp4 is only registered on CUDA builds
         return ModelConfig(

@@ -17,8 +17,8 @@ from sglang_specinit.budget import (
     stock_0_5_13_plan,
     upstream_0_5_14_plan,
 )
-from sglang_specinit.cli import main
-from sglang_specinit.plan import EXAMPLES_DIR, list_examples
+from sglang_specinit.planner.cli import main
+from sglang_specinit.planner.plan import EXAMPLES_DIR, list_examples
 from sglang_specinit.report import BREAKDOWN_KEYS, plan_to_dict
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -272,7 +272,7 @@ def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_console_entry_point_runs_in_a_fresh_process() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "sglang_specinit.cli", "plan", "--json"],
+        [sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 from safetensors.torch import save_file
-from sglang_specinit.gpus import GPU_PRESETS, get_preset, parse_bytes, pre_load_free_bytes
-from sglang_specinit.weights import (
+from sglang_specinit.planner.gpus import GPU_PRESETS, get_preset, parse_bytes, pre_load_free_bytes
+from sglang_specinit.planner.weights import (
     EMBED,
     LM_HEAD,
     CheckpointSizes,
@@ -159,7 +159,7 @@ def _tiny_llama(directory: Path, config: dict, tensors: dict[str, torch.Tensor])
 def test_plan_reads_real_safetensors_checkpoints(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sglang_specinit.cli import main
+    from sglang_specinit.planner.cli import main
 
     base = {
         "model_type": "llama",

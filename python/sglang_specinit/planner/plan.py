@@ -15,8 +15,8 @@ and without network access (``HF_HUB_OFFLINE=1``):
 
 The KV specs and the sizing are :mod:`sglang_specinit.specs` and :mod:`sglang_specinit.budget`,
 the same code the runtime patch runs. Weight bytes come from checkpoint headers
-(:mod:`sglang_specinit.weights`) and are divided evenly across TP ranks: an approximation, since
-some tensors (norms, replicated embeddings under dp-attention) are not split.
+(:mod:`sglang_specinit.planner.weights`) and are divided evenly across TP ranks: an
+approximation, since some tensors (norms, replicated embeddings under dp-attention) are not split.
 """
 
 from __future__ import annotations
@@ -40,7 +40,17 @@ from sglang_specinit.budget import (
     stock_0_5_13_plan,
     upstream_0_5_14_plan,
 )
-from sglang_specinit.gpus import MIB
+from sglang_specinit.planner.gpus import MIB
+from sglang_specinit.planner.weights import (
+    CheckpointSizes,
+    WeightSplit,
+    estimated_vocab_tensor_bytes,
+    mtp_layer_prefixes,
+    read_checkpoint_sizes,
+    shared_tensor_names,
+    split_mtp_from_target,
+    split_separate_draft,
+)
 from sglang_specinit.report import ReportColumn
 from sglang_specinit.specs import (
     check_supported,
@@ -50,16 +60,6 @@ from sglang_specinit.specs import (
     kv_spec_from_model_config,
     runner_layer_count,
     upstream_reserved_layers,
-)
-from sglang_specinit.weights import (
-    CheckpointSizes,
-    WeightSplit,
-    estimated_vocab_tensor_bytes,
-    mtp_layer_prefixes,
-    read_checkpoint_sizes,
-    shared_tensor_names,
-    split_mtp_from_target,
-    split_separate_draft,
 )
 
 EXAMPLES_DIR = Path(__file__).parent / "examples"

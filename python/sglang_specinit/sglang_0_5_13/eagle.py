@@ -20,7 +20,11 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from sglang_specinit.phases.state import deferring_pools, preserved_cuda_graph_flag, run_until
+from sglang_specinit.sglang_0_5_13.state import (
+    deferring_pools,
+    preserved_cuda_graph_flag,
+    run_until,
+)
 
 logger = logging.getLogger(__name__)
 

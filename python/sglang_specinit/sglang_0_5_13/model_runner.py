@@ -18,7 +18,7 @@ import logging
 import sys
 from typing import Any
 
-from sglang_specinit.phases.state import deferring_pools, run_until
+from sglang_specinit.sglang_0_5_13.state import deferring_pools, run_until
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sglang_specinit.phases.state import defer_pools
-from sglang_specinit.phases.tp_worker import runners_of
-from sglang_specinit.runtime_budget import DraftDescription, SpeculativeSizing
+from sglang_specinit.sglang_0_5_13.runtime_budget import DraftDescription, SpeculativeSizing
+from sglang_specinit.sglang_0_5_13.state import defer_pools
+from sglang_specinit.sglang_0_5_13.tp_worker import runners_of
 from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS, runner_layer_count
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def describe_draft(draft_worker: Any) -> DraftDescription:
     from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
     from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
 
-    from sglang_specinit.phases.multi_layer_eagle import hidden_state_row_bytes
+    from sglang_specinit.sglang_0_5_13.multi_layer_eagle import hidden_state_row_bytes
 
     if draft_worker is None:
         return DraftDescription()
@@ -70,7 +70,7 @@ def describe_draft(draft_worker: Any) -> DraftDescription:
 def phasing_blocker(scheduler: Any) -> str | None:
     """Why this launch keeps SGLang's stock init (None: it is phased)."""
     from sglang_specinit.compat import is_model_less_worker, phased_worker_classes
-    from sglang_specinit.phases.model_runner import PHASED_DEVICES
+    from sglang_specinit.sglang_0_5_13.model_runner import PHASED_DEVICES
 
     server_args = scheduler.server_args
     if scheduler.spec_algorithm.is_none():
@@ -88,7 +88,7 @@ def phasing_blocker(scheduler: Any) -> str | None:
     worker_class = scheduler.spec_algorithm.create_worker(server_args)
     if worker_class in phased_worker_classes() or is_model_less_worker(worker_class):
         return None
-    from sglang_specinit.phases import tp_worker
+    from sglang_specinit.sglang_0_5_13 import tp_worker
 
     # A TpModelWorker subclass inherits this plugin's generic TpModelWorker phase methods; they
     # do not make its own constructor safe to cut (it may read pool sizes after super().__init__).

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.phases.model_runner import clear_provisional_sizes
-from sglang_specinit.phases.state import deferring_pools
+from sglang_specinit.sglang_0_5_13.model_runner import clear_provisional_sizes
+from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
 # Attributes the 0.5.13.x constructor derives from the runner's pool sizes.
 POOL_DERIVED_ATTRS = (

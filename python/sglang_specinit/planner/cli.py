@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-from sglang_specinit.gpus import (
+from sglang_specinit.planner.gpus import (
     CUDA_CONTEXT_ALLOWANCE_BYTES,
     DEFAULT_GPU,
     GIB,
@@ -30,7 +30,7 @@ from sglang_specinit.gpus import (
     pre_load_free_bytes,
     presets_help,
 )
-from sglang_specinit.plan import (
+from sglang_specinit.planner.plan import (
     DEFAULT_EXAMPLE,
     DeviceSpec,
     Example,

@@ -15,8 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.phases.eagle import _eagle_module, alloc_draft_tp_worker, construct_until
-from sglang_specinit.phases.state import deferring_pools
+from sglang_specinit.sglang_0_5_13.eagle import (
+    _eagle_module,
+    alloc_draft_tp_worker,
+    construct_until,
+)
+from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
 
 def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:

@@ -19,13 +19,13 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from sglang_specinit.phases.eagle import (
+from sglang_specinit.sglang_0_5_13.eagle import (
     alloc_draft_tp_worker,
     construct_until,
     worker_alloc_memory_pool,
     worker_init_backends,
 )
-from sglang_specinit.phases.state import deferring_pools
+from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
 
 def _module() -> Any:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.phases import tp_worker
-from sglang_specinit.phases.eagle import construct_until
-from sglang_specinit.phases.model_runner import PROVISIONAL_SIZE
-from sglang_specinit.phases.state import deferring_pools
+from sglang_specinit.sglang_0_5_13 import tp_worker
+from sglang_specinit.sglang_0_5_13.eagle import construct_until
+from sglang_specinit.sglang_0_5_13.model_runner import PROVISIONAL_SIZE
+from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
 
 def _module() -> Any:
