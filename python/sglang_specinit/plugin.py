@@ -90,7 +90,10 @@ def register() -> bool:
     if _truthy("SGLANG_SPECINIT_DISABLE"):
         logger.info("sglang-specinit %s disabled by SGLANG_SPECINIT_DISABLE", __version__)
         return False
-    decision = compat.decide_for_version(compat.installed_sglang_version())
+    installed = compat.installed_sglang_version()
+    if installed in _sglang_0_5_23_releases():
+        return _register_0_5_23(installed)
+    decision = compat.decide_for_version(installed)
     if decision.upstream_fixed:
         logger.info("sglang-specinit %s: nothing to do, %s", __version__, decision.reason)
         return False
@@ -123,5 +126,48 @@ def register() -> bool:
         decision.sglang_version,
         len(hook_table()),
         len(new_method_table()),
+    )
+    return True
+
+
+def _sglang_0_5_23_releases() -> tuple[str, ...]:
+    from sglang_specinit import sglang_0_5_23
+
+    return sglang_0_5_23.RELEASES
+
+
+def _register_0_5_23(installed: str) -> bool:
+    """Eager stand-in for the lazy per-module registration (the lead's compat rewrite):
+    check every module the 0.5.23 adapter patches, then register all hooks or none."""
+    global _registered
+    import importlib
+
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    from sglang_specinit import sglang_0_5_23
+    from sglang_specinit.hooks import module_problems
+
+    patches = sglang_0_5_23.module_patches()
+    problems = []
+    for name, patch in patches.items():
+        problems += module_problems(importlib.import_module(name), patch)
+    if problems:
+        message = (
+            f"sglang-specinit {__version__} patched NOTHING on sglang {installed} (draft KV "
+            "stays priced at the target's geometry): " + "; ".join(problems)
+        )
+        if _truthy("SGLANG_SPECINIT_STRICT"):
+            raise SpecInitCompatError(message)
+        logger.warning(message)
+        return False
+    for patch in patches.values():
+        for hook in patch.hooks:
+            HookRegistry.register(hook.target, hook.fn, HookType[hook.kind])
+    _registered = True
+    logger.info(
+        "sglang-specinit %s active on sglang %s: exact draft pricing (%d hooks)",
+        __version__,
+        installed,
+        sum(len(p.hooks) for p in patches.values()),
     )
     return True

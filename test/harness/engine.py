@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import scheduler_report, shims
+from harness.sglang_release import extra_python_path, graphs_off_kwargs
 
 SITE_DIR = Path(__file__).resolve().parent / "site"
 PLUGIN_ENTRY_POINT = "specinit"
@@ -88,8 +89,7 @@ def cpu_engine_kwargs(
         "model_path": str(model_path),
         "device": "cpu",
         "attention_backend": "torch_native",
-        "disable_cuda_graph": True,
-        "disable_piecewise_cuda_graph": True,
+        **graphs_off_kwargs(),
         "grammar_backend": "none",
         "page_size": page_size,
         "log_level": log_level,
@@ -128,7 +128,8 @@ def cpu_env(
     runs; the shims are registered directly with ``HookRegistry`` and apply either way.
     """
     env = dict(os.environ if base is None else base)
-    python_path = [str(SITE_DIR)]  # its sitecustomize appends test/ (for ``harness``)
+    # The sitecustomize appends test/ (for ``harness``); 0.5.23 also needs the sgl_kernel double.
+    python_path = [str(SITE_DIR), *extra_python_path()]
     if env.get("PYTHONPATH"):
         python_path.append(env["PYTHONPATH"])
     env.update(

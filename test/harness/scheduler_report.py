@@ -113,7 +113,9 @@ def sglang_cell_size(runner: Any) -> float | None:
     try:
         from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
-        return create_memory_pool_configurator(runner)._cell_size
+        # 0.5.16+ configurators take the runner's KVCacheConfigurator, 0.5.13.x the runner.
+        source = getattr(runner, "kv_cache_configurator", None) or runner
+        return create_memory_pool_configurator(source)._cell_size
     except Exception as exc:  # a configurator that cannot be built must not hide the report
         return repr(exc)
 

@@ -280,17 +280,22 @@ def register_shims() -> None:
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
-    os.environ.setdefault(NATIVE_MOVE_KV_ENV, "1")
+    from harness.sglang_release import runs_0_5_23
+
     source = HookSource(plugin_name="specinit-test-shims", dist_name=None)
-    HookRegistry.register(
-        _HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, HookType.REPLACE, source=source
-    )
-    HookRegistry.register(
-        _HOOK_TARGETS["cuda_sync"],
-        cuda_synchronize_without_device,
-        HookType.AROUND,
-        source=source,
-    )
+    if not runs_0_5_23():
+        # 0.5.23 runs its KV warm-up through the sgl_kernel test double and no longer calls
+        # torch.cuda.synchronize on the draft path: these two shims are 0.5.13.x-only.
+        os.environ.setdefault(NATIVE_MOVE_KV_ENV, "1")
+        HookRegistry.register(
+            _HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, HookType.REPLACE, source=source
+        )
+        HookRegistry.register(
+            _HOOK_TARGETS["cuda_sync"],
+            cuda_synchronize_without_device,
+            HookType.AROUND,
+            source=source,
+        )
     HookRegistry.register(
         _HOOK_TARGETS["available"],
         simulated_get_available_gpu_memory,
@@ -308,6 +313,10 @@ def register_shims() -> None:
 
 def shim_targets() -> list[str]:
     """Dotted targets the shims hook (for asserting they were applied in a process)."""
+    from harness.sglang_release import runs_0_5_23
+
+    if runs_0_5_23():
+        return [_HOOK_TARGETS["available"], _HOOK_TARGETS["capacity"]]
     return list(_HOOK_TARGETS.values())
 
 

@@ -1,0 +1,60 @@
+"""The adapter for sglang 0.5.23: exact draft pricing on top of upstream's phased init.
+
+0.5.23 already loads both models before sizing the KV pools (upstream's phased init stays as
+it is). What it still gets wrong about the draft, and what this package changes:
+
+    gap in 0.5.23                                   module here
+    draft KV priced at the target's geometry        runtime_budget (configurator hook)
+    ``num_nextn_predict_layers: 0`` reserves 0      runtime_budget (priced as allocated)
+    frozen-KV MTP reserved phantom draft layers     runtime_budget (its 64-token pool only)
+    multi-layer EAGLE: d = nnpl, not one pool per   draft_pricing (one pool per runner,
+      runner; boundary-KV stash not budgeted          stash per request row)
+    duplicate embed/lm_head resident at profiling   eagle (bound before profiling; the later
+                                                      stock calls skipped once, so EAGLE3's
+                                                      hot-token map stays)
+
+One module per SGLang area; each declares ``HOOKS``, ``NEW_METHODS`` and ``REQUIRES`` as data
+(:mod:`sglang_specinit.hooks`)::
+
+    module          SGLang module(s) patched or read
+    scheduler       managers.scheduler (Scheduler.init_memory_pools)
+    runtime_budget  mem_cache.kv_cache_configurator (KVCacheConfigurator.
+                    _resolve_memory_pool_config), model_executor.pool_configurator (read)
+    eagle           speculative.eagle_worker_v2, speculative.multi_layer_eagle_worker_v2
+    launch_policy   (read only) which launches are priced; why others keep stock sizing
+    draft_pricing   (read only) what each draft kind allocates, at its own geometry
+
+Releases 0.5.14 to 0.5.22 get no adapter: their internal APIs differ (configurators taking the
+ModelRunner in 0.5.14, ``ParallelState`` before ``runtime_context`` in 0.5.16-0.5.20, no
+``draft_parallel_layout`` before 0.5.23), and none is tested here; the plugin declines them
+with one INFO line naming the supported releases.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from sglang_specinit.hooks import ModulePatch, group_by_module
+
+RELEASES = ("0.5.23",)
+
+PHASE_MODULES = ("scheduler", "runtime_budget", "eagle")
+
+
+def phase_modules() -> list[object]:
+    return [importlib.import_module(f"{__name__}.{name}") for name in PHASE_MODULES]
+
+
+def module_patches() -> dict[str, ModulePatch]:
+    """Every SGLang module this adapter checks or patches, with what it does there."""
+    modules = phase_modules()
+    return group_by_module(
+        (hook for m in modules for hook in m.HOOKS),
+        (method for m in modules for method in m.NEW_METHODS),
+        (required for m in modules for required in m.REQUIRES),
+    )
+
+
+def new_methods() -> list[object]:
+    """Methods this adapter adds to SGLang classes (none: 0.5.23 has every phase method)."""
+    return [method.fn for m in phase_modules() for method in m.NEW_METHODS]

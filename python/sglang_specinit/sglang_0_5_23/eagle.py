@@ -1,0 +1,81 @@
+"""Early binding of the draft's duplicate embed/lm_head (sglang 0.5.23).
+
+Wraps ``EagleDraftWorker.init_token_map``, ``EagleDraftWorker.init_lm_head`` and
+``MultiLayerEagleDraftWorker.init_lm_head`` (``speculative.eagle_worker_v2``,
+``speculative.multi_layer_eagle_worker_v2``).
+
+0.5.23 binds an EAGLE/EAGLE3/MTP draft's embed and lm_head to the target's inside the draft's
+``alloc_memory_pool``, after the target pool was profiled: the draft's own copies are resident
+while the token count is chosen (about 1 GiB per rank for Llama-3.1-8B's EAGLE3 draft) and
+freed right after. :func:`bind_shared_weights_early` runs the same two SGLang methods before
+the target pool is profiled. The later stock calls are then skipped, once each: running
+``init_token_map`` again would reset ``hot_token_id`` and lose an EAGLE3 draft's reduced
+vocabulary map, and ``init_lm_head`` has nothing left to do. STANDALONE drafts keep their own
+embed/lm_head (their ``init_lm_head`` is a no-op); frozen-KV MTP binds in its constructor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_specinit.hooks import Hook, Requires
+
+_SKIP_ATTR = "_specinit_skip_once"
+EAGLE_MODULE = "sglang.srt.speculative.eagle_worker_v2"
+MULTI_LAYER_MODULE = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
+
+
+def _skip_once(draft: Any, name: str) -> bool:
+    pending = getattr(draft, _SKIP_ATTR, None)
+    if pending and name in pending:
+        pending.discard(name)
+        return True
+    return False
+
+
+def init_token_map(original: Any, self: Any) -> None:
+    """AROUND: skipped once after an early binding (it would reset ``hot_token_id``)."""
+    if _skip_once(self, "init_token_map"):
+        return None
+    return original(self)
+
+
+def init_lm_head(original: Any, self: Any) -> None:
+    """AROUND: skipped once after an early binding (the binding is already done)."""
+    if _skip_once(self, "init_lm_head"):
+        return None
+    return original(self)
+
+
+def bind_shared_weights_early(spec_worker: Any) -> bool:
+    """Bind the draft's embed/lm_head to the target's now; True if anything was bound."""
+    from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
+    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleDraftWorker
+    from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker
+
+    draft = spec_worker.draft_worker
+    if isinstance(draft, MultiLayerEagleDraftWorker):
+        draft.init_lm_head()
+        setattr(draft, _SKIP_ATTR, {"init_lm_head"})
+        return True
+    if isinstance(draft, EagleDraftWorker) and not isinstance(draft, StandaloneDraftWorker):
+        # The order of the stock alloc_memory_pool: the token map first, then the binding
+        # (which reads hot_token_id).
+        draft.init_token_map()
+        draft.init_lm_head()
+        setattr(draft, _SKIP_ATTR, {"init_token_map", "init_lm_head"})
+        return True
+    return False
+
+
+HOOKS = (
+    Hook(EAGLE_MODULE, "EagleDraftWorker.init_token_map", init_token_map, params=()),
+    Hook(EAGLE_MODULE, "EagleDraftWorker.init_lm_head", init_lm_head, params=()),
+    Hook(MULTI_LAYER_MODULE, "MultiLayerEagleDraftWorker.init_lm_head", init_lm_head, params=()),
+)
+NEW_METHODS = ()
+REQUIRES = (
+    Requires(EAGLE_MODULE, "EagleDraftWorker.alloc_memory_pool"),
+    Requires(MULTI_LAYER_MODULE, "MultiLayerEagleDraftWorker.alloc_memory_pool"),
+    Requires("sglang.srt.speculative.standalone_worker_v2", "StandaloneDraftWorker"),
+)

@@ -1,0 +1,81 @@
+"""Which sglang 0.5.23 launches get this package's draft pricing, and why others do not.
+
+Read (not patched): ``managers.scheduler.Scheduler`` (its ``draft_worker``), ``server_args``,
+``runtime_context``, ``configs.model_config``.
+
+0.5.23 already runs the phased init; the plugin only replaces how the target's token count is
+priced. Where that pricing is not this package's to own, the launch keeps stock 0.5.23 and the
+scheduler logs one line naming the reason: WARNING where 0.5.23's own reserve still misprices
+the draft (the operator should know the draft is not budgeted exactly), INFO where there is
+nothing to price (NGRAM) or upstream already prices the draft from its own config (DFLASH).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Devices whose KV pools are the plain ones the budget model prices (NPU builds its own).
+PRICED_DEVICES = ("cuda", "musa", "cpu")
+
+
+@dataclass(frozen=True)
+class StepAside:
+    """Why a speculative launch keeps stock 0.5.23 sizing; ``warn`` picks the log level."""
+
+    reason: str
+    warn: bool = True
+
+
+def pricing_blocker(scheduler: Any) -> StepAside | None:
+    """None when this package prices the draft of this launch."""
+    from sglang.srt.configs.model_config import is_deepseek_v4
+    from sglang.srt.runtime_context import get_parallel
+
+    server_args = scheduler.server_args
+    spec = scheduler.spec_algorithm
+    if spec.is_ngram():
+        return StepAside("NGRAM has no draft model and no draft KV pool to price", warn=False)
+    if spec.is_dflash_family():
+        return StepAside(
+            "DFLASH-family drafts are priced from their own config by sglang 0.5.23 itself",
+            warn=False,
+        )
+    if server_args.device not in PRICED_DEVICES:
+        return StepAside(f"device {server_args.device!r} builds its own KV pools")
+    if server_args.enable_unified_memory:
+        return StepAside("--enable-unified-memory sizes one unified/fused pool for both models")
+    if server_args.enable_hisparse:
+        return StepAside("--enable-hisparse prices the draft in its host-expanded id space")
+    if server_args.enable_kv_cache_sharding:
+        return StepAside("--enable-kv-cache-sharding adds shard scratch the budget model omits")
+    if is_deepseek_v4(scheduler.model_config.hf_config):
+        return StepAside("DeepSeek-V4 compressed KV pools are not priced by sglang-specinit")
+    if get_parallel().pp_size > 1:
+        return StepAside("pipeline parallelism: the draft lives on the last stage only")
+    spec_worker = scheduler.draft_worker
+    if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
+        return StepAside("this rank holds no draft model", warn=False)
+    known = _known_spec_workers()
+    if not isinstance(spec_worker, known):
+        return StepAside(
+            f"{type(spec_worker).__name__} (a custom speculative worker) is not one whose "
+            "allocations sglang-specinit knows"
+        )
+    layout = getattr(spec_worker, "draft_parallel_layout", None)
+    attn_tp = get_parallel().attn_tp_size
+    if layout is not None and layout.attn_tp_size != attn_tp:
+        return StepAside(
+            f"the draft's attention-TP size ({layout.attn_tp_size}) differs from the "
+            f"target's ({attn_tp})"
+        )
+    return None
+
+
+def _known_spec_workers() -> tuple[type, ...]:
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+    from sglang.srt.speculative.frozen_kv_mtp_worker_v2 import FrozenKVMTPWorkerV2
+    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
+
+    # StandaloneWorkerV2 subclasses EAGLEWorkerV2.
+    return (EAGLEWorkerV2, MultiLayerEagleWorkerV2, FrozenKVMTPWorkerV2)

@@ -1,0 +1,220 @@
+"""Size a speculative target's KV pool with the draft priced exactly (sglang 0.5.23).
+
+Wraps ``KVCacheConfigurator._resolve_memory_pool_config`` (``mem_cache.kv_cache_configurator``).
+
+0.5.23 turns the profiled budget into tokens with ``configurator._cell_size``, which adds
+``int(cell * d / n)`` for the draft: ``d`` layers of the *target's* geometry. This hook keeps
+every other step of SGLang's own sizing and swaps only that division: the free-memory reading
+and its checks (``_profile_available_bytes``: slack, multimodal and mamba reservations, the
+"weights leave no memory" error), the user cap and PP sync (``_apply_token_constraints``),
+the pool split (``calculate_pool_sizes_from_max_tokens``) and ``resolve_max_num_reqs``. The
+token count comes from ``budget.plan_pools``, the function the offline planner runs, with the
+draft's pools priced at their own geometry and dtype, each pool's padding page and the draft's
+fixed and per-request buffers counted. The hook acts only while the scheduler hook
+(:mod:`.scheduler`) has a sizing active for this process's target; otherwise it is stock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglang_specinit.budget import (
+    GIB,
+    MIN_SERVABLE_TOKENS,
+    BudgetInputs,
+    DraftSpec,
+    KVSpec,
+    PoolPlan,
+    kv_pool_bytes,
+    page_ceil,
+    plan_pools,
+    sized_by_target,
+)
+from sglang_specinit.hooks import Hook, Requires
+from sglang_specinit.report import human_bytes
+from sglang_specinit.sglang_0_5_23.draft_pricing import DraftDescription, runner_kv_spec
+
+logger = logging.getLogger(__name__)
+
+MODULE = "sglang.srt.mem_cache.kv_cache_configurator"
+POOL_CONFIGURATOR = "sglang.srt.model_executor.pool_configurator"
+
+_local = threading.local()
+
+
+class SpecInitBudgetError(ValueError):
+    """The weights leave no room for the KV cache under the requested --mem-fraction-static."""
+
+
+def storage_bytes(modules: list[Any], exclude: set[int] = frozenset()) -> dict[int, int]:
+    """data_ptr -> bytes of the distinct parameter/buffer storages of ``modules``."""
+    storages: dict[int, int] = {}
+    for module in modules:
+        for tensor in [*module.parameters(), *module.buffers()]:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in exclude:
+                storages[storage.data_ptr()] = storage.nbytes()
+    return storages
+
+
+@dataclass
+class TargetSizing:
+    """What the scheduler hook hands to the configurator hook for one target pool."""
+
+    draft: DraftDescription
+    # Draft weight bytes resident at this point that duplicate the target's (0 once bound).
+    duplicate_bytes_at_profile: int = 0
+    # What stock 0.5.23 would have had resident twice (measured before the early binding).
+    stock_duplicate_bytes: int = 0
+    inputs: BudgetInputs | None = None
+    plan: PoolPlan | None = None
+    upstream_reserved_layers: int = 0
+    draft_pools: tuple[KVSpec, ...] = field(default_factory=tuple)
+
+
+def active_sizing() -> TargetSizing | None:
+    return getattr(_local, "sizing", None)
+
+
+@contextlib.contextmanager
+def sizing_active(sizing: TargetSizing) -> Iterator[None]:
+    previous = active_sizing()
+    _local.sizing = sizing
+    try:
+        yield
+    finally:
+        _local.sizing = previous
+
+
+def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: float) -> Any:
+    """AROUND hook: a speculative target's token count from ``budget.plan_pools``."""
+    sizing = active_sizing()
+    if sizing is None or self.is_draft_worker or sizing.plan is not None:
+        return original(self, pre_model_load_memory)
+    from sglang.srt.model_executor.pool_configurator import (
+        DefaultPoolConfigurator,
+        HybridSWAPoolConfigurator,
+        create_memory_pool_configurator,
+    )
+
+    configurator = create_memory_pool_configurator(self)
+    fused = self.fused_entry_bytes("full") is not None or self.fused_entry_bytes("swa") is not None
+    if fused or type(configurator) not in (DefaultPoolConfigurator, HybridSWAPoolConfigurator):
+        reason = "a fused draft pool" if fused else f"{type(configurator).__name__} pools"
+        logger.warning(
+            "[specinit] stock sglang 0.5.23 KV sizing (draft priced at the target's geometry): "
+            "%s are not priced by sglang-specinit",
+            reason,
+        )
+        return original(self, pre_model_load_memory)
+    return _resolve(self, configurator, sizing, pre_model_load_memory)
+
+
+def build_inputs(
+    kvc: Any, sizing: TargetSizing, pre_model_load_memory: float, available_bytes: int
+) -> BudgetInputs:
+    """The budget model's inputs, read from the live target configurator and draft runners."""
+    from sglang.srt.runtime_context import get_schedule
+
+    schedule = get_schedule()
+    pre_load_free_bytes = int(pre_model_load_memory * GIB)
+    f = schedule.mem_fraction_static
+    page_size = schedule.page_size
+    target_storages = storage_bytes([kvc.model])
+    target_kv = runner_kv_spec(kvc)
+    described = sizing.draft
+    sizing.draft_pools = tuple(
+        sized_by_target(runner_kv_spec(r), target_kv) for r in described.pool_runners
+    )
+    d = kvc.spec_aux_config.eagle_draft_num_layers
+    sizing.upstream_reserved_layers = int(d) if d is not None and int(d) > 0 else 0
+    draft = DraftSpec(
+        algorithm=described.algorithm,
+        kv_pools=sizing.draft_pools,
+        weight_bytes=sum(
+            storage_bytes(
+                [r.model for r in described.weight_runners], set(target_storages)
+            ).values()
+        ),
+        bytes_per_request=described.bytes_per_request,
+        fixed_bytes=sum(
+            kv_pool_bytes(runner_kv_spec(r), tokens, page_size)
+            for r, tokens in described.fixed_pools
+        ),
+        shared_weight_bytes=sizing.stock_duplicate_bytes,
+        upstream_reserved_layers=sizing.upstream_reserved_layers,
+    )
+    return BudgetInputs(
+        pre_load_free_bytes=pre_load_free_bytes,
+        mem_fraction_static=f,
+        target_kv=target_kv,
+        target_weight_bytes=sum(target_storages.values()),
+        page_size=page_size,
+        context_len=kvc.model_config.context_len,
+        draft=draft,
+        max_total_tokens=schedule.max_total_tokens,
+        max_running_requests=schedule.max_running_requests,
+        dp_size=kvc.attn_dp_size,
+        # Everything SGLang saw leave free memory since its pre-load reading (both models'
+        # weights, multimodal and mamba reservations), exactly as its own budget charges it.
+        measured_resident_bytes=int(f * pre_load_free_bytes) - available_bytes,
+    )
+
+
+def _resolve(
+    kvc: Any, configurator: Any, sizing: TargetSizing, pre_model_load_memory: float
+) -> Any:
+    from sglang.srt.runtime_context import get_schedule
+
+    available_bytes = kvc._profile_available_bytes(pre_model_load_memory)
+    inputs = build_inputs(kvc, sizing, pre_model_load_memory, available_bytes)
+    plan = plan_pools(inputs)
+    sizing.inputs, sizing.plan = inputs, plan
+    if plan.tokens < page_ceil(MIN_SERVABLE_TOKENS, inputs.page_size):
+        raise SpecInitBudgetError(budget_error_message(inputs, plan))
+    tokens = kvc._apply_token_constraints(plan.tokens)
+    config = configurator.calculate_pool_sizes_from_max_tokens(tokens, inputs.page_size)
+    config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
+    config = configurator.finalize_with_max_running_requests(config)
+    config.mem_fraction_static = get_schedule().mem_fraction_static
+    return config
+
+
+def budget_error_message(inputs: BudgetInputs, plan: PoolPlan) -> str:
+    hb = human_bytes
+    return (
+        f"sglang-specinit: the loaded weights leave no room for the KV cache under "
+        f"--mem-fraction-static={inputs.mem_fraction_static}: budget {hb(plan.budget_bytes)} "
+        f"of {hb(inputs.pre_load_free_bytes)} free before loading, resident "
+        f"{hb(plan.resident_bytes)} (target weights {hb(plan.target_weight_bytes)}, "
+        f"draft weights {hb(plan.draft_weight_bytes)}), KV per token "
+        f"{plan.target_kv_bytes_per_token:.0f} B target + {plan.draft_kv_bytes_per_token:.0f} B "
+        f"draft. Pass --mem-fraction-static {plan.suggested_mem_fraction_static:.3f} or more "
+        f"(minimum viable {plan.min_viable_mem_fraction_static:.4f}), or use a smaller draft."
+    )
+
+
+HOOKS = (
+    Hook(
+        MODULE,
+        "KVCacheConfigurator._resolve_memory_pool_config",
+        resolve_memory_pool_config,
+        params=("pre_model_load_memory",),
+    ),
+)
+NEW_METHODS = ()
+REQUIRES = (
+    Requires(MODULE, "KVCacheConfigurator._profile_available_bytes"),
+    Requires(MODULE, "KVCacheConfigurator._apply_token_constraints"),
+    Requires(MODULE, "KVCacheConfigurator.resolve_max_num_reqs"),
+    Requires(MODULE, "KVCacheConfigurator.fused_entry_bytes"),
+    Requires(POOL_CONFIGURATOR, "create_memory_pool_configurator"),
+    Requires(POOL_CONFIGURATOR, "DefaultPoolConfigurator.calculate_pool_sizes_from_max_tokens"),
+    Requires(POOL_CONFIGURATOR, "HybridSWAPoolConfigurator.calculate_pool_sizes_from_max_tokens"),
+    Requires(POOL_CONFIGURATOR, "MemoryPoolConfigurator.finalize_with_max_running_requests"),
+)

@@ -1,0 +1,49 @@
+"""Which sglang release this test process runs, and what a CPU run of it needs.
+
+The CPU harness serves two releases: 0.5.13.post1 (``.venv``) and 0.5.23
+(``.venv-sglang0523``). Their CPU recipes differ in three places, all decided here:
+
+- 0.5.23 renamed the piecewise graph switch (``disable_prefill_cuda_graph``) and turns decode
+  graphs off with ``disable_decode_cuda_graph``;
+- 0.5.23 imports CPU ops from ``sgl_kernel`` at module import, and sglang-kernel has no CPU
+  build: the test double in ``sgl_kernel_stub/`` goes on ``PYTHONPATH`` (0.5.23 only);
+- 0.5.23's KV warm-up runs through that double, so the 0.5.13 no-op shim for the Triton
+  warm-up (and the ``torch.cuda.synchronize`` shim) are not registered there.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+SGL_KERNEL_STUB_DIR = Path(__file__).resolve().parent / "sgl_kernel_stub"
+
+
+@cache
+def sglang_release() -> tuple[int, int, int]:
+    """(major, minor, patch) of the installed sglang; (0, 0, 0) when absent."""
+    try:
+        text = version("sglang")
+    except PackageNotFoundError:
+        return (0, 0, 0)
+    parts = [int("".join(c for c in p if c.isdigit()) or 0) for p in text.split(".")[:3]]
+    major, minor, patch = (parts + [0, 0, 0])[:3]
+    return (major, minor, patch)
+
+
+def runs_0_5_23() -> bool:
+    return sglang_release() >= (0, 5, 23)
+
+
+def graphs_off_kwargs() -> dict[str, Any]:
+    """ServerArgs kwargs that keep every CUDA graph off on a CPU run."""
+    if runs_0_5_23():
+        return {"disable_decode_cuda_graph": True, "disable_prefill_cuda_graph": True}
+    return {"disable_cuda_graph": True, "disable_piecewise_cuda_graph": True}
+
+
+def extra_python_path() -> list[str]:
+    """Directories a CPU SGLang process of this release needs on ``PYTHONPATH``."""
+    return [str(SGL_KERNEL_STUB_DIR)] if runs_0_5_23() else []
