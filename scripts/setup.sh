@@ -3,6 +3,9 @@
 #
 #   .venv               sglang 0.5.13.post1 + this package (editable) + pinned test tools
 #   .venv-sglang0514    sglang 0.5.14 (no deps) layered over .venv, for the version-guard test
+#   .venv-sglang0523    sglang 0.5.23 + the packages it needs in other versions
+#                       (requirements/cpu-dev-0523.lock, no deps) layered over .venv: the
+#                       0.5.23 adapter's tests (test/sglang_0_5_23) run in it
 #
 # sglang 0.5.13.post1 pins a CUDA torch==2.11.0. We install it with --no-deps next to the
 # torch 2.14.1 / torchvision 0.29.1 pair that imports on a GPU-less machine without edits
@@ -14,7 +17,8 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 SGLANG_VERSION=0.5.13.post1
 UPSTREAM_FIXED_VERSION=0.5.14
-stamp_inputs=$(cat requirements/cpu-dev.lock pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+stamp_inputs=$(cat requirements/cpu-dev.lock requirements/cpu-dev-0523.lock pyproject.toml \
+  scripts/setup.sh | sha256sum | cut -d' ' -f1)
 
 build_main_venv() {
   rm -rf .venv
@@ -37,16 +41,44 @@ build_upstream_venv() {
   echo "$main" > "$own/zz-specinit-main-venv.pth"
 }
 
-if [ -f .venv/.specinit-stamp ] && [ "$(cat .venv/.specinit-stamp)" = "$stamp_inputs" ] \
-   && [ -f .venv-sglang0514/.specinit-stamp ] \
-   && [ "$(cat .venv-sglang0514/.specinit-stamp)" = "$stamp_inputs" ]; then
+build_sglang0523_venv() {
+  # Same layering as .venv-sglang0514: this venv's own site-packages (sglang 0.5.23 and the
+  # few packages it pins differently) come first, then .venv's through a .pth, so torch is
+  # shared instead of installed a second time (~6 GB, ~3 min).
+  rm -rf .venv-sglang0523
+  "$PYTHON" -m venv .venv-sglang0523
+  .venv-sglang0523/bin/pip install -q --no-deps -r requirements/cpu-dev-0523.lock
+  .venv-sglang0523/bin/pip install -q --no-deps -e .
+  local own main
+  own=$(.venv-sglang0523/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  main=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$main" > "$own/zz-specinit-main-venv.pth"
+}
+
+up_to_date() {
+  [ -f "$1/.specinit-stamp" ] && [ "$(cat "$1/.specinit-stamp")" = "$stamp_inputs" ]
+}
+
+if up_to_date .venv && up_to_date .venv-sglang0514 && up_to_date .venv-sglang0523; then
   echo "[setup] environments are up to date"
   exit 0
 fi
 
 start=$(date +%s)
-build_main_venv
-echo "$stamp_inputs" > .venv/.specinit-stamp
-build_upstream_venv
-echo "$stamp_inputs" > .venv-sglang0514/.specinit-stamp
-echo "[setup] built .venv and .venv-sglang0514 in $(( $(date +%s) - start ))s"
+if ! up_to_date .venv; then
+  build_main_venv
+  echo "$stamp_inputs" > .venv/.specinit-stamp
+  # The layered venvs read .venv: rebuild them on top of the new one.
+  rm -f .venv-sglang0514/.specinit-stamp .venv-sglang0523/.specinit-stamp
+fi
+if ! up_to_date .venv-sglang0514; then
+  build_upstream_venv
+  echo "$stamp_inputs" > .venv-sglang0514/.specinit-stamp
+fi
+if ! up_to_date .venv-sglang0523; then
+  step=$(date +%s)
+  build_sglang0523_venv
+  echo "$stamp_inputs" > .venv-sglang0523/.specinit-stamp
+  echo "[setup] built .venv-sglang0523 in $(( $(date +%s) - step ))s"
+fi
+echo "[setup] environments ready in $(( $(date +%s) - start ))s"

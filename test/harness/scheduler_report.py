@@ -146,6 +146,19 @@ def model_runner_summary(runner: Any) -> dict[str, Any]:
     }
 
 
+def draft_worker_summary(spec_worker: Any) -> dict[str, Any] | None:
+    """The speculative worker's class and its draft's hot-token map (EAGLE3 reduced vocab)."""
+    if spec_worker is None:
+        return None
+    draft = getattr(spec_worker, "_draft_worker", None)
+    hot = getattr(draft, "hot_token_id", None)
+    return {
+        "worker_class": type(spec_worker).__name__,
+        "draft_class": type(draft).__name__ if draft is not None else None,
+        "hot_token_id_len": int(hot.numel()) if hot is not None else None,
+    }
+
+
 def live_model_runners() -> list[Any]:
     """Every ``ModelRunner`` object alive in this process: target first, then drafts."""
     mr = sys.modules.get("sglang.srt.model_executor.model_runner")
@@ -192,6 +205,7 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
         server_args = getattr(scheduler, "server_args", None)
         if server_args is not None:
             state["server_args"] = _jsonable(vars(server_args))
+        state["draft"] = draft_worker_summary(getattr(scheduler, "draft_worker", None))
     state["model_runners"] = [model_runner_summary(r) for r in live_model_runners()]
     state["meter"] = shims.device_meter().snapshot() if shims.shims_enabled() else None
     return state
