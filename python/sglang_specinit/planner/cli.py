@@ -43,6 +43,14 @@ from sglang_specinit.planner.plan import (
     load_example,
     plan_json,
 )
+from sglang_specinit.planner.release_0_5_23 import (
+    DEFAULT_RELEASE,
+    SGLANG_RELEASES,
+    Plan0523,
+    default_release,
+    plan_for_0_5_23,
+    plan_json_0_5_23,
+)
 from sglang_specinit.report import render_table
 
 EXIT_BAD_INPUT = 2
@@ -95,6 +103,15 @@ def _planner_parser() -> argparse.ArgumentParser:
         help=(
             f"plan a shipped example (default {DEFAULT_EXAMPLE} when no --model-path is given): "
             f"{', '.join(list_examples())}"
+        ),
+    )
+    parser.add_argument(
+        "--sglang-version",
+        choices=SGLANG_RELEASES,
+        default=None,
+        help=(
+            "the SGLang release whose rule to print beside this package's (default: the "
+            f"installed one if known, else {DEFAULT_RELEASE})"
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -217,11 +234,34 @@ def plan_main(argv: Sequence[str]) -> int:
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"sglang-specinit plan: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if options.json:
+    if (options.sglang_version or default_release()) == "0.5.23":
+        _print_0_5_23(plan_for_0_5_23(plan), options.json)
+    elif options.json:
         print(json.dumps(plan_json(plan), indent=2, sort_keys=True))
     else:
         _print_table(plan)
     return 0
+
+
+def _print_0_5_23(plan: Plan0523, as_json: bool) -> None:
+    """The report against sglang 0.5.23: its rule beside this package's."""
+    if as_json:
+        print(json.dumps(plan_json_0_5_23(plan), indent=2, sort_keys=True))
+        return
+    base = plan.base
+    device = base.device
+    lines = [
+        f"model:  {base.model_path}",
+        f"draft:  {base.draft_model_path or '-'}  (--speculative-algorithm {base.algorithm})",
+        f"device: {device.name}, {device.total_bytes / GIB:.2f} GiB total, "
+        f"{device.pre_load_free_bytes / GIB:.2f} GiB free before weights load; "
+        f"tp {base.tp_size}; bytes per TP rank; sglang 0.5.23",
+        "",
+        render_table(plan.columns, base.tp_size),
+    ]
+    # The 0.5.13.post1 report's notes about 0.5.14's rule do not apply here.
+    lines += [f"* {note}" for note in base.notes if "0.5.14" not in note]
+    print("\n".join(lines))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
