@@ -13,16 +13,23 @@ report: live pool bytes and the simulated memory meter):
 
 Prints a table per case and a summary with ratios. Nothing is asserted.
 
-    .venv/bin/python benchmark/bench_budget.py [--case NAME ...]
+sglang 0.5.23 section (``measure_0_5_23``): the same tiny target with EAGLE, EAGLE3 (reduced
+vocabulary), EAGLE3 ``num_nextn_predict_layers: 0`` and STANDALONE drafts, launched on the real
+0.5.23 init in ``.venv-sglang0523`` (``_bench_0_5_23.py``), stock and patched: 0.5.23's own
+draft reserve per token, what the draft allocates, this package's price, budget use of both
+runs and the duplicate embed/lm_head bytes resident when the target pool is profiled.
+
+    .venv/bin/python benchmark/bench_budget.py [--case NAME ...] [--sglang-version V ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
-from _common import CASES, DEFAULT_TARGET, FRACTION, Case, launch, table
+from _common import CASES, DEFAULT_TARGET, FRACTION, REPO_ROOT, Case, launch, table
 from harness.report_reading import kv_spec, meter_budget, pool_bytes, runner
 from sglang_specinit import budget
 from sglang_specinit.report import human_bytes
@@ -110,11 +117,87 @@ def measure(case: Case) -> dict[str, dict[str, float]]:
     }
 
 
+# ----------------------------------------------------------------------- sglang 0.5.23 section
+
+SGLANG_0_5_23_PYTHON = REPO_ROOT / ".venv-sglang0523" / "bin" / "python"
+
+
+def measure_0_5_23() -> list[dict[str, float]]:
+    """Stock vs patched on the real 0.5.23 init, one row per draft kind (its own venv)."""
+    import subprocess
+
+    if not SGLANG_0_5_23_PYTHON.exists():
+        print("[bench_budget] .venv-sglang0523 is absent (scripts/setup.sh builds it)")
+        return []
+    print("[bench_budget] sglang 0.5.23: patched and stock launches per draft kind ...")
+    proc = subprocess.run(
+        [str(SGLANG_0_5_23_PYTHON), str(Path(__file__).parent / "_bench_0_5_23.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    prefix = "BENCH0523 "
+    return [
+        json.loads(ln[len(prefix) :]) for ln in proc.stdout.splitlines() if ln.startswith(prefix)
+    ]
+
+
+def print_0_5_23(rows: list[dict[str, float]]) -> None:
+    print()
+    print(
+        f"sglang 0.5.23 (measured, device cpu, simulated 256 MiB, --mem-fraction-static {FRACTION})"
+    )
+    print(
+        table(
+            [
+                "draft kind",
+                "0.5.23 reserve/token",
+                "draft allocates/token",
+                "our price/token",
+                "tokens stock",
+                "tokens patched",
+                "use stock",
+                "use patched",
+                "dup. at profile stock",
+                "dup. at profile patched",
+            ],
+            [
+                [
+                    r["kind"],
+                    f"{r['upstream_reserve_per_token']} B",
+                    f"{r['draft_allocates_per_token']} B",
+                    f"{r['our_price_per_token']} B",
+                    str(r["tokens_stock"]),
+                    str(r["tokens_patched"]),
+                    f"{100 * r['used_stock'] / r['budget']:.2f} %",
+                    f"{100 * r['used_patched'] / r['budget']:.2f} %",
+                    human_bytes(r["duplicates_at_profile_stock"]),
+                    human_bytes(r["duplicates_at_profile_patched"]),
+                ]
+                for r in rows
+            ],
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", choices=sorted(CASES), help="default: all")
+    parser.add_argument(
+        "--sglang-version",
+        action="append",
+        choices=("0.5.13.post1", "0.5.23"),
+        help="releases to measure (default: both)",
+    )
     args = parser.parse_args()
-    names = args.case or list(CASES)
+    releases = args.sglang_version or ["0.5.13.post1", "0.5.23"]
+    if "0.5.13.post1" in releases:
+        main_0_5_13(args.case or list(CASES))
+    if "0.5.23" in releases:
+        print_0_5_23(measure_0_5_23())
+
+
+def main_0_5_13(names: list[str]) -> None:
 
     results = {}
     for name in names:

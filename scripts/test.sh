@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
-# Sets up the CPU environment if needed, then runs lint and the whole CPU test suite.
+# Sets up the CPU environment if needed, then runs lint and the whole CPU test suite:
+#   1. .venv (sglang 0.5.13.post1): everything under test/ except test/sglang_0_5_23;
+#   2. .venv-sglang0523 (sglang 0.5.23): test/sglang_0_5_23 (skipped when arguments select
+#      tests, which then run in .venv only).
 # GPU tests (marked `gpu`) skip here; on a GPU runner use scripts/test-gpu.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check python test benchmark
-set +e
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
-rc=$?
-set -e
-if [ "$rc" -eq 5 ]; then
-  echo "[test] pytest collected no tests: treating as a failure" >&2
-  exit 1
+
+run_pytest() {  # python, args...: pytest's exit code, with "collected nothing" as a failure
+  local python=$1 rc
+  shift
+  set +e
+  "$python" -m pytest -q -p no:cacheprovider "$@"
+  rc=$?
+  set -e
+  if [ "$rc" -eq 5 ]; then
+    echo "[test] pytest collected no tests: treating as a failure" >&2
+    rc=1
+  fi
+  return "$rc"
+}
+
+rc=0
+run_pytest .venv/bin/python "$@" || rc=$?
+if [ "$#" -eq 0 ]; then
+  echo "[test] sglang 0.5.23 suite (.venv-sglang0523)"
+  run_pytest .venv-sglang0523/bin/python test/sglang_0_5_23 || rc=$?
 fi
 exit "$rc"

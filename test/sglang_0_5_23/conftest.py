@@ -8,9 +8,7 @@ it: an Engine takes ~50 s on an idle 2-core machine.
 
 from __future__ import annotations
 
-import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,96 +23,7 @@ from harness.sglang_release import sglang_release  # noqa: E402
 if sglang_release()[:3] != (0, 5, 23):
     collect_ignore_glob = ["test_*.py"]
 
-from harness import tiny_models  # noqa: E402
-from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine  # noqa: E402
-
-# Tiny pair: target 2 layers x 2 KV heads x dim 16 (256 B/token, bf16).
-EAGLE3_DRAFT_VOCAB = 16000  # a reduced draft vocabulary: EAGLE3 carries a hot-token map
-STANDALONE_SHAPE = replace(tiny_models.DEFAULT_TARGET, layers=1, kv_heads=1, head_dim=32)
-ENGINE_TIMEOUT_S = ENGINE_TEST_TIMEOUT_S + 300  # 0.5.23 imports more at start-up
-
-
-def draft_path(kind: str) -> Path | None:
-    if kind == "EAGLE":
-        return tiny_models.tiny_eagle_draft()
-    if kind == "EAGLE3":
-        return tiny_models.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB)
-    if kind == "EAGLE3-nnpl0":
-        return tiny_models.tiny_eagle3_draft(num_nextn_predict_layers=0)
-    if kind == "STANDALONE":
-        return tiny_models.tiny_llama_target(STANDALONE_SHAPE)
-    return None
-
-
-def algorithm(kind: str) -> str | None:
-    return None if kind == "plain" else kind.split("-")[0]
-
-
-class Launch:
-    """What one CPU Engine launch left behind: scheduler report, memory report, log."""
-
-    def __init__(self, report: dict[str, Any], memory: dict[str, Any] | None, log: str) -> None:
-        self.report = report
-        self.memory = memory
-        self.log = log
-
-    def runner(self, role: str) -> dict[str, Any]:
-        return next(r for r in self.report["model_runners"] if r["role"] == role)
-
-    def draft_runners(self) -> list[dict[str, Any]]:
-        return [r for r in self.report["model_runners"] if r["role"] == "draft"]
-
-    def reading(self, caller_suffix: str) -> list[dict[str, Any]]:
-        return [r for r in self.report["meter"]["readings"] if r["caller"].endswith(caller_suffix)]
-
-    @property
-    def pre_load_free_bytes(self) -> int:
-        return self.reading("measure_pre_model_load_memory")[0]["free_bytes"]
-
-    @property
-    def free_at_profile(self) -> int:
-        return self.reading("KVCacheConfigurator._profile_available_bytes")[0]["free_bytes"]
-
-    @property
-    def free_after_pools(self) -> int:
-        return self.reading("KVCacheConfigurator.configure")[-1]["free_bytes"]
-
-    @property
-    def resident_at_profile(self) -> int:
-        """What SGLang saw leave free memory between its pre-load baseline and profiling."""
-        return self.pre_load_free_bytes - self.free_at_profile
-
-    def kv_pool_bytes(self) -> int:
-        """K and V buffer bytes of every runner's KV pool, as allocated."""
-        pools = [r["kv_pool"] for r in self.report["model_runners"] if r["kv_pool"]]
-        return sum(p["k_bytes"] + p["v_bytes"] for p in pools)
-
-
-_launches: dict[tuple[str, bool], Launch] = {}
-
-
-def launch(kind: str, plugin: bool, tmp_root: Path) -> Launch:
-    """Start (once per session) the Engine for ``kind`` with the plugin on or off."""
-    key = (kind, plugin)
-    if key not in _launches:
-        work = tmp_root / f"{kind}-{'on' if plugin else 'off'}"
-        report_dir = work / "memory"
-        report_dir.mkdir(parents=True, exist_ok=True)
-        with cpu_engine(
-            tiny_models.tiny_llama_target(),
-            draft_model_path=draft_path(kind),
-            algorithm=algorithm(kind),
-            plugin=plugin,
-            work_dir=work,
-            startup_timeout_s=ENGINE_TIMEOUT_S,
-            mem_fraction_static=0.5,
-            extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(report_dir)},
-        ) as engine:
-            report = engine.scheduler_report()
-        memory_file = report_dir / "memory-rank0.json"
-        memory = json.loads(memory_file.read_text()) if memory_file.exists() else None
-        _launches[key] = Launch(report, memory, engine.log_path.read_text(errors="replace"))
-    return _launches[key]
+from harness.launch_0_5_23 import launch  # noqa: E402
 
 
 @pytest.fixture(scope="session")

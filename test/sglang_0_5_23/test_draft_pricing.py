@@ -10,8 +10,8 @@ own report.
 from __future__ import annotations
 
 import pytest
-from conftest import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S, STANDALONE_SHAPE
 from harness import tiny_models
+from harness.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S, STANDALONE_SHAPE
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
