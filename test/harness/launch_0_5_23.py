@@ -9,7 +9,8 @@ off. Runs in the 0.5.23 environment (``.venv-sglang0523``).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +23,63 @@ STANDALONE_SHAPE = replace(tiny_models.DEFAULT_TARGET, layers=1, kv_heads=1, hea
 ENGINE_TIMEOUT_S = ENGINE_TEST_TIMEOUT_S + 300  # 0.5.23 imports more at start-up
 
 
-def draft_path(kind: str) -> Path | None:
-    if kind == "EAGLE":
-        return tiny_models.tiny_eagle_draft()
-    if kind == "EAGLE3":
-        return tiny_models.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB)
-    if kind == "EAGLE3-nnpl0":
-        return tiny_models.tiny_eagle3_draft(num_nextn_predict_layers=0)
-    if kind == "STANDALONE":
-        return tiny_models.tiny_llama_target(STANDALONE_SHAPE)
-    return None
+@dataclass(frozen=True)
+class LaunchKind:
+    """One launch configuration: target and draft checkpoints, algorithm, extra kwargs."""
+
+    target: Callable[[], Path]
+    draft: Callable[[], Path | None] = lambda: None
+    algorithm: str | None = None
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-def algorithm(kind: str) -> str | None:
-    return None if kind == "plain" else kind.split("-")[0]
+def _mimo_target() -> Path:
+    from harness import tiny_models_extra
+
+    return tiny_models_extra.tiny_mimo_v2_target()
+
+
+def _gemma4(which: str) -> Path:
+    from harness import tiny_models_extra
+
+    return getattr(tiny_models_extra, f"tiny_gemma4_{which}")()
+
+
+MULTI_LAYER_STEPS = 3
+
+KINDS: dict[str, LaunchKind] = {
+    "plain": LaunchKind(tiny_models.tiny_llama_target),
+    "EAGLE": LaunchKind(tiny_models.tiny_llama_target, tiny_models.tiny_eagle_draft, "EAGLE"),
+    "EAGLE3": LaunchKind(
+        tiny_models.tiny_llama_target,
+        lambda: tiny_models.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB),
+        "EAGLE3",
+    ),
+    "EAGLE3-nnpl0": LaunchKind(
+        tiny_models.tiny_llama_target,
+        lambda: tiny_models.tiny_eagle3_draft(num_nextn_predict_layers=0),
+        "EAGLE3",
+    ),
+    "STANDALONE": LaunchKind(
+        tiny_models.tiny_llama_target,
+        lambda: tiny_models.tiny_llama_target(STANDALONE_SHAPE),
+        "STANDALONE",
+    ),
+    # MiMo-V2: SGLang turns multi-layer EAGLE on by itself, one MTP runner per step; the MTP
+    # layers live in the target's checkpoint.
+    "MTP-multi-layer": LaunchKind(
+        _mimo_target,
+        _mimo_target,
+        "EAGLE",
+        {
+            "trust_remote_code": True,
+            "num_steps": MULTI_LAYER_STEPS,
+            "num_draft_tokens": MULTI_LAYER_STEPS + 1,
+        },
+    ),
+    # A Gemma 4 assistant: SGLang promotes EAGLE to FROZEN_KV_MTP for it.
+    "FROZEN_KV_MTP": LaunchKind(lambda: _gemma4("target"), lambda: _gemma4("assistant"), "EAGLE"),
+}
 
 
 class Launch:
@@ -88,18 +132,32 @@ def launch(kind: str, plugin: bool, tmp_root: Path) -> Launch:
         work = tmp_root / f"{kind}-{'on' if plugin else 'off'}"
         report_dir = work / "memory"
         report_dir.mkdir(parents=True, exist_ok=True)
+        spec = KINDS[kind]
         with cpu_engine(
-            tiny_models.tiny_llama_target(),
-            draft_model_path=draft_path(kind),
-            algorithm=algorithm(kind),
+            spec.target(),
+            draft_model_path=spec.draft(),
+            algorithm=spec.algorithm,
             plugin=plugin,
             work_dir=work,
             startup_timeout_s=ENGINE_TIMEOUT_S,
             mem_fraction_static=0.5,
             extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(report_dir)},
+            **spec.engine_kwargs,
         ) as engine:
             report = engine.scheduler_report()
         memory_file = report_dir / "memory-rank0.json"
         memory = json.loads(memory_file.read_text()) if memory_file.exists() else None
         _launches[key] = Launch(report, memory, engine.log_path.read_text(errors="replace"))
     return _launches[key]
+
+
+def load_launch(work: Path) -> Launch:
+    """A launch from the files :func:`launch` left in ``work`` (for re-reading a past run)."""
+    reports = [
+        json.loads(p.read_text())
+        for p in sorted((work / "reports").glob("scheduler-*.json"))
+        if not p.name.endswith("-error.json")
+    ]
+    memory_file = work / "memory" / "memory-rank0.json"
+    memory = json.loads(memory_file.read_text()) if memory_file.exists() else None
+    return Launch(reports[0], memory, (work / "engine.log").read_text(errors="replace"))

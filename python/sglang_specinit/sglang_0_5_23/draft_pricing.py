@@ -18,10 +18,10 @@ layer count (``specs.kv_spec_from_model_config``, shared with the planner and 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sglang_specinit.budget import KVSpec
+from sglang_specinit.budget import HybridSWAKVSpec, KVSpec, sized_by_target
 from sglang_specinit.specs import kv_spec_from_model_config
 
 # FrozenKVMTPDraftWorker.alloc_memory_pool gives its runner a pool of this many tokens.
@@ -55,7 +55,7 @@ def runner_kv_spec(runner: Any) -> KVSpec:
         full_layers = len(
             [i for i in mambaish.full_attention_layer_ids if info.start_layer <= i < info.end_layer]
         )
-    return kv_spec_from_model_config(
+    spec = kv_spec_from_model_config(
         runner.model_config,
         runner.kv_cache_dtype,
         attn_tp_size=get_parallel().attn_tp_size,
@@ -64,6 +64,27 @@ def runner_kv_spec(runner: Any) -> KVSpec:
         use_mla=runner.use_mla_backend,
         full_attention_layers=full_layers,
     )
+    if isinstance(spec, HybridSWAKVSpec) and info.swa_attention_layer_ids is not None:
+        # The layers this runner owns (one MTP block of a multi-layer draft), not the config's.
+        spec = replace(
+            spec,
+            full=replace(spec.full, num_layers=len(info.full_attention_layer_ids or ())),
+            swa=replace(spec.swa, num_layers=len(info.swa_attention_layer_ids)),
+        )
+    return spec
+
+
+def draft_pool_spec(runner: Any, target_kv: KVSpec) -> KVSpec:
+    """A draft runner's pool as the target's config sizes it in 0.5.23.
+
+    A hybrid-SWA MTP draft block (``layer_info.is_hybrid_swa_mtp_draft``) gets its SWA ring at
+    the target's *full* token capacity (``KVCacheConfigurator.draft_swa_full_capacity``);
+    other drafts follow the target's full/SWA split (``budget.sized_by_target``).
+    """
+    spec = runner_kv_spec(runner)
+    if isinstance(spec, HybridSWAKVSpec) and runner.layer_info.is_hybrid_swa_mtp_draft:
+        return replace(spec, swa_follows_ratio=False)
+    return sized_by_target(spec, target_kv)
 
 
 def describe_draft(spec_worker: Any) -> DraftDescription:

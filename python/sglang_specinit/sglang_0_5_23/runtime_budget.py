@@ -33,11 +33,14 @@ from sglang_specinit.budget import (
     kv_pool_bytes,
     page_ceil,
     plan_pools,
-    sized_by_target,
 )
 from sglang_specinit.hooks import Hook, Requires
 from sglang_specinit.report import human_bytes
-from sglang_specinit.sglang_0_5_23.draft_pricing import DraftDescription, runner_kv_spec
+from sglang_specinit.sglang_0_5_23.draft_pricing import (
+    DraftDescription,
+    draft_pool_spec,
+    runner_kv_spec,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -128,9 +131,7 @@ def build_inputs(
     target_storages = storage_bytes([kvc.model])
     target_kv = runner_kv_spec(kvc)
     described = sizing.draft
-    sizing.draft_pools = tuple(
-        sized_by_target(runner_kv_spec(r), target_kv) for r in described.pool_runners
-    )
+    sizing.draft_pools = tuple(draft_pool_spec(r, target_kv) for r in described.pool_runners)
     d = kvc.spec_aux_config.eagle_draft_num_layers
     sizing.upstream_reserved_layers = int(d) if d is not None and int(d) > 0 else 0
     draft = DraftSpec(
