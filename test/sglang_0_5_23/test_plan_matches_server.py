@@ -1,0 +1,78 @@
+"""``sglang-specinit plan --sglang-version 0.5.23`` predicts what the patched 0.5.23 server
+allocates, and its "stock 0.5.23" column what stock 0.5.23 allocates.
+
+The planner runs in ``.venv`` (it reads flags and configs through sglang 0.5.13.post1, which
+reads the same ``config.json`` fields), on the checkpoints and flags of the EAGLE3 launches of
+this suite, told the two numbers only the device knows (free memory before loading, bytes
+resident when the pools were sized, from the patched server's memory report).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import pytest
+from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS
+
+pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
+
+COMPARED_KEYS = (
+    "tokens",
+    "max_running_requests",
+    "target_kv_bytes_per_token",
+    "draft_kv_bytes_per_token",
+    "target_kv_pool_bytes",
+    "draft_kv_pool_bytes",
+    "budget_bytes",
+    "resident_bytes",
+)
+
+
+def main_venv_python() -> Path:
+    """``.venv``'s interpreter, found through the .pth that layers this venv over it."""
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    main_site = Path((purelib / "zz-specinit-main-venv.pth").read_text().strip())
+    return main_site.parents[2] / "bin" / "python"
+
+
+def run_plan(live: dict, *extra: str) -> dict:
+    kind = KINDS["EAGLE3"]
+    argv = [
+        str(main_venv_python()), "-m", "sglang_specinit.planner.cli", "plan", "--json",
+        "--sglang-version", "0.5.23",
+        "--model-path", str(kind.target()),
+        "--speculative-algorithm", "EAGLE3",
+        "--speculative-draft-model-path", str(kind.draft()),
+        "--speculative-num-steps", "3",
+        "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4",
+        "--mem-fraction-static", str(live["mem_fraction_static"]),
+        "--device", "cpu",
+        "--device-memory", str(256 << 20),
+        "--pre-load-free-bytes", str(live["pre_load_free_bytes"]),
+        *extra,
+    ]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_plan_equals_the_patched_0_5_23_server(engine_runs) -> None:
+    live = engine_runs("EAGLE3", True).memory
+    planned = run_plan(live, "--resident-bytes", str(live["resident_bytes"]))
+    assert planned["sglang_version"] == "0.5.23"
+    for key in COMPARED_KEYS:
+        assert planned[key] == live[key], (key, planned[key], live[key])
+    assert planned["target_kv_pool_bytes"] == live["allocated_target_kv_pool_bytes"]
+    assert planned["draft_kv_pool_bytes"] == live["allocated_draft_kv_pool_bytes"]
+
+
+def test_plan_stock_column_prices_the_draft_as_0_5_23_does(engine_runs) -> None:
+    stock = engine_runs("EAGLE3", False)
+    live = engine_runs("EAGLE3", True).memory
+    stock_column = run_plan(live)["stock_0_5_23"]
+    assert stock_column["priced_kv_bytes_per_token"] == stock.runner("target")["sglang_cell_size"]
+    assert stock_column["draft_kv_bytes_per_token"] == 192  # what the draft really allocates
