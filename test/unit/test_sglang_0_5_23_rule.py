@@ -22,9 +22,20 @@ from sglang_specinit.budget import (
 from sglang_specinit.planner.cli import main
 from sglang_specinit.report import BREAKDOWN_KEYS
 
+
+def bf16_mha(layers: int, kv_heads: int, head_dim: int) -> AttentionKVSpec:
+    return AttentionKVSpec(
+        num_layers=layers,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=head_dim,
+        element_bytes=2,
+    )
+
+
 MIB = 1 << 20
-TARGET = AttentionKVSpec(num_layers=2, num_kv_heads=2, head_dim=16, v_head_dim=16)  # 256 B
-EAGLE3_POOL = AttentionKVSpec(num_layers=1, num_kv_heads=1, head_dim=48, v_head_dim=48)  # 192
+TARGET = bf16_mha(2, 2, 16)  # 256 B
+EAGLE3_POOL = bf16_mha(1, 1, 48)  # 192
 
 
 def inputs(draft: DraftSpec | None, **kw) -> BudgetInputs:
@@ -87,8 +98,8 @@ def test_dflash_is_priced_from_the_draft() -> None:
 
 
 def test_hybrid_swa_reserves_full_attention_layers() -> None:
-    full = AttentionKVSpec(num_layers=2, num_kv_heads=2, head_dim=16, v_head_dim=16)
-    swa = AttentionKVSpec(num_layers=4, num_kv_heads=2, head_dim=16, v_head_dim=16)
+    full = bf16_mha(2, 2, 16)
+    swa = bf16_mha(4, 2, 16)
     target = HybridSWAKVSpec(full=full, swa=swa, swa_full_tokens_ratio=0.5)
     plan = upstream_0_5_23_plan(inputs(eagle3(1), target_kv=target))
     assert plan.priced_bytes_per_token == 256 + 0.5 * 512 + 128

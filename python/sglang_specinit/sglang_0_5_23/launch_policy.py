@@ -32,8 +32,15 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     from sglang.srt.configs.model_config import is_deepseek_v4
     from sglang.srt.runtime_context import get_parallel
 
+    from sglang_specinit import compat
+    from sglang_specinit.sglang_0_5_23 import module_patches
+
     server_args = scheduler.server_args
     spec = scheduler.spec_algorithm
+    # All or nothing: every module this adapter patches must have passed its check.
+    problems = compat.problems_for(module_patches())
+    if problems:
+        return StepAside("sglang-specinit is off in this process: " + "; ".join(problems))
     if spec.is_ngram():
         return StepAside("NGRAM has no draft model and no draft KV pool to price", warn=False)
     if spec.is_dflash_family():
