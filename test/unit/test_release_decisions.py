@@ -1,0 +1,45 @@
+"""Which adapter each sglang release gets: 0.5.13.x and 0.5.23 served, 0.5.14-0.5.22 declined
+with a message that names the served releases (logged at INFO by the plugin)."""
+
+from __future__ import annotations
+
+import pytest
+from sglang_specinit import compat
+
+SERVED = "0.5.13, 0.5.13.post1, 0.5.23"
+
+
+@pytest.mark.parametrize(
+    ("version", "adapter"),
+    [("0.5.13", "sglang_0_5_13"), ("0.5.13.post1", "sglang_0_5_13"), ("0.5.23", "sglang_0_5_23")],
+)
+def test_served_releases_get_their_adapter(version: str, adapter: str) -> None:
+    assert compat.decide_for_version(version).adapter == adapter
+
+
+@pytest.mark.parametrize("minor", range(14, 23))
+def test_releases_between_are_declined_naming_the_served_ones(minor: int) -> None:
+    decision = compat.decide_for_version(f"0.5.{minor}")
+    assert decision.adapter is None and decision.not_served
+    assert SERVED in decision.reason
+
+
+def test_newer_release_is_not_patched() -> None:
+    decision = compat.decide_for_version("0.5.24")
+    assert decision.adapter is None and decision.not_served
+
+
+def test_0_5_23_adapter_tables_are_plain_data() -> None:
+    from sglang_specinit import sglang_0_5_23
+
+    patches = sglang_0_5_23.module_patches()
+    assert set(patches) == {
+        "sglang.srt.managers.scheduler",
+        "sglang.srt.mem_cache.kv_cache_configurator",
+        "sglang.srt.model_executor.pool_configurator",
+        "sglang.srt.speculative.eagle_worker_v2",
+        "sglang.srt.speculative.multi_layer_eagle_worker_v2",
+        "sglang.srt.speculative.standalone_worker_v2",
+        "sglang.srt.speculative.base_spec_worker",
+    }
+    assert sglang_0_5_23.new_methods() == []  # 0.5.23 has every phase method itself
