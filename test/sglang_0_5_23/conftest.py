@@ -29,9 +29,10 @@ from harness.sglang_release import SGL_KERNEL_STUB_DIR  # noqa: E402
 
 # Tests that import SGLang in this process: 0.5.23 decides is_cpu() at import time and then
 # imports CPU ops from sgl_kernel (the named test double; Engines get both from cpu_env).
-os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
-if str(SGL_KERNEL_STUB_DIR) not in sys.path:
-    sys.path.append(str(SGL_KERNEL_STUB_DIR))
+if sglang_release()[:3] == (0, 5, 23):
+    os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
+    if str(SGL_KERNEL_STUB_DIR) not in sys.path:
+        sys.path.append(str(SGL_KERNEL_STUB_DIR))
 
 
 @pytest.fixture(scope="session")
