@@ -10,6 +10,7 @@ resident when the pools were sized, from the patched server's memory report).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sysconfig
 from pathlib import Path
@@ -55,7 +56,9 @@ def run_plan(live: dict, *extra: str) -> dict:
         "--pre-load-free-bytes", str(live["pre_load_free_bytes"]),
         *extra,
     ]  # fmt: skip
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    # The planner reads configs through .venv's sglang, not as a CPU engine.
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 
