@@ -8,7 +8,8 @@ The CPU harness serves two releases: 0.5.13.post1 (``.venv``) and 0.5.23
 - 0.5.23 imports CPU ops from ``sgl_kernel`` at module import, and sglang-kernel has no CPU
   build: the test double in ``sgl_kernel_stub/`` goes on ``PYTHONPATH`` (0.5.23 only);
 - 0.5.23's KV warm-up runs through that double, so the 0.5.13 no-op shim for the Triton
-  warm-up (and the ``torch.cuda.synchronize`` shim) are not registered there.
+  warm-up is not registered there (the ``torch.cuda.synchronize`` shim still is: MiMo-V2's
+  MTP ``set_embed_and_head`` calls it).
 """
 
 from __future__ import annotations

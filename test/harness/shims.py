@@ -284,18 +284,19 @@ def register_shims() -> None:
 
     source = HookSource(plugin_name="specinit-test-shims", dist_name=None)
     if not runs_0_5_23():
-        # 0.5.23 runs its KV warm-up through the sgl_kernel test double and no longer calls
-        # torch.cuda.synchronize on the draft path: these two shims are 0.5.13.x-only.
+        # 0.5.23 runs its KV warm-up through the sgl_kernel test double: 0.5.13.x-only.
         os.environ.setdefault(NATIVE_MOVE_KV_ENV, "1")
         HookRegistry.register(
             _HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, HookType.REPLACE, source=source
         )
-        HookRegistry.register(
-            _HOOK_TARGETS["cuda_sync"],
-            cuda_synchronize_without_device,
-            HookType.AROUND,
-            source=source,
-        )
+    # Both releases: the draft's set_embed_and_head (Llama EAGLE in 0.5.13.x, MiMo-V2 MTP in
+    # 0.5.23) calls torch.cuda.synchronize unconditionally.
+    HookRegistry.register(
+        _HOOK_TARGETS["cuda_sync"],
+        cuda_synchronize_without_device,
+        HookType.AROUND,
+        source=source,
+    )
     HookRegistry.register(
         _HOOK_TARGETS["available"],
         simulated_get_available_gpu_memory,
@@ -316,7 +317,7 @@ def shim_targets() -> list[str]:
     from harness.sglang_release import runs_0_5_23
 
     if runs_0_5_23():
-        return [_HOOK_TARGETS["available"], _HOOK_TARGETS["capacity"]]
+        return [t for name, t in _HOOK_TARGETS.items() if name != "kv_copy"]
     return list(_HOOK_TARGETS.values())
 
 
