@@ -78,7 +78,14 @@ KINDS: dict[str, LaunchKind] = {
         },
     ),
     # A Gemma 4 assistant: SGLang promotes EAGLE to FROZEN_KV_MTP for it.
-    "FROZEN_KV_MTP": LaunchKind(lambda: _gemma4("target"), lambda: _gemma4("assistant"), "EAGLE"),
+    # 0.5.23's Gemma 4 refuses torch_native attention; the Triton backend is only constructed
+    # at init (no forward pass runs on CPU).
+    "FROZEN_KV_MTP": LaunchKind(
+        lambda: _gemma4("target"),
+        lambda: _gemma4("assistant"),
+        "EAGLE",
+        {"attention_backend": "triton"},
+    ),
 }
 
 
