@@ -35,7 +35,9 @@ def assert_budget_filled_to_within_one_page(run) -> None:
     )
     one_page = memory["page_size"] * memory["priced_kv_bytes_per_token"]
     assert used <= budget
-    assert budget - used < one_page + 1
+    # Within one page of every pool, plus (hybrid sliding-window pools) the SWA token count
+    # SGLang floors from tokens x ratio: less than one more page of each pool.
+    assert budget - used < 2 * (one_page + 1)
 
 
 def test_multi_layer_eagle_prices_one_pool_per_draft_runner(engine_runs) -> None:
