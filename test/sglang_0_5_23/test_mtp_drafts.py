@@ -2,8 +2,8 @@
 assistant), the two draft kinds whose pools 0.5.23 reserves by a layer count they do not have.
 
 - multi-layer EAGLE: 0.5.23 reserves ``num_nextn_predict_layers`` layers of the target's
-  geometry; the draft builds one runner per step, each with a pool of its own (here a
-  sliding-window block whose ring spans the target's full capacity). All of them are priced.
+  geometry; the draft builds one runner per step, each with a pool of its own (here one
+  sliding-window layer, sized by the target's full/SWA split). All of them are priced.
 - frozen-KV MTP: 0.5.23 reserves draft layers (``is_eagle()`` covers it) although the draft
   reads the target's cache and owns only a 64-token stand-in pool; only that pool is charged.
 """
