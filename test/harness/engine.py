@@ -47,11 +47,9 @@ from harness.server_process import (
     one_scheduler_report,
     read_reports,
     running_server,
+    sglang_process_env,
 )
 
-SITE_DIR = Path(__file__).resolve().parent / "site"
-PLUGIN_ENTRY_POINT = "specinit"
-PLUGIN_DISABLED = "none-specinit-disabled"
 DEFAULT_CAPACITY_BYTES = 256 << 20
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
@@ -133,18 +131,13 @@ def cpu_env(
     ``plugin=False`` sets ``SGLANG_PLUGINS`` to a name no entry point has, so stock SGLang
     runs; the shims are registered directly with ``HookRegistry`` and apply either way.
     """
-    env = dict(os.environ if base is None else base)
-    python_path = [str(SITE_DIR)]  # its sitecustomize appends test/ (for ``harness``)
-    if env.get("PYTHONPATH"):
-        python_path.append(env["PYTHONPATH"])
+    env = sglang_process_env(plugin=plugin, base=os.environ if base is None else base)
     env.update(
         {
-            "PYTHONPATH": os.pathsep.join(python_path),
             "SGLANG_USE_CPU_ENGINE": "1",
             shims.SHIMS_ENV: "1",
             shims.NATIVE_MOVE_KV_ENV: "1",
             shims.CAPACITY_ENV: str(int(capacity_bytes)),
-            "SGLANG_PLUGINS": PLUGIN_ENTRY_POINT if plugin else PLUGIN_DISABLED,
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "TOKENIZERS_PARALLELISM": "false",

@@ -24,6 +24,28 @@ from typing import Any
 
 from harness.processes import GroupMember, free_port, kill_group, start_in_own_group, tail
 
+# On PYTHONPATH, this directory's sitecustomize installs the harness's hooks in every process
+# SGLang spawns (CPU doubles and/or the device probe, as the environment asks).
+SITE_DIR = Path(__file__).resolve().parent / "site"
+# SGLang's own plugin whitelist (SGLANG_PLUGINS) switches the plugin: its entry point name to
+# load it, a name no entry point has to run stock SGLang.
+PLUGIN_ENTRY_POINT = "specinit"
+PLUGIN_DISABLED = "none-specinit-disabled"
+
+
+def sglang_process_env(
+    *, plugin: bool, base: Mapping[str, str], extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``base`` plus the harness site dir first on ``PYTHONPATH`` and the plugin switch."""
+    env = dict(base)
+    python_path = [str(SITE_DIR)]  # its sitecustomize appends test/ (for ``harness``)
+    if env.get("PYTHONPATH"):
+        python_path.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(python_path)
+    env["SGLANG_PLUGINS"] = PLUGIN_ENTRY_POINT if plugin else PLUGIN_DISABLED
+    env.update(extra or {})
+    return env
+
 
 class SGLangStartError(RuntimeError):
     """The Engine or server did not come up; carries the log tail and any scheduler reports.
