@@ -16,17 +16,20 @@ from harness import load, processes
 from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_server
 
 CAPACITY_TOKENS = 1024
+CONCURRENCY = 8  # requests at once (of 160 tokens each), well under the server's own limit
 
 
-def test_plan_fill_covers_the_capacity() -> None:
-    plan = load.plan_fill(400_000, 131_000)
-    assert (plan.input_len, plan.output_len) == (2048, 256)
-    assert plan.total_tokens >= 1.25 * 400_000
-    small = load.plan_fill(CAPACITY_TOKENS, 2000, output_len=32)
-    assert small.input_len == CAPACITY_TOKENS // 4 - 32  # room for several requests
-    assert small.total_tokens >= 1.25 * CAPACITY_TOKENS
-    with pytest.raises(ValueError, match="capacity_tokens"):
-        load.plan_fill(0, 100)
+def test_plan_fill_covers_the_capacity_with_the_requests_the_server_runs_at_once() -> None:
+    # A speculative server on an 80 GB GPU: 393k tokens, 48 requests at a time.
+    plan = load.plan_fill(393_441, 131_000, 48)
+    assert plan.requests == 48 and plan.output_len == 256
+    assert 1.25 * 393_441 <= plan.total_tokens < 1.25 * 393_441 + 48
+    # Prompts longer than the server accepts: shorter prompts, more requests.
+    capped = load.plan_fill(393_441, 4096, 48)
+    assert capped.input_len == 4096 and capped.requests > 48
+    assert capped.total_tokens >= 1.25 * 393_441
+    with pytest.raises(ValueError, match="must be positive"):
+        load.plan_fill(0, 100, 8)
 
 
 def test_requests_have_distinct_prompts_and_never_stop_early() -> None:
@@ -54,14 +57,15 @@ def test_load_fills_the_kv_pool_of_a_real_server(tiny_target: Path, tmp_path: Pa
     ) as server:
         info = server.server_info()
         plan = load.plan_fill(
-            info["max_total_num_tokens"], info["max_req_input_len"], output_len=32
+            info["max_total_num_tokens"], info["max_req_input_len"], CONCURRENCY, output_len=32
         )
         result = load.run_load(server.base_url, plan, timeout_s=240, monitor_interval_s=0.05)
         healthy_after = server.healthy()
         proc = server.proc
     assert info["max_total_num_tokens"] == CAPACITY_TOKENS
+    print(result.summary())
     assert result.failed == [] and result.short == [], result.summary()
-    assert len(result.outcomes) == plan.requests >= 5
+    assert len(result.outcomes) == plan.requests == CONCURRENCY
     assert result.capacity_tokens == CAPACITY_TOKENS
     assert result.peak_usage >= 0.9, result.summary()
     assert healthy_after

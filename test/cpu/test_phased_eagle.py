@@ -381,6 +381,13 @@ def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
     # measured at sizing plus the pools SGLang allocated.
     breakdown = runs[True].breakdown
     assert breakdown is not None
+    # The probe and the plugin start from the same SGLang reading (as the GPU suite asserts).
+    assert phased.pre_load_free_bytes == breakdown["pre_load_free_bytes"]
+    assert phased.budget_bytes == breakdown["budget_bytes"]
+    assert stock.draft_kv_bytes > 0 and phased.draft_kv_bytes > 0
+    assert (
+        stock.over_budget_bytes >= stock.draft_kv_bytes - device_probe.BOOKKEEPING_TOLERANCE_BYTES
+    )
     own_account = (
         breakdown["resident_bytes"]
         + breakdown["allocated_target_kv_pool_bytes"]

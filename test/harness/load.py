@@ -5,8 +5,9 @@ a load that occupies its whole KV pool without running out of device memory (the
 budget leaves outside ``f x free`` must still hold activations, graphs and sampling buffers
 at full occupancy). The CPU suite runs the same generator against a real CPU server.
 
-How the pool is filled: ``ceil(overfill x capacity / (input + output))`` requests, all sent
-at once, each with its own random ``input_ids`` (no shared prefix for the radix cache to
+How the pool is filled: as many requests as the server runs at once, long enough that their
+prompts and outputs add up to more than the pool (:func:`plan_fill`), all sent at once, each
+with its own random ``input_ids`` (no shared prefix for the radix cache to
 reuse), greedy, ``ignore_eos`` so that every request decodes exactly ``output_len`` tokens.
 While they run, a monitor polls ``/v1/loads?include=core`` (SGLang's own count of KV tokens
 held by requests, ``num_used_tokens``, which excludes evictable cache) and keeps the peak, so
@@ -47,21 +48,26 @@ class LoadPlan:
 def plan_fill(
     capacity_tokens: int,
     max_req_input_len: int,
+    concurrency: int,
     *,
     output_len: int = 256,
-    input_len: int = 2048,
     overfill: float = 1.25,
 ) -> LoadPlan:
-    """Requests whose prompts + outputs add up to ``overfill x capacity_tokens``.
+    """``concurrency`` requests (or more, when prompts hit ``max_req_input_len``) whose prompts
+    and outputs add up to ``overfill x capacity_tokens``.
 
-    ``input_len`` is lowered to what the server accepts (``max_req_input_len``) and to what
-    leaves room for a few requests in a small pool.
+    ``concurrency`` is how many requests the server runs at once: SGLang caps speculative
+    servers at 48 (``--max-running-requests``), so a pool of hundreds of thousands of tokens
+    is only filled by long requests, not by many short ones.
     """
-    if capacity_tokens <= 0:
-        raise ValueError(f"capacity_tokens must be positive, got {capacity_tokens}")
-    per_request_cap = max(capacity_tokens // 4 - output_len, 1)
-    input_len = max(1, min(input_len, max_req_input_len - output_len, per_request_cap))
-    requests = math.ceil(overfill * capacity_tokens / (input_len + output_len))
+    if capacity_tokens <= 0 or concurrency <= 0:
+        raise ValueError(
+            f"capacity_tokens and concurrency must be positive, got {capacity_tokens}, "
+            f"{concurrency}"
+        )
+    wanted = math.ceil(overfill * capacity_tokens)
+    input_len = max(1, min(math.ceil(wanted / concurrency) - output_len, max_req_input_len))
+    requests = max(concurrency, math.ceil(wanted / (input_len + output_len)))
     return LoadPlan(requests=requests, input_len=input_len, output_len=output_len)
 
 
