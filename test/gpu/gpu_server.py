@@ -38,6 +38,7 @@ REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
 STARTUP_TIMEOUT_S = float(os.environ.get("SPECINIT_GPU_STARTUP_TIMEOUT_S", "3600"))
 # SGLang's launcher drains and kills its own tree on SIGTERM; give it time before SIGKILL.
 TEARDOWN_GRACE_S = 60.0
+LOG_STEM = "server"  # the server's log is <work_dir>/server.log
 _GATED_HINTS = ("GatedRepoError", "gated repo", "401 Client Error", "Access to model")
 
 
@@ -77,7 +78,7 @@ def gpu_server(
     case: Case, work_dir: Path, *, plugin: bool, mem_fraction: str
 ) -> Iterator[ServerHandle]:
     """``launch_server`` for ``case`` until the block ends; then its whole tree is gone."""
-    files = RunFiles.make(work_dir, "server")
+    files = RunFiles.make(work_dir, LOG_STEM)
     probe_dir = files.work_dir / "probe"
     probe_dir.mkdir(exist_ok=True)
     argv = [sys.executable, "-m", "sglang.launch_server", *case.launch_args(mem_fraction)]
@@ -108,11 +109,14 @@ def breakdowns(server: ServerHandle) -> list[dict[str, Any]]:
     return sorted(found, key=lambda b: b["tp_rank"])
 
 
-def probe_records(server: ServerHandle) -> list[list[dict[str, Any]]]:
-    """The device probe's records of every scheduler process, ordered by TP rank."""
-    records = device_probe.scheduler_records(server.files.work_dir / "probe")
+def probe_records(work_dir: Path) -> list[list[dict[str, Any]]]:
+    """The device probe's records of every scheduler process of the server started in
+    ``work_dir``, ordered by TP rank. Written as init goes, so they survive a failed start."""
+    records = device_probe.scheduler_records(work_dir / "probe")
     return sorted(records, key=lambda rs: next(r["tp_rank"] for r in rs if "tp_rank" in r))
 
 
-def server_log(server: ServerHandle) -> str:
-    return server.log_path.read_text(errors="replace")
+def server_log(work_dir: Path) -> str:
+    """The log of the server started in ``work_dir`` (empty if it never started)."""
+    path = work_dir / f"{LOG_STEM}.log"
+    return path.read_text(errors="replace") if path.exists() else ""

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from gpu_server import breakdowns, gpu_server, probe_records, server_log
 from harness import device_probe, gpu_cases, load, spec_metrics
-from harness.server_process import ServerHandle
+from harness.server_process import ServerHandle, SGLangStartError
 
 pytestmark = pytest.mark.gpu
 
@@ -59,13 +59,17 @@ def _generate(server: ServerHandle, prompt: str) -> dict[str, Any]:
     )
 
 
-def _memory_usage(server: ServerHandle) -> list[device_probe.UsageAfterPools]:
-    return [device_probe.usage_after_pools(records) for records in probe_records(server)]
+def _memory_usage(work_dir: Path) -> list[device_probe.UsageAfterPools]:
+    return [device_probe.usage_after_pools(records) for records in probe_records(work_dir)]
+
+
+def _pool_allocations(records: list[dict[str, Any]]) -> int:
+    return sum(r["event"] == "exit" and r["method"] == device_probe.POOL_METHOD for r in records)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case_fits_its_budget_and_accepts_drafts(
-    case: gpu_cases.Case, tmp_path: Path, wait_for_released_devices: Any
+    case: gpu_cases.Case, tmp_path: Path, wait_for_released_devices: Any, record_property: Any
 ) -> None:
     _require(case)
     fraction = gpu_cases.mem_fraction()
@@ -73,17 +77,20 @@ def test_case_fits_its_budget_and_accepts_drafts(
         info = server.server_info()
         responses = [_generate(server, prompt) for prompt in gpu_cases.PROMPTS]
         ranks = breakdowns(server)
-        usages = _memory_usage(server)
+        usages = _memory_usage(tmp_path)
         log_tail = server.log_tail()
 
     # Launched as the case says (the two EAGLE3 cases differ only here).
-    assert info["speculative_algorithm"] is not None
+    assert info["speculative_algorithm"] == case.algorithm
+    assert info["enable_multi_layer_eagle"] == ("--enable-multi-layer-eagle" in case.args)
     assert info["disable_overlap_schedule"] == (not case.overlap), info["disable_overlap_schedule"]
 
     # One breakdown and one probed scheduler per rank; the server serves the planned pool.
     assert [b["tp_rank"] for b in ranks] == list(range(case.tp)), log_tail
     assert len(usages) == case.tp, log_tail
     assert info["max_total_num_tokens"] == ranks[0]["tokens"]
+    for rank, usage in enumerate(usages):
+        record_property(f"memory_rank{rank}", usage.describe())
     for b, usage in zip(ranks, usages, strict=True):
         page_tokens = b["page_size"]
         # The pools SGLang allocated are the planned ones, to within one page of tokens.
@@ -111,7 +118,13 @@ def test_case_fits_its_budget_and_accepts_drafts(
     # Drafts: every request went through verify steps, and draft tokens were accepted.
     stats = [spec_metrics.DraftStats.from_meta_info(r["meta_info"]) for r in responses]
     assert all(s.verify_steps > 0 for s in stats), stats
-    total = sum(stats[1:], stats[0])
+    total = spec_metrics.summed(responses)
+    record_property(
+        "drafts",
+        f"{total.correct_drafts}/{total.proposed_drafts} draft tokens accepted "
+        f"({total.accept_rate:.1%}) in {total.verify_steps} verify steps, "
+        f"{total.completion_tokens} tokens",
+    )
     assert total.correct_drafts > 0, stats
 
 
@@ -140,7 +153,7 @@ def test_full_kv_cache_is_served_without_running_out_of_memory(
         info = server.server_info()
         result = load.run_load(server.base_url, _fill_plan(info))
         healthy_after = server.healthy()
-        log = server_log(server)
+    log = server_log(tmp_path)
     assert result.failed == [] and result.short == [], result.summary()
     assert result.peak_usage >= FILLED, result.summary()
     assert healthy_after, result.summary()
@@ -154,21 +167,34 @@ def test_stock_sglang_overshoots_the_same_budget(
 
     Stock 0.5.13.post1 sizes the target pool from the whole budget before the draft exists;
     the draft's weights and KV pool land on top. Measured with the same probe as the cases
-    above, it exceeds ``f x free`` by at least its draft's KV pool. The same KV-filling load is
-    then run and its outcome recorded (``stock_load`` property), not asserted: whether stock
-    survives depends on how much of the ``1 - f`` share the overshoot left.
+    above, once both pools exist it exceeds ``f x free`` by at least its draft's KV pool. If
+    the overshoot leaves too little of the ``1 - f`` share, stock dies of an OOM instead
+    (before or after its draft pool); that is asserted from its log. When it does start, the
+    same KV-filling load is run and its outcome recorded (``stock_load``), not asserted.
     """
     case = _eagle3()
     fraction = gpu_cases.mem_fraction()
-    with gpu_server(case, tmp_path, plugin=False, mem_fraction=fraction) as server:
-        usages = _memory_usage(server)
-        assert not breakdowns(server)  # the plugin really was off
-        info = server.server_info()
-        result = load.run_load(server.base_url, _fill_plan(info))
-        record_property("stock_load", result.summary() + f"; healthy after: {server.healthy()}")
-    record_property("stock_memory", " | ".join(u.describe() for u in usages))
-    assert len(usages) == case.tp
-    for usage in usages:
+    started = True
+    try:
+        with gpu_server(case, tmp_path, plugin=False, mem_fraction=fraction) as server:
+            assert not breakdowns(server)  # the plugin really was off
+            result = load.run_load(server.base_url, _fill_plan(server.server_info()))
+            record_property("stock_load", f"{result.summary()}; healthy: {server.healthy()}")
+    except SGLangStartError as error:
+        started = False
+        record_property("stock_start", str(error)[-2000:])
+    log = server_log(tmp_path)
+    records = probe_records(tmp_path)
+    assert len(records) == case.tp, log[-3000:]
+    ooms = [m for m in OOM_MARKERS if m in log]
+    for rank_records in records:
+        if _pool_allocations(rank_records) < 2:  # died before its draft pool existed
+            assert not started and ooms, log[-3000:]
+            continue
+        usage = device_probe.usage_after_pools(rank_records)
+        record_property("stock_memory", usage.describe())
         assert usage.draft_kv_bytes > 0, usage.describe()
         assert usage.over_budget_bytes >= usage.draft_kv_bytes - TOLERANCE, usage.describe()
         assert usage.over_budget_bytes > TOLERANCE, usage.describe()
+    if not started:
+        assert ooms, log[-3000:]  # a start failure other than memory is not this regression

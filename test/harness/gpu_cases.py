@@ -177,6 +177,11 @@ class Case:
     overlap: bool
     skip: str = ""
 
+    @property
+    def algorithm(self) -> str:
+        """The ``--speculative-algorithm`` value."""
+        return self.args[self.args.index("--speculative-algorithm") + 1]
+
     def launch_args(self, mem_fraction: str) -> list[str]:
         """``launch_server`` flags for this case (without host and port)."""
         argv = [

@@ -160,7 +160,7 @@ def _signal_group(pgid: int, sig: int) -> bool:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         return False
-    except PermissionError:  # only zombies left (they cannot be signalled on some kernels)
+    except PermissionError:  # a member this user may not signal; the wait below reports it
         return True
     return True
 
