@@ -360,6 +360,7 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
 
 
 @pytest.mark.parametrize("case", ["EAGLE", "EAGLE3"])
+@pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
 def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
     launch: Callable[[str, bool], Launch], case: str
 ) -> None:
