@@ -120,6 +120,7 @@ def init_model_worker(original: Any, self: Any) -> None:
         else:
             _timed(self, "2/4 load draft weights", self.maybe_init_draft_worker)
     _timed(self, "3/4 allocate KV pools", self.init_memory_pools)
+    self._specinit_cuda_after_pools = cuda_memory_after_pools(self.server_args)
     _timed(self, "4/4 attention backends and graphs", self.init_all_backends)
     log_memory_breakdown(self)
     # Both loads are done: let the stock method run its dispatch and worker-info tail.
@@ -170,6 +171,26 @@ def init_all_backends(self: Any) -> None:
         self.draft_worker.init_backends()
 
 
+def cuda_memory_after_pools(server_args: Any) -> dict[str, int]:
+    """What CUDA holds once every KV pool exists and before any graph: free device bytes
+    (cache emptied first, as SGLang reads free memory before loading) and torch's counters.
+
+    Empty on other devices. The breakdown carries it so that a reader can compare what the
+    device really lost since the pre-load reading with ``budget_bytes``.
+    """
+    if server_args.device != "cuda":
+        return {}
+    import torch
+
+    torch.cuda.empty_cache()
+    free, _total = torch.cuda.mem_get_info()
+    return {
+        "cuda_free_bytes_after_pools": int(free),
+        "cuda_torch_allocated_bytes_after_pools": int(torch.cuda.memory_allocated()),
+        "cuda_torch_reserved_bytes_after_pools": int(torch.cuda.memory_reserved()),
+    }
+
+
 def kv_pool_allocated_bytes(runner: Any) -> int:
     """Bytes of the KV buffers a runner really allocated."""
     pool = runner.token_to_kv_pool
@@ -199,6 +220,7 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
         free, _total = torch.cuda.mem_get_info()
         breakdown["cuda_free_bytes_after_init"] = int(free)
         breakdown["cuda_torch_allocated_bytes"] = int(torch.cuda.memory_allocated())
+    breakdown.update(getattr(scheduler, "_specinit_cuda_after_pools", {}))
     breakdown["phase_seconds"] = {label: round(s, 3) for label, s in scheduler._specinit_phase_log}
     return breakdown
 
