@@ -148,11 +148,14 @@ def install(version: str, patches: dict[str, ModulePatch], source: Any, strict: 
     global _state
     state = PatchState(version=version, patches=patches, source=source, strict=strict)
     _state = state
-    present = [sys.modules[name] for name in patches if name in sys.modules]
-    state.check_and_apply(present)
-    for name in patches:
-        if name not in sys.modules:
-            after_import(name, lambda module: state.check_and_apply([module]))
+    present = [name for name in patches if name in sys.modules]
+    # Decided before patching: applying hooks can import more modules as a side effect (any
+    # plugin's HookRegistry target is imported when hooks are applied); after_import patches
+    # those at once, so none is left unpatched.
+    later = [name for name in patches if name not in present]
+    state.check_and_apply([sys.modules[name] for name in present])
+    for name in later:
+        after_import(name, lambda module: state.check_and_apply([module]))
     return state
 
 

@@ -26,8 +26,9 @@ from types import SimpleNamespace
 
 import pytest
 from harness import tiny_models, tiny_models_extra
-from harness.engine import ENGINE_TEST_TIMEOUT_S, PLUGIN_ENTRY_POINT, SITE_DIR
+from harness.engine import ENGINE_TEST_TIMEOUT_S
 from harness.report_reading import F, kv_buffer_bytes, runner
+from harness.server_process import PLUGIN_ENTRY_POINT, SITE_DIR
 from sglang_specinit.sglang_0_5_13 import eagle, multi_layer_eagle, tp_worker
 from sglang_specinit.sglang_0_5_13.launch_policy import LaunchFacts, phasing_blocker
 from test_workers_common import (

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -48,23 +49,29 @@ def draft_tp_worker(draft_worker: Any) -> Any:
     return inner.draft_worker
 
 
+def _is_a(obj: Any, module: str, class_name: str) -> bool:
+    """isinstance without importing ``module`` (if SGLang has not imported it, ``obj`` cannot
+    be an instance of its class)."""
+    cls = getattr(sys.modules.get(module), class_name, None)
+    return cls is not None and isinstance(obj, cls)
+
+
 def describe_draft(draft_worker: Any) -> DraftDescription:
     """Which of a draft worker's runners own weights, token-sized pools and fixed pools."""
-    from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
-    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
-
-    from sglang_specinit.sglang_0_5_13.multi_layer_eagle import hidden_state_row_bytes
+    from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp, multi_layer_eagle
 
     if draft_worker is None:
         return DraftDescription()
     runners = runners_of(draft_tp_worker(draft_worker))
-    if isinstance(draft_worker, FrozenKVMTPWorker):
+    if _is_a(draft_worker, frozen_kv_mtp.MODULE, "FrozenKVMTPWorker"):
         return DraftDescription(
             weight_runners=runners, fixed_pools=[(r, FROZEN_KV_STAND_IN_TOKENS) for r in runners]
         )
     description = DraftDescription(weight_runners=runners, pool_runners=runners)
-    if isinstance(draft_worker, MultiLayerEagleWorkerV2):
-        description.bytes_per_request = hidden_state_row_bytes(draft_worker._draft_worker)
+    if _is_a(draft_worker, multi_layer_eagle.MODULE, multi_layer_eagle.WORKER):
+        description.bytes_per_request = multi_layer_eagle.hidden_state_row_bytes(
+            draft_worker._draft_worker
+        )
     return description
 
 
@@ -113,6 +120,7 @@ def init_model_worker(original: Any, self: Any) -> None:
         else:
             _timed(self, "2/4 load draft weights", self.maybe_init_draft_worker)
     _timed(self, "3/4 allocate KV pools", self.init_memory_pools)
+    self._specinit_cuda_after_pools = cuda_memory_after_pools(self.server_args)
     _timed(self, "4/4 attention backends and graphs", self.init_all_backends)
     log_memory_breakdown(self)
     # Both loads are done: let the stock method run its dispatch and worker-info tail.
@@ -163,6 +171,26 @@ def init_all_backends(self: Any) -> None:
         self.draft_worker.init_backends()
 
 
+def cuda_memory_after_pools(server_args: Any) -> dict[str, int]:
+    """What CUDA holds once every KV pool exists and before any graph: free device bytes
+    (cache emptied first, as SGLang reads free memory before loading) and torch's counters.
+
+    Empty on other devices. The breakdown carries it so that a reader can compare what the
+    device really lost since the pre-load reading with ``budget_bytes``.
+    """
+    if server_args.device != "cuda":
+        return {}
+    import torch
+
+    torch.cuda.empty_cache()
+    free, _total = torch.cuda.mem_get_info()
+    return {
+        "cuda_free_bytes_after_pools": int(free),
+        "cuda_torch_allocated_bytes_after_pools": int(torch.cuda.memory_allocated()),
+        "cuda_torch_reserved_bytes_after_pools": int(torch.cuda.memory_reserved()),
+    }
+
+
 def kv_pool_allocated_bytes(runner: Any) -> int:
     """Bytes of the KV buffers a runner really allocated."""
     pool = runner.token_to_kv_pool
@@ -192,6 +220,7 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
         free, _total = torch.cuda.mem_get_info()
         breakdown["cuda_free_bytes_after_init"] = int(free)
         breakdown["cuda_torch_allocated_bytes"] = int(torch.cuda.memory_allocated())
+    breakdown.update(getattr(scheduler, "_specinit_cuda_after_pools", {}))
     breakdown["phase_seconds"] = {label: round(s, 3) for label, s in scheduler._specinit_phase_log}
     return breakdown
 
