@@ -22,11 +22,14 @@ from sglang_specinit.lazy_import import after_import
 
 logger = logging.getLogger(__name__)
 
-# Release lines with an adapter: package name -> the exact releases it was written and tested for.
-ADAPTERS: dict[str, tuple[str, ...]] = {
-    "sglang_0_5_13": ("0.5.13", "0.5.13.post1"),
-    "sglang_0_5_23": ("0.5.23",),
-}
+# Release lines with an adapter package; each package's RELEASES names the exact releases it
+# was written and tested for.
+ADAPTER_PACKAGES = ("sglang_0_5_13", "sglang_0_5_23")
+
+
+def adapter_releases() -> dict[str, tuple[str, ...]]:
+    """Adapter package -> its releases (importing a package imports none of its phases)."""
+    return {name: tuple(load_adapter(name).RELEASES) for name in ADAPTER_PACKAGES}
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Decision:
 
 
 def supported_releases() -> list[str]:
-    return [release for releases in ADAPTERS.values() for release in releases]
+    return [release for releases in adapter_releases().values() for release in releases]
 
 
 def _release_tuple(ver: str) -> tuple[int, ...]:
@@ -76,7 +79,7 @@ def installed_sglang_version() -> str | None:
 def decide_for_version(ver: str | None) -> Decision:
     if ver is None:
         return Decision(None, None, "sglang is not installed")
-    for adapter, releases in ADAPTERS.items():
+    for adapter, releases in adapter_releases().items():
         if ver in releases:
             return Decision(adapter, ver, "supported")
     supported = ", ".join(supported_releases())

@@ -141,6 +141,25 @@ def apply_module_patch(patch: ModulePatch, module: ModuleType, source: Any = Non
 
     for hook in patch.hooks:
         HookRegistry.register(hook.target, hook.fn, HookType[hook.kind], source=source)
-    HookRegistry.apply_hooks()
+    _apply_targets(HookRegistry, [hook.target for hook in patch.hooks])
     for method in patch.new_methods:
         setattr(_lookup(module, method.class_name), method.name, method.fn)
+
+
+def _apply_targets(registry: Any, targets: list[str]) -> None:
+    """Apply these targets' hooks the way ``HookRegistry.apply_hooks`` applies each target.
+
+    ``apply_hooks`` would also retry every other plugin's still-pending target, and this runs
+    while SGLang is importing modules (a pending target may sit in a module only half
+    imported), so only the plugin's own targets are applied here. Without the per-target
+    method (not in the releases this was written for), ``apply_hooks`` is the fallback.
+    """
+    apply_target = getattr(registry, "_apply_target", None)
+    if apply_target is None:
+        registry.apply_hooks()
+        return
+    for target in targets:
+        if target in registry._patched:
+            continue
+        apply_target(target, registry._hooks[target])
+        registry._patched.add(target)
