@@ -176,7 +176,7 @@ def test_weight_sums_survive_tensor_subclasses_without_storage() -> None:
     """Wrapper tensor subclasses (torchao, DTensor) have no plain storage; the weight figures,
     which only feed the memory report, count them by size instead of failing the launch."""
     import torch
-    from sglang_specinit.sglang_0_5_13.runtime_budget import tensor_storage_ids, weight_bytes
+    from sglang_specinit.live_sizing import storage_bytes
 
     class StoragelessWrapper(torch.Tensor):
         """A wrapper subclass, like torchao's quantized weights: no storage of its own."""
@@ -198,8 +198,10 @@ def test_weight_sums_survive_tensor_subclasses_without_storage() -> None:
     module = torch.nn.Module()
     module.register_buffer("quantized", wrapped)
     module.plain = torch.nn.Parameter(torch.zeros(4, dtype=torch.float32))
-    assert sorted(tensor_storage_ids(module).values()) == [16, 16]
-    assert weight_bytes([module]) == 32
+    assert sorted(storage_bytes([module]).values()) == [16, 16]
+    plain_only = torch.nn.Module()
+    plain_only.plain = module.plain  # shared, as a bound embed/lm_head is
+    assert sum(storage_bytes([module], exclude=storage_bytes([plain_only])).values()) == 16
 
 
 def test_example_paths_exist() -> None:

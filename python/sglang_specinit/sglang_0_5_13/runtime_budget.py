@@ -28,60 +28,15 @@ from sglang_specinit.budget import (
     page_ceil,
     plan_pools,
 )
-from sglang_specinit.report import human_bytes
+from sglang_specinit.live_sizing import (
+    DraftDescription,
+    SpecInitBudgetError,
+    budget_error_message,
+    storage_bytes,
+)
 from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
 
 logger = logging.getLogger(__name__)
-
-
-class SpecInitBudgetError(ValueError):
-    """The weights leave no room for the KV cache under the requested --mem-fraction-static."""
-
-
-def _storage_key_and_bytes(tensor: Any) -> tuple[Any, int]:
-    """(identity, bytes) of a tensor's storage; shared storages get the same identity.
-
-    Wrapper subclasses (torchao quantized weights, DTensor) have no plain storage to read;
-    they are counted by their own size, once per tensor object.
-    """
-    try:
-        storage = tensor.untyped_storage()
-        return storage.data_ptr(), int(storage.nbytes())
-    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
-        return ("tensor", id(tensor)), int(tensor.numel() * tensor.element_size())
-
-
-def tensor_storage_ids(module: Any) -> dict[Any, int]:
-    """storage identity -> bytes for every parameter and buffer of a torch module."""
-    storages: dict[Any, int] = {}
-    tensors = list(module.parameters()) + list(module.buffers())
-    for tensor in tensors:
-        key, size = _storage_key_and_bytes(tensor)
-        storages[key] = size
-    return storages
-
-
-def weight_bytes(modules: list[Any], exclude: dict[Any, int] | None = None) -> int:
-    """Bytes of the distinct weight storages of ``modules`` not already in ``exclude``."""
-    seen: dict[int, int] = {}
-    for module in modules:
-        seen.update(tensor_storage_ids(module))
-    excluded = exclude or {}
-    return sum(size for ptr, size in seen.items() if ptr not in excluded)
-
-
-@dataclass
-class DraftDescription:
-    """What a live draft worker will put on the device, by kind of allocation."""
-
-    # Runners whose models hold the draft's weights.
-    weight_runners: list[Any] = field(default_factory=list)
-    # Runners that get a KV pool of the target's token count.
-    pool_runners: list[Any] = field(default_factory=list)
-    # (runner, tokens) for a pool of fixed size (frozen-KV MTP's stand-in pool).
-    fixed_pools: list[tuple[Any, int]] = field(default_factory=list)
-    # Bytes per req-to-token row of per-request draft buffers.
-    bytes_per_request: int = 0
 
 
 @dataclass
@@ -111,12 +66,14 @@ class SpeculativeSizing:
         pre_load_free_bytes = int(pre_model_load_memory * GIB)
         f = runner.mem_fraction_static
         budget_bytes = int(f * pre_load_free_bytes)
-        target_storages = tensor_storage_ids(runner.model)
+        target_storages = storage_bytes([runner.model])
         draft = DraftSpec(
             algorithm=self.algorithm,
             kv_pools=self.draft_pools,
-            weight_bytes=weight_bytes(
-                [dr.model for dr in described.weight_runners], target_storages
+            weight_bytes=sum(
+                storage_bytes(
+                    [dr.model for dr in described.weight_runners], target_storages
+                ).values()
             ),
             bytes_per_request=described.bytes_per_request,
             fixed_bytes=fixed_pools,
@@ -160,17 +117,3 @@ def target_token_split(runner: Any) -> tuple[float, bool]:
     ratio = float(runner.server_args.swa_full_tokens_ratio)
     applies = bool(runner.is_hybrid_swa) and bool(runner.model_config.full_attention_layer_ids)
     return ratio, applies
-
-
-def budget_error_message(inputs: BudgetInputs, plan: PoolPlan) -> str:
-    hb = human_bytes
-    return (
-        f"sglang-specinit: the loaded weights leave no room for the KV cache under "
-        f"--mem-fraction-static={inputs.mem_fraction_static}: budget {hb(plan.budget_bytes)} "
-        f"of {hb(inputs.pre_load_free_bytes)} free before loading, resident "
-        f"{hb(plan.resident_bytes)} (target weights {hb(plan.target_weight_bytes)}, "
-        f"draft weights {hb(plan.draft_weight_bytes)}), KV per token "
-        f"{plan.target_kv_bytes_per_token:.0f} B target + {plan.draft_kv_bytes_per_token:.0f} B "
-        f"draft. Pass --mem-fraction-static {plan.suggested_mem_fraction_static:.3f} or more "
-        f"(minimum viable {plan.min_viable_mem_fraction_static:.4f}), or use a smaller draft."
-    )

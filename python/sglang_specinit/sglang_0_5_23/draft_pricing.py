@@ -18,29 +18,15 @@ layer count (``specs.kv_spec_from_model_config``, shared with the planner and 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from sglang_specinit.budget import HybridSWAKVSpec, KVSpec, sized_by_target
+from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.specs import kv_spec_from_model_config
 
 # FrozenKVMTPDraftWorker.alloc_memory_pool gives its runner a pool of this many tokens.
 FROZEN_KV_STAND_IN_TOKENS = 64
-
-
-@dataclass
-class DraftDescription:
-    """A draft worker's allocations by kind (runners are live 0.5.23 ``ModelRunner``s)."""
-
-    algorithm: str
-    # Runners whose models hold the draft's weights.
-    weight_runners: list[Any] = field(default_factory=list)
-    # Runners that get a KV pool of the target's token count.
-    pool_runners: list[Any] = field(default_factory=list)
-    # (runner, tokens) for pools of a fixed size.
-    fixed_pools: list[tuple[Any, int]] = field(default_factory=list)
-    # Bytes per req-to-token row of per-request draft buffers.
-    bytes_per_request: int = 0
 
 
 def runner_kv_spec(runner: Any) -> KVSpec:

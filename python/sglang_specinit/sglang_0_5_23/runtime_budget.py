@@ -35,12 +35,13 @@ from sglang_specinit.budget import (
     plan_pools,
 )
 from sglang_specinit.hooks import Hook, Requires
-from sglang_specinit.report import human_bytes
-from sglang_specinit.sglang_0_5_23.draft_pricing import (
+from sglang_specinit.live_sizing import (
     DraftDescription,
-    draft_pool_spec,
-    runner_kv_spec,
+    SpecInitBudgetError,
+    budget_error_message,
+    storage_bytes,
 )
+from sglang_specinit.sglang_0_5_23.draft_pricing import draft_pool_spec, runner_kv_spec
 
 logger = logging.getLogger(__name__)
 
@@ -48,21 +49,6 @@ MODULE = "sglang.srt.mem_cache.kv_cache_configurator"
 POOL_CONFIGURATOR = "sglang.srt.model_executor.pool_configurator"
 
 _local = threading.local()
-
-
-class SpecInitBudgetError(ValueError):
-    """The weights leave no room for the KV cache under the requested --mem-fraction-static."""
-
-
-def storage_bytes(modules: list[Any], exclude: set[int] = frozenset()) -> dict[int, int]:
-    """data_ptr -> bytes of the distinct parameter/buffer storages of ``modules``."""
-    storages: dict[int, int] = {}
-    for module in modules:
-        for tensor in [*module.parameters(), *module.buffers()]:
-            storage = tensor.untyped_storage()
-            if storage.data_ptr() not in exclude:
-                storages[storage.data_ptr()] = storage.nbytes()
-    return storages
 
 
 @dataclass
@@ -138,9 +124,7 @@ def build_inputs(
         algorithm=described.algorithm,
         kv_pools=sizing.draft_pools,
         weight_bytes=sum(
-            storage_bytes(
-                [r.model for r in described.weight_runners], set(target_storages)
-            ).values()
+            storage_bytes([r.model for r in described.weight_runners], target_storages).values()
         ),
         bytes_per_request=described.bytes_per_request,
         fixed_bytes=sum(
@@ -184,20 +168,6 @@ def _resolve(
     config = configurator.finalize_with_max_running_requests(config)
     config.mem_fraction_static = get_schedule().mem_fraction_static
     return config
-
-
-def budget_error_message(inputs: BudgetInputs, plan: PoolPlan) -> str:
-    hb = human_bytes
-    return (
-        f"sglang-specinit: the loaded weights leave no room for the KV cache under "
-        f"--mem-fraction-static={inputs.mem_fraction_static}: budget {hb(plan.budget_bytes)} "
-        f"of {hb(inputs.pre_load_free_bytes)} free before loading, resident "
-        f"{hb(plan.resident_bytes)} (target weights {hb(plan.target_weight_bytes)}, "
-        f"draft weights {hb(plan.draft_weight_bytes)}), KV per token "
-        f"{plan.target_kv_bytes_per_token:.0f} B target + {plan.draft_kv_bytes_per_token:.0f} B "
-        f"draft. Pass --mem-fraction-static {plan.suggested_mem_fraction_static:.3f} or more "
-        f"(minimum viable {plan.min_viable_mem_fraction_static:.4f}), or use a smaller draft."
-    )
 
 
 HOOKS = (

@@ -25,14 +25,11 @@ import os
 from typing import Any
 
 from sglang_specinit.hooks import Hook, Requires
+from sglang_specinit.live_sizing import storage_bytes
 from sglang_specinit.sglang_0_5_23.draft_pricing import describe_draft
 from sglang_specinit.sglang_0_5_23.eagle import bind_shared_weights_early
 from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
-from sglang_specinit.sglang_0_5_23.runtime_budget import (
-    TargetSizing,
-    sizing_active,
-    storage_bytes,
-)
+from sglang_specinit.sglang_0_5_23.runtime_budget import TargetSizing, sizing_active
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +44,7 @@ def draft_duplicate_bytes(scheduler: Any, description: Any) -> int:
     it profiles the target pool.
     """
     target = storage_bytes([scheduler.tp_worker.model_runner.model])
-    draft = storage_bytes([r.model for r in description.weight_runners], set(target))
+    draft = storage_bytes([r.model for r in description.weight_runners], target)
     return sum(draft.values())
 
 

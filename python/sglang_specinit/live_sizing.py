@@ -1,0 +1,75 @@
+"""What every release adapter's runtime sizing shares (no SGLang import).
+
+* :class:`DraftDescription` — a live draft worker's allocations by kind (the adapters fill it
+  from their own worker classes);
+* :func:`storage_bytes` — weight bytes counted by storage, so a tensor the draft shares with
+  the target (a bound embed/lm_head) is counted once. These figures feed the memory report
+  and the duplicate-weight accounting, never the token count (SGLang's own free-memory reading
+  does), so they must never stop a launch: a wrapper tensor subclass without a readable
+  storage (torchao quantized weights, DTensor) is counted by its own size;
+* :class:`SpecInitBudgetError` and its message, naming the fraction to pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglang_specinit.budget import BudgetInputs, PoolPlan
+from sglang_specinit.report import human_bytes
+
+
+@dataclass
+class DraftDescription:
+    """What a live draft worker will put on the device, by kind of allocation."""
+
+    algorithm: str = ""
+    # Runners whose models hold the draft's weights.
+    weight_runners: list[Any] = field(default_factory=list)
+    # Runners that get a KV pool of the target's token count.
+    pool_runners: list[Any] = field(default_factory=list)
+    # (runner, tokens) for a pool of fixed size (frozen-KV MTP's stand-in pool).
+    fixed_pools: list[tuple[Any, int]] = field(default_factory=list)
+    # Bytes per req-to-token row of per-request draft buffers.
+    bytes_per_request: int = 0
+
+
+def _storage_key_and_bytes(tensor: Any) -> tuple[Any, int]:
+    """(identity, bytes) of a tensor's storage; tensors sharing a storage share the identity."""
+    try:
+        storage = tensor.untyped_storage()
+        return storage.data_ptr(), int(storage.nbytes())
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+        return ("tensor", id(tensor)), int(tensor.numel() * tensor.element_size())
+
+
+def storage_bytes(modules: Iterable[Any], exclude: Iterable[Any] = ()) -> dict[Any, int]:
+    """storage identity -> bytes of every parameter and buffer of ``modules``, except the
+    storages in ``exclude`` (identities from an earlier call)."""
+    excluded = set(exclude)
+    storages: dict[Any, int] = {}
+    for module in modules:
+        for tensor in [*module.parameters(), *module.buffers()]:
+            key, size = _storage_key_and_bytes(tensor)
+            if key not in excluded:
+                storages[key] = size
+    return storages
+
+
+class SpecInitBudgetError(ValueError):
+    """The weights leave no room for the KV cache under the requested --mem-fraction-static."""
+
+
+def budget_error_message(inputs: BudgetInputs, plan: PoolPlan) -> str:
+    hb = human_bytes
+    return (
+        f"sglang-specinit: the loaded weights leave no room for the KV cache under "
+        f"--mem-fraction-static={inputs.mem_fraction_static}: budget {hb(plan.budget_bytes)} "
+        f"of {hb(inputs.pre_load_free_bytes)} free before loading, resident "
+        f"{hb(plan.resident_bytes)} (target weights {hb(plan.target_weight_bytes)}, "
+        f"draft weights {hb(plan.draft_weight_bytes)}), KV per token "
+        f"{plan.target_kv_bytes_per_token:.0f} B target + {plan.draft_kv_bytes_per_token:.0f} B "
+        f"draft. Pass --mem-fraction-static {plan.suggested_mem_fraction_static:.3f} or more "
+        f"(minimum viable {plan.min_viable_mem_fraction_static:.4f}), or use a smaller draft."
+    )
