@@ -93,6 +93,15 @@ def group_by_module(
     }
 
 
+def is_instance_of(obj: Any, module: str, class_name: str) -> bool:
+    """``isinstance`` without importing ``module``: if SGLang has not imported it, ``obj``
+    cannot be an instance of its class (and importing it would patch it for nothing)."""
+    import sys
+
+    cls = getattr(sys.modules.get(module), class_name, None)
+    return cls is not None and isinstance(obj, cls)
+
+
 def _lookup(module: ModuleType, qualname: str) -> Any:
     value: Any = module
     for part in qualname.split("."):

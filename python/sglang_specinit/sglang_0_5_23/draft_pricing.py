@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from sglang_specinit.budget import HybridSWAKVSpec, KVSpec, sized_by_target
+from sglang_specinit.hooks import is_instance_of
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.specs import kv_spec_from_model_config
 
@@ -75,20 +76,22 @@ def draft_pool_spec(runner: Any, target_kv: KVSpec) -> KVSpec:
 
 def describe_draft(spec_worker: Any) -> DraftDescription:
     """Which runners of a 0.5.23 speculative worker own weights, pools and fixed pools."""
-    from sglang.srt.speculative.frozen_kv_mtp_worker_v2 import FrozenKVMTPDraftWorker
-    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleDraftWorker
-
     algorithm = spec_worker.speculative_algorithm.name
     draft = spec_worker.draft_worker
     runners = list(draft.draft_runners)
-    if isinstance(draft, FrozenKVMTPDraftWorker):
+    frozen = ("sglang.srt.speculative.frozen_kv_mtp_worker_v2", "FrozenKVMTPDraftWorker")
+    multi_layer = (
+        "sglang.srt.speculative.multi_layer_eagle_worker_v2",
+        "MultiLayerEagleDraftWorker",
+    )
+    if is_instance_of(draft, *frozen):
         return DraftDescription(
             algorithm,
             weight_runners=runners,
             fixed_pools=[(r, FROZEN_KV_STAND_IN_TOKENS) for r in runners],
         )
     description = DraftDescription(algorithm, weight_runners=runners, pool_runners=runners)
-    if isinstance(draft, MultiLayerEagleDraftWorker):
+    if is_instance_of(draft, *multi_layer):
         description.bytes_per_request = boundary_stash_row_bytes(draft)
     return description
 

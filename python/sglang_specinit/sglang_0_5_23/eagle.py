@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.hooks import Hook, Requires
+from sglang_specinit.hooks import Hook, Requires, is_instance_of
 
 _SKIP_ATTR = "_specinit_skip_once"
 EAGLE_MODULE = "sglang.srt.speculative.eagle_worker_v2"
 MULTI_LAYER_MODULE = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
+STANDALONE_MODULE = "sglang.srt.speculative.standalone_worker_v2"
 
 
 def _skip_once(draft: Any, name: str) -> bool:
@@ -49,16 +50,14 @@ def init_lm_head(original: Any, self: Any) -> None:
 
 def bind_shared_weights_early(spec_worker: Any) -> bool:
     """Bind the draft's embed/lm_head to the target's now; True if anything was bound."""
-    from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
-    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleDraftWorker
-    from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker
-
     draft = spec_worker.draft_worker
-    if isinstance(draft, MultiLayerEagleDraftWorker):
+    if is_instance_of(draft, MULTI_LAYER_MODULE, "MultiLayerEagleDraftWorker"):
         draft.init_lm_head()
         setattr(draft, _SKIP_ATTR, {"init_lm_head"})
         return True
-    if isinstance(draft, EagleDraftWorker) and not isinstance(draft, StandaloneDraftWorker):
+    if is_instance_of(draft, EAGLE_MODULE, "EagleDraftWorker") and not is_instance_of(
+        draft, STANDALONE_MODULE, "StandaloneDraftWorker"
+    ):
         # The order of the stock alloc_memory_pool: the token map first, then the binding
         # (which reads hot_token_id).
         draft.init_token_map()
@@ -77,5 +76,5 @@ NEW_METHODS = ()
 REQUIRES = (
     Requires(EAGLE_MODULE, "EagleDraftWorker.alloc_memory_pool"),
     Requires(MULTI_LAYER_MODULE, "MultiLayerEagleDraftWorker.alloc_memory_pool"),
-    Requires("sglang.srt.speculative.standalone_worker_v2", "StandaloneDraftWorker"),
+    Requires(STANDALONE_MODULE, "StandaloneDraftWorker"),
 )

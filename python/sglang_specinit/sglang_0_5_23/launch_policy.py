@@ -63,8 +63,7 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     spec_worker = scheduler.draft_worker
     if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
         return StepAside("this rank holds no draft model", warn=False)
-    known = _known_spec_workers()
-    if not isinstance(spec_worker, known):
+    if (type(spec_worker).__module__, type(spec_worker).__qualname__) not in KNOWN_SPEC_WORKERS:
         return StepAside(
             f"{type(spec_worker).__name__} (a custom speculative worker) is not one whose "
             "allocations sglang-specinit knows"
@@ -79,10 +78,13 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     return None
 
 
-def _known_spec_workers() -> tuple[type, ...]:
-    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
-    from sglang.srt.speculative.frozen_kv_mtp_worker_v2 import FrozenKVMTPWorkerV2
-    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
-
-    # StandaloneWorkerV2 subclasses EAGLEWorkerV2.
-    return (EAGLEWorkerV2, MultiLayerEagleWorkerV2, FrozenKVMTPWorkerV2)
+# The speculative workers whose allocations describe_draft knows: exact classes (a subclass may
+# allocate more), named rather than imported (a scheduler imports only its own algorithm's).
+KNOWN_SPEC_WORKERS = frozenset(
+    {
+        ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2"),
+        ("sglang.srt.speculative.standalone_worker_v2", "StandaloneWorkerV2"),
+        ("sglang.srt.speculative.multi_layer_eagle_worker_v2", "MultiLayerEagleWorkerV2"),
+        ("sglang.srt.speculative.frozen_kv_mtp_worker_v2", "FrozenKVMTPWorkerV2"),
+    }
+)
