@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import scheduler_report, shims
+from harness import live_reports, scheduler_report, shims
 
 SITE_DIR = Path(__file__).resolve().parent / "site"
 PLUGIN_ENTRY_POINT = "specinit"
@@ -72,6 +72,7 @@ def cpu_engine_kwargs(
     num_draft_tokens: int = 4,
     log_level: str = "info",
     random_seed: int = 0,
+    sglang_release: str = "0.5.13",
     **overrides: Any,
 ) -> dict[str, Any]:
     """``sglang.Engine`` / ``ServerArgs`` kwargs for a CPU run; ``overrides`` win.
@@ -83,18 +84,25 @@ def cpu_engine_kwargs(
     The speculative sizes are explicit because SGLang's auto-choice depends on the model type;
     ``num_steps > 1`` is fine because the draft's CUDA graph runners are skipped with
     ``disable_cuda_graph``.
+
+    ``sglang_release="0.5.14"`` spells the prefill-graph switch as that release does: it folded
+    ``disable_piecewise_cuda_graph`` into ``cuda_graph_backend_prefill`` (the old name is only
+    a deprecated CLI alias there, not a ``ServerArgs`` field).
     """
     kwargs: dict[str, Any] = {
         "model_path": str(model_path),
         "device": "cpu",
         "attention_backend": "torch_native",
         "disable_cuda_graph": True,
-        "disable_piecewise_cuda_graph": True,
         "grammar_backend": "none",
         "page_size": page_size,
         "log_level": log_level,
         "random_seed": random_seed,
     }
+    if sglang_release.startswith("0.5.13"):
+        kwargs["disable_piecewise_cuda_graph"] = True
+    else:
+        kwargs["cuda_graph_backend_prefill"] = "disabled"
     if mem_fraction_static is not None:
         kwargs["mem_fraction_static"] = mem_fraction_static
     if algorithm is not None:
@@ -346,6 +354,7 @@ def cpu_engine(
     work_dir: str | os.PathLike[str] | None = None,
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
     extra_env: Mapping[str, str] | None = None,
+    python: str | os.PathLike[str] | None = None,
     **engine_overrides: Any,
 ) -> Iterator[EngineHandle]:
     """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block.
@@ -353,6 +362,9 @@ def cpu_engine(
     Raises :class:`SGLangStartError` (with the log tail and any ``-error`` scheduler report)
     when the Engine does not come up. On exit, normal or not, the Engine is shut down and
     the driver's whole process group is killed, so no scheduler survives a failed test.
+
+    ``python`` runs the driver with another interpreter (the benchmark passes
+    ``.venv-sglang0514``'s, with ``sglang_release="0.5.14"``, to start the real 0.5.14 Engine).
     """
     files = _RunFiles.make(work_dir, "engine")
     kwargs = cpu_engine_kwargs(
@@ -365,7 +377,7 @@ def cpu_engine(
     config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
     with open(files.log_path, "ab") as early_log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.engine_driver", str(config_path)],
+            [str(python or sys.executable), "-m", "harness.engine_driver", str(config_path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=early_log,
@@ -390,6 +402,7 @@ def cpu_engine(
         yield handle
     finally:
         _stop_engine(handle)
+        live_reports.keep_live_reports(env, files.work_dir.name)
 
 
 def _stop_engine(handle: EngineHandle) -> None:
@@ -581,3 +594,4 @@ def cpu_server(
         yield handle
     finally:
         _kill_group(proc, grace_s=3.0)  # its graceful drain takes ~6 s; nothing to save
+        live_reports.keep_live_reports(env, files.work_dir.name)
