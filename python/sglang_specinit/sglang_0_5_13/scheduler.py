@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sglang_specinit.hooks import Hook, NewMethod, Requires
 from sglang_specinit.sglang_0_5_13.runtime_budget import DraftDescription, SpeculativeSizing
 from sglang_specinit.sglang_0_5_13.state import defer_pools
 from sglang_specinit.sglang_0_5_13.tp_worker import runners_of
-from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS, runner_layer_count
+from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
 
 logger = logging.getLogger(__name__)
 
@@ -67,92 +68,40 @@ def describe_draft(draft_worker: Any) -> DraftDescription:
     return description
 
 
-def phasing_blocker(scheduler: Any) -> str | None:
-    """Why this launch keeps SGLang's stock init (None: it is phased)."""
-    from sglang_specinit.compat import is_model_less_worker, phased_worker_classes
-    from sglang_specinit.sglang_0_5_13.model_runner import PHASED_DEVICES
-
-    server_args = scheduler.server_args
-    if scheduler.spec_algorithm.is_none():
-        return "not speculative"
-    if server_args.device not in PHASED_DEVICES:
-        return f"device {server_args.device!r} is not one of {PHASED_DEVICES}"
-    if server_args.enable_hisparse:
-        return "--enable-hisparse builds its coordinator inside ModelRunner.initialize"
-    from sglang.srt.configs.model_config import is_deepseek_v4
-
-    if is_deepseek_v4(scheduler.model_config.hf_config):
-        # Its compressed c4/c128/state pools are not priced by the budget model; stock keeps
-        # its own (T+1)/T draft reservation for this family, which is better than a guess.
-        return "DeepSeek-V4 compressed KV pools are not priced by sglang-specinit"
-    worker_class = scheduler.spec_algorithm.create_worker(server_args)
-    if worker_class in phased_worker_classes() or is_model_less_worker(worker_class):
-        return None
-    from sglang_specinit.sglang_0_5_13 import tp_worker
-
-    # A TpModelWorker subclass inherits this plugin's generic TpModelWorker phase methods; they
-    # do not make its own constructor safe to cut (it may read pool sizes after super().__init__).
-    generic = {
-        "alloc_memory_pool": tp_worker.alloc_memory_pool,
-        "init_backends": tp_worker.init_backends,
-    }
-    if all(
-        callable(method := getattr(worker_class, name, None)) and method is not generic[name]
-        for name in generic
-    ):
-        return None  # a plugin algorithm that implements the phases itself
-    return (
-        f"{worker_class.__name__} (a custom speculative algorithm) does not implement "
-        "alloc_memory_pool/init_backends itself, so it is built the stock way"
-    )
-
-
-def predict_draft_layers(server_args: Any) -> int:
-    """Read the draft's layer count from its config before any weights load.
-
-    Also the earliest point a bad draft path can be reported, before the target loads.
-    """
-    from sglang.srt.configs.model_config import ModelConfig
-
-    path = server_args.speculative_draft_model_path
-    if path is None:
-        raise ValueError(
-            f"--speculative-algorithm {server_args.speculative_algorithm} needs "
-            "--speculative-draft-model-path (a directory or hub id with a config.json)"
-        )
-    try:
-        config = ModelConfig.from_server_args(
-            server_args,
-            model_path=path,
-            model_revision=server_args.speculative_draft_model_revision,
-            is_draft_model=True,
-        )
-    except (OSError, ValueError) as exc:
-        raise ValueError(
-            f"sglang-specinit: cannot read the draft model config at {path!r} ({exc}). "
-            "Pass --speculative-draft-model-path pointing at a checkpoint with a config.json."
-        ) from exc
-    return runner_layer_count(config, is_draft=True)
+def _is_first_rank(scheduler: Any) -> bool:
+    ps = scheduler.ps
+    return ps.tp_rank == 0 and ps.pp_rank == 0 and not getattr(ps, "dp_rank", None)
 
 
 def init_model_worker(original: Any, self: Any) -> None:
     """AROUND hook: the four phases, then SGLang's own remainder of init_model_worker."""
-    blocker = phasing_blocker(self)
+    from sglang_specinit.sglang_0_5_13.launch_policy import (
+        facts_from_scheduler,
+        is_model_less_worker,
+        phasing_blocker,
+    )
+    from sglang_specinit.sglang_0_5_13.server_args import restore_stock_fraction
+
+    facts = facts_from_scheduler(self)
+    blocker = phasing_blocker(facts)
     if blocker is not None:
-        if not self.spec_algorithm.is_none():
-            logger.warning(
-                "[specinit] stock speculative init (draft memory NOT budgeted): %s", blocker
-            )
+        if facts.algorithm is not None:
+            restored = restore_stock_fraction(self.server_args)
+            if _is_first_rank(self):
+                logger.warning(
+                    "[specinit] stock speculative init (draft memory NOT budgeted): %s%s",
+                    blocker,
+                    f"; automatic --mem-fraction-static back to stock {restored}"
+                    if restored is not None
+                    else "",
+                )
         return original(self)
-    from sglang_specinit.compat import is_model_less_worker
 
     self._specinit_phase_log = []
-    worker_class = self.spec_algorithm.create_worker(self.server_args)
+    worker_class = facts.worker_class
     # A draft without a model (NGRAM) has nothing to load; it is built in the pool phase,
     # once the target's request count exists.
     self._specinit_model_less_draft = is_model_less_worker(worker_class)
-    if not self._specinit_model_less_draft:
-        self._specinit_predicted_draft_layers = predict_draft_layers(self.server_args)
     with defer_pools():
         _timed(self, "1/4 load target weights", self.init_tp_model_worker)
         if self._specinit_model_less_draft:
@@ -186,24 +135,10 @@ def init_target_memory_pool(self: Any) -> None:
     if getattr(runner, "token_to_kv_pool", None) is not None:
         return
     description = describe_draft(self.draft_worker)
-    if description.pool_runners:
-        _check_predicted_layers(self, description.pool_runners)
     runner._specinit_sizing = SpeculativeSizing(
         algorithm=self.server_args.speculative_algorithm, draft=description
     )
     self.tp_worker.alloc_memory_pool()
-
-
-def _check_predicted_layers(scheduler: Any, draft_runners: list[Any]) -> None:
-    predicted = getattr(scheduler, "_specinit_predicted_draft_layers", None)
-    live = draft_runners[0].num_effective_layers
-    if predicted is not None and predicted != live:
-        logger.warning(
-            "[specinit] draft config predicted %d KV layers but the draft runner has %d; "
-            "sizing with the runner's value",
-            predicted,
-            live,
-        )
 
 
 def init_memory_pools(self: Any) -> None:
@@ -282,10 +217,14 @@ def log_memory_breakdown(scheduler: Any) -> None:
             json.dump(breakdown, f, sort_keys=True)
 
 
-SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
-HOOKS = ((f"{SCHEDULER}.init_model_worker", init_model_worker),)
+MODULE = "sglang.srt.managers.scheduler"
+HOOKS = (Hook(MODULE, "Scheduler.init_model_worker", init_model_worker, params=()),)
 NEW_METHODS = (
-    (SCHEDULER, "init_target_memory_pool", init_target_memory_pool),
-    (SCHEDULER, "init_memory_pools", init_memory_pools),
-    (SCHEDULER, "init_all_backends", init_all_backends),
+    NewMethod(MODULE, "Scheduler", "init_target_memory_pool", init_target_memory_pool),
+    NewMethod(MODULE, "Scheduler", "init_memory_pools", init_memory_pools),
+    NewMethod(MODULE, "Scheduler", "init_all_backends", init_all_backends),
+)
+REQUIRES = (
+    Requires(MODULE, "Scheduler.init_tp_model_worker"),
+    Requires(MODULE, "Scheduler.maybe_init_draft_worker"),
 )
