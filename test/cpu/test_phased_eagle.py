@@ -223,6 +223,10 @@ def test_phases_run_in_order_inside_the_scheduler(
     # The JSON log line and memory-rank0.json carry the same dict.
     (line,) = [ln for ln in log.splitlines() if MEMORY_PREFIX in ln]
     assert json.loads(line.split(MEMORY_PREFIX, 1)[1]) == breakdown
+    # The scheduler patched its own worker's module, and no other algorithm's (it never
+    # imported them: the plugin patches a module only once SGLang imports it).
+    speculative = {t.split(".")[3] for t in report["applied_hook_targets"] if ".speculative." in t}
+    assert speculative == {"eagle_worker_v2"}, report["applied_hook_targets"]
 
 
 @pytest.mark.parametrize("case", CASE_IDS)

@@ -46,25 +46,29 @@ def is_builtin(algorithm: str) -> bool:
     return name in ALIASES or (name in SpeculativeAlgorithm.__members__ and name != "NONE")
 
 
-def phased_worker_classes() -> tuple[type, ...]:
-    """Speculative worker classes whose init runs in phases (exact classes, not subclasses)."""
-    from sglang.srt.speculative.dflash_worker import DFlashWorker
-    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
-    from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
-    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
-    from sglang.srt.speculative.standalone_worker_v2 import StandaloneWorkerV2
+# Speculative worker classes whose init runs in phases: exact classes, named rather than
+# imported (importing them would import every algorithm's worker into every scheduler).
+PHASED_WORKERS = frozenset(
+    {
+        ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2"),
+        ("sglang.srt.speculative.standalone_worker_v2", "StandaloneWorkerV2"),
+        ("sglang.srt.speculative.multi_layer_eagle_worker_v2", "MultiLayerEagleWorkerV2"),
+        ("sglang.srt.speculative.dflash_worker", "DFlashWorker"),
+        ("sglang.srt.speculative.frozen_kv_mtp_worker", "FrozenKVMTPWorker"),
+    }
+)
 
-    return (
-        EAGLEWorkerV2,
-        StandaloneWorkerV2,
-        MultiLayerEagleWorkerV2,
-        DFlashWorker,
-        FrozenKVMTPWorker,
-    )
+
+def _name(worker_class: type) -> tuple[str, str]:
+    return worker_class.__module__, worker_class.__qualname__
+
+
+def is_phased_worker(worker_class: type) -> bool:
+    return _name(worker_class) in PHASED_WORKERS
 
 
 def is_model_less_worker(worker_class: type) -> bool:
-    return (worker_class.__module__, worker_class.__qualname__) in MODEL_LESS_WORKERS
+    return _name(worker_class) in MODEL_LESS_WORKERS
 
 
 def implements_phases_itself(worker_class: type) -> bool:
@@ -85,7 +89,7 @@ def implements_phases_itself(worker_class: type) -> bool:
 
 
 def worker_blocker(worker_class: type) -> str | None:
-    if worker_class in phased_worker_classes() or is_model_less_worker(worker_class):
+    if is_phased_worker(worker_class) or is_model_less_worker(worker_class):
         return None
     if implements_phases_itself(worker_class):
         return None  # a plugin algorithm whose worker runs in phases on its own

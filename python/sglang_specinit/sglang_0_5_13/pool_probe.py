@@ -9,6 +9,8 @@ bytes per full-attention token, per sliding-window token and the fixed part (pad
 page-granular index buffers), for whatever pool class SGLang picks: MHA/GQA, MLA, DSA with its
 FP8 layout, FP4 with scales, hybrid SWA, the one full-attention layer of a mamba/GDN draft,
 any KV dtype (``float8_e4m3fnuz`` included). Nothing is derived from a parallel table.
+Storages whose size does not follow the token counts (pointer and stride tables of a few
+hundred bytes) are bookkeeping, not price; SGLang leaves them to the ``1 - f`` share too.
 
 The probe pools are freed before free memory is profiled; they are page-sized, so their peak
 is negligible next to the weights already resident.
@@ -47,39 +49,51 @@ _MISSING = object()
 _POOL_MODULE_PREFIX = "sglang.srt.mem_cache"
 
 
-def owned_storages(root: Any) -> dict[int, int]:
-    """data_ptr -> bytes of every tensor storage reachable from a pool object.
-
-    Walks attributes, lists, tuples and dicts, descending only into SGLang memory-pool objects
-    (``sglang.srt.mem_cache``), so references to runners or models are never followed.
-    """
+def _reachable(root: Any, stop_at: set[int]) -> tuple[dict[str, tuple[int, int]], set[int]]:
+    """({path: (data_ptr, bytes)} of every tensor storage, ids of every pool object) reachable
+    from ``root``: attributes, lists, tuples and dicts, descending only into SGLang memory-pool
+    objects (``sglang.srt.mem_cache``), so references to runners or models are never followed;
+    objects whose id is in ``stop_at`` are not entered. Paths (``full_kv_pool.k_buffer.3``)
+    name the same buffer in pools built at different sizes."""
     import torch
 
-    storages: dict[int, int] = {}
-    seen: set[int] = set()
-    stack = [root]
+    storages: dict[str, tuple[int, int]] = {}
+    pools: set[int] = set()
+    seen = set(stop_at)
+    stack: list[tuple[str, Any]] = [("", root)]
     while stack:
-        value = stack.pop()
+        path, value = stack.pop()
         if id(value) in seen:
             continue
         seen.add(id(value))
         if isinstance(value, torch.Tensor):
             storage = value.untyped_storage()
-            storages[storage.data_ptr()] = storage.nbytes()
+            storages[path] = (storage.data_ptr(), storage.nbytes())
         elif isinstance(value, list | tuple):
-            stack.extend(value)
+            stack.extend((f"{path}.{i}", v) for i, v in enumerate(value))
         elif isinstance(value, dict):
-            stack.extend(value.values())
+            stack.extend((f"{path}.{k}", v) for k, v in value.items())
         elif type(value).__module__.startswith(_POOL_MODULE_PREFIX) and hasattr(value, "__dict__"):
-            stack.extend(vars(value).values())
-    return storages
+            pools.add(id(value))
+            stack.extend((f"{path}.{k}", v) for k, v in vars(value).items())
+    return storages, pools
+
+
+def kv_pool_storages(runner: Any) -> dict[str, int]:
+    """{path: bytes} of the storages the runner's KV pool owns: not what its request pool
+    (mamba state) or its token allocator (free lists, the full-to-SWA index map) own, which are
+    sized elsewhere (and a draft shares the target's)."""
+    kv, pool_objects = _reachable(runner.token_to_kv_pool, set())
+    others = {ptr for ptr, _ in _reachable(runner.req_to_token_pool, set())[0].values()}
+    others |= {
+        ptr for ptr, _ in _reachable(runner.token_to_kv_pool_allocator, pool_objects)[0].values()
+    }
+    return {path: size for path, (ptr, size) in kv.items() if ptr not in others}
 
 
 def kv_pool_bytes_of(runner: Any) -> int:
-    """Bytes of the runner's KV pool, not counting what its request pool owns (mamba state)."""
-    kv = owned_storages(runner.token_to_kv_pool)
-    requests = owned_storages(runner.req_to_token_pool)
-    return sum(size for ptr, size in kv.items() if ptr not in requests)
+    """Bytes of every storage the runner's KV pool owns (see :func:`kv_pool_storages`)."""
+    return sum(kv_pool_storages(runner).values())
 
 
 @contextlib.contextmanager
@@ -107,7 +121,7 @@ def _pool_logs_quiet() -> Iterator[None]:
         pool_logger.setLevel(level)
 
 
-def _build_and_measure(runner: Any, full_tokens: int, swa_tokens: int) -> int:
+def _build_and_measure(runner: Any, full_tokens: int, swa_tokens: int) -> dict[str, int]:
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
     config = MemoryPoolConfig(
@@ -116,12 +130,21 @@ def _build_and_measure(runner: Any, full_tokens: int, swa_tokens: int) -> int:
         full_max_total_num_tokens=full_tokens,
         swa_max_total_num_tokens=swa_tokens,
     )
+    server_args = runner.server_args
+    mamba_cache_size = server_args.max_mamba_cache_size
     with _runner_restored(runner):
         # A probe owns every pool it builds; the shared ones come in the pool phase.
         runner.req_to_token_pool = None
         runner.token_to_kv_pool_allocator = None
-        runner._apply_memory_pool_config(config)
-        measured = kv_pool_bytes_of(runner)
+        # A hybrid model's request pool holds mamba state for max_mamba_cache_size requests
+        # (not priced here: SGLang reserves it itself while profiling). Keep the probe's tiny;
+        # the value SGLang chose, if any, is put back right after.
+        server_args.max_mamba_cache_size = PROBE_REQUESTS
+        try:
+            runner._apply_memory_pool_config(config)
+            measured = kv_pool_storages(runner)
+        finally:
+            server_args.max_mamba_cache_size = mamba_cache_size
     return measured
 
 
@@ -136,11 +159,19 @@ def measure_kv_pool(
     page = int(runner.page_size)
     small, large = (pages * page for pages in PROBE_PAGES)
     with _pool_logs_quiet():
-        base = _build_and_measure(runner, small, small)
-        more_full = _build_and_measure(runner, large, small)
-        more_swa = _build_and_measure(runner, small, large)
-        more_both = _build_and_measure(runner, large, large)
+        builds = [
+            _build_and_measure(runner, full, swa)
+            for full, swa in ((small, small), (large, small), (small, large), (large, large))
+        ]
     gc.collect()
+    # Only storages whose size follows the token counts are the pool's price; constant-size
+    # bookkeeping (pointer and stride tables, a few hundred bytes) is left to the 1 - f share,
+    # as SGLang leaves it, so the planner can price the same pools from their configs.
+    paths = set().union(*builds)
+    scaling = {p for p in paths if len({build.get(p, 0) for build in builds}) > 1}
+    base, more_full, more_swa, more_both = (
+        sum(build.get(p, 0) for p in scaling) for build in builds
+    )
     step = large - small
     full_bytes, full_rest = divmod(more_full - base, step)
     swa_bytes, swa_rest = divmod(more_swa - base, step)

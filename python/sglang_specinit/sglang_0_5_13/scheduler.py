@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -48,23 +49,29 @@ def draft_tp_worker(draft_worker: Any) -> Any:
     return inner.draft_worker
 
 
+def _is_a(obj: Any, module: str, class_name: str) -> bool:
+    """isinstance without importing ``module`` (if SGLang has not imported it, ``obj`` cannot
+    be an instance of its class)."""
+    cls = getattr(sys.modules.get(module), class_name, None)
+    return cls is not None and isinstance(obj, cls)
+
+
 def describe_draft(draft_worker: Any) -> DraftDescription:
     """Which of a draft worker's runners own weights, token-sized pools and fixed pools."""
-    from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
-    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
-
-    from sglang_specinit.sglang_0_5_13.multi_layer_eagle import hidden_state_row_bytes
+    from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp, multi_layer_eagle
 
     if draft_worker is None:
         return DraftDescription()
     runners = runners_of(draft_tp_worker(draft_worker))
-    if isinstance(draft_worker, FrozenKVMTPWorker):
+    if _is_a(draft_worker, frozen_kv_mtp.MODULE, "FrozenKVMTPWorker"):
         return DraftDescription(
             weight_runners=runners, fixed_pools=[(r, FROZEN_KV_STAND_IN_TOKENS) for r in runners]
         )
     description = DraftDescription(weight_runners=runners, pool_runners=runners)
-    if isinstance(draft_worker, MultiLayerEagleWorkerV2):
-        description.bytes_per_request = hidden_state_row_bytes(draft_worker._draft_worker)
+    if _is_a(draft_worker, multi_layer_eagle.MODULE, multi_layer_eagle.WORKER):
+        description.bytes_per_request = multi_layer_eagle.hidden_state_row_bytes(
+            draft_worker._draft_worker
+        )
     return description
 
 
