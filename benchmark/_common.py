@@ -29,6 +29,8 @@ from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape  # noqa: E402
 
 FRACTION = 0.5
 CAPACITY = DEFAULT_CAPACITY_BYTES
+# The real sglang 0.5.14 (built by scripts/setup.sh: its wheel layered over .venv).
+UPSTREAM_0_5_14_PYTHON = REPO_ROOT / ".venv-sglang0514" / "bin" / "python"
 
 # A small Llama used as a STANDALONE draft: the target's vocab/hidden, one layer.
 STANDALONE_DRAFT = replace(DEFAULT_TARGET, layers=1, intermediate=64)
@@ -97,8 +99,18 @@ class Launch:
     draft_path: Path
 
 
-def launch(case: Case, patched: bool, capacity: int = CAPACITY) -> Launch:
-    """Start the case's Engine (plugin on or off), collect its reports, shut it down."""
+def launch(
+    case: Case,
+    patched: bool,
+    capacity: int = CAPACITY,
+    python: Path | None = None,
+    sglang_release: str = "0.5.13",
+) -> Launch:
+    """Start the case's Engine (plugin on or off), collect its reports, shut it down.
+
+    ``python`` (with ``sglang_release``) runs another SGLang: ``.venv-sglang0514``'s
+    interpreter and ``"0.5.14"`` start the real upstream 0.5.14 Engine on the same inputs.
+    """
     draft = case.make_draft()
     with tempfile.TemporaryDirectory(prefix="specinit-bench-") as tmp:
         work = Path(tmp)
@@ -113,6 +125,8 @@ def launch(case: Case, patched: bool, capacity: int = CAPACITY) -> Launch:
             mem_fraction_static=FRACTION,
             work_dir=work,
             extra_env={REPORT_DIR_ENV: str(specinit_dir)},
+            python=python,
+            sglang_release=sglang_release,
         ) as engine:
             report = engine.scheduler_report()
             cpu_s = process_cpu_seconds(report["pid"])

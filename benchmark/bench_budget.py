@@ -1,17 +1,31 @@
-"""Budget use, (weights + KV pools) / (f x free before loading), on a CPU launch matrix.
+"""Budget use on a CPU launch matrix: this package, stock 0.5.13.post1 and the real sglang 0.5.14.
 
 For each case (EAGLE, EAGLE3 with a draft of another KV geometry, EAGLE3 with
-``num_nextn_predict_layers: 0``, STANDALONE with a 1-layer llama draft) it launches the tiny
-Engine twice, patched and stock, and reads everything from the scheduler process (harness
-report: live pool bytes and the simulated memory meter):
+``num_nextn_predict_layers: 0``, STANDALONE with a 1-layer llama draft) it starts three real
+Engines on device cpu with the same tiny checkpoints and the same simulated memory meter
+(``test/harness``): 0.5.13.post1 with the plugin (patched), 0.5.13.post1 without it (stock),
+and sglang 0.5.14 from ``.venv-sglang0514`` (upstream; the plugin steps aside there). Every
+number is read from the scheduler process's harness report:
 
-- patched (measured): resident bytes at the target's pool sizing + live target and draft pools;
-- stock (measured): the same, plus the draft's resident weights, which stock loads after
-  sizing (taken as the patched run's resident minus stock's: the same tensors once bound);
-- upstream 0.5.14 (modelled): ``budget.upstream_0_5_14_plan`` on the same measured inputs
-  (no 0.5.14 Engine is run: it is the rule applied to these numbers).
+- tokens, target and draft pool bytes: the live pools;
+- budget and resident-at-sizing: the two meter readings SGLang sized from
+  (``harness.report_reading.meter_budget``);
+- target weights: resident when stock sized its pool (only the target exists then);
+  other resident: what phased inits (patched, 0.5.14) hold beyond that before the draft
+  starts (a few KiB the target worker allocates after loading);
+- draft weights: resident-at-sizing minus what was resident when the draft started. For
+  0.5.14 this includes the draft's duplicate embed/lm_head, which it sizes with and frees
+  afterwards; stock loads the draft after sizing, and its bound draft weights are taken from
+  the patched run (same tensors).
 
-Prints a table per case and a summary with ratios. Nothing is asserted.
+The 0.5.14 rule modelled on the patched run's inputs (``budget.upstream_0_5_14_plan``) is
+printed and written next to the measured 0.5.14. Where 0.5.14 cannot start (no
+``.venv-sglang0514``, or a start error), its column is the model, marked ``modelled``, with the
+reason. Nothing is asserted.
+
+Each case is written as ``case-<name>.json`` (the breakdown shape ``sglang-specinit report``
+reads) into ``--out``, and the report (Markdown + figures) is rendered there from every case
+file in it.
 
 sglang 0.5.23 section (``measure_0_5_23``): the same tiny target with EAGLE, EAGLE3 (reduced
 vocabulary), EAGLE3 ``num_nextn_predict_layers: 0`` and STANDALONE drafts, launched on the real
@@ -20,6 +34,7 @@ draft reserve per token, what the draft allocates, this package's price, budget 
 runs and the duplicate embed/lm_head bytes resident when the target pool is profiled.
 
     .venv/bin/python benchmark/bench_budget.py [--case NAME ...] [--sglang-version V ...]
+        [--out docs/bench-budget]
 """
 
 from __future__ import annotations
@@ -28,15 +43,41 @@ import argparse
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
-from _common import CASES, DEFAULT_TARGET, FRACTION, REPO_ROOT, Case, launch, table
-from harness.report_reading import kv_spec, meter_budget, pool_bytes, runner
+from _common import (
+    CASES,
+    DEFAULT_TARGET,
+    FRACTION,
+    REPO_ROOT,
+    UPSTREAM_0_5_14_PYTHON,
+    Case,
+    Launch,
+    launch,
+    table,
+)
+from harness.engine import SGLangStartError
+from harness.report_reading import (
+    INIT_TORCH_DISTRIBUTED,
+    kv_spec,
+    meter_budget,
+    pool_bytes,
+    pre_load_reading,
+    reading_seqs,
+    readings,
+    runner,
+)
 from sglang_specinit import budget
+from sglang_specinit.planner.cli import main as specinit_cli
+from sglang_specinit.planner.report_cases import slugify
 from sglang_specinit.report import human_bytes
 from sglang_specinit.specs import upstream_reserved_layers
 
+DEFAULT_OUT = REPO_ROOT / "docs" / "bench-budget"
+MEASURED, MODELLED = "measured", "modelled"
 
-def draft_layers_0_5_14(case: Case, draft_path) -> int:
+
+def draft_layers_0_5_14(case: Case, draft_path: Path) -> int:
     """The ``d`` 0.5.14 reserves for this draft (from its config.json)."""
     config = json.loads((draft_path / "config.json").read_text())
     layers = config["num_hidden_layers"]
@@ -51,28 +92,100 @@ def draft_layers_0_5_14(case: Case, draft_path) -> int:
     )
 
 
-def measure(case: Case) -> dict[str, dict[str, float]]:
-    patched = launch(case, True)
-    stock = launch(case, False)
-    patched_meter = meter_budget(patched.report, FRACTION)
-    pre_free = patched_meter.pre_load_free_bytes
-    budget_bytes = patched_meter.budget_bytes
-    patched_resident = patched_meter.resident_bytes
-    stock_target_resident = meter_budget(stock.report, FRACTION).resident_bytes
-    draft_resident = patched_resident - stock_target_resident
+def target_resident_before_draft(report: dict[str, Any]) -> int:
+    """Bytes the target left resident when the draft runner started (phased inits): the
+    draft's first meter reading against the target's pre-load reading."""
+    first_draft = reading_seqs(report, INIT_TORCH_DISTRIBUTED, True)[0]
+    return readings(report)[first_draft]["used_bytes"] - pre_load_reading(report)["used_bytes"]
 
+
+def breakdown(
+    run: Launch | None,
+    *,
+    tokens: int,
+    budget_bytes: int,
+    pre_load_free_bytes: int,
+    target_weights: int,
+    draft_weights: int,
+    target_pool: int,
+    other_resident: int = 0,
+    draft_pool: int,
+    source: str,
+    title: str,
+    note: str | None = None,
+    max_running_requests: int | None = None,
+) -> dict[str, Any]:
+    """One variant in the breakdown keys of ``plan --json`` (and of the report's input)."""
+    resident = target_weights + draft_weights + other_resident
+    used = resident + target_pool + draft_pool
+    if run is not None:
+        max_running_requests = run.report["scheduler"]["max_running_requests"]
+    return {
+        "title": title,
+        "source": source,
+        "source_note": note,
+        "tokens": tokens,
+        "max_running_requests": max_running_requests,
+        "mem_fraction_static": FRACTION,
+        "pre_load_free_bytes": pre_load_free_bytes,
+        "budget_bytes": budget_bytes,
+        "target_weight_bytes": target_weights,
+        "draft_weight_bytes": draft_weights,
+        "resident_bytes": resident,
+        "target_kv_pool_bytes": target_pool,
+        "draft_kv_pool_bytes": draft_pool,
+        "used_bytes": used,
+        "headroom_bytes": budget_bytes - used,
+    }
+
+
+def measured(run: Launch, title: str, target_weights: int, draft_weights: int | None = None):
+    """A phased run's (patched, 0.5.14) or, with ``draft_weights``, stock's breakdown."""
+    meter = meter_budget(run.report, FRACTION)
+    other = 0
+    if draft_weights is None:
+        before_draft = target_resident_before_draft(run.report)
+        other = before_draft - target_weights
+        draft_weights = meter.resident_bytes - before_draft
+    return breakdown(
+        run,
+        tokens=runner(run.report, "target")["kv_pool"]["size"],
+        budget_bytes=meter.budget_bytes,
+        pre_load_free_bytes=meter.pre_load_free_bytes,
+        target_weights=target_weights,
+        draft_weights=draft_weights,
+        other_resident=other,
+        target_pool=pool_bytes(run.report, "target"),
+        draft_pool=pool_bytes(run.report, "draft"),
+        source=MEASURED,
+        title=title,
+    )
+
+
+def start_failure(error: BaseException) -> str:
+    """One line on why an Engine did not start (the scheduler's exception where known)."""
+    if isinstance(error, SGLangStartError) and error.scheduler_error:
+        text = error.scheduler_error
+    else:
+        text = str(error).split("--- log tail ---")[0]
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
+def modelled_0_5_14(case: Case, patched: Launch, stock_target: int, draft_weights: int):
+    """``budget.upstream_0_5_14_plan`` on the patched run's measured inputs."""
     shape = case.draft_shape
     inputs = budget.BudgetInputs(
-        pre_load_free_bytes=pre_free,
+        pre_load_free_bytes=meter_budget(patched.report, FRACTION).pre_load_free_bytes,
         mem_fraction_static=FRACTION,
         target_kv=kv_spec(DEFAULT_TARGET),
-        target_weight_bytes=stock_target_resident,
+        target_weight_bytes=stock_target,
         page_size=1,
         context_len=DEFAULT_TARGET.max_position_embeddings,
         draft=budget.DraftSpec(
             algorithm=case.algorithm,
             kv_pools=(kv_spec(shape),),
-            weight_bytes=draft_resident,
+            weight_bytes=draft_weights,
             shared_weight_bytes=case.shared_tensors
             * shape.vocab
             * shape.hidden
@@ -81,40 +194,108 @@ def measure(case: Case) -> dict[str, dict[str, float]]:
         ),
         max_running_requests=patched.report["server_args"]["max_running_requests"],
     )
-    upstream = budget.upstream_0_5_14_plan(inputs)
+    plan = budget.upstream_0_5_14_plan(inputs)
+    # At sizing 0.5.14 holds the draft's duplicate embed/lm_head too (plan.resident_bytes is
+    # the final, bound state); charge them as the measured column does.
+    draft_at_sizing = draft_weights + inputs.draft.shared_weight_bytes
+    return plan, breakdown(
+        None,
+        tokens=plan.tokens,
+        budget_bytes=plan.budget_bytes,
+        pre_load_free_bytes=inputs.pre_load_free_bytes,
+        target_weights=stock_target,
+        draft_weights=draft_at_sizing,
+        target_pool=plan.target_kv_pool_bytes,
+        draft_pool=plan.draft_kv_pool_bytes,
+        source=MODELLED,
+        title="upstream 0.5.14 rule",
+        note="budget.upstream_0_5_14_plan on the patched run's measured inputs",
+        max_running_requests=plan.max_running_requests,
+    )
 
-    def row(tokens: int, weights: int, target_pool: int, draft_pool: int) -> dict[str, float]:
-        used = weights + target_pool + draft_pool
-        return {
-            "tokens": tokens,
-            "weights": weights,
-            "target_pool": target_pool,
-            "draft_pool": draft_pool,
-            "used": used,
-            "budget": budget_bytes,
-            "use": used / budget_bytes,
-        }
 
-    return {
-        "patched": row(
-            runner(patched.report, "target")["kv_pool"]["size"],
-            patched_resident,
-            pool_bytes(patched.report, "target"),
-            pool_bytes(patched.report, "draft"),
+def measure(case: Case, upstream_python: Path) -> dict[str, Any]:
+    """The case's three launches as one report input (this package at the top level)."""
+    patched = launch(case, True)
+    stock = launch(case, False)
+    stock_target = meter_budget(stock.report, FRACTION).resident_bytes
+    ours = measured(patched, "sglang-specinit", stock_target)
+    draft_weights = ours["draft_weight_bytes"]
+    _, model = modelled_0_5_14(case, patched, stock_target, draft_weights)
+
+    result: dict[str, Any] = {
+        **ours,
+        "case_name": case.name,
+        "description": (
+            f"`--speculative-algorithm {case.algorithm}`, tiny generated target and draft, "
+            f"device cpu with a simulated {human_bytes(patched.report['meter']['capacity_bytes'])}"
+            f" meter, `--mem-fraction-static {FRACTION}`; every variant a real Engine start "
+            "unless marked modelled"
         ),
-        "stock": row(
-            runner(stock.report, "target")["kv_pool"]["size"],
-            stock_target_resident + draft_resident,
-            pool_bytes(stock.report, "target"),
-            pool_bytes(stock.report, "draft"),
-        ),
-        "upstream 0.5.14 (model)": row(
-            upstream.tokens,
-            upstream.resident_bytes,
-            upstream.target_kv_pool_bytes,
-            upstream.draft_kv_pool_bytes,
-        ),
+        "speculative_algorithm": case.algorithm,
+        "stock_0_5_13": measured(stock, "stock 0.5.13.post1", stock_target, draft_weights),
     }
+    result["stock_0_5_13"]["source_note"] = (
+        "draft weights load after the pool is sized; their bound size is the patched run's"
+    )
+    try:
+        if not upstream_python.exists():
+            raise FileNotFoundError(f"{upstream_python} is absent (scripts/setup.sh builds it)")
+        upstream = launch(case, False, python=upstream_python, sglang_release="0.5.14")
+        up = measured(upstream, "upstream 0.5.14", stock_target)
+        up["source_note"] = (
+            "draft weights as resident when 0.5.14 sized the pool (its duplicate "
+            "embed/lm_head included; freed after the pools exist)"
+        )
+        result["upstream_0_5_14"] = up
+        result["upstream_0_5_14_modelled"] = model
+    except (SGLangStartError, FileNotFoundError, TimeoutError) as e:
+        result["upstream_0_5_14"] = {
+            **model,
+            "title": "upstream 0.5.14",
+            "source_note": f"sglang 0.5.14 could not start on CPU: {start_failure(e)}",
+        }
+    return result
+
+
+def _rows(result: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for key in ("stock_0_5_13", "upstream_0_5_14", "upstream_0_5_14_modelled", None):
+        r = result if key is None else result.get(key)
+        if r is None:
+            continue
+        over = r["used_bytes"] - r["budget_bytes"]
+        rows.append(
+            [
+                f"{r['title']} ({r['source']})",
+                str(r["tokens"]),
+                human_bytes(r["target_weight_bytes"]),
+                human_bytes(r["draft_weight_bytes"]),
+                human_bytes(
+                    r["resident_bytes"] - r["target_weight_bytes"] - r["draft_weight_bytes"]
+                ),
+                human_bytes(r["target_kv_pool_bytes"]),
+                human_bytes(r["draft_kv_pool_bytes"]),
+                human_bytes(r["used_bytes"]),
+                f"{100 * r['used_bytes'] / r['budget_bytes']:.2f} %",
+                f"{int(over):+d}",
+            ]
+        )
+    return rows
+
+
+HEADER = [
+    "rule",
+    "tokens",
+    "target weights",
+    "draft weights",
+    "other resident",
+    "target KV",
+    "draft KV",
+    "used",
+    "used/budget",
+    "used-budget (B)",
+]
 
 
 # ----------------------------------------------------------------------- sglang 0.5.23 section
@@ -189,87 +370,79 @@ def main() -> None:
         choices=("0.5.13.post1", "0.5.23"),
         help="releases to measure (default: both)",
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="where case-*.json and the rendered report go (default: docs/bench-budget)",
+    )
+    parser.add_argument(
+        "--upstream-python",
+        type=Path,
+        default=UPSTREAM_0_5_14_PYTHON,
+        help="interpreter with sglang 0.5.14 (default: .venv-sglang0514/bin/python)",
+    )
     args = parser.parse_args()
     releases = args.sglang_version or ["0.5.13.post1", "0.5.23"]
     if "0.5.13.post1" in releases:
-        main_0_5_13(args.case or list(CASES))
+        main_0_5_13(args.case or list(CASES), args.out, args.upstream_python)
     if "0.5.23" in releases:
         print_0_5_23(measure_0_5_23())
 
 
-def main_0_5_13(names: list[str]) -> None:
+def main_0_5_13(names: list[str], out: Path, upstream_python: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
 
     results = {}
     for name in names:
-        print(f"[bench_budget] {name}: patched and stock launches ...", flush=True)
-        results[name] = measure(CASES[name])
+        print(f"[bench_budget] {name}: patched, stock and 0.5.14 launches ...", flush=True)
+        results[name] = measure(CASES[name], upstream_python)
+        path = out / f"case-{slugify(name)}.json"
+        path.write_text(json.dumps(results[name], indent=1, sort_keys=True) + "\n")
 
     print()
-    print(f"Budget use on device cpu (simulated 256 MiB, --mem-fraction-static {FRACTION})")
-    for name, rules in results.items():
+    print(f"Budget use on device cpu (simulated meter, --mem-fraction-static {FRACTION})")
+    for name, result in results.items():
         print()
         print(name)
-        rows = []
-        for rule, r in rules.items():
-            over = r["used"] - r["budget"]
-            rows.append(
-                [
-                    rule,
-                    str(int(r["tokens"])),
-                    human_bytes(r["weights"]),
-                    human_bytes(r["target_pool"]),
-                    human_bytes(r["draft_pool"]),
-                    human_bytes(r["used"]),
-                    f"{100 * r['use']:.2f} %",
-                    f"{int(over):+d}",
-                ]
-            )
-        print(
-            table(
-                [
-                    "rule",
-                    "tokens",
-                    "weights",
-                    "target KV",
-                    "draft KV",
-                    "used",
-                    "used/budget",
-                    "used-budget (B)",
-                ],
-                rows,
-            )
-        )
+        print(table(HEADER, _rows(result)))
+        for key in ("stock_0_5_13", "upstream_0_5_14"):
+            if result[key].get("source_note"):
+                print(f"  * {result[key]['title']}: {result[key]['source_note']}")
 
     print()
-    print("Summary (tokens ratios; budget use; bytes over budget)")
+    print("Summary (token ratios; budget use; 0.5.14 measured against its modelled rule)")
     summary = []
-    for name, rules in results.items():
-        p, s, u = rules["patched"], rules["stock"], rules["upstream 0.5.14 (model)"]
+    for name, r in results.items():
+        s, u = r["stock_0_5_13"], r["upstream_0_5_14"]
+        m = r.get("upstream_0_5_14_modelled", u)
         summary.append(
             [
                 name,
-                f"{p['tokens'] / s['tokens']:.3f}",
-                f"{p['tokens'] / u['tokens']:.3f}" if u["tokens"] else "-",
-                f"{100 * p['use']:.2f} %",
-                f"{100 * s['use']:.2f} %",
-                f"{100 * u['use']:.2f} %",
-                human_bytes(s["used"] - s["budget"]),
+                f"{r['tokens'] / s['tokens']:.3f}",
+                f"{r['tokens'] / u['tokens']:.3f}" if u["tokens"] else "-",
+                f"{100 * r['used_bytes'] / r['budget_bytes']:.2f} %",
+                f"{100 * s['used_bytes'] / s['budget_bytes']:.2f} %",
+                f"{100 * u['used_bytes'] / u['budget_bytes']:.2f} % ({u['source']})",
+                f"{u['tokens'] - m['tokens']:+d}",
             ]
         )
     print(
         table(
             [
                 "case",
-                "tokens patched/stock",
-                "patched/0.5.14",
-                "use patched",
+                "tokens ours/stock",
+                "ours/0.5.14",
+                "use ours",
                 "use stock",
                 "use 0.5.14",
-                "stock overshoot",
+                "0.5.14 tokens measured-model",
             ],
             summary,
         )
     )
+    print()
+    specinit_cli(["report", "--out", str(out), "--from-json", str(out)])
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from sglang_specinit.planner.report_cases import cases_from_paths
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
@@ -78,3 +79,13 @@ def test_plan_equals_live_server(
     # What SGLang really allocated is what both predicted.
     assert live["allocated_target_kv_pool_bytes"] == planned["target_kv_pool_bytes"]
     assert live["allocated_draft_kv_pool_bytes"] == planned["draft_kv_pool_bytes"]
+
+    # sglang-specinit report reads this server's file as written: planned next to allocated.
+    (case,) = cases_from_paths([tmp_path])
+    by_key = {v.key: v.breakdown for v in case.variants}
+    assert by_key["rank0-planned"]["tokens"] == live["tokens"]
+    assert (
+        by_key["rank0-allocated"]["target_kv_pool_bytes"] == live["allocated_target_kv_pool_bytes"]
+    )
+    assert by_key["rank0-allocated"]["draft_kv_pool_bytes"] == live["allocated_draft_kv_pool_bytes"]
+    assert "EAGLE3" in case.description

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import scheduler_report, shims
+from harness import live_reports, scheduler_report, shims
 from harness.processes import kill_group, start_in_own_group, tail
 from harness.server_process import (
     RunFiles,
@@ -51,7 +51,7 @@ from harness.server_process import (
     running_server,
     sglang_process_env,
 )
-from harness.sglang_release import graphs_off_kwargs
+from harness.sglang_release import graphs_off_kwargs, release_tuple
 
 DEFAULT_CAPACITY_BYTES = 256 << 20
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
@@ -79,6 +79,7 @@ def cpu_engine_kwargs(
     num_draft_tokens: int = 4,
     log_level: str = "info",
     random_seed: int = 0,
+    sglang_release: str | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """``sglang.Engine`` / ``ServerArgs`` kwargs for a CPU run; ``overrides`` win.
@@ -90,12 +91,15 @@ def cpu_engine_kwargs(
     The speculative sizes are explicit because SGLang's auto-choice depends on the model type;
     ``num_steps > 1`` is fine because the draft's CUDA graph runners are skipped with
     ``disable_cuda_graph``.
+
+    ``sglang_release`` (e.g. ``"0.5.14"``) spells the graph switches for another release than
+    this process's, for a driver that runs another interpreter.
     """
     kwargs: dict[str, Any] = {
         "model_path": str(model_path),
         "device": "cpu",
         "attention_backend": "torch_native",
-        **graphs_off_kwargs(),
+        **graphs_off_kwargs(release_tuple(sglang_release) if sglang_release else None),
         "grammar_backend": "none",
         "page_size": page_size,
         "log_level": log_level,
@@ -251,6 +255,7 @@ def cpu_engine(
     work_dir: str | os.PathLike[str] | None = None,
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
     extra_env: Mapping[str, str] | None = None,
+    python: str | os.PathLike[str] | None = None,
     **engine_overrides: Any,
 ) -> Iterator[EngineHandle]:
     """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block.
@@ -258,6 +263,9 @@ def cpu_engine(
     Raises :class:`SGLangStartError` (with the log tail and any ``-error`` scheduler report)
     when the Engine does not come up. On exit, normal or not, the Engine is shut down and
     the driver's whole process group is killed, so no scheduler survives a failed test.
+
+    ``python`` runs the driver with another interpreter (the benchmark passes
+    ``.venv-sglang0514``'s, with ``sglang_release="0.5.14"``, to start the real 0.5.14 Engine).
     """
     files = RunFiles.make(work_dir, "engine")
     kwargs = cpu_engine_kwargs(
@@ -269,7 +277,7 @@ def cpu_engine(
     config_path = files.work_dir / "engine-config.json"
     config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
     proc = start_in_own_group(
-        [sys.executable, "-m", "harness.engine_driver", str(config_path)],
+        [str(python or sys.executable), "-m", "harness.engine_driver", str(config_path)],
         log_path=files.log_path,
         env=env,
         cwd=files.work_dir,
@@ -292,6 +300,7 @@ def cpu_engine(
         yield handle
     finally:
         _stop_engine(handle)
+        live_reports.keep_live_reports(env, files.work_dir.name)
 
 
 def _stop_engine(handle: EngineHandle) -> None:
@@ -370,7 +379,10 @@ def cpu_server(
         extra={"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0", **(extra_env or {})},
     )
     # Its graceful drain takes ~6 s and there is nothing to save: a short grace.
-    with running_server(
-        argv, env=env, files=files, startup_timeout_s=startup_timeout_s, grace_s=3.0
-    ) as handle:
-        yield handle
+    try:
+        with running_server(
+            argv, env=env, files=files, startup_timeout_s=startup_timeout_s, grace_s=3.0
+        ) as handle:
+            yield handle
+    finally:
+        live_reports.keep_live_reports(env, files.work_dir.name)

@@ -22,26 +22,35 @@ from typing import Any
 SGL_KERNEL_STUB_DIR = Path(__file__).resolve().parent / "sgl_kernel_stub"
 
 
+def release_tuple(text: str) -> tuple[int, int, int]:
+    """``"0.5.13.post1"`` -> ``(0, 5, 13)``."""
+    parts = [int("".join(c for c in p if c.isdigit()) or 0) for p in text.split(".")[:3]]
+    major, minor, patch = (parts + [0, 0, 0])[:3]
+    return (major, minor, patch)
+
+
 @cache
 def sglang_release() -> tuple[int, int, int]:
     """(major, minor, patch) of the installed sglang; (0, 0, 0) when absent."""
     try:
-        text = version("sglang")
+        return release_tuple(version("sglang"))
     except PackageNotFoundError:
         return (0, 0, 0)
-    parts = [int("".join(c for c in p if c.isdigit()) or 0) for p in text.split(".")[:3]]
-    major, minor, patch = (parts + [0, 0, 0])[:3]
-    return (major, minor, patch)
 
 
 def runs_0_5_23() -> bool:
     return sglang_release() >= (0, 5, 23)
 
 
-def graphs_off_kwargs() -> dict[str, Any]:
-    """ServerArgs kwargs that keep every CUDA graph off on a CPU run."""
-    if runs_0_5_23():
+def graphs_off_kwargs(release: tuple[int, int, int] | None = None) -> dict[str, Any]:
+    """ServerArgs kwargs that keep every CUDA graph off on a CPU run of ``release`` (default:
+    the installed one). 0.5.14 folded ``disable_piecewise_cuda_graph`` into
+    ``cuda_graph_backend_prefill``; 0.5.23 renamed both switches."""
+    release = release or sglang_release()
+    if release >= (0, 5, 23):
         return {"disable_decode_cuda_graph": True, "disable_prefill_cuda_graph": True}
+    if release >= (0, 5, 14):
+        return {"disable_cuda_graph": True, "cuda_graph_backend_prefill": "disabled"}
     return {"disable_cuda_graph": True, "disable_piecewise_cuda_graph": True}
 
 

@@ -1,7 +1,12 @@
-"""``sglang-specinit`` command line. One subcommand: ``plan``.
+"""``sglang-specinit`` command line. Two subcommands: ``plan`` and ``report``.
 
 ``sglang-specinit plan [launch_server flags] [--gpu PRESET | --device-memory SIZE]
 [--pre-load-free-bytes N] [--example NAME] [--json]``
+
+``sglang-specinit report --out DIR [--from-json FILE|DIR ...] [any plan flags]``: a Markdown
+page with figures (:mod:`report_pages`, :mod:`report_figures`); without plan flags and without
+``--from-json`` it covers every shipped example. Exit 0 also when matplotlib is missing (the
+page is written, one line on stderr says how to install the ``[report]`` extra).
 
 The launch flags are parsed by SGLang 0.5.13.post1's own ``ServerArgs.add_cli_args`` parser, so
 a ``launch_server`` command line can be pasted as is. Bad input is reported as one line on
@@ -205,6 +210,93 @@ def _print_table(plan: OfflinePlan) -> None:
     print("\n".join(lines))
 
 
+def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
+    """The plan for parsed planner options plus launch flags; raises ValueError on bad input."""
+    example = None
+    if options.example is not None or not _launch_preview(launch).model_path:
+        example = load_example(options.example or DEFAULT_EXAMPLE)
+        launch = [*example.launch_args, *launch]  # later flags win in argparse
+    device = _device(options, example)
+    preview = _launch_preview(launch)
+    if "--config" not in launch:
+        check_launch_values(
+            preview.model_path, preview.draft_path, preview.algorithm, preview.fraction
+        )
+    with _quiet_sglang(options.verbose):
+        server_args = _parse_launch(launch)
+        check_launch_values(
+            server_args.model_path,
+            server_args.speculative_draft_model_path,
+            server_args.speculative_algorithm,
+            server_args.mem_fraction_static,
+        )
+        return build_plan(server_args, device)
+
+
+def _bad_input(command: str, error: Exception) -> int:
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    print(f"sglang-specinit {command}: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    parser = _RaisingParser(
+        prog="sglang-specinit report",
+        allow_abbrev=False,
+        description=(
+            "Write a memory report (Markdown page, PNG and SVG figures) to --out. Inputs: "
+            "--from-json files or directories (plan --json output, benchmark case-*.json, "
+            "servers' memory-rank*.json), and/or any plan invocation's flags; with neither, "
+            "every shipped example."
+        ),
+    )
+    parser.add_argument("--out", required=True, help="directory to write the report into")
+    parser.add_argument(
+        "--from-json",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="breakdown JSON files, or directories searched for memory-rank*.json / case-*.json",
+    )
+    return parser
+
+
+def report_main(argv: Sequence[str]) -> int:
+    """``sglang-specinit report``; returns the exit code."""
+    from pathlib import Path
+
+    from sglang_specinit.planner import report_cases, report_pages
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    try:
+        request, plan_argv = _report_parser().parse_known_args(list(argv))
+        cases = report_cases.cases_from_paths(request.from_json)
+        if plan_argv:  # one plan invocation
+            runs = [_planner_parser().parse_known_args(plan_argv)]
+        elif not request.from_json:  # nothing asked for: every shipped example
+            runs = [(_planner_parser().parse_args(["--example", n]), []) for n in list_examples()]
+        else:
+            runs = []
+        for options, launch in runs:
+            example = load_example(options.example) if options.example else None
+            cases.append(
+                report_cases.case_from_plan_json(
+                    plan_json(_plan(options, launch)),
+                    name=example.name if example else None,
+                    description=example.description if example else None,
+                )
+            )
+        cases = report_cases.unique_slugs(cases)
+    except ValueError as e:
+        return _bad_input("report", e)
+    result = report_pages.write_report(cases, Path(request.out))
+    if result.figures_skipped:
+        print(f"sglang-specinit report: {result.figures_skipped}", file=sys.stderr)
+    print(f"wrote {result.page} ({len(cases)} cases, {len(result.figures)} figure files)")
+    return 0
+
+
 def plan_main(argv: Sequence[str]) -> int:
     """``sglang-specinit plan``; returns the exit code."""
     # Read before huggingface_hub is imported: the planner never touches the network.
@@ -212,29 +304,9 @@ def plan_main(argv: Sequence[str]) -> int:
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     options, launch = _planner_parser().parse_known_args(list(argv))
     try:
-        example = None
-        if options.example is not None or not _launch_preview(launch).model_path:
-            example = load_example(options.example or DEFAULT_EXAMPLE)
-            launch = [*example.launch_args, *launch]  # later flags win in argparse
-        device = _device(options, example)
-        preview = _launch_preview(launch)
-        if "--config" not in launch:
-            check_launch_values(
-                preview.model_path, preview.draft_path, preview.algorithm, preview.fraction
-            )
-        with _quiet_sglang(options.verbose):
-            server_args = _parse_launch(launch)
-            check_launch_values(
-                server_args.model_path,
-                server_args.speculative_draft_model_path,
-                server_args.speculative_algorithm,
-                server_args.mem_fraction_static,
-            )
-            plan = build_plan(server_args, device)
+        plan = _plan(options, launch)
     except ValueError as e:  # PlanError, BudgetError, WeightsError and SGLang's own checks
-        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"sglang-specinit plan: error: {message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad_input("plan", e)
     if (options.sglang_version or default_release()) == "0.5.23":
         _print_0_5_23(plan_for_0_5_23(plan), options.json)
     elif options.json:
@@ -269,15 +341,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point (``sglang-specinit``)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        print("usage: sglang-specinit plan [launch_server flags] [planner flags]; see plan --help")
-        return 0 if args else EXIT_BAD_INPUT
-    if args[0] != "plan":
         print(
-            f"sglang-specinit: error: unknown command {args[0]!r} (available: plan)",
+            "usage: sglang-specinit plan [launch_server flags] [planner flags]; see plan --help\n"
+            "       sglang-specinit report --out DIR [--from-json PATH ...] [plan flags]; "
+            "see report --help"
+        )
+        return 0 if args else EXIT_BAD_INPUT
+    commands = {"plan": plan_main, "report": report_main}
+    if args[0] not in commands:
+        print(
+            f"sglang-specinit: error: unknown command {args[0]!r} (available: plan, report)",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    return plan_main(args[1:])
+    return commands[args[0]](args[1:])
 
 
 if __name__ == "__main__":

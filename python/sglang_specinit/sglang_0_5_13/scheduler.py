@@ -205,6 +205,9 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
         kv_pool_allocated_bytes(dr) for dr in draft_runners
     )
     breakdown["tp_rank"] = scheduler.ps.tp_rank
+    # Which launch these numbers belong to, under plan --json's key names (report labels).
+    for key in ("model_path", "speculative_algorithm", "speculative_draft_model_path"):
+        breakdown[key] = getattr(scheduler.server_args, key, None)
     if scheduler.server_args.device == "cuda":
         import torch
 

@@ -1,0 +1,344 @@
+"""What ``sglang-specinit report`` shows, read from breakdown JSON: cases, variants, bar segments.
+
+Three kinds of input, all of them the breakdown :func:`sglang_specinit.report.plan_to_dict`
+writes (per TP rank, bytes):
+
+* a plan (``sglang-specinit plan --json``, or a shipped example planned in-process): this
+  package's breakdown at the top level and one sub-object per SGLang rule. Every top-level value
+  that is itself a breakdown (a dict with ``tokens`` and ``budget_bytes``) is a variant, so a
+  sub-object a later planner adds (``upstream_0_5_23``) appears without a change here;
+* a benchmark case (``benchmark/bench_budget.py``, files ``case-*.json``): the same shape, each
+  variant marked ``"source": "measured"`` or ``"modelled"`` with a ``source_note``;
+* a live server's ``memory-rank<N>.json`` (``SGLANG_SPECINIT_REPORT_DIR``): one breakdown per
+  rank plus ``allocated_*_kv_pool_bytes``; the files of one directory are one case, drawn as
+  planned next to allocated for each rank.
+
+Nothing here draws or writes files; :mod:`report_figures` and :mod:`report_pages` do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+LIVE_FILE_GLOB = "memory-rank*.json"
+CASE_FILE_GLOB = "case-*.json"
+SPECINIT_KEY = "specinit"
+
+# Known variant keys and their titles; other keys are titled from their spelling.
+_TITLES = {
+    SPECINIT_KEY: "sglang-specinit",
+    "stock_0_5_13": "stock 0.5.13.post1",
+}
+_VERSIONED_KEY = re.compile(r"^(stock|upstream)_(\d+)_(\d+)_(\d+)(?:_(.+))?$")
+
+
+class ReportInputError(ValueError):
+    """A report input that cannot be read; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One slice of a stacked bar: what it holds and its bytes (taken from the JSON)."""
+
+    label: str
+    bytes: int
+
+
+# Bar slices, bottom to top. The first five are always drawn; the two "other" slices only
+# where the breakdown has bytes that none of the five holds (measured resident bytes beyond
+# the weights; per-request and fixed draft buffers).
+TARGET_WEIGHTS = "target weights"
+DRAFT_WEIGHTS = "draft weights"
+OTHER_RESIDENT = "other resident"
+TARGET_KV = "target KV"
+DRAFT_KV = "draft KV"
+DRAFT_BUFFERS = "draft buffers"
+UNUSED = "unused"
+OVER = "over budget"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One bar: a rule's (or a rank's) breakdown as read, with its title and provenance."""
+
+    key: str
+    title: str
+    breakdown: Mapping[str, Any]
+    # "measured" / "modelled" for benchmark cases, "planned" / "allocated" for live ranks,
+    # None for a plan (every column of a plan is computed).
+    source: str | None = None
+    source_note: str | None = None
+
+    @property
+    def budget_bytes(self) -> int:
+        return int(self.breakdown["budget_bytes"])
+
+    def segments(self) -> list[Segment]:
+        """The bar's slices below ``unused``, each equal to a field of the breakdown."""
+        b = self.breakdown
+        target_w = int(b["target_weight_bytes"])
+        draft_w = int(b["draft_weight_bytes"])
+        target_kv = int(b["target_kv_pool_bytes"])
+        draft_kv = int(b["draft_kv_pool_bytes"])
+        resident = int(b.get("resident_bytes", target_w + draft_w))
+        used = int(b.get("used_bytes", resident + target_kv + draft_kv))
+        parts = [
+            Segment(TARGET_WEIGHTS, target_w),
+            Segment(DRAFT_WEIGHTS, draft_w),
+            Segment(OTHER_RESIDENT, resident - target_w - draft_w),
+            Segment(TARGET_KV, target_kv),
+            Segment(DRAFT_KV, draft_kv),
+            Segment(DRAFT_BUFFERS, used - resident - target_kv - draft_kv),
+        ]
+        return [p for p in parts if p.bytes > 0 or p.label not in (OTHER_RESIDENT, DRAFT_BUFFERS)]
+
+    @property
+    def stacked_bytes(self) -> int:
+        return sum(s.bytes for s in self.segments())
+
+    @property
+    def over_bytes(self) -> int:
+        """Bytes above the budget (0 when the variant fits)."""
+        return max(0, self.stacked_bytes - self.budget_bytes)
+
+    @property
+    def unused_bytes(self) -> int:
+        return max(0, self.budget_bytes - self.stacked_bytes)
+
+
+@dataclass(frozen=True)
+class ReportCase:
+    """One heading of the report: one figure, one table."""
+
+    name: str
+    slug: str
+    kind: str  # "plan", "benchmark" or "live"
+    variants: tuple[Variant, ...]
+    description: str = ""
+    notes: tuple[str, ...] = ()
+    source_path: str | None = None
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({int(v.breakdown.get("tp_rank", 0)) for v in self.variants})
+
+
+def slugify(text: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+    return slug or "case"
+
+
+def is_breakdown(value: Any) -> bool:
+    return isinstance(value, Mapping) and "tokens" in value and "budget_bytes" in value
+
+
+def variant_title(key: str) -> str:
+    """``stock_0_5_13`` -> ``stock 0.5.13.post1``, ``upstream_0_5_23`` -> ``upstream 0.5.23``."""
+    if key in _TITLES:
+        return _TITLES[key]
+    match = _VERSIONED_KEY.match(key)
+    if match:
+        kind, major, minor, patch, rest = match.groups()
+        title = f"{kind} {major}.{minor}.{patch}"
+        return f"{title} ({rest.replace('_', ' ')})" if rest else title
+    return key.replace("_", " ")
+
+
+def _order(key: str) -> tuple[int, tuple[int, ...], str]:
+    """Stock first, then upstream releases by version, anything else, this package last."""
+    if key == SPECINIT_KEY:
+        return (3, (), key)
+    match = _VERSIONED_KEY.match(key)
+    if match:
+        version = tuple(int(x) for x in match.group(2, 3, 4))
+        return (0 if match.group(1) == "stock" else 1, version, key)
+    return (2, (), key)
+
+
+def _variant(key: str, data: Mapping[str, Any]) -> Variant:
+    return Variant(
+        key=key,
+        title=str(data.get("title") or variant_title(key)),
+        breakdown=data,
+        source=data.get("source"),
+        source_note=data.get("source_note"),
+    )
+
+
+def _basename(path: Any) -> str:
+    return Path(str(path)).name if path else "-"
+
+
+def _plan_description(data: Mapping[str, Any]) -> str:
+    parts = [
+        f"target `{_basename(data.get('model_path'))}`",
+        f"draft `{_basename(data.get('speculative_draft_model_path'))}`",
+        f"`--speculative-algorithm {data.get('speculative_algorithm')}`",
+    ]
+    device = data.get("device")
+    if isinstance(device, Mapping) and device.get("name"):
+        parts.append(f"{device['name']}")
+    parts.append(f"TP {data.get('tp_size', 1)}")
+    return ", ".join(parts)
+
+
+def case_from_plan_json(
+    data: Mapping[str, Any],
+    name: str | None = None,
+    description: str | None = None,
+    source_path: str | None = None,
+) -> ReportCase:
+    """A plan- or benchmark-shaped breakdown: the top level and every breakdown sub-object."""
+    if not is_breakdown(data):
+        raise ReportInputError(
+            f"{source_path or 'input'}: not a sglang-specinit breakdown "
+            "(no 'tokens'/'budget_bytes'); pass plan --json output, a benchmark case-*.json "
+            "or a server's memory-rank*.json"
+        )
+    variants = [_variant(SPECINIT_KEY, data)]
+    variants += [_variant(k, v) for k, v in data.items() if is_breakdown(v)]
+    variants.sort(key=lambda v: _order(v.key))
+    name = name or str(data.get("case_name") or "")
+    if not name:
+        name = f"{_basename(data.get('model_path'))} + {data.get('speculative_algorithm')}"
+    kind = "benchmark" if any(v.source for v in variants) else "plan"
+    return ReportCase(
+        name=name,
+        slug=slugify(name),
+        kind=kind,
+        variants=tuple(variants),
+        description=description or str(data.get("description") or _plan_description(data)),
+        notes=tuple(str(n) for n in data.get("plan_notes", ()) or ()),
+        source_path=source_path,
+    )
+
+
+def allocated_breakdown(rank: Mapping[str, Any]) -> dict[str, Any]:
+    """A live rank's breakdown with the pools SGLang really allocated in place of the plan's."""
+    allocated = dict(rank)
+    allocated["target_kv_pool_bytes"] = int(rank.get("allocated_target_kv_pool_bytes", 0))
+    allocated["draft_kv_pool_bytes"] = int(rank.get("allocated_draft_kv_pool_bytes", 0))
+    # The planned bytes that are neither resident nor a pool (draft buffers) stay as planned.
+    extra = (
+        int(rank["used_bytes"])
+        - int(rank["resident_bytes"])
+        - int(rank["target_kv_pool_bytes"])
+        - int(rank["draft_kv_pool_bytes"])
+    )
+    allocated["used_bytes"] = (
+        int(rank["resident_bytes"])
+        + allocated["target_kv_pool_bytes"]
+        + allocated["draft_kv_pool_bytes"]
+        + extra
+    )
+    allocated["headroom_bytes"] = int(rank["budget_bytes"]) - allocated["used_bytes"]
+    return allocated
+
+
+def live_case(
+    ranks: Sequence[Mapping[str, Any]], name: str, source_path: str | None = None
+) -> ReportCase:
+    """One live server: per rank, the planned breakdown next to what was allocated."""
+    variants: list[Variant] = []
+    for data in sorted(ranks, key=lambda r: int(r.get("tp_rank", 0))):
+        if not is_breakdown(data) or "allocated_target_kv_pool_bytes" not in data:
+            raise ReportInputError(
+                f"{source_path or name}: a memory-rank file without the live breakdown keys "
+                "(tokens, budget_bytes, allocated_target_kv_pool_bytes)"
+            )
+        rank = int(data.get("tp_rank", 0))
+        variants.append(Variant(f"rank{rank}-planned", f"rank {rank} planned", data, "planned"))
+        variants.append(
+            Variant(
+                f"rank{rank}-allocated",
+                f"rank {rank} allocated",
+                {**allocated_breakdown(data), "tp_rank": rank},
+                "allocated",
+            )
+        )
+    first = ranks[0]
+    description = "live server"
+    if first.get("model_path") or first.get("speculative_algorithm"):
+        description += ": " + _plan_description({**first, "device": None})
+    return ReportCase(
+        name=name,
+        slug=slugify(name),
+        kind="live",
+        variants=tuple(variants),
+        description=description,
+        source_path=source_path,
+    )
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise ReportInputError(f"cannot read {path}: {e.strerror or e}") from e
+    except json.JSONDecodeError as e:
+        raise ReportInputError(f"{path} is not JSON: {e.msg} at line {e.lineno}") from e
+
+
+def _live_cases_under(root: Path) -> list[ReportCase]:
+    by_dir: dict[Path, list[Path]] = {}
+    for path in sorted(root.rglob(LIVE_FILE_GLOB)):
+        by_dir.setdefault(path.parent, []).append(path)
+    cases = []
+    for directory, files in sorted(by_dir.items()):
+        rel = directory.relative_to(root)
+        name = str(rel) if str(rel) != "." else (root.name or str(root))
+        cases.append(live_case([_read_json(f) for f in files], name, str(directory)))
+    return cases
+
+
+def cases_from_paths(paths: Iterable[str | Path]) -> list[ReportCase]:
+    """Cases from ``--from-json`` arguments.
+
+    A file is a plan/benchmark breakdown, or a live ``memory-rank*.json`` (its own case). A
+    directory is searched recursively: the ``memory-rank*.json`` files of each folder form one
+    live case (named by the folder), and every ``case-*.json`` is a plan/benchmark case.
+    """
+    cases: list[ReportCase] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = _live_cases_under(path)
+            found += [
+                case_from_plan_json(_read_json(p), source_path=str(p))
+                for p in sorted(path.rglob(CASE_FILE_GLOB))
+            ]
+            if not found:
+                raise ReportInputError(
+                    f"{path} holds no {LIVE_FILE_GLOB} or {CASE_FILE_GLOB} file "
+                    "(set SGLANG_SPECINIT_REPORT_DIR on the server to write them)"
+                )
+            cases += found
+        elif path.is_file():
+            data = _read_json(path)
+            if isinstance(data, Mapping) and "allocated_target_kv_pool_bytes" in data:
+                cases.append(live_case([data], path.stem, str(path)))
+            else:
+                if not isinstance(data, Mapping):
+                    data = {}
+                cases.append(case_from_plan_json(data, source_path=str(path)))
+        else:
+            raise ReportInputError(f"--from-json {path}: no such file or directory")
+    return unique_slugs(cases)
+
+
+def unique_slugs(cases: Sequence[ReportCase]) -> list[ReportCase]:
+    """The same cases, with ``-2``, ``-3``... appended to repeated file stems."""
+    seen: dict[str, int] = {}
+    out = []
+    for case in cases:
+        count = seen.get(case.slug, 0) + 1
+        seen[case.slug] = count
+        if count > 1:
+            case = replace(case, slug=f"{case.slug}-{count}")
+        out.append(case)
+    return out

@@ -1,0 +1,193 @@
+"""Stacked-bar figures of ``sglang-specinit report`` (matplotlib, the optional ``[report]`` extra).
+
+One figure per :class:`~sglang_specinit.planner.report_cases.ReportCase`: a bar per variant,
+stacked bottom to top as target weights, draft weights, target KV, draft KV (plus "other
+resident" and "draft buffers" where the breakdown has such bytes) and the unused rest of the
+budget; a dashed budget line over each bar (rules may run with different fractions); and what
+goes above the budget overdrawn in hatched red, labelled "OVER by ..." on the figure. Over-budget
+patches carry the gid ``over:<variant key>`` (an ``id`` in the SVG), so tests and tools can find
+them without reading pixels.
+
+matplotlib is imported only inside the functions that draw (``Figure`` objects, no pyplot, no
+global backend), so importing this module never fails; :func:`matplotlib_missing` says whether
+figures can be drawn. Sizes are fixed per bar count (:func:`figure_size_px`), never cropped.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from sglang_specinit.planner.report_cases import (
+    DRAFT_BUFFERS,
+    DRAFT_KV,
+    DRAFT_WEIGHTS,
+    OTHER_RESIDENT,
+    OVER,
+    TARGET_KV,
+    TARGET_WEIGHTS,
+    UNUSED,
+    ReportCase,
+    Variant,
+)
+from sglang_specinit.report import human_bytes
+
+DPI = 100
+HEIGHT_IN = 4.8
+MIN_WIDTH_IN = 8.0
+INCH_PER_BAR = 1.3
+# Fixed margins (inches) so the figure size never depends on text extents.
+LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN = 0.9, 2.1, 0.9, 0.5
+BAR_WIDTH = 0.6
+INSTALL_HINT = "pip install 'sglang-specinit[report]' (or: pip install matplotlib)"
+
+COLOURS = {
+    TARGET_WEIGHTS: "#3b5b92",
+    DRAFT_WEIGHTS: "#8fa9d6",
+    OTHER_RESIDENT: "#a0a0a0",
+    TARGET_KV: "#3a8d4f",
+    DRAFT_KV: "#9ed39f",
+    DRAFT_BUFFERS: "#d6c36a",
+    UNUSED: "#ffffff",
+    # Saturated red with black hatching: visible on screen, in print and to most colour-blind
+    # readers (the hatching and the text label carry it without colour).
+    OVER: "#ff1a1a",
+}
+
+
+def matplotlib_missing() -> str | None:
+    """None when matplotlib imports; otherwise the one line that says how to install it."""
+    try:
+        import matplotlib  # noqa: F401
+        from matplotlib.figure import Figure  # noqa: F401
+    except ImportError:
+        return f"matplotlib is not installed, so no figures were drawn; {INSTALL_HINT}"
+    return None
+
+
+def figure_size_in(bars: int) -> tuple[float, float]:
+    """Figure size in inches for ``bars`` bars (a whole number of pixels at :data:`DPI`)."""
+    width = max(MIN_WIDTH_IN, LEFT_IN + RIGHT_IN + INCH_PER_BAR * bars)
+    return round(width, 1), HEIGHT_IN
+
+
+def figure_size_px(bars: int) -> tuple[int, int]:
+    width, height = figure_size_in(bars)
+    return round(width * DPI), round(height * DPI)
+
+
+def _unit(case: ReportCase) -> tuple[int, str]:
+    top = max(max(v.stacked_bytes, v.budget_bytes) for v in case.variants)
+    return (1 << 30, "GiB") if top >= 2 << 30 else (1 << 20, "MiB")
+
+
+def _tick_label(variant: Variant) -> str:
+    text = "\n".join(textwrap.wrap(variant.title, 16))
+    if variant.source in ("measured", "modelled"):
+        text += f"\n({variant.source})"
+    return text
+
+
+def draw_case(case: ReportCase) -> Any:
+    """The case's figure (a ``matplotlib.figure.Figure``)."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    width_in, height_in = figure_size_in(len(case.variants))
+    fig = Figure(figsize=(width_in, height_in), dpi=DPI)
+    ax = fig.add_axes(
+        (
+            LEFT_IN / width_in,
+            BOTTOM_IN / height_in,
+            (width_in - LEFT_IN - RIGHT_IN) / width_in,
+            (height_in - BOTTOM_IN - TOP_IN) / height_in,
+        )
+    )
+    unit, unit_name = _unit(case)
+    seen: dict[str, Any] = {}
+    top = 0.0
+    for x, variant in enumerate(case.variants):
+        base = 0
+        for segment in variant.segments():
+            (patch,) = ax.bar(
+                x,
+                segment.bytes / unit,
+                bottom=base / unit,
+                width=BAR_WIDTH,
+                color=COLOURS[segment.label],
+                edgecolor="#303030",
+                linewidth=0.4,
+            ).patches
+            patch.set_gid(f"{segment.label}:{variant.key}")
+            seen.setdefault(segment.label, Patch(facecolor=COLOURS[segment.label]))
+            base += segment.bytes
+        if variant.unused_bytes:
+            (patch,) = ax.bar(
+                x,
+                variant.unused_bytes / unit,
+                bottom=base / unit,
+                width=BAR_WIDTH,
+                color=COLOURS[UNUSED],
+                edgecolor="#909090",
+                hatch="..",
+                linewidth=0.6,
+            ).patches
+            patch.set_gid(f"{UNUSED}:{variant.key}")
+            seen.setdefault(UNUSED, Patch(facecolor="white", edgecolor="#909090", hatch=".."))
+        budget = variant.budget_bytes / unit
+        ax.hlines(budget, x - 0.45, x + 0.45, colors="black", linestyles="--", linewidth=1.4)
+        if variant.over_bytes:
+            (patch,) = ax.bar(
+                x,
+                variant.over_bytes / unit,
+                bottom=budget,
+                width=BAR_WIDTH,
+                color=COLOURS[OVER],
+                edgecolor="black",
+                hatch="///",
+                linewidth=1.0,
+            ).patches
+            patch.set_gid(f"over:{variant.key}")
+            seen.setdefault(OVER, Patch(facecolor=COLOURS[OVER], edgecolor="black", hatch="///"))
+            ax.annotate(
+                f"OVER by\n{human_bytes(variant.over_bytes)}",
+                (x, variant.stacked_bytes / unit),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                color=COLOURS[OVER],
+                fontweight="bold",
+                fontsize=8,
+                gid=f"over-label:{variant.key}",
+            )
+        top = max(top, variant.stacked_bytes / unit, budget)
+    from matplotlib.lines import Line2D
+
+    order = [label for label in COLOURS if label in seen]  # legend in stacking order
+    handles = [*(seen[label] for label in order), Line2D([], [], color="black", linestyle="--")]
+    labels = [*order, "budget (f x free)"]
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+    ax.set_xticks(range(len(case.variants)), [_tick_label(v) for v in case.variants], fontsize=8)
+    ax.set_xlim(-0.6, len(case.variants) - 0.4)
+    ax.set_ylim(0, top * 1.15 if top > 0 else 1)
+    ax.set_ylabel(f"{unit_name} per TP rank")
+    ax.set_title(textwrap.shorten(case.name, 90), fontsize=10)
+    ax.grid(axis="y", color="#e0e0e0", linewidth=0.6)
+    ax.set_axisbelow(True)
+    return fig
+
+
+def save_case_figures(case: ReportCase, out_dir: Path) -> list[Path]:
+    """Write ``<slug>.png`` and ``<slug>.svg`` under ``out_dir``; returns both paths."""
+    import matplotlib
+
+    fig = draw_case(case)
+    png, svg = out_dir / f"{case.slug}.png", out_dir / f"{case.slug}.svg"
+    # Text stays text in the SVG (searchable, small); fixed hash salt and no date keep the
+    # files byte-identical from one run to the next.
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "sglang-specinit"}):
+        fig.savefig(png, dpi=DPI, metadata={"Software": None})
+        fig.savefig(svg, metadata={"Date": None})
+    return [png, svg]

@@ -1,0 +1,221 @@
+"""The Markdown page of ``sglang-specinit report`` and the writing of the report directory.
+
+``write_report`` writes ``README.md`` (one heading per case: its figure, a table of tokens,
+max running requests and the memory split per variant, and for live servers planned against
+allocated pools per rank), ``report.json`` (every number the page and the figures show, as
+read from the inputs) and, when matplotlib is installed, ``<case>.png`` / ``<case>.svg``
+(:mod:`report_figures`). Without matplotlib the page is still written and the result carries
+the one line that says how to install it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sglang_specinit.planner import report_figures
+from sglang_specinit.planner.report_cases import ReportCase, Variant
+from sglang_specinit.report import human_bytes
+
+PAGE_NAME = "README.md"
+DATA_NAME = "report.json"
+
+
+@dataclass
+class ReportResult:
+    """What :func:`write_report` wrote, and why figures are missing if they are."""
+
+    page: Path
+    data: Path
+    figures: list[Path] = field(default_factory=list)
+    figures_skipped: str | None = None
+
+
+def _headroom(variant: Variant) -> str:
+    headroom = variant.budget_bytes - variant.stacked_bytes
+    if headroom < 0:
+        return f"**OVER by {human_bytes(-headroom)}**"
+    return human_bytes(headroom)
+
+
+def _row(cells: Sequence[Any]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+VARIANT_COLUMNS = (
+    "variant",
+    "source",
+    "--mem-fraction-static",
+    "tokens",
+    "max running requests",
+    "target weights",
+    "draft weights",
+    "target KV",
+    "draft KV",
+    "used",
+    "budget",
+    "headroom",
+)
+
+
+def variant_table(case: ReportCase) -> list[str]:
+    """Tokens, max running requests and the bar's bytes, one row per variant."""
+    lines = [_row(VARIANT_COLUMNS), _row(["---"] + ["---:"] * (len(VARIANT_COLUMNS) - 1))]
+    for v in case.variants:
+        b = v.breakdown
+        fraction = b.get("mem_fraction_static")
+        lines.append(
+            _row(
+                [
+                    v.title,
+                    v.source or "planned",
+                    f"{fraction:.3f}" if isinstance(fraction, (int, float)) else "-",
+                    b["tokens"],
+                    b.get("max_running_requests", "-"),
+                    human_bytes(b["target_weight_bytes"]),
+                    human_bytes(b["draft_weight_bytes"]),
+                    human_bytes(b["target_kv_pool_bytes"]),
+                    human_bytes(b["draft_kv_pool_bytes"]),
+                    human_bytes(v.stacked_bytes),
+                    human_bytes(v.budget_bytes),
+                    _headroom(v),
+                ]
+            )
+        )
+    return lines
+
+
+RANK_COLUMNS = (
+    "rank",
+    "tokens",
+    "max running requests",
+    "target KV planned",
+    "target KV allocated",
+    "draft KV planned",
+    "draft KV allocated",
+    "allocated - planned",
+    "budget",
+    "headroom (allocated)",
+)
+
+
+def rank_table(case: ReportCase) -> list[str]:
+    """Live servers: the planned pools next to those SGLang allocated, per rank."""
+    lines = [_row(RANK_COLUMNS), _row(["---"] + ["---:"] * (len(RANK_COLUMNS) - 1))]
+    by_key = {v.key: v for v in case.variants}
+    for rank in case.ranks:
+        planned = by_key[f"rank{rank}-planned"]
+        allocated = by_key[f"rank{rank}-allocated"]
+        p, a = planned.breakdown, allocated.breakdown
+        delta = (a["target_kv_pool_bytes"] + a["draft_kv_pool_bytes"]) - (
+            p["target_kv_pool_bytes"] + p["draft_kv_pool_bytes"]
+        )
+        lines.append(
+            _row(
+                [
+                    rank,
+                    p["tokens"],
+                    p.get("max_running_requests", "-"),
+                    human_bytes(p["target_kv_pool_bytes"]),
+                    human_bytes(a["target_kv_pool_bytes"]),
+                    human_bytes(p["draft_kv_pool_bytes"]),
+                    human_bytes(a["draft_kv_pool_bytes"]),
+                    f"{delta:+d} B",
+                    human_bytes(allocated.budget_bytes),
+                    _headroom(allocated),
+                ]
+            )
+        )
+    return lines
+
+
+def case_section(case: ReportCase, figures: bool) -> list[str]:
+    # An explicit anchor: GitHub derives heading anchors by its own rules, not ours.
+    lines = [f'<a id="{case.slug}"></a>', "", f"## {case.name}", ""]
+    if case.description:
+        lines += [case.description, ""]
+    if figures:
+        lines += [f"![{case.name}]({case.slug}.png)", "", f"[SVG]({case.slug}.svg)", ""]
+    lines += [*variant_table(case), ""]
+    if case.kind == "live":
+        lines += ["Planned against allocated, per rank:", "", *rank_table(case), ""]
+    notes = [*case.notes]
+    notes += [f"{v.title}: {v.source_note}" for v in case.variants if v.source_note]
+    notes += [
+        f"{v.title}: {note}" for v in case.variants for note in v.breakdown.get("notes", ()) or ()
+    ]
+    lines += [f"* {n}" for n in notes]
+    if notes:
+        lines.append("")
+    return lines
+
+
+INTRO = (
+    "Bytes per TP rank. Each bar stacks target weights, draft weights, target KV and draft KV "
+    "(plus other resident bytes and draft buffers where the input has them) under the unused "
+    "rest of the budget; the dashed line is the budget (`--mem-fraction-static` x free memory "
+    "before loading), and what goes above it is drawn in hatched red and marked OVER. "
+    "`measured` cells come from real SGLang runs, `modelled` cells from a release's sizing "
+    "rule applied to the same inputs, `planned` cells from the planner or the server's plan."
+)
+
+
+def render_page(
+    cases: Sequence[ReportCase], figures: bool, figures_skipped: str | None = None
+) -> str:
+    lines = ["# sglang-specinit memory report", "", INTRO, ""]
+    if figures_skipped:
+        lines += [f"> Figures: {figures_skipped}", ""]
+    lines += ["| case | kind | variants |", "| --- | --- | --- |"]
+    lines += [
+        f"| [{c.name}](#{c.slug}) | {c.kind} | {', '.join(v.title for v in c.variants)} |"
+        for c in cases
+    ]
+    lines.append("")
+    for case in cases:
+        lines += case_section(case, figures)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def report_data(cases: Sequence[ReportCase]) -> dict[str, Any]:
+    """Every number the page and figures show, keyed by case slug and variant key."""
+    return {
+        case.slug: {
+            "name": case.name,
+            "kind": case.kind,
+            "source_path": case.source_path,
+            "variants": [
+                {
+                    "key": v.key,
+                    "title": v.title,
+                    "source": v.source,
+                    "tokens": v.breakdown["tokens"],
+                    "max_running_requests": v.breakdown.get("max_running_requests"),
+                    "budget_bytes": v.budget_bytes,
+                    "segments": {s.label: s.bytes for s in v.segments()},
+                    "unused_bytes": v.unused_bytes,
+                    "over_bytes": v.over_bytes,
+                }
+                for v in case.variants
+            ],
+        }
+        for case in cases
+    }
+
+
+def write_report(cases: Sequence[ReportCase], out_dir: Path) -> ReportResult:
+    """Write the page, its data and (when matplotlib imports) the figures into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    skipped = report_figures.matplotlib_missing()
+    figures: list[Path] = []
+    if skipped is None:
+        for case in cases:
+            figures += report_figures.save_case_figures(case, out_dir)
+    page = out_dir / PAGE_NAME
+    page.write_text(render_page(cases, figures=skipped is None, figures_skipped=skipped))
+    data = out_dir / DATA_NAME
+    data.write_text(json.dumps(report_data(cases), indent=1, sort_keys=True) + "\n")
+    return ReportResult(page=page, data=data, figures=figures, figures_skipped=skipped)

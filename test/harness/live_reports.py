@@ -1,0 +1,48 @@
+"""Keep the plugin's live memory reports of a test run in one folder, for CI's report artifact.
+
+Why: each CPU test points ``SGLANG_SPECINIT_REPORT_DIR`` at its own ``tmp_path``, which pytest
+deletes in later runs; CI renders ``sglang-specinit report`` from the suite's real servers and
+needs their ``memory-rank*.json`` in a place it knows. With ``SPECINIT_TEST_KEEP_LIVE_REPORTS=DIR``
+set, every Engine/server the harness stops has its files copied to ``DIR/<test id>/`` (a folder
+per launch, ``-2``, ``-3``... when one test launches more than once); unset, nothing happens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+KEEP_ENV = "SPECINIT_TEST_KEEP_LIVE_REPORTS"
+PLUGIN_REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
+LIVE_FILE_GLOB = "memory-rank*.json"
+
+
+def launch_label(fallback: str) -> str:
+    """The running test's id (``PYTEST_CURRENT_TEST`` without its phase), as a folder name."""
+    current = os.environ.get("PYTEST_CURRENT_TEST", "")
+    test_id = current.rsplit(" ", 1)[0] if current else fallback
+    test_id = test_id.split("/")[-1]  # test file name and test, not the directories
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", test_id).strip("_") or "launch"
+
+
+def keep_live_reports(launch_env: Mapping[str, str], fallback_label: str) -> Path | None:
+    """Copy the launch's ``memory-rank*.json`` into the keep folder; returns the copy's folder."""
+    root = os.environ.get(KEEP_ENV)
+    source = launch_env.get(PLUGIN_REPORT_DIR_ENV)
+    if not root or not source:
+        return None
+    files = sorted(Path(source).glob(LIVE_FILE_GLOB))
+    if not files:
+        return None
+    base = Path(root) / launch_label(fallback_label)
+    target, n = base, 1
+    while target.exists():
+        n += 1
+        target = base.with_name(f"{base.name}-{n}")
+    target.mkdir(parents=True)
+    for path in files:
+        shutil.copy2(path, target / path.name)
+    return target

@@ -1,0 +1,376 @@
+"""``sglang-specinit report``: numbers equal their JSON, over-budget bars are drawn and labelled,
+figures are valid images of the expected size, and a missing matplotlib is one clear line.
+
+The plan input is the real ``plan --example llama31-8b-eagle3 --json`` output (its stock
+0.5.13.post1 column is over budget); live inputs are ``memory-rank*.json`` files in the
+server's key layout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import struct
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sglang_specinit.planner import report_figures
+from sglang_specinit.planner.cli import main
+from sglang_specinit.planner.report_cases import (
+    DRAFT_KV,
+    DRAFT_WEIGHTS,
+    TARGET_KV,
+    TARGET_WEIGHTS,
+    case_from_plan_json,
+    cases_from_paths,
+)
+from sglang_specinit.report import human_bytes
+
+EXAMPLE = "llama31-8b-eagle3"
+SEGMENT_KEYS = {
+    TARGET_WEIGHTS: "target_weight_bytes",
+    DRAFT_WEIGHTS: "draft_weight_bytes",
+    TARGET_KV: "target_kv_pool_bytes",
+    DRAFT_KV: "draft_kv_pool_bytes",
+}
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def plan_data() -> dict:
+    """``sglang-specinit plan --example llama31-8b-eagle3 --json``, run once for the module."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plan", "--example", EXAMPLE, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+def write_json(path: Path, data: dict) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def run_report(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["report", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def table_rows(page: str, first_column: str) -> dict[str, dict[str, str]]:
+    """The Markdown table whose header starts with ``first_column``: row label -> cells."""
+    lines = page.splitlines()
+    rows: dict[str, dict[str, str]] = {}
+    for i, line in enumerate(lines):
+        if line.startswith(f"| {first_column} |"):
+            header = [c.strip() for c in line.strip("|").split("|")]
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                cells = [c.strip() for c in row.strip("|").split("|")]
+                rows[cells[0]] = dict(zip(header, cells, strict=True))
+            break
+    return rows
+
+
+def variant_json(plan_data: dict, key: str) -> dict:
+    return plan_data if key == "specinit" else plan_data[key]
+
+
+def bar_patches(fig, gid_prefix: str) -> dict[str, object]:
+    """The figure's rectangles whose gid starts with ``gid_prefix``, by variant key."""
+    (ax,) = fig.axes
+    return {
+        p.get_gid().split(":", 1)[1]: p
+        for p in ax.patches
+        if (p.get_gid() or "").startswith(gid_prefix + ":")
+    }
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def test_report_numbers_equal_the_plan_json(
+    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = write_json(tmp_path / "plan.json", plan_data)
+    out = tmp_path / "report"
+    code, _, err = run_report(capsys, "--out", str(out), "--from-json", str(source))
+    assert code == 0, err
+
+    data = json.loads((out / "report.json").read_text())
+    (case,) = data.values()
+    assert [v["key"] for v in case["variants"]] == ["stock_0_5_13", "upstream_0_5_14", "specinit"]
+    page = (out / "README.md").read_text()
+    rows = table_rows(page, "variant")
+    for variant in case["variants"]:
+        expected = variant_json(plan_data, variant["key"])
+        assert variant["tokens"] == expected["tokens"]
+        assert variant["max_running_requests"] == expected["max_running_requests"]
+        assert variant["budget_bytes"] == expected["budget_bytes"]
+        for label, key in SEGMENT_KEYS.items():
+            assert variant["segments"][label] == expected[key], label
+        # The bar's slices add up to what the plan says it uses.
+        assert sum(variant["segments"].values()) == expected["used_bytes"]
+        assert variant["over_bytes"] == max(0, -expected["headroom_bytes"])
+        assert variant["unused_bytes"] == max(0, expected["headroom_bytes"])
+
+        row = rows[variant["title"]]
+        assert int(row["tokens"]) == expected["tokens"]
+        assert int(row["max running requests"]) == expected["max_running_requests"]
+        assert row["target KV"] == human_bytes(expected["target_kv_pool_bytes"])
+        assert row["draft KV"] == human_bytes(expected["draft_kv_pool_bytes"])
+        assert row["budget"] == human_bytes(expected["budget_bytes"])
+
+
+def test_figure_bars_equal_the_plan_json(plan_data: dict) -> None:
+    case = case_from_plan_json(plan_data)
+    fig = report_figures.draw_case(case)
+    unit = 1 << 30  # budgets of tens of GiB are drawn in GiB
+    for label, key in SEGMENT_KEYS.items():
+        patches = bar_patches(fig, label)
+        assert set(patches) == {"stock_0_5_13", "upstream_0_5_14", "specinit"}
+        for variant_key, patch in patches.items():
+            expected = variant_json(plan_data, variant_key)[key]
+            assert patch.get_height() * unit == pytest.approx(expected, rel=1e-9, abs=1)
+
+
+# --------------------------------------------------------------------------- over budget
+
+
+def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict) -> None:
+    stock = plan_data["stock_0_5_13"]
+    over = stock["used_bytes"] - stock["budget_bytes"]
+    assert over > 0, "the example's stock column is expected over budget"
+    assert plan_data["used_bytes"] <= plan_data["budget_bytes"]
+
+    fig = report_figures.draw_case(case_from_plan_json(plan_data))
+    (ax,) = fig.axes
+    over_patches = bar_patches(fig, "over")
+    assert set(over_patches) == {
+        key
+        for key in ("stock_0_5_13", "upstream_0_5_14", "specinit")
+        if variant_json(plan_data, key)["headroom_bytes"] < 0
+    }
+    patch = over_patches["stock_0_5_13"]
+    unit = 1 << 30
+    assert patch.get_y() * unit == pytest.approx(stock["budget_bytes"], rel=1e-9)
+    assert patch.get_height() * unit == pytest.approx(over, rel=1e-9)
+    assert patch.get_facecolor()[:3] == pytest.approx((1.0, 0x1A / 255, 0x1A / 255))
+    labels = [t.get_text() for t in ax.texts if t.get_gid() == "over-label:stock_0_5_13"]
+    assert labels == [f"OVER by\n{human_bytes(over)}"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "over budget" in legend and "budget (f x free)" in legend
+
+
+def test_over_budget_shows_in_svg_and_markdown(
+    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = write_json(tmp_path / "plan.json", plan_data)
+    out = tmp_path / "report"
+    assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
+    (svg,) = out.glob("*.svg")
+    root = ET.parse(svg).getroot()
+    ids = {el.get("id") for el in root.iter()}
+    assert "over:stock_0_5_13" in ids and "over:specinit" not in ids
+    texts = "".join("".join(el.itertext()) for el in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "OVER by" in texts
+    row = table_rows((out / "README.md").read_text(), "variant")["stock 0.5.13.post1"]
+    stock = plan_data["stock_0_5_13"]
+    assert (
+        row["headroom"] == f"**OVER by {human_bytes(stock['used_bytes'] - stock['budget_bytes'])}**"
+    )
+
+
+# --------------------------------------------------------------------------- images
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    blob = path.read_bytes()
+    assert blob[:8] == PNG_SIGNATURE
+    assert blob[12:16] == b"IHDR"
+    return struct.unpack(">II", blob[16:24])
+
+
+def test_figures_are_valid_images_of_the_expected_size(
+    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = write_json(tmp_path / "plan.json", plan_data)
+    out = tmp_path / "report"
+    assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
+    slug = case_from_plan_json(plan_data).slug
+    png, svg = out / f"{slug}.png", out / f"{slug}.svg"
+    assert png_size(png) == report_figures.figure_size_px(3)
+    root = ET.parse(svg).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    width_in, height_in = report_figures.figure_size_in(3)
+    assert root.get("viewBox").split() == ["0", "0", f"{width_in * 72:g}", f"{height_in * 72:g}"]
+    page = (out / "README.md").read_text()
+    assert f"]({slug}.png)" in page and f"]({slug}.svg)" in page
+
+
+def test_width_grows_with_the_number_of_bars() -> None:
+    assert report_figures.figure_size_px(3)[0] < report_figures.figure_size_px(16)[0]
+    assert report_figures.figure_size_px(16)[1] == report_figures.figure_size_px(3)[1]
+
+
+# --------------------------------------------------------------------------- variants from data
+
+
+def test_a_later_upstream_sub_object_appears_without_code_changes(
+    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = copy.deepcopy(plan_data)
+    data["upstream_0_5_23"] = {**data["upstream_0_5_14"], "tokens": 12345}
+    source = write_json(tmp_path / "plan.json", data)
+    out = tmp_path / "report"
+    assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
+    (case,) = json.loads((out / "report.json").read_text()).values()
+    assert [v["title"] for v in case["variants"]] == [
+        "stock 0.5.13.post1",
+        "upstream 0.5.14",
+        "upstream 0.5.23",
+        "sglang-specinit",
+    ]
+    assert (
+        table_rows((out / "README.md").read_text(), "variant")["upstream 0.5.23"]["tokens"]
+        == "12345"
+    )
+    assert png_size(next(out.glob("*.png"))) == report_figures.figure_size_px(4)
+
+
+# --------------------------------------------------------------------------- live servers
+
+
+def live_rank(plan_data: dict, rank: int, allocated_delta: int) -> dict:
+    """A ``memory-rank<N>.json`` in the server's key layout (the plan's keys + live ones)."""
+    data = {k: v for k, v in plan_data.items() if not isinstance(v, dict)}
+    data.update(
+        tp_rank=rank,
+        allocated_target_kv_pool_bytes=plan_data["target_kv_pool_bytes"] + allocated_delta,
+        allocated_draft_kv_pool_bytes=plan_data["draft_kv_pool_bytes"],
+        phase_seconds={"1/4 load target weights": 1.0},
+    )
+    return data
+
+
+def test_live_directory_shows_planned_against_allocated_per_rank(
+    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = tmp_path / "live" / "server-a"
+    server.mkdir(parents=True)
+    ranks = [live_rank(plan_data, 0, 0), live_rank(plan_data, 1, -4096)]
+    for r in ranks:
+        write_json(server / f"memory-rank{r['tp_rank']}.json", r)
+    out = tmp_path / "report"
+    code, _, err = run_report(capsys, "--out", str(out), "--from-json", str(tmp_path / "live"))
+    assert code == 0, err
+
+    (case,) = cases_from_paths([tmp_path / "live"])
+    assert case.kind == "live" and case.name == "server-a"
+    rows = table_rows((out / "README.md").read_text(), "rank")
+    for r in ranks:
+        row = rows[str(r["tp_rank"])]
+        assert int(row["tokens"]) == r["tokens"]
+        assert row["target KV planned"] == human_bytes(r["target_kv_pool_bytes"])
+        assert row["target KV allocated"] == human_bytes(r["allocated_target_kv_pool_bytes"])
+        delta = r["allocated_target_kv_pool_bytes"] - r["target_kv_pool_bytes"]
+        assert row["allocated - planned"] == f"{delta:+d} B"
+    fig = report_figures.draw_case(case)
+    allocated = bar_patches(fig, TARGET_KV)
+    assert allocated["rank1-allocated"].get_height() * (1 << 30) == pytest.approx(
+        ranks[1]["allocated_target_kv_pool_bytes"], rel=1e-9
+    )
+    assert png_size(next(out.glob("*.png"))) == report_figures.figure_size_px(4)
+
+
+# --------------------------------------------------------------------------- no matplotlib
+
+
+@contextlib.contextmanager
+def matplotlib_hidden_test_double() -> Iterator[None]:
+    """Test double for a Python without matplotlib: ``import matplotlib`` raises ImportError
+    (a ``None`` entry in ``sys.modules``) until the block ends; the real modules come back."""
+    saved = {
+        n: m for n, m in sys.modules.items() if n == "matplotlib" or n.startswith("matplotlib.")
+    }
+    for name in saved:
+        del sys.modules[name]
+    sys.modules["matplotlib"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        del sys.modules["matplotlib"]
+        sys.modules.update(saved)
+
+
+def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
+    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = write_json(tmp_path / "plan.json", plan_data)
+    out = tmp_path / "report"
+    with matplotlib_hidden_test_double():
+        code, stdout, err = run_report(capsys, "--out", str(out), "--from-json", str(source))
+    assert code == 0
+    assert err.count("\n") == 1 and "Traceback" not in err + stdout
+    assert "matplotlib is not installed" in err and "sglang-specinit[report]" in err
+    page = (out / "README.md").read_text()
+    assert "matplotlib is not installed" in page and ".png)" not in page
+    assert table_rows(page, "variant")["sglang-specinit"]["tokens"] == str(plan_data["tokens"])
+    assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("make_input", "message"),
+    [
+        (lambda d: d / "absent.json", "no such file or directory"),
+        (lambda d: write_json(d / "x.json", {"hello": 1}), "not a sglang-specinit breakdown"),
+        (lambda d: write_text(d / "broken.json", "{"), "is not JSON"),
+        (lambda d: d, "holds no memory-rank*.json"),
+    ],
+)
+def test_bad_input_is_one_line_with_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_input, message: str
+) -> None:
+    source = make_input(tmp_path)
+    code, _, err = run_report(capsys, "--out", str(tmp_path / "r"), "--from-json", str(source))
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("sglang-specinit report: error:")
+    assert message in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_out_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_report(capsys)
+    assert code == 2 and "--out" in err and err.count("\n") == 1
+
+
+# --------------------------------------------------------------------------- default: examples
+
+
+def test_without_inputs_every_shipped_example_is_rendered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sglang_specinit.planner.plan import list_examples
+
+    out = tmp_path / "report"
+    code, stdout, err = run_report(capsys, "--out", str(out))
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    assert sorted(data) == list_examples()
+    for slug in data:
+        assert png_size(out / f"{slug}.png") == report_figures.figure_size_px(3)
+        ET.parse(out / f"{slug}.svg")
+    assert f"{len(data)} cases" in stdout
