@@ -390,6 +390,23 @@ def _tokens_for(kv_bytes: float, per_token: float, page_size: int) -> int:
     return page_floor(int(kv_bytes // per_token), page_size)
 
 
+def _most_tokens_within(kv_bytes: float, per_token: float, page_size: int) -> int:
+    """The most whole pages of tokens whose price fits ``kv_bytes``.
+
+    A hybrid-SWA price is fractional (``ratio * swa`` per token), and a float floor division
+    can land one page short of, or past, the exact answer; this settles it. (The stock and
+    upstream rules keep SGLang's own float floor, which they reproduce.)
+    """
+    tokens = _tokens_for(kv_bytes, per_token, page_size)
+    if tokens == 0 and (kv_bytes <= 0 or per_token <= 0):
+        return 0
+    while (tokens + page_size) * per_token <= kv_bytes:
+        tokens += page_size
+    while tokens > 0 and tokens * per_token > kv_bytes:
+        tokens -= page_size
+    return tokens
+
+
 def _apply_cap(tokens: int, inputs: BudgetInputs) -> int:
     if inputs.max_total_tokens is not None and inputs.max_total_tokens < tokens:
         return page_floor(inputs.max_total_tokens, inputs.page_size)
@@ -464,7 +481,7 @@ def plan_pools(inputs: BudgetInputs) -> PoolPlan:
             fixed += draft.bytes_per_request * (worst_reqs + 1)
     resident = _resident_bytes(inputs, count_draft=True)
     kv_budget = _budget_bytes(inputs) - resident - fixed
-    tokens = _apply_cap(_tokens_for(kv_budget, per_token, page), inputs)
+    tokens = _apply_cap(_most_tokens_within(kv_budget, per_token, page), inputs)
     needed = resident + fixed + page_ceil(MIN_SERVABLE_TOKENS, page) * per_token
     min_viable = needed / inputs.pre_load_free_bytes
     return _make_plan("specinit", inputs, tokens, resident, per_token, min_viable)
