@@ -222,9 +222,8 @@ def test_constructor_cut_points_follow_the_draft_load() -> None:
     assert {"_bind_kv_context", "_init_draft_attn_backend", "init_cuda_graphs"} <= (
         class_defines(MODULE, "FrozenKVMTPWorker")
     )
-    for class_path, name, _ in frozen_kv_mtp.NEW_METHODS:
-        module, cls = class_path.rsplit(".", 1)
-        assert name not in class_defines(module, cls), class_path
+    for method in frozen_kv_mtp.NEW_METHODS:
+        assert method.name not in class_defines(method.module, method.class_name), method
 
 
 def test_runtime_description_of_a_frozen_worker_has_no_pool_runners() -> None:

@@ -343,9 +343,8 @@ def test_constructor_cut_point_is_where_the_phases_expect_it() -> None:
 def test_phase_methods_are_new_on_the_real_classes() -> None:
     """Every method the plugin adds is absent from SGLang's classes (compat refuses to patch
     otherwise) and every method the phases call exists there."""
-    for class_path, name, _ in multi_layer_eagle.NEW_METHODS:
-        module, cls = class_path.rsplit(".", 1)
-        assert module == MODULE
-        assert name not in class_defines(module, cls), class_path
+    for method in multi_layer_eagle.NEW_METHODS:
+        assert method.module == MODULE
+        assert method.name not in class_defines(method.module, method.class_name), method
     draft = class_defines(MODULE, "MultiLayerEagleDraftWorker")
     assert {"init_lm_head", "init_attention_backend", "init_cuda_graphs"} <= draft
