@@ -24,7 +24,7 @@ from typing import Any
 from sglang_specinit.budget import HybridSWAKVSpec, KVSpec, sized_by_target
 from sglang_specinit.hooks import is_instance_of
 from sglang_specinit.live_sizing import DraftDescription
-from sglang_specinit.specs import kv_spec_from_model_config
+from sglang_specinit.specs import DRAFT_FULL_ATTENTION_LAYERS, kv_spec_from_model_config
 
 # FrozenKVMTPDraftWorker.alloc_memory_pool gives its runner a pool of this many tokens.
 FROZEN_KV_STAND_IN_TOKENS = 64
@@ -39,8 +39,18 @@ def runner_kv_spec(runner: Any) -> KVSpec:
     full_layers = None
     mambaish = mambaish_config(runner.model_config)
     if mambaish is not None:
-        full_layers = len(
-            [i for i in mambaish.full_attention_layer_ids if info.start_layer <= i < info.end_layer]
+        # A hybrid draft's pool holds one full-attention layer (SGLang gives its
+        # HybridLinearKVPool the layer ids [0]); a target's, those in its own range.
+        full_layers = (
+            DRAFT_FULL_ATTENTION_LAYERS
+            if runner.is_draft_worker
+            else len(
+                [
+                    i
+                    for i in mambaish.full_attention_layer_ids
+                    if info.start_layer <= i < info.end_layer
+                ]
+            )
         )
     spec = kv_spec_from_model_config(
         runner.model_config,

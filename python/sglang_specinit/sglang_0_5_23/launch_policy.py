@@ -37,8 +37,15 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
 
     server_args = scheduler.server_args
     spec = scheduler.spec_algorithm
-    # All or nothing: every module this adapter patches must have passed its check.
-    problems = compat.problems_for(module_patches())
+    # All or nothing: every module this launch runs that the adapter patches must have passed
+    # its check (the speculative workers of other algorithms are never imported here).
+    workers = [scheduler.draft_worker, getattr(scheduler.draft_worker, "draft_worker", None)]
+    own = {cls.__module__ for w in workers if w is not None for cls in type(w).__mro__}
+    problems = compat.problems_for(
+        name
+        for name in module_patches()
+        if not name.startswith("sglang.srt.speculative.") or name in own
+    )
     if problems:
         return StepAside("sglang-specinit is off in this process: " + "; ".join(problems))
     if spec.is_ngram():
