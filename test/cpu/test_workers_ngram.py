@@ -134,6 +134,13 @@ def test_ngram_worker_is_built_in_the_pool_phase_after_the_target_pool(
 ) -> None:
     scheduler = _StubScheduler(_fake_ngram_worker_class())
     monkeypatch.setattr(scheduler_phases, "log_memory_breakdown", lambda s: s._record("breakdown"))
+    # Test double: the stub says device "cuda" (NGRAM is CUDA-only) but this machine has no
+    # CUDA; the after-pools reading records itself instead of asking the driver.
+    monkeypatch.setattr(
+        scheduler_phases,
+        "cuda_memory_after_pools",
+        lambda server_args: scheduler._record("cuda reading") or {},
+    )
 
     def stock_init_model_worker(s: _StubScheduler) -> None:
         # SGLang's own method calls both loads again; the phased init has made them no-ops.
@@ -151,6 +158,7 @@ def test_ngram_worker_is_built_in_the_pool_phase_after_the_target_pool(
         ("target worker", True),  # weights only: pools deferred
         ("target pool", False),
         ("NGRAM worker", False),  # needs the target's pools and request count
+        ("cuda reading", False),  # every pool exists, no graph yet
         ("backends", False),
         ("breakdown", False),
         ("stock remainder", False),
