@@ -41,3 +41,9 @@ def tiny_eagle3_draft() -> Path:
 def tiny_eagle3_draft_nnpl0() -> Path:
     """The EAGLE3 draft with ``"num_nextn_predict_layers": 0`` in its config."""
     return tiny_models.tiny_eagle3_draft(num_nextn_predict_layers=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_eagle3_draft_tp2() -> Path:
+    """EAGLE3 draft whose 2 KV heads (dim 48) split across 2 TP ranks, like the target's."""
+    return tiny_models.tiny_eagle3_draft(tiny_models.TP2_EAGLE3_DRAFT)

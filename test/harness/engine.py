@@ -152,6 +152,26 @@ def cpu_env(
     return env
 
 
+def omp_threads_bind(tp_size: int) -> str:
+    """``SGLANG_CPU_OMP_THREADS_BIND`` for ``tp_size`` ranks: one core per rank, round robin.
+
+    SGLang asserts at TP > number of NUMA nodes unless each rank is given a core set; on a
+    2-core machine TP 2 gets ``0|1``. (The binding itself only takes effect with sgl-kernel's
+    AMX CPU ops, which this machine lacks; SGLang then only warns.)
+    """
+    cores = os.cpu_count() or 1
+    return "|".join(str(rank % cores) for rank in range(tp_size))
+
+
+def _parallel_env(kwargs: Mapping[str, Any], extra: Mapping[str, str] | None) -> dict[str, str]:
+    """``extra`` plus the threads binding a TP > 1 launch needs (unless ``extra`` sets one)."""
+    env = dict(extra or {})
+    tp_size = int(kwargs.get("tp_size") or 1)
+    if tp_size > 1:
+        env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", omp_threads_bind(tp_size))
+    return env
+
+
 # --------------------------------------------------------------------------- shared helpers
 
 
@@ -274,8 +294,11 @@ class EngineHandle:
         try:
             line = self._replies.get(timeout=timeout_s)
         except queue.Empty:
+            from harness.multi_rank import format_rank_tails
+
             raise TimeoutError(
-                f"no reply from the engine driver in {timeout_s:.0f} s\n{self.log_tail()}"
+                f"no reply from the engine driver in {timeout_s:.0f} s\n"
+                f"{format_rank_tails(_tail(self.log_path, 2000))}"
             ) from None
         if line is None:
             raise SGLangStartError(
@@ -359,7 +382,10 @@ def cpu_engine(
         model_path, draft_model_path=draft_model_path, algorithm=algorithm, **engine_overrides
     )
     env = cpu_env(
-        plugin=plugin, capacity_bytes=capacity_bytes, report_dir=files.report_dir, extra=extra_env
+        plugin=plugin,
+        capacity_bytes=capacity_bytes,
+        report_dir=files.report_dir,
+        extra=_parallel_env(kwargs, extra_env),
     )
     config_path = files.work_dir / "engine-config.json"
     config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
@@ -547,7 +573,10 @@ def cpu_server(
         plugin=plugin,
         capacity_bytes=capacity_bytes,
         report_dir=files.report_dir,
-        extra={"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0", **(extra_env or {})},
+        extra={
+            "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0",
+            **_parallel_env(kwargs, extra_env),
+        },
     )
     with open(files.log_path, "ab") as log:
         proc = subprocess.Popen(
@@ -571,9 +600,11 @@ def cpu_server(
                     reports=handle.scheduler_reports(),
                 )
             if time.monotonic() > deadline:
+                from harness.multi_rank import format_rank_tails
+
                 raise SGLangStartError(
                     f"launch_server not healthy after {startup_timeout_s:.0f} s",
-                    log_tail=handle.log_tail(),
+                    log_tail=format_rank_tails(handle.log_tail(2000)),
                     reports=handle.scheduler_reports(),
                 )
             time.sleep(0.5)
