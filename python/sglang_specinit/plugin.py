@@ -16,6 +16,7 @@ sglang first and registers all hooks or none.
     FrozenKVMTPWorker.__init__                   around + alloc/backends     binds target KV late
     ServerArgs._handle_gpu_memory_settings       around                      no flat 4/6 GB guess
     speculative_hook.handle_speculative_decoding before                      clear bad-draft error
+    speculative_hook.handle_speculative_decoding before (launch_checks)      bad flags/shards/draft
 
 Environment:
     SGLANG_SPECINIT_DISABLE=1   register nothing (SGLang's SGLANG_PLUGINS whitelist works too)
@@ -32,6 +33,7 @@ from sglang_specinit.sglang_0_5_13 import (
     dflash,
     eagle,
     frozen_kv_mtp,
+    launch_checks,
     model_runner,
     multi_layer_eagle,
     scheduler,
@@ -52,6 +54,7 @@ PHASE_MODULES = (
     dflash,
     frozen_kv_mtp,
     server_args,
+    launch_checks,
 )
 
 _registered = False
