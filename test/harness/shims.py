@@ -267,15 +267,15 @@ def bind_meter_to_device(gpu_id: int) -> SimulatedDeviceMemory:
     budget arithmetic meaningless.
     """
     meter = device_meter()
+    capacity = capacity_for_device(gpu_id)
     with meter._lock:
-        if meter.gpu_id == gpu_id:
-            return meter
-        if meter.readings:
+        if meter.readings and capacity != meter.capacity_bytes:
             raise RuntimeError(
-                f"simulated device already read {len(meter.readings)} times as gpu "
-                f"{meter.gpu_id}; cannot rebind it to gpu {gpu_id}"
+                f"simulated device already read {len(meter.readings)} times with "
+                f"{meter.capacity_bytes} B as gpu {meter.gpu_id}; cannot rebind it to gpu "
+                f"{gpu_id} ({capacity} B)"
             )
-        meter.capacity_bytes = capacity_for_device(gpu_id)
+        meter.capacity_bytes = capacity
         meter.gpu_id = gpu_id
     return meter
 
