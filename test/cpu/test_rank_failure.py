@@ -9,8 +9,10 @@ launcher, which tears the launch down) and the plugin's phases:
 - the cause is in the failing rank's log and in its scheduler error report;
 - no process of the launch is left;
 - no KV pool was allocated on the healthy rank: with the plugin, pools are sized in phase 3,
-  after both ranks loaded their drafts, so rank 0 is stopped before any pool exists. Stock
-  0.5.13.post1 (``slow`` contrast) has already built rank 0's target pool by then.
+  after both ranks loaded their drafts (its first step is a MIN all-reduce no rank can pass
+  alone), so rank 0 is stopped before any pool exists. Stock 0.5.13.post1 (``slow`` contrast)
+  has already built rank 0's target pool by then: rank 1 only reaches its draft after the
+  target pools' all-reduce.
 
 The test prints how long the launch took to go down after the failure (on 2 cores: ~6-10 s,
 mostly SGLang's own 5 s "let GPU activity settle" pause before it kills the tree).
@@ -69,11 +71,40 @@ def test_draft_failure_on_one_rank_ends_the_launch_on_every_rank(
 
     allocated_on_healthy = "KV Cache is allocated" in healthy
     if plugin:
-        # Phased: rank 0 finished loading (phase 2) and never allocated a pool.
-        assert "[specinit] phase 2/4 load draft weights done" in healthy
+        # Phased: rank 0 had its target loaded (both ranks passed the draft's first collective
+        # before rank 1 failed) and, wherever phase 2 or 3's first collective found it, no pool.
+        assert "[specinit] phase 1/4 load target weights done" in healthy
         assert not allocated_on_healthy, ranks["TP0"][-20:]
         assert "phase 3/4 allocate KV pools done" not in run.log
         assert not list(specinit_dir.glob("memory-rank*.json"))
     else:
         # Stock builds the target's pool before the draft exists.
         assert allocated_on_healthy
+
+
+def test_a_launch_that_outlives_its_bound_fails_with_every_ranks_tail_and_is_killed(
+    tmp_path: Path,
+) -> None:
+    """The bound itself: a launch still running at the bound (here: any launch, bound 3 s) is
+    a test failure carrying each rank's last lines, and nothing of it survives."""
+    from harness.multi_rank import LaunchDidNotEnd, session_processes
+
+    seen: list[int] = []
+
+    def remember_session(launch_pid: int) -> None:
+        seen.append(launch_pid)
+
+    with pytest.raises(LaunchDidNotEnd) as hang:
+        run_server_to_end(
+            tiny_models.tiny_llama_target(),
+            tmp_path / "run",
+            bound_s=3.0,
+            on_start=remember_session,
+            draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+            algorithm="EAGLE3",
+            tp_size=2,
+        )
+    assert "launch still running after 3 s" in str(hang.value)
+    assert "--- last 12 lines of " in str(hang.value) or "<empty log>" in str(hang.value)
+    (session,) = seen
+    assert session_processes(session) == []

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +101,7 @@ def run_server_to_end(
     bound_s: float = 240.0,
     grace_s: float = 15.0,
     signal_on_marker: tuple[str, int] | None = None,
+    on_start: Callable[[int], None] | None = None,
     capacity_bytes: int = engine.DEFAULT_CAPACITY_BYTES,
     extra_env: Mapping[str, str] | None = None,
     **server_args: Any,
@@ -108,7 +109,8 @@ def run_server_to_end(
     """Run ``launch_server`` on CPU until it exits, for launches that must fail.
 
     ``signal_on_marker=(glob, signum)``: once a file matching ``glob`` appears in the report
-    directory, send ``signum`` to the launcher (as an operator would). Raises
+    directory, send ``signum`` to the launcher (as an operator would). ``on_start`` gets the
+    launcher's pid (also its session id) as soon as it runs. Raises
     :class:`LaunchDidNotEnd` if the launcher is still alive after ``bound_s``; the launch's
     whole session is killed before returning or raising, so nothing outlives the test.
     """
@@ -144,6 +146,8 @@ def run_server_to_end(
             preexec_fn=engine._die_with_parent,
         )
     started = time.monotonic()
+    if on_start is not None:
+        on_start(proc.pid)
     signalled_at = None
     try:
         while proc.poll() is None:
