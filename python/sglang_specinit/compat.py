@@ -47,6 +47,7 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
     "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.__init__": DRAFT_WORKER_PARAMS,
     "sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings": ("gpu_mem",),
     "sglang.srt.arg_groups.speculative_hook.handle_speculative_decoding": (),
+    "sglang.srt.server_args.ServerArgs.check_server_args": (),
     **{
         f"sglang.srt.speculative.{target}.__init__": DRAFT_WORKER_PARAMS
         for target in (

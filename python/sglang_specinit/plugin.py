@@ -16,7 +16,7 @@ sglang first and registers all hooks or none.
     FrozenKVMTPWorker.__init__                   around + alloc/backends     binds target KV late
     ServerArgs._handle_gpu_memory_settings       around                      no flat 4/6 GB guess
     speculative_hook.handle_speculative_decoding before                      clear bad-draft error
-    speculative_hook.handle_speculative_decoding before (launch_checks)      bad flags/shards/draft
+    ServerArgs.check_server_args                 before (launch_checks)      bad flags/shards/draft
 
 Environment:
     SGLANG_SPECINIT_DISABLE=1   register nothing (SGLang's SGLANG_PLUGINS whitelist works too)

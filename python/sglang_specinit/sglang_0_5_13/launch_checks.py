@@ -1,10 +1,10 @@
 """Refuse a bad speculative launch before any process or pool exists (sglang 0.5.13.x).
 
-BEFORE ``speculative_hook.handle_speculative_decoding``, which ``ServerArgs.__post_init__`` runs
-in the launcher (``launch_server`` or ``sglang.Engine``) once the fraction, page size and
-parallel layout are resolved, and before any scheduler is spawned. Each check names the flag or
-file to change; everything it reads is a flag or a few KiB of ``config.json`` /
-safetensors headers.
+BEFORE ``ServerArgs.check_server_args``: SGLang's own argument validation, which
+``Engine._launch_subprocesses`` runs in the launcher (``launch_server`` or ``sglang.Engine``)
+once ``__post_init__`` has resolved the fraction, page size, parallel layout and algorithm
+aliases, and before any scheduler is spawned. Each check names the flag or file to change;
+everything it reads is a flag or a few KiB of ``config.json`` / safetensors headers.
 
 Why here: stock 0.5.13.post1 and the phased init would otherwise find these problems on every
 rank, after the target weights loaded (a fraction outside (0, 1) and a pool below one page in
@@ -33,7 +33,7 @@ class LaunchCheckError(ValueError):
 
 
 def check_launch(server_args: Any) -> None:
-    """BEFORE ``handle_speculative_decoding``: every check below, first failure raised."""
+    """BEFORE ``ServerArgs.check_server_args``: every check below, first failure raised."""
     if getattr(server_args, "speculative_algorithm", None) is None:
         return
     check_mem_fraction_static(server_args.mem_fraction_static)
@@ -149,8 +149,6 @@ def check_draft_fits_target(model_path: str, draft_path: str) -> None:
         )
 
 
-BEFORE_HOOKS = (
-    ("sglang.srt.arg_groups.speculative_hook.handle_speculative_decoding", check_launch),
-)
+BEFORE_HOOKS = (("sglang.srt.server_args.ServerArgs.check_server_args", check_launch),)
 HOOKS = ()
 NEW_METHODS = ()
