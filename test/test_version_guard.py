@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sglang_specinit import plugin
+from sglang_specinit import sglang_0_5_13
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_PYTHON = REPO_ROOT / ".venv-sglang0514" / "bin" / "python"
@@ -75,7 +75,8 @@ def test_plugin_steps_aside_on_sglang_0_5_14() -> None:
         and k not in ("SGLANG_PLUGINS", "PYTHONPATH")
     }
     env["SGLANG_USE_CPU_ENGINE"] = "1"
-    methods = [(cls, name) for cls, name, _ in plugin.new_method_table()]
+    patches = sglang_0_5_13.module_patches().values()
+    methods = [(f"{m.module}.{m.class_name}", m.name) for p in patches for m in p.new_methods]
     proc = subprocess.run(
         [str(UPSTREAM_PYTHON), "-c", PROBE, json.dumps(methods), MARK],
         env=env,
@@ -96,12 +97,12 @@ def test_plugin_steps_aside_on_sglang_0_5_14() -> None:
     messages = [
         r["message"] for r in summary["records"] if r["logger"].startswith("sglang_specinit")
     ]
-    assert any("already has the phased init" in m and UPSTREAM_VERSION in m for m in messages), (
-        messages
-    )
+    assert any(
+        "not a release sglang-specinit serves" in m and UPSTREAM_VERSION in m for m in messages
+    ), messages
     assert not any(r["level"] == "WARNING" for r in summary["records"] if "specinit" in r["logger"])
     # ... and registered, applied and added nothing.
-    targets = {target for target, _, _ in plugin.hook_table()}
+    targets = {hook.target for p in patches for hook in p.hooks}
     assert {t: s for t, s in summary["hooks"].items() if "specinit" in s or t in targets} == {}
     assert not set(summary["patched"]) & targets
     assert summary["added_methods"] == []

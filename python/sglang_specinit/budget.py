@@ -28,19 +28,9 @@ from dataclasses import dataclass, field, replace
 
 GIB = 1 << 30
 
-# Bytes per element of each KV-cache dtype as SGLang stores it. fp4 is packed two values per
-# byte (torch.float4_e2m1fn_x2 has element size 1); the halving happens in the cell formula.
-KV_DTYPE_BYTES = {
-    "float32": 4,
-    "bfloat16": 2,
-    "float16": 2,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "fp8_e4m3": 1,
-    "fp8_e5m2": 1,
-    "fp4_e2m1": 1,
-    "float4_e2m1fn_x2": 1,
-}
+# Element sizes are not kept here: callers take them from torch (``specs.element_bytes``), so
+# every dtype SGLang can store (fp8 e4m3fn / e4m3fnuz / e5m2, fp4 ...) is priced as stored.
+# FP4 dtypes hold two values per stored element; the halving happens in the cell formula.
 FP4_DTYPES = frozenset({"fp4_e2m1", "float4_e2m1fn_x2"})
 FP4_SCALE_BLOCK = 16
 # DSA (DeepSeek-V3.2) indexer keys: uint8 values plus one fp32 scale per 128-value block.
@@ -62,10 +52,15 @@ class AttentionKVSpec:
 
     MHA/GQA pools set ``num_kv_heads``/``head_dim``/``v_head_dim``; MLA pools set
     ``kv_lora_rank``/``qk_rope_head_dim`` (and ``dsa_index_head_dim`` for a DSA indexer).
+    ``element_bytes`` is the stored size of one KV element (from torch); ``mla_cache_dim``
+    overrides the per-layer MLA width when the pool stores another layout (DSA with an FP8 KV
+    cache keeps per-block scales and a bf16 rope part: 656 bytes instead of 576).
     """
 
     num_layers: int
     kv_dtype: str = "bfloat16"
+    element_bytes: int = 0
+    mla_cache_dim: int = 0
     num_kv_heads: int = 0
     head_dim: int = 0
     v_head_dim: int = 0
@@ -78,13 +73,12 @@ class AttentionKVSpec:
         return self.kv_lora_rank > 0
 
     def dtype_bytes(self) -> int:
-        try:
-            return KV_DTYPE_BYTES[self.kv_dtype]
-        except KeyError:
+        if self.element_bytes <= 0:
             raise BudgetError(
-                f"unknown KV-cache dtype {self.kv_dtype!r}; expected one of "
-                f"{sorted(KV_DTYPE_BYTES)}"
-            ) from None
+                f"no element size for KV-cache dtype {self.kv_dtype!r}: build the spec with "
+                "sglang_specinit.specs (it reads the size from torch)"
+            )
+        return self.element_bytes
 
     def bytes_per_token(self) -> int:
         """Bytes one token occupies across all layers of this pool."""
@@ -93,20 +87,27 @@ class AttentionKVSpec:
         layers = self.num_layers
         if self.is_mla:
             latent = self.kv_lora_rank + self.qk_rope_head_dim
+            if self.mla_cache_dim:
+                # A layout of its own (already in stored elements, scales included).
+                cell = self.mla_cache_dim * layers * elt
+                return cell + self._dsa_index_bytes()
             cell = latent * layers * elt
             if fp4:
                 cell = cell // 2 + (latent // FP4_SCALE_BLOCK) * layers * elt
-            if self.dsa_index_head_dim:
-                idx = self.dsa_index_head_dim
-                per_layer = idx + idx // DSA_INDEX_QUANT_BLOCK * 4
-                cell += per_layer * layers * DSA_INDEX_ELEMENT_BYTES
-            return cell
+            return cell + self._dsa_index_bytes()
         cell = self.num_kv_heads * (self.head_dim + self.v_head_dim) * layers * elt
         if fp4:
             cell = cell // 2 + (self.num_kv_heads * self.head_dim * layers * 2 * elt) // (
                 FP4_SCALE_BLOCK
             )
         return cell
+
+    def _dsa_index_bytes(self) -> int:
+        if not self.dsa_index_head_dim:
+            return 0
+        idx = self.dsa_index_head_dim
+        per_layer = idx + idx // DSA_INDEX_QUANT_BLOCK * 4
+        return per_layer * self.num_layers * DSA_INDEX_ELEMENT_BYTES
 
     def padding_bytes(self, page_size: int) -> int:
         """The pool allocates ``tokens + page_size`` slots: one padding page for dummy writes."""
@@ -167,6 +168,41 @@ class HybridSWAKVSpec:
         ) * self.swa.unpacked_bytes_per_token()
 
 
+@dataclass(frozen=True)
+class MeasuredKVSpec:
+    """A pool priced by building it (the runtime probes SGLang's own pool code).
+
+    ``pool_bytes = full_bytes_per_token * tokens + swa_bytes_per_token * swa_tokens +
+    fixed_bytes``, where ``swa_tokens`` follows the target's split (``ratio_applies``): a
+    draft pool always uses the token counts of the target's config.
+    """
+
+    full_bytes_per_token: int
+    swa_bytes_per_token: int = 0
+    fixed_bytes: int = 0
+    swa_full_tokens_ratio: float = 1.0
+    ratio_applies: bool = False
+
+    def _swa_tokens(self, tokens: int, page_size: int) -> int:
+        if self.ratio_applies:
+            return int(tokens * self.swa_full_tokens_ratio) // page_size * page_size
+        return tokens
+
+    def bytes_per_token(self) -> float:
+        ratio = self.swa_full_tokens_ratio if self.ratio_applies else 1.0
+        return self.full_bytes_per_token + ratio * self.swa_bytes_per_token
+
+    def padding_bytes(self, page_size: int) -> int:
+        return self.fixed_bytes
+
+    def pool_bytes(self, tokens: int, page_size: int) -> int:
+        return (
+            self.full_bytes_per_token * tokens
+            + self.swa_bytes_per_token * self._swa_tokens(tokens, page_size)
+            + self.fixed_bytes
+        )
+
+
 def sized_by_target(draft: KVSpec, target: KVSpec) -> KVSpec:
     """A draft pool as the target's ``MemoryPoolConfig`` sizes it.
 
@@ -188,12 +224,12 @@ def sized_by_target(draft: KVSpec, target: KVSpec) -> KVSpec:
     return draft
 
 
-KVSpec = AttentionKVSpec | HybridSWAKVSpec
+KVSpec = AttentionKVSpec | HybridSWAKVSpec | MeasuredKVSpec
 
 
 def kv_pool_bytes(spec: KVSpec, tokens: int, page_size: int) -> int:
     """Bytes a KV pool of ``tokens`` really allocates, padding page included."""
-    if isinstance(spec, HybridSWAKVSpec):
+    if isinstance(spec, HybridSWAKVSpec | MeasuredKVSpec):
         return spec.pool_bytes(tokens, page_size)
     return (tokens + page_size) * spec.bytes_per_token()
 

@@ -1,132 +1,46 @@
-"""Which sglang releases the patch is for, and an all-or-nothing check before patching.
+"""Which sglang release gets which adapter, and the per-process all-or-nothing check.
 
-Every hooked target must exist with the parameters the hook was written against, every method
-the phases call must exist, and every phase method the plugin adds must be absent. If anything
-is off nothing is patched: a half-patched SGLang would be worse than stock.
+Each supported release line has an adapter package (``sglang_0_5_13`` ...) that describes its
+patch as data (:mod:`sglang_specinit.hooks`). The plugin patches an SGLang module only when
+SGLang imports it, after checking that module against what the adapter was written for. A
+failed check switches the phased init off for the whole process before any launch is phased:
+hooks already applied stay inert (they only act inside a phased init), nothing more is patched,
+and :func:`problems_for` reports the failure to the scheduler, which then starts stock.
 """
 
 from __future__ import annotations
 
-import inspect
-import pkgutil
-from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
+import importlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
 
-SUPPORTED_VERSIONS = ("0.5.13", "0.5.13.post1")
-FIXED_UPSTREAM = (0, 5, 14)
+from sglang_specinit.hooks import ModulePatch, apply_module_patch, module_problems
+from sglang_specinit.lazy_import import after_import
 
-# Every speculative worker constructor takes these (create_worker's caller passes them by name).
-DRAFT_WORKER_PARAMS = (
-    "server_args", "gpu_id", "tp_rank", "dp_rank", "moe_ep_rank", "attn_cp_rank",
-    "moe_dp_rank", "nccl_port", "target_worker",
-)  # fmt: skip
+logger = logging.getLogger(__name__)
 
-# target -> parameter names (after self) the hook relies on.
-EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
-    "sglang.srt.managers.scheduler.Scheduler.init_model_worker": (),
-    "sglang.srt.managers.tp_worker.TpModelWorker.__init__": (
-        "server_args",
-        "gpu_id",
-        "tp_rank",
-        "moe_ep_rank",
-        "pp_rank",
-        "attn_cp_rank",
-        "moe_dp_rank",
-        "dp_rank",
-        "nccl_port",
-        "is_draft_worker",
-        "req_to_token_pool",
-        "token_to_kv_pool_allocator",
-        "memory_pool_config",
-        "is_multi_layer_eagle",
-    ),
-    "sglang.srt.model_executor.model_runner.ModelRunner.initialize": ("pre_model_load_memory",),
-    "sglang.srt.model_executor.model_runner_kv_cache_mixin.ModelRunnerKVCacheMixin."
-    "_resolve_memory_pool_config": ("pre_model_load_memory",),
-    "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.__init__": DRAFT_WORKER_PARAMS,
-    "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.__init__": DRAFT_WORKER_PARAMS,
-    "sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings": ("gpu_mem",),
-    "sglang.srt.arg_groups.speculative_hook.handle_speculative_decoding": (),
-    "sglang.srt.server_args.ServerArgs.check_server_args": (),
-    **{
-        f"sglang.srt.speculative.{target}.__init__": DRAFT_WORKER_PARAMS
-        for target in (
-            "standalone_worker_v2.StandaloneDraftWorker",
-            "multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker",
-            "frozen_kv_mtp_worker.FrozenKVMTPWorker",
-        )
-    },
+# Release lines with an adapter: package name -> the exact releases it was written and tested for.
+ADAPTERS: dict[str, tuple[str, ...]] = {
+    "sglang_0_5_13": ("0.5.13", "0.5.13.post1"),
 }
-
-# Methods and module attributes the phases call in their new order.
-CALLED: tuple[str, ...] = (
-    "sglang.srt.managers.scheduler.Scheduler.init_tp_model_worker",
-    "sglang.srt.managers.scheduler.Scheduler.maybe_init_draft_worker",
-    "sglang.srt.managers.tp_worker.TpModelWorker.get_memory_pool",
-    "sglang.srt.model_executor.model_runner.ModelRunner.init_memory_pool",
-    "sglang.srt.model_executor.model_runner.ModelRunner._profile_available_bytes",
-    "sglang.srt.model_executor.model_runner.ModelRunner._apply_token_constraints",
-    "sglang.srt.model_executor.model_runner.ModelRunner._resolve_max_num_reqs",
-    "sglang.srt.model_executor.model_runner.ModelRunner.maybe_init_ngram_embedding",
-    "sglang.srt.model_executor.model_runner.ModelRunner.init_routed_experts_capturer",
-    "sglang.srt.model_executor.model_runner.ModelRunner.init_indexer_capturer",
-    "sglang.srt.model_executor.model_runner.ModelRunner.init_aux_hidden_state_capture",
-    "sglang.srt.model_executor.model_runner.ModelRunner.init_cublas",
-    "sglang.srt.model_executor.model_runner.ModelRunner.init_attention_backend",
-    "sglang.srt.model_executor.model_runner.ModelRunner.kernel_warmup",
-    "sglang.srt.model_executor.model_runner.ModelRunner."
-    "_pre_initialize_flashinfer_allreduce_workspace",
-    "sglang.srt.model_executor.model_runner.ModelRunner.init_device_graphs",
-    "sglang.srt.model_executor.model_runner.ModelRunner.init_piecewise_cuda_graphs",
-    "sglang.srt.model_executor.model_runner.ModelRunner.prealloc_symmetric_memory_pool",
-    "sglang.srt.model_executor.model_runner.install_canary",
-    "sglang.srt.model_executor.model_runner.register_forward_hooks",
-    "sglang.srt.model_executor.pool_configurator.create_memory_pool_configurator",
-    "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.init_attention_backend",
-    "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.init_cuda_graphs",
-    "sglang.srt.speculative.eagle_worker_v2.draft_tp_context",
-    "sglang.srt.speculative.eagle_worker_v2.empty_context",
-    "sglang.srt.speculative.eagle_worker_v2.get_attention_tp_group",
-    "sglang.srt.speculative.eagle_worker_v2.speculative_moe_backend_context",
-    "sglang.srt.speculative.eagle_worker_v2.speculative_moe_a2a_backend_context",
-    "sglang.srt.speculative.eagle_worker_v2._get_plan_stream",
-    "sglang.srt.speculative.eagle_worker_v2.AdaptiveController",
-    "sglang.srt.speculative.eagle_worker_v2.SpecRuntimeState",
-    "sglang.srt.speculative.eagle_worker_v2.TreeMaskMode",
-    "sglang.srt.speculative.standalone_worker_v2.StandaloneDraftWorker.init_attention_backend",
-    "sglang.srt.speculative.standalone_worker_v2.StandaloneWorkerV2",
-    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker.init_lm_head",
-    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker."
-    "init_attention_backend",
-    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker."
-    "init_cuda_graphs",
-    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleWorkerV2",
-    "sglang.srt.speculative.multi_layer_eagle_worker_v2.empty_context",
-    "sglang.srt.speculative.multi_layer_eagle_worker_v2.draft_tp_context",
-    "sglang.srt.speculative.multi_layer_eagle_worker_v2.speculative_moe_backend_context",
-    "sglang.srt.speculative.multi_layer_eagle_worker_v2.TreeMaskMode",
-    "sglang.srt.speculative.multi_layer_eagle_worker_v2._get_plan_stream",
-    "sglang.srt.speculative.dflash_worker.DFlashWorker",
-    "sglang.srt.server_args.get_global_server_args",
-    "sglang.srt.server_args.set_global_server_args_for_scheduler",
-    "sglang.srt.speculative.frozen_kv_mtp_worker.FrozenKVMTPWorker._bind_kv_context",
-    "sglang.srt.speculative.frozen_kv_mtp_worker.FrozenKVMTPWorker._init_draft_attn_backend",
-    "sglang.srt.speculative.frozen_kv_mtp_worker.FrozenKVMTPWorker.init_cuda_graphs",
-    "sglang.srt.speculative.frozen_kv_mtp_worker.MemoryPoolConfig",
-    "sglang.srt.speculative.frozen_kv_mtp_worker.empty_context",
-    "sglang.srt.speculative.frozen_kv_mtp_worker.draft_tp_context",
-    "sglang.srt.speculative.frozen_kv_mtp_worker.speculative_moe_backend_context",
-    "sglang.srt.speculative.frozen_kv_mtp_worker.speculative_moe_a2a_backend_context",
-)
 
 
 @dataclass(frozen=True)
 class Decision:
-    patch: bool
+    """What the plugin does on the installed sglang."""
+
+    adapter: str | None
     sglang_version: str | None
     reason: str
-    # True when stepping aside is the right thing (upstream already has the fix).
-    upstream_fixed: bool = False
+    # True when this release is simply not one the plugin serves (say so at INFO, not WARNING).
+    not_served: bool = False
+
+
+def supported_releases() -> list[str]:
+    return [release for releases in ADAPTERS.values() for release in releases]
 
 
 def _release_tuple(ver: str) -> tuple[int, ...]:
@@ -138,6 +52,20 @@ def _release_tuple(ver: str) -> tuple[int, ...]:
 
 
 def installed_sglang_version() -> str | None:
+    """The installed sglang's version, read without importing anything new.
+
+    ``load_plugins()`` runs inside ``sglang.srt.plugins``, so ``sglang`` is already imported;
+    its ``version`` module is tiny. Package metadata (a scan of every distribution) is the
+    fallback only.
+    """
+    try:
+        from sglang.version import __version__
+
+        return str(__version__)
+    except ImportError:
+        pass
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("sglang")
     except PackageNotFoundError:
@@ -146,71 +74,106 @@ def installed_sglang_version() -> str | None:
 
 def decide_for_version(ver: str | None) -> Decision:
     if ver is None:
-        return Decision(False, None, "sglang is not installed")
-    if _release_tuple(ver) >= FIXED_UPSTREAM:
+        return Decision(None, None, "sglang is not installed")
+    for adapter, releases in ADAPTERS.items():
+        if ver in releases:
+            return Decision(adapter, ver, "supported")
+    supported = ", ".join(supported_releases())
+    if _release_tuple(ver) >= (0, 5, 14):
         return Decision(
-            False, ver, f"sglang {ver} already has the phased init (upstream PR #23862)", True
+            None,
+            ver,
+            f"sglang {ver} is not a release sglang-specinit serves (supported: {supported}); "
+            "SGLang's own phased init runs unchanged",
+            not_served=True,
         )
-    if ver not in SUPPORTED_VERSIONS:
-        return Decision(
-            False, ver, f"sglang {ver} is not one of the supported {', '.join(SUPPORTED_VERSIONS)}"
+    return Decision(None, ver, f"sglang {ver} is not one of the supported {supported}")
+
+
+def load_adapter(name: str) -> Any:
+    return importlib.import_module(f"sglang_specinit.{name}")
+
+
+class CompatError(RuntimeError):
+    """A module SGLang imported differs from what the adapter was written for."""
+
+
+@dataclass
+class PatchState:
+    """Per process: which SGLang modules were checked and patched, and what failed."""
+
+    version: str
+    patches: dict[str, ModulePatch]
+    source: Any = None
+    strict: bool = False
+    patched: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def off_message(self) -> str:
+        return (
+            f"sglang-specinit is OFF on sglang {self.version}: nothing will be phased and "
+            "speculative draft memory stays unbudgeted: " + "; ".join(self.problems)
         )
-    return Decision(True, ver, "supported")
+
+    def check_and_apply(self, modules: Iterable[ModuleType]) -> bool:
+        """Check every module first; patch them all only if every check passes."""
+        modules = list(modules)
+        if self.problems:
+            return False
+        found = [p for m in modules for p in module_problems(m, self.patches[m.__name__])]
+        if found:
+            self.problems.extend(found)
+            if self.strict:
+                raise CompatError(self.off_message())
+            logger.warning(self.off_message())
+            return False
+        for module in modules:
+            apply_module_patch(self.patches[module.__name__], module, self.source)
+            self.patched.append(module.__name__)
+        return True
 
 
-def signature_problems(
-    expected: dict[str, tuple[str, ...]] = EXPECTED_SIGNATURES,
-    called: tuple[str, ...] = CALLED,
-    new_methods: tuple[tuple[str, str], ...] = (),
-) -> list[str]:
-    """Everything that differs from what the phases were written against (empty: all fine)."""
-    problems = []
-    for target, params in expected.items():
-        try:
-            fn = pkgutil.resolve_name(target)
-        except (ImportError, AttributeError) as exc:
-            problems.append(f"{target} is missing ({exc.__class__.__name__}: {exc})")
-            continue
-        names = tuple(inspect.signature(fn).parameters)[1:]
-        if names[: len(params)] != params:
-            problems.append(f"{target}{names} does not take {params}")
-    for target in called:
-        try:
-            pkgutil.resolve_name(target)
-        except (ImportError, AttributeError) as exc:
-            problems.append(f"{target} is missing ({exc.__class__.__name__})")
-    for class_path, name in new_methods:
-        try:
-            cls = pkgutil.resolve_name(class_path)
-        except (ImportError, AttributeError) as exc:
-            problems.append(f"{class_path} is missing ({exc.__class__.__name__})")
-            continue
-        if name in vars(cls):
-            problems.append(f"{class_path}.{name} already exists")
-    return problems
+_state: PatchState | None = None
 
 
-def phased_worker_classes() -> tuple[type, ...]:
-    """Speculative worker classes whose init runs in phases."""
-    from sglang.srt.speculative.dflash_worker import DFlashWorker
-    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
-    from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
-    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
-    from sglang.srt.speculative.standalone_worker_v2 import StandaloneWorkerV2
+def install(version: str, patches: dict[str, ModulePatch], source: Any, strict: bool) -> PatchState:
+    """Check and patch the modules SGLang has imported; watch the others.
 
-    return (
-        EAGLEWorkerV2,
-        StandaloneWorkerV2,
-        MultiLayerEagleWorkerV2,
-        DFlashWorker,
-        FrozenKVMTPWorker,
-    )
+    Modules already imported are checked together (all or none of them is patched); each one
+    imported later is checked and patched when SGLang imports it.
+    """
+    import sys
+
+    global _state
+    state = PatchState(version=version, patches=patches, source=source, strict=strict)
+    _state = state
+    present = [name for name in patches if name in sys.modules]
+    # Decided before patching: applying hooks can import more modules as a side effect (any
+    # plugin's HookRegistry target is imported when hooks are applied); after_import patches
+    # those at once, so none is left unpatched.
+    later = [name for name in patches if name not in present]
+    state.check_and_apply([sys.modules[name] for name in present])
+    for name in later:
+        after_import(name, lambda module: state.check_and_apply([module]))
+    return state
 
 
-# Speculative workers without a draft model, built in the pool phase. Named rather than
-# imported: ngram_worker imports sgl_kernel at module level, which only CUDA builds have.
-MODEL_LESS_WORKERS = frozenset({("sglang.srt.speculative.ngram_worker", "NGRAMWorker")})
+def state() -> PatchState | None:
+    return _state
 
 
-def is_model_less_worker(worker_class: type) -> bool:
-    return (worker_class.__module__, worker_class.__qualname__) in MODEL_LESS_WORKERS
+def problems_so_far() -> list[str]:
+    """Why this process must not phase, as far as the modules imported so far tell."""
+    if _state is None:
+        return ["sglang-specinit is not active in this process"]
+    return list(_state.problems)
+
+
+def problems_for(module_names: Iterable[str]) -> list[str]:
+    """Import (as SGLang is about to) and check ``module_names``; why phasing must not run."""
+    if _state is None:
+        return ["sglang-specinit is not active in this process"]
+    for name in module_names:
+        if name in _state.patches:
+            importlib.import_module(name)
+    return list(_state.problems)

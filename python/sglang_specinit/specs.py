@@ -15,11 +15,37 @@ from sglang_specinit.budget import AttentionKVSpec, BudgetError, HybridSWAKVSpec
 # Drafts whose runner allocates exactly one KV layer whatever their config says
 # (ModelRunner.initialize special-cases these architectures in 0.5.13.post1).
 ONE_LAYER_DRAFT_ARCHS = frozenset({"MiMoV2MTP", "Step3p5MTP"})
+# Full-attention layers in the KV pool of a mamba/linear-attention hybrid's draft
+# (_init_pools gives a draft runner's HybridLinearKVPool the layer ids [0]).
+DRAFT_FULL_ATTENTION_LAYERS = 1
 
 
 def kv_dtype_name(dtype: Any) -> str:
     """``torch.bfloat16`` -> ``"bfloat16"``; strings pass through."""
     return str(dtype).removeprefix("torch.")
+
+
+def torch_dtype(dtype: Any) -> Any:
+    """A torch dtype from a torch dtype or its name (``"float8_e4m3fnuz"``)."""
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    resolved = getattr(torch, kv_dtype_name(dtype), None)
+    if not isinstance(resolved, torch.dtype):
+        raise BudgetError(f"{dtype!r} is not a torch dtype this torch build knows")
+    return resolved
+
+
+def element_bytes(dtype: Any) -> int:
+    """Stored bytes of one element of ``dtype``, as torch allocates it."""
+    return int(torch_dtype(dtype).itemsize)
+
+
+def attention_kv_spec(**fields: Any) -> AttentionKVSpec:
+    """An :class:`AttentionKVSpec` whose element size is the one torch stores ``kv_dtype`` with."""
+    fields.setdefault("kv_dtype", "bfloat16")
+    return AttentionKVSpec(element_bytes=element_bytes(fields["kv_dtype"]), **fields)
 
 
 def runner_layer_count(model_config: Any, is_draft: bool) -> int:
@@ -64,12 +90,14 @@ def kv_spec_from_model_config(
     swa_full_tokens_ratio: float,
     use_mla: bool | None = None,
     full_attention_layers: int | None = None,
+    server_args: Any = None,
 ) -> KVSpec:
     """The per-token KV spec of one ModelRunner's pool.
 
     ``num_layers`` is what the runner allocates (``num_effective_layers``);
     ``full_attention_layers`` overrides it for mamba/linear-attention hybrids, whose KV pool
-    holds only the full-attention layers.
+    holds only the full-attention layers. With ``server_args``, an MLA pool takes SGLang's own
+    per-layer width (:func:`mla_cache_dim_for`), which depends on the attention backends.
     """
     from sglang.srt.configs.model_config import (
         AttentionArch,
@@ -78,6 +106,7 @@ def kv_spec_from_model_config(
     )
 
     dtype = kv_dtype_name(kv_dtype)
+    elt = element_bytes(kv_dtype)
     check_supported(model_config.hf_config)
     if use_mla is None:
         use_mla = model_config.attention_arch == AttentionArch.MLA
@@ -85,6 +114,7 @@ def kv_spec_from_model_config(
         full = AttentionKVSpec(
             num_layers=len(model_config.full_attention_layer_ids),
             kv_dtype=dtype,
+            element_bytes=elt,
             num_kv_heads=model_config.get_num_kv_heads(attn_tp_size),
             head_dim=model_config.head_dim,
             v_head_dim=model_config.v_head_dim,
@@ -92,6 +122,7 @@ def kv_spec_from_model_config(
         swa = AttentionKVSpec(
             num_layers=len(model_config.swa_attention_layer_ids),
             kv_dtype=dtype,
+            element_bytes=elt,
             num_kv_heads=model_config.get_swa_num_kv_heads(attn_tp_size),
             head_dim=model_config.swa_head_dim,
             v_head_dim=model_config.swa_v_head_dim,
@@ -102,6 +133,12 @@ def kv_spec_from_model_config(
         return AttentionKVSpec(
             num_layers=layers,
             kv_dtype=dtype,
+            element_bytes=elt,
+            mla_cache_dim=(
+                (mla_cache_dim_for(model_config, kv_dtype, server_args) or 0)
+                if server_args is not None
+                else 0
+            ),
             kv_lora_rank=model_config.kv_lora_rank,
             qk_rope_head_dim=model_config.qk_rope_head_dim,
             dsa_index_head_dim=(
@@ -113,25 +150,74 @@ def kv_spec_from_model_config(
     return AttentionKVSpec(
         num_layers=layers,
         kv_dtype=dtype,
+        element_bytes=elt,
         num_kv_heads=model_config.get_num_kv_heads(attn_tp_size),
         head_dim=model_config.head_dim,
         v_head_dim=model_config.v_head_dim,
     )
 
 
+def own_hf_config(model_config: Any) -> None:
+    """Give ``model_config`` a private copy of its hf config (and the text config inside).
+
+    SGLang's ``get_config`` is cached: every ``ModelConfig`` of one checkpoint holds the same
+    ``PretrainedConfig`` object, and a draft ``ModelConfig`` rewrites it in place.
+    """
+    import copy
+    import sys
+
+    get_hf_text_config = sys.modules[type(model_config).__module__].get_hf_text_config
+    model_config.hf_config = copy.deepcopy(model_config.hf_config)
+    model_config.hf_text_config = get_hf_text_config(model_config.hf_config)
+
+
+def is_linear_attention_hybrid(model_config: Any) -> bool:
+    """Mamba / linear-attention hybrids (Qwen3-Next, Qwen3.5, Nemotron-H ...): their KV pool
+    holds only full-attention layers; SGLang's ModelRunner finds them by these config classes."""
+    text_config = model_config.hf_text_config
+    return not model_config.is_hybrid_swa and hasattr(text_config, "full_attention_layer_ids")
+
+
+def mla_cache_dim_for(model_config: Any, kv_dtype: Any, server_args: Any) -> int | None:
+    """SGLang's per-layer MLA pool width for this model and KV dtype, when it is not the plain
+    ``kv_lora_rank + qk_rope_head_dim`` (DSA with an FP8 cache stores scales and a bf16 rope).
+
+    Calls SGLang's own ``calculate_mla_kv_cache_dim`` on the three attributes it reads.
+    """
+    from types import SimpleNamespace
+
+    from sglang.srt.model_executor.model_runner_kv_cache_mixin import ModelRunnerKVCacheMixin
+
+    reader = SimpleNamespace(
+        model_config=model_config, kv_cache_dtype=torch_dtype(kv_dtype), server_args=server_args
+    )
+    dim = ModelRunnerKVCacheMixin.calculate_mla_kv_cache_dim(reader)
+    plain = model_config.kv_lora_rank + model_config.qk_rope_head_dim
+    return None if dim == plain else int(dim)
+
+
 def kv_spec_for_runner(model_runner: Any) -> KVSpec:
-    """The KV spec of a live ModelRunner whose weights are loaded and KV dtype resolved."""
+    """The KV spec of a live ModelRunner whose weights are loaded and KV dtype resolved.
+
+    The geometric description, for the offline planner's model to be checked against (the
+    runtime sizes pools from :mod:`sglang_specinit.sglang_0_5_13.pool_probe`).
+    """
     from sglang.srt.layers.dp_attention import get_attention_tp_size
 
     full_layers = None
     mambaish = model_runner.mambaish_config
     if mambaish is not None:
-        full_layers = len(
-            [
-                i
-                for i in mambaish.full_attention_layer_ids
-                if model_runner.start_layer <= i < model_runner.end_layer
-            ]
+        # A hybrid draft's pool holds one full-attention layer (layer 0 of its own pool).
+        full_layers = (
+            DRAFT_FULL_ATTENTION_LAYERS
+            if model_runner.is_draft_worker
+            else len(
+                [
+                    i
+                    for i in mambaish.full_attention_layer_ids
+                    if model_runner.start_layer <= i < model_runner.end_layer
+                ]
+            )
         )
     return kv_spec_from_model_config(
         model_runner.model_config,
@@ -141,6 +227,7 @@ def kv_spec_for_runner(model_runner: Any) -> KVSpec:
         swa_full_tokens_ratio=model_runner.server_args.swa_full_tokens_ratio,
         use_mla=model_runner.use_mla_backend,
         full_attention_layers=full_layers,
+        server_args=model_runner.server_args,
     )
 
 
@@ -152,6 +239,7 @@ def draft_kv_pools(
     swa_full_tokens_ratio: float,
     num_steps: int = 1,
     multi_layer_eagle: bool = False,
+    server_args: Any = None,
 ) -> tuple[KVSpec, ...]:
     """The KV pools a draft worker will allocate, each at the draft's own geometry and dtype.
 
@@ -167,6 +255,10 @@ def draft_kv_pools(
         attn_tp_size=attn_tp_size,
         num_layers=layers,
         swa_full_tokens_ratio=swa_full_tokens_ratio,
+        full_attention_layers=(
+            DRAFT_FULL_ATTENTION_LAYERS if is_linear_attention_hybrid(draft_model_config) else None
+        ),
+        server_args=server_args,
     )
     # Multi-layer EAGLE builds one ModelRunner per step, each owning a pool of its own.
     copies = num_steps if multi_layer_eagle else 1
@@ -231,6 +323,4 @@ FROZEN_KV_STAND_IN_TOKENS = 64
 
 
 def _torch_dtype_bytes(dtype: Any) -> int:
-    from sglang_specinit.budget import KV_DTYPE_BYTES
-
-    return KV_DTYPE_BYTES[kv_dtype_name(dtype)]
+    return element_bytes(dtype)

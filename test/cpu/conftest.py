@@ -6,17 +6,10 @@ shared by the whole session; each Engine gets its own ``tmp_path`` for its log a
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-# test/ holds the ``harness`` package; test/ itself is not a package.
-_TEST_DIR = str(Path(__file__).resolve().parents[1])
-if _TEST_DIR not in sys.path:
-    sys.path.insert(0, _TEST_DIR)
-
-from harness import tiny_models  # noqa: E402
+from harness import tiny_models
 
 SLOW_ENV = "SPECINIT_TEST_SLOW"
 

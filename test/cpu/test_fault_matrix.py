@@ -29,7 +29,8 @@ import pytest
 from harness import tiny_models
 from harness.engine import cpu_engine
 from harness.faults import PAUSE_DRAFT_POOL_ENV
-from harness.multi_rank import EndedLaunch, rank_log_lines, run_server_to_end
+from harness.multi_rank import EndedLaunch, run_server_to_end
+from harness.processes import rank_log_lines
 from harness.report_reading import REPORT_DIR_ENV, runner
 from harness.tiny_models import TP2_EAGLE3_DRAFT
 from sglang_specinit import rank_reports

@@ -92,7 +92,7 @@ def test_pynccl_is_turned_off_on_device_cpu_only(monkeypatch: pytest.MonkeyPatch
 
 
 def test_log_lines_are_grouped_by_rank_tag() -> None:
-    from harness.multi_rank import format_rank_tails, rank_log_lines
+    from harness.processes import format_rank_tails, rank_log_lines
 
     log = "\n".join(
         [

@@ -6,7 +6,9 @@ tensors). Every claim is checked from the scheduler process itself:
 
 - the harness report (``scheduler-<pid>.json``): the live KV pools' geometry and bytes, every
   reading of the simulated memory meter with the function that took it;
-- the plugin's ``memory-rank0-pp0-tp0-dp0.json`` (``SGLANG_SPECINIT_REPORT_DIR``) and the log.
+- the plugin's ``memory-rank0-pp0-tp0-dp0.json`` (``SGLANG_SPECINIT_REPORT_DIR``) and the log;
+- the device probe (:mod:`harness.device_probe`), the GPU suite's memory check, which reads the
+  same meter around every pool allocation with the plugin on and off.
 
 The expected token count is NOT read from the plugin: it is recomputed here from the tiny
 checkpoints' geometry, the fraction, and the meter's readings, with ``budget.plan_pools``.
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import tiny_models
+from harness import device_probe, tiny_models
 from harness.engine import (
     DEFAULT_CAPACITY_BYTES,
     ENGINE_TEST_TIMEOUT_S,
@@ -104,11 +106,14 @@ class Launch:
     log: str
     draft_path: Path
     breakdown: dict[str, Any] | None = None
+    probe: list[list[dict[str, Any]]] | None = None
 
 
 def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
     specinit_dir = work_dir / "specinit"
     specinit_dir.mkdir()
+    probe_dir = work_dir / "probe"
+    probe_dir.mkdir()
     draft = case.make_draft()
     with cpu_engine(
         tiny_models.tiny_llama_target(),
@@ -116,7 +121,11 @@ def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
         algorithm=case.algorithm,
         plugin=plugin,
         work_dir=work_dir,
-        extra_env={REPORT_DIR_ENV: str(specinit_dir)},
+        extra_env={
+            REPORT_DIR_ENV: str(specinit_dir),
+            device_probe.PROBE_ENV: "1",
+            device_probe.PROBE_DIR_ENV: str(probe_dir),
+        },
     ) as engine:
         report = engine.scheduler_report()
         info = engine.server_info()
@@ -128,6 +137,7 @@ def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
         log=engine.log_path.read_text(errors="replace"),
         draft_path=draft,
         breakdown=read_breakdown(specinit_dir),
+        probe=device_probe.scheduler_records(probe_dir),
     )
 
 
@@ -223,6 +233,10 @@ def test_phases_run_in_order_inside_the_scheduler(
     # The JSON log line and the rank's memory JSON carry the same dict.
     (line,) = [ln for ln in log.splitlines() if MEMORY_PREFIX in ln]
     assert json.loads(line.split(MEMORY_PREFIX, 1)[1]) == breakdown
+    # The scheduler patched its own worker's module, and no other algorithm's (it never
+    # imported them: the plugin patches a module only once SGLang imports it).
+    speculative = {t.split(".")[3] for t in report["applied_hook_targets"] if ".speculative." in t}
+    assert speculative == {"eagle_worker_v2"}, report["applied_hook_targets"]
 
 
 @pytest.mark.parametrize("case", CASE_IDS)
@@ -347,6 +361,47 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
     # With the plugin the same launch gets fewer tokens: the draft is paid for.
     phased = launch(case, True)
     assert runner(phased.report, "target")["kv_pool"]["size"] < target_pool["size"]
+
+
+@pytest.mark.parametrize("case", ["EAGLE", "EAGLE3"])
+@pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
+def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
+    launch: Callable[[str, bool], Launch], case: str
+) -> None:
+    """The GPU suite's memory check (``device_probe.usage_after_pools``) on the simulated meter:
+    it passes the phased launch and fails the stock one, from the same kind of readings."""
+    runs = {plugin: launch(case, plugin) for plugin in (True, False)}
+    usage = {}
+    for plugin, run in runs.items():
+        assert run.probe is not None
+        (records,) = run.probe  # one scheduler process
+        usage[plugin] = device_probe.usage_after_pools(records)
+    phased, stock = usage[True], usage[False]
+    # Same pre-load reading, same budget: the two launches differ only after loading.
+    assert phased.budget_bytes == stock.budget_bytes == int(F * phased.pre_load_free_bytes)
+    assert phased.over_budget_bytes <= device_probe.BOOKKEEPING_TOLERANCE_BYTES, phased.describe()
+    assert phased.counted_bytes >= 0.98 * phased.budget_bytes, phased.describe()
+    assert stock.over_budget_bytes > device_probe.BOOKKEEPING_TOLERANCE_BYTES, stock.describe()
+    # What the probe counts for the phased launch is the plugin's own account of it: weights
+    # measured at sizing plus the pools SGLang allocated.
+    breakdown = runs[True].breakdown
+    assert breakdown is not None
+    # The probe and the plugin start from the same SGLang reading (as the GPU suite asserts).
+    assert phased.pre_load_free_bytes == breakdown["pre_load_free_bytes"]
+    assert phased.budget_bytes == breakdown["budget_bytes"]
+    assert stock.draft_kv_bytes > 0 and phased.draft_kv_bytes > 0
+    assert (
+        stock.over_budget_bytes >= stock.draft_kv_bytes - device_probe.BOOKKEEPING_TOLERANCE_BYTES
+    )
+    own_account = (
+        breakdown["resident_bytes"]
+        + breakdown["allocated_target_kv_pool_bytes"]
+        + breakdown["allocated_draft_kv_pool_bytes"]
+    )
+    assert abs(phased.counted_bytes - own_account) <= device_probe.BOOKKEEPING_TOLERANCE_BYTES
+    assert phased.kv_bytes == (
+        breakdown["allocated_target_kv_pool_bytes"] + breakdown["allocated_draft_kv_pool_bytes"]
+    )
 
 
 # --------------------------------------------------------------------------- launch_server

@@ -1,10 +1,13 @@
-"""The ``specinit`` entry point is discovered by SGLang and registers all of its hooks or none.
+"""The ``specinit`` entry point is discovered by SGLang, patches each SGLang module only once
+SGLang imports it, and patches everything a launch uses or nothing of it.
 
 Every ``load_plugins()`` check runs in a fresh interpreter: ``load_plugins()`` runs once per
 process and applied hooks cannot be taken back, so pytest's own interpreter must stay clean.
-The probe prints one JSON line with what ``HookRegistry`` holds afterwards, which of the
-plugin's phase methods ended up on SGLang's classes, and every log record. All probes of the
-module run side by side from one fixture (each one imports SGLang, ~6 s of CPU).
+The probe runs optional setup code, ``load_plugins()``, then (optionally) imports every module
+the adapter patches, as a scheduler would during a launch, and prints one JSON line with what
+``HookRegistry`` holds, which phase methods ended up on SGLang's classes, which modules
+``load_plugins()`` imported, and every log record. All probes of the module run side by side
+from one fixture (each one imports SGLang, ~6 s of CPU).
 
 The scheduler-side check starts a real (non-speculative, so quick) CPU Engine and reads the
 hooks the scheduler process itself applied from the harness report.
@@ -25,7 +28,7 @@ from typing import Any
 
 import pytest
 from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
-from sglang_specinit import plugin
+from sglang_specinit import plugin, sglang_0_5_13
 
 PROBE_MARK = "SPECINIT_PROBE "
 PROBE_TIMEOUT_S = 240
@@ -55,17 +58,21 @@ logging.getLogger().setLevel(logging.INFO)
 from sglang.srt.plugins import load_plugins
 from sglang.srt.plugins.hook_registry import HookRegistry
 
+before = set(sys.modules)
 load_plugins()
+imported_by_load = sorted(set(sys.modules) - before)
 specinit_imported = any(m.startswith("sglang_specinit") for m in sys.modules)
+patched_at_load = sorted(HookRegistry._patched)
+
+#AFTER#
 
 new_methods = {}
-for class_path, name in json.loads(sys.argv[1]):
-    try:
-        value = vars(pkgutil.resolve_name(class_path)).get(name)
-    except (ImportError, AttributeError) as exc:
-        new_methods[class_path + "." + name] = "class missing: " + repr(exc)
-        continue
-    new_methods[class_path + "." + name] = getattr(value, "__module__", None)
+for module_name, class_name, name in json.loads(sys.argv[1]):
+    # Only modules already imported: looking at a class must not import (and so patch) it.
+    module = sys.modules.get(module_name)
+    cls = getattr(module, class_name, None) if module is not None else None
+    key = f"{module_name}.{class_name}.{name}"
+    new_methods[key] = getattr(vars(cls).get(name), "__module__", None) if cls else None
 
 import sglang
 print(#MARK# + json.dumps({
@@ -74,6 +81,8 @@ print(#MARK# + json.dumps({
         for target, hooks in HookRegistry._hooks.items()
     },
     "patched": sorted(HookRegistry._patched),
+    "patched_at_load": patched_at_load,
+    "imported_by_load": imported_by_load,
     "specinit_imported": specinit_imported,
     "new_methods": new_methods,
     "records": records,
@@ -83,12 +92,25 @@ print(#MARK# + json.dumps({
 """
 
 
+# What a scheduler imports during a launch: every module the adapter patches.
+IMPORT_PATCHED_MODULES = (
+    "import importlib\n"
+    "from sglang_specinit import sglang_0_5_13\n"
+    "for name in sglang_0_5_13.module_patches():\n"
+    "    importlib.import_module(name)\n"
+)
+
+
+def patches() -> list[Any]:
+    return list(sglang_0_5_13.module_patches().values())
+
+
 def hook_targets() -> set[str]:
-    return {target for target, _, _ in plugin.hook_table()}
+    return {hook.target for patch in patches() for hook in patch.hooks}
 
 
-def new_methods() -> list[tuple[str, str]]:
-    return [(class_path, name) for class_path, name, _ in plugin.new_method_table()]
+def new_methods() -> list[tuple[str, str, str]]:
+    return [(m.module, m.class_name, m.name) for p in patches() for m in p.new_methods]
 
 
 def probe_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -103,9 +125,19 @@ def probe_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_probe(setup: str = "", *, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run ``setup`` then ``load_plugins()`` in a fresh interpreter; return the probe summary."""
-    code = _PROBE.replace("#SETUP#", textwrap.dedent(setup)).replace("#MARK#", repr(PROBE_MARK))
+def probe_code(setup: str, after: str) -> str:
+    return (
+        _PROBE.replace("#SETUP#", textwrap.dedent(setup))
+        .replace("#AFTER#", textwrap.dedent(after))
+        .replace("#MARK#", repr(PROBE_MARK))
+    )
+
+
+def run_probe(
+    setup: str = "", after: str = IMPORT_PATCHED_MODULES, *, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run ``setup``, ``load_plugins()``, then ``after`` in a fresh interpreter; the summary."""
+    code = probe_code(setup, after)
     proc = subprocess.run(
         [sys.executable, "-c", code, json.dumps(new_methods())],
         env=probe_env() if env is None else env,
@@ -118,7 +150,9 @@ def run_probe(setup: str = "", *, env: dict[str, str] | None = None) -> dict[str
         f"probe failed (rc={proc.returncode})\n--- stdout ---\n{proc.stdout[-4000:]}"
         f"\n--- stderr ---\n{proc.stderr[-4000:]}"
     )
-    return json.loads(lines[0][len(PROBE_MARK) :])
+    summary = json.loads(lines[0][len(PROBE_MARK) :])
+    summary["stdout_lines"] = proc.stdout.splitlines()
+    return summary
 
 
 def specinit_hooks(summary: dict[str, Any]) -> dict[str, list[str | None]]:
@@ -153,6 +187,10 @@ def assert_nothing_patched(summary: dict[str, Any]) -> None:
     assert added_methods(summary) == []
 
 
+def sglang_modules_imported_by_load(summary: dict[str, Any]) -> set[str]:
+    return {m for m in summary["imported_by_load"] if not m.startswith("sglang_specinit")}
+
+
 # --------------------------------------------------------------------------- scenarios
 
 # (what the probe breaks before load_plugins(), the dotted name the warning must cite)
@@ -178,15 +216,55 @@ BROKEN_SGLANG = {
     ),
 }
 
-# name -> (setup code, extra environment)
-SCENARIOS: dict[str, tuple[str, dict[str, str]]] = {
-    "default": ("", {}),
-    "SGLANG_SPECINIT_DISABLE": ("", {"SGLANG_SPECINIT_DISABLE": "1"}),
-    "SGLANG_PLUGINS": ("", {"SGLANG_PLUGINS": "some-other-plugin"}),
-    **{name: (setup, {}) for name, (setup, _) in BROKEN_SGLANG.items()},
+# A module SGLang imports only after load_plugins() differs: a test double standing in for
+# a changed sglang build serves ``dflash_worker`` without its DFlashWorker class.
+CHANGED_LATER_MODULE = "sglang.srt.speculative.dflash_worker"
+CHANGED_LATER_SETUP = f"""
+import importlib.abc, importlib.util, sys
+
+class _ChangedBuild(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        if name == {CHANGED_LATER_MODULE!r}:
+            return importlib.util.spec_from_loader(name, self)
+        return None
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        module.DFlashWorkerRenamed = object
+
+sys.meta_path.insert(0, _ChangedBuild())
+"""
+REPORT_PROBLEMS = (
+    IMPORT_PATCHED_MODULES.replace("importlib.import_module(name)", "_try(name)").replace(
+        "import importlib\n",
+        "import importlib\nfailures = []\n"
+        "def _try(name):\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception as exc:\n"
+        "        failures.append(repr(exc))\n",
+    )
+    + "from sglang_specinit import compat\n"
+    + "from sglang_specinit.sglang_0_5_13.launch_policy import LaunchFacts, phasing_blocker\n"
+    + "print('SPECINIT_PROBLEMS ' + json.dumps({'problems': compat.problems_so_far(), "
+    + "'failures': failures, 'blocker': phasing_blocker(LaunchFacts('EAGLE', 'cpu', False, "
+    + "lambda: None, compat_problems=compat.problems_so_far()))}))\n"
+)
+LAUNCHER_SETUP = "import sglang.srt.server_args\n"
+
+# name -> (setup code, code after load_plugins(), extra environment)
+SCENARIOS: dict[str, tuple[str, str, dict[str, str]]] = {
+    "default": ("", IMPORT_PATCHED_MODULES, {}),
+    "launcher": (LAUNCHER_SETUP, "", {}),
+    "launcher-without-plugin": (LAUNCHER_SETUP, "", {"SGLANG_PLUGINS": "some-other-plugin"}),
+    "SGLANG_SPECINIT_DISABLE": ("", IMPORT_PATCHED_MODULES, {"SGLANG_SPECINIT_DISABLE": "1"}),
+    "SGLANG_PLUGINS": ("", IMPORT_PATCHED_MODULES, {"SGLANG_PLUGINS": "some-other-plugin"}),
+    **{name: (setup, IMPORT_PATCHED_MODULES, {}) for name, (setup, _) in BROKEN_SGLANG.items()},
+    "changed-later": (CHANGED_LATER_SETUP, REPORT_PROBLEMS, {}),
     "sglang-0.5.12": (
         "import sglang_specinit.compat as _compat\n"
         "_compat.installed_sglang_version = lambda: '0.5.12'\n",
+        IMPORT_PATCHED_MODULES,
         {},
     ),
 }
@@ -197,8 +275,8 @@ def probe() -> Callable[[str], dict[str, Any]]:
     """``probe(name)``: the summary of scenario ``name``; all scenarios run concurrently."""
     with ThreadPoolExecutor(PROBE_WORKERS) as pool:
         futures = {
-            name: pool.submit(run_probe, setup, env=probe_env(extra))
-            for name, (setup, extra) in SCENARIOS.items()
+            name: pool.submit(run_probe, setup, after, env=probe_env(extra))
+            for name, (setup, after, extra) in SCENARIOS.items()
         }
 
     def get(name: str) -> dict[str, Any]:
@@ -217,7 +295,7 @@ def test_entry_point_is_declared() -> None:
 
 
 @pytest.mark.timeout(PROBE_TIMEOUT_S * 2)
-def test_fresh_interpreter_discovers_and_applies_every_hook(
+def test_every_hook_is_applied_once_sglang_imports_its_module(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:
     summary = probe("default")
@@ -228,7 +306,7 @@ def test_fresh_interpreter_discovers_and_applies_every_hook(
     # ... and was applied, not only registered.
     assert hook_targets() <= set(summary["patched"])
     # Every phase method is on its class, e.g. TpModelWorker.alloc_memory_pool.
-    assert added_methods(summary) == sorted(f"{c}.{n}" for c, n in new_methods())
+    assert added_methods(summary) == sorted(f"{m}.{c}.{n}" for m, c, n in new_methods())
     assert (
         summary["new_methods"]["sglang.srt.managers.tp_worker.TpModelWorker.alloc_memory_pool"]
         == "sglang_specinit.sglang_0_5_13.tp_worker"
@@ -236,6 +314,22 @@ def test_fresh_interpreter_discovers_and_applies_every_hook(
     (active,) = [r for r in specinit_records(summary, "INFO") if "active on sglang" in r["message"]]
     assert summary["sglang_version"] in active["message"]
     assert specinit_records(summary, "WARNING") == []
+
+
+@pytest.mark.timeout(PROBE_TIMEOUT_S * 2)
+def test_load_plugins_imports_no_sglang_module_and_patches_only_what_is_imported(
+    probe: Callable[[str], dict[str, Any]],
+) -> None:
+    """The launcher's view: ``load_plugins()`` with the plugin imports exactly the SGLang
+    modules it imports without it (none of the workers, backends or schedulers), and patches
+    only the server-args code the launcher runs."""
+    with_plugin, without = probe("launcher"), probe("launcher-without-plugin")
+    assert sglang_modules_imported_by_load(with_plugin) == sglang_modules_imported_by_load(without)
+    server_args_hooks = {t for t in hook_targets() if t.startswith("sglang.srt.server_args.")}
+    assert server_args_hooks and server_args_hooks <= set(with_plugin["patched_at_load"])
+    worker_hooks = {t for t in hook_targets() if ".speculative." in t or ".managers." in t}
+    assert not worker_hooks & set(with_plugin["patched"])
+    assert added_methods(with_plugin) == []
 
 
 @pytest.mark.cpu_engine
@@ -246,7 +340,14 @@ def test_scheduler_process_applies_the_hooks(tiny_target: Path, tmp_path: Path) 
     assert report["pid"] != engine.proc.pid  # written by the spawned scheduler process
     assert report["sglang_plugins_env"] == PLUGIN_NAME
     assert report["specinit_loaded"]
-    assert hook_targets() <= set(report["applied_hook_targets"])
+    scheduler_side = {
+        t for t in hook_targets() if ".speculative." not in t and ".arg_groups." not in t
+    }
+    assert scheduler_side <= set(report["applied_hook_targets"])
+    # A non-speculative launch never imports a speculative worker, so none is patched there.
+    assert not {t for t in hook_targets() if ".speculative." in t} & set(
+        report["applied_hook_targets"]
+    )
 
 
 # --------------------------------------------------------------------------- switched off
@@ -278,26 +379,53 @@ def test_a_missing_or_changed_target_patches_nothing(
     summary = probe(case)
     assert_nothing_patched(summary)
     (warning,) = specinit_records(summary, "WARNING")
-    assert "patched NOTHING" in warning["message"]
+    assert "is OFF" in warning["message"] and "nothing will be phased" in warning["message"]
     assert BROKEN_SGLANG[case][1] in warning["message"]
 
 
+@pytest.mark.timeout(PROBE_TIMEOUT_S * 2)
+def test_a_module_changed_after_load_switches_phasing_off(
+    probe: Callable[[str], dict[str, Any]],
+) -> None:
+    """Modules checked at import time: one that fails its check turns the whole process off,
+    patches nothing more, and the scheduler's predicate then refuses to phase."""
+    summary = probe("changed-later")
+    (warning,) = specinit_records(summary, "WARNING")
+    assert f"{CHANGED_LATER_MODULE}.DFlashWorker is missing" in warning["message"]
+    assert not any(t.startswith(CHANGED_LATER_MODULE) for t in summary["patched"])
+    assert not any(m.startswith(CHANGED_LATER_MODULE) for m in added_methods(summary))
+    (line,) = [ln for ln in summary["stdout_lines"] if ln.startswith("SPECINIT_PROBLEMS ")]
+    report = json.loads(line[len("SPECINIT_PROBLEMS ") :])
+    assert any("DFlashWorker is missing" in p for p in report["problems"])
+    assert report["blocker"] is not None and "is off" in report["blocker"]
+    assert report["failures"] == []  # not STRICT: the import itself still works
+
+
 @pytest.mark.timeout(PROBE_TIMEOUT_S)
-def test_strict_mode_stops_the_launch() -> None:
+@pytest.mark.parametrize("when", ["at-load", "after-load"])
+def test_strict_mode_stops_the_launch(when: str) -> None:
     """SGLang's load_plugins() logs and swallows a plugin's Exception and starts anyway; in
-    STRICT mode the plugin's error must stop the process instead, naming what is missing."""
-    setup, missing = BROKEN_SGLANG["hooked-target-missing"]
-    code = _PROBE.replace("#SETUP#", textwrap.dedent(setup)).replace("#MARK#", repr(PROBE_MARK))
+    STRICT mode the plugin's error must stop the process instead, naming what is missing,
+    whether the changed module is checked at load or when SGLang imports it later."""
+    if when == "at-load":
+        setup, missing = BROKEN_SGLANG["hooked-target-missing"]
+    else:
+        setup, missing = CHANGED_LATER_SETUP, f"{CHANGED_LATER_MODULE}.DFlashWorker"
     proc = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(new_methods())],
+        [
+            sys.executable,
+            "-c",
+            probe_code(setup, IMPORT_PATCHED_MODULES),
+            json.dumps(new_methods()),
+        ],
         env=probe_env({"SGLANG_SPECINIT_STRICT": "1"}),
         capture_output=True,
         text=True,
         timeout=PROBE_TIMEOUT_S,
     )
     assert proc.returncode != 0
-    assert PROBE_MARK not in proc.stdout  # load_plugins() never returned
-    assert "patched NOTHING" in proc.stderr and missing in proc.stderr, proc.stderr[-2000:]
+    assert PROBE_MARK not in proc.stdout  # the probe never got to report
+    assert "is OFF" in proc.stderr and missing in proc.stderr, proc.stderr[-2000:]
 
 
 @pytest.mark.timeout(PROBE_TIMEOUT_S * 2)
@@ -307,5 +435,5 @@ def test_unsupported_sglang_version_patches_nothing(
     summary = probe("sglang-0.5.12")
     assert_nothing_patched(summary)
     (warning,) = specinit_records(summary, "WARNING")
-    assert "patched NOTHING" in warning["message"]
+    assert "is OFF" in warning["message"]
     assert "0.5.12" in warning["message"] and "not one of the supported" in warning["message"]

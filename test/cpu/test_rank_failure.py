@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 from harness import tiny_models
 from harness.faults import FAIL_DRAFT_RANK_ENV
-from harness.multi_rank import rank_log_lines, run_server_to_end
+from harness.multi_rank import run_server_to_end
+from harness.processes import rank_log_lines
 from harness.report_reading import REPORT_DIR_ENV
 from harness.tiny_models import TP2_EAGLE3_DRAFT
 
@@ -87,7 +88,7 @@ def test_a_launch_that_outlives_its_bound_fails_with_every_ranks_tail_and_is_kil
 ) -> None:
     """The bound itself: a launch still running at the bound (here: any launch, bound 3 s) is
     a test failure carrying each rank's last lines, and nothing of it survives."""
-    from harness.multi_rank import LaunchDidNotEnd, session_processes
+    from harness.multi_rank import LaunchDidNotEnd, running_members
 
     seen: list[int] = []
 
@@ -107,4 +108,4 @@ def test_a_launch_that_outlives_its_bound_fails_with_every_ranks_tail_and_is_kil
     assert "launch still running after 3 s" in str(hang.value)
     assert "--- last 12 lines of " in str(hang.value) or "<empty log>" in str(hang.value)
     (session,) = seen
-    assert session_processes(session) == []
+    assert running_members(session) == []

@@ -26,10 +26,11 @@ from types import SimpleNamespace
 
 import pytest
 from harness import tiny_models, tiny_models_extra
-from harness.engine import ENGINE_TEST_TIMEOUT_S, PLUGIN_ENTRY_POINT, SITE_DIR
+from harness.engine import ENGINE_TEST_TIMEOUT_S
 from harness.report_reading import F, kv_buffer_bytes, runner
-from sglang_specinit.sglang_0_5_13 import scheduler as scheduler_phases
-from sglang_specinit.sglang_0_5_13 import tp_worker
+from harness.server_process import PLUGIN_ENTRY_POINT, SITE_DIR
+from sglang_specinit.sglang_0_5_13 import eagle, multi_layer_eagle, tp_worker
+from sglang_specinit.sglang_0_5_13.launch_policy import LaunchFacts, phasing_blocker
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
@@ -146,7 +147,7 @@ def test_custom_algorithm_is_built_the_stock_way_with_one_warning(
     assert report["scheduler"]["spec_algorithm"] == ALGORITHM
     warnings = [line for line in run.log.splitlines() if STOCK_WARNING in line]
     assert len(warnings) == 1, warnings
-    assert f"{WORKER} (a custom speculative algorithm)" in warnings[0]
+    assert f"{WORKER} (a custom speculative worker)" in warnings[0]
     assert "[specinit] phase" not in run.log
     assert run.breakdown is None  # no phased init, no memory-rank*.json
 
@@ -161,14 +162,14 @@ def test_custom_algorithm_is_built_the_stock_way_with_one_warning(
 
 
 def _blocker_for(worker_class: type) -> str | None:
-    stub = SimpleNamespace(
-        server_args=SimpleNamespace(device="cuda", enable_hisparse=False),
-        model_config=SimpleNamespace(hf_config=SimpleNamespace(architectures=["Llama"])),
-        spec_algorithm=SimpleNamespace(
-            is_none=lambda: False, create_worker=lambda server_args: worker_class
-        ),
+    facts = LaunchFacts(
+        algorithm=ALGORITHM,
+        device="cuda",
+        enable_hisparse=False,
+        target_hf_config=lambda: SimpleNamespace(architectures=["LlamaForCausalLM"]),
+        worker_class=worker_class,
     )
-    return scheduler_phases.phasing_blocker(stub)
+    return phasing_blocker(facts)
 
 
 def test_only_a_worker_with_its_own_phase_methods_is_phased() -> None:
@@ -193,3 +194,33 @@ def test_only_a_worker_with_its_own_phase_methods_is_phased() -> None:
         assert reason is not None and blocked.__name__ in reason
         assert "does not implement alloc_memory_pool/init_backends itself" in reason
     assert _blocker_for(OwnPhases) is None
+
+
+def test_a_subclass_of_a_phased_worker_is_not_taken_for_phase_ready() -> None:
+    """A custom algorithm whose worker subclasses EAGLEWorkerV2 (or the standalone / multi-layer
+    workers) inherits the phase methods this plugin adds to those classes; its own ``__init__``
+    tail would then run against a cut draft. Only the exact classes the plugin phases, or a
+    class with phase methods of its own, are phased."""
+    for fns in (
+        (eagle.worker_alloc_memory_pool, eagle.worker_init_backends),
+        (multi_layer_eagle.worker_alloc_memory_pool, multi_layer_eagle.worker_init_backends),
+    ):
+
+        class PhasedBase:
+            # What EAGLEWorkerV2 looks like in a server process once the plugin patched it.
+            alloc_memory_pool, init_backends = fns
+
+        class CustomEagleWorker(PhasedBase):
+            def __init__(self) -> None:
+                self.pool_size_read_after_super_init = True
+
+        reason = _blocker_for(CustomEagleWorker)
+        assert reason is not None and "CustomEagleWorker" in reason
+
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+
+    class RealSubclass(EAGLEWorkerV2):
+        pass
+
+    assert _blocker_for(RealSubclass) is not None
+    assert _blocker_for(EAGLEWorkerV2) is None

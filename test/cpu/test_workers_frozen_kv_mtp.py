@@ -21,7 +21,7 @@ from harness.report_reading import F, checkpoint_bytes, kv_buffer_bytes, meter_b
 from harness.tiny_models_extra import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
 from sglang_specinit import budget
 from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp
-from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
+from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS, attention_kv_spec
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
@@ -61,7 +61,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
 
 
 def _attn(layers: int) -> budget.AttentionKVSpec:
-    return budget.AttentionKVSpec(
+    return attention_kv_spec(
         num_layers=layers,
         kv_dtype=TARGET.dtype,
         num_kv_heads=TARGET.kv_heads,

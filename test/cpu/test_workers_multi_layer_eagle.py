@@ -36,6 +36,7 @@ from harness.report_reading import (
 from harness.tiny_models_extra import DEFAULT_MIMO_V2, TinyMiMoV2Shape
 from sglang_specinit import budget
 from sglang_specinit.sglang_0_5_13 import multi_layer_eagle
+from sglang_specinit.specs import attention_kv_spec
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
@@ -84,7 +85,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
 
 
 def _attn(layers: int, kv_heads: int, head_dim: int) -> budget.AttentionKVSpec:
-    return budget.AttentionKVSpec(
+    return attention_kv_spec(
         num_layers=layers,
         kv_dtype=SHAPE.dtype,
         num_kv_heads=kv_heads,
@@ -106,7 +107,7 @@ def draft_spec(shape: TinyMiMoV2Shape, ratio: float) -> budget.HybridSWAKVSpec:
     the TARGET's config, i.e. ``swa_max_total_num_tokens = int(tokens * ratio)``. Expressed
     for the budget model as a hybrid spec whose full part holds zero bytes."""
     return budget.HybridSWAKVSpec(
-        full=budget.AttentionKVSpec(num_layers=1, kv_dtype=shape.dtype),
+        full=attention_kv_spec(num_layers=1, kv_dtype=shape.dtype),
         swa=_attn(1, shape.swa_kv_heads, shape.swa_head_dim),
         swa_full_tokens_ratio=ratio,
     )

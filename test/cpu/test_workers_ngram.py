@@ -4,9 +4,10 @@ NGRAM cannot be constructed on CPU in SGLang 0.5.13.post1, for two independent r
 verified here rather than assumed: ``speculative/ngram_worker.py`` imports ``sgl_kernel`` (a
 CUDA-only package) at module level, so the worker class cannot even be imported; and SGLang's
 argument hook rejects NGRAM on any non-CUDA device before a scheduler exists. The phased init
-therefore names the class instead of importing it (``compat.MODEL_LESS_WORKERS``), and builds it
-in the pool phase, after the target pool exists: that wiring is tested on a stub scheduler with
-the plugin's real ``init_model_worker``. An NGRAM launch on a GPU is the GPU suite's job.
+therefore names the class instead of importing it (``launch_policy.MODEL_LESS_WORKERS``), and
+builds it in the pool phase, after the target pool exists: that wiring is tested on a stub
+scheduler with the plugin's real ``init_model_worker``. An NGRAM launch on a GPU is the GPU
+suite's job.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 from sglang_specinit import compat
+from sglang_specinit.sglang_0_5_13 import launch_policy
 from sglang_specinit.sglang_0_5_13 import scheduler as scheduler_phases
 from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
@@ -72,10 +74,12 @@ def test_ngram_engine_on_cpu() -> None:
 
 
 def test_ngram_is_model_less_by_name() -> None:
-    assert compat.is_model_less_worker(_fake_ngram_worker_class())
-    assert not compat.is_model_less_worker(_fake_ngram_worker_class(module="my_plugin.ngram"))
-    assert not compat.is_model_less_worker(_fake_ngram_worker_class(name="NGRAMWorkerV2"))
-    assert (NGRAM_MODULE, "NGRAMWorker") in compat.MODEL_LESS_WORKERS
+    assert launch_policy.is_model_less_worker(_fake_ngram_worker_class())
+    assert not launch_policy.is_model_less_worker(
+        _fake_ngram_worker_class(module="my_plugin.ngram")
+    )
+    assert not launch_policy.is_model_less_worker(_fake_ngram_worker_class(name="NGRAMWorkerV2"))
+    assert (NGRAM_MODULE, "NGRAMWorker") in launch_policy.MODEL_LESS_WORKERS
 
 
 class _StubSpecAlgorithm:
@@ -137,7 +141,10 @@ def test_ngram_worker_is_built_in_the_pool_phase_after_the_target_pool(
         s.maybe_init_draft_worker()
         s._record("stock remainder")
 
-    assert scheduler_phases.phasing_blocker(scheduler) is None
+    # Test double: the module checks the plugin runs in a server process (this pytest process
+    # has no plugin installed) report no problem.
+    monkeypatch.setattr(compat, "problems_for", lambda module_names: [])
+    assert launch_policy.phasing_blocker(launch_policy.facts_from_scheduler(scheduler)) is None
     with caplog.at_level(logging.INFO, logger=scheduler_phases.__name__):
         scheduler_phases.init_model_worker(stock_init_model_worker, scheduler)
     assert scheduler.events == [
@@ -150,7 +157,6 @@ def test_ngram_worker_is_built_in_the_pool_phase_after_the_target_pool(
     ]
     assert scheduler.draft_worker == "ngram"
     assert "phase 2/4 load draft weights: none, NGRAMWorker has no model" in caplog.text
-    assert not hasattr(scheduler, "_specinit_predicted_draft_layers")  # no draft config read
     # The stand-ins installed for the stock remainder are gone again.
     assert "init_tp_model_worker" not in vars(scheduler)
     assert "maybe_init_draft_worker" not in vars(scheduler)

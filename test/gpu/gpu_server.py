@@ -1,95 +1,122 @@
-"""Launch and stop a real ``sglang.launch_server`` on a GPU runner (helpers for test/gpu)."""
+"""Run a real ``sglang.launch_server`` for one GPU case, with the harness's shared pieces.
+
+Port choice, process-group start/teardown/reaping and log capture are
+:func:`harness.server_process.running_server` (exercised on CPU by ``test/cpu``); this module
+adds only what a GPU launch needs:
+
+- the environment: the device probe (:mod:`harness.device_probe`) in every SGLang process,
+  the plugin's per-rank memory breakdown (``SGLANG_SPECINIT_REPORT_DIR``), the plugin on or off
+  through SGLang's own ``SGLANG_PLUGINS`` whitelist, the interpreter's ``bin/`` first on
+  ``PATH`` (FlashInfer's JIT runs ``ninja`` by name), and never the CPU test doubles;
+- a start-up failure message that says when a gated checkpoint needs ``HF_TOKEN``;
+- a hard failure when any process of the server outlived the teardown (it would keep GPU
+  memory and break the next case).
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from harness import device_probe, shims
+from harness.gpu_cases import Case
+from harness.server_process import (
+    RunFiles,
+    ServerHandle,
+    SGLangStartError,
+    running_server,
+    sglang_process_env,
+)
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class GpuServer:
-    proc: subprocess.Popen
-    base_url: str
-    report_dir: Path
-    log_path: Path
-
-    def post(self, path: str, payload: dict[str, Any], timeout_s: float = 300) -> Any:
-        request = urllib.request.Request(
-            self.base_url + path,
-            data=json.dumps(payload).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return json.loads(response.read())
-
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.base_url + path, timeout=60) as response:
-            return json.loads(response.read())
-
-    def breakdowns(self) -> list[dict[str, Any]]:
-        return [
-            json.loads(p.read_text()) for p in sorted(self.report_dir.glob("memory-rank*.json"))
-        ]
-
-    def log_tail(self, lines: int = 60) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
+# First start on a runner downloads checkpoints and JIT-compiles kernels.
+STARTUP_TIMEOUT_S = float(os.environ.get("SPECINIT_GPU_STARTUP_TIMEOUT_S", "3600"))
+# SGLang's launcher drains and kills its own tree on SIGTERM; give it time before SIGKILL.
+TEARDOWN_GRACE_S = 60.0
+LOG_STEM = "server"  # the server's log is <work_dir>/server.log
+_GATED_HINTS = ("GatedRepoError", "gated repo", "401 Client Error", "Access to model")
 
 
-def launch_server(args: list[str], work_dir: Path, timeout_s: float = 1800) -> GpuServer:
-    port = _free_port()
-    report_dir = work_dir / "reports"
-    report_dir.mkdir(parents=True, exist_ok=True)
-    log_path = work_dir / "server.log"
-    env = dict(os.environ, SGLANG_SPECINIT_REPORT_DIR=str(report_dir))
-    cmd = [
-        sys.executable,
-        "-m",
-        "sglang.launch_server",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        *args,
-    ]
-    log = open(log_path, "w")  # noqa: SIM115 (kept open for the server's lifetime)
-    proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+def gpu_env(
+    *, plugin: bool, report_dir: Path, probe_dir: Path, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Environment of one GPU server's process tree."""
+    env = sglang_process_env(
+        plugin=plugin,
+        base=os.environ if base is None else base,
+        extra={
+            REPORT_DIR_ENV: str(report_dir),
+            device_probe.PROBE_ENV: "1",
+            device_probe.PROBE_DIR_ENV: str(probe_dir),
+        },
     )
-    server = GpuServer(proc, f"http://127.0.0.1:{port}", report_dir, log_path)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}:\n{server.log_tail()}")
-        try:
-            with urllib.request.urlopen(server.base_url + "/health", timeout=5) as response:
-                if response.status == 200:
-                    return server
-        except OSError:
-            pass
-        time.sleep(2)
-    stop_server(server)
-    raise TimeoutError(f"server not healthy after {timeout_s}s:\n{server.log_tail()}")
+    env.pop(shims.SHIMS_ENV, None)  # the CPU doubles must never reach a GPU run
+    bin_dir = os.path.dirname(sys.executable)
+    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    return env
 
 
-def stop_server(server: GpuServer) -> None:
-    if server.proc.poll() is None:
-        os.killpg(server.proc.pid, signal.SIGTERM)
-        try:
-            server.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.proc.pid, signal.SIGKILL)
+def _with_hint(error: SGLangStartError, case: Case) -> SGLangStartError:
+    if any(h in error.log_tail for h in _GATED_HINTS):
+        models = ", ".join(m for m in (case.target, case.draft) if m)
+        return SGLangStartError(
+            f"{error.args[0]}\nA checkpoint is gated: set HF_TOKEN to a token with access to "
+            f"{models} (or point SPECINIT_GPU_{case.name.upper()}_TARGET/_DRAFT elsewhere).",
+            log_tail="",
+            reports=[],
+        )
+    return error
+
+
+@contextmanager
+def gpu_server(
+    case: Case, work_dir: Path, *, plugin: bool, mem_fraction: str
+) -> Iterator[ServerHandle]:
+    """``launch_server`` for ``case`` until the block ends; then its whole tree is gone."""
+    files = RunFiles.make(work_dir, LOG_STEM)
+    probe_dir = files.work_dir / "probe"
+    probe_dir.mkdir(exist_ok=True)
+    argv = [sys.executable, "-m", "sglang.launch_server", *case.launch_args(mem_fraction)]
+    env = gpu_env(plugin=plugin, report_dir=files.report_dir, probe_dir=probe_dir)
+    handle: ServerHandle | None = None
+    try:
+        with running_server(
+            argv,
+            env=env,
+            files=files,
+            startup_timeout_s=STARTUP_TIMEOUT_S,
+            grace_s=TEARDOWN_GRACE_S,
+            poll_s=2.0,
+        ) as handle:
+            yield handle
+    except SGLangStartError as error:
+        raise _with_hint(error, case) from error
+    if handle is not None and handle.leftovers:
+        raise AssertionError(
+            "server processes outlived the teardown (they hold GPU memory): "
+            + "; ".join(f"pid {m.pid} [{m.state}] {m.cmdline[:120]}" for m in handle.leftovers)
+        )
+
+
+def breakdowns(server: ServerHandle) -> list[dict[str, Any]]:
+    """The plugin's memory breakdown of every rank (``memory-rank<N>.json``), by rank."""
+    found = [json.loads(p.read_text()) for p in server.report_dir.glob("memory-rank*.json")]
+    return sorted(found, key=lambda b: b["tp_rank"])
+
+
+def probe_records(work_dir: Path) -> list[list[dict[str, Any]]]:
+    """The device probe's records of every scheduler process of the server started in
+    ``work_dir``, ordered by TP rank. Written as init goes, so they survive a failed start."""
+    records = device_probe.scheduler_records(work_dir / "probe")
+    return sorted(records, key=lambda rs: next(r["tp_rank"] for r in rs if "tp_rank" in r))
+
+
+def server_log(work_dir: Path) -> str:
+    """The log of the server started in ``work_dir`` (empty if it never started)."""
+    path = work_dir / f"{LOG_STEM}.log"
+    return path.read_text(errors="replace") if path.exists() else ""

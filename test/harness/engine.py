@@ -12,9 +12,11 @@ What a CPU run needs (measured, see /work/shared/docs/cpu-testing.md):
   ``test/harness/site/sitecustomize.py`` (``PYTHONPATH`` + ``SPECINIT_TEST_SHIMS=1``).
 
 Every Engine runs in its own driver process (:mod:`harness.engine_driver`), started in a new
-session so that the driver, scheduler and detokenizer can always be killed as one process
-group. The plugin is switched with SGLang's own whitelist, ``SGLANG_PLUGINS``: ``specinit`` to
-load it, a name that matches no entry point to disable it.
+session so that the driver, scheduler and detokenizer can always be killed and reaped as one
+process group; servers run through :mod:`harness.server_process`. Both use
+:mod:`harness.processes` (ports, process groups, logs), which the GPU suite shares. The
+plugin is switched with SGLang's own whitelist, ``SGLANG_PLUGINS``: ``specinit`` to load it, a
+name that matches no entry point to disable it.
 
 Scheduler-side facts come from the JSON reports of :mod:`harness.scheduler_report`
 (``EngineHandle.scheduler_report()``): the scheduler writes them itself, after its
@@ -26,15 +28,10 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,10 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from harness import scheduler_report, shims
+from harness.processes import format_rank_tails, kill_group, start_in_own_group, tail
+from harness.server_process import (
+    RunFiles,
+    ServerHandle,
+    SGLangStartError,
+    one_scheduler_report,
+    read_reports,
+    running_server,
+    sglang_process_env,
+)
 
-SITE_DIR = Path(__file__).resolve().parent / "site"
-PLUGIN_ENTRY_POINT = "specinit"
-PLUGIN_DISABLED = "none-specinit-disabled"
 DEFAULT_CAPACITY_BYTES = 256 << 20
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
@@ -127,18 +131,13 @@ def cpu_env(
     ``plugin=False`` sets ``SGLANG_PLUGINS`` to a name no entry point has, so stock SGLang
     runs; the shims are registered directly with ``HookRegistry`` and apply either way.
     """
-    env = dict(os.environ if base is None else base)
-    python_path = [str(SITE_DIR)]  # its sitecustomize appends test/ (for ``harness``)
-    if env.get("PYTHONPATH"):
-        python_path.append(env["PYTHONPATH"])
+    env = sglang_process_env(plugin=plugin, base=os.environ if base is None else base)
     env.update(
         {
-            "PYTHONPATH": os.pathsep.join(python_path),
             "SGLANG_USE_CPU_ENGINE": "1",
             shims.SHIMS_ENV: "1",
             shims.NATIVE_MOVE_KV_ENV: "1",
             shims.CAPACITY_ENV: str(int(capacity_bytes)),
-            "SGLANG_PLUGINS": PLUGIN_ENTRY_POINT if plugin else PLUGIN_DISABLED,
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "TOKENIZERS_PARALLELISM": "false",
@@ -172,102 +171,6 @@ def _parallel_env(kwargs: Mapping[str, Any], extra: Mapping[str, str] | None) ->
     return env
 
 
-# --------------------------------------------------------------------------- shared helpers
-
-
-class SGLangStartError(RuntimeError):
-    """The Engine or server did not come up; carries the log tail and any scheduler reports.
-
-    The message ends with the scheduler's own traceback when it wrote an ``-error`` report
-    (the Engine-side traceback only says that the scheduler died).
-    """
-
-    def __init__(self, message: str, *, log_tail: str, reports: list[dict[str, Any]]) -> None:
-        errors = [r["error"] for r in reports if "error" in r]
-        scheduler = f"\n--- scheduler traceback ---\n{errors[-1]}" if errors else ""
-        super().__init__(f"{message}\n--- log tail ---\n{log_tail}{scheduler}")
-        self.log_tail = log_tail
-        self.reports = reports
-        self.scheduler_error = errors[-1] if errors else None
-
-
-def read_reports(report_dir: Path) -> list[dict[str, Any]]:
-    """All scheduler reports in ``report_dir`` (success and ``-error`` ones), by file name."""
-    if not report_dir.is_dir():
-        return []
-    return [json.loads(p.read_text()) for p in sorted(report_dir.glob("scheduler-*.json"))]
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        return "<no log>"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _kill_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
-    """SIGTERM, then SIGKILL, the whole process group led by ``proc`` (its own session).
-
-    The final SIGKILL also reaches children that outlived a leader which exited cleanly.
-    """
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        proc.poll()
-        return
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def _die_with_parent() -> None:
-    """``preexec_fn``: SIGKILL this child when pytest dies (Linux ``PR_SET_PDEATHSIG``).
-
-    SGLang's scheduler and detokenizer already die with their parent
-    (``kill_itself_when_parent_died``), so this closes the chain: a pytest crash or a
-    thread-method timeout cannot leave an Engine or server running.
-    """
-    if sys.platform == "linux":
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-@dataclass
-class _RunFiles:
-    work_dir: Path
-    log_path: Path
-    report_dir: Path
-
-    @classmethod
-    def make(cls, work_dir: str | os.PathLike[str] | None, stem: str) -> _RunFiles:
-        root = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix=stem))
-        root.mkdir(parents=True, exist_ok=True)
-        report_dir = root / "reports"
-        report_dir.mkdir(exist_ok=True)
-        return cls(root, root / f"{stem}.log", report_dir)
-
-
-def _scheduler_report(reports: list[dict[str, Any]], log_tail: str) -> dict[str, Any]:
-    ok = [r for r in reports if "error" not in r]
-    if len(ok) != 1:
-        raise AssertionError(
-            f"expected exactly one scheduler report, found {len(ok)} "
-            f"(+{len(reports) - len(ok)} error reports)\n--- log tail ---\n{log_tail}"
-        )
-    return ok[0]
-
-
 # --------------------------------------------------------------------------- Engine
 
 
@@ -276,7 +179,7 @@ class EngineHandle:
     """A running CPU Engine (in its driver process) and the files it writes."""
 
     proc: subprocess.Popen[str]
-    files: _RunFiles
+    files: RunFiles
     engine_kwargs: dict[str, Any]
     env: dict[str, str]
     startup_s: float = 0.0
@@ -294,11 +197,9 @@ class EngineHandle:
         try:
             line = self._replies.get(timeout=timeout_s)
         except queue.Empty:
-            from harness.multi_rank import format_rank_tails
-
             raise TimeoutError(
                 f"no reply from the engine driver in {timeout_s:.0f} s\n"
-                f"{format_rank_tails(_tail(self.log_path, 2000))}"
+                f"{format_rank_tails(tail(self.log_path, 100_000))}"
             ) from None
         if line is None:
             raise SGLangStartError(
@@ -345,11 +246,11 @@ class EngineHandle:
 
     def scheduler_report(self) -> dict[str, Any]:
         """The single successful scheduler report (tp_size=1 runs have one scheduler)."""
-        return _scheduler_report(self.scheduler_reports(), self.log_tail())
+        return one_scheduler_report(self.scheduler_reports(), self.log_tail())
 
     def log_tail(self, lines: int = 80) -> str:
         """Last lines of the driver + SGLang log."""
-        return _tail(self.log_path, lines)
+        return tail(self.log_path, lines)
 
 
 def _pump(stream: Any, sink: queue.Queue[str | None]) -> None:
@@ -377,7 +278,7 @@ def cpu_engine(
     when the Engine does not come up. On exit, normal or not, the Engine is shut down and
     the driver's whole process group is killed, so no scheduler survives a failed test.
     """
-    files = _RunFiles.make(work_dir, "engine")
+    files = RunFiles.make(work_dir, "engine")
     kwargs = cpu_engine_kwargs(
         model_path, draft_model_path=draft_model_path, algorithm=algorithm, **engine_overrides
     )
@@ -389,18 +290,15 @@ def cpu_engine(
     )
     config_path = files.work_dir / "engine-config.json"
     config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
-    with open(files.log_path, "ab") as early_log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.engine_driver", str(config_path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=early_log,
-            env=env,
-            cwd=str(files.work_dir),
-            text=True,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+    proc = start_in_own_group(
+        [sys.executable, "-m", "harness.engine_driver", str(config_path)],
+        log_path=files.log_path,
+        env=env,
+        cwd=files.work_dir,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     handle = EngineHandle(proc=proc, files=files, engine_kwargs=kwargs, env=env)
     threading.Thread(target=_pump, args=(proc.stdout, handle._replies), daemon=True).start()
     try:
@@ -429,25 +327,10 @@ def _stop_engine(handle: EngineHandle) -> None:
             proc.wait(timeout=60)
         except (OSError, ValueError, subprocess.TimeoutExpired):
             pass
-    _kill_group(proc, grace_s=5.0)
+    kill_group(proc, grace_s=5.0)
 
 
 # --------------------------------------------------------------------------- launch_server
-
-
-# SGLang derives its gRPC port as --port + 10000 and rejects anything above 65535.
-_MAX_HTTP_PORT = 65535 - 10000
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago, low enough for SGLang's gRPC port."""
-    for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port <= _MAX_HTTP_PORT:
-            return port
-    raise RuntimeError(f"no free port <= {_MAX_HTTP_PORT} found")
 
 
 def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
@@ -466,70 +349,6 @@ def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-@dataclass
-class ServerHandle:
-    """A running ``python -m sglang.launch_server --device cpu`` on a loopback port."""
-
-    proc: subprocess.Popen[bytes]
-    files: _RunFiles
-    port: int
-    argv: list[str]
-    startup_s: float = 0.0
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.files.log_path
-
-    @property
-    def report_dir(self) -> Path:
-        return self.files.report_dir
-
-    def get(self, path: str, timeout_s: float = 30.0) -> Any:
-        """GET ``path`` and decode the JSON body."""
-        with urllib.request.urlopen(self.base_url + path, timeout=timeout_s) as resp:
-            return json.loads(resp.read())
-
-    def post(self, path: str, payload: Mapping[str, Any], timeout_s: float = 120.0) -> Any:
-        """POST ``payload`` as JSON to ``path`` and decode the JSON body."""
-        req = urllib.request.Request(
-            self.base_url + path,
-            data=json.dumps(payload).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            return json.loads(resp.read())
-
-    def server_info(self) -> dict[str, Any]:
-        """``/get_server_info`` (0.5.13.post1 also serves it as ``/server_info``)."""
-        return self.get("/get_server_info")
-
-    def scheduler_reports(self) -> list[dict[str, Any]]:
-        """Every scheduler-side report written so far."""
-        return read_reports(self.report_dir)
-
-    def scheduler_report(self) -> dict[str, Any]:
-        """The single successful scheduler report."""
-        return _scheduler_report(self.scheduler_reports(), self.log_tail())
-
-    def log_tail(self, lines: int = 80) -> str:
-        """Last lines of the server's combined stdout/stderr."""
-        return _tail(self.log_path, lines)
-
-
-def _health_status(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (urllib.error.URLError, OSError):
-        return None
-
-
 @contextmanager
 def cpu_server(
     model_path: str | os.PathLike[str],
@@ -546,19 +365,16 @@ def cpu_server(
 ) -> Iterator[ServerHandle]:
     """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port.
 
-    Waits for ``/health`` to answer 200. ``--skip-server-warmup`` and
-    ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0`` keep the server from running a forward pass
-    on its own (a speculative forward cannot run on CPU in 0.5.13.post1). On exit the whole
-    process group is terminated, then killed.
+    Waits for ``/health`` to answer 200 (:func:`harness.server_process.running_server`).
+    ``--skip-server-warmup`` and ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0`` keep the server
+    from running a forward pass on its own (a speculative forward cannot run on CPU in
+    0.5.13.post1). On exit the whole process group is terminated, killed and reaped.
     """
-    files = _RunFiles.make(work_dir, "server")
-    port = free_port()
+    files = RunFiles.make(work_dir, "server")
     kwargs = cpu_engine_kwargs(
         model_path,
         draft_model_path=draft_model_path,
         algorithm=algorithm,
-        host="127.0.0.1",
-        port=port,
         skip_server_warmup=True,
         **server_overrides,
     )
@@ -578,37 +394,8 @@ def cpu_server(
             **_parallel_env(kwargs, extra_env),
         },
     )
-    with open(files.log_path, "ab") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=str(files.work_dir),
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
-    handle = ServerHandle(proc=proc, files=files, port=port, argv=argv)
-    try:
-        started = time.monotonic()
-        deadline = started + startup_timeout_s
-        while _health_status(handle.base_url + "/health") != 200:
-            if proc.poll() is not None:
-                raise SGLangStartError(
-                    f"launch_server exited with rc={proc.returncode}",
-                    log_tail=handle.log_tail(),
-                    reports=handle.scheduler_reports(),
-                )
-            if time.monotonic() > deadline:
-                from harness.multi_rank import format_rank_tails
-
-                raise SGLangStartError(
-                    f"launch_server not healthy after {startup_timeout_s:.0f} s",
-                    log_tail=format_rank_tails(handle.log_tail(2000)),
-                    reports=handle.scheduler_reports(),
-                )
-            time.sleep(0.5)
-        handle.startup_s = time.monotonic() - started
+    # Its graceful drain takes ~6 s and there is nothing to save: a short grace.
+    with running_server(
+        argv, env=env, files=files, startup_timeout_s=startup_timeout_s, grace_s=3.0
+    ) as handle:
         yield handle
-    finally:
-        _kill_group(proc, grace_s=3.0)  # its graceful drain takes ~6 s; nothing to save

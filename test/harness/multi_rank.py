@@ -1,21 +1,15 @@
-"""Multi-rank launches that are expected to fail: bounded waits, per-rank logs, leftovers.
+"""Launches that are expected to end on their own (fail, or be signalled): bounded, checked.
 
 Why: at TP > 1 a failure on one rank can leave another waiting in a collective, which looks like
-a hang rather than an error. A test must therefore (a) bound every wait and, when the bound
-trips, show what each rank last logged; (b) check that the launch really ended everywhere: the
-launcher exited with a non-zero code and no process of its session is still alive.
-
-SGLang prefixes each scheduler's log lines with its ranks (``[2026-01-01 00:00:00 DP0 TP1]``);
-lines without a rank tag (the launcher, tracebacks printed by it) go to ``launcher``, and
-untagged continuation lines (a traceback) follow the tagged line they continue.
+a hang rather than an error. A test must therefore (a) bound its wait and, when the bound trips,
+show what each rank last logged (:func:`harness.processes.format_rank_tails`); (b) check that
+the launch really ended everywhere: the launcher exited with a non-zero code and no process of
+its group is still running. :func:`harness.engine.cpu_server` waits for a healthy server; this
+module waits for the launch to end.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -24,49 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from harness import engine
-
-_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<ranks>(?: [A-Z_]+\d+)*)\]")
-LAUNCHER = "launcher"
-
-
-def rank_log_lines(text: str) -> dict[str, list[str]]:
-    """Log lines grouped by the rank tag of the line (``TP0``, ``DP1 TP1``, ``launcher``)."""
-    groups: dict[str, list[str]] = {}
-    current = LAUNCHER
-    for line in text.splitlines():
-        match = _PREFIX.match(line)
-        if match:
-            current = match.group("ranks").strip() or LAUNCHER
-        groups.setdefault(current, []).append(line)
-    return groups
+from harness.processes import (
+    GroupMember,
+    format_rank_tails,
+    free_port,
+    group_members,
+    kill_group,
+    start_in_own_group,
+)
+from harness.server_process import read_reports
 
 
-def format_rank_tails(text: str, lines: int = 12) -> str:
-    """Each rank's last ``lines`` log lines, one block per rank."""
-    blocks = [
-        f"--- last {lines} lines of {rank} ---\n" + "\n".join(group[-lines:])
-        for rank, group in sorted(rank_log_lines(text).items())
-    ]
-    return "\n".join(blocks) if blocks else "<empty log>"
-
-
-def session_processes(session_id: int) -> list[tuple[int, str]]:
-    """``(pid, command line)`` of every live process in session ``session_id`` (Linux /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            # Fields after the parenthesised command: state ppid pgrp session ...
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[3]) != session_id or fields[0] == "Z":
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, ValueError, IndexError):
-            continue
-        found.append((int(entry.name), cmdline.strip()))
-    return found
+def running_members(pgid: int) -> list[GroupMember]:
+    """Members of process group ``pgid`` that still run (exited-but-unreaped ones excluded)."""
+    return [m for m in group_members(pgid) if m.state != "Z"]
 
 
 @dataclass
@@ -78,8 +43,8 @@ class EndedLaunch:
     log: str
     reports: list[dict[str, Any]]
     work_dir: Path
-    # Processes of the launch's session still alive ``grace_s`` after the launcher exited.
-    survivors: list[tuple[int, str]] = field(default_factory=list)
+    # Processes of the launch still running ``grace_s`` after the launcher exited.
+    survivors: list[GroupMember] = field(default_factory=list)
     signalled_at_s: float | None = None
     # ``time.time()`` when the launcher was seen to have exited (to compare with markers that
     # scheduler processes wrote with their own clock reading).
@@ -94,7 +59,7 @@ class LaunchDidNotEnd(AssertionError):
 
 
 def run_server_to_end(
-    model_path: str | os.PathLike[str],
+    model_path: str | Path,
     work_dir: Path,
     *,
     plugin: bool = True,
@@ -106,26 +71,26 @@ def run_server_to_end(
     extra_env: Mapping[str, str] | None = None,
     **server_args: Any,
 ) -> EndedLaunch:
-    """Run ``launch_server`` on CPU until it exits, for launches that must fail.
+    """Run ``launch_server`` on CPU until it exits, for launches that must end by themselves.
 
     ``signal_on_marker=(glob, signum)``: once a file matching ``glob`` appears in the report
     directory, send ``signum`` to the launcher (as an operator would). ``on_start`` gets the
-    launcher's pid (also its session id) as soon as it runs. Raises
-    :class:`LaunchDidNotEnd` if the launcher is still alive after ``bound_s``; the launch's
-    whole session is killed before returning or raising, so nothing outlives the test.
+    launcher's pid (also its process group) as soon as it runs. Raises
+    :class:`LaunchDidNotEnd` if the launcher is still alive after ``bound_s``. The whole group
+    is killed and reaped before this returns or raises, so nothing outlives the test.
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     report_dir = work_dir / "reports"
     report_dir.mkdir(exist_ok=True)
     log_path = work_dir / "server.log"
-    kwargs = engine.cpu_engine_kwargs(
-        model_path,
-        host="127.0.0.1",
-        port=engine.free_port(),
-        skip_server_warmup=True,
-        **server_args,
-    )
-    argv = [sys.executable, "-m", "sglang.launch_server", *engine.server_args_to_cli(kwargs)]
+    kwargs = engine.cpu_engine_kwargs(model_path, skip_server_warmup=True, **server_args)
+    argv = [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        *engine.server_args_to_cli(kwargs),
+        *("--host", "127.0.0.1", "--port", str(free_port())),
+    ]
     env = engine.cpu_env(
         plugin=plugin,
         capacity_bytes=capacity_bytes,
@@ -135,16 +100,7 @@ def run_server_to_end(
             **engine._parallel_env(kwargs, extra_env),
         },
     )
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=str(work_dir),
-            start_new_session=True,
-            preexec_fn=engine._die_with_parent,
-        )
+    proc = start_in_own_group(argv, log_path=log_path, env=env, cwd=work_dir)
     started = time.monotonic()
     if on_start is not None:
         on_start(proc.pid)
@@ -158,7 +114,7 @@ def run_server_to_end(
                     f"collective)\n{format_rank_tails(_read(log_path))}"
                 )
             if (
-                signal_on_marker
+                signal_on_marker is not None
                 and signalled_at is None
                 and any(report_dir.glob(signal_on_marker[0]))
             ):
@@ -167,19 +123,19 @@ def run_server_to_end(
             time.sleep(0.2)
         elapsed = time.monotonic() - started
         ended_wall_time = time.time()
-        survivors = _wait_for_session_to_empty(proc.pid, grace_s)
+        survivors = _wait_until_stopped(proc.pid, grace_s)
         return EndedLaunch(
             returncode=proc.returncode,
             elapsed_s=elapsed,
             log=_read(log_path),
-            reports=engine.read_reports(report_dir),
+            reports=read_reports(report_dir),
             work_dir=work_dir,
             survivors=survivors,
             signalled_at_s=signalled_at,
             ended_wall_time=ended_wall_time,
         )
     finally:
-        _kill_session(proc)
+        kill_group(proc, grace_s=3.0)
 
 
 def _read(path: Path) -> str:
@@ -189,21 +145,10 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _wait_for_session_to_empty(session_id: int, grace_s: float) -> list[tuple[int, str]]:
+def _wait_until_stopped(pgid: int, grace_s: float) -> list[GroupMember]:
     deadline = time.monotonic() + grace_s
     while True:
-        alive = session_processes(session_id)
+        alive = running_members(pgid)
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
-
-
-def _kill_session(proc: subprocess.Popen[Any]) -> None:
-    for pid, _ in session_processes(proc.pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait(timeout=10)

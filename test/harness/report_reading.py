@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sglang_specinit import budget, rank_reports
+from sglang_specinit.specs import attention_kv_spec
 
 if TYPE_CHECKING:
     from harness.tiny_models import TinyLlamaShape
@@ -152,7 +153,7 @@ def read_breakdown(directory: Path) -> dict[str, Any] | None:
 
 def kv_spec(shape: TinyLlamaShape) -> budget.AttentionKVSpec:
     """The budget model's KV spec of a tiny Llama-like shape (K and V of the same head dim)."""
-    return budget.AttentionKVSpec(
+    return attention_kv_spec(
         num_layers=shape.layers,
         kv_dtype=shape.dtype,
         num_kv_heads=shape.kv_heads,

@@ -24,15 +24,22 @@ from sglang_specinit.budget import (
     stock_0_5_13_plan,
     upstream_0_5_14_plan,
 )
+from sglang_specinit.specs import attention_kv_spec, element_bytes
 
 GIB = 1 << 30
 
 # Llama-3.1-8B-like target: 32 layers, 8 KV heads, head_dim 128, bf16.
-LLAMA_KV = AttentionKVSpec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128)
+
+
+def with_dtype(spec: AttentionKVSpec, dtype: str) -> AttentionKVSpec:
+    return replace(spec, kv_dtype=dtype, element_bytes=element_bytes(dtype))
+
+
+LLAMA_KV = attention_kv_spec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128)
 # One EAGLE layer with the target's geometry.
-EAGLE_KV = AttentionKVSpec(num_layers=1, num_kv_heads=8, head_dim=128, v_head_dim=128)
+EAGLE_KV = attention_kv_spec(num_layers=1, num_kv_heads=8, head_dim=128, v_head_dim=128)
 # DeepSeek-V3 MLA: kv_lora_rank 512 + qk_rope_head_dim 64, 61 layers.
-MLA_KV = AttentionKVSpec(num_layers=61, kv_lora_rank=512, qk_rope_head_dim=64)
+MLA_KV = attention_kv_spec(num_layers=61, kv_lora_rank=512, qk_rope_head_dim=64)
 
 
 def scenario(**overrides: object) -> BudgetInputs:
@@ -74,35 +81,44 @@ def test_mla_dsa_indexer_cell() -> None:
     spec = replace(MLA_KV, dsa_index_head_dim=128)
     # latent 70272 + indexer (128 + 128 // 128 * 4) * 61 layers * 1 byte (uint8) = 70272 + 8052
     assert spec.bytes_per_token() == 78324
-    fp8 = replace(spec, kv_dtype="fp8_e4m3")
+    fp8 = with_dtype(spec, "float8_e4m3fn")
     # 576 * 61 * 1 + 8052: the indexer keeps its own uint8 + fp32-scale layout
     assert fp8.bytes_per_token() == 43188
 
 
 def test_fp8_cells() -> None:
-    assert replace(LLAMA_KV, kv_dtype="float8_e4m3fn").bytes_per_token() == 65536  # 8*256*32*1
-    assert replace(MLA_KV, kv_dtype="float8_e5m2").bytes_per_token() == 35136  # 576 * 61 * 1
+    assert with_dtype(LLAMA_KV, "float8_e4m3fn").bytes_per_token() == 65536  # 8*256*32*1
+    assert with_dtype(MLA_KV, "float8_e5m2").bytes_per_token() == 35136  # 576 * 61 * 1
 
 
 def test_fp4_mha_cell_with_scale_buffer() -> None:
-    spec = replace(LLAMA_KV, kv_dtype="fp4_e2m1")
+    spec = with_dtype(LLAMA_KV, "float4_e2m1fn_x2")
     # 8*256*32*1 = 65536 packed two per byte -> 32768, plus scales (8*128*32*2*1) // 16 = 4096
     assert spec.bytes_per_token() == 36864
 
 
 def test_fp4_mla_cell_with_scale_buffer() -> None:
-    spec = replace(MLA_KV, kv_dtype="float4_e2m1fn_x2")
+    spec = with_dtype(MLA_KV, "float4_e2m1fn_x2")
     # 576*61*1 = 35136 // 2 = 17568, plus (576 // 16) * 61 * 1 = 2196
     assert spec.bytes_per_token() == 19764
 
 
-def test_unknown_dtype_is_a_budget_error() -> None:
-    with pytest.raises(BudgetError, match="unknown KV-cache dtype"):
-        replace(LLAMA_KV, kv_dtype="int3").bytes_per_token()
+def test_a_spec_without_an_element_size_is_a_budget_error() -> None:
+    with pytest.raises(BudgetError, match="no element size"):
+        replace(LLAMA_KV, kv_dtype="int3", element_bytes=0).bytes_per_token()
 
 
-GPT_OSS_FULL = AttentionKVSpec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
-GPT_OSS_SWA = AttentionKVSpec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
+def test_element_sizes_come_from_torch() -> None:
+    """ROCm's fp8 (e4m3fnuz) is one byte like CUDA's; no table decides that."""
+    assert element_bytes("float8_e4m3fnuz") == 1
+    assert element_bytes("float8_e5m2fnuz") == 1
+    assert with_dtype(LLAMA_KV, "float8_e4m3fnuz").bytes_per_token() == 65536
+    with pytest.raises(BudgetError, match="not a torch dtype"):
+        element_bytes("no_such_dtype")
+
+
+GPT_OSS_FULL = attention_kv_spec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
+GPT_OSS_SWA = attention_kv_spec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
 
 
 def test_hybrid_swa_cell_and_pool() -> None:
@@ -116,7 +132,7 @@ def test_hybrid_swa_cell_and_pool() -> None:
 
 
 def test_all_swa_pool_ignores_ratio() -> None:
-    none = AttentionKVSpec(num_layers=0, num_kv_heads=8, head_dim=64, v_head_dim=64)
+    none = attention_kv_spec(num_layers=0, num_kv_heads=8, head_dim=64, v_head_dim=64)
     spec = HybridSWAKVSpec(full=none, swa=GPT_OSS_SWA, swa_full_tokens_ratio=0.5)
     assert spec.bytes_per_token() == 24576  # S * ns only
     assert kv_pool_bytes(spec, 1000, 64) == (1000 + 64) * 24576
@@ -125,7 +141,7 @@ def test_all_swa_pool_ignores_ratio() -> None:
 def test_mamba_like_prices_full_attention_layers_only() -> None:
     # A Qwen3-Next-like hybrid: 48 layers, 12 of them full attention (2 KV heads, head_dim 256).
     # The caller passes the full-attention count; mamba state goes in reserved_bytes.
-    spec = AttentionKVSpec(num_layers=12, num_kv_heads=2, head_dim=256, v_head_dim=256)
+    spec = attention_kv_spec(num_layers=12, num_kv_heads=2, head_dim=256, v_head_dim=256)
     assert spec.bytes_per_token() == 24576  # 2 * 512 * 12 * 2
     inputs = scenario(
         target_kv=spec,
@@ -216,7 +232,7 @@ def test_max_total_tokens_cap() -> None:
 
 def test_eagle3_draft_with_its_own_geometry() -> None:
     # 16 KV heads, head_dim 128, fp32, 1 layer: 16 * 256 * 1 * 4 = 16384 bytes per token.
-    draft_kv = AttentionKVSpec(
+    draft_kv = attention_kv_spec(
         num_layers=1, kv_dtype="float32", num_kv_heads=16, head_dim=128, v_head_dim=128
     )
     inputs = scenario(
@@ -279,7 +295,7 @@ def test_multi_layer_eagle_owns_one_pool_per_step() -> None:
 
 def test_standalone_draft() -> None:
     # A Llama-1B-like draft: 16 layers, 8 KV heads, head_dim 64: 8 * 128 * 16 * 2 = 32768.
-    small = AttentionKVSpec(num_layers=16, num_kv_heads=8, head_dim=64, v_head_dim=64)
+    small = attention_kv_spec(num_layers=16, num_kv_heads=8, head_dim=64, v_head_dim=64)
     inputs = scenario(
         draft=DraftSpec(
             algorithm="STANDALONE",
@@ -449,7 +465,7 @@ def test_gpt_oss_is_hybrid_swa(model_config_of) -> None:
 # --------------------------------------------------------------------------------------------
 # Properties
 
-dtypes = st.sampled_from(["bfloat16", "float16", "float32", "fp8_e4m3", "fp4_e2m1"])
+dtypes = st.sampled_from(["bfloat16", "float16", "float32", "float8_e4m3fn", "float4_e2m1fn_x2"])
 
 
 @st.composite
@@ -457,7 +473,7 @@ def attention_specs(draw: st.DrawFn, max_layers: int = 96) -> AttentionKVSpec:
     layers = draw(st.integers(1, max_layers))
     dtype = draw(dtypes)
     if draw(st.booleans()):
-        return AttentionKVSpec(
+        return attention_kv_spec(
             num_layers=layers,
             kv_dtype=dtype,
             kv_lora_rank=draw(st.sampled_from([256, 512])),
@@ -465,7 +481,7 @@ def attention_specs(draw: st.DrawFn, max_layers: int = 96) -> AttentionKVSpec:
             dsa_index_head_dim=draw(st.sampled_from([0, 128])),
         )
     head_dim = draw(st.sampled_from([64, 80, 128, 256]))
-    return AttentionKVSpec(
+    return attention_kv_spec(
         num_layers=layers,
         kv_dtype=dtype,
         num_kv_heads=draw(st.integers(1, 16)),

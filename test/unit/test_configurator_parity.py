@@ -13,18 +13,15 @@ as it does on CUDA (SGLang applies its FP4 scale-buffer term only when CUDA is a
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.published_configs import CASES, model_config
 from sglang_specinit import budget
 from sglang_specinit.specs import kv_spec_from_model_config, runner_layer_count
 
-EXAMPLES = (
-    Path(__file__).resolve().parents[2] / "python" / "sglang_specinit" / "planner" / "examples"
-)
 SWA_RATIO = 0.8
 
 
@@ -48,38 +45,6 @@ class RunnerFields:
         return self.num_effective_layers
 
 
-def _model_config(path: Path, overrides: dict[str, Any] | None = None) -> Any:
-    from sglang.srt.configs.model_config import ModelConfig
-    from sglang_specinit.planner.plan import _cuda_quantization_names
-
-    with _cuda_quantization_names():  # gpt-oss's mxfp4 is only registered on CUDA builds
-        return ModelConfig(
-            str(path), override_config_file=json.dumps(overrides) if overrides else None
-        )
-
-
-def _dsa_config_dir(tmp_path: Path) -> Path:
-    """DeepSeek-V3's config with the DSA indexer fields of DeepSeek-V3.2."""
-    config = json.loads((EXAMPLES / "deepseek-v3-mtp" / "target" / "config.json").read_text())
-    config.update(
-        architectures=["DeepseekV32ForCausalLM"],
-        index_head_dim=128,
-        index_n_heads=64,
-        index_topk=2048,
-    )
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    return tmp_path
-
-
-CASES = {
-    "llama31-8b": lambda tmp: EXAMPLES / "llama31-8b-eagle3" / "target",
-    "llama31-8b-eagle3-draft": lambda tmp: EXAMPLES / "llama31-8b-eagle3" / "draft",
-    "llama31-70b": lambda tmp: EXAMPLES / "llama31-70b-eagle-tp4" / "target",
-    "deepseek-v3-mla": lambda tmp: EXAMPLES / "deepseek-v3-mtp" / "target",
-    "deepseek-v32-dsa": _dsa_config_dir,
-    "qwen3-moe": lambda tmp: EXAMPLES / "qwen3-moe-eagle3" / "target",
-    "gpt-oss-20b-swa": lambda tmp: EXAMPLES / "gpt-oss-20b-eagle3" / "target",
-}
 KV_DTYPES = ("model", "float8_e4m3fn", "float4_e2m1fn_x2")
 
 
@@ -94,7 +59,7 @@ def test_cell_size_and_tokens_equal_sglang(
     from sglang.srt.model_executor import pool_configurator
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    config = _model_config(CASES[case](tmp_path))
+    config = model_config(CASES[case](tmp_path))
     dtype = config.dtype if kv_dtype == "model" else getattr(torch, kv_dtype)
     monkeypatch.setattr(pool_configurator, "get_attention_tp_size", lambda: tp)
     monkeypatch.setattr(

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from sglang_specinit.budget import (
-    AttentionKVSpec,
     BudgetInputs,
     DraftSpec,
     plan_pools,
@@ -20,6 +19,7 @@ from sglang_specinit.budget import (
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.plan import EXAMPLES_DIR, list_examples
 from sglang_specinit.report import BREAKDOWN_KEYS, plan_to_dict
+from sglang_specinit.specs import attention_kv_spec
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -102,7 +102,7 @@ def _llama8b_inputs(fraction: float) -> BudgetInputs:
         pre_load_free_bytes=81559 * MIB - GIB,
         mem_fraction_static=fraction,
         # 32 layers * 8 KV heads * (128 + 128) * 2 bytes
-        target_kv=AttentionKVSpec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128),
+        target_kv=attention_kv_spec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128),
         target_weight_bytes=16_060_522_496,  # 8_030_261_248 bf16 parameters
         page_size=1,
         context_len=131072,
@@ -110,7 +110,7 @@ def _llama8b_inputs(fraction: float) -> BudgetInputs:
             algorithm="EAGLE3",
             # one fp16 layer with the target's head geometry
             kv_pools=(
-                AttentionKVSpec(
+                attention_kv_spec(
                     num_layers=1,
                     kv_dtype="float16",
                     num_kv_heads=8,
@@ -230,8 +230,8 @@ def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
         "unknown gpu": ["--gpu", "H300"],
         "bad size": ["--device-memory", "lots"],
         "unsupported architecture": ["--model-path", str(dsv4)],
-        "spec without draft": ["--model-path", llama, "--speculative-algorithm", "EAGLE3"],
-        "nextn without mtp layers": ["--model-path", llama, "--speculative-algorithm", "NEXTN"],
+        # SGLang's own argument hook refuses this one (and only this one) without a draft.
+        "dflash without draft": ["--model-path", llama, "--speculative-algorithm", "DFLASH"],
         "unknown example": ["--example", "nope"],
         "unknown flag": ["--no-such-flag"],
     }
@@ -246,8 +246,7 @@ EXPECTED_MESSAGES = {
     "unknown gpu": "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200",
     "bad size": "cannot read a size",
     "unsupported architecture": "DeepSeek-V4",
-    "spec without draft": "needs --speculative-draft-model-path",
-    "nextn without mtp layers": "needs --speculative-draft-model-path",
+    "dflash without draft": "requires setting --speculative-draft-model-path",
     "unknown example": "shipped examples",
     "unknown flag": "unrecognized arguments",
 }
@@ -263,6 +262,39 @@ def test_bad_input_exits_2_with_one_line(
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert EXPECTED_MESSAGES[case] in lines[0]
+
+
+def test_launch_flags_are_parsed_as_launch_server_parses_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SGLang's docs write ``--tp 8``; launch_server accepts it (argparse abbreviations), so the
+    planner must too, and read it as ``--tp-size``."""
+    code, short, err = run_plan(capsys, "--example", "llama31-70b-eagle-tp4", "--tp", "2", "--json")
+    assert code == 0, err
+    code, long, err = run_plan(
+        capsys, "--example", "llama31-70b-eagle-tp4", "--tp-size", "2", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(short)["tp_size"] == 2
+    assert json.loads(short) == json.loads(long)
+
+
+def test_a_path_less_eagle_draft_is_built_from_the_target_checkpoint(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without --speculative-draft-model-path SGLang builds the draft from the target's own
+    checkpoint (ModelConfig.from_server_args falls back to the model path); the planner
+    accepts the launch and prices that draft, as the server allocates it."""
+    llama = str(EXAMPLES_DIR / "llama31-8b-eagle3" / "target")
+    code, out, err = run_plan(
+        capsys, "--model-path", llama, "--speculative-algorithm", "NEXTN", "--json"
+    )
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["speculative_draft_model_path"] == llama
+    assert "no draft path" in " ".join(plan["plan_notes"])
+    # A Llama has no MTP head: the draft runner allocates the whole model's layers.
+    assert plan["draft_kv_bytes_per_token"] == plan["target_kv_bytes_per_token"]
 
 
 def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:

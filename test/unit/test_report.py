@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from sglang_specinit.budget import (
-    AttentionKVSpec,
     BudgetInputs,
     DraftSpec,
     plan_pools,
@@ -17,16 +16,17 @@ from sglang_specinit.report import (
     render_breakdown,
     render_table,
 )
+from sglang_specinit.specs import attention_kv_spec
 
 GIB = 1 << 30
 INPUTS = BudgetInputs(
     pre_load_free_bytes=80 * GIB,
     mem_fraction_static=0.8,
-    target_kv=AttentionKVSpec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128),
+    target_kv=attention_kv_spec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128),
     target_weight_bytes=16 * GIB,
     draft=DraftSpec(
         algorithm="EAGLE",
-        kv_pools=(AttentionKVSpec(num_layers=1, num_kv_heads=8, head_dim=128, v_head_dim=128),),
+        kv_pools=(attention_kv_spec(num_layers=1, num_kv_heads=8, head_dim=128, v_head_dim=128),),
         weight_bytes=GIB,
         upstream_reserved_layers=1,
     ),

@@ -159,7 +159,8 @@ def _quiet_sglang(verbose: bool) -> Iterator[None]:
 def _parse_launch(launch: list[str]) -> Any:
     from sglang.srt.server_args import ServerArgs
 
-    parser = _RaisingParser(prog="sglang-specinit plan", allow_abbrev=False)
+    # Abbreviations as launch_server accepts them (SGLang's docs write --tp for --tp-size).
+    parser = _RaisingParser(prog="sglang-specinit plan")
     ServerArgs.add_cli_args(parser)
     if "--config" in launch:
         from sglang.srt.server_args_config_parser import ConfigArgumentMerger

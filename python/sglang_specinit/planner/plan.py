@@ -62,19 +62,16 @@ from sglang_specinit.specs import (
     check_supported,
     draft_extra_bytes,
     draft_kv_pools,
+    is_linear_attention_hybrid,
     kv_dtype_name,
     kv_spec_from_model_config,
+    own_hf_config,
     runner_layer_count,
     upstream_reserved_layers,
 )
 
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 DEFAULT_EXAMPLE = "llama31-8b-eagle3"
-
-# Algorithms whose draft is a separate checkpoint that SGLang cannot derive from the target.
-NEEDS_DRAFT_PATH = frozenset({"EAGLE3", "STANDALONE", "DFLASH", "FROZEN_KV_MTP"})
-# Algorithm names as a user may type them (SGLang upper-cases and maps NEXTN to EAGLE).
-EAGLE_LIKE = frozenset({"EAGLE", "NEXTN"})
 
 # --kv-cache-dtype values (0.5.13.post1 choices) -> the torch dtype ModelRunner stores.
 _KV_DTYPE_FLAGS = {
@@ -167,24 +164,18 @@ def check_launch_values(
     algorithm: str | None,
     mem_fraction_static: float | None,
 ) -> None:
-    """Validate what can be validated from the raw flags and config.json files alone."""
+    """Validate what can be validated from the raw flags and config.json files alone.
+
+    Which speculative launches need a draft path is SGLang's decision (its argument hook),
+    not the planner's: a path-less EAGLE/NEXTN draft is built from the target's checkpoint.
+    """
     if mem_fraction_static is not None and not 0.0 < mem_fraction_static < 1.0:
         raise PlanError(f"--mem-fraction-static must be in (0, 1), got {mem_fraction_static}")
     if model_path is None:
         raise PlanError("--model-path is required (or use --example NAME)")
-    target_config = read_config_json(model_path, "--model-path")
+    read_config_json(model_path, "--model-path")
     if draft_path is not None:
         read_config_json(draft_path, "--speculative-draft-model-path")
-    if algorithm is None or draft_path is not None:
-        return
-    name = algorithm.upper()
-    has_mtp = (target_config.get("num_nextn_predict_layers") or 0) > 0
-    if name in NEEDS_DRAFT_PATH or (name in EAGLE_LIKE and not has_mtp):
-        arch = target_config["architectures"][0]
-        raise PlanError(
-            f"--speculative-algorithm {algorithm} needs --speculative-draft-model-path "
-            f"({arch} has no built-in MTP layers to draft with)"
-        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -416,13 +407,6 @@ def _cuda_quantization_names() -> Iterator[None]:
             QUANTIZATION_METHODS.pop("mxfp4", None)
 
 
-def _is_mamba_like(model_config: Any) -> bool:
-    # Mamba / linear-attention hybrids expose their full-attention layer ids on the HF config;
-    # their state pool (handle_max_mamba_cache) is not priced offline.
-    text_config = model_config.hf_text_config
-    return not model_config.is_hybrid_swa and hasattr(text_config, "full_attention_layer_ids")
-
-
 def build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
     """The three plans for ``server_args`` (an :func:`inert_server_args` result) on ``device``."""
     with _cuda_quantization_names():
@@ -436,9 +420,12 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
     # Refuse unsupported models from config.json alone: their ModelConfig may need more.
     check_supported(read_config_json(server_args.model_path, "--model-path"))
     target_mc = _model_config(ModelConfig.from_server_args, server_args)
+    # A draft read from the same checkpoint rewrites the cached hf config in place.
+    own_hf_config(target_mc)
     # get_model_config() caches here; the heuristics and the speculative hook reuse it.
     server_args.model_config = target_mc
-    if _is_mamba_like(target_mc):
+    # Their state pool (handle_max_mamba_cache) is not priced offline.
+    if is_linear_attention_hybrid(target_mc):
         raise BudgetError(
             f"{target_mc.hf_config.architectures[0]}: mamba/linear-attention state is not "
             "priced by the offline planner"
@@ -464,6 +451,7 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
         attn_tp_size=attn_tp,
         num_layers=runner_layer_count(target_mc, is_draft=False),
         swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
+        server_args=spec_args,
     )
     target_sizes, target_notes = sizes_on_rank(
         read_checkpoint_sizes(server_args.model_path), target_mc.hf_config, layout
@@ -501,6 +489,7 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
                 swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
                 num_steps=int(spec_args.speculative_num_steps or 1),
                 multi_layer_eagle=bool(spec_args.enable_multi_layer_eagle),
+                server_args=spec_args,
             )
         )
         layouts = (layout, draft_layout(spec_args, algorithm, draft_mc.hf_config, attn_tp))

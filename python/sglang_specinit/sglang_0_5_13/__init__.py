@@ -1,5 +1,67 @@
-"""Per-area patches that turn SGLang 0.5.13.x's one-shot worker constructors into phases.
+"""The adapter for sglang 0.5.13 and 0.5.13.post1: the whole phased speculative init.
 
-One module per SGLang area; each exposes ``HOOKS`` (targets wrapped through SGLang's
-``HookRegistry``) and ``NEW_METHODS`` (phase methods added to classes that lack them).
+These releases build the target worker completely (weights, KV pool, backends, graphs) before
+the draft exists. This package splits every worker constructor into a weight-loading part plus
+``alloc_memory_pool`` and ``init_backends`` and drives the four phases from the scheduler.
+
+One module per SGLang area; each declares, as data (:mod:`sglang_specinit.hooks`), ``HOOKS``
+(HookRegistry hooks), ``NEW_METHODS`` (phase methods added to classes that lack them) and
+``REQUIRES`` (SGLang attributes its phases call)::
+
+    module              SGLang module(s) patched or read
+    scheduler           managers.scheduler (Scheduler: drives the 4 phases)
+    tp_worker           managers.tp_worker (TpModelWorker: weights-only constructor)
+    model_runner        model_executor.model_runner, ..._kv_cache_mixin, pool_configurator
+    model_config        configs.model_config (a draft's config never touches the target's)
+    eagle               speculative.eagle_worker_v2 (EAGLE / EAGLE3 / NEXTN)
+    standalone          speculative.standalone_worker_v2
+    multi_layer_eagle   speculative.multi_layer_eagle_worker_v2
+    dflash              speculative.dflash_worker (+ server_args' global args)
+    frozen_kv_mtp       speculative.frozen_kv_mtp_worker
+    server_args         server_args, arg_groups.speculative_hook (automatic fraction, bad draft)
+    launch_checks       server_args (ServerArgs.check_server_args: bad flags, shards, draft fit)
+
+``launch_policy`` decides which launches are phased; ``runtime_budget`` sizes the pools;
+``state`` holds the cut mechanism shared by the phase modules.
 """
+
+from __future__ import annotations
+
+import importlib
+
+from sglang_specinit.hooks import ModulePatch, group_by_module
+
+RELEASES = ("0.5.13", "0.5.13.post1")
+
+PHASE_MODULES = (
+    "scheduler",
+    "tp_worker",
+    "model_runner",
+    "model_config",
+    "eagle",
+    "standalone",
+    "multi_layer_eagle",
+    "dflash",
+    "frozen_kv_mtp",
+    "server_args",
+    "launch_checks",
+)
+
+
+def phase_modules() -> list[object]:
+    return [importlib.import_module(f"{__name__}.{name}") for name in PHASE_MODULES]
+
+
+def module_patches() -> dict[str, ModulePatch]:
+    """Every SGLang module this adapter checks or patches, with what it does there."""
+    modules = phase_modules()
+    return group_by_module(
+        (hook for m in modules for hook in m.HOOKS),
+        (method for m in modules for method in m.NEW_METHODS),
+        (required for m in modules for required in m.REQUIRES),
+    )
+
+
+def new_methods() -> list[object]:
+    """Every phase method this adapter adds (a worker inheriting one is not phase-ready)."""
+    return [method.fn for m in phase_modules() for method in m.NEW_METHODS]

@@ -21,6 +21,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from sglang_specinit.hooks import NewMethod, Requires
+
 
 @contextlib.contextmanager
 def _draft_global_server_args(worker: Any) -> Iterator[None]:
@@ -57,9 +59,13 @@ def init_backends(self: Any) -> None:
         self.draft_worker.init_backends()
 
 
-WORKER = "sglang.srt.speculative.dflash_worker.DFlashWorker"
+MODULE = "sglang.srt.speculative.dflash_worker"
 HOOKS = ()
 NEW_METHODS = (
-    (WORKER, "alloc_memory_pool", alloc_memory_pool),
-    (WORKER, "init_backends", init_backends),
+    NewMethod(MODULE, "DFlashWorker", "alloc_memory_pool", alloc_memory_pool),
+    NewMethod(MODULE, "DFlashWorker", "init_backends", init_backends),
+)
+REQUIRES = (
+    Requires("sglang.srt.server_args", "get_global_server_args"),
+    Requires("sglang.srt.server_args", "set_global_server_args_for_scheduler"),
 )

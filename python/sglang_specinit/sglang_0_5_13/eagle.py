@@ -20,6 +20,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from sglang_specinit.hooks import Hook, NewMethod, Requires
 from sglang_specinit.sglang_0_5_13.state import (
     deferring_pools,
     preserved_cuda_graph_flag,
@@ -189,15 +190,28 @@ def _register_adaptive_controller(worker: Any) -> None:
         )
 
 
-DRAFT = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker"
-WORKER = "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2"
+MODULE = "sglang.srt.speculative.eagle_worker_v2"
+# Every speculative worker constructor takes these (create_worker's caller passes them by name).
+DRAFT_WORKER_PARAMS = (
+    "server_args", "gpu_id", "tp_rank", "dp_rank", "moe_ep_rank", "attn_cp_rank",
+    "moe_dp_rank", "nccl_port", "target_worker",
+)  # fmt: skip
 HOOKS = (
-    (f"{DRAFT}.__init__", draft_worker_init),
-    (f"{WORKER}.__init__", worker_init),
+    Hook(MODULE, "EagleDraftWorker.__init__", draft_worker_init, params=DRAFT_WORKER_PARAMS),
+    Hook(MODULE, "EAGLEWorkerV2.__init__", worker_init, params=DRAFT_WORKER_PARAMS),
 )
 NEW_METHODS = (
-    (DRAFT, "alloc_memory_pool", draft_worker_alloc_memory_pool),
-    (DRAFT, "init_backends", draft_worker_init_backends),
-    (WORKER, "alloc_memory_pool", worker_alloc_memory_pool),
-    (WORKER, "init_backends", worker_init_backends),
+    NewMethod(MODULE, "EagleDraftWorker", "alloc_memory_pool", draft_worker_alloc_memory_pool),
+    NewMethod(MODULE, "EagleDraftWorker", "init_backends", draft_worker_init_backends),
+    NewMethod(MODULE, "EAGLEWorkerV2", "alloc_memory_pool", worker_alloc_memory_pool),
+    NewMethod(MODULE, "EAGLEWorkerV2", "init_backends", worker_init_backends),
 )
+REQUIRES = tuple(
+    Requires(MODULE, name)
+    for name in (
+        "EagleDraftWorker.init_attention_backend", "EagleDraftWorker.init_cuda_graphs",
+        "draft_tp_context", "empty_context", "get_attention_tp_group",
+        "speculative_moe_backend_context", "speculative_moe_a2a_backend_context",
+        "_get_plan_stream", "AdaptiveController", "SpecRuntimeState", "TreeMaskMode",
+    )
+)  # fmt: skip

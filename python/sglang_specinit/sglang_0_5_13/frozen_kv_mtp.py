@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sglang_specinit.hooks import Hook, NewMethod, Requires
 from sglang_specinit.sglang_0_5_13 import tp_worker
-from sglang_specinit.sglang_0_5_13.eagle import construct_until
+from sglang_specinit.sglang_0_5_13.eagle import DRAFT_WORKER_PARAMS, construct_until
 from sglang_specinit.sglang_0_5_13.model_runner import PROVISIONAL_SIZE
 from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
@@ -93,9 +94,18 @@ def init_backends(self: Any) -> None:
         self.init_cuda_graphs()
 
 
-WORKER = "sglang.srt.speculative.frozen_kv_mtp_worker.FrozenKVMTPWorker"
-HOOKS = ((f"{WORKER}.__init__", init),)
+MODULE = "sglang.srt.speculative.frozen_kv_mtp_worker"
+HOOKS = (Hook(MODULE, "FrozenKVMTPWorker.__init__", init, params=DRAFT_WORKER_PARAMS),)
 NEW_METHODS = (
-    (WORKER, "alloc_memory_pool", alloc_memory_pool),
-    (WORKER, "init_backends", init_backends),
+    NewMethod(MODULE, "FrozenKVMTPWorker", "alloc_memory_pool", alloc_memory_pool),
+    NewMethod(MODULE, "FrozenKVMTPWorker", "init_backends", init_backends),
 )
+REQUIRES = tuple(
+    Requires(MODULE, name)
+    for name in (
+        "FrozenKVMTPWorker._bind_kv_context", "FrozenKVMTPWorker._init_draft_attn_backend",
+        "FrozenKVMTPWorker.init_cuda_graphs", "MemoryPoolConfig", "empty_context",
+        "draft_tp_context", "speculative_moe_backend_context",
+        "speculative_moe_a2a_backend_context",
+    )
+)  # fmt: skip

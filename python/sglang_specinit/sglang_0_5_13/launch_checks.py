@@ -22,6 +22,7 @@ import struct
 from typing import Any
 
 from sglang_specinit.budget import MIN_SERVABLE_TOKENS, page_ceil, page_floor
+from sglang_specinit.hooks import Hook
 
 # Algorithms whose draft reads the target's embedding and hidden states, so its width and
 # vocabulary must be the target's (NEXTN is resolved to EAGLE by then; both spellings checked).
@@ -149,6 +150,14 @@ def check_draft_fits_target(model_path: str, draft_path: str) -> None:
         )
 
 
-BEFORE_HOOKS = (("sglang.srt.server_args.ServerArgs.check_server_args", check_launch),)
-HOOKS = ()
+HOOKS = (
+    Hook(
+        "sglang.srt.server_args",
+        "ServerArgs.check_server_args",
+        check_launch,
+        kind="BEFORE",
+        params=(),
+    ),
+)
 NEW_METHODS = ()
+REQUIRES = ()

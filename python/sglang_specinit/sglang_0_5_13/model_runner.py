@@ -18,6 +18,7 @@ import logging
 import sys
 from typing import Any
 
+from sglang_specinit.hooks import Hook, NewMethod, Requires
 from sglang_specinit.sglang_0_5_13.state import deferring_pools, run_until
 
 logger = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ def init_backends(self: Any) -> None:
         else:
             raise RuntimeError(
                 f"sglang-specinit cannot build backends on device {self.device!r}; "
-                "the phased init should have been skipped (compat.phasing_blocker)"
+                "the phased init should have been skipped (launch_policy.phasing_blocker)"
             )
     if self.server_args.forward_hooks:
         runner_module = sys.modules[type(self).__module__]
@@ -131,16 +132,36 @@ def init_backends(self: Any) -> None:
         self.canary_manager.mark_init_finished()
 
 
-RUNNER = "sglang.srt.model_executor.model_runner.ModelRunner"
+MODULE = "sglang.srt.model_executor.model_runner"
+MIXIN_MODULE = "sglang.srt.model_executor.model_runner_kv_cache_mixin"
 HOOKS = (
-    (f"{RUNNER}.initialize", initialize),
-    (
-        "sglang.srt.model_executor.model_runner_kv_cache_mixin.ModelRunnerKVCacheMixin."
-        "_resolve_memory_pool_config",
+    Hook(MODULE, "ModelRunner.initialize", initialize, params=("pre_model_load_memory",)),
+    Hook(
+        MIXIN_MODULE,
+        "ModelRunnerKVCacheMixin._resolve_memory_pool_config",
         resolve_memory_pool_config,
+        params=("pre_model_load_memory",),
     ),
 )
 NEW_METHODS = (
-    (RUNNER, "alloc_memory_pool", alloc_memory_pool),
-    (RUNNER, "init_backends", init_backends),
+    NewMethod(MODULE, "ModelRunner", "alloc_memory_pool", alloc_memory_pool),
+    NewMethod(MODULE, "ModelRunner", "init_backends", init_backends),
 )
+# What alloc_memory_pool / init_backends call, in SGLang's order, and what the sizing reads.
+REQUIRES = tuple(
+    Requires(MODULE, f"ModelRunner.{name}")
+    for name in (
+        "init_memory_pool", "_profile_available_bytes", "_apply_token_constraints",
+        "_resolve_max_num_reqs", "_init_pools", "maybe_init_ngram_embedding",
+        "init_routed_experts_capturer", "init_indexer_capturer",
+        "init_aux_hidden_state_capture", "init_cublas", "init_attention_backend",
+        "kernel_warmup", "_pre_initialize_flashinfer_allreduce_workspace",
+        "init_device_graphs", "init_piecewise_cuda_graphs", "prealloc_symmetric_memory_pool",
+    )
+) + (
+    Requires(MODULE, "install_canary"),
+    Requires(MODULE, "register_forward_hooks"),
+    Requires(
+        "sglang.srt.model_executor.pool_configurator", "create_memory_pool_configurator"
+    ),
+)  # fmt: skip

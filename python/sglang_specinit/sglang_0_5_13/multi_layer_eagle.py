@@ -19,7 +19,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from sglang_specinit.hooks import Hook, NewMethod, Requires
 from sglang_specinit.sglang_0_5_13.eagle import (
+    DRAFT_WORKER_PARAMS,
     alloc_draft_tp_worker,
     construct_until,
     worker_alloc_memory_pool,
@@ -103,12 +105,20 @@ def draft_worker_init_backends(self: Any) -> None:
 
 
 MODULE = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
-DRAFT = f"{MODULE}.MultiLayerEagleDraftWorker"
-WORKER = f"{MODULE}.MultiLayerEagleWorkerV2"
-HOOKS = ((f"{DRAFT}.__init__", draft_worker_init),)
+DRAFT = "MultiLayerEagleDraftWorker"
+WORKER = "MultiLayerEagleWorkerV2"
+HOOKS = (Hook(MODULE, f"{DRAFT}.__init__", draft_worker_init, params=DRAFT_WORKER_PARAMS),)
 NEW_METHODS = (
-    (DRAFT, "alloc_memory_pool", draft_worker_alloc_memory_pool),
-    (DRAFT, "init_backends", draft_worker_init_backends),
-    (WORKER, "alloc_memory_pool", worker_alloc_memory_pool),
-    (WORKER, "init_backends", worker_init_backends),
+    NewMethod(MODULE, DRAFT, "alloc_memory_pool", draft_worker_alloc_memory_pool),
+    NewMethod(MODULE, DRAFT, "init_backends", draft_worker_init_backends),
+    NewMethod(MODULE, WORKER, "alloc_memory_pool", worker_alloc_memory_pool),
+    NewMethod(MODULE, WORKER, "init_backends", worker_init_backends),
 )
+REQUIRES = tuple(
+    Requires(MODULE, name)
+    for name in (
+        f"{DRAFT}.init_lm_head", f"{DRAFT}.init_attention_backend", f"{DRAFT}.init_cuda_graphs",
+        "empty_context", "draft_tp_context", "speculative_moe_backend_context",
+        "TreeMaskMode", "_get_plan_stream",
+    )
+)  # fmt: skip

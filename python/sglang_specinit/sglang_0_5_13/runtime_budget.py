@@ -3,9 +3,13 @@
 Used by the ModelRunner patch in place of ``_resolve_memory_pool_config`` (sglang 0.5.13.x) for
 a speculative target. The free-memory reading is SGLang's own (``_profile_available_bytes``,
 taken now that the draft's weights are resident and its shared embed/lm_head already bound);
-the KV specs come from the live target and draft runners; the sizing itself is
-``budget.plan_pools``, the same function the offline planner runs. SGLang's configurator then
-splits the token count into its pools (full/SWA) and SGLang derives ``max_running_requests``.
+every pool's price is what SGLang's own pool code allocates for it (:mod:`.pool_probe`, on the
+live target and draft runners); the sizing itself is ``budget.plan_pools``, the same function
+the offline planner runs. SGLang's configurator then splits the token count into its pools
+(full/SWA) and SGLang derives ``max_running_requests``.
+
+Weight byte counts only feed the memory report (the sizing uses SGLang's measured free memory),
+so they never stop a launch: a tensor whose storage cannot be read is counted by its size.
 """
 
 from __future__ import annotations
@@ -21,13 +25,11 @@ from sglang_specinit.budget import (
     DraftSpec,
     KVSpec,
     PoolPlan,
-    kv_pool_bytes,
     page_ceil,
     plan_pools,
-    sized_by_target,
 )
 from sglang_specinit.report import human_bytes
-from sglang_specinit.specs import kv_spec_for_runner
+from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
 
 logger = logging.getLogger(__name__)
 
@@ -36,17 +38,30 @@ class SpecInitBudgetError(ValueError):
     """The weights leave no room for the KV cache under the requested --mem-fraction-static."""
 
 
-def tensor_storage_ids(module: Any) -> dict[int, int]:
-    """data_ptr -> bytes for every parameter and buffer storage of a torch module."""
-    storages: dict[int, int] = {}
+def _storage_key_and_bytes(tensor: Any) -> tuple[Any, int]:
+    """(identity, bytes) of a tensor's storage; shared storages get the same identity.
+
+    Wrapper subclasses (torchao quantized weights, DTensor) have no plain storage to read;
+    they are counted by their own size, once per tensor object.
+    """
+    try:
+        storage = tensor.untyped_storage()
+        return storage.data_ptr(), int(storage.nbytes())
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+        return ("tensor", id(tensor)), int(tensor.numel() * tensor.element_size())
+
+
+def tensor_storage_ids(module: Any) -> dict[Any, int]:
+    """storage identity -> bytes for every parameter and buffer of a torch module."""
+    storages: dict[Any, int] = {}
     tensors = list(module.parameters()) + list(module.buffers())
     for tensor in tensors:
-        storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
+        key, size = _storage_key_and_bytes(tensor)
+        storages[key] = size
     return storages
 
 
-def weight_bytes(modules: list[Any], exclude: dict[int, int] | None = None) -> int:
+def weight_bytes(modules: list[Any], exclude: dict[Any, int] | None = None) -> int:
     """Bytes of the distinct weight storages of ``modules`` not already in ``exclude``."""
     seen: dict[int, int] = {}
     for module in modules:
@@ -108,6 +123,17 @@ class SpeculativeSizing:
 
     def build_inputs(self, runner: Any, pre_model_load_memory: float) -> BudgetInputs:
         server_args = runner.server_args
+        page_size = server_args.page_size
+        described = self.draft
+        # Every pool priced by SGLang's own pool code, before free memory is read (the probe
+        # pools are gone by then). Draft pools follow the target's full/SWA token split.
+        split = target_token_split(runner)
+        target_kv = measure_kv_pool(runner, *split)
+        self.draft_pools = tuple(measure_kv_pool(dr, *split) for dr in described.pool_runners)
+        fixed_pools = sum(
+            measure_kv_pool(dr, *split).pool_bytes(tokens, page_size)
+            for dr, tokens in described.fixed_pools
+        )
         # Read just before SGLang's all-rank reading, with nothing allocated in between.
         own_free = rank_free_bytes(runner)
         available_bytes = runner._profile_available_bytes(pre_model_load_memory)
@@ -118,13 +144,7 @@ class SpeculativeSizing:
             min_free = available_bytes + int(pre_model_load_memory * (1 - f) * GIB)
             self.free_at_sizing = RankFreeMemory(own_free, min_free)
         budget_bytes = int(f * pre_load_free_bytes)
-        page_size = server_args.page_size
         target_storages = tensor_storage_ids(runner.model)
-        described = self.draft
-        target_kv = kv_spec_for_runner(runner)
-        self.draft_pools = tuple(
-            sized_by_target(kv_spec_for_runner(dr), target_kv) for dr in described.pool_runners
-        )
         draft = DraftSpec(
             algorithm=self.algorithm,
             kv_pools=self.draft_pools,
@@ -132,10 +152,7 @@ class SpeculativeSizing:
                 [dr.model for dr in described.weight_runners], target_storages
             ),
             bytes_per_request=described.bytes_per_request,
-            fixed_bytes=sum(
-                kv_pool_bytes(kv_spec_for_runner(dr), tokens, page_size)
-                for dr, tokens in described.fixed_pools
-            ),
+            fixed_bytes=fixed_pools,
         )
         return BudgetInputs(
             pre_load_free_bytes=pre_load_free_bytes,
@@ -167,6 +184,15 @@ class SpeculativeSizing:
         config.max_running_requests = runner._resolve_max_num_reqs(config.max_total_num_tokens)
         config.mem_fraction_static = inputs.mem_fraction_static
         return config
+
+
+def target_token_split(runner: Any) -> tuple[float, bool]:
+    """(swa_full_tokens_ratio, ratio_applies): how the target's configurator splits a token
+    count between full-attention and sliding-window pools (the ratio applies only to a hybrid
+    model that has full-attention layers; an all-SWA model gives its SWA pool every token)."""
+    ratio = float(runner.server_args.swa_full_tokens_ratio)
+    applies = bool(runner.is_hybrid_swa) and bool(runner.model_config.full_attention_layer_ids)
+    return ratio, applies
 
 
 def budget_error_message(inputs: BudgetInputs, plan: PoolPlan) -> str:

@@ -15,14 +15,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from sglang_specinit.hooks import Hook, NewMethod, Requires
 from sglang_specinit.sglang_0_5_13.runtime_budget import DraftDescription, SpeculativeSizing
 from sglang_specinit.sglang_0_5_13.state import defer_pools
 from sglang_specinit.sglang_0_5_13.tp_worker import runners_of
-from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS, runner_layer_count
+from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
 
 logger = logging.getLogger(__name__)
 
@@ -47,112 +49,66 @@ def draft_tp_worker(draft_worker: Any) -> Any:
     return inner.draft_worker
 
 
+def _is_a(obj: Any, module: str, class_name: str) -> bool:
+    """isinstance without importing ``module`` (if SGLang has not imported it, ``obj`` cannot
+    be an instance of its class)."""
+    cls = getattr(sys.modules.get(module), class_name, None)
+    return cls is not None and isinstance(obj, cls)
+
+
 def describe_draft(draft_worker: Any) -> DraftDescription:
     """Which of a draft worker's runners own weights, token-sized pools and fixed pools."""
-    from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
-    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
-
-    from sglang_specinit.sglang_0_5_13.multi_layer_eagle import hidden_state_row_bytes
+    from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp, multi_layer_eagle
 
     if draft_worker is None:
         return DraftDescription()
     runners = runners_of(draft_tp_worker(draft_worker))
-    if isinstance(draft_worker, FrozenKVMTPWorker):
+    if _is_a(draft_worker, frozen_kv_mtp.MODULE, "FrozenKVMTPWorker"):
         return DraftDescription(
             weight_runners=runners, fixed_pools=[(r, FROZEN_KV_STAND_IN_TOKENS) for r in runners]
         )
     description = DraftDescription(weight_runners=runners, pool_runners=runners)
-    if isinstance(draft_worker, MultiLayerEagleWorkerV2):
-        description.bytes_per_request = hidden_state_row_bytes(draft_worker._draft_worker)
+    if _is_a(draft_worker, multi_layer_eagle.MODULE, multi_layer_eagle.WORKER):
+        description.bytes_per_request = multi_layer_eagle.hidden_state_row_bytes(
+            draft_worker._draft_worker
+        )
     return description
 
 
-def phasing_blocker(scheduler: Any) -> str | None:
-    """Why this launch keeps SGLang's stock init (None: it is phased)."""
-    from sglang_specinit.compat import is_model_less_worker, phased_worker_classes
-    from sglang_specinit.sglang_0_5_13.model_runner import PHASED_DEVICES
-
-    server_args = scheduler.server_args
-    if scheduler.spec_algorithm.is_none():
-        return "not speculative"
-    if server_args.device not in PHASED_DEVICES:
-        return f"device {server_args.device!r} is not one of {PHASED_DEVICES}"
-    if server_args.enable_hisparse:
-        return "--enable-hisparse builds its coordinator inside ModelRunner.initialize"
-    from sglang.srt.configs.model_config import is_deepseek_v4
-
-    if is_deepseek_v4(scheduler.model_config.hf_config):
-        # Its compressed c4/c128/state pools are not priced by the budget model; stock keeps
-        # its own (T+1)/T draft reservation for this family, which is better than a guess.
-        return "DeepSeek-V4 compressed KV pools are not priced by sglang-specinit"
-    worker_class = scheduler.spec_algorithm.create_worker(server_args)
-    if worker_class in phased_worker_classes() or is_model_less_worker(worker_class):
-        return None
-    from sglang_specinit.sglang_0_5_13 import tp_worker
-
-    # A TpModelWorker subclass inherits this plugin's generic TpModelWorker phase methods; they
-    # do not make its own constructor safe to cut (it may read pool sizes after super().__init__).
-    generic = {
-        "alloc_memory_pool": tp_worker.alloc_memory_pool,
-        "init_backends": tp_worker.init_backends,
-    }
-    if all(
-        callable(method := getattr(worker_class, name, None)) and method is not generic[name]
-        for name in generic
-    ):
-        return None  # a plugin algorithm that implements the phases itself
-    return (
-        f"{worker_class.__name__} (a custom speculative algorithm) does not implement "
-        "alloc_memory_pool/init_backends itself, so it is built the stock way"
-    )
-
-
-def predict_draft_layers(server_args: Any) -> int:
-    """Read the draft's layer count from its config before any weights load.
-
-    Also the earliest point a bad draft path can be reported, before the target loads.
-    """
-    from sglang.srt.configs.model_config import ModelConfig
-
-    path = server_args.speculative_draft_model_path
-    if path is None:
-        raise ValueError(
-            f"--speculative-algorithm {server_args.speculative_algorithm} needs "
-            "--speculative-draft-model-path (a directory or hub id with a config.json)"
-        )
-    try:
-        config = ModelConfig.from_server_args(
-            server_args,
-            model_path=path,
-            model_revision=server_args.speculative_draft_model_revision,
-            is_draft_model=True,
-        )
-    except (OSError, ValueError) as exc:
-        raise ValueError(
-            f"sglang-specinit: cannot read the draft model config at {path!r} ({exc}). "
-            "Pass --speculative-draft-model-path pointing at a checkpoint with a config.json."
-        ) from exc
-    return runner_layer_count(config, is_draft=True)
+def _is_first_rank(scheduler: Any) -> bool:
+    ps = scheduler.ps
+    return ps.tp_rank == 0 and ps.pp_rank == 0 and not getattr(ps, "dp_rank", None)
 
 
 def init_model_worker(original: Any, self: Any) -> None:
     """AROUND hook: the four phases, then SGLang's own remainder of init_model_worker."""
-    blocker = phasing_blocker(self)
+    from sglang_specinit.sglang_0_5_13.launch_policy import (
+        facts_from_scheduler,
+        is_model_less_worker,
+        phasing_blocker,
+    )
+    from sglang_specinit.sglang_0_5_13.server_args import restore_stock_fraction
+
+    facts = facts_from_scheduler(self)
+    blocker = phasing_blocker(facts)
     if blocker is not None:
-        if not self.spec_algorithm.is_none():
-            logger.warning(
-                "[specinit] stock speculative init (draft memory NOT budgeted): %s", blocker
-            )
+        if facts.algorithm is not None:
+            restored = restore_stock_fraction(self.server_args)
+            if _is_first_rank(self):
+                logger.warning(
+                    "[specinit] stock speculative init (draft memory NOT budgeted): %s%s",
+                    blocker,
+                    f"; automatic --mem-fraction-static back to stock {restored}"
+                    if restored is not None
+                    else "",
+                )
         return original(self)
-    from sglang_specinit.compat import is_model_less_worker
 
     self._specinit_phase_log = []
-    worker_class = self.spec_algorithm.create_worker(self.server_args)
+    worker_class = facts.worker_class
     # A draft without a model (NGRAM) has nothing to load; it is built in the pool phase,
     # once the target's request count exists.
     self._specinit_model_less_draft = is_model_less_worker(worker_class)
-    if not self._specinit_model_less_draft:
-        self._specinit_predicted_draft_layers = predict_draft_layers(self.server_args)
     with defer_pools():
         _timed(self, "1/4 load target weights", self.init_tp_model_worker)
         if self._specinit_model_less_draft:
@@ -164,6 +120,7 @@ def init_model_worker(original: Any, self: Any) -> None:
         else:
             _timed(self, "2/4 load draft weights", self.maybe_init_draft_worker)
     _timed(self, "3/4 allocate KV pools", self.init_memory_pools)
+    self._specinit_cuda_after_pools = cuda_memory_after_pools(self.server_args)
     _timed(self, "4/4 attention backends and graphs", self.init_all_backends)
     log_memory_breakdown(self)
     # Both loads are done: let the stock method run its dispatch and worker-info tail.
@@ -186,24 +143,10 @@ def init_target_memory_pool(self: Any) -> None:
     if getattr(runner, "token_to_kv_pool", None) is not None:
         return
     description = describe_draft(self.draft_worker)
-    if description.pool_runners:
-        _check_predicted_layers(self, description.pool_runners)
     runner._specinit_sizing = SpeculativeSizing(
         algorithm=self.server_args.speculative_algorithm, draft=description
     )
     self.tp_worker.alloc_memory_pool()
-
-
-def _check_predicted_layers(scheduler: Any, draft_runners: list[Any]) -> None:
-    predicted = getattr(scheduler, "_specinit_predicted_draft_layers", None)
-    live = draft_runners[0].num_effective_layers
-    if predicted is not None and predicted != live:
-        logger.warning(
-            "[specinit] draft config predicted %d KV layers but the draft runner has %d; "
-            "sizing with the runner's value",
-            predicted,
-            live,
-        )
 
 
 def init_memory_pools(self: Any) -> None:
@@ -226,6 +169,26 @@ def init_all_backends(self: Any) -> None:
     self.tp_worker.init_backends()
     if self.draft_worker is not None and hasattr(self.draft_worker, "init_backends"):
         self.draft_worker.init_backends()
+
+
+def cuda_memory_after_pools(server_args: Any) -> dict[str, int]:
+    """What CUDA holds once every KV pool exists and before any graph: free device bytes
+    (cache emptied first, as SGLang reads free memory before loading) and torch's counters.
+
+    Empty on other devices. The breakdown carries it so that a reader can compare what the
+    device really lost since the pre-load reading with ``budget_bytes``.
+    """
+    if server_args.device != "cuda":
+        return {}
+    import torch
+
+    torch.cuda.empty_cache()
+    free, _total = torch.cuda.mem_get_info()
+    return {
+        "cuda_free_bytes_after_pools": int(free),
+        "cuda_torch_allocated_bytes_after_pools": int(torch.cuda.memory_allocated()),
+        "cuda_torch_reserved_bytes_after_pools": int(torch.cuda.memory_reserved()),
+    }
 
 
 def kv_pool_allocated_bytes(runner: Any) -> int:
@@ -258,6 +221,7 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
         free, _total = torch.cuda.mem_get_info()
         breakdown["cuda_free_bytes_after_init"] = int(free)
         breakdown["cuda_torch_allocated_bytes"] = int(torch.cuda.memory_allocated())
+    breakdown.update(getattr(scheduler, "_specinit_cuda_after_pools", {}))
     breakdown["phase_seconds"] = {label: round(s, 3) for label, s in scheduler._specinit_phase_log}
     return breakdown
 
@@ -322,10 +286,14 @@ def log_memory_breakdown(scheduler: Any) -> None:
             json.dump(breakdown, f, sort_keys=True)
 
 
-SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
-HOOKS = ((f"{SCHEDULER}.init_model_worker", init_model_worker),)
+MODULE = "sglang.srt.managers.scheduler"
+HOOKS = (Hook(MODULE, "Scheduler.init_model_worker", init_model_worker, params=()),)
 NEW_METHODS = (
-    (SCHEDULER, "init_target_memory_pool", init_target_memory_pool),
-    (SCHEDULER, "init_memory_pools", init_memory_pools),
-    (SCHEDULER, "init_all_backends", init_all_backends),
+    NewMethod(MODULE, "Scheduler", "init_target_memory_pool", init_target_memory_pool),
+    NewMethod(MODULE, "Scheduler", "init_memory_pools", init_memory_pools),
+    NewMethod(MODULE, "Scheduler", "init_all_backends", init_all_backends),
+)
+REQUIRES = (
+    Requires(MODULE, "Scheduler.init_tp_model_worker"),
+    Requires(MODULE, "Scheduler.maybe_init_draft_worker"),
 )

@@ -1,40 +1,99 @@
-"""Drop the flat speculative reserve from the auto ``--mem-fraction-static`` (sglang 0.5.13.x).
+"""The automatic ``--mem-fraction-static`` without the flat draft reserve (sglang 0.5.13.x).
 
-Wraps ``ServerArgs._handle_gpu_memory_settings``. When ``--mem-fraction-static`` is not given,
-0.5.13.x lowers it by a flat 4 GB (6 GB for STANDALONE) to leave room for a draft it does not
-budget. Once the phased init budgets the draft inside the fraction, that reserve only wastes
-memory, so for algorithms the phased init handles the heuristic runs as for a plain launch
-(the heuristic's only use of ``speculative_algorithm`` is that reserve). Upstream 0.5.14 removed
-the same term.
+Wraps ``ServerArgs._handle_gpu_memory_settings`` (AROUND) and
+``arg_groups.speculative_hook.handle_speculative_decoding`` (BEFORE).
+
+When ``--mem-fraction-static`` is not given, 0.5.13.x lowers it by a flat 4 GB (6 GB for
+STANDALONE) to leave room for a draft it does not budget. Once the phased init budgets the draft
+inside the fraction, that reserve only wastes memory (upstream 0.5.14 removed the same term).
+The wrapped method also generates the CUDA-graph batch lists and other sizes from the
+speculative algorithm, so it runs unchanged; only its fraction is replaced, by the one the same
+method computes for a launch without that reserve term. Whether a launch is phased is
+``launch_policy.phasing_blocker``'s answer, the one the scheduler acts on; should the scheduler
+still decline the launch, it restores the stock fraction recorded here.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import logging
 import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
-# Built-in algorithm names (as typed; the heuristic runs before SGLang resolves aliases) whose
-# draft memory the phased init budgets. Plugin-registered algorithms keep the reserve unless
-# their worker implements the phases, which cannot be known this early.
-BUDGETED_ALGORITHMS = frozenset(
-    {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "DFLASH", "FROZEN_KV_MTP", "NGRAM"}
-)
+from sglang_specinit.hooks import Hook
+
+logger = logging.getLogger(__name__)
+
+# Set on ServerArgs when the reserve was dropped: the fraction stock would have used.
+STOCK_FRACTION_ATTR = "_specinit_stock_mem_fraction_static"
 
 
-def draft_is_budgeted(server_args: Any) -> bool:
-    name = server_args.speculative_algorithm
-    return name is not None and str(name).upper() in BUDGETED_ALGORITHMS
+@contextlib.contextmanager
+def _quiet(logger_name: str) -> Iterator[None]:
+    """Silence a logger for a trial run whose messages the real run already printed."""
+    target = logging.getLogger(logger_name)
+    disabled = target.disabled
+    target.disabled = True
+    try:
+        yield
+    finally:
+        target.disabled = disabled
+
+
+def fraction_without_draft_reserve(
+    handle_gpu_memory_settings: Callable[..., Any], server_args: Any, gpu_mem: Any
+) -> float:
+    """The fraction SGLang's heuristic picks for this launch with no speculative term.
+
+    Runs the heuristic on a copy of ``server_args`` that hides the algorithm (the heuristic's
+    only other use of it is the CUDA-graph batch list, which the copy keeps to itself). Lists
+    and dicts are copied too, so nothing the heuristic changes in place reaches the original.
+    """
+    trial = copy.copy(server_args)
+    for name, value in vars(server_args).items():
+        if isinstance(value, list | dict | set):
+            setattr(trial, name, copy.copy(value))
+    trial.speculative_algorithm = None
+    trial.mem_fraction_static = None
+    with _quiet(type(server_args).__module__):
+        handle_gpu_memory_settings(trial, gpu_mem)
+    return float(trial.mem_fraction_static)
 
 
 def handle_gpu_memory_settings(original: Any, self: Any, gpu_mem: Any) -> Any:
-    if not draft_is_budgeted(self):
-        return original(self, gpu_mem)
-    algorithm = self.speculative_algorithm
-    self.speculative_algorithm = None
-    try:
-        return original(self, gpu_mem)
-    finally:
-        self.speculative_algorithm = algorithm
+    """AROUND hook: stock settings; then, for a phased launch, the reserve-free fraction."""
+    automatic = self.mem_fraction_static is None
+    result = original(self, gpu_mem)
+    if not automatic or self.speculative_algorithm is None:
+        return result
+    from sglang_specinit.sglang_0_5_13.launch_policy import (
+        facts_from_server_args,
+        phasing_blocker,
+    )
+
+    if phasing_blocker(facts_from_server_args(self)) is not None:
+        return result  # stock init: stock's reserve stays
+    stock = self.mem_fraction_static
+    self.mem_fraction_static = fraction_without_draft_reserve(original, self, gpu_mem)
+    setattr(self, STOCK_FRACTION_ATTR, stock)
+    logger.info(
+        "[specinit] automatic --mem-fraction-static %s (stock %s: its flat draft reserve is "
+        "replaced by the draft's real size inside the budget)",
+        self.mem_fraction_static,
+        stock,
+    )
+    return result
+
+
+def restore_stock_fraction(server_args: Any) -> float | None:
+    """Put back the fraction stock would have used, for a launch the scheduler declined."""
+    stock = getattr(server_args, STOCK_FRACTION_ATTR, None)
+    if stock is not None:
+        server_args.mem_fraction_static = stock
+        delattr(server_args, STOCK_FRACTION_ATTR)
+    return stock
 
 
 def check_draft_path(server_args: Any) -> None:
@@ -51,10 +110,16 @@ def check_draft_path(server_args: Any) -> None:
         )
 
 
+MODULE = "sglang.srt.server_args"
+SPEC_HOOK_MODULE = "sglang.srt.arg_groups.speculative_hook"
 HOOKS = (
-    ("sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings", handle_gpu_memory_settings),
-)
-BEFORE_HOOKS = (
-    ("sglang.srt.arg_groups.speculative_hook.handle_speculative_decoding", check_draft_path),
+    Hook(
+        MODULE,
+        "ServerArgs._handle_gpu_memory_settings",
+        handle_gpu_memory_settings,
+        params=("gpu_mem",),
+    ),
+    Hook(SPEC_HOOK_MODULE, "handle_speculative_decoding", check_draft_path, kind="BEFORE"),
 )
 NEW_METHODS = ()
+REQUIRES = ()

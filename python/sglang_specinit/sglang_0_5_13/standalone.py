@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sglang_specinit.hooks import Hook, NewMethod, Requires
 from sglang_specinit.sglang_0_5_13.eagle import (
+    DRAFT_WORKER_PARAMS,
     _eagle_module,
     alloc_draft_tp_worker,
     construct_until,
@@ -54,9 +56,15 @@ def draft_worker_init_backends(self: Any) -> None:
     self.plan_stream, self.plan_stream_ctx = mod._get_plan_stream(self.device)
 
 
-DRAFT = "sglang.srt.speculative.standalone_worker_v2.StandaloneDraftWorker"
-HOOKS = ((f"{DRAFT}.__init__", draft_worker_init),)
+MODULE = "sglang.srt.speculative.standalone_worker_v2"
+HOOKS = (
+    Hook(MODULE, "StandaloneDraftWorker.__init__", draft_worker_init, params=DRAFT_WORKER_PARAMS),
+)
 NEW_METHODS = (
-    (DRAFT, "alloc_memory_pool", draft_worker_alloc_memory_pool),
-    (DRAFT, "init_backends", draft_worker_init_backends),
+    NewMethod(MODULE, "StandaloneDraftWorker", "alloc_memory_pool", draft_worker_alloc_memory_pool),
+    NewMethod(MODULE, "StandaloneDraftWorker", "init_backends", draft_worker_init_backends),
+)
+REQUIRES = (
+    Requires(MODULE, "StandaloneDraftWorker.init_attention_backend"),
+    Requires(MODULE, "StandaloneWorkerV2"),
 )

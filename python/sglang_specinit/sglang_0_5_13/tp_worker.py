@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sglang_specinit.hooks import Hook, NewMethod, Requires
 from sglang_specinit.sglang_0_5_13.model_runner import clear_provisional_sizes
 from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
@@ -89,9 +90,16 @@ def init_backends(self: Any) -> None:
         runner.init_backends()
 
 
-WORKER = "sglang.srt.managers.tp_worker.TpModelWorker"
-HOOKS = ((f"{WORKER}.__init__", init),)
+MODULE = "sglang.srt.managers.tp_worker"
+# Parameter names (after self) of TpModelWorker.__init__ that the cut and the phases rely on.
+CONSTRUCTOR_PARAMS = (
+    "server_args", "gpu_id", "tp_rank", "moe_ep_rank", "pp_rank", "attn_cp_rank",
+    "moe_dp_rank", "dp_rank", "nccl_port", "is_draft_worker", "req_to_token_pool",
+    "token_to_kv_pool_allocator", "memory_pool_config", "is_multi_layer_eagle",
+)  # fmt: skip
+HOOKS = (Hook(MODULE, "TpModelWorker.__init__", init, params=CONSTRUCTOR_PARAMS),)
 NEW_METHODS = (
-    (WORKER, "alloc_memory_pool", alloc_memory_pool),
-    (WORKER, "init_backends", init_backends),
+    NewMethod(MODULE, "TpModelWorker", "alloc_memory_pool", alloc_memory_pool),
+    NewMethod(MODULE, "TpModelWorker", "init_backends", init_backends),
 )
+REQUIRES = (Requires(MODULE, "TpModelWorker.get_memory_pool"),)

@@ -1,4 +1,9 @@
-"""Install the CPU test shims in every Python process of a test run (``SPECINIT_TEST_SHIMS=1``).
+"""Install the harness's hooks in every Python process of a test run.
+
+``SPECINIT_TEST_SHIMS=1`` (CPU runs only): the CPU test doubles of :mod:`harness.shims`, and
+the scheduler report hooks when ``SPECINIT_TEST_REPORT_DIR`` is set.
+``SPECINIT_TEST_DEVICE_PROBE=1`` (CPU and GPU runs): the device-memory probe of
+:mod:`harness.device_probe`. A GPU run sets only this one, so no CPU double reaches it.
 
 Why a sitecustomize: SGLang spawns its scheduler with ``multiprocessing`` "spawn", a fresh
 interpreter that inherits only the environment. Putting this directory on ``PYTHONPATH`` makes
@@ -29,16 +34,21 @@ _TEST_DIR = str(Path(__file__).resolve().parents[2])
 
 
 def _register_test_hooks() -> None:
-    from harness import shims
+    if os.environ.get("SPECINIT_TEST_SHIMS") == "1":
+        from harness import shims
 
-    shims.register_shims()
-    from harness import faults
+        shims.register_shims()
+        from harness import faults
 
-    faults.register_fault_hooks()  # only those whose environment variable is set
-    if os.environ.get("SPECINIT_TEST_REPORT_DIR"):
-        from harness import scheduler_report
+        faults.register_fault_hooks()  # only those whose environment variable is set
+        if os.environ.get("SPECINIT_TEST_REPORT_DIR"):
+            from harness import scheduler_report
 
-        scheduler_report.register_report_hooks()
+            scheduler_report.register_report_hooks()
+    if os.environ.get("SPECINIT_TEST_DEVICE_PROBE") == "1":
+        from harness import device_probe
+
+        device_probe.register_probe_hooks()
 
 
 class _RegisterAfterHookRegistryImport(importlib.abc.MetaPathFinder):
@@ -63,7 +73,7 @@ class _RegisterAfterHookRegistryImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-if os.environ.get("SPECINIT_TEST_SHIMS") == "1":
+if "1" in (os.environ.get("SPECINIT_TEST_SHIMS"), os.environ.get("SPECINIT_TEST_DEVICE_PROBE")):
     # test/ holds the ``harness`` package (the engine driver and the unpickled
     # ``custom_sigquit_handler`` live there). Appended, so it never shadows a real module.
     if _TEST_DIR not in sys.path:

@@ -1,0 +1,146 @@
+"""What a release adapter patches, as plain data, and how one SGLang module gets patched.
+
+Every release package (``sglang_0_5_13``, ...) describes its patch as tables of three kinds of
+entries, one table per phase module:
+
+    Hook        a HookRegistry hook on one SGLang function or method
+    NewMethod   a method the plugin adds to an SGLang class (it must not exist yet)
+    Requires    an SGLang attribute the phases call (it must exist)
+
+Entries name their SGLang module explicitly, so the plugin can check and patch each module on
+its own, at the moment SGLang imports it (:mod:`sglang_specinit.lazy_import`), instead of
+importing every module it might ever patch when the plugin loads.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A HookRegistry hook on ``module.qualname``."""
+
+    module: str
+    qualname: str
+    fn: Callable[..., Any]
+    kind: str = "AROUND"  # a HookType name
+    # Parameter names after ``self`` the hook relies on (a prefix of the real signature).
+    params: tuple[str, ...] | None = None
+
+    @property
+    def target(self) -> str:
+        return f"{self.module}.{self.qualname}"
+
+
+@dataclass(frozen=True)
+class NewMethod:
+    """``module.class_name.name = fn``; the class must not define ``name`` already."""
+
+    module: str
+    class_name: str
+    name: str
+    fn: Callable[..., Any]
+
+    @property
+    def target(self) -> str:
+        return f"{self.module}.{self.class_name}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Requires:
+    """``module.qualname`` must exist (the phases call it)."""
+
+    module: str
+    qualname: str
+
+    @property
+    def target(self) -> str:
+        return f"{self.module}.{self.qualname}"
+
+
+@dataclass(frozen=True)
+class ModulePatch:
+    """Everything a release adapter does to one SGLang module."""
+
+    module: str
+    hooks: tuple[Hook, ...] = ()
+    new_methods: tuple[NewMethod, ...] = ()
+    requires: tuple[Requires, ...] = ()
+
+
+def group_by_module(
+    hooks: Iterable[Hook], new_methods: Iterable[NewMethod], requires: Iterable[Requires]
+) -> dict[str, ModulePatch]:
+    """The adapter's tables, regrouped per SGLang module."""
+    grouped: dict[str, dict[str, list[Any]]] = {}
+    for kind, entries in (("hooks", hooks), ("new_methods", new_methods), ("requires", requires)):
+        for entry in entries:
+            grouped.setdefault(entry.module, {"hooks": [], "new_methods": [], "requires": []})
+            grouped[entry.module][kind].append(entry)
+    return {
+        module: ModulePatch(
+            module=module,
+            hooks=tuple(parts["hooks"]),
+            new_methods=tuple(parts["new_methods"]),
+            requires=tuple(parts["requires"]),
+        )
+        for module, parts in grouped.items()
+    }
+
+
+def _lookup(module: ModuleType, qualname: str) -> Any:
+    value: Any = module
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def module_problems(module: ModuleType, patch: ModulePatch) -> list[str]:
+    """What in ``module`` differs from what ``patch`` was written against (empty: all fine)."""
+    problems = []
+    for hook in patch.hooks:
+        try:
+            fn = _lookup(module, hook.qualname)
+        except AttributeError as exc:
+            problems.append(f"{hook.target} is missing ({exc})")
+            continue
+        if hook.params is None:
+            continue
+        names = tuple(inspect.signature(fn).parameters)[1:]
+        if names[: len(hook.params)] != hook.params:
+            problems.append(f"{hook.target}{names} does not take {hook.params}")
+    for required in patch.requires:
+        try:
+            _lookup(module, required.qualname)
+        except AttributeError:
+            problems.append(f"{required.target} is missing")
+    for method in patch.new_methods:
+        try:
+            cls = _lookup(module, method.class_name)
+        except AttributeError:
+            problems.append(f"{method.module}.{method.class_name} is missing")
+            continue
+        if method.name in vars(cls):
+            problems.append(f"{method.target} already exists")
+    return problems
+
+
+def apply_module_patch(patch: ModulePatch, module: ModuleType, source: Any = None) -> None:
+    """Register ``patch``'s hooks with SGLang's HookRegistry, apply them, add the methods.
+
+    The module is already imported (SGLang imported it), so HookRegistry resolves the targets
+    without importing anything new. ``source`` is the ``HookSource`` SGLang set while it ran
+    the plugin's entry point; hooks applied later still name the plugin they came from.
+    """
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    for hook in patch.hooks:
+        HookRegistry.register(hook.target, hook.fn, HookType[hook.kind], source=source)
+    HookRegistry.apply_hooks()
+    for method in patch.new_methods:
+        setattr(_lookup(module, method.class_name), method.name, method.fn)

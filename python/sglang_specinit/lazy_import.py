@@ -1,0 +1,102 @@
+"""Run a callback right after a named module finishes importing (or now, if it already has).
+
+The plugin patches a module only once SGLang itself imports it, so a process pays only for the
+modules it really uses: the launcher never imports the speculative workers, and a scheduler
+imports only the worker of its own algorithm. A meta-path finder sees the import, lets the
+regular finders locate the module, and wraps the loader so the callback runs after the module's
+code has executed and before the importing statement continues.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+Callback = Callable[[ModuleType], None]
+
+
+class _LoaderAfterExec(importlib.abc.Loader):
+    """Delegates to the real loader; runs the callback once the module has executed."""
+
+    def __init__(self, loader: Any, callback: Callback) -> None:
+        self._loader = loader
+        self._callback = callback
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        self._callback(module)
+
+    def __getattr__(self, name: str) -> Any:
+        # get_source, get_code, is_package, get_filename ...: inspect and linecache use them.
+        return getattr(self._loader, name)
+
+
+class AfterImportFinder(importlib.abc.MetaPathFinder):
+    """Calls ``callbacks[name](module)`` once, after module ``name`` is imported."""
+
+    def __init__(self) -> None:
+        self._callbacks: dict[str, Callback] = {}
+        self._lock = threading.Lock()
+        self._finding = threading.local()
+
+    def watch(self, name: str, callback: Callback) -> None:
+        """Call ``callback`` after ``name`` is imported; at once if it already is."""
+        module = sys.modules.get(name)
+        if module is not None:
+            callback(module)
+            return
+        with self._lock:
+            self._callbacks[name] = callback
+
+    def watched(self) -> list[str]:
+        with self._lock:
+            return sorted(self._callbacks)
+
+    def find_spec(
+        self, fullname: str, path: Any, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        with self._lock:
+            callback = self._callbacks.get(fullname)
+        if callback is None or getattr(self._finding, "active", False):
+            return None
+        # Let the other finders locate the module (this finder skips itself meanwhile).
+        self._finding.active = True
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self._finding.active = False
+        if spec is None or spec.loader is None:
+            return None
+        with self._lock:
+            self._callbacks.pop(fullname, None)
+        spec.loader = _LoaderAfterExec(spec.loader, callback)
+        return spec
+
+
+_finder: AfterImportFinder | None = None
+
+
+def after_import(name: str, callback: Callback) -> None:
+    """Run ``callback(module)`` once module ``name`` is imported (now if it already is)."""
+    global _finder
+    if _finder is None:
+        _finder = AfterImportFinder()
+        sys.meta_path.insert(0, _finder)
+    _finder.watch(name, callback)

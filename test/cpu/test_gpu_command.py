@@ -1,0 +1,187 @@
+"""The GPU suite's command and case selection, checked where they can be: on this CPU machine.
+
+``bash scripts/test-gpu.sh`` is run for real here: without CUDA every GPU case skips, and the
+command must fail, saying that no case ran and why each was skipped (pytest alone exits 0).
+Its verdict logic (:mod:`harness.gpu_summary`) is also run on reports of small generated
+suites that pass, fail and skip. The profiles and env overrides of :mod:`harness.gpu_cases`
+are pure and checked directly.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from harness import gpu_cases, gpu_summary
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run_gpu_command(out_dir: Path, extra_env: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable, "SPECINIT_GPU_OUT_DIR": str(out_dir)}
+    env.update(extra_env)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return subprocess.run(
+        ["bash", "scripts/test-gpu.sh"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_gpu_command_fails_when_no_case_ran(tmp_path: Path) -> None:
+    profile = "small"
+    done = _run_gpu_command(tmp_path, {gpu_cases.PROFILE_ENV: profile})
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "GPU suite: FAILED, no GPU case ran" in out
+    # Every case of the profile is listed as skipped, with the reason.
+    outcomes = gpu_summary.read_outcomes(tmp_path / "junit.xml")
+    names = {c.name for c in gpu_cases.cases({gpu_cases.PROFILE_ENV: profile})}
+    listed = {o.name.rsplit("[", 1)[1].rstrip("]") for o in outcomes if "[" in o.name}
+    assert names <= listed
+    assert outcomes and all(o.outcome == "skipped" for o in outcomes)
+    assert all("no CUDA device" in o.detail for o in outcomes), outcomes
+    assert (
+        "skipped  test.gpu.test_gpu_servers::test_case_fits_its_budget_and_accepts_drafts[eagle3]"
+        "  (GPU suite: no CUDA device)"
+    ) in out
+
+
+def _junit(tmp_path: Path, body: str) -> Path:
+    suite = tmp_path / "test_generated.py"
+    suite.write_text(textwrap.dedent(body))
+    report = tmp_path / "junit.xml"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
+        + [f"--junitxml={report}", f"--rootdir={tmp_path}"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+    )
+    return report
+
+
+def test_summary_passes_a_run_where_a_case_ran_and_lists_the_skips(tmp_path: Path) -> None:
+    report = _junit(
+        tmp_path,
+        """
+        import pytest
+        def test_ran(): pass
+        def test_needs_8(): pytest.skip("multi_layer_mtp needs 8 GPUs, this runner has 1")
+        """,
+    )
+    code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), pytest_exit_code=0)
+    assert code == 0
+    assert "passed   test_generated::test_ran" in text
+    assert "needs 8 GPUs, this runner has 1" in text
+    assert "GPU suite: passed (1 passed, 0 failed, 1 skipped)" in text
+
+
+def test_summary_fails_a_run_with_a_failure(tmp_path: Path) -> None:
+    report = _junit(tmp_path, "def test_a(): pass\ndef test_b(): assert 1 == 2\n")
+    code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), pytest_exit_code=1)
+    assert code == 1
+    assert "failed   test_generated::test_b" in text and "GPU suite: FAILED" in text
+
+
+def test_summary_fails_when_pytest_wrote_no_report(tmp_path: Path) -> None:
+    assert gpu_summary.main([str(tmp_path / "missing.xml"), "--pytest-exit-code", "4"]) == 4
+    assert gpu_summary.main([str(tmp_path / "missing.xml"), "--pytest-exit-code", "0"]) == 1
+
+
+# --------------------------------------------------------------------------- cases
+
+
+def test_profiles_define_the_same_cases() -> None:
+    names = {
+        p: [c.name for c in gpu_cases.cases({gpu_cases.PROFILE_ENV: p})] for p in ("full", "small")
+    }
+    assert (
+        names["full"]
+        == names["small"]
+        == [
+            "eagle3",
+            "eagle3_no_overlap",
+            "standalone",
+            "multi_layer_mtp",
+            "dflash",
+            "ngram",
+        ]
+    )
+
+
+def test_eagle3_runs_with_and_without_overlap_on_the_same_models() -> None:
+    for profile in ("full", "small"):
+        env = {gpu_cases.PROFILE_ENV: profile}
+        on, off = gpu_cases.case("eagle3", env), gpu_cases.case("eagle3_no_overlap", env)
+        assert (on.target, on.draft) == (off.target, off.draft)
+        assert on.overlap and not off.overlap
+        assert "--disable-overlap-schedule" not in on.launch_args("0.9")
+        assert (
+            off.launch_args("0.9")[-len(on.launch_args("0.9")) - 1 :].count(
+                "--disable-overlap-schedule"
+            )
+            == 1
+        )
+
+
+def test_every_case_names_its_algorithm() -> None:
+    algorithms = {c.name: c.algorithm for c in gpu_cases.cases({})}
+    assert algorithms == {
+        "eagle3": "EAGLE3",
+        "eagle3_no_overlap": "EAGLE3",
+        "standalone": "STANDALONE",
+        "multi_layer_mtp": "EAGLE",
+        "dflash": "DFLASH",
+        "ngram": "NGRAM",
+    }
+
+
+def test_small_profile_fits_one_gpu_and_says_what_it_cannot_run() -> None:
+    small = gpu_cases.cases({gpu_cases.PROFILE_ENV: "small"})
+    assert all(c.tp == 1 for c in small)
+    (mtp,) = [c for c in small if c.name == "multi_layer_mtp"]
+    assert "MiMo-V2-Flash" in mtp.skip and "SPECINIT_GPU_MULTI_LAYER_MTP_TARGET" in mtp.skip
+    assert all(not c.skip for c in small if c is not mtp)
+
+
+def test_env_overrides_replace_models_and_tp() -> None:
+    env = {
+        gpu_cases.PROFILE_ENV: "small",
+        "SPECINIT_GPU_EAGLE3_TARGET": "/models/target",
+        "SPECINIT_GPU_EAGLE3_DRAFT": "/models/draft",
+        "SPECINIT_GPU_EAGLE3_NO_OVERLAP_TP": "2",
+        "SPECINIT_GPU_MULTI_LAYER_MTP_TARGET": "/models/mtp",
+    }
+    on, off = gpu_cases.case("eagle3", env), gpu_cases.case("eagle3_no_overlap", env)
+    assert (on.target, on.draft, on.tp) == ("/models/target", "/models/draft", 1)
+    assert (off.target, off.draft, off.tp) == ("/models/target", "/models/draft", 2)
+    mtp = gpu_cases.case("multi_layer_mtp", env)
+    assert (mtp.skip, mtp.target, mtp.draft) == ("", "/models/mtp", "/models/mtp")
+    args = on.launch_args("0.85")
+    assert args[:6] == [
+        "--model-path",
+        "/models/target",
+        "--tp",
+        "1",
+        "--mem-fraction-static",
+        "0.85",
+    ]
+    assert args[-2:] == ["--speculative-draft-model-path", "/models/draft"]
+
+
+def test_bad_settings_are_refused_with_the_choices() -> None:
+    with pytest.raises(ValueError, match=r"'huge' is not one of \['full', 'small'\]"):
+        gpu_cases.cases({gpu_cases.PROFILE_ENV: "huge"})
+    with pytest.raises(ValueError, match="SPECINIT_GPU_NGRAM_TP='two'"):
+        gpu_cases.cases({"SPECINIT_GPU_NGRAM_TP": "two"})
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        gpu_cases.mem_fraction({gpu_cases.MEM_FRACTION_ENV: "1.5"})
+    assert gpu_cases.mem_fraction({}) == "0.9"

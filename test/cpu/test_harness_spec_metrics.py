@@ -1,0 +1,70 @@
+"""Reading accepted drafts from a ``/generate`` response (:mod:`harness.spec_metrics`).
+
+The ``meta_info`` dicts here are produced by SGLang 0.5.13.post1's own
+``TokenizerManager._calculate_spec_decoding_metrics``, the function that fills a speculative
+response, from per-request counters as the scheduler sends them; so a renamed or dropped key
+in SGLang fails these tests instead of silently passing the GPU suite.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from harness.spec_metrics import DraftStats, MissingSpeculativeMetrics, summed
+
+NUM_DRAFT_TOKENS = 4  # --speculative-num-draft-tokens of the GPU suite's chain cases
+
+
+def sglang_meta_info(completion_tokens: int, verify_ct: int, correct: int) -> dict[str, Any]:
+    """The spec part of a finished request's meta_info, as SGLang's tokenizer manager writes it."""
+    from sglang.srt.managers.tokenizer_manager import TokenizerManager
+
+    # Only the attributes the method reads: the server's draft-token count, and one request's
+    # counters in the batch output the detokenizer forwards.
+    manager = SimpleNamespace(
+        server_args=SimpleNamespace(speculative_num_draft_tokens=NUM_DRAFT_TOKENS)
+    )
+    batch_output = SimpleNamespace(
+        spec_verify_ct=[verify_ct],
+        spec_num_correct_drafts=[correct],
+        completion_tokens=[completion_tokens],
+        spec_correct_drafts_histogram=[[verify_ct - correct, correct]] if verify_ct else [[]],
+    )
+    meta: dict[str, Any] = {"completion_tokens": completion_tokens}
+    TokenizerManager._calculate_spec_decoding_metrics(manager, meta, batch_output, 0)
+    return meta
+
+
+def test_accepted_drafts_are_read_from_sglang_keys() -> None:
+    meta = sglang_meta_info(completion_tokens=64, verify_ct=20, correct=43)
+    stats = DraftStats.from_meta_info(meta)
+    assert stats == DraftStats(
+        completion_tokens=64, verify_steps=20, correct_drafts=43, proposed_drafts=60
+    )
+    assert stats.accept_rate == pytest.approx(43 / 60)
+
+
+def test_zero_accepted_drafts_is_visible_although_accept_length_exceeds_one() -> None:
+    # 64 tokens, no draft ever accepted: one prefill token + one bonus token per verify step.
+    meta = sglang_meta_info(completion_tokens=64, verify_ct=63, correct=0)
+    assert meta["spec_accept_length"] > 1.0  # what the old check asserted: passes anyway
+    assert DraftStats.from_meta_info(meta).correct_drafts == 0
+
+
+def test_a_response_without_verify_steps_is_an_error() -> None:
+    meta = sglang_meta_info(completion_tokens=1, verify_ct=0, correct=0)
+    assert "spec_verify_ct" not in meta  # SGLang leaves the keys out
+    with pytest.raises(MissingSpeculativeMetrics, match="no speculative verify step"):
+        DraftStats.from_meta_info(meta)
+
+
+def test_summed_over_responses() -> None:
+    responses = [
+        {"meta_info": sglang_meta_info(64, 20, 43)},
+        {"meta_info": sglang_meta_info(32, 30, 1)},
+    ]
+    total = summed(responses)
+    assert (total.completion_tokens, total.verify_steps, total.correct_drafts) == (96, 50, 44)
+    assert total.proposed_drafts == 150

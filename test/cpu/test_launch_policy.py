@@ -1,0 +1,206 @@
+"""One predicate decides which launches are phased and which keep SGLang's draft reserve.
+
+``launch_policy.phasing_blocker`` is what the launcher (automatic ``--mem-fraction-static``)
+and the scheduler (phasing) both ask. These tests run it on launch facts, and run the
+server-args hook on real ``ServerArgs`` objects taken to the point where SGLang calls
+``_handle_gpu_memory_settings`` (the planner's inert ServerArgs plus SGLang's own
+``_handle_piecewise_cuda_graph``), for device "cuda" with an H100-80GB's memory.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from harness.published_configs import EXAMPLES
+from sglang_specinit.sglang_0_5_13 import server_args as server_args_phase
+from sglang_specinit.sglang_0_5_13.launch_policy import LaunchFacts, phasing_blocker
+
+H100_MIB = 81559  # what get_device_memory_capacity reports for an H100-80GB
+LLAMA = EXAMPLES / "llama31-8b-eagle3" / "target"
+EAGLE3_DRAFT = EXAMPLES / "llama31-8b-eagle3" / "draft"
+
+
+def facts(**overrides: Any) -> LaunchFacts:
+    values: dict[str, Any] = {
+        "algorithm": "EAGLE3",
+        "device": "cuda",
+        "enable_hisparse": False,
+        "target_hf_config": lambda: SimpleNamespace(architectures=["LlamaForCausalLM"]),
+    }
+    values.update(overrides)
+    return LaunchFacts(**values)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"algorithm": None}, "not speculative"),
+        ({"device": "npu"}, "device 'npu' is not one of"),
+        ({"device": "xpu"}, "device 'xpu' is not one of"),
+        ({"enable_hisparse": True}, "--enable-hisparse"),
+        (
+            {
+                "target_hf_config": lambda: SimpleNamespace(
+                    architectures=["DeepseekV4ForCausalLM"], model_type="deepseek_v4"
+                )
+            },
+            "DeepSeek-V4",
+        ),
+        ({"compat_problems": ["x.Y is missing"]}, "sglang-specinit is off"),
+    ],
+)
+def test_launches_kept_stock_and_why(overrides: dict[str, Any], reason: str) -> None:
+    blocker = phasing_blocker(facts(**overrides))
+    assert blocker is not None and reason in blocker
+
+
+@pytest.mark.parametrize("device", ["cuda", "musa", "cpu"])
+def test_a_built_in_algorithm_on_a_phased_device_is_phased(device: str) -> None:
+    assert phasing_blocker(facts(device=device)) is None
+
+
+# --------------------------------------------------------------------------- server args
+
+
+def server_args_at_memory_settings(*flags: str) -> Any:
+    """A ServerArgs in the state SGLang's __post_init__ has when it calls
+    ``_handle_gpu_memory_settings`` (device, defaults and piecewise graphs resolved)."""
+    from sglang.srt.server_args import ServerArgs
+    from sglang_specinit.planner.cli import _parse_launch
+
+    args = _parse_launch(["--model-path", str(LLAMA), "--device", "cuda", *flags])
+    args.model_config = None
+    del args.model_config  # get_model_config builds and caches it, as in a real launch
+    ServerArgs._handle_piecewise_cuda_graph(args)
+    return args
+
+
+def fields(args: Any) -> dict[str, Any]:
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(args)}
+
+
+@pytest.fixture(autouse=True)
+def plugin_checks_passed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TEST DOUBLE: in a server process the plugin has checked the SGLang modules it patches
+    (``compat.install``); this pytest process never loads the plugin, so report no problem."""
+    from sglang_specinit import compat
+
+    monkeypatch.setattr(compat, "problems_so_far", lambda: [])
+
+
+def run_heuristic(args: Any, *, hooked: bool) -> Any:
+    from sglang.srt.server_args import ServerArgs
+
+    original = ServerArgs._handle_gpu_memory_settings
+    trial = copy.deepcopy(args)
+    if hooked:
+        server_args_phase.handle_gpu_memory_settings(original, trial, H100_MIB)
+    else:
+        original(trial, H100_MIB)
+    return trial
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(EAGLE3_DRAFT)),
+        ("--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", str(LLAMA)),
+        ("--speculative-algorithm", "NGRAM"),
+    ],
+    ids=["EAGLE3", "STANDALONE", "NGRAM"],
+)
+def test_only_the_automatic_fraction_loses_the_draft_reserve(flags: tuple[str, ...]) -> None:
+    """The hook runs SGLang's heuristic unchanged (CUDA-graph batch list, chunked prefill ...)
+    and replaces only the automatic fraction, by what the same heuristic gives without the
+    speculative term."""
+    args = server_args_at_memory_settings(*flags)
+    stock, ours = run_heuristic(args, hooked=False), run_heuristic(args, hooked=True)
+    plain = copy.deepcopy(args)
+    plain.speculative_algorithm = None
+    plain = run_heuristic(plain, hooked=False)
+
+    differ = {k for k, v in fields(ours).items() if fields(stock)[k] != v}
+    expected = {"mem_fraction_static"} if flags[1] != "NGRAM" else set()
+    assert differ == expected
+    assert ours.cuda_graph_bs == stock.cuda_graph_bs  # the speculative batch list, not plain's
+    assert ours.mem_fraction_static == plain.mem_fraction_static
+    if flags[1] != "NGRAM":  # stock reserves 4 GiB (6 for STANDALONE) more for the draft
+        reserve_gib = 6 if flags[1] == "STANDALONE" else 4
+        assert stock.mem_fraction_static == pytest.approx(
+            plain.mem_fraction_static - reserve_gib * 1024 / H100_MIB, abs=1.5e-3
+        )
+        assert getattr(ours, server_args_phase.STOCK_FRACTION_ATTR) == stock.mem_fraction_static
+
+
+def test_a_user_fraction_and_a_stock_launch_are_left_alone() -> None:
+    user = server_args_at_memory_settings(
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        str(EAGLE3_DRAFT),
+        "--mem-fraction-static",
+        "0.8",
+    )
+    assert fields(run_heuristic(user, hooked=True)) == fields(run_heuristic(user, hooked=False))
+    hisparse = server_args_at_memory_settings(
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        str(EAGLE3_DRAFT),
+        "--enable-hisparse",
+    )
+    # Not phased (HiSparse): the stock reserve stays, so stock init keeps room for its draft.
+    assert fields(run_heuristic(hisparse, hooked=True)) == fields(
+        run_heuristic(hisparse, hooked=False)
+    )
+
+
+def test_a_declined_launch_gets_the_stock_fraction_back() -> None:
+    args = SimpleNamespace(mem_fraction_static=0.83)
+    setattr(args, server_args_phase.STOCK_FRACTION_ATTR, 0.78)
+    assert server_args_phase.restore_stock_fraction(args) == 0.78
+    assert args.mem_fraction_static == 0.78
+    assert not hasattr(args, server_args_phase.STOCK_FRACTION_ATTR)
+    assert server_args_phase.restore_stock_fraction(args) is None
+
+
+# --------------------------------------------------------------------------- weights
+
+
+def test_weight_sums_survive_tensor_subclasses_without_storage() -> None:
+    """Wrapper tensor subclasses (torchao, DTensor) have no plain storage; the weight figures,
+    which only feed the memory report, count them by size instead of failing the launch."""
+    import torch
+    from sglang_specinit.sglang_0_5_13.runtime_budget import tensor_storage_ids, weight_bytes
+
+    class StoragelessWrapper(torch.Tensor):
+        """A wrapper subclass, like torchao's quantized weights: no storage of its own."""
+
+        @staticmethod
+        def __new__(cls, inner: torch.Tensor) -> StoragelessWrapper:
+            return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype)
+
+        def __init__(self, inner: torch.Tensor) -> None:
+            self.inner = inner
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+            raise NotImplementedError(func)
+
+    wrapped = StoragelessWrapper(torch.zeros(8, dtype=torch.bfloat16))
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        wrapped.untyped_storage().data_ptr()  # what the old code called
+    module = torch.nn.Module()
+    module.register_buffer("quantized", wrapped)
+    module.plain = torch.nn.Parameter(torch.zeros(4, dtype=torch.float32))
+    assert sorted(tensor_storage_ids(module).values()) == [16, 16]
+    assert weight_bytes([module]) == 32
+
+
+def test_example_paths_exist() -> None:
+    assert Path(LLAMA, "config.json").is_file() and Path(EAGLE3_DRAFT, "config.json").is_file()

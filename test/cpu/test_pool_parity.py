@@ -1,0 +1,215 @@
+"""Every pool is priced at what SGLang's pool classes really allocate for it.
+
+The runtime prices pools by building them (``pool_probe.measure_kv_pool``: SGLang's own
+``_apply_memory_pool_config`` at tiny sizes); the offline planner prices them from the config
+(``specs.kv_spec_from_model_config``). Here both run on published configs (target and draft
+runners, MHA/GQA, MLA, DSA, hybrid SWA, gated-delta-net hybrid; bf16, fp8 e4m3fn / e4m3fnuz /
+e5m2, fp4; TP 1 and 4; several page sizes) and must agree byte for byte: per token and for
+the padding pages.
+
+The runners are ``harness.unloaded_runner`` test doubles (the weights of these models cannot be
+loaded here; the pools do not depend on them), checked against a live runner in
+:func:`test_unloaded_runner_matches_a_live_runner`. The pools are real SGLang pools on CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.published_configs import CASES, model_config, qwen3_next_config_dir
+from harness.unloaded_runner import (
+    DERIVED_ATTRS,
+    attention_tp,
+    fp4_pools_as_on_cuda,
+    unloaded_runner,
+)
+from sglang_specinit import budget
+from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
+from sglang_specinit.specs import kv_spec_for_runner, runner_layer_count
+
+ALL_CASES = {**CASES, "qwen3-next-gdn": qwen3_next_config_dir}
+KV_DTYPES = ("model", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float4_e2m1fn_x2")
+# Every dtype on one model per pool family; the model dtype and CUDA's fp8 on the rest.
+FULL_DTYPE_CASES = ("llama31-8b", "deepseek-v3-mla", "gpt-oss-20b-swa")
+
+
+def _matrix() -> list[Any]:
+    rows = []
+    for case in sorted(ALL_CASES):
+        dtypes = KV_DTYPES if case in FULL_DTYPE_CASES else ("model", "float8_e4m3fn")
+        for kv_dtype in dtypes:
+            if case == "deepseek-v32-dsa" and kv_dtype == "float4_e2m1fn_x2":
+                continue  # no FP4 layout for DSA pools in SGLang
+            marks = []
+            if case == "gpt-oss-20b-swa" and kv_dtype == "float4_e2m1fn_x2":
+                # SWA pools store FP4 as the dtype itself; torch has no CPU fill for it.
+                marks = [
+                    pytest.mark.skip(
+                        reason="torch cannot allocate float4_e2m1fn_x2 "
+                        'tensors on CPU ("fill_cpu" not implemented), and SGLang\'s SWA '
+                        "pools store an FP4 cache in that dtype"
+                    )
+                ]
+            for tp in (1, 4):
+                rows.append(
+                    pytest.param(case, kv_dtype, tp, marks=marks, id=f"{case}-{kv_dtype}-tp{tp}")
+                )
+    return rows
+
+
+SWA_RATIO = 0.8
+
+
+def _server_args(config_dir: Path, page: int) -> Any:
+    from sglang_specinit.planner.cli import _parse_launch
+
+    return _parse_launch(
+        [
+            "--model-path",
+            str(config_dir),
+            "--device",
+            "cpu",
+            "--page-size",
+            str(page),
+            "--swa-full-tokens-ratio",
+            str(SWA_RATIO),
+        ]
+    )
+
+
+def _pages(case: str) -> tuple[int, ...]:
+    # DSA pools require 64-token pages outside ROCm.
+    return (64,) if case == "deepseek-v32-dsa" else (1, 16)
+
+
+def _price_both_ways(runner: Any) -> tuple[budget.KVSpec, budget.MeasuredKVSpec]:
+    config = runner.model_config
+    ratio_applies = bool(config.is_hybrid_swa) and bool(
+        getattr(config, "full_attention_layer_ids", None)
+    )
+    measured = measure_kv_pool(runner, SWA_RATIO, ratio_applies)
+    return kv_spec_for_runner(runner), measured
+
+
+def _assert_same_price(spec: budget.KVSpec, measured: budget.MeasuredKVSpec, page: int) -> None:
+    assert spec.bytes_per_token() == measured.bytes_per_token()
+    for tokens in (page * 37, page * 1000):
+        assert budget.kv_pool_bytes(spec, tokens, page) == measured.pool_bytes(tokens, page)
+
+
+@pytest.mark.parametrize(("case", "kv_dtype", "tp"), _matrix())
+def test_planner_price_equals_what_sglang_allocates(
+    case: str, kv_dtype: str, tp: int, tmp_path: Path
+) -> None:
+    import torch
+
+    config_dir = ALL_CASES[case](tmp_path)
+    for page in _pages(case):
+        server_args = _server_args(config_dir, page)
+        with attention_tp(tp), fp4_pools_as_on_cuda():
+            config = model_config(config_dir)
+            dtype = config.dtype if kv_dtype == "model" else getattr(torch, kv_dtype)
+            runner = unloaded_runner(
+                config,
+                server_args,
+                kv_cache_dtype=dtype,
+                num_layers=runner_layer_count(config, is_draft=False),
+            )
+            spec, measured = _price_both_ways(runner)
+        _assert_same_price(spec, measured, page)
+
+
+@pytest.mark.parametrize("case", ["deepseek-v3-mla", "qwen3-next-gdn"])
+def test_a_draft_read_from_the_target_checkpoint_is_priced_as_allocated(
+    case: str, tmp_path: Path
+) -> None:
+    """MTP drafts built from the target's checkpoint: DeepSeek's NextN layer (MLA) and
+    Qwen3-Next's MTP layer, whose pool holds ONE full-attention layer although none of the
+    target's full-attention layer ids falls inside the draft's one-layer range."""
+    import torch
+
+    config_dir = ALL_CASES[case](tmp_path)
+    server_args = _server_args(config_dir, 1)
+    with attention_tp(1):
+        draft_config = model_config(config_dir, is_draft_model=True)
+        layers = runner_layer_count(draft_config, is_draft=True)
+        assert layers == 1
+        runner = unloaded_runner(
+            draft_config, server_args, kv_cache_dtype=torch.bfloat16, num_layers=1, is_draft=True
+        )
+        spec, measured = _price_both_ways(runner)
+    assert measured.full_bytes_per_token > 0
+    _assert_same_price(spec, measured, 1)
+
+
+def test_dsa_fp8_is_priced_at_its_stored_layout(tmp_path: Path) -> None:
+    """DeepSeek-V3.2 with an FP8 cache stores 512 fp8 values + 4 per-128-block fp32 scales + a
+    64-wide bf16 rope part per layer: 656 bytes, not the 576 SGLang's configurator assumes."""
+    import torch
+
+    config_dir = ALL_CASES["deepseek-v32-dsa"](tmp_path)
+    with attention_tp(1):
+        config = model_config(config_dir)
+        layers = runner_layer_count(config, is_draft=False)
+        runner = unloaded_runner(
+            config,
+            _server_args(config_dir, 64),
+            kv_cache_dtype=torch.float8_e4m3fn,
+            num_layers=layers,
+        )
+        measured = measure_kv_pool(runner)
+    index_bytes = (128 + 128 // 128 * 4) * layers
+    assert measured.full_bytes_per_token == 656 * layers + index_bytes
+
+
+@pytest.mark.cpu_engine
+@pytest.mark.timeout(300)
+def test_unloaded_runner_matches_a_live_runner(tiny_target: Path) -> None:
+    """The test double derives the pool-relevant attributes as a real ModelRunner does."""
+    import subprocess
+    import sys
+
+    from harness.engine import cpu_env
+
+    code = f"""
+import json, sys, torch
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+from sglang.srt.server_args import ServerArgs
+from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.managers.tp_worker import TpModelWorker
+from sglang.srt.server_args import PortArgs, set_global_server_args_for_scheduler
+from harness.unloaded_runner import DERIVED_ATTRS, unloaded_runner
+from sglang_specinit.specs import runner_layer_count
+
+args = ServerArgs(model_path={str(tiny_target)!r}, device="cpu", attention_backend="torch_native",
+                  disable_cuda_graph=True, disable_piecewise_cuda_graph=True,
+                  grammar_backend="none", mem_fraction_static=0.5, page_size=16)
+set_global_server_args_for_scheduler(args)
+worker = TpModelWorker(server_args=args, gpu_id=0, tp_rank=0, moe_ep_rank=0, pp_rank=0,
+                       attn_cp_rank=0, moe_dp_rank=0, dp_rank=None,
+                       nccl_port=PortArgs.init_new(args).nccl_port)
+live = worker.model_runner
+double = unloaded_runner(ModelConfig.from_server_args(args), args,
+                         kv_cache_dtype=live.kv_cache_dtype,
+                         num_layers=runner_layer_count(live.model_config, is_draft=False))
+print("ATTRS " + json.dumps({{n: [repr(getattr(live, n)), repr(getattr(double, n))]
+                             for n in DERIVED_ATTRS}}))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=cpu_env(plugin=False),
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("ATTRS ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    import json
+
+    pairs = json.loads(lines[0][len("ATTRS ") :])
+    assert set(pairs) == set(DERIVED_ATTRS)
+    assert {n: live for n, (live, _) in pairs.items()} == {
+        n: double for n, (_, double) in pairs.items()
+    }

@@ -1,0 +1,205 @@
+"""Fill a running SGLang server's KV cache with concurrent requests and record what happened.
+
+The GPU suite uses it to show that a server launched at ``--mem-fraction-static 0.9`` serves
+a load that occupies its whole KV pool without running out of device memory (the memory the
+budget leaves outside ``f x free`` must still hold activations, graphs and sampling buffers
+at full occupancy). The CPU suite runs the same generator against a real CPU server.
+
+How the pool is filled: as many requests as the server runs at once, long enough that their
+prompts and outputs add up to more than the pool (:func:`plan_fill`), all sent at once, each
+with its own random ``input_ids`` (no shared prefix for the radix cache to
+reuse), greedy, ``ignore_eos`` so that every request decodes exactly ``output_len`` tokens.
+While they run, a monitor polls ``/v1/loads?include=core`` (SGLang's own count of KV tokens
+held by requests, ``num_used_tokens``, which excludes evictable cache) and keeps the peak, so
+the result says how full the pool really got rather than assuming it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+# Token ids drawn for inputs: below every real vocabulary's special tokens (Llama 3: >= 128000,
+# Qwen: >= 151643) and inside the 32000-entry vocabulary of the CPU suite's tiny models.
+INPUT_TOKEN_RANGE = (1000, 30000)
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """How many requests of which shape the load sends."""
+
+    requests: int
+    input_len: int
+    output_len: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.requests * (self.input_len + self.output_len)
+
+
+def plan_fill(
+    capacity_tokens: int,
+    max_req_input_len: int,
+    concurrency: int,
+    *,
+    output_len: int = 256,
+    overfill: float = 1.25,
+) -> LoadPlan:
+    """``concurrency`` requests (or more, when prompts hit ``max_req_input_len``) whose prompts
+    and outputs add up to ``overfill x capacity_tokens``.
+
+    ``concurrency`` is how many requests the server runs at once: SGLang caps speculative
+    servers at 48 (``--max-running-requests``), so a pool of hundreds of thousands of tokens
+    is only filled by long requests, not by many short ones.
+    """
+    if capacity_tokens <= 0 or concurrency <= 0:
+        raise ValueError(
+            f"capacity_tokens and concurrency must be positive, got {capacity_tokens}, "
+            f"{concurrency}"
+        )
+    wanted = math.ceil(overfill * capacity_tokens)
+    input_len = max(1, min(math.ceil(wanted / concurrency) - output_len, max_req_input_len))
+    requests = max(concurrency, math.ceil(wanted / (input_len + output_len)))
+    return LoadPlan(requests=requests, input_len=input_len, output_len=output_len)
+
+
+def request_payload(index: int, plan: LoadPlan, seed: int = 0) -> dict[str, Any]:
+    """The ``/generate`` body of request ``index``: random ids, greedy, no early stop."""
+    rng = random.Random(seed * 1_000_003 + index)
+    low, high = INPUT_TOKEN_RANGE
+    return {
+        "input_ids": [rng.randrange(low, high) for _ in range(plan.input_len)],
+        "sampling_params": {
+            "temperature": 0,
+            "max_new_tokens": plan.output_len,
+            "ignore_eos": True,
+        },
+    }
+
+
+@dataclass
+class RequestOutcome:
+    """One request: finished normally (``error`` None) or the error it got."""
+
+    index: int
+    completion_tokens: int = 0
+    finish_reason: Any = None
+    error: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class LoadResult:
+    """Every request's outcome plus the peak KV occupancy SGLang reported during the run."""
+
+    plan: LoadPlan
+    outcomes: list[RequestOutcome]
+    capacity_tokens: int | None = None
+    peak_used_tokens: int = 0
+    load_samples: int = 0
+    monitor_errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[RequestOutcome]:
+        return [o for o in self.outcomes if o.error is not None]
+
+    @property
+    def short(self) -> list[RequestOutcome]:
+        """Requests that finished with fewer tokens than asked."""
+        return [
+            o
+            for o in self.outcomes
+            if o.error is None and o.completion_tokens != self.plan.output_len
+        ]
+
+    @property
+    def peak_usage(self) -> float:
+        """Peak ``num_used_tokens / capacity`` seen by the monitor."""
+        return self.peak_used_tokens / self.capacity_tokens if self.capacity_tokens else 0.0
+
+    def summary(self) -> str:
+        errors = sorted({o.error for o in self.failed if o.error})[:5]
+        return (
+            f"{len(self.outcomes)} requests of {self.plan.input_len}+{self.plan.output_len} "
+            f"tokens in {self.seconds:.1f} s: {len(self.failed)} failed, {len(self.short)} short; "
+            f"peak KV use {self.peak_used_tokens}/{self.capacity_tokens} tokens "
+            f"({self.peak_usage:.1%}, {self.load_samples} samples); errors: {errors}"
+        )
+
+
+def _post_json(url: str, payload: dict[str, Any], timeout_s: float) -> Any:
+    req = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        return json.loads(resp.read())
+
+
+def _send(base_url: str, index: int, plan: LoadPlan, seed: int, timeout_s: float) -> RequestOutcome:
+    started = time.monotonic()
+    outcome = RequestOutcome(index)
+    try:
+        body = _post_json(base_url + "/generate", request_payload(index, plan, seed), timeout_s)
+        meta = body["meta_info"]
+        outcome.completion_tokens = int(meta["completion_tokens"])
+        outcome.finish_reason = meta.get("finish_reason")
+    except urllib.error.HTTPError as e:
+        outcome.error = f"HTTP {e.code}: {e.read()[:300].decode(errors='replace')}"
+    except (OSError, ValueError, KeyError) as e:
+        outcome.error = f"{type(e).__name__}: {e}"
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def _monitor(base_url: str, result: LoadResult, stop: threading.Event, interval_s: float) -> None:
+    while not stop.is_set():
+        try:
+            with urllib.request.urlopen(base_url + "/v1/loads?include=core", timeout=10) as r:
+                loads = json.loads(r.read())["loads"]
+            result.peak_used_tokens = max(
+                result.peak_used_tokens, max(int(x["num_used_tokens"]) for x in loads)
+            )
+            result.capacity_tokens = int(loads[0]["max_total_num_tokens"])
+            result.load_samples += 1
+        except (OSError, ValueError, KeyError) as e:
+            result.monitor_errors.append(f"{type(e).__name__}: {e}")
+        stop.wait(interval_s)
+
+
+def run_load(
+    base_url: str,
+    plan: LoadPlan,
+    *,
+    timeout_s: float = 1800.0,
+    seed: int = 0,
+    monitor_interval_s: float = 0.5,
+) -> LoadResult:
+    """Send every request of ``plan`` at once and wait for all of them (each up to
+    ``timeout_s``). Never raises for a failed request: the outcome records it."""
+    result = LoadResult(plan=plan, outcomes=[])
+    stop = threading.Event()
+    monitor = threading.Thread(
+        target=_monitor, args=(base_url, result, stop, monitor_interval_s), daemon=True
+    )
+    started = time.monotonic()
+    monitor.start()
+    try:
+        with ThreadPoolExecutor(max_workers=plan.requests) as pool:
+            futures = [
+                pool.submit(_send, base_url, i, plan, seed, timeout_s) for i in range(plan.requests)
+            ]
+            result.outcomes = [f.result() for f in futures]
+    finally:
+        stop.set()
+        monitor.join(timeout=30)
+    result.seconds = time.monotonic() - started
+    return result

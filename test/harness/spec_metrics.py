@@ -1,0 +1,79 @@
+"""Accepted drafts, read from what SGLang 0.5.13.post1 puts in a ``/generate`` response.
+
+Why not ``spec_accept_length > 1``: SGLang computes it as completion tokens / verify steps
+(``TokenizerManager._calculate_spec_decoding_metrics``), and the token of the prefill pass is
+not a verify step, so a request that never accepted a single draft still reports more than 1
+(64 tokens in 63 verify steps: 1.016). What shows drafting works is the count of accepted
+draft tokens, ``spec_num_correct_drafts``.
+
+Where SGLang counts it, per algorithm (``Req.spec_verify_ct`` / ``Req.spec_num_correct_drafts``):
+EAGLE, EAGLE3, STANDALONE and multi-layer EAGLE in the spec-v2 result processor
+(``scheduler_components/batch_result_processor.py``) with overlap scheduling, and in
+``speculative/eagle_info.py`` without it; DFLASH in ``speculative/dflash_info.py``; NGRAM in
+``speculative/ngram_info.py``. The tokenizer manager adds the ``spec_*`` keys to a finished
+request's ``meta_info`` only when the server is speculative and the request had at least one
+verify step; their absence is itself a failure of the speculative path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# meta_info keys SGLang 0.5.13.post1 sets for a finished speculative request.
+VERIFY_STEPS_KEY = "spec_verify_ct"
+CORRECT_DRAFTS_KEY = "spec_num_correct_drafts"
+PROPOSED_DRAFTS_KEY = "spec_num_proposed_drafts"
+ACCEPT_LENGTH_KEY = "spec_accept_length"
+
+
+class MissingSpeculativeMetrics(ValueError):
+    """A response carries no speculative counters: no verify step ran for it."""
+
+
+@dataclass(frozen=True)
+class DraftStats:
+    """The speculative counters of one (or, summed, several) finished requests."""
+
+    completion_tokens: int
+    verify_steps: int
+    correct_drafts: int
+    proposed_drafts: int
+
+    @classmethod
+    def from_meta_info(cls, meta: Mapping[str, Any]) -> DraftStats:
+        """Read one response's ``meta_info``; raises :class:`MissingSpeculativeMetrics`."""
+        missing = [k for k in (VERIFY_STEPS_KEY, CORRECT_DRAFTS_KEY) if k not in meta]
+        if missing:
+            raise MissingSpeculativeMetrics(
+                f"meta_info has no {', '.join(missing)}: SGLang ran no speculative verify step "
+                f"for this request (or the server is not speculative). meta_info: {dict(meta)}"
+            )
+        return cls(
+            completion_tokens=int(meta["completion_tokens"]),
+            verify_steps=int(meta[VERIFY_STEPS_KEY]),
+            correct_drafts=int(meta[CORRECT_DRAFTS_KEY]),
+            proposed_drafts=int(meta.get(PROPOSED_DRAFTS_KEY, 0)),
+        )
+
+    @property
+    def accept_rate(self) -> float:
+        """Accepted / proposed draft tokens (0 when nothing was proposed)."""
+        return self.correct_drafts / self.proposed_drafts if self.proposed_drafts else 0.0
+
+    def __add__(self, other: DraftStats) -> DraftStats:
+        return DraftStats(
+            self.completion_tokens + other.completion_tokens,
+            self.verify_steps + other.verify_steps,
+            self.correct_drafts + other.correct_drafts,
+            self.proposed_drafts + other.proposed_drafts,
+        )
+
+
+def summed(responses: Iterable[Mapping[str, Any]]) -> DraftStats:
+    """The counters of several ``/generate`` responses added up (each must carry them)."""
+    total = DraftStats(0, 0, 0, 0)
+    for response in responses:
+        total = total + DraftStats.from_meta_info(response["meta_info"])
+    return total

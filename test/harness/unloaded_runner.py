@@ -1,0 +1,96 @@
+"""A ModelRunner whose weights were never loaded, for pricing pools with SGLang's own code.
+
+TEST DOUBLE. Published 8B-700B configs cannot be loaded on this machine, but a KV pool's size
+depends only on the runner attributes SGLang's ``_init_pools`` reads, not on the weights. So
+:func:`unloaded_runner` creates a real ``ModelRunner`` object without running its constructor
+and sets exactly those attributes the way ``ModelRunner.__init__`` / ``initialize`` derive them
+(sglang 0.5.13.post1, model_runner.py ``__init__`` and the layer setup in ``initialize``);
+every property (``mambaish_config``, ``hybrid_gdn_config`` ...) and every pool method is
+SGLang's own. :func:`attention_tp` stands in for an initialised attention-TP group.
+``test_pool_parity`` checks a live runner's attributes against this derivation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+# The attributes unloaded_runner sets (compared with a live runner's by the tests).
+DERIVED_ATTRS = (
+    "page_size",
+    "is_hybrid_swa",
+    "is_hybrid_swa_compress",
+    "use_mla_backend",
+    "enable_hisparse",
+    "is_draft_worker",
+    "start_layer",
+    "end_layer",
+    "num_effective_layers",
+    "kv_cache_dtype",
+    "device",
+)
+
+
+def unloaded_runner(
+    model_config: Any,
+    server_args: Any,
+    *,
+    kv_cache_dtype: Any,
+    num_layers: int,
+    is_draft: bool = False,
+    device: str = "cpu",
+) -> Any:
+    from sglang.srt.configs.model_config import AttentionArch
+    from sglang.srt.model_executor import model_runner as model_runner_module
+
+    runner = model_runner_module.ModelRunner.__new__(model_runner_module.ModelRunner)
+    runner.server_args = server_args
+    runner.model_config = model_config
+    runner.device = device
+    runner.dtype = model_config.dtype
+    runner.page_size = server_args.page_size
+    runner.is_hybrid_swa = model_config.is_hybrid_swa
+    runner.is_hybrid_swa_compress = getattr(model_config, "is_hybrid_swa_compress", False)
+    runner.use_mla_backend = model_config.attention_arch == AttentionArch.MLA
+    runner.enable_hisparse = server_args.enable_hisparse
+    runner.is_draft_worker = is_draft
+    runner.start_layer = 0
+    runner.end_layer = num_layers
+    runner.num_effective_layers = num_layers
+    runner.kv_cache_dtype = kv_cache_dtype
+    runner.req_to_token_pool = None
+    runner.token_to_kv_pool_allocator = None
+    runner._linear_attn_registry_cache = model_runner_module._UNSET
+    return runner
+
+
+@contextlib.contextmanager
+def attention_tp(size: int) -> Iterator[None]:
+    """TEST DOUBLE: an attention-TP group of ``size`` ranks (this process is rank 0) for the
+    pool code and the model configs that ask for it, without initialising process groups."""
+    from types import SimpleNamespace
+
+    from sglang.srt.distributed import parallel_state
+
+    original = parallel_state._ATTN_TP
+    parallel_state._ATTN_TP = SimpleNamespace(world_size=size, rank_in_group=0, rank=0)
+    try:
+        yield
+    finally:
+        parallel_state._ATTN_TP = original
+
+
+@contextlib.contextmanager
+def fp4_pools_as_on_cuda() -> Iterator[None]:
+    """TEST DOUBLE: SGLang builds its FP4 pool classes only when CUDA is available
+    (``is_float4_e2m1fn_x2`` checks ``is_cuda()``); answer as a CUDA build does."""
+    import torch
+    from sglang.srt.model_executor import model_runner_kv_cache_mixin as mixin
+
+    original = mixin.is_float4_e2m1fn_x2
+    mixin.is_float4_e2m1fn_x2 = lambda dtype: dtype == torch.float4_e2m1fn_x2
+    try:
+        yield
+    finally:
+        mixin.is_float4_e2m1fn_x2 = original
