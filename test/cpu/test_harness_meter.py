@@ -61,3 +61,51 @@ def test_tiny_models_are_cached_by_parameters(tmp_path: Path) -> None:
     assert (config["num_key_value_heads"], config["head_dim"]) == (1, 16)
     assert "num_nextn_predict_layers" not in json.loads((b / "config.json").read_text())
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([a.name, b.name])  # no temp dirs
+
+
+def test_each_rank_can_simulate_its_own_device_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(shims.CAPACITY_ENV, str(256 << 20))
+    monkeypatch.setenv(shims.PER_DEVICE_CAPACITY_ENV, f"{256 << 20},{232 << 20}")
+    assert shims.capacity_for_device(None) == 256 << 20
+    assert shims.capacity_for_device(1) == 232 << 20
+    assert shims.capacity_for_device(5) == 256 << 20  # no entry: the common capacity
+    monkeypatch.setattr(shims, "_meter", shims.SimulatedDeviceMemory(256 << 20))
+    meter = shims.bind_meter_to_device(1)
+    assert (meter.capacity_bytes, meter.gpu_id) == (232 << 20, 1)
+    meter.record(collect=False)
+    with pytest.raises(RuntimeError, match="cannot rebind it to gpu 0"):
+        shims.bind_meter_to_device(0)
+    assert shims.bind_meter_to_device(1) is meter  # the same device again is fine
+
+
+def test_pynccl_is_turned_off_on_device_cpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sglang.srt.utils as sglang_utils
+
+    def original(group_ranks, local_rank, backend, use_pynccl=None, group_name=None):  # noqa: ANN001, ANN202
+        return use_pynccl
+
+    monkeypatch.setattr(sglang_utils, "is_cpu", lambda: True)
+    assert shims.model_parallel_group_without_pynccl(original, [[0, 1]], 0, "gloo") is False
+    assert shims.model_parallel_group_without_pynccl(original, [[0, 1]], 0, "gloo", True) is False
+    monkeypatch.setattr(sglang_utils, "is_cpu", lambda: False)
+    assert shims.model_parallel_group_without_pynccl(original, [[0, 1]], 0, "nccl") is None
+
+
+def test_log_lines_are_grouped_by_rank_tag() -> None:
+    from harness.processes import format_rank_tails, rank_log_lines
+
+    log = "\n".join(
+        [
+            "[2026-01-01 00:00:00] launcher starts",
+            "[2026-01-01 00:00:01 TP0] rank 0 loads",
+            "[2026-01-01 00:00:01 DP1 TP1] rank 1 loads",
+            "Traceback (most recent call last):",
+            "OSError: boom",
+            "[2026-01-01 00:00:02 TP0] rank 0 waits",
+        ]
+    )
+    groups = rank_log_lines(log)
+    assert sorted(groups) == ["DP1 TP1", "TP0", "launcher"]
+    assert groups["DP1 TP1"][-1] == "OSError: boom"  # a traceback follows its rank's line
+    assert groups["TP0"][-1].endswith("rank 0 waits")
+    assert "--- last 1 lines of TP0 ---" in format_rank_tails(log, lines=1)

@@ -6,7 +6,7 @@ tensors). Every claim is checked from the scheduler process itself:
 
 - the harness report (``scheduler-<pid>.json``): the live KV pools' geometry and bytes, every
   reading of the simulated memory meter with the function that took it;
-- the plugin's ``memory-rank0.json`` (``SGLANG_SPECINIT_REPORT_DIR``) and the log;
+- the plugin's ``memory-rank0-pp0-tp0-dp0.json`` (``SGLANG_SPECINIT_REPORT_DIR``) and the log;
 - the device probe (:mod:`harness.device_probe`), the GPU suite's memory check, which reads the
   same meter around every pool allocation with the plugin on and off.
 
@@ -230,7 +230,7 @@ def test_phases_run_in_order_inside_the_scheduler(
         log_index(log, MEMORY_PREFIX),
     ]
     assert marks == sorted(marks), marks
-    # The JSON log line and memory-rank0.json carry the same dict.
+    # The JSON log line and the rank's memory JSON carry the same dict.
     (line,) = [ln for ln in log.splitlines() if MEMORY_PREFIX in ln]
     assert json.loads(line.split(MEMORY_PREFIX, 1)[1]) == breakdown
     # The scheduler patched its own worker's module, and no other algorithm's (it never

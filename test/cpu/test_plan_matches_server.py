@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.report_reading import read_breakdown
 from sglang_specinit.planner.report_cases import cases_from_paths
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
@@ -53,7 +54,8 @@ def test_plan_equals_live_server(
         extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(tmp_path)},
     ) as engine:
         served_tokens = engine.server_info()["max_total_num_tokens"]
-    live = json.loads((tmp_path / "memory-rank0.json").read_text())
+    live = read_breakdown(tmp_path)
+    assert live is not None
     assert live["tokens"] == served_tokens
 
     argv = [

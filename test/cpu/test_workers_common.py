@@ -2,7 +2,7 @@
 
 Every worker test launches a real ``sglang.Engine`` on device cpu through the harness and proves
 its claims from the scheduler process: the harness report (live pools, meter readings with the
-function that took each one) and the plugin's ``memory-rank0.json``, both read with
+function that took each one) and the plugin's per-rank memory JSON, both read with
 ``harness.report_reading``. The expected token counts are recomputed here with
 ``budget.plan_pools`` from the tiny checkpoints' geometry, the fraction and the meter, never
 read back from the plugin. ``launch_cache`` also serves ``test_phased_eagle.py``.
@@ -111,7 +111,7 @@ def assert_phased(run: Launch, algorithm: str) -> dict[str, Any]:
     report, breakdown = run.report, run.breakdown
     assert report["specinit_loaded"], report["sglang_plugins_env"]
     assert report["scheduler"]["spec_algorithm"] == algorithm
-    assert breakdown is not None, "no memory-rank0.json: the init was not phased"
+    assert breakdown is not None, "no memory-rank*.json: the init was not phased"
     assert list(breakdown["phase_seconds"]) == list(PHASES)
     assert all(s >= 0 for s in breakdown["phase_seconds"].values())
     assert STOCK_WARNING not in run.log

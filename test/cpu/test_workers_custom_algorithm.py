@@ -149,7 +149,7 @@ def test_custom_algorithm_is_built_the_stock_way_with_one_warning(
     assert len(warnings) == 1, warnings
     assert f"{WORKER} (a custom speculative worker)" in warnings[0]
     assert "[specinit] phase" not in run.log
-    assert run.breakdown is None  # no phased init, no memory-rank0.json
+    assert run.breakdown is None  # no phased init, no memory-rank*.json
 
     target, draft = runner(report, "target"), runner(report, "draft")
     # The worker's constructor ran whole (it read its pool size), on the target's allocator.

@@ -10,5 +10,7 @@ scheduler around every KV pool), ``spec_metrics`` (accepted drafts in a response
 (the GPU command's verdict). CPU suite only: ``tiny_models`` (checkpoints), ``shims`` (CPU
 test doubles + simulated device memory), ``scheduler_report`` (scheduler-side JSON reports),
 ``engine`` (Engine / CPU ``launch_server`` helpers), ``report_reading`` (reading those reports
-and the plugin's memory breakdown).
+and the plugin's memory breakdown), ``multi_rank`` (bounded launches that must end by
+themselves, and what they left), ``faults`` (fault doubles: one rank's draft fails, phase 3
+held mid-allocation).
 """

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import live_reports, scheduler_report, shims
-from harness.processes import kill_group, start_in_own_group, tail
+from harness.processes import format_rank_tails, kill_group, start_in_own_group, tail
 from harness.server_process import (
     RunFiles,
     ServerHandle,
@@ -157,6 +157,26 @@ def cpu_env(
     return env
 
 
+def omp_threads_bind(tp_size: int) -> str:
+    """``SGLANG_CPU_OMP_THREADS_BIND`` for ``tp_size`` ranks: one core per rank, round robin.
+
+    SGLang asserts at TP > number of NUMA nodes unless each rank is given a core set; on a
+    2-core machine TP 2 gets ``0|1``. (The binding itself only takes effect with sgl-kernel's
+    AMX CPU ops, which this machine lacks; SGLang then only warns.)
+    """
+    cores = os.cpu_count() or 1
+    return "|".join(str(rank % cores) for rank in range(tp_size))
+
+
+def _parallel_env(kwargs: Mapping[str, Any], extra: Mapping[str, str] | None) -> dict[str, str]:
+    """``extra`` plus the threads binding a TP > 1 launch needs (unless ``extra`` sets one)."""
+    env = dict(extra or {})
+    tp_size = int(kwargs.get("tp_size") or 1)
+    if tp_size > 1:
+        env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", omp_threads_bind(tp_size))
+    return env
+
+
 # --------------------------------------------------------------------------- Engine
 
 
@@ -184,7 +204,8 @@ class EngineHandle:
             line = self._replies.get(timeout=timeout_s)
         except queue.Empty:
             raise TimeoutError(
-                f"no reply from the engine driver in {timeout_s:.0f} s\n{self.log_tail()}"
+                f"no reply from the engine driver in {timeout_s:.0f} s\n"
+                f"{format_rank_tails(tail(self.log_path, 100_000))}"
             ) from None
         if line is None:
             raise SGLangStartError(
@@ -272,7 +293,10 @@ def cpu_engine(
         model_path, draft_model_path=draft_model_path, algorithm=algorithm, **engine_overrides
     )
     env = cpu_env(
-        plugin=plugin, capacity_bytes=capacity_bytes, report_dir=files.report_dir, extra=extra_env
+        plugin=plugin,
+        capacity_bytes=capacity_bytes,
+        report_dir=files.report_dir,
+        extra=_parallel_env(kwargs, extra_env),
     )
     config_path = files.work_dir / "engine-config.json"
     config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
@@ -376,7 +400,10 @@ def cpu_server(
         plugin=plugin,
         capacity_bytes=capacity_bytes,
         report_dir=files.report_dir,
-        extra={"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0", **(extra_env or {})},
+        extra={
+            "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0",
+            **_parallel_env(kwargs, extra_env),
+        },
     )
     # Its graceful drain takes ~6 s and there is nothing to save: a short grace.
     try:

@@ -15,12 +15,15 @@ this single copy so that what the CPU tests prove here is what the GPU runner re
 - :func:`kill_group`: SIGTERM, then SIGKILL, the whole group, then wait until no member is
   left, reaping the members that became this process's children. It also works when the
   leader already died (early exit or SIGKILL) and left its children running.
-- :func:`tail`: the end of a log, for failure messages.
+- :func:`tail`: the end of a log, for failure messages; :func:`format_rank_tails`: the end of
+  each rank's lines of a multi-rank log (SGLang tags each scheduler's lines with its ranks,
+  ``[2026-01-01 00:00:00 DP0 TP1]``), so that a hang shows where every rank stopped.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -207,3 +210,31 @@ def tail(path: Path, lines: int) -> str:
     except FileNotFoundError:
         return "<no log>"
     return "\n".join(text.splitlines()[-lines:])
+
+
+_RANK_TAG = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<ranks>(?: [A-Z_]+\d+)*)\]")
+LAUNCHER = "launcher"
+
+
+def rank_log_lines(text: str) -> dict[str, list[str]]:
+    """Log lines grouped by their rank tag (``TP0``, ``DP1 TP1``; untagged: ``launcher``).
+
+    An untagged line (a traceback) belongs to the tagged line it continues.
+    """
+    groups: dict[str, list[str]] = {}
+    current = LAUNCHER
+    for line in text.splitlines():
+        match = _RANK_TAG.match(line)
+        if match:
+            current = match.group("ranks").strip() or LAUNCHER
+        groups.setdefault(current, []).append(line)
+    return groups
+
+
+def format_rank_tails(text: str, lines: int = 12) -> str:
+    """Each rank's last ``lines`` log lines, one block per rank."""
+    blocks = [
+        f"--- last {lines} lines of {rank} ---\n" + "\n".join(group[-lines:])
+        for rank, group in sorted(rank_log_lines(text).items())
+    ]
+    return "\n".join(blocks) if blocks else "<empty log>"

@@ -2,23 +2,22 @@
 
 Why: the CPU tests and the benchmarks prove their claims from what the scheduler process itself
 saw (``scheduler-<pid>.json``, see :mod:`harness.scheduler_report`) and from the plugin's
-``memory-rank0.json``; they all need the same lookups (a ModelRunner by role, the meter readings
-SGLang sized its pools from) and the same arithmetic (SGLang's float budget from two readings,
-a pool's buffer bytes, a checkpoint's tensor bytes). They live here once so that every test and
-benchmark reads the reports the same way.
+per-rank ``memory-rank<i>-pp<p>-tp<t>-dp<d>.json``; they all need the same lookups (a
+ModelRunner by role, the meter readings SGLang sized its pools from) and the same arithmetic
+(SGLang's float budget from two readings, a pool's buffer bytes, a checkpoint's tensor bytes).
+They live here once so that every test and benchmark reads the reports the same way.
 
 Cheap to import (no torch, no sglang); ``checkpoint_bytes`` opens safetensors when called.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sglang_specinit import budget
+from sglang_specinit import budget, rank_reports
 from sglang_specinit.specs import attention_kv_spec
 
 if TYPE_CHECKING:
@@ -129,7 +128,8 @@ def meter_budget(report: Report, f: float = F) -> MeterBudget:
 
 # --------------------------------------------------------------------------- plugin breakdown
 
-# The plugin writes memory-rank<r>.json into this directory when the variable is set.
+# The plugin writes memory-rank<i>-pp<p>-tp<t>-dp<d>.json (sglang_specinit.rank_reports) into
+# this directory when the variable is set.
 REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
 # The breakdown's ``phase_seconds`` keys and the ``[specinit] phase`` log lines, in order.
 PHASES = (
@@ -141,10 +141,11 @@ PHASES = (
 
 
 def read_breakdown(directory: Path) -> dict[str, Any] | None:
-    """The plugin's ``memory-rank0.json`` in ``directory`` (its report dir), None if absent
-    (plugin off, or nothing was phased)."""
-    path = directory / "memory-rank0.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    """The single rank's breakdown in ``directory`` (the plugin's report dir), None if absent
+    (plugin off, or nothing was phased); fails if more than one rank wrote one."""
+    found = rank_reports.read_rank_breakdowns(directory)
+    assert len(found) <= 1, f"{len(found)} rank breakdowns in {directory}, expected one"
+    return found[0] if found else None
 
 
 # --------------------------------------------------------------------------- tiny checkpoints

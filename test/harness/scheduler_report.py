@@ -120,6 +120,13 @@ def sglang_cell_size(runner: Any) -> float | None:
         return repr(exc)
 
 
+def named_tensor_bytes(named: Any) -> dict[str, int]:
+    """``name -> bytes`` of a module's ``named_parameters()`` / ``named_buffers()`` on this rank
+    (each rank holds its own shard, so this is what the planner's per-rank estimate must match).
+    """
+    return {name: t.numel() * t.element_size() for name, t in named}
+
+
 def model_runner_summary(runner: Any) -> dict[str, Any]:
     """One ``ModelRunner``: role, architecture, token budget, weights and its KV pool."""
     model = getattr(runner, "model", None)
@@ -139,6 +146,10 @@ def model_runner_summary(runner: Any) -> dict[str, Any]:
         "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
         "memory_pool_config": _jsonable(getattr(runner, "memory_pool_config", None)),
         "weight_bytes": weights,
+        "parameter_bytes": (
+            named_tensor_bytes(model.named_parameters()) if model is not None else {}
+        ),
+        "buffer_bytes": named_tensor_bytes(model.named_buffers()) if model is not None else {},
         "kv_pool": kv_pool_summary(getattr(runner, "token_to_kv_pool", None)),
         "sglang_cell_size": sglang_cell_size(runner),
         "req_to_token_pool_id": id(getattr(runner, "req_to_token_pool", None)),
@@ -175,6 +186,21 @@ def live_model_runners() -> list[Any]:
     )
 
 
+def scheduler_ranks(scheduler: Any | None) -> dict[str, int | None]:
+    """This scheduler's place in the launch: ``tp``/``pp``/``dp``/``attn_tp``/``attn_dp`` ranks
+    and its ``gpu_id`` (None where not known yet, e.g. a constructor that failed early)."""
+    names = {
+        "tp": "tp_rank",
+        "pp": "pp_rank",
+        "dp": "dp_rank",
+        "attn_tp": "attn_tp_rank",
+        "attn_dp": "attn_dp_rank",
+        "gpu_id": "gpu_id",
+    }
+    ps = getattr(scheduler, "ps", None)  # SGLang's ParallelState, set first in __init__
+    return {key: getattr(ps, attr, None) for key, attr in names.items()}
+
+
 def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
     """The JSON payload: process, scheduler numbers, runners, meter, applied hooks."""
     from sglang.srt.plugins.hook_registry import HookRegistry
@@ -183,6 +209,7 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
 
     state: dict[str, Any] = {
         "pid": os.getpid(),
+        "ranks": scheduler_ranks(scheduler),
         "sglang_plugins_env": os.environ.get("SGLANG_PLUGINS"),
         "specinit_loaded": any(m.startswith("sglang_specinit") for m in sys.modules),
         "applied_hook_targets": sorted(HookRegistry._patched),

@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.processes import GroupMember, free_port, kill_group, start_in_own_group, tail
+from harness.processes import (
+    GroupMember,
+    format_rank_tails,
+    free_port,
+    kill_group,
+    start_in_own_group,
+    tail,
+)
 from harness.sglang_release import extra_python_path
 
 # On PYTHONPATH, this directory's sitecustomize installs the harness's hooks in every process
@@ -203,9 +210,10 @@ def running_server(
                     reports=handle.scheduler_reports(),
                 )
             if time.monotonic() > deadline:
+                # A hang at TP > 1 is often one rank waiting for another: show every rank.
                 raise SGLangStartError(
                     f"launch_server not healthy after {startup_timeout_s:.0f} s",
-                    log_tail=handle.log_tail(),
+                    log_tail=format_rank_tails(handle.log_tail(100_000)),
                     reports=handle.scheduler_reports(),
                 )
             time.sleep(poll_s)

@@ -27,7 +27,22 @@ get_available_gpu_memory        NUMA nodes: it moves with everything else on the
                                 capacity minus this process's live CPU tensor bytes instead.
 utils.common.                   Same reason, for the server-args ``mem_fraction_static``
 get_device_memory_capacity      heuristic (MiB of the simulated capacity on device "cpu").
+Scheduler.__init__ (BEFORE)     Binds this process's simulated device to the scheduler's
+                                ``gpu_id`` so that each rank can have its own capacity
+                                (``SPECINIT_TEST_DEVICE_CAPACITIES_BYTES``, one value per
+                                gpu id): ranks on real GPUs disagree on free memory, ranks on
+                                one host's RAM cannot.
+distributed.parallel_state.     At TP/PP > 1 every ``GroupCoordinator`` builds a
+init_model_parallel_group       ``PyNcclCommunicator`` (``use_pynccl`` defaults on except
+                                npu/xpu), which dies on device cpu: "Expected a cuda device,
+                                but got: cpu". On device cpu (``is_cpu()``) it is called with
+                                ``use_pynccl=False``; SGLang's gloo groups carry the
+                                collectives. Any other device is passed through unchanged.
 ==============================  =============================================================
+
+A TP > 1 launch on CPU also needs ``SGLANG_CPU_OMP_THREADS_BIND`` (one core set per rank,
+e.g. ``0|1``): with fewer NUMA nodes than ranks SGLang asserts without it. That is SGLang's own
+setting, not a test double; :func:`harness.engine.cpu_env` sets it from the rank count.
 """
 
 from __future__ import annotations
@@ -42,6 +57,9 @@ from typing import Any
 
 SHIMS_ENV = "SPECINIT_TEST_SHIMS"
 CAPACITY_ENV = "SPECINIT_TEST_DEVICE_CAPACITY_BYTES"
+# Comma-separated capacities indexed by gpu id ("268435456,243269632": device 1 has 24 MiB
+# less); gpu ids without an entry use CAPACITY_ENV.
+PER_DEVICE_CAPACITY_ENV = "SPECINIT_TEST_DEVICE_CAPACITIES_BYTES"
 FULL_GC_ENV = "SPECINIT_TEST_METER_FULL_GC"
 NATIVE_MOVE_KV_ENV = "SGLANG_NATIVE_MOVE_KV_CACHE"
 DEFAULT_CAPACITY_BYTES = 256 << 20
@@ -52,6 +70,8 @@ _HOOK_TARGETS = {
     "cuda_sync": "torch.cuda.synchronize",
     "available": "sglang.srt.utils.common.get_available_gpu_memory",
     "capacity": "sglang.srt.utils.common.get_device_memory_capacity",
+    "bind_device": "sglang.srt.managers.scheduler.Scheduler.__init__",
+    "no_pynccl": "sglang.srt.distributed.parallel_state.init_model_parallel_group",
 }
 
 
@@ -146,11 +166,15 @@ class SimulatedDeviceMemory:
     (env ``SPECINIT_TEST_METER_FULL_GC=1``) restores the full collection.
     """
 
-    def __init__(self, capacity_bytes: int, *, full_gc: bool = False) -> None:
+    def __init__(
+        self, capacity_bytes: int, *, full_gc: bool = False, gpu_id: int | None = None
+    ) -> None:
         if capacity_bytes <= 0:
             raise ValueError(f"capacity must be positive, got {capacity_bytes}")
         self.capacity_bytes = int(capacity_bytes)
         self.full_gc = full_gc
+        # The device this meter stands for (None until a scheduler binds it).
+        self.gpu_id = gpu_id
         self.readings: list[MeterReading] = []
         self._lock = threading.Lock()
 
@@ -184,6 +208,7 @@ class SimulatedDeviceMemory:
         """JSON-ready state: capacity, current usage, and every reading so far."""
         used = self.used_bytes()
         return {
+            "gpu_id": self.gpu_id,
             "capacity_bytes": self.capacity_bytes,
             "used_bytes": used,
             "free_bytes": self.capacity_bytes - used,
@@ -214,15 +239,45 @@ _meter: SimulatedDeviceMemory | None = None
 _meter_lock = threading.Lock()
 
 
+def capacity_for_device(gpu_id: int | None) -> int:
+    """Simulated capacity of device ``gpu_id``: its entry in
+    ``SPECINIT_TEST_DEVICE_CAPACITIES_BYTES`` if it has one, else
+    ``SPECINIT_TEST_DEVICE_CAPACITY_BYTES`` (else 256 MiB)."""
+    default = int(os.environ.get(CAPACITY_ENV, DEFAULT_CAPACITY_BYTES))
+    per_device = [v for v in os.environ.get(PER_DEVICE_CAPACITY_ENV, "").split(",") if v.strip()]
+    if gpu_id is not None and gpu_id < len(per_device):
+        return int(per_device[gpu_id])
+    return default
+
+
 def device_meter() -> SimulatedDeviceMemory:
-    """This process's meter, created on first use from ``SPECINIT_TEST_DEVICE_CAPACITY_BYTES``."""
+    """This process's meter, created on first use (capacity: :func:`capacity_for_device`)."""
     global _meter
     with _meter_lock:
         if _meter is None:
-            capacity = int(os.environ.get(CAPACITY_ENV, DEFAULT_CAPACITY_BYTES))
             full_gc = os.environ.get(FULL_GC_ENV, "") == "1"
-            _meter = SimulatedDeviceMemory(capacity, full_gc=full_gc)
+            _meter = SimulatedDeviceMemory(capacity_for_device(None), full_gc=full_gc)
         return _meter
+
+
+def bind_meter_to_device(gpu_id: int) -> SimulatedDeviceMemory:
+    """Give this process's meter the capacity of device ``gpu_id`` (a scheduler's device).
+
+    Refuses once readings exist: a capacity that changed between two readings would make the
+    budget arithmetic meaningless.
+    """
+    meter = device_meter()
+    capacity = capacity_for_device(gpu_id)
+    with meter._lock:
+        if meter.readings and capacity != meter.capacity_bytes:
+            raise RuntimeError(
+                f"simulated device already read {len(meter.readings)} times with "
+                f"{meter.capacity_bytes} B as gpu {meter.gpu_id}; cannot rebind it to gpu "
+                f"{gpu_id} ({capacity} B)"
+            )
+        meter.capacity_bytes = capacity
+        meter.gpu_id = gpu_id
+    return meter
 
 
 def used_bytes() -> int:
@@ -241,7 +296,9 @@ def simulated_get_available_gpu_memory(
     """AROUND for ``get_available_gpu_memory``: simulated free GiB on device "cpu".
 
     Same contract as the original (float GiB, MIN all-reduce over ``cpu_group`` when
-    ``distributed``); any other device goes to the real function.
+    ``distributed``); any other device goes to the real function. The all-reduce carries a
+    float64 (SGLang's carries a float32, which rounds free bytes to 16 B steps at 256 MiB) so that
+    the all-rank minimum equals the tightest rank's own reading to the byte.
     """
     if device != "cpu":
         return original(device, gpu_id, distributed, empty_cache, cpu_group)
@@ -249,7 +306,7 @@ def simulated_get_available_gpu_memory(
     if distributed:
         import torch
 
-        tensor = torch.tensor(free, dtype=torch.float32)
+        tensor = torch.tensor(free, dtype=torch.float64)
         torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MIN, group=cpu_group)
         free = tensor.item()
     return free / (1 << 30)
@@ -262,6 +319,42 @@ def simulated_get_device_memory_capacity(
     if device != "cpu":
         return original(device)
     return device_meter().capacity_bytes / (1 << 20)
+
+
+def bind_scheduler_device(
+    scheduler: Any, server_args: Any, port_args: Any, gpu_id: int, *args: Any, **kwargs: Any
+) -> None:
+    """BEFORE for ``Scheduler.__init__``: this scheduler process simulates device ``gpu_id``.
+
+    ``Scheduler.__init__`` runs before any of the process's memory readings (they are taken
+    by its ModelRunners), and it is the first place that knows the process's device.
+    """
+    if getattr(server_args, "device", None) == "cpu":
+        bind_meter_to_device(int(gpu_id))
+
+
+# ------------------------------------------------------------- (d) pynccl on device cpu
+
+
+def model_parallel_group_without_pynccl(
+    original: Callable[..., Any], *args: Any, **kwargs: Any
+) -> Any:
+    """AROUND for ``parallel_state.init_model_parallel_group``: no pynccl on device cpu.
+
+    ``GroupCoordinator`` builds a ``PyNcclCommunicator`` for every group whose ``use_pynccl``
+    is true (the default except on npu/xpu); on device cpu it raises "Expected a cuda device,
+    but got: cpu". Passing ``use_pynccl=False`` leaves the group on its gloo process groups,
+    which is what SGLang maps device cpu to. On any other device the call is unchanged.
+    """
+    from sglang.srt.utils import is_cpu
+
+    if not is_cpu():
+        return original(*args, **kwargs)
+    import inspect
+
+    bound = inspect.signature(original).bind(*args, **kwargs)
+    bound.arguments["use_pynccl"] = False
+    return original(*bound.args, **bound.kwargs)
 
 
 # --------------------------------------------------------------------------- registration
@@ -306,6 +399,15 @@ def register_shims() -> None:
     HookRegistry.register(
         _HOOK_TARGETS["capacity"],
         simulated_get_device_memory_capacity,
+        HookType.AROUND,
+        source=source,
+    )
+    HookRegistry.register(
+        _HOOK_TARGETS["bind_device"], bind_scheduler_device, HookType.BEFORE, source=source
+    )
+    HookRegistry.register(
+        _HOOK_TARGETS["no_pynccl"],
+        model_parallel_group_without_pynccl,
         HookType.AROUND,
         source=source,
     )

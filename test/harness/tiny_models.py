@@ -76,6 +76,9 @@ class TinyLlamaShape:
 DEFAULT_TARGET = TinyLlamaShape()
 DEFAULT_EAGLE_DRAFT = replace(DEFAULT_TARGET, layers=1)
 DEFAULT_EAGLE3_DRAFT = replace(DEFAULT_TARGET, layers=1, kv_heads=1, head_dim=48)
+# For TP 2: 2 KV heads of dim 48, so that (like the target's 2 heads of dim 16) its KV heads are
+# split across two ranks instead of replicated; still a geometry unlike the target's.
+TP2_EAGLE3_DRAFT = replace(DEFAULT_EAGLE3_DRAFT, kv_heads=2)
 
 
 def _torch_dtype(name: str) -> Any:

@@ -204,8 +204,8 @@ def _print_table(plan: OfflinePlan) -> None:
     ]
     lines += [f"* {note}" for note in plan.notes]
     lines.append(
-        "* weights per rank = checkpoint bytes / tp (replicated tensors make the real value "
-        "larger); draft graphs and attention workspaces are not priced"
+        "* weights per rank: each checkpoint tensor priced by the SGLang layer that loads it "
+        "(planner/sharding.py); draft graphs and attention workspaces are not priced"
     )
     print("\n".join(lines))
 

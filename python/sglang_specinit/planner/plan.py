@@ -15,8 +15,9 @@ and without network access (``HF_HUB_OFFLINE=1``):
 
 The KV specs and the sizing are :mod:`sglang_specinit.specs` and :mod:`sglang_specinit.budget`,
 the same code the runtime patch runs. Weight bytes come from checkpoint headers
-(:mod:`sglang_specinit.planner.weights`) and are divided evenly across TP ranks: an
-approximation, since some tensors (norms, replicated embeddings under dp-attention) are not split.
+(:mod:`sglang_specinit.planner.weights`), priced per rank by the SGLang layer that loads each
+tensor (:mod:`sglang_specinit.planner.sharding`: replicated norms, padded vocabulary shards,
+replicated KV heads, dp-attention groups).
 """
 
 from __future__ import annotations
@@ -41,10 +42,15 @@ from sglang_specinit.budget import (
     upstream_0_5_14_plan,
 )
 from sglang_specinit.planner.gpus import MIB
+from sglang_specinit.planner.sharding import (
+    ShardLayout,
+    draft_layout,
+    model_layout,
+    rank_vocab_table_bytes,
+    sizes_on_rank,
+)
 from sglang_specinit.planner.weights import (
-    CheckpointSizes,
     WeightSplit,
-    estimated_vocab_tensor_bytes,
     mtp_layer_prefixes,
     read_checkpoint_sizes,
     shared_tensor_names,
@@ -319,8 +325,18 @@ class OfflinePlan:
         return (self.stock, self.upstream, self.ours)
 
 
-def _ceil_div(n: int, d: int) -> int:
-    return -(-n // d)
+def check_parallel_layout(server_args: Any) -> None:
+    """Refuse what SGLang 0.5.13.post1 itself refuses to launch with a speculative algorithm.
+
+    ``ServerArgs.check_server_args`` asserts that pipeline parallelism runs without speculative
+    decoding (it needs the overlap schedule off and no draft), so no PP plan can be served.
+    """
+    if int(server_args.pp_size) > 1 and server_args.speculative_algorithm is not None:
+        raise PlanError(
+            f"--pp-size {server_args.pp_size} with --speculative-algorithm "
+            f"{server_args.speculative_algorithm}: sglang 0.5.13.post1 refuses pipeline "
+            "parallelism with speculative decoding (ServerArgs.check_server_args); drop --pp-size"
+        )
 
 
 def _same_dir(a: str, b: str) -> bool:
@@ -333,22 +349,31 @@ def _weights(
     draft_mc: Any,
     model_path: str,
     draft_path: str,
+    layouts: tuple[ShardLayout, ShardLayout],
 ) -> WeightSplit:
-    """Whole-checkpoint weight bytes of target and draft, shared tensors counted once."""
+    """Weight bytes of target and draft on one rank, shared tensors counted once."""
     import torch
 
-    target = read_checkpoint_sizes(model_path)
+    target_layout, draft_layout = layouts
+    # The target's own notes are _build_plan's; only the draft's are added here.
+    target, _ = sizes_on_rank(read_checkpoint_sizes(model_path), target_mc.hf_config, target_layout)
     elt = torch.tensor([], dtype=draft_mc.dtype).element_size()
     names = shared_tensor_names(algorithm, draft_mc.hf_config)
-    estimate = {n: estimated_vocab_tensor_bytes(draft_mc.hf_config, elt) for n in names}
+    estimate = {
+        n: rank_vocab_table_bytes(draft_mc.hf_config, elt, draft_layout.embed_tp_size)
+        for n in names
+    }
     mtp_layers = int(draft_mc.num_nextn_predict_layers or 0)
     if algorithm == "EAGLE" and mtp_layers > 0 and _same_dir(model_path, draft_path):
         # An MTP draft read from the target's own checkpoint (DeepSeek-V3 / GLM NextN).
         prefixes = mtp_layer_prefixes(target_mc.hf_config, mtp_layers)
         return split_mtp_from_target(target, prefixes, estimate)
     # Any other draft loads its checkpoint in full, even when it is the target's directory.
-    draft: CheckpointSizes = read_checkpoint_sizes(draft_path)
-    return split_separate_draft(target, draft, names, estimate)
+    draft, draft_notes = sizes_on_rank(
+        read_checkpoint_sizes(draft_path), draft_mc.hf_config, draft_layout
+    )
+    split = split_separate_draft(target, draft, names, estimate)
+    return replace(split, notes=(*draft_notes, *split.notes))
 
 
 def _model_config(build: Any, server_args: Any, **kwargs: Any) -> Any:
@@ -417,6 +442,8 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
     algorithm = spec_args.speculative_algorithm
     tp_size = int(spec_args.tp_size)
     attn_tp = attention_tp_size(spec_args)
+    check_parallel_layout(spec_args)
+    layout = model_layout(spec_args, target_mc.hf_config, attn_tp)
     target_kv_dtype = resolve_kv_dtype(spec_args.kv_cache_dtype, target_mc)
     target_kv = kv_spec_from_model_config(
         target_mc,
@@ -426,7 +453,11 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
         swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
         server_args=spec_args,
     )
-    target_weight_bytes = read_checkpoint_sizes(server_args.model_path).total_bytes
+    target_sizes, target_notes = sizes_on_rank(
+        read_checkpoint_sizes(server_args.model_path), target_mc.hf_config, layout
+    )
+    target_weight_bytes = target_sizes.total_bytes
+    notes.extend(target_notes)
 
     draft: DraftSpec | None = None
     draft_path = spec_args.speculative_draft_model_path
@@ -461,12 +492,13 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
                 server_args=spec_args,
             )
         )
-        split = _weights(algorithm, target_mc, draft_mc, spec_args.model_path, draft_path)
+        layouts = (layout, draft_layout(spec_args, algorithm, draft_mc.hf_config, attn_tp))
+        split = _weights(algorithm, target_mc, draft_mc, spec_args.model_path, draft_path, layouts)
         notes.extend(split.notes)
         if split.draft_shared_bytes and algorithm != "FROZEN_KV_MTP":
             notes.append(
                 "upstream 0.5.14 sizes the pool while the draft's own embed/lm_head copies "
-                f"({split.draft_shared_bytes / tp_size / (1 << 30):.2f} GiB per rank) are still "
+                f"({split.draft_shared_bytes / (1 << 30):.2f} GiB per rank) are still "
                 "resident; they are freed after the pool exists and stay unused"
             )
         target_weight_bytes = split.target_bytes
@@ -486,8 +518,8 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
             kv_pools=pools,
             bytes_per_request=per_request,
             fixed_bytes=fixed,
-            weight_bytes=_ceil_div(split.draft_bytes, tp_size),
-            shared_weight_bytes=_ceil_div(split.draft_shared_bytes, tp_size),
+            weight_bytes=split.draft_bytes,
+            shared_weight_bytes=split.draft_shared_bytes,
             upstream_reserved_layers=(
                 upstream_reserved_layers(algorithm, draft_mc) if path_given else 0
             ),
@@ -497,7 +529,7 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
         pre_load_free_bytes=device.pre_load_free_bytes,
         mem_fraction_static=new_fraction,
         target_kv=target_kv,
-        target_weight_bytes=_ceil_div(target_weight_bytes, tp_size),
+        target_weight_bytes=target_weight_bytes,
         page_size=int(spec_args.page_size),
         context_len=int(target_mc.context_len),
         draft=draft,

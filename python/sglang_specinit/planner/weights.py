@@ -54,6 +54,9 @@ class CheckpointSizes:
     group_bytes: Mapping[str, int] = field(default_factory=dict)
     # True when tensor_bytes lists every tensor (safetensors headers), so prefixes can be summed.
     complete: bool = False
+    # First dimension of each tensor where the source records shapes (safetensors headers);
+    # the vocabulary tables' row counts decide their padding per rank.
+    tensor_rows: Mapping[str, int] = field(default_factory=dict)
 
     def tensor(self, name: str) -> int | None:
         return self.tensor_bytes.get(name)
@@ -67,21 +70,29 @@ class CheckpointSizes:
         return None
 
 
-def read_safetensors_header(path: str) -> dict[str, int]:
-    """Tensor name -> byte length, from one file's header (the data is never read)."""
+def _read_header(path: str) -> dict[str, Any]:
     with open(path, "rb") as f:
         raw_len = f.read(8)
         if len(raw_len) != 8:
             raise WeightsError(f"{path}: not a safetensors file (shorter than 8 bytes)")
         (header_len,) = struct.unpack("<Q", raw_len)
         header = json.loads(f.read(header_len))
+    header.pop("__metadata__", None)
+    return header
+
+
+def read_safetensors_header(path: str) -> dict[str, int]:
+    """Tensor name -> byte length, from one file's header (the data is never read)."""
     sizes: dict[str, int] = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
+    for name, info in _read_header(path).items():
         start, end = info["data_offsets"]
         sizes[name] = end - start
     return sizes
+
+
+def read_safetensors_rows(path: str) -> dict[str, int]:
+    """Tensor name -> first dimension, from one file's header (scalars are left out)."""
+    return {name: info["shape"][0] for name, info in _read_header(path).items() if info["shape"]}
 
 
 def read_checkpoint_sizes(model_dir: str) -> CheckpointSizes:
@@ -92,13 +103,16 @@ def read_checkpoint_sizes(model_dir: str) -> CheckpointSizes:
     shards = sorted(glob.glob(os.path.join(model_dir, "*.safetensors")))
     if shards:
         sizes: dict[str, int] = {}
+        rows: dict[str, int] = {}
         for shard in shards:
             sizes.update(read_safetensors_header(shard))
+            rows.update(read_safetensors_rows(shard))
         return CheckpointSizes(
             total_bytes=sum(sizes.values()),
             source=f"safetensors headers ({len(shards)} files)",
             tensor_bytes=sizes,
             complete=True,
+            tensor_rows=rows,
         )
     index = os.path.join(model_dir, "model.safetensors.index.json")
     if os.path.isfile(index):
@@ -135,7 +149,8 @@ def _from_summary(path: str) -> CheckpointSizes:
 
 @dataclass(frozen=True)
 class WeightSplit:
-    """Resident weight bytes of target and draft (whole model; divide by TP for a rank).
+    """Resident weight bytes of target and draft (of whatever the sizes were: whole checkpoints,
+    or one rank's share from :func:`sglang_specinit.planner.sharding.sizes_on_rank`).
 
     ``draft_shared_bytes`` are draft tensors the draft allocates and then replaces with the
     target's (embedding, LM head): resident while the pools are sized in 0.5.14, freed after.

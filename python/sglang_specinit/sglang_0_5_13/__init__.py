@@ -19,6 +19,7 @@ One module per SGLang area; each declares, as data (:mod:`sglang_specinit.hooks`
     dflash              speculative.dflash_worker (+ server_args' global args)
     frozen_kv_mtp       speculative.frozen_kv_mtp_worker
     server_args         server_args, arg_groups.speculative_hook (automatic fraction, bad draft)
+    launch_checks       server_args (ServerArgs.check_server_args: bad flags, shards, draft fit)
 
 ``launch_policy`` decides which launches are phased; ``runtime_budget`` sizes the pools;
 ``state`` holds the cut mechanism shared by the phase modules.
@@ -43,6 +44,7 @@ PHASE_MODULES = (
     "dflash",
     "frozen_kv_mtp",
     "server_args",
+    "launch_checks",
 )
 
 

@@ -39,6 +39,31 @@ from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
 logger = logging.getLogger(__name__)
 
 
+def rank_free_bytes(runner: Any) -> int:
+    """This rank's own free device memory now: one local reading, no collective.
+
+    SGLang's sizing readings are all-rank minima (a gloo/NCCL MIN all-reduce); this is the
+    rank's own value next to them, so each rank can tell whether it is the one that set the
+    minimum without any exchange with the others.
+    """
+    from sglang.srt.utils import common  # the module attribute, so hooks on it apply
+
+    return int(common.get_available_gpu_memory(runner.device, runner.gpu_id) * GIB)
+
+
+@dataclass(frozen=True)
+class RankFreeMemory:
+    """Free memory when the pools were sized: this rank's own and the all-rank minimum."""
+
+    rank_bytes: int
+    all_rank_min_bytes: int
+
+    @property
+    def above_min_bytes(self) -> int:
+        """How much more this rank had free than the tightest rank (0 on the tightest)."""
+        return self.rank_bytes - self.all_rank_min_bytes
+
+
 @dataclass
 class SpeculativeSizing:
     """Attached to a speculative target's ModelRunner before its pool phase."""
@@ -48,6 +73,8 @@ class SpeculativeSizing:
     plan: PoolPlan | None = None
     inputs: BudgetInputs | None = None
     draft_pools: tuple[KVSpec, ...] = field(default_factory=tuple)
+    # None where the all-rank minimum cannot be recovered from SGLang's reading (mamba state).
+    free_at_sizing: RankFreeMemory | None = None
 
     def build_inputs(self, runner: Any, pre_model_load_memory: float) -> BudgetInputs:
         server_args = runner.server_args
@@ -62,9 +89,15 @@ class SpeculativeSizing:
             measure_kv_pool(dr, *split).pool_bytes(tokens, page_size)
             for dr, tokens in described.fixed_pools
         )
+        # Read just before SGLang's all-rank reading, with nothing allocated in between.
+        own_free = rank_free_bytes(runner)
         available_bytes = runner._profile_available_bytes(pre_model_load_memory)
         pre_load_free_bytes = int(pre_model_load_memory * GIB)
         f = runner.mem_fraction_static
+        if getattr(runner, "mambaish_config", None) is None:
+            # _profile_available_bytes returns min_free_now - (1 - f) * min_free_before_load.
+            min_free = available_bytes + int(pre_model_load_memory * (1 - f) * GIB)
+            self.free_at_sizing = RankFreeMemory(own_free, min_free)
         budget_bytes = int(f * pre_load_free_bytes)
         target_storages = storage_bytes([runner.model])
         draft = DraftSpec(

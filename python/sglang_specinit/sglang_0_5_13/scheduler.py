@@ -204,7 +204,8 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
     breakdown["allocated_draft_kv_pool_bytes"] = sum(
         kv_pool_allocated_bytes(dr) for dr in draft_runners
     )
-    breakdown["tp_rank"] = scheduler.ps.tp_rank
+    breakdown.update(rank_fields(scheduler))
+    breakdown.update(tightness_fields(sizing.free_at_sizing))
     # Which launch these numbers belong to, under plan --json's key names (report labels).
     for key in ("model_path", "speculative_algorithm", "speculative_draft_model_path"):
         breakdown[key] = getattr(scheduler.server_args, key, None)
@@ -220,20 +221,62 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
     return breakdown
 
 
+def rank_fields(scheduler: Any) -> dict[str, int]:
+    """Where this scheduler sits in the launch, from SGLang's ``ParallelState``.
+
+    ``rank_index`` numbers every scheduler process of the launch once: DP replicas (separate
+    schedulers, ``--dp`` without ``--enable-dp-attention``) x PP stages x TP ranks. Under
+    dp-attention the DP ranks live inside the TP group, so they add no index of their own.
+    """
+    from sglang_specinit.rank_reports import scheduler_rank_index
+
+    ps = scheduler.ps
+    server_args = scheduler.server_args
+    dp_rank = ps.dp_rank or 0
+    replica = 0 if server_args.enable_dp_attention else dp_rank
+    return {
+        "rank_index": scheduler_rank_index(replica, ps.pp_rank, ps.tp_rank, ps.pp_size, ps.tp_size),
+        "tp_rank": ps.tp_rank,
+        "pp_rank": ps.pp_rank,
+        "dp_rank": dp_rank,
+        "attn_tp_rank": ps.attn_tp_rank,
+        "pp_size": ps.pp_size,
+        "dp_size": ps.dp_size,
+    }
+
+
+def tightness_fields(free: Any) -> dict[str, Any]:
+    """This rank's free memory at sizing next to the all-rank minimum the budget was built on.
+
+    Every rank already holds both numbers (its own reading and SGLang's MIN all-reduce), so
+    each decides alone whether it is the tightest; no collective is added.
+    """
+    from sglang_specinit.rank_reports import TIGHTEST_TOLERANCE_BYTES
+
+    if free is None:
+        return {"rank_free_at_sizing_bytes": None, "tightest_rank": None}
+    return {
+        "rank_free_at_sizing_bytes": free.rank_bytes,
+        "min_free_at_sizing_bytes": free.all_rank_min_bytes,
+        "free_above_tightest_bytes": free.above_min_bytes,
+        "tightest_rank": free.above_min_bytes <= TIGHTEST_TOLERANCE_BYTES,
+    }
+
+
 def log_memory_breakdown(scheduler: Any) -> None:
+    from sglang_specinit.rank_reports import breakdown_file_name, rank_label, tightness
     from sglang_specinit.report import render_breakdown
 
     breakdown = memory_breakdown(scheduler)
     scheduler._specinit_breakdown = breakdown
     logger.info(
-        "[specinit] memory after init (rank %d):\n%s",
-        scheduler.ps.tp_rank,
-        render_breakdown(breakdown),
+        "[specinit] memory after init (%s):\n%s", rank_label(breakdown), render_breakdown(breakdown)
     )
+    logger.info("[specinit] %s", tightness(breakdown))
     logger.info("%s%s", MEMORY_LOG_PREFIX, json.dumps(breakdown, sort_keys=True))
     report_dir = os.environ.get("SGLANG_SPECINIT_REPORT_DIR")
     if report_dir:
-        path = os.path.join(report_dir, f"memory-rank{scheduler.ps.tp_rank}.json")
+        path = os.path.join(report_dir, breakdown_file_name(breakdown))
         with open(path, "w") as f:
             json.dump(breakdown, f, sort_keys=True)
 

@@ -13,7 +13,8 @@ It registers nothing eagerly (importing SGLang costs seconds and would slow help
 such as multiprocessing's resource tracker). Instead it waits for
 ``sglang.srt.plugins.hook_registry`` to be imported, which always happens before that
 process's ``load_plugins()``, and registers the shims (and, when ``SPECINIT_TEST_REPORT_DIR`` is
-set, the scheduler report hooks) right after the module body runs. ``load_plugins()`` then
+set, the scheduler report hooks, and any fault doubles of ``harness.faults`` whose variable is
+set) right after the module body runs. ``load_plugins()`` then
 applies them with ``HookRegistry.apply_hooks()``, exactly like a plugin's hooks, whatever
 ``SGLANG_PLUGINS`` says (the whitelist filters entry points, not registered hooks).
 """
@@ -37,6 +38,9 @@ def _register_test_hooks() -> None:
         from harness import shims
 
         shims.register_shims()
+        from harness import faults
+
+        faults.register_fault_hooks()  # only those whose environment variable is set
         if os.environ.get("SPECINIT_TEST_REPORT_DIR"):
             from harness import scheduler_report
 

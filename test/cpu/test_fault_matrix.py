@@ -1,0 +1,244 @@
+"""Launches that go wrong, at TP 1 and TP 2, with the plugin on: each must end cleanly.
+
+Every row is a live ``launch_server`` on device cpu (``harness.multi_rank.run_server_to_end``,
+bounded: a hang fails with each rank's last log lines). Each must end with a non-zero exit,
+the one message that names the file or flag to change, no process of the launch left alive,
+and nothing half-built: the rows below are refused in the launcher
+(``sglang_specinit.sglang_0_5_13.launch_checks``), so no rank starts and no pool exists.
+
+Two rows are not refusals and have their own tests: an fp8 KV cache for the target with a bf16
+draft is a valid launch (the draft's pool follows ``--kv-cache-dtype``; both are priced at one
+byte per element), and SIGTERM while phase 3 allocates, which ends the launch through SGLang's
+own signal handling.
+
+Timing (2 cores, lightly loaded): a launcher-side refusal ends in ~22 s (SGLang's imports);
+fp8 at TP 1 ~70 s, SIGTERM at TP 1 ~47 s; their TP 2 runs (``slow``) take 1.5-2 min each.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import tiny_models
+from harness.engine import cpu_engine
+from harness.faults import PAUSE_DRAFT_POOL_ENV
+from harness.multi_rank import EndedLaunch, run_server_to_end
+from harness.processes import rank_log_lines
+from harness.report_reading import REPORT_DIR_ENV, runner
+from harness.tiny_models import TP2_EAGLE3_DRAFT
+from sglang_specinit import rank_reports
+
+pytestmark = [pytest.mark.cpu_engine, pytest.mark.multi_rank, pytest.mark.timeout(900)]
+
+ALGORITHM = "EAGLE3"
+SPEC_FLAGS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
+BOUND_S = 600.0
+
+
+def _draft_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "draft"
+    shutil.copytree(tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT), copy)
+    return copy
+
+
+def truncated_draft(tmp_path: Path) -> Path:
+    """The draft with its shard cut in half (an interrupted download)."""
+    draft = _draft_copy(tmp_path)
+    shard = draft / "model.safetensors"
+    with open(shard, "r+b") as f:
+        f.truncate(shard.stat().st_size // 2)
+    return draft
+
+
+def corrupt_draft(tmp_path: Path) -> Path:
+    """The draft with the JSON header of its shard overwritten."""
+    draft = _draft_copy(tmp_path)
+    shard = draft / "model.safetensors"
+    with open(shard, "r+b") as f:
+        f.seek(8)
+        f.write(b"\xff" * 64)
+    return draft
+
+
+def wide_draft(tmp_path: Path) -> Path:
+    """An EAGLE3 draft trained for a target of hidden size 96 (the target's is 64)."""
+    return tiny_models.tiny_eagle3_draft(replace(TP2_EAGLE3_DRAFT, hidden=96, heads=4))
+
+
+def intact_draft(tmp_path: Path) -> Path:
+    return tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One refused launch: how to build its draft, its flags, and what its message must say.
+
+    ``expect`` may contain ``{draft}`` (the draft directory), filled in at run time.
+    """
+
+    make_draft: Callable[[Path], Path]
+    expect: tuple[str, ...]
+    flags: dict[str, Any] = field(default_factory=dict)
+
+
+REFUSED = {
+    "truncated-draft-shard": Row(
+        truncated_draft,
+        ("draft checkpoint file {draft}/model.safetensors", "it is truncated",
+         "--speculative-draft-model-path"),
+    ),
+    "corrupt-draft-shard": Row(
+        corrupt_draft,
+        ("draft checkpoint file {draft}/model.safetensors", "header is not readable",
+         "--speculative-draft-model-path"),
+    ),
+    "draft-hidden-size": Row(
+        wide_draft,
+        ("draft hidden_size 96 ({draft}/config.json)", "target's hidden_size 64",
+         "--speculative-draft-model-path"),
+    ),
+    "mem-fraction-0": Row(
+        intact_draft, ("--mem-fraction-static 0.0 is outside (0, 1)",), {"mem_fraction_static": 0}
+    ),
+    "mem-fraction-1": Row(
+        intact_draft, ("--mem-fraction-static 1.0 is outside (0, 1)",), {"mem_fraction_static": 1}
+    ),
+    "mem-fraction-1.5": Row(
+        intact_draft,
+        ("--mem-fraction-static 1.5 is outside (0, 1)",),
+        {"mem_fraction_static": 1.5},
+    ),
+    "max-total-tokens-below-a-page": Row(
+        intact_draft,
+        ("--max-total-tokens 8 leaves no KV pool with --page-size 16",
+         "Pass --max-total-tokens 16 or more"),
+        {"max_total_tokens": 8, "page_size": 16},
+    ),
+}  # fmt: skip
+
+
+def assert_ended_cleanly(run: EndedLaunch) -> None:
+    """Non-zero exit, and no process of the launch's session outlived it."""
+    assert run.returncode != 0, run.rank_tails()
+    assert run.survivors == [], run.survivors
+
+
+def the_error_line(run: EndedLaunch) -> str:
+    """The launcher's final ``...Error: message`` line (what the user reads)."""
+    lines = [ln for ln in run.log.splitlines() if "Error: " in ln and not ln.startswith(" ")]
+    assert lines, run.rank_tails()
+    return lines[-1]
+
+
+# A refusal in the launcher happens before any rank exists, so TP 2 only changes the flag; two
+# rows (a file, a flag) run at TP 2 in CI, the others at TP 2 with SPECINIT_TEST_SLOW=1.
+TP2_IN_CI = ("corrupt-draft-shard", "mem-fraction-0")
+REFUSED_CASES = [
+    pytest.param(
+        row,
+        tp,
+        id=f"{row}-{tp}",
+        marks=() if tp == 1 or row in TP2_IN_CI else pytest.mark.slow,
+    )
+    for row in sorted(REFUSED)
+    for tp in (1, 2)
+]
+
+
+@pytest.mark.parametrize(("row", "tp"), REFUSED_CASES)
+def test_refused_before_any_rank_starts(row: str, tp: int, tmp_path: Path) -> None:
+    spec = REFUSED[row]
+    draft = spec.make_draft(tmp_path)
+    specinit_dir = tmp_path / "specinit"
+    specinit_dir.mkdir()
+    run = run_server_to_end(
+        tiny_models.tiny_llama_target(),
+        tmp_path / "run",
+        bound_s=BOUND_S,
+        draft_model_path=draft,
+        algorithm=ALGORITHM,
+        tp_size=tp,
+        extra_env={REPORT_DIR_ENV: str(specinit_dir)},
+        **SPEC_FLAGS,
+        **spec.flags,
+    )
+    assert_ended_cleanly(run)
+    message = the_error_line(run)
+    assert message.split(": ", 1)[0].endswith("LaunchCheckError"), message
+    for needle in spec.expect:
+        assert needle.format(draft=draft) in message, (needle, message)
+    # Refused in the launcher: no scheduler rank ever started, so nothing was allocated.
+    assert set(rank_log_lines(run.log)) == {"launcher"}, sorted(rank_log_lines(run.log))
+    assert run.reports == []
+    assert not list(specinit_dir.iterdir())
+
+
+@pytest.mark.parametrize("tp", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_fp8_target_kv_with_a_bf16_draft_starts_and_prices_both_pools_at_one_byte(
+    tp: int, tmp_path: Path
+) -> None:
+    specinit_dir = tmp_path / "specinit"
+    specinit_dir.mkdir()
+    with cpu_engine(
+        tiny_models.tiny_llama_target(),
+        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        algorithm=ALGORITHM,
+        plugin=True,
+        work_dir=tmp_path,
+        startup_timeout_s=BOUND_S,
+        extra_env={REPORT_DIR_ENV: str(specinit_dir)},
+        kv_cache_dtype="fp8_e4m3",
+        tp_size=tp,
+        **SPEC_FLAGS,
+    ) as engine:
+        reports = [r for r in engine.scheduler_reports() if "error" not in r]
+    breakdowns = rank_reports.read_rank_breakdowns(specinit_dir)
+    assert len(reports) == len(breakdowns) == tp
+    draft_shape = replace(TP2_EAGLE3_DRAFT, kv_heads=TP2_EAGLE3_DRAFT.kv_heads // tp)
+    target_shape = replace(
+        tiny_models.DEFAULT_TARGET, kv_heads=tiny_models.DEFAULT_TARGET.kv_heads // tp
+    )
+    for report, breakdown in zip(
+        sorted(reports, key=lambda r: r["ranks"]["tp"]), breakdowns, strict=True
+    ):
+        # The draft is bf16, its KV pool follows --kv-cache-dtype: one byte per element.
+        assert runner(report, "draft")["kv_pool"]["dtype"] == "torch.uint8"
+        assert breakdown["draft_kv_bytes_per_token"] == draft_shape.kv_bytes_per_token() // 2
+        assert breakdown["target_kv_bytes_per_token"] == target_shape.kv_bytes_per_token() // 2
+        assert breakdown["allocated_draft_kv_pool_bytes"] == breakdown["draft_kv_pool_bytes"]
+        assert breakdown["allocated_target_kv_pool_bytes"] == breakdown["target_kv_pool_bytes"]
+        assert breakdown["headroom_bytes"] >= 0
+
+
+@pytest.mark.parametrize("tp", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_sigterm_while_phase_3_allocates_ends_the_launch(tp: int, tmp_path: Path) -> None:
+    specinit_dir = tmp_path / "specinit"
+    specinit_dir.mkdir()
+    run = run_server_to_end(
+        tiny_models.tiny_llama_target(),
+        tmp_path / "run",
+        bound_s=BOUND_S,
+        # Sent once a draft runner is held in its pool allocation (the target's pool exists).
+        signal_on_marker=("draft-pool-paused-*.json", signal.SIGTERM),
+        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        algorithm=ALGORITHM,
+        tp_size=tp,
+        extra_env={REPORT_DIR_ENV: str(specinit_dir), PAUSE_DRAFT_POOL_ENV: "120"},
+        **SPEC_FLAGS,
+    )
+    assert run.signalled_at_s is not None, run.rank_tails()
+    assert_ended_cleanly(run)
+    # It ended long before the 120 s pause would have: the signal, not the pause, ended it.
+    assert run.elapsed_s - run.signalled_at_s < 60, run.rank_tails()
+    # Half-built pools are never reported as a finished init.
+    assert not list(specinit_dir.glob("memory-rank*.json"))
+    assert "phase 3/4 allocate KV pools done" not in run.log
+    markers = [json.loads(p.read_text()) for p in run.work_dir.glob("reports/draft-pool-*.json")]
+    assert markers, "the pause double never ran"

@@ -1,0 +1,114 @@
+"""The launcher-side refusals (``sglang_0_5_13.launch_checks``), on plain values and files.
+
+The live launches of the same rows, at TP 1 and TP 2, are in ``test/cpu/test_fault_matrix.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from sglang_specinit.sglang_0_5_13 import launch_checks
+from sglang_specinit.sglang_0_5_13.launch_checks import LaunchCheckError
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0, 1.5, -0.1])
+def test_fraction_outside_the_open_unit_interval_is_refused(fraction: float) -> None:
+    with pytest.raises(LaunchCheckError, match=rf"--mem-fraction-static {fraction} is outside"):
+        launch_checks.check_mem_fraction_static(fraction)
+
+
+@pytest.mark.parametrize("fraction", [None, 0.01, 0.88, 0.999])
+def test_fraction_inside_passes(fraction: float | None) -> None:
+    launch_checks.check_mem_fraction_static(fraction)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "page", "refused"),
+    [
+        (8, 16, True),
+        (15, 16, True),
+        (16, 16, False),
+        (6, 1, True),
+        (7, 1, False),
+        (None, 64, False),
+    ],
+)
+def test_max_total_tokens_must_leave_one_servable_page(
+    tokens: int | None, page: int, refused: bool
+) -> None:
+    if refused:
+        with pytest.raises(LaunchCheckError, match=f"--max-total-tokens {tokens} leaves no KV"):
+            launch_checks.check_max_total_tokens(tokens, page)
+    else:
+        launch_checks.check_max_total_tokens(tokens, page)
+
+
+def write_shard(path: Path, data_bytes: int = 64) -> None:
+    header = json.dumps(
+        {"w": {"dtype": "BF16", "shape": [data_bytes // 2], "data_offsets": [0, data_bytes]}}
+    ).encode()
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * data_bytes)
+
+
+def test_shard_problems_are_found_from_header_and_size(tmp_path: Path) -> None:
+    shard = tmp_path / "model.safetensors"
+    write_shard(shard)
+    assert launch_checks.safetensors_problem(str(shard)) is None
+    full = shard.read_bytes()
+    shard.write_bytes(full[:-10])
+    assert "truncated" in launch_checks.safetensors_problem(str(shard))
+    shard.write_bytes(full[:5])
+    assert "shorter than a safetensors header" in launch_checks.safetensors_problem(str(shard))
+    shard.write_bytes(full[:8] + b"\xff" * (len(full) - 8))
+    assert "not readable" in launch_checks.safetensors_problem(str(shard))
+    shard.write_bytes(struct.pack("<Q", 1 << 40) + full[8:])
+    assert "header claims" in launch_checks.safetensors_problem(str(shard))
+    with pytest.raises(LaunchCheckError, match=f"draft checkpoint file {shard} cannot be loaded"):
+        launch_checks.check_draft_shards(str(tmp_path))
+
+
+def configs(tmp_path: Path, target: dict, draft: dict) -> tuple[Path, Path]:
+    t, d = tmp_path / "target", tmp_path / "draft"
+    for directory, config in ((t, target), (d, draft)):
+        directory.mkdir()
+        (directory / "config.json").write_text(json.dumps(config))
+    return t, d
+
+
+def test_draft_input_width_must_be_the_targets_hidden_size(tmp_path: Path) -> None:
+    t, d = configs(tmp_path, {"hidden_size": 64, "vocab_size": 100}, {"hidden_size": 96})
+    with pytest.raises(LaunchCheckError, match=rf"draft hidden_size 96 \({d}/config.json\)"):
+        launch_checks.check_draft_fits_target(str(t), str(d))
+    (d / "config.json").write_text(json.dumps({"hidden_size": 64, "target_hidden_size": 32}))
+    with pytest.raises(LaunchCheckError, match="draft target_hidden_size 32"):
+        launch_checks.check_draft_fits_target(str(t), str(d))
+    # An EAGLE3 draft narrower than its target, declaring the target's width: SGLang's draft
+    # model reads target_hidden_size, and stock starts it.
+    (d / "config.json").write_text(json.dumps({"hidden_size": 32, "target_hidden_size": 64}))
+    launch_checks.check_draft_fits_target(str(t), str(d))
+    # A vocabulary of its own is not refused: SGLang binds the target's embedding to the draft.
+    (d / "config.json").write_text(json.dumps({"hidden_size": 64, "vocab_size": 128}))
+    launch_checks.check_draft_fits_target(str(t), str(d))
+    # A VLM target keeps its text geometry under text_config.
+    (t / "config.json").write_text(
+        json.dumps({"text_config": {"hidden_size": 64, "vocab_size": 128}})
+    )
+    (d / "config.json").write_text(json.dumps({"hidden_size": 96, "draft_vocab_size": 32}))
+    with pytest.raises(LaunchCheckError, match="target's hidden_size 64"):
+        launch_checks.check_draft_fits_target(str(t), str(d))
+
+
+def test_only_speculative_launches_are_checked(tmp_path: Path) -> None:
+    args = SimpleNamespace(
+        speculative_algorithm=None, mem_fraction_static=5.0, max_total_tokens=1, page_size=1
+    )
+    launch_checks.check_launch(args)
+    args.speculative_algorithm = "EAGLE3"
+    args.speculative_draft_model_path = "org/hub-id"  # not a local directory: not read
+    args.model_path = "org/target"
+    with pytest.raises(LaunchCheckError, match="--mem-fraction-static 5.0"):
+        launch_checks.check_launch(args)
