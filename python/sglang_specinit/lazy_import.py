@@ -24,17 +24,27 @@ Callback = Callable[[ModuleType], None]
 
 
 class _LoaderAfterExec(importlib.abc.Loader):
-    """Delegates to the real loader; runs the callback once the module has executed."""
+    """Delegates to the real loader; runs the callback once the module has executed.
 
-    def __init__(self, loader: Any, callback: Callback) -> None:
+    If the module's own code fails (an import attempted in the middle of another module's
+    import can fail on a circular import and succeed later), the callback goes back on the
+    watch list, so the import that finally succeeds still runs it.
+    """
+
+    def __init__(self, loader: Any, callback: Callback, rewatch: Callable[[], None]) -> None:
         self._loader = loader
         self._callback = callback
+        self._rewatch = rewatch
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
+        try:
+            self._loader.exec_module(module)
+        except BaseException:
+            self._rewatch()
+            raise
         self._callback(module)
 
     def __getattr__(self, name: str) -> Any:
@@ -86,8 +96,14 @@ class AfterImportFinder(importlib.abc.MetaPathFinder):
             return None
         with self._lock:
             self._callbacks.pop(fullname, None)
-        spec.loader = _LoaderAfterExec(spec.loader, callback)
+        spec.loader = _LoaderAfterExec(
+            spec.loader, callback, rewatch=lambda: self._rewatch(fullname, callback)
+        )
         return spec
+
+    def _rewatch(self, name: str, callback: Callback) -> None:
+        with self._lock:
+            self._callbacks.setdefault(name, callback)
 
 
 _finder: AfterImportFinder | None = None

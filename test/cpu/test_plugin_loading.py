@@ -251,10 +251,33 @@ REPORT_PROBLEMS = (
     + "lambda: None, compat_problems=compat.problems_so_far()))}))\n"
 )
 LAUNCHER_SETUP = "import sglang.srt.server_args\n"
+# Another plugin's hooks, registered before load_plugins(): applying them imports the scheduler
+# and the KV-cache mixin in the middle of each other's import chains (a first import of the
+# mixin then fails on a circular import and a later one succeeds). The test harness's own report
+# hooks are such a plugin.
+ANOTHER_PLUGIN_SETUP = """
+from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
+_source = HookSource(plugin_name="another-plugin", dist_name=None)
+def _around(original, *args, **kwargs):
+    return original(*args, **kwargs)
+def _before(*args, **kwargs):
+    return None
+HookRegistry.register(
+    "sglang.srt.managers.scheduler.Scheduler.__init__", _around, HookType.AROUND, source=_source
+)
+HookRegistry.register(
+    "sglang.srt.model_executor.model_runner_kv_cache_mixin.ModelRunnerKVCacheMixin"
+    ".init_memory_pool",
+    _before,
+    HookType.BEFORE,
+    source=_source,
+)
+"""
 
 # name -> (setup code, code after load_plugins(), extra environment)
 SCENARIOS: dict[str, tuple[str, str, dict[str, str]]] = {
     "default": ("", IMPORT_PATCHED_MODULES, {}),
+    "another-plugin": (ANOTHER_PLUGIN_SETUP, IMPORT_PATCHED_MODULES, {}),
     "launcher": (LAUNCHER_SETUP, "", {}),
     "launcher-without-plugin": (LAUNCHER_SETUP, "", {"SGLANG_PLUGINS": "some-other-plugin"}),
     "SGLANG_SPECINIT_DISABLE": ("", IMPORT_PATCHED_MODULES, {"SGLANG_SPECINIT_DISABLE": "1"}),
@@ -313,6 +336,20 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
     )
     (active,) = [r for r in specinit_records(summary, "INFO") if "active on sglang" in r["message"]]
     assert summary["sglang_version"] in active["message"]
+    assert specinit_records(summary, "WARNING") == []
+
+
+@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
+def test_every_hook_is_applied_next_to_another_plugins_hooks(
+    probe: Callable[[str], dict[str, Any]],
+) -> None:
+    """Another plugin's hooks make load_plugins() import SGLang modules mid-import; a module
+    whose first import fails that way and succeeds later is still checked and patched."""
+    summary = probe("another-plugin")
+    assert hook_targets() <= set(summary["patched"]), sorted(
+        hook_targets() - set(summary["patched"])
+    )
+    assert added_methods(summary) == sorted(f"{m}.{c}.{n}" for m, c, n in new_methods())
     assert specinit_records(summary, "WARNING") == []
 
 
