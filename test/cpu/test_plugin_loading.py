@@ -278,6 +278,13 @@ HookRegistry.register(
 SCENARIOS: dict[str, tuple[str, str, dict[str, str]]] = {
     "default": ("", IMPORT_PATCHED_MODULES, {}),
     "another-plugin": (ANOTHER_PLUGIN_SETUP, IMPORT_PATCHED_MODULES, {}),
+    # A scheduler process has imported the scheduler module (spawn unpickles
+    # run_scheduler_process) before it calls load_plugins().
+    "another-plugin-scheduler-process": (
+        "import sglang.srt.managers.scheduler\n" + ANOTHER_PLUGIN_SETUP,
+        IMPORT_PATCHED_MODULES,
+        {},
+    ),
     "launcher": (LAUNCHER_SETUP, "", {}),
     "launcher-without-plugin": (LAUNCHER_SETUP, "", {"SGLANG_PLUGINS": "some-other-plugin"}),
     "SGLANG_SPECINIT_DISABLE": ("", IMPORT_PATCHED_MODULES, {"SGLANG_SPECINIT_DISABLE": "1"}),
@@ -340,12 +347,14 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
 
 
 @pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
+@pytest.mark.parametrize("scenario", ["another-plugin", "another-plugin-scheduler-process"])
 def test_every_hook_is_applied_next_to_another_plugins_hooks(
-    probe: Callable[[str], dict[str, Any]],
+    probe: Callable[[str], dict[str, Any]], scenario: str
 ) -> None:
-    """Another plugin's hooks make load_plugins() import SGLang modules mid-import; a module
-    whose first import fails that way and succeeds later is still checked and patched."""
-    summary = probe("another-plugin")
+    """Another plugin's hooks make load_plugins() import SGLang modules mid-import (and while
+    the plugin patches the modules already imported); a module imported that way, or whose
+    first import fails that way and succeeds later, is still checked and patched."""
+    summary = probe(scenario)
     assert hook_targets() <= set(summary["patched"]), sorted(
         hook_targets() - set(summary["patched"])
     )
