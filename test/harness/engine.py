@@ -277,6 +277,7 @@ def cpu_engine(
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
     extra_env: Mapping[str, str] | None = None,
     python: str | os.PathLike[str] | None = None,
+    graceful_shutdown: bool = True,
     **engine_overrides: Any,
 ) -> Iterator[EngineHandle]:
     """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block.
@@ -287,6 +288,8 @@ def cpu_engine(
 
     ``python`` runs the driver with another interpreter (the benchmark passes
     ``.venv-sglang0514``'s, with ``sglang_release="0.5.14"``, to start the real 0.5.14 Engine).
+    ``graceful_shutdown=False`` skips ``Engine.shutdown()`` (seconds per Engine) and only
+    kills the group, for tests that read everything they need before the block ends.
     """
     files = RunFiles.make(work_dir, "engine")
     kwargs = cpu_engine_kwargs(
@@ -323,7 +326,10 @@ def cpu_engine(
         handle.startup_s = time.monotonic() - started
         yield handle
     finally:
-        _stop_engine(handle)
+        if graceful_shutdown:
+            _stop_engine(handle)
+        else:
+            kill_group(handle.proc, grace_s=2.0)
         live_reports.keep_live_reports(env, files.work_dir.name)
 
 

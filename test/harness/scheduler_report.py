@@ -10,7 +10,13 @@ hooks (registered with SGLang's ``HookRegistry`` next to the shims) write a JSON
   returned and before the ready handshake, so the snapshot sees the fully built scheduler no
   matter which other (plugin) hooks wrap ``__init__``;
 - AROUND ``Scheduler.__init__``: only on an exception, writes ``scheduler-<pid>-error.json``
-  with the traceback and whatever runners already exist, then re-raises.
+  with the traceback and whatever runners already exist, then re-raises;
+- AFTER ``ModelRunner.configure_kv_cache_dtype`` (the last step of ``ModelRunner.initialize``
+  before ``init_memory_pool``, in stock and phased init alike) and BEFORE
+  ``ModelRunnerKVCacheMixin.init_memory_pool``: snapshots of the target runner's
+  ``ModelConfig`` (:mod:`harness.config_snapshot`), reported as
+  ``target_config_before_pool`` (where stock sizes the pool; a phased init builds the draft
+  after it) and ``target_config_at_pool_sizing`` (where the pool really is sized).
 
 Every ``ModelRunner`` alive in the process is reported (found through the garbage collector),
 so multi-runner drafts (multi-layer EAGLE) need no special casing.
@@ -30,6 +36,14 @@ from typing import Any
 
 REPORT_DIR_ENV = "SPECINIT_TEST_REPORT_DIR"
 _SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
+_INIT_MEMORY_POOL = (
+    "sglang.srt.model_executor.model_runner_kv_cache_mixin.ModelRunnerKVCacheMixin.init_memory_pool"
+)
+_CONFIGURE_KV_CACHE_DTYPE = (
+    "sglang.srt.model_executor.model_runner.ModelRunner.configure_kv_cache_dtype"
+)
+# Snapshots of the target runner's ModelConfig (first time each point is reached).
+_target_config: dict[str, dict[str, Any]] = {}
 
 
 def _storage_bytes(tensors: list[Any]) -> int:
@@ -143,6 +157,9 @@ def model_runner_summary(runner: Any) -> dict[str, Any]:
         "architecture": archs[0],
         "model_path": getattr(getattr(runner, "model_config", None), "model_path", None),
         "max_total_num_tokens": getattr(runner, "max_total_num_tokens", None),
+        "num_effective_layers": getattr(runner, "num_effective_layers", None),
+        "start_layer": getattr(runner, "start_layer", None),
+        "end_layer": getattr(runner, "end_layer", None),
         "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
         "memory_pool_config": _jsonable(getattr(runner, "memory_pool_config", None)),
         "weight_bytes": weights,
@@ -234,6 +251,8 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
             state["server_args"] = _jsonable(vars(server_args))
         state["draft"] = draft_worker_summary(getattr(scheduler, "draft_worker", None))
     state["model_runners"] = [model_runner_summary(r) for r in live_model_runners()]
+    state["target_config_before_pool"] = _target_config.get("before_pool")
+    state["target_config_at_pool_sizing"] = _target_config.get("at_pool_sizing")
     state["meter"] = shims.device_meter().snapshot() if shims.shims_enabled() else None
     return state
 
@@ -271,6 +290,25 @@ def report_scheduler_init_failure(
         raise
 
 
+def _snapshot_target_config(point: str, runner: Any) -> None:
+    if getattr(runner, "is_draft_worker", False) or point in _target_config:
+        return
+    from harness.config_snapshot import model_config_snapshot
+
+    _target_config[point] = model_config_snapshot(runner.model_config)
+
+
+def snapshot_target_config_before_pool(result: Any, runner: Any, *args: Any, **kw: Any) -> None:
+    """AFTER hook on ``configure_kv_cache_dtype``: the target's model config where stock's
+    ``initialize`` goes on to size the pool."""
+    _snapshot_target_config("before_pool", runner)
+
+
+def snapshot_target_config_at_pool_sizing(runner: Any, *args: Any, **kwargs: Any) -> None:
+    """BEFORE hook on ``init_memory_pool``: the target's model config as its pool is sized."""
+    _snapshot_target_config("at_pool_sizing", runner)
+
+
 _registered = False
 
 
@@ -290,5 +328,14 @@ def register_report_hooks() -> None:
     )
     HookRegistry.register(
         f"{_SCHEDULER}.__init__", report_scheduler_init_failure, HookType.AROUND, source=source
+    )
+    HookRegistry.register(
+        _CONFIGURE_KV_CACHE_DTYPE,
+        snapshot_target_config_before_pool,
+        HookType.AFTER,
+        source=source,
+    )
+    HookRegistry.register(
+        _INIT_MEMORY_POOL, snapshot_target_config_at_pool_sizing, HookType.BEFORE, source=source
     )
     _registered = True

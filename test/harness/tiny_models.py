@@ -363,9 +363,23 @@ def cache_key(
     extra: dict[str, Any],
     generator_version: int = GENERATOR_VERSION,
 ) -> str:
-    """Directory name for one generated checkpoint: ``<kind>-<12 hex of the parameter hash>``."""
+    """Directory name for one generated checkpoint: ``<kind>-<12 hex of the parameter hash>``.
+
+    The installed transformers release is part of the key: checkpoints are written through its
+    config classes, whose fields differ between releases (the 0.5.23 environment layers a newer
+    transformers over ``.venv``), and one environment must never read the other's files.
+    """
+    from importlib.metadata import version
+
     payload = json.dumps(
-        {"v": generator_version, "kind": kind, "shape": asdict(shape), "seed": seed, **extra},
+        {
+            "v": generator_version,
+            "kind": kind,
+            "shape": asdict(shape),
+            "seed": seed,
+            "transformers": version("transformers"),
+            **extra,
+        },
         sort_keys=True,
     )
     return f"{kind}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"

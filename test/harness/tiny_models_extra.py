@@ -17,7 +17,9 @@ cached under ``<repo>/.cache/tiny-models/<kind>-<hash>`` keyed by every paramete
 - ``dflash-draft``: a ``DFlashDraftModel`` for the default tiny Llama target;
 - ``gemma4-target`` / ``gemma4-assistant``: a text-only Gemma 4 target and its Gemma 4
   assistant, which SGLang promotes to a frozen-KV MTP draft (weights from transformers' own
-  Gemma 4 classes).
+  Gemma 4 classes);
+- ``qwen2``: a ``Qwen2ForCausalLM`` (QKV bias) with tokenizer, the architecture of SGLang's
+  STANDALONE and NGRAM recipes (Qwen2.5 target and draft).
 """
 
 from __future__ import annotations
@@ -411,8 +413,45 @@ def write_gemma4_assistant(
     return directory
 
 
+# Qwen2.5-style target and STANDALONE draft for the recipe rows: the draft is narrower, with a KV
+# geometry unlike the target's (1 KV head of dim 24 against 2 heads of dim 16).
+DEFAULT_QWEN2_TARGET = tiny_models.DEFAULT_TARGET
+DEFAULT_QWEN2_DRAFT = DEFAULT_STANDALONE_DRAFT
+
+
+def write_qwen2(
+    directory: Path, shape: TinyLlamaShape = DEFAULT_QWEN2_TARGET, seed: int = 0
+) -> Path:
+    """Write a random ``Qwen2ForCausalLM`` (weights via transformers) plus its tokenizer."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = Qwen2Config(
+        hidden_size=shape.hidden,
+        intermediate_size=shape.intermediate,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        vocab_size=shape.vocab,
+        max_position_embeddings=shape.max_position_embeddings,
+        tie_word_embeddings=False,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        dtype=shape.dtype,
+    )
+    config.architectures = ["Qwen2ForCausalLM"]
+    torch.manual_seed(seed)
+    Qwen2ForCausalLM(config).to(_torch_dtype(shape.dtype)).save_pretrained(str(directory))
+    write_tokenizer(directory, shape.vocab)
+    return directory
+
+
 _WRITERS = {
     "standalone-draft": write_llama_target,
+    "qwen2": write_qwen2,
     "mimo-v2-target": write_mimo_v2_target,
     "dflash-draft": write_dflash_draft,
     "gemma4-target": write_gemma4_target,
@@ -455,3 +494,9 @@ def tiny_gemma4_target(shape: TinyGemma4Shape = DEFAULT_GEMMA4_TARGET, **kw: Any
 def tiny_gemma4_assistant(shape: TinyGemma4Shape = DEFAULT_GEMMA4_ASSISTANT, **kw: Any) -> Path:
     """Cached Gemma 4 assistant for :func:`tiny_gemma4_target` (a frozen-KV MTP draft)."""
     return cached_model("gemma4-assistant", shape, **kw)
+
+
+def tiny_qwen2(shape: TinyLlamaShape = DEFAULT_QWEN2_TARGET, **kw: Any) -> Path:
+    """Cached tiny ``Qwen2ForCausalLM`` (with tokenizer); pass ``DEFAULT_QWEN2_DRAFT`` for the
+    STANDALONE draft."""
+    return cached_model("qwen2", shape, **kw)

@@ -1,0 +1,320 @@
+"""Fidelity matrix: SGLang's own documented speculative launches start as in stock SGLang,
+plugin on, except for the memory budget.
+
+Rows: :data:`harness.fidelity.ROWS`, one per documented recipe (source, flags, and what a CPU
+machine forced to change are in each row). Per row:
+
+(a) ``ServerArgs`` after ``__post_init__`` equal stock's, every dataclass field, and so do the
+    environment variables SGLang sets while building them. Only an automatic
+    ``--mem-fraction-static`` of a phased launch may differ: it must equal what SGLang's own
+    heuristic gives the same launch without its speculative term, and stock's must be lower by
+    that term (4 GB, 6 GB for STANDALONE). Commands SGLang 0.5.13.post1 refuses are refused
+    alike. Built for the device the recipe targets (``--device cuda``, an H100-80GB test double).
+(b) The target's ``ModelConfig`` (hf config, text config, plain attributes) at the moment its
+    pool is sized equals stock's: the probe builds the draft ``ModelConfig`` where the phased
+    init builds it (before the target pool, inside ``defer_pools()``) and compares the target
+    with stock's target (no draft yet). The same order without the plugin's isolation shows the
+    target rewritten for path-less MTP drafts, so the check cannot pass by accident. Where an
+    Engine runs, the scheduler's own snapshot at pool sizing is compared too.
+(c) The draft's layer count read before loading (``specs.runner_layer_count``, what the budget
+    prices) equals what each draft ``ModelRunner`` allocates (Engine rows; the others say why).
+(d) Where SGLang builds the pair on CPU: the Engine comes up through the four phases, and
+    ``sglang-specinit plan --resident-bytes`` with the same flags equals the server's pools.
+Rows the plugin does not phase show stock ServerArgs (stock reserve), and SGLang's own
+``Scheduler.init_model_worker`` taking the stock path with one WARNING.
+
+Cost: one probe process (SGLang imported once; one child per plugin mode, one grandchild per
+launch), plus one plugin-on Engine per row that can run on CPU, reused by (b)-(d). The (d)
+tests come first in the file: they need only the Engines, and the probe runs meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import fidelity
+from harness.config_snapshot import snapshot_differences
+from harness.engine import DEFAULT_CAPACITY_BYTES, ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.fidelity import ROWS, Row
+from harness.report_reading import REPORT_DIR_ENV, read_breakdown, runners
+from test_workers_common import STOCK_WARNING, Launch, assert_phased, launch_cache
+
+pytestmark = pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S + fidelity.PROBE_TIMEOUT_S)
+
+ENGINE_ROWS = tuple(row for row in ROWS if row.engine is not None)
+PLAN_KEYS = (
+    "tokens",
+    "max_running_requests",
+    "target_kv_bytes_per_token",
+    "draft_kv_bytes_per_token",
+    "budget_bytes",
+    "min_viable_mem_fraction_static",
+)
+
+
+def by_key(rows: tuple[Row, ...]) -> Any:
+    return pytest.mark.parametrize("row", rows, ids=[row.key for row in rows])
+
+
+@pytest.fixture(scope="module")
+def probe_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[dict]]:
+    """The probe (one run for the whole module), started in the background: the Engine-only
+    (d) tests run first, meanwhile."""
+    with ThreadPoolExecutor(1) as pool:
+        yield pool.submit(
+            fidelity.run_probe, fidelity.probe_request(), tmp_path_factory.mktemp("probe")
+        )
+
+
+@pytest.fixture(scope="module")
+def probe(probe_run: Future[dict]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every row's probe results, plugin on and off: ``{(launch, mode): result}``."""
+    return probe_run.result()
+
+
+def _results(probe: dict, row: Row) -> tuple[dict[str, Any], dict[str, Any]]:
+    on, off = probe[(row.key, "on")], probe[(row.key, "off")]
+    if row.refused is None:
+        for result in (on, off):
+            assert "error" not in result, result["error"]["traceback"]
+    return on, off
+
+
+def _skip_refused(row: Row) -> None:
+    if row.refused is not None:
+        pytest.skip(f"SGLang 0.5.13.post1 refuses this command: {row.refused} (checked in (a))")
+
+
+def _start(row: Row) -> Callable[[Path], Launch]:
+    def start(work_dir: Path) -> Launch:
+        kwargs = fidelity.engine_kwargs(row)
+        model_path = kwargs.pop("model_path")
+        specinit_dir = work_dir / "specinit"
+        specinit_dir.mkdir(parents=True)
+        with cpu_engine(
+            model_path,
+            plugin=True,
+            work_dir=work_dir,
+            extra_env={REPORT_DIR_ENV: str(specinit_dir), **row.env},
+            graceful_shutdown=False,  # everything is read before the block ends
+            **kwargs,
+        ) as engine:
+            report = engine.scheduler_report()
+        return Launch(
+            plugin=True,
+            report=report,
+            breakdown=read_breakdown(specinit_dir),
+            log=engine.log_path.read_text(errors="replace"),
+            startup_s=engine.startup_s,
+        )
+
+    return start
+
+
+@pytest.fixture(scope="module")
+def engines(
+    tmp_path_factory: pytest.TempPathFactory, probe_run: Future[dict]
+) -> Callable[[str], Launch]:
+    """``engines(key)``: the row's plugin-on CPU Engine, started once for (b), (c) and (d)."""
+    return launch_cache(tmp_path_factory, {row.key: _start(row) for row in ENGINE_ROWS})
+
+
+_plans: dict[str, dict[str, Any]] = {}
+
+
+def _plan(row: Row, run: Launch) -> dict[str, Any]:
+    """``sglang-specinit plan --json`` for the row's Engine flags and measured device numbers."""
+    assert run.breakdown is not None
+    if row.key not in _plans:
+        _plans[row.key] = fidelity.plan_for_server(
+            row, fidelity.engine_kwargs(row), run.breakdown, DEFAULT_CAPACITY_BYTES
+        )
+    return _plans[row.key]
+
+
+def _engine_or_skip(row: Row, engines: Callable[[str], Launch]) -> Launch:
+    if row.engine is None:
+        pytest.skip(f"no CPU Engine: {row.engine_blocker}")
+    return engines(row.key)
+
+
+# --------------------------------------------------------------------------- (d)
+
+
+@by_key(ROWS)
+def test_d_engine_comes_up_through_the_four_phases(
+    engines: Callable[[str], Launch], row: Row
+) -> None:
+    _skip_refused(row)
+    if not row.phased:
+        pytest.skip(f"not phased (stock init): {row.engine_blocker}")
+    run = _engine_or_skip(row, engines)
+    assert_phased(run, run.report["scheduler"]["spec_algorithm"])
+
+
+@by_key(ENGINE_ROWS)
+def test_d_plan_equals_server(
+    engines: Callable[[str], Launch], row: Row, request: pytest.FixtureRequest
+) -> None:
+    if row.plan_mismatch is not None:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=row.plan_mismatch))
+    run = engines(row.key)
+    planned = _plan(row, run)
+    differing = {
+        key: (planned[key], run.breakdown[key])
+        for key in PLAN_KEYS
+        if planned[key] != run.breakdown[key]
+    }
+    assert differing == {}, (planned, run.breakdown)
+    # What SGLang really allocated for the K/V buffers is what the planner predicted.
+    assert run.breakdown["allocated_target_kv_pool_bytes"] == planned["target_kv_pool_bytes"]
+    assert run.breakdown["allocated_draft_kv_pool_bytes"] == planned["draft_kv_pool_bytes"]
+
+
+@by_key(ENGINE_ROWS)
+@pytest.mark.xfail(strict=True, reason=fidelity.POOL_TABLES_MISMATCH)
+def test_d_plan_pool_bytes_equal_server_planned(engines: Callable[[str], Launch], row: Row) -> None:
+    run = engines(row.key)
+    planned = _plan(row, run)
+    for key in ("target_kv_pool_bytes", "draft_kv_pool_bytes"):
+        assert planned[key] == run.breakdown[key], (key, planned[key], run.breakdown[key])
+
+
+# --------------------------------------------------------------------------- (c)
+
+
+@by_key(ROWS)
+def test_c_draft_layers_read_before_loading_equal_allocated(
+    probe: dict, engines: Callable[[str], Launch], row: Row
+) -> None:
+    _skip_refused(row)
+    on, off = _results(probe, row)
+    if "draft" not in off:
+        pytest.skip("no draft model (NGRAM drafts from the request's own tokens)")
+    predicted = on["draft_layers_before_load"]
+    assert predicted == off["draft_layers_before_load"] >= 1
+    run = _engine_or_skip(row, engines)
+    drafts = runners(run.report, "draft")
+    assert drafts, run.report["model_runners"]
+    assert [r["num_effective_layers"] for r in drafts] == [predicted] * len(drafts)
+    for draft in drafts:
+        if draft["kv_pool"] is not None and isinstance(draft["kv_pool"].get("layer_num"), int):
+            assert draft["kv_pool"]["layer_num"] == predicted
+
+
+# --------------------------------------------------------------------------- (b)
+
+
+@by_key(ROWS)
+def test_b_target_config_equal_stock_when_its_pool_is_sized(probe: dict, row: Row) -> None:
+    _skip_refused(row)
+    on, off = _results(probe, row)
+    stock = off["target_before_draft"]
+    assert snapshot_differences(on["target_before_draft"], stock) == []
+    if "draft" not in off:  # no draft model (NGRAM)
+        assert "draft" not in on
+        return
+    # The phased init builds the draft before the target pool is sized: the target, and the
+    # scheduler's own copy, must still be stock's.
+    assert snapshot_differences(on["target_after_draft"], stock) == []
+    assert snapshot_differences(on["scheduler_after_draft"], off["scheduler_before_draft"]) == []
+    # The draft config itself is built as stock builds it.
+    assert snapshot_differences(on["draft"], off["draft"]) == []
+    assert on["draft_model_path_used"] == off["draft_model_path_used"]
+    if row.pathless:
+        assert on["draft_model_path_used"] == stock["attributes"]["model_path"]
+        # Control: the same order without the plugin's isolation rewrites the target.
+        rewritten = snapshot_differences(off["target_after_draft"], stock)
+        assert any(d.startswith("hf_config.architectures") for d in rewritten), rewritten
+
+
+# What the original bug rewrote in the target's config (architecture and layer counts).
+CRITICAL_HF_KEYS = ("architectures", "num_hidden_layers", "num_nextn_predict_layers")
+
+
+@by_key(ENGINE_ROWS)
+def test_b_engine_target_config_at_pool_sizing(
+    probe: dict, engines: Callable[[str], Launch], row: Row
+) -> None:
+    """In the Engine, the target's config where stock sizes its pool (the end of SGLang's own
+    ``initialize`` code before ``init_memory_pool``: the end of phase 1) is the one its pool is
+    sized with, after the draft was built. SGLang's CPU model loading adds keys and updates
+    some in place before that point, in stock too, so the comparison with the probe's stock
+    config (taken before loading) covers the ModelConfig attributes and the critical keys."""
+    run = engines(row.key)
+    before, at_pool = (
+        run.report["target_config_before_pool"],
+        run.report["target_config_at_pool_sizing"],
+    )
+    assert before is not None and at_pool is not None
+    assert snapshot_differences(at_pool, before) == []
+    stock = probe[(f"{row.key}@cpu", "off")]
+    assert "error" not in stock, stock["error"]["traceback"]
+    stock_config = stock["target_before_draft"]
+    # Attributes SGLang's loader adds (``_resolved_model_arch`` ...) are not stock's to compare.
+    assert {k: before["attributes"].get(k) for k in stock_config["attributes"]} == (
+        stock_config["attributes"]
+    )
+    for key in CRITICAL_HF_KEYS:
+        assert before["hf_config"].get(key) == stock_config["hf_config"].get(key), key
+
+
+# --------------------------------------------------------------------------- (a)
+
+
+@by_key(ROWS)
+def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
+    on, off = _results(probe, row)
+    if row.refused is not None:
+        assert on["error"]["step"] == off["error"]["step"] == "ServerArgs"
+        assert (on["error"]["type"], on["error"]["message"]) == (
+            off["error"]["type"],
+            off["error"]["message"],
+        )
+        assert row.refused in on["error"]["message"]
+        return
+    differences = fidelity.server_args_differences(on, off)
+    assert on["env_set_by_server_args"] == off["env_set_by_server_args"]
+    algorithm = off["server_args"]["speculative_algorithm"]
+    reserve = fidelity.draft_reserve_mib(algorithm)
+    automatic = "fraction_without_spec_term" in off
+    if not (automatic and row.phased and reserve):
+        assert differences == {}
+        return
+    assert set(differences) == {"mem_fraction_static"}, differences
+    ours, stock = differences["mem_fraction_static"]
+    assert ours == off["fraction_without_spec_term"]
+    # Stock's heuristic took the flat draft reserve on top (both values rounded to 3 places).
+    assert abs((ours - stock) - reserve / off["gpu_mem_mib"]) <= 0.0011
+    assert off["gpu_mem_mib"] == fidelity.GPU.total_mib
+
+
+# --------------------------------------------------------------------------- not phased
+
+
+@by_key(tuple(row for row in ROWS if not row.phased))
+def test_unphased_launch_keeps_stock_init_with_one_warning(probe: dict, row: Row) -> None:
+    on, off = _results(probe, row)
+    # Stock reserve: the automatic fraction is stock's (test_a: no field differs).
+    assert "fraction_without_spec_term" in off
+    assert on["server_args"]["mem_fraction_static"] == off["server_args"]["mem_fraction_static"]
+    assert on["server_args"]["mem_fraction_static"] < off["fraction_without_spec_term"]
+    for result in (on, off):
+        check = result["scheduler_check"]
+        # SGLang's own init_model_worker ran: its first call is the target worker, built the
+        # stock way (no deferred pools, no phase log), with the fraction untouched.
+        assert check["reached_init_tp_model_worker"]
+        assert [c["deferring_pools"] for c in check["calls"]] == [False]
+        assert not check["phase_log_started"]
+        assert check["mem_fraction_static_after"] == check["mem_fraction_static_before"]
+    warnings = [
+        r["message"]
+        for r in on["records"]
+        if r["logger"].startswith("sglang_specinit") and r["level"] == "WARNING"
+    ]
+    assert len(warnings) == 1 and warnings[0].startswith(STOCK_WARNING), warnings
+    assert not [r for r in off["records"] if r["logger"].startswith("sglang_specinit")]
