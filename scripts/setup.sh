@@ -71,14 +71,23 @@ if ! up_to_date .venv; then
   # The layered venvs read .venv: rebuild them on top of the new one.
   rm -f .venv-sglang0514/.specinit-stamp .venv-sglang0523/.specinit-stamp
 fi
+# The two layered environments only read .venv: build them side by side (pip is mostly
+# single-threaded unpacking, and CI has two cores).
+pids=()
 if ! up_to_date .venv-sglang0514; then
-  build_upstream_venv
-  echo "$stamp_inputs" > .venv-sglang0514/.specinit-stamp
+  (build_upstream_venv && echo "$stamp_inputs" > .venv-sglang0514/.specinit-stamp) &
+  pids+=($!)
 fi
 if ! up_to_date .venv-sglang0523; then
-  step=$(date +%s)
-  build_sglang0523_venv
-  echo "$stamp_inputs" > .venv-sglang0523/.specinit-stamp
-  echo "[setup] built .venv-sglang0523 in $(( $(date +%s) - step ))s"
+  (
+    step=$(date +%s)
+    build_sglang0523_venv
+    echo "$stamp_inputs" > .venv-sglang0523/.specinit-stamp
+    echo "[setup] built .venv-sglang0523 in $(( $(date +%s) - step ))s"
+  ) &
+  pids+=($!)
 fi
+for pid in "${pids[@]}"; do
+  wait "$pid"
+done
 echo "[setup] environments ready in $(( $(date +%s) - start ))s"

@@ -93,6 +93,22 @@ def group_by_module(
     }
 
 
+def adapter_patches(phase_modules: Iterable[Any]) -> dict[str, ModulePatch]:
+    """Every SGLang module an adapter checks or patches: its phase modules' ``HOOKS``,
+    ``NEW_METHODS`` and ``REQUIRES`` tables, regrouped per SGLang module."""
+    modules = list(phase_modules)
+    return group_by_module(
+        (hook for m in modules for hook in m.HOOKS),
+        (method for m in modules for method in m.NEW_METHODS),
+        (required for m in modules for required in m.REQUIRES),
+    )
+
+
+def adapter_new_methods(phase_modules: Iterable[Any]) -> list[Any]:
+    """The functions an adapter's phase modules add to SGLang classes."""
+    return [method.fn for m in phase_modules for method in m.NEW_METHODS]
+
+
 def is_instance_of(obj: Any, module: str, class_name: str) -> bool:
     """``isinstance`` without importing ``module``: if SGLang has not imported it, ``obj``
     cannot be an instance of its class (and importing it would patch it for nothing)."""

@@ -59,6 +59,8 @@ def plan_to_dict(plan: PoolPlan, inputs: BudgetInputs, tp_size: int) -> dict[str
         "target_kv_pool_bytes": int(plan.target_kv_pool_bytes),
         "draft_kv_pool_bytes": int(plan.draft_kv_pool_bytes),
         "draft_request_bytes": int(plan.draft_request_bytes),
+        # A draft pool of fixed size (frozen-KV MTP's stand-in), outside the per-token price.
+        "draft_fixed_pool_bytes": int(plan.draft_fixed_bytes),
         "used_bytes": int(plan.used_bytes),
         "headroom_bytes": int(plan.headroom_bytes),
         "min_viable_mem_fraction_static": round(plan.min_viable_mem_fraction_static, 6),

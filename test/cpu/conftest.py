@@ -11,21 +11,6 @@ from pathlib import Path
 import pytest
 from harness import tiny_models
 
-SLOW_ENV = "SPECINIT_TEST_SLOW"
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``slow`` tests (the longest multi-rank launches, over a minute each on 2 cores) run only
-    with ``SPECINIT_TEST_SLOW=1``, so that CI stays well inside its 30 minutes."""
-    import os
-
-    if os.environ.get(SLOW_ENV) == "1":
-        return
-    skip = pytest.mark.skip(reason=f"slow multi-rank launch: set {SLOW_ENV}=1 to run it")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
-
 
 @pytest.fixture(scope="session")
 def tiny_target() -> Path:

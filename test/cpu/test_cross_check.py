@@ -61,7 +61,18 @@ def _planner_spec(model_dir: Path, kv_cache_dtype: str) -> budget.KVSpec:
     )
 
 
-@pytest.mark.parametrize("name", sorted(GEOMETRIES))
+# Two geometries in CI (GQA, MLA); the others (their cells are also checked per pool class, without
+# an Engine, by test_pool_parity) run with SPECINIT_TEST_SLOW=1.
+IN_CI = ("gqa-bf16", "mla-bf16")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        name if name in IN_CI else pytest.param(name, marks=pytest.mark.slow)
+        for name in sorted(GEOMETRIES)
+    ],
+)
 def test_cell_and_tokens_match_sglang(name: str, tmp_path: Path) -> None:
     writer, shape, overrides = GEOMETRIES[name]
     model_dir = writer(shape)

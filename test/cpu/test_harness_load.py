@@ -51,6 +51,7 @@ def test_unreachable_server_is_recorded_not_raised() -> None:
 
 @pytest.mark.cpu_engine
 @pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)
+@pytest.mark.slow  # a harness self-check of the GPU suite's load against a real CPU server
 def test_load_fills_the_kv_pool_of_a_real_server(tiny_target: Path, tmp_path: Path) -> None:
     with cpu_server(
         tiny_target, plugin=False, work_dir=tmp_path, max_total_tokens=CAPACITY_TOKENS

@@ -190,7 +190,14 @@ def log_index(log: str, needle: str) -> int:
 
 # --------------------------------------------------------------------------- phased launches
 
-CASE_IDS = sorted(CASES)
+# The nnpl-0 case repeats EAGLE3's launch with one config key changed; on 0.5.13 nothing
+# prices that key (the 0.5.23 suite is where it matters), so it runs with SPECINIT_TEST_SLOW=1.
+CASE_IDS = [
+    pytest.param(case, marks=pytest.mark.slow) if case == "EAGLE3-nnpl0" else case
+    for case in sorted(CASES)
+]
+# Stock contrasts: EAGLE3 in CI, EAGLE (the same overshoot, a smaller draft) with the slow set.
+STOCK_CASES = ["EAGLE3", pytest.param("EAGLE", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("case", CASE_IDS)
@@ -313,6 +320,7 @@ def test_weights_and_kv_fill_the_budget_without_exceeding_it(
     assert meter.budget_bytes - used < per_token
 
 
+@pytest.mark.slow
 def test_nnpl0_draft_pool_exists_and_is_priced(launch: Callable[[str, bool], Launch]) -> None:
     run = launch("EAGLE3-nnpl0", True)
     config = json.loads((run.draft_path / "config.json").read_text())
@@ -329,7 +337,7 @@ def test_nnpl0_draft_pool_exists_and_is_priced(launch: Callable[[str, bool], Lau
 # --------------------------------------------------------------------------- stock regression
 
 
-@pytest.mark.parametrize("case", ["EAGLE", "EAGLE3"])
+@pytest.mark.parametrize("case", STOCK_CASES)
 def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch], case: str) -> None:
     """The bug: 0.5.13.post1 sizes the target pool for the whole budget, then adds the draft."""
     stock = launch(case, False)
@@ -363,7 +371,7 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
     assert runner(phased.report, "target")["kv_pool"]["size"] < target_pool["size"]
 
 
-@pytest.mark.parametrize("case", ["EAGLE", "EAGLE3"])
+@pytest.mark.parametrize("case", STOCK_CASES)
 @pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
 def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
     launch: Callable[[str, bool], Launch], case: str

@@ -160,6 +160,7 @@ def test_compact_window_gives_the_draft_a_private_request_table(
     assert draft["kv_pool"]["size"] == target["kv_pool"]["size"] == window.breakdown["tokens"]
 
 
+@pytest.mark.slow  # the stock contrast; CI keeps EAGLE3's (test_phased_eagle)
 def test_plugin_off_reproduces_the_overshoot(launch: Callable[[str], Launch]) -> None:
     on, off = launch("on"), launch("off")
     assert_stock(off, ALGORITHM)

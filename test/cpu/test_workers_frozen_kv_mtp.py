@@ -187,6 +187,7 @@ def test_assistant_weights_are_counted(launch: Callable[[str], Launch]) -> None:
 
 
 @engine
+@pytest.mark.slow  # the stock contrast; CI keeps EAGLE3's (test_phased_eagle)
 def test_plugin_off_leaves_the_assistant_outside_the_budget(
     launch: Callable[[str], Launch],
 ) -> None:

@@ -275,6 +275,7 @@ def test_draft_layers_are_charged_and_shared_embed_head_freed_first(
 
 
 @engine
+@pytest.mark.slow  # the stock contrast; CI keeps EAGLE3's (test_phased_eagle)
 def test_plugin_off_reproduces_the_overshoot(launch: Callable[[str], Launch]) -> None:
     on, off = launch("on"), launch("off")
     assert_stock(off, ALGORITHM)

@@ -121,6 +121,7 @@ def test_draft_weights_are_counted_in_full(launch: Callable[[str], Launch]) -> N
     assert resident >= breakdown["target_weight_bytes"] + breakdown["draft_weight_bytes"]
 
 
+@pytest.mark.slow  # the stock contrast; CI keeps EAGLE3's (test_phased_eagle)
 def test_plugin_off_reproduces_the_overshoot(launch: Callable[[str], Launch]) -> None:
     on, off = launch("on"), launch("off")
     assert_stock(off, ALGORITHM)

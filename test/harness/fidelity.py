@@ -74,20 +74,6 @@ CPU_FRACTION_CHANGE = (
     "--mem-fraction-static 0.5 on CPU: the automatic fraction reserves >= 512 MiB of the 256 MiB "
     "simulated device (the automatic fraction itself is checked in (a) on the H100 double)"
 )
-# A known planner/server difference (reported): the server prices each pool by building it,
-# counting every tensor the pool owns, so a pool's per-layer K/V pointer and stride tables
-# (48 B per MHA layer); the offline planner prices the K/V buffers only.
-POOL_TABLES_MISMATCH = (
-    "the server prices each pool by building it (pool_probe: every tensor the pool owns, its "
-    "per-layer K/V pointer and stride tables included, 48 B per MHA layer), the offline "
-    "planner prices the K/V buffers only; reported, not fixed here"
-)
-
-
-def _tables(measured: str) -> str:
-    return f"{measured}: {POOL_TABLES_MISMATCH}"
-
-
 HUB_TO_TINY = "hub ids -> local tiny checkpoints of the same architecture"
 DEVICE_CUDA = "--device cuda added: a GPU recipe, and no GPU to detect here"
 
@@ -116,8 +102,6 @@ class Row:
     engine_blocker: str | None = None
     # Run the (hooked) Scheduler.init_model_worker up to its first call (unphased rows).
     scheduler_check: bool = False
-    # Why ``plan --resident-bytes`` does not equal this row's server yet (a known bug).
-    plan_mismatch: str | None = None
 
     def paths(self) -> dict[str, str]:
         out = {TARGET: str(self.target())}
@@ -180,6 +164,23 @@ DEEPSEEK_V3_DOCS = (
     "--tp", "8",
 )  # fmt: skip
 
+def eagle_guide_recipe(algorithm: str, *extra: str) -> tuple[str, ...]:
+    """The speculative-decoding guide's EAGLE-2 / EAGLE-3 commands: the same flags but the
+    algorithm (EAGLE-3's adds ``--dtype float16``)."""
+    return (
+        "--model", TARGET,
+        "--speculative-algorithm", algorithm,
+        "--speculative-draft-model-path", DRAFT,
+        "--speculative-num-steps", "3",
+        "--speculative-eagle-topk", "4",
+        "--speculative-num-draft-tokens", "16",
+        "--mem-fraction-static", "0.7",
+        "--cuda-graph-max-bs", "8",
+        *extra,
+        "--log-level", "warning",
+    )  # fmt: skip
+
+
 ROWS: tuple[Row, ...] = (
     Row(
         key="llama31-eagle",
@@ -189,57 +190,16 @@ ROWS: tuple[Row, ...] = (
             "documents no Llama-3.1 EAGLE-2 pair; the same LlamaForCausalLM + "
             "LlamaForCausalLMEagle pair stands in"
         ),
-        recipe=(
-            "--model",
-            TARGET,
-            "--speculative-algorithm",
-            "EAGLE",
-            "--speculative-draft-model-path",
-            DRAFT,
-            "--speculative-num-steps",
-            "3",
-            "--speculative-eagle-topk",
-            "4",
-            "--speculative-num-draft-tokens",
-            "16",
-            "--mem-fraction-static",
-            "0.7",
-            "--cuda-graph-max-bs",
-            "8",
-            "--log-level",
-            "warning",
-        ),  # fmt: skip
+        recipe=eagle_guide_recipe("EAGLE"),
         target=_llama,
         draft=tiny_models.tiny_eagle_draft,
         engine=TRITON_DRAFT_BACKEND,
-        plan_mismatch=_tables("tokens: plan 467177, server 467176"),
     ),
     Row(
         key="llama31-eagle3",
         title="Llama-3.1 + EAGLE3",
         source=f"{EAGLE_DOC}, EAGLE-3 command (Meta-Llama-3.1-8B-Instruct + its EAGLE3 draft)",
-        recipe=(
-            "--model",
-            TARGET,
-            "--speculative-algorithm",
-            "EAGLE3",
-            "--speculative-draft-model-path",
-            DRAFT,
-            "--speculative-num-steps",
-            "3",
-            "--speculative-eagle-topk",
-            "4",
-            "--speculative-num-draft-tokens",
-            "16",
-            "--mem-fraction-static",
-            "0.7",
-            "--cuda-graph-max-bs",
-            "8",
-            "--dtype",
-            "float16",
-            "--log-level",
-            "warning",
-        ),  # fmt: skip
+        recipe=eagle_guide_recipe("EAGLE3", "--dtype", "float16"),
         target=_llama,
         draft=tiny_models.tiny_eagle3_draft,
         engine=TRITON_DRAFT_BACKEND,
@@ -268,7 +228,6 @@ ROWS: tuple[Row, ...] = (
             "fa3/fa4/ascend/intel_amx/intel_xpu/aiter for GptOssForCausalLM (built, never "
             "launched)",
         ),
-        plan_mismatch=_tables("tokens: plan 286904, server 286903"),
     ),
     Row(
         key="standalone",
@@ -330,7 +289,6 @@ ROWS: tuple[Row, ...] = (
         draft=tiny_models_extra.tiny_dflash_draft,
         engine=TRITON_DRAFT_BACKEND,
         engine_changes=("--attention-backend torch_native on CPU (flashinfer is CUDA-only)",),
-        plan_mismatch=_tables("min viable fraction: plan 0.032384, server 0.032385"),
     ),
     Row(
         key="ngram-docs",
@@ -426,7 +384,6 @@ ROWS: tuple[Row, ...] = (
         changes=(HUB_TO_TINY + " (bf16: no FP8 block quantization here)", DEVICE_CUDA),
         pathless=True,
         engine=TRITON_DRAFT_BACKEND,
-        plan_mismatch=_tables("tokens: plan 607011, server 607010"),
     ),
     Row(
         key="qwen3-next-docs",
@@ -493,7 +450,6 @@ ROWS: tuple[Row, ...] = (
         pathless=True,
         engine={**TRITON_DRAFT_BACKEND, **CPU_FRACTION},
         engine_changes=(CPU_FRACTION_CHANGE,),
-        plan_mismatch=_tables("tokens: plan 377196, server 377195"),
     ),
     Row(
         key="gemma4-frozen-kv-mtp",
@@ -526,7 +482,6 @@ ROWS: tuple[Row, ...] = (
             "--attention-backend triton on CPU: 0.5.13.post1 accepts only trtllm_mha/triton/"
             "intel_xpu for Gemma 4 (built, never launched)",
         ),
-        plan_mismatch=_tables("tokens: plan 962025, server 962024"),
     ),
     Row(
         key="deepseek-v32-hisparse",

@@ -87,10 +87,15 @@ def _torch_dtype(name: str) -> Any:
     return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
 
 
-def _llama_config(shape: TinyLlamaShape, architecture: str, **extra: Any) -> Any:
-    from transformers import LlamaConfig
+def _llama_config(
+    shape: TinyLlamaShape, architecture: str, config_class: Any = None, **extra: Any
+) -> Any:
+    """A transformers config of ``shape`` (``LlamaConfig`` unless another Llama-shaped class,
+    such as ``Qwen2Config``, is passed)."""
+    if config_class is None:
+        from transformers import LlamaConfig as config_class
 
-    config = LlamaConfig(
+    config = config_class(
         hidden_size=shape.hidden,
         intermediate_size=shape.intermediate,
         num_hidden_layers=shape.layers,

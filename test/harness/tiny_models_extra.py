@@ -428,21 +428,7 @@ def write_qwen2(
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    config = Qwen2Config(
-        hidden_size=shape.hidden,
-        intermediate_size=shape.intermediate,
-        num_hidden_layers=shape.layers,
-        num_attention_heads=shape.heads,
-        num_key_value_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        vocab_size=shape.vocab,
-        max_position_embeddings=shape.max_position_embeddings,
-        tie_word_embeddings=False,
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
-        dtype=shape.dtype,
-    )
-    config.architectures = ["Qwen2ForCausalLM"]
+    config = tiny_models._llama_config(shape, "Qwen2ForCausalLM", Qwen2Config)
     torch.manual_seed(seed)
     Qwen2ForCausalLM(config).to(_torch_dtype(shape.dtype)).save_pretrained(str(directory))
     write_tokenizer(directory, shape.vocab)

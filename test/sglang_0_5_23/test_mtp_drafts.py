@@ -24,7 +24,7 @@ def assert_budget_filled_to_within_one_page(run) -> None:
     assert memory["allocated_target_kv_pool_bytes"] == memory["target_kv_pool_bytes"]
     # Token-sized draft pools plus fixed-size ones (frozen-KV MTP's stand-in pool).
     assert memory["allocated_draft_kv_pool_bytes"] == (
-        memory["draft_kv_pool_bytes"] + memory["draft_fixed_bytes"]
+        memory["draft_kv_pool_bytes"] + memory["draft_fixed_pool_bytes"]
     )
     budget = int(0.5 * run.pre_load_free_bytes)
     used = (

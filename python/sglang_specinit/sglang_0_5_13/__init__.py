@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import importlib
 
-from sglang_specinit.hooks import ModulePatch, group_by_module
+from sglang_specinit.hooks import ModulePatch, adapter_new_methods, adapter_patches
 
 RELEASES = ("0.5.13", "0.5.13.post1")
 
@@ -54,14 +54,9 @@ def phase_modules() -> list[object]:
 
 def module_patches() -> dict[str, ModulePatch]:
     """Every SGLang module this adapter checks or patches, with what it does there."""
-    modules = phase_modules()
-    return group_by_module(
-        (hook for m in modules for hook in m.HOOKS),
-        (method for m in modules for method in m.NEW_METHODS),
-        (required for m in modules for required in m.REQUIRES),
-    )
+    return adapter_patches(phase_modules())
 
 
 def new_methods() -> list[object]:
     """Every phase method this adapter adds (a worker inheriting one is not phase-ready)."""
-    return [method.fn for m in phase_modules() for method in m.NEW_METHODS]
+    return adapter_new_methods(phase_modules())

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import importlib
 
-from sglang_specinit.hooks import ModulePatch, group_by_module
+from sglang_specinit.hooks import ModulePatch, adapter_new_methods, adapter_patches
 
 RELEASES = ("0.5.23",)
 
@@ -47,14 +47,9 @@ def phase_modules() -> list[object]:
 
 def module_patches() -> dict[str, ModulePatch]:
     """Every SGLang module this adapter checks or patches, with what it does there."""
-    modules = phase_modules()
-    return group_by_module(
-        (hook for m in modules for hook in m.HOOKS),
-        (method for m in modules for method in m.NEW_METHODS),
-        (required for m in modules for required in m.REQUIRES),
-    )
+    return adapter_patches(phase_modules())
 
 
 def new_methods() -> list[object]:
     """Methods this adapter adds to SGLang classes (none: 0.5.23 has every phase method)."""
-    return [method.fn for m in phase_modules() for method in m.NEW_METHODS]
+    return adapter_new_methods(phase_modules())

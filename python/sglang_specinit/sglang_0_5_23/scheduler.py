@@ -103,7 +103,6 @@ def memory_breakdown(scheduler: Any, sizing: TargetSizing) -> dict[str, Any]:
     breakdown["allocated_draft_kv_pool_bytes"] = sum(
         kv_pool_allocated_bytes(r) for r in draft_runners
     )
-    breakdown["draft_fixed_bytes"] = int(sizing.plan.draft_fixed_bytes)
     breakdown["upstream_reserved_layers"] = sizing.upstream_reserved_layers
     breakdown["stock_duplicate_bytes_at_profile"] = sizing.stock_duplicate_bytes
     breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
