@@ -313,7 +313,7 @@ _registered = False
 
 
 def register_report_hooks() -> None:
-    """Register both report hooks with ``HookRegistry`` (idempotent)."""
+    """Register the report hooks with ``HookRegistry`` (idempotent)."""
     global _registered
     if _registered:
         return
@@ -329,13 +329,21 @@ def register_report_hooks() -> None:
     HookRegistry.register(
         f"{_SCHEDULER}.__init__", report_scheduler_init_failure, HookType.AROUND, source=source
     )
-    HookRegistry.register(
-        _CONFIGURE_KV_CACHE_DTYPE,
-        snapshot_target_config_before_pool,
-        HookType.AFTER,
-        source=source,
-    )
-    HookRegistry.register(
-        _INIT_MEMORY_POOL, snapshot_target_config_at_pool_sizing, HookType.BEFORE, source=source
-    )
+    from harness.sglang_release import sglang_release
+
+    # The config snapshots name 0.5.13.x methods (0.5.23 has neither the mixin module nor
+    # configure_kv_cache_dtype); the fidelity matrix that reads them runs on 0.5.13.x only.
+    if sglang_release()[:3] == (0, 5, 13):
+        HookRegistry.register(
+            _CONFIGURE_KV_CACHE_DTYPE,
+            snapshot_target_config_before_pool,
+            HookType.AFTER,
+            source=source,
+        )
+        HookRegistry.register(
+            _INIT_MEMORY_POOL,
+            snapshot_target_config_at_pool_sizing,
+            HookType.BEFORE,
+            source=source,
+        )
     _registered = True

@@ -322,14 +322,17 @@ def simulated_get_device_memory_capacity(
 
 
 def bind_scheduler_device(
-    scheduler: Any, server_args: Any, port_args: Any, gpu_id: int, *args: Any, **kwargs: Any
+    scheduler: Any, server_args: Any, port_args: Any, *args: Any, **kwargs: Any
 ) -> None:
     """BEFORE for ``Scheduler.__init__``: this scheduler process simulates device ``gpu_id``.
 
     ``Scheduler.__init__`` runs before any of the process's memory readings (they are taken
-    by its ModelRunners), and it is the first place that knows the process's device.
+    by its ModelRunners), and it is the first place that knows the process's device. 0.5.13
+    passes ``gpu_id`` (third after the arguments); 0.5.23's constructor takes only the two
+    argument objects, and its single-rank CPU launches keep the one default device.
     """
-    if getattr(server_args, "device", None) == "cpu":
+    gpu_id = args[0] if args else kwargs.get("gpu_id")
+    if getattr(server_args, "device", None) == "cpu" and gpu_id is not None:
         bind_meter_to_device(int(gpu_id))
 
 
