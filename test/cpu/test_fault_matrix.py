@@ -138,10 +138,10 @@ def the_error_line(run: EndedLaunch) -> str:
 
 
 # Every row's check and message are unit-tested without a launch (test/unit/test_launch_checks.py).
-# End to end, one launch costs SGLang's imports (~22 s), so CI runs one file row and one flag row
-# at TP 1 and one row at TP 2 (a refusal in the launcher happens before any rank exists, so TP
+# End to end, one launch costs SGLang's imports (~22 s), so CI runs one file row at TP 1 and one
+# flag row at TP 2 (a refusal in the launcher happens before any rank exists, so TP
 # only changes the flag); the rest of the matrix runs with SPECINIT_TEST_SLOW=1.
-IN_CI = {("truncated-draft-shard", 1), ("mem-fraction-1.5", 1), ("mem-fraction-0", 2)}
+IN_CI = {("truncated-draft-shard", 1), ("mem-fraction-0", 2)}
 REFUSED_CASES = [
     pytest.param(
         row,

@@ -123,7 +123,6 @@ def _start(row: Row) -> Callable[[Path], Launch]:
             plugin=True,
             work_dir=work_dir,
             extra_env={REPORT_DIR_ENV: str(specinit_dir), **row.env},
-            graceful_shutdown=False,  # everything is read before the block ends
             **kwargs,
         ) as engine:
             report = engine.scheduler_report()

@@ -9,7 +9,9 @@ off. Runs in the 0.5.23 environment (``.venv-sglang0523``).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -129,33 +131,61 @@ class Launch:
         return sum(p["k_bytes"] + p["v_bytes"] for p in pools)
 
 
-_launches: dict[tuple[str, bool], Launch] = {}
+# One future per (kind, plugin): every launch starts at most once per process, whoever asks
+# first (a test, or prefetch() on behalf of the tests the session collected).
+_launches: dict[tuple[str, bool], Future[Launch]] = {}
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+# Two launches at a time: each one spends most of its start-up importing SGLang on one core.
+PARALLEL_LAUNCHES = 2
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(PARALLEL_LAUNCHES, thread_name_prefix="launch-0523")
+    return _pool
+
+
+def _submit(kind: str, plugin: bool, tmp_root: Path) -> Future[Launch]:
+    with _lock:
+        key = (kind, plugin)
+        if key not in _launches:
+            _launches[key] = _executor().submit(_run, kind, plugin, tmp_root)
+        return _launches[key]
+
+
+def prefetch(keys: list[tuple[str, bool]], tmp_root: Path) -> None:
+    """Start these launches in the background, in this order, two at a time."""
+    for kind, plugin in keys:
+        _submit(kind, plugin, tmp_root)
 
 
 def launch(kind: str, plugin: bool, tmp_root: Path) -> Launch:
-    """Start (once per session) the Engine for ``kind`` with the plugin on or off."""
-    key = (kind, plugin)
-    if key not in _launches:
-        work = tmp_root / f"{kind}-{'on' if plugin else 'off'}"
-        report_dir = work / "memory"
-        report_dir.mkdir(parents=True, exist_ok=True)
-        spec = KINDS[kind]
-        with cpu_engine(
-            spec.target(),
-            draft_model_path=spec.draft(),
-            algorithm=spec.algorithm,
-            plugin=plugin,
-            work_dir=work,
-            startup_timeout_s=ENGINE_TIMEOUT_S,
-            mem_fraction_static=0.5,
-            extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(report_dir)},
-            **spec.engine_kwargs,
-        ) as engine:
-            report = engine.scheduler_report()
-        memory_file = report_dir / "memory-rank0.json"
-        memory = json.loads(memory_file.read_text()) if memory_file.exists() else None
-        _launches[key] = Launch(report, memory, engine.log_path.read_text(errors="replace"))
-    return _launches[key]
+    """The Engine for ``kind`` with the plugin on or off, started once per session."""
+    return _submit(kind, plugin, tmp_root).result()
+
+
+def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
+    work = tmp_root / f"{kind}-{'on' if plugin else 'off'}"
+    report_dir = work / "memory"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    spec = KINDS[kind]
+    with cpu_engine(
+        spec.target(),
+        draft_model_path=spec.draft(),
+        algorithm=spec.algorithm,
+        plugin=plugin,
+        work_dir=work,
+        startup_timeout_s=ENGINE_TIMEOUT_S,
+        mem_fraction_static=0.5,
+        extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(report_dir)},
+        **spec.engine_kwargs,
+    ) as engine:
+        report = engine.scheduler_report()
+    memory_file = report_dir / "memory-rank0.json"
+    memory = json.loads(memory_file.read_text()) if memory_file.exists() else None
+    return Launch(report, memory, engine.log_path.read_text(errors="replace"))
 
 
 def load_launch(work: Path) -> Launch:

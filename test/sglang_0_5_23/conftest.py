@@ -24,7 +24,7 @@ from harness.sglang_release import sglang_release  # noqa: E402
 if sglang_release()[:3] != (0, 5, 23):
     collect_ignore_glob = ["test_*.py"]
 
-from harness.launch_0_5_23 import launch  # noqa: E402
+from harness.launch_0_5_23 import launch, prefetch  # noqa: E402
 from harness.sglang_release import SGL_KERNEL_STUB_DIR  # noqa: E402
 
 # Tests that import SGLang in this process: 0.5.23 decides is_cpu() at import time and then
@@ -36,6 +36,30 @@ if sglang_release()[:3] == (0, 5, 23):
 
 
 @pytest.fixture(scope="session")
-def engine_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def engine_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``engine_runs(kind, plugin)``: the session's launch for that pair.
+
+    Every launch the selected tests will read (``LAUNCHES`` of each test, see
+    :func:`launches_of`) is started up front, two at a time, in the order the tests need them.
+    """
     root = tmp_path_factory.mktemp("sglang0523")
+    wanted: list[tuple[str, bool]] = []
+    for item in request.session.items:
+        for key in launches_of(item):
+            if key not in wanted:
+                wanted.append(key)
+    prefetch(wanted, root)
     return lambda kind, plugin: launch(kind, plugin, root)
+
+
+def launches_of(item: pytest.Item) -> list[tuple[str, bool]]:
+    """The (kind, plugin) launches a test reads: its ``launches`` marker, else none known."""
+    marker = item.get_closest_marker("launches")
+    if marker is None or item.get_closest_marker("skip") is not None:
+        return []
+    keys = list(marker.args)
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "kind" in callspec.params:
+        # A test parametrized by draft kind reads that kind's plugin-on launch.
+        keys = [(callspec.params["kind"], True) if k == ("{kind}", True) else k for k in keys]
+    return keys

@@ -34,13 +34,21 @@ DUPLICATES = {
     "STANDALONE": 0,
 }
 KINDS = list(DRAFT_GEOMETRY)
+# EAGLE and STANDALONE drafts have the target's KV geometry, where 0.5.23's own reserve is
+# already right; CI prices the two drafts it gets wrong (EAGLE3, nnpl 0), the others run with
+# SPECINIT_TEST_SLOW=1.
+PRICED_IN_CI = ("EAGLE3", "EAGLE3-nnpl0")
+KIND_PARAMS = [
+    kind if kind in PRICED_IN_CI else pytest.param(kind, marks=pytest.mark.slow) for kind in KINDS
+]
 
 
 def kv_bytes(layers: int, heads: int, head_dim: int) -> int:
     return layers * heads * head_dim * 2 * 2  # K + V, bf16
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KIND_PARAMS)
+@pytest.mark.launches(("{kind}", True))
 def test_draft_pool_has_the_drafts_geometry_and_is_priced_at_it(engine_runs, kind) -> None:
     run = engine_runs(kind, True)
     memory = run.memory
@@ -64,7 +72,8 @@ def test_draft_pool_has_the_drafts_geometry_and_is_priced_at_it(engine_runs, kin
     assert pool["k_bytes"] + pool["v_bytes"] == memory["draft_kv_pool_bytes"]
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KIND_PARAMS)
+@pytest.mark.launches(("{kind}", True))
 def test_weights_and_pools_fill_the_budget_to_within_one_page(engine_runs, kind) -> None:
     run = engine_runs(kind, True)
     memory = run.memory
@@ -81,7 +90,8 @@ def test_weights_and_pools_fill_the_budget_to_within_one_page(engine_runs, kind)
     assert budget - used < one_page_of_both
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KIND_PARAMS)
+@pytest.mark.launches(("{kind}", True))
 def test_duplicate_embed_and_head_are_gone_before_profiling(engine_runs, kind) -> None:
     run = engine_runs(kind, True)
     memory = run.memory
@@ -96,11 +106,13 @@ def test_duplicate_embed_and_head_are_gone_before_profiling(engine_runs, kind) -
     assert resident_at_profile == memory["resident_bytes"]
 
 
+@pytest.mark.launches(("EAGLE3", True))
 def test_eagle3_keeps_its_hot_token_map(engine_runs) -> None:
     run = engine_runs("EAGLE3", True)
     assert run.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
 
 
+@pytest.mark.launches(("EAGLE3-nnpl0", True))
 def test_nnpl0_draft_is_priced_although_upstream_reserves_nothing(engine_runs) -> None:
     run = engine_runs("EAGLE3-nnpl0", True)
     assert run.memory["upstream_reserved_layers"] == 0

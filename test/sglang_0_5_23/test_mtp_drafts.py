@@ -40,6 +40,7 @@ def assert_budget_filled_to_within_one_page(run) -> None:
     assert budget - used < 2 * (one_page + 1)
 
 
+@pytest.mark.launches(("MTP-multi-layer", True))
 def test_multi_layer_eagle_prices_one_pool_per_draft_runner(engine_runs) -> None:
     run = engine_runs("MTP-multi-layer", True)
     drafts = run.draft_runners()
@@ -50,6 +51,7 @@ def test_multi_layer_eagle_prices_one_pool_per_draft_runner(engine_runs) -> None
     assert_budget_filled_to_within_one_page(run)
 
 
+@pytest.mark.launches(("FROZEN_KV_MTP", True))
 def test_frozen_kv_mtp_is_charged_its_stand_in_pool_only(engine_runs) -> None:
     run = engine_runs("FROZEN_KV_MTP", True)
     memory = run.memory

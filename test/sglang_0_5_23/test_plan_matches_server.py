@@ -63,6 +63,7 @@ def run_plan(live: dict, *extra: str) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.launches(("EAGLE3", True))
 def test_plan_equals_the_patched_0_5_23_server(engine_runs) -> None:
     live = engine_runs("EAGLE3", True).memory
     planned = run_plan(live, "--resident-bytes", str(live["resident_bytes"]))
@@ -73,6 +74,7 @@ def test_plan_equals_the_patched_0_5_23_server(engine_runs) -> None:
     assert planned["draft_kv_pool_bytes"] == live["allocated_draft_kv_pool_bytes"]
 
 
+@pytest.mark.launches(("EAGLE3", False), ("EAGLE3", True))
 def test_plan_stock_column_prices_the_draft_as_0_5_23_does(engine_runs) -> None:
     stock = engine_runs("EAGLE3", False)
     live = engine_runs("EAGLE3", True).memory

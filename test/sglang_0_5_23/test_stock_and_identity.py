@@ -37,6 +37,7 @@ pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 3)]
 VOLATILE_ARGS = {"port", "nccl_port", "dist_init_addr", "random_seed", "file_storage_path"}
 
 
+@pytest.mark.launches(("EAGLE3", False), ("EAGLE3", True))
 def test_stock_0_5_23_overshoots_its_budget_with_an_eagle3_draft(engine_runs) -> None:
     stock = engine_runs("EAGLE3", False)
     budget = int(0.5 * stock.pre_load_free_bytes)
@@ -51,6 +52,7 @@ def test_stock_0_5_23_overshoots_its_budget_with_an_eagle3_draft(engine_runs) ->
     assert abs((used - budget) - (tokens * 64 - duplicates)) < 1 << 10
 
 
+@pytest.mark.launches(("EAGLE3", False), ("EAGLE3", True))
 def test_upstream_rule_reproduces_stock_0_5_23(engine_runs) -> None:
     stock = engine_runs("EAGLE3", False)
     ours = engine_runs("EAGLE3", True).memory
@@ -103,6 +105,7 @@ def _geometry(runner: dict) -> dict:
     }
 
 
+@pytest.mark.launches(("EAGLE3", False), ("EAGLE3", True))
 def test_plugin_changes_only_the_budget_of_a_speculative_launch(engine_runs) -> None:
     stock, ours = engine_runs("EAGLE3", False), engine_runs("EAGLE3", True)
     assert _differing(_comparable_args(ours), _comparable_args(stock)) == {}
@@ -117,6 +120,7 @@ def test_plugin_changes_only_the_budget_of_a_speculative_launch(engine_runs) -> 
     )
 
 
+@pytest.mark.launches(("plain", False), ("plain", True))
 def test_non_speculative_launch_is_identical_with_the_plugin_on_and_off(engine_runs) -> None:
     off, on = engine_runs("plain", False), engine_runs("plain", True)
     assert on.report["specinit_loaded"] and not off.report["specinit_loaded"]
