@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up the CPU environment if needed, then runs lint and the whole CPU test suite:
 #   1. .venv (sglang 0.5.13.post1): everything under test/ except test/sglang_0_5_23;
-#   2. .venv-sglang0523 (sglang 0.5.23): test/sglang_0_5_23, at the same time (skipped when
-#      arguments select tests, which then run in .venv only, in one process).
+#   2. .venv-sglang0523 (sglang 0.5.23): test/sglang_0_5_23 (skipped when arguments select
+#      tests, which then run in .venv only, in one process).
 # Tests marked ``slow`` run only with SPECINIT_TEST_SLOW=1 (see test/conftest.py).
 # GPU tests (marked `gpu`) skip here; on a GPU runner use scripts/test-gpu.sh.
 set -euo pipefail
@@ -29,16 +29,11 @@ if [ "$#" -gt 0 ]; then
   run_pytest .venv/bin/python "$@" || rc=$?
   exit "$rc"
 fi
-# The whole suite: both releases at once, the 0.5.13.post1 suite on two xdist workers (one test
-# file per worker: a file's module-scoped launches are shared by its tests). Almost every second
-# is SGLang importing itself in a launch's processes, one core each, so two cores run three
-# streams of launches about 1.5x faster than one.
-log_0523=$(mktemp)
-run_pytest .venv-sglang0523/bin/python test/sglang_0_5_23 >"$log_0523" 2>&1 &
-pid_0523=$!
+# The whole suite. Almost every second is SGLang importing itself in a launch's processes, one
+# core each, so two launches run side by side: the 0.5.13.post1 suite on two xdist workers (one
+# test file per worker: a file's module-scoped launches are shared by its tests), then the 0.5.23
+# suite, which starts its launches two at a time (test/sglang_0_5_23/conftest.py).
 run_pytest .venv/bin/python -n 2 --dist loadfile || rc=$?
-wait "$pid_0523" || rc=$?
 echo "[test] sglang 0.5.23 suite (.venv-sglang0523)"
-cat "$log_0523"
-rm -f "$log_0523"
+run_pytest .venv-sglang0523/bin/python test/sglang_0_5_23 || rc=$?
 exit "$rc"
