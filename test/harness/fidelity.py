@@ -128,12 +128,17 @@ def _with_tokenizer(name: str) -> Callable[[], Path]:
 
 
 EAGLE_DOC = "docs/advanced_features/speculative_decoding.md"
-QWEN3_NEXT_DOCS = (
-    "--model", TARGET,
-    "--tp", "4",
+# The 3 / 1 / 4 draft chain the MTP usage pages (DeepSeek-V3.2, GLM-4.5,
+# Qwen3-Next, MiMo-V2-Flash) spell out.
+MTP_CHAIN_FLAGS = (
     "--speculative-num-steps", "3",
     "--speculative-eagle-topk", "1",
     "--speculative-num-draft-tokens", "4",
+)  # fmt: skip
+QWEN3_NEXT_DOCS = (
+    "--model", TARGET,
+    "--tp", "4",
+    *MTP_CHAIN_FLAGS,
     "--speculative-algo", "NEXTN",
 )  # fmt: skip
 NGRAM_DOCS = (
@@ -342,12 +347,7 @@ ROWS: tuple[Row, ...] = (
             "--enable-dp-attention",
             "--speculative-algorithm",
             "EAGLE",
-            "--speculative-num-steps",
-            "3",
-            "--speculative-eagle-topk",
-            "1",
-            "--speculative-num-draft-tokens",
-            "4",
+            *MTP_CHAIN_FLAGS,
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v32"),
         pathless=True,
@@ -368,12 +368,7 @@ ROWS: tuple[Row, ...] = (
             "glm45",
             "--speculative-algorithm",
             "EAGLE",
-            "--speculative-num-steps",
-            "3",
-            "--speculative-eagle-topk",
-            "1",
-            "--speculative-num-draft-tokens",
-            "4",
+            *MTP_CHAIN_FLAGS,
             "--mem-fraction-static",
             "0.9",
             "--served-model-name",
@@ -437,12 +432,7 @@ ROWS: tuple[Row, ...] = (
             "8",
             "--speculative-algorithm",
             "EAGLE",
-            "--speculative-num-steps",
-            "3",
-            "--speculative-eagle-topk",
-            "1",
-            "--speculative-num-draft-tokens",
-            "4",
+            *MTP_CHAIN_FLAGS,
             "--enable-multi-layer-eagle",
         ),  # fmt: skip
         env={"SGLANG_ENABLE_SPEC_V2": "1"},
@@ -513,12 +503,7 @@ ROWS: tuple[Row, ...] = (
             TARGET,
             "--speculative-algorithm",
             "EAGLE",
-            "--speculative-num-steps",
-            "3",
-            "--speculative-eagle-topk",
-            "1",
-            "--speculative-num-draft-tokens",
-            "4",
+            *MTP_CHAIN_FLAGS,
             "--trust-remote-code",
             "--tp",
             "8",
