@@ -555,8 +555,11 @@ def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
     }
 
 
-def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """Run the probe once for every launch, plugin on and off: ``{(name, mode): result}``."""
+def run_probe(
+    request: dict[str, Any], work_dir: Path, module: str = "harness.fidelity_probe"
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Run the probe ``module`` (the 0.5.13.x one by default) once for every launch, plugin on
+    and off: ``{(name, mode): result}``."""
     work_dir.mkdir(parents=True, exist_ok=True)
     request_path = work_dir / "request.json"
     request_path.write_text(json.dumps(request, indent=1))
@@ -575,7 +578,7 @@ def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], 
     log = work_dir / "probe.log"
     with open(log, "wb") as sink:
         proc = subprocess.run(
-            [sys.executable, "-m", "harness.fidelity_probe", str(request_path), str(out_dir)],
+            [sys.executable, "-m", module, str(request_path), str(out_dir)],
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,
