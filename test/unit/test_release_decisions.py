@@ -41,5 +41,7 @@ def test_0_5_23_adapter_tables_are_plain_data() -> None:
         "sglang.srt.speculative.multi_layer_eagle_worker_v2",
         "sglang.srt.speculative.standalone_worker_v2",
         "sglang.srt.speculative.base_spec_worker",
+        "sglang.srt.server_args",
+        "sglang.srt.arg_groups.overrides",
     }
     assert sglang_0_5_23.new_methods() == []  # 0.5.23 has every phase method itself

@@ -12,6 +12,8 @@ it is). What it still gets wrong about the draft, and what this package changes:
     duplicate embed/lm_head resident at profiling   eagle (bound before profiling; the later
                                                       stock calls skipped once, so EAGLE3's
                                                       hot-token map stays)
+    bad input found only on every rank, after the   launch_checks (refused in the launcher,
+      weights loaded (or on the first forward)        before any rank starts)
 
 One module per SGLang area; each declares ``HOOKS``, ``NEW_METHODS`` and ``REQUIRES`` as data
 (:mod:`sglang_specinit.hooks`)::
@@ -21,6 +23,8 @@ One module per SGLang area; each declares ``HOOKS``, ``NEW_METHODS`` and ``REQUI
     runtime_budget  mem_cache.kv_cache_configurator (KVCacheConfigurator.
                     _resolve_memory_pool_config), model_executor.pool_configurator (read)
     eagle           speculative.eagle_worker_v2, speculative.multi_layer_eagle_worker_v2
+    launch_checks   server_args (ServerArgs.check_server_args: bad flags, shards, draft fit;
+                    run in the launcher only), arg_groups.overrides (read)
     launch_policy   (read only) which launches are priced; why others keep stock sizing
     draft_pricing   (read only) what each draft kind allocates, at its own geometry
 
@@ -38,7 +42,7 @@ from sglang_specinit.hooks import ModulePatch, adapter_new_methods, adapter_patc
 
 RELEASES = ("0.5.23",)
 
-PHASE_MODULES = ("scheduler", "runtime_budget", "eagle")
+PHASE_MODULES = ("scheduler", "runtime_budget", "eagle", "launch_checks")
 
 
 def phase_modules() -> list[object]:
