@@ -2,27 +2,72 @@
 # GPU runner suite: needs CUDA and the full sglang 0.5.13.post1 stack in the Python it runs
 # (pip install "sglang==0.5.13.post1" -e ".[test]"). Launches real servers one at a time.
 #
+#   bash scripts/test-gpu.sh            the full suite of the selected profile
+#   bash scripts/test-gpu.sh --smoke    one EAGLE3 case, plugin on against stock, from local
+#                                       checkpoints (SPECINIT_GPU_MODEL_DIR): < 10 min on one
+#                                       H100/H200 including model load
+#
 #   SPECINIT_GPU_PROFILE=full|small            model set (see test/harness/gpu_cases.py)
+#   SPECINIT_GPU_MODEL_DIR                     local checkpoints: <dir>/<org>/<name> or <dir>/<name>
 #   SPECINIT_GPU_<CASE>_TARGET / _DRAFT / _TP  per-case model overrides
 #   SPECINIT_GPU_MEM_FRACTION                  --mem-fraction-static (default 0.9)
-#   SPECINIT_GPU_OUT_DIR                       JUnit report and server logs (gpu-test-results)
+#   SPECINIT_GPU_STOCK_MEM_FRACTION            stock relaunch after an OOM (default f - 0.1)
+#   SPECINIT_GPU_TEST_TIMEOUT_S                per-test timeout (default 5400; smoke 900)
+#   SPECINIT_GPU_OUT_DIR                       JUnit report, server logs and memory reports
+#                                              (gpu-test-results; cases/ is this run's only)
+#   SPECINIT_GPU_SKIP_PREFLIGHT=1              skip the driver/glibc check (CPU self-test)
 #   HF_TOKEN                                   for gated checkpoints (meta-llama/*)
 #
-# Fails when pytest fails and also when no case ran (everything skipped: no CUDA, no
-# sgl_kernel, too few GPUs); the summary lists each case with its outcome and skip reason.
+# Fails when the preflight fails (before anything runs), when pytest fails, and when no case
+# ran (everything skipped: no CUDA, no sgl_kernel, too few GPUs); the summary lists each case
+# with its outcome and skip reason. A test that hangs fails at its timeout (its servers are
+# torn down and the JUnit report is still written).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
 OUT_DIR=${SPECINIT_GPU_OUT_DIR:-gpu-test-results}
+SMOKE=0
+if [ "${1:-}" = "--smoke" ]; then
+  SMOKE=1
+  shift
+fi
+# The wheels' hard requirements, in one line, before anything else happens.
+if [ "${SPECINIT_GPU_SKIP_PREFLIGHT:-0}" != "1" ]; then
+  python3 test/harness/gpu_preflight.py || exit 1
+fi
 # FlashInfer's JIT runs `ninja` by name: the interpreter's own bin/ (a venv) goes first on PATH.
 if ! BIN_DIR=$("$PYTHON" -c 'import os, sys; print(os.path.dirname(sys.executable))'); then
   echo "[test-gpu] cannot run $PYTHON" >&2
   exit 1
 fi
 export PATH="$BIN_DIR:$PATH"
+# CUDA numbers devices like NVML only in PCI bus order (the suite waits on devices by NVML index).
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
+HARNESS_PATH="$PWD/test${PYTHONPATH:+:$PYTHONPATH}"
+SELECT=(test/gpu)
+TIMEOUT_S=${SPECINIT_GPU_TEST_TIMEOUT_S:-5400}
+if [ "$SMOKE" = 1 ]; then
+  # Nothing downloads: the models must already be on local disk.
+  export HF_HUB_OFFLINE=1
+  if ! why=$(PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu_cases --smoke-problems); then
+    echo "[test-gpu] cannot read the smoke's case (see above)" >&2
+    exit 1
+  fi
+  if [ -n "$why" ]; then
+    echo "[test-gpu] smoke: $why" >&2
+    exit 1
+  fi
+  SELECT=("test/gpu/test_gpu_servers.py::test_case_fits_its_budget_and_matches_stock[eagle3]")
+  TIMEOUT_S=${SPECINIT_GPU_TEST_TIMEOUT_S:-900}
+fi
+# This run's reports only: the summary and the workflow's memory report read these paths.
 mkdir -p "$OUT_DIR"
-rm -f "$OUT_DIR/junit.xml"
-"$PYTHON" -m pytest -p no:cacheprovider -m gpu test/gpu \
+rm -rf "$OUT_DIR/junit.xml" "$OUT_DIR/cases"
+# timeout-method=signal: the test fails with a traceback, its servers' context managers tear
+# them down, and pytest goes on to the next test and writes the JUnit report.
+"$PYTHON" -m pytest -p no:cacheprovider -m gpu "${SELECT[@]}" \
+  --timeout="$TIMEOUT_S" --timeout-method=signal \
   --junitxml="$OUT_DIR/junit.xml" --basetemp="$OUT_DIR/cases" -rs "$@"
 rc=$?
-PYTHONPATH="test${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m harness.gpu_summary "$OUT_DIR/junit.xml" --pytest-exit-code "$rc"
+PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu_summary "$OUT_DIR/junit.xml" \
+  --pytest-exit-code "$rc"

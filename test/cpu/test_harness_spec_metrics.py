@@ -8,10 +8,10 @@ in SGLang fails these tests instead of silently passing the GPU suite.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from harness import spec_metrics
 from harness.spec_metrics import DraftStats, MissingSpeculativeMetrics, summed
 
 NUM_DRAFT_TOKENS = 4  # --speculative-num-draft-tokens of the GPU suite's chain cases
@@ -19,22 +19,7 @@ NUM_DRAFT_TOKENS = 4  # --speculative-num-draft-tokens of the GPU suite's chain 
 
 def sglang_meta_info(completion_tokens: int, verify_ct: int, correct: int) -> dict[str, Any]:
     """The spec part of a finished request's meta_info, as SGLang's tokenizer manager writes it."""
-    from sglang.srt.managers.tokenizer_manager import TokenizerManager
-
-    # Only the attributes the method reads: the server's draft-token count, and one request's
-    # counters in the batch output the detokenizer forwards.
-    manager = SimpleNamespace(
-        server_args=SimpleNamespace(speculative_num_draft_tokens=NUM_DRAFT_TOKENS)
-    )
-    batch_output = SimpleNamespace(
-        spec_verify_ct=[verify_ct],
-        spec_num_correct_drafts=[correct],
-        completion_tokens=[completion_tokens],
-        spec_correct_drafts_histogram=[[verify_ct - correct, correct]] if verify_ct else [[]],
-    )
-    meta: dict[str, Any] = {"completion_tokens": completion_tokens}
-    TokenizerManager._calculate_spec_decoding_metrics(manager, meta, batch_output, 0)
-    return meta
+    return spec_metrics.sglang_meta_info(completion_tokens, verify_ct, correct, NUM_DRAFT_TOKENS)
 
 
 def test_accepted_drafts_are_read_from_sglang_keys() -> None:

@@ -6,10 +6,13 @@ runner with the full sglang 0.5.13.post1 stack (sgl-kernel, flashinfer, torch 2.
 :mod:`harness.gpu_cases` (``SPECINIT_GPU_PROFILE``, per-case env overrides).
 
 Between cases: this process becomes the subreaper of the servers' orphaned children (so a
-scheduler whose launcher died is still reaped here), and before every case the suite waits
-until each visible GPU's used memory is back within ``SPECINIT_GPU_MEMORY_TOLERANCE_MIB``
-(default 1024) of what it was before the first server, for at most
-``SPECINIT_GPU_MEMORY_WAIT_S`` (default 300) seconds.
+scheduler whose launcher died is still reaped here), and before every launch the test calls
+``wait_for_released_devices(tp)``, which waits until each GPU that launch runs on
+(:func:`harness.device_memory.devices_for_case`) is back within
+``SPECINIT_GPU_MEMORY_TOLERANCE_MIB`` (default 1024) of its used memory before the first
+server, for at most ``SPECINIT_GPU_MEMORY_WAIT_S`` (default 300) seconds. Devices the launch
+does not use are not waited on (another job may use them). ``CUDA_DEVICE_ORDER`` is set to
+``PCI_BUS_ID`` before torch is imported, so CUDA and NVML number the devices alike.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,8 @@ if _TEST_DIR not in sys.path:
 
 from harness import device_memory, processes  # noqa: E402
 
+# Before anything imports torch: CUDA's numbering must be NVML's (see harness.device_memory).
+os.environ[device_memory.CUDA_DEVICE_ORDER[0]] = device_memory.CUDA_DEVICE_ORDER[1]
 MEMORY_TOLERANCE_BYTES = int(os.environ.get("SPECINIT_GPU_MEMORY_TOLERANCE_MIB", "1024")) << 20
 MEMORY_WAIT_S = float(os.environ.get("SPECINIT_GPU_MEMORY_WAIT_S", "300"))
 
@@ -57,26 +62,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def device_baselines() -> tuple[device_memory.DeviceMemoryReader, dict[int, int]]:
-    """The memory reader and each visible GPU's used bytes before the first server."""
+def device_baselines() -> tuple[device_memory.DeviceInventory, dict[int, int]]:
+    """The memory reader and each GPU's used bytes before the first server."""
     processes.become_subreaper()
     reader = device_memory.default_reader()
-    indices = device_memory.visible_device_indices(reader.device_count())
-    return reader, device_memory.read_baselines(reader, indices)
+    return reader, device_memory.read_baselines(reader, list(range(reader.device_count())))
 
 
 @pytest.fixture
 def wait_for_released_devices(
-    device_baselines: tuple[device_memory.DeviceMemoryReader, dict[int, int]],
-) -> Iterator[Callable[[], device_memory.MemoryWait]]:
-    """Waits before the test (and whenever the test calls it, between two launches) until
-    every GPU is back near its baseline; raises if one stays above it."""
+    device_baselines: tuple[device_memory.DeviceInventory, dict[int, int]],
+) -> Callable[[int], device_memory.MemoryWait]:
+    """``wait(tp)``: before a launch on ``tp`` GPUs, wait until each of those GPUs is back near
+    its baseline; raises if one stays above it."""
     reader, baselines = device_baselines
 
-    def wait() -> device_memory.MemoryWait:
+    def wait(tp: int) -> device_memory.MemoryWait:
+        indices = device_memory.devices_for_case(tp, reader.device_count(), reader.uuids())
         return device_memory.wait_until_released(
-            reader, baselines, tolerance_bytes=MEMORY_TOLERANCE_BYTES, timeout_s=MEMORY_WAIT_S
+            reader,
+            {i: baselines[i] for i in indices if i in baselines},
+            tolerance_bytes=MEMORY_TOLERANCE_BYTES,
+            timeout_s=MEMORY_WAIT_S,
         )
 
-    wait()
-    yield wait
+    return wait

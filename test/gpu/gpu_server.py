@@ -6,8 +6,11 @@ adds only what a GPU launch needs:
 
 - the environment: the device probe (:mod:`harness.device_probe`) in every SGLang process,
   the plugin's per-rank memory breakdown (``SGLANG_SPECINIT_REPORT_DIR``), the plugin on or off
-  through SGLang's own ``SGLANG_PLUGINS`` whitelist, the interpreter's ``bin/`` first on
-  ``PATH`` (FlashInfer's JIT runs ``ninja`` by name), and never the CPU test doubles;
+  through SGLang's own ``SGLANG_PLUGINS`` whitelist, the case's own variables (DFLASH's),
+  ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, the interpreter's ``bin/`` first on ``PATH`` (FlashInfer's
+  JIT runs ``ninja`` by name), and never the CPU test doubles;
+- where the log stood when the server became healthy (:class:`GpuServer`), so start-up lines
+  (graph capture) and serving lines (out-of-memory errors) are read apart;
 - a start-up failure message that says when a gated checkpoint needs ``HF_TOKEN``;
 - a hard failure when any process of the server outlived the teardown (it would keep GPU
   memory and break the next case).
@@ -20,10 +23,11 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import device_probe, shims
+from harness import device_memory, device_probe, shims
 from harness.gpu_cases import Case
 from harness.server_process import (
     RunFiles,
@@ -43,16 +47,23 @@ _GATED_HINTS = ("GatedRepoError", "gated repo", "401 Client Error", "Access to m
 
 
 def gpu_env(
-    *, plugin: bool, report_dir: Path, probe_dir: Path, base: Mapping[str, str] | None = None
+    *,
+    plugin: bool,
+    report_dir: Path,
+    probe_dir: Path,
+    case_env: Mapping[str, str] | None = None,
+    base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Environment of one GPU server's process tree."""
     env = sglang_process_env(
         plugin=plugin,
         base=os.environ if base is None else base,
         extra={
+            **(case_env or {}),
             REPORT_DIR_ENV: str(report_dir),
             device_probe.PROBE_ENV: "1",
             device_probe.PROBE_DIR_ENV: str(probe_dir),
+            device_memory.CUDA_DEVICE_ORDER[0]: device_memory.CUDA_DEVICE_ORDER[1],
         },
     )
     env.pop(shims.SHIMS_ENV, None)  # the CPU doubles must never reach a GPU run
@@ -73,16 +84,45 @@ def _with_hint(error: SGLangStartError, case: Case) -> SGLangStartError:
     return error
 
 
+@dataclass
+class GpuServer:
+    """A healthy GPU server: SGLang's handle plus where its log stood when it became healthy.
+
+    Attribute access falls through to the :class:`ServerHandle` (``post``, ``server_info``,
+    ``base_url``, ``report_dir`` ...); the log readers work after the block has ended too.
+    """
+
+    handle: ServerHandle
+    ready_log_offset: int
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.handle, name)
+
+    def _log_bytes(self) -> bytes:
+        path = self.handle.log_path
+        return path.read_bytes() if path.exists() else b""
+
+    def startup_log(self) -> str:
+        """What the server logged until ``/health`` first answered."""
+        return self._log_bytes()[: self.ready_log_offset].decode(errors="replace")
+
+    def log_after_ready(self) -> str:
+        """What the server logged from ``/health``'s first answer on."""
+        return self._log_bytes()[self.ready_log_offset :].decode(errors="replace")
+
+
 @contextmanager
 def gpu_server(
     case: Case, work_dir: Path, *, plugin: bool, mem_fraction: str
-) -> Iterator[ServerHandle]:
+) -> Iterator[GpuServer]:
     """``launch_server`` for ``case`` until the block ends; then its whole tree is gone."""
     files = RunFiles.make(work_dir, LOG_STEM)
     probe_dir = files.work_dir / "probe"
     probe_dir.mkdir(exist_ok=True)
     argv = [sys.executable, "-m", "sglang.launch_server", *case.launch_args(mem_fraction)]
-    env = gpu_env(plugin=plugin, report_dir=files.report_dir, probe_dir=probe_dir)
+    env = gpu_env(
+        plugin=plugin, report_dir=files.report_dir, probe_dir=probe_dir, case_env=dict(case.env)
+    )
     handle: ServerHandle | None = None
     try:
         with running_server(
@@ -93,7 +133,7 @@ def gpu_server(
             grace_s=TEARDOWN_GRACE_S,
             poll_s=2.0,
         ) as handle:
-            yield handle
+            yield GpuServer(handle, files.log_path.stat().st_size)
     except SGLangStartError as error:
         raise _with_hint(error, case) from error
     if handle is not None and handle.leftovers:
@@ -103,7 +143,7 @@ def gpu_server(
         )
 
 
-def breakdowns(server: ServerHandle) -> list[dict[str, Any]]:
+def breakdowns(server: ServerHandle | GpuServer) -> list[dict[str, Any]]:
     """The plugin's memory breakdown of every rank (``memory-rank<N>.json``), by rank."""
     found = [json.loads(p.read_text()) for p in server.report_dir.glob("memory-rank*.json")]
     return sorted(found, key=lambda b: b["tp_rank"])

@@ -9,8 +9,12 @@ case, waits until each device is back within a tolerance of that baseline, with 
 
 Readers: :class:`NvmlMemoryReader` (``pynvml``, shipped with sglang as ``nvidia-ml-py``), else
 :class:`NvidiaSmiMemoryReader`. Neither creates a CUDA context in the test process, which
-would itself hold memory on the device. NVML numbers devices physically, so the indices come
-from ``CUDA_VISIBLE_DEVICES`` when it lists them (:func:`visible_device_indices`).
+would itself hold memory on the device. NVML numbers devices by PCI bus id; CUDA does too
+only with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (:data:`CUDA_DEVICE_ORDER`, which the GPU command
+and every GPU server set), so a CUDA index maps to an NVML index through
+``CUDA_VISIBLE_DEVICES`` (indices or UUIDs, :func:`devices_for_case`). A case waits only on
+the devices it runs on: the first ``tp`` CUDA devices (SGLang's ``--base-gpu-id`` 0, step 1),
+so another job's memory on a device the case does not use cannot fail it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 MIB = 1 << 20
+# CUDA numbers devices fastest first by default, NVML by PCI bus id; this makes them agree.
+CUDA_DEVICE_ORDER = ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 
 class DeviceMemoryReader(Protocol):
@@ -31,6 +37,14 @@ class DeviceMemoryReader(Protocol):
     def used_bytes(self, index: int) -> int: ...
 
     def holder_pids(self, index: int) -> list[int]: ...
+
+
+class DeviceInventory(DeviceMemoryReader, Protocol):
+    """A reader that also lists the devices (count and UUIDs), as the driver numbers them."""
+
+    def device_count(self) -> int: ...
+
+    def uuids(self) -> dict[str, int]: ...
 
 
 class NvmlMemoryReader:
@@ -52,6 +66,14 @@ class NvmlMemoryReader:
     def holder_pids(self, index: int) -> list[int]:
         handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
         return sorted(p.pid for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(handle))
+
+    def uuids(self) -> dict[str, int]:
+        """UUID (``GPU-...``) of every device -> its index."""
+        out = {}
+        for index in range(self.device_count()):
+            uuid = self._nvml.nvmlDeviceGetUUID(self._nvml.nvmlDeviceGetHandleByIndex(index))
+            out[uuid.decode() if isinstance(uuid, bytes) else str(uuid)] = index
+        return out
 
 
 class NvidiaSmiMemoryReader:
@@ -78,6 +100,11 @@ class NvidiaSmiMemoryReader:
         rows = self._query(["-i", str(index), "--query-compute-apps=pid"])
         return sorted(int(r) for r in rows if r.isdigit())
 
+    def uuids(self) -> dict[str, int]:
+        """UUID (``GPU-...``) of every device -> its index."""
+        rows = [r.split(",") for r in self._query(["--query-gpu=index,uuid"])]
+        return {uuid.strip(): int(index) for index, uuid in rows}
+
 
 def default_reader() -> NvmlMemoryReader | NvidiaSmiMemoryReader:
     """NVML when ``pynvml`` imports and initialises, else ``nvidia-smi``."""
@@ -99,6 +126,32 @@ def visible_device_indices(device_count: int, env: Mapping[str, str] | None = No
     if all(p.isdigit() for p in parts):
         return [int(p) for p in parts]
     return list(range(device_count))
+
+
+def devices_for_case(
+    tp: int,
+    device_count: int,
+    uuids: Mapping[str, int] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[int]:
+    """NVML indices of the ``tp`` devices a case's server runs on: CUDA devices 0..tp-1, which
+    ``CUDA_VISIBLE_DEVICES`` maps to physical devices (indices, or UUIDs and their unique
+    prefixes, looked up in ``uuids``). A list that cannot be mapped means every device."""
+    listed = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return list(range(min(tp, device_count)))
+    physical = []
+    for part in (p.strip() for p in listed.split(",")):
+        if not part:
+            break  # CUDA stops at the first invalid entry
+        if part.isdigit():
+            physical.append(int(part))
+            continue
+        matches = [i for uuid, i in (uuids or {}).items() if uuid.startswith(part)]
+        if len(matches) != 1:
+            return list(range(device_count))  # a MIG or unknown id: watch everything
+        physical.append(matches[0])
+    return physical[:tp]
 
 
 class DeviceMemoryNotReleased(RuntimeError):

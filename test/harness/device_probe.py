@@ -11,7 +11,10 @@ first, as SGLang reads it before loading), at the same points in both inits:
 - entry and exit of every ``ModelRunner.init_memory_pool`` (target and each draft runner),
   with torch's allocator counters on CUDA and the bytes of the tables the pool phase creates
   besides the KV buffers: the req-to-token table and the token allocator's index tensors,
-  which neither stock, upstream 0.5.14 nor the plugin budgets;
+  which neither stock, upstream 0.5.14 nor the plugin budgets; at entry also the runner's
+  model weights (parameter and buffer storages, each storage counted once per process, so a
+  tensor the draft shares with the target is not counted twice), and at exit the pool's token
+  capacity and page size (what one page of that pool costs);
 - entry and exit of the steps that build attention backends, warm-up and graphs, which stock
   runs for the target before its draft even loads. Their memory comes from the ``1 - f``
   share by design, so :func:`usage_after_pools` takes it out rather than charge stock for it.
@@ -52,8 +55,15 @@ POST_POOL_METHODS = (
 # bookkeeping tensors (per-layer pointer/stride tables), which no budget prices. Kilobytes in
 # practice; a draft pool or draft weights left out of the budget are hundreds of MiB on a GPU.
 BOOKKEEPING_TOLERANCE_BYTES = 4 << 20
+# Tensors SGLang allocates before its pools besides the models' weights (cuBLAS workspaces
+# through torch's allocator, sampling and rotary tables, EAGLE3's hot-token map): tens of MiB.
+# Anything above this is memory the budget lost to something that is neither a weight, a KV
+# pool nor a non-tensor residue: a draft's duplicate embed/lm_head (Llama-3.1-8B's embed alone
+# is 128256 x 4096 x 2 B = 1.0 GiB, Llama-3.2-1B's 0.5 GiB) fails this by a wide margin.
+STRAY_TENSOR_TOLERANCE_BYTES = 256 << 20
 _seq = itertools.count()
 _seen_table_storages: set[int] = set()
+_seen_weight_storages: set[int] = set()
 
 
 # --------------------------------------------------------------------------- in the scheduler
@@ -118,6 +128,30 @@ def _new_table_bytes(runner: Any) -> int:
     return sum(new.values())
 
 
+def _new_weight_bytes(runner: Any) -> int:
+    """Bytes of the runner's model parameters and buffers on its device not counted at an
+    earlier pool entry of this process (a draft tensor bound to the target's counts once)."""
+    import torch
+
+    model = getattr(runner, "model", None)
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    found: dict[int, int] = {}
+    for tensor in itertools.chain(model.parameters(), model.buffers()):
+        if tensor.device.type == runner.device:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr():
+                found[storage.data_ptr()] = storage.nbytes()
+    new = {p: n for p, n in found.items() if p not in _seen_weight_storages}
+    _seen_weight_storages.update(new)
+    return sum(new.values())
+
+
+def _kv_tokens(runner: Any) -> int:
+    """Token capacity of the runner's KV pool (SGLang's ``KVCache.size``; 0 without one)."""
+    return int(getattr(getattr(runner, "token_to_kv_pool", None), "size", 0) or 0)
+
+
 def _kv_bytes(runner: Any) -> int:
     pool = getattr(runner, "token_to_kv_pool", None)
     sizes = pool.get_kv_size_bytes() if hasattr(pool, "get_kv_size_bytes") else 0
@@ -149,8 +183,17 @@ def around_init_torch_distributed(original: Callable[..., Any], self: Any) -> An
 
 
 def around_init_memory_pool(original: Callable[..., Any], self: Any, *args: Any, **kw: Any) -> Any:
-    """Readings around one runner's pool allocation, plus the tables and KV it created."""
-    _write({"event": "enter", "method": POOL_METHOD, **_who(self), **_reading(self)})
+    """Readings around one runner's pool allocation, plus the weights it holds on entry and
+    the tables and KV it created."""
+    _write(
+        {
+            "event": "enter",
+            "method": POOL_METHOD,
+            **_who(self),
+            **_reading(self),
+            "weight_bytes": _new_weight_bytes(self),
+        }
+    )
     result = original(self, *args, **kw)
     _write(
         {
@@ -160,6 +203,8 @@ def around_init_memory_pool(original: Callable[..., Any], self: Any, *args: Any,
             **_reading(self),
             "table_bytes": _new_table_bytes(self),
             "kv_bytes": _kv_bytes(self),
+            "kv_tokens": _kv_tokens(self),
+            "page_size": int(getattr(self, "page_size", 1) or 1),
             "mem_fraction_static": self.mem_fraction_static,
         }
     )
@@ -230,6 +275,15 @@ class UsageAfterPools:
     and graphs built before that moment; the req-to-token and allocator tables) and less what
     the caching allocator and kernel loading add in the pool phase beyond the tensors
     themselves (``allocator_slack_bytes``, ``untracked_bytes``; zero on the CPU meter).
+
+    ``fill_shortfall_bytes`` is what a launch that fills its budget may leave out of it: the
+    budget less the models' weights, the KV buffers and the non-tensor residue the device held
+    when the first pool was sized (CUDA context, kernel images, NCCL and cuBLAS handles:
+    ``sizing_residue_bytes``, the device's loss since the pre-load reading that no live torch
+    tensor accounts for). A plugin that sizes from SGLang's reading leaves less than one page
+    per pool of it (``page_bytes``) plus the small tensors SGLang allocates before its pools;
+    a tensor left resident besides the weights (a duplicate embed/lm_head) shows up here whole.
+    None without torch's counters (the CPU meter).
     """
 
     pre_load_free_bytes: int
@@ -241,6 +295,15 @@ class UsageAfterPools:
     untracked_bytes: int
     kv_bytes: int
     draft_kv_bytes: int
+    weight_bytes: int = 0
+    sizing_residue_bytes: int | None = None
+    page_bytes: int = 0
+
+    @property
+    def fill_shortfall_bytes(self) -> int | None:
+        if self.sizing_residue_bytes is None:
+            return None
+        return self.budget_bytes - self.weight_bytes - self.kv_bytes - self.sizing_residue_bytes
 
     @property
     def counted_bytes(self) -> int:
@@ -266,6 +329,14 @@ class UsageAfterPools:
             f"{self.untracked_bytes / mib:.1f} = counted {self.counted_bytes / mib:.1f} MiB "
             f"({self.over_budget_bytes / mib:+.1f} MiB vs budget; KV buffers "
             f"{self.kv_bytes / mib:.1f} MiB)"
+            + (
+                f"; weights {self.weight_bytes / mib:.1f} MiB + KV {self.kv_bytes / mib:.1f} MiB"
+                f" + residue at sizing {self.sizing_residue_bytes / mib:.1f} MiB leave "
+                f"{self.fill_shortfall_bytes / mib:.1f} MiB of the budget (one page per pool: "
+                f"{self.page_bytes / mib:.1f} MiB)"
+                if self.sizing_residue_bytes is not None and self.fill_shortfall_bytes is not None
+                else ""
+            )
         )
 
 
@@ -306,6 +377,10 @@ def usage_after_pools(records: list[dict[str, Any]]) -> UsageAfterPools:
             allocated_delta = b["torch_allocated_bytes"] - a["torch_allocated_bytes"]
             slack += max(0, reserved_delta - allocated_delta)
             untracked += max(0, device_delta - reserved_delta)
+    first_enter = pools[0][0]
+    residue = None
+    if "torch_allocated_bytes" in first_enter:
+        residue = pre - first_enter["free_bytes"] - first_enter["torch_allocated_bytes"]
     fraction = last_exit["mem_fraction_static"]
     return UsageAfterPools(
         pre_load_free_bytes=pre,
@@ -317,4 +392,15 @@ def usage_after_pools(records: list[dict[str, Any]]) -> UsageAfterPools:
         untracked_bytes=untracked,
         kv_bytes=sum(b["kv_bytes"] for _, b in pools),
         draft_kv_bytes=sum(b["kv_bytes"] for _, b in pools if b["is_draft"]),
+        weight_bytes=sum(a.get("weight_bytes", 0) for a, _ in pools),
+        sizing_residue_bytes=residue,
+        page_bytes=sum(_page_bytes(b) for _, b in pools),
     )
+
+
+def _page_bytes(pool_exit: dict[str, Any]) -> int:
+    """What one page of a pool costs: its buffers hold ``kv_tokens + page_size`` tokens."""
+    tokens, page = pool_exit.get("kv_tokens", 0), pool_exit.get("page_size", 1)
+    if tokens <= 0:
+        return 0
+    return -(-pool_exit["kv_bytes"] * page // (tokens + page))

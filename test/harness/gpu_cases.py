@@ -21,11 +21,27 @@ Two profiles (``SPECINIT_GPU_PROFILE``):
   checkpoints are gated (``HF_TOKEN``); ``unsloth/Llama-3.2-1B-Instruct`` and
   ``unsloth/Llama-3.2-3B-Instruct`` are ungated copies that the overrides below accept.
 
+DFLASH is launched as SGLang's own DFLASH CI and z-lab's model cards launch it: with
+``--trust-remote-code`` and ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``. 0.5.13.post1's
+``DFlashWorker`` gives the draft the target's context length
+(``speculative/dflash_worker.py``) and ``ModelConfig._derive_context_length`` raises when that is
+longer than the draft's own ``max_position_embeddings`` unless the variable is set. The Qwen3
+drafts of both profiles declare 40960, as their targets do, so they start either way; the
+variable keeps an override such as SGLang's CI pair (Llama-3.1-8B-Instruct, 131072, with
+``z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat``, 40960) from failing at start-up.
+
 Per case, ``SPECINIT_GPU_<CASE>_TARGET`` / ``_DRAFT`` / ``_TP`` replace the profile's choice
 (``<CASE>`` is the case name in upper case, e.g. ``SPECINIT_GPU_EAGLE3_TARGET``; the
 ``eagle3_no_overlap`` case also follows the ``EAGLE3`` ones); giving a target to a case the
-profile cannot run enables it. ``SPECINIT_GPU_MEM_FRACTION`` sets
-``--mem-fraction-static`` for every launch (default 0.9).
+profile cannot run enables it. ``SPECINIT_GPU_MODEL_DIR`` is a local directory of checkpoints:
+a model id ``org/name`` is launched from ``$SPECINIT_GPU_MODEL_DIR/org/name`` (or
+``$SPECINIT_GPU_MODEL_DIR/name``) when that directory exists. ``SPECINIT_GPU_MEM_FRACTION``
+sets ``--mem-fraction-static`` for every launch (default 0.9); a stock server that runs out
+of memory there (the regression) is relaunched for the token comparison at
+``SPECINIT_GPU_STOCK_MEM_FRACTION`` (default 0.1 below it).
+
+The smoke (``bash scripts/test-gpu.sh --smoke``) is the ``eagle3`` case, plugin on against
+stock, from local checkpoints only (:func:`smoke_problems`).
 """
 
 from __future__ import annotations
@@ -36,7 +52,14 @@ from dataclasses import dataclass
 
 PROFILE_ENV = "SPECINIT_GPU_PROFILE"
 MEM_FRACTION_ENV = "SPECINIT_GPU_MEM_FRACTION"
+STOCK_MEM_FRACTION_ENV = "SPECINIT_GPU_STOCK_MEM_FRACTION"
+MODEL_DIR_ENV = "SPECINIT_GPU_MODEL_DIR"
 DEFAULT_MEM_FRACTION = "0.9"
+STOCK_FALLBACK_STEP = 0.1
+SMOKE_CASE = "eagle3"
+# What SGLang's DFLASH CI and the drafts' model cards launch DFLASH with (see above).
+DFLASH_ARGS = ("--speculative-algorithm", "DFLASH", "--trust-remote-code")
+DFLASH_ENV = (("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1"),)
 
 CHAIN = (
     "--speculative-num-steps",
@@ -73,6 +96,8 @@ class CaseSpec:
     why: str = ""
     # Case names whose SPECINIT_GPU_<NAME>_* overrides apply, first match wins.
     env_names: tuple[str, ...] = ()
+    # Environment variables of the server's process tree (plugin on and stock alike).
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def override_prefixes(self) -> list[str]:
@@ -127,7 +152,8 @@ PROFILES: dict[str, tuple[CaseSpec, ...]] = {
             "dflash",
             "Qwen/Qwen3-8B",
             "z-lab/Qwen3-8B-DFlash-b16",
-            ("--speculative-algorithm", "DFLASH"),
+            DFLASH_ARGS,
+            env=DFLASH_ENV,
         ),
         CaseSpec("ngram", "meta-llama/Llama-3.1-8B-Instruct", None, NGRAM_ARGS),
     ),
@@ -158,7 +184,8 @@ PROFILES: dict[str, tuple[CaseSpec, ...]] = {
             "dflash",
             "Qwen/Qwen3-4B",
             "z-lab/Qwen3-4B-DFlash-b16",
-            ("--speculative-algorithm", "DFLASH"),
+            DFLASH_ARGS,
+            env=DFLASH_ENV,
         ),
         CaseSpec("ngram", "meta-llama/Llama-3.2-1B-Instruct", None, NGRAM_ARGS),
     ),
@@ -176,6 +203,7 @@ class Case:
     args: tuple[str, ...]
     overlap: bool
     skip: str = ""
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def algorithm(self) -> str:
@@ -218,8 +246,27 @@ def mem_fraction(env: Mapping[str, str] | None = None) -> str:
     return value
 
 
+def stock_mem_fraction(env: Mapping[str, str] | None = None) -> str:
+    """``--mem-fraction-static`` of a stock relaunch after an OOM at :func:`mem_fraction`."""
+    env = os.environ if env is None else env
+    default = f"{float(mem_fraction(env)) - STOCK_FALLBACK_STEP:.3g}"
+    return mem_fraction({MEM_FRACTION_ENV: env.get(STOCK_MEM_FRACTION_ENV) or default})
+
+
+def local_model(model: str, env: Mapping[str, str]) -> str:
+    """``model`` as a directory under ``SPECINIT_GPU_MODEL_DIR`` when it is there, else as is."""
+    root = env.get(MODEL_DIR_ENV, "").strip()
+    if not root or os.path.isdir(model):
+        return model
+    for candidate in (os.path.join(root, model), os.path.join(root, model.rsplit("/", 1)[-1])):
+        if os.path.isdir(candidate):
+            return candidate
+    return model
+
+
 def resolve(spec: CaseSpec, env: Mapping[str, str]) -> Case:
-    """Apply ``SPECINIT_GPU_<CASE>_TARGET`` / ``_DRAFT`` / ``_TP`` to a profile's case."""
+    """Apply ``SPECINIT_GPU_<CASE>_TARGET`` / ``_DRAFT`` / ``_TP`` and
+    ``SPECINIT_GPU_MODEL_DIR`` to a profile's case."""
 
     def setting(key: str) -> str | None:
         return next((env[p + key] for p in spec.override_prefixes if env.get(p + key)), None)
@@ -230,10 +277,28 @@ def resolve(spec: CaseSpec, env: Mapping[str, str]) -> Case:
     if not tp_text.isdigit() or int(tp_text) < 1:
         raise ValueError(f"{spec.override_prefixes[0]}TP={tp_text!r} must be a positive integer")
     if target is None:
-        return Case(spec.name, "", None, int(tp_text), spec.args, spec.overlap, skip=spec.why)
+        return Case(spec.name, "", None, int(tp_text), spec.args, spec.overlap, spec.why, spec.env)
     if spec.self_draft and draft is None:
         draft = target
-    return Case(spec.name, target, draft, int(tp_text), spec.args, spec.overlap)
+    target = local_model(target, env)
+    draft = None if draft is None else local_model(draft, env)
+    return Case(spec.name, target, draft, int(tp_text), spec.args, spec.overlap, env=spec.env)
+
+
+def smoke_problems(env: Mapping[str, str] | None = None) -> str:
+    """Why the smoke cannot run from local checkpoints ("" when it can): it must not spend
+    its ten minutes downloading, so every model of its case must be a local directory."""
+    env = os.environ if env is None else env
+    smoke = case(SMOKE_CASE, env)
+    missing = [m for m in (smoke.target, smoke.draft) if m and not os.path.isdir(m)]
+    if not missing:
+        return ""
+    return (
+        f"the GPU smoke loads its models from local directories, and {', '.join(missing)} "
+        f"{'is' if len(missing) == 1 else 'are'} not; set {MODEL_DIR_ENV} to a directory "
+        "holding <org>/<name> (or <name>) checkpoint folders, or SPECINIT_GPU_EAGLE3_TARGET / "
+        "_DRAFT to checkpoint directories"
+    )
 
 
 def cases(env: Mapping[str, str] | None = None) -> list[Case]:
@@ -246,3 +311,12 @@ def case(name: str, env: Mapping[str, str] | None = None) -> Case:
     """One case of the selected profile by name."""
     (found,) = [c for c in cases(env) if c.name == name]
     return found
+
+
+if __name__ == "__main__":
+    # ``python -m harness.gpu_cases --smoke-problems``: why the smoke cannot run ("" if it can).
+    import sys
+
+    if sys.argv[1:] != ["--smoke-problems"]:
+        sys.exit("usage: python -m harness.gpu_cases --smoke-problems")
+    print(smoke_problems())

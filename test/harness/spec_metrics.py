@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 # meta_info keys SGLang 0.5.13.post1 sets for a finished speculative request.
@@ -77,3 +78,27 @@ def summed(responses: Iterable[Mapping[str, Any]]) -> DraftStats:
     for response in responses:
         total = total + DraftStats.from_meta_info(response["meta_info"])
     return total
+
+
+def sglang_meta_info(
+    completion_tokens: int, verify_ct: int, correct: int, num_draft_tokens: int
+) -> dict[str, Any]:
+    """The ``meta_info`` SGLang 0.5.13.post1 writes for one finished speculative request with
+    these counters, by SGLang's own ``TokenizerManager._calculate_spec_decoding_metrics``
+    (how the CPU tests record a GPU server's responses: a renamed key fails them)."""
+    from sglang.srt.managers.tokenizer_manager import TokenizerManager
+
+    # Only the attributes the method reads: the server's draft-token count, and one request's
+    # counters in the batch output the detokenizer forwards.
+    manager = SimpleNamespace(
+        server_args=SimpleNamespace(speculative_num_draft_tokens=num_draft_tokens)
+    )
+    batch_output = SimpleNamespace(
+        spec_verify_ct=[verify_ct],
+        spec_num_correct_drafts=[correct],
+        completion_tokens=[completion_tokens],
+        spec_correct_drafts_histogram=[[verify_ct - correct, correct]] if verify_ct else [[]],
+    )
+    meta: dict[str, Any] = {"completion_tokens": completion_tokens}
+    TokenizerManager._calculate_spec_decoding_metrics(manager, meta, batch_output, 0)
+    return meta
