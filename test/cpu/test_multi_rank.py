@@ -14,6 +14,9 @@ fails with each rank's last log lines (``harness.multi_rank``).
 Expected token counts are recomputed here from the checkpoints' geometry divided over the ranks
 and each rank's own meter readings, never read back from the plugin.
 
+PP 2 with a draft is refused by SGLang itself; that refusal is checked on its own argument check,
+without a launch.
+
 Timing (2 cores): a TP 2 launch takes 60-90 s unloaded, 3 min on a loaded machine; the module
 launches three (one of them ``slow``), cached across its tests.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -31,7 +35,7 @@ from typing import Any
 
 import pytest
 from harness import tiny_models
-from harness.engine import cpu_engine, cpu_server
+from harness.engine import cpu_engine, cpu_engine_kwargs, cpu_server
 from harness.report_reading import (
     REPORT_DIR_ENV,
     F,
@@ -371,32 +375,43 @@ def test_dp_attention_dp2_tp2_sizes_full_kv_heads_on_both_ranks(tmp_path: Path) 
 PP_REFUSAL = "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
 
 
-def test_pp2_speculative_launch(tmp_path: Path) -> None:
-    """PP 2 with a draft: skipped with SGLang's own refusal while 0.5.13.post1 refuses it."""
-    from harness.engine import SGLangStartError
+def _check_server_args(**kwargs: Any) -> tuple[bool, str | None]:
+    """0.5.13.post1's ``ServerArgs(**kwargs).check_server_args()`` in this process, as the
+    launcher runs it: (the overlap-schedule switch it settled on, the refusal or None).
 
-    specinit_dir = tmp_path / "specinit"
-    specinit_dir.mkdir()
+    ``ServerArgs.__post_init__`` exports a few ``SGLANG_*`` defaults to ``os.environ``; they are
+    undone so that later launches from this process inherit the environment they had.
+    """
+    from sglang.srt.server_args import ServerArgs
+
+    saved = dict(os.environ)
     try:
-        with cpu_server(
-            tiny_models.tiny_llama_target(),
-            draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
-            algorithm=ALGORITHM,
-            plugin=True,
-            work_dir=tmp_path,
-            startup_timeout_s=STARTUP_BOUND_S,
-            extra_env={REPORT_DIR_ENV: str(specinit_dir)},
-            pp_size=2,
-            **SPEC_FLAGS,
-        ):
-            names = sorted(p.name for p in specinit_dir.glob("memory-rank*.json"))
-    except SGLangStartError as failure:
-        if PP_REFUSAL in failure.log_tail and "check_server_args" in failure.log_tail:
-            pytest.skip(
-                "sglang 0.5.13.post1 refuses --pp-size 2 with a speculative algorithm on any "
-                f"device: ServerArgs.check_server_args raises AssertionError('{PP_REFUSAL}') "
-                "in the launcher, before any rank starts"
-            )
-        raise
-    # If a later SGLang starts it: one report per pipeline stage, none overwriting another.
-    assert names == ["memory-rank0-pp0-tp0-dp0.json", "memory-rank1-pp1-tp0-dp0.json"]
+        args = ServerArgs(**kwargs)
+        try:
+            args.check_server_args()
+        except AssertionError as exc:
+            return args.disable_overlap_schedule, str(exc)
+        return args.disable_overlap_schedule, None
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_pp2_with_a_draft_is_refused_by_sglang_before_any_rank_starts() -> None:
+    """sglang 0.5.13.post1 refuses ``--pp-size 2`` with a speculative algorithm on any device:
+    ``ServerArgs.check_server_args``, which the launcher runs before any rank starts, asserts
+    ``PP_REFUSAL``. Asserted on SGLang's own check, without a launch (the plugin hooks neither
+    ``ServerArgs`` checks nor PP on 0.5.13.x). The same PP 2 arguments without the draft pass,
+    and SGLang has already turned overlap scheduling off for PP, so the refusal is the draft's.
+    When a later SGLang accepts PP 2 with a draft this fails: launch it then, and check one
+    memory report per pipeline stage."""
+    target = tiny_models.tiny_llama_target()
+    assert _check_server_args(**cpu_engine_kwargs(target, pp_size=2)) == (True, None)
+    with_draft = cpu_engine_kwargs(
+        target,
+        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        algorithm=ALGORITHM,
+        pp_size=2,
+        **SPEC_FLAGS,
+    )
+    assert _check_server_args(**with_draft) == (True, PP_REFUSAL)

@@ -160,7 +160,9 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, bool], La
 
 
 def predicted_plan(launch: Launch) -> budget.PoolPlan:
-    """What budget.plan_pools gives for this launch, from geometry + fraction + meter only."""
+    """What budget.plan_pools gives for this launch, from geometry, fraction, the meter (the
+    resident bytes SGLang's arithmetic derives from its readings), the target's live tensors
+    and the draft checkpoint's own tensors; nothing is read from the plugin."""
     report = launch.report
     meter = meter_budget(report)
     draft = budget.DraftSpec(
@@ -432,12 +434,17 @@ def test_launch_server_reports_the_budgeted_token_count(
     ) as server:
         info = server.server_info()
         report = server.scheduler_report()
+        proc = server.proc
     breakdown = read_breakdown(specinit_dir)
     assert breakdown is not None and report["specinit_loaded"]
     assert info["speculative_algorithm"] == "EAGLE"
     assert info["max_total_num_tokens"] == breakdown["tokens"] > 0
+    assert info["max_total_num_tokens"] == report["scheduler"]["max_total_num_tokens"]
+    assert sorted(r["role"] for r in report["model_runners"]) == ["draft", "target"]
     assert runner(report, "draft")["kv_pool"]["size"] == breakdown["tokens"]
     assert re.search(r"SPECINIT_MEMORY \{", server.log_path.read_text(errors="replace"))
+    # The harness's launch_server helper tore the server's process group down on exit.
+    assert proc.poll() is not None
 
 
 # --------------------------------------------------------------------------- not speculative

@@ -145,27 +145,30 @@ def predicted_plan(
     **draft: int,
 ) -> budget.PoolPlan:
     """``budget.plan_pools`` for a phased launch from the given geometry (target: the default
-    tiny Llama unless given), the fraction, the meter's pre-load free bytes and the target's
-    weights (harness report); only the draft's weights and the measured resident bytes come
-    from the plugin's breakdown. ``draft``: more ``budget.DraftSpec`` fields (``fixed_bytes``,
-    ``bytes_per_request``)."""
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
+    tiny Llama unless given), the fraction and what the harness saw, nothing from the plugin:
+    the meter's pre-load free bytes and the resident bytes SGLang's own arithmetic derives
+    from its readings (``meter_budget``), the target's weights as the live tensors hold them,
+    and as the draft's weights what the meter held at sizing beyond those (the draft's own
+    tensors: shared embeddings are the target's storages). ``draft``: more
+    ``budget.DraftSpec`` fields (``fixed_bytes``, ``bytes_per_request``)."""
+    report = run.report
+    meter = meter_budget(report)
+    target_weight_bytes = runner(report, "target")["weight_bytes"]
     inputs = budget.BudgetInputs(
-        pre_load_free_bytes=meter_budget(report).pre_load_free_bytes,
+        pre_load_free_bytes=meter.pre_load_free_bytes,
         mem_fraction_static=F,
         target_kv=target_kv,
-        target_weight_bytes=runner(report, "target")["weight_bytes"],
+        target_weight_bytes=target_weight_bytes,
         page_size=1,
         context_len=context_len,
         draft=budget.DraftSpec(
             algorithm=algorithm,
             kv_pools=draft_kv_pools,
-            weight_bytes=breakdown["draft_weight_bytes"],
+            weight_bytes=meter.resident_bytes - target_weight_bytes,
             **draft,
         ),
         max_running_requests=report["server_args"]["max_running_requests"],
-        measured_resident_bytes=breakdown["resident_bytes"],
+        measured_resident_bytes=meter.resident_bytes,
     )
     return budget.plan_pools(inputs)
 

@@ -27,12 +27,6 @@ from sglang_specinit.sglang_0_5_13 import scheduler as scheduler_phases
 from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
 NGRAM_MODULE = "sglang.srt.speculative.ngram_worker"
-SKIP_REASON = (
-    "NGRAM cannot be constructed on CPU with SGLang 0.5.13.post1: "
-    "sglang/srt/speculative/ngram_worker.py imports sgl_kernel (CUDA-only, not installed) at "
-    "module level, and arg_groups/speculative_hook._handle_ngram rejects every non-CUDA device "
-    "('Ngram speculative decoding only supports CUDA device.'); the GPU suite covers it"
-)
 
 
 def _fake_ngram_worker_class(module: str = NGRAM_MODULE, name: str = "NGRAMWorker") -> type:
@@ -66,11 +60,6 @@ def test_sglang_rejects_ngram_on_a_non_cuda_device() -> None:
 
     with pytest.raises(ValueError, match="only supports CUDA device"):
         _handle_ngram(SimpleNamespace(device="cpu"))
-
-
-@pytest.mark.skip(reason=SKIP_REASON)
-def test_ngram_engine_on_cpu() -> None:
-    """Placeholder for an NGRAM launch; the two tests above prove why it cannot run here."""
 
 
 def test_ngram_is_model_less_by_name() -> None:
