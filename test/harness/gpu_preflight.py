@@ -32,19 +32,30 @@ def _version(text: str | None, pattern: str) -> tuple[int, ...] | None:
     return tuple(int(part) for part in match.group(1).split(".")) if match else None
 
 
+def _shown(text: str | None, pattern: str) -> str:
+    """The version as the tool printed it (``580.65.06``, leading zeros kept)."""
+    match = re.search(pattern, text or "")
+    return match.group(1) if match else "unknown"
+
+
+DRIVER = r"Driver Version:\s*([\d.]+)"
+CUDA = r"CUDA Version:\s*([\d.]+)"
+GLIBC = r"glibc\s+([\d.]+)"
+
+
 def driver_cuda_version(banner: str | None) -> tuple[int, ...] | None:
     """The CUDA version the driver supports, from ``nvidia-smi``'s banner (``CUDA Version:``)."""
-    return _version(banner, r"CUDA Version:\s*([\d.]+)")
+    return _version(banner, CUDA)
 
 
 def driver_version(banner: str | None) -> tuple[int, ...] | None:
     """The driver's version, from ``nvidia-smi``'s banner (``Driver Version: 580.65.06``)."""
-    return _version(banner, r"Driver Version:\s*([\d.]+)")
+    return _version(banner, DRIVER)
 
 
 def glibc_version(libc: str | None) -> tuple[int, ...] | None:
     """glibc's version from ``os.confstr("CS_GNU_LIBC_VERSION")`` (``glibc 2.35``)."""
-    return _version(libc, r"glibc\s+([\d.]+)")
+    return _version(libc, GLIBC)
 
 
 def _dotted(version: tuple[int, ...] | None) -> str:
@@ -61,13 +72,13 @@ def problems(banner: str | None, libc: str | None) -> list[str]:
         ok = cuda >= MIN_CUDA if cuda else bool(driver and driver[0] >= MIN_DRIVER_MAJOR)
         if not ok:
             found.append(
-                f"driver {_dotted(driver)} supports CUDA {_dotted(cuda)}, not CUDA 13 "
-                f"(install driver {MIN_DRIVER_MAJOR} or newer)"
+                f"driver {_shown(banner, DRIVER)} supports CUDA {_shown(banner, CUDA)}, not "
+                f"CUDA 13 (install driver {MIN_DRIVER_MAJOR} or newer)"
             )
     glibc = glibc_version(libc)
     if glibc is None or glibc < MIN_GLIBC:
         found.append(
-            f"glibc {_dotted(glibc)} is older than {_dotted(MIN_GLIBC)} (the wheels are "
+            f"glibc {_shown(libc, GLIBC)} is older than {_dotted(MIN_GLIBC)} (the wheels are "
             "manylinux_2_34: use a runner image like Ubuntu 22.04 or newer)"
         )
     return found
@@ -78,8 +89,8 @@ def verdict(banner: str | None, libc: str | None) -> tuple[int, str]:
     found = problems(banner, libc)
     if not found:
         return 0, (
-            f"GPU preflight: ok (driver {_dotted(driver_version(banner))}, CUDA "
-            f"{_dotted(driver_cuda_version(banner))}, glibc {_dotted(glibc_version(libc))})"
+            f"GPU preflight: ok (driver {_shown(banner, DRIVER)}, CUDA {_shown(banner, CUDA)}, "
+            f"glibc {_shown(libc, GLIBC)})"
         )
     return 1, (
         f"GPU preflight: FAILED, {WHEEL} needs an NVIDIA driver with CUDA 13 support and glibc "

@@ -22,10 +22,10 @@ What they check, for SGLang 0.5.13.post1:
   ``Capture cuda graph end. Time elapsed: T s. mem usage=G GB. avail mem=A GB.`` for every
   runner that captured, and the scheduler's ``get_internal_state`` reports the target's
   ``graph_mem_usage`` as ``memory_usage["graph"]`` in ``/server_info``; the EAGLE-family
-  workers (``EAGLEWorkerV2.init_cuda_graphs``, also for STANDALONE) log ``Capture draft cuda
-  graph end.`` for a chain of more than one step, multi-layer EAGLE ``Capture draft extend
-  cuda graph end.`` (:func:`expected_draft_graph`). The plugin-on launch must capture every
-  kind of graph stock captures (:func:`same_graph_kinds`).
+  draft workers (``EagleDraftWorker.init_cuda_graphs``, also for STANDALONE) log ``Capture
+  draft cuda graph end.`` for a chain of more than one step, multi-layer EAGLE ``Capture draft
+  extend cuda graph end.`` (:func:`expected_draft_graph`). The plugin-on launch must capture
+  every kind of graph stock captures (:func:`same_graph_kinds`).
 - **The budget is filled** (:func:`fill_problems`): the weights, KV buffers and non-tensor
   residue the probe measured leave at most one page per pool of the budget, plus what the plugin
   itself reserves outside the KV pools, plus :data:`device_probe.STRAY_TENSOR_TOLERANCE_BYTES`.
@@ -58,7 +58,7 @@ READING_GRANULARITY = 2 << 20
 TARGET_GRAPH_END = re.compile(
     r"Capture cuda graph end\. Time elapsed: [-\d.]+ s\. mem usage=(?P<gb>-?[\d.]+) GB\."
 )
-# EAGLEWorkerV2.init_cuda_graphs (rank 0 only) and the multi-layer EAGLE extend runner.
+# EagleDraftWorker.init_cuda_graphs (rank 0 only) and the multi-layer EAGLE extend runner.
 DRAFT_GRAPH_END = "Capture draft cuda graph end."
 DRAFT_EXTEND_GRAPH_END = "Capture draft extend cuda graph end."
 GRAPH_FAILED = "Capture cuda graph failed"

@@ -1,0 +1,491 @@
+"""The GPU suite's verdicts on recorded inputs, without a GPU (:mod:`harness.gpu_verdict`).
+
+Nothing here launches a server. What a GPU run would hand the verdicts is recorded instead:
+
+- ``/generate`` responses: ``meta_info`` written by SGLang 0.5.13.post1's own
+  ``TokenizerManager._calculate_spec_decoding_metrics`` (:func:`spec_metrics.sglang_meta_info`);
+- graph-capture log lines and ``/server_info``'s graph figure: produced by SGLang's own
+  ``ModelRunner.init_device_graphs``, ``EagleDraftWorker.init_cuda_graphs`` and
+  ``Scheduler.get_internal_state``, run on stand-in objects whose graph runner and free-memory
+  meter are test doubles (``FakeGraphRunner``, ``fake_free_memory``): what they log is the
+  release's own text;
+- device-probe records: :func:`recorded_probe`, a test double of one scheduler's probe file
+  (the keys :mod:`harness.device_probe` writes), sized the way the plugin sizes its pools.
+
+Each verdict is shown to fail on the broken input it exists for, and to pass the sound one.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from harness import device_memory, device_probe, gpu_cases, gpu_preflight, gpu_verdict
+from harness.server_process import RunFiles, ServerHandle
+from harness.spec_metrics import DraftStats, sglang_meta_info, summed
+
+GIB, MIB = 1 << 30, 1 << 20
+REPO = Path(__file__).resolve().parents[2]
+PROMPTS = gpu_cases.PROMPTS
+NUM_DRAFT_TOKENS = 4  # the chain cases' --speculative-num-draft-tokens
+
+
+# --------------------------------------------------------------------------- tokens, drafts
+
+
+def response(ids: list[int], verify_ct: int, correct: int) -> dict[str, Any]:
+    """One recorded ``/generate`` response (text is the ids, as a tokenizer would not matter)."""
+    return {
+        "text": " ".join(map(str, ids)),
+        "output_ids": ids,
+        "meta_info": sglang_meta_info(len(ids), verify_ct, correct, NUM_DRAFT_TOKENS),
+    }
+
+
+def recorded_run(correct_per_prompt: int, *, changed_token: int | None = None) -> list[dict]:
+    """Responses of one server to the suite's prompts: 96 tokens each in 40 verify steps."""
+    out = []
+    for i, _ in enumerate(PROMPTS):
+        ids = [1000 + 7 * i + t for t in range(96)]
+        if changed_token is not None and i == 1:
+            ids[changed_token] += 1
+        out.append(response(ids, 40, correct_per_prompt))
+    return out
+
+
+def test_greedy_verdict_passes_identical_tokens_and_fails_one_changed_token() -> None:
+    stock = recorded_run(55)
+    assert gpu_verdict.greedy_problems(PROMPTS, recorded_run(55), stock) == []
+    (problem,) = gpu_verdict.greedy_problems(PROMPTS, recorded_run(55, changed_token=17), stock)
+    assert repr(PROMPTS[1]) in problem and "at output token 17" in problem
+
+
+def test_greedy_verdict_fails_a_shorter_answer_and_a_missing_one() -> None:
+    stock = recorded_run(55)
+    short = recorded_run(55)
+    short[0] = response(short[0]["output_ids"][:50], 20, 30)
+    (problem,) = gpu_verdict.greedy_problems(PROMPTS, short, stock)
+    assert "at output token 50 (50 vs 96 tokens)" in problem
+    assert gpu_verdict.greedy_problems(PROMPTS, short[:3], stock)
+
+
+def test_acceptance_verdict_passes_stock_equal_and_noisy_rates() -> None:
+    stock = summed(recorded_run(55))
+    assert gpu_verdict.acceptance_problems(summed(recorded_run(55)), stock) == []
+    # One draft token in a hundred more or fewer per prompt: kernel noise, inside the bound.
+    assert gpu_verdict.acceptance_problems(summed(recorded_run(54)), stock) == []
+
+
+def test_acceptance_verdict_fails_a_draft_that_stopped_drafting_well() -> None:
+    stock = summed(recorded_run(55))
+    # A draft with the wrong embed/lm_head or KV: tokens identical (the target decides them),
+    # a fraction of the drafts accepted.
+    (problem,) = gpu_verdict.acceptance_problems(summed(recorded_run(20)), stock)
+    assert "outside the noise bound" in problem
+    (problem,) = gpu_verdict.acceptance_problems(summed(recorded_run(0)), stock)
+    assert "accepted no draft token" in problem
+    (problem,) = gpu_verdict.acceptance_problems(stock, summed(recorded_run(0)))
+    assert problem.startswith("stock accepted no draft token")
+
+
+def test_acceptance_bound_shrinks_with_more_proposed_drafts() -> None:
+    one = DraftStats(96, 40, 55, 120)
+    four = DraftStats(4 * 96, 4 * 40, 4 * 55, 4 * 120)
+    assert gpu_verdict.acceptance_bound(four, four) == pytest.approx(
+        gpu_verdict.acceptance_bound(one, one) / 2
+    )
+    assert gpu_verdict.acceptance_bound(DraftStats(1, 0, 0, 0), one) == 0.0
+
+
+# --------------------------------------------------------------------------- CUDA graphs
+
+
+class FakeGraphRunner:
+    """Test double for SGLang's CUDA graph runners: captures nothing, holds nothing."""
+
+    def __init__(self, *args: Any) -> None:
+        pass
+
+
+def fake_free_memory(readings: list[float]) -> Any:
+    """Test double for ``get_available_gpu_memory``: returns the scripted GiB readings."""
+    it = iter(readings)
+    return lambda *args, **kwargs: next(it)
+
+
+def sglang_graph_log(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, *, draft: bool
+) -> tuple[str, float]:
+    """What 0.5.13.post1 logs when the target (and an EAGLE chain's draft) capture graphs, by
+    its own ``init_device_graphs`` / ``init_cuda_graphs``, and the runner's graph figure."""
+    import sglang.srt.model_executor.model_runner as model_runner
+    import sglang.srt.speculative.eagle_worker_v2 as eagle_worker_v2
+
+    monkeypatch.setattr(model_runner, "CudaGraphRunner", FakeGraphRunner)
+    monkeypatch.setattr(model_runner, "get_available_gpu_memory", fake_free_memory([8.0, 7.39]))
+    runner = SimpleNamespace(
+        is_generation=True,
+        device="cuda",
+        gpu_id=0,
+        server_args=SimpleNamespace(model_impl="auto", disable_cuda_graph=False),
+    )
+    with caplog.at_level(logging.INFO):
+        model_runner.ModelRunner.init_device_graphs(runner)
+        if draft:
+            monkeypatch.setattr(eagle_worker_v2, "EAGLEDraftCudaGraphRunner", FakeGraphRunner)
+            monkeypatch.setattr(
+                eagle_worker_v2, "get_available_gpu_memory", fake_free_memory([7.3, 7.1])
+            )
+            # Rank 0 of an initialised process group in a real server.
+            monkeypatch.setattr(eagle_worker_v2, "log_info_on_rank0", lambda lg, m: lg.info(m))
+            worker = SimpleNamespace(
+                server_args=runner.server_args,
+                speculative_num_steps=3,
+                device="cuda",
+                gpu_id=0,
+                target_worker=SimpleNamespace(device="cuda"),
+                draft_extend_attn_backend=None,
+            )
+            eagle_worker_v2.EagleDraftWorker.init_cuda_graphs(worker)
+    text = "\n".join(f"[2026-12-01 09:00:00] {r.getMessage()}" for r in caplog.records)
+    return text, runner.graph_mem_usage
+
+
+def sglang_server_info(graph_mem_usage: float, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """``/server_info``'s scheduler state, by 0.5.13.post1's ``Scheduler.get_internal_state``."""
+    import sglang.srt.managers.scheduler as scheduler
+
+    monkeypatch.setattr(scheduler, "get_global_server_args", lambda: SimpleNamespace())
+    model_runner = SimpleNamespace(weight_load_mem_usage=15.2, graph_mem_usage=graph_mem_usage)
+    kvcache = SimpleNamespace(mem_usage=55.1)
+    state = SimpleNamespace(
+        metrics_reporter=SimpleNamespace(last_gen_throughput=0.0),
+        tp_worker=SimpleNamespace(model_runner=model_runner),
+        token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kvcache),
+        max_total_num_tokens=400_000,
+        max_running_requests=48,
+        spec_algorithm=SimpleNamespace(is_none=lambda: True),
+    )
+    out = scheduler.Scheduler.get_internal_state(state, None)
+    return {"disable_cuda_graph": False, "internal_states": [out.internal_state]}
+
+
+EAGLE3_ARGS = gpu_cases.case("eagle3", {}).args
+
+
+def test_graph_verdict_passes_what_sglang_logs_for_an_eagle3_launch(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    log, figure = sglang_graph_log(monkeypatch, caplog, draft=True)
+    capture = gpu_verdict.GraphCapture.from_log(log)
+    assert capture.kinds == {"runner", "draft"}
+    assert capture.runner_mem_gb == (pytest.approx(figure, abs=0.005),)
+    info = sglang_server_info(figure, monkeypatch)
+    expect = gpu_verdict.expected_draft_graph(EAGLE3_ARGS)
+    assert gpu_verdict.graph_problems(capture, info, expect) == []
+
+
+def test_graph_verdict_fails_without_the_draft_graph_or_any_graph(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    log, figure = sglang_graph_log(monkeypatch, caplog, draft=False)
+    capture = gpu_verdict.GraphCapture.from_log(log)
+    info = sglang_server_info(figure, monkeypatch)
+    expect = gpu_verdict.expected_draft_graph(EAGLE3_ARGS)
+    (problem,) = gpu_verdict.graph_problems(capture, info, expect)
+    assert "draft's CUDA graphs were not captured" in problem
+    # No graph at all (--disable-cuda-graph, or the plugin skipped the graph phase).
+    nothing = gpu_verdict.GraphCapture.from_log("[2026-12-01 09:00:00] Load weight end.")
+    problems = gpu_verdict.graph_problems(nothing, sglang_server_info(0.0, monkeypatch), expect)
+    assert len(problems) == 3, problems  # no runner line, figure 0, no draft line
+
+
+def test_graph_verdict_fails_a_figure_that_matches_no_capture(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    log, figure = sglang_graph_log(monkeypatch, caplog, draft=True)
+    capture = gpu_verdict.GraphCapture.from_log(log)
+    info = sglang_server_info(figure + 0.25, monkeypatch)
+    (problem,) = gpu_verdict.graph_problems(capture, info, "draft")
+    assert "matches no captured runner" in problem
+    failed = gpu_verdict.GraphCapture.from_log(log + "\nCapture cuda graph failed: boom")
+    assert gpu_verdict.graph_problems(failed, sglang_server_info(figure, monkeypatch), "draft")
+
+
+def test_plugin_must_capture_every_kind_stock_captures(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    stock_log, _ = sglang_graph_log(monkeypatch, caplog, draft=True)
+    stock = gpu_verdict.GraphCapture.from_log(stock_log)
+    plugin = replace(stock, draft=0)
+    assert gpu_verdict.same_graph_kinds(plugin, stock) == [
+        "stock captured ['draft'] graphs, the plugin-on server did not"
+    ]
+    assert gpu_verdict.same_graph_kinds(stock, stock) == []
+
+
+def test_expected_draft_graph_per_case() -> None:
+    expected = {c.name: gpu_verdict.expected_draft_graph(c.args) for c in gpu_cases.cases({})}
+    assert expected == {
+        "eagle3": "draft",
+        "eagle3_no_overlap": "draft",
+        "standalone": "draft",
+        "multi_layer_mtp": "draft_extend",
+        "dflash": None,
+        "ngram": None,
+    }
+
+
+# --------------------------------------------------------------------------- fill floor
+
+
+def recorded_probe(
+    *,
+    stray_bytes: int = 0,
+    stray_freed_before_pools: bool = False,
+    page_size: int = 1,
+    pre: int = 80 * GIB,
+    f: float = 0.9,
+) -> list[dict[str, Any]]:
+    """Test double of one scheduler's probe records for a phased (plugin-on) EAGLE3 launch:
+    Llama-3.1-8B-like target (15 GiB, 128 KiB of KV per token), a 0.8 GiB draft (4 KiB per
+    token), 0.6 GiB of non-tensor residue, and ``stray_bytes`` of a tensor that is neither (a
+    duplicate embed/lm_head), live at sizing and, if ``stray_freed_before_pools``, freed right
+    after. The pools are sized as the plugin sizes them: from SGLang's reading at sizing."""
+    target_w, draft_w, residue = 15 * GIB, int(0.8 * GIB), int(0.6 * GIB)
+    cell_t, cell_d = 128 << 10, 4 << 10
+    held = target_w + draft_w + stray_bytes
+    free_at_sizing = pre - held - residue
+    budget = int(f * pre)
+    kv_budget = budget - (pre - free_at_sizing) - page_size * (cell_t + cell_d)  # + padding page
+    tokens = kv_budget // (cell_t + cell_d) // page_size * page_size
+    kv_t, kv_d = (tokens + page_size) * cell_t, (tokens + page_size) * cell_d
+    tables = 300 * MIB
+    free, allocated = free_at_sizing, held
+    if stray_freed_before_pools:
+        free, allocated = free + stray_bytes, allocated - stray_bytes
+    who = {"tp_rank": 0, "draft_model_idx": None}
+
+    def reading(free_bytes: int, allocated_bytes: int) -> dict[str, int]:
+        return {
+            "free_bytes": free_bytes,
+            "torch_allocated_bytes": allocated_bytes,
+            "torch_reserved_bytes": allocated_bytes,
+        }
+
+    pool = {"method": device_probe.POOL_METHOD, "page_size": page_size, "kv_tokens": tokens}
+    return [
+        {"event": "pre_load", "is_draft": False, **who, "free_bytes": pre, "seq": 0},
+        {"event": "enter", "is_draft": False, **who, **pool, "seq": 1, "weight_bytes": target_w}
+        | reading(free_at_sizing, held),
+        {"event": "exit", "is_draft": False, **who, **pool, "seq": 2, "kv_bytes": kv_t}
+        | {"table_bytes": tables, "mem_fraction_static": f}
+        | reading(free - kv_t - tables, allocated + kv_t + tables),
+        {"event": "enter", "is_draft": True, **who, **pool, "seq": 3, "weight_bytes": draft_w}
+        | reading(free - kv_t - tables, allocated + kv_t + tables),
+        {"event": "exit", "is_draft": True, **who, **pool, "seq": 4, "kv_bytes": kv_d}
+        | {"table_bytes": 0, "mem_fraction_static": f}
+        | reading(free - kv_t - tables - kv_d, allocated + kv_t + tables + kv_d),
+    ]
+
+
+BREAKDOWN = {"draft_request_bytes": 0, "draft_fixed_pool_bytes": 0}
+
+
+@pytest.mark.parametrize("page_size", [1, 64])
+def test_fill_floor_passes_a_launch_that_fills_its_budget(page_size: int) -> None:
+    usage = device_probe.usage_after_pools(recorded_probe(page_size=page_size))
+    assert usage.over_budget_bytes <= device_probe.BOOKKEEPING_TOLERANCE_BYTES
+    assert usage.page_bytes == page_size * ((128 << 10) + (4 << 10))
+    assert 0 <= usage.fill_shortfall_bytes < usage.page_bytes
+    assert gpu_verdict.fill_problems(usage, BREAKDOWN) == []
+
+
+@pytest.mark.parametrize("freed_later", [False, True])
+@pytest.mark.parametrize("stray_gib", [1.0, 0.5])
+def test_fill_floor_fails_a_duplicate_embed_lm_head_the_old_floor_let_pass(
+    stray_gib: float, freed_later: bool
+) -> None:
+    """1.0 GiB: Llama-3.1-8B's embed; 0.5 GiB: Llama-3.2-1B's. Whether it stays resident or is
+    freed once the pools were sized, the budget lost it; the old 98 % floor let both through."""
+    usage = device_probe.usage_after_pools(
+        recorded_probe(stray_bytes=int(stray_gib * GIB), stray_freed_before_pools=freed_later)
+    )
+    assert usage.counted_bytes >= 0.98 * usage.budget_bytes  # the old check: passes anyway
+    (problem,) = gpu_verdict.fill_problems(usage, BREAKDOWN)
+    assert "hold neither weights, KV nor the non-tensor residue" in problem
+    assert usage.fill_shortfall_bytes >= stray_gib * GIB
+
+
+def test_fill_floor_cannot_be_checked_without_torch_counters() -> None:
+    records = [{k: v for k, v in r.items() if not k.startswith("torch_")} for r in recorded_probe()]
+    usage = device_probe.usage_after_pools(records)
+    assert usage.fill_shortfall_bytes is None
+    assert gpu_verdict.fill_problems(usage, BREAKDOWN)
+
+
+def plugin_breakdown(usage: device_probe.UsageAfterPools, records: list[dict]) -> dict:
+    """The plugin's breakdown of the same recorded launch (the keys the GPU test reads)."""
+    exits = [r for r in records if r["event"] == "exit"]
+    return {
+        **BREAKDOWN,
+        "page_size": exits[0]["page_size"],
+        "pre_load_free_bytes": usage.pre_load_free_bytes,
+        "budget_bytes": usage.budget_bytes,
+        "target_kv_pool_bytes": exits[0]["kv_bytes"],
+        "allocated_target_kv_pool_bytes": exits[0]["kv_bytes"],
+        "target_kv_bytes_per_token": 128 << 10,
+        "draft_kv_pool_bytes": exits[1]["kv_bytes"],
+        "allocated_draft_kv_pool_bytes": exits[1]["kv_bytes"],
+        "draft_kv_bytes_per_token": 4 << 10,
+        "cuda_free_bytes_after_pools": exits[1]["free_bytes"],
+        "cuda_free_bytes_after_init": exits[1]["free_bytes"] - GIB,
+    }
+
+
+def test_memory_verdict_of_one_rank() -> None:
+    records = recorded_probe()
+    usage = device_probe.usage_after_pools(records)
+    sound = plugin_breakdown(usage, records)
+    assert gpu_verdict.memory_problems(sound, usage, fill=True) == []
+    short = {**sound, "allocated_draft_kv_pool_bytes": sound["draft_kv_pool_bytes"] // 2}
+    (problem,) = gpu_verdict.memory_problems(short, usage, fill=True)
+    assert problem.startswith("draft KV pool: allocated")
+    stray = device_probe.usage_after_pools(recorded_probe(stray_bytes=GIB))
+    assert gpu_verdict.memory_problems(plugin_breakdown(stray, records), stray, fill=False) == []
+    assert gpu_verdict.memory_problems(plugin_breakdown(stray, records), stray, fill=True)
+
+
+# --------------------------------------------------------------------------- logs
+
+
+def test_oom_is_read_only_after_the_server_became_healthy(tmp_path: Path) -> None:
+    sys.path.insert(0, str(REPO / "test" / "gpu"))
+    try:
+        from gpu_server import GpuServer
+    finally:
+        sys.path.remove(str(REPO / "test" / "gpu"))
+    files = RunFiles.make(tmp_path, "server")
+    startup = "[09:00:01] Capture cuda graph end. (a CUDA out of memory here is start-up's)\n"
+    files.log_path.write_text(startup)
+    server = GpuServer(ServerHandle(proc=None, files=files, port=0, argv=[]), len(startup))
+    with files.log_path.open("a") as log:
+        log.write("[09:01:00] Decode batch. #running-req: 48\n")
+    assert gpu_verdict.oom_lines(server.startup_log()) != []
+    assert gpu_verdict.oom_lines(server.log_after_ready()) == []
+    with files.log_path.open("a") as log:
+        log.write("[09:02:00] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate\n")
+    assert len(gpu_verdict.oom_lines(server.log_after_ready())) == 1
+    assert server.port == 0  # everything else is the ServerHandle's
+
+
+# --------------------------------------------------------------------------- preflight
+
+BANNER = """Tue Dec  1 09:00:00 2026
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI {smi}             Driver Version: {driver}     CUDA Version: {cuda}     |
+|-----------------------------------------+------------------------+----------------------+
+|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    0 |
+"""
+
+
+def banner(driver: str, cuda: str) -> str:
+    return BANNER.format(smi=driver, driver=driver, cuda=cuda)
+
+
+def test_preflight_passes_a_cuda_13_driver_on_glibc_2_35() -> None:
+    code, line = gpu_preflight.verdict(banner("580.65.06", "13.0"), "glibc 2.35")
+    assert code == 0 and line.startswith("GPU preflight: ok (driver 580.65.06, CUDA 13.0")
+
+
+@pytest.mark.parametrize(
+    ("smi", "libc", "says"),
+    [
+        (banner("550.54.15", "12.4"), "glibc 2.35", "driver 550.54.15 supports CUDA 12.4"),
+        (None, "glibc 2.35", "no NVIDIA driver"),
+        (banner("580.65.06", "13.0"), "glibc 2.31", "glibc 2.31 is older than 2.34"),
+        (banner("580.65.06", "13.0"), None, "glibc unknown"),
+    ],
+)
+def test_preflight_fails_in_one_line_saying_what_is_missing(
+    smi: str | None, libc: str | None, says: str
+) -> None:
+    code, line = gpu_preflight.verdict(smi, libc)
+    assert code == 1 and "\n" not in line
+    assert line.startswith("GPU preflight: FAILED, sglang 0.5.13.post1 needs") and says in line
+
+
+def test_preflight_reads_the_driver_branch_when_the_banner_has_no_cuda_version() -> None:
+    no_cuda = "| NVIDIA-SMI 580.82.07    Driver Version: 580.82.07 |"
+    assert gpu_preflight.problems(no_cuda, "glibc 2.39") == []
+    assert gpu_preflight.problems(no_cuda.replace("580", "575"), "glibc 2.39")
+
+
+# --------------------------------------------------------------------------- devices, cases
+
+
+def test_a_case_waits_only_on_the_devices_it_runs_on() -> None:
+    uuids = {"GPU-aaaa-1111": 0, "GPU-bbbb-2222": 1, "GPU-cccc-3333": 2}
+    assert device_memory.devices_for_case(1, 8, uuids, env={}) == [0]
+    assert device_memory.devices_for_case(2, 8, uuids, env={"CUDA_VISIBLE_DEVICES": "5,3,1"}) == [
+        5,
+        3,
+    ]
+    env = {"CUDA_VISIBLE_DEVICES": "GPU-cccc,GPU-aaaa-1111"}
+    assert device_memory.devices_for_case(2, 3, uuids, env=env) == [2, 0]
+    # An id NVML does not list (a MIG instance): every device is watched.
+    assert device_memory.devices_for_case(1, 3, uuids, env={"CUDA_VISIBLE_DEVICES": "MIG-1"}) == [
+        0,
+        1,
+        2,
+    ]
+    assert device_memory.devices_for_case(1, 3, uuids, env={"CUDA_VISIBLE_DEVICES": ""}) == []
+
+
+def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:
+    sys.path.insert(0, str(REPO / "test" / "gpu"))
+    try:
+        from gpu_server import gpu_env
+    finally:
+        sys.path.remove(str(REPO / "test" / "gpu"))
+    dflash = gpu_cases.case("dflash", {})
+    assert "--trust-remote-code" in dflash.launch_args("0.9")
+    env = gpu_env(
+        plugin=False,
+        report_dir=tmp_path,
+        probe_dir=tmp_path,
+        case_env=dict(dflash.env),
+        base={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"},
+    )
+    assert env["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"] == "1"
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    eagle3 = gpu_cases.case("eagle3", {})
+    plain = gpu_env(plugin=True, report_dir=tmp_path, probe_dir=tmp_path, base={})
+    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" not in plain and not eagle3.env
+
+
+def test_models_come_from_the_local_model_dir_and_the_smoke_needs_them(tmp_path: Path) -> None:
+    smoke = gpu_cases.case(gpu_cases.SMOKE_CASE, {})
+    assert gpu_cases.MODEL_DIR_ENV in gpu_cases.smoke_problems({})
+    (tmp_path / smoke.target).mkdir(parents=True)  # <dir>/<org>/<name>
+    (tmp_path / smoke.draft.rsplit("/", 1)[-1]).mkdir()  # <dir>/<name>
+    env = {gpu_cases.MODEL_DIR_ENV: str(tmp_path)}
+    local = gpu_cases.case(gpu_cases.SMOKE_CASE, env)
+    assert local.target == str(tmp_path / smoke.target)
+    assert local.draft == str(tmp_path / smoke.draft.rsplit("/", 1)[-1])
+    assert gpu_cases.smoke_problems(env) == ""
+    # A model the directory does not hold stays a hub id.
+    assert gpu_cases.case("dflash", env).target == gpu_cases.case("dflash", {}).target
+
+
+def test_stock_relaunch_fraction() -> None:
+    assert gpu_cases.stock_mem_fraction({}) == "0.8"
+    assert gpu_cases.stock_mem_fraction({gpu_cases.MEM_FRACTION_ENV: "0.85"}) == "0.75"
+    assert gpu_cases.stock_mem_fraction({gpu_cases.STOCK_MEM_FRACTION_ENV: "0.7"}) == "0.7"
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        gpu_cases.stock_mem_fraction({gpu_cases.STOCK_MEM_FRACTION_ENV: "2"})
