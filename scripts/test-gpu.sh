@@ -65,9 +65,11 @@ mkdir -p "$OUT_DIR"
 rm -rf "$OUT_DIR/junit.xml" "$OUT_DIR/cases"
 # timeout-method=signal: the test fails with a traceback, its servers' context managers tear
 # them down, and pytest goes on to the next test and writes the JUnit report.
-"$PYTHON" -m pytest -p no:cacheprovider -m gpu "${SELECT[@]}" \
-  --timeout="$TIMEOUT_S" --timeout-method=signal \
-  --junitxml="$OUT_DIR/junit.xml" --basetemp="$OUT_DIR/cases" -rs "$@"
+cmd=("$PYTHON" -m pytest -p no:cacheprovider -m gpu "${SELECT[@]}"
+  --timeout="$TIMEOUT_S" --timeout-method=signal
+  --junitxml="$OUT_DIR/junit.xml" --basetemp="$OUT_DIR/cases" -rs "$@")
+echo "[test-gpu] ${cmd[*]}"
+"${cmd[@]}"
 rc=$?
 PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu_summary "$OUT_DIR/junit.xml" \
   --pytest-exit-code "$rc"

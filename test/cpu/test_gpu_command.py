@@ -2,9 +2,11 @@
 
 ``bash scripts/test-gpu.sh`` is run for real here: without CUDA every GPU case skips, and the
 command must fail, saying that no case ran and why each was skipped (pytest alone exits 0).
-Its verdict logic (:mod:`harness.gpu_summary`) is also run on reports of small generated
-suites that pass, fail and skip. The profiles and env overrides of :mod:`harness.gpu_cases`
-are pure and checked directly.
+So are its preflight (against a test double of ``nvidia-smi`` reporting an old driver: one
+line, nothing run) and ``--smoke`` (exactly the eagle3 plugin-versus-stock test, refused
+without local checkpoints). Its verdict logic (:mod:`harness.gpu_summary`) is also run on
+reports of small generated suites that pass, fail, skip and hang past the per-test timeout.
+The profiles and env overrides of :mod:`harness.gpu_cases` are pure and checked directly.
 """
 
 from __future__ import annotations
@@ -21,12 +23,19 @@ from harness import gpu_cases, gpu_summary
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run_gpu_command(out_dir: Path, extra_env: dict[str, str]) -> subprocess.CompletedProcess:
+SERVERS_TEST = "test.gpu.test_gpu_servers::test_case_fits_its_budget_and_matches_stock"
+
+
+def _run_gpu_command(
+    out_dir: Path, extra_env: dict[str, str], *args: str, preflight: bool = False
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable, "SPECINIT_GPU_OUT_DIR": str(out_dir)}
+    if not preflight:  # no NVIDIA driver here: the preflight would stop the command first
+        env["SPECINIT_GPU_SKIP_PREFLIGHT"] = "1"
     env.update(extra_env)
     env.pop("CUDA_VISIBLE_DEVICES", None)
     return subprocess.run(
-        ["bash", "scripts/test-gpu.sh"],
+        ["bash", "scripts/test-gpu.sh", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -37,10 +46,17 @@ def _run_gpu_command(out_dir: Path, extra_env: dict[str, str]) -> subprocess.Com
 
 def test_gpu_command_fails_when_no_case_ran(tmp_path: Path) -> None:
     profile = "small"
+    # A previous run's memory report on a reused runner must not survive into this run.
+    stale = tmp_path / "cases" / "old-run" / "reports" / "memory-rank0-pp0-tp0-dp0.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
     done = _run_gpu_command(tmp_path, {gpu_cases.PROFILE_ENV: profile})
     out = done.stdout + done.stderr
     assert done.returncode != 0, out
     assert "GPU suite: FAILED, no GPU case ran" in out
+    assert not stale.exists()
+    # Every test runs under the timeout whose signal method still writes the JUnit report.
+    assert "--timeout=5400 --timeout-method=signal" in out
     # Every case of the profile is listed as skipped, with the reason.
     outcomes = gpu_summary.read_outcomes(tmp_path / "junit.xml")
     names = {c.name for c in gpu_cases.cases({gpu_cases.PROFILE_ENV: profile})}
@@ -48,10 +64,46 @@ def test_gpu_command_fails_when_no_case_ran(tmp_path: Path) -> None:
     assert names <= listed
     assert outcomes and all(o.outcome == "skipped" for o in outcomes)
     assert all("no CUDA device" in o.detail for o in outcomes), outcomes
-    assert (
-        "skipped  test.gpu.test_gpu_servers::test_case_fits_its_budget_and_accepts_drafts[eagle3]"
-        "  (GPU suite: no CUDA device)"
-    ) in out
+    assert f"skipped  {SERVERS_TEST}[eagle3]  (GPU suite: no CUDA device)" in out
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# Test double of nvidia-smi on a runner whose driver predates CUDA 13.
+echo "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |"
+"""
+
+
+def test_gpu_command_stops_at_the_preflight_in_one_line(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    done = _run_gpu_command(tmp_path / "out", {"PATH": path}, preflight=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("GPU preflight: FAILED, sglang 0.5.13.post1 needs an NVIDIA driver")
+    assert "driver 550.54.15 supports CUDA 12.4" in line and "glibc" in line
+    # Nothing ran: no pytest, no report directory.
+    assert done.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_gpu_smoke_runs_the_eagle3_case_against_stock_from_local_checkpoints(
+    tmp_path: Path,
+) -> None:
+    models = tmp_path / "models"
+    smoke = gpu_cases.case(gpu_cases.SMOKE_CASE, {})
+    refused = _run_gpu_command(tmp_path / "refused", {}, "--smoke")
+    assert refused.returncode == 1
+    assert gpu_cases.MODEL_DIR_ENV in refused.stderr and smoke.target in refused.stderr
+    for model in (smoke.target, smoke.draft):
+        (models / model).mkdir(parents=True)
+    done = _run_gpu_command(tmp_path / "out", {gpu_cases.MODEL_DIR_ENV: str(models)}, "--smoke")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out  # no CUDA here: the one case skipped
+    outcomes = gpu_summary.read_outcomes(tmp_path / "out" / "junit.xml")
+    assert [(o.name, o.outcome) for o in outcomes] == [(f"{SERVERS_TEST}[eagle3]", "skipped")]
+    assert "--timeout=900 --timeout-method=signal" in out
 
 
 def _junit(tmp_path: Path, body: str) -> Path:
@@ -89,6 +141,51 @@ def test_summary_fails_a_run_with_a_failure(tmp_path: Path) -> None:
     code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), pytest_exit_code=1)
     assert code == 1
     assert "failed   test_generated::test_b" in text and "GPU suite: FAILED" in text
+
+
+def test_a_hung_test_fails_at_its_timeout_and_the_report_is_still_written(
+    tmp_path: Path,
+) -> None:
+    """The GPU command's timeout flags on a generated suite: the hung test fails, its context
+    manager's teardown runs (a server would be killed), the next test runs, JUnit is written."""
+    torn_down = tmp_path / "torn-down"
+    suite = tmp_path / "test_generated.py"
+    suite.write_text(
+        textwrap.dedent(
+            f"""
+            import contextlib, pathlib, time
+
+            @contextlib.contextmanager
+            def server():
+                try:
+                    yield
+                finally:
+                    pathlib.Path({str(torn_down)!r}).write_text("killed")
+
+            def test_hangs():
+                with server():
+                    time.sleep(600)
+
+            def test_next():
+                pass
+            """
+        )
+    )
+    report = tmp_path / "junit.xml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
+        + ["--timeout=2", "--timeout-method=signal", f"--junitxml={report}"]
+        + [f"--rootdir={tmp_path}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), done.returncode)
+    assert code == 1, text
+    assert "failed   test_generated::test_hangs  (Failed: Timeout" in text
+    assert "passed   test_generated::test_next" in text
+    assert torn_down.read_text() == "killed"
 
 
 def test_summary_fails_when_pytest_wrote_no_report(tmp_path: Path) -> None:
