@@ -13,6 +13,7 @@
 #   SPECINIT_GPU_MEM_FRACTION                  --mem-fraction-static (default 0.9)
 #   SPECINIT_GPU_STOCK_MEM_FRACTION            stock relaunch after an OOM (default f - 0.1)
 #   SPECINIT_GPU_TEST_TIMEOUT_S                per-test timeout (default 5400; smoke 900)
+#   SPECINIT_GPU_STARTUP_TIMEOUT_S             one launch until healthy (default 3600; smoke 420)
 #   SPECINIT_GPU_OUT_DIR                       JUnit report, server logs and memory reports
 #                                              (gpu-test-results; cases/ is this run's only)
 #   SPECINIT_GPU_SKIP_PREFLIGHT=1              skip the driver/glibc check (CPU self-test)
@@ -59,6 +60,8 @@ if [ "$SMOKE" = 1 ]; then
   fi
   SELECT=("test/gpu/test_gpu_servers.py::test_case_fits_its_budget_and_matches_stock[eagle3]")
   TIMEOUT_S=${SPECINIT_GPU_TEST_TIMEOUT_S:-900}
+  # Two launches (plugin on, stock) must each start well inside the test's 900 s.
+  export SPECINIT_GPU_STARTUP_TIMEOUT_S=${SPECINIT_GPU_STARTUP_TIMEOUT_S:-420}
 fi
 # This run's reports only: the summary and the workflow's memory report read these paths.
 mkdir -p "$OUT_DIR"
