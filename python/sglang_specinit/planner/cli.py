@@ -8,9 +8,15 @@ page with figures (:mod:`report_pages`, :mod:`report_figures`); without plan fla
 ``--from-json`` it covers every shipped example. Exit 0 also when matplotlib is missing (the
 page is written, one line on stderr says how to install the ``[report]`` extra).
 
-The launch flags are parsed by SGLang 0.5.13.post1's own ``ServerArgs.add_cli_args`` parser, so
-a ``launch_server`` command line can be pasted as is. Bad input is reported as one line on
-stderr with exit code 2, before SGLang is imported where the flags allow it.
+The launch flags are parsed by the installed SGLang's own ``ServerArgs.add_cli_args`` parser
+(0.5.13.x or 0.5.23, :mod:`releases`), so a ``launch_server`` command line of that release can be
+pasted as is. Bad input is reported as one line on stderr with exit code 2, before SGLang is
+imported where the flags allow it.
+
+The plan is for the device the flags name, not for this process: a fresh planner process drops
+``SGLANG_USE_CPU_ENGINE`` before SGLang is imported (0.5.23 decides its platform and imports
+CPU kernels at import time on it), and the replays answer SGLang's ``is_cpu()`` for the planned
+device (:func:`plan.planned_cpu_engine`).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from sglang_specinit.planner.gpus import (
     CUDA_CONTEXT_ALLOWANCE_BYTES,
@@ -36,36 +42,29 @@ from sglang_specinit.planner.gpus import (
     presets_help,
 )
 from sglang_specinit.planner.plan import (
+    CPU_ENGINE_ENV,
     DEFAULT_EXAMPLE,
     DeviceSpec,
     Example,
     OfflinePlan,
     PlanError,
+    RaisingParser,
     build_plan,
     check_launch_values,
-    inert_server_args,
     list_examples,
     load_example,
     plan_json,
 )
-from sglang_specinit.planner.release_0_5_23 import (
-    DEFAULT_RELEASE,
+from sglang_specinit.planner.release_0_5_23 import Plan0523, plan_for_0_5_23, plan_json_0_5_23
+from sglang_specinit.planner.releases import (
     SGLANG_RELEASES,
-    Plan0523,
-    default_release,
-    plan_for_0_5_23,
-    plan_json_0_5_23,
+    installed_replay,
+    release_to_print,
 )
 from sglang_specinit.report import render_table
 
 EXIT_BAD_INPUT = 2
-
-
-class _RaisingParser(argparse.ArgumentParser):
-    """argparse that raises instead of printing usage, so every bad input is one line."""
-
-    def error(self, message: str) -> NoReturn:
-        raise PlanError(message)
+_RaisingParser = RaisingParser
 
 
 def _planner_parser() -> argparse.ArgumentParser:
@@ -74,10 +73,12 @@ def _planner_parser() -> argparse.ArgumentParser:
         prog="sglang-specinit plan",
         allow_abbrev=False,
         description=(
-            "Predict the KV pool of an SGLang 0.5.13.post1 speculative-decoding server under "
-            "three rules (stock 0.5.13.post1, upstream 0.5.14, sglang-specinit), offline. "
-            "Every flag not listed here is a launch_server flag (python -m sglang.launch_server "
-            "--help); model and draft paths must be local directories."
+            "Predict the KV pool of an SGLang speculative-decoding server, offline, with the "
+            "installed SGLang's own server-args logic: on 0.5.13.x under three rules (stock "
+            "0.5.13.post1, upstream 0.5.14, sglang-specinit), on 0.5.23 under two (stock "
+            "0.5.23, sglang-specinit). Every flag not listed here is a launch_server flag "
+            "(python -m sglang.launch_server --help); model and draft paths must be local "
+            "directories."
         ),
     )
     parser.add_argument(
@@ -116,7 +117,7 @@ def _planner_parser() -> argparse.ArgumentParser:
         default=None,
         help=(
             "the SGLang release whose rule to print beside this package's (default: the "
-            f"installed one if known, else {DEFAULT_RELEASE})"
+            "installed one; 0.5.23's rule can also be printed from a 0.5.13.x environment)"
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -138,10 +139,10 @@ def _launch_preview(launch: Sequence[str]) -> argparse.Namespace:
 def _device(options: argparse.Namespace, example: Example | None) -> DeviceSpec:
     if options.device_memory is not None:
         total = parse_bytes(options.device_memory)
-        name = f"{total / GIB:.1f} GiB device"
+        name, sm = f"{total / GIB:.1f} GiB device", None
     else:
         preset = get_preset(options.gpu or (example.gpu if example else None) or DEFAULT_GPU)
-        total, name = preset.total_bytes, preset.name
+        total, name, sm = preset.total_bytes, preset.name, preset.sm
     if options.pre_load_free_bytes is not None:
         free = parse_bytes(options.pre_load_free_bytes)
         if free > total:
@@ -156,7 +157,7 @@ def _device(options: argparse.Namespace, example: Example | None) -> DeviceSpec:
         if resident >= free:
             raise PlanError(f"--resident-bytes {resident} is not below the free memory {free}")
     return DeviceSpec(
-        name=name, total_bytes=total, pre_load_free_bytes=free, resident_bytes=resident
+        name=name, total_bytes=total, pre_load_free_bytes=free, resident_bytes=resident, sm=sm
     )
 
 
@@ -179,16 +180,9 @@ def _quiet_sglang(verbose: bool) -> Iterator[None]:
 
 
 def _parse_launch(launch: list[str]) -> Any:
-    from sglang.srt.server_args import ServerArgs
-
-    # Abbreviations as launch_server accepts them (SGLang's docs write --tp for --tp-size).
-    parser = _RaisingParser(prog="sglang-specinit plan")
-    ServerArgs.add_cli_args(parser)
-    if "--config" in launch:
-        from sglang.srt.server_args_config_parser import ConfigArgumentMerger
-
-        launch = ConfigArgumentMerger(parser).merge_config_with_args(launch)
-    return inert_server_args(parser.parse_args(launch))
+    """The launch flags through the installed SGLang's own parser (its ``launch_server``
+    accepts the same abbreviations, e.g. ``--tp`` for ``--tp-size``)."""
+    return installed_replay().parse_launch(launch)
 
 
 def _print_table(plan: OfflinePlan) -> None:
@@ -222,15 +216,33 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
         check_launch_values(
             preview.model_path, preview.draft_path, preview.algorithm, preview.fraction
         )
+    replay = installed_replay()
     with _quiet_sglang(options.verbose):
-        server_args = _parse_launch(launch)
+        server_args = replay.parse_launch(launch)
         check_launch_values(
             server_args.model_path,
             server_args.speculative_draft_model_path,
             server_args.speculative_algorithm,
             server_args.mem_fraction_static,
         )
-        return build_plan(server_args, device)
+        return build_plan(server_args, device, replay)
+
+
+def _plan_as_json(options: argparse.Namespace, launch: list[str]) -> dict[str, Any]:
+    """``plan --json`` for these options: the rule of ``--sglang-version`` (default: the
+    installed release) beside this package's."""
+    release = release_to_print(options.sglang_version, installed_replay())
+    plan = _plan(options, launch)
+    if release == "0.5.23":
+        return plan_json_0_5_23(plan_for_0_5_23(plan))
+    return plan_json(plan)
+
+
+def _drop_host_cpu_engine() -> None:
+    """A fresh planner process plans for ``--device``, not as a CPU engine (see module doc).
+    Once SGLang is imported the variable is this process's business (a test, a server)."""
+    if "sglang" not in sys.modules:
+        os.environ.pop(CPU_ENGINE_ENV, None)
 
 
 def _bad_input(command: str, error: Exception) -> int:
@@ -269,6 +281,7 @@ def report_main(argv: Sequence[str]) -> int:
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    _drop_host_cpu_engine()
     try:
         request, plan_argv = _report_parser().parse_known_args(list(argv))
         cases = report_cases.cases_from_paths(request.from_json)
@@ -282,7 +295,7 @@ def report_main(argv: Sequence[str]) -> int:
             example = load_example(options.example) if options.example else None
             cases.append(
                 report_cases.case_from_plan_json(
-                    plan_json(_plan(options, launch)),
+                    _plan_as_json(options, launch),
                     name=example.name if example else None,
                     description=example.description if example else None,
                 )
@@ -302,12 +315,14 @@ def plan_main(argv: Sequence[str]) -> int:
     # Read before huggingface_hub is imported: the planner never touches the network.
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    _drop_host_cpu_engine()
     options, launch = _planner_parser().parse_known_args(list(argv))
     try:
+        release = release_to_print(options.sglang_version, installed_replay())
         plan = _plan(options, launch)
     except ValueError as e:  # PlanError, BudgetError, WeightsError and SGLang's own checks
         return _bad_input("plan", e)
-    if (options.sglang_version or default_release()) == "0.5.23":
+    if release == "0.5.23":
         _print_0_5_23(plan_for_0_5_23(plan), options.json)
     elif options.json:
         print(json.dumps(plan_json(plan), indent=2, sort_keys=True))

@@ -39,6 +39,9 @@ class GpuPreset:
     name: str
     total_mib: int
     description: str
+    # CUDA compute capability x 10 (sglang's get_device_sm): 0.5.23 picks attention backends
+    # and graph defaults from it.
+    sm: int | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -47,14 +50,14 @@ class GpuPreset:
 
 # memory.total in MiB as nvidia-smi prints it for the common SKU of each name.
 _PRESETS = (
-    GpuPreset("H100-80GB", 81559, "H100 SXM5 80GB HBM3"),
-    GpuPreset("H100-94GB", 95830, "H100 NVL 94GB HBM3"),
-    GpuPreset("H200-141GB", 143771, "H200 SXM 141GB HBM3e"),
-    GpuPreset("A100-80GB", 81920, "A100 SXM4 80GB"),
-    GpuPreset("A100-40GB", 40960, "A100 SXM4 40GB"),
-    GpuPreset("L40S", 46068, "L40S 48GB GDDR6"),
-    GpuPreset("RTX-4090", 24564, "GeForce RTX 4090 24GB"),
-    GpuPreset("B200", 183359, "B200 180GB HBM3e"),
+    GpuPreset("H100-80GB", 81559, "H100 SXM5 80GB HBM3", 90),
+    GpuPreset("H100-94GB", 95830, "H100 NVL 94GB HBM3", 90),
+    GpuPreset("H200-141GB", 143771, "H200 SXM 141GB HBM3e", 90),
+    GpuPreset("A100-80GB", 81920, "A100 SXM4 80GB", 80),
+    GpuPreset("A100-40GB", 40960, "A100 SXM4 40GB", 80),
+    GpuPreset("L40S", 46068, "L40S 48GB GDDR6", 89),
+    GpuPreset("RTX-4090", 24564, "GeForce RTX 4090 24GB", 89),
+    GpuPreset("B200", 183359, "B200 180GB HBM3e", 100),
 )
 GPU_PRESETS: dict[str, GpuPreset] = {p.name: p for p in _PRESETS}
 DEFAULT_GPU = "H100-80GB"

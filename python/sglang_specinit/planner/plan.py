@@ -1,7 +1,10 @@
-"""The offline planner: launch_server flags + local checkpoints in, three pool plans out.
+"""The offline planner: launch_server flags + local checkpoints in, pool plans out.
 
-It runs the pieces of SGLang 0.5.13.post1's start-up that decide the pool size, without a GPU
-and without network access (``HF_HUB_OFFLINE=1``):
+It runs the pieces of the installed SGLang's start-up that decide the pool size, without a GPU
+and without network access (``HF_HUB_OFFLINE=1``). Which pieces, and how they are called, is
+release-specific and lives in one *server-args replay* per served release (a
+:class:`ServerArgsReplay`): this module's :data:`REPLAY_0_5_13` for 0.5.13.x, and
+:mod:`sglang_specinit.planner.release_0_5_23` for 0.5.23. For 0.5.13.post1:
 
 * the server arguments come from SGLang's own parser, turned into a ``ServerArgs`` whose
   ``__post_init__`` is skipped (that method probes devices and may download configs);
@@ -13,24 +16,31 @@ and without network access (``HF_HUB_OFFLINE=1``):
 * model geometry comes from ``ModelConfig.from_server_args`` for the target and, with
   ``is_draft_model=True``, for the draft, as ``TpModelWorker._init_model_config`` builds them.
 
-The KV specs and the sizing are :mod:`sglang_specinit.specs` and :mod:`sglang_specinit.budget`,
-the same code the runtime patch runs. Weight bytes come from checkpoint headers
-(:mod:`sglang_specinit.planner.weights`), priced per rank by the SGLang layer that loads each
-tensor (:mod:`sglang_specinit.planner.sharding`: replicated norms, padded vocabulary shards,
-replicated KV heads, dp-attention groups).
+Whatever the release, :func:`_build_plan` is the one place that turns the replay's answer into
+the sizing inputs. The KV specs and the sizing are :mod:`sglang_specinit.specs` and
+:mod:`sglang_specinit.budget`, the same code the runtime patch runs. Weight bytes come from
+checkpoint headers (:mod:`sglang_specinit.planner.weights`), priced per rank by the SGLang layer
+that loads each tensor (:mod:`sglang_specinit.planner.sharding`: replicated norms, padded
+vocabulary shards, replicated KV heads, dp-attention groups).
+
+The plan is for the device the flags name (``--device``, default ``cuda``), never for the host
+the planner runs on: SGLang's host probes that would leak this process's platform into the
+answer (``is_cpu()``, which reads ``SGLANG_USE_CPU_ENGINE``) are answered for the planned device
+while a replay runs (:func:`planned_cpu_engine`).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import copy
 import inspect
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, Protocol
 
 from sglang_specinit.budget import (
     BudgetError,
@@ -85,6 +95,43 @@ _KV_DTYPE_FLAGS = {
 
 class PlanError(ValueError):
     """Bad planner input; the message is one line meant for the user."""
+
+
+class RaisingParser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage, so every bad input is one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise PlanError(message)
+
+
+CPU_ENGINE_ENV = "SGLANG_USE_CPU_ENGINE"
+
+
+@contextlib.contextmanager
+def planned_cpu_engine(device: str | None) -> Iterator[None]:
+    """SGLang's ``is_cpu()`` answering for the planned ``device``, not for this process.
+
+    ``is_cpu()`` (``utils/common.py``, both releases) is ``SGLANG_USE_CPU_ENGINE == "1"`` on an
+    x86/arm host, cached by ``lru_cache``. 0.5.13.post1's ``_handle_piecewise_cuda_graph``
+    disables piecewise CUDA graphs when it is true, which drops their reserve from the automatic
+    fraction (the default example: 0.779 -> 0.785); 0.5.23's model overrides read it too. A plan
+    for a GPU must not move because the shell that runs the planner is set up for CPU tests, so
+    for the duration the variable says what the planned server would see (``1`` only for
+    ``--device cpu``) and the cached answer is recomputed before and after.
+    """
+    from sglang.srt.utils.common import is_cpu
+
+    saved = os.environ.get(CPU_ENGINE_ENV)
+    os.environ[CPU_ENGINE_ENV] = "1" if device == "cpu" else "0"
+    is_cpu.cache_clear()
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CPU_ENGINE_ENV, None)
+        else:
+            os.environ[CPU_ENGINE_ENV] = saved
+        is_cpu.cache_clear()
 
 
 # --------------------------------------------------------------------------------------------
@@ -300,6 +347,8 @@ class DeviceSpec:
     # Measured resident bytes (a server's SPECINIT_MEMORY resident_bytes) replacing the
     # checkpoint estimate in this package's column; None: add up the checkpoints.
     resident_bytes: int | None = None
+    # CUDA compute capability (90 = sm_90) of a preset; None: not known (--device-memory).
+    sm: int | None = None
 
     @property
     def capacity_mib(self) -> float:
@@ -337,6 +386,126 @@ def check_parallel_layout(server_args: Any) -> None:
             f"{server_args.speculative_algorithm}: sglang 0.5.13.post1 refuses pipeline "
             "parallelism with speculative decoding (ServerArgs.check_server_args); drop --pp-size"
         )
+
+
+# --------------------------------------------------------------------------------------------
+# One release's server-args logic, as the plan reads it
+
+
+@dataclass(frozen=True)
+class ResolvedLaunch:
+    """What one release's server-args logic decided for a launch, in the shape the plan reads.
+
+    ``args`` answers attribute reads (``speculative_algorithm``, ``tp_size``, ``page_size``,
+    ``kv_cache_dtype``, ``max_running_requests`` ...) with the values after that release's
+    speculative hook; ``config_source`` is what its ``ModelConfig.from_server_args`` takes.
+    """
+
+    args: Any
+    config_source: Any
+    target_model_config: Any
+    # The automatic --mem-fraction-static as the release computes it (the user's value when
+    # given), and the same without a flat speculative reserve (0.5.14+; equal where none exists).
+    stock_fraction: float
+    new_fraction: float
+    attn_tp_size: int
+    # Attention-DP width the budget divides --max-running-requests by.
+    dp_size: int
+    # Server args for specs' MLA width (SGLang's calculate_mla_kv_cache_dim); None: plain width.
+    mla_server_args: Any
+
+
+class ServerArgsReplay(Protocol):
+    """One served release's launch_server parser and server-args resolution, run offline."""
+
+    release: str
+
+    def parse_launch(self, launch: Sequence[str]) -> Any:
+        """The release's own ``launch_server`` parser applied to ``launch``; bad flags raise
+        :class:`PlanError`."""
+
+    def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
+        """The release's decisions for ``server_args`` on ``device``; its refusals raise
+        ``ValueError`` (one line)."""
+
+    def kv_dtype(
+        self, launch: ResolvedLaunch, model_config: Any, *, is_draft: bool, target_kv_dtype: Any
+    ) -> str:
+        """The torch dtype name of a runner's KV pool (target, or draft after the target)."""
+
+
+def refuse_unpriced_model(target_mc: Any) -> None:
+    """Mamba/linear-attention hybrids: their state pool (handle_max_mamba_cache) is not priced
+    offline."""
+    if is_linear_attention_hybrid(target_mc):
+        raise BudgetError(
+            f"{target_mc.hf_config.architectures[0]}: mamba/linear-attention state is not "
+            "priced by the offline planner"
+        )
+
+
+class Replay0513:
+    """sglang 0.5.13.x: ``ServerArgs`` without ``__post_init__``, its two memory methods and the
+    speculative hook run on copies (:func:`inert_server_args`, :func:`auto_mem_fraction_static`,
+    :func:`resolve_speculative`), ``ModelRunner.configure_kv_cache_dtype``'s choice."""
+
+    release = "0.5.13.post1"
+
+    def parse_launch(self, launch: Sequence[str]) -> Any:
+        from sglang.srt.server_args import ServerArgs
+
+        # Abbreviations as launch_server accepts them (SGLang's docs write --tp for --tp-size).
+        parser = RaisingParser(prog="sglang-specinit plan")
+        ServerArgs.add_cli_args(parser)
+        argv = list(launch)
+        if "--config" in argv:
+            from sglang.srt.server_args_config_parser import ConfigArgumentMerger
+
+            argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
+        return inert_server_args(parser.parse_args(argv))
+
+    def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
+        from sglang.srt.configs.model_config import ModelConfig
+
+        with planned_cpu_engine(server_args.device):
+            target_mc = _model_config(ModelConfig.from_server_args, server_args)
+            # A draft read from the same checkpoint rewrites the cached hf config in place.
+            own_hf_config(target_mc)
+            # get_model_config() caches here; the heuristics and the speculative hook reuse it.
+            server_args.model_config = target_mc
+            refuse_unpriced_model(target_mc)
+            user_fraction = server_args.mem_fraction_static
+            if user_fraction is None:
+                stock = auto_mem_fraction_static(server_args, device.capacity_mib, True)
+                new = auto_mem_fraction_static(server_args, device.capacity_mib, False)
+            else:
+                stock = new = float(user_fraction)
+            spec_args = resolve_speculative(server_args)
+            attn_tp = attention_tp_size(spec_args)
+            check_parallel_layout(spec_args)
+        return ResolvedLaunch(
+            args=spec_args,
+            config_source=spec_args,
+            target_model_config=target_mc,
+            stock_fraction=stock,
+            new_fraction=new,
+            attn_tp_size=attn_tp,
+            dp_size=int(spec_args.dp_size),
+            mla_server_args=spec_args,
+        )
+
+    def kv_dtype(
+        self, launch: ResolvedLaunch, model_config: Any, *, is_draft: bool, target_kv_dtype: Any
+    ) -> str:
+        flag = launch.args.kv_cache_dtype
+        if is_draft and target_kv_dtype == "float8_e4m3fn":
+            # The target resolves "auto" first and, for an FP8 kv_cache_quant_algo, rewrites
+            # server_args.kv_cache_dtype to fp8_e4m3, which the draft runner then reads.
+            flag = "fp8_e4m3"
+        return resolve_kv_dtype(flag, model_config)
+
+
+REPLAY_0_5_13 = Replay0513()
 
 
 def _same_dir(a: str, b: str) -> bool:
@@ -407,54 +576,46 @@ def _cuda_quantization_names() -> Iterator[None]:
             QUANTIZATION_METHODS.pop("mxfp4", None)
 
 
-def build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
-    """The three plans for ``server_args`` (an :func:`inert_server_args` result) on ``device``."""
+def build_plan(
+    server_args: Any, device: DeviceSpec, replay: ServerArgsReplay | None = None
+) -> OfflinePlan:
+    """The plans for ``server_args`` (``replay.parse_launch``'s result) on ``device``.
+
+    ``replay`` is the installed release's server-args logic (default: 0.5.13.x's).
+    """
     with _cuda_quantization_names():
-        return _build_plan(server_args, device)
+        return _build_plan(server_args, device, replay or REPLAY_0_5_13)
 
 
-def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
+def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) -> OfflinePlan:
+    """Readings -> sizing inputs, the one place for every release: ``replay`` says what the
+    release decided (fraction, speculative settings, parallel layout, KV dtypes), the rest is
+    checkpoint headers, :mod:`sglang_specinit.specs` and :mod:`sglang_specinit.budget`."""
     from sglang.srt.configs.model_config import ModelConfig
 
     notes: list[str] = []
     # Refuse unsupported models from config.json alone: their ModelConfig may need more.
     check_supported(read_config_json(server_args.model_path, "--model-path"))
-    target_mc = _model_config(ModelConfig.from_server_args, server_args)
-    # A draft read from the same checkpoint rewrites the cached hf config in place.
-    own_hf_config(target_mc)
-    # get_model_config() caches here; the heuristics and the speculative hook reuse it.
-    server_args.model_config = target_mc
-    # Their state pool (handle_max_mamba_cache) is not priced offline.
-    if is_linear_attention_hybrid(target_mc):
-        raise BudgetError(
-            f"{target_mc.hf_config.architectures[0]}: mamba/linear-attention state is not "
-            "priced by the offline planner"
-        )
+    launch = replay.resolve(server_args, device)
+    target_mc = launch.target_model_config
+    stock_fraction, new_fraction = launch.stock_fraction, launch.new_fraction
 
-    user_fraction = server_args.mem_fraction_static
-    if user_fraction is None:
-        stock_fraction = auto_mem_fraction_static(server_args, device.capacity_mib, True)
-        new_fraction = auto_mem_fraction_static(server_args, device.capacity_mib, False)
-    else:
-        stock_fraction = new_fraction = float(user_fraction)
-
-    spec_args = resolve_speculative(server_args)
+    spec_args = launch.args
     algorithm = spec_args.speculative_algorithm
     tp_size = int(spec_args.tp_size)
-    attn_tp = attention_tp_size(spec_args)
-    check_parallel_layout(spec_args)
+    attn_tp = launch.attn_tp_size
     layout = model_layout(spec_args, target_mc.hf_config, attn_tp)
-    target_kv_dtype = resolve_kv_dtype(spec_args.kv_cache_dtype, target_mc)
+    target_kv_dtype = replay.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
     target_kv = kv_spec_from_model_config(
         target_mc,
         target_kv_dtype,
         attn_tp_size=attn_tp,
         num_layers=runner_layer_count(target_mc, is_draft=False),
         swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
-        server_args=spec_args,
+        server_args=launch.mla_server_args,
     )
     target_sizes, target_notes = sizes_on_rank(
-        read_checkpoint_sizes(server_args.model_path), target_mc.hf_config, layout
+        read_checkpoint_sizes(spec_args.model_path), target_mc.hf_config, layout
     )
     target_weight_bytes = target_sizes.total_bytes
     notes.extend(target_notes)
@@ -470,26 +631,26 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
             notes.append("no draft path: the draft is built from the target's checkpoint")
         draft_mc = _model_config(
             ModelConfig.from_server_args,
-            spec_args,
+            launch.config_source,
             model_path=draft_path,
             model_revision=spec_args.speculative_draft_model_revision,
             is_draft_model=True,
         )
-        # The target resolves "auto" first and, for an FP8 kv_cache_quant_algo, rewrites
-        # server_args.kv_cache_dtype to fp8_e4m3, which the draft runner then reads.
-        draft_flag = "fp8_e4m3" if target_kv_dtype == "float8_e4m3fn" else spec_args.kv_cache_dtype
+        draft_kv_dtype = replay.kv_dtype(
+            launch, draft_mc, is_draft=True, target_kv_dtype=target_kv_dtype
+        )
         # Draft runners apply the target's pool config (all-SWA MTP drafts get its SWA split).
         pools = tuple(
             sized_by_target(pool, target_kv)
             for pool in draft_kv_pools(
                 algorithm,
                 draft_mc,
-                resolve_kv_dtype(draft_flag, draft_mc),
+                draft_kv_dtype,
                 attn_tp_size=attn_tp,
                 swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
                 num_steps=int(spec_args.speculative_num_steps or 1),
                 multi_layer_eagle=bool(spec_args.enable_multi_layer_eagle),
-                server_args=spec_args,
+                server_args=launch.mla_server_args,
             )
         )
         layouts = (layout, draft_layout(spec_args, algorithm, draft_mc.hf_config, attn_tp))
@@ -506,7 +667,7 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
             algorithm,
             draft_mc,
             target_mc,
-            resolve_kv_dtype(draft_flag, draft_mc),
+            draft_kv_dtype,
             attn_tp_size=attn_tp,
             swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
             page_size=int(spec_args.page_size),
@@ -535,12 +696,12 @@ def _build_plan(server_args: Any, device: DeviceSpec) -> OfflinePlan:
         draft=draft,
         max_total_tokens=spec_args.max_total_tokens,
         max_running_requests=spec_args.max_running_requests,
-        dp_size=int(spec_args.dp_size),
+        dp_size=launch.dp_size,
         measured_resident_bytes=device.resident_bytes,
     )
     stock_inputs = _with_fraction(base, stock_fraction)
     reserve = None
-    if user_fraction is None and stock_fraction != new_fraction:
+    if stock_fraction != new_fraction:
         # The budget the 4/6 GiB speculative term took away (NGRAM gets none).
         reserve = int(new_fraction * device.pre_load_free_bytes) - int(
             stock_fraction * device.pre_load_free_bytes

@@ -1,47 +1,277 @@
-"""The offline plan seen against sglang 0.5.23 (``plan --sglang-version 0.5.23``).
+"""The offline plan against sglang 0.5.23: its server-args replay and its report column.
 
-0.5.23 has upstream's phased init, so its column is one rule, ``budget.upstream_0_5_23_plan``
-(reproduced against the real 0.5.23 init in ``test/sglang_0_5_23``), beside this package's
-``budget.plan_pools`` on the very same inputs: the same flags, the same fraction, the same
-weights. What differs from the 0.5.13.post1 report:
+**In the 0.5.23 environment** (:data:`REPLAY`) the flags go through 0.5.23's own
+``launch_server`` parser (``ServerArgs.add_cli_args``, ``ConfigArgumentMerger`` for
+``--config``) and then through what its launcher runs before any rank starts:
+``ServerArgs.resolve_once`` (``arg_groups/pipeline.py``: every resolution step, the automatic
+``--mem-fraction-static`` of ``memory_hook.handle_gpu_memory_settings``, the speculative hook,
+the page-size and attention-backend defaults, and each step's refusals) and
+``check_server_args``. Values are read back through ``resolved_view``; the attention-TP width is
+``runtime_context.attn_tp_size_of``; KV dtypes are ``mem_cache.kv_cache_dtype
+.configure_kv_cache_dtype``. The machine those steps see is the planned one
+(:func:`planned_device`), not the host the planner runs on.
 
-* there is no flat 4/6 GiB speculative reserve in 0.5.23's automatic fraction, so both columns
-  run with the fraction the planner derives without it (pass ``--mem-fraction-static`` to match
-  a server exactly);
+**Beside this package's plan**, 0.5.23 has upstream's phased init, so its column is one rule,
+``budget.upstream_0_5_23_plan`` (reproduced against the real 0.5.23 init in
+``test/sglang_0_5_23``), on the very same inputs:
+
 * 0.5.23 reserves ``d`` draft layers of the target's geometry, where ``d`` is the draft's
   ``num_nextn_predict_layers`` (an explicit 0 reserves nothing), else its layer count, and for a
   path-less MTP draft the target's ``num_nextn_predict_layers`` (0.5.20+);
 * the draft's duplicate embed/lm_head are resident when 0.5.23 profiles.
 
-The planner still reads flags and model geometry through the installed SGLang (0.5.13.post1 in
-``.venv``): both releases read the same ``config.json`` fields for these models.
+``plan --sglang-version 0.5.23`` in the 0.5.13.post1 environment prints the same columns from
+0.5.13.post1's replay (same ``config.json`` fields; the automatic fraction is then 0.5.13.post1's
+heuristic without its flat speculative reserve, so pass ``--mem-fraction-static`` to match a
+0.5.23 server exactly).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from sglang_specinit.budget import upstream_0_5_23_plan
-from sglang_specinit.planner.plan import OfflinePlan, plan_json
+from sglang_specinit.planner.plan import (
+    DeviceSpec,
+    OfflinePlan,
+    PlanError,
+    RaisingParser,
+    ResolvedLaunch,
+    _model_config,
+    kv_cache_quant_algo,
+    plan_json,
+    planned_cpu_engine,
+    refuse_unpriced_model,
+)
 from sglang_specinit.report import ReportColumn
+from sglang_specinit.specs import kv_dtype_name, own_hf_config
 
-SGLANG_RELEASES = ("0.5.13.post1", "0.5.23")
-DEFAULT_RELEASE = "0.5.13.post1"
+RELEASE = "0.5.23"
+
+# Platform facts (runtime_context.override_platform) of a CUDA host; the compute capability is
+# the preset's when the device is one (gpus.GpuPreset.sm), else left to this host's probes.
+_CUDA_HOST = {
+    "is_cuda": True,
+    "is_hip": False,
+    "is_npu": False,
+    "is_xpu": False,
+    "is_musa": False,
+    "is_mps": False,
+}
 
 
-def default_release() -> str:
-    """The installed sglang if the planner knows its rule, else 0.5.13.post1."""
+def _capability_facts(sm: int) -> dict[str, Any]:
+    """``override_platform`` facts for compute capability ``sm`` (90 = sm_90, Hopper)."""
+    return {
+        "device_sm": sm,
+        "device_capability": (sm // 10, sm % 10),
+        "is_sm90": sm == 90,
+        "is_hopper_with_cuda_12_3": sm == 90,
+        "is_sm100": sm == 100,
+        "is_sm110": sm == 110,
+        "is_sm100_or_sm110": sm in (100, 110),
+        "is_sm120": sm == 120,
+        "is_blackwell": sm in (100, 110, 120),
+    }
+
+
+# The modules whose resolution steps read the device's total memory; each binds
+# ``utils.common.get_device_memory_capacity`` by name at import (test_planner_0523 checks the
+# list against 0.5.23's sources).
+CAPACITY_READERS = (
+    "sglang.srt.arg_groups.memory_hook",
+    "sglang.srt.arg_groups.kv_shard_hook",
+    "sglang.srt.arg_groups.model_overrides.qwen3_vl",
+)
+
+
+@contextlib.contextmanager
+def _attribute(owner: Any, name: str, value: Any) -> Iterator[None]:
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
     try:
-        installed = version("sglang")
-    except PackageNotFoundError:
-        return DEFAULT_RELEASE
-    if installed in SGLANG_RELEASES:
-        return installed
-    return "0.5.13.post1" if installed.startswith("0.5.13") else DEFAULT_RELEASE
+        yield
+    finally:
+        setattr(owner, name, saved)
+
+
+def _device_capacity_answering(capacity_mib: float) -> contextlib.ExitStack:
+    """Each capacity reader's ``get_device_memory_capacity`` answering ``capacity_mib``.
+
+    The readers are imported first, so no module binds the stand-in during the context.
+    """
+    import importlib
+
+    stack = contextlib.ExitStack()
+    for name in CAPACITY_READERS:
+        module = importlib.import_module(name)
+        stack.enter_context(
+            _attribute(module, "get_device_memory_capacity", lambda device=None: capacity_mib)
+        )
+    return stack
+
+
+def _cuda_prefill_graph_default() -> contextlib.AbstractContextManager[None]:
+    """``default_prefill_backend`` (``model_executor/cuda_graph_config.py``) answering as on a
+    CUDA host: it reads ``sglang.srt.utils.is_cuda`` directly rather than ``get_platform()``,
+    so its own body runs with that one name answering true for the duration of the call."""
+    import sglang.srt.utils as utils
+    from sglang.srt.model_executor import cuda_graph_config
+
+    original = cuda_graph_config.default_prefill_backend
+
+    def on_cuda() -> str:
+        with _attribute(utils, "is_cuda", lambda: True):
+            return original()
+
+    return _attribute(cuda_graph_config, "default_prefill_backend", on_cuda)
+
+
+@contextlib.contextmanager
+def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
+    """0.5.23's resolution seeing the planned device instead of this host.
+
+    * ``get_device_memory_capacity`` (``utils/common.py``: ``nvidia-smi`` on CUDA) answers the
+      device's total MiB in the steps that read it: the automatic fraction and the graph batch
+      sizes key off it;
+    * for ``--device cuda``, 0.5.23's own ``runtime_context.override_platform`` says the machine
+      is a CUDA host (the preset's compute capability when known), and the one default that
+      asks ``is_cuda()`` directly, the breakable prefill graph whose reserve the automatic
+      fraction subtracts, is taken as on CUDA;
+    * ``is_cpu()`` answers for the planned device (:func:`planned_cpu_engine`).
+    """
+    from sglang.srt.runtime_context import override_platform
+
+    facts: dict[str, Any] = {}
+    cuda: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if device_name == "cuda":
+        facts = dict(_CUDA_HOST, has_flashinfer=importlib.util.find_spec("flashinfer") is not None)
+        if device.sm is not None:
+            facts.update(_capability_facts(device.sm))
+        cuda = _cuda_prefill_graph_default()
+    with (
+        planned_cpu_engine(device_name),
+        override_platform(**facts),
+        _device_capacity_answering(device.capacity_mib),
+        cuda,
+    ):
+        yield
+
+
+class ResolvedArgs:
+    """A resolved 0.5.23 record read as the published config reads it: each field is
+    ``overrides.resolution_result`` (last declaration, else the input, else the field's declared
+    fallback, e.g. ``swa_full_tokens_ratio`` 0.8). ``enable_dp_attention``, the one field the
+    plan's sharding reads under its 0.5.13 name, is ``attn_dp_enabled_of``: 0.5.23 deprecates
+    it and resolution turns it into ``attn_dp_size`` (``resolved_dict`` reports it that way)."""
+
+    def __init__(self, server_args: Any) -> None:
+        from sglang.srt.arg_groups.arg_utils import field_names
+
+        self._server_args = server_args
+        self._fields = field_names(type(server_args))
+
+    def __getattr__(self, name: str) -> Any:
+        from sglang.srt.arg_groups.overrides import resolution_result
+        from sglang.srt.runtime_context import attn_dp_enabled_of
+
+        if name == "enable_dp_attention":
+            return attn_dp_enabled_of(self)
+        if name not in self._fields:
+            raise AttributeError(f"sglang {RELEASE} ServerArgs has no field {name!r}")
+        return resolution_result(self._server_args, name)
+
+
+class Replay0523:
+    """sglang 0.5.23's parser, ``resolve_once`` and ``check_server_args`` on the planned device."""
+
+    release = RELEASE
+
+    def parse_launch(self, launch: Sequence[str]) -> Any:
+        from sglang.srt.server_args import ServerArgs
+
+        parser = RaisingParser(prog="sglang-specinit plan")
+        ServerArgs.add_cli_args(parser)
+        argv = list(launch)
+        if "--config" in argv:
+            from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
+
+            argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
+        server_args = ServerArgs.from_cli_args(parser.parse_args(argv))
+        if server_args.device is None:
+            # The plan is for a GPU server unless --device says otherwise (an input, set
+            # before resolution, as a user's flag would be).
+            server_args.device = "cuda"
+        return server_args
+
+    def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
+        from sglang.srt.configs.model_config import ModelConfig, is_deepseek_dsa
+        from sglang.srt.runtime_context import attn_tp_size_of
+
+        with planned_device(server_args.device, device):
+            try:
+                server_args.resolve_once()
+                server_args.check_server_args()
+            except AssertionError as e:  # check_server_args' refusals are assertions
+                raise PlanError(f"sglang {RELEASE} refuses this launch: {e}") from None
+            args = ResolvedArgs(server_args)
+            target_mc = _model_config(ModelConfig.from_server_args, server_args)
+            # A draft read from the same checkpoint rewrites the cached hf config in place.
+            own_hf_config(target_mc)
+            refuse_unpriced_model(target_mc)
+            if is_deepseek_dsa(target_mc.hf_config):
+                raise PlanError(
+                    f"{target_mc.hf_config.architectures[0]}: DeepSeek sparse-attention pool "
+                    f"widths are not priced by the offline planner on sglang {RELEASE}"
+                )
+        fraction = float(args.mem_fraction_static)
+        return ResolvedLaunch(
+            args=args,
+            config_source=server_args,
+            target_model_config=target_mc,
+            # 0.5.23 has no flat speculative reserve: one fraction for both columns.
+            stock_fraction=fraction,
+            new_fraction=fraction,
+            attn_tp_size=int(attn_tp_size_of(args)),
+            dp_size=int(args.attn_dp_size),
+            # specs' MLA width calls 0.5.13.post1's mixin; 0.5.23's calculate_mla_kv_cache_dim
+            # reads published config (DSA only), so the plain width is priced (DSA refused).
+            mla_server_args=None,
+        )
+
+    def kv_dtype(
+        self, launch: ResolvedLaunch, model_config: Any, *, is_draft: bool, target_kv_dtype: Any
+    ) -> str:
+        """``configure_kv_cache_dtype`` as ``ModelRunner.configure_kv_cache_dtype`` calls it, the
+        loaded model's ``quant_config.kv_cache_quant_algo`` read from the checkpoint's config."""
+        import torch
+        from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
+        from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+        args = launch.args
+        algorithm = args.speculative_algorithm
+        quant = SimpleNamespace(kv_cache_quant_algo=kv_cache_quant_algo(model_config))
+        _, dtype = configure_kv_cache_dtype(
+            server_args_kv_cache_dtype=args.kv_cache_dtype,
+            model=SimpleNamespace(quant_config=quant),
+            model_dtype=model_config.dtype if model_config.dtype is not None else torch.bfloat16,
+            is_draft_worker=is_draft,
+            is_dflash=algorithm is not None
+            and SpeculativeAlgorithm.from_string(algorithm).is_dflash_family(),
+            speculative_draft_attention_backend=args.speculative_draft_attention_backend,
+            speculative_draft_kv_cache_dtype=args.speculative_draft_kv_cache_dtype,
+        )
+        return kv_dtype_name(dtype)
+
+
+REPLAY = Replay0523()
 
 
 @dataclass(frozen=True)
