@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from sglang_specinit.budget import (
     BudgetInputs,
     DraftSpec,
@@ -19,6 +21,7 @@ from sglang_specinit.report import (
 from sglang_specinit.specs import attention_kv_spec
 
 GIB = 1 << 30
+MIB = 1 << 20
 INPUTS = BudgetInputs(
     pre_load_free_bytes=80 * GIB,
     mem_fraction_static=0.8,
@@ -64,12 +67,37 @@ def test_rules_table_shows_reserve_only_where_present() -> None:
     assert lines[-1].startswith("* stock:")  # the stock rule's note
 
 
+def _rows(table: str) -> dict[str, list[str]]:
+    """``label -> cells`` of a rendered table (columns are two or more spaces apart)."""
+    rows = {}
+    for line in table.splitlines()[1:]:
+        label, *cells = re.split(r" {2,}", line.strip())
+        rows[label] = cells
+    return rows
+
+
 def test_runtime_breakdown_table() -> None:
     breakdown = plan_to_dict(plan_pools(INPUTS), INPUTS, tp_size=1)
-    breakdown["allocated_target_kv_pool_bytes"] = breakdown["target_kv_pool_bytes"]
-    breakdown["allocated_draft_kv_pool_bytes"] = breakdown["draft_kv_pool_bytes"]
-    lines = render_breakdown(breakdown).splitlines()
-    assert lines[0].split() == ["planned", "allocated"]
-    used = next(line for line in lines if line.startswith("used"))
-    planned, allocated = used.split()[1:3], used.split()[3:5]
-    assert planned == allocated
+    # SGLang allocated less than planned: 1 GiB less target KV, 256 MiB less draft KV.
+    target_pool = breakdown["target_kv_pool_bytes"] - GIB
+    draft_pool = breakdown["draft_kv_pool_bytes"] - 256 * MIB
+    breakdown["allocated_target_kv_pool_bytes"] = target_pool
+    breakdown["allocated_draft_kv_pool_bytes"] = draft_pool
+    table = render_breakdown(breakdown)
+    assert table.splitlines()[0].split() == ["planned", "allocated"]
+    rows = _rows(table)
+    allocated_used = breakdown["resident_bytes"] + target_pool + draft_pool
+    expected = {
+        "target KV pool": (breakdown["target_kv_pool_bytes"], target_pool),
+        "draft KV pool": (breakdown["draft_kv_pool_bytes"], draft_pool),
+        "used": (breakdown["used_bytes"], allocated_used),
+        "headroom": (breakdown["headroom_bytes"], breakdown["budget_bytes"] - allocated_used),
+    }
+    for label, (planned, allocated) in expected.items():
+        assert planned != allocated, label
+        assert rows[label] == [human_bytes(planned), human_bytes(allocated)], label
+    # The planned used is what the plan says; the allocated one is 1.25 GiB less.
+    assert breakdown["used_bytes"] - allocated_used == GIB + 256 * MIB
+    # Rows the allocation does not change show the plan in both columns.
+    assert rows["tokens"] == [str(breakdown["tokens"])] * 2
+    assert rows["target weights"] == [human_bytes(breakdown["target_weight_bytes"])] * 2

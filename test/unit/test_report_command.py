@@ -194,11 +194,38 @@ def test_over_budget_shows_in_svg_and_markdown(
 # --------------------------------------------------------------------------- images
 
 
-def png_size(path: Path) -> tuple[int, int]:
+# The report's figure size in inches by number of bars: 4.8 high; 8.0 wide, or 3.0 of margins
+# plus 1.3 per bar once that is wider. PNGs are 100 dpi; an SVG measures in points (72 per inch).
+FIGURE_IN = {3: (8.0, 4.8), 4: (8.2, 4.8), 16: (23.8, 4.8)}
+PNG_DPI = 100
+INCH_M = 0.0254
+
+
+def figure_px(bars: int) -> tuple[int, int]:
+    """The PNG size in pixels the report must draw for ``bars`` bars."""
+    width_in, height_in = FIGURE_IN[bars]
+    return round(width_in * PNG_DPI), round(height_in * PNG_DPI)
+
+
+def png_header(path: Path) -> tuple[tuple[int, int], tuple[int, int] | None]:
+    """((width, height) in pixels from IHDR, (x, y) pixels per metre from pHYs or None)."""
     blob = path.read_bytes()
     assert blob[:8] == PNG_SIGNATURE
     assert blob[12:16] == b"IHDR"
-    return struct.unpack(">II", blob[16:24])
+    size = struct.unpack(">II", blob[16:24])
+    density = None
+    pos = 8
+    while pos < len(blob):
+        (length,) = struct.unpack(">I", blob[pos : pos + 4])
+        kind = blob[pos + 4 : pos + 8]
+        if kind == b"pHYs":
+            x, y, unit = struct.unpack(">IIB", blob[pos + 8 : pos + 17])
+            assert unit == 1  # metres
+            density = (x, y)
+        if kind == b"IDAT":
+            break  # pHYs must come before the image data
+        pos += 12 + length
+    return size, density
 
 
 def test_figures_are_valid_images_of_the_expected_size(
@@ -207,20 +234,27 @@ def test_figures_are_valid_images_of_the_expected_size(
     source = write_json(tmp_path / "plan.json", plan_data)
     out = tmp_path / "report"
     assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
-    slug = case_from_plan_json(plan_data).slug
-    png, svg = out / f"{slug}.png", out / f"{slug}.svg"
-    assert png_size(png) == report_figures.figure_size_px(3)
+    case = case_from_plan_json(plan_data)
+    assert len(case.variants) == 3
+    png, svg = out / f"{case.slug}.png", out / f"{case.slug}.svg"
+    width_in, height_in = FIGURE_IN[3]
+    size, density = png_header(png)
+    assert size == figure_px(3) == (800, 480)
+    # The PNG says it is 100 dpi (in pixels per metre, rounded).
+    assert density == (round(PNG_DPI / INCH_M),) * 2
     root = ET.parse(svg).getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
-    width_in, height_in = report_figures.figure_size_in(3)
-    assert root.get("viewBox").split() == ["0", "0", f"{width_in * 72:g}", f"{height_in * 72:g}"]
+    points = [f"{width_in * 72:g}", f"{height_in * 72:g}"]  # 576 x 345.6
+    assert [root.get("width"), root.get("height")] == [f"{p}pt" for p in points]
+    assert root.get("viewBox").split() == ["0", "0", *points]
     page = (out / "README.md").read_text()
-    assert f"]({slug}.png)" in page and f"]({slug}.svg)" in page
+    assert f"]({case.slug}.png)" in page and f"]({case.slug}.svg)" in page
 
 
 def test_width_grows_with_the_number_of_bars() -> None:
-    assert report_figures.figure_size_px(3)[0] < report_figures.figure_size_px(16)[0]
-    assert report_figures.figure_size_px(16)[1] == report_figures.figure_size_px(3)[1]
+    for bars in FIGURE_IN:
+        assert report_figures.figure_size_in(bars) == FIGURE_IN[bars], bars
+        assert report_figures.figure_size_px(bars) == figure_px(bars), bars
 
 
 # --------------------------------------------------------------------------- variants from data
@@ -245,7 +279,7 @@ def test_a_later_upstream_sub_object_appears_without_code_changes(
         table_rows((out / "README.md").read_text(), "variant")["upstream 0.5.23"]["tokens"]
         == "12345"
     )
-    assert png_size(next(out.glob("*.png"))) == report_figures.figure_size_px(4)
+    assert png_header(next(out.glob("*.png")))[0] == figure_px(4)
 
 
 # --------------------------------------------------------------------------- live servers
@@ -290,7 +324,7 @@ def test_live_directory_shows_planned_against_allocated_per_rank(
     assert allocated["rank1-allocated"].get_height() * (1 << 30) == pytest.approx(
         ranks[1]["allocated_target_kv_pool_bytes"], rel=1e-9
     )
-    assert png_size(next(out.glob("*.png"))) == report_figures.figure_size_px(4)
+    assert png_header(next(out.glob("*.png")))[0] == figure_px(4)
 
 
 # --------------------------------------------------------------------------- no matplotlib
@@ -371,6 +405,6 @@ def test_without_inputs_every_shipped_example_is_rendered(
     data = json.loads((out / "report.json").read_text())
     assert sorted(data) == list_examples()
     for slug in data:
-        assert png_size(out / f"{slug}.png") == report_figures.figure_size_px(3)
+        assert png_header(out / f"{slug}.png")[0] == figure_px(3)
         ET.parse(out / f"{slug}.svg")
     assert f"{len(data)} cases" in stdout
