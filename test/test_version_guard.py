@@ -106,3 +106,69 @@ def test_plugin_steps_aside_on_sglang_0_5_14() -> None:
     assert {t: s for t, s in summary["hooks"].items() if "specinit" in s or t in targets} == {}
     assert not set(summary["patched"]) & targets
     assert summary["added_methods"] == []
+
+
+# --------------------------------------------------------------------------------------------
+# The decision itself, for releases no environment here has (cheap: no SGLang import)
+
+SERVED = ("0.5.13", "0.5.13.post1", "0.5.23")
+
+
+@pytest.mark.parametrize(
+    "release", ["0.5.24", "0.5.24rc1", "0.5.30", "0.6.0", "1.0.0", "0.5.13.post2", "0.5.18"]
+)
+def test_unserved_releases_after_the_oldest_served_are_declined(release: str) -> None:
+    from sglang_specinit import compat
+
+    decision = compat.decide_for_version(release)
+    assert decision.adapter is None and decision.not_served, decision
+    assert release in decision.reason and ", ".join(SERVED) in decision.reason
+
+
+def test_served_releases_keep_their_adapter() -> None:
+    from sglang_specinit import compat
+
+    assert tuple(compat.supported_releases()) == SERVED
+    for release in SERVED:
+        assert compat.decide_for_version(release).adapter is not None, release
+
+
+def test_an_older_release_is_reported_as_unsupported_not_declined() -> None:
+    from sglang_specinit import compat
+
+    decision = compat.decide_for_version("0.5.12")
+    assert decision.adapter is None and not decision.not_served
+
+
+def test_plugin_declines_a_newer_release_with_one_info_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What the plugin does when sglang 0.6.0 is installed next to it: one INFO line naming
+    the served releases, no warning, nothing registered."""
+    import logging
+
+    from sglang_specinit import compat, plugin
+
+    monkeypatch.setattr(compat, "installed_sglang_version", lambda: "0.6.0")
+    monkeypatch.setattr(plugin, "_registered", False)
+    monkeypatch.delenv("SGLANG_SPECINIT_DISABLE", raising=False)
+    monkeypatch.delenv("SGLANG_SPECINIT_STRICT", raising=False)
+    with caplog.at_level(logging.DEBUG, logger="sglang_specinit"):
+        assert plugin.register() is False
+    records = [r for r in caplog.records if r.name.startswith("sglang_specinit")]
+    assert [r.levelname for r in records] == ["INFO"], records
+    assert "0.6.0" in records[0].getMessage() and ", ".join(SERVED) in records[0].getMessage()
+    assert compat.state() is None or compat.state().version != "0.6.0"
+
+
+def test_the_dependency_never_moves_the_host_sglang() -> None:
+    """pyproject's sglang requirement admits every release from the oldest served one on, so
+    pip keeps whatever newer sglang is installed (the runtime guard declines it)."""
+    import tomllib
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    (sglang,) = [Requirement(d) for d in project["dependencies"] if d.startswith("sglang")]
+    for release in (*SERVED, "0.5.22", "0.5.24", "0.6.0", "1.0.0"):
+        assert sglang.specifier.contains(release, prereleases=True), release
+    assert not sglang.specifier.contains("0.5.12")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -47,12 +48,17 @@ def supported_releases() -> list[str]:
     return [release for releases in adapter_releases().values() for release in releases]
 
 
-def _release_tuple(ver: str) -> tuple[int, ...]:
-    parts = []
-    for piece in ver.split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+_RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?")
+
+
+def release_key(ver: str) -> tuple[int, int, int, int] | None:
+    """``"0.5.13.post1"`` -> ``(0, 5, 13, 1)``; pre/dev suffixes are ignored (``0.5.24rc1``
+    orders as 0.5.24); None for a string that is not a release number."""
+    match = _RELEASE.match(ver.strip())
+    if match is None:
+        return None
+    major, minor, patch, post = match.groups()
+    return (int(major), int(minor), int(patch or 0), int(post or 0))
 
 
 def installed_sglang_version() -> str | None:
@@ -77,18 +83,35 @@ def installed_sglang_version() -> str | None:
 
 
 def decide_for_version(ver: str | None) -> Decision:
+    """The adapter for ``ver``, or why there is none.
+
+    A release the plugin does not serve but that is not older than the oldest served one
+    (0.5.13.post2, 0.5.14 .. 0.5.22, 0.5.24, 0.6.0, ...) is declined as ``not_served``: the
+    plugin logs one INFO line and SGLang starts unchanged. The package's dependency has no
+    upper bound (``sglang>=0.5.13``), so installing it never moves the host's sglang; this
+    decision is what keeps an unserved release unpatched. Older or unreadable versions are
+    reported as unsupported (a WARNING).
+    """
     if ver is None:
         return Decision(None, None, "sglang is not installed")
     for adapter, releases in adapter_releases().items():
         if ver in releases:
             return Decision(adapter, ver, "supported")
     supported = ", ".join(supported_releases())
-    if _release_tuple(ver) >= (0, 5, 14):
+    key = release_key(ver)
+    served_keys = [release_key(r) for r in supported_releases()]
+    oldest = min(k for k in served_keys if k is not None)
+    if key is not None and key > oldest:
+        unchanged = (
+            "SGLang's own phased init runs unchanged"
+            if key >= (0, 5, 14, 0)
+            else "SGLang starts stock, draft memory outside the budget"
+        )
         return Decision(
             None,
             ver,
             f"sglang {ver} is not a release sglang-specinit serves (supported: {supported}); "
-            "SGLang's own phased init runs unchanged",
+            + unchanged,
             not_served=True,
         )
     return Decision(None, ver, f"sglang {ver} is not one of the supported {supported}")
