@@ -12,12 +12,17 @@ and so knows on its own whether it set that minimum; its summary line says so. N
 tightest rank of a launch needs every rank's numbers, so that is done here, after the fact, from
 the files (:func:`tightest`), rather than with a gather the launch does not otherwise need.
 
+Both adapters build their rank fields, tightness fields and files here
+(:func:`rank_fields`, :func:`tightness_fields`, :func:`write_breakdown`); each only reads its
+release's objects (0.5.13.x: ``Scheduler.ps``; 0.5.23: ``runtime_context.get_parallel()``).
+
 No torch and no SGLang import: the planner, tests and tools read these files too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +41,62 @@ def scheduler_rank_index(
 ) -> int:
     """Index of one scheduler process in a launch of DP replicas x PP stages x TP ranks."""
     return (replica * pp_size + pp_rank) * tp_size + tp_rank
+
+
+def rank_fields(
+    *,
+    replica: int,
+    pp_rank: int,
+    tp_rank: int,
+    dp_rank: int,
+    attn_tp_rank: int,
+    pp_size: int,
+    tp_size: int,
+    dp_size: int,
+) -> dict[str, int]:
+    """Where one scheduler sits in the launch, under the breakdown's key names.
+
+    ``replica`` is its DP replica (separate schedulers, ``--dp`` without attention DP; 0 under
+    attention DP, whose DP ranks live inside the TP group and add no index of their own);
+    ``dp_rank`` is the DP rank the file name shows (the replica, or the attention-DP rank).
+    """
+    return {
+        "rank_index": scheduler_rank_index(replica, pp_rank, tp_rank, pp_size, tp_size),
+        "tp_rank": tp_rank,
+        "pp_rank": pp_rank,
+        "dp_rank": dp_rank,
+        "attn_tp_rank": attn_tp_rank,
+        "pp_size": pp_size,
+        "dp_size": dp_size,
+    }
+
+
+def tightness_fields(rank_free_bytes: int | None, min_free_bytes: int | None) -> dict[str, Any]:
+    """This rank's free memory at sizing next to the all-rank minimum the budget was built on.
+
+    Every rank already holds both numbers (its own local reading and SGLang's MIN all-reduce),
+    so each decides alone whether it is the tightest; no collective is added. ``None`` for
+    either (a reading the adapter cannot recover) leaves the rank's tightness unknown.
+    """
+    if rank_free_bytes is None or min_free_bytes is None:
+        return {"rank_free_at_sizing_bytes": None, "tightest_rank": None}
+    above = int(rank_free_bytes) - int(min_free_bytes)
+    return {
+        "rank_free_at_sizing_bytes": int(rank_free_bytes),
+        "min_free_at_sizing_bytes": int(min_free_bytes),
+        "free_above_tightest_bytes": above,
+        "tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,
+    }
+
+
+def write_breakdown(directory: str | Path, breakdown: Mapping[str, Any]) -> Path:
+    """Write one rank's breakdown to ``directory/<breakdown_file_name>`` (whole or not at all:
+    a reader of a live launch never sees half a file)."""
+    path = Path(directory) / breakdown_file_name(breakdown)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(breakdown, sort_keys=True))
+    tmp.replace(path)
+    return path
 
 
 def rank_label(breakdown: Mapping[str, Any]) -> str:

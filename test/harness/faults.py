@@ -17,12 +17,16 @@ env / target                           effect
                                        (an ``OSError``, as an unreadable shard gives) instead of
                                        loading, after writing ``draft-failure-rank<R>.json``
                                        (wall time) to ``$SPECINIT_TEST_REPORT_DIR``.
-``SPECINIT_TEST_PAUSE_DRAFT_POOL_S``   AROUND ``ModelRunnerKVCacheMixin.init_memory_pool``: on a
-``=S``                                 draft runner (the target's pool already exists), write
+``SPECINIT_TEST_PAUSE_DRAFT_POOL_S``   AROUND ``ModelRunnerKVCacheMixin.init_memory_pool``
+``=S``                                 (0.5.13.x; 0.5.23: ``ModelRunner.alloc_memory_pool``): on a
+                                       draft runner (the target's pool already exists), write
                                        ``draft-pool-paused-<pid>.json`` and sleep ``S`` seconds
                                        before allocating, so a test can signal the launch while
-                                       phase 3 is half done.
+                                       the pools are half built.
 =====================================  ==========================================================
+
+The TP rank is the runner's own ``tp_rank`` on 0.5.13.x; 0.5.23's ModelRunner has none and
+reads it from its runtime context (``runtime_context.get_parallel().tp_rank``), as here.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ _LOAD_MODEL = "sglang.srt.model_executor.model_runner.ModelRunner.load_model"
 _INIT_MEMORY_POOL = (
     "sglang.srt.model_executor.model_runner_kv_cache_mixin.ModelRunnerKVCacheMixin.init_memory_pool"
 )
+# 0.5.23 has no KV-cache mixin: each runner allocates its pools in alloc_memory_pool.
+_ALLOC_MEMORY_POOL_0_5_23 = "sglang.srt.model_executor.model_runner.ModelRunner.alloc_memory_pool"
 
 
 class InjectedDraftLoadError(OSError):
@@ -57,10 +63,21 @@ def _mark(name: str, payload: dict[str, Any]) -> None:
         tmp.replace(path)
 
 
+def runner_tp_rank(runner: Any) -> int:
+    """A ModelRunner's TP rank: its attribute (0.5.13.x) or its process's runtime context
+    (0.5.23, where ModelRunner keeps no rank of its own)."""
+    rank = getattr(runner, "tp_rank", None)
+    if rank is None:
+        from sglang.srt.runtime_context import get_parallel
+
+        rank = get_parallel().tp_rank
+    return int(rank)
+
+
 def failing_draft_load(original: Callable[..., Any], runner: Any, *args: Any, **kwargs: Any) -> Any:
     """AROUND ``ModelRunner.load_model``: the draft of the chosen TP rank fails to load."""
     rank = int(os.environ[FAIL_DRAFT_RANK_ENV])
-    if runner.is_draft_worker and runner.tp_rank == rank:
+    if runner.is_draft_worker and runner_tp_rank(runner) == rank:
         _mark(f"draft-failure-rank{rank}.json", {"pid": os.getpid(), "wall_time": time.time()})
         raise InjectedDraftLoadError(
             f"[fault double] draft weights of {runner.model_config.model_path} unreadable on "
@@ -92,5 +109,8 @@ def register_fault_hooks() -> None:
     if os.environ.get(FAIL_DRAFT_RANK_ENV):
         HookRegistry.register(_LOAD_MODEL, failing_draft_load, HookType.AROUND, source=source)
     if os.environ.get(PAUSE_DRAFT_POOL_ENV):
-        HookRegistry.register(_INIT_MEMORY_POOL, paused_draft_pool, HookType.AROUND, source=source)
+        from harness.sglang_release import runs_0_5_23
+
+        target = _ALLOC_MEMORY_POOL_0_5_23 if runs_0_5_23() else _INIT_MEMORY_POOL
+        HookRegistry.register(target, paused_draft_pool, HookType.AROUND, source=source)
     _registered = True

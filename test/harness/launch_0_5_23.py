@@ -18,6 +18,8 @@ from typing import Any
 
 from harness import tiny_models
 from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.fidelity_tensors import TENSOR_REPORT_ENV
+from harness.report_reading import read_breakdown
 
 # Tiny pair: target 2 layers x 2 KV heads x dim 16 (256 B/token, bf16).
 EAGLE3_DRAFT_VOCAB = 16000  # a reduced draft vocabulary: EAGLE3 carries a hot-token map
@@ -33,6 +35,8 @@ class LaunchKind:
     draft: Callable[[], Path | None] = lambda: None
     algorithm: str | None = None
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Kwargs computed when the launch starts (a recipe's flags, parsed by SGLang's own parser).
+    kwargs_fn: Callable[[], dict[str, Any]] | None = None
 
 
 def _mimo_target() -> Path:
@@ -45,6 +49,12 @@ def _gemma4(which: str) -> Path:
     from harness import tiny_models_extra
 
     return getattr(tiny_models_extra, f"tiny_gemma4_{which}")()
+
+
+def _tiny_checkpoint(name: str) -> Path:
+    from harness import tiny_configs
+
+    return tiny_configs.tiny_checkpoint(name)
 
 
 MULTI_LAYER_STEPS = 3
@@ -78,6 +88,12 @@ KINDS: dict[str, LaunchKind] = {
             "num_steps": MULTI_LAYER_STEPS,
             "num_draft_tokens": MULTI_LAYER_STEPS + 1,
         },
+    ),
+    # DeepSeek-V3 MTP with no draft path: the NextN layer comes from the target's checkpoint.
+    "MTP-deepseek-v3": LaunchKind(
+        lambda: _tiny_checkpoint("deepseek-v3"),
+        algorithm="EAGLE",
+        engine_kwargs={"trust_remote_code": True},
     ),
     # A Gemma 4 assistant: SGLang promotes EAGLE to FROZEN_KV_MTP for it.
     # 0.5.23's Gemma 4 refuses torch_native attention; the Triton backend is only constructed
@@ -179,12 +195,12 @@ def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
         work_dir=work,
         startup_timeout_s=ENGINE_TIMEOUT_S,
         mem_fraction_static=0.5,
-        extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(report_dir)},
-        **spec.engine_kwargs,
+        # Every model tensor and KV buffer in the scheduler report (harness.fidelity_tensors).
+        extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(report_dir), TENSOR_REPORT_ENV: "1"},
+        **{**spec.engine_kwargs, **(spec.kwargs_fn() if spec.kwargs_fn else {})},
     ) as engine:
         report = engine.scheduler_report()
-    memory_file = report_dir / "memory-rank0.json"
-    memory = json.loads(memory_file.read_text()) if memory_file.exists() else None
+    memory = read_breakdown(report_dir)
     return Launch(report, memory, engine.log_path.read_text(errors="replace"))
 
 
@@ -195,6 +211,5 @@ def load_launch(work: Path) -> Launch:
         for p in sorted((work / "reports").glob("scheduler-*.json"))
         if not p.name.endswith("-error.json")
     ]
-    memory_file = work / "memory" / "memory-rank0.json"
-    memory = json.loads(memory_file.read_text()) if memory_file.exists() else None
+    memory = read_breakdown(work / "memory")
     return Launch(reports[0], memory, (work / "engine.log").read_text(errors="replace"))

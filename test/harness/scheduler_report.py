@@ -215,7 +215,31 @@ def scheduler_ranks(scheduler: Any | None) -> dict[str, int | None]:
         "gpu_id": "gpu_id",
     }
     ps = getattr(scheduler, "ps", None)  # SGLang's ParallelState, set first in __init__
+    if ps is None and scheduler is not None:
+        ps = _published_ranks()  # 0.5.23 keeps them in its runtime context
     return {key: getattr(ps, attr, None) for key, attr in names.items()}
+
+
+def _published_ranks() -> Any:
+    """0.5.23: this process's ranks and device as its launcher published them, under 0.5.13's
+    ``ParallelState`` attribute names (None where not published, or on 0.5.13.x)."""
+    from types import SimpleNamespace
+
+    try:
+        from sglang.srt.runtime_context import get_device, get_parallel
+    except ImportError:
+        return None
+    values: dict[str, Any] = {}
+    for attr in ("tp_rank", "pp_rank", "dp_rank", "attn_tp_rank", "attn_dp_rank"):
+        try:
+            values[attr] = getattr(get_parallel(), attr)
+        except (AttributeError, RuntimeError, ValueError):
+            values[attr] = None
+    try:
+        values["gpu_id"] = get_device().gpu_id
+    except (AttributeError, RuntimeError, ValueError):
+        values["gpu_id"] = None
+    return SimpleNamespace(**values)
 
 
 def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
@@ -251,6 +275,11 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
             state["server_args"] = _jsonable(vars(server_args))
         state["draft"] = draft_worker_summary(getattr(scheduler, "draft_worker", None))
     state["model_runners"] = [model_runner_summary(r) for r in live_model_runners()]
+    if os.environ.get("SPECINIT_TEST_TENSOR_REPORT") == "1":  # the fidelity matrix's (c), (e)
+        from harness.fidelity_tensors import tensor_report
+
+        spec_worker = getattr(scheduler, "draft_worker", None) if scheduler is not None else None
+        state.update(tensor_report(live_model_runners(), spec_worker))
     state["target_config_before_pool"] = _target_config.get("before_pool")
     state["target_config_at_pool_sizing"] = _target_config.get("at_pool_sizing")
     state["meter"] = shims.device_meter().snapshot() if shims.shims_enabled() else None

@@ -28,7 +28,8 @@ get_available_gpu_memory        NUMA nodes: it moves with everything else on the
 utils.common.                   Same reason, for the server-args ``mem_fraction_static``
 get_device_memory_capacity      heuristic (MiB of the simulated capacity on device "cpu").
 Scheduler.__init__ (BEFORE)     Binds this process's simulated device to the scheduler's
-                                ``gpu_id`` so that each rank can have its own capacity
+                                ``gpu_id`` (0.5.13: the constructor's argument; 0.5.23: the
+                                runtime context's) so that each rank can have its own capacity
                                 (``SPECINIT_TEST_DEVICE_CAPACITIES_BYTES``, one value per
                                 gpu id): ranks on real GPUs disagree on free memory, ranks on
                                 one host's RAM cannot.
@@ -329,11 +330,27 @@ def bind_scheduler_device(
     ``Scheduler.__init__`` runs before any of the process's memory readings (they are taken
     by its ModelRunners), and it is the first place that knows the process's device. 0.5.13
     passes ``gpu_id`` (third after the arguments); 0.5.23's constructor takes only the two
-    argument objects, and its single-rank CPU launches keep the one default device.
+    argument objects, and its launcher has already published the device in the process's
+    runtime context (``runtime_context.get_device().gpu_id``, set by ``publish`` in
+    ``run_scheduler_process`` before the scheduler is built).
     """
     gpu_id = args[0] if args else kwargs.get("gpu_id")
+    if gpu_id is None:
+        gpu_id = _published_gpu_id()
     if getattr(server_args, "device", None) == "cpu" and gpu_id is not None:
         bind_meter_to_device(int(gpu_id))
+
+
+def _published_gpu_id() -> int | None:
+    """0.5.23: the scheduler process's device as its launcher published it (None elsewhere)."""
+    try:
+        from sglang.srt.runtime_context import get_device
+    except ImportError:  # 0.5.13.x has no runtime context
+        return None
+    try:
+        return get_device().gpu_id
+    except (AttributeError, RuntimeError, ValueError):  # nothing published in this process
+        return None
 
 
 # ------------------------------------------------------------- (d) pynccl on device cpu

@@ -67,3 +67,42 @@ def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> No
         rank_reports.tightest([breakdown(0, 1 << 30), breakdown(1, 1 << 30, tokens=999)])
     with pytest.raises(ValueError, match="no rank"):
         rank_reports.tightest([])
+
+
+def test_rank_fields_name_replicas_and_attention_dp_ranks_apart() -> None:
+    """A DP replica adds to the index; an attention-DP rank (inside the TP group) only names
+    the file, so dp 2 x tp 2 under attention DP gives two files, not four indices."""
+    replica = rank_reports.rank_fields(
+        replica=1, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=1, pp_size=1, tp_size=2, dp_size=2
+    )
+    attention_dp = rank_reports.rank_fields(
+        replica=0, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=0, pp_size=1, tp_size=2, dp_size=2
+    )
+    assert rank_reports.breakdown_file_name(replica) == "memory-rank3-pp0-tp1-dp1.json"
+    assert rank_reports.breakdown_file_name(attention_dp) == "memory-rank1-pp0-tp1-dp1.json"
+    assert attention_dp["attn_tp_rank"] == 0 and attention_dp["dp_size"] == 2
+
+
+def test_tightness_fields_from_a_ranks_own_reading_and_the_minimum() -> None:
+    mib = 1 << 20
+    roomy = rank_reports.tightness_fields(124 * mib, 100 * mib)
+    assert roomy == {
+        "rank_free_at_sizing_bytes": 124 * mib,
+        "min_free_at_sizing_bytes": 100 * mib,
+        "free_above_tightest_bytes": 24 * mib,
+        "tightest_rank": False,
+    }
+    # Within the tolerance (float32 minimum, context buffers) a rank counts as the tightest.
+    tolerance = rank_reports.TIGHTEST_TOLERANCE_BYTES
+    near = rank_reports.tightness_fields(100 * mib + tolerance, 100 * mib)
+    assert near["tightest_rank"] is True
+    assert rank_reports.tightness_fields(None, 100 * mib)["tightest_rank"] is None
+    assert rank_reports.tightness_fields(100 * mib, None)["rank_free_at_sizing_bytes"] is None
+
+
+def test_write_breakdown_leaves_only_the_named_file(tmp_path: Path) -> None:
+    b = breakdown(1, 100 << 20)
+    path = rank_reports.write_breakdown(tmp_path, b)
+    assert path.name == "memory-rank1-pp0-tp1-dp0.json"
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert rank_reports.read_rank_breakdowns(tmp_path) == [b]

@@ -12,7 +12,11 @@ package's to own (:mod:`.launch_policy`):
 2. describes what the draft will allocate (:mod:`.draft_pricing`) and makes it the active
    sizing for the target's configurator (:mod:`.runtime_budget`) while SGLang's own
    ``init_memory_pools`` runs;
-3. logs the memory breakdown (the ``SPECINIT_MEMORY`` line, same keys as ``plan --json``).
+3. logs the memory breakdown (the ``SPECINIT_MEMORY`` line, same keys as ``plan --json``)
+   and, with ``SGLANG_SPECINIT_REPORT_DIR`` set, writes it to one file per scheduler
+   (``memory-rank<i>-pp<p>-tp<t>-dp<d>.json``, :mod:`sglang_specinit.rank_reports`), with this
+   rank's own free memory at sizing next to SGLang's all-rank minimum and whether it is the
+   tightest rank (no collective added: see :func:`rank_free_at_sizing`).
 
 Launches it does not price run SGLang's method unchanged, after one log line naming why.
 """
@@ -24,6 +28,7 @@ import logging
 import os
 from typing import Any
 
+from sglang_specinit.budget import GIB, BudgetInputs
 from sglang_specinit.hooks import Hook, Requires
 from sglang_specinit.live_sizing import storage_bytes
 from sglang_specinit.sglang_0_5_23.draft_pricing import describe_draft
@@ -70,12 +75,79 @@ def init_memory_pools(original: Any, self: Any) -> None:
         duplicate_bytes_at_profile=0,
         stock_duplicate_bytes=max(before - after, 0),
     )
+    own_free = rank_free_at_sizing(self.tp_worker.model_runner)
     with sizing_active(sizing):
         original(self)
     if sizing.plan is None:
         return  # the configurator stepped aside (and said why)
     self._specinit_sizing = sizing
-    log_memory_breakdown(self, sizing)
+    log_memory_breakdown(self, sizing, own_free)
+
+
+def rank_free_at_sizing(runner: Any) -> int:
+    """This rank's own free device memory as its pools are about to be sized: one local
+    reading (``distributed=False``), no collective.
+
+    SGLang's reading in ``KVCacheConfigurator._profile_available_bytes`` is an all-rank minimum
+    (a MIN all-reduce over the world group when the launch has more than one rank); this is the
+    rank's own value next to it. Taken just before SGLang's ``init_memory_pools`` runs: between
+    here and that reading nothing stays allocated (the early binding is done; the pricing
+    probes of :mod:`.runtime_budget` are freed before SGLang profiles), so on the tightest rank
+    the two agree.
+    """
+    from sglang.srt.utils import common  # the module attribute, so hooks on it apply
+
+    return int(common.get_available_gpu_memory(runner.device, runner.gpu_id) * GIB)
+
+
+def all_rank_min_free_at_sizing(runner: Any, inputs: BudgetInputs) -> int | None:
+    """SGLang's all-rank minimum of free memory at sizing, recovered from the budget inputs.
+
+    0.5.23's ``_profile_available_bytes`` returns ``min_free - (1 - f) * pre_load_free -
+    multimodal_reservation``; ``measured_resident_bytes`` is ``f * pre_load_free`` minus that
+    (:mod:`.runtime_budget`), so ``min_free = pre_load_free - measured_resident + reservation``.
+    The reservation is SGLang's own (``mm_runtime_reservation_gb``, 0 for a text model). None
+    for a mamba-state target, whose reading SGLang reshapes further (``_handle_max_mamba_cache``,
+    a larger slack).
+    """
+    if getattr(runner, "mambaish_config", None) is not None:
+        return None
+    reservation_gb = 0.0
+    if runner.model_config.is_multimodal:
+        from sglang.srt.mem_cache.kv_cache_configurator import mm_runtime_reservation_gb
+        from sglang.srt.runtime_context import get_mm
+
+        reservation_gb = mm_runtime_reservation_gb(
+            is_multimodal=True, mm_feature_transport=get_mm().mm_feature_transport
+        )
+    return inputs.pre_load_free_bytes - inputs.measured_resident_bytes + int(reservation_gb * GIB)
+
+
+def rank_fields() -> dict[str, int]:
+    """Where this scheduler sits in the launch, from 0.5.23's ``runtime_context.get_parallel()``.
+
+    Replicas (``--dp`` without attention DP) are separate schedulers numbered by ``dp_rank``;
+    under attention DP (``--attn-dp-size``, or the older ``--dp N --enable-dp-attention``)
+    the DP ranks live inside the TP group, so the file name shows the attention-DP rank and
+    the index adds nothing for it.
+    """
+    from sglang.srt.runtime_context import get_parallel
+
+    from sglang_specinit import rank_reports
+
+    parallel = get_parallel()
+    attn_dp = bool(parallel.attn_dp_enabled)
+    replica = 0 if attn_dp else int(parallel.dp_rank or 0)
+    return rank_reports.rank_fields(
+        replica=replica,
+        pp_rank=int(parallel.pp_rank),
+        tp_rank=int(parallel.tp_rank),
+        dp_rank=int(parallel.attn_dp_rank) if attn_dp else replica,
+        attn_tp_rank=int(parallel.attn_tp_rank),
+        pp_size=int(parallel.pp_size),
+        tp_size=int(parallel.tp_size),
+        dp_size=int(parallel.num_dp_ranks),
+    )
 
 
 def kv_pool_allocated_bytes(runner: Any) -> int:
@@ -87,10 +159,15 @@ def kv_pool_allocated_bytes(runner: Any) -> int:
     return int(sum(sizes)) if isinstance(sizes, tuple) else int(sizes)
 
 
-def memory_breakdown(scheduler: Any, sizing: TargetSizing) -> dict[str, Any]:
-    """The same quantities ``sglang-specinit plan --json`` prints, measured on this rank."""
+def memory_breakdown(
+    scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
+) -> dict[str, Any]:
+    """The same quantities ``sglang-specinit plan --json`` prints, measured on this rank, with
+    the rank's place in the launch and its tightness (``rank_free_bytes``: its own free
+    memory at sizing, :func:`rank_free_at_sizing`)."""
     from sglang.srt.runtime_context import get_parallel
 
+    from sglang_specinit.rank_reports import tightness_fields
     from sglang_specinit.report import plan_to_dict
 
     assert sizing.plan is not None and sizing.inputs is not None
@@ -106,7 +183,9 @@ def memory_breakdown(scheduler: Any, sizing: TargetSizing) -> dict[str, Any]:
     breakdown["upstream_reserved_layers"] = sizing.upstream_reserved_layers
     breakdown["stock_duplicate_bytes_at_profile"] = sizing.stock_duplicate_bytes
     breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
-    breakdown["tp_rank"] = get_parallel().tp_rank
+    breakdown.update(rank_fields())
+    min_free = all_rank_min_free_at_sizing(scheduler.tp_worker.model_runner, sizing.inputs)
+    breakdown.update(tightness_fields(rank_free_bytes, min_free))
     if scheduler.server_args.device == "cuda":
         import torch
 
@@ -116,22 +195,26 @@ def memory_breakdown(scheduler: Any, sizing: TargetSizing) -> dict[str, Any]:
     return breakdown
 
 
-def log_memory_breakdown(scheduler: Any, sizing: TargetSizing) -> None:
+def log_memory_breakdown(
+    scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
+) -> None:
+    """Log this rank's breakdown, its tightness line and the ``SPECINIT_MEMORY`` JSON line;
+    write its file when ``SGLANG_SPECINIT_REPORT_DIR`` is set."""
+    from sglang_specinit.rank_reports import rank_label, tightness, write_breakdown
     from sglang_specinit.report import render_breakdown
 
-    breakdown = memory_breakdown(scheduler, sizing)
+    breakdown = memory_breakdown(scheduler, sizing, rank_free_bytes)
     scheduler._specinit_breakdown = breakdown
     logger.info(
-        "[specinit] KV pools on sglang 0.5.23 (rank %d):\n%s",
-        breakdown["tp_rank"],
+        "[specinit] KV pools on sglang 0.5.23 (%s):\n%s",
+        rank_label(breakdown),
         render_breakdown(breakdown),
     )
+    logger.info("[specinit] %s", tightness(breakdown))
     logger.info("%s%s", MEMORY_LOG_PREFIX, json.dumps(breakdown, sort_keys=True))
     report_dir = os.environ.get("SGLANG_SPECINIT_REPORT_DIR")
     if report_dir:
-        path = os.path.join(report_dir, f"memory-rank{breakdown['tp_rank']}.json")
-        with open(path, "w") as f:
-            json.dump(breakdown, f, sort_keys=True)
+        write_breakdown(report_dir, breakdown)
 
 
 HOOKS = (Hook(MODULE, "Scheduler.init_memory_pools", init_memory_pools, params=()),)
