@@ -111,10 +111,13 @@ def error_lines(log: str) -> list[str]:
 
 
 def assert_refused_by_the_launcher(log: str, row: Row, draft: Path) -> str:
-    """The launcher's one error line is the row's message, and no rank ever logged.
+    """The launcher's one error line is the row's message, raised before any rank existed.
 
-    Returns that line. A launcher-side refusal happens before any scheduler is spawned, so the
-    log has no rank-tagged line (``TP0`` ...) at all, hence nothing was allocated.
+    Returns that line. Evidence that no rank started: the traceback runs through
+    ``Engine._launch_subprocesses`` into ``ServerArgs.check_server_args``, the launcher's
+    validation step that comes before it spawns any process (both releases), and no log line
+    carries a rank tag (SGLang tags scheduler lines at TP > 1 or with DP only, so this part
+    speaks for multi-rank launches). The callers also check that no scheduler wrote a report.
     """
     lines = error_lines(log)
     assert len(lines) == 1, lines or log[-3000:]  # one message, not one per rank
@@ -122,5 +125,8 @@ def assert_refused_by_the_launcher(log: str, row: Row, draft: Path) -> str:
     assert message.split(": ", 1)[0].endswith("LaunchCheckError"), message
     for needle in row.expect:
         assert needle.format(draft=draft) in message, (needle, message)
+    traceback = log[: log.index(message)]
+    assert "in _launch_subprocesses" in traceback, traceback[-3000:]
+    assert "check_server_args" in traceback.rsplit("in _launch_subprocesses", 1)[1], traceback
     assert set(rank_log_lines(log)) == {"launcher"}, sorted(rank_log_lines(log))
     return message

@@ -12,11 +12,12 @@ or not at all. The rows and their messages are those of 0.5.13.post1
 (``harness.refused_launches``, also read by ``test/cpu/test_fault_matrix.py``).
 
 The fp8 row is not a refusal: an fp8 KV cache for the target with a bf16 draft is a valid
-launch and must start, both pools priced at one byte per element.
+launch, which the plugin must leave to stock (on device cpu stock 0.5.23 itself refuses to
+build an fp8 KV pool, so the pools' prices are not readable here).
 
 Each test records its time as a ``user_properties`` entry (``elapsed_s`` / ``startup_s``,
-in a ``--junitxml`` report). Measured on 2 shared cores: a refusal ends ~21 s after the launch
-started (0.5.23's launcher imports), the fp8 Engine is up in ~60 s.
+in a ``--junitxml`` report). Measured on 2 shared cores: a refusal ends 13-47 s after the
+launch started (0.5.23's launcher imports; the spread is the machine's load).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 import pytest
 from harness import tiny_models
-from harness.engine import cpu_engine, cpu_engine_kwargs
+from harness.engine import cpu_engine_kwargs
 from harness.launch_0_5_23 import ENGINE_TIMEOUT_S
 from harness.multi_rank import EndedLaunch, run_server_to_end
 from harness.refused_launches import (
@@ -34,15 +35,16 @@ from harness.refused_launches import (
     REFUSED,
     SPEC_FLAGS,
     assert_refused_by_the_launcher,
+    error_lines,
     intact_draft,
 )
-from harness.report_reading import REPORT_DIR_ENV, runner
+from harness.report_reading import REPORT_DIR_ENV
 from harness.tiny_models import TP2_EAGLE3_DRAFT
-from sglang_specinit import rank_reports
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
 BOUND_S = float(ENGINE_TIMEOUT_S)
+FP8_KV = "fp8_e4m3"
 
 # Every row's check and message are unit-tested without a launch (test/unit/test_launch_checks.py)
 # and the 0.5.23 hook on a resolved ServerArgs below. End to end a refusal costs 0.5.23's
@@ -115,38 +117,36 @@ def test_0_5_23_hook_reads_what_resolution_decided(tmp_path: Path) -> None:
         check_launch(refused)
 
 
-# CI: the fp8 prices are checked per pool class on 0.5.13.post1 (test/cpu/test_pool_parity.py);
-# this launch repeats the EAGLE3 pair with one flag changed.
+# CI: nothing (two launches that repeat the EAGLE3 pair with one flag changed); the plugin's
+# fp8 prices are checked per pool class on 0.5.13.post1 (test/cpu/test_pool_parity.py).
 @pytest.mark.slow
-def test_fp8_target_kv_with_a_bf16_draft_starts_and_prices_both_pools_at_one_byte(
+def test_fp8_target_kv_with_a_bf16_draft_is_left_to_stock(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    specinit_dir = tmp_path / "specinit"
-    specinit_dir.mkdir()
-    with cpu_engine(
-        tiny_models.tiny_llama_target(),
-        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
-        algorithm=ALGORITHM,
-        plugin=True,
-        work_dir=tmp_path,
-        startup_timeout_s=BOUND_S,
-        extra_env={REPORT_DIR_ENV: str(specinit_dir)},
-        kv_cache_dtype="fp8_e4m3",
-        **SPEC_FLAGS,
-    ) as engine:
-        request.node.user_properties.append(("startup_s", round(engine.startup_s, 1)))
-        report = engine.scheduler_report()
-    breakdowns = rank_reports.read_rank_breakdowns(specinit_dir)
-    assert len(breakdowns) == 1, list(specinit_dir.iterdir())
-    (breakdown,) = breakdowns
-    # The draft is bf16, its KV pool follows --kv-cache-dtype: one byte per element.
-    assert runner(report, "draft")["kv_pool"]["dtype"] == "torch.uint8"
-    assert runner(report, "target")["kv_pool"]["dtype"] == "torch.uint8"
-    assert breakdown["draft_kv_bytes_per_token"] == TP2_EAGLE3_DRAFT.kv_bytes_per_token() // 2
-    assert (
-        breakdown["target_kv_bytes_per_token"]
-        == tiny_models.DEFAULT_TARGET.kv_bytes_per_token() // 2
-    )
-    assert breakdown["allocated_draft_kv_pool_bytes"] == breakdown["draft_kv_pool_bytes"]
-    assert breakdown["allocated_target_kv_pool_bytes"] == breakdown["target_kv_pool_bytes"]
-    assert breakdown["headroom_bytes"] >= 0
+    """A valid launch the plugin must not refuse; on device cpu stock 0.5.23 itself builds no
+    fp8 KV pool (``KVCacheConfigurator.configure``: fp8_e4m3 needs Intel AMX and the
+    intel_amx attention backend; ``configure_kv_cache_dtype``: e5m2 is not supported on CPU),
+    so both pools' prices cannot be read here. What is checked: the plugin lets the launch
+    reach its ranks and it ends exactly as stock's does, with stock's own message."""
+    runs = {}
+    for plugin in (True, False):
+        run = run_server_to_end(
+            tiny_models.tiny_llama_target(),
+            tmp_path / f"plugin-{'on' if plugin else 'off'}",
+            plugin=plugin,
+            bound_s=BOUND_S,
+            draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+            algorithm=ALGORITHM,
+            kv_cache_dtype=FP8_KV,
+            **SPEC_FLAGS,
+        )
+        request.node.user_properties.append((f"elapsed_s_plugin_{plugin}", round(run.elapsed_s, 1)))
+        assert_ended_cleanly(run)
+        runs[plugin] = run
+    on, off = runs[True], runs[False]
+    assert "LaunchCheckError" not in on.log
+    # The scheduler ran (its own error report: Scheduler.__init__ raised stock's error).
+    assert [r for r in on.reports if "error" in r], on.rank_tails()
+    message = error_lines(on.log)[-1]
+    request.node.user_properties.append(("message", message))
+    assert message == error_lines(off.log)[-1]
