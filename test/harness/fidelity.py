@@ -169,6 +169,7 @@ DEEPSEEK_V3_DOCS = (
     "--tp", "8",
 )  # fmt: skip
 
+
 def eagle_guide_recipe(algorithm: str, *extra: str) -> tuple[str, ...]:
     """The speculative-decoding guide's EAGLE-2 / EAGLE-3 commands: the same flags but the
     algorithm (EAGLE-3's adds ``--dtype float16``)."""

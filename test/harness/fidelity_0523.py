@@ -38,11 +38,10 @@ from harness.fidelity import ROWS_BY_KEY, Row
 from harness.launch_0_5_23 import EAGLE3_DRAFT_VOCAB
 
 PROBE_MODULE = "harness.fidelity_probe_0523"
-GUIDE_GRAPH_FLAG = "--cuda-graph-max-bs"
-GUIDE_GRAPH_FLAG_0523 = "--cuda-graph-max-bs-decode"
 GRAPH_FLAG_CHANGE = (
-    "--cuda-graph-max-bs 8 spelled --cuda-graph-max-bs-decode 8: 0.5.23 refuses the old flag "
-    "as ambiguous (row eagle3-docs)"
+    "--cuda-graph-max-bs / --cuda-graph-bs spelled --cuda-graph-max-bs-decode / "
+    "--cuda-graph-bs-decode: 0.5.23 refuses the old flags as ambiguous (rows eagle3-docs, "
+    "dflash-docs)"
 )
 # What every 0.5.23 CPU Engine needs whatever the recipe says (harness/engine.py,
 # harness/sglang_release.py explain each one); the draft backend as in the 0.5.13 rows.
@@ -56,13 +55,18 @@ CPU_ENGINE_OVERRIDES: dict[str, Any] = {
     "log_level": "info",
     "random_seed": 0,
 }
-DSA_NEEDS_CUDA_0523 = (
-    "0.5.23 builds DeepSeek-V3.2 (DSA) pools and indexer kernels for CUDA only"
-)
+DSA_NEEDS_CUDA_0523 = "0.5.23 builds DeepSeek-V3.2 (DSA) pools and indexer kernels for CUDA only"
+
+
+# 0.5.23 splits both graph flags per phase; the recipes' values bound the decode graphs.
+RESPELLED = {
+    "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
+    "--cuda-graph-bs": "--cuda-graph-bs-decode",
+}
 
 
 def _respell(recipe: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(GUIDE_GRAPH_FLAG_0523 if a == GUIDE_GRAPH_FLAG else a for a in recipe)
+    return tuple(RESPELLED.get(a, a) for a in recipe)
 
 
 def _from_0513(key: str, **changes: Any) -> Row:
@@ -78,6 +82,16 @@ def _eagle3_draft() -> Path:
     return tiny_models.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB)
 
 
+NGRAM_CUDA_ONLY_0523 = (
+    "0.5.23 refuses NGRAM off CUDA: arg_groups/speculative_hook.py raises 'Ngram speculative "
+    "decoding only supports CUDA device.' for device cpu"
+)
+QWEN3_NEXT_CPU = (
+    "0.5.23 cannot build Qwen3NextForCausalLM on CPU (its gated-delta-net layers ask the "
+    "CUDA device module for the current device)"
+)
+NOT_PRICED = "0.5.23 keeps stock sizing here (the plugin steps aside with one WARNING); "
+
 ROWS: tuple[Row, ...] = (
     dataclasses.replace(
         ROWS_BY_KEY["llama31-eagle3"],
@@ -92,18 +106,64 @@ ROWS: tuple[Row, ...] = (
     _from_0513("llama31-eagle3", draft=_eagle3_draft),
     _from_0513("gpt-oss-eagle3", draft=_eagle3_draft),
     _from_0513("standalone"),
+    dataclasses.replace(
+        ROWS_BY_KEY["dflash"],
+        key="dflash-docs",
+        title="DFLASH, SGLang's server-test command verbatim",
+        refused="ambiguous option: --cuda-graph-bs could match --cuda-graph-bs-decode",
+        engine=None,
+        engine_blocker="refused by sglang 0.5.23's parser (see row dflash)",
+    ),
     _from_0513("dflash"),
-    _from_0513("ngram-docs"),
-    _from_0513("ngram"),
+    _from_0513(
+        "ngram-docs",
+        refused="unrecognized arguments: --speculative-ngram-max-match-window-size 12",
+        engine_blocker=NGRAM_CUDA_ONLY_0523,
+    ),
+    _from_0513(
+        "ngram",
+        changes=(
+            fidelity.HUB_TO_TINY,
+            fidelity.DEVICE_CUDA,
+            GRAPH_FLAG_CHANGE,
+            "--speculative-ngram-max-match-window-size 12 dropped: 0.5.23 has no such flag "
+            "(row ngram-docs)",
+        ),
+        engine_blocker=NGRAM_CUDA_ONLY_0523,
+    ),
     _from_0513("deepseek-v3-mtp"),
-    _from_0513("deepseek-v32-mtp"),
+    _from_0513("deepseek-v32-mtp", engine_blocker=DSA_NEEDS_CUDA_0523),
     _from_0513("glm45-mtp"),
-    _from_0513("qwen3-next-docs"),
-    _from_0513("qwen3-next-nextn"),
+    _from_0513(
+        "qwen3-next-docs",
+        refused="extra_buffer requires platform support for Mamba cache state snapshots",
+        title=(
+            "Qwen3-Next NEXTN, the usage page's command verbatim (refused on this platform: "
+            "0.5.23 picks --mamba-scheduler-strategy extra_buffer and asserts the platform "
+            "snapshots Mamba state; the H100 double covers memory and capability, not that)"
+        ),
+        engine_blocker="refused by sglang 0.5.23 here (see row qwen3-next-nextn)",
+    ),
+    _from_0513(
+        "qwen3-next-nextn",
+        changes=(
+            fidelity.HUB_TO_TINY,
+            fidelity.DEVICE_CUDA,
+            "--disable-radix-cache added: the verbatim command is refused here (row "
+            "qwen3-next-docs); without the radix cache 0.5.23 needs no Mamba state snapshots",
+        ),
+        engine_blocker=QWEN3_NEXT_CPU,
+    ),
     _from_0513("mimo-v2-flash"),
     _from_0513("gemma4-frozen-kv-mtp"),
-    _from_0513("deepseek-v32-hisparse"),
-    _from_0513("deepseek-v4-mtp"),
+    _from_0513(
+        "deepseek-v32-hisparse",
+        engine_blocker=NOT_PRICED + DSA_NEEDS_CUDA_0523 + "; HiSparse backends are CUDA-only",
+    ),
+    _from_0513(
+        "deepseek-v4-mtp",
+        engine_blocker=NOT_PRICED + "DeepSeek-V4's compressed KV pools and kernels are CUDA-only",
+    ),
 )
 ROWS_BY_KEY_0523 = {row.key: row for row in ROWS}
 
@@ -116,9 +176,7 @@ def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
     return {
         "capacity_mib": fidelity.GPU.total_mib,
         "capability": list(fidelity.GPU_CAPABILITY),
-        "launches": [
-            {"name": row.key, "argv": row.argv(), "env": dict(row.env)} for row in rows
-        ],
+        "launches": [{"name": row.key, "argv": row.argv(), "env": dict(row.env)} for row in rows],
     }
 
 
@@ -182,5 +240,17 @@ def plan_for_server(
     env.update(row.env)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     if done.returncode != 0:
-        raise AssertionError(f"plan exited {done.returncode}: {done.stderr.strip()[-3000:]}")
+        raise PlannerCrash(f"plan exited {done.returncode}: {done.stderr.strip()[-3000:]}")
     return json.loads(done.stdout)
+
+
+class PlannerCrash(RuntimeError):
+    """``sglang-specinit plan`` exited non-zero (as opposed to planning other numbers)."""
+
+
+def recipe_algorithm(row: Row) -> str:
+    """The recipe's ``--speculative-algorithm`` (or its abbreviation ``--speculative-algo``)."""
+    for flag, value in zip(row.recipe, row.recipe[1:], strict=False):
+        if flag in ("--speculative-algorithm", "--speculative-algo"):
+            return value
+    raise ValueError(f"row {row.key}: no speculative algorithm in {row.recipe}")

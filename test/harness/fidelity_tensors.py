@@ -158,9 +158,13 @@ def kv_pool_buffers(pool: Any) -> dict[str, Any] | None:
                 buffers += 1
             else:
                 other_bytes += nbytes
+        layer_lists = [getattr(sub, a, None) for a in ("k_buffer", "kv_buffer")]
+        layer_buffers = next((len(v) for v in layer_lists if isinstance(v, (list, tuple))), None)
         parts.append(
             {
                 "class": type(sub).__name__,
+                # One K (or latent) buffer per layer the pool was built for.
+                "layer_buffers": layer_buffers,
                 "size": size,
                 "page_size": page,
                 "token_rows": rows,

@@ -1,0 +1,357 @@
+"""Fidelity matrix on sglang 0.5.23: SGLang's documented speculative launches start as stock
+0.5.23 starts them, plugin on, except for the memory budget.
+
+Rows: :data:`harness.fidelity_0523.ROWS`, the 0.5.13.post1 matrix's recipes as 0.5.23's parser
+takes them (what changed, and why, is in each row). Per row:
+
+(a) ``ServerArgs`` after resolution equal stock 0.5.23's field by field, plugin on vs off (off:
+    SGLang's own ``SGLANG_PLUGINS`` whitelist): SGLang's ``resolved_dict()`` (every resolved
+    field; the CUDA-graph config with its decode/prefill batch lists included), the operator's
+    input fields, and the environment variables resolution sets. Built for the device the
+    recipe targets (``--device cuda``, an H100-80GB test double), so the automatic
+    ``--mem-fraction-static`` and graph batch lists are the ones that card gets. A command
+    0.5.23 refuses is refused alike (same step, type, message).
+(b) The target's ``ModelConfig`` as 0.5.23 has it when its pool is sized (after the draft's
+    config was built: 0.5.23 builds both workers before ``init_memory_pools``) equals stock's,
+    and so do the scheduler's copy and the draft's config. Control: the draft's hf config
+    differs from the target's (a path-less MTP draft reads the target's checkpoint and gets
+    the NextN architecture), so a config shared between them would show in the target.
+(c) Engine rows: the draft's price equals what its pools really allocate, read from SGLang's
+    tensors in the scheduler (:func:`harness.fidelity_tensors.kv_pool_buffers`: bytes of the
+    token-row buffers of every draft pool, over their token rows), not from any
+    ``sglang_specinit`` function.
+(d) Engine rows: the Engine comes up, weights + every pool fill the budget to [0.995, 1], and
+    ``sglang-specinit plan --resident-bytes`` in this environment equals the server.
+(e) Engine rows: after init every parameter and buffer of the target and of each draft
+    equals stock 0.5.23's: values (SHA-256 of the bytes) and which tensors share storage with
+    which (the draft's embed/lm_head bound to the target's, EAGLE3's hot-token map from its
+    ``d2t``). Speculative tokens cannot be generated on CPU (SGLang refuses EAGLE on the
+    torch_native decode backend, and the draft's Triton backends only construct), so this is
+    the check that the early binding leaves the models as stock builds them.
+
+Cost: one probe process for (a) and (b) of every row (SGLang imported once, ~80 s here, in the
+background while the Engines start). Engines (each ~50 s): CI reads the suite's own launches of
+the same checkpoints (``launches`` marker, started up front by ``conftest.py``) — EAGLE3 on and
+off (already started for other tests), MiMo-V2 multi-layer EAGLE (on: already started; off:
+new), DeepSeek-V3 path-less MTP (on and off: new), frozen-KV MTP (on: already started). Every
+row's recipe Engine (its own flags on device cpu) runs with SPECINIT_TEST_SLOW=1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from harness import fidelity_0523
+from harness.config_snapshot import snapshot_differences
+from harness.engine import DEFAULT_CAPACITY_BYTES
+from harness.fidelity import Row
+from harness.fidelity_0523 import ROWS
+from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, LaunchKind
+
+pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 3)]
+
+# The suite's launch of the same checkpoints that CI reads for a row (plugin on, plugin off).
+CI_LAUNCH = {
+    "llama31-eagle3": ("EAGLE3", True, True),
+    "deepseek-v3-mtp": ("MTP-deepseek-v3", True, True),
+    "mimo-v2-flash": ("MTP-multi-layer", True, True),
+    "gemma4-frozen-kv-mtp": ("FROZEN_KV_MTP", True, False),
+}
+
+
+def recipe_kind(row: Row) -> str:
+    return f"recipe:{row.key}"
+
+
+def _register_recipe_launches() -> None:
+    """One launch kind per Engine row: the recipe's own flags on device cpu (slow)."""
+    for row in ROWS:
+        if row.engine is None or recipe_kind(row) in KINDS:
+            continue
+
+        def recipe_kwargs(row: Row = row) -> dict[str, Any]:
+            kwargs = fidelity_0523.engine_kwargs(row)
+            kwargs.pop("model_path")
+            return kwargs
+
+        KINDS[recipe_kind(row)] = LaunchKind(
+            row.target,
+            row.draft or (lambda: None),
+            fidelity_0523.recipe_algorithm(row),
+            kwargs_fn=recipe_kwargs,
+        )
+
+
+_register_recipe_launches()
+ENGINE_ROWS = tuple(row for row in ROWS if row.engine is not None)
+PLAN_KEYS = (
+    "tokens",
+    "max_running_requests",
+    "target_kv_bytes_per_token",
+    "draft_kv_bytes_per_token",
+    "budget_bytes",
+    "target_kv_pool_bytes",
+    "draft_kv_pool_bytes",
+    "draft_fixed_pool_bytes",
+)
+
+
+def _engine_params(stock_too: bool) -> list[Any]:
+    """Per Engine row: the suite's launch of the same checkpoints where CI has it (id: the row),
+    and the recipe's own flags on device cpu (slow; id ``<row>@recipe`` where CI has the
+    first), each marked with the launches it reads."""
+    params = []
+    for row in ENGINE_ROWS:
+        ci = CI_LAUNCH.get(row.key)
+        runs = []
+        if ci is not None and (ci[2] or not stock_too):
+            runs.append((ci[0], row.key, []))
+        recipe_id = f"{row.key}@recipe" if runs else row.key
+        runs.append((recipe_kind(row), recipe_id, [pytest.mark.slow]))
+        for kind, param_id, marks in runs:
+            keys = [(kind, True)] + ([(kind, False)] if stock_too else [])
+            params.append(
+                pytest.param(row, kind, id=param_id, marks=[*marks, pytest.mark.launches(*keys)])
+            )
+    return params
+
+
+def _blocked_params() -> list[Any]:
+    return [pytest.param(row, id=row.key) for row in ROWS if row.engine is None]
+
+
+@pytest.fixture(scope="module")
+def probe_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[dict]]:
+    """The probe, one run for the module, started in the background."""
+    with ThreadPoolExecutor(1) as pool:
+        yield pool.submit(
+            fidelity_0523.run_probe,
+            fidelity_0523.probe_request(),
+            tmp_path_factory.mktemp("probe0523"),
+        )
+
+
+@pytest.fixture(scope="module")
+def probe(probe_run: Future[dict]) -> dict[tuple[str, str], dict[str, Any]]:
+    return probe_run.result()
+
+
+def _results(probe: dict, row: Row) -> tuple[dict[str, Any], dict[str, Any]]:
+    on, off = probe[(row.key, "on")], probe[(row.key, "off")]
+    if row.refused is None:
+        for result in (on, off):
+            assert "error" not in result, result["error"]["traceback"]
+    return on, off
+
+
+def _skip_refused(row: Row) -> None:
+    if row.refused is not None:
+        pytest.skip(f"sglang 0.5.23 refuses this command: {row.refused} (checked in (a))")
+
+
+# --------------------------------------------------------------------------- Engine rows
+
+
+@pytest.mark.parametrize("row", _blocked_params())
+def test_rows_without_a_cpu_engine_say_why(row: Row) -> None:
+    assert row.engine_blocker, f"row {row.key}: no CPU Engine and no reason given"
+    pytest.skip(f"no CPU Engine: {row.engine_blocker}")
+
+
+def _draft_pools(run: Any) -> list[dict[str, Any]]:
+    return [p for p in run.report["kv_pool_buffers"] if p["role"] == "draft" and p.get("parts")]
+
+
+@pytest.mark.parametrize(("row", "kind"), _engine_params(stock_too=False))
+def test_c_draft_price_equals_what_its_pools_allocate(
+    engine_runs, probe_run: Future[dict], row: Row, kind: str
+) -> None:
+    """(The probe of (a)/(b) runs in the background from here on, beside the Engines.)"""
+    run = engine_runs(kind, True)
+    memory = run.memory
+    assert memory is not None, run.log[-3000:]
+    pools = _draft_pools(run)
+    assert pools, run.report["kv_pool_buffers"]
+    # Per (sub-)pool: bytes per token row, straight from the tensors. A part holds a slot per
+    # token of the target's full pool, or per token of its sliding-window pool (hybrid SWA
+    # drafts, sized by the target's split), or a fixed count (frozen-KV MTP's stand-in).
+    tokens = memory["tokens"]
+    swa_tokens = {
+        part["size"]
+        for p in run.report["kv_pool_buffers"]
+        if p["role"] == "target"
+        for part in p.get("parts", [])
+        if part["token_buffers"] and part["size"] != tokens
+    }
+    parts = [part for p in pools for part in p["parts"] if part["token_buffers"]]
+    for part in parts:
+        assert part["token_buffer_bytes"] % part["token_rows"] == 0, part
+    per_row = {
+        slot: sum(
+            part["token_buffer_bytes"] // part["token_rows"]
+            for part in parts
+            if _slot_kind(part["size"], tokens, swa_tokens) == slot
+        )
+        for slot in ("full", "swa", "fixed")
+    }
+    # Bytes: the token rows of the token-sized pools are what the budget charged per token;
+    # a fixed-size pool costs everything it holds (its pointer tables too), whatever the
+    # token count.
+    per_token_pools = sum(
+        part["token_buffer_bytes"]
+        for part in parts
+        if _slot_kind(part["size"], tokens, swa_tokens) != "fixed"
+    )
+    fixed = sum(
+        part["token_buffer_bytes"] + part["other_bytes"]
+        for part in parts
+        if _slot_kind(part["size"], tokens, swa_tokens) == "fixed"
+    )
+    assert per_token_pools + fixed > 0
+    assert per_token_pools == memory["draft_kv_pool_bytes"]
+    assert fixed == memory["draft_fixed_pool_bytes"]
+    (swa_size,) = swa_tokens or {0}
+    per_token = per_row["full"] + per_row["swa"] * swa_size / tokens
+    # The budget's price per token of the target's pool, to the byte it reports.
+    assert abs(memory["draft_kv_bytes_per_token"] - per_token) < 1, (per_row, per_token)
+    print(f"{row.key}: draft pools {per_token_pools} + {fixed} fixed B, {per_row} B per slot")
+
+
+def _slot_kind(size: int, tokens: int, swa_tokens: set[int]) -> str:
+    if size == tokens:
+        return "full"
+    return "swa" if size in swa_tokens else "fixed"
+
+
+@pytest.mark.parametrize(("row", "kind"), _engine_params(stock_too=False))
+def test_d_engine_fills_the_budget(engine_runs, row: Row, kind: str) -> None:
+    run = engine_runs(kind, True)
+    memory = run.memory
+    assert memory is not None, run.log[-3000:]
+    fraction = launch_kwargs(kind)["mem_fraction_static"]
+    budget = int(fraction * run.pre_load_free_bytes)
+    assert memory["budget_bytes"] == budget
+    # Weights as SGLang measured them when it profiled, plus every pool's token buffers as
+    # allocated (from the tensors), plus the draft's per-request rows (multi-layer EAGLE).
+    pools = sum(p.get("token_buffer_bytes", 0) for p in run.report["kv_pool_buffers"])
+    used = run.resident_at_profile + pools + memory.get("draft_request_bytes", 0)
+    assert 0.995 <= used / budget <= 1, (used, budget)
+
+
+PLANNER_CRASH = (
+    "sglang-specinit plan crashes in the 0.5.23 environment (planner/plan.py passes 0.5.13's "
+    "compute_dp_attention_world_info arguments; issue 15, being fixed): only a crash is "
+    "expected here, a plan that differs from the server fails"
+)
+
+
+@pytest.mark.xfail(raises=fidelity_0523.PlannerCrash, strict=True, reason=PLANNER_CRASH)
+@pytest.mark.parametrize(("row", "kind"), _engine_params(stock_too=False))
+def test_d_plan_equals_server(engine_runs, row: Row, kind: str) -> None:
+    run = engine_runs(kind, True)
+    planned = fidelity_0523.plan_for_server(
+        row, launch_kwargs(kind), run.memory, DEFAULT_CAPACITY_BYTES
+    )
+    differing = {
+        key: (planned[key], run.memory[key])
+        for key in PLAN_KEYS
+        if planned.get(key) != run.memory.get(key)
+    }
+    assert differing == {}
+
+
+def launch_kwargs(kind: str) -> dict[str, Any]:
+    """The Engine kwargs :mod:`harness.launch_0_5_23` started ``kind`` with."""
+    from harness.engine import cpu_engine_kwargs
+
+    spec = KINDS[kind]
+    return cpu_engine_kwargs(
+        spec.target(),
+        draft_model_path=spec.draft(),
+        algorithm=spec.algorithm,
+        **{
+            "mem_fraction_static": 0.5,
+            **spec.engine_kwargs,
+            **(spec.kwargs_fn() if spec.kwargs_fn else {}),
+        },
+    )
+
+
+@pytest.mark.parametrize(("row", "kind"), _engine_params(stock_too=True))
+def test_e_every_tensor_equals_stock_after_init(engine_runs, row: Row, kind: str) -> None:
+    ours, stock = engine_runs(kind, True), engine_runs(kind, False)
+    assert ours.report["specinit_loaded"] and not stock.report["specinit_loaded"]
+    mine, theirs = ours.report["tensors"], stock.report["tensors"]
+    differing = {
+        name: (mine.get(name), theirs.get(name))
+        for name in sorted(set(mine) | set(theirs))
+        if mine.get(name) != theirs.get(name)
+    }
+    assert differing == {}
+    # What was compared: both models, and (where the draft binds them) the draft tensors stock
+    # shares with the target, so an early binding that bound something else would differ.
+    assert any(n.startswith("target/") for n in theirs)
+    assert any(n.startswith("draft") for n in theirs)
+    shared = sorted(
+        n for n, t in theirs.items() if n.startswith("draft") and t["owner"].startswith("target/")
+    )
+    print(f"{row.key}: {len(theirs)} tensors equal; shared with the target: {shared}")
+
+
+# --------------------------------------------------------------------------- (a)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.key for row in ROWS])
+def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
+    on, off = _results(probe, row)
+    if row.refused is not None:
+        assert on["error"]["step"] == off["error"]["step"] == "ServerArgs"
+        assert (on["error"]["type"], on["error"]["message"]) == (
+            off["error"]["type"],
+            off["error"]["message"],
+        )
+        assert row.refused in on["error"]["message"]
+        return
+    assert fidelity_0523.server_args_differences(on, off) == {}
+    assert fidelity_0523.server_args_differences(on, off, "server_args_input") == {}
+    assert on["env_set_by_server_args"] == off["env_set_by_server_args"]
+    # What was compared includes what the device decides: the graph batch lists and the
+    # fraction (automatic where the recipe gives none) as resolved for the H100 double.
+    graphs = off["server_args"]["cuda_graph_config"]
+    assert graphs["decode"]["bs"] and graphs["prefill"]["bs"], graphs
+    assert 0 < off["server_args"]["mem_fraction_static"] < 1
+
+
+# --------------------------------------------------------------------------- (b)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.key for row in ROWS])
+def test_b_target_config_equal_stock_when_its_pool_is_sized(probe: dict, row: Row) -> None:
+    _skip_refused(row)
+    on, off = _results(probe, row)
+    stock = off["target_before_draft"]
+    assert snapshot_differences(on["target_before_draft"], stock) == []
+    if "draft" not in off:  # no draft model (NGRAM)
+        assert "draft" not in on
+        return
+    # At pool sizing (both workers built): the target and the scheduler's copy as stock has
+    # them, and the draft config built as stock builds it.
+    assert snapshot_differences(on["target_after_draft"], off["target_after_draft"]) == []
+    assert snapshot_differences(on["scheduler_after_draft"], off["scheduler_after_draft"]) == []
+    assert snapshot_differences(on["draft"], off["draft"]) == []
+    assert on["draft_model_path_used"] == off["draft_model_path_used"]
+    # Stock 0.5.23 itself leaves the target's config as it was before the draft was built.
+    assert snapshot_differences(off["target_after_draft"], stock) == []
+    # Control: the draft's config is its own object and differs from the target's, so a draft
+    # build that rewrote a shared config would show in the comparisons above.
+    for result in (on, off):
+        assert not result["draft_shares_hf_config_with_target"]
+    assert any(d.startswith("hf_config.") for d in snapshot_differences(off["draft"], stock))
+    if row.pathless:
+        # A path-less MTP draft is read from the target's own checkpoint and gets the NextN
+        # architecture: what a shared config would have written into the target.
+        assert off["draft_model_path_used"] == stock["attributes"]["model_path"]
+        assert off["draft"]["hf_config"]["architectures"] != stock["hf_config"]["architectures"]
