@@ -8,9 +8,12 @@ every other step of SGLang's own sizing and swaps only that division: the free-m
 and its checks (``_profile_available_bytes``: slack, multimodal and mamba reservations, the
 "weights leave no memory" error), the user cap and PP sync (``_apply_token_constraints``),
 the pool split (``calculate_pool_sizes_from_max_tokens``) and ``resolve_max_num_reqs``. The
-token count comes from ``budget.plan_pools``, the function the offline planner runs, with the
-draft's pools priced at their own geometry and dtype, each pool's padding page and the draft's
-fixed and per-request buffers counted. The hook acts only while the scheduler hook
+token count comes from ``budget.plan_pools``, the function the offline planner runs, with
+every pool priced by building it with 0.5.23's own pool code at tiny sizes (:mod:`.pool_probe`:
+the target's pool, each draft runner's at its own geometry and dtype, replicated across DCP
+ranks where 0.5.23 replicates it, the frozen-KV stand-in), each pool's padding page and the
+draft's per-request buffers counted. A pool that cannot be priced so keeps stock sizing, with
+one WARNING. The hook acts only while the scheduler hook
 (:mod:`.scheduler`) has a sizing active for this process's target; otherwise it is stock.
 """
 
@@ -30,7 +33,6 @@ from sglang_specinit.budget import (
     DraftSpec,
     KVSpec,
     PoolPlan,
-    kv_pool_bytes,
     page_ceil,
     plan_pools,
 )
@@ -41,7 +43,7 @@ from sglang_specinit.live_sizing import (
     budget_error_message,
     storage_bytes,
 )
-from sglang_specinit.sglang_0_5_23.draft_pricing import draft_pool_spec, runner_kv_spec
+from sglang_specinit.sglang_0_5_23 import pool_probe
 
 logger = logging.getLogger(__name__)
 
@@ -101,11 +103,57 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
             reason,
         )
         return original(self, pre_model_load_memory)
-    return _resolve(self, configurator, sizing, pre_model_load_memory)
+    try:
+        # Priced before free memory is profiled: the probe pools are gone by then.
+        prices = price_pools(self, sizing)
+    except Exception as exc:  # any pool 0.5.23 cannot build tiny is not ours to size
+        logger.warning(
+            "[specinit] stock sglang 0.5.23 KV sizing (draft priced at the target's geometry): "
+            "the pools of this launch could not be priced by building them (%s: %s)",
+            type(exc).__name__,
+            exc,
+        )
+        return original(self, pre_model_load_memory)
+    return _resolve(self, configurator, sizing, pre_model_load_memory, prices)
+
+
+Prices = tuple[KVSpec, tuple[KVSpec, ...], int]
+
+
+def price_configurators(
+    target: Any, pool_drafts: list[Any], fixed_drafts: list[tuple[Any, int]]
+) -> Prices:
+    """(target pool, draft pools, draft fixed-pool bytes), each priced by building it with
+    0.5.23's own pool code at tiny sizes (:mod:`.pool_probe`), per target row, for whatever
+    layout this launch allocates (DSA index-K, FP8 scales, DCP-replicated drafts ...).
+
+    ``target`` / ``pool_drafts`` are configurators; ``fixed_drafts`` pairs a configurator with
+    the fixed token count its pool gets (frozen-KV MTP's stand-in)."""
+    split = pool_probe.target_split(target)
+    return (
+        pool_probe.measure_configurator(target, split),
+        tuple(pool_probe.measure_configurator(kvc, split) for kvc in pool_drafts),
+        sum(pool_probe.fixed_pool_bytes(kvc, tokens) for kvc, tokens in fixed_drafts),
+    )
+
+
+def price_pools(kvc: Any, sizing: TargetSizing) -> Prices:
+    """:func:`price_configurators` for this launch: the target's configurator and one built
+    for each draft runner the way its ``alloc_memory_pool`` will build it."""
+    described = sizing.draft
+    return price_configurators(
+        kvc,
+        [pool_probe.draft_configurator(r) for r in described.pool_runners],
+        [(pool_probe.draft_configurator(r), tokens) for r, tokens in described.fixed_pools],
+    )
 
 
 def build_inputs(
-    kvc: Any, sizing: TargetSizing, pre_model_load_memory: float, available_bytes: int
+    kvc: Any,
+    sizing: TargetSizing,
+    pre_model_load_memory: float,
+    available_bytes: int,
+    prices: Prices,
 ) -> BudgetInputs:
     """The budget model's inputs, read from the live target configurator and draft runners."""
     from sglang.srt.runtime_context import get_schedule
@@ -113,11 +161,9 @@ def build_inputs(
     schedule = get_schedule()
     pre_load_free_bytes = int(pre_model_load_memory * GIB)
     f = schedule.mem_fraction_static
-    page_size = schedule.page_size
     target_storages = storage_bytes([kvc.model])
-    target_kv = runner_kv_spec(kvc)
+    target_kv, sizing.draft_pools, fixed_bytes = prices
     described = sizing.draft
-    sizing.draft_pools = tuple(draft_pool_spec(r, target_kv) for r in described.pool_runners)
     d = kvc.spec_aux_config.eagle_draft_num_layers
     sizing.upstream_reserved_layers = int(d) if d is not None and int(d) > 0 else 0
     draft = DraftSpec(
@@ -127,10 +173,7 @@ def build_inputs(
             storage_bytes([r.model for r in described.weight_runners], target_storages).values()
         ),
         bytes_per_request=described.bytes_per_request,
-        fixed_bytes=sum(
-            kv_pool_bytes(runner_kv_spec(r), tokens, page_size)
-            for r, tokens in described.fixed_pools
-        ),
+        fixed_bytes=fixed_bytes,
         shared_weight_bytes=sizing.stock_duplicate_bytes,
         upstream_reserved_layers=sizing.upstream_reserved_layers,
     )
@@ -139,7 +182,7 @@ def build_inputs(
         mem_fraction_static=f,
         target_kv=target_kv,
         target_weight_bytes=sum(target_storages.values()),
-        page_size=page_size,
+        page_size=schedule.page_size,
         context_len=kvc.model_config.context_len,
         draft=draft,
         max_total_tokens=schedule.max_total_tokens,
@@ -152,12 +195,16 @@ def build_inputs(
 
 
 def _resolve(
-    kvc: Any, configurator: Any, sizing: TargetSizing, pre_model_load_memory: float
+    kvc: Any,
+    configurator: Any,
+    sizing: TargetSizing,
+    pre_model_load_memory: float,
+    prices: Prices,
 ) -> Any:
     from sglang.srt.runtime_context import get_schedule
 
     available_bytes = kvc._profile_available_bytes(pre_model_load_memory)
-    inputs = build_inputs(kvc, sizing, pre_model_load_memory, available_bytes)
+    inputs = build_inputs(kvc, sizing, pre_model_load_memory, available_bytes, prices)
     plan = plan_pools(inputs)
     sizing.inputs, sizing.plan = inputs, plan
     if plan.tokens < page_ceil(MIN_SERVABLE_TOKENS, inputs.page_size):
@@ -184,6 +231,9 @@ REQUIRES = (
     Requires(MODULE, "KVCacheConfigurator._apply_token_constraints"),
     Requires(MODULE, "KVCacheConfigurator.resolve_max_num_reqs"),
     Requires(MODULE, "KVCacheConfigurator.fused_entry_bytes"),
+    Requires(MODULE, "KVCacheConfigurator._derive_pool_sizes"),
+    Requires(MODULE, "KVCacheConfigurator._init_pools"),
+    Requires("sglang.srt.model_executor.model_runner", "ModelRunner.init_kv_cache_configurator"),
     Requires(POOL_CONFIGURATOR, "create_memory_pool_configurator"),
     Requires(POOL_CONFIGURATOR, "DefaultPoolConfigurator.calculate_pool_sizes_from_max_tokens"),
     Requires(POOL_CONFIGURATOR, "HybridSWAPoolConfigurator.calculate_pool_sizes_from_max_tokens"),

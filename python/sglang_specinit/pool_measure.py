@@ -1,0 +1,153 @@
+"""Price a KV pool by building it with SGLang's own pool code at tiny sizes (every adapter).
+
+One source of truth for pool bytes: whatever pool class SGLang picks for a runner (MHA/GQA,
+MLA, DSA with its FP8 layout and index-K buffer, FP4 with scales, hybrid SWA, the one
+full-attention layer of a mamba/GDN draft, a draft replicated across decode-context-parallel
+ranks, any KV dtype), the bytes of the tensors it allocates are read back, never derived from
+a parallel geometry table. Each release adapter supplies one callable that builds the pools
+at a given (full, sliding-window) token count with that release's own methods and returns
+the storages the KV pool owns (:func:`kv_pool_storages`); this module builds at a few sizes
+and solves the linear price. A KV pool's bytes are linear in its token counts, so four
+builds give the exact bytes per full-attention token, per sliding-window token and the
+fixed part (padding pages, page-granular index buffers).
+
+Storages whose size does not follow the token counts (pointer and stride tables of a few
+hundred bytes) are bookkeeping, not price: SGLang leaves them to the ``1 - f`` share, and so
+does the plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from sglang_specinit.budget import BudgetError, MeasuredKVSpec
+
+# Token counts are multiples of the page size: every pool class allocates whole pages.
+PROBE_PAGES = (2, 4)
+# Request slots of the probe pools (request-sized buffers are not part of the KV price).
+PROBE_REQUESTS = 1
+
+_POOL_MODULE_PREFIX = "sglang.srt.mem_cache"
+
+# (full tokens, sliding-window tokens) -> {storage path: bytes} of the pool built at them.
+PoolBuilder = Callable[[int, int], dict[str, int]]
+
+
+def _reachable(
+    roots: Iterable[Any], stop_at: set[int]
+) -> tuple[dict[str, tuple[int, int]], set[int]]:
+    """({path: (data_ptr, bytes)} of every tensor storage, ids of every pool object) reachable
+    from ``roots``: attributes, lists, tuples and dicts, descending only into SGLang
+    memory-pool objects (``sglang.srt.mem_cache``), so references to runners or models are
+    never followed; objects whose id is in ``stop_at`` are not entered. Paths
+    (``.full_kv_pool.k_buffer.3``) name the same buffer in pools built at different sizes."""
+    import torch
+
+    storages: dict[str, tuple[int, int]] = {}
+    pools: set[int] = set()
+    seen = set(stop_at)
+    stack: list[tuple[str, Any]] = [("", root) for root in roots]
+    while stack:
+        path, value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, torch.Tensor):
+            storage = value.untyped_storage()
+            storages[path] = (storage.data_ptr(), storage.nbytes())
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{path}.{i}", v) for i, v in enumerate(value))
+        elif isinstance(value, dict):
+            stack.extend((f"{path}.{k}", v) for k, v in value.items())
+        elif type(value).__module__.startswith(_POOL_MODULE_PREFIX):
+            pools.add(id(value))
+            stack.extend((f"{path}.{k}", v) for k, v in _fields(value))
+    return storages, pools
+
+
+def _fields(value: Any) -> list[tuple[str, Any]]:
+    """An object's attributes, from ``__dict__`` and ``__slots__`` alike."""
+    fields = dict(vars(value)) if hasattr(value, "__dict__") else {}
+    for cls in type(value).__mro__:
+        for name in getattr(cls, "__slots__", ()):
+            if name not in fields and hasattr(value, name):
+                fields[name] = getattr(value, name)
+    return list(fields.items())
+
+
+def kv_pool_storages(kv_pool: Any, req_to_token_pool: Any, allocator: Any) -> dict[str, int]:
+    """{path: bytes} of the storages ``kv_pool`` owns: not what the request pool (mamba state)
+    or the token allocator (free lists, the full-to-SWA index map) own, which are sized
+    elsewhere (and a draft shares the target's)."""
+    kv, pool_objects = _reachable([kv_pool], set())
+    others = {ptr for ptr, _ in _reachable([req_to_token_pool], set())[0].values()}
+    others |= {ptr for ptr, _ in _reachable([allocator], pool_objects)[0].values()}
+    # Views of one storage (0.5.23 keeps K and V of a layer in one allocation) count once,
+    # under the first path that reaches it, so paths stay comparable across builds.
+    owned: dict[int, tuple[str, int]] = {}
+    for path, (ptr, size) in sorted(kv.items()):
+        if ptr not in others and ptr not in owned:
+            owned[ptr] = (path, size)
+    return dict(owned.values())
+
+
+@contextlib.contextmanager
+def pool_logs_quiet() -> Iterator[None]:
+    """The pool classes log each allocation at INFO; the probe's are noise."""
+    pool_logger = logging.getLogger(_POOL_MODULE_PREFIX)
+    level = pool_logger.level
+    pool_logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        pool_logger.setLevel(level)
+
+
+def model_name(model_config: Any) -> str:
+    """The architecture a pool belongs to, for messages (``LlamaForCausalLM``)."""
+    architectures = getattr(getattr(model_config, "hf_config", None), "architectures", None)
+    return architectures[0] if architectures else type(model_config).__name__
+
+
+def measure_linear(
+    build: PoolBuilder,
+    page_size: int,
+    what: str,
+    swa_full_tokens_ratio: float = 1.0,
+    ratio_applies: bool = False,
+) -> MeasuredKVSpec:
+    """The pool ``build`` makes, priced from four builds at tiny (full, SWA) token counts.
+
+    ``what`` names the pool in the error raised when its bytes are not linear in the token
+    counts (then it cannot be priced, and the launch must not be sized from a guess).
+    """
+    small, large = (pages * page_size for pages in PROBE_PAGES)
+    with pool_logs_quiet():
+        builds = [
+            build(full, swa)
+            for full, swa in ((small, small), (large, small), (small, large), (large, large))
+        ]
+    gc.collect()
+    paths = set().union(*builds)
+    scaling = {p for p in paths if len({b.get(p, 0) for b in builds}) > 1}
+    base, more_full, more_swa, more_both = (sum(b.get(p, 0) for p in scaling) for b in builds)
+    step = large - small
+    full_bytes, full_rest = divmod(more_full - base, step)
+    swa_bytes, swa_rest = divmod(more_swa - base, step)
+    if full_rest or swa_rest or more_both - base != (more_full - base) + (more_swa - base):
+        raise BudgetError(
+            f"sglang-specinit: the KV pool of {what} does not grow linearly with its token "
+            f"counts ({base}, {more_full}, {more_swa}, {more_both} B at {small}/{large} "
+            "tokens), so it cannot be priced; set SGLANG_SPECINIT_DISABLE=1"
+        )
+    return MeasuredKVSpec(
+        full_bytes_per_token=full_bytes,
+        swa_bytes_per_token=swa_bytes,
+        fixed_bytes=base - full_bytes * small - swa_bytes * small,
+        swa_full_tokens_ratio=swa_full_tokens_ratio,
+        ratio_applies=ratio_applies,
+    )

@@ -1,0 +1,146 @@
+"""sglang 0.5.23: a ``KVCacheConfigurator`` for a model whose weights were never loaded.
+
+TEST DOUBLE (the 0.5.23 counterpart of :mod:`harness.unloaded_runner`). Published 8B-700B
+configs cannot be loaded here, but which pools 0.5.23 builds, and how large, depends only on
+the fields its ``KVCacheConfigurator`` holds, not on the weights. :func:`published_layout`
+publishes the launch's ``ServerArgs`` as a scheduler does (``runtime_context.publish``: TP,
+attention DP, decode context parallel, page size ... as SGLang derives them) and
+:func:`unloaded_configurator` fills the configurator's fields the way
+``ModelRunner.init_kv_cache_configurator`` does, each from SGLang's own function where
+0.5.23 has one (``ModelConfig.from_server_args``, ``resolve_layer_indices``,
+``resolve_spec_aux_hidden_state_config``, ``kv_cache_dtype.configure_kv_cache_dtype``,
+``resolve_sliding_window_size``); ``model`` is None (only FP4 scale loading reads it). The
+pool classes, their sizes and the configurators' cells are then SGLang's own.
+
+Runs in the 0.5.23 environment with ``SGLANG_USE_CPU_ENGINE=1`` (pools allocate on cpu).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Layout:
+    """One published launch: its ServerArgs and the configurators of target and draft."""
+
+    server_args: Any
+    target: Any
+    drafts: list[Any]
+
+
+def model_config_of(server_args: Any, is_draft: bool) -> Any:
+    """The ModelConfig a target / draft TpModelWorker builds (``_init_model_config``)."""
+    from sglang.srt.configs.model_config import ModelConfig
+
+    return ModelConfig.from_server_args(
+        server_args,
+        model_path=(
+            server_args.speculative_draft_model_path if is_draft else server_args.model_path
+        ),
+        is_draft_model=is_draft,
+    )
+
+
+def unloaded_configurator(
+    server_args: Any,
+    model_config: Any,
+    *,
+    is_draft: bool,
+    draft_model_idx: int | None = None,
+) -> Any:
+    """The configurator ``ModelRunner.init_kv_cache_configurator`` would build (no weights)."""
+    from sglang.srt.configs.model_config import AttentionArch
+    from sglang.srt.mem_cache import kv_cache_dtype
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang.srt.model_executor.model_runner_components.layer_setup import (
+        resolve_layer_indices,
+    )
+    from sglang.srt.model_executor.model_runner_components.load_model_utils import (
+        resolve_sliding_window_size,
+    )
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
+        resolve_spec_aux_hidden_state_config,
+    )
+    from sglang.srt.runtime_context import get_model, get_parallel, get_schedule, get_spec
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    spec_algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
+    dtype_str, kv_dtype = kv_cache_dtype.configure_kv_cache_dtype(
+        server_args_kv_cache_dtype=get_model().kv_cache_dtype,
+        model=None,
+        model_dtype=model_config.dtype,
+        is_draft_worker=is_draft,
+        is_dflash=spec_algorithm.is_dflash_family(),
+        speculative_draft_attention_backend=server_args.speculative_draft_attention_backend,
+        speculative_draft_kv_cache_dtype=get_spec().speculative_draft_kv_cache_dtype,
+    )
+    return KVCacheConfigurator(
+        device=server_args.device,
+        gpu_id=0,
+        attn_dp_size=get_parallel().attn_dp_size,
+        pp_size=1,
+        pp_group=None,
+        model=None,
+        model_config=model_config,
+        server_args=server_args,
+        kv_cache_dtype=kv_dtype,
+        kv_cache_dtype_str=dtype_str if dtype_str is not None else get_model().kv_cache_dtype,
+        model_dtype=model_config.dtype,
+        page_size=get_schedule().page_size,
+        sliding_window_size=resolve_sliding_window_size(None, model_config),
+        spec_algorithm=spec_algorithm,
+        is_draft_worker=is_draft,
+        post_capture_kv_active=False,
+        spec_aux_config=resolve_spec_aux_hidden_state_config(
+            server_args=server_args,
+            model_config=model_config,
+            spec_algorithm=spec_algorithm,
+            is_draft_worker=is_draft,
+        ),
+        draft_parallel_layout=None,
+        is_hybrid_swa=model_config.is_hybrid_swa,
+        is_hybrid_swa_compress=model_config.is_hybrid_swa_compress,
+        use_mla_backend=model_config.attention_arch == AttentionArch.MLA,
+        layer_info=resolve_layer_indices(
+            model=None,
+            model_config=model_config,
+            is_draft_worker=is_draft,
+            draft_model_idx=draft_model_idx,
+        ),
+        forward_stream=None,
+        req_to_token_pool=None,
+        token_to_kv_pool_allocator=None,
+        memory_pool_config=None,
+        draft_model_idx=draft_model_idx,
+    )
+
+
+def published_layout(draft_runners: int = 1, **server_args: Any) -> Layout:
+    """Publish a launch's ServerArgs (rank 0) and build its target and draft configurators.
+
+    ``draft_runners`` > 1 builds one draft configurator per multi-layer EAGLE runner
+    (``draft_model_idx`` 0..n-1), as ``MultiLayerEagleDraftWorker`` builds one runner each.
+    """
+    from sglang.srt import runtime_context
+    from sglang.srt.server_args import ServerArgs
+
+    server_args.setdefault("device", "cpu")
+    server_args.setdefault("skip_tokenizer_init", True)
+    args = ServerArgs(**server_args)
+    runtime_context.publish(args, role="scheduler", ranks=runtime_context.SpawnRanks(0, None, 0))
+    target = unloaded_configurator(args, model_config_of(args, False), is_draft=False)
+    drafts = []
+    if args.speculative_algorithm not in (None, "NGRAM"):
+        draft_config = model_config_of(args, True)
+        drafts = [
+            unloaded_configurator(
+                args,
+                draft_config,
+                is_draft=True,
+                draft_model_idx=i if draft_runners > 1 else None,
+            )
+            for i in range(draft_runners)
+        ]
+    return Layout(args, target, drafts)

@@ -1,0 +1,539 @@
+"""Never worse than stock 0.5.23, over a layout matrix of published launches.
+
+For each cell (a published target/draft pair at one parallel layout and KV dtype) the target's
+and each draft runner's ``KVCacheConfigurator`` are built as 0.5.23 builds them
+(:mod:`harness.unloaded_configurator`, a named test double for the weights that cannot be
+loaded here) and priced by the plugin's own runtime function
+(``runtime_budget.price_configurators``: SGLang's pool code at tiny sizes). Against that:
+
+* every price is what the pool allocates at a third size, built by SGLang's ``_init_pools``;
+* stock's reserve is SGLang's own configurator cell (``create_memory_pool_configurator``), and
+  stock's token count SGLang's own ``calculate_pool_sizes`` on stock's budget (duplicate
+  embed/lm_head resident, as 0.5.23 profiles);
+* the plugin's plan (``budget.plan_pools``, what the runtime runs) stays within
+  ``f x free`` and fills it to within one page of every pool;
+* where stock's allocation fits the budget, the plugin serves at least as many tokens;
+  where it does not, the plugin still fits.
+
+Weights per rank are the checkpoint bytes over the TP size (an input of the arithmetic: the
+prices are what the matrix checks). No Engine is started; ~1 min in all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from harness.published_configs import EXAMPLES, dsa_config_dir, qwen3_next_config_dir
+
+GIB = 1 << 30
+# Sizes every price is checked at, built directly (the probe builds 2 and 4 pages).
+PAGES_CHECKED = (5, 10)  # x 0.8 (the default SWA ratio) stays whole
+# Constant pointer / stride tables of a pool: not part of its price (SGLang leaves them to
+# the 1 - f share); a few hundred bytes per layer group.
+BOOKKEEPING_BYTES = 16 << 10
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Per-rank bytes: the target's, the draft's own (after binding), the draft tensors that
+    duplicate the target's until 0.5.23 binds them (resident while stock profiles)."""
+
+    target: int
+    draft: int
+    duplicates: int
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    # ServerArgs keyword arguments; values that are callables of a scratch dir are resolved.
+    args: dict[str, Any]
+    weights: Callable[[int], Weights]
+    device_gib: float = 140.0
+    mem_fraction_static: float = 0.85
+    draft_runners: int = 1
+    fixed_pool_tokens: int | None = None  # frozen-KV MTP: its stand-in pool
+    # SM 9.0 (H100/H200): what SGLang's DSA defaults ask of the device (test double).
+    capability: tuple[int, int] = (9, 0)
+    notes: str = ""
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _size(example: str, role: str) -> dict[str, Any]:
+    return json.loads((EXAMPLES / example / role / "weights-size.json").read_text())
+
+
+def _example_weights(example: str, tp: int, shared: tuple[str, ...]) -> Callable[[int], Weights]:
+    """Checkpoint bytes / TP; ``shared`` names the draft tensors 0.5.23 binds to the target's."""
+
+    def weights(_: int) -> Weights:
+        target = _size(example, "target")["total_bytes"]
+        draft = _size(example, "draft")
+        dup = sum(draft["tensors"].get(name, 0) for name in shared)
+        return Weights(target // tp, (draft["total_bytes"] - dup) // tp, dup // tp)
+
+    return weights
+
+
+def _deepseek_mtp_weights(tp: int, attn_tp: int | None = None) -> Callable[[int], Weights]:
+    def weights(_: int) -> Weights:
+        size = _size("deepseek-v3-mtp", "target")
+        mtp = size["groups"]["model.layers.61."]
+        dup = (
+            size["tensors"]["model.layers.61.embed_tokens.weight"]
+            + size["tensors"]["model.layers.61.shared_head.head.weight"]
+        )
+        return Weights((size["total_bytes"] - mtp) // tp, (mtp - dup) // tp, dup // tp)
+
+    return weights
+
+
+def _tiny_weights(_: int) -> Weights:
+    return Weights(8 << 20, 2 << 20, 4 << 20)
+
+
+def _nnpl0_draft(tmp: Path) -> str:
+    draft = tmp / "eagle3-nnpl0"
+    shutil.copytree(EXAMPLES / "llama31-8b-eagle3" / "draft", draft, dirs_exist_ok=True)
+    config = json.loads((draft / "config.json").read_text())
+    config["num_nextn_predict_layers"] = 0
+    (draft / "config.json").write_text(json.dumps(config))
+    return str(draft)
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _ex(example: str, role: str) -> Callable[[Path], str]:
+    return lambda tmp: str(EXAMPLES / example / role)
+
+
+SPEC_CHAIN = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
+DEEPSEEK_MTP = {
+    "model_path": _ex("deepseek-v3-mtp", "target"),
+    "speculative_algorithm": "EAGLE",
+    "speculative_num_draft_tokens": 4,
+    "trust_remote_code": True,
+    **SPEC_CHAIN,
+}
+LLAMA_EAGLE3 = {
+    "model_path": _ex("llama31-8b-eagle3", "target"),
+    "speculative_draft_model_path": _ex("llama31-8b-eagle3", "draft"),
+    "speculative_algorithm": "EAGLE3",
+    "speculative_num_draft_tokens": 4,
+    **SPEC_CHAIN,
+}
+DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(_mkdir(tmp / "dsa")))}
+
+CELLS = [
+    Cell(
+        "llama31-8b+eagle3 (GQA, draft geometry of its own), TP 1",
+        LLAMA_EAGLE3,
+        _example_weights("llama31-8b-eagle3", 1, ("model.embed_tokens.weight",)),
+        device_gib=79.0,
+        tags=("eagle3",),
+    ),
+    Cell(
+        "llama31-8b+eagle3, num_nextn_predict_layers 0, TP 1",
+        {**LLAMA_EAGLE3, "speculative_draft_model_path": _nnpl0_draft},
+        _example_weights("llama31-8b-eagle3", 1, ("model.embed_tokens.weight",)),
+        device_gib=79.0,
+        tags=("nnpl0",),
+    ),
+    Cell(
+        "llama31-70b+eagle (GQA), TP 4",
+        {
+            "model_path": _ex("llama31-70b-eagle-tp4", "target"),
+            "speculative_draft_model_path": _ex("llama31-70b-eagle-tp4", "draft"),
+            "speculative_algorithm": "EAGLE",
+            "speculative_num_draft_tokens": 4,
+            "tp_size": 4,
+            **SPEC_CHAIN,
+        },
+        _example_weights(
+            "llama31-70b-eagle-tp4", 4, ("model.embed_tokens.weight", "lm_head.weight")
+        ),
+        device_gib=79.0,
+    ),
+    Cell(
+        "qwen3-moe+eagle3 (GQA MoE), TP 4",
+        {
+            "model_path": _ex("qwen3-moe-eagle3", "target"),
+            "speculative_draft_model_path": _ex("qwen3-moe-eagle3", "draft"),
+            "speculative_algorithm": "EAGLE3",
+            "speculative_num_draft_tokens": 4,
+            "tp_size": 4,
+            **SPEC_CHAIN,
+        },
+        _example_weights("qwen3-moe-eagle3", 4, ("model.embed_tokens.weight",)),
+    ),
+    Cell(
+        "gpt-oss-20b+eagle3 (hybrid SWA target), TP 1",
+        {
+            "model_path": _ex("gpt-oss-20b-eagle3", "target"),
+            "speculative_draft_model_path": _ex("gpt-oss-20b-eagle3", "draft"),
+            "speculative_algorithm": "EAGLE3",
+            "speculative_num_draft_tokens": 4,
+            "attention_backend": "triton",
+            **SPEC_CHAIN,
+        },
+        _example_weights("gpt-oss-20b-eagle3", 1, ("model.embed_tokens.weight",)),
+        device_gib=79.0,
+        tags=("swa",),
+    ),
+    Cell(
+        "deepseek-v3 MTP, no draft path (MLA bf16), TP 8, page 64",
+        {**DEEPSEEK_MTP, "tp_size": 8, "page_size": 64},
+        _deepseek_mtp_weights(8),
+        tags=("mla",),
+    ),
+    Cell(
+        "deepseek-v3 MTP, dp-attention (dp 8 x tp 8)",
+        {**DEEPSEEK_MTP, "tp_size": 8, "dp_size": 8, "enable_dp_attention": True},
+        _deepseek_mtp_weights(8),
+        tags=("dp-attention",),
+    ),
+    Cell(
+        "deepseek-r1/v3 MTP, TP 8 DCP 8 (dense MLA, #39799)",
+        {**DEEPSEEK_MTP, "tp_size": 8, "dcp_size": 8},
+        _deepseek_mtp_weights(8),
+        tags=("dcp-dense",),
+    ),
+    Cell(
+        "deepseek-v3.2 MTP (DSA bf16), TP 8",
+        {**DSA_MTP, "tp_size": 8, "kv_cache_dtype": "bfloat16"},
+        _deepseek_mtp_weights(8),
+        tags=("dsa",),
+    ),
+    Cell(
+        "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8",
+        {**DSA_MTP, "tp_size": 8, "kv_cache_dtype": "fp8_e4m3"},
+        _deepseek_mtp_weights(8),
+        tags=("dsa-fp8",),
+    ),
+    Cell(
+        "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8 DCP 8",
+        {**DSA_MTP, "tp_size": 8, "dcp_size": 8, "kv_cache_dtype": "fp8_e4m3"},
+        _deepseek_mtp_weights(8),
+        tags=("dsa-dcp",),
+    ),
+    Cell(
+        "qwen3-next NEXTN, no draft path (hybrid GDN), TP 4",
+        {
+            "model_path": lambda tmp: str(qwen3_next_config_dir(_mkdir(tmp / "qwen3-next"))),
+            "speculative_algorithm": "NEXTN",
+            "speculative_num_draft_tokens": 4,
+            "disable_radix_cache": True,
+            "tp_size": 4,
+            **SPEC_CHAIN,
+        },
+        lambda _: Weights(40 * GIB, 700 << 20, 600 << 20),
+        tags=("gdn-pathless",),
+        notes="weights: 80B checkpoint / 4, one MTP block",
+    ),
+    Cell(
+        "MiMo-V2 multi-layer EAGLE (tiny config), 3 runners",
+        {
+            "model_path": lambda tmp: str(_tiny("mimo")),
+            "speculative_algorithm": "EAGLE",
+            "speculative_num_draft_tokens": 4,
+            "trust_remote_code": True,
+            **SPEC_CHAIN,
+        },
+        _tiny_weights,
+        device_gib=0.25,
+        mem_fraction_static=0.5,
+        draft_runners=3,
+        tags=("multi-layer",),
+    ),
+    Cell(
+        "Gemma 4 + assistant, FROZEN_KV_MTP (tiny config)",
+        {
+            "model_path": lambda tmp: str(_tiny("gemma4-target")),
+            "speculative_draft_model_path": lambda tmp: str(_tiny("gemma4-assistant")),
+            "speculative_algorithm": "EAGLE",
+            "speculative_num_draft_tokens": 4,
+            "attention_backend": "triton",
+            **SPEC_CHAIN,
+        },
+        _tiny_weights,
+        device_gib=0.25,
+        mem_fraction_static=0.5,
+        fixed_pool_tokens=64,
+        tags=("frozen-kv",),
+    ),
+]
+
+
+def _tiny(which: str) -> Path:
+    from harness import tiny_models_extra
+
+    return {
+        "mimo": tiny_models_extra.tiny_mimo_v2_target,
+        "gemma4-target": tiny_models_extra.tiny_gemma4_target,
+        "gemma4-assistant": tiny_models_extra.tiny_gemma4_assistant,
+    }[which]()
+
+
+@dataclass
+class CellResult:
+    cell: Cell
+    page_size: int
+    target_price: Any
+    draft_prices: tuple[Any, ...]
+    fixed_bytes: int
+    stock_cell: float
+    stock_reserved_layers: int | None
+    allocated_at_check: tuple[int, int]  # every pool, built by _init_pools at PAGES_CHECKED
+    priced_at_check: tuple[int, int]
+    budget: int
+    plugin_tokens: int
+    plugin_used: int
+    stock_tokens: int
+    stock_used: int
+
+    @property
+    def allocated_per_row(self) -> float:
+        """What the pools SGLang built grew by per target row between the two checked sizes."""
+        small, large = self.allocated_at_check
+        return (large - small) / ((PAGES_CHECKED[1] - PAGES_CHECKED[0]) * self.page_size)
+
+    def pools_bytes(self, tokens: int) -> int:
+        from sglang_specinit.budget import kv_pool_bytes
+
+        return sum(
+            kv_pool_bytes(spec, tokens, self.page_size)
+            for spec in (self.target_price, *self.draft_prices)
+        )
+
+    @property
+    def priced_per_row(self) -> float:
+        return self.target_price.bytes_per_token() + sum(
+            d.bytes_per_token() for d in self.draft_prices
+        )
+
+
+def _resolved(args: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {k: (v(tmp) if callable(v) else v) for k, v in args.items()}
+
+
+def _allocated(kvc: Any, full: int, swa: int) -> int:
+    """Bytes of every storage the KV pool SGLang's ``_init_pools`` builds at these counts."""
+    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
+    from sglang_specinit.pool_measure import kv_pool_storages
+    from sglang_specinit.sglang_0_5_23.pool_probe import tiny_mamba_cache
+
+    config = MemoryPoolConfig(
+        max_total_num_tokens=full,
+        max_running_requests=1,
+        full_max_total_num_tokens=full,
+        swa_max_total_num_tokens=swa,
+    )
+    with tiny_mamba_cache():  # mamba state is request-sized, not part of the KV price
+        pools = kvc._init_pools(
+            sizes=kvc._derive_pool_sizes(config=config),
+            req_to_token_pool=None,
+            token_to_kv_pool_allocator=None,
+        )
+    storages = kv_pool_storages(
+        pools.token_to_kv_pool, pools.req_to_token_pool, pools.token_to_kv_pool_allocator
+    )
+    return sum(storages.values())
+
+
+def evaluate(cell: Cell, tmp: Path) -> CellResult:
+    from harness.unloaded_configurator import published_layout
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang_specinit.budget import BudgetInputs, DraftSpec, page_floor, plan_pools
+    from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
+
+    with mock.patch("torch.cuda.get_device_capability", return_value=cell.capability):
+        layout = published_layout(draft_runners=cell.draft_runners, **_resolved(cell.args, tmp))
+    target = layout.target
+    page = int(target.page_size)
+    fixed = (
+        [(kvc, cell.fixed_pool_tokens) for kvc in layout.drafts] if cell.fixed_pool_tokens else []
+    )
+    pool_drafts = [] if cell.fixed_pool_tokens else layout.drafts
+    target_price, draft_prices, fixed_bytes = price_configurators(target, pool_drafts, fixed)
+
+    # Two more sizes, built directly: the linear price must predict their difference to the
+    # byte, and each build to within its constant bookkeeping.
+    from sglang_specinit.budget import kv_pool_bytes
+
+    allocated, priced = [], []
+    for pages in PAGES_CHECKED:
+        full = pages * page
+        swa = page_floor(int(full * target_price.swa_full_tokens_ratio), page)
+        swa = swa if target_price.ratio_applies else full
+        allocated.append(sum(_allocated(kvc, full, swa) for kvc in [target, *pool_drafts]))
+        priced.append(sum(kv_pool_bytes(p, full, page) for p in (target_price, *draft_prices)))
+
+    configurator = create_memory_pool_configurator(target)
+    w = cell.weights(page)
+    free = int(cell.device_gib * GIB)
+    f = cell.mem_fraction_static
+    budget = int(f * free)
+    # Stock: SGLang's own configurator on what is left once both models (duplicates
+    # included) are resident.
+    stock_tokens = configurator.calculate_pool_sizes(
+        budget - (w.target + w.draft + w.duplicates), page
+    ).max_total_num_tokens
+    result = CellResult(
+        cell=cell,
+        page_size=page,
+        target_price=target_price,
+        draft_prices=draft_prices,
+        fixed_bytes=fixed_bytes,
+        stock_cell=float(configurator._cell_size),
+        stock_reserved_layers=target.spec_aux_config.eagle_draft_num_layers,
+        allocated_at_check=tuple(allocated),
+        priced_at_check=tuple(priced),
+        budget=budget,
+        plugin_tokens=0,
+        plugin_used=0,
+        stock_tokens=stock_tokens,
+        stock_used=0,
+    )
+    # Stock's peak: the target pool is allocated while the duplicates are still resident
+    # (0.5.23 binds them in the draft's alloc_memory_pool, right after), the draft pools
+    # once they are gone.
+    target_pool = kv_pool_bytes(target_price, stock_tokens, page)
+    result.stock_used = fixed_bytes + max(
+        w.target + w.draft + w.duplicates + target_pool,
+        w.target + w.draft + result.pools_bytes(stock_tokens),
+    )
+    plan = plan_pools(
+        BudgetInputs(
+            pre_load_free_bytes=free,
+            mem_fraction_static=f,
+            target_kv=target_price,
+            target_weight_bytes=w.target,
+            page_size=page,
+            context_len=target.model_config.context_len,
+            draft=DraftSpec(
+                algorithm=layout.server_args.speculative_algorithm,
+                kv_pools=draft_prices,
+                weight_bytes=w.draft,
+                fixed_bytes=fixed_bytes,
+                shared_weight_bytes=w.duplicates,
+            ),
+            max_running_requests=layout.server_args.max_running_requests,
+            measured_resident_bytes=w.target + w.draft,
+        )
+    )
+    result.plugin_tokens = plan.tokens
+    result.plugin_used = w.target + w.draft + result.pools_bytes(plan.tokens) + fixed_bytes
+    return result
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CellResult]:
+    root = tmp_path_factory.mktemp("layouts")
+    results = {}
+    for i, cell in enumerate(CELLS):
+        results[cell.name] = evaluate(cell, root / str(i))
+    table = os.environ.get("SPECINIT_TEST_MATRIX_TABLE")
+    if table:
+        Path(table).write_text(render_table(results.values()))
+    return results
+
+
+def render_table(results: Any) -> str:
+    rows = [
+        "| cell | stock reserve B/row | allocated B/row | priced B/row | budget use stock | "
+        "budget use plugin | tokens stock -> plugin |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        rows.append(
+            f"| {r.cell.name} | {r.stock_cell:,.0f} | {r.allocated_per_row:,.1f} | "
+            f"{r.priced_per_row:,.1f} | {100 * r.stock_used / r.budget:.2f} % | "
+            f"{100 * r.plugin_used / r.budget:.2f} % | {r.stock_tokens:,} -> "
+            f"{r.plugin_tokens:,} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+IDS = [c.name for c in CELLS]
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_every_price_is_what_sglang_allocates(matrix, name) -> None:
+    r = matrix[name]
+    (alloc_small, alloc_large), (priced_small, priced_large) = (
+        r.allocated_at_check,
+        r.priced_at_check,
+    )
+    assert alloc_large - alloc_small == priced_large - priced_small
+    assert 0 <= alloc_small - priced_small <= BOOKKEEPING_BYTES
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_plugin_stays_within_the_budget_and_fills_it(matrix, name) -> None:
+    r = matrix[name]
+    assert r.plugin_used <= r.budget
+    one_page = r.page_size * r.priced_per_row
+    assert r.budget - r.plugin_used < one_page + 1
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_never_worse_than_stock(matrix, name) -> None:
+    r = matrix[name]
+    if r.stock_used <= r.budget:
+        # Stock fits: the plugin fits too and serves at least stock's tokens.
+        assert r.plugin_tokens >= r.stock_tokens
+    else:
+        # Stock allocates past --mem-fraction-static; the plugin does not.
+        assert r.plugin_used <= r.budget < r.stock_used
+
+
+def _by_tag(matrix: dict[str, CellResult], tag: str) -> CellResult:
+    return next(r for r in matrix.values() if tag in r.cell.tags)
+
+
+def test_dsa_fp8_is_priced_at_656_bytes_per_layer(matrix) -> None:
+    """Item 2: 0.5.23 stores DSA FP8 latent KV at 656 B/layer (scales and a bf16 rope)."""
+    r = _by_tag(matrix, "dsa-fp8")
+    assert r.priced_per_row == r.stock_cell  # stock is right here; so is the plugin
+    bf16 = _by_tag(matrix, "dsa")
+    layers = 61  # DeepSeek-V3.2's layers; one MTP layer for the draft
+    indexer = (bf16.target_price.full_bytes_per_token - 1152 * layers) // layers
+    assert r.target_price.full_bytes_per_token == layers * (656 + indexer)
+
+
+def test_dsa_with_dcp_is_priced_as_stock_prices_it(matrix) -> None:
+    """Item 1: DSA + DCP replicates the index-K buffer and the draft across DCP ranks."""
+    r = _by_tag(matrix, "dsa-dcp")
+    assert r.priced_per_row == r.stock_cell == 105_216
+
+
+def test_dense_mla_dcp_draft_is_priced_replicated(matrix) -> None:
+    """Item 3 (#39799): stock prices the dense-MLA draft at one replica under DCP."""
+    r = _by_tag(matrix, "dcp-dense")
+    plain = _by_tag(matrix, "mla")
+    (draft,) = r.draft_prices
+    (plain_draft,) = plain.draft_prices
+    assert draft.full_bytes_per_token == 8 * plain_draft.full_bytes_per_token == 9_216
+    assert r.stock_cell - r.target_price.full_bytes_per_token == 1_152
+    assert r.stock_used > r.budget >= r.plugin_used
+
+
+def test_pathless_hybrid_gdn_mtp_is_priced_although_stock_reserves_nothing(matrix) -> None:
+    """Item 5 (#29857): a path-less NEXTN draft of a hybrid-GDN target."""
+    r = _by_tag(matrix, "gdn-pathless")
+    assert not r.stock_reserved_layers  # stock reads 0 draft layers from the target config
+    (draft,) = r.draft_prices
+    assert draft.full_bytes_per_token > 0  # its one full-attention layer
+    assert r.stock_cell == r.target_price.full_bytes_per_token
