@@ -20,6 +20,11 @@ from collections.abc import Callable
 from typing import Any
 
 from sglang_specinit.hooks import Hook, NewMethod, Requires, is_instance_of
+from sglang_specinit.sglang_0_5_13.model_runner import (
+    EARLY_DRAFT_LAYERS_ATTR,
+    early_draft_num_layers,
+    warn_if_draft_layers_differ,
+)
 from sglang_specinit.sglang_0_5_13.runtime_budget import DraftDescription, SpeculativeSizing
 from sglang_specinit.sglang_0_5_13.state import defer_pools
 from sglang_specinit.sglang_0_5_13.tp_worker import runners_of
@@ -30,12 +35,12 @@ logger = logging.getLogger(__name__)
 MEMORY_LOG_PREFIX = "SPECINIT_MEMORY "
 
 
-def _timed(scheduler: Any, label: str, step: Callable[[], Any]) -> None:
+def _timed(scheduler: Any, label: str, step: Callable[[], Any], detail: str = "") -> None:
     start = time.perf_counter()
     step()
     elapsed = time.perf_counter() - start
     scheduler._specinit_phase_log.append((label, elapsed))
-    logger.info("[specinit] phase %s done in %.2f s", label, elapsed)
+    logger.info("[specinit] phase %s done in %.2f s%s", label, elapsed, detail)
 
 
 def draft_tp_worker(draft_worker: Any) -> Any:
@@ -98,11 +103,21 @@ def init_model_worker(original: Any, self: Any) -> None:
 
     self._specinit_phase_log = []
     worker_class = facts.worker_class
+    # Read before any weights load, as upstream 0.5.14 does; phase 3 compares the runners.
+    early_layers = early_draft_num_layers(self.server_args)
+    self._specinit_eagle_draft_num_layers = early_layers
+    layers_detail = (
+        f" ({EARLY_DRAFT_LAYERS_ATTR}={early_layers}, from the draft config before loading)"
+        if early_layers is not None
+        else ""
+    )
     # A draft without a model (NGRAM) has nothing to load; it is built in the pool phase,
     # once the target's request count exists.
     self._specinit_model_less_draft = is_model_less_worker(worker_class)
     with defer_pools():
-        _timed(self, "1/4 load target weights", self.init_tp_model_worker)
+        _timed(self, "1/4 load target weights", self.init_tp_model_worker, layers_detail)
+        # Under upstream's name, on the target runner (where 0.5.14 keeps it).
+        setattr(self.tp_worker.model_runner, EARLY_DRAFT_LAYERS_ATTR, early_layers)
         if self._specinit_model_less_draft:
             self.draft_worker = None
             logger.info(
@@ -154,6 +169,11 @@ def init_memory_pools(self: Any) -> None:
         memory_pool_config=self.tp_worker.model_runner.memory_pool_config,
         req_to_token_pool=req_to_token_pool,
         token_to_kv_pool_allocator=allocator,
+    )
+    draft = self.tp_worker.model_runner._specinit_sizing.draft
+    warn_if_draft_layers_differ(
+        getattr(self, "_specinit_eagle_draft_num_layers", None),
+        [*draft.pool_runners, *(runner for runner, _ in draft.fixed_pools)],
     )
 
 
@@ -228,43 +248,34 @@ def rank_fields(scheduler: Any) -> dict[str, int]:
     schedulers, ``--dp`` without ``--enable-dp-attention``) x PP stages x TP ranks. Under
     dp-attention the DP ranks live inside the TP group, so they add no index of their own.
     """
-    from sglang_specinit.rank_reports import scheduler_rank_index
+    from sglang_specinit.rank_reports import rank_fields as shared_rank_fields
 
     ps = scheduler.ps
-    server_args = scheduler.server_args
     dp_rank = ps.dp_rank or 0
-    replica = 0 if server_args.enable_dp_attention else dp_rank
-    return {
-        "rank_index": scheduler_rank_index(replica, ps.pp_rank, ps.tp_rank, ps.pp_size, ps.tp_size),
-        "tp_rank": ps.tp_rank,
-        "pp_rank": ps.pp_rank,
-        "dp_rank": dp_rank,
-        "attn_tp_rank": ps.attn_tp_rank,
-        "pp_size": ps.pp_size,
-        "dp_size": ps.dp_size,
-    }
+    return shared_rank_fields(
+        replica=0 if scheduler.server_args.enable_dp_attention else dp_rank,
+        pp_rank=ps.pp_rank,
+        tp_rank=ps.tp_rank,
+        dp_rank=dp_rank,
+        attn_tp_rank=ps.attn_tp_rank,
+        pp_size=ps.pp_size,
+        tp_size=ps.tp_size,
+        dp_size=ps.dp_size,
+    )
 
 
 def tightness_fields(free: Any) -> dict[str, Any]:
-    """This rank's free memory at sizing next to the all-rank minimum the budget was built on.
-
-    Every rank already holds both numbers (its own reading and SGLang's MIN all-reduce), so
-    each decides alone whether it is the tightest; no collective is added.
-    """
-    from sglang_specinit.rank_reports import TIGHTEST_TOLERANCE_BYTES
+    """This rank's free memory at sizing next to the all-rank minimum the budget was built on
+    (:func:`sglang_specinit.rank_reports.tightness_fields`; no collective is added)."""
+    from sglang_specinit.rank_reports import tightness_fields as shared_tightness_fields
 
     if free is None:
-        return {"rank_free_at_sizing_bytes": None, "tightest_rank": None}
-    return {
-        "rank_free_at_sizing_bytes": free.rank_bytes,
-        "min_free_at_sizing_bytes": free.all_rank_min_bytes,
-        "free_above_tightest_bytes": free.above_min_bytes,
-        "tightest_rank": free.above_min_bytes <= TIGHTEST_TOLERANCE_BYTES,
-    }
+        return shared_tightness_fields(None, None)
+    return shared_tightness_fields(free.rank_bytes, free.all_rank_min_bytes)
 
 
 def log_memory_breakdown(scheduler: Any) -> None:
-    from sglang_specinit.rank_reports import breakdown_file_name, rank_label, tightness
+    from sglang_specinit.rank_reports import rank_label, tightness, write_breakdown
     from sglang_specinit.report import render_breakdown
 
     breakdown = memory_breakdown(scheduler)
@@ -276,9 +287,7 @@ def log_memory_breakdown(scheduler: Any) -> None:
     logger.info("%s%s", MEMORY_LOG_PREFIX, json.dumps(breakdown, sort_keys=True))
     report_dir = os.environ.get("SGLANG_SPECINIT_REPORT_DIR")
     if report_dir:
-        path = os.path.join(report_dir, breakdown_file_name(breakdown))
-        with open(path, "w") as f:
-            json.dump(breakdown, f, sort_keys=True)
+        write_breakdown(report_dir, breakdown)
 
 
 MODULE = "sglang.srt.managers.scheduler"
