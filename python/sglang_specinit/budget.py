@@ -23,7 +23,7 @@ inputs, for side-by-side reports.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 GIB = 1 << 30
@@ -405,6 +405,14 @@ def _most_tokens_within(kv_bytes: float, per_token: float, page_size: int) -> in
     while tokens > 0 and tokens * per_token > kv_bytes:
         tokens -= page_size
     return tokens
+
+
+def tokens_within_pool_budget(pools: Sequence[KVSpec], pool_bytes: int, page_size: int) -> int:
+    """The most whole pages of tokens whose pools (each at that token count, padding pages
+    included) fit ``pool_bytes``."""
+    fixed = sum(pool.padding_bytes(page_size) for pool in pools)
+    per_token = sum(pool.bytes_per_token() for pool in pools)
+    return _most_tokens_within(pool_bytes - fixed, per_token, page_size)
 
 
 def _apply_cap(tokens: int, inputs: BudgetInputs) -> int:

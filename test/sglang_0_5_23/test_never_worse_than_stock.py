@@ -537,3 +537,56 @@ def test_pathless_hybrid_gdn_mtp_is_priced_although_stock_reserves_nothing(matri
     (draft,) = r.draft_prices
     assert draft.full_bytes_per_token > 0  # its one full-attention layer
     assert r.stock_cell == r.target_price.full_bytes_per_token
+
+
+def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, int, int]:
+    """(bytes of every pool at a token count, the resize's budget, stock's tokens, the
+    plugin's tokens, the page size) for a post-capture resize of the cell's target."""
+    from harness.unloaded_configurator import published_layout
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang_specinit.sglang_0_5_23 import runtime_budget
+
+    cell = next(c for c in CELLS if tag in c.tags)
+    with mock.patch("torch.cuda.get_device_capability", return_value=cell.capability):
+        layout = published_layout(draft_runners=cell.draft_runners, **_resolved(cell.args, tmp))
+    prices = runtime_budget.price_configurators(layout.target, layout.drafts, [])
+    cap = 1 << 20
+    pools = (prices[0], *prices[1])
+    from sglang_specinit.budget import kv_pool_bytes
+
+    def pool_bytes(tokens: int) -> int:
+        return sum(kv_pool_bytes(p, tokens, int(layout.target.page_size)) for p in pools)
+
+    budget = int(0.9 * pool_bytes(cap))
+    original = KVCacheConfigurator.config_from_budget
+    stock = original(layout.target, budget, cap_tokens=cap).max_total_num_tokens
+    runtime_budget._SIZED[id(layout.target)] = (layout.target, prices)
+    try:
+        ours = runtime_budget.config_from_budget(
+            original, layout.target, budget, cap_tokens=cap
+        ).max_total_num_tokens
+        uncapped = runtime_budget.config_from_budget(original, layout.target, budget)
+    finally:
+        runtime_budget._SIZED.pop(id(layout.target))
+    # Without cap_tokens (the pre-capture path) the hook is stock.
+    assert uncapped.max_total_num_tokens == original(layout.target, budget).max_total_num_tokens
+    return pool_bytes, budget, stock, ours, int(layout.target.page_size)
+
+
+def test_post_capture_resize_stays_within_its_budget_where_stock_underprices(tmp_path) -> None:
+    """Item 4: with SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1 0.5.23 re-sizes after graph
+    capture with stock's rule, capped at the plugin's count. The plugin tightens that cap to
+    what the post-capture budget buys at real prices (CUDA only: the hook is called here on
+    the configurator 0.5.23 builds, with the budget the resize would hand it)."""
+    pool_bytes, budget, stock, ours, page = _post_capture("nnpl0", tmp_path)
+    assert pool_bytes(stock) > budget  # stock reserves nothing for an nnpl-0 draft
+    assert ours < stock
+    assert pool_bytes(ours) <= budget < pool_bytes(ours + page)
+
+
+def test_post_capture_resize_is_never_above_stock(tmp_path) -> None:
+    """Where stock's rule overprices the draft (multi-layer EAGLE: d = nnpl layers of the
+    target's geometry), the resize keeps stock's smaller count."""
+    pool_bytes, budget, stock, ours, page = _post_capture("multi-layer", tmp_path)
+    assert ours == stock
+    assert pool_bytes(ours) <= budget

@@ -35,6 +35,7 @@ from sglang_specinit.budget import (
     PoolPlan,
     page_ceil,
     plan_pools,
+    tokens_within_pool_budget,
 )
 from sglang_specinit.hooks import Hook, Requires
 from sglang_specinit.live_sizing import (
@@ -48,9 +49,16 @@ from sglang_specinit.sglang_0_5_23 import pool_probe
 logger = logging.getLogger(__name__)
 
 MODULE = "sglang.srt.mem_cache.kv_cache_configurator"
+
+# (target pool, draft pools, draft fixed-pool bytes), each priced by building it.
+Prices = tuple[KVSpec, tuple[KVSpec, ...], int]
 POOL_CONFIGURATOR = "sglang.srt.model_executor.pool_configurator"
 
 _local = threading.local()
+
+# id(target configurator) -> (that configurator, its prices), for every target pool this
+# package sized in this process; the post-capture resize reads it.
+_SIZED: dict[int, tuple[Any, Prices]] = {}
 
 
 @dataclass
@@ -115,9 +123,6 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
         )
         return original(self, pre_model_load_memory)
     return _resolve(self, configurator, sizing, pre_model_load_memory, prices)
-
-
-Prices = tuple[KVSpec, tuple[KVSpec, ...], int]
 
 
 def price_configurators(
@@ -210,11 +215,33 @@ def _resolve(
     if plan.tokens < page_ceil(MIN_SERVABLE_TOKENS, inputs.page_size):
         raise SpecInitBudgetError(budget_error_message(inputs, plan))
     tokens = kvc._apply_token_constraints(plan.tokens)
+    _SIZED[id(kvc)] = (kvc, prices)
     config = configurator.calculate_pool_sizes_from_max_tokens(tokens, inputs.page_size)
     config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
     config = configurator.finalize_with_max_running_requests(config)
     config.mem_fraction_static = get_schedule().mem_fraction_static
     return config
+
+
+def config_from_budget(
+    original: Any, self: Any, budget_bytes: int, *, cap_tokens: int | None = None
+) -> Any:
+    """AROUND hook: the post-capture resize never sizes past this package's prices.
+
+    With ``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1`` (CUDA only) 0.5.23 re-sizes the KV pools
+    after graph capture from the memory then free, through this method with ``cap_tokens`` =
+    the pre-capture count and stock's rule (draft at the target's geometry). For a target this
+    package sized, the cap is tightened to what the post-capture budget buys at the prices the
+    pools really cost; SGLang's own method does the rest, so the result is the smallest of the
+    pre-capture count, stock's re-pricing and this package's: never more than stock would
+    resize to, and never past the budget where stock's rule underprices the draft.
+    """
+    entry = _SIZED.get(id(self))
+    if cap_tokens is None or entry is None or entry[0] is not self:
+        return original(self, budget_bytes, cap_tokens=cap_tokens)
+    target_kv, draft_pools, _fixed = entry[1]
+    ours = tokens_within_pool_budget((target_kv, *draft_pools), budget_bytes, int(self.page_size))
+    return original(self, budget_bytes, cap_tokens=min(cap_tokens, ours))
 
 
 HOOKS = (
@@ -223,6 +250,12 @@ HOOKS = (
         "KVCacheConfigurator._resolve_memory_pool_config",
         resolve_memory_pool_config,
         params=("pre_model_load_memory",),
+    ),
+    Hook(
+        MODULE,
+        "KVCacheConfigurator.config_from_budget",
+        config_from_budget,
+        params=("budget_bytes",),
     ),
 )
 NEW_METHODS = ()
