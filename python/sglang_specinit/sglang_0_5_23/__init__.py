@@ -4,7 +4,8 @@
 it is). What it still gets wrong about the draft, and what this package changes:
 
     gap in 0.5.23                                   module here
-    draft KV priced at the target's geometry        runtime_budget (configurator hook)
+    draft KV priced at the target's geometry        runtime_budget (configurator hook; every
+                                                      pool priced by building it: pool_probe)
     ``num_nextn_predict_layers: 0`` reserves 0      runtime_budget (priced as allocated)
     frozen-KV MTP reserved phantom draft layers     runtime_budget (its 64-token pool only)
     multi-layer EAGLE: d = nnpl, not one pool per   draft_pricing (one pool per runner,
@@ -26,7 +27,8 @@ One module per SGLang area; each declares ``HOOKS``, ``NEW_METHODS`` and ``REQUI
     launch_checks   server_args (ServerArgs.check_server_args: bad flags, shards, draft fit;
                     run in the launcher only), arg_groups.overrides (read)
     launch_policy   (read only) which launches are priced; why others keep stock sizing
-    draft_pricing   (read only) what each draft kind allocates, at its own geometry
+    draft_pricing   (read only) which draft runners own pools, fixed pools, stash rows
+    pool_probe      (read only) prices a pool by building it with 0.5.23's pool code
 
 Releases 0.5.14 to 0.5.22 get no adapter: their internal APIs differ (configurators taking the
 ModelRunner in 0.5.14, ``ParallelState`` before ``runtime_context`` in 0.5.16-0.5.20, no
