@@ -171,6 +171,27 @@ def test_deepseek_mtp_drafts_from_its_own_checkpoint(capsys: pytest.CaptureFixtu
     assert data["stock_0_5_13"]["mem_fraction_static"] == 0.858  # round(123291 / 143771, 3)
 
 
+def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0.5.13.post1's ``_handle_piecewise_cuda_graph`` drops the piecewise-graph reserve when
+    ``is_cpu()`` (``SGLANG_USE_CPU_ENGINE=1``); a plan for the H100 preset must not: 0.83 and
+    0.779 as above, not 0.835 and 0.785, and this process stays a CPU engine."""
+    from sglang.srt.utils.common import is_cpu
+
+    monkeypatch.setenv("SGLANG_USE_CPU_ENGINE", "1")
+    is_cpu.cache_clear()
+    try:
+        assert is_cpu()  # what a shell set up for the CPU tests makes of this process
+        data = run_json(capsys)
+        assert is_cpu()
+    finally:
+        monkeypatch.undo()
+        is_cpu.cache_clear()
+    assert data["mem_fraction_static"] == 0.83
+    assert data["stock_0_5_13"]["mem_fraction_static"] == 0.779
+
+
 def test_user_flags_override_example(capsys: pytest.CaptureFixture[str]) -> None:
     data = run_json(
         capsys,
@@ -303,12 +324,15 @@ def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_console_entry_point_runs_in_a_fresh_process() -> None:
+    """Also in a shell set up for CPU tests: the plan is still the H100 preset's."""
     result = subprocess.run(
         [sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json"],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "SGLANG_USE_CPU_ENGINE": "1"},
     )
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["rule"] == "specinit"
+    data = json.loads(result.stdout)
+    assert data["rule"] == "specinit"
+    assert data["stock_0_5_13"]["mem_fraction_static"] == 0.779

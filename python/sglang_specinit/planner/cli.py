@@ -239,8 +239,9 @@ def _plan_as_json(options: argparse.Namespace, launch: list[str]) -> dict[str, A
 
 
 def _drop_host_cpu_engine() -> None:
-    """A fresh planner process plans for ``--device``, not as a CPU engine (see module doc).
-    Once SGLang is imported the variable is this process's business (a test, a server)."""
+    """A planner process plans for ``--device``, not as a CPU engine (see module doc). Only
+    for the process's own entry point, before SGLang is imported: a caller in the same process
+    (a test, a server) keeps its environment, and :func:`plan.planned_cpu_engine` covers it."""
     if "sglang" not in sys.modules:
         os.environ.pop(CPU_ENGINE_ENV, None)
 
@@ -281,7 +282,6 @@ def report_main(argv: Sequence[str]) -> int:
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    _drop_host_cpu_engine()
     try:
         request, plan_argv = _report_parser().parse_known_args(list(argv))
         cases = report_cases.cases_from_paths(request.from_json)
@@ -315,7 +315,6 @@ def plan_main(argv: Sequence[str]) -> int:
     # Read before huggingface_hub is imported: the planner never touches the network.
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    _drop_host_cpu_engine()
     options, launch = _planner_parser().parse_known_args(list(argv))
     try:
         release = release_to_print(options.sglang_version, installed_replay())
@@ -353,7 +352,9 @@ def _print_0_5_23(plan: Plan0523, as_json: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console-script entry point (``sglang-specinit``)."""
+    """Console-script entry point (``sglang-specinit``); ``argv`` None: this process's own."""
+    if argv is None:
+        _drop_host_cpu_engine()
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(

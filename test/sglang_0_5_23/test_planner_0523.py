@@ -1,0 +1,310 @@
+"""``sglang-specinit plan`` and ``report`` in the sglang 0.5.23 environment, with 0.5.23's own
+server-args logic (``planner/release_0_5_23.py``): every shipped example, ``--json``, the
+report, bad input. No SGLang launch: the plans run in this process (this suite's conftest sets
+``SGLANG_USE_CPU_ENGINE=1`` before SGLang is imported, so these plans also show that the host's
+CPU-engine switch does not reach a GPU plan), plus two fresh planner processes started up
+front: this environment's console entry with ``SGLANG_USE_CPU_ENGINE=1`` set, and ``.venv``'s
+planner (sglang 0.5.13.post1) printing the 0.5.23 rule, for the cross-release checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sglang_specinit.planner.cli import main
+from sglang_specinit.planner.plan import EXAMPLES_DIR, list_examples
+from sglang_specinit.report import BREAKDOWN_KEYS
+
+pytestmark = pytest.mark.timeout(300)
+
+MIB = 1 << 20
+GIB = 1 << 30
+SUBPROCESS_TIMEOUT_S = 240
+
+
+def main_venv_python() -> Path:
+    """``.venv``'s interpreter, found through the .pth that layers this venv over it."""
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    main_site = Path((purelib / "zz-specinit-main-venv.pth").read_text().strip())
+    return main_site.parents[2] / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def fresh_processes() -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """Both fresh planner processes, started together (each spends its time importing SGLang)."""
+    argv = ["-m", "sglang_specinit.planner.cli", "plan", "--json"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    procs = {
+        # This environment's entry point, in a shell set up for CPU tests.
+        "0.5.23": subprocess.Popen(
+            [sys.executable, *argv],
+            env={**env, "SGLANG_USE_CPU_ENGINE": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+        # The 0.5.13.post1 environment's planner, printing 0.5.23's rule.
+        "0.5.13.post1": subprocess.Popen(
+            [str(main_venv_python()), *argv, "--sglang-version", "0.5.23"],
+            env={k: v for k, v in env.items() if k != "SGLANG_USE_CPU_ENGINE"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+    }
+    yield procs
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def fresh_plan(procs: dict[str, subprocess.Popen[str]], which: str) -> dict:
+    out, err = procs[which].communicate(timeout=SUBPROCESS_TIMEOUT_S)
+    assert procs[which].returncode == 0, err[-3000:]
+    return json.loads(out)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    code, out, err = run(capsys, "plan", "--json", *argv)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def key_tree(value: object) -> object:
+    """The nested key structure of a JSON value (values dropped)."""
+    if isinstance(value, dict):
+        return {k: key_tree(v) for k, v in value.items()}
+    return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _started(fresh_processes: dict) -> None:
+    """Start the fresh processes before the in-process plans take the cores."""
+
+
+# --------------------------------------------------------------------------------------------
+# Every shipped example
+
+
+@pytest.mark.parametrize("example", list_examples())
+def test_every_example_plans_with_0_5_23s_rule(
+    capsys: pytest.CaptureFixture[str], example: str
+) -> None:
+    data = plan_json(capsys, "--example", example)
+    assert data["sglang_version"] == "0.5.23"
+    assert "stock_0_5_13" not in data and "upstream_0_5_14" not in data
+    for section in (data, data["stock_0_5_23"]):
+        assert set(BREAKDOWN_KEYS) <= set(section)
+        assert section["tokens"] > 0 and section["tokens"] % section["page_size"] == 0
+    # Both columns run on the same fraction (0.5.23 has no flat speculative reserve) ...
+    assert data["mem_fraction_static"] == data["stock_0_5_23"]["mem_fraction_static"]
+    # ... and this package's plan fits its budget.
+    assert data["used_bytes"] <= data["budget_bytes"]
+
+
+def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "plan")
+    assert code == 0, err
+    for text in ("stock 0.5.23", "sglang-specinit", "sglang 0.5.23", "llama31-8b-eagle3"):
+        assert text in out
+    assert "0.5.13" not in out and "0.5.14" not in out
+
+
+def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """0.5.23's handle_gpu_memory_settings on an H100 (81559 MiB), worked by hand: chunked
+    prefill 8192, decode graphs to bs 256 (max_running_requests is set later, by the
+    speculative hook), the breakable prefill graph CUDA enables by default with 58 sizes up to
+    8192: reserved MiB = 512 + 8192 * 1.5 + 1 * 1 / 8 * 1024 + 256 * 2 + 58 * 8 = 13904;
+    round((81559 - 13904) / 81559, 3) = 0.83. Seen as this CPU host (no prefill graph) it
+    would be 0.835."""
+    data = plan_json(capsys, "--example", "llama31-8b-eagle3")
+    assert data["mem_fraction_static"] == 0.83
+    assert data["pre_load_free_bytes"] == 81559 * MIB - GIB
+    # DeepSeek-V3 MTP, H200 (143771 MiB), TP 8: 512 + 12288 + 8 / 8 * 1024 + 512 * 2 + 1536
+    # (MLA prefill graph) = 16384; round(127387 / 143771, 3) = 0.886.
+    assert plan_json(capsys, "--example", "deepseek-v3-mtp")["mem_fraction_static"] == 0.886
+
+
+def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
+    capsys: pytest.CaptureFixture[str], fresh_processes: dict
+) -> None:
+    """This process imported SGLang with SGLANG_USE_CPU_ENGINE=1 (conftest); the fresh one
+    started with it set. Both plan the GPU preset exactly as 0.5.23 would on that GPU."""
+    assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
+    here = plan_json(capsys)
+    fresh = fresh_plan(fresh_processes, "0.5.23")
+    assert fresh == here
+    assert here["mem_fraction_static"] == 0.83
+    assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"  # this process's own is untouched
+
+
+def test_same_json_and_geometry_as_the_0_5_13_environment(
+    capsys: pytest.CaptureFixture[str], fresh_processes: dict
+) -> None:
+    """``.venv``'s ``plan --sglang-version 0.5.23`` prints the same keys; what both releases
+    read from the same checkpoints (weights, KV bytes per token) is equal."""
+    here = plan_json(capsys)
+    there = fresh_plan(fresh_processes, "0.5.13.post1")
+    assert key_tree(there) == key_tree(here)
+    for key in (
+        "target_weight_bytes",
+        "draft_weight_bytes",
+        "target_kv_bytes_per_token",
+        "draft_kv_bytes_per_token",
+        "speculative_algorithm",
+        "max_running_requests",
+        "page_size",
+    ):
+        assert there[key] == here[key], key
+
+
+def test_flags_only_0_5_23_accepts(capsys: pytest.CaptureFixture[str]) -> None:
+    """0.5.23's own parser: ``--attn-dp-size 2`` is the new spelling of ``--dp-size 2
+    --enable-dp-attention`` (resolution turns the old one into the new one), and
+    ``--speculative-draft-kv-cache-dtype`` (new in 0.5.23) halves the draft's KV."""
+    new = plan_json(capsys, "--example", "llama31-70b-eagle-tp4", "--attn-dp-size", "2")
+    old = plan_json(
+        capsys, "--example", "llama31-70b-eagle-tp4", "--dp-size", "2", "--enable-dp-attention"
+    )
+    assert new == old
+    assert new["max_running_requests"] == 24  # 48 split over two attention-DP groups
+    base = plan_json(capsys)
+    fp8 = plan_json(capsys, "--speculative-draft-kv-cache-dtype", "fp8_e4m3")
+    assert fp8["draft_kv_bytes_per_token"] * 2 == base["draft_kv_bytes_per_token"]
+    assert fp8["target_kv_bytes_per_token"] == base["target_kv_bytes_per_token"]
+
+
+def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
+    """The planner answers ``get_device_memory_capacity`` in the modules that bind it; a
+    resolution module of 0.5.23 that reads it and is not listed would see this host."""
+    import sglang.srt.arg_groups as arg_groups
+    from sglang_specinit.planner.release_0_5_23 import CAPACITY_READERS
+
+    root = Path(arg_groups.__file__).parent
+    readers = {
+        "sglang.srt.arg_groups." + ".".join(path.relative_to(root).with_suffix("").parts)
+        for path in root.rglob("*.py")
+        if "get_device_memory_capacity" in path.read_text()
+    }
+    assert readers == set(CAPACITY_READERS)
+
+
+# --------------------------------------------------------------------------------------------
+# The report
+
+
+def test_report_covers_every_example_with_0_5_23s_rule(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "report"
+    code, stdout, err = run(capsys, "report", "--out", str(out))
+    assert code == 0, err
+    assert "Traceback" not in err
+    data = json.loads((out / "report.json").read_text())
+    assert sorted(data) == list_examples()
+    for case in data.values():
+        assert [v["key"] for v in case["variants"]] == ["stock_0_5_23", "specinit"]
+    assert "stock 0.5.23" in (out / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------------------------
+# Bad input: exit 2, one line on stderr, no traceback
+
+
+def _write_config(directory: Path, config: dict) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+@pytest.fixture()
+def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
+    no_arch = _write_config(tmp_path / "no-arch", {"model_type": "llama", "hidden_size": 64})
+    dsv4 = _write_config(
+        tmp_path / "dsv4",
+        {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"},
+    )
+    llama = str(EXAMPLES_DIR / "llama31-8b-eagle3" / "target")
+    return {
+        "missing path": ["plan", "--model-path", str(tmp_path / "nope")],
+        "missing draft path": [
+            "plan",
+            "--example",
+            "llama31-8b-eagle3",
+            "--speculative-draft-model-path",
+            str(tmp_path / "x"),
+        ],
+        "no architectures": ["plan", "--model-path", str(no_arch)],
+        "fraction zero": ["plan", "--mem-fraction-static", "0"],
+        "fraction above one": ["plan", "--mem-fraction-static", "1.5"],
+        "unknown gpu": ["plan", "--gpu", "H300"],
+        "bad size": ["plan", "--device-memory", "lots"],
+        "unsupported architecture": ["plan", "--model-path", str(dsv4)],
+        "dflash without draft": [
+            "plan",
+            "--model-path",
+            llama,
+            "--speculative-algorithm",
+            "DFLASH",
+        ],
+        "pipeline parallel with EAGLE3": ["plan", "--pp-size", "2"],
+        "0.5.13 rule here": ["plan", "--sglang-version", "0.5.13.post1"],
+        "unknown example": ["plan", "--example", "nope"],
+        "0.5.13-only flag": ["plan", "--disable-piecewise-cuda-graph"],
+        "report of an unknown example": ["report", "--out", str(tmp_path / "r"), "--example", "x"],
+        "report of a missing file": [
+            "report",
+            "--out",
+            str(tmp_path / "r"),
+            "--from-json",
+            str(tmp_path / "none.json"),
+        ],
+    }
+
+
+EXPECTED_MESSAGES = {
+    "missing path": "is not a local directory",
+    "missing draft path": "--speculative-draft-model-path",
+    "no architectures": "no 'architectures'",
+    "fraction zero": "must be in (0, 1)",
+    "fraction above one": "must be in (0, 1)",
+    "unknown gpu": "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200",
+    "bad size": "cannot read a size",
+    "unsupported architecture": "DeepSeek-V4",
+    # 0.5.23's own refusals, in its own words.
+    "dflash without draft": "requires setting --speculative-draft-model-path",
+    "pipeline parallel with EAGLE3": "Pipeline parallelism currently only supports EAGLE",
+    "0.5.13 rule here": "needs sglang 0.5.13.post1's server-args logic",
+    "unknown example": "shipped examples",
+    "0.5.13-only flag": "unrecognized arguments: --disable-piecewise-cuda-graph",
+    "report of an unknown example": "shipped examples",
+    "report of a missing file": "none.json",
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED_MESSAGES))
+def test_bad_input_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], bad_inputs: dict[str, list[str]], case: str
+) -> None:
+    code, out, err = run(capsys, *bad_inputs[case])
+    assert code == 2, (out, err)
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert EXPECTED_MESSAGES[case] in lines[0], lines[0]
