@@ -87,34 +87,58 @@ def test_refused_in_the_launcher_before_any_rank_starts(
     assert not list(specinit_dir.iterdir())
 
 
-def resolved_server_args(tmp_path: Path, **flags: Any) -> Any:
+def resolved_server_args(
+    target: Path, draft: Path, algorithm: str = ALGORITHM, **flags: Any
+) -> Any:
     """A 0.5.23 ``ServerArgs`` resolved as its launcher resolves it (no process started)."""
     from sglang.srt.server_args import ServerArgs
 
-    kwargs = cpu_engine_kwargs(
-        tiny_models.tiny_llama_target(),
-        draft_model_path=intact_draft(tmp_path),
-        algorithm=ALGORITHM,
-        **{**SPEC_FLAGS, **flags},
-    )
+    kwargs = cpu_engine_kwargs(target, draft_model_path=draft, algorithm=algorithm, **flags)
     server_args = ServerArgs(**{k: v for k, v in kwargs.items() if v is not None})
     server_args.resolve_once()
     return server_args
 
 
 def test_0_5_23_hook_reads_what_resolution_decided(tmp_path: Path) -> None:
-    """The hook reads 0.5.23's resolution (``resolving_view``), not the raw fields: an
-    automatic fraction and page size are None in the fields and resolved in declarations."""
-    from sglang_specinit.launch_checks import LaunchCheckError
+    """The hook reads 0.5.23's resolution (``resolving_view``, as 0.5.23's own
+    ``check_server_args`` does), not the caller's raw fields."""
+    from harness import tiny_models_extra
+    from sglang.srt.arg_groups.overrides import resolving_view
+    from sglang_specinit.launch_checks import LaunchCheckError, check_speculative_launch
     from sglang_specinit.sglang_0_5_23.launch_checks import check_launch
 
-    automatic = resolved_server_args(tmp_path / "auto", mem_fraction_static=None, page_size=None)
+    target = tiny_models.tiny_llama_target()
+    # An automatic fraction and page size: None in the fields, decided by resolution.
+    automatic = resolved_server_args(
+        target, intact_draft(tmp_path), mem_fraction_static=None, page_size=None
+    )
     assert automatic.mem_fraction_static is None and automatic.page_size is None
-    check_launch(automatic)  # the resolved fraction and page size are valid: no refusal
-    # What resolution decided is what the message names.
-    refused = resolved_server_args(tmp_path / "cap", max_total_tokens=8, page_size=16)
+    assert 0 < resolving_view(automatic).mem_fraction_static < 1
+    check_launch(automatic)
+    refused = resolved_server_args(
+        target, intact_draft(tmp_path), **SPEC_FLAGS, max_total_tokens=8, page_size=16
+    )
     with pytest.raises(LaunchCheckError, match="--max-total-tokens 8 leaves no KV pool with"):
         check_launch(refused)
+    # A Gemma 4 assistant (hidden 32, fed through its own projections from the target's 64)
+    # given as EAGLE: 0.5.23 promotes it to FROZEN_KV_MTP and stock starts it (the
+    # FROZEN_KV_MTP launch of harness.launch_0_5_23). Read from the raw field, the algorithm
+    # would still say EAGLE and the width check would refuse a launch stock starts.
+    gemma4 = tiny_models_extra.tiny_gemma4_target()
+    assistant = tiny_models_extra.tiny_gemma4_assistant()
+    promoted = resolved_server_args(gemma4, assistant, "EAGLE", attention_backend="triton")
+    assert promoted.speculative_algorithm == "EAGLE"
+    assert resolving_view(promoted).speculative_algorithm == "FROZEN_KV_MTP"
+    check_launch(promoted)
+    with pytest.raises(LaunchCheckError, match="draft hidden_size 32"):
+        check_speculative_launch(
+            algorithm=promoted.speculative_algorithm,
+            mem_fraction_static=0.5,
+            max_total_tokens=None,
+            page_size=1,
+            model_path=str(gemma4),
+            draft_path=str(assistant),
+        )
 
 
 # CI: nothing (two launches that repeat the EAGLE3 pair with one flag changed); the plugin's
