@@ -47,7 +47,6 @@ from sglang_specinit.planner.plan import (
     _model_config,
     kv_cache_quant_algo,
     plan_json,
-    planned_cpu_engine,
     refuse_unpriced_model,
 )
 from sglang_specinit.report import ReportColumn
@@ -64,6 +63,10 @@ _CUDA_HOST = {
     "is_xpu": False,
     "is_musa": False,
     "is_mps": False,
+    # The only resolution steps that read is_cpu() (model_overrides/gpt_oss.py) read it as
+    # `is_cpu() and has_amx`: a CUDA host has no AMX path, whatever this process's
+    # SGLANG_USE_CPU_ENGINE says.
+    "has_amx": False,
 }
 
 
@@ -144,8 +147,10 @@ def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
     * for ``--device cuda``, 0.5.23's own ``runtime_context.override_platform`` says the machine
       is a CUDA host (the preset's compute capability when known), and the one default that
       asks ``is_cuda()`` directly, the breakable prefill graph whose reserve the automatic
-      fraction subtracts, is taken as on CUDA;
-    * ``is_cpu()`` answers for the planned device (:func:`planned_cpu_engine`).
+      fraction subtracts, is taken as on CUDA. ``SGLANG_USE_CPU_ENGINE`` is not flipped here
+      (unlike the 0.5.13.x replay): 0.5.23 reads it at import time, and a module first imported
+      inside the context would keep the flipped value; on a CUDA host it cannot matter anyway
+      (``has_amx`` above).
     """
     from sglang.srt.runtime_context import override_platform
 
@@ -157,7 +162,6 @@ def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
             facts.update(_capability_facts(device.sm))
         cuda = _cuda_prefill_graph_default()
     with (
-        planned_cpu_engine(device_name),
         override_platform(**facts),
         _device_capacity_answering(device.capacity_mib),
         cuda,
@@ -189,6 +193,24 @@ class ResolvedArgs:
         return resolution_result(self._server_args, name)
 
 
+def _import_what_resolution_imports(server_args: Any) -> None:
+    """Resolve a copy once under this process's own facts, for its imports only.
+
+    ``run_resolution_pipeline`` imports most of its steps (and, through them, model loaders,
+    layers, memory pools) lazily; modules that are first imported inside
+    :func:`planned_device` would compute their import-time platform constants from the planned
+    device and keep them, which in a process that runs SGLang itself (a CPU test, a server) is
+    wrong afterwards. The copy's answer and any refusal are discarded: the planned resolution
+    below is the one that counts and raises.
+    """
+    import copy
+
+    try:
+        copy.deepcopy(server_args).resolve_once()
+    except Exception:  # only its imports are wanted
+        pass
+
+
 class Replay0523:
     """sglang 0.5.23's parser, ``resolve_once`` and ``check_server_args`` on the planned device."""
 
@@ -215,6 +237,7 @@ class Replay0523:
         from sglang.srt.configs.model_config import ModelConfig, is_deepseek_dsa
         from sglang.srt.runtime_context import attn_tp_size_of
 
+        _import_what_resolution_imports(server_args)
         with planned_device(server_args.device, device):
             try:
                 server_args.resolve_once()
