@@ -17,7 +17,9 @@ machine forced to change are in each row). Per row:
     target rewritten for path-less MTP drafts, so the check cannot pass by accident. Where an
     Engine runs, the scheduler's own snapshot at pool sizing is compared too.
 (c) The draft's layer count read before loading (``specs.runner_layer_count``, what the budget
-    prices) equals what each draft ``ModelRunner`` allocates (Engine rows; the others say why).
+    prices) equals what each draft ``ModelRunner`` allocates: its ``num_effective_layers`` and
+    its KV pool's layer buffers counted after init, and the draft's price per token equals
+    those buffers' bytes per token row (Engine rows; the others say why).
 (d) Where SGLang builds the pair on CPU: the Engine comes up through the four phases, and
     ``sglang-specinit plan --resident-bytes`` with the same flags equals the server's pools.
 Rows the plugin does not phase show stock ServerArgs (stock reserve), and SGLang's own
@@ -40,6 +42,7 @@ from harness import fidelity
 from harness.config_snapshot import snapshot_differences
 from harness.engine import DEFAULT_CAPACITY_BYTES, ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.fidelity import ROWS, Row
+from harness.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.report_reading import REPORT_DIR_ENV, read_breakdown, runners
 from harness.selection import slow_enabled, slow_skip_reason
 from test_workers_common import STOCK_WARNING, Launch, assert_phased, launch_cache
@@ -122,7 +125,8 @@ def _start(row: Row) -> Callable[[Path], Launch]:
             model_path,
             plugin=True,
             work_dir=work_dir,
-            extra_env={REPORT_DIR_ENV: str(specinit_dir), **row.env},
+            # Every KV pool's buffers in the scheduler report, counted for (c).
+            extra_env={REPORT_DIR_ENV: str(specinit_dir), TENSOR_REPORT_ENV: "1", **row.env},
             **kwargs,
         ) as engine:
             report = engine.scheduler_report()
@@ -202,22 +206,44 @@ def test_d_plan_equals_server(engines: Callable[[str], Launch], row: Row) -> Non
 
 
 @by_key(ROWS)
-def test_c_draft_layers_read_before_loading_equal_allocated(
+def test_c_draft_layers_priced_equal_allocated(
     probe: dict, engines: Callable[[str], Launch], row: Row
 ) -> None:
+    """The draft layers the budget priced (read before loading, ``specs.runner_layer_count``
+    in the plugin-on probe) against what each draft ``ModelRunner`` really allocated, read
+    from the Engine's scheduler: the runner's own ``num_effective_layers`` and the layer
+    buffers of its KV pool counted after init (:mod:`harness.fidelity_tensors`), and the
+    draft's price per token against the bytes of those buffers per token row. Rows without an
+    Engine here have nothing allocated to compare with and say so."""
     _skip_refused(row)
     on, off = _results(probe, row)
     if "draft" not in off:
         pytest.skip("no draft model (NGRAM drafts from the request's own tokens)")
-    predicted = on["draft_layers_before_load"]
-    assert predicted == off["draft_layers_before_load"] >= 1
+    priced = on["draft_layers_before_load"]
     run = _engine_or_skip(row, engines)
     drafts = runners(run.report, "draft")
     assert drafts, run.report["model_runners"]
-    assert [r["num_effective_layers"] for r in drafts] == [predicted] * len(drafts)
-    for draft in drafts:
-        if draft["kv_pool"] is not None and isinstance(draft["kv_pool"].get("layer_num"), int):
-            assert draft["kv_pool"]["layer_num"] == predicted
+    # SGLang's own runner attribute, per draft runner (multi-layer EAGLE has one per step).
+    assert [r["num_effective_layers"] for r in drafts] == [priced] * len(drafts)
+    # The layer buffers each draft pool really holds (one K or latent buffer per layer, split
+    # between the full and sliding-window sub-pools of a hybrid pool), for pools sized by the
+    # target's token counts (a fixed-size stand-in, frozen-KV MTP's, reads the target's KV).
+    tokens = run.breakdown["tokens"]
+    pools = [p for p in run.report["kv_pool_buffers"] if p.get("parts")]
+    target_sizes = {part["size"] for p in pools if p["role"] == "target" for part in p["parts"]}
+    counted = 0
+    draft_parts = []
+    for pool in (p for p in pools if p["role"] == "draft"):
+        parts = [part for part in pool["parts"] if part["token_buffers"]]
+        draft_parts += parts
+        if parts and all(part["size"] in target_sizes for part in parts):
+            assert sum(part["layer_buffers"] or 0 for part in parts) == priced, pool
+            counted += 1
+    if draft_parts and all(part["size"] == tokens for part in draft_parts):
+        # One slot per token of the target's pool: the price per token from the tensors.
+        per_token = sum(part["token_buffer_bytes"] // part["token_rows"] for part in draft_parts)
+        assert per_token == run.breakdown["draft_kv_bytes_per_token"]
+    print(f"{row.key}: {priced} draft layers priced; {counted} draft pools counted")
 
 
 # --------------------------------------------------------------------------- (b)
