@@ -26,8 +26,10 @@ read back as expectations):
 Every launch is bounded in time; a hang fails with each rank's last log lines and is killed.
 The asymmetric launch is started once (module fixture) and read by every (a) test.
 
-Timing (2 shared cores): a TP 2 launch of 0.5.23 is up in 70-150 s; CI runs two multi-rank
-launches here, (a) and (c).
+Timing (2 shared cores): a TP 2 launch of 0.5.23 is up in 72 s lightly loaded, 167-194 s with
+other launches beside it; the rank-failure launch ends ~1 s after the draft fails (117 s in
+all), SIGTERM ends it ~1 s after the signal. CI runs two multi-rank launches here, (a) and (c):
+~5.5 min on a loaded machine.
 """
 
 from __future__ import annotations
