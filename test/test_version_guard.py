@@ -172,3 +172,27 @@ def test_the_dependency_never_moves_the_host_sglang() -> None:
     for release in (*SERVED, "0.5.22", "0.5.24", "0.6.0", "1.0.0"):
         assert sglang.specifier.contains(release, prereleases=True), release
     assert not sglang.specifier.contains("0.5.12")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(
+    not UPSTREAM_PYTHON.exists(),
+    reason=".venv-sglang0514 is absent: build it with scripts/setup.sh (CI does)",
+)
+def test_planner_refuses_an_unserved_release_in_one_line() -> None:
+    """The planner runs the installed release's server-args logic; on 0.5.14 it has none to
+    run and says where to run it instead (exit 2, one line, before SGLang is imported)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_PLUGINS")}
+    proc = subprocess.run(
+        [str(UPSTREAM_PYTHON), "-m", "sglang_specinit.planner.cli", "plan", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        cwd=str(REPO_ROOT),
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert f"sglang {UPSTREAM_VERSION} is installed" in lines[0]
+    assert ", ".join(SERVED) in lines[0]
