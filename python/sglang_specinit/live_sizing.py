@@ -7,6 +7,9 @@
   and the duplicate-weight accounting, never the token count (SGLang's own free-memory reading
   does), so they must never stop a launch: a wrapper tensor subclass without a readable
   storage (torchao quantized weights, DTensor) is counted by its own size;
+* :func:`draft_spec` and :func:`plan_from_readings` — the one sizing path every adapter
+  runs: what it read from SGLang's live objects -> ``budget.plan_pools`` -> the "too few
+  tokens" check; the adapter only reads SGLang's objects and hands the token count back;
 * :class:`SpecInitBudgetError` and its message, naming the fraction to pass.
 """
 
@@ -16,7 +19,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_specinit.budget import BudgetInputs, PoolPlan
+from sglang_specinit.budget import (
+    GIB,
+    MIN_SERVABLE_TOKENS,
+    BudgetInputs,
+    DraftSpec,
+    KVSpec,
+    PoolPlan,
+    page_ceil,
+    plan_pools,
+)
 from sglang_specinit.report import human_bytes
 
 
@@ -73,3 +85,70 @@ def budget_error_message(inputs: BudgetInputs, plan: PoolPlan) -> str:
         f"draft. Pass --mem-fraction-static {plan.suggested_mem_fraction_static:.3f} or more "
         f"(minimum viable {plan.min_viable_mem_fraction_static:.4f}), or use a smaller draft."
     )
+
+
+def draft_spec(
+    description: DraftDescription,
+    kv_pools: tuple[KVSpec, ...],
+    fixed_bytes: int,
+    target_storages: dict[Any, int],
+    shared_weight_bytes: int = 0,
+    upstream_reserved_layers: int = 0,
+) -> DraftSpec:
+    """The budget model's draft, from a live draft's description and its priced pools; its
+    weights are the storages its runners hold that the target does not."""
+    runners = [r.model for r in description.weight_runners]
+    return DraftSpec(
+        algorithm=description.algorithm,
+        kv_pools=kv_pools,
+        weight_bytes=sum(storage_bytes(runners, target_storages).values()),
+        bytes_per_request=description.bytes_per_request,
+        fixed_bytes=fixed_bytes,
+        shared_weight_bytes=shared_weight_bytes,
+        upstream_reserved_layers=upstream_reserved_layers,
+    )
+
+
+@dataclass(frozen=True)
+class SizingReadings:
+    """What an adapter read from SGLang's live objects when the target pool is sized."""
+
+    pre_model_load_memory_gb: float  # SGLang's free-memory reading before loading (GiB)
+    mem_fraction_static: float
+    # SGLang's own KV budget now (``_profile_available_bytes``: f x free before loading minus
+    # everything that left free memory since: weights, multimodal / mamba reservations).
+    available_bytes: int
+    target_kv: KVSpec
+    target_weight_bytes: int
+    draft: DraftSpec | None
+    page_size: int
+    context_len: int
+    max_total_tokens: int | None
+    max_running_requests: int | None
+    dp_size: int
+
+
+def plan_from_readings(readings: SizingReadings) -> tuple[BudgetInputs, PoolPlan]:
+    """Readings -> the budget model's inputs -> ``budget.plan_pools``, refusing a plan that
+    cannot serve one page (before any pool exists) with the fraction to pass."""
+    pre_load_free_bytes = int(readings.pre_model_load_memory_gb * GIB)
+    f = readings.mem_fraction_static
+    inputs = BudgetInputs(
+        pre_load_free_bytes=pre_load_free_bytes,
+        mem_fraction_static=f,
+        target_kv=readings.target_kv,
+        target_weight_bytes=readings.target_weight_bytes,
+        page_size=readings.page_size,
+        context_len=readings.context_len,
+        draft=readings.draft,
+        max_total_tokens=readings.max_total_tokens,
+        max_running_requests=readings.max_running_requests,
+        dp_size=readings.dp_size,
+        # Everything SGLang saw leave free memory since its pre-load reading, exactly as its
+        # own budget charges it.
+        measured_resident_bytes=int(f * pre_load_free_bytes) - readings.available_bytes,
+    )
+    plan = plan_pools(inputs)
+    if plan.tokens < page_ceil(MIN_SERVABLE_TOKENS, inputs.page_size):
+        raise SpecInitBudgetError(budget_error_message(inputs, plan))
+    return inputs, plan

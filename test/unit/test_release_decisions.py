@@ -37,6 +37,7 @@ def test_0_5_23_adapter_tables_are_plain_data() -> None:
         "sglang.srt.managers.scheduler",
         "sglang.srt.mem_cache.kv_cache_configurator",
         "sglang.srt.model_executor.pool_configurator",
+        "sglang.srt.model_executor.model_runner",  # read: init_kv_cache_configurator (probe)
         "sglang.srt.speculative.eagle_worker_v2",
         "sglang.srt.speculative.multi_layer_eagle_worker_v2",
         "sglang.srt.speculative.standalone_worker_v2",

@@ -18,20 +18,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_specinit.budget import (
-    GIB,
-    MIN_SERVABLE_TOKENS,
-    BudgetInputs,
-    DraftSpec,
-    KVSpec,
-    PoolPlan,
-    page_ceil,
-    plan_pools,
-)
+from sglang_specinit.budget import GIB, BudgetInputs, KVSpec, PoolPlan
 from sglang_specinit.live_sizing import (
     DraftDescription,
-    SpecInitBudgetError,
-    budget_error_message,
+    SizingReadings,
+    draft_spec,
+    plan_from_readings,
     storage_bytes,
 )
 from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
@@ -76,7 +68,8 @@ class SpeculativeSizing:
     # None where the all-rank minimum cannot be recovered from SGLang's reading (mamba state).
     free_at_sizing: RankFreeMemory | None = None
 
-    def build_inputs(self, runner: Any, pre_model_load_memory: float) -> BudgetInputs:
+    def read_sizing(self, runner: Any, pre_model_load_memory: float) -> SizingReadings:
+        """What the shared sizing path needs, read from the live target and draft runners."""
         server_args = runner.server_args
         page_size = server_args.page_size
         described = self.draft
@@ -92,49 +85,31 @@ class SpeculativeSizing:
         # Read just before SGLang's all-rank reading, with nothing allocated in between.
         own_free = rank_free_bytes(runner)
         available_bytes = runner._profile_available_bytes(pre_model_load_memory)
-        pre_load_free_bytes = int(pre_model_load_memory * GIB)
         f = runner.mem_fraction_static
         if getattr(runner, "mambaish_config", None) is None:
             # _profile_available_bytes returns min_free_now - (1 - f) * min_free_before_load.
             min_free = available_bytes + int(pre_model_load_memory * (1 - f) * GIB)
             self.free_at_sizing = RankFreeMemory(own_free, min_free)
-        budget_bytes = int(f * pre_load_free_bytes)
         target_storages = storage_bytes([runner.model])
-        draft = DraftSpec(
-            algorithm=self.algorithm,
-            kv_pools=self.draft_pools,
-            weight_bytes=sum(
-                storage_bytes(
-                    [dr.model for dr in described.weight_runners], target_storages
-                ).values()
-            ),
-            bytes_per_request=described.bytes_per_request,
-            fixed_bytes=fixed_pools,
-        )
-        return BudgetInputs(
-            pre_load_free_bytes=pre_load_free_bytes,
+        return SizingReadings(
+            pre_model_load_memory_gb=pre_model_load_memory,
             mem_fraction_static=f,
+            available_bytes=available_bytes,
             target_kv=target_kv,
             target_weight_bytes=sum(target_storages.values()),
+            draft=draft_spec(described, self.draft_pools, fixed_pools, target_storages),
             page_size=page_size,
             context_len=runner.model_config.context_len,
-            draft=draft,
             max_total_tokens=server_args.max_total_tokens,
             max_running_requests=server_args.max_running_requests,
             dp_size=runner.dp_size,
-            # What SGLang measured as gone since the pre-load reading: both models' weights
-            # and anything else allocated on the way (LoRA buffers, mamba state reservation).
-            measured_resident_bytes=budget_bytes - available_bytes,
         )
 
     def resolve(self, runner: Any, pre_model_load_memory: float) -> Any:
         from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
-        inputs = self.build_inputs(runner, pre_model_load_memory)
-        plan = plan_pools(inputs)
+        inputs, plan = plan_from_readings(self.read_sizing(runner, pre_model_load_memory))
         self.inputs, self.plan = inputs, plan
-        if plan.tokens < page_ceil(MIN_SERVABLE_TOKENS, inputs.page_size):
-            raise SpecInitBudgetError(budget_error_message(inputs, plan))
         tokens = runner._apply_token_constraints(plan.tokens)
         configurator = create_memory_pool_configurator(runner)
         config = configurator.calculate_pool_sizes_from_max_tokens(tokens, inputs.page_size)

@@ -27,7 +27,6 @@ from sglang_specinit.pool_measure import (
     kv_pool_storages,
     measure_linear,
     model_name,
-    pool_logs_quiet,
 )
 
 _MISSING = object()
@@ -104,10 +103,3 @@ def draft_configurator(runner: Any, draft_parallel_layout: Any = None) -> Any:
             runner.__dict__.pop("kv_cache_configurator", None)
         else:
             runner.kv_cache_configurator = saved
-
-
-def fixed_pool_bytes(kvc: Any, tokens: int) -> int:
-    """Bytes of a pool of a fixed token count (frozen-KV MTP's stand-in), storages included
-    whose size does not follow the token count: it is allocated whole, whatever it holds."""
-    with pool_logs_quiet():
-        return sum(_build(kvc, tokens, tokens).values())

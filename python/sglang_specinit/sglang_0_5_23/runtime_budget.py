@@ -26,22 +26,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_specinit.budget import (
-    GIB,
-    MIN_SERVABLE_TOKENS,
-    BudgetInputs,
-    DraftSpec,
-    KVSpec,
-    PoolPlan,
-    page_ceil,
-    plan_pools,
-    tokens_within_pool_budget,
-)
+from sglang_specinit.budget import BudgetInputs, KVSpec, PoolPlan, tokens_within_pool_budget
 from sglang_specinit.hooks import Hook, Requires
 from sglang_specinit.live_sizing import (
     DraftDescription,
-    SpecInitBudgetError,
-    budget_error_message,
+    SizingReadings,
+    draft_spec,
+    plan_from_readings,
     storage_bytes,
 )
 from sglang_specinit.sglang_0_5_23 import pool_probe
@@ -138,7 +129,12 @@ def price_configurators(
     return (
         pool_probe.measure_configurator(target, split),
         tuple(pool_probe.measure_configurator(kvc, split) for kvc in pool_drafts),
-        sum(pool_probe.fixed_pool_bytes(kvc, tokens) for kvc, tokens in fixed_drafts),
+        # A fixed-size pool is priced as token-sized ones are (its constant pointer tables
+        # are left to the 1 - f share), at its own token count.
+        sum(
+            pool_probe.measure_configurator(kvc, split).pool_bytes(tokens, int(kvc.page_size))
+            for kvc, tokens in fixed_drafts
+        ),
     )
 
 
@@ -153,49 +149,40 @@ def price_pools(kvc: Any, sizing: TargetSizing) -> Prices:
     )
 
 
-def build_inputs(
+def read_sizing(
     kvc: Any,
     sizing: TargetSizing,
     pre_model_load_memory: float,
     available_bytes: int,
     prices: Prices,
-) -> BudgetInputs:
-    """The budget model's inputs, read from the live target configurator and draft runners."""
+) -> SizingReadings:
+    """What the shared sizing path needs, read from the live target configurator."""
     from sglang.srt.runtime_context import get_schedule
 
     schedule = get_schedule()
-    pre_load_free_bytes = int(pre_model_load_memory * GIB)
-    f = schedule.mem_fraction_static
     target_storages = storage_bytes([kvc.model])
     target_kv, sizing.draft_pools, fixed_bytes = prices
-    described = sizing.draft
     d = kvc.spec_aux_config.eagle_draft_num_layers
     sizing.upstream_reserved_layers = int(d) if d is not None and int(d) > 0 else 0
-    draft = DraftSpec(
-        algorithm=described.algorithm,
-        kv_pools=sizing.draft_pools,
-        weight_bytes=sum(
-            storage_bytes([r.model for r in described.weight_runners], target_storages).values()
-        ),
-        bytes_per_request=described.bytes_per_request,
-        fixed_bytes=fixed_bytes,
-        shared_weight_bytes=sizing.stock_duplicate_bytes,
-        upstream_reserved_layers=sizing.upstream_reserved_layers,
-    )
-    return BudgetInputs(
-        pre_load_free_bytes=pre_load_free_bytes,
-        mem_fraction_static=f,
+    return SizingReadings(
+        pre_model_load_memory_gb=pre_model_load_memory,
+        mem_fraction_static=schedule.mem_fraction_static,
+        available_bytes=available_bytes,
         target_kv=target_kv,
         target_weight_bytes=sum(target_storages.values()),
+        draft=draft_spec(
+            sizing.draft,
+            sizing.draft_pools,
+            fixed_bytes,
+            target_storages,
+            shared_weight_bytes=sizing.stock_duplicate_bytes,
+            upstream_reserved_layers=sizing.upstream_reserved_layers,
+        ),
         page_size=schedule.page_size,
         context_len=kvc.model_config.context_len,
-        draft=draft,
         max_total_tokens=schedule.max_total_tokens,
         max_running_requests=schedule.max_running_requests,
         dp_size=kvc.attn_dp_size,
-        # Everything SGLang saw leave free memory since its pre-load reading (both models'
-        # weights, multimodal and mamba reservations), exactly as its own budget charges it.
-        measured_resident_bytes=int(f * pre_load_free_bytes) - available_bytes,
     )
 
 
@@ -209,11 +196,9 @@ def _resolve(
     from sglang.srt.runtime_context import get_schedule
 
     available_bytes = kvc._profile_available_bytes(pre_model_load_memory)
-    inputs = build_inputs(kvc, sizing, pre_model_load_memory, available_bytes, prices)
-    plan = plan_pools(inputs)
+    readings = read_sizing(kvc, sizing, pre_model_load_memory, available_bytes, prices)
+    inputs, plan = plan_from_readings(readings)
     sizing.inputs, sizing.plan = inputs, plan
-    if plan.tokens < page_ceil(MIN_SERVABLE_TOKENS, inputs.page_size):
-        raise SpecInitBudgetError(budget_error_message(inputs, plan))
     tokens = kvc._apply_token_constraints(plan.tokens)
     _SIZED[id(kvc)] = (kvc, prices)
     config = configurator.calculate_pool_sizes_from_max_tokens(tokens, inputs.page_size)

@@ -1,18 +1,19 @@
-"""sglang 0.5.23: a ``KVCacheConfigurator`` for a model whose weights were never loaded.
+"""sglang 0.5.23: the ``KVCacheConfigurator`` of a launch whose weights are not loaded.
 
-TEST DOUBLE (the 0.5.23 counterpart of :mod:`harness.unloaded_runner`). Published 8B-700B
-configs cannot be loaded here, but which pools 0.5.23 builds, and how large, depends only on
-the fields its ``KVCacheConfigurator`` holds, not on the weights. :func:`published_layout`
-publishes the launch's ``ServerArgs`` as a scheduler does (``runtime_context.publish``: TP,
-attention DP, decode context parallel, page size ... as SGLang derives them) and
-:func:`unloaded_configurator` fills the configurator's fields the way
-``ModelRunner.init_kv_cache_configurator`` does, each from SGLang's own function where
-0.5.23 has one (``ModelConfig.from_server_args``, ``resolve_layer_indices``,
-``resolve_spec_aux_hidden_state_config``, ``kv_cache_dtype.configure_kv_cache_dtype``,
-``resolve_sliding_window_size``); ``model`` is None (only FP4 scale loading reads it). The
-pool classes, their sizes and the configurators' cells are then SGLang's own.
+Read (not patched): ``runtime_context.publish``, ``ModelConfig.from_server_args``,
+``layer_setup.resolve_layer_indices``, ``spec_aux_hidden_state.
+resolve_spec_aux_hidden_state_config``, ``kv_cache_dtype.configure_kv_cache_dtype``,
+``load_model_utils.resolve_sliding_window_size``, ``KVCacheConfigurator``.
 
-Runs in the 0.5.23 environment with ``SGLANG_USE_CPU_ENGINE=1`` (pools allocate on cpu).
+Which pools 0.5.23 builds for a launch, and how large, depends only on the fields its
+``KVCacheConfigurator`` holds, not on the weights. So the offline planner and the layout tests
+price a launch with the same function the server runs (``runtime_budget.
+price_configurators``) on configurators built here: :func:`published_layout` publishes the
+launch's ``ServerArgs`` as a scheduler does (TP, attention DP, decode context parallel, page
+size ... as SGLang derives them) and :func:`unloaded_configurator` fills the configurator's
+fields the way ``ModelRunner.init_kv_cache_configurator`` does, each from SGLang's own
+function; ``model`` is None (only FP4 scale loading reads it). The pools are built at a few
+pages on the device the process runs on (cpu, with ``SGLANG_USE_CPU_ENGINE=1``).
 """
 
 from __future__ import annotations
