@@ -55,7 +55,11 @@ CPU_ENGINE_OVERRIDES: dict[str, Any] = {
     "log_level": "info",
     "random_seed": 0,
 }
-DSA_NEEDS_CUDA_0523 = "0.5.23 builds DeepSeek-V3.2 (DSA) pools and indexer kernels for CUDA only"
+DSA_NEEDS_CUDA_0523 = (
+    "0.5.23 cannot resolve a DeepSeek-V3.2 (DSA) launch on CPU: arg_groups/model_hook.py "
+    "handle_model_specific_adjustments calls torch.cuda.get_device_capability() for the DSA "
+    "defaults inside ServerArgs.resolve_once -> 'Found no NVIDIA driver on your system'"
+)
 
 
 # 0.5.23 splits both graph flags per phase; the recipes' values bound the decode graphs.
@@ -83,12 +87,14 @@ def _eagle3_draft() -> Path:
 
 
 NGRAM_CUDA_ONLY_0523 = (
-    "0.5.23 refuses NGRAM off CUDA: arg_groups/speculative_hook.py raises 'Ngram speculative "
-    "decoding only supports CUDA device.' for device cpu"
+    "0.5.23 cannot build NGRAM on CPU: speculative/ngram_worker.py imports "
+    "sgl_kernel.speculative (CUDA kernels; sglang-kernel has no CPU build) at module level -> "
+    "ModuleNotFoundError in the scheduler"
 )
 QWEN3_NEXT_CPU = (
-    "0.5.23 cannot build Qwen3NextForCausalLM on CPU (its gated-delta-net layers ask the "
-    "CUDA device module for the current device)"
+    "0.5.23 cannot build Qwen3NextForCausalLM on CPU: models/qwen3_next.py (its gated-delta-net "
+    "layer's __init__) calls torch.cuda.current_device() -> 'Found no NVIDIA driver on your "
+    "system'"
 )
 NOT_PRICED = "0.5.23 keeps stock sizing here (the plugin steps aside with one WARNING); "
 
@@ -158,11 +164,14 @@ ROWS: tuple[Row, ...] = (
     _from_0513("gemma4-frozen-kv-mtp"),
     _from_0513(
         "deepseek-v32-hisparse",
-        engine_blocker=NOT_PRICED + DSA_NEEDS_CUDA_0523 + "; HiSparse backends are CUDA-only",
+        engine_blocker=NOT_PRICED + DSA_NEEDS_CUDA_0523,
     ),
     _from_0513(
         "deepseek-v4-mtp",
-        engine_blocker=NOT_PRICED + "DeepSeek-V4's compressed KV pools and kernels are CUDA-only",
+        engine_blocker=(
+            NOT_PRICED + "not built on CPU: 0.5.23's DeepSeek-V4 attention reads "
+            "compress_rope_theta, which the tiny config (tiny_configs.deepseek_v4) lacks"
+        ),
     ),
 )
 ROWS_BY_KEY_0523 = {row.key: row for row in ROWS}
