@@ -50,7 +50,7 @@ from harness.report_reading import (
     runner,
 )
 from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape
-from sglang_specinit import budget
+from sglang_specinit import budget, release_rules
 from test_workers_common import launch_cache
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
@@ -239,6 +239,14 @@ def test_phases_run_in_order_inside_the_scheduler(
         log_index(log, MEMORY_PREFIX),
     ]
     assert marks == sorted(marks), marks
+    # The draft's layer count, read from its config before any weights loaded (upstream's
+    # eagle_draft_num_layers), is in the phase-1 line and is what the draft pool holds: no
+    # phase-3 warning.
+    draft_layers = runner(report, "draft")["kv_pool"]["layer_num"]
+    assert draft_layers == run.case.draft_shape.layers
+    (phase1,) = [ln for ln in log.splitlines() if f"[specinit] phase {PHASES[0]} done" in ln]
+    assert f"(eagle_draft_num_layers={draft_layers}, from the draft config" in phase1
+    assert "[specinit] the draft runners allocate" not in log
     # The JSON log line and the rank's memory JSON carry the same dict.
     (line,) = [ln for ln in log.splitlines() if MEMORY_PREFIX in ln]
     assert json.loads(line.split(MEMORY_PREFIX, 1)[1]) == breakdown
@@ -358,8 +366,8 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
         meter.resident_bytes + kv_buffer_bytes(target_pool) + kv_buffer_bytes(draft_pool)
     )
     assert used_at_least > F * CAPACITY
-    # The target pool alone takes the whole budget: budget.stock_0_5_13_plan models it.
-    stock_plan = budget.stock_0_5_13_plan(
+    # The target pool alone takes the whole budget: release_rules.stock_0_5_13_plan models it.
+    stock_plan = release_rules.stock_0_5_13_plan(
         budget.BudgetInputs(
             pre_load_free_bytes=meter.pre_load_free_bytes,
             mem_fraction_static=F,

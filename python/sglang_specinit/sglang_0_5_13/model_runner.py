@@ -1,7 +1,8 @@
 """ModelRunner in phases (sglang 0.5.13 / 0.5.13.post1).
 
 Wraps ``ModelRunner.initialize`` and ``ModelRunnerKVCacheMixin._resolve_memory_pool_config``;
-adds ``ModelRunner.alloc_memory_pool`` and ``ModelRunner.init_backends``.
+adds ``ModelRunner.alloc_memory_pool`` and ``ModelRunner.init_backends``; sets
+``ModelRunner.eagle_draft_num_layers`` on the target runner (:func:`early_draft_num_layers`).
 
 In 0.5.13.x ``initialize`` loads weights, sizes and allocates the KV pool from free memory
 measured right then, and builds attention backends and CUDA graphs. During a phased init it is
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from sglang_specinit.hooks import Hook, NewMethod, Requires
@@ -51,6 +53,82 @@ def initialize(original: Any, self: Any, pre_model_load_memory: float) -> None:
     self._specinit_pools_pending = True
     for name in PROVISIONAL_ATTRS:
         setattr(self, name, PROVISIONAL_SIZE)
+
+
+# Upstream's name (sglang 0.5.14, PR #23862) for the draft's KV layer count read before loading.
+EARLY_DRAFT_LAYERS_ATTR = "eagle_draft_num_layers"
+_MODEL_CONFIG_LOGGER = "sglang.srt.configs.model_config"
+
+
+def early_draft_num_layers(server_args: Any) -> int | None:
+    """The KV layers each draft runner will allocate, read from the draft's config before any
+    weights load (call it before phase 1).
+
+    sglang 0.5.14 computes this on the target ``ModelRunner`` (``eagle_draft_num_layers``, PR
+    #23862) for EAGLE-family and STANDALONE drafts; 0.5.13.x has no such step, so it is read
+    here: from a draft ``ModelConfig`` built as ``TpModelWorker._init_model_config`` builds it
+    (a path-less draft reads the target's checkpoint), inside ``defer_pools()`` so that the
+    adapter's ``ModelConfig._config_draft_model`` hook (:mod:`.model_config`) gives it its own
+    copy of the hf config before SGLang rewrites it in place; the cached object the target's
+    ``ModelConfig`` holds is never touched. The count is ``specs.runner_layer_count``, 0.5.13's
+    own runner rule, which the planner uses too (an explicit ``num_nextn_predict_layers: 0``
+    still allocates a layer; upstream's rule gives 0 there).
+
+    Informational, as the sizing prices the live runners: None for other algorithms, or when
+    the config cannot be read yet (phase 2 then meets the same problem and SGLang reports it).
+    """
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    from sglang_specinit.sglang_0_5_13.state import defer_pools
+    from sglang_specinit.specs import runner_layer_count
+
+    algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
+    if not (algorithm.is_eagle() or algorithm.is_standalone()):
+        return None
+    # The draft's own ModelConfig logs what it finds; phase 2 builds it again and logs it then.
+    quiet = logging.getLogger(_MODEL_CONFIG_LOGGER)
+    was_disabled, quiet.disabled = quiet.disabled, True
+    try:
+        with defer_pools():
+            draft_config = ModelConfig.from_server_args(
+                server_args,
+                model_path=server_args.speculative_draft_model_path,
+                model_revision=server_args.speculative_draft_model_revision,
+                is_draft_model=True,
+            )
+        return runner_layer_count(draft_config, is_draft=True)
+    except Exception as exc:  # the real draft build in phase 2 raises SGLang's own error
+        logger.info("[specinit] draft layer count not read before loading: %s", exc)
+        return None
+    finally:
+        quiet.disabled = was_disabled
+
+
+def warn_if_draft_layers_differ(early: int | None, draft_runners: Sequence[Any]) -> bool:
+    """Phase 3: one WARNING if a draft runner allocated another layer count than the one read
+    from the draft's config before loading (:func:`early_draft_num_layers`); True if it warned.
+
+    The pools were priced on the live runners, so the launch's budget holds either way; what
+    the warning flags is that a count read from the config, as ``sglang-specinit plan`` reads
+    it, is wrong for this draft. A runner's count is ``num_effective_layers``, the layer count
+    0.5.13.x builds its KV pool with.
+    """
+    if early is None or not draft_runners:
+        return False
+    allocated = [int(runner.num_effective_layers) for runner in draft_runners]
+    if all(layers == early for layers in allocated):
+        return False
+    logger.warning(
+        "[specinit] the draft runners allocate %s KV layers, but the draft config read before "
+        "loading gave %s=%d; the pools were sized from the runners, a plan from the config "
+        "prices %d",
+        "/".join(map(str, allocated)),
+        EARLY_DRAFT_LAYERS_ATTR,
+        early,
+        early,
+    )
+    return True
 
 
 def clear_provisional_sizes(model_runner: Any) -> None:

@@ -8,6 +8,10 @@ target pool is sized without the draft and the draft lands on top of ``--mem-fra
 Here the worker constructors only load weights; then all pools are sized together, then all
 backends and graphs are built. SGLang's own ``init_model_worker`` then runs with the two loads
 already done, so everything it does after them (worker dispatch, ``get_worker_info``) is stock.
+
+Before phase 1 the draft's KV layer count is read from its config, as upstream 0.5.14 reads
+``eagle_draft_num_layers`` (``model_runner.early_draft_num_layers``); phase 1 logs it and phase 3
+warns if the draft runners allocate another count.
 """
 
 from __future__ import annotations
@@ -116,8 +120,8 @@ def init_model_worker(original: Any, self: Any) -> None:
     self._specinit_model_less_draft = is_model_less_worker(worker_class)
     with defer_pools():
         _timed(self, "1/4 load target weights", self.init_tp_model_worker, layers_detail)
-        # Under upstream's name, on the target runner (where 0.5.14 keeps it).
-        setattr(self.tp_worker.model_runner, EARLY_DRAFT_LAYERS_ATTR, early_layers)
+        if early_layers is not None:  # under upstream's name, on the target runner (as 0.5.14)
+            setattr(self.tp_worker.model_runner, EARLY_DRAFT_LAYERS_ATTR, early_layers)
         if self._specinit_model_less_draft:
             self.draft_worker = None
             logger.info(

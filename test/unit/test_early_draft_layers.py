@@ -1,0 +1,168 @@
+"""The draft's layer count read before loading (upstream's ``eagle_draft_num_layers``), 0.5.13.x.
+
+``sglang_0_5_13.model_runner.early_draft_num_layers`` reads it from the draft's config before
+phase 1; phase 3 (``scheduler.init_memory_pools``) warns once if a draft runner allocates another
+count. Here: the count on the tiny checkpoints' real configs (SGLang's own ``ServerArgs`` and
+``ModelConfig``, no launch), and the phase-3 check on a stub scheduler whose runners are test
+doubles carrying only ``num_effective_layers`` (no pool can be built without a launch). The live
+launches of ``test/cpu/test_phased_eagle.py`` check the phase-1 line against the allocated pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from harness import tiny_models, tiny_models_extra
+from harness.engine import cpu_engine_kwargs
+from sglang_specinit.live_sizing import DraftDescription
+from sglang_specinit.sglang_0_5_13 import model_runner
+from sglang_specinit.sglang_0_5_13 import scheduler as scheduler_phases
+
+WARNING_TEXT = "[specinit] the draft runners allocate"
+
+
+def _server_args(target: Path, **kwargs: Any) -> Any:
+    """SGLang 0.5.13.post1's ``ServerArgs`` for a CPU launch; the ``SGLANG_*`` defaults its
+    post-init exports are undone so that later launches from this process do not inherit them."""
+    from sglang.srt.server_args import ServerArgs
+
+    saved = dict(os.environ)
+    try:
+        return ServerArgs(**cpu_engine_kwargs(target, **kwargs))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "draft", "layers"),
+    [
+        ("EAGLE", tiny_models.tiny_eagle_draft, tiny_models.DEFAULT_EAGLE_DRAFT.layers),
+        ("EAGLE3", tiny_models.tiny_eagle3_draft, tiny_models.DEFAULT_EAGLE3_DRAFT.layers),
+        # An explicit 0 is "absent" for 0.5.13's runner: it still allocates its one layer.
+        (
+            "EAGLE3",
+            lambda: tiny_models.tiny_eagle3_draft(num_nextn_predict_layers=0),
+            tiny_models.DEFAULT_EAGLE3_DRAFT.layers,
+        ),
+        (
+            "STANDALONE",
+            tiny_models_extra.tiny_standalone_draft,
+            tiny_models_extra.DEFAULT_STANDALONE_DRAFT.layers,
+        ),
+    ],
+    ids=["eagle", "eagle3", "eagle3-nnpl0", "standalone"],
+)
+def test_count_read_from_the_draft_config(algorithm: str, draft: Any, layers: int) -> None:
+    args = _server_args(
+        tiny_models.tiny_llama_target(), draft_model_path=draft(), algorithm=algorithm
+    )
+    assert model_runner.early_draft_num_layers(args) == layers
+
+
+def test_pathless_mtp_count_leaves_the_targets_cached_config_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DeepSeek-V3 MTP without a draft path: SGLang points the draft at the target's checkpoint
+    and revision, so ``get_config`` hands the draft the very object the target's ModelConfig
+    holds, and ``_config_draft_model`` renames its architecture in place. The early read must
+    leave it alone: the adapter's hook on that method (installed here as HookRegistry installs
+    an AROUND hook) copies the config first, because the read runs inside ``defer_pools()``."""
+    from harness import tiny_configs
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang_specinit.sglang_0_5_13 import model_config as adapter_model_config
+
+    original = ModelConfig._config_draft_model
+    monkeypatch.setattr(
+        ModelConfig,
+        "_config_draft_model",
+        lambda self: adapter_model_config.config_draft_model(original, self),
+    )
+    target = tiny_configs.tiny_config_dir("deepseek-v3")
+    args = _server_args(target, algorithm="EAGLE")
+    assert args.speculative_draft_model_path == str(target)  # SGLang filled it in
+    target_config = ModelConfig.from_server_args(args)  # as the Scheduler builds it first
+    hf_config = target_config.hf_config
+    before = hf_config.to_dict()
+    assert model_runner.early_draft_num_layers(args) == before["num_nextn_predict_layers"] == 1
+    assert target_config.hf_config is hf_config
+    assert hf_config.to_dict() == before
+    assert hf_config.architectures == ["DeepseekV3ForCausalLM"]
+    # The target's worker builds its ModelConfig again, from the same cache: still the target.
+    assert ModelConfig.from_server_args(args).hf_config.architectures == ["DeepseekV3ForCausalLM"]
+
+
+def test_no_count_for_a_draft_upstream_does_not_count() -> None:
+    args = _server_args(
+        tiny_models.tiny_llama_target(),
+        draft_model_path=tiny_models_extra.tiny_dflash_draft(),
+        algorithm="DFLASH",
+    )
+    assert model_runner.early_draft_num_layers(args) is None
+
+
+def _runner(layers: int) -> SimpleNamespace:
+    """Test double: a draft ModelRunner reduced to the layer count its pool is built with."""
+    return SimpleNamespace(num_effective_layers=layers)
+
+
+class _StubScheduler:
+    """Test double: what ``init_memory_pools`` reads of a Scheduler once the target pool exists
+    (the target runner's sizing names the draft's runners; the draft worker allocates)."""
+
+    def __init__(self, early: int | None, draft: DraftDescription) -> None:
+        self._specinit_eagle_draft_num_layers = early
+        target = SimpleNamespace(
+            memory_pool_config="config", _specinit_sizing=SimpleNamespace(draft=draft)
+        )
+        self.tp_worker = SimpleNamespace(
+            model_runner=target, get_memory_pool=lambda: ("req_to_token", "allocator")
+        )
+        self.allocations: list[dict[str, Any]] = []
+        self.draft_worker = SimpleNamespace(alloc_memory_pool=self._alloc)
+
+    def _alloc(self, **kwargs: Any) -> None:
+        self.allocations.append(kwargs)
+
+    def init_target_memory_pool(self) -> None:
+        pass
+
+
+def _phase3_warnings(
+    caplog: pytest.LogCaptureFixture, early: int | None, draft: DraftDescription
+) -> list[str]:
+    scheduler = _StubScheduler(early, draft)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=model_runner.logger.name):
+        scheduler_phases.init_memory_pools(scheduler)
+    assert len(scheduler.allocations) == 1  # the draft's pools were allocated first
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_phase3_is_silent_when_the_runners_allocate_the_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    one = _runner(1)
+    assert _phase3_warnings(caplog, 1, DraftDescription(pool_runners=[one])) == []
+    # Multi-layer EAGLE: one runner per step, each with the one layer the config gives.
+    steps = [_runner(1) for _ in range(3)]
+    assert _phase3_warnings(caplog, 1, DraftDescription(pool_runners=steps)) == []
+    # No count read (not an EAGLE-family draft): nothing to compare.
+    assert _phase3_warnings(caplog, None, DraftDescription(pool_runners=[_runner(4)])) == []
+
+
+def test_phase3_warns_once_when_a_runner_allocates_another_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    (message,) = _phase3_warnings(caplog, 1, DraftDescription(pool_runners=[_runner(2)]))
+    assert message.startswith(f"{WARNING_TEXT} 2 KV layers")
+    assert "eagle_draft_num_layers=1" in message
+    # A fixed-size pool's runner (frozen-KV MTP's stand-in) is compared too.
+    fixed = DraftDescription(fixed_pools=[(_runner(3), 64)])
+    (message,) = _phase3_warnings(caplog, 2, fixed)
+    assert message.startswith(f"{WARNING_TEXT} 3 KV layers")
