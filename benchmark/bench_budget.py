@@ -18,7 +18,7 @@ number is read from the scheduler process's harness report:
   afterwards; stock loads the draft after sizing, and its bound draft weights are taken from
   the patched run (same tensors).
 
-The 0.5.14 rule modelled on the patched run's inputs (``budget.upstream_0_5_14_plan``) is
+The 0.5.14 rule modelled on the patched run's inputs (``release_rules.upstream_0_5_14_plan``) is
 printed and written next to the measured 0.5.14. Where 0.5.14 cannot start (no
 ``.venv-sglang0514``, or a start error), its column is the model, marked ``modelled``, with the
 reason. Nothing is asserted.
@@ -67,7 +67,7 @@ from harness.report_reading import (
     readings,
     runner,
 )
-from sglang_specinit import budget
+from sglang_specinit import budget, release_rules
 from sglang_specinit.planner.cli import main as specinit_cli
 from sglang_specinit.planner.report_cases import slugify
 from sglang_specinit.report import human_bytes
@@ -173,7 +173,7 @@ def start_failure(error: BaseException) -> str:
 
 
 def modelled_0_5_14(case: Case, patched: Launch, stock_target: int, draft_weights: int):
-    """``budget.upstream_0_5_14_plan`` on the patched run's measured inputs."""
+    """``release_rules.upstream_0_5_14_plan`` on the patched run's measured inputs."""
     shape = case.draft_shape
     inputs = budget.BudgetInputs(
         pre_load_free_bytes=meter_budget(patched.report, FRACTION).pre_load_free_bytes,
@@ -194,7 +194,7 @@ def modelled_0_5_14(case: Case, patched: Launch, stock_target: int, draft_weight
         ),
         max_running_requests=patched.report["server_args"]["max_running_requests"],
     )
-    plan = budget.upstream_0_5_14_plan(inputs)
+    plan = release_rules.upstream_0_5_14_plan(inputs)
     # At sizing 0.5.14 holds the draft's duplicate embed/lm_head too (plan.resident_bytes is
     # the final, bound state); charge them as the measured column does.
     draft_at_sizing = draft_weights + inputs.draft.shared_weight_bytes
@@ -209,7 +209,7 @@ def modelled_0_5_14(case: Case, patched: Launch, stock_target: int, draft_weight
         draft_pool=plan.draft_kv_pool_bytes,
         source=MODELLED,
         title="upstream 0.5.14 rule",
-        note="budget.upstream_0_5_14_plan on the patched run's measured inputs",
+        note="release_rules.upstream_0_5_14_plan on the patched run's measured inputs",
         max_running_requests=plan.max_running_requests,
     )
 

@@ -15,9 +15,8 @@ A user ``--max-total-tokens`` then caps ``tokens`` (page-aligned again), and
 
 The runtime patches (``sglang_specinit.sglang_0_5_13``) and the offline planner
 (``sglang_specinit.planner.plan``) both call :func:`plan_pools`, so what the planner predicts
-and what the server allocates are computed by the same code. :func:`stock_0_5_13_plan` and
-:func:`upstream_0_5_14_plan` reproduce what the two SGLang releases would do with the same
-inputs, for side-by-side reports.
+and what the server allocates are computed by the same code. What other SGLang releases would
+size with the same inputs (for side-by-side reports) is :mod:`sglang_specinit.release_rules`.
 """
 
 from __future__ import annotations
@@ -112,6 +111,10 @@ class AttentionKVSpec:
     def padding_bytes(self, page_size: int) -> int:
         """The pool allocates ``tokens + page_size`` slots: one padding page for dummy writes."""
         return page_size * self.bytes_per_token()
+
+    def pool_bytes(self, tokens: int, page_size: int) -> int:
+        """Bytes a pool of ``tokens`` allocates, padding page included."""
+        return (tokens + page_size) * self.bytes_per_token()
 
     def unpacked_bytes_per_token(self) -> int:
         """Bytes per token at one element per value (MHA layout, no FP4 packing or scales).
@@ -228,10 +231,9 @@ KVSpec = AttentionKVSpec | HybridSWAKVSpec | MeasuredKVSpec
 
 
 def kv_pool_bytes(spec: KVSpec, tokens: int, page_size: int) -> int:
-    """Bytes a KV pool of ``tokens`` really allocates, padding page included."""
-    if isinstance(spec, HybridSWAKVSpec | MeasuredKVSpec):
-        return spec.pool_bytes(tokens, page_size)
-    return (tokens + page_size) * spec.bytes_per_token()
+    """Bytes a KV pool of ``tokens`` really allocates, padding page included (each spec kind
+    prices itself: ``bytes_per_token``, ``padding_bytes``, ``pool_bytes``)."""
+    return spec.pool_bytes(tokens, page_size)
 
 
 @dataclass(frozen=True)
@@ -357,17 +359,7 @@ def derive_max_running_requests(
     return min(estimated, tokens // 2)
 
 
-def _max_running_requests_0_5_14(
-    tokens: int, context_len: int, user_value: int | None, dp_size: int = 1
-) -> int:
-    """0.5.14's ``_resolve_max_num_reqs``: a user value is clamped to ``tokens // 2`` instead of
-    the 2048..4096 estimate (14:model_runner_kv_cache_mixin.py:988-994)."""
-    if user_value is not None:
-        return min(user_value // dp_size, tokens // 2)
-    return derive_max_running_requests(tokens, context_len, None, dp_size)
-
-
-def _budget_bytes(inputs: BudgetInputs) -> int:
+def static_budget_bytes(inputs: BudgetInputs) -> int:
     return int(inputs.mem_fraction_static * inputs.pre_load_free_bytes)
 
 
@@ -380,11 +372,12 @@ def _resident_bytes(inputs: BudgetInputs, count_draft: bool) -> int:
     return resident
 
 
-def _draft_weight_bytes(inputs: BudgetInputs) -> int:
+def draft_weight_bytes_of(inputs: BudgetInputs) -> int:
     return inputs.draft.weight_bytes if inputs.draft is not None else 0
 
 
-def _tokens_for(kv_bytes: float, per_token: float, page_size: int) -> int:
+def floor_tokens(kv_bytes: float, per_token: float, page_size: int) -> int:
+    """SGLang's own sizing: ``page_floor(int(kv_bytes // per_token))`` (a float floor)."""
     if kv_bytes <= 0 or per_token <= 0:
         return 0
     return page_floor(int(kv_bytes // per_token), page_size)
@@ -397,7 +390,7 @@ def _most_tokens_within(kv_bytes: float, per_token: float, page_size: int) -> in
     can land one page short of, or past, the exact answer; this settles it. (The stock and
     upstream rules keep SGLang's own float floor, which they reproduce.)
     """
-    tokens = _tokens_for(kv_bytes, per_token, page_size)
+    tokens = floor_tokens(kv_bytes, per_token, page_size)
     if tokens == 0 and (kv_bytes <= 0 or per_token <= 0):
         return 0
     while (tokens + page_size) * per_token <= kv_bytes:
@@ -415,13 +408,14 @@ def tokens_within_pool_budget(pools: Sequence[KVSpec], pool_bytes: int, page_siz
     return _most_tokens_within(pool_bytes - fixed, per_token, page_size)
 
 
-def _apply_cap(tokens: int, inputs: BudgetInputs) -> int:
+def cap_tokens(tokens: int, inputs: BudgetInputs) -> int:
+    """``tokens`` under the user's ``--max-total-tokens`` (page-aligned)."""
     if inputs.max_total_tokens is not None and inputs.max_total_tokens < tokens:
         return page_floor(inputs.max_total_tokens, inputs.page_size)
     return tokens
 
 
-def _make_plan(
+def make_plan(
     rule: str,
     inputs: BudgetInputs,
     tokens: int,
@@ -431,6 +425,8 @@ def _make_plan(
     notes: tuple[str, ...] = (),
     derive_max_reqs: Callable[..., int] = derive_max_running_requests,
 ) -> PoolPlan:
+    """The :class:`PoolPlan` of a rule that sized ``tokens``; every rule prices the pools it
+    allocates here, so rules differ only in how they choose ``tokens``."""
     draft = inputs.draft
     max_reqs = derive_max_reqs(
         tokens, inputs.context_len, inputs.max_running_requests, inputs.dp_size
@@ -445,10 +441,10 @@ def _make_plan(
         tokens=tokens,
         max_running_requests=max_reqs,
         page_size=inputs.page_size,
-        budget_bytes=_budget_bytes(inputs),
+        budget_bytes=static_budget_bytes(inputs),
         resident_bytes=resident,
         target_weight_bytes=inputs.target_weight_bytes,
-        draft_weight_bytes=_draft_weight_bytes(inputs),
+        draft_weight_bytes=draft_weight_bytes_of(inputs),
         target_kv_bytes_per_token=inputs.target_kv.bytes_per_token(),
         draft_kv_bytes_per_token=draft.kv_bytes_per_token() if draft is not None else 0,
         priced_bytes_per_token=priced_per_token,
@@ -488,172 +484,8 @@ def plan_pools(inputs: BudgetInputs) -> PoolPlan:
             )
             fixed += draft.bytes_per_request * (worst_reqs + 1)
     resident = _resident_bytes(inputs, count_draft=True)
-    kv_budget = _budget_bytes(inputs) - resident - fixed
-    tokens = _apply_cap(_most_tokens_within(kv_budget, per_token, page), inputs)
+    kv_budget = static_budget_bytes(inputs) - resident - fixed
+    tokens = cap_tokens(_most_tokens_within(kv_budget, per_token, page), inputs)
     needed = resident + fixed + page_ceil(MIN_SERVABLE_TOKENS, page) * per_token
     min_viable = needed / inputs.pre_load_free_bytes
-    return _make_plan("specinit", inputs, tokens, resident, per_token, min_viable)
-
-
-def stock_0_5_13_plan(inputs: BudgetInputs) -> PoolPlan:
-    """SGLang 0.5.13.post1: the target pool is sized before the draft exists.
-
-    Draft weights and draft KV then land on top of the budget (except DFLASH, whose layers are
-    reserved at the target's geometry, and FROZEN_KV_MTP, which owns no pool).
-    """
-    inputs.validate()
-    draft = inputs.draft
-    page = inputs.page_size
-    per_token = inputs.target_kv.bytes_per_token()
-    if draft is not None and draft.algorithm == "DFLASH" and draft.upstream_reserved_layers:
-        per_token = _scaled_target_cell(inputs.target_kv, draft.upstream_reserved_layers, ceil=True)
-    # The measured resident bytes include the draft only in the phased runtime; stock never
-    # sees them, so it always works from the target's weights.
-    resident_for_sizing = inputs.target_weight_bytes
-    kv_budget = _budget_bytes(inputs) - resident_for_sizing - inputs.reserved_bytes
-    tokens = _apply_cap(_tokens_for(kv_budget, per_token, page), inputs)
-    min_viable = (resident_for_sizing + inputs.reserved_bytes) / inputs.pre_load_free_bytes
-    notes: tuple[str, ...] = ()
-    if draft is not None:
-        notes = ("draft weights and KV are allocated after the target pool, outside the budget",)
-    return _make_plan(
-        "stock-0.5.13",
-        inputs,
-        tokens,
-        inputs.target_weight_bytes + _draft_weight_bytes(inputs),
-        per_token,
-        min_viable,
-        notes,
-    )
-
-
-def upstream_0_5_14_plan(inputs: BudgetInputs) -> PoolPlan:
-    """SGLang 0.5.14's rule: ``cell = int(target_cell * (1 + d/n))`` after both weights load.
-
-    The draft's duplicate embed/lm_head are still resident when the pool is profiled, the draft
-    is priced at the target's per-layer geometry, and an explicit ``num_nextn_predict_layers: 0``
-    reserves nothing (``upstream_reserved_layers`` carries the d upstream would use).
-    """
-    inputs.validate()
-    draft = inputs.draft
-    page = inputs.page_size
-    per_token: float = inputs.target_kv.bytes_per_token()
-    resident = inputs.target_weight_bytes
-    notes: list[str] = []
-    if draft is not None:
-        d = draft.upstream_reserved_layers
-        if draft.algorithm == "DFLASH" and d:
-            per_token = _scaled_target_cell(inputs.target_kv, d, ceil=True)
-        elif d > 0 and isinstance(inputs.target_kv, AttentionKVSpec):
-            per_token = _scaled_target_cell(inputs.target_kv, d, ceil=False)
-        elif d > 0:
-            notes.append("0.5.14 reserves no draft KV for hybrid-SWA targets")
-        if draft.algorithm != "FROZEN_KV_MTP":
-            # Weights counted, duplicate embed/lm_head still resident at profiling time.
-            resident += draft.weight_bytes + draft.shared_weight_bytes
-        else:
-            notes.append("0.5.14 sizes the target pool before the frozen-KV draft loads")
-    kv_budget = _budget_bytes(inputs) - resident - inputs.reserved_bytes
-    tokens = _apply_cap(_tokens_for(kv_budget, per_token, page), inputs)
-    min_viable = (resident + inputs.reserved_bytes) / inputs.pre_load_free_bytes
-    final_resident = inputs.target_weight_bytes + _draft_weight_bytes(inputs)
-    return _make_plan(
-        "upstream-0.5.14",
-        inputs,
-        tokens,
-        final_resident,
-        per_token,
-        min_viable,
-        tuple(notes),
-        derive_max_reqs=_max_running_requests_0_5_14,
-    )
-
-
-def _scaled_target_cell(target: AttentionKVSpec, draft_layers: int, ceil: bool) -> float:
-    """The target cell scaled by (n + d) / n, as 0.5.14 (int) and DFLASH (ceil) do it."""
-    cell = target.bytes_per_token()
-    n = target.num_layers
-    if n <= 0:
-        return cell
-    if ceil:
-        return -(-cell * (n + draft_layers) // n)
-    return int(cell * (1 + draft_layers / n))
-
-
-def with_measured_resident(inputs: BudgetInputs, resident_bytes: int) -> BudgetInputs:
-    """The same inputs with the runtime's measured resident bytes."""
-    return replace(inputs, measured_resident_bytes=resident_bytes)
-
-
-def _max_running_requests_0_5_23(
-    tokens: int, context_len: int, user_value: int | None, dp_size: int = 1
-) -> int:
-    """0.5.23's ``KVCacheConfigurator.resolve_max_num_reqs`` (mamba cap aside): a user value
-    is taken per DP worker, at least 1, and clamped to ``tokens // 2``."""
-    if user_value is not None:
-        return min(max(1, user_value // dp_size), tokens // 2)
-    return derive_max_running_requests(tokens, context_len, None, dp_size)
-
-
-def _upstream_0_5_23_cell(target: KVSpec, draft: DraftSpec | None) -> float:
-    """What 0.5.23's pool configurators charge per token for target + draft.
-
-    Default configurator: ``cell + int(cell * d / n)``. Hybrid-SWA: ``d`` extra layers at the
-    target's full-attention geometry. DFLASH: the draft's own cell (0.5.18+ prices it exactly).
-    ``d`` is ``DraftSpec.upstream_reserved_layers`` (0: nothing reserved, as for an explicit
-    ``num_nextn_predict_layers: 0``).
-    """
-    cell = target.bytes_per_token()
-    if draft is None:
-        return cell
-    if draft.algorithm == "DFLASH":
-        return cell + draft.kv_bytes_per_token()
-    d = draft.upstream_reserved_layers
-    if d <= 0:
-        return cell
-    if isinstance(target, HybridSWAKVSpec):
-        full = target.full
-        if full.num_layers <= 0:
-            return cell + d * target.swa.unpacked_bytes_per_token() / max(target.swa.num_layers, 1)
-        return cell + d * full.unpacked_bytes_per_token() // full.num_layers
-    if not isinstance(target, AttentionKVSpec) or target.num_layers <= 0:
-        return cell
-    return cell + int(cell * d / target.num_layers)
-
-
-def upstream_0_5_23_plan(inputs: BudgetInputs) -> PoolPlan:
-    """SGLang 0.5.23's rule, with its phased init (weights of both models loaded first).
-
-    The target pool is profiled while the draft's duplicate embed/lm_head are still resident
-    (``shared_weight_bytes``; freed right after, so they end up unused), the draft is priced at
-    the target's per-layer geometry (``upstream_reserved_layers`` layers; frozen-KV MTP is
-    reserved layers it never allocates), and pools are sized without their padding page.
-    """
-    inputs.validate()
-    draft = inputs.draft
-    page = inputs.page_size
-    per_token = _upstream_0_5_23_cell(inputs.target_kv, draft)
-    resident_at_profile = inputs.target_weight_bytes
-    if draft is not None:
-        resident_at_profile += draft.weight_bytes + draft.shared_weight_bytes
-    kv_budget = _budget_bytes(inputs) - resident_at_profile - inputs.reserved_bytes
-    tokens = _apply_cap(_tokens_for(kv_budget, per_token, page), inputs)
-    min_viable = (resident_at_profile + inputs.reserved_bytes) / inputs.pre_load_free_bytes
-    notes: list[str] = []
-    if draft is not None and draft.shared_weight_bytes:
-        notes.append("0.5.23 profiles while the draft's duplicate embed/lm_head are resident")
-    if (
-        draft is not None
-        and draft.kv_bytes_per_token() > per_token - inputs.target_kv.bytes_per_token()
-    ):
-        notes.append("0.5.23 reserves less draft KV per token than the draft allocates")
-    return _make_plan(
-        "upstream-0.5.23",
-        inputs,
-        tokens,
-        inputs.target_weight_bytes + _draft_weight_bytes(inputs),
-        per_token,
-        min_viable,
-        tuple(notes),
-        derive_max_reqs=_max_running_requests_0_5_23,
-    )
+    return make_plan("specinit", inputs, tokens, resident, per_token, min_viable)

@@ -16,7 +16,7 @@ import pytest
 from harness import tiny_models
 from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.report_reading import before_avail_reading, profile_reading
-from sglang_specinit import budget
+from sglang_specinit import budget, release_rules
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
@@ -103,7 +103,7 @@ def test_cell_and_tokens_match_sglang(name: str, tmp_path: Path) -> None:
         page_size=page,
         context_len=shape.max_position_embeddings,
     )
-    stock = budget.stock_0_5_13_plan(inputs)
+    stock = release_rules.stock_0_5_13_plan(inputs)
     assert stock.tokens == runner["max_total_num_tokens"]
     assert stock.max_running_requests == report["scheduler"]["max_running_requests"]
     # The pool SGLang allocated is what the budget model says a pool of that size costs.

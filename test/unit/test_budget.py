@@ -21,9 +21,8 @@ from sglang_specinit.budget import (
     derive_max_running_requests,
     kv_pool_bytes,
     plan_pools,
-    stock_0_5_13_plan,
-    upstream_0_5_14_plan,
 )
+from sglang_specinit.release_rules import stock_0_5_13_plan, upstream_0_5_14_plan
 from sglang_specinit.specs import attention_kv_spec, element_bytes
 
 GIB = 1 << 30

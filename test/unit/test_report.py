@@ -8,8 +8,8 @@ from sglang_specinit.budget import (
     BudgetInputs,
     DraftSpec,
     plan_pools,
-    stock_0_5_13_plan,
 )
+from sglang_specinit.release_rules import stock_0_5_13_plan
 from sglang_specinit.report import (
     BREAKDOWN_KEYS,
     ReportColumn,

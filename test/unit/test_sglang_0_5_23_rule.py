@@ -1,4 +1,5 @@
-"""The sglang 0.5.23 rule (``budget.upstream_0_5_23_plan``) and ``plan --sglang-version 0.5.23``.
+"""The sglang 0.5.23 rule (``release_rules.upstream_0_5_23_plan``) and
+``plan --sglang-version 0.5.23``.
 
 Numbers are hand-computed from 0.5.23's pool configurators (``pool_configurator.py``:
 ``cell + int(cell * d / n)``, sized without padding pages, after both models' weights and the
@@ -17,9 +18,9 @@ from sglang_specinit.budget import (
     DraftSpec,
     HybridSWAKVSpec,
     plan_pools,
-    upstream_0_5_23_plan,
 )
 from sglang_specinit.planner.cli import main
+from sglang_specinit.release_rules import upstream_0_5_23_plan
 from sglang_specinit.report import BREAKDOWN_KEYS
 
 

@@ -48,8 +48,6 @@ from sglang_specinit.budget import (
     DraftSpec,
     plan_pools,
     sized_by_target,
-    stock_0_5_13_plan,
-    upstream_0_5_14_plan,
 )
 from sglang_specinit.planner.gpus import MIB
 from sglang_specinit.planner.sharding import (
@@ -67,6 +65,7 @@ from sglang_specinit.planner.weights import (
     split_mtp_from_target,
     split_separate_draft,
 )
+from sglang_specinit.release_rules import stock_0_5_13_plan, upstream_0_5_14_plan
 from sglang_specinit.report import ReportColumn
 from sglang_specinit.specs import (
     check_supported,

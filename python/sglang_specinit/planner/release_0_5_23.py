@@ -12,7 +12,7 @@ the page-size and attention-backend defaults, and each step's refusals) and
 (:func:`planned_device`), not the host the planner runs on.
 
 **Beside this package's plan**, 0.5.23 has upstream's phased init, so its column is one rule,
-``budget.upstream_0_5_23_plan`` (reproduced against the real 0.5.23 init in
+``release_rules.upstream_0_5_23_plan`` (reproduced against the real 0.5.23 init in
 ``test/sglang_0_5_23``), on the very same inputs:
 
 * 0.5.23 reserves ``d`` draft layers of the target's geometry, where ``d`` is the draft's
@@ -37,7 +37,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from sglang_specinit.budget import upstream_0_5_23_plan
 from sglang_specinit.planner.plan import (
     DeviceSpec,
     OfflinePlan,
@@ -49,6 +48,7 @@ from sglang_specinit.planner.plan import (
     plan_json,
     refuse_unpriced_model,
 )
+from sglang_specinit.release_rules import upstream_0_5_23_plan
 from sglang_specinit.report import ReportColumn
 from sglang_specinit.specs import kv_dtype_name, own_hf_config
 
