@@ -182,6 +182,16 @@ def launch(kind: str, plugin: bool, tmp_root: Path) -> Launch:
     return _submit(kind, plugin, tmp_root).result()
 
 
+def launch_overrides(spec: LaunchKind) -> dict[str, Any]:
+    """The Engine kwargs on top of :func:`harness.engine.cpu_engine_kwargs`'s for ``spec``
+    (a fraction of 0.5 unless the kind sets its own, e.g. a recipe's)."""
+    return {
+        "mem_fraction_static": 0.5,
+        **spec.engine_kwargs,
+        **(spec.kwargs_fn() if spec.kwargs_fn else {}),
+    }
+
+
 def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
     work = tmp_root / f"{kind}-{'on' if plugin else 'off'}"
     report_dir = work / "memory"
@@ -194,10 +204,9 @@ def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
         plugin=plugin,
         work_dir=work,
         startup_timeout_s=ENGINE_TIMEOUT_S,
-        mem_fraction_static=0.5,
         # Every model tensor and KV buffer in the scheduler report (harness.fidelity_tensors).
         extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(report_dir), TENSOR_REPORT_ENV: "1"},
-        **{**spec.engine_kwargs, **(spec.kwargs_fn() if spec.kwargs_fn else {})},
+        **launch_overrides(spec),
     ) as engine:
         report = engine.scheduler_report()
     memory = read_breakdown(report_dir)

@@ -46,19 +46,20 @@ from typing import Any
 import pytest
 from harness import fidelity_0523
 from harness.config_snapshot import snapshot_differences
-from harness.engine import DEFAULT_CAPACITY_BYTES
+from harness.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs
 from harness.fidelity import Row
 from harness.fidelity_0523 import ROWS
-from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, LaunchKind
+from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, LaunchKind, launch_overrides
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 3)]
 
-# The suite's launch of the same checkpoints that CI reads for a row (plugin on, plugin off).
+# The suite's launch of the same checkpoints that CI reads for a row, and whether CI also has
+# that launch with the plugin off (for (e)).
 CI_LAUNCH = {
-    "llama31-eagle3": ("EAGLE3", True, True),
-    "deepseek-v3-mtp": ("MTP-deepseek-v3", True, True),
-    "mimo-v2-flash": ("MTP-multi-layer", True, True),
-    "gemma4-frozen-kv-mtp": ("FROZEN_KV_MTP", True, False),
+    "llama31-eagle3": ("EAGLE3", True),
+    "deepseek-v3-mtp": ("MTP-deepseek-v3", True),
+    "mimo-v2-flash": ("MTP-multi-layer", True),
+    "gemma4-frozen-kv-mtp": ("FROZEN_KV_MTP", False),
 }
 
 
@@ -107,7 +108,7 @@ def _engine_params(stock_too: bool) -> list[Any]:
     for row in ENGINE_ROWS:
         ci = CI_LAUNCH.get(row.key)
         runs = []
-        if ci is not None and (ci[2] or not stock_too):
+        if ci is not None and (ci[1] or not stock_too):
             runs.append((ci[0], row.key, []))
         recipe_id = f"{row.key}@recipe" if runs else row.key
         runs.append((recipe_kind(row), recipe_id, [pytest.mark.slow]))
@@ -161,6 +162,18 @@ def test_rows_without_a_cpu_engine_say_why(row: Row) -> None:
     pytest.skip(f"no CPU Engine: {row.engine_blocker}")
 
 
+def _same_pair(row: Row, kind: str) -> None:
+    """The launch read for ``row`` loads the row's own checkpoints (a path-less MTP row's draft
+    is the target's checkpoint, which 0.5.23 resolves the missing path to)."""
+    spec = KINDS[kind]
+    assert spec.target() == row.target()
+    draft = spec.draft()
+    if row.pathless:
+        assert draft in (None, row.target())
+    else:
+        assert row.draft is not None and draft == row.draft()
+
+
 def _draft_pools(run: Any) -> list[dict[str, Any]]:
     return [p for p in run.report["kv_pool_buffers"] if p["role"] == "draft" and p.get("parts")]
 
@@ -170,6 +183,7 @@ def test_c_draft_price_equals_what_its_pools_allocate(
     engine_runs, probe_run: Future[dict], row: Row, kind: str
 ) -> None:
     """(The probe of (a)/(b) runs in the background from here on, beside the Engines.)"""
+    _same_pair(row, kind)
     run = engine_runs(kind, True)
     memory = run.memory
     assert memory is not None, run.log[-3000:]
@@ -228,6 +242,7 @@ def _slot_kind(size: int, tokens: int, swa_tokens: set[int]) -> str:
 
 @pytest.mark.parametrize(("row", "kind"), _engine_params(stock_too=False))
 def test_d_engine_fills_the_budget(engine_runs, row: Row, kind: str) -> None:
+    _same_pair(row, kind)
     run = engine_runs(kind, True)
     memory = run.memory
     assert memory is not None, run.log[-3000:]
@@ -251,6 +266,7 @@ PLANNER_CRASH = (
 @pytest.mark.xfail(raises=fidelity_0523.PlannerCrash, strict=True, reason=PLANNER_CRASH)
 @pytest.mark.parametrize(("row", "kind"), _engine_params(stock_too=False))
 def test_d_plan_equals_server(engine_runs, row: Row, kind: str) -> None:
+    _same_pair(row, kind)
     run = engine_runs(kind, True)
     planned = fidelity_0523.plan_for_server(
         row, launch_kwargs(kind), run.memory, DEFAULT_CAPACITY_BYTES
@@ -265,23 +281,18 @@ def test_d_plan_equals_server(engine_runs, row: Row, kind: str) -> None:
 
 def launch_kwargs(kind: str) -> dict[str, Any]:
     """The Engine kwargs :mod:`harness.launch_0_5_23` started ``kind`` with."""
-    from harness.engine import cpu_engine_kwargs
-
     spec = KINDS[kind]
     return cpu_engine_kwargs(
         spec.target(),
         draft_model_path=spec.draft(),
         algorithm=spec.algorithm,
-        **{
-            "mem_fraction_static": 0.5,
-            **spec.engine_kwargs,
-            **(spec.kwargs_fn() if spec.kwargs_fn else {}),
-        },
+        **launch_overrides(spec),
     )
 
 
 @pytest.mark.parametrize(("row", "kind"), _engine_params(stock_too=True))
 def test_e_every_tensor_equals_stock_after_init(engine_runs, row: Row, kind: str) -> None:
+    _same_pair(row, kind)
     ours, stock = engine_runs(kind, True), engine_runs(kind, False)
     assert ours.report["specinit_loaded"] and not stock.report["specinit_loaded"]
     mine, theirs = ours.report["tensors"], stock.report["tensors"]
