@@ -166,25 +166,29 @@ def apply_module_patch(patch: ModulePatch, module: ModuleType, source: Any = Non
 
     for hook in patch.hooks:
         HookRegistry.register(hook.target, hook.fn, HookType[hook.kind], source=source)
-    _apply_targets(HookRegistry, [hook.target for hook in patch.hooks])
+    apply_hook_targets(HookRegistry, [hook.target for hook in patch.hooks])
     for method in patch.new_methods:
         setattr(_lookup(module, method.class_name), method.name, method.fn)
 
 
-def _apply_targets(registry: Any, targets: list[str]) -> None:
-    """Apply these targets' hooks the way ``HookRegistry.apply_hooks`` applies each target.
+def apply_hook_targets(registry: Any, targets: Iterable[str]) -> list[str]:
+    """Apply these targets' registered hooks, each once, as ``HookRegistry.apply_hooks`` applies
+    one target; returns the targets applied now (a target already applied is skipped).
 
     ``apply_hooks`` would also retry every other plugin's still-pending target, and this runs
     while SGLang is importing modules (a pending target may sit in a module only half
-    imported), so only the plugin's own targets are applied here. Without the per-target
-    method (not in the releases this was written for), ``apply_hooks`` is the fallback.
+    imported), so only the plugin's own targets are applied here. HookRegistry has no public
+    per-target call, so this is the one place that reads its private state: ``_hooks`` (target
+    -> registered hooks), ``_patched`` (targets applied) and ``_apply_target`` (applies one
+    target), all as in sglang 0.5.13.post1 and 0.5.23 (``srt/plugins/hook_registry.py``).
+    Without ``_apply_target`` (no release served here), ``apply_hooks`` is the fallback.
     """
+    pending = [target for target in targets if target not in registry._patched]
     apply_target = getattr(registry, "_apply_target", None)
     if apply_target is None:
         registry.apply_hooks()
-        return
-    for target in targets:
-        if target in registry._patched:
-            continue
+        return [target for target in pending if target in registry._patched]
+    for target in pending:
         apply_target(target, registry._hooks[target])
         registry._patched.add(target)
+    return pending

@@ -1,0 +1,63 @@
+"""``hooks.apply_hook_targets`` against SGLang's real ``HookRegistry`` (the one function that
+reads its private state): it applies the plugin's own targets, each once, and leaves another
+plugin's pending target pending (``apply_hooks`` would resolve it, importing its module while
+SGLang may be halfway through importing another)."""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections import defaultdict
+
+import pytest
+from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+from sglang_specinit.hooks import apply_hook_targets
+
+OWN_MODULE = "specinit_test_hook_target"
+OWN = f"{OWN_MODULE}.Worker.step"
+# Another plugin's target, in an importable module nobody has imported yet.
+LATER_MODULE = "specinit_test_not_yet_imported"
+PENDING = f"{LATER_MODULE}.Worker.step"
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch, tmp_path) -> type[HookRegistry]:
+    """The real HookRegistry with empty state (restored after the test), a fresh module, and
+    another one importable from ``tmp_path`` but not imported."""
+    (tmp_path / f"{LATER_MODULE}.py").write_text(
+        "class Worker:\n    def step(self, x):\n        return x\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, LATER_MODULE, raising=False)
+    monkeypatch.setattr(HookRegistry, "_hooks", defaultdict(list))
+    monkeypatch.setattr(HookRegistry, "_patched", set())
+    module = types.ModuleType(OWN_MODULE)
+
+    class Worker:
+        def step(self, x: int) -> int:
+            return x
+
+    module.Worker = Worker  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, OWN_MODULE, module)
+    return HookRegistry
+
+
+def plus_one(original, self, x: int) -> int:
+    return original(self, x) + 1
+
+
+def test_applies_only_the_given_targets_once(registry: type[HookRegistry]) -> None:
+    registry.register(OWN, plus_one, HookType.AROUND)
+    registry.register(PENDING, plus_one, HookType.AROUND)
+    worker_cls = sys.modules[OWN_MODULE].Worker
+
+    assert apply_hook_targets(registry, [OWN]) == [OWN]
+    assert worker_cls().step(1) == 2
+    # Another plugin's target stays pending: not applied, its module never imported.
+    assert PENDING not in registry._patched
+    assert LATER_MODULE not in sys.modules
+    assert PENDING in registry._hooks
+
+    # A second call (the module's import hook firing again) does not wrap twice.
+    assert apply_hook_targets(registry, [OWN]) == []
+    assert worker_cls().step(1) == 2
