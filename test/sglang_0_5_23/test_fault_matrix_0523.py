@@ -6,10 +6,16 @@ lines). Each must exit non-zero with the one message naming the file or flag to 
 (the launcher's last error line), leave no process of the launch running, and start no rank:
 the plugin's BEFORE hook on ``ServerArgs.check_server_args``
 (``sglang_specinit.sglang_0_5_23.launch_checks``) refuses them in the launcher, so no
-scheduler exists and nothing is allocated. Stock 0.5.23 finds the same problems only inside a
-scheduler after the target's weights loaded (a truncated shard: ``SafetensorError`` ~20 s in)
-or not at all. The rows and their messages are those of 0.5.13.post1
-(``harness.refused_launches``, also read by ``test/cpu/test_fault_matrix.py``).
+scheduler exists and nothing is allocated. The rows and their messages are those of
+0.5.13.post1 (``harness.refused_launches``, also read by ``test/cpu/test_fault_matrix.py``).
+
+Stock 0.5.23 (plugin off, same CPU harness, measured once, not a test): a truncated or corrupt
+shard ends in the scheduler with ``SafetensorError`` after the target loaded (75-88 s on a
+loaded machine), fraction 0 with its own "no GPU memory for the KV cache" ``ValueError``,
+``--max-total-tokens 8`` with "Not enough memory"; fraction 1 and 1.5 and the draft of hidden
+size 96 come up on device cpu (graphs off, a simulated device that does not refuse an
+over-budget allocation; the wide draft's ``fc`` cannot take the target's hidden states, so its
+first speculative forward fails).
 
 The fp8 row is not a refusal: an fp8 KV cache for the target with a bf16 draft is a valid
 launch, which the plugin must leave to stock (on device cpu stock 0.5.23 itself refuses to
