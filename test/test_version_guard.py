@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from sglang_specinit import sglang_0_5_13
+from sglang_specinit.hooks import adapter_patches
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_PYTHON = REPO_ROOT / ".venv-sglang0514" / "bin" / "python"
@@ -75,7 +76,7 @@ def test_plugin_steps_aside_on_sglang_0_5_14() -> None:
         and k not in ("SGLANG_PLUGINS", "PYTHONPATH")
     }
     env["SGLANG_USE_CPU_ENGINE"] = "1"
-    patches = sglang_0_5_13.module_patches().values()
+    patches = adapter_patches(sglang_0_5_13).values()
     methods = [(f"{m.module}.{m.class_name}", m.name) for p in patches for m in p.new_methods]
     proc = subprocess.run(
         [str(UPSTREAM_PYTHON), "-c", PROBE, json.dumps(methods), MARK],

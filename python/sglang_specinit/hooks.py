@@ -7,6 +7,8 @@ entries, one table per phase module:
     NewMethod   a method the plugin adds to an SGLang class (it must not exist yet)
     Requires    an SGLang attribute the phases call (it must exist)
 
+An adapter package's ``__init__`` declares only ``RELEASES`` and ``PHASE_MODULES``;
+:func:`adapter_patches` and :func:`adapter_new_methods` read the tables of those modules.
 Entries name their SGLang module explicitly, so the plugin can check and patch each module on
 its own, at the moment SGLang imports it (:mod:`sglang_specinit.lazy_import`), instead of
 importing every module it might ever patch when the plugin loads.
@@ -14,6 +16,7 @@ importing every module it might ever patch when the plugin loads.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -93,10 +96,16 @@ def group_by_module(
     }
 
 
-def adapter_patches(phase_modules: Iterable[Any]) -> dict[str, ModulePatch]:
-    """Every SGLang module an adapter checks or patches: its phase modules' ``HOOKS``,
+def phase_modules(adapter: ModuleType) -> list[ModuleType]:
+    """A release adapter's phase modules, imported: the ones its ``PHASE_MODULES`` names (none
+    of them imports SGLang at import time)."""
+    return [importlib.import_module(f"{adapter.__name__}.{name}") for name in adapter.PHASE_MODULES]
+
+
+def adapter_patches(adapter: ModuleType) -> dict[str, ModulePatch]:
+    """Every SGLang module a release adapter checks or patches: its phase modules' ``HOOKS``,
     ``NEW_METHODS`` and ``REQUIRES`` tables, regrouped per SGLang module."""
-    modules = list(phase_modules)
+    modules = phase_modules(adapter)
     return group_by_module(
         (hook for m in modules for hook in m.HOOKS),
         (method for m in modules for method in m.NEW_METHODS),
@@ -104,9 +113,10 @@ def adapter_patches(phase_modules: Iterable[Any]) -> dict[str, ModulePatch]:
     )
 
 
-def adapter_new_methods(phase_modules: Iterable[Any]) -> list[Any]:
-    """The functions an adapter's phase modules add to SGLang classes."""
-    return [method.fn for m in phase_modules for method in m.NEW_METHODS]
+def adapter_new_methods(adapter: ModuleType) -> list[Callable[..., Any]]:
+    """The functions a release adapter's phase modules add to SGLang classes (a worker that
+    inherits one is not phase-ready by itself)."""
+    return [method.fn for m in phase_modules(adapter) for method in m.NEW_METHODS]
 
 
 def is_instance_of(obj: Any, module: str, class_name: str) -> bool:

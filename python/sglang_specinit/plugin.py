@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 
-from sglang_specinit import __version__, compat
+from sglang_specinit import __version__, compat, hooks
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def register() -> bool:
     try:
         state = compat.install(
             decision.sglang_version or "",
-            adapter.module_patches(),
+            hooks.adapter_patches(adapter),
             source=source_var.get() if source_var is not None else None,
             strict=strict,
         )

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from sglang_specinit import plugin, sglang_0_5_13
+from sglang_specinit.hooks import adapter_patches
 
 PROBE_MARK = "SPECINIT_PROBE "
 PROBE_TIMEOUT_S = 240
@@ -96,13 +97,14 @@ print(#MARK# + json.dumps({
 IMPORT_PATCHED_MODULES = (
     "import importlib\n"
     "from sglang_specinit import sglang_0_5_13\n"
-    "for name in sglang_0_5_13.module_patches():\n"
+    "from sglang_specinit.hooks import adapter_patches\n"
+    "for name in adapter_patches(sglang_0_5_13):\n"
     "    importlib.import_module(name)\n"
 )
 
 
 def patches() -> list[Any]:
-    return list(sglang_0_5_13.module_patches().values())
+    return list(adapter_patches(sglang_0_5_13).values())
 
 
 def hook_targets() -> set[str]:

@@ -27,7 +27,8 @@ from harness.unloaded_runner import (
 )
 from sglang_specinit import budget
 from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
-from sglang_specinit.specs import kv_spec_for_runner, runner_layer_count
+from sglang_specinit.sglang_0_5_13.runner_kv_spec import kv_spec_for_runner
+from sglang_specinit.specs import runner_layer_count
 
 ALL_CASES = {**CASES, "qwen3-next-gdn": qwen3_next_config_dir}
 KV_DTYPES = ("model", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float4_e2m1fn_x2")

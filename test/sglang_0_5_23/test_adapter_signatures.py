@@ -13,9 +13,9 @@ import importlib
 
 def test_every_patched_module_matches_the_adapter() -> None:
     from sglang_specinit import sglang_0_5_23
-    from sglang_specinit.hooks import module_problems
+    from sglang_specinit.hooks import adapter_patches, module_problems
 
     problems = []
-    for name, patch in sglang_0_5_23.module_patches().items():
+    for name, patch in adapter_patches(sglang_0_5_23).items():
         problems += module_problems(importlib.import_module(name), patch)
     assert problems == []

@@ -31,8 +31,9 @@ def test_newer_release_is_not_patched() -> None:
 
 def test_0_5_23_adapter_tables_are_plain_data() -> None:
     from sglang_specinit import sglang_0_5_23
+    from sglang_specinit.hooks import adapter_new_methods, adapter_patches
 
-    patches = sglang_0_5_23.module_patches()
+    patches = adapter_patches(sglang_0_5_23)
     assert set(patches) == {
         "sglang.srt.managers.scheduler",
         "sglang.srt.mem_cache.kv_cache_configurator",
@@ -45,4 +46,4 @@ def test_0_5_23_adapter_tables_are_plain_data() -> None:
         "sglang.srt.server_args",
         "sglang.srt.arg_groups.overrides",
     }
-    assert sglang_0_5_23.new_methods() == []  # 0.5.23 has every phase method itself
+    assert adapter_new_methods(sglang_0_5_23) == []  # 0.5.23 has every phase method itself

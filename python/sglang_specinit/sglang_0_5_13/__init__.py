@@ -22,14 +22,12 @@ One module per SGLang area; each declares, as data (:mod:`sglang_specinit.hooks`
     launch_checks       server_args (ServerArgs.check_server_args: bad flags, shards, draft fit)
 
 ``launch_policy`` decides which launches are phased; ``runtime_budget`` sizes the pools;
-``state`` holds the cut mechanism shared by the phase modules.
+``state`` holds the cut mechanism shared by the phase modules; ``runner_kv_spec`` is a live
+runner's geometric KV spec (checked against the built pools in ``test/cpu``). This file only
+declares the releases and the phase modules; ``hooks.adapter_patches`` reads their tables.
 """
 
 from __future__ import annotations
-
-import importlib
-
-from sglang_specinit.hooks import ModulePatch, adapter_new_methods, adapter_patches
 
 RELEASES = ("0.5.13", "0.5.13.post1")
 
@@ -46,17 +44,3 @@ PHASE_MODULES = (
     "server_args",
     "launch_checks",
 )
-
-
-def phase_modules() -> list[object]:
-    return [importlib.import_module(f"{__name__}.{name}") for name in PHASE_MODULES]
-
-
-def module_patches() -> dict[str, ModulePatch]:
-    """Every SGLang module this adapter checks or patches, with what it does there."""
-    return adapter_patches(phase_modules())
-
-
-def new_methods() -> list[object]:
-    """Every phase method this adapter adds (a worker inheriting one is not phase-ready)."""
-    return adapter_new_methods(phase_modules())

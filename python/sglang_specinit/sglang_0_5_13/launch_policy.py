@@ -78,9 +78,10 @@ def implements_phases_itself(worker_class: type) -> bool:
     inherits them, but its own constructor may read pool sizes after ``super().__init__``
     returns, which a cut constructor never provides.
     """
-    from sglang_specinit.sglang_0_5_13 import new_methods
+    from sglang_specinit import sglang_0_5_13
+    from sglang_specinit.hooks import adapter_new_methods
 
-    ours = set(new_methods())
+    ours = set(adapter_new_methods(sglang_0_5_13))
     for name in ("alloc_memory_pool", "init_backends"):
         method = getattr(worker_class, name, None)
         if not callable(method) or getattr(method, "__func__", method) in ours:

@@ -30,32 +30,19 @@ One module per SGLang area; each declares ``HOOKS``, ``NEW_METHODS`` and ``REQUI
     draft_pricing   (read only) which draft runners own pools, fixed pools, stash rows
     pool_probe      (read only) prices a pool by building it with 0.5.23's pool code
 
-Releases 0.5.14 to 0.5.22 get no adapter: their internal APIs differ (configurators taking the
-ModelRunner in 0.5.14, ``ParallelState`` before ``runtime_context`` in 0.5.16-0.5.20, no
-``draft_parallel_layout`` before 0.5.23), and none is tested here; the plugin declines them
-with one INFO line naming the supported releases.
+0.5.22 is the same internal API generation and is served too: the one thing that differs
+(no ``draft_parallel_layout`` before 0.5.23) is decided in ``release_shims``. Releases 0.5.14
+to 0.5.21 get no adapter: their internal APIs differ (configurators taking the ModelRunner in
+0.5.14, ``ParallelState`` before ``runtime_context`` in 0.5.16-0.5.20; 0.5.21 unread), and
+the plugin declines them with one INFO line naming the supported releases.
+
+This file only declares the releases and the phase modules; ``hooks.adapter_patches`` reads
+their tables.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from sglang_specinit.hooks import ModulePatch, adapter_new_methods, adapter_patches
-
-RELEASES = ("0.5.23",)
+# One API generation (runtime_context, fused drafts); what differs between the two: release_shims.
+RELEASES = ("0.5.22", "0.5.23")
 
 PHASE_MODULES = ("scheduler", "runtime_budget", "eagle", "launch_checks")
-
-
-def phase_modules() -> list[object]:
-    return [importlib.import_module(f"{__name__}.{name}") for name in PHASE_MODULES]
-
-
-def module_patches() -> dict[str, ModulePatch]:
-    """Every SGLang module this adapter checks or patches, with what it does there."""
-    return adapter_patches(phase_modules())
-
-
-def new_methods() -> list[object]:
-    """Methods this adapter adds to SGLang classes (none: 0.5.23 has every phase method)."""
-    return adapter_new_methods(phase_modules())

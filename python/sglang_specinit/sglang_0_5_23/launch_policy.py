@@ -32,8 +32,8 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     from sglang.srt.configs.model_config import is_deepseek_v4
     from sglang.srt.runtime_context import get_parallel
 
-    from sglang_specinit import compat
-    from sglang_specinit.sglang_0_5_23 import module_patches
+    from sglang_specinit import compat, sglang_0_5_23
+    from sglang_specinit.hooks import adapter_patches
 
     server_args = scheduler.server_args
     spec = scheduler.spec_algorithm
@@ -43,7 +43,7 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     own = {cls.__module__ for w in workers if w is not None for cls in type(w).__mro__}
     problems = compat.problems_for(
         name
-        for name in module_patches()
+        for name in adapter_patches(sglang_0_5_23)
         if not name.startswith("sglang.srt.speculative.") or name in own
     )
     if problems:
