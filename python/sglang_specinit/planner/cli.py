@@ -1,4 +1,5 @@
-"""``sglang-specinit`` command line. Two subcommands: ``plan`` and ``report``.
+"""``sglang-specinit`` command line. Three subcommands: ``plan``, ``report`` and ``patches``
+(every SGLang target of a release's adapter, :mod:`sglang_specinit.patch_listing`).
 
 ``sglang-specinit plan [launch_server flags] [--gpu PRESET | --device-memory SIZE]
 [--pre-load-free-bytes N] [--example NAME] [--json]``
@@ -31,6 +32,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from sglang_specinit.patch_listing import patches_main
 from sglang_specinit.planner.gpus import (
     CUDA_CONTEXT_ALLOWANCE_BYTES,
     DEFAULT_GPU,
@@ -360,13 +362,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             "usage: sglang-specinit plan [launch_server flags] [planner flags]; see plan --help\n"
             "       sglang-specinit report --out DIR [--from-json PATH ...] [plan flags]; "
-            "see report --help"
+            "see report --help\n"
+            "       sglang-specinit patches [--release R]; see patches --help"
         )
         return 0 if args else EXIT_BAD_INPUT
-    commands = {"plan": plan_main, "report": report_main}
+    commands = {"plan": plan_main, "report": report_main, "patches": patches_main}
     if args[0] not in commands:
         print(
-            f"sglang-specinit: error: unknown command {args[0]!r} (available: plan, report)",
+            f"sglang-specinit: error: unknown command {args[0]!r} "
+            "(available: plan, report, patches)",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
