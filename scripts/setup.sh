@@ -6,6 +6,11 @@
 #   .venv-sglang0523    sglang 0.5.23 + the packages it needs in other versions
 #                       (requirements/cpu-dev-0523.lock, no deps) layered over .venv: the
 #                       0.5.23 adapter's tests (test/sglang_0_5_23) run in it
+#   .venv-sglang0522    sglang 0.5.22 the same way (requirements/cpu-dev-0522.lock): the
+#                       0.5.22 tests of that adapter (test/sglang_0_5_22) run in it
+#
+# Each environment has its own stamp, a hash of what builds it (its lock, its build function,
+# and for a layered one .venv's stamp): changing one release's lock rebuilds that venv only.
 #
 # sglang 0.5.13.post1 pins a CUDA torch==2.11.0. We install it with --no-deps next to the
 # torch 2.14.1 / torchvision 0.29.1 pair that imports on a GPU-less machine without edits
@@ -17,8 +22,6 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 SGLANG_VERSION=0.5.13.post1
 UPSTREAM_FIXED_VERSION=0.5.14
-stamp_inputs=$(cat requirements/cpu-dev.lock requirements/cpu-dev-0523.lock pyproject.toml \
-  scripts/setup.sh | sha256sum | cut -d' ' -f1)
 
 build_main_venv() {
   rm -rf .venv
@@ -41,25 +44,52 @@ build_upstream_venv() {
   echo "$main" > "$own/zz-specinit-main-venv.pth"
 }
 
-build_sglang0523_venv() {
-  # Same layering as .venv-sglang0514: this venv's own site-packages (sglang 0.5.23 and the
-  # few packages it pins differently) come first, then .venv's through a .pth, so torch is
-  # shared instead of installed a second time (~6 GB, ~3 min).
-  rm -rf .venv-sglang0523
-  "$PYTHON" -m venv .venv-sglang0523
-  .venv-sglang0523/bin/pip install -q --no-deps -r requirements/cpu-dev-0523.lock
-  .venv-sglang0523/bin/pip install -q --no-deps -e .
-  local own main
-  own=$(.venv-sglang0523/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+build_layered_venv() {
+  # build_layered_venv VENV LOCK. Same layering as .venv-sglang0514: this venv's own
+  # site-packages (one sglang release and the few packages it pins differently) come first,
+  # then .venv's through a .pth, so torch is shared instead of installed a second time
+  # (~6 GB, ~3 min).
+  local venv=$1 lock=$2 own main
+  rm -rf "$venv"
+  "$PYTHON" -m venv "$venv"
+  "$venv/bin/pip" install -q --no-deps -r "$lock"
+  "$venv/bin/pip" install -q --no-deps -e .
+  own=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   main=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "$main" > "$own/zz-specinit-main-venv.pth"
 }
 
-up_to_date() {
-  [ -f "$1/.specinit-stamp" ] && [ "$(cat "$1/.specinit-stamp")" = "$stamp_inputs" ]
+# Layered sglang releases: venv -> its lock.
+declare -A LAYERED=(
+  [.venv-sglang0523]=requirements/cpu-dev-0523.lock
+  [.venv-sglang0522]=requirements/cpu-dev-0522.lock
+)
+
+hash_of() { sha256sum | cut -d' ' -f1; }
+
+# What each environment is built from (its stamp).
+stamp_of() {
+  case "$1" in
+    .venv)
+      { cat requirements/cpu-dev.lock pyproject.toml; echo "$SGLANG_VERSION"
+        declare -f build_main_venv; } | hash_of ;;
+    .venv-sglang0514)
+      { stamp_of .venv; echo "$UPSTREAM_FIXED_VERSION"; declare -f build_upstream_venv; } \
+        | hash_of ;;
+    *)
+      { stamp_of .venv; cat "${LAYERED[$1]}"; declare -f build_layered_venv; } | hash_of ;;
+  esac
 }
 
-if up_to_date .venv && up_to_date .venv-sglang0514 && up_to_date .venv-sglang0523; then
+up_to_date() {
+  [ -f "$1/.specinit-stamp" ] && [ "$(cat "$1/.specinit-stamp")" = "$(stamp_of "$1")" ]
+}
+
+stale=()
+for venv in .venv .venv-sglang0514 "${!LAYERED[@]}"; do
+  up_to_date "$venv" || stale+=("$venv")
+done
+if [ ${#stale[@]} -eq 0 ]; then
   echo "[setup] environments are up to date"
   exit 0
 fi
@@ -67,26 +97,29 @@ fi
 start=$(date +%s)
 if ! up_to_date .venv; then
   build_main_venv
-  echo "$stamp_inputs" > .venv/.specinit-stamp
+  stamp_of .venv > .venv/.specinit-stamp
   # The layered venvs read .venv: rebuild them on top of the new one.
-  rm -f .venv-sglang0514/.specinit-stamp .venv-sglang0523/.specinit-stamp
+  rm -f .venv-sglang0514/.specinit-stamp
+  for venv in "${!LAYERED[@]}"; do rm -f "$venv/.specinit-stamp"; done
 fi
-# The two layered environments only read .venv: build them side by side (pip is mostly
+# The layered environments only read .venv: build them side by side (pip is mostly
 # single-threaded unpacking, and CI has two cores).
 pids=()
 if ! up_to_date .venv-sglang0514; then
-  (build_upstream_venv && echo "$stamp_inputs" > .venv-sglang0514/.specinit-stamp) &
+  (build_upstream_venv && stamp_of .venv-sglang0514 > .venv-sglang0514/.specinit-stamp) &
   pids+=($!)
 fi
-if ! up_to_date .venv-sglang0523; then
-  (
-    step=$(date +%s)
-    build_sglang0523_venv
-    echo "$stamp_inputs" > .venv-sglang0523/.specinit-stamp
-    echo "[setup] built .venv-sglang0523 in $(( $(date +%s) - step ))s"
-  ) &
-  pids+=($!)
-fi
+for venv in "${!LAYERED[@]}"; do
+  if ! up_to_date "$venv"; then
+    (
+      step=$(date +%s)
+      build_layered_venv "$venv" "${LAYERED[$venv]}"
+      stamp_of "$venv" > "$venv/.specinit-stamp"
+      echo "[setup] built $venv in $(( $(date +%s) - step ))s"
+    ) &
+    pids+=($!)
+  fi
+done
 for pid in "${pids[@]}"; do
   wait "$pid"
 done

@@ -112,7 +112,7 @@ def test_plugin_steps_aside_on_sglang_0_5_14() -> None:
 # --------------------------------------------------------------------------------------------
 # The decision itself, for releases no environment here has (cheap: no SGLang import)
 
-SERVED = ("0.5.13", "0.5.13.post1", "0.5.23")
+SERVED = ("0.5.13", "0.5.13.post1", "0.5.22", "0.5.23")
 
 
 @pytest.mark.parametrize(
@@ -170,7 +170,7 @@ def test_the_dependency_never_moves_the_host_sglang() -> None:
 
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     (sglang,) = [Requirement(d) for d in project["dependencies"] if d.startswith("sglang")]
-    for release in (*SERVED, "0.5.22", "0.5.24", "0.6.0", "1.0.0"):
+    for release in (*SERVED, "0.5.21", "0.5.24", "0.6.0", "1.0.0"):
         assert sglang.specifier.contains(release, prereleases=True), release
     assert not sglang.specifier.contains("0.5.12")
 

@@ -38,8 +38,14 @@ def sglang_release() -> tuple[int, int, int]:
         return (0, 0, 0)
 
 
+# 0.5.22 is 0.5.23's internal API generation, and its CPU recipe is 0.5.23's (the same graph
+# switches, CPU ops imported from sgl_kernel at module import): the 0.5.23 recipe serves both.
+RUNTIME_CONTEXT_GENERATION = (0, 5, 22)
+
+
 def runs_0_5_23() -> bool:
-    return sglang_release() >= (0, 5, 23)
+    """True on the 0.5.22-0.5.23 generation, which the 0.5.23 recipe runs."""
+    return sglang_release() >= RUNTIME_CONTEXT_GENERATION
 
 
 def graphs_off_kwargs(release: tuple[int, int, int] | None = None) -> dict[str, Any]:
@@ -47,7 +53,7 @@ def graphs_off_kwargs(release: tuple[int, int, int] | None = None) -> dict[str, 
     the installed one). 0.5.14 folded ``disable_piecewise_cuda_graph`` into
     ``cuda_graph_backend_prefill``; 0.5.23 renamed both switches."""
     release = release or sglang_release()
-    if release >= (0, 5, 23):
+    if release >= RUNTIME_CONTEXT_GENERATION:
         return {"disable_decode_cuda_graph": True, "disable_prefill_cuda_graph": True}
     if release >= (0, 5, 14):
         return {"disable_cuda_graph": True, "cuda_graph_backend_prefill": "disabled"}

@@ -67,6 +67,8 @@ def unloaded_configurator(
     from sglang.srt.runtime_context import get_model, get_parallel, get_schedule, get_spec
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
+    from sglang_specinit.sglang_0_5_23.release_shims import configurator_layout_kwargs
+
     spec_algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
     dtype_str, kv_dtype = kv_cache_dtype.configure_kv_cache_dtype(
         server_args_kv_cache_dtype=get_model().kv_cache_dtype,
@@ -100,7 +102,8 @@ def unloaded_configurator(
             spec_algorithm=spec_algorithm,
             is_draft_worker=is_draft,
         ),
-        draft_parallel_layout=None,
+        # 0.5.23's field; 0.5.22 has none (release_shims).
+        **configurator_layout_kwargs(),
         is_hybrid_swa=model_config.is_hybrid_swa,
         is_hybrid_swa_compress=model_config.is_hybrid_swa_compress,
         use_mla_backend=model_config.attention_arch == AttentionArch.MLA,

@@ -167,13 +167,15 @@ def memory_breakdown(
     memory at sizing, :func:`rank_free_at_sizing`)."""
     from sglang.srt.runtime_context import get_parallel
 
+    from sglang_specinit.compat import installed_sglang_version
     from sglang_specinit.rank_reports import tightness_fields
     from sglang_specinit.report import plan_to_dict
 
     assert sizing.plan is not None and sizing.inputs is not None
     draft_runners = sizing.draft.pool_runners + [r for r, _ in sizing.draft.fixed_pools]
     breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=get_parallel().tp_size)
-    breakdown["sglang_version"] = "0.5.23"
+    # The installed release (this adapter serves 0.5.22 and 0.5.23).
+    breakdown["sglang_version"] = installed_sglang_version()
     breakdown["allocated_target_kv_pool_bytes"] = kv_pool_allocated_bytes(
         scheduler.tp_worker.model_runner
     )
