@@ -61,13 +61,14 @@ def expected_rows(release: str) -> list[tuple]:
 
 
 def defines(module: str, line_no: int, name: str) -> bool:
-    """Line ``line_no`` of ``module``'s source starts ``def name`` (or a decorator on it)."""
+    """Line ``line_no`` of ``module``'s source is ``def name`` or the first of its decorators
+    (the first ``def`` from there on is ``name``'s)."""
     source = Path(importlib.util.find_spec(module).origin).read_text().splitlines()
-    for line in source[line_no - 1 :]:
-        stripped = line.strip()
-        if not stripped.startswith("@"):
-            return stripped.startswith(f"def {name}(")
-    return False
+    first = source[line_no - 1].strip()
+    if not first.startswith(("@", f"def {name}(")):
+        return False
+    defs = (line.strip() for line in source[line_no - 1 :] if line.startswith("def "))
+    return next(defs).startswith(f"def {name}(")
 
 
 @pytest.mark.parametrize("release", ["0.5.13.post1", "0.5.23"])

@@ -17,7 +17,9 @@ it is). What it still gets wrong about the draft, and what this package changes:
       weights loaded (or on the first forward)        before any rank starts)
 
 One module per SGLang area; each declares ``HOOKS``, ``NEW_METHODS`` and ``REQUIRES`` as data
-(:mod:`sglang_specinit.hooks`)::
+(:mod:`sglang_specinit.hooks`; scheduler, runtime_budget and eagle record them with
+:class:`sglang_specinit.patch_table.PatchTable` decorators on the functions they install;
+``sglang-specinit patches`` lists them all)::
 
     module          SGLang module(s) patched or read
     scheduler       managers.scheduler (Scheduler.init_memory_pools)

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.hooks import Hook, Requires, is_instance_of
+from sglang_specinit.hooks import is_instance_of
+from sglang_specinit.patch_table import PatchTable
 
 _SKIP_ATTR = "_specinit_skip_once"
 EAGLE_MODULE = "sglang.srt.speculative.eagle_worker_v2"
 MULTI_LAYER_MODULE = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
 STANDALONE_MODULE = "sglang.srt.speculative.standalone_worker_v2"
+
+patch = PatchTable(EAGLE_MODULE)
 
 
 def _skip_once(draft: Any, name: str) -> bool:
@@ -34,6 +37,7 @@ def _skip_once(draft: Any, name: str) -> bool:
     return False
 
 
+@patch.around("EagleDraftWorker.init_token_map", params=())
 def init_token_map(original: Any, self: Any) -> None:
     """AROUND: skipped once after an early binding (it would reset ``hot_token_id``)."""
     if _skip_once(self, "init_token_map"):
@@ -41,11 +45,20 @@ def init_token_map(original: Any, self: Any) -> None:
     return original(self)
 
 
+@patch.around("MultiLayerEagleDraftWorker.init_lm_head", params=(), module=MULTI_LAYER_MODULE)
+@patch.around("EagleDraftWorker.init_lm_head", params=())
 def init_lm_head(original: Any, self: Any) -> None:
     """AROUND: skipped once after an early binding (the binding is already done)."""
     if _skip_once(self, "init_lm_head"):
         return None
     return original(self)
+
+
+# The skipped calls are the ones inside the drafts' stock alloc_memory_pool; a
+# StandaloneDraftWorker (an EagleDraftWorker subclass) is told apart by its class.
+patch.requires("EagleDraftWorker.alloc_memory_pool")
+patch.requires("MultiLayerEagleDraftWorker.alloc_memory_pool", module=MULTI_LAYER_MODULE)
+patch.requires("StandaloneDraftWorker", module=STANDALONE_MODULE)
 
 
 def bind_shared_weights_early(spec_worker: Any) -> bool:
@@ -67,14 +80,4 @@ def bind_shared_weights_early(spec_worker: Any) -> bool:
     return False
 
 
-HOOKS = (
-    Hook(EAGLE_MODULE, "EagleDraftWorker.init_token_map", init_token_map, params=()),
-    Hook(EAGLE_MODULE, "EagleDraftWorker.init_lm_head", init_lm_head, params=()),
-    Hook(MULTI_LAYER_MODULE, "MultiLayerEagleDraftWorker.init_lm_head", init_lm_head, params=()),
-)
-NEW_METHODS = ()
-REQUIRES = (
-    Requires(EAGLE_MODULE, "EagleDraftWorker.alloc_memory_pool"),
-    Requires(MULTI_LAYER_MODULE, "MultiLayerEagleDraftWorker.alloc_memory_pool"),
-    Requires(STANDALONE_MODULE, "StandaloneDraftWorker"),
-)
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

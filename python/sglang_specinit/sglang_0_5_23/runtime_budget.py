@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, KVSpec, PoolPlan, tokens_within_pool_budget
-from sglang_specinit.hooks import Hook, Requires
 from sglang_specinit.live_sizing import (
     DraftDescription,
     SizingReadings,
@@ -35,6 +34,7 @@ from sglang_specinit.live_sizing import (
     plan_from_readings,
     storage_bytes,
 )
+from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_23 import pool_probe
 
 logger = logging.getLogger(__name__)
@@ -44,6 +44,9 @@ MODULE = "sglang.srt.mem_cache.kv_cache_configurator"
 # (target pool, draft pools, draft fixed-pool bytes), each priced by building it.
 Prices = tuple[KVSpec, tuple[KVSpec, ...], int]
 POOL_CONFIGURATOR = "sglang.srt.model_executor.pool_configurator"
+MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
+
+patch = PatchTable(MODULE)
 
 _local = threading.local()
 
@@ -81,6 +84,26 @@ def sizing_active(sizing: TargetSizing) -> Iterator[None]:
         _local.sizing = previous
 
 
+@patch.around("KVCacheConfigurator._resolve_memory_pool_config", params=("pre_model_load_memory",))
+# What this hook and the steps it drives call (read, not patched): the configurator's own
+# sizing steps (_resolve), its fused-entry check (here), the probe's pool building
+# (pool_probe, through price_pools) and the pool split (here and _resolve).
+@patch.calls(
+    "create_memory_pool_configurator",
+    "DefaultPoolConfigurator.calculate_pool_sizes_from_max_tokens",
+    "HybridSWAPoolConfigurator.calculate_pool_sizes_from_max_tokens",
+    "MemoryPoolConfigurator.finalize_with_max_running_requests",
+    module=POOL_CONFIGURATOR,
+)
+@patch.calls("ModelRunner.init_kv_cache_configurator", module=MODEL_RUNNER)
+@patch.calls(
+    "KVCacheConfigurator._profile_available_bytes",
+    "KVCacheConfigurator._apply_token_constraints",
+    "KVCacheConfigurator.resolve_max_num_reqs",
+    "KVCacheConfigurator.fused_entry_bytes",
+    "KVCacheConfigurator._derive_pool_sizes",
+    "KVCacheConfigurator._init_pools",
+)
 def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: float) -> Any:
     """AROUND hook: a speculative target's token count from ``budget.plan_pools``."""
     sizing = active_sizing()
@@ -208,6 +231,7 @@ def _resolve(
     return config
 
 
+@patch.around("KVCacheConfigurator.config_from_budget", params=("budget_bytes",))
 def config_from_budget(
     original: Any, self: Any, budget_bytes: int, *, cap_tokens: int | None = None
 ) -> Any:
@@ -229,31 +253,4 @@ def config_from_budget(
     return original(self, budget_bytes, cap_tokens=min(cap_tokens, ours))
 
 
-HOOKS = (
-    Hook(
-        MODULE,
-        "KVCacheConfigurator._resolve_memory_pool_config",
-        resolve_memory_pool_config,
-        params=("pre_model_load_memory",),
-    ),
-    Hook(
-        MODULE,
-        "KVCacheConfigurator.config_from_budget",
-        config_from_budget,
-        params=("budget_bytes",),
-    ),
-)
-NEW_METHODS = ()
-REQUIRES = (
-    Requires(MODULE, "KVCacheConfigurator._profile_available_bytes"),
-    Requires(MODULE, "KVCacheConfigurator._apply_token_constraints"),
-    Requires(MODULE, "KVCacheConfigurator.resolve_max_num_reqs"),
-    Requires(MODULE, "KVCacheConfigurator.fused_entry_bytes"),
-    Requires(MODULE, "KVCacheConfigurator._derive_pool_sizes"),
-    Requires(MODULE, "KVCacheConfigurator._init_pools"),
-    Requires("sglang.srt.model_executor.model_runner", "ModelRunner.init_kv_cache_configurator"),
-    Requires(POOL_CONFIGURATOR, "create_memory_pool_configurator"),
-    Requires(POOL_CONFIGURATOR, "DefaultPoolConfigurator.calculate_pool_sizes_from_max_tokens"),
-    Requires(POOL_CONFIGURATOR, "HybridSWAPoolConfigurator.calculate_pool_sizes_from_max_tokens"),
-    Requires(POOL_CONFIGURATOR, "MemoryPoolConfigurator.finalize_with_max_running_requests"),
-)
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

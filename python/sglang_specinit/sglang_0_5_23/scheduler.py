@@ -29,8 +29,8 @@ import os
 from typing import Any
 
 from sglang_specinit.budget import GIB, BudgetInputs
-from sglang_specinit.hooks import Hook, Requires
 from sglang_specinit.live_sizing import storage_bytes
+from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_23.draft_pricing import describe_draft
 from sglang_specinit.sglang_0_5_23.eagle import bind_shared_weights_early
 from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 MODULE = "sglang.srt.managers.scheduler"
 MEMORY_LOG_PREFIX = "SPECINIT_MEMORY "
+BASE_SPEC_WORKER = "sglang.srt.speculative.base_spec_worker"
+
+patch = PatchTable(MODULE)
 
 
 def draft_duplicate_bytes(scheduler: Any, description: Any) -> int:
@@ -53,6 +56,13 @@ def draft_duplicate_bytes(scheduler: Any, description: Any) -> int:
     return sum(draft.values())
 
 
+@patch.around("Scheduler.init_memory_pools", params=())
+# The draft's runners are read through the spec worker (draft_pricing, eagle).
+@patch.calls(
+    "BaseSpecWorker.draft_worker", "EagleDraftWorkerBase.draft_runners", module=BASE_SPEC_WORKER
+)
+# SGLang's own pool phase (``original``) sizes the target pool through this.
+@patch.calls("Scheduler.init_target_memory_pool")
 def init_memory_pools(original: Any, self: Any) -> None:
     """AROUND hook: early binding + exact draft pricing around SGLang's own pool phase."""
     if self.spec_algorithm.is_none():
@@ -219,10 +229,4 @@ def log_memory_breakdown(
         write_breakdown(report_dir, breakdown)
 
 
-HOOKS = (Hook(MODULE, "Scheduler.init_memory_pools", init_memory_pools, params=()),)
-NEW_METHODS = ()
-REQUIRES = (
-    Requires(MODULE, "Scheduler.init_target_memory_pool"),
-    Requires("sglang.srt.speculative.base_spec_worker", "BaseSpecWorker.draft_worker"),
-    Requires("sglang.srt.speculative.base_spec_worker", "EagleDraftWorkerBase.draft_runners"),
-)
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

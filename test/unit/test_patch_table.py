@@ -1,0 +1,145 @@
+"""``patch_table.PatchTable``: the recording decorator the 0.5.23 adapter's scheduler,
+runtime_budget and eagle modules declare their patch with.
+
+The tables it records must be exactly the hand-written tables they replaced (written out below,
+as they stood in ``sglang_0_5_23/*.py``), so compat's all-or-nothing checks and the order hooks
+are registered in are unchanged; and a declaration that does not fit its function fails when
+the module is imported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sglang_specinit import sglang_0_5_23
+from sglang_specinit.hooks import Hook, Requires, adapter_patches, group_by_module
+from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.sglang_0_5_23 import eagle, launch_checks, runtime_budget, scheduler
+
+BASE_SPEC = "sglang.srt.speculative.base_spec_worker"
+KVC = "sglang.srt.mem_cache.kv_cache_configurator"
+POOL = "sglang.srt.model_executor.pool_configurator"
+EAGLE = "sglang.srt.speculative.eagle_worker_v2"
+MULTI = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
+
+# The tables as they were written before the decorator (commit 56e93b6).
+HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
+    scheduler: (
+        (
+            Hook(
+                "sglang.srt.managers.scheduler",
+                "Scheduler.init_memory_pools",
+                scheduler.init_memory_pools,
+                params=(),
+            ),
+        ),
+        (),
+        (
+            Requires("sglang.srt.managers.scheduler", "Scheduler.init_target_memory_pool"),
+            Requires(BASE_SPEC, "BaseSpecWorker.draft_worker"),
+            Requires(BASE_SPEC, "EagleDraftWorkerBase.draft_runners"),
+        ),
+    ),
+    runtime_budget: (
+        (
+            Hook(
+                KVC,
+                "KVCacheConfigurator._resolve_memory_pool_config",
+                runtime_budget.resolve_memory_pool_config,
+                params=("pre_model_load_memory",),
+            ),
+            Hook(
+                KVC,
+                "KVCacheConfigurator.config_from_budget",
+                runtime_budget.config_from_budget,
+                params=("budget_bytes",),
+            ),
+        ),
+        (),
+        (
+            Requires(KVC, "KVCacheConfigurator._profile_available_bytes"),
+            Requires(KVC, "KVCacheConfigurator._apply_token_constraints"),
+            Requires(KVC, "KVCacheConfigurator.resolve_max_num_reqs"),
+            Requires(KVC, "KVCacheConfigurator.fused_entry_bytes"),
+            Requires(KVC, "KVCacheConfigurator._derive_pool_sizes"),
+            Requires(KVC, "KVCacheConfigurator._init_pools"),
+            Requires(
+                "sglang.srt.model_executor.model_runner", "ModelRunner.init_kv_cache_configurator"
+            ),
+            Requires(POOL, "create_memory_pool_configurator"),
+            Requires(POOL, "DefaultPoolConfigurator.calculate_pool_sizes_from_max_tokens"),
+            Requires(POOL, "HybridSWAPoolConfigurator.calculate_pool_sizes_from_max_tokens"),
+            Requires(POOL, "MemoryPoolConfigurator.finalize_with_max_running_requests"),
+        ),
+    ),
+    eagle: (
+        (
+            Hook(EAGLE, "EagleDraftWorker.init_token_map", eagle.init_token_map, params=()),
+            Hook(EAGLE, "EagleDraftWorker.init_lm_head", eagle.init_lm_head, params=()),
+            Hook(MULTI, "MultiLayerEagleDraftWorker.init_lm_head", eagle.init_lm_head, params=()),
+        ),
+        (),
+        (
+            Requires(EAGLE, "EagleDraftWorker.alloc_memory_pool"),
+            Requires(MULTI, "MultiLayerEagleDraftWorker.alloc_memory_pool"),
+            Requires("sglang.srt.speculative.standalone_worker_v2", "StandaloneDraftWorker"),
+        ),
+    ),
+}
+
+
+def test_recorded_tables_are_the_hand_written_ones() -> None:
+    for module, tables in HAND_WRITTEN.items():
+        assert (module.HOOKS, module.NEW_METHODS, module.REQUIRES) == tables, module.__name__
+    # What compat checks and applies: the adapter's patch per SGLang module, in the same order.
+    phases = [scheduler, runtime_budget, eagle]
+    expected = group_by_module(
+        [h for m in phases for h in HAND_WRITTEN[m][0]] + list(launch_checks.HOOKS),
+        [n for m in phases for n in HAND_WRITTEN[m][1]] + list(launch_checks.NEW_METHODS),
+        [r for m in phases for r in HAND_WRITTEN[m][2]] + list(launch_checks.REQUIRES),
+    )
+    actual = adapter_patches(sglang_0_5_23)
+    assert actual == expected
+    assert list(actual) == list(expected)
+
+
+def test_decorators_return_the_function_and_record_bottom_up() -> None:
+    patch = PatchTable("some.module")
+
+    def step(original, self, x, *, flag=False):
+        return original(self, x)
+
+    assert patch.around("A.step", params=("x",))(step) is step
+    assert patch.calls("A.helper", "B", module="other.module")(step) is step
+    patch.requires("A.size")
+    hooks, new_methods, requires = patch.tables()
+    assert hooks == (Hook("some.module", "A.step", step, params=("x",)),)
+    assert [r.target for r in requires] == [
+        "other.module.A.helper",
+        "other.module.B",
+        "some.module.A.size",
+    ]
+    assert new_methods == ()
+
+
+def test_params_that_do_not_fit_the_hook_function_fail_at_declaration() -> None:
+    patch = PatchTable("some.module")
+
+    def step(original, self, budget):
+        return original(self, budget)
+
+    with pytest.raises(TypeError, match="some.module.A.step with params \\('tokens',\\)"):
+        patch.around("A.step", params=("tokens",))(step)
+
+    def before(self, budget):
+        return None
+
+    assert patch.before("A.check", params=("budget",))(before) is before  # BEFORE: after self
+
+
+def test_a_target_declared_twice_fails() -> None:
+    patch = PatchTable("some.module")
+    patch.requires("A.size")
+    with pytest.raises(ValueError, match="some.module.A.size is declared twice"):
+        patch.requires("A.size")
