@@ -91,12 +91,15 @@ def measure_configurator(kvc: Any, split: tuple[float, bool]) -> MeasuredKVSpec:
     )
 
 
-def draft_configurator(runner: Any, draft_parallel_layout: Any = None) -> Any:
+def draft_configurator(runner: Any) -> Any:
     """A configurator for a draft runner, built by its own ``init_kv_cache_configurator``
-    (as its ``alloc_memory_pool`` will), with the runner's attribute put back as it was."""
+    (as its ``alloc_memory_pool`` will: draft workers pass no parallel layout), with the
+    runner's attribute put back as it was."""
+    from sglang_specinit.sglang_0_5_23.release_shims import init_kv_cache_configurator
+
     saved = runner.__dict__.get("kv_cache_configurator", _MISSING)
     try:
-        runner.init_kv_cache_configurator(draft_parallel_layout)
+        init_kv_cache_configurator(runner)
         return runner.kv_cache_configurator
     finally:
         if saved is _MISSING:
