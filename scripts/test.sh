@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets up the CPU environment if needed, then runs lint and the whole CPU test suite:
-#   1. .venv (sglang 0.5.13.post1): everything under test/ except test/sglang_0_5_23;
-#   2. .venv-sglang0523 (sglang 0.5.23): test/sglang_0_5_23 (skipped when arguments select
-#      tests, which then run in .venv only, in one process).
+#   1. .venv (sglang 0.5.13.post1): everything under test/ but test/sglang_0_5_2x (their
+#      conftests collect nothing under another release);
+#   2. .venv-sglang0523 (sglang 0.5.23): test/sglang_0_5_23;
+#   3. .venv-sglang0522 (sglang 0.5.22): test/sglang_0_5_22
+#      (2 and 3 are skipped when arguments select tests, which then run in .venv only).
 # Tests marked ``slow`` run only with SPECINIT_TEST_SLOW=1 (see test/conftest.py).
 # GPU tests (marked `gpu`) skip here; on a GPU runner use scripts/test-gpu.sh.
 set -euo pipefail
@@ -36,4 +38,6 @@ fi
 run_pytest .venv/bin/python -n 2 --dist loadfile || rc=$?
 echo "[test] sglang 0.5.23 suite (.venv-sglang0523)"
 run_pytest .venv-sglang0523/bin/python test/sglang_0_5_23 || rc=$?
+echo "[test] sglang 0.5.22 suite (.venv-sglang0522)"
+run_pytest .venv-sglang0522/bin/python test/sglang_0_5_22 || rc=$?
 exit "$rc"
