@@ -10,10 +10,14 @@ of its own launch.
     release line            adapter package                 what it does
     0.5.13, 0.5.13.post1    sglang_specinit.sglang_0_5_13    the whole phased init (upstream
                                                             has none), see its __init__
-    0.5.23                  sglang_specinit.sglang_0_5_23    exact draft pricing and early
-                                                            embed/lm_head binding on top of
-                                                            upstream's phased init
-    0.5.14 .. 0.5.22        none                            declined with one INFO line
+    0.5.22, 0.5.23          sglang_specinit.sglang_0_5_23    every pool priced by building it,
+                                                            early embed/lm_head binding and
+                                                            launch checks on top of upstream's
+                                                            phased init (release_shims: the
+                                                            one 0.5.22 difference)
+    0.5.13.post2,           none                            declined with one INFO line
+    0.5.14 .. 0.5.21,
+    0.5.24 and later
 
 Environment:
     SGLANG_SPECINIT_DISABLE=1   register nothing (SGLang's SGLANG_PLUGINS whitelist works too)
