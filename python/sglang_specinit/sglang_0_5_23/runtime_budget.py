@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,8 @@ class TargetSizing:
     plan: PoolPlan | None = None
     upstream_reserved_layers: int = 0
     draft_pools: tuple[KVSpec, ...] = field(default_factory=tuple)
+    # Wall seconds price_pools took (building every pool tiny): the plugin's own init cost.
+    pricing_seconds: float = 0.0
 
 
 def active_sizing() -> TargetSizing | None:
@@ -127,7 +130,9 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
         return original(self, pre_model_load_memory)
     try:
         # Priced before free memory is profiled: the probe pools are gone by then.
+        start = time.perf_counter()
         prices = price_pools(self, sizing)
+        sizing.pricing_seconds = time.perf_counter() - start
     except Exception as exc:  # any pool 0.5.23 cannot build tiny is not ours to size
         logger.warning(
             "[specinit] stock sglang 0.5.23 KV sizing (draft priced at the target's geometry): "

@@ -195,6 +195,7 @@ def memory_breakdown(
     breakdown["upstream_reserved_layers"] = sizing.upstream_reserved_layers
     breakdown["stock_duplicate_bytes_at_profile"] = sizing.stock_duplicate_bytes
     breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
+    breakdown["pricing_seconds"] = round(sizing.pricing_seconds, 4)
     breakdown.update(rank_fields())
     min_free = all_rank_min_free_at_sizing(scheduler.tp_worker.model_runner, sizing.inputs)
     breakdown.update(tightness_fields(rank_free_bytes, min_free))
