@@ -8,8 +8,9 @@
   does), so they must never stop a launch: a wrapper tensor subclass without a readable
   storage (torchao quantized weights, DTensor) is counted by its own size;
 * :func:`draft_spec` and :func:`plan_from_readings` — the one sizing path every adapter
-  runs: what it read from SGLang's live objects -> ``budget.plan_pools`` -> the "too few
-  tokens" check; the adapter only reads SGLang's objects and hands the token count back;
+  and the offline planner run: what was read from SGLang's objects -> ``budget.plan_pools``
+  -> the "too few tokens" check; the adapter only reads SGLang's objects and hands the token
+  count back;
 * :class:`SpecInitBudgetError` and its message, naming the fraction to pass.
 """
 
@@ -117,7 +118,9 @@ class SizingReadings:
     mem_fraction_static: float
     # SGLang's own KV budget now (``_profile_available_bytes``: f x free before loading minus
     # everything that left free memory since: weights, multimodal / mamba reservations).
-    available_bytes: int
+    # None (the offline planner without a measured resident figure): nothing was read, the
+    # resident bytes are the weights'.
+    available_bytes: int | None
     target_kv: KVSpec
     target_weight_bytes: int
     draft: DraftSpec | None
@@ -128,11 +131,22 @@ class SizingReadings:
     dp_size: int
 
 
-def plan_from_readings(readings: SizingReadings) -> tuple[BudgetInputs, PoolPlan]:
+def plan_from_readings(
+    readings: SizingReadings, *, refuse_too_few: bool = True
+) -> tuple[BudgetInputs, PoolPlan]:
     """Readings -> the budget model's inputs -> ``budget.plan_pools``, refusing a plan that
-    cannot serve one page (before any pool exists) with the fraction to pass."""
+    cannot serve one page (before any pool exists) with the fraction to pass.
+
+    ``refuse_too_few=False`` is the offline planner's: it reports such a plan (its minimum
+    viable fraction included) instead of refusing it.
+    """
     pre_load_free_bytes = int(readings.pre_model_load_memory_gb * GIB)
     f = readings.mem_fraction_static
+    measured = None
+    if readings.available_bytes is not None:
+        # Everything SGLang saw leave free memory since its pre-load reading, exactly as its
+        # own budget charges it.
+        measured = int(f * pre_load_free_bytes) - readings.available_bytes
     inputs = BudgetInputs(
         pre_load_free_bytes=pre_load_free_bytes,
         mem_fraction_static=f,
@@ -144,11 +158,9 @@ def plan_from_readings(readings: SizingReadings) -> tuple[BudgetInputs, PoolPlan
         max_total_tokens=readings.max_total_tokens,
         max_running_requests=readings.max_running_requests,
         dp_size=readings.dp_size,
-        # Everything SGLang saw leave free memory since its pre-load reading, exactly as its
-        # own budget charges it.
-        measured_resident_bytes=int(f * pre_load_free_bytes) - readings.available_bytes,
+        measured_resident_bytes=measured,
     )
     plan = plan_pools(inputs)
-    if plan.tokens < page_ceil(MIN_SERVABLE_TOKENS, inputs.page_size):
+    if refuse_too_few and plan.tokens < page_ceil(MIN_SERVABLE_TOKENS, inputs.page_size):
         raise SpecInitBudgetError(budget_error_message(inputs, plan))
     return inputs, plan

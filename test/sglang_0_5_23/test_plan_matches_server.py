@@ -2,9 +2,12 @@
 allocates, and its "stock 0.5.23" column what stock 0.5.23 allocates.
 
 The planner runs in ``.venv`` (it reads flags and configs through sglang 0.5.13.post1, which
-reads the same ``config.json`` fields), on the checkpoints and flags of the EAGLE3 launches of
-this suite, told the two numbers only the device knows (free memory before loading, bytes
-resident when the pools were sized, from the patched server's memory report).
+reads the same ``config.json`` fields) and in this environment (0.5.23's own resolution, every
+pool priced by the server's ``price_configurators`` and stock's column by 0.5.23's own
+configurator; the ``sgl_kernel`` test double on its ``PYTHONPATH``, as for every 0.5.23 process
+here), on the checkpoints and flags of the EAGLE3 launches of this suite, told the two numbers
+only the device knows (free memory before loading, bytes resident when the pools were sized,
+from the patched server's memory report).
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
 from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS
+from harness.sglang_release import SGL_KERNEL_STUB_DIR
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
@@ -39,10 +44,18 @@ def main_venv_python() -> Path:
     return main_site.parents[2] / "bin" / "python"
 
 
-def run_plan(live: dict, *extra: str) -> dict:
+# The planner's environment -> (interpreter, extra environment).
+PLANNER_ENVS = {
+    "0.5.13.post1": (lambda: str(main_venv_python()), {}),
+    "0.5.23": (lambda: sys.executable, {"PYTHONPATH": str(SGL_KERNEL_STUB_DIR)}),
+}
+
+
+def run_plan(live: dict, *extra: str, planner_env: str = "0.5.13.post1") -> dict:
     kind = KINDS["EAGLE3"]
+    python, extra_env = PLANNER_ENVS[planner_env]
     argv = [
-        str(main_venv_python()), "-m", "sglang_specinit.planner.cli", "plan", "--json",
+        python(), "-m", "sglang_specinit.planner.cli", "plan", "--json",
         "--sglang-version", "0.5.23",
         "--model-path", str(kind.target()),
         "--speculative-algorithm", "EAGLE3",
@@ -56,17 +69,23 @@ def run_plan(live: dict, *extra: str) -> dict:
         "--pre-load-free-bytes", str(live["pre_load_free_bytes"]),
         *extra,
     ]  # fmt: skip
-    # The planner reads configs through .venv's sglang, not as a CPU engine.
-    env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
+    # The planner process decides its own CPU-engine switch (cli._set_host_cpu_engine).
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("SGLANG_USE_CPU_ENGINE", "PYTHONPATH")},
+        **extra_env,
+    }
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 
 
+@pytest.mark.parametrize("planner_env", list(PLANNER_ENVS))
 @pytest.mark.launches(("EAGLE3", True))
-def test_plan_equals_the_patched_0_5_23_server(engine_runs) -> None:
+def test_plan_equals_the_patched_0_5_23_server(engine_runs, planner_env: str) -> None:
     live = engine_runs("EAGLE3", True).memory
-    planned = run_plan(live, "--resident-bytes", str(live["resident_bytes"]))
+    planned = run_plan(
+        live, "--resident-bytes", str(live["resident_bytes"]), planner_env=planner_env
+    )
     assert planned["sglang_version"] == "0.5.23"
     for key in COMPARED_KEYS:
         assert planned[key] == live[key], (key, planned[key], live[key])
@@ -74,10 +93,11 @@ def test_plan_equals_the_patched_0_5_23_server(engine_runs) -> None:
     assert planned["draft_kv_pool_bytes"] == live["allocated_draft_kv_pool_bytes"]
 
 
+@pytest.mark.parametrize("planner_env", list(PLANNER_ENVS))
 @pytest.mark.launches(("EAGLE3", False), ("EAGLE3", True))
-def test_plan_stock_column_prices_the_draft_as_0_5_23_does(engine_runs) -> None:
+def test_plan_stock_column_prices_the_draft_as_0_5_23_does(engine_runs, planner_env: str) -> None:
     stock = engine_runs("EAGLE3", False)
     live = engine_runs("EAGLE3", True).memory
-    stock_column = run_plan(live)["stock_0_5_23"]
+    stock_column = run_plan(live, planner_env=planner_env)["stock_0_5_23"]
     assert stock_column["priced_kv_bytes_per_token"] == stock.runner("target")["sglang_cell_size"]
     assert stock_column["draft_kv_bytes_per_token"] == 192  # what the draft really allocates

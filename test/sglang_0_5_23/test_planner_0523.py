@@ -1,23 +1,33 @@
 """``sglang-specinit plan`` and ``report`` in the sglang 0.5.23 environment, with 0.5.23's own
 server-args logic (``planner/release_0_5_23.py``): every shipped example, ``--json``, the
-report, bad input. No SGLang launch: the plans run in this process (this suite's conftest sets
-``SGLANG_USE_CPU_ENGINE=1`` before SGLang is imported, so these plans also show that the host's
-CPU-engine switch does not reach a GPU plan), plus two fresh planner processes started up
-front: this environment's console entry with ``SGLANG_USE_CPU_ENGINE=1`` set, and ``.venv``'s
-planner (sglang 0.5.13.post1) printing the 0.5.23 rule, for the cross-release checks.
+report, bad input, and every pool priced by the function the 0.5.23 server runs
+(``runtime_budget.price_configurators``) with the stock column from 0.5.23's own configurator.
+No SGLang launch: the plans run in this process (this suite's conftest sets
+``SGLANG_USE_CPU_ENGINE=1`` before SGLang is imported and puts the ``sgl_kernel`` test double on
+the path: the planner builds its pricing pools on cpu with 0.5.23's pool code), plus two fresh
+planner processes started up front: this environment's console entry (the double on its
+``PYTHONPATH``), and ``.venv``'s planner (sglang 0.5.13.post1) printing the 0.5.23 rule, for the
+cross-release checks.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from harness.published_configs import EXAMPLES, dsa_config_dir
+from harness.sglang_release import SGL_KERNEL_STUB_DIR
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.plan import EXAMPLES_DIR, list_examples
 from sglang_specinit.report import BREAKDOWN_KEYS
@@ -42,10 +52,11 @@ def fresh_processes() -> Iterator[dict[str, subprocess.Popen[str]]]:
     argv = ["-m", "sglang_specinit.planner.cli", "plan", "--json"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     procs = {
-        # This environment's entry point, in a shell set up for CPU tests.
+        # This environment's entry point, in a shell set up for CPU tests (the sgl_kernel
+        # test double: 0.5.23's pool modules import its CPU op; a GPU host has the real one).
         "0.5.23": subprocess.Popen(
             [sys.executable, *argv],
-            env={**env, "SGLANG_USE_CPU_ENGINE": "1"},
+            env={**env, "SGLANG_USE_CPU_ENGINE": "1", "PYTHONPATH": str(SGL_KERNEL_STUB_DIR)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -203,6 +214,177 @@ def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
         if "get_device_memory_capacity" in path.read_text()
     }
     assert readers == set(CAPACITY_READERS)
+
+
+# --------------------------------------------------------------------------------------------
+# Every pool priced as the 0.5.23 server prices it
+
+
+def _dsa_dir(tmp_path: Path) -> Path:
+    """DeepSeek-V3.2's config (DSA indexer) with DeepSeek-V3's checkpoint sizes."""
+    (tmp_path / "dsa").mkdir(exist_ok=True)
+    directory = dsa_config_dir(tmp_path / "dsa")
+    shutil.copy(EXAMPLES / "deepseek-v3-mtp" / "target" / "weights-size.json", directory)
+    return directory
+
+
+def _nnpl0_draft(tmp_path: Path) -> Path:
+    """The EAGLE3 example's draft with ``num_nextn_predict_layers: 0`` (stock reserves none)."""
+    draft = tmp_path / "eagle3-nnpl0"
+    shutil.copytree(EXAMPLES / "llama31-8b-eagle3" / "draft", draft, dirs_exist_ok=True)
+    config = json.loads((draft / "config.json").read_text())
+    config["num_nextn_predict_layers"] = 0
+    (draft / "config.json").write_text(json.dumps(config))
+    return draft
+
+
+DEEPSEEK_MTP = {
+    "speculative_algorithm": "NEXTN",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+    "tp_size": 8,
+    "page_size": 64,
+}
+# name -> (plan flags, the same launch as ServerArgs keyword arguments); H200 (sm_90) presets.
+PRICED_LAYOUTS: dict[str, Any] = {
+    "DeepSeek-V3.2 DSA fp8_e4m3, TP 8": lambda tmp: (
+        ["--example", "deepseek-v3-mtp", "--model-path", str(_dsa_dir(tmp))]
+        + ["--kv-cache-dtype", "fp8_e4m3"],
+        {**DEEPSEEK_MTP, "model_path": str(_dsa_dir(tmp)), "kv_cache_dtype": "fp8_e4m3"},
+    ),
+    "DeepSeek-V3.2 DSA bf16, TP 8": lambda tmp: (
+        ["--example", "deepseek-v3-mtp", "--model-path", str(_dsa_dir(tmp))]
+        + ["--kv-cache-dtype", "bfloat16"],
+        {**DEEPSEEK_MTP, "model_path": str(_dsa_dir(tmp)), "kv_cache_dtype": "bfloat16"},
+    ),
+    "DeepSeek-V3 dense MLA, TP 8 DCP 8": lambda tmp: (
+        ["--example", "deepseek-v3-mtp", "--dcp-size", "8"],
+        {
+            **DEEPSEEK_MTP,
+            "model_path": str(EXAMPLES / "deepseek-v3-mtp" / "target"),
+            "dcp_size": 8,
+        },
+    ),
+    "llama31-8b + EAGLE3, num_nextn_predict_layers 0": lambda tmp: (
+        ["--example", "llama31-8b-eagle3"]
+        + ["--speculative-draft-model-path", str(_nnpl0_draft(tmp))],
+        {
+            "model_path": str(EXAMPLES / "llama31-8b-eagle3" / "target"),
+            "speculative_draft_model_path": str(_nnpl0_draft(tmp)),
+            "speculative_algorithm": "EAGLE3",
+            "speculative_num_steps": 3,
+            "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": 4,
+        },
+    ),
+}
+
+
+def _servers_prices(kwargs: dict[str, Any]) -> tuple[Any, Any, tuple[Any, ...], int]:
+    """(target configurator, the target's price, the drafts' prices, page size): the layout
+    built as the layout matrix builds it (ServerArgs from keyword arguments, device cpu, the
+    H200's compute capability as a test double), priced by the server's function."""
+    from unittest import mock
+
+    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+    from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
+
+    with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
+        layout = published_layout(**kwargs)
+    target, drafts, fixed = price_configurators(layout.target, layout.drafts, [])
+    assert fixed == 0
+    return layout.target, target, drafts, int(layout.target.page_size)
+
+
+@dataclass(frozen=True)
+class PricedLayout:
+    planned: dict  # plan --json
+    target: Any  # the server's price of the target pool
+    drafts: tuple[Any, ...]  # ... and of each draft runner's
+    page_size: int
+    stock_cell: float  # 0.5.23's own configurator: create_memory_pool_configurator(kvc)
+
+
+@pytest.fixture(scope="module")
+def priced_layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, PricedLayout]:
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+
+    results = {}
+    for i, (name, build) in enumerate(PRICED_LAYOUTS.items()):
+        flags, kwargs = build(tmp_path_factory.mktemp(f"layout{i}"))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["plan", "--json", *flags]) == 0
+        kvc, target, drafts, page = _servers_prices(kwargs)
+        results[name] = PricedLayout(
+            json.loads(out.getvalue()),
+            target,
+            drafts,
+            page,
+            float(create_memory_pool_configurator(kvc)._cell_size),
+        )
+    return results
+
+
+@pytest.mark.parametrize("name", list(PRICED_LAYOUTS))
+def test_plan_prices_every_pool_with_the_servers_function(
+    priced_layouts: dict[str, PricedLayout], name: str
+) -> None:
+    """``plan --json`` equals, per pool, what ``price_configurators`` gives on the same
+    layout; the stock column is 0.5.23's own configurator cell."""
+    from sglang_specinit.budget import kv_pool_bytes
+
+    r = priced_layouts[name]
+    data, tokens = r.planned, r.planned["tokens"]
+    assert data["page_size"] == r.page_size
+    assert data["target_kv_bytes_per_token"] == int(r.target.bytes_per_token())
+    assert data["draft_kv_bytes_per_token"] == int(sum(d.bytes_per_token() for d in r.drafts))
+    assert data["target_kv_pool_bytes"] == kv_pool_bytes(r.target, tokens, r.page_size)
+    assert data["draft_kv_pool_bytes"] == sum(
+        kv_pool_bytes(d, tokens, r.page_size) for d in r.drafts
+    )
+    stock = data["stock_0_5_23"]
+    assert stock["priced_kv_bytes_per_token"] == int(r.stock_cell)
+    assert stock["target_kv_pool_bytes"] == kv_pool_bytes(r.target, stock["tokens"], r.page_size)
+    assert data["used_bytes"] <= data["budget_bytes"]
+
+
+def test_dsa_fp8_is_planned_at_0_5_23s_width(priced_layouts: dict[str, PricedLayout]) -> None:
+    """DSA with an FP8 KV cache: 0.5.23 stores 656 B of latent KV per layer (scales and a
+    bf16 rope), bf16 1,152; the index-K rows are the same in both. Stock's own cell agrees
+    with the plan's per-row price."""
+    fp8, bf16 = (
+        priced_layouts[f"DeepSeek-V3.2 DSA {dtype}, TP 8"].planned for dtype in ("fp8_e4m3", "bf16")
+    )
+    rows = [d["target_kv_bytes_per_token"] + d["draft_kv_bytes_per_token"] for d in (fp8, bf16)]
+    layers = 61 + 1  # DeepSeek-V3.2's layers and its MTP layer
+    assert rows[1] - rows[0] == layers * (1_152 - 656)
+    assert rows[0] == fp8["stock_0_5_23"]["priced_kv_bytes_per_token"]
+
+
+def test_dense_mla_dcp_draft_is_planned_replicated(
+    priced_layouts: dict[str, PricedLayout],
+) -> None:
+    """Dense MLA under DCP 8 (#39799): the draft's pool spans 8 replicas; stock reserves one
+    (its cell adds 1,152 B) and allocates past the fraction, the plan does not."""
+    data = priced_layouts["DeepSeek-V3 dense MLA, TP 8 DCP 8"].planned
+    stock = data["stock_0_5_23"]
+    assert data["draft_kv_bytes_per_token"] == 8 * 1_152
+    assert stock["priced_kv_bytes_per_token"] - data["target_kv_bytes_per_token"] == 1_152
+    assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
+
+
+def test_nnpl0_draft_is_planned_although_stock_reserves_none(
+    priced_layouts: dict[str, PricedLayout],
+) -> None:
+    """An EAGLE3 draft with ``num_nextn_predict_layers: 0``: stock's cell is the target's
+    alone and its pools pass the fraction; the plan prices the draft's own pool."""
+    data = priced_layouts["llama31-8b + EAGLE3, num_nextn_predict_layers 0"].planned
+    stock = data["stock_0_5_23"]
+    assert stock["priced_kv_bytes_per_token"] == data["target_kv_bytes_per_token"]
+    assert data["draft_kv_bytes_per_token"] > 0
+    assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,9 +15,11 @@ pasted as is. Bad input is reported as one line on stderr with exit code 2, befo
 imported where the flags allow it.
 
 The plan is for the device the flags name, not for this process: a fresh planner process drops
-``SGLANG_USE_CPU_ENGINE`` before SGLang is imported (0.5.23 decides its platform and imports
-CPU kernels at import time on it), and the replays answer SGLang's ``is_cpu()`` for the planned
-device (:func:`plan.planned_cpu_engine`).
+``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, and the replays answer SGLang's
+``is_cpu()`` for the planned device (:func:`plan.planned_cpu_engine`). On sglang 0.5.23 the
+fresh process sets it instead: there the planner prices every pool by building it tiny on cpu
+with 0.5.23's own pool code, whose modules pick their CPU kernels at import time; the planned
+resolution still sees the planned device (``release_0_5_23.planned_device``).
 """
 
 from __future__ import annotations
@@ -240,11 +242,20 @@ def _plan_as_json(options: argparse.Namespace, launch: list[str]) -> dict[str, A
     return plan_json(plan)
 
 
-def _drop_host_cpu_engine() -> None:
-    """A planner process plans for ``--device``, not as a CPU engine (see module doc). Only
-    for the process's own entry point, before SGLang is imported: a caller in the same process
-    (a test, a server) keeps its environment, and :func:`plan.planned_cpu_engine` covers it."""
-    if "sglang" not in sys.modules:
+def _set_host_cpu_engine() -> None:
+    """A planner process plans for ``--device``, not as a CPU engine (see module doc), but on
+    sglang 0.5.23 imports SGLang as one, for the pricing pools it builds on cpu. Only for the
+    process's own entry point, before SGLang is imported: a caller in the same process (a
+    test, a server) keeps its environment, and :func:`plan.planned_cpu_engine` covers it."""
+    if "sglang" in sys.modules:
+        return
+    try:
+        prices_on_cpu = installed_replay().release == "0.5.23"
+    except ValueError:  # an unserved release: its message comes with the command
+        prices_on_cpu = False
+    if prices_on_cpu:
+        os.environ[CPU_ENGINE_ENV] = "1"
+    else:
         os.environ.pop(CPU_ENGINE_ENV, None)
 
 
@@ -356,7 +367,7 @@ def _print_0_5_23(plan: Plan0523, as_json: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point (``sglang-specinit``); ``argv`` None: this process's own."""
     if argv is None:
-        _drop_host_cpu_engine()
+        _set_host_cpu_engine()
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(

@@ -17,8 +17,9 @@ release-specific and lives in one *server-args replay* per served release (a
   ``is_draft_model=True``, for the draft, as ``TpModelWorker._init_model_config`` builds them.
 
 Whatever the release, :func:`_build_plan` is the one place that turns the replay's answer into
-the sizing inputs. The KV specs and the sizing are :mod:`sglang_specinit.specs` and
-:mod:`sglang_specinit.budget`, the same code the runtime patch runs. Weight bytes come from
+the sizing inputs, through ``live_sizing.plan_from_readings``, the sizing path both runtime
+adapters run. The KV prices are the replay's (0.5.23: its server's ``price_configurators`` on
+the configurators 0.5.23 builds) or :mod:`sglang_specinit.specs` (0.5.13.x). Weight bytes come from
 checkpoint headers (:mod:`sglang_specinit.planner.weights`), priced per rank by the SGLang layer
 that loads each tensor (:mod:`sglang_specinit.planner.sharding`: replicated norms, padded
 vocabulary shards, replicated KV heads, dp-attention groups).
@@ -37,7 +38,7 @@ import copy
 import inspect
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
@@ -46,9 +47,11 @@ from sglang_specinit.budget import (
     BudgetError,
     BudgetInputs,
     DraftSpec,
-    plan_pools,
+    KVSpec,
+    PoolPlan,
     sized_by_target,
 )
+from sglang_specinit.live_sizing import SizingReadings, plan_from_readings
 from sglang_specinit.planner.gpus import MIB
 from sglang_specinit.planner.sharding import (
     ShardLayout,
@@ -367,6 +370,9 @@ class OfflinePlan:
     model_path: str
     draft_model_path: str | None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The installed release's stock column from its own sizing code on the same pools
+    # (:attr:`PoolPrices.stock_plan`); None where the replay prices no pools.
+    release_stock: ReportColumn | None = None
 
     @property
     def columns(self) -> tuple[ReportColumn, ReportColumn, ReportColumn]:
@@ -414,6 +420,19 @@ class ResolvedLaunch:
     mla_server_args: Any
 
 
+@dataclass(frozen=True)
+class PoolPrices:
+    """A launch's KV pools priced by the installed release's own pool code (what its server
+    runs), per target token row: the target's pool, each draft runner's, the draft's
+    fixed-size pools in bytes."""
+
+    target_kv: KVSpec
+    draft_pools: tuple[KVSpec, ...]
+    draft_fixed_bytes: int
+    # The release's own stock sizing on the same configurators: inputs -> stock's plan.
+    stock_plan: Callable[[BudgetInputs], PoolPlan] | None = None
+
+
 class ServerArgsReplay(Protocol):
     """One served release's launch_server parser and server-args resolution, run offline."""
 
@@ -431,6 +450,10 @@ class ServerArgsReplay(Protocol):
         self, launch: ResolvedLaunch, model_config: Any, *, is_draft: bool, target_kv_dtype: Any
     ) -> str:
         """The torch dtype name of a runner's KV pool (target, or draft after the target)."""
+
+    def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices | None:
+        """Every pool of the launch priced by the release's own pool code; None: priced from
+        the model geometry (:mod:`sglang_specinit.specs`)."""
 
 
 def refuse_unpriced_model(target_mc: Any) -> None:
@@ -502,6 +525,11 @@ class Replay0513:
             # server_args.kv_cache_dtype to fp8_e4m3, which the draft runner then reads.
             flag = "fp8_e4m3"
         return resolve_kv_dtype(flag, model_config)
+
+    def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices | None:
+        """None: 0.5.13.x's pools are priced from the model geometry (:mod:`specs`), the
+        widths ``pool_probe`` measures at runtime (checked by the 0.5.13 fidelity tests)."""
+        return None
 
 
 REPLAY_0_5_13 = Replay0513()
@@ -588,8 +616,10 @@ def build_plan(
 
 def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) -> OfflinePlan:
     """Readings -> sizing inputs, the one place for every release: ``replay`` says what the
-    release decided (fraction, speculative settings, parallel layout, KV dtypes), the rest is
-    checkpoint headers, :mod:`sglang_specinit.specs` and :mod:`sglang_specinit.budget`."""
+    release decided (fraction, speculative settings, parallel layout, KV dtypes) and, where
+    it can (0.5.23), what each pool costs by that release's own pool code; the rest is
+    checkpoint headers, :mod:`sglang_specinit.specs` (pool geometry otherwise) and the
+    runtime's sizing path (``live_sizing.plan_from_readings``)."""
     from sglang.srt.configs.model_config import ModelConfig
 
     notes: list[str] = []
@@ -605,14 +635,19 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     attn_tp = launch.attn_tp_size
     layout = model_layout(spec_args, target_mc.hf_config, attn_tp)
     target_kv_dtype = replay.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
-    target_kv = kv_spec_from_model_config(
-        target_mc,
-        target_kv_dtype,
-        attn_tp_size=attn_tp,
-        num_layers=runner_layer_count(target_mc, is_draft=False),
-        swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
-        server_args=launch.mla_server_args,
-    )
+    # The release's own pool code where the replay runs it (0.5.23: the server's function).
+    prices = replay.pool_prices(launch, device)
+    if prices is not None:
+        target_kv = prices.target_kv
+    else:
+        target_kv = kv_spec_from_model_config(
+            target_mc,
+            target_kv_dtype,
+            attn_tp_size=attn_tp,
+            num_layers=runner_layer_count(target_mc, is_draft=False),
+            swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
+            server_args=launch.mla_server_args,
+        )
     target_sizes, target_notes = sizes_on_rank(
         read_checkpoint_sizes(spec_args.model_path), target_mc.hf_config, layout
     )
@@ -638,20 +673,23 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
         draft_kv_dtype = replay.kv_dtype(
             launch, draft_mc, is_draft=True, target_kv_dtype=target_kv_dtype
         )
-        # Draft runners apply the target's pool config (all-SWA MTP drafts get its SWA split).
-        pools = tuple(
-            sized_by_target(pool, target_kv)
-            for pool in draft_kv_pools(
-                algorithm,
-                draft_mc,
-                draft_kv_dtype,
-                attn_tp_size=attn_tp,
-                swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
-                num_steps=int(spec_args.speculative_num_steps or 1),
-                multi_layer_eagle=bool(spec_args.enable_multi_layer_eagle),
-                server_args=launch.mla_server_args,
+        if prices is not None:
+            pools = prices.draft_pools
+        else:
+            # Draft runners apply the target's pool config (all-SWA MTP drafts get its split).
+            pools = tuple(
+                sized_by_target(pool, target_kv)
+                for pool in draft_kv_pools(
+                    algorithm,
+                    draft_mc,
+                    draft_kv_dtype,
+                    attn_tp_size=attn_tp,
+                    swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
+                    num_steps=int(spec_args.speculative_num_steps or 1),
+                    multi_layer_eagle=bool(spec_args.enable_multi_layer_eagle),
+                    server_args=launch.mla_server_args,
+                )
             )
-        )
         layouts = (layout, draft_layout(spec_args, algorithm, draft_mc.hf_config, attn_tp))
         split = _weights(algorithm, target_mc, draft_mc, spec_args.model_path, draft_path, layouts)
         notes.extend(split.notes)
@@ -673,6 +711,8 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
             num_steps=int(spec_args.speculative_num_steps or 1),
             multi_layer_eagle=bool(spec_args.enable_multi_layer_eagle),
         )
+        if prices is not None:
+            fixed = prices.draft_fixed_bytes
         draft = DraftSpec(
             algorithm=algorithm,
             kv_pools=pools,
@@ -685,19 +725,35 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
             ),
         )
 
-    base = BudgetInputs(
-        pre_load_free_bytes=device.pre_load_free_bytes,
+    # The runtime's sizing path, fed what the plan read instead of a live process: no free
+    # memory was read unless --resident-bytes gives it (then SGLang's own budget is f x free
+    # minus those bytes); a plan below one page is reported, not refused. (Bytes -> GiB -> bytes
+    # is exact: a power-of-two scaling.)
+    readings = SizingReadings(
+        pre_model_load_memory_gb=device.pre_load_free_bytes / (1024 * MIB),
         mem_fraction_static=new_fraction,
+        available_bytes=(
+            None
+            if device.resident_bytes is None
+            else int(new_fraction * device.pre_load_free_bytes) - device.resident_bytes
+        ),
         target_kv=target_kv,
         target_weight_bytes=target_weight_bytes,
+        draft=draft,
         page_size=int(spec_args.page_size),
         context_len=int(target_mc.context_len),
-        draft=draft,
         max_total_tokens=spec_args.max_total_tokens,
         max_running_requests=spec_args.max_running_requests,
         dp_size=launch.dp_size,
-        measured_resident_bytes=device.resident_bytes,
     )
+    base, ours = plan_from_readings(readings, refuse_too_few=False)
+    release_stock = None
+    if prices is not None and prices.stock_plan is not None:
+        # Stock profiles without this package's measurement (its duplicates are resident).
+        stock_base = replace(base, measured_resident_bytes=None)
+        release_stock = ReportColumn(
+            f"stock {replay.release}", prices.stock_plan(stock_base), stock_base
+        )
     stock_inputs = _with_fraction(base, stock_fraction)
     reserve = None
     if stock_fraction != new_fraction:
@@ -710,13 +766,14 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
             "stock 0.5.13.post1", stock_0_5_13_plan(stock_inputs), stock_inputs, reserve
         ),
         upstream=ReportColumn("upstream 0.5.14", upstream_0_5_14_plan(base), base),
-        ours=ReportColumn("sglang-specinit", plan_pools(base), base),
+        ours=ReportColumn("sglang-specinit", ours, base),
         tp_size=tp_size,
         device=device,
         algorithm=algorithm,
         model_path=spec_args.model_path,
         draft_model_path=draft_path,
         notes=tuple(notes),
+        release_stock=release_stock,
     )
 
 

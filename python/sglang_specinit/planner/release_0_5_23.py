@@ -11,19 +11,29 @@ the page-size and attention-backend defaults, and each step's refusals) and
 .configure_kv_cache_dtype``. The machine those steps see is the planned one
 (:func:`planned_device`), not the host the planner runs on.
 
-**Beside this package's plan**, 0.5.23 has upstream's phased init, so its column is one rule,
-``release_rules.upstream_0_5_23_plan`` (reproduced against the real 0.5.23 init in
-``test/sglang_0_5_23``), on the very same inputs:
+**Every pool is priced as the 0.5.23 server prices it** (:meth:`Replay0523.pool_prices`): the
+launch's flags are published with device ``cpu`` (``sglang_0_5_23.offline_configurator.
+published_layout``: the target's and each draft runner's ``KVCacheConfigurator``, without
+weights), and ``sglang_0_5_23.runtime_budget.price_configurators``, the server's own function,
+builds each pool tiny with 0.5.23's pool code (DSA index-K and FP8 layouts, DCP-replicated
+drafts, SWA splits, one pool per multi-layer EAGLE runner, the frozen-KV stand-in). The pools
+are built on cpu as SGLang's CPU engine builds them: the planner's process imports SGLang with
+``SGLANG_USE_CPU_ENGINE=1`` and needs ``sgl_kernel``'s CPU KV-copy op
+(:func:`require_sgl_kernel`).
 
-* 0.5.23 reserves ``d`` draft layers of the target's geometry, where ``d`` is the draft's
-  ``num_nextn_predict_layers`` (an explicit 0 reserves nothing), else its layer count, and for a
-  path-less MTP draft the target's ``num_nextn_predict_layers`` (0.5.20+);
-* the draft's duplicate embed/lm_head are resident when 0.5.23 profiles.
+**Stock 0.5.23's column** comes from 0.5.23's own configurator on the same target
+configurator (:func:`stock_plan_0_5_23`: ``create_memory_pool_configurator(kvc)._cell_size``,
+``config_from_budget``, ``resolve_max_num_reqs``), on the budget 0.5.23 profiles (the draft's
+duplicate embed/lm_head resident).
 
 ``plan --sglang-version 0.5.23`` in the 0.5.13.post1 environment prints the same columns from
-0.5.13.post1's replay (same ``config.json`` fields; the automatic fraction is then 0.5.13.post1's
-heuristic without its flat speculative reserve, so pass ``--mem-fraction-static`` to match a
-0.5.23 server exactly).
+0.5.13.post1's replay and the modelled rule ``release_rules.upstream_0_5_23_plan`` (same
+``config.json`` fields; pools priced from the model geometry; the automatic fraction is then
+0.5.13.post1's heuristic without its flat speculative reserve, so pass ``--mem-fraction-static``
+to match a 0.5.23 server exactly). The modelled rule reserves ``d`` draft layers of the
+target's geometry, where ``d`` is the draft's ``num_nextn_predict_layers`` (an explicit 0
+reserves nothing), else its layer count, and for a path-less MTP draft the target's
+``num_nextn_predict_layers`` (0.5.20+).
 """
 
 from __future__ import annotations
@@ -32,18 +42,21 @@ import contextlib
 import importlib.util
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from sglang_specinit.budget import BudgetInputs, PoolPlan
 from sglang_specinit.planner.plan import (
     DeviceSpec,
     OfflinePlan,
     PlanError,
+    PoolPrices,
     RaisingParser,
     ResolvedLaunch,
     _model_config,
+    _released,
     kv_cache_quant_algo,
     plan_json,
     refuse_unpriced_model,
@@ -156,17 +169,32 @@ def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
 
     facts: dict[str, Any] = {}
     cuda: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    capability: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if device_name == "cuda":
         facts = dict(_CUDA_HOST, has_flashinfer=importlib.util.find_spec("flashinfer") is not None)
         if device.sm is not None:
             facts.update(_capability_facts(device.sm))
+            capability = _cuda_capability_answering(device.sm)
         cuda = _cuda_prefill_graph_default()
     with (
         override_platform(**facts),
         _device_capacity_answering(device.capacity_mib),
         cuda,
+        capability,
     ):
         yield
+
+
+def _cuda_capability_answering(sm: int) -> contextlib.AbstractContextManager[None]:
+    """``torch.cuda.get_device_capability`` answering compute capability ``sm``.
+
+    0.5.23's DeepSeek sparse-attention defaults (``arg_groups/model_hook.py``
+    ``handle_model_specific_adjustments``: KV dtype, page size, attention backends) ask torch
+    directly rather than ``get_platform()``; on a host without that GPU the call would raise.
+    """
+    import torch
+
+    return _attribute(torch.cuda, "get_device_capability", lambda device=None: (sm // 10, sm % 10))
 
 
 class ResolvedArgs:
@@ -211,6 +239,32 @@ def _import_what_resolution_imports(server_args: Any) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class ResolvedLaunch0523(ResolvedLaunch):
+    """A 0.5.23 launch: what resolution decided, plus the flags it was given."""
+
+    # Every ServerArgs field as the launch gave it (before resolution): the input the
+    # pool-pricing layout is published from.
+    launch_inputs: dict[str, Any] = field(default_factory=dict)
+
+
+# What decides the pools 0.5.23 builds, checked equal between the planned resolution and the
+# one the pricing layout is published with (built on cpu).
+POOL_FIELDS = (
+    "page_size",
+    "kv_cache_dtype",
+    "speculative_draft_kv_cache_dtype",
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "enable_multi_layer_eagle",
+    "tp_size",
+    "attn_dp_size",
+    "dcp_size",
+    "swa_full_tokens_ratio",
+    "context_length",
+)
+
+
 class Replay0523:
     """sglang 0.5.23's parser, ``resolve_once`` and ``check_server_args`` on the planned device."""
 
@@ -234,9 +288,17 @@ class Replay0523:
         return server_args
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
-        from sglang.srt.configs.model_config import ModelConfig, is_deepseek_dsa
+        import copy
+
+        from sglang.srt.arg_groups.arg_utils import field_names
+        from sglang.srt.configs.model_config import ModelConfig
         from sglang.srt.runtime_context import attn_tp_size_of
 
+        launch_inputs = {
+            name: copy.deepcopy(getattr(server_args, name))
+            for name in field_names(type(server_args))
+        }
+        require_sgl_kernel()
         _import_what_resolution_imports(server_args)
         with planned_device(server_args.device, device):
             try:
@@ -249,13 +311,8 @@ class Replay0523:
             # A draft read from the same checkpoint rewrites the cached hf config in place.
             own_hf_config(target_mc)
             refuse_unpriced_model(target_mc)
-            if is_deepseek_dsa(target_mc.hf_config):
-                raise PlanError(
-                    f"{target_mc.hf_config.architectures[0]}: DeepSeek sparse-attention pool "
-                    f"widths are not priced by the offline planner on sglang {RELEASE}"
-                )
         fraction = float(args.mem_fraction_static)
-        return ResolvedLaunch(
+        return ResolvedLaunch0523(
             args=args,
             config_source=server_args,
             target_model_config=target_mc,
@@ -264,9 +321,9 @@ class Replay0523:
             new_fraction=fraction,
             attn_tp_size=int(attn_tp_size_of(args)),
             dp_size=int(args.attn_dp_size),
-            # specs' MLA width calls 0.5.13.post1's mixin; 0.5.23's calculate_mla_kv_cache_dim
-            # reads published config (DSA only), so the plain width is priced (DSA refused).
+            # Unused: pool_prices builds every pool with 0.5.23's own code.
             mla_server_args=None,
+            launch_inputs=launch_inputs,
         )
 
     def kv_dtype(
@@ -293,8 +350,130 @@ class Replay0523:
         )
         return kv_dtype_name(dtype)
 
+    def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
+        """Every pool priced by the function the 0.5.23 server runs
+        (``runtime_budget.price_configurators``) on the configurators 0.5.23 builds for this
+        launch (``offline_configurator.published_layout``, see :func:`pricing_layout`)."""
+        from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
+
+        layout, fixed_tokens = pricing_layout(launch, device)
+        fixed = [(kvc, fixed_tokens) for kvc in layout.drafts] if fixed_tokens else []
+        pool_drafts = [] if fixed_tokens else layout.drafts
+        target_kv, draft_pools, fixed_bytes = price_configurators(layout.target, pool_drafts, fixed)
+        return PoolPrices(
+            target_kv=target_kv,
+            draft_pools=draft_pools,
+            draft_fixed_bytes=fixed_bytes,
+            stock_plan=lambda inputs: stock_plan_0_5_23(layout, inputs),
+        )
+
 
 REPLAY = Replay0523()
+
+
+def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int | None]:
+    """(the launch's published 0.5.23 layout, the draft's fixed pool size or None).
+
+    The launch's own flags are published with ``device`` ``cpu`` (pools are built tiny on this
+    host, whatever the planned device) and the planned resolution's page size and KV dtype (the
+    planned device's attention-backend defaults choose them), under the planned device's
+    platform facts; every field that decides a pool (:data:`POOL_FIELDS`) must then resolve as
+    it did for the planned device. Multi-layer EAGLE gets one draft configurator per step's
+    runner (``MultiLayerEagleDraftWorker``), frozen-KV MTP its stand-in pool
+    (``FrozenKVMTPDraftWorker.alloc_memory_pool``).
+    """
+    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+    from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
+
+    planned = launch.args
+    inputs = dict(
+        getattr(launch, "launch_inputs", {}),
+        device="cpu",
+        page_size=planned.page_size,
+        kv_cache_dtype=planned.kv_cache_dtype,
+    )
+    algorithm = planned.speculative_algorithm
+    runners = int(planned.speculative_num_steps) if planned.enable_multi_layer_eagle else 1
+    with planned_device(str(planned.device), device):
+        layout = published_layout(draft_runners=runners, **inputs)
+    built = ResolvedArgs(layout.server_args)
+    for name in POOL_FIELDS:
+        if getattr(built, name) != getattr(planned, name):
+            raise PlanError(
+                f"sglang {RELEASE} resolves --{name.replace('_', '-')} to "
+                f"{getattr(planned, name)!r} on the planned device but to "
+                f"{getattr(built, name)!r} when its pools are built on cpu; pass "
+                f"--{name.replace('_', '-')} explicitly"
+            )
+    fixed = FROZEN_KV_STAND_IN_TOKENS if algorithm == "FROZEN_KV_MTP" else None
+    return layout, fixed
+
+
+def require_sgl_kernel() -> None:
+    """The planner builds its pricing pools on cpu with 0.5.23's pool code, whose modules
+    import ``sgl_kernel``'s CPU KV-copy op when SGLang runs as a CPU engine (``kernels/ops/
+    kvcache/cache_move.py``); without it, one line saying what is missing, before SGLang's
+    pool modules are imported."""
+    import os
+
+    if os.environ.get("SGLANG_USE_CPU_ENGINE") != "1":
+        # SGLang's pool code would take its CUDA kernels for the cpu pools (an in-process
+        # caller that imported SGLang otherwise; the command line's own process is set up).
+        raise PlanError(
+            f"the sglang {RELEASE} planner builds its pricing pools on cpu, which sglang "
+            "does as a CPU engine only: set SGLANG_USE_CPU_ENGINE=1 before sglang is imported "
+            "(the sglang-specinit command does)"
+        )
+    missing = None
+    if importlib.util.find_spec("sgl_kernel") is None:
+        missing = "the sgl_kernel package is not installed"
+    else:
+        import sgl_kernel
+
+        if not hasattr(sgl_kernel, "copy_all_layer_kv_cache_cpu"):
+            missing = "the installed sgl_kernel has no CPU ops (copy_all_layer_kv_cache_cpu)"
+    if missing is not None:
+        raise PlanError(
+            f"the sglang {RELEASE} planner prices every KV pool by building it tiny on cpu "
+            f"with sglang's own pool code, which needs sgl_kernel's CPU build, but {missing}"
+        )
+
+
+def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
+    """Stock 0.5.23's plan from its own configurator on the launch's target: the cell
+    ``create_memory_pool_configurator(kvc)._cell_size`` (draft reserved at the target's
+    geometry), the tokens of ``KVCacheConfigurator.config_from_budget`` on the budget 0.5.23
+    profiles (both models' weights and the draft's duplicate embed/lm_head resident) and
+    ``resolve_max_num_reqs``; the pools' bytes at those tokens are the pools' prices."""
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang.srt.runtime_context import get_context
+    from sglang_specinit.budget import draft_weight_bytes_of, make_plan, static_budget_bytes
+
+    kvc = layout.target
+    if get_context().server_args is not layout.server_args:
+        raise RuntimeError("the pricing layout is no longer the published 0.5.23 context")
+    draft = inputs.draft
+    at_profile = inputs.target_weight_bytes
+    if draft is not None:
+        at_profile += draft.weight_bytes + draft.shared_weight_bytes
+    available = static_budget_bytes(inputs) - at_profile - inputs.reserved_bytes
+    cell = float(create_memory_pool_configurator(kvc)._cell_size)
+    tokens = int(_released(type(kvc).config_from_budget)(kvc, available).max_total_num_tokens)
+    notes: list[str] = []
+    if draft is not None and draft.shared_weight_bytes:
+        notes.append(f"{RELEASE} profiles while the draft's duplicate embed/lm_head are resident")
+    if draft is not None and draft.kv_bytes_per_token() > cell - inputs.target_kv.bytes_per_token():
+        notes.append(f"{RELEASE} reserves less draft KV per token than the draft allocates")
+    return make_plan(
+        "upstream-0.5.23",
+        inputs,
+        tokens,
+        inputs.target_weight_bytes + draft_weight_bytes_of(inputs),
+        cell,
+        (at_profile + inputs.reserved_bytes) / inputs.pre_load_free_bytes,
+        tuple(notes),
+        derive_max_reqs=lambda n, *_: int(kvc.resolve_max_num_reqs(n)),
+    )
 
 
 @dataclass(frozen=True)
@@ -324,6 +503,10 @@ def reserved_layers_0_5_23(plan: OfflinePlan) -> int:
 
 
 def plan_for_0_5_23(plan: OfflinePlan) -> Plan0523:
+    """Stock 0.5.23's column: 0.5.23's own configurator where the plan ran in the 0.5.23
+    environment (``plan.release_stock``), else the modelled rule on the same inputs."""
+    if plan.release_stock is not None and plan.release_stock.title == f"stock {RELEASE}":
+        return Plan0523(base=plan, stock=plan.release_stock)
     inputs = plan.ours.inputs
     if inputs.draft is not None:
         draft = replace(inputs.draft, upstream_reserved_layers=reserved_layers_0_5_23(plan))
