@@ -96,6 +96,11 @@ QWEN3_NEXT_CPU = (
     "layer's __init__) calls torch.cuda.current_device() -> 'Found no NVIDIA driver on your "
     "system'"
 )
+DFLASH_CPU = (
+    "0.5.23 refuses DFLASH on CPU while resolving the server arguments: "
+    "arg_groups/speculative_hook.py _handle_dflash raises 'DFLASH speculative decoding is not "
+    "supported by CpuSRTPlatform on device 'cpu'.'"
+)
 NOT_PRICED = "0.5.23 keeps stock sizing here (the plugin steps aside with one WARNING); "
 
 ROWS: tuple[Row, ...] = (
@@ -120,7 +125,7 @@ ROWS: tuple[Row, ...] = (
         engine=None,
         engine_blocker="refused by sglang 0.5.23's parser (see row dflash)",
     ),
-    _from_0513("dflash"),
+    _from_0513("dflash", engine=None, engine_blocker=DFLASH_CPU),
     _from_0513(
         "ngram-docs",
         refused="unrecognized arguments: --speculative-ngram-max-match-window-size 12",

@@ -8,7 +8,8 @@ returned, so it sees the models and pools as the init left them:
   buffer (``named_parameters`` / ``named_buffers`` with ``remove_duplicate=False``, so tied and
   shared tensors appear under every name), plus the draft's hot-token map (EAGLE3's ``d2t``
   turned into ``hot_token_id`` on the draft model and on its worker). Per tensor: shape, dtype,
-  a SHA-256 of its bytes, and which tensor first holds the same storage (``owner``, e.g. a
+  a SHA-256 of its bytes (and of each row, for tensors of up to 1024 rows), and which tensor
+  first holds the same storage (``owner``, e.g. a
   draft's ``lm_head.weight`` owned by ``target/lm_head.weight``): comparable across processes,
   so a plugin-on and a stock launch can be compared value for value and alias for alias.
 - :func:`kv_pool_buffers`: for each runner's ``token_to_kv_pool``, every tensor reachable from
@@ -37,6 +38,23 @@ def _digest(tensor: Any) -> str | None:
     if flat.dtype == torch.bool:
         flat = flat.to(torch.uint8)
     return hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+# Per-row digests for tensors of at most this many rows (fused projections of the tiny models;
+# a vocabulary-sized embedding is compared whole).
+ROW_DIGEST_MAX_ROWS = 1024
+
+
+def _row_digests(tensor: Any) -> list[str] | None:
+    import torch
+
+    if tensor.device.type == "meta" or tensor.dim() < 2 or tensor.shape[0] > ROW_DIGEST_MAX_ROWS:
+        return None
+    rows = tensor.detach().to("cpu").contiguous().reshape(tensor.shape[0], -1)
+    if rows.dtype == torch.bool:
+        rows = rows.to(torch.uint8)
+    raw = rows.view(torch.uint8).numpy()
+    return [hashlib.sha256(r.tobytes()).hexdigest()[:16] for r in raw]
 
 
 def _storage_key(tensor: Any) -> tuple[int, int] | None:
@@ -83,6 +101,7 @@ def model_tensors(runners: list[Any], spec_worker: Any | None) -> dict[str, dict
             "shape": list(tensor.shape),
             "dtype": str(tensor.dtype),
             "sha256": _digest(tensor),
+            "row_sha256": _row_digests(tensor),
             "owner": owner,
         }
 
