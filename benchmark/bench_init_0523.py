@@ -27,6 +27,15 @@ from harness.engine import cpu_engine
 from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, launch_overrides
 from harness.report_reading import REPORT_DIR_ENV, read_breakdown
 
+SAMPLE_COLUMNS = [
+    "run",
+    "plugin",
+    "ready after (s)",
+    "scheduler CPU (s)",
+    "pricing (s)",
+    "target tokens",
+]
+
 
 @dataclass
 class Sample:
@@ -36,6 +45,8 @@ class Sample:
     ready_s: float
     scheduler_cpu_s: float | None
     breakdown: dict[str, Any] | None
+    # The target pool's token count (the plugin sizes it differently; bigger pools cost more).
+    tokens: int
 
 
 def launch(kind: str, plugin: bool, root: Path, n: int) -> Sample:
@@ -57,8 +68,12 @@ def launch(kind: str, plugin: bool, root: Path, n: int) -> Sample:
         extra_env={REPORT_DIR_ENV: str(report_dir)},
         **launch_overrides(spec),
     ) as engine:
-        cpu_s = process_cpu_seconds(engine.scheduler_report()["pid"])
-    return Sample(plugin, engine.startup_s, cpu_s, read_breakdown(report_dir))
+        report = engine.scheduler_report()
+        cpu_s = process_cpu_seconds(report["pid"])
+    target = next(r for r in report["model_runners"] if r["role"] == "target")
+    return Sample(
+        plugin, engine.startup_s, cpu_s, read_breakdown(report_dir), target["max_total_num_tokens"]
+    )
 
 
 def _stats(label: str, values: list[float]) -> list[str]:
@@ -98,13 +113,14 @@ def main() -> None:
                     f"{s.ready_s:.2f}",
                     f"{s.scheduler_cpu_s:.2f}" if s.scheduler_cpu_s is not None else "-",
                     f"{pricing:.3f}" if pricing is not None else "-",
+                    str(s.tokens),
                 ]
             )
             print(f"[bench_init_0523] run {n}/{len(order)} {label}: {s.ready_s:.2f} s", flush=True)
 
     print()
     print(f"Engine init time on sglang 0.5.23, {args.kind} on device cpu ({args.runs} runs each)")
-    print(table(["run", "plugin", "ready after (s)", "scheduler CPU (s)", "pricing (s)"], rows))
+    print(table(SAMPLE_COLUMNS, rows))
     on = [s for s in samples if s.plugin]
     off = [s for s in samples if not s.plugin]
     _compare("ready after (wall)", [s.ready_s for s in on], [s.ready_s for s in off])
