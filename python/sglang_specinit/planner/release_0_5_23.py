@@ -12,14 +12,15 @@ the page-size and attention-backend defaults, and each step's refusals) and
 (:func:`planned_device`), not the host the planner runs on.
 
 **Every pool is priced as the 0.5.23 server prices it** (:meth:`Replay0523.pool_prices`): the
-launch's flags are published with device ``cpu`` (``sglang_0_5_23.offline_configurator.
-published_layout``: the target's and each draft runner's ``KVCacheConfigurator``, without
-weights), and ``sglang_0_5_23.runtime_budget.price_configurators``, the server's own function,
-builds each pool tiny with 0.5.23's pool code (DSA index-K and FP8 layouts, DCP-replicated
-drafts, SWA splits, one pool per multi-layer EAGLE runner, the frozen-KV stand-in). The pools
-are built on cpu as SGLang's CPU engine builds them: the planner's process imports SGLang with
-``SGLANG_USE_CPU_ENGINE=1`` and needs ``sgl_kernel``'s CPU KV-copy op
-(:func:`require_sgl_kernel`).
+launch's flags are published with this host's device (:func:`pricing_device`:
+``sglang_0_5_23.offline_configurator.published_layout``: the target's and each draft runner's
+``KVCacheConfigurator``, without weights), and ``sglang_0_5_23.runtime_budget.
+price_configurators``, the server's own function, builds each pool tiny with 0.5.23's pool
+code (DSA index-K and FP8 layouts, DCP-replicated drafts, SWA splits, one pool per multi-layer
+EAGLE runner, the frozen-KV stand-in). On a CUDA host the pools are built on its GPU and need
+only ``sgl_kernel``; on a GPU-less host on cpu as SGLang's CPU engine builds them: the
+planner's process imports SGLang with ``SGLANG_USE_CPU_ENGINE=1`` and needs ``sgl_kernel``'s
+CPU KV-copy op (:func:`require_sgl_kernel`).
 
 **Stock 0.5.23's column** comes from 0.5.23's own configurator on the same target
 configurator (:func:`stock_plan_0_5_23`: ``create_memory_pool_configurator(kvc)._cell_size``,
@@ -49,6 +50,7 @@ from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, PoolPlan
 from sglang_specinit.planner.plan import (
+    CPU_ENGINE_ENV,
     DeviceSpec,
     OfflinePlan,
     PlanError,
@@ -249,7 +251,7 @@ class ResolvedLaunch0523(ResolvedLaunch):
 
 
 # What decides the pools 0.5.23 builds, checked equal between the planned resolution and the
-# one the pricing layout is published with (built on cpu).
+# one the pricing layout is published with (built on pricing_device()).
 POOL_FIELDS = (
     "page_size",
     "kv_cache_dtype",
@@ -371,24 +373,46 @@ class Replay0523:
 REPLAY = Replay0523()
 
 
+def pricing_device() -> str:
+    """Where this process builds the tiny pools that price a 0.5.23 launch: ``cuda`` on a host
+    whose torch sees a CUDA device, else ``cpu`` (as SGLang's CPU engine builds them).
+
+    Why the host decides: 0.5.23's pool modules pick their kernels when SGLang is imported, and
+    the CUDA ``sglang-kernel`` wheel a GPU host has carries no CPU ops, so there the pools are
+    built on that GPU with the kernels a server uses; a GPU-less host needs ``sgl_kernel``'s
+    CPU build instead (:func:`require_sgl_kernel`). Decided before SGLang is imported (only
+    torch is): the command line's process sets ``SGLANG_USE_CPU_ENGINE`` from it. A process
+    that already imported SGLang as a CPU engine keeps building on cpu (its kernels are CPU's).
+    """
+    import os
+    import sys
+
+    if "sglang" in sys.modules and os.environ.get(CPU_ENGINE_ENV) == "1":
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int | None]:
     """(the launch's published 0.5.23 layout, the draft's fixed pool size or None).
 
-    The launch's own flags are published with ``device`` ``cpu`` (pools are built tiny on this
-    host, whatever the planned device) and the planned resolution's page size and KV dtype (the
-    planned device's attention-backend defaults choose them), under the planned device's
-    platform facts; every field that decides a pool (:data:`POOL_FIELDS`) must then resolve as
-    it did for the planned device. Multi-layer EAGLE gets one draft configurator per step's
-    runner (``MultiLayerEagleDraftWorker``), frozen-KV MTP its stand-in pool
-    (``FrozenKVMTPDraftWorker.alloc_memory_pool``).
+    The launch's own flags are published with the device the pools are built on
+    (:func:`pricing_device`: this host's, whatever the planned device) and the planned
+    resolution's page size and KV dtype (the planned device's attention-backend defaults choose
+    them), under the planned device's platform facts; every field that decides a pool
+    (:data:`POOL_FIELDS`) must then resolve as it did for the planned device. Multi-layer EAGLE
+    gets one draft configurator per step's runner (``MultiLayerEagleDraftWorker``), frozen-KV
+    MTP its stand-in pool (``FrozenKVMTPDraftWorker.alloc_memory_pool``).
     """
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
     from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
 
     planned = launch.args
+    built_on = pricing_device()
     inputs = dict(
         getattr(launch, "launch_inputs", {}),
-        device="cpu",
+        device=built_on,
         page_size=planned.page_size,
         kv_cache_dtype=planned.kv_cache_dtype,
     )
@@ -402,7 +426,7 @@ def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int
             raise PlanError(
                 f"sglang {RELEASE} resolves --{name.replace('_', '-')} to "
                 f"{getattr(planned, name)!r} on the planned device but to "
-                f"{getattr(built, name)!r} when its pools are built on cpu; pass "
+                f"{getattr(built, name)!r} when its pools are built on {built_on}; pass "
                 f"--{name.replace('_', '-')} explicitly"
             )
     fixed = FROZEN_KV_STAND_IN_TOKENS if algorithm == "FROZEN_KV_MTP" else None
@@ -410,19 +434,32 @@ def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int
 
 
 def require_sgl_kernel() -> None:
-    """The planner builds its pricing pools on cpu with 0.5.23's pool code, whose modules
-    import ``sgl_kernel``'s CPU KV-copy op when SGLang runs as a CPU engine (``kernels/ops/
-    kvcache/cache_move.py``); without it, one line saying what is missing, before SGLang's
-    pool modules are imported."""
+    """The planner builds its pricing pools with 0.5.23's pool code on :func:`pricing_device`.
+    On cpu, whose modules import ``sgl_kernel``'s CPU KV-copy op when SGLang runs as a CPU
+    engine (``kernels/ops/kvcache/cache_move.py``), that op must exist; on a CUDA host only
+    ``sgl_kernel`` itself (SGLang's CUDA kernels) must import. Without it, one line saying
+    which case applies and what is missing, before SGLang's pool modules are imported."""
     import os
 
-    if os.environ.get("SGLANG_USE_CPU_ENGINE") != "1":
+    if pricing_device() == "cuda":
+        try:
+            import sgl_kernel  # noqa: F401
+        except Exception as e:  # ImportError, or its CUDA library failing to load (OSError)
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise PlanError(
+                f"the sglang {RELEASE} planner prices every KV pool by building it tiny on "
+                "this host's GPU (torch sees CUDA) with sglang's own pool code, which needs "
+                f"sgl_kernel (the sglang-kernel package), but it does not import: {why}"
+            ) from None
+        return
+    if os.environ.get(CPU_ENGINE_ENV) != "1":
         # SGLang's pool code would take its CUDA kernels for the cpu pools (an in-process
         # caller that imported SGLang otherwise; the command line's own process is set up).
         raise PlanError(
-            f"the sglang {RELEASE} planner builds its pricing pools on cpu, which sglang "
-            "does as a CPU engine only: set SGLANG_USE_CPU_ENGINE=1 before sglang is imported "
-            "(the sglang-specinit command does)"
+            f"the sglang {RELEASE} planner builds its pricing pools on cpu (torch sees no "
+            "CUDA device), which sglang does as a CPU engine only: set "
+            "SGLANG_USE_CPU_ENGINE=1 before sglang is imported (the sglang-specinit command "
+            "does)"
         )
     missing = None
     if importlib.util.find_spec("sgl_kernel") is None:
@@ -435,7 +472,8 @@ def require_sgl_kernel() -> None:
     if missing is not None:
         raise PlanError(
             f"the sglang {RELEASE} planner prices every KV pool by building it tiny on cpu "
-            f"with sglang's own pool code, which needs sgl_kernel's CPU build, but {missing}"
+            "(torch sees no CUDA device) with sglang's own pool code, which needs "
+            f"sgl_kernel's CPU build, but {missing}"
         )
 
 

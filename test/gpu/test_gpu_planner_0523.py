@@ -1,0 +1,91 @@
+"""The sglang 0.5.23 planner on a CUDA host builds its pricing pools on that host's GPU
+(``planner.release_0_5_23.pricing_device``), with the real CUDA ``sgl_kernel`` (no CPU op, no
+test double, no ``SGLANG_USE_CPU_ENGINE``), and prices every pool as the server does.
+
+Both processes run in the 0.5.23 environment (``.venv-sglang0523``, or
+``SPECINIT_SGLANG0523_PYTHON``; skipped when absent): ``sglang-specinit plan --example
+llama31-8b-eagle3 --json`` from the command line, and ``runtime_budget.price_configurators``
+run in a process of its own on the example's layout published with device ``cuda``
+(``offline_configurator.published_layout``). The per-token prices must be equal, and equal
+the prices the CPU suite plans for this example (``test/sglang_0_5_23/test_planner_0523.py``
+prices the same layout on cpu): the bytes a pool holds per token do not depend on the device
+it is built on. No server is launched; the pools are a few pages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = "llama31-8b-eagle3"
+TIMEOUT_S = 600
+# The example's prices as the CPU suite plans them (pools built on cpu): Llama-3.1-8B's 32
+# layers x 8 KV heads x 128 x (K, V) x 2 bytes (bf16), and its one-layer EAGLE3 draft's.
+CPU_PRICED = {"target_kv_bytes_per_token": 131072, "draft_kv_bytes_per_token": 4096}
+
+# Run in the 0.5.23 environment: the example's launch published with device cuda at the
+# plan's page size, each pool priced by the server's function.
+IN_PROCESS_PRICES = """
+import json, sys
+from sglang_specinit.planner.plan import EXAMPLES_DIR
+from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
+
+example = EXAMPLES_DIR / sys.argv[1]
+launch = {k: v for k, v in json.loads((example / "example.json").read_text())["launch"].items()
+          if v is not None}
+for key in ("model_path", "speculative_draft_model_path"):
+    launch[key] = str((example / launch[key]).resolve())
+launch["page_size"] = int(sys.argv[2])
+layout = published_layout(device="cuda", **launch)
+target, drafts, fixed = price_configurators(layout.target, layout.drafts, [])
+print(json.dumps({
+    "device": str(layout.target.device),
+    "target_kv_bytes_per_token": int(target.bytes_per_token()),
+    "draft_kv_bytes_per_token": int(sum(d.bytes_per_token() for d in drafts)),
+    "fixed": fixed,
+}))
+"""
+
+
+def python_0523() -> Path:
+    path = Path(
+        os.environ.get("SPECINIT_SGLANG0523_PYTHON", REPO / ".venv-sglang0523" / "bin" / "python")
+    )
+    if not path.exists():
+        pytest.skip(f"no sglang 0.5.23 environment at {path} (SPECINIT_SGLANG0523_PYTHON)")
+    return path
+
+
+def gpu_env() -> dict[str, str]:
+    """This runner's environment without a CPU-engine switch or a test double on the path."""
+    drop = ("SGLANG_USE_CPU_ENGINE", "PYTHONPATH")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def run_json(argv: list[str]) -> dict:
+    proc = subprocess.run(
+        argv, env=gpu_env(), capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_0_5_23_plan_prices_pools_on_this_gpu_as_the_server_does() -> None:
+    python = python_0523()
+    planned = run_json(
+        [str(python), "-m", "sglang_specinit.planner.cli", "plan", "--example", EXAMPLE, "--json"]
+    )
+    priced = run_json([str(python), "-c", IN_PROCESS_PRICES, EXAMPLE, str(planned["page_size"])])
+    assert priced["device"].startswith("cuda"), priced
+    assert priced["fixed"] == 0
+    for key, cpu_price in CPU_PRICED.items():
+        assert planned[key] == priced[key], (key, planned[key], priced[key])
+        assert planned[key] == cpu_price, (key, planned[key], cpu_price)
