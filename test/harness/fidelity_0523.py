@@ -250,8 +250,15 @@ def plan_for_server(
         "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
         "--resident-bytes", str(memory["resident_bytes"]),
     ]  # fmt: skip
+    from harness.sglang_release import extra_python_path
+
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
     env.update(row.env)
+    # The planner builds 0.5.23's pools on cpu, which imports sgl_kernel's CPU ops: the named
+    # test double, as every 0.5.23 CPU process here gets it.
+    env["PYTHONPATH"] = os.pathsep.join(
+        [*extra_python_path(), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     if done.returncode != 0:
         raise PlannerCrash(f"plan exited {done.returncode}: {done.stderr.strip()[-3000:]}")

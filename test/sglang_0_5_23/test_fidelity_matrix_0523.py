@@ -263,14 +263,6 @@ def test_d_engine_fills_the_budget(engine_runs, row: Row, kind: str) -> None:
     print(f"{row.key}: weights + pools {used} of {budget} B ({used / budget:.6f})")
 
 
-PLANNER_CRASH = (
-    "sglang-specinit plan crashes in the 0.5.23 environment (planner/plan.py passes 0.5.13's "
-    "compute_dp_attention_world_info arguments; issue 15, being fixed): only a crash is "
-    "expected here, a plan that differs from the server fails"
-)
-
-
-@pytest.mark.xfail(raises=fidelity_0523.PlannerCrash, strict=True, reason=PLANNER_CRASH)
 @pytest.mark.parametrize(("row", "kind"), _engine_params(stock_too=False))
 def test_d_plan_equals_server(engine_runs, row: Row, kind: str) -> None:
     _same_pair(row, kind)
