@@ -429,6 +429,8 @@ class PoolPrices:
     target_kv: KVSpec
     draft_pools: tuple[KVSpec, ...]
     draft_fixed_bytes: int
+    # Bytes per request row of the draft's per-request buffers, by the release's own rule.
+    draft_request_bytes: int = 0
     # The release's own stock sizing on the same configurators: inputs -> stock's plan.
     stock_plan: Callable[[BudgetInputs], PoolPlan] | None = None
 
@@ -713,6 +715,7 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
         )
         if prices is not None:
             fixed = prices.draft_fixed_bytes
+            per_request = prices.draft_request_bytes
         draft = DraftSpec(
             algorithm=algorithm,
             kv_pools=pools,

@@ -366,8 +366,27 @@ class Replay0523:
             target_kv=target_kv,
             draft_pools=draft_pools,
             draft_fixed_bytes=fixed_bytes,
+            draft_request_bytes=_request_bytes(layout, launch),
             stock_plan=lambda inputs: stock_plan_0_5_23(layout, inputs),
         )
+
+
+def _request_bytes(layout: Any, launch: ResolvedLaunch) -> int:
+    """Per-request-row draft bytes as 0.5.23 allocates them: multi-layer EAGLE's boundary-KV
+    stash (hybrid-mamba targets only; ``draft_pricing.stash_row_bytes``, the live rule)."""
+    from sglang_specinit.sglang_0_5_23.draft_pricing import stash_row_bytes
+
+    args = launch.args
+    if not args.enable_multi_layer_eagle or not layout.drafts:
+        return 0
+    draft = layout.drafts[0]
+    return stash_row_bytes(
+        layout.target.model_config,
+        draft.model_config.hidden_size,
+        draft.model_dtype,
+        num_steps=int(args.speculative_num_steps),
+        topk=int(args.speculative_eagle_topk),
+    )
 
 
 REPLAY = Replay0523()

@@ -51,7 +51,22 @@ def describe_draft(spec_worker: Any) -> DraftDescription:
 
 
 def boundary_stash_row_bytes(draft: Any) -> int:
-    """Bytes per request row of multi-layer EAGLE's boundary-KV stash (0 when it is off).
+    """Bytes per request row of a live multi-layer EAGLE draft's boundary-KV stash."""
+    runner = draft.draft_runner_list[0]
+    return stash_row_bytes(
+        draft.target_worker.model_runner.model_config,
+        runner.model_config.hidden_size,
+        runner.dtype,
+        num_steps=draft.speculative_num_steps,
+        topk=draft.topk,
+    )
+
+
+def stash_row_bytes(
+    target_config: Any, draft_hidden_size: int, draft_dtype: Any, num_steps: int, topk: int
+) -> int:
+    """Bytes per request row of multi-layer EAGLE's boundary-KV stash (0 when it is off); the
+    live adapter and the offline planner both price it here.
 
     ``MultiLayerEagleDraftWorker._init_boundary_kv_fix_state`` allocates, for every
     req-to-token row, ``front`` token ids (int64), ``front`` hidden states of the draft's
@@ -64,20 +79,12 @@ def boundary_stash_row_bytes(draft: Any) -> int:
     from sglang.srt.configs.hybrid_arch import mambaish_config
     from sglang.srt.speculative.multi_layer_eagle_utils import boundary_kv_fix_enabled
 
-    target_config = draft.target_worker.model_runner.model_config
     mambaish = mambaish_config(target_config)
-    if not (
-        boundary_kv_fix_enabled()
-        and draft.topk == 1
-        and draft.speculative_num_steps > 1
-        and mambaish is not None
-    ):
+    if not (boundary_kv_fix_enabled() and topk == 1 and num_steps > 1 and mambaish is not None):
         return 0
-    runner = draft.draft_runner_list[0]
-    hidden = runner.model_config.hidden_size
-    if hidden != target_config.hidden_size:
+    if draft_hidden_size != target_config.hidden_size:
         return 0  # upstream disables the fix for this pair
     warmup = min(mambaish.mamba2_cache_params.shape.conv[0])
-    front = draft.speculative_num_steps - 1 + warmup
-    element = torch.empty((), dtype=runner.dtype).element_size()
-    return front * 8 + front * hidden * element + 4
+    front = num_steps - 1 + warmup
+    element = torch.empty((), dtype=draft_dtype).element_size()
+    return front * 8 + front * draft_hidden_size * element + 4
