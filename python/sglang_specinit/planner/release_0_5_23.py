@@ -492,7 +492,9 @@ def require_sgl_kernel() -> None:
         raise PlanError(
             f"the sglang {RELEASE} planner prices every KV pool by building it tiny on cpu "
             "(torch sees no CUDA device) with sglang's own pool code, which needs "
-            f"sgl_kernel's CPU build, but {missing}"
+            f"sgl_kernel's CPU build, but {missing}: install sglang-kernel's CPU build, or plan "
+            "on a host whose torch sees CUDA (in a checkout of sglang-specinit, "
+            "`bash scripts/plan.sh` puts the project's named CPU stand-in on the path)"
         )
 
 
