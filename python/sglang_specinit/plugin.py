@@ -77,7 +77,7 @@ def register() -> bool:
     try:
         state = compat.install(
             decision.sglang_version or "",
-            hooks.adapter_patches(adapter),
+            hooks.adapter_patches(adapter, decision.sglang_version),
             source=source_var.get() if source_var is not None else None,
             strict=strict,
         )

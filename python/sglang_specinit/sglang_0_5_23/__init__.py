@@ -48,3 +48,6 @@ from __future__ import annotations
 RELEASES = ("0.5.22", "0.5.23")
 
 PHASE_MODULES = ("scheduler", "runtime_budget", "eagle", "launch_checks")
+
+# What the adapter reads in each generation's own form, checked with the phase tables.
+from sglang_specinit.sglang_0_5_23.release_shims import release_requires  # noqa: E402, F401
