@@ -40,13 +40,14 @@ def sglang_release() -> tuple[int, int, int]:
         return (0, 0, 0)
 
 
-# 0.5.22 is 0.5.23's internal API generation, and its CPU recipe is 0.5.23's (the same graph
-# switches, CPU ops imported from sgl_kernel at module import): the 0.5.23 recipe serves both.
-RUNTIME_CONTEXT_GENERATION = (0, 5, 22)
+# 0.5.21 and 0.5.22 are 0.5.23's internal API generation, and their CPU recipe is 0.5.23's
+# (the same graph switches, CPU ops imported from sgl_kernel at module import: 0.5.21's
+# kernels/ops/kvcache/cache_move.py:10): the 0.5.23 recipe serves all three.
+RUNTIME_CONTEXT_GENERATION = (0, 5, 21)
 
 
 def runs_0_5_23() -> bool:
-    """True on the 0.5.22-0.5.23 generation, which the 0.5.23 recipe runs."""
+    """True on the 0.5.21-0.5.23 generation, which the 0.5.23 recipe runs."""
     return sglang_release() >= RUNTIME_CONTEXT_GENERATION
 
 

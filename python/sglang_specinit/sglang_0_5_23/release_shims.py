@@ -2,8 +2,8 @@
 
 The adapter was written for sglang 0.5.23 and serves two internal API generations with it:
 
-* the ``runtime_context`` generation, 0.5.22 and 0.5.23: configurators carry their parallel
-  widths as fields, ranks are read from ``runtime_context.get_parallel()``;
+* the ``runtime_context`` generation, 0.5.21, 0.5.22 and 0.5.23: configurators carry their
+  parallel widths as fields, ranks are read from ``runtime_context.get_parallel()``;
 * the ``ParallelState`` generation, 0.5.19 and 0.5.20: each scheduler and model runner holds a
   ``distributed.parallel_state_wrapper.ParallelState`` (``ps``) with its ranks and widths, and
   the configurator takes that object.
@@ -36,6 +36,31 @@ order. What differs, and what the adapter reads through this module instead::
                                     .py:566``)                         (0.5.22 ``:643``)
     ``draft_parallel_layout``       none                               0.5.23 only (below)
 
+and, read by the offline planner (``planner/release_0_5_23.py``) only::
+
+    attention DP in ``ServerArgs``  ``enable_dp_attention`` + ``dp_    an ``attn_dp_size``
+                                    size`` fields; ``runtime_context  field (0.5.22+);
+                                    .attn_dp_size_of`` (``:220``)      ``attn_dp_enabled_of``
+    a resolution step reading the   ``memory_hook``, ``model_overrides  also ``kv_shard_hook``
+    device's capacity               /qwen3_vl``                         (0.5.22+)
+
+0.5.21 against 0.5.22, read from both wheels: the hooked bodies are identical, every required
+attribute and every method the phases call exists with the same signature; 0.5.21 lacks what
+0.5.22 added in three places, and there has the ParallelState generation's form::
+
+    difference                      0.5.21                             0.5.22
+    fused draft pool entries        no ``fused_entry_bytes`` (no       ``KVCacheConfigurator.
+                                    fused drafts: ``kv_cache_          fused_entry_bytes``
+                                    configurator.py:259-2571``)        (``:1150``)
+    ``--enable-kv-cache-sharding``  no such field                      ``arg_groups/fields/
+                                                                       parallel.py:184``
+    attention DP                    ``enable_dp_attention`` and        an ``attn_dp_size`` field
+                                    ``dp_size`` fields (``fields/      (``fields/parallel.py:81``);
+                                    parallel.py:163``, ``:73``);       ``get_parallel()`` names
+                                    ``attn_dp_size`` derived at        ``attn_dp_enabled``,
+                                    publish (``:285``, ``runtime_      ``num_dp_ranks`` (``:310``,
+                                    context.py:203``)                  ``:317``)
+
 and, 0.5.23 only: ``ModelRunner.init_kv_cache_configurator(self, draft_parallel_layout=None)``
 (``model_executor/model_runner.py:650``; 0.5.22 ``:643`` takes none), the configurator's
 ``draft_parallel_layout`` field (``kv_cache_configurator.py:346``) and the speculative
@@ -63,6 +88,11 @@ DRAFT_PARALLEL_LAYOUT_SINCE = (0, 5, 23)
 # and the ``--enable-kv-cache-sharding`` flag.
 FUSED_ENTRIES_SINCE = (0, 5, 22)
 KV_CACHE_SHARDING_SINCE = (0, 5, 22)
+# The first release whose ServerArgs carry ``attn_dp_size`` (``enable_dp_attention`` deprecated)
+# and whose resolution has ``arg_groups/kv_shard_hook.py``; its ``get_parallel()`` also names
+# ``attn_dp_enabled`` / ``num_dp_ranks`` (0.5.21 derives ``attn_dp_size`` at publish).
+ATTN_DP_SIZE_FIELD_SINCE = (0, 5, 22)
+KV_SHARD_HOOK = "sglang.srt.arg_groups.kv_shard_hook"
 # The first release without ``ParallelState``: configurators take widths, schedulers read
 # their ranks from ``runtime_context``, ``publish`` takes ``SpawnRanks``.
 RUNTIME_CONTEXT_RANKS_SINCE = (0, 5, 21)
@@ -72,6 +102,7 @@ RUNTIME_CONTEXT_RANKS_SINCE = (0, 5, 21)
 INIT_KV_CACHE_CONFIGURATOR_PARAMS = {
     "0.5.19": (),
     "0.5.20": (),
+    "0.5.21": (),
     "0.5.22": (),
     "0.5.23": ("draft_parallel_layout",),
 }
@@ -155,16 +186,34 @@ def kv_cache_sharding(server_args: Any) -> bool:
     return bool(server_args.enable_kv_cache_sharding) if _since(KV_CACHE_SHARDING_SINCE) else False
 
 
+def has_attention_dp_names(release: str | None = None) -> bool:
+    """True where ``get_parallel()`` answers ``attn_dp_enabled`` / ``num_dp_ranks`` and
+    ``attn_dp_size`` is a ServerArgs field (0.5.22 on; default: the installed release)."""
+    return _since(ATTN_DP_SIZE_FIELD_SINCE, release)
+
+
 def scheduler_ranks(scheduler: Any) -> Any:
-    """This scheduler's ranks and widths: ``get_parallel()`` from 0.5.21, else an object with
-    the same names read from the scheduler's own ``ParallelState`` (0.5.20 builds it in
-    ``Scheduler.__init__``; ``attn_dp_enabled`` is its ``enable_dp_attention``)."""
+    """This scheduler's ranks and widths: ``get_parallel()`` from 0.5.22; on 0.5.21 the same
+    with the two names 0.5.22 added (``attn_dp_enabled`` is 0.5.21's ``enable_dp_attention``,
+    ``num_dp_ranks`` its ``dp_size``: ``runtime_context.py:77`` derives ``attn_dp_size`` from
+    them, ``:2122`` counts DP ranks by ``dp_size``); before, an object with the same names read
+    from the scheduler's own ``ParallelState`` (0.5.20 builds it in ``Scheduler.__init__``;
+    ``attn_dp_enabled`` is its ``enable_dp_attention``)."""
+    from types import SimpleNamespace
+
     if not has_parallel_state():
         from sglang.srt.runtime_context import get_parallel
 
-        return get_parallel()
-    from types import SimpleNamespace
-
+        parallel = get_parallel()
+        if has_attention_dp_names():
+            return parallel
+        names = ("dp_rank", "pp_rank", "tp_rank", "attn_dp_rank", "attn_tp_rank")
+        names += ("pp_size", "tp_size", "attn_tp_size")
+        return SimpleNamespace(
+            **{name: getattr(parallel, name) for name in names},
+            attn_dp_enabled=bool(parallel.enable_dp_attention),
+            num_dp_ranks=int(parallel.dp_size),
+        )
     ps = scheduler.ps
     return SimpleNamespace(
         attn_dp_enabled=bool(scheduler.enable_dp_attention),
@@ -247,3 +296,30 @@ def publish_kwargs() -> dict[str, Any]:
     from sglang.srt import runtime_context
 
     return {"ranks": runtime_context.SpawnRanks(0, None, 0)}
+
+
+# What derived_server_arg answers for a name the installed release stores as a field.
+NOT_DERIVED = object()
+
+
+def derived_server_arg(view: Any, name: str) -> Any:
+    """The attention-DP field the planner reads under a name the installed release derives
+    rather than stores: ``attn_dp_size`` before 0.5.22 (``runtime_context.attn_dp_size_of``),
+    ``enable_dp_attention`` from 0.5.22 (``attn_dp_enabled_of``); :data:`NOT_DERIVED` for any
+    other name (read it from the record)."""
+    from sglang.srt import runtime_context
+
+    if _since(ATTN_DP_SIZE_FIELD_SINCE):
+        if name == "enable_dp_attention":
+            return runtime_context.attn_dp_enabled_of(view)
+    elif name == "attn_dp_size":
+        return runtime_context.attn_dp_size_of(view)
+    return NOT_DERIVED
+
+
+def present_capacity_readers(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The resolution modules of ``names`` the installed release has (``kv_shard_hook`` from
+    0.5.22)."""
+    if _since(KV_CACHE_SHARDING_SINCE):
+        return names
+    return tuple(name for name in names if name != KV_SHARD_HOOK)
