@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 # Release lines with an adapter package; each package's RELEASES names the exact releases it
 # was written and tested for.
-ADAPTER_PACKAGES = ("sglang_0_5_13", "sglang_0_5_23")
+ADAPTER_PACKAGES = ("sglang_0_5_13", "sglang_0_5_14", "sglang_0_5_23")
 
 
 def adapter_releases() -> dict[str, tuple[str, ...]]:
