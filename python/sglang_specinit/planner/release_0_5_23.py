@@ -128,8 +128,10 @@ def _device_capacity_answering(capacity_mib: float) -> contextlib.ExitStack:
     """
     import importlib
 
+    from sglang_specinit.sglang_0_5_23.release_shims import present_capacity_readers
+
     stack = contextlib.ExitStack()
-    for name in CAPACITY_READERS:
+    for name in present_capacity_readers(CAPACITY_READERS):  # per release: release_shims
         module = importlib.import_module(name)
         stack.enter_context(
             _attribute(module, "get_device_memory_capacity", lambda device=None: capacity_mib)
@@ -215,12 +217,13 @@ class ResolvedArgs:
 
     def __getattr__(self, name: str) -> Any:
         from sglang.srt.arg_groups.overrides import resolution_result
-        from sglang.srt.runtime_context import attn_dp_enabled_of
+        from sglang_specinit.sglang_0_5_23.release_shims import NOT_DERIVED, derived_server_arg
 
-        if name == "enable_dp_attention":
-            return attn_dp_enabled_of(self)
+        derived = derived_server_arg(self, name)  # attention DP's field per release
+        if derived is not NOT_DERIVED:
+            return derived
         if name not in self._fields:
-            raise AttributeError(f"sglang {RELEASE} ServerArgs has no field {name!r}")
+            raise AttributeError(f"sglang {installed_release()} ServerArgs has no field {name!r}")
         return resolution_result(self._server_args, name)
 
 
