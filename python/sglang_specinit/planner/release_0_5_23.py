@@ -223,7 +223,7 @@ class ResolvedArgs:
         if derived is not NOT_DERIVED:
             return derived
         if name not in self._fields:
-            raise AttributeError(f"sglang {installed_release()} ServerArgs has no field {name!r}")
+            raise AttributeError(f"sglang {RELEASE} ServerArgs has no field {name!r}")
         return resolution_result(self._server_args, name)
 
 
