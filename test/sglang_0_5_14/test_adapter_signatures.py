@@ -80,3 +80,18 @@ def test_stock_reserves_the_draft_at_the_targets_geometry() -> None:
     assert "eagle_draft_num_layers" in inspect.getsource(DefaultPoolConfigurator.__init__)
     swa = inspect.getsource(HybridSWAPoolConfigurator.__init__)
     assert ("eagle_draft_num_layers" in swa) == (sglang_release() >= (0, 5, 15))
+
+
+def test_the_hook_runs_every_step_of_the_stock_method_but_the_division() -> None:
+    """Every step stock ``_resolve_memory_pool_config`` takes (each ``self.`` / configurator
+    call in its body) is one the hook's ``_resolve`` takes too, except ``calculate_pool_sizes``
+    (stock's division, the one thing replaced): a step a release adds (0.5.15's
+    ``finalize_with_max_running_requests``) fails here until the hook runs it."""
+    from sglang.srt.model_executor.model_runner_kv_cache_mixin import ModelRunnerKVCacheMixin
+    from sglang_specinit.sglang_0_5_14 import runtime_budget
+
+    stock = inspect.getsource(ModelRunnerKVCacheMixin._resolve_memory_pool_config)
+    steps = set(re.findall(r"\b(?:self|configurator)\.(\w+)\(", stock))
+    assert "calculate_pool_sizes" in steps
+    ours = inspect.getsource(runtime_budget._resolve)
+    assert {s for s in steps - {"calculate_pool_sizes"} if s not in ours} == set()

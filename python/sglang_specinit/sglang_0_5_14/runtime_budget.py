@@ -174,6 +174,11 @@ def _resolve(
     tokens = runner._apply_token_constraints(plan.tokens)
     config = configurator.calculate_pool_sizes_from_max_tokens(tokens, inputs.page_size)
     config.max_running_requests = runner._resolve_max_num_reqs(config.max_total_num_tokens)
+    # 0.5.15 adds this step to its own method (pool_configurator.py:112, the identity for the
+    # configurators priced here; model_runner_kv_cache_mixin.py:1319); 0.5.14 has none.
+    finalize = getattr(configurator, "finalize_with_max_running_requests", None)
+    if finalize is not None:
+        config = finalize(config)
     config.mem_fraction_static = runner.server_args.mem_fraction_static
     return config
 
