@@ -11,7 +11,7 @@ Beyond 0.5.23's list, two draft kinds keep stock sizing here because these relea
 them differently and no launch here tests them:
 
 - frozen-KV MTP: 0.5.14 sizes and allocates the target pool *before* the draft worker exists
-  (``Scheduler.init_model_worker``, ``managers/scheduler.py:863-865``), so there is no
+  (``Scheduler.init_model_worker``, ``managers/scheduler.py:862-864``), so there is no
   moment at which a draft-aware sizing could run; 0.5.15 drops that early call and gives the
   draft a 64-token stand-in pool (``frozen_kv_mtp_worker_v2.py:175-178``), untested here;
 - multi-layer EAGLE: its draft keeps a per-request hidden-state pool
