@@ -3,7 +3,7 @@
 The planner runs SGLang's server-args logic, so it plans with the release installed next to it,
 and only for a release the plugin serves: :func:`sglang_specinit.compat.decide_for_version`
 names the adapter package, and each adapter package has one server-args replay
-(:class:`sglang_specinit.planner.plan.ServerArgsReplay`). ``--sglang-version`` then picks which
+(:class:`sglang_specinit.planner.replay.ServerArgsReplay`). ``--sglang-version`` then picks which
 release's rule is printed beside this package's plan; the 0.5.13.x replay can print 0.5.23's
 rule too, the 0.5.23 replay has no 0.5.13.post1 logic to run.
 """
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from sglang_specinit.planner.plan import REPLAY_0_5_13, PlanError, ServerArgsReplay
+from sglang_specinit.planner.inputs import PlanError
+from sglang_specinit.planner.replay import ServerArgsReplay
+from sglang_specinit.planner.replay_0_5_13 import REPLAY_0_5_13
 from sglang_specinit.sglang_0_5_23 import RELEASES as _RELEASES_0_5_23
 
 DEFAULT_RELEASE = "0.5.13.post1"
