@@ -37,9 +37,12 @@ logging.getLogger().setLevel(logging.INFO)
 
 import sglang
 from sglang.srt.plugins import load_plugins
-from sglang.srt.plugins.hook_registry import HookRegistry
 
 load_plugins()
+specinit_imported = "sglang_specinit.plugin" in sys.modules
+from sglang_specinit.hooks import hook_registry_state
+
+registry = hook_registry_state()
 
 added = []
 for class_path, name in json.loads(sys.argv[1]):
@@ -53,11 +56,10 @@ for class_path, name in json.loads(sys.argv[1]):
 print(sys.argv[2] + json.dumps({
     "sglang_version": importlib.metadata.version("sglang"),
     "sglang_file": sglang.__file__,
-    "hooks": {t: [getattr(s, "plugin_name", None) for _, _, s in h]
-              for t, h in HookRegistry._hooks.items()},
-    "patched": sorted(HookRegistry._patched),
+    "hooks": {t: list(names) for t, names in registry.registered.items()},
+    "patched": sorted(registry.applied),
     "added_methods": added,
-    "specinit_imported": "sglang_specinit.plugin" in sys.modules,
+    "specinit_imported": specinit_imported,
     "records": records,
 }))
 """

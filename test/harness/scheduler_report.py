@@ -244,7 +244,9 @@ def _published_ranks() -> Any:
 
 def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
     """The JSON payload: process, scheduler numbers, runners, meter, applied hooks."""
-    from sglang.srt.plugins.hook_registry import HookRegistry
+    # Read before importing anything of the package below (a stock launch never imports it).
+    specinit_loaded = any(m.startswith("sglang_specinit") for m in sys.modules)
+    from sglang_specinit.hooks import hook_registry_state
 
     from harness import shims
 
@@ -252,8 +254,8 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
         "pid": os.getpid(),
         "ranks": scheduler_ranks(scheduler),
         "sglang_plugins_env": os.environ.get("SGLANG_PLUGINS"),
-        "specinit_loaded": any(m.startswith("sglang_specinit") for m in sys.modules),
-        "applied_hook_targets": sorted(HookRegistry._patched),
+        "specinit_loaded": specinit_loaded,
+        "applied_hook_targets": sorted(hook_registry_state().applied),
     }
     if scheduler is not None:
         spec = getattr(scheduler, "spec_algorithm", None)
