@@ -33,8 +33,9 @@ def printable_releases(replay: ServerArgsReplay) -> tuple[str, ...]:
 
 def prints_generation_column(release: str) -> bool:
     """True when ``release``'s rule is printed as a 0.5.23-generation stock column
-    (``release_0_5_23.plan_for_0_5_23``), false for 0.5.13.post1's three-column report."""
-    return release != DEFAULT_RELEASE
+    (``release_0_5_23.plan_for_0_5_23``), false for the three-column report (0.5.13.post1's,
+    and 0.5.14 / 0.5.15's, whose own rule is the report's "upstream 0.5.14" column)."""
+    return release in _RELEASES_0_5_23
 
 
 def installed_sglang() -> str | None:
@@ -56,6 +57,10 @@ def installed_replay() -> ServerArgsReplay:
         from sglang_specinit.planner.release_0_5_23 import REPLAY
 
         return REPLAY
+    if decision.adapter == "sglang_0_5_14":
+        from sglang_specinit.planner.release_0_5_14 import REPLAY as REPLAY_0_5_14
+
+        return REPLAY_0_5_14
     served = ", ".join(supported_releases())
     what = f"sglang {installed} is installed" if installed else "sglang is not installed"
     raise PlanError(
