@@ -186,6 +186,7 @@ def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
       (``has_amx`` above).
     """
     from sglang.srt.runtime_context import override_platform
+    from sglang_specinit.sglang_0_5_23.release_shims import known_platform_facts
 
     facts: dict[str, Any] = {}
     cuda: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
@@ -197,7 +198,7 @@ def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
             capability = _cuda_capability_answering(device.sm)
         cuda = _cuda_prefill_graph_default()
     with (
-        override_platform(**facts),
+        override_platform(**known_platform_facts(facts)),
         _device_capacity_answering(device.capacity_mib),
         cuda,
         capability,
