@@ -121,6 +121,8 @@ def unloaded_runner(server_args: Any, model_config: Any, *, is_draft: bool) -> A
         end_layer=layers,
         num_effective_layers=layers,
         dtype=model_config.dtype,
+        # 0.5.15's decode context parallelism (its ModelRunner.__init__ sets it; 0.5.14 has none).
+        **({"dcp_size": server_args.dcp_size} if hasattr(server_args, "dcp_size") else {}),
         # mambaish_config's cache of the linear-attention registry lookup (unset until read).
         _linear_attn_registry_cache=model_runner_module._UNSET,
         # What configure_kv_cache_dtype reads from the loaded model.
