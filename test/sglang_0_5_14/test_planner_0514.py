@@ -54,3 +54,34 @@ def test_a_bad_flag_is_one_line_naming_it(
     assert out == ""
     (line,) = err.strip().splitlines()
     assert line.startswith("sglang-specinit plan: error: ") and named in line, line
+
+
+def test_the_unloaded_runner_holds_every_field_the_pool_code_reads() -> None:
+    """Each ``self.X`` that this release's ``_apply_memory_pool_config`` / ``_init_pools`` read
+    is set on the weightless runner, is a ``ModelRunner`` method or property, or is one the pool
+    code sets itself (``pool_probe.RUNNER_ATTRS``): a new field in a later 0.5.14-generation
+    release fails here, not as an AttributeError in a user's plan."""
+    import inspect
+    import re
+
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang_specinit.planner.release_0_5_14 import REPLAY, unloaded_runner
+    from sglang_specinit.planner.replay_0_5_13 import resolve_speculative
+    from sglang_specinit.sglang_0_5_14.pool_probe import RUNNER_ATTRS
+
+    server_args = resolve_speculative(REPLAY.parse_launch(eagle3_flags()))
+    runner = unloaded_runner(server_args, ModelConfig.from_server_args(server_args), is_draft=False)
+    read = {
+        name
+        for method in (ModelRunner._apply_memory_pool_config, ModelRunner._init_pools)
+        for name in re.findall(r"self\.([A-Za-z_]\w*)", inspect.getsource(method))
+    }
+    missing = {
+        name
+        for name in read
+        if name not in runner.__dict__
+        and not hasattr(ModelRunner, name)
+        and name not in RUNNER_ATTRS
+    }
+    assert read and missing == set()
