@@ -6,7 +6,6 @@ column's title, ``--json``'s ``stock_<release>`` and ``sglang_version``, message
 installed release (:func:`installed_release`). ``RELEASE`` is 0.5.23 itself: the rule the
 0.5.13.x replay models.
 
-
 **In the 0.5.23 environment** (:data:`REPLAY`) the flags go through 0.5.23's own
 ``launch_server`` parser (``ServerArgs.add_cli_args``, ``ConfigArgumentMerger`` for
 ``--config``) and then through what its launcher runs before any rank starts:
@@ -635,7 +634,6 @@ def plan_for_0_5_23(plan: OfflinePlan) -> Plan0523:
     prices), else 0.5.23's modelled rule on the same inputs (the 0.5.13.x environment)."""
     if plan.release_stock is not None:
         return Plan0523(base=plan, stock=plan.release_stock, release=installed_release())
-
     inputs = plan.ours.inputs
     if inputs.draft is not None:
         draft = replace(inputs.draft, upstream_reserved_layers=reserved_layers_0_5_23(plan))
