@@ -2,7 +2,8 @@
 # Builds the CPU development environment (idempotent: an up-to-date tree takes a second).
 #
 #   .venv               sglang 0.5.13.post1 + this package (editable) + pinned test tools
-#   .venv-sglang0514    sglang 0.5.14 (no deps) layered over .venv, for the version-guard test
+#   .venv-sglang0514    sglang 0.5.14 (no deps) layered over .venv: the 0.5.14 adapter's
+#                       tests (test/sglang_0_5_14) run in it
 #   .venv-sglang0523    sglang 0.5.23 + the packages it needs in other versions
 #                       (requirements/cpu-dev-0523.lock, no deps) layered over .venv: the
 #                       0.5.23 adapter's tests (test/sglang_0_5_23) run in it
@@ -24,6 +25,10 @@
 # requirements/cpu-dev.lock so CI and every developer get the same versions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One build at a time: two runs (scripts/plan.sh runs this too) would delete each other's venvs.
+mkdir -p .cache
+exec 9>.cache/setup.lock
+flock 9
 
 PYTHON=${PYTHON:-python3}
 SGLANG_VERSION=0.5.13.post1
