@@ -9,7 +9,7 @@
 #                                     and upstream 0.5.14 beside this package's
 #
 # sglang 0.5.23's pool code imports sgl_kernel, which has no CPU build; on this GPU-less
-# machine the project's named CPU stand-in (test/harness/sgl_kernel_stub: import only, the
+# machine the project's named CPU stand-in (test/harness/cpu_doubles/sgl_kernel_stub: import only, the
 # planner runs no kernel) is put on the path. A GPU host with sglang installed has the real one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ case "${SPECINIT_SGLANG:-0.5.23}" in
     if .venv-sglang0523/bin/python -c 'import sgl_kernel' 2>/dev/null; then
       exec .venv-sglang0523/bin/sglang-specinit plan "$@"
     fi
-    PYTHONPATH="$PWD/test/harness/sgl_kernel_stub${PYTHONPATH:+:$PYTHONPATH}" \
+    PYTHONPATH="$PWD/test/harness/cpu_doubles/sgl_kernel_stub${PYTHONPATH:+:$PYTHONPATH}" \
       exec .venv-sglang0523/bin/sglang-specinit plan "$@"
     ;;
   *) echo "scripts/plan.sh: SPECINIT_SGLANG must be 0.5.23 or 0.5.13" >&2; exit 2 ;;

@@ -11,7 +11,7 @@ assistant), the two draft kinds whose pools 0.5.23 reserves by a layer count the
 from __future__ import annotations
 
 import pytest
-from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, MULTI_LAYER_STEPS
+from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, MULTI_LAYER_STEPS
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.published_configs import EXAMPLES, dsa_config_dir
-from harness.sglang_release import SGL_KERNEL_STUB_DIR
+from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
+from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.plan import EXAMPLES_DIR, list_examples
 from sglang_specinit.report import BREAKDOWN_KEYS
