@@ -8,6 +8,12 @@
 #                       0.5.23 adapter's tests (test/sglang_0_5_23) run in it
 #   .venv-sglang0522    sglang 0.5.22 the same way (requirements/cpu-dev-0522.lock): the
 #                       0.5.22 tests of that adapter (test/sglang_0_5_22) run in it
+#   .venv-sglang0521    sglang 0.5.21 the same way (requirements/cpu-dev-0521.lock): the
+#                       0.5.21 tests of that adapter (test/sglang_0_5_21) run in it
+#   .venv-sglang0520    sglang 0.5.20 the same way (requirements/cpu-dev-0520.lock): the
+#                       ParallelState generation (0.5.16-0.5.20) runs over it
+#   .venv-sglang0515    sglang 0.5.15 the same way (requirements/cpu-dev-0515.lock): the
+#                       0.5.14 adapter's 0.5.15 tests (test/sglang_0_5_14) run in it
 #
 # Each environment has its own stamp, a hash of what builds it (its lock, its build function,
 # and for a layered one .venv's stamp): changing one release's lock rebuilds that venv only.
@@ -63,6 +69,9 @@ build_layered_venv() {
 declare -A LAYERED=(
   [.venv-sglang0523]=requirements/cpu-dev-0523.lock
   [.venv-sglang0522]=requirements/cpu-dev-0522.lock
+  [.venv-sglang0521]=requirements/cpu-dev-0521.lock
+  [.venv-sglang0515]=requirements/cpu-dev-0515.lock
+  [.venv-sglang0520]=requirements/cpu-dev-0520.lock
 )
 
 hash_of() { sha256sum | cut -d' ' -f1; }

@@ -102,14 +102,18 @@ def phase_modules(adapter: ModuleType) -> list[ModuleType]:
     return [importlib.import_module(f"{adapter.__name__}.{name}") for name in adapter.PHASE_MODULES]
 
 
-def adapter_patches(adapter: ModuleType) -> dict[str, ModulePatch]:
+def adapter_patches(adapter: ModuleType, release: str | None = None) -> dict[str, ModulePatch]:
     """Every SGLang module a release adapter checks or patches: its phase modules' ``HOOKS``,
-    ``NEW_METHODS`` and ``REQUIRES`` tables, regrouped per SGLang module."""
+    ``NEW_METHODS`` and ``REQUIRES`` tables, regrouped per SGLang module; with ``release``, also
+    what the adapter reads in that release's own form (its ``release_requires``, when it serves
+    more than one API generation: ``sglang_0_5_23.release_shims``)."""
     modules = phase_modules(adapter)
+    per_release = getattr(adapter, "release_requires", None)
+    extra = tuple(per_release(release)) if release is not None and per_release else ()
     return group_by_module(
         (hook for m in modules for hook in m.HOOKS),
         (method for m in modules for method in m.NEW_METHODS),
-        (required for m in modules for required in m.REQUIRES),
+        [*(required for m in modules for required in m.REQUIRES), *extra],
     )
 
 

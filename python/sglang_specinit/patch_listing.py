@@ -45,7 +45,7 @@ def release_patches(release: str) -> dict[str, ModulePatch]:
     if decision.adapter is None:
         served = ", ".join(compat.supported_releases())
         raise ValueError(f"no adapter serves sglang {release}; pass --release one of {served}")
-    return adapter_patches(compat.load_adapter(decision.adapter))
+    return adapter_patches(compat.load_adapter(decision.adapter), release)
 
 
 def where(fn: Callable[..., Any]) -> str:

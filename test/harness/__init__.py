@@ -23,7 +23,7 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
 ``cpu_doubles`` - named test doubles for what a GPU-less machine lacks: ``shims`` (CPU shims
     and simulated device memory), ``faults`` (one rank's draft fails, phase 3 held
     mid-allocation), ``unloaded_runner`` (a ModelRunner without weights, for pricing pools);
-    ``sgl_kernel_stub/`` (the ``sgl_kernel`` double for 0.5.23 on cpu).
+    ``sgl_kernel_stub/`` (the ``sgl_kernel`` double for 0.5.16+ on cpu).
 ``reports`` - what the scheduler process saw, and reading it: ``scheduler_report`` (the
     scheduler-side JSON reports), ``report_reading`` (reading them and the plugin's memory
     breakdown), ``live_reports`` (keeping live memory reports for CI's artifact),

@@ -42,3 +42,19 @@ def test_the_draft_parallel_layout_is_absent_as_release_shims_says() -> None:
     assert "draft_parallel_layout" not in fields
     assert not release_shims.has_draft_parallel_layout()
     assert release_shims.configurator_layout_kwargs() == {}
+
+
+def test_what_0_5_22_added_over_0_5_21_is_present_as_release_shims_says() -> None:
+    """Fused draft entries, ``--enable-kv-cache-sharding`` and the attention-DP names: the
+    forms release_shims takes from 0.5.22 on (test/sglang_0_5_21 checks their absence)."""
+    from sglang.srt import runtime_context
+    from sglang.srt.arg_groups.arg_utils import field_names
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang.srt.server_args import ServerArgs
+    from sglang_specinit.sglang_0_5_23 import release_shims
+
+    assert callable(KVCacheConfigurator.fused_entry_bytes)
+    assert {"enable_kv_cache_sharding", "attn_dp_size"} <= field_names(ServerArgs)
+    assert callable(runtime_context.attn_dp_enabled_of)
+    assert callable(runtime_context.num_dp_ranks_of)
+    assert release_shims.has_attention_dp_names()

@@ -47,7 +47,7 @@ def expected_rows(release: str) -> list[tuple]:
     """The same rows read from the adapter's tables (without the line numbers)."""
     adapter = compat.load_adapter(compat.decide_for_version(release).adapter)
     rows = []
-    for module, patch in adapter_patches(adapter).items():
+    for module, patch in adapter_patches(adapter, release).items():
         rows += [
             (module, "hook", h.kind, h.qualname, h.fn.__qualname__, h.fn.__module__)
             for h in patch.hooks

@@ -61,7 +61,7 @@ HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
             Requires(KVC, "KVCacheConfigurator._profile_available_bytes"),
             Requires(KVC, "KVCacheConfigurator._apply_token_constraints"),
             Requires(KVC, "KVCacheConfigurator.resolve_max_num_reqs"),
-            Requires(KVC, "KVCacheConfigurator.fused_entry_bytes"),
+            # fused_entry_bytes: 0.5.22+ only, required per release (release_shims).
             Requires(KVC, "KVCacheConfigurator._derive_pool_sizes"),
             Requires(KVC, "KVCacheConfigurator._init_pools"),
             Requires(

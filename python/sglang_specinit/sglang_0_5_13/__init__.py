@@ -6,7 +6,9 @@ the draft exists. This package splits every worker constructor into a weight-loa
 
 One module per SGLang area; each declares, as data (:mod:`sglang_specinit.hooks`), ``HOOKS``
 (HookRegistry hooks), ``NEW_METHODS`` (phase methods added to classes that lack them) and
-``REQUIRES`` (SGLang attributes its phases call)::
+``REQUIRES`` (SGLang attributes its phases call), recorded by
+:class:`sglang_specinit.patch_table.PatchTable` decorators on the functions they install
+(``sglang-specinit patches --release 0.5.13.post1`` lists them all)::
 
     module              SGLang module(s) patched or read
     scheduler           managers.scheduler (Scheduler: drives the 4 phases)

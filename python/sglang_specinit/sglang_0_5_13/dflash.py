@@ -21,10 +21,17 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from sglang_specinit.hooks import NewMethod, Requires
+from sglang_specinit.patch_table import PatchTable
+
+MODULE = "sglang.srt.speculative.dflash_worker"
+SERVER_ARGS_MODULE = "sglang.srt.server_args"
+patch = PatchTable(MODULE)
 
 
 @contextlib.contextmanager
+@patch.calls(
+    "get_global_server_args", "set_global_server_args_for_scheduler", module=SERVER_ARGS_MODULE
+)
 def _draft_global_server_args(worker: Any) -> Iterator[None]:
     from sglang.srt.server_args import (
         get_global_server_args,
@@ -39,6 +46,7 @@ def _draft_global_server_args(worker: Any) -> Iterator[None]:
         set_global_server_args_for_scheduler(saved)
 
 
+@patch.adds("DFlashWorker")
 def alloc_memory_pool(
     self: Any,
     memory_pool_config: Any = None,
@@ -54,18 +62,10 @@ def alloc_memory_pool(
         )
 
 
+@patch.adds("DFlashWorker")
 def init_backends(self: Any) -> None:
     with _draft_global_server_args(self):
         self.draft_worker.init_backends()
 
 
-MODULE = "sglang.srt.speculative.dflash_worker"
-HOOKS = ()
-NEW_METHODS = (
-    NewMethod(MODULE, "DFlashWorker", "alloc_memory_pool", alloc_memory_pool),
-    NewMethod(MODULE, "DFlashWorker", "init_backends", init_backends),
-)
-REQUIRES = (
-    Requires("sglang.srt.server_args", "get_global_server_args"),
-    Requires("sglang.srt.server_args", "set_global_server_args_for_scheduler"),
-)
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from sglang_specinit.hooks import Hook, NewMethod, Requires
+from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_13.state import (
     deferring_pools,
     preserved_cuda_graph_flag,
@@ -28,6 +28,14 @@ from sglang_specinit.sglang_0_5_13.state import (
 )
 
 logger = logging.getLogger(__name__)
+
+MODULE = "sglang.srt.speculative.eagle_worker_v2"
+# Every speculative worker constructor takes these (create_worker's caller passes them by name).
+DRAFT_WORKER_PARAMS = (
+    "server_args", "gpu_id", "tp_rank", "dp_rank", "moe_ep_rank", "attn_cp_rank",
+    "moe_dp_rank", "nccl_port", "target_worker",
+)  # fmt: skip
+patch = PatchTable(MODULE)
 
 
 def _eagle_module() -> Any:
@@ -51,6 +59,9 @@ def _construction_tp_context(draft: Any) -> Any:
     return mod.empty_context()
 
 
+@patch.around("EagleDraftWorker.__init__", params=DRAFT_WORKER_PARAMS)
+# The constructor's backend steps, which the cut skips and phase 4 runs.
+@patch.calls("EagleDraftWorker.init_attention_backend", "EagleDraftWorker.init_cuda_graphs")
 def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     """AROUND hook on ``EagleDraftWorker.__init__``: load and bind, stop before backends."""
     if not deferring_pools():
@@ -97,6 +108,7 @@ def _construction_contexts(draft: Any) -> Iterator[None]:
         yield
 
 
+@patch.adds("EagleDraftWorker", "alloc_memory_pool")
 def draft_worker_alloc_memory_pool(
     self: Any,
     memory_pool_config: Any = None,
@@ -112,6 +124,16 @@ def draft_worker_alloc_memory_pool(
     )
 
 
+@patch.adds("EagleDraftWorker", "init_backends")
+# Directly and through _construction_contexts / _moe_contexts.
+@patch.calls(
+    "draft_tp_context",
+    "empty_context",
+    "get_attention_tp_group",
+    "speculative_moe_backend_context",
+    "speculative_moe_a2a_backend_context",
+    "_get_plan_stream",
+)
 def draft_worker_init_backends(self: Any) -> None:
     # The draft runner's own backend was built inside the draft TpModelWorker's construction.
     with _construction_contexts(self):
@@ -127,6 +149,7 @@ def draft_worker_init_backends(self: Any) -> None:
     self.plan_stream, self.plan_stream_ctx = _eagle_module()._get_plan_stream(self.device)
 
 
+@patch.around("EAGLEWorkerV2.__init__", params=DRAFT_WORKER_PARAMS)
 def worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     """AROUND hook on ``EAGLEWorkerV2.__init__``: the adaptive controller needs graphs, so
     it is built in ``init_backends`` instead of the constructor."""
@@ -142,6 +165,7 @@ def worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     self._specinit_adaptive = adaptive
 
 
+@patch.adds("EAGLEWorkerV2", "alloc_memory_pool")
 def worker_alloc_memory_pool(  # also MultiLayerEagleWorkerV2's
     self: Any,
     memory_pool_config: Any = None,
@@ -157,12 +181,14 @@ def worker_alloc_memory_pool(  # also MultiLayerEagleWorkerV2's
     )
 
 
+@patch.adds("EAGLEWorkerV2", "init_backends")
 def worker_init_backends(self: Any) -> None:
     self._draft_worker.init_backends()
     if getattr(self, "_specinit_adaptive", False):
         _register_adaptive_controller(self)
 
 
+@patch.calls("AdaptiveController", "SpecRuntimeState")
 def _register_adaptive_controller(worker: Any) -> None:
     """Build the adaptive controller once the draft backends and graphs exist."""
     mod = _eagle_module()
@@ -190,28 +216,8 @@ def _register_adaptive_controller(worker: Any) -> None:
         )
 
 
-MODULE = "sglang.srt.speculative.eagle_worker_v2"
-# Every speculative worker constructor takes these (create_worker's caller passes them by name).
-DRAFT_WORKER_PARAMS = (
-    "server_args", "gpu_id", "tp_rank", "dp_rank", "moe_ep_rank", "attn_cp_rank",
-    "moe_dp_rank", "nccl_port", "target_worker",
-)  # fmt: skip
-HOOKS = (
-    Hook(MODULE, "EagleDraftWorker.__init__", draft_worker_init, params=DRAFT_WORKER_PARAMS),
-    Hook(MODULE, "EAGLEWorkerV2.__init__", worker_init, params=DRAFT_WORKER_PARAMS),
-)
-NEW_METHODS = (
-    NewMethod(MODULE, "EagleDraftWorker", "alloc_memory_pool", draft_worker_alloc_memory_pool),
-    NewMethod(MODULE, "EagleDraftWorker", "init_backends", draft_worker_init_backends),
-    NewMethod(MODULE, "EAGLEWorkerV2", "alloc_memory_pool", worker_alloc_memory_pool),
-    NewMethod(MODULE, "EAGLEWorkerV2", "init_backends", worker_init_backends),
-)
-REQUIRES = tuple(
-    Requires(MODULE, name)
-    for name in (
-        "EagleDraftWorker.init_attention_backend", "EagleDraftWorker.init_cuda_graphs",
-        "draft_tp_context", "empty_context", "get_attention_tp_group",
-        "speculative_moe_backend_context", "speculative_moe_a2a_backend_context",
-        "_get_plan_stream", "AdaptiveController", "SpecRuntimeState", "TreeMaskMode",
-    )
-)  # fmt: skip
+# The cut skips the constructor's ``tree_mask_mode = TreeMaskMode.FULL_MASK``; phase 4's
+# init_attention_backend sets it from the same enum.
+patch.requires("TreeMaskMode")
+
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.hooks import Hook, NewMethod, Requires
+from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_13 import tp_worker
 from sglang_specinit.sglang_0_5_13.eagle import DRAFT_WORKER_PARAMS, construct_until
 from sglang_specinit.sglang_0_5_13.model_runner import PROVISIONAL_SIZE
 from sglang_specinit.sglang_0_5_13.state import deferring_pools
+
+MODULE = "sglang.srt.speculative.frozen_kv_mtp_worker"
+patch = PatchTable(MODULE)
 
 
 def _module() -> Any:
@@ -29,6 +32,15 @@ def _module() -> Any:
     return frozen_kv_mtp_worker
 
 
+@patch.around("FrozenKVMTPWorker.__init__", params=DRAFT_WORKER_PARAMS)
+# The constructor's steps the cut skips (the pool and backend phases run them), and the
+# stand-in config it builds.
+@patch.calls(
+    "FrozenKVMTPWorker._bind_kv_context",
+    "FrozenKVMTPWorker._init_draft_attn_backend",
+    "FrozenKVMTPWorker.init_cuda_graphs",
+    "MemoryPoolConfig",
+)
 def init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     """AROUND hook: load and bind embed/head; the target-pool binding waits for phase 3."""
     if not deferring_pools():
@@ -48,6 +60,7 @@ def init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
         target_runner.memory_pool_config = None
 
 
+@patch.adds("FrozenKVMTPWorker")
 def alloc_memory_pool(
     self: Any,
     memory_pool_config: Any = None,
@@ -72,6 +85,13 @@ def alloc_memory_pool(
         self._bind_kv_context()
 
 
+@patch.adds("FrozenKVMTPWorker")
+@patch.calls(
+    "empty_context",
+    "draft_tp_context",
+    "speculative_moe_backend_context",
+    "speculative_moe_a2a_backend_context",
+)
 def init_backends(self: Any) -> None:
     mod = _module()
     with (
@@ -94,18 +114,4 @@ def init_backends(self: Any) -> None:
         self.init_cuda_graphs()
 
 
-MODULE = "sglang.srt.speculative.frozen_kv_mtp_worker"
-HOOKS = (Hook(MODULE, "FrozenKVMTPWorker.__init__", init, params=DRAFT_WORKER_PARAMS),)
-NEW_METHODS = (
-    NewMethod(MODULE, "FrozenKVMTPWorker", "alloc_memory_pool", alloc_memory_pool),
-    NewMethod(MODULE, "FrozenKVMTPWorker", "init_backends", init_backends),
-)
-REQUIRES = tuple(
-    Requires(MODULE, name)
-    for name in (
-        "FrozenKVMTPWorker._bind_kv_context", "FrozenKVMTPWorker._init_draft_attn_backend",
-        "FrozenKVMTPWorker.init_cuda_graphs", "MemoryPoolConfig", "empty_context",
-        "draft_tp_context", "speculative_moe_backend_context",
-        "speculative_moe_a2a_backend_context",
-    )
-)  # fmt: skip
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

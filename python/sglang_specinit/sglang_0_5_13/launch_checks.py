@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.hooks import Hook
 from sglang_specinit.launch_checks import check_speculative_launch
+from sglang_specinit.patch_table import PatchTable
+
+patch = PatchTable("sglang.srt.server_args")
 
 
+@patch.before("ServerArgs.check_server_args", params=())
 def check_launch(server_args: Any) -> None:
     """BEFORE ``ServerArgs.check_server_args``: the shared checks on the resolved fields."""
     if getattr(server_args, "speculative_algorithm", None) is None:
@@ -34,14 +37,4 @@ def check_launch(server_args: Any) -> None:
     )
 
 
-HOOKS = (
-    Hook(
-        "sglang.srt.server_args",
-        "ServerArgs.check_server_args",
-        check_launch,
-        kind="BEFORE",
-        params=(),
-    ),
-)
-NEW_METHODS = ()
-REQUIRES = ()
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.hooks import Hook, Requires
+from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_13.state import deferring_pools
 from sglang_specinit.specs import own_hf_config
 
+MODULE = "sglang.srt.configs.model_config"
+patch = PatchTable(MODULE)
 
+
+@patch.around("ModelConfig._config_draft_model", params=())
+@patch.calls("get_hf_text_config")  # own_hf_config derives the copy's text config with it
 def config_draft_model(original: Any, self: Any) -> Any:
     if self.is_draft_model and deferring_pools():
         own_hf_config(self)
     return original(self)
 
 
-MODULE = "sglang.srt.configs.model_config"
-HOOKS = (Hook(MODULE, "ModelConfig._config_draft_model", config_draft_model, params=()),)
-NEW_METHODS = ()
-REQUIRES = (Requires(MODULE, "get_hf_text_config"),)
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sglang_specinit.hooks import Hook, NewMethod, Requires
+from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_13.state import deferring_pools, run_until
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,14 @@ PROVISIONAL_ATTRS = ("max_total_num_tokens", "max_running_requests", "full_max_t
 # Devices whose post-pool init sequence this module reproduces. Others keep stock init.
 PHASED_DEVICES = ("cuda", "musa", "cpu")
 
+MODULE = "sglang.srt.model_executor.model_runner"
+MIXIN_MODULE = "sglang.srt.model_executor.model_runner_kv_cache_mixin"
+POOL_CONFIGURATOR_MODULE = "sglang.srt.model_executor.pool_configurator"
+patch = PatchTable(MODULE)
 
+
+@patch.around("ModelRunner.initialize", params=("pre_model_load_memory",))
+@patch.calls("ModelRunner.init_memory_pool")  # the cut; alloc_memory_pool calls it later
 def initialize(original: Any, self: Any, pre_model_load_memory: float) -> None:
     """AROUND hook: during a phased init, stop before the pool and remember what it needs."""
     if not deferring_pools():
@@ -137,6 +144,19 @@ def clear_provisional_sizes(model_runner: Any) -> None:
             model_runner.__dict__.pop(name, None)
 
 
+@patch.around(
+    "ModelRunnerKVCacheMixin._resolve_memory_pool_config",
+    params=("pre_model_load_memory",),
+    module=MIXIN_MODULE,
+)
+# What the sizing it runs calls (runtime_budget.SpeculativeSizing.resolve, pool_probe).
+@patch.calls("create_memory_pool_configurator", module=POOL_CONFIGURATOR_MODULE)
+@patch.calls(
+    "ModelRunner._profile_available_bytes",
+    "ModelRunner._apply_token_constraints",
+    "ModelRunner._resolve_max_num_reqs",
+    "ModelRunner._init_pools",
+)
 def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: float) -> Any:
     """AROUND hook: size a speculative target's pool for target + draft together."""
     sizing = getattr(self, "_specinit_sizing", None)
@@ -145,6 +165,12 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
     return sizing.resolve(self, pre_model_load_memory)
 
 
+@patch.adds("ModelRunner")
+@patch.calls(
+    "ModelRunner.maybe_init_ngram_embedding",
+    "ModelRunner.init_routed_experts_capturer",
+    "ModelRunner.init_indexer_capturer",
+)
 def alloc_memory_pool(self: Any, memory_pool_config: Any = None) -> None:
     """Phase 3 for one runner: KV pool, then what must exist right after it.
 
@@ -181,6 +207,17 @@ def _cuda_graphs_as_at_construction(runner: Any):
         server_args.disable_cuda_graph = current
 
 
+@patch.adds("ModelRunner")
+@patch.calls(
+    "ModelRunner.init_aux_hidden_state_capture",
+    "ModelRunner.init_cublas",
+    "ModelRunner.init_attention_backend",
+    "ModelRunner.kernel_warmup",
+    "ModelRunner._pre_initialize_flashinfer_allreduce_workspace",
+    "ModelRunner.init_device_graphs",
+    "ModelRunner.init_piecewise_cuda_graphs",
+    "ModelRunner.prealloc_symmetric_memory_pool",
+)
 def init_backends(self: Any) -> None:
     """Phase 4 for one runner: attention backend, warmup and graphs, in SGLang's order."""
     # Aux hidden-state capture must be on before any graph is captured.
@@ -210,36 +247,8 @@ def init_backends(self: Any) -> None:
         self.canary_manager.mark_init_finished()
 
 
-MODULE = "sglang.srt.model_executor.model_runner"
-MIXIN_MODULE = "sglang.srt.model_executor.model_runner_kv_cache_mixin"
-HOOKS = (
-    Hook(MODULE, "ModelRunner.initialize", initialize, params=("pre_model_load_memory",)),
-    Hook(
-        MIXIN_MODULE,
-        "ModelRunnerKVCacheMixin._resolve_memory_pool_config",
-        resolve_memory_pool_config,
-        params=("pre_model_load_memory",),
-    ),
-)
-NEW_METHODS = (
-    NewMethod(MODULE, "ModelRunner", "alloc_memory_pool", alloc_memory_pool),
-    NewMethod(MODULE, "ModelRunner", "init_backends", init_backends),
-)
-# What alloc_memory_pool / init_backends call, in SGLang's order, and what the sizing reads.
-REQUIRES = tuple(
-    Requires(MODULE, f"ModelRunner.{name}")
-    for name in (
-        "init_memory_pool", "_profile_available_bytes", "_apply_token_constraints",
-        "_resolve_max_num_reqs", "_init_pools", "maybe_init_ngram_embedding",
-        "init_routed_experts_capturer", "init_indexer_capturer",
-        "init_aux_hidden_state_capture", "init_cublas", "init_attention_backend",
-        "kernel_warmup", "_pre_initialize_flashinfer_allreduce_workspace",
-        "init_device_graphs", "init_piecewise_cuda_graphs", "prealloc_symmetric_memory_pool",
-    )
-) + (
-    Requires(MODULE, "install_canary"),
-    Requires(MODULE, "register_forward_hooks"),
-    Requires(
-        "sglang.srt.model_executor.pool_configurator", "create_memory_pool_configurator"
-    ),
-)  # fmt: skip
+# Module functions the two phases above call through the runner's module
+# (``sys.modules[type(self).__module__]``), not methods of the runner.
+patch.requires("install_canary", "register_forward_hooks")
+
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from sglang_specinit.hooks import Hook, NewMethod, Requires
+from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_13.eagle import (
     DRAFT_WORKER_PARAMS,
     alloc_draft_tp_worker,
@@ -28,6 +28,11 @@ from sglang_specinit.sglang_0_5_13.eagle import (
     worker_init_backends,
 )
 from sglang_specinit.sglang_0_5_13.state import deferring_pools
+
+MODULE = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
+DRAFT = "MultiLayerEagleDraftWorker"
+WORKER = "MultiLayerEagleWorkerV2"
+patch = PatchTable(MODULE)
 
 
 def _module() -> Any:
@@ -53,6 +58,8 @@ def hidden_state_row_bytes(draft: Any) -> int:
     return (draft.speculative_num_steps - 1) * config.hidden_size * element
 
 
+@patch.around(f"{DRAFT}.__init__", params=DRAFT_WORKER_PARAMS)
+@patch.calls(f"{DRAFT}.init_lm_head")  # the cut, then called right away
 def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     if not deferring_pools():
         return original(self, *args, **kwargs)
@@ -60,6 +67,7 @@ def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> No
     self.init_lm_head()
 
 
+@patch.adds(DRAFT, "alloc_memory_pool")
 def draft_worker_alloc_memory_pool(
     self: Any,
     memory_pool_config: Any = None,
@@ -87,6 +95,16 @@ def draft_worker_alloc_memory_pool(
     )
 
 
+@patch.adds(DRAFT, "init_backends")
+@patch.calls(
+    f"{DRAFT}.init_attention_backend",
+    f"{DRAFT}.init_cuda_graphs",
+    "empty_context",
+    "draft_tp_context",
+    "speculative_moe_backend_context",
+    "TreeMaskMode",
+    "_get_plan_stream",
+)
 def draft_worker_init_backends(self: Any) -> None:
     mod = _module()
     with _construction_contexts():
@@ -104,21 +122,8 @@ def draft_worker_init_backends(self: Any) -> None:
     self.plan_stream, self.plan_stream_ctx = mod._get_plan_stream(self.device)
 
 
-MODULE = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
-DRAFT = "MultiLayerEagleDraftWorker"
-WORKER = "MultiLayerEagleWorkerV2"
-HOOKS = (Hook(MODULE, f"{DRAFT}.__init__", draft_worker_init, params=DRAFT_WORKER_PARAMS),)
-NEW_METHODS = (
-    NewMethod(MODULE, DRAFT, "alloc_memory_pool", draft_worker_alloc_memory_pool),
-    NewMethod(MODULE, DRAFT, "init_backends", draft_worker_init_backends),
-    NewMethod(MODULE, WORKER, "alloc_memory_pool", worker_alloc_memory_pool),
-    NewMethod(MODULE, WORKER, "init_backends", worker_init_backends),
-)
-REQUIRES = tuple(
-    Requires(MODULE, name)
-    for name in (
-        f"{DRAFT}.init_lm_head", f"{DRAFT}.init_attention_backend", f"{DRAFT}.init_cuda_graphs",
-        "empty_context", "draft_tp_context", "speculative_moe_backend_context",
-        "TreeMaskMode", "_get_plan_stream",
-    )
-)  # fmt: skip
+# The worker only delegates to its draft worker, as EAGLEWorkerV2 does: the same two methods.
+patch.adds(WORKER, "alloc_memory_pool")(worker_alloc_memory_pool)
+patch.adds(WORKER, "init_backends")(worker_init_backends)
+
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

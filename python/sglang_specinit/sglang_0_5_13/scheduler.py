@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sglang_specinit.hooks import Hook, NewMethod, Requires, is_instance_of
+from sglang_specinit.hooks import is_instance_of
+from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_13.model_runner import (
     EARLY_DRAFT_LAYERS_ATTR,
     early_draft_num_layers,
@@ -31,12 +32,16 @@ from sglang_specinit.sglang_0_5_13.model_runner import (
 )
 from sglang_specinit.sglang_0_5_13.runtime_budget import DraftDescription, SpeculativeSizing
 from sglang_specinit.sglang_0_5_13.state import defer_pools
+from sglang_specinit.sglang_0_5_13.tp_worker import MODULE as TP_WORKER_MODULE
 from sglang_specinit.sglang_0_5_13.tp_worker import runners_of
 from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
 
 logger = logging.getLogger(__name__)
 
 MEMORY_LOG_PREFIX = "SPECINIT_MEMORY "
+
+MODULE = "sglang.srt.managers.scheduler"
+patch = PatchTable(MODULE)
 
 
 def _timed(scheduler: Any, label: str, step: Callable[[], Any], detail: str = "") -> None:
@@ -81,6 +86,8 @@ def _is_first_rank(scheduler: Any) -> bool:
     return ps.tp_rank == 0 and ps.pp_rank == 0 and not getattr(ps, "dp_rank", None)
 
 
+@patch.around("Scheduler.init_model_worker", params=())
+@patch.calls("Scheduler.init_tp_model_worker", "Scheduler.maybe_init_draft_worker")
 def init_model_worker(original: Any, self: Any) -> None:
     """AROUND hook: the four phases, then SGLang's own remainder of init_model_worker."""
     from sglang_specinit.sglang_0_5_13.launch_policy import (
@@ -148,6 +155,7 @@ def _already_done() -> None:
     return None
 
 
+@patch.adds("Scheduler")
 def init_target_memory_pool(self: Any) -> None:
     """Size and allocate the target's pools, pricing the draft in (idempotent)."""
     runner = self.tp_worker.model_runner
@@ -160,6 +168,8 @@ def init_target_memory_pool(self: Any) -> None:
     self.tp_worker.alloc_memory_pool()
 
 
+@patch.adds("Scheduler")
+@patch.calls("TpModelWorker.get_memory_pool", module=TP_WORKER_MODULE)
 def init_memory_pools(self: Any) -> None:
     """Target pools first (they set the token count), then the draft's on the same config."""
     self.init_target_memory_pool()
@@ -181,6 +191,7 @@ def init_memory_pools(self: Any) -> None:
     )
 
 
+@patch.adds("Scheduler")
 def init_all_backends(self: Any) -> None:
     self.tp_worker.init_backends()
     if self.draft_worker is not None and hasattr(self.draft_worker, "init_backends"):
@@ -294,14 +305,4 @@ def log_memory_breakdown(scheduler: Any) -> None:
         write_breakdown(report_dir, breakdown)
 
 
-MODULE = "sglang.srt.managers.scheduler"
-HOOKS = (Hook(MODULE, "Scheduler.init_model_worker", init_model_worker, params=()),)
-NEW_METHODS = (
-    NewMethod(MODULE, "Scheduler", "init_target_memory_pool", init_target_memory_pool),
-    NewMethod(MODULE, "Scheduler", "init_memory_pools", init_memory_pools),
-    NewMethod(MODULE, "Scheduler", "init_all_backends", init_all_backends),
-)
-REQUIRES = (
-    Requires(MODULE, "Scheduler.init_tp_model_worker"),
-    Requires(MODULE, "Scheduler.maybe_init_draft_worker"),
-)
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

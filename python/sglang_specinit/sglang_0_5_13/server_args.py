@@ -22,9 +22,13 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sglang_specinit.hooks import Hook
+from sglang_specinit.patch_table import PatchTable
 
 logger = logging.getLogger(__name__)
+
+MODULE = "sglang.srt.server_args"
+SPEC_HOOK_MODULE = "sglang.srt.arg_groups.speculative_hook"
+patch = PatchTable(MODULE)
 
 # Set on ServerArgs when the reserve was dropped: the fraction stock would have used.
 STOCK_FRACTION_ATTR = "_specinit_stock_mem_fraction_static"
@@ -62,6 +66,7 @@ def fraction_without_draft_reserve(
     return float(trial.mem_fraction_static)
 
 
+@patch.around("ServerArgs._handle_gpu_memory_settings", params=("gpu_mem",))
 def handle_gpu_memory_settings(original: Any, self: Any, gpu_mem: Any) -> Any:
     """AROUND hook: stock settings; then, for a phased launch, the reserve-free fraction."""
     automatic = self.mem_fraction_static is None
@@ -96,6 +101,7 @@ def restore_stock_fraction(server_args: Any) -> float | None:
     return stock
 
 
+@patch.before("handle_speculative_decoding", module=SPEC_HOOK_MODULE)
 def check_draft_path(server_args: Any) -> None:
     """BEFORE ``handle_speculative_decoding``: a local draft directory must hold a config.
 
@@ -110,16 +116,4 @@ def check_draft_path(server_args: Any) -> None:
         )
 
 
-MODULE = "sglang.srt.server_args"
-SPEC_HOOK_MODULE = "sglang.srt.arg_groups.speculative_hook"
-HOOKS = (
-    Hook(
-        MODULE,
-        "ServerArgs._handle_gpu_memory_settings",
-        handle_gpu_memory_settings,
-        params=("gpu_mem",),
-    ),
-    Hook(SPEC_HOOK_MODULE, "handle_speculative_decoding", check_draft_path, kind="BEFORE"),
-)
-NEW_METHODS = ()
-REQUIRES = ()
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.hooks import Hook, NewMethod, Requires
+from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_13.eagle import (
     DRAFT_WORKER_PARAMS,
     _eagle_module,
@@ -24,13 +24,19 @@ from sglang_specinit.sglang_0_5_13.eagle import (
 )
 from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
+MODULE = "sglang.srt.speculative.standalone_worker_v2"
+patch = PatchTable(MODULE)
 
+
+@patch.around("StandaloneDraftWorker.__init__", params=DRAFT_WORKER_PARAMS)
+@patch.calls("StandaloneDraftWorker.init_attention_backend")  # the cut; phase 4 calls it
 def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     if not deferring_pools():
         return original(self, *args, **kwargs)
     construct_until(self, "init_attention_backend", original, args, kwargs)
 
 
+@patch.adds("StandaloneDraftWorker", "alloc_memory_pool")
 def draft_worker_alloc_memory_pool(
     self: Any,
     memory_pool_config: Any = None,
@@ -46,6 +52,7 @@ def draft_worker_alloc_memory_pool(
     )
 
 
+@patch.adds("StandaloneDraftWorker", "init_backends")
 def draft_worker_init_backends(self: Any) -> None:
     mod = _eagle_module()
     with mod.empty_context():
@@ -56,15 +63,7 @@ def draft_worker_init_backends(self: Any) -> None:
     self.plan_stream, self.plan_stream_ctx = mod._get_plan_stream(self.device)
 
 
-MODULE = "sglang.srt.speculative.standalone_worker_v2"
-HOOKS = (
-    Hook(MODULE, "StandaloneDraftWorker.__init__", draft_worker_init, params=DRAFT_WORKER_PARAMS),
-)
-NEW_METHODS = (
-    NewMethod(MODULE, "StandaloneDraftWorker", "alloc_memory_pool", draft_worker_alloc_memory_pool),
-    NewMethod(MODULE, "StandaloneDraftWorker", "init_backends", draft_worker_init_backends),
-)
-REQUIRES = (
-    Requires(MODULE, "StandaloneDraftWorker.init_attention_backend"),
-    Requires(MODULE, "StandaloneWorkerV2"),
-)
+# Gets its phase methods by inheriting EAGLEWorkerV2's (eagle.py adds them there).
+patch.requires("StandaloneWorkerV2")
+
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

@@ -13,9 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.hooks import Hook, NewMethod, Requires
+from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_13.model_runner import clear_provisional_sizes
 from sglang_specinit.sglang_0_5_13.state import deferring_pools
+
+MODULE = "sglang.srt.managers.tp_worker"
+# Parameter names (after self) of TpModelWorker.__init__ that the cut and the phases rely on.
+CONSTRUCTOR_PARAMS = (
+    "server_args", "gpu_id", "tp_rank", "moe_ep_rank", "pp_rank", "attn_cp_rank",
+    "moe_dp_rank", "dp_rank", "nccl_port", "is_draft_worker", "req_to_token_pool",
+    "token_to_kv_pool_allocator", "memory_pool_config", "is_multi_layer_eagle",
+)  # fmt: skip
+patch = PatchTable(MODULE)
 
 # Attributes the 0.5.13.x constructor derives from the runner's pool sizes.
 POOL_DERIVED_ATTRS = (
@@ -31,6 +40,7 @@ def runners_of(worker: Any) -> list[Any]:
     return list(worker.model_runner_list) or [worker.model_runner]
 
 
+@patch.around("TpModelWorker.__init__", params=CONSTRUCTOR_PARAMS)
 def init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     """AROUND hook on ``__init__``: drop stand-in sizes once the constructor is done."""
     original(self, *args, **kwargs)
@@ -43,6 +53,7 @@ def init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     self._specinit_pools_pending = True
 
 
+@patch.adds("TpModelWorker")
 def alloc_memory_pool(
     self: Any,
     memory_pool_config: Any = None,
@@ -84,22 +95,11 @@ def _set_pool_derived_sizes(worker: Any) -> None:
         )
 
 
+@patch.adds("TpModelWorker")
 def init_backends(self: Any) -> None:
     """Phase 4: attention backends and graphs of every runner."""
     for runner in runners_of(self):
         runner.init_backends()
 
 
-MODULE = "sglang.srt.managers.tp_worker"
-# Parameter names (after self) of TpModelWorker.__init__ that the cut and the phases rely on.
-CONSTRUCTOR_PARAMS = (
-    "server_args", "gpu_id", "tp_rank", "moe_ep_rank", "pp_rank", "attn_cp_rank",
-    "moe_dp_rank", "dp_rank", "nccl_port", "is_draft_worker", "req_to_token_pool",
-    "token_to_kv_pool_allocator", "memory_pool_config", "is_multi_layer_eagle",
-)  # fmt: skip
-HOOKS = (Hook(MODULE, "TpModelWorker.__init__", init, params=CONSTRUCTOR_PARAMS),)
-NEW_METHODS = (
-    NewMethod(MODULE, "TpModelWorker", "alloc_memory_pool", alloc_memory_pool),
-    NewMethod(MODULE, "TpModelWorker", "init_backends", init_backends),
-)
-REQUIRES = (Requires(MODULE, "TpModelWorker.get_memory_pool"),)
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

@@ -32,11 +32,13 @@ One module per SGLang area; each declares ``HOOKS``, ``NEW_METHODS`` and ``REQUI
     draft_pricing   (read only) which draft runners own pools, fixed pools, stash rows
     pool_probe      (read only) prices a pool by building it with 0.5.23's pool code
 
-0.5.22 is the same internal API generation and is served too: the one thing that differs
-(no ``draft_parallel_layout`` before 0.5.23) is decided in ``release_shims``. Releases 0.5.14
-to 0.5.21 get no adapter: their internal APIs differ (configurators taking the ModelRunner in
-0.5.14, ``ParallelState`` before ``runtime_context`` in 0.5.16-0.5.20; 0.5.21 unread), and
-the plugin declines them with one INFO line naming the supported releases.
+0.5.21 and 0.5.22 are the same internal API generation (``runtime_context``) and are served
+too: what differs (no ``draft_parallel_layout`` before 0.5.23; no fused draft entries, no
+``--enable-kv-cache-sharding`` and no ``attn_dp_enabled`` / ``num_dp_ranks`` names before
+0.5.22) is decided in ``release_shims``. Releases 0.5.14 to 0.5.20 get no adapter: their
+internal APIs differ (configurators taking the ModelRunner in 0.5.14, ``ParallelState``
+before ``runtime_context`` in 0.5.16-0.5.20), and the plugin declines them with one INFO line
+naming the supported releases.
 
 This file only declares the releases and the phase modules; ``hooks.adapter_patches`` reads
 their tables.
@@ -44,7 +46,10 @@ their tables.
 
 from __future__ import annotations
 
-# One API generation (runtime_context, fused drafts); what differs between the two: release_shims.
-RELEASES = ("0.5.22", "0.5.23")
+# One API generation (runtime_context); what differs between them: release_shims.
+RELEASES = ("0.5.21", "0.5.22", "0.5.23")
 
 PHASE_MODULES = ("scheduler", "runtime_budget", "eagle", "launch_checks")
+
+# What the adapter reads in each generation's own form, checked with the phase tables.
+from sglang_specinit.sglang_0_5_23.release_shims import release_requires  # noqa: E402, F401

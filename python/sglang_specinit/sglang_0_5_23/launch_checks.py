@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.hooks import Hook, Requires
 from sglang_specinit.launch_checks import check_speculative_launch
+from sglang_specinit.patch_table import PatchTable
 
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
+patch = PatchTable("sglang.srt.server_args")
 
 
+@patch.before("ServerArgs.check_server_args", params=())
+@patch.calls("resolving_view", module=_OVERRIDES)
 def check_launch(server_args: Any) -> None:
     """BEFORE ``ServerArgs.check_server_args``: the shared checks on the resolved flags."""
     from sglang.srt.arg_groups.overrides import resolving_view
@@ -42,14 +45,4 @@ def check_launch(server_args: Any) -> None:
     )
 
 
-HOOKS = (
-    Hook(
-        "sglang.srt.server_args",
-        "ServerArgs.check_server_args",
-        check_launch,
-        kind="BEFORE",
-        params=(),
-    ),
-)
-NEW_METHODS = ()
-REQUIRES = (Requires(_OVERRIDES, "resolving_view"),)
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

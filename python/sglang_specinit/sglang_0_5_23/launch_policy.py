@@ -30,10 +30,10 @@ class StepAside:
 def pricing_blocker(scheduler: Any) -> StepAside | None:
     """None when this package prices the draft of this launch."""
     from sglang.srt.configs.model_config import is_deepseek_v4
-    from sglang.srt.runtime_context import get_parallel
 
     from sglang_specinit import compat, sglang_0_5_23
     from sglang_specinit.hooks import adapter_patches
+    from sglang_specinit.sglang_0_5_23.release_shims import kv_cache_sharding, scheduler_ranks
 
     server_args = scheduler.server_args
     spec = scheduler.spec_algorithm
@@ -43,7 +43,7 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     own = {cls.__module__ for w in workers if w is not None for cls in type(w).__mro__}
     problems = compat.problems_for(
         name
-        for name in adapter_patches(sglang_0_5_23)
+        for name in adapter_patches(sglang_0_5_23, compat.installed_sglang_version())
         if not name.startswith("sglang.srt.speculative.") or name in own
     )
     if problems:
@@ -61,11 +61,12 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
         return StepAside("--enable-unified-memory sizes one unified/fused pool for both models")
     if server_args.enable_hisparse:
         return StepAside("--enable-hisparse prices the draft in its host-expanded id space")
-    if server_args.enable_kv_cache_sharding:
+    if kv_cache_sharding(server_args):
         return StepAside("--enable-kv-cache-sharding adds shard scratch the budget model omits")
     if is_deepseek_v4(scheduler.model_config.hf_config):
         return StepAside("DeepSeek-V4 compressed KV pools are not priced by sglang-specinit")
-    if get_parallel().pp_size > 1:
+    parallel = scheduler_ranks(scheduler)
+    if parallel.pp_size > 1:
         return StepAside("pipeline parallelism: the draft lives on the last stage only")
     spec_worker = scheduler.draft_worker
     if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
@@ -76,7 +77,7 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
             "allocations sglang-specinit knows"
         )
     layout = getattr(spec_worker, "draft_parallel_layout", None)
-    attn_tp = get_parallel().attn_tp_size
+    attn_tp = parallel.attn_tp_size
     if layout is not None and layout.attn_tp_size != attn_tp:
         return StepAside(
             f"the draft's attention-TP size ({layout.attn_tp_size}) differs from the "

@@ -1,4 +1,5 @@
-"""sglang 0.5.23: the ``KVCacheConfigurator`` of a launch whose weights are not loaded.
+"""sglang 0.5.23 (and the releases ``release_shims`` serves): the ``KVCacheConfigurator`` of a
+launch whose weights are not loaded.
 
 Read (not patched): ``runtime_context.publish``, ``ModelConfig.from_server_args``,
 ``layer_setup.resolve_layer_indices``, ``spec_aux_hidden_state.
@@ -55,19 +56,20 @@ def unloaded_configurator(
     from sglang.srt.configs.model_config import AttentionArch
     from sglang.srt.mem_cache import kv_cache_dtype
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-    from sglang.srt.model_executor.model_runner_components.layer_setup import (
-        resolve_layer_indices,
-    )
     from sglang.srt.model_executor.model_runner_components.load_model_utils import (
         resolve_sliding_window_size,
     )
     from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
         resolve_spec_aux_hidden_state_config,
     )
-    from sglang.srt.runtime_context import get_model, get_parallel, get_schedule, get_spec
+    from sglang.srt.runtime_context import get_model, get_schedule, get_spec
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    from sglang_specinit.sglang_0_5_23.release_shims import configurator_layout_kwargs
+    from sglang_specinit.sglang_0_5_23.release_shims import (
+        configurator_layout_kwargs,
+        configurator_parallel_kwargs,
+        resolve_layer_info,
+    )
 
     spec_algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
     dtype_str, kv_dtype = kv_cache_dtype.configure_kv_cache_dtype(
@@ -82,8 +84,8 @@ def unloaded_configurator(
     return KVCacheConfigurator(
         device=server_args.device,
         gpu_id=0,
-        attn_dp_size=get_parallel().attn_dp_size,
-        pp_size=1,
+        # attn_dp_size / pp_size, or 0.5.20's ParallelState (release_shims).
+        **configurator_parallel_kwargs(),
         pp_group=None,
         model=None,
         model_config=model_config,
@@ -102,15 +104,15 @@ def unloaded_configurator(
             spec_algorithm=spec_algorithm,
             is_draft_worker=is_draft,
         ),
-        # 0.5.23's field; 0.5.22 has none (release_shims).
+        # 0.5.23's field; earlier releases have none (release_shims).
         **configurator_layout_kwargs(),
         is_hybrid_swa=model_config.is_hybrid_swa,
         is_hybrid_swa_compress=model_config.is_hybrid_swa_compress,
         use_mla_backend=model_config.attention_arch == AttentionArch.MLA,
-        layer_info=resolve_layer_indices(
-            model=None,
-            model_config=model_config,
-            is_draft_worker=is_draft,
+        layer_info=resolve_layer_info(
+            model_config,
+            is_draft=is_draft,
+            spec_algorithm=spec_algorithm,
             draft_model_idx=draft_model_idx,
         ),
         forward_stream=None,
@@ -130,10 +132,13 @@ def published_layout(draft_runners: int = 1, **server_args: Any) -> Layout:
     from sglang.srt import runtime_context
     from sglang.srt.server_args import ServerArgs
 
+    from sglang_specinit.sglang_0_5_23.release_shims import publish_kwargs
+
     server_args.setdefault("device", "cpu")
     server_args.setdefault("skip_tokenizer_init", True)
     args = ServerArgs(**server_args)
-    runtime_context.publish(args, role="scheduler", ranks=runtime_context.SpawnRanks(0, None, 0))
+    # Rank 0 (0.5.20's publish takes no ranks: release_shims).
+    runtime_context.publish(args, role="scheduler", **publish_kwargs())
     target = unloaded_configurator(args, model_config_of(args, False), is_draft=False)
     drafts = []
     if args.speculative_algorithm not in (None, "NGRAM"):

@@ -74,7 +74,9 @@ def target_split(kvc: Any) -> tuple[float, bool]:
     count is its SWA count). Draft pools take the target's config, so they share the split."""
     from sglang.srt.runtime_context import get_schedule
 
-    full_layers = kvc.layer_info.full_attention_layer_ids
+    from sglang_specinit.sglang_0_5_23.release_shims import full_attention_layer_ids
+
+    full_layers = full_attention_layer_ids(kvc)
     applies = bool(kvc.is_hybrid_swa and full_layers)
     return float(get_schedule().swa_full_tokens_ratio), applies
 

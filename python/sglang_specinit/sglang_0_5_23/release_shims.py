@@ -1,26 +1,78 @@
-"""Where the releases this adapter serves differ: sglang 0.5.22 and 0.5.23, one API generation.
+"""Where the releases this adapter serves differ: every such difference is decided here, once.
 
-Read from both wheels: every method the adapter hooks, every method its phases call and the
-``runtime_context`` getters it reads are the same in 0.5.22 and 0.5.23 (same signatures; the
-bodies of the hooked ones identical), except for the draft's parallel layout, which 0.5.23
-adds. That one difference, and only it, is decided here:
+The adapter was written for sglang 0.5.23 and serves two internal API generations with it:
 
-    0.5.23                                           0.5.22
-    ``ModelRunner.init_kv_cache_configurator(self,   ``init_kv_cache_configurator(self)``
-    draft_parallel_layout=None)``                    (``model_executor/model_runner.py:643``)
-    (``model_executor/model_runner.py:650``)
-    ``KVCacheConfigurator.draft_parallel_layout``    no such field
-    (``mem_cache/kv_cache_configurator.py:346``)     (``kv_cache_configurator.py:299-338``)
-    the speculative worker's                         absent: an EAGLE3 draft under attention DP
-    ``draft_parallel_layout``, handed to the         runs on the target's attention-TP group
-    target's pool (``Scheduler.                      (``draft_owns_attention``,
-    init_target_memory_pool``)                       ``speculative/spec_utils.py:766``), so its
-                                                     attention TP is always the target's
+* the ``runtime_context`` generation, 0.5.21, 0.5.22 and 0.5.23: configurators carry their
+  parallel widths as fields, ranks are read from ``runtime_context.get_parallel()``;
+* the ``ParallelState`` generation, 0.5.19 and 0.5.20: each scheduler and model runner holds a
+  ``distributed.parallel_state_wrapper.ParallelState`` (``ps``) with its ranks and widths, and
+  the configurator takes that object.
 
-``launch_policy`` reads the worker's layout with ``getattr(..., None)``, which is already
-right on 0.5.22 (no layout: the attention-TP sizes agree). The configurator's constructor and
-``init_kv_cache_configurator`` take the layout only on 0.5.23: callers go through
-:func:`init_kv_cache_configurator` and :func:`configurator_layout_kwargs`.
+Read from the wheels (0.5.20 vs 0.5.22): every method the adapter hooks has the same
+signature, and the bodies of the hooked ones (``Scheduler.init_memory_pools``,
+``KVCacheConfigurator._resolve_memory_pool_config`` / ``config_from_budget``, the drafts'
+``init_token_map`` / ``init_lm_head`` / ``alloc_memory_pool``) do the same steps in the same
+order. What differs, and what the adapter reads through this module instead::
+
+    difference                      ParallelState gen. (0.5.20)        runtime_context gen.
+    configurator's parallel widths  ``ps: ParallelState`` field        ``attn_dp_size``,
+                                    (mem_cache/kv_cache_configurator   ``pp_size`` fields
+                                    .py:250)                           (0.5.22 :304-305)
+    this scheduler's ranks          ``Scheduler.ps`` (managers/        ``get_parallel()``
+                                    scheduler.py:523)                  (runtime_context)
+    fused draft pool entries        none: no ``fused_entry_bytes``     ``KVCacheConfigurator.
+                                    (0.5.21 has none either)           fused_entry_bytes``
+                                                                       (0.5.22 :1150)
+    ``--enable-kv-cache-sharding``  no such flag                       0.5.22+
+    draft layer indices             ``resolve_layer_indices(...,       ``(...,
+                                    spec_algorithm)`` then             draft_model_idx)``
+                                    ``adjust_hybrid_swa_layer_ids``    (0.5.22 layer_setup
+                                    (0.5.20 model_runner.py:679-690)   .py:140)
+    ``runtime_context.publish``     no ranks (``runtime_context.py:    ``ranks=SpawnRanks``
+                                    1571``; ranks come from the
+                                    process groups)
+    a runner's full-attention       ``model_config.full_attention_    ``layer_info.full_
+    layer ids (the SWA split)       layer_ids`` (``pool_configurator  attention_layer_ids``
+                                    .py:566``)                         (0.5.22 ``:643``)
+    ``draft_parallel_layout``       none                               0.5.23 only (below)
+
+and, read by the offline planner (``planner/release_0_5_23.py``) only::
+
+    attention DP in ``ServerArgs``  ``enable_dp_attention`` + ``dp_    an ``attn_dp_size``
+                                    size`` fields; ``runtime_context  field (0.5.22+);
+                                    .attn_dp_size_of`` (``:220``)      ``attn_dp_enabled_of``
+    a resolution step reading the   ``memory_hook``, ``model_overrides  also ``kv_shard_hook``
+    device's capacity               /qwen3_vl``                         (0.5.22+)
+
+0.5.21 against 0.5.22, read from both wheels: the hooked bodies are identical, every required
+attribute and every method the phases call exists with the same signature; 0.5.21 lacks what
+0.5.22 added in three places, and there has the ParallelState generation's form::
+
+    difference                      0.5.21                             0.5.22
+    fused draft pool entries        no ``fused_entry_bytes`` (no       ``KVCacheConfigurator.
+                                    fused drafts: ``kv_cache_          fused_entry_bytes``
+                                    configurator.py:259-2571``)        (``:1150``)
+    ``--enable-kv-cache-sharding``  no such field                      ``arg_groups/fields/
+                                                                       parallel.py:184``
+    attention DP                    ``enable_dp_attention`` and        an ``attn_dp_size`` field
+                                    ``dp_size`` fields (``fields/      (``fields/parallel.py:81``);
+                                    parallel.py:163``, ``:73``);       ``get_parallel()`` names
+                                    ``attn_dp_size`` derived at        ``attn_dp_enabled``,
+                                    publish (``:285``, ``runtime_      ``num_dp_ranks`` (``:310``,
+                                    context.py:203``)                  ``:317``)
+
+and, 0.5.23 only: ``ModelRunner.init_kv_cache_configurator(self, draft_parallel_layout=None)``
+(``model_executor/model_runner.py:650``; 0.5.22 ``:643`` takes none), the configurator's
+``draft_parallel_layout`` field (``kv_cache_configurator.py:346``) and the speculative
+worker's. Without a layout an EAGLE3 draft under attention DP runs on the target's
+attention-TP group (``draft_owns_attention``, 0.5.22 ``speculative/spec_utils.py:766``;
+0.5.20's ``draft_tp_context(tp_group)``, ``spec_utils.py:689``), so its attention TP is the
+target's; ``launch_policy`` reads the worker's layout with ``getattr(..., None)``.
+
+Each difference is keyed by the first release that has the newer form (``*_SINCE``); what the
+adapter must find on the installed release besides its patch tables is
+:func:`release_requires` (checked with them, all or nothing: ``hooks.adapter_patches``).
+``test/sglang_0_5_20`` and ``test/sglang_0_5_22`` check every row on the real wheels.
 """
 
 from __future__ import annotations
@@ -28,30 +80,82 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from sglang_specinit.hooks import Requires
+
 # The first release whose configurators and workers carry ``draft_parallel_layout``.
 DRAFT_PARALLEL_LAYOUT_SINCE = (0, 5, 23)
+# The first release whose configurator has fused draft pool entries (``fused_entry_bytes``)
+# and the ``--enable-kv-cache-sharding`` flag.
+FUSED_ENTRIES_SINCE = (0, 5, 22)
+KV_CACHE_SHARDING_SINCE = (0, 5, 22)
+# The first release whose ServerArgs carry ``attn_dp_size`` (``enable_dp_attention`` deprecated)
+# and whose resolution has ``arg_groups/kv_shard_hook.py``; its ``get_parallel()`` also names
+# ``attn_dp_enabled`` / ``num_dp_ranks`` (0.5.21 derives ``attn_dp_size`` at publish).
+ATTN_DP_SIZE_FIELD_SINCE = (0, 5, 22)
+KV_SHARD_HOOK = "sglang.srt.arg_groups.kv_shard_hook"
+# The first release without ``ParallelState``: configurators take widths, schedulers read
+# their ranks from ``runtime_context``, ``publish`` takes ``SpawnRanks``.
+RUNTIME_CONTEXT_RANKS_SINCE = (0, 5, 21)
 
 # ``ModelRunner.init_kv_cache_configurator``'s parameters after ``self``, per release
-# (test/sglang_0_5_22 and test/sglang_0_5_23 check them on the real wheels).
+# (test/sglang_0_5_20, test/sglang_0_5_22 and test/sglang_0_5_23 check them on the wheels).
 INIT_KV_CACHE_CONFIGURATOR_PARAMS = {
+    "0.5.19": (),
+    "0.5.20": (),
+    "0.5.21": (),
     "0.5.22": (),
     "0.5.23": ("draft_parallel_layout",),
 }
 
+_KVC = "sglang.srt.mem_cache.kv_cache_configurator"
+_PARALLEL_STATE = "sglang.srt.distributed.parallel_state_wrapper"
+_LAYER_SETUP = "sglang.srt.model_executor.model_runner_components.layer_setup"
 
-@cache
-def has_draft_parallel_layout() -> bool:
-    """True on the installed release if it carries ``draft_parallel_layout`` (0.5.23)."""
+
+def _key(release: str | None) -> tuple[int, int, int] | None:
     from sglang_specinit.compat import installed_sglang_version, release_key
 
-    version = installed_sglang_version()
+    version = release if release is not None else installed_sglang_version()
     key = release_key(version) if version is not None else None
-    return key is not None and key[:3] >= DRAFT_PARALLEL_LAYOUT_SINCE
+    return key[:3] if key is not None else None
+
+
+@cache
+def _since(first: tuple[int, int, int], release: str | None = None) -> bool:
+    key = _key(release)
+    return key is not None and key >= first
+
+
+def has_draft_parallel_layout() -> bool:
+    """True on the installed release if it carries ``draft_parallel_layout`` (0.5.23)."""
+    return _since(DRAFT_PARALLEL_LAYOUT_SINCE)
+
+
+def has_parallel_state(release: str | None = None) -> bool:
+    """True on the ``ParallelState`` generation (default: the installed release)."""
+    return not _since(RUNTIME_CONTEXT_RANKS_SINCE, release)
+
+
+def release_requires(release: str | None = None) -> tuple[Requires, ...]:
+    """What the adapter reads on ``release`` (default: the installed one) beyond its patch
+    tables, in the form that release has: checked with the tables, all or nothing."""
+    found: list[Requires] = []
+    if has_parallel_state(release):
+        found += [
+            Requires(_KVC, "KVCacheConfigurator.ps"),
+            Requires(_PARALLEL_STATE, "ParallelState.attn_dp_size"),
+            Requires(_LAYER_SETUP, "adjust_hybrid_swa_layer_ids"),
+        ]
+    else:
+        found.append(Requires(_KVC, "KVCacheConfigurator.attn_dp_size"))
+    if _since(FUSED_ENTRIES_SINCE, release):
+        found.append(Requires(_KVC, "KVCacheConfigurator.fused_entry_bytes"))
+    return tuple(found)
 
 
 def init_kv_cache_configurator(runner: Any, draft_parallel_layout: Any = None) -> None:
-    """``runner.init_kv_cache_configurator`` as the installed release takes it (0.5.22 has no
-    layout: its draft shares the target's attention TP, so there is none to pass)."""
+    """``runner.init_kv_cache_configurator`` as the installed release takes it (before 0.5.23
+    no layout: the draft shares the target's attention TP, so there is none to pass)."""
     if has_draft_parallel_layout():
         runner.init_kv_cache_configurator(draft_parallel_layout)
     else:
@@ -59,7 +163,163 @@ def init_kv_cache_configurator(runner: Any, draft_parallel_layout: Any = None) -
 
 
 def configurator_layout_kwargs(draft_parallel_layout: Any = None) -> dict[str, Any]:
-    """The ``KVCacheConfigurator`` keyword for the layout on 0.5.23; none on 0.5.22."""
+    """The ``KVCacheConfigurator`` keyword for the layout on 0.5.23; none before."""
     if has_draft_parallel_layout():
         return {"draft_parallel_layout": draft_parallel_layout}
     return {}
+
+
+def attn_dp_size(kvc: Any) -> int:
+    """A configurator's attention-DP width (``kvc.ps.attn_dp_size`` before 0.5.21)."""
+    return int(kvc.ps.attn_dp_size if has_parallel_state() else kvc.attn_dp_size)
+
+
+def fused_entry_bytes(kvc: Any, sub_pool: str) -> int | None:
+    """``kvc.fused_entry_bytes(sub_pool)``; None before 0.5.22, which fuses no draft pools."""
+    if _since(FUSED_ENTRIES_SINCE):
+        return kvc.fused_entry_bytes(sub_pool)
+    return None
+
+
+def kv_cache_sharding(server_args: Any) -> bool:
+    """``--enable-kv-cache-sharding``; False before 0.5.22, which has no such flag."""
+    return bool(server_args.enable_kv_cache_sharding) if _since(KV_CACHE_SHARDING_SINCE) else False
+
+
+def has_attention_dp_names(release: str | None = None) -> bool:
+    """True where ``get_parallel()`` answers ``attn_dp_enabled`` / ``num_dp_ranks`` and
+    ``attn_dp_size`` is a ServerArgs field (0.5.22 on; default: the installed release)."""
+    return _since(ATTN_DP_SIZE_FIELD_SINCE, release)
+
+
+def scheduler_ranks(scheduler: Any) -> Any:
+    """This scheduler's ranks and widths: ``get_parallel()`` from 0.5.22; on 0.5.21 the same
+    with the two names 0.5.22 added (``attn_dp_enabled`` is 0.5.21's ``enable_dp_attention``,
+    ``num_dp_ranks`` its ``dp_size``: ``runtime_context.py:77`` derives ``attn_dp_size`` from
+    them, ``:2122`` counts DP ranks by ``dp_size``); before, an object with the same names read
+    from the scheduler's own ``ParallelState`` (0.5.20 builds it in ``Scheduler.__init__``;
+    ``attn_dp_enabled`` is its ``enable_dp_attention``)."""
+    from types import SimpleNamespace
+
+    if not has_parallel_state():
+        from sglang.srt.runtime_context import get_parallel
+
+        parallel = get_parallel()
+        if has_attention_dp_names():
+            return parallel
+        names = ("dp_rank", "pp_rank", "tp_rank", "attn_dp_rank", "attn_tp_rank")
+        names += ("pp_size", "tp_size", "attn_tp_size")
+        return SimpleNamespace(
+            **{name: getattr(parallel, name) for name in names},
+            attn_dp_enabled=bool(parallel.enable_dp_attention),
+            num_dp_ranks=int(parallel.dp_size),
+        )
+    ps = scheduler.ps
+    return SimpleNamespace(
+        attn_dp_enabled=bool(scheduler.enable_dp_attention),
+        dp_rank=ps.dp_rank,
+        pp_rank=ps.pp_rank,
+        tp_rank=ps.tp_rank,
+        attn_dp_rank=ps.attn_dp_rank,
+        attn_tp_rank=ps.attn_tp_rank,
+        pp_size=ps.pp_size,
+        tp_size=ps.tp_size,
+        attn_tp_size=ps.attn_tp_size,
+        num_dp_ranks=ps.dp_size,
+    )
+
+
+def configurator_parallel_kwargs() -> dict[str, Any]:
+    """The parallel keywords of an offline rank-0 ``KVCacheConfigurator`` (the planner's):
+    ``attn_dp_size`` / ``pp_size`` from 0.5.21, else a rank-0 ``ParallelState`` with the
+    published widths (as ``Scheduler.__init__`` builds it, 0.5.20 ``scheduler.py:523``)."""
+    from sglang.srt.runtime_context import get_parallel
+
+    parallel = get_parallel()
+    if not has_parallel_state():
+        return {"attn_dp_size": parallel.attn_dp_size, "pp_size": 1}
+    from sglang.srt.distributed.parallel_state_wrapper import ParallelState
+
+    return {
+        "ps": ParallelState.trivial(
+            tp_size=parallel.tp_size,
+            dp_size=parallel.dp_size,
+            attn_tp_size=parallel.attn_tp_size,
+            attn_cp_size=parallel.attn_cp_size,
+            attn_dcp_size=parallel.dcp_size,
+            attn_dp_size=parallel.attn_dp_size,
+            moe_ep_size=parallel.ep_size,
+            moe_dp_size=parallel.moe_dp_size,
+        )
+    }
+
+
+def resolve_layer_info(model_config: Any, *, is_draft: bool, spec_algorithm: Any, **kw: Any) -> Any:
+    """``layer_setup.resolve_layer_indices`` for a runner without weights, as the installed
+    release's ``ModelRunner`` calls it (0.5.20: by ``spec_algorithm``, then
+    ``adjust_hybrid_swa_layer_ids`` on the config; from 0.5.21 by ``draft_model_idx``)."""
+    from sglang.srt.model_executor.model_runner_components import layer_setup
+
+    if not has_parallel_state():
+        return layer_setup.resolve_layer_indices(
+            model=None, model_config=model_config, is_draft_worker=is_draft, **kw
+        )
+    info = layer_setup.resolve_layer_indices(
+        model=None,
+        model_config=model_config,
+        is_draft_worker=is_draft,
+        spec_algorithm=spec_algorithm,
+    )
+    layer_setup.adjust_hybrid_swa_layer_ids(
+        model_config=model_config,
+        start_layer=info.start_layer,
+        end_layer=info.end_layer,
+        is_hybrid_swa=model_config.is_hybrid_swa,
+    )
+    return info
+
+
+def full_attention_layer_ids(kvc: Any) -> Any:
+    """The full-attention layer ids a configurator's SWA split counts (0.5.20 keeps them on
+    the runner's model config, adjusted to its layer slice, and only for hybrid-SWA models;
+    from 0.5.21 on its layer info)."""
+    if has_parallel_state():
+        return getattr(kvc.model_config, "full_attention_layer_ids", None)
+    return kvc.layer_info.full_attention_layer_ids
+
+
+def publish_kwargs() -> dict[str, Any]:
+    """``runtime_context.publish``'s rank keyword for an offline rank-0 scheduler (none before
+    0.5.21: ranks come from the process groups there)."""
+    if has_parallel_state():
+        return {}
+    from sglang.srt import runtime_context
+
+    return {"ranks": runtime_context.SpawnRanks(0, None, 0)}
+
+
+# What derived_server_arg answers for a name the installed release stores as a field.
+NOT_DERIVED = object()
+
+
+def derived_server_arg(view: Any, name: str) -> Any:
+    """The attention-DP field the planner reads under a name the installed release derives
+    rather than stores: ``attn_dp_size`` before 0.5.22 (``runtime_context.attn_dp_size_of``),
+    ``enable_dp_attention`` from 0.5.22 (``attn_dp_enabled_of``); :data:`NOT_DERIVED` for any
+    other name (read it from the record)."""
+    from sglang.srt import runtime_context
+
+    if _since(ATTN_DP_SIZE_FIELD_SINCE):
+        if name == "enable_dp_attention":
+            return runtime_context.attn_dp_enabled_of(view)
+    elif name == "attn_dp_size":
+        return runtime_context.attn_dp_size_of(view)
+    return NOT_DERIVED
+
+
+def present_capacity_readers(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The resolution modules of ``names`` the installed release has (``kv_shard_hook`` from
+    0.5.22)."""
+    if _since(KV_CACHE_SHARDING_SINCE):
+        return names
+    return tuple(name for name in names if name != KV_SHARD_HOOK)

@@ -37,6 +37,7 @@ from sglang_specinit.live_sizing import (
 )
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_23 import pool_probe
+from sglang_specinit.sglang_0_5_23.release_shims import attn_dp_size, fused_entry_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +104,6 @@ def sizing_active(sizing: TargetSizing) -> Iterator[None]:
     "KVCacheConfigurator._profile_available_bytes",
     "KVCacheConfigurator._apply_token_constraints",
     "KVCacheConfigurator.resolve_max_num_reqs",
-    "KVCacheConfigurator.fused_entry_bytes",
     "KVCacheConfigurator._derive_pool_sizes",
     "KVCacheConfigurator._init_pools",
 )
@@ -119,7 +119,8 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
     )
 
     configurator = create_memory_pool_configurator(self)
-    fused = self.fused_entry_bytes("full") is not None or self.fused_entry_bytes("swa") is not None
+    # Fused draft entries exist from 0.5.22 (release_shims; required there, not before).
+    fused = any(fused_entry_bytes(self, pool) is not None for pool in ("full", "swa"))
     if fused or type(configurator) not in (DefaultPoolConfigurator, HybridSWAPoolConfigurator):
         reason = "a fused draft pool" if fused else f"{type(configurator).__name__} pools"
         logger.warning(
@@ -210,7 +211,7 @@ def read_sizing(
         context_len=kvc.model_config.context_len,
         max_total_tokens=schedule.max_total_tokens,
         max_running_requests=schedule.max_running_requests,
-        dp_size=kvc.attn_dp_size,
+        dp_size=attn_dp_size(kvc),
     )
 
 

@@ -133,19 +133,19 @@ def all_rank_min_free_at_sizing(runner: Any, inputs: BudgetInputs) -> int | None
     return inputs.pre_load_free_bytes - inputs.measured_resident_bytes + int(reservation_gb * GIB)
 
 
-def rank_fields() -> dict[str, int]:
-    """Where this scheduler sits in the launch, from 0.5.23's ``runtime_context.get_parallel()``.
+def rank_fields(scheduler: Any) -> dict[str, int]:
+    """Where this scheduler sits in the launch, from 0.5.23's ``runtime_context.get_parallel()``
+    (0.5.20: the scheduler's ``ParallelState``; ``release_shims.scheduler_ranks``).
 
     Replicas (``--dp`` without attention DP) are separate schedulers numbered by ``dp_rank``;
     under attention DP (``--attn-dp-size``, or the older ``--dp N --enable-dp-attention``)
     the DP ranks live inside the TP group, so the file name shows the attention-DP rank and
     the index adds nothing for it.
     """
-    from sglang.srt.runtime_context import get_parallel
-
     from sglang_specinit import rank_reports
+    from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks
 
-    parallel = get_parallel()
+    parallel = scheduler_ranks(scheduler)
     attn_dp = bool(parallel.attn_dp_enabled)
     replica = 0 if attn_dp else int(parallel.dp_rank or 0)
     return rank_reports.rank_fields(
@@ -175,16 +175,15 @@ def memory_breakdown(
     """The same quantities ``sglang-specinit plan --json`` prints, measured on this rank, with
     the rank's place in the launch and its tightness (``rank_free_bytes``: its own free
     memory at sizing, :func:`rank_free_at_sizing`)."""
-    from sglang.srt.runtime_context import get_parallel
-
     from sglang_specinit.compat import installed_sglang_version
     from sglang_specinit.rank_reports import tightness_fields
     from sglang_specinit.report import plan_to_dict
+    from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks
 
     assert sizing.plan is not None and sizing.inputs is not None
     draft_runners = sizing.draft.pool_runners + [r for r, _ in sizing.draft.fixed_pools]
-    breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=get_parallel().tp_size)
-    # The installed release (this adapter serves 0.5.22 and 0.5.23).
+    breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=scheduler_ranks(scheduler).tp_size)
+    # The installed release (this adapter serves two API generations: release_shims).
     breakdown["sglang_version"] = installed_sglang_version()
     breakdown["allocated_target_kv_pool_bytes"] = kv_pool_allocated_bytes(
         scheduler.tp_worker.model_runner
@@ -196,7 +195,7 @@ def memory_breakdown(
     breakdown["stock_duplicate_bytes_at_profile"] = sizing.stock_duplicate_bytes
     breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
     breakdown["pricing_seconds"] = round(sizing.pricing_seconds, 4)
-    breakdown.update(rank_fields())
+    breakdown.update(rank_fields(scheduler))
     min_free = all_rank_min_free_at_sizing(scheduler.tp_worker.model_runner, sizing.inputs)
     breakdown.update(tightness_fields(rank_free_bytes, min_free))
     if scheduler.server_args.device == "cuda":

@@ -391,12 +391,13 @@ def register_shims() -> None:
     global _registered
     if _registered:
         return
-    from harness.launch.sglang_release import runs_0_5_23
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
+    from harness.launch.sglang_release import imports_sgl_kernel_cpu_ops
+
     source = HookSource(plugin_name="specinit-test-shims", dist_name=None)
-    if not runs_0_5_23():
-        # 0.5.23 runs its KV warm-up through the sgl_kernel test double: 0.5.13.x-only.
+    if not imports_sgl_kernel_cpu_ops():
+        # 0.5.16+ runs its KV warm-up through the sgl_kernel test double: 0.5.13.x-only.
         os.environ.setdefault(NATIVE_MOVE_KV_ENV, "1")
         HookRegistry.register(
             _HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, HookType.REPLACE, source=source
@@ -435,9 +436,9 @@ def register_shims() -> None:
 
 def shim_targets() -> list[str]:
     """Dotted targets the shims hook (for asserting they were applied in a process)."""
-    from harness.launch.sglang_release import runs_0_5_23
+    from harness.launch.sglang_release import imports_sgl_kernel_cpu_ops
 
-    if runs_0_5_23():
+    if imports_sgl_kernel_cpu_ops():
         return [t for name, t in _HOOK_TARGETS.items() if name != "kv_copy"]
     return list(_HOOK_TARGETS.values())
 

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sglang_specinit.planner.gpus import GPU_PRESETS
+
 from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_mtp, tiny_configs
 from harness.reports.config_snapshot import snapshot_differences
-from sglang_specinit.planner.gpus import GPU_PRESETS
 
 # The device the recipes target, as a named test double: total memory (nvidia-smi MiB) and
 # compute capability (sm90) of an H100-80GB.

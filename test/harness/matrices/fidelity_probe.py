@@ -162,10 +162,11 @@ def record_fraction_without_spec_term(sink: dict[str, Any]) -> None:
 
 def _model_configs(server_args: Any, mode: str) -> dict[str, Any]:
     """Steps 2 and 3 of the module docstring."""
-    from harness.reports.config_snapshot import model_config_snapshot
     from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.sglang_0_5_13.state import defer_pools
     from sglang_specinit.specs import runner_layer_count
+
+    from harness.reports.config_snapshot import model_config_snapshot
 
     out: dict[str, Any] = {}
     scheduler_config = ModelConfig.from_server_args(server_args)

@@ -88,9 +88,10 @@ def input_fields(server_args: Any) -> dict[str, Any]:
 
 def _model_configs(server_args: Any) -> dict[str, Any]:
     """Steps 2 and 3 of the module docstring."""
-    from harness.reports.config_snapshot import model_config_snapshot
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.runtime_context import get_model, get_spec, publish
+
+    from harness.reports.config_snapshot import model_config_snapshot
 
     publish(server_args, role="scheduler")
     out: dict[str, Any] = {}

@@ -19,7 +19,7 @@ first, as SGLang reads it before loading), at the same points in both inits:
   runs for the target before its draft even loads. Their memory comes from the ``1 - f``
   share by design, so :func:`usage_after_pools` takes it out rather than charge stock for it.
 
-Registered through SGLang's ``HookRegistry`` (AROUND hooks) by ``site/sitecustomize.py``
+Registered through SGLang's ``HookRegistry`` (AROUND hooks) by ``launch/site/sitecustomize.py``
 when ``SPECINIT_TEST_DEVICE_PROBE=1``; each process appends JSON lines to
 ``$SPECINIT_TEST_PROBE_DIR/device-probe-<pid>.jsonl``. On device "cpu" the meter is the
 harness's ``SimulatedDeviceMemory`` (torch counters are then absent), which is how the CPU

@@ -244,8 +244,9 @@ def _published_ranks() -> Any:
 
 def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
     """The JSON payload: process, scheduler numbers, runners, meter, applied hooks."""
-    from harness.cpu_doubles import shims
     from sglang.srt.plugins.hook_registry import HookRegistry
+
+    from harness.cpu_doubles import shims
 
     state: dict[str, Any] = {
         "pid": os.getpid(),

@@ -1,15 +1,17 @@
-"""TEST DOUBLE for ``sgl_kernel`` on a GPU-less machine (sglang 0.5.23 tests only).
+"""TEST DOUBLE for ``sgl_kernel`` on a GPU-less machine (CPU tests of sglang 0.5.16+ only).
 
-Why it exists: with ``SGLANG_USE_CPU_ENGINE=1`` sglang 0.5.23 imports CPU ops from
-``sgl_kernel`` at module import time (``kernels/ops/kvcache/cache_move.py``,
-``kernels/ops/speculative/*``, ``mem_cache/allocation.py``), and ``sglang-kernel`` has no CPU
-build. This package lets those imports succeed and runs exactly one call: the KV pool's
-warm-up copy (``MHATokenToKVPool._init_kv_copy_and_warmup`` copies slot 0 onto slot 0 of every
-layer, which changes nothing). Every other call raises :class:`StubKernelCalled`, so a test
+Why it exists: with ``SGLANG_USE_CPU_ENGINE=1`` sglang 0.5.16 and later (run on 0.5.20 and
+0.5.23) import CPU ops from ``sgl_kernel`` at module import time
+(``kernels/ops/kvcache/cache_move.py``, ``kernels/ops/speculative/*``,
+``mem_cache/allocation.py``), and ``sglang-kernel`` has no CPU build. This package lets those
+imports succeed and runs exactly one call: the KV pool's warm-up copy
+(``MHATokenToKVPool._init_kv_copy_and_warmup`` copies slot 0 onto slot 0 of every layer, which
+changes nothing). Every other call raises :class:`StubKernelCalled`, so a test
 that reaches a real kernel fails loudly instead of computing something wrong.
 
-It is put on ``PYTHONPATH`` only by the 0.5.23 CPU harness (``harness.launch.sglang_release``); it
-must never be importable in a GPU run or next to a real ``sgl_kernel``.
+It is put on ``PYTHONPATH`` only by the CPU harness, for the releases that import it
+(``harness.launch.sglang_release.extra_python_path``); it must never be importable in a GPU run or
+next to a real ``sgl_kernel``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def copy_all_layer_kv_cache_cpu(data_ptrs: Any, strides: Any, tgt_loc: Any, src_
         _refuse("copy_all_layer_kv_cache_cpu")()
 
 
-# The CPU ops sglang 0.5.23 imports at module level; each refuses when called.
+# The CPU ops sglang 0.5.20 and 0.5.23 import at module level; each refuses when called.
 for _name in (
     "assign_draft_cache_locs_contiguous_cpu",
     "assign_extend_cache_locs_cpu",
