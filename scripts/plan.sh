@@ -9,8 +9,8 @@
 #                                     and upstream 0.5.14 beside this package's
 #
 # sglang 0.5.23's pool code imports sgl_kernel, which has no CPU build; on this GPU-less
-# machine the project's named CPU stand-in (test/harness/cpu_doubles/sgl_kernel_stub: import only, the
-# planner runs no kernel) is put on the path. A GPU host with sglang installed has the real one.
+# machine the project's named CPU stand-in (test/harness/cpu_doubles/sgl_kernel_stub: import
+# only, the planner runs no kernel) is put on the path. A GPU host with sglang installed has the real one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >&2
