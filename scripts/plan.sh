@@ -8,20 +8,14 @@
 #   SPECINIT_SGLANG=0.5.13            plan with sglang 0.5.13.post1 (.venv): stock 0.5.13.post1
 #                                     and upstream 0.5.14 beside this package's
 #
-# sglang 0.5.23's pool code imports sgl_kernel, which has no CPU build; on this GPU-less
-# machine the project's named CPU stand-in (test/harness/cpu_doubles/sgl_kernel_stub: import
-# only, the planner runs no kernel) is put on the path. A GPU host with sglang installed has the real one.
+# Either is the environment's own `sglang-specinit plan`, as a user runs it: on this GPU-less
+# machine sglang 0.5.23's planner builds its pricing pools on cpu without sgl_kernel (see
+# docs/planner.md), so nothing is added to the path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >&2
 case "${SPECINIT_SGLANG:-0.5.23}" in
   0.5.13*) exec .venv/bin/sglang-specinit plan "$@" ;;
-  0.5.23)
-    if .venv-sglang0523/bin/python -c 'import sgl_kernel' 2>/dev/null; then
-      exec .venv-sglang0523/bin/sglang-specinit plan "$@"
-    fi
-    PYTHONPATH="$PWD/test/harness/cpu_doubles/sgl_kernel_stub${PYTHONPATH:+:$PYTHONPATH}" \
-      exec .venv-sglang0523/bin/sglang-specinit plan "$@"
-    ;;
+  0.5.23) exec .venv-sglang0523/bin/sglang-specinit plan "$@" ;;
   *) echo "scripts/plan.sh: SPECINIT_SGLANG must be 0.5.23 or 0.5.13" >&2; exit 2 ;;
 esac

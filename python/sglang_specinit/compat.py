@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 # Release lines with an adapter package; each package's RELEASES names the exact releases it
 # was written and tested for.
-ADAPTER_PACKAGES = ("sglang_0_5_13", "sglang_0_5_23")
+ADAPTER_PACKAGES = ("sglang_0_5_13", "sglang_0_5_14", "sglang_0_5_23")
 
 
 def adapter_releases() -> dict[str, tuple[str, ...]]:
@@ -86,7 +86,7 @@ def decide_for_version(ver: str | None) -> Decision:
     """The adapter for ``ver``, or why there is none.
 
     A release the plugin does not serve but that is not older than the oldest served one
-    (0.5.13.post2, 0.5.14 .. 0.5.21, 0.5.24, 0.6.0, ...) is declined as ``not_served``: the
+    (0.5.13.post2, 0.5.16 .. 0.5.19, 0.5.24, 0.6.0, ...) is declined as ``not_served``: the
     plugin logs one INFO line and SGLang starts unchanged. The package's dependency has no
     upper bound (``sglang>=0.5.13``), so installing it never moves the host's sglang; this
     decision is what keeps an unserved release unpatched. Older or unreadable versions are

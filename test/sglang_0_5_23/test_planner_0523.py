@@ -5,9 +5,9 @@ report, bad input, and every pool priced by the function the 0.5.23 server runs
 No SGLang launch: the plans run in this process (this suite's conftest sets
 ``SGLANG_USE_CPU_ENGINE=1`` before SGLang is imported and puts the ``sgl_kernel`` test double on
 the path: the planner builds its pricing pools on cpu with 0.5.23's pool code), plus two fresh
-planner processes started up front: this environment's console entry (the double on its
-``PYTHONPATH``), and ``.venv``'s planner (sglang 0.5.13.post1) printing the 0.5.23 rule, for the
-cross-release checks.
+planner processes started up front: this environment's console entry (no double on its path:
+it drops the CPU-engine switch and needs no ``sgl_kernel``), and ``.venv``'s planner (sglang
+0.5.13.post1) printing the 0.5.23 rule, for the cross-release checks.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from typing import Any
 
 import pytest
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
-from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.plan import EXAMPLES_DIR, list_examples
 from sglang_specinit.report import BREAKDOWN_KEYS
@@ -52,11 +51,11 @@ def fresh_processes() -> Iterator[dict[str, subprocess.Popen[str]]]:
     argv = ["-m", "sglang_specinit.planner.cli", "plan", "--json"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     procs = {
-        # This environment's entry point, in a shell set up for CPU tests (the sgl_kernel
-        # test double: 0.5.23's pool modules import its CPU op; a GPU host has the real one).
+        # This environment's entry point, in a shell with the CPU-engine switch set, without
+        # the sgl_kernel test double (the planner drops the switch; its cpu pools need none).
         "0.5.23": subprocess.Popen(
             [sys.executable, *argv],
-            env={**env, "SGLANG_USE_CPU_ENGINE": "1", "PYTHONPATH": str(SGL_KERNEL_STUB_DIR)},
+            env={**env, "SGLANG_USE_CPU_ENGINE": "1"},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -155,8 +154,10 @@ def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu(
 def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
     capsys: pytest.CaptureFixture[str], fresh_processes: dict
 ) -> None:
-    """This process imported SGLang with SGLANG_USE_CPU_ENGINE=1 (conftest); the fresh one
-    started with it set. Both plan the GPU preset exactly as 0.5.23 would on that GPU."""
+    """This process imported SGLang with SGLANG_USE_CPU_ENGINE=1 (conftest; its pools built with
+    the test double's CPU op); the fresh one started with it set and dropped it (its pools
+    built without the CPU engine, no sgl_kernel). Both plan the GPU preset exactly as 0.5.23
+    would on that GPU."""
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
     here = plan_json(capsys)
     fresh = fresh_plan(fresh_processes, "0.5.23")

@@ -1,13 +1,18 @@
 """Where the sglang 0.5.23 planner builds its pricing pools
 (``planner.release_0_5_23.pricing_device``) and what it then needs from ``sgl_kernel``
-(``require_sgl_kernel``): on this GPU-less machine cpu, as a CPU engine with ``sgl_kernel``'s
-CPU op; on a CUDA host that GPU with any ``sgl_kernel`` that imports
-(``test/gpu/test_gpu_planner_0523.py`` runs it there). A CUDA host is stood in for by
-``torch.cuda.is_available`` answering True (a TEST DOUBLE: this machine has no GPU).
+(``require_sgl_kernel``): on this GPU-less machine cpu, without the CPU engine and without any
+``sgl_kernel`` (the pool's warm-up copy skipped: ``kv_warm_up_copy_skipped``), or, in a process
+that imported SGLang as a CPU engine (this suite), with ``sgl_kernel``'s CPU op; on a CUDA host
+that GPU with any ``sgl_kernel`` that imports (``test/gpu/test_gpu_planner_0523.py`` runs it
+there). A CUDA host is stood in for by ``torch.cuda.is_available`` answering True (a TEST
+DOUBLE: this machine has no GPU).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -17,7 +22,7 @@ import pytest
 import torch
 from sglang_specinit.planner import release_0_5_23
 from sglang_specinit.planner.cli import main
-from sglang_specinit.planner.plan import PlanError
+from sglang_specinit.planner.plan import PlanError, list_examples
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -47,8 +52,9 @@ needs_gpu_less_host = pytest.mark.skipif(
 
 @needs_gpu_less_host
 def test_fresh_planner_process_prices_on_cpu_without_cuda() -> None:
-    """No CUDA device: cpu, and the command line imports SGLang as a CPU engine; with CUDA
-    the same process would build on the GPU and drop the switch. Decided without SGLang."""
+    """No CUDA device: cpu, and the command line drops the CPU-engine switch (its pools need no
+    ``sgl_kernel`` op); with CUDA the same process builds on the GPU, the switch dropped too,
+    even when the shell set it. Decided without SGLang."""
     env = {k: v for k, v in os.environ.items() if k not in ("SGLANG_USE_CPU_ENGINE", "PYTHONPATH")}
     proc = subprocess.run(
         [sys.executable, "-c", FRESH_DECISION],
@@ -61,7 +67,7 @@ def test_fresh_planner_process_prices_on_cpu_without_cuda() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout) == {
         "device": "cpu",
-        "cpu_engine": "1",
+        "cpu_engine": None,
         "device_on_cuda_host": "cuda",
         "cpu_engine_on_cuda_host": None,
         "sglang_imported": False,
@@ -90,9 +96,11 @@ def stub_kernel() -> object:
 
 
 @needs_gpu_less_host
-def test_cpu_host_without_the_cpu_op_exits_2_naming_the_cpu_case(
+def test_a_cpu_engine_without_the_cpu_op_exits_2_naming_the_cpu_engine_case(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stub_kernel: object
 ) -> None:
+    """An in-process caller that runs SGLang as a CPU engine (this suite) needs the CPU op its
+    pool modules import; the line says to drop the switch (or install the CPU build)."""
     monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
     code = main(["plan", "--json"])
     out, err = capsys.readouterr()
@@ -100,7 +108,116 @@ def test_cpu_host_without_the_cpu_op_exits_2_naming_the_cpu_case(
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert "on cpu (torch sees no CUDA device)" in lines[0], lines[0]
+    assert "runs sglang as a CPU engine (SGLANG_USE_CPU_ENGINE=1)" in lines[0], lines[0]
     assert "no CPU ops (copy_all_layer_kv_cache_cpu)" in lines[0], lines[0]
+    assert "unset SGLANG_USE_CPU_ENGINE before sglang is imported" in lines[0], lines[0]
+
+
+@needs_gpu_less_host
+def test_cpu_without_the_cpu_engine_needs_no_sgl_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line's case: no CPU engine, so no sgl_kernel at all is accepted (where the
+    CPU engine is on, the same missing package is refused)."""
+    monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    monkeypatch.delenv("SGLANG_USE_CPU_ENGINE")
+    release_0_5_23.require_sgl_kernel()
+    monkeypatch.setenv("SGLANG_USE_CPU_ENGINE", "1")
+    with pytest.raises(PlanError, match="the sgl_kernel package is not installed"):
+        release_0_5_23.require_sgl_kernel()
+
+
+def _plan_json_here(*argv: str) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plan", "--json", *argv]) == 0
+    return json.loads(out.getvalue())
+
+
+@pytest.mark.parametrize("example", list_examples())
+def test_skipping_the_warm_up_copy_changes_no_price(
+    monkeypatch: pytest.MonkeyPatch, example: str
+) -> None:
+    """The plan with the pool's warm-up copy skipped (what a GPU-less planner process runs)
+    equals the plan with it run, here where both can run (a CPU engine: the copy is the
+    ``sgl_kernel`` test double's no-op CPU op, counted). Where the example's pools have no
+    warm-up (MLA) both counts are 0 and the plans are still equal."""
+    import sglang.kernels.ops.kvcache.cache_move as cache_move
+
+    calls = []
+    cpu_copy = cache_move.copy_all_layer_kv_cache_cpu
+    monkeypatch.setattr(
+        cache_move,
+        "copy_all_layer_kv_cache_cpu",
+        lambda *args: calls.append(args) or cpu_copy(*args),
+    )
+    skipped = _plan_json_here("--example", example)
+    copies_when_skipped = len(calls)
+    monkeypatch.setattr(release_0_5_23, "kv_warm_up_copy_skipped", contextlib.nullcontext)
+    copied = _plan_json_here("--example", example)
+    assert copies_when_skipped == 0
+    assert skipped == copied
+    # Each MHA pool (a hybrid SWA pool's parts too) runs the copy; MLA pools have none.
+    assert bool(calls) == (example not in MLA_EXAMPLES), len(calls)
+
+
+MLA_EXAMPLES = {"deepseek-v3-mtp"}
+
+
+def test_the_skip_is_only_the_self_copy_and_ends_with_its_context() -> None:
+    """Inside the context a copy that moves bytes still reaches 0.5.23's function (here the
+    test double's CPU op, which refuses anything but the warm-up); afterwards the pool module
+    calls 0.5.23's function again."""
+    from sgl_kernel import StubKernelCalled
+    from sglang.srt.mem_cache import memory_pool
+
+    original = memory_pool.copy_all_layer_kv_cache_func
+    zeros, one = torch.zeros(4, dtype=torch.int64), torch.ones(4, dtype=torch.int64)
+    with release_0_5_23.kv_warm_up_copy_skipped():
+        stand_in = memory_pool.copy_all_layer_kv_cache_func
+        assert stand_in is not original
+        stand_in(torch.zeros(1), torch.zeros(1), zeros, zeros, 1, 4, {})  # no-op
+        with pytest.raises(StubKernelCalled):
+            stand_in(torch.zeros(1), torch.zeros(1), one, zeros, 1, 4, {})
+    assert memory_pool.copy_all_layer_kv_cache_func is original
+
+
+# A fresh planner process as a user starts it on this GPU-less host: the CPU-engine switch set
+# in the shell, no test double on the path, and `import sgl_kernel` failing as the real CUDA
+# wheel's does here (TEST DOUBLE for that wheel: an import hook raising its ImportError).
+WITHOUT_SGL_KERNEL = """
+import importlib.abc, sys
+
+class CudaWheelOnAGpuLessHost(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.partition(".")[0] == "sgl_kernel":
+            raise ImportError("libcuda.so.1: cannot open shared object file: No such file")
+        return None
+
+sys.meta_path.insert(0, CudaWheelOnAGpuLessHost())
+from sglang_specinit.planner.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.slow
+@needs_gpu_less_host
+def test_the_command_line_plans_on_cpu_without_sgl_kernel() -> None:
+    """No CPU build of sglang-kernel exists: the command line prices every pool on cpu without
+    one, and gets this process's plan (a CPU engine with the test double's CPU op). Slow (a
+    fresh planner process); in CI ``test_planner_0523.py::
+    test_the_cpu_engine_switch_does_not_move_a_gpu_plan`` runs the same comparison with a fresh
+    process that has no sgl_kernel on its path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-c", WITHOUT_SGL_KERNEL, "plan", "--json"],
+        env={**env, "SGLANG_USE_CPU_ENGINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout) == _plan_json_here()
 
 
 def test_cuda_host_needs_only_an_importable_sgl_kernel(

@@ -16,11 +16,11 @@ imported where the flags allow it.
 
 The plan is for the device the flags name, not for this process: a fresh planner process drops
 ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, and the replays answer SGLang's
-``is_cpu()`` for the planned device (:func:`plan.planned_cpu_engine`). On sglang 0.5.23 on a
-GPU-less host the fresh process sets it instead: there the planner prices every pool by
-building it tiny on cpu with 0.5.23's own pool code, whose modules pick their CPU kernels at
-import time (on a CUDA host it builds them on the GPU: ``release_0_5_23.pricing_device``); the
-planned resolution still sees the planned device (``release_0_5_23.planned_device``).
+``is_cpu()`` for the planned device (:func:`plan.planned_cpu_engine`). On sglang 0.5.23 the
+planner prices every pool by building it tiny with 0.5.23's own pool code on this host
+(``release_0_5_23.pricing_device``: its GPU, else cpu without the CPU engine, so that no
+``sgl_kernel`` op is imported); the planned resolution still sees the planned device
+(``release_0_5_23.planned_device``).
 """
 
 from __future__ import annotations
@@ -244,27 +244,13 @@ def _plan_as_json(options: argparse.Namespace, launch: list[str]) -> dict[str, A
 
 
 def _set_host_cpu_engine() -> None:
-    """A planner process plans for ``--device``, not as a CPU engine (see module doc), but on
-    sglang 0.5.23 on a GPU-less host imports SGLang as one, for the pricing pools it builds on
-    cpu; on a CUDA host it builds them on that GPU, as SGLang's CUDA build
-    (``release_0_5_23.pricing_device``, decided with torch only). Only for the process's own
-    entry point, before SGLang is imported: a caller in the same process (a test, a server)
-    keeps its environment, and :func:`plan.planned_cpu_engine` covers it."""
-    if "sglang" in sys.modules:
-        return
-    try:
-        on_0_5_23 = installed_replay().release == "0.5.23"
-    except ValueError:  # an unserved release: its message comes with the command
-        on_0_5_23 = False
-    if on_0_5_23:
-        from sglang_specinit.planner.release_0_5_23 import pricing_device
-
-        prices_on_cpu = pricing_device() == "cpu"
-    else:
-        prices_on_cpu = False
-    if prices_on_cpu:
-        os.environ[CPU_ENGINE_ENV] = "1"
-    else:
+    """A planner process plans for ``--device``, not as a CPU engine (see module doc): it drops
+    ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, on every release and host. On sglang
+    0.5.23 on a GPU-less host that is also what lets it build its pricing pools on cpu with no
+    ``sgl_kernel`` (``release_0_5_23.pricing_device``). Only for the process's own entry
+    point: a caller in the same process (a test, a server) keeps its environment, and
+    :func:`plan.planned_cpu_engine` covers it."""
+    if "sglang" not in sys.modules:
         os.environ.pop(CPU_ENGINE_ENV, None)
 
 

@@ -18,9 +18,10 @@ launch's flags are published with this host's device (:func:`pricing_device`:
 price_configurators``, the server's own function, builds each pool tiny with 0.5.23's pool
 code (DSA index-K and FP8 layouts, DCP-replicated drafts, SWA splits, one pool per multi-layer
 EAGLE runner, the frozen-KV stand-in). On a CUDA host the pools are built on its GPU and need
-only ``sgl_kernel``; on a GPU-less host on cpu as SGLang's CPU engine builds them: the
-planner's process imports SGLang with ``SGLANG_USE_CPU_ENGINE=1`` and needs ``sgl_kernel``'s
-CPU KV-copy op (:func:`require_sgl_kernel`).
+only ``sgl_kernel``; on a GPU-less host on cpu by SGLang's ordinary (not CPU-engine) modules,
+which import no ``sgl_kernel`` there, with the pool's warm-up KV copy skipped for the pricing
+call (:func:`kv_warm_up_copy_skipped`: a Triton launch that moves no byte), so the real
+``sglang-kernel`` CUDA wheel, or none, is enough (:func:`require_sgl_kernel`).
 
 **Stock 0.5.23's column** comes from 0.5.23's own configurator on the same target
 configurator (:func:`stock_plan_0_5_23`: ``create_memory_pool_configurator(kvc)._cell_size``,
@@ -127,8 +128,10 @@ def _device_capacity_answering(capacity_mib: float) -> contextlib.ExitStack:
     """
     import importlib
 
+    from sglang_specinit.sglang_0_5_23.release_shims import present_capacity_readers
+
     stack = contextlib.ExitStack()
-    for name in CAPACITY_READERS:
+    for name in present_capacity_readers(CAPACITY_READERS):  # per release: release_shims
         module = importlib.import_module(name)
         stack.enter_context(
             _attribute(module, "get_device_memory_capacity", lambda device=None: capacity_mib)
@@ -214,10 +217,11 @@ class ResolvedArgs:
 
     def __getattr__(self, name: str) -> Any:
         from sglang.srt.arg_groups.overrides import resolution_result
-        from sglang.srt.runtime_context import attn_dp_enabled_of
+        from sglang_specinit.sglang_0_5_23.release_shims import NOT_DERIVED, derived_server_arg
 
-        if name == "enable_dp_attention":
-            return attn_dp_enabled_of(self)
+        derived = derived_server_arg(self, name)  # attention DP's field per release
+        if derived is not NOT_DERIVED:
+            return derived
         if name not in self._fields:
             raise AttributeError(f"sglang {RELEASE} ServerArgs has no field {name!r}")
         return resolution_result(self._server_args, name)
@@ -355,13 +359,18 @@ class Replay0523:
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
         """Every pool priced by the function the 0.5.23 server runs
         (``runtime_budget.price_configurators``) on the configurators 0.5.23 builds for this
-        launch (``offline_configurator.published_layout``, see :func:`pricing_layout`)."""
+        launch (``offline_configurator.published_layout``, see :func:`pricing_layout`); on cpu
+        without the pool's warm-up copy (:func:`kv_warm_up_copy_skipped`)."""
         from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
         layout, fixed_tokens = pricing_layout(launch, device)
         fixed = [(kvc, fixed_tokens) for kvc in layout.drafts] if fixed_tokens else []
         pool_drafts = [] if fixed_tokens else layout.drafts
-        target_kv, draft_pools, fixed_bytes = price_configurators(layout.target, pool_drafts, fixed)
+        on_cpu = pricing_device() == "cpu"
+        with kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext():
+            target_kv, draft_pools, fixed_bytes = price_configurators(
+                layout.target, pool_drafts, fixed
+            )
         return PoolPrices(
             target_kv=target_kv,
             draft_pools=draft_pools,
@@ -394,14 +403,15 @@ REPLAY = Replay0523()
 
 def pricing_device() -> str:
     """Where this process builds the tiny pools that price a 0.5.23 launch: ``cuda`` on a host
-    whose torch sees a CUDA device, else ``cpu`` (as SGLang's CPU engine builds them).
+    whose torch sees a CUDA device, else ``cpu``.
 
-    Why the host decides: 0.5.23's pool modules pick their kernels when SGLang is imported, and
-    the CUDA ``sglang-kernel`` wheel a GPU host has carries no CPU ops, so there the pools are
-    built on that GPU with the kernels a server uses; a GPU-less host needs ``sgl_kernel``'s
-    CPU build instead (:func:`require_sgl_kernel`). Decided before SGLang is imported (only
-    torch is): the command line's process sets ``SGLANG_USE_CPU_ENGINE`` from it. A process
-    that already imported SGLang as a CPU engine keeps building on cpu (its kernels are CPU's).
+    Why the host decides: a pool is built where torch can allocate, and on a CUDA host with the
+    kernels a server uses. On a GPU-less host 0.5.23's pool modules, imported without
+    ``SGLANG_USE_CPU_ENGINE`` (the command line's process drops it), import no ``sgl_kernel``
+    op; the only kernel a pool runs while it is built, the warm-up KV copy, is skipped for the
+    pricing call (:func:`kv_warm_up_copy_skipped`). Decided with torch only. A process that
+    already imported SGLang as a CPU engine (the CPU tests) builds on cpu too, with the CPU ops
+    it imported.
     """
     import os
     import sys
@@ -452,12 +462,53 @@ def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int
     return layout, fixed
 
 
+@contextlib.contextmanager
+def kv_warm_up_copy_skipped() -> Iterator[None]:
+    """The KV pools built inside skip their warm-up copy, and only that (planner, cpu only).
+
+    ``MHATokenToKVPool._init_kv_copy_and_warmup`` (``mem_cache/memory_pool.py``, sglang
+    0.5.20-0.5.23) ends by calling ``copy_all_layer_kv_cache_func`` once with one location
+    copied onto itself (slot 0 onto slot 0 of every layer): it compiles the Triton copy kernel
+    for the server's first KV move, moves no byte and allocates nothing, so a pool's bytes are
+    the same without it. On a GPU-less host that launch has no driver to run on. Inside this
+    context the name the pool module calls answers such a self-copy by doing nothing and hands
+    any other call to 0.5.23's function. Entered only around the planner's pricing call
+    (:meth:`Replay0523.pool_prices`), never in a server process; the module's own function is
+    back when the context ends.
+    """
+    import torch
+    from sglang.srt.mem_cache import memory_pool
+
+    copy = memory_pool.copy_all_layer_kv_cache_func
+
+    def copy_unless_onto_itself(
+        data_ptrs: torch.Tensor,
+        strides: torch.Tensor,
+        tgt_loc: torch.Tensor,
+        src_loc: torch.Tensor,
+        num_locs: int,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        if torch.equal(tgt_loc[:num_locs], src_loc[:num_locs]):
+            return  # each location onto itself: nothing to move
+        copy(data_ptrs, strides, tgt_loc, src_loc, num_locs, *args, **kwargs)
+
+    with _attribute(memory_pool, "copy_all_layer_kv_cache_func", copy_unless_onto_itself):
+        yield
+
+
 def require_sgl_kernel() -> None:
-    """The planner builds its pricing pools with 0.5.23's pool code on :func:`pricing_device`.
-    On cpu, whose modules import ``sgl_kernel``'s CPU KV-copy op when SGLang runs as a CPU
-    engine (``kernels/ops/kvcache/cache_move.py``), that op must exist; on a CUDA host only
-    ``sgl_kernel`` itself (SGLang's CUDA kernels) must import. Without it, one line saying
-    which case applies and what is missing, before SGLang's pool modules are imported."""
+    """What the planner's pricing pools need from ``sgl_kernel``, checked before SGLang's pool
+    modules are imported, with one line saying what is missing and what to change:
+
+    * on a CUDA host (:func:`pricing_device`), ``sgl_kernel`` itself (SGLang's CUDA kernels);
+    * on cpu in a process that runs SGLang as a CPU engine (``SGLANG_USE_CPU_ENGINE=1``: an
+      in-process caller; the command line drops it), the CPU KV-copy op its pool modules
+      import (``kernels/ops/kvcache/cache_move.py``), which only ``sgl_kernel``'s CPU build has;
+    * on cpu otherwise, nothing: the modules import no ``sgl_kernel`` op there, and the only
+      kernel a pool runs while it is built is skipped (:func:`kv_warm_up_copy_skipped`).
+    """
     import os
 
     if pricing_device() == "cuda":
@@ -472,14 +523,7 @@ def require_sgl_kernel() -> None:
             ) from None
         return
     if os.environ.get(CPU_ENGINE_ENV) != "1":
-        # SGLang's pool code would take its CUDA kernels for the cpu pools (an in-process
-        # caller that imported SGLang otherwise; the command line's own process is set up).
-        raise PlanError(
-            f"the sglang {RELEASE} planner builds its pricing pools on cpu (torch sees no "
-            "CUDA device), which sglang does as a CPU engine only: set "
-            "SGLANG_USE_CPU_ENGINE=1 before sglang is imported (the sglang-specinit command "
-            "does)"
-        )
+        return
     missing = None
     if importlib.util.find_spec("sgl_kernel") is None:
         missing = "the sgl_kernel package is not installed"
@@ -490,11 +534,11 @@ def require_sgl_kernel() -> None:
             missing = "the installed sgl_kernel has no CPU ops (copy_all_layer_kv_cache_cpu)"
     if missing is not None:
         raise PlanError(
-            f"the sglang {RELEASE} planner prices every KV pool by building it tiny on cpu "
-            "(torch sees no CUDA device) with sglang's own pool code, which needs "
-            f"sgl_kernel's CPU build, but {missing}: install sglang-kernel's CPU build, or plan "
-            "on a host whose torch sees CUDA (in a checkout of sglang-specinit, "
-            "`bash scripts/plan.sh` puts the project's named CPU stand-in on the path)"
+            f"the sglang {RELEASE} planner builds its pricing pools on cpu (torch sees no CUDA "
+            "device), and this process runs sglang as a CPU engine (SGLANG_USE_CPU_ENGINE=1), "
+            f"whose pool code imports sgl_kernel's CPU ops, but {missing}: unset "
+            "SGLANG_USE_CPU_ENGINE before sglang is imported (the sglang-specinit command does; "
+            "then no sgl_kernel is needed), or install sglang-kernel's CPU build"
         )
 
 

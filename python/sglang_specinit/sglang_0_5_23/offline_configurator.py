@@ -14,7 +14,8 @@ launch's ``ServerArgs`` as a scheduler does (TP, attention DP, decode context pa
 size ... as SGLang derives them) and :func:`unloaded_configurator` fills the configurator's
 fields the way ``ModelRunner.init_kv_cache_configurator`` does, each from SGLang's own
 function; ``model`` is None (only FP4 scale loading reads it). The pools are built at a few
-pages on the device the process runs on (cpu, with ``SGLANG_USE_CPU_ENGINE=1``).
+pages on the device the process runs on (cpu in the CPU tests, as a CPU engine, and in a
+GPU-less planner, without one: ``planner.release_0_5_23.pricing_device``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ The adapter was written for sglang 0.5.23 and serves two internal API generation
 
 * the ``runtime_context`` generation, 0.5.21, 0.5.22 and 0.5.23: configurators carry their
   parallel widths as fields, ranks are read from ``runtime_context.get_parallel()``;
-* the ``ParallelState`` generation, 0.5.19 and 0.5.20: each scheduler and model runner holds a
+* the ``ParallelState`` generation, 0.5.20 (0.5.19's wheel passes the same signature checks;
+  it is not served: ``docs/releases.md``): each scheduler and model runner holds a
   ``distributed.parallel_state_wrapper.ParallelState`` (``ps``) with its ranks and widths, and
   the configurator takes that object.
 

@@ -126,7 +126,12 @@ class Launch:
 
     @property
     def pre_load_free_bytes(self) -> int:
-        return self.reading("measure_pre_model_load_memory")[0]["free_bytes"]
+        readings = self.reading("measure_pre_model_load_memory")
+        if not readings:
+            # 0.5.20 takes the reading inside bootstrap.init_torch_distributed, the second of
+            # its three (distributed/bootstrap.py:145); the target's runner comes first.
+            readings = self.reading("bootstrap.init_torch_distributed")[1:]
+        return readings[0]["free_bytes"]
 
     @property
     def free_at_profile(self) -> int:

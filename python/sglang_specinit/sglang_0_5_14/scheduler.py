@@ -1,0 +1,196 @@
+"""The scheduler's pool phase with the draft priced exactly (sglang 0.5.14 / 0.5.15).
+
+Wraps ``Scheduler.init_memory_pools`` (``managers.scheduler``; ``scheduler.py:836`` in 0.5.14,
+``:841`` in 0.5.15).
+
+These releases' ``init_memory_pools`` sizes the target pool (``init_target_memory_pool``),
+then allocates the draft's pools on the same config, binding the draft's embed/lm_head inside
+the draft's ``alloc_memory_pool``. Around it this hook, for a launch whose draft pricing is
+this package's to own (:mod:`.launch_policy`), does what the 0.5.23 adapter's does:
+
+1. binds the draft's duplicate embed/lm_head to the target's first (:mod:`.eagle`), so that
+   memory is free before the target pool is profiled;
+2. names the runners that will own draft pools (those ``TpModelWorker.alloc_memory_pool``
+   allocates one pool for, ``managers/tp_worker.py:316-333`` in 0.5.14) and makes that the
+   active sizing for the target's ``_resolve_memory_pool_config`` (:mod:`.runtime_budget`)
+   while SGLang's own ``init_memory_pools`` runs;
+3. logs the memory breakdown (the ``SPECINIT_MEMORY`` line, same keys as the 0.5.23 adapter's)
+   and, with ``SGLANG_SPECINIT_REPORT_DIR`` set, writes it to one file per scheduler.
+
+Launches it does not price run SGLang's method unchanged, after one log line naming why.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+from sglang_specinit.live_sizing import DraftDescription
+from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.sglang_0_5_14.eagle import bind_shared_weights_early
+from sglang_specinit.sglang_0_5_14.launch_policy import pricing_blocker
+from sglang_specinit.sglang_0_5_23.runtime_budget import TargetSizing, sizing_active
+from sglang_specinit.sglang_0_5_23.scheduler import (
+    MEMORY_LOG_PREFIX,
+    draft_duplicate_bytes,
+    kv_pool_allocated_bytes,
+    rank_free_at_sizing,
+)
+
+logger = logging.getLogger(__name__)
+
+MODULE = "sglang.srt.managers.scheduler"
+BASE_SPEC_WORKER = "sglang.srt.speculative.base_spec_worker"
+
+patch = PatchTable(MODULE)
+
+
+def describe_draft(scheduler: Any) -> DraftDescription:
+    """The runners of an EAGLE-family / STANDALONE draft: each holds weights and one pool.
+
+    The ones ``TpModelWorker.alloc_memory_pool`` allocates for: its ``model_runner``, then
+    ``model_runner_list[1:]`` (filled for multi-layer EAGLE only; ``tp_worker.py:329-333`` and
+    ``:398-401`` in 0.5.14)."""
+    tp_worker = scheduler.draft_worker.draft_worker.draft_worker
+    runners = [tp_worker.model_runner, *tp_worker.model_runner_list[1:]]
+    return DraftDescription(
+        scheduler.spec_algorithm.name, weight_runners=runners, pool_runners=runners
+    )
+
+
+@patch.around("Scheduler.init_memory_pools", params=())
+# The draft's runners are read through the spec worker's draft worker (describe_draft).
+@patch.calls("BaseSpecWorker.draft_worker", module=BASE_SPEC_WORKER)
+# SGLang's own pool phase (``original``) sizes the target pool through this.
+@patch.calls("Scheduler.init_target_memory_pool")
+def init_memory_pools(original: Any, self: Any) -> None:
+    """AROUND hook: early binding + exact draft pricing around SGLang's own pool phase."""
+    if self.spec_algorithm.is_none():
+        return original(self)
+    blocker = pricing_blocker(self)
+    if blocker is not None:
+        log = logger.warning if blocker.warn else logger.info
+        log(
+            "[specinit] stock sglang %s KV sizing%s: %s",
+            _release(),
+            " (draft KV priced at the target's geometry)" if blocker.warn else "",
+            blocker.reason,
+        )
+        return original(self)
+    description = describe_draft(self)
+    before = draft_duplicate_bytes(self, description)
+    bind_shared_weights_early(self.draft_worker)
+    after = draft_duplicate_bytes(self, description)
+    sizing = TargetSizing(
+        draft=description,
+        duplicate_bytes_at_profile=0,
+        stock_duplicate_bytes=max(before - after, 0),
+    )
+    own_free = rank_free_at_sizing(self.tp_worker.model_runner)
+    with sizing_active(sizing):
+        original(self)
+    if sizing.plan is None:
+        return  # the runner's sizing stepped aside (and said why)
+    self._specinit_sizing = sizing
+    log_memory_breakdown(self, sizing, own_free)
+
+
+def _release() -> str:
+    from sglang_specinit.compat import installed_sglang_version
+
+    return installed_sglang_version() or "?"
+
+
+def rank_fields(scheduler: Any) -> dict[str, int]:
+    """Where this scheduler sits in the launch, from its ``ParallelState`` (``scheduler.ps``):
+    replicas (``--dp`` without ``--enable-dp-attention``) are separate schedulers; under
+    dp-attention the DP ranks live inside the TP group and add no index of their own."""
+    from sglang_specinit.rank_reports import rank_fields as shared_rank_fields
+
+    ps = scheduler.ps
+    dp_rank = ps.dp_rank or 0
+    return shared_rank_fields(
+        replica=0 if scheduler.server_args.enable_dp_attention else dp_rank,
+        pp_rank=ps.pp_rank,
+        tp_rank=ps.tp_rank,
+        dp_rank=dp_rank,
+        attn_tp_rank=ps.attn_tp_rank,
+        pp_size=ps.pp_size,
+        tp_size=ps.tp_size,
+        dp_size=ps.dp_size,
+    )
+
+
+def all_rank_min_free(scheduler: Any, sizing: TargetSizing) -> int | None:
+    """SGLang's all-rank minimum of free memory at sizing, from the budget inputs:
+    ``_profile_available_bytes`` returns ``min_free - (1 - f) * pre_load_free``
+    (``model_runner_kv_cache_mixin.py:85-120`` in 0.5.14), and the inputs'
+    ``measured_resident_bytes`` is ``f * pre_load_free`` minus that. None for a mamba-state
+    target, whose reading SGLang reshapes further (``handle_max_mamba_cache``)."""
+    inputs = sizing.inputs
+    runner = scheduler.tp_worker.model_runner
+    if inputs is None or inputs.measured_resident_bytes is None:
+        return None
+    if getattr(runner, "mambaish_config", None) is not None:
+        return None
+    return inputs.pre_load_free_bytes - inputs.measured_resident_bytes
+
+
+def memory_breakdown(
+    scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
+) -> dict[str, Any]:
+    """The same quantities ``sglang-specinit plan --json`` prints, measured on this rank."""
+    from sglang_specinit.compat import installed_sglang_version
+    from sglang_specinit.rank_reports import tightness_fields
+    from sglang_specinit.report import plan_to_dict
+
+    assert sizing.plan is not None and sizing.inputs is not None
+    breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=scheduler.ps.tp_size)
+    breakdown["sglang_version"] = installed_sglang_version()
+    breakdown["allocated_target_kv_pool_bytes"] = kv_pool_allocated_bytes(
+        scheduler.tp_worker.model_runner
+    )
+    breakdown["allocated_draft_kv_pool_bytes"] = sum(
+        kv_pool_allocated_bytes(r) for r in sizing.draft.pool_runners
+    )
+    breakdown["upstream_reserved_layers"] = sizing.upstream_reserved_layers
+    breakdown["stock_duplicate_bytes_at_profile"] = sizing.stock_duplicate_bytes
+    breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
+    breakdown["pricing_seconds"] = round(sizing.pricing_seconds, 4)
+    breakdown.update(rank_fields(scheduler))
+    breakdown.update(tightness_fields(rank_free_bytes, all_rank_min_free(scheduler, sizing)))
+    if scheduler.server_args.device == "cuda":
+        import torch
+
+        free, _total = torch.cuda.mem_get_info()
+        breakdown["cuda_free_bytes_after_pools"] = int(free)
+        breakdown["cuda_torch_allocated_bytes"] = int(torch.cuda.memory_allocated())
+    return breakdown
+
+
+def log_memory_breakdown(
+    scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
+) -> None:
+    """Log this rank's breakdown, its tightness line and the ``SPECINIT_MEMORY`` JSON line;
+    write its file when ``SGLANG_SPECINIT_REPORT_DIR`` is set."""
+    from sglang_specinit.rank_reports import rank_label, tightness, write_breakdown
+    from sglang_specinit.report import render_breakdown
+
+    breakdown = memory_breakdown(scheduler, sizing, rank_free_bytes)
+    scheduler._specinit_breakdown = breakdown
+    logger.info(
+        "[specinit] KV pools on sglang %s (%s):\n%s",
+        breakdown["sglang_version"],
+        rank_label(breakdown),
+        render_breakdown(breakdown),
+    )
+    logger.info("[specinit] %s", tightness(breakdown))
+    logger.info("%s%s", MEMORY_LOG_PREFIX, json.dumps(breakdown, sort_keys=True))
+    report_dir = os.environ.get("SGLANG_SPECINIT_REPORT_DIR")
+    if report_dir:
+        write_breakdown(report_dir, breakdown)
+
+
+HOOKS, NEW_METHODS, REQUIRES = patch.tables()

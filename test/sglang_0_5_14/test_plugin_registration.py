@@ -1,0 +1,87 @@
+"""The real entry point on the real 0.5.14 / 0.5.15: ``load_plugins()`` picks the
+``sglang_0_5_14`` adapter and, once SGLang has imported every module it patches, exactly that
+adapter's hooks are registered and applied (none of 0.5.13's phases, none of 0.5.23's
+configurator hooks), with one INFO line and no WARNING.
+
+Runs in a fresh interpreter of this venv (the plugin registers once per process). ~30 s here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MARK = "SPECINIT_PROBE "
+TIMEOUT_S = 240
+
+# HookRegistry has no public read of its table: ``_hooks`` / ``_patched`` as
+# ``sglang_specinit.hooks.apply_hook_targets`` reads them.
+PROBE = """
+import importlib, json, logging, sys
+
+records = []
+
+class _Collect(logging.Handler):
+    def emit(self, record):
+        records.append({"logger": record.name, "level": record.levelname,
+                        "message": record.getMessage()})
+
+logging.getLogger().addHandler(_Collect())
+logging.getLogger().setLevel(logging.INFO)
+
+from sglang.srt.plugins import load_plugins
+from sglang.srt.plugins.hook_registry import HookRegistry
+
+load_plugins()
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+print(sys.argv[2] + json.dumps({
+    "hooks": {t: [getattr(s, "plugin_name", None) for _, _, s in h]
+              for t, h in HookRegistry._hooks.items()},
+    "patched": sorted(HookRegistry._patched),
+    "records": records,
+}))
+"""
+
+
+@pytest.mark.timeout(TIMEOUT_S + 30)
+def test_the_entry_point_applies_exactly_the_0_5_14_adapter() -> None:
+    from sglang_specinit import compat, sglang_0_5_14
+    from sglang_specinit.hooks import adapter_patches
+
+    ours = adapter_patches(sglang_0_5_14)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SGLANG_SPECINIT_", "SPECINIT_TEST_"))
+        and k not in ("SGLANG_PLUGINS", "PYTHONPATH")
+    }
+    env["SGLANG_USE_CPU_ENGINE"] = "1"
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(sorted(ours)), MARK],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        cwd=str(REPO_ROOT),
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
+    assert proc.returncode == 0 and len(lines) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(lines[0][len(MARK) :])
+
+    specinit = {t for t, names in summary["hooks"].items() if "specinit" in names}
+    expected = {hook.target for patch in ours.values() for hook in patch.hooks}
+    assert specinit == expected
+    assert expected <= set(summary["patched"])
+    messages = [r for r in summary["records"] if r["logger"].startswith("sglang_specinit")]
+    version = compat.installed_sglang_version()
+    assert any(
+        r["level"] == "INFO" and f"active on sglang {version}" in r["message"] for r in messages
+    ), messages
+    assert not [r for r in messages if r["level"] == "WARNING"], messages

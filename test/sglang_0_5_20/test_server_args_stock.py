@@ -1,0 +1,40 @@
+"""Drop-in on sglang 0.5.20: with the plugin on, the Llama-3.1 + EAGLE3 recipe's
+``ServerArgs`` after resolution equal stock 0.5.20's field by field.
+
+The 0.5.23 fidelity probe (:mod:`harness.matrices.fidelity_probe_0523`) run on 0.5.20's own parser
+and resolution, plugin on vs off (SGLang's ``SGLANG_PLUGINS`` whitelist): ``resolved_dict()``
+(every resolved field, the CUDA-graph config included), the operator's input fields, the
+environment variables resolution sets, and the target's ``ModelConfig`` as the scheduler
+builds it before and after the draft's. Built for the H100 test double the recipes target.
+One row (the launch the live test starts): ~80 s here, no Engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harness.matrices import fidelity_0523
+from harness.reports.config_snapshot import snapshot_differences
+
+ROW = next(row for row in fidelity_0523.ROWS if row.key == "llama31-eagle3")
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], dict[str, Any]]:
+    request = fidelity_0523.probe_request((ROW,))
+    return fidelity_0523.run_probe(request, tmp_path_factory.mktemp("probe0520"))
+
+
+def test_server_args_equal_stock(probe: dict[tuple[str, str], dict[str, Any]]) -> None:
+    on, off = probe[(ROW.key, "on")], probe[(ROW.key, "off")]
+    for result in (on, off):
+        assert "error" not in result, result["error"]["traceback"]
+    assert fidelity_0523.server_args_differences(on, off) == {}
+    assert fidelity_0523.server_args_differences(on, off, "server_args_input") == {}
+    assert on["env_set_by_server_args"] == off["env_set_by_server_args"]
+    # What was compared includes what resolution decides (the automatic fraction).
+    assert off["server_args"]["speculative_algorithm"] == "EAGLE3"
+    assert 0 < off["server_args"]["mem_fraction_static"] < 1
+    assert snapshot_differences(on["target_before_draft"], off["target_before_draft"]) == []
+    assert snapshot_differences(on["target_after_draft"], off["target_after_draft"]) == []
