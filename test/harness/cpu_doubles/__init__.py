@@ -6,5 +6,5 @@
 - ``unloaded_runner``: a ``ModelRunner`` whose weights were never loaded, for pricing pools of
   published configs with SGLang's own code;
 - ``sgl_kernel_stub/``: the ``sgl_kernel`` double 0.5.16+ imports on cpu (a ``PYTHONPATH``
-  entry, ``harness.launch.sglang_release.SGL_KERNEL_STUB_DIR``; also ``scripts/plan.sh``).
+  entry, ``harness.launch.sglang_release.SGL_KERNEL_STUB_DIR``).
 """
