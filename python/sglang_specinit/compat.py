@@ -65,15 +65,22 @@ def installed_sglang_version() -> str | None:
     """The installed sglang's version, read without importing anything new.
 
     ``load_plugins()`` runs inside ``sglang.srt.plugins``, so ``sglang`` is already imported;
-    its ``version`` module is tiny. Package metadata (a scan of every distribution) is the
-    fallback only.
+    its ``version`` module is tiny. Where ``sglang`` is not imported yet (the planner's command
+    line, before it decides how SGLang is imported) package metadata (a scan of every
+    distribution) answers instead, as it does when ``sglang.version`` is missing; both name the
+    same release (a sibling wheel first on ``PYTHONPATH`` shadows both:
+    ``scripts/sibling_release.sh``). Every release label the adapters and the planner print
+    comes from here.
     """
-    try:
-        from sglang.version import __version__
+    import sys
 
-        return str(__version__)
-    except ImportError:
-        pass
+    if "sglang" in sys.modules:
+        try:
+            from sglang.version import __version__
+
+            return str(__version__)
+        except ImportError:
+            pass
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -53,6 +53,9 @@ def test_the_0_5_22_engine_fills_the_budget(eagle3_on: Any) -> None:
     assert memory is not None, eagle3_on.log[-3000:]
     assert eagle3_on.report["specinit_loaded"]
     assert memory["sglang_version"] == "0.5.22"
+    # Every label names the installed release (compat.installed_sglang_version), none 0.5.23.
+    assert "[specinit] KV pools on sglang 0.5.22 (" in eagle3_on.log
+    assert "sglang 0.5.23" not in eagle3_on.log
     budget = int(eagle3_kwargs()["mem_fraction_static"] * eagle3_on.pre_load_free_bytes)
     assert memory["budget_bytes"] == budget
     # Weights as SGLang measured them when it profiled, plus every pool's token buffers as
@@ -85,6 +88,9 @@ def test_plan_in_the_0_5_22_environment_equals_the_server(eagle3_on: Any) -> Non
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     planned = json.loads(done.stdout)
+    # The stock column is this release's own configurator, labelled as such.
+    assert planned["sglang_version"] == "0.5.22"
+    assert "stock_0_5_22" in planned and "stock_0_5_23" not in planned
     differing = {
         key: (planned.get(key), memory.get(key))
         for key in PLAN_KEYS

@@ -64,6 +64,7 @@ from sglang_specinit.planner.release_0_5_23 import Plan0523, plan_for_0_5_23, pl
 from sglang_specinit.planner.releases import (
     SGLANG_RELEASES,
     installed_replay,
+    prints_generation_column,
     release_to_print,
 )
 from sglang_specinit.report import render_table
@@ -238,7 +239,7 @@ def _plan_as_json(options: argparse.Namespace, launch: list[str]) -> dict[str, A
     installed release) beside this package's."""
     release = release_to_print(options.sglang_version, installed_replay())
     plan = _plan(options, launch)
-    if release == "0.5.23":
+    if prints_generation_column(release):
         return plan_json_0_5_23(plan_for_0_5_23(plan))
     return plan_json(plan)
 
@@ -329,7 +330,7 @@ def plan_main(argv: Sequence[str]) -> int:
         plan = _plan(options, launch)
     except ValueError as e:  # PlanError, BudgetError, WeightsError and SGLang's own checks
         return _bad_input("plan", e)
-    if release == "0.5.23":
+    if prints_generation_column(release):
         _print_0_5_23(plan_for_0_5_23(plan), options.json)
     elif options.json:
         print(json.dumps(plan_json(plan), indent=2, sort_keys=True))
@@ -339,7 +340,7 @@ def plan_main(argv: Sequence[str]) -> int:
 
 
 def _print_0_5_23(plan: Plan0523, as_json: bool) -> None:
-    """The report against sglang 0.5.23: its rule beside this package's."""
+    """The report against a release of 0.5.23's generation: its rule beside this package's."""
     if as_json:
         print(json.dumps(plan_json_0_5_23(plan), indent=2, sort_keys=True))
         return
@@ -350,7 +351,7 @@ def _print_0_5_23(plan: Plan0523, as_json: bool) -> None:
         f"draft:  {base.draft_model_path or '-'}  (--speculative-algorithm {base.algorithm})",
         f"device: {device.name}, {device.total_bytes / GIB:.2f} GiB total, "
         f"{device.pre_load_free_bytes / GIB:.2f} GiB free before weights load; "
-        f"tp {base.tp_size}; bytes per TP rank; sglang 0.5.23",
+        f"tp {base.tp_size}; bytes per TP rank; sglang {plan.release}",
         "",
         render_table(plan.columns, base.tp_size),
     ]

@@ -1,5 +1,12 @@
 """The offline plan against sglang 0.5.23: its server-args replay and its report column.
 
+The replay runs the installed release of 0.5.23's generation (0.5.21 - 0.5.23, served by the
+``sglang_0_5_23`` adapter through its ``release_shims``); every label of such a plan (the stock
+column's title, ``--json``'s ``stock_<release>`` and ``sglang_version``, messages) names the
+installed release (:func:`installed_release`). ``RELEASE`` is 0.5.23 itself: the rule the
+0.5.13.x replay models.
+
+
 **In the 0.5.23 environment** (:data:`REPLAY`) the flags go through 0.5.23's own
 ``launch_server`` parser (``ServerArgs.add_cli_args``, ``ConfigArgumentMerger`` for
 ``--config``) and then through what its launcher runs before any rank starts:
@@ -68,7 +75,17 @@ from sglang_specinit.release_rules import upstream_0_5_23_plan
 from sglang_specinit.report import ReportColumn
 from sglang_specinit.specs import kv_dtype_name, own_hf_config
 
+# The release whose rule the 0.5.13.x replay models (``--sglang-version 0.5.23`` there).
 RELEASE = "0.5.23"
+
+
+def installed_release() -> str:
+    """The installed release this replay runs (one the ``sglang_0_5_23`` adapter serves): every
+    label of a plan made in its environment names it (``compat.installed_sglang_version``)."""
+    from sglang_specinit.compat import installed_sglang_version
+
+    return str(installed_sglang_version())
+
 
 # Platform facts (runtime_context.override_platform) of a CUDA host; the compute capability is
 # the preset's when the device is one (gpus.GpuPreset.sm), else left to this host's probes.
@@ -223,7 +240,7 @@ class ResolvedArgs:
         if derived is not NOT_DERIVED:
             return derived
         if name not in self._fields:
-            raise AttributeError(f"sglang {RELEASE} ServerArgs has no field {name!r}")
+            raise AttributeError(f"sglang {installed_release()} ServerArgs has no field {name!r}")
         return resolution_result(self._server_args, name)
 
 
@@ -272,9 +289,12 @@ POOL_FIELDS = (
 
 
 class Replay0523:
-    """sglang 0.5.23's parser, ``resolve_once`` and ``check_server_args`` on the planned device."""
+    """The installed release's (0.5.23's generation) parser, ``resolve_once`` and
+    ``check_server_args`` on the planned device."""
 
-    release = RELEASE
+    @property
+    def release(self) -> str:
+        return installed_release()
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
         from sglang.srt.server_args import ServerArgs
@@ -311,7 +331,7 @@ class Replay0523:
                 server_args.resolve_once()
                 server_args.check_server_args()
             except AssertionError as e:  # check_server_args' refusals are assertions
-                raise PlanError(f"sglang {RELEASE} refuses this launch: {e}") from None
+                raise PlanError(f"sglang {installed_release()} refuses this launch: {e}") from None
             args = ResolvedArgs(server_args)
             target_mc = _model_config(ModelConfig.from_server_args, server_args)
             # A draft read from the same checkpoint rewrites the cached hf config in place.
@@ -453,7 +473,7 @@ def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int
     for name in POOL_FIELDS:
         if getattr(built, name) != getattr(planned, name):
             raise PlanError(
-                f"sglang {RELEASE} resolves --{name.replace('_', '-')} to "
+                f"sglang {installed_release()} resolves --{name.replace('_', '-')} to "
                 f"{getattr(planned, name)!r} on the planned device but to "
                 f"{getattr(built, name)!r} when its pools are built on {built_on}; pass "
                 f"--{name.replace('_', '-')} explicitly"
@@ -517,9 +537,9 @@ def require_sgl_kernel() -> None:
         except Exception as e:  # ImportError, or its CUDA library failing to load (OSError)
             why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise PlanError(
-                f"the sglang {RELEASE} planner prices every KV pool by building it tiny on "
-                "this host's GPU (torch sees CUDA) with sglang's own pool code, which needs "
-                f"sgl_kernel (the sglang-kernel package), but it does not import: {why}"
+                f"the sglang {installed_release()} planner prices every KV pool by building it "
+                "tiny on this host's GPU (torch sees CUDA) with sglang's own pool code, which "
+                f"needs sgl_kernel (the sglang-kernel package), but it does not import: {why}"
             ) from None
         return
     if os.environ.get(CPU_ENGINE_ENV) != "1":
@@ -534,9 +554,10 @@ def require_sgl_kernel() -> None:
             missing = "the installed sgl_kernel has no CPU ops (copy_all_layer_kv_cache_cpu)"
     if missing is not None:
         raise PlanError(
-            f"the sglang {RELEASE} planner builds its pricing pools on cpu (torch sees no CUDA "
-            "device), and this process runs sglang as a CPU engine (SGLANG_USE_CPU_ENGINE=1), "
-            f"whose pool code imports sgl_kernel's CPU ops, but {missing}: unset "
+            f"the sglang {installed_release()} planner builds its pricing pools on cpu (torch "
+            "sees no CUDA device), and this process runs sglang as a CPU engine "
+            "(SGLANG_USE_CPU_ENGINE=1), whose pool code imports sgl_kernel's CPU ops, but "
+            f"{missing}: unset "
             "SGLANG_USE_CPU_ENGINE before sglang is imported (the sglang-specinit command does; "
             "then no sgl_kernel is needed), or install sglang-kernel's CPU build"
         )
@@ -554,7 +575,7 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
 
     kvc = layout.target
     if get_context().server_args is not layout.server_args:
-        raise RuntimeError("the pricing layout is no longer the published 0.5.23 context")
+        raise RuntimeError("the pricing layout is no longer the published sglang context")
     draft = inputs.draft
     at_profile = inputs.target_weight_bytes
     if draft is not None:
@@ -563,12 +584,13 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
     cell = float(create_memory_pool_configurator(kvc)._cell_size)
     tokens = int(_released(type(kvc).config_from_budget)(kvc, available).max_total_num_tokens)
     notes: list[str] = []
+    release = installed_release()
     if draft is not None and draft.shared_weight_bytes:
-        notes.append(f"{RELEASE} profiles while the draft's duplicate embed/lm_head are resident")
+        notes.append(f"{release} profiles while the draft's duplicate embed/lm_head are resident")
     if draft is not None and draft.kv_bytes_per_token() > cell - inputs.target_kv.bytes_per_token():
-        notes.append(f"{RELEASE} reserves less draft KV per token than the draft allocates")
+        notes.append(f"{release} reserves less draft KV per token than the draft allocates")
     return make_plan(
-        "upstream-0.5.23",
+        f"upstream-{release}",
         inputs,
         tokens,
         inputs.target_weight_bytes + draft_weight_bytes_of(inputs),
@@ -581,10 +603,13 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
 
 @dataclass(frozen=True)
 class Plan0523:
-    """Stock 0.5.23's column beside this package's, for one offline plan."""
+    """A stock column of the 0.5.23 generation beside this package's, for one offline plan:
+    the installed release's own (0.5.21 - 0.5.23) or 0.5.23's modelled rule."""
 
     base: OfflinePlan
     stock: ReportColumn
+    # The release the stock column is (its title, the --json key and sglang_version).
+    release: str = RELEASE
 
     @property
     def columns(self) -> tuple[ReportColumn, ReportColumn]:
@@ -606,10 +631,12 @@ def reserved_layers_0_5_23(plan: OfflinePlan) -> int:
 
 
 def plan_for_0_5_23(plan: OfflinePlan) -> Plan0523:
-    """Stock 0.5.23's column: 0.5.23's own configurator where the plan ran in the 0.5.23
-    environment (``plan.release_stock``), else the modelled rule on the same inputs."""
-    if plan.release_stock is not None and plan.release_stock.title == f"stock {RELEASE}":
-        return Plan0523(base=plan, stock=plan.release_stock)
+    """The stock column: the installed release's own configurator where the plan ran in an
+    environment of the 0.5.23 generation (``plan.release_stock``, which only that replay
+    prices), else 0.5.23's modelled rule on the same inputs (the 0.5.13.x environment)."""
+    if plan.release_stock is not None:
+        return Plan0523(base=plan, stock=plan.release_stock, release=installed_release())
+
     inputs = plan.ours.inputs
     if inputs.draft is not None:
         draft = replace(inputs.draft, upstream_reserved_layers=reserved_layers_0_5_23(plan))
@@ -617,15 +644,16 @@ def plan_for_0_5_23(plan: OfflinePlan) -> Plan0523:
     # 0.5.23's rule works from what its own profile sees, never from a measured value of a
     # plugin run (that one has no duplicates resident).
     stock_inputs = replace(inputs, measured_resident_bytes=None)
-    stock = ReportColumn("stock 0.5.23", upstream_0_5_23_plan(stock_inputs), stock_inputs)
+    stock = ReportColumn(f"stock {RELEASE}", upstream_0_5_23_plan(stock_inputs), stock_inputs)
     return Plan0523(base=plan, stock=stock)
 
 
 def plan_json_0_5_23(plan: Plan0523) -> dict[str, Any]:
-    """``--json``: this package's plan at top level, stock 0.5.23 as ``stock_0_5_23``."""
+    """``--json``: this package's plan at top level, the stock column as ``stock_<release>``
+    (``stock_0_5_23``, ``stock_0_5_22`` ...) and its release as ``sglang_version``."""
     data = plan_json(plan.base)
     data.pop("stock_0_5_13", None)
     data.pop("upstream_0_5_14", None)
-    data["stock_0_5_23"] = plan.stock.to_dict(plan.base.tp_size)
-    data["sglang_version"] = "0.5.23"
+    data[f"stock_{plan.release.replace('.', '_')}"] = plan.stock.to_dict(plan.base.tp_size)
+    data["sglang_version"] = plan.release
     return data

@@ -13,12 +13,26 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from sglang_specinit.planner.plan import REPLAY_0_5_13, PlanError, ServerArgsReplay
+from sglang_specinit.sglang_0_5_23 import RELEASES as _RELEASES_0_5_23
 
-# Rules the planner can print beside its own (``--sglang-version``).
-SGLANG_RELEASES = ("0.5.13.post1", "0.5.23")
 DEFAULT_RELEASE = "0.5.13.post1"
-# Rules each replay can print: 0.5.13.x's reads the same config.json fields 0.5.23 does.
-_PRINTABLE = {"0.5.13.post1": SGLANG_RELEASES, "0.5.23": ("0.5.23",)}
+# Rules the planner can print beside its own (``--sglang-version``): 0.5.13.post1's, and each
+# release of 0.5.23's generation (its own configurator, in its own environment).
+SGLANG_RELEASES = (DEFAULT_RELEASE, *_RELEASES_0_5_23)
+# The 0.5.13.x replay also prints 0.5.23's rule, modelled (it reads the same config.json fields).
+_PRINTABLE_0_5_13 = (DEFAULT_RELEASE, "0.5.23")
+
+
+def printable_releases(replay: ServerArgsReplay) -> tuple[str, ...]:
+    """The rules ``replay`` can print: the 0.5.13.x replay its own and 0.5.23's modelled rule;
+    a replay of 0.5.23's generation only the installed release's own (``replay.release``)."""
+    return _PRINTABLE_0_5_13 if replay.release == DEFAULT_RELEASE else (replay.release,)
+
+
+def prints_generation_column(release: str) -> bool:
+    """True when ``release``'s rule is printed as a 0.5.23-generation stock column
+    (``release_0_5_23.plan_for_0_5_23``), false for 0.5.13.post1's three-column report."""
+    return release != DEFAULT_RELEASE
 
 
 def installed_sglang() -> str | None:
@@ -51,7 +65,7 @@ def installed_replay() -> ServerArgsReplay:
 def release_to_print(requested: str | None, replay: ServerArgsReplay) -> str:
     """The rule to print beside this package's: ``--sglang-version``, else the replay's own."""
     release = requested or replay.release
-    printable = _PRINTABLE[replay.release]
+    printable = printable_releases(replay)
     if release not in printable:
         raise PlanError(
             f"--sglang-version {release} needs sglang {release}'s server-args logic; this "

@@ -52,7 +52,8 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
         return StepAside("NGRAM has no draft model and no draft KV pool to price", warn=False)
     if spec.is_dflash_family():
         return StepAside(
-            "DFLASH-family drafts are priced from their own config by sglang 0.5.23 itself",
+            "DFLASH-family drafts are priced from their own config by sglang "
+            f"{compat.installed_sglang_version()} itself",
             warn=False,
         )
     if server_args.device not in PRICED_DEVICES:

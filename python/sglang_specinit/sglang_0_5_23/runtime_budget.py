@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, KVSpec, PoolPlan, tokens_within_pool_budget
+from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import (
     DraftDescription,
     SizingReadings,
@@ -124,8 +125,9 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
     if fused or type(configurator) not in (DefaultPoolConfigurator, HybridSWAPoolConfigurator):
         reason = "a fused draft pool" if fused else f"{type(configurator).__name__} pools"
         logger.warning(
-            "[specinit] stock sglang 0.5.23 KV sizing (draft priced at the target's geometry): "
+            "[specinit] stock sglang %s KV sizing (draft priced at the target's geometry): "
             "%s are not priced by sglang-specinit",
+            installed_sglang_version(),
             reason,
         )
         return original(self, pre_model_load_memory)
@@ -136,8 +138,9 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
         sizing.pricing_seconds = time.perf_counter() - start
     except Exception as exc:  # any pool 0.5.23 cannot build tiny is not ours to size
         logger.warning(
-            "[specinit] stock sglang 0.5.23 KV sizing (draft priced at the target's geometry): "
+            "[specinit] stock sglang %s KV sizing (draft priced at the target's geometry): "
             "the pools of this launch could not be priced by building them (%s: %s)",
+            installed_sglang_version(),
             type(exc).__name__,
             exc,
         )

@@ -29,6 +29,7 @@ import os
 from typing import Any
 
 from sglang_specinit.budget import GIB, BudgetInputs
+from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import storage_bytes
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_23.draft_pricing import describe_draft
@@ -71,7 +72,8 @@ def init_memory_pools(original: Any, self: Any) -> None:
     if blocker is not None:
         log = logger.warning if blocker.warn else logger.info
         log(
-            "[specinit] stock sglang 0.5.23 KV sizing%s: %s",
+            "[specinit] stock sglang %s KV sizing%s: %s",
+            installed_sglang_version(),
             " (draft KV priced at the target's geometry)" if blocker.warn else "",
             blocker.reason,
         )
@@ -175,7 +177,6 @@ def memory_breakdown(
     """The same quantities ``sglang-specinit plan --json`` prints, measured on this rank, with
     the rank's place in the launch and its tightness (``rank_free_bytes``: its own free
     memory at sizing, :func:`rank_free_at_sizing`)."""
-    from sglang_specinit.compat import installed_sglang_version
     from sglang_specinit.rank_reports import tightness_fields
     from sglang_specinit.report import plan_to_dict
     from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks
@@ -218,7 +219,8 @@ def log_memory_breakdown(
     breakdown = memory_breakdown(scheduler, sizing, rank_free_bytes)
     scheduler._specinit_breakdown = breakdown
     logger.info(
-        "[specinit] KV pools on sglang 0.5.23 (%s):\n%s",
+        "[specinit] KV pools on sglang %s (%s):\n%s",
+        breakdown["sglang_version"],
         rank_label(breakdown),
         render_breakdown(breakdown),
     )
