@@ -1,8 +1,11 @@
-"""On the real sglang 0.5.14, which has the phased init upstream, the plugin steps aside.
+"""On a real release it does not serve (sglang 0.5.19), the plugin steps aside.
 
-Runs ``load_plugins()`` in ``.venv-sglang0514`` (built by ``scripts/setup.sh``: sglang 0.5.14
-installed over ``.venv`` through a ``.pth``, with this package installed editable), so the
-entry point, the version check and SGLang's ``HookRegistry`` are all the real ones.
+Runs ``load_plugins()`` with 0.5.19's wheel unpacked first on ``PYTHONPATH`` over
+``.venv-sglang0520`` (``scripts/sibling_release.sh`` downloads and unpacks it and checks that
+``import sglang`` and its metadata both say 0.5.19), with this package installed editable, so
+the entry point, the version check and SGLang's ``HookRegistry`` are all the real ones.
+0.5.19 is declined because its launch checks' ``overrides.resolving_view`` and its
+``runtime_context`` width readers are not 0.5.20's (``docs/releases.md``).
 """
 
 from __future__ import annotations
@@ -13,12 +16,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sglang_specinit import sglang_0_5_13
+from sglang_specinit import compat
 from sglang_specinit.hooks import adapter_patches
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-UPSTREAM_PYTHON = REPO_ROOT / ".venv-sglang0514" / "bin" / "python"
-UPSTREAM_VERSION = "0.5.14"
+# A declined release, run over the venv of the served release of the next generation.
+DECLINED_VERSION = "0.5.19"
+GENERATION_VENV = REPO_ROOT / ".venv-sglang0520"
+UPSTREAM_PYTHON = GENERATION_VENV / "bin" / "python"
+UNPACKED = REPO_ROOT / ".cache" / f"sglang-{DECLINED_VERSION}"
+STUB_DIR = REPO_ROOT / "test" / "harness" / "sgl_kernel_stub"
 MARK = "SPECINIT_PROBE "
 TIMEOUT_S = 180
 
@@ -37,9 +44,12 @@ logging.getLogger().setLevel(logging.INFO)
 
 import sglang
 from sglang.srt.plugins import load_plugins
-from sglang.srt.plugins.hook_registry import HookRegistry
 
 load_plugins()
+specinit_imported = "sglang_specinit.plugin" in sys.modules
+from sglang_specinit.hooks import hook_registry_state
+
+registry = hook_registry_state()
 
 added = []
 for class_path, name in json.loads(sys.argv[1]):
@@ -53,30 +63,51 @@ for class_path, name in json.loads(sys.argv[1]):
 print(sys.argv[2] + json.dumps({
     "sglang_version": importlib.metadata.version("sglang"),
     "sglang_file": sglang.__file__,
-    "hooks": {t: [getattr(s, "plugin_name", None) for _, _, s in h]
-              for t, h in HookRegistry._hooks.items()},
-    "patched": sorted(HookRegistry._patched),
+    "hooks": {t: list(names) for t, names in registry.registered.items()},
+    "patched": sorted(registry.applied),
     "added_methods": added,
-    "specinit_imported": "sglang_specinit.plugin" in sys.modules,
+    "specinit_imported": specinit_imported,
     "records": records,
 }))
 """
 
 
-@pytest.mark.timeout(TIMEOUT_S + 30)
-@pytest.mark.skipif(
-    not UPSTREAM_PYTHON.exists(),
-    reason=".venv-sglang0514 is absent: build it with scripts/setup.sh (CI does)",
-)
-def test_plugin_steps_aside_on_sglang_0_5_14() -> None:
+NO_VENV = f"{GENERATION_VENV.name} is absent: build it with scripts/setup.sh (CI does)"
+
+
+@pytest.fixture(scope="module")
+def declined_release() -> dict[str, str]:
+    """The environment that runs 0.5.19: its wheel unpacked (``scripts/sibling_release.sh``
+    with pytest's ``--version`` as the target: steps 1-3 only) first on PYTHONPATH, then the
+    ``sgl_kernel`` test double (0.5.16+ import CPU ops from it on device cpu)."""
+    proc = subprocess.run(
+        ["bash", "scripts/sibling_release.sh", DECLINED_VERSION, str(GENERATION_VENV), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        cwd=str(REPO_ROOT),
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("SGLANG_SPECINIT_", "SPECINIT_TEST_"))
         and k not in ("SGLANG_PLUGINS", "PYTHONPATH")
     }
-    env["SGLANG_USE_CPU_ENGINE"] = "1"
-    patches = adapter_patches(sglang_0_5_13).values()
+    env["PYTHONPATH"] = f"{UNPACKED}:{STUB_DIR}"
+    return env
+
+
+@pytest.mark.timeout(TIMEOUT_S * 2 + 30)
+@pytest.mark.skipif(not UPSTREAM_PYTHON.exists(), reason=NO_VENV)
+def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, str]) -> None:
+    env = dict(declined_release, SGLANG_USE_CPU_ENGINE="1")
+    # Every adapter's patches: none of them may be registered, applied or added.
+    patches = [
+        p
+        for name in compat.ADAPTER_PACKAGES
+        for p in adapter_patches(compat.load_adapter(name)).values()
+    ]
     methods = [(f"{m.module}.{m.class_name}", m.name) for p in patches for m in p.new_methods]
     proc = subprocess.run(
         [str(UPSTREAM_PYTHON), "-c", PROBE, json.dumps(methods), MARK],
@@ -90,16 +121,16 @@ def test_plugin_steps_aside_on_sglang_0_5_14() -> None:
     assert proc.returncode == 0 and len(lines) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(lines[0][len(MARK) :])
 
-    # The real 0.5.14 wheel, not 0.5.13.post1 from the layered .venv.
-    assert summary["sglang_version"] == UPSTREAM_VERSION
-    assert ".venv-sglang0514" in summary["sglang_file"]
+    # The real 0.5.19 wheel, not the generation venv's 0.5.20.
+    assert summary["sglang_version"] == DECLINED_VERSION
+    assert summary["sglang_file"].startswith(str(UNPACKED))
     # The entry point ran (so the guard, not discovery, is what kept it out) ...
     assert summary["specinit_imported"]
     messages = [
         r["message"] for r in summary["records"] if r["logger"].startswith("sglang_specinit")
     ]
     assert any(
-        "not a release sglang-specinit serves" in m and UPSTREAM_VERSION in m for m in messages
+        "not a release sglang-specinit serves" in m and DECLINED_VERSION in m for m in messages
     ), messages
     assert not any(r["level"] == "WARNING" for r in summary["records"] if "specinit" in r["logger"])
     # ... and registered, applied and added nothing.
@@ -175,15 +206,12 @@ def test_the_dependency_never_moves_the_host_sglang() -> None:
     assert not sglang.specifier.contains("0.5.12")
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.skipif(
-    not UPSTREAM_PYTHON.exists(),
-    reason=".venv-sglang0514 is absent: build it with scripts/setup.sh (CI does)",
-)
-def test_planner_refuses_an_unserved_release_in_one_line() -> None:
-    """The planner runs the installed release's server-args logic; on 0.5.14 it has none to
+@pytest.mark.timeout(TIMEOUT_S + 120)
+@pytest.mark.skipif(not UPSTREAM_PYTHON.exists(), reason=NO_VENV)
+def test_planner_refuses_an_unserved_release_in_one_line(declined_release: dict[str, str]) -> None:
+    """The planner runs the installed release's server-args logic; on 0.5.19 it has none to
     run and says where to run it instead (exit 2, one line, before SGLang is imported)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_PLUGINS")}
+    env = declined_release
     proc = subprocess.run(
         [str(UPSTREAM_PYTHON), "-m", "sglang_specinit.planner.cli", "plan", "--json"],
         env=env,
@@ -195,5 +223,5 @@ def test_planner_refuses_an_unserved_release_in_one_line() -> None:
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert f"sglang {UPSTREAM_VERSION} is installed" in lines[0]
+    assert f"sglang {DECLINED_VERSION} is installed" in lines[0]
     assert ", ".join(SERVED) in lines[0]

@@ -192,10 +192,11 @@ def apply_hook_targets(registry: Any, targets: Iterable[str]) -> list[str]:
     ``apply_hooks`` would also retry every other plugin's still-pending target, and this runs
     while SGLang is importing modules (a pending target may sit in a module only half
     imported), so only the plugin's own targets are applied here. HookRegistry has no public
-    per-target call, so this is the one place that reads its private state: ``_hooks`` (target
-    -> registered hooks), ``_patched`` (targets applied) and ``_apply_target`` (applies one
-    target), all as in sglang 0.5.13.post1 and 0.5.23 (``srt/plugins/hook_registry.py``).
-    Without ``_apply_target`` (no release served here), ``apply_hooks`` is the fallback.
+    per-target call, so this and :func:`hook_registry_state` are the only places that read its
+    private state: ``_hooks`` (target -> registered hooks), ``_patched`` (targets applied) and
+    ``_apply_target`` (applies one target), all as in sglang 0.5.13.post1 to 0.5.23
+    (``srt/plugins/hook_registry.py``). Without ``_apply_target`` (no release served here),
+    ``apply_hooks`` is the fallback.
     """
     pending = [target for target in targets if target not in registry._patched]
     apply_target = getattr(registry, "_apply_target", None)
@@ -206,3 +207,29 @@ def apply_hook_targets(registry: Any, targets: Iterable[str]) -> list[str]:
         apply_target(target, registry._hooks[target])
         registry._patched.add(target)
     return pending
+
+
+@dataclass(frozen=True)
+class HookRegistryState:
+    """What SGLang's HookRegistry holds: per registered target, the plugin name of each hook's
+    source (None for a hook registered outside a plugin), and the targets applied so far."""
+
+    registered: dict[str, tuple[str | None, ...]]
+    applied: frozenset[str]
+
+
+def hook_registry_state(registry: Any = None) -> HookRegistryState:
+    """A copy of what ``registry`` (default: SGLang's ``HookRegistry``) has registered and
+    applied, for reports and tests; it has no public read of either, so this reads ``_hooks``
+    and ``_patched`` as :func:`apply_hook_targets` does."""
+    if registry is None:
+        from sglang.srt.plugins.hook_registry import HookRegistry
+
+        registry = HookRegistry
+    return HookRegistryState(
+        registered={
+            target: tuple(getattr(source, "plugin_name", None) for _, _, source in hooks)
+            for target, hooks in registry._hooks.items()
+        },
+        applied=frozenset(registry._patched),
+    )

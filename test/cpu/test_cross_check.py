@@ -48,7 +48,7 @@ GEOMETRIES = {
 def _planner_spec(model_dir: Path, kv_cache_dtype: str) -> budget.KVSpec:
     """The target's KV spec the way ``sglang-specinit plan`` derives it (no runner)."""
     from sglang.srt.configs.model_config import ModelConfig
-    from sglang_specinit.planner.plan import resolve_kv_dtype
+    from sglang_specinit.planner.replay_0_5_13 import resolve_kv_dtype
     from sglang_specinit.specs import kv_spec_from_model_config, runner_layer_count
 
     config = ModelConfig(str(model_dir))

@@ -57,13 +57,14 @@ logging.getLogger().setLevel(logging.INFO)
 #SETUP#
 
 from sglang.srt.plugins import load_plugins
-from sglang.srt.plugins.hook_registry import HookRegistry
 
 before = set(sys.modules)
 load_plugins()
 imported_by_load = sorted(set(sys.modules) - before)
 specinit_imported = any(m.startswith("sglang_specinit") for m in sys.modules)
-patched_at_load = sorted(HookRegistry._patched)
+from sglang_specinit.hooks import hook_registry_state  # stdlib only; read after the checks above
+
+patched_at_load = sorted(hook_registry_state().applied)
 
 #AFTER#
 
@@ -76,12 +77,10 @@ for module_name, class_name, name in json.loads(sys.argv[1]):
     new_methods[key] = getattr(vars(cls).get(name), "__module__", None) if cls else None
 
 import sglang
+registry = hook_registry_state()
 print(#MARK# + json.dumps({
-    "hooks": {
-        target: [getattr(src, "plugin_name", None) for _, _, src in hooks]
-        for target, hooks in HookRegistry._hooks.items()
-    },
-    "patched": sorted(HookRegistry._patched),
+    "hooks": {target: list(names) for target, names in registry.registered.items()},
+    "patched": sorted(registry.applied),
     "patched_at_load": patched_at_load,
     "imported_by_load": imported_by_load,
     "specinit_imported": specinit_imported,

@@ -34,7 +34,7 @@ CPU_PRICED = {"target_kv_bytes_per_token": 131072, "draft_kv_bytes_per_token": 4
 # plan's page size, each pool priced by the server's function.
 IN_PROCESS_PRICES = """
 import json, sys
-from sglang_specinit.planner.plan import EXAMPLES_DIR
+from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
 from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 

@@ -6,15 +6,20 @@ The Engine comes up with the plugin's sizing (the ``SPECINIT_MEMORY`` breakdown)
 every pool fill the budget to [0.995, 1] as the scheduler report's tensors and meter show it
 (not the plugin's own numbers), the draft pool is priced at the draft's geometry (stock prices
 it at the target's), the duplicate embed was freed before profiling, and EAGLE3's hot-token map
-survived the early binding. The Engine ~40-200 s here (the machine is shared).
+survived the early binding; ``sglang-specinit plan --resident-bytes`` in this environment
+(the release's own server-args logic and pool code, ``planner/release_0_5_14.py``) plans what
+the server allocated. The Engine ~40-200 s here (the machine is shared), the planner ~15 s.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
-from harness.launch.engine import cpu_engine_kwargs
+from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs, server_args_to_cli
 from harness.launch.launch_0_5_23 import (
     EAGLE3_DRAFT_VOCAB,
     ENGINE_TIMEOUT_S,
@@ -26,13 +31,31 @@ from harness.reports.report_reading import meter_budget
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
 
-def fraction(kind: str) -> float:
+# What the plan and the server's breakdown must agree on.
+PLAN_KEYS = (
+    "tokens",
+    "max_running_requests",
+    "target_kv_bytes_per_token",
+    "draft_kv_bytes_per_token",
+    "target_kv_pool_bytes",
+    "draft_kv_pool_bytes",
+    "draft_fixed_pool_bytes",
+    "budget_bytes",
+    "resident_bytes",
+)
+
+
+def engine_kwargs(kind: str) -> dict[str, Any]:
+    """The Engine kwargs :mod:`harness.launch.launch_0_5_23` starts ``kind`` with."""
     spec = KINDS[kind]
-    kwargs = cpu_engine_kwargs(
+    return cpu_engine_kwargs(
         spec.target(), draft_model_path=spec.draft(), algorithm=spec.algorithm,
         **launch_overrides(spec),
     )  # fmt: skip
-    return float(kwargs["mem_fraction_static"])
+
+
+def fraction(kind: str) -> float:
+    return float(engine_kwargs(kind)["mem_fraction_static"])
 
 
 def pool(run: Any, role: str) -> dict[str, Any]:
@@ -72,6 +95,30 @@ def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_o
     assert memory["stock_duplicate_bytes_at_profile"] > 0
     assert memory["duplicate_bytes_at_profile"] == 0
     assert eagle3_on.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
+
+
+def test_plan_in_this_environment_equals_the_server(eagle3_on: Any) -> None:
+    memory = eagle3_on.memory
+    assert memory is not None, eagle3_on.log[-3000:]
+    argv = [
+        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
+        *server_args_to_cli(engine_kwargs("EAGLE3")),
+        "--device-memory", str(DEFAULT_CAPACITY_BYTES),
+        "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
+        "--resident-bytes", str(memory["resident_bytes"]),
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    planned = json.loads(done.stdout)
+    assert all(planned.get(key) is not None for key in PLAN_KEYS), planned
+    # The three-column report: this release's own rule is the "upstream 0.5.14" column.
+    assert "upstream_0_5_14" in planned and "stock_0_5_23" not in planned
+    differing = {
+        key: (planned.get(key), memory.get(key))
+        for key in PLAN_KEYS
+        if planned.get(key) != memory.get(key)
+    }
+    assert differing == {}
 
 
 @pytest.mark.slow

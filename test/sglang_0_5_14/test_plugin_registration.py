@@ -20,8 +20,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 MARK = "SPECINIT_PROBE "
 TIMEOUT_S = 240
 
-# HookRegistry has no public read of its table: ``_hooks`` / ``_patched`` as
-# ``sglang_specinit.hooks.apply_hook_targets`` reads them.
+# HookRegistry has no public read of its table: ``sglang_specinit.hooks.hook_registry_state``
+# is the one place that reads it.
 PROBE = """
 import importlib, json, logging, sys
 
@@ -36,15 +36,15 @@ logging.getLogger().addHandler(_Collect())
 logging.getLogger().setLevel(logging.INFO)
 
 from sglang.srt.plugins import load_plugins
-from sglang.srt.plugins.hook_registry import HookRegistry
+from sglang_specinit.hooks import hook_registry_state
 
 load_plugins()
 for name in json.loads(sys.argv[1]):
     importlib.import_module(name)
+registry = hook_registry_state()
 print(sys.argv[2] + json.dumps({
-    "hooks": {t: [getattr(s, "plugin_name", None) for _, _, s in h]
-              for t, h in HookRegistry._hooks.items()},
-    "patched": sorted(HookRegistry._patched),
+    "hooks": {t: list(names) for t, names in registry.registered.items()},
+    "patched": sorted(registry.applied),
     "records": records,
 }))
 """

@@ -73,3 +73,18 @@ def test_what_0_5_21_lacks_is_absent_as_release_shims_says() -> None:
     assert not hasattr(runtime_context, "num_dp_ranks_of")
     assert hasattr(runtime_context, "attn_dp_size_of")
     assert not release_shims.has_attention_dp_names()
+
+
+def test_the_planner_hands_0_5_21_only_the_platform_facts_it_knows() -> None:
+    """0.5.21's ``override_platform`` refuses ``is_mps`` / ``is_sm110`` (0.5.22 added them): a
+    CUDA plan for a Blackwell preset enters it with the facts 0.5.21 knows, and it answers them."""
+    from sglang.srt import runtime_context
+    from sglang_specinit.planner.release_0_5_23 import _CUDA_HOST, _capability_facts
+    from sglang_specinit.sglang_0_5_23.release_shims import known_platform_facts
+
+    facts = dict(_CUDA_HOST, **_capability_facts(110))
+    kept = known_platform_facts(facts)
+    assert {"is_mps", "is_sm110"} <= set(facts) - set(kept)
+    with runtime_context.override_platform(**kept):
+        assert runtime_context.get_platform().is_cuda is True
+        assert runtime_context.get_platform().is_sm100_or_sm110 is True

@@ -5,17 +5,18 @@ assistant), the two draft kinds whose pools 0.5.23 reserves by a layer count the
   geometry; the draft builds one runner per step, each with a pool of its own (here one
   sliding-window layer, sized by the target's full/SWA split). All of them are priced.
 - frozen-KV MTP: 0.5.23 reserves draft layers (``is_eagle()`` covers it) although the draft
-  reads the target's cache and owns only a 64-token stand-in pool; only that pool is charged.
+  reads the target's cache and owns only a stand-in pool of ``specs.FROZEN_KV_STAND_IN_TOKENS``
+  tokens; only that pool is charged, exactly the bytes its buffers hold.
 """
 
 from __future__ import annotations
 
 import pytest
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, MULTI_LAYER_STEPS
+from harness.reports.report_reading import kv_buffer_bytes
+from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
-
-FROZEN_KV_STAND_IN_TOKENS = 64
 
 
 def assert_budget_filled_to_within_one_page(run) -> None:
@@ -57,7 +58,10 @@ def test_frozen_kv_mtp_is_charged_its_stand_in_pool_only(engine_runs) -> None:
     memory = run.memory
     assert run.report["draft"]["worker_class"] == "FrozenKVMTPWorkerV2"
     (draft,) = run.draft_runners()
+    # The token count the plugin (and the planner) price the stand-in at is the one SGLang built,
+    # and the fixed charge is what that pool's buffers hold.
     assert draft["kv_pool"]["size"] == FROZEN_KV_STAND_IN_TOKENS
+    assert memory["draft_fixed_pool_bytes"] == kv_buffer_bytes(draft["kv_pool"]) > 0
     # 0.5.23 would reserve draft layers here; this package charges no draft KV per token.
     assert memory["upstream_reserved_layers"] > 0
     assert memory["draft_kv_bytes_per_token"] == 0

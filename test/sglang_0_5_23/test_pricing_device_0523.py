@@ -22,7 +22,8 @@ import pytest
 import torch
 from sglang_specinit.planner import release_0_5_23
 from sglang_specinit.planner.cli import main
-from sglang_specinit.planner.plan import PlanError, list_examples
+from sglang_specinit.planner.inputs import PlanError
+from sglang_specinit.planner.shipped_examples import list_examples
 
 pytestmark = pytest.mark.timeout(300)
 

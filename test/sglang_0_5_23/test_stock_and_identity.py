@@ -84,11 +84,15 @@ def test_upstream_rule_reproduces_stock_0_5_23(engine_runs) -> None:
 def _comparable_args(run) -> dict:
     """The resolved server arguments; 0.5.23 also keeps private state on ServerArgs (the raw
     input, a cached ModelConfig object) whose repr names object addresses: left out."""
-    return {
+    args = {
         k: v
         for k, v in run.report["server_args"].items()
         if k not in VOLATILE_ARGS and not k.startswith("_")
     }
+    # An empty record would make every comparison pass (0.5.23's ServerArgs keeps its fields
+    # off ``vars()``): the report must hold the resolved fields themselves.
+    assert args.get("model_path") and "speculative_algorithm" in args, sorted(args)[:20]
+    return args
 
 
 def _differing(a: dict, b: dict) -> dict:

@@ -420,7 +420,7 @@ def model_config_of():
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     from sglang.srt.configs.model_config import ModelConfig
-    from sglang_specinit.planner.plan import EXAMPLES_DIR
+    from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
 
     def build(example: str) -> ModelConfig:
         return ModelConfig(model_path=str(EXAMPLES_DIR / example / "target"))
@@ -450,10 +450,10 @@ def test_mla_is_not_split_by_tp(model_config_of) -> None:
 
 
 def test_gpt_oss_is_hybrid_swa(model_config_of) -> None:
-    from sglang_specinit.planner.plan import _cuda_quantization_names
+    from sglang_specinit.planner.replay import cuda_quantization_names
     from sglang_specinit.specs import kv_spec_from_model_config
 
-    with _cuda_quantization_names():  # mxfp4 is registered only on CUDA builds
+    with cuda_quantization_names():  # mxfp4 is registered only on CUDA builds
         mc = model_config_of("gpt-oss-20b-eagle3")
     spec = kv_spec_from_model_config(mc, "bfloat16", 1, 24, 0.8)
     assert isinstance(spec, HybridSWAKVSpec)
@@ -640,7 +640,7 @@ def test_nnpl_zero_layer_counts() -> None:
 
 def test_multi_layer_eagle_pools_from_a_real_draft_config(model_config_of) -> None:
     from sglang.srt.configs.model_config import ModelConfig
-    from sglang_specinit.planner.plan import EXAMPLES_DIR
+    from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
     from sglang_specinit.specs import draft_kv_pools
 
     draft = ModelConfig(

@@ -1,7 +1,8 @@
-"""``hooks.apply_hook_targets`` against SGLang's real ``HookRegistry`` (the one function that
-reads its private state): it applies the plugin's own targets, each once, and leaves another
-plugin's pending target pending (``apply_hooks`` would resolve it, importing its module while
-SGLang may be halfway through importing another)."""
+"""``hooks.apply_hook_targets`` and ``hooks.hook_registry_state`` against SGLang's real
+``HookRegistry`` (the two functions that touch its private state): the plugin's own targets are
+applied, each once, and another plugin's pending target stays pending (``apply_hooks`` would
+resolve it, importing its module while SGLang may be halfway through importing another); the
+state read back names each hook's plugin and the targets applied."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import types
 from collections import defaultdict
 
 import pytest
-from sglang.srt.plugins.hook_registry import HookRegistry, HookType
-from sglang_specinit.hooks import apply_hook_targets
+from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
+from sglang_specinit.hooks import apply_hook_targets, hook_registry_state
 
 OWN_MODULE = "specinit_test_hook_target"
 OWN = f"{OWN_MODULE}.Worker.step"
@@ -54,10 +55,31 @@ def test_applies_only_the_given_targets_once(registry: type[HookRegistry]) -> No
     assert apply_hook_targets(registry, [OWN]) == [OWN]
     assert worker_cls().step(1) == 2
     # Another plugin's target stays pending: not applied, its module never imported.
-    assert PENDING not in registry._patched
+    state = hook_registry_state(registry)
+    assert state.applied == {OWN}
     assert LATER_MODULE not in sys.modules
-    assert PENDING in registry._hooks
+    assert PENDING in state.registered
 
     # A second call (the module's import hook firing again) does not wrap twice.
     assert apply_hook_targets(registry, [OWN]) == []
     assert worker_cls().step(1) == 2
+
+
+def test_state_names_each_hooks_plugin_and_the_applied_targets(
+    registry: type[HookRegistry],
+) -> None:
+    registry.register(OWN, plus_one, HookType.AROUND, source=HookSource("specinit", "dist"))
+    registry.register(OWN, plus_one, HookType.AROUND)
+    registry.register(PENDING, plus_one, HookType.AROUND, source=HookSource("other", None))
+    before = hook_registry_state(registry)
+    assert before.registered == {OWN: ("specinit", None), PENDING: ("other",)}
+    assert before.applied == frozenset()
+
+    apply_hook_targets(registry, [OWN])
+    after = hook_registry_state(registry)
+    assert after.applied == {OWN}
+    # A copy: later registrations do not change a state already read.
+    registry.register(PENDING, plus_one, HookType.AROUND)
+    assert after.registered[PENDING] == ("other",)
+    # The default registry is SGLang's own.
+    assert hook_registry_state().registered == hook_registry_state(HookRegistry).registered

@@ -1,5 +1,5 @@
-"""``patch_table.PatchTable``: the recording decorator the 0.5.23 adapter's scheduler,
-runtime_budget and eagle modules declare their patch with.
+"""``patch_table.PatchTable``: the recording decorator every phase module of both adapters
+declares its patch with (checked here on the 0.5.23 modules it was first used in).
 
 The tables it records must be exactly the hand-written tables they replaced (written out below,
 as they stood in ``sglang_0_5_23/*.py``), so compat's all-or-nothing checks and the order hooks
@@ -143,3 +143,26 @@ def test_a_target_declared_twice_fails() -> None:
     patch.requires("A.size")
     with pytest.raises(ValueError, match="some.module.A.size is declared twice"):
         patch.requires("A.size")
+
+
+def test_adds_records_a_method_under_its_own_or_the_given_name() -> None:
+    patch = PatchTable("some.module")
+
+    def alloc_memory_pool(self):
+        return None
+
+    def draft_init_backends(self):
+        return None
+
+    assert patch.adds("A")(alloc_memory_pool) is alloc_memory_pool
+    patch.adds("A", "init_backends")(draft_init_backends)
+    # One function added to a second class (as a worker that only delegates shares them).
+    patch.adds("B", "alloc_memory_pool", module="other.module")(alloc_memory_pool)
+    _hooks, new_methods, _requires = patch.tables()
+    assert [(m.target, m.fn) for m in new_methods] == [
+        ("some.module.A.alloc_memory_pool", alloc_memory_pool),
+        ("some.module.A.init_backends", draft_init_backends),
+        ("other.module.B.alloc_memory_pool", alloc_memory_pool),
+    ]
+    with pytest.raises(ValueError, match="some.module.A.init_backends is declared twice"):
+        patch.adds("A", "init_backends")(alloc_memory_pool)

@@ -15,7 +15,7 @@ from sglang_specinit.budget import (
     plan_pools,
 )
 from sglang_specinit.planner.cli import main
-from sglang_specinit.planner.plan import EXAMPLES_DIR, list_examples
+from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
 from sglang_specinit.release_rules import stock_0_5_13_plan, upstream_0_5_14_plan
 from sglang_specinit.report import BREAKDOWN_KEYS, plan_to_dict
 from sglang_specinit.specs import attention_kv_spec

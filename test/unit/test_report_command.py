@@ -397,7 +397,7 @@ def test_out_is_required(capsys: pytest.CaptureFixture[str]) -> None:
 def test_without_inputs_every_shipped_example_is_rendered(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sglang_specinit.planner.plan import list_examples
+    from sglang_specinit.planner.shipped_examples import list_examples
 
     out = tmp_path / "report"
     code, stdout, err = run_report(capsys, "--out", str(out))

@@ -16,7 +16,7 @@ imported where the flags allow it.
 
 The plan is for the device the flags name, not for this process: a fresh planner process drops
 ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, and the replays answer SGLang's
-``is_cpu()`` for the planned device (:func:`plan.planned_cpu_engine`). On sglang 0.5.23 the
+``is_cpu()`` for the planned device (:func:`replay_0_5_13.planned_cpu_engine`). On sglang 0.5.23 the
 planner prices every pool by building it tiny with 0.5.23's own pool code on this host
 (``release_0_5_23.pricing_device``: its GPU, else cpu without the CPU engine, so that no
 ``sgl_kernel`` op is imported); the planned resolution still sees the planned device
@@ -41,31 +41,27 @@ from sglang_specinit.planner.gpus import (
     DEFAULT_GPU,
     GIB,
     MIB,
+    DeviceSpec,
     get_preset,
     parse_bytes,
     pre_load_free_bytes,
     presets_help,
 )
-from sglang_specinit.planner.plan import (
-    CPU_ENGINE_ENV,
-    DEFAULT_EXAMPLE,
-    DeviceSpec,
-    Example,
-    OfflinePlan,
-    PlanError,
-    RaisingParser,
-    build_plan,
-    check_launch_values,
-    list_examples,
-    load_example,
-    plan_json,
-)
+from sglang_specinit.planner.inputs import PlanError, RaisingParser, check_launch_values
+from sglang_specinit.planner.plan import OfflinePlan, build_plan, plan_json
 from sglang_specinit.planner.release_0_5_23 import Plan0523, plan_for_0_5_23, plan_json_0_5_23
 from sglang_specinit.planner.releases import (
     SGLANG_RELEASES,
     installed_replay,
     prints_generation_column,
     release_to_print,
+)
+from sglang_specinit.planner.replay import CPU_ENGINE_ENV
+from sglang_specinit.planner.shipped_examples import (
+    DEFAULT_EXAMPLE,
+    Example,
+    list_examples,
+    load_example,
 )
 from sglang_specinit.report import render_table
 
@@ -250,7 +246,7 @@ def _set_host_cpu_engine() -> None:
     0.5.23 on a GPU-less host that is also what lets it build its pricing pools on cpu with no
     ``sgl_kernel`` (``release_0_5_23.pricing_device``). Only for the process's own entry
     point: a caller in the same process (a test, a server) keeps its environment, and
-    :func:`plan.planned_cpu_engine` covers it."""
+    :func:`replay_0_5_13.planned_cpu_engine` covers it."""
     if "sglang" not in sys.modules:
         os.environ.pop(CPU_ENGINE_ENV, None)
 

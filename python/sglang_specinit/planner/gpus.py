@@ -1,4 +1,4 @@
-"""Device presets and byte-size parsing for the offline planner.
+"""Device presets, the planned device (:class:`DeviceSpec`) and byte-size parsing for the planner.
 
 SGLang 0.5.13.post1 reads two different device numbers, and the planner needs both:
 
@@ -74,6 +74,24 @@ def get_preset(name: str) -> GpuPreset:
 def pre_load_free_bytes(total_bytes: int) -> int:
     """Free bytes SGLang would measure before loading weights, under the fixed allowance."""
     return max(total_bytes - CUDA_CONTEXT_ALLOWANCE_BYTES, 0)
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """The device the plan is for: total memory (heuristic input) and pre-load free bytes."""
+
+    name: str
+    total_bytes: int
+    pre_load_free_bytes: int
+    # Measured resident bytes (a server's SPECINIT_MEMORY resident_bytes) replacing the
+    # checkpoint estimate in this package's column; None: add up the checkpoints.
+    resident_bytes: int | None = None
+    # CUDA compute capability (90 = sm_90) of a preset; None: not known (--device-memory).
+    sm: int | None = None
+
+    @property
+    def capacity_mib(self) -> float:
+        return self.total_bytes / MIB
 
 
 def presets_help() -> str:

@@ -57,20 +57,18 @@ from types import SimpleNamespace
 from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, PoolPlan
-from sglang_specinit.planner.plan import (
+from sglang_specinit.planner.gpus import DeviceSpec
+from sglang_specinit.planner.inputs import PlanError, RaisingParser
+from sglang_specinit.planner.plan import OfflinePlan, plan_json
+from sglang_specinit.planner.replay import (
     CPU_ENGINE_ENV,
-    DeviceSpec,
-    OfflinePlan,
-    PlanError,
     PoolPrices,
-    RaisingParser,
     ResolvedLaunch,
-    _model_config,
-    _released,
     kv_cache_quant_algo,
-    plan_json,
     refuse_unpriced_model,
 )
+from sglang_specinit.planner.replay import build_model_config as _model_config
+from sglang_specinit.planner.replay import released as _released
 from sglang_specinit.release_rules import upstream_0_5_23_plan
 from sglang_specinit.report import ReportColumn
 from sglang_specinit.specs import kv_dtype_name, own_hf_config
@@ -188,6 +186,7 @@ def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
       (``has_amx`` above).
     """
     from sglang.srt.runtime_context import override_platform
+    from sglang_specinit.sglang_0_5_23.release_shims import known_platform_facts
 
     facts: dict[str, Any] = {}
     cuda: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
@@ -199,7 +198,7 @@ def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
             capability = _cuda_capability_answering(device.sm)
         cuda = _cuda_prefill_graph_default()
     with (
-        override_platform(**facts),
+        override_platform(**known_platform_facts(facts)),
         _device_capacity_answering(device.capacity_mib),
         cuda,
         capability,

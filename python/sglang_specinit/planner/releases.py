@@ -3,7 +3,7 @@
 The planner runs SGLang's server-args logic, so it plans with the release installed next to it,
 and only for a release the plugin serves: :func:`sglang_specinit.compat.decide_for_version`
 names the adapter package, and each adapter package has one server-args replay
-(:class:`sglang_specinit.planner.plan.ServerArgsReplay`). ``--sglang-version`` then picks which
+(:class:`sglang_specinit.planner.replay.ServerArgsReplay`). ``--sglang-version`` then picks which
 release's rule is printed beside this package's plan; the 0.5.13.x replay can print 0.5.23's
 rule too, the 0.5.23 replay has no 0.5.13.post1 logic to run.
 """
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from sglang_specinit.planner.plan import REPLAY_0_5_13, PlanError, ServerArgsReplay
+from sglang_specinit.planner.inputs import PlanError
+from sglang_specinit.planner.replay import ServerArgsReplay
+from sglang_specinit.planner.replay_0_5_13 import REPLAY_0_5_13
 from sglang_specinit.sglang_0_5_23 import RELEASES as _RELEASES_0_5_23
 
 DEFAULT_RELEASE = "0.5.13.post1"
@@ -31,8 +33,9 @@ def printable_releases(replay: ServerArgsReplay) -> tuple[str, ...]:
 
 def prints_generation_column(release: str) -> bool:
     """True when ``release``'s rule is printed as a 0.5.23-generation stock column
-    (``release_0_5_23.plan_for_0_5_23``), false for 0.5.13.post1's three-column report."""
-    return release != DEFAULT_RELEASE
+    (``release_0_5_23.plan_for_0_5_23``), false for the three-column report (0.5.13.post1's,
+    and 0.5.14 / 0.5.15's, whose own rule is the report's "upstream 0.5.14" column)."""
+    return release in _RELEASES_0_5_23
 
 
 def installed_sglang() -> str | None:
@@ -54,6 +57,10 @@ def installed_replay() -> ServerArgsReplay:
         from sglang_specinit.planner.release_0_5_23 import REPLAY
 
         return REPLAY
+    if decision.adapter == "sglang_0_5_14":
+        from sglang_specinit.planner.release_0_5_14 import REPLAY as REPLAY_0_5_14
+
+        return REPLAY_0_5_14
     served = ", ".join(supported_releases())
     what = f"sglang {installed} is installed" if installed else "sglang is not installed"
     raise PlanError(

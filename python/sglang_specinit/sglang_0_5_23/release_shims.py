@@ -324,3 +324,18 @@ def present_capacity_readers(names: tuple[str, ...]) -> tuple[str, ...]:
     if _since(KV_CACHE_SHARDING_SINCE):
         return names
     return tuple(name for name in names if name != KV_SHARD_HOOK)
+
+
+def known_platform_facts(facts: dict[str, Any]) -> dict[str, Any]:
+    """``facts`` without the ones the installed release's ``runtime_context.override_platform``
+    does not know (it refuses unknown names). 0.5.20 and 0.5.21 have no ``is_mps`` and no
+    ``is_sm110`` (0.5.22 ``runtime_context.py:1830,1834``): no code of theirs can read those,
+    so leaving them out changes no answer. The known names are read from SGLang's own tables."""
+    from sglang.srt import runtime_context
+
+    known = set(getattr(runtime_context, "_PLATFORM_PROBES", ())) | set(
+        getattr(runtime_context, "_PLATFORM_VALUES", ())
+    )
+    if not known:
+        return facts
+    return {name: value for name, value in facts.items() if name in known}

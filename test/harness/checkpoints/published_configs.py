@@ -18,9 +18,9 @@ EXAMPLES = (
 def model_config(path: Path, overrides: dict[str, Any] | None = None, **kwargs: Any) -> Any:
     """SGLang's ``ModelConfig`` of a config directory."""
     from sglang.srt.configs.model_config import ModelConfig
-    from sglang_specinit.planner.plan import _cuda_quantization_names
+    from sglang_specinit.planner.replay import cuda_quantization_names
 
-    with _cuda_quantization_names():  # gpt-oss's mxfp4 is only registered on CUDA builds
+    with cuda_quantization_names():  # gpt-oss's mxfp4 is only registered on CUDA builds
         return ModelConfig(
             str(path), override_config_file=json.dumps(overrides) if overrides else None, **kwargs
         )

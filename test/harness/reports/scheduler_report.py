@@ -46,6 +46,23 @@ _CONFIGURE_KV_CACHE_DTYPE = (
 _target_config: dict[str, dict[str, Any]] = {}
 
 
+def server_args_fields(server_args: Any) -> dict[str, Any]:
+    """Every resolved ``ServerArgs`` field. From 0.5.20 ``ServerArgs`` is a ``msgspec`` record
+    whose ``vars()`` holds only private state, so the fields come from its own
+    ``resolved_dict()``; before, it is a dataclass and ``vars()`` holds them."""
+    resolved = getattr(server_args, "resolved_dict", None)
+    fields = resolved() if callable(resolved) else vars(server_args)
+    # A callable field (0.5.23's ``custom_sigquit_handler``) by its name, not its address.
+    return _jsonable(
+        {
+            k: f"{v.__module__}.{v.__qualname__}"
+            if callable(v) and hasattr(v, "__qualname__")
+            else v
+            for k, v in fields.items()
+        }
+    )
+
+
 def _storage_bytes(tensors: list[Any]) -> int:
     """Bytes of the distinct storages behind ``tensors`` (views and shared weights once)."""
     seen: dict[int, int] = {}
@@ -244,7 +261,9 @@ def _published_ranks() -> Any:
 
 def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
     """The JSON payload: process, scheduler numbers, runners, meter, applied hooks."""
-    from sglang.srt.plugins.hook_registry import HookRegistry
+    # Read before importing anything of the package below (a stock launch never imports it).
+    specinit_loaded = any(m.startswith("sglang_specinit") for m in sys.modules)
+    from sglang_specinit.hooks import hook_registry_state
 
     from harness.cpu_doubles import shims
 
@@ -252,8 +271,8 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
         "pid": os.getpid(),
         "ranks": scheduler_ranks(scheduler),
         "sglang_plugins_env": os.environ.get("SGLANG_PLUGINS"),
-        "specinit_loaded": any(m.startswith("sglang_specinit") for m in sys.modules),
-        "applied_hook_targets": sorted(HookRegistry._patched),
+        "specinit_loaded": specinit_loaded,
+        "applied_hook_targets": sorted(hook_registry_state().applied),
     }
     if scheduler is not None:
         spec = getattr(scheduler, "spec_algorithm", None)
@@ -272,7 +291,7 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
         }
         server_args = getattr(scheduler, "server_args", None)
         if server_args is not None:
-            state["server_args"] = _jsonable(vars(server_args))
+            state["server_args"] = server_args_fields(server_args)
         state["draft"] = draft_worker_summary(getattr(scheduler, "draft_worker", None))
     state["model_runners"] = [model_runner_summary(r) for r in live_model_runners()]
     if os.environ.get("SPECINIT_TEST_TENSOR_REPORT") == "1":  # the fidelity matrix's (c), (e)

@@ -1,0 +1,63 @@
+"""The planner's bad-input error and the checks that need no SGLang.
+
+Every refusal of the planner is a :class:`PlanError` (a ``ValueError``) whose message is one line
+for the user; the CLI prints it and exits 2. The checks here read only the raw flag values and
+the models' ``config.json`` files, so the usual mistakes (a path that is not a local directory, a
+fraction outside (0, 1)) are reported before SGLang is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any, NoReturn
+
+
+class PlanError(ValueError):
+    """Bad planner input; the message is one line meant for the user."""
+
+
+class RaisingParser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage, so every bad input is one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise PlanError(message)
+
+
+def read_config_json(model_dir: str, what: str) -> dict[str, Any]:
+    """``config.json`` of a local model directory, with one-line errors for the usual mistakes."""
+    if not os.path.isdir(model_dir):
+        raise PlanError(f"{what} {model_dir!r} is not a local directory (the planner is offline)")
+    config_path = os.path.join(model_dir, "config.json")
+    if not os.path.isfile(config_path):
+        raise PlanError(f"{what} {model_dir!r} has no config.json")
+    try:
+        with open(config_path) as f:
+            config = json.load(f)
+    except json.JSONDecodeError as e:
+        raise PlanError(f"{config_path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    archs = config.get("architectures") if isinstance(config, dict) else None
+    if not archs or not isinstance(archs, list):
+        raise PlanError(f"{config_path} has no 'architectures' list; SGLang cannot pick a model")
+    return config
+
+
+def check_launch_values(
+    model_path: str | None,
+    draft_path: str | None,
+    algorithm: str | None,
+    mem_fraction_static: float | None,
+) -> None:
+    """Validate what can be validated from the raw flags and config.json files alone.
+
+    Which speculative launches need a draft path is SGLang's decision (its argument hook),
+    not the planner's: a path-less EAGLE/NEXTN draft is built from the target's checkpoint.
+    """
+    if mem_fraction_static is not None and not 0.0 < mem_fraction_static < 1.0:
+        raise PlanError(f"--mem-fraction-static must be in (0, 1), got {mem_fraction_static}")
+    if model_path is None:
+        raise PlanError("--model-path is required (or use --example NAME)")
+    read_config_json(model_path, "--model-path")
+    if draft_path is not None:
+        read_config_json(draft_path, "--speculative-draft-model-path")

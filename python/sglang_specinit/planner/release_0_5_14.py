@@ -1,0 +1,269 @@
+"""The server-args replay for sglang 0.5.14 / 0.5.15 (the ``sglang_0_5_14`` adapter's releases).
+
+These releases keep 0.5.13's dataclass ``ServerArgs`` (its ``__post_init__`` resolves every
+field) and 0.5.13's speculative hook module, so the replay is 0.5.13.x's
+(:class:`~sglang_specinit.planner.replay_0_5_13.Replay0513`: the release's own parser, an inert
+``ServerArgs``, ``handle_speculative_decoding`` on a copy) with three answers of their own:
+
+* the automatic ``--mem-fraction-static`` is the installed release's
+  ``ServerArgs._handle_cuda_graph_config`` then ``_handle_gpu_memory_settings`` on a copy, fed
+  the device's total MiB (0.5.14 dropped the flat speculative reserve, so stock and this
+  package start from the same fraction);
+* the KV dtype is the release's own ``ModelRunner.configure_kv_cache_dtype``;
+* every pool is priced by the function the live adapter runs,
+  ``sglang_0_5_14.pool_probe.measure_runner`` (the runner's own ``_apply_memory_pool_config``
+  at tiny sizes), on runners built without weights (:func:`unloaded_runner`): a
+  ``ModelRunner`` whose ``__init__`` is not run, holding the fields ``__init__`` and
+  ``initialize`` set that the pool code reads, each from the same source they use.
+
+The pools are built on this host (:func:`pricing_device`); on cpu the KV pool's Triton warm-up
+copy, which copies slot 0 onto itself and allocates nothing, is skipped for the pricing call
+(:func:`kv_warm_up_copy_skipped`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+from sglang_specinit.planner.gpus import DeviceSpec
+from sglang_specinit.planner.inputs import PlanError
+from sglang_specinit.planner.replay import (
+    PoolPrices,
+    ResolvedLaunch,
+    build_model_config,
+    kv_cache_quant_algo,
+    refuse_unpriced_model,
+    released,
+)
+from sglang_specinit.planner.replay_0_5_13 import (
+    Replay0513,
+    attention_tp_size,
+    planned_cpu_engine,
+    resolve_speculative,
+)
+from sglang_specinit.specs import kv_dtype_name, own_hf_config, runner_layer_count
+
+
+def installed_release() -> str:
+    """The installed release (0.5.14 or 0.5.15): every label of a plan made here names it."""
+    from sglang_specinit.compat import installed_sglang_version
+
+    return str(installed_sglang_version())
+
+
+def auto_mem_fraction_static(server_args: Any, capacity_mib: float) -> float:
+    """The ``--mem-fraction-static`` the installed release picks when the user passes none:
+    its ``_handle_cuda_graph_config`` (the graph settings the heuristic reads) then
+    ``_handle_gpu_memory_settings(capacity_mib)``, on a copy."""
+    from sglang.srt.server_args import ServerArgs
+
+    trial = copy.deepcopy(server_args)
+    released(ServerArgs._handle_cuda_graph_config)(trial)
+    # Its only other effect is an environment default for symmetric memory; keep ours clean.
+    trial.enable_symm_mem = False
+    released(ServerArgs._handle_gpu_memory_settings)(trial, capacity_mib)
+    return float(trial.mem_fraction_static)
+
+
+def pricing_device() -> str:
+    """Where the pricing pools are built: this host's CUDA device, else cpu (decided by torch)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def unloaded_runner(server_args: Any, model_config: Any, *, is_draft: bool) -> Any:
+    """A ``ModelRunner`` of the installed release for ``model_config`` without weights.
+
+    ``ModelRunner.__init__`` loads the model; the pool code (``_apply_memory_pool_config``,
+    ``_init_pools``) reads only the fields below, set as ``__init__`` and ``initialize`` set
+    them (``model_runner.py`` in 0.5.14: the parse block, ``start_layer``/``end_layer`` from
+    the model's layer count, pp_size 1), the layer count by :func:`specs.runner_layer_count`
+    (the same rule). The device is this host's (:func:`pricing_device`); the KV dtype comes
+    from the release's own ``configure_kv_cache_dtype`` with the checkpoint's KV quantization.
+    """
+    from sglang.srt.configs.model_config import AttentionArch
+    from sglang.srt.model_executor import model_runner as model_runner_module
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    runner = ModelRunner.__new__(ModelRunner)
+    layers = runner_layer_count(model_config, is_draft=is_draft)
+    runner.__dict__.update(
+        mem_fraction_static=server_args.mem_fraction_static,
+        memory_pool_config=None,
+        device=pricing_device(),
+        gpu_id=0,
+        tp_rank=0,
+        tp_size=int(server_args.tp_size),
+        dp_size=server_args.dp_size if server_args.enable_dp_attention else 1,
+        pp_rank=0,
+        pp_size=1,
+        attn_cp_size=server_args.attn_cp_size,
+        model_config=model_config,
+        server_args=server_args,
+        is_draft_worker=is_draft,
+        spec_algorithm=SpeculativeAlgorithm.from_string(server_args.speculative_algorithm),
+        page_size=server_args.page_size,
+        req_to_token_pool=None,
+        token_to_kv_pool_allocator=None,
+        is_hybrid_swa=model_config.is_hybrid_swa,
+        is_hybrid_swa_compress=getattr(model_config, "is_hybrid_swa_compress", False),
+        use_mla_backend=model_config.attention_arch == AttentionArch.MLA,
+        attention_chunk_size=model_config.attention_chunk_size,
+        enable_hisparse=server_args.enable_hisparse,
+        draft_model_idx=0 if is_draft else None,
+        start_layer=0,
+        end_layer=layers,
+        num_effective_layers=layers,
+        dtype=model_config.dtype,
+        # 0.5.15's decode context parallelism (its ModelRunner.__init__ sets it; 0.5.14 has none).
+        **({"dcp_size": server_args.dcp_size} if hasattr(server_args, "dcp_size") else {}),
+        # mambaish_config's cache of the linear-attention registry lookup (unset until read).
+        _linear_attn_registry_cache=model_runner_module._UNSET,
+        # What configure_kv_cache_dtype reads from the loaded model.
+        model=SimpleNamespace(
+            quant_config=SimpleNamespace(kv_cache_quant_algo=kv_cache_quant_algo(model_config))
+        ),
+    )
+    released(ModelRunner.configure_kv_cache_dtype)(runner)
+    return runner
+
+
+@contextlib.contextmanager
+def kv_warm_up_copy_skipped() -> Iterator[None]:
+    """The KV pools built inside skip their Triton warm-up copy, and only that (cpu only).
+
+    ``MHATokenToKVPool._init_kv_copy_and_warmup`` (``mem_cache/memory_pool.py`` in 0.5.14 /
+    0.5.15) launches ``copy_all_layer_kv_cache_tiled[grid](...)`` once with one location copied
+    onto itself (``dummy_loc`` to ``dummy_loc``): it compiles the kernel, moves no byte and
+    allocates nothing, so a pool's bytes are the same without it; a GPU-less host has no
+    driver to run it on. Inside this context the name the pool module launches answers such a
+    self-copy by doing nothing and hands any other launch to the release's kernel.
+    """
+    import torch
+    from sglang.srt.mem_cache import memory_pool
+
+    kernel = memory_pool.copy_all_layer_kv_cache_tiled
+
+    class _SelfCopySkipped:
+        def __getitem__(self, grid: Any) -> Any:
+            def launch(ptrs: Any, strides: Any, tgt: Any, src: Any, *args: Any, **kw: Any) -> None:
+                if tgt is src or torch.equal(tgt, src):
+                    return  # each location onto itself: nothing to move
+                kernel[grid](ptrs, strides, tgt, src, *args, **kw)
+
+            return launch
+
+    memory_pool.copy_all_layer_kv_cache_tiled = _SelfCopySkipped()
+    try:
+        yield
+    finally:
+        memory_pool.copy_all_layer_kv_cache_tiled = kernel
+
+
+@contextlib.contextmanager
+def attention_tp_size_answering(attn_tp_size: int) -> Iterator[None]:
+    """The pool code's attention-TP width answering the planned launch's.
+
+    ``_init_pools`` divides KV heads by ``get_attention_tp_size()`` (bound by name in
+    ``model_runner_kv_cache_mixin``), which reads the process's attention-TP group; a planner
+    process has none. Inside this context that name answers ``attn_tp_size`` (the replay's
+    ``compute_dp_attention_world_info`` result, the function that group is built from).
+    """
+    from sglang.srt.model_executor import model_runner_kv_cache_mixin as mixin
+
+    saved = mixin.get_attention_tp_size
+    mixin.get_attention_tp_size = lambda: attn_tp_size
+    try:
+        yield
+    finally:
+        mixin.get_attention_tp_size = saved
+
+
+class Replay0514(Replay0513):
+    """sglang 0.5.14 / 0.5.15: 0.5.13.x's parser and speculative hook, the release's own
+    fraction heuristic, KV dtype and pool code (module docstring)."""
+
+    @property  # type: ignore[override]
+    def release(self) -> str:
+        return installed_release()
+
+    def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
+        from sglang.srt.configs.model_config import ModelConfig
+
+        with planned_cpu_engine(server_args.device):
+            target_mc = build_model_config(ModelConfig.from_server_args, server_args)
+            # A draft read from the same checkpoint rewrites the cached hf config in place.
+            own_hf_config(target_mc)
+            # get_model_config() caches here; the heuristic and the speculative hook reuse it.
+            server_args.model_config = target_mc
+            refuse_unpriced_model(target_mc)
+            fraction = server_args.mem_fraction_static
+            if fraction is None:
+                fraction = auto_mem_fraction_static(server_args, device.capacity_mib)
+            server_args.mem_fraction_static = float(fraction)
+            spec_args = resolve_speculative(server_args)
+            attn_tp = attention_tp_size(spec_args)
+            if int(spec_args.pp_size) > 1 and spec_args.speculative_algorithm is not None:
+                # The adapter keeps stock sizing there (launch_policy): nothing of ours to plan.
+                raise PlanError(
+                    f"--pp-size {spec_args.pp_size} with --speculative-algorithm "
+                    f"{spec_args.speculative_algorithm}: sglang-specinit keeps stock sizing for "
+                    f"pipeline parallelism on sglang {installed_release()}; drop --pp-size"
+                )
+        return ResolvedLaunch(
+            args=spec_args,
+            config_source=spec_args,
+            target_model_config=target_mc,
+            # 0.5.14 has no flat speculative reserve: one fraction for every column.
+            stock_fraction=float(fraction),
+            new_fraction=float(fraction),
+            attn_tp_size=attn_tp,
+            dp_size=int(spec_args.dp_size),
+            mla_server_args=spec_args,
+        )
+
+    def kv_dtype(
+        self, launch: ResolvedLaunch, model_config: Any, *, is_draft: bool, target_kv_dtype: Any
+    ) -> str:
+        """``ModelRunner.configure_kv_cache_dtype`` of the installed release; the target's runs
+        first and may rewrite ``kv_cache_dtype`` for an FP8 checkpoint, as the server's does."""
+        runner = unloaded_runner(launch.args, model_config, is_draft=is_draft)
+        return kv_dtype_name(runner.kv_cache_dtype)
+
+    def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
+        """Every pool priced by the live adapter's function (``pool_probe.measure_runner``) on
+        runners built without weights; draft pools follow the target's token split."""
+        from sglang.srt.configs.model_config import ModelConfig
+        from sglang_specinit.sglang_0_5_14 import pool_probe
+
+        args = launch.args
+        target = unloaded_runner(args, launch.target_model_config, is_draft=False)
+        drafts = []
+        algorithm = args.speculative_algorithm
+        if algorithm is not None and algorithm != "NGRAM":
+            draft_mc = build_model_config(
+                ModelConfig.from_server_args,
+                launch.config_source,
+                model_path=args.speculative_draft_model_path or args.model_path,
+                model_revision=args.speculative_draft_model_revision,
+                is_draft_model=True,
+            )
+            drafts.append(unloaded_runner(args, draft_mc, is_draft=True))
+        split = pool_probe.target_split(target)
+        on_cpu = pricing_device() == "cpu"
+        with (
+            attention_tp_size_answering(launch.attn_tp_size),
+            kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext(),
+        ):
+            target_kv = pool_probe.measure_runner(target, split)
+            draft_pools = tuple(pool_probe.measure_runner(r, split) for r in drafts)
+        return PoolPrices(target_kv=target_kv, draft_pools=draft_pools, draft_fixed_bytes=0)
+
+
+REPLAY = Replay0514()

@@ -1,0 +1,87 @@
+"""``sglang-specinit plan`` on the real sglang 0.5.14 / 0.5.15, without an Engine: the installed
+release's replay (``planner/release_0_5_14.py``) is the one the planner runs, and a bad launch
+flag is one line naming it, exit 2, before any pool is built. (Plan == server on a live Engine:
+``test_eagle3_launch.py``.) ~10-20 s here (one sglang import).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harness.launch.launch_0_5_23 import KINDS
+
+
+def eagle3_flags() -> list[str]:
+    spec = KINDS["EAGLE3"]
+    return [
+        "--model-path", str(spec.target()),
+        "--speculative-algorithm", spec.algorithm,
+        "--speculative-draft-model-path", str(spec.draft()),
+        "--mem-fraction-static", "0.5",
+    ]  # fmt: skip
+
+
+def test_the_planner_runs_this_release_s_replay() -> None:
+    from sglang_specinit.compat import installed_sglang_version
+    from sglang_specinit.planner import release_0_5_14
+    from sglang_specinit.planner.releases import installed_replay
+
+    replay = installed_replay()
+    assert replay is release_0_5_14.REPLAY
+    assert replay.release == installed_sglang_version()
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        (["--speculative-num-stepz", "3"], "unrecognized arguments: --speculative-num-stepz 3"),
+        (["--kv-cache-dtype", "fp9"], "argument --kv-cache-dtype: invalid choice: 'fp9'"),
+    ],
+)
+def test_a_bad_flag_is_one_line_naming_it(
+    bad: list[str], named: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sglang_specinit.planner import release_0_5_14
+    from sglang_specinit.planner.cli import EXIT_BAD_INPUT, plan_main
+
+    def no_pool_may_be_built(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a pool was priced for a launch with a bad flag")
+
+    monkeypatch.setattr(release_0_5_14, "unloaded_runner", no_pool_may_be_built)
+    assert plan_main([*eagle3_flags(), *bad]) == EXIT_BAD_INPUT
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("sglang-specinit plan: error: ") and named in line, line
+
+
+def test_the_unloaded_runner_holds_every_field_the_pool_code_reads() -> None:
+    """Each ``self.X`` that this release's ``_apply_memory_pool_config`` / ``_init_pools`` read
+    is set on the weightless runner, is a ``ModelRunner`` method or property, or is one the pool
+    code sets itself (``pool_probe.RUNNER_ATTRS``): a new field in a later 0.5.14-generation
+    release fails here, not as an AttributeError in a user's plan."""
+    import inspect
+    import re
+
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang_specinit.planner.release_0_5_14 import REPLAY, unloaded_runner
+    from sglang_specinit.planner.replay_0_5_13 import resolve_speculative
+    from sglang_specinit.sglang_0_5_14.pool_probe import RUNNER_ATTRS
+
+    server_args = resolve_speculative(REPLAY.parse_launch(eagle3_flags()))
+    runner = unloaded_runner(server_args, ModelConfig.from_server_args(server_args), is_draft=False)
+    read = {
+        name
+        for method in (ModelRunner._apply_memory_pool_config, ModelRunner._init_pools)
+        for name in re.findall(r"self\.([A-Za-z_]\w*)", inspect.getsource(method))
+    }
+    missing = {
+        name
+        for name in read
+        if name not in runner.__dict__
+        and not hasattr(ModelRunner, name)
+        and name not in RUNNER_ATTRS
+    }
+    assert read and missing == set()
