@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 
-from harness.launch_0_5_23 import launch  # noqa: E402
+from harness.launch.launch_0_5_23 import launch  # noqa: E402
 
 KINDS = ("EAGLE", "EAGLE3", "EAGLE3-nnpl0", "STANDALONE")
 FRACTION = 0.5

@@ -3,7 +3,7 @@
 The benchmarks drive real ``sglang.Engine`` launches on device cpu through the test harness
 (``test/harness``, put on ``sys.path`` here): tiny generated checkpoints and the deterministic
 simulated device memory (capacity minus the scheduler process's live CPU tensor bytes). The
-reports are read, and the meter arithmetic done, with ``harness.report_reading``, as in the
+reports are read, and the meter arithmetic done, with ``harness.reports.report_reading``, as in the
 tests. Nothing here checks results; the scripts print tables.
 """
 
@@ -22,10 +22,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT / "test") not in sys.path:
     sys.path.insert(0, str(REPO_ROOT / "test"))
 
-from harness import tiny_models  # noqa: E402
-from harness.engine import DEFAULT_CAPACITY_BYTES, cpu_engine  # noqa: E402
-from harness.report_reading import REPORT_DIR_ENV, read_breakdown  # noqa: E402
-from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape  # noqa: E402
+from harness.checkpoints import eagle_drafts, llama_family  # noqa: E402
+from harness.checkpoints.llama_family import DEFAULT_TARGET  # noqa: E402
+from harness.checkpoints.llama_layout import TinyLlamaShape  # noqa: E402
+from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine  # noqa: E402
+from harness.reports.report_reading import REPORT_DIR_ENV, read_breakdown  # noqa: E402
 
 FRACTION = 0.5
 CAPACITY = DEFAULT_CAPACITY_BYTES
@@ -55,29 +56,29 @@ CASES: dict[str, Case] = {
         Case(
             "EAGLE",
             "EAGLE",
-            tiny_models.DEFAULT_EAGLE_DRAFT,
-            tiny_models.tiny_eagle_draft,
+            eagle_drafts.DEFAULT_EAGLE_DRAFT,
+            eagle_drafts.tiny_eagle_draft,
             2,
         ),
         Case(
             "EAGLE3 (other KV geometry)",
             "EAGLE3",
-            tiny_models.DEFAULT_EAGLE3_DRAFT,
-            tiny_models.tiny_eagle3_draft,
+            eagle_drafts.DEFAULT_EAGLE3_DRAFT,
+            eagle_drafts.tiny_eagle3_draft,
             1,
         ),
         Case(
             "EAGLE3 nnpl=0",
             "EAGLE3",
-            tiny_models.DEFAULT_EAGLE3_DRAFT,
-            lambda: tiny_models.tiny_eagle3_draft(num_nextn_predict_layers=0),
+            eagle_drafts.DEFAULT_EAGLE3_DRAFT,
+            lambda: eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0),
             1,
         ),
         Case(
             "STANDALONE (1-layer llama)",
             "STANDALONE",
             STANDALONE_DRAFT,
-            lambda: tiny_models.tiny_llama_target(STANDALONE_DRAFT),
+            lambda: llama_family.tiny_llama_target(STANDALONE_DRAFT),
             0,
         ),
     )
@@ -117,7 +118,7 @@ def launch(
         specinit_dir = work / "specinit"
         specinit_dir.mkdir()
         with cpu_engine(
-            tiny_models.tiny_llama_target(),
+            llama_family.tiny_llama_target(),
             draft_model_path=draft,
             algorithm=case.algorithm,
             plugin=patched,

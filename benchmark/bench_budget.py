@@ -9,7 +9,7 @@ number is read from the scheduler process's harness report:
 
 - tokens, target and draft pool bytes: the live pools;
 - budget and resident-at-sizing: the two meter readings SGLang sized from
-  (``harness.report_reading.meter_budget``);
+  (``harness.reports.report_reading.meter_budget``);
 - target weights: resident when stock sized its pool (only the target exists then);
   other resident: what phased inits (patched, 0.5.14) hold beyond that before the draft
   starts (a few KiB the target worker allocates after loading);
@@ -56,8 +56,8 @@ from _common import (
     launch,
     table,
 )
-from harness.engine import SGLangStartError
-from harness.report_reading import (
+from harness.launch.engine import SGLangStartError
+from harness.reports.report_reading import (
     INIT_TORCH_DISTRIBUTED,
     kv_spec,
     meter_budget,

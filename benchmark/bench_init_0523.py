@@ -3,13 +3,13 @@
 The 0.5.23 adapter keeps upstream's init and adds one step: before the target's pool is
 profiled it prices every pool by building it with 0.5.23's pool code at a few pages
 (``sglang_0_5_23.runtime_budget.price_pools``); the breakdown it logs carries how long that
-took (``pricing_seconds``). This script launches the same kind (``test/harness/launch_0_5_23``'s
-``KINDS``, through ``harness.engine.cpu_engine``) with the plugin on and off, alternating ABBA
-(on, off, off, on, ...) so that slow drift of the shared machine hits both alike. Each sample is
-the wall time from starting the Engine's driver process to the Engine being ready, and the CPU
-seconds the scheduler process had used by then (less disturbed by other load than wall time).
-Prints every sample, medians, min/max, the on/off ratios of the medians and the median
-``pricing_seconds`` of the plugin-on launches. Nothing is asserted.
+took (``pricing_seconds``). This script launches the same kind
+(``test/harness/launch/launch_0_5_23``'s ``KINDS``, through ``harness.launch.engine.cpu_engine``)
+with the plugin on and off, alternating ABBA (on, off, off, on, ...) so that slow drift of the
+shared machine hits both alike. Each sample is the wall time from starting the Engine's driver
+process to the Engine being ready, and the CPU seconds the scheduler process had used by then (less
+disturbed by other load than wall time). Prints every sample, medians, min/max, the on/off ratios of
+the medians and the median ``pricing_seconds`` of the plugin-on launches. Nothing is asserted.
 
     .venv-sglang0523/bin/python benchmark/bench_init_0523.py [--runs 3] [--kind EAGLE3]
 """
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from _common import median, process_cpu_seconds, table
-from harness.engine import cpu_engine
-from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, launch_overrides
-from harness.report_reading import REPORT_DIR_ENV, read_breakdown
+from harness.launch.engine import cpu_engine
+from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, launch_overrides
+from harness.reports.report_reading import REPORT_DIR_ENV, read_breakdown
 
 SAMPLE_COLUMNS = [
     "run",

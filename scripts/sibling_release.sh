@@ -2,9 +2,9 @@
 # Runs a pytest target against another sglang release of a served API generation, without a
 # venv of its own: the release's wheel, unpacked, goes FIRST on PYTHONPATH over the venv of a
 # release of the same generation, so `import sglang` and `importlib.metadata.version("sglang")`
-# (hence sglang_specinit.compat and harness.sglang_release) both see the sibling. Meant for the
-# cheap checks (hook targets, required attributes, signatures); the sibling's own dependency
-# pins are not installed, the generation venv's are used.
+# (hence sglang_specinit.compat and harness.launch.sglang_release) both see the sibling. Meant
+# for the cheap checks (hook targets, required attributes, signatures); the sibling's own
+# dependency pins are not installed, the generation venv's are used.
 #
 #   bash scripts/sibling_release.sh RELEASE VENV PYTEST_ARGS...
 #

@@ -7,7 +7,7 @@
 #                                       checkpoints (SPECINIT_GPU_MODEL_DIR): < 10 min on one
 #                                       H100/H200 including model load
 #
-#   SPECINIT_GPU_PROFILE=full|small            model set (see test/harness/gpu_cases.py)
+#   SPECINIT_GPU_PROFILE=full|small            model set (see test/harness/gpu/gpu_cases.py)
 #   SPECINIT_GPU_MODEL_DIR                     local checkpoints: <dir>/<org>/<name> or <dir>/<name>
 #   SPECINIT_GPU_<CASE>_TARGET / _DRAFT / _TP  per-case model overrides
 #   SPECINIT_GPU_MEM_FRACTION                  --mem-fraction-static (default 0.9)
@@ -34,7 +34,7 @@ if [ "${1:-}" = "--smoke" ]; then
 fi
 # The wheels' hard requirements, in one line, before anything else happens.
 if [ "${SPECINIT_GPU_SKIP_PREFLIGHT:-0}" != "1" ]; then
-  python3 test/harness/gpu_preflight.py || exit 1
+  python3 test/harness/gpu/gpu_preflight.py || exit 1
 fi
 # FlashInfer's JIT runs `ninja` by name: the interpreter's own bin/ (a venv) goes first on PATH.
 if ! BIN_DIR=$("$PYTHON" -c 'import os, sys; print(os.path.dirname(sys.executable))'); then
@@ -50,7 +50,7 @@ TIMEOUT_S=${SPECINIT_GPU_TEST_TIMEOUT_S:-5400}
 if [ "$SMOKE" = 1 ]; then
   # Nothing downloads: the models must already be on local disk.
   export HF_HUB_OFFLINE=1
-  if ! why=$(PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu_cases --smoke-problems); then
+  if ! why=$(PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu.gpu_cases --smoke-problems); then
     echo "[test-gpu] cannot read the smoke's case (see above)" >&2
     exit 1
   fi
@@ -74,5 +74,5 @@ cmd=("$PYTHON" -m pytest -p no:cacheprovider -m gpu "${SELECT[@]}"
 echo "[test-gpu] ${cmd[*]}"
 "${cmd[@]}"
 rc=$?
-PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu_summary "$OUT_DIR/junit.xml" \
+PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu.gpu_summary "$OUT_DIR/junit.xml" \
   --pytest-exit-code "$rc"

@@ -9,34 +9,34 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import tiny_models
+from harness.checkpoints import eagle_drafts, llama_family
 
 
 @pytest.fixture(scope="session")
 def tiny_target() -> Path:
     """Tiny Llama target: hidden 64, 2 layers, 4 heads, 2 KV heads of dim 16, vocab 32000."""
-    return tiny_models.tiny_llama_target()
+    return llama_family.tiny_llama_target()
 
 
 @pytest.fixture(scope="session")
 def tiny_eagle_draft() -> Path:
     """1-layer EAGLE draft for :func:`tiny_target` (same hidden/vocab and KV geometry)."""
-    return tiny_models.tiny_eagle_draft()
+    return eagle_drafts.tiny_eagle_draft()
 
 
 @pytest.fixture(scope="session")
 def tiny_eagle3_draft() -> Path:
     """1-layer EAGLE3 draft with a different KV geometry (1 KV head of dim 48)."""
-    return tiny_models.tiny_eagle3_draft()
+    return eagle_drafts.tiny_eagle3_draft()
 
 
 @pytest.fixture(scope="session")
 def tiny_eagle3_draft_nnpl0() -> Path:
     """The EAGLE3 draft with ``"num_nextn_predict_layers": 0`` in its config."""
-    return tiny_models.tiny_eagle3_draft(num_nextn_predict_layers=0)
+    return eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0)
 
 
 @pytest.fixture(scope="session")
 def tiny_eagle3_draft_tp2() -> Path:
     """EAGLE3 draft whose 2 KV heads (dim 48) split across 2 TP ranks, like the target's."""
-    return tiny_models.tiny_eagle3_draft(tiny_models.TP2_EAGLE3_DRAFT)
+    return eagle_drafts.tiny_eagle3_draft(eagle_drafts.TP2_EAGLE3_DRAFT)

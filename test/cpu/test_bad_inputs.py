@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from harness.engine import ENGINE_TEST_TIMEOUT_S, SGLangStartError, cpu_engine
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, SGLangStartError, cpu_engine
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 

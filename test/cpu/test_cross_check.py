@@ -13,9 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from harness import tiny_models
-from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
-from harness.report_reading import before_avail_reading, profile_reading
+from harness.checkpoints import deepseek_mla, llama_family
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.reports.report_reading import before_avail_reading, profile_reading
 from sglang_specinit import budget, release_rules
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
@@ -25,21 +25,21 @@ FRACTION = 0.5
 
 GEOMETRIES = {
     # name: (writer, shape, engine overrides)
-    "gqa-bf16": (tiny_models.tiny_llama_target, tiny_models.DEFAULT_TARGET, {}),
-    "mla-bf16": (tiny_models.tiny_mla_target, tiny_models.DEFAULT_TARGET, {}),
+    "gqa-bf16": (llama_family.tiny_llama_target, llama_family.DEFAULT_TARGET, {}),
+    "mla-bf16": (deepseek_mla.tiny_mla_target, llama_family.DEFAULT_TARGET, {}),
     "mha-wide-heads": (
-        tiny_models.tiny_llama_target,
-        replace(tiny_models.DEFAULT_TARGET, heads=4, kv_heads=4, head_dim=32, layers=3),
+        llama_family.tiny_llama_target,
+        replace(llama_family.DEFAULT_TARGET, heads=4, kv_heads=4, head_dim=32, layers=3),
         {},
     ),
     "gqa-fp8-kv": (
-        tiny_models.tiny_llama_target,
-        tiny_models.DEFAULT_TARGET,
+        llama_family.tiny_llama_target,
+        llama_family.DEFAULT_TARGET,
         {"kv_cache_dtype": "fp8_e4m3"},
     ),
     "gqa-page16": (
-        tiny_models.tiny_llama_target,
-        replace(tiny_models.DEFAULT_TARGET, kv_heads=1, head_dim=24),
+        llama_family.tiny_llama_target,
+        replace(llama_family.DEFAULT_TARGET, kv_heads=1, head_dim=24),
         {"page_size": 16},
     ),
 }

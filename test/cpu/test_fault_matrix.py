@@ -1,12 +1,13 @@
 """Launches that go wrong, at TP 1 and TP 2, with the plugin on: each must end cleanly.
 
-Every row is a live ``launch_server`` on device cpu (``harness.multi_rank.run_server_to_end``,
-bounded: a hang fails with each rank's last log lines). Each must end with a non-zero exit,
-the one message that names the file or flag to change, no process of the launch left alive,
-and nothing half-built: the rows (``harness.refused_launches``, shared with the 0.5.23 matrix
-in ``test/sglang_0_5_23/test_fault_matrix_0523.py``) are refused in the launcher
-(``sglang_specinit.launch_checks`` through ``sglang_0_5_13.launch_checks``), so no rank starts
-and no pool exists.
+Every row is a live ``launch_server`` on device cpu
+(``harness.launch.multi_rank.run_server_to_end``, bounded: a hang fails with each rank's last log
+lines). Each must end with a non-zero exit, the one message that names the file or flag to change,
+no process of the launch left alive, and nothing half-built: the rows
+(``harness.matrices.refused_launches``, shared with the 0.5.23 matrix in
+``test/sglang_0_5_23/test_fault_matrix_0523.py``) are refused in the launcher
+(``sglang_specinit.launch_checks`` through ``sglang_0_5_13.launch_checks``), so no rank starts and
+no pool exists.
 
 Two rows are not refusals and have their own tests: an fp8 KV cache for the target with a bf16
 draft is a valid launch (the draft's pool follows ``--kv-cache-dtype``; both are priced at one
@@ -25,13 +26,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from harness import tiny_models
-from harness.engine import cpu_engine
-from harness.faults import PAUSE_DRAFT_POOL_ENV
-from harness.multi_rank import EndedLaunch, run_server_to_end
-from harness.refused_launches import ALGORITHM, REFUSED, SPEC_FLAGS, assert_refused_by_the_launcher
-from harness.report_reading import REPORT_DIR_ENV, runner
-from harness.tiny_models import TP2_EAGLE3_DRAFT
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
+from harness.cpu_doubles.faults import PAUSE_DRAFT_POOL_ENV
+from harness.launch.engine import cpu_engine
+from harness.launch.multi_rank import EndedLaunch, run_server_to_end
+from harness.matrices.refused_launches import (
+    ALGORITHM,
+    REFUSED,
+    SPEC_FLAGS,
+    assert_refused_by_the_launcher,
+)
+from harness.reports.report_reading import REPORT_DIR_ENV, runner
 from sglang_specinit import rank_reports
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.multi_rank, pytest.mark.timeout(900)]
@@ -69,7 +75,7 @@ def test_refused_before_any_rank_starts(row: str, tp: int, tmp_path: Path) -> No
     specinit_dir = tmp_path / "specinit"
     specinit_dir.mkdir()
     run = run_server_to_end(
-        tiny_models.tiny_llama_target(),
+        llama_family.tiny_llama_target(),
         tmp_path / "run",
         bound_s=BOUND_S,
         draft_model_path=draft,
@@ -94,8 +100,8 @@ def test_fp8_target_kv_with_a_bf16_draft_starts_and_prices_both_pools_at_one_byt
     specinit_dir = tmp_path / "specinit"
     specinit_dir.mkdir()
     with cpu_engine(
-        tiny_models.tiny_llama_target(),
-        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        llama_family.tiny_llama_target(),
+        draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
         algorithm=ALGORITHM,
         plugin=True,
         work_dir=tmp_path,
@@ -110,7 +116,7 @@ def test_fp8_target_kv_with_a_bf16_draft_starts_and_prices_both_pools_at_one_byt
     assert len(reports) == len(breakdowns) == tp
     draft_shape = replace(TP2_EAGLE3_DRAFT, kv_heads=TP2_EAGLE3_DRAFT.kv_heads // tp)
     target_shape = replace(
-        tiny_models.DEFAULT_TARGET, kv_heads=tiny_models.DEFAULT_TARGET.kv_heads // tp
+        llama_family.DEFAULT_TARGET, kv_heads=llama_family.DEFAULT_TARGET.kv_heads // tp
     )
     for report, breakdown in zip(
         sorted(reports, key=lambda r: r["ranks"]["tp"]), breakdowns, strict=True
@@ -129,12 +135,12 @@ def test_sigterm_while_phase_3_allocates_ends_the_launch(tp: int, tmp_path: Path
     specinit_dir = tmp_path / "specinit"
     specinit_dir.mkdir()
     run = run_server_to_end(
-        tiny_models.tiny_llama_target(),
+        llama_family.tiny_llama_target(),
         tmp_path / "run",
         bound_s=BOUND_S,
         # Sent once a draft runner is held in its pool allocation (the target's pool exists).
         signal_on_marker=("draft-pool-paused-*.json", signal.SIGTERM),
-        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
         algorithm=ALGORITHM,
         tp_size=tp,
         extra_env={REPORT_DIR_ENV: str(specinit_dir), PAUSE_DRAFT_POOL_ENV: "120"},

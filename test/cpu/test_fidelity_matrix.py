@@ -1,8 +1,8 @@
 """Fidelity matrix: SGLang's own documented speculative launches start as in stock SGLang,
 plugin on, except for the memory budget.
 
-Rows: :data:`harness.fidelity.ROWS`, one per documented recipe (source, flags, and what a CPU
-machine forced to change are in each row). Per row:
+Rows: :data:`harness.matrices.fidelity.ROWS`, one per documented recipe (source, flags, and what a
+CPU machine forced to change are in each row). Per row:
 
 (a) ``ServerArgs`` after ``__post_init__`` equal stock's, every dataclass field, and so do the
     environment variables SGLang sets while building them. Only an automatic
@@ -38,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import fidelity
-from harness.config_snapshot import snapshot_differences
-from harness.engine import DEFAULT_CAPACITY_BYTES, ENGINE_TEST_TIMEOUT_S, cpu_engine
-from harness.fidelity import ROWS, Row
-from harness.fidelity_tensors import TENSOR_REPORT_ENV
-from harness.report_reading import REPORT_DIR_ENV, read_breakdown, runners
+from harness.launch.engine import DEFAULT_CAPACITY_BYTES, ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.matrices import fidelity
+from harness.matrices.fidelity import ROWS, Row
+from harness.reports.config_snapshot import snapshot_differences
+from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
+from harness.reports.report_reading import REPORT_DIR_ENV, read_breakdown, runners
 from harness.selection import slow_enabled, slow_skip_reason
 from test_workers_common import STOCK_WARNING, Launch, assert_phased, launch_cache
 
@@ -212,7 +212,7 @@ def test_c_draft_layers_priced_equal_allocated(
     """The draft layers the budget priced (read before loading, ``specs.runner_layer_count``
     in the plugin-on probe) against what each draft ``ModelRunner`` really allocated, read
     from the Engine's scheduler: the runner's own ``num_effective_layers`` and the layer
-    buffers of its KV pool counted after init (:mod:`harness.fidelity_tensors`), and the
+    buffers of its KV pool counted after init (:mod:`harness.reports.fidelity_tensors`), and the
     draft's price per token against the bytes of those buffers per token row. Rows without an
     Engine here have nothing allocated to compare with and say so."""
     _skip_refused(row)

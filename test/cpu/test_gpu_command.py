@@ -4,9 +4,9 @@
 command must fail, saying that no case ran and why each was skipped (pytest alone exits 0).
 So are its preflight (against a test double of ``nvidia-smi`` reporting an old driver: one
 line, nothing run) and ``--smoke`` (exactly the eagle3 plugin-versus-stock test, refused
-without local checkpoints). Its verdict logic (:mod:`harness.gpu_summary`) is also run on
+without local checkpoints). Its verdict logic (:mod:`harness.gpu.gpu_summary`) is also run on
 reports of small generated suites that pass, fail, skip and hang past the per-test timeout.
-The profiles and env overrides of :mod:`harness.gpu_cases` are pure and checked directly.
+The profiles and env overrides of :mod:`harness.gpu.gpu_cases` are pure and checked directly.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from harness import gpu_cases, gpu_summary
+from harness.gpu import gpu_cases, gpu_summary
 
 REPO = Path(__file__).resolve().parents[2]
 

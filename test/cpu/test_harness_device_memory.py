@@ -1,4 +1,4 @@
-"""Waiting for the last GPU case's memory to be released (:mod:`harness.device_memory`).
+"""Waiting for the last GPU case's memory to be released (:mod:`harness.gpu.device_memory`).
 
 No device here, so the driver's readings come from :class:`FakeDeviceMemoryReader`, a test
 double named as such: it replays scripted ``used`` values per device, as NVML would report
@@ -8,7 +8,7 @@ them while a dead server's CUDA context is torn down.
 from __future__ import annotations
 
 import pytest
-from harness.device_memory import (
+from harness.gpu.device_memory import (
     MIB,
     DeviceMemoryNotReleased,
     read_baselines,

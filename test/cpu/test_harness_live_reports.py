@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from harness import live_reports
+from harness.reports import live_reports
 
 
 def _launch_dir(tmp_path: Path, ranks: int) -> Path:

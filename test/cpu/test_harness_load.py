@@ -1,10 +1,11 @@
-"""The GPU suite's KV-filling load generator (:mod:`harness.load`), against a real CPU server.
+"""The GPU suite's KV-filling load generator (:mod:`harness.gpu.load`), against a real CPU server.
 
 A plain (non-speculative) tiny Llama ``launch_server`` on device cpu with a 1024-token KV pool:
 the generator must fill the pool (SGLang's own ``/v1/loads`` count), every request must finish
 with exactly the tokens asked for, and the server must still be healthy afterwards. The server
-comes from :func:`harness.engine.cpu_server`, i.e. the same ``running_server`` and process-group
-teardown the GPU suite uses, so the test also checks that nothing of it is left afterwards.
+comes from :func:`harness.launch.engine.cpu_server`, i.e. the same ``running_server`` and
+process-group teardown the GPU suite uses, so the test also checks that nothing of it is left
+afterwards.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import load, processes
-from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_server
+from harness.gpu import load
+from harness.launch import processes
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_server
 
 CAPACITY_TOKENS = 1024
 CONCURRENCY = 8  # requests at once (of 160 tokens each), well under the server's own limit

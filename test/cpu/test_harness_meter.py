@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from harness import shims, tiny_models
+from harness.checkpoints import checkpoint_kinds, llama_layout
+from harness.cpu_doubles import shims
 
 
 def test_meter_counts_each_storage_once() -> None:
@@ -41,19 +42,19 @@ def test_simulated_available_memory_is_capacity_minus_tensors(
 
 
 def test_tiny_models_are_cached_by_parameters(tmp_path: Path) -> None:
-    shape = tiny_models.TinyLlamaShape(
+    shape = llama_layout.TinyLlamaShape(
         hidden=32, heads=2, kv_heads=1, head_dim=16, vocab=128, layers=1
     )
-    a = tiny_models.cached_model(
+    a = checkpoint_kinds.cached_model(
         "eagle3-draft", shape, cache_root=tmp_path, num_nextn_predict_layers=0
     )
     assert (
-        tiny_models.cached_model(
+        checkpoint_kinds.cached_model(
             "eagle3-draft", shape, cache_root=tmp_path, num_nextn_predict_layers=0
         )
         == a
     )
-    b = tiny_models.cached_model("eagle3-draft", shape, cache_root=tmp_path)
+    b = checkpoint_kinds.cached_model("eagle3-draft", shape, cache_root=tmp_path)
     assert a != b
     config = json.loads((a / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLMEagle3"]
@@ -92,7 +93,7 @@ def test_pynccl_is_turned_off_on_device_cpu_only(monkeypatch: pytest.MonkeyPatch
 
 
 def test_log_lines_are_grouped_by_rank_tag() -> None:
-    from harness.processes import format_rank_tails, rank_log_lines
+    from harness.launch.processes import format_rank_tails, rank_log_lines
 
     log = "\n".join(
         [

@@ -1,4 +1,5 @@
-"""The process plumbing both suites share (:mod:`harness.processes`): ports and process groups.
+"""The process plumbing both suites share (:mod:`harness.launch.processes`): ports and process
+groups.
 
 The GPU suite's servers go through the same functions, so what is proved here is what a GPU
 runner relies on: no launch dies on SGLang's gRPC port rule, and no scheduler or detokenizer
@@ -17,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from harness import processes
+from harness.launch import processes
 
 TEST_DIR = Path(__file__).resolve().parents[1]
 
@@ -66,7 +67,7 @@ _SCENARIO = textwrap.dedent(
     """
     import json, os, signal, sys, time
     from pathlib import Path
-    from harness import processes
+    from harness.launch import processes
 
     work, how, leader_code = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     subreaper = processes.become_subreaper()

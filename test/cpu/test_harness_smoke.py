@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import shims, tiny_models
-from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.checkpoints import eagle_drafts, llama_family, llama_layout, tiny_vocab
+from harness.cpu_doubles import shims
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 
 # Harness self-checks whose Engines the phased tests start again with more assertions
 # (test_phased_eagle: plain on/off tokens, EAGLE and EAGLE3 pools): SPECINIT_TEST_SLOW=1 only.
@@ -77,7 +78,7 @@ def _assert_spec_pools(report: dict[str, Any], algorithm: str) -> tuple[dict, di
     return tpool, dpool
 
 
-def _kv_bytes(shape: tiny_models.TinyLlamaShape, pool: dict[str, Any]) -> int:
+def _kv_bytes(shape: llama_layout.TinyLlamaShape, pool: dict[str, Any]) -> int:
     """K (or V) bytes of a pool with ``size + page_size`` rows (slot 0 is padding)."""
     rows = pool["size"] + pool["page_size"]
     return rows * shape.layers * shape.kv_heads * shape.head_dim * shape.dtype_bytes
@@ -85,8 +86,8 @@ def _kv_bytes(shape: tiny_models.TinyLlamaShape, pool: dict[str, Any]) -> int:
 
 def test_plain_engine_generates_greedy_tokens(tiny_target: Path, tmp_path: Path) -> None:
     with cpu_engine(tiny_target, work_dir=tmp_path) as engine:
-        out = engine.generate([tiny_models.prompt_text(5)], max_new_tokens=4)
-        again = engine.generate([tiny_models.prompt_text(5)], max_new_tokens=4)
+        out = engine.generate([tiny_vocab.prompt_text(5)], max_new_tokens=4)
+        again = engine.generate([tiny_vocab.prompt_text(5)], max_new_tokens=4)
         report = engine.scheduler_report()
     _assert_weights_loaded_by_name(engine.log_path)
     assert len(out) == 1 and len(out[0]["output_ids"]) == 4
@@ -111,8 +112,8 @@ def test_eagle_engine_builds_target_and_draft_pools(
     _assert_weights_loaded_by_name(engine.log_path)
     tpool, dpool = _assert_spec_pools(report, "EAGLE")
     assert (dpool["head_num"], dpool["head_dim"]) == (tpool["head_num"], tpool["head_dim"])
-    assert dpool["k_bytes"] == _kv_bytes(tiny_models.DEFAULT_EAGLE_DRAFT, dpool)
-    assert tpool["k_bytes"] == _kv_bytes(tiny_models.DEFAULT_TARGET, tpool)
+    assert dpool["k_bytes"] == _kv_bytes(eagle_drafts.DEFAULT_EAGLE_DRAFT, dpool)
+    assert tpool["k_bytes"] == _kv_bytes(llama_family.DEFAULT_TARGET, tpool)
 
 
 def test_eagle3_engine_with_other_kv_geometry_builds_both_pools(
@@ -127,7 +128,7 @@ def test_eagle3_engine_with_other_kv_geometry_builds_both_pools(
         report = engine.scheduler_report()
     _assert_weights_loaded_by_name(engine.log_path)
     tpool, dpool = _assert_spec_pools(report, "EAGLE3")
-    shape = tiny_models.DEFAULT_EAGLE3_DRAFT
+    shape = eagle_drafts.DEFAULT_EAGLE3_DRAFT
     assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == (
         shape.layers,
         shape.kv_heads,

@@ -1,4 +1,4 @@
-"""Reading accepted drafts from a ``/generate`` response (:mod:`harness.spec_metrics`).
+"""Reading accepted drafts from a ``/generate`` response (:mod:`harness.gpu.spec_metrics`).
 
 The ``meta_info`` dicts here are produced by SGLang 0.5.13.post1's own
 ``TokenizerManager._calculate_spec_decoding_metrics``, the function that fills a speculative
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import spec_metrics
-from harness.spec_metrics import DraftStats, MissingSpeculativeMetrics, summed
+from harness.gpu import spec_metrics
+from harness.gpu.spec_metrics import DraftStats, MissingSpeculativeMetrics, summed
 
 NUM_DRAFT_TOKENS = 4  # --speculative-num-draft-tokens of the GPU suite's chain cases
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from harness.published_configs import EXAMPLES
+from harness.checkpoints.published_configs import EXAMPLES
 from sglang_specinit.sglang_0_5_13 import server_args as server_args_phase
 from sglang_specinit.sglang_0_5_13.launch_policy import LaunchFacts, phasing_blocker
 

@@ -3,13 +3,13 @@
 A tiny Llama target (2 KV heads of dim 16) and an EAGLE3 draft of its own KV geometry (2 KV heads
 of dim 48) whose KV heads both split across the two ranks, launched through ``launch_server``
 and ``sglang.Engine`` with the plugin on and off. Two CPU test doubles make TP 2 possible here
-(``harness.shims``: pynccl off on device cpu; one simulated device per rank) plus SGLang's own
-``SGLANG_CPU_OMP_THREADS_BIND=0|1``.
+(``harness.cpu_doubles.shims``: pynccl off on device cpu; one simulated device per rank) plus
+SGLang's own ``SGLANG_CPU_OMP_THREADS_BIND=0|1``.
 
 The asymmetric launch gives rank 1 a device 24 MiB smaller than rank 0's. SGLang sizes from an
 all-rank minimum (a MIN all-reduce it does anyway), so every rank must size the same token count,
 the one rank 1 can afford, and the budget must hold on rank 1. Every wait is bounded; a hang
-fails with each rank's last log lines (``harness.multi_rank``).
+fails with each rank's last log lines (``harness.launch.multi_rank``).
 
 Expected token counts are recomputed here from the checkpoints' geometry divided over the ranks
 and each rank's own meter readings, never read back from the plugin.
@@ -34,9 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import tiny_models
-from harness.engine import cpu_engine, cpu_engine_kwargs, cpu_server
-from harness.report_reading import (
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
+from harness.checkpoints.llama_family import DEFAULT_TARGET
+from harness.cpu_doubles.shims import PER_DEVICE_CAPACITY_ENV
+from harness.launch.engine import cpu_engine, cpu_engine_kwargs, cpu_server
+from harness.reports.report_reading import (
     REPORT_DIR_ENV,
     F,
     kv_buffer_bytes,
@@ -45,8 +48,6 @@ from harness.report_reading import (
     pre_load_reading,
     runner,
 )
-from harness.shims import PER_DEVICE_CAPACITY_ENV
-from harness.tiny_models import DEFAULT_TARGET, TP2_EAGLE3_DRAFT
 from sglang_specinit import budget, rank_reports
 from test_workers_common import launch_cache
 
@@ -109,8 +110,8 @@ def _start(kind: str, plugin: bool, capacities: tuple[int, int], work_dir: Path)
     specinit_dir.mkdir()
     launcher = {"server": cpu_server, "engine": cpu_engine}[kind]
     with launcher(
-        tiny_models.tiny_llama_target(),
-        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        llama_family.tiny_llama_target(),
+        draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
         algorithm=ALGORITHM,
         plugin=plugin,
         capacity_bytes=capacities[0],
@@ -266,9 +267,9 @@ def test_plan_tp2_equals_what_both_ranks_allocate(
     tight = run.breakdown(1)
     argv = [
         sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
-        "--model-path", str(tiny_models.tiny_llama_target()),
+        "--model-path", str(llama_family.tiny_llama_target()),
         "--speculative-algorithm", ALGORITHM,
-        "--speculative-draft-model-path", str(tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)),
+        "--speculative-draft-model-path", str(eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)),
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "4",
         "--mem-fraction-static", str(F), "--tp", str(TP),
@@ -326,8 +327,8 @@ def test_dp_attention_dp2_tp2_sizes_full_kv_heads_on_both_ranks(tmp_path: Path) 
     specinit_dir = tmp_path / "specinit"
     specinit_dir.mkdir()
     with cpu_server(
-        tiny_models.tiny_llama_target(),
-        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        llama_family.tiny_llama_target(),
+        draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
         algorithm=ALGORITHM,
         plugin=True,
         work_dir=tmp_path,
@@ -348,9 +349,9 @@ def test_dp_attention_dp2_tp2_sizes_full_kv_heads_on_both_ranks(tmp_path: Path) 
     tight = run.breakdown(1)
     argv = [
         sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
-        "--model-path", str(tiny_models.tiny_llama_target()),
+        "--model-path", str(llama_family.tiny_llama_target()),
         "--speculative-algorithm", ALGORITHM,
-        "--speculative-draft-model-path", str(tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)),
+        "--speculative-draft-model-path", str(eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)),
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "4", "--mem-fraction-static", str(F),
         "--tp", "2", "--dp-size", "2", "--enable-dp-attention",
@@ -405,11 +406,11 @@ def test_pp2_with_a_draft_is_refused_by_sglang_before_any_rank_starts() -> None:
     and SGLang has already turned overlap scheduling off for PP, so the refusal is the draft's.
     When a later SGLang accepts PP 2 with a draft this fails: launch it then, and check one
     memory report per pipeline stage."""
-    target = tiny_models.tiny_llama_target()
+    target = llama_family.tiny_llama_target()
     assert _check_server_args(**cpu_engine_kwargs(target, pp_size=2)) == (True, None)
     with_draft = cpu_engine_kwargs(
         target,
-        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
         algorithm=ALGORITHM,
         pp_size=2,
         **SPEC_FLAGS,

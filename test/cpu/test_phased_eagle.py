@@ -7,8 +7,8 @@ tensors). Every claim is checked from the scheduler process itself:
 - the harness report (``scheduler-<pid>.json``): the live KV pools' geometry and bytes, every
   reading of the simulated memory meter with the function that took it;
 - the plugin's ``memory-rank0-pp0-tp0-dp0.json`` (``SGLANG_SPECINIT_REPORT_DIR``) and the log;
-- the device probe (:mod:`harness.device_probe`), the GPU suite's memory check, which reads the
-  same meter around every pool allocation with the plugin on and off.
+- the device probe (:mod:`harness.reports.device_probe`), the GPU suite's memory check, which reads
+  the same meter around every pool allocation with the plugin on and off.
 
 The expected token count is NOT read from the plugin: it is recomputed here from the tiny
 checkpoints' geometry, the fraction, and the meter's readings, with ``budget.plan_pools``.
@@ -28,14 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import device_probe, tiny_models
-from harness.engine import (
+from harness.checkpoints import eagle_drafts, llama_family, tiny_vocab
+from harness.checkpoints.llama_family import DEFAULT_TARGET
+from harness.checkpoints.llama_layout import TinyLlamaShape
+from harness.launch.engine import (
     DEFAULT_CAPACITY_BYTES,
     ENGINE_TEST_TIMEOUT_S,
     cpu_engine,
     cpu_server,
 )
-from harness.report_reading import (
+from harness.reports import device_probe
+from harness.reports.report_reading import (
     PHASES,
     REPORT_DIR_ENV,
     F,
@@ -49,7 +52,6 @@ from harness.report_reading import (
     readings,
     runner,
 )
-from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape
 from sglang_specinit import budget, release_rules
 from test_workers_common import launch_cache
 
@@ -75,21 +77,21 @@ class Case:
 CASES = {
     "EAGLE": Case(
         "EAGLE",
-        tiny_models.DEFAULT_EAGLE_DRAFT,
-        tiny_models.tiny_eagle_draft,
+        eagle_drafts.DEFAULT_EAGLE_DRAFT,
+        eagle_drafts.tiny_eagle_draft,
         ("embed_tokens", "lm_head"),
     ),
     # Draft KV geometry differs from the target's (1 KV head of dim 48 vs 2 of dim 16).
     "EAGLE3": Case(
         "EAGLE3",
-        tiny_models.DEFAULT_EAGLE3_DRAFT,
-        tiny_models.tiny_eagle3_draft,
+        eagle_drafts.DEFAULT_EAGLE3_DRAFT,
+        eagle_drafts.tiny_eagle3_draft,
         ("embed_tokens",),
     ),
     "EAGLE3-nnpl0": Case(
         "EAGLE3",
-        tiny_models.DEFAULT_EAGLE3_DRAFT,
-        lambda: tiny_models.tiny_eagle3_draft(num_nextn_predict_layers=0),
+        eagle_drafts.DEFAULT_EAGLE3_DRAFT,
+        lambda: eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0),
         ("embed_tokens",),
     ),
 }
@@ -116,7 +118,7 @@ def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
     probe_dir.mkdir()
     draft = case.make_draft()
     with cpu_engine(
-        tiny_models.tiny_llama_target(),
+        llama_family.tiny_llama_target(),
         draft_model_path=draft,
         algorithm=case.algorithm,
         plugin=plugin,
@@ -457,7 +459,7 @@ def test_launch_server_reports_the_budgeted_token_count(
 
 # --------------------------------------------------------------------------- not speculative
 
-PROMPTS = [tiny_models.prompt_text(5), tiny_models.prompt_text(9, start=300), "w7 w8 w9"]
+PROMPTS = [tiny_vocab.prompt_text(5), tiny_vocab.prompt_text(9, start=300), "w7 w8 w9"]
 
 
 def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Path) -> None:

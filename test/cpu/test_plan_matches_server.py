@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
-from harness.report_reading import read_breakdown
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.reports.report_reading import read_breakdown
 from sglang_specinit.planner.report_cases import cases_from_paths
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]

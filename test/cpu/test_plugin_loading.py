@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from sglang_specinit import plugin, sglang_0_5_13
 from sglang_specinit.hooks import adapter_patches
 

@@ -7,8 +7,8 @@ runners, MHA/GQA, MLA, DSA, hybrid SWA, gated-delta-net hybrid; bf16, fp8 e4m3fn
 e5m2, fp4; TP 1 and 4; several page sizes) and must agree byte for byte: per token and for
 the padding pages.
 
-The runners are ``harness.unloaded_runner`` test doubles (the weights of these models cannot be
-loaded here; the pools do not depend on them), checked against a live runner in
+The runners are ``harness.cpu_doubles.unloaded_runner`` test doubles (the weights of these models
+cannot be loaded here; the pools do not depend on them), checked against a live runner in
 :func:`test_unloaded_runner_matches_a_live_runner`. The pools are real SGLang pools on CPU.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.published_configs import CASES, model_config, qwen3_next_config_dir
-from harness.unloaded_runner import (
+from harness.checkpoints.published_configs import CASES, model_config, qwen3_next_config_dir
+from harness.cpu_doubles.unloaded_runner import (
     DERIVED_ATTRS,
     attention_tp,
     fp4_pools_as_on_cuda,
@@ -172,7 +172,7 @@ def test_unloaded_runner_matches_a_live_runner(tiny_target: Path) -> None:
     import subprocess
     import sys
 
-    from harness.engine import cpu_env
+    from harness.launch.engine import cpu_env
 
     code = f"""
 import json, sys, torch
@@ -181,7 +181,7 @@ from sglang.srt.server_args import ServerArgs
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.managers.tp_worker import TpModelWorker
 from sglang.srt.server_args import PortArgs, set_global_server_args_for_scheduler
-from harness.unloaded_runner import DERIVED_ATTRS, unloaded_runner
+from harness.cpu_doubles.unloaded_runner import DERIVED_ATTRS, unloaded_runner
 from sglang_specinit.specs import runner_layer_count
 
 args = ServerArgs(model_path={str(tiny_target)!r}, device="cpu", attention_backend="torch_native",

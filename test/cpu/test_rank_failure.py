@@ -1,7 +1,7 @@
 """One rank's draft fails to load at TP 2: the launch must end on every rank, promptly.
 
-The fault double ``harness.faults`` (``SPECINIT_TEST_FAIL_DRAFT_ON_TP_RANK=1``) raises an
-``OSError`` in place of rank 1's draft weight loading, as an unreadable shard would; rank 0 loads
+The fault double ``harness.cpu_doubles.faults`` (``SPECINIT_TEST_FAIL_DRAFT_ON_TP_RANK=1``) raises
+an ``OSError`` in place of rank 1's draft weight loading, as an unreadable shard would; rank 0 loads
 normally. What must follow, from SGLang's own error path (the failing scheduler signals the
 launcher, which tears the launch down) and the plugin's phases:
 
@@ -24,12 +24,12 @@ import json
 from pathlib import Path
 
 import pytest
-from harness import tiny_models
-from harness.faults import FAIL_DRAFT_RANK_ENV
-from harness.multi_rank import run_server_to_end
-from harness.processes import rank_log_lines
-from harness.report_reading import REPORT_DIR_ENV
-from harness.tiny_models import TP2_EAGLE3_DRAFT
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
+from harness.cpu_doubles.faults import FAIL_DRAFT_RANK_ENV
+from harness.launch.multi_rank import run_server_to_end
+from harness.launch.processes import rank_log_lines
+from harness.reports.report_reading import REPORT_DIR_ENV
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.multi_rank, pytest.mark.timeout(900)]
 
@@ -44,11 +44,11 @@ def test_draft_failure_on_one_rank_ends_the_launch_on_every_rank(
     specinit_dir = tmp_path / "specinit"
     specinit_dir.mkdir()
     run = run_server_to_end(
-        tiny_models.tiny_llama_target(),
+        llama_family.tiny_llama_target(),
         tmp_path / "run",
         plugin=plugin,
         bound_s=BOUND_S,
-        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
         algorithm="EAGLE3",
         tp_size=2,
         speculative_num_steps=3,
@@ -88,7 +88,7 @@ def test_a_launch_that_outlives_its_bound_fails_with_every_ranks_tail_and_is_kil
 ) -> None:
     """The bound itself: a launch still running at the bound (here: any launch, bound 3 s) is
     a test failure carrying each rank's last lines, and nothing of it survives."""
-    from harness.multi_rank import LaunchDidNotEnd, running_members
+    from harness.launch.multi_rank import LaunchDidNotEnd, running_members
 
     seen: list[int] = []
 
@@ -97,11 +97,11 @@ def test_a_launch_that_outlives_its_bound_fails_with_every_ranks_tail_and_is_kil
 
     with pytest.raises(LaunchDidNotEnd) as hang:
         run_server_to_end(
-            tiny_models.tiny_llama_target(),
+            llama_family.tiny_llama_target(),
             tmp_path / "run",
             bound_s=3.0,
             on_start=remember_session,
-            draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+            draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
             algorithm="EAGLE3",
             tp_size=2,
         )

@@ -3,7 +3,7 @@
 Every worker test launches a real ``sglang.Engine`` on device cpu through the harness and proves
 its claims from the scheduler process: the harness report (live pools, meter readings with the
 function that took each one) and the plugin's per-rank memory JSON, both read with
-``harness.report_reading``. The expected token counts are recomputed here with
+``harness.reports.report_reading``. The expected token counts are recomputed here with
 ``budget.plan_pools`` from the tiny checkpoints' geometry, the fraction and the meter, never
 read back from the plugin. ``launch_cache`` also serves ``test_phased_eagle.py``.
 """
@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from harness.engine import DEFAULT_CAPACITY_BYTES, cpu_engine
-from harness.report_reading import (
+from harness.checkpoints.llama_family import DEFAULT_TARGET
+from harness.checkpoints.llama_layout import TinyLlamaShape
+from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine
+from harness.reports.report_reading import (
     PHASES,
     REPORT_DIR_ENV,
     F,
@@ -30,7 +32,6 @@ from harness.report_reading import (
     reading_seqs,
     runner,
 )
-from harness.tiny_models import DEFAULT_TARGET, TinyLlamaShape
 from sglang_specinit import budget
 
 CAPACITY = DEFAULT_CAPACITY_BYTES

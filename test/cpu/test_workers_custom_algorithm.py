@@ -25,10 +25,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from harness import tiny_models, tiny_models_extra
-from harness.engine import ENGINE_TEST_TIMEOUT_S
-from harness.report_reading import F, kv_buffer_bytes, runner
-from harness.server_process import PLUGIN_ENTRY_POINT, SITE_DIR
+from harness.checkpoints import llama_family
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
+from harness.launch.server_process import PLUGIN_ENTRY_POINT, SITE_DIR
+from harness.reports.report_reading import F, kv_buffer_bytes, runner
 from sglang_specinit.sglang_0_5_13 import eagle, multi_layer_eagle, tp_worker
 from sglang_specinit.sglang_0_5_13.launch_policy import LaunchFacts, phasing_blocker
 from test_workers_common import (
@@ -119,8 +119,8 @@ def _start(work_dir: Path) -> Launch:
     if os.environ.get("PYTHONPATH"):
         python_path.append(os.environ["PYTHONPATH"])
     return start_engine(
-        tiny_models.tiny_llama_target(),
-        draft=tiny_models_extra.tiny_standalone_draft(),
+        llama_family.tiny_llama_target(),
+        draft=llama_family.tiny_standalone_draft(),
         algorithm=ALGORITHM,
         plugin=True,
         work_dir=work_dir / "engine",

@@ -17,9 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from harness import tiny_models, tiny_models_extra
-from harness.engine import ENGINE_TEST_TIMEOUT_S
-from harness.report_reading import (
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints.eagle_drafts import DEFAULT_DFLASH_DRAFT, DFLASH_BLOCK_SIZE
+from harness.checkpoints.llama_family import DEFAULT_TARGET
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
+from harness.reports.report_reading import (
     F,
     checkpoint_bytes,
     kv_buffer_bytes,
@@ -27,8 +29,6 @@ from harness.report_reading import (
     meter_budget,
     runner,
 )
-from harness.tiny_models import DEFAULT_TARGET
-from harness.tiny_models_extra import DEFAULT_DFLASH_DRAFT, DFLASH_BLOCK_SIZE
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
@@ -49,8 +49,8 @@ WINDOW = 2 * DFLASH_BLOCK_SIZE
 
 def _start(plugin: bool, **overrides: object) -> Callable[[Path], Launch]:
     return lambda work_dir: start_engine(
-        tiny_models.tiny_llama_target(),
-        draft=tiny_models_extra.tiny_dflash_draft(),
+        llama_family.tiny_llama_target(),
+        draft=eagle_drafts.tiny_dflash_draft(),
         algorithm=ALGORITHM,
         plugin=plugin,
         work_dir=work_dir,
@@ -134,7 +134,7 @@ def test_draft_weights_are_counted(launch: Callable[[str], Launch]) -> None:
     run = launch("on")
     report, breakdown = run.report, run.breakdown
     assert breakdown is not None
-    own = checkpoint_bytes(tiny_models_extra.tiny_dflash_draft())
+    own = checkpoint_bytes(eagle_drafts.tiny_dflash_draft())
     # DFLASH has no embedding/head of its own: nothing is shared, everything is charged.
     assert breakdown["draft_weight_bytes"] == runner(report, "draft")["weight_bytes"] >= own
     assert meter_budget(report).resident_bytes >= (

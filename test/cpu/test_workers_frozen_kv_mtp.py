@@ -15,10 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from harness import tiny_models_extra
-from harness.engine import ENGINE_TEST_TIMEOUT_S
-from harness.report_reading import F, checkpoint_bytes, kv_buffer_bytes, meter_budget, runner
-from harness.tiny_models_extra import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
+from harness.checkpoints import gemma4_mtp
+from harness.checkpoints.gemma4_mtp import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
+from harness.reports.report_reading import (
+    F,
+    checkpoint_bytes,
+    kv_buffer_bytes,
+    meter_budget,
+    runner,
+)
 from sglang_specinit import budget
 from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp
 from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS, attention_kv_spec
@@ -46,8 +52,8 @@ ASSISTANT = DEFAULT_GEMMA4_ASSISTANT
 
 def _start(plugin: bool) -> Callable[[Path], Launch]:
     return lambda work_dir: start_engine(
-        tiny_models_extra.tiny_gemma4_target(),
-        draft=tiny_models_extra.tiny_gemma4_assistant(),
+        gemma4_mtp.tiny_gemma4_target(),
+        draft=gemma4_mtp.tiny_gemma4_assistant(),
         algorithm="EAGLE",  # promoted to FROZEN_KV_MTP by SGLang for a Gemma 4 assistant
         plugin=plugin,
         work_dir=work_dir,
@@ -177,7 +183,7 @@ def test_assistant_weights_are_counted(launch: Callable[[str], Launch]) -> None:
     assert breakdown is not None
     # The assistant's own weights (its tied embedding/head included); the target embedding it
     # binds is the target's tensor and is not counted twice.
-    own = checkpoint_bytes(tiny_models_extra.tiny_gemma4_assistant())
+    own = checkpoint_bytes(gemma4_mtp.tiny_gemma4_assistant())
     embedding = TARGET.vocab * TARGET.hidden * TARGET.dtype_bytes
     assert own <= breakdown["draft_weight_bytes"] < own + embedding // 8
     assert runner(report, "draft")["weight_bytes"] >= breakdown["draft_weight_bytes"] + embedding
@@ -198,7 +204,7 @@ def test_plugin_off_leaves_the_assistant_outside_the_budget(
     # Stock sized the target pool before the assistant existed ...
     assert stock.resident_bytes < target["weight_bytes"] + 64 * 1024
     # ... so the assistant's weights and stand-in pool land on top of f x capacity.
-    own = checkpoint_bytes(tiny_models_extra.tiny_gemma4_assistant())
+    own = checkpoint_bytes(gemma4_mtp.tiny_gemma4_assistant())
     pools = target_pool_bytes(off) + kv_buffer_bytes(draft["kv_pool"])
     total = target["weight_bytes"] + own + pools
     assert total > MIN_STOCK_OVERSHOOT * F * CAPACITY

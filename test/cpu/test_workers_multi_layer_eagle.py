@@ -21,9 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from harness import tiny_models_extra
-from harness.engine import ENGINE_TEST_TIMEOUT_S
-from harness.report_reading import (
+from harness.checkpoints import mimo_v2_mtp
+from harness.checkpoints.mimo_v2_mtp import DEFAULT_MIMO_V2, TinyMiMoV2Shape
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
+from harness.reports.report_reading import (
     F,
     checkpoint_bytes,
     meter_budget,
@@ -33,7 +34,6 @@ from harness.report_reading import (
     runner,
     runners,
 )
-from harness.tiny_models_extra import DEFAULT_MIMO_V2, TinyMiMoV2Shape
 from sglang_specinit import budget
 from sglang_specinit.sglang_0_5_13 import multi_layer_eagle
 from sglang_specinit.specs import attention_kv_spec
@@ -61,7 +61,7 @@ engine = pytest.mark.cpu_engine  # the tests that start an Engine
 
 def _start(plugin: bool) -> Callable[[Path], Launch]:
     def start(work_dir: Path) -> Launch:
-        target = tiny_models_extra.tiny_mimo_v2_target()
+        target = mimo_v2_mtp.tiny_mimo_v2_target()
         return start_engine(
             target,
             draft=target,  # the MTP layers live in the target's checkpoint
@@ -260,7 +260,7 @@ def test_draft_layers_are_charged_and_shared_embed_head_freed_first(
     run = launch("on")
     report, breakdown = run.report, run.breakdown
     assert breakdown is not None
-    target_path = tiny_models_extra.tiny_mimo_v2_target()
+    target_path = mimo_v2_mtp.tiny_mimo_v2_target()
     mtp = checkpoint_bytes(target_path, lambda n: n.startswith("model.mtp.layers."))
     # The MTP layers' own weights, all steps; the embedding and head are the target's.
     assert breakdown["draft_weight_bytes"] == mtp > 0
@@ -282,7 +282,7 @@ def test_plugin_off_reproduces_the_overshoot(launch: Callable[[str], Launch]) ->
     assert len(runners(off.report, "draft")) == NUM_STEPS
     target_bytes, draft_bytes = pool_bytes(off)
     weights = runner(off.report, "target")["weight_bytes"] + checkpoint_bytes(
-        tiny_models_extra.tiny_mimo_v2_target(), lambda n: n.startswith("model.mtp.layers.")
+        mimo_v2_mtp.tiny_mimo_v2_target(), lambda n: n.startswith("model.mtp.layers.")
     )
     assert weights + target_bytes + sum(draft_bytes) > MIN_STOCK_OVERSHOOT * F * CAPACITY
     assert (

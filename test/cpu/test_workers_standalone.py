@@ -13,9 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from harness import tiny_models, tiny_models_extra
-from harness.engine import ENGINE_TEST_TIMEOUT_S
-from harness.report_reading import (
+from harness.checkpoints import llama_family
+from harness.checkpoints.llama_family import DEFAULT_STANDALONE_DRAFT, DEFAULT_TARGET
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
+from harness.reports.report_reading import (
     F,
     checkpoint_bytes,
     kv_buffer_bytes,
@@ -23,8 +24,6 @@ from harness.report_reading import (
     meter_budget,
     runner,
 )
-from harness.tiny_models import DEFAULT_TARGET
-from harness.tiny_models_extra import DEFAULT_STANDALONE_DRAFT
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
@@ -44,8 +43,8 @@ ALGORITHM = "STANDALONE"
 
 def _start(plugin: bool) -> Callable[[Path], Launch]:
     return lambda work_dir: start_engine(
-        tiny_models.tiny_llama_target(),
-        draft=tiny_models_extra.tiny_standalone_draft(),
+        llama_family.tiny_llama_target(),
+        draft=llama_family.tiny_standalone_draft(),
         algorithm=ALGORITHM,
         plugin=plugin,
         work_dir=work_dir,
@@ -105,7 +104,7 @@ def test_draft_weights_are_counted_in_full(launch: Callable[[str], Launch]) -> N
     run = launch("on")
     report, breakdown = run.report, run.breakdown
     assert breakdown is not None
-    draft_path = tiny_models_extra.tiny_standalone_draft()
+    draft_path = llama_family.tiny_standalone_draft()
     shape = DEFAULT_STANDALONE_DRAFT
     embed_and_head = 2 * shape.vocab * shape.hidden * shape.dtype_bytes
     own = checkpoint_bytes(draft_path)

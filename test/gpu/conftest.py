@@ -3,12 +3,12 @@
 Skipped without CUDA or without SGLang's CUDA kernels, each test with the reason; on a GPU
 runner with the full sglang 0.5.13.post1 stack (sgl-kernel, flashinfer, torch 2.11) run
 ``bash scripts/test-gpu.sh``, which fails when nothing ran. Models come from the profile in
-:mod:`harness.gpu_cases` (``SPECINIT_GPU_PROFILE``, per-case env overrides).
+:mod:`harness.gpu.gpu_cases` (``SPECINIT_GPU_PROFILE``, per-case env overrides).
 
 Between cases: this process becomes the subreaper of the servers' orphaned children (so a
 scheduler whose launcher died is still reaped here), and before every launch the test calls
 ``wait_for_released_devices(tp)``, which waits until each GPU that launch runs on
-(:func:`harness.device_memory.devices_for_case`) is back within
+(:func:`harness.gpu.device_memory.devices_for_case`) is back within
 ``SPECINIT_GPU_MEMORY_TOLERANCE_MIB`` (default 1024) of its used memory before the first
 server, for at most ``SPECINIT_GPU_MEMORY_WAIT_S`` (default 300) seconds. Devices the launch
 does not use are not waited on (another job may use them). ``CUDA_DEVICE_ORDER`` is set to
@@ -30,9 +30,10 @@ _TEST_DIR = str(Path(__file__).resolve().parents[1])
 if _TEST_DIR not in sys.path:
     sys.path.insert(0, _TEST_DIR)
 
-from harness import device_memory, processes  # noqa: E402
+from harness.gpu import device_memory  # noqa: E402
+from harness.launch import processes  # noqa: E402
 
-# Before anything imports torch: CUDA's numbering must be NVML's (see harness.device_memory).
+# Before anything imports torch: CUDA's numbering must be NVML's (see harness.gpu.device_memory).
 os.environ[device_memory.CUDA_DEVICE_ORDER[0]] = device_memory.CUDA_DEVICE_ORDER[1]
 MEMORY_TOLERANCE_BYTES = int(os.environ.get("SPECINIT_GPU_MEMORY_TOLERANCE_MIB", "1024")) << 20
 MEMORY_WAIT_S = float(os.environ.get("SPECINIT_GPU_MEMORY_WAIT_S", "300"))

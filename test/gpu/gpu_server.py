@@ -1,10 +1,10 @@
 """Run a real ``sglang.launch_server`` for one GPU case, with the harness's shared pieces.
 
 Port choice, process-group start/teardown/reaping and log capture are
-:func:`harness.server_process.running_server` (exercised on CPU by ``test/cpu``); this module
+:func:`harness.launch.server_process.running_server` (exercised on CPU by ``test/cpu``); this module
 adds only what a GPU launch needs:
 
-- the environment: the device probe (:mod:`harness.device_probe`) in every SGLang process,
+- the environment: the device probe (:mod:`harness.reports.device_probe`) in every SGLang process,
   the plugin's per-rank memory breakdown (``SGLANG_SPECINIT_REPORT_DIR``), the plugin on or off
   through SGLang's own ``SGLANG_PLUGINS`` whitelist, the case's own variables (DFLASH's),
   ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, the interpreter's ``bin/`` first on ``PATH`` (FlashInfer's
@@ -27,15 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import device_memory, device_probe, shims
-from harness.gpu_cases import Case
-from harness.server_process import (
+from harness.cpu_doubles import shims
+from harness.gpu import device_memory
+from harness.gpu.gpu_cases import Case
+from harness.launch.server_process import (
     RunFiles,
     ServerHandle,
     SGLangStartError,
     running_server,
     sglang_process_env,
 )
+from harness.reports import device_probe
 
 REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
 # First start on a runner downloads checkpoints and JIT-compiles kernels.

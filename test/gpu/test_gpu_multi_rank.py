@@ -3,7 +3,7 @@
 What the CPU suite cannot show: real per-rank CUDA memory (each rank's own ``mem_get_info``,
 read by the device probe around its pool allocations), NCCL groups instead of gloo, and GPUs
 whose free memory really differs a little, so that one rank sets the all-rank minimum. The
-models are the ``eagle3`` case of the selected profile (:mod:`harness.gpu_cases`, with its
+models are the ``eagle3`` case of the selected profile (:mod:`harness.gpu.gpu_cases`, with its
 ``SPECINIT_GPU_EAGLE3_*`` overrides) at ``--tp 2``: Llama-3.1-8B's 8 KV heads split 4 + 4.
 """
 
@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 from gpu_server import breakdowns, gpu_server, probe_records
-from harness import device_probe, gpu_cases, gpu_verdict
+from harness.gpu import gpu_cases, gpu_verdict
+from harness.reports import device_probe
 
 pytestmark = pytest.mark.gpu
 
@@ -79,7 +80,7 @@ def test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory(
         assert b["cuda_torch_allocated_bytes"] >= pools, b
         assert b["rank_free_at_sizing_bytes"] - b["cuda_free_bytes_after_pools"] >= pools, b
     # The tightest rank's pools fill its budget (the others have their extra memory unused):
-    # weights, KV and residue leave at most one page per pool (harness.gpu_verdict).
+    # weights, KV and residue leave at most one page per pool (harness.gpu.gpu_verdict).
     (tight_usage,) = [u for b, u in zip(ranks, usages, strict=True) if b is tight]
     assert gpu_verdict.fill_problems(tight_usage, tight) == []
     assert out["meta_info"]["completion_tokens"] > 0

@@ -4,21 +4,21 @@ cache is served without running out of memory; and stock SGLang overshoots the b
 
 Every launch is ``python -m sglang.launch_server`` at ``--mem-fraction-static 0.9`` (or
 ``SPECINIT_GPU_MEM_FRACTION``) with the models of the selected profile
-(:mod:`harness.gpu_cases`). What each test measures (the verdicts are
-:mod:`harness.gpu_verdict`, exercised on recorded inputs by ``test/unit/test_gpu_verdict.py``):
+(:mod:`harness.gpu.gpu_cases`). What each test measures (the verdicts are
+:mod:`harness.gpu.gpu_verdict`, exercised on recorded inputs by ``test/unit/test_gpu_verdict.py``):
 
-- device memory: the probe (:mod:`harness.device_probe`) reads SGLang's own free-memory meter
-  in the scheduler process at the pre-load reading and around every KV pool allocation; the
+- device memory: the probe (:mod:`harness.reports.device_probe`) reads SGLang's own free-memory
+  meter in the scheduler process at the pre-load reading and around every KV pool allocation; the
   memory held once the last pool exists, less SGLang's unbudgeted tables and what its
   allocator and kernel loading add, is compared with ``f x free before loading``, and what
   weights, KV and the non-tensor residue leave of it with one page per pool;
 - tokens and drafts: the plugin-on server and a stock server with the same arguments answer
   the same greedy prompts; ``output_ids`` must be equal and the acceptance rates
-  (:mod:`harness.spec_metrics`) within a binomial noise bound;
+  (:mod:`harness.gpu.spec_metrics`) within a binomial noise bound;
 - graphs: the start-up log's ``Capture ... cuda graph end`` lines and ``/server_info``'s graph
   memory;
 - load: requests that fill the KV pool (SGLang's own ``/v1/loads`` count) all finish
-  (:mod:`harness.load`), with no out-of-memory error logged after the server became healthy.
+  (:mod:`harness.gpu.load`), with no out-of-memory error logged after the server became healthy.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from typing import Any
 
 import pytest
 from gpu_server import GpuServer, breakdowns, gpu_server, probe_records, server_log
-from harness import device_probe, gpu_cases, gpu_verdict, load, spec_metrics
-from harness.server_process import SGLangStartError
+from harness.gpu import gpu_cases, gpu_verdict, load, spec_metrics
+from harness.launch.server_process import SGLangStartError
+from harness.reports import device_probe
 
 pytestmark = pytest.mark.gpu
 

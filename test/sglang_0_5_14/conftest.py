@@ -2,9 +2,9 @@
 the ``sglang_0_5_14`` adapter, upstream's first phased-init generation.
 
 Collected only when the interpreter's sglang is 0.5.14 or 0.5.15. The CPU recipe is 0.5.13's
-kind (:mod:`harness.sglang_release`: 0.5.14's graph switches; no ``sgl_kernel`` test double,
+kind (:mod:`harness.launch.sglang_release`: 0.5.14's graph switches; no ``sgl_kernel`` test double,
 these releases import no CPU op from it); the one Engine these tests read is started once per
-session by :mod:`harness.launch_0_5_23` (its tiny EAGLE3 pair is release-independent).
+session by :mod:`harness.launch.launch_0_5_23` (its tiny EAGLE3 pair is release-independent).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ _TEST_DIR = str(Path(__file__).resolve().parents[1])
 if _TEST_DIR not in sys.path:
     sys.path.insert(0, _TEST_DIR)
 
-from harness.sglang_release import sglang_release  # noqa: E402
+from harness.launch.sglang_release import sglang_release  # noqa: E402
 
 RELEASES = ((0, 5, 14), (0, 5, 15))
 
@@ -32,7 +32,7 @@ else:
 
 
 def launch_kind(kind: str, plugin: bool, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from harness.launch_0_5_23 import launch
+    from harness.launch.launch_0_5_23 import launch
 
     release = ".".join(map(str, sglang_release()))
     return launch(kind, plugin, tmp_path_factory.mktemp(f"sglang{release}"))
@@ -40,7 +40,7 @@ def launch_kind(kind: str, plugin: bool, tmp_path_factory: pytest.TempPathFactor
 
 @pytest.fixture(scope="session")
 def eagle3_on(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The tiny EAGLE3 pair, plugin on (:data:`harness.launch_0_5_23.KINDS`)."""
+    """The tiny EAGLE3 pair, plugin on (:data:`harness.launch.launch_0_5_23.KINDS`)."""
     return launch_kind("EAGLE3", True, tmp_path_factory)
 
 

@@ -71,7 +71,7 @@ def test_stock_reserves_the_draft_at_the_targets_geometry() -> None:
     the *target's* geometry, read off the target runner inside ``DefaultPoolConfigurator``
     (``pool_configurator.py:131-145`` in 0.5.14); the hybrid-SWA configurator has no draft term
     in 0.5.14 and one at the target's full-layer geometry from 0.5.15 (``:319-349``)."""
-    from harness.sglang_release import sglang_release
+    from harness.launch.sglang_release import sglang_release
     from sglang.srt.model_executor.pool_configurator import (
         DefaultPoolConfigurator,
         HybridSWAPoolConfigurator,

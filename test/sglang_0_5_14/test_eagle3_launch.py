@@ -1,6 +1,6 @@
 """Live launches on the real sglang 0.5.14 / 0.5.15: the tiny EAGLE3 pair, plugin on, as a real
-``sglang.Engine`` on device cpu (:mod:`harness.launch_0_5_23`, kind ``EAGLE3``: target 2 layers
-x 2 KV heads x dim 16, an EAGLE3 draft with a reduced vocabulary and its own KV geometry).
+``sglang.Engine`` on device cpu (:mod:`harness.launch.launch_0_5_23`, kind ``EAGLE3``: target 2
+layers x 2 KV heads x dim 16, an EAGLE3 draft with a reduced vocabulary and its own KV geometry).
 
 The Engine comes up with the plugin's sizing (the ``SPECINIT_MEMORY`` breakdown), weights +
 every pool fill the budget to [0.995, 1] as the scheduler report's tensors and meter show it
@@ -19,9 +19,14 @@ import sys
 from typing import Any
 
 import pytest
-from harness.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs, server_args_to_cli
-from harness.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S, KINDS, launch_overrides
-from harness.report_reading import meter_budget
+from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs, server_args_to_cli
+from harness.launch.launch_0_5_23 import (
+    EAGLE3_DRAFT_VOCAB,
+    ENGINE_TIMEOUT_S,
+    KINDS,
+    launch_overrides,
+)
+from harness.reports.report_reading import meter_budget
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
@@ -41,7 +46,7 @@ PLAN_KEYS = (
 
 
 def engine_kwargs(kind: str) -> dict[str, Any]:
-    """The Engine kwargs :mod:`harness.launch_0_5_23` starts ``kind`` with."""
+    """The Engine kwargs :mod:`harness.launch.launch_0_5_23` starts ``kind`` with."""
     spec = KINDS[kind]
     return cpu_engine_kwargs(
         spec.target(), draft_model_path=spec.draft(), algorithm=spec.algorithm,

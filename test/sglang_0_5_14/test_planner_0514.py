@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness.launch_0_5_23 import KINDS
+from harness.launch.launch_0_5_23 import KINDS
 
 
 def eagle3_flags() -> list[str]:

@@ -4,8 +4,8 @@
 Collected only when the interpreter's sglang is 0.5.20, or 0.5.19 (the sibling wheel with the
 same internal APIs, run over this venv with the unpacked wheel first on ``PYTHONPATH``: only
 the signature checks, ``test_adapter_signatures.py``). As on 0.5.23, SGLang imports its CPU ops
-from ``sgl_kernel`` at module import (:mod:`harness.sglang_release`: the test double); the one
-Engine these tests read is started once per session by :mod:`harness.launch_0_5_23`.
+from ``sgl_kernel`` at module import (:mod:`harness.launch.sglang_release`: the test double); the
+one Engine these tests read is started once per session by :mod:`harness.launch.launch_0_5_23`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ _TEST_DIR = str(Path(__file__).resolve().parents[1])
 if _TEST_DIR not in sys.path:
     sys.path.insert(0, _TEST_DIR)
 
-from harness.sglang_release import SGL_KERNEL_STUB_DIR, sglang_release  # noqa: E402
+from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, sglang_release  # noqa: E402
 
 RELEASE = (0, 5, 20)
 # Releases of the generation whose wheels only the signature checks run on.
@@ -43,7 +43,7 @@ if not collect_ignore_glob or collect_ignore_glob[0] != "test_*.py":
 
 @pytest.fixture(scope="session")
 def eagle3_on(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The tiny EAGLE3 pair on 0.5.20, plugin on (:data:`harness.launch_0_5_23.KINDS`)."""
-    from harness.launch_0_5_23 import launch
+    """The tiny EAGLE3 pair on 0.5.20, plugin on (:data:`harness.launch.launch_0_5_23.KINDS`)."""
+    from harness.launch.launch_0_5_23 import launch
 
     return launch("EAGLE3", True, tmp_path_factory.mktemp("sglang0520"))

@@ -1,6 +1,6 @@
 """One live launch on the real sglang 0.5.20: the tiny EAGLE3 pair, plugin on, as a real
-``sglang.Engine`` on device cpu (:mod:`harness.launch_0_5_23`, kind ``EAGLE3``: target 2 layers
-x 2 KV heads x dim 16, an EAGLE3 draft with a reduced vocabulary).
+``sglang.Engine`` on device cpu (:mod:`harness.launch.launch_0_5_23`, kind ``EAGLE3``: target 2
+layers x 2 KV heads x dim 16, an EAGLE3 draft with a reduced vocabulary).
 
 The 0.5.20 Engine comes up with the plugin's sizing (the ``SPECINIT_MEMORY`` breakdown, not
 stock's: the draft priced at its own geometry, its embed/lm_head bound before profiling),
@@ -19,9 +19,14 @@ import sys
 from typing import Any
 
 import pytest
-from harness.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs, server_args_to_cli
-from harness.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S, KINDS, launch_overrides
-from harness.sglang_release import SGL_KERNEL_STUB_DIR
+from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs, server_args_to_cli
+from harness.launch.launch_0_5_23 import (
+    EAGLE3_DRAFT_VOCAB,
+    ENGINE_TIMEOUT_S,
+    KINDS,
+    launch_overrides,
+)
+from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
@@ -40,7 +45,7 @@ PLAN_KEYS = (
 
 
 def eagle3_kwargs() -> dict[str, Any]:
-    """The Engine kwargs :mod:`harness.launch_0_5_23` starts ``EAGLE3`` with."""
+    """The Engine kwargs :mod:`harness.launch.launch_0_5_23` starts ``EAGLE3`` with."""
     spec = KINDS["EAGLE3"]
     return cpu_engine_kwargs(
         spec.target(),
@@ -83,7 +88,7 @@ def test_an_nnpl0_eagle3_draft_is_priced_although_0_5_20_reserves_nothing(
     (``spec_aux_hidden_state.py:96-98``), the plugin prices the pool the draft allocates.
     Slow (one more Engine, ~2 min here); CI runs the same pricing path on the EAGLE3 launch
     above, and 0.5.23's CI suite runs this draft."""
-    from harness.launch_0_5_23 import launch
+    from harness.launch.launch_0_5_23 import launch
 
     run = launch("EAGLE3-nnpl0", True, tmp_path_factory.mktemp("sglang0520-nnpl0"))
     memory = run.memory

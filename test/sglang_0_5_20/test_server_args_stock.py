@@ -1,8 +1,8 @@
 """Drop-in on sglang 0.5.20: with the plugin on, the Llama-3.1 + EAGLE3 recipe's
 ``ServerArgs`` after resolution equal stock 0.5.20's field by field.
 
-The 0.5.23 fidelity probe (:mod:`harness.fidelity_probe_0523`) run on 0.5.20's own parser and
-resolution, plugin on vs off (SGLang's ``SGLANG_PLUGINS`` whitelist): ``resolved_dict()``
+The 0.5.23 fidelity probe (:mod:`harness.matrices.fidelity_probe_0523`) run on 0.5.20's own parser
+and resolution, plugin on vs off (SGLang's ``SGLANG_PLUGINS`` whitelist): ``resolved_dict()``
 (every resolved field, the CUDA-graph config included), the operator's input fields, the
 environment variables resolution sets, and the target's ``ModelConfig`` as the scheduler
 builds it before and after the draft's. Built for the H100 test double the recipes target.
@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import fidelity_0523
-from harness.config_snapshot import snapshot_differences
+from harness.matrices import fidelity_0523
+from harness.reports.config_snapshot import snapshot_differences
 
 ROW = next(row for row in fidelity_0523.ROWS if row.key == "llama31-eagle3")
 

@@ -2,8 +2,8 @@
 0.5.21, the same internal API generation (what differs: ``sglang_0_5_23/release_shims.py``).
 
 Collected only when the interpreter's sglang is 0.5.21. The CPU recipe is 0.5.23's
-(:mod:`harness.sglang_release`: same graph switches, the ``sgl_kernel`` test double); the one
-Engine these tests read is started once per session by :mod:`harness.launch_0_5_23`.
+(:mod:`harness.launch.sglang_release`: same graph switches, the ``sgl_kernel`` test double); the one
+Engine these tests read is started once per session by :mod:`harness.launch.launch_0_5_23`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ _TEST_DIR = str(Path(__file__).resolve().parents[1])
 if _TEST_DIR not in sys.path:
     sys.path.insert(0, _TEST_DIR)
 
-from harness.sglang_release import SGL_KERNEL_STUB_DIR, sglang_release  # noqa: E402
+from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, sglang_release  # noqa: E402
 
 RELEASE = (0, 5, 21)
 
@@ -35,7 +35,7 @@ else:
 
 @pytest.fixture(scope="session")
 def eagle3_on(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The tiny EAGLE3 pair on 0.5.21, plugin on (:data:`harness.launch_0_5_23.KINDS`)."""
-    from harness.launch_0_5_23 import launch
+    """The tiny EAGLE3 pair on 0.5.21, plugin on (:data:`harness.launch.launch_0_5_23.KINDS`)."""
+    from harness.launch.launch_0_5_23 import launch
 
     return launch("EAGLE3", True, tmp_path_factory.mktemp("sglang0521"))

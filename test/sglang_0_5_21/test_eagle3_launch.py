@@ -1,6 +1,6 @@
 """One live launch on the real sglang 0.5.21: the tiny EAGLE3 pair, plugin on, as a real
-``sglang.Engine`` on device cpu (:mod:`harness.launch_0_5_23`, kind ``EAGLE3``: target 2 layers
-x 2 KV heads x dim 16, an EAGLE3 draft with a reduced vocabulary).
+``sglang.Engine`` on device cpu (:mod:`harness.launch.launch_0_5_23`, kind ``EAGLE3``: target 2
+layers x 2 KV heads x dim 16, an EAGLE3 draft with a reduced vocabulary).
 
 The 0.5.21 Engine comes up with the plugin's sizing (the ``SPECINIT_MEMORY`` breakdown, not
 stock's, with its rank fields read through ``release_shims.scheduler_ranks``), weights + every
@@ -22,9 +22,9 @@ import sys
 from typing import Any
 
 import pytest
-from harness.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs, server_args_to_cli
-from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, launch_overrides
-from harness.sglang_release import SGL_KERNEL_STUB_DIR
+from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs, server_args_to_cli
+from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, launch_overrides
+from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 
 pytestmark = [
     pytest.mark.slow,
@@ -47,7 +47,7 @@ PLAN_KEYS = (
 
 
 def eagle3_kwargs() -> dict[str, Any]:
-    """The Engine kwargs :mod:`harness.launch_0_5_23` starts ``EAGLE3`` with."""
+    """The Engine kwargs :mod:`harness.launch.launch_0_5_23` starts ``EAGLE3`` with."""
     spec = KINDS["EAGLE3"]
     return cpu_engine_kwargs(
         spec.target(),

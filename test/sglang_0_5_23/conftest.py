@@ -19,13 +19,13 @@ _TEST_DIR = str(Path(__file__).resolve().parents[1])
 if _TEST_DIR not in sys.path:
     sys.path.insert(0, _TEST_DIR)
 
-from harness.sglang_release import sglang_release  # noqa: E402
+from harness.launch.sglang_release import sglang_release  # noqa: E402
 
 if sglang_release()[:3] != (0, 5, 23):
     collect_ignore_glob = ["test_*.py"]
 
-from harness.launch_0_5_23 import launch, prefetch  # noqa: E402
-from harness.sglang_release import SGL_KERNEL_STUB_DIR  # noqa: E402
+from harness.launch.launch_0_5_23 import launch, prefetch  # noqa: E402
+from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR  # noqa: E402
 
 # Tests that import SGLang in this process: 0.5.23 decides is_cpu() at import time and then
 # imports CPU ops from sgl_kernel (the named test double; Engines get both from cpu_env).

@@ -10,12 +10,12 @@ own report.
 from __future__ import annotations
 
 import pytest
-from harness import tiny_models
-from harness.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S, STANDALONE_SHAPE
+from harness.checkpoints import llama_family
+from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S, STANDALONE_SHAPE
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
-TARGET = tiny_models.DEFAULT_TARGET
+TARGET = llama_family.DEFAULT_TARGET
 # (layers, kv heads, head dim) each draft's pool really has, from the checkpoints written.
 DRAFT_GEOMETRY = {
     "EAGLE": (1, TARGET.kv_heads, TARGET.head_dim),

@@ -1,13 +1,14 @@
 """The fault matrix on sglang 0.5.23, TP 1: bad input is refused in the launcher, one message.
 
 Every refused row is a live ``launch_server`` of 0.5.23 on device cpu with the plugin on
-(``harness.multi_rank.run_server_to_end``, bounded: a hang fails with each rank's last log
+(``harness.launch.multi_rank.run_server_to_end``, bounded: a hang fails with each rank's last log
 lines). Each must exit non-zero with the one message naming the file or flag to change
 (the launcher's last error line), leave no process of the launch running, and start no rank:
 the plugin's BEFORE hook on ``ServerArgs.check_server_args``
 (``sglang_specinit.sglang_0_5_23.launch_checks``) refuses them in the launcher, so no
 scheduler exists and nothing is allocated. The rows and their messages are those of
-0.5.13.post1 (``harness.refused_launches``, also read by ``test/cpu/test_fault_matrix.py``).
+0.5.13.post1 (``harness.matrices.refused_launches``, also read by
+``test/cpu/test_fault_matrix.py``).
 
 Stock 0.5.23 (plugin off, same CPU harness, measured once, not a test): a truncated or corrupt
 shard ends in the scheduler with ``SafetensorError`` after the target loaded (75-88 s on a
@@ -32,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import tiny_models
-from harness.engine import cpu_engine_kwargs
-from harness.launch_0_5_23 import ENGINE_TIMEOUT_S
-from harness.multi_rank import EndedLaunch, run_server_to_end
-from harness.refused_launches import (
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
+from harness.launch.engine import cpu_engine_kwargs
+from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
+from harness.launch.multi_rank import EndedLaunch, run_server_to_end
+from harness.matrices.refused_launches import (
     ALGORITHM,
     REFUSED,
     SPEC_FLAGS,
@@ -44,8 +46,7 @@ from harness.refused_launches import (
     error_lines,
     intact_draft,
 )
-from harness.report_reading import REPORT_DIR_ENV
-from harness.tiny_models import TP2_EAGLE3_DRAFT
+from harness.reports.report_reading import REPORT_DIR_ENV
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
@@ -75,7 +76,7 @@ def test_refused_in_the_launcher_before_any_rank_starts(
     specinit_dir = tmp_path / "specinit"
     specinit_dir.mkdir()
     run = run_server_to_end(
-        tiny_models.tiny_llama_target(),
+        llama_family.tiny_llama_target(),
         tmp_path / "run",
         bound_s=BOUND_S,
         draft_model_path=draft,
@@ -108,12 +109,12 @@ def resolved_server_args(
 def test_0_5_23_hook_reads_what_resolution_decided(tmp_path: Path) -> None:
     """The hook reads 0.5.23's resolution (``resolving_view``, as 0.5.23's own
     ``check_server_args`` does), not the caller's raw fields."""
-    from harness import tiny_models_extra
+    from harness.checkpoints import gemma4_mtp
     from sglang.srt.arg_groups.overrides import resolving_view
     from sglang_specinit.launch_checks import LaunchCheckError, check_speculative_launch
     from sglang_specinit.sglang_0_5_23.launch_checks import check_launch
 
-    target = tiny_models.tiny_llama_target()
+    target = llama_family.tiny_llama_target()
     # An automatic fraction and page size: None in the fields, decided by resolution.
     automatic = resolved_server_args(
         target, intact_draft(tmp_path), mem_fraction_static=None, page_size=None
@@ -128,10 +129,10 @@ def test_0_5_23_hook_reads_what_resolution_decided(tmp_path: Path) -> None:
         check_launch(refused)
     # A Gemma 4 assistant (hidden 32, fed through its own projections from the target's 64)
     # given as EAGLE: 0.5.23 promotes it to FROZEN_KV_MTP and stock starts it (the
-    # FROZEN_KV_MTP launch of harness.launch_0_5_23). Read from the raw field, the algorithm
+    # FROZEN_KV_MTP launch of harness.launch.launch_0_5_23). Read from the raw field, the algorithm
     # would still say EAGLE and the width check would refuse a launch stock starts.
-    gemma4 = tiny_models_extra.tiny_gemma4_target()
-    assistant = tiny_models_extra.tiny_gemma4_assistant()
+    gemma4 = gemma4_mtp.tiny_gemma4_target()
+    assistant = gemma4_mtp.tiny_gemma4_assistant()
     promoted = resolved_server_args(gemma4, assistant, "EAGLE", attention_backend="triton")
     assert promoted.speculative_algorithm == "EAGLE"
     assert resolving_view(promoted).speculative_algorithm == "FROZEN_KV_MTP"
@@ -161,11 +162,11 @@ def test_fp8_target_kv_with_a_bf16_draft_is_left_to_stock(
     runs = {}
     for plugin in (True, False):
         run = run_server_to_end(
-            tiny_models.tiny_llama_target(),
+            llama_family.tiny_llama_target(),
             tmp_path / f"plugin-{'on' if plugin else 'off'}",
             plugin=plugin,
             bound_s=BOUND_S,
-            draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+            draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
             algorithm=ALGORITHM,
             kv_cache_dtype=FP8_KV,
             **SPEC_FLAGS,

@@ -1,8 +1,8 @@
 """Fidelity matrix on sglang 0.5.23: SGLang's documented speculative launches start as stock
 0.5.23 starts them, plugin on, except for the memory budget.
 
-Rows: :data:`harness.fidelity_0523.ROWS`, the 0.5.13.post1 matrix's recipes as 0.5.23's parser
-takes them (what changed, and why, is in each row). Per row:
+Rows: :data:`harness.matrices.fidelity_0523.ROWS`, the 0.5.13.post1 matrix's recipes as 0.5.23's
+parser takes them (what changed, and why, is in each row). Per row:
 
 (a) ``ServerArgs`` after resolution equal stock 0.5.23's field by field, plugin on vs off (off:
     SGLang's own ``SGLANG_PLUGINS`` whitelist): SGLang's ``resolved_dict()`` (every resolved
@@ -17,7 +17,7 @@ takes them (what changed, and why, is in each row). Per row:
     differs from the target's (a path-less MTP draft reads the target's checkpoint and gets
     the NextN architecture), so a config shared between them would show in the target.
 (c) Engine rows: the draft's price equals what its pools really allocate, read from SGLang's
-    tensors in the scheduler (:func:`harness.fidelity_tensors.kv_pool_buffers`: bytes of the
+    tensors in the scheduler (:func:`harness.reports.fidelity_tensors.kv_pool_buffers`: bytes of the
     K/V buffers of every draft (sub-)pool over its token rows; slots per token of the target's
     full pool, of its sliding-window pool, or a fixed count), not from any ``sglang_specinit``
     function.
@@ -51,12 +51,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from harness import fidelity_0523
-from harness.config_snapshot import snapshot_differences
-from harness.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs
-from harness.fidelity import Row
-from harness.fidelity_0523 import ROWS
-from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, LaunchKind, launch_overrides
+from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs
+from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, LaunchKind, launch_overrides
+from harness.matrices import fidelity_0523
+from harness.matrices.fidelity import Row
+from harness.matrices.fidelity_0523 import ROWS
+from harness.reports.config_snapshot import snapshot_differences
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 3)]
 
@@ -279,7 +279,7 @@ def test_d_plan_equals_server(engine_runs, row: Row, kind: str) -> None:
 
 
 def launch_kwargs(kind: str) -> dict[str, Any]:
-    """The Engine kwargs :mod:`harness.launch_0_5_23` started ``kind`` with."""
+    """The Engine kwargs :mod:`harness.launch.launch_0_5_23` started ``kind`` with."""
     spec = KINDS[kind]
     return cpu_engine_kwargs(
         spec.target(),

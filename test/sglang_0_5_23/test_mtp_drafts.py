@@ -12,8 +12,8 @@ assistant), the two draft kinds whose pools 0.5.23 reserves by a layer count the
 from __future__ import annotations
 
 import pytest
-from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, MULTI_LAYER_STEPS
-from harness.report_reading import kv_buffer_bytes
+from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, MULTI_LAYER_STEPS
+from harness.reports.report_reading import kv_buffer_bytes
 from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]

@@ -3,8 +3,8 @@
 The same tiny pair as ``test/cpu/test_multi_rank.py`` (0.5.13.post1): a Llama target with 2 KV
 heads of dim 16 and an EAGLE3 draft with 2 KV heads of dim 48, so both models' KV heads split
 across the two ranks. TP 2 on device cpu takes, as on 0.5.13.post1, SGLang's own
-``SGLANG_CPU_OMP_THREADS_BIND=0|1`` (:func:`harness.engine.omp_threads_bind`) and two CPU
-test doubles (:mod:`harness.shims`): pynccl off on device cpu (0.5.23's
+``SGLANG_CPU_OMP_THREADS_BIND=0|1`` (:func:`harness.launch.engine.omp_threads_bind`) and two CPU
+test doubles (:mod:`harness.cpu_doubles.shims`): pynccl off on device cpu (0.5.23's
 ``init_model_parallel_group`` still defaults ``use_pynccl`` on and dies building a
 ``PyNcclCommunicator``; the same switch works), and one simulated device per rank, bound from
 the device 0.5.23's launcher publishes in the scheduler's runtime context.
@@ -19,8 +19,8 @@ read back as expectations):
   environment's planner with the server's measured numbers equals both ranks.
 - (b, slow) dp-attention dp 2 x tp 2 (``--attn-dp-size 2``): every KV head on both ranks,
   one file per rank.
-- (c, CI) rank 1's draft failing to load (the fault double of :mod:`harness.faults`) ends the
-  launch on every rank: cause in the log, no process left, no pool on the healthy rank.
+- (c, CI) rank 1's draft failing to load (the fault double of :mod:`harness.cpu_doubles.faults`)
+  ends the launch on every rank: cause in the log, no process left, no pool on the healthy rank.
 - (d, slow) SIGTERM while the pools are allocated ends the launch, no report, nothing left.
 
 Every launch is bounded in time; a hang fails with each rank's last log lines and is killed.
@@ -46,15 +46,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import tiny_models
-from harness.engine import cpu_server
-from harness.faults import FAIL_DRAFT_RANK_ENV, PAUSE_DRAFT_POOL_ENV
-from harness.multi_rank import EndedLaunch, run_server_to_end
-from harness.processes import rank_log_lines
-from harness.report_reading import REPORT_DIR_ENV, F, kv_buffer_bytes, kv_spec, runner
-from harness.sglang_release import extra_python_path
-from harness.shims import PER_DEVICE_CAPACITY_ENV
-from harness.tiny_models import DEFAULT_TARGET, TP2_EAGLE3_DRAFT
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
+from harness.checkpoints.llama_family import DEFAULT_TARGET
+from harness.cpu_doubles.faults import FAIL_DRAFT_RANK_ENV, PAUSE_DRAFT_POOL_ENV
+from harness.cpu_doubles.shims import PER_DEVICE_CAPACITY_ENV
+from harness.launch.engine import cpu_server
+from harness.launch.multi_rank import EndedLaunch, run_server_to_end
+from harness.launch.processes import rank_log_lines
+from harness.launch.sglang_release import extra_python_path
+from harness.reports.report_reading import REPORT_DIR_ENV, F, kv_buffer_bytes, kv_spec, runner
 from sglang_specinit import budget, rank_reports
 
 MULTI_RANK_TIMEOUT_S = 900
@@ -77,7 +78,7 @@ DRAFT_ON_RANK = replace(TP2_EAGLE3_DRAFT, kv_heads=TP2_EAGLE3_DRAFT.kv_heads // 
 PER_TOKEN_ON_RANK = TARGET_ON_RANK.kv_bytes_per_token() + DRAFT_ON_RANK.kv_bytes_per_token()
 GIB = 1 << 30
 
-# 0.5.23's meter callers (harness.shims records who asked).
+# 0.5.23's meter callers (harness.cpu_doubles.shims records who asked).
 PRE_LOAD = "bootstrap.measure_pre_model_load_memory"
 PROFILE = "KVCacheConfigurator._profile_available_bytes"
 
@@ -106,8 +107,8 @@ def start_tp2(work_dir: Path, capacities: tuple[int, int], **server_args: Any) -
     specinit_dir = work_dir / "specinit"
     specinit_dir.mkdir(parents=True)
     with cpu_server(
-        tiny_models.tiny_llama_target(),
-        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        llama_family.tiny_llama_target(),
+        draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
         algorithm=ALGORITHM,
         plugin=True,
         capacity_bytes=capacities[0],
@@ -295,9 +296,9 @@ def planner_argv(tight: dict[str, Any], *layout: str, device_memory: int) -> lis
     """This environment's ``sglang-specinit plan --json`` with the server's measured numbers."""
     return [
         sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
-        "--model-path", str(tiny_models.tiny_llama_target()),
+        "--model-path", str(llama_family.tiny_llama_target()),
         "--speculative-algorithm", ALGORITHM,
-        "--speculative-draft-model-path", str(tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)),
+        "--speculative-draft-model-path", str(eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)),
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "4",
         "--mem-fraction-static", str(F), *layout,
@@ -310,7 +311,7 @@ def planner_argv(tight: dict[str, Any], *layout: str, device_memory: int) -> lis
 def run_planner(argv: list[str]) -> dict[str, Any]:
     """Run this environment's planner as an operator would: without the CPU engine switch,
     with the sgl_kernel test double on ``PYTHONPATH`` (0.5.23 imports CPU ops from sgl_kernel
-    at module import and sglang-kernel has no CPU build; :mod:`harness.sglang_release`)."""
+    at module import and sglang-kernel has no CPU build; :mod:`harness.launch.sglang_release`)."""
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
     env["PYTHONPATH"] = os.pathsep.join([*extra_python_path(), env.get("PYTHONPATH", "")])
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
@@ -381,11 +382,11 @@ def _ended_tp2(work_dir: Path, *, plugin: bool = True, **kwargs: Any) -> tuple[E
     specinit_dir.mkdir(parents=True)
     extra_env = {REPORT_DIR_ENV: str(specinit_dir), **kwargs.pop("extra_env", {})}
     run = run_server_to_end(
-        tiny_models.tiny_llama_target(),
+        llama_family.tiny_llama_target(),
         work_dir / "run",
         plugin=plugin,
         bound_s=STARTUP_BOUND_S,
-        draft_model_path=tiny_models.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
         algorithm=ALGORITHM,
         tp_size=TP,
         extra_env=extra_env,

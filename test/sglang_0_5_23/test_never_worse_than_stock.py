@@ -31,7 +31,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from harness.published_configs import EXAMPLES, dsa_config_dir, qwen3_next_config_dir
+from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir, qwen3_next_config_dir
 
 GIB = 1 << 30
 # Sizes every price is checked at, built directly (the probe builds 2 and 4 pages).
@@ -276,12 +276,12 @@ CELLS = [
 
 
 def _tiny(which: str) -> Path:
-    from harness import tiny_models_extra
+    from harness.checkpoints import gemma4_mtp, mimo_v2_mtp
 
     return {
-        "mimo": tiny_models_extra.tiny_mimo_v2_target,
-        "gemma4-target": tiny_models_extra.tiny_gemma4_target,
-        "gemma4-assistant": tiny_models_extra.tiny_gemma4_assistant,
+        "mimo": mimo_v2_mtp.tiny_mimo_v2_target,
+        "gemma4-target": gemma4_mtp.tiny_gemma4_target,
+        "gemma4-assistant": gemma4_mtp.tiny_gemma4_assistant,
     }[which]()
 
 

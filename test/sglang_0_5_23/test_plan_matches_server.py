@@ -20,8 +20,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from harness.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS
-from harness.sglang_release import SGL_KERNEL_STUB_DIR
+from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS
+from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 

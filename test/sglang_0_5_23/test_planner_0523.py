@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.published_configs import EXAMPLES, dsa_config_dir
+from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
 from sglang_specinit.report import BREAKDOWN_KEYS

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import pytest
-from harness.launch_0_5_23 import ENGINE_TIMEOUT_S
+from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
 from sglang_specinit.budget import (
     AttentionKVSpec,
     BudgetInputs,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.published_configs import CASES, model_config
+from harness.checkpoints.published_configs import CASES, model_config
 from sglang_specinit import budget
 from sglang_specinit.specs import kv_spec_from_model_config, runner_layer_count
 

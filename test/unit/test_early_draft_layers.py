@@ -17,8 +17,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from harness import tiny_models, tiny_models_extra
-from harness.engine import cpu_engine_kwargs
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.launch.engine import cpu_engine_kwargs
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.sglang_0_5_13 import model_runner
 from sglang_specinit.sglang_0_5_13 import scheduler as scheduler_phases
@@ -42,25 +42,25 @@ def _server_args(target: Path, **kwargs: Any) -> Any:
 @pytest.mark.parametrize(
     ("algorithm", "draft", "layers"),
     [
-        ("EAGLE", tiny_models.tiny_eagle_draft, tiny_models.DEFAULT_EAGLE_DRAFT.layers),
-        ("EAGLE3", tiny_models.tiny_eagle3_draft, tiny_models.DEFAULT_EAGLE3_DRAFT.layers),
+        ("EAGLE", eagle_drafts.tiny_eagle_draft, eagle_drafts.DEFAULT_EAGLE_DRAFT.layers),
+        ("EAGLE3", eagle_drafts.tiny_eagle3_draft, eagle_drafts.DEFAULT_EAGLE3_DRAFT.layers),
         # An explicit 0 is "absent" for 0.5.13's runner: it still allocates its one layer.
         (
             "EAGLE3",
-            lambda: tiny_models.tiny_eagle3_draft(num_nextn_predict_layers=0),
-            tiny_models.DEFAULT_EAGLE3_DRAFT.layers,
+            lambda: eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0),
+            eagle_drafts.DEFAULT_EAGLE3_DRAFT.layers,
         ),
         (
             "STANDALONE",
-            tiny_models_extra.tiny_standalone_draft,
-            tiny_models_extra.DEFAULT_STANDALONE_DRAFT.layers,
+            llama_family.tiny_standalone_draft,
+            llama_family.DEFAULT_STANDALONE_DRAFT.layers,
         ),
     ],
     ids=["eagle", "eagle3", "eagle3-nnpl0", "standalone"],
 )
 def test_count_read_from_the_draft_config(algorithm: str, draft: Any, layers: int) -> None:
     args = _server_args(
-        tiny_models.tiny_llama_target(), draft_model_path=draft(), algorithm=algorithm
+        llama_family.tiny_llama_target(), draft_model_path=draft(), algorithm=algorithm
     )
     assert model_runner.early_draft_num_layers(args) == layers
 
@@ -73,7 +73,7 @@ def test_pathless_mtp_count_leaves_the_targets_cached_config_alone(
     holds, and ``_config_draft_model`` renames its architecture in place. The early read must
     leave it alone: the adapter's hook on that method (installed here as HookRegistry installs
     an AROUND hook) copies the config first, because the read runs inside ``defer_pools()``."""
-    from harness import tiny_configs
+    from harness.checkpoints import tiny_configs
     from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.sglang_0_5_13 import model_config as adapter_model_config
 
@@ -99,8 +99,8 @@ def test_pathless_mtp_count_leaves_the_targets_cached_config_alone(
 
 def test_no_count_for_a_draft_upstream_does_not_count() -> None:
     args = _server_args(
-        tiny_models.tiny_llama_target(),
-        draft_model_path=tiny_models_extra.tiny_dflash_draft(),
+        llama_family.tiny_llama_target(),
+        draft_model_path=eagle_drafts.tiny_dflash_draft(),
         algorithm="DFLASH",
     )
     assert model_runner.early_draft_num_layers(args) is None

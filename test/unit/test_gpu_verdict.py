@@ -1,4 +1,4 @@
-"""The GPU suite's verdicts on recorded inputs, without a GPU (:mod:`harness.gpu_verdict`).
+"""The GPU suite's verdicts on recorded inputs, without a GPU (:mod:`harness.gpu.gpu_verdict`).
 
 Nothing here launches a server. What a GPU run would hand the verdicts is recorded instead:
 
@@ -10,7 +10,7 @@ Nothing here launches a server. What a GPU run would hand the verdicts is record
   meter are test doubles (``FakeGraphRunner``, ``fake_free_memory``): what they log is the
   release's own text;
 - device-probe records: :func:`recorded_probe`, a test double of one scheduler's probe file
-  (the keys :mod:`harness.device_probe` writes), sized the way the plugin sizes its pools.
+  (the keys :mod:`harness.reports.device_probe` writes), sized the way the plugin sizes its pools.
 
 Each verdict is shown to fail on the broken input it exists for, and to pass the sound one.
 """
@@ -25,9 +25,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from harness import device_memory, device_probe, gpu_cases, gpu_preflight, gpu_verdict
-from harness.server_process import RunFiles, ServerHandle
-from harness.spec_metrics import DraftStats, sglang_meta_info, summed
+from harness.gpu import device_memory, gpu_cases, gpu_preflight, gpu_verdict
+from harness.gpu.spec_metrics import DraftStats, sglang_meta_info, summed
+from harness.launch.server_process import RunFiles, ServerHandle
+from harness.reports import device_probe
 
 GIB, MIB = 1 << 30, 1 << 20
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,19 @@
+"""Tiny HF checkpoints and config-only models for the CPU tests, generated locally from a seed
+(no hub access, a few MiB each) and cached under ``<repo>/.cache/tiny-models``.
+
+- ``checkpoint_cache``: where checkpoints live: cache keys, per-kind generator versions,
+  atomic writes (shared by every writer below);
+- ``checkpoint_kinds``: every checkpoint kind by its cache name (``cached_model(kind, ...)``);
+- ``tiny_vocab``: the vocabulary every tiny checkpoint shares: special ids, the WordLevel
+  tokenizer, prompts of an exact token length;
+- ``llama_layout``: ``TinyLlamaShape``, the Llama config and one decoder layer's random tensors,
+  safetensors writing, shared by the family writers;
+- ``llama_family``: the default Llama target, its STANDALONE draft, the Qwen2 target and draft;
+- ``eagle_drafts``: drafts reading the Llama target's hidden states: EAGLE, EAGLE3, DFLASH;
+- ``deepseek_mla``: a dense DeepSeek-V2 target with MLA attention;
+- ``mimo_v2_mtp``: a MiMo-V2 target carrying its MTP layers (multi-layer EAGLE);
+- ``gemma4_mtp``: a Gemma 4 target and its assistant (frozen-KV MTP draft);
+- ``tiny_configs``: one config-only model per architecture of SGLang's documented recipes, and
+  weighted checkpoints of those an Engine starts;
+- ``published_configs``: published model configs (no weights) for tests that price pools.
+"""

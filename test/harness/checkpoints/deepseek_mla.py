@@ -1,0 +1,82 @@
+"""A tiny dense DeepSeek-V2 target with MLA attention (kind ``mla-target``), for the MLA pool
+tests: generated from a seed through transformers' own ``DeepseekV2ForCausalLM``, with the tiny
+tokenizer, cached by :mod:`harness.checkpoints.checkpoint_cache`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.llama_family import DEFAULT_TARGET
+from harness.checkpoints.llama_layout import TinyLlamaShape, torch_dtype
+from harness.checkpoints.tiny_vocab import write_tokenizer
+
+
+def write_mla_target(
+    directory: Path,
+    shape: TinyLlamaShape = DEFAULT_TARGET,
+    seed: int = 0,
+    kv_lora_rank: int = 32,
+    qk_rope_head_dim: int = 16,
+    qk_nope_head_dim: int = 16,
+    v_head_dim: int = 16,
+) -> Path:
+    """Write a random dense ``DeepseekV2ForCausalLM`` (MLA attention) plus its tokenizer.
+
+    SGLang's DeepSeek path on CPU needs a YaRN ``rope_scaling`` (its CPU rope factory asserts
+    one), and ``first_k_dense_replace`` beyond the last layer keeps every layer dense (the MoE
+    layer test reads ``moe_layer_freq``, which transformers' config does not keep).
+    """
+    import torch
+    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = DeepseekV2Config(
+        vocab_size=shape.vocab,
+        hidden_size=shape.hidden,
+        intermediate_size=shape.intermediate,
+        moe_intermediate_size=shape.intermediate // 2,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.heads,
+        kv_lora_rank=kv_lora_rank,
+        q_lora_rank=None,
+        qk_rope_head_dim=qk_rope_head_dim,
+        qk_nope_head_dim=qk_nope_head_dim,
+        v_head_dim=v_head_dim,
+        first_k_dense_replace=shape.layers + 1,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+        max_position_embeddings=shape.max_position_embeddings,
+    )
+    torch.manual_seed(seed)
+    model = DeepseekV2ForCausalLM(config).to(torch_dtype(shape.dtype))
+    model.save_pretrained(str(directory))
+    config_path = directory / "config.json"
+    saved = json.loads(config_path.read_text())
+    saved["rope_scaling"] = {
+        "type": "yarn",
+        "rope_type": "yarn",
+        "factor": 1.0,
+        "original_max_position_embeddings": shape.max_position_embeddings,
+        "beta_fast": 32,
+        "beta_slow": 1,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+    }
+    config_path.write_text(json.dumps(saved, indent=1))
+    write_tokenizer(directory, shape.vocab)
+    return directory
+
+
+MLA_TARGET = Kind("mla-target", write_mla_target, generator_version=1)
+
+
+def tiny_mla_target(shape: TinyLlamaShape = DEFAULT_TARGET, **kw: Any) -> Path:
+    """Cached tiny dense DeepSeek-V2 target with MLA attention (with tokenizer)."""
+    return cached_checkpoint(MLA_TARGET, shape, **kw)

@@ -1,0 +1,194 @@
+"""Tiny drafts that read the tiny Llama target's hidden states: EAGLE, EAGLE3 and DFLASH.
+
+Weight names follow what the SGLang model files load:
+
+- EAGLE (``models/llama_eagle.py``): no ``model.`` prefix (its ``load_weights`` adds it), an
+  ``fc`` of shape ``[H, 2H]`` with bias, layer 0 without ``input_layernorm``, no final norm, and
+  no ``lm_head`` (the draft gets the target's embedding and head via ``set_embed_and_head``);
+- EAGLE3 (``models/llama_eagle3.py``): the layer stored under the legacy ``midlayer.`` prefix as
+  published EAGLE3 checkpoints do, ``q/k/v_proj`` reading ``2H`` inputs, ``hidden_norm``, ``fc``
+  of shape ``[H, 3 * target_hidden]`` without bias, ``norm``, its own ``lm_head`` of
+  ``draft_vocab_size`` rows, no embedding (shared from the target via ``set_embed``), and
+  ``d2t``/``t2d`` maps only when the draft vocabulary is smaller than the target's;
+- DFLASH (``models/dflash.py``): see :func:`write_dflash_draft`.
+
+Generated from a seed and cached by :mod:`harness.checkpoints.checkpoint_cache`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.llama_family import DEFAULT_TARGET
+from harness.checkpoints.llama_layout import (
+    TinyLlamaShape,
+    layer_tensors,
+    llama_config,
+    randn,
+    save_safetensors,
+    torch_dtype,
+)
+
+# The EAGLE3 default deliberately differs from the target's KV geometry: 1 KV head of dim 48
+# (192 B/token over its 1 layer) against the target's 2 heads of dim 16 (128 B/token/layer), so
+# neither "same as the target" nor "target cell * draft layers / target layers" prices it right.
+DEFAULT_EAGLE_DRAFT = replace(DEFAULT_TARGET, layers=1)
+DEFAULT_EAGLE3_DRAFT = replace(DEFAULT_TARGET, layers=1, kv_heads=1, head_dim=48)
+# For TP 2: 2 KV heads of dim 48, so that (like the target's 2 heads of dim 16) its KV heads are
+# split across two ranks instead of replicated; still a geometry unlike the target's.
+TP2_EAGLE3_DRAFT = replace(DEFAULT_EAGLE3_DRAFT, kv_heads=2)
+# A DFLASH draft over the default 2-layer target: one layer, and a KV geometry unlike the
+# target's (2 KV heads of dim 32, 256 B/token, against the target's 128 B/token/layer), so the
+# 0.5.13 rule "scale the target cell by (T + D) / T" underprices it.
+DEFAULT_DFLASH_DRAFT = replace(DEFAULT_TARGET, layers=1, heads=4, kv_heads=2, head_dim=32)
+DFLASH_BLOCK_SIZE = 4
+DFLASH_MASK_TOKEN_ID = 3
+
+
+def write_eagle_draft(
+    directory: Path, shape: TinyLlamaShape = DEFAULT_EAGLE_DRAFT, seed: int = 0
+) -> Path:
+    """Write a random ``LlamaForCausalLMEagle`` draft (EAGLE-1/2 layout; usually 1 layer).
+
+    ``shape.hidden`` and ``shape.vocab`` must equal the target's: the draft's ``fc`` reads
+    ``[embedding, target hidden state]`` and it borrows the target's embedding and head.
+    """
+    import torch
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    dt = torch_dtype(shape.dtype)
+    tensors = {
+        "embed_tokens.weight": randn(gen, shape.vocab, shape.hidden, dtype=dt),
+        "fc.weight": randn(gen, shape.hidden, 2 * shape.hidden, dtype=dt),
+        "fc.bias": torch.zeros(shape.hidden, dtype=dt),
+    }
+    for i in range(shape.layers):
+        # SGLang deletes layer 0's input_layernorm (EAGLE feeds fc output straight in).
+        tensors.update(
+            layer_tensors(gen, f"layers.{i}", shape, qkv_in=shape.hidden, input_layernorm=i > 0)
+        )
+    llama_config(shape, "LlamaForCausalLMEagle").save_pretrained(str(directory))
+    save_safetensors(directory, tensors)
+    return directory
+
+
+def write_eagle3_draft(
+    directory: Path,
+    shape: TinyLlamaShape = DEFAULT_EAGLE3_DRAFT,
+    seed: int = 0,
+    *,
+    target_hidden: int | None = None,
+    draft_vocab: int | None = None,
+    num_nextn_predict_layers: int | None = None,
+) -> Path:
+    """Write a random ``LlamaForCausalLMEagle3`` draft (usually 1 layer).
+
+    Its KV geometry (``kv_heads``, ``head_dim``) is free to differ from the target's, which is
+    the case the budget must price separately. ``num_nextn_predict_layers=0`` reproduces drafts
+    whose config carries that key (SGLang then counts ``num_hidden_layers`` for the pool).
+    """
+    import torch
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    dt = torch_dtype(shape.dtype)
+    th = target_hidden or shape.hidden
+    dv = draft_vocab or shape.vocab
+    tensors = {
+        "fc.weight": randn(gen, shape.hidden, 3 * th, dtype=dt),
+        "norm.weight": torch.ones(shape.hidden, dtype=dt),
+        "lm_head.weight": randn(gen, dv, shape.hidden, dtype=dt),
+    }
+    for i in range(shape.layers):
+        # Layer 0 reads [embeds, fc(target hidden)] (2H wide); published 1-layer checkpoints
+        # name it "midlayer", which SGLang maps to "layers.0".
+        prefix = "midlayer" if shape.layers == 1 else f"layers.{i}"
+        qkv_in = 2 * shape.hidden if i == 0 else shape.hidden
+        tensors.update(
+            layer_tensors(gen, prefix, shape, qkv_in=qkv_in, input_layernorm=True, hidden_norm=True)
+        )
+    if dv < shape.vocab:
+        # d2t[i] = target_id - draft_id for the i-th hot token; here the hot tokens are the
+        # first ``dv`` ids, so the offsets are zero and t2d marks those ids.
+        tensors["d2t"] = torch.zeros(dv, dtype=torch.int64)
+        t2d = torch.zeros(shape.vocab, dtype=torch.bool)
+        t2d[:dv] = True
+        tensors["t2d"] = t2d
+    extra: dict[str, Any] = {"draft_vocab_size": dv}
+    if target_hidden is not None:
+        extra["target_hidden_size"] = target_hidden
+    if num_nextn_predict_layers is not None:
+        extra["num_nextn_predict_layers"] = num_nextn_predict_layers
+    llama_config(shape, "LlamaForCausalLMEagle3", **extra).save_pretrained(str(directory))
+    save_safetensors(directory, tensors)
+    return directory
+
+
+def write_dflash_draft(
+    directory: Path,
+    shape: TinyLlamaShape = DEFAULT_DFLASH_DRAFT,
+    seed: int = 0,
+    *,
+    target_layer_ids: tuple[int, ...] = (0, 1),
+) -> Path:
+    """Write a random ``DFlashDraftModel`` (``models/dflash.py``) for a Llama target.
+
+    Layout as that loader expects: ``layers.N`` (Qwen3-style attention with ``q_norm``/
+    ``k_norm``), final ``norm``, ``fc`` of shape ``[H, K * H]`` (K = number of captured target
+    layers) and ``hidden_norm``; no embedding or head (DFLASH uses the target's). The config is a
+    ``LlamaConfig`` with ``architectures = ["DFlashDraftModel"]`` and a ``dflash_config`` giving
+    the captured target layers, the block size and a mask token id inside the vocabulary.
+    """
+    import torch
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    dt = torch_dtype(shape.dtype)
+    h = shape.hidden
+    tensors: dict[str, Any] = {
+        "norm.weight": torch.ones(h, dtype=dt),
+        "hidden_norm.weight": torch.ones(h, dtype=dt),
+        "fc.weight": randn(gen, h, len(target_layer_ids) * h, dtype=dt),
+    }
+    for i in range(shape.layers):
+        tensors.update(layer_tensors(gen, f"layers.{i}", shape, qkv_in=h, input_layernorm=True))
+        tensors[f"layers.{i}.self_attn.q_norm.weight"] = torch.ones(shape.head_dim, dtype=dt)
+        tensors[f"layers.{i}.self_attn.k_norm.weight"] = torch.ones(shape.head_dim, dtype=dt)
+    dflash_config = {
+        "target_layer_ids": list(target_layer_ids),
+        "num_target_layers": DEFAULT_TARGET.layers,
+        "block_size": DFLASH_BLOCK_SIZE,
+        "mask_token_id": DFLASH_MASK_TOKEN_ID,
+    }
+    llama_config(
+        shape, "DFlashDraftModel", dflash_config=dflash_config, block_size=DFLASH_BLOCK_SIZE
+    ).save_pretrained(str(directory))
+    save_safetensors(directory, tensors)
+    return directory
+
+
+EAGLE_DRAFT = Kind("eagle-draft", write_eagle_draft, generator_version=1)
+EAGLE3_DRAFT = Kind("eagle3-draft", write_eagle3_draft, generator_version=1)
+DFLASH_DRAFT = Kind("dflash-draft", write_dflash_draft, generator_version=2)
+
+
+def tiny_eagle_draft(shape: TinyLlamaShape = DEFAULT_EAGLE_DRAFT, **kw: Any) -> Path:
+    """Cached tiny EAGLE draft matching a target of the same ``hidden``/``vocab``."""
+    return cached_checkpoint(EAGLE_DRAFT, shape, **kw)
+
+
+def tiny_eagle3_draft(shape: TinyLlamaShape = DEFAULT_EAGLE3_DRAFT, **kw: Any) -> Path:
+    """Cached tiny EAGLE3 draft; by default its KV geometry differs from the target's."""
+    return cached_checkpoint(EAGLE3_DRAFT, shape, **kw)
+
+
+def tiny_dflash_draft(shape: TinyLlamaShape = DEFAULT_DFLASH_DRAFT, **kw: Any) -> Path:
+    """Cached DFLASH draft for the default 2-layer tiny Llama target."""
+    return cached_checkpoint(DFLASH_DRAFT, shape, **kw)

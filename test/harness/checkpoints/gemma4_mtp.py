@@ -1,0 +1,155 @@
+"""A tiny text-only Gemma 4 target and its Gemma 4 assistant (kinds ``gemma4-target``,
+``gemma4-assistant``): SGLang promotes the assistant to a frozen-KV MTP draft.
+
+Weights come from transformers' own Gemma 4 classes (so the names are the published ones),
+generated from a seed and cached by :mod:`harness.checkpoints.checkpoint_cache`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.llama_layout import torch_dtype
+from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
+
+
+@dataclass(frozen=True)
+class TinyGemma4Shape:
+    """Geometry of a tiny Gemma 4 text target or Gemma 4 assistant (frozen-KV MTP draft).
+
+    ``layer_types`` lists ``sliding_attention``/``full_attention`` per layer; every layer uses
+    ``kv_heads`` heads of ``head_dim`` (the full-attention ``global_*`` variants are left equal,
+    see :func:`write_gemma4_target`). ``backbone_hidden`` only matters for the assistant: it is
+    the target's hidden size its pre/post projections map from and to.
+    """
+
+    hidden: int = 64
+    layer_types: tuple[str, ...] = ("sliding_attention", "full_attention")
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 16
+    intermediate: int = 128
+    vocab: int = 32000
+    sliding_window: int = 128
+    backbone_hidden: int = 64
+    dtype: str = "bfloat16"
+    max_position_embeddings: int = 2048
+
+    @property
+    def layers(self) -> int:
+        return len(self.layer_types)
+
+    @property
+    def dtype_bytes(self) -> int:
+        return {"bfloat16": 2, "float16": 2, "float32": 4}[self.dtype]
+
+    def kv_bytes_per_token_per_layer(self) -> int:
+        return self.kv_heads * self.head_dim * 2 * self.dtype_bytes
+
+
+DEFAULT_GEMMA4_TARGET = TinyGemma4Shape()
+DEFAULT_GEMMA4_ASSISTANT = TinyGemma4Shape(hidden=32, heads=2, intermediate=64)
+
+
+def _gemma4_text_config_kwargs(shape: TinyGemma4Shape) -> dict[str, Any]:
+    return {
+        "vocab_size": shape.vocab,
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.intermediate,
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "global_head_dim": shape.head_dim,
+        "max_position_embeddings": shape.max_position_embeddings,
+        "sliding_window": shape.sliding_window,
+        "layer_types": list(shape.layer_types),
+        "hidden_size_per_layer_input": 0,
+        "vocab_size_per_layer_input": 0,
+        # SGLang's CPU loader pads every *intermediate_size it finds and cannot pad None.
+        "moe_intermediate_size": shape.intermediate,
+        "tie_word_embeddings": True,
+        "bos_token_id": BOS_ID,
+        "eos_token_id": EOS_ID,
+        "pad_token_id": 0,
+    }
+
+
+def write_gemma4_target(
+    directory: Path, shape: TinyGemma4Shape = DEFAULT_GEMMA4_TARGET, seed: int = 0
+) -> Path:
+    """Write a random text-only ``Gemma4ForCausalLM`` (``model_type: gemma4_text``).
+
+    Weights come from transformers' own ``Gemma4ForCausalLM`` (so the names are the published
+    ones). SGLang 0.5.13.post1 renames Gemma 4's attention keys into its ``swa_*`` convention
+    only for ``model_type`` ``gemma4``/``gemma4_assistant``, not for ``gemma4_text``; the
+    ``swa_*`` keys it then reads are written into ``config.json`` here, equal to the base ones.
+    """
+    import torch
+    from transformers import Gemma4ForCausalLM, Gemma4TextConfig
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    config = Gemma4TextConfig(**_gemma4_text_config_kwargs(shape))
+    config.architectures = ["Gemma4ForCausalLM"]
+    Gemma4ForCausalLM(config).to(torch_dtype(shape.dtype)).save_pretrained(str(directory))
+    path = directory / "config.json"
+    raw = json.loads(path.read_text())
+    raw.update(
+        swa_num_key_value_heads=shape.kv_heads,
+        swa_head_dim=shape.head_dim,
+        swa_v_head_dim=shape.head_dim,
+        v_head_dim=shape.head_dim,
+    )
+    path.write_text(json.dumps(raw, indent=1))
+    write_tokenizer(directory, shape.vocab)
+    return directory
+
+
+def write_gemma4_assistant(
+    directory: Path, shape: TinyGemma4Shape = DEFAULT_GEMMA4_ASSISTANT, seed: int = 0
+) -> Path:
+    """Write a random ``Gemma4AssistantForCausalLM`` (the frozen-KV MTP draft) via transformers.
+
+    Its layers read the target's KV cache (every layer is KV-shared), its ``layer_types`` must
+    be types the target's last two layers have, and its projections map from/to
+    ``shape.backbone_hidden`` (the target's hidden size).
+    """
+    import torch
+    from transformers.models.gemma4_assistant.configuration_gemma4_assistant import (
+        Gemma4AssistantConfig,
+    )
+    from transformers.models.gemma4_assistant.modeling_gemma4_assistant import (
+        Gemma4AssistantForCausalLM,
+    )
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    config = Gemma4AssistantConfig(
+        text_config=_gemma4_text_config_kwargs(shape),
+        backbone_hidden_size=shape.backbone_hidden,
+        use_ordered_embeddings=False,
+    )
+    config.architectures = ["Gemma4AssistantForCausalLM"]
+    Gemma4AssistantForCausalLM(config).to(torch_dtype(shape.dtype)).save_pretrained(str(directory))
+    return directory
+
+
+GEMMA4_TARGET = Kind("gemma4-target", write_gemma4_target, generator_version=2)
+GEMMA4_ASSISTANT = Kind("gemma4-assistant", write_gemma4_assistant, generator_version=2)
+
+
+def tiny_gemma4_target(shape: TinyGemma4Shape = DEFAULT_GEMMA4_TARGET, **kw: Any) -> Path:
+    """Cached text-only Gemma 4 target (hybrid sliding/full attention, with tokenizer)."""
+    return cached_checkpoint(GEMMA4_TARGET, shape, **kw)
+
+
+def tiny_gemma4_assistant(shape: TinyGemma4Shape = DEFAULT_GEMMA4_ASSISTANT, **kw: Any) -> Path:
+    """Cached Gemma 4 assistant for :func:`tiny_gemma4_target` (a frozen-KV MTP draft)."""
+    return cached_checkpoint(GEMMA4_ASSISTANT, shape, **kw)

@@ -1,0 +1,97 @@
+"""Tiny Llama-architecture checkpoints: the suite's default target, its STANDALONE draft, and
+the Qwen2 target and draft of SGLang's STANDALONE and NGRAM recipes.
+
+Why: the init-path tests need checkpoints that SGLang's real loader accepts (``config.json`` +
+``model.safetensors`` + a tokenizer), but no hub access and no real weights. Each is generated
+locally from a seed, in seconds, and is a few MiB at most; cached by
+:mod:`harness.checkpoints.checkpoint_cache`.
+
+- ``llama-target``: ``transformers.LlamaForCausalLM.save_pretrained`` names
+  (``model.layers.N...``), with the tiny tokenizer;
+- ``standalone-draft``: a complete small ``LlamaForCausalLM`` (its own embedding and
+  ``lm_head``, a KV geometry unlike the target's), which is what a STANDALONE draft is;
+- ``qwen2``: a ``Qwen2ForCausalLM`` (QKV bias) with tokenizer (Qwen2.5 target and draft).
+
+The target's drafts that read its hidden states (EAGLE, EAGLE3, DFLASH) are in
+:mod:`harness.checkpoints.eagle_drafts`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.llama_layout import TinyLlamaShape, llama_config, torch_dtype
+from harness.checkpoints.tiny_vocab import write_tokenizer
+
+DEFAULT_TARGET = TinyLlamaShape()
+# A STANDALONE draft: fewer, narrower layers and a KV geometry unlike the target's
+# (1 KV head of dim 24 against the target's 2 heads of dim 16), its own embedding and head.
+DEFAULT_STANDALONE_DRAFT = replace(
+    DEFAULT_TARGET,
+    hidden=32,
+    layers=1,
+    heads=2,
+    kv_heads=1,
+    head_dim=24,
+    intermediate=64,
+)
+# Qwen2.5-style target and STANDALONE draft for the recipe rows: the draft is narrower, with a KV
+# geometry unlike the target's (1 KV head of dim 24 against 2 heads of dim 16).
+DEFAULT_QWEN2_TARGET = DEFAULT_TARGET
+DEFAULT_QWEN2_DRAFT = DEFAULT_STANDALONE_DRAFT
+
+
+def write_llama_target(
+    directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0
+) -> Path:
+    """Write a random ``LlamaForCausalLM`` (weights via ``save_pretrained``) plus its tokenizer."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(llama_config(shape, "LlamaForCausalLM"))
+    model.to(torch_dtype(shape.dtype)).save_pretrained(str(directory))
+    write_tokenizer(directory, shape.vocab)
+    return directory
+
+
+def write_qwen2(
+    directory: Path, shape: TinyLlamaShape = DEFAULT_QWEN2_TARGET, seed: int = 0
+) -> Path:
+    """Write a random ``Qwen2ForCausalLM`` (weights via transformers) plus its tokenizer."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = llama_config(shape, "Qwen2ForCausalLM", Qwen2Config)
+    torch.manual_seed(seed)
+    Qwen2ForCausalLM(config).to(torch_dtype(shape.dtype)).save_pretrained(str(directory))
+    write_tokenizer(directory, shape.vocab)
+    return directory
+
+
+LLAMA_TARGET = Kind("llama-target", write_llama_target, generator_version=1)
+STANDALONE_DRAFT = Kind("standalone-draft", write_llama_target, generator_version=2)
+QWEN2 = Kind("qwen2", write_qwen2, generator_version=2)
+
+
+def tiny_llama_target(shape: TinyLlamaShape = DEFAULT_TARGET, **kw: Any) -> Path:
+    """Cached tiny Llama target (with tokenizer)."""
+    return cached_checkpoint(LLAMA_TARGET, shape, **kw)
+
+
+def tiny_standalone_draft(shape: TinyLlamaShape = DEFAULT_STANDALONE_DRAFT, **kw: Any) -> Path:
+    """Cached STANDALONE draft: a full small Llama (own embed/lm_head, tokenizer included)."""
+    return cached_checkpoint(STANDALONE_DRAFT, shape, **kw)
+
+
+def tiny_qwen2(shape: TinyLlamaShape = DEFAULT_QWEN2_TARGET, **kw: Any) -> Path:
+    """Cached tiny ``Qwen2ForCausalLM`` (with tokenizer); pass ``DEFAULT_QWEN2_DRAFT`` for the
+    STANDALONE draft."""
+    return cached_checkpoint(QWEN2, shape, **kw)

@@ -1,0 +1,130 @@
+"""The Llama layout the tiny checkpoint writers share: the shape, its transformers config, one
+decoder layer's random tensors, and writing them as ``model.safetensors``.
+
+The family modules (:mod:`harness.checkpoints.llama_family`, ``eagle_drafts``, ``mimo_v2_mtp``)
+build their weights from these pieces; every tensor is drawn from a seeded generator, so a
+checkpoint is a function of its parameters alone.
+
+Cheap to import (torch and transformers are imported when a tensor or config is made).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID
+
+
+@dataclass(frozen=True)
+class TinyLlamaShape:
+    """Geometry of one tiny Llama-family checkpoint.
+
+    The KV cell of such a model is ``layers * kv_heads * head_dim * 2 * dtype_bytes`` per
+    token, which is what the pool-size tests reason about.
+    """
+
+    hidden: int = 64
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 16
+    vocab: int = 32000
+    dtype: str = "bfloat16"
+    intermediate: int = 128
+    max_position_embeddings: int = 2048
+
+    @property
+    def dtype_bytes(self) -> int:
+        """Bytes per element of :attr:`dtype` (bf16/fp16 = 2, fp32 = 4)."""
+        return {"bfloat16": 2, "float16": 2, "float32": 4}[self.dtype]
+
+    def kv_bytes_per_token(self) -> int:
+        """K plus V bytes one token occupies across all layers of this model."""
+        return self.layers * self.kv_heads * self.head_dim * 2 * self.dtype_bytes
+
+
+def torch_dtype(name: str) -> Any:
+    """The torch dtype a shape's ``dtype`` string names."""
+    import torch
+
+    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
+
+
+def llama_config(
+    shape: TinyLlamaShape, architecture: str, config_class: Any = None, **extra: Any
+) -> Any:
+    """A transformers config of ``shape`` (``LlamaConfig`` unless another Llama-shaped class,
+    such as ``Qwen2Config``, is passed)."""
+    if config_class is None:
+        from transformers import LlamaConfig as config_class
+
+    config = config_class(
+        hidden_size=shape.hidden,
+        intermediate_size=shape.intermediate,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        vocab_size=shape.vocab,
+        max_position_embeddings=shape.max_position_embeddings,
+        tie_word_embeddings=False,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        dtype=shape.dtype,
+    )
+    config.architectures = [architecture]
+    for key, value in extra.items():
+        setattr(config, key, value)
+    return config
+
+
+def randn(generator: Any, *size: int, dtype: Any, std: float = 0.02) -> Any:
+    """A random tensor of ``size`` from ``generator`` (normal, ``std``), cast to ``dtype``."""
+    import torch
+
+    return (torch.randn(*size, generator=generator) * std).to(dtype)
+
+
+def save_safetensors(directory: Path, tensors: dict[str, Any]) -> None:
+    """Write ``tensors`` as ``directory/model.safetensors`` (``format: pt`` metadata)."""
+    from safetensors.torch import save_file
+
+    save_file(
+        {k: v.contiguous() for k, v in tensors.items()},
+        str(directory / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+
+
+def layer_tensors(
+    generator: Any,
+    prefix: str,
+    shape: TinyLlamaShape,
+    *,
+    qkv_in: int,
+    input_layernorm: bool,
+    hidden_norm: bool = False,
+) -> dict[str, Any]:
+    """One Llama decoder layer's tensors under ``prefix`` (attention reading ``qkv_in`` inputs,
+    gated MLP, norms at one), drawn from ``generator`` in a fixed order."""
+    import torch
+
+    dt = torch_dtype(shape.dtype)
+    h, q, kv = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    out = {
+        f"{prefix}.self_attn.q_proj.weight": randn(generator, q, qkv_in, dtype=dt),
+        f"{prefix}.self_attn.k_proj.weight": randn(generator, kv, qkv_in, dtype=dt),
+        f"{prefix}.self_attn.v_proj.weight": randn(generator, kv, qkv_in, dtype=dt),
+        f"{prefix}.self_attn.o_proj.weight": randn(generator, h, q, dtype=dt),
+        f"{prefix}.mlp.gate_proj.weight": randn(generator, shape.intermediate, h, dtype=dt),
+        f"{prefix}.mlp.up_proj.weight": randn(generator, shape.intermediate, h, dtype=dt),
+        f"{prefix}.mlp.down_proj.weight": randn(generator, h, shape.intermediate, dtype=dt),
+        f"{prefix}.post_attention_layernorm.weight": torch.ones(h, dtype=dt),
+    }
+    if input_layernorm:
+        out[f"{prefix}.input_layernorm.weight"] = torch.ones(h, dtype=dt)
+    if hidden_norm:
+        out[f"{prefix}.hidden_norm.weight"] = torch.ones(h, dtype=dt)
+    return out

@@ -1,0 +1,215 @@
+"""A tiny MiMo-V2 target that carries its own MTP layers (kind ``mimo-v2-target``), for
+multi-layer EAGLE.
+
+A ``MiMoV2FlashForCausalLM`` (hybrid full/sliding-window attention, dense MLPs) that also
+carries ``num_nextn_predict_layers`` MTP layers under ``model.mtp.layers.<i>.`` (the names
+SGLang's MiMo-V2 loaders read). SGLang's multi-layer EAGLE loads it once as the target and once
+per draft step as ``MiMoV2MTP`` (the loader keeps only ``model.mtp.layers.<draft_model_idx>``).
+transformers 5.8 has no MiMo-V2 config class and SGLang registers none, so the directory ships
+a ``configuration_mimo_v2_flash.py`` referenced by ``auto_map`` (the usual remote-code layout),
+and the Engine needs ``trust_remote_code=True``.
+
+Generated from a seed and cached by :mod:`harness.checkpoints.checkpoint_cache`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.llama_layout import (
+    TinyLlamaShape,
+    layer_tensors,
+    randn,
+    save_safetensors,
+    torch_dtype,
+)
+from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
+
+
+@dataclass(frozen=True)
+class TinyMiMoV2Shape:
+    """Geometry of a tiny MiMo-V2 target with its MTP layers.
+
+    ``hybrid_layer_pattern[i]`` is 1 for a sliding-window layer, 0 for full attention. The
+    sliding-window layers (and every MTP layer, which SGLang builds as a sliding-window layer)
+    use the ``swa_*`` geometry, deliberately different from the full-attention one.
+    """
+
+    hidden: int = 64
+    hybrid_layer_pattern: tuple[int, ...] = (0, 1)
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 16
+    swa_heads: int = 4
+    swa_kv_heads: int = 1
+    swa_head_dim: int = 16
+    sliding_window: int = 128
+    intermediate: int = 128
+    vocab: int = 32000
+    mtp_layers: int = 3
+    dtype: str = "bfloat16"
+    max_position_embeddings: int = 2048
+
+    @property
+    def layers(self) -> int:
+        return len(self.hybrid_layer_pattern)
+
+    @property
+    def dtype_bytes(self) -> int:
+        return {"bfloat16": 2, "float16": 2, "float32": 4}[self.dtype]
+
+    @property
+    def full_layers(self) -> int:
+        return self.hybrid_layer_pattern.count(0)
+
+    @property
+    def swa_layers(self) -> int:
+        return self.hybrid_layer_pattern.count(1)
+
+    def full_kv_bytes_per_token_per_layer(self) -> int:
+        return self.kv_heads * self.head_dim * 2 * self.dtype_bytes
+
+    def swa_kv_bytes_per_token_per_layer(self) -> int:
+        return self.swa_kv_heads * self.swa_head_dim * 2 * self.dtype_bytes
+
+
+DEFAULT_MIMO_V2 = TinyMiMoV2Shape()
+
+MIMO_V2_CONFIG_MODULE = "configuration_mimo_v2_flash"
+# The remote-code config class: every config.json key becomes an attribute, with defaults for
+# the keys SGLang's MiMo-V2 model reads unconditionally.
+MIMO_V2_CONFIG_SOURCE = '''"""Tiny MiMo-V2 config for sglang-specinit CPU tests (generated)."""
+
+from transformers import PretrainedConfig
+
+
+class MiMoV2FlashConfig(PretrainedConfig):
+    model_type = "mimo_v2_flash"
+
+    def __init__(self, **kwargs):
+        defaults = {
+            "encoder_only": False,
+            "attention_bias": False,
+            "add_swa_attention_sink_bias": False,
+            "add_full_attention_sink_bias": False,
+            "hidden_act": "silu",
+            "layernorm_epsilon": 1e-6,
+            "n_routed_experts": 1,
+            "moe_layer_freq": [],
+            "partial_rotary_factor": 1.0,
+            "rope_theta": 10000.0,
+            "swa_rope_theta": 10000.0,
+        }
+        tie = kwargs.pop("tie_word_embeddings", False)
+        for key, value in {**defaults, **kwargs}.items():
+            setattr(self, key, value)
+        super().__init__(tie_word_embeddings=tie, **kwargs)
+'''
+
+
+def _mimo_v2_config(shape: TinyMiMoV2Shape) -> dict[str, Any]:
+    return {
+        "architectures": ["MiMoV2FlashForCausalLM"],
+        "model_type": "mimo_v2_flash",
+        "auto_map": {"AutoConfig": f"{MIMO_V2_CONFIG_MODULE}.MiMoV2FlashConfig"},
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.intermediate,
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "v_head_dim": shape.head_dim,
+        "swa_num_attention_heads": shape.swa_heads,
+        "swa_num_key_value_heads": shape.swa_kv_heads,
+        "swa_head_dim": shape.swa_head_dim,
+        "swa_v_head_dim": shape.swa_head_dim,
+        "sliding_window": shape.sliding_window,
+        "sliding_window_size": shape.sliding_window,
+        "hybrid_layer_pattern": list(shape.hybrid_layer_pattern),
+        "moe_layer_freq": [0] * shape.layers,
+        "num_nextn_predict_layers": shape.mtp_layers,
+        "vocab_size": shape.vocab,
+        "max_position_embeddings": shape.max_position_embeddings,
+        "layernorm_epsilon": 1e-6,
+        "hidden_act": "silu",
+        "rope_theta": 10000.0,
+        "swa_rope_theta": 10000.0,
+        "attention_bias": False,
+        "add_swa_attention_sink_bias": False,
+        "add_full_attention_sink_bias": False,
+        "tie_word_embeddings": False,
+        "torch_dtype": shape.dtype,
+        "bos_token_id": BOS_ID,
+        "eos_token_id": EOS_ID,
+        "encoder_only": False,
+        "n_routed_experts": 1,
+    }
+
+
+def _mimo_attention_shape(shape: TinyMiMoV2Shape, swa: bool) -> TinyLlamaShape:
+    """The Llama-layout shape of one MiMo-V2 decoder layer (for ``llama_layout.layer_tensors``)."""
+    return TinyLlamaShape(
+        hidden=shape.hidden,
+        heads=shape.swa_heads if swa else shape.heads,
+        kv_heads=shape.swa_kv_heads if swa else shape.kv_heads,
+        head_dim=shape.swa_head_dim if swa else shape.head_dim,
+        intermediate=shape.intermediate,
+        vocab=shape.vocab,
+        dtype=shape.dtype,
+    )
+
+
+def write_mimo_v2_target(
+    directory: Path, shape: TinyMiMoV2Shape = DEFAULT_MIMO_V2, seed: int = 0
+) -> Path:
+    """Write a random MiMo-V2 target whose checkpoint also holds its MTP layers."""
+    import torch
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    dt = torch_dtype(shape.dtype)
+    h = shape.hidden
+    tensors: dict[str, Any] = {
+        "model.embed_tokens.weight": randn(gen, shape.vocab, h, dtype=dt),
+        "model.norm.weight": torch.ones(h, dtype=dt),
+        "lm_head.weight": randn(gen, shape.vocab, h, dtype=dt),
+    }
+    for i, kind in enumerate(shape.hybrid_layer_pattern):
+        tensors.update(
+            layer_tensors(
+                gen,
+                f"model.layers.{i}",
+                _mimo_attention_shape(shape, swa=kind == 1),
+                qkv_in=h,
+                input_layernorm=True,
+            )
+        )
+    for i in range(shape.mtp_layers):
+        prefix = f"model.mtp.layers.{i}"
+        tensors.update(
+            layer_tensors(
+                gen, prefix, _mimo_attention_shape(shape, swa=True), qkv_in=h, input_layernorm=True
+            )
+        )
+        tensors[f"{prefix}.enorm.weight"] = torch.ones(h, dtype=dt)
+        tensors[f"{prefix}.hnorm.weight"] = torch.ones(h, dtype=dt)
+        tensors[f"{prefix}.final_layernorm.weight"] = torch.ones(h, dtype=dt)
+        tensors[f"{prefix}.eh_proj.weight"] = randn(gen, h, 2 * h, dtype=dt)
+    (directory / "config.json").write_text(json.dumps(_mimo_v2_config(shape), indent=1))
+    (directory / f"{MIMO_V2_CONFIG_MODULE}.py").write_text(MIMO_V2_CONFIG_SOURCE)
+    save_safetensors(directory, tensors)
+    write_tokenizer(directory, shape.vocab)
+    return directory
+
+
+MIMO_V2_TARGET = Kind("mimo-v2-target", write_mimo_v2_target, generator_version=2)
+
+
+def tiny_mimo_v2_target(shape: TinyMiMoV2Shape = DEFAULT_MIMO_V2, **kw: Any) -> Path:
+    """Cached MiMo-V2 target with ``shape.mtp_layers`` MTP layers in the same checkpoint."""
+    return cached_checkpoint(MIMO_V2_TARGET, shape, **kw)

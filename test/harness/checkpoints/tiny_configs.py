@@ -1,0 +1,308 @@
+"""Config-only tiny models, one per architecture of SGLang's documented speculative recipes.
+
+Why: the fidelity matrix (``test/cpu/test_fidelity_matrix.py``) builds ``ServerArgs`` and the
+target/draft ``ModelConfig`` of each recipe; SGLang reads only ``config.json`` for that, so a
+checkpoint without weights is enough where no Engine has to start. Each config keeps the fields
+SGLang's config code reads for its architecture (MLA ranks, DSA indexer, hybrid layer patterns,
+MTP layer counts) at tiny sizes; everything else is left to the config class defaults.
+
+Each directory is written once under ``<repo>/.cache/tiny-models/config-<name>-<hash>`` (the
+hash covers the config itself), atomically
+(:func:`harness.checkpoints.checkpoint_cache.write_once`).
+
+Where a recipe row starts an Engine, :func:`tiny_checkpoint` adds random weights in the
+published layout (as transformers' own class saves them) and a tokenizer. A target carrying its
+own MTP layer (DeepSeek-V3, GLM-4.5) also gets the MTP block at layer index
+``num_hidden_layers`` (its decoder layer, ``enorm``, ``hnorm``, ``eh_proj``, ``embed_tokens``
+and ``shared_head``), which SGLang's NextN loaders read from the target's checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.checkpoints.checkpoint_cache import resolve_cache_root, write_once
+from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
+
+VOCAB = 32000
+HIDDEN = 64
+MAX_POSITIONS = 2048
+
+# DeepSeek's CPU rope factory asserts a YaRN rope_scaling; the hub configs carry one too.
+_YARN = {
+    "type": "yarn",
+    "rope_type": "yarn",
+    "factor": 1.0,
+    "original_max_position_embeddings": MAX_POSITIONS,
+    "beta_fast": 32,
+    "beta_slow": 1,
+    "mscale": 1.0,
+    "mscale_all_dim": 1.0,
+}
+
+
+def _common(architecture: str, model_type: str, layers: int) -> dict[str, Any]:
+    return {
+        "architectures": [architecture],
+        "model_type": model_type,
+        "hidden_size": HIDDEN,
+        "num_hidden_layers": layers,
+        "vocab_size": VOCAB,
+        "max_position_embeddings": MAX_POSITIONS,
+        "torch_dtype": "bfloat16",
+        "bos_token_id": BOS_ID,
+        "eos_token_id": EOS_ID,
+        "tie_word_embeddings": False,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+    }
+
+
+def _deepseek_mla(architecture: str, model_type: str) -> dict[str, Any]:
+    """MLA attention, MoE from layer 1 on, one MTP layer (``num_nextn_predict_layers``)."""
+    return {
+        **_common(architecture, model_type, layers=2),
+        "intermediate_size": 128,
+        "moe_intermediate_size": 32,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "kv_lora_rank": 32,
+        "q_lora_rank": 48,
+        "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 16,
+        "v_head_dim": 16,
+        "n_routed_experts": 4,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 2,
+        "n_group": 1,
+        "topk_group": 1,
+        "topk_method": "noaux_tc",
+        "scoring_func": "sigmoid",
+        "norm_topk_prob": True,
+        "routed_scaling_factor": 2.5,
+        "first_k_dense_replace": 1,
+        "moe_layer_freq": 1,
+        "num_nextn_predict_layers": 1,
+        "rope_theta": 10000,
+        "rope_scaling": dict(_YARN),
+        "attention_bias": False,
+    }
+
+
+def deepseek_v3() -> dict[str, Any]:
+    """``DeepseekV3ForCausalLM`` (DeepSeek-V3 / R1): MLA + MoE + one MTP layer."""
+    return _deepseek_mla("DeepseekV3ForCausalLM", "deepseek_v3")
+
+
+def deepseek_v32() -> dict[str, Any]:
+    """``DeepseekV32ForCausalLM`` (DeepSeek-V3.2): V3 plus the DSA indexer fields."""
+    return {
+        **_deepseek_mla("DeepseekV32ForCausalLM", "deepseek_v32"),
+        "index_topk": 64,
+        "index_head_dim": 32,
+        "index_n_heads": 4,
+    }
+
+
+def deepseek_v4() -> dict[str, Any]:
+    """``DeepseekV4ForCausalLM``: compressed KV pools the plugin does not price."""
+    return {
+        **_common("DeepseekV4ForCausalLM", "deepseek_v4", layers=2),
+        "intermediate_size": 128,
+        "moe_intermediate_size": 32,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "kv_lora_rank": 32,
+        "q_lora_rank": 48,
+        "o_lora_rank": 32,
+        "o_groups": 2,
+        "qk_nope_head_dim": 48,
+        "qk_rope_head_dim": 16,
+        "v_head_dim": 64,
+        "head_dim": 64,
+        "index_topk": 64,
+        "index_head_dim": 32,
+        "index_n_heads": 4,
+        "n_routed_experts": 4,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 2,
+        "n_group": 1,
+        "topk_group": 1,
+        "n_hash_layers": 0,
+        "window_size": 128,
+        "sliding_window": 128,
+        "compress_ratios": [4, 128],
+        "num_nextn_predict_layers": 1,
+        "rope_theta": 10000,
+        "rope_scaling": dict(_YARN),
+    }
+
+
+def glm4_moe() -> dict[str, Any]:
+    """``Glm4MoeForCausalLM`` (GLM-4.5 / 4.6): GQA with partial rotary, MoE, one MTP layer."""
+    return {
+        **_common("Glm4MoeForCausalLM", "glm4_moe", layers=2),
+        "intermediate_size": 128,
+        "moe_intermediate_size": 32,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "partial_rotary_factor": 0.5,
+        "use_qk_norm": True,
+        "attention_bias": True,
+        "n_routed_experts": 4,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 2,
+        "n_group": 1,
+        "topk_group": 1,
+        "norm_topk_prob": True,
+        "routed_scaling_factor": 2.5,
+        "first_k_dense_replace": 1,
+        "num_nextn_predict_layers": 1,
+        "rope_theta": 1000000,
+    }
+
+
+def qwen3_next() -> dict[str, Any]:
+    """``Qwen3NextForCausalLM``: gated-DeltaNet layers with full attention every 4th layer
+    (``full_attention_interval``), MoE; no MTP count in the config (SGLang sets one for the
+    draft)."""
+    return {
+        **_common("Qwen3NextForCausalLM", "qwen3_next", layers=4),
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "partial_rotary_factor": 0.25,
+        "full_attention_interval": 4,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 32,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "norm_topk_prob": True,
+        "rope_theta": 10000000,
+    }
+
+
+def gpt_oss() -> dict[str, Any]:
+    """``GptOssForCausalLM``: alternating sliding/full attention with sinks, MoE (bf16)."""
+    return {
+        **_common("GptOssForCausalLM", "gpt_oss", layers=2),
+        "intermediate_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "num_local_experts": 4,
+        "experts_per_token": 2,
+        "num_experts_per_tok": 2,
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "attention_bias": True,
+        "swiglu_limit": 7.0,
+        "rope_theta": 150000,
+        "rope_scaling": {
+            "rope_type": "yarn",
+            "factor": 1.0,
+            "original_max_position_embeddings": MAX_POSITIONS,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+        },
+    }
+
+
+CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
+    "deepseek-v3": deepseek_v3,
+    "deepseek-v32": deepseek_v32,
+    "deepseek-v4": deepseek_v4,
+    "glm4-moe": glm4_moe,
+    "qwen3-next": qwen3_next,
+    "gpt-oss": gpt_oss,
+}
+
+
+# transformers classes that save these architectures in the published per-expert layout.
+_HF_MODEL_CLASSES = {
+    "deepseek-v3": "DeepseekV3ForCausalLM",
+    "glm4-moe": "Glm4MoeForCausalLM",
+    "gpt-oss": "GptOssForCausalLM",
+}
+
+
+def _cached(kind: str, config: dict[str, Any], write: Callable[[Path, str], None]) -> Path:
+    text = json.dumps(config, indent=1, sort_keys=True)
+    digest = hashlib.sha256(f"{kind}\n{text}".encode()).hexdigest()[:12]
+    final = resolve_cache_root() / f"{kind}-{digest}"
+    return write_once(final, "config.json", lambda tmp: write(tmp, text))
+
+
+def tiny_config_dir(name: str) -> Path:
+    """The directory holding only ``config.json`` for the tiny ``name`` architecture."""
+    return _cached(
+        f"config-{name}", CONFIGS[name](), lambda d, text: (d / "config.json").write_text(text)
+    )
+
+
+def _write_checkpoint(name: str, directory: Path, text: str, seed: int = 0) -> None:
+    import torch
+    import transformers
+    from safetensors.torch import load_file, save_file
+
+    config = json.loads(text)
+    layers = config["num_hidden_layers"]
+    mtp_layers = int(config.get("num_nextn_predict_layers") or 0)
+    hidden, vocab = config["hidden_size"], config["vocab_size"]
+    hf_class = getattr(transformers, _HF_MODEL_CLASSES[name])
+    hf_config_class = hf_class.config_class
+    kwargs = {k: v for k, v in config.items() if k not in ("architectures", "model_type")}
+    # One decoder layer more than the config says: that layer is the MTP block's own layer.
+    kwargs["num_hidden_layers"] = layers + mtp_layers
+    torch.manual_seed(seed)
+    model = hf_class(hf_config_class(**kwargs)).to(torch.bfloat16)
+    staging = directory / "hf"
+    model.save_pretrained(str(staging))
+    tensors = load_file(str(staging / "model.safetensors"))
+    shutil.rmtree(staging)
+    gen = torch.Generator().manual_seed(seed + 1)
+
+    def randn(*size: int) -> Any:
+        return (torch.randn(*size, generator=gen) * 0.02).to(torch.bfloat16)
+
+    for index in range(layers, layers + mtp_layers):
+        mtp = f"model.layers.{index}"
+        tensors.update(
+            {
+                f"{mtp}.embed_tokens.weight": randn(vocab, hidden),
+                f"{mtp}.enorm.weight": torch.ones(hidden, dtype=torch.bfloat16),
+                f"{mtp}.hnorm.weight": torch.ones(hidden, dtype=torch.bfloat16),
+                f"{mtp}.eh_proj.weight": randn(hidden, 2 * hidden),
+                f"{mtp}.shared_head.norm.weight": torch.ones(hidden, dtype=torch.bfloat16),
+                f"{mtp}.shared_head.head.weight": randn(vocab, hidden),
+            }
+        )
+    save_file(
+        {k: v.contiguous() for k, v in tensors.items()},
+        str(directory / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    (directory / "config.json").write_text(text)
+    write_tokenizer(directory, vocab)
+
+
+def tiny_checkpoint(name: str) -> Path:
+    """Config, random weights and tokenizer of the tiny ``name`` (``deepseek-v3``, ``glm4-moe``:
+    with their MTP block; ``gpt-oss``): what an Engine on that target loads."""
+    return _cached(
+        f"weights-{name}", CONFIGS[name](), lambda d, text: _write_checkpoint(name, d, text)
+    )

@@ -1,0 +1,457 @@
+"""CPU-only test doubles that let SGLang 0.5.13.post1's speculative init path run without a GPU.
+
+Each shim exists because the test machine has no CUDA device, not because SGLang is wrong;
+none of them may ever be installed on a GPU run. They are registered through SGLang's own
+``HookRegistry`` so that ``load_plugins()`` applies them in every process that calls it (the
+Engine's main process and the spawned scheduler), and ``HookRegistry``'s propagation rewrites
+stale ``from sglang.srt.utils.common import get_available_gpu_memory`` bindings in
+``model_runner``, ``model_runner_kv_cache_mixin``, ``scheduler``, ``eagle_worker_v2``, etc.
+
+Installed by ``test/harness/launch/site/sitecustomize.py`` when ``SPECINIT_TEST_SHIMS=1``, or by
+calling :func:`register_shims` before the first ``load_plugins()`` of a process.
+
+==============================  =============================================================
+target                          why the hardware forces it
+==============================  =============================================================
+MHATokenToKVPool.               With a speculative algorithm the target pool is built with
+_init_kv_copy_and_warmup        ``enable_kv_cache_copy=True``, whose warm-up launches a Triton
+                                kernel: "0 active drivers" on CPU. No-op here, plus
+                                ``SGLANG_NATIVE_MOVE_KV_CACHE=1`` so a later KV move would use
+                                the torch path instead of the (unconfigured) Triton one.
+torch.cuda.synchronize          ``LlamaForCausalLM.set_embed_and_head`` (EAGLE draft init)
+                                calls it unconditionally; without a CUDA device it raises.
+                                No-op when CUDA is unavailable, the real call otherwise.
+utils.common.                   On device "cpu" SGLang reports host-wide free RAM divided by
+get_available_gpu_memory        NUMA nodes: it moves with everything else on the machine.
+                                :class:`SimulatedDeviceMemory` returns a fixed simulated
+                                capacity minus this process's live CPU tensor bytes instead.
+utils.common.                   Same reason, for the server-args ``mem_fraction_static``
+get_device_memory_capacity      heuristic (MiB of the simulated capacity on device "cpu").
+Scheduler.__init__ (BEFORE)     Binds this process's simulated device to the scheduler's
+                                ``gpu_id`` (0.5.13: the constructor's argument; 0.5.23: the
+                                runtime context's) so that each rank can have its own capacity
+                                (``SPECINIT_TEST_DEVICE_CAPACITIES_BYTES``, one value per
+                                gpu id): ranks on real GPUs disagree on free memory, ranks on
+                                one host's RAM cannot.
+distributed.parallel_state.     At TP/PP > 1 every ``GroupCoordinator`` builds a
+init_model_parallel_group       ``PyNcclCommunicator`` (``use_pynccl`` defaults on except
+                                npu/xpu), which dies on device cpu: "Expected a cuda device,
+                                but got: cpu". On device cpu (``is_cpu()``) it is called with
+                                ``use_pynccl=False``; SGLang's gloo groups carry the
+                                collectives. Any other device is passed through unchanged.
+==============================  =============================================================
+
+A TP > 1 launch on CPU also needs ``SGLANG_CPU_OMP_THREADS_BIND`` (one core set per rank,
+e.g. ``0|1``): with fewer NUMA nodes than ranks SGLang asserts without it. That is SGLang's own
+setting, not a test double; :func:`harness.launch.engine.cpu_env` sets it from the rank count.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+SHIMS_ENV = "SPECINIT_TEST_SHIMS"
+CAPACITY_ENV = "SPECINIT_TEST_DEVICE_CAPACITY_BYTES"
+# Comma-separated capacities indexed by gpu id ("268435456,243269632": device 1 has 24 MiB
+# less); gpu ids without an entry use CAPACITY_ENV.
+PER_DEVICE_CAPACITY_ENV = "SPECINIT_TEST_DEVICE_CAPACITIES_BYTES"
+FULL_GC_ENV = "SPECINIT_TEST_METER_FULL_GC"
+NATIVE_MOVE_KV_ENV = "SGLANG_NATIVE_MOVE_KV_CACHE"
+DEFAULT_CAPACITY_BYTES = 256 << 20
+_MAX_READINGS = 2000
+
+_HOOK_TARGETS = {
+    "kv_copy": "sglang.srt.mem_cache.memory_pool.MHATokenToKVPool._init_kv_copy_and_warmup",
+    "cuda_sync": "torch.cuda.synchronize",
+    "available": "sglang.srt.utils.common.get_available_gpu_memory",
+    "capacity": "sglang.srt.utils.common.get_device_memory_capacity",
+    "bind_device": "sglang.srt.managers.scheduler.Scheduler.__init__",
+    "no_pynccl": "sglang.srt.distributed.parallel_state.init_model_parallel_group",
+}
+
+
+def shims_enabled() -> bool:
+    """True when the environment asks for the CPU test doubles (``SPECINIT_TEST_SHIMS=1``)."""
+    return os.environ.get(SHIMS_ENV, "") == "1"
+
+
+# --------------------------------------------------------------------------- (a) KV copy warm-up
+
+
+def noop_kv_copy_and_warmup(self: Any) -> None:
+    """REPLACE for ``MHATokenToKVPool._init_kv_copy_and_warmup``: skip the Triton warm-up.
+
+    Triton cannot launch a kernel on CPU. ``_kv_copy_config = None`` is what the real method
+    leaves for a zero-layer pool, and ``SGLANG_NATIVE_MOVE_KV_CACHE=1`` routes ``move_kv_cache``
+    to ``move_kv_cache_native`` so the missing config is never read.
+    """
+    self._kv_copy_config = None
+
+
+# ------------------------------------------------------------------- (b) torch.cuda.synchronize
+
+
+def cuda_synchronize_without_device(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """AROUND for ``torch.cuda.synchronize``: a no-op when no CUDA device exists.
+
+    ``set_embed_and_head`` in ``models/llama.py`` calls it during EAGLE draft init; on a CPU-only
+    machine (even with a CUDA build of torch) it raises instead of doing nothing.
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return original(*args, **kwargs)
+    return None
+
+
+# --------------------------------------------------------------------------- (c) memory meter
+
+
+@dataclass(frozen=True)
+class MeterReading:
+    """One call of the simulated ``get_available_gpu_memory`` (who asked, and what it saw)."""
+
+    seq: int
+    caller: str
+    is_draft_worker: bool | None
+    used_bytes: int
+    free_bytes: int
+
+
+def live_cpu_tensor_bytes() -> int:
+    """Bytes of every live CPU tensor storage in this process, each storage counted once.
+
+    Found by walking the garbage collector's tracked objects (every ``torch.Tensor`` Python
+    object is tracked) and de-duplicating by storage ``data_ptr``, so views, shared
+    embeddings and parameters are not double counted. Tensors only C++ holds (none on SGLang's
+    CPU init path) are invisible to it.
+    """
+    import torch
+
+    tensor_type = torch.Tensor
+    storages: dict[int, int] = {}
+    for obj in gc.get_objects():
+        # type() rather than isinstance(): proxies may run code from __class__.
+        if not issubclass(type(obj), tensor_type):
+            continue
+        try:
+            if obj.device.type != "cpu":
+                continue
+            storage = obj.untyped_storage()
+            ptr = storage.data_ptr()
+            if ptr:
+                storages[ptr] = max(storages.get(ptr, 0), storage.nbytes())
+        except Exception:  # tensors without storage (meta, sparse, functional wrappers)
+            continue
+    return sum(storages.values())
+
+
+class SimulatedDeviceMemory:
+    """A deterministic "device" of fixed capacity whose usage is this process's CPU tensors.
+
+    Why: on device "cpu" SGLang's ``get_available_gpu_memory`` returns host-wide free RAM,
+    which other processes change at will; budget tests need a number that only this process's
+    allocations move. ``free = capacity - live_cpu_tensor_bytes()``; host RAM is never read.
+
+    ``empty_cache=True`` (the default of SGLang's callers) first collects cyclic garbage, the CPU
+    analogue of releasing the CUDA caching allocator, so tensors that only await collection do
+    not count as used. By default only the young generations are collected (microseconds); a
+    full collection costs ~0.33 s per reading with SGLang imported (~16 readings per EAGLE
+    init) and gave byte-identical readings on the EAGLE/EAGLE3 init path. ``full_gc=True``
+    (env ``SPECINIT_TEST_METER_FULL_GC=1``) restores the full collection.
+    """
+
+    def __init__(
+        self, capacity_bytes: int, *, full_gc: bool = False, gpu_id: int | None = None
+    ) -> None:
+        if capacity_bytes <= 0:
+            raise ValueError(f"capacity must be positive, got {capacity_bytes}")
+        self.capacity_bytes = int(capacity_bytes)
+        self.full_gc = full_gc
+        # The device this meter stands for (None until a scheduler binds it).
+        self.gpu_id = gpu_id
+        self.readings: list[MeterReading] = []
+        self._lock = threading.Lock()
+
+    def used_bytes(self, *, collect: bool = True) -> int:
+        """Bytes currently used on the simulated device (live CPU tensor storages)."""
+        if collect:
+            gc.collect(2 if self.full_gc else 1)
+        return live_cpu_tensor_bytes()
+
+    def free_bytes(self, *, collect: bool = True) -> int:
+        """Simulated free bytes; negative when the process holds more than the capacity."""
+        return self.capacity_bytes - self.used_bytes(collect=collect)
+
+    def record(self, *, collect: bool) -> MeterReading:
+        """Measure, remember who asked (first frame outside the hook machinery), return it."""
+        used = self.used_bytes(collect=collect)
+        caller, is_draft = _describe_caller()
+        with self._lock:
+            reading = MeterReading(
+                seq=len(self.readings),
+                caller=caller,
+                is_draft_worker=is_draft,
+                used_bytes=used,
+                free_bytes=self.capacity_bytes - used,
+            )
+            if len(self.readings) < _MAX_READINGS:
+                self.readings.append(reading)
+        return reading
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-ready state: capacity, current usage, and every reading so far."""
+        used = self.used_bytes()
+        return {
+            "gpu_id": self.gpu_id,
+            "capacity_bytes": self.capacity_bytes,
+            "used_bytes": used,
+            "free_bytes": self.capacity_bytes - used,
+            "readings": [asdict(r) for r in self.readings],
+        }
+
+
+# Frames of this module and of HookRegistry's wrappers are not "the caller". A plugin hook
+# wrapping get_available_gpu_memory would itself be reported as the caller.
+_SKIP_FRAME_FILES = (__file__, "hook_registry.py")
+
+
+def _describe_caller() -> tuple[str, bool | None]:
+    """``module.qualname`` of the first frame outside the hooks, and its ``is_draft_worker``."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.endswith(_SKIP_FRAME_FILES):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>", None
+    module = frame.f_globals.get("__name__", "?")
+    name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+    owner = frame.f_locals.get("self")
+    is_draft = getattr(owner, "is_draft_worker", None) if owner is not None else None
+    return f"{module}.{name}", (bool(is_draft) if is_draft is not None else None)
+
+
+_meter: SimulatedDeviceMemory | None = None
+_meter_lock = threading.Lock()
+
+
+def capacity_for_device(gpu_id: int | None) -> int:
+    """Simulated capacity of device ``gpu_id``: its entry in
+    ``SPECINIT_TEST_DEVICE_CAPACITIES_BYTES`` if it has one, else
+    ``SPECINIT_TEST_DEVICE_CAPACITY_BYTES`` (else 256 MiB)."""
+    default = int(os.environ.get(CAPACITY_ENV, DEFAULT_CAPACITY_BYTES))
+    per_device = [v for v in os.environ.get(PER_DEVICE_CAPACITY_ENV, "").split(",") if v.strip()]
+    if gpu_id is not None and gpu_id < len(per_device):
+        return int(per_device[gpu_id])
+    return default
+
+
+def device_meter() -> SimulatedDeviceMemory:
+    """This process's meter, created on first use (capacity: :func:`capacity_for_device`)."""
+    global _meter
+    with _meter_lock:
+        if _meter is None:
+            full_gc = os.environ.get(FULL_GC_ENV, "") == "1"
+            _meter = SimulatedDeviceMemory(capacity_for_device(None), full_gc=full_gc)
+        return _meter
+
+
+def bind_meter_to_device(gpu_id: int) -> SimulatedDeviceMemory:
+    """Give this process's meter the capacity of device ``gpu_id`` (a scheduler's device).
+
+    Refuses once readings exist: a capacity that changed between two readings would make the
+    budget arithmetic meaningless.
+    """
+    meter = device_meter()
+    capacity = capacity_for_device(gpu_id)
+    with meter._lock:
+        if meter.readings and capacity != meter.capacity_bytes:
+            raise RuntimeError(
+                f"simulated device already read {len(meter.readings)} times with "
+                f"{meter.capacity_bytes} B as gpu {meter.gpu_id}; cannot rebind it to gpu "
+                f"{gpu_id} ({capacity} B)"
+            )
+        meter.capacity_bytes = capacity
+        meter.gpu_id = gpu_id
+    return meter
+
+
+def used_bytes() -> int:
+    """Current simulated device usage of this process (live CPU tensor bytes, after a GC)."""
+    return device_meter().used_bytes()
+
+
+def simulated_get_available_gpu_memory(
+    original: Callable[..., float],
+    device: str,
+    gpu_id: int,
+    distributed: bool = False,
+    empty_cache: bool = True,
+    cpu_group: Any = None,
+) -> float:
+    """AROUND for ``get_available_gpu_memory``: simulated free GiB on device "cpu".
+
+    Same contract as the original (float GiB, MIN all-reduce over ``cpu_group`` when
+    ``distributed``); any other device goes to the real function. The all-reduce carries a
+    float64 (SGLang's carries a float32, which rounds free bytes to 16 B steps at 256 MiB) so that
+    the all-rank minimum equals the tightest rank's own reading to the byte.
+    """
+    if device != "cpu":
+        return original(device, gpu_id, distributed, empty_cache, cpu_group)
+    free = float(device_meter().record(collect=empty_cache).free_bytes)
+    if distributed:
+        import torch
+
+        tensor = torch.tensor(free, dtype=torch.float64)
+        torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MIN, group=cpu_group)
+        free = tensor.item()
+    return free / (1 << 30)
+
+
+def simulated_get_device_memory_capacity(
+    original: Callable[..., Any], device: str | None = None
+) -> Any:
+    """AROUND for ``get_device_memory_capacity``: the simulated capacity in MiB on "cpu"."""
+    if device != "cpu":
+        return original(device)
+    return device_meter().capacity_bytes / (1 << 20)
+
+
+def bind_scheduler_device(
+    scheduler: Any, server_args: Any, port_args: Any, *args: Any, **kwargs: Any
+) -> None:
+    """BEFORE for ``Scheduler.__init__``: this scheduler process simulates device ``gpu_id``.
+
+    ``Scheduler.__init__`` runs before any of the process's memory readings (they are taken
+    by its ModelRunners), and it is the first place that knows the process's device. 0.5.13
+    passes ``gpu_id`` (third after the arguments); 0.5.23's constructor takes only the two
+    argument objects, and its launcher has already published the device in the process's
+    runtime context (``runtime_context.get_device().gpu_id``, set by ``publish`` in
+    ``run_scheduler_process`` before the scheduler is built).
+    """
+    gpu_id = args[0] if args else kwargs.get("gpu_id")
+    if gpu_id is None:
+        gpu_id = _published_gpu_id()
+    if getattr(server_args, "device", None) == "cpu" and gpu_id is not None:
+        bind_meter_to_device(int(gpu_id))
+
+
+def _published_gpu_id() -> int | None:
+    """0.5.23: the scheduler process's device as its launcher published it (None elsewhere)."""
+    try:
+        from sglang.srt.runtime_context import get_device
+    except ImportError:  # 0.5.13.x has no runtime context
+        return None
+    try:
+        return get_device().gpu_id
+    except (AttributeError, RuntimeError, ValueError):  # nothing published in this process
+        return None
+
+
+# ------------------------------------------------------------- (d) pynccl on device cpu
+
+
+def model_parallel_group_without_pynccl(
+    original: Callable[..., Any], *args: Any, **kwargs: Any
+) -> Any:
+    """AROUND for ``parallel_state.init_model_parallel_group``: no pynccl on device cpu.
+
+    ``GroupCoordinator`` builds a ``PyNcclCommunicator`` for every group whose ``use_pynccl``
+    is true (the default except on npu/xpu); on device cpu it raises "Expected a cuda device,
+    but got: cpu". Passing ``use_pynccl=False`` leaves the group on its gloo process groups,
+    which is what SGLang maps device cpu to. On any other device the call is unchanged.
+    """
+    from sglang.srt.utils import is_cpu
+
+    if not is_cpu():
+        return original(*args, **kwargs)
+    import inspect
+
+    bound = inspect.signature(original).bind(*args, **kwargs)
+    bound.arguments["use_pynccl"] = False
+    return original(*bound.args, **bound.kwargs)
+
+
+# --------------------------------------------------------------------------- registration
+
+_registered = False
+
+
+def register_shims() -> None:
+    """Register every shim with SGLang's ``HookRegistry`` (idempotent).
+
+    Must run before the process's first ``load_plugins()`` (which calls ``apply_hooks()``);
+    if hooks were already applied, call ``HookRegistry.apply_hooks()`` again afterwards.
+    """
+    global _registered
+    if _registered:
+        return
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
+
+    from harness.launch.sglang_release import imports_sgl_kernel_cpu_ops
+
+    source = HookSource(plugin_name="specinit-test-shims", dist_name=None)
+    if not imports_sgl_kernel_cpu_ops():
+        # 0.5.16+ runs its KV warm-up through the sgl_kernel test double: 0.5.13.x-only.
+        os.environ.setdefault(NATIVE_MOVE_KV_ENV, "1")
+        HookRegistry.register(
+            _HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, HookType.REPLACE, source=source
+        )
+    # Both releases: the draft's set_embed_and_head (Llama EAGLE in 0.5.13.x, MiMo-V2 MTP in
+    # 0.5.23) calls torch.cuda.synchronize unconditionally.
+    HookRegistry.register(
+        _HOOK_TARGETS["cuda_sync"],
+        cuda_synchronize_without_device,
+        HookType.AROUND,
+        source=source,
+    )
+    HookRegistry.register(
+        _HOOK_TARGETS["available"],
+        simulated_get_available_gpu_memory,
+        HookType.AROUND,
+        source=source,
+    )
+    HookRegistry.register(
+        _HOOK_TARGETS["capacity"],
+        simulated_get_device_memory_capacity,
+        HookType.AROUND,
+        source=source,
+    )
+    HookRegistry.register(
+        _HOOK_TARGETS["bind_device"], bind_scheduler_device, HookType.BEFORE, source=source
+    )
+    HookRegistry.register(
+        _HOOK_TARGETS["no_pynccl"],
+        model_parallel_group_without_pynccl,
+        HookType.AROUND,
+        source=source,
+    )
+    _registered = True
+
+
+def shim_targets() -> list[str]:
+    """Dotted targets the shims hook (for asserting they were applied in a process)."""
+    from harness.launch.sglang_release import imports_sgl_kernel_cpu_ops
+
+    if imports_sgl_kernel_cpu_ops():
+        return [t for name, t in _HOOK_TARGETS.items() if name != "kv_copy"]
+    return list(_HOOK_TARGETS.values())
+
+
+def install_in_this_process() -> None:
+    """Register and apply the shims in the current process (for in-process SGLang tests).
+
+    For tests that build ``TpModelWorker``/``ModelRunner`` directly instead of an Engine.
+    ``SGLANG_USE_CPU_ENGINE=1`` must already be set before SGLang is first imported (SGLang
+    caches ``is_cpu()`` at import time), so set it in the test environment, not here.
+    """
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    os.environ.setdefault(SHIMS_ENV, "1")
+    register_shims()
+    HookRegistry.apply_hooks()

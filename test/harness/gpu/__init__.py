@@ -1,0 +1,12 @@
+"""The GPU suite's cases, checks and measurements (``test/gpu``, ``scripts/test-gpu.sh``); the
+pure ones are also exercised on CPU.
+
+- ``gpu_cases``: which servers the GPU suite launches: cases, model profiles, env overrides;
+- ``gpu_preflight``: can this machine run sglang's CUDA wheels (standard library only, run as
+  ``python3 test/harness/gpu/gpu_preflight.py``);
+- ``gpu_summary``: the GPU command's verdict from pytest's JUnit XML;
+- ``gpu_verdict``: the verdicts, as pure functions of what two launches left behind;
+- ``device_memory``: waiting until the last case's device memory is released;
+- ``load``: filling a server's KV cache with concurrent requests, and what happened;
+- ``spec_metrics``: accepted drafts, read from a ``/generate`` response.
+"""

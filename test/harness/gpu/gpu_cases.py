@@ -1,0 +1,322 @@
+"""Which servers the GPU suite launches: cases, model profiles, and the env vars that change them.
+
+Two profiles (``SPECINIT_GPU_PROFILE``):
+
+- ``full`` (default): the checkpoints the bug reports are about, for an 80 GB class runner
+  (H100/H200; the multi-layer MTP case needs 8 of them).
+- ``small``: one 24-48 GB GPU (about 20 GB of weights downloaded in all):
+
+  - eagle3 and eagle3_no_overlap: ``meta-llama/Llama-3.2-1B-Instruct`` with
+    ``rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct``;
+  - standalone: ``meta-llama/Llama-3.2-3B-Instruct`` with ``meta-llama/Llama-3.2-1B-Instruct``;
+  - dflash: ``Qwen/Qwen3-4B`` with ``z-lab/Qwen3-4B-DFlash-b16``;
+  - ngram: ``meta-llama/Llama-3.2-1B-Instruct``;
+  - multi_layer_mtp: none (0.5.13.post1 enables it for MiMo-V2-Flash and Step-3.5 only).
+
+  Why these: the EAGLE3 pair is the one SGLang's own CI downloads for its small EAGLE3 tests
+  (a SpecForge-trained ``LlamaForCausalLMEagle3`` head); the public Qwen3-1.7B/4B EAGLE3 heads
+  have open reports of failing in SGLang. Llama-3.2-1B drafts for Llama-3.2-3B with the same
+  tokenizer, as STANDALONE needs. z-lab publishes DFlash drafts for Qwen3-4B and -8B only;
+  4B (8 GB of bf16 weights) still leaves a 24 GB card room for KV. The ``meta-llama``
+  checkpoints are gated (``HF_TOKEN``); ``unsloth/Llama-3.2-1B-Instruct`` and
+  ``unsloth/Llama-3.2-3B-Instruct`` are ungated copies that the overrides below accept.
+
+DFLASH is launched as SGLang's own DFLASH CI and z-lab's model cards launch it: with
+``--trust-remote-code`` and ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``. 0.5.13.post1's
+``DFlashWorker`` gives the draft the target's context length
+(``speculative/dflash_worker.py``) and ``ModelConfig._derive_context_length`` raises when that is
+longer than the draft's own ``max_position_embeddings`` unless the variable is set. The Qwen3
+drafts of both profiles declare 40960, as their targets do, so they start either way; the
+variable keeps an override such as SGLang's CI pair (Llama-3.1-8B-Instruct, 131072, with
+``z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat``, 40960) from failing at start-up.
+
+Per case, ``SPECINIT_GPU_<CASE>_TARGET`` / ``_DRAFT`` / ``_TP`` replace the profile's choice
+(``<CASE>`` is the case name in upper case, e.g. ``SPECINIT_GPU_EAGLE3_TARGET``; the
+``eagle3_no_overlap`` case also follows the ``EAGLE3`` ones); giving a target to a case the
+profile cannot run enables it. ``SPECINIT_GPU_MODEL_DIR`` is a local directory of checkpoints:
+a model id ``org/name`` is launched from ``$SPECINIT_GPU_MODEL_DIR/org/name`` (or
+``$SPECINIT_GPU_MODEL_DIR/name``) when that directory exists. ``SPECINIT_GPU_MEM_FRACTION``
+sets ``--mem-fraction-static`` for every launch (default 0.9); a stock server that runs out
+of memory there (the regression) is relaunched for the token comparison at
+``SPECINIT_GPU_STOCK_MEM_FRACTION`` (default 0.1 below it).
+
+The smoke (``bash scripts/test-gpu.sh --smoke``) is the ``eagle3`` case, plugin on against
+stock, from local checkpoints only (:func:`smoke_problems`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PROFILE_ENV = "SPECINIT_GPU_PROFILE"
+MEM_FRACTION_ENV = "SPECINIT_GPU_MEM_FRACTION"
+STOCK_MEM_FRACTION_ENV = "SPECINIT_GPU_STOCK_MEM_FRACTION"
+MODEL_DIR_ENV = "SPECINIT_GPU_MODEL_DIR"
+DEFAULT_MEM_FRACTION = "0.9"
+STOCK_FALLBACK_STEP = 0.1
+SMOKE_CASE = "eagle3"
+# What SGLang's DFLASH CI and the drafts' model cards launch DFLASH with (see above).
+DFLASH_ARGS = ("--speculative-algorithm", "DFLASH", "--trust-remote-code")
+DFLASH_ENV = (("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1"),)
+
+CHAIN = (
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+)
+EAGLE3_ARGS = ("--speculative-algorithm", "EAGLE3", *CHAIN)
+PRIME_PROMPT = "List the first ten prime numbers, separated by commas:"
+# Greedy text that a draft model (or the n-gram matcher) can predict.
+PROMPTS = (
+    PRIME_PROMPT,
+    "Count from one to twenty in words: one, two, three,",
+    "The days of the week are Monday, Tuesday,",
+    "Repeat exactly ten times: alpha beta gamma delta. alpha beta gamma delta.",
+)
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One case as a profile defines it. ``target`` None: the profile cannot run it (``why``)."""
+
+    name: str
+    target: str | None
+    draft: str | None
+    args: tuple[str, ...]
+    tp: int = 1
+    # Whether SGLang must run it with the overlap scheduler (checked on /server_info).
+    overlap: bool = False
+    # The draft is the target checkpoint itself (MTP layers inside it).
+    self_draft: bool = False
+    why: str = ""
+    # Case names whose SPECINIT_GPU_<NAME>_* overrides apply, first match wins.
+    env_names: tuple[str, ...] = ()
+    # Environment variables of the server's process tree (plugin on and stock alike).
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def override_prefixes(self) -> list[str]:
+        return [f"SPECINIT_GPU_{n.upper()}_" for n in (self.name, *self.env_names)]
+
+
+def _eagle3(target: str, draft: str) -> tuple[CaseSpec, CaseSpec]:
+    # Overlap scheduling is the default for the EAGLE family in 0.5.13.post1
+    # (SGLANG_ENABLE_SPEC_V2 on); the phases differ without it, so both are run.
+    return (
+        CaseSpec("eagle3", target, draft, EAGLE3_ARGS, overlap=True),
+        CaseSpec(
+            "eagle3_no_overlap",
+            target,
+            draft,
+            (*EAGLE3_ARGS, "--disable-overlap-schedule"),
+            overlap=False,
+            env_names=("eagle3",),  # the same models as eagle3 unless told otherwise
+        ),
+    )
+
+
+NGRAM_ARGS = ("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8")
+MULTI_LAYER_ARGS = (
+    "--speculative-algorithm",
+    "EAGLE",
+    "--enable-multi-layer-eagle",
+    "--trust-remote-code",
+    *CHAIN,
+)
+
+PROFILES: dict[str, tuple[CaseSpec, ...]] = {
+    "full": (
+        *_eagle3("meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"),
+        CaseSpec(
+            "standalone",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "meta-llama/Llama-3.2-1B-Instruct",
+            ("--speculative-algorithm", "STANDALONE", *CHAIN),
+            overlap=True,
+        ),
+        CaseSpec(
+            "multi_layer_mtp",
+            "XiaomiMiMo/MiMo-V2-Flash",
+            None,
+            MULTI_LAYER_ARGS,
+            tp=8,
+            overlap=True,
+            self_draft=True,
+        ),
+        CaseSpec(
+            "dflash",
+            "Qwen/Qwen3-8B",
+            "z-lab/Qwen3-8B-DFlash-b16",
+            DFLASH_ARGS,
+            env=DFLASH_ENV,
+        ),
+        CaseSpec("ngram", "meta-llama/Llama-3.1-8B-Instruct", None, NGRAM_ARGS),
+    ),
+    "small": (
+        *_eagle3(
+            "meta-llama/Llama-3.2-1B-Instruct", "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct"
+        ),
+        CaseSpec(
+            "standalone",
+            "meta-llama/Llama-3.2-3B-Instruct",
+            "meta-llama/Llama-3.2-1B-Instruct",
+            ("--speculative-algorithm", "STANDALONE", *CHAIN),
+            overlap=True,
+        ),
+        CaseSpec(
+            "multi_layer_mtp",
+            None,
+            None,
+            MULTI_LAYER_ARGS,
+            overlap=True,
+            self_draft=True,
+            why=(
+                "no checkpoint for one 24-48 GB GPU has multi-layer MTP (0.5.13.post1 enables "
+                "it for MiMo-V2-Flash and Step-3.5 only); set SPECINIT_GPU_MULTI_LAYER_MTP_TARGET"
+            ),
+        ),
+        CaseSpec(
+            "dflash",
+            "Qwen/Qwen3-4B",
+            "z-lab/Qwen3-4B-DFlash-b16",
+            DFLASH_ARGS,
+            env=DFLASH_ENV,
+        ),
+        CaseSpec("ngram", "meta-llama/Llama-3.2-1B-Instruct", None, NGRAM_ARGS),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """A case with the profile and env overrides applied; ``skip`` says why it cannot run."""
+
+    name: str
+    target: str
+    draft: str | None
+    tp: int
+    args: tuple[str, ...]
+    overlap: bool
+    skip: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def algorithm(self) -> str:
+        """The ``--speculative-algorithm`` value."""
+        return self.args[self.args.index("--speculative-algorithm") + 1]
+
+    def launch_args(self, mem_fraction: str) -> list[str]:
+        """``launch_server`` flags for this case (without host and port)."""
+        argv = [
+            "--model-path",
+            self.target,
+            "--tp",
+            str(self.tp),
+            "--mem-fraction-static",
+            mem_fraction,
+            *self.args,
+        ]
+        if self.draft is not None:
+            argv += ["--speculative-draft-model-path", self.draft]
+        return argv
+
+
+def profile_name(env: Mapping[str, str] | None = None) -> str:
+    """The selected profile; an unknown name is an error that lists the choices."""
+    name = (os.environ if env is None else env).get(PROFILE_ENV, "full").strip() or "full"
+    if name not in PROFILES:
+        raise ValueError(f"{PROFILE_ENV}={name!r} is not one of {sorted(PROFILES)}")
+    return name
+
+
+def mem_fraction(env: Mapping[str, str] | None = None) -> str:
+    """``--mem-fraction-static`` for every launch (validated: a number in (0, 1))."""
+    value = (os.environ if env is None else env).get(MEM_FRACTION_ENV, DEFAULT_MEM_FRACTION)
+    try:
+        ok = 0.0 < float(value) < 1.0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{MEM_FRACTION_ENV}={value!r} must be a number between 0 and 1")
+    return value
+
+
+def stock_mem_fraction(env: Mapping[str, str] | None = None) -> str:
+    """``--mem-fraction-static`` of a stock relaunch after an OOM at :func:`mem_fraction`."""
+    env = os.environ if env is None else env
+    default = f"{float(mem_fraction(env)) - STOCK_FALLBACK_STEP:.3g}"
+    return mem_fraction({MEM_FRACTION_ENV: env.get(STOCK_MEM_FRACTION_ENV) or default})
+
+
+def local_model(model: str, env: Mapping[str, str]) -> str:
+    """``model`` as a directory under ``SPECINIT_GPU_MODEL_DIR`` when it is there, else as is."""
+    root = env.get(MODEL_DIR_ENV, "").strip()
+    if not root or os.path.isdir(model):
+        return model
+    for candidate in (os.path.join(root, model), os.path.join(root, model.rsplit("/", 1)[-1])):
+        if os.path.isdir(candidate):
+            return candidate
+    return model
+
+
+def resolve(spec: CaseSpec, env: Mapping[str, str]) -> Case:
+    """Apply ``SPECINIT_GPU_<CASE>_TARGET`` / ``_DRAFT`` / ``_TP`` and
+    ``SPECINIT_GPU_MODEL_DIR`` to a profile's case."""
+
+    def setting(key: str) -> str | None:
+        return next((env[p + key] for p in spec.override_prefixes if env.get(p + key)), None)
+
+    target = setting("TARGET") or spec.target
+    draft = setting("DRAFT") or spec.draft
+    tp_text = setting("TP") or str(spec.tp)
+    if not tp_text.isdigit() or int(tp_text) < 1:
+        raise ValueError(f"{spec.override_prefixes[0]}TP={tp_text!r} must be a positive integer")
+    if target is None:
+        return Case(spec.name, "", None, int(tp_text), spec.args, spec.overlap, spec.why, spec.env)
+    if spec.self_draft and draft is None:
+        draft = target
+    target = local_model(target, env)
+    draft = None if draft is None else local_model(draft, env)
+    return Case(spec.name, target, draft, int(tp_text), spec.args, spec.overlap, env=spec.env)
+
+
+def smoke_problems(env: Mapping[str, str] | None = None) -> str:
+    """Why the smoke cannot run from local checkpoints ("" when it can): it must not spend
+    its ten minutes downloading, so every model of its case must be a local directory."""
+    env = os.environ if env is None else env
+    smoke = case(SMOKE_CASE, env)
+    missing = [m for m in (smoke.target, smoke.draft) if m and not os.path.isdir(m)]
+    if not missing:
+        return ""
+    return (
+        f"the GPU smoke loads its models from local directories, and {', '.join(missing)} "
+        f"{'is' if len(missing) == 1 else 'are'} not; set {MODEL_DIR_ENV} to a directory "
+        "holding <org>/<name> (or <name>) checkpoint folders, or SPECINIT_GPU_EAGLE3_TARGET / "
+        "_DRAFT to checkpoint directories"
+    )
+
+
+def cases(env: Mapping[str, str] | None = None) -> list[Case]:
+    """Every case of the selected profile, overrides applied, in the profile's order."""
+    env = os.environ if env is None else env
+    return [resolve(spec, env) for spec in PROFILES[profile_name(env)]]
+
+
+def case(name: str, env: Mapping[str, str] | None = None) -> Case:
+    """One case of the selected profile by name."""
+    (found,) = [c for c in cases(env) if c.name == name]
+    return found
+
+
+if __name__ == "__main__":
+    # ``python -m harness.gpu.gpu_cases --smoke-problems``: why the smoke cannot run ("" if it can).
+    import sys
+
+    if sys.argv[1:] != ["--smoke-problems"]:
+        sys.exit("usage: python -m harness.gpu.gpu_cases --smoke-problems")
+    print(smoke_problems())

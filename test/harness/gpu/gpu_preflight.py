@@ -1,0 +1,127 @@
+"""Preflight of the GPU command: can this machine run sglang 0.5.13.post1's wheels at all?
+
+Why: the wheels are ``manylinux_2_34`` (glibc >= 2.34) and pull CUDA 13 builds (torch 2.11
+cu130, ``flashinfer_python[cu13]``, ``cuda-python>=13``), which need an NVIDIA driver that
+supports CUDA 13 (driver branch 580 or newer). On an older runner the install or the first
+launch fails minutes later with an error that does not say either; this says it in one line
+before anything is installed or launched.
+
+Standard library only (the workflow runs it with the system ``python3`` before creating the
+venv): ``python3 test/harness/gpu/gpu_preflight.py``. Exit 0 and one ``GPU preflight: ok`` line, or
+exit 1 and one line saying what is missing and what to change. The checks are pure functions
+of ``nvidia-smi``'s banner and the C library's version string (:func:`problems`), which
+``test/unit/test_gpu_verdict.py`` feeds with recorded inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+
+MIN_CUDA = (13, 0)
+MIN_DRIVER_MAJOR = 580  # the first driver branch with CUDA 13.0
+MIN_GLIBC = (2, 34)
+WHEEL = "sglang 0.5.13.post1"
+
+
+def _version(text: str | None, pattern: str) -> tuple[int, ...] | None:
+    match = re.search(pattern, text or "")
+    return tuple(int(part) for part in match.group(1).split(".")) if match else None
+
+
+def _shown(text: str | None, pattern: str) -> str:
+    """The version as the tool printed it (``580.65.06``, leading zeros kept)."""
+    match = re.search(pattern, text or "")
+    return match.group(1) if match else "unknown"
+
+
+DRIVER = r"Driver Version:\s*([\d.]+)"
+CUDA = r"CUDA Version:\s*([\d.]+)"
+GLIBC = r"glibc\s+([\d.]+)"
+
+
+def driver_cuda_version(banner: str | None) -> tuple[int, ...] | None:
+    """The CUDA version the driver supports, from ``nvidia-smi``'s banner (``CUDA Version:``)."""
+    return _version(banner, CUDA)
+
+
+def driver_version(banner: str | None) -> tuple[int, ...] | None:
+    """The driver's version, from ``nvidia-smi``'s banner (``Driver Version: 580.65.06``)."""
+    return _version(banner, DRIVER)
+
+
+def glibc_version(libc: str | None) -> tuple[int, ...] | None:
+    """glibc's version from ``os.confstr("CS_GNU_LIBC_VERSION")`` (``glibc 2.35``)."""
+    return _version(libc, GLIBC)
+
+
+def _dotted(version: tuple[int, ...] | None) -> str:
+    return ".".join(map(str, version)) if version else "unknown"
+
+
+def problems(banner: str | None, libc: str | None) -> list[str]:
+    """What this machine lacks for the wheels; ``banner`` is None without ``nvidia-smi``."""
+    found = []
+    if banner is None:
+        found.append("no NVIDIA driver (nvidia-smi not found or failing)")
+    else:
+        cuda, driver = driver_cuda_version(banner), driver_version(banner)
+        ok = cuda >= MIN_CUDA if cuda else bool(driver and driver[0] >= MIN_DRIVER_MAJOR)
+        if not ok:
+            found.append(
+                f"driver {_shown(banner, DRIVER)} supports CUDA {_shown(banner, CUDA)}, not "
+                f"CUDA 13 (install driver {MIN_DRIVER_MAJOR} or newer)"
+            )
+    glibc = glibc_version(libc)
+    if glibc is None or glibc < MIN_GLIBC:
+        found.append(
+            f"glibc {_shown(libc, GLIBC)} is older than {_dotted(MIN_GLIBC)} (the wheels are "
+            "manylinux_2_34: use a runner image like Ubuntu 22.04 or newer)"
+        )
+    return found
+
+
+def verdict(banner: str | None, libc: str | None) -> tuple[int, str]:
+    """Exit code and the one line to print."""
+    found = problems(banner, libc)
+    if not found:
+        return 0, (
+            f"GPU preflight: ok (driver {_shown(banner, DRIVER)}, CUDA {_shown(banner, CUDA)}, "
+            f"glibc {_shown(libc, GLIBC)})"
+        )
+    return 1, (
+        f"GPU preflight: FAILED, {WHEEL} needs an NVIDIA driver with CUDA 13 support and glibc "
+        f">= {_dotted(MIN_GLIBC)}: " + "; ".join(found)
+    )
+
+
+def read_banner(
+    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
+) -> str | None:
+    """``nvidia-smi``'s output (its banner names the driver and CUDA versions), or None."""
+    try:
+        done = run(["nvidia-smi"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def read_libc() -> str | None:
+    """The C library's name and version (None when it is not glibc)."""
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError):
+        return None
+
+
+def main() -> int:
+    code, line = verdict(read_banner(), read_libc())
+    print(line, file=sys.stderr if code else sys.stdout)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

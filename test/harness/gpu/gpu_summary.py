@@ -1,0 +1,85 @@
+"""Verdict of a GPU suite run, from pytest's JUnit XML: which cases ran, which were skipped, why.
+
+Why: pytest exits 0 when every test was skipped, so a runner without SGLang's CUDA kernels, or
+with fewer GPUs than a case needs, would report green having tested nothing. ``scripts/
+test-gpu.sh`` runs pytest with ``--junitxml`` and then this module, which prints one line per
+case and exits non-zero when pytest failed, when no case ran at all, or when the report is
+missing. Skipped cases are listed with pytest's reason either way.
+
+Usage: ``python -m harness.gpu.gpu_summary REPORT.xml --pytest-exit-code N``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+PYTEST_NO_TESTS_COLLECTED = 5
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """One test of the report: ``passed``, ``failed``, ``error`` or ``skipped``, and why."""
+
+    name: str
+    outcome: str
+    detail: str = ""
+
+    @property
+    def ran(self) -> bool:
+        return self.outcome in ("passed", "failed", "error")
+
+
+def read_outcomes(report: Path) -> list[CaseOutcome]:
+    """Every ``testcase`` of a JUnit XML report written by pytest."""
+    outcomes = []
+    for case in ET.parse(report).getroot().iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
+        outcome, detail = "passed", ""
+        for tag in ("failure", "error", "skipped"):
+            child = case.find(tag)
+            if child is not None:
+                outcome = {"failure": "failed"}.get(tag, tag)
+                detail = (child.get("message") or child.text or "").strip().splitlines()[0:1]
+                detail = detail[0] if detail else ""
+                break
+        outcomes.append(CaseOutcome(name, outcome, detail))
+    return outcomes
+
+
+def verdict(outcomes: list[CaseOutcome], pytest_exit_code: int) -> tuple[int, str]:
+    """Exit code and the text to print for a run."""
+    lines = [f"{o.outcome:8} {o.name}" + (f"  ({o.detail})" if o.detail else "") for o in outcomes]
+    ran = [o for o in outcomes if o.ran]
+    skipped = [o for o in outcomes if o.outcome == "skipped"]
+    counts = (
+        f"{sum(o.outcome == 'passed' for o in outcomes)} passed, "
+        f"{sum(o.outcome in ('failed', 'error') for o in outcomes)} failed, "
+        f"{len(skipped)} skipped"
+    )
+    if not ran:
+        why = "; ".join(sorted({o.detail for o in skipped})) or "pytest collected no GPU test"
+        return 1, "\n".join([*lines, f"GPU suite: FAILED, no GPU case ran ({counts}): {why}"])
+    if pytest_exit_code not in (0, PYTEST_NO_TESTS_COLLECTED):
+        return pytest_exit_code, "\n".join([*lines, f"GPU suite: FAILED ({counts})"])
+    return 0, "\n".join([*lines, f"GPU suite: passed ({counts})"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("report", type=Path, help="pytest --junitxml output")
+    parser.add_argument("--pytest-exit-code", type=int, required=True)
+    args = parser.parse_args(argv)
+    if not args.report.is_file():
+        print(f"GPU suite: FAILED, pytest wrote no report at {args.report}", file=sys.stderr)
+        return args.pytest_exit_code or 1
+    code, text = verdict(read_outcomes(args.report), args.pytest_exit_code)
+    print(text)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+"""The GPU suite's verdicts, as pure functions of what two launches left behind.
+
+Each function takes what a GPU launch produces (``/generate`` responses, ``/server_info``, the
+server log, the plugin's memory breakdown, the device probe's :class:`UsageAfterPools`) and
+returns the list of problems it finds (empty: the check passed), so ``test/gpu`` asserts
+``problems == []`` and ``test/unit/test_gpu_verdict.py`` feeds recorded responses, log lines
+and probe records to the same functions on CPU, where each check must fail on a broken input.
+
+What they check, for SGLang 0.5.13.post1:
+
+- **Same tokens as stock** (:func:`greedy_problems`): the plugin only changes the memory
+  budget, so at temperature 0 the plugin-on server and the stock server, launched with the
+  same arguments, must return the same ``output_ids`` for the same prompts.
+- **Drafts as good as stock's** (:func:`acceptance_problems`): accepted / proposed draft tokens
+  within :func:`acceptance_bound` of stock's. The bound treats each proposed draft token as a
+  Bernoulli trial (accepted or not) with the pooled rate ``p`` and allows ``z`` standard errors
+  of a difference of two proportions, ``z * sqrt(p (1 - p) (1/n_on + 1/n_stock))``, z = 4
+  (two-sided chance of a false alarm 6e-5). Greedy drafting on identical tokens is in fact
+  deterministic, so this only leaves room for kernel non-determinism; a draft that lost its
+  weights, its embed/lm_head binding or its KV accepts close to nothing, far outside it.
+- **CUDA graphs captured** (:func:`graph_problems`): ``ModelRunner.init_device_graphs`` logs
+  ``Capture cuda graph end. Time elapsed: T s. mem usage=G GB. avail mem=A GB.`` for every
+  runner that captured, and the scheduler's ``get_internal_state`` reports the target's
+  ``graph_mem_usage`` as ``memory_usage["graph"]`` in ``/server_info``; the EAGLE-family
+  draft workers (``EagleDraftWorker.init_cuda_graphs``, also for STANDALONE) log ``Capture
+  draft cuda graph end.`` for a chain of more than one step, multi-layer EAGLE ``Capture draft
+  extend cuda graph end.`` (:func:`expected_draft_graph`). The plugin-on launch must capture
+  every kind of graph stock captures (:func:`same_graph_kinds`).
+- **The budget is filled** (:func:`fill_problems`): the weights, KV buffers and non-tensor
+  residue the probe measured leave at most one page per pool of the budget, plus what the plugin
+  itself reserves outside the KV pools, plus :data:`device_probe.STRAY_TENSOR_TOLERANCE_BYTES`.
+- **No OOM while serving** (:func:`oom_lines`): scanned in the part of the log written after
+  the server became healthy (the start-up part may legitimately mention memory).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.gpu.spec_metrics import DraftStats
+from harness.reports.device_probe import (
+    BOOKKEEPING_TOLERANCE_BYTES,
+    STRAY_TENSOR_TOLERANCE_BYTES,
+    UsageAfterPools,
+)
+
+MIB = 1 << 20
+ACCEPTANCE_Z = 4.0
+OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
+# mem_get_info has page granularity; two readings of the same state may differ by one page.
+READING_GRANULARITY = 2 << 20
+
+# ModelRunner.init_device_graphs (every runner that captures, every rank).
+TARGET_GRAPH_END = re.compile(
+    r"Capture cuda graph end\. Time elapsed: [-\d.]+ s\. mem usage=(?P<gb>-?[\d.]+) GB\."
+)
+# EagleDraftWorker.init_cuda_graphs (rank 0 only) and the multi-layer EAGLE extend runner.
+DRAFT_GRAPH_END = "Capture draft cuda graph end."
+DRAFT_EXTEND_GRAPH_END = "Capture draft extend cuda graph end."
+GRAPH_FAILED = "Capture cuda graph failed"
+# /server_info rounds graph_mem_usage to 2 decimals, the log prints it with 2 decimals.
+GRAPH_FIGURE_TOLERANCE_GB = 0.0051
+
+
+# --------------------------------------------------------------------------- tokens, drafts
+
+
+def greedy_problems(
+    prompts: Sequence[str],
+    plugin: Sequence[Mapping[str, Any]],
+    stock: Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """Where the plugin-on server's greedy tokens differ from stock's, prompt by prompt."""
+    if not (len(prompts) == len(plugin) == len(stock)):
+        return [f"{len(prompts)} prompts but {len(plugin)} plugin / {len(stock)} stock responses"]
+    problems = []
+    for prompt, on, off in zip(prompts, plugin, stock, strict=True):
+        on_ids, off_ids = list(on["output_ids"]), list(off["output_ids"])
+        if on_ids == off_ids:
+            continue
+        at = next(
+            (i for i, (a, b) in enumerate(zip(on_ids, off_ids, strict=False)) if a != b),
+            min(len(on_ids), len(off_ids)),
+        )
+        problems.append(
+            f"prompt {prompt!r}: plugin-on tokens differ from stock at output token {at} "
+            f"({len(on_ids)} vs {len(off_ids)} tokens): plugin {on.get('text', '')!r}, "
+            f"stock {off.get('text', '')!r}"
+        )
+    return problems
+
+
+def acceptance_bound(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE_Z) -> float:
+    """``z`` standard errors of the difference of two acceptance rates (pooled binomial)."""
+    if on.proposed_drafts <= 0 or stock.proposed_drafts <= 0:
+        return 0.0
+    p = (on.correct_drafts + stock.correct_drafts) / (on.proposed_drafts + stock.proposed_drafts)
+    return z * math.sqrt(p * (1 - p) * (1 / on.proposed_drafts + 1 / stock.proposed_drafts))
+
+
+def acceptance_problems(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE_Z) -> list[str]:
+    """The plugin-on acceptance rate against stock's on the same prompts."""
+    if stock.correct_drafts <= 0:
+        return [f"stock accepted no draft token ({stock}): the case's draft does not draft"]
+    if on.correct_drafts <= 0:
+        return [f"the plugin-on server accepted no draft token ({on}); stock accepted {stock}"]
+    bound = acceptance_bound(on, stock, z)
+    gap = on.accept_rate - stock.accept_rate
+    if abs(gap) > bound:
+        return [
+            f"acceptance rate {on.accept_rate:.3f} ({on.correct_drafts}/{on.proposed_drafts}) "
+            f"with the plugin vs {stock.accept_rate:.3f} ({stock.correct_drafts}/"
+            f"{stock.proposed_drafts}) stock: {gap:+.3f} is outside the noise bound "
+            f"+-{bound:.3f} ({z:g} standard errors)"
+        ]
+    return []
+
+
+# --------------------------------------------------------------------------- CUDA graphs
+
+
+@dataclass(frozen=True)
+class GraphCapture:
+    """The graph-capture lines of one server's start-up log."""
+
+    runner_mem_gb: tuple[float, ...]
+    draft: int
+    draft_extend: int
+    failed: int
+
+    @classmethod
+    def from_log(cls, text: str) -> GraphCapture:
+        return cls(
+            runner_mem_gb=tuple(float(m["gb"]) for m in TARGET_GRAPH_END.finditer(text)),
+            draft=text.count(DRAFT_GRAPH_END),
+            draft_extend=text.count(DRAFT_EXTEND_GRAPH_END),
+            failed=text.count(GRAPH_FAILED),
+        )
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        found = {"runner"} if self.runner_mem_gb else set()
+        found |= {"draft"} if self.draft else set()
+        found |= {"draft_extend"} if self.draft_extend else set()
+        return frozenset(found)
+
+
+def expected_draft_graph(args: Sequence[str]) -> str | None:
+    """Which draft graph SGLang 0.5.13.post1 captures for these launch arguments."""
+    argv = list(args)
+    algorithm = argv[argv.index("--speculative-algorithm") + 1]
+    if algorithm not in ("EAGLE", "EAGLE3", "STANDALONE"):
+        return None  # DFLASH and NGRAM: the runners' own graphs only
+    if "--enable-multi-layer-eagle" in argv:
+        return "draft_extend"
+    steps = int(argv[argv.index("--speculative-num-steps") + 1])
+    return "draft" if steps > 1 else None
+
+
+def graph_figure_gb(info: Mapping[str, Any]) -> float | None:
+    """``memory_usage["graph"]`` of the first scheduler in ``/server_info`` (None if absent)."""
+    states = info.get("internal_states") or [{}]
+    value = (states[0].get("memory_usage") or {}).get("graph")
+    return None if value is None else float(value)
+
+
+def graph_problems(
+    capture: GraphCapture, info: Mapping[str, Any], expect_draft: str | None
+) -> list[str]:
+    """Whether the target's (and, where SGLang captures one, the draft's) graphs exist."""
+    problems = []
+    if info.get("disable_cuda_graph"):
+        problems.append("the server ran with --disable-cuda-graph")
+    if capture.failed:
+        problems.append(f"{capture.failed} '{GRAPH_FAILED}' line(s) in the start-up log")
+    if not capture.runner_mem_gb:
+        problems.append("no 'Capture cuda graph end' line in the start-up log")
+    figure = graph_figure_gb(info)
+    if figure is None or figure <= 0:
+        problems.append(f"/server_info reports graph memory {figure!r} GB: no graph captured")
+    elif capture.runner_mem_gb and not any(
+        abs(figure - gb) <= GRAPH_FIGURE_TOLERANCE_GB for gb in capture.runner_mem_gb
+    ):
+        problems.append(
+            f"/server_info graph memory {figure} GB matches no captured runner "
+            f"{list(capture.runner_mem_gb)}"
+        )
+    if expect_draft is not None and expect_draft not in capture.kinds:
+        line = DRAFT_GRAPH_END if expect_draft == "draft" else DRAFT_EXTEND_GRAPH_END
+        problems.append(f"no '{line}' line: the draft's CUDA graphs were not captured")
+    return problems
+
+
+def same_graph_kinds(plugin: GraphCapture, stock: GraphCapture) -> list[str]:
+    """Every kind of graph stock captured, the plugin-on server captured too."""
+    missing = sorted(stock.kinds - plugin.kinds)
+    return [f"stock captured {missing} graphs, the plugin-on server did not"] if missing else []
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def allowed_unused_bytes(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> int:
+    """What a launch may legitimately leave of its budget besides weights, KV and residue:
+    one page per pool (tokens are rounded down to pages), what the plugin reserves outside the
+    KV buffers (per-request draft rows, fixed draft pools) and SGLang's small tensors."""
+    reserved = int(breakdown.get("draft_request_bytes", 0)) + int(
+        breakdown.get("draft_fixed_pool_bytes", 0)
+    )
+    return usage.page_bytes + reserved + STRAY_TENSOR_TOLERANCE_BYTES
+
+
+def fill_problems(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> list[str]:
+    """The budget is used up, to within :func:`allowed_unused_bytes`."""
+    shortfall = usage.fill_shortfall_bytes
+    if shortfall is None:
+        return ["the probe has no torch counters (not a CUDA run): cannot check the fill"]
+    allowed = allowed_unused_bytes(usage, breakdown)
+    if shortfall > allowed:
+        return [
+            f"{shortfall / MIB:.1f} MiB of the budget hold neither weights, KV nor the "
+            f"non-tensor residue (allowed: {allowed / MIB:.1f} MiB = one page per pool "
+            f"{usage.page_bytes / MIB:.1f} + plugin reserves + "
+            f"{STRAY_TENSOR_TOLERANCE_BYTES / MIB:.0f} small tensors): {usage.describe()}"
+        ]
+    return []
+
+
+def memory_problems(
+    breakdown: Mapping[str, Any], usage: UsageAfterPools, *, fill: bool
+) -> list[str]:
+    """One rank of a plugin-on launch: planned = allocated, inside the budget, (``fill``) the
+    budget used up, and the plugin's own readings where the probe says they are."""
+    b, problems = breakdown, []
+    for pool in ("target", "draft"):
+        allocated, planned = b[f"allocated_{pool}_kv_pool_bytes"], b[f"{pool}_kv_pool_bytes"]
+        page = b["page_size"] * max(b[f"{pool}_kv_bytes_per_token"], 1)
+        if abs(allocated - planned) > page:
+            problems.append(f"{pool} KV pool: allocated {allocated} B, planned {planned} B")
+    if usage.pre_load_free_bytes != b["pre_load_free_bytes"]:
+        problems.append(
+            f"pre-load free memory: probe {usage.pre_load_free_bytes}, plugin "
+            f"{b['pre_load_free_bytes']}"
+        )
+    if usage.budget_bytes != b["budget_bytes"]:
+        problems.append(f"budget: probe {usage.budget_bytes}, plugin {b['budget_bytes']}")
+    if usage.over_budget_bytes > BOOKKEEPING_TOLERANCE_BYTES:
+        problems.append(f"over budget: {usage.describe()}")
+    if fill:
+        problems += fill_problems(usage, b)
+    # The plugin's own after-pools reading sits between the last pool and the graphs.
+    after_pools = b["cuda_free_bytes_after_pools"]
+    probe_free_after_last_pool = usage.pre_load_free_bytes - usage.used_bytes
+    if after_pools > probe_free_after_last_pool + READING_GRANULARITY:
+        problems.append(
+            f"plugin's after-pools reading {after_pools} B is above the probe's "
+            f"{probe_free_after_last_pool} B"
+        )
+    if b["cuda_free_bytes_after_init"] > after_pools + READING_GRANULARITY:
+        problems.append("free memory grew between the pools and the end of init")
+    return problems
+
+
+# --------------------------------------------------------------------------- logs
+
+
+def oom_lines(text: str) -> list[str]:
+    """Lines of ``text`` that report a device out-of-memory error."""
+    return [line for line in text.splitlines() if any(m in line for m in OOM_MARKERS)]

@@ -1,0 +1,12 @@
+"""Starting SGLang for tests and owning its processes, on CPU (and, shared, on a GPU runner).
+
+- ``engine``: ``sglang.Engine`` and CPU ``launch_server`` helpers (what a CPU run needs);
+- ``engine_driver``: the child process that owns one ``sglang.Engine`` (``python -m``);
+- ``server_process``: one ``python -m sglang.launch_server`` process tree, CPU and GPU suite;
+- ``processes``: ports, process groups, logs, shared with the GPU suite;
+- ``sglang_release``: which sglang release this process runs, and what its CPU run needs;
+- ``multi_rank``: launches expected to end on their own: bounded, and what they left behind;
+- ``launch_0_5_23``: the 0.5.23 suite's tiny speculative launches and what they left;
+- ``site/sitecustomize.py``: installs the harness's hooks in every Python process of a run
+  (the spawned schedulers inherit only the environment); ``server_process.SITE_DIR``.
+"""

@@ -1,0 +1,423 @@
+"""Start SGLang 0.5.13.post1 (or 0.5.23) on device "cpu" for tests: ``sglang.Engine`` and
+``launch_server``. What differs for 0.5.23 (flag names, the sgl_kernel test double) is decided
+in :mod:`harness.launch.sglang_release`.
+
+What a CPU run needs (measured, see ``../shared/docs/cpu-testing.md``):
+
+- env ``SGLANG_USE_CPU_ENGINE=1`` (else ``is_cpu()`` is False and model init looks for vllm);
+- kwargs ``device="cpu"``, ``attention_backend="torch_native"``, ``disable_cuda_graph``,
+  ``disable_piecewise_cuda_graph``, ``grammar_backend="none"`` (else the scheduler needs
+  xgrammar), an explicit ``mem_fraction_static`` and, for EAGLE/EAGLE3,
+  ``speculative_draft_attention_backend="triton"`` (the draft backend factory has no
+  torch_native entry; the Triton backends are only constructed, never launched, at init);
+- the CPU shims of :mod:`harness.cpu_doubles.shims` in the scheduler process, installed through
+  ``test/harness/launch/site/sitecustomize.py`` (``PYTHONPATH`` + ``SPECINIT_TEST_SHIMS=1``).
+
+Every Engine runs in its own driver process (:mod:`harness.launch.engine_driver`), started in a new
+session so that the driver, scheduler and detokenizer can always be killed and reaped as one
+process group; servers run through :mod:`harness.launch.server_process`. Both use
+:mod:`harness.launch.processes` (ports, process groups, logs), which the GPU suite shares. The
+plugin is switched with SGLang's own whitelist, ``SGLANG_PLUGINS``: ``specinit`` to load it, a
+name that matches no entry point to disable it.
+
+Scheduler-side facts come from the JSON reports of :mod:`harness.reports.scheduler_report`
+(``EngineHandle.scheduler_report()``): the scheduler writes them itself, after its
+``__init__`` returned, so they show the state the phased init really produced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.cpu_doubles import shims
+from harness.launch.processes import format_rank_tails, kill_group, start_in_own_group, tail
+from harness.launch.server_process import (
+    RunFiles,
+    ServerHandle,
+    SGLangStartError,
+    one_scheduler_report,
+    read_reports,
+    running_server,
+    sglang_process_env,
+)
+from harness.launch.sglang_release import graphs_off_kwargs, release_tuple
+from harness.reports import live_reports, scheduler_report
+
+DEFAULT_CAPACITY_BYTES = 256 << 20
+DEFAULT_STARTUP_TIMEOUT_S = 240.0
+DEFAULT_REQUEST_TIMEOUT_S = 120.0
+# Per-test bound for tests that start one Engine/server (pytest-timeout): a spec Engine is up
+# in ~17 s on 2 cores, so this only trips on a hang.
+ENGINE_TEST_TIMEOUT_S = 300
+# Draft workers built by DraftBackendFactory, which has no torch_native entry. Verified on CPU
+# for EAGLE and EAGLE3; NEXTN is an alias of EAGLE, STANDALONE uses the same factory.
+SPEC_ALGORITHMS_NEEDING_TRITON_DRAFT_BACKEND = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def cpu_engine_kwargs(
+    model_path: str | os.PathLike[str],
+    *,
+    draft_model_path: str | os.PathLike[str] | None = None,
+    algorithm: str | None = None,
+    mem_fraction_static: float | None = 0.5,
+    page_size: int = 1,
+    num_steps: int = 3,
+    eagle_topk: int = 1,
+    num_draft_tokens: int = 4,
+    log_level: str = "info",
+    random_seed: int = 0,
+    sglang_release: str | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """``sglang.Engine`` / ``ServerArgs`` kwargs for a CPU run; ``overrides`` win.
+
+    ``mem_fraction_static`` is set by default: SGLang's heuristic would otherwise derive it
+    from the simulated capacity (its fixed reserve of >= 512 MiB makes it meaningless for a
+    256 MiB device); pass ``None`` to exercise that heuristic with a multi-GiB capacity.
+
+    The speculative sizes are explicit because SGLang's auto-choice depends on the model type;
+    ``num_steps > 1`` is fine because the draft's CUDA graph runners are skipped with
+    ``disable_cuda_graph``.
+
+    ``sglang_release`` (e.g. ``"0.5.14"``) spells the graph switches for another release than
+    this process's, for a driver that runs another interpreter.
+    """
+    kwargs: dict[str, Any] = {
+        "model_path": str(model_path),
+        "device": "cpu",
+        "attention_backend": "torch_native",
+        **graphs_off_kwargs(release_tuple(sglang_release) if sglang_release else None),
+        "grammar_backend": "none",
+        "page_size": page_size,
+        "log_level": log_level,
+        "random_seed": random_seed,
+    }
+    if mem_fraction_static is not None:
+        kwargs["mem_fraction_static"] = mem_fraction_static
+    if algorithm is not None:
+        kwargs.update(
+            speculative_algorithm=algorithm,
+            speculative_num_steps=num_steps,
+            speculative_eagle_topk=eagle_topk,
+            speculative_num_draft_tokens=num_draft_tokens,
+        )
+        if draft_model_path is not None:
+            kwargs["speculative_draft_model_path"] = str(draft_model_path)
+        if algorithm.upper() in SPEC_ALGORITHMS_NEEDING_TRITON_DRAFT_BACKEND:
+            kwargs["speculative_draft_attention_backend"] = "triton"
+    elif draft_model_path is not None:
+        raise ValueError("draft_model_path given without a speculative algorithm")
+    kwargs.update(overrides)
+    return kwargs
+
+
+def cpu_env(
+    *,
+    plugin: bool,
+    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    report_dir: str | os.PathLike[str] | None = None,
+    base: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Environment for a CPU SGLang process tree with the test shims and the plugin on/off.
+
+    ``plugin=False`` sets ``SGLANG_PLUGINS`` to a name no entry point has, so stock SGLang
+    runs; the shims are registered directly with ``HookRegistry`` and apply either way.
+    """
+    env = sglang_process_env(plugin=plugin, base=os.environ if base is None else base)
+    env.update(
+        {
+            "SGLANG_USE_CPU_ENGINE": "1",
+            shims.SHIMS_ENV: "1",
+            shims.NATIVE_MOVE_KV_ENV: "1",
+            shims.CAPACITY_ENV: str(int(capacity_bytes)),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+    )
+    if report_dir is not None:
+        env[scheduler_report.REPORT_DIR_ENV] = str(report_dir)
+    else:
+        env.pop(scheduler_report.REPORT_DIR_ENV, None)
+    env.update(extra or {})
+    return env
+
+
+def omp_threads_bind(tp_size: int) -> str:
+    """``SGLANG_CPU_OMP_THREADS_BIND`` for ``tp_size`` ranks: one core per rank, round robin.
+
+    SGLang asserts at TP > number of NUMA nodes unless each rank is given a core set; on a
+    2-core machine TP 2 gets ``0|1``. (The binding itself only takes effect with sgl-kernel's
+    AMX CPU ops, which this machine lacks; SGLang then only warns.)
+    """
+    cores = os.cpu_count() or 1
+    return "|".join(str(rank % cores) for rank in range(tp_size))
+
+
+def _parallel_env(kwargs: Mapping[str, Any], extra: Mapping[str, str] | None) -> dict[str, str]:
+    """``extra`` plus the threads binding a TP > 1 launch needs (unless ``extra`` sets one)."""
+    env = dict(extra or {})
+    tp_size = int(kwargs.get("tp_size") or 1)
+    if tp_size > 1:
+        env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", omp_threads_bind(tp_size))
+    return env
+
+
+# --------------------------------------------------------------------------- Engine
+
+
+@dataclass
+class EngineHandle:
+    """A running CPU Engine (in its driver process) and the files it writes."""
+
+    proc: subprocess.Popen[str]
+    files: RunFiles
+    engine_kwargs: dict[str, Any]
+    env: dict[str, str]
+    startup_s: float = 0.0
+    _replies: queue.Queue[str | None] = field(default_factory=queue.Queue)
+
+    @property
+    def log_path(self) -> Path:
+        return self.files.log_path
+
+    @property
+    def report_dir(self) -> Path:
+        return self.files.report_dir
+
+    def _next(self, timeout_s: float) -> dict[str, Any]:
+        try:
+            line = self._replies.get(timeout=timeout_s)
+        except queue.Empty:
+            raise TimeoutError(
+                f"no reply from the engine driver in {timeout_s:.0f} s\n"
+                f"{format_rank_tails(tail(self.log_path, 100_000))}"
+            ) from None
+        if line is None:
+            raise SGLangStartError(
+                f"engine driver exited (rc={self.proc.poll()})",
+                log_tail=self.log_tail(),
+                reports=self.scheduler_reports(),
+            )
+        return json.loads(line)
+
+    def request(self, command: dict[str, Any], timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> Any:
+        """Send one command to the driver and return its ``result`` (raises on failure)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        reply = self._next(timeout_s)
+        if not reply.get("ok"):
+            raise RuntimeError(
+                f"engine command {command.get('cmd')!r} failed:\n{reply.get('error')}"
+            )
+        return reply["result"]
+
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 4,
+        temperature: float = 0.0,
+        timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        **sampling: Any,
+    ) -> list[dict[str, Any]]:
+        """``Engine.generate`` on a list of prompts; greedy by default. Not for spec on CPU."""
+        params = {"max_new_tokens": max_new_tokens, "temperature": temperature, **sampling}
+        return self.request(
+            {"cmd": "generate", "prompts": list(prompts), "sampling_params": params}, timeout_s
+        )
+
+    def server_info(self) -> dict[str, Any]:
+        """``Engine.get_server_info()``: server args, scheduler handshake, internal states."""
+        return self.request({"cmd": "server_info"})
+
+    def scheduler_reports(self) -> list[dict[str, Any]]:
+        """Every scheduler-side report written so far (one per scheduler process)."""
+        return read_reports(self.report_dir)
+
+    def scheduler_report(self) -> dict[str, Any]:
+        """The single successful scheduler report (tp_size=1 runs have one scheduler)."""
+        return one_scheduler_report(self.scheduler_reports(), self.log_tail())
+
+    def log_tail(self, lines: int = 80) -> str:
+        """Last lines of the driver + SGLang log."""
+        return tail(self.log_path, lines)
+
+
+def _pump(stream: Any, sink: queue.Queue[str | None]) -> None:
+    for line in stream:
+        sink.put(line)
+    sink.put(None)
+
+
+@contextmanager
+def cpu_engine(
+    model_path: str | os.PathLike[str],
+    *,
+    draft_model_path: str | os.PathLike[str] | None = None,
+    algorithm: str | None = None,
+    plugin: bool = False,
+    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    work_dir: str | os.PathLike[str] | None = None,
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+    extra_env: Mapping[str, str] | None = None,
+    python: str | os.PathLike[str] | None = None,
+    graceful_shutdown: bool = False,
+    **engine_overrides: Any,
+) -> Iterator[EngineHandle]:
+    """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block.
+
+    Raises :class:`SGLangStartError` (with the log tail and any ``-error`` scheduler report)
+    when the Engine does not come up. On exit, normal or not, the driver's whole process group
+    is killed, so no scheduler survives a failed test.
+
+    ``python`` runs the driver with another interpreter (the benchmark passes
+    ``.venv-sglang0514``'s, with ``sglang_release="0.5.14"``, to start the real 0.5.14 Engine).
+    On exit the driver's process group is SIGTERMed (then SIGKILLed after 2 s): every test
+    reads what it needs inside the block, and ``Engine.shutdown()`` costs ~5 s per Engine on
+    2 cores. ``graceful_shutdown=True`` asks the Engine to shut down first.
+    """
+    files = RunFiles.make(work_dir, "engine")
+    kwargs = cpu_engine_kwargs(
+        model_path, draft_model_path=draft_model_path, algorithm=algorithm, **engine_overrides
+    )
+    env = cpu_env(
+        plugin=plugin,
+        capacity_bytes=capacity_bytes,
+        report_dir=files.report_dir,
+        extra=_parallel_env(kwargs, extra_env),
+    )
+    config_path = files.work_dir / "engine-config.json"
+    config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
+    proc = start_in_own_group(
+        [str(python or sys.executable), "-m", "harness.launch.engine_driver", str(config_path)],
+        log_path=files.log_path,
+        env=env,
+        cwd=files.work_dir,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    handle = EngineHandle(proc=proc, files=files, engine_kwargs=kwargs, env=env)
+    threading.Thread(target=_pump, args=(proc.stdout, handle._replies), daemon=True).start()
+    try:
+        started = time.monotonic()
+        event = handle._next(startup_timeout_s)
+        if event.get("event") != "ready":
+            raise SGLangStartError(
+                f"Engine failed to start:\n{event.get('traceback', event)}",
+                log_tail=handle.log_tail(),
+                reports=handle.scheduler_reports(),
+            )
+        handle.startup_s = time.monotonic() - started
+        yield handle
+    finally:
+        if graceful_shutdown:
+            _stop_engine(handle)
+        else:
+            kill_group(handle.proc, grace_s=2.0)
+        live_reports.keep_live_reports(env, files.work_dir.name)
+
+
+def _stop_engine(handle: EngineHandle) -> None:
+    proc = handle.proc
+    if proc.poll() is None:
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps({"cmd": "shutdown"}) + "\n")
+            proc.stdin.flush()
+            proc.stdin.close()
+            proc.wait(timeout=60)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+    kill_group(proc, grace_s=5.0)
+
+
+# --------------------------------------------------------------------------- launch_server
+
+
+def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
+    """``ServerArgs`` kwargs to ``launch_server`` flags (``True`` -> bare flag, None dropped)."""
+    argv: list[str] = []
+    for key, value in kwargs.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            argv += [flag, *map(str, value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+@contextmanager
+def cpu_server(
+    model_path: str | os.PathLike[str],
+    *,
+    draft_model_path: str | os.PathLike[str] | None = None,
+    algorithm: str | None = None,
+    plugin: bool = False,
+    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    work_dir: str | os.PathLike[str] | None = None,
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+    extra_args: list[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    **server_overrides: Any,
+) -> Iterator[ServerHandle]:
+    """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port.
+
+    Waits for ``/health`` to answer 200 (:func:`harness.launch.server_process.running_server`).
+    ``--skip-server-warmup`` and ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0`` keep the server
+    from running a forward pass on its own (a speculative forward cannot run on CPU in
+    0.5.13.post1). On exit the whole process group is terminated, killed and reaped.
+    """
+    files = RunFiles.make(work_dir, "server")
+    kwargs = cpu_engine_kwargs(
+        model_path,
+        draft_model_path=draft_model_path,
+        algorithm=algorithm,
+        skip_server_warmup=True,
+        **server_overrides,
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        *server_args_to_cli(kwargs),
+        *(extra_args or []),
+    ]
+    env = cpu_env(
+        plugin=plugin,
+        capacity_bytes=capacity_bytes,
+        report_dir=files.report_dir,
+        extra={
+            "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0",
+            **_parallel_env(kwargs, extra_env),
+        },
+    )
+    # Its graceful drain takes ~6 s and there is nothing to save: a short grace.
+    try:
+        with running_server(
+            argv, env=env, files=files, startup_timeout_s=startup_timeout_s, grace_s=3.0
+        ) as handle:
+            yield handle
+    finally:
+        live_reports.keep_live_reports(env, files.work_dir.name)

@@ -1,0 +1,100 @@
+"""Child process that owns one ``sglang.Engine`` for :func:`harness.launch.engine.cpu_engine`.
+
+Why a separate process: ``load_plugins()`` runs once per process and its hooks cannot be
+un-applied, so plugin-on and plugin-off engines must not share an interpreter with each other
+or with pytest; and on a scheduler failure SGLang's launch-phase SIGQUIT handler kills the
+whole process tree of the Engine's owner, which must not be pytest.
+
+Protocol: the parent writes one JSON command per line on stdin; this process answers one JSON
+object per line on a private duplicate of its original stdout. File descriptors 1 and 2 are
+then pointed at the log file, so SGLang's output (and that of the scheduler and detokenizer
+processes, which inherit them) never mixes with the protocol. The private descriptor is not
+inheritable, so SGLang's children never see it.
+
+Events: ``{"event": "ready", "startup_s": ...}`` or ``{"event": "error", "traceback": ...}``.
+Commands: ``generate`` (prompts, sampling_params), ``server_info``, ``shutdown``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, TextIO
+
+logger = logging.getLogger("harness.launch.engine_driver")
+
+
+def on_child_sigquit(signum: int, frame: Any) -> None:
+    """SIGQUIT handler passed as ``custom_sigquit_handler``: log only, keep this process.
+
+    SGLang's default handler kills its own process tree when a child fails. With this one the
+    Engine constructor instead notices the dead scheduler and raises, and the failure reaches
+    the test as an ``error`` event with the traceback.
+    """
+    logger.error("received SIGQUIT from an SGLang child process (it failed)")
+
+
+def _send(channel: TextIO, payload: dict[str, Any]) -> None:
+    channel.write(json.dumps(payload, default=repr) + "\n")
+    channel.flush()
+
+
+def _handle(engine: Any, command: dict[str, Any]) -> dict[str, Any]:
+    name = command.get("cmd")
+    if name == "generate":
+        out = engine.generate(
+            prompt=command["prompts"], sampling_params=command.get("sampling_params") or {}
+        )
+        return {"ok": True, "result": out}
+    if name == "server_info":
+        return {"ok": True, "result": engine.get_server_info()}
+    return {"ok": False, "error": f"unknown command {name!r}"}
+
+
+def main(argv: list[str]) -> int:
+    """Run the Engine described by the JSON config file ``argv[1]`` and serve commands."""
+    config = json.loads(Path(argv[1]).read_text())
+    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    log_fd = os.open(config["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+
+    import sglang
+
+    # Import the handler under its real module name: when this file runs as ``__main__`` the
+    # scheduler (a spawned child that unpickles ServerArgs) must still resolve it.
+    from harness.launch.engine_driver import on_child_sigquit as handler
+
+    started = time.monotonic()
+    try:
+        engine = sglang.Engine(**config["engine_kwargs"], custom_sigquit_handler=handler)
+    except BaseException:
+        _send(channel, {"event": "error", "traceback": traceback.format_exc()})
+        return 1
+    _send(channel, {"event": "ready", "pid": os.getpid(), "startup_s": time.monotonic() - started})
+
+    try:
+        for line in sys.stdin:
+            command = json.loads(line)
+            if command.get("cmd") == "shutdown":
+                break
+            try:
+                reply = _handle(engine, command)
+            except BaseException:
+                reply = {"ok": False, "error": traceback.format_exc()}
+            _send(channel, reply)
+    finally:
+        engine.shutdown()
+        _send(channel, {"event": "shutdown"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,230 @@
+"""One tiny speculative launch of sglang 0.5.23 on device cpu, and what it left behind.
+
+Shared by ``test/sglang_0_5_23`` and ``benchmark/bench_budget.py`` (its 0.5.23 section): the
+same tiny target (2 layers x 2 KV heads x dim 16, 256 B/token, bf16) with each draft kind,
+started as a real ``sglang.Engine`` through :func:`harness.launch.engine.cpu_engine`, plugin on or
+off. Runs in the 0.5.23 environment (``.venv-sglang0523``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
+from harness.reports.report_reading import read_breakdown
+
+# Tiny pair: target 2 layers x 2 KV heads x dim 16 (256 B/token, bf16).
+EAGLE3_DRAFT_VOCAB = 16000  # a reduced draft vocabulary: EAGLE3 carries a hot-token map
+STANDALONE_SHAPE = replace(llama_family.DEFAULT_TARGET, layers=1, kv_heads=1, head_dim=32)
+ENGINE_TIMEOUT_S = ENGINE_TEST_TIMEOUT_S + 300  # 0.5.23 imports more at start-up
+
+
+@dataclass(frozen=True)
+class LaunchKind:
+    """One launch configuration: target and draft checkpoints, algorithm, extra kwargs."""
+
+    target: Callable[[], Path]
+    draft: Callable[[], Path | None] = lambda: None
+    algorithm: str | None = None
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Kwargs computed when the launch starts (a recipe's flags, parsed by SGLang's own parser).
+    kwargs_fn: Callable[[], dict[str, Any]] | None = None
+
+
+def _mimo_target() -> Path:
+    from harness.checkpoints import mimo_v2_mtp
+
+    return mimo_v2_mtp.tiny_mimo_v2_target()
+
+
+def _gemma4(which: str) -> Path:
+    from harness.checkpoints import gemma4_mtp
+
+    return getattr(gemma4_mtp, f"tiny_gemma4_{which}")()
+
+
+def _tiny_checkpoint(name: str) -> Path:
+    from harness.checkpoints import tiny_configs
+
+    return tiny_configs.tiny_checkpoint(name)
+
+
+MULTI_LAYER_STEPS = 3
+
+KINDS: dict[str, LaunchKind] = {
+    "plain": LaunchKind(llama_family.tiny_llama_target),
+    "EAGLE": LaunchKind(llama_family.tiny_llama_target, eagle_drafts.tiny_eagle_draft, "EAGLE"),
+    "EAGLE3": LaunchKind(
+        llama_family.tiny_llama_target,
+        lambda: eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB),
+        "EAGLE3",
+    ),
+    "EAGLE3-nnpl0": LaunchKind(
+        llama_family.tiny_llama_target,
+        lambda: eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0),
+        "EAGLE3",
+    ),
+    "STANDALONE": LaunchKind(
+        llama_family.tiny_llama_target,
+        lambda: llama_family.tiny_llama_target(STANDALONE_SHAPE),
+        "STANDALONE",
+    ),
+    # MiMo-V2: SGLang turns multi-layer EAGLE on by itself, one MTP runner per step; the MTP
+    # layers live in the target's checkpoint.
+    "MTP-multi-layer": LaunchKind(
+        _mimo_target,
+        _mimo_target,
+        "EAGLE",
+        {
+            "trust_remote_code": True,
+            "num_steps": MULTI_LAYER_STEPS,
+            "num_draft_tokens": MULTI_LAYER_STEPS + 1,
+        },
+    ),
+    # DeepSeek-V3 MTP with no draft path: the NextN layer comes from the target's checkpoint.
+    "MTP-deepseek-v3": LaunchKind(
+        lambda: _tiny_checkpoint("deepseek-v3"),
+        algorithm="EAGLE",
+        engine_kwargs={"trust_remote_code": True},
+    ),
+    # A Gemma 4 assistant: SGLang promotes EAGLE to FROZEN_KV_MTP for it.
+    # 0.5.23's Gemma 4 refuses torch_native attention; the Triton backend is only constructed
+    # at init (no forward pass runs on CPU).
+    "FROZEN_KV_MTP": LaunchKind(
+        lambda: _gemma4("target"),
+        lambda: _gemma4("assistant"),
+        "EAGLE",
+        {"attention_backend": "triton"},
+    ),
+}
+
+
+class Launch:
+    """What one CPU Engine launch left behind: scheduler report, memory report, log."""
+
+    def __init__(self, report: dict[str, Any], memory: dict[str, Any] | None, log: str) -> None:
+        self.report = report
+        self.memory = memory
+        self.log = log
+
+    def runner(self, role: str) -> dict[str, Any]:
+        return next(r for r in self.report["model_runners"] if r["role"] == role)
+
+    def draft_runners(self) -> list[dict[str, Any]]:
+        return [r for r in self.report["model_runners"] if r["role"] == "draft"]
+
+    def reading(self, caller_suffix: str) -> list[dict[str, Any]]:
+        return [r for r in self.report["meter"]["readings"] if r["caller"].endswith(caller_suffix)]
+
+    @property
+    def pre_load_free_bytes(self) -> int:
+        readings = self.reading("measure_pre_model_load_memory")
+        if not readings:
+            # 0.5.20 takes the reading inside bootstrap.init_torch_distributed, the second of
+            # its three (distributed/bootstrap.py:145); the target's runner comes first.
+            readings = self.reading("bootstrap.init_torch_distributed")[1:]
+        return readings[0]["free_bytes"]
+
+    @property
+    def free_at_profile(self) -> int:
+        return self.reading("KVCacheConfigurator._profile_available_bytes")[0]["free_bytes"]
+
+    @property
+    def free_after_pools(self) -> int:
+        return self.reading("KVCacheConfigurator.configure")[-1]["free_bytes"]
+
+    @property
+    def resident_at_profile(self) -> int:
+        """What SGLang saw leave free memory between its pre-load baseline and profiling."""
+        return self.pre_load_free_bytes - self.free_at_profile
+
+    def kv_pool_bytes(self) -> int:
+        """K and V buffer bytes of every runner's KV pool, as allocated."""
+        pools = [r["kv_pool"] for r in self.report["model_runners"] if r["kv_pool"]]
+        return sum(p["k_bytes"] + p["v_bytes"] for p in pools)
+
+
+# One future per (kind, plugin): every launch starts at most once per process, whoever asks
+# first (a test, or prefetch() on behalf of the tests the session collected).
+_launches: dict[tuple[str, bool], Future[Launch]] = {}
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+# Two launches at a time: each one spends most of its start-up importing SGLang on one core.
+PARALLEL_LAUNCHES = 2
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(PARALLEL_LAUNCHES, thread_name_prefix="launch-0523")
+    return _pool
+
+
+def _submit(kind: str, plugin: bool, tmp_root: Path) -> Future[Launch]:
+    with _lock:
+        key = (kind, plugin)
+        if key not in _launches:
+            _launches[key] = _executor().submit(_run, kind, plugin, tmp_root)
+        return _launches[key]
+
+
+def prefetch(keys: list[tuple[str, bool]], tmp_root: Path) -> None:
+    """Start these launches in the background, in this order, two at a time."""
+    for kind, plugin in keys:
+        _submit(kind, plugin, tmp_root)
+
+
+def launch(kind: str, plugin: bool, tmp_root: Path) -> Launch:
+    """The Engine for ``kind`` with the plugin on or off, started once per session."""
+    return _submit(kind, plugin, tmp_root).result()
+
+
+def launch_overrides(spec: LaunchKind) -> dict[str, Any]:
+    """The Engine kwargs on top of :func:`harness.launch.engine.cpu_engine_kwargs`'s for ``spec``
+    (a fraction of 0.5 unless the kind sets its own, e.g. a recipe's)."""
+    return {
+        "mem_fraction_static": 0.5,
+        **spec.engine_kwargs,
+        **(spec.kwargs_fn() if spec.kwargs_fn else {}),
+    }
+
+
+def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
+    work = tmp_root / f"{kind}-{'on' if plugin else 'off'}"
+    report_dir = work / "memory"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    spec = KINDS[kind]
+    with cpu_engine(
+        spec.target(),
+        draft_model_path=spec.draft(),
+        algorithm=spec.algorithm,
+        plugin=plugin,
+        work_dir=work,
+        startup_timeout_s=ENGINE_TIMEOUT_S,
+        # Every model tensor and KV buffer in the scheduler report
+        # (harness.reports.fidelity_tensors).
+        extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(report_dir), TENSOR_REPORT_ENV: "1"},
+        **launch_overrides(spec),
+    ) as engine:
+        report = engine.scheduler_report()
+    memory = read_breakdown(report_dir)
+    return Launch(report, memory, engine.log_path.read_text(errors="replace"))
+
+
+def load_launch(work: Path) -> Launch:
+    """A launch from the files :func:`launch` left in ``work`` (for re-reading a past run)."""
+    reports = [
+        json.loads(p.read_text())
+        for p in sorted((work / "reports").glob("scheduler-*.json"))
+        if not p.name.endswith("-error.json")
+    ]
+    memory = read_breakdown(work / "memory")
+    return Launch(reports[0], memory, (work / "engine.log").read_text(errors="replace"))

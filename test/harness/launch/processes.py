@@ -1,0 +1,240 @@
+"""Process plumbing shared by the CPU harness and the GPU suite: ports, process groups, logs.
+
+Why one module: an SGLang server is a process tree (launcher, scheduler per rank, detokenizer)
+that holds a port and, on a GPU runner, device memory. Every test that starts one needs the
+same four things, and the CPU suite (``harness.launch.engine``) and the GPU suite (``test/gpu``) use
+this single copy so that what the CPU tests prove here is what the GPU runner relies on:
+
+- :func:`free_port`: a loopback port SGLang accepts. SGLang 0.5.13.post1 derives its gRPC
+  port as ``--port + 10000`` and rejects a result above 65535 (``ServerArgs.__post_init__``
+  -> ``_handle_deprecated_args``); Linux hands out ephemeral ports up to 60999, so about one
+  launch in five would die at start-up with a port taken at random.
+- :func:`start_in_own_group`: the command runs as the leader of a new session (so the whole
+  tree can be signalled as one process group), dies with its parent (``PR_SET_PDEATHSIG``),
+  and writes stdout and stderr to a log file.
+- :func:`kill_group`: SIGTERM, then SIGKILL, the whole group, then wait until no member is
+  left, reaping the members that became this process's children. It also works when the
+  leader already died (early exit or SIGKILL) and left its children running.
+- :func:`tail`: the end of a log, for failure messages; :func:`format_rank_tails`: the end of
+  each rank's lines of a multi-rank log (SGLang tags each scheduler's lines with its ranks,
+  ``[2026-01-01 00:00:00 DP0 TP1]``), so that a hang shows where every rank stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+# SGLang derives its gRPC port as --port + 10000 and rejects anything above 65535.
+GRPC_PORT_OFFSET = 10000
+MAX_HTTP_PORT = 65535 - GRPC_PORT_OFFSET
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+# --------------------------------------------------------------------------- ports
+
+
+def free_port(attempts: int = 200) -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago, low enough for SGLang's gRPC port."""
+    for _ in range(attempts):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port <= MAX_HTTP_PORT:
+            return port
+    raise RuntimeError(f"no free port <= {MAX_HTTP_PORT} found in {attempts} attempts")
+
+
+# --------------------------------------------------------------------------- starting
+
+
+def die_with_parent() -> None:
+    """``preexec_fn``: SIGKILL this child when its parent dies (Linux ``PR_SET_PDEATHSIG``).
+
+    SGLang's scheduler and detokenizer already die with their parent
+    (``kill_itself_when_parent_died``), so this closes the chain: a pytest crash or a
+    thread-method timeout cannot leave an Engine or server running.
+    """
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux only).
+
+    When a server's launcher dies first, its scheduler and detokenizer are re-parented to the
+    nearest subreaper instead of PID 1, which in a container may never reap them. With this
+    process as the subreaper, :func:`kill_group` can reap them itself. Returns False where the
+    call is not available.
+    """
+    if sys.platform != "linux":
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def start_in_own_group(
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    env: Mapping[str, str],
+    cwd: Path,
+    stdin: int | IO[Any] | None = None,
+    stdout: int | IO[Any] | None = None,
+    text: bool = False,
+) -> subprocess.Popen[Any]:
+    """Start ``argv`` as a new session leader that dies with this process.
+
+    stderr always goes to ``log_path`` (appended); stdout too unless ``stdout`` is given
+    (the Engine driver keeps its stdout for its reply protocol).
+    """
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            list(argv),
+            stdin=stdin,
+            stdout=log if stdout is None else stdout,
+            stderr=log if stdout is not None else subprocess.STDOUT,
+            env=dict(env),
+            cwd=str(cwd),
+            text=text,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+
+
+# --------------------------------------------------------------------------- stopping
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """One live process of a process group, as ``/proc`` shows it."""
+
+    pid: int
+    state: str  # "Z" for a zombie (exited, not yet reaped)
+    cmdline: str
+
+
+def group_members(pgid: int) -> list[GroupMember]:
+    """Every process whose process group is ``pgid`` (read from ``/proc``, Linux)."""
+    members: list[GroupMember] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            raw_cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:  # exited while we looked
+            continue
+        # Fields after the command name (which may contain spaces) start at the last ')'.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[2]) == pgid:
+            cmdline = raw_cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+            members.append(GroupMember(int(entry), fields[0], cmdline))
+    return members
+
+
+def _reap_own_children_in(pgid: int) -> None:
+    """Collect the exit status of every child of this process that is in group ``pgid``."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-pgid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member this user may not signal; the wait below reports it
+        return True
+    return True
+
+
+def kill_group(
+    proc: subprocess.Popen[Any], grace_s: float, reap_timeout_s: float = 30.0
+) -> list[GroupMember]:
+    """SIGTERM, then SIGKILL, the process group led by ``proc``; wait until it is gone.
+
+    Works whether the leader is alive, exited early, or was SIGKILLed while its children
+    kept running: the group outlives its leader as long as one member is alive. Members that
+    are (or became, see :func:`become_subreaper`) children of this process are reaped here.
+    Returns the members still present after ``reap_timeout_s`` (empty when all are gone).
+    """
+    pgid = proc.pid
+    if _signal_group(pgid, signal.SIGTERM):
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(pgid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    deadline = time.monotonic() + reap_timeout_s
+    while True:
+        _reap_own_children_in(pgid)
+        left = group_members(pgid)
+        if not left or time.monotonic() > deadline:
+            return left
+        if any(m.state != "Z" for m in left):
+            _signal_group(pgid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
+# --------------------------------------------------------------------------- logs
+
+
+def tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of a log file (``<no log>`` when it does not exist)."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return "<no log>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+_RANK_TAG = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<ranks>(?: [A-Z_]+\d+)*)\]")
+LAUNCHER = "launcher"
+
+
+def rank_log_lines(text: str) -> dict[str, list[str]]:
+    """Log lines grouped by their rank tag (``TP0``, ``DP1 TP1``; untagged: ``launcher``).
+
+    An untagged line (a traceback) belongs to the tagged line it continues.
+    """
+    groups: dict[str, list[str]] = {}
+    current = LAUNCHER
+    for line in text.splitlines():
+        match = _RANK_TAG.match(line)
+        if match:
+            current = match.group("ranks").strip() or LAUNCHER
+        groups.setdefault(current, []).append(line)
+    return groups
+
+
+def format_rank_tails(text: str, lines: int = 12) -> str:
+    """Each rank's last ``lines`` log lines, one block per rank."""
+    blocks = [
+        f"--- last {lines} lines of {rank} ---\n" + "\n".join(group[-lines:])
+        for rank, group in sorted(rank_log_lines(text).items())
+    ]
+    return "\n".join(blocks) if blocks else "<empty log>"

@@ -1,0 +1,223 @@
+"""One ``python -m sglang.launch_server`` process tree, for the CPU harness and the GPU suite.
+
+:func:`running_server` starts the command (plus ``--host 127.0.0.1 --port P``, with ``P``
+from :func:`harness.launch.processes.free_port`) in its own process group with its output in a log
+file, waits for ``/health`` to answer 200, and on exit, normal or not, kills and reaps the
+whole group. When the server exits or hangs before it is healthy, :class:`SGLangStartError`
+carries the log tail. The device-specific arguments and environment are the caller's
+(``harness.launch.engine.cpu_server`` on CPU, ``test/gpu/gpu_server.py`` on a GPU runner).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.launch.processes import (
+    GroupMember,
+    format_rank_tails,
+    free_port,
+    kill_group,
+    start_in_own_group,
+    tail,
+)
+from harness.launch.sglang_release import extra_python_path
+
+# On PYTHONPATH, this directory's sitecustomize installs the harness's hooks in every process
+# SGLang spawns (CPU doubles and/or the device probe, as the environment asks).
+SITE_DIR = Path(__file__).resolve().parent / "site"
+# SGLang's own plugin whitelist (SGLANG_PLUGINS) switches the plugin: its entry point name to
+# load it, a name no entry point has to run stock SGLang.
+PLUGIN_ENTRY_POINT = "specinit"
+PLUGIN_DISABLED = "none-specinit-disabled"
+
+
+def sglang_process_env(
+    *, plugin: bool, base: Mapping[str, str], extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``base`` plus the harness site dir first on ``PYTHONPATH`` and the plugin switch."""
+    env = dict(base)
+    # The sitecustomize appends test/ (for ``harness``); 0.5.23 also needs the sgl_kernel double.
+    python_path = [str(SITE_DIR), *extra_python_path()]
+    if env.get("PYTHONPATH"):
+        python_path.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(python_path)
+    env["SGLANG_PLUGINS"] = PLUGIN_ENTRY_POINT if plugin else PLUGIN_DISABLED
+    env.update(extra or {})
+    return env
+
+
+class SGLangStartError(RuntimeError):
+    """The Engine or server did not come up; carries the log tail and any scheduler reports.
+
+    The message ends with the scheduler's own traceback when it wrote an ``-error`` report
+    (the Engine-side traceback only says that the scheduler died).
+    """
+
+    def __init__(self, message: str, *, log_tail: str, reports: list[dict[str, Any]]) -> None:
+        errors = [r["error"] for r in reports if "error" in r]
+        scheduler = f"\n--- scheduler traceback ---\n{errors[-1]}" if errors else ""
+        super().__init__(f"{message}\n--- log tail ---\n{log_tail}{scheduler}")
+        self.log_tail = log_tail
+        self.reports = reports
+        self.scheduler_error = errors[-1] if errors else None
+
+
+def read_reports(report_dir: Path) -> list[dict[str, Any]]:
+    """All harness scheduler reports in ``report_dir`` (success and ``-error`` ones), by name."""
+    if not report_dir.is_dir():
+        return []
+    return [json.loads(p.read_text()) for p in sorted(report_dir.glob("scheduler-*.json"))]
+
+
+def one_scheduler_report(reports: list[dict[str, Any]], log_tail: str) -> dict[str, Any]:
+    """The single successful scheduler report (tp_size=1 runs have one scheduler)."""
+    ok = [r for r in reports if "error" not in r]
+    if len(ok) != 1:
+        raise AssertionError(
+            f"expected exactly one scheduler report, found {len(ok)} "
+            f"(+{len(reports) - len(ok)} error reports)\n--- log tail ---\n{log_tail}"
+        )
+    return ok[0]
+
+
+@dataclass
+class RunFiles:
+    """Where one run writes: its work dir, its log and a directory for JSON reports."""
+
+    work_dir: Path
+    log_path: Path
+    report_dir: Path
+
+    @classmethod
+    def make(cls, work_dir: str | os.PathLike[str] | None, stem: str) -> RunFiles:
+        root = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix=stem))
+        root.mkdir(parents=True, exist_ok=True)
+        report_dir = root / "reports"
+        report_dir.mkdir(exist_ok=True)
+        return cls(root, root / f"{stem}.log", report_dir)
+
+
+@dataclass
+class ServerHandle:
+    """A running ``sglang.launch_server`` on a loopback port."""
+
+    proc: Any  # subprocess.Popen[bytes]
+    files: RunFiles
+    port: int
+    argv: list[str]
+    startup_s: float = 0.0
+    # Members of the process group still present after teardown (empty when all were reaped).
+    leftovers: list[GroupMember] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.files.log_path
+
+    @property
+    def report_dir(self) -> Path:
+        return self.files.report_dir
+
+    def get(self, path: str, timeout_s: float = 30.0) -> Any:
+        """GET ``path`` and decode the JSON body."""
+        with urllib.request.urlopen(self.base_url + path, timeout=timeout_s) as resp:
+            return json.loads(resp.read())
+
+    def post(self, path: str, payload: Mapping[str, Any], timeout_s: float = 120.0) -> Any:
+        """POST ``payload`` as JSON to ``path`` and decode the JSON body."""
+        req = urllib.request.Request(
+            self.base_url + path,
+            data=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return json.loads(resp.read())
+
+    def server_info(self) -> dict[str, Any]:
+        """``/server_info``: server args, the scheduler handshake and internal states."""
+        return self.get("/server_info")
+
+    def healthy(self) -> bool:
+        """``/health`` answers 200 now."""
+        return health_status(self.base_url + "/health") == 200
+
+    def scheduler_reports(self) -> list[dict[str, Any]]:
+        """Every harness scheduler report written so far."""
+        return read_reports(self.report_dir)
+
+    def scheduler_report(self) -> dict[str, Any]:
+        """The single successful harness scheduler report."""
+        return one_scheduler_report(self.scheduler_reports(), self.log_tail())
+
+    def log_tail(self, lines: int = 80) -> str:
+        """Last lines of the server's combined stdout/stderr."""
+        return tail(self.log_path, lines)
+
+
+def health_status(url: str) -> int | None:
+    """HTTP status of a GET on ``url``; None when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+@contextmanager
+def running_server(
+    launch_argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    files: RunFiles,
+    startup_timeout_s: float,
+    grace_s: float = 3.0,
+    poll_s: float = 0.5,
+) -> Iterator[ServerHandle]:
+    """Run ``launch_argv + --host 127.0.0.1 --port P`` until the block ends.
+
+    ``launch_argv`` is the whole command without host and port (``python -m
+    sglang.launch_server --model-path ...``). Raises :class:`SGLangStartError` when the server
+    exits or is not healthy within ``startup_timeout_s``. On exit the process group is
+    terminated, killed and reaped; what could not be reaped is left in ``handle.leftovers``.
+    """
+    port = free_port()
+    argv = [*launch_argv, "--host", "127.0.0.1", "--port", str(port)]
+    proc = start_in_own_group(argv, log_path=files.log_path, env=env, cwd=files.work_dir)
+    handle = ServerHandle(proc=proc, files=files, port=port, argv=argv)
+    try:
+        started = time.monotonic()
+        deadline = started + startup_timeout_s
+        while not handle.healthy():
+            if proc.poll() is not None:
+                raise SGLangStartError(
+                    f"launch_server exited with rc={proc.returncode}",
+                    log_tail=handle.log_tail(),
+                    reports=handle.scheduler_reports(),
+                )
+            if time.monotonic() > deadline:
+                # A hang at TP > 1 is often one rank waiting for another: show every rank.
+                raise SGLangStartError(
+                    f"launch_server not healthy after {startup_timeout_s:.0f} s",
+                    log_tail=format_rank_tails(handle.log_tail(100_000)),
+                    reports=handle.scheduler_reports(),
+                )
+            time.sleep(poll_s)
+        handle.startup_s = time.monotonic() - started
+        yield handle
+    finally:
+        handle.leftovers = kill_group(proc, grace_s=grace_s)

@@ -1,0 +1,81 @@
+"""Which sglang release this test process runs, and what a CPU run of it needs.
+
+The CPU harness serves 0.5.13.post1 (``.venv``), 0.5.20 (``.venv-sglang0520``, for the
+0.5.16-0.5.20 generation) and the 0.5.23 generation (``.venv-sglang0523`` and its siblings).
+Their CPU recipes differ in three places, all decided here:
+
+- 0.5.23 renamed the piecewise graph switch (``disable_prefill_cuda_graph``) and turns decode
+  graphs off with ``disable_decode_cuda_graph``;
+- from 0.5.16 on, SGLang imports CPU ops from ``sgl_kernel`` at module import
+  (``kernels/ops/kvcache/cache_move.py:10`` in 0.5.16-0.5.23), and sglang-kernel has no CPU
+  build: the test double in ``cpu_doubles/sgl_kernel_stub/`` goes on ``PYTHONPATH``;
+- those releases' KV warm-up runs through that double, so the 0.5.13 no-op shim for the
+  Triton warm-up is not registered there (the ``torch.cuda.synchronize`` shim still is:
+  MiMo-V2's MTP ``set_embed_and_head`` calls it).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+SGL_KERNEL_STUB_DIR = Path(__file__).resolve().parents[1] / "cpu_doubles" / "sgl_kernel_stub"
+
+
+def release_tuple(text: str) -> tuple[int, int, int]:
+    """``"0.5.13.post1"`` -> ``(0, 5, 13)``."""
+    parts = [int("".join(c for c in p if c.isdigit()) or 0) for p in text.split(".")[:3]]
+    major, minor, patch = (parts + [0, 0, 0])[:3]
+    return (major, minor, patch)
+
+
+@cache
+def sglang_release() -> tuple[int, int, int]:
+    """(major, minor, patch) of the installed sglang; (0, 0, 0) when absent."""
+    try:
+        return release_tuple(version("sglang"))
+    except PackageNotFoundError:
+        return (0, 0, 0)
+
+
+# 0.5.21 and 0.5.22 are 0.5.23's internal API generation, and their CPU recipe is 0.5.23's
+# (the same graph switches, CPU ops imported from sgl_kernel at module import: 0.5.21's
+# kernels/ops/kvcache/cache_move.py:10): the 0.5.23 recipe serves all three.
+RUNTIME_CONTEXT_GENERATION = (0, 5, 21)
+
+
+def runs_0_5_23() -> bool:
+    """True on the 0.5.21-0.5.23 generation, which the 0.5.23 recipe runs."""
+    return sglang_release() >= RUNTIME_CONTEXT_GENERATION
+
+
+def graphs_off_kwargs(release: tuple[int, int, int] | None = None) -> dict[str, Any]:
+    """ServerArgs kwargs that keep every CUDA graph off on a CPU run of ``release`` (default:
+    the installed one). 0.5.14 folded ``disable_piecewise_cuda_graph`` into
+    ``cuda_graph_backend_prefill``; 0.5.23 renamed both switches."""
+    release = release or sglang_release()
+    if release >= RUNTIME_CONTEXT_GENERATION:
+        return {"disable_decode_cuda_graph": True, "disable_prefill_cuda_graph": True}
+    if release >= (0, 5, 14):
+        return {"disable_cuda_graph": True, "cuda_graph_backend_prefill": "disabled"}
+    return {"disable_cuda_graph": True, "disable_piecewise_cuda_graph": True}
+
+
+# 0.5.16 moved the KV moves into ``sglang.kernels.ops``: from then on a CPU run imports
+# ``copy_all_layer_kv_cache_cpu`` and the speculative CPU ops from sgl_kernel at module import
+# (0.5.20, measured: ``mem_cache/memory_pool.py:45`` -> ``kernels/ops/kvcache/cache_move.py:10``),
+# and the KV pool's warm-up calls that op.
+SGL_KERNEL_CPU_OPS_GENERATION = (0, 5, 16)
+
+
+def imports_sgl_kernel_cpu_ops() -> bool:
+    """True from 0.5.16 on: CPU SGLang imports ``sgl_kernel`` ops at module import, and the KV
+    warm-up runs through ``copy_all_layer_kv_cache_cpu`` (the test double on CPU)."""
+    return sglang_release() >= SGL_KERNEL_CPU_OPS_GENERATION
+
+
+def extra_python_path() -> list[str]:
+    """Directories a CPU SGLang process of this release needs on ``PYTHONPATH``."""
+    return [str(SGL_KERNEL_STUB_DIR)] if imports_sgl_kernel_cpu_ops() else []

@@ -1,0 +1,84 @@
+"""Install the harness's hooks in every Python process of a test run.
+
+``SPECINIT_TEST_SHIMS=1`` (CPU runs only): the CPU test doubles of :mod:`harness.cpu_doubles.shims`,
+and the scheduler report hooks when ``SPECINIT_TEST_REPORT_DIR`` is set.
+``SPECINIT_TEST_DEVICE_PROBE=1`` (CPU and GPU runs): the device-memory probe of
+:mod:`harness.reports.device_probe`. A GPU run sets only this one, so no CPU double reaches it.
+
+Why a sitecustomize: SGLang spawns its scheduler with ``multiprocessing`` "spawn", a fresh
+interpreter that inherits only the environment. Putting this directory on ``PYTHONPATH`` makes
+each such interpreter run this file at start-up.
+
+It registers nothing eagerly (importing SGLang costs seconds and would slow helper processes
+such as multiprocessing's resource tracker). Instead it waits for
+``sglang.srt.plugins.hook_registry`` to be imported, which always happens before that
+process's ``load_plugins()``, and registers the shims (and, when ``SPECINIT_TEST_REPORT_DIR`` is
+set, the scheduler report hooks, and any fault doubles of ``harness.cpu_doubles.faults`` whose
+variable is set) right after the module body runs. ``load_plugins()`` then
+applies them with ``HookRegistry.apply_hooks()``, exactly like a plugin's hooks, whatever
+``SGLANG_PLUGINS`` says (the whitelist filters entry points, not registered hooks).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import types
+from pathlib import Path
+
+_TRIGGER = "sglang.srt.plugins.hook_registry"
+_TEST_DIR = str(Path(__file__).resolve().parents[3])
+
+
+def _register_test_hooks() -> None:
+    if os.environ.get("SPECINIT_TEST_SHIMS") == "1":
+        from harness.cpu_doubles import shims
+
+        shims.register_shims()
+        from harness.cpu_doubles import faults
+
+        faults.register_fault_hooks()  # only those whose environment variable is set
+        if os.environ.get("SPECINIT_TEST_REPORT_DIR"):
+            from harness.reports import scheduler_report
+
+            scheduler_report.register_report_hooks()
+    if os.environ.get("SPECINIT_TEST_DEVICE_PROBE") == "1":
+        from harness.reports import device_probe
+
+        device_probe.register_probe_hooks()
+
+
+class _RegisterAfterHookRegistryImport(importlib.abc.MetaPathFinder):
+    """Meta-path finder that fires once, when ``hook_registry`` is first imported."""
+
+    def find_spec(
+        self, fullname: str, path: object, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != _TRIGGER:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        run_module_body = spec.loader.exec_module
+
+        def exec_module(module: types.ModuleType) -> None:
+            run_module_body(module)
+            _register_test_hooks()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "1" in (os.environ.get("SPECINIT_TEST_SHIMS"), os.environ.get("SPECINIT_TEST_DEVICE_PROBE")):
+    # test/ holds the ``harness`` package (the engine driver and the unpickled
+    # ``custom_sigquit_handler`` live there). Appended, so it never shadows a real module.
+    if _TEST_DIR not in sys.path:
+        sys.path.append(_TEST_DIR)
+    if _TRIGGER in sys.modules:  # pragma: no cover - only if something imported it first
+        _register_test_hooks()
+    else:
+        sys.meta_path.insert(0, _RegisterAfterHookRegistryImport())

@@ -1,0 +1,11 @@
+"""Rows of the suite's launch matrices, and the probes that run them.
+
+- ``fidelity``: the recipe-fidelity matrix's rows (SGLang's documented speculative recipes,
+  flag for flag) and per-row machinery, sglang 0.5.13.post1;
+- ``fidelity_0523``: the same recipes as sglang 0.5.23 takes them;
+- ``fidelity_probe``: builds each launch's ``ServerArgs`` and model configs as SGLang does,
+  plugin on and off (``python -m``);
+- ``fidelity_probe_0523``: the same for sglang 0.5.23;
+- ``refused_launches``: the fault matrices' refused-launch rows (0.5.13.post1 and 0.5.23): each
+  row's bad draft or flags and the one-line message it must get.
+"""

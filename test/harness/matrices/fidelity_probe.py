@@ -1,0 +1,377 @@
+"""Build each launch's ``ServerArgs`` and model configs as SGLang does, plugin on and off.
+
+Run as ``python -m harness.matrices.fidelity_probe <request.json> <out_dir>``. The request lists
+launches (``argv`` as ``launch_server`` gets it, environment variables, ``cpu_engine`` for a
+device-cpu launch, ``modes`` to run it in only some plugin modes). The probe does what the
+launcher and the scheduler do, in their order, and writes one JSON file per launch and plugin
+mode into ``out_dir``:
+
+1. like ``python -m sglang.launch_server``: import ``sglang.launch_server`` (which imports
+   ``server_args``), ``load_plugins()``, ``prepare_server_args(argv)``;
+2. like the scheduler and the target ``TpModelWorker``: the target ``ModelConfig`` (scheduler,
+   then worker), snapshotted as stock has it when the target pool is sized;
+3. like the draft ``TpModelWorker``: ``ModelConfig.from_server_args(server_args,
+   model_path=<draft path or None>, model_revision=..., is_draft_model=True)``, built inside the
+   plugin's phased context (``state.defer_pools()``), i.e. where the phased init builds it:
+   before the target pool is sized; then the target is snapshotted again;
+4. optionally (``scheduler_check``) SGLang's ``Scheduler.init_model_worker`` (hooked by the
+   plugin when on) on a scheduler holding only what that method reads, whose
+   ``init_tp_model_worker`` records how it was called and stops there (a CPU machine cannot
+   build these models' workers).
+
+Isolation and cost: ``load_plugins()`` runs once per process and applied hooks stay, so the
+probe imports SGLang once, forks one child per plugin mode (``SGLANG_PLUGINS``, SGLang's own
+whitelist, as :mod:`harness.launch.engine` sets it), which calls ``load_plugins()``, and that child
+forks one grandchild per launch: every launch starts from the same fresh post-``load_plugins``
+interpreter state (no cached hf config, environment or global server args leak between rows).
+
+Test doubles (no GPU here), both describing one named device: ``get_device_memory_capacity``
+returns ``capacity_mib`` (its total memory in MiB) for a ``cuda`` device, so SGLang's automatic
+``--mem-fraction-static`` heuristic runs as on that device; ``torch.cuda.get_device_capability``
+returns its compute capability (SGLang's DSA defaults read it while building ``ServerArgs``).
+Plugin off, the probe also records the heuristic's fraction for the same launch without its
+speculative term (SGLang's own ``_handle_gpu_memory_settings`` on a copy of the state it was
+called with, algorithm removed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import io
+import json
+import logging
+import os
+import random
+import sys
+import traceback
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+PLUGIN_NAME = "specinit"
+PLUGIN_OFF_NAME = "none-specinit-disabled"
+MODES = {"on": PLUGIN_NAME, "off": PLUGIN_OFF_NAME}
+ENV_PREFIXES = ("SGLANG_", "SGL_")
+
+
+class StockInitReached(BaseException):
+    """Raised by the recording ``init_tp_model_worker`` to stop ``init_model_worker`` there."""
+
+
+# --------------------------------------------------------------------------- capture
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.records: list[dict[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(
+            {"logger": record.name, "level": record.levelname, "message": record.getMessage()}
+        )
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return f"<{type(value).__name__}> {value!s}"
+
+
+def server_args_fields(server_args: Any) -> dict[str, Any]:
+    """Every dataclass field of ``ServerArgs`` after ``__post_init__``, as plain data."""
+    return {
+        f.name: _jsonable(getattr(server_args, f.name)) for f in dataclasses.fields(server_args)
+    }
+
+
+def _sglang_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+
+
+# --------------------------------------------------------------------------- test double
+
+
+def install_device_doubles(capacity_mib: int, capability: tuple[int, int]) -> None:
+    """Test doubles for the named device the recipes target (no GPU here): its total memory
+    from ``get_device_memory_capacity("cuda")``, its compute capability from
+    ``torch.cuda.get_device_capability()``."""
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
+
+    def simulated_cuda_capacity(original: Any, device: str | None = None) -> Any:
+        if device is not None and device.startswith("cuda"):
+            return float(capacity_mib)
+        return original(device)
+
+    def simulated_cuda_capability(original: Any, device: Any = None) -> tuple[int, int]:
+        return (int(capability[0]), int(capability[1]))
+
+    source = HookSource(plugin_name="specinit-test-fidelity", dist_name=None)
+    HookRegistry.register(
+        "sglang.srt.utils.common.get_device_memory_capacity",
+        simulated_cuda_capacity,
+        HookType.AROUND,
+        source=source,
+    )
+    HookRegistry.register(
+        "torch.cuda.get_device_capability",
+        simulated_cuda_capability,
+        HookType.AROUND,
+        source=source,
+    )
+    HookRegistry.apply_hooks()
+
+
+def record_fraction_without_spec_term(sink: dict[str, Any]) -> None:
+    """Plugin off: remember what SGLang's heuristic gives this launch without the draft term.
+
+    An AROUND hook on ``ServerArgs._handle_gpu_memory_settings`` copies the state it is called
+    with, and afterwards runs SGLang's own method on that copy with the algorithm removed.
+    """
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
+
+    def fraction_probe(original: Any, self: Any, gpu_mem: Any) -> Any:
+        before = copy.deepcopy(self)
+        result = original(self, gpu_mem)
+        if before.mem_fraction_static is None and before.speculative_algorithm is not None:
+            before.speculative_algorithm = None
+            original(before, gpu_mem)
+            sink["fraction_without_spec_term"] = before.mem_fraction_static
+            sink["gpu_mem_mib"] = gpu_mem
+        return result
+
+    HookRegistry.register(
+        "sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings",
+        fraction_probe,
+        HookType.AROUND,
+        source=HookSource(plugin_name="specinit-test-fidelity", dist_name=None),
+    )
+    HookRegistry.apply_hooks()
+
+
+# --------------------------------------------------------------------------- one launch
+
+
+def _model_configs(server_args: Any, mode: str) -> dict[str, Any]:
+    """Steps 2 and 3 of the module docstring."""
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang_specinit.sglang_0_5_13.state import defer_pools
+    from sglang_specinit.specs import runner_layer_count
+
+    from harness.reports.config_snapshot import model_config_snapshot
+
+    out: dict[str, Any] = {}
+    scheduler_config = ModelConfig.from_server_args(server_args)
+    target = ModelConfig.from_server_args(
+        server_args,
+        model_path=server_args.model_path,
+        model_revision=server_args.revision,
+        is_draft_model=False,
+    )
+    out["target_before_draft"] = model_config_snapshot(target)
+    out["scheduler_before_draft"] = model_config_snapshot(scheduler_config)
+    algorithm = server_args.speculative_algorithm
+    if algorithm is None or algorithm == "NGRAM":
+        return out
+    with defer_pools():
+        draft = ModelConfig.from_server_args(
+            server_args,
+            model_path=server_args.speculative_draft_model_path,
+            model_revision=server_args.speculative_draft_model_revision,
+            is_draft_model=True,
+        )
+    out["draft_model_path_given"] = server_args.speculative_draft_model_path
+    out["draft_model_path_used"] = draft.model_path
+    out["draft"] = model_config_snapshot(draft)
+    out["draft_layers_before_load"] = runner_layer_count(draft, is_draft=True)
+    out["target_after_draft"] = model_config_snapshot(target)
+    out["scheduler_after_draft"] = model_config_snapshot(scheduler_config)
+    out["_scheduler_config"] = scheduler_config
+    return out
+
+
+def _scheduler_check(server_args: Any, scheduler_config: Any) -> dict[str, Any]:
+    """Step 4: the (hooked) ``Scheduler.init_model_worker`` up to its first worker call."""
+    from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang_specinit.sglang_0_5_13.state import deferring_pools
+
+    calls: list[dict[str, Any]] = []
+    scheduler = Scheduler.__new__(Scheduler)
+    scheduler.server_args = server_args
+    scheduler.model_config = scheduler_config
+    scheduler.spec_algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
+    scheduler.ps = SimpleNamespace(tp_rank=0, pp_rank=0, dp_rank=None)
+    fraction_before = server_args.mem_fraction_static
+
+    def init_tp_model_worker() -> None:
+        calls.append(
+            {
+                "method": "init_tp_model_worker",
+                "deferring_pools": deferring_pools(),
+                "mem_fraction_static": server_args.mem_fraction_static,
+            }
+        )
+        raise StockInitReached
+
+    scheduler.init_tp_model_worker = init_tp_model_worker
+    reached = False
+    try:
+        Scheduler.init_model_worker(scheduler)
+    except StockInitReached:
+        reached = True
+    return {
+        "reached_init_tp_model_worker": reached,
+        "calls": calls,
+        "phase_log_started": hasattr(scheduler, "_specinit_phase_log"),
+        "mem_fraction_static_before": fraction_before,
+        "mem_fraction_static_after": server_args.mem_fraction_static,
+    }
+
+
+def run_launch(launch: dict[str, Any], mode: str, fraction_sink: dict[str, Any]) -> dict[str, Any]:
+    """One launch in this (forked) process: steps 1-4, never raising."""
+    from sglang.srt.server_args import prepare_server_args
+
+    os.environ.update(launch.get("env", {}))
+    if launch.get("cpu_engine"):
+        os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
+    else:
+        os.environ.pop("SGLANG_USE_CPU_ENGINE", None)
+    records = _Records()
+    # On the package loggers, not the root: prepare_server_args resets the root's handlers
+    # (logging.basicConfig(force=True)).
+    for name in ("sglang", "sglang_specinit"):
+        logging.getLogger(name).addHandler(records)
+    root = logging.getLogger()
+    env_before = _sglang_env()
+    result: dict[str, Any] = {"name": launch["name"], "mode": mode, "argv": launch["argv"]}
+    step = "ServerArgs"
+    # SGLang draws --random-seed from Python's RNG when it is not given: same draw in both modes.
+    random.seed(0)
+    try:
+        parser_errors = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(parser_errors):
+                server_args = prepare_server_args(list(launch["argv"]))
+        except SystemExit as exc:  # argparse refused the command line, as launch_server would
+            lines = parser_errors.getvalue().strip().splitlines() or [""]
+            raise ValueError(f"launch_server exits with {exc.code}: {lines[-1]}") from None
+        root.setLevel(logging.INFO)  # prepare_server_args configured logging from --log-level
+        result["server_args"] = server_args_fields(server_args)
+        result["env_set_by_server_args"] = {
+            k: v for k, v in _sglang_env().items() if env_before.get(k) != v
+        }
+        result.update(fraction_sink)
+        step = "model configs"
+        configs = _model_configs(server_args, mode)
+        scheduler_config = configs.pop("_scheduler_config", None)
+        result.update(configs)
+        if launch.get("scheduler_check"):
+            step = "scheduler check"
+            result["scheduler_check"] = _scheduler_check(
+                server_args, scheduler_config or configs.get("scheduler_before_draft")
+            )
+    except Exception as exc:  # reported, compared by the test
+        result["error"] = {
+            "step": step,
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "traceback": traceback.format_exc(),
+        }
+    # Every record of the plugin, and SGLang's own warnings and errors.
+    result["records"] = [
+        r
+        for r in records.records
+        if r["logger"].startswith("sglang_specinit") or r["level"] in ("WARNING", "ERROR")
+    ]
+    return result
+
+
+# --------------------------------------------------------------------------- process tree
+
+
+def _wait(pid: int) -> int:
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _write(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, default=repr))
+    tmp.replace(path)
+
+
+def run_mode(request: dict[str, Any], mode: str, out_dir: Path) -> None:
+    """Child: ``load_plugins()`` in ``mode``, then one grandchild per launch."""
+    os.environ["SGLANG_PLUGINS"] = MODES[mode]
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()
+    # Imported by ServerArgs.__post_init__ in every launch (after load_plugins, as here);
+    # importing it once, before the per-launch forks, saves each launch that import.
+    import sglang.srt.configs.model_config  # noqa: F401
+    import sglang_specinit.sglang_0_5_13.state  # noqa: F401
+    import sglang_specinit.specs  # noqa: F401
+
+    install_device_doubles(int(request["capacity_mib"]), tuple(request["capability"]))
+    fraction_sink: dict[str, Any] = {}
+    if mode == "off":
+        record_fraction_without_spec_term(fraction_sink)
+    for launch in request["launches"]:
+        if mode not in launch.get("modes", MODES):
+            continue
+        path = out_dir / f"{launch['name']}.{mode}.json"
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _write(path, run_launch(launch, mode, fraction_sink))
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        code = _wait(pid)
+        if code != 0 and not path.exists():
+            _write(path, {"name": launch["name"], "mode": mode, "crashed": code})
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[0]).read_text())
+    out_dir = Path(argv[1])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # What `python -m sglang.launch_server` has imported when it calls load_plugins().
+    import sglang.launch_server  # noqa: F401
+
+    children = {}
+    for mode in request.get("modes", list(MODES)):
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                run_mode(request, mode, out_dir)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        children[mode] = pid
+    codes = {mode: _wait(pid) for mode, pid in children.items()}
+    return 0 if all(c == 0 for c in codes.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

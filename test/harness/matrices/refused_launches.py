@@ -1,0 +1,132 @@
+"""The refused-launch rows of the fault matrices (0.5.13.post1 and 0.5.23): how to build each
+row's bad draft or flags, and what its one-line message must say.
+
+Shared by ``test/cpu/test_fault_matrix.py`` and ``test/sglang_0_5_23/test_fault_matrix_0523.py``
+so that both releases are held to the same messages (the checks themselves are
+``sglang_specinit.launch_checks``, release-independent). Every draft is a copy or a variant of
+the tiny EAGLE3 draft of :mod:`harness.checkpoints`; the target is the tiny Llama.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness.checkpoints import eagle_drafts
+from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
+from harness.launch.processes import rank_log_lines
+
+ALGORITHM = "EAGLE3"
+SPEC_FLAGS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
+
+
+def _draft_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "draft"
+    shutil.copytree(eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT), copy)
+    return copy
+
+
+def truncated_draft(tmp_path: Path) -> Path:
+    """The draft with its shard cut in half (an interrupted download)."""
+    draft = _draft_copy(tmp_path)
+    shard = draft / "model.safetensors"
+    with open(shard, "r+b") as f:
+        f.truncate(shard.stat().st_size // 2)
+    return draft
+
+
+def corrupt_draft(tmp_path: Path) -> Path:
+    """The draft with the JSON header of its shard overwritten."""
+    draft = _draft_copy(tmp_path)
+    shard = draft / "model.safetensors"
+    with open(shard, "r+b") as f:
+        f.seek(8)
+        f.write(b"\xff" * 64)
+    return draft
+
+
+def wide_draft(tmp_path: Path) -> Path:
+    """An EAGLE3 draft trained for a target of hidden size 96 (the target's is 64)."""
+    return eagle_drafts.tiny_eagle3_draft(replace(TP2_EAGLE3_DRAFT, hidden=96, heads=4))
+
+
+def intact_draft(tmp_path: Path) -> Path:
+    return eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One refused launch: how to build its draft, its flags, and what its message must say.
+
+    ``expect`` may contain ``{draft}`` (the draft directory), filled in at run time.
+    """
+
+    make_draft: Callable[[Path], Path]
+    expect: tuple[str, ...]
+    flags: dict[str, Any] = field(default_factory=dict)
+
+
+REFUSED = {
+    "truncated-draft-shard": Row(
+        truncated_draft,
+        ("draft checkpoint file {draft}/model.safetensors", "it is truncated",
+         "--speculative-draft-model-path"),
+    ),
+    "corrupt-draft-shard": Row(
+        corrupt_draft,
+        ("draft checkpoint file {draft}/model.safetensors", "header is not readable",
+         "--speculative-draft-model-path"),
+    ),
+    "draft-hidden-size": Row(
+        wide_draft,
+        ("draft hidden_size 96 ({draft}/config.json)", "target's hidden_size 64",
+         "--speculative-draft-model-path"),
+    ),
+    "mem-fraction-0": Row(
+        intact_draft, ("--mem-fraction-static 0.0 is outside (0, 1)",), {"mem_fraction_static": 0}
+    ),
+    "mem-fraction-1": Row(
+        intact_draft, ("--mem-fraction-static 1.0 is outside (0, 1)",), {"mem_fraction_static": 1}
+    ),
+    "mem-fraction-1.5": Row(
+        intact_draft,
+        ("--mem-fraction-static 1.5 is outside (0, 1)",),
+        {"mem_fraction_static": 1.5},
+    ),
+    "max-total-tokens-below-a-page": Row(
+        intact_draft,
+        ("--max-total-tokens 8 leaves no KV pool with --page-size 16",
+         "Pass --max-total-tokens 16 or more"),
+        {"max_total_tokens": 8, "page_size": 16},
+    ),
+}  # fmt: skip
+
+
+def error_lines(log: str) -> list[str]:
+    """The log's ``...Error: message`` lines that start a line (what the user reads)."""
+    return [ln for ln in log.splitlines() if "Error: " in ln and not ln.startswith(" ")]
+
+
+def assert_refused_by_the_launcher(log: str, row: Row, draft: Path) -> str:
+    """The launcher's one error line is the row's message, raised before any rank existed.
+
+    Returns that line. Evidence that no rank started: the traceback runs through
+    ``Engine._launch_subprocesses`` into ``ServerArgs.check_server_args``, the launcher's
+    validation step that comes before it spawns any process (both releases), and no log line
+    carries a rank tag (SGLang tags scheduler lines at TP > 1 or with DP only, so this part
+    speaks for multi-rank launches). The callers also check that no scheduler wrote a report.
+    """
+    lines = error_lines(log)
+    assert len(lines) == 1, lines or log[-3000:]  # one message, not one per rank
+    message = lines[-1]
+    assert message.split(": ", 1)[0].endswith("LaunchCheckError"), message
+    for needle in row.expect:
+        assert needle.format(draft=draft) in message, (needle, message)
+    traceback = log[: log.index(message)]
+    assert "in _launch_subprocesses" in traceback, traceback[-3000:]
+    assert "check_server_args" in traceback.rsplit("in _launch_subprocesses", 1)[1], traceback
+    assert set(rank_log_lines(log)) == {"launcher"}, sorted(rank_log_lines(log))
+    return message

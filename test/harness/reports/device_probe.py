@@ -1,0 +1,406 @@
+"""Device-memory probe in SGLang's scheduler process, the same for stock SGLang and the plugin.
+
+Why: the claim under test is "what the device holds once every KV pool exists stays within
+``--mem-fraction-static x free memory before loading``". The plugin's own breakdown cannot
+show this for stock SGLang (the plugin is off there), and a number the plugin computes from
+its own plan would only restate the plan. So the harness measures it from outside the
+plugin, with SGLang's own meter (``utils.common.get_available_gpu_memory``, cache emptied
+first, as SGLang reads it before loading), at the same points in both inits:
+
+- the pre-load reading SGLang itself takes (``ModelRunner.init_torch_distributed`` returns it);
+- entry and exit of every ``ModelRunner.init_memory_pool`` (target and each draft runner),
+  with torch's allocator counters on CUDA and the bytes of the tables the pool phase creates
+  besides the KV buffers: the req-to-token table and the token allocator's index tensors,
+  which neither stock, upstream 0.5.14 nor the plugin budgets; at entry also the runner's
+  model weights (parameter and buffer storages, each storage counted once per process, so a
+  tensor the draft shares with the target is not counted twice), and at exit the pool's token
+  capacity and page size (what one page of that pool costs);
+- entry and exit of the steps that build attention backends, warm-up and graphs, which stock
+  runs for the target before its draft even loads. Their memory comes from the ``1 - f``
+  share by design, so :func:`usage_after_pools` takes it out rather than charge stock for it.
+
+Registered through SGLang's ``HookRegistry`` (AROUND hooks) by ``launch/site/sitecustomize.py``
+when ``SPECINIT_TEST_DEVICE_PROBE=1``; each process appends JSON lines to
+``$SPECINIT_TEST_PROBE_DIR/device-probe-<pid>.jsonl``. On device "cpu" the meter is the
+harness's ``SimulatedDeviceMemory`` (torch counters are then absent), which is how the CPU
+suite exercises this module and :func:`usage_after_pools`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PROBE_ENV = "SPECINIT_TEST_DEVICE_PROBE"
+PROBE_DIR_ENV = "SPECINIT_TEST_PROBE_DIR"
+GIB = 1 << 30
+_RUNNER = "sglang.srt.model_executor.model_runner.ModelRunner"
+POOL_METHOD = "init_memory_pool"
+# ModelRunner steps after the pool whose memory is meant to come from the 1 - f share.
+POST_POOL_METHODS = (
+    "init_cublas",
+    "init_attention_backend",
+    "kernel_warmup",
+    "_pre_initialize_flashinfer_allreduce_workspace",
+    "init_device_graphs",
+    "init_piecewise_cuda_graphs",
+    "prealloc_symmetric_memory_pool",
+)
+# What a correct launch may exceed the budget by at that moment: the KV pools' own small
+# bookkeeping tensors (per-layer pointer/stride tables), which no budget prices. Kilobytes in
+# practice; a draft pool or draft weights left out of the budget are hundreds of MiB on a GPU.
+BOOKKEEPING_TOLERANCE_BYTES = 4 << 20
+# Tensors SGLang allocates before its pools besides the models' weights (cuBLAS workspaces
+# through torch's allocator, sampling and rotary tables, EAGLE3's hot-token map): tens of MiB.
+# Anything above this is memory the budget lost to something that is neither a weight, a KV
+# pool nor a non-tensor residue: a draft's duplicate embed/lm_head (Llama-3.1-8B's embed alone
+# is 128256 x 4096 x 2 B = 1.0 GiB, Llama-3.2-1B's 0.5 GiB) fails this by a wide margin.
+STRAY_TENSOR_TOLERANCE_BYTES = 256 << 20
+_seq = itertools.count()
+_seen_table_storages: set[int] = set()
+_seen_weight_storages: set[int] = set()
+
+
+# --------------------------------------------------------------------------- in the scheduler
+
+
+def _reading(runner: Any) -> dict[str, Any]:
+    """Free bytes by SGLang's meter (this rank, cache emptied) and torch's CUDA counters."""
+    from sglang.srt.utils import common
+
+    free_gib = common.get_available_gpu_memory(
+        runner.device, runner.gpu_id, distributed=False, empty_cache=True
+    )
+    reading: dict[str, Any] = {"free_bytes": int(round(free_gib * GIB))}
+    if runner.device == "cuda":
+        import torch
+
+        reading["torch_allocated_bytes"] = int(torch.cuda.memory_allocated())
+        reading["torch_reserved_bytes"] = int(torch.cuda.memory_reserved())
+    return reading
+
+
+def _storages(root: Any, device_type: str, depth: int = 3) -> dict[int, int]:
+    """data_ptr -> bytes of the ``device_type`` tensors reachable from a pool/allocator object,
+    not descending into KV caches (their buffers are the KV pool, counted separately)."""
+    import torch
+    from sglang.srt.mem_cache.memory_pool import KVCache
+
+    found: dict[int, int] = {}
+    stack: list[tuple[Any, int]] = [(root, depth)]
+    visited: set[int] = set()
+    while stack:
+        obj, left = stack.pop()
+        if id(obj) in visited or obj is None:
+            continue
+        visited.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            if obj.device.type == device_type:
+                storage = obj.untyped_storage()
+                if storage.data_ptr():
+                    found[storage.data_ptr()] = storage.nbytes()
+        elif isinstance(obj, (list, tuple)):
+            stack += [(v, left) for v in obj]
+        elif isinstance(obj, dict):
+            stack += [(v, left) for v in obj.values()]
+        elif (
+            left > 0
+            and not isinstance(obj, KVCache)
+            and type(obj).__module__.startswith("sglang.srt.mem_cache")
+            and hasattr(obj, "__dict__")
+        ):
+            stack += [(v, left - 1) for v in vars(obj).values()]
+    return found
+
+
+def _new_table_bytes(runner: Any) -> int:
+    """Bytes of req-to-token and allocator tensors not counted at an earlier pool exit."""
+    found: dict[int, int] = {}
+    for root in (runner.req_to_token_pool, getattr(runner, "token_to_kv_pool_allocator", None)):
+        found.update(_storages(root, runner.device))
+    new = {p: n for p, n in found.items() if p not in _seen_table_storages}
+    _seen_table_storages.update(new)
+    return sum(new.values())
+
+
+def _new_weight_bytes(runner: Any) -> int:
+    """Bytes of the runner's model parameters and buffers on its device not counted at an
+    earlier pool entry of this process (a draft tensor bound to the target's counts once)."""
+    import torch
+
+    model = getattr(runner, "model", None)
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    found: dict[int, int] = {}
+    for tensor in itertools.chain(model.parameters(), model.buffers()):
+        if tensor.device.type == runner.device:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr():
+                found[storage.data_ptr()] = storage.nbytes()
+    new = {p: n for p, n in found.items() if p not in _seen_weight_storages}
+    _seen_weight_storages.update(new)
+    return sum(new.values())
+
+
+def _kv_tokens(runner: Any) -> int:
+    """Token capacity of the runner's KV pool (SGLang's ``KVCache.size``; 0 without one)."""
+    return int(getattr(getattr(runner, "token_to_kv_pool", None), "size", 0) or 0)
+
+
+def _kv_bytes(runner: Any) -> int:
+    pool = getattr(runner, "token_to_kv_pool", None)
+    sizes = pool.get_kv_size_bytes() if hasattr(pool, "get_kv_size_bytes") else 0
+    return int(sum(sizes)) if isinstance(sizes, tuple) else int(sizes)
+
+
+def _write(record: dict[str, Any]) -> None:
+    directory = os.environ.get(PROBE_DIR_ENV)
+    if not directory:
+        return
+    record["seq"] = next(_seq)
+    with open(Path(directory) / f"device-probe-{os.getpid()}.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _who(runner: Any) -> dict[str, Any]:
+    return {
+        "is_draft": bool(getattr(runner, "is_draft_worker", False)),
+        "draft_model_idx": getattr(runner, "draft_model_idx", None),
+        "tp_rank": getattr(runner, "tp_rank", None),
+    }
+
+
+def around_init_torch_distributed(original: Callable[..., Any], self: Any) -> Any:
+    """Record SGLang's own pre-load free-memory reading (GiB) as bytes."""
+    pre_load_gib = original(self)
+    _write({"event": "pre_load", **_who(self), "free_bytes": int(round(pre_load_gib * GIB))})
+    return pre_load_gib
+
+
+def around_init_memory_pool(original: Callable[..., Any], self: Any, *args: Any, **kw: Any) -> Any:
+    """Readings around one runner's pool allocation, plus the weights it holds on entry and
+    the tables and KV it created."""
+    _write(
+        {
+            "event": "enter",
+            "method": POOL_METHOD,
+            **_who(self),
+            **_reading(self),
+            "weight_bytes": _new_weight_bytes(self),
+        }
+    )
+    result = original(self, *args, **kw)
+    _write(
+        {
+            "event": "exit",
+            "method": POOL_METHOD,
+            **_who(self),
+            **_reading(self),
+            "table_bytes": _new_table_bytes(self),
+            "kv_bytes": _kv_bytes(self),
+            "kv_tokens": _kv_tokens(self),
+            "page_size": int(getattr(self, "page_size", 1) or 1),
+            "mem_fraction_static": self.mem_fraction_static,
+        }
+    )
+    return result
+
+
+def _around_post_pool(method: str) -> Callable[..., Any]:
+    def around(original: Callable[..., Any], self: Any, *args: Any, **kw: Any) -> Any:
+        _write({"event": "enter", "method": method, **_who(self), **_reading(self)})
+        try:
+            return original(self, *args, **kw)
+        finally:
+            _write({"event": "exit", "method": method, **_who(self), **_reading(self)})
+
+    around.__name__ = f"around_{method}"
+    return around
+
+
+_registered = False
+
+
+def register_probe_hooks() -> None:
+    """Register the probe's AROUND hooks with ``HookRegistry`` (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
+
+    source = HookSource(plugin_name="specinit-test-device-probe", dist_name=None)
+    hooks: list[tuple[str, Callable[..., Any]]] = [
+        ("init_torch_distributed", around_init_torch_distributed),
+        (POOL_METHOD, around_init_memory_pool),
+        *((m, _around_post_pool(m)) for m in POST_POOL_METHODS),
+    ]
+    for method, hook in hooks:
+        HookRegistry.register(f"{_RUNNER}.{method}", hook, HookType.AROUND, source=source)
+    _registered = True
+
+
+# --------------------------------------------------------------------------- in the test
+
+
+def read_probe(directory: Path) -> dict[int, list[dict[str, Any]]]:
+    """pid -> that process's records, in order (only processes that recorded something)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for path in sorted(directory.glob("device-probe-*.jsonl")):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line]
+        if records:
+            out[int(path.stem.rsplit("-", 1)[1])] = records
+    return out
+
+
+def scheduler_records(directory: Path) -> list[list[dict[str, Any]]]:
+    """The record lists of the processes that allocated KV pools (one per TP rank)."""
+    return [
+        records
+        for records in read_probe(directory).values()
+        if any(r.get("method") == POOL_METHOD for r in records)
+    ]
+
+
+@dataclass(frozen=True)
+class UsageAfterPools:
+    """Device memory of one rank at the moment its last KV pool exists, taken apart.
+
+    ``counted_bytes`` is what the budget must cover: everything the device lost since SGLang's
+    pre-load reading, less what SGLang spends outside the budget by design (backends, warm-up
+    and graphs built before that moment; the req-to-token and allocator tables) and less what
+    the caching allocator and kernel loading add in the pool phase beyond the tensors
+    themselves (``allocator_slack_bytes``, ``untracked_bytes``; zero on the CPU meter).
+
+    ``fill_shortfall_bytes`` is what a launch that fills its budget may leave out of it: the
+    budget less the models' weights, the KV buffers and the non-tensor residue the device held
+    when the first pool was sized (CUDA context, kernel images, NCCL and cuBLAS handles:
+    ``sizing_residue_bytes``, the device's loss since the pre-load reading that no live torch
+    tensor accounts for). A plugin that sizes from SGLang's reading leaves less than one page
+    per pool of it (``page_bytes``) plus the small tensors SGLang allocates before its pools;
+    a tensor left resident besides the weights (a duplicate embed/lm_head) shows up here whole.
+    None without torch's counters (the CPU meter).
+    """
+
+    pre_load_free_bytes: int
+    budget_bytes: int
+    used_bytes: int
+    outside_budget_phases_bytes: int
+    table_bytes: int
+    allocator_slack_bytes: int
+    untracked_bytes: int
+    kv_bytes: int
+    draft_kv_bytes: int
+    weight_bytes: int = 0
+    sizing_residue_bytes: int | None = None
+    page_bytes: int = 0
+
+    @property
+    def fill_shortfall_bytes(self) -> int | None:
+        if self.sizing_residue_bytes is None:
+            return None
+        return self.budget_bytes - self.weight_bytes - self.kv_bytes - self.sizing_residue_bytes
+
+    @property
+    def counted_bytes(self) -> int:
+        return (
+            self.used_bytes
+            - self.outside_budget_phases_bytes
+            - self.table_bytes
+            - self.allocator_slack_bytes
+            - self.untracked_bytes
+        )
+
+    @property
+    def over_budget_bytes(self) -> int:
+        return self.counted_bytes - self.budget_bytes
+
+    def describe(self) -> str:
+        mib = 1 << 20
+        return (
+            f"budget {self.budget_bytes / mib:.1f} MiB (f x {self.pre_load_free_bytes / mib:.1f}"
+            f" MiB free before loading); used {self.used_bytes / mib:.1f} MiB - backends/graphs "
+            f"{self.outside_budget_phases_bytes / mib:.1f} - tables {self.table_bytes / mib:.1f}"
+            f" - allocator slack {self.allocator_slack_bytes / mib:.1f} - untracked "
+            f"{self.untracked_bytes / mib:.1f} = counted {self.counted_bytes / mib:.1f} MiB "
+            f"({self.over_budget_bytes / mib:+.1f} MiB vs budget; KV buffers "
+            f"{self.kv_bytes / mib:.1f} MiB)"
+            + (
+                f"; weights {self.weight_bytes / mib:.1f} MiB + KV {self.kv_bytes / mib:.1f} MiB"
+                f" + residue at sizing {self.sizing_residue_bytes / mib:.1f} MiB leave "
+                f"{self.fill_shortfall_bytes / mib:.1f} MiB of the budget (one page per pool: "
+                f"{self.page_bytes / mib:.1f} MiB)"
+                if self.sizing_residue_bytes is not None and self.fill_shortfall_bytes is not None
+                else ""
+            )
+        )
+
+
+def _calls(records: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(enter, exit) pairs of one process's method calls (calls of one method never nest)."""
+    open_calls: dict[tuple[str, bool, Any], dict[str, Any]] = {}
+    pairs = []
+    for r in records:
+        key = (r.get("method"), r.get("is_draft"), r.get("draft_model_idx"))
+        if r["event"] == "enter":
+            open_calls[key] = r
+        elif r["event"] == "exit" and key in open_calls:
+            pairs.append((open_calls.pop(key), r))
+    return pairs
+
+
+def usage_after_pools(records: list[dict[str, Any]]) -> UsageAfterPools:
+    """Take apart one scheduler process's device memory when its last KV pool was built."""
+    pre_loads = [r for r in records if r["event"] == "pre_load" and not r["is_draft"]]
+    if not pre_loads:
+        raise ValueError("the probe saw no pre-load reading of the target runner")
+    pre = pre_loads[0]["free_bytes"]
+    calls = _calls(records)
+    pools = [(a, b) for a, b in calls if a["method"] == POOL_METHOD]
+    if not pools:
+        raise ValueError("the probe saw no KV pool allocation")
+    last_exit = pools[-1][1]
+    outside = sum(
+        a["free_bytes"] - b["free_bytes"]
+        for a, b in calls
+        if a["method"] in POST_POOL_METHODS and b["seq"] < last_exit["seq"]
+    )
+    slack = untracked = 0
+    for a, b in pools:
+        if "torch_reserved_bytes" in a:
+            device_delta = a["free_bytes"] - b["free_bytes"]
+            reserved_delta = b["torch_reserved_bytes"] - a["torch_reserved_bytes"]
+            allocated_delta = b["torch_allocated_bytes"] - a["torch_allocated_bytes"]
+            slack += max(0, reserved_delta - allocated_delta)
+            untracked += max(0, device_delta - reserved_delta)
+    first_enter = pools[0][0]
+    residue = None
+    if "torch_allocated_bytes" in first_enter:
+        residue = pre - first_enter["free_bytes"] - first_enter["torch_allocated_bytes"]
+    fraction = last_exit["mem_fraction_static"]
+    return UsageAfterPools(
+        pre_load_free_bytes=pre,
+        budget_bytes=int(fraction * pre),
+        used_bytes=pre - last_exit["free_bytes"],
+        outside_budget_phases_bytes=outside,
+        table_bytes=sum(b["table_bytes"] for _, b in pools),
+        allocator_slack_bytes=slack,
+        untracked_bytes=untracked,
+        kv_bytes=sum(b["kv_bytes"] for _, b in pools),
+        draft_kv_bytes=sum(b["kv_bytes"] for _, b in pools if b["is_draft"]),
+        weight_bytes=sum(a.get("weight_bytes", 0) for a, _ in pools),
+        sizing_residue_bytes=residue,
+        page_bytes=sum(_page_bytes(b) for _, b in pools),
+    )
+
+
+def _page_bytes(pool_exit: dict[str, Any]) -> int:
+    """What one page of a pool costs: its buffers hold ``kv_tokens + page_size`` tokens."""
+    tokens, page = pool_exit.get("kv_tokens", 0), pool_exit.get("page_size", 1)
+    if tokens <= 0:
+        return 0
+    return -(-pool_exit["kv_bytes"] * page // (tokens + page))

@@ -1,0 +1,214 @@
+"""Scheduler-side facts for the fidelity matrix: every model tensor and every KV-pool buffer.
+
+Runs inside a CPU scheduler process (called from :func:`harness.reports.scheduler_report.
+collect_scheduler_state` when ``SPECINIT_TEST_TENSOR_REPORT=1``), after ``Scheduler.__init__``
+returned, so it sees the models and pools as the init left them:
+
+- :func:`model_tensors`: for the target and every draft ``ModelRunner``, each parameter and
+  buffer (``named_parameters`` / ``named_buffers`` with ``remove_duplicate=False``, so tied and
+  shared tensors appear under every name), plus the draft's hot-token map (EAGLE3's ``d2t``
+  turned into ``hot_token_id`` on the draft model and on its worker). Per tensor: shape, dtype,
+  a SHA-256 of its bytes (and of each row, for tensors of up to 1024 rows), and which tensor
+  first holds the same storage (``owner``, e.g. a
+  draft's ``lm_head.weight`` owned by ``target/lm_head.weight``): comparable across processes,
+  so a plugin-on and a stock launch can be compared value for value and alias for alias.
+- :func:`kv_pool_buffers`: for each runner's ``token_to_kv_pool``, every tensor reachable from
+  the pool object (sub-pools of hybrid pools included), summed once per storage, with the
+  token count of each (sub-)pool: what SGLang really allocated, read from the tensors and not
+  from any pricing code.
+
+Imports torch only when called.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+TENSOR_REPORT_ENV = "SPECINIT_TEST_TENSOR_REPORT"
+
+
+def _digest(tensor: Any) -> str | None:
+    import torch
+
+    if tensor.device.type == "meta":
+        return None
+    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+    if flat.dtype == torch.bool:
+        flat = flat.to(torch.uint8)
+    return hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+# Per-row digests for tensors of at most this many rows (fused projections of the tiny models;
+# a vocabulary-sized embedding is compared whole).
+ROW_DIGEST_MAX_ROWS = 1024
+
+
+def _row_digests(tensor: Any) -> list[str] | None:
+    import torch
+
+    if tensor.device.type == "meta" or tensor.dim() < 2 or tensor.shape[0] > ROW_DIGEST_MAX_ROWS:
+        return None
+    rows = tensor.detach().to("cpu").contiguous().reshape(tensor.shape[0], -1)
+    if rows.dtype == torch.bool:
+        rows = rows.to(torch.uint8)
+    raw = rows.view(torch.uint8).numpy()
+    return [hashlib.sha256(r.tobytes()).hexdigest()[:16] for r in raw]
+
+
+def _storage_key(tensor: Any) -> tuple[int, int] | None:
+    try:
+        storage = tensor.untyped_storage()
+    except Exception:  # storage-less tensor subclasses
+        return None
+    if not storage.data_ptr():
+        return None
+    return (storage.data_ptr(), tensor.storage_offset())
+
+
+def _runner_label(runner: Any, index: int) -> str:
+    if getattr(runner, "is_draft_worker", False):
+        return "draft"
+    return "target" if index == 0 else f"runner{index}"
+
+
+def _named_tensors(runner: Any) -> Iterator[tuple[str, str, Any]]:
+    model = getattr(runner, "model", None)
+    if model is None:
+        return
+    for name, tensor in model.named_parameters(remove_duplicate=False):
+        yield "parameter", name, tensor
+    for name, tensor in model.named_buffers(remove_duplicate=False):
+        yield "buffer", name, tensor
+    hot = getattr(model, "hot_token_id", None)
+    if hot is not None and hasattr(hot, "untyped_storage"):
+        yield "attribute", "hot_token_id", hot
+
+
+def model_tensors(runners: list[Any], spec_worker: Any | None) -> dict[str, dict[str, Any]]:
+    """``{"<role>[<i>]/<name>": {kind, shape, dtype, sha256, owner}}`` for every runner's model
+    tensors (target first), plus ``worker/hot_token_id`` (the draft worker's hot-token map)."""
+    out: dict[str, dict[str, Any]] = {}
+    owners: dict[tuple[int, int], str] = {}
+    drafts = 0
+
+    def add(key: str, kind: str, tensor: Any) -> None:
+        storage = _storage_key(tensor)
+        owner = owners.setdefault(storage, key) if storage is not None else None
+        out[key] = {
+            "kind": kind,
+            "shape": list(tensor.shape),
+            "dtype": str(tensor.dtype),
+            "sha256": _digest(tensor),
+            "row_sha256": _row_digests(tensor),
+            "owner": owner,
+        }
+
+    for index, runner in enumerate(runners):
+        role = _runner_label(runner, index)
+        if role == "draft":
+            role = f"draft{drafts}"
+            drafts += 1
+        for kind, name, tensor in _named_tensors(runner):
+            add(f"{role}/{name}", kind, tensor)
+    draft_worker = getattr(spec_worker, "draft_worker", None) if spec_worker is not None else None
+    hot = getattr(draft_worker, "hot_token_id", None)
+    if hot is not None and hasattr(hot, "untyped_storage"):
+        add("worker/hot_token_id", "attribute", hot)
+    return out
+
+
+def _direct_tensors(obj: Any) -> Iterator[Any]:
+    """Tensors an object holds in its attributes, directly or in lists/tuples/dicts."""
+    import torch
+
+    def walk(value: Any, depth: int) -> Iterator[Any]:
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif depth < 3 and isinstance(value, (list, tuple)):
+            for item in value:
+                yield from walk(item, depth + 1)
+        elif depth < 3 and isinstance(value, dict):
+            for item in value.values():
+                yield from walk(item, depth + 1)
+
+    for value in vars(obj).values():
+        yield from walk(value, 0)
+
+
+def _is_pool(obj: Any) -> bool:
+    return type(obj).__module__.startswith("sglang.srt.mem_cache") and hasattr(obj, "size")
+
+
+def _pools(pool: Any, seen: set[int]) -> Iterator[Any]:
+    """``pool`` and the (sub-)pools it holds (hybrid SWA pools hold a full and an SWA pool)."""
+    if id(pool) in seen:
+        return
+    seen.add(id(pool))
+    yield pool
+    for value in vars(pool).values():
+        if _is_pool(value):
+            yield from _pools(value, seen)
+
+
+def kv_pool_buffers(pool: Any) -> dict[str, Any] | None:
+    """What SGLang allocated for one runner's KV pool, read from its tensors.
+
+    Per (sub-)pool, the buffers with one row per token slot (leading dimension ``size +
+    page_size``, how SGLang's pools allocate K/V/latent buffers), once per storage; other
+    tensors the pool holds (pointer tables ...) are summed apart."""
+    if pool is None:
+        return None
+    seen_storages: set[int] = set()
+    parts = []
+    for sub in _pools(pool, set()):
+        size, page = getattr(sub, "size", None), getattr(sub, "page_size", None) or 1
+        rows = size + page if isinstance(size, int) else None
+        token_bytes = other_bytes = buffers = 0
+        for tensor in _direct_tensors(sub):
+            key = _storage_key(tensor)
+            if key is None or key[0] in seen_storages:
+                continue
+            seen_storages.add(key[0])
+            nbytes = tensor.untyped_storage().nbytes()
+            if rows is not None and tensor.dim() > 0 and tensor.shape[0] == rows:
+                token_bytes += nbytes
+                buffers += 1
+            else:
+                other_bytes += nbytes
+        layer_lists = [getattr(sub, a, None) for a in ("k_buffer", "kv_buffer")]
+        layer_buffers = next((len(v) for v in layer_lists if isinstance(v, (list, tuple))), None)
+        parts.append(
+            {
+                "class": type(sub).__name__,
+                # One K (or latent) buffer per layer the pool was built for.
+                "layer_buffers": layer_buffers,
+                "size": size,
+                "page_size": page,
+                "token_rows": rows,
+                "token_buffers": buffers,
+                "token_buffer_bytes": token_bytes,
+                "other_bytes": other_bytes,
+            }
+        )
+    return {
+        "class": type(pool).__name__,
+        "layer_num": getattr(pool, "layer_num", None),
+        "token_buffer_bytes": sum(p["token_buffer_bytes"] for p in parts),
+        "parts": parts,
+    }
+
+
+def tensor_report(runners: list[Any], spec_worker: Any | None) -> dict[str, Any]:
+    """The two parts above, keyed ``tensors`` and ``kv_pool_buffers`` (one per runner)."""
+    return {
+        "tensors": model_tensors(runners, spec_worker),
+        "kv_pool_buffers": [
+            {
+                "role": "draft" if getattr(r, "is_draft_worker", False) else "target",
+                **(kv_pool_buffers(getattr(r, "token_to_kv_pool", None)) or {}),
+            }
+            for r in runners
+        ],
+    }

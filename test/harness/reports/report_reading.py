@@ -1,0 +1,175 @@
+"""Reading the harness scheduler report and the plugin's memory breakdown.
+
+Why: the CPU tests and the benchmarks prove their claims from what the scheduler process itself
+saw (``scheduler-<pid>.json``, see :mod:`harness.reports.scheduler_report`) and from the plugin's
+per-rank ``memory-rank<i>-pp<p>-tp<t>-dp<d>.json``; they all need the same lookups (a
+ModelRunner by role, the meter readings SGLang sized its pools from) and the same arithmetic
+(SGLang's float budget from two readings, a pool's buffer bytes, a checkpoint's tensor bytes).
+They live here once so that every test and benchmark reads the reports the same way.
+
+Cheap to import (no torch, no sglang); ``checkpoint_bytes`` opens safetensors when called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sglang_specinit import budget, rank_reports
+from sglang_specinit.specs import attention_kv_spec
+
+if TYPE_CHECKING:
+    from harness.checkpoints.llama_layout import TinyLlamaShape
+
+GIB = 1 << 30
+F = 0.5  # cpu_engine_kwargs' default --mem-fraction-static
+
+Report = dict[str, Any]
+
+# ``caller`` of the meter readings that matter, as the harness shims record them.
+INIT_TORCH_DISTRIBUTED = "ModelRunner.init_torch_distributed"
+PROFILE_AVAILABLE_BYTES = "ModelRunnerKVCacheMixin._profile_available_bytes"
+
+
+# --------------------------------------------------------------------------- model runners
+
+
+def runners(report: Report, role: str) -> list[dict[str, Any]]:
+    """The report's ModelRunners of one role, drafts ordered by ``draft_model_idx``."""
+    return [r for r in report["model_runners"] if r["role"] == role]
+
+
+def runner(report: Report, role: str) -> dict[str, Any]:
+    """The one ModelRunner of ``role`` (``"target"`` or ``"draft"``); fails if not exactly one."""
+    (found,) = runners(report, role)
+    return found
+
+
+def kv_buffer_bytes(pool: dict[str, Any]) -> int:
+    """Bytes of a live MHA pool's K and V buffers (all layers, padding page included)."""
+    return pool["k_bytes"] + pool["v_bytes"]
+
+
+def pool_bytes(report: Report, role: str) -> int:
+    """K + V buffer bytes of the live pool of the (single) target or draft runner."""
+    return kv_buffer_bytes(runner(report, role)["kv_pool"])
+
+
+# --------------------------------------------------------------------------- meter readings
+
+
+def readings(report: Report) -> list[dict[str, Any]]:
+    """Every reading of the simulated memory meter, indexed by its ``seq``."""
+    return report["meter"]["readings"]
+
+
+def reading_seqs(report: Report, func: str, is_draft: bool | None) -> list[int]:
+    """``seq`` of the readings taken by ``func`` (a ``Class.method`` or method name) on a runner
+    whose ``is_draft_worker`` is ``is_draft`` (None: not taken on a runner)."""
+    return [
+        r["seq"]
+        for r in readings(report)
+        if r["caller"].endswith("." + func) and r["is_draft_worker"] is is_draft
+    ]
+
+
+def torch_distributed_readings(report: Report) -> list[dict[str, Any]]:
+    """The target's 3 readings in ``init_torch_distributed``, in order (model_runner.py:
+    ``before_avail_memory``, ``pre_model_load_memory``, then a local check)."""
+    seqs = reading_seqs(report, INIT_TORCH_DISTRIBUTED, False)
+    assert len(seqs) == 3, readings(report)
+    return [readings(report)[s] for s in seqs]
+
+
+def before_avail_reading(report: Report) -> dict[str, Any]:
+    """The target's ``before_avail_memory`` reading, the 1st in ``init_torch_distributed``
+    (taken before the distributed setup, so it may show a few bytes more free than
+    :func:`pre_load_reading`)."""
+    return torch_distributed_readings(report)[0]
+
+
+def pre_load_reading(report: Report) -> dict[str, Any]:
+    """The target's ``pre_model_load_memory`` reading, the 2nd in ``init_torch_distributed``:
+    the free memory SGLang's fraction applies to."""
+    return torch_distributed_readings(report)[1]
+
+
+def profile_reading(report: Report) -> dict[str, Any]:
+    """The reading SGLang sizes the target pool from (``_profile_available_bytes``)."""
+    (seq,) = reading_seqs(report, PROFILE_AVAILABLE_BYTES, False)
+    return readings(report)[seq]
+
+
+@dataclass(frozen=True)
+class MeterBudget:
+    """The budget as SGLang's own float arithmetic derives it from two meter readings."""
+
+    pre_load_free_bytes: int
+    budget_bytes: int
+    available_bytes: int
+
+    @property
+    def resident_bytes(self) -> int:
+        """What SGLang saw as resident when it sized the target pool."""
+        return self.budget_bytes - self.available_bytes
+
+
+def meter_budget(report: Report, f: float = F) -> MeterBudget:
+    """:class:`MeterBudget` from the pre-load and profiling readings, at fraction ``f``."""
+    pre_gib = pre_load_reading(report)["free_bytes"] / GIB
+    post_gib = profile_reading(report)["free_bytes"] / GIB
+    pre_free = int(pre_gib * GIB)
+    # ModelRunnerKVCacheMixin._profile_available_bytes, verbatim.
+    available = int((post_gib - pre_gib * (1 - f)) * GIB)
+    return MeterBudget(pre_free, int(f * pre_free), available)
+
+
+# --------------------------------------------------------------------------- plugin breakdown
+
+# The plugin writes memory-rank<i>-pp<p>-tp<t>-dp<d>.json (sglang_specinit.rank_reports) into
+# this directory when the variable is set.
+REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
+# The breakdown's ``phase_seconds`` keys and the ``[specinit] phase`` log lines, in order.
+PHASES = (
+    "1/4 load target weights",
+    "2/4 load draft weights",
+    "3/4 allocate KV pools",
+    "4/4 attention backends and graphs",
+)
+
+
+def read_breakdown(directory: Path) -> dict[str, Any] | None:
+    """The single rank's breakdown in ``directory`` (the plugin's report dir), None if absent
+    (plugin off, or nothing was phased); fails if more than one rank wrote one."""
+    found = rank_reports.read_rank_breakdowns(directory)
+    assert len(found) <= 1, f"{len(found)} rank breakdowns in {directory}, expected one"
+    return found[0] if found else None
+
+
+# --------------------------------------------------------------------------- tiny checkpoints
+
+
+def kv_spec(shape: TinyLlamaShape) -> budget.AttentionKVSpec:
+    """The budget model's KV spec of a tiny Llama-like shape (K and V of the same head dim)."""
+    return attention_kv_spec(
+        num_layers=shape.layers,
+        kv_dtype=shape.dtype,
+        num_kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        v_head_dim=shape.head_dim,
+    )
+
+
+def checkpoint_bytes(path: Path, keep: Callable[[str], bool] = lambda name: True) -> int:
+    """Bytes of the tensors in ``path``/model.safetensors whose name ``keep`` accepts."""
+    from safetensors import safe_open
+
+    total = 0
+    with safe_open(str(path / "model.safetensors"), "pt") as f:
+        for name in f.keys():
+            if keep(name):
+                t = f.get_tensor(name)
+                total += t.numel() * t.element_size()
+    return total

@@ -1,0 +1,397 @@
+"""Scheduler-side state reports for CPU tests: what the scheduler process itself saw at init.
+
+Why: the Engine's main process only learns ``max_total_num_tokens`` from the scheduler
+handshake; pool sizes, draft pools, per-runner weights and the simulated-memory readings live
+in the spawned scheduler process. Phased-init tests must prove their claims from there, so two
+hooks (registered with SGLang's ``HookRegistry`` next to the shims) write a JSON file to
+``$SPECINIT_TEST_REPORT_DIR/scheduler-<pid>.json``:
+
+- BEFORE ``Scheduler.get_init_info``: called exactly once, right after ``Scheduler.__init__``
+  returned and before the ready handshake, so the snapshot sees the fully built scheduler no
+  matter which other (plugin) hooks wrap ``__init__``;
+- AROUND ``Scheduler.__init__``: only on an exception, writes ``scheduler-<pid>-error.json``
+  with the traceback and whatever runners already exist, then re-raises;
+- AFTER ``ModelRunner.configure_kv_cache_dtype`` (the last step of ``ModelRunner.initialize``
+  before ``init_memory_pool``, in stock and phased init alike) and BEFORE
+  ``ModelRunnerKVCacheMixin.init_memory_pool``: snapshots of the target runner's
+  ``ModelConfig`` (:mod:`harness.reports.config_snapshot`), reported as
+  ``target_config_before_pool`` (where stock sizes the pool; a phased init builds the draft
+  after it) and ``target_config_at_pool_sizing`` (where the pool really is sized).
+
+Every ``ModelRunner`` alive in the process is reported (found through the garbage collector),
+so multi-runner drafts (multi-layer EAGLE) need no special casing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPORT_DIR_ENV = "SPECINIT_TEST_REPORT_DIR"
+_SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
+_INIT_MEMORY_POOL = (
+    "sglang.srt.model_executor.model_runner_kv_cache_mixin.ModelRunnerKVCacheMixin.init_memory_pool"
+)
+_CONFIGURE_KV_CACHE_DTYPE = (
+    "sglang.srt.model_executor.model_runner.ModelRunner.configure_kv_cache_dtype"
+)
+# Snapshots of the target runner's ModelConfig (first time each point is reached).
+_target_config: dict[str, dict[str, Any]] = {}
+
+
+def server_args_fields(server_args: Any) -> dict[str, Any]:
+    """Every resolved ``ServerArgs`` field. From 0.5.20 ``ServerArgs`` is a ``msgspec`` record
+    whose ``vars()`` holds only private state, so the fields come from its own
+    ``resolved_dict()``; before, it is a dataclass and ``vars()`` holds them."""
+    resolved = getattr(server_args, "resolved_dict", None)
+    fields = resolved() if callable(resolved) else vars(server_args)
+    # A callable field (0.5.23's ``custom_sigquit_handler``) by its name, not its address.
+    return _jsonable(
+        {
+            k: f"{v.__module__}.{v.__qualname__}"
+            if callable(v) and hasattr(v, "__qualname__")
+            else v
+            for k, v in fields.items()
+        }
+    )
+
+
+def _storage_bytes(tensors: list[Any]) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (views and shared weights once)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        try:
+            st = t.untyped_storage()
+            if st.data_ptr():
+                seen[st.data_ptr()] = max(seen.get(st.data_ptr(), 0), st.nbytes())
+        except Exception:
+            continue
+    return sum(seen.values())
+
+
+def _tensors_in(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_in(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors_in(v)]
+    return []
+
+
+def _buffer_bytes(buffers: Any) -> int:
+    """``numel * itemsize`` summed over a list of per-layer K (or V) buffers."""
+    return sum(t.numel() * t.element_size() for t in _tensors_in(buffers))
+
+
+def kv_pool_summary(pool: Any) -> dict[str, Any] | None:
+    """Geometry and byte size of one token-to-KV pool (MHA fields when the pool has them)."""
+    if pool is None:
+        return None
+    out: dict[str, Any] = {"class": type(pool).__name__, "id": id(pool)}
+    for name in (
+        "size",
+        "page_size",
+        "layer_num",
+        "head_num",
+        "head_dim",
+        "v_head_dim",
+        "start_layer",
+        "end_layer",
+    ):
+        value = getattr(pool, name, None)
+        out[name] = value if isinstance(value, (int, float, type(None))) else repr(value)
+    out["dtype"] = str(getattr(pool, "store_dtype", getattr(pool, "dtype", None)))
+    if hasattr(pool, "k_buffer"):
+        out["k_bytes"] = _buffer_bytes(pool.k_buffer)
+        out["v_bytes"] = _buffer_bytes(getattr(pool, "v_buffer", []))
+    if hasattr(pool, "kv_buffer"):  # MLA pools keep one latent buffer per layer
+        out["kv_buffer_bytes"] = _buffer_bytes(pool.kv_buffer)
+    # Every tensor the pool object holds directly (works for MLA/hybrid pools too).
+    out["storage_bytes"] = _storage_bytes([t for v in vars(pool).values() for t in _tensors_in(v)])
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: _jsonable(v) for k, v in dataclasses.asdict(value).items()}
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return repr(value)
+
+
+def sglang_cell_size(runner: Any) -> float | None:
+    """Bytes per token SGLang's own configurator charges for this runner's pool.
+
+    Read from the configurator SGLang builds (``_cell_size``), so cross-check tests compare the
+    budget model with SGLang's arithmetic rather than with a re-derivation of it.
+    """
+    if getattr(runner, "token_to_kv_pool", None) is None:
+        return None
+    try:
+        from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+
+        # 0.5.16+ configurators take the runner's KVCacheConfigurator, 0.5.13.x the runner.
+        source = getattr(runner, "kv_cache_configurator", None) or runner
+        return create_memory_pool_configurator(source)._cell_size
+    except Exception as exc:  # a configurator that cannot be built must not hide the report
+        return repr(exc)
+
+
+def named_tensor_bytes(named: Any) -> dict[str, int]:
+    """``name -> bytes`` of a module's ``named_parameters()`` / ``named_buffers()`` on this rank
+    (each rank holds its own shard, so this is what the planner's per-rank estimate must match).
+    """
+    return {name: t.numel() * t.element_size() for name, t in named}
+
+
+def model_runner_summary(runner: Any) -> dict[str, Any]:
+    """One ``ModelRunner``: role, architecture, token budget, weights and its KV pool."""
+    model = getattr(runner, "model", None)
+    weights = 0
+    if model is not None:
+        weights = _storage_bytes([*model.parameters(), *model.buffers()])
+    hf_config = getattr(getattr(runner, "model_config", None), "hf_config", None)
+    archs = getattr(hf_config, "architectures", None) or [None]
+    is_draft = bool(getattr(runner, "is_draft_worker", False))
+    return {
+        "role": "draft" if is_draft else "target",
+        "is_draft_worker": is_draft,
+        "draft_model_idx": getattr(runner, "draft_model_idx", None),
+        "architecture": archs[0],
+        "model_path": getattr(getattr(runner, "model_config", None), "model_path", None),
+        "max_total_num_tokens": getattr(runner, "max_total_num_tokens", None),
+        "num_effective_layers": getattr(runner, "num_effective_layers", None),
+        "start_layer": getattr(runner, "start_layer", None),
+        "end_layer": getattr(runner, "end_layer", None),
+        "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
+        "memory_pool_config": _jsonable(getattr(runner, "memory_pool_config", None)),
+        "weight_bytes": weights,
+        "parameter_bytes": (
+            named_tensor_bytes(model.named_parameters()) if model is not None else {}
+        ),
+        "buffer_bytes": named_tensor_bytes(model.named_buffers()) if model is not None else {},
+        "kv_pool": kv_pool_summary(getattr(runner, "token_to_kv_pool", None)),
+        "sglang_cell_size": sglang_cell_size(runner),
+        "req_to_token_pool_id": id(getattr(runner, "req_to_token_pool", None)),
+        "token_to_kv_pool_allocator_id": id(getattr(runner, "token_to_kv_pool_allocator", None)),
+    }
+
+
+def draft_worker_summary(spec_worker: Any) -> dict[str, Any] | None:
+    """The speculative worker's class and its draft's hot-token map (EAGLE3 reduced vocab)."""
+    if spec_worker is None:
+        return None
+    draft = getattr(spec_worker, "_draft_worker", None)
+    hot = getattr(draft, "hot_token_id", None)
+    return {
+        "worker_class": type(spec_worker).__name__,
+        "draft_class": type(draft).__name__ if draft is not None else None,
+        "hot_token_id_len": int(hot.numel()) if hot is not None else None,
+    }
+
+
+def live_model_runners() -> list[Any]:
+    """Every ``ModelRunner`` object alive in this process: target first, then drafts."""
+    mr = sys.modules.get("sglang.srt.model_executor.model_runner")
+    if mr is None:
+        return []
+    cls = mr.ModelRunner
+    runners = [o for o in gc.get_objects() if issubclass(type(o), cls)]
+    return sorted(
+        runners,
+        key=lambda r: (
+            bool(getattr(r, "is_draft_worker", False)),
+            getattr(r, "draft_model_idx", None) or 0,
+        ),
+    )
+
+
+def scheduler_ranks(scheduler: Any | None) -> dict[str, int | None]:
+    """This scheduler's place in the launch: ``tp``/``pp``/``dp``/``attn_tp``/``attn_dp`` ranks
+    and its ``gpu_id`` (None where not known yet, e.g. a constructor that failed early)."""
+    names = {
+        "tp": "tp_rank",
+        "pp": "pp_rank",
+        "dp": "dp_rank",
+        "attn_tp": "attn_tp_rank",
+        "attn_dp": "attn_dp_rank",
+        "gpu_id": "gpu_id",
+    }
+    ps = getattr(scheduler, "ps", None)  # SGLang's ParallelState, set first in __init__
+    if ps is None and scheduler is not None:
+        ps = _published_ranks()  # 0.5.23 keeps them in its runtime context
+    return {key: getattr(ps, attr, None) for key, attr in names.items()}
+
+
+def _published_ranks() -> Any:
+    """0.5.23: this process's ranks and device as its launcher published them, under 0.5.13's
+    ``ParallelState`` attribute names (None where not published, or on 0.5.13.x)."""
+    from types import SimpleNamespace
+
+    try:
+        from sglang.srt.runtime_context import get_device, get_parallel
+    except ImportError:
+        return None
+    values: dict[str, Any] = {}
+    for attr in ("tp_rank", "pp_rank", "dp_rank", "attn_tp_rank", "attn_dp_rank"):
+        try:
+            values[attr] = getattr(get_parallel(), attr)
+        except (AttributeError, RuntimeError, ValueError):
+            values[attr] = None
+    try:
+        values["gpu_id"] = get_device().gpu_id
+    except (AttributeError, RuntimeError, ValueError):
+        values["gpu_id"] = None
+    return SimpleNamespace(**values)
+
+
+def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
+    """The JSON payload: process, scheduler numbers, runners, meter, applied hooks."""
+    # Read before importing anything of the package below (a stock launch never imports it).
+    specinit_loaded = any(m.startswith("sglang_specinit") for m in sys.modules)
+    from sglang_specinit.hooks import hook_registry_state
+
+    from harness.cpu_doubles import shims
+
+    state: dict[str, Any] = {
+        "pid": os.getpid(),
+        "ranks": scheduler_ranks(scheduler),
+        "sglang_plugins_env": os.environ.get("SGLANG_PLUGINS"),
+        "specinit_loaded": specinit_loaded,
+        "applied_hook_targets": sorted(hook_registry_state().applied),
+    }
+    if scheduler is not None:
+        spec = getattr(scheduler, "spec_algorithm", None)
+        state["scheduler"] = {
+            "spec_algorithm": getattr(spec, "name", None) if spec is not None else None,
+            **{
+                k: getattr(scheduler, k, None)
+                for k in (
+                    "max_total_num_tokens",
+                    "max_running_requests",
+                    "max_req_len",
+                    "max_req_input_len",
+                    "max_prefill_tokens",
+                )
+            },
+        }
+        server_args = getattr(scheduler, "server_args", None)
+        if server_args is not None:
+            state["server_args"] = server_args_fields(server_args)
+        state["draft"] = draft_worker_summary(getattr(scheduler, "draft_worker", None))
+    state["model_runners"] = [model_runner_summary(r) for r in live_model_runners()]
+    if os.environ.get("SPECINIT_TEST_TENSOR_REPORT") == "1":  # the fidelity matrix's (c), (e)
+        from harness.reports.fidelity_tensors import tensor_report
+
+        spec_worker = getattr(scheduler, "draft_worker", None) if scheduler is not None else None
+        state.update(tensor_report(live_model_runners(), spec_worker))
+    state["target_config_before_pool"] = _target_config.get("before_pool")
+    state["target_config_at_pool_sizing"] = _target_config.get("at_pool_sizing")
+    state["meter"] = shims.device_meter().snapshot() if shims.shims_enabled() else None
+    return state
+
+
+def write_report(state: dict[str, Any], suffix: str = "") -> Path | None:
+    """Write ``state`` to ``$SPECINIT_TEST_REPORT_DIR/scheduler-<pid><suffix>.json`` atomically."""
+    directory = os.environ.get(REPORT_DIR_ENV)
+    if not directory:
+        return None
+    path = Path(directory) / f"scheduler-{os.getpid()}{suffix}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1, default=repr))
+    tmp.replace(path)
+    return path
+
+
+def report_before_get_init_info(scheduler: Any, *args: Any, **kwargs: Any) -> None:
+    """BEFORE hook on ``Scheduler.get_init_info``: snapshot the fully initialized scheduler."""
+    write_report(collect_scheduler_state(scheduler))
+
+
+def report_scheduler_init_failure(
+    original: Callable[..., Any], scheduler: Any, *args: Any, **kwargs: Any
+) -> Any:
+    """AROUND hook on ``Scheduler.__init__``: on failure, record the traceback, re-raise."""
+    try:
+        return original(scheduler, *args, **kwargs)
+    except BaseException:
+        try:
+            state = collect_scheduler_state(scheduler)
+        except Exception:
+            state = {"pid": os.getpid(), "collect_error": traceback.format_exc()}
+        state["error"] = traceback.format_exc()
+        write_report(state, suffix="-error")
+        raise
+
+
+def _snapshot_target_config(point: str, runner: Any) -> None:
+    if getattr(runner, "is_draft_worker", False) or point in _target_config:
+        return
+    from harness.reports.config_snapshot import model_config_snapshot
+
+    _target_config[point] = model_config_snapshot(runner.model_config)
+
+
+def snapshot_target_config_before_pool(result: Any, runner: Any, *args: Any, **kw: Any) -> None:
+    """AFTER hook on ``configure_kv_cache_dtype``: the target's model config where stock's
+    ``initialize`` goes on to size the pool."""
+    _snapshot_target_config("before_pool", runner)
+
+
+def snapshot_target_config_at_pool_sizing(runner: Any, *args: Any, **kwargs: Any) -> None:
+    """BEFORE hook on ``init_memory_pool``: the target's model config as its pool is sized."""
+    _snapshot_target_config("at_pool_sizing", runner)
+
+
+_registered = False
+
+
+def register_report_hooks() -> None:
+    """Register the report hooks with ``HookRegistry`` (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
+
+    source = HookSource(plugin_name="specinit-test-report", dist_name=None)
+    HookRegistry.register(
+        f"{_SCHEDULER}.get_init_info",
+        report_before_get_init_info,
+        HookType.BEFORE,
+        source=source,
+    )
+    HookRegistry.register(
+        f"{_SCHEDULER}.__init__", report_scheduler_init_failure, HookType.AROUND, source=source
+    )
+    from harness.launch.sglang_release import sglang_release
+
+    # The config snapshots name 0.5.13.x methods (0.5.23 has neither the mixin module nor
+    # configure_kv_cache_dtype); the fidelity matrix that reads them runs on 0.5.13.x only.
+    if sglang_release()[:3] == (0, 5, 13):
+        HookRegistry.register(
+            _CONFIGURE_KV_CACHE_DTYPE,
+            snapshot_target_config_before_pool,
+            HookType.AFTER,
+            source=source,
+        )
+        HookRegistry.register(
+            _INIT_MEMORY_POOL,
+            snapshot_target_config_at_pool_sizing,
+            HookType.BEFORE,
+            source=source,
+        )
+    _registered = True
