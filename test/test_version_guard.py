@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 from sglang_specinit import compat
 from sglang_specinit.hooks import adapter_patches
 
@@ -25,7 +26,6 @@ DECLINED_VERSION = "0.5.19"
 GENERATION_VENV = REPO_ROOT / ".venv-sglang0520"
 UPSTREAM_PYTHON = GENERATION_VENV / "bin" / "python"
 UNPACKED = REPO_ROOT / ".cache" / f"sglang-{DECLINED_VERSION}"
-STUB_DIR = REPO_ROOT / "test" / "harness" / "sgl_kernel_stub"
 MARK = "SPECINIT_PROBE "
 TIMEOUT_S = 180
 
@@ -94,7 +94,7 @@ def declined_release() -> dict[str, str]:
         if not k.startswith(("SGLANG_SPECINIT_", "SPECINIT_TEST_"))
         and k not in ("SGLANG_PLUGINS", "PYTHONPATH")
     }
-    env["PYTHONPATH"] = f"{UNPACKED}:{STUB_DIR}"
+    env["PYTHONPATH"] = f"{UNPACKED}:{SGL_KERNEL_STUB_DIR}"
     return env
 
 
