@@ -4,7 +4,7 @@ For each case (EAGLE, EAGLE3 with a draft of another KV geometry, EAGLE3 with
 ``num_nextn_predict_layers: 0``, STANDALONE with a 1-layer llama draft) it starts three real
 Engines on device cpu with the same tiny checkpoints and the same simulated memory meter
 (``test/harness``): 0.5.13.post1 with the plugin (patched), 0.5.13.post1 without it (stock),
-and sglang 0.5.14 from ``.venv-sglang0514`` (upstream; the plugin steps aside there). Every
+and sglang 0.5.14 from ``.venv-sglang0514`` (upstream, run with the plugin off). Every
 number is read from the scheduler process's harness report:
 
 - tokens, target and draft pool bytes: the live pools;

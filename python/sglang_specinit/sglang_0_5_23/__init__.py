@@ -39,11 +39,11 @@ too: what differs (no ``draft_parallel_layout`` before 0.5.23; no fused draft en
 hooked bodies do the same steps and every required attribute exists; only where ranks and
 widths live differs (the configurator's and scheduler's ``ps``, the layer indices, publish),
 seven rows of one table, not a package of its own: every phase module here runs on 0.5.20
-unchanged. Releases 0.5.14 to 0.5.19 get no adapter (0.5.19 passes the signature checks but
+unchanged. Releases 0.5.16 to 0.5.19 get no adapter (0.5.19 passes the signature checks but
 lacks ``runtime_context.attn_tp_size_of``, which the planner reads, and has no environment
-here; 0.5.16-0.5.18 have no ``arg_groups.overrides.resolving_view``; 0.5.14-0.5.15 configure
-pools from the ModelRunner: ``docs/releases.md``), and the plugin declines them with one INFO
-line naming the supported releases.
+here; 0.5.16-0.5.18 have no ``arg_groups.overrides.resolving_view``: ``docs/releases.md``),
+and the plugin declines them with one INFO line naming the supported releases. 0.5.14-0.5.15
+configure pools from the ModelRunner and have their own adapter (``sglang_0_5_14``).
 
 This file only declares the releases and the phase modules; ``hooks.adapter_patches`` reads
 their tables.
