@@ -206,7 +206,7 @@ def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
     """The planner answers ``get_device_memory_capacity`` in the modules that bind it; a
     resolution module of 0.5.23 that reads it and is not listed would see this host."""
     import sglang.srt.arg_groups as arg_groups
-    from sglang_specinit.planner.release_0_5_23 import CAPACITY_READERS
+    from sglang_specinit.planner.planned_device_0_5_23 import CAPACITY_READERS
 
     root = Path(arg_groups.__file__).parent
     readers = {

@@ -1,5 +1,5 @@
 """Where the sglang 0.5.23 planner builds its pricing pools
-(``planner.release_0_5_23.pricing_device``) and what it then needs from ``sgl_kernel``
+(``planner.pricing_host_0_5_23.pricing_device``) and what it then needs from ``sgl_kernel``
 (``require_sgl_kernel``): on this GPU-less machine cpu, without the CPU engine and without any
 ``sgl_kernel`` (the pool's warm-up copy skipped: ``kv_warm_up_copy_skipped``), or, in a process
 that imported SGLang as a CPU engine (this suite), with ``sgl_kernel``'s CPU op; on a CUDA host
@@ -20,7 +20,7 @@ import sys
 
 import pytest
 import torch
-from sglang_specinit.planner import release_0_5_23
+from sglang_specinit.planner import pricing_host_0_5_23, release_0_5_23
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.shipped_examples import list_examples
@@ -32,7 +32,7 @@ FRESH_DECISION = """
 import json, os, sys
 import torch
 from sglang_specinit.planner import cli
-from sglang_specinit.planner.release_0_5_23 import pricing_device
+from sglang_specinit.planner.pricing_host_0_5_23 import pricing_device
 
 out = {"device": pricing_device()}
 cli._set_host_cpu_engine()
@@ -83,9 +83,9 @@ def test_a_process_that_imported_sglang_as_a_cpu_engine_keeps_cpu(
 
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # TEST DOUBLE: CUDA host
-    assert release_0_5_23.pricing_device() == "cpu"
+    assert pricing_host_0_5_23.pricing_device() == "cpu"
     monkeypatch.delenv("SGLANG_USE_CPU_ENGINE")
-    assert release_0_5_23.pricing_device() == "cuda"
+    assert pricing_host_0_5_23.pricing_device() == "cuda"
 
 
 @pytest.fixture
@@ -121,10 +121,10 @@ def test_cpu_without_the_cpu_engine_needs_no_sgl_kernel(monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     monkeypatch.delenv("SGLANG_USE_CPU_ENGINE")
-    release_0_5_23.require_sgl_kernel()
+    pricing_host_0_5_23.require_sgl_kernel()
     monkeypatch.setenv("SGLANG_USE_CPU_ENGINE", "1")
     with pytest.raises(PlanError, match="the sgl_kernel package is not installed"):
-        release_0_5_23.require_sgl_kernel()
+        pricing_host_0_5_23.require_sgl_kernel()
 
 
 def _plan_json_here(*argv: str) -> dict:
@@ -173,7 +173,7 @@ def test_the_skip_is_only_the_self_copy_and_ends_with_its_context() -> None:
 
     original = memory_pool.copy_all_layer_kv_cache_func
     zeros, one = torch.zeros(4, dtype=torch.int64), torch.ones(4, dtype=torch.int64)
-    with release_0_5_23.kv_warm_up_copy_skipped():
+    with pricing_host_0_5_23.kv_warm_up_copy_skipped():
         stand_in = memory_pool.copy_all_layer_kv_cache_func
         assert stand_in is not original
         stand_in(torch.zeros(1), torch.zeros(1), zeros, zeros, 1, 4, {})  # no-op
@@ -226,12 +226,12 @@ def test_cuda_host_needs_only_an_importable_sgl_kernel(
 ) -> None:
     """On a CUDA host (TEST DOUBLE: ``pricing_device`` answering cuda) the CUDA build, which has
     no CPU op, is enough; no sgl_kernel at all is refused naming the GPU case."""
-    monkeypatch.setattr(release_0_5_23, "pricing_device", lambda: "cuda")
+    monkeypatch.setattr(pricing_host_0_5_23, "pricing_device", lambda: "cuda")
     monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
-    release_0_5_23.require_sgl_kernel()
+    pricing_host_0_5_23.require_sgl_kernel()
     monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
     with pytest.raises(PlanError) as refused:
-        release_0_5_23.require_sgl_kernel()
+        pricing_host_0_5_23.require_sgl_kernel()
     message = str(refused.value)
     assert "on this host's GPU (torch sees CUDA)" in message, message
     assert "sgl_kernel (the sglang-kernel package), but it does not import" in message, message

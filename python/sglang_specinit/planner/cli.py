@@ -18,9 +18,9 @@ The plan is for the device the flags name, not for this process: a fresh planner
 ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, and the replays answer SGLang's
 ``is_cpu()`` for the planned device (:func:`replay_0_5_13.planned_cpu_engine`). On sglang 0.5.23 the
 planner prices every pool by building it tiny with 0.5.23's own pool code on this host
-(``release_0_5_23.pricing_device``: its GPU, else cpu without the CPU engine, so that no
+(``pricing_host_0_5_23.pricing_device``: its GPU, else cpu without the CPU engine, so that no
 ``sgl_kernel`` op is imported); the planned resolution still sees the planned device
-(``release_0_5_23.planned_device``).
+(``planned_device_0_5_23.planned_device``).
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ def _set_host_cpu_engine() -> None:
     """A planner process plans for ``--device``, not as a CPU engine (see module doc): it drops
     ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, on every release and host. On sglang
     0.5.23 on a GPU-less host that is also what lets it build its pricing pools on cpu with no
-    ``sgl_kernel`` (``release_0_5_23.pricing_device``). Only for the process's own entry
+    ``sgl_kernel`` (``pricing_host_0_5_23.pricing_device``). Only for the process's own entry
     point: a caller in the same process (a test, a server) keeps its environment, and
     :func:`replay_0_5_13.planned_cpu_engine` covers it."""
     if "sglang" not in sys.modules:

@@ -35,6 +35,7 @@ from sglang_specinit.planner.replay import (
     PoolPrices,
     ResolvedLaunch,
     build_model_config,
+    installed_release,
     kv_cache_quant_algo,
     refuse_unpriced_model,
     released,
@@ -46,13 +47,6 @@ from sglang_specinit.planner.replay_0_5_13 import (
     resolve_speculative,
 )
 from sglang_specinit.specs import kv_dtype_name, own_hf_config, runner_layer_count
-
-
-def installed_release() -> str:
-    """The installed release (0.5.14 or 0.5.15): every label of a plan made here names it."""
-    from sglang_specinit.compat import installed_sglang_version
-
-    return str(installed_sglang_version())
 
 
 def auto_mem_fraction_static(server_args: Any, capacity_mib: float) -> float:

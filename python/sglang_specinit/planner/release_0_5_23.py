@@ -47,9 +47,8 @@ reserves nothing), else its layer count, and for a path-less MTP draft the targe
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -59,10 +58,16 @@ from sglang_specinit.budget import BudgetInputs, PoolPlan
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError, RaisingParser
 from sglang_specinit.planner.plan import OfflinePlan, plan_json
+from sglang_specinit.planner.planned_device_0_5_23 import planned_device
+from sglang_specinit.planner.pricing_host_0_5_23 import (
+    kv_warm_up_copy_skipped,
+    pricing_device,
+    require_sgl_kernel,
+)
 from sglang_specinit.planner.replay import (
-    CPU_ENGINE_ENV,
     PoolPrices,
     ResolvedLaunch,
+    installed_release,
     kv_cache_quant_algo,
     refuse_unpriced_model,
 )
@@ -74,147 +79,6 @@ from sglang_specinit.specs import kv_dtype_name, own_hf_config
 
 # The release whose rule the 0.5.13.x replay models (``--sglang-version 0.5.23`` there).
 RELEASE = "0.5.23"
-
-
-def installed_release() -> str:
-    """The installed release this replay runs (one the ``sglang_0_5_23`` adapter serves): every
-    label of a plan made in its environment names it (``compat.installed_sglang_version``)."""
-    from sglang_specinit.compat import installed_sglang_version
-
-    return str(installed_sglang_version())
-
-
-# Platform facts (runtime_context.override_platform) of a CUDA host; the compute capability is
-# the preset's when the device is one (gpus.GpuPreset.sm), else left to this host's probes.
-_CUDA_HOST = {
-    "is_cuda": True,
-    "is_hip": False,
-    "is_npu": False,
-    "is_xpu": False,
-    "is_musa": False,
-    "is_mps": False,
-    # The only resolution steps that read is_cpu() (model_overrides/gpt_oss.py) read it as
-    # `is_cpu() and has_amx`: a CUDA host has no AMX path, whatever this process's
-    # SGLANG_USE_CPU_ENGINE says.
-    "has_amx": False,
-}
-
-
-def _capability_facts(sm: int) -> dict[str, Any]:
-    """``override_platform`` facts for compute capability ``sm`` (90 = sm_90, Hopper)."""
-    return {
-        "device_sm": sm,
-        "device_capability": (sm // 10, sm % 10),
-        "is_sm90": sm == 90,
-        "is_hopper_with_cuda_12_3": sm == 90,
-        "is_sm100": sm == 100,
-        "is_sm110": sm == 110,
-        "is_sm100_or_sm110": sm in (100, 110),
-        "is_sm120": sm == 120,
-        "is_blackwell": sm in (100, 110, 120),
-    }
-
-
-# The modules whose resolution steps read the device's total memory; each binds
-# ``utils.common.get_device_memory_capacity`` by name at import (test_planner_0523 checks the
-# list against 0.5.23's sources).
-CAPACITY_READERS = (
-    "sglang.srt.arg_groups.memory_hook",
-    "sglang.srt.arg_groups.kv_shard_hook",
-    "sglang.srt.arg_groups.model_overrides.qwen3_vl",
-)
-
-
-@contextlib.contextmanager
-def _attribute(owner: Any, name: str, value: Any) -> Iterator[None]:
-    saved = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, saved)
-
-
-def _device_capacity_answering(capacity_mib: float) -> contextlib.ExitStack:
-    """Each capacity reader's ``get_device_memory_capacity`` answering ``capacity_mib``.
-
-    The readers are imported first, so no module binds the stand-in during the context.
-    """
-    import importlib
-
-    from sglang_specinit.sglang_0_5_23.release_shims import present_capacity_readers
-
-    stack = contextlib.ExitStack()
-    for name in present_capacity_readers(CAPACITY_READERS):  # per release: release_shims
-        module = importlib.import_module(name)
-        stack.enter_context(
-            _attribute(module, "get_device_memory_capacity", lambda device=None: capacity_mib)
-        )
-    return stack
-
-
-def _cuda_prefill_graph_default() -> contextlib.AbstractContextManager[None]:
-    """``default_prefill_backend`` (``model_executor/cuda_graph_config.py``) answering as on a
-    CUDA host: it reads ``sglang.srt.utils.is_cuda`` directly rather than ``get_platform()``,
-    so its own body runs with that one name answering true for the duration of the call."""
-    import sglang.srt.utils as utils
-    from sglang.srt.model_executor import cuda_graph_config
-
-    original = cuda_graph_config.default_prefill_backend
-
-    def on_cuda() -> str:
-        with _attribute(utils, "is_cuda", lambda: True):
-            return original()
-
-    return _attribute(cuda_graph_config, "default_prefill_backend", on_cuda)
-
-
-@contextlib.contextmanager
-def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
-    """0.5.23's resolution seeing the planned device instead of this host.
-
-    * ``get_device_memory_capacity`` (``utils/common.py``: ``nvidia-smi`` on CUDA) answers the
-      device's total MiB in the steps that read it: the automatic fraction and the graph batch
-      sizes key off it;
-    * for ``--device cuda``, 0.5.23's own ``runtime_context.override_platform`` says the machine
-      is a CUDA host (the preset's compute capability when known), and the one default that
-      asks ``is_cuda()`` directly, the breakable prefill graph whose reserve the automatic
-      fraction subtracts, is taken as on CUDA. ``SGLANG_USE_CPU_ENGINE`` is not flipped here
-      (unlike the 0.5.13.x replay): 0.5.23 reads it at import time, and a module first imported
-      inside the context would keep the flipped value; on a CUDA host it cannot matter anyway
-      (``has_amx`` above).
-    """
-    from sglang.srt.runtime_context import override_platform
-    from sglang_specinit.sglang_0_5_23.release_shims import known_platform_facts
-
-    facts: dict[str, Any] = {}
-    cuda: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-    capability: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-    if device_name == "cuda":
-        facts = dict(_CUDA_HOST, has_flashinfer=importlib.util.find_spec("flashinfer") is not None)
-        if device.sm is not None:
-            facts.update(_capability_facts(device.sm))
-            capability = _cuda_capability_answering(device.sm)
-        cuda = _cuda_prefill_graph_default()
-    with (
-        override_platform(**known_platform_facts(facts)),
-        _device_capacity_answering(device.capacity_mib),
-        cuda,
-        capability,
-    ):
-        yield
-
-
-def _cuda_capability_answering(sm: int) -> contextlib.AbstractContextManager[None]:
-    """``torch.cuda.get_device_capability`` answering compute capability ``sm``.
-
-    0.5.23's DeepSeek sparse-attention defaults (``arg_groups/model_hook.py``
-    ``handle_model_specific_adjustments``: KV dtype, page size, attention backends) ask torch
-    directly rather than ``get_platform()``; on a host without that GPU the call would raise.
-    """
-    import torch
-
-    return _attribute(torch.cuda, "get_device_capability", lambda device=None: (sm // 10, sm % 10))
 
 
 class ResolvedArgs:
@@ -419,28 +283,6 @@ def _request_bytes(layout: Any, launch: ResolvedLaunch) -> int:
 REPLAY = Replay0523()
 
 
-def pricing_device() -> str:
-    """Where this process builds the tiny pools that price a 0.5.23 launch: ``cuda`` on a host
-    whose torch sees a CUDA device, else ``cpu``.
-
-    Why the host decides: a pool is built where torch can allocate, and on a CUDA host with the
-    kernels a server uses. On a GPU-less host 0.5.23's pool modules, imported without
-    ``SGLANG_USE_CPU_ENGINE`` (the command line's process drops it), import no ``sgl_kernel``
-    op; the only kernel a pool runs while it is built, the warm-up KV copy, is skipped for the
-    pricing call (:func:`kv_warm_up_copy_skipped`). Decided with torch only. A process that
-    already imported SGLang as a CPU engine (the CPU tests) builds on cpu too, with the CPU ops
-    it imported.
-    """
-    import os
-    import sys
-
-    if "sglang" in sys.modules and os.environ.get(CPU_ENGINE_ENV) == "1":
-        return "cpu"
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int | None]:
     """(the launch's published 0.5.23 layout, the draft's fixed pool size or None).
 
@@ -478,87 +320,6 @@ def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int
             )
     fixed = FROZEN_KV_STAND_IN_TOKENS if algorithm == "FROZEN_KV_MTP" else None
     return layout, fixed
-
-
-@contextlib.contextmanager
-def kv_warm_up_copy_skipped() -> Iterator[None]:
-    """The KV pools built inside skip their warm-up copy, and only that (planner, cpu only).
-
-    ``MHATokenToKVPool._init_kv_copy_and_warmup`` (``mem_cache/memory_pool.py``, sglang
-    0.5.20-0.5.23) ends by calling ``copy_all_layer_kv_cache_func`` once with one location
-    copied onto itself (slot 0 onto slot 0 of every layer): it compiles the Triton copy kernel
-    for the server's first KV move, moves no byte and allocates nothing, so a pool's bytes are
-    the same without it. On a GPU-less host that launch has no driver to run on. Inside this
-    context the name the pool module calls answers such a self-copy by doing nothing and hands
-    any other call to 0.5.23's function. Entered only around the planner's pricing call
-    (:meth:`Replay0523.pool_prices`), never in a server process; the module's own function is
-    back when the context ends.
-    """
-    import torch
-    from sglang.srt.mem_cache import memory_pool
-
-    copy = memory_pool.copy_all_layer_kv_cache_func
-
-    def copy_unless_onto_itself(
-        data_ptrs: torch.Tensor,
-        strides: torch.Tensor,
-        tgt_loc: torch.Tensor,
-        src_loc: torch.Tensor,
-        num_locs: int,
-        *args: Any,
-        **kwargs: Any,
-    ) -> None:
-        if torch.equal(tgt_loc[:num_locs], src_loc[:num_locs]):
-            return  # each location onto itself: nothing to move
-        copy(data_ptrs, strides, tgt_loc, src_loc, num_locs, *args, **kwargs)
-
-    with _attribute(memory_pool, "copy_all_layer_kv_cache_func", copy_unless_onto_itself):
-        yield
-
-
-def require_sgl_kernel() -> None:
-    """What the planner's pricing pools need from ``sgl_kernel``, checked before SGLang's pool
-    modules are imported, with one line saying what is missing and what to change:
-
-    * on a CUDA host (:func:`pricing_device`), ``sgl_kernel`` itself (SGLang's CUDA kernels);
-    * on cpu in a process that runs SGLang as a CPU engine (``SGLANG_USE_CPU_ENGINE=1``: an
-      in-process caller; the command line drops it), the CPU KV-copy op its pool modules
-      import (``kernels/ops/kvcache/cache_move.py``), which only ``sgl_kernel``'s CPU build has;
-    * on cpu otherwise, nothing: the modules import no ``sgl_kernel`` op there, and the only
-      kernel a pool runs while it is built is skipped (:func:`kv_warm_up_copy_skipped`).
-    """
-    import os
-
-    if pricing_device() == "cuda":
-        try:
-            import sgl_kernel  # noqa: F401
-        except Exception as e:  # ImportError, or its CUDA library failing to load (OSError)
-            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise PlanError(
-                f"the sglang {installed_release()} planner prices every KV pool by building it "
-                "tiny on this host's GPU (torch sees CUDA) with sglang's own pool code, which "
-                f"needs sgl_kernel (the sglang-kernel package), but it does not import: {why}"
-            ) from None
-        return
-    if os.environ.get(CPU_ENGINE_ENV) != "1":
-        return
-    missing = None
-    if importlib.util.find_spec("sgl_kernel") is None:
-        missing = "the sgl_kernel package is not installed"
-    else:
-        import sgl_kernel
-
-        if not hasattr(sgl_kernel, "copy_all_layer_kv_cache_cpu"):
-            missing = "the installed sgl_kernel has no CPU ops (copy_all_layer_kv_cache_cpu)"
-    if missing is not None:
-        raise PlanError(
-            f"the sglang {installed_release()} planner builds its pricing pools on cpu (torch "
-            "sees no CUDA device), and this process runs sglang as a CPU engine "
-            "(SGLANG_USE_CPU_ENGINE=1), whose pool code imports sgl_kernel's CPU ops, but "
-            f"{missing}: unset "
-            "SGLANG_USE_CPU_ENGINE before sglang is imported (the sglang-specinit command does; "
-            "then no sgl_kernel is needed), or install sglang-kernel's CPU build"
-        )
 
 
 def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:

@@ -159,3 +159,11 @@ def refuse_unpriced_model(target_mc: Any) -> None:
             f"{target_mc.hf_config.architectures[0]}: mamba/linear-attention state is not "
             "priced by the offline planner"
         )
+
+
+def installed_release() -> str:
+    """The installed release a replay runs (one the plugin serves): every label of a plan made
+    in its environment names it (``compat.installed_sglang_version``)."""
+    from sglang_specinit.compat import installed_sglang_version
+
+    return str(installed_sglang_version())
