@@ -18,7 +18,8 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     ``server_process`` (one ``launch_server`` process tree, CPU and GPU), ``processes`` (ports,
     process groups, logs), ``sglang_release`` (which release runs, what its CPU run needs),
     ``multi_rank`` (bounded launches that must end by themselves, and what they left),
-    ``launch_0_5_23`` (the 0.5.23 suite's tiny speculative launches); ``site/`` (the
+    ``launch_0_5_23`` (the 0.5.23 suite's tiny speculative launches), ``release_suite`` (what
+    the per-release suites share: gate, EAGLE3 fixture, shared checks); ``site/`` (the
     ``sitecustomize`` that installs the harness's hooks in every spawned process).
 ``cpu_doubles`` - named test doubles for what a GPU-less machine lacks: ``shims`` (CPU shims
     and simulated device memory), ``faults`` (one rank's draft fails, phase 3 held

@@ -7,6 +7,8 @@
 - ``sglang_release``: which sglang release this process runs, and what its CPU run needs;
 - ``multi_rank``: launches expected to end on their own: bounded, and what they left behind;
 - ``launch_0_5_23``: the 0.5.23 suite's tiny speculative launches and what they left;
+- ``release_suite``: what the per-release suites share (release gate, EAGLE3 launch fixture,
+  the budget-fill and plan-equals-server checks);
 - ``site/sitecustomize.py``: installs the harness's hooks in every Python process of a run
   (the spawned schedulers inherit only the environment); ``server_process.SITE_DIR``.
 """

@@ -1,0 +1,175 @@
+"""What every per-release suite (``test/sglang_0_5_14``, ``_0_5_20``, ``_0_5_21``, ``_0_5_22``)
+shares: the conftest's release gate and CPU recipe, the EAGLE3 launch fixture, and the checks
+of a release's EAGLE3 launch that do not depend on the release.
+
+Each release's test file keeps what is its own (its shims, labels, stock column) and calls
+these: :func:`assert_fills_the_budget_at_profile` ("weights + every pool fill SGLang's budget
+to [0.995, 1]", read from the tensors and the meter, not from the plugin) and
+:func:`plan_in_this_environment` + :func:`assert_plan_equals_server` ("``sglang-specinit plan
+--resident-bytes`` in this environment plans what the server allocated on :data:`PLAN_KEYS`").
+The Engines come from :mod:`harness.launch.launch_0_5_23` (its tiny pairs are
+release-independent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+import pytest
+
+from harness.launch.sglang_release import extra_python_path, sglang_release
+
+# What the plan and the server's breakdown must agree on.
+PLAN_KEYS = (
+    "tokens",
+    "max_running_requests",
+    "target_kv_bytes_per_token",
+    "draft_kv_bytes_per_token",
+    "target_kv_pool_bytes",
+    "draft_kv_pool_bytes",
+    "draft_fixed_pool_bytes",
+    "budget_bytes",
+    "resident_bytes",
+)
+
+# The planner subprocess's bound (it imports SGLang and builds pricing pools; ~15-45 s here).
+PLANNER_TIMEOUT_S = 600
+
+
+def release_gate(
+    releases: Collection[tuple[int, int, int]],
+    signature_only: Collection[tuple[int, int, int]] = (),
+    launch_files: Collection[str] = (),
+) -> list[str]:
+    """The conftest's ``collect_ignore_glob`` for a suite of ``releases``, and its CPU recipe.
+
+    On any other release every test file is ignored; on a ``signature_only`` release (a sibling
+    wheel over the generation's venv) only ``launch_files`` are. When tests are collected, the
+    process gets what SGLang on cpu needs at import: ``SGLANG_USE_CPU_ENGINE`` (``is_cpu()`` is
+    decided at import) and, from 0.5.16 on, the ``sgl_kernel`` test double on ``sys.path``
+    (Engines get both from ``cpu_env``)."""
+    release = sglang_release()[:3]
+    if release in releases:
+        ignored: list[str] = []
+    elif release in signature_only:
+        ignored = list(launch_files)
+    else:
+        return ["test_*.py"]
+    os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
+    for path in extra_python_path():
+        if path not in sys.path:
+            sys.path.append(path)
+    return ignored
+
+
+def release_label() -> str:
+    """The installed release as ``"0.5.21"`` (for temp directories and messages)."""
+    return ".".join(map(str, sglang_release()))
+
+
+def eagle3_launch_fixture(kind: str = "EAGLE3", name: str = "eagle3_on") -> Callable[..., Any]:
+    """A session fixture called ``name``: the tiny ``kind`` pair, plugin on, launched once per
+    session by :func:`harness.launch.launch_0_5_23.launch` on the installed release."""
+
+    @pytest.fixture(scope="session", name=name)
+    def _launched(tmp_path_factory: pytest.TempPathFactory) -> Any:
+        from harness.launch.launch_0_5_23 import launch
+
+        tag = release_label().replace(".", "") + ("" if kind == "EAGLE3" else f"-{kind}")
+        return launch(kind, True, tmp_path_factory.mktemp(f"sglang{tag}"))
+
+    _launched.__doc__ = f"The tiny {kind} pair, plugin on (harness.launch.launch_0_5_23.KINDS)."
+    return _launched
+
+
+def engine_kwargs(kind: str = "EAGLE3") -> dict[str, Any]:
+    """The Engine kwargs :mod:`harness.launch.launch_0_5_23` starts ``kind`` with."""
+    from harness.launch.engine import cpu_engine_kwargs
+    from harness.launch.launch_0_5_23 import KINDS, launch_overrides
+
+    spec = KINDS[kind]
+    return cpu_engine_kwargs(
+        spec.target(), draft_model_path=spec.draft(), algorithm=spec.algorithm,
+        **launch_overrides(spec),
+    )  # fmt: skip
+
+
+def launched_memory(run: Any) -> dict[str, Any]:
+    """The run's ``SPECINIT_MEMORY`` breakdown; fails with the log's tail when there is none."""
+    memory = run.memory
+    assert memory is not None, run.log[-3000:]
+    return memory
+
+
+def assert_fills_the_budget_at_profile(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
+    """The plugin sized the launch of the installed release, and weights as SGLang measured them
+    when it profiled + every pool's token buffers as allocated (read from the tensors, not from
+    sglang_specinit) fill ``mem_fraction_static`` x the free memory before loading to
+    [0.995, 1]; the plugin's pool sizes are the allocated ones. Returns the breakdown."""
+    from sglang_specinit.compat import installed_sglang_version
+
+    memory = launched_memory(run)
+    assert run.report["specinit_loaded"]
+    assert memory["sglang_version"] == installed_sglang_version()
+    budget = int(engine_kwargs(kind)["mem_fraction_static"] * run.pre_load_free_bytes)
+    assert memory["budget_bytes"] == budget
+    pools = sum(p.get("token_buffer_bytes", 0) for p in run.report["kv_pool_buffers"])
+    used = run.resident_at_profile + pools + memory.get("draft_request_bytes", 0)
+    assert 0.995 <= used / budget <= 1, (used, budget)
+    assert memory["target_kv_pool_bytes"] == memory["allocated_target_kv_pool_bytes"]
+    assert memory["draft_kv_pool_bytes"] == memory["allocated_draft_kv_pool_bytes"]
+    return memory
+
+
+def planner_command(memory: Mapping[str, Any], kind: str = "EAGLE3") -> list[str]:
+    """``sglang-specinit plan --json`` with the Engine's flags and the two device numbers the
+    server measured (free before loading, resident at sizing)."""
+    from harness.launch.engine import DEFAULT_CAPACITY_BYTES, server_args_to_cli
+
+    return [
+        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
+        *server_args_to_cli(engine_kwargs(kind)),
+        "--device-memory", str(DEFAULT_CAPACITY_BYTES),
+        "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
+        "--resident-bytes", str(memory["resident_bytes"]),
+    ]  # fmt: skip
+
+
+def planner_env() -> dict[str, str]:
+    """A shell set up for CPU tests: from 0.5.16 on the planner builds its pricing pools on cpu
+    with the release's pool code, whose modules import sgl_kernel's CPU op (the test double)."""
+    env = {**os.environ, "SGLANG_USE_CPU_ENGINE": "1"}
+    python_path = [*extra_python_path(), os.environ.get("PYTHONPATH", "")]
+    if any(python_path):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in python_path if p)
+    return env
+
+
+def plan_in_this_environment(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
+    """The planner's JSON plan, run in this interpreter's environment for ``run``'s launch."""
+    memory = launched_memory(run)
+    done = subprocess.run(
+        planner_command(memory, kind),
+        capture_output=True,
+        text=True,
+        timeout=PLANNER_TIMEOUT_S,
+        env=planner_env(),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def assert_plan_equals_server(planned: Mapping[str, Any], run: Any) -> None:
+    """Every :data:`PLAN_KEYS` number of the plan is the server's breakdown's."""
+    memory = launched_memory(run)
+    differing = {
+        key: (planned.get(key), memory.get(key))
+        for key in PLAN_KEYS
+        if planned.get(key) != memory.get(key)
+    }
+    assert differing == {}
