@@ -6,69 +6,29 @@ The 0.5.20 Engine comes up with the plugin's sizing (the ``SPECINIT_MEMORY`` bre
 stock's: the draft priced at its own geometry, its embed/lm_head bound before profiling),
 weights + every pool fill the budget to [0.995, 1], and ``sglang-specinit plan
 --resident-bytes`` in this environment (0.5.20's own server-args logic and pool code, through
-``release_shims``) plans what the server allocated. The Engine ~100-200 s here, the planner
-~35-45 s.
+``release_shims``) plans what the server allocated (the shared checks:
+:mod:`harness.launch.release_suite`). The Engine ~100-200 s here, the planner ~35-45 s.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
-from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs, server_args_to_cli
-from harness.launch.launch_0_5_23 import (
-    EAGLE3_DRAFT_VOCAB,
-    ENGINE_TIMEOUT_S,
-    KINDS,
-    launch_overrides,
+from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S
+from harness.launch.release_suite import (
+    assert_fills_the_budget_at_profile,
+    assert_plan_equals_server,
+    launched_memory,
+    plan_in_this_environment,
 )
-from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
-# What the plan and the server's breakdown must agree on.
-PLAN_KEYS = (
-    "tokens",
-    "max_running_requests",
-    "target_kv_bytes_per_token",
-    "draft_kv_bytes_per_token",
-    "target_kv_pool_bytes",
-    "draft_kv_pool_bytes",
-    "draft_fixed_pool_bytes",
-    "budget_bytes",
-    "resident_bytes",
-)
-
-
-def eagle3_kwargs() -> dict[str, Any]:
-    """The Engine kwargs :mod:`harness.launch.launch_0_5_23` starts ``EAGLE3`` with."""
-    spec = KINDS["EAGLE3"]
-    return cpu_engine_kwargs(
-        spec.target(),
-        draft_model_path=spec.draft(),
-        algorithm=spec.algorithm,
-        **launch_overrides(spec),
-    )
-
 
 def test_the_0_5_20_engine_fills_the_budget(eagle3_on: Any) -> None:
-    memory = eagle3_on.memory
-    assert memory is not None, eagle3_on.log[-3000:]
-    assert eagle3_on.report["specinit_loaded"]
+    memory = assert_fills_the_budget_at_profile(eagle3_on)
     assert memory["sglang_version"] == "0.5.20"
-    budget = int(eagle3_kwargs()["mem_fraction_static"] * eagle3_on.pre_load_free_bytes)
-    assert memory["budget_bytes"] == budget
-    # Weights as SGLang measured them when it profiled, plus every pool's token buffers as
-    # allocated (read from the tensors, not from sglang_specinit).
-    pools = sum(p.get("token_buffer_bytes", 0) for p in eagle3_on.report["kv_pool_buffers"])
-    used = eagle3_on.resident_at_profile + pools + memory.get("draft_request_bytes", 0)
-    assert 0.995 <= used / budget <= 1, (used, budget)
-    assert memory["target_kv_pool_bytes"] == memory["allocated_target_kv_pool_bytes"]
-    assert memory["draft_kv_pool_bytes"] == memory["allocated_draft_kv_pool_bytes"]
     # The draft's pool is priced at its own geometry (EAGLE3: one layer of its own), not at
     # the target's, and the draft's duplicate embed/lm_head was bound before profiling.
     assert memory["draft_kv_bytes_per_token"] != memory["target_kv_bytes_per_token"]
@@ -91,8 +51,7 @@ def test_an_nnpl0_eagle3_draft_is_priced_although_0_5_20_reserves_nothing(
     from harness.launch.launch_0_5_23 import launch
 
     run = launch("EAGLE3-nnpl0", True, tmp_path_factory.mktemp("sglang0520-nnpl0"))
-    memory = run.memory
-    assert memory is not None, run.log[-3000:]
+    memory = launched_memory(run)
     assert memory["upstream_reserved_layers"] == 0
     assert memory["draft_kv_bytes_per_token"] > 0
     assert memory["draft_kv_pool_bytes"] == memory["allocated_draft_kv_pool_bytes"] > 0
@@ -102,29 +61,5 @@ def test_an_nnpl0_eagle3_draft_is_priced_although_0_5_20_reserves_nothing(
 
 
 def test_plan_in_the_0_5_20_environment_equals_the_server(eagle3_on: Any) -> None:
-    memory = eagle3_on.memory
-    assert memory is not None, eagle3_on.log[-3000:]
-    argv = [
-        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
-        *server_args_to_cli(eagle3_kwargs()),
-        "--device-memory", str(DEFAULT_CAPACITY_BYTES),
-        "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
-        "--resident-bytes", str(memory["resident_bytes"]),
-    ]  # fmt: skip
-    # A shell set up for CPU tests, as the 0.5.22 one: the planner builds its pricing pools on
-    # cpu with 0.5.20's pool code, whose modules import sgl_kernel's CPU op.
-    python_path = [str(SGL_KERNEL_STUB_DIR), os.environ.get("PYTHONPATH", "")]
-    env = {
-        **os.environ,
-        "SGLANG_USE_CPU_ENGINE": "1",
-        "PYTHONPATH": os.pathsep.join(p for p in python_path if p),
-    }
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    planned = json.loads(done.stdout)
-    differing = {
-        key: (planned.get(key), memory.get(key))
-        for key in PLAN_KEYS
-        if planned.get(key) != memory.get(key)
-    }
-    assert differing == {}
+    # The planner builds its pricing pools with 0.5.20's pool code (release_suite.planner_env).
+    assert_plan_equals_server(plan_in_this_environment(eagle3_on), eagle3_on)
