@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from sglang_specinit.hooks import ModulePatch, apply_module_patch, module_problems
+from sglang_specinit.hooks import (
+    ModulePatch,
+    adapter_patches,
+    apply_module_patch,
+    module_problems,
+)
 from sglang_specinit.lazy_import import after_import
 
 logger = logging.getLogger(__name__)
@@ -211,3 +216,21 @@ def problems_for(module_names: Iterable[str]) -> list[str]:
         if name in _state.patches:
             importlib.import_module(name)
     return list(_state.problems)
+
+
+def launch_problems(scheduler: Any, adapter: ModuleType, release: str | None = None) -> list[str]:
+    """:func:`problems_for` every module ``adapter`` patches that this scheduler's launch runs
+    (with ``release``, also what it reads in that release's form: ``hooks.adapter_patches``).
+
+    All or nothing: each such module must have passed its check. The speculative workers of
+    other algorithms are left out (a scheduler never imports them); the ones this launch runs
+    are the modules in the class hierarchy of ``scheduler.draft_worker`` and of its
+    ``draft_worker``. Called by the 0.5.14 and 0.5.23 adapters' ``launch_policy``, whose
+    schedulers both hold the spec worker there."""
+    workers = [scheduler.draft_worker, getattr(scheduler.draft_worker, "draft_worker", None)]
+    own = {cls.__module__ for w in workers if w is not None for cls in type(w).__mro__}
+    return problems_for(
+        name
+        for name in adapter_patches(adapter, release)
+        if not name.startswith("sglang.srt.speculative.") or name in own
+    )

@@ -46,19 +46,10 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     from sglang.srt.configs.model_config import is_deepseek_v4
 
     from sglang_specinit import compat, sglang_0_5_14
-    from sglang_specinit.hooks import adapter_patches
 
     server_args = scheduler.server_args
     spec = scheduler.spec_algorithm
-    # All or nothing: every module this launch runs that the adapter patches must have passed
-    # its check (the speculative workers of other algorithms are never imported here).
-    workers = [scheduler.draft_worker, getattr(scheduler.draft_worker, "draft_worker", None)]
-    own = {cls.__module__ for w in workers if w is not None for cls in type(w).__mro__}
-    problems = compat.problems_for(
-        name
-        for name in adapter_patches(sglang_0_5_14)
-        if not name.startswith("sglang.srt.speculative.") or name in own
-    )
+    problems = compat.launch_problems(scheduler, sglang_0_5_14)
     if problems:
         return StepAside("sglang-specinit is off in this process: " + "; ".join(problems))
     if spec.is_ngram():
