@@ -8,54 +8,26 @@ every pool fill the budget to [0.995, 1] as the scheduler report's tensors and m
 it at the target's), the duplicate embed was freed before profiling, and EAGLE3's hot-token map
 survived the early binding; ``sglang-specinit plan --resident-bytes`` in this environment
 (the release's own server-args logic and pool code, ``planner/release_0_5_14.py``) plans what
-the server allocated. The Engine ~40-200 s here (the machine is shared), the planner ~15 s.
+the server allocated (the planner's command: :mod:`harness.launch.release_suite`). The Engine
+~40-200 s here (the machine is shared), the planner ~15 s.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
-from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine_kwargs, server_args_to_cli
-from harness.launch.launch_0_5_23 import (
-    EAGLE3_DRAFT_VOCAB,
-    ENGINE_TIMEOUT_S,
-    KINDS,
-    launch_overrides,
+from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S
+from harness.launch.release_suite import (
+    PLAN_KEYS,
+    assert_plan_equals_server,
+    engine_kwargs,
+    launched_memory,
+    plan_in_this_environment,
 )
 from harness.reports.report_reading import meter_budget
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
-
-
-# What the plan and the server's breakdown must agree on.
-PLAN_KEYS = (
-    "tokens",
-    "max_running_requests",
-    "target_kv_bytes_per_token",
-    "draft_kv_bytes_per_token",
-    "target_kv_pool_bytes",
-    "draft_kv_pool_bytes",
-    "draft_fixed_pool_bytes",
-    "budget_bytes",
-    "resident_bytes",
-)
-
-
-def engine_kwargs(kind: str) -> dict[str, Any]:
-    """The Engine kwargs :mod:`harness.launch.launch_0_5_23` starts ``kind`` with."""
-    spec = KINDS[kind]
-    return cpu_engine_kwargs(
-        spec.target(), draft_model_path=spec.draft(), algorithm=spec.algorithm,
-        **launch_overrides(spec),
-    )  # fmt: skip
-
-
-def fraction(kind: str) -> float:
-    return float(engine_kwargs(kind)["mem_fraction_static"])
 
 
 def pool(run: Any, role: str) -> dict[str, Any]:
@@ -66,12 +38,11 @@ def pool(run: Any, role: str) -> dict[str, Any]:
 def assert_fills_the_budget(run: Any, kind: str) -> dict[str, Any]:
     from sglang_specinit.compat import installed_sglang_version
 
-    memory = run.memory
-    assert memory is not None, run.log[-3000:]
+    memory = launched_memory(run)
     assert run.report["specinit_loaded"]
     assert memory["sglang_version"] == installed_sglang_version()
     # SGLang's own budget from the meter's two readings (pre-load, profiling).
-    meter = meter_budget(run.report, fraction(kind))
+    meter = meter_budget(run.report, float(engine_kwargs(kind)["mem_fraction_static"]))
     assert memory["budget_bytes"] == meter.budget_bytes
     pools = sum(p["token_buffer_bytes"] for p in run.report["kv_pool_buffers"])
     used = meter.resident_bytes + pools + memory.get("draft_request_bytes", 0)
@@ -98,27 +69,11 @@ def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_o
 
 
 def test_plan_in_this_environment_equals_the_server(eagle3_on: Any) -> None:
-    memory = eagle3_on.memory
-    assert memory is not None, eagle3_on.log[-3000:]
-    argv = [
-        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
-        *server_args_to_cli(engine_kwargs("EAGLE3")),
-        "--device-memory", str(DEFAULT_CAPACITY_BYTES),
-        "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
-        "--resident-bytes", str(memory["resident_bytes"]),
-    ]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    planned = json.loads(done.stdout)
+    planned = plan_in_this_environment(eagle3_on)
     assert all(planned.get(key) is not None for key in PLAN_KEYS), planned
     # The three-column report: this release's own rule is the "upstream 0.5.14" column.
     assert "upstream_0_5_14" in planned and "stock_0_5_23" not in planned
-    differing = {
-        key: (planned.get(key), memory.get(key))
-        for key in PLAN_KEYS
-        if planned.get(key) != memory.get(key)
-    }
-    assert differing == {}
+    assert_plan_equals_server(planned, eagle3_on)
 
 
 @pytest.mark.slow
