@@ -11,36 +11,24 @@ the entry point, the version check and SGLang's ``HookRegistry`` are all the rea
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-from pathlib import Path
 
 import pytest
+from harness.launch.plugin_probe import REPO_ROOT, probe_env, run_probe
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 from sglang_specinit import compat
 from sglang_specinit.hooks import adapter_patches
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 # A declined release, run over the venv of the served release of the next generation.
 DECLINED_VERSION = "0.5.19"
 GENERATION_VENV = REPO_ROOT / ".venv-sglang0520"
 UPSTREAM_PYTHON = GENERATION_VENV / "bin" / "python"
 UNPACKED = REPO_ROOT / ".cache" / f"sglang-{DECLINED_VERSION}"
-MARK = "SPECINIT_PROBE "
 TIMEOUT_S = 180
 
+# After harness.launch.plugin_probe.LOG_COLLECTOR.
 PROBE = """
-import importlib.metadata, json, logging, pkgutil, sys
-
-records = []
-
-class _Collect(logging.Handler):
-    def emit(self, record):
-        records.append({"logger": record.name, "level": record.levelname,
-                        "message": record.getMessage()})
-
-logging.getLogger().addHandler(_Collect())
-logging.getLogger().setLevel(logging.INFO)
+import importlib.metadata, json, pkgutil, sys
 
 import sglang
 from sglang.srt.plugins import load_plugins
@@ -88,13 +76,7 @@ def declined_release() -> dict[str, str]:
         cwd=str(REPO_ROOT),
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SGLANG_SPECINIT_", "SPECINIT_TEST_"))
-        and k not in ("SGLANG_PLUGINS", "PYTHONPATH")
-    }
-    env["PYTHONPATH"] = f"{UNPACKED}:{SGL_KERNEL_STUB_DIR}"
+    env = probe_env(PYTHONPATH=f"{UNPACKED}:{SGL_KERNEL_STUB_DIR}")
     return env
 
 
@@ -109,17 +91,7 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
         for p in adapter_patches(compat.load_adapter(name)).values()
     ]
     methods = [(f"{m.module}.{m.class_name}", m.name) for p in patches for m in p.new_methods]
-    proc = subprocess.run(
-        [str(UPSTREAM_PYTHON), "-c", PROBE, json.dumps(methods), MARK],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        cwd=str(REPO_ROOT),
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
-    assert proc.returncode == 0 and len(lines) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = json.loads(lines[0][len(MARK) :])
+    summary = run_probe(str(UPSTREAM_PYTHON), PROBE, [json.dumps(methods)], env, TIMEOUT_S)
 
     # The real 0.5.19 wheel, not the generation venv's 0.5.20.
     assert summary["sglang_version"] == DECLINED_VERSION

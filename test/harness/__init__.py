@@ -19,7 +19,8 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     process groups, logs), ``sglang_release`` (which release runs, what its CPU run needs),
     ``multi_rank`` (bounded launches that must end by themselves, and what they left),
     ``launch_0_5_23`` (the 0.5.23 suite's tiny speculative launches), ``release_suite`` (what
-    the per-release suites share: gate, EAGLE3 fixture, shared checks); ``site/`` (the
+    the per-release suites share: gate, EAGLE3 fixture, shared checks), ``plugin_probe`` (a
+    fresh interpreter running ``load_plugins()``, its summary read back); ``site/`` (the
     ``sitecustomize`` that installs the harness's hooks in every spawned process).
 ``cpu_doubles`` - named test doubles for what a GPU-less machine lacks: ``shims`` (CPU shims
     and simulated device memory), ``faults`` (one rank's draft fails, phase 3 held

@@ -9,31 +9,17 @@ Runs in a fresh interpreter of this venv (the plugin registers once per process)
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from harness.launch.plugin_probe import probe_env, run_probe
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-MARK = "SPECINIT_PROBE "
 TIMEOUT_S = 240
 
-# HookRegistry has no public read of its table: ``sglang_specinit.hooks.hook_registry_state``
-# is the one place that reads it.
+# After harness.launch.plugin_probe.LOG_COLLECTOR. HookRegistry has no public read of its
+# table: ``sglang_specinit.hooks.hook_registry_state`` is the one place that reads it.
 PROBE = """
-import importlib, json, logging, sys
-
-records = []
-
-class _Collect(logging.Handler):
-    def emit(self, record):
-        records.append({"logger": record.name, "level": record.levelname,
-                        "message": record.getMessage()})
-
-logging.getLogger().addHandler(_Collect())
-logging.getLogger().setLevel(logging.INFO)
+import importlib, json, sys
 
 from sglang.srt.plugins import load_plugins
 from sglang_specinit.hooks import hook_registry_state
@@ -56,24 +42,8 @@ def test_the_entry_point_applies_exactly_the_0_5_14_adapter() -> None:
     from sglang_specinit.hooks import adapter_patches
 
     ours = adapter_patches(sglang_0_5_14)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SGLANG_SPECINIT_", "SPECINIT_TEST_"))
-        and k not in ("SGLANG_PLUGINS", "PYTHONPATH")
-    }
-    env["SGLANG_USE_CPU_ENGINE"] = "1"
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(sorted(ours)), MARK],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        cwd=str(REPO_ROOT),
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
-    assert proc.returncode == 0 and len(lines) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = json.loads(lines[0][len(MARK) :])
+    env = probe_env(SGLANG_USE_CPU_ENGINE="1")
+    summary = run_probe(sys.executable, PROBE, [json.dumps(sorted(ours))], env, TIMEOUT_S)
 
     specinit = {t for t, names in summary["hooks"].items() if "specinit" in names}
     expected = {hook.target for patch in ours.values() for hook in patch.hooks}

@@ -9,6 +9,7 @@
 - ``launch_0_5_23``: the 0.5.23 suite's tiny speculative launches and what they left;
 - ``release_suite``: what the per-release suites share (release gate, EAGLE3 launch fixture,
   the budget-fill and plan-equals-server checks);
+- ``plugin_probe``: a fresh interpreter that runs ``load_plugins()`` and reports what it saw;
 - ``site/sitecustomize.py``: installs the harness's hooks in every Python process of a run
   (the spawned schedulers inherit only the environment); ``server_process.SITE_DIR``.
 """

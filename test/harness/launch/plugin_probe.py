@@ -1,0 +1,64 @@
+"""A fresh interpreter that runs ``load_plugins()`` and prints what it saw, for the tests that
+check the real entry point (``test/test_version_guard.py``, ``test/sglang_0_5_14/
+test_plugin_registration.py``): the plugin registers once per process, so each probe is its own
+process. The probe scripts start with :data:`LOG_COLLECTOR` (every log record kept for the
+summary) and print one line, :data:`MARK` + JSON; :func:`run_probe` runs one and reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+MARK = "SPECINIT_PROBE "
+
+# Prepended to every probe: the records its summary reports (logger, level, message).
+LOG_COLLECTOR = """
+import logging
+
+records = []
+
+class _Collect(logging.Handler):
+    def emit(self, record):
+        records.append({"logger": record.name, "level": record.levelname,
+                        "message": record.getMessage()})
+
+logging.getLogger().addHandler(_Collect())
+logging.getLogger().setLevel(logging.INFO)
+"""
+
+
+def probe_env(**extra: str) -> dict[str, str]:
+    """This process's environment without the plugin's and the test run's switches (nor a
+    ``PYTHONPATH`` or ``SGLANG_PLUGINS`` of the caller's), plus ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SGLANG_SPECINIT_", "SPECINIT_TEST_"))
+        and k not in ("SGLANG_PLUGINS", "PYTHONPATH")
+    }
+    env.update(extra)
+    return env
+
+
+def run_probe(
+    python: str, probe: str, args: Sequence[str], env: dict[str, str], timeout_s: float
+) -> dict[str, Any]:
+    """Runs ``LOG_COLLECTOR + probe`` in ``python`` with ``args`` and :data:`MARK` as its last
+    argument; returns the one marked line's JSON (fails with the output's tails otherwise)."""
+    proc = subprocess.run(
+        [python, "-c", LOG_COLLECTOR + probe, *args, MARK],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=str(REPO_ROOT),
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
+    assert proc.returncode == 0 and len(lines) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(lines[0][len(MARK) :])
