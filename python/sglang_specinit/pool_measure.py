@@ -106,6 +106,64 @@ def pool_logs_quiet() -> Iterator[None]:
         pool_logger.setLevel(level)
 
 
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def attributes_restored(obj: Any, names: Iterable[str]) -> Iterator[None]:
+    """Put each of ``names`` back on ``obj`` as it was (one that was absent is removed)."""
+    saved = {name: obj.__dict__.get(name, _MISSING) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is _MISSING:
+                obj.__dict__.pop(name, None)
+            else:
+                setattr(obj, name, value)
+
+
+def runner_pool_storages(
+    runner: Any, full_tokens: int, swa_tokens: int, runner_attrs: Iterable[str]
+) -> dict[str, int]:
+    """The storages the KV pool owns when ``runner`` builds its pools at ``full_tokens`` /
+    ``swa_tokens`` with its own ``_apply_memory_pool_config`` (a ``MemoryPoolConfig`` from
+    ``model_executor.pool_configurator``), the runner put back afterwards: every attribute in
+    ``runner_attrs`` (what that release's method sets) and ``max_mamba_cache_size``.
+
+    For the releases whose model runner builds its own pools from that config: the 0.5.13
+    adapter's probe (0.5.13.x) and the 0.5.14 adapter's (0.5.14 / 0.5.15) call it, each with
+    its release's attribute list; 0.5.23 builds through its ``KVCacheConfigurator`` instead.
+    """
+    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
+
+    config = MemoryPoolConfig(
+        max_total_num_tokens=full_tokens,
+        max_running_requests=PROBE_REQUESTS,
+        full_max_total_num_tokens=full_tokens,
+        swa_max_total_num_tokens=swa_tokens,
+    )
+    server_args = runner.server_args
+    mamba_cache_size = server_args.max_mamba_cache_size
+    with attributes_restored(runner, runner_attrs):
+        # The probe owns every pool it builds; the shared ones come with SGLang's pool phase.
+        runner.req_to_token_pool = None
+        runner.token_to_kv_pool_allocator = None
+        # A hybrid model's request pool holds mamba state for max_mamba_cache_size requests,
+        # not part of the KV price (SGLang reserves it while profiling): one request here,
+        # SGLang's value back right after.
+        server_args.max_mamba_cache_size = PROBE_REQUESTS
+        try:
+            runner._apply_memory_pool_config(config)
+            return kv_pool_storages(
+                runner.token_to_kv_pool,
+                runner.req_to_token_pool,
+                runner.token_to_kv_pool_allocator,
+            )
+        finally:
+            server_args.max_mamba_cache_size = mamba_cache_size
+
+
 def model_name(model_config: Any) -> str:
     """The architecture a pool belongs to, for messages (``LlamaForCausalLM``)."""
     architectures = getattr(getattr(model_config, "hf_config", None), "architectures", None)

@@ -4,24 +4,23 @@ sglang 0.5.13 / 0.5.13.post1. Used by the runtime sizing for the target and ever
 before the target pool is sized. ``ModelRunner._apply_memory_pool_config`` (SGLang's own method,
 the one the real allocation goes through) runs on the live runner with tiny configs; the bytes
 of the tensors the resulting KV pool owns are read (:mod:`sglang_specinit.pool_measure`, shared
-with the 0.5.23 adapter) and the runner is put back exactly as it was. The probe pools are freed
-before free memory is profiled; they are page-sized, so their peak is negligible next to the
-weights already resident.
+with the 0.5.23 adapter; the build itself, :func:`~sglang_specinit.pool_measure.
+runner_pool_storages`, with the 0.5.14 adapter) and the runner is put back exactly as it was.
+The probe pools are freed before free memory is profiled; they are page-sized, so their peak is
+negligible next to the weights already resident.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
-from collections.abc import Iterator
 from typing import Any
 
 from sglang_specinit.budget import MeasuredKVSpec
 from sglang_specinit.pool_measure import (
-    PROBE_REQUESTS,
     kv_pool_storages,
     measure_linear,
     model_name,
+    runner_pool_storages,
 )
 
 # Attributes _apply_memory_pool_config / _init_pools set on the runner; restored afterwards.
@@ -39,7 +38,6 @@ _RUNNER_ATTRS = (
     "token_to_kv_pool",
     "token_to_kv_pool_allocator",
 )
-_MISSING = object()
 
 
 def runner_kv_pool_storages(runner: Any) -> dict[str, int]:
@@ -55,46 +53,6 @@ def kv_pool_bytes_of(runner: Any) -> int:
     return sum(runner_kv_pool_storages(runner).values())
 
 
-@contextlib.contextmanager
-def _runner_restored(runner: Any) -> Iterator[None]:
-    saved = {name: runner.__dict__.get(name, _MISSING) for name in _RUNNER_ATTRS}
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is _MISSING:
-                runner.__dict__.pop(name, None)
-            else:
-                setattr(runner, name, value)
-
-
-def _build_and_measure(runner: Any, full_tokens: int, swa_tokens: int) -> dict[str, int]:
-    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
-
-    config = MemoryPoolConfig(
-        max_total_num_tokens=full_tokens,
-        max_running_requests=PROBE_REQUESTS,
-        full_max_total_num_tokens=full_tokens,
-        swa_max_total_num_tokens=swa_tokens,
-    )
-    server_args = runner.server_args
-    mamba_cache_size = server_args.max_mamba_cache_size
-    with _runner_restored(runner):
-        # A probe owns every pool it builds; the shared ones come in the pool phase.
-        runner.req_to_token_pool = None
-        runner.token_to_kv_pool_allocator = None
-        # A hybrid model's request pool holds mamba state for max_mamba_cache_size requests
-        # (not priced here: SGLang reserves it itself while profiling). Keep the probe's tiny;
-        # the value SGLang chose, if any, is put back right after.
-        server_args.max_mamba_cache_size = PROBE_REQUESTS
-        try:
-            runner._apply_memory_pool_config(config)
-            measured = runner_kv_pool_storages(runner)
-        finally:
-            server_args.max_mamba_cache_size = mamba_cache_size
-    return measured
-
-
 def measure_kv_pool(
     runner: Any, swa_full_tokens_ratio: float = 1.0, ratio_applies: bool = False
 ) -> MeasuredKVSpec:
@@ -104,7 +62,7 @@ def measure_kv_pool(
     count into full and sliding-window tokens (a draft's pool follows the target's config).
     """
     price = measure_linear(
-        lambda full, swa: _build_and_measure(runner, full, swa),
+        lambda full, swa: runner_pool_storages(runner, full, swa, _RUNNER_ATTRS),
         int(runner.page_size),
         what=model_name(runner.model_config),
         swa_full_tokens_ratio=swa_full_tokens_ratio,

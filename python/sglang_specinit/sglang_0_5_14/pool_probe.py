@@ -8,23 +8,21 @@ In these releases the runner itself turns a ``MemoryPoolConfig`` into pools
 (``_apply_memory_pool_config`` sets the token counts on the runner, ``_init_pools`` picks the
 pool class and allocates), as in 0.5.13. The probe runs that method on the live target and
 draft runners at a few tiny sizes, reads the bytes the KV pool owns
-(:mod:`sglang_specinit.pool_measure`) and puts every attribute it set back. The probe pools
-are freed before free memory is profiled.
+(:func:`sglang_specinit.pool_measure.runner_pool_storages`, shared with the 0.5.13 adapter)
+and puts every attribute it set back. The probe pools are freed before free memory is
+profiled.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
-from collections.abc import Iterator
 from typing import Any
 
 from sglang_specinit.budget import MeasuredKVSpec
 from sglang_specinit.pool_measure import (
-    PROBE_REQUESTS,
-    kv_pool_storages,
     measure_linear,
     model_name,
+    runner_pool_storages,
 )
 
 # What _apply_memory_pool_config / _init_pools set on the runner in 0.5.14 and 0.5.15
@@ -45,51 +43,6 @@ RUNNER_ATTRS = (
     "token_to_kv_pool_allocator",
     "_unified_memory_pool",
 )
-_MISSING = object()
-
-
-@contextlib.contextmanager
-def runner_restored(runner: Any) -> Iterator[None]:
-    """Put every attribute the probe's pool building sets back as it was."""
-    saved = {name: runner.__dict__.get(name, _MISSING) for name in RUNNER_ATTRS}
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is _MISSING:
-                runner.__dict__.pop(name, None)
-            else:
-                setattr(runner, name, value)
-
-
-def _build(runner: Any, full_tokens: int, swa_tokens: int) -> dict[str, int]:
-    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
-
-    config = MemoryPoolConfig(
-        max_total_num_tokens=full_tokens,
-        max_running_requests=PROBE_REQUESTS,
-        full_max_total_num_tokens=full_tokens,
-        swa_max_total_num_tokens=swa_tokens,
-    )
-    server_args = runner.server_args
-    mamba_cache_size = server_args.max_mamba_cache_size
-    with runner_restored(runner):
-        # The probe owns every pool it builds; the shared ones come with SGLang's pool phase.
-        runner.req_to_token_pool = None
-        runner.token_to_kv_pool_allocator = None
-        # A hybrid model's request pool holds mamba state for max_mamba_cache_size requests,
-        # not part of the KV price (SGLang reserves it while profiling): one request here,
-        # SGLang's value back right after.
-        server_args.max_mamba_cache_size = PROBE_REQUESTS
-        try:
-            runner._apply_memory_pool_config(config)
-            return kv_pool_storages(
-                runner.token_to_kv_pool,
-                runner.req_to_token_pool,
-                runner.token_to_kv_pool_allocator,
-            )
-        finally:
-            server_args.max_mamba_cache_size = mamba_cache_size
 
 
 def target_split(runner: Any) -> tuple[float, bool]:
@@ -106,7 +59,7 @@ def measure_runner(runner: Any, split: tuple[float, bool]) -> MeasuredKVSpec:
     ratio, applies = split
     role = "draft" if runner.is_draft_worker else "target"
     price = measure_linear(
-        lambda full, swa: _build(runner, full, swa),
+        lambda full, swa: runner_pool_storages(runner, full, swa, RUNNER_ATTRS),
         int(runner.page_size),
         what=f"{model_name(runner.model_config)} ({role})",
         swa_full_tokens_ratio=ratio,
