@@ -15,21 +15,29 @@ the files (:func:`tightest`), rather than with a gather the launch does not othe
 Both adapters build their rank fields, tightness fields and files here
 (:func:`rank_fields`, :func:`tightness_fields`, :func:`write_breakdown`); each only reads its
 release's objects (0.5.13.x: ``Scheduler.ps``; 0.5.23: ``runtime_context.get_parallel()``).
+The 0.5.13 and 0.5.14 adapters read ``Scheduler.ps`` through
+:func:`parallel_state_rank_fields`; the three adapters log and write their breakdown through
+:func:`log_breakdown`, and the 0.5.14 and 0.5.23 ones read the device's numbers after the pools with
+:func:`cuda_fields_after_pools`.
 
-No torch and no SGLang import: the planner, tests and tools read these files too.
+No SGLang import, and torch only inside :func:`cuda_fields_after_pools` (on CUDA): the planner,
+tests and tools read these files too.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sglang_specinit.report import human_bytes
+from sglang_specinit.report import human_bytes, render_breakdown
 
 FILE_PREFIX = "memory-rank"
+# The prefix of the one-line JSON breakdown in a server's log (tests and tools grep for it).
+MEMORY_LOG_PREFIX = "SPECINIT_MEMORY "
 # Ranks whose free memory at sizing is within this of the all-rank minimum count as tightest:
 # the minimum travels as a float32 (SGLang's all-reduce), which rounds to 4 KiB at 80 GiB, and
 # symmetric GPUs differ by their context and communicator buffers.
@@ -71,6 +79,26 @@ def rank_fields(
     }
 
 
+def parallel_state_rank_fields(ps: Any, enable_dp_attention: bool) -> dict[str, int]:
+    """:func:`rank_fields` of a scheduler whose place in the launch is its ``ParallelState``
+    (``Scheduler.ps``: ``pp_rank``, ``tp_rank``, ``dp_rank``, ``attn_tp_rank`` and the sizes),
+    with ``--enable-dp-attention`` from its ``server_args``. Replicas (``--dp`` without
+    dp-attention) are separate schedulers; under dp-attention the DP ranks live inside the TP
+    group and add no index of their own. Called by the 0.5.13 and 0.5.14 adapters' schedulers
+    (0.5.13.x, 0.5.14 and 0.5.15 all hold ``Scheduler.ps``)."""
+    dp_rank = ps.dp_rank or 0
+    return rank_fields(
+        replica=0 if enable_dp_attention else dp_rank,
+        pp_rank=ps.pp_rank,
+        tp_rank=ps.tp_rank,
+        dp_rank=dp_rank,
+        attn_tp_rank=ps.attn_tp_rank,
+        pp_size=ps.pp_size,
+        tp_size=ps.tp_size,
+        dp_size=ps.dp_size,
+    )
+
+
 def tightness_fields(rank_free_bytes: int | None, min_free_bytes: int | None) -> dict[str, Any]:
     """This rank's free memory at sizing next to the all-rank minimum the budget was built on.
 
@@ -97,6 +125,36 @@ def write_breakdown(directory: str | Path, breakdown: Mapping[str, Any]) -> Path
     tmp.write_text(json.dumps(breakdown, sort_keys=True))
     tmp.replace(path)
     return path
+
+
+def cuda_fields_after_pools(device: str) -> dict[str, int]:
+    """What CUDA holds once the pools exist (free device bytes, torch's allocated bytes), under
+    the breakdown's key names; empty on other devices. Called by the 0.5.14 and 0.5.23
+    adapters' ``memory_breakdown`` (``--device`` from the scheduler's ``server_args``)."""
+    if device != "cuda":
+        return {}
+    import torch
+
+    free, _total = torch.cuda.mem_get_info()
+    return {
+        "cuda_free_bytes_after_pools": int(free),
+        "cuda_torch_allocated_bytes": int(torch.cuda.memory_allocated()),
+    }
+
+
+def log_breakdown(log: logging.Logger, breakdown: Mapping[str, Any], headline: str) -> None:
+    """Log one rank's breakdown (``headline`` and its rank, then the table), its tightness line
+    and the ``SPECINIT_MEMORY`` JSON line; write its file when ``SGLANG_SPECINIT_REPORT_DIR``
+    is set. Called by the 0.5.13, 0.5.14 and 0.5.23 adapters' ``log_memory_breakdown``, with
+    their own module's logger."""
+    log.info(
+        "[specinit] %s (%s):\n%s", headline, rank_label(breakdown), render_breakdown(breakdown)
+    )
+    log.info("[specinit] %s", tightness(breakdown))
+    log.info("%s%s", MEMORY_LOG_PREFIX, json.dumps(breakdown, sort_keys=True))
+    report_dir = os.environ.get("SGLANG_SPECINIT_REPORT_DIR")
+    if report_dir:
+        write_breakdown(report_dir, breakdown)
 
 
 def rank_label(breakdown: Mapping[str, Any]) -> str:

@@ -16,13 +16,12 @@ warns if the draft runners allocate another count.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from sglang_specinit import rank_reports
 from sglang_specinit.hooks import is_instance_of
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_13.model_runner import (
@@ -38,7 +37,6 @@ from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
 
 logger = logging.getLogger(__name__)
 
-MEMORY_LOG_PREFIX = "SPECINIT_MEMORY "
 
 MODULE = "sglang.srt.managers.scheduler"
 patch = PatchTable(MODULE)
@@ -239,7 +237,11 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
     breakdown["allocated_draft_kv_pool_bytes"] = sum(
         kv_pool_allocated_bytes(dr) for dr in draft_runners
     )
-    breakdown.update(rank_fields(scheduler))
+    breakdown.update(
+        rank_reports.parallel_state_rank_fields(
+            scheduler.ps, scheduler.server_args.enable_dp_attention
+        )
+    )
     breakdown.update(tightness_fields(sizing.free_at_sizing))
     # Which launch these numbers belong to, under plan --json's key names (report labels).
     for key in ("model_path", "speculative_algorithm", "speculative_draft_model_path"):
@@ -256,29 +258,6 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
     return breakdown
 
 
-def rank_fields(scheduler: Any) -> dict[str, int]:
-    """Where this scheduler sits in the launch, from SGLang's ``ParallelState``.
-
-    ``rank_index`` numbers every scheduler process of the launch once: DP replicas (separate
-    schedulers, ``--dp`` without ``--enable-dp-attention``) x PP stages x TP ranks. Under
-    dp-attention the DP ranks live inside the TP group, so they add no index of their own.
-    """
-    from sglang_specinit.rank_reports import rank_fields as shared_rank_fields
-
-    ps = scheduler.ps
-    dp_rank = ps.dp_rank or 0
-    return shared_rank_fields(
-        replica=0 if scheduler.server_args.enable_dp_attention else dp_rank,
-        pp_rank=ps.pp_rank,
-        tp_rank=ps.tp_rank,
-        dp_rank=dp_rank,
-        attn_tp_rank=ps.attn_tp_rank,
-        pp_size=ps.pp_size,
-        tp_size=ps.tp_size,
-        dp_size=ps.dp_size,
-    )
-
-
 def tightness_fields(free: Any) -> dict[str, Any]:
     """This rank's free memory at sizing next to the all-rank minimum the budget was built on
     (:func:`sglang_specinit.rank_reports.tightness_fields`; no collective is added)."""
@@ -290,19 +269,12 @@ def tightness_fields(free: Any) -> dict[str, Any]:
 
 
 def log_memory_breakdown(scheduler: Any) -> None:
-    from sglang_specinit.rank_reports import rank_label, tightness, write_breakdown
-    from sglang_specinit.report import render_breakdown
-
+    """Log this rank's breakdown after init, its tightness line and the ``SPECINIT_MEMORY``
+    JSON line; write its file when ``SGLANG_SPECINIT_REPORT_DIR`` is set
+    (:func:`~sglang_specinit.rank_reports.log_breakdown`, with this module's logger)."""
     breakdown = memory_breakdown(scheduler)
     scheduler._specinit_breakdown = breakdown
-    logger.info(
-        "[specinit] memory after init (%s):\n%s", rank_label(breakdown), render_breakdown(breakdown)
-    )
-    logger.info("[specinit] %s", tightness(breakdown))
-    logger.info("%s%s", MEMORY_LOG_PREFIX, json.dumps(breakdown, sort_keys=True))
-    report_dir = os.environ.get("SGLANG_SPECINIT_REPORT_DIR")
-    if report_dir:
-        write_breakdown(report_dir, breakdown)
+    rank_reports.log_breakdown(logger, breakdown, "memory after init")
 
 
 HOOKS, NEW_METHODS, REQUIRES = patch.tables()

@@ -22,18 +22,16 @@ Launches it does not price run SGLang's method unchanged, after one log line nam
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from typing import Any
 
+from sglang_specinit import rank_reports
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_14.eagle import bind_shared_weights_early
 from sglang_specinit.sglang_0_5_14.launch_policy import pricing_blocker
 from sglang_specinit.sglang_0_5_23.runtime_budget import TargetSizing, sizing_active
 from sglang_specinit.sglang_0_5_23.scheduler import (
-    MEMORY_LOG_PREFIX,
     draft_duplicate_bytes,
     kv_pool_allocated_bytes,
     rank_free_at_sizing,
@@ -103,26 +101,6 @@ def _release() -> str:
     return installed_sglang_version() or "?"
 
 
-def rank_fields(scheduler: Any) -> dict[str, int]:
-    """Where this scheduler sits in the launch, from its ``ParallelState`` (``scheduler.ps``):
-    replicas (``--dp`` without ``--enable-dp-attention``) are separate schedulers; under
-    dp-attention the DP ranks live inside the TP group and add no index of their own."""
-    from sglang_specinit.rank_reports import rank_fields as shared_rank_fields
-
-    ps = scheduler.ps
-    dp_rank = ps.dp_rank or 0
-    return shared_rank_fields(
-        replica=0 if scheduler.server_args.enable_dp_attention else dp_rank,
-        pp_rank=ps.pp_rank,
-        tp_rank=ps.tp_rank,
-        dp_rank=dp_rank,
-        attn_tp_rank=ps.attn_tp_rank,
-        pp_size=ps.pp_size,
-        tp_size=ps.tp_size,
-        dp_size=ps.dp_size,
-    )
-
-
 def all_rank_min_free(scheduler: Any, sizing: TargetSizing) -> int | None:
     """SGLang's all-rank minimum of free memory at sizing, from the budget inputs:
     ``_profile_available_bytes`` returns ``min_free - (1 - f) * pre_load_free``
@@ -159,14 +137,13 @@ def memory_breakdown(
     breakdown["stock_duplicate_bytes_at_profile"] = sizing.stock_duplicate_bytes
     breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
     breakdown["pricing_seconds"] = round(sizing.pricing_seconds, 4)
-    breakdown.update(rank_fields(scheduler))
+    breakdown.update(
+        rank_reports.parallel_state_rank_fields(
+            scheduler.ps, scheduler.server_args.enable_dp_attention
+        )
+    )
     breakdown.update(tightness_fields(rank_free_bytes, all_rank_min_free(scheduler, sizing)))
-    if scheduler.server_args.device == "cuda":
-        import torch
-
-        free, _total = torch.cuda.mem_get_info()
-        breakdown["cuda_free_bytes_after_pools"] = int(free)
-        breakdown["cuda_torch_allocated_bytes"] = int(torch.cuda.memory_allocated())
+    breakdown.update(rank_reports.cuda_fields_after_pools(scheduler.server_args.device))
     return breakdown
 
 
@@ -174,23 +151,13 @@ def log_memory_breakdown(
     scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
 ) -> None:
     """Log this rank's breakdown, its tightness line and the ``SPECINIT_MEMORY`` JSON line;
-    write its file when ``SGLANG_SPECINIT_REPORT_DIR`` is set."""
-    from sglang_specinit.rank_reports import rank_label, tightness, write_breakdown
-    from sglang_specinit.report import render_breakdown
-
+    write its file when ``SGLANG_SPECINIT_REPORT_DIR`` is set (:func:`~sglang_specinit.
+    rank_reports.log_breakdown`, with this module's logger)."""
     breakdown = memory_breakdown(scheduler, sizing, rank_free_bytes)
     scheduler._specinit_breakdown = breakdown
-    logger.info(
-        "[specinit] KV pools on sglang %s (%s):\n%s",
-        breakdown["sglang_version"],
-        rank_label(breakdown),
-        render_breakdown(breakdown),
+    rank_reports.log_breakdown(
+        logger, breakdown, f"KV pools on sglang {breakdown['sglang_version']}"
     )
-    logger.info("[specinit] %s", tightness(breakdown))
-    logger.info("%s%s", MEMORY_LOG_PREFIX, json.dumps(breakdown, sort_keys=True))
-    report_dir = os.environ.get("SGLANG_SPECINIT_REPORT_DIR")
-    if report_dir:
-        write_breakdown(report_dir, breakdown)
 
 
 HOOKS, NEW_METHODS, REQUIRES = patch.tables()

@@ -23,11 +23,10 @@ Launches it does not price run SGLang's method unchanged, after one log line nam
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from typing import Any
 
+from sglang_specinit import rank_reports
 from sglang_specinit.budget import GIB, BudgetInputs
 from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import storage_bytes
@@ -40,7 +39,6 @@ from sglang_specinit.sglang_0_5_23.runtime_budget import TargetSizing, sizing_ac
 logger = logging.getLogger(__name__)
 
 MODULE = "sglang.srt.managers.scheduler"
-MEMORY_LOG_PREFIX = "SPECINIT_MEMORY "
 BASE_SPEC_WORKER = "sglang.srt.speculative.base_spec_worker"
 
 patch = PatchTable(MODULE)
@@ -199,12 +197,7 @@ def memory_breakdown(
     breakdown.update(rank_fields(scheduler))
     min_free = all_rank_min_free_at_sizing(scheduler.tp_worker.model_runner, sizing.inputs)
     breakdown.update(tightness_fields(rank_free_bytes, min_free))
-    if scheduler.server_args.device == "cuda":
-        import torch
-
-        free, _total = torch.cuda.mem_get_info()
-        breakdown["cuda_free_bytes_after_pools"] = int(free)
-        breakdown["cuda_torch_allocated_bytes"] = int(torch.cuda.memory_allocated())
+    breakdown.update(rank_reports.cuda_fields_after_pools(scheduler.server_args.device))
     return breakdown
 
 
@@ -212,23 +205,13 @@ def log_memory_breakdown(
     scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
 ) -> None:
     """Log this rank's breakdown, its tightness line and the ``SPECINIT_MEMORY`` JSON line;
-    write its file when ``SGLANG_SPECINIT_REPORT_DIR`` is set."""
-    from sglang_specinit.rank_reports import rank_label, tightness, write_breakdown
-    from sglang_specinit.report import render_breakdown
-
+    write its file when ``SGLANG_SPECINIT_REPORT_DIR`` is set (:func:`~sglang_specinit.
+    rank_reports.log_breakdown`, with this module's logger)."""
     breakdown = memory_breakdown(scheduler, sizing, rank_free_bytes)
     scheduler._specinit_breakdown = breakdown
-    logger.info(
-        "[specinit] KV pools on sglang %s (%s):\n%s",
-        breakdown["sglang_version"],
-        rank_label(breakdown),
-        render_breakdown(breakdown),
+    rank_reports.log_breakdown(
+        logger, breakdown, f"KV pools on sglang {breakdown['sglang_version']}"
     )
-    logger.info("[specinit] %s", tightness(breakdown))
-    logger.info("%s%s", MEMORY_LOG_PREFIX, json.dumps(breakdown, sort_keys=True))
-    report_dir = os.environ.get("SGLANG_SPECINIT_REPORT_DIR")
-    if report_dir:
-        write_breakdown(report_dir, breakdown)
 
 
 HOOKS, NEW_METHODS, REQUIRES = patch.tables()
