@@ -16,9 +16,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from sglang_specinit import field_launch_checks as launch_checks_0513
 from sglang_specinit import launch_checks
 from sglang_specinit.launch_checks import LaunchCheckError
-from sglang_specinit.sglang_0_5_13 import launch_checks as launch_checks_0513
 
 
 @pytest.mark.parametrize("fraction", [0.0, 1.0, 1.5, -0.1])

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sglang_specinit import sglang_0_5_23
+from sglang_specinit import early_binding, sglang_0_5_23
 from sglang_specinit.hooks import Hook, Requires, adapter_patches, group_by_module
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_23 import eagle, launch_checks, runtime_budget, scheduler
@@ -75,9 +75,14 @@ HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
     ),
     eagle: (
         (
-            Hook(EAGLE, "EagleDraftWorker.init_token_map", eagle.init_token_map, params=()),
-            Hook(EAGLE, "EagleDraftWorker.init_lm_head", eagle.init_lm_head, params=()),
-            Hook(MULTI, "MultiLayerEagleDraftWorker.init_lm_head", eagle.init_lm_head, params=()),
+            Hook(EAGLE, "EagleDraftWorker.init_token_map", early_binding.init_token_map, params=()),
+            Hook(EAGLE, "EagleDraftWorker.init_lm_head", early_binding.init_lm_head, params=()),
+            Hook(
+                MULTI,
+                "MultiLayerEagleDraftWorker.init_lm_head",
+                early_binding.init_lm_head,
+                params=(),
+            ),
         ),
         (),
         (

@@ -1,40 +1,12 @@
-"""The launcher-side launch checks on sglang 0.5.13.x: read ``ServerArgs``, call the core.
+"""The launcher-side launch checks on sglang 0.5.13.x: the core's field-reading table.
 
-BEFORE ``ServerArgs.check_server_args``: SGLang's own argument validation, which
-``Engine._launch_subprocesses`` runs in the launcher (``launch_server`` or ``sglang.Engine``)
-once ``__post_init__`` has resolved the fraction, page size, parallel layout and algorithm
-aliases into the fields themselves, and before any scheduler is spawned. The checks and their
-messages are release-independent (:mod:`sglang_specinit.launch_checks`); this module only
-says where 0.5.13.x keeps each value.
+BEFORE ``ServerArgs.check_server_args``, which ``Engine._launch_subprocesses`` runs in the
+launcher once ``__post_init__`` has resolved the fraction, page size, parallel layout and
+algorithm aliases into the fields themselves (:mod:`sglang_specinit.field_launch_checks`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from sglang_specinit.field_launch_checks import HOOKS, NEW_METHODS, REQUIRES
 
-from sglang_specinit.launch_checks import check_speculative_launch
-from sglang_specinit.patch_table import PatchTable
-
-patch = PatchTable("sglang.srt.server_args")
-
-
-@patch.before("ServerArgs.check_server_args", params=())
-def check_launch(server_args: Any) -> None:
-    """BEFORE ``ServerArgs.check_server_args``: the shared checks on the resolved fields."""
-    if getattr(server_args, "speculative_algorithm", None) is None:
-        return
-    # The draft loads with its own format when one is given (Scheduler.init_model_worker
-    # copies it over --load-format for the draft worker).
-    draft_format = getattr(server_args, "speculative_draft_load_format", None)
-    check_speculative_launch(
-        algorithm=server_args.speculative_algorithm,
-        mem_fraction_static=server_args.mem_fraction_static,
-        max_total_tokens=server_args.max_total_tokens,
-        page_size=server_args.page_size,
-        model_path=server_args.model_path,
-        draft_path=getattr(server_args, "speculative_draft_model_path", None),
-        draft_load_format=draft_format or getattr(server_args, "load_format", "auto"),
-    )
-
-
-HOOKS, NEW_METHODS, REQUIRES = patch.tables()
+__all__ = ["HOOKS", "NEW_METHODS", "REQUIRES"]

@@ -24,6 +24,7 @@ from typing import Any
 from sglang_specinit import rank_reports
 from sglang_specinit.hooks import is_instance_of
 from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.runner_readings import kv_pool_allocated_bytes
 from sglang_specinit.sglang_0_5_13.model_runner import (
     EARLY_DRAFT_LAYERS_ATTR,
     early_draft_num_layers,
@@ -214,15 +215,6 @@ def cuda_memory_after_pools(server_args: Any) -> dict[str, int]:
         "cuda_torch_allocated_bytes_after_pools": int(torch.cuda.memory_allocated()),
         "cuda_torch_reserved_bytes_after_pools": int(torch.cuda.memory_reserved()),
     }
-
-
-def kv_pool_allocated_bytes(runner: Any) -> int:
-    """Bytes of the KV buffers a runner really allocated."""
-    pool = runner.token_to_kv_pool
-    if hasattr(pool, "get_kv_size_bytes"):
-        sizes = pool.get_kv_size_bytes()
-        return int(sum(sizes)) if isinstance(sizes, tuple) else int(sizes)
-    return 0
 
 
 def memory_breakdown(scheduler: Any) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Early binding of the draft's duplicate embed/lm_head (sglang 0.5.14 / 0.5.15).
 
 Wraps ``EagleDraftWorker.init_token_map``, ``EagleDraftWorker.init_lm_head`` and
-``MultiLayerEagleDraftWorker.init_lm_head`` with 0.5.23's module
-(:mod:`sglang_specinit.sglang_0_5_23.eagle`), whose tables this module re-exports.
+``MultiLayerEagleDraftWorker.init_lm_head`` with the core's table
+(:mod:`sglang_specinit.early_binding`), which this module re-exports.
 
 The methods it relies on are the same in these releases: ``EagleDraftWorker.alloc_memory_pool``
 allocates the draft runner's pool, then calls ``init_token_map`` and ``init_lm_head`` in that
@@ -15,7 +15,7 @@ an EAGLE3 draft with its own) and, for EAGLE3, reads the draft's hot-token map
 
 from __future__ import annotations
 
-from sglang_specinit.sglang_0_5_23.eagle import (
+from sglang_specinit.early_binding import (
     HOOKS,
     NEW_METHODS,
     REQUIRES,

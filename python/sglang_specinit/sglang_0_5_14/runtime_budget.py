@@ -35,7 +35,7 @@ from sglang_specinit.live_sizing import (
 )
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_14 import pool_probe
-from sglang_specinit.sglang_0_5_23.runtime_budget import Prices, TargetSizing, active_sizing
+from sglang_specinit.sizing_state import Prices, TargetSizing, active_sizing
 
 logger = logging.getLogger(__name__)
 

@@ -26,16 +26,16 @@ import logging
 from typing import Any
 
 from sglang_specinit import rank_reports
+from sglang_specinit.early_binding import bind_shared_weights_early
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
-from sglang_specinit.sglang_0_5_14.eagle import bind_shared_weights_early
-from sglang_specinit.sglang_0_5_14.launch_policy import pricing_blocker
-from sglang_specinit.sglang_0_5_23.runtime_budget import TargetSizing, sizing_active
-from sglang_specinit.sglang_0_5_23.scheduler import (
+from sglang_specinit.runner_readings import (
     draft_duplicate_bytes,
     kv_pool_allocated_bytes,
     rank_free_at_sizing,
 )
+from sglang_specinit.sglang_0_5_14.launch_policy import pricing_blocker
+from sglang_specinit.sizing_state import TargetSizing, sizing_active
 
 logger = logging.getLogger(__name__)
 

@@ -12,19 +12,9 @@ nothing to price (NGRAM) or upstream already prices the draft from its own confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-# Devices whose KV pools are the plain ones the budget model prices (NPU builds its own).
-PRICED_DEVICES = ("cuda", "musa", "cpu")
-
-
-@dataclass(frozen=True)
-class StepAside:
-    """Why a speculative launch keeps stock 0.5.23 sizing; ``warn`` picks the log level."""
-
-    reason: str
-    warn: bool = True
+from sglang_specinit.step_aside import PRICED_DEVICES, StepAside
 
 
 def pricing_blocker(scheduler: Any) -> StepAside | None:

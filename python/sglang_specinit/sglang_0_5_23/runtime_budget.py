@@ -19,18 +19,13 @@ one WARNING. The hook acts only while the scheduler hook
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_specinit.budget import BudgetInputs, KVSpec, PoolPlan, tokens_within_pool_budget
+from sglang_specinit.budget import tokens_within_pool_budget
 from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import (
-    DraftDescription,
     SizingReadings,
     draft_spec,
     plan_from_readings,
@@ -39,54 +34,21 @@ from sglang_specinit.live_sizing import (
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_23 import pool_probe
 from sglang_specinit.sglang_0_5_23.release_shims import attn_dp_size, fused_entry_bytes
+from sglang_specinit.sizing_state import Prices, TargetSizing, active_sizing
 
 logger = logging.getLogger(__name__)
 
 MODULE = "sglang.srt.mem_cache.kv_cache_configurator"
 
-# (target pool, draft pools, draft fixed-pool bytes), each priced by building it.
-Prices = tuple[KVSpec, tuple[KVSpec, ...], int]
 POOL_CONFIGURATOR = "sglang.srt.model_executor.pool_configurator"
 MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
 
 patch = PatchTable(MODULE)
 
-_local = threading.local()
 
 # id(target configurator) -> (that configurator, its prices), for every target pool this
 # package sized in this process; the post-capture resize reads it.
 _SIZED: dict[int, tuple[Any, Prices]] = {}
-
-
-@dataclass
-class TargetSizing:
-    """What the scheduler hook hands to the configurator hook for one target pool."""
-
-    draft: DraftDescription
-    # Draft weight bytes resident at this point that duplicate the target's (0 once bound).
-    duplicate_bytes_at_profile: int = 0
-    # What stock 0.5.23 would have had resident twice (measured before the early binding).
-    stock_duplicate_bytes: int = 0
-    inputs: BudgetInputs | None = None
-    plan: PoolPlan | None = None
-    upstream_reserved_layers: int = 0
-    draft_pools: tuple[KVSpec, ...] = field(default_factory=tuple)
-    # Wall seconds price_pools took (building every pool tiny): the plugin's own init cost.
-    pricing_seconds: float = 0.0
-
-
-def active_sizing() -> TargetSizing | None:
-    return getattr(_local, "sizing", None)
-
-
-@contextlib.contextmanager
-def sizing_active(sizing: TargetSizing) -> Iterator[None]:
-    previous = active_sizing()
-    _local.sizing = sizing
-    try:
-        yield
-    finally:
-        _local.sizing = previous
 
 
 @patch.around("KVCacheConfigurator._resolve_memory_pool_config", params=("pre_model_load_memory",))

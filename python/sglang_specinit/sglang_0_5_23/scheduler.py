@@ -16,7 +16,7 @@ package's to own (:mod:`.launch_policy`):
    and, with ``SGLANG_SPECINIT_REPORT_DIR`` set, writes it to one file per scheduler
    (``memory-rank<i>-pp<p>-tp<t>-dp<d>.json``, :mod:`sglang_specinit.rank_reports`), with this
    rank's own free memory at sizing next to SGLang's all-rank minimum and whether it is the
-   tightest rank (no collective added: see :func:`rank_free_at_sizing`).
+   tightest rank (no collective added: ``runner_readings.rank_free_at_sizing``).
 
 Launches it does not price run SGLang's method unchanged, after one log line naming why.
 """
@@ -29,12 +29,16 @@ from typing import Any
 from sglang_specinit import rank_reports
 from sglang_specinit.budget import GIB, BudgetInputs
 from sglang_specinit.compat import installed_sglang_version
-from sglang_specinit.live_sizing import storage_bytes
+from sglang_specinit.early_binding import bind_shared_weights_early
 from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.runner_readings import (
+    draft_duplicate_bytes,
+    kv_pool_allocated_bytes,
+    rank_free_at_sizing,
+)
 from sglang_specinit.sglang_0_5_23.draft_pricing import describe_draft
-from sglang_specinit.sglang_0_5_23.eagle import bind_shared_weights_early
 from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
-from sglang_specinit.sglang_0_5_23.runtime_budget import TargetSizing, sizing_active
+from sglang_specinit.sizing_state import TargetSizing, sizing_active
 
 logger = logging.getLogger(__name__)
 
@@ -42,17 +46,6 @@ MODULE = "sglang.srt.managers.scheduler"
 BASE_SPEC_WORKER = "sglang.srt.speculative.base_spec_worker"
 
 patch = PatchTable(MODULE)
-
-
-def draft_duplicate_bytes(scheduler: Any, description: Any) -> int:
-    """Bytes of draft weight storages not shared with the target (before/after binding).
-
-    The difference across the early binding is what stock 0.5.23 keeps resident twice while
-    it profiles the target pool.
-    """
-    target = storage_bytes([scheduler.tp_worker.model_runner.model])
-    draft = storage_bytes([r.model for r in description.weight_runners], target)
-    return sum(draft.values())
 
 
 @patch.around("Scheduler.init_memory_pools", params=())
@@ -92,22 +85,6 @@ def init_memory_pools(original: Any, self: Any) -> None:
         return  # the configurator stepped aside (and said why)
     self._specinit_sizing = sizing
     log_memory_breakdown(self, sizing, own_free)
-
-
-def rank_free_at_sizing(runner: Any) -> int:
-    """This rank's own free device memory as its pools are about to be sized: one local
-    reading (``distributed=False``), no collective.
-
-    SGLang's reading in ``KVCacheConfigurator._profile_available_bytes`` is an all-rank minimum
-    (a MIN all-reduce over the world group when the launch has more than one rank); this is the
-    rank's own value next to it. Taken just before SGLang's ``init_memory_pools`` runs: between
-    here and that reading nothing stays allocated (the early binding is done; the pricing
-    probes of :mod:`.runtime_budget` are freed before SGLang profiles), so on the tightest rank
-    the two agree.
-    """
-    from sglang.srt.utils import common  # the module attribute, so hooks on it apply
-
-    return int(common.get_available_gpu_memory(runner.device, runner.gpu_id) * GIB)
 
 
 def all_rank_min_free_at_sizing(runner: Any, inputs: BudgetInputs) -> int | None:
@@ -160,21 +137,12 @@ def rank_fields(scheduler: Any) -> dict[str, int]:
     )
 
 
-def kv_pool_allocated_bytes(runner: Any) -> int:
-    """Bytes of the KV buffers a runner really allocated."""
-    pool = getattr(runner, "token_to_kv_pool", None)
-    if pool is None or not hasattr(pool, "get_kv_size_bytes"):
-        return 0
-    sizes = pool.get_kv_size_bytes()
-    return int(sum(sizes)) if isinstance(sizes, tuple) else int(sizes)
-
-
 def memory_breakdown(
     scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
 ) -> dict[str, Any]:
     """The same quantities ``sglang-specinit plan --json`` prints, measured on this rank, with
     the rank's place in the launch and its tightness (``rank_free_bytes``: its own free
-    memory at sizing, :func:`rank_free_at_sizing`)."""
+    memory at sizing, :func:`~sglang_specinit.runner_readings.rank_free_at_sizing`)."""
     from sglang_specinit.rank_reports import tightness_fields
     from sglang_specinit.report import plan_to_dict
     from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks

@@ -1,0 +1,55 @@
+"""What a scheduler hook hands the configurator hook for one target pool (no SGLang import).
+
+Both phased-init adapters (the ModelRunner-sized generation and the configurator-sized one)
+describe the draft in the scheduler's pool phase and size the target's pool inside SGLang's own
+sizing call, one frame deeper; this is the thread-local hand-over between the two hooks and the
+record the memory breakdown is written from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from sglang_specinit.budget import BudgetInputs, KVSpec, PoolPlan
+from sglang_specinit.live_sizing import DraftDescription
+
+# (target pool, draft pools, draft fixed-pool bytes), each priced by building it.
+Prices = tuple[KVSpec, tuple[KVSpec, ...], int]
+
+_local = threading.local()
+
+
+@dataclass
+class TargetSizing:
+    """What the scheduler hook hands to the sizing hook for one target pool."""
+
+    draft: DraftDescription
+    # Draft weight bytes resident at this point that duplicate the target's (0 once bound).
+    duplicate_bytes_at_profile: int = 0
+    # What stock would have had resident twice (measured before the early binding).
+    stock_duplicate_bytes: int = 0
+    inputs: BudgetInputs | None = None
+    plan: PoolPlan | None = None
+    upstream_reserved_layers: int = 0
+    draft_pools: tuple[KVSpec, ...] = field(default_factory=tuple)
+    # Wall seconds the pricing took (building every pool tiny): the plugin's own init cost.
+    pricing_seconds: float = 0.0
+
+
+def active_sizing() -> TargetSizing | None:
+    """The sizing the scheduler hook made active in this thread, if any."""
+    return getattr(_local, "sizing", None)
+
+
+@contextlib.contextmanager
+def sizing_active(sizing: TargetSizing) -> Iterator[None]:
+    """``sizing`` is :func:`active_sizing` for the duration (nested calls restore the outer)."""
+    previous = active_sizing()
+    _local.sizing = sizing
+    try:
+        yield
+    finally:
+        _local.sizing = previous

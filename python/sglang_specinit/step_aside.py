@@ -1,0 +1,21 @@
+"""Why a launch keeps stock sizing: the answer every adapter's launch policy gives.
+
+Each adapter's ``launch_policy.pricing_blocker(scheduler)`` returns None when this package
+prices the launch's draft, else a :class:`StepAside` naming why not; the scheduler hook logs
+it once (WARNING, or INFO where there is nothing to price) and runs SGLang's method unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Devices whose KV pools are the plain ones the budget model prices (NPU builds its own).
+PRICED_DEVICES = ("cuda", "musa", "cpu")
+
+
+@dataclass(frozen=True)
+class StepAside:
+    """Why a speculative launch keeps stock sizing; ``warn`` picks the log level."""
+
+    reason: str
+    warn: bool = True
