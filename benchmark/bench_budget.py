@@ -18,7 +18,7 @@ number is read from the scheduler process's harness report:
   afterwards; stock loads the draft after sizing, and its bound draft weights are taken from
   the patched run (same tensors).
 
-The 0.5.14 rule modelled on the patched run's inputs (``release_rules.upstream_0_5_14_plan``) is
+The 0.5.14 rule modelled on the patched run's inputs (``upstream_0_5_14_plan``) is
 printed and written next to the measured 0.5.14. Where 0.5.14 cannot start (no
 ``.venv-sglang0514``, or a start error), its column is the model, marked ``modelled``, with the
 reason. Nothing is asserted.
@@ -67,11 +67,12 @@ from harness.reports.report_reading import (
     readings,
     runner,
 )
-from sglang_specinit import budget, release_rules
+from sglang_specinit import budget
+from sglang_specinit.model_facts import upstream_reserved_layers
 from sglang_specinit.planner.cli import main as specinit_cli
 from sglang_specinit.planner.report_cases import slugify
 from sglang_specinit.report import human_bytes
-from sglang_specinit.specs import upstream_reserved_layers
+from sglang_specinit.sglang_0_5_14 import stock_rule as stock_rule_0_5_14
 
 DEFAULT_OUT = REPO_ROOT / "docs" / "bench-budget"
 MEASURED, MODELLED = "measured", "modelled"
@@ -173,7 +174,7 @@ def start_failure(error: BaseException) -> str:
 
 
 def modelled_0_5_14(case: Case, patched: Launch, stock_target: int, draft_weights: int):
-    """``release_rules.upstream_0_5_14_plan`` on the patched run's measured inputs."""
+    """``sglang_0_5_14.stock_rule.upstream_0_5_14_plan`` on the patched run's measured inputs."""
     shape = case.draft_shape
     inputs = budget.BudgetInputs(
         pre_load_free_bytes=meter_budget(patched.report, FRACTION).pre_load_free_bytes,
@@ -194,7 +195,7 @@ def modelled_0_5_14(case: Case, patched: Launch, stock_target: int, draft_weight
         ),
         max_running_requests=patched.report["server_args"]["max_running_requests"],
     )
-    plan = release_rules.upstream_0_5_14_plan(inputs)
+    plan = stock_rule_0_5_14.upstream_0_5_14_plan(inputs)
     # At sizing 0.5.14 holds the draft's duplicate embed/lm_head too (plan.resident_bytes is
     # the final, bound state); charge them as the measured column does.
     draft_at_sizing = draft_weights + inputs.draft.shared_weight_bytes
@@ -209,7 +210,7 @@ def modelled_0_5_14(case: Case, patched: Launch, stock_target: int, draft_weight
         draft_pool=plan.draft_kv_pool_bytes,
         source=MODELLED,
         title="upstream 0.5.14 rule",
-        note="release_rules.upstream_0_5_14_plan on the patched run's measured inputs",
+        note="sglang_0_5_14.stock_rule.upstream_0_5_14_plan on the patched run's measured inputs",
         max_running_requests=plan.max_running_requests,
     )
 

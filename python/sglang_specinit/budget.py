@@ -16,7 +16,7 @@ A user ``--max-total-tokens`` then caps ``tokens`` (page-aligned again), and
 The runtime patches (``sglang_specinit.sglang_0_5_13``) and the offline planner
 (``sglang_specinit.planner.plan``) both call :func:`plan_pools`, so what the planner predicts
 and what the server allocates are computed by the same code. What other SGLang releases would
-size with the same inputs (for side-by-side reports) is :mod:`sglang_specinit.release_rules`.
+size with the same inputs (for side-by-side reports) is each adapter's ``stock_rule`` module.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 GIB = 1 << 30
 
-# Element sizes are not kept here: callers take them from torch (``specs.element_bytes``), so
+# Element sizes are not kept here: callers take them from torch (``model_facts.element_bytes``), so
 # every dtype SGLang can store (fp8 e4m3fn / e4m3fnuz / e5m2, fp4 ...) is priced as stored.
 # FP4 dtypes hold two values per stored element; the halving happens in the cell formula.
 FP4_DTYPES = frozenset({"fp4_e2m1", "float4_e2m1fn_x2"})
@@ -75,7 +75,7 @@ class AttentionKVSpec:
         if self.element_bytes <= 0:
             raise BudgetError(
                 f"no element size for KV-cache dtype {self.kv_dtype!r}: build the spec with "
-                "sglang_specinit.specs (it reads the size from torch)"
+                "sglang_specinit.model_facts (it reads the size from torch)"
             )
         return self.element_bytes
 
@@ -489,3 +489,15 @@ def plan_pools(inputs: BudgetInputs) -> PoolPlan:
     needed = resident + fixed + page_ceil(MIN_SERVABLE_TOKENS, page) * per_token
     min_viable = needed / inputs.pre_load_free_bytes
     return make_plan("specinit", inputs, tokens, resident, per_token, min_viable)
+
+
+def scaled_target_cell(target: AttentionKVSpec, draft_layers: int, ceil: bool) -> float:
+    """The target cell scaled by (n + d) / n: SGLang's default reserve for ``d`` draft layers
+    (``ceil=False``: truncated) and DFLASH's (``ceil=True``)."""
+    cell = target.bytes_per_token()
+    n = target.num_layers
+    if n <= 0:
+        return cell
+    if ceil:
+        return -(-cell * (n + draft_layers) // n)
+    return int(cell * (1 + draft_layers / n))

@@ -16,7 +16,8 @@ import pytest
 from harness.checkpoints import deepseek_mla, llama_family
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.reports.report_reading import before_avail_reading, profile_reading
-from sglang_specinit import budget, release_rules
+from sglang_specinit import budget
+from sglang_specinit.sglang_0_5_13 import stock_rule as stock_rule_0_5_13
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
@@ -48,8 +49,8 @@ GEOMETRIES = {
 def _planner_spec(model_dir: Path, kv_cache_dtype: str) -> budget.KVSpec:
     """The target's KV spec the way ``sglang-specinit plan`` derives it (no runner)."""
     from sglang.srt.configs.model_config import ModelConfig
-    from sglang_specinit.planner.replay_0_5_13 import resolve_kv_dtype
-    from sglang_specinit.specs import kv_spec_from_model_config, runner_layer_count
+    from sglang_specinit.sglang_0_5_13.planner_replay import resolve_kv_dtype
+    from sglang_specinit.sglang_0_5_13.specs import kv_spec_from_model_config, runner_layer_count
 
     config = ModelConfig(str(model_dir))
     return kv_spec_from_model_config(
@@ -103,7 +104,7 @@ def test_cell_and_tokens_match_sglang(name: str, tmp_path: Path) -> None:
         page_size=page,
         context_len=shape.max_position_embeddings,
     )
-    stock = release_rules.stock_0_5_13_plan(inputs)
+    stock = stock_rule_0_5_13.stock_0_5_13_plan(inputs)
     assert stock.tokens == runner["max_total_num_tokens"]
     assert stock.max_running_requests == report["scheduler"]["max_running_requests"]
     # The pool SGLang allocated is what the budget model says a pool of that size costs.

@@ -52,7 +52,8 @@ from harness.reports.report_reading import (
     readings,
     runner,
 )
-from sglang_specinit import budget, release_rules
+from sglang_specinit import budget
+from sglang_specinit.sglang_0_5_13 import stock_rule as stock_rule_0_5_13
 from test_workers_common import launch_cache
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
@@ -368,8 +369,8 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
         meter.resident_bytes + kv_buffer_bytes(target_pool) + kv_buffer_bytes(draft_pool)
     )
     assert used_at_least > F * CAPACITY
-    # The target pool alone takes the whole budget: release_rules.stock_0_5_13_plan models it.
-    stock_plan = release_rules.stock_0_5_13_plan(
+    # The target pool alone takes the whole budget: stock_0_5_13_plan models it.
+    stock_plan = stock_rule_0_5_13.stock_0_5_13_plan(
         budget.BudgetInputs(
             pre_load_free_bytes=meter.pre_load_free_bytes,
             mem_fraction_static=F,

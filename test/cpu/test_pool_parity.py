@@ -26,9 +26,9 @@ from harness.cpu_doubles.unloaded_runner import (
     unloaded_runner,
 )
 from sglang_specinit import budget
+from sglang_specinit.model_facts import runner_layer_count
 from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
 from sglang_specinit.sglang_0_5_13.runner_kv_spec import kv_spec_for_runner
-from sglang_specinit.specs import runner_layer_count
 
 ALL_CASES = {**CASES, "qwen3-next-gdn": qwen3_next_config_dir}
 KV_DTYPES = ("model", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float4_e2m1fn_x2")
@@ -182,7 +182,7 @@ from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.managers.tp_worker import TpModelWorker
 from sglang.srt.server_args import PortArgs, set_global_server_args_for_scheduler
 from harness.cpu_doubles.unloaded_runner import DERIVED_ATTRS, unloaded_runner
-from sglang_specinit.specs import runner_layer_count
+from sglang_specinit.model_facts import runner_layer_count
 
 args = ServerArgs(model_path={str(tiny_target)!r}, device="cpu", attention_backend="torch_native",
                   disable_cuda_graph=True, disable_piecewise_cuda_graph=True,

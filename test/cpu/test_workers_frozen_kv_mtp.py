@@ -27,7 +27,7 @@ from harness.reports.report_reading import (
 )
 from sglang_specinit import budget
 from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp
-from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS, attention_kv_spec
+from sglang_specinit.sglang_0_5_13.specs import FROZEN_KV_STAND_IN_TOKENS, attention_kv_spec
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,

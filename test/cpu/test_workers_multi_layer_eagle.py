@@ -36,7 +36,7 @@ from harness.reports.report_reading import (
 )
 from sglang_specinit import budget
 from sglang_specinit.sglang_0_5_13 import multi_layer_eagle
-from sglang_specinit.specs import attention_kv_spec
+from sglang_specinit.sglang_0_5_13.specs import attention_kv_spec
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,

@@ -1,5 +1,5 @@
 """The sglang 0.5.23 planner on a CUDA host builds its pricing pools on that host's GPU
-(``planner.pricing_host_0_5_23.pricing_device``), with the real CUDA ``sgl_kernel`` (no CPU op, no
+(``sglang_0_5_23.pricing_host.pricing_device``), with the real CUDA ``sgl_kernel`` (no CPU op, no
 test double, no ``SGLANG_USE_CPU_ENGINE``), and prices every pool as the server does.
 
 Both processes run in the 0.5.23 environment (``.venv-sglang0523``, or

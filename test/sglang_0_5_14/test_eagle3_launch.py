@@ -7,7 +7,7 @@ every pool fill the budget to [0.995, 1] as the scheduler report's tensors and m
 (not the plugin's own numbers), the draft pool is priced at the draft's geometry (stock prices
 it at the target's), the duplicate embed was freed before profiling, and EAGLE3's hot-token map
 survived the early binding; ``sglang-specinit plan --resident-bytes`` in this environment
-(the release's own server-args logic and pool code, ``planner/release_0_5_14.py``) plans what
+(the release's own server-args logic and pool code, ``sglang_0_5_14/planner_replay.py``) plans what
 the server allocated (the planner's command: :mod:`harness.launch.release_suite`). The Engine
 ~40-200 s here (the machine is shared), the planner ~15 s.
 """

@@ -1,5 +1,5 @@
 """``sglang-specinit plan`` on the real sglang 0.5.14 / 0.5.15, without an Engine: the installed
-release's replay (``planner/release_0_5_14.py``) is the one the planner runs, and a bad launch
+release's replay (``sglang_0_5_14/planner_replay.py``) is the one the planner runs, and a bad launch
 flag is one line naming it, exit 2, before any pool is built. (Plan == server on a live Engine:
 ``test_eagle3_launch.py``.) ~10-20 s here (one sglang import).
 """
@@ -24,8 +24,8 @@ def eagle3_flags() -> list[str]:
 
 def test_the_planner_runs_this_release_s_replay() -> None:
     from sglang_specinit.compat import installed_sglang_version
-    from sglang_specinit.planner import release_0_5_14
     from sglang_specinit.planner.releases import installed_replay
+    from sglang_specinit.sglang_0_5_14 import planner_replay as release_0_5_14
 
     replay = installed_replay()
     assert replay is release_0_5_14.REPLAY
@@ -42,8 +42,8 @@ def test_the_planner_runs_this_release_s_replay() -> None:
 def test_a_bad_flag_is_one_line_naming_it(
     bad: list[str], named: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sglang_specinit.planner import release_0_5_14
     from sglang_specinit.planner.cli import EXIT_BAD_INPUT, plan_main
+    from sglang_specinit.sglang_0_5_14 import planner_replay as release_0_5_14
 
     def no_pool_may_be_built(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a pool was priced for a launch with a bad flag")
@@ -66,8 +66,8 @@ def test_the_unloaded_runner_holds_every_field_the_pool_code_reads() -> None:
 
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.model_executor.model_runner import ModelRunner
-    from sglang_specinit.planner.release_0_5_14 import REPLAY, unloaded_runner
-    from sglang_specinit.planner.replay_0_5_13 import resolve_speculative
+    from sglang_specinit.sglang_0_5_13.planner_replay import resolve_speculative
+    from sglang_specinit.sglang_0_5_14.planner_replay import REPLAY, unloaded_runner
     from sglang_specinit.sglang_0_5_14.pool_probe import RUNNER_ATTRS
 
     server_args = resolve_speculative(REPLAY.parse_launch(eagle3_flags()))

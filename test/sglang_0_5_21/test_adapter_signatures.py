@@ -79,7 +79,7 @@ def test_the_planner_hands_0_5_21_only_the_platform_facts_it_knows() -> None:
     """0.5.21's ``override_platform`` refuses ``is_mps`` / ``is_sm110`` (0.5.22 added them): a
     CUDA plan for a Blackwell preset enters it with the facts 0.5.21 knows, and it answers them."""
     from sglang.srt import runtime_context
-    from sglang_specinit.planner.planned_device_0_5_23 import _CUDA_HOST, _capability_facts
+    from sglang_specinit.sglang_0_5_23.planned_device import _CUDA_HOST, _capability_facts
     from sglang_specinit.sglang_0_5_23.release_shims import known_platform_facts
 
     facts = dict(_CUDA_HOST, **_capability_facts(110))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, MULTI_LAYER_STEPS
 from harness.reports.report_reading import kv_buffer_bytes
-from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
+from sglang_specinit.model_facts import FROZEN_KV_STAND_IN_TOKENS
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 

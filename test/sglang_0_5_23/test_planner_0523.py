@@ -1,5 +1,5 @@
 """``sglang-specinit plan`` and ``report`` in the sglang 0.5.23 environment, with 0.5.23's own
-server-args logic (``planner/release_0_5_23.py``): every shipped example, ``--json``, the
+server-args logic (``sglang_0_5_23/planner_replay.py``): every shipped example, ``--json``, the
 report, bad input, and every pool priced by the function the 0.5.23 server runs
 (``runtime_budget.price_configurators``) with the stock column from 0.5.23's own configurator.
 No SGLang launch: the plans run in this process (this suite's conftest sets
@@ -206,7 +206,7 @@ def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
     """The planner answers ``get_device_memory_capacity`` in the modules that bind it; a
     resolution module of 0.5.23 that reads it and is not listed would see this host."""
     import sglang.srt.arg_groups as arg_groups
-    from sglang_specinit.planner.planned_device_0_5_23 import CAPACITY_READERS
+    from sglang_specinit.sglang_0_5_23.planned_device import CAPACITY_READERS
 
     root = Path(arg_groups.__file__).parent
     readers = {

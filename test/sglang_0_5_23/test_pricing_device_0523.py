@@ -1,5 +1,5 @@
 """Where the sglang 0.5.23 planner builds its pricing pools
-(``planner.pricing_host_0_5_23.pricing_device``) and what it then needs from ``sgl_kernel``
+(``sglang_0_5_23.pricing_host.pricing_device``) and what it then needs from ``sgl_kernel``
 (``require_sgl_kernel``): on this GPU-less machine cpu, without the CPU engine and without any
 ``sgl_kernel`` (the pool's warm-up copy skipped: ``kv_warm_up_copy_skipped``), or, in a process
 that imported SGLang as a CPU engine (this suite), with ``sgl_kernel``'s CPU op; on a CUDA host
@@ -20,10 +20,11 @@ import sys
 
 import pytest
 import torch
-from sglang_specinit.planner import pricing_host_0_5_23, release_0_5_23
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.shipped_examples import list_examples
+from sglang_specinit.sglang_0_5_23 import pricing_host as pricing_host_0_5_23
+from sglang_specinit.sglang_0_5_23 import release_0_5_23
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -32,7 +33,7 @@ FRESH_DECISION = """
 import json, os, sys
 import torch
 from sglang_specinit.planner import cli
-from sglang_specinit.planner.pricing_host_0_5_23 import pricing_device
+from sglang_specinit.sglang_0_5_23.pricing_host import pricing_device
 
 out = {"device": pricing_device()}
 cli._set_host_cpu_engine()

@@ -2,7 +2,7 @@
 
 - stock 0.5.23 with the tiny EAGLE3 draft ends over its own budget (the regression this
   adapter fixes), by the draft bytes it under-reserves;
-- ``release_rules.upstream_0_5_23_plan`` reproduces stock 0.5.23's token count from SGLang's own
+- ``stock_rule.upstream_0_5_23_plan`` reproduces stock 0.5.23's token count from SGLang's own
   readings (so the planner's "stock 0.5.23" column is SGLang's rule, not a guess);
 - with the plugin on, ServerArgs and the target's model/pool geometry are stock 0.5.23's;
   only the token count (the budget) differs;
@@ -18,7 +18,7 @@ from sglang_specinit.budget import (
     BudgetInputs,
     DraftSpec,
 )
-from sglang_specinit.release_rules import upstream_0_5_23_plan
+from sglang_specinit.sglang_0_5_23.stock_rule import upstream_0_5_23_plan
 
 
 def bf16_mha(layers: int, kv_heads: int, head_dim: int) -> AttentionKVSpec:

@@ -22,8 +22,9 @@ from sglang_specinit.budget import (
     kv_pool_bytes,
     plan_pools,
 )
-from sglang_specinit.release_rules import stock_0_5_13_plan, upstream_0_5_14_plan
-from sglang_specinit.specs import attention_kv_spec, element_bytes
+from sglang_specinit.sglang_0_5_13.specs import attention_kv_spec, element_bytes
+from sglang_specinit.sglang_0_5_13.stock_rule import stock_0_5_13_plan
+from sglang_specinit.sglang_0_5_14.stock_rule import upstream_0_5_14_plan
 
 GIB = 1 << 30
 
@@ -429,7 +430,7 @@ def model_config_of():
 
 
 def test_kv_heads_per_tp_rank(model_config_of) -> None:
-    from sglang_specinit.specs import kv_spec_from_model_config
+    from sglang_specinit.sglang_0_5_13.specs import kv_spec_from_model_config
 
     mc = model_config_of("llama31-70b-eagle-tp4")  # 80 layers, 8 KV heads, head_dim 128
 
@@ -443,7 +444,7 @@ def test_kv_heads_per_tp_rank(model_config_of) -> None:
 
 
 def test_mla_is_not_split_by_tp(model_config_of) -> None:
-    from sglang_specinit.specs import kv_spec_from_model_config
+    from sglang_specinit.sglang_0_5_13.specs import kv_spec_from_model_config
 
     mc = model_config_of("deepseek-v3-mtp")
     assert kv_spec_from_model_config(mc, "bfloat16", 8, 61, 0.8).bytes_per_token() == 70272
@@ -451,7 +452,7 @@ def test_mla_is_not_split_by_tp(model_config_of) -> None:
 
 def test_gpt_oss_is_hybrid_swa(model_config_of) -> None:
     from sglang_specinit.planner.replay import cuda_quantization_names
-    from sglang_specinit.specs import kv_spec_from_model_config
+    from sglang_specinit.sglang_0_5_13.specs import kv_spec_from_model_config
 
     with cuda_quantization_names():  # mxfp4 is registered only on CUDA builds
         mc = model_config_of("gpt-oss-20b-eagle3")
@@ -622,7 +623,7 @@ def _draft_config(nextn: int | None, hidden: int = 1, arch: str = "LlamaForCausa
 
 
 def test_nnpl_zero_layer_counts() -> None:
-    from sglang_specinit.specs import runner_layer_count, upstream_reserved_layers
+    from sglang_specinit.model_facts import runner_layer_count, upstream_reserved_layers
 
     zero = _draft_config(nextn=0, hidden=1)
     # ModelRunner treats 0 as absent and allocates max(hidden, attention) = 1 layer ...
@@ -641,7 +642,7 @@ def test_nnpl_zero_layer_counts() -> None:
 def test_multi_layer_eagle_pools_from_a_real_draft_config(model_config_of) -> None:
     from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
-    from sglang_specinit.specs import draft_kv_pools
+    from sglang_specinit.sglang_0_5_13.specs import draft_kv_pools
 
     draft = ModelConfig(
         model_path=str(EXAMPLES_DIR / "llama31-8b-eagle3" / "draft"), is_draft_model=True

@@ -16,9 +16,10 @@ from sglang_specinit.budget import (
 )
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
-from sglang_specinit.release_rules import stock_0_5_13_plan, upstream_0_5_14_plan
 from sglang_specinit.report import BREAKDOWN_KEYS, plan_to_dict
-from sglang_specinit.specs import attention_kv_spec
+from sglang_specinit.sglang_0_5_13.specs import attention_kv_spec
+from sglang_specinit.sglang_0_5_13.stock_rule import stock_0_5_13_plan
+from sglang_specinit.sglang_0_5_14.stock_rule import upstream_0_5_14_plan
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 

@@ -9,7 +9,6 @@ from sglang_specinit.budget import (
     DraftSpec,
     plan_pools,
 )
-from sglang_specinit.release_rules import stock_0_5_13_plan
 from sglang_specinit.report import (
     BREAKDOWN_KEYS,
     ReportColumn,
@@ -18,7 +17,8 @@ from sglang_specinit.report import (
     render_breakdown,
     render_table,
 )
-from sglang_specinit.specs import attention_kv_spec
+from sglang_specinit.sglang_0_5_13.specs import attention_kv_spec
+from sglang_specinit.sglang_0_5_13.stock_rule import stock_0_5_13_plan
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -1,4 +1,4 @@
-"""The sglang 0.5.23 rule (``release_rules.upstream_0_5_23_plan``) and
+"""The sglang 0.5.23 rule (``sglang_0_5_23.stock_rule.upstream_0_5_23_plan``) and
 ``plan --sglang-version 0.5.23``.
 
 Numbers are hand-computed from 0.5.23's pool configurators (``pool_configurator.py``:
@@ -20,8 +20,8 @@ from sglang_specinit.budget import (
     plan_pools,
 )
 from sglang_specinit.planner.cli import main
-from sglang_specinit.release_rules import upstream_0_5_23_plan
 from sglang_specinit.report import BREAKDOWN_KEYS
+from sglang_specinit.sglang_0_5_23.stock_rule import upstream_0_5_23_plan
 
 
 def bf16_mha(layers: int, kv_heads: int, head_dim: int) -> AttentionKVSpec:

@@ -16,11 +16,11 @@ imported where the flags allow it.
 
 The plan is for the device the flags name, not for this process: a fresh planner process drops
 ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, and the replays answer SGLang's
-``is_cpu()`` for the planned device (:func:`replay_0_5_13.planned_cpu_engine`). On sglang 0.5.23 the
+``is_cpu()`` for the planned device (:func:`field_replay.planned_cpu_engine`). On sglang 0.5.23 the
 planner prices every pool by building it tiny with 0.5.23's own pool code on this host
-(``pricing_host_0_5_23.pricing_device``: its GPU, else cpu without the CPU engine, so that no
+(``sglang_0_5_23.pricing_host.pricing_device``: its GPU, else cpu without the CPU engine, so that no
 ``sgl_kernel`` op is imported); the planned resolution still sees the planned device
-(``planned_device_0_5_23.planned_device``).
+(``sglang_0_5_23.planned_device.planned_device``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sglang_specinit.patch_listing import patches_main
+from sglang_specinit.planner.columns import stock_beside_json, stock_beside_text
 from sglang_specinit.planner.gpus import (
     CUDA_CONTEXT_ALLOWANCE_BYTES,
     DEFAULT_GPU,
@@ -49,12 +50,11 @@ from sglang_specinit.planner.gpus import (
 )
 from sglang_specinit.planner.inputs import PlanError, RaisingParser, check_launch_values
 from sglang_specinit.planner.plan import OfflinePlan, build_plan, plan_json
-from sglang_specinit.planner.release_0_5_23 import Plan0523, plan_for_0_5_23, plan_json_0_5_23
 from sglang_specinit.planner.releases import (
-    SGLANG_RELEASES,
     installed_replay,
-    prints_generation_column,
     release_to_print,
+    sglang_releases,
+    stock_beside,
 )
 from sglang_specinit.planner.replay import CPU_ENGINE_ENV
 from sglang_specinit.planner.shipped_examples import (
@@ -115,7 +115,7 @@ def _planner_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sglang-version",
-        choices=SGLANG_RELEASES,
+        choices=sglang_releases(),
         default=None,
         help=(
             "the SGLang release whose rule to print beside this package's (default: the "
@@ -235,18 +235,17 @@ def _plan_as_json(options: argparse.Namespace, launch: list[str]) -> dict[str, A
     installed release) beside this package's."""
     release = release_to_print(options.sglang_version, installed_replay())
     plan = _plan(options, launch)
-    if prints_generation_column(release):
-        return plan_json_0_5_23(plan_for_0_5_23(plan))
-    return plan_json(plan)
+    beside = stock_beside(plan, release)
+    return plan_json(plan) if beside is None else stock_beside_json(beside)
 
 
 def _set_host_cpu_engine() -> None:
     """A planner process plans for ``--device``, not as a CPU engine (see module doc): it drops
     ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, on every release and host. On sglang
     0.5.23 on a GPU-less host that is also what lets it build its pricing pools on cpu with no
-    ``sgl_kernel`` (``pricing_host_0_5_23.pricing_device``). Only for the process's own entry
+    ``sgl_kernel`` (``sglang_0_5_23.pricing_host.pricing_device``). Only for the process's own entry
     point: a caller in the same process (a test, a server) keeps its environment, and
-    :func:`replay_0_5_13.planned_cpu_engine` covers it."""
+    :func:`field_replay.planned_cpu_engine` covers it."""
     if "sglang" not in sys.modules:
         os.environ.pop(CPU_ENGINE_ENV, None)
 
@@ -326,34 +325,17 @@ def plan_main(argv: Sequence[str]) -> int:
         plan = _plan(options, launch)
     except ValueError as e:  # PlanError, BudgetError, WeightsError and SGLang's own checks
         return _bad_input("plan", e)
-    if prints_generation_column(release):
-        _print_0_5_23(plan_for_0_5_23(plan), options.json)
+    beside = stock_beside(plan, release)
+    if beside is not None:
+        if options.json:
+            print(json.dumps(stock_beside_json(beside), indent=2, sort_keys=True))
+        else:
+            print(stock_beside_text(beside))
     elif options.json:
         print(json.dumps(plan_json(plan), indent=2, sort_keys=True))
     else:
         _print_table(plan)
     return 0
-
-
-def _print_0_5_23(plan: Plan0523, as_json: bool) -> None:
-    """The report against a release of 0.5.23's generation: its rule beside this package's."""
-    if as_json:
-        print(json.dumps(plan_json_0_5_23(plan), indent=2, sort_keys=True))
-        return
-    base = plan.base
-    device = base.device
-    lines = [
-        f"model:  {base.model_path}",
-        f"draft:  {base.draft_model_path or '-'}  (--speculative-algorithm {base.algorithm})",
-        f"device: {device.name}, {device.total_bytes / GIB:.2f} GiB total, "
-        f"{device.pre_load_free_bytes / GIB:.2f} GiB free before weights load; "
-        f"tp {base.tp_size}; bytes per TP rank; sglang {plan.release}",
-        "",
-        render_table(plan.columns, base.tp_size),
-    ]
-    # The 0.5.13.post1 report's notes about 0.5.14's rule do not apply here.
-    lines += [f"* {note}" for note in base.notes if "0.5.14" not in note]
-    print("\n".join(lines))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,20 +1,19 @@
 """The offline plan: a release's decisions for a launch in, the three report columns out.
 
-A *server-args replay* (:mod:`sglang_specinit.planner.replay`; 0.5.13.x's in
-:mod:`sglang_specinit.planner.replay_0_5_13`, 0.5.23's in
-:mod:`sglang_specinit.planner.release_0_5_23`) says what the installed release decided for the
-launch: fraction, speculative settings, parallel layout, KV dtypes and, where it can (0.5.23),
-what each pool costs by that release's own pool code. :func:`build_plan` is the one place that
-turns that answer into the sizing inputs, for every release, in named steps:
+A *server-args replay* (:mod:`sglang_specinit.planner.replay`; each adapter package's
+``planner_replay``, found through :mod:`sglang_specinit.planner.releases`) says what the
+installed release decided for the launch: fraction, speculative settings, parallel layout, KV
+dtypes and what each pool costs (:class:`~replay.PoolPrices`). :func:`build_plan` is the one
+place that turns that answer into the sizing inputs, for every release, in named steps:
 
-1. :func:`_price_target`: the target's KV price (the replay's, else
-   :mod:`sglang_specinit.specs` from the model geometry) and its weight bytes on one rank;
+1. :func:`_price_target`: the target's KV price (the replay's) and its weight bytes on one rank;
 2. :func:`_price_draft`: the draft's model config, KV pools, per-request and fixed bytes, and
    the weight split between target and draft (shared tensors counted once);
 3. :func:`_sizing_readings`: both fed to ``live_sizing.plan_from_readings``, the sizing path
    both runtime adapters run, in place of a live process's readings;
-4. :func:`_offline_plan`: the base inputs priced by stock 0.5.13.post1's, upstream 0.5.14's and
-   this package's rules (plus the installed release's stock rule where the replay has one).
+4. :func:`_offline_plan`: the base inputs priced by the replay's two modelled columns
+   (``ServerArgsReplay.modelled_columns``, each release's rule found through the registry) and
+   this package's rule (plus the installed release's own stock sizing where the replay has it).
 
 Weight bytes come from checkpoint headers (:mod:`sglang_specinit.planner.weights`), priced per
 rank by the SGLang layer that loads each tensor (:mod:`sglang_specinit.planner.sharding`:
@@ -27,18 +26,20 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sglang_specinit.budget import BudgetInputs, DraftSpec, KVSpec, PoolPlan, sized_by_target
+from sglang_specinit.budget import BudgetInputs, DraftSpec, KVSpec, PoolPlan
 from sglang_specinit.live_sizing import SizingReadings, plan_from_readings
+from sglang_specinit.model_facts import check_supported, upstream_reserved_layers
 from sglang_specinit.planner.gpus import MIB, DeviceSpec
 from sglang_specinit.planner.inputs import read_config_json
+from sglang_specinit.planner.releases import installed_replay, modelled_rule
 from sglang_specinit.planner.replay import (
+    ModelledColumn,
     PoolPrices,
     ResolvedLaunch,
     ServerArgsReplay,
     build_model_config,
     cuda_quantization_names,
 )
-from sglang_specinit.planner.replay_0_5_13 import REPLAY_0_5_13
 from sglang_specinit.planner.sharding import (
     ShardLayout,
     draft_layout,
@@ -54,16 +55,7 @@ from sglang_specinit.planner.weights import (
     split_mtp_from_target,
     split_separate_draft,
 )
-from sglang_specinit.release_rules import stock_0_5_13_plan, upstream_0_5_14_plan
 from sglang_specinit.report import ReportColumn
-from sglang_specinit.specs import (
-    check_supported,
-    draft_extra_bytes,
-    draft_kv_pools,
-    kv_spec_from_model_config,
-    runner_layer_count,
-    upstream_reserved_layers,
-)
 
 
 @dataclass(frozen=True)
@@ -80,8 +72,10 @@ class OfflinePlan:
     draft_model_path: str | None
     notes: tuple[str, ...] = field(default_factory=tuple)
     # The installed release's stock column from its own sizing code on the same pools
-    # (:attr:`PoolPrices.stock_plan`); None where the replay prices no pools.
+    # (:attr:`PoolPrices.stock_plan`); None where the replay has no such sizing.
     release_stock: ReportColumn | None = None
+    # ``plan --json``'s keys of ``stock`` and ``upstream`` (the replay's modelled columns).
+    modelled_keys: tuple[str, str] = ("stock", "upstream")
 
     @property
     def columns(self) -> tuple[ReportColumn, ReportColumn, ReportColumn]:
@@ -117,10 +111,10 @@ def build_plan(
 ) -> OfflinePlan:
     """The plans for ``server_args`` (``replay.parse_launch``'s result) on ``device``.
 
-    ``replay`` is the installed release's server-args logic (default: 0.5.13.x's).
+    ``replay`` is the installed release's server-args logic (default: the installed one's).
     """
     with cuda_quantization_names():
-        return _build_plan(server_args, device, replay or REPLAY_0_5_13)
+        return _build_plan(server_args, device, replay or installed_replay())
 
 
 def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) -> OfflinePlan:
@@ -131,7 +125,7 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     target_mc = launch.target_model_config
     layout = model_layout(launch.args, target_mc.hf_config, launch.attn_tp_size)
     target_kv_dtype = replay.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
-    # The release's own pool code where the replay runs it (0.5.23: the server's function).
+    # Every pool priced by the replay (the release's own pool code where it runs it).
     prices = replay.pool_prices(launch, device)
     target = _price_target(launch, layout, target_kv_dtype, prices)
     algorithm = launch.args.speculative_algorithm
@@ -145,22 +139,12 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
 
 
 def _price_target(
-    launch: ResolvedLaunch, layout: ShardLayout, kv_dtype: str, prices: PoolPrices | None
+    launch: ResolvedLaunch, layout: ShardLayout, kv_dtype: str, prices: PoolPrices
 ) -> _Target:
     """The target's KV price per token and its weight bytes on one rank."""
     spec_args = launch.args
     target_mc = launch.target_model_config
-    if prices is not None:
-        kv = prices.target_kv
-    else:
-        kv = kv_spec_from_model_config(
-            target_mc,
-            kv_dtype,
-            attn_tp_size=launch.attn_tp_size,
-            num_layers=runner_layer_count(target_mc, is_draft=False),
-            swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
-            server_args=launch.mla_server_args,
-        )
+    kv = prices.target_kv
     sizes, notes = sizes_on_rank(
         read_checkpoint_sizes(spec_args.model_path), target_mc.hf_config, layout
     )
@@ -168,7 +152,7 @@ def _price_target(
 
 
 def _price_draft(
-    launch: ResolvedLaunch, replay: ServerArgsReplay, prices: PoolPrices | None, target: _Target
+    launch: ResolvedLaunch, replay: ServerArgsReplay, prices: PoolPrices, target: _Target
 ) -> _Draft:
     """The draft of a speculative launch (not NGRAM): pools, extra bytes, weights."""
     from sglang.srt.configs.model_config import ModelConfig
@@ -190,11 +174,7 @@ def _price_draft(
         model_revision=spec_args.speculative_draft_model_revision,
         is_draft_model=True,
     )
-    kv_dtype = replay.kv_dtype(launch, draft_mc, is_draft=True, target_kv_dtype=target.kv_dtype)
-    if prices is not None:
-        pools = prices.draft_pools
-    else:
-        pools = _draft_pools_from_geometry(launch, draft_mc, kv_dtype, target.kv)
+    pools = prices.draft_pools
     layouts = (
         target.layout,
         draft_layout(spec_args, algorithm, draft_mc.hf_config, launch.attn_tp_size),
@@ -209,7 +189,7 @@ def _price_draft(
             f"({split.draft_shared_bytes / (1 << 30):.2f} GiB per rank) are still "
             "resident; they are freed after the pool exists and stay unused"
         )
-    per_request, fixed = _draft_extra_bytes(launch, draft_mc, kv_dtype, prices)
+    per_request, fixed = prices.draft_request_bytes, prices.draft_fixed_bytes
     spec = DraftSpec(
         algorithm=algorithm,
         kv_pools=pools,
@@ -222,47 +202,6 @@ def _price_draft(
         ),
     )
     return _Draft(spec, draft_path, split.target_bytes, tuple(notes))
-
-
-def _draft_pools_from_geometry(
-    launch: ResolvedLaunch, draft_mc: Any, kv_dtype: str, target_kv: KVSpec
-) -> tuple[KVSpec, ...]:
-    """Each draft runner's KV pool from the draft's geometry (:mod:`sglang_specinit.specs`)."""
-    spec_args = launch.args
-    # Draft runners apply the target's pool config (all-SWA MTP drafts get its split).
-    return tuple(
-        sized_by_target(pool, target_kv)
-        for pool in draft_kv_pools(
-            spec_args.speculative_algorithm,
-            draft_mc,
-            kv_dtype,
-            attn_tp_size=launch.attn_tp_size,
-            swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
-            num_steps=int(spec_args.speculative_num_steps or 1),
-            multi_layer_eagle=bool(spec_args.enable_multi_layer_eagle),
-            server_args=launch.mla_server_args,
-        )
-    )
-
-
-def _draft_extra_bytes(
-    launch: ResolvedLaunch, draft_mc: Any, kv_dtype: str, prices: PoolPrices | None
-) -> tuple[int, int]:
-    """(bytes per request row, fixed bytes) of the draft besides its token-sized pools."""
-    if prices is not None:
-        return prices.draft_request_bytes, prices.draft_fixed_bytes
-    spec_args = launch.args
-    return draft_extra_bytes(
-        spec_args.speculative_algorithm,
-        draft_mc,
-        launch.target_model_config,
-        kv_dtype,
-        attn_tp_size=launch.attn_tp_size,
-        swa_full_tokens_ratio=spec_args.swa_full_tokens_ratio,
-        page_size=int(spec_args.page_size),
-        num_steps=int(spec_args.speculative_num_steps or 1),
-        multi_layer_eagle=bool(spec_args.enable_multi_layer_eagle),
-    )
 
 
 def _same_dir(a: str, b: str) -> bool:
@@ -335,7 +274,7 @@ def _offline_plan(
     launch: ResolvedLaunch,
     device: DeviceSpec,
     replay: ServerArgsReplay,
-    prices: PoolPrices | None,
+    prices: PoolPrices,
     target: _Target,
     draft: _Draft | None,
     base: BudgetInputs,
@@ -344,7 +283,7 @@ def _offline_plan(
     """The base inputs priced by each rule (a plan below one page is reported, not refused)."""
     spec_args = launch.args
     release_stock = None
-    if prices is not None and prices.stock_plan is not None:
+    if prices.stock_plan is not None:
         # Stock profiles without this package's measurement (its duplicates are resident).
         stock_base = replace(base, measured_resident_bytes=None)
         release_stock = ReportColumn(
@@ -358,11 +297,10 @@ def _offline_plan(
         reserve = int(new_fraction * device.pre_load_free_bytes) - int(
             stock_fraction * device.pre_load_free_bytes
         )
+    stock_spec, upstream_spec = replay.modelled_columns
     return OfflinePlan(
-        stock=ReportColumn(
-            "stock 0.5.13.post1", stock_0_5_13_plan(stock_inputs), stock_inputs, reserve
-        ),
-        upstream=ReportColumn("upstream 0.5.14", upstream_0_5_14_plan(base), base),
+        stock=_modelled_column(stock_spec, base, stock_inputs, reserve),
+        upstream=_modelled_column(upstream_spec, base, stock_inputs, reserve),
         ours=ReportColumn("sglang-specinit", ours, base),
         tp_size=int(spec_args.tp_size),
         device=device,
@@ -371,14 +309,26 @@ def _offline_plan(
         draft_model_path=spec_args.speculative_draft_model_path if draft is None else draft.path,
         notes=(*target.notes, *(draft.notes if draft is not None else ())),
         release_stock=release_stock,
+        modelled_keys=(stock_spec.json_key, upstream_spec.json_key),
     )
+
+
+def _modelled_column(
+    spec: ModelledColumn, base: BudgetInputs, stock_inputs: BudgetInputs, reserve: int | None
+) -> ReportColumn:
+    """One modelled column: the serving adapter's rule at the fraction ``spec`` names."""
+    rule = modelled_rule(spec.release)
+    if spec.fraction == "stock":
+        return ReportColumn(spec.title, rule(stock_inputs), stock_inputs, reserve)
+    return ReportColumn(spec.title, rule(base), base)
 
 
 def plan_json(plan: OfflinePlan) -> dict[str, Any]:
     """``--json``: this package's plan at top level, the two SGLang rules as sub-objects."""
     data = plan.ours.to_dict(plan.tp_size)
-    data["stock_0_5_13"] = plan.stock.to_dict(plan.tp_size)
-    data["upstream_0_5_14"] = plan.upstream.to_dict(plan.tp_size)
+    stock_key, upstream_key = plan.modelled_keys
+    data[stock_key] = plan.stock.to_dict(plan.tp_size)
+    data[upstream_key] = plan.upstream.to_dict(plan.tp_size)
     data["device"] = {"name": plan.device.name, "total_bytes": plan.device.total_bytes}
     data["speculative_algorithm"] = plan.algorithm
     data["model_path"] = plan.model_path

@@ -1,13 +1,12 @@
 """What a served release's *server-args replay* answers the plan, and what the replays share.
 
-The planner runs the pieces of the installed SGLang's start-up that decide the pool size, without
-a GPU and without network access (``HF_HUB_OFFLINE=1``). Which pieces, and how they are called, is
-release-specific: one :class:`ServerArgsReplay` per served release
-(:mod:`sglang_specinit.planner.replay_0_5_13` for 0.5.13.x,
-:mod:`sglang_specinit.planner.release_0_5_23` for 0.5.23). A replay parses the flags with the
-release's own parser, answers with a :class:`ResolvedLaunch` (what that release decided), the
-KV dtype of each runner and, where it can, :class:`PoolPrices` (each pool priced by the
-release's own pool code); :mod:`sglang_specinit.planner.plan` turns that into the plans.
+The planner runs the pieces of the installed SGLang's start-up that decide the pool size, without a
+GPU and without network access (``HF_HUB_OFFLINE=1``). Which pieces, and how they are called, is
+release-specific: one :class:`ServerArgsReplay` per adapter package, its ``planner_replay.REPLAY``
+(found through :mod:`sglang_specinit.planner.releases`). A replay parses the flags with the
+release's own parser, answers with a :class:`ResolvedLaunch` (what that release decided), the KV
+dtype of each runner and, where it can, :class:`PoolPrices` (each pool priced by the release's own
+pool code); :mod:`sglang_specinit.planner.plan` turns that into the plans.
 
 The helpers below are used by both replays: SGLang's functions as released (without this
 package's runtime hooks), ``ModelConfig`` construction with malformed configs reported as bad
@@ -23,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sglang_specinit.budget import BudgetError, BudgetInputs, KVSpec, PoolPlan
+from sglang_specinit.model_facts import is_linear_attention_hybrid
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError
-from sglang_specinit.specs import is_linear_attention_hybrid
 
 # SGLang's is_cpu() reads this variable (utils/common.py, 0.5.13.x and 0.5.23).
 CPU_ENGINE_ENV = "SGLANG_USE_CPU_ENGINE"
@@ -69,10 +68,28 @@ class PoolPrices:
     stock_plan: Callable[[BudgetInputs], PoolPlan] | None = None
 
 
+@dataclass(frozen=True)
+class ModelledColumn:
+    """A column of the offline report priced by a release's modelled rule (the serving
+    adapter's ``stock_rule.stock_plan``, found by release: ``releases.modelled_rule``)."""
+
+    release: str
+    title: str
+    # Its sub-object's key in ``plan --json``.
+    json_key: str
+    # Which fraction it is computed at: the release's own automatic one with its flat
+    # speculative reserve ("stock"), or without it ("new"; equal where there is none).
+    fraction: str = "new"
+
+
 class ServerArgsReplay(Protocol):
     """One served release's launch_server parser and server-args resolution, run offline."""
 
     release: str
+    # The releases whose rule can be printed beside this package's (``--sglang-version``).
+    printable_releases: tuple[str, ...]
+    # The two modelled columns of the three-column report.
+    modelled_columns: tuple[ModelledColumn, ModelledColumn]
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
         """The release's own ``launch_server`` parser applied to ``launch``; bad flags raise
@@ -89,7 +106,7 @@ class ServerArgsReplay(Protocol):
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices | None:
         """Every pool of the launch priced by the release's own pool code; None: priced from
-        the model geometry (:mod:`sglang_specinit.specs`)."""
+        the model geometry (the adapter's ``specs``)."""
 
 
 # --------------------------------------------------------------------------------------------

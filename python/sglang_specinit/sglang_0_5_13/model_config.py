@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sglang_specinit.model_facts import own_hf_config
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_13.state import deferring_pools
-from sglang_specinit.specs import own_hf_config
 
 MODULE = "sglang.srt.configs.model_config"
 patch = PatchTable(MODULE)

@@ -72,14 +72,14 @@ def early_draft_num_layers(server_args: Any) -> int | None:
     weights load (call it before phase 1).
 
     sglang 0.5.14 computes this on the target ``ModelRunner`` (``eagle_draft_num_layers``, PR
-    #23862) for EAGLE-family and STANDALONE drafts; 0.5.13.x has no such step, so it is read
-    here: from a draft ``ModelConfig`` built as ``TpModelWorker._init_model_config`` builds it
-    (a path-less draft reads the target's checkpoint), inside ``defer_pools()`` so that the
-    adapter's ``ModelConfig._config_draft_model`` hook (:mod:`.model_config`) gives it its own
-    copy of the hf config before SGLang rewrites it in place; the cached object the target's
-    ``ModelConfig`` holds is never touched. The count is ``specs.runner_layer_count``, 0.5.13's
-    own runner rule, which the planner uses too (an explicit ``num_nextn_predict_layers: 0``
-    still allocates a layer; upstream's rule gives 0 there).
+    #23862) for EAGLE-family and STANDALONE drafts; 0.5.13.x has no such step, so it is read here:
+    from a draft ``ModelConfig`` built as ``TpModelWorker._init_model_config`` builds it (a path-
+    less draft reads the target's checkpoint), inside ``defer_pools()`` so that the adapter's
+    ``ModelConfig._config_draft_model`` hook (:mod:`.model_config`) gives it its own copy of the hf
+    config before SGLang rewrites it in place; the cached object the target's ``ModelConfig`` holds
+    is never touched. The count is ``model_facts.runner_layer_count``, 0.5.13's own runner rule,
+    which the planner uses too (an explicit ``num_nextn_predict_layers: 0`` still allocates a
+    layer; upstream's rule gives 0 there).
 
     Informational, as the sizing prices the live runners: None for other algorithms, or when
     the config cannot be read yet (phase 2 then meets the same problem and SGLang reports it).
@@ -87,8 +87,8 @@ def early_draft_num_layers(server_args: Any) -> int | None:
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
+    from sglang_specinit.model_facts import runner_layer_count
     from sglang_specinit.sglang_0_5_13.state import defer_pools
-    from sglang_specinit.specs import runner_layer_count
 
     algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
     if not (algorithm.is_eagle() or algorithm.is_standalone()):

@@ -23,6 +23,7 @@ from typing import Any
 
 from sglang_specinit import rank_reports
 from sglang_specinit.hooks import is_instance_of
+from sglang_specinit.model_facts import FROZEN_KV_STAND_IN_TOKENS
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.runner_readings import kv_pool_allocated_bytes
 from sglang_specinit.sglang_0_5_13.model_runner import (
@@ -34,7 +35,6 @@ from sglang_specinit.sglang_0_5_13.runtime_budget import DraftDescription, Specu
 from sglang_specinit.sglang_0_5_13.state import defer_pools
 from sglang_specinit.sglang_0_5_13.tp_worker import MODULE as TP_WORKER_MODULE
 from sglang_specinit.sglang_0_5_13.tp_worker import runners_of
-from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from sglang_specinit.live_sizing import DraftDescription
 
 # FrozenKVMTPDraftWorker.alloc_memory_pool gives its runner a pool of this many tokens (the
 # same count as 0.5.13's FrozenKVMTPWorker).
-from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
+from sglang_specinit.model_facts import FROZEN_KV_STAND_IN_TOKENS
 
 
 def describe_draft(spec_worker: Any) -> DraftDescription:

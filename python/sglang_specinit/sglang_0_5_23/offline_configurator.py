@@ -15,7 +15,7 @@ size ... as SGLang derives them) and :func:`unloaded_configurator` fills the con
 fields the way ``ModelRunner.init_kv_cache_configurator`` does, each from SGLang's own
 function; ``model`` is None (only FP4 scale loading reads it). The pools are built at a few
 pages on the device the process runs on (cpu in the CPU tests, as a CPU engine, and in a
-GPU-less planner, without one: ``planner.pricing_host_0_5_23.pricing_device``).
+GPU-less planner, without one: ``sglang_0_5_23.pricing_host.pricing_device``).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ order. What differs, and what the adapter reads through this module instead::
                                     .py:566``)                         (0.5.22 ``:643``)
     ``draft_parallel_layout``       none                               0.5.23 only (below)
 
-and, read by the offline planner (``planner/release_0_5_23.py``) only::
+and, read by the offline planner (``sglang_0_5_23/planner_replay.py``) only::
 
     attention DP in ``ServerArgs``  ``enable_dp_attention`` + ``dp_    an ``attn_dp_size``
                                     size`` fields; ``runtime_context  field (0.5.22+);

@@ -163,8 +163,8 @@ def record_fraction_without_spec_term(sink: dict[str, Any]) -> None:
 def _model_configs(server_args: Any, mode: str) -> dict[str, Any]:
     """Steps 2 and 3 of the module docstring."""
     from sglang.srt.configs.model_config import ModelConfig
+    from sglang_specinit.model_facts import runner_layer_count
     from sglang_specinit.sglang_0_5_13.state import defer_pools
-    from sglang_specinit.specs import runner_layer_count
 
     from harness.reports.config_snapshot import model_config_snapshot
 
@@ -319,8 +319,8 @@ def run_mode(request: dict[str, Any], mode: str, out_dir: Path) -> None:
     # Imported by ServerArgs.__post_init__ in every launch (after load_plugins, as here);
     # importing it once, before the per-launch forks, saves each launch that import.
     import sglang.srt.configs.model_config  # noqa: F401
+    import sglang_specinit.sglang_0_5_13.specs  # noqa: F401
     import sglang_specinit.sglang_0_5_13.state  # noqa: F401
-    import sglang_specinit.specs  # noqa: F401
 
     install_device_doubles(int(request["capacity_mib"]), tuple(request["capability"]))
     fraction_sink: dict[str, Any] = {}

@@ -1,7 +1,7 @@
 """Where the sglang 0.5.20 - 0.5.23 planner builds its pricing pools, and what that host needs.
 
 The planner prices each pool by building it tiny with the release's own pool code
-(:meth:`.release_0_5_23.Replay0523.pool_prices`). This module decides where (:func:`pricing_device`:
+(:meth:`.planner_replay.Replay0523.pool_prices`). This module decides where (:func:`pricing_device`:
 this host's GPU, else cpu), lets a GPU-less host build pools without any ``sgl_kernel``
 (:func:`kv_warm_up_copy_skipped`, the pools' one kernel launch, a self-copy, skipped inside the
 pricing call only) and checks, before SGLang's pool modules are imported, what ``sgl_kernel``
@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from sglang_specinit.planner.inputs import PlanError
-from sglang_specinit.planner.planned_device_0_5_23 import attribute_answering
 from sglang_specinit.planner.replay import CPU_ENGINE_ENV, installed_release
+from sglang_specinit.sglang_0_5_23.planned_device import attribute_answering
 
 
 def pricing_device() -> str:

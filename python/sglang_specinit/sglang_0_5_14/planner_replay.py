@@ -2,8 +2,8 @@
 
 These releases keep 0.5.13's dataclass ``ServerArgs`` (its ``__post_init__`` resolves every
 field) and 0.5.13's speculative hook module, so the replay is 0.5.13.x's
-(:class:`~sglang_specinit.planner.replay_0_5_13.Replay0513`: the release's own parser, an inert
-``ServerArgs``, ``handle_speculative_decoding`` on a copy) with three answers of their own:
+(:class:`~sglang_specinit.planner.field_replay.FieldServerArgsReplay`: the release's own parser,
+an inert ``ServerArgs``, ``handle_speculative_decoding`` on a copy) with three answers of their own:
 
 * the automatic ``--mem-fraction-static`` is the installed release's
   ``ServerArgs._handle_cuda_graph_config`` then ``_handle_gpu_memory_settings`` on a copy, fed
@@ -29,9 +29,17 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
+from sglang_specinit.model_facts import kv_dtype_name, own_hf_config, runner_layer_count
+from sglang_specinit.planner.field_replay import (
+    FieldServerArgsReplay,
+    attention_tp_size,
+    planned_cpu_engine,
+    resolve_speculative,
+)
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.replay import (
+    ModelledColumn,
     PoolPrices,
     ResolvedLaunch,
     build_model_config,
@@ -40,13 +48,6 @@ from sglang_specinit.planner.replay import (
     refuse_unpriced_model,
     released,
 )
-from sglang_specinit.planner.replay_0_5_13 import (
-    Replay0513,
-    attention_tp_size,
-    planned_cpu_engine,
-    resolve_speculative,
-)
-from sglang_specinit.specs import kv_dtype_name, own_hf_config, runner_layer_count
 
 
 def auto_mem_fraction_static(server_args: Any, capacity_mib: float) -> float:
@@ -76,7 +77,7 @@ def unloaded_runner(server_args: Any, model_config: Any, *, is_draft: bool) -> A
     ``ModelRunner.__init__`` loads the model; the pool code (``_apply_memory_pool_config``,
     ``_init_pools``) reads only the fields below, set as ``__init__`` and ``initialize`` set
     them (``model_runner.py`` in 0.5.14: the parse block, ``start_layer``/``end_layer`` from
-    the model's layer count, pp_size 1), the layer count by :func:`specs.runner_layer_count`
+    the model's layer count, pp_size 1), the layer count by :func:`model_facts.runner_layer_count`
     (the same rule). The device is this host's (:func:`pricing_device`); the KV dtype comes
     from the release's own ``configure_kv_cache_dtype`` with the checkpoint's KV quantization.
     """
@@ -179,13 +180,22 @@ def attention_tp_size_answering(attn_tp_size: int) -> Iterator[None]:
         mixin.get_attention_tp_size = saved
 
 
-class Replay0514(Replay0513):
+class Replay0514(FieldServerArgsReplay):
     """sglang 0.5.14 / 0.5.15: 0.5.13.x's parser and speculative hook, the release's own
     fraction heuristic, KV dtype and pool code (module docstring)."""
 
-    @property  # type: ignore[override]
+    modelled_columns = (
+        ModelledColumn("0.5.13.post1", "stock 0.5.13.post1", "stock_0_5_13", fraction="stock"),
+        ModelledColumn("0.5.14", "upstream 0.5.14", "upstream_0_5_14"),
+    )
+
+    @property
     def release(self) -> str:
         return installed_release()
+
+    @property
+    def printable_releases(self) -> tuple[str, ...]:
+        return (self.release,)
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
         from sglang.srt.configs.model_config import ModelConfig
@@ -234,6 +244,7 @@ class Replay0514(Replay0513):
         """Every pool priced by the live adapter's function (``pool_probe.measure_runner``) on
         runners built without weights; draft pools follow the target's token split."""
         from sglang.srt.configs.model_config import ModelConfig
+
         from sglang_specinit.sglang_0_5_14 import pool_probe
 
         args = launch.args

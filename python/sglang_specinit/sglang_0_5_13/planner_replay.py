@@ -12,7 +12,8 @@ For 0.5.13.post1 (:class:`Replay0513`, :data:`REPLAY_0_5_13`):
 * model geometry comes from ``ModelConfig.from_server_args`` for the target and, with
   ``is_draft_model=True``, for the draft, as ``TpModelWorker._init_model_config`` builds them;
 * the KV dtype is ``ModelRunner.configure_kv_cache_dtype``'s choice; pools are priced from the
-  model geometry (:mod:`sglang_specinit.specs`), so :meth:`Replay0513.pool_prices` is None.
+  model geometry (:mod:`sglang_specinit.sglang_0_5_13.specs`, the widths ``pool_probe``
+  measures at runtime, checked by the 0.5.13 fidelity tests) by :meth:`Replay0513.pool_prices`.
 
 The plan is for the device the flags name (``--device``, default ``cuda``), never for the host
 the planner runs on: SGLang's host probe that would leak this process's platform into the
@@ -22,16 +23,21 @@ while the replay resolves (:func:`planned_cpu_engine`).
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import os
-from collections.abc import Iterator, Sequence
 from typing import Any
 
+from sglang_specinit.budget import sized_by_target
+from sglang_specinit.model_facts import kv_dtype_name, own_hf_config, runner_layer_count
+from sglang_specinit.planner.field_replay import (
+    FieldServerArgsReplay,
+    attention_tp_size,
+    planned_cpu_engine,
+    resolve_speculative,
+)
 from sglang_specinit.planner.gpus import DeviceSpec
-from sglang_specinit.planner.inputs import PlanError, RaisingParser
+from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.replay import (
-    CPU_ENGINE_ENV,
+    ModelledColumn,
     PoolPrices,
     ResolvedLaunch,
     build_model_config,
@@ -39,7 +45,11 @@ from sglang_specinit.planner.replay import (
     refuse_unpriced_model,
     released,
 )
-from sglang_specinit.specs import kv_dtype_name, own_hf_config
+from sglang_specinit.sglang_0_5_13.specs import (
+    draft_extra_bytes,
+    draft_kv_pools,
+    kv_spec_from_model_config,
+)
 
 # --kv-cache-dtype values (0.5.13.post1 choices) -> the torch dtype ModelRunner stores.
 _KV_DTYPE_FLAGS = {
@@ -49,59 +59,6 @@ _KV_DTYPE_FLAGS = {
     "bfloat16": "bfloat16",
     "fp4_e2m1": "float4_e2m1fn_x2",
 }
-
-
-@contextlib.contextmanager
-def planned_cpu_engine(device: str | None) -> Iterator[None]:
-    """SGLang's ``is_cpu()`` answering for the planned ``device``, not for this process.
-
-    ``is_cpu()`` (``utils/common.py``, both releases) is ``SGLANG_USE_CPU_ENGINE == "1"`` on an
-    x86/arm host, cached by ``lru_cache``. 0.5.13.post1's ``_handle_piecewise_cuda_graph``
-    disables piecewise CUDA graphs when it is true, which drops their reserve from the automatic
-    fraction (the default example: 0.779 -> 0.785); 0.5.23's model overrides read it too. A plan
-    for a GPU must not move because the shell that runs the planner is set up for CPU tests, so
-    for the duration the variable says what the planned server would see (``1`` only for
-    ``--device cpu``) and the cached answer is recomputed before and after.
-    """
-    from sglang.srt.utils.common import is_cpu
-
-    saved = os.environ.get(CPU_ENGINE_ENV)
-    os.environ[CPU_ENGINE_ENV] = "1" if device == "cpu" else "0"
-    is_cpu.cache_clear()
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(CPU_ENGINE_ENV, None)
-        else:
-            os.environ[CPU_ENGINE_ENV] = saved
-        is_cpu.cache_clear()
-
-
-def inert_server_args(namespace: Any) -> Any:
-    """``ServerArgs.from_cli_args(namespace)`` minus ``__post_init__``.
-
-    ``from_cli_args`` maps the CLI names (``tensor_parallel_size`` -> ``tp_size`` ...) and fills
-    every dataclass default; skipping ``__post_init__`` avoids device probes and downloads. The
-    few defaults ``__post_init__`` would have resolved and the plan needs are set explicitly:
-    a CUDA device (the plan is for a GPU server) and ``page_size`` 1 (``_handle_page_size``'s
-    CUDA default; attention backends that force another size need ``--page-size``).
-    """
-    from sglang.srt.server_args import ServerArgs
-
-    class _InertServerArgs(ServerArgs):
-        def __post_init__(self) -> None:
-            pass
-
-    server_args = _InertServerArgs.from_cli_args(copy.copy(namespace))
-    if server_args.device is None:
-        server_args.device = "cuda"
-    if server_args.page_size is None:
-        server_args.page_size = 1
-    if server_args.speculative_draft_model_quantization is None:
-        # _handle_missing_default_values: the draft inherits the target's quantization.
-        server_args.speculative_draft_model_quantization = server_args.quantization
-    return server_args
 
 
 def auto_mem_fraction_static(server_args: Any, capacity_mib: float, spec_reserve: bool) -> float:
@@ -123,30 +80,6 @@ def auto_mem_fraction_static(server_args: Any, capacity_mib: float, spec_reserve
         trial.speculative_algorithm = None
     released(ServerArgs._handle_gpu_memory_settings)(trial, capacity_mib)
     return float(trial.mem_fraction_static)
-
-
-def resolve_speculative(server_args: Any) -> Any:
-    """A copy of ``server_args`` after SGLang's ``handle_speculative_decoding``."""
-    from sglang.srt.arg_groups.speculative_hook import handle_speculative_decoding
-
-    resolved = copy.copy(server_args)
-    if resolved.speculative_algorithm is not None:
-        released(handle_speculative_decoding)(resolved)
-    return resolved
-
-
-def attention_tp_size(server_args: Any) -> int:
-    """Attention-TP size, by SGLang's ``compute_dp_attention_world_info``."""
-    from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
-
-    _, attn_tp, _, _ = compute_dp_attention_world_info(
-        server_args.enable_dp_attention,
-        0,
-        server_args.tp_size,
-        server_args.dp_size,
-        server_args.attn_cp_size,
-    )
-    return attn_tp
 
 
 def resolve_kv_dtype(flag: str, model_config: Any) -> str:
@@ -172,25 +105,18 @@ def check_parallel_layout(server_args: Any) -> None:
         )
 
 
-class Replay0513:
+class Replay0513(FieldServerArgsReplay):
     """sglang 0.5.13.x: ``ServerArgs`` without ``__post_init__``, its two memory methods and the
     speculative hook run on copies (:func:`inert_server_args`, :func:`auto_mem_fraction_static`,
     :func:`resolve_speculative`), ``ModelRunner.configure_kv_cache_dtype``'s choice."""
 
     release = "0.5.13.post1"
-
-    def parse_launch(self, launch: Sequence[str]) -> Any:
-        from sglang.srt.server_args import ServerArgs
-
-        # Abbreviations as launch_server accepts them (SGLang's docs write --tp for --tp-size).
-        parser = RaisingParser(prog="sglang-specinit plan")
-        ServerArgs.add_cli_args(parser)
-        argv = list(launch)
-        if "--config" in argv:
-            from sglang.srt.server_args_config_parser import ConfigArgumentMerger
-
-            argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
-        return inert_server_args(parser.parse_args(argv))
+    # 0.5.23's modelled rule reads the same config.json fields (its stock_rule).
+    printable_releases = ("0.5.13.post1", "0.5.23")
+    modelled_columns = (
+        ModelledColumn("0.5.13.post1", "stock 0.5.13.post1", "stock_0_5_13", fraction="stock"),
+        ModelledColumn("0.5.14", "upstream 0.5.14", "upstream_0_5_14"),
+    )
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
         from sglang.srt.configs.model_config import ModelConfig
@@ -232,10 +158,67 @@ class Replay0513:
             flag = "fp8_e4m3"
         return resolve_kv_dtype(flag, model_config)
 
-    def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices | None:
-        """None: 0.5.13.x's pools are priced from the model geometry (:mod:`specs`), the
-        widths ``pool_probe`` measures at runtime (checked by the 0.5.13 fidelity tests)."""
-        return None
+    def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
+        """Every pool priced from the model geometry (:mod:`.specs`): the target's, each draft
+        runner's (applying the target's pool config, as 0.5.13.x's draft runners do) and the
+        draft's per-request and fixed bytes."""
+        from sglang.srt.configs.model_config import ModelConfig
+
+        args = launch.args
+        target_mc = launch.target_model_config
+        target_dtype = self.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
+        target_kv = kv_spec_from_model_config(
+            target_mc,
+            target_dtype,
+            attn_tp_size=launch.attn_tp_size,
+            num_layers=runner_layer_count(target_mc, is_draft=False),
+            swa_full_tokens_ratio=args.swa_full_tokens_ratio,
+            server_args=launch.mla_server_args,
+        )
+        algorithm = args.speculative_algorithm
+        if algorithm is None or algorithm == "NGRAM":
+            return PoolPrices(target_kv=target_kv, draft_pools=(), draft_fixed_bytes=0)
+        draft_mc = build_model_config(
+            ModelConfig.from_server_args,
+            launch.config_source,
+            model_path=args.speculative_draft_model_path or args.model_path,
+            model_revision=args.speculative_draft_model_revision,
+            is_draft_model=True,
+        )
+        dtype = self.kv_dtype(launch, draft_mc, is_draft=True, target_kv_dtype=target_dtype)
+        steps = int(args.speculative_num_steps or 1)
+        pools = tuple(
+            sized_by_target(pool, target_kv)
+            for pool in draft_kv_pools(
+                algorithm,
+                draft_mc,
+                dtype,
+                attn_tp_size=launch.attn_tp_size,
+                swa_full_tokens_ratio=args.swa_full_tokens_ratio,
+                num_steps=steps,
+                multi_layer_eagle=bool(args.enable_multi_layer_eagle),
+                server_args=launch.mla_server_args,
+            )
+        )
+        per_request, fixed = draft_extra_bytes(
+            algorithm,
+            draft_mc,
+            target_mc,
+            dtype,
+            attn_tp_size=launch.attn_tp_size,
+            swa_full_tokens_ratio=args.swa_full_tokens_ratio,
+            page_size=int(args.page_size),
+            num_steps=steps,
+            multi_layer_eagle=bool(args.enable_multi_layer_eagle),
+        )
+        return PoolPrices(
+            target_kv=target_kv,
+            draft_pools=pools,
+            draft_fixed_bytes=fixed,
+            draft_request_bytes=per_request,
+        )
 
 
-REPLAY_0_5_13 = Replay0513()
+REPLAY = Replay0513()
+# The name the 0.5.13 tests import.
+REPLAY_0_5_13 = REPLAY

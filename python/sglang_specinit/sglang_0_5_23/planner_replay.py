@@ -35,7 +35,7 @@ configurator (:func:`stock_plan_0_5_23`: ``create_memory_pool_configurator(kvc).
 duplicate embed/lm_head resident).
 
 ``plan --sglang-version 0.5.23`` in the 0.5.13.post1 environment prints the same columns from
-0.5.13.post1's replay and the modelled rule ``release_rules.upstream_0_5_23_plan`` (same
+0.5.13.post1's replay and the modelled rule ``stock_rule.upstream_0_5_23_plan`` (same
 ``config.json`` fields; pools priced from the model geometry; the automatic fraction is then
 0.5.13.post1's heuristic without its flat speculative reserve, so pass ``--mem-fraction-static``
 to match a 0.5.23 server exactly). The modelled rule reserves ``d`` draft layers of the
@@ -55,16 +55,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, PoolPlan
+from sglang_specinit.model_facts import kv_dtype_name, own_hf_config
+from sglang_specinit.planner.columns import StockBeside, stock_beside_json
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError, RaisingParser
-from sglang_specinit.planner.plan import OfflinePlan, plan_json
-from sglang_specinit.planner.planned_device_0_5_23 import planned_device
-from sglang_specinit.planner.pricing_host_0_5_23 import (
-    kv_warm_up_copy_skipped,
-    pricing_device,
-    require_sgl_kernel,
-)
+from sglang_specinit.planner.plan import OfflinePlan
 from sglang_specinit.planner.replay import (
+    ModelledColumn,
     PoolPrices,
     ResolvedLaunch,
     installed_release,
@@ -73,9 +70,14 @@ from sglang_specinit.planner.replay import (
 )
 from sglang_specinit.planner.replay import build_model_config as _model_config
 from sglang_specinit.planner.replay import released as _released
-from sglang_specinit.release_rules import upstream_0_5_23_plan
 from sglang_specinit.report import ReportColumn
-from sglang_specinit.specs import kv_dtype_name, own_hf_config
+from sglang_specinit.sglang_0_5_23.planned_device import planned_device
+from sglang_specinit.sglang_0_5_23.pricing_host import (
+    kv_warm_up_copy_skipped,
+    pricing_device,
+    require_sgl_kernel,
+)
+from sglang_specinit.sglang_0_5_23.stock_rule import upstream_0_5_23_plan
 
 # The release whose rule the 0.5.13.x replay models (``--sglang-version 0.5.23`` there).
 RELEASE = "0.5.23"
@@ -96,6 +98,7 @@ class ResolvedArgs:
 
     def __getattr__(self, name: str) -> Any:
         from sglang.srt.arg_groups.overrides import resolution_result
+
         from sglang_specinit.sglang_0_5_23.release_shims import NOT_DERIVED, derived_server_arg
 
         derived = derived_server_arg(self, name)  # attention DP's field per release
@@ -154,9 +157,18 @@ class Replay0523:
     """The installed release's (0.5.23's generation) parser, ``resolve_once`` and
     ``check_server_args`` on the planned device."""
 
+    modelled_columns = (
+        ModelledColumn("0.5.13.post1", "stock 0.5.13.post1", "stock_0_5_13", fraction="stock"),
+        ModelledColumn("0.5.14", "upstream 0.5.14", "upstream_0_5_14"),
+    )
+
     @property
     def release(self) -> str:
         return installed_release()
+
+    @property
+    def printable_releases(self) -> tuple[str, ...]:
+        return (self.release,)
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
         from sglang.srt.server_args import ServerArgs
@@ -294,8 +306,8 @@ def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int
     gets one draft configurator per step's runner (``MultiLayerEagleDraftWorker``), frozen-KV
     MTP its stand-in pool (``FrozenKVMTPDraftWorker.alloc_memory_pool``).
     """
+    from sglang_specinit.model_facts import FROZEN_KV_STAND_IN_TOKENS
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
-    from sglang_specinit.specs import FROZEN_KV_STAND_IN_TOKENS
 
     planned = launch.args
     built_on = pricing_device()
@@ -330,6 +342,7 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
     ``resolve_max_num_reqs``; the pools' bytes at those tokens are the pools' prices."""
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang.srt.runtime_context import get_context
+
     from sglang_specinit.budget import draft_weight_bytes_of, make_plan, static_budget_bytes
 
     kvc = layout.target
@@ -360,19 +373,8 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
     )
 
 
-@dataclass(frozen=True)
-class Plan0523:
-    """A stock column of the 0.5.23 generation beside this package's, for one offline plan:
-    the installed release's own (0.5.21 - 0.5.23) or 0.5.23's modelled rule."""
-
-    base: OfflinePlan
-    stock: ReportColumn
-    # The release the stock column is (its title, the --json key and sglang_version).
-    release: str = RELEASE
-
-    @property
-    def columns(self) -> tuple[ReportColumn, ReportColumn]:
-        return (self.stock, self.base.ours)
+# The two-column plan's type under the name this module's callers know it by.
+Plan0523 = StockBeside
 
 
 def reserved_layers_0_5_23(plan: OfflinePlan) -> int:
@@ -394,7 +396,7 @@ def plan_for_0_5_23(plan: OfflinePlan) -> Plan0523:
     environment of the 0.5.23 generation (``plan.release_stock``, which only that replay
     prices), else 0.5.23's modelled rule on the same inputs (the 0.5.13.x environment)."""
     if plan.release_stock is not None:
-        return Plan0523(base=plan, stock=plan.release_stock, release=installed_release())
+        return StockBeside(base=plan, stock=plan.release_stock, release=installed_release())
     inputs = plan.ours.inputs
     if inputs.draft is not None:
         draft = replace(inputs.draft, upstream_reserved_layers=reserved_layers_0_5_23(plan))
@@ -403,15 +405,14 @@ def plan_for_0_5_23(plan: OfflinePlan) -> Plan0523:
     # plugin run (that one has no duplicates resident).
     stock_inputs = replace(inputs, measured_resident_bytes=None)
     stock = ReportColumn(f"stock {RELEASE}", upstream_0_5_23_plan(stock_inputs), stock_inputs)
-    return Plan0523(base=plan, stock=stock)
+    return StockBeside(base=plan, stock=stock, release=RELEASE)
 
 
-def plan_json_0_5_23(plan: Plan0523) -> dict[str, Any]:
-    """``--json``: this package's plan at top level, the stock column as ``stock_<release>``
-    (``stock_0_5_23``, ``stock_0_5_22`` ...) and its release as ``sglang_version``."""
-    data = plan_json(plan.base)
-    data.pop("stock_0_5_13", None)
-    data.pop("upstream_0_5_14", None)
-    data[f"stock_{plan.release.replace('.', '_')}"] = plan.stock.to_dict(plan.base.tp_size)
-    data["sglang_version"] = plan.release
-    return data
+# What the planner calls for a release of this generation (releases.stock_beside).
+stock_beside = plan_for_0_5_23
+
+
+def plan_json_0_5_23(plan: StockBeside) -> dict[str, Any]:
+    """``--json`` of a stock column of this generation beside this package's
+    (:func:`~sglang_specinit.planner.columns.stock_beside_json`)."""
+    return stock_beside_json(plan)

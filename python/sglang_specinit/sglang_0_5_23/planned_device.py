@@ -6,7 +6,7 @@ laptop). The resolution steps that ask about the machine get the planned device'
 with only the facts the installed release knows: ``release_shims.known_platform_facts``), the
 device's total memory (``get_device_memory_capacity``, bound by name in
 :data:`CAPACITY_READERS`), the compute capability and the one CUDA default read from
-``is_cuda()`` directly. Used by :mod:`.release_0_5_23` (resolution and pool layout).
+``is_cuda()`` directly. Used by :mod:`.planner_replay` (resolution and pool layout).
 """
 
 from __future__ import annotations
@@ -122,6 +122,7 @@ def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
       (``has_amx`` above).
     """
     from sglang.srt.runtime_context import override_platform
+
     from sglang_specinit.sglang_0_5_23.release_shims import known_platform_facts
 
     facts: dict[str, Any] = {}

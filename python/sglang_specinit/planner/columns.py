@@ -1,0 +1,61 @@
+"""One release's stock column beside this package's: the two-column report.
+
+Where the installed release's replay prices the stock column with the release's own sizing code
+(``OfflinePlan.release_stock``), or a release's modelled rule is asked for with
+``--sglang-version``, the report is that column and this package's; the serving adapter's
+``planner_replay.stock_beside`` builds it (:func:`sglang_specinit.planner.releases.stock_beside`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_specinit.planner.gpus import GIB
+from sglang_specinit.planner.plan import OfflinePlan, plan_json
+from sglang_specinit.report import ReportColumn, render_table
+
+
+@dataclass(frozen=True)
+class StockBeside:
+    """A release's stock column beside this package's, for one offline plan."""
+
+    base: OfflinePlan
+    stock: ReportColumn
+    # The release the stock column is (its title, the --json key and sglang_version).
+    release: str
+
+    @property
+    def columns(self) -> tuple[ReportColumn, ReportColumn]:
+        return (self.stock, self.base.ours)
+
+
+def stock_beside_json(plan: StockBeside) -> dict[str, Any]:
+    """``--json``: this package's plan at top level, the stock column as ``stock_<release>``
+    (``stock_0_5_23``, ``stock_0_5_22`` ...) and its release as ``sglang_version``; the
+    three-column report's modelled sub-objects are left out."""
+    data = plan_json(plan.base)
+    for key in plan.base.modelled_keys:
+        data.pop(key, None)
+    data[f"stock_{plan.release.replace('.', '_')}"] = plan.stock.to_dict(plan.base.tp_size)
+    data["sglang_version"] = plan.release
+    return data
+
+
+def stock_beside_text(plan: StockBeside) -> str:
+    """The table and its notes, as ``plan`` prints them."""
+    base = plan.base
+    device = base.device
+    lines = [
+        f"model:  {base.model_path}",
+        f"draft:  {base.draft_model_path or '-'}  (--speculative-algorithm {base.algorithm})",
+        f"device: {device.name}, {device.total_bytes / GIB:.2f} GiB total, "
+        f"{device.pre_load_free_bytes / GIB:.2f} GiB free before weights load; "
+        f"tp {base.tp_size}; bytes per TP rank; sglang {plan.release}",
+        "",
+        render_table(plan.columns, base.tp_size),
+    ]
+    # Notes about the three-column report's modelled upstream rule do not apply here.
+    upstream_release = base.upstream.title.split()[-1]
+    lines += [f"* {note}" for note in base.notes if upstream_release not in note]
+    return "\n".join(lines)
