@@ -31,6 +31,10 @@ TP2 = ShardLayout.uniform(2)
         ("d2t", 800, 100, 800),
         ("model.layers.0.self_attn.o_proj.bias", 128, 64, 128),
         ("model.layers.0.mlp.gate.weight", 1024, 8, 1024),
+        # A NextN layer's eh_proj is an nn.Linear (deepseek_nextn.py, glm4_moe_nextn.py).
+        ("model.layers.61.eh_proj.weight", 32768, 128, 32768),
+        # Nemotron-H's MTP eh_proj is a ColumnParallelLinear.
+        ("mtp.layers.0.eh_proj.weight", 32768, 128, 16384),
         # 32001 rows padded to 32064 (a multiple of 64), then halved.
         ("model.embed_tokens.weight", 32001 * 128, 32001, 16032 * 128),
         ("lm_head.weight", 32001 * 128, 32001, 16032 * 128),

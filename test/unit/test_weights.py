@@ -97,18 +97,31 @@ def test_mtp_split_from_target_checkpoint() -> None:
     config = SimpleNamespace(num_hidden_layers=61)
     prefixes = mtp_layer_prefixes(config, 1)
     assert prefixes == ("model.layers.61.",)
-    ckpt = CheckpointSizes(
-        total_bytes=10_000,
-        source="s",
-        tensor_bytes={"model.layers.61.embed_tokens.weight": 300},
-        group_bytes={"model.layers.61.": 1_000},
+    layer = {"model.layers.61.eh_proj.weight": 700}
+    copies = {
+        "model.layers.61.embed_tokens.weight": 300,
+        "model.layers.61.shared_head.head.weight": 200,
+    }
+    # The draft model's own embedding + head (what it allocates), 450 here.
+    stores_both = CheckpointSizes(10_000, "s", {**layer, **copies}, complete=True)
+    split = split_mtp_from_target(stores_both, prefixes, 450)
+    # target skips layer 61; the loader skips the copies; the draft's own tables are shared
+    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (8_800, 700, 450)
+    stores_neither = CheckpointSizes(9_500, "s", layer, complete=True)
+    split = split_mtp_from_target(stores_neither, prefixes, 450)
+    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (8_800, 700, 450)
+    unknown = split_mtp_from_target(CheckpointSizes(10_000, "index"), prefixes, 450)
+    assert (unknown.target_bytes, unknown.draft_bytes, unknown.draft_shared_bytes) == (
+        10_000,
+        0,
+        450,
     )
-    split = split_mtp_from_target(ckpt, prefixes, {EMBED: 300, LM_HEAD: 200})
-    # target skips layer 61; the draft's embed copy is stored (300), its head estimated (200)
-    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (9000, 500, 500)
-    unknown = split_mtp_from_target(CheckpointSizes(10_000, "index"), prefixes, {EMBED: 300})
-    assert (unknown.target_bytes, unknown.draft_bytes, unknown.draft_shared_bytes) == (10_000, 0, 0)
     assert unknown.notes
+    empty = split_mtp_from_target(CheckpointSizes(1_000, "s", {}, complete=True), prefixes, 450)
+    assert "holds no tensor under model.layers.61." in empty.notes[0]
+    other = split_mtp_from_target(stores_both, prefixes, 450, "Qwen3NextForCausalLMMTP")
+    assert "Qwen3NextForCausalLMMTP" in other.notes[0]
+    assert not split_mtp_from_target(stores_both, prefixes, 450, "GlmMoeDsaForCausalLMNextN").notes
 
 
 @pytest.mark.parametrize(

@@ -223,19 +223,30 @@ def _weights(
     # The target's own notes are _price_target's; only the draft's are added here.
     target, _ = sizes_on_rank(read_checkpoint_sizes(model_path), target_mc.hf_config, target_layout)
     elt = torch.tensor([], dtype=draft_mc.dtype).element_size()
-    names = shared_tensor_names(algorithm, draft_mc.hf_config)
-    estimate = {
-        n: rank_vocab_table_bytes(draft_mc.hf_config, elt, draft_layout.embed_tp_size)
-        for n in names
-    }
+    draft_config = draft_mc.hf_config
     mtp_layers = int(draft_mc.num_nextn_predict_layers or 0)
     if algorithm == "EAGLE" and mtp_layers > 0 and _same_dir(model_path, draft_path):
-        # An MTP draft read from the target's own checkpoint (DeepSeek-V3 / GLM NextN).
-        prefixes = mtp_layer_prefixes(target_mc.hf_config, mtp_layers)
-        return split_mtp_from_target(target, prefixes, estimate)
+        # An MTP draft read from the target's own checkpoint (DeepSeek-V3 / GLM NextN). Its
+        # model builds an embedding and an LM head of its own whatever the checkpoint stores
+        # (never loaded; replaced by the target's): the embedding on the embedding group, the
+        # head on the LM-head group (``use_attn_tp_group=enable_dp_lm_head``), in its dtype.
+        own_tables = rank_vocab_table_bytes(
+            draft_config, elt, draft_layout.embed_tp_size
+        ) + rank_vocab_table_bytes(draft_config, elt, draft_layout.lm_head_tp_size)
+        architectures = list(getattr(draft_config, "architectures", None) or [None])
+        return split_mtp_from_target(
+            target,
+            mtp_layer_prefixes(target_mc.hf_config, mtp_layers),
+            own_tables,
+            architectures[0],
+        )
+    names = shared_tensor_names(algorithm, draft_config)
+    estimate = {
+        n: rank_vocab_table_bytes(draft_config, elt, draft_layout.embed_tp_size) for n in names
+    }
     # Any other draft loads its checkpoint in full, even when it is the target's directory.
     draft, draft_notes = sizes_on_rank(
-        read_checkpoint_sizes(draft_path), draft_mc.hf_config, draft_layout
+        read_checkpoint_sizes(draft_path), draft_config, draft_layout
     )
     split = split_separate_draft(target, draft, names, estimate)
     return replace(split, notes=(*draft_notes, *split.notes))

@@ -11,6 +11,7 @@ checkpoint tensor (name ends with)    SGLang layer (0.5.13.post1)       on each 
 ====================================  ================================  =======================
 ``*norm.weight`` / ``*norm.bias``     ``RMSNorm`` / ``LayerNorm``       whole
 ``fc.weight`` / ``fc.bias`` (EAGLE)   ``torch.nn.Linear``               whole
+``model.layers.N.eh_proj.*`` (MTP)    ``nn.Linear`` / replicated        whole
 ``d2t`` / ``t2d`` (EAGLE3 maps)       plain tensors                     whole
 ``o_proj.bias`` / ``down_proj.bias``  ``RowParallelLinear`` bias        whole
 ``mlp.gate.weight``                   MoE router, ``ReplicatedLinear``  whole
@@ -44,6 +45,10 @@ from sglang_specinit.planner.weights import CheckpointSizes
 _REPLICATED = re.compile(
     r"(norm\.(weight|bias)"
     r"|(^|\.)fc\.(weight|bias)"
+    # DeepSeek / GLM NextN: ``nn.Linear`` (``ReplicatedLinear`` under quark), not TP-split
+    # (``models/deepseek_nextn.py`` 0.5.13.post1 line 118, ``glm4_moe_nextn.py`` line 68).
+    # Nemotron-H's ``mtp.layers.N.eh_proj`` is a ``ColumnParallelLinear``: not matched.
+    r"|^model\.layers\.\d+\.eh_proj\.\w+"
     r"|(^|\.)(d2t|t2d)"
     r"|(o_proj|down_proj)\.bias"
     r"|mlp\.gate\.weight"

@@ -38,6 +38,13 @@ from typing import Any
 WEIGHTS_SIZE_FILE = "weights-size.json"
 EMBED = "model.embed_tokens.weight"
 LM_HEAD = "lm_head.weight"
+# Draft architectures (after ``ModelConfig._config_draft_model`` renames the target's) whose
+# MTP-layer loader :func:`split_mtp_from_target` follows, read in 0.5.13.post1 and 0.5.23:
+# DeepSeek-V3/V3.2/R1 and, in 0.5.13.post1, GLM-5 (``GlmMoeDsaForCausalLM`` -> the DeepSeek
+# class); GLM-4.5/4.6/4.7; GLM-5 in 0.5.23 (a subclass of the DeepSeek class, same loader).
+NEXTN_DRAFT_ARCHITECTURES = frozenset(
+    {"DeepseekV3ForCausalLMNextN", "Glm4MoeForCausalLMNextN", "GlmMoeDsaForCausalLMNextN"}
+)
 
 
 class WeightsError(ValueError):
@@ -177,12 +184,6 @@ def shared_tensor_names(algorithm: str, draft_hf_config: Any) -> tuple[str, ...]
     return (EMBED,) if tied else (EMBED, LM_HEAD)
 
 
-def estimated_vocab_tensor_bytes(hf_config: Any, dtype_bytes: int) -> int:
-    """``vocab_size * hidden_size * dtype``: the size of an embedding or LM head the checkpoint
-    does not store but the model allocates (EAGLE drafts allocate both before binding)."""
-    return int(hf_config.vocab_size) * int(hf_config.hidden_size) * dtype_bytes
-
-
 def split_separate_draft(
     target: CheckpointSizes,
     draft: CheckpointSizes,
@@ -218,19 +219,59 @@ def mtp_layer_prefixes(target_hf_config: Any, num_mtp_layers: int) -> tuple[str,
     return tuple(f"model.layers.{first + i}." for i in range(num_mtp_layers))
 
 
+def nextn_skips(local_name: str) -> bool:
+    """Whether a NextN loader skips this tensor of its MTP layer (name after the prefix).
+
+    ``DeepseekV2WeightLoaderMixin.do_load_weights`` (``models/deepseek_common/
+    deepseek_weight_loader.py``: 0.5.13.post1 line 187, 0.5.23 line 328) and
+    ``Glm4MoeForCausalLM.load_weights`` (``models/glm4_moe.py``: 0.5.13.post1 line 1360, 0.5.23
+    line 1163) drop every name containing ``embed_tokens`` or ``shared_head.head``: stored
+    copies are never loaded, into the draft or the target.
+    """
+    return "embed_tokens" in local_name or "shared_head.head" in local_name
+
+
 def split_mtp_from_target(
     checkpoint: CheckpointSizes,
     prefixes: tuple[str, ...],
-    estimated_shared_bytes: Mapping[str, int],
+    draft_table_bytes: int,
+    draft_architecture: str | None = None,
 ) -> WeightSplit:
     """The draft is the target checkpoint's own MTP layers (draft path == model path).
 
-    Each MTP layer stores its own copy of the embedding (``embed_tokens``) and LM head
-    (``shared_head.head``); the NextN draft loads them and then binds the target's instead.
+    What SGLang does (0.5.13.post1 and 0.5.23, same code in both):
+
+    * the target skips every layer from ``num_hidden_layers`` on (the same loaders'
+      non-NextN branch: ``deepseek_weight_loader.py`` 0.5.13.post1 line 203, 0.5.23 line 344;
+      ``glm4_moe.py`` lines 1351 / 1154), so the MTP layers leave the target;
+    * the NextN draft keeps only names under its layer and skips the embedding and head
+      copies (:func:`nextn_skips`), whether the checkpoint stores them (DeepSeek-V3/R1,
+      GLM-4.5) or not (GLM-4.6, GLM-5): those bytes are resident nowhere;
+    * the draft model builds its own ``VocabParallelEmbedding`` and ``ParallelLMHead``
+      regardless (``DeepseekModelNextN.__init__`` / ``DeepseekV3ForCausalLMNextN.__init__``,
+      ``models/deepseek_nextn.py``: 0.5.13.post1 lines 99 and 313, 0.5.23 lines 83 and 294;
+      ``Glm4MoeModelNextN`` / ``Glm4MoeForCausalLMNextN``, ``models/glm4_moe_nextn.py``: lines
+      58 and 139 / 60 and 139), left uninitialised, and ``EagleDraftWorker.init_lm_head``
+      (``speculative/eagle_worker_v2.py``: 0.5.13.post1 line 305, 0.5.23 line 378) replaces both
+      with the target's through ``set_embed_and_head``, which deletes them
+      (``models/deepseek_v2.py`` 0.5.13.post1 line 2724, 0.5.23 line 3442; ``glm4_moe.py``
+      lines 1450 / 1253).
+
+    So ``draft_bytes`` is every tensor under the layer but the skipped copies, and
+    ``draft_shared_bytes`` is ``draft_table_bytes``: what the draft model allocates for its own
+    embedding and head (the caller prices them by the draft's dtype and vocabulary groups),
+    never a stored copy's size. ``draft_architecture`` outside
+    :data:`NEXTN_DRAFT_ARCHITECTURES` gets a note: its loader was not read.
     """
     mtp_total = 0
-    shared = 0
+    skipped = 0
     notes: list[str] = []
+    if draft_architecture is not None and draft_architecture not in NEXTN_DRAFT_ARCHITECTURES:
+        notes.append(
+            f"{draft_architecture}: the MTP weight split follows the DeepSeek / GLM NextN "
+            "loaders (embed_tokens and shared_head.head under the layer skipped); this "
+            "architecture's loader may differ"
+        )
     for prefix in prefixes:
         layer = checkpoint.under_prefix(prefix)
         if layer is None:
@@ -239,11 +280,14 @@ def split_mtp_from_target(
                 "in the target's weights"
             )
             continue
+        if layer == 0:
+            notes.append(f"{checkpoint.source} holds no tensor under {prefix}*")
         mtp_total += layer
-        for local, name in (("embed_tokens.weight", EMBED), ("shared_head.head.weight", LM_HEAD)):
-            stored = checkpoint.tensor(prefix + local)
-            shared += stored if stored is not None else estimated_shared_bytes.get(name, 0)
+        skipped += sum(
+            n
+            for name, n in checkpoint.tensor_bytes.items()
+            if name.startswith(prefix) and nextn_skips(name[len(prefix) :])
+        )
     # Whatever could not be broken down stays inside the target's total, copies included.
     target_bytes = checkpoint.total_bytes - mtp_total
-    draft_bytes = max(mtp_total - shared, 0)
-    return WeightSplit(target_bytes, draft_bytes, shared, tuple(notes))
+    return WeightSplit(target_bytes, mtp_total - skipped, draft_table_bytes, tuple(notes))
