@@ -36,11 +36,11 @@ What they check, for SGLang 0.5.13.post1:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.gpu import gpu_release
 from harness.gpu.spec_metrics import DraftStats
 from harness.reports.device_probe import (
     BOOKKEEPING_TOLERANCE_BYTES,
@@ -58,14 +58,13 @@ OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FA
 # mem_get_info has page granularity; two readings of the same state may differ by one page.
 READING_GRANULARITY = 2 << 20
 
-# ModelRunner.init_device_graphs (every runner that captures, every rank).
-TARGET_GRAPH_END = re.compile(
-    r"Capture cuda graph end\. Time elapsed: [-\d.]+ s\. mem usage=(?P<gb>-?[\d.]+) GB\."
-)
-# EagleDraftWorker.init_cuda_graphs (rank 0 only) and the multi-layer EAGLE extend runner.
-DRAFT_GRAPH_END = "Capture draft cuda graph end."
-DRAFT_EXTEND_GRAPH_END = "Capture draft extend cuda graph end."
-GRAPH_FAILED = "Capture cuda graph failed"
+# The 0.5.13.post1 lines (ModelRunner.init_device_graphs, every runner; EagleDraftWorker's
+# init_cuda_graphs, rank 0 only); other releases' in harness.gpu.gpu_release.
+_R0513 = gpu_release.RELEASES["0.5.13.post1"]
+TARGET_GRAPH_END = _R0513.target_graph_end
+DRAFT_GRAPH_END = _R0513.draft_graph_end
+DRAFT_EXTEND_GRAPH_END = _R0513.draft_extend_graph_end
+GRAPH_FAILED = _R0513.graph_failed
 # /server_info rounds graph_mem_usage to 2 decimals, the log prints it with 2 decimals.
 GRAPH_FIGURE_TOLERANCE_GB = 0.0051
 
@@ -272,12 +271,13 @@ class GraphCapture:
     failed: int
 
     @classmethod
-    def from_log(cls, text: str) -> GraphCapture:
+    def from_log(cls, text: str, release: gpu_release.ReleaseSettings = _R0513) -> GraphCapture:
+        """The capture lines of ``release`` (default 0.5.13.post1) in a start-up log."""
         return cls(
-            runner_mem_gb=tuple(float(m["gb"]) for m in TARGET_GRAPH_END.finditer(text)),
-            draft=text.count(DRAFT_GRAPH_END),
-            draft_extend=text.count(DRAFT_EXTEND_GRAPH_END),
-            failed=text.count(GRAPH_FAILED),
+            runner_mem_gb=tuple(float(m["gb"]) for m in release.target_graph_end.finditer(text)),
+            draft=text.count(release.draft_graph_end),
+            draft_extend=text.count(release.draft_extend_graph_end),
+            failed=text.count(release.graph_failed),
         )
 
     @property
@@ -304,6 +304,8 @@ def graph_figure_gb(info: Mapping[str, Any]) -> float | None:
     """``memory_usage["graph"]`` of the first scheduler in ``/server_info`` (None if absent)."""
     states = info.get("internal_states") or [{}]
     value = (states[0].get("memory_usage") or {}).get("graph")
+    if isinstance(value, Mapping):  # 0.5.23: GB per capture phase
+        return float(sum(value.values())) if value else None
     return None if value is None else float(value)
 
 
@@ -322,15 +324,17 @@ def graph_problems(
     if figure is None or figure <= 0:
         problems.append(f"/server_info reports graph memory {figure!r} GB: no graph captured")
     elif capture.runner_mem_gb and not any(
-        abs(figure - gb) <= GRAPH_FIGURE_TOLERANCE_GB for gb in capture.runner_mem_gb
+        abs(figure - gb) <= GRAPH_FIGURE_TOLERANCE_GB
+        for gb in (*capture.runner_mem_gb, sum(capture.runner_mem_gb))
     ):
         problems.append(
             f"/server_info graph memory {figure} GB matches no captured runner "
             f"{list(capture.runner_mem_gb)}"
         )
     if expect_draft is not None and expect_draft not in capture.kinds:
-        line = DRAFT_GRAPH_END if expect_draft == "draft" else DRAFT_EXTEND_GRAPH_END
-        problems.append(f"no '{line}' line: the draft's CUDA graphs were not captured")
+        problems.append(
+            f"no draft {expect_draft} capture line: the draft's CUDA graphs were not captured"
+        )
     return problems
 
 
@@ -399,7 +403,8 @@ def memory_problems(
             f"plugin's after-pools reading {after_pools} B is above the probe's "
             f"{probe_free_after_last_pool} B"
         )
-    if b["cuda_free_bytes_after_init"] > after_pools + READING_GRANULARITY:
+    after_init = b.get("cuda_free_bytes_after_init")  # 0.5.13.x only
+    if after_init is not None and after_init > after_pools + READING_GRANULARITY:
         problems.append("free memory grew between the pools and the end of init")
     return problems
 

@@ -70,6 +70,20 @@ def _runners() -> list[Any]:
     )
 
 
+def runner_tp_rank(runner: Any) -> int | None:
+    """A runner's TP rank: its own attribute (0.5.13.x), else the process's published parallel
+    context (0.5.23 keeps ranks in ``runtime_context``); None when neither is there."""
+    rank = getattr(runner, "tp_rank", None)
+    if rank is not None:
+        return int(rank)
+    try:
+        from sglang.srt.runtime_context import get_parallel
+
+        return int(get_parallel().tp_rank)
+    except (ImportError, AttributeError, RuntimeError, ValueError, TypeError):
+        return None
+
+
 def _storage_ptr(tensor: Any) -> int | None:
     try:
         ptr = tensor.untyped_storage().data_ptr()
@@ -113,7 +127,7 @@ def _write(point: str) -> None:
     if not directory:
         return
     runners = _runners()
-    rank = getattr(runners[0], "tp_rank", None) if runners else None
+    rank = runner_tp_rank(runners[0]) if runners else None
     record = {"point": point, "pid": os.getpid(), "tp_rank": rank, **bindings(runners)}
     with open(Path(directory) / f"storage-identity-{os.getpid()}.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
