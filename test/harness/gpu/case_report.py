@@ -83,6 +83,8 @@ class CaseReport:
 
 
 def new_report(case: str, release: str, deterministic: bool, directory: Path) -> CaseReport:
+    """A case's report in ``directory`` (created), written at once."""
+    directory.mkdir(parents=True, exist_ok=True)
     report = CaseReport(case, release, deterministic, directory / FILE_NAME)
     report.save()
     return report
