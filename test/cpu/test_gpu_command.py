@@ -353,3 +353,19 @@ def test_summary_prints_the_case_reports(tmp_path: Path, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert code == 0 and "case ngram on sglang 0.5.13.post1 (default kernels)" in out
     assert "stock_at_f: started" in out
+
+
+def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
+    """The matrix is the suite's release table; the concurrency group names the GPU pool,
+    never the ref (a per-ref group lets two branches share one pool's devices)."""
+    import yaml
+    from harness.gpu import gpu_release
+
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())
+    job = workflow["jobs"]["test"]
+    assert tuple(job["strategy"]["matrix"]["release"]) == gpu_release.MATRIX
+    assert job["strategy"]["max-parallel"] == 1
+    group = workflow["concurrency"]["group"]
+    assert "github.ref" not in group and "SPECINIT_GPU_POOL" in group
+    install = next(s for s in job["steps"] if s.get("name", "").startswith("Install sglang"))
+    assert "sglang==${{ matrix.release }}" in install["run"]
