@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# GPU runner suite: needs CUDA and the full sglang 0.5.13.post1 stack in the Python it runs
-# (pip install "sglang==0.5.13.post1" -e ".[test]"). Launches real servers one at a time.
+# GPU runner suite: needs CUDA and the full stack of sglang 0.5.13.post1 or 0.5.23 in the Python
+# it runs (pip install "sglang==0.5.23" -e ".[test]"; the same cases run on the release it finds).
+# Launches real servers one at a time.
 #
 #   bash scripts/test-gpu.sh            the full suite of the selected profile
 #   bash scripts/test-gpu.sh --smoke    one EAGLE3 case, plugin on against stock, from local
-#                                       checkpoints (SPECINIT_GPU_MODEL_DIR): < 10 min on one
-#                                       H100/H200 including model load
+#                                       checkpoints (SPECINIT_GPU_MODEL_DIR): about 10 min on one
+#                                       80 GB GPU including model load (an estimate); its
+#                                       timeout is sized from its launches (gpu_cases.py)
 #
 #   SPECINIT_GPU_PROFILE=full|small            model set (see test/harness/gpu/gpu_cases.py)
 #   SPECINIT_GPU_MODEL_DIR                     local checkpoints: <dir>/<org>/<name> or <dir>/<name>
 #   SPECINIT_GPU_<CASE>_TARGET / _DRAFT / _TP  per-case model overrides
 #   SPECINIT_GPU_MEM_FRACTION                  --mem-fraction-static (default 0.9)
-#   SPECINIT_GPU_STOCK_MEM_FRACTION            stock relaunch after an OOM (default f - 0.1)
-#   SPECINIT_GPU_TEST_TIMEOUT_S                per-test timeout (default 5400; smoke 900)
+#   SPECINIT_GPU_STOCK_MEM_FRACTION            both servers' fraction when stock OOMs at f
+#                                              (default f - 0.1; the OOM is a result of its own)
+#   SPECINIT_GPU_DETERMINISTIC=0               without --enable-deterministic-inference
+#   SPECINIT_GPU_TEST_TIMEOUT_S                per-test timeout (default 5400; smoke: sized
+#                                              from 4 launches, see gpu_cases.smoke_timeout_s)
 #   SPECINIT_GPU_STARTUP_TIMEOUT_S             one launch until healthy (default 3600; smoke 420)
+#   SPECINIT_GPU_MEMORY_WAIT_S                 device wait before a launch (default 300; smoke 120)
 #   SPECINIT_GPU_OUT_DIR                       JUnit report, server logs and memory reports
 #                                              (gpu-test-results; cases/ is this run's only)
 #   SPECINIT_GPU_SKIP_PREFLIGHT=1              skip the driver/glibc check (CPU self-test)
@@ -42,9 +48,14 @@ if ! BIN_DIR=$("$PYTHON" -c 'import os, sys; print(os.path.dirname(sys.executabl
   exit 1
 fi
 export PATH="$BIN_DIR:$PATH"
+HARNESS_PATH="$PWD/test${PYTHONPATH:+:$PYTHONPATH}"
+# The release decides the cases' flags and log lines; any other one stops here, in one line.
+if ! RELEASE=$(PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu.gpu_release); then
+  exit 1
+fi
+echo "[test-gpu] sglang $RELEASE"
 # CUDA numbers devices like NVML only in PCI bus order (the suite waits on devices by NVML index).
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
-HARNESS_PATH="$PWD/test${PYTHONPATH:+:$PYTHONPATH}"
 SELECT=(test/gpu)
 TIMEOUT_S=${SPECINIT_GPU_TEST_TIMEOUT_S:-5400}
 if [ "$SMOKE" = 1 ]; then
@@ -59,9 +70,14 @@ if [ "$SMOKE" = 1 ]; then
     exit 1
   fi
   SELECT=("test/gpu/test_gpu_servers.py::test_case_fits_its_budget_and_matches_stock[eagle3]")
-  TIMEOUT_S=${SPECINIT_GPU_TEST_TIMEOUT_S:-900}
-  # Two launches (plugin on, stock) must each start well inside the test's 900 s.
   export SPECINIT_GPU_STARTUP_TIMEOUT_S=${SPECINIT_GPU_STARTUP_TIMEOUT_S:-420}
+  export SPECINIT_GPU_MEMORY_WAIT_S=${SPECINIT_GPU_MEMORY_WAIT_S:-120}
+  # Up to four launches (plugin and stock at f; both again at the stock fraction when stock
+  # runs out of memory at f), each waiting for its devices, starting, serving, tearing down.
+  if ! SMOKE_TIMEOUT=$(PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu.gpu_cases --smoke-timeout); then
+    exit 1
+  fi
+  TIMEOUT_S=${SPECINIT_GPU_TEST_TIMEOUT_S:-$SMOKE_TIMEOUT}
 fi
 # This run's reports only: the summary and the workflow's memory report read these paths.
 mkdir -p "$OUT_DIR"
@@ -75,4 +91,4 @@ echo "[test-gpu] ${cmd[*]}"
 "${cmd[@]}"
 rc=$?
 PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu.gpu_summary "$OUT_DIR/junit.xml" \
-  --pytest-exit-code "$rc"
+  --pytest-exit-code "$rc" --cases-dir "$OUT_DIR/cases"

@@ -103,7 +103,10 @@ def test_gpu_smoke_runs_the_eagle3_case_against_stock_from_local_checkpoints(
     assert done.returncode != 0, out  # no CUDA here: the one case skipped
     outcomes = gpu_summary.read_outcomes(tmp_path / "out" / "junit.xml")
     assert [(o.name, o.outcome) for o in outcomes] == [(f"{SERVERS_TEST}[eagle3]", "skipped")]
-    assert "--timeout=900 --timeout-method=signal" in out
+    # Sized from its launches at the smoke's own start-up and device-wait bounds.
+    smoke_timeout = gpu_cases.smoke_timeout_s({})
+    assert f"--timeout={smoke_timeout} --timeout-method=signal" in out
+    assert "[test-gpu] sglang 0.5.13.post1" in out
 
 
 def _junit(tmp_path: Path, body: str) -> Path:
@@ -282,3 +285,87 @@ def test_bad_settings_are_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="between 0 and 1"):
         gpu_cases.mem_fraction({gpu_cases.MEM_FRACTION_ENV: "1.5"})
     assert gpu_cases.mem_fraction({}) == "0.9"
+
+
+def test_dflash_is_launched_as_sglangs_dflash_ci_launches_it() -> None:
+    """test/registered/spec/dflash/test_dflash.py, TestDFlashServerBase: flashinfer, page 1,
+    no overlap (without the backend flag Hopper would pick fa3)."""
+    for profile in ("full", "small"):
+        args = gpu_cases.case("dflash", {gpu_cases.PROFILE_ENV: profile}).launch_args("0.9")
+        joined = " ".join(args)
+        assert "--attention-backend flashinfer" in joined and "--page-size 1" in joined
+        assert "--disable-overlap-schedule" in args and "--trust-remote-code" in args
+
+
+def test_both_servers_get_the_deterministic_flag_unless_turned_off() -> None:
+    flag = "--enable-deterministic-inference"
+    case = gpu_cases.case("eagle3", {})
+    assert case.launch_args("0.9", flag)[-1] == flag
+    assert flag not in case.launch_args("0.9")
+    assert gpu_cases.deterministic({}) is True
+    assert gpu_cases.deterministic({gpu_cases.DETERMINISTIC_ENV: "0"}) is False
+    with pytest.raises(ValueError, match="must be 0 or 1"):
+        gpu_cases.deterministic({gpu_cases.DETERMINISTIC_ENV: "yes"})
+
+
+def test_smoke_timeout_is_sized_from_its_launches() -> None:
+    """Four launches (plugin and stock at f, both again at the stock fraction when stock runs
+    out of memory), each: device wait + start-up + serving + teardown."""
+    per_launch = 120 + 420 + gpu_cases.SMOKE_SERVE_S + gpu_cases.SMOKE_TEARDOWN_S
+    assert gpu_cases.smoke_timeout_s({}) == 4 * per_launch
+    longer = {"SPECINIT_GPU_STARTUP_TIMEOUT_S": "900", "SPECINIT_GPU_MEMORY_WAIT_S": "300"}
+    assert gpu_cases.smoke_timeout_s(longer) == 4 * (300 + 900 + 240)
+    # The old fixed 900 s did not even cover three 420 s start-ups.
+    assert gpu_cases.smoke_timeout_s({}) > 3 * 420
+
+
+def test_case_reports_say_when_stock_could_not_start_at_f(tmp_path: Path) -> None:
+    """The regression is a result of its own in the printed summary, with every launch."""
+    from harness.gpu import case_report
+
+    report = case_report.new_report("eagle3", "0.5.23", True, tmp_path / "a")
+    with report.launch("plugin", "0.9"):
+        pass
+    with pytest.raises(RuntimeError), report.launch("stock", "0.9") as entry:
+        entry.outcome = "out of memory at start-up"
+        raise RuntimeError("CUDA out of memory")
+    report.result("stock_at_f", case_report.STOCK_OOM_AT_F.format(f="0.9"))
+    with report.launch("stock", "0.8"):
+        pass
+    lines = case_report.summary_lines(case_report.read_reports(tmp_path))
+    assert lines[0].startswith("case eagle3 on sglang 0.5.23 (deterministic), ")
+    assert "plugin f=0.9: served" in lines[0]
+    assert (
+        "stock f=0.9: out of memory at start-up" in lines[0] and "stock f=0.8: served" in lines[0]
+    )
+    assert "    stock_at_f: stock cannot start at f=0.9, the plugin can" in lines
+
+
+def test_summary_prints_the_case_reports(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from harness.gpu import case_report
+
+    report = case_report.new_report("ngram", "0.5.13.post1", False, tmp_path / "cases" / "x")
+    report.result("stock_at_f", "started")
+    junit = _junit(tmp_path, "def test_a(): pass\n")
+    code = gpu_summary.main(
+        [str(junit), "--pytest-exit-code", "0", "--cases-dir", str(tmp_path / "cases")]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and "case ngram on sglang 0.5.13.post1 (default kernels)" in out
+    assert "stock_at_f: started" in out
+
+
+def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
+    """The matrix is the suite's release table; the concurrency group names the GPU pool,
+    never the ref (a per-ref group lets two branches share one pool's devices)."""
+    import yaml
+    from harness.gpu import gpu_release
+
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())
+    job = workflow["jobs"]["test"]
+    assert tuple(job["strategy"]["matrix"]["release"]) == gpu_release.MATRIX
+    assert job["strategy"]["max-parallel"] == 1
+    group = workflow["concurrency"]["group"]
+    assert "github.ref" not in group and "SPECINIT_GPU_POOL" in group
+    install = next(s for s in job["steps"] if s.get("name", "").startswith("Install sglang"))
+    assert "sglang==${{ matrix.release }}" in install["run"]

@@ -51,6 +51,50 @@ def test_unreachable_server_is_recorded_not_raised() -> None:
     assert result.load_samples == 0 and result.monitor_errors
 
 
+def test_a_server_that_stops_answering_is_abandoned_at_the_deadline() -> None:
+    """Recorded broken case for the bounded teardown: a server that accepts every request and
+    never answers (a hung scheduler). The load returns at its deadline, with each request
+    recorded as unfinished, instead of waiting for sockets with a long timeout."""
+    import socket
+    import threading
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept_and_hang() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept_and_hang, daemon=True)
+    thread.start()
+    try:
+        started = time.monotonic()
+        result = load.run_load(
+            f"http://127.0.0.1:{listener.getsockname()[1]}",
+            load.LoadPlan(3, 4, 2),
+            timeout_s=120,
+            deadline_s=1.0,
+            monitor_interval_s=0.2,
+        )
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for conn in held:
+            conn.close()  # what the server's teardown does to the blocked workers' sockets
+        listener.close()
+    assert took < 30, took  # the sockets' own 120 s timeout was not waited for
+    assert [o.error for o in result.outcomes] == [load.UNFINISHED] * 3
+
+
 @pytest.mark.cpu_engine
 @pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)
 @pytest.mark.slow  # a harness self-check of the GPU suite's load against a real CPU server

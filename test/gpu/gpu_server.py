@@ -4,7 +4,8 @@ Port choice, process-group start/teardown/reaping and log capture are
 :func:`harness.launch.server_process.running_server` (exercised on CPU by ``test/cpu``); this module
 adds only what a GPU launch needs:
 
-- the environment: the device probe (:mod:`harness.reports.device_probe`) in every SGLang process,
+- the environment: the device probe (:mod:`harness.reports.device_probe`) and the draft-binding
+  snapshots (:mod:`harness.gpu.storage_identity`, into the probe's folder) in every SGLang process,
   the plugin's per-rank memory breakdown (``SGLANG_SPECINIT_REPORT_DIR``), the plugin on or off
   through SGLang's own ``SGLANG_PLUGINS`` whitelist, the case's own variables (DFLASH's),
   ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, the interpreter's ``bin/`` first on ``PATH`` (FlashInfer's
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cpu_doubles import shims
-from harness.gpu import device_memory
+from harness.gpu import device_memory, storage_identity
 from harness.gpu.gpu_cases import Case
 from harness.launch.server_process import (
     RunFiles,
@@ -65,6 +66,8 @@ def gpu_env(
             REPORT_DIR_ENV: str(report_dir),
             device_probe.PROBE_ENV: "1",
             device_probe.PROBE_DIR_ENV: str(probe_dir),
+            storage_identity.IDENTITY_ENV: "1",
+            storage_identity.IDENTITY_DIR_ENV: str(probe_dir),
             device_memory.CUDA_DEVICE_ORDER[0]: device_memory.CUDA_DEVICE_ORDER[1],
         },
     )
@@ -115,13 +118,24 @@ class GpuServer:
 
 @contextmanager
 def gpu_server(
-    case: Case, work_dir: Path, *, plugin: bool, mem_fraction: str
+    case: Case,
+    work_dir: Path,
+    *,
+    plugin: bool,
+    mem_fraction: str,
+    deterministic_flag: str | None = None,
 ) -> Iterator[GpuServer]:
-    """``launch_server`` for ``case`` until the block ends; then its whole tree is gone."""
+    """``launch_server`` for ``case`` until the block ends; then its whole tree is gone.
+    ``deterministic_flag``: the release's deterministic-inference flag, or None."""
     files = RunFiles.make(work_dir, LOG_STEM)
     probe_dir = files.work_dir / "probe"
     probe_dir.mkdir(exist_ok=True)
-    argv = [sys.executable, "-m", "sglang.launch_server", *case.launch_args(mem_fraction)]
+    argv = [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        *case.launch_args(mem_fraction, deterministic_flag),
+    ]
     env = gpu_env(
         plugin=plugin, report_dir=files.report_dir, probe_dir=probe_dir, case_env=dict(case.env)
     )
@@ -156,6 +170,11 @@ def probe_records(work_dir: Path) -> list[list[dict[str, Any]]]:
     ``work_dir``, ordered by TP rank. Written as init goes, so they survive a failed start."""
     records = device_probe.scheduler_records(work_dir / "probe")
     return sorted(records, key=lambda rs: next(r["tp_rank"] for r in rs if "tp_rank" in r))
+
+
+def identity_dir(work_dir: Path) -> Path:
+    """Where the server started in ``work_dir`` wrote its storage-identity snapshots."""
+    return work_dir / "probe"
 
 
 def server_log(work_dir: Path) -> str:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_server import breakdowns, gpu_server, probe_records
-from harness.gpu import gpu_cases, gpu_verdict
+from gpu_server import breakdowns, gpu_server, identity_dir, probe_records
+from harness.gpu import gpu_cases, gpu_verdict, storage_identity
 from harness.reports import device_probe
 
 pytestmark = pytest.mark.gpu
@@ -84,3 +84,5 @@ def test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory(
     (tight_usage,) = [u for b, u in zip(ranks, usages, strict=True) if b is tight]
     assert gpu_verdict.fill_problems(tight_usage, tight) == []
     assert out["meta_info"]["completion_tokens"] > 0
+    # On every rank the draft's bindings of after init already held when its pool was sized.
+    assert storage_identity.launch_problems(identity_dir(tmp_path), None) == []

@@ -40,7 +40,10 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     profiles), ``gpu_preflight`` (can this machine run the wheels), ``gpu_summary`` (the GPU
     command's verdict from JUnit XML), ``gpu_verdict`` (pure checks of two launches),
     ``device_memory`` (waiting until the last case's memory is released), ``load`` (KV-filling
-    concurrent requests), ``spec_metrics`` (accepted drafts in a response).
+    concurrent requests), ``spec_metrics`` (accepted drafts in a response), ``gpu_release``
+    (the releases it runs on and what differs), ``storage_identity`` (the draft's embed/lm_head
+    are the target's storage at pool time), ``case_report`` (one case's launches, results and
+    wall time).
 ``selection`` (this package's one top-level module) - which tests a run selects (the ``slow``
     set).
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from harness.checkpoints import llama_family
+from harness.gpu import storage_identity
 from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S, STANDALONE_SHAPE
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
@@ -120,3 +121,20 @@ def test_nnpl0_draft_is_priced_although_upstream_reserves_nothing(engine_runs) -
     assert run.memory["priced_kv_bytes_per_token"] == TARGET.kv_bytes_per_token() + kv_bytes(
         1, 1, 48
     )
+
+
+@pytest.mark.launches(("EAGLE3", True), ("EAGLE3", False))
+def test_draft_embed_is_the_targets_storage_when_the_pool_is_sized(engine_runs) -> None:
+    """The draft's embed is the target's tensor (same data pointer) at the target's
+    ``alloc_memory_pool``, and the binding after init is stock's. Stock 0.5.23, the recorded
+    broken case from the same session, sizes its pool with the draft's own embed and binds it
+    only afterwards: the same check fails it (:mod:`harness.gpu.storage_identity`)."""
+    on, off = engine_runs("EAGLE3", True), engine_runs("EAGLE3", False)
+    (plugin,) = on.identity
+    (stock,) = off.identity
+    stock_after = stock[storage_identity.AFTER_INIT][-1]
+    # What 0.5.23 binds for an EAGLE3 draft of a reduced vocabulary: the embed only.
+    assert list(stock_after["shared"].values()) == ["model.embed_tokens.weight"], stock_after
+    assert storage_identity.identity_problems(plugin, stock_after) == []
+    (problem,) = storage_identity.identity_problems(stock, stock_after)
+    assert "were still the draft's own storage" in problem, problem

@@ -71,7 +71,7 @@ def test_greedy_verdict_fails_a_shorter_answer_and_a_missing_one() -> None:
     short = recorded_run(55)
     short[0] = response(short[0]["output_ids"][:50], 20, 30)
     (problem,) = gpu_verdict.greedy_problems(PROMPTS, short, stock)
-    assert "at output token 50 (50 vs 96 tokens)" in problem
+    assert "at output token 50 (50 vs 96 tokens;" in problem
     assert gpu_verdict.greedy_problems(PROMPTS, short[:3], stock)
 
 
@@ -101,6 +101,95 @@ def test_acceptance_bound_shrinks_with_more_proposed_drafts() -> None:
         gpu_verdict.acceptance_bound(one, one) / 2
     )
     assert gpu_verdict.acceptance_bound(DraftStats(1, 0, 0, 0), one) == 0.0
+
+
+def top_logprobs(margins: list[float]) -> list[Any]:
+    """``meta_info["output_top_logprobs"]`` with top-2 entries whose top-1 leads by each
+    margin, in SGLang's own format (``TokenizerManager.detokenize_top_logprobs_tokens``),
+    through JSON as the server sends it."""
+    import json
+
+    from sglang.srt.managers.tokenizer_manager import TokenizerManager
+
+    vals = [[-0.1, -0.1 - m] for m in margins]
+    idxs = [[7, 8] for _ in margins]
+    # The only attribute the method reads: its own per-position detokenizer, SGLang's too.
+    manager = SimpleNamespace()
+    manager.detokenize_logprob_tokens = lambda v, i, text: (
+        TokenizerManager.detokenize_logprob_tokens(manager, v, i, text)
+    )
+    tops = TokenizerManager.detokenize_top_logprobs_tokens(manager, vals, idxs, False)
+    return json.loads(json.dumps(tops))
+
+
+def with_margins(run: list[dict], margins: list[float]) -> list[dict]:
+    return [
+        {**r, "meta_info": {**r["meta_info"], "output_top_logprobs": top_logprobs(margins)}}
+        for r in run
+    ]
+
+
+def test_greedy_difference_fails_where_stocks_choice_was_clear() -> None:
+    clear = [2.0] * 96
+    stock = with_margins(recorded_run(55), clear)
+    broken = with_margins(recorded_run(55, changed_token=17), clear)
+    verdict = gpu_verdict.greedy_verdict(PROMPTS, broken, stock, stock)
+    (problem,) = verdict.problems
+    assert "at output token 17" in problem and "stock margin 2.000" in problem
+    assert verdict.ties == [] and verdict.control == []
+
+
+def test_greedy_difference_at_a_near_tie_is_recorded_not_failed() -> None:
+    margins = [2.0] * 96
+    margins[17] = 0.01  # stock's top two within a hundredth of a nat: rounding decides
+    stock = with_margins(recorded_run(55), margins)
+    tie = with_margins(recorded_run(55, changed_token=17), margins)
+    verdict = gpu_verdict.greedy_verdict(PROMPTS, tie, stock, stock)
+    assert verdict.problems == []
+    (line,) = verdict.ties
+    assert "at output token 17" in line and "stock margin 0.010" in line
+
+
+def test_a_stock_control_that_differs_at_a_clear_margin_fails_the_case() -> None:
+    """Stock against itself: a nondeterministic server makes the comparison meaningless."""
+    clear = [2.0] * 96
+    stock = with_margins(recorded_run(55), clear)
+    control = with_margins(recorded_run(55, changed_token=40), clear)
+    verdict = gpu_verdict.greedy_verdict(PROMPTS, stock, stock, control)
+    (problem,) = verdict.problems
+    assert problem.startswith("stock is not reproducible at a clear margin")
+    assert len(verdict.control) == 1
+
+
+def test_greedy_difference_without_logprobs_is_not_excused() -> None:
+    (problem,) = gpu_verdict.greedy_problems(
+        PROMPTS, recorded_run(55, changed_token=3), recorded_run(55), recorded_run(55)
+    )
+    assert "stock margin n/a" in problem
+
+
+def test_verify_counts_must_equal_stocks_on_identical_tokens() -> None:
+    stock = recorded_run(55)
+    assert gpu_verdict.verify_count_problems(PROMPTS, recorded_run(55), stock, stock) == []
+    # One prompt needing two verify steps more: a draft accepted a little less often. The
+    # aggregate binomial bound cannot see it.
+    worse = recorded_run(55)
+    worse[2] = response(worse[2]["output_ids"], 42, 53)
+    assert gpu_verdict.acceptance_problems(summed(worse), summed(stock)) == []
+    (problem,) = gpu_verdict.verify_count_problems(PROMPTS, worse, stock, stock)
+    assert repr(PROMPTS[2]) in problem and "42 verify steps with the plugin, 40 stock" in problem
+
+
+def test_verify_counts_allow_only_stocks_own_spread() -> None:
+    stock = recorded_run(55)
+    control = recorded_run(55)
+    control[2] = response(control[2]["output_ids"], 41, 54)  # stock moved by one itself
+    one_more = recorded_run(55)
+    one_more[2] = response(one_more[2]["output_ids"], 41, 54)
+    assert gpu_verdict.verify_count_problems(PROMPTS, one_more, stock, control) == []
+    two_more = recorded_run(55)
+    two_more[2] = response(two_more[2]["output_ids"], 42, 53)
+    assert gpu_verdict.verify_count_problems(PROMPTS, two_more, stock, control)
 
 
 # --------------------------------------------------------------------------- CUDA graphs
@@ -490,3 +579,41 @@ def test_stock_relaunch_fraction() -> None:
     assert gpu_cases.stock_mem_fraction({gpu_cases.STOCK_MEM_FRACTION_ENV: "0.7"}) == "0.7"
     with pytest.raises(ValueError, match="between 0 and 1"):
         gpu_cases.stock_mem_fraction({gpu_cases.STOCK_MEM_FRACTION_ENV: "2"})
+
+
+# --------------------------------------------------------------------------- releases
+
+# 0.5.23's capture lines as its f-strings write them (model_executor/model_runner_components/
+# cuda_graph_setup.py:788, speculative/eagle_worker_v2.py:533), recorded from an H100 log's shape.
+LOG_0523 = """[2026-12-01 09:00:00] Capture target verify CUDA graph end. bs=[1, 2, 4, 8], elapsed=3.10 s, mem usage=0.61 GB, avail mem=7.20 GB.
+[2026-12-01 09:00:02] Capture draft decode CUDA graph end. elapsed=1.20 s, mem usage=0.10 GB, avail mem=7.10 GB.
+"""  # noqa: E501
+
+
+def test_graph_lines_are_read_per_release() -> None:
+    from harness.gpu import gpu_release
+
+    r0523 = gpu_release.settings("0.5.23")
+    capture = gpu_verdict.GraphCapture.from_log(LOG_0523, r0523)
+    assert capture.kinds == {"runner", "draft"} and capture.runner_mem_gb == (0.61,)
+    # 0.5.23's /server_info: GB per capture phase.
+    info = {"internal_states": [{"memory_usage": {"graph": {"decode": 0.61}}}]}
+    assert gpu_verdict.graph_problems(capture, info, "draft") == []
+    # Read with 0.5.13.post1's lines, the same log has no graph at all: the table matters.
+    old = gpu_verdict.GraphCapture.from_log(LOG_0523)
+    assert old.kinds == frozenset()
+    without_draft = gpu_verdict.GraphCapture.from_log(LOG_0523.splitlines()[0], r0523)
+    assert gpu_verdict.graph_problems(without_draft, info, "draft")
+
+
+def test_the_suite_runs_the_installed_release_and_refuses_others() -> None:
+    from harness.gpu import gpu_release
+
+    assert gpu_release.MATRIX == ("0.5.13.post1", "0.5.23")
+    assert gpu_release.installed_settings().version == gpu_release.installed_release()
+    with pytest.raises(
+        ValueError, match=r"runs on sglang 0\.5\.13\.post1 or 0\.5\.23, not 0\.5\.20"
+    ):
+        gpu_release.settings("0.5.20")
+    for release in gpu_release.RELEASES.values():
+        assert release.deterministic_flag == "--enable-deterministic-inference"

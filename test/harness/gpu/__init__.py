@@ -1,7 +1,11 @@
 """The GPU suite's cases, checks and measurements (``test/gpu``, ``scripts/test-gpu.sh``); the
 pure ones are also exercised on CPU.
 
-- ``gpu_cases``: which servers the GPU suite launches: cases, model profiles, env overrides;
+- ``gpu_cases``: which servers the GPU suite launches: cases, model profiles, env overrides,
+  the smoke's timeout;
+- ``gpu_release``: the releases it runs on (0.5.13.post1, 0.5.23) and what differs between them;
+- ``storage_identity``: whether the draft's embed/lm_head are the target's storage at pool time;
+- ``case_report``: one case's launches, results and wall time, written as it goes;
 - ``gpu_preflight``: can this machine run sglang's CUDA wheels (standard library only, run as
   ``python3 test/harness/gpu/gpu_preflight.py``);
 - ``gpu_summary``: the GPU command's verdict from pytest's JUnit XML;

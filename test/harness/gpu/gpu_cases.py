@@ -21,8 +21,13 @@ Two profiles (``SPECINIT_GPU_PROFILE``):
   checkpoints are gated (``HF_TOKEN``); ``unsloth/Llama-3.2-1B-Instruct`` and
   ``unsloth/Llama-3.2-3B-Instruct`` are ungated copies that the overrides below accept.
 
-DFLASH is launched as SGLang's own DFLASH CI and z-lab's model cards launch it: with
-``--trust-remote-code`` and ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``. 0.5.13.post1's
+DFLASH is launched as SGLang's own DFLASH CI launches it (``test/registered/spec/dflash/
+test_dflash.py``, ``TestDFlashServerBase``: ``--trust-remote-code --attention-backend
+flashinfer --page-size 1 --disable-overlap-schedule`` and
+``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN``; without the backend flag Hopper picks fa3, a
+path that CI does not run). Its ``--mem-fraction-static 0.7`` and ``--cuda-graph-bs 1..64`` are
+not taken: the suite's fraction is the point of the test, and the graph flag is spelled
+differently on 0.5.23. 0.5.13.post1's
 ``DFlashWorker`` gives the draft the target's context length
 (``speculative/dflash_worker.py``) and ``ModelConfig._derive_context_length`` raises when that is
 longer than the draft's own ``max_position_embeddings`` unless the variable is set. The Qwen3
@@ -36,12 +41,18 @@ Per case, ``SPECINIT_GPU_<CASE>_TARGET`` / ``_DRAFT`` / ``_TP`` replace the prof
 profile cannot run enables it. ``SPECINIT_GPU_MODEL_DIR`` is a local directory of checkpoints:
 a model id ``org/name`` is launched from ``$SPECINIT_GPU_MODEL_DIR/org/name`` (or
 ``$SPECINIT_GPU_MODEL_DIR/name``) when that directory exists. ``SPECINIT_GPU_MEM_FRACTION``
-sets ``--mem-fraction-static`` for every launch (default 0.9); a stock server that runs out
-of memory there (the regression) is relaunched for the token comparison at
-``SPECINIT_GPU_STOCK_MEM_FRACTION`` (default 0.1 below it).
+sets ``--mem-fraction-static`` for every launch (default 0.9). A stock server that runs out
+of memory there (the regression) is a result of its own ("stock cannot start at f, the plugin
+can", in the case's report); the token comparison is then made at
+``SPECINIT_GPU_STOCK_MEM_FRACTION`` (default 0.1 below it) with *both* servers relaunched
+there, so it stays a comparison of the same launch.
+
+Both servers of a case run with the release's deterministic-inference flag
+(``SPECINIT_GPU_DETERMINISTIC=0`` turns it off, :func:`deterministic`).
 
 The smoke (``bash scripts/test-gpu.sh --smoke``) is the ``eagle3`` case, plugin on against
-stock, from local checkpoints only (:func:`smoke_problems`).
+stock, from local checkpoints only (:func:`smoke_problems`), with a timeout sized from its
+launches (:func:`smoke_timeout_s`).
 """
 
 from __future__ import annotations
@@ -54,11 +65,21 @@ PROFILE_ENV = "SPECINIT_GPU_PROFILE"
 MEM_FRACTION_ENV = "SPECINIT_GPU_MEM_FRACTION"
 STOCK_MEM_FRACTION_ENV = "SPECINIT_GPU_STOCK_MEM_FRACTION"
 MODEL_DIR_ENV = "SPECINIT_GPU_MODEL_DIR"
+DETERMINISTIC_ENV = "SPECINIT_GPU_DETERMINISTIC"
 DEFAULT_MEM_FRACTION = "0.9"
 STOCK_FALLBACK_STEP = 0.1
 SMOKE_CASE = "eagle3"
 # What SGLang's DFLASH CI and the drafts' model cards launch DFLASH with (see above).
-DFLASH_ARGS = ("--speculative-algorithm", "DFLASH", "--trust-remote-code")
+DFLASH_ARGS = (
+    "--speculative-algorithm",
+    "DFLASH",
+    "--trust-remote-code",
+    "--attention-backend",
+    "flashinfer",
+    "--page-size",
+    "1",
+    "--disable-overlap-schedule",
+)
 DFLASH_ENV = (("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1"),)
 
 CHAIN = (
@@ -210,8 +231,9 @@ class Case:
         """The ``--speculative-algorithm`` value."""
         return self.args[self.args.index("--speculative-algorithm") + 1]
 
-    def launch_args(self, mem_fraction: str) -> list[str]:
-        """``launch_server`` flags for this case (without host and port)."""
+    def launch_args(self, mem_fraction: str, deterministic_flag: str | None = None) -> list[str]:
+        """``launch_server`` flags for this case (without host and port); ``deterministic_flag``
+        (the release's, :mod:`harness.gpu.gpu_release`) on both servers alike."""
         argv = [
             "--model-path",
             self.target,
@@ -223,6 +245,8 @@ class Case:
         ]
         if self.draft is not None:
             argv += ["--speculative-draft-model-path", self.draft]
+        if deterministic_flag:
+            argv.append(deterministic_flag)
         return argv
 
 
@@ -251,6 +275,38 @@ def stock_mem_fraction(env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     default = f"{float(mem_fraction(env)) - STOCK_FALLBACK_STEP:.3g}"
     return mem_fraction({MEM_FRACTION_ENV: env.get(STOCK_MEM_FRACTION_ENV) or default})
+
+
+def deterministic(env: Mapping[str, str] | None = None) -> bool:
+    """Whether both servers run with the release's deterministic-inference flag
+    (``SPECINIT_GPU_DETERMINISTIC``, default 1; 0 compares the default kernels, where the
+    stock control and the logprob margins are the only calibration)."""
+    value = (os.environ if env is None else env).get(DETERMINISTIC_ENV, "1").strip()
+    if value not in ("0", "1"):
+        raise ValueError(f"{DETERMINISTIC_ENV}={value!r} must be 0 or 1")
+    return value == "1"
+
+
+# The smoke's launches in the worst case: plugin and stock at f, and when stock runs out of
+# memory there (its own result), both again at the stock fraction for the token comparison.
+SMOKE_MAX_LAUNCHES = 4
+SMOKE_STARTUP_TIMEOUT_S = 420.0
+SMOKE_DEVICE_WAIT_S = 120.0
+# Per launch after it is healthy: 4 prompts x 96 greedy tokens (stock twice, the control),
+# /server_info, and the teardown grace (gpu_server.TEARDOWN_GRACE_S).
+SMOKE_SERVE_S = 180.0
+SMOKE_TEARDOWN_S = 60.0
+
+
+def smoke_timeout_s(env: Mapping[str, str] | None = None) -> int:
+    """The smoke test's timeout, sized from its launches: each one may wait for the devices
+    (``SPECINIT_GPU_MEMORY_WAIT_S``), start (``SPECINIT_GPU_STARTUP_TIMEOUT_S``), serve and
+    tear down; :data:`SMOKE_MAX_LAUNCHES` of them."""
+    env = os.environ if env is None else env
+    startup = float(env.get("SPECINIT_GPU_STARTUP_TIMEOUT_S") or SMOKE_STARTUP_TIMEOUT_S)
+    wait = float(env.get("SPECINIT_GPU_MEMORY_WAIT_S") or SMOKE_DEVICE_WAIT_S)
+    per_launch = wait + startup + SMOKE_SERVE_S + SMOKE_TEARDOWN_S
+    return int(SMOKE_MAX_LAUNCHES * per_launch)
 
 
 def local_model(model: str, env: Mapping[str, str]) -> str:
@@ -314,9 +370,13 @@ def case(name: str, env: Mapping[str, str] | None = None) -> Case:
 
 
 if __name__ == "__main__":
-    # ``python -m harness.gpu.gpu_cases --smoke-problems``: why the smoke cannot run ("" if it can).
+    # ``python -m harness.gpu.gpu_cases --smoke-problems``: why the smoke cannot run ("" if it
+    # can); ``--smoke-timeout``: the smoke test's timeout in seconds.
     import sys
 
-    if sys.argv[1:] != ["--smoke-problems"]:
-        sys.exit("usage: python -m harness.gpu.gpu_cases --smoke-problems")
-    print(smoke_problems())
+    if sys.argv[1:] == ["--smoke-problems"]:
+        print(smoke_problems())
+    elif sys.argv[1:] == ["--smoke-timeout"]:
+        print(smoke_timeout_s())
+    else:
+        sys.exit("usage: python -m harness.gpu.gpu_cases --smoke-problems | --smoke-timeout")

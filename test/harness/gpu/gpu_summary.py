@@ -6,7 +6,11 @@ test-gpu.sh`` runs pytest with ``--junitxml`` and then this module, which prints
 case and exits non-zero when pytest failed, when no case ran at all, or when the report is
 missing. Skipped cases are listed with pytest's reason either way.
 
-Usage: ``python -m harness.gpu.gpu_summary REPORT.xml --pytest-exit-code N``.
+With ``--cases-dir`` (pytest's ``--basetemp``) it first prints every case's own report
+(:mod:`harness.gpu.case_report`: its launches, their outcomes and seconds, results such as
+"stock cannot start at f, the plugin can", and the case's wall time).
+
+Usage: ``python -m harness.gpu.gpu_summary REPORT.xml --pytest-exit-code N [--cases-dir D]``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.gpu import case_report
 
 PYTEST_NO_TESTS_COLLECTED = 5
 
@@ -72,7 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path, help="pytest --junitxml output")
     parser.add_argument("--pytest-exit-code", type=int, required=True)
+    parser.add_argument(
+        "--cases-dir", type=Path, default=None, help="pytest --basetemp: print its case reports"
+    )
     args = parser.parse_args(argv)
+    if args.cases_dir is not None and args.cases_dir.is_dir():
+        for line in case_report.summary_lines(case_report.read_reports(args.cases_dir)):
+            print(line)
     if not args.report.is_file():
         print(f"GPU suite: FAILED, pytest wrote no report at {args.report}", file=sys.stderr)
         return args.pytest_exit_code or 1

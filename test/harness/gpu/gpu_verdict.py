@@ -36,11 +36,11 @@ What they check, for SGLang 0.5.13.post1:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.gpu import gpu_release
 from harness.gpu.spec_metrics import DraftStats
 from harness.reports.device_probe import (
     BOOKKEEPING_TOLERANCE_BYTES,
@@ -50,18 +50,21 @@ from harness.reports.device_probe import (
 
 MIB = 1 << 20
 ACCEPTANCE_Z = 4.0
+# A greedy choice is clear when its logprob leads the runner-up's by this much (nats, a factor
+# of 1.65 in probability). bf16 logits of two runs of a nondeterministic kernel differ by a few
+# hundredths; a plugin that changed the weights, the KV or the positions moves them by far more.
+CLEAR_MARGIN_NATS = 0.5
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
 # mem_get_info has page granularity; two readings of the same state may differ by one page.
 READING_GRANULARITY = 2 << 20
 
-# ModelRunner.init_device_graphs (every runner that captures, every rank).
-TARGET_GRAPH_END = re.compile(
-    r"Capture cuda graph end\. Time elapsed: [-\d.]+ s\. mem usage=(?P<gb>-?[\d.]+) GB\."
-)
-# EagleDraftWorker.init_cuda_graphs (rank 0 only) and the multi-layer EAGLE extend runner.
-DRAFT_GRAPH_END = "Capture draft cuda graph end."
-DRAFT_EXTEND_GRAPH_END = "Capture draft extend cuda graph end."
-GRAPH_FAILED = "Capture cuda graph failed"
+# The 0.5.13.post1 lines (ModelRunner.init_device_graphs, every runner; EagleDraftWorker's
+# init_cuda_graphs, rank 0 only); other releases' in harness.gpu.gpu_release.
+_R0513 = gpu_release.RELEASES["0.5.13.post1"]
+TARGET_GRAPH_END = _R0513.target_graph_end
+DRAFT_GRAPH_END = _R0513.draft_graph_end
+DRAFT_EXTEND_GRAPH_END = _R0513.draft_extend_graph_end
+GRAPH_FAILED = _R0513.graph_failed
 # /server_info rounds graph_mem_usage to 2 decimals, the log prints it with 2 decimals.
 GRAPH_FIGURE_TOLERANCE_GB = 0.0051
 
@@ -69,28 +72,163 @@ GRAPH_FIGURE_TOLERANCE_GB = 0.0051
 # --------------------------------------------------------------------------- tokens, drafts
 
 
+@dataclass(frozen=True)
+class Divergence:
+    """Where two greedy answers to one prompt first differ, with the top-2 logprob margin
+    (top-1 minus top-2, nats) each server had at that output position (None: not returned)."""
+
+    prompt: str
+    at: int
+    lengths: tuple[int, int]
+    margins: tuple[float | None, float | None]
+    texts: tuple[str, str]
+
+    def clear(self, min_margin: float = CLEAR_MARGIN_NATS) -> bool:
+        """Whether the reference server's choice there was clear (a near-tie is not): where
+        the second answer has no position ``at`` (it stopped), or no logprobs were returned,
+        nothing calibrates the difference, and it counts as clear."""
+        reference = self.margins[1]
+        return reference is None or reference >= min_margin
+
+    def describe(self, names: tuple[str, str]) -> str:
+        margin = ", ".join(
+            f"{n} margin {'n/a' if m is None else f'{m:.3f}'}"
+            for n, m in zip(names, self.margins, strict=True)
+        )
+        return (
+            f"prompt {self.prompt!r}: {names[0]} tokens differ from {names[1]} at output token "
+            f"{self.at} ({self.lengths[0]} vs {self.lengths[1]} tokens; {margin}): "
+            f"{names[0]} {self.texts[0]!r}, {names[1]} {self.texts[1]!r}"
+        )
+
+
+def top2_margin(response: Mapping[str, Any], position: int) -> float | None:
+    """Top-1 minus top-2 logprob at one output position of a ``/generate`` response asked
+    with ``return_logprob`` and ``top_logprobs_num >= 2`` (``meta_info["output_top_logprobs"]``,
+    one list of ``(logprob, token_id, text)`` per output token; None where SGLang gave none)."""
+    tops = (response.get("meta_info") or {}).get("output_top_logprobs") or []
+    if position >= len(tops) or not tops[position] or len(tops[position]) < 2:
+        return None
+    first, second = sorted((float(entry[0]) for entry in tops[position]), reverse=True)[:2]
+    return first - second
+
+
+def divergence(
+    prompt: str, first: Mapping[str, Any], second: Mapping[str, Any]
+) -> Divergence | None:
+    """Where ``first``'s output ids leave ``second``'s (None: identical)."""
+    a, b = list(first["output_ids"]), list(second["output_ids"])
+    if a == b:
+        return None
+    at = next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+    return Divergence(
+        prompt,
+        at,
+        (len(a), len(b)),
+        (top2_margin(first, at), top2_margin(second, at)),
+        (str(first.get("text", "")), str(second.get("text", ""))),
+    )
+
+
+@dataclass(frozen=True)
+class GreedyVerdict:
+    """``problems``: differences the plugin must answer for; ``ties``: differences at a token
+    where stock itself was within :data:`CLEAR_MARGIN_NATS` of its second choice (recorded, not
+    failed); ``control``: where stock's own repeat differed from its first answers."""
+
+    problems: list[str]
+    ties: list[str]
+    control: list[str]
+
+
+def greedy_verdict(
+    prompts: Sequence[str],
+    plugin: Sequence[Mapping[str, Any]],
+    stock: Sequence[Mapping[str, Any]],
+    control: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    min_margin: float = CLEAR_MARGIN_NATS,
+) -> GreedyVerdict:
+    """The plugin-on server's greedy tokens against stock's, calibrated.
+
+    ``control`` is stock answering the same prompts again (the stock-vs-stock control). A
+    plugin-vs-stock difference fails only where stock's own top-2 margin at the first differing
+    token is clear (``>= min_margin``); at a near-tie a kernel's rounding decides, and the
+    difference is listed in ``ties``. A control difference at a clear margin fails too: then the
+    case cannot tell a plugin bug from a nondeterministic stock server."""
+    counts = {len(prompts), len(plugin), len(stock), *([len(control)] if control else [])}
+    if len(counts) != 1:
+        return GreedyVerdict(
+            [
+                f"{len(prompts)} prompts but {len(plugin)} plugin / {len(stock)} stock"
+                + (f" / {len(control)} control" if control else "")
+                + " responses"
+            ],
+            [],
+            [],
+        )
+    problems: list[str] = []
+    ties: list[str] = []
+    control_notes: list[str] = []
+    for i, prompt in enumerate(prompts):
+        if control:
+            again = divergence(prompt, control[i], stock[i])
+            if again is not None:
+                line = again.describe(("stock repeat", "stock"))
+                control_notes.append(line)
+                if again.clear(min_margin):
+                    problems.append(
+                        f"stock is not reproducible at a clear margin ({line}): this case "
+                        "cannot tell a plugin bug from a nondeterministic kernel"
+                    )
+        found = divergence(prompt, plugin[i], stock[i])
+        if found is None:
+            continue
+        line = found.describe(("plugin-on", "stock"))
+        (problems if found.clear(min_margin) else ties).append(line)
+    return GreedyVerdict(problems, ties, control_notes)
+
+
 def greedy_problems(
     prompts: Sequence[str],
     plugin: Sequence[Mapping[str, Any]],
     stock: Sequence[Mapping[str, Any]],
+    control: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[str]:
-    """Where the plugin-on server's greedy tokens differ from stock's, prompt by prompt."""
-    if not (len(prompts) == len(plugin) == len(stock)):
-        return [f"{len(prompts)} prompts but {len(plugin)} plugin / {len(stock)} stock responses"]
+    """The failures of :func:`greedy_verdict`."""
+    return greedy_verdict(prompts, plugin, stock, control).problems
+
+
+def verify_count_problems(
+    prompts: Sequence[str],
+    plugin: Sequence[Mapping[str, Any]],
+    stock: Sequence[Mapping[str, Any]],
+    control: Sequence[Mapping[str, Any]] | None = None,
+) -> list[str]:
+    """Per prompt whose tokens are stock's: the plugin-on server needed as many verify steps.
+
+    Greedy drafting on identical tokens with identical weights proposes the same drafts, so the
+    count of verify steps per prompt (``spec_verify_ct``) is stock's exactly; a draft that lost
+    its embed/lm_head binding or its KV needs more. Far stronger than the aggregate binomial
+    bound: one draft token rejected more per prompt changes it. The only slack allowed is
+    stock's own: how far its repeat (``control``, same tokens) moved from its first count."""
     problems = []
-    for prompt, on, off in zip(prompts, plugin, stock, strict=True):
-        on_ids, off_ids = list(on["output_ids"]), list(off["output_ids"])
-        if on_ids == off_ids:
-            continue
-        at = next(
-            (i for i, (a, b) in enumerate(zip(on_ids, off_ids, strict=False)) if a != b),
-            min(len(on_ids), len(off_ids)),
-        )
-        problems.append(
-            f"prompt {prompt!r}: plugin-on tokens differ from stock at output token {at} "
-            f"({len(on_ids)} vs {len(off_ids)} tokens): plugin {on.get('text', '')!r}, "
-            f"stock {off.get('text', '')!r}"
-        )
+    for i, prompt in enumerate(prompts):
+        if list(plugin[i]["output_ids"]) != list(stock[i]["output_ids"]):
+            continue  # judged by the greedy verdict
+        on = DraftStats.from_meta_info(plugin[i]["meta_info"]).verify_steps
+        off = DraftStats.from_meta_info(stock[i]["meta_info"]).verify_steps
+        slack = 0
+        if control and list(control[i]["output_ids"]) == list(stock[i]["output_ids"]):
+            slack = abs(DraftStats.from_meta_info(control[i]["meta_info"]).verify_steps - off)
+        if abs(on - off) > slack:
+            problems.append(
+                f"prompt {prompt!r}: the same {len(plugin[i]['output_ids'])} tokens took {on} "
+                f"verify steps with the plugin, {off} stock (stock's own repeat moved by "
+                f"{slack}): the drafts were accepted {'less' if on > off else 'more'} often"
+            )
     return problems
 
 
@@ -133,12 +271,13 @@ class GraphCapture:
     failed: int
 
     @classmethod
-    def from_log(cls, text: str) -> GraphCapture:
+    def from_log(cls, text: str, release: gpu_release.ReleaseSettings = _R0513) -> GraphCapture:
+        """The capture lines of ``release`` (default 0.5.13.post1) in a start-up log."""
         return cls(
-            runner_mem_gb=tuple(float(m["gb"]) for m in TARGET_GRAPH_END.finditer(text)),
-            draft=text.count(DRAFT_GRAPH_END),
-            draft_extend=text.count(DRAFT_EXTEND_GRAPH_END),
-            failed=text.count(GRAPH_FAILED),
+            runner_mem_gb=tuple(float(m["gb"]) for m in release.target_graph_end.finditer(text)),
+            draft=text.count(release.draft_graph_end),
+            draft_extend=text.count(release.draft_extend_graph_end),
+            failed=text.count(release.graph_failed),
         )
 
     @property
@@ -165,6 +304,8 @@ def graph_figure_gb(info: Mapping[str, Any]) -> float | None:
     """``memory_usage["graph"]`` of the first scheduler in ``/server_info`` (None if absent)."""
     states = info.get("internal_states") or [{}]
     value = (states[0].get("memory_usage") or {}).get("graph")
+    if isinstance(value, Mapping):  # 0.5.23: GB per capture phase
+        return float(sum(value.values())) if value else None
     return None if value is None else float(value)
 
 
@@ -183,15 +324,17 @@ def graph_problems(
     if figure is None or figure <= 0:
         problems.append(f"/server_info reports graph memory {figure!r} GB: no graph captured")
     elif capture.runner_mem_gb and not any(
-        abs(figure - gb) <= GRAPH_FIGURE_TOLERANCE_GB for gb in capture.runner_mem_gb
+        abs(figure - gb) <= GRAPH_FIGURE_TOLERANCE_GB
+        for gb in (*capture.runner_mem_gb, sum(capture.runner_mem_gb))
     ):
         problems.append(
             f"/server_info graph memory {figure} GB matches no captured runner "
             f"{list(capture.runner_mem_gb)}"
         )
     if expect_draft is not None and expect_draft not in capture.kinds:
-        line = DRAFT_GRAPH_END if expect_draft == "draft" else DRAFT_EXTEND_GRAPH_END
-        problems.append(f"no '{line}' line: the draft's CUDA graphs were not captured")
+        problems.append(
+            f"no draft {expect_draft} capture line: the draft's CUDA graphs were not captured"
+        )
     return problems
 
 
@@ -260,7 +403,8 @@ def memory_problems(
             f"plugin's after-pools reading {after_pools} B is above the probe's "
             f"{probe_free_after_last_pool} B"
         )
-    if b["cuda_free_bytes_after_init"] > after_pools + READING_GRANULARITY:
+    after_init = b.get("cuda_free_bytes_after_init")  # 0.5.13.x only
+    if after_init is not None and after_init > after_pools + READING_GRANULARITY:
         problems.append("free memory grew between the pools and the end of init")
     return problems
 

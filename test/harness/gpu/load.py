@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,16 +175,31 @@ def _monitor(base_url: str, result: LoadResult, stop: threading.Event, interval_
         stop.wait(interval_s)
 
 
+# Per request: 256 greedy tokens of a full pool on one GPU take well under a minute; a request
+# still open after this is stuck, and the test should say so rather than wait.
+REQUEST_TIMEOUT_S = 600.0
+# The whole load after the last request was sent: past it, what is still open is recorded as
+# unfinished and abandoned, so the server is torn down at once.
+DEADLINE_S = 900.0
+UNFINISHED = "unfinished at the load's deadline"
+
+
 def run_load(
     base_url: str,
     plan: LoadPlan,
     *,
-    timeout_s: float = 1800.0,
+    timeout_s: float = REQUEST_TIMEOUT_S,
+    deadline_s: float = DEADLINE_S,
     seed: int = 0,
     monitor_interval_s: float = 0.5,
 ) -> LoadResult:
-    """Send every request of ``plan`` at once and wait for all of them (each up to
-    ``timeout_s``). Never raises for a failed request: the outcome records it."""
+    """Send every request of ``plan`` at once and wait for them: each up to ``timeout_s``
+    (its socket's timeout), all of them up to ``deadline_s``. Never raises for a failed
+    request: the outcome records it.
+
+    Teardown is bounded: on the deadline, or on any exception here (pytest-timeout's signal
+    included), requests not started are cancelled and the worker threads are not waited for;
+    the caller's server teardown then closes the sockets they are blocked on."""
     result = LoadResult(plan=plan, outcomes=[])
     stop = threading.Event()
     monitor = threading.Thread(
@@ -192,14 +207,19 @@ def run_load(
     )
     started = time.monotonic()
     monitor.start()
+    pool = ThreadPoolExecutor(max_workers=plan.requests, thread_name_prefix="load")
     try:
-        with ThreadPoolExecutor(max_workers=plan.requests) as pool:
-            futures = [
-                pool.submit(_send, base_url, i, plan, seed, timeout_s) for i in range(plan.requests)
-            ]
-            result.outcomes = [f.result() for f in futures]
+        futures = [
+            pool.submit(_send, base_url, i, plan, seed, timeout_s) for i in range(plan.requests)
+        ]
+        wait(futures, timeout=deadline_s)
+        result.outcomes = [
+            f.result() if f.done() else RequestOutcome(i, error=UNFINISHED)
+            for i, f in enumerate(futures)
+        ]
     finally:
+        pool.shutdown(wait=False, cancel_futures=True)
         stop.set()
-        monitor.join(timeout=30)
+        monitor.join(timeout=5)
     result.seconds = time.monotonic() - started
     return result

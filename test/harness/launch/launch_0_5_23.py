@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checkpoints import eagle_drafts, llama_family
+from harness.gpu import storage_identity
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.reports.report_reading import read_breakdown
@@ -110,10 +111,18 @@ KINDS: dict[str, LaunchKind] = {
 class Launch:
     """What one CPU Engine launch left behind: scheduler report, memory report, log."""
 
-    def __init__(self, report: dict[str, Any], memory: dict[str, Any] | None, log: str) -> None:
+    def __init__(
+        self,
+        report: dict[str, Any],
+        memory: dict[str, Any] | None,
+        log: str,
+        identity: list[dict[str, list[dict[str, Any]]]] | None = None,
+    ) -> None:
         self.report = report
         self.memory = memory
         self.log = log
+        # The draft-binding snapshots at pool time and after init (harness.gpu.storage_identity).
+        self.identity = identity or []
 
     def runner(self, role: str) -> dict[str, Any]:
         return next(r for r in self.report["model_runners"] if r["role"] == role)
@@ -201,6 +210,8 @@ def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
     work = tmp_root / f"{kind}-{'on' if plugin else 'off'}"
     report_dir = work / "memory"
     report_dir.mkdir(parents=True, exist_ok=True)
+    identity_dir = work / "identity"
+    identity_dir.mkdir(exist_ok=True)
     spec = KINDS[kind]
     with cpu_engine(
         spec.target(),
@@ -211,12 +222,19 @@ def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
         startup_timeout_s=ENGINE_TIMEOUT_S,
         # Every model tensor and KV buffer in the scheduler report
         # (harness.reports.fidelity_tensors).
-        extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(report_dir), TENSOR_REPORT_ENV: "1"},
+        # and the draft's storage identity at pool time (harness.gpu.storage_identity).
+        extra_env={
+            "SGLANG_SPECINIT_REPORT_DIR": str(report_dir),
+            TENSOR_REPORT_ENV: "1",
+            storage_identity.IDENTITY_ENV: "1",
+            storage_identity.IDENTITY_DIR_ENV: str(identity_dir),
+        },
         **launch_overrides(spec),
     ) as engine:
         report = engine.scheduler_report()
     memory = read_breakdown(report_dir)
-    return Launch(report, memory, engine.log_path.read_text(errors="replace"))
+    identity = storage_identity.read_snapshots(identity_dir)
+    return Launch(report, memory, engine.log_path.read_text(errors="replace"), identity)
 
 
 def load_launch(work: Path) -> Launch:
@@ -227,4 +245,6 @@ def load_launch(work: Path) -> Launch:
         if not p.name.endswith("-error.json")
     ]
     memory = read_breakdown(work / "memory")
-    return Launch(reports[0], memory, (work / "engine.log").read_text(errors="replace"))
+    identity_dir = work / "identity"
+    identity = storage_identity.read_snapshots(identity_dir) if identity_dir.is_dir() else []
+    return Launch(reports[0], memory, (work / "engine.log").read_text(errors="replace"), identity)

@@ -168,18 +168,22 @@ def _write(record: dict[str, Any]) -> None:
 
 
 def _who(runner: Any) -> dict[str, Any]:
+    from harness.gpu.storage_identity import runner_tp_rank
+
     return {
         "is_draft": bool(getattr(runner, "is_draft_worker", False)),
         "draft_model_idx": getattr(runner, "draft_model_idx", None),
-        "tp_rank": getattr(runner, "tp_rank", None),
+        "tp_rank": runner_tp_rank(runner),
     }
 
 
 def around_init_torch_distributed(original: Callable[..., Any], self: Any) -> Any:
-    """Record SGLang's own pre-load free-memory reading (GiB) as bytes."""
-    pre_load_gib = original(self)
+    """Record SGLang's own pre-load free-memory reading (GiB) as bytes: 0.5.13.x returns it,
+    0.5.23 stores it as ``pre_model_load_memory`` (``model_executor/model_runner.py:1261``)."""
+    result = original(self)
+    pre_load_gib = result if isinstance(result, (int, float)) else self.pre_model_load_memory
     _write({"event": "pre_load", **_who(self), "free_bytes": int(round(pre_load_gib * GIB))})
-    return pre_load_gib
+    return result
 
 
 def around_init_memory_pool(original: Callable[..., Any], self: Any, *args: Any, **kw: Any) -> Any:
@@ -233,11 +237,18 @@ def register_probe_hooks() -> None:
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
+    from harness.gpu import storage_identity
+
+    # 0.5.23 allocates pools in alloc_memory_pool, after both models loaded, and builds its
+    # backends and graphs after every pool (managers/scheduler.py:1090-1121): no post-pool
+    # step comes before the last pool. The records keep 0.5.13's method name either way.
+    pool_method = storage_identity.pool_method()
+    post_pool = POST_POOL_METHODS if pool_method == POOL_METHOD else ()
     source = HookSource(plugin_name="specinit-test-device-probe", dist_name=None)
     hooks: list[tuple[str, Callable[..., Any]]] = [
         ("init_torch_distributed", around_init_torch_distributed),
-        (POOL_METHOD, around_init_memory_pool),
-        *((m, _around_post_pool(m)) for m in POST_POOL_METHODS),
+        (pool_method, around_init_memory_pool),
+        *((m, _around_post_pool(m)) for m in post_pool),
     ]
     for method, hook in hooks:
         HookRegistry.register(f"{_RUNNER}.{method}", hook, HookType.AROUND, source=source)

@@ -3,7 +3,9 @@
 ``SPECINIT_TEST_SHIMS=1`` (CPU runs only): the CPU test doubles of :mod:`harness.cpu_doubles.shims`,
 and the scheduler report hooks when ``SPECINIT_TEST_REPORT_DIR`` is set.
 ``SPECINIT_TEST_DEVICE_PROBE=1`` (CPU and GPU runs): the device-memory probe of
-:mod:`harness.reports.device_probe`. A GPU run sets only this one, so no CPU double reaches it.
+:mod:`harness.reports.device_probe`. ``SPECINIT_TEST_STORAGE_IDENTITY=1`` (CPU and GPU runs):
+the draft-binding snapshots of :mod:`harness.gpu.storage_identity`. A GPU run sets only these
+two, so no CPU double reaches it.
 
 Why a sitecustomize: SGLang spawns its scheduler with ``multiprocessing`` "spawn", a fresh
 interpreter that inherits only the environment. Putting this directory on ``PYTHONPATH`` makes
@@ -49,6 +51,10 @@ def _register_test_hooks() -> None:
         from harness.reports import device_probe
 
         device_probe.register_probe_hooks()
+    if os.environ.get("SPECINIT_TEST_STORAGE_IDENTITY") == "1":
+        from harness.gpu import storage_identity
+
+        storage_identity.register_identity_hooks()
 
 
 class _RegisterAfterHookRegistryImport(importlib.abc.MetaPathFinder):
@@ -73,7 +79,8 @@ class _RegisterAfterHookRegistryImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-if "1" in (os.environ.get("SPECINIT_TEST_SHIMS"), os.environ.get("SPECINIT_TEST_DEVICE_PROBE")):
+_SWITCHES = ("SPECINIT_TEST_SHIMS", "SPECINIT_TEST_DEVICE_PROBE", "SPECINIT_TEST_STORAGE_IDENTITY")
+if "1" in (os.environ.get(name) for name in _SWITCHES):
     # test/ holds the ``harness`` package (the engine driver and the unpickled
     # ``custom_sigquit_handler`` live there). Appended, so it never shadows a real module.
     if _TEST_DIR not in sys.path:

@@ -1,0 +1,113 @@
+"""One GPU case's own record: every launch it made, what each one did, and its wall time.
+
+Why: a JUnit pass/fail cannot say that stock could not even start at the case's fraction while
+the plugin could (the regression itself, a result worth reporting), nor which launch a token
+comparison used, nor how long the case took. Each server test writes ``case-report.json`` in
+its pytest ``tmp_path`` (under ``$SPECINIT_GPU_OUT_DIR/cases``, kept by the workflow), as it
+goes, so a case that fails or times out still leaves the launches it made; ``scripts/
+test-gpu.sh`` prints them after the JUnit summary (:func:`summary_lines`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+FILE_NAME = "case-report.json"
+# What a stock launch that died of an out-of-memory error at the case's fraction means.
+STOCK_OOM_AT_F = "stock cannot start at f={f}, the plugin can"
+
+
+@dataclass
+class Launch:
+    """One server launch of a case: ``role`` (plugin / stock ...), its fraction, its outcome
+    (``served``, ``out of memory at start-up``, ``failed: ...``) and seconds from launch to
+    teardown."""
+
+    role: str
+    mem_fraction: str
+    outcome: str = "running"
+    seconds: float = 0.0
+
+
+@dataclass
+class CaseReport:
+    """What one case did, written after every change (:meth:`save`)."""
+
+    case: str
+    release: str
+    deterministic: bool
+    path: Path
+    launches: list[Launch] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+    _started: float = field(default_factory=time.monotonic, repr=False)
+
+    def save(self) -> Path:
+        self.wall_seconds = round(time.monotonic() - self._started, 1)
+        body = {k: v for k, v in asdict(self).items() if not k.startswith("_") and k != "path"}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(body, indent=1, default=str))
+        tmp.replace(self.path)
+        return self.path
+
+    def result(self, key: str, value: Any) -> None:
+        self.results[key] = value
+        self.save()
+
+    @contextmanager
+    def launch(self, role: str, mem_fraction: str) -> Iterator[Launch]:
+        """Record one launch: its outcome is ``served`` unless the block raises (then the
+        error's first line, or ``out of memory at start-up`` when the caller says so)."""
+        entry = Launch(role, mem_fraction)
+        self.launches.append(entry)
+        started = time.monotonic()
+        self.save()
+        try:
+            yield entry
+            if entry.outcome == "running":
+                entry.outcome = "served"
+        except BaseException as error:
+            if entry.outcome == "running":
+                first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                entry.outcome = f"failed: {first[:200]}"
+            raise
+        finally:
+            entry.seconds = round(time.monotonic() - started, 1)
+            self.save()
+
+
+def new_report(case: str, release: str, deterministic: bool, directory: Path) -> CaseReport:
+    """A case's report in ``directory`` (created), written at once."""
+    directory.mkdir(parents=True, exist_ok=True)
+    report = CaseReport(case, release, deterministic, directory / FILE_NAME)
+    report.save()
+    return report
+
+
+def read_reports(root: Path) -> list[dict[str, Any]]:
+    """Every case report under ``root`` (a run's ``cases`` directory), by case name."""
+    found = [json.loads(p.read_text()) for p in sorted(root.rglob(FILE_NAME))]
+    return sorted(found, key=lambda r: r["case"])
+
+
+def summary_lines(reports: list[dict[str, Any]]) -> list[str]:
+    """One line per case (release, wall time, launches) and one per result it recorded."""
+    lines = []
+    for r in reports:
+        launches = "; ".join(
+            f"{x['role']} f={x['mem_fraction']}: {x['outcome']} ({x['seconds']:.0f} s)"
+            for x in r["launches"]
+        )
+        mode = "deterministic" if r["deterministic"] else "default kernels"
+        lines.append(
+            f"case {r['case']} on sglang {r['release']} ({mode}), {r['wall_seconds']:.0f} s: "
+            f"{launches or 'no launch'}"
+        )
+        lines += [f"    {key}: {value}" for key, value in r["results"].items()]
+    return lines

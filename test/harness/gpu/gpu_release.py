@@ -1,0 +1,106 @@
+"""The SGLang releases the GPU suite runs on, and what differs between them for the suite.
+
+The cases (:mod:`harness.gpu.gpu_cases`) are the same on every release; what a release changes
+is how its server says what it did, and which flags it takes. Chosen from the installed
+``sglang`` distribution (:func:`installed_settings`), so ``bash scripts/test-gpu.sh [--smoke]``
+runs the release of the Python it is given, and the workflow's matrix picks one per job.
+
+Per release, read from its wheel (``pip download --no-deps sglang==X``; paths inside it):
+
+- ``deterministic_flag``: ``--enable-deterministic-inference``, a ``ServerArgs`` field in both
+  (0.5.13.post1 ``srt/server_args.py:796``, its parser ``:6835``; 0.5.23
+  ``srt/arg_groups/field_order.py:475``, resolved in ``srt/arg_groups/attention_hook.py:580``).
+  Both then force the pytorch sampler and, with no ``--attention-backend``, fall back to fa3 on
+  Hopper (0.5.13.post1 ``server_args.py:4245-4262``; 0.5.23 ``arg_groups/overrides.py:1093``);
+  an explicit backend must be one of flashinfer, fa3, triton.
+- the graph-capture lines: 0.5.13.post1 logs ``Capture cuda graph end. Time elapsed: T s. mem
+  usage=G GB.`` per runner (``model_executor/model_runner.py``), ``Capture draft cuda graph
+  end.`` and ``Capture draft extend cuda graph end.`` (``speculative/eagle_worker_v2.py``);
+  0.5.23 logs ``Capture target verify CUDA graph end. bs=[...], elapsed=T s, mem usage=G GB``
+  (``model_executor/model_runner_components/cuda_graph_setup.py:788``, ``decode`` for a
+  non-speculative runner, ``prefill`` at ``:696``), ``Capture draft decode CUDA graph end.``
+  and ``Capture draft extend CUDA graph end.`` (``speculative/eagle_worker_v2.py:533, 654``),
+  and ``/server_info``'s ``memory_usage["graph"]`` is a dict of phases
+  (``managers/scheduler_components/memory_usage.py:37``), not one figure.
+- the preflight's requirement line: both wheels are ``manylinux_2_34`` builds with CUDA 13
+  torch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+DETERMINISTIC_FLAG = "--enable-deterministic-inference"
+
+
+@dataclass(frozen=True)
+class ReleaseSettings:
+    """What the GPU suite reads and passes differently on one SGLang release."""
+
+    version: str
+    deterministic_flag: str | None
+    target_graph_end: re.Pattern[str]
+    draft_graph_end: str
+    draft_extend_graph_end: str
+    graph_failed: str
+
+
+RELEASES: dict[str, ReleaseSettings] = {
+    "0.5.13.post1": ReleaseSettings(
+        version="0.5.13.post1",
+        deterministic_flag=DETERMINISTIC_FLAG,
+        target_graph_end=re.compile(
+            r"Capture cuda graph end\. Time elapsed: [-\d.]+ s\. mem usage=(?P<gb>-?[\d.]+) GB\."
+        ),
+        draft_graph_end="Capture draft cuda graph end.",
+        draft_extend_graph_end="Capture draft extend cuda graph end.",
+        graph_failed="Capture cuda graph failed",
+    ),
+    "0.5.23": ReleaseSettings(
+        version="0.5.23",
+        deterministic_flag=DETERMINISTIC_FLAG,
+        target_graph_end=re.compile(
+            r"Capture target (?:verify|decode|prefill) CUDA graph end\. .*?"
+            r"mem usage=(?P<gb>-?[\d.]+) GB"
+        ),
+        draft_graph_end="Capture draft decode CUDA graph end.",
+        draft_extend_graph_end="Capture draft extend CUDA graph end.",
+        graph_failed="Capture cuda graph failed",  # runner/decode_cuda_graph_runner.py:603
+    ),
+}
+MATRIX = tuple(RELEASES)  # what the workflow's matrix runs, in order
+
+
+def settings(release: str) -> ReleaseSettings:
+    """The settings of ``release``; any other is an error naming the releases the suite runs."""
+    if release not in RELEASES:
+        raise ValueError(
+            f"the GPU suite runs on sglang {' or '.join(RELEASES)}, not {release}: install one "
+            'of them (pip install "sglang==0.5.23" -e ".[test]")'
+        )
+    return RELEASES[release]
+
+
+def installed_release() -> str | None:
+    """The installed ``sglang`` distribution's version (None: not installed)."""
+    try:
+        return version("sglang")
+    except PackageNotFoundError:
+        return None
+
+
+def installed_settings() -> ReleaseSettings:
+    """The settings of the installed release (raises :func:`settings`'s error otherwise)."""
+    return settings(installed_release() or "none")
+
+
+if __name__ == "__main__":
+    # ``python -m harness.gpu.gpu_release``: the installed release, or one line saying why not.
+    import sys
+
+    try:
+        print(installed_settings().version)
+    except ValueError as error:
+        sys.exit(f"[test-gpu] {error}")
