@@ -11,9 +11,10 @@ For 0.5.13.post1 (:class:`Replay0513`, :data:`REPLAY_0_5_13`):
   draft, the step/top-k defaults and the ``max_running_requests = 48`` default;
 * model geometry comes from ``ModelConfig.from_server_args`` for the target and, with
   ``is_draft_model=True``, for the draft, as ``TpModelWorker._init_model_config`` builds them;
-* the KV dtype is ``ModelRunner.configure_kv_cache_dtype``'s choice; pools are priced from the
-  model geometry (:mod:`sglang_specinit.sglang_0_5_13.specs`, the widths ``pool_probe``
-  measures at runtime, checked by the 0.5.13 fidelity tests) by :meth:`Replay0513.pool_prices`.
+* the KV dtype is ``ModelRunner.configure_kv_cache_dtype``'s choice; every pool is priced by
+  the function the 0.5.13 server runs (``pool_probe.measure_kv_pool``) on runners built
+  without weights (:meth:`Replay0513.pool_prices`); the model-geometry pricing of
+  :mod:`.specs` stays only as a cross-check in the tests.
 
 The plan is for the device the flags name (``--device``, default ``cuda``), never for the host
 the planner runs on: SGLang's host probe that would leak this process's platform into the
@@ -23,11 +24,16 @@ while the replay resolves (:func:`planned_cpu_engine`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import Any
 
-from sglang_specinit.budget import sized_by_target
-from sglang_specinit.model_facts import kv_dtype_name, own_hf_config, runner_layer_count
+from sglang_specinit.model_facts import (
+    FROZEN_KV_STAND_IN_TOKENS,
+    element_bytes,
+    kv_dtype_name,
+    own_hf_config,
+)
 from sglang_specinit.planner.field_replay import (
     FieldServerArgsReplay,
     attention_tp_size,
@@ -45,10 +51,11 @@ from sglang_specinit.planner.replay import (
     refuse_unpriced_model,
     released,
 )
-from sglang_specinit.sglang_0_5_13.specs import (
-    draft_extra_bytes,
-    draft_kv_pools,
-    kv_spec_from_model_config,
+from sglang_specinit.planner.unloaded_runner import (
+    attention_tp_size_answering,
+    kv_warm_up_copy_skipped,
+    pricing_device,
+    unloaded_runner,
 )
 
 # --kv-cache-dtype values (0.5.13.post1 choices) -> the torch dtype ModelRunner stores.
@@ -159,62 +166,56 @@ class Replay0513(FieldServerArgsReplay):
         return resolve_kv_dtype(flag, model_config)
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
-        """Every pool priced from the model geometry (:mod:`.specs`): the target's, each draft
-        runner's (applying the target's pool config, as 0.5.13.x's draft runners do) and the
-        draft's per-request and fixed bytes."""
+        """Every pool priced by the function the 0.5.13 server runs
+        (:func:`.pool_probe.measure_kv_pool`: the runner's own ``_apply_memory_pool_config`` at
+        tiny sizes), on runners built without weights
+        (:func:`~sglang_specinit.planner.unloaded_runner.unloaded_runner`), with the server's
+        token split (:func:`.runtime_budget.target_token_split`). The draft's runners are the
+        ones the server describes (:func:`.scheduler.describe_draft`): one runner, one per step
+        for multi-layer EAGLE, and for frozen-KV MTP a stand-in pool of fixed size."""
         from sglang.srt.configs.model_config import ModelConfig
 
+        from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
+        from sglang_specinit.sglang_0_5_13.runtime_budget import target_token_split
+
         args = launch.args
-        target_mc = launch.target_model_config
-        target_dtype = self.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
-        target_kv = kv_spec_from_model_config(
-            target_mc,
-            target_dtype,
-            attn_tp_size=launch.attn_tp_size,
-            num_layers=runner_layer_count(target_mc, is_draft=False),
-            swa_full_tokens_ratio=args.swa_full_tokens_ratio,
-            server_args=launch.mla_server_args,
-        )
+        target = unloaded_runner(args, launch.target_model_config, is_draft=False)
+        split = target_token_split(target)
         algorithm = args.speculative_algorithm
-        if algorithm is None or algorithm == "NGRAM":
-            return PoolPrices(target_kv=target_kv, draft_pools=(), draft_fixed_bytes=0)
-        draft_mc = build_model_config(
-            ModelConfig.from_server_args,
-            launch.config_source,
-            model_path=args.speculative_draft_model_path or args.model_path,
-            model_revision=args.speculative_draft_model_revision,
-            is_draft_model=True,
-        )
-        dtype = self.kv_dtype(launch, draft_mc, is_draft=True, target_kv_dtype=target_dtype)
-        steps = int(args.speculative_num_steps or 1)
-        pools = tuple(
-            sized_by_target(pool, target_kv)
-            for pool in draft_kv_pools(
-                algorithm,
-                draft_mc,
-                dtype,
-                attn_tp_size=launch.attn_tp_size,
-                swa_full_tokens_ratio=args.swa_full_tokens_ratio,
-                num_steps=steps,
-                multi_layer_eagle=bool(args.enable_multi_layer_eagle),
-                server_args=launch.mla_server_args,
+        draft = None
+        if algorithm is not None and algorithm != "NGRAM":
+            draft_mc = build_model_config(
+                ModelConfig.from_server_args,
+                launch.config_source,
+                model_path=args.speculative_draft_model_path or args.model_path,
+                model_revision=args.speculative_draft_model_revision,
+                is_draft_model=True,
             )
-        )
-        per_request, fixed = draft_extra_bytes(
-            algorithm,
-            draft_mc,
-            target_mc,
-            dtype,
-            attn_tp_size=launch.attn_tp_size,
-            swa_full_tokens_ratio=args.swa_full_tokens_ratio,
-            page_size=int(args.page_size),
-            num_steps=steps,
-            multi_layer_eagle=bool(args.enable_multi_layer_eagle),
-        )
+            draft = unloaded_runner(args, draft_mc, is_draft=True)
+        on_cpu = pricing_device() == "cpu"
+        with (
+            attention_tp_size_answering(launch.attn_tp_size),
+            kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext(),
+        ):
+            target_kv = measure_kv_pool(target, *split)
+            draft_kv = None if draft is None else measure_kv_pool(draft, *split)
+        if draft_kv is None:
+            return PoolPrices(target_kv=target_kv, draft_pools=(), draft_fixed_bytes=0)
+        if algorithm == "FROZEN_KV_MTP":
+            fixed = draft_kv.pool_bytes(FROZEN_KV_STAND_IN_TOKENS, int(args.page_size))
+            return PoolPrices(target_kv=target_kv, draft_pools=(), draft_fixed_bytes=fixed)
+        steps = int(args.speculative_num_steps or 1)
+        multi_layer = bool(args.enable_multi_layer_eagle)
+        per_request = 0
+        if multi_layer:
+            # req_to_hidden_states_pool: steps - 1 hidden states per request row
+            # (multi_layer_eagle.hidden_state_row_bytes on the live draft).
+            config = launch.target_model_config
+            per_request = (steps - 1) * config.hidden_size * element_bytes(config.dtype)
         return PoolPrices(
             target_kv=target_kv,
-            draft_pools=pools,
-            draft_fixed_bytes=fixed,
+            draft_pools=(draft_kv,) * (steps if multi_layer else 1),
+            draft_fixed_bytes=0,
             draft_request_bytes=per_request,
         )
 

@@ -25,11 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
-from sglang_specinit.model_facts import kv_dtype_name, own_hf_config, runner_layer_count
+from sglang_specinit.model_facts import kv_dtype_name, own_hf_config
 from sglang_specinit.planner.field_replay import (
     FieldServerArgsReplay,
     attention_tp_size,
@@ -44,9 +42,14 @@ from sglang_specinit.planner.replay import (
     ResolvedLaunch,
     build_model_config,
     installed_release,
-    kv_cache_quant_algo,
     refuse_unpriced_model,
     released,
+)
+from sglang_specinit.planner.unloaded_runner import (
+    attention_tp_size_answering,
+    kv_warm_up_copy_skipped,
+    pricing_device,
+    unloaded_runner,
 )
 
 
@@ -62,122 +65,6 @@ def auto_mem_fraction_static(server_args: Any, capacity_mib: float) -> float:
     trial.enable_symm_mem = False
     released(ServerArgs._handle_gpu_memory_settings)(trial, capacity_mib)
     return float(trial.mem_fraction_static)
-
-
-def pricing_device() -> str:
-    """Where the pricing pools are built: this host's CUDA device, else cpu (decided by torch)."""
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def unloaded_runner(server_args: Any, model_config: Any, *, is_draft: bool) -> Any:
-    """A ``ModelRunner`` of the installed release for ``model_config`` without weights.
-
-    ``ModelRunner.__init__`` loads the model; the pool code (``_apply_memory_pool_config``,
-    ``_init_pools``) reads only the fields below, set as ``__init__`` and ``initialize`` set
-    them (``model_runner.py`` in 0.5.14: the parse block, ``start_layer``/``end_layer`` from
-    the model's layer count, pp_size 1), the layer count by :func:`model_facts.runner_layer_count`
-    (the same rule). The device is this host's (:func:`pricing_device`); the KV dtype comes
-    from the release's own ``configure_kv_cache_dtype`` with the checkpoint's KV quantization.
-    """
-    from sglang.srt.configs.model_config import AttentionArch
-    from sglang.srt.model_executor import model_runner as model_runner_module
-    from sglang.srt.model_executor.model_runner import ModelRunner
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-    runner = ModelRunner.__new__(ModelRunner)
-    layers = runner_layer_count(model_config, is_draft=is_draft)
-    runner.__dict__.update(
-        mem_fraction_static=server_args.mem_fraction_static,
-        memory_pool_config=None,
-        device=pricing_device(),
-        gpu_id=0,
-        tp_rank=0,
-        tp_size=int(server_args.tp_size),
-        dp_size=server_args.dp_size if server_args.enable_dp_attention else 1,
-        pp_rank=0,
-        pp_size=1,
-        attn_cp_size=server_args.attn_cp_size,
-        model_config=model_config,
-        server_args=server_args,
-        is_draft_worker=is_draft,
-        spec_algorithm=SpeculativeAlgorithm.from_string(server_args.speculative_algorithm),
-        page_size=server_args.page_size,
-        req_to_token_pool=None,
-        token_to_kv_pool_allocator=None,
-        is_hybrid_swa=model_config.is_hybrid_swa,
-        is_hybrid_swa_compress=getattr(model_config, "is_hybrid_swa_compress", False),
-        use_mla_backend=model_config.attention_arch == AttentionArch.MLA,
-        attention_chunk_size=model_config.attention_chunk_size,
-        enable_hisparse=server_args.enable_hisparse,
-        draft_model_idx=0 if is_draft else None,
-        start_layer=0,
-        end_layer=layers,
-        num_effective_layers=layers,
-        dtype=model_config.dtype,
-        # 0.5.15's decode context parallelism (its ModelRunner.__init__ sets it; 0.5.14 has none).
-        **({"dcp_size": server_args.dcp_size} if hasattr(server_args, "dcp_size") else {}),
-        # mambaish_config's cache of the linear-attention registry lookup (unset until read).
-        _linear_attn_registry_cache=model_runner_module._UNSET,
-        # What configure_kv_cache_dtype reads from the loaded model.
-        model=SimpleNamespace(
-            quant_config=SimpleNamespace(kv_cache_quant_algo=kv_cache_quant_algo(model_config))
-        ),
-    )
-    released(ModelRunner.configure_kv_cache_dtype)(runner)
-    return runner
-
-
-@contextlib.contextmanager
-def kv_warm_up_copy_skipped() -> Iterator[None]:
-    """The KV pools built inside skip their Triton warm-up copy, and only that (cpu only).
-
-    ``MHATokenToKVPool._init_kv_copy_and_warmup`` (``mem_cache/memory_pool.py`` in 0.5.14 /
-    0.5.15) launches ``copy_all_layer_kv_cache_tiled[grid](...)`` once with one location copied
-    onto itself (``dummy_loc`` to ``dummy_loc``): it compiles the kernel, moves no byte and
-    allocates nothing, so a pool's bytes are the same without it; a GPU-less host has no
-    driver to run it on. Inside this context the name the pool module launches answers such a
-    self-copy by doing nothing and hands any other launch to the release's kernel.
-    """
-    import torch
-    from sglang.srt.mem_cache import memory_pool
-
-    kernel = memory_pool.copy_all_layer_kv_cache_tiled
-
-    class _SelfCopySkipped:
-        def __getitem__(self, grid: Any) -> Any:
-            def launch(ptrs: Any, strides: Any, tgt: Any, src: Any, *args: Any, **kw: Any) -> None:
-                if tgt is src or torch.equal(tgt, src):
-                    return  # each location onto itself: nothing to move
-                kernel[grid](ptrs, strides, tgt, src, *args, **kw)
-
-            return launch
-
-    memory_pool.copy_all_layer_kv_cache_tiled = _SelfCopySkipped()
-    try:
-        yield
-    finally:
-        memory_pool.copy_all_layer_kv_cache_tiled = kernel
-
-
-@contextlib.contextmanager
-def attention_tp_size_answering(attn_tp_size: int) -> Iterator[None]:
-    """The pool code's attention-TP width answering the planned launch's.
-
-    ``_init_pools`` divides KV heads by ``get_attention_tp_size()`` (bound by name in
-    ``model_runner_kv_cache_mixin``), which reads the process's attention-TP group; a planner
-    process has none. Inside this context that name answers ``attn_tp_size`` (the replay's
-    ``compute_dp_attention_world_info`` result, the function that group is built from).
-    """
-    from sglang.srt.model_executor import model_runner_kv_cache_mixin as mixin
-
-    saved = mixin.get_attention_tp_size
-    mixin.get_attention_tp_size = lambda: attn_tp_size
-    try:
-        yield
-    finally:
-        mixin.get_attention_tp_size = saved
 
 
 class Replay0514(FieldServerArgsReplay):

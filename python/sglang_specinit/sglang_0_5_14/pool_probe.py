@@ -16,6 +16,7 @@ profiled.
 from __future__ import annotations
 
 import gc
+from dataclasses import replace
 from typing import Any
 
 from sglang_specinit.budget import MeasuredKVSpec
@@ -67,4 +68,4 @@ def measure_runner(runner: Any, split: tuple[float, bool]) -> MeasuredKVSpec:
     )
     # The probe pools must be gone before SGLang reads free memory.
     gc.collect()
-    return price
+    return replace(price, num_layers=int(runner.num_effective_layers))

@@ -9,7 +9,6 @@ never calls it.
 from __future__ import annotations
 
 from sglang_specinit.budget import (
-    AttentionKVSpec,
     BudgetInputs,
     PoolPlan,
     cap_tokens,
@@ -19,6 +18,7 @@ from sglang_specinit.budget import (
     make_plan,
     scaled_target_cell,
     static_budget_bytes,
+    uniform_layers,
 )
 
 
@@ -49,7 +49,7 @@ def upstream_0_5_14_plan(inputs: BudgetInputs) -> PoolPlan:
         d = draft.upstream_reserved_layers
         if draft.algorithm == "DFLASH" and d:
             per_token = scaled_target_cell(inputs.target_kv, d, ceil=True)
-        elif d > 0 and isinstance(inputs.target_kv, AttentionKVSpec):
+        elif d > 0 and uniform_layers(inputs.target_kv) > 0:
             per_token = scaled_target_cell(inputs.target_kv, d, ceil=False)
         elif d > 0:
             notes.append("0.5.14 reserves no draft KV for hybrid-SWA targets")

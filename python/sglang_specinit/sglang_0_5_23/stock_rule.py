@@ -9,7 +9,6 @@ instead (``planner_replay.stock_plan_0_5_23``); the plugin's runtime never calls
 from __future__ import annotations
 
 from sglang_specinit.budget import (
-    AttentionKVSpec,
     BudgetInputs,
     DraftSpec,
     HybridSWAKVSpec,
@@ -21,6 +20,7 @@ from sglang_specinit.budget import (
     floor_tokens,
     make_plan,
     static_budget_bytes,
+    uniform_layers,
 )
 
 
@@ -55,9 +55,10 @@ def _upstream_0_5_23_cell(target: KVSpec, draft: DraftSpec | None) -> float:
         if full.num_layers <= 0:
             return cell + d * target.swa.unpacked_bytes_per_token() / max(target.swa.num_layers, 1)
         return cell + d * full.unpacked_bytes_per_token() // full.num_layers
-    if not isinstance(target, AttentionKVSpec) or target.num_layers <= 0:
+    n = uniform_layers(target)
+    if n <= 0:
         return cell
-    return cell + int(cell * d / target.num_layers)
+    return cell + int(cell * d / n)
 
 
 def upstream_0_5_23_plan(inputs: BudgetInputs) -> PoolPlan:
