@@ -48,9 +48,9 @@ GEOMETRIES = {
 
 def _planner_spec(model_dir: Path, kv_cache_dtype: str) -> budget.KVSpec:
     """The target's KV spec the way ``sglang-specinit plan`` derives it (no runner)."""
+    from harness.geometry.specs import kv_spec_from_model_config, runner_layer_count
     from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.sglang_0_5_13.planner_replay import resolve_kv_dtype
-    from sglang_specinit.sglang_0_5_13.specs import kv_spec_from_model_config, runner_layer_count
 
     config = ModelConfig(str(model_dir))
     return kv_spec_from_model_config(

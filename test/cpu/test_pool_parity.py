@@ -25,10 +25,10 @@ from harness.cpu_doubles.unloaded_runner import (
     fp4_pools_as_on_cuda,
     unloaded_runner,
 )
+from harness.geometry.runner_kv_spec import kv_spec_for_runner
 from sglang_specinit import budget
 from sglang_specinit.model_facts import runner_layer_count
 from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
-from sglang_specinit.sglang_0_5_13.runner_kv_spec import kv_spec_for_runner
 
 ALL_CASES = {**CASES, "qwen3-next-gdn": qwen3_next_config_dir}
 KV_DTYPES = ("model", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float4_e2m1fn_x2")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from harness.checkpoints import gemma4_mtp
 from harness.checkpoints.gemma4_mtp import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
+from harness.geometry.specs import FROZEN_KV_STAND_IN_TOKENS, attention_kv_spec
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
 from harness.reports.report_reading import (
     F,
@@ -27,7 +28,6 @@ from harness.reports.report_reading import (
 )
 from sglang_specinit import budget
 from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp
-from sglang_specinit.sglang_0_5_13.specs import FROZEN_KV_STAND_IN_TOKENS, attention_kv_spec
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,

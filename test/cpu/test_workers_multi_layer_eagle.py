@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from harness.checkpoints import mimo_v2_mtp
 from harness.checkpoints.mimo_v2_mtp import DEFAULT_MIMO_V2, TinyMiMoV2Shape
+from harness.geometry.specs import attention_kv_spec
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
 from harness.reports.report_reading import (
     F,
@@ -36,7 +37,6 @@ from harness.reports.report_reading import (
 )
 from sglang_specinit import budget
 from sglang_specinit.sglang_0_5_13 import multi_layer_eagle
-from sglang_specinit.sglang_0_5_13.specs import attention_kv_spec
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,

@@ -44,6 +44,8 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     (the releases it runs on and what differs), ``storage_identity`` (the draft's embed/lm_head
     are the target's storage at pool time), ``case_report`` (one case's launches, results and
     wall time).
+``geometry`` - model-geometry pricing kept only as a cross-check of built pools: ``specs``
+    (0.5.13.x ``ModelConfig`` -> geometric KV specs), ``runner_kv_spec`` (a live runner's).
 ``selection`` (this package's one top-level module) - which tests a run selects (the ``slow``
     set).
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from harness.geometry.specs import attention_kv_spec, element_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sglang_specinit.budget import (
@@ -22,7 +23,6 @@ from sglang_specinit.budget import (
     kv_pool_bytes,
     plan_pools,
 )
-from sglang_specinit.sglang_0_5_13.specs import attention_kv_spec, element_bytes
 from sglang_specinit.sglang_0_5_13.stock_rule import stock_0_5_13_plan
 from sglang_specinit.sglang_0_5_14.stock_rule import upstream_0_5_14_plan
 
@@ -430,7 +430,7 @@ def model_config_of():
 
 
 def test_kv_heads_per_tp_rank(model_config_of) -> None:
-    from sglang_specinit.sglang_0_5_13.specs import kv_spec_from_model_config
+    from harness.geometry.specs import kv_spec_from_model_config
 
     mc = model_config_of("llama31-70b-eagle-tp4")  # 80 layers, 8 KV heads, head_dim 128
 
@@ -444,15 +444,15 @@ def test_kv_heads_per_tp_rank(model_config_of) -> None:
 
 
 def test_mla_is_not_split_by_tp(model_config_of) -> None:
-    from sglang_specinit.sglang_0_5_13.specs import kv_spec_from_model_config
+    from harness.geometry.specs import kv_spec_from_model_config
 
     mc = model_config_of("deepseek-v3-mtp")
     assert kv_spec_from_model_config(mc, "bfloat16", 8, 61, 0.8).bytes_per_token() == 70272
 
 
 def test_gpt_oss_is_hybrid_swa(model_config_of) -> None:
+    from harness.geometry.specs import kv_spec_from_model_config
     from sglang_specinit.planner.replay import cuda_quantization_names
-    from sglang_specinit.sglang_0_5_13.specs import kv_spec_from_model_config
 
     with cuda_quantization_names():  # mxfp4 is registered only on CUDA builds
         mc = model_config_of("gpt-oss-20b-eagle3")
@@ -640,9 +640,9 @@ def test_nnpl_zero_layer_counts() -> None:
 
 
 def test_multi_layer_eagle_pools_from_a_real_draft_config(model_config_of) -> None:
+    from harness.geometry.specs import draft_kv_pools
     from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
-    from sglang_specinit.sglang_0_5_13.specs import draft_kv_pools
 
     draft = ModelConfig(
         model_path=str(EXAMPLES_DIR / "llama31-8b-eagle3" / "draft"), is_draft_model=True

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 from harness.checkpoints.published_configs import CASES, model_config
+from harness.geometry.specs import kv_spec_from_model_config, runner_layer_count
 from sglang_specinit import budget
-from sglang_specinit.sglang_0_5_13.specs import kv_spec_from_model_config, runner_layer_count
 
 SWA_RATIO = 0.8
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from harness.geometry.specs import attention_kv_spec
 from sglang_specinit.budget import (
     BudgetInputs,
     DraftSpec,
@@ -17,7 +18,6 @@ from sglang_specinit.report import (
     render_breakdown,
     render_table,
 )
-from sglang_specinit.sglang_0_5_13.specs import attention_kv_spec
 from sglang_specinit.sglang_0_5_13.stock_rule import stock_0_5_13_plan
 
 GIB = 1 << 30

@@ -24,8 +24,9 @@ One module per SGLang area; each declares, as data (:mod:`sglang_specinit.hooks`
     launch_checks       server_args (ServerArgs.check_server_args: bad flags, shards, draft fit)
 
 ``launch_policy`` decides which launches are phased; ``runtime_budget`` sizes the pools;
-``state`` holds the cut mechanism shared by the phase modules; ``runner_kv_spec`` is a live
-runner's geometric KV spec (checked against the built pools in ``test/cpu``). This file only
+``state`` holds the cut mechanism shared by the phase modules; ``pool_probe`` prices a pool by
+building it (the server's and the planner's one price source); ``planner_replay`` is this
+release's server-args replay and ``stock_rule`` its stock sizing, modelled. This file only
 declares the releases and the phase modules; ``hooks.adapter_patches`` reads their tables.
 """
 

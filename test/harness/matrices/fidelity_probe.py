@@ -319,8 +319,9 @@ def run_mode(request: dict[str, Any], mode: str, out_dir: Path) -> None:
     # Imported by ServerArgs.__post_init__ in every launch (after load_plugins, as here);
     # importing it once, before the per-launch forks, saves each launch that import.
     import sglang.srt.configs.model_config  # noqa: F401
-    import sglang_specinit.sglang_0_5_13.specs  # noqa: F401
     import sglang_specinit.sglang_0_5_13.state  # noqa: F401
+
+    import harness.geometry.specs  # noqa: F401
 
     install_device_doubles(int(request["capacity_mib"]), tuple(request["capability"]))
     fraction_sink: dict[str, Any] = {}

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sglang_specinit import budget, rank_reports
-from sglang_specinit.sglang_0_5_13.specs import attention_kv_spec
+
+from harness.geometry.specs import attention_kv_spec
 
 if TYPE_CHECKING:
     from harness.checkpoints.llama_layout import TinyLlamaShape

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from sglang_specinit.budget import KVSpec
-from sglang_specinit.sglang_0_5_13.specs import (
+
+from harness.geometry.specs import (
     DRAFT_FULL_ATTENTION_LAYERS,
     kv_spec_from_model_config,
 )

@@ -1,0 +1,113 @@
+"""The 0.5.13.x planner prices every pool by building it (the server's function), and the
+model-geometry pricing it replaced agrees with what it builds on every shipped example.
+
+The planner's ``Replay0513.pool_prices`` runs ``sglang_0_5_13.pool_probe.measure_kv_pool`` (what
+the 0.5.13 server's sizing runs on its live runners) on runners built without weights; the
+geometry (``harness.geometry.specs``) is kept only as this cross-check. A replay that went back
+to geometry would still pass the equality, so the first test also shows a pool really is built.
+"""
+
+from __future__ import annotations
+
+import pytest
+from harness.geometry.specs import draft_extra_bytes, draft_kv_pools, kv_spec_from_model_config
+from sglang_specinit.budget import MeasuredKVSpec, sized_by_target
+from sglang_specinit.model_facts import runner_layer_count
+from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
+from sglang_specinit.planner.replay import build_model_config, cuda_quantization_names
+from sglang_specinit.planner.shipped_examples import list_examples, load_example
+from sglang_specinit.sglang_0_5_13 import pool_probe
+from sglang_specinit.sglang_0_5_13.planner_replay import REPLAY
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def _resolved(example: str):
+    ex = load_example(example)
+    preset = get_preset(ex.gpu or "H100-80GB")
+    device = DeviceSpec(
+        name=preset.name,
+        total_bytes=preset.total_bytes,
+        pre_load_free_bytes=pre_load_free_bytes(preset.total_bytes),
+        resident_bytes=None,
+        sm=preset.sm,
+    )
+    server_args = REPLAY.parse_launch(list(ex.launch_args))
+    return REPLAY.resolve(server_args, device), device
+
+
+def _geometry(launch):
+    """The same launch priced from the model geometry, as the planner priced it before."""
+    from sglang.srt.configs.model_config import ModelConfig
+
+    args = launch.args
+    target_mc = launch.target_model_config
+    t_dtype = REPLAY.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
+    target = kv_spec_from_model_config(
+        target_mc,
+        t_dtype,
+        attn_tp_size=launch.attn_tp_size,
+        num_layers=runner_layer_count(target_mc, is_draft=False),
+        swa_full_tokens_ratio=args.swa_full_tokens_ratio,
+        server_args=launch.mla_server_args,
+    )
+    draft_mc = build_model_config(
+        ModelConfig.from_server_args,
+        launch.config_source,
+        model_path=args.speculative_draft_model_path or args.model_path,
+        is_draft_model=True,
+    )
+    d_dtype = REPLAY.kv_dtype(launch, draft_mc, is_draft=True, target_kv_dtype=t_dtype)
+    common = dict(
+        attn_tp_size=launch.attn_tp_size, swa_full_tokens_ratio=args.swa_full_tokens_ratio
+    )
+    steps = int(args.speculative_num_steps or 1)
+    pools = draft_kv_pools(
+        args.speculative_algorithm,
+        draft_mc,
+        d_dtype,
+        num_steps=steps,
+        multi_layer_eagle=bool(args.enable_multi_layer_eagle),
+        server_args=launch.mla_server_args,
+        **common,
+    )
+    extra = draft_extra_bytes(
+        args.speculative_algorithm,
+        draft_mc,
+        target_mc,
+        d_dtype,
+        page_size=int(args.page_size),
+        num_steps=steps,
+        multi_layer_eagle=bool(args.enable_multi_layer_eagle),
+        **common,
+    )
+    return target, tuple(sized_by_target(p, target) for p in pools), extra
+
+
+@pytest.mark.parametrize("example", list_examples())
+def test_built_prices_equal_the_geometry(example: str, monkeypatch) -> None:
+    built_runners = []
+    measure = pool_probe.measure_kv_pool
+
+    def counting(runner, *split):
+        built_runners.append(runner)
+        return measure(runner, *split)
+
+    monkeypatch.setattr(pool_probe, "measure_kv_pool", counting)
+    with cuda_quantization_names():
+        launch, device = _resolved(example)
+        prices = REPLAY.pool_prices(launch, device)
+        target, draft_pools, (per_request, fixed) = _geometry(launch)
+    # Built: one pool for the target and one per distinct draft runner, by the server's probe.
+    assert len(built_runners) == 2
+    assert isinstance(prices.target_kv, MeasuredKVSpec)
+    page = int(launch.args.page_size)
+    for tokens in (page * 64, page * 4096, page * 100_003):
+        assert prices.target_kv.pool_bytes(tokens, page) == target.pool_bytes(tokens, page)
+        assert [p.pool_bytes(tokens, page) for p in prices.draft_pools] == [
+            p.pool_bytes(tokens, page) for p in draft_pools
+        ]
+    assert prices.target_kv.num_layers == runner_layer_count(
+        launch.target_model_config, is_draft=False
+    )
+    assert (prices.draft_request_bytes, prices.draft_fixed_bytes) == (per_request, fixed)
