@@ -13,9 +13,11 @@
 # docs/planner.md), so nothing is added to the path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh >&2
+# Only the environment this plan runs in is built (and .venv, which it layers over).
 case "${SPECINIT_SGLANG:-0.5.23}" in
-  0.5.13*) exec .venv/bin/sglang-specinit plan "$@" ;;
-  0.5.23) exec .venv-sglang0523/bin/sglang-specinit plan "$@" ;;
+  0.5.13*) venv=.venv ;;
+  0.5.23) venv=.venv-sglang0523 ;;
   *) echo "scripts/plan.sh: SPECINIT_SGLANG must be 0.5.23 or 0.5.13" >&2; exit 2 ;;
 esac
+bash scripts/setup.sh "$venv" >&2
+exec "$venv/bin/sglang-specinit" plan "$@"

@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Builds the CPU development environment (idempotent: an up-to-date tree takes a second).
+# Builds the CPU development environments (idempotent: an up-to-date tree takes a second).
+#
+#   bash scripts/setup.sh                 every environment below (what the tests run)
+#   bash scripts/setup.sh VENV [VENV ...] only those (and .venv, which the others layer over):
+#                                         scripts/plan.sh builds just the one it plans with
 #
 #   .venv               sglang 0.5.13.post1 + this package (editable) + pinned test tools
 #   .venv-sglang0514    sglang 0.5.14 (no deps) layered over .venv: the 0.5.14 adapter's
@@ -99,8 +103,28 @@ up_to_date() {
   [ -f "$1/.specinit-stamp" ] && [ "$(cat "$1/.specinit-stamp")" = "$(stamp_of "$1")" ]
 }
 
+# The environments asked for (default: all); .venv always, the others are layered over it.
+wanted=(.venv)
+if [ "$#" -eq 0 ]; then
+  wanted+=(.venv-sglang0514 "${!LAYERED[@]}")
+else
+  for venv in "$@"; do
+    case "$venv" in
+      .venv) ;;
+      .venv-sglang0514) wanted+=("$venv") ;;
+      *)
+        if [ -z "${LAYERED[$venv]+set}" ]; then
+          echo "[setup] unknown environment $venv (known: .venv .venv-sglang0514 ${!LAYERED[*]})" >&2
+          exit 2
+        fi
+        wanted+=("$venv") ;;
+    esac
+  done
+fi
+is_wanted() { local v; for v in "${wanted[@]}"; do [ "$v" = "$1" ] && return 0; done; return 1; }
+
 stale=()
-for venv in .venv .venv-sglang0514 "${!LAYERED[@]}"; do
+for venv in "${wanted[@]}"; do
   up_to_date "$venv" || stale+=("$venv")
 done
 if [ ${#stale[@]} -eq 0 ]; then
@@ -119,12 +143,12 @@ fi
 # The layered environments only read .venv: build them side by side (pip is mostly
 # single-threaded unpacking, and CI has two cores).
 pids=()
-if ! up_to_date .venv-sglang0514; then
+if is_wanted .venv-sglang0514 && ! up_to_date .venv-sglang0514; then
   (build_upstream_venv && stamp_of .venv-sglang0514 > .venv-sglang0514/.specinit-stamp) &
   pids+=($!)
 fi
 for venv in "${!LAYERED[@]}"; do
-  if ! up_to_date "$venv"; then
+  if is_wanted "$venv" && ! up_to_date "$venv"; then
     (
       step=$(date +%s)
       build_layered_venv "$venv" "${LAYERED[$venv]}"
