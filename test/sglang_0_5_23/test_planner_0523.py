@@ -491,3 +491,19 @@ def test_bad_input_exits_2_with_one_line(
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
     assert EXPECTED_MESSAGES[case] in lines[0], lines[0]
+
+
+def test_a_fraction_stock_cannot_start_with_is_a_column_not_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """At f = 0.1 the default example's weights exceed the budget: 0.5.23's own sizing refuses
+    (``MemoryPoolConfig`` raises "Not enough memory"); the stock column says so with 0 tokens
+    and the plan still prints both columns (exit 0), as this package's column reports a plan
+    below one page."""
+    data = plan_json(capsys, "--mem-fraction-static", "0.1")
+    release = data["sglang_version"]
+    assert data[f"stock_{release.replace('.', '_')}"]["tokens"] == 0
+    assert data["tokens"] == 0
+    code, out, err = run(capsys, "plan", "--mem-fraction-static", "0.1")
+    assert code == 0, err
+    assert f"* stock {release}: refuses to start: Not enough memory" in out

@@ -354,9 +354,15 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
         at_profile += draft.weight_bytes + draft.shared_weight_bytes
     available = static_budget_bytes(inputs) - at_profile - inputs.reserved_bytes
     cell = float(create_memory_pool_configurator(kvc)._cell_size)
-    tokens = int(_released(type(kvc).config_from_budget)(kvc, available).max_total_num_tokens)
     notes: list[str] = []
     release = installed_release()
+    try:
+        tokens = int(_released(type(kvc).config_from_budget)(kvc, available).max_total_num_tokens)
+    except RuntimeError as refusal:
+        # MemoryPoolConfig refuses a non-positive token count (pool_configurator.py:95-99):
+        # stock cannot start this launch; the column says so instead of the planner failing.
+        tokens = 0
+        notes.append(f"refuses to start: {refusal}")
     if draft is not None and draft.shared_weight_bytes:
         notes.append(f"{release} profiles while the draft's duplicate embed/lm_head are resident")
     if draft is not None and draft.kv_bytes_per_token() > cell - inputs.target_kv.bytes_per_token():
