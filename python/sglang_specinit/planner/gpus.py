@@ -48,7 +48,11 @@ class GpuPreset:
         return self.total_mib * MIB
 
 
-# memory.total in MiB as nvidia-smi prints it for the common SKU of each name.
+# memory.total in MiB as nvidia-smi prints it for the common SKU of each name; the compute
+# capability as NVIDIA's CUDA GPU table gives it (https://developer.nvidia.com/cuda-gpus, also
+# `nvidia-smi --query-gpu=compute_cap`): Ampere A100 8.0, Ada L40S / RTX 4090 8.9, Hopper
+# H100 / H200 9.0, Blackwell B200 10.0. The planner checks the attention kernels a launch
+# resolves to against it (which backends need which capability: docs/planner.md).
 _PRESETS = (
     GpuPreset("H100-80GB", 81559, "H100 SXM5 80GB HBM3", 90),
     GpuPreset("H100-94GB", 95830, "H100 NVL 94GB HBM3", 90),

@@ -15,7 +15,9 @@ the page-size and attention-backend defaults, and each step's refusals) and
 ``check_server_args``. Values are read back through ``resolved_view``; the attention-TP width is
 ``runtime_context.attn_tp_size_of``; KV dtypes are ``mem_cache.kv_cache_dtype
 .configure_kv_cache_dtype``. The machine those steps see is the planned one
-(:func:`planned_device`), not the host the planner runs on.
+(:func:`planned_device`), not the host the planner runs on; an attention kernel the resolved
+launch would run but the planned GPU cannot (``kernel_arch``: DSA's trtllm backends, which
+``--dcp-size > 1`` selects, off Blackwell; ``fa3`` off sm_8x / sm_9x) is refused in one line.
 
 **Every pool is priced as the 0.5.23 server prices it** (:meth:`Replay0523.pool_prices`): the
 launch's flags are published with this host's device (:func:`pricing_device`:
@@ -71,6 +73,7 @@ from sglang_specinit.planner.replay import (
 from sglang_specinit.planner.replay import build_model_config as _model_config
 from sglang_specinit.planner.replay import released as _released
 from sglang_specinit.report import ReportColumn
+from sglang_specinit.sglang_0_5_23.kernel_arch import refuse_unrunnable_kernels
 from sglang_specinit.sglang_0_5_23.planned_device import planned_device
 from sglang_specinit.sglang_0_5_23.pricing_host import (
     kv_warm_up_copy_skipped,
@@ -191,7 +194,7 @@ class Replay0523:
         import copy
 
         from sglang.srt.arg_groups.arg_utils import field_names
-        from sglang.srt.configs.model_config import ModelConfig
+        from sglang.srt.configs.model_config import AttentionArch, ModelConfig
         from sglang.srt.runtime_context import attn_tp_size_of
 
         launch_inputs = {
@@ -211,6 +214,15 @@ class Replay0523:
             # A draft read from the same checkpoint rewrites the cached hf config in place.
             own_hf_config(target_mc)
             refuse_unpriced_model(target_mc)
+            if server_args.device == "cuda":
+                refuse_unrunnable_kernels(
+                    args,
+                    launch_inputs,
+                    mla=target_mc.attention_arch == AttentionArch.MLA,
+                    release=installed_release(),
+                    device_name=device.name,
+                    sm=device.sm,
+                )
         fraction = float(args.mem_fraction_static)
         return ResolvedLaunch0523(
             args=args,
