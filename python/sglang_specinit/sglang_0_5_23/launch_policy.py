@@ -19,8 +19,6 @@ from sglang_specinit.step_aside import PRICED_DEVICES, StepAside
 
 def pricing_blocker(scheduler: Any) -> StepAside | None:
     """None when this package prices the draft of this launch."""
-    from sglang.srt.configs.model_config import is_deepseek_v4
-
     from sglang_specinit import compat, sglang_0_5_23
     from sglang_specinit.sglang_0_5_23.release_shims import kv_cache_sharding, scheduler_ranks
 
@@ -45,8 +43,6 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
         return StepAside("--enable-hisparse prices the draft in its host-expanded id space")
     if kv_cache_sharding(server_args):
         return StepAside("--enable-kv-cache-sharding adds shard scratch the budget model omits")
-    if is_deepseek_v4(scheduler.model_config.hf_config):
-        return StepAside("DeepSeek-V4 compressed KV pools are not priced by sglang-specinit")
     parallel = scheduler_ranks(scheduler)
     if parallel.pp_size > 1:
         return StepAside("pipeline parallelism: the draft lives on the last stage only")
