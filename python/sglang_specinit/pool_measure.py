@@ -57,7 +57,7 @@ def _reachable(
         seen.add(id(value))
         if isinstance(value, torch.Tensor):
             storage = value.untyped_storage()
-            storages[path] = (storage.data_ptr(), storage.nbytes())
+            storages[path] = (_storage_identity(storage), storage.nbytes())
         elif isinstance(value, list | tuple):
             stack.extend((f"{path}.{i}", v) for i, v in enumerate(value))
         elif isinstance(value, dict):
@@ -66,6 +66,15 @@ def _reachable(
             pools.add(id(value))
             stack.extend((f"{path}.{k}", v) for k, v in _fields(value))
     return storages, pools
+
+
+def _storage_identity(storage: Any) -> int:
+    """What tells storages apart: the data pointer, except on device ``meta`` (pools built there
+    to read their sizes without allocating), where every pointer is 0 and the storage object
+    itself (``_cdata``, shared by views as the pointer is) identifies it."""
+    if storage.device.type == "meta":
+        return int(storage._cdata)
+    return int(storage.data_ptr())
 
 
 def _fields(value: Any) -> list[tuple[str, Any]]:

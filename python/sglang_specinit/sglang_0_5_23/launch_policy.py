@@ -46,7 +46,12 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     if kv_cache_sharding(server_args):
         return StepAside("--enable-kv-cache-sharding adds shard scratch the budget model omits")
     if is_deepseek_v4(scheduler.model_config.hf_config):
-        return StepAside("DeepSeek-V4 compressed KV pools are not priced by sglang-specinit")
+        # Priced exactly on 0.5.23's own configurators (dsv4_sizing, the layout matrix's V4
+        # cells), but the server-side wiring has not run in a launch yet: stock's solve stays.
+        return StepAside(
+            "DeepSeek-V4: its draft pricing (dsv4_sizing) is checked on 0.5.23's configurators "
+            "but not yet in a live launch, so stock's (T + 1) / T draft reserve is kept"
+        )
     parallel = scheduler_ranks(scheduler)
     if parallel.pp_size > 1:
         return StepAside("pipeline parallelism: the draft lives on the last stage only")

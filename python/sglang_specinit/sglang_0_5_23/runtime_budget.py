@@ -32,7 +32,7 @@ from sglang_specinit.live_sizing import (
     storage_bytes,
 )
 from sglang_specinit.patch_table import PatchTable
-from sglang_specinit.sglang_0_5_23 import pool_probe
+from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
 from sglang_specinit.sglang_0_5_23.release_shims import attn_dp_size, fused_entry_bytes
 from sglang_specinit.sizing_state import Prices, TargetSizing, active_sizing
 
@@ -82,6 +82,8 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
     )
 
     configurator = create_memory_pool_configurator(self)
+    if dsv4_sizing.is_dsv4_configurator(configurator):
+        return _resolve_dsv4(original, self, configurator, sizing, pre_model_load_memory)
     # Fused draft entries exist from 0.5.22 (release_shims; required there, not before).
     fused = any(fused_entry_bytes(self, pool) is not None for pool in ("full", "swa"))
     if fused or type(configurator) not in (DefaultPoolConfigurator, HybridSWAPoolConfigurator):
@@ -199,6 +201,65 @@ def _resolve(
     config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
     config = configurator.finalize_with_max_running_requests(config)
     config.mem_fraction_static = get_schedule().mem_fraction_static
+    return config
+
+
+def _resolve_dsv4(
+    original: Any, kvc: Any, configurator: Any, sizing: TargetSizing, pre_model_load_memory: float
+) -> Any:
+    """A DeepSeek-V4 target: SGLang's own DSV4 solve with the draft's real term
+    (:mod:`.dsv4_sizing`), its answer checked against the pools it builds."""
+    from sglang.srt.runtime_context import get_schedule
+
+    reason = dsv4_sizing.unpriced_reason(configurator)
+    if reason is None and (sizing.draft.fixed_pools or not sizing.draft.pool_runners):
+        reason = "a DeepSeek-V4 draft without a token-sized pool"
+    if reason is not None:
+        logger.warning(
+            "[specinit] stock sglang %s KV sizing (draft reserved as (T + 1) / T target "
+            "layers): %s is not priced by sglang-specinit",
+            installed_sglang_version(),
+            reason,
+        )
+        return original(kvc, pre_model_load_memory)
+    try:
+        start = time.perf_counter()
+        drafts = [pool_probe.draft_configurator(r) for r in sizing.draft.pool_runners]
+        split = pool_probe.target_split(kvc)
+        draft_prices = tuple(pool_probe.measure_configurator(d, split) for d in drafts)
+        priced = dsv4_sizing.priced_configurator(kvc, draft_prices)
+        sizing.pricing_seconds = time.perf_counter() - start
+    except Exception as exc:  # a pool 0.5.23 cannot build tiny is not ours to size
+        logger.warning(
+            "[specinit] stock sglang %s KV sizing: the DeepSeek-V4 draft pool could not be "
+            "priced by building it (%s: %s)",
+            installed_sglang_version(),
+            type(exc).__name__,
+            exc,
+        )
+        return original(kvc, pre_model_load_memory)
+    available = kvc._profile_available_bytes(pre_model_load_memory)
+    padding = dsv4_sizing.draft_padding_bytes(draft_prices)
+    config = dsv4_sizing.solve(kvc, priced, available, padding)
+    config = dsv4_sizing.fitted(kvc, priced, config, available, drafts)
+    target_spec = dsv4_sizing.target_display_spec(priced)
+    readings = read_sizing(
+        kvc, sizing, pre_model_load_memory, available, (target_spec, draft_prices, 0)
+    )
+    inputs, _ = plan_from_readings(readings, refuse_too_few=False)
+    sizing.inputs = inputs
+    sizing.plan = dsv4_sizing.plan_of(
+        "specinit",
+        inputs,
+        config,
+        (
+            dsv4_sizing.built_pool_bytes(kvc, config),
+            sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
+        ),
+        dsv4_sizing.draft_bytes_per_row(priced, draft_prices),
+        float(priced.bytes_per_full_token),
+        int(get_schedule().mem_fraction_static * inputs.pre_load_free_bytes) - available,
+    )
     return config
 
 

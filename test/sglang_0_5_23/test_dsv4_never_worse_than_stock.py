@@ -1,0 +1,245 @@
+"""DeepSeek-V4-Flash + MTP on 0.5.23's own DSV4 configurator: never worse than stock.
+
+The cookbook's V4-Flash launches (MTP 3 / 1 / 4, H200 FP8 and B200 FP4, TP 4 and 8, with and
+without ``--swa-full-tokens-ratio``) are published as 0.5.23 publishes them
+(``offline_configurator.published_layout``: the target's and the NextN draft's
+``KVCacheConfigurator``, no weights). For each cell:
+
+* the draft's price is what its pool allocates, built by SGLang's ``_init_pools`` at two more
+  sizes (the NextN draft: one SWA layer, c4/c128/state pools zeroed);
+* stock's reserve for the draft is SGLang's own (T + 1) / T inflation of the per-token
+  coefficient, and stock's config SGLang's own solve on stock's budget (the draft's duplicate
+  embed/lm_head resident, as 0.5.23 profiles);
+* the plugin's config is the same solve with only the draft's term replaced
+  (``dsv4_sizing.priced_configurator``), on the budget left once they are bound;
+* every byte used is what the pools SGLang builds from each config own, built on device
+  ``meta`` (``dsv4_sizing.built_pool_bytes``: the pool classes' sizes at full scale);
+* the plugin fits ``f x free``; where stock fits, the plugin serves at least stock's tokens.
+
+Weights per rank are inputs of the arithmetic (checkpoint bytes over TP: the FP4 checkpoint,
+or its experts resident as FP8 with ``SGLANG_DSV4_FP4_EXPERTS=0``). No Engine; a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from harness.checkpoints.published_configs import dsv4_flash_config_dir
+
+GIB = 1 << 30
+# V4-Flash, bytes (estimates from the config: 256 experts x 3 x 4096 x 2048 per layer).
+EXPERTS_FP4_PER_LAYER = 3_422_552_064  # e2m1 + one e8m0 scale per 32 values
+EXPERTS_FP8_PER_LAYER = 6_442_450_944 + 6_442_450_944 // (128 * 128) * 4
+CHECKPOINT_FP4 = 159_900_000_000  # FP4 experts, FP8 attention/dense, one MTP block
+MTP_BLOCK = 3_520_000_000  # one decoder layer's worth
+VOCAB_TABLE = 129_280 * 4096 * 2  # the NextN draft's own embed / lm_head (bf16), each
+MTP_FLAGS = {
+    "speculative_algorithm": "EAGLE",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    tp: int
+    fp8_experts: bool
+    device_gib: float
+    capability: tuple[int, int]
+    swa_ratio: float | None = None
+    mem_fraction_static: float = 0.85
+    tags: tuple[str, ...] = ()
+
+    def weights(self) -> tuple[int, int, int]:
+        """(target, draft's own, draft duplicates of the target) bytes per rank."""
+        target = CHECKPOINT_FP4 - MTP_BLOCK
+        draft = MTP_BLOCK
+        if self.fp8_experts:
+            extra = EXPERTS_FP8_PER_LAYER - EXPERTS_FP4_PER_LAYER
+            target += 43 * extra
+            draft += extra
+        return target // self.tp, draft // self.tp, 2 * VOCAB_TABLE // self.tp
+
+
+CELLS = [
+    Cell("V4-Flash MTP, H200 FP8, TP 4", 4, True, 140.0, (9, 0), tags=("h200-tp4",)),
+    Cell("V4-Flash MTP, H200 FP8, TP 8", 8, True, 140.0, (9, 0)),
+    Cell("V4-Flash MTP, H200 FP4, TP 4", 4, False, 140.0, (9, 0)),
+    Cell("V4-Flash MTP, B200 FP4, TP 4, ratio 0.1", 4, False, 178.0, (10, 0), 0.1),
+    Cell("V4-Flash MTP, B200 FP4, TP 8, ratio 0.1", 8, False, 178.0, (10, 0), 0.1),
+    Cell("V4-Flash MTP, B200 FP4, TP 4, ratio 0.2", 4, False, 178.0, (10, 0), 0.2),
+]
+
+
+@dataclass
+class Result:
+    cell: Cell
+    page: int
+    draft_price: Any
+    allocated: tuple[int, int]  # the draft pool built at two more sizes
+    priced: tuple[int, int]
+    cap_mode: bool
+    stock_reserve_per_row: float
+    draft_per_row: float
+    budget: int
+    stock_tokens: int
+    stock_used: int
+    plugin_tokens: int
+    plugin_used: int
+    coefficient: float
+
+
+def evaluate(cell: Cell, tmp: Path) -> Result:
+    from sglang.srt.model_executor.pool_configurator import (
+        MemoryPoolConfig,
+        create_memory_pool_configurator,
+    )
+    from sglang_specinit.budget import kv_pool_bytes
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+
+    args = dict(MTP_FLAGS, model_path=str(dsv4_flash_config_dir(tmp)), tp_size=cell.tp)
+    if cell.swa_ratio is not None:
+        args["swa_full_tokens_ratio"] = cell.swa_ratio
+    with mock.patch("torch.cuda.get_device_capability", return_value=cell.capability):
+        layout = published_layout(trust_remote_code=True, **args)
+    target, (draft,) = layout.target, layout.drafts
+    page = int(target.page_size)
+    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
+
+    allocated, priced = [], []
+    for pages in (5, 10):
+        swa = pages * page
+        config = MemoryPoolConfig(
+            max_total_num_tokens=10 * swa,
+            max_running_requests=1,
+            full_max_total_num_tokens=10 * swa,
+            swa_max_total_num_tokens=swa,
+        )
+        allocated.append(dsv4_sizing.built_pool_bytes(draft, config))
+        priced.append(kv_pool_bytes(price, swa, page))
+
+    w_target, w_draft, w_dup = cell.weights()
+    budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
+    stock = create_memory_pool_configurator(target)
+    stock_config = dsv4_sizing.solve(target, stock, budget - (w_target + w_draft + w_dup), 0)
+    stock_target = dsv4_sizing.built_pool_bytes(target, stock_config)
+    stock_draft = dsv4_sizing.built_pool_bytes(draft, stock_config)
+    # Stock's peak: the target pool exists while the duplicates are still resident (0.5.23
+    # binds them in the draft's alloc_memory_pool), the draft pool once they are gone.
+    stock_used = max(
+        w_target + w_draft + w_dup + stock_target, w_target + w_draft + stock_target + stock_draft
+    )
+
+    ours = dsv4_sizing.priced_configurator(target, [price])
+    available = budget - (w_target + w_draft)
+    config = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
+    config = dsv4_sizing.fitted(target, ours, config, available, [draft])
+    plugin_used = (
+        w_target
+        + w_draft
+        + dsv4_sizing.built_pool_bytes(target, config)
+        + dsv4_sizing.built_pool_bytes(draft, config)
+    )
+    return Result(
+        cell=cell,
+        page=page,
+        draft_price=price,
+        allocated=tuple(allocated),
+        priced=tuple(priced),
+        cap_mode=stock.swa_cap_tokens is not None,
+        stock_reserve_per_row=dsv4_sizing.stock_draft_bytes_per_row(target),
+        draft_per_row=dsv4_sizing.draft_bytes_per_row(ours, [price]),
+        budget=budget,
+        stock_tokens=int(stock_config.max_total_num_tokens),
+        stock_used=stock_used,
+        plugin_tokens=int(config.max_total_num_tokens),
+        plugin_used=plugin_used,
+        coefficient=float(ours.bytes_per_full_token),
+    )
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
+    root = tmp_path_factory.mktemp("dsv4")
+    results = {}
+    for i, cell in enumerate(CELLS):
+        (root / str(i)).mkdir()
+        results[cell.name] = evaluate(cell, root / str(i))
+    table = os.environ.get("SPECINIT_TEST_MATRIX_TABLE")
+    if table:
+        Path(table).write_text(render_table(results.values()))
+    return results
+
+
+def render_table(results: Any) -> str:
+    rows = [
+        "| cell | stock reserves B/row | draft allocates B/row | tokens stock -> plugin | "
+        "budget use stock -> plugin |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        rows.append(
+            f"| {r.cell.name} | {r.stock_reserve_per_row:,.1f} | {r.draft_per_row:,.1f} | "
+            f"{r.stock_tokens:,} -> {r.plugin_tokens:,} | {100 * r.stock_used / r.budget:.2f} % "
+            f"-> {100 * r.plugin_used / r.budget:.2f} % |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+IDS = [c.name for c in CELLS]
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_draft_price_is_what_its_pool_allocates(matrix, name) -> None:
+    r = matrix[name]
+    (a_small, a_large), (p_small, p_large) = r.allocated, r.priced
+    assert a_large - a_small == p_large - p_small
+    assert 0 <= a_small - p_small <= 16 << 10  # constant pointer tables only
+    # The NextN draft: one SWA layer, nothing that scales with full tokens.
+    assert r.draft_price.full_bytes_per_token == 0 < r.draft_price.swa_bytes_per_token
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_stock_over_reserves_the_nextn_draft(matrix, name) -> None:
+    r = matrix[name]
+    assert r.stock_reserve_per_row > r.draft_per_row > 0
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_plugin_fits_the_budget_and_fills_it(matrix, name) -> None:
+    r = matrix[name]
+    assert r.plugin_used <= r.budget
+    # Within a few pages (about 2 MB each): SGLang's own solve floors to pages, its SWA split
+    # to pages, and the step down to the built pools' bytes is whole pages.
+    assert r.budget - r.plugin_used < 8 * r.page * r.coefficient
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_never_worse_than_stock(matrix, name) -> None:
+    r = matrix[name]
+    if r.stock_used <= r.budget:
+        assert r.plugin_tokens >= r.stock_tokens
+    else:
+        assert r.plugin_used <= r.budget < r.stock_used
+
+
+def test_every_v4_flash_launch_is_a_ratio_launch(matrix) -> None:
+    """0.5.23's V4 override sets ``swa_full_tokens_ratio`` 0.1 before the "explicitly set"
+    flag is read, so the configurator's cap mode is never chosen for V4-Flash: with or
+    without the flag, the SWA pool follows the ratio."""
+    assert not any(r.cap_mode for r in matrix.values())
+
+
+def test_h200_tp4_reserve_is_one_target_layer_share(matrix) -> None:
+    """The issue's numbers: 180.4 B reserved per target row against 58.5 B allocated."""
+    r = next(r for r in matrix.values() if "h200-tp4" in r.cell.tags)
+    assert round(r.stock_reserve_per_row, 1) == 180.4
+    assert r.draft_per_row == 58.5
