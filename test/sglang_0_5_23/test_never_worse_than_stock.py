@@ -301,6 +301,10 @@ class CellResult:
     plugin_used: int
     stock_tokens: int
     stock_used: int
+    # Stock sizing with the duplicates bound early (what a stock-sized launch gets), and why
+    # stock_binding would not bind here ("" where it binds).
+    reserve_gap: str = ""
+    bound_tokens: int = 0
 
     @property
     def allocated_per_row(self) -> float:
@@ -435,6 +439,18 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     )
     result.plugin_tokens = plan.tokens
     result.plugin_used = w.target + w.draft + result.pools_bytes(plan.tokens) + fixed_bytes
+    from sglang_specinit.stock_binding import stock_reserve_gap
+
+    drafts = layout.drafts
+    result.reserve_gap = stock_reserve_gap(
+        target,
+        drafts,
+        int(result.stock_reserved_layers or 0),
+        [int(kvc.layer_info.num_effective_layers) for kvc in drafts],
+    )
+    result.bound_tokens = configurator.calculate_pool_sizes(
+        budget - (w.target + w.draft), page
+    ).max_total_num_tokens
     return result
 
 
@@ -593,3 +609,29 @@ def test_post_capture_resize_is_never_above_stock(tmp_path) -> None:
     pool_bytes, budget, stock, ours, page = _post_capture("multi-layer", tmp_path)
     assert ours == stock
     assert pool_bytes(ours) <= budget
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_binding_early_under_stock_sizing_is_never_worse_than_stock(matrix, name) -> None:
+    """Where a launch keeps stock sizing, stock_binding binds the duplicates before stock
+    profiles only if stock's reserve covers the draft; there stock's extra tokens still fit
+    (checked on 0.5.23's own configurator and the pools its ``_init_pools`` builds)."""
+    r = matrix[name]
+    if r.reserve_gap or r.cell.fixed_pool_tokens:
+        return  # not bound early (or a frozen-KV draft, which binds in its constructor)
+    bound_used = r.cell.weights(r.page_size)
+    used = bound_used.target + bound_used.draft + r.pools_bytes(r.bound_tokens)
+    assert r.bound_tokens >= r.stock_tokens
+    if r.stock_used <= r.budget:
+        # Stock's rule counts tokens x cell and leaves out each pool's padding page (which
+        # any stock launch allocates past its cell count): that page is all binding adds.
+        padding = r.page_size * r.priced_per_row
+        assert used <= r.budget + padding
+
+
+def test_stock_binding_declines_where_stock_reserves_less_than_the_draft(matrix) -> None:
+    """nnpl 0: stock reserves no draft layer, so more tokens would cost more than its price;
+    an EAGLE3 draft of its own geometry is declined too."""
+    assert "reserves 0 draft layer" in _by_tag(matrix, "nnpl0").reserve_gap
+    assert "geometry of its own" in _by_tag(matrix, "eagle3").reserve_gap
+    assert _by_tag(matrix, "mla").reserve_gap == ""

@@ -58,20 +58,38 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
         return StepAside("DFLASH drafts are not priced by sglang-specinit on this release")
     if server_args.device not in PRICED_DEVICES:
         return StepAside(f"device {server_args.device!r} builds its own KV pools")
+    # Stock-sized launches of a known draft worker: the scheduler still binds the draft's
+    # duplicate embed/lm_head first where stock's reserve covers the draft (stock_binding).
+    binds = known_spec_worker(scheduler)
     # 0.5.15's flag (0.5.14 has none).
     if getattr(server_args, "enable_unified_memory", False):
-        return StepAside("--enable-unified-memory sizes one unified pool for both models")
+        return StepAside(
+            "--enable-unified-memory: one unified pool holds both models' KV and stock sizes "
+            "it; unified pools are not priced by sglang-specinit",
+            binds=binds,
+        )
     if server_args.enable_hisparse:
-        return StepAside("--enable-hisparse prices the draft in its host-expanded id space")
+        return StepAside(
+            "--enable-hisparse: the draft pool spans the host-expanded id space; HiSparse "
+            "pools are not priced by sglang-specinit",
+            binds=binds,
+        )
     if is_deepseek_v4(scheduler.model_config.hf_config):
-        return StepAside("DeepSeek-V4 compressed KV pools are not priced by sglang-specinit")
+        return StepAside(
+            "DeepSeek-V4: stock's own configurator sizes its compressed pools; they are not "
+            "priced by sglang-specinit",
+            binds=binds,
+        )
     if scheduler.ps.pp_size > 1:
-        return StepAside("pipeline parallelism: the draft lives on the last stage only")
+        return StepAside(
+            f"pipeline parallelism (PP {scheduler.ps.pp_size}): stock reserves the draft "
+            "layers on every stage; sglang-specinit does not price per stage",
+            binds=binds,
+        )
     spec_worker = scheduler.draft_worker
     if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
         return StepAside("this rank holds no draft model", warn=False)
-    name = (type(spec_worker).__module__, type(spec_worker).__qualname__)
-    if name not in KNOWN_SPEC_WORKERS:
+    if not binds:
         known = STOCK_ONLY_WORKERS.get(type(spec_worker).__qualname__)
         return StepAside(
             known
@@ -79,3 +97,11 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
             "allocations sglang-specinit knows"
         )
     return None
+
+
+def known_spec_worker(scheduler: Any) -> bool:
+    """The scheduler holds a draft from one of :data:`KNOWN_SPEC_WORKERS`."""
+    spec_worker = scheduler.draft_worker
+    if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
+        return False
+    return (type(spec_worker).__module__, type(spec_worker).__qualname__) in KNOWN_SPEC_WORKERS

@@ -17,7 +17,9 @@ this package's to own (:mod:`.launch_policy`), does what the 0.5.23 adapter's do
 3. logs the memory breakdown (the ``SPECINIT_MEMORY`` line, same keys as the 0.5.23 adapter's)
    and, with ``SGLANG_SPECINIT_REPORT_DIR`` set, writes it to one file per scheduler.
 
-Launches it does not price run SGLang's method unchanged, after one log line naming why.
+Launches it does not price run SGLang's method unchanged, after one log line naming why; where
+the draft is a known worker and the release's own reserve covers it, the draft's embed/lm_head
+are bound first there too and the line says what that bound and freed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ from sglang_specinit.runner_readings import (
 )
 from sglang_specinit.sglang_0_5_14.launch_policy import pricing_blocker
 from sglang_specinit.sizing_state import TargetSizing, sizing_active
+from sglang_specinit.stock_binding import (
+    EarlyBinding,
+    bind_under_stock_sizing,
+    stock_reserve_gap,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -69,13 +76,12 @@ def init_memory_pools(original: Any, self: Any) -> None:
         return original(self)
     blocker = pricing_blocker(self)
     if blocker is not None:
+        note = ""
+        if blocker.binds:
+            self._specinit_early_binding = bind_where_stock_sizes(self)
+            note = "; " + self._specinit_early_binding.note()
         log = logger.warning if blocker.warn else logger.info
-        log(
-            "[specinit] stock sglang %s KV sizing%s: %s",
-            _release(),
-            " (draft KV priced at the target's geometry)" if blocker.warn else "",
-            blocker.reason,
-        )
+        log("[specinit] stock sglang %s KV sizing: %s%s", _release(), blocker.reason, note)
         return original(self)
     description = describe_draft(self)
     before = draft_duplicate_bytes(self, description)
@@ -93,6 +99,26 @@ def init_memory_pools(original: Any, self: Any) -> None:
         return  # the runner's sizing stepped aside (and said why)
     self._specinit_sizing = sizing
     log_memory_breakdown(self, sizing, own_free)
+
+
+def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
+    """Bind a stock-sized launch's draft embed/lm_head before the target pool is profiled,
+    where the release's reserve covers the draft (:mod:`sglang_specinit.stock_binding`).
+
+    Stock's reserve is the target runner's ``eagle_draft_num_layers`` layers of the target's
+    geometry (``cell * (1 + d / n)``, ``model_executor/pool_configurator.py:131-145`` in
+    0.5.14); each draft runner allocates ``num_effective_layers`` layers at the target's
+    token count (``managers/tp_worker.py:316-333``)."""
+    runners = describe_draft(scheduler).weight_runners
+    target = scheduler.tp_worker.model_runner
+    reserved = getattr(target, "eagle_draft_num_layers", None)
+    gap = stock_reserve_gap(
+        target,
+        runners,
+        int(reserved) if reserved is not None and int(reserved) > 0 else 0,
+        [int(r.num_effective_layers) for r in runners],
+    )
+    return bind_under_stock_sizing(scheduler, runners, gap)
 
 
 def _release() -> str:

@@ -19,10 +19,9 @@ from sglang_specinit.step_aside import PRICED_DEVICES, StepAside
 
 def pricing_blocker(scheduler: Any) -> StepAside | None:
     """None when this package prices the draft of this launch."""
-    from sglang.srt.configs.model_config import is_deepseek_v4
 
     from sglang_specinit import compat, sglang_0_5_23
-    from sglang_specinit.sglang_0_5_23.release_shims import kv_cache_sharding, scheduler_ranks
+    from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks
 
     server_args = scheduler.server_args
     spec = scheduler.spec_algorithm
@@ -39,26 +38,17 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
         )
     if server_args.device not in PRICED_DEVICES:
         return StepAside(f"device {server_args.device!r} builds its own KV pools")
-    if server_args.enable_unified_memory:
-        return StepAside("--enable-unified-memory sizes one unified/fused pool for both models")
-    if server_args.enable_hisparse:
-        return StepAside("--enable-hisparse prices the draft in its host-expanded id space")
-    if kv_cache_sharding(server_args):
-        return StepAside("--enable-kv-cache-sharding adds shard scratch the budget model omits")
-    if is_deepseek_v4(scheduler.model_config.hf_config):
-        # Priced exactly on 0.5.23's own configurators (dsv4_sizing, the layout matrix's V4
-        # cells), but the server-side wiring has not run in a launch yet: stock's solve stays.
-        return StepAside(
-            "DeepSeek-V4: its draft pricing (dsv4_sizing) is checked on 0.5.23's configurators "
-            "but not yet in a live launch, so stock's (T + 1) / T draft reserve is kept"
-        )
+    # Stock-sized launches of a known draft worker: the scheduler still binds the draft's
+    # duplicate embed/lm_head first where stock's reserve covers the draft (stock_binding).
+    binds = known_spec_worker(scheduler)
     parallel = scheduler_ranks(scheduler)
-    if parallel.pp_size > 1:
-        return StepAside("pipeline parallelism: the draft lives on the last stage only")
+    flagged = stock_sized_reason(scheduler, parallel.pp_size)
+    if flagged:
+        return StepAside(flagged, binds=binds)
     spec_worker = scheduler.draft_worker
     if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
         return StepAside("this rank holds no draft model", warn=False)
-    if (type(spec_worker).__module__, type(spec_worker).__qualname__) not in KNOWN_SPEC_WORKERS:
+    if not binds:
         return StepAside(
             f"{type(spec_worker).__name__} (a custom speculative worker) is not one whose "
             "allocations sglang-specinit knows"
@@ -66,11 +56,67 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     layout = getattr(spec_worker, "draft_parallel_layout", None)
     attn_tp = parallel.attn_tp_size
     if layout is not None and layout.attn_tp_size != attn_tp:
+        # 0.5.23 resolves a single-group draft (EAGLE3) onto the full TP group under
+        # context parallelism without attention DP (speculative/draft_parallel.py:53-68,
+        # runtime_context.py:489-498); its pool is then built inside that group
+        # (draft_tp_context), which the probe's configurator (outside it) would misprice.
         return StepAside(
-            f"the draft's attention-TP size ({layout.attn_tp_size}) differs from the "
-            f"target's ({attn_tp})"
+            f"the draft runs attention on a TP group of {layout.attn_tp_size} (context "
+            f"parallelism, --attn-cp-size {parallel.attn_cp_size}) and the target on "
+            f"{attn_tp}: its pool is built in a group sglang-specinit does not price in",
+            binds=True,
         )
     return None
+
+
+def known_spec_worker(scheduler: Any) -> bool:
+    """The scheduler holds a draft from one of :data:`KNOWN_SPEC_WORKERS`."""
+    spec_worker = scheduler.draft_worker
+    if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
+        return False
+    return (type(spec_worker).__module__, type(spec_worker).__qualname__) in KNOWN_SPEC_WORKERS
+
+
+def stock_sized_reason(scheduler: Any, pp_size: int) -> str:
+    """Why a launch flag keeps 0.5.23's own sizing, naming what stock does instead ("" if none).
+
+    In each case stock's reserve covers what its draft allocates, read from 0.5.23's source
+    (docs/limits.md, "Stock-sized launches", has the table and file:line for each)."""
+    from sglang.srt.configs.model_config import is_deepseek_v4
+
+    from sglang_specinit.sglang_0_5_23.release_shims import kv_cache_sharding
+
+    server_args = scheduler.server_args
+    if server_args.enable_unified_memory:
+        return (
+            "--enable-unified-memory: one byte envelope holds the target's pools and stock "
+            "sizes the draft beside it (HybridSWAPoolConfigurator); unified pools are not "
+            "priced by sglang-specinit"
+        )
+    if server_args.enable_hisparse:
+        return (
+            "--enable-hisparse: the draft pool spans the host-expanded id space and stock "
+            "scales its draft reserve by the host-to-device ratio; HiSparse pools are not "
+            "priced by sglang-specinit"
+        )
+    if kv_cache_sharding(server_args):
+        return (
+            "--enable-kv-cache-sharding: stock charges the shard assembly scratch (target "
+            "and MTP) before sizing; sharded pools are not priced by sglang-specinit"
+        )
+    if is_deepseek_v4(scheduler.model_config.hf_config):
+        return (
+            "DeepSeek-V4: stock's own configurator (DSV4PoolConfigurator) sizes the "
+            "compressed pools and reserves the MTP draft as one more layer of every "
+            "per-token byte; sglang-specinit's V4 pricing (dsv4_sizing) is checked on "
+            "0.5.23's configurators but has not run in a launch yet, so stock's stays"
+        )
+    if pp_size > 1:
+        return (
+            f"pipeline parallelism (PP {pp_size}): stock reserves the draft layers on every "
+            "stage; sglang-specinit does not price per stage"
+        )
+    return ""
 
 
 # The speculative workers whose allocations describe_draft knows: exact classes (a subclass may

@@ -18,7 +18,9 @@ package's to own (:mod:`.launch_policy`):
    rank's own free memory at sizing next to SGLang's all-rank minimum and whether it is the
    tightest rank (no collective added: ``runner_readings.rank_free_at_sizing``).
 
-Launches it does not price run SGLang's method unchanged, after one log line naming why.
+Launches it does not price run SGLang's method unchanged, after one log line naming why; where
+the draft is a known worker and 0.5.23's own reserve covers it, the draft's embed/lm_head are
+bound first there too and the line says what that bound and freed (:func:`bind_where_stock_sizes`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ from sglang_specinit.runner_readings import (
 from sglang_specinit.sglang_0_5_23.draft_pricing import describe_draft
 from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
 from sglang_specinit.sizing_state import TargetSizing, sizing_active
+from sglang_specinit.stock_binding import (
+    EarlyBinding,
+    bind_under_stock_sizing,
+    stock_reserve_gap,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +68,16 @@ def init_memory_pools(original: Any, self: Any) -> None:
         return original(self)
     blocker = pricing_blocker(self)
     if blocker is not None:
+        note = ""
+        if blocker.binds:
+            self._specinit_early_binding = bind_where_stock_sizes(self)
+            note = "; " + self._specinit_early_binding.note()
         log = logger.warning if blocker.warn else logger.info
         log(
-            "[specinit] stock sglang %s KV sizing%s: %s",
+            "[specinit] stock sglang %s KV sizing: %s%s",
             installed_sglang_version(),
-            " (draft KV priced at the target's geometry)" if blocker.warn else "",
             blocker.reason,
+            note,
         )
         return original(self)
     description = describe_draft(self.draft_worker)
@@ -85,6 +96,27 @@ def init_memory_pools(original: Any, self: Any) -> None:
         return  # the configurator stepped aside (and said why)
     self._specinit_sizing = sizing
     log_memory_breakdown(self, sizing, own_free)
+
+
+def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
+    """Bind a stock-sized launch's draft embed/lm_head before the target pool is profiled,
+    where 0.5.23's reserve covers the draft (:mod:`sglang_specinit.stock_binding`).
+
+    Stock's reserve is ``spec_aux_config.eagle_draft_num_layers`` layers of the target's
+    geometry (``model_executor/pool_configurator.py:259-305``; HybridSWA ``:730-760``; DSv4
+    ``:1250-1257`` one layer); each draft runner allocates ``layer_info.num_effective_layers``
+    layers at the target's token count (``mem_cache/kv_cache_configurator.py:528-544``).
+    """
+    runners = list(scheduler.draft_worker.draft_worker.draft_runners)
+    target = scheduler.tp_worker.model_runner
+    reserved = target.spec_aux_config.eagle_draft_num_layers
+    gap = stock_reserve_gap(
+        target,
+        runners,
+        int(reserved) if reserved is not None and int(reserved) > 0 else 0,
+        [int(r.layer_info.num_effective_layers) for r in runners],
+    )
+    return bind_under_stock_sizing(scheduler, runners, gap)
 
 
 def all_rank_min_free_at_sizing(runner: Any, inputs: BudgetInputs) -> int | None:

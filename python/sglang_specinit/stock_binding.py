@@ -1,0 +1,141 @@
+"""Early binding on a launch that keeps stock sizing: free the draft's duplicate embed/lm_head
+before stock profiles the target pool, where that can only help.
+
+Where an adapter steps aside (:mod:`sglang_specinit.step_aside`), SGLang's own configurator
+turns the profiled budget into tokens at its own price per token, ``c``. Binding early frees
+``D`` bytes of duplicate weights first, so stock sizes ``D / c`` more tokens. That is safe only
+when ``c`` covers what the target *and* the draft then allocate per token; else every extra
+token costs more than ``c`` and the launch ends further past its budget than stock's would.
+
+Stock's draft reserve is ``d`` layers of the *target's* KV geometry (``d`` = the reserved
+draft layer count the adapter reads from the target runner; scaled by the same id-space factor
+the draft pool gets under HiSparse). It covers the draft when the draft's runners store KV in
+the target's geometry (same attention kind, latent or head dims, KV heads, KV dtype) and hold
+no more than ``d`` layers between them: then the draft pool is at most the reserve. This module
+checks exactly that, with SGLang's own config readings; it prices nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_specinit.early_binding import bind_shared_weights_early
+from sglang_specinit.live_sizing import storage_bytes
+
+MIB = 1 << 20
+
+# ModelConfig readings that fix a layer's KV row; equal ones store equal rows.
+_GEOMETRY_FIELDS = (
+    "attention_arch",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "head_dim",
+    "v_head_dim",
+)
+# DSA's index-K row, from the hf config (absent elsewhere).
+_HF_GEOMETRY_FIELDS = ("index_head_dim", "index_n_heads")
+
+
+@dataclass(frozen=True)
+class EarlyBinding:
+    """What an early binding did: the draft tensors now sharing the target's storage and the
+    device bytes that freed; or why it was not done."""
+
+    bound: tuple[str, ...] = ()
+    freed_bytes: int = 0
+    skipped: str = ""
+
+    def note(self) -> str:
+        """The log clause for this binding."""
+        if self.skipped:
+            return f"draft embed/lm_head not bound early ({self.skipped})"
+        if not self.bound:
+            return "draft embed/lm_head bound early: nothing was duplicated"
+        return (
+            f"bound {', '.join(self.bound)} to the target's before profiling: "
+            f"{self.freed_bytes / MIB:,.1f} MiB freed for stock's KV pool"
+        )
+
+
+def kv_geometry(runner: Any) -> tuple[Any, ...]:
+    """The readings that fix one layer's KV row on ``runner`` (its model config and KV dtype)."""
+    config = runner.model_config
+    hf = getattr(config, "hf_config", None)
+    return (
+        *(getattr(config, name, None) for name in _GEOMETRY_FIELDS),
+        *(getattr(hf, name, None) for name in _HF_GEOMETRY_FIELDS),
+        config.get_total_num_kv_heads(),
+        str(getattr(runner, "kv_cache_dtype", None)),
+    )
+
+
+def stock_reserve_gap(
+    target_runner: Any,
+    draft_runners: Sequence[Any],
+    reserved_layers: int,
+    draft_layers: Sequence[int],
+) -> str:
+    """Why stock's draft reserve may not cover this draft ("" when it does).
+
+    ``reserved_layers`` is stock's ``d``; ``draft_layers`` the KV layers each draft runner
+    allocates."""
+    if not draft_runners:
+        return "this rank holds no draft runner"
+    total = sum(draft_layers)
+    if total > reserved_layers:
+        return (
+            f"stock reserves {reserved_layers} draft layer(s) and the draft allocates {total}: "
+            "more tokens would cost more than stock's price"
+        )
+    target = kv_geometry(target_runner)
+    if any(kv_geometry(r) != target for r in draft_runners):
+        return (
+            "the draft stores KV in a geometry of its own and stock reserves it at the "
+            "target's: more tokens would cost more than stock's price"
+        )
+    return ""
+
+
+def bind_under_stock_sizing(
+    scheduler: Any,
+    weight_runners: Sequence[Any],
+    gap: str,
+) -> EarlyBinding:
+    """Bind the draft's duplicate embed/lm_head now unless ``gap`` says stock's reserve may
+    not cover the draft; measure what that freed (storages of the draft no longer apart from
+    the target's)."""
+    if gap:
+        return EarlyBinding(skipped=gap)
+    target_model = scheduler.tp_worker.model_runner.model
+    before = _own_parameters(target_model, weight_runners)
+    if not bind_shared_weights_early(scheduler.draft_worker):
+        return EarlyBinding(skipped="the draft worker binds nothing")
+    after = _own_parameters(target_model, weight_runners)
+    bound = tuple(name for name in before if name not in after)
+    # Distinct storages apart from the target's, before and after (tied tensors count once).
+    freed = sum(size for _, size in set(before.values())) - sum(
+        size for _, size in set(after.values())
+    )
+    return EarlyBinding(bound=bound, freed_bytes=max(freed, 0))
+
+
+def _own_parameters(target_model: Any, runners: Sequence[Any]) -> dict[str, tuple[Any, int]]:
+    """Draft parameter name -> (storage identity, bytes), for storages the target does not
+    hold."""
+    target = storage_bytes([target_model])
+    own: dict[str, tuple[Any, int]] = {}
+    for runner in runners:
+        for name, tensor in runner.model.named_parameters(remove_duplicate=False):
+            key, size = _storage(tensor)
+            if key not in target:
+                own[name] = (key, size)
+    return own
+
+
+def _storage(tensor: Any) -> tuple[Any, int]:
+    # The same identity storage_bytes uses (its module-private helper, shared on purpose).
+    from sglang_specinit.live_sizing import _storage_key_and_bytes
+
+    return _storage_key_and_bytes(tensor)
