@@ -14,7 +14,9 @@ time). Each launch is also split into phases read from its log and ``/proc`` (``
 launcher imports, the launcher's ``load_plugins()``, scheduler start-up, weights, pool sizing,
 pools, ready). Prints every sample, medians, min/max, the on/off ratios of the medians, the
 per-phase medians side by side and the median ``pricing_seconds`` of the plugin-on launches, and
-the load averages before and after. Nothing is asserted.
+the load averages before and after. With other work on the cores (load average above their
+count) wall time is mostly queueing and the CPU seconds are the figures to compare. Nothing is
+asserted.
 
     .venv-sglang0523/bin/python benchmark/bench_init_0523.py [--runs 3] [--warmup 1] [--kind EAGLE3]
 """
