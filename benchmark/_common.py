@@ -146,6 +146,23 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
+def descendant_pids(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (``/proc/<pid>/task/<tid>/children``), depth first."""
+    out: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            children = [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for child in children:
+            out += [child, *descendant_pids(child)]
+    return out
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Iterable
+import pkgutil
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -204,9 +207,49 @@ def apply_hook_targets(registry: Any, targets: Iterable[str]) -> list[str]:
         registry.apply_hooks()
         return [target for target in pending if target in registry._patched]
     for target in pending:
-        apply_target(target, registry._hooks[target])
+        with rebinding_scan_skipped_for_method(registry, target):
+            apply_target(target, registry._hooks[target])
         registry._patched.add(target)
     return pending
+
+
+# HookRegistry's pass over every loaded module after it replaced a target (its module's
+# global, as in sglang 0.5.13.post1 to 0.5.23): ``_propagate_patch(original, wrapped, owner)``.
+REBINDING_SCAN = "_propagate_patch"
+
+
+def _no_stale_copies(original: Any, wrapped: Any, owner: Any) -> int:
+    return 0
+
+
+@contextmanager
+def rebinding_scan_skipped_for_method(registry: Any, target: str) -> Iterator[None]:
+    """While ``target`` is applied, skip HookRegistry's rebinding scan if ``target`` is a method.
+
+    After replacing a target, ``_apply_target`` rebinds every stale ``from X import name`` copy
+    of the original by walking every attribute of every module in ``sys.modules``: about 6000
+    modules once a scheduler has imported SGLang, some 20 ms of CPU per target in each SGLang
+    process (``benchmark/bench_plugin_load.py``). A function defined in a class body has no
+    such copy (modules reach it through its class, whose attribute is the one replaced), so for
+    a method the scan finds nothing (``test/sglang_0_5_23/test_adapter_signatures.py`` checks
+    that no 0.5.23 module holds a copy of one of the adapter's hooked methods). A target whose
+    owner is a module (a function, a class) keeps the scan, and so does a registry without it.
+    """
+    module = sys.modules.get(getattr(registry, "__module__", ""))
+    scan = getattr(module, REBINDING_SCAN, None)
+    try:
+        # _apply_target resolves the same path right after: this imports nothing it would not.
+        owner = pkgutil.resolve_name(target.rpartition(".")[0])
+    except (ImportError, AttributeError, ValueError):
+        owner = None  # _apply_target raises its own error
+    if scan is None or not isinstance(owner, type):
+        yield
+        return
+    setattr(module, REBINDING_SCAN, _no_stale_copies)
+    try:
+        yield
+    finally:
+        setattr(module, REBINDING_SCAN, scan)
 
 
 @dataclass(frozen=True)

@@ -83,3 +83,58 @@ def test_state_names_each_hooks_plugin_and_the_applied_targets(
     assert after.registered[PENDING] == ("other",)
     # The default registry is SGLang's own.
     assert hook_registry_state().registered == hook_registry_state(HookRegistry).registered
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """HookRegistry's rebinding scan, counted (each call records the replaced object's name)."""
+    from sglang.srt.plugins import hook_registry
+
+    calls: list[str] = []
+    real = hook_registry._propagate_patch
+
+    def counted(original, wrapped, owner):
+        calls.append(original.__qualname__)
+        return real(original, wrapped, owner)
+
+    monkeypatch.setattr(hook_registry, "_propagate_patch", counted)
+    return calls
+
+
+def test_a_method_target_is_applied_without_the_module_scan(
+    registry: type[HookRegistry], scans: list[str]
+) -> None:
+    from sglang.srt.plugins import hook_registry
+
+    registry.register(OWN, plus_one, HookType.AROUND)
+    spy = hook_registry._propagate_patch
+    apply_hook_targets(registry, [OWN])
+    assert sys.modules[OWN_MODULE].Worker().step(1) == 2
+    assert scans == []
+    # The scan is back for everyone else.
+    assert hook_registry._propagate_patch is spy
+
+
+def test_a_function_target_keeps_the_module_scan(
+    registry: type[HookRegistry], scans: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module-level function can have ``from X import f`` copies elsewhere: they are
+    rebound, as HookRegistry does for any target."""
+    module = sys.modules[OWN_MODULE]
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    module.double = double  # type: ignore[attr-defined]
+    importer = types.ModuleType("specinit_test_importer")
+    importer.double = double  # type: ignore[attr-defined]  # what ``from X import double`` leaves
+    monkeypatch.setitem(sys.modules, importer.__name__, importer)
+
+    def plus_one_fn(original, x: int) -> int:
+        return original(x) + 1
+
+    registry.register(f"{OWN_MODULE}.double", plus_one_fn, HookType.AROUND)
+    apply_hook_targets(registry, [f"{OWN_MODULE}.double"])
+    assert scans == ["test_a_function_target_keeps_the_module_scan.<locals>.double"]
+    assert module.double(2) == 5
+    assert importer.double(2) == 5

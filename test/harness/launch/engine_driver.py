@@ -64,7 +64,16 @@ def main(argv: list[str]) -> int:
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    # With SGLang's own SGLANG_LOG_MS switch on, stamp this process's lines the way SGLang then
+    # stamps its own (until its configure_logger takes over), so a benchmark can time the
+    # launcher's load_plugins() from the log.
+    stamped: dict[str, str] = {}
+    if os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true", "yes"):
+        stamped = {
+            "format": "[%(asctime)s.%(msecs)03d] %(levelname)s:%(name)s:%(message)s",
+            "datefmt": "%Y-%m-%d %H:%M:%S",
+        }
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, **stamped)
 
     import sglang
 
@@ -72,6 +81,7 @@ def main(argv: list[str]) -> int:
     # scheduler (a spawned child that unpickles ServerArgs) must still resolve it.
     from harness.launch.engine_driver import on_child_sigquit as handler
 
+    logger.info("calling sglang.Engine")
     started = time.monotonic()
     try:
         engine = sglang.Engine(**config["engine_kwargs"], custom_sigquit_handler=handler)
