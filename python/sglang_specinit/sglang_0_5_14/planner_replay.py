@@ -21,7 +21,8 @@ target runner's ``_resolve_memory_pool_config`` (``create_memory_pool_configurat
 ``calculate_pool_sizes``, ``_apply_token_constraints``, ``_resolve_max_num_reqs``) on the
 unloaded target runner, holding the draft reserve ``__init__`` reads from the draft's config
 (:func:`reserve_draft_layers`), with the profiled budget answered by what this release has
-resident when it profiles: both models' weights and the draft's duplicate embed/lm_head. The
+resident when it profiles: both models' weights and the draft's duplicate embed/lm_head
+(``budget.resident_with_duplicates``: ``--resident-bytes`` plus the duplicates, where given). The
 report is then that column beside this package's (:func:`stock_beside`: "stock 0.5.14",
 ``stock_0_5_14`` in ``--json``).
 
@@ -41,8 +42,9 @@ from typing import Any
 from sglang_specinit.budget import (
     BudgetInputs,
     PoolPlan,
-    draft_weight_bytes_of,
     make_plan,
+    resident_after_sizing,
+    resident_with_duplicates,
     static_budget_bytes,
 )
 from sglang_specinit.model_facts import (
@@ -277,9 +279,10 @@ def stock_plan_0_5_14(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> P
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
     draft = inputs.draft
-    at_profile = inputs.target_weight_bytes
-    if draft is not None and draft.algorithm != "FROZEN_KV_MTP":
-        at_profile += draft.weight_bytes + draft.shared_weight_bytes
+    if draft is not None and draft.algorithm == "FROZEN_KV_MTP":
+        at_profile = inputs.target_weight_bytes  # the draft loads after the target's pool
+    else:
+        at_profile = resident_with_duplicates(inputs)
     available = static_budget_bytes(inputs) - at_profile - inputs.reserved_bytes
     release = installed_release()
     with attention_tp_size_answering(attn_tp_size):
@@ -304,7 +307,7 @@ def stock_plan_0_5_14(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> P
         f"stock-{release}",
         inputs,
         tokens,
-        inputs.target_weight_bytes + draft_weight_bytes_of(inputs),
+        resident_after_sizing(inputs),
         cell,
         (at_profile + inputs.reserved_bytes) / inputs.pre_load_free_bytes,
         tuple(notes),
