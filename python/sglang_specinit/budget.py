@@ -379,6 +379,25 @@ def draft_weight_bytes_of(inputs: BudgetInputs) -> int:
     return inputs.draft.weight_bytes if inputs.draft is not None else 0
 
 
+def resident_with_duplicates(inputs: BudgetInputs) -> int:
+    """What a stock release that profiles after both models load has resident then: the
+    draft's duplicate embed/lm_head are still held. With ``measured_resident_bytes`` (this
+    package's run of the same launch, which frees them before sizing) that measurement plus
+    the duplicates; else the checkpoints' weights plus the duplicates."""
+    draft = inputs.draft
+    duplicates = draft.shared_weight_bytes if draft is not None else 0
+    if inputs.measured_resident_bytes is not None:
+        return inputs.measured_resident_bytes + duplicates
+    return inputs.target_weight_bytes + draft_weight_bytes_of(inputs) + duplicates
+
+
+def resident_after_sizing(inputs: BudgetInputs) -> int:
+    """Both models' weights once the duplicates are freed: the measured bytes where given."""
+    if inputs.measured_resident_bytes is not None:
+        return inputs.measured_resident_bytes
+    return inputs.target_weight_bytes + draft_weight_bytes_of(inputs)
+
+
 def floor_tokens(kv_bytes: float, per_token: float, page_size: int) -> int:
     """SGLang's own sizing: ``page_floor(int(kv_bytes // per_token))`` (a float floor)."""
     if kv_bytes <= 0 or per_token <= 0:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from harness.checkpoints import eagle_drafts
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.reports.report_reading import read_breakdown
 from sglang_specinit.planner.report_cases import cases_from_paths
@@ -39,31 +41,31 @@ COMPARED_KEYS = (
 )
 
 
-# Page 1 is the fidelity matrix's (d) check on every recipe Engine; page 16 runs here in CI.
-@pytest.mark.parametrize("page_size", [pytest.param(1, marks=pytest.mark.slow), 16])
-def test_plan_equals_live_server(
-    tiny_target: Path, tiny_eagle3_draft: Path, tmp_path: Path, page_size: int
-) -> None:
+def launch(
+    target: Path, draft: Path, work: Path, *, plugin: bool, page_size: int
+) -> tuple[int, dict | None]:
+    """One EAGLE3 Engine on cpu: (its ``max_total_num_tokens``, the plugin's breakdown)."""
     with cpu_engine(
-        tiny_target,
-        draft_model_path=tiny_eagle3_draft,
+        target,
+        draft_model_path=draft,
         algorithm="EAGLE3",
-        plugin=True,
+        plugin=plugin,
         capacity_bytes=CAPACITY,
-        work_dir=tmp_path,
+        work_dir=work,
         page_size=page_size,
-        extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(tmp_path)},
+        extra_env={"SGLANG_SPECINIT_REPORT_DIR": str(work)},
     ) as engine:
         served_tokens = engine.server_info()["max_total_num_tokens"]
-    live = read_breakdown(tmp_path)
-    assert live is not None
-    assert live["tokens"] == served_tokens
+    return served_tokens, read_breakdown(work)
 
+
+def plan(target: Path, draft: Path, live: dict, page_size: int) -> dict:
+    """``sglang-specinit plan --json`` for the launch, told what the plugin server measured."""
     argv = [
         sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
-        "--model-path", str(tiny_target),
+        "--model-path", str(target),
         "--speculative-algorithm", "EAGLE3",
-        "--speculative-draft-model-path", str(tiny_eagle3_draft),
+        "--speculative-draft-model-path", str(draft),
         "--speculative-num-steps", str(SPEC_FLAGS["speculative_num_steps"]),
         "--speculative-eagle-topk", str(SPEC_FLAGS["speculative_eagle_topk"]),
         "--speculative-num-draft-tokens", str(SPEC_FLAGS["speculative_num_draft_tokens"]),
@@ -76,7 +78,34 @@ def test_plan_equals_live_server(
     ]  # fmt: skip
     result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    planned = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+@dataclass(frozen=True)
+class PluginRun:
+    served_tokens: int
+    live: dict
+    planned: dict
+    work: Path
+
+
+def plugin_run(target: Path, draft: Path, work: Path, page_size: int) -> PluginRun:
+    served, live = launch(target, draft, work, plugin=True, page_size=page_size)
+    assert live is not None
+    return PluginRun(served, live, plan(target, draft, live, page_size), work)
+
+
+@pytest.fixture(scope="module")
+def eagle3_page16(
+    tiny_target: Path, tiny_eagle3_draft: Path, tmp_path_factory: pytest.TempPathFactory
+) -> PluginRun:
+    """The plugin-on EAGLE3 Engine at page 16 and the plan for it (read by two tests)."""
+    return plugin_run(tiny_target, tiny_eagle3_draft, tmp_path_factory.mktemp("on16"), 16)
+
+
+def assert_plan_equals_live(run: PluginRun) -> None:
+    live, planned = run.live, run.planned
+    assert live["tokens"] == run.served_tokens
     for key in COMPARED_KEYS:
         assert planned[key] == live[key], (key, planned[key], live[key])
     # What SGLang really allocated is what both predicted.
@@ -84,7 +113,7 @@ def test_plan_equals_live_server(
     assert live["allocated_draft_kv_pool_bytes"] == planned["draft_kv_pool_bytes"]
 
     # sglang-specinit report reads this server's file as written: planned next to allocated.
-    (case,) = cases_from_paths([tmp_path])
+    (case,) = cases_from_paths([run.work])
     by_key = {v.key: v.breakdown for v in case.variants}
     assert by_key["rank0-planned"]["tokens"] == live["tokens"]
     assert (
@@ -92,3 +121,58 @@ def test_plan_equals_live_server(
     )
     assert by_key["rank0-allocated"]["draft_kv_pool_bytes"] == live["allocated_draft_kv_pool_bytes"]
     assert "EAGLE3" in case.description
+
+
+# Page 16 runs here in CI; page 1 is the fidelity matrix's (d) check on every recipe Engine.
+def test_plan_equals_live_server(eagle3_page16: PluginRun) -> None:
+    assert_plan_equals_live(eagle3_page16)
+
+
+@pytest.mark.slow
+def test_plan_equals_live_server_at_page_1(
+    tiny_target: Path, tiny_eagle3_draft: Path, tmp_path: Path
+) -> None:
+    """Slow: CI runs page 16 above; page 1 is the fidelity matrix's (d) check."""
+    assert_plan_equals_live(plugin_run(tiny_target, tiny_eagle3_draft, tmp_path, 1))
+
+
+# The stock Engine holds the target's rotary cos/sin cache (a buffer no checkpoint stores) when
+# it sizes the pool, and stock 0.5.13.post1's rule counts the target's checkpoint weights, which
+# the planner prices without that buffer (planner/weights.py): 77,824 B, 304 tokens here
+# (planned 98,480, served 98,176). --resident-bytes measures the plugin run, whose draft is
+# resident too, so it cannot stand for the target alone.
+UNPRICED_TARGET_BUFFERS = pytest.mark.xfail(
+    strict=True,
+    reason="the planner does not price the target's rotary cos/sin cache buffer (77,824 B)",
+)
+# num_nextn_predict_layers of the EAGLE3 draft: absent, 0 and 1. All slow: stock 0.5.13.post1
+# reserves no draft KV whatever the key says, and the stock column is short by the unpriced
+# buffer above; CI checks the plugin column against the plugin Engine (test above).
+NNPL_CASES = [
+    pytest.param(n, marks=[pytest.mark.slow, UNPRICED_TARGET_BUFFERS]) for n in (None, 0, 1)
+]
+
+
+@pytest.mark.parametrize("nnpl", NNPL_CASES)
+def test_the_stock_column_is_the_stock_server(
+    tiny_target: Path,
+    tiny_eagle3_draft: Path,
+    eagle3_page16: PluginRun,
+    tmp_path: Path,
+    nnpl: int | None,
+) -> None:
+    """The plan's stock column (``stock_0_5_13``: stock 0.5.13.post1's rule, the target pool
+    sized before the draft exists) sizes what a stock Engine of the same flags, plugin off,
+    sizes, and its own column what the plugin Engine sizes."""
+    if nnpl is None:
+        draft, run = tiny_eagle3_draft, eagle3_page16
+    else:  # the draft with the key added
+        draft = eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=nnpl)
+        run = plugin_run(tiny_target, draft, tmp_path / "on", 16)
+    stock_tokens, breakdown = launch(
+        tiny_target, draft, tmp_path / "off", plugin=False, page_size=16
+    )
+    assert breakdown is None  # stock sizing: the plugin wrote nothing
+    assert run.planned["tokens"] == run.served_tokens
+    column = run.planned["stock_0_5_13"]
+    assert column["tokens"] == stock_tokens, (column["tokens"], stock_tokens)

@@ -25,4 +25,8 @@ RELEASES = ((0, 5, 14), (0, 5, 15))
 collect_ignore_glob = release_gate(RELEASES)
 
 eagle3_on = eagle3_launch_fixture("EAGLE3", "eagle3_on")
+eagle3_off = eagle3_launch_fixture("EAGLE3", "eagle3_off", plugin=False)
 eagle3_nnpl0_on = eagle3_launch_fixture("EAGLE3-nnpl0", "eagle3_nnpl0_on")
+eagle3_nnpl0_off = eagle3_launch_fixture("EAGLE3-nnpl0", "eagle3_nnpl0_off", plugin=False)
+eagle3_nnpl1_on = eagle3_launch_fixture("EAGLE3-nnpl1", "eagle3_nnpl1_on")
+eagle3_nnpl1_off = eagle3_launch_fixture("EAGLE3-nnpl1", "eagle3_nnpl1_off", plugin=False)

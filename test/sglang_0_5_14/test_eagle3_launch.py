@@ -8,8 +8,12 @@ every pool fill the budget to [0.995, 1] as the scheduler report's tensors and m
 it at the target's), the duplicate embed was freed before profiling, and EAGLE3's hot-token map
 survived the early binding; ``sglang-specinit plan --resident-bytes`` in this environment
 (the release's own server-args logic and pool code, ``sglang_0_5_14/planner_replay.py``) plans what
-the server allocated (the planner's command: :mod:`harness.launch.release_suite`). The Engine
-~40-200 s here (the machine is shared), the planner ~15 s.
+the server allocated (the planner's command: :mod:`harness.launch.release_suite`), and its stock
+column (``stock_0_5_14``: the release's own sizing on the same launch) the tokens a stock Engine
+of the same flags, plugin off, sizes: for a draft without ``num_nextn_predict_layers`` (stock
+reserves its layer count), with ``0`` (stock reserves nothing) and with ``1`` (the key read
+instead of the layer count). The Engine ~40-200 s here (the machine is shared), the planner
+~15 s.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from harness.launch.release_suite import (
     engine_kwargs,
     launched_memory,
     plan_in_this_environment,
+    served_tokens,
+    stock_column,
 )
-from harness.reports.report_reading import meter_budget
+from harness.reports.report_reading import meter_budget, pre_load_reading
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
@@ -68,20 +74,75 @@ def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_o
     assert eagle3_on.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
 
 
-def test_plan_in_this_environment_equals_the_server(eagle3_on: Any) -> None:
-    planned = plan_in_this_environment(eagle3_on)
+@pytest.fixture(scope="module")
+def eagle3_plan(eagle3_on: Any) -> dict[str, Any]:
+    """The planner's plan for the EAGLE3 launch, told what the plugin server measured."""
+    return plan_in_this_environment(eagle3_on)
+
+
+def test_plan_in_this_environment_equals_the_server(eagle3_on: Any, eagle3_plan: Any) -> None:
+    planned = eagle3_plan
     assert all(planned.get(key) is not None for key in PLAN_KEYS), planned
-    # The three-column report: this release's own rule is the "upstream 0.5.14" column.
-    assert "upstream_0_5_14" in planned and "stock_0_5_23" not in planned
+    # Two columns: the installed release's stock and this package's; no other release's rule.
+    assert planned["sglang_version"] == installed_release()
+    assert not [key for key in planned if key.startswith("upstream_")]
     assert_plan_equals_server(planned, eagle3_on)
 
 
+def installed_release() -> str:
+    from sglang_specinit.compat import installed_sglang_version
+
+    return str(installed_sglang_version())
+
+
+def assert_columns_are_the_servers(
+    planned: dict[str, Any], stock: Any, plugin: Any | None, reserved_layers: int
+) -> None:
+    """The plan's stock column sizes the stock Engine's pool and its own column the plugin
+    Engine's (where one ran), on the same flags and free memory before loading."""
+    if plugin is not None:
+        assert pre_load_reading(stock.report) == pre_load_reading(plugin.report)
+        assert planned["tokens"] == served_tokens(plugin)
+    column = stock_column(planned)
+    assert column["tokens"] == served_tokens(stock), (column["tokens"], served_tokens(stock))
+    # The cell is the one the stock server charged: the target's 2 layers of 128 B/token
+    # each, and one more such layer per draft layer stock reserves.
+    assert stock.runner("target")["sglang_cell_size"] == column["priced_kv_bytes_per_token"]
+    assert (
+        column["priced_kv_bytes_per_token"]
+        == planned["target_kv_bytes_per_token"] * (2 + reserved_layers) // 2
+    )
+
+
+def test_the_stock_column_is_the_stock_server(
+    eagle3_plan: Any, eagle3_off: Any, eagle3_on: Any
+) -> None:
+    """A draft without ``num_nextn_predict_layers``: stock reserves its layer count (1)."""
+    assert_columns_are_the_servers(eagle3_plan, eagle3_off, eagle3_on, reserved_layers=1)
+
+
+def test_both_columns_of_an_nnpl_0_draft(eagle3_nnpl0_on: Any, eagle3_nnpl0_off: Any) -> None:
+    """``num_nextn_predict_layers: 0``: stock reserves nothing for the layer the draft
+    allocates (its cell is the target's alone)."""
+    planned = plan_in_this_environment(eagle3_nnpl0_on, "EAGLE3-nnpl0")
+    assert_plan_equals_server(planned, eagle3_nnpl0_on)
+    assert_columns_are_the_servers(planned, eagle3_nnpl0_off, eagle3_nnpl0_on, reserved_layers=0)
+
+
 @pytest.mark.slow
+def test_both_columns_of_an_nnpl_1_draft(eagle3_nnpl1_on: Any, eagle3_nnpl1_off: Any) -> None:
+    """``num_nextn_predict_layers: 1``: stock reads the key, the same reserve as the layer
+    count. Slow: both launches repeat CI's EAGLE3 pair with one field added
+    (``test_the_stock_column_is_the_stock_server`` covers the same reserve in CI)."""
+    planned = plan_in_this_environment(eagle3_nnpl1_on, "EAGLE3-nnpl1")
+    assert_plan_equals_server(planned, eagle3_nnpl1_on)
+    assert_columns_are_the_servers(planned, eagle3_nnpl1_off, eagle3_nnpl1_on, reserved_layers=1)
+
+
 def test_a_draft_with_nnpl_0_is_priced_as_allocated(eagle3_nnpl0_on: Any) -> None:
     """Stock reserves nothing for ``num_nextn_predict_layers: 0`` (``eagle_draft_num_layers``
-    0, ``model_runner.py:447-449`` in 0.5.14) although the draft allocates its layer. Slow: CI
-    covers the same pricing path with the EAGLE3 launch above (its draft pool is priced by
-    building it, whatever the config says)."""
+    0, ``model_runner.py:447-449`` in 0.5.14) although the draft allocates its layer (the
+    Engine ``test_both_columns_of_an_nnpl_0_draft`` reads too)."""
     memory = assert_fills_the_budget(eagle3_nnpl0_on, "EAGLE3-nnpl0")
     assert memory["upstream_reserved_layers"] == 0
     assert memory["draft_kv_pool_bytes"] > 0

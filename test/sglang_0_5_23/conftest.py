@@ -60,6 +60,6 @@ def launches_of(item: pytest.Item) -> list[tuple[str, bool]]:
     keys = list(marker.args)
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "kind" in callspec.params:
-        # A test parametrized by draft kind reads that kind's plugin-on launch.
-        keys = [(callspec.params["kind"], True) if k == ("{kind}", True) else k for k in keys]
+        # A test parametrized by draft kind reads that kind's launches ("{kind}" in the marker).
+        keys = [(callspec.params["kind"], k[1]) if k[0] == "{kind}" else k for k in keys]
     return keys

@@ -20,6 +20,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+import sglang_specinit
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 
@@ -44,15 +45,26 @@ def main_venv_python() -> Path:
     return main_site.parents[2] / "bin" / "python"
 
 
+# The planner under test is this checkout's package, whichever checkout a venv installs.
+PACKAGE_ROOT = str(Path(sglang_specinit.__file__).resolve().parents[1])
 # The planner's environment -> (interpreter, extra environment).
 PLANNER_ENVS = {
-    "0.5.13.post1": (lambda: str(main_venv_python()), {}),
-    "0.5.23": (lambda: sys.executable, {"PYTHONPATH": str(SGL_KERNEL_STUB_DIR)}),
+    "0.5.13.post1": (lambda: str(main_venv_python()), {"PYTHONPATH": PACKAGE_ROOT}),
+    "0.5.23": (
+        lambda: sys.executable,
+        {"PYTHONPATH": os.pathsep.join((PACKAGE_ROOT, str(SGL_KERNEL_STUB_DIR)))},
+    ),
 }
 
 
-def run_plan(live: dict, *extra: str, planner_env: str = "0.5.13.post1") -> dict:
-    kind = KINDS["EAGLE3"]
+# One planner process per distinct command line in a session (~20 s each).
+_plans: dict[tuple[str, ...], dict] = {}
+
+
+def run_plan(
+    live: dict, *extra: str, planner_env: str = "0.5.13.post1", kind_name: str = "EAGLE3"
+) -> dict:
+    kind = KINDS[kind_name]
     python, extra_env = PLANNER_ENVS[planner_env]
     argv = [
         python(), "-m", "sglang_specinit.planner.cli", "plan", "--json",
@@ -74,9 +86,11 @@ def run_plan(live: dict, *extra: str, planner_env: str = "0.5.13.post1") -> dict
         **{k: v for k, v in os.environ.items() if k not in ("SGLANG_USE_CPU_ENGINE", "PYTHONPATH")},
         **extra_env,
     }
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
+    if tuple(argv) not in _plans:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        _plans[tuple(argv)] = json.loads(result.stdout)
+    return _plans[tuple(argv)]
 
 
 @pytest.mark.parametrize("planner_env", list(PLANNER_ENVS))
@@ -113,3 +127,38 @@ def test_plan_stock_column_prices_the_draft_as_0_5_23_does(engine_runs, planner_
     stock_column = run_plan(live, planner_env=planner_env)["stock_0_5_23"]
     assert stock_column["priced_kv_bytes_per_token"] == stock.runner("target")["sglang_cell_size"]
     assert stock_column["draft_kv_bytes_per_token"] == 192  # what the draft really allocates
+
+
+def served_tokens(run) -> int:
+    return int(run.runner("target")["max_total_num_tokens"])
+
+
+# (draft kind, the draft layers stock 0.5.23 reserves at the target's geometry): a draft
+# without num_nextn_predict_layers (its layer count), with 0 (nothing), with 1 (the key).
+STOCK_CASES = [
+    ("EAGLE3", 1),
+    ("EAGLE3-nnpl0", 0),
+    # Slow: the EAGLE3 pair with one field added, the same reserve (CI: the EAGLE3 case).
+    pytest.param("EAGLE3-nnpl1", 1, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("kind", "reserved"), STOCK_CASES)
+@pytest.mark.launches(("{kind}", False), ("{kind}", True))
+def test_stock_and_plugin_columns_are_the_servers(engine_runs, kind: str, reserved: int) -> None:
+    """In this environment the plan's stock column (``stock_0_5_23``: 0.5.23's own
+    configurator) sizes what a stock Engine of the same flags, plugin off, sizes, and the
+    plugin column what the plugin Engine sizes; the planner is told the plugin run's
+    free memory before loading and resident bytes (stock's adds the duplicates it holds)."""
+    stock, plugin = engine_runs(kind, False), engine_runs(kind, True)
+    live = plugin.memory
+    planned = run_plan(
+        live, "--resident-bytes", str(live["resident_bytes"]), planner_env="0.5.23", kind_name=kind
+    )
+    assert stock.pre_load_free_bytes == plugin.pre_load_free_bytes == live["pre_load_free_bytes"]
+    assert planned["tokens"] == served_tokens(plugin) == live["tokens"]
+    column = planned["stock_0_5_23"]
+    assert column["tokens"] == served_tokens(stock), (column["tokens"], served_tokens(stock))
+    # The cell stock charged: the target's 2 layers of 128 B/token, one more per reserved layer.
+    cell = stock.runner("target")["sglang_cell_size"]
+    assert column["priced_kv_bytes_per_token"] == cell == 128 * (2 + reserved)

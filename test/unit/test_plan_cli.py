@@ -66,7 +66,7 @@ def test_every_example_is_listed() -> None:
 
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_plans_offline(capsys: pytest.CaptureFixture[str], example: str) -> None:
-    data = run_json(capsys, "--example", example)
+    data = run_json(capsys, "--example", example, "--sglang-version", "0.5.14")
     for section in (data, data["stock_0_5_13"], data["upstream_0_5_14"]):
         for key in (*INT_KEYS, *BREAKDOWN_KEYS):
             assert key in section, key
@@ -80,8 +80,29 @@ def test_example_plans_offline(capsys: pytest.CaptureFixture[str], example: str)
     assert data["stock_0_5_13"]["used_bytes"] > data["stock_0_5_13"]["budget_bytes"]
 
 
-def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
+def test_default_report_is_the_installed_release_s_stock_beside_ours(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every column is a prediction of the installed release: by default stock 0.5.13.post1 and
+    this package's; 0.5.14's rule only for ``--sglang-version 0.5.14``."""
     code, out, err = run_plan(capsys)
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if "sglang-specinit" in line)
+    assert header.split() == ["stock", "0.5.13.post1", "sglang-specinit"]
+    assert "0.5.14" not in out
+    data = run_json(capsys)
+    assert data["sglang_version"] == "0.5.13.post1"
+    assert [k for k in data if isinstance(data[k], dict) and "tokens" in data[k]] == [
+        "stock_0_5_13"
+    ]
+    asked = run_json(capsys, "--sglang-version", "0.5.14")
+    # The same plan: the stock column and this package's do not depend on what is printed.
+    assert asked["stock_0_5_13"] == data["stock_0_5_13"] and asked["tokens"] == data["tokens"]
+    assert "upstream_0_5_14" in asked
+
+
+def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_plan(capsys, "--sglang-version", "0.5.14")
     assert code == 0, err
     for text in (
         "stock 0.5.13.post1",
@@ -130,7 +151,7 @@ def _llama8b_inputs(fraction: float) -> BudgetInputs:
 
 
 def test_default_example_matches_independent_inputs(capsys: pytest.CaptureFixture[str]) -> None:
-    data = run_json(capsys, "--example", "llama31-8b-eagle3")
+    data = run_json(capsys, "--example", "llama31-8b-eagle3", "--sglang-version", "0.5.14")
     # Automatic fraction, 0.5.13.post1 heuristic on 81559 MiB (H100): reserved MiB =
     # 512 + 8192 * 1.5 + 256 * 2 + 1 * 1 / 8 * 1024 + 58 piecewise sizes * 8 = 13904;
     # 0.5.14 / this package: round((81559 - 13904) / 81559, 3) = 0.83;

@@ -43,10 +43,12 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def plan_data() -> dict:
-    """``sglang-specinit plan --example llama31-8b-eagle3 --json``, run once for the module."""
+    """``sglang-specinit plan --example llama31-8b-eagle3 --sglang-version 0.5.14 --json`` (the
+    three modelled columns: stock 0.5.13.post1, upstream 0.5.14, this package's), run once for
+    the module."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["plan", "--example", EXAMPLE, "--json"]) == 0
+        assert main(["plan", "--example", EXAMPLE, "--sglang-version", "0.5.14", "--json"]) == 0
     return json.loads(out.getvalue())
 
 

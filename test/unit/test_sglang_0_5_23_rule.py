@@ -125,7 +125,7 @@ def test_plan_prints_stock_0_5_23_beside_ours(capsys: pytest.CaptureFixture[str]
 
 def test_plan_json_has_the_same_keys_for_0_5_23(capsys: pytest.CaptureFixture[str]) -> None:
     data = run_json(capsys, "--sglang-version", "0.5.23")
-    legacy = run_json(capsys)
+    legacy = run_json(capsys, "--sglang-version", "0.5.14")
     assert data["sglang_version"] == "0.5.23"
     assert set(BREAKDOWN_KEYS) <= set(data["stock_0_5_23"]) and set(BREAKDOWN_KEYS) <= set(data)
     assert "stock_0_5_13" in legacy and "stock_0_5_13" not in data

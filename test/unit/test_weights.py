@@ -206,6 +206,8 @@ def test_plan_reads_real_safetensors_checkpoints(
     code = main(
         [
             "plan",
+            "--sglang-version",
+            "0.5.14",
             "--model-path",
             target,
             "--speculative-algorithm",

@@ -76,9 +76,9 @@ def _planner_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description=(
             "Predict the KV pool of an SGLang speculative-decoding server, offline, with the "
-            "installed SGLang's own server-args logic: on 0.5.13.x under three rules (stock "
-            "0.5.13.post1, upstream 0.5.14, sglang-specinit), on 0.5.23 under two (stock "
-            "0.5.23, sglang-specinit). Every flag not listed here is a launch_server flag "
+            "installed SGLang's own server-args logic: the installed release's stock sizing "
+            "beside sglang-specinit's (another release's rule only with --sglang-version). "
+            "Every flag not listed here is a launch_server flag "
             "(python -m sglang.launch_server --help); model and draft paths must be local "
             "directories."
         ),
@@ -119,7 +119,8 @@ def _planner_parser() -> argparse.ArgumentParser:
         default=None,
         help=(
             "the SGLang release whose rule to print beside this package's (default: the "
-            "installed one; 0.5.23's rule can also be printed from a 0.5.13.x environment)"
+            "installed one; a 0.5.13.x environment also prints 0.5.14's modelled rule, with "
+            "stock 0.5.13.post1's, and 0.5.23's)"
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -1,9 +1,12 @@
 """One release's stock column beside this package's: the two-column report.
 
-Where the installed release's replay prices the stock column with the release's own sizing code
-(``OfflinePlan.release_stock``), or a release's modelled rule is asked for with
-``--sglang-version``, the report is that column and this package's; the serving adapter's
-``planner_replay.stock_beside`` builds it (:func:`sglang_specinit.planner.releases.stock_beside`).
+Every column is a prediction a live launch of that release confirms. In an environment the
+report is the installed release's stock column and this package's: the release's own sizing
+code where the replay runs it (``OfflinePlan.release_stock``), else the replay's modelled stock
+column; another release's rule only where ``--sglang-version`` asks for it. The serving
+adapter's ``planner_replay.stock_beside`` builds the pair
+(:func:`sglang_specinit.planner.releases.stock_beside`); an adapter that answers None leaves
+the three modelled columns (``OfflinePlan.columns``).
 """
 
 from __future__ import annotations
@@ -24,10 +27,17 @@ class StockBeside:
     stock: ReportColumn
     # The release the stock column is (its title, the --json key and sglang_version).
     release: str
+    # The stock column's --json key where it is not ``stock_<release>`` (a key the report
+    # already knows by another spelling).
+    json_key: str | None = None
 
     @property
     def columns(self) -> tuple[ReportColumn, ReportColumn]:
         return (self.stock, self.base.ours)
+
+    @property
+    def stock_key(self) -> str:
+        return self.json_key or f"stock_{self.release.replace('.', '_')}"
 
 
 def stock_beside_json(plan: StockBeside) -> dict[str, Any]:
@@ -37,7 +47,7 @@ def stock_beside_json(plan: StockBeside) -> dict[str, Any]:
     data = plan_json(plan.base)
     for key in plan.base.modelled_keys:
         data.pop(key, None)
-    data[f"stock_{plan.release.replace('.', '_')}"] = plan.stock.to_dict(plan.base.tp_size)
+    data[plan.stock_key] = plan.stock.to_dict(plan.base.tp_size)
     data["sglang_version"] = plan.release
     return data
 

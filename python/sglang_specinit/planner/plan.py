@@ -295,11 +295,10 @@ def _offline_plan(
     spec_args = launch.args
     release_stock = None
     if prices.stock_plan is not None:
-        # Stock profiles without this package's measurement (its duplicates are resident).
-        stock_base = replace(base, measured_resident_bytes=None)
-        release_stock = ReportColumn(
-            f"stock {replay.release}", prices.stock_plan(stock_base), stock_base
-        )
+        # The release's own sizing on the same inputs; what it has resident when it profiles
+        # is its own (budget.resident_with_duplicates: a measurement of this package's run,
+        # --resident-bytes, plus the duplicates that run freed).
+        release_stock = ReportColumn(f"stock {replay.release}", prices.stock_plan(base), base)
     stock_fraction, new_fraction = launch.stock_fraction, launch.new_fraction
     stock_inputs = replace(base, mem_fraction_static=stock_fraction)
     reserve = None

@@ -123,15 +123,20 @@ def attention_tp_size_answering(attn_tp_size: int) -> Iterator[None]:
     """The pool code's attention-TP width answering the planned launch's.
 
     ``_init_pools`` divides KV heads by ``get_attention_tp_size()`` (bound by name in
-    ``model_runner_kv_cache_mixin``), which reads the process's attention-TP group; a planner
-    process has none. Inside this context that name answers ``attn_tp_size`` (the replay's
+    ``model_runner_kv_cache_mixin``), and the pool configurators their cells by the same name
+    bound in ``pool_configurator``; it reads the process's attention-TP group, and a planner
+    process has none. Inside this context both names answer ``attn_tp_size`` (the replay's
     ``compute_dp_attention_world_info`` result, the function that group is built from).
     """
     from sglang.srt.model_executor import model_runner_kv_cache_mixin as mixin
+    from sglang.srt.model_executor import pool_configurator
 
-    saved = mixin.get_attention_tp_size
-    mixin.get_attention_tp_size = lambda: attn_tp_size
+    modules = (mixin, pool_configurator)
+    saved = [m.get_attention_tp_size for m in modules]
+    for module in modules:
+        module.get_attention_tp_size = lambda: attn_tp_size
     try:
         yield
     finally:
-        mixin.get_attention_tp_size = saved
+        for module, name in zip(modules, saved, strict=True):
+            module.get_attention_tp_size = name

@@ -34,6 +34,7 @@ from sglang_specinit.model_facts import (
     kv_dtype_name,
     own_hf_config,
 )
+from sglang_specinit.planner.columns import StockBeside
 from sglang_specinit.planner.field_replay import (
     FieldServerArgsReplay,
     attention_tp_size,
@@ -42,6 +43,7 @@ from sglang_specinit.planner.field_replay import (
 )
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError
+from sglang_specinit.planner.plan import OfflinePlan
 from sglang_specinit.planner.replay import (
     ModelledColumn,
     PoolPrices,
@@ -118,8 +120,8 @@ class Replay0513(FieldServerArgsReplay):
     :func:`resolve_speculative`), ``ModelRunner.configure_kv_cache_dtype``'s choice."""
 
     release = "0.5.13.post1"
-    # 0.5.23's modelled rule reads the same config.json fields (its stock_rule).
-    printable_releases = ("0.5.13.post1", "0.5.23")
+    # 0.5.14's and 0.5.23's modelled rules read the same config.json fields (their stock_rule).
+    printable_releases = ("0.5.13.post1", "0.5.14", "0.5.23")
     modelled_columns = (
         ModelledColumn("0.5.13.post1", "stock 0.5.13.post1", "stock_0_5_13", fraction="stock"),
         ModelledColumn("0.5.14", "upstream 0.5.14", "upstream_0_5_14"),
@@ -223,3 +225,12 @@ class Replay0513(FieldServerArgsReplay):
 REPLAY = Replay0513()
 # The name the 0.5.13 tests import.
 REPLAY_0_5_13 = REPLAY
+
+
+def stock_beside(plan: OfflinePlan) -> StockBeside:
+    """The report in a 0.5.13.x environment: stock 0.5.13.post1's column (its modelled rule at
+    its own automatic fraction, the first of the replay's modelled columns) beside this
+    package's; 0.5.14's rule is printed only for ``--sglang-version 0.5.14``."""
+    return StockBeside(
+        base=plan, stock=plan.stock, release=REPLAY.release, json_key=plan.modelled_keys[0]
+    )

@@ -34,7 +34,8 @@ call (:func:`kv_warm_up_copy_skipped`: a Triton launch that moves no byte), so t
 **Stock 0.5.23's column** comes from 0.5.23's own configurator on the same target
 configurator (:func:`stock_plan_0_5_23`: ``create_memory_pool_configurator(kvc)._cell_size``,
 ``config_from_budget``, ``resolve_max_num_reqs``), on the budget 0.5.23 profiles (the draft's
-duplicate embed/lm_head resident).
+duplicate embed/lm_head resident: ``budget.resident_with_duplicates``, ``--resident-bytes``
+plus the duplicates where given).
 
 ``plan --sglang-version 0.5.23`` in the 0.5.13.post1 environment prints the same columns from
 0.5.13.post1's replay and the modelled rule ``stock_rule.upstream_0_5_23_plan`` (same
@@ -355,15 +356,18 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang.srt.runtime_context import get_context
 
-    from sglang_specinit.budget import draft_weight_bytes_of, make_plan, static_budget_bytes
+    from sglang_specinit.budget import (
+        make_plan,
+        resident_after_sizing,
+        resident_with_duplicates,
+        static_budget_bytes,
+    )
 
     kvc = layout.target
     if get_context().server_args is not layout.server_args:
         raise RuntimeError("the pricing layout is no longer the published sglang context")
     draft = inputs.draft
-    at_profile = inputs.target_weight_bytes
-    if draft is not None:
-        at_profile += draft.weight_bytes + draft.shared_weight_bytes
+    at_profile = resident_with_duplicates(inputs)
     available = static_budget_bytes(inputs) - at_profile - inputs.reserved_bytes
     cell = float(create_memory_pool_configurator(kvc)._cell_size)
     notes: list[str] = []
@@ -383,7 +387,7 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
         f"upstream-{release}",
         inputs,
         tokens,
-        inputs.target_weight_bytes + draft_weight_bytes_of(inputs),
+        resident_after_sizing(inputs),
         cell,
         (at_profile + inputs.reserved_bytes) / inputs.pre_load_free_bytes,
         tuple(notes),

@@ -73,6 +73,15 @@ KINDS: dict[str, LaunchKind] = {
         lambda: eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0),
         "EAGLE3",
     ),
+    # EAGLE3's draft with one field more: ``num_nextn_predict_layers: 1`` (the reserve stock
+    # reads from the key instead of the layer count; the same d as without it).
+    "EAGLE3-nnpl1": LaunchKind(
+        llama_family.tiny_llama_target,
+        lambda: eagle_drafts.tiny_eagle3_draft(
+            draft_vocab=EAGLE3_DRAFT_VOCAB, num_nextn_predict_layers=1
+        ),
+        "EAGLE3",
+    ),
     "STANDALONE": LaunchKind(
         llama_family.tiny_llama_target,
         lambda: llama_family.tiny_llama_target(STANDALONE_SHAPE),

@@ -72,18 +72,24 @@ def release_label() -> str:
     return ".".join(map(str, sglang_release()))
 
 
-def eagle3_launch_fixture(kind: str = "EAGLE3", name: str = "eagle3_on") -> Callable[..., Any]:
-    """A session fixture called ``name``: the tiny ``kind`` pair, plugin on, launched once per
-    session by :func:`harness.launch.launch_0_5_23.launch` on the installed release."""
+def eagle3_launch_fixture(
+    kind: str = "EAGLE3", name: str = "eagle3_on", *, plugin: bool = True
+) -> Callable[..., Any]:
+    """A session fixture called ``name``: the tiny ``kind`` pair, plugin on (or off: stock
+    sizing), launched once per session by :func:`harness.launch.launch_0_5_23.launch` on the
+    installed release."""
 
     @pytest.fixture(scope="session", name=name)
     def _launched(tmp_path_factory: pytest.TempPathFactory) -> Any:
         from harness.launch.launch_0_5_23 import launch
 
         tag = release_label().replace(".", "") + ("" if kind == "EAGLE3" else f"-{kind}")
-        return launch(kind, True, tmp_path_factory.mktemp(f"sglang{tag}"))
+        return launch(kind, plugin, tmp_path_factory.mktemp(f"sglang{tag}"))
 
-    _launched.__doc__ = f"The tiny {kind} pair, plugin on (harness.launch.launch_0_5_23.KINDS)."
+    _launched.__doc__ = (
+        f"The tiny {kind} pair, plugin {'on' if plugin else 'off'} "
+        "(harness.launch.launch_0_5_23.KINDS)."
+    )
     return _launched
 
 
@@ -127,16 +133,18 @@ def assert_fills_the_budget_at_profile(run: Any, kind: str = "EAGLE3") -> dict[s
 
 
 def planner_command(memory: Mapping[str, Any], kind: str = "EAGLE3") -> list[str]:
-    """``sglang-specinit plan --json`` with the Engine's flags and the two device numbers the
-    server measured (free before loading, resident at sizing)."""
+    """``sglang-specinit plan --json`` with the Engine's flags and the device numbers the
+    server measured (free before loading; resident at sizing, where ``memory`` has it: a
+    plugin run's breakdown)."""
     from harness.launch.engine import DEFAULT_CAPACITY_BYTES, server_args_to_cli
 
+    resident = memory.get("resident_bytes")
     return [
         sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
         *server_args_to_cli(engine_kwargs(kind)),
         "--device-memory", str(DEFAULT_CAPACITY_BYTES),
         "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
-        "--resident-bytes", str(memory["resident_bytes"]),
+        *(["--resident-bytes", str(resident)] if resident is not None else []),
     ]  # fmt: skip
 
 
@@ -151,8 +159,16 @@ def planner_env() -> dict[str, str]:
 
 
 def plan_in_this_environment(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
-    """The planner's JSON plan, run in this interpreter's environment for ``run``'s launch."""
-    memory = launched_memory(run)
+    """The planner's JSON plan, run in this interpreter's environment for ``run``'s launch:
+    told the free memory before loading and, for a plugin run, the bytes resident at sizing
+    (a stock run's free memory comes from its meter; stock's column never reads the
+    resident bytes, it adds up what its release has resident when it profiles)."""
+    if run.memory is not None:
+        memory: Mapping[str, Any] = launched_memory(run)
+    else:
+        from harness.reports.report_reading import pre_load_reading
+
+        memory = {"pre_load_free_bytes": pre_load_reading(run.report)["free_bytes"]}
     done = subprocess.run(
         planner_command(memory, kind),
         capture_output=True,
@@ -162,6 +178,16 @@ def plan_in_this_environment(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
+
+
+def served_tokens(run: Any) -> int:
+    """``max_total_num_tokens`` of the run's target runner, as its scheduler reported it."""
+    return int(run.runner("target")["max_total_num_tokens"])
+
+
+def stock_column(planned: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The plan's stock column in this environment: ``stock_<installed release>``."""
+    return planned[f"stock_{release_label().replace('.', '_')}"]
 
 
 def assert_plan_equals_server(planned: Mapping[str, Any], run: Any) -> None:
