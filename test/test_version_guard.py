@@ -115,7 +115,17 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
 # --------------------------------------------------------------------------------------------
 # The decision itself, for releases no environment here has (cheap: no SGLang import)
 
-SERVED = ("0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+SERVED = (
+    "0.5.13",
+    "0.5.13.post1",
+    "0.5.14",
+    "0.5.15",
+    "0.5.15.post1",
+    "0.5.20",
+    "0.5.21",
+    "0.5.22",
+    "0.5.23",
+)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Which adapter each sglang release gets: 0.5.13.x, 0.5.14-0.5.15, 0.5.20-0.5.23 served,
+"""Which adapter each sglang release gets: 0.5.13.x, 0.5.14-0.5.15.post1, 0.5.20-0.5.23 served,
 0.5.16-0.5.19 declined with a message that names the served releases (logged at INFO by the
 plugin)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sglang_specinit import compat
 
-SERVED = "0.5.13, 0.5.13.post1, 0.5.14, 0.5.15, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
+SERVED = "0.5.13, 0.5.13.post1, 0.5.14, 0.5.15, 0.5.15.post1, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
 
 
 @pytest.mark.parametrize(
@@ -17,6 +17,7 @@ SERVED = "0.5.13, 0.5.13.post1, 0.5.14, 0.5.15, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
         ("0.5.13.post1", "sglang_0_5_13"),
         ("0.5.14", "sglang_0_5_14"),
         ("0.5.15", "sglang_0_5_14"),
+        ("0.5.15.post1", "sglang_0_5_14"),
         ("0.5.20", "sglang_0_5_23"),
         ("0.5.21", "sglang_0_5_23"),
         ("0.5.22", "sglang_0_5_23"),
