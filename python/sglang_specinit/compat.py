@@ -126,6 +126,17 @@ def decide_for_version(ver: str | None) -> Decision:
             + unchanged,
             not_served=True,
         )
+    if key is not None:
+        # 0.5.10 - 0.5.12.post1: no plugin system (0.5.10.x) or another init than the oldest
+        # served release's, step for step (docs/releases.md: file:line of each difference).
+        first = min(supported_releases(), key=lambda r: release_key(r) or oldest)
+        return Decision(
+            None,
+            ver,
+            f"sglang {ver} is not one of the supported {supported}: it is older than "
+            f"{first}, the oldest release whose init and pool code an adapter replays "
+            "(docs/releases.md names what differs)",
+        )
     return Decision(None, ver, f"sglang {ver} is not one of the supported {supported}")
 
 

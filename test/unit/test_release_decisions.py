@@ -65,3 +65,13 @@ def test_0_5_23_adapter_tables_are_plain_data() -> None:
         "sglang.srt.configs.hybrid_arch",
     }
     assert adapter_new_methods(sglang_0_5_23) == []  # 0.5.23 has every phase method itself
+
+
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1"])
+def test_older_releases_are_unsupported_saying_why(version: str) -> None:
+    """Older than the oldest served release: reported as unsupported (a WARNING), with the
+    reason and where the differences are listed (docs/releases.md, file:line per release)."""
+    decision = compat.decide_for_version(version)
+    assert decision.adapter is None and not decision.not_served
+    assert SERVED in decision.reason
+    assert "older than 0.5.13" in decision.reason and "docs/releases.md" in decision.reason
