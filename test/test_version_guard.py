@@ -1,11 +1,12 @@
-"""On a real release it does not serve (sglang 0.5.19), the plugin steps aside.
+"""On a real release it does not serve (sglang 0.5.18), the plugin steps aside.
 
-Runs ``load_plugins()`` with 0.5.19's wheel unpacked first on ``PYTHONPATH`` over
+Runs ``load_plugins()`` with 0.5.18's wheel unpacked first on ``PYTHONPATH`` over
 ``.venv-sglang0520`` (``scripts/sibling_release.sh`` downloads and unpacks it and checks that
-``import sglang`` and its metadata both say 0.5.19), with this package installed editable, so
+``import sglang`` and its metadata both say 0.5.18), with this package installed editable, so
 the entry point, the version check and SGLang's ``HookRegistry`` are all the real ones.
-0.5.19 is declined because its launch checks' ``overrides.resolving_view`` and its
-``runtime_context`` width readers are not 0.5.20's (``docs/releases.md``).
+0.5.18 is declined: its KV sizing is 0.5.20's but its ``ServerArgs`` is 0.5.15's dataclass, with
+no ``overrides.resolving_view`` for the launch checks and none of what the planner's 0.5.23
+replay runs (``docs/releases.md``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import json
 import subprocess
 
 import pytest
-from harness.launch.plugin_probe import REPO_ROOT, probe_env, run_probe
+from harness.launch.plugin_probe import REPO_ROOT, probe_env, run_probe, same_packages_path
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 from sglang_specinit import compat
 from sglang_specinit.hooks import adapter_patches
 
 # A declined release, run over the venv of the served release of the next generation.
-DECLINED_VERSION = "0.5.19"
+DECLINED_VERSION = "0.5.18"
 GENERATION_VENV = REPO_ROOT / ".venv-sglang0520"
 UPSTREAM_PYTHON = GENERATION_VENV / "bin" / "python"
 UNPACKED = REPO_ROOT / ".cache" / f"sglang-{DECLINED_VERSION}"
@@ -65,7 +66,7 @@ NO_VENV = f"{GENERATION_VENV.name} is absent: build it with scripts/setup.sh (CI
 
 @pytest.fixture(scope="module")
 def declined_release() -> dict[str, str]:
-    """The environment that runs 0.5.19: its wheel unpacked (``scripts/sibling_release.sh``
+    """The environment that runs 0.5.18: its wheel unpacked (``scripts/sibling_release.sh``
     with pytest's ``--version`` as the target: steps 1-3 only) first on PYTHONPATH, then the
     ``sgl_kernel`` test double (0.5.16+ import CPU ops from it on device cpu)."""
     proc = subprocess.run(
@@ -76,7 +77,9 @@ def declined_release() -> dict[str, str]:
         cwd=str(REPO_ROOT),
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    env = probe_env(PYTHONPATH=f"{UNPACKED}:{SGL_KERNEL_STUB_DIR}")
+    # Then the plugin this test imports (a worktree's python/, when it comes from PYTHONPATH).
+    path = [str(UNPACKED), str(SGL_KERNEL_STUB_DIR), same_packages_path()]
+    env = probe_env(PYTHONPATH=":".join(p for p in path if p))
     return env
 
 
@@ -93,7 +96,7 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
     methods = [(f"{m.module}.{m.class_name}", m.name) for p in patches for m in p.new_methods]
     summary = run_probe(str(UPSTREAM_PYTHON), PROBE, [json.dumps(methods)], env, TIMEOUT_S)
 
-    # The real 0.5.19 wheel, not the generation venv's 0.5.20.
+    # The real 0.5.18 wheel, not the generation venv's 0.5.20.
     assert summary["sglang_version"] == DECLINED_VERSION
     assert summary["sglang_file"].startswith(str(UNPACKED))
     # The entry point ran (so the guard, not discovery, is what kept it out) ...
@@ -115,7 +118,18 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
 # --------------------------------------------------------------------------------------------
 # The decision itself, for releases no environment here has (cheap: no SGLang import)
 
-SERVED = ("0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+SERVED = (
+    "0.5.13",
+    "0.5.13.post1",
+    "0.5.14",
+    "0.5.15",
+    "0.5.15.post1",
+    "0.5.19",
+    "0.5.20",
+    "0.5.21",
+    "0.5.22",
+    "0.5.23",
+)
 
 
 @pytest.mark.parametrize(
@@ -181,7 +195,7 @@ def test_the_dependency_never_moves_the_host_sglang() -> None:
 @pytest.mark.timeout(TIMEOUT_S + 120)
 @pytest.mark.skipif(not UPSTREAM_PYTHON.exists(), reason=NO_VENV)
 def test_planner_refuses_an_unserved_release_in_one_line(declined_release: dict[str, str]) -> None:
-    """The planner runs the installed release's server-args logic; on 0.5.19 it has none to
+    """The planner runs the installed release's server-args logic; on 0.5.18 it has none to
     run and says where to run it instead (exit 2, one line, before SGLang is imported)."""
     env = declined_release
     proc = subprocess.run(

@@ -98,7 +98,7 @@ def decide_for_version(ver: str | None) -> Decision:
     """The adapter for ``ver``, or why there is none.
 
     A release the plugin does not serve but that is not older than the oldest served one
-    (0.5.13.post2, 0.5.16 .. 0.5.19, 0.5.24, 0.6.0, ...) is declined as ``not_served``: the
+    (0.5.13.post2, 0.5.16 .. 0.5.18, 0.5.24, 0.6.0, ...) is declined as ``not_served``: the
     plugin logs one INFO line and SGLang starts unchanged. The package's dependency has no
     upper bound (``sglang>=0.5.13``), so installing it never moves the host's sglang; this
     decision is what keeps an unserved release unpatched. Older or unreadable versions are
@@ -125,6 +125,17 @@ def decide_for_version(ver: str | None) -> Decision:
             f"sglang {ver} is not a release sglang-specinit serves (supported: {supported}); "
             + unchanged,
             not_served=True,
+        )
+    if key is not None:
+        # 0.5.10 - 0.5.12.post1: no plugin system (0.5.10.x) or another init than the oldest
+        # served release's, step for step (docs/releases.md: file:line of each difference).
+        first = min(supported_releases(), key=lambda r: release_key(r) or oldest)
+        return Decision(
+            None,
+            ver,
+            f"sglang {ver} is not one of the supported {supported}: it is older than "
+            f"{first}, the oldest release whose init and pool code an adapter replays "
+            "(docs/releases.md names what differs)",
         )
     return Decision(None, ver, f"sglang {ver} is not one of the supported {supported}")
 

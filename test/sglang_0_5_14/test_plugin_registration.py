@@ -1,7 +1,7 @@
-"""The real entry point on the real 0.5.14 / 0.5.15: ``load_plugins()`` picks the
-``sglang_0_5_14`` adapter and, once SGLang has imported every module it patches, exactly that
-adapter's hooks are registered and applied (none of 0.5.13's phases, none of 0.5.23's
-configurator hooks), with one INFO line and no WARNING.
+"""The real entry point on the real 0.5.14 / 0.5.15 (0.5.15.post1: its wheel over 0.5.15's
+venv): ``load_plugins()`` picks the ``sglang_0_5_14`` adapter and, once SGLang has imported
+every module it patches, exactly that adapter's hooks are registered and applied (none of
+0.5.13's phases, none of 0.5.23's configurator hooks), with one INFO line and no WARNING.
 
 Runs in a fresh interpreter of this venv (the plugin registers once per process). ~30 s here.
 """
@@ -12,7 +12,7 @@ import json
 import sys
 
 import pytest
-from harness.launch.plugin_probe import probe_env, run_probe
+from harness.launch.plugin_probe import probe_env, run_probe, same_packages_path
 
 TIMEOUT_S = 240
 
@@ -42,7 +42,8 @@ def test_the_entry_point_applies_exactly_the_0_5_14_adapter() -> None:
     from sglang_specinit.hooks import adapter_patches
 
     ours = adapter_patches(sglang_0_5_14)
-    env = probe_env(SGLANG_USE_CPU_ENGINE="1")
+    # The release under test (a sibling wheel, too) and the plugin this test imports.
+    env = probe_env(SGLANG_USE_CPU_ENGINE="1", PYTHONPATH=same_packages_path())
     summary = run_probe(sys.executable, PROBE, [json.dumps(sorted(ours))], env, TIMEOUT_S)
 
     specinit = {t for t, names in summary["hooks"].items() if "specinit" in names}

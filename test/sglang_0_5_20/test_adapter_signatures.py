@@ -1,7 +1,6 @@
 """The ``sglang_0_5_23`` adapter's hook targets and required attributes match the installed
-0.5.20 (or 0.5.19, its sibling: there the checks pass too, and the release is declined for the
-reason ``docs/releases.md`` gives), and every place this generation differs from 0.5.22 is
-answered by ``release_shims`` in the form its docstring names.
+0.5.20 (or 0.5.19, its sibling wheel), and every place this generation differs from 0.5.22 (and
+0.5.19 from 0.5.20) is answered by ``release_shims`` in the form its docstring names.
 
 The same check the plugin runs when SGLang imports each module (``hooks.module_problems`` on
 the patch for this release: the phase tables plus ``release_shims.release_requires``), on
@@ -18,7 +17,7 @@ import importlib.util
 import inspect
 from importlib.metadata import version
 
-SERVED = "0.5.20"
+SERVED = ("0.5.19", "0.5.20")
 
 
 def installed() -> str:
@@ -30,19 +29,13 @@ def installed() -> str:
     return sglang.__version__
 
 
-def test_0_5_20_is_served_by_the_0_5_23_adapter_and_0_5_19_declined() -> None:
-    from sglang.srt import runtime_context
+def test_0_5_19_and_0_5_20_are_served_by_the_0_5_23_adapter() -> None:
     from sglang_specinit import compat
 
     release = installed()
+    assert release in SERVED
     decision = compat.decide_for_version(compat.installed_sglang_version())
-    if release == SERVED:
-        assert (decision.adapter, decision.sglang_version) == ("sglang_0_5_23", release)
-        return
-    # 0.5.19 (docs/releases.md): declined with one INFO line; the planner's replay reads the
-    # attention widths through helpers 0.5.19 does not have.
-    assert decision.adapter is None and decision.not_served
-    assert not hasattr(runtime_context, "attn_tp_size_of")
+    assert (decision.adapter, decision.sglang_version) == ("sglang_0_5_23", release)
 
 
 def test_every_patched_module_matches_the_adapter() -> None:
@@ -107,8 +100,22 @@ def test_what_this_generation_lacks_is_absent_as_release_shims_says() -> None:
     assert {"enable_dp_attention", "dp_size"} <= names
     assert "attn_dp_size" not in names
     assert not hasattr(runtime_context, "attn_dp_enabled_of")
-    if release == SERVED:  # what derived_server_arg calls there (0.5.19 lacks it: declined)
-        assert hasattr(runtime_context, "attn_dp_size_of")
+    # What the planner reads the attention widths with: 0.5.20's getters, or 0.5.19's own
+    # arithmetic (release_shims._attention_widths); the widths are computed at publish from
+    # 0.5.20 on, stamped by release_shims.stamp_published_widths before.
+    from sglang.srt.runtime_context import ParallelContext
+
+    widths_at_publish = release_shims._since(release_shims.WIDTHS_AT_PUBLISH_SINCE)
+    assert widths_at_publish == (release == "0.5.20")
+    for name in ("attn_tp_size_of", "attn_dp_size_of"):
+        assert hasattr(runtime_context, name) == widths_at_publish
+    assert hasattr(runtime_context, "derive_attention_widths")
+    if not widths_at_publish:  # what stamp_published_widths calls
+        assert hasattr(ParallelContext, "stamp_derived_widths")
+        assert hasattr(ParallelContext, "clear_derived_widths")
+    # 0.5.19's resolution pipeline reads the capacity and hands it to the memory step.
+    memory_step = importlib.import_module("sglang.srt.arg_groups.memory_hook")
+    assert hasattr(memory_step, "get_device_memory_capacity") == widths_at_publish
 
     layer_params = set(inspect.signature(layer_setup.resolve_layer_indices).parameters)
     assert "spec_algorithm" in layer_params and "draft_model_idx" not in layer_params

@@ -22,8 +22,12 @@ KVC = "sglang.srt.mem_cache.kv_cache_configurator"
 POOL = "sglang.srt.model_executor.pool_configurator"
 EAGLE = "sglang.srt.speculative.eagle_worker_v2"
 MULTI = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
+RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 
-# The tables as they were written before the decorator (commit 56e93b6).
+# The tables as they were written before the decorator (commit 56e93b6), plus the SGLang names
+# the phases call that those tables left out (marked "since"): a release without one is refused
+# by the guard instead of failing mid-sizing (0.5.16 has no get_schedule, 0.5.17 no
+# mm_runtime_reservation_gb).
 HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
     scheduler: (
         (
@@ -36,6 +40,11 @@ HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
         ),
         (),
         (
+            # since: what launch_policy, draft_pricing and the breakdown's minimum call
+            Requires("sglang.srt.configs.hybrid_arch", "mambaish_config"),
+            Requires("sglang.srt.configs.model_config", "is_deepseek_v4"),
+            Requires(RUNTIME_CONTEXT, "get_mm"),
+            Requires(KVC, "mm_runtime_reservation_gb"),
             Requires("sglang.srt.managers.scheduler", "Scheduler.init_target_memory_pool"),
             Requires(BASE_SPEC, "BaseSpecWorker.draft_worker"),
             Requires(BASE_SPEC, "EagleDraftWorkerBase.draft_runners"),
@@ -64,6 +73,7 @@ HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
             # fused_entry_bytes: 0.5.22+ only, required per release (release_shims).
             Requires(KVC, "KVCacheConfigurator._derive_pool_sizes"),
             Requires(KVC, "KVCacheConfigurator._init_pools"),
+            Requires(RUNTIME_CONTEXT, "get_schedule"),  # since: the sizing's schedule bag
             Requires(
                 "sglang.srt.model_executor.model_runner", "ModelRunner.init_kv_cache_configurator"
             ),
@@ -71,6 +81,7 @@ HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
             Requires(POOL, "DefaultPoolConfigurator.calculate_pool_sizes_from_max_tokens"),
             Requires(POOL, "HybridSWAPoolConfigurator.calculate_pool_sizes_from_max_tokens"),
             Requires(POOL, "MemoryPoolConfigurator.finalize_with_max_running_requests"),
+            Requires(POOL, "MemoryPoolConfig"),  # since: the probe's pool config
         ),
     ),
     eagle: (

@@ -1,5 +1,5 @@
-"""Which adapter each sglang release gets: 0.5.13.x, 0.5.14-0.5.15, 0.5.20-0.5.23 served,
-0.5.16-0.5.19 declined with a message that names the served releases (logged at INFO by the
+"""Which adapter each sglang release gets: 0.5.13.x, 0.5.14-0.5.15.post1, 0.5.19-0.5.23 served,
+0.5.16-0.5.18 declined with a message that names the served releases (logged at INFO by the
 plugin)."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 from sglang_specinit import compat
 
-SERVED = "0.5.13, 0.5.13.post1, 0.5.14, 0.5.15, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
+SERVED = (
+    "0.5.13, 0.5.13.post1, 0.5.14, 0.5.15, 0.5.15.post1, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
+)
 
 
 @pytest.mark.parametrize(
@@ -17,6 +19,8 @@ SERVED = "0.5.13, 0.5.13.post1, 0.5.14, 0.5.15, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
         ("0.5.13.post1", "sglang_0_5_13"),
         ("0.5.14", "sglang_0_5_14"),
         ("0.5.15", "sglang_0_5_14"),
+        ("0.5.15.post1", "sglang_0_5_14"),
+        ("0.5.19", "sglang_0_5_23"),
         ("0.5.20", "sglang_0_5_23"),
         ("0.5.21", "sglang_0_5_23"),
         ("0.5.22", "sglang_0_5_23"),
@@ -27,7 +31,7 @@ def test_served_releases_get_their_adapter(version: str, adapter: str) -> None:
     assert compat.decide_for_version(version).adapter == adapter
 
 
-@pytest.mark.parametrize("minor", range(16, 20))
+@pytest.mark.parametrize("minor", range(16, 19))
 def test_releases_between_are_declined_naming_the_served_ones(minor: int) -> None:
     decision = compat.decide_for_version(f"0.5.{minor}")
     assert decision.adapter is None and decision.not_served
@@ -55,5 +59,19 @@ def test_0_5_23_adapter_tables_are_plain_data() -> None:
         "sglang.srt.speculative.base_spec_worker",
         "sglang.srt.server_args",
         "sglang.srt.arg_groups.overrides",
+        # read: the schedule / multimodal bags, a DeepSeek-V4 target, a hybrid target's stash
+        "sglang.srt.runtime_context",
+        "sglang.srt.configs.model_config",
+        "sglang.srt.configs.hybrid_arch",
     }
     assert adapter_new_methods(sglang_0_5_23) == []  # 0.5.23 has every phase method itself
+
+
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1"])
+def test_older_releases_are_unsupported_saying_why(version: str) -> None:
+    """Older than the oldest served release: reported as unsupported (a WARNING), with the
+    reason and where the differences are listed (docs/releases.md, file:line per release)."""
+    decision = compat.decide_for_version(version)
+    assert decision.adapter is None and not decision.not_served
+    assert SERVED in decision.reason
+    assert "older than 0.5.13" in decision.reason and "docs/releases.md" in decision.reason

@@ -7,8 +7,9 @@ pool was profiled). Its sizing code is still 0.5.13's shape: the steps live on t
 ``ModelRunner`` (``ModelRunnerKVCacheMixin._resolve_memory_pool_config``,
 ``_profile_available_bytes``, ``_apply_memory_pool_config``), and the configurators take the
 runner (``create_memory_pool_configurator(model_runner)``). 0.5.15 is the same generation for
-everything this package touches. What they still get wrong about the draft, and what this
-package changes::
+everything this package touches, and so is 0.5.15.post1 (a DSA-MTP seed fix for PD
+disaggregation: every function this package hooks, calls or reads has 0.5.15's body). What they
+still get wrong about the draft, and what this package changes::
 
     gap in 0.5.14 / 0.5.15                          module here
     draft KV priced at the target's geometry        runtime_budget (every pool priced by
@@ -32,6 +33,6 @@ their tables.
 from __future__ import annotations
 
 # One internal API generation (ModelRunner-owned sizing, upstream's phased init).
-RELEASES = ("0.5.14", "0.5.15")
+RELEASES = ("0.5.14", "0.5.15", "0.5.15.post1")
 
 PHASE_MODULES = ("scheduler", "runtime_budget", "eagle", "launch_checks")

@@ -133,13 +133,15 @@ def published_layout(draft_runners: int = 1, **server_args: Any) -> Layout:
     from sglang.srt import runtime_context
     from sglang.srt.server_args import ServerArgs
 
-    from sglang_specinit.sglang_0_5_23.release_shims import publish_kwargs
+    from sglang_specinit.sglang_0_5_23.release_shims import publish_kwargs, stamp_published_widths
 
     server_args.setdefault("device", "cpu")
     server_args.setdefault("skip_tokenizer_init", True)
     args = ServerArgs(**server_args)
     # Rank 0 (0.5.20's publish takes no ranks: release_shims).
     runtime_context.publish(args, role="scheduler", **publish_kwargs())
+    # The widths 0.5.19 derives only when a server builds its groups (release_shims).
+    stamp_published_widths()
     target = unloaded_configurator(args, model_config_of(args, False), is_draft=False)
     drafts = []
     if args.speculative_algorithm not in (None, "NGRAM"):

@@ -1,7 +1,7 @@
 """The offline plan against sglang 0.5.23: its server-args replay and its report column.
 
-The replay runs the installed release of 0.5.23's generation (0.5.21 - 0.5.23, served by the
-``sglang_0_5_23`` adapter through its ``release_shims``); every label of such a plan (the stock
+The replay runs the installed release the ``sglang_0_5_23`` adapter serves (0.5.19 - 0.5.23,
+through its ``release_shims``); every label of such a plan (the stock
 column's title, ``--json``'s ``stock_<release>`` and ``sglang_version``, messages) names the
 installed release (:func:`installed_release`). ``RELEASE`` is 0.5.23 itself: the rule the
 0.5.13.x replay models.
@@ -13,11 +13,12 @@ installed release (:func:`installed_release`). ``RELEASE`` is 0.5.23 itself: the
 ``--mem-fraction-static`` of ``memory_hook.handle_gpu_memory_settings``, the speculative hook,
 the page-size and attention-backend defaults, and each step's refusals) and
 ``check_server_args``. Values are read back through ``resolved_view``; the attention-TP width is
-``runtime_context.attn_tp_size_of``; KV dtypes are ``mem_cache.kv_cache_dtype
-.configure_kv_cache_dtype``. The machine those steps see is the planned one
-(:func:`planned_device`), not the host the planner runs on; an attention kernel the resolved
-launch would run but the planned GPU cannot (``kernel_arch``: DSA's trtllm backends, which
-``--dcp-size > 1`` selects, off Blackwell; ``fa3`` off sm_8x / sm_9x) is refused in one line.
+``runtime_context.attn_tp_size_of`` (0.5.19: ``release_shims.attn_tp_size_of``); KV dtypes are
+``mem_cache.kv_cache_dtype.configure_kv_cache_dtype``. The machine those steps see is the
+planned one (:func:`planned_device`), not the host the planner runs on; an attention kernel the
+resolved launch would run but the planned GPU cannot (``kernel_arch``: DSA's trtllm backends,
+which ``--dcp-size > 1`` selects, off Blackwell; ``fa3`` off sm_8x / sm_9x) is refused in one
+line.
 
 **Every pool is priced as the 0.5.23 server prices it** (:meth:`Replay0523.pool_prices`): the
 launch's flags are published with this host's device (:func:`pricing_device`:
@@ -196,7 +197,9 @@ class Replay0523:
 
         from sglang.srt.arg_groups.arg_utils import field_names
         from sglang.srt.configs.model_config import AttentionArch, ModelConfig
-        from sglang.srt.runtime_context import attn_tp_size_of
+
+        # 0.5.19 has no runtime_context.attn_tp_size_of (release_shims).
+        from sglang_specinit.sglang_0_5_23.release_shims import attn_tp_size_of
 
         launch_inputs = {
             name: copy.deepcopy(getattr(server_args, name))

@@ -4,8 +4,7 @@ The adapter was written for sglang 0.5.23 and serves two internal API generation
 
 * the ``runtime_context`` generation, 0.5.21, 0.5.22 and 0.5.23: configurators carry their
   parallel widths as fields, ranks are read from ``runtime_context.get_parallel()``;
-* the ``ParallelState`` generation, 0.5.20 (0.5.19's wheel passes the same signature checks;
-  it is not served: ``docs/releases.md``): each scheduler and model runner holds a
+* the ``ParallelState`` generation, 0.5.19 and 0.5.20: each scheduler and model runner holds a
   ``distributed.parallel_state_wrapper.ParallelState`` (``ps``) with its ranks and widths, and
   the configurator takes that object.
 
@@ -44,6 +43,23 @@ and, read by the offline planner (``sglang_0_5_23/planner_replay.py``) only::
                                     .attn_dp_size_of`` (``:220``)      ``attn_dp_enabled_of``
     a resolution step reading the   ``memory_hook``, ``model_overrides  also ``kv_shard_hook``
     device's capacity               /qwen3_vl``                         (0.5.22+)
+
+0.5.19 against 0.5.20, read from both wheels: the live adapter reads nothing that differs
+(every hooked body identical but for an assert 0.5.20 adds to ``config_from_budget``, every
+required attribute present). Three reads of the planner differ, all in ``runtime_context``::
+
+    difference                      0.5.19                             0.5.20
+    attention widths of a config    ``derive_attention_widths(tp_size= ``attn_tp_size_of`` /
+                                    , attn_cp_size=, dp_size=, enable_ ``attn_dp_size_of``
+                                    dp_attention=)`` (``runtime_       (``:215``, ``:220``;
+                                    context.py:134``)                  same arithmetic, ``:138``)
+    derived widths after publish    none until the process groups are  computed at publish
+                                    built: ``initialize_model_parallel (``_derived_width``,
+                                    `` stamps them (``distributed/     ``:313``)
+                                    parallel_state.py:2517,2737``)
+    a resolution step reading the   ``arg_groups/pipeline.py:223``     ``memory_hook``,
+    device's capacity               (bound ``:23``, handed to          ``model_overrides/
+                                    ``handle_gpu_memory_settings``)    qwen3_vl``
 
 0.5.21 against 0.5.22, read from both wheels: the hooked bodies are identical, every required
 attribute and every method the phases call exists with the same signature; 0.5.21 lacks what
@@ -94,6 +110,11 @@ KV_CACHE_SHARDING_SINCE = (0, 5, 22)
 # ``attn_dp_enabled`` / ``num_dp_ranks`` (0.5.21 derives ``attn_dp_size`` at publish).
 ATTN_DP_SIZE_FIELD_SINCE = (0, 5, 22)
 KV_SHARD_HOOK = "sglang.srt.arg_groups.kv_shard_hook"
+# The first release whose ``runtime_context`` reads attention widths off a config
+# (``attn_tp_size_of`` / ``attn_dp_size_of``), computes the derived widths at publish, and whose
+# resolution steps (not the pipeline) read the device's capacity.
+WIDTHS_AT_PUBLISH_SINCE = (0, 5, 20)
+PIPELINE_CAPACITY_READER = "sglang.srt.arg_groups.pipeline"
 # The first release without ``ParallelState``: configurators take widths, schedulers read
 # their ranks from ``runtime_context``, ``publish`` takes ``SpawnRanks``.
 RUNTIME_CONTEXT_RANKS_SINCE = (0, 5, 21)
@@ -314,13 +335,72 @@ def derived_server_arg(view: Any, name: str) -> Any:
         if name == "enable_dp_attention":
             return runtime_context.attn_dp_enabled_of(view)
     elif name == "attn_dp_size":
-        return runtime_context.attn_dp_size_of(view)
+        if _since(WIDTHS_AT_PUBLISH_SINCE):
+            return runtime_context.attn_dp_size_of(view)
+        return _attention_widths(view)[0]
     return NOT_DERIVED
+
+
+def _attention_widths(view: Any) -> tuple[int, int]:
+    """(attn_dp_size, attn_tp_size) of a config with 0.5.19's leaves, by 0.5.19's own
+    arithmetic (``runtime_context.derive_attention_widths``, which its scheduler's
+    ``compute_dp_attention_world_info`` also uses)."""
+    from sglang.srt import runtime_context
+
+    attn_dp, attn_tp = runtime_context.derive_attention_widths(
+        tp_size=int(view.tp_size),
+        attn_cp_size=int(view.attn_cp_size),
+        dp_size=int(view.dp_size),
+        enable_dp_attention=bool(view.enable_dp_attention),
+    )
+    return int(attn_dp), int(attn_tp)
+
+
+def attn_tp_size_of(view: Any) -> int:
+    """A resolved config's attention-TP width (``runtime_context.attn_tp_size_of`` from
+    0.5.20; 0.5.19 derives it from the leaves: :func:`_attention_widths`)."""
+    from sglang.srt import runtime_context
+
+    if _since(WIDTHS_AT_PUBLISH_SINCE):
+        return int(runtime_context.attn_tp_size_of(view))
+    return _attention_widths(view)[1]
+
+
+def stamp_published_widths() -> None:
+    """After an offline ``publish``, the derived widths the pool code reads off
+    ``get_parallel()`` (``attn_tp_size``, ``attn_dcp_size``, ...): from 0.5.20 ``publish``
+    computes them; 0.5.19 has them only once ``initialize_model_parallel`` stamps them when a
+    server builds its process groups, from its scheduler's ``ParallelState`` widths
+    (``distributed/bootstrap.py:100-115``, ``parallel_state.py:2517-2525``, ``:2737``). The
+    same stamp, from the same leaves, for the planner's rank 0 (no groups)."""
+    if _since(WIDTHS_AT_PUBLISH_SINCE):
+        return
+    from sglang.srt.runtime_context import derive_parallel_widths, get_parallel
+
+    parallel = get_parallel()
+    attn_dp, _ = _attention_widths(parallel)
+    dcp = int(parallel.dcp_size)
+    parallel.clear_derived_widths()  # a previous plan's publish in this process
+    parallel.stamp_derived_widths(
+        **derive_parallel_widths(
+            tp_size=int(parallel.tp_size),
+            attn_cp_size=int(parallel.attn_cp_size),
+            attn_dp_size=attn_dp,
+            moe_ep_size=int(parallel.ep_size),
+            moe_dp_size=int(parallel.moe_dp_size),
+            dcp_size=dcp,
+            # initialize_model_parallel builds the DCP group only for more than one rank.
+            dcp_enabled=dcp > 1,
+        )
+    )
 
 
 def present_capacity_readers(names: tuple[str, ...]) -> tuple[str, ...]:
     """The resolution modules of ``names`` the installed release has (``kv_shard_hook`` from
-    0.5.22)."""
+    0.5.22); before 0.5.20 none of them reads the capacity: the resolution pipeline does and
+    hands it to the memory step (0.5.19 ``arg_groups/pipeline.py:223``)."""
+    if not _since(WIDTHS_AT_PUBLISH_SINCE):
+        return (PIPELINE_CAPACITY_READER,)
     if _since(KV_CACHE_SHARDING_SINCE):
         return names
     return tuple(name for name in names if name != KV_SHARD_HOOK)

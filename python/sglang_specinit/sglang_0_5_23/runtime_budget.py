@@ -42,6 +42,7 @@ MODULE = "sglang.srt.mem_cache.kv_cache_configurator"
 
 POOL_CONFIGURATOR = "sglang.srt.model_executor.pool_configurator"
 MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
+RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 
 patch = PatchTable(MODULE)
 
@@ -60,9 +61,13 @@ _SIZED: dict[int, tuple[Any, Prices]] = {}
     "DefaultPoolConfigurator.calculate_pool_sizes_from_max_tokens",
     "HybridSWAPoolConfigurator.calculate_pool_sizes_from_max_tokens",
     "MemoryPoolConfigurator.finalize_with_max_running_requests",
+    "MemoryPoolConfig",
     module=POOL_CONFIGURATOR,
 )
 @patch.calls("ModelRunner.init_kv_cache_configurator", module=MODEL_RUNNER)
+# The schedule bag the sizing reads (here, _resolve) and the probe overrides (pool_probe):
+# 0.5.16 has none, so a release without it is refused here, not by an ImportError mid-sizing.
+@patch.calls("get_schedule", module=RUNTIME_CONTEXT)
 @patch.calls(
     "KVCacheConfigurator._profile_available_bytes",
     "KVCacheConfigurator._apply_token_constraints",

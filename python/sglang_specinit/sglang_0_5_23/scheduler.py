@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 MODULE = "sglang.srt.managers.scheduler"
 BASE_SPEC_WORKER = "sglang.srt.speculative.base_spec_worker"
+KV_CACHE_CONFIGURATOR = "sglang.srt.mem_cache.kv_cache_configurator"
+RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 
 patch = PatchTable(MODULE)
 
@@ -62,6 +64,13 @@ patch = PatchTable(MODULE)
 )
 # SGLang's own pool phase (``original``) sizes the target pool through this.
 @patch.calls("Scheduler.init_target_memory_pool")
+# The memory breakdown's all-rank minimum (all_rank_min_free_at_sizing): SGLang's multimodal
+# reservation and the multimodal bag it reads (0.5.17 has neither reservation nor ...gb).
+@patch.calls("mm_runtime_reservation_gb", module=KV_CACHE_CONFIGURATOR)
+@patch.calls("get_mm", module=RUNTIME_CONTEXT)
+# Which launches are priced (launch_policy) and a hybrid target's stash rows (draft_pricing).
+@patch.calls("is_deepseek_v4", module="sglang.srt.configs.model_config")
+@patch.calls("mambaish_config", module="sglang.srt.configs.hybrid_arch")
 def init_memory_pools(original: Any, self: Any) -> None:
     """AROUND hook: early binding + exact draft pricing around SGLang's own pool phase."""
     if self.spec_algorithm.is_none():

@@ -46,6 +46,26 @@ def probe_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def same_packages_path() -> str:
+    """A ``PYTHONPATH`` for a probe that imports the ``sglang`` and ``sglang_specinit`` this
+    process imports, where those come from ``PYTHONPATH`` rather than the venv: a sibling
+    release's wheel unpacked first on it (``scripts/sibling_release.sh``) or a worktree's
+    ``python/``. Without it the probe would load the venv's own release and plugin, and test
+    those instead."""
+    import importlib.util
+
+    inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    kept = []
+    for package in ("sglang", "sglang_specinit"):
+        spec = importlib.util.find_spec(package)
+        if spec is None or spec.origin is None:
+            continue
+        root = str(Path(spec.origin).resolve().parents[1])
+        if any(entry and str(Path(entry).resolve()) == root for entry in inherited):
+            kept.append(root)
+    return os.pathsep.join(kept)
+
+
 def run_probe(
     python: str, probe: str, args: Sequence[str], env: dict[str, str], timeout_s: float
 ) -> dict[str, Any]:

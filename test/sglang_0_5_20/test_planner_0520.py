@@ -1,0 +1,97 @@
+"""The planner's 0.5.23 replay on the ``ParallelState`` generation without an Engine: the three
+reads where 0.5.19 differs from 0.5.20 (``release_shims``: the attention widths of a config,
+the derived widths after ``publish``, the resolution step that reads the device's capacity)
+answer as the installed release's own code does, and ``sglang-specinit plan`` runs on it.
+
+CI runs this file on 0.5.19's wheel over ``.venv-sglang0520`` (``scripts/test.sh``), where
+``test_eagle3_launch.py``'s plan == server is not run; on 0.5.20 that launch covers the plan.
+~30 s here (one in-process plan).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+
+def installed() -> str:
+    import sglang
+
+    return sglang.__version__
+
+
+@pytest.mark.parametrize(
+    ("tp", "dp", "cp", "dp_attention"),
+    [(1, 1, 1, False), (4, 1, 1, False), (4, 2, 1, True), (8, 2, 2, True), (8, 4, 1, False)],
+)
+def test_attention_widths_are_the_ones_the_scheduler_computes(
+    tp: int, dp: int, cp: int, dp_attention: bool
+) -> None:
+    """What the planner reads as ``attn_tp_size`` / ``attn_dp_size`` of a resolved config
+    equals what the installed release's scheduler builds its ``ParallelState`` from
+    (``compute_dp_attention_world_info``, ``managers/scheduler.py``)."""
+    from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
+    from sglang_specinit.sglang_0_5_23.release_shims import attn_tp_size_of, derived_server_arg
+
+    view = SimpleNamespace(
+        tp_size=tp,
+        dp_size=dp,
+        attn_cp_size=cp,
+        enable_dp_attention=dp_attention,
+        ep_size=1,
+        moe_dp_size=1,
+        dcp_size=1,
+    )
+    _rank, attn_tp, _dp_rank, attn_dp = compute_dp_attention_world_info(dp_attention, 0, tp, dp, cp)
+    assert attn_tp_size_of(view) == attn_tp
+    assert derived_server_arg(view, "attn_dp_size") == attn_dp
+
+
+def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
+    """The planner answers ``get_device_memory_capacity`` in the modules of this release that
+    bind it (0.5.19: the resolution pipeline; 0.5.20: the memory step and the Qwen3-VL
+    override); one not listed would see this host's memory."""
+    import sglang.srt.arg_groups as arg_groups
+    from sglang_specinit.sglang_0_5_23.planned_device import CAPACITY_READERS
+    from sglang_specinit.sglang_0_5_23.release_shims import present_capacity_readers
+
+    root = Path(arg_groups.__file__).parent
+    readers = {
+        "sglang.srt.arg_groups." + ".".join(path.relative_to(root).with_suffix("").parts)
+        for path in root.rglob("*.py")
+        if "get_device_memory_capacity" in path.read_text()
+    }
+    assert readers == set(present_capacity_readers(CAPACITY_READERS))
+
+
+@pytest.mark.skipif(
+    installed() == "0.5.20",
+    reason="0.5.20: test_eagle3_launch.py plans the launch it starts and checks plan == server",
+)
+def test_the_plan_runs_and_the_pool_code_reads_published_widths() -> None:
+    """``plan --json`` on the default example (Llama-3.1-8B + EAGLE3, H100-80GB) with this
+    release's own server-args logic and pool code; afterwards ``get_parallel()`` answers the
+    derived widths the pool code read (0.5.19 has them only once stamped:
+    ``release_shims.stamp_published_widths``)."""
+    from sglang.srt.runtime_context import get_parallel
+    from sglang_specinit.planner.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["plan", "--json"])
+    assert code == 0, err.getvalue()[-3000:]
+    plan = json.loads(out.getvalue())
+    release = installed()
+    assert plan["sglang_version"] == release
+    assert plan["tokens"] > 0 and plan["draft_kv_pool_bytes"] > 0
+    # The stock column is this release's own configurator, priced on the same inputs.
+    stock = plan["stock_" + release.replace(".", "_")]
+    assert stock["rule"] == f"upstream-{release}"
+    assert stock["budget_bytes"] == plan["budget_bytes"]
+    parallel = get_parallel()
+    assert (parallel.attn_tp_size, parallel.attn_dp_size, parallel.attn_dcp_size) == (1, 1, 1)
