@@ -184,3 +184,16 @@ def installed_release() -> str:
     from sglang_specinit.compat import installed_sglang_version
 
     return str(installed_sglang_version())
+
+
+class InstalledReleaseReplay:
+    """A replay that runs whichever release of its adapter is installed: every label of its
+    plans names that release, and it prints only that release's stock column."""
+
+    @property
+    def release(self) -> str:
+        return installed_release()
+
+    @property
+    def printable_releases(self) -> tuple[str, ...]:
+        return (self.release,)

@@ -62,6 +62,7 @@ from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.plan import OfflinePlan
 from sglang_specinit.planner.replay import (
+    InstalledReleaseReplay,
     ModelledColumn,
     PoolPrices,
     ResolvedLaunch,
@@ -197,7 +198,7 @@ def stock_plan_0_5_14(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> P
     )
 
 
-class Replay0514(FieldServerArgsReplay):
+class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
     """sglang 0.5.14 / 0.5.15: 0.5.13.x's parser and speculative hook, the release's own
     fraction heuristic, KV dtype and pool code (module docstring)."""
 
@@ -205,14 +206,6 @@ class Replay0514(FieldServerArgsReplay):
         ModelledColumn("0.5.13.post1", "stock 0.5.13.post1", "stock_0_5_13", fraction="stock"),
         ModelledColumn("0.5.14", "upstream 0.5.14", "upstream_0_5_14"),
     )
-
-    @property
-    def release(self) -> str:
-        return installed_release()
-
-    @property
-    def printable_releases(self) -> tuple[str, ...]:
-        return (self.release,)
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
         from sglang.srt.configs.model_config import ModelConfig

@@ -65,6 +65,7 @@ from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError, RaisingParser
 from sglang_specinit.planner.plan import OfflinePlan
 from sglang_specinit.planner.replay import (
+    InstalledReleaseReplay,
     ModelledColumn,
     PoolPrices,
     ResolvedLaunch,
@@ -158,7 +159,7 @@ POOL_FIELDS = (
 )
 
 
-class Replay0523:
+class Replay0523(InstalledReleaseReplay):
     """The installed release's (0.5.23's generation) parser, ``resolve_once`` and
     ``check_server_args`` on the planned device."""
 
@@ -166,14 +167,6 @@ class Replay0523:
         ModelledColumn("0.5.13.post1", "stock 0.5.13.post1", "stock_0_5_13", fraction="stock"),
         ModelledColumn("0.5.14", "upstream 0.5.14", "upstream_0_5_14"),
     )
-
-    @property
-    def release(self) -> str:
-        return installed_release()
-
-    @property
-    def printable_releases(self) -> tuple[str, ...]:
-        return (self.release,)
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
         from sglang.srt.server_args import ServerArgs
