@@ -322,11 +322,12 @@ def test_stock_sglang_overshoots_the_same_budget(
     """The regression the plugin exists for, on the same launch as the eagle3 case.
 
     Stock 0.5.13.post1 sizes the target pool from the whole budget before the draft exists;
-    the draft's weights and KV pool land on top (0.5.23 sizes both pools but with the draft's
-    duplicate embed resident and too small a draft reserve for EAGLE3). Measured with the same
-    probe as the cases above, once both pools exist it exceeds ``f x free`` by at least its
-    draft's KV pool. If the overshoot leaves too little of the ``1 - f`` share, stock dies of
-    an OOM instead (before or after its draft pool); that is asserted from its log. When it
+    the draft's weights and KV pool land on top: measured with the same probe as the cases
+    above, once both pools exist it exceeds ``f x free`` by at least its draft's KV pool. Stock
+    0.5.23 sizes both pools inside the budget for this draft (its KV geometry is the target's)
+    with the draft's duplicate embed/lm_head resident, so it fits and serves fewer tokens than
+    the plugin (the eagle3 case's comparison). If the overshoot leaves too little of the
+    ``1 - f`` share, stock dies of an OOM instead (before or after its draft pool); that is asserted from its log. When it
     does start, the same KV-filling load is run and its outcome recorded (``stock_load``),
     not asserted.
     """
@@ -355,7 +356,12 @@ def test_stock_sglang_overshoots_the_same_budget(
         usage = device_probe.usage_after_pools(rank_records)
         record_property("stock_memory", usage.describe())
         assert usage.draft_kv_bytes > 0, usage.describe()
-        assert usage.over_budget_bytes >= usage.draft_kv_bytes - TOLERANCE, usage.describe()
-        assert usage.over_budget_bytes > TOLERANCE, usage.describe()
+        if gpu_release.installed_settings().stock_sizes_before_the_draft:
+            assert usage.over_budget_bytes >= usage.draft_kv_bytes - TOLERANCE, usage.describe()
+            assert usage.over_budget_bytes > TOLERANCE, usage.describe()
+        else:
+            # 0.5.14+: both pools inside f x free for this draft (its KV geometry is the
+            # target's); what stock loses is the duplicates' bytes, shown by the eagle3 case.
+            assert usage.over_budget_bytes <= TOLERANCE, usage.describe()
     if not started:
         assert ooms, log[-3000:]  # a start failure other than memory is not this regression

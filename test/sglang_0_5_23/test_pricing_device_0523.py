@@ -23,8 +23,8 @@ import torch
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.shipped_examples import list_examples
+from sglang_specinit.sglang_0_5_23 import planner_replay as release_0_5_23
 from sglang_specinit.sglang_0_5_23 import pricing_host as pricing_host_0_5_23
-from sglang_specinit.sglang_0_5_23 import release_0_5_23
 
 pytestmark = pytest.mark.timeout(300)
 

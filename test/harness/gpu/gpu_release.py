@@ -45,6 +45,10 @@ class ReleaseSettings:
     draft_graph_end: str
     draft_extend_graph_end: str
     graph_failed: str
+    # Stock sizes the target pool before the draft exists (0.5.13.x), so the draft's pools land
+    # over f x free; from 0.5.14 stock sizes both pools inside the budget (an EAGLE3 draft of
+    # the target's geometry fits; the duplicates resident at profiling only shrink it).
+    stock_sizes_before_the_draft: bool
 
 
 RELEASES: dict[str, ReleaseSettings] = {
@@ -57,6 +61,7 @@ RELEASES: dict[str, ReleaseSettings] = {
         draft_graph_end="Capture draft cuda graph end.",
         draft_extend_graph_end="Capture draft extend cuda graph end.",
         graph_failed="Capture cuda graph failed",
+        stock_sizes_before_the_draft=True,
     ),
     "0.5.23": ReleaseSettings(
         version="0.5.23",
@@ -68,6 +73,7 @@ RELEASES: dict[str, ReleaseSettings] = {
         draft_graph_end="Capture draft decode CUDA graph end.",
         draft_extend_graph_end="Capture draft extend CUDA graph end.",
         graph_failed="Capture cuda graph failed",  # runner/decode_cuda_graph_runner.py:603
+        stock_sizes_before_the_draft=False,
     ),
 }
 MATRIX = tuple(RELEASES)  # what the workflow's matrix runs, in order
