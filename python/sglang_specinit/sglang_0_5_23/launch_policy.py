@@ -19,9 +19,8 @@ from sglang_specinit.step_aside import PRICED_DEVICES, StepAside
 
 def pricing_blocker(scheduler: Any) -> StepAside | None:
     """None when this package prices the draft of this launch."""
-    from sglang.srt.configs.model_config import is_deepseek_v4
-
     from sglang_specinit import compat, sglang_0_5_23
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
     from sglang_specinit.sglang_0_5_23.release_shims import kv_cache_sharding, scheduler_ranks
 
     server_args = scheduler.server_args
@@ -45,13 +44,10 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
         return StepAside("--enable-hisparse prices the draft in its host-expanded id space")
     if kv_cache_sharding(server_args):
         return StepAside("--enable-kv-cache-sharding adds shard scratch the budget model omits")
-    if is_deepseek_v4(scheduler.model_config.hf_config):
-        # Priced exactly on 0.5.23's own configurators (dsv4_sizing, the layout matrix's V4
-        # cells), but the server-side wiring has not run in a launch yet: stock's solve stays.
-        return StepAside(
-            "DeepSeek-V4: its draft pricing (dsv4_sizing) is checked on 0.5.23's configurators "
-            "but not yet in a live launch, so stock's (T + 1) / T draft reserve is kept"
-        )
+    v4_reason = dsv4_sizing.runner_unpriced_reason(scheduler.tp_worker.model_runner)
+    if v4_reason is not None:
+        # Priced on paged NextN pools only (dsv4_sizing); these reserve the draft otherwise.
+        return StepAside(f"DeepSeek-V4 with {v4_reason} keeps stock's (T + 1) / T draft reserve")
     parallel = scheduler_ranks(scheduler)
     if parallel.pp_size > 1:
         return StepAside("pipeline parallelism: the draft lives on the last stage only")
