@@ -49,7 +49,14 @@ class Result:
     coefficient: float
 
 
-def evaluate(cell: Cell, tmp: Path) -> Result:
+def evaluate(
+    cell: Cell,
+    tmp: Path,
+    weights: tuple[int, int, int] | None = None,
+    budget: int | None = None,
+) -> Result:
+    """``cell`` sized both ways; ``weights`` (target, draft's own, duplicates per rank) and
+    ``budget`` (f x free) default to the cell's (the planner's test passes the plan's)."""
     from sglang.srt.model_executor.pool_configurator import (
         MemoryPoolConfig,
         create_memory_pool_configurator,
@@ -74,8 +81,9 @@ def evaluate(cell: Cell, tmp: Path) -> Result:
         allocated.append(dsv4_sizing.built_pool_bytes(draft, config))
         priced.append(kv_pool_bytes(price, swa, page))
 
-    w_target, w_draft, w_dup = cell.weights()
-    budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
+    w_target, w_draft, w_dup = weights or cell.weights()
+    if budget is None:
+        budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
     stock = create_memory_pool_configurator(target)
     stock_config = dsv4_sizing.solve(target, stock, budget - (w_target + w_draft + w_dup), 0)
     stock_target = dsv4_sizing.built_pool_bytes(target, stock_config)
