@@ -60,18 +60,24 @@ def runner_layer_count(model_config: Any, is_draft: bool) -> int:
     return layers * loop_num if loop_num > 1 else layers
 
 
-def check_supported(hf_config: Any) -> None:
+def check_supported(
+    hf_config: Any, *, prices_deepseek_v4: bool = False, release: str | None = None
+) -> None:
     """Raise BudgetError for a model whose KV pools the budget model cannot price.
 
     ``hf_config`` may be a ``PretrainedConfig`` or the raw ``config.json`` dict, so the offline
-    planner can refuse before building a ``ModelConfig``.
+    planner can refuse before building a ``ModelConfig``. DeepSeek-V4's compressed pools are
+    priced only by a replay that runs the release's own V4 solve (``prices_deepseek_v4``: the
+    0.5.23 generation's, ``sglang_0_5_23.dsv4_sizing``); ``release`` names the one asked.
     """
     from sglang.srt.configs.model_config import is_deepseek_v4
 
-    if is_deepseek_v4(hf_config):
+    if is_deepseek_v4(hf_config) and not prices_deepseek_v4:
+        where = f"sglang {release}" if release else "this sglang"
         raise BudgetError(
-            "DeepSeek-V4 compressed KV pools (c4/c128/state) are not priced by sglang-specinit; "
-            "disable the plugin for this model (SGLANG_SPECINIT_DISABLE=1)"
+            f"DeepSeek-V4 compressed KV pools (c4/c128/state) are not priced on {where}: "
+            "plan it with sglang 0.5.20 - 0.5.23 installed, or disable the plugin for this "
+            "model (SGLANG_SPECINIT_DISABLE=1)"
         )
 
 

@@ -327,9 +327,9 @@ def test_stock_sglang_overshoots_the_same_budget(
     0.5.23 sizes both pools inside the budget for this draft (its KV geometry is the target's)
     with the draft's duplicate embed/lm_head resident, so it fits and serves fewer tokens than
     the plugin (the eagle3 case's comparison). If the overshoot leaves too little of the
-    ``1 - f`` share, stock dies of an OOM instead (before or after its draft pool); that is asserted from its log. When it
-    does start, the same KV-filling load is run and its outcome recorded (``stock_load``),
-    not asserted.
+    ``1 - f`` share, stock dies of an OOM instead (before or after its draft pool); that is
+    asserted from its log. When it does start, the same KV-filling load is run and its outcome
+    recorded (``stock_load``), not asserted.
     """
     case = _eagle3()
     fraction = gpu_cases.mem_fraction()

@@ -26,56 +26,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
-from harness.checkpoints.published_configs import dsv4_flash_config_dir
-
-GIB = 1 << 30
-# V4-Flash, bytes (estimates from the config: 256 experts x 3 x 4096 x 2048 per layer).
-EXPERTS_FP4_PER_LAYER = 3_422_552_064  # e2m1 + one e8m0 scale per 32 values
-EXPERTS_FP8_PER_LAYER = 6_442_450_944 + 6_442_450_944 // (128 * 128) * 4
-CHECKPOINT_FP4 = 159_900_000_000  # FP4 experts, FP8 attention/dense, one MTP block
-MTP_BLOCK = 3_520_000_000  # one decoder layer's worth
-VOCAB_TABLE = 129_280 * 4096 * 2  # the NextN draft's own embed / lm_head (bf16), each
-MTP_FLAGS = {
-    "speculative_algorithm": "EAGLE",
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-}
-
-
-@dataclass(frozen=True)
-class Cell:
-    name: str
-    tp: int
-    fp8_experts: bool
-    device_gib: float
-    capability: tuple[int, int]
-    swa_ratio: float | None = None
-    mem_fraction_static: float = 0.85
-    tags: tuple[str, ...] = ()
-
-    def weights(self) -> tuple[int, int, int]:
-        """(target, draft's own, draft duplicates of the target) bytes per rank."""
-        target = CHECKPOINT_FP4 - MTP_BLOCK
-        draft = MTP_BLOCK
-        if self.fp8_experts:
-            extra = EXPERTS_FP8_PER_LAYER - EXPERTS_FP4_PER_LAYER
-            target += 43 * extra
-            draft += extra
-        return target // self.tp, draft // self.tp, 2 * VOCAB_TABLE // self.tp
-
-
-CELLS = [
-    Cell("V4-Flash MTP, H200 FP8, TP 4", 4, True, 140.0, (9, 0), tags=("h200-tp4",)),
-    Cell("V4-Flash MTP, H200 FP8, TP 8", 8, True, 140.0, (9, 0)),
-    Cell("V4-Flash MTP, H200 FP4, TP 4", 4, False, 140.0, (9, 0)),
-    Cell("V4-Flash MTP, B200 FP4, TP 4, ratio 0.1", 4, False, 178.0, (10, 0), 0.1),
-    Cell("V4-Flash MTP, B200 FP4, TP 8, ratio 0.1", 8, False, 178.0, (10, 0), 0.1),
-    Cell("V4-Flash MTP, B200 FP4, TP 4, ratio 0.2", 4, False, 178.0, (10, 0), 0.2),
-]
+from harness.matrices.dsv4_flash import CELLS, GIB, Cell, publish
 
 
 @dataclass
@@ -96,20 +49,22 @@ class Result:
     coefficient: float
 
 
-def evaluate(cell: Cell, tmp: Path) -> Result:
+def evaluate(
+    cell: Cell,
+    tmp: Path,
+    weights: tuple[int, int, int] | None = None,
+    budget: int | None = None,
+) -> Result:
+    """``cell`` sized both ways; ``weights`` (target, draft's own, duplicates per rank) and
+    ``budget`` (f x free) default to the cell's (the planner's test passes the plan's)."""
     from sglang.srt.model_executor.pool_configurator import (
         MemoryPoolConfig,
         create_memory_pool_configurator,
     )
     from sglang_specinit.budget import kv_pool_bytes
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
-    args = dict(MTP_FLAGS, model_path=str(dsv4_flash_config_dir(tmp)), tp_size=cell.tp)
-    if cell.swa_ratio is not None:
-        args["swa_full_tokens_ratio"] = cell.swa_ratio
-    with mock.patch("torch.cuda.get_device_capability", return_value=cell.capability):
-        layout = published_layout(trust_remote_code=True, **args)
+    layout = publish(cell, tmp)
     target, (draft,) = layout.target, layout.drafts
     page = int(target.page_size)
     price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
@@ -126,8 +81,9 @@ def evaluate(cell: Cell, tmp: Path) -> Result:
         allocated.append(dsv4_sizing.built_pool_bytes(draft, config))
         priced.append(kv_pool_bytes(price, swa, page))
 
-    w_target, w_draft, w_dup = cell.weights()
-    budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
+    w_target, w_draft, w_dup = weights or cell.weights()
+    if budget is None:
+        budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
     stock = create_memory_pool_configurator(target)
     stock_config = dsv4_sizing.solve(target, stock, budget - (w_target + w_draft + w_dup), 0)
     stock_target = dsv4_sizing.built_pool_bytes(target, stock_config)

@@ -13,6 +13,7 @@ it drops the CPU-engine switch and needs no ``sgl_kernel``), and ``.venv``'s pla
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -124,6 +125,45 @@ def test_every_example_plans_with_0_5_23s_rule(
     assert data["mem_fraction_static"] == data["stock_0_5_23"]["mem_fraction_static"]
     # ... and this package's plan fits its budget.
     assert data["used_bytes"] <= data["budget_bytes"]
+
+
+def test_v4_example_plans_as_the_layout_matrix_sizes_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The DeepSeek-V4-Flash example (cookbook MTP 3/1/4, TP 4, H200, FP4 checkpoint): both
+    columns are 0.5.23's own V4 solve, as the layout matrix computes them
+    (``test_dsv4_never_worse_than_stock.evaluate``) at the plan's own fraction, GPU and
+    weights per rank; this package's plan fits and serves more tokens than stock's."""
+    from harness.matrices.dsv4_flash import CELLS
+    from test_dsv4_never_worse_than_stock import evaluate
+
+    data = plan_json(capsys, "--example", "deepseek-v4-flash-mtp")
+    stock = data["stock_0_5_23"]
+    cell = dataclasses.replace(
+        next(c for c in CELLS if c.name == "V4-Flash MTP, H200 FP4, TP 4"),
+        mem_fraction_static=data["mem_fraction_static"],
+    )
+    # The duplicates stock holds while it profiles: the NextN draft's own embed and lm_head
+    # (bf16, vocabulary-sharded), the matrix's figure; the plan's at-profile bytes show them.
+    duplicates = cell.weights()[2]
+    at_profile = {
+        k: round(d["min_viable_mem_fraction_static"] * data["pre_load_free_bytes"])
+        for k, d in (("ours", data), ("stock", stock))
+    }
+    assert (
+        abs(at_profile["stock"] - at_profile["ours"] - duplicates)
+        < 1e-6 * (data["pre_load_free_bytes"])
+    )
+    weights = (data["target_weight_bytes"], data["draft_weight_bytes"], duplicates)
+    r = evaluate(cell, tmp_path, weights=weights, budget=data["budget_bytes"])
+    assert data["tokens"] == r.plugin_tokens and stock["tokens"] == r.stock_tokens
+    # --json states bytes per token as whole bytes (int()).
+    assert data["draft_kv_bytes_per_token"] == int(r.draft_per_row)
+    assert stock["draft_kv_bytes_per_token"] == int(r.stock_reserve_per_row)
+    assert data["target_kv_pool_bytes"] + data["draft_kv_pool_bytes"] <= (
+        data["budget_bytes"] - data["resident_bytes"]
+    )
+    assert data["tokens"] > stock["tokens"]
 
 
 def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -419,10 +459,7 @@ def _write_config(directory: Path, config: dict) -> Path:
 @pytest.fixture()
 def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
     no_arch = _write_config(tmp_path / "no-arch", {"model_type": "llama", "hidden_size": 64})
-    dsv4 = _write_config(
-        tmp_path / "dsv4",
-        {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"},
-    )
+    dsv4 = EXAMPLES_DIR / "deepseek-v4-flash-mtp" / "target"
     llama = str(EXAMPLES_DIR / "llama31-8b-eagle3" / "target")
     return {
         "missing path": ["plan", "--model-path", str(tmp_path / "nope")],
@@ -438,7 +475,14 @@ def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
         "fraction above one": ["plan", "--mem-fraction-static", "1.5"],
         "unknown gpu": ["plan", "--gpu", "H300"],
         "bad size": ["plan", "--device-memory", "lots"],
-        "unsupported architecture": ["plan", "--model-path", str(dsv4)],
+        "DeepSeek-V4 without a draft": [
+            "plan",
+            "--model-path",
+            str(dsv4),
+            "--trust-remote-code",
+            "--tp",
+            "4",
+        ],
         "dflash without draft": [
             "plan",
             "--model-path",
@@ -469,7 +513,7 @@ EXPECTED_MESSAGES = {
     "fraction above one": "must be in (0, 1)",
     "unknown gpu": "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200",
     "bad size": "cannot read a size",
-    "unsupported architecture": "DeepSeek-V4",
+    "DeepSeek-V4 without a draft": "DeepSeek-V4 without a speculative draft",
     # 0.5.23's own refusals, in its own words.
     "dflash without draft": "requires setting --speculative-draft-model-path",
     "pipeline parallel with EAGLE3": "Pipeline parallelism currently only supports EAGLE",

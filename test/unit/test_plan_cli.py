@@ -60,8 +60,25 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     return json.loads(out)
 
 
+# Shipped examples this release's replay refuses from config.json alone, and the line it says.
+REFUSED_HERE = {"deepseek-v4-flash-mtp": "DeepSeek-V4 compressed KV pools (c4/c128/state)"}
+
+
 def test_every_example_is_listed() -> None:
-    assert list_examples() == sorted(EXAMPLES)
+    assert list_examples() == sorted([*EXAMPLES, *REFUSED_HERE])
+
+
+@pytest.mark.parametrize("example", sorted(REFUSED_HERE))
+def test_example_this_release_does_not_price_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], example: str
+) -> None:
+    """0.5.13.post1's replay has no DeepSeek-V4 solve: the V4 example (planned by the 0.5.20+
+    replays) is refused before anything is built, in one line naming the release."""
+    code, out, err = run_plan(capsys, "--example", example)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert REFUSED_HERE[example] in lines[0] and "0.5.13.post1" in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("example", EXAMPLES)

@@ -15,7 +15,7 @@ from sglang_specinit.budget import MeasuredKVSpec, sized_by_target
 from sglang_specinit.model_facts import runner_layer_count
 from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 from sglang_specinit.planner.replay import build_model_config, cuda_quantization_names
-from sglang_specinit.planner.shipped_examples import list_examples, load_example
+from sglang_specinit.planner.shipped_examples import example_refusal, list_examples, load_example
 from sglang_specinit.sglang_0_5_13 import pool_probe
 from sglang_specinit.sglang_0_5_13.planner_replay import REPLAY
 
@@ -86,6 +86,9 @@ def _geometry(launch):
 
 @pytest.mark.parametrize("example", list_examples())
 def test_built_prices_equal_the_geometry(example: str, monkeypatch) -> None:
+    refusal = example_refusal(example, REPLAY)
+    if refusal is not None:
+        pytest.skip(f"not planned by this release's replay: {refusal}")
     built_runners = []
     measure = pool_probe.measure_kv_pool
 

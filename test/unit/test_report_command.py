@@ -405,7 +405,9 @@ def test_without_inputs_every_shipped_example_is_rendered(
     code, stdout, err = run_report(capsys, "--out", str(out))
     assert code == 0, err
     data = json.loads((out / "report.json").read_text())
-    assert sorted(data) == list_examples()
+    # The DeepSeek-V4 example is planned by the 0.5.20+ replays only: skipped here, saying why.
+    assert sorted(data) == [n for n in list_examples() if n != "deepseek-v4-flash-mtp"]
+    assert "example deepseek-v4-flash-mtp skipped: DeepSeek-V4" in err
     for slug in data:
         assert png_header(out / f"{slug}.png")[0] == figure_px(3)
         ET.parse(out / f"{slug}.svg")

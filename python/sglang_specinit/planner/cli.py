@@ -293,7 +293,7 @@ def report_main(argv: Sequence[str]) -> int:
         if plan_argv:  # one plan invocation
             runs = [_planner_parser().parse_known_args(plan_argv)]
         elif not request.from_json:  # nothing asked for: every shipped example
-            runs = [(_planner_parser().parse_args(["--example", n]), []) for n in list_examples()]
+            runs = [(_planner_parser().parse_args(["--example", n]), []) for n in _plannable()]
         else:
             runs = []
         for options, launch in runs:
@@ -313,6 +313,23 @@ def report_main(argv: Sequence[str]) -> int:
         print(f"sglang-specinit report: {result.figures_skipped}", file=sys.stderr)
     print(f"wrote {result.page} ({len(cases)} cases, {len(result.figures)} figure files)")
     return 0
+
+
+def _plannable() -> list[str]:
+    """The shipped examples the installed release's replay plans; each one it refuses is
+    named on stderr with the reason (a DeepSeek-V4 example outside the 0.5.20+ replays)."""
+    from sglang_specinit.planner.releases import installed_replay
+    from sglang_specinit.planner.shipped_examples import example_refusal
+
+    replay = installed_replay()
+    names = []
+    for name in list_examples():
+        refusal = example_refusal(name, replay)
+        if refusal is None:
+            names.append(name)
+        else:
+            print(f"sglang-specinit report: example {name} skipped: {refusal}", file=sys.stderr)
+    return names
 
 
 def plan_main(argv: Sequence[str]) -> int:

@@ -120,7 +120,11 @@ def build_plan(
 def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) -> OfflinePlan:
     """Readings -> sizing inputs, the one place for every release (steps: module docstring)."""
     # Refuse unsupported models from config.json alone: their ModelConfig may need more.
-    check_supported(read_config_json(server_args.model_path, "--model-path"))
+    check_supported(
+        read_config_json(server_args.model_path, "--model-path"),
+        prices_deepseek_v4=getattr(replay, "prices_deepseek_v4", False),
+        release=replay.release,
+    )
     launch = replay.resolve(server_args, device)
     target_mc = launch.target_model_config
     layout = model_layout(launch.args, target_mc.hf_config, launch.attn_tp_size)
@@ -135,6 +139,8 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     base, ours = plan_from_readings(
         _sizing_readings(launch, device, target, draft), refuse_too_few=False
     )
+    if prices.ours_plan is not None:
+        ours = prices.ours_plan(base)
     return _offline_plan(launch, device, replay, prices, target, draft, base, ours)
 
 

@@ -66,6 +66,9 @@ class PoolPrices:
     draft_request_bytes: int = 0
     # The release's own stock sizing on the same configurators: inputs -> stock's plan.
     stock_plan: Callable[[BudgetInputs], PoolPlan] | None = None
+    # Where this package's column is not the shared budget model's (DeepSeek-V4: the release's
+    # own V4 solve with the draft's measured term): inputs -> this package's plan.
+    ours_plan: Callable[[BudgetInputs], PoolPlan] | None = None
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,27 @@ def list_examples() -> list[str]:
     return sorted(p.parent.name for p in EXAMPLES_DIR.glob("*/example.json"))
 
 
+def example_refusal(name: str, replay: object) -> str | None:
+    """Why ``replay`` (a server-args replay) cannot plan example ``name``, or None: the model
+    check :func:`~sglang_specinit.planner.plan.build_plan` runs first, from config.json alone
+    (a DeepSeek-V4 example on a release whose replay does not price V4)."""
+    from sglang_specinit.budget import BudgetError
+    from sglang_specinit.model_facts import check_supported
+    from sglang_specinit.planner.inputs import read_config_json
+
+    example = load_example(name)
+    model_path = example.launch_args[example.launch_args.index("--model-path") + 1]
+    try:
+        check_supported(
+            read_config_json(model_path, "--model-path"),
+            prices_deepseek_v4=getattr(replay, "prices_deepseek_v4", False),
+            release=getattr(replay, "release", None),
+        )
+    except BudgetError as refusal:
+        return str(refusal)
+    return None
+
+
 def load_example(name: str) -> Example:
     """Read ``examples/<name>/example.json``; relative model paths resolve inside the example.
 

@@ -58,6 +58,21 @@ def unpriced_reason(configurator: Any) -> str | None:
     return None
 
 
+def runner_unpriced_reason(runner: Any) -> str | None:
+    """:func:`unpriced_reason` for the target ``runner``'s launch, before its pools exist (the
+    scheduler's launch policy): its configurator built by its own ``init_kv_cache_configurator``
+    (:func:`.pool_probe.draft_configurator`, attribute put back); None when not DeepSeek-V4."""
+    from sglang.srt.configs.model_config import is_deepseek_v4
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+
+    from sglang_specinit.sglang_0_5_23.pool_probe import draft_configurator
+
+    if not is_deepseek_v4(runner.model_config.hf_config):
+        return None
+    configurator = create_memory_pool_configurator(draft_configurator(runner))
+    return unpriced_reason(configurator) if is_dsv4_configurator(configurator) else None
+
+
 def priced_configurator(target: Any, draft_prices: Sequence[MeasuredKVSpec]) -> Any:
     """SGLang's configurator for ``target`` with the draft term replaced by ``draft_prices``
     (each draft pool per full token and per SWA slot, built at tiny sizes)."""

@@ -105,12 +105,17 @@ def stock_sized_reason(scheduler: Any, pp_size: int) -> str:
             "and MTP) before sizing; sharded pools are not priced by sglang-specinit"
         )
     if is_deepseek_v4(scheduler.model_config.hf_config):
-        return (
-            "DeepSeek-V4: stock's own configurator (DSV4PoolConfigurator) sizes the "
-            "compressed pools and reserves the MTP draft as one more layer of every "
-            "per-token byte; sglang-specinit's V4 pricing (dsv4_sizing) is checked on "
-            "0.5.23's configurators but has not run in a launch yet, so stock's stays"
-        )
+        from sglang_specinit.sglang_0_5_23 import dsv4_sizing
+
+        # Priced on paged NextN pools (dsv4_sizing); the layouts it does not price keep
+        # stock's DSV4PoolConfigurator, which reserves the draft as one more layer of every
+        # per-token byte.
+        try:
+            v4_reason = dsv4_sizing.runner_unpriced_reason(scheduler.tp_worker.model_runner)
+        except Exception as exc:  # a layout this reading does not know keeps stock's sizing
+            v4_reason = f"a layout sglang-specinit cannot read ({type(exc).__name__}: {exc})"
+        if v4_reason is not None:
+            return f"DeepSeek-V4 with {v4_reason} keeps stock's (T + 1) / T draft reserve"
     if pp_size > 1:
         return (
             f"pipeline parallelism (PP {pp_size}): stock reserves the draft layers on every "

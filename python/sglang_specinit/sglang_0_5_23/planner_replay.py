@@ -167,6 +167,8 @@ class Replay0523(InstalledReleaseReplay):
         ModelledColumn("0.5.13.post1", "stock 0.5.13.post1", "stock_0_5_13", fraction="stock"),
         ModelledColumn("0.5.14", "upstream 0.5.14", "upstream_0_5_14"),
     )
+    # Both columns of a DeepSeek-V4 launch come from the release's own V4 solve (dsv4_plans).
+    prices_deepseek_v4 = True
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
         from sglang.srt.server_args import ServerArgs
@@ -264,12 +266,16 @@ class Replay0523(InstalledReleaseReplay):
         (``runtime_budget.price_configurators``) on the configurators 0.5.23 builds for this
         launch (``offline_configurator.published_layout``, see :func:`pricing_layout`); on cpu
         without the pool's warm-up copy (:func:`kv_warm_up_copy_skipped`)."""
+        from sglang_specinit.sglang_0_5_23 import dsv4_sizing
         from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
         layout, fixed_tokens = pricing_layout(launch, device)
+        on_cpu = pricing_device() == "cpu"
+        if dsv4_sizing.is_dsv4_configurator(create_configurator(layout.target)):
+            with kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext():
+                return dsv4_prices(layout)
         fixed = [(kvc, fixed_tokens) for kvc in layout.drafts] if fixed_tokens else []
         pool_drafts = [] if fixed_tokens else layout.drafts
-        on_cpu = pricing_device() == "cpu"
         with kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext():
             target_kv, draft_pools, fixed_bytes = price_configurators(
                 layout.target, pool_drafts, fixed
@@ -281,6 +287,103 @@ class Replay0523(InstalledReleaseReplay):
             draft_request_bytes=_request_bytes(layout, launch),
             stock_plan=lambda inputs: stock_plan_0_5_23(layout, inputs),
         )
+
+
+def dsv4_prices(layout: Any) -> PoolPrices:
+    """A DeepSeek-V4 launch priced as the server sizes it (``runtime_budget._resolve_dsv4``):
+    each draft pool measured by building it, the target's coefficient SGLang's own without the
+    draft term; both columns' plans from SGLang's V4 solve (:func:`dsv4_plans`)."""
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+
+    if not layout.drafts:
+        raise PlanError("DeepSeek-V4 without a speculative draft: nothing for the plan to price")
+    split = pool_probe.target_split(layout.target)
+    draft_prices = tuple(pool_probe.measure_configurator(d, split) for d in layout.drafts)
+    reason = dsv4_sizing.unpriced_reason(create_configurator(layout.target))
+    if reason is not None:
+        raise PlanError(f"DeepSeek-V4 with {reason} is not priced by sglang-specinit")
+    priced = dsv4_sizing.priced_configurator(layout.target, draft_prices)
+    ours, stock = dsv4_plans(layout, draft_prices)
+    return PoolPrices(
+        target_kv=dsv4_sizing.target_display_spec(priced),
+        draft_pools=draft_prices,
+        draft_fixed_bytes=0,
+        stock_plan=stock,
+        ours_plan=ours,
+    )
+
+
+def create_configurator(kvc: Any) -> Any:
+    """SGLang's pool configurator for ``kvc`` (``create_memory_pool_configurator``)."""
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+
+    return create_memory_pool_configurator(kvc)
+
+
+def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
+    """(this package's plan, stock's plan) of a V4 launch as functions of the budget inputs.
+
+    Ours: SGLang's solve with the draft's measured term on the budget left by both models'
+    weights (duplicates bound early), stepped down until the pools SGLang builds from it fit
+    (``dsv4_sizing.solve`` / ``fitted``). Stock: the same solve on SGLang's own configurator
+    ((T + 1) / T draft reserve) on the budget it profiles, the draft's duplicate embed/lm_head
+    resident. Both report the pools as SGLang's pool classes build them (on ``meta``)."""
+    from sglang_specinit.budget import draft_weight_bytes_of, static_budget_bytes
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
+
+    target, drafts = layout.target, layout.drafts
+    release = installed_release()
+
+    def built(config: Any) -> tuple[int, int]:
+        return (
+            dsv4_sizing.built_pool_bytes(target, config),
+            sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
+        )
+
+    def weights(inputs: BudgetInputs) -> int:
+        if inputs.measured_resident_bytes is not None:
+            return inputs.measured_resident_bytes
+        return inputs.target_weight_bytes + draft_weight_bytes_of(inputs)
+
+    def ours(inputs: BudgetInputs) -> PoolPlan:
+        priced = dsv4_sizing.priced_configurator(target, draft_prices)
+        resident = weights(inputs) + inputs.reserved_bytes
+        available = static_budget_bytes(inputs) - resident
+        padding = dsv4_sizing.draft_padding_bytes(draft_prices)
+        config = dsv4_sizing.solve(target, priced, available, padding)
+        config = dsv4_sizing.fitted(target, priced, config, available, drafts)
+        return dsv4_sizing.plan_of(
+            "specinit",
+            inputs,
+            config,
+            built(config),
+            dsv4_sizing.draft_bytes_per_row(priced, draft_prices),
+            float(priced.bytes_per_full_token),
+            resident,
+        )
+
+    def stock(inputs: BudgetInputs) -> PoolPlan:
+        configurator = create_configurator(target)
+        duplicates = inputs.draft.shared_weight_bytes if inputs.draft is not None else 0
+        resident = weights(inputs) + duplicates + inputs.reserved_bytes
+        config = dsv4_sizing.solve(target, configurator, static_budget_bytes(inputs) - resident, 0)
+        notes = [f"{release} reserves the NextN draft as (T + 1) / T target layers"]
+        if duplicates:
+            notes.append(
+                f"{release} profiles while the draft's duplicate embed/lm_head are resident"
+            )
+        return dsv4_sizing.plan_of(
+            f"upstream-{release}",
+            inputs,
+            config,
+            built(config),
+            dsv4_sizing.stock_draft_bytes_per_row(target),
+            float(configurator.bytes_per_full_token),
+            resident,
+            tuple(notes),
+        )
+
+    return ours, stock
 
 
 def _request_bytes(layout: Any, launch: ResolvedLaunch) -> int:

@@ -176,8 +176,14 @@ ROWS: tuple[Row, ...] = (
     _from_0513(
         "deepseek-v4-mtp",
         engine_blocker=(
-            NOT_PRICED + "not built on CPU: 0.5.23's DeepSeek-V4 attention reads "
-            "compress_rope_theta, which the tiny config (tiny_configs.deepseek_v4) lacks"
+            "not built on CPU (tried with a tiny V4-Flash-shaped config): 0.5.23's CPU rope "
+            "factory refuses V4's SWA-only layers, the NextN draft's among them "
+            "(layers/rotary_embedding/factory.py:478, rope_scaling None); the V4 KV pool "
+            "stores only FP8 (mem_cache/deepseek_v4_memory_pool.py:321), which configure() "
+            "refuses on cpu without sgl-kernel's AMX backend (mem_cache/"
+            "kv_cache_configurator.py:460-467); V4 attention is CUDA's dsv4 backend. The "
+            "plugin's V4 sizing hook runs on 0.5.23's configurators instead "
+            "(test_dsv4_sizing_hook)"
         ),
     ),
 )

@@ -1,0 +1,201 @@
+"""The server's DeepSeek-V4 sizing path (``runtime_budget._resolve_dsv4``), through the hook.
+
+A live V4 launch cannot run on this machine: 0.5.23 builds V4's SWA-only layers (the NextN
+draft's one layer among them) with a rope of no scaling, which its CPU rope factory refuses
+(``layers/rotary_embedding/factory.py:478``, ``assert rope_scaling is not None``); the V4 KV
+pool stores only FP8 (``mem_cache/deepseek_v4_memory_pool.py:321``, a uint8 store), which
+``KVCacheConfigurator.configure`` refuses on cpu before sizing without sgl-kernel's
+Intel-AMX CPU backend (``mem_cache/kv_cache_configurator.py:460-467``; there is no CPU build
+of sglang-kernel); and V4 attention is the ``dsv4`` backend, CUDA's TRT-LLM / FlashMLA kernels
+off NPU and HIP (``layers/attention/attention_registry.py:177-203``).
+
+So the hook runs as the server runs it, minus the weights: the plugin's own table entry for
+``KVCacheConfigurator._resolve_memory_pool_config`` registered and applied through SGLang's
+``HookRegistry``, called on the configurators 0.5.23 builds for a cookbook V4-Flash launch
+(:mod:`harness.matrices.dsv4_flash`) with a sizing active, as the scheduler hook makes it.
+Two test doubles, both forced by the missing GPU and named so: the draft's ``ModelRunner``
+(its ``init_kv_cache_configurator`` gives the configurator 0.5.23 builds for it without
+weights) and ``_profile_available_bytes`` (a fixed reading: f x the cell's GPU minus its
+weights). Every pool is measured by building it with 0.5.23's pool classes (on ``meta`` at
+full scale).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from harness.matrices.dsv4_flash import CELLS, GIB, Cell, publish
+
+# An FP8 cell (cap-free ratio mode at SGLang's default 0.1) and one with the ratio flag.
+HOOK_CELLS = [CELLS[0], CELLS[5]]
+
+
+class DraftRunnerDouble:
+    """TEST DOUBLE for the NextN draft's ``ModelRunner`` (V4-Flash's weights cannot be loaded
+    here): ``init_kv_cache_configurator`` gives the configurator 0.5.23 builds for the draft
+    without weights (``offline_configurator``, the fields the runner's own method passes)."""
+
+    def __init__(self, configurator: Any) -> None:
+        self._configurator = configurator
+        self.model = torch.nn.Linear(2, 2)  # stands for the draft's own weights
+
+    def init_kv_cache_configurator(self, draft_parallel_layout: Any = None) -> None:
+        assert draft_parallel_layout is None  # draft workers pass none (pool_probe)
+        self.kv_cache_configurator = self._configurator
+
+
+def profile_reading_double(cell: Cell) -> int:
+    """TEST DOUBLE for ``KVCacheConfigurator._profile_available_bytes``'s reading: on a GPU it
+    is f x free before loading minus what loading took; here f x the cell's GPU minus the
+    cell's target and draft weights per rank (the duplicates already bound, as the plugin's
+    early binding leaves them)."""
+    w_target, w_draft, _dup = cell.weights()
+    return int(cell.mem_fraction_static * cell.device_gib * GIB) - (w_target + w_draft)
+
+
+@pytest.fixture
+def hooked(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The plugin's hook on ``_resolve_memory_pool_config``, applied by SGLang's HookRegistry
+    (its state and the method restored afterwards); returns the unhooked method."""
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang.srt.plugins.hook_registry import HookRegistry
+    from sglang_specinit.hooks import ModulePatch, apply_module_patch
+    from sglang_specinit.sglang_0_5_23 import runtime_budget
+
+    stock = KVCacheConfigurator._resolve_memory_pool_config
+    (hook,) = [
+        h for h in runtime_budget.HOOKS if h.qualname.endswith("_resolve_memory_pool_config")
+    ]
+    monkeypatch.setattr(HookRegistry, "_hooks", defaultdict(list))
+    monkeypatch.setattr(HookRegistry, "_patched", set())
+    monkeypatch.setattr(KVCacheConfigurator, "_resolve_memory_pool_config", stock)
+    apply_module_patch(
+        ModulePatch(module=hook.module, hooks=(hook,)), __import__(hook.module, fromlist=["_"])
+    )
+    assert KVCacheConfigurator._resolve_memory_pool_config is not stock
+    return stock
+
+
+@dataclasses.dataclass
+class HookRun:
+    cell: Cell
+    config: Any
+    sizing: Any
+    built: tuple[int, int]  # target pool, draft pool: what SGLang's pool classes own
+    available: int
+    stock_tokens: int
+    stock_fits: bool
+    expected_tokens: int
+
+
+def run_hook(
+    cell: Cell, scratch: Path, stock_method: Any, monkeypatch: pytest.MonkeyPatch
+) -> HookRun:
+    from sglang_specinit.live_sizing import DraftDescription
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+    from sglang_specinit.sizing_state import TargetSizing, sizing_active
+
+    layout = publish(cell, scratch)
+    target, (draft,) = layout.target, layout.drafts
+    target.model = torch.nn.Linear(2, 2)  # stands for the target's weights (read for the report)
+    available = profile_reading_double(cell)
+    reading = {"bytes": available}
+    # The configurator has __slots__: the double goes on the class (restored by monkeypatch).
+    monkeypatch.setattr(
+        type(target),
+        "_profile_available_bytes",
+        lambda self, pre_model_load_memory: reading["bytes"],
+    )
+    runner = DraftRunnerDouble(draft)
+    w_target, w_draft, w_dup = cell.weights()
+    sizing = TargetSizing(
+        draft=DraftDescription(algorithm="EAGLE", weight_runners=[runner], pool_runners=[runner]),
+        stock_duplicate_bytes=w_dup,
+    )
+    with sizing_active(sizing):
+        config = target._resolve_memory_pool_config(cell.device_gib)
+    built = (
+        dsv4_sizing.built_pool_bytes(target, config),
+        dsv4_sizing.built_pool_bytes(draft, config),
+    )
+
+    # What the server's path must have computed: SGLang's solve with the draft's measured
+    # term, stepped down to the built pools (the functions the layout matrix runs).
+    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
+    ours = dsv4_sizing.priced_configurator(target, [price])
+    expected = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
+    expected = dsv4_sizing.fitted(target, ours, expected, available, [draft])
+
+    # Stock: SGLang's own method, no sizing active, on the budget it profiles (duplicates
+    # resident), the draft pool built once they are freed.
+    reading["bytes"] = available - w_dup
+    stock = stock_method(target, cell.device_gib)
+    stock_target = dsv4_sizing.built_pool_bytes(target, stock)
+    stock_draft = dsv4_sizing.built_pool_bytes(draft, stock)
+    budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
+    stock_peak = max(w_dup + stock_target, stock_target + stock_draft) + w_target + w_draft
+    return HookRun(
+        cell,
+        config,
+        sizing,
+        built,
+        available,
+        int(stock.max_total_num_tokens),
+        stock_peak <= budget,
+        int(expected.max_total_num_tokens),
+    )
+
+
+@pytest.fixture(params=HOOK_CELLS, ids=[c.name for c in HOOK_CELLS])
+def run(
+    request: pytest.FixtureRequest, hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> HookRun:
+    return run_hook(request.param, tmp_path, hooked, monkeypatch)
+
+
+def test_hook_sizes_with_the_measured_draft_and_fits(run: HookRun) -> None:
+    plan = run.sizing.plan
+    assert plan is not None and plan.rule == "specinit"  # _resolve_dsv4 ran, not stock
+    assert run.config.max_total_num_tokens == run.expected_tokens == plan.tokens
+    target_pool, draft_pool = run.built
+    assert target_pool + draft_pool <= run.available
+    # The breakdown the scheduler logs: the pools as built, the inputs read from the launch.
+    assert (plan.target_kv_pool_bytes, plan.draft_kv_pool_bytes) == run.built
+    assert plan.budget_bytes == int(run.cell.mem_fraction_static * run.cell.device_gib * GIB)
+    assert run.sizing.inputs.draft.kv_pools and run.sizing.inputs.page_size == 256
+    assert 0 < plan.draft_kv_bytes_per_token < plan.priced_bytes_per_token
+    assert plan.max_running_requests == run.config.max_running_requests > 0
+
+
+def test_hook_never_worse_than_stock(run: HookRun) -> None:
+    if run.stock_fits:
+        assert run.config.max_total_num_tokens >= run.stock_tokens
+    # Strictly more here: stock reserves the NextN draft at one target layer's share.
+    assert run.config.max_total_num_tokens > run.stock_tokens
+
+
+class TargetRunnerDouble(DraftRunnerDouble):
+    """TEST DOUBLE for the target's ``ModelRunner`` (weights not loadable here), as the draft's."""
+
+    def __init__(self, configurator: Any) -> None:
+        super().__init__(configurator)
+        self.model_config = configurator.model_config
+
+
+def test_launch_policy_prices_a_cookbook_v4_launch(tmp_path: Path) -> None:
+    """The scheduler's launch policy no longer keeps stock for DeepSeek-V4: a cookbook launch
+    (paged pools, a NextN draft) has no unpriced reason; the configurator it reads is
+    SGLang's DSV4 one, built by the runner's own method and not left on the runner."""
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
+
+    layout = publish(CELLS[0], tmp_path)
+    runner = TargetRunnerDouble(layout.target)
+    assert dsv4_sizing.is_dsv4_configurator(create_memory_pool_configurator(layout.target))
+    assert dsv4_sizing.runner_unpriced_reason(runner) is None
+    assert not hasattr(runner, "kv_cache_configurator")
