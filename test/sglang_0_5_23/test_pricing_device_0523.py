@@ -162,7 +162,8 @@ def test_skipping_the_warm_up_copy_changes_no_price(
     assert bool(calls) == (example not in MLA_EXAMPLES), len(calls)
 
 
-MLA_EXAMPLES = {"deepseek-v3-mtp"}
+# Examples whose pools have no warm-up copy: MLA, and DeepSeek-V4's own FP8 pools.
+MLA_EXAMPLES = {"deepseek-v3-mtp", "deepseek-v4-flash-mtp"}
 
 
 def test_the_skip_is_only_the_self_copy_and_ends_with_its_context() -> None:
