@@ -1,0 +1,44 @@
+"""Target and draft pools of a stock-sized 0.5.23 launch, built the way its runners build them.
+
+The step-aside matrix (``test_step_aside_matrix``) needs what a launch that keeps stock's
+sizing allocates: the target's pools from stock's ``MemoryPoolConfig``, then each draft
+runner's from the same config *with the target's request pool and token allocator*, as a
+draft's ``alloc_memory_pool`` passes them. That sharing matters: under ``--enable-hisparse``
+the draft's pool spans the target allocator's host-expanded id space
+(``mem_cache/kv_cache_configurator.py:729-740``), which a draft built alone never sees (it
+builds its own HiSparse allocator and fails on a pool without ``register_mapping``).
+
+Built on the process's device (cpu here) at a few pages: the matrix fits bytes = a + b x rows
+through such builds (0.5.23's MHA pools cannot be built on device ``meta``: they ask torch for
+the device's module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def built_bytes(target: Any, drafts: Sequence[Any], config: Any) -> tuple[int, int]:
+    """(target KV bytes, every draft's KV bytes) when the launch builds its pools from
+    ``config``: storages each KV pool owns, not the shared request pool or allocator."""
+    from sglang_specinit.pool_measure import kv_pool_storages, pool_logs_quiet
+    from sglang_specinit.sglang_0_5_23.pool_probe import tiny_mamba_cache
+
+    with pool_logs_quiet(), tiny_mamba_cache():
+        pools = target._init_pools(
+            sizes=target._derive_pool_sizes(config=config),
+            req_to_token_pool=None,
+            token_to_kv_pool_allocator=None,
+        )
+        req, alloc = pools.req_to_token_pool, pools.token_to_kv_pool_allocator
+        target_bytes = sum(kv_pool_storages(pools.token_to_kv_pool, req, alloc).values())
+        draft_bytes = 0
+        for draft in drafts:
+            built = draft._init_pools(
+                sizes=draft._derive_pool_sizes(config=config),
+                req_to_token_pool=req,
+                token_to_kv_pool_allocator=alloc,
+            )
+            draft_bytes += sum(kv_pool_storages(built.token_to_kv_pool, req, alloc).values())
+    return target_bytes, draft_bytes
