@@ -1,0 +1,620 @@
+"""Where sglang-specinit steps aside on 0.5.23: stock's sizing, and the early binding, per layout.
+
+Each cell is a published launch on which the plugin keeps stock 0.5.23's sizing
+(``sglang_0_5_23.launch_policy.stock_sized_reason``, or a configurator fallback of
+``runtime_budget``), built without weights by ``sglang_0_5_23.offline_configurator``. For each:
+
+* stock's price per target row is measured from SGLang's own configurator
+  (``create_memory_pool_configurator(...).calculate_pool_sizes`` at two budgets), and its
+  token count is that configurator on stock's budget (the draft's duplicate embed/lm_head
+  resident, as 0.5.23 profiles);
+* what target and draft allocate is what 0.5.23's ``_init_pools`` builds, the draft with the
+  target's request pool and allocator as its ``alloc_memory_pool`` passes them
+  (``harness.matrices.step_aside``): bytes = a + b x full rows + c x SWA rows, fitted on
+  three builds and checked on a fourth;
+* the plugin keeps stock's sizing; ``stock_binding.stock_reserve_gap`` decides whether the
+  duplicates are bound before stock profiles. Where they are, stock's configurator sizes on
+  the budget without them.
+
+Never worse: the plugin serves at least stock's tokens; where it binds, its use stays within
+``f x free`` plus the padding page stock's rule leaves out (where stock's does), and it binds
+only where the draft's built pool is within stock's reserve. Layouts 0.5.23 refuses or whose
+pools cannot be built here are skipped saying why (file:line). Weights per rank are checkpoint
+bytes over the ranks holding them (inputs of the arithmetic). No Engine; ~1 min.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+import pytest
+from harness.checkpoints.published_configs import (
+    EXAMPLES,
+    dsa_config_dir,
+    qwen3_next_config_dir,
+)
+
+GIB = 1 << 30
+SPEC_CHAIN = {
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
+# Rows of the small builds the pool bytes are fitted on (whole pages at page 1 and 64).
+ROWS = (640, 1280, 1920)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Per-rank bytes: the target's, the draft's own, the draft tensors that duplicate the
+    target's until 0.5.23 binds them (resident while stock profiles)."""
+
+    target: int
+    draft: int
+    duplicates: int
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: dict[str, Any]  # ServerArgs fields; callables of a scratch dir are resolved
+    weights: Callable[[], Weights]
+    # Why the plugin keeps stock sizing: a substring of launch_policy's reason, or the
+    # configurator class runtime_budget falls back on.
+    steps_aside: str
+    device_gib: float = 140.0
+    mem_fraction_static: float = 0.85
+    pp_stage: tuple[int, int] | None = None  # (rank, size): price that stage
+    skip: str = ""
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _size(example: str, role: str) -> dict[str, Any]:
+    return json.loads((EXAMPLES / example / role / "weights-size.json").read_text())
+
+
+def _deepseek_mtp_weights(tp: int) -> Callable[[], Weights]:
+    def weights() -> Weights:
+        size = _size("deepseek-v3-mtp", "target")
+        mtp = size["groups"]["model.layers.61."]
+        dup = (
+            size["tensors"]["model.layers.61.embed_tokens.weight"]
+            + size["tensors"]["model.layers.61.shared_head.head.weight"]
+        )
+        return Weights((size["total_bytes"] - mtp) // tp, (mtp - dup) // tp, dup // tp)
+
+    return weights
+
+
+def _eagle3_dsa_draft_dir(tmp: Path, kv_heads: int) -> Path:
+    """An EAGLE3 draft of a DeepSeek-V3.2 target: the shipped llama31-8b EAGLE3 draft's
+    architecture (one Llama decoder layer, 32 heads of 128) at DeepSeek-V3's hidden size and
+    vocab, with ``kv_heads`` KV heads (8: the shipped draft's GQA; 32: full MHA). No DSA
+    EAGLE3 draft config is published in this repo's examples."""
+    config = json.loads((EXAMPLES / "llama31-8b-eagle3" / "draft" / "config.json").read_text())
+    target = json.loads((EXAMPLES / "deepseek-v3-mtp" / "target" / "config.json").read_text())
+    config.update(
+        hidden_size=target["hidden_size"],
+        vocab_size=target["vocab_size"],
+        head_dim=128,
+        num_key_value_heads=kv_heads,
+        torch_dtype="bfloat16",
+    )
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "config.json").write_text(json.dumps(config))
+    return tmp
+
+
+def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Callable[[], Weights]:
+    """Target: DeepSeek-V3 without its MTP layer; draft: that config's bf16 tensors (an
+    input of the arithmetic: the draft is not a published checkpoint)."""
+
+    def weights() -> Weights:
+        size = _size("deepseek-v3-mtp", "target")
+        target = size["total_bytes"] - size["groups"]["model.layers.61."]
+        h, heads, head = 7168, 32, 128
+        inter, draft_vocab, vocab = 14336, 32000, 129280
+        attention = h * heads * head * 2 + 2 * h * kv_heads * head
+        layer = attention + 3 * h * inter + 2 * h * h  # + fc's 3h -> h and the 2h input
+        draft = 2 * (layer + h * 3 * h + draft_vocab * h)
+        return Weights(target // tp, draft // tp, 2 * vocab * h // tp)
+
+    return weights
+
+
+def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Callable[[], Weights]:
+    """One PP stage's share of Llama-3.1-70B (its layers; embed on the first stage, norm and
+    lm_head on the last) and, on the last stage, the EAGLE draft: 0.5.23 keeps the draft's own
+    embed there (the stage's target has none: ``speculative/pp_draft_embedding.py``) and binds
+    only its lm_head, a copy of the target's until then."""
+
+    def weights() -> Weights:
+        from sglang.srt.distributed.utils import get_pp_indices
+
+        size = _size("llama31-70b-eagle-tp4", "target")
+        embed, lm_head = (
+            size["tensors"][n] for n in ("model.embed_tokens.weight", "lm_head.weight")
+        )
+        # The checkpoint's 80 decoder layers are alike: a stage holds its share of them.
+        start, end = get_pp_indices(80, rank, pp)
+        mine = (size["total_bytes"] - embed - lm_head) * (end - start) // 80
+        last = rank == pp - 1
+        mine += (embed if rank == 0 else 0) + (lm_head if last else 0)
+        draft = _size("llama31-70b-eagle-tp4", "draft")["total_bytes"] if last else 0
+        return Weights(mine // tp, draft // tp, (lm_head if last else 0) // tp)
+
+    return weights
+
+
+def _example_weights(example: str, shared: tuple[str, ...]) -> Callable[[], Weights]:
+    """TP 1. ``shared``: the draft tensors 0.5.23 binds to the target's. One the draft
+    checkpoint lacks is still allocated by the draft model at the target's shape (the
+    checkpoint's own copy otherwise), so it costs the target's tensor until bound."""
+
+    def weights() -> Weights:
+        target = _size(example, "target")
+        draft = _size(example, "draft")
+        own = sum(draft["tensors"].get(name, 0) for name in shared)
+        dup = sum(draft["tensors"].get(name, target["tensors"][name]) for name in shared)
+        return Weights(target["total_bytes"], draft["total_bytes"] - own, dup)
+
+    return weights
+
+
+def _ex(example: str, role: str) -> Callable[[Path], str]:
+    return lambda tmp: str(EXAMPLES / example / role)
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+DEEPSEEK_MTP = {
+    "model_path": _ex("deepseek-v3-mtp", "target"),
+    "speculative_algorithm": "EAGLE",
+    "trust_remote_code": True,
+    **SPEC_CHAIN,
+}
+DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(_mkdir(tmp / "dsa")))}
+
+
+def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
+    return {
+        **DSA_MTP,
+        "speculative_algorithm": "EAGLE3",
+        "speculative_draft_model_path": lambda tmp: str(
+            _eagle3_dsa_draft_dir(tmp / f"eagle3-kv{kv_heads}", kv_heads)
+        ),
+    }
+
+
+LLAMA70B_PP2 = {
+    "model_path": _ex("llama31-70b-eagle-tp4", "target"),
+    "speculative_draft_model_path": _ex("llama31-70b-eagle-tp4", "draft"),
+    "speculative_algorithm": "EAGLE",
+    "tp_size": 4,
+    "pp_size": 2,
+    **SPEC_CHAIN,
+}
+
+CASES = [
+    Case(
+        "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8",
+        {**DSA_MTP, "tp_size": 8, "enable_hisparse": True},
+        _deepseek_mtp_weights(8),
+        "--enable-hisparse",
+        tags=("hisparse",),
+    ),
+    Case(
+        "deepseek-v3.2 (DSA) + EAGLE3 GQA draft (8 KV heads) + --enable-hisparse, TP 8",
+        {**_dsa_eagle3(8), "tp_size": 8, "enable_hisparse": True},
+        _eagle3_dsa_weights(8, 8),
+        "--enable-hisparse",
+        tags=("hisparse-eagle3-gqa",),
+    ),
+    Case(
+        "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-hisparse, TP 8",
+        {**_dsa_eagle3(32), "tp_size": 8, "enable_hisparse": True},
+        _eagle3_dsa_weights(8, 32),
+        "--enable-hisparse",
+        tags=("hisparse-eagle3-mha",),
+    ),
+    Case(
+        "llama31-70b + EAGLE, TP 4 PP 2, first stage (no draft)",
+        LLAMA70B_PP2,
+        _pp_llama70b_weights(0, 2, 4),
+        "pipeline parallelism (PP 2)",
+        device_gib=79.0,
+        pp_stage=(0, 2),
+        tags=("pp-first",),
+    ),
+    Case(
+        "llama31-70b + EAGLE, TP 4 PP 2, last stage (the draft)",
+        LLAMA70B_PP2,
+        _pp_llama70b_weights(1, 2, 4),
+        "pipeline parallelism (PP 2)",
+        device_gib=79.0,
+        pp_stage=(1, 2),
+        tags=("pp-last",),
+    ),
+    Case(
+        "gpt-oss-20b + EAGLE3, radix off, --max-running-requests 16 (SWA request cap), TP 1",
+        {
+            "model_path": _ex("gpt-oss-20b-eagle3", "target"),
+            "speculative_draft_model_path": _ex("gpt-oss-20b-eagle3", "draft"),
+            "speculative_algorithm": "EAGLE3",
+            "attention_backend": "triton",
+            "disable_radix_cache": True,
+            "max_running_requests": 16,
+            **SPEC_CHAIN,
+        },
+        _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
+        "SWARequestCapPoolConfigurator",
+        device_gib=79.0,
+        tags=("swa-cap",),
+    ),
+    Case(
+        "qwen3-next NEXTN + --enable-unified-memory (fused draft entry), TP 1",
+        {
+            "model_path": lambda tmp: str(qwen3_next_config_dir(_mkdir(tmp / "qwen3-next"))),
+            "speculative_algorithm": "NEXTN",
+            "attention_backend": "triton",  # unified memory's page-major layout needs one
+            "disable_radix_cache": True,
+            "enable_unified_memory": True,
+            **SPEC_CHAIN,
+        },
+        lambda: Weights(160 * GIB // 2, 1400 << 20, 1200 << 20),
+        "--enable-unified-memory",
+        skip=(
+            "0.5.23's unified pool cannot be built at a few pages: init_unified_mamba_pools "
+            "refuses a byte budget below one worst-case request "
+            "(mem_cache/unified_memory_pool.py:1560-1567), and the draft's rows are the fused "
+            "entry's (pool_configurator.py:265-267), not a pool of their own"
+        ),
+        tags=("unified",),
+    ),
+    Case(
+        "deepseek-v3 MTP + --enable-kv-cache-sharding, TP 8",
+        {**DEEPSEEK_MTP, "tp_size": 8, "enable_kv_cache_sharding": True},
+        _deepseek_mtp_weights(8),
+        "--enable-kv-cache-sharding",
+        skip=(
+            "0.5.23 refuses it: sharding runs only on PD prefill workers "
+            "(arg_groups/kv_shard_hook.py:96-101) and with a draft only for GLM DSA "
+            "single-layer NextN MTP (kv_shard_hook.py:102-119, GlmMoeDsaForCausalLM), whose "
+            "DSA sharding further needs Mooncake (kv_shard_hook.py:55-64); no published GLM "
+            "DSA config is in this repo's examples"
+        ),
+        tags=("sharding",),
+    ),
+]
+
+
+def _resolved(args: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {k: (v(tmp) if callable(v) else v) for k, v in args.items()}
+
+
+def _at_stage(kvc: Any, rank: int, size: int) -> None:
+    """Give ``kvc`` the layer range of PP stage ``rank``: SGLang reads it off the loaded
+    model's ``start_layer`` / ``end_layer`` (``layer_setup._resolve_pp_layer_range``), which
+    ``get_pp_indices`` sets; without weights a namespace holding that range stands in for
+    the model (a test double: nothing else of it is read)."""
+    from sglang.srt.distributed.utils import get_pp_indices
+    from sglang.srt.model_executor.model_runner_components import layer_setup
+
+    start, end = get_pp_indices(kvc.model_config.num_hidden_layers, rank, size)
+    kvc.layer_info = layer_setup.resolve_layer_indices(
+        model=SimpleNamespace(start_layer=start, end_layer=end),
+        model_config=kvc.model_config,
+        is_draft_worker=False,
+    )
+
+
+@dataclass
+class Result:
+    case: Case
+    page: int
+    configurator: str
+    reason: str  # what the plugin logs when it steps aside
+    stock_per_row: float  # stock's price per target (full) row, from its own configurator
+    target_per_row: float  # what the target's pools grow by per full row (built)
+    draft_per_row: float  # what the draft's pools grow by per full row (built)
+    swa_per_row: float  # what target and draft grow by per SWA row (built; 0 without SWA)
+    fit_error: int  # a fourth build against the fit
+    budget: int
+    resident_stock: int
+    resident_plugin: int
+    reserve_gap: str
+    stock_tokens: int
+    plugin_tokens: int
+    stock_used: int
+    plugin_used: int
+    stock_overshoot: int  # pools built at stock's config minus what stock sized them within
+
+    @property
+    def binds(self) -> bool:
+        return not self.reserve_gap
+
+    @property
+    def stock_draft_reserve(self) -> float:
+        return self.stock_per_row - self.target_per_row
+
+    @property
+    def padding(self) -> float:
+        """The padding page of each pool (full and SWA), which stock's rule leaves out."""
+        return self.page * (self.target_per_row + self.draft_per_row + self.swa_per_row)
+
+
+def _config(configurator: Any, kvc: Any, rows: int, swa: int | None = None) -> Any:
+    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
+
+    return MemoryPoolConfig(
+        max_total_num_tokens=rows,
+        max_running_requests=4,
+        full_max_total_num_tokens=rows,
+        swa_max_total_num_tokens=rows if swa is None else swa,
+    )
+
+
+def _fit(target: Any, drafts: list[Any], configurator: Any) -> tuple[Any, int, list[Any]]:
+    """(bytes of a config: (target, drafts), fitted as a + b x full + c x SWA rows on three
+    builds; the fit's error at a fourth; each pool's (a, b, c))."""
+    from harness.matrices.step_aside import built_bytes
+
+    def build(full: int, swa: int) -> tuple[int, int]:
+        return built_bytes(target, drafts, _config(configurator, target, full, swa))
+
+    r0, r1, r2 = ROWS
+    base, more_full, more_swa = build(r0, r0), build(r1, r0), build(r0, r1)
+    coef = [
+        (b, (f - b) / (r1 - r0), (s - b) / (r1 - r0))
+        for b, f, s in zip(base, more_full, more_swa, strict=True)
+    ]
+
+    def at(full: int, swa: int) -> tuple[int, int]:
+        t, d = (round(b + cf * (full - r0) + cs * (swa - r0)) for b, cf, cs in coef)
+        return t, d
+
+    check = build(r2, r1)
+    error = max(abs(x - y) for x, y in zip(check, at(r2, r1), strict=True))
+
+    def bytes_of(config: Any) -> tuple[int, int]:
+        full = config.full_max_total_num_tokens or config.max_total_num_tokens
+        swa = config.swa_max_total_num_tokens or full
+        return at(int(full), int(swa))
+
+    return bytes_of, error, coef
+
+
+def evaluate(case: Case, tmp: Path) -> Result:
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
+    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+    from sglang_specinit.stock_binding import stock_reserve_gap
+
+    with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
+        layout = published_layout(**_resolved(case.args, tmp))
+    target, drafts = layout.target, list(layout.drafts)
+    if case.pp_stage is not None:
+        rank, size = case.pp_stage
+        _at_stage(target, rank, size)
+        if rank != size - 1:
+            drafts = []  # SGLANG_ENABLE_PP_SPEC: only the last stage holds the draft
+    configurator = create_memory_pool_configurator(target)
+    page = int(target.page_size)
+    # launch_policy reads the scheduler's ServerArgs and model config only (for these
+    # layouts): a namespace of the published ones stands in for the scheduler.
+    scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
+    pp = case.pp_stage[1] if case.pp_stage else 1
+    reason = stock_sized_reason(scheduler, pp) or type(configurator).__name__
+
+    # Stock's price per full row, from its own answer at two budgets far apart (so far that
+    # its page rounding moves the quotient by well under a millibyte).
+    big = 1 << 60
+    t1 = configurator.calculate_pool_sizes(big, page).max_total_num_tokens
+    t2 = configurator.calculate_pool_sizes(2 * big, page).max_total_num_tokens
+    stock_per_row = big / (t2 - t1)
+
+    bytes_of, fit_error, coef = _fit(target, drafts, configurator)
+    (_, target_full, target_swa), (_, draft_full, draft_swa) = coef
+
+    w = case.weights()
+    budget = int(case.mem_fraction_static * case.device_gib * GIB)
+    resident_stock = w.target + w.draft + w.duplicates
+    stock_config = configurator.calculate_pool_sizes(budget - resident_stock, page)
+    stock_t, stock_d = bytes_of(stock_config)
+    fixed = int(getattr(configurator, "_fixed_overhead_bytes", 0) or 0)
+    # Stock's peak: the target pool is built while the duplicates are resident, the draft
+    # pool once 0.5.23 has bound them.
+    stock_used = fixed + max(resident_stock + stock_t, w.target + w.draft + stock_t + stock_d)
+
+    d = int(target.spec_aux_config.eagle_draft_num_layers or 0)
+    gap = stock_reserve_gap(
+        target, drafts, d, [int(kvc.layer_info.num_effective_layers) for kvc in drafts]
+    )
+    if gap:
+        resident_plugin, plugin_config = resident_stock, stock_config
+        plugin_used = stock_used
+    else:
+        resident_plugin = w.target + w.draft
+        plugin_config = configurator.calculate_pool_sizes(budget - resident_plugin, page)
+        plugin_t, plugin_d = bytes_of(plugin_config)
+        plugin_used = fixed + resident_plugin + plugin_t + plugin_d
+
+    # Per full row: a SWA pool grows with the full one under a ratio, not under the cap.
+    full = stock_config.full_max_total_num_tokens or stock_config.max_total_num_tokens
+    swa = stock_config.swa_max_total_num_tokens or full
+    capped = type(configurator).__name__ == "SWARequestCapPoolConfigurator"
+    scale = 0.0 if capped or not target.is_hybrid_swa else swa / full
+    return Result(
+        case=case,
+        page=page,
+        configurator=type(configurator).__name__,
+        reason=reason,
+        stock_per_row=stock_per_row,
+        target_per_row=target_full + target_swa * scale,
+        draft_per_row=draft_full + draft_swa * scale,
+        swa_per_row=target_swa + draft_swa,
+        fit_error=fit_error,
+        budget=budget,
+        resident_stock=resident_stock,
+        resident_plugin=resident_plugin,
+        reserve_gap=gap,
+        stock_tokens=int(stock_config.max_total_num_tokens),
+        plugin_tokens=int(plugin_config.max_total_num_tokens),
+        stock_used=stock_used,
+        plugin_used=plugin_used,
+        stock_overshoot=fixed + stock_t + stock_d - (budget - resident_stock),
+    )
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
+    root = tmp_path_factory.mktemp("step-aside")
+    results = {
+        case.name: evaluate(case, root / str(i)) for i, case in enumerate(CASES) if not case.skip
+    }
+    table = render_table(results.values())
+    print("\n" + table)
+    path = os.environ.get("SPECINIT_STEP_ASIDE_TABLE")
+    if path:
+        Path(path).write_text(table)
+    return results
+
+
+def render_table(results: Any) -> str:
+    rows = [
+        "| case | stock reserve for the draft B/row | draft allocates B/row | "
+        "resident at profiling stock -> plugin | binds early | tokens stock -> plugin | "
+        "budget use stock -> plugin |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        rows.append(
+            f"| {r.case.name} | {r.stock_draft_reserve:,.1f} | {r.draft_per_row:,.1f} | "
+            f"{r.resident_stock / GIB:,.3f} -> {r.resident_plugin / GIB:,.3f} GiB | "
+            f"{'yes' if r.binds else 'no: ' + r.reserve_gap.split(':')[0]} | "
+            f"{r.stock_tokens:,} -> {r.plugin_tokens:,} | "
+            f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} % |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+IDS = [c.name for c in CASES]
+
+
+def _result(matrix: dict[str, Result], name: str) -> Result:
+    case = next(c for c in CASES if c.name == name)
+    if case.skip:
+        pytest.skip(case.skip)
+    return matrix[name]
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_the_plugin_steps_aside_here(matrix, name) -> None:
+    """The cell is a step-aside case: launch_policy's reason, or the configurator that
+    runtime_budget falls back on."""
+    r = _result(matrix, name)
+    assert r.case.steps_aside in r.reason
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_pool_bytes_are_linear_in_rows(matrix, name) -> None:
+    """The fit the budget use is read from predicts a fourth build of 0.5.23's pools."""
+    r = _result(matrix, name)
+    assert r.fit_error <= 1
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_binds_only_where_stock_reserve_covers_the_built_draft(matrix, name) -> None:
+    """stock_binding's reading of the configs against the pools 0.5.23 builds: where the
+    draft allocates more per row than stock reserves, the binding is declined."""
+    r = _result(matrix, name)
+    if r.draft_per_row > r.stock_draft_reserve:
+        assert not r.binds, r.reserve_gap
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_never_worse_than_stock(matrix, name) -> None:
+    r = _result(matrix, name)
+    assert r.plugin_tokens >= r.stock_tokens
+    assert r.resident_plugin <= r.resident_stock
+    if not r.binds:
+        # Stock's sizing untouched: the same config, the same bytes.
+        assert (r.plugin_tokens, r.plugin_used) == (r.stock_tokens, r.stock_used)
+        return
+    assert r.resident_stock - r.resident_plugin == r.case.weights().duplicates
+    if r.stock_used <= r.budget + r.padding:
+        # Stock's rule leaves each pool's padding page out: all binding may add.
+        assert r.plugin_used <= r.budget + r.padding
+
+
+def test_hisparse_mtp_draft_is_reserved_as_it_allocates(matrix) -> None:
+    """HiSparse + DSA MTP: stock scales its MLA-geometry draft reserve (latent row and
+    index-K row) by the host-to-device ratio (pool_configurator.py:275-303); the draft pool
+    spans the allocator's host-expanded ids (kv_cache_configurator.py:729-740). Equal."""
+    r = _result(matrix, "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8")
+    assert r.draft_per_row == pytest.approx(r.stock_draft_reserve, abs=1e-3)
+    assert r.binds and r.plugin_tokens > r.stock_tokens
+
+
+def test_hisparse_mha_eagle3_draft_on_dsa_target_is_under_reserved(matrix) -> None:
+    """Item 4: stock reserves an EAGLE3 draft of a DSA target at the target's MLA geometry
+    (latent + index-K row per draft layer, x the host-to-device ratio:
+    pool_configurator.py:283-303) whatever the draft stores. A draft with 32 KV heads of 128
+    allocates more per row at TP 8 than that, so stock's pools overshoot what it sized them
+    within; with 8 KV heads it allocates less. stock_binding declines both (a geometry of
+    its own), so the plugin adds nothing to stock's overshoot."""
+    mha = _result(
+        matrix, "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-hisparse, TP 8"
+    )
+    gqa = _result(
+        matrix, "deepseek-v3.2 (DSA) + EAGLE3 GQA draft (8 KV heads) + --enable-hisparse, TP 8"
+    )
+    assert mha.draft_per_row > mha.stock_draft_reserve
+    assert gqa.draft_per_row < gqa.stock_draft_reserve
+    # Stock's pools exceed the bytes it sized them within by the shortfall over its rows
+    # (the padding pages aside).
+    shortfall = (mha.draft_per_row - mha.stock_draft_reserve) * mha.stock_tokens
+    assert mha.stock_overshoot >= shortfall
+    assert "geometry of its own" in mha.reserve_gap and "geometry of its own" in gqa.reserve_gap
+
+
+def test_pp_stages_reserve_the_draft_on_every_stage(matrix) -> None:
+    """PP: stock reserves the draft's layer on both stages (one layer of the stage's
+    geometry); only the last holds it, and binds its lm_head there."""
+    first = _result(matrix, "llama31-70b + EAGLE, TP 4 PP 2, first stage (no draft)")
+    last = _result(matrix, "llama31-70b + EAGLE, TP 4 PP 2, last stage (the draft)")
+    assert first.draft_per_row == 0 < first.stock_draft_reserve
+    assert last.draft_per_row == pytest.approx(last.stock_draft_reserve, abs=1e-3)
+    assert not first.binds  # it holds no draft
+    # The launch serves the minimum over stages (kv_cache_configurator.py:3108-3115).
+    assert min(first.plugin_tokens, last.plugin_tokens) >= min(
+        first.stock_tokens, last.stock_tokens
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "stock_binding.kv_geometry compares the KV dtype by name: the EAGLE draft's config "
+        "says float16, the target's bfloat16, so 0.5.23 builds the draft pool in float16 and "
+        "the binding is declined although its rows cost what stock reserves (a runtime "
+        "change, outside this test-only branch)"
+    ),
+)
+def test_pp_last_stage_binds_the_lm_head_where_the_reserve_covers_the_draft(matrix) -> None:
+    """Where the draft's built rows are within stock's reserve, binding early is safe; the
+    last PP stage's lm_head copy could be bound there."""
+    last = _result(matrix, "llama31-70b + EAGLE, TP 4 PP 2, last stage (the draft)")
+    assert last.draft_per_row <= last.stock_draft_reserve + 1e-3
+    assert last.binds, last.reserve_gap
