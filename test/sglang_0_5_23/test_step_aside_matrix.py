@@ -276,8 +276,9 @@ CASES = [
         skip=(
             "0.5.23's unified pool cannot be built at a few pages: init_unified_mamba_pools "
             "refuses a byte budget below one worst-case request "
-            "(mem_cache/unified_memory_pool.py:1560-1567), and the draft's rows are the fused "
-            "entry's (pool_configurator.py:265-267), not a pool of their own"
+            "(mem_cache/unified_memory_pool.py:1560-1568), and the draft's rows are the fused "
+            "entry's (model_executor/pool_configurator.py:265-267, from "
+            "mem_cache/kv_cache_configurator.py:1263-1287), not a pool of their own"
         ),
         tags=("unified",),
     ),
@@ -288,10 +289,10 @@ CASES = [
         "--enable-kv-cache-sharding",
         skip=(
             "0.5.23 refuses it: sharding runs only on PD prefill workers "
-            "(arg_groups/kv_shard_hook.py:96-101) and with a draft only for GLM DSA "
-            "single-layer NextN MTP (kv_shard_hook.py:102-119, GlmMoeDsaForCausalLM), whose "
-            "DSA sharding further needs Mooncake (kv_shard_hook.py:55-64); no published GLM "
-            "DSA config is in this repo's examples"
+            "(arg_groups/kv_shard_hook.py:99-104) and with a draft only for GLM DSA "
+            "single-layer NextN MTP (kv_shard_hook.py:105-119, GlmMoeDsaForCausalLM), whose "
+            "DSA sharding further needs Mooncake (kv_shard_hook.py:55-64, 236-240); no "
+            "published GLM DSA config is in this repo's examples"
         ),
         tags=("sharding",),
     ),
@@ -560,8 +561,9 @@ def test_never_worse_than_stock(matrix, name) -> None:
 
 def test_hisparse_mtp_draft_is_reserved_as_it_allocates(matrix) -> None:
     """HiSparse + DSA MTP: stock scales its MLA-geometry draft reserve (latent row and
-    index-K row) by the host-to-device ratio (pool_configurator.py:275-303); the draft pool
-    spans the allocator's host-expanded ids (kv_cache_configurator.py:729-740). Equal."""
+    index-K row) by the host-to-device ratio (model_executor/pool_configurator.py:274-309);
+    the draft pool spans the allocator's host-expanded ids
+    (mem_cache/kv_cache_configurator.py:729-740). Equal."""
     r = _result(matrix, "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8")
     assert r.draft_per_row == pytest.approx(r.stock_draft_reserve, abs=1e-3)
     assert r.binds and r.plugin_tokens > r.stock_tokens
@@ -570,10 +572,10 @@ def test_hisparse_mtp_draft_is_reserved_as_it_allocates(matrix) -> None:
 def test_hisparse_mha_eagle3_draft_on_dsa_target_is_under_reserved(matrix) -> None:
     """Item 4: stock reserves an EAGLE3 draft of a DSA target at the target's MLA geometry
     (latent + index-K row per draft layer, x the host-to-device ratio:
-    pool_configurator.py:283-303) whatever the draft stores. A draft with 32 KV heads of 128
-    allocates more per row at TP 8 than that, so stock's pools overshoot what it sized them
-    within; with 8 KV heads it allocates less. stock_binding declines both (a geometry of
-    its own), so the plugin adds nothing to stock's overshoot."""
+    model_executor/pool_configurator.py:282-309) whatever the draft stores. A draft with 32
+    KV heads of 128 allocates more per row at TP 8 than that, so stock's pools overshoot what
+    it sized them within; with 8 KV heads it allocates less. stock_binding declines both (a
+    geometry of its own), so the plugin adds nothing to stock's overshoot."""
     mha = _result(
         matrix, "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-hisparse, TP 8"
     )
@@ -597,7 +599,7 @@ def test_pp_stages_reserve_the_draft_on_every_stage(matrix) -> None:
     assert first.draft_per_row == 0 < first.stock_draft_reserve
     assert last.draft_per_row == pytest.approx(last.stock_draft_reserve, abs=1e-3)
     assert not first.binds  # it holds no draft
-    # The launch serves the minimum over stages (kv_cache_configurator.py:3108-3115).
+    # The launch serves the minimum over stages (mem_cache/kv_cache_configurator.py:3107-3115).
     assert min(first.plugin_tokens, last.plugin_tokens) >= min(
         first.stock_tokens, last.stock_tokens
     )
