@@ -296,6 +296,34 @@ CASES = [
         ),
         tags=("sharding",),
     ),
+    Case(
+        "an EAGLE3 draft on an attention-TP group of its own (context parallelism, no DP)",
+        {},
+        lambda: Weights(0, 0, 0),
+        "the draft runs attention on a TP group of",
+        skip=(
+            "the draft's TP group is a process group 0.5.23 resolves at launch "
+            "(speculative/draft_parallel.py:53-68) and its pool is built inside it "
+            "(draft_tp_context, speculative/spec_utils.py:830); published_layout builds no "
+            "process groups, so its draft configurator would be the target group's: the very "
+            "mispricing launch_policy steps aside for"
+        ),
+        tags=("draft-tp-group",),
+    ),
+    Case(
+        "DeepSeek-V4 layouts dsv4_sizing does not price (unified KV, encoder replay, DSpark)",
+        {},
+        lambda: Weights(0, 0, 0),
+        "DeepSeek-V4 with",
+        skip=(
+            "none is published offline here: unified KV rings are HIP-only "
+            "(layers/attention/dsv4/unified_kv_gate.py:13-15), encoder SWA bounded replay "
+            "needs DeepSeek-V4.1 (arg_groups/deepseek_v4_hook.py:276-280; no V4.1 config in "
+            "the examples), and no DSpark draft config is published in them; the V4 layouts "
+            "the plugin prices are test_dsv4_never_worse_than_stock's"
+        ),
+        tags=("dsv4-unpriced",),
+    ),
 ]
 
 
@@ -620,3 +648,31 @@ def test_pp_last_stage_binds_the_lm_head_where_the_reserve_covers_the_draft(matr
     last = _result(matrix, "llama31-70b + EAGLE, TP 4 PP 2, last stage (the draft)")
     assert last.draft_per_row <= last.stock_draft_reserve + 1e-3
     assert last.binds, last.reserve_gap
+
+
+def test_unified_memory_keeps_stock_and_binds_nothing(tmp_path) -> None:
+    """--enable-unified-memory (its pools are not built here: the cell's skip says why).
+    Stock's price per row is the fused entry, target and draft in one
+    (model_executor/pool_configurator.py:265-267); stock_binding reads no reserved draft
+    layer from the target (a path-less NEXTN draft) and declines, so the plugin's sizing is
+    stock's to the token. (The fused entry does hold the draft's bytes, so binding there
+    would be safe too: a conservative decline, not an unsafe one.)"""
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
+    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+    from sglang_specinit.stock_binding import stock_reserve_gap
+
+    case = next(c for c in CASES if "unified" in c.tags)
+    layout = published_layout(**_resolved(case.args, tmp_path))
+    target, drafts = layout.target, layout.drafts
+    scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
+    assert case.steps_aside in stock_sized_reason(scheduler, 1)
+    fused = target.fused_entry_bytes("full")
+    assert fused is not None
+    assert create_memory_pool_configurator(target)._cell_size == fused
+    d = int(target.spec_aux_config.eagle_draft_num_layers or 0)
+    gap = stock_reserve_gap(
+        target, drafts, d, [int(k.layer_info.num_effective_layers) for k in drafts]
+    )
+    print(f"\nunified memory: stock {fused:,} B/row (fused entry); binding: {gap}")
+    assert "reserves 0 draft layer" in gap
