@@ -568,7 +568,8 @@ def test_binds_only_where_stock_reserve_covers_the_built_draft(matrix, name) -> 
     """stock_binding's reading of the configs against the pools 0.5.23 builds: where the
     draft allocates more per row than stock reserves, the binding is declined."""
     r = _result(matrix, name)
-    if r.draft_per_row > r.stock_draft_reserve:
+    # Stock's reserve is read to within a millibyte (its page rounding at 2^60 bytes).
+    if r.draft_per_row > r.stock_draft_reserve + 1e-3:
         assert not r.binds, r.reserve_gap
 
 
