@@ -34,7 +34,8 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     snapshot of a ``ModelConfig``).
 ``matrices`` - rows of the launch matrices and the probes that run them: ``fidelity`` (the
     documented recipes, 0.5.13.post1), ``fidelity_0523`` (the same recipes on 0.5.23),
-    ``dsv4_flash`` (the DeepSeek-V4-Flash layout cells),
+    ``dsv4_flash`` (the DeepSeek-V4-Flash layout cells), ``step_aside`` (a stock-sized
+    launch's pools, for the step-aside matrix),
     ``fidelity_probe`` / ``fidelity_probe_0523`` (ServerArgs and model configs built as each
     release does, plugin on and off), ``refused_launches`` (the fault matrices' refused rows).
 ``gpu`` - the GPU suite's cases, checks and measurements: ``gpu_cases`` (cases and model

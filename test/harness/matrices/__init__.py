@@ -6,6 +6,8 @@
 - ``fidelity_probe``: builds each launch's ``ServerArgs`` and model configs as SGLang does,
   plugin on and off (``python -m``);
 - ``fidelity_probe_0523``: the same for sglang 0.5.23;
+- ``step_aside``: builds a stock-sized launch's target and draft pools as 0.5.23 does (the
+  draft on the target's request pool and allocator), for the step-aside matrix;
 - ``dsv4_flash``: the DeepSeek-V4-Flash layout cells (cookbook launches on H200 / B200) the V4
   matrix, the hook test and the planner test price on 0.5.23's configurators;
 - ``refused_launches``: the fault matrices' refused-launch rows (0.5.13.post1 and 0.5.23): each
