@@ -115,6 +115,10 @@ KV_SHARD_HOOK = "sglang.srt.arg_groups.kv_shard_hook"
 # resolution steps (not the pipeline) read the device's capacity.
 WIDTHS_AT_PUBLISH_SINCE = (0, 5, 20)
 PIPELINE_CAPACITY_READER = "sglang.srt.arg_groups.pipeline"
+# The first release whose ``ServerArgs`` keeps the caller's input in its fields and what
+# resolution decided in declarations (``resolve_once``, ``arg_groups.overrides.resolving_view``);
+# before, 0.5.15's dataclass whose ``__post_init__`` resolves into the fields (0.5.18).
+RESOLVING_VIEW_SINCE = (0, 5, 19)
 # The first release without ``ParallelState``: configurators take widths, schedulers read
 # their ranks from ``runtime_context``, ``publish`` takes ``SpawnRanks``.
 RUNTIME_CONTEXT_RANKS_SINCE = (0, 5, 21)
@@ -122,6 +126,7 @@ RUNTIME_CONTEXT_RANKS_SINCE = (0, 5, 21)
 # ``ModelRunner.init_kv_cache_configurator``'s parameters after ``self``, per release
 # (test/sglang_0_5_20, test/sglang_0_5_22 and test/sglang_0_5_23 check them on the wheels).
 INIT_KV_CACHE_CONFIGURATOR_PARAMS = {
+    "0.5.18": (),
     "0.5.19": (),
     "0.5.20": (),
     "0.5.21": (),
@@ -132,6 +137,7 @@ INIT_KV_CACHE_CONFIGURATOR_PARAMS = {
 _KVC = "sglang.srt.mem_cache.kv_cache_configurator"
 _PARALLEL_STATE = "sglang.srt.distributed.parallel_state_wrapper"
 _LAYER_SETUP = "sglang.srt.model_executor.model_runner_components.layer_setup"
+_OVERRIDES = "sglang.srt.arg_groups.overrides"
 
 
 def _key(release: str | None) -> tuple[int, int, int] | None:
@@ -172,7 +178,16 @@ def release_requires(release: str | None = None) -> tuple[Requires, ...]:
         found.append(Requires(_KVC, "KVCacheConfigurator.attn_dp_size"))
     if _since(FUSED_ENTRIES_SINCE, release):
         found.append(Requires(_KVC, "KVCacheConfigurator.fused_entry_bytes"))
+    if has_resolving_view(release):  # launch_checks reads the resolved flags through it
+        found.append(Requires(_OVERRIDES, "resolving_view"))
     return tuple(found)
+
+
+def has_resolving_view(release: str | None = None) -> bool:
+    """True where ``ServerArgs`` resolves into declarations read through
+    ``arg_groups.overrides.resolving_view`` (0.5.19 on); before, the resolved values are the
+    fields themselves (default: the installed release)."""
+    return _since(RESOLVING_VIEW_SINCE, release)
 
 
 def init_kv_cache_configurator(runner: Any, draft_parallel_layout: Any = None) -> None:
