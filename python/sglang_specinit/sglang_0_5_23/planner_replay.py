@@ -404,7 +404,22 @@ def _request_bytes(layout: Any, launch: ResolvedLaunch) -> int:
     )
 
 
-REPLAY = Replay0523()
+_REPLAY = Replay0523()
+
+
+def __getattr__(name: str) -> Any:
+    """``REPLAY``: the installed release's replay, chosen when the planner first asks (0.5.18's
+    dataclass ``ServerArgs`` has none of the resolution this module's replay runs:
+    :mod:`.dataclass_replay`)."""
+    if name != "REPLAY":
+        raise AttributeError(name)
+    from sglang_specinit.sglang_0_5_23.release_shims import has_resolving_view
+
+    if has_resolving_view():
+        return _REPLAY
+    from sglang_specinit.sglang_0_5_23.dataclass_replay import DATACLASS_REPLAY
+
+    return DATACLASS_REPLAY
 
 
 def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int | None]:

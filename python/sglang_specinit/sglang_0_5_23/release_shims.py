@@ -388,7 +388,9 @@ def stamp_published_widths() -> None:
     server builds its process groups, from its scheduler's ``ParallelState`` widths
     (``distributed/bootstrap.py:100-115``, ``parallel_state.py:2517-2525``, ``:2737``). The
     same stamp, from the same leaves, for the planner's rank 0 (no groups)."""
-    if _since(WIDTHS_AT_PUBLISH_SINCE):
+    if _since(WIDTHS_AT_PUBLISH_SINCE) or not has_resolving_view():
+        # 0.5.18 derives no widths from the record at all: its get_parallel() reads the live
+        # groups or its override, which the planner sets (dataclass_replay.rank0_widths).
         return
     from sglang.srt.runtime_context import derive_parallel_widths, get_parallel
 
