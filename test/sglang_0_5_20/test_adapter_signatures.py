@@ -17,6 +17,9 @@ import importlib
 import importlib.util
 import inspect
 from importlib.metadata import version
+from types import SimpleNamespace
+
+import pytest
 
 SERVED = ("0.5.18", "0.5.19", "0.5.20")
 
@@ -150,3 +153,28 @@ def test_what_this_generation_lacks_is_absent_as_release_shims_says() -> None:
     assert "full_attention_layer_ids" not in layer_setup.ModelLayerInfo.__struct_fields__
     assert "ranks" not in inspect.signature(runtime_context.publish).parameters
     assert release_shims.publish_kwargs() == {}
+
+
+def test_the_launch_checks_read_what_this_release_resolves_into() -> None:
+    """0.5.18: ``check_server_args`` runs after ``__post_init__`` has resolved into the fields,
+    so the adapter's hook reads the fields (a record with only fields is checked, and refused
+    on its fields' values); from 0.5.19 it reads ``resolving_view``."""
+    from sglang_specinit.launch_checks import LaunchCheckError
+    from sglang_specinit.sglang_0_5_23.launch_checks import check_launch
+
+    if installed() != "0.5.18":
+        pytest.skip("0.5.19+ resolve into declarations: test/sglang_0_5_23's fault matrix")
+    fields = SimpleNamespace(
+        speculative_algorithm="EAGLE3",
+        mem_fraction_static=5.0,
+        max_total_tokens=None,
+        page_size=1,
+        model_path="org/target",
+        speculative_draft_model_path="org/hub-id",  # not a local directory: not read
+    )
+    with pytest.raises(LaunchCheckError, match="--mem-fraction-static 5.0"):
+        check_launch(fields)
+    fields.mem_fraction_static = 0.5
+    fields.max_total_tokens = 1
+    with pytest.raises(LaunchCheckError, match="--max-total-tokens 1 leaves no KV"):
+        check_launch(fields)

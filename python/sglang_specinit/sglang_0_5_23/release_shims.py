@@ -4,7 +4,7 @@ The adapter was written for sglang 0.5.23 and serves two internal API generation
 
 * the ``runtime_context`` generation, 0.5.21, 0.5.22 and 0.5.23: configurators carry their
   parallel widths as fields, ranks are read from ``runtime_context.get_parallel()``;
-* the ``ParallelState`` generation, 0.5.19 and 0.5.20: each scheduler and model runner holds a
+* the ``ParallelState`` generation, 0.5.18 - 0.5.20: each scheduler and model runner holds a
   ``distributed.parallel_state_wrapper.ParallelState`` (``ps``) with its ranks and widths, and
   the configurator takes that object.
 
@@ -60,6 +60,24 @@ required attribute present). Three reads of the planner differ, all in ``runtime
     a resolution step reading the   ``arg_groups/pipeline.py:223``     ``memory_hook``,
     device's capacity               (bound ``:23``, handed to          ``model_overrides/
                                     ``handle_gpu_memory_settings``)    qwen3_vl``
+
+0.5.18 against 0.5.19, read from both wheels: the KV side is the same (``KVCacheConfigurator(ps:
+ParallelState)`` ``mem_cache/kv_cache_configurator.py:215``, ``Scheduler.init_memory_pools``
+``managers/scheduler.py:966`` = 0.5.20's body, ``mm_runtime_reservation_gb`` ``:130``), every
+hooked signature and required attribute present; ``ServerArgs`` is 0.5.15's dataclass::
+
+    difference                      0.5.18                             0.5.19
+    the resolved flags the launch   the fields: ``__post_init__``      ``arg_groups.overrides.
+    checks read                     resolves and ends with ``material  resolving_view``
+                                    ize_declarations`` (``server_args  (:func:`has_resolving_view`,
+                                    .py:3585``, ``:3788``) before      a ``release_requires`` row)
+                                    ``check_server_args`` (``:9136``)
+    the planner's resolution        ``_handle_gpu_memory_settings``,   ``resolve_once``
+                                    ``speculative_hook`` on an inert   (``planner_replay``)
+                                    dataclass (``dataclass_replay``)
+    widths ``get_parallel()``       live groups or its ``override``    stamped after publish
+    answers offline                 (``runtime_context.py:158``):      (:func:`stamp_published_
+                                    ``dataclass_replay.rank0_widths``  widths`)
 
 0.5.21 against 0.5.22, read from both wheels: the hooked bodies are identical, every required
 attribute and every method the phases call exists with the same signature; 0.5.21 lacks what
