@@ -23,7 +23,7 @@ if _TEST_DIR not in sys.path:
 
 from harness.launch.release_suite import eagle3_launch_fixture, release_gate  # noqa: E402
 
-RELEASES = {(0, 5, 18), (0, 5, 19), (0, 5, 20)}
+RELEASES = {(0, 5, 17), (0, 5, 18), (0, 5, 19), (0, 5, 20)}
 
 collect_ignore_glob = release_gate(RELEASES)
 

@@ -1,6 +1,6 @@
 """The ``sglang_0_5_23`` adapter's hook targets and required attributes match the installed
-0.5.20 (or 0.5.18 / 0.5.19, its sibling wheels), and every place this generation differs from
-0.5.22 (and 0.5.18 / 0.5.19 from 0.5.20) is answered by ``release_shims`` in the form its
+0.5.20 (or 0.5.17 - 0.5.19, its sibling wheels), and every place this generation differs from
+0.5.22 (and 0.5.17 - 0.5.19 from 0.5.20) is answered by ``release_shims`` in the form its
 docstring names.
 
 The same check the plugin runs when SGLang imports each module (``hooks.module_problems`` on
@@ -21,7 +21,9 @@ from types import SimpleNamespace
 
 import pytest
 
-SERVED = ("0.5.18", "0.5.19", "0.5.20")
+SERVED = ("0.5.17", "0.5.18", "0.5.19", "0.5.20")
+# The releases of the generation whose ServerArgs is still 0.5.15's dataclass.
+DATACLASS_SERVER_ARGS = ("0.5.17", "0.5.18")
 
 
 def installed() -> str:
@@ -33,7 +35,7 @@ def installed() -> str:
     return sglang.__version__
 
 
-def test_0_5_18_to_0_5_20_are_served_by_the_0_5_23_adapter() -> None:
+def test_0_5_17_to_0_5_20_are_served_by_the_0_5_23_adapter() -> None:
     from sglang_specinit import compat
 
     release = installed()
@@ -76,7 +78,7 @@ def test_the_configurator_and_scheduler_hold_a_parallel_state() -> None:
 
 
 def _server_args_field_names() -> set[str]:
-    """The installed ``ServerArgs``'s flags: a dataclass's fields on 0.5.18, the declared
+    """The installed ``ServerArgs``'s flags: a dataclass's fields on 0.5.17 / 0.5.18, the declared
     fields (``arg_utils.field_names``) from 0.5.19."""
     from sglang.srt.server_args import ServerArgs
 
@@ -123,16 +125,24 @@ def test_what_this_generation_lacks_is_absent_as_release_shims_says() -> None:
     assert widths_at_publish == (release == "0.5.20")
     for name in ("attn_tp_size_of", "attn_dp_size_of"):
         assert hasattr(runtime_context, name) == widths_at_publish
-    # 0.5.18 keeps 0.5.15's dataclass ServerArgs (resolved into its fields by __post_init__):
-    # no resolving_view, which launch_checks then does not read (release_shims), and none of
-    # the resolution pipeline's modules the 0.5.19+ planner rows read.
+    # 0.5.17 / 0.5.18 keep 0.5.15's dataclass ServerArgs (resolved into its fields by
+    # __post_init__): no resolving_view, which launch_checks then does not read (release_shims),
+    # and none of the resolution pipeline's modules the 0.5.19+ planner rows read.
     resolving = release_shims.has_resolving_view()
-    assert resolving == (release != "0.5.18")
+    assert resolving == (release not in DATACLASS_SERVER_ARGS)
     overrides = importlib.import_module("sglang.srt.arg_groups.overrides")
     assert hasattr(overrides, "resolving_view") == resolving
     required = {r.qualname for r in release_shims.release_requires(release)}
     assert ("resolving_view" in required) == resolving
-    if release == "0.5.18":
+    # 0.5.17's profile reserves nothing for a multimodal runtime (release_shims).
+    from sglang.srt.mem_cache import kv_cache_configurator
+
+    reserves = hasattr(kv_cache_configurator, "mm_runtime_reservation_gb")
+    assert reserves == (release != "0.5.17")
+    assert ("mm_runtime_reservation_gb" in required) == reserves
+    if not reserves:
+        assert release_shims.multimodal_reservation_gb() == 0.0
+    if release in DATACLASS_SERVER_ARGS:
         from sglang.srt.server_args import ServerArgs
 
         assert dataclasses.is_dataclass(ServerArgs)
@@ -156,13 +166,13 @@ def test_what_this_generation_lacks_is_absent_as_release_shims_says() -> None:
 
 
 def test_the_launch_checks_read_what_this_release_resolves_into() -> None:
-    """0.5.18: ``check_server_args`` runs after ``__post_init__`` has resolved into the fields,
-    so the adapter's hook reads the fields (a record with only fields is checked, and refused
-    on its fields' values); from 0.5.19 it reads ``resolving_view``."""
+    """0.5.17 / 0.5.18: ``check_server_args`` runs after ``__post_init__`` has resolved into the
+    fields, so the adapter's hook reads the fields (a record with only fields is checked, and
+    refused on its fields' values); from 0.5.19 it reads ``resolving_view``."""
     from sglang_specinit.launch_checks import LaunchCheckError
     from sglang_specinit.sglang_0_5_23.launch_checks import check_launch
 
-    if installed() != "0.5.18":
+    if installed() not in DATACLASS_SERVER_ARGS:
         pytest.skip("0.5.19+ resolve into declarations: test/sglang_0_5_23's fault matrix")
     fields = SimpleNamespace(
         speculative_algorithm="EAGLE3",

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 # Two API generations (ParallelState: 0.5.18 - 0.5.20; runtime_context: 0.5.21 - 0.5.23); what
 # differs between them: release_shims.
-RELEASES = ("0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+RELEASES = ("0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
 
 PHASE_MODULES = ("scheduler", "runtime_budget", "eagle", "launch_checks")
 

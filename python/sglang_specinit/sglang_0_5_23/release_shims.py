@@ -133,6 +133,10 @@ KV_SHARD_HOOK = "sglang.srt.arg_groups.kv_shard_hook"
 # resolution steps (not the pipeline) read the device's capacity.
 WIDTHS_AT_PUBLISH_SINCE = (0, 5, 20)
 PIPELINE_CAPACITY_READER = "sglang.srt.arg_groups.pipeline"
+# The first release whose ``_profile_available_bytes`` reserves memory for a multimodal
+# target's runtime (``mem_cache.kv_cache_configurator.mm_runtime_reservation_gb``).
+MM_RESERVATION_SINCE = (0, 5, 18)
+_RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 # The first release whose ``ServerArgs`` keeps the caller's input in its fields and what
 # resolution decided in declarations (``resolve_once``, ``arg_groups.overrides.resolving_view``);
 # before, 0.5.15's dataclass whose ``__post_init__`` resolves into the fields (0.5.18).
@@ -144,6 +148,7 @@ RUNTIME_CONTEXT_RANKS_SINCE = (0, 5, 21)
 # ``ModelRunner.init_kv_cache_configurator``'s parameters after ``self``, per release
 # (test/sglang_0_5_20, test/sglang_0_5_22 and test/sglang_0_5_23 check them on the wheels).
 INIT_KV_CACHE_CONFIGURATOR_PARAMS = {
+    "0.5.17": (),
     "0.5.18": (),
     "0.5.19": (),
     "0.5.20": (),
@@ -198,7 +203,28 @@ def release_requires(release: str | None = None) -> tuple[Requires, ...]:
         found.append(Requires(_KVC, "KVCacheConfigurator.fused_entry_bytes"))
     if has_resolving_view(release):  # launch_checks reads the resolved flags through it
         found.append(Requires(_OVERRIDES, "resolving_view"))
+    if _since(MM_RESERVATION_SINCE, release):  # multimodal_reservation_gb reads them
+        found += [
+            Requires(_KVC, "mm_runtime_reservation_gb"),
+            Requires(_RUNTIME_CONTEXT, "get_mm"),
+        ]
     return tuple(found)
+
+
+def multimodal_reservation_gb() -> float:
+    """What the installed release's ``_profile_available_bytes`` holds back for a multimodal
+    target's runtime: ``mm_runtime_reservation_gb`` from 0.5.18; 0.5.17 reserves nothing
+    (its ``_profile_available_bytes``, ``kv_cache_configurator.py:1614``, has no such term)."""
+    if not _since(MM_RESERVATION_SINCE):
+        return 0.0
+    from sglang.srt.mem_cache.kv_cache_configurator import mm_runtime_reservation_gb
+    from sglang.srt.runtime_context import get_mm
+
+    return float(
+        mm_runtime_reservation_gb(
+            is_multimodal=True, mm_feature_transport=get_mm().mm_feature_transport
+        )
+    )
 
 
 def has_resolving_view(release: str | None = None) -> bool:
