@@ -2,11 +2,11 @@
 reads where 0.5.19 differs from 0.5.20 (``release_shims``: the attention widths of a config,
 the derived widths after ``publish``, the resolution step that reads the device's capacity)
 answer as the installed release's own code does, and ``sglang-specinit plan`` runs on it.
-On 0.5.18 (0.5.15's dataclass ``ServerArgs``) the planner runs ``dataclass_replay`` instead:
-the widths its rank 0 answers are the scheduler's, and the plan runs with the stock column of
-0.5.18's own configurator.
+On 0.5.17 / 0.5.18 (0.5.15's dataclass ``ServerArgs``) the planner runs ``dataclass_replay``
+instead: the widths its rank 0 answers are the scheduler's, and the plan runs with the stock
+column of the release's own configurator.
 
-CI runs this file on 0.5.18's and 0.5.19's wheels over ``.venv-sglang0520``
+CI runs this file on 0.5.17's - 0.5.19's wheels over ``.venv-sglang0520``
 (``scripts/test.sh``), where ``test_eagle3_launch.py``'s plan == server is not run; on 0.5.20
 that launch covers the plan. ~30 s here (one in-process plan).
 """
@@ -29,10 +29,12 @@ def installed() -> str:
 
 
 # 0.5.18's planner reads neither (dataclass_replay: 0.5.15's resolution steps, no pipeline).
+# The releases of the generation whose ServerArgs is still 0.5.15's dataclass.
+DATACLASS_SERVER_ARGS = ("0.5.17", "0.5.18")
 NOT_ON_DATACLASS = pytest.mark.skipif(
-    installed() == "0.5.18",
-    reason="0.5.18 resolves in ServerArgs.__post_init__: the planner's dataclass replay reads "
-    "neither the config-width getters nor a capacity-reading resolution step",
+    installed() in DATACLASS_SERVER_ARGS,
+    reason=f"{installed()} resolves in ServerArgs.__post_init__: the planner's dataclass replay "
+    "reads neither the config-width getters nor a capacity-reading resolution step",
 )
 
 
@@ -70,12 +72,14 @@ def test_attention_widths_are_the_ones_the_scheduler_computes(
     assert derived_server_arg(view, "attn_dp_size") == attn_dp
 
 
-@pytest.mark.skipif(installed() != "0.5.18", reason="0.5.18's dataclass replay only")
+@pytest.mark.skipif(
+    installed() not in DATACLASS_SERVER_ARGS, reason="0.5.17 / 0.5.18's dataclass replay only"
+)
 @pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
 def test_rank0_widths_are_the_ones_the_scheduler_computes(
     tp: int, dp: int, cp: int, dp_attention: bool
 ) -> None:
-    """0.5.18's ``get_parallel()`` has no widths without process groups: inside the
+    """0.5.17 / 0.5.18's ``get_parallel()`` has no widths without process groups: inside the
     planner's override it answers what the release's scheduler computes, outside it the
     override is gone."""
     from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
@@ -144,7 +148,7 @@ def test_the_plan_runs_and_the_pool_code_reads_published_widths() -> None:
     assert stock["rule"] == f"upstream-{release}"
     assert stock["budget_bytes"] == plan["budget_bytes"]
     parallel = get_parallel()
-    if release == "0.5.18":  # the planner's override is gone again (dataclass_replay)
+    if release in DATACLASS_SERVER_ARGS:  # the planner's override is gone again (dataclass_replay)
         assert "attn_tp_size" not in parallel._overrides
         return
     assert (parallel.attn_tp_size, parallel.attn_dp_size, parallel.attn_dcp_size) == (1, 1, 1)

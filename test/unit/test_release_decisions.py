@@ -1,5 +1,5 @@
-"""Which adapter each sglang release gets: 0.5.13.x, 0.5.14-0.5.15.post1, 0.5.18-0.5.23 served,
-0.5.16-0.5.17 declined with a message that names the served releases (logged at INFO by the
+"""Which adapter each sglang release gets: 0.5.13.x, 0.5.14-0.5.15.post1, 0.5.17-0.5.23 served,
+0.5.16 declined with a message that names the served releases (logged at INFO by the
 plugin)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from sglang_specinit import compat
 
 SERVED = (
     "0.5.13, 0.5.13.post1, 0.5.14, 0.5.15, 0.5.15.post1, "
-    "0.5.18, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
+    "0.5.17, 0.5.18, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
 )
 
 
@@ -21,6 +21,7 @@ SERVED = (
         ("0.5.14", "sglang_0_5_14"),
         ("0.5.15", "sglang_0_5_14"),
         ("0.5.15.post1", "sglang_0_5_14"),
+        ("0.5.17", "sglang_0_5_23"),
         ("0.5.18", "sglang_0_5_23"),
         ("0.5.19", "sglang_0_5_23"),
         ("0.5.20", "sglang_0_5_23"),
@@ -33,7 +34,7 @@ def test_served_releases_get_their_adapter(version: str, adapter: str) -> None:
     assert compat.decide_for_version(version).adapter == adapter
 
 
-@pytest.mark.parametrize("minor", range(16, 18))
+@pytest.mark.parametrize("minor", range(16, 17))
 def test_releases_between_are_declined_naming_the_served_ones(minor: int) -> None:
     decision = compat.decide_for_version(f"0.5.{minor}")
     assert decision.adapter is None and decision.not_served

@@ -228,6 +228,8 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
         with planned_cpu_engine(built_on):
             layout = published_layout(draft_runners=runners, **inputs)
         for name in POOL_FIELDS:
+            if not hasattr(planned, name):  # 0.5.17: no --speculative-draft-kv-cache-dtype
+                continue
             built, wanted = getattr(layout.server_args, name), getattr(planned, name)
             if built != wanted:
                 raise PlanError(

@@ -246,6 +246,8 @@ class Replay0523(InstalledReleaseReplay):
         from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
         from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
+        from sglang_specinit.sglang_0_5_23.release_shims import draft_kv_cache_dtype_kwargs
+
         args = launch.args
         algorithm = args.speculative_algorithm
         quant = SimpleNamespace(kv_cache_quant_algo=kv_cache_quant_algo(model_config))
@@ -257,7 +259,8 @@ class Replay0523(InstalledReleaseReplay):
             is_dflash=algorithm is not None
             and SpeculativeAlgorithm.from_string(algorithm).is_dflash_family(),
             speculative_draft_attention_backend=args.speculative_draft_attention_backend,
-            speculative_draft_kv_cache_dtype=args.speculative_draft_kv_cache_dtype,
+            # 0.5.17 has no draft KV dtype flag (release_shims).
+            **draft_kv_cache_dtype_kwargs(args),
         )
         return kv_dtype_name(dtype)
 

@@ -136,6 +136,12 @@ PIPELINE_CAPACITY_READER = "sglang.srt.arg_groups.pipeline"
 # The first release whose ``_profile_available_bytes`` reserves memory for a multimodal
 # target's runtime (``mem_cache.kv_cache_configurator.mm_runtime_reservation_gb``).
 MM_RESERVATION_SINCE = (0, 5, 18)
+# The first release with ``--speculative-draft-kv-cache-dtype`` (the field, the ``get_spec()``
+# leaf and ``configure_kv_cache_dtype``'s keyword) and whose ``ParallelState`` names the decode
+# context-parallel width ``attn_dcp_size`` (0.5.17: ``dcp_size``,
+# ``distributed/parallel_state_wrapper.py:27``).
+DRAFT_KV_CACHE_DTYPE_SINCE = (0, 5, 18)
+ATTN_DCP_SIZE_NAME_SINCE = (0, 5, 18)
 _RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 # The first release whose ``ServerArgs`` keeps the caller's input in its fields and what
 # resolution decided in declarations (``resolve_once``, ``arg_groups.overrides.resolving_view``);
@@ -209,6 +215,15 @@ def release_requires(release: str | None = None) -> tuple[Requires, ...]:
             Requires(_RUNTIME_CONTEXT, "get_mm"),
         ]
     return tuple(found)
+
+
+def draft_kv_cache_dtype_kwargs(source: Any) -> dict[str, Any]:
+    """``configure_kv_cache_dtype``'s draft-dtype keyword, read from ``source`` (the flags or
+    ``get_spec()``), where the installed release has it (0.5.18 on; 0.5.17 has no such flag:
+    the draft's KV dtype is the target's rule)."""
+    if not _since(DRAFT_KV_CACHE_DTYPE_SINCE):
+        return {}
+    return {"speculative_draft_kv_cache_dtype": source.speculative_draft_kv_cache_dtype}
 
 
 def multimodal_reservation_gb() -> float:
@@ -327,7 +342,12 @@ def configurator_parallel_kwargs() -> dict[str, Any]:
             dp_size=parallel.dp_size,
             attn_tp_size=parallel.attn_tp_size,
             attn_cp_size=parallel.attn_cp_size,
-            attn_dcp_size=parallel.dcp_size,
+            # 0.5.17's ParallelState calls it dcp_size.
+            **{
+                "attn_dcp_size" if _since(ATTN_DCP_SIZE_NAME_SINCE) else "dcp_size": (
+                    parallel.dcp_size
+                )
+            },
             attn_dp_size=parallel.attn_dp_size,
             moe_ep_size=parallel.ep_size,
             moe_dp_size=parallel.moe_dp_size,
