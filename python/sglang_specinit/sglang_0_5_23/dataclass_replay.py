@@ -1,5 +1,5 @@
 """The offline plan on a release this adapter serves whose ``ServerArgs`` is still 0.5.15's
-dataclass (0.5.18): 0.5.15's server-args half with 0.5.20's pricing half.
+dataclass (0.5.17, 0.5.18): 0.5.15's server-args half with 0.5.20's pricing half.
 
 0.5.18's KV sizing is 0.5.20's (``KVCacheConfigurator(ps: ParallelState)``, the pool code the
 live adapter prices with), but its ``ServerArgs`` resolves every field in ``__post_init__``

@@ -4,7 +4,7 @@ The adapter was written for sglang 0.5.23 and serves two internal API generation
 
 * the ``runtime_context`` generation, 0.5.21, 0.5.22 and 0.5.23: configurators carry their
   parallel widths as fields, ranks are read from ``runtime_context.get_parallel()``;
-* the ``ParallelState`` generation, 0.5.18 - 0.5.20: each scheduler and model runner holds a
+* the ``ParallelState`` generation, 0.5.17 - 0.5.20: each scheduler and model runner holds a
   ``distributed.parallel_state_wrapper.ParallelState`` (``ps``) with its ranks and widths, and
   the configurator takes that object.
 
@@ -78,6 +78,18 @@ hooked signature and required attribute present; ``ServerArgs`` is 0.5.15's data
     widths ``get_parallel()``       live groups or its ``override``    stamped after publish
     answers offline                 (``runtime_context.py:158``):      (:func:`stamp_published_
                                     ``dataclass_replay.rank0_widths``  widths`)
+
+0.5.17 against 0.5.18: the same generation and the same dataclass ``ServerArgs``; it lacks what
+0.5.18 added in three places::
+
+    difference                      0.5.17                             0.5.18
+    multimodal runtime reservation  none (``_profile_available_       ``mm_runtime_reservation_
+                                    bytes``, ``kv_cache_configurator  gb`` (``:130``)
+                                    .py:1614``)
+    draft KV cache dtype            no flag, no keyword (``kv_cache_   ``--speculative-draft-kv-
+                                    dtype.py:22``)                     cache-dtype``
+    the DCP width in ParallelState  ``dcp_size`` (``parallel_state_    ``attn_dcp_size``
+                                    wrapper.py:27``)
 
 0.5.21 against 0.5.22, read from both wheels: the hooked bodies are identical, every required
 attribute and every method the phases call exists with the same signature; 0.5.21 lacks what
