@@ -62,8 +62,8 @@ patch = PatchTable(MODULE)
 )
 # SGLang's own pool phase (``original``) sizes the target pool through this.
 @patch.calls("Scheduler.init_target_memory_pool")
-# The memory breakdown's all-rank minimum (all_rank_min_free_at_sizing): SGLang's multimodal
-# reservation and the multimodal bag it reads (0.5.17 has neither reservation nor ...gb).
+# The memory breakdown's all-rank minimum (all_rank_min_free_at_sizing) reads SGLang's multimodal
+# reservation through release_shims (its rows there: 0.5.17 reserves none).
 # Which launches are priced (launch_policy) and a hybrid target's stash rows (draft_pricing).
 @patch.calls("is_deepseek_v4", module="sglang.srt.configs.model_config")
 @patch.calls("mambaish_config", module="sglang.srt.configs.hybrid_arch")
