@@ -411,8 +411,8 @@ _REPLAY = Replay0523()
 
 
 def __getattr__(name: str) -> Any:
-    """``REPLAY``: the installed release's replay, chosen when the planner first asks (0.5.17 / 0.5.18's
-    dataclass ``ServerArgs`` has none of the resolution this module's replay runs:
+    """``REPLAY``: the installed release's replay, chosen when the planner first asks (0.5.17's
+    and 0.5.18's dataclass ``ServerArgs`` has none of the resolution this module's replay runs:
     :mod:`.dataclass_replay`)."""
     if name != "REPLAY":
         raise AttributeError(name)
