@@ -1,12 +1,12 @@
-"""On a real release it does not serve (sglang 0.5.18), the plugin steps aside.
+"""On a real release it does not serve (sglang 0.5.16), the plugin steps aside.
 
-Runs ``load_plugins()`` with 0.5.18's wheel unpacked first on ``PYTHONPATH`` over
+Runs ``load_plugins()`` with 0.5.16's wheel unpacked first on ``PYTHONPATH`` over
 ``.venv-sglang0520`` (``scripts/sibling_release.sh`` downloads and unpacks it and checks that
-``import sglang`` and its metadata both say 0.5.18), with this package installed editable, so
+``import sglang`` and its metadata both say 0.5.16), with this package installed editable, so
 the entry point, the version check and SGLang's ``HookRegistry`` are all the real ones.
-0.5.18 is declined: its KV sizing is 0.5.20's but its ``ServerArgs`` is 0.5.15's dataclass, with
-no ``overrides.resolving_view`` for the launch checks and none of what the planner's 0.5.23
-replay runs (``docs/releases.md``).
+0.5.16 is declined: its KV sizing is 0.5.20's but its ``ServerArgs`` is 0.5.15's dataclass and its
+``runtime_context`` has none of the config bags (``get_schedule``, ``get_mm``, ``publish``) the
+0.5.23 adapter's sizing reads (``docs/releases.md``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sglang_specinit import compat
 from sglang_specinit.hooks import adapter_patches
 
 # A declined release, run over the venv of the served release of the next generation.
-DECLINED_VERSION = "0.5.18"
+DECLINED_VERSION = "0.5.16"
 GENERATION_VENV = REPO_ROOT / ".venv-sglang0520"
 UPSTREAM_PYTHON = GENERATION_VENV / "bin" / "python"
 UNPACKED = REPO_ROOT / ".cache" / f"sglang-{DECLINED_VERSION}"
@@ -66,7 +66,7 @@ NO_VENV = f"{GENERATION_VENV.name} is absent: build it with scripts/setup.sh (CI
 
 @pytest.fixture(scope="module")
 def declined_release() -> dict[str, str]:
-    """The environment that runs 0.5.18: its wheel unpacked (``scripts/sibling_release.sh``
+    """The environment that runs 0.5.16: its wheel unpacked (``scripts/sibling_release.sh``
     with pytest's ``--version`` as the target: steps 1-3 only) first on PYTHONPATH, then the
     ``sgl_kernel`` test double (0.5.16+ import CPU ops from it on device cpu)."""
     proc = subprocess.run(
@@ -96,7 +96,7 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
     methods = [(f"{m.module}.{m.class_name}", m.name) for p in patches for m in p.new_methods]
     summary = run_probe(str(UPSTREAM_PYTHON), PROBE, [json.dumps(methods)], env, TIMEOUT_S)
 
-    # The real 0.5.18 wheel, not the generation venv's 0.5.20.
+    # The real 0.5.16 wheel, not the generation venv's 0.5.20.
     assert summary["sglang_version"] == DECLINED_VERSION
     assert summary["sglang_file"].startswith(str(UNPACKED))
     # The entry point ran (so the guard, not discovery, is what kept it out) ...
@@ -124,6 +124,8 @@ SERVED = (
     "0.5.14",
     "0.5.15",
     "0.5.15.post1",
+    "0.5.17",
+    "0.5.18",
     "0.5.19",
     "0.5.20",
     "0.5.21",
@@ -133,7 +135,7 @@ SERVED = (
 
 
 @pytest.mark.parametrize(
-    "release", ["0.5.24", "0.5.24rc1", "0.5.30", "0.6.0", "1.0.0", "0.5.13.post2", "0.5.18"]
+    "release", ["0.5.24", "0.5.24rc1", "0.5.30", "0.6.0", "1.0.0", "0.5.13.post2", "0.5.16"]
 )
 def test_unserved_releases_after_the_oldest_served_are_declined(release: str) -> None:
     from sglang_specinit import compat
@@ -195,7 +197,7 @@ def test_the_dependency_never_moves_the_host_sglang() -> None:
 @pytest.mark.timeout(TIMEOUT_S + 120)
 @pytest.mark.skipif(not UPSTREAM_PYTHON.exists(), reason=NO_VENV)
 def test_planner_refuses_an_unserved_release_in_one_line(declined_release: dict[str, str]) -> None:
-    """The planner runs the installed release's server-args logic; on 0.5.18 it has none to
+    """The planner runs the installed release's server-args logic; on 0.5.16 it has none to
     run and says where to run it instead (exit 2, one line, before SGLang is imported)."""
     env = declined_release
     proc = subprocess.run(

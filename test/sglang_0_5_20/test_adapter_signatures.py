@@ -1,6 +1,7 @@
 """The ``sglang_0_5_23`` adapter's hook targets and required attributes match the installed
-0.5.20 (or 0.5.19, its sibling wheel), and every place this generation differs from 0.5.22 (and
-0.5.19 from 0.5.20) is answered by ``release_shims`` in the form its docstring names.
+0.5.20 (or 0.5.17 - 0.5.19, its sibling wheels), and every place this generation differs from
+0.5.22 (and 0.5.17 - 0.5.19 from 0.5.20) is answered by ``release_shims`` in the form its
+docstring names.
 
 The same check the plugin runs when SGLang imports each module (``hooks.module_problems`` on
 the patch for this release: the phase tables plus ``release_shims.release_requires``), on
@@ -16,8 +17,13 @@ import importlib
 import importlib.util
 import inspect
 from importlib.metadata import version
+from types import SimpleNamespace
 
-SERVED = ("0.5.19", "0.5.20")
+import pytest
+
+SERVED = ("0.5.17", "0.5.18", "0.5.19", "0.5.20")
+# The releases of the generation whose ServerArgs is still 0.5.15's dataclass.
+DATACLASS_SERVER_ARGS = ("0.5.17", "0.5.18")
 
 
 def installed() -> str:
@@ -29,7 +35,7 @@ def installed() -> str:
     return sglang.__version__
 
 
-def test_0_5_19_and_0_5_20_are_served_by_the_0_5_23_adapter() -> None:
+def test_0_5_17_to_0_5_20_are_served_by_the_0_5_23_adapter() -> None:
     from sglang_specinit import compat
 
     release = installed()
@@ -71,13 +77,23 @@ def test_the_configurator_and_scheduler_hold_a_parallel_state() -> None:
     assert "self.enable_dp_attention =" in init
 
 
+def _server_args_field_names() -> set[str]:
+    """The installed ``ServerArgs``'s flags: a dataclass's fields on 0.5.17 / 0.5.18, the declared
+    fields (``arg_utils.field_names``) from 0.5.19."""
+    from sglang.srt.server_args import ServerArgs
+
+    if dataclasses.is_dataclass(ServerArgs):
+        return {f.name for f in dataclasses.fields(ServerArgs)}
+    from sglang.srt.arg_groups.arg_utils import field_names
+
+    return set(field_names(ServerArgs))
+
+
 def test_what_this_generation_lacks_is_absent_as_release_shims_says() -> None:
     from sglang.srt import runtime_context
-    from sglang.srt.arg_groups.arg_utils import field_names
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang.srt.model_executor.model_runner import ModelRunner
     from sglang.srt.model_executor.model_runner_components import layer_setup
-    from sglang.srt.server_args import ServerArgs
     from sglang_specinit.sglang_0_5_23 import release_shims
 
     release = installed()
@@ -89,7 +105,7 @@ def test_what_this_generation_lacks_is_absent_as_release_shims_says() -> None:
     assert not hasattr(KVCacheConfigurator, "fused_entry_bytes")
     assert release_shims.fused_entry_bytes(object(), "full") is None
 
-    names = field_names(ServerArgs)
+    names = _server_args_field_names()
     assert "enable_kv_cache_sharding" not in names
     assert not release_shims.kv_cache_sharding(object())
     assert importlib.util.find_spec(release_shims.KV_SHARD_HOOK) is None
@@ -109,16 +125,66 @@ def test_what_this_generation_lacks_is_absent_as_release_shims_says() -> None:
     assert widths_at_publish == (release == "0.5.20")
     for name in ("attn_tp_size_of", "attn_dp_size_of"):
         assert hasattr(runtime_context, name) == widths_at_publish
-    assert hasattr(runtime_context, "derive_attention_widths")
-    if not widths_at_publish:  # what stamp_published_widths calls
-        assert hasattr(ParallelContext, "stamp_derived_widths")
-        assert hasattr(ParallelContext, "clear_derived_widths")
-    # 0.5.19's resolution pipeline reads the capacity and hands it to the memory step.
-    memory_step = importlib.import_module("sglang.srt.arg_groups.memory_hook")
-    assert hasattr(memory_step, "get_device_memory_capacity") == widths_at_publish
+    # 0.5.17 / 0.5.18 keep 0.5.15's dataclass ServerArgs (resolved into its fields by
+    # __post_init__): no resolving_view, which launch_checks then does not read (release_shims),
+    # and none of the resolution pipeline's modules the 0.5.19+ planner rows read.
+    resolving = release_shims.has_resolving_view()
+    assert resolving == (release not in DATACLASS_SERVER_ARGS)
+    overrides = importlib.import_module("sglang.srt.arg_groups.overrides")
+    assert hasattr(overrides, "resolving_view") == resolving
+    required = {r.qualname for r in release_shims.release_requires(release)}
+    assert ("resolving_view" in required) == resolving
+    # 0.5.17's profile reserves nothing for a multimodal runtime (release_shims).
+    from sglang.srt.mem_cache import kv_cache_configurator
+
+    reserves = hasattr(kv_cache_configurator, "mm_runtime_reservation_gb")
+    assert reserves == (release != "0.5.17")
+    assert ("mm_runtime_reservation_gb" in required) == reserves
+    if not reserves:
+        assert release_shims.multimodal_reservation_gb() == 0.0
+    if release in DATACLASS_SERVER_ARGS:
+        from sglang.srt.server_args import ServerArgs
+
+        assert dataclasses.is_dataclass(ServerArgs)
+        assert not hasattr(ServerArgs, "resolve_once")
+        assert importlib.util.find_spec("sglang.srt.arg_groups.memory_hook") is None
+        assert importlib.util.find_spec("sglang.srt.arg_groups.pipeline") is None
+    else:
+        assert hasattr(runtime_context, "derive_attention_widths")
+        if not widths_at_publish:  # what stamp_published_widths calls
+            assert hasattr(ParallelContext, "stamp_derived_widths")
+            assert hasattr(ParallelContext, "clear_derived_widths")
+        # 0.5.19's resolution pipeline reads the capacity and hands it to the memory step.
+        memory_step = importlib.import_module("sglang.srt.arg_groups.memory_hook")
+        assert hasattr(memory_step, "get_device_memory_capacity") == widths_at_publish
 
     layer_params = set(inspect.signature(layer_setup.resolve_layer_indices).parameters)
     assert "spec_algorithm" in layer_params and "draft_model_idx" not in layer_params
     assert "full_attention_layer_ids" not in layer_setup.ModelLayerInfo.__struct_fields__
     assert "ranks" not in inspect.signature(runtime_context.publish).parameters
     assert release_shims.publish_kwargs() == {}
+
+
+def test_the_launch_checks_read_what_this_release_resolves_into() -> None:
+    """0.5.17 / 0.5.18: ``check_server_args`` runs after ``__post_init__`` has resolved into the
+    fields, so the adapter's hook reads the fields (a record with only fields is checked, and
+    refused on its fields' values); from 0.5.19 it reads ``resolving_view``."""
+    from sglang_specinit.launch_checks import LaunchCheckError
+    from sglang_specinit.sglang_0_5_23.launch_checks import check_launch
+
+    if installed() not in DATACLASS_SERVER_ARGS:
+        pytest.skip("0.5.19+ resolve into declarations: test/sglang_0_5_23's fault matrix")
+    fields = SimpleNamespace(
+        speculative_algorithm="EAGLE3",
+        mem_fraction_static=5.0,
+        max_total_tokens=None,
+        page_size=1,
+        model_path="org/target",
+        speculative_draft_model_path="org/hub-id",  # not a local directory: not read
+    )
+    with pytest.raises(LaunchCheckError, match="--mem-fraction-static 5.0"):
+        check_launch(fields)
+    fields.mem_fraction_static = 0.5
+    fields.max_total_tokens = 1
+    with pytest.raises(LaunchCheckError, match="--max-total-tokens 1 leaves no KV"):
+        check_launch(fields)

@@ -2,10 +2,13 @@
 reads where 0.5.19 differs from 0.5.20 (``release_shims``: the attention widths of a config,
 the derived widths after ``publish``, the resolution step that reads the device's capacity)
 answer as the installed release's own code does, and ``sglang-specinit plan`` runs on it.
+On 0.5.17 / 0.5.18 (0.5.15's dataclass ``ServerArgs``) the planner runs ``dataclass_replay``
+instead: the widths its rank 0 answers are the scheduler's, and the plan runs with the stock
+column of the release's own configurator.
 
-CI runs this file on 0.5.19's wheel over ``.venv-sglang0520`` (``scripts/test.sh``), where
-``test_eagle3_launch.py``'s plan == server is not run; on 0.5.20 that launch covers the plan.
-~30 s here (one in-process plan).
+CI runs this file on 0.5.17's - 0.5.19's wheels over ``.venv-sglang0520``
+(``scripts/test.sh``), where ``test_eagle3_launch.py``'s plan == server is not run; on 0.5.20
+that launch covers the plan. ~30 s here (one in-process plan).
 """
 
 from __future__ import annotations
@@ -25,10 +28,27 @@ def installed() -> str:
     return sglang.__version__
 
 
-@pytest.mark.parametrize(
-    ("tp", "dp", "cp", "dp_attention"),
-    [(1, 1, 1, False), (4, 1, 1, False), (4, 2, 1, True), (8, 2, 2, True), (8, 4, 1, False)],
+# 0.5.18's planner reads neither (dataclass_replay: 0.5.15's resolution steps, no pipeline).
+# The releases of the generation whose ServerArgs is still 0.5.15's dataclass.
+DATACLASS_SERVER_ARGS = ("0.5.17", "0.5.18")
+NOT_ON_DATACLASS = pytest.mark.skipif(
+    installed() in DATACLASS_SERVER_ARGS,
+    reason=f"{installed()} resolves in ServerArgs.__post_init__: the planner's dataclass replay "
+    "reads neither the config-width getters nor a capacity-reading resolution step",
 )
+
+
+WIDTH_CASES = [
+    (1, 1, 1, False),
+    (4, 1, 1, False),
+    (4, 2, 1, True),
+    (8, 2, 2, True),
+    (8, 4, 1, False),
+]
+
+
+@NOT_ON_DATACLASS
+@pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
 def test_attention_widths_are_the_ones_the_scheduler_computes(
     tp: int, dp: int, cp: int, dp_attention: bool
 ) -> None:
@@ -52,6 +72,40 @@ def test_attention_widths_are_the_ones_the_scheduler_computes(
     assert derived_server_arg(view, "attn_dp_size") == attn_dp
 
 
+@pytest.mark.skipif(
+    installed() not in DATACLASS_SERVER_ARGS, reason="0.5.17 / 0.5.18's dataclass replay only"
+)
+@pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
+def test_rank0_widths_are_the_ones_the_scheduler_computes(
+    tp: int, dp: int, cp: int, dp_attention: bool
+) -> None:
+    """0.5.17 / 0.5.18's ``get_parallel()`` has no widths without process groups: inside the
+    planner's override it answers what the release's scheduler computes, outside it the
+    override is gone."""
+    from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
+    from sglang.srt.runtime_context import get_parallel
+    from sglang_specinit.sglang_0_5_23.dataclass_replay import rank0_widths
+
+    args = SimpleNamespace(
+        tp_size=tp,
+        pp_size=1,
+        dp_size=dp,
+        attn_cp_size=cp,
+        enable_dp_attention=dp_attention,
+        ep_size=1,
+        moe_dp_size=1,
+        dcp_size=1,
+    )
+    _rank, attn_tp, _dp_rank, attn_dp = compute_dp_attention_world_info(dp_attention, 0, tp, dp, cp)
+    parallel = get_parallel()
+    with rank0_widths(args):
+        assert (parallel.tp_size, parallel.attn_tp_size) == (tp, attn_tp)
+        assert (parallel.attn_dp_size, parallel.attn_cp_size) == (attn_dp, cp)
+        assert (parallel.attn_dcp_size, parallel.dcp_enabled) == (1, False)
+    assert "attn_tp_size" not in parallel._overrides
+
+
+@NOT_ON_DATACLASS
 def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
     """The planner answers ``get_device_memory_capacity`` in the modules of this release that
     bind it (0.5.19: the resolution pipeline; 0.5.20: the memory step and the Qwen3-VL
@@ -94,4 +148,7 @@ def test_the_plan_runs_and_the_pool_code_reads_published_widths() -> None:
     assert stock["rule"] == f"upstream-{release}"
     assert stock["budget_bytes"] == plan["budget_bytes"]
     parallel = get_parallel()
+    if release in DATACLASS_SERVER_ARGS:  # the planner's override is gone again (dataclass_replay)
+        assert "attn_tp_size" not in parallel._overrides
+        return
     assert (parallel.attn_tp_size, parallel.attn_dp_size, parallel.attn_dcp_size) == (1, 1, 1)

@@ -26,8 +26,9 @@ RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 
 # The tables as they were written before the decorator (commit 56e93b6), plus the SGLang names
 # the phases call that those tables left out (marked "since"): a release without one is refused
-# by the guard instead of failing mid-sizing (0.5.16 has no get_schedule, 0.5.17 no
-# mm_runtime_reservation_gb).
+# by the guard instead of failing mid-sizing (0.5.16 has no get_schedule). What only some served
+# releases have (mm_runtime_reservation_gb, get_mm from 0.5.18; resolving_view from 0.5.19) is a
+# release_shims.release_requires row instead (test_per_release_rows_follow_the_release).
 HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
     scheduler: (
         (
@@ -43,8 +44,6 @@ HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
             # since: what launch_policy, draft_pricing and the breakdown's minimum call
             Requires("sglang.srt.configs.hybrid_arch", "mambaish_config"),
             Requires("sglang.srt.configs.model_config", "is_deepseek_v4"),
-            Requires(RUNTIME_CONTEXT, "get_mm"),
-            Requires(KVC, "mm_runtime_reservation_gb"),
             Requires("sglang.srt.managers.scheduler", "Scheduler.init_target_memory_pool"),
             Requires(BASE_SPEC, "BaseSpecWorker.draft_worker"),
             Requires(BASE_SPEC, "EagleDraftWorkerBase.draft_runners"),
@@ -118,6 +117,20 @@ def test_recorded_tables_are_the_hand_written_ones() -> None:
     actual = adapter_patches(sglang_0_5_23)
     assert actual == expected
     assert list(actual) == list(expected)
+
+
+def test_per_release_rows_follow_the_release() -> None:
+    """What the guard checks on a release: the phase tables plus that release's own rows."""
+
+    def rows(release: str) -> set[str]:
+        patches = adapter_patches(sglang_0_5_23, release).values()
+        return {r.qualname for patch in patches for r in patch.requires}
+
+    per_release = {"get_mm", "mm_runtime_reservation_gb", "resolving_view"}
+    assert per_release <= rows("0.5.23")
+    assert rows("0.5.18") & per_release == {"get_mm", "mm_runtime_reservation_gb"}
+    assert not rows("0.5.17") & per_release
+    assert "get_schedule" in rows("0.5.17")  # a phase-table row: every served release has it
 
 
 def test_decorators_return_the_function_and_record_bottom_up() -> None:

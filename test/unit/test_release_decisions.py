@@ -1,5 +1,5 @@
-"""Which adapter each sglang release gets: 0.5.13.x, 0.5.14-0.5.15.post1, 0.5.19-0.5.23 served,
-0.5.16-0.5.18 declined with a message that names the served releases (logged at INFO by the
+"""Which adapter each sglang release gets: 0.5.13.x, 0.5.14-0.5.15.post1, 0.5.17-0.5.23 served,
+0.5.16 declined with a message that names the served releases (logged at INFO by the
 plugin)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import pytest
 from sglang_specinit import compat
 
 SERVED = (
-    "0.5.13, 0.5.13.post1, 0.5.14, 0.5.15, 0.5.15.post1, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
+    "0.5.13, 0.5.13.post1, 0.5.14, 0.5.15, 0.5.15.post1, "
+    "0.5.17, 0.5.18, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
 )
 
 
@@ -20,6 +21,8 @@ SERVED = (
         ("0.5.14", "sglang_0_5_14"),
         ("0.5.15", "sglang_0_5_14"),
         ("0.5.15.post1", "sglang_0_5_14"),
+        ("0.5.17", "sglang_0_5_23"),
+        ("0.5.18", "sglang_0_5_23"),
         ("0.5.19", "sglang_0_5_23"),
         ("0.5.20", "sglang_0_5_23"),
         ("0.5.21", "sglang_0_5_23"),
@@ -31,7 +34,7 @@ def test_served_releases_get_their_adapter(version: str, adapter: str) -> None:
     assert compat.decide_for_version(version).adapter == adapter
 
 
-@pytest.mark.parametrize("minor", range(16, 19))
+@pytest.mark.parametrize("minor", range(16, 17))
 def test_releases_between_are_declined_naming_the_served_ones(minor: int) -> None:
     decision = compat.decide_for_version(f"0.5.{minor}")
     assert decision.adapter is None and decision.not_served
@@ -47,7 +50,7 @@ def test_0_5_23_adapter_tables_are_plain_data() -> None:
     from sglang_specinit import sglang_0_5_23
     from sglang_specinit.hooks import adapter_new_methods, adapter_patches
 
-    patches = adapter_patches(sglang_0_5_23)
+    patches = adapter_patches(sglang_0_5_23, "0.5.23")
     assert set(patches) == {
         "sglang.srt.managers.scheduler",
         "sglang.srt.mem_cache.kv_cache_configurator",
@@ -65,6 +68,8 @@ def test_0_5_23_adapter_tables_are_plain_data() -> None:
         "sglang.srt.configs.hybrid_arch",
     }
     assert adapter_new_methods(sglang_0_5_23) == []  # 0.5.23 has every phase method itself
+    # 0.5.18's dataclass ServerArgs has no resolving_view: its launch checks read the fields.
+    assert "sglang.srt.arg_groups.overrides" not in adapter_patches(sglang_0_5_23, "0.5.18")
 
 
 @pytest.mark.parametrize("version", ["0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1"])

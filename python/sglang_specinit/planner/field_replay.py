@@ -88,6 +88,21 @@ def resolve_speculative(server_args: Any) -> Any:
     return resolved
 
 
+def auto_mem_fraction_static(server_args: Any, capacity_mib: float) -> float:
+    """The ``--mem-fraction-static`` the installed release picks when the user passes none:
+    its ``_handle_cuda_graph_config`` (the graph settings the heuristic reads) then
+    ``_handle_gpu_memory_settings(capacity_mib)``, on a copy (the releases without a flat
+    speculative reserve: 0.5.14 on)."""
+    from sglang.srt.server_args import ServerArgs
+
+    trial = copy.deepcopy(server_args)
+    released(ServerArgs._handle_cuda_graph_config)(trial)
+    # Its only other effect is an environment default for symmetric memory; keep ours clean.
+    trial.enable_symm_mem = False
+    released(ServerArgs._handle_gpu_memory_settings)(trial, capacity_mib)
+    return float(trial.mem_fraction_static)
+
+
 def attention_tp_size(server_args: Any) -> int:
     """Attention-TP size, by SGLang's ``compute_dp_attention_world_info``."""
     from sglang.srt.layers.dp_attention import compute_dp_attention_world_info

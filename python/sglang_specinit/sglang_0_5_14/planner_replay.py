@@ -34,7 +34,6 @@ copy, which copies slot 0 onto itself and allocates nothing, is skipped for the 
 from __future__ import annotations
 
 import contextlib
-import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,6 +54,7 @@ from sglang_specinit.planner.columns import StockBeside
 from sglang_specinit.planner.field_replay import (
     FieldServerArgsReplay,
     attention_tp_size,
+    auto_mem_fraction_static,
     planned_cpu_engine,
     resolve_speculative,
 )
@@ -77,20 +77,6 @@ from sglang_specinit.planner.unloaded_runner import (
     pricing_device,
     unloaded_runner,
 )
-
-
-def auto_mem_fraction_static(server_args: Any, capacity_mib: float) -> float:
-    """The ``--mem-fraction-static`` the installed release picks when the user passes none:
-    its ``_handle_cuda_graph_config`` (the graph settings the heuristic reads) then
-    ``_handle_gpu_memory_settings(capacity_mib)``, on a copy."""
-    from sglang.srt.server_args import ServerArgs
-
-    trial = copy.deepcopy(server_args)
-    released(ServerArgs._handle_cuda_graph_config)(trial)
-    # Its only other effect is an environment default for symmetric memory; keep ours clean.
-    trial.enable_symm_mem = False
-    released(ServerArgs._handle_gpu_memory_settings)(trial, capacity_mib)
-    return float(trial.mem_fraction_static)
 
 
 def reserve_draft_layers(target: Any, server_args: Any, draft_mc: Any) -> None:

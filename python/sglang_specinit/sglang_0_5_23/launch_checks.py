@@ -10,23 +10,32 @@ a path-less MTP draft defaulted to the target's checkpoint, a ModelScope or GGUF
 replaced by its local path) in declarations on top; ``resolving_view`` is how 0.5.23's own
 ``check_server_args`` reads the result, so the checks read it the same way. The checks and
 their messages are release-independent (:mod:`sglang_specinit.launch_checks`).
+
+0.5.18 keeps 0.5.15's dataclass ``ServerArgs``: ``__post_init__`` resolves into the fields and
+ends with ``materialize_declarations`` (0.5.18 ``server_args.py:3788``), and
+``check_server_args`` (``:9136``) runs after it, so there the checks read the fields, as the
+core's :mod:`sglang_specinit.field_launch_checks` does (``release_shims.has_resolving_view``;
+``resolving_view`` is then required by ``release_shims.release_requires``, not here).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from sglang_specinit import field_launch_checks
 from sglang_specinit.launch_checks import check_speculative_launch
 from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.sglang_0_5_23.release_shims import has_resolving_view
 
-_OVERRIDES = "sglang.srt.arg_groups.overrides"
 patch = PatchTable("sglang.srt.server_args")
 
 
 @patch.before("ServerArgs.check_server_args", params=())
-@patch.calls("resolving_view", module=_OVERRIDES)
 def check_launch(server_args: Any) -> None:
     """BEFORE ``ServerArgs.check_server_args``: the shared checks on the resolved flags."""
+    if not has_resolving_view():
+        field_launch_checks.check_launch(server_args)
+        return
     from sglang.srt.arg_groups.overrides import resolving_view
 
     cfg = resolving_view(server_args)

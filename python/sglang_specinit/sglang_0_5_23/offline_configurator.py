@@ -69,6 +69,7 @@ def unloaded_configurator(
     from sglang_specinit.sglang_0_5_23.release_shims import (
         configurator_layout_kwargs,
         configurator_parallel_kwargs,
+        draft_kv_cache_dtype_kwargs,
         resolve_layer_info,
     )
 
@@ -80,7 +81,8 @@ def unloaded_configurator(
         is_draft_worker=is_draft,
         is_dflash=spec_algorithm.is_dflash_family(),
         speculative_draft_attention_backend=server_args.speculative_draft_attention_backend,
-        speculative_draft_kv_cache_dtype=get_spec().speculative_draft_kv_cache_dtype,
+        # 0.5.17 has no draft KV dtype flag (release_shims).
+        **draft_kv_cache_dtype_kwargs(get_spec()),
     )
     return KVCacheConfigurator(
         device=server_args.device,

@@ -246,6 +246,8 @@ class Replay0523(InstalledReleaseReplay):
         from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
         from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
+        from sglang_specinit.sglang_0_5_23.release_shims import draft_kv_cache_dtype_kwargs
+
         args = launch.args
         algorithm = args.speculative_algorithm
         quant = SimpleNamespace(kv_cache_quant_algo=kv_cache_quant_algo(model_config))
@@ -257,7 +259,8 @@ class Replay0523(InstalledReleaseReplay):
             is_dflash=algorithm is not None
             and SpeculativeAlgorithm.from_string(algorithm).is_dflash_family(),
             speculative_draft_attention_backend=args.speculative_draft_attention_backend,
-            speculative_draft_kv_cache_dtype=args.speculative_draft_kv_cache_dtype,
+            # 0.5.17 has no draft KV dtype flag (release_shims).
+            **draft_kv_cache_dtype_kwargs(args),
         )
         return kv_dtype_name(dtype)
 
@@ -404,7 +407,22 @@ def _request_bytes(layout: Any, launch: ResolvedLaunch) -> int:
     )
 
 
-REPLAY = Replay0523()
+_REPLAY = Replay0523()
+
+
+def __getattr__(name: str) -> Any:
+    """``REPLAY``: the installed release's replay, chosen when the planner first asks (0.5.17's
+    and 0.5.18's dataclass ``ServerArgs`` has none of the resolution this module's replay runs:
+    :mod:`.dataclass_replay`)."""
+    if name != "REPLAY":
+        raise AttributeError(name)
+    from sglang_specinit.sglang_0_5_23.release_shims import has_resolving_view
+
+    if has_resolving_view():
+        return _REPLAY
+    from sglang_specinit.sglang_0_5_23.dataclass_replay import DATACLASS_REPLAY
+
+    return DATACLASS_REPLAY
 
 
 def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int | None]:

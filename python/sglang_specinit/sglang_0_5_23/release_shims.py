@@ -4,7 +4,7 @@ The adapter was written for sglang 0.5.23 and serves two internal API generation
 
 * the ``runtime_context`` generation, 0.5.21, 0.5.22 and 0.5.23: configurators carry their
   parallel widths as fields, ranks are read from ``runtime_context.get_parallel()``;
-* the ``ParallelState`` generation, 0.5.19 and 0.5.20: each scheduler and model runner holds a
+* the ``ParallelState`` generation, 0.5.17 - 0.5.20: each scheduler and model runner holds a
   ``distributed.parallel_state_wrapper.ParallelState`` (``ps``) with its ranks and widths, and
   the configurator takes that object.
 
@@ -61,6 +61,36 @@ required attribute present). Three reads of the planner differ, all in ``runtime
     device's capacity               (bound ``:23``, handed to          ``model_overrides/
                                     ``handle_gpu_memory_settings``)    qwen3_vl``
 
+0.5.18 against 0.5.19, read from both wheels: the KV side is the same (``KVCacheConfigurator(ps:
+ParallelState)`` ``mem_cache/kv_cache_configurator.py:215``, ``Scheduler.init_memory_pools``
+``managers/scheduler.py:966`` = 0.5.20's body, ``mm_runtime_reservation_gb`` ``:130``), every
+hooked signature and required attribute present; ``ServerArgs`` is 0.5.15's dataclass::
+
+    difference                      0.5.18                             0.5.19
+    the resolved flags the launch   the fields: ``__post_init__``      ``arg_groups.overrides.
+    checks read                     resolves and ends with ``material  resolving_view``
+                                    ize_declarations`` (``server_args  (:func:`has_resolving_view`,
+                                    .py:3585``, ``:3788``) before      a ``release_requires`` row)
+                                    ``check_server_args`` (``:9136``)
+    the planner's resolution        ``_handle_gpu_memory_settings``,   ``resolve_once``
+                                    ``speculative_hook`` on an inert   (``planner_replay``)
+                                    dataclass (``dataclass_replay``)
+    widths ``get_parallel()``       live groups or its ``override``    stamped after publish
+    answers offline                 (``runtime_context.py:158``):      (:func:`stamp_published_
+                                    ``dataclass_replay.rank0_widths``  widths`)
+
+0.5.17 against 0.5.18: the same generation and the same dataclass ``ServerArgs``; it lacks what
+0.5.18 added in three places::
+
+    difference                      0.5.17                             0.5.18
+    multimodal runtime reservation  none (``_profile_available_       ``mm_runtime_reservation_
+                                    bytes``, ``kv_cache_configurator  gb`` (``:130``)
+                                    .py:1614``)
+    draft KV cache dtype            no flag, no keyword (``kv_cache_   ``--speculative-draft-kv-
+                                    dtype.py:22``)                     cache-dtype``
+    the DCP width in ParallelState  ``dcp_size`` (``parallel_state_    ``attn_dcp_size``
+                                    wrapper.py:27``)
+
 0.5.21 against 0.5.22, read from both wheels: the hooked bodies are identical, every required
 attribute and every method the phases call exists with the same signature; 0.5.21 lacks what
 0.5.22 added in three places, and there has the ParallelState generation's form::
@@ -115,6 +145,20 @@ KV_SHARD_HOOK = "sglang.srt.arg_groups.kv_shard_hook"
 # resolution steps (not the pipeline) read the device's capacity.
 WIDTHS_AT_PUBLISH_SINCE = (0, 5, 20)
 PIPELINE_CAPACITY_READER = "sglang.srt.arg_groups.pipeline"
+# The first release whose ``_profile_available_bytes`` reserves memory for a multimodal
+# target's runtime (``mem_cache.kv_cache_configurator.mm_runtime_reservation_gb``).
+MM_RESERVATION_SINCE = (0, 5, 18)
+# The first release with ``--speculative-draft-kv-cache-dtype`` (the field, the ``get_spec()``
+# leaf and ``configure_kv_cache_dtype``'s keyword) and whose ``ParallelState`` names the decode
+# context-parallel width ``attn_dcp_size`` (0.5.17: ``dcp_size``,
+# ``distributed/parallel_state_wrapper.py:27``).
+DRAFT_KV_CACHE_DTYPE_SINCE = (0, 5, 18)
+ATTN_DCP_SIZE_NAME_SINCE = (0, 5, 18)
+_RUNTIME_CONTEXT = "sglang.srt.runtime_context"
+# The first release whose ``ServerArgs`` keeps the caller's input in its fields and what
+# resolution decided in declarations (``resolve_once``, ``arg_groups.overrides.resolving_view``);
+# before, 0.5.15's dataclass whose ``__post_init__`` resolves into the fields (0.5.18).
+RESOLVING_VIEW_SINCE = (0, 5, 19)
 # The first release without ``ParallelState``: configurators take widths, schedulers read
 # their ranks from ``runtime_context``, ``publish`` takes ``SpawnRanks``.
 RUNTIME_CONTEXT_RANKS_SINCE = (0, 5, 21)
@@ -122,6 +166,8 @@ RUNTIME_CONTEXT_RANKS_SINCE = (0, 5, 21)
 # ``ModelRunner.init_kv_cache_configurator``'s parameters after ``self``, per release
 # (test/sglang_0_5_20, test/sglang_0_5_22 and test/sglang_0_5_23 check them on the wheels).
 INIT_KV_CACHE_CONFIGURATOR_PARAMS = {
+    "0.5.17": (),
+    "0.5.18": (),
     "0.5.19": (),
     "0.5.20": (),
     "0.5.21": (),
@@ -132,6 +178,7 @@ INIT_KV_CACHE_CONFIGURATOR_PARAMS = {
 _KVC = "sglang.srt.mem_cache.kv_cache_configurator"
 _PARALLEL_STATE = "sglang.srt.distributed.parallel_state_wrapper"
 _LAYER_SETUP = "sglang.srt.model_executor.model_runner_components.layer_setup"
+_OVERRIDES = "sglang.srt.arg_groups.overrides"
 
 
 def _key(release: str | None) -> tuple[int, int, int] | None:
@@ -172,7 +219,46 @@ def release_requires(release: str | None = None) -> tuple[Requires, ...]:
         found.append(Requires(_KVC, "KVCacheConfigurator.attn_dp_size"))
     if _since(FUSED_ENTRIES_SINCE, release):
         found.append(Requires(_KVC, "KVCacheConfigurator.fused_entry_bytes"))
+    if has_resolving_view(release):  # launch_checks reads the resolved flags through it
+        found.append(Requires(_OVERRIDES, "resolving_view"))
+    if _since(MM_RESERVATION_SINCE, release):  # multimodal_reservation_gb reads them
+        found += [
+            Requires(_KVC, "mm_runtime_reservation_gb"),
+            Requires(_RUNTIME_CONTEXT, "get_mm"),
+        ]
     return tuple(found)
+
+
+def draft_kv_cache_dtype_kwargs(source: Any) -> dict[str, Any]:
+    """``configure_kv_cache_dtype``'s draft-dtype keyword, read from ``source`` (the flags or
+    ``get_spec()``), where the installed release has it (0.5.18 on; 0.5.17 has no such flag:
+    the draft's KV dtype is the target's rule)."""
+    if not _since(DRAFT_KV_CACHE_DTYPE_SINCE):
+        return {}
+    return {"speculative_draft_kv_cache_dtype": source.speculative_draft_kv_cache_dtype}
+
+
+def multimodal_reservation_gb() -> float:
+    """What the installed release's ``_profile_available_bytes`` holds back for a multimodal
+    target's runtime: ``mm_runtime_reservation_gb`` from 0.5.18; 0.5.17 reserves nothing
+    (its ``_profile_available_bytes``, ``kv_cache_configurator.py:1614``, has no such term)."""
+    if not _since(MM_RESERVATION_SINCE):
+        return 0.0
+    from sglang.srt.mem_cache.kv_cache_configurator import mm_runtime_reservation_gb
+    from sglang.srt.runtime_context import get_mm
+
+    return float(
+        mm_runtime_reservation_gb(
+            is_multimodal=True, mm_feature_transport=get_mm().mm_feature_transport
+        )
+    )
+
+
+def has_resolving_view(release: str | None = None) -> bool:
+    """True where ``ServerArgs`` resolves into declarations read through
+    ``arg_groups.overrides.resolving_view`` (0.5.19 on); before, the resolved values are the
+    fields themselves (default: the installed release)."""
+    return _since(RESOLVING_VIEW_SINCE, release)
 
 
 def init_kv_cache_configurator(runner: Any, draft_parallel_layout: Any = None) -> None:
@@ -268,7 +354,12 @@ def configurator_parallel_kwargs() -> dict[str, Any]:
             dp_size=parallel.dp_size,
             attn_tp_size=parallel.attn_tp_size,
             attn_cp_size=parallel.attn_cp_size,
-            attn_dcp_size=parallel.dcp_size,
+            # 0.5.17's ParallelState calls it dcp_size.
+            **{
+                "attn_dcp_size" if _since(ATTN_DCP_SIZE_NAME_SINCE) else "dcp_size": (
+                    parallel.dcp_size
+                )
+            },
             attn_dp_size=parallel.attn_dp_size,
             moe_ep_size=parallel.ep_size,
             moe_dp_size=parallel.moe_dp_size,
@@ -373,7 +464,9 @@ def stamp_published_widths() -> None:
     server builds its process groups, from its scheduler's ``ParallelState`` widths
     (``distributed/bootstrap.py:100-115``, ``parallel_state.py:2517-2525``, ``:2737``). The
     same stamp, from the same leaves, for the planner's rank 0 (no groups)."""
-    if _since(WIDTHS_AT_PUBLISH_SINCE):
+    if _since(WIDTHS_AT_PUBLISH_SINCE) or not has_resolving_view():
+        # 0.5.18 derives no widths from the record at all: its get_parallel() reads the live
+        # groups or its override, which the planner sets (dataclass_replay.rank0_widths).
         return
     from sglang.srt.runtime_context import derive_parallel_widths, get_parallel
 

@@ -51,8 +51,6 @@ logger = logging.getLogger(__name__)
 
 MODULE = "sglang.srt.managers.scheduler"
 BASE_SPEC_WORKER = "sglang.srt.speculative.base_spec_worker"
-KV_CACHE_CONFIGURATOR = "sglang.srt.mem_cache.kv_cache_configurator"
-RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 
 patch = PatchTable(MODULE)
 
@@ -64,10 +62,8 @@ patch = PatchTable(MODULE)
 )
 # SGLang's own pool phase (``original``) sizes the target pool through this.
 @patch.calls("Scheduler.init_target_memory_pool")
-# The memory breakdown's all-rank minimum (all_rank_min_free_at_sizing): SGLang's multimodal
-# reservation and the multimodal bag it reads (0.5.17 has neither reservation nor ...gb).
-@patch.calls("mm_runtime_reservation_gb", module=KV_CACHE_CONFIGURATOR)
-@patch.calls("get_mm", module=RUNTIME_CONTEXT)
+# The memory breakdown's all-rank minimum (all_rank_min_free_at_sizing) reads SGLang's multimodal
+# reservation through release_shims (its rows there: 0.5.17 reserves none).
 # Which launches are priced (launch_policy) and a hybrid target's stash rows (draft_pricing).
 @patch.calls("is_deepseek_v4", module="sglang.srt.configs.model_config")
 @patch.calls("mambaish_config", module="sglang.srt.configs.hybrid_arch")
@@ -140,14 +136,11 @@ def all_rank_min_free_at_sizing(runner: Any, inputs: BudgetInputs) -> int | None
     """
     if getattr(runner, "mambaish_config", None) is not None:
         return None
+    from sglang_specinit.sglang_0_5_23.release_shims import multimodal_reservation_gb
+
     reservation_gb = 0.0
     if runner.model_config.is_multimodal:
-        from sglang.srt.mem_cache.kv_cache_configurator import mm_runtime_reservation_gb
-        from sglang.srt.runtime_context import get_mm
-
-        reservation_gb = mm_runtime_reservation_gb(
-            is_multimodal=True, mm_feature_transport=get_mm().mm_feature_transport
-        )
+        reservation_gb = multimodal_reservation_gb()
     return inputs.pre_load_free_bytes - inputs.measured_resident_bytes + int(reservation_gb * GIB)
 
 
