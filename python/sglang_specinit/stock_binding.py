@@ -67,8 +67,19 @@ def kv_geometry(runner: Any) -> tuple[Any, ...]:
         *(getattr(config, name, None) for name in _GEOMETRY_FIELDS),
         *(getattr(hf, name, None) for name in _HF_GEOMETRY_FIELDS),
         config.get_total_num_kv_heads(),
-        str(getattr(runner, "kv_cache_dtype", None)),
+        kv_row_dtype(getattr(runner, "kv_cache_dtype", None)),
     )
+
+
+# 16-bit float KV caches store a row in the same bytes with the same pool class (an fp16 EAGLE
+# draft beside a bf16 target): one class for this comparison. Any other dtype is its own.
+_SAME_ROW_BYTES = {"torch.float16": "16-bit float", "torch.bfloat16": "16-bit float"}
+
+
+def kv_row_dtype(dtype: Any) -> str:
+    """The KV dtype as far as a row's bytes go."""
+    name = str(dtype)
+    return _SAME_ROW_BYTES.get(name, name)
 
 
 def stock_reserve_gap(

@@ -634,18 +634,10 @@ def test_pp_stages_reserve_the_draft_on_every_stage(matrix) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "stock_binding.kv_geometry compares the KV dtype by name: the EAGLE draft's config "
-        "says float16, the target's bfloat16, so 0.5.23 builds the draft pool in float16 and "
-        "the binding is declined although its rows cost what stock reserves (a runtime "
-        "change, outside this test-only branch)"
-    ),
-)
 def test_pp_last_stage_binds_the_lm_head_where_the_reserve_covers_the_draft(matrix) -> None:
-    """Where the draft's built rows are within stock's reserve, binding early is safe; the
-    last PP stage's lm_head copy could be bound there."""
+    """Where the draft's built rows are within stock's reserve, binding early is safe: the
+    last PP stage's lm_head copy is bound there (its draft's KV is fp16 beside a bf16 target,
+    the same bytes per row: ``stock_binding.kv_row_dtype``)."""
     last = _result(matrix, "llama31-70b + EAGLE, TP 4 PP 2, last stage (the draft)")
     assert last.draft_per_row <= last.stock_draft_reserve + 1e-3
     assert last.binds, last.reserve_gap
