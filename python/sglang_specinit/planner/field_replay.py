@@ -21,8 +21,14 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sglang_specinit.planner.inputs import RaisingParser
-from sglang_specinit.planner.replay import CPU_ENGINE_ENV, released
+from sglang_specinit.model_facts import own_hf_config
+from sglang_specinit.planner.inputs import PlanError, RaisingParser
+from sglang_specinit.planner.replay import (
+    CPU_ENGINE_ENV,
+    build_model_config,
+    refuse_unpriced_model,
+    released,
+)
 
 
 @contextlib.contextmanager
@@ -115,6 +121,30 @@ def attention_tp_size(server_args: Any) -> int:
         server_args.attn_cp_size,
     )
     return attn_tp
+
+
+def target_model_config(server_args: Any) -> Any:
+    """The target's ``ModelConfig`` as ``TpModelWorker`` builds it, with a private hf config (a
+    draft read from the same checkpoint rewrites the cached one in place), cached on
+    ``server_args`` where ``get_model_config()`` looks (the fraction heuristic and the
+    speculative hook reuse it); a model the planner does not price is refused here."""
+    from sglang.srt.configs.model_config import ModelConfig
+
+    target_mc = build_model_config(ModelConfig.from_server_args, server_args)
+    own_hf_config(target_mc)
+    server_args.model_config = target_mc
+    refuse_unpriced_model(target_mc)
+    return target_mc
+
+
+def refuse_speculative_pp(spec_args: Any, release: str) -> None:
+    """PP with a speculative algorithm keeps stock sizing on these releases: nothing to plan."""
+    if int(spec_args.pp_size) > 1 and spec_args.speculative_algorithm is not None:
+        raise PlanError(
+            f"--pp-size {spec_args.pp_size} with --speculative-algorithm "
+            f"{spec_args.speculative_algorithm}: sglang-specinit keeps stock sizing for "
+            f"pipeline parallelism on sglang {release}; drop --pp-size"
+        )
 
 
 class FieldServerArgsReplay:

@@ -32,7 +32,6 @@ from sglang_specinit.model_facts import (
     FROZEN_KV_STAND_IN_TOKENS,
     element_bytes,
     kv_dtype_name,
-    own_hf_config,
 )
 from sglang_specinit.planner.columns import StockBeside
 from sglang_specinit.planner.field_replay import (
@@ -40,6 +39,7 @@ from sglang_specinit.planner.field_replay import (
     attention_tp_size,
     planned_cpu_engine,
     resolve_speculative,
+    target_model_config,
 )
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError
@@ -50,7 +50,6 @@ from sglang_specinit.planner.replay import (
     ResolvedLaunch,
     build_model_config,
     kv_cache_quant_algo,
-    refuse_unpriced_model,
     released,
 )
 from sglang_specinit.planner.unloaded_runner import (
@@ -128,15 +127,8 @@ class Replay0513(FieldServerArgsReplay):
     )
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
-        from sglang.srt.configs.model_config import ModelConfig
-
         with planned_cpu_engine(server_args.device):
-            target_mc = build_model_config(ModelConfig.from_server_args, server_args)
-            # A draft read from the same checkpoint rewrites the cached hf config in place.
-            own_hf_config(target_mc)
-            # get_model_config() caches here; the heuristics and the speculative hook reuse it.
-            server_args.model_config = target_mc
-            refuse_unpriced_model(target_mc)
+            target_mc = target_model_config(server_args)
             user_fraction = server_args.mem_fraction_static
             if user_fraction is None:
                 stock = auto_mem_fraction_static(server_args, device.capacity_mib, True)

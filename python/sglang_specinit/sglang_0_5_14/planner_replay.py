@@ -47,7 +47,6 @@ from sglang_specinit.budget import (
 )
 from sglang_specinit.model_facts import (
     kv_dtype_name,
-    own_hf_config,
     upstream_reserved_layers,
 )
 from sglang_specinit.planner.columns import StockBeside
@@ -56,7 +55,9 @@ from sglang_specinit.planner.field_replay import (
     attention_tp_size,
     auto_mem_fraction_static,
     planned_cpu_engine,
+    refuse_speculative_pp,
     resolve_speculative,
+    target_model_config,
 )
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError
@@ -68,7 +69,6 @@ from sglang_specinit.planner.replay import (
     ResolvedLaunch,
     build_model_config,
     installed_release,
-    refuse_unpriced_model,
     released,
 )
 from sglang_specinit.planner.unloaded_runner import (
@@ -194,28 +194,16 @@ class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
     )
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
-        from sglang.srt.configs.model_config import ModelConfig
-
         with planned_cpu_engine(server_args.device):
-            target_mc = build_model_config(ModelConfig.from_server_args, server_args)
-            # A draft read from the same checkpoint rewrites the cached hf config in place.
-            own_hf_config(target_mc)
-            # get_model_config() caches here; the heuristic and the speculative hook reuse it.
-            server_args.model_config = target_mc
-            refuse_unpriced_model(target_mc)
+            target_mc = target_model_config(server_args)
             fraction = server_args.mem_fraction_static
             if fraction is None:
                 fraction = auto_mem_fraction_static(server_args, device.capacity_mib)
             server_args.mem_fraction_static = float(fraction)
             spec_args = resolve_speculative(server_args)
             attn_tp = attention_tp_size(spec_args)
-            if int(spec_args.pp_size) > 1 and spec_args.speculative_algorithm is not None:
-                # The adapter keeps stock sizing there (launch_policy): nothing of ours to plan.
-                raise PlanError(
-                    f"--pp-size {spec_args.pp_size} with --speculative-algorithm "
-                    f"{spec_args.speculative_algorithm}: sglang-specinit keeps stock sizing for "
-                    f"pipeline parallelism on sglang {installed_release()}; drop --pp-size"
-                )
+            # The adapter keeps stock sizing there (launch_policy): nothing of ours to plan.
+            refuse_speculative_pp(spec_args, installed_release())
         return ResolvedLaunch(
             args=spec_args,
             config_source=spec_args,

@@ -31,21 +31,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, PoolPlan
-from sglang_specinit.model_facts import own_hf_config
 from sglang_specinit.planner.field_replay import (
     FieldServerArgsReplay,
     auto_mem_fraction_static,
     planned_cpu_engine,
+    refuse_speculative_pp,
     resolve_speculative,
+    target_model_config,
 )
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.replay import (
     PoolPrices,
     ResolvedLaunch,
-    build_model_config,
     installed_release,
-    refuse_unpriced_model,
 )
 from sglang_specinit.sglang_0_5_23.planner_replay import (
     Replay0523,
@@ -136,27 +135,17 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
         return FieldServerArgsReplay.parse_launch(self, launch)
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
-        from sglang.srt.configs.model_config import ModelConfig
 
         launch_inputs = input_fields(server_args)
         require_sgl_kernel()
         with planned_cpu_engine(server_args.device):
-            target_mc = build_model_config(ModelConfig.from_server_args, server_args)
-            # A draft read from the same checkpoint rewrites the cached hf config in place.
-            own_hf_config(target_mc)
-            server_args.model_config = target_mc
-            refuse_unpriced_model(target_mc)
+            target_mc = target_model_config(server_args)
             fraction = server_args.mem_fraction_static
             if fraction is None:
                 fraction = auto_mem_fraction_static(server_args, device.capacity_mib)
             server_args.mem_fraction_static = float(fraction)
             spec_args = resolve_speculative(server_args)
-        if int(spec_args.pp_size) > 1 and spec_args.speculative_algorithm is not None:
-            raise PlanError(
-                f"--pp-size {spec_args.pp_size} with --speculative-algorithm "
-                f"{spec_args.speculative_algorithm}: sglang-specinit keeps stock sizing for "
-                f"pipeline parallelism on sglang {installed_release()}; drop --pp-size"
-            )
+        refuse_speculative_pp(spec_args, installed_release())
         attn_tp, attn_dp = attention_widths(spec_args)
         return ResolvedLaunch0523(
             args=spec_args,
