@@ -199,3 +199,37 @@ def test_launch_policy_prices_a_cookbook_v4_launch(tmp_path: Path) -> None:
     assert dsv4_sizing.is_dsv4_configurator(create_memory_pool_configurator(layout.target))
     assert dsv4_sizing.runner_unpriced_reason(runner) is None
     assert not hasattr(runner, "kv_cache_configurator")
+
+
+def test_a_failing_v4_solve_keeps_stocks_solve(
+    hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No V4 launch runs here, so a layout the measured-draft solve does not expect must not
+    stop a launch: the hook then returns SGLang's own solve on the same reading, and leaves no
+    plan behind for the breakdown."""
+    from sglang_specinit.live_sizing import DraftDescription
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
+    from sglang_specinit.sizing_state import TargetSizing, sizing_active
+
+    cell = HOOK_CELLS[0]
+    layout = publish(cell, tmp_path)
+    target, (draft,) = layout.target, layout.drafts
+    target.model = torch.nn.Linear(2, 2)
+    available = profile_reading_double(cell)
+    monkeypatch.setattr(
+        type(target), "_profile_available_bytes", lambda self, pre_model_load_memory: available
+    )
+
+    def broken_solve(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a layout the solve does not expect")
+
+    monkeypatch.setattr(dsv4_sizing, "solve", broken_solve)
+    runner = DraftRunnerDouble(draft)
+    sizing = TargetSizing(
+        draft=DraftDescription(algorithm="EAGLE", weight_runners=[runner], pool_runners=[runner])
+    )
+    with sizing_active(sizing):
+        config = target._resolve_memory_pool_config(cell.device_gib)
+    stock = hooked(target, cell.device_gib)
+    assert int(config.max_total_num_tokens) == int(stock.max_total_num_tokens)
+    assert sizing.plan is None and sizing.inputs is None

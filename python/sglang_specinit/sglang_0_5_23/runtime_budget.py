@@ -214,7 +214,6 @@ def _resolve_dsv4(
 ) -> Any:
     """A DeepSeek-V4 target: SGLang's own DSV4 solve with the draft's real term
     (:mod:`.dsv4_sizing`), its answer checked against the pools it builds."""
-    from sglang.srt.runtime_context import get_schedule
 
     reason = dsv4_sizing.unpriced_reason(configurator)
     if reason is None and (sizing.draft.fixed_pools or not sizing.draft.pool_runners):
@@ -243,6 +242,34 @@ def _resolve_dsv4(
             exc,
         )
         return original(kvc, pre_model_load_memory)
+    try:
+        return _solve_dsv4(kvc, sizing, pre_model_load_memory, priced, draft_prices, drafts)
+    except Exception as exc:
+        # No V4 launch has run here (V4 is CUDA-only): a layout the solve does not expect keeps
+        # stock's own solve rather than stopping the launch.
+        sizing.inputs = sizing.plan = None
+        logger.warning(
+            "[specinit] stock sglang %s KV sizing: the DeepSeek-V4 solve with the draft's "
+            "measured term failed (%s: %s)",
+            installed_sglang_version(),
+            type(exc).__name__,
+            exc,
+        )
+        return original(kvc, pre_model_load_memory)
+
+
+def _solve_dsv4(
+    kvc: Any,
+    sizing: TargetSizing,
+    pre_model_load_memory: float,
+    priced: Any,
+    draft_prices: tuple[Any, ...],
+    drafts: list[Any],
+) -> Any:
+    """SGLang's V4 solve on the priced configurator, fitted to the pools it builds; fills
+    ``sizing.inputs`` / ``sizing.plan`` for the breakdown."""
+    from sglang.srt.runtime_context import get_schedule
+
     available = kvc._profile_available_bytes(pre_model_load_memory)
     padding = dsv4_sizing.draft_padding_bytes(draft_prices)
     config = dsv4_sizing.solve(kvc, priced, available, padding)
