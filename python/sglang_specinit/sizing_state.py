@@ -37,6 +37,12 @@ class TargetSizing:
     draft_pools: tuple[KVSpec, ...] = field(default_factory=tuple)
     # Wall seconds the pricing took (building every pool tiny): the plugin's own init cost.
     pricing_seconds: float = 0.0
+    # False on a pipeline stage without a draft worker (the draft lives on another stage):
+    # its target pool is priced alone.
+    stage_holds_draft: bool = True
+    # The tokens this rank's own pricing affords, where SGLang's sync across pipeline stages
+    # (a MIN all-reduce) then served fewer; None where the two agree.
+    stage_tokens: int | None = None
 
 
 def active_sizing() -> TargetSizing | None:

@@ -537,6 +537,30 @@ def test_bad_input_exits_2_with_one_line(
     assert EXPECTED_MESSAGES[case] in lines[0], lines[0]
 
 
+@pytest.mark.parametrize("pp_spec", [True, False], ids=["pp-spec", "pd-prefill-only"])
+def test_pipeline_parallel_eagle_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pp_spec: bool
+) -> None:
+    """PP 2 + EAGLE (the 70B example): without SGLANG_ENABLE_PP_SPEC 0.5.23 itself refuses it
+    off PD prefill nodes; with it the launch is valid and the server prices each stage, but
+    the planner has one rank's inputs, so it refuses (it once printed a PP 1 plan here)."""
+    if pp_spec:
+        monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
+    else:
+        monkeypatch.delenv("SGLANG_ENABLE_PP_SPEC", raising=False)
+    code, out, err = run(capsys, "plan", "--example", "llama31-70b-eagle-tp4", "--pp-size", "2")
+    assert code == 2, (out, err)
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    expected = (
+        "the planner plans one rank and PP stages differ"
+        if pp_spec
+        else "PP + speculative decoding (MTP) is only supported on prefill nodes"
+    )
+    assert expected in lines[0], lines[0]
+
+
 def test_a_fraction_stock_cannot_start_with_is_a_column_not_a_traceback(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

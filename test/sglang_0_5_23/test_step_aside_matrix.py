@@ -196,6 +196,10 @@ def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
     }
 
 
+# PP + EAGLE without SGLANG_ENABLE_PP_SPEC: 0.5.23 runs it on PD prefill nodes only
+# (arg_groups/validation_hook.py:161-165), every stage building the draft; the plugin keeps
+# stock's sizing there (with the switch the launch is priced per stage: test_pp_stages.py).
+PP_PD_PREFILL_LAST = "llama31-70b + EAGLE, TP 4 PP 2, PD prefill, last stage"
 LLAMA70B_PP2 = {
     "model_path": _ex("llama31-70b-eagle-tp4", "target"),
     "speculative_draft_model_path": _ex("llama31-70b-eagle-tp4", "draft"),
@@ -228,19 +232,10 @@ CASES = [
         tags=("hisparse-eagle3-mha",),
     ),
     Case(
-        "llama31-70b + EAGLE, TP 4 PP 2, first stage (no draft)",
-        LLAMA70B_PP2,
-        _pp_llama70b_weights(0, 2, 4),
-        "pipeline parallelism (PP 2)",
-        device_gib=79.0,
-        pp_stage=(0, 2),
-        tags=("pp-first",),
-    ),
-    Case(
-        "llama31-70b + EAGLE, TP 4 PP 2, last stage (the draft)",
+        PP_PD_PREFILL_LAST,
         LLAMA70B_PP2,
         _pp_llama70b_weights(1, 2, 4),
-        "pipeline parallelism (PP 2)",
+        "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)",
         device_gib=79.0,
         pp_stage=(1, 2),
         tags=("pp-last",),
@@ -434,17 +429,16 @@ def evaluate(case: Case, tmp: Path) -> Result:
         layout = published_layout(**_resolved(case.args, tmp))
     target, drafts = layout.target, list(layout.drafts)
     if case.pp_stage is not None:
-        rank, size = case.pp_stage
-        _at_stage(target, rank, size)
-        if rank != size - 1:
-            drafts = []  # SGLANG_ENABLE_PP_SPEC: only the last stage holds the draft
+        _at_stage(target, *case.pp_stage)
     configurator = create_memory_pool_configurator(target)
     page = int(target.page_size)
     # launch_policy reads the scheduler's ServerArgs and model config only (for these
     # layouts): a namespace of the published ones stands in for the scheduler.
     scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
     pp = case.pp_stage[1] if case.pp_stage else 1
-    reason = stock_sized_reason(scheduler, pp) or type(configurator).__name__
+    with mock.patch.dict(os.environ):
+        os.environ.pop("SGLANG_ENABLE_PP_SPEC", None)  # the PP cell is a PD prefill launch
+        reason = stock_sized_reason(scheduler, pp) or type(configurator).__name__
 
     # Stock's price per full row, from its own answer at two budgets far apart (so far that
     # its page rounding moves the quotient by well under a millibyte).
@@ -620,25 +614,11 @@ def test_hisparse_mha_eagle3_draft_on_dsa_target_is_under_reserved(matrix) -> No
     assert "geometry of its own" in mha.reserve_gap and "geometry of its own" in gqa.reserve_gap
 
 
-def test_pp_stages_reserve_the_draft_on_every_stage(matrix) -> None:
-    """PP: stock reserves the draft's layer on both stages (one layer of the stage's
-    geometry); only the last holds it, and binds its lm_head there."""
-    first = _result(matrix, "llama31-70b + EAGLE, TP 4 PP 2, first stage (no draft)")
-    last = _result(matrix, "llama31-70b + EAGLE, TP 4 PP 2, last stage (the draft)")
-    assert first.draft_per_row == 0 < first.stock_draft_reserve
-    assert last.draft_per_row == pytest.approx(last.stock_draft_reserve, abs=1e-3)
-    assert not first.binds  # it holds no draft
-    # The launch serves the minimum over stages (mem_cache/kv_cache_configurator.py:3107-3115).
-    assert min(first.plugin_tokens, last.plugin_tokens) >= min(
-        first.stock_tokens, last.stock_tokens
-    )
-
-
 def test_pp_last_stage_binds_the_lm_head_where_the_reserve_covers_the_draft(matrix) -> None:
     """Where the draft's built rows are within stock's reserve, binding early is safe: the
     last PP stage's lm_head copy is bound there (its draft's KV is fp16 beside a bf16 target,
     the same bytes per row: ``stock_binding.kv_row_dtype``)."""
-    last = _result(matrix, "llama31-70b + EAGLE, TP 4 PP 2, last stage (the draft)")
+    last = _result(matrix, PP_PD_PREFILL_LAST)
     assert last.draft_per_row <= last.stock_draft_reserve + 1e-3
     assert last.binds, last.reserve_gap
 

@@ -46,6 +46,8 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     if flagged:
         return StepAside(flagged, binds=binds)
     spec_worker = scheduler.draft_worker
+    if spec_worker is None and stage_without_draft(parallel.pp_rank, parallel.pp_size):
+        return None  # priced as its target pool alone (the draft is on the last stage)
     if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
         return StepAside("this rank holds no draft model", warn=False)
     if not binds:
@@ -117,9 +119,51 @@ def stock_sized_reason(scheduler: Any, pp_size: int) -> str:
         if v4_reason is not None:
             return f"DeepSeek-V4 with {v4_reason} keeps stock's (T + 1) / T draft reserve"
     if pp_size > 1:
+        return pp_unpriced_reason(scheduler, pp_size)
+    return ""
+
+
+def stage_without_draft(pp_rank: int, pp_size: int) -> bool:
+    """A PP stage that holds no draft worker: with ``SGLANG_ENABLE_PP_SPEC`` 0.5.23 builds the
+    draft on the last stage only (``managers/scheduler.py:1041-1050``); stock still reserves
+    the draft's layers in that stage's target cell (``model_executor/pool_configurator.py:
+    259-305``: ``spec_aux_config`` is read from the server's draft path on every stage)."""
+    from sglang_specinit.sglang_0_5_23.release_shims import pp_spec_enabled
+
+    return pp_size > 1 and pp_rank != pp_size - 1 and pp_spec_enabled()
+
+
+def pp_unpriced_reason(scheduler: Any, pp_size: int) -> str:
+    """Why a PP launch keeps 0.5.23's sizing ("" where every stage is priced: each stage's
+    target pool plus, on the stage that holds it, the draft's pools as built; SGLang's MIN
+    all-reduce over stages then picks the launch's count,
+    ``mem_cache/kv_cache_configurator.py:3107-3115``)."""
+    from sglang.srt.configs.hybrid_arch import mambaish_config
+
+    from sglang_specinit.sglang_0_5_23.release_shims import pp_spec_enabled
+
+    head = f"pipeline parallelism (PP {pp_size})"
+    if not pp_spec_enabled():
+        # Without the switch 0.5.23 runs PP + EAGLE only on PD prefill nodes
+        # (arg_groups/validation_hook.py:161-165), where every stage builds the draft.
         return (
-            f"pipeline parallelism (PP {pp_size}): stock reserves the draft layers on every "
-            "stage; sglang-specinit does not price per stage"
+            f"{head} without SGLANG_ENABLE_PP_SPEC (PD prefill): every stage builds the "
+            "draft and stock reserves its layers on each; sglang-specinit prices PP stages "
+            "only with SGLANG_ENABLE_PP_SPEC=1 (a prefill stage's draft is not checked here)"
+        )
+    model_config = scheduler.model_config
+    if mambaish_config(model_config) is not None:
+        # model_executor/pool_configurator.py:237-248: a stage without full-attention layers
+        # is sized without a token bound, and the mamba share is the largest stage's.
+        return (
+            f"{head} with a hybrid linear-attention target: a stage may hold no "
+            "full-attention layer and stock charges the largest stage's mamba share; "
+            "sglang-specinit does not price these stages"
+        )
+    if model_config.is_hybrid_swa:
+        return (
+            f"{head} with a hybrid sliding-window target: sglang-specinit does not price "
+            "its stages (not checked per stage)"
         )
     return ""
 

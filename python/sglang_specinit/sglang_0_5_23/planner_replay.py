@@ -208,6 +208,7 @@ class Replay0523(InstalledReleaseReplay):
                 server_args.check_server_args()
             except AssertionError as e:  # check_server_args' refusals are assertions
                 raise PlanError(f"sglang {installed_release()} refuses this launch: {e}") from None
+            refuse_pipeline_stages(server_args)
             args = ResolvedArgs(server_args)
             target_mc = _model_config(ModelConfig.from_server_args, server_args)
             # A draft read from the same checkpoint rewrites the cached hf config in place.
@@ -289,6 +290,24 @@ class Replay0523(InstalledReleaseReplay):
             draft_fixed_bytes=fixed_bytes,
             draft_request_bytes=_request_bytes(layout, launch),
             stock_plan=lambda inputs: stock_plan_0_5_23(layout, inputs),
+        )
+
+
+def refuse_pipeline_stages(server_args: Any) -> None:
+    """PP + a draft, once 0.5.23 accepts it: no plan, one line saying why.
+
+    The server prices each stage on its own (``launch_policy``: the last stage's target pool
+    plus the draft's, or with ``SGLANG_ENABLE_PP_SPEC`` the other stages' target pools alone)
+    and serves SGLang's minimum over stages; each stage's weights (its layer share, the embed
+    on the first, lm_head and draft on the last) and its own free memory would be inputs the
+    planner has only for one rank, so it plans no PP layout rather than a wrong one."""
+    pp = int(server_args.pp_size)
+    if pp > 1 and server_args.speculative_algorithm is not None:
+        raise PlanError(
+            f"--pp-size {pp} with --speculative-algorithm {server_args.speculative_algorithm}: "
+            "the planner plans one rank and PP stages differ in layers, weights and draft, so "
+            "it has no per-stage plan; the server prices each stage and logs each stage's "
+            "breakdown (SPECINIT_MEMORY, pp_rank)"
         )
 
 

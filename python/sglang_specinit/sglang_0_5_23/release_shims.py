@@ -162,6 +162,11 @@ RESOLVING_VIEW_SINCE = (0, 5, 19)
 # The first release without ``ParallelState``: configurators take widths, schedulers read
 # their ranks from ``runtime_context``, ``publish`` takes ``SpawnRanks``.
 RUNTIME_CONTEXT_RANKS_SINCE = (0, 5, 21)
+# The first release with ``SGLANG_ENABLE_PP_SPEC`` (``environ.py``; 0.5.21 ``:1372``): PP +
+# EAGLE outside PD prefill, the draft on the last stage only (``managers/scheduler.py:1012-1021``).
+# Before, PP + speculative runs only on NPU prefill nodes (0.5.20 ``arg_groups/
+# validation_hook.py:62-81``), where every stage builds the draft.
+PP_SPEC_SINCE = (0, 5, 21)
 
 # ``ModelRunner.init_kv_cache_configurator``'s parameters after ``self``, per release
 # (test/sglang_0_5_20, test/sglang_0_5_22 and test/sglang_0_5_23 check them on the wheels).
@@ -287,6 +292,16 @@ def fused_entry_bytes(kvc: Any, sub_pool: str) -> int | None:
     if _since(FUSED_ENTRIES_SINCE):
         return kvc.fused_entry_bytes(sub_pool)
     return None
+
+
+def pp_spec_enabled() -> bool:
+    """``SGLANG_ENABLE_PP_SPEC`` as the installed release reads it; False before 0.5.21,
+    which has no such switch."""
+    if not _since(PP_SPEC_SINCE):
+        return False
+    from sglang.srt.environ import envs
+
+    return bool(envs.SGLANG_ENABLE_PP_SPEC.get())
 
 
 def kv_cache_sharding(server_args: Any) -> bool:

@@ -23,7 +23,7 @@ import logging
 import time
 from typing import Any
 
-from sglang_specinit.budget import tokens_within_pool_budget
+from sglang_specinit.budget import make_plan, tokens_within_pool_budget
 from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import (
     SizingReadings,
@@ -171,6 +171,8 @@ def read_sizing(
         available_bytes=available_bytes,
         target_kv=target_kv,
         target_weight_bytes=sum(target_storages.values()),
+        # A pipeline stage without the draft: its target pool alone (nothing reserved for a
+        # draft another stage holds).
         draft=draft_spec(
             sizing.draft,
             sizing.draft_pools,
@@ -178,7 +180,9 @@ def read_sizing(
             target_storages,
             shared_weight_bytes=sizing.stock_duplicate_bytes,
             upstream_reserved_layers=sizing.upstream_reserved_layers,
-        ),
+        )
+        if sizing.stage_holds_draft
+        else None,
         page_size=schedule.page_size,
         context_len=kvc.model_config.context_len,
         max_total_tokens=schedule.max_total_tokens,
@@ -199,8 +203,23 @@ def _resolve(
     available_bytes = kvc._profile_available_bytes(pre_model_load_memory)
     readings = read_sizing(kvc, sizing, pre_model_load_memory, available_bytes, prices)
     inputs, plan = plan_from_readings(readings)
-    sizing.inputs, sizing.plan = inputs, plan
+    # SGLang's own constraints: the user cap and, under pipeline parallelism, the MIN
+    # all-reduce over every rank. Every rank reaches it exactly once, priced or stock
+    # (stock's config_from_budget calls it once too), so the collectives line up.
     tokens = kvc._apply_token_constraints(plan.tokens)
+    if tokens != plan.tokens:
+        # Another stage affords fewer: the breakdown shows the pools this rank really builds.
+        sizing.stage_tokens = plan.tokens
+        plan = make_plan(
+            plan.rule,
+            inputs,
+            tokens,
+            plan.resident_bytes,
+            plan.priced_bytes_per_token,
+            plan.min_viable_mem_fraction_static,
+            plan.notes,
+        )
+    sizing.inputs, sizing.plan = inputs, plan
     _SIZED[id(kvc)] = (kvc, prices)
     config = configurator.calculate_pool_sizes_from_max_tokens(tokens, inputs.page_size)
     config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)

@@ -32,6 +32,7 @@ from sglang_specinit import rank_reports
 from sglang_specinit.budget import GIB, BudgetInputs
 from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.early_binding import bind_shared_weights_early
+from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.runner_readings import (
     draft_duplicate_bytes,
@@ -85,15 +86,7 @@ def init_memory_pools(original: Any, self: Any) -> None:
             note,
         )
         return original(self)
-    description = describe_draft(self.draft_worker)
-    before = draft_duplicate_bytes(self, description)
-    bind_shared_weights_early(self.draft_worker)
-    after = draft_duplicate_bytes(self, description)
-    sizing = TargetSizing(
-        draft=description,
-        duplicate_bytes_at_profile=0,
-        stock_duplicate_bytes=max(before - after, 0),
-    )
+    sizing = stage_sizing(self)
     own_free = rank_free_at_sizing(self.tp_worker.model_runner)
     with sizing_active(sizing):
         original(self)
@@ -101,6 +94,25 @@ def init_memory_pools(original: Any, self: Any) -> None:
         return  # the configurator stepped aside (and said why)
     self._specinit_sizing = sizing
     log_memory_breakdown(self, sizing, own_free)
+
+
+def stage_sizing(scheduler: Any) -> TargetSizing:
+    """What this rank's target pool is priced with: its draft as described, the duplicate
+    embed/lm_head bound now; on a pipeline stage without a draft worker
+    (``launch_policy.stage_without_draft``) the target pool alone, nothing to bind."""
+    if scheduler.draft_worker is None:
+        return TargetSizing(
+            draft=DraftDescription(scheduler.spec_algorithm.name), stage_holds_draft=False
+        )
+    description = describe_draft(scheduler.draft_worker)
+    before = draft_duplicate_bytes(scheduler, description)
+    bind_shared_weights_early(scheduler.draft_worker)
+    after = draft_duplicate_bytes(scheduler, description)
+    return TargetSizing(
+        draft=description,
+        duplicate_bytes_at_profile=0,
+        stock_duplicate_bytes=max(before - after, 0),
+    )
 
 
 def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
@@ -197,10 +209,27 @@ def memory_breakdown(
     breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
     breakdown["pricing_seconds"] = round(sizing.pricing_seconds, 4)
     breakdown.update(rank_fields(scheduler))
+    breakdown.update(stage_fields(sizing, breakdown["pp_size"]))
     min_free = all_rank_min_free_at_sizing(scheduler.tp_worker.model_runner, sizing.inputs)
     breakdown.update(tightness_fields(rank_free_bytes, min_free))
     breakdown.update(rank_reports.cuda_fields_after_pools(scheduler.server_args.device))
     return breakdown
+
+
+def stage_fields(sizing: TargetSizing, pp_size: int) -> dict[str, Any]:
+    """What this pipeline stage priced (none under PP 1): whether it holds the draft, the
+    tokens its own pricing affords, and whether it is the stage SGLang's minimum over stages
+    came from (the tightest stage; each stage knows it alone, no collective added)."""
+    if pp_size <= 1:
+        return {}
+    assert sizing.plan is not None
+    own = sizing.stage_tokens if sizing.stage_tokens is not None else sizing.plan.tokens
+    return {
+        "pp_stage_holds_draft": sizing.stage_holds_draft,
+        "pp_stage_priced": "target + draft pools" if sizing.stage_holds_draft else "target pool",
+        "pp_stage_tokens": own,
+        "pp_tightest_stage": own == sizing.plan.tokens,
+    }
 
 
 def log_memory_breakdown(
@@ -211,9 +240,15 @@ def log_memory_breakdown(
     rank_reports.log_breakdown`, with this module's logger)."""
     breakdown = memory_breakdown(scheduler, sizing, rank_free_bytes)
     scheduler._specinit_breakdown = breakdown
-    rank_reports.log_breakdown(
-        logger, breakdown, f"KV pools on sglang {breakdown['sglang_version']}"
-    )
+    headline = f"KV pools on sglang {breakdown['sglang_version']}"
+    if "pp_stage_priced" in breakdown:
+        headline += (
+            f", PP stage {breakdown['pp_rank']} of {breakdown['pp_size']} priced as its "
+            f"{breakdown['pp_stage_priced']}: {breakdown['pp_stage_tokens']} tokens on its own"
+            f"{' (the tightest stage)' if breakdown['pp_tightest_stage'] else ''}, "
+            f"{breakdown['tokens']} served (SGLang's minimum over stages)"
+        )
+    rank_reports.log_breakdown(logger, breakdown, headline)
 
 
 HOOKS, NEW_METHODS, REQUIRES = patch.tables()

@@ -1,0 +1,222 @@
+"""Pipeline parallelism priced per stage: PP 2 on device cpu, plugin off and on (sglang 0.5.23).
+
+``SGLANG_ENABLE_PP_SPEC=1`` gives the draft to the last stage only
+(``managers/scheduler.py:1041-1050``); stock still reserves the draft's layer in every stage's
+target cell (``model_executor/pool_configurator.py:259-305``). With the plugin the first stage
+is priced as its target pool alone and the last as its target pool plus the draft's pool as
+built, its duplicate lm_head bound before profiling (that stage's target has no input
+embedding, so 0.5.23 loads the draft's own from the checkpoint,
+``speculative/pp_draft_embedding.py:251-266``, and binds only the lm_head). The launch's count
+stays SGLang's MIN all-reduce over stages (``mem_cache/kv_cache_configurator.py:3107-3115``).
+
+What is checked, from each stage's own meter readings and pools (the plugin's breakdown is
+only read for what it says it priced):
+
+- every stage's weights + pools fit that stage's own ``f x free`` (plugin on and off);
+- the first stage is priced without a draft reserve, the last with its draft's pool;
+- the last stage bound the lm_head before profiling: exactly the target checkpoint's tensor;
+- both stages serve one count, at least stock's.
+
+Slow: two PP 2 launches (two scheduler processes each); measured here 2 x ~75 s idle, up to
+2 x 150 s beside other launches. CI runs the per-stage pricing on 0.5.23's own configurators
+without a launch (``test_pp_stages.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.launch.engine import cpu_engine
+from harness.reports.report_reading import REPORT_DIR_ENV, F, kv_buffer_bytes, runners
+from sglang_specinit import rank_reports
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+PP = 2
+
+
+@dataclass
+class PPLaunch:
+    """One PP 2 launch: per stage (pp rank) the scheduler report, the plugin's breakdown."""
+
+    reports: dict[int, dict[str, Any]]
+    breakdowns: dict[int, dict[str, Any]]
+    log: str
+    startup_s: float
+
+
+def _pp2(work: Path, plugin: bool) -> PPLaunch:
+    breakdown_dir = work / "specinit"
+    breakdown_dir.mkdir(parents=True)
+    with cpu_engine(
+        llama_family.tiny_llama_target(),
+        draft_model_path=eagle_drafts.tiny_eagle_draft(),
+        algorithm="EAGLE",
+        plugin=plugin,
+        work_dir=work,
+        startup_timeout_s=900,
+        extra_env={
+            "SGLANG_ENABLE_PP_SPEC": "1",
+            "SGLANG_CPU_OMP_THREADS_BIND": "0|1",
+            REPORT_DIR_ENV: str(breakdown_dir),
+        },
+        pp_size=PP,
+        disable_overlap_schedule=True,
+    ) as engine:
+        reports = [r for r in engine.scheduler_reports() if "error" not in r]
+        log = engine.log_path.read_text(errors="replace")
+        startup_s = engine.startup_s
+    print(f"\n[0.5.23 PP 2, plugin {'on' if plugin else 'off'}] up in {startup_s:.1f} s")
+    return PPLaunch(
+        reports={int(r["ranks"]["pp"]): r for r in reports},
+        breakdowns={int(b["pp_rank"]): b for b in rank_reports.read_rank_breakdowns(breakdown_dir)},
+        log=log,
+        startup_s=startup_s,
+    )
+
+
+@pytest.fixture(scope="module")
+def pp2(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, PPLaunch]:
+    root = tmp_path_factory.mktemp("pp2")
+    return {plugin: _pp2(root / str(plugin), plugin) for plugin in (True, False)}
+
+
+# 0.5.23's meter callers (harness.cpu_doubles.shims records who asked, and each rank's own
+# reading before SGLang's MIN all-reduce).
+PRE_LOAD = "bootstrap.measure_pre_model_load_memory"
+PROFILE = "KVCacheConfigurator._profile_available_bytes"
+
+
+def _reading(report: dict[str, Any], caller: str, index: int) -> int:
+    found = [r for r in report["meter"]["readings"] if r["caller"].endswith(caller)]
+    return int(found[index]["free_bytes"])
+
+
+def own_budget(report: dict[str, Any]) -> tuple[int, int]:
+    """(``f x`` this stage's own free memory before loading, what it held when its target
+    pool was profiled): the target's pre-load reading is the 2nd of its three in
+    ``measure_pre_model_load_memory`` (``distributed/bootstrap.py:193-223``)."""
+    pre = _reading(report, PRE_LOAD, 1)
+    return int(F * pre), pre - _reading(report, PROFILE, 0)
+
+
+def _stage_pools(report: dict[str, Any]) -> tuple[int, int]:
+    """(target, draft) K/V buffer bytes this stage's scheduler really allocated."""
+    (target,) = runners(report, "target")
+    drafts = runners(report, "draft")
+    return kv_buffer_bytes(target["kv_pool"]), sum(kv_buffer_bytes(d["kv_pool"]) for d in drafts)
+
+
+def _tokens(report: dict[str, Any]) -> int:
+    (target,) = runners(report, "target")
+    return int(target["max_total_num_tokens"])
+
+
+def _checkpoint_tensor_bytes(checkpoint: Path, name: str) -> int:
+    """Bytes of one tensor in a safetensors checkpoint, from its header."""
+    for shard in sorted(checkpoint.glob("*.safetensors")):
+        raw = shard.read_bytes()
+        (length,) = struct.unpack("<Q", raw[:8])
+        header = json.loads(raw[8 : 8 + length])
+        if name in header:
+            start, end = header[name]["data_offsets"]
+            return end - start
+    raise KeyError(name)
+
+
+def test_both_stages_ran_and_only_the_last_holds_the_draft(pp2) -> None:
+    for launch in pp2.values():
+        assert sorted(launch.reports) == list(range(PP))
+        assert _stage_pools(launch.reports[0])[1] == 0  # no draft pool on the first stage
+        assert _stage_pools(launch.reports[PP - 1])[1] > 0
+
+
+def _stage_use(launch: PPLaunch, stage: int) -> tuple[int, int]:
+    """(this stage's own budget, its weights as SGLang measured them + the pools it built)."""
+    report = launch.reports[stage]
+    budget, resident = own_budget(report)
+    target, draft = _stage_pools(report)
+    return budget, resident + target + draft
+
+
+def test_every_stage_fits_its_own_budget(pp2) -> None:
+    """Each stage's weights as SGLang measured them on that stage + the pools it allocated
+    stay within ``f x`` that stage's own free memory before loading (its own meter readings,
+    before SGLang's MIN all-reduce). Stock's last stage ends past its budget by up to its
+    pools' padding rows (its price leaves them out)."""
+    for plugin, launch in pp2.items():
+        for stage, report in launch.reports.items():
+            budget, used = _stage_use(launch, stage)
+            target, draft = _stage_pools(report)
+            print(
+                f"\n{'plugin' if plugin else 'stock'} PP{stage}: tokens {_tokens(report):,}, "
+                f"budget {budget:,} B, used {used:,} B ({100 * used / budget:.4f} %), "
+                f"pools {target:,} + {draft:,} B"
+            )
+            if plugin:
+                assert used <= budget, (stage, used, budget)
+            else:
+                padding = sum(_stage_pools(report)) // (_tokens(report) + 1)
+                assert used <= budget + padding, (stage, used, budget)
+
+
+def test_tightest_stage_fills_its_budget_to_a_page(pp2) -> None:
+    """The last stage (target + draft) sets the count: its budget is used to within one page
+    of both pools' rows."""
+    budget, used = _stage_use(pp2[True], PP - 1)
+    target, draft = _stage_pools(pp2[True].reports[PP - 1])
+    per_row = (target + draft) // (_tokens(pp2[True].reports[PP - 1]) + 1)
+    assert 0 <= budget - used < per_row
+
+
+def test_first_stage_is_priced_without_a_draft_reserve(pp2) -> None:
+    first, last = pp2[True].breakdowns[0], pp2[True].breakdowns[PP - 1]
+    assert first["pp_stage_holds_draft"] is False and first["pp_stage_priced"] == "target pool"
+    assert first["draft_kv_bytes_per_token"] == 0 == first["draft_kv_pool_bytes"]
+    assert first["priced_kv_bytes_per_token"] == first["target_kv_bytes_per_token"]
+    # What the first stage's own pool really costs per row (its allocation over its tokens,
+    # padding page included) is what it was priced at, to the padding row.
+    target, _ = _stage_pools(pp2[True].reports[0])
+    tokens = _tokens(pp2[True].reports[0])
+    assert first["target_kv_bytes_per_token"] * tokens <= target
+    assert target <= first["target_kv_bytes_per_token"] * (tokens + first["page_size"])
+    # The last stage is charged its draft, at what that pool allocates per row.
+    assert last["pp_stage_holds_draft"] is True
+    _, draft = _stage_pools(pp2[True].reports[PP - 1])
+    assert last["draft_kv_bytes_per_token"] > 0
+    assert last["allocated_draft_kv_pool_bytes"] == draft == last["draft_kv_pool_bytes"]
+    # Each stage affords its own count; SGLang serves the smaller, the last stage's here.
+    assert first["pp_stage_tokens"] > last["pp_stage_tokens"] == last["tokens"]
+    assert last["pp_tightest_stage"] and not first["pp_tightest_stage"]
+
+
+def test_last_stage_binds_lm_head_before_profiling(pp2) -> None:
+    """The EAGLE draft checkpoint carries no lm_head: the draft model's own is the target's
+    shape and dtype until bound, so binding frees the target checkpoint's tensor size."""
+    lm_head = _checkpoint_tensor_bytes(llama_family.tiny_llama_target(), "lm_head.weight")
+    breakdowns = pp2[True].breakdowns
+    assert breakdowns[PP - 1]["stock_duplicate_bytes_at_profile"] == lm_head
+    assert breakdowns[0]["stock_duplicate_bytes_at_profile"] == 0  # it holds no draft
+
+
+def test_stages_serve_one_count_at_least_stocks(pp2) -> None:
+    on = {stage: _tokens(r) for stage, r in pp2[True].reports.items()}
+    off = {stage: _tokens(r) for stage, r in pp2[False].reports.items()}
+    print(f"\ntokens per stage stock -> plugin: {off} -> {on}")
+    assert len(set(on.values())) == 1 == len(set(off.values()))  # SGLang's minimum
+    assert on[0] >= off[0]
+    for stage, breakdown in pp2[True].breakdowns.items():
+        assert breakdown["tokens"] == on[stage]
+
+
+def test_each_stage_logs_what_it_priced(pp2) -> None:
+    log = pp2[True].log
+    assert "PP stage 0 of 2 priced as its target pool" in log
+    assert "PP stage 1 of 2 priced as its target + draft pools" in log
+    assert "stock sglang" not in log  # neither stage stepped aside
