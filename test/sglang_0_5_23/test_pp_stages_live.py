@@ -73,6 +73,9 @@ def _pp2(work: Path, plugin: bool) -> PPLaunch:
         log = engine.log_path.read_text(errors="replace")
         startup_s = engine.startup_s
     print(f"\n[0.5.23 PP 2, plugin {'on' if plugin else 'off'}] up in {startup_s:.1f} s")
+    for line in log.splitlines():
+        if "[specinit]" in line and ("PP stage" in line or "stock sglang" in line):
+            print(line[line.index("[specinit]") :])
     return PPLaunch(
         reports={int(r["ranks"]["pp"]): r for r in reports},
         breakdowns={int(b["pp_rank"]): b for b in rank_reports.read_rank_breakdowns(breakdown_dir)},
@@ -177,6 +180,10 @@ def test_tightest_stage_fills_its_budget_to_a_page(pp2) -> None:
 
 def test_first_stage_is_priced_without_a_draft_reserve(pp2) -> None:
     first, last = pp2[True].breakdowns[0], pp2[True].breakdowns[PP - 1]
+    shown = ("pp_stage_tokens", "tokens", "priced_kv_bytes_per_token", "resident_bytes")
+    shown += ("target_kv_pool_bytes", "draft_kv_pool_bytes", "headroom_bytes")
+    for b in (first, last):
+        print(f"\nPP{b['pp_rank']} breakdown: " + ", ".join(f"{k} {b[k]:,}" for k in shown))
     assert first["pp_stage_holds_draft"] is False and first["pp_stage_priced"] == "target pool"
     assert first["draft_kv_bytes_per_token"] == 0 == first["draft_kv_pool_bytes"]
     assert first["priced_kv_bytes_per_token"] == first["target_kv_bytes_per_token"]

@@ -18,6 +18,11 @@ package's to own (:mod:`.launch_policy`):
    rank's own free memory at sizing next to SGLang's all-rank minimum and whether it is the
    tightest rank (no collective added: ``runner_readings.rank_free_at_sizing``).
 
+Under pipeline parallelism each stage prices itself (:func:`stage_sizing`): the stage holding
+the draft as above, a stage without one (``SGLANG_ENABLE_PP_SPEC``) as its target pool alone;
+SGLang's MIN sync over stages then sets the launch's count, and each stage's breakdown says
+what it priced and what it alone could afford (:func:`stage_fields`).
+
 Launches it does not price run SGLang's method unchanged, after one log line naming why; where
 the draft is a known worker and 0.5.23's own reserve covers it, the draft's embed/lm_head are
 bound first there too and the line says what that bound and freed (:func:`bind_where_stock_sizes`).
