@@ -35,6 +35,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+import torch
 from harness.checkpoints.published_configs import (
     EXAMPLES,
     dsa_config_dir,
@@ -623,20 +624,22 @@ def test_pp_last_stage_binds_the_lm_head_where_the_reserve_covers_the_draft(matr
     assert last.binds, last.reserve_gap
 
 
-def test_unified_memory_keeps_stock_and_binds_nothing(tmp_path) -> None:
+def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
     """--enable-unified-memory (its pools are not built here: the cell's skip says why).
-    Stock's price per row is the fused entry, target and draft in one
-    (model_executor/pool_configurator.py:265-267); stock_binding reads no reserved draft
-    layer from the target (a path-less NEXTN draft) and declines, so the plugin's sizing is
-    stock's to the token. (The fused entry does hold the draft's bytes, so binding there
-    would be safe too: a conservative decline, not an unsafe one.)"""
+    Stock's price per row is the fused entry, target and draft in one, built from the draft's
+    own KV profile (model_executor/pool_configurator.py:265-267); the plugin keeps stock's
+    sizing and binds the draft's duplicate embed/lm_head first (scheduler.fused_draft_gap),
+    where the layer-count check alone (stock_reserve_gap: the target reserves 0 draft layers
+    for a path-less NEXTN draft) would decline. The same launch without unified memory has no
+    fused entry, and the layer check decides again."""
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+    from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
     from sglang_specinit.stock_binding import stock_reserve_gap
 
     case = next(c for c in CASES if "unified" in c.tags)
-    layout = published_layout(**_resolved(case.args, tmp_path))
+    layout = published_layout(**_resolved(case.args, tmp_path / "unified"))
     target, drafts = layout.target, layout.drafts
     scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
     assert case.steps_aside in stock_sized_reason(scheduler, 1)
@@ -644,8 +647,86 @@ def test_unified_memory_keeps_stock_and_binds_nothing(tmp_path) -> None:
     assert fused is not None
     assert create_memory_pool_configurator(target)._cell_size == fused
     d = int(target.spec_aux_config.eagle_draft_num_layers or 0)
-    gap = stock_reserve_gap(
+    layer_gap = stock_reserve_gap(
         target, drafts, d, [int(k.layer_info.num_effective_layers) for k in drafts]
     )
-    print(f"\nunified memory: stock {fused:,} B/row (fused entry); binding: {gap}")
-    assert "reserves 0 draft layer" in gap
+    assert "reserves 0 draft layer" in layer_gap  # what decided before the fused check
+    assert fused_draft_gap(target) == ""
+    # The draft's own embed and lm_head, at the target's shape until bound (TP 1).
+    hf = target.model_config.hf_config
+    element = torch.empty((), dtype=target.model_config.dtype).element_size()
+    duplicates = 2 * hf.vocab_size * hf.hidden_size * element
+    print(
+        f"\nunified memory: stock {fused:,} B/row (fused entry, target + draft); binds "
+        f"{duplicates / (1 << 20):,.0f} MiB of duplicates first: +{duplicates // fused:,} rows "
+        "at stock's price"
+    )
+
+    plain = published_layout(
+        **_resolved({**case.args, "enable_unified_memory": False}, tmp_path / "plain")
+    )
+    assert fused_draft_gap(plain.target) is None
+
+
+def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
+    """fused_draft_gap binds only a draft whose every layer sits in the target's
+    full-attention entry; one also fused into another sub-pool gets a reason. The
+    configurator here is a test double answering fused_entry_bytes (no published config
+    fuses a draft into the SWA or mamba sub-pool offline)."""
+    from sglang_specinit.sglang_0_5_23.release_shims import fused_host_names
+    from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
+
+    hosts = fused_host_names()
+    assert "full" in hosts and len(hosts) > 1  # 0.5.23 registers more host kinds
+
+    class FusedEntries:  # test double: fused_entry_bytes for a chosen set of sub-pools
+        def __init__(self, entries: dict[str, int]) -> None:
+            self.entries = entries
+
+        def fused_entry_bytes(self, name: str) -> int | None:
+            return self.entries.get(name)
+
+    other = next(h for h in hosts if h != "full")
+    assert fused_draft_gap(FusedEntries({})) is None
+    assert fused_draft_gap(FusedEntries({"full": 4096})) == ""
+    reason = fused_draft_gap(FusedEntries({"full": 4096, other: 512}))
+    assert reason and other in reason
+
+
+def test_a_unified_memory_launch_binds_through_the_fused_check(tmp_path) -> None:
+    """The scheduler's binding step asks the target's own configurator (built by the runner's
+    ``init_kv_cache_configurator``, then put back) about a fused draft before the layer check.
+    The runners are test doubles holding the published layout's real configurators (no
+    Qwen3-Next model loads here); ``bind_under_stock_sizing`` is recorded, not run."""
+    from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
+    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+
+    case = next(c for c in CASES if "unified" in c.tags)
+    layout = published_layout(**_resolved(case.args, tmp_path))
+
+    class Runner:  # test double: what bind_where_stock_sizes reads off a runner
+        def __init__(self, kvc: Any) -> None:
+            self._kvc = kvc
+            self.spec_aux_config = kvc.spec_aux_config
+            self.layer_info = kvc.layer_info
+            self.model_config = kvc.model_config
+            self.kv_cache_dtype = kvc.kv_cache_dtype
+
+        def init_kv_cache_configurator(self, draft_parallel_layout: Any = None) -> None:
+            self.kv_cache_configurator = self._kvc
+
+    target = Runner(layout.target)
+    drafts = [Runner(k) for k in layout.drafts]
+    scheduler = SimpleNamespace(
+        server_args=layout.server_args,
+        tp_worker=SimpleNamespace(model_runner=target),
+        draft_worker=SimpleNamespace(
+            draft_parallel_layout=None, draft_worker=SimpleNamespace(draft_runners=drafts)
+        ),
+    )
+    with mock.patch.object(scheduler_module, "bind_under_stock_sizing") as bind:
+        scheduler_module.bind_where_stock_sizes(scheduler)
+    (_, runners, gap), _ = bind.call_args
+    assert runners == drafts
+    assert gap == ""  # the layer check alone says "stock reserves 0 draft layer(s)"
+    assert "kv_cache_configurator" not in target.__dict__  # put back as it was

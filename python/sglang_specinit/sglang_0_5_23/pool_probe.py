@@ -97,11 +97,18 @@ def draft_configurator(runner: Any) -> Any:
     """A configurator for a draft runner, built by its own ``init_kv_cache_configurator``
     (as its ``alloc_memory_pool`` will: draft workers pass no parallel layout), with the
     runner's attribute put back as it was."""
+    return runner_configurator(runner)
+
+
+def runner_configurator(runner: Any, draft_parallel_layout: Any = None) -> Any:
+    """The configurator ``runner.init_kv_cache_configurator`` builds (the target passes the
+    draft's parallel layout, as ``TpModelWorker.alloc_memory_pool`` will), with the runner's
+    attribute put back as it was: SGLang builds its own one later."""
     from sglang_specinit.sglang_0_5_23.release_shims import init_kv_cache_configurator
 
     saved = runner.__dict__.get("kv_cache_configurator", _MISSING)
     try:
-        init_kv_cache_configurator(runner)
+        init_kv_cache_configurator(runner, draft_parallel_layout)
         return runner.kv_cache_configurator
     finally:
         if saved is _MISSING:

@@ -304,6 +304,19 @@ def pp_spec_enabled() -> bool:
     return bool(envs.SGLANG_ENABLE_PP_SPEC.get())
 
 
+def fused_host_names() -> tuple[str, ...]:
+    """The target sub-pools a draft may fuse into: 0.5.23's ``HOST_KINDS`` registry
+    (``mem_cache/layout/fused_draft.py:284``); 0.5.22 fuses into the full-attention one only
+    (its ``fused_entry_bytes`` answers None for any other); none before."""
+    if not _since(FUSED_ENTRIES_SINCE):
+        return ()
+    try:
+        from sglang.srt.mem_cache.layout.fused_draft import HOST_KINDS
+    except ImportError:  # 0.5.22
+        return ("full",)
+    return tuple(HOST_KINDS)
+
+
 def kv_cache_sharding(server_args: Any) -> bool:
     """``--enable-kv-cache-sharding``; False before 0.5.22, which has no such flag."""
     return bool(server_args.enable_kv_cache_sharding) if _since(KV_CACHE_SHARDING_SINCE) else False

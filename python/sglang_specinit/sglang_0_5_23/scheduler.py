@@ -131,14 +131,48 @@ def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
     """
     runners = list(scheduler.draft_worker.draft_worker.draft_runners)
     target = scheduler.tp_worker.model_runner
-    reserved = target.spec_aux_config.eagle_draft_num_layers
-    gap = stock_reserve_gap(
-        target,
-        runners,
-        int(reserved) if reserved is not None and int(reserved) > 0 else 0,
-        [int(r.layer_info.num_effective_layers) for r in runners],
-    )
+    gap = None
+    if scheduler.server_args.enable_unified_memory:
+        from sglang_specinit.sglang_0_5_23.pool_probe import runner_configurator
+
+        layout = getattr(scheduler.draft_worker, "draft_parallel_layout", None)
+        gap = fused_draft_gap(runner_configurator(target, layout))
+    if gap is None:
+        reserved = target.spec_aux_config.eagle_draft_num_layers
+        gap = stock_reserve_gap(
+            target,
+            runners,
+            int(reserved) if reserved is not None and int(reserved) > 0 else 0,
+            [int(r.layer_info.num_effective_layers) for r in runners],
+        )
     return bind_under_stock_sizing(scheduler, runners, gap)
+
+
+def fused_draft_gap(target_configurator: Any) -> str | None:
+    """Whether stock's unified-memory price covers a draft fused into the target's pools.
+
+    None where the draft does not fuse (no fused entry: :func:`stock_reserve_gap` decides).
+    Under ``--enable-unified-memory`` 0.5.22+ may place every draft layer inside the target's
+    sub-pool entries (``mem_cache/layout/fused_draft.py:627-680`` declines unless all of them
+    fit), and stock's price per full-attention row is then that fused entry, built from the
+    draft's own KV profile by the spec the pool factory allocates from
+    (``mem_cache/kv_cache_configurator.py:1263-1287``, ``model_executor/pool_configurator.py:
+    265-267``, ``:813-819``): the draft's rows cost what stock charges, whatever its geometry,
+    so freeing the duplicate embed/lm_head first only adds rows at that price (""). A draft
+    that also fuses into another sub-pool (SWA or mamba state, whose entries the unified
+    envelope prices at the target's rows, ``:821-825``) is not vouched for (a reason)."""
+    from sglang_specinit.sglang_0_5_23.release_shims import fused_entry_bytes, fused_host_names
+
+    fused = {name: fused_entry_bytes(target_configurator, name) for name in fused_host_names()}
+    hosts = sorted(name for name, entry in fused.items() if entry is not None)
+    if not hosts:
+        return None
+    if hosts != ["full"]:
+        return (
+            f"the draft fuses into the target's {', '.join(hosts)} entries; stock's unified "
+            "envelope prices only the full-attention one with the draft's rows"
+        )
+    return ""
 
 
 def all_rank_min_free_at_sizing(runner: Any, inputs: BudgetInputs) -> int | None:
