@@ -1,12 +1,14 @@
-"""On a real release it does not serve (sglang 0.5.16), the plugin steps aside.
+"""On a real release it does not serve (sglang 0.5.12.post1), the plugin steps aside.
 
-Runs ``load_plugins()`` with 0.5.16's wheel unpacked first on ``PYTHONPATH`` over
-``.venv-sglang0520`` (``scripts/sibling_release.sh`` downloads and unpacks it and checks that
-``import sglang`` and its metadata both say 0.5.16), with this package installed editable, so
-the entry point, the version check and SGLang's ``HookRegistry`` are all the real ones.
-0.5.16 is declined: its KV sizing is 0.5.20's but its ``ServerArgs`` is 0.5.15's dataclass and its
-``runtime_context`` has none of the config bags (``get_schedule``, ``get_mm``, ``publish``) the
-0.5.23 adapter's sizing reads (``docs/releases.md``).
+Runs ``load_plugins()`` with 0.5.12.post1's wheel unpacked first on ``PYTHONPATH`` over ``.venv``
+(0.5.13.post1, the oldest served release, whose pins are the nearest; ``scripts/sibling_release.sh``
+downloads and unpacks it and checks that ``import sglang`` and its metadata both say
+0.5.12.post1), with this package installed editable, so the entry point, the version check and
+SGLang's ``HookRegistry`` are all the real ones. Every release on the registry from 0.5.13 to the
+newest (0.5.23) is served, so the real declined wheel is an older one: 0.5.12.post1, the newest
+release with a plugin system whose init differs from 0.5.13's (``docs/releases.md``), declined
+with one WARNING; the INFO decline of an unserved newer or between release is checked on the
+decision itself below (no such wheel exists).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 from sglang_specinit import compat
 from sglang_specinit.hooks import adapter_patches
 
-# A declined release, run over the venv of the served release of the next generation.
-DECLINED_VERSION = "0.5.16"
-GENERATION_VENV = REPO_ROOT / ".venv-sglang0520"
+# A declined release, run over the venv of the oldest served release (the next generation).
+DECLINED_VERSION = "0.5.12.post1"
+GENERATION_VENV = REPO_ROOT / ".venv"
 UPSTREAM_PYTHON = GENERATION_VENV / "bin" / "python"
 UNPACKED = REPO_ROOT / ".cache" / f"sglang-{DECLINED_VERSION}"
 TIMEOUT_S = 180
@@ -66,9 +68,10 @@ NO_VENV = f"{GENERATION_VENV.name} is absent: build it with scripts/setup.sh (CI
 
 @pytest.fixture(scope="module")
 def declined_release() -> dict[str, str]:
-    """The environment that runs 0.5.16: its wheel unpacked (``scripts/sibling_release.sh``
-    with pytest's ``--version`` as the target: steps 1-3 only) first on PYTHONPATH, then the
-    ``sgl_kernel`` test double (0.5.16+ import CPU ops from it on device cpu)."""
+    """The environment that runs the declined release: its wheel unpacked
+    (``scripts/sibling_release.sh`` with pytest's ``--version`` as the target: steps 1-3 only)
+    first on PYTHONPATH, then the ``sgl_kernel`` test double (0.5.16+ import CPU ops from it on
+    device cpu; the declined release only imports ``sglang.srt.plugins``)."""
     proc = subprocess.run(
         ["bash", "scripts/sibling_release.sh", DECLINED_VERSION, str(GENERATION_VENV), "--version"],
         capture_output=True,
@@ -96,7 +99,7 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
     methods = [(f"{m.module}.{m.class_name}", m.name) for p in patches for m in p.new_methods]
     summary = run_probe(str(UPSTREAM_PYTHON), PROBE, [json.dumps(methods)], env, TIMEOUT_S)
 
-    # The real 0.5.16 wheel, not the generation venv's 0.5.20.
+    # The real declined wheel, not the venv's own 0.5.13.post1.
     assert summary["sglang_version"] == DECLINED_VERSION
     assert summary["sglang_file"].startswith(str(UNPACKED))
     # The entry point ran (so the guard, not discovery, is what kept it out) ...
@@ -104,10 +107,15 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
     messages = [
         r["message"] for r in summary["records"] if r["logger"].startswith("sglang_specinit")
     ]
-    assert any(
-        "not a release sglang-specinit serves" in m and DECLINED_VERSION in m for m in messages
-    ), messages
-    assert not any(r["level"] == "WARNING" for r in summary["records"] if "specinit" in r["logger"])
+    # One WARNING: older than the oldest served release, where docs/releases.md says why.
+    warnings = [
+        r["message"]
+        for r in summary["records"]
+        if "specinit" in r["logger"] and r["level"] == "WARNING"
+    ]
+    assert len(warnings) == 1, messages
+    assert "is OFF" in warnings[0] and f"sglang {DECLINED_VERSION} is not one" in warnings[0]
+    assert "older than 0.5.13" in warnings[0] and "docs/releases.md" in warnings[0]
     # ... and registered, applied and added nothing.
     targets = {hook.target for p in patches for hook in p.hooks}
     assert {t: s for t, s in summary["hooks"].items() if "specinit" in s or t in targets} == {}
@@ -124,6 +132,7 @@ SERVED = (
     "0.5.14",
     "0.5.15",
     "0.5.15.post1",
+    "0.5.16",
     "0.5.17",
     "0.5.18",
     "0.5.19",
@@ -135,7 +144,7 @@ SERVED = (
 
 
 @pytest.mark.parametrize(
-    "release", ["0.5.24", "0.5.24rc1", "0.5.30", "0.6.0", "1.0.0", "0.5.13.post2", "0.5.16"]
+    "release", ["0.5.24", "0.5.24rc1", "0.5.30", "0.6.0", "1.0.0", "0.5.13.post2", "0.5.16.post1"]
 )
 def test_unserved_releases_after_the_oldest_served_are_declined(release: str) -> None:
     from sglang_specinit import compat
@@ -197,7 +206,7 @@ def test_the_dependency_never_moves_the_host_sglang() -> None:
 @pytest.mark.timeout(TIMEOUT_S + 120)
 @pytest.mark.skipif(not UPSTREAM_PYTHON.exists(), reason=NO_VENV)
 def test_planner_refuses_an_unserved_release_in_one_line(declined_release: dict[str, str]) -> None:
-    """The planner runs the installed release's server-args logic; on 0.5.16 it has none to
+    """The planner runs the installed release's server-args logic; on 0.5.12.post1 it has none to
     run and says where to run it instead (exit 2, one line, before SGLang is imported)."""
     env = declined_release
     proc = subprocess.run(

@@ -98,7 +98,7 @@ def decide_for_version(ver: str | None) -> Decision:
     """The adapter for ``ver``, or why there is none.
 
     A release the plugin does not serve but that is not older than the oldest served one
-    (0.5.13.post2, 0.5.16, 0.5.24, 0.6.0, ...) is declined as ``not_served``: the
+    (0.5.13.post2, 0.5.24, 0.6.0, ...) is declined as ``not_served``: the
     plugin logs one INFO line and SGLang starts unchanged. The package's dependency has no
     upper bound (``sglang>=0.5.13``), so installing it never moves the host's sglang; this
     decision is what keeps an unserved release unpatched. Older or unreadable versions are

@@ -13,13 +13,12 @@ of its own launch.
     0.5.14 .. 0.5.15.post1  sglang_specinit.sglang_0_5_14    every pool priced by building it on
                                                             the live runners, early binding, on
                                                             upstream's first phased init
-    0.5.17 .. 0.5.23        sglang_specinit.sglang_0_5_23    every pool priced by building it,
+    0.5.16 .. 0.5.23        sglang_specinit.sglang_0_5_23    every pool priced by building it,
                                                             early embed/lm_head binding and
                                                             launch checks on top of upstream's
                                                             phased init (release_shims: where
-                                                            0.5.17 .. 0.5.22 differ)
+                                                            0.5.16 .. 0.5.22 differ)
     0.5.13.post2,           none                            declined with one INFO line
-    0.5.16,
     0.5.24 and later
 
 Environment:

@@ -1,6 +1,6 @@
 """The ``sglang_0_5_23`` adapter's hook targets and required attributes match the installed
-0.5.20 (or 0.5.17 - 0.5.19, its sibling wheels), and every place this generation differs from
-0.5.22 (and 0.5.17 - 0.5.19 from 0.5.20) is answered by ``release_shims`` in the form its
+0.5.20 (or 0.5.16 - 0.5.19, its sibling wheels), and every place this generation differs from
+0.5.22 (and 0.5.16 - 0.5.19 from 0.5.20) is answered by ``release_shims`` in the form its
 docstring names.
 
 The same check the plugin runs when SGLang imports each module (``hooks.module_problems`` on
@@ -17,13 +17,16 @@ import importlib
 import importlib.util
 import inspect
 from importlib.metadata import version
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-SERVED = ("0.5.17", "0.5.18", "0.5.19", "0.5.20")
+SERVED = ("0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20")
 # The releases of the generation whose ServerArgs is still 0.5.15's dataclass.
-DATACLASS_SERVER_ARGS = ("0.5.17", "0.5.18")
+DATACLASS_SERVER_ARGS = ("0.5.16", "0.5.17", "0.5.18")
+# The release without the published configuration bags (release_shims.has_config_bags).
+NO_CONFIG_BAGS = ("0.5.16",)
 
 
 def installed() -> str:
@@ -35,7 +38,7 @@ def installed() -> str:
     return sglang.__version__
 
 
-def test_0_5_17_to_0_5_20_are_served_by_the_0_5_23_adapter() -> None:
+def test_0_5_16_to_0_5_20_are_served_by_the_0_5_23_adapter() -> None:
     from sglang_specinit import compat
 
     release = installed()
@@ -134,11 +137,11 @@ def test_what_this_generation_lacks_is_absent_as_release_shims_says() -> None:
     assert hasattr(overrides, "resolving_view") == resolving
     required = {r.qualname for r in release_shims.release_requires(release)}
     assert ("resolving_view" in required) == resolving
-    # 0.5.17's profile reserves nothing for a multimodal runtime (release_shims).
+    # 0.5.16's and 0.5.17's profile reserves nothing for a multimodal runtime (release_shims).
     from sglang.srt.mem_cache import kv_cache_configurator
 
     reserves = hasattr(kv_cache_configurator, "mm_runtime_reservation_gb")
-    assert reserves == (release != "0.5.17")
+    assert reserves == (release not in ("0.5.16", "0.5.17"))
     assert ("mm_runtime_reservation_gb" in required) == reserves
     if not reserves:
         assert release_shims.multimodal_reservation_gb() == 0.0
@@ -161,8 +164,47 @@ def test_what_this_generation_lacks_is_absent_as_release_shims_says() -> None:
     layer_params = set(inspect.signature(layer_setup.resolve_layer_indices).parameters)
     assert "spec_algorithm" in layer_params and "draft_model_idx" not in layer_params
     assert "full_attention_layer_ids" not in layer_setup.ModelLayerInfo.__struct_fields__
-    assert "ranks" not in inspect.signature(runtime_context.publish).parameters
+    if release not in NO_CONFIG_BAGS:
+        assert "ranks" not in inspect.signature(runtime_context.publish).parameters
     assert release_shims.publish_kwargs() == {}
+
+
+def test_the_configuration_bags_are_where_release_shims_reads_them() -> None:
+    """0.5.16 publishes no configuration bags (no ``get_schedule`` / ``get_model`` /
+    ``get_spec`` / ``publish``) and its configurator has no ``kv_cache_dtype_str``: the
+    schedule the sizing and the probe read is the configurator's own ``ServerArgs``, which its
+    sizing steps read themselves, and the guard requires that field instead of the bag."""
+    from sglang.srt import runtime_context
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang_specinit.sglang_0_5_23 import release_shims
+
+    release = installed()
+    bags = release not in NO_CONFIG_BAGS
+    assert release_shims.has_config_bags() == bags
+    for name in ("get_schedule", "get_model", "get_spec", "publish"):
+        assert hasattr(runtime_context, name) == bags, name
+    fields = {f.name for f in dataclasses.fields(KVCacheConfigurator)}
+    assert ("kv_cache_dtype_str" in fields) == bags
+    assert release_shims.kv_cache_dtype_str_kwargs("auto") == (
+        {"kv_cache_dtype_str": "auto"} if bags else {}
+    )
+    required = {r.qualname for r in release_shims.release_requires(release)}
+    assert ("get_schedule" in required) == bags
+    assert ("KVCacheConfigurator.server_args" in required) == (not bags)
+    if bags:
+        return
+    # The steps the hook keeps read the configurator's ServerArgs where 0.5.17 reads the bag.
+    for step in ("_profile_available_bytes", "_apply_token_constraints", "resolve_max_num_reqs"):
+        source = inspect.getsource(getattr(KVCacheConfigurator, step))
+        assert "self.server_args." in source and "get_schedule" not in source, step
+    assert hasattr(runtime_context.RuntimeContext, "set_server_args")
+    args = SimpleNamespace(max_mamba_cache_size=300, mem_fraction_static=0.5)
+    kvc = SimpleNamespace(server_args=args)
+    assert release_shims.schedule_of(kvc) is args
+    with release_shims.scoped_schedule(kvc, max_mamba_cache_size=1, not_a_field=2):
+        assert args.max_mamba_cache_size == 1 and not hasattr(args, "not_a_field")
+    assert args.max_mamba_cache_size == 300
+    assert release_shims.published_bags(args) == (args, args, args)
 
 
 def test_the_launch_checks_read_what_this_release_resolves_into() -> None:
@@ -188,3 +230,52 @@ def test_the_launch_checks_read_what_this_release_resolves_into() -> None:
     fields.max_total_tokens = 1
     with pytest.raises(LaunchCheckError, match="--max-total-tokens 1 leaves no KV"):
         check_launch(fields)
+
+
+def test_an_early_token_map_writes_no_field_the_target_sizing_reads(tmp_path: Path) -> None:
+    """0.5.16's ``EagleDraftWorker.init_token_map`` (``speculative/eagle_worker_v2.py:288``)
+    records a non-EAGLE3 draft's hot vocabulary size into ``json_model_override_args`` with
+    ``ServerArgs.override``; the early binding runs it before the target pool is profiled
+    instead of inside the draft's ``alloc_memory_pool``. The only field it writes is that one
+    (no schedule field the sizing reads), once: the later stock call is skipped and the hot map
+    stays. The draft worker is built without its constructor (which loads a model) and its
+    ``init_lm_head`` is a test double (it binds the loaded target's embedding)."""
+    import json
+
+    import torch
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang_specinit import early_binding
+
+    if installed() not in NO_CONFIG_BAGS:
+        pytest.skip(
+            "0.5.17+'s init_token_map reads get_spec() and writes nothing (the same body "
+            "0.5.17 - 0.5.20)"
+        )
+    token_map = tmp_path / "hot_token_map.pt"
+    torch.save(torch.tensor([3, 1, 4, 1, 5]), token_map)  # what load_token_map reads
+    # SGLang's dummy boundary: no resolution, no device probe.
+    args = ServerArgs(model_path="dummy", speculative_token_map=str(token_map))
+    draft = EagleDraftWorker.__new__(EagleDraftWorker)
+    draft.server_args = args
+    draft.speculative_algorithm = SpeculativeAlgorithm.EAGLE
+    draft.init_lm_head = lambda: None  # test double: no loaded target to bind to
+    before = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+
+    assert early_binding.bind_shared_weights_early(SimpleNamespace(draft_worker=draft))
+    after = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    assert {k for k in before if before[k] != after[k]} == {"json_model_override_args"}
+    assert json.loads(args.json_model_override_args) == {"hot_vocab_size": 5}
+    hot = draft.hot_token_id
+    assert list(hot) == [3, 1, 4, 1, 5]
+
+    # alloc_memory_pool's own call, through the plugin's AROUND hook: skipped once.
+    early_binding.init_token_map(EagleDraftWorker.init_token_map, draft)
+    assert draft.hot_token_id is hot
+    recorded = [
+        source
+        for log in ("_resolved_overrides", "_runtime_mutations")
+        for source, _fields in getattr(args, log, [])
+    ]
+    assert recorded == ["eagle_worker.hot_token_map"]

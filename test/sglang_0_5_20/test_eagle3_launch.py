@@ -1,4 +1,4 @@
-"""One live launch on the real sglang 0.5.20 (or 0.5.17's - 0.5.19's wheels over its venv,
+"""One live launch on the real sglang 0.5.20 (or 0.5.16's - 0.5.19's wheels over its venv,
 by hand): the tiny EAGLE3 pair, plugin on, as a real ``sglang.Engine`` on device cpu
 (:mod:`harness.launch.launch_0_5_23`, kind ``EAGLE3``: target 2 layers x 2 KV heads x dim 16, an
 EAGLE3 draft with a reduced vocabulary).
@@ -31,7 +31,7 @@ def test_the_0_5_20_engine_fills_the_budget(eagle3_on: Any) -> None:
     import sglang
 
     memory = assert_fills_the_budget_at_profile(eagle3_on)
-    assert sglang.__version__ in ("0.5.17", "0.5.18", "0.5.19", "0.5.20")
+    assert sglang.__version__ in ("0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20")
     assert memory["sglang_version"] == sglang.__version__
     # The draft's pool is priced at its own geometry (EAGLE3: one layer of its own), not at
     # the target's, and the draft's duplicate embed/lm_head was bound before profiling.

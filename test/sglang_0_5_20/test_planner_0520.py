@@ -30,7 +30,7 @@ def installed() -> str:
 
 # 0.5.18's planner reads neither (dataclass_replay: 0.5.15's resolution steps, no pipeline).
 # The releases of the generation whose ServerArgs is still 0.5.15's dataclass.
-DATACLASS_SERVER_ARGS = ("0.5.17", "0.5.18")
+DATACLASS_SERVER_ARGS = ("0.5.16", "0.5.17", "0.5.18")
 NOT_ON_DATACLASS = pytest.mark.skipif(
     installed() in DATACLASS_SERVER_ARGS,
     reason=f"{installed()} resolves in ServerArgs.__post_init__: the planner's dataclass replay "

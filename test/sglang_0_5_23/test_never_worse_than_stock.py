@@ -344,7 +344,7 @@ def _allocated(kvc: Any, full: int, swa: int) -> int:
         full_max_total_num_tokens=full,
         swa_max_total_num_tokens=swa,
     )
-    with tiny_mamba_cache():  # mamba state is request-sized, not part of the KV price
+    with tiny_mamba_cache(kvc):  # mamba state is request-sized, not part of the KV price
         pools = kvc._init_pools(
             sizes=kvc._derive_pool_sizes(config=config),
             req_to_token_pool=None,

@@ -22,13 +22,13 @@ KVC = "sglang.srt.mem_cache.kv_cache_configurator"
 POOL = "sglang.srt.model_executor.pool_configurator"
 EAGLE = "sglang.srt.speculative.eagle_worker_v2"
 MULTI = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
-RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 
 # The tables as they were written before the decorator (commit 56e93b6), plus the SGLang names
 # the phases call that those tables left out (marked "since"): a release without one is refused
-# by the guard instead of failing mid-sizing (0.5.16 has no get_schedule). What only some served
-# releases have (mm_runtime_reservation_gb, get_mm from 0.5.18; resolving_view from 0.5.19) is a
-# release_shims.release_requires row instead (test_per_release_rows_follow_the_release).
+# by the guard instead of failing mid-sizing. What only some served releases have (get_schedule
+# from 0.5.17, 0.5.16's configurator reading its own server_args instead; mm_runtime_reservation_gb,
+# get_mm from 0.5.18; resolving_view from 0.5.19) is a release_shims.release_requires row instead
+# (test_per_release_rows_follow_the_release).
 HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
     scheduler: (
         (
@@ -72,7 +72,6 @@ HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
             # fused_entry_bytes: 0.5.22+ only, required per release (release_shims).
             Requires(KVC, "KVCacheConfigurator._derive_pool_sizes"),
             Requires(KVC, "KVCacheConfigurator._init_pools"),
-            Requires(RUNTIME_CONTEXT, "get_schedule"),  # since: the sizing's schedule bag
             Requires(
                 "sglang.srt.model_executor.model_runner", "ModelRunner.init_kv_cache_configurator"
             ),
@@ -126,11 +125,16 @@ def test_per_release_rows_follow_the_release() -> None:
         patches = adapter_patches(sglang_0_5_23, release).values()
         return {r.qualname for patch in patches for r in patch.requires}
 
+    schedule = {"get_schedule", "KVCacheConfigurator.server_args"}
     per_release = {"get_mm", "mm_runtime_reservation_gb", "resolving_view"}
     assert per_release <= rows("0.5.23")
     assert rows("0.5.18") & per_release == {"get_mm", "mm_runtime_reservation_gb"}
     assert not rows("0.5.17") & per_release
-    assert "get_schedule" in rows("0.5.17")  # a phase-table row: every served release has it
+    # The schedule the sizing reads: the bag from 0.5.17, 0.5.16's configurator's own args.
+    for release in ("0.5.17", "0.5.18", "0.5.20", "0.5.23"):
+        assert rows(release) & schedule == {"get_schedule"}, release
+    assert rows("0.5.16") & schedule == {"KVCacheConfigurator.server_args"}
+    assert not rows("0.5.16") & per_release
 
 
 def test_decorators_return_the_function_and_record_bottom_up() -> None:

@@ -1,6 +1,7 @@
-"""Which adapter each sglang release gets: 0.5.13.x, 0.5.14-0.5.15.post1, 0.5.17-0.5.23 served,
-0.5.16 declined with a message that names the served releases (logged at INFO by the
-plugin)."""
+"""Which adapter each sglang release gets: 0.5.13.x, 0.5.14-0.5.15.post1, 0.5.16-0.5.23 served
+(every release on the registry from 0.5.13 on); an unserved release after the oldest served
+one (a post-release of a served one, 0.5.24) declined with a message that names the served
+releases (logged at INFO by the plugin)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sglang_specinit import compat
 
 SERVED = (
     "0.5.13, 0.5.13.post1, 0.5.14, 0.5.15, 0.5.15.post1, "
-    "0.5.17, 0.5.18, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
+    "0.5.16, 0.5.17, 0.5.18, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
 )
 
 
@@ -21,6 +22,7 @@ SERVED = (
         ("0.5.14", "sglang_0_5_14"),
         ("0.5.15", "sglang_0_5_14"),
         ("0.5.15.post1", "sglang_0_5_14"),
+        ("0.5.16", "sglang_0_5_23"),
         ("0.5.17", "sglang_0_5_23"),
         ("0.5.18", "sglang_0_5_23"),
         ("0.5.19", "sglang_0_5_23"),
@@ -34,9 +36,11 @@ def test_served_releases_get_their_adapter(version: str, adapter: str) -> None:
     assert compat.decide_for_version(version).adapter == adapter
 
 
-@pytest.mark.parametrize("minor", range(16, 17))
-def test_releases_between_are_declined_naming_the_served_ones(minor: int) -> None:
-    decision = compat.decide_for_version(f"0.5.{minor}")
+@pytest.mark.parametrize("release", ["0.5.13.post2", "0.5.15.post2", "0.5.16.post1"])
+def test_releases_between_are_declined_naming_the_served_ones(release: str) -> None:
+    """None is on the registry (0.5.16 was the last, served now): a post-release of a served
+    one is served only once its wheel is read and added to an adapter's RELEASES."""
+    decision = compat.decide_for_version(release)
     assert decision.adapter is None and decision.not_served
     assert SERVED in decision.reason
 

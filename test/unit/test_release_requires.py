@@ -11,6 +11,7 @@ from sglang_specinit.hooks import adapter_patches
 from sglang_specinit.patch_listing import release_patches
 
 KVC = "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator"
+SCHEDULE = "sglang.srt.runtime_context.get_schedule"
 PS = "sglang.srt.distributed.parallel_state_wrapper.ParallelState.attn_dp_size"
 
 
@@ -23,9 +24,14 @@ def required(release: str) -> set[str]:
     ("release", "present", "absent"),
     [
         (
+            "0.5.16",  # no schedule bag: its configurator's own server_args
+            {f"{KVC}.ps", PS, f"{KVC}.server_args"},
+            {SCHEDULE, f"{KVC}.attn_dp_size", f"{KVC}.fused_entry_bytes"},
+        ),
+        (
             "0.5.20",
-            {f"{KVC}.ps", PS},
-            {f"{KVC}.attn_dp_size", f"{KVC}.fused_entry_bytes"},
+            {f"{KVC}.ps", PS, SCHEDULE},
+            {f"{KVC}.attn_dp_size", f"{KVC}.fused_entry_bytes", f"{KVC}.server_args"},
         ),
         (
             "0.5.21",

@@ -35,18 +35,18 @@ One module per SGLang area; each declares ``HOOKS``, ``NEW_METHODS`` and ``REQUI
 0.5.21 and 0.5.22 are the same internal API generation (``runtime_context``) and are served
 too: what differs (no ``draft_parallel_layout`` before 0.5.23; no fused draft entries, no
 ``--enable-kv-cache-sharding`` and no ``attn_dp_enabled`` / ``num_dp_ranks`` names before
-0.5.22) is decided in ``release_shims``. So are 0.5.17 - 0.5.20, the ``ParallelState``
+0.5.22) is decided in ``release_shims``. So are 0.5.16 - 0.5.20, the ``ParallelState``
 generation: their hooked bodies do the same steps and every required attribute exists; only
 where ranks and widths live differs (the configurator's and scheduler's ``ps``, the layer
 indices, publish), seven rows of one table, plus three planner rows for 0.5.19 (attention
 widths, derived widths after publish, the capacity reader), not a package of its own: every
-phase module here runs on all of them unchanged. 0.5.17 and 0.5.18 keep 0.5.15's dataclass
+phase module here runs on all of them unchanged. 0.5.16 - 0.5.18 keep 0.5.15's dataclass
 ``ServerArgs``
 (resolved into its fields by ``__post_init__``): its launch checks read the fields
-(``release_shims.has_resolving_view``) and their plans run ``dataclass_replay``; 0.5.17 also
-reserves nothing for a multimodal runtime and has no draft KV dtype flag (``release_shims``).
-Release 0.5.16 gets no adapter (no ``runtime_context.get_schedule``: ``docs/releases.md``), and
-the plugin declines it with one INFO line naming the supported releases. 0.5.14-0.5.15.post1
+(``release_shims.has_resolving_view``) and their plans run ``dataclass_replay``; 0.5.16 and
+0.5.17 also reserve nothing for a multimodal runtime and have no draft KV dtype flag, and
+0.5.16 publishes no configuration bags: its configurator sizes from its own ``server_args``
+(``release_shims.schedule_of``). 0.5.14-0.5.15.post1
 configure pools from the ModelRunner and have their own adapter (``sglang_0_5_14``).
 
 This file only declares the releases and the phase modules; ``hooks.adapter_patches`` reads
@@ -55,9 +55,9 @@ their tables.
 
 from __future__ import annotations
 
-# Two API generations (ParallelState: 0.5.17 - 0.5.20; runtime_context: 0.5.21 - 0.5.23); what
+# Two API generations (ParallelState: 0.5.16 - 0.5.20; runtime_context: 0.5.21 - 0.5.23); what
 # differs between them: release_shims.
-RELEASES = ("0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+RELEASES = ("0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
 
 PHASE_MODULES = ("scheduler", "runtime_budget", "eagle", "launch_checks")
 

@@ -1,5 +1,5 @@
 """The offline plan on a release this adapter serves whose ``ServerArgs`` is still 0.5.15's
-dataclass (0.5.17, 0.5.18): 0.5.15's server-args half with 0.5.20's pricing half.
+dataclass (0.5.16 - 0.5.18): 0.5.15's server-args half with 0.5.20's pricing half.
 
 0.5.18's KV sizing is 0.5.20's (``KVCacheConfigurator(ps: ParallelState)``, the pool code the
 live adapter prices with), but its ``ServerArgs`` resolves every field in ``__post_init__``
@@ -217,7 +217,7 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
         with planned_cpu_engine(built_on):
             layout = published_layout(draft_runners=runners, **inputs)
         for name in POOL_FIELDS:
-            if not hasattr(planned, name):  # 0.5.17: no --speculative-draft-kv-cache-dtype
+            if not hasattr(planned, name):  # 0.5.16, 0.5.17: no --speculative-draft-kv-cache-dtype
                 continue
             built, wanted = getattr(layout.server_args, name), getattr(planned, name)
             if built != wanted:

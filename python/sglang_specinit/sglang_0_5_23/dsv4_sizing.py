@@ -124,9 +124,9 @@ def solve(kvc: Any, configurator: Any, available_bytes: int, padding_bytes: int)
     ``available_bytes`` (its ``config_from_budget`` steps: ``calculate_pool_sizes``, the user
     cap and PP sync, ``resolve_max_num_reqs``, ``finalize_with_max_running_requests``), on
     ``configurator``, with ``padding_bytes`` of draft padding taken off first."""
-    from sglang.srt.runtime_context import get_schedule
+    from sglang_specinit.sglang_0_5_23.release_shims import schedule_of
 
-    page = int(get_schedule().page_size)
+    page = int(schedule_of(kvc).page_size)
     with pool_logs_quiet():
         config = configurator.calculate_pool_sizes(max(available_bytes - padding_bytes, 0), page)
         tokens = kvc._apply_token_constraints(config.max_total_num_tokens)
@@ -134,7 +134,7 @@ def solve(kvc: Any, configurator: Any, available_bytes: int, padding_bytes: int)
             config = configurator.calculate_pool_sizes_from_max_tokens(tokens, page)
     config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
     config = configurator.finalize_with_max_running_requests(config)
-    config.mem_fraction_static = get_schedule().mem_fraction_static
+    config.mem_fraction_static = schedule_of(kvc).mem_fraction_static
     return config
 
 
@@ -175,9 +175,9 @@ def fitted(
     indexer rounding: 16-19 MB on V4-Flash at TP 4); stock's over-reserved draft hides it, a
     draft priced exactly would not, so the solve's answer is checked against the built pools.
     """
-    from sglang.srt.runtime_context import get_schedule
+    from sglang_specinit.sglang_0_5_23.release_shims import schedule_of
 
-    page = int(get_schedule().page_size)
+    page = int(schedule_of(kvc).page_size)
     while True:
         built = built_pool_bytes(kvc, config) + sum(built_pool_bytes(d, config) for d in drafts)
         over = built - available_bytes
@@ -191,7 +191,7 @@ def fitted(
             )
         config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
         config = configurator.finalize_with_max_running_requests(config)
-        config.mem_fraction_static = get_schedule().mem_fraction_static
+        config.mem_fraction_static = schedule_of(kvc).mem_fraction_static
 
 
 def target_display_spec(configurator: Any) -> MeasuredKVSpec:

@@ -63,40 +63,44 @@ def unloaded_configurator(
     from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
         resolve_spec_aux_hidden_state_config,
     )
-    from sglang.srt.runtime_context import get_model, get_schedule, get_spec
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     from sglang_specinit.sglang_0_5_23.release_shims import (
         configurator_layout_kwargs,
         configurator_parallel_kwargs,
         draft_kv_cache_dtype_kwargs,
+        kv_cache_dtype_str_kwargs,
+        published_bags,
         resolve_layer_info,
     )
 
+    # The published bags, or 0.5.16's ServerArgs itself (release_shims).
+    model, spec, schedule = published_bags(server_args)
     spec_algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
     dtype_str, kv_dtype = kv_cache_dtype.configure_kv_cache_dtype(
-        server_args_kv_cache_dtype=get_model().kv_cache_dtype,
+        server_args_kv_cache_dtype=model.kv_cache_dtype,
         model=None,
         model_dtype=model_config.dtype,
         is_draft_worker=is_draft,
         is_dflash=spec_algorithm.is_dflash_family(),
         speculative_draft_attention_backend=server_args.speculative_draft_attention_backend,
         # 0.5.17 has no draft KV dtype flag (release_shims).
-        **draft_kv_cache_dtype_kwargs(get_spec()),
+        **draft_kv_cache_dtype_kwargs(spec),
     )
     return KVCacheConfigurator(
         device=server_args.device,
         gpu_id=0,
         # attn_dp_size / pp_size, or 0.5.20's ParallelState (release_shims).
-        **configurator_parallel_kwargs(),
+        **configurator_parallel_kwargs(server_args),
         pp_group=None,
         model=None,
         model_config=model_config,
         server_args=server_args,
         kv_cache_dtype=kv_dtype,
-        kv_cache_dtype_str=dtype_str if dtype_str is not None else get_model().kv_cache_dtype,
+        # 0.5.16 has no such field: it reads server_args.kv_cache_dtype (release_shims).
+        **kv_cache_dtype_str_kwargs(dtype_str if dtype_str is not None else model.kv_cache_dtype),
         model_dtype=model_config.dtype,
-        page_size=get_schedule().page_size,
+        page_size=schedule.page_size,
         sliding_window_size=resolve_sliding_window_size(None, model_config),
         spec_algorithm=spec_algorithm,
         is_draft_worker=is_draft,
@@ -132,16 +136,15 @@ def published_layout(draft_runners: int = 1, **server_args: Any) -> Layout:
     ``draft_runners`` > 1 builds one draft configurator per multi-layer EAGLE runner
     (``draft_model_idx`` 0..n-1), as ``MultiLayerEagleDraftWorker`` builds one runner each.
     """
-    from sglang.srt import runtime_context
     from sglang.srt.server_args import ServerArgs
 
-    from sglang_specinit.sglang_0_5_23.release_shims import publish_kwargs, stamp_published_widths
+    from sglang_specinit.sglang_0_5_23.release_shims import publish_launch, stamp_published_widths
 
     server_args.setdefault("device", "cpu")
     server_args.setdefault("skip_tokenizer_init", True)
     args = ServerArgs(**server_args)
-    # Rank 0 (0.5.20's publish takes no ranks: release_shims).
-    runtime_context.publish(args, role="scheduler", **publish_kwargs())
+    # Rank 0 (0.5.20's publish takes no ranks; 0.5.16 records the args: release_shims).
+    publish_launch(args)
     # The widths 0.5.19 derives only when a server builds its groups (release_shims).
     stamp_published_widths()
     target = unloaded_configurator(args, model_config_of(args, False), is_draft=False)

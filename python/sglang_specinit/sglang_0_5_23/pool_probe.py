@@ -18,7 +18,6 @@ allocates for that layout, per target row: nothing is derived from the model's g
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 from sglang_specinit.budget import MeasuredKVSpec
@@ -32,19 +31,13 @@ from sglang_specinit.pool_measure import (
 _MISSING = object()
 
 
-@contextlib.contextmanager
-def tiny_mamba_cache() -> Iterator[None]:
+def tiny_mamba_cache(kvc: Any) -> contextlib.AbstractContextManager[None]:
     """A hybrid model's request pool holds mamba state for ``max_mamba_cache_size``
     requests: not part of the KV price (SGLang reserves it itself while profiling), so the
-    probe's request pool holds one."""
-    from sglang.srt.runtime_context import get_schedule
+    probe's request pool holds one (in the schedule ``kvc`` sizes with: release_shims)."""
+    from sglang_specinit.sglang_0_5_23.release_shims import scoped_schedule
 
-    schedule = get_schedule()
-    if "max_mamba_cache_size" not in schedule:
-        yield
-        return
-    with schedule.override(max_mamba_cache_size=PROBE_REQUESTS):
-        yield
+    return scoped_schedule(kvc, max_mamba_cache_size=PROBE_REQUESTS)
 
 
 def _build(kvc: Any, full_tokens: int, swa_tokens: int) -> dict[str, int]:
@@ -57,7 +50,7 @@ def _build(kvc: Any, full_tokens: int, swa_tokens: int) -> dict[str, int]:
         swa_max_total_num_tokens=swa_tokens,
     )
     sizes = kvc._derive_pool_sizes(config=config)
-    with tiny_mamba_cache():
+    with tiny_mamba_cache(kvc):
         # No shared request pool or allocator: the probe owns every pool it builds.
         pools = kvc._init_pools(
             sizes=sizes, req_to_token_pool=None, token_to_kv_pool_allocator=None
@@ -72,13 +65,11 @@ def target_split(kvc: Any) -> tuple[float, bool]:
     count into full and sliding-window tokens (``HybridSWAPoolConfigurator``: SWA tokens are
     ``page_floor(full * ratio)`` when the model has full-attention layers; an all-SWA model's
     count is its SWA count). Draft pools take the target's config, so they share the split."""
-    from sglang.srt.runtime_context import get_schedule
-
-    from sglang_specinit.sglang_0_5_23.release_shims import full_attention_layer_ids
+    from sglang_specinit.sglang_0_5_23.release_shims import full_attention_layer_ids, schedule_of
 
     full_layers = full_attention_layer_ids(kvc)
     applies = bool(kvc.is_hybrid_swa and full_layers)
-    return float(get_schedule().swa_full_tokens_ratio), applies
+    return float(schedule_of(kvc).swa_full_tokens_ratio), applies
 
 
 def measure_configurator(kvc: Any, split: tuple[float, bool]) -> MeasuredKVSpec:

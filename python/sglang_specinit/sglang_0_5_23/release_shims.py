@@ -4,7 +4,7 @@ The adapter was written for sglang 0.5.23 and serves two internal API generation
 
 * the ``runtime_context`` generation, 0.5.21, 0.5.22 and 0.5.23: configurators carry their
   parallel widths as fields, ranks are read from ``runtime_context.get_parallel()``;
-* the ``ParallelState`` generation, 0.5.17 - 0.5.20: each scheduler and model runner holds a
+* the ``ParallelState`` generation, 0.5.16 - 0.5.20: each scheduler and model runner holds a
   ``distributed.parallel_state_wrapper.ParallelState`` (``ps``) with its ranks and widths, and
   the configurator takes that object.
 
@@ -91,6 +91,21 @@ hooked signature and required attribute present; ``ServerArgs`` is 0.5.15's data
     the DCP width in ParallelState  ``dcp_size`` (``parallel_state_    ``attn_dcp_size``
                                     wrapper.py:27``)
 
+0.5.16 against 0.5.17: the same generation, KV side and dataclass ``ServerArgs``; what 0.5.16
+lacks is the published configuration bags (and the configurator's KV dtype string)::
+
+    difference                      0.5.16                             0.5.17
+    the schedule the configurator   its own ``server_args`` (``kv_     ``runtime_context.get_
+    sizes with (fraction, page,     cache_configurator.py:1538``,      schedule()`` (``:1107``)
+    caps, SWA ratio, mamba size)    ``:1599``, ``:1629``, ``:1661``)
+    publishing a launch             ``RuntimeContext.set_server_args`` ``runtime_context.publish``
+                                    (``runtime_context.py:587``; only  (``:1271``) and the
+                                    ``get_server_args`` reads it)      ``get_model`` / ``get_spec``
+                                                                       bags
+    the configurator's KV dtype     no ``kv_cache_dtype_str`` field    ``kv_cache_dtype_str``
+    string                          (``:155-183``: it reads ``server_  (``:200``)
+                                    args.kv_cache_dtype``)
+
 0.5.21 against 0.5.22, read from both wheels: the hooked bodies are identical, every required
 attribute and every method the phases call exists with the same signature; 0.5.21 lacks what
 0.5.22 added in three places, and there has the ParallelState generation's form::
@@ -124,6 +139,8 @@ adapter must find on the installed release besides its patch tables is
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -155,6 +172,12 @@ MM_RESERVATION_SINCE = (0, 5, 18)
 DRAFT_KV_CACHE_DTYPE_SINCE = (0, 5, 18)
 ATTN_DCP_SIZE_NAME_SINCE = (0, 5, 18)
 _RUNTIME_CONTEXT = "sglang.srt.runtime_context"
+# The first release whose ``runtime_context`` publishes a launch's configuration as bags
+# (``publish``; ``get_schedule`` / ``get_model`` / ``get_spec``) and whose configurator has a
+# ``kv_cache_dtype_str`` field; 0.5.16 records the ``ServerArgs`` itself
+# (``RuntimeContext.set_server_args``, ``runtime_context.py:587``) and its configurator reads
+# ``self.server_args``.
+CONFIG_BAGS_SINCE = (0, 5, 17)
 # The first release whose ``ServerArgs`` keeps the caller's input in its fields and what
 # resolution decided in declarations (``resolve_once``, ``arg_groups.overrides.resolving_view``);
 # before, 0.5.15's dataclass whose ``__post_init__`` resolves into the fields (0.5.18).
@@ -171,6 +194,7 @@ PP_SPEC_SINCE = (0, 5, 21)
 # ``ModelRunner.init_kv_cache_configurator``'s parameters after ``self``, per release
 # (test/sglang_0_5_20, test/sglang_0_5_22 and test/sglang_0_5_23 check them on the wheels).
 INIT_KV_CACHE_CONFIGURATOR_PARAMS = {
+    "0.5.16": (),
     "0.5.17": (),
     "0.5.18": (),
     "0.5.19": (),
@@ -226,12 +250,89 @@ def release_requires(release: str | None = None) -> tuple[Requires, ...]:
         found.append(Requires(_KVC, "KVCacheConfigurator.fused_entry_bytes"))
     if has_resolving_view(release):  # launch_checks reads the resolved flags through it
         found.append(Requires(_OVERRIDES, "resolving_view"))
+    if has_config_bags(release):  # the sizing and the probe read the schedule bag ...
+        found.append(Requires(_RUNTIME_CONTEXT, "get_schedule"))
+    else:  # ... or, on 0.5.16, the configurator's own ServerArgs (schedule_of)
+        found.append(Requires(_KVC, "KVCacheConfigurator.server_args"))
     if _since(MM_RESERVATION_SINCE, release):  # multimodal_reservation_gb reads them
         found += [
             Requires(_KVC, "mm_runtime_reservation_gb"),
             Requires(_RUNTIME_CONTEXT, "get_mm"),
         ]
     return tuple(found)
+
+
+def has_config_bags(release: str | None = None) -> bool:
+    """True where ``runtime_context`` publishes the configuration bags (0.5.17 on; default:
+    the installed release)."""
+    return _since(CONFIG_BAGS_SINCE, release)
+
+
+def schedule_of(kvc: Any) -> Any:
+    """The schedule a configurator sizes with (``mem_fraction_static``, ``page_size``,
+    ``max_total_tokens``, ``max_running_requests``, ``swa_full_tokens_ratio``, ...):
+    ``get_schedule()`` from 0.5.17; on 0.5.16 the configurator's own ``server_args``, which is
+    what its ``_profile_available_bytes`` / ``_apply_token_constraints`` /
+    ``resolve_max_num_reqs`` read (``kv_cache_configurator.py:1538``, ``:1599``, ``:1629``)."""
+    if not has_config_bags():
+        return kvc.server_args
+    from sglang.srt.runtime_context import get_schedule
+
+    return get_schedule()
+
+
+@contextlib.contextmanager
+def scoped_schedule(kvc: Any, **fields: Any) -> Iterator[None]:
+    """The schedule's ``fields`` (those it has) set for the duration: the bag's own
+    ``override`` from 0.5.17; on 0.5.16 the configurator's ``ServerArgs`` fields, written the
+    way ``ServerArgs.override`` writes them but without its provenance log (a probe's value,
+    put back on exit, is no runtime adjustment of the launch)."""
+    if has_config_bags():
+        schedule = schedule_of(kvc)
+        present = {name: value for name, value in fields.items() if name in schedule}
+        with schedule.override(**present) if present else contextlib.nullcontext():
+            yield
+        return
+    args = kvc.server_args
+    saved = {name: getattr(args, name) for name in fields if hasattr(args, name)}
+    try:
+        for name in saved:
+            object.__setattr__(args, name, fields[name])
+        yield
+    finally:
+        for name, value in saved.items():
+            object.__setattr__(args, name, value)
+
+
+def published_bags(server_args: Any) -> tuple[Any, Any, Any]:
+    """(model, spec, schedule) of a published launch, as its ``ModelRunner`` reads them:
+    ``get_model()`` / ``get_spec()`` / ``get_schedule()`` from 0.5.17; on 0.5.16 the
+    ``ServerArgs`` fields themselves (``ModelRunner.configure_kv_cache_dtype``,
+    ``model_runner.py:1082``, reads ``self.server_args``)."""
+    if not has_config_bags():
+        return server_args, server_args, server_args
+    from sglang.srt.runtime_context import get_model, get_schedule, get_spec
+
+    return get_model(), get_spec(), get_schedule()
+
+
+def publish_launch(server_args: Any) -> None:
+    """Publish an offline rank-0 scheduler's ``ServerArgs``: ``runtime_context.publish`` from
+    0.5.17 (:func:`publish_kwargs`); 0.5.16's scheduler process only records it
+    (``RuntimeContext.set_server_args``, ``runtime_context.py:587``, which
+    ``ModelRunner.__init__`` calls through ``set_global_server_args_for_scheduler``)."""
+    from sglang.srt import runtime_context
+
+    if not has_config_bags():
+        runtime_context.get_context().set_server_args(server_args)
+        return
+    runtime_context.publish(server_args, role="scheduler", **publish_kwargs())
+
+
+def kv_cache_dtype_str_kwargs(dtype_str: str) -> dict[str, Any]:
+    """The configurator's ``kv_cache_dtype_str`` keyword (0.5.17 on); 0.5.16 has no such field
+    and reads ``server_args.kv_cache_dtype`` where 0.5.17 reads it."""
+    return {"kv_cache_dtype_str": dtype_str} if has_config_bags() else {}
 
 
 def draft_kv_cache_dtype_kwargs(source: Any) -> dict[str, Any]:
@@ -365,10 +466,12 @@ def scheduler_ranks(scheduler: Any) -> Any:
     )
 
 
-def configurator_parallel_kwargs() -> dict[str, Any]:
-    """The parallel keywords of an offline rank-0 ``KVCacheConfigurator`` (the planner's):
-    ``attn_dp_size`` / ``pp_size`` from 0.5.21, else a rank-0 ``ParallelState`` with the
-    published widths (as ``Scheduler.__init__`` builds it, 0.5.20 ``scheduler.py:523``)."""
+def configurator_parallel_kwargs(server_args: Any) -> dict[str, Any]:
+    """The parallel keywords of an offline rank-0 ``KVCacheConfigurator`` (the planner's) for
+    the published ``server_args``: ``attn_dp_size`` / ``pp_size`` from 0.5.21, else a rank-0
+    ``ParallelState`` with the published widths (as ``Scheduler.__init__`` builds it, 0.5.20
+    ``scheduler.py:523``; 0.5.16's ``get_parallel()`` has no ``dp_size`` / ``ep_size``: its
+    scheduler takes them from the args, ``scheduler.py:379-398``)."""
     from sglang.srt.runtime_context import get_parallel
 
     parallel = get_parallel()
@@ -376,10 +479,11 @@ def configurator_parallel_kwargs() -> dict[str, Any]:
         return {"attn_dp_size": parallel.attn_dp_size, "pp_size": 1}
     from sglang.srt.distributed.parallel_state_wrapper import ParallelState
 
+    flags = parallel if has_config_bags() else server_args
     return {
         "ps": ParallelState.trivial(
             tp_size=parallel.tp_size,
-            dp_size=parallel.dp_size,
+            dp_size=flags.dp_size,
             attn_tp_size=parallel.attn_tp_size,
             attn_cp_size=parallel.attn_cp_size,
             # 0.5.17's ParallelState calls it dcp_size.
@@ -389,7 +493,7 @@ def configurator_parallel_kwargs() -> dict[str, Any]:
                 )
             },
             attn_dp_size=parallel.attn_dp_size,
-            moe_ep_size=parallel.ep_size,
+            moe_ep_size=flags.ep_size,
             moe_dp_size=parallel.moe_dp_size,
         )
     }

@@ -33,7 +33,11 @@ from sglang_specinit.live_sizing import (
 )
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
-from sglang_specinit.sglang_0_5_23.release_shims import attn_dp_size, fused_entry_bytes
+from sglang_specinit.sglang_0_5_23.release_shims import (
+    attn_dp_size,
+    fused_entry_bytes,
+    schedule_of,
+)
 from sglang_specinit.sizing_state import Prices, TargetSizing, active_sizing
 
 logger = logging.getLogger(__name__)
@@ -42,7 +46,6 @@ MODULE = "sglang.srt.mem_cache.kv_cache_configurator"
 
 POOL_CONFIGURATOR = "sglang.srt.model_executor.pool_configurator"
 MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
-RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 
 patch = PatchTable(MODULE)
 
@@ -65,9 +68,10 @@ _SIZED: dict[int, tuple[Any, Prices]] = {}
     module=POOL_CONFIGURATOR,
 )
 @patch.calls("ModelRunner.init_kv_cache_configurator", module=MODEL_RUNNER)
-# The schedule bag the sizing reads (here, _resolve) and the probe overrides (pool_probe):
-# 0.5.16 has none, so a release without it is refused here, not by an ImportError mid-sizing.
-@patch.calls("get_schedule", module=RUNTIME_CONTEXT)
+# The schedule the sizing reads (here, _resolve) and the probe overrides (pool_probe) is
+# release_shims.schedule_of: runtime_context.get_schedule from 0.5.17, the configurator's own
+# server_args on 0.5.16; each a release_requires row, so a release without it is refused by the
+# guard, not by an ImportError mid-sizing.
 @patch.calls(
     "KVCacheConfigurator._profile_available_bytes",
     "KVCacheConfigurator._apply_token_constraints",
@@ -158,9 +162,7 @@ def read_sizing(
     prices: Prices,
 ) -> SizingReadings:
     """What the shared sizing path needs, read from the live target configurator."""
-    from sglang.srt.runtime_context import get_schedule
-
-    schedule = get_schedule()
+    schedule = schedule_of(kvc)
     target_storages = storage_bytes([kvc.model])
     target_kv, sizing.draft_pools, fixed_bytes = prices
     d = kvc.spec_aux_config.eagle_draft_num_layers
@@ -198,8 +200,6 @@ def _resolve(
     pre_model_load_memory: float,
     prices: Prices,
 ) -> Any:
-    from sglang.srt.runtime_context import get_schedule
-
     available_bytes = kvc._profile_available_bytes(pre_model_load_memory)
     readings = read_sizing(kvc, sizing, pre_model_load_memory, available_bytes, prices)
     inputs, plan = plan_from_readings(readings)
@@ -224,7 +224,7 @@ def _resolve(
     config = configurator.calculate_pool_sizes_from_max_tokens(tokens, inputs.page_size)
     config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
     config = configurator.finalize_with_max_running_requests(config)
-    config.mem_fraction_static = get_schedule().mem_fraction_static
+    config.mem_fraction_static = schedule_of(kvc).mem_fraction_static
     return config
 
 
@@ -287,8 +287,6 @@ def _solve_dsv4(
 ) -> Any:
     """SGLang's V4 solve on the priced configurator, fitted to the pools it builds; fills
     ``sizing.inputs`` / ``sizing.plan`` for the breakdown."""
-    from sglang.srt.runtime_context import get_schedule
-
     available = kvc._profile_available_bytes(pre_model_load_memory)
     padding = dsv4_sizing.draft_padding_bytes(draft_prices)
     config = dsv4_sizing.solve(kvc, priced, available, padding)
@@ -309,7 +307,7 @@ def _solve_dsv4(
         ),
         dsv4_sizing.draft_bytes_per_row(priced, draft_prices),
         float(priced.bytes_per_full_token),
-        int(get_schedule().mem_fraction_static * inputs.pre_load_free_bytes) - available,
+        int(schedule_of(kvc).mem_fraction_static * inputs.pre_load_free_bytes) - available,
     )
     return config
 

@@ -25,7 +25,7 @@ def built_bytes(target: Any, drafts: Sequence[Any], config: Any) -> tuple[int, i
     from sglang_specinit.pool_measure import kv_pool_storages, pool_logs_quiet
     from sglang_specinit.sglang_0_5_23.pool_probe import tiny_mamba_cache
 
-    with pool_logs_quiet(), tiny_mamba_cache():
+    with pool_logs_quiet(), tiny_mamba_cache(target):
         pools = target._init_pools(
             sizes=target._derive_pool_sizes(config=config),
             req_to_token_pool=None,
