@@ -4,7 +4,7 @@
 #      test/sglang_0_5_1x / _2x (their conftests collect nothing under another release);
 #   2. .venv-sglang0523 (sglang 0.5.23): test/sglang_0_5_23;
 #   3. the other served releases, each in its own environment, in two lanes side by side:
-#        0.5.20 (test/sglang_0_5_20), 0.5.17's - |  0.5.14 (test/sglang_0_5_14), 0.5.15 (its
+#        0.5.20 (test/sglang_0_5_20), 0.5.16's - |  0.5.14 (test/sglang_0_5_14), 0.5.15 (its
 #        0.5.19's wheels over it (signature     |  checks), 0.5.15.post1's wheel over it (the
 #        and planner checks), 0.5.21            |  same checks), 0.5.22 (test/sglang_0_5_22)
 #        (test/sglang_0_5_21)                   |
@@ -66,6 +66,8 @@ sibling() {  # name release venv args...: a release's wheel over its generation'
     test/sglang_0_5_20/test_adapter_signatures.py test/sglang_0_5_20/test_planner_0520.py
   sibling "sglang-0.5.17-checks" 0.5.17 .venv-sglang0520 -q \
     test/sglang_0_5_20/test_adapter_signatures.py test/sglang_0_5_20/test_planner_0520.py
+  sibling "sglang-0.5.16-checks" 0.5.16 .venv-sglang0520 -q \
+    test/sglang_0_5_20/test_adapter_signatures.py test/sglang_0_5_20/test_planner_0520.py
   suite "sglang-0.5.21" .venv-sglang0521/bin/python test/sglang_0_5_21
 ) &
 lane1=$!
@@ -79,7 +81,7 @@ lane1=$!
 lane2=$!
 wait "$lane1" "$lane2" || true
 for name in sglang-0.5.20 sglang-0.5.19-checks sglang-0.5.18-checks \
-  sglang-0.5.17-checks sglang-0.5.21 sglang-0.5.14 sglang-0.5.15 sglang-0.5.15.post1-checks \
+  sglang-0.5.17-checks sglang-0.5.16-checks sglang-0.5.21 sglang-0.5.14 sglang-0.5.15 sglang-0.5.15.post1-checks \
   sglang-0.5.22; do
   cat "$logs/$name.log"
   code=$(cat "$logs/$name.rc" 2>/dev/null || echo 1)

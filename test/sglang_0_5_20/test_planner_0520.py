@@ -2,11 +2,11 @@
 reads where 0.5.19 differs from 0.5.20 (``release_shims``: the attention widths of a config,
 the derived widths after ``publish``, the resolution step that reads the device's capacity)
 answer as the installed release's own code does, and ``sglang-specinit plan`` runs on it.
-On 0.5.17 / 0.5.18 (0.5.15's dataclass ``ServerArgs``) the planner runs ``dataclass_replay``
+On 0.5.16 - 0.5.18 (0.5.15's dataclass ``ServerArgs``) the planner runs ``dataclass_replay``
 instead: the widths its rank 0 answers are the scheduler's, and the plan runs with the stock
 column of the release's own configurator.
 
-CI runs this file on 0.5.17's - 0.5.19's wheels over ``.venv-sglang0520``
+CI runs this file on 0.5.16's - 0.5.19's wheels over ``.venv-sglang0520``
 (``scripts/test.sh``), where ``test_eagle3_launch.py``'s plan == server is not run; on 0.5.20
 that launch covers the plan. ~30 s here (one in-process plan).
 """
@@ -73,13 +73,13 @@ def test_attention_widths_are_the_ones_the_scheduler_computes(
 
 
 @pytest.mark.skipif(
-    installed() not in DATACLASS_SERVER_ARGS, reason="0.5.17 / 0.5.18's dataclass replay only"
+    installed() not in DATACLASS_SERVER_ARGS, reason="0.5.16 - 0.5.18's dataclass replay only"
 )
 @pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
 def test_rank0_widths_are_the_ones_the_scheduler_computes(
     tp: int, dp: int, cp: int, dp_attention: bool
 ) -> None:
-    """0.5.17 / 0.5.18's ``get_parallel()`` has no widths without process groups: inside the
+    """0.5.16 - 0.5.18's ``get_parallel()`` has no widths without process groups: inside the
     planner's override it answers what the release's scheduler computes, outside it the
     override is gone."""
     from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
