@@ -191,6 +191,15 @@ def test_the_configuration_bags_are_where_release_shims_reads_them() -> None:
     required = {r.qualname for r in release_shims.release_requires(release)}
     assert ("get_schedule" in required) == bags
     assert ("KVCacheConfigurator.server_args" in required) == (not bags)
+    # Which drafts get their own KV dtype: the DFLASH family from 0.5.17, DFLASH only on 0.5.16,
+    # as the release's runner passes it to configure_kv_cache_dtype.
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    runner = inspect.getsource(ModelRunner.configure_kv_cache_dtype)
+    assert ("is_dflash_family()" in runner) == bags
+    assert release_shims.draft_kv_own_dtype(SpeculativeAlgorithm.DSPARK) == bags
+    assert release_shims.draft_kv_own_dtype(SpeculativeAlgorithm.DFLASH)
     if bags:
         return
     # The steps the hook keeps read the configurator's ServerArgs where 0.5.17 reads the bag.

@@ -69,6 +69,7 @@ def unloaded_configurator(
         configurator_layout_kwargs,
         configurator_parallel_kwargs,
         draft_kv_cache_dtype_kwargs,
+        draft_kv_own_dtype,
         kv_cache_dtype_str_kwargs,
         published_bags,
         resolve_layer_info,
@@ -82,7 +83,7 @@ def unloaded_configurator(
         model=None,
         model_dtype=model_config.dtype,
         is_draft_worker=is_draft,
-        is_dflash=spec_algorithm.is_dflash_family(),
+        is_dflash=draft_kv_own_dtype(spec_algorithm),  # 0.5.16: DFLASH only (release_shims)
         speculative_draft_attention_backend=server_args.speculative_draft_attention_backend,
         # 0.5.17 has no draft KV dtype flag (release_shims).
         **draft_kv_cache_dtype_kwargs(spec),

@@ -247,7 +247,10 @@ class Replay0523(InstalledReleaseReplay):
         from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
         from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-        from sglang_specinit.sglang_0_5_23.release_shims import draft_kv_cache_dtype_kwargs
+        from sglang_specinit.sglang_0_5_23.release_shims import (
+            draft_kv_cache_dtype_kwargs,
+            draft_kv_own_dtype,
+        )
 
         args = launch.args
         algorithm = args.speculative_algorithm
@@ -257,8 +260,9 @@ class Replay0523(InstalledReleaseReplay):
             model=SimpleNamespace(quant_config=quant),
             model_dtype=model_config.dtype if model_config.dtype is not None else torch.bfloat16,
             is_draft_worker=is_draft,
+            # 0.5.16 passes DFLASH only (release_shims).
             is_dflash=algorithm is not None
-            and SpeculativeAlgorithm.from_string(algorithm).is_dflash_family(),
+            and draft_kv_own_dtype(SpeculativeAlgorithm.from_string(algorithm)),
             speculative_draft_attention_backend=args.speculative_draft_attention_backend,
             # 0.5.17 has no draft KV dtype flag (release_shims).
             **draft_kv_cache_dtype_kwargs(args),

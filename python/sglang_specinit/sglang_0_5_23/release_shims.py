@@ -92,7 +92,8 @@ hooked signature and required attribute present; ``ServerArgs`` is 0.5.15's data
                                     wrapper.py:27``)
 
 0.5.16 against 0.5.17: the same generation, KV side and dataclass ``ServerArgs``; what 0.5.16
-lacks is the published configuration bags (and the configurator's KV dtype string)::
+lacks is the published configuration bags (and the configurator's KV dtype string; its runner
+counts only DFLASH as a draft with a KV dtype of its own)::
 
     difference                      0.5.16                             0.5.17
     the schedule the configurator   its own ``server_args`` (``kv_     ``runtime_context.get_
@@ -105,6 +106,8 @@ lacks is the published configuration bags (and the configurator's KV dtype strin
     the configurator's KV dtype     no ``kv_cache_dtype_str`` field    ``kv_cache_dtype_str``
     string                          (``:155-183``: it reads ``server_  (``:200``)
                                     args.kv_cache_dtype``)
+    drafts with a KV dtype of their DFLASH only (``model_runner.py:    the DFLASH family
+    own (``is_dflash``)             1091``)                            (``:1207``)
 
 0.5.21 against 0.5.22, read from both wheels: the hooked bodies are identical, every required
 attribute and every method the phases call exists with the same signature; 0.5.21 lacks what
@@ -333,6 +336,15 @@ def kv_cache_dtype_str_kwargs(dtype_str: str) -> dict[str, Any]:
     """The configurator's ``kv_cache_dtype_str`` keyword (0.5.17 on); 0.5.16 has no such field
     and reads ``server_args.kv_cache_dtype`` where 0.5.17 reads it."""
     return {"kv_cache_dtype_str": dtype_str} if has_config_bags() else {}
+
+
+def draft_kv_own_dtype(spec_algorithm: Any) -> bool:
+    """``configure_kv_cache_dtype``'s ``is_dflash`` as the installed release's ``ModelRunner``
+    passes it: the DFLASH family (DFLASH, DSPARK) from 0.5.17 (``model_runner.py:1207``); 0.5.16
+    passes DFLASH only (``spec_algorithm.is_dflash()``, ``model_runner.py:1091``)."""
+    if has_config_bags():
+        return bool(spec_algorithm.is_dflash_family())
+    return bool(spec_algorithm.is_dflash())
 
 
 def draft_kv_cache_dtype_kwargs(source: Any) -> dict[str, Any]:
