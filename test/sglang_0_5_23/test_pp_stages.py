@@ -27,6 +27,7 @@ from unittest import mock
 
 import pytest
 from harness.checkpoints.published_configs import EXAMPLES
+from harness.matrices.step_aside import at_pp_stage
 
 GIB = 1 << 30
 PP = 2
@@ -47,22 +48,6 @@ PRE_LOAD_GIB = 79.0
 # same on both, so the stages differ only in what they are priced at).
 AVAILABLE = 20 * GIB
 ROWS = (640, 1280)
-
-
-def at_stage(kvc: Any, rank: int, size: int) -> None:
-    """Give ``kvc`` the layer range of PP stage ``rank``: SGLang reads it off the loaded
-    model's ``start_layer`` / ``end_layer`` (``layer_setup._resolve_pp_layer_range``), which
-    ``get_pp_indices`` sets; without weights a namespace holding that range stands in for
-    the model (a test double: nothing else of it is read)."""
-    from sglang.srt.distributed.utils import get_pp_indices
-    from sglang.srt.model_executor.model_runner_components import layer_setup
-
-    start, end = get_pp_indices(kvc.model_config.num_hidden_layers, rank, size)
-    kvc.layer_info = layer_setup.resolve_layer_indices(
-        model=SimpleNamespace(start_layer=start, end_layer=end),
-        model_config=kvc.model_config,
-        is_draft_worker=False,
-    )
 
 
 class DraftRunnerDouble:
@@ -119,7 +104,7 @@ def _price_stage(rank: int, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Stage
     with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
         layout = published_layout(**ARGS)
     target, (draft,) = layout.target, layout.drafts
-    at_stage(target, rank, PP)
+    at_pp_stage(target, rank, PP)
     target.model = torch.nn.Module()  # test double: the stage's weights are not loaded
 
     # What the scheduler hook sees on this stage: 0.5.23 builds no draft worker on a stage

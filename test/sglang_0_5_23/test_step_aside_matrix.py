@@ -41,6 +41,7 @@ from harness.checkpoints.published_configs import (
     dsa_config_dir,
     qwen3_next_config_dir,
 )
+from harness.matrices.step_aside import at_pp_stage
 
 GIB = 1 << 30
 SPEC_CHAIN = {
@@ -328,22 +329,6 @@ def _resolved(args: dict[str, Any], tmp: Path) -> dict[str, Any]:
     return {k: (v(tmp) if callable(v) else v) for k, v in args.items()}
 
 
-def _at_stage(kvc: Any, rank: int, size: int) -> None:
-    """Give ``kvc`` the layer range of PP stage ``rank``: SGLang reads it off the loaded
-    model's ``start_layer`` / ``end_layer`` (``layer_setup._resolve_pp_layer_range``), which
-    ``get_pp_indices`` sets; without weights a namespace holding that range stands in for
-    the model (a test double: nothing else of it is read)."""
-    from sglang.srt.distributed.utils import get_pp_indices
-    from sglang.srt.model_executor.model_runner_components import layer_setup
-
-    start, end = get_pp_indices(kvc.model_config.num_hidden_layers, rank, size)
-    kvc.layer_info = layer_setup.resolve_layer_indices(
-        model=SimpleNamespace(start_layer=start, end_layer=end),
-        model_config=kvc.model_config,
-        is_draft_worker=False,
-    )
-
-
 @dataclass
 class Result:
     case: Case
@@ -430,7 +415,7 @@ def evaluate(case: Case, tmp: Path) -> Result:
         layout = published_layout(**_resolved(case.args, tmp))
     target, drafts = layout.target, list(layout.drafts)
     if case.pp_stage is not None:
-        _at_stage(target, *case.pp_stage)
+        at_pp_stage(target, *case.pp_stage)
     configurator = create_memory_pool_configurator(target)
     page = int(target.page_size)
     # launch_policy reads the scheduler's ServerArgs and model config only (for these

@@ -16,6 +16,7 @@ the device's module).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 
@@ -42,3 +43,19 @@ def built_bytes(target: Any, drafts: Sequence[Any], config: Any) -> tuple[int, i
             )
             draft_bytes += sum(kv_pool_storages(built.token_to_kv_pool, req, alloc).values())
     return target_bytes, draft_bytes
+
+
+def at_pp_stage(kvc: Any, rank: int, size: int) -> None:
+    """Give ``kvc`` the layer range of PP stage ``rank``: SGLang reads it off the loaded
+    model's ``start_layer`` / ``end_layer`` (``layer_setup._resolve_pp_layer_range``), which
+    ``get_pp_indices`` sets; without weights a namespace holding that range stands in for
+    the model (a test double: nothing else of it is read)."""
+    from sglang.srt.distributed.utils import get_pp_indices
+    from sglang.srt.model_executor.model_runner_components import layer_setup
+
+    start, end = get_pp_indices(kvc.model_config.num_hidden_layers, rank, size)
+    kvc.layer_info = layer_setup.resolve_layer_indices(
+        model=SimpleNamespace(start_layer=start, end_layer=end),
+        model_config=kvc.model_config,
+        is_draft_worker=False,
+    )
