@@ -12,9 +12,10 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, KVSpec, PoolPlan
-from sglang_specinit.live_sizing import DraftDescription
+from sglang_specinit.live_sizing import DraftDescription, SizingReadings, draft_spec, storage_bytes
 
 # (target pool, draft pools, draft fixed-pool bytes), each priced by building it.
 Prices = tuple[KVSpec, tuple[KVSpec, ...], int]
@@ -59,3 +60,52 @@ def sizing_active(sizing: TargetSizing) -> Iterator[None]:
         yield
     finally:
         _local.sizing = previous
+
+
+def priced_readings(
+    sizing: TargetSizing,
+    prices: Prices,
+    target_model: Any,
+    *,
+    reserved_draft_layers: Any,
+    pre_model_load_memory: float,
+    available_bytes: int,
+    mem_fraction_static: float,
+    page_size: int,
+    context_len: int,
+    max_total_tokens: int | None,
+    max_running_requests: int | None,
+    dp_size: int,
+) -> SizingReadings:
+    """The shared sizing path's readings for one target pool priced at ``prices``: the target's
+    weights are the storages ``target_model`` holds, the draft's what its runners hold apart
+    from them (none on a pipeline stage without the draft: its target pool alone). Records the
+    draft pools and stock's reserved draft layers (``reserved_draft_layers``, for the report
+    only) on ``sizing``. Each adapter passes the rest as its release reads them."""
+    target_storages = storage_bytes([target_model])
+    target_kv, sizing.draft_pools, fixed_bytes = prices
+    d = reserved_draft_layers
+    sizing.upstream_reserved_layers = int(d) if d is not None and int(d) > 0 else 0
+    draft = None
+    if sizing.stage_holds_draft:
+        draft = draft_spec(
+            sizing.draft,
+            sizing.draft_pools,
+            fixed_bytes,
+            target_storages,
+            shared_weight_bytes=sizing.stock_duplicate_bytes,
+            upstream_reserved_layers=sizing.upstream_reserved_layers,
+        )
+    return SizingReadings(
+        pre_model_load_memory_gb=pre_model_load_memory,
+        mem_fraction_static=mem_fraction_static,
+        available_bytes=available_bytes,
+        target_kv=target_kv,
+        target_weight_bytes=sum(target_storages.values()),
+        draft=draft,
+        page_size=page_size,
+        context_len=context_len,
+        max_total_tokens=max_total_tokens,
+        max_running_requests=max_running_requests,
+        dp_size=dp_size,
+    )

@@ -29,13 +29,11 @@ from typing import Any
 
 from sglang_specinit.live_sizing import (
     SizingReadings,
-    draft_spec,
     plan_from_readings,
-    storage_bytes,
 )
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_14 import pool_probe
-from sglang_specinit.sizing_state import Prices, TargetSizing, active_sizing
+from sglang_specinit.sizing_state import Prices, TargetSizing, active_sizing, priced_readings
 
 logger = logging.getLogger(__name__)
 
@@ -132,26 +130,16 @@ def read_sizing(
 ) -> SizingReadings:
     """What the shared sizing path needs, read from the live target runner."""
     server_args = runner.server_args
-    target_storages = storage_bytes([runner.model])
-    target_kv, sizing.draft_pools, fixed_bytes = prices
-    # What stock reserves for the draft (ModelRunner.__init__, model_runner.py:429-456 in
-    # 0.5.14), for the report only.
-    d = getattr(runner, "eagle_draft_num_layers", None)
-    sizing.upstream_reserved_layers = int(d) if d is not None and int(d) > 0 else 0
-    return SizingReadings(
-        pre_model_load_memory_gb=pre_model_load_memory,
-        mem_fraction_static=runner.mem_fraction_static,
+    return priced_readings(
+        sizing,
+        prices,
+        runner.model,
+        # What stock reserves for the draft (ModelRunner.__init__, model_runner.py:429-456 in
+        # 0.5.14), for the report only.
+        reserved_draft_layers=getattr(runner, "eagle_draft_num_layers", None),
+        pre_model_load_memory=pre_model_load_memory,
         available_bytes=available_bytes,
-        target_kv=target_kv,
-        target_weight_bytes=sum(target_storages.values()),
-        draft=draft_spec(
-            sizing.draft,
-            sizing.draft_pools,
-            fixed_bytes,
-            target_storages,
-            shared_weight_bytes=sizing.stock_duplicate_bytes,
-            upstream_reserved_layers=sizing.upstream_reserved_layers,
-        ),
+        mem_fraction_static=runner.mem_fraction_static,
         page_size=server_args.page_size,
         context_len=runner.model_config.context_len,
         max_total_tokens=server_args.max_total_tokens,

@@ -27,9 +27,7 @@ from sglang_specinit.budget import make_plan, tokens_within_pool_budget
 from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import (
     SizingReadings,
-    draft_spec,
     plan_from_readings,
-    storage_bytes,
 )
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
@@ -38,7 +36,7 @@ from sglang_specinit.sglang_0_5_23.release_shims import (
     fused_entry_bytes,
     schedule_of,
 )
-from sglang_specinit.sizing_state import Prices, TargetSizing, active_sizing
+from sglang_specinit.sizing_state import Prices, TargetSizing, active_sizing, priced_readings
 
 logger = logging.getLogger(__name__)
 
@@ -163,28 +161,14 @@ def read_sizing(
 ) -> SizingReadings:
     """What the shared sizing path needs, read from the live target configurator."""
     schedule = schedule_of(kvc)
-    target_storages = storage_bytes([kvc.model])
-    target_kv, sizing.draft_pools, fixed_bytes = prices
-    d = kvc.spec_aux_config.eagle_draft_num_layers
-    sizing.upstream_reserved_layers = int(d) if d is not None and int(d) > 0 else 0
-    return SizingReadings(
-        pre_model_load_memory_gb=pre_model_load_memory,
-        mem_fraction_static=schedule.mem_fraction_static,
+    return priced_readings(
+        sizing,
+        prices,
+        kvc.model,
+        reserved_draft_layers=kvc.spec_aux_config.eagle_draft_num_layers,
+        pre_model_load_memory=pre_model_load_memory,
         available_bytes=available_bytes,
-        target_kv=target_kv,
-        target_weight_bytes=sum(target_storages.values()),
-        # A pipeline stage without the draft: its target pool alone (nothing reserved for a
-        # draft another stage holds).
-        draft=draft_spec(
-            sizing.draft,
-            sizing.draft_pools,
-            fixed_bytes,
-            target_storages,
-            shared_weight_bytes=sizing.stock_duplicate_bytes,
-            upstream_reserved_layers=sizing.upstream_reserved_layers,
-        )
-        if sizing.stage_holds_draft
-        else None,
+        mem_fraction_static=schedule.mem_fraction_static,
         page_size=schedule.page_size,
         context_len=kvc.model_config.context_len,
         max_total_tokens=schedule.max_total_tokens,
