@@ -28,16 +28,14 @@ import logging
 from typing import Any
 
 from sglang_specinit import rank_reports
-from sglang_specinit.early_binding import bind_shared_weights_early
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.pool_phase import PoolPhase, bound_sizing, run_pool_phase
 from sglang_specinit.runner_readings import (
-    draft_duplicate_bytes,
     kv_pool_allocated_bytes,
-    rank_free_at_sizing,
 )
 from sglang_specinit.sglang_0_5_14.launch_policy import pricing_blocker
-from sglang_specinit.sizing_state import TargetSizing, sizing_active
+from sglang_specinit.sizing_state import TargetSizing
 from sglang_specinit.stock_binding import (
     EarlyBinding,
     bind_under_stock_sizing,
@@ -74,31 +72,7 @@ def init_memory_pools(original: Any, self: Any) -> None:
     """AROUND hook: early binding + exact draft pricing around SGLang's own pool phase."""
     if self.spec_algorithm.is_none():
         return original(self)
-    blocker = pricing_blocker(self)
-    if blocker is not None:
-        note = ""
-        if blocker.binds:
-            self._specinit_early_binding = bind_where_stock_sizes(self)
-            note = "; " + self._specinit_early_binding.note()
-        log = logger.warning if blocker.warn else logger.info
-        log("[specinit] stock sglang %s KV sizing: %s%s", _release(), blocker.reason, note)
-        return original(self)
-    description = describe_draft(self)
-    before = draft_duplicate_bytes(self, description)
-    bind_shared_weights_early(self.draft_worker)
-    after = draft_duplicate_bytes(self, description)
-    sizing = TargetSizing(
-        draft=description,
-        duplicate_bytes_at_profile=0,
-        stock_duplicate_bytes=max(before - after, 0),
-    )
-    own_free = rank_free_at_sizing(self.tp_worker.model_runner)
-    with sizing_active(sizing):
-        original(self)
-    if sizing.plan is None:
-        return  # the runner's sizing stepped aside (and said why)
-    self._specinit_sizing = sizing
-    log_memory_breakdown(self, sizing, own_free)
+    return run_pool_phase(original, self, pricing_blocker(self), POOL_PHASE, logger)
 
 
 def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
@@ -119,12 +93,6 @@ def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
         [int(r.num_effective_layers) for r in runners],
     )
     return bind_under_stock_sizing(scheduler, runners, gap)
-
-
-def _release() -> str:
-    from sglang_specinit.compat import installed_sglang_version
-
-    return installed_sglang_version() or "?"
 
 
 def all_rank_min_free(scheduler: Any, sizing: TargetSizing) -> int | None:
@@ -185,5 +153,11 @@ def log_memory_breakdown(
         logger, breakdown, f"KV pools on sglang {breakdown['sglang_version']}"
     )
 
+
+POOL_PHASE = PoolPhase(
+    bind_where_stock_sizes=bind_where_stock_sizes,
+    sizing_for=lambda scheduler: bound_sizing(scheduler, describe_draft(scheduler)),
+    log_breakdown=log_memory_breakdown,
+)
 
 HOOKS, NEW_METHODS, REQUIRES = patch.tables()
