@@ -164,7 +164,9 @@ def _price_target(
         read_checkpoint_sizes(spec_args.model_path), target_mc.hf_config, layout
     )
     # After pool_prices: 0.5.23's rope reserve reads the launch its pool pricing published.
-    buffers = target_buffers(spec_args, target_mc)
+    # The family from config.json: a draft's ModelConfig may have renamed the cached config's.
+    architecture = read_config_json(spec_args.model_path, "--model-path")["architectures"][0]
+    buffers = target_buffers(spec_args, target_mc, architecture)
     return _Target(layout, kv_dtype, kv, sizes.total_bytes, (*notes, *buffers.notes), buffers)
 
 

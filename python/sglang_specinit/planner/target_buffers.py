@@ -240,13 +240,23 @@ def _describe(tensor: Any) -> str:
     return f"rotary cos/sin cache {shape} {str(tensor.dtype).removeprefix('torch.')}"
 
 
-def target_buffers(server_args: Any, model_config: Any) -> TargetBuffers:
+def target_buffers(
+    server_args: Any, model_config: Any, architecture: str | None = None
+) -> TargetBuffers:
     """The target's rotary cos/sin cache bytes on one rank (every rank holds it whole), built
-    by the installed release for ``server_args.device`` (``cuda`` unless ``--device``)."""
+    by the installed release for ``server_args.device`` (``cuda`` unless ``--device``).
+
+    ``architecture`` is the target's as its ``config.json`` names it (default: the config
+    object's). Pass it when the object may be shared: a draft ``ModelConfig`` built from the
+    same checkpoint renames the cached config's architecture in place (``ModelConfig.
+    _config_draft_model``: ``DeepseekV3ForCausalLM`` -> ``...NextN``), which the target's
+    model class was chosen before.
+    """
     import torch
 
     config = model_config.hf_config
-    architecture = (getattr(config, "architectures", None) or ["?"])[0]
+    if architecture is None:
+        architecture = (getattr(config, "architectures", None) or ["?"])[0]
     reading = ROPE_READINGS.get(architecture)
     if reading is None:
         return TargetBuffers(
