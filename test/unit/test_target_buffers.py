@@ -110,3 +110,32 @@ def test_a_family_whose_rope_was_not_read_gets_one_note() -> None:
     assert buffers.bytes == 0
     (note,) = buffers.notes
     assert note.startswith("MambaForCausalLM: the rotary cos/sin cache") and "not priced" in note
+
+
+def test_a_rope_the_factory_refuses_is_a_note_not_a_crash() -> None:
+    """The installed factory's own refusal (an unknown scaling type) becomes one note naming
+    it; the plan goes on without the buffer."""
+    import torch
+    from sglang_specinit.planner.target_buffers import target_buffers
+
+    hf_config = SimpleNamespace(
+        architectures=["LlamaForCausalLM"],
+        hidden_size=64,
+        num_attention_heads=4,
+        head_dim=16,
+        max_position_embeddings=128,
+        rope_theta=10000.0,
+        rope_scaling={"rope_type": "no-such-scaling", "factor": 2.0},
+    )
+    server_args = SimpleNamespace(
+        device="cuda",
+        rl_on_policy_target=None,
+        context_length=None,
+        speculative_num_steps=None,
+        speculative_num_draft_tokens=None,
+    )
+    model_config = SimpleNamespace(hf_config=hf_config, dtype=torch.bfloat16)
+    buffers = target_buffers(server_args, model_config)
+    assert buffers.bytes == 0
+    (note,) = buffers.notes
+    assert "could not build" in note and "no-such-scaling" in note

@@ -271,16 +271,28 @@ def target_buffers(
     from sglang.srt.layers.rotary_embedding import get_rope, get_rope_wrapper
 
     device = str(server_args.device or "cuda")
-    with rope_built_for(device, server_args):
-        built = []
-        for call in reading(config):
-            kwargs = dict(call.kwargs, dtype=model_config.dtype)
-            if call.wrapper:
-                built.append(get_rope_wrapper(**kwargs, device=device))
-            else:
-                built.append(get_rope(**kwargs))
-        modules = torch.nn.ModuleList(built)
-        _reserve(modules, server_args, model_config)
+    try:
+        with rope_built_for(device, server_args):
+            built = []
+            for call in reading(config):
+                kwargs = dict(call.kwargs, dtype=model_config.dtype)
+                if call.wrapper:
+                    built.append(get_rope_wrapper(**kwargs, device=device))
+                else:
+                    built.append(get_rope(**kwargs))
+            modules = torch.nn.ModuleList(built)
+            _reserve(modules, server_args, model_config)
+    except (AssertionError, AttributeError, KeyError, TypeError, ValueError) as e:
+        # A rope configuration the installed factory refuses would stop the server's model
+        # build too; the plan says so instead of failing on a figure of a few MiB.
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return TargetBuffers(
+            0,
+            notes=(
+                f"{architecture}: SGLang's rope factory could not build the rotary cos/sin "
+                f"cache for this config ({reason}); the buffer is not priced",
+            ),
+        )
     # Layers with equal arguments share one module (the factory's cache): count each once.
     tensors = {id(t): t for t in (*modules.buffers(), *modules.parameters())}
     total = sum(t.numel() * t.element_size() for t in tensors.values())
