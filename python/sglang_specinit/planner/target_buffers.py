@@ -13,7 +13,7 @@ How SGLang builds it (read in 0.5.13.post1, 0.5.14 and 0.5.23; same steps in all
   the config (:data:`ROPE_READINGS`); the factory caches modules by their arguments, so layers
   with equal arguments share one module and one buffer;
 * ``RotaryEmbedding.__init__`` (``layers/rotary_embedding/base.py``: 0.5.13.post1 line 76,
-  0.5.14 line 97, 0.5.23 line 117) keeps the cache in fp32 on CUDA and casts it to the rope's
+  0.5.14 line 97, 0.5.23 line 119) keeps the cache in fp32 on CUDA and casts it to the rope's
   dtype elsewhere (0.5.23 also keeps fp32 on HIP / XPU or with ``SGLANG_ROPE_CACHE_FP32``); the
   dtype is ``torch.get_default_dtype()``, which the loader sets to the model's dtype while it
   builds the model (``model_loader/loader.py`` ``set_default_torch_dtype(model_config.dtype)``);
