@@ -286,8 +286,11 @@ def test_plan_tp2_equals_what_both_ranks_allocate(
         assert planned["target_kv_pool_bytes"] == kv_buffer_bytes(target["kv_pool"])
         assert planned["draft_kv_pool_bytes"] == kv_buffer_bytes(draft["kv_pool"])
         # Weights per rank, from checkpoint headers: every parameter this rank holds, with the
-        # norms and the EAGLE3 fc whole (replicated) and the vocabulary tables halved.
-        assert planned["target_weight_bytes"] == sum(target["parameter_bytes"].values())
+        # norms and the EAGLE3 fc whole (replicated) and the vocabulary tables halved; plus the
+        # target's buffers no checkpoint stores (its rotary cos/sin cache, whole on each rank).
+        buffers = planned["target_buffers"]["bytes"]
+        assert buffers == sum(target["buffer_bytes"].values()) > 0
+        assert planned["target_weight_bytes"] == sum(target["parameter_bytes"].values()) + buffers
         own = {k: v for k, v in draft["parameter_bytes"].items() if "embed_tokens" not in k}
         assert planned["draft_weight_bytes"] == sum(own.values())
     for key in ("tokens", "target_kv_bytes_per_token", "draft_kv_bytes_per_token", "budget_bytes"):
@@ -367,8 +370,11 @@ def test_dp_attention_dp2_tp2_sizes_full_kv_heads_on_both_ranks(tmp_path: Path) 
         target, draft = runner(report, "target"), runner(report, "draft")
         assert planned["target_kv_pool_bytes"] == kv_buffer_bytes(target["kv_pool"])
         assert planned["draft_kv_pool_bytes"] == kv_buffer_bytes(draft["kv_pool"])
-        # Llama's attention stays on the full TP group; the EAGLE3 draft is whole on each rank.
-        assert planned["target_weight_bytes"] == sum(target["parameter_bytes"].values())
+        # Llama's attention stays on the full TP group; the EAGLE3 draft is whole on each rank;
+        # the target's rotary cos/sin cache (no checkpoint stores it) is whole on each rank.
+        buffers = planned["target_buffers"]["bytes"]
+        assert buffers == sum(target["buffer_bytes"].values()) > 0
+        assert planned["target_weight_bytes"] == sum(target["parameter_bytes"].values()) + buffers
         own = {k: v for k, v in draft["parameter_bytes"].items() if "embed_tokens" not in k}
         assert planned["draft_weight_bytes"] == sum(own.values())
 

@@ -137,20 +137,14 @@ def test_plan_equals_live_server_at_page_1(
 
 
 # The stock Engine holds the target's rotary cos/sin cache (a buffer no checkpoint stores) when
-# it sizes the pool, and stock 0.5.13.post1's rule counts the target's checkpoint weights, which
-# the planner prices without that buffer (planner/weights.py): 77,824 B, 304 tokens here
-# (planned 98,480, served 98,176). --resident-bytes measures the plugin run, whose draft is
-# resident too, so it cannot stand for the target alone.
-UNPRICED_TARGET_BUFFERS = pytest.mark.xfail(
-    strict=True,
-    reason="the planner does not price the target's rotary cos/sin cache buffer (77,824 B)",
-)
+# it sizes the pool, and stock 0.5.13.post1's rule counts the target's resident bytes: the
+# planner prices that buffer with SGLang's own rope factory (planner/target_buffers.py; 2432 x 16
+# bf16 = 77,824 B here, 304 tokens). --resident-bytes measures the plugin run, whose draft is
+# resident too, so it cannot stand for the target alone: the stock column is priced, not measured.
 # num_nextn_predict_layers of the EAGLE3 draft: absent, 0 and 1. All slow: stock 0.5.13.post1
-# reserves no draft KV whatever the key says, and the stock column is short by the unpriced
-# buffer above; CI checks the plugin column against the plugin Engine (test above).
-NNPL_CASES = [
-    pytest.param(n, marks=[pytest.mark.slow, UNPRICED_TARGET_BUFFERS]) for n in (None, 0, 1)
-]
+# reserves no draft KV whatever the key says; CI checks the plugin column against the plugin
+# Engine (test above).
+NNPL_CASES = [pytest.param(n, marks=pytest.mark.slow) for n in (None, 0, 1)]
 
 
 @pytest.mark.parametrize("nnpl", NNPL_CASES)

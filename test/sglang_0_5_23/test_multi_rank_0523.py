@@ -326,8 +326,11 @@ def assert_plan_equals_ranks(planned: dict[str, Any], run: RankedLaunch) -> None
         assert planned["target_kv_pool_bytes"] == kv_buffer_bytes(target["kv_pool"])
         assert planned["draft_kv_pool_bytes"] == kv_buffer_bytes(draft["kv_pool"])
         # Weights per rank, from checkpoint headers: every parameter this rank holds, the
-        # draft's embedding (the target's, shared) excepted.
-        assert planned["target_weight_bytes"] == sum(target["parameter_bytes"].values())
+        # draft's embedding (the target's, shared) excepted; plus the target's buffers no
+        # checkpoint stores (its rotary cos/sin cache, whole on each rank).
+        buffers = planned["target_buffers"]["bytes"]
+        assert buffers == sum(target["buffer_bytes"].values()) > 0
+        assert planned["target_weight_bytes"] == sum(target["parameter_bytes"].values()) + buffers
         own = {k: v for k, v in draft["parameter_bytes"].items() if "embed_tokens" not in k}
         assert planned["draft_weight_bytes"] == sum(own.values())
     for key in ("tokens", "target_kv_bytes_per_token", "draft_kv_bytes_per_token", "budget_bytes"):

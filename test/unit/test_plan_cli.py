@@ -141,7 +141,10 @@ def _llama8b_inputs(fraction: float) -> BudgetInputs:
         mem_fraction_static=fraction,
         # 32 layers * 8 KV heads * (128 + 128) * 2 bytes
         target_kv=attention_kv_spec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128),
-        target_weight_bytes=16_060_522_496,  # 8_030_261_248 bf16 parameters
+        # 8_030_261_248 bf16 parameters, plus the rotary cos/sin cache no checkpoint stores:
+        # (131072 positions + 3 steps * 4 draft tokens * 2 + 256) rounded up to 128 rows,
+        # x 128 dims in fp32 (CUDA keeps it in fp32)
+        target_weight_bytes=16_060_522_496 + 131_456 * 128 * 4,
         page_size=1,
         context_len=131072,
         draft=DraftSpec(
@@ -198,8 +201,10 @@ def test_deepseek_mtp_drafts_from_its_own_checkpoint(capsys: pytest.CaptureFixtu
     assert data["speculative_algorithm"] == "EAGLE"
     assert data["speculative_draft_model_path"] == target
     assert data["tp_size"] == 8
-    # (688_574_839_360 total - 15_424_227_552 in model.layers.61.) / 8 ranks
-    assert data["target_weight_bytes"] == 84_143_826_476
+    # (688_574_839_360 total - 15_424_227_552 in model.layers.61.) / 8 ranks, plus the rotary
+    # cos/sin cache every rank holds whole: deepseek_yarn's 4096 x 40 = 163840 positions
+    # + 3 steps * 4 draft tokens * 2 + 256, rounded up to 128 rows, x 64 rope dims in fp32
+    assert data["target_weight_bytes"] == 84_143_826_476 + 164_224 * 64 * 4
     # (15_424_227_552 - 2 * 1_853_358_080 embed/head copies) / 8, rounded up
     assert data["draft_weight_bytes"] == 1_464_688_924
     assert data["target_kv_bytes_per_token"] == 70272  # (512 + 64) * 61 * 2, not split by TP

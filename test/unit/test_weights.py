@@ -230,13 +230,18 @@ def test_plan_reads_real_safetensors_checkpoints(
     out, err = capsys.readouterr()
     assert code == 0, err
     data = json.loads(out)
-    assert data["target_weight_bytes"] == 73728  # 32768 * 2 + 8192
+    # The target's rotary cos/sin cache, which no checkpoint stores (planner/target_buffers.py):
+    # (4096 positions + 1 step * 2 draft tokens * 2 + 256) rounded up to 128 rows = 4480,
+    # x head_dim 16, fp32 on CUDA.
+    rope = 4480 * 16 * 4
+    assert data["target_buffers"]["bytes"] == rope
+    assert data["target_weight_bytes"] == 73728 + rope  # checkpoint: 32768 * 2 + 8192
     assert data["draft_weight_bytes"] == 8192  # embed copy excluded
     assert data["target_kv_bytes_per_token"] == 256  # 2 heads * (16 + 16) * 2 layers * 2 bytes
     assert data["draft_kv_bytes_per_token"] == 128  # 2 * 32 * 1 layer * 2
     # 0.5.14 profiles with the draft's embed copy and the head it allocates still resident:
-    # 73728 + 8192 + 32768 + 256 * 64 * 2 (estimated head) = 147456
+    # 73728 + 8192 + 32768 + 256 * 64 * 2 (estimated head) = 147456, plus the rope cache
     upstream = data["upstream_0_5_14"]
     assert upstream["min_viable_mem_fraction_static"] == pytest.approx(
-        147456 / (2 * (1 << 30) - (1 << 30)), abs=1e-6
+        (147456 + rope) / (2 * (1 << 30) - (1 << 30)), abs=1e-6
     )

@@ -199,6 +199,8 @@ def _print_table(plan: OfflinePlan) -> None:
         "",
         render_table(plan.columns, plan.tp_size),
     ]
+    if plan.target_buffers.bytes:
+        lines.append(f"* {plan.target_buffers.line()}")
     lines += [f"* {note}" for note in plan.notes]
     lines.append(
         "* weights per rank: each checkpoint tensor priced by the SGLang layer that loads it "

@@ -65,6 +65,8 @@ def stock_beside_text(plan: StockBeside) -> str:
         "",
         render_table(plan.columns, base.tp_size),
     ]
+    if base.target_buffers.bytes:
+        lines.append(f"* {base.target_buffers.line()}")
     # Notes about the three-column report's modelled upstream rule do not apply here.
     upstream_release = base.upstream.title.split()[-1]
     lines += [f"* {note}" for note in base.notes if upstream_release not in note]

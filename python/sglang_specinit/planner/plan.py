@@ -6,7 +6,9 @@ installed release decided for the launch: fraction, speculative settings, parall
 dtypes and what each pool costs (:class:`~replay.PoolPrices`). :func:`build_plan` is the one
 place that turns that answer into the sizing inputs, for every release, in named steps:
 
-1. :func:`_price_target`: the target's KV price (the replay's) and its weight bytes on one rank;
+1. :func:`_price_target`: the target's KV price (the replay's), its weight bytes on one rank and
+   the buffers it builds that no checkpoint stores (its rotary cos/sin cache:
+   :mod:`sglang_specinit.planner.target_buffers`);
 2. :func:`_price_draft`: the draft's model config, KV pools, per-request and fixed bytes, and
    the weight split between target and draft (shared tensors counted once);
 3. :func:`_sizing_readings`: both fed to ``live_sizing.plan_from_readings``, the sizing path
@@ -17,7 +19,9 @@ place that turns that answer into the sizing inputs, for every release, in named
 
 Weight bytes come from checkpoint headers (:mod:`sglang_specinit.planner.weights`), priced per
 rank by the SGLang layer that loads each tensor (:mod:`sglang_specinit.planner.sharding`:
-replicated norms, padded vocabulary shards, replicated KV heads, dp-attention groups).
+replicated norms, padded vocabulary shards, replicated KV heads, dp-attention groups); the
+target's rotary cos/sin cache, which no checkpoint stores, is added to the target's weights
+(:mod:`sglang_specinit.planner.target_buffers`, SGLang's rope factory on ``meta``).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from sglang_specinit.planner.sharding import (
     rank_vocab_table_bytes,
     sizes_on_rank,
 )
+from sglang_specinit.planner.target_buffers import TargetBuffers, target_buffers
 from sglang_specinit.planner.weights import (
     WeightSplit,
     mtp_layer_prefixes,
@@ -76,6 +81,8 @@ class OfflinePlan:
     release_stock: ReportColumn | None = None
     # ``plan --json``'s keys of ``stock`` and ``upstream`` (the replay's modelled columns).
     modelled_keys: tuple[str, str] = ("stock", "upstream")
+    # The target's buffers no checkpoint stores, included in every column's target weights.
+    target_buffers: TargetBuffers = field(default_factory=lambda: TargetBuffers(0))
 
     @property
     def columns(self) -> tuple[ReportColumn, ReportColumn, ReportColumn]:
@@ -92,6 +99,8 @@ class _Target:
     # Its checkpoint on one rank, tensors it may share with a draft included.
     weight_bytes: int
     notes: tuple[str, ...]
+    # What it holds besides its checkpoint's tensors on one rank (rotary cos/sin cache).
+    buffers: TargetBuffers = field(default_factory=lambda: TargetBuffers(0))
 
 
 @dataclass(frozen=True)
@@ -154,7 +163,11 @@ def _price_target(
     sizes, notes = sizes_on_rank(
         read_checkpoint_sizes(spec_args.model_path), target_mc.hf_config, layout
     )
-    return _Target(layout, kv_dtype, kv, sizes.total_bytes, tuple(notes))
+    # After pool_prices: 0.5.23's rope reserve reads the launch its pool pricing published.
+    # The family from config.json: a draft's ModelConfig may have renamed the cached config's.
+    architecture = read_config_json(spec_args.model_path, "--model-path")["architectures"][0]
+    buffers = target_buffers(spec_args, target_mc, architecture)
+    return _Target(layout, kv_dtype, kv, sizes.total_bytes, (*notes, *buffers.notes), buffers)
 
 
 def _price_draft(
@@ -268,6 +281,11 @@ def _sizing_readings(
     """
     spec_args = launch.args
     fraction = launch.new_fraction
+    # The checkpoint's tensors plus the buffers the target builds itself, both resident when
+    # every release sizes the target pool.
+    target_weight_bytes = (
+        target.weight_bytes if draft is None else draft.target_weight_bytes
+    ) + target.buffers.bytes
     return SizingReadings(
         pre_model_load_memory_gb=device.pre_load_free_bytes / (1024 * MIB),
         mem_fraction_static=fraction,
@@ -277,7 +295,7 @@ def _sizing_readings(
             else int(fraction * device.pre_load_free_bytes) - device.resident_bytes
         ),
         target_kv=target.kv,
-        target_weight_bytes=target.weight_bytes if draft is None else draft.target_weight_bytes,
+        target_weight_bytes=target_weight_bytes,
         draft=None if draft is None else draft.spec,
         page_size=int(spec_args.page_size),
         context_len=int(launch.target_model_config.context_len),
@@ -326,6 +344,7 @@ def _offline_plan(
         notes=(*target.notes, *(draft.notes if draft is not None else ())),
         release_stock=release_stock,
         modelled_keys=(stock_spec.json_key, upstream_spec.json_key),
+        target_buffers=target.buffers,
     )
 
 
@@ -349,5 +368,6 @@ def plan_json(plan: OfflinePlan) -> dict[str, Any]:
     data["speculative_algorithm"] = plan.algorithm
     data["model_path"] = plan.model_path
     data["speculative_draft_model_path"] = plan.draft_model_path
+    data["target_buffers"] = plan.target_buffers.to_dict()
     data["plan_notes"] = list(plan.notes)
     return data
