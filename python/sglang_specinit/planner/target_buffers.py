@@ -71,6 +71,21 @@ def _head_dim(config: Any) -> int:
     return int(getattr(config, "head_dim", config.hidden_size // config.num_attention_heads))
 
 
+def _dense_rope(config: Any, rotary_dim: int, theta: Any, scaling: Any, **extra: Any) -> RopeCall:
+    """The ``get_rope`` call a decoder-only model file makes with the config's head width and
+    ``max_position_embeddings`` (8192 where absent, as those files default)."""
+    return RopeCall(
+        {
+            "head_size": _head_dim(config),
+            "rotary_dim": rotary_dim,
+            "max_position": getattr(config, "max_position_embeddings", 8192),
+            "base": theta,
+            "rope_scaling": scaling,
+            **extra,
+        }
+    )
+
+
 def _llama(config: Any) -> list[RopeCall]:
     """``LlamaDecoderLayer.__init__`` / ``LlamaAttention.__init__`` (``models/llama.py``:
     0.5.13.post1 lines 266-276 and 162-196, 0.5.14 266 and 189, 0.5.23 322-336 and 225)."""
@@ -86,15 +101,12 @@ def _llama(config: Any) -> list[RopeCall]:
     head_dim = _head_dim(config)
     rotary_dim = int(getattr(config, "partial_rotary_factor", 1) * head_dim)
     return [
-        RopeCall(
-            {
-                "head_size": head_dim,
-                "rotary_dim": rotary_dim,
-                "max_position": getattr(config, "max_position_embeddings", 8192),
-                "base": theta,
-                "rope_scaling": scaling,
-                "is_neox_style": getattr(config, "rope_is_neox_style", True),
-            }
+        _dense_rope(
+            config,
+            rotary_dim,
+            theta,
+            scaling,
+            is_neox_style=getattr(config, "rope_is_neox_style", True),
         )
     ]
 
@@ -108,15 +120,12 @@ def _qwen3_moe(config: Any) -> list[RopeCall]:
     theta, scaling = get_rope_config(config)
     head_dim = _head_dim(config)
     return [
-        RopeCall(
-            {
-                "head_size": head_dim,
-                "rotary_dim": head_dim,
-                "max_position": getattr(config, "max_position_embeddings", 8192),
-                "base": theta,
-                "rope_scaling": dict(scaling) if scaling is not None else None,
-                "dual_chunk_attention_config": getattr(config, "dual_chunk_attention_config", None),
-            }
+        _dense_rope(
+            config,
+            head_dim,
+            theta,
+            dict(scaling) if scaling is not None else None,
+            dual_chunk_attention_config=getattr(config, "dual_chunk_attention_config", None),
         )
     ]
 
@@ -127,14 +136,11 @@ def _gpt_oss(config: Any) -> list[RopeCall]:
     layers ask for the same rope."""
     head_dim = _head_dim(config)
     return [
-        RopeCall(
-            {
-                "head_size": head_dim,
-                "rotary_dim": head_dim,
-                "max_position": getattr(config, "max_position_embeddings", 8192),
-                "base": config.rope_parameters["rope_theta"],
-                "rope_scaling": dict(config.rope_parameters),
-            }
+        _dense_rope(
+            config,
+            head_dim,
+            config.rope_parameters["rope_theta"],
+            dict(config.rope_parameters),
         )
     ]
 
