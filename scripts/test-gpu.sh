@@ -4,6 +4,11 @@
 # Launches real servers one at a time.
 #
 #   bash scripts/test-gpu.sh            the full suite of the selected profile
+#   bash scripts/test-gpu.sh --dry-run  no GPU needed: one JSON line per server the suite would
+#                                       start on the installed release (case, variant, argv, env),
+#                                       each argv parsed by that release's own ServerArgs parser and
+#                                       each env checked for CPU test doubles; exit 1 in one line if
+#                                       one fails (harness/gpu/dry_run.py)
 #   bash scripts/test-gpu.sh --smoke    one EAGLE3 case, plugin on against stock, from local
 #                                       checkpoints (SPECINIT_GPU_MODEL_DIR): about 10 min on one
 #                                       80 GB GPU including model load (an estimate); its
@@ -34,9 +39,18 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
 OUT_DIR=${SPECINIT_GPU_OUT_DIR:-gpu-test-results}
 SMOKE=0
+DRY_RUN=0
 if [ "${1:-}" = "--smoke" ]; then
   SMOKE=1
   shift
+elif [ "${1:-}" = "--dry-run" ]; then
+  DRY_RUN=1
+  shift
+fi
+HARNESS_PATH="$PWD/test${PYTHONPATH:+:$PYTHONPATH}"
+if [ "$DRY_RUN" = 1 ]; then
+  # No driver, no CUDA, no model: the suite's commands and environments, checked.
+  PYTHONPATH="$HARNESS_PATH" exec "$PYTHON" -m harness.gpu.dry_run
 fi
 # The wheels' hard requirements, in one line, before anything else happens.
 if [ "${SPECINIT_GPU_SKIP_PREFLIGHT:-0}" != "1" ]; then
@@ -48,7 +62,6 @@ if ! BIN_DIR=$("$PYTHON" -c 'import os, sys; print(os.path.dirname(sys.executabl
   exit 1
 fi
 export PATH="$BIN_DIR:$PATH"
-HARNESS_PATH="$PWD/test${PYTHONPATH:+:$PYTHONPATH}"
 # The release decides the cases' flags and log lines; any other one stops here, in one line.
 if ! RELEASE=$(PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu.gpu_release); then
   exit 1

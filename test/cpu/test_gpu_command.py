@@ -11,6 +11,8 @@ The profiles and env overrides of :mod:`harness.gpu.gpu_cases` are pure and chec
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -369,3 +371,46 @@ def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
     assert "github.ref" not in group and "SPECINIT_GPU_POOL" in group
     install = next(s for s in job["steps"] if s.get("name", "").startswith("Install sglang"))
     assert "sglang==${{ matrix.release }}" in install["run"]
+
+
+# --------------------------------------------------------------------------- dry run
+
+
+def test_dry_run_prints_every_server_parsed_by_0_5_13_post1(tmp_path: Path) -> None:
+    """``--dry-run`` without CUDA: one JSON line per server of every case, both variants,
+    each argv taken by 0.5.13.post1's own parser, no CPU double in any env (~20 s)."""
+    done = _run_gpu_command(tmp_path, {}, "--dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    servers = [json.loads(line) for line in done.stdout.splitlines()]
+    names = [c.name for c in gpu_cases.cases(release="0.5.13.post1")]
+    assert "eagle3_post_capture" not in names  # a 0.5.23 case
+    at_f = [(s["case"], s["variant"]) for s in servers if s["when"] == "always"]
+    assert set(at_f) >= {(n, v) for n in names for v in ("plugin", "stock")}
+    for server in servers:
+        assert server["argv"][:3] == [sys.executable, "-m", "sglang.launch_server"], server
+        assert server["env"]["SGLANG_PLUGINS"] == (
+            "specinit" if server["variant"] == "plugin" else "none-specinit-disabled"
+        )
+        assert "PYTHONPATH" in server["env"]
+    assert not (tmp_path / "cases").exists()  # nothing ran, nothing was written
+
+
+def test_dry_run_fails_in_one_line_on_a_flag_the_release_refuses(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from harness.gpu import dry_run
+
+    # 0.5.23's graph flag, which 0.5.13.post1's parser does not know.
+    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", "m"]
+    assert dry_run.parse_problem(argv) == ""
+    assert "unrecognized arguments: --cuda-graph-bs-decode" in dry_run.parse_problem(
+        [*argv, "--cuda-graph-bs-decode", "1"]
+    )
+    (first, *_) = dry_run.planned_servers({})
+    bad = dataclasses.replace(first, argv=[*first.argv, "--cuda-graph-bs-decode", "1"])
+    monkeypatch.setattr(dry_run, "planned_servers", lambda env: iter([bad]))
+    assert dry_run.main() == 1
+    out = capsys.readouterr()
+    (line,) = out.err.splitlines()
+    assert line.startswith("[test-gpu] dry run: eagle3 plugin (always): argv refused")
+    assert out.out == ""

@@ -4,7 +4,8 @@ Port choice, process-group start/teardown/reaping and log capture are
 :func:`harness.launch.server_process.running_server` (exercised on CPU by ``test/cpu``); this module
 adds only what a GPU launch needs:
 
-- the environment: the device probe (:mod:`harness.reports.device_probe`) and the draft-binding
+- the environment (:func:`harness.gpu.server_env.gpu_env`, which the dry run prints too):
+  the device probe (:mod:`harness.reports.device_probe`) and the draft-binding
   snapshots (:mod:`harness.gpu.storage_identity`, into the probe's folder) in every SGLang process,
   the plugin's per-rank memory breakdown (``SGLANG_SPECINIT_REPORT_DIR``), the plugin on or off
   through SGLang's own ``SGLANG_PLUGINS`` whitelist, the case's own variables (DFLASH's),
@@ -21,60 +22,29 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cpu_doubles import shims
-from harness.gpu import device_memory, storage_identity
 from harness.gpu.gpu_cases import Case
+from harness.gpu.server_env import REPORT_DIR_ENV, gpu_env, launch_argv
 from harness.launch.server_process import (
     RunFiles,
     ServerHandle,
     SGLangStartError,
     running_server,
-    sglang_process_env,
 )
 from harness.reports import device_probe
 
-REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
+__all__ = ["REPORT_DIR_ENV", "GpuServer", "gpu_env", "gpu_server"]
 # First start on a runner downloads checkpoints and JIT-compiles kernels.
 STARTUP_TIMEOUT_S = float(os.environ.get("SPECINIT_GPU_STARTUP_TIMEOUT_S", "3600"))
 # SGLang's launcher drains and kills its own tree on SIGTERM; give it time before SIGKILL.
 TEARDOWN_GRACE_S = 60.0
 LOG_STEM = "server"  # the server's log is <work_dir>/server.log
 _GATED_HINTS = ("GatedRepoError", "gated repo", "401 Client Error", "Access to model")
-
-
-def gpu_env(
-    *,
-    plugin: bool,
-    report_dir: Path,
-    probe_dir: Path,
-    case_env: Mapping[str, str] | None = None,
-    base: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """Environment of one GPU server's process tree."""
-    env = sglang_process_env(
-        plugin=plugin,
-        base=os.environ if base is None else base,
-        extra={
-            **(case_env or {}),
-            REPORT_DIR_ENV: str(report_dir),
-            device_probe.PROBE_ENV: "1",
-            device_probe.PROBE_DIR_ENV: str(probe_dir),
-            storage_identity.IDENTITY_ENV: "1",
-            storage_identity.IDENTITY_DIR_ENV: str(probe_dir),
-            device_memory.CUDA_DEVICE_ORDER[0]: device_memory.CUDA_DEVICE_ORDER[1],
-        },
-    )
-    env.pop(shims.SHIMS_ENV, None)  # the CPU doubles must never reach a GPU run
-    bin_dir = os.path.dirname(sys.executable)
-    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
-    return env
 
 
 def _with_hint(error: SGLangStartError, case: Case) -> SGLangStartError:
@@ -130,12 +100,7 @@ def gpu_server(
     files = RunFiles.make(work_dir, LOG_STEM)
     probe_dir = files.work_dir / "probe"
     probe_dir.mkdir(exist_ok=True)
-    argv = [
-        sys.executable,
-        "-m",
-        "sglang.launch_server",
-        *case.launch_args(mem_fraction, deterministic_flag),
-    ]
+    argv = launch_argv(case, mem_fraction, deterministic_flag)
     env = gpu_env(
         plugin=plugin, report_dir=files.report_dir, probe_dir=probe_dir, case_env=dict(case.env)
     )

@@ -18,6 +18,7 @@ Each verdict is shown to fail on the broken input it exists for, and to pass the
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -538,11 +539,8 @@ def test_a_case_waits_only_on_the_devices_it_runs_on() -> None:
 
 
 def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:
-    sys.path.insert(0, str(REPO / "test" / "gpu"))
-    try:
-        from gpu_server import gpu_env
-    finally:
-        sys.path.remove(str(REPO / "test" / "gpu"))
+    from harness.gpu.server_env import gpu_env
+
     dflash = gpu_cases.case("dflash", {})
     assert "--trust-remote-code" in dflash.launch_args("0.9")
     env = gpu_env(
@@ -557,6 +555,24 @@ def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:
     eagle3 = gpu_cases.case("eagle3", {})
     plain = gpu_env(plugin=True, report_dir=tmp_path, probe_dir=tmp_path, base={})
     assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" not in plain and not eagle3.env
+
+
+def test_a_gpu_server_never_gets_a_cpu_double(tmp_path: Path) -> None:
+    """The recorded broken case: a GPU server's env built on the CPU harness's (0.5.23 puts
+    the sgl_kernel stub first on PYTHONPATH, the CPU suite sets the shims and the meter)."""
+    from harness.gpu.server_env import gpu_env
+    from harness.launch import server_process
+    from harness.launch.engine import cpu_env
+    from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
+
+    cpu = cpu_env(plugin=True, base={"PYTHONPATH": str(SGL_KERNEL_STUB_DIR)})
+    broken = server_process.cpu_double_problems(cpu)
+    assert any("SPECINIT_TEST_SHIMS" in p for p in broken), broken
+    assert any("SGLANG_USE_CPU_ENGINE" in p for p in broken), broken
+    assert any(str(SGL_KERNEL_STUB_DIR) in p for p in broken), broken
+    env = gpu_env(plugin=True, report_dir=tmp_path, probe_dir=tmp_path, base=cpu)
+    assert server_process.cpu_double_problems(env) == []
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(server_process.SITE_DIR)
 
 
 def test_models_come_from_the_local_model_dir_and_the_smoke_needs_them(tmp_path: Path) -> None:

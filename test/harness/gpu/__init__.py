@@ -12,5 +12,9 @@ pure ones are also exercised on CPU.
 - ``gpu_verdict``: the verdicts, as pure functions of what two launches left behind;
 - ``device_memory``: waiting until the last case's device memory is released;
 - ``load``: filling a server's KV cache with concurrent requests, and what happened;
-- ``spec_metrics``: accepted drafts, read from a ``/generate`` response.
+- ``spec_metrics``: accepted drafts, read from a ``/generate`` response;
+- ``server_env``: one GPU server's argv and environment (never a CPU double), for the suite and
+  its dry run;
+- ``dry_run``: ``scripts/test-gpu.sh --dry-run``: every server the suite would start, parsed by
+  the installed release's own ``ServerArgs`` and checked for CPU doubles.
 """

@@ -47,6 +47,9 @@ can", in the case's report); the token comparison is then made at
 ``SPECINIT_GPU_STOCK_MEM_FRACTION`` (default 0.1 below it) with *both* servers relaunched
 there, so it stays a comparison of the same launch.
 
+On 0.5.23 the ``eagle3_post_capture`` case runs the ``eagle3`` launch with
+``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1`` (the resize after graph capture; ``CaseSpec.releases``).
+
 Both servers of a case run with the release's deterministic-inference flag
 (``SPECINIT_GPU_DETERMINISTIC=0`` turns it off, :func:`deterministic`).
 
@@ -60,6 +63,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from harness.gpu.gpu_release import installed_release
 
 PROFILE_ENV = "SPECINIT_GPU_PROFILE"
 MEM_FRACTION_ENV = "SPECINIT_GPU_MEM_FRACTION"
@@ -119,13 +124,19 @@ class CaseSpec:
     env_names: tuple[str, ...] = ()
     # Environment variables of the server's process tree (plugin on and stock alike).
     env: tuple[tuple[str, str], ...] = ()
+    # The releases that run it (empty: every release the suite runs).
+    releases: tuple[str, ...] = ()
 
     @property
     def override_prefixes(self) -> list[str]:
         return [f"SPECINIT_GPU_{n.upper()}_" for n in (self.name, *self.env_names)]
 
 
-def _eagle3(target: str, draft: str) -> tuple[CaseSpec, CaseSpec]:
+# 0.5.23's resize after graph capture (CUDA only), which the plugin caps at the pools' prices.
+POST_CAPTURE_ENV = (("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING", "1"),)
+
+
+def _eagle3(target: str, draft: str) -> tuple[CaseSpec, ...]:
     # Overlap scheduling is the default for the EAGLE family in 0.5.13.post1
     # (SGLANG_ENABLE_SPEC_V2 on); the phases differ without it, so both are run.
     return (
@@ -137,6 +148,16 @@ def _eagle3(target: str, draft: str) -> tuple[CaseSpec, CaseSpec]:
             (*EAGLE3_ARGS, "--disable-overlap-schedule"),
             overlap=False,
             env_names=("eagle3",),  # the same models as eagle3 unless told otherwise
+        ),
+        CaseSpec(
+            "eagle3_post_capture",
+            target,
+            draft,
+            EAGLE3_ARGS,
+            overlap=True,
+            env_names=("eagle3",),
+            env=POST_CAPTURE_ENV,
+            releases=("0.5.23",),
         ),
     )
 
@@ -357,15 +378,18 @@ def smoke_problems(env: Mapping[str, str] | None = None) -> str:
     )
 
 
-def cases(env: Mapping[str, str] | None = None) -> list[Case]:
-    """Every case of the selected profile, overrides applied, in the profile's order."""
+def cases(env: Mapping[str, str] | None = None, release: str | None = None) -> list[Case]:
+    """Every case of the selected profile that ``release`` runs (default: the installed
+    one), overrides applied, in the profile's order."""
     env = os.environ if env is None else env
-    return [resolve(spec, env) for spec in PROFILES[profile_name(env)]]
+    release = release or installed_release()
+    specs = [s for s in PROFILES[profile_name(env)] if not s.releases or release in s.releases]
+    return [resolve(spec, env) for spec in specs]
 
 
-def case(name: str, env: Mapping[str, str] | None = None) -> Case:
+def case(name: str, env: Mapping[str, str] | None = None, release: str | None = None) -> Case:
     """One case of the selected profile by name."""
-    (found,) = [c for c in cases(env) if c.name == name]
+    (found,) = [c for c in cases(env, release) if c.name == name]
     return found
 
 
