@@ -607,19 +607,20 @@ LOG_0523 = """[2026-12-01 09:00:00] Capture target verify CUDA graph end. bs=[1,
 
 
 def test_graph_lines_are_read_per_release() -> None:
+    """The lines only; 0.5.23's /server_info payloads are built by 0.5.23's own code in
+    ``test/sglang_0_5_23/test_gpu_verdict_0523.py``."""
     from harness.gpu import gpu_release
 
     r0523 = gpu_release.settings("0.5.23")
     capture = gpu_verdict.GraphCapture.from_log(LOG_0523, r0523)
     assert capture.kinds == {"runner", "draft"} and capture.runner_mem_gb == (0.61,)
-    # 0.5.23's /server_info: GB per capture phase.
-    info = {"internal_states": [{"memory_usage": {"graph": {"decode": 0.61}}}]}
-    assert gpu_verdict.graph_problems(capture, info, "draft") == []
+    assert capture.gb_by_phase() == {"target_verify": (0.61,), "draft_decode": (0.10,)}
+    assert capture.batch_lists() == (("target verify", (1, 2, 4, 8)),)
     # Read with 0.5.13.post1's lines, the same log has no graph at all: the table matters.
     old = gpu_verdict.GraphCapture.from_log(LOG_0523)
-    assert old.kinds == frozenset()
+    assert old.kinds == frozenset() and old.lines == ()
     without_draft = gpu_verdict.GraphCapture.from_log(LOG_0523.splitlines()[0], r0523)
-    assert gpu_verdict.graph_problems(without_draft, info, "draft")
+    assert "draft" not in without_draft.kinds
 
 
 def test_the_suite_runs_the_installed_release_and_refuses_others() -> None:
