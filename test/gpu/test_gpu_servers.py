@@ -64,11 +64,8 @@ from harness.reports import device_probe
 pytestmark = pytest.mark.gpu
 
 CASES = gpu_cases.cases()
-MAX_NEW_TOKENS = 96
 # A greedy answer of 96 tokens takes seconds; a request still open after this is stuck.
 REQUEST_TIMEOUT_S = 120.0
-# Top-2 logprobs per output token: the margin that calibrates a token difference.
-TOP_LOGPROBS = 2
 # The check passes when the counted memory is within this of the budget (see device_probe).
 TOLERANCE = device_probe.BOOKKEEPING_TOLERANCE_BYTES
 # Peak share of the KV pool held by running requests that the load must reach. SGLang admits
@@ -96,17 +93,10 @@ def _flag() -> str | None:
     return release.deterministic_flag if gpu_cases.deterministic() else None
 
 
-def _generate(server: GpuServer, prompt: str) -> dict[str, Any]:
-    return server.post(
-        "/generate",
-        {
-            "text": prompt,
-            "sampling_params": {"temperature": 0, "max_new_tokens": MAX_NEW_TOKENS},
-            "return_logprob": True,
-            "top_logprobs_num": TOP_LOGPROBS,
-        },
-        timeout_s=REQUEST_TIMEOUT_S,
-    )
+def _generate(server: GpuServer, case: gpu_cases.Case, prompt: str) -> dict[str, Any]:
+    logprobs = gpu_release.installed_settings().returns_logprobs(case.algorithm)
+    payload = gpu_cases.generate_payload(prompt, logprobs=logprobs)
+    return server.post("/generate", payload, timeout_s=REQUEST_TIMEOUT_S)
 
 
 def _memory_usage(work_dir: Path) -> list[device_probe.UsageAfterPools]:
@@ -148,8 +138,10 @@ def _serve(
                 case, work_dir, plugin=plugin, mem_fraction=fraction, deterministic_flag=_flag()
             ) as server:
                 info = server.server_info()
-                responses = [_generate(server, prompt) for prompt in gpu_cases.PROMPTS]
-                control = None if plugin else [_generate(server, p) for p in gpu_cases.PROMPTS]
+                responses = [_generate(server, case, p) for p in gpu_cases.PROMPTS]
+                control = (
+                    None if plugin else [_generate(server, case, p) for p in gpu_cases.PROMPTS]
+                )
         except SGLangStartError as error:
             if gpu_verdict.oom_lines(str(error)):
                 entry.outcome = "out of memory at start-up"

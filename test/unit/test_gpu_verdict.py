@@ -634,3 +634,39 @@ def test_the_suite_runs_the_installed_release_and_refuses_others() -> None:
         gpu_release.settings("0.5.20")
     for release in gpu_release.RELEASES.values():
         assert release.deterministic_flag == "--enable-deterministic-inference"
+
+
+def sglang_req(payload: dict[str, Any]) -> Any:
+    """The scheduler's ``Req`` for a ``/generate`` body, built by 0.5.13.post1's own classes."""
+    from array import array
+
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    return Req(
+        "rid-0",
+        str(payload["text"]),
+        array("i", [1, 2, 3]),
+        SamplingParams(**payload["sampling_params"]),
+        return_logprob=bool(payload.get("return_logprob", False)),
+        top_logprobs_num=int(payload.get("top_logprobs_num", 0)),
+    )
+
+
+def test_dflash_requests_pass_0_5_13_post1s_own_dflash_check() -> None:
+    """0.5.13.post1 aborts a DFLASH request with return_logprob (a 400): the suite's DFLASH
+    prompts ask for none there, every other case keeps its top-2 margins."""
+    from harness.gpu import gpu_release
+    from sglang.srt.speculative.dflash_utils import validate_dflash_request
+
+    release = gpu_release.settings("0.5.13.post1")
+    for case in gpu_cases.cases({}, "0.5.13.post1"):
+        logprobs = release.returns_logprobs(case.algorithm)
+        payload = gpu_cases.generate_payload(PROMPTS[0], logprobs=logprobs)
+        assert logprobs == (case.algorithm != "DFLASH"), case.name
+        if case.algorithm == "DFLASH":
+            assert validate_dflash_request(sglang_req(payload)) is None
+    # The recorded broken case: the body every case sent before.
+    asked = gpu_cases.generate_payload(PROMPTS[0], logprobs=True)
+    assert "return_logprob" in validate_dflash_request(sglang_req(asked))
+    assert gpu_release.settings("0.5.23").returns_logprobs("DFLASH")

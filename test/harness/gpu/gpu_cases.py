@@ -106,6 +106,23 @@ PROMPTS = (
 )
 
 
+MAX_NEW_TOKENS = 96
+# Top-2 logprobs per output token: the margin that calibrates a token difference.
+TOP_LOGPROBS = 2
+
+
+def generate_payload(prompt: str, *, logprobs: bool) -> dict[str, object]:
+    """The ``/generate`` body of one greedy prompt; ``logprobs`` asks for the top-2 margins
+    (not where the release refuses them, ``ReleaseSettings.returns_logprobs``)."""
+    payload: dict[str, object] = {
+        "text": prompt,
+        "sampling_params": {"temperature": 0, "max_new_tokens": MAX_NEW_TOKENS},
+    }
+    if logprobs:
+        payload.update(return_logprob=True, top_logprobs_num=TOP_LOGPROBS)
+    return payload
+
+
 @dataclass(frozen=True)
 class CaseSpec:
     """One case as a profile defines it. ``target`` None: the profile cannot run it (``why``)."""

@@ -54,6 +54,14 @@ class ReleaseSettings:
     # over f x free; from 0.5.14 stock sizes both pools inside the budget (an EAGLE3 draft of
     # the target's geometry fits; the duplicates resident at profiling only shrink it).
     stock_sizes_before_the_draft: bool
+    # Algorithms whose requests the release refuses with ``return_logprob`` (0.5.13.post1's
+    # DFLASH: speculative/dflash_utils.py validate_dflash_request, a 400): their greedy
+    # comparison runs without logprobs, so every difference counts as clear.
+    no_logprobs_for: tuple[str, ...] = ()
+
+    def returns_logprobs(self, algorithm: str) -> bool:
+        """Whether the suite asks ``algorithm``'s servers for top-2 logprobs on this release."""
+        return algorithm not in self.no_logprobs_for
 
 
 RELEASES: dict[str, ReleaseSettings] = {
@@ -73,6 +81,7 @@ RELEASES: dict[str, ReleaseSettings] = {
         # get_internal_state reports the target runner's graph_mem_usage, one figure.
         graph_phase={"cuda": "graph"},
         stock_sizes_before_the_draft=True,
+        no_logprobs_for=("DFLASH",),
     ),
     "0.5.23": ReleaseSettings(
         version="0.5.23",
