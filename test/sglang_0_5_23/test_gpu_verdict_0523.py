@@ -9,6 +9,9 @@ graph runner (``FakeDecodeGraphRunner``: captures nothing, holds a batch list), 
 meter (scripted GiB readings) and the globals ``capture_decode_graph`` reads (no disaggregation,
 model impl auto, CUDA graphs on). The draft's decode capture line is recorded text in the shape
 ``speculative/eagle_worker_v2.py`` writes it (its method needs a whole draft worker).
+
+The seven broken plugins (:mod:`harness.gpu.broken_plugins`) then go through the GPU case's
+whole verdict (:func:`harness.gpu.case_verdict.case_problems`) with these payloads.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from harness.gpu import gpu_release, gpu_verdict
+from harness.gpu import broken_plugins, case_verdict, gpu_release, gpu_verdict
 
 R0523 = gpu_release.settings("0.5.23")
 DRAFT_LINE = (
@@ -151,3 +154,44 @@ def test_a_changed_cuda_graph_batch_list_fails(
     assert gpu_verdict.batch_list_problems(stock_info, stock_info, stock, stock) == []
     (problem,) = gpu_verdict.batch_list_problems(plugin_info, stock_info, plugin, stock)
     assert problem.startswith("captured batch lists differ")
+
+
+# --------------------------------------------------------------------------- broken plugins
+
+
+@pytest.fixture
+def launch_0523(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
+    """``launch_of(batch_list, tokens)``: an EAGLE3 launch's capture lines and /server_info,
+    by 0.5.23's own capture and server-info code (see the module docstring)."""
+
+    def launch_of(bs: Sequence[int], tokens: int) -> tuple[gpu_verdict.GraphCapture, dict]:
+        capture, info = eagle3_launch(monkeypatch, caplog, bs=bs)
+        # The resolved graph arguments as /server_info carries them (0.5.23's field names).
+        info.update(max_total_num_tokens=tokens, cuda_graph_bs_decode=list(bs))
+        return capture, info
+
+    return launch_of
+
+
+EXPECTED_0523 = {
+    "duplicates not bound before sizing": ["memory", "storage_identity"],
+    "draft KV priced at 0": ["memory"],
+    "20 % fewer tokens than possible": ["memory", "tokens"],
+    "hot-token map corrupted": ["verify_counts", "acceptance"],
+    "greedy output changed": ["greedy"],
+    "silently stepping aside": ["breakdown"],
+    "CUDA-graph batch list changed": ["batch_lists"],
+}
+
+
+def test_a_working_plugins_case_passes_every_gpu_verdict_on_0_5_23(launch_0523: Any) -> None:
+    working = broken_plugins.working_case(launch_0523, R0523)
+    assert working.stock_fits  # 0.5.23 stock fits this draft, with the duplicates resident
+    assert case_verdict.case_problems(working) == {name: [] for name in case_verdict.CHECKS}
+    ratio = working.plugin.info["max_total_num_tokens"] / working.stock.info["max_total_num_tokens"]
+    assert ratio > 1
+
+
+def test_each_broken_plugin_fails_the_gpu_case_on_0_5_23(launch_0523: Any) -> None:
+    table = broken_plugins.verdict_table(launch_0523, R0523)
+    assert table == EXPECTED_0523, broken_plugins.describe(table)

@@ -9,8 +9,13 @@ Nothing here launches a server. What a GPU run would hand the verdicts is record
   ``Scheduler.get_internal_state``, run on stand-in objects whose graph runner and free-memory
   meter are test doubles (``FakeGraphRunner``, ``fake_free_memory``): what they log is the
   release's own text;
-- device-probe records: :func:`recorded_probe`, a test double of one scheduler's probe file
-  (the keys :mod:`harness.reports.device_probe` writes), sized the way the plugin sizes its pools.
+- device-probe records: :func:`harness.gpu.broken_plugins.recorded_probe`, a test double of one
+  scheduler's probe file (the keys :mod:`harness.reports.device_probe` writes), sized the way the
+  plugin sizes its pools.
+
+The seven broken plugins (:mod:`harness.gpu.broken_plugins`) go through the GPU case's whole
+verdict (:func:`harness.gpu.case_verdict.case_problems`) with 0.5.13.post1's capture lines and
+``/server_info``; ``test/sglang_0_5_23/test_gpu_broken_plugins_0523.py`` does the same on 0.5.23.
 
 Each verdict is shown to fail on the broken input it exists for, and to pass the sound one.
 """
@@ -26,7 +31,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from harness.gpu import device_memory, gpu_cases, gpu_preflight, gpu_verdict
+from harness.gpu import broken_plugins, device_memory, gpu_cases, gpu_preflight, gpu_verdict
+from harness.gpu.broken_plugins import recorded_probe
 from harness.gpu.spec_metrics import DraftStats, sglang_meta_info, summed
 from harness.launch.server_process import RunFiles, ServerHandle
 from harness.reports import device_probe
@@ -225,6 +231,7 @@ def sglang_graph_log(
         gpu_id=0,
         server_args=SimpleNamespace(model_impl="auto", disable_cuda_graph=False),
     )
+    caplog.clear()
     with caplog.at_level(logging.INFO):
         model_runner.ModelRunner.init_device_graphs(runner)
         if draft:
@@ -335,56 +342,6 @@ def test_expected_draft_graph_per_case() -> None:
 # --------------------------------------------------------------------------- fill floor
 
 
-def recorded_probe(
-    *,
-    stray_bytes: int = 0,
-    stray_freed_before_pools: bool = False,
-    page_size: int = 1,
-    pre: int = 80 * GIB,
-    f: float = 0.9,
-) -> list[dict[str, Any]]:
-    """Test double of one scheduler's probe records for a phased (plugin-on) EAGLE3 launch:
-    Llama-3.1-8B-like target (15 GiB, 128 KiB of KV per token), a 0.8 GiB draft (4 KiB per
-    token), 0.6 GiB of non-tensor residue, and ``stray_bytes`` of a tensor that is neither (a
-    duplicate embed/lm_head), live at sizing and, if ``stray_freed_before_pools``, freed right
-    after. The pools are sized as the plugin sizes them: from SGLang's reading at sizing."""
-    target_w, draft_w, residue = 15 * GIB, int(0.8 * GIB), int(0.6 * GIB)
-    cell_t, cell_d = 128 << 10, 4 << 10
-    held = target_w + draft_w + stray_bytes
-    free_at_sizing = pre - held - residue
-    budget = int(f * pre)
-    kv_budget = budget - (pre - free_at_sizing) - page_size * (cell_t + cell_d)  # + padding page
-    tokens = kv_budget // (cell_t + cell_d) // page_size * page_size
-    kv_t, kv_d = (tokens + page_size) * cell_t, (tokens + page_size) * cell_d
-    tables = 300 * MIB
-    free, allocated = free_at_sizing, held
-    if stray_freed_before_pools:
-        free, allocated = free + stray_bytes, allocated - stray_bytes
-    who = {"tp_rank": 0, "draft_model_idx": None}
-
-    def reading(free_bytes: int, allocated_bytes: int) -> dict[str, int]:
-        return {
-            "free_bytes": free_bytes,
-            "torch_allocated_bytes": allocated_bytes,
-            "torch_reserved_bytes": allocated_bytes,
-        }
-
-    pool = {"method": device_probe.POOL_METHOD, "page_size": page_size, "kv_tokens": tokens}
-    return [
-        {"event": "pre_load", "is_draft": False, **who, "free_bytes": pre, "seq": 0},
-        {"event": "enter", "is_draft": False, **who, **pool, "seq": 1, "weight_bytes": target_w}
-        | reading(free_at_sizing, held),
-        {"event": "exit", "is_draft": False, **who, **pool, "seq": 2, "kv_bytes": kv_t}
-        | {"table_bytes": tables, "mem_fraction_static": f}
-        | reading(free - kv_t - tables, allocated + kv_t + tables),
-        {"event": "enter", "is_draft": True, **who, **pool, "seq": 3, "weight_bytes": draft_w}
-        | reading(free - kv_t - tables, allocated + kv_t + tables),
-        {"event": "exit", "is_draft": True, **who, **pool, "seq": 4, "kv_bytes": kv_d}
-        | {"table_bytes": 0, "mem_fraction_static": f}
-        | reading(free - kv_t - tables - kv_d, allocated + kv_t + tables + kv_d),
-    ]
-
-
 BREAKDOWN = {"draft_request_bytes": 0, "draft_fixed_pool_bytes": 0}
 
 
@@ -422,21 +379,7 @@ def test_fill_floor_cannot_be_checked_without_torch_counters() -> None:
 
 def plugin_breakdown(usage: device_probe.UsageAfterPools, records: list[dict]) -> dict:
     """The plugin's breakdown of the same recorded launch (the keys the GPU test reads)."""
-    exits = [r for r in records if r["event"] == "exit"]
-    return {
-        **BREAKDOWN,
-        "page_size": exits[0]["page_size"],
-        "pre_load_free_bytes": usage.pre_load_free_bytes,
-        "budget_bytes": usage.budget_bytes,
-        "target_kv_pool_bytes": exits[0]["kv_bytes"],
-        "allocated_target_kv_pool_bytes": exits[0]["kv_bytes"],
-        "target_kv_bytes_per_token": 128 << 10,
-        "draft_kv_pool_bytes": exits[1]["kv_bytes"],
-        "allocated_draft_kv_pool_bytes": exits[1]["kv_bytes"],
-        "draft_kv_bytes_per_token": 4 << 10,
-        "cuda_free_bytes_after_pools": exits[1]["free_bytes"],
-        "cuda_free_bytes_after_init": exits[1]["free_bytes"] - GIB,
-    }
+    return broken_plugins.plugin_breakdown(usage, records)
 
 
 def test_memory_verdict_of_one_rank() -> None:
@@ -670,3 +613,50 @@ def test_dflash_requests_pass_0_5_13_post1s_own_dflash_check() -> None:
     asked = gpu_cases.generate_payload(PROMPTS[0], logprobs=True)
     assert "return_logprob" in validate_dflash_request(sglang_req(asked))
     assert gpu_release.settings("0.5.23").returns_logprobs("DFLASH")
+
+
+# --------------------------------------------------------------------------- broken plugins
+
+
+@pytest.fixture
+def launch_0513(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
+    """``launch_of(batch_list, tokens)``: an EAGLE3 launch's capture lines and /server_info, by
+    0.5.13.post1's own init_device_graphs, init_cuda_graphs and get_internal_state."""
+    from harness.gpu import gpu_release
+
+    release = gpu_release.settings("0.5.13.post1")
+
+    def launch_of(bs: Any, tokens: int) -> tuple[gpu_verdict.GraphCapture, dict]:
+        log, figure = sglang_graph_log(monkeypatch, caplog, draft=True)
+        info = sglang_server_info(figure, monkeypatch)
+        # The resolved graph arguments as /server_info carries them (ServerArgs fields).
+        info.update(max_total_num_tokens=tokens, cuda_graph_bs=list(bs), cuda_graph_max_bs=max(bs))
+        return gpu_verdict.GraphCapture.from_log(log, release), info
+
+    return launch_of
+
+
+EXPECTED_0513 = {
+    "duplicates not bound before sizing": ["memory", "storage_identity"],
+    "draft KV priced at 0": ["memory"],
+    "20 % fewer tokens than possible": ["memory"],
+    "hot-token map corrupted": ["verify_counts", "acceptance"],
+    "greedy output changed": ["greedy"],
+    "silently stepping aside": ["breakdown"],
+    "CUDA-graph batch list changed": ["batch_lists"],
+}
+
+
+def test_a_working_plugins_case_passes_every_gpu_verdict_on_0_5_13_post1(launch_0513: Any) -> None:
+    from harness.gpu import case_verdict, gpu_release
+
+    working = broken_plugins.working_case(launch_0513, gpu_release.settings("0.5.13.post1"))
+    assert not working.stock_fits  # 0.5.13.x stock lands its draft pool over the budget
+    assert case_verdict.case_problems(working) == {name: [] for name in case_verdict.CHECKS}
+
+
+def test_each_broken_plugin_fails_the_gpu_case_on_0_5_13_post1(launch_0513: Any) -> None:
+    from harness.gpu import gpu_release
+
+    table = broken_plugins.verdict_table(launch_0513, gpu_release.settings("0.5.13.post1"))
+    assert table == EXPECTED_0513, broken_plugins.describe(table)
