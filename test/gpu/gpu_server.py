@@ -11,6 +11,8 @@ adds only what a GPU launch needs:
   through SGLang's own ``SGLANG_PLUGINS`` whitelist, the case's own variables (DFLASH's),
   ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, the interpreter's ``bin/`` first on ``PATH`` (FlashInfer's
   JIT runs ``ninja`` by name), and never the CPU test doubles;
+- each device's NVML peak during init and during graph capture, and its free memory once the
+  server is healthy (:mod:`harness.gpu.memory_watch`);
 - where the log stood when the server became healthy (:class:`GpuServer`), so start-up lines
   (graph capture) and serving lines (out-of-memory errors) are read apart;
 - a start-up failure message that says when a gated checkpoint needs ``HF_TOKEN``;
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.gpu import device_memory, memory_watch
 from harness.gpu.gpu_cases import Case
 from harness.gpu.server_env import REPORT_DIR_ENV, gpu_env, launch_argv
 from harness.launch.server_process import (
@@ -69,6 +72,9 @@ class GpuServer:
 
     handle: ServerHandle
     ready_log_offset: int
+    # NVML peaks per device during init and capture, free after capture (memory_watch); None
+    # where NVML is not there.
+    device_memory: dict[str, Any] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.handle, name)
@@ -105,6 +111,7 @@ def gpu_server(
         plugin=plugin, report_dir=files.report_dir, probe_dir=probe_dir, case_env=dict(case.env)
     )
     handle: ServerHandle | None = None
+    watch = memory_watch.watch(files.log_path, _case_devices(case.tp))
     try:
         with running_server(
             argv,
@@ -114,14 +121,27 @@ def gpu_server(
             grace_s=TEARDOWN_GRACE_S,
             poll_s=2.0,
         ) as handle:
-            yield GpuServer(handle, files.log_path.stat().st_size)
+            memory = watch.stop() if watch is not None else None
+            yield GpuServer(handle, files.log_path.stat().st_size, memory)
     except SGLangStartError as error:
         raise _with_hint(error, case) from error
+    finally:
+        if watch is not None:
+            watch.stop()
     if handle is not None and handle.leftovers:
         raise AssertionError(
             "server processes outlived the teardown (they hold GPU memory): "
             + "; ".join(f"pid {m.pid} [{m.state}] {m.cmdline[:120]}" for m in handle.leftovers)
         )
+
+
+def _case_devices(tp: int) -> list[int]:
+    """The NVML indices the case's ranks run on (none where NVML cannot say)."""
+    try:
+        reader = device_memory.default_reader()
+        return device_memory.devices_for_case(tp, reader.device_count(), reader.uuids())
+    except Exception:  # no driver: the watch has nothing to read
+        return []
 
 
 def breakdowns(server: ServerHandle | GpuServer) -> list[dict[str, Any]]:

@@ -57,6 +57,9 @@ class CaseEvidence:
     stock: Launch
     identity: Sequence[Mapping[str, list[Mapping[str, Any]]]] = ()
     stock_after_init: Mapping[str, Any] | None = None
+    # 0.5.23's SGLANG_ENABLE_POST_CAPTURE_KV_SIZING: the pools are re-sized after capture (never
+    # up), so the server may serve fewer tokens than the breakdown planned before capture.
+    resized_after_capture: bool = False
     notes: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -65,9 +68,9 @@ class CaseEvidence:
         return all(u.over_budget_bytes <= BOOKKEEPING_TOLERANCE_BYTES for u in self.stock.usages)
 
 
-def breakdown_problems(launch: Launch, tp: int) -> list[str]:
-    """The plugin sized this launch: one breakdown per rank, serving the count it planned (a
-    plugin that stepped aside without a word writes none)."""
+def breakdown_problems(launch: Launch, tp: int, *, resized: bool = False) -> list[str]:
+    """The plugin sized this launch: one breakdown per rank, serving the count it planned
+    (``resized``: at most that count; a plugin that stepped aside without a word writes none)."""
     ranks = [b["tp_rank"] for b in launch.breakdowns]
     if ranks != list(range(tp)):
         return [
@@ -77,7 +80,9 @@ def breakdown_problems(launch: Launch, tp: int) -> list[str]:
     if len(launch.usages) != tp:
         return [f"{len(launch.usages)} probed schedulers for TP {tp}"]
     planned, served = launch.breakdowns[0]["tokens"], launch.info["max_total_num_tokens"]
-    return [] if planned == served else [f"planned {planned} tokens, the server serves {served}"]
+    if served == planned or (resized and served < planned):
+        return []
+    return [f"planned {planned} tokens, the server serves {served}"]
 
 
 def token_problems(evidence: CaseEvidence) -> list[str]:
@@ -95,7 +100,7 @@ def token_problems(evidence: CaseEvidence) -> list[str]:
 def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
     """The problems of every check of :data:`CHECKS` (all empty: the case passed)."""
     plugin, stock = e.plugin, e.stock
-    breakdown = breakdown_problems(plugin, e.tp)
+    breakdown = breakdown_problems(plugin, e.tp, resized=e.resized_after_capture)
     memory: list[str] = []
     if not breakdown:
         for b, usage in zip(plugin.breakdowns, plugin.usages, strict=True):
