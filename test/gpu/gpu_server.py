@@ -23,14 +23,13 @@ adds only what a GPU launch needs:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.gpu import device_memory, memory_watch
+from harness.gpu import device_memory, memory_watch, time_budget
 from harness.gpu.gpu_cases import Case
 from harness.gpu.server_env import REPORT_DIR_ENV, gpu_env, launch_argv
 from harness.launch.server_process import (
@@ -42,8 +41,8 @@ from harness.launch.server_process import (
 from harness.reports import device_probe
 
 __all__ = ["REPORT_DIR_ENV", "GpuServer", "gpu_env", "gpu_server"]
-# First start on a runner downloads checkpoints and JIT-compiles kernels.
-STARTUP_TIMEOUT_S = float(os.environ.get("SPECINIT_GPU_STARTUP_TIMEOUT_S", "3600"))
+# This process's first launch JIT-compiles FlashInfer's kernels (harness.gpu.time_budget).
+_LAUNCHED: list[bool] = []
 # SGLang's launcher drains and kills its own tree on SIGTERM; give it time before SIGKILL.
 TEARDOWN_GRACE_S = 60.0
 LOG_STEM = "server"  # the server's log is <work_dir>/server.log
@@ -112,12 +111,13 @@ def gpu_server(
     )
     handle: ServerHandle | None = None
     watch = memory_watch.watch(files.log_path, _case_devices(case.tp))
+    _LAUNCHED.append(True)
     try:
         with running_server(
             argv,
             env=env,
             files=files,
-            startup_timeout_s=STARTUP_TIMEOUT_S,
+            startup_timeout_s=time_budget.startup_s(first=not _LAUNCHED),
             grace_s=TEARDOWN_GRACE_S,
             poll_s=2.0,
         ) as handle:

@@ -325,26 +325,11 @@ def deterministic(env: Mapping[str, str] | None = None) -> bool:
     return value == "1"
 
 
-# The smoke's launches in the worst case: plugin and stock at f, and when stock runs out of
-# memory there (its own result), both again at the stock fraction for the token comparison.
-SMOKE_MAX_LAUNCHES = 4
-SMOKE_STARTUP_TIMEOUT_S = 420.0
-SMOKE_DEVICE_WAIT_S = 120.0
-# Per launch after it is healthy: 4 prompts x 96 greedy tokens (stock twice, the control),
-# /server_info, and the teardown grace (gpu_server.TEARDOWN_GRACE_S).
-SMOKE_SERVE_S = 180.0
-SMOKE_TEARDOWN_S = 60.0
-
-
 def smoke_timeout_s(env: Mapping[str, str] | None = None) -> int:
-    """The smoke test's timeout, sized from its launches: each one may wait for the devices
-    (``SPECINIT_GPU_MEMORY_WAIT_S``), start (``SPECINIT_GPU_STARTUP_TIMEOUT_S``), serve and
-    tear down; :data:`SMOKE_MAX_LAUNCHES` of them."""
-    env = os.environ if env is None else env
-    startup = float(env.get("SPECINIT_GPU_STARTUP_TIMEOUT_S") or SMOKE_STARTUP_TIMEOUT_S)
-    wait = float(env.get("SPECINIT_GPU_MEMORY_WAIT_S") or SMOKE_DEVICE_WAIT_S)
-    per_launch = wait + startup + SMOKE_SERVE_S + SMOKE_TEARDOWN_S
-    return int(SMOKE_MAX_LAUNCHES * per_launch)
+    """The smoke test's timeout, sized from its launches (:mod:`harness.gpu.time_budget`)."""
+    from harness.gpu import time_budget  # it reads the cases: imported here, not at the top
+
+    return time_budget.smoke_timeout_s(env)
 
 
 def local_model(model: str, env: Mapping[str, str]) -> str:
