@@ -660,3 +660,68 @@ def test_each_broken_plugin_fails_the_gpu_case_on_0_5_13_post1(launch_0513: Any)
 
     table = broken_plugins.verdict_table(launch_0513, gpu_release.settings("0.5.13.post1"))
     assert table == EXPECTED_0513, broken_plugins.describe(table)
+
+
+# --------------------------------------------------------------------------- what a case records
+
+
+def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
+    tmp_path: Path,
+) -> None:
+    """A test double of NVML (scripted used bytes per device) and a log written as a server
+    would: peaks before the first capture-begin line are init's, after it capture's."""
+    from harness.gpu import memory_watch
+
+    log = tmp_path / "server.log"
+    log.write_text("[09:00:00] Load weight end. mem usage=15.0 GB\n")
+    used = {0: 20 * GIB, 1: 21 * GIB}
+    watch = memory_watch.MemoryWatch(lambda i: (used[i], 80 * GIB), [0, 1], log)
+    watch.sample()
+    used.update({0: 70 * GIB, 1: 69 * GIB})
+    watch.sample()
+    with log.open("a") as f:  # 0.5.23's line; 0.5.13.post1 writes "Capture cuda graph begin."
+        f.write("[09:01:00] Capture target verify CUDA graph begin. backend=full\n")
+    used.update({0: 72 * GIB, 1: 71 * GIB})
+    watch.sample()
+    used.update({0: 71 * GIB, 1: 70 * GIB})
+    report = watch.stop()
+    assert report["peak_used_bytes"] == {
+        "init": {0: 70 * GIB, 1: 69 * GIB},
+        "capture": {0: 72 * GIB, 1: 71 * GIB},
+    }
+    assert report["free_after_capture_bytes"] == {0: 9 * GIB, 1: 10 * GIB}
+    assert watch.stop() == report  # a second stop only reports
+
+
+def test_the_short_load_gives_throughput_and_accept_length() -> None:
+    from harness.gpu import load
+
+    outcomes = [
+        load.RequestOutcome(i, completion_tokens=128, seconds=4.0, verify_steps=40)
+        for i in range(16)
+    ]
+    result = load.LoadResult(load.SHORT_LOAD, outcomes, seconds=8.0)
+    assert result.output_throughput == 16 * 128 / 8.0
+    assert result.accept_length == 128 / 40
+    assert (
+        load.LoadResult(load.SHORT_LOAD, [load.RequestOutcome(0, 128)], seconds=1).accept_length
+        is None
+    )
+
+
+def test_the_step_summary_has_one_row_per_case_with_tokens_and_serving(tmp_path: Path) -> None:
+    from harness.gpu import case_report
+
+    report = case_report.new_report("eagle3", "0.5.23", True, tmp_path / "a")
+    report.result("tokens", {"plugin": 392943, "stock": 385171, "ratio": 1.0202})
+    report.result("cuda_graph_batch_lists", {"args_equal": True})
+    memory = {"peak_used_bytes": {"init": {"0": 70 * GIB}, "capture": {"0": 72 * GIB}}}
+    memory["free_after_capture_bytes"] = {"0": 9 * GIB}
+    serving = {"accept_length": 3.1, "output_throughput_tok_s": 2100.0, "device_memory": memory}
+    report.result("serving", {"plugin": serving, "stock": {"accept_length": 3.1}})
+    report.result("verdict", {"tokens": ["worse than stock"]})
+    table = case_report.markdown_table(case_report.read_reports(tmp_path))
+    header, rule, row = table.splitlines()[2:]
+    assert header.count("|") == rule.count("|") == row.count("|")
+    assert "| eagle3 | 0.5.23 |" in row and "| 392943 | 385171 | 1.0202 | True |" in row
+    assert "| 3.10 / 3.10 | 2100 / n/a | 70.0 / 72.0 | 9.0 | tokens |" in row
