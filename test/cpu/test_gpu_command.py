@@ -469,3 +469,22 @@ def test_checkpoints_are_fetched_without_what_sglang_never_loads() -> None:
     assert any(s.get("uses", "").startswith("actions/setup-python") for s in job["steps"])
     (setup,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python")]
     assert setup["with"]["python-version"] == "3.11"
+
+
+def test_summary_reads_the_tests_that_ended_when_pytest_was_killed(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The job killed mid-suite: no junit.xml, but every finished test was written as it ended."""
+    from harness.gpu import live_results
+
+    live_results.record(
+        tmp_path, "test/gpu/test_gpu_servers.py::test_case[eagle3]", "passed", "", 1.0
+    )
+    live_results.record(
+        tmp_path, "test/gpu/test_gpu_servers.py::test_case[dflash]", "failed", "boom", 2
+    )
+    code = gpu_summary.main([str(tmp_path / "junit.xml"), "--pytest-exit-code", "1"])
+    out = capsys.readouterr()
+    assert code == 1 and "reading junit-partial.xml" in out.err
+    assert "passed   test.gpu.test_gpu_servers::test_case[eagle3]" in out.out
+    assert "failed   test.gpu.test_gpu_servers::test_case[dflash]  (boom)" in out.out

@@ -108,7 +108,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     outcome = "error" if report.failed and report.when != "call" else report.outcome
     detail = ""
     if report.skipped and isinstance(report.longrepr, tuple):
-        detail = str(report.longrepr[2])
+        detail = str(report.longrepr[2]).removeprefix("Skipped: ")
     elif report.failed:
         lines = (report.longreprtext or "").strip().splitlines()
         detail = lines[-1] if lines else ""
