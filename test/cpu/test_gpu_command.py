@@ -11,6 +11,8 @@ The profiles and env overrides of :mod:`harness.gpu.gpu_cases` are pure and chec
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from harness.gpu import gpu_cases, gpu_summary
+from harness.gpu import gpu_cases, gpu_summary, time_budget
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,8 +57,15 @@ def test_gpu_command_fails_when_no_case_ran(tmp_path: Path) -> None:
     assert done.returncode != 0, out
     assert "GPU suite: FAILED, no GPU case ran" in out
     assert not stale.exists()
-    # Every test runs under the timeout whose signal method still writes the JUnit report.
-    assert "--timeout=5400 --timeout-method=signal" in out
+    # Every test runs under the timeout whose signal method still writes the JUnit report;
+    # the command's default is the largest per-test limit (each test gets its own).
+    largest = max(time_budget.limit_s_of(t, {}) for t in time_budget.LAUNCHES)
+    assert f"--timeout={largest} --timeout-method=signal" in out
+    # Each test's outcome was written as it ended, with a JUnit file of its own.
+    live = gpu_summary.read_outcomes(tmp_path / "junit-partial.xml")
+    assert {o.name for o in live} == {
+        o.name for o in gpu_summary.read_outcomes(tmp_path / "junit.xml")
+    }
     # Every case of the profile is listed as skipped, with the reason.
     outcomes = gpu_summary.read_outcomes(tmp_path / "junit.xml")
     names = {c.name for c in gpu_cases.cases({gpu_cases.PROFILE_ENV: profile})}
@@ -310,13 +319,36 @@ def test_both_servers_get_the_deterministic_flag_unless_turned_off() -> None:
 
 def test_smoke_timeout_is_sized_from_its_launches() -> None:
     """Four launches (plugin and stock at f, both again at the stock fraction when stock runs
-    out of memory), each: device wait + start-up + serving + teardown."""
-    per_launch = 120 + 420 + gpu_cases.SMOKE_SERVE_S + gpu_cases.SMOKE_TEARDOWN_S
-    assert gpu_cases.smoke_timeout_s({}) == 4 * per_launch
+    out of memory), each: device wait + start-up (the first with the kernels' JIT) + serving +
+    teardown."""
+    tb = time_budget
+    rest = 120 + tb.SERVE_S + tb.TEARDOWN_S
+    assert gpu_cases.smoke_timeout_s({}) == 4 * rest + tb.FIRST_STARTUP_S + 3 * tb.STARTUP_S
     longer = {"SPECINIT_GPU_STARTUP_TIMEOUT_S": "900", "SPECINIT_GPU_MEMORY_WAIT_S": "300"}
-    assert gpu_cases.smoke_timeout_s(longer) == 4 * (300 + 900 + 240)
-    # The old fixed 900 s did not even cover three 420 s start-ups.
-    assert gpu_cases.smoke_timeout_s({}) > 3 * 420
+    assert gpu_cases.smoke_timeout_s(longer) == 4 * (300 + 900 + tb.SERVE_S + tb.TEARDOWN_S)
+    # A first JIT run fits: the old 420 s start-up did not.
+    assert tb.startup_s(first=True, env={}) >= 1800
+
+
+def test_workflow_time_arithmetic_fits_every_test_in_the_job() -> None:
+    """Per-test limit x tests <= the suite step's limit <= the job's, for every release of the
+    matrix and both profiles (the job also installs the stack and fetches checkpoints)."""
+    import yaml
+    from harness.gpu import gpu_release
+
+    job = yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())["jobs"]["test"]
+    (suite_step,) = [s for s in job["steps"] if s.get("name", "").startswith("GPU suite")]
+    for release in gpu_release.MATRIX:
+        for profile in ("full", "small"):
+            env = {gpu_cases.PROFILE_ENV: profile}
+            tests = time_budget.suite_tests(release, env)
+            limits = sum(time_budget.limit_s_of(t, env) for t in tests)
+            assert time_budget.suite_limit_s(release, env) <= limits
+            assert time_budget.suite_limit_s(release, env) <= suite_step["timeout-minutes"] * 60
+            assert time_budget.job_limit_s(release, env) <= job["timeout-minutes"] * 60
+    # And each test's limit holds its own launches at their start-up limits.
+    case_test = time_budget.limit_s_of("test_case_fits_its_budget_and_matches_stock", {})
+    assert case_test >= time_budget.FIRST_STARTUP_S + 3 * time_budget.STARTUP_S
 
 
 def test_case_reports_say_when_stock_could_not_start_at_f(tmp_path: Path) -> None:
@@ -369,3 +401,90 @@ def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
     assert "github.ref" not in group and "SPECINIT_GPU_POOL" in group
     install = next(s for s in job["steps"] if s.get("name", "").startswith("Install sglang"))
     assert "sglang==${{ matrix.release }}" in install["run"]
+
+
+# --------------------------------------------------------------------------- dry run
+
+
+def test_dry_run_prints_every_server_parsed_by_0_5_13_post1(tmp_path: Path) -> None:
+    """``--dry-run`` without CUDA: one JSON line per server of every case, both variants,
+    each argv taken by 0.5.13.post1's own parser, no CPU double in any env (~20 s)."""
+    done = _run_gpu_command(tmp_path, {}, "--dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    servers = [json.loads(line) for line in done.stdout.splitlines()]
+    names = [c.name for c in gpu_cases.cases(release="0.5.13.post1")]
+    assert "eagle3_post_capture" not in names  # a 0.5.23 case
+    at_f = [(s["case"], s["variant"]) for s in servers if s["when"] == "always"]
+    assert set(at_f) >= {(n, v) for n in names for v in ("plugin", "stock")}
+    for server in servers:
+        assert server["argv"][:3] == [sys.executable, "-m", "sglang.launch_server"], server
+        assert server["env"]["SGLANG_PLUGINS"] == (
+            "specinit" if server["variant"] == "plugin" else "none-specinit-disabled"
+        )
+        assert "PYTHONPATH" in server["env"]
+    assert not (tmp_path / "cases").exists()  # nothing ran, nothing was written
+
+
+def test_dry_run_fails_in_one_line_on_a_flag_the_release_refuses(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from harness.gpu import dry_run
+
+    # 0.5.23's graph flag, which 0.5.13.post1's parser does not know.
+    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", "m"]
+    assert dry_run.parse_problem(argv) == ""
+    assert "unrecognized arguments: --cuda-graph-bs-decode" in dry_run.parse_problem(
+        [*argv, "--cuda-graph-bs-decode", "1"]
+    )
+    (first, *_) = dry_run.planned_servers({})
+    bad = dataclasses.replace(first, argv=[*first.argv, "--cuda-graph-bs-decode", "1"])
+    monkeypatch.setattr(dry_run, "planned_servers", lambda env: iter([bad]))
+    assert dry_run.main() == 1
+    out = capsys.readouterr()
+    (line,) = out.err.splitlines()
+    assert line.startswith("[test-gpu] dry run: eagle3 plugin (always): argv refused")
+    assert out.out == ""
+
+
+def test_checkpoints_are_fetched_without_what_sglang_never_loads() -> None:
+    """``hf download`` of every profile's models: safetensors, configs, tokenizer, remote code;
+    never Llama's ``original/`` (~16 GB of .pth). The workflow runs exactly these commands."""
+    import yaml
+    from harness.gpu import downloads
+
+    for profile in ("full", "small"):
+        env = {gpu_cases.PROFILE_ENV: profile, gpu_cases.MODEL_DIR_ENV: "/models"}
+        lines = downloads.commands(env)
+        assert len(lines) == len(downloads.models(env))
+        for line in lines:
+            include = "'*.safetensors' 'pytorch_model*.bin' '*.json' 'tokenizer*' '*.py'"
+            assert f"--include {include}" in line, line
+            assert "original" not in line
+        assert any("meta-llama/Llama-3.1-8B-Instruct --include" in x for x in lines) == (
+            profile == "full"
+        )
+    job = yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())["jobs"]["test"]
+    runs = " ".join(s.get("run", "") for s in job["steps"])
+    assert "harness.gpu.downloads" in runs and "hf download" not in runs
+    assert any(s.get("uses", "").startswith("actions/setup-python") for s in job["steps"])
+    (setup,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python")]
+    assert setup["with"]["python-version"] == "3.11"
+
+
+def test_summary_reads_the_tests_that_ended_when_pytest_was_killed(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The job killed mid-suite: no junit.xml, but every finished test was written as it ended."""
+    from harness.gpu import live_results
+
+    live_results.record(
+        tmp_path, "test/gpu/test_gpu_servers.py::test_case[eagle3]", "passed", "", 1.0
+    )
+    live_results.record(
+        tmp_path, "test/gpu/test_gpu_servers.py::test_case[dflash]", "failed", "boom", 2
+    )
+    code = gpu_summary.main([str(tmp_path / "junit.xml"), "--pytest-exit-code", "1"])
+    out = capsys.readouterr()
+    assert code == 1 and "reading junit-partial.xml" in out.err
+    assert "passed   test.gpu.test_gpu_servers::test_case[eagle3]" in out.out
+    assert "failed   test.gpu.test_gpu_servers::test_case[dflash]  (boom)" in out.out

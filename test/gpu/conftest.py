@@ -30,7 +30,7 @@ _TEST_DIR = str(Path(__file__).resolve().parents[1])
 if _TEST_DIR not in sys.path:
     sys.path.insert(0, _TEST_DIR)
 
-from harness.gpu import device_memory  # noqa: E402
+from harness.gpu import device_memory, live_results, time_budget  # noqa: E402
 from harness.launch import processes  # noqa: E402
 
 # Before anything imports torch: CUDA's numbering must be NVML's (see harness.gpu.device_memory).
@@ -53,6 +53,11 @@ def cuda_ready() -> tuple[bool, str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        # Each test's limit from its launches (harness.gpu.time_budget), as the workflow sums it.
+        name = getattr(item, "originalname", item.name)
+        if name in time_budget.LAUNCHES:
+            item.add_marker(pytest.mark.timeout(time_budget.limit_s_of(name)))
     ready, why = cuda_ready()
     if ready:
         return
@@ -88,3 +93,23 @@ def wait_for_released_devices(
         )
 
     return wait
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each test's outcome as soon as it is known (harness.gpu.live_results): a failure or
+    skip at setup, a result at call, an error at teardown."""
+    directory = live_results.out_dir()
+    if directory is None:
+        return
+    final = report.when == "call" or (report.when == "setup" and not report.passed)
+    final = final or (report.when == "teardown" and report.failed)
+    if not final:
+        return
+    outcome = "error" if report.failed and report.when != "call" else report.outcome
+    detail = ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        detail = str(report.longrepr[2]).removeprefix("Skipped: ")
+    elif report.failed:
+        lines = (report.longreprtext or "").strip().splitlines()
+        detail = lines[-1] if lines else ""
+    live_results.record(directory, report.nodeid, outcome, detail or "", report.duration)

@@ -4,12 +4,15 @@ Port choice, process-group start/teardown/reaping and log capture are
 :func:`harness.launch.server_process.running_server` (exercised on CPU by ``test/cpu``); this module
 adds only what a GPU launch needs:
 
-- the environment: the device probe (:mod:`harness.reports.device_probe`) and the draft-binding
+- the environment (:func:`harness.gpu.server_env.gpu_env`, which the dry run prints too):
+  the device probe (:mod:`harness.reports.device_probe`) and the draft-binding
   snapshots (:mod:`harness.gpu.storage_identity`, into the probe's folder) in every SGLang process,
   the plugin's per-rank memory breakdown (``SGLANG_SPECINIT_REPORT_DIR``), the plugin on or off
   through SGLang's own ``SGLANG_PLUGINS`` whitelist, the case's own variables (DFLASH's),
   ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, the interpreter's ``bin/`` first on ``PATH`` (FlashInfer's
   JIT runs ``ninja`` by name), and never the CPU test doubles;
+- each device's NVML peak during init and during graph capture, and its free memory once the
+  server is healthy (:mod:`harness.gpu.memory_watch`);
 - where the log stood when the server became healthy (:class:`GpuServer`), so start-up lines
   (graph capture) and serving lines (out-of-memory errors) are read apart;
 - a start-up failure message that says when a gated checkpoint needs ``HF_TOKEN``;
@@ -20,61 +23,30 @@ adds only what a GPU launch needs:
 from __future__ import annotations
 
 import json
-import os
-import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cpu_doubles import shims
-from harness.gpu import device_memory, storage_identity
+from harness.gpu import device_memory, memory_watch, time_budget
 from harness.gpu.gpu_cases import Case
+from harness.gpu.server_env import REPORT_DIR_ENV, gpu_env, launch_argv
 from harness.launch.server_process import (
     RunFiles,
     ServerHandle,
     SGLangStartError,
     running_server,
-    sglang_process_env,
 )
 from harness.reports import device_probe
 
-REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
-# First start on a runner downloads checkpoints and JIT-compiles kernels.
-STARTUP_TIMEOUT_S = float(os.environ.get("SPECINIT_GPU_STARTUP_TIMEOUT_S", "3600"))
+__all__ = ["REPORT_DIR_ENV", "GpuServer", "gpu_env", "gpu_server"]
+# This process's first launch JIT-compiles FlashInfer's kernels (harness.gpu.time_budget).
+_LAUNCHED: list[bool] = []
 # SGLang's launcher drains and kills its own tree on SIGTERM; give it time before SIGKILL.
 TEARDOWN_GRACE_S = 60.0
 LOG_STEM = "server"  # the server's log is <work_dir>/server.log
 _GATED_HINTS = ("GatedRepoError", "gated repo", "401 Client Error", "Access to model")
-
-
-def gpu_env(
-    *,
-    plugin: bool,
-    report_dir: Path,
-    probe_dir: Path,
-    case_env: Mapping[str, str] | None = None,
-    base: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """Environment of one GPU server's process tree."""
-    env = sglang_process_env(
-        plugin=plugin,
-        base=os.environ if base is None else base,
-        extra={
-            **(case_env or {}),
-            REPORT_DIR_ENV: str(report_dir),
-            device_probe.PROBE_ENV: "1",
-            device_probe.PROBE_DIR_ENV: str(probe_dir),
-            storage_identity.IDENTITY_ENV: "1",
-            storage_identity.IDENTITY_DIR_ENV: str(probe_dir),
-            device_memory.CUDA_DEVICE_ORDER[0]: device_memory.CUDA_DEVICE_ORDER[1],
-        },
-    )
-    env.pop(shims.SHIMS_ENV, None)  # the CPU doubles must never reach a GPU run
-    bin_dir = os.path.dirname(sys.executable)
-    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
-    return env
 
 
 def _with_hint(error: SGLangStartError, case: Case) -> SGLangStartError:
@@ -99,6 +71,9 @@ class GpuServer:
 
     handle: ServerHandle
     ready_log_offset: int
+    # NVML peaks per device during init and capture, free after capture (memory_watch); None
+    # where NVML is not there.
+    device_memory: dict[str, Any] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.handle, name)
@@ -130,33 +105,43 @@ def gpu_server(
     files = RunFiles.make(work_dir, LOG_STEM)
     probe_dir = files.work_dir / "probe"
     probe_dir.mkdir(exist_ok=True)
-    argv = [
-        sys.executable,
-        "-m",
-        "sglang.launch_server",
-        *case.launch_args(mem_fraction, deterministic_flag),
-    ]
+    argv = launch_argv(case, mem_fraction, deterministic_flag)
     env = gpu_env(
         plugin=plugin, report_dir=files.report_dir, probe_dir=probe_dir, case_env=dict(case.env)
     )
     handle: ServerHandle | None = None
+    watch = memory_watch.watch(files.log_path, _case_devices(case.tp))
+    _LAUNCHED.append(True)
     try:
         with running_server(
             argv,
             env=env,
             files=files,
-            startup_timeout_s=STARTUP_TIMEOUT_S,
+            startup_timeout_s=time_budget.startup_s(first=not _LAUNCHED),
             grace_s=TEARDOWN_GRACE_S,
             poll_s=2.0,
         ) as handle:
-            yield GpuServer(handle, files.log_path.stat().st_size)
+            memory = watch.stop() if watch is not None else None
+            yield GpuServer(handle, files.log_path.stat().st_size, memory)
     except SGLangStartError as error:
         raise _with_hint(error, case) from error
+    finally:
+        if watch is not None:
+            watch.stop()
     if handle is not None and handle.leftovers:
         raise AssertionError(
             "server processes outlived the teardown (they hold GPU memory): "
             + "; ".join(f"pid {m.pid} [{m.state}] {m.cmdline[:120]}" for m in handle.leftovers)
         )
+
+
+def _case_devices(tp: int) -> list[int]:
+    """The NVML indices the case's ranks run on (none where NVML cannot say)."""
+    try:
+        reader = device_memory.default_reader()
+        return device_memory.devices_for_case(tp, reader.device_count(), reader.uuids())
+    except Exception:  # no driver: the watch has nothing to read
+        return []
 
 
 def breakdowns(server: ServerHandle | GpuServer) -> list[dict[str, Any]]:

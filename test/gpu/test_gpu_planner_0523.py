@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from harness.gpu import gpu_release
 
 pytestmark = pytest.mark.gpu
 
@@ -56,9 +58,10 @@ print(json.dumps({
 
 
 def python_0523() -> Path:
-    path = Path(
-        os.environ.get("SPECINIT_SGLANG0523_PYTHON", REPO / ".venv-sglang0523" / "bin" / "python")
-    )
+    # The workflow's 0.5.23 job runs the suite in a 0.5.23 venv of its own: this interpreter.
+    here = sys.executable if gpu_release.installed_release() == "0.5.23" else None
+    default = here or REPO / ".venv-sglang0523" / "bin" / "python"
+    path = Path(os.environ.get("SPECINIT_SGLANG0523_PYTHON", default))
     if not path.exists():
         pytest.skip(f"no sglang 0.5.23 environment at {path} (SPECINIT_SGLANG0523_PYTHON)")
     return path

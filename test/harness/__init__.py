@@ -45,7 +45,10 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     concurrent requests), ``spec_metrics`` (accepted drafts in a response), ``gpu_release``
     (the releases it runs on and what differs), ``storage_identity`` (the draft's embed/lm_head
     are the target's storage at pool time), ``case_report`` (one case's launches, results and
-    wall time).
+    wall time), ``server_env`` and ``dry_run`` (each server's argv and env, checked without a
+    GPU), ``case_verdict`` and ``broken_plugins`` (a case's checks; seven broken plugins),
+    ``memory_watch`` (NVML peaks), ``live_results`` (outcomes as tests end), ``time_budget``
+    (test, suite and job limits), ``downloads`` (only what the servers load).
 ``geometry`` - model-geometry pricing kept only as a cross-check of built pools: ``specs``
     (0.5.13.x ``ModelConfig`` -> geometric KV specs), ``runner_kv_spec`` (a live runner's).
 ``selection`` (this package's one top-level module) - which tests a run selects (the ``slow``

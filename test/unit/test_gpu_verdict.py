@@ -9,8 +9,13 @@ Nothing here launches a server. What a GPU run would hand the verdicts is record
   ``Scheduler.get_internal_state``, run on stand-in objects whose graph runner and free-memory
   meter are test doubles (``FakeGraphRunner``, ``fake_free_memory``): what they log is the
   release's own text;
-- device-probe records: :func:`recorded_probe`, a test double of one scheduler's probe file
-  (the keys :mod:`harness.reports.device_probe` writes), sized the way the plugin sizes its pools.
+- device-probe records: :func:`harness.gpu.broken_plugins.recorded_probe`, a test double of one
+  scheduler's probe file (the keys :mod:`harness.reports.device_probe` writes), sized the way the
+  plugin sizes its pools.
+
+The seven broken plugins (:mod:`harness.gpu.broken_plugins`) go through the GPU case's whole
+verdict (:func:`harness.gpu.case_verdict.case_problems`) with 0.5.13.post1's capture lines and
+``/server_info``; ``test/sglang_0_5_23/test_gpu_broken_plugins_0523.py`` does the same on 0.5.23.
 
 Each verdict is shown to fail on the broken input it exists for, and to pass the sound one.
 """
@@ -18,6 +23,7 @@ Each verdict is shown to fail on the broken input it exists for, and to pass the
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +31,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from harness.gpu import device_memory, gpu_cases, gpu_preflight, gpu_verdict
+from harness.gpu import broken_plugins, device_memory, gpu_cases, gpu_preflight, gpu_verdict
+from harness.gpu.broken_plugins import recorded_probe
 from harness.gpu.spec_metrics import DraftStats, sglang_meta_info, summed
 from harness.launch.server_process import RunFiles, ServerHandle
 from harness.reports import device_probe
@@ -224,6 +231,7 @@ def sglang_graph_log(
         gpu_id=0,
         server_args=SimpleNamespace(model_impl="auto", disable_cuda_graph=False),
     )
+    caplog.clear()
     with caplog.at_level(logging.INFO):
         model_runner.ModelRunner.init_device_graphs(runner)
         if draft:
@@ -334,56 +342,6 @@ def test_expected_draft_graph_per_case() -> None:
 # --------------------------------------------------------------------------- fill floor
 
 
-def recorded_probe(
-    *,
-    stray_bytes: int = 0,
-    stray_freed_before_pools: bool = False,
-    page_size: int = 1,
-    pre: int = 80 * GIB,
-    f: float = 0.9,
-) -> list[dict[str, Any]]:
-    """Test double of one scheduler's probe records for a phased (plugin-on) EAGLE3 launch:
-    Llama-3.1-8B-like target (15 GiB, 128 KiB of KV per token), a 0.8 GiB draft (4 KiB per
-    token), 0.6 GiB of non-tensor residue, and ``stray_bytes`` of a tensor that is neither (a
-    duplicate embed/lm_head), live at sizing and, if ``stray_freed_before_pools``, freed right
-    after. The pools are sized as the plugin sizes them: from SGLang's reading at sizing."""
-    target_w, draft_w, residue = 15 * GIB, int(0.8 * GIB), int(0.6 * GIB)
-    cell_t, cell_d = 128 << 10, 4 << 10
-    held = target_w + draft_w + stray_bytes
-    free_at_sizing = pre - held - residue
-    budget = int(f * pre)
-    kv_budget = budget - (pre - free_at_sizing) - page_size * (cell_t + cell_d)  # + padding page
-    tokens = kv_budget // (cell_t + cell_d) // page_size * page_size
-    kv_t, kv_d = (tokens + page_size) * cell_t, (tokens + page_size) * cell_d
-    tables = 300 * MIB
-    free, allocated = free_at_sizing, held
-    if stray_freed_before_pools:
-        free, allocated = free + stray_bytes, allocated - stray_bytes
-    who = {"tp_rank": 0, "draft_model_idx": None}
-
-    def reading(free_bytes: int, allocated_bytes: int) -> dict[str, int]:
-        return {
-            "free_bytes": free_bytes,
-            "torch_allocated_bytes": allocated_bytes,
-            "torch_reserved_bytes": allocated_bytes,
-        }
-
-    pool = {"method": device_probe.POOL_METHOD, "page_size": page_size, "kv_tokens": tokens}
-    return [
-        {"event": "pre_load", "is_draft": False, **who, "free_bytes": pre, "seq": 0},
-        {"event": "enter", "is_draft": False, **who, **pool, "seq": 1, "weight_bytes": target_w}
-        | reading(free_at_sizing, held),
-        {"event": "exit", "is_draft": False, **who, **pool, "seq": 2, "kv_bytes": kv_t}
-        | {"table_bytes": tables, "mem_fraction_static": f}
-        | reading(free - kv_t - tables, allocated + kv_t + tables),
-        {"event": "enter", "is_draft": True, **who, **pool, "seq": 3, "weight_bytes": draft_w}
-        | reading(free - kv_t - tables, allocated + kv_t + tables),
-        {"event": "exit", "is_draft": True, **who, **pool, "seq": 4, "kv_bytes": kv_d}
-        | {"table_bytes": 0, "mem_fraction_static": f}
-        | reading(free - kv_t - tables - kv_d, allocated + kv_t + tables + kv_d),
-    ]
-
-
 BREAKDOWN = {"draft_request_bytes": 0, "draft_fixed_pool_bytes": 0}
 
 
@@ -421,21 +379,7 @@ def test_fill_floor_cannot_be_checked_without_torch_counters() -> None:
 
 def plugin_breakdown(usage: device_probe.UsageAfterPools, records: list[dict]) -> dict:
     """The plugin's breakdown of the same recorded launch (the keys the GPU test reads)."""
-    exits = [r for r in records if r["event"] == "exit"]
-    return {
-        **BREAKDOWN,
-        "page_size": exits[0]["page_size"],
-        "pre_load_free_bytes": usage.pre_load_free_bytes,
-        "budget_bytes": usage.budget_bytes,
-        "target_kv_pool_bytes": exits[0]["kv_bytes"],
-        "allocated_target_kv_pool_bytes": exits[0]["kv_bytes"],
-        "target_kv_bytes_per_token": 128 << 10,
-        "draft_kv_pool_bytes": exits[1]["kv_bytes"],
-        "allocated_draft_kv_pool_bytes": exits[1]["kv_bytes"],
-        "draft_kv_bytes_per_token": 4 << 10,
-        "cuda_free_bytes_after_pools": exits[1]["free_bytes"],
-        "cuda_free_bytes_after_init": exits[1]["free_bytes"] - GIB,
-    }
+    return broken_plugins.plugin_breakdown(usage, records)
 
 
 def test_memory_verdict_of_one_rank() -> None:
@@ -538,11 +482,8 @@ def test_a_case_waits_only_on_the_devices_it_runs_on() -> None:
 
 
 def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:
-    sys.path.insert(0, str(REPO / "test" / "gpu"))
-    try:
-        from gpu_server import gpu_env
-    finally:
-        sys.path.remove(str(REPO / "test" / "gpu"))
+    from harness.gpu.server_env import gpu_env
+
     dflash = gpu_cases.case("dflash", {})
     assert "--trust-remote-code" in dflash.launch_args("0.9")
     env = gpu_env(
@@ -557,6 +498,24 @@ def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:
     eagle3 = gpu_cases.case("eagle3", {})
     plain = gpu_env(plugin=True, report_dir=tmp_path, probe_dir=tmp_path, base={})
     assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" not in plain and not eagle3.env
+
+
+def test_a_gpu_server_never_gets_a_cpu_double(tmp_path: Path) -> None:
+    """The recorded broken case: a GPU server's env built on the CPU harness's (0.5.23 puts
+    the sgl_kernel stub first on PYTHONPATH, the CPU suite sets the shims and the meter)."""
+    from harness.gpu.server_env import gpu_env
+    from harness.launch import server_process
+    from harness.launch.engine import cpu_env
+    from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
+
+    cpu = cpu_env(plugin=True, base={"PYTHONPATH": str(SGL_KERNEL_STUB_DIR)})
+    broken = server_process.cpu_double_problems(cpu)
+    assert any("SPECINIT_TEST_SHIMS" in p for p in broken), broken
+    assert any("SGLANG_USE_CPU_ENGINE" in p for p in broken), broken
+    assert any(str(SGL_KERNEL_STUB_DIR) in p for p in broken), broken
+    env = gpu_env(plugin=True, report_dir=tmp_path, probe_dir=tmp_path, base=cpu)
+    assert server_process.cpu_double_problems(env) == []
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(server_process.SITE_DIR)
 
 
 def test_models_come_from_the_local_model_dir_and_the_smoke_needs_them(tmp_path: Path) -> None:
@@ -591,19 +550,20 @@ LOG_0523 = """[2026-12-01 09:00:00] Capture target verify CUDA graph end. bs=[1,
 
 
 def test_graph_lines_are_read_per_release() -> None:
+    """The lines only; 0.5.23's /server_info payloads are built by 0.5.23's own code in
+    ``test/sglang_0_5_23/test_gpu_verdict_0523.py``."""
     from harness.gpu import gpu_release
 
     r0523 = gpu_release.settings("0.5.23")
     capture = gpu_verdict.GraphCapture.from_log(LOG_0523, r0523)
     assert capture.kinds == {"runner", "draft"} and capture.runner_mem_gb == (0.61,)
-    # 0.5.23's /server_info: GB per capture phase.
-    info = {"internal_states": [{"memory_usage": {"graph": {"decode": 0.61}}}]}
-    assert gpu_verdict.graph_problems(capture, info, "draft") == []
+    assert capture.gb_by_phase() == {"target_verify": (0.61,), "draft_decode": (0.10,)}
+    assert capture.batch_lists() == (("target verify", (1, 2, 4, 8)),)
     # Read with 0.5.13.post1's lines, the same log has no graph at all: the table matters.
     old = gpu_verdict.GraphCapture.from_log(LOG_0523)
-    assert old.kinds == frozenset()
+    assert old.kinds == frozenset() and old.lines == ()
     without_draft = gpu_verdict.GraphCapture.from_log(LOG_0523.splitlines()[0], r0523)
-    assert gpu_verdict.graph_problems(without_draft, info, "draft")
+    assert "draft" not in without_draft.kinds
 
 
 def test_the_suite_runs_the_installed_release_and_refuses_others() -> None:
@@ -617,3 +577,151 @@ def test_the_suite_runs_the_installed_release_and_refuses_others() -> None:
         gpu_release.settings("0.5.20")
     for release in gpu_release.RELEASES.values():
         assert release.deterministic_flag == "--enable-deterministic-inference"
+
+
+def sglang_req(payload: dict[str, Any]) -> Any:
+    """The scheduler's ``Req`` for a ``/generate`` body, built by 0.5.13.post1's own classes."""
+    from array import array
+
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    return Req(
+        "rid-0",
+        str(payload["text"]),
+        array("i", [1, 2, 3]),
+        SamplingParams(**payload["sampling_params"]),
+        return_logprob=bool(payload.get("return_logprob", False)),
+        top_logprobs_num=int(payload.get("top_logprobs_num", 0)),
+    )
+
+
+def test_dflash_requests_pass_0_5_13_post1s_own_dflash_check() -> None:
+    """0.5.13.post1 aborts a DFLASH request with return_logprob (a 400): the suite's DFLASH
+    prompts ask for none there, every other case keeps its top-2 margins."""
+    from harness.gpu import gpu_release
+    from sglang.srt.speculative.dflash_utils import validate_dflash_request
+
+    release = gpu_release.settings("0.5.13.post1")
+    for case in gpu_cases.cases({}, "0.5.13.post1"):
+        logprobs = release.returns_logprobs(case.algorithm)
+        payload = gpu_cases.generate_payload(PROMPTS[0], logprobs=logprobs)
+        assert logprobs == (case.algorithm != "DFLASH"), case.name
+        if case.algorithm == "DFLASH":
+            assert validate_dflash_request(sglang_req(payload)) is None
+    # The recorded broken case: the body every case sent before.
+    asked = gpu_cases.generate_payload(PROMPTS[0], logprobs=True)
+    assert "return_logprob" in validate_dflash_request(sglang_req(asked))
+    assert gpu_release.settings("0.5.23").returns_logprobs("DFLASH")
+
+
+# --------------------------------------------------------------------------- broken plugins
+
+
+@pytest.fixture
+def launch_0513(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
+    """``launch_of(batch_list, tokens)``: an EAGLE3 launch's capture lines and /server_info, by
+    0.5.13.post1's own init_device_graphs, init_cuda_graphs and get_internal_state."""
+    from harness.gpu import gpu_release
+
+    release = gpu_release.settings("0.5.13.post1")
+
+    def launch_of(bs: Any, tokens: int) -> tuple[gpu_verdict.GraphCapture, dict]:
+        log, figure = sglang_graph_log(monkeypatch, caplog, draft=True)
+        info = sglang_server_info(figure, monkeypatch)
+        # The resolved graph arguments as /server_info carries them (ServerArgs fields).
+        info.update(max_total_num_tokens=tokens, cuda_graph_bs=list(bs), cuda_graph_max_bs=max(bs))
+        return gpu_verdict.GraphCapture.from_log(log, release), info
+
+    return launch_of
+
+
+EXPECTED_0513 = {
+    "duplicates not bound before sizing": ["memory", "storage_identity"],
+    "draft KV priced at 0": ["memory"],
+    "20 % fewer tokens than possible": ["memory"],
+    "hot-token map corrupted": ["verify_counts", "acceptance"],
+    "greedy output changed": ["greedy"],
+    "silently stepping aside": ["breakdown"],
+    "CUDA-graph batch list changed": ["batch_lists"],
+}
+
+
+def test_a_working_plugins_case_passes_every_gpu_verdict_on_0_5_13_post1(launch_0513: Any) -> None:
+    from harness.gpu import case_verdict, gpu_release
+
+    working = broken_plugins.working_case(launch_0513, gpu_release.settings("0.5.13.post1"))
+    assert not working.stock_fits  # 0.5.13.x stock lands its draft pool over the budget
+    assert case_verdict.case_problems(working) == {name: [] for name in case_verdict.CHECKS}
+
+
+def test_each_broken_plugin_fails_the_gpu_case_on_0_5_13_post1(launch_0513: Any) -> None:
+    from harness.gpu import gpu_release
+
+    table = broken_plugins.verdict_table(launch_0513, gpu_release.settings("0.5.13.post1"))
+    assert table == EXPECTED_0513, broken_plugins.describe(table)
+
+
+# --------------------------------------------------------------------------- what a case records
+
+
+def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
+    tmp_path: Path,
+) -> None:
+    """A test double of NVML (scripted used bytes per device) and a log written as a server
+    would: peaks before the first capture-begin line are init's, after it capture's."""
+    from harness.gpu import memory_watch
+
+    log = tmp_path / "server.log"
+    log.write_text("[09:00:00] Load weight end. mem usage=15.0 GB\n")
+    used = {0: 20 * GIB, 1: 21 * GIB}
+    watch = memory_watch.MemoryWatch(lambda i: (used[i], 80 * GIB), [0, 1], log)
+    watch.sample()
+    used.update({0: 70 * GIB, 1: 69 * GIB})
+    watch.sample()
+    with log.open("a") as f:  # 0.5.23's line; 0.5.13.post1 writes "Capture cuda graph begin."
+        f.write("[09:01:00] Capture target verify CUDA graph begin. backend=full\n")
+    used.update({0: 72 * GIB, 1: 71 * GIB})
+    watch.sample()
+    used.update({0: 71 * GIB, 1: 70 * GIB})
+    report = watch.stop()
+    assert report["peak_used_bytes"] == {
+        "init": {0: 70 * GIB, 1: 69 * GIB},
+        "capture": {0: 72 * GIB, 1: 71 * GIB},
+    }
+    assert report["free_after_capture_bytes"] == {0: 9 * GIB, 1: 10 * GIB}
+    assert watch.stop() == report  # a second stop only reports
+
+
+def test_the_short_load_gives_throughput_and_accept_length() -> None:
+    from harness.gpu import load
+
+    outcomes = [
+        load.RequestOutcome(i, completion_tokens=128, seconds=4.0, verify_steps=40)
+        for i in range(16)
+    ]
+    result = load.LoadResult(load.SHORT_LOAD, outcomes, seconds=8.0)
+    assert result.output_throughput == 16 * 128 / 8.0
+    assert result.accept_length == 128 / 40
+    assert (
+        load.LoadResult(load.SHORT_LOAD, [load.RequestOutcome(0, 128)], seconds=1).accept_length
+        is None
+    )
+
+
+def test_the_step_summary_has_one_row_per_case_with_tokens_and_serving(tmp_path: Path) -> None:
+    from harness.gpu import case_report
+
+    report = case_report.new_report("eagle3", "0.5.23", True, tmp_path / "a")
+    report.result("tokens", {"plugin": 392943, "stock": 385171, "ratio": 1.0202})
+    report.result("cuda_graph_batch_lists", {"args_equal": True})
+    memory = {"peak_used_bytes": {"init": {"0": 70 * GIB}, "capture": {"0": 72 * GIB}}}
+    memory["free_after_capture_bytes"] = {"0": 9 * GIB}
+    serving = {"accept_length": 3.1, "output_throughput_tok_s": 2100.0, "device_memory": memory}
+    report.result("serving", {"plugin": serving, "stock": {"accept_length": 3.1}})
+    report.result("verdict", {"tokens": ["worse than stock"]})
+    table = case_report.markdown_table(case_report.read_reports(tmp_path))
+    header, rule, row = table.splitlines()[2:]
+    assert header.count("|") == rule.count("|") == row.count("|")
+    assert "| eagle3 | 0.5.23 |" in row and "| 392943 | 385171 | 1.0202 | True |" in row
+    assert "| 3.10 / 3.10 | 2100 / n/a | 70.0 / 72.0 | 9.0 | tokens |" in row

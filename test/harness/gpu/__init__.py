@@ -12,5 +12,15 @@ pure ones are also exercised on CPU.
 - ``gpu_verdict``: the verdicts, as pure functions of what two launches left behind;
 - ``device_memory``: waiting until the last case's device memory is released;
 - ``load``: filling a server's KV cache with concurrent requests, and what happened;
-- ``spec_metrics``: accepted drafts, read from a ``/generate`` response.
+- ``spec_metrics``: accepted drafts, read from a ``/generate`` response;
+- ``server_env``: one GPU server's argv and environment (never a CPU double), for the suite and
+  its dry run;
+- ``dry_run``: ``scripts/test-gpu.sh --dry-run``: every server the suite would start, parsed by
+  the installed release's own ``ServerArgs`` and checked for CPU doubles;
+- ``case_verdict``: every check of one case, in one function (the GPU test and CI run it);
+- ``broken_plugins``: seven broken plugins as recorded case data, and which checks each fails;
+- ``memory_watch``: NVML peaks per device during init and capture, free memory after;
+- ``live_results``: each test's outcome (JSON line, partial JUnit) written as it ends;
+- ``time_budget``: each test's limit from its launches, the suite's and the job's;
+- ``downloads``: ``hf download`` of only what the servers load.
 """

@@ -111,3 +111,49 @@ def summary_lines(reports: list[dict[str, Any]]) -> list[str]:
         )
         lines += [f"    {key}: {value}" for key, value in r["results"].items()]
     return lines
+
+
+TABLE_HEADER = (
+    "| case | release | launches | plugin tokens | stock tokens | plugin/stock | batch lists "
+    "equal | accept length plugin / stock | output tok/s plugin / stock | peak GiB init / "
+    "capture (plugin) | free GiB after capture (plugin) | failed checks |"
+)
+
+
+def _gib(by_device: Any) -> str:
+    if not by_device:
+        return "n/a"
+    return "/".join(f"{int(v) / (1 << 30):.1f}" for _, v in sorted(by_device.items()))
+
+
+def _row(r: dict[str, Any]) -> str:
+    res = r["results"]
+    tokens = res.get("tokens") or {}
+    serving = res.get("serving") or {}
+    plugin, stock = serving.get("plugin") or {}, serving.get("stock") or {}
+    memory = plugin.get("device_memory") or {}
+    peaks = memory.get("peak_used_bytes") or {}
+
+    def pair(key: str, fmt: str) -> str:
+        values = [side.get(key) for side in (plugin, stock)]
+        return " / ".join("n/a" if v is None else format(v, fmt) for v in values)
+
+    launches = ", ".join(f"{x['role']} {x['outcome']}" for x in r["launches"]) or "none"
+    batch = res.get("cuda_graph_batch_lists") or {}
+    return (
+        f"| {r['case']} | {r['release']} | {launches} | {tokens.get('plugin', 'n/a')} | "
+        f"{tokens.get('stock', 'n/a')} | {tokens.get('ratio', 'n/a')} | "
+        f"{batch.get('args_equal', 'n/a')} | {pair('accept_length', '.2f')} | "
+        f"{pair('output_throughput_tok_s', '.0f')} | "
+        f"{_gib(peaks.get('init'))} / {_gib(peaks.get('capture'))} | "
+        f"{_gib(memory.get('free_after_capture_bytes'))} | "
+        f"{', '.join(res.get('verdict') or {}) or 'none'} |"
+    )
+
+
+def markdown_table(reports: list[dict[str, Any]]) -> str:
+    """The per-case table of a run (the workflow's step summary), one row per case report."""
+    columns = TABLE_HEADER.count("|") - 1
+    lines = ["### GPU cases", "", TABLE_HEADER, "|" + "---|" * columns]
+    lines += [_row(r) for r in reports] or ["| (no case wrote a report) |" + " |" * (columns - 1)]
+    return "\n".join(lines)

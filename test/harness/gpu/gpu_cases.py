@@ -47,6 +47,9 @@ can", in the case's report); the token comparison is then made at
 ``SPECINIT_GPU_STOCK_MEM_FRACTION`` (default 0.1 below it) with *both* servers relaunched
 there, so it stays a comparison of the same launch.
 
+On 0.5.23 the ``eagle3_post_capture`` case runs the ``eagle3`` launch with
+``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1`` (the resize after graph capture; ``CaseSpec.releases``).
+
 Both servers of a case run with the release's deterministic-inference flag
 (``SPECINIT_GPU_DETERMINISTIC=0`` turns it off, :func:`deterministic`).
 
@@ -60,6 +63,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from harness.gpu.gpu_release import installed_release
 
 PROFILE_ENV = "SPECINIT_GPU_PROFILE"
 MEM_FRACTION_ENV = "SPECINIT_GPU_MEM_FRACTION"
@@ -101,6 +106,23 @@ PROMPTS = (
 )
 
 
+MAX_NEW_TOKENS = 96
+# Top-2 logprobs per output token: the margin that calibrates a token difference.
+TOP_LOGPROBS = 2
+
+
+def generate_payload(prompt: str, *, logprobs: bool) -> dict[str, object]:
+    """The ``/generate`` body of one greedy prompt; ``logprobs`` asks for the top-2 margins
+    (not where the release refuses them, ``ReleaseSettings.returns_logprobs``)."""
+    payload: dict[str, object] = {
+        "text": prompt,
+        "sampling_params": {"temperature": 0, "max_new_tokens": MAX_NEW_TOKENS},
+    }
+    if logprobs:
+        payload.update(return_logprob=True, top_logprobs_num=TOP_LOGPROBS)
+    return payload
+
+
 @dataclass(frozen=True)
 class CaseSpec:
     """One case as a profile defines it. ``target`` None: the profile cannot run it (``why``)."""
@@ -119,13 +141,19 @@ class CaseSpec:
     env_names: tuple[str, ...] = ()
     # Environment variables of the server's process tree (plugin on and stock alike).
     env: tuple[tuple[str, str], ...] = ()
+    # The releases that run it (empty: every release the suite runs).
+    releases: tuple[str, ...] = ()
 
     @property
     def override_prefixes(self) -> list[str]:
         return [f"SPECINIT_GPU_{n.upper()}_" for n in (self.name, *self.env_names)]
 
 
-def _eagle3(target: str, draft: str) -> tuple[CaseSpec, CaseSpec]:
+# 0.5.23's resize after graph capture (CUDA only), which the plugin caps at the pools' prices.
+POST_CAPTURE_ENV = (("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING", "1"),)
+
+
+def _eagle3(target: str, draft: str) -> tuple[CaseSpec, ...]:
     # Overlap scheduling is the default for the EAGLE family in 0.5.13.post1
     # (SGLANG_ENABLE_SPEC_V2 on); the phases differ without it, so both are run.
     return (
@@ -137,6 +165,16 @@ def _eagle3(target: str, draft: str) -> tuple[CaseSpec, CaseSpec]:
             (*EAGLE3_ARGS, "--disable-overlap-schedule"),
             overlap=False,
             env_names=("eagle3",),  # the same models as eagle3 unless told otherwise
+        ),
+        CaseSpec(
+            "eagle3_post_capture",
+            target,
+            draft,
+            EAGLE3_ARGS,
+            overlap=True,
+            env_names=("eagle3",),
+            env=POST_CAPTURE_ENV,
+            releases=("0.5.23",),
         ),
     )
 
@@ -287,26 +325,11 @@ def deterministic(env: Mapping[str, str] | None = None) -> bool:
     return value == "1"
 
 
-# The smoke's launches in the worst case: plugin and stock at f, and when stock runs out of
-# memory there (its own result), both again at the stock fraction for the token comparison.
-SMOKE_MAX_LAUNCHES = 4
-SMOKE_STARTUP_TIMEOUT_S = 420.0
-SMOKE_DEVICE_WAIT_S = 120.0
-# Per launch after it is healthy: 4 prompts x 96 greedy tokens (stock twice, the control),
-# /server_info, and the teardown grace (gpu_server.TEARDOWN_GRACE_S).
-SMOKE_SERVE_S = 180.0
-SMOKE_TEARDOWN_S = 60.0
-
-
 def smoke_timeout_s(env: Mapping[str, str] | None = None) -> int:
-    """The smoke test's timeout, sized from its launches: each one may wait for the devices
-    (``SPECINIT_GPU_MEMORY_WAIT_S``), start (``SPECINIT_GPU_STARTUP_TIMEOUT_S``), serve and
-    tear down; :data:`SMOKE_MAX_LAUNCHES` of them."""
-    env = os.environ if env is None else env
-    startup = float(env.get("SPECINIT_GPU_STARTUP_TIMEOUT_S") or SMOKE_STARTUP_TIMEOUT_S)
-    wait = float(env.get("SPECINIT_GPU_MEMORY_WAIT_S") or SMOKE_DEVICE_WAIT_S)
-    per_launch = wait + startup + SMOKE_SERVE_S + SMOKE_TEARDOWN_S
-    return int(SMOKE_MAX_LAUNCHES * per_launch)
+    """The smoke test's timeout, sized from its launches (:mod:`harness.gpu.time_budget`)."""
+    from harness.gpu import time_budget  # it reads the cases: imported here, not at the top
+
+    return time_budget.smoke_timeout_s(env)
 
 
 def local_model(model: str, env: Mapping[str, str]) -> str:
@@ -357,15 +380,18 @@ def smoke_problems(env: Mapping[str, str] | None = None) -> str:
     )
 
 
-def cases(env: Mapping[str, str] | None = None) -> list[Case]:
-    """Every case of the selected profile, overrides applied, in the profile's order."""
+def cases(env: Mapping[str, str] | None = None, release: str | None = None) -> list[Case]:
+    """Every case of the selected profile that ``release`` runs (default: the installed
+    one), overrides applied, in the profile's order."""
     env = os.environ if env is None else env
-    return [resolve(spec, env) for spec in PROFILES[profile_name(env)]]
+    release = release or installed_release()
+    specs = [s for s in PROFILES[profile_name(env)] if not s.releases or release in s.releases]
+    return [resolve(spec, env) for spec in specs]
 
 
-def case(name: str, env: Mapping[str, str] | None = None) -> Case:
+def case(name: str, env: Mapping[str, str] | None = None, release: str | None = None) -> Case:
     """One case of the selected profile by name."""
-    (found,) = [c for c in cases(env) if c.name == name]
+    (found,) = [c for c in cases(env, release) if c.name == name]
     return found
 
 

@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.gpu import case_report
+from harness.gpu import case_report, live_results
 
 PYTEST_NO_TESTS_COLLECTED = 5
 
@@ -81,14 +81,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cases-dir", type=Path, default=None, help="pytest --basetemp: print its case reports"
     )
+    parser.add_argument(
+        "--step-summary",
+        type=Path,
+        default=None,
+        help="append the per-case table (markdown) here, e.g. $GITHUB_STEP_SUMMARY",
+    )
     args = parser.parse_args(argv)
+    reports = []
     if args.cases_dir is not None and args.cases_dir.is_dir():
-        for line in case_report.summary_lines(case_report.read_reports(args.cases_dir)):
+        reports = case_report.read_reports(args.cases_dir)
+        for line in case_report.summary_lines(reports):
             print(line)
-    if not args.report.is_file():
+    report = args.report
+    partial = report.parent / live_results.PARTIAL_JUNIT
+    if not report.is_file() and partial.is_file():
+        # pytest never exited (killed at the job's limit): the tests that ended, as they ended.
+        print(f"GPU suite: pytest wrote no {report.name}; reading {partial.name}", file=sys.stderr)
+        report = partial
+    if args.step_summary is not None:
+        with args.step_summary.open("a") as f:
+            f.write(case_report.markdown_table(reports) + "\n")
+    if not report.is_file():
         print(f"GPU suite: FAILED, pytest wrote no report at {args.report}", file=sys.stderr)
         return args.pytest_exit_code or 1
-    code, text = verdict(read_outcomes(args.report), args.pytest_exit_code)
+    code, text = verdict(read_outcomes(report), args.pytest_exit_code)
     print(text)
     return code
 

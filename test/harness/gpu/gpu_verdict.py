@@ -262,6 +262,16 @@ def acceptance_problems(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE
 
 
 @dataclass(frozen=True)
+class CaptureLine:
+    """One capture-end line: which runner (``name``, as the release logs it), its GB, and the
+    batch list it captured (None where the release does not log one)."""
+
+    name: str
+    gb: float
+    bs: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
 class GraphCapture:
     """The graph-capture lines of one server's start-up log."""
 
@@ -269,15 +279,29 @@ class GraphCapture:
     draft: int
     draft_extend: int
     failed: int
+    lines: tuple[CaptureLine, ...] = ()
+    graph_phase: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_log(cls, text: str, release: gpu_release.ReleaseSettings = _R0513) -> GraphCapture:
         """The capture lines of ``release`` (default 0.5.13.post1) in a start-up log."""
+        lines = tuple(
+            CaptureLine(
+                m["name"],
+                float(m["gb"]),
+                None
+                if m.groupdict().get("bs") is None
+                else tuple(int(b) for b in m["bs"].replace(" ", "").split(",") if b),
+            )
+            for m in release.capture_end.finditer(text)
+        )
         return cls(
             runner_mem_gb=tuple(float(m["gb"]) for m in release.target_graph_end.finditer(text)),
             draft=text.count(release.draft_graph_end),
             draft_extend=text.count(release.draft_extend_graph_end),
             failed=text.count(release.graph_failed),
+            lines=lines,
+            graph_phase=tuple(release.graph_phase.items()),
         )
 
     @property
@@ -286,6 +310,19 @@ class GraphCapture:
         found |= {"draft"} if self.draft else set()
         found |= {"draft_extend"} if self.draft_extend else set()
         return frozenset(found)
+
+    def gb_by_phase(self) -> dict[str, tuple[float, ...]]:
+        """The lines' GB by the ``/server_info`` phase each runner's capture is counted under."""
+        phase_of = dict(self.graph_phase)
+        out: dict[str, tuple[float, ...]] = {}
+        for line in self.lines:
+            if line.name in phase_of:
+                out[phase_of[line.name]] = (*out.get(phase_of[line.name], ()), line.gb)
+        return out
+
+    def batch_lists(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """Each logged batch list, by runner, in capture order."""
+        return tuple((line.name, line.bs) for line in self.lines if line.bs is not None)
 
 
 def expected_draft_graph(args: Sequence[str]) -> str | None:
@@ -300,19 +337,43 @@ def expected_draft_graph(args: Sequence[str]) -> str | None:
     return "draft" if steps > 1 else None
 
 
-def graph_figure_gb(info: Mapping[str, Any]) -> float | None:
-    """``memory_usage["graph"]`` of the first scheduler in ``/server_info`` (None if absent)."""
+def graph_figures_gb(info: Mapping[str, Any]) -> dict[str, float] | None:
+    """``memory_usage["graph"]`` of the first scheduler in ``/server_info``, by phase (None if
+    absent). 0.5.13.post1 reports the target runner's one figure (``{"graph": G}``); 0.5.23 a
+    dict of phases with the draft's phases merged in beside the target's."""
     states = info.get("internal_states") or [{}]
     value = (states[0].get("memory_usage") or {}).get("graph")
-    if isinstance(value, Mapping):  # 0.5.23: GB per capture phase
-        return float(sum(value.values())) if value else None
-    return None if value is None else float(value)
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): float(v) for k, v in value.items()}
+    return {"graph": float(value)}
+
+
+def graph_figure_problems(capture: GraphCapture, info: Mapping[str, Any]) -> list[str]:
+    """``/server_info``'s graph memory against the capture lines, runner by runner: each phase
+    a line was captured under must hold those lines' GB (a phase without a line is not judged:
+    SGLang captures some graphs it does not log)."""
+    figures = graph_figures_gb(info)
+    if figures is None or sum(figures.values()) <= 0:
+        return [f"/server_info reports graph memory {figures!r} GB: no graph captured"]
+    problems = []
+    for phase, gbs in capture.gb_by_phase().items():
+        figure = figures.get(phase)
+        tolerance = GRAPH_FIGURE_TOLERANCE_GB * len(gbs)
+        if figure is None or abs(figure - sum(gbs)) > tolerance:
+            problems.append(
+                f"/server_info graph memory {phase}={figure} GB matches no captured runner: "
+                f"its capture lines say {list(gbs)} GB"
+            )
+    return problems
 
 
 def graph_problems(
     capture: GraphCapture, info: Mapping[str, Any], expect_draft: str | None
 ) -> list[str]:
-    """Whether the target's (and, where SGLang captures one, the draft's) graphs exist."""
+    """Whether the target's (and, where SGLang captures one, the draft's) graphs exist, and
+    ``/server_info``'s figures are the captured runners'."""
     problems = []
     if info.get("disable_cuda_graph"):
         problems.append("the server ran with --disable-cuda-graph")
@@ -320,20 +381,38 @@ def graph_problems(
         problems.append(f"{capture.failed} '{GRAPH_FAILED}' line(s) in the start-up log")
     if not capture.runner_mem_gb:
         problems.append("no 'Capture cuda graph end' line in the start-up log")
-    figure = graph_figure_gb(info)
-    if figure is None or figure <= 0:
-        problems.append(f"/server_info reports graph memory {figure!r} GB: no graph captured")
-    elif capture.runner_mem_gb and not any(
-        abs(figure - gb) <= GRAPH_FIGURE_TOLERANCE_GB
-        for gb in (*capture.runner_mem_gb, sum(capture.runner_mem_gb))
-    ):
-        problems.append(
-            f"/server_info graph memory {figure} GB matches no captured runner "
-            f"{list(capture.runner_mem_gb)}"
-        )
+    problems += graph_figure_problems(capture, info)
     if expect_draft is not None and expect_draft not in capture.kinds:
         problems.append(
             f"no draft {expect_draft} capture line: the draft's CUDA graphs were not captured"
+        )
+    return problems
+
+
+# Server arguments that decide which batch sizes get a graph (0.5.13.post1 cuda_graph_bs /
+# cuda_graph_max_bs; 0.5.23's per-phase cuda_graph_*_decode / _prefill): every key naming one.
+GRAPH_ARG_MARKER = "cuda_graph"
+
+
+def batch_list_problems(
+    plugin_info: Mapping[str, Any],
+    stock_info: Mapping[str, Any],
+    plugin: GraphCapture,
+    stock: GraphCapture,
+) -> list[str]:
+    """The plugin-on server captured stock's CUDA-graph batch lists: the resolved graph
+    arguments in ``/server_info`` and every batch list a capture line logs are equal."""
+    problems = []
+    keys = sorted(k for k in {*plugin_info, *stock_info} if GRAPH_ARG_MARKER in k)
+    for key in keys:
+        if plugin_info.get(key) != stock_info.get(key):
+            problems.append(
+                f"{key}: plugin-on {plugin_info.get(key)!r}, stock {stock_info.get(key)!r}"
+            )
+    if plugin.batch_lists() != stock.batch_lists():
+        problems.append(
+            f"captured batch lists differ: plugin-on {list(plugin.batch_lists())}, "
+            f"stock {list(stock.batch_lists())}"
         )
     return problems
 

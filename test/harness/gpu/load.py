@@ -94,6 +94,7 @@ class RequestOutcome:
     finish_reason: Any = None
     error: str | None = None
     seconds: float = 0.0
+    verify_steps: int = 0  # spec_verify_ct (0: not a speculative server)
 
 
 @dataclass
@@ -126,6 +127,20 @@ class LoadResult:
         """Peak ``num_used_tokens / capacity`` seen by the monitor."""
         return self.peak_used_tokens / self.capacity_tokens if self.capacity_tokens else 0.0
 
+    @property
+    def output_throughput(self) -> float:
+        """Output tokens per second over the whole load (finished requests' tokens)."""
+        tokens = sum(o.completion_tokens for o in self.outcomes if o.error is None)
+        return tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def accept_length(self) -> float | None:
+        """Output tokens per verify step over the finished requests (SGLang's accept length,
+        the bonus token included); None without speculative counters."""
+        done = [o for o in self.outcomes if o.error is None]
+        steps = sum(o.verify_steps for o in done)
+        return sum(o.completion_tokens for o in done) / steps if steps else None
+
     def summary(self) -> str:
         errors = sorted({o.error for o in self.failed if o.error})[:5]
         return (
@@ -152,6 +167,7 @@ def _send(base_url: str, index: int, plan: LoadPlan, seed: int, timeout_s: float
         meta = body["meta_info"]
         outcome.completion_tokens = int(meta["completion_tokens"])
         outcome.finish_reason = meta.get("finish_reason")
+        outcome.verify_steps = int(meta.get("spec_verify_ct") or 0)
     except urllib.error.HTTPError as e:
         outcome.error = f"HTTP {e.code}: {e.read()[:300].decode(errors='replace')}"
     except (OSError, ValueError, KeyError) as e:
@@ -223,3 +239,14 @@ def run_load(
         monitor.join(timeout=5)
     result.seconds = time.monotonic() - started
     return result
+
+
+# The same short load on the plugin-on and the stock server of a case: 16 requests of 128 + 128
+# tokens, 8 at a time is SGLang's own batch; bounded so that it cannot eat the case's time.
+SHORT_LOAD = LoadPlan(requests=16, input_len=128, output_len=128)
+SHORT_LOAD_DEADLINE_S = 120.0
+
+
+def short_load(base_url: str, *, deadline_s: float = SHORT_LOAD_DEADLINE_S) -> LoadResult:
+    """:data:`SHORT_LOAD` on ``base_url`` (the same inputs on every server: seed 0)."""
+    return run_load(base_url, SHORT_LOAD, timeout_s=deadline_s, deadline_s=deadline_s)

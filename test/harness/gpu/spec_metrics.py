@@ -17,6 +17,7 @@ verify step; their absence is itself a failure of the speculative path.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -83,9 +84,10 @@ def summed(responses: Iterable[Mapping[str, Any]]) -> DraftStats:
 def sglang_meta_info(
     completion_tokens: int, verify_ct: int, correct: int, num_draft_tokens: int
 ) -> dict[str, Any]:
-    """The ``meta_info`` SGLang 0.5.13.post1 writes for one finished speculative request with
-    these counters, by SGLang's own ``TokenizerManager._calculate_spec_decoding_metrics``
-    (how the CPU tests record a GPU server's responses: a renamed key fails them)."""
+    """The ``meta_info`` SGLang (0.5.13.post1, 0.5.23) writes for one finished speculative
+    request with these counters, by SGLang's own
+    ``TokenizerManager._calculate_spec_decoding_metrics`` (how the CPU tests record a GPU
+    server's responses: a renamed key fails them)."""
     from sglang.srt.managers.tokenizer_manager import TokenizerManager
 
     # Only the attributes the method reads: the server's draft-token count, and one request's
@@ -100,5 +102,15 @@ def sglang_meta_info(
         spec_correct_drafts_histogram=[[verify_ct - correct, correct]] if verify_ct else [[]],
     )
     meta: dict[str, Any] = {"completion_tokens": completion_tokens}
-    TokenizerManager._calculate_spec_decoding_metrics(manager, meta, batch_output, 0)
+    # 0.5.23 reads the draft-token count from its published config bag (runtime_context
+    # get_spec), not from server_args: the same count stands in there for this one call.
+    module = sys.modules[TokenizerManager.__module__]
+    published = getattr(module, "get_spec", None)
+    if published is not None:
+        module.get_spec = lambda: manager.server_args  # type: ignore[attr-defined]
+    try:
+        TokenizerManager._calculate_spec_decoding_metrics(manager, meta, batch_output, 0)
+    finally:
+        if published is not None:
+            module.get_spec = published  # type: ignore[attr-defined]
     return meta

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.cpu_doubles import faults, shims
 from harness.launch.processes import (
     GroupMember,
     format_rank_tails,
@@ -30,7 +31,7 @@ from harness.launch.processes import (
     start_in_own_group,
     tail,
 )
-from harness.launch.sglang_release import extra_python_path
+from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, extra_python_path
 
 # On PYTHONPATH, this directory's sitecustomize installs the harness's hooks in every process
 # SGLang spawns (CPU doubles and/or the device probe, as the environment asks).
@@ -41,19 +42,73 @@ PLUGIN_ENTRY_POINT = "specinit"
 PLUGIN_DISABLED = "none-specinit-disabled"
 
 
+# What only a CPU run may carry: the CPU test doubles' switches (shims.py, faults.py, the
+# simulated meter's capacities) and the variables that put SGLang on CPU. On a GPU any of them
+# replaces a real kernel or reading with a double.
+CPU_DOUBLE_VARIABLES = (
+    shims.SHIMS_ENV,
+    shims.CAPACITY_ENV,
+    shims.PER_DEVICE_CAPACITY_ENV,
+    shims.FULL_GC_ENV,
+    shims.NATIVE_MOVE_KV_ENV,
+    faults.FAIL_DRAFT_RANK_ENV,
+    faults.PAUSE_DRAFT_POOL_ENV,
+    faults.REPORT_DIR_ENV,
+    "SGLANG_USE_CPU_ENGINE",
+    "SGLANG_CPU_OMP_THREADS_BIND",
+)
+CPU_DOUBLES_DIR = SGL_KERNEL_STUB_DIR.parent
+
+
 def sglang_process_env(
-    *, plugin: bool, base: Mapping[str, str], extra: Mapping[str, str] | None = None
+    *,
+    plugin: bool,
+    base: Mapping[str, str],
+    extra: Mapping[str, str] | None = None,
+    cpu_doubles: bool = True,
 ) -> dict[str, str]:
-    """``base`` plus the harness site dir first on ``PYTHONPATH`` and the plugin switch."""
+    """``base`` plus the harness site dir first on ``PYTHONPATH`` and the plugin switch;
+    ``cpu_doubles=False`` (a GPU server) leaves out the release's CPU-only path entries."""
     env = dict(base)
-    # The sitecustomize appends test/ (for ``harness``); 0.5.23 also needs the sgl_kernel double.
-    python_path = [str(SITE_DIR), *extra_python_path()]
+    # The sitecustomize appends test/ (for ``harness``); 0.5.23 on CPU also needs the sgl_kernel
+    # double, which must never reach a GPU run (0.5.23 imports real CUDA ops from sgl_kernel).
+    python_path = [str(SITE_DIR), *(extra_python_path() if cpu_doubles else [])]
     if env.get("PYTHONPATH"):
         python_path.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(python_path)
     env["SGLANG_PLUGINS"] = PLUGIN_ENTRY_POINT if plugin else PLUGIN_DISABLED
     env.update(extra or {})
     return env
+
+
+def without_cpu_doubles(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with every CPU double removed: its variables, and any ``PYTHONPATH`` entry under
+    ``cpu_doubles/`` (a CPU test process may have inherited the sgl_kernel stub's dir)."""
+    clean = {k: v for k, v in env.items() if k not in CPU_DOUBLE_VARIABLES}
+    if "PYTHONPATH" in clean:
+        kept = [p for p in clean["PYTHONPATH"].split(os.pathsep) if not _is_cpu_double_dir(p)]
+        clean["PYTHONPATH"] = os.pathsep.join(kept)
+    return clean
+
+
+def cpu_double_problems(env: Mapping[str, str]) -> list[str]:
+    """Every CPU double ``env`` would put in a server's processes (empty: none)."""
+    problems = [
+        f"{k}={env[k]!r} is a CPU double's switch" for k in CPU_DOUBLE_VARIABLES if k in env
+    ]
+    problems += [
+        f"PYTHONPATH has the CPU double directory {p}"
+        for p in env.get("PYTHONPATH", "").split(os.pathsep)
+        if _is_cpu_double_dir(p)
+    ]
+    return problems
+
+
+def _is_cpu_double_dir(entry: str) -> bool:
+    if not entry:
+        return False
+    path = Path(entry).resolve()
+    return path == CPU_DOUBLES_DIR or CPU_DOUBLES_DIR in path.parents
 
 
 class SGLangStartError(RuntimeError):

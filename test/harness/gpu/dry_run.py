@@ -1,0 +1,205 @@
+"""``scripts/test-gpu.sh --dry-run``: every server the GPU suite would start, checked, no GPU.
+
+Why: a GPU run is the only place the suite's launches meet a real server, and it is rare; a
+flag the installed release does not take, or a CPU test double in a server's environment, would
+fail every case there. This prints one JSON line per server (``case``, ``variant``, ``test``,
+``when``, ``argv``, ``env``: every variable the harness sets or changes), built with the same
+functions the suite launches with (:mod:`harness.gpu.server_env`), then parses every argv with
+the installed release's own ``ServerArgs.add_cli_args`` + ``from_cli_args`` (no launch, no
+model read) and checks every env for CPU doubles. Exit 0, or 1 with one line naming the first
+server that fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.gpu import gpu_cases, gpu_release
+from harness.gpu.server_env import changed_variables, gpu_env, launch_argv
+from harness.launch.server_process import cpu_double_problems
+
+# Where the suite's servers would write; the dry run names the place without creating it.
+WORK_DIR_PLACEHOLDER = Path("<case-dir>")
+CASE_TEST = "test_gpu_servers.py::test_case_fits_its_budget_and_matches_stock"
+
+
+@dataclass(frozen=True)
+class PlannedServer:
+    """One server the suite would start: for which test, when, with which command and env."""
+
+    case: str
+    variant: str  # "plugin" | "stock"
+    test: str
+    when: str
+    argv: list[str]
+    env: dict[str, str]
+
+
+def _server(
+    case: gpu_cases.Case,
+    variant: str,
+    fraction: str,
+    *,
+    test: str,
+    when: str,
+    work: str,
+    flag: str | None,
+    base: Mapping[str, str],
+) -> PlannedServer:
+    work_dir = WORK_DIR_PLACEHOLDER / case.name / work
+    env = gpu_env(
+        plugin=variant == "plugin",
+        report_dir=work_dir / "reports",
+        probe_dir=work_dir / "probe",
+        case_env=dict(case.env),
+        base=base,
+    )
+    argv = launch_argv(case, fraction, flag)
+    return PlannedServer(case.name, variant, test, when, argv, changed_variables(env, base))
+
+
+def planned_servers(
+    env: Mapping[str, str] | None = None, release: str | None = None
+) -> Iterator[PlannedServer]:
+    """Every server of ``test/gpu`` on ``release`` (default: the installed one), in order."""
+    env = os.environ if env is None else env
+    settings = gpu_release.settings(release or gpu_release.installed_release() or "none")
+    flag = settings.deterministic_flag if gpu_cases.deterministic(env) else None
+    f, lower = gpu_cases.mem_fraction(env), gpu_cases.stock_mem_fraction(env)
+    common = {"flag": flag, "base": env}
+    for case in gpu_cases.cases(env, settings.version):
+        if case.skip:
+            continue
+        for variant in ("plugin", "stock"):
+            yield _server(case, variant, f, test=CASE_TEST, when="always", work=variant, **common)
+        for variant in ("stock", "plugin"):
+            yield _server(
+                case,
+                variant,
+                lower,
+                test=CASE_TEST,
+                when=f"stock runs out of memory at f={f}",
+                work=f"{variant}-lower-f",
+                **common,
+            )
+    eagle3 = gpu_cases.case("eagle3", env, settings.version)
+    if eagle3.skip:
+        return
+    yield _server(
+        eagle3,
+        "plugin",
+        f,
+        test="test_gpu_servers.py::test_full_kv_cache_is_served_without_running_out_of_memory",
+        when="always",
+        work="load",
+        **common,
+    )
+    yield _server(
+        eagle3,
+        "stock",
+        f,
+        test="test_gpu_servers.py::test_stock_sglang_overshoots_the_same_budget",
+        when="always",
+        work="overshoot",
+        **common,
+    )
+    tp2 = dataclasses.replace(eagle3, name="eagle3_tp2", tp=2)
+    yield _server(
+        tp2,
+        "plugin",
+        f,
+        test="test_gpu_multi_rank.py::test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory",
+        when="the runner has 2 GPUs",
+        work="tp2",
+        flag=None,
+        base=env,
+    )
+
+
+def parse_problem(argv: list[str]) -> str:
+    """Why the installed release's own parser refuses ``argv`` ("" when it takes it).
+
+    ``ServerArgs.add_cli_args`` + ``parse_args`` + ``from_cli_args``, as ``prepare_server_args``
+    runs them; a dataclass ``__post_init__`` (0.5.13.post1, which reads the model's config and
+    the device) is not run: that is the launch, not the parse."""
+    from sglang.srt.server_args import ServerArgs
+
+    if argv[1:3] != ["-m", "sglang.launch_server"]:
+        return f"not a launch_server command: {argv[:3]}"
+    parser = argparse.ArgumentParser(prog="sglang serve")
+    ServerArgs.add_cli_args(parser)
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            namespace = parser.parse_args(argv[3:])
+    except SystemExit:
+        return stderr.getvalue().strip().splitlines()[-1]
+    with _without_post_init(ServerArgs):
+        ServerArgs.from_cli_args(namespace)
+    return ""
+
+
+@contextlib.contextmanager
+def _without_post_init(cls: type) -> Iterator[None]:
+    original = cls.__dict__.get("__post_init__")
+    if original is None:
+        yield
+        return
+    cls.__post_init__ = lambda self: None  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        cls.__post_init__ = original  # type: ignore[attr-defined]
+
+
+def server_problems(server: PlannedServer, full_env: Mapping[str, str]) -> list[str]:
+    """What is wrong with one planned server: its argv or its environment."""
+    problems = []
+    why = parse_problem(server.argv)
+    if why:
+        problems.append(f"argv refused by sglang's parser: {why}")
+    problems += cpu_double_problems(full_env)
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    del argv
+    base = dict(os.environ)
+    try:
+        servers = list(planned_servers(base))
+    except Exception as error:  # a CPU double in an env is raised where the env is built
+        print(f"[test-gpu] dry run: {error}", file=sys.stderr)
+        return 1
+    for server in servers:
+        full_env = {**base, **{k: v for k, v in server.env.items() if v}}
+        for k, v in server.env.items():
+            if not v:
+                full_env.pop(k, None)
+        problems = server_problems(server, full_env)
+        if problems:
+            print(
+                f"[test-gpu] dry run: {server.case} {server.variant} ({server.when}): "
+                + "; ".join(problems),
+                file=sys.stderr,
+            )
+            return 1
+        print(json.dumps(_record(server)))
+    return 0
+
+
+def _record(server: PlannedServer) -> dict[str, Any]:
+    return dataclasses.asdict(server)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The command and environment of one GPU server, shared by the suite and its dry run.
+
+Why one module: ``scripts/test-gpu.sh --dry-run`` prints what the suite would start, so both
+must build argv and env with the same two functions (:func:`launch_argv`, :func:`gpu_env`).
+The environment is checked where it is built: a CPU test double (the ``sgl_kernel`` stub on
+``PYTHONPATH``, the shims, the simulated meter's capacities) in a GPU server replaces a real
+CUDA kernel or reading, so :func:`gpu_env` raises instead of returning one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from harness.gpu import device_memory, storage_identity
+from harness.gpu.gpu_cases import Case
+from harness.launch.server_process import (
+    cpu_double_problems,
+    sglang_process_env,
+    without_cpu_doubles,
+)
+from harness.reports import device_probe
+
+REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
+
+
+class CpuDoubleInGpuEnv(RuntimeError):
+    """A GPU server's environment would carry a CPU test double."""
+
+
+def launch_argv(
+    case: Case, mem_fraction: str, deterministic_flag: str | None, python: str | None = None
+) -> list[str]:
+    """``python -m sglang.launch_server ...`` for ``case`` (host and port come at launch)."""
+    return [
+        python or sys.executable,
+        "-m",
+        "sglang.launch_server",
+        *case.launch_args(mem_fraction, deterministic_flag),
+    ]
+
+
+def gpu_env(
+    *,
+    plugin: bool,
+    report_dir: Path,
+    probe_dir: Path,
+    case_env: Mapping[str, str] | None = None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Environment of one GPU server's process tree; raises :class:`CpuDoubleInGpuEnv` if a
+    CPU double is left in it."""
+    env = sglang_process_env(
+        plugin=plugin,
+        base=without_cpu_doubles(os.environ if base is None else base),
+        cpu_doubles=False,
+        extra={
+            **(case_env or {}),
+            REPORT_DIR_ENV: str(report_dir),
+            device_probe.PROBE_ENV: "1",
+            device_probe.PROBE_DIR_ENV: str(probe_dir),
+            storage_identity.IDENTITY_ENV: "1",
+            storage_identity.IDENTITY_DIR_ENV: str(probe_dir),
+            device_memory.CUDA_DEVICE_ORDER[0]: device_memory.CUDA_DEVICE_ORDER[1],
+        },
+    )
+    # FlashInfer's JIT runs `ninja` by name: the interpreter's own bin/ goes first.
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    problems = cpu_double_problems(env)
+    if problems:
+        raise CpuDoubleInGpuEnv(
+            "a GPU server's environment has a CPU double: " + "; ".join(problems)
+        )
+    return env
+
+
+def changed_variables(env: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
+    """What ``env`` sets or changes relative to ``base`` (``""`` for a variable it removes)."""
+    changed = {k: v for k, v in env.items() if base.get(k) != v}
+    changed.update({k: "" for k in base if k not in env})
+    return dict(sorted(changed.items()))

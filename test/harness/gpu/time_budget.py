@@ -1,0 +1,122 @@
+"""How long each GPU test may take, and so how long the workflow's job must be allowed to run.
+
+Why: a job limit shorter than its tests' limits kills the job mid-test and loses what the
+tests after it would have said; a flat per-test limit says nothing about what a test does. So
+each test's limit is the sum of its launches' own bounds (:func:`limit_s_of`), the suite's
+is the sum over the tests the installed release runs (:func:`suite_limit_s`), and
+``.github/workflows/gpu.yml``'s step and job limits are checked against it in CI
+(``test/cpu/test_gpu_command.py``).
+
+One launch may: wait for its devices (``SPECINIT_GPU_MEMORY_WAIT_S``), start (the first
+launch of a session JIT-compiles FlashInfer's kernels: :data:`FIRST_STARTUP_S`, later ones
+:data:`STARTUP_S`; ``SPECINIT_GPU_STARTUP_TIMEOUT_S`` sets both), serve (greedy prompts, stock
+twice, and the short load) and tear down. The start-up figures are estimates until a GPU run
+measures them (docs/testing.md).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+
+from harness.gpu import gpu_cases, load
+
+STARTUP_ENV = "SPECINIT_GPU_STARTUP_TIMEOUT_S"
+DEVICE_WAIT_ENV = "SPECINIT_GPU_MEMORY_WAIT_S"
+TEST_TIMEOUT_ENV = "SPECINIT_GPU_TEST_TIMEOUT_S"
+FIRST_STARTUP_S = 1800.0  # model load + FlashInfer JIT + graph capture, a first run (estimate)
+STARTUP_S = 600.0  # the same with the JIT cache warm (estimate)
+DEVICE_WAIT_S = 300.0
+SMOKE_DEVICE_WAIT_S = 120.0
+# Prompts (4 x 96 greedy tokens, stock twice), /server_info, and the short load's deadline.
+SERVE_S = 180.0 + load.SHORT_LOAD_DEADLINE_S
+TEARDOWN_S = 60.0  # gpu_server.TEARDOWN_GRACE_S
+# Installing the release's CUDA stack and fetching checkpoints, before the suite (estimate).
+JOB_SETUP_S = 3600.0
+# Per test function: its launches and what it runs beyond them (a load's deadline, a planner).
+LAUNCHES = {
+    "test_case_fits_its_budget_and_matches_stock": 4,  # plugin, stock; both again at lower f
+    "test_full_kv_cache_is_served_without_running_out_of_memory": 1,
+    "test_stock_sglang_overshoots_the_same_budget": 1,
+    "test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory": 1,
+    "test_0_5_23_plan_prices_pools_on_this_gpu_as_the_server_does": 0,
+}
+EXTRA_S = {
+    "test_full_kv_cache_is_served_without_running_out_of_memory": load.DEADLINE_S,
+    "test_stock_sglang_overshoots_the_same_budget": load.DEADLINE_S,
+    "test_0_5_23_plan_prices_pools_on_this_gpu_as_the_server_does": 2 * 600.0,  # two commands
+}
+
+
+def startup_s(first: bool, env: Mapping[str, str] | None = None) -> float:
+    """One launch's start-up limit (the session's first launch compiles kernels)."""
+    value = (os.environ if env is None else env).get(STARTUP_ENV, "").strip()
+    if value:
+        return float(value)
+    return FIRST_STARTUP_S if first else STARTUP_S
+
+
+def _launch_s(first: bool, wait_s: float, env: Mapping[str, str] | None) -> float:
+    return wait_s + startup_s(first, env) + SERVE_S + TEARDOWN_S
+
+
+def _wait_s(env: Mapping[str, str] | None, default: float = DEVICE_WAIT_S) -> float:
+    value = (os.environ if env is None else env).get(DEVICE_WAIT_ENV, "").strip()
+    return float(value) if value else default
+
+
+def limit_s_of(
+    test: str, env: Mapping[str, str] | None = None, *, wait_s: float | None = None
+) -> int:
+    """One test's limit: its launches' bounds (the first a session's first, with the JIT)
+    plus what it runs beyond them. ``SPECINIT_GPU_TEST_TIMEOUT_S`` replaces it."""
+    override = (os.environ if env is None else env).get(TEST_TIMEOUT_ENV, "").strip()
+    if override:
+        return int(float(override))
+    wait = _wait_s(env) if wait_s is None else wait_s
+    n = LAUNCHES[test]
+    launches = [_launch_s(i == 0, wait, env) for i in range(n)]
+    return int(math.ceil(sum(launches) + EXTRA_S.get(test, 0.0)))
+
+
+def suite_tests(release: str, env: Mapping[str, str]) -> list[str]:
+    """The tests of ``test/gpu`` the release runs for the selected profile, by function name
+    (one per case of the case test)."""
+    cases = [c for c in gpu_cases.cases(env, release) if not c.skip]
+    tests = ["test_case_fits_its_budget_and_matches_stock"] * len(cases)
+    tests += [
+        "test_full_kv_cache_is_served_without_running_out_of_memory",
+        "test_stock_sglang_overshoots_the_same_budget",
+        "test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory",
+    ]
+    if release == "0.5.23":
+        tests.append("test_0_5_23_plan_prices_pools_on_this_gpu_as_the_server_does")
+    return tests
+
+
+def suite_limit_s(release: str, env: Mapping[str, str]) -> int:
+    """Every test at its limit, one after another; only the session's first launch compiles
+    kernels, so the JIT's extra start-up is counted once."""
+    tests = suite_tests(release, env)
+    jit_extra = startup_s(True, env) - startup_s(False, env)
+    per_test = [limit_s_of(t, env) for t in tests]
+    firsts = sum(1 for t in tests if LAUNCHES[t] > 0)
+    return int(sum(per_test) - max(firsts - 1, 0) * jit_extra)
+
+
+def job_limit_s(release: str, env: Mapping[str, str]) -> int:
+    """The suite plus installing the stack and fetching checkpoints."""
+    return int(suite_limit_s(release, env) + JOB_SETUP_S)
+
+
+def smoke_timeout_s(env: Mapping[str, str] | None = None) -> int:
+    """The smoke (the eagle3 case test alone) waits at most 120 s for its devices."""
+    return limit_s_of(
+        "test_case_fits_its_budget_and_matches_stock", env, wait_s=_wait_s(env, SMOKE_DEVICE_WAIT_S)
+    )
+
+
+if __name__ == "__main__":
+    # ``python -m harness.gpu.time_budget``: the largest per-test limit (the command's default).
+    print(max(limit_s_of(t) for t in LAUNCHES))
