@@ -38,9 +38,13 @@ _PROCESS = textwrap.dedent(
     load_plugins()
     from sglang.srt.model_executor.model_runner import ModelRunner
     import sglang_specinit
+    from sglang_specinit.hooks import hook_registry_state
 
     print(json.dumps({
         "package": sglang_specinit.__file__,
+        # Imported before the plugin loaded: patched by the plugin's install at once.
+        "present_module_patched": "sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings"
+        in hook_registry_state().applied,
         "imported_before_plugins": before,
         "alloc_memory_pool": hasattr(ModelRunner, "alloc_memory_pool"),
         "init_backends": hasattr(ModelRunner, "init_backends"),
@@ -62,6 +66,7 @@ def test_module_imported_while_hooks_are_applied_is_patched() -> None:
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result.pop("package") == sglang_specinit.__file__
     assert result == {
+        "present_module_patched": True,
         "imported_before_plugins": False,
         "alloc_memory_pool": True,
         "init_backends": True,
