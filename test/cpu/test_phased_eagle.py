@@ -454,6 +454,7 @@ EAGLE3_DRAFT_TENSORS = (
 )
 
 
+@pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
 def test_eagle3_hot_token_map_and_own_head_survive_every_phase(
     launch: Callable[[str, bool], Launch],
 ) -> None:
@@ -470,6 +471,7 @@ def test_eagle3_hot_token_map_and_own_head_survive_every_phase(
         assert (on[name]["sha256"], on[name]["owner"]) == (off[name]["sha256"], off[name]["owner"])
 
 
+@pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
 def test_adaptive_controller_and_forward_hooks_are_built_as_stock_builds_them(
     launch: Callable[[str, bool], Launch],
 ) -> None:
