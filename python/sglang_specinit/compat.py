@@ -212,13 +212,13 @@ def install(version: str, patches: dict[str, ModulePatch], source: Any, strict: 
     state = PatchState(version=version, patches=patches, source=source, strict=strict)
     _state = state
     present = [name for name in patches if name in sys.modules]
-    # Decided before patching: applying hooks can import more modules as a side effect (any
-    # plugin's HookRegistry target is imported when hooks are applied); after_import patches
-    # those at once, so none is left unpatched.
-    later = [name for name in patches if name not in present]
+    # The others are watched before the present ones are patched, so a module that patching
+    # imported (none does: hooks.apply_hook_targets applies only this plugin's own targets, in
+    # modules already imported) would still go through the finder and be patched.
+    for name in patches:
+        if name not in present:
+            after_import(name, lambda module: state.check_and_apply([module]))
     state.check_and_apply([sys.modules[name] for name in present])
-    for name in later:
-        after_import(name, lambda module: state.check_and_apply([module]))
     return state
 
 

@@ -1,4 +1,4 @@
-"""Run a callback right after a named module finishes importing (or now, if it already has).
+"""Run a callback right after a named module, not imported yet, finishes importing.
 
 The plugin patches a module only once SGLang itself imports it, so a process pays only for the
 modules it really uses: the launcher never imports the speculative workers, and a scheduler
@@ -61,11 +61,8 @@ class AfterImportFinder(importlib.abc.MetaPathFinder):
         self._finding = threading.local()
 
     def watch(self, name: str, callback: Callback) -> None:
-        """Call ``callback`` after ``name`` is imported; at once if it already is."""
-        module = sys.modules.get(name)
-        if module is not None:
-            callback(module)
-            return
+        """Call ``callback`` after ``name`` is imported (the caller patches the modules already
+        imported itself: :func:`sglang_specinit.compat.install`)."""
         with self._lock:
             self._callbacks[name] = callback
 
@@ -110,7 +107,7 @@ _finder: AfterImportFinder | None = None
 
 
 def after_import(name: str, callback: Callback) -> None:
-    """Run ``callback(module)`` once module ``name`` is imported (now if it already is)."""
+    """Run ``callback(module)`` once module ``name``, not in ``sys.modules`` yet, is imported."""
     global _finder
     if _finder is None:
         _finder = AfterImportFinder()

@@ -26,7 +26,11 @@ from typing import Any
 from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.early_binding import bind_shared_weights_early
 from sglang_specinit.live_sizing import DraftDescription
-from sglang_specinit.runner_readings import draft_duplicate_bytes, rank_free_at_sizing
+from sglang_specinit.runner_readings import (
+    draft_duplicate_bytes,
+    draft_unshared_storages,
+    rank_free_at_sizing,
+)
 from sglang_specinit.sizing_state import TargetSizing, sizing_active
 from sglang_specinit.step_aside import StepAside
 from sglang_specinit.stock_binding import EarlyBinding
@@ -65,11 +69,16 @@ def run_pool_phase(
         original(scheduler)
         return
     sizing = phase.sizing_for(scheduler)
+    # Nothing changes the draft's storages between here and SGLang's profiling.
+    at_profile = draft_unshared_storages(scheduler, sizing.draft)
     own_free = rank_free_at_sizing(scheduler.tp_worker.model_runner)
     with sizing_active(sizing):
         original(scheduler)
     if sizing.plan is None:
         return  # the sizing hook stepped aside (and said why)
+    sizing.duplicate_bytes_at_profile = duplicates_resident_at_profile(
+        at_profile, draft_unshared_storages(scheduler, sizing.draft)
+    )
     scheduler._specinit_sizing = sizing
     phase.log_breakdown(scheduler, sizing, own_free)
 
@@ -81,8 +90,11 @@ def bound_sizing(scheduler: Any, description: DraftDescription) -> TargetSizing:
     before = draft_duplicate_bytes(scheduler, description)
     bind_shared_weights_early(scheduler.draft_worker)
     after = draft_duplicate_bytes(scheduler, description)
-    return TargetSizing(
-        draft=description,
-        duplicate_bytes_at_profile=0,
-        stock_duplicate_bytes=max(before - after, 0),
-    )
+    return TargetSizing(draft=description, stock_duplicate_bytes=max(before - after, 0))
+
+
+def duplicates_resident_at_profile(at_profile: dict[Any, int], after_pools: dict[Any, int]) -> int:
+    """Bytes of the draft storages held apart from the target while the target pool was
+    profiled that SGLang's own binding, later in its pool phase, replaced by the target's:
+    the duplicates resident at profiling (0 once :func:`bound_sizing` bound them first)."""
+    return sum(size for key, size in at_profile.items() if key not in after_pools)

@@ -24,15 +24,19 @@ def kv_pool_allocated_bytes(runner: Any) -> int:
     return int(sum(sizes)) if isinstance(sizes, tuple) else int(sizes)
 
 
+def draft_unshared_storages(scheduler: Any, description: DraftDescription) -> dict[Any, int]:
+    """storage identity -> bytes of every draft weight storage not shared with the target."""
+    target = storage_bytes([scheduler.tp_worker.model_runner.model])
+    return storage_bytes([r.model for r in description.weight_runners], target)
+
+
 def draft_duplicate_bytes(scheduler: Any, description: DraftDescription) -> int:
     """Bytes of draft weight storages not shared with the target (before/after binding).
 
     The difference across the early binding is what stock keeps resident twice while it
     profiles the target pool.
     """
-    target = storage_bytes([scheduler.tp_worker.model_runner.model])
-    draft = storage_bytes([r.model for r in description.weight_runners], target)
-    return sum(draft.values())
+    return sum(draft_unshared_storages(scheduler, description).values())
 
 
 def rank_free_at_sizing(runner: Any) -> int:

@@ -28,7 +28,8 @@ class TargetSizing:
     """What the scheduler hook hands to the sizing hook for one target pool."""
 
     draft: DraftDescription
-    # Draft weight bytes resident at this point that duplicate the target's (0 once bound).
+    # Draft weight bytes resident while the target pool was profiled that duplicate the
+    # target's: the storages SGLang's later binding replaced (set after its pool phase).
     duplicate_bytes_at_profile: int = 0
     # What stock would have had resident twice (measured before the early binding).
     stock_duplicate_bytes: int = 0

@@ -52,10 +52,17 @@ def assert_ended_cleanly(run: EndedLaunch) -> None:
 
 
 # Every row's check and message are unit-tested without a launch (test/unit/test_launch_checks.py).
-# End to end, one launch costs SGLang's imports (~22 s), so CI runs one file row at TP 1 and one
-# flag row at TP 2 (a refusal in the launcher happens before any rank exists, so TP
-# only changes the flag); the rest of the matrix runs with SPECINIT_TEST_SLOW=1.
-IN_CI = {("truncated-draft-shard", 1), ("mem-fraction-0", 2)}
+# End to end, one launch costs SGLang's imports (~22 s), so CI runs at TP 1 one file row and the
+# two rows stock would otherwise start on a CPU device (fraction 1.5: refused only later, in the
+# scheduler; a draft of another width: fails on its first speculative forward), and one flag row
+# at TP 2 (a refusal in the launcher happens before any rank exists, so TP only changes the
+# flag); the rest of the matrix runs with SPECINIT_TEST_SLOW=1.
+IN_CI = {
+    ("truncated-draft-shard", 1),
+    ("mem-fraction-1.5", 1),
+    ("draft-hidden-size", 1),
+    ("mem-fraction-0", 2),
+}
 REFUSED_CASES = [
     pytest.param(
         row,

@@ -23,14 +23,16 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness.checkpoints import eagle_drafts, llama_family, tiny_vocab
+from harness.checkpoints.eagle_drafts import own_lm_head_problems
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape
+from harness.launch import forward_hooks
 from harness.launch.engine import (
     DEFAULT_CAPACITY_BYTES,
     ENGINE_TEST_TIMEOUT_S,
@@ -38,6 +40,7 @@ from harness.launch.engine import (
     cpu_server,
 )
 from harness.reports import device_probe
+from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.reports.report_reading import (
     PHASES,
     REPORT_DIR_ENV,
@@ -60,6 +63,9 @@ pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)
 
 CAPACITY = DEFAULT_CAPACITY_BYTES
 MEMORY_PREFIX = "SPECINIT_MEMORY "
+EAGLE3_DRAFT_VOCAB = DEFAULT_TARGET.vocab // 2  # a reduced draft vocabulary: a hot-token map
+# --forward-hooks patterns that match modules of both the target and the EAGLE3 draft.
+HOOKED_MODULES = ["lm_head", "model.layers.*.mlp"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,8 @@ class Case:
     make_draft: Callable[[], Path]
     # Draft tensors replaced by the target's at bind time (freed before the pool is sized).
     shared_with_target: tuple[str, ...]
+    # Engine flags beyond the harness's defaults, the same plugin on and off.
+    flags: dict[str, Any] = field(default_factory=dict)
 
     def owns(self, tensor: str) -> bool:
         """Whether the draft keeps this checkpoint tensor (its name has no shared part)."""
@@ -82,12 +90,19 @@ CASES = {
         eagle_drafts.tiny_eagle_draft,
         ("embed_tokens", "lm_head"),
     ),
-    # Draft KV geometry differs from the target's (1 KV head of dim 48 vs 2 of dim 16).
+    # Draft KV geometry differs from the target's (1 KV head of dim 48 vs 2 of dim 16), its
+    # vocabulary is reduced (a hot-token map), and phase 4 has two stock steps to keep: the
+    # adaptive controller's runtime states and --forward-hooks (on the same launch, they
+    # change no pool).
     "EAGLE3": Case(
         "EAGLE3",
         eagle_drafts.DEFAULT_EAGLE3_DRAFT,
-        eagle_drafts.tiny_eagle3_draft,
+        lambda: eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB),
         ("embed_tokens",),
+        {
+            "speculative_adaptive": True,
+            "forward_hooks": forward_hooks.hook_specs(HOOKED_MODULES),
+        },
     ),
     "EAGLE3-nnpl0": Case(
         "EAGLE3",
@@ -128,7 +143,9 @@ def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
             REPORT_DIR_ENV: str(specinit_dir),
             device_probe.PROBE_ENV: "1",
             device_probe.PROBE_DIR_ENV: str(probe_dir),
+            TENSOR_REPORT_ENV: "1",  # every model tensor: the hot-token map, the draft's head
         },
+        **case.flags,
     ) as engine:
         report = engine.scheduler_report()
         info = engine.server_info()
@@ -425,12 +442,69 @@ def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
     )
 
 
+# --------------------------------------------------------------------------- phase 4 as stock
+
+# Tensors of the EAGLE3 draft that must be stock's after init: its hot-token map (on the model
+# and on the worker), its own trained head and the embedding it shares with the target.
+EAGLE3_DRAFT_TENSORS = (
+    "worker/hot_token_id",
+    "draft0/hot_token_id",
+    "draft0/lm_head.weight",
+    "draft0/model.embed_tokens.weight",
+)
+
+
+@pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
+def test_eagle3_hot_token_map_and_own_head_survive_every_phase(
+    launch: Callable[[str, bool], Launch],
+) -> None:
+    """A draft vocabulary smaller than the target's: the hot-token map loaded with the draft
+    is still there after phase 4 and the draft's lm_head is its own trained head, value for
+    value and alias for alias as stock leaves them (a map re-initialised in phase 4 is None,
+    a head replaced by the target's is the target's storage)."""
+    for plugin in (True, False):  # the phased launch first: it fails without waiting for stock
+        report = launch("EAGLE3", plugin).report
+        assert report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB, plugin
+        assert own_lm_head_problems(report) == [], plugin
+    on, off = (launch("EAGLE3", plugin).report["tensors"] for plugin in (True, False))
+    for name in EAGLE3_DRAFT_TENSORS:
+        assert (on[name]["sha256"], on[name]["owner"]) == (off[name]["sha256"], off[name]["owner"])
+
+
+@pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
+def test_adaptive_controller_and_forward_hooks_are_built_as_stock_builds_them(
+    launch: Callable[[str, bool], Launch],
+) -> None:
+    """``--speculative-adaptive`` and ``--forward-hooks`` on the phased launch: the adaptive
+    controller holds a runtime state for every candidate step count, and the hooks sit on the
+    same modules of target and draft, as on the stock launch of the same flags."""
+
+    def hooked(run: Launch) -> dict[str, list[str]]:
+        return {r["role"]: r["forward_hooked_modules"] for r in run.report["model_runners"]}
+
+    for plugin in (True, False):  # the phased launch first: it fails without waiting for stock
+        run = launch("EAGLE3", plugin)
+        steps = run.report["draft"]["adaptive_state_steps"]
+        assert steps is not None and len(steps) > 1, (plugin, steps)
+        assert hooked(run)["target"] and hooked(run)["draft"], (plugin, hooked(run))
+    on, off = launch("EAGLE3", True), launch("EAGLE3", False)
+    assert on.report["draft"]["adaptive_state_steps"] == off.report["draft"]["adaptive_state_steps"]
+    assert hooked(on) == hooked(off)
+
+
 # --------------------------------------------------------------------------- launch_server
+
+
+# Below the context length (2,048): the pool, not the context, bounds one request.
+CAPPED_TOKENS = DEFAULT_TARGET.max_position_embeddings // 2
 
 
 def test_launch_server_reports_the_budgeted_token_count(
     tiny_target: Path, tiny_eagle_draft: Path, tmp_path: Path
 ) -> None:
+    """``--max-total-tokens`` below the context length: the server serves that count, and the
+    longest request is bounded by the pool as stock 0.5.13.post1's TpModelWorker bounds it
+    (``min(context_len, pool tokens) - 1``, 5 tokens fewer for the input)."""
     specinit_dir = tmp_path / "specinit"
     specinit_dir.mkdir()
     with cpu_server(
@@ -442,6 +516,7 @@ def test_launch_server_reports_the_budgeted_token_count(
         # SGLang derives its (unused) gRPC port as --port + 10000 and rejects it above 65535,
         # which a random free --port above 55535 triggers; pin it to a valid, unused value.
         extra_env={REPORT_DIR_ENV: str(specinit_dir)},
+        max_total_tokens=CAPPED_TOKENS,
     ) as server:
         info = server.server_info()
         report = server.scheduler_report()
@@ -453,6 +528,12 @@ def test_launch_server_reports_the_budgeted_token_count(
     assert info["max_total_num_tokens"] == report["scheduler"]["max_total_num_tokens"]
     assert sorted(r["role"] for r in report["model_runners"]) == ["draft", "target"]
     assert runner(report, "draft")["kv_pool"]["size"] == breakdown["tokens"]
+    assert breakdown["tokens"] == CAPPED_TOKENS
+    scheduler = report["scheduler"]
+    assert (
+        scheduler["max_req_len"] == CAPPED_TOKENS - 1 < DEFAULT_TARGET.max_position_embeddings - 1
+    )
+    assert scheduler["max_req_input_len"] == scheduler["max_req_len"] - 5
     assert re.search(r"SPECINIT_MEMORY \{", server.log_path.read_text(errors="replace"))
     # The harness's launch_server helper tore the server's process group down on exit.
     assert proc.poll() is not None

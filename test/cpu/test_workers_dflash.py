@@ -79,7 +79,7 @@ def stock_cell() -> int:
     return -(-DEFAULT_TARGET.kv_bytes_per_token() * (t + d) // t)
 
 
-@pytest.mark.parametrize("case", ["on", pytest.param("window", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("case", ["on", "window"])
 def test_dflash_comes_up_through_the_four_phases(
     launch: Callable[[str], Launch], case: str
 ) -> None:
@@ -95,7 +95,7 @@ def test_dflash_comes_up_through_the_four_phases(
     )
 
 
-@pytest.mark.parametrize("case", ["on", pytest.param("window", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("case", ["on", "window"])
 def test_draft_pool_is_priced_at_its_own_geometry(
     launch: Callable[[str], Launch], case: str
 ) -> None:
@@ -142,7 +142,6 @@ def test_draft_weights_are_counted(launch: Callable[[str], Launch]) -> None:
     )
 
 
-@pytest.mark.slow  # the compact-window launch; CI runs DFLASH without a window
 def test_compact_window_gives_the_draft_a_private_request_table(
     launch: Callable[[str], Launch],
 ) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from harness.checkpoints.eagle_drafts import own_lm_head_problems
 from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S
 from harness.launch.release_suite import (
     PLAN_KEYS,
@@ -69,9 +70,11 @@ def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_o
     assert memory["draft_kv_bytes_per_token"] == draft_row != target_layer_row
     # The draft's own embed was bound to the target's before profiling (freed at sizing), and
     # EAGLE3's reduced vocabulary map survived the skipped stock init_token_map.
+    assert memory["duplicate_bytes_at_profile"] == 0  # measured: what SGLang bound later
     assert memory["stock_duplicate_bytes_at_profile"] > 0
-    assert memory["duplicate_bytes_at_profile"] == 0
     assert eagle3_on.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
+    # The draft's own trained head stays its own (EAGLE3 binds only the embedding).
+    assert own_lm_head_problems(eagle3_on.report) == []
 
 
 @pytest.fixture(scope="module")

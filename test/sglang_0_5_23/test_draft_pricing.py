@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from harness.checkpoints import llama_family
+from harness.checkpoints.eagle_drafts import own_lm_head_problems
 from harness.gpu import storage_identity
 from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S, STANDALONE_SHAPE
 
@@ -96,6 +97,7 @@ def test_weights_and_pools_fill_the_budget_to_within_one_page(engine_runs, kind)
 def test_duplicate_embed_and_head_are_gone_before_profiling(engine_runs, kind) -> None:
     run = engine_runs(kind, True)
     memory = run.memory
+    assert memory["duplicate_bytes_at_profile"] == 0  # measured: what SGLang bound later
     assert memory["stock_duplicate_bytes_at_profile"] == DUPLICATES[kind]
     # Resident when SGLang profiled the target pool: both models' weights, each shared tensor
     # once, plus EAGLE3's hot-token map (int64, set by the binding) and a few KiB of small
@@ -111,6 +113,8 @@ def test_duplicate_embed_and_head_are_gone_before_profiling(engine_runs, kind) -
 def test_eagle3_keeps_its_hot_token_map(engine_runs) -> None:
     run = engine_runs("EAGLE3", True)
     assert run.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
+    # ... and its own trained lm_head (only the embedding is bound to the target's).
+    assert own_lm_head_problems(run.report) == []
 
 
 @pytest.mark.launches(("EAGLE3-nnpl0", True))

@@ -192,3 +192,26 @@ def tiny_eagle3_draft(shape: TinyLlamaShape = DEFAULT_EAGLE3_DRAFT, **kw: Any) -
 def tiny_dflash_draft(shape: TinyLlamaShape = DEFAULT_DFLASH_DRAFT, **kw: Any) -> Path:
     """Cached DFLASH draft for the default 2-layer tiny Llama target."""
     return cached_checkpoint(DFLASH_DRAFT, shape, **kw)
+
+
+def own_lm_head_problems(report: dict[str, Any]) -> list[str]:
+    """Why the live EAGLE3 draft's ``lm_head`` in a scheduler report (with its tensor report,
+    ``SPECINIT_TEST_TENSOR_REPORT=1``) is not its own trained head: a storage another tensor
+    owns (the target's head bound in its place), another shape, or other values than its
+    checkpoint's ``lm_head.weight``. Empty when it is the draft's own."""
+    from safetensors import safe_open
+
+    from harness.reports.fidelity_tensors import _digest as tensor_digest
+
+    live = report["tensors"]["draft0/lm_head.weight"]
+    (draft,) = [r for r in report["model_runners"] if r["role"] == "draft"]
+    with safe_open(str(Path(draft["model_path"]) / "model.safetensors"), "pt") as f:
+        stored = f.get_tensor("lm_head.weight")
+    problems = []
+    if live["owner"] != "draft0/lm_head.weight":
+        problems.append(f"the draft's lm_head is {live['owner']}'s storage")
+    if live["shape"] != list(stored.shape):
+        problems.append(f"shape {live['shape']}, the checkpoint's {list(stored.shape)}")
+    elif live["sha256"] != tensor_digest(stored):
+        problems.append("values differ from the checkpoint's lm_head.weight")
+    return problems

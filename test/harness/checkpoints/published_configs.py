@@ -10,9 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-EXAMPLES = (
-    Path(__file__).resolve().parents[3] / "python" / "sglang_specinit" / "planner" / "examples"
-)
+from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
+
+# The installed package's shipped examples (not the checkout's copy: tests run what is installed).
+EXAMPLES = EXAMPLES_DIR
 
 
 def model_config(path: Path, overrides: dict[str, Any] | None = None, **kwargs: Any) -> Any:

@@ -185,6 +185,12 @@ def model_runner_summary(runner: Any) -> dict[str, Any]:
         ),
         "buffer_bytes": named_tensor_bytes(model.named_buffers()) if model is not None else {},
         "kv_pool": kv_pool_summary(getattr(runner, "token_to_kv_pool", None)),
+        # Modules carrying a forward hook (``--forward-hooks`` registers them on each runner).
+        "forward_hooked_modules": sorted(
+            name for name, module in model.named_modules() if module._forward_hooks
+        )
+        if model is not None
+        else [],
         "sglang_cell_size": sglang_cell_size(runner),
         "req_to_token_pool_id": id(getattr(runner, "req_to_token_pool", None)),
         "token_to_kv_pool_allocator_id": id(getattr(runner, "token_to_kv_pool_allocator", None)),
@@ -197,10 +203,13 @@ def draft_worker_summary(spec_worker: Any) -> dict[str, Any] | None:
         return None
     draft = getattr(spec_worker, "_draft_worker", None)
     hot = getattr(draft, "hot_token_id", None)
+    # ``--speculative-adaptive``: the step counts the controller holds a runtime state for.
+    controller = getattr(spec_worker, "adaptive_controller", None)
     return {
         "worker_class": type(spec_worker).__name__,
         "draft_class": type(draft).__name__ if draft is not None else None,
         "hot_token_id_len": int(hot.numel()) if hot is not None else None,
+        "adaptive_state_steps": sorted(controller._states) if controller is not None else None,
     }
 
 
