@@ -51,6 +51,9 @@ patch = PatchTable(MODULE)
 # id(target configurator) -> (that configurator, its prices), for every target pool this
 # package sized in this process; the post-capture resize reads it.
 _SIZED: dict[int, tuple[Any, Prices]] = {}
+# id(target configurator) -> the tokens its post-capture budget buys at real prices, while
+# SGLang's config_from_budget runs for it: the token sync reads it (apply_token_constraints).
+_PRE_SYNC_CAP: dict[int, int] = {}
 
 
 @patch.around("KVCacheConfigurator._resolve_memory_pool_config", params=("pre_model_load_memory",))
@@ -72,7 +75,6 @@ _SIZED: dict[int, tuple[Any, Prices]] = {}
 # guard, not by an ImportError mid-sizing.
 @patch.calls(
     "KVCacheConfigurator._profile_available_bytes",
-    "KVCacheConfigurator._apply_token_constraints",
     "KVCacheConfigurator.resolve_max_num_reqs",
     "KVCacheConfigurator._derive_pool_sizes",
     "KVCacheConfigurator._init_pools",
@@ -305,17 +307,34 @@ def config_from_budget(
     With ``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1`` (CUDA only) 0.5.23 re-sizes the KV pools
     after graph capture from the memory then free, through this method with ``cap_tokens`` =
     the pre-capture count and stock's rule (draft at the target's geometry). For a target this
-    package sized, the cap is tightened to what the post-capture budget buys at the prices the
-    pools really cost; SGLang's own method does the rest, so the result is the smallest of the
-    pre-capture count, stock's re-pricing and this package's: never more than stock would
-    resize to, and never past the budget where stock's rule underprices the draft.
+    package sized, what the post-capture budget buys at the prices the pools really cost
+    enters SGLang's token sync with stock's count (:func:`apply_token_constraints`): SGLang's
+    own method does the rest, so the result is the smallest of the pre-capture count, stock's
+    re-pricing and this package's, and under pipeline parallelism one count on every stage
+    (SGLang applies ``cap_tokens`` after its MIN over stages; a per-stage cap there would not
+    be).
     """
     entry = _SIZED.get(id(self))
     if cap_tokens is None or entry is None or entry[0] is not self:
         return original(self, budget_bytes, cap_tokens=cap_tokens)
     target_kv, draft_pools, _fixed = entry[1]
     ours = tokens_within_pool_budget((target_kv, *draft_pools), budget_bytes, int(self.page_size))
-    return original(self, budget_bytes, cap_tokens=min(cap_tokens, ours))
+    _PRE_SYNC_CAP[id(self)] = ours
+    try:
+        return original(self, budget_bytes, cap_tokens=cap_tokens)
+    finally:
+        _PRE_SYNC_CAP.pop(id(self), None)
+
+
+@patch.around("KVCacheConfigurator._apply_token_constraints", params=("token_capacity",))
+def apply_token_constraints(original: Any, self: Any, token_capacity: int) -> int:
+    """AROUND hook: inside a post-capture resize this package sized (:func:`config_from_budget`),
+    the count entering SGLang's user cap and PP MIN all-reduce is at most what the budget buys
+    at real prices; everywhere else (pre-capture sizing, stock launches) SGLang's method as is."""
+    cap = _PRE_SYNC_CAP.get(id(self))
+    if cap is not None:
+        token_capacity = min(token_capacity, cap)
+    return original(self, token_capacity)
 
 
 HOOKS, NEW_METHODS, REQUIRES = patch.tables()
