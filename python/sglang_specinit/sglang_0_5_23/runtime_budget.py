@@ -99,9 +99,10 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
         reason = "a fused draft pool" if fused else f"{type(configurator).__name__} pools"
         logger.warning(
             "[specinit] stock sglang %s KV sizing (draft priced at the target's geometry): "
-            "%s are not priced by sglang-specinit",
+            "%s are not priced by sglang-specinit%s",
             installed_sglang_version(),
             reason,
+            bind_early(sizing, priced=False),
         )
         return original(self, pre_model_load_memory)
     try:
@@ -112,13 +113,28 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
     except Exception as exc:  # any pool 0.5.23 cannot build tiny is not ours to size
         logger.warning(
             "[specinit] stock sglang %s KV sizing (draft priced at the target's geometry): "
-            "the pools of this launch could not be priced by building them (%s: %s)",
+            "the pools of this launch could not be priced by building them (%s: %s)%s",
             installed_sglang_version(),
             type(exc).__name__,
             exc,
+            bind_early(sizing, priced=False),
         )
         return original(self, pre_model_load_memory)
+    bind_early(sizing, priced=True)
     return _resolve(self, configurator, sizing, pre_model_load_memory, prices)
+
+
+def bind_early(sizing: TargetSizing, *, priced: bool) -> str:
+    """Run the sizing's early binding once, now that the hook knows whether it prices this
+    pool (``TargetSizing.bind_early``; nothing on a stage without the draft). Where it does
+    not, the binding is vetted as on any stock-sized launch: the duplicates stay where stock
+    leaves them unless stock's reserve covers the draft. Returns "; " + the binding's log
+    clause, or ""."""
+    binder, sizing.bind_early = sizing.bind_early, None
+    if binder is None:
+        return ""
+    note = binder(priced)
+    return f"; {note}" if note else ""
 
 
 def price_configurators(
@@ -226,9 +242,10 @@ def _resolve_dsv4(
     if reason is not None:
         logger.warning(
             "[specinit] stock sglang %s KV sizing (draft reserved as (T + 1) / T target "
-            "layers): %s is not priced by sglang-specinit",
+            "layers): %s is not priced by sglang-specinit%s",
             installed_sglang_version(),
             reason,
+            bind_early(sizing, priced=False),
         )
         return original(kvc, pre_model_load_memory)
     try:
@@ -241,12 +258,16 @@ def _resolve_dsv4(
     except Exception as exc:  # a pool 0.5.23 cannot build tiny is not ours to size
         logger.warning(
             "[specinit] stock sglang %s KV sizing: the DeepSeek-V4 draft pool could not be "
-            "priced by building it (%s: %s)",
+            "priced by building it (%s: %s)%s",
             installed_sglang_version(),
             type(exc).__name__,
             exc,
+            bind_early(sizing, priced=False),
         )
         return original(kvc, pre_model_load_memory)
+    # Bound once priced: a solve that fails below keeps stock's V4 solve, whose (T + 1) / T
+    # reserve holds more than the NextN draft allocates (test_dsv4_never_worse_than_stock).
+    bind_early(sizing, priced=True)
     try:
         return _solve_dsv4(kvc, sizing, pre_model_load_memory, priced, draft_prices, drafts)
     except Exception as exc:
