@@ -136,7 +136,11 @@ def _build_stage(rank: int) -> Stage:
         spec_algorithm=SpeculativeAlgorithm.EAGLE,
         server_args=layout.server_args,
         model_config=target.model_config,
-        tp_worker=SimpleNamespace(model_runner=SimpleNamespace(model=target.model)),
+        # The target runner as the hook reads it: its weights, and the device its free
+        # memory is read on after the early binding.
+        tp_worker=SimpleNamespace(
+            model_runner=SimpleNamespace(model=target.model, device="cpu", gpu_id=0)
+        ),
     )
     return Stage(rank, target, draft, holds, scheduler)
 
