@@ -27,6 +27,8 @@ from sglang_specinit.budget import make_plan, tokens_within_pool_budget
 from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import (
     SizingReadings,
+    SpecInitBudgetError,
+    budget_error_message,
     plan_from_readings,
 )
 from sglang_specinit.patch_table import PatchTable
@@ -270,6 +272,8 @@ def _resolve_dsv4(
     bind_early(sizing, priced=True)
     try:
         return _solve_dsv4(kvc, sizing, pre_model_load_memory, priced, draft_prices, drafts)
+    except SpecInitBudgetError:
+        raise  # a launch that cannot fit one page stops, as every priced launch does
     except Exception as exc:
         # No V4 launch has run here (V4 is CUDA-only): a layout the solve does not expect keeps
         # stock's own solve rather than stopping the launch.
@@ -303,19 +307,25 @@ def _solve_dsv4(
         kvc, sizing, pre_model_load_memory, available, (target_spec, draft_prices, 0)
     )
     inputs, _ = plan_from_readings(readings, refuse_too_few=False)
-    sizing.inputs = inputs
-    sizing.plan = dsv4_sizing.plan_of(
+    built = (
+        dsv4_sizing.built_pool_bytes(kvc, config),
+        sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
+    )
+    at_profile = int(schedule_of(kvc).mem_fraction_static * inputs.pre_load_free_bytes) - available
+    over = sum(built) > available  # fitted stepped down to one page and it still does not fit
+    plan = dsv4_sizing.plan_of(
         "specinit",
         inputs,
         config,
-        (
-            dsv4_sizing.built_pool_bytes(kvc, config),
-            sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
-        ),
+        built,
         dsv4_sizing.draft_bytes_per_row(priced, draft_prices),
         float(priced.bytes_per_full_token),
-        int(schedule_of(kvc).mem_fraction_static * inputs.pre_load_free_bytes) - available,
+        # Refused: the fraction that holds what is resident and those pools.
+        at_profile + (sum(built) if over else 0),
     )
+    if over:
+        raise SpecInitBudgetError(budget_error_message(inputs, plan))
+    sizing.inputs, sizing.plan = inputs, plan
     return config
 
 
