@@ -296,26 +296,33 @@ def test_hook_prices_the_draft_as_its_pools_allocate_before_any_step_down(
     assert term == pytest.approx((b2 - b1) / (f2 - f1), rel=1e-9)
 
 
+def _priced_layout(cell: Cell, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
+    """(target, draft, the draft's measured price, the priced configurator) for ``cell``,
+    published under ``tmp_path / "layout"`` (``tmp_path / "hook"`` left for the hook's run)."""
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+
+    (tmp_path / "layout").mkdir()
+    (tmp_path / "hook").mkdir()
+    layout = publish(cell, tmp_path / "layout")
+    target, (draft,) = layout.target, layout.drafts
+    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
+    return target, draft, price, dsv4_sizing.priced_configurator(target, [price])
+
+
 def test_hook_takes_the_draft_padding_off_before_the_solve(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The draft pool's padding (what it owns at no rows, measured as built) comes off the
     budget before SGLang's solve: at the smallest budget whose solve without it serves some
     count, the hook's solve serves a page fewer."""
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     cell = HOOK_CELLS[0]
-    (tmp_path / "layout").mkdir()
-    (tmp_path / "hook").mkdir()
-    layout = publish(cell, tmp_path / "layout")
-    target, (draft,) = layout.target, layout.drafts
-    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
-    ratio = dsv4_sizing.priced_configurator(target, [price]).swa_ratio
+    target, draft, price, ours = _priced_layout(cell, tmp_path)
+    ratio = ours.swa_ratio
     (f1, b1), (f2, b2) = (_draft_pool_bytes(draft, n * 256, ratio) for n in (10, 20))
     padding = b1 - (b2 - b1) * f1 // (f2 - f1)  # the built pools' bytes at no rows
     assert 0 < price.fixed_bytes <= padding <= price.fixed_bytes + (16 << 10)
-
-    ours = dsv4_sizing.priced_configurator(target, [price])
 
     def tokens_without_padding(available: int) -> int:
         return int(dsv4_sizing.solve(target, ours, available, 0).max_total_num_tokens)
@@ -339,15 +346,10 @@ def test_hook_refuses_a_v4_launch_whose_smallest_pools_do_not_fit(
     launch that cannot fit does, instead of sizing past the budget or falling back to
     stock's solve."""
     from sglang_specinit.live_sizing import SpecInitBudgetError
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     cell = HOOK_CELLS[0]
-    (tmp_path / "layout").mkdir()
-    (tmp_path / "hook").mkdir()
-    layout = publish(cell, tmp_path / "layout")
-    target, (draft,) = layout.target, layout.drafts
-    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
-    ours = dsv4_sizing.priced_configurator(target, [price])
+    target, draft, _price, ours = _priced_layout(cell, tmp_path)
     pages = 1
     while True:  # SGLang's smallest accepted count, by its own refusal of smaller ones
         try:

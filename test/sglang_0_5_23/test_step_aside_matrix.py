@@ -243,6 +243,20 @@ def _gpt_oss_eagle3_draft(tmp: Path, kv_heads: int) -> Path:
     return tmp
 
 
+def _gpt_oss_swa_cap(draft: Callable[[Path], str]) -> dict[str, Any]:
+    """gpt-oss-20b + the EAGLE3 ``draft`` with radix off and ``--max-running-requests 16``:
+    0.5.23 sizes it with its ``SWARequestCapPoolConfigurator``, which the plugin keeps."""
+    return {
+        "model_path": _ex("gpt-oss-20b-eagle3", "target"),
+        "speculative_draft_model_path": draft,
+        "speculative_algorithm": "EAGLE3",
+        "attention_backend": "triton",
+        "disable_radix_cache": True,
+        "max_running_requests": 16,
+        **SPEC_CHAIN,
+    }
+
+
 CASES = [
     Case(
         "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8",
@@ -276,15 +290,7 @@ CASES = [
     ),
     Case(
         "gpt-oss-20b + EAGLE3, radix off, --max-running-requests 16 (SWA request cap), TP 1",
-        {
-            "model_path": _ex("gpt-oss-20b-eagle3", "target"),
-            "speculative_draft_model_path": _ex("gpt-oss-20b-eagle3", "draft"),
-            "speculative_algorithm": "EAGLE3",
-            "attention_backend": "triton",
-            "disable_radix_cache": True,
-            "max_running_requests": 16,
-            **SPEC_CHAIN,
-        },
+        _gpt_oss_swa_cap(_ex("gpt-oss-20b-eagle3", "draft")),
         _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
         "SWARequestCapPoolConfigurator",
         device_gib=79.0,
@@ -293,17 +299,7 @@ CASES = [
     Case(
         "gpt-oss-20b + EAGLE3 of 16 KV heads, radix off, --max-running-requests 16 (SWA "
         "request cap), TP 1",
-        {
-            "model_path": _ex("gpt-oss-20b-eagle3", "target"),
-            "speculative_draft_model_path": lambda tmp: str(
-                _gpt_oss_eagle3_draft(tmp / "eagle3-kv16", 16)
-            ),
-            "speculative_algorithm": "EAGLE3",
-            "attention_backend": "triton",
-            "disable_radix_cache": True,
-            "max_running_requests": 16,
-            **SPEC_CHAIN,
-        },
+        _gpt_oss_swa_cap(lambda tmp: str(_gpt_oss_eagle3_draft(tmp / "eagle3-kv16", 16))),
         _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
         "SWARequestCapPoolConfigurator",
         device_gib=79.0,
