@@ -576,11 +576,19 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
     original = KVCacheConfigurator.config_from_budget
     stock = original(layout.target, budget, cap_tokens=cap).max_total_num_tokens
     runtime_budget._SIZED[id(layout.target)] = (layout.target, prices)
+    sync = KVCacheConfigurator._apply_token_constraints
+    # The plugin's hook on SGLang's token sync, as HookRegistry wraps it in a server.
+    hooked_sync = mock.patch.object(
+        KVCacheConfigurator,
+        "_apply_token_constraints",
+        lambda self, tokens: runtime_budget.apply_token_constraints(sync, self, tokens),
+    )
     try:
-        ours = runtime_budget.config_from_budget(
-            original, layout.target, budget, cap_tokens=cap
-        ).max_total_num_tokens
-        uncapped = runtime_budget.config_from_budget(original, layout.target, budget)
+        with hooked_sync:
+            ours = runtime_budget.config_from_budget(
+                original, layout.target, budget, cap_tokens=cap
+            ).max_total_num_tokens
+            uncapped = runtime_budget.config_from_budget(original, layout.target, budget)
     finally:
         runtime_budget._SIZED.pop(id(layout.target))
     # Without cap_tokens (the pre-capture path) the hook is stock.
