@@ -130,7 +130,8 @@ def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls
     with caplog.at_level(logging.WARNING):
         assert _run_hook(layout, sizing, stock) == "stock's config"
     assert stock_calls == [layout.target] and sizing.plan is None
-    binding = scheduler._specinit_early_binding
+    binding = getattr(scheduler, "_specinit_early_binding", None)
+    assert binding is not None, "the fallback ran no vetted binding"
     assert not binding.bound and "a geometry of its own" in binding.skipped
     (line,) = [r.getMessage() for r in caplog.records if "[specinit]" in r.getMessage()]
     assert "SWARequestCapPoolConfigurator pools are not priced" in line
