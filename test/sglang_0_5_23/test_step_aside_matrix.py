@@ -217,18 +217,14 @@ def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Callable[[], Weight
     counted alike: an input of the arithmetic) with its MTP layer, which every PD-prefill
     stage builds; its embed/shared head duplicate the target's until 0.5.23 binds them."""
 
+    whole = _deepseek_mtp_weights(tp)
+
     def weights() -> Weights:
         from sglang.srt.distributed.utils import get_pp_indices
 
-        size = _size("deepseek-v3-mtp", "target")
-        mtp = size["groups"]["model.layers.61."]
-        dup = (
-            size["tensors"]["model.layers.61.embed_tokens.weight"]
-            + size["tensors"]["model.layers.61.shared_head.head.weight"]
-        )
+        w = whole()
         start, end = get_pp_indices(61, rank, pp)
-        target = (size["total_bytes"] - mtp) * (end - start) // 61
-        return Weights(target // tp, (mtp - dup) // tp, dup // tp)
+        return Weights(w.target * (end - start) // 61, w.draft, w.duplicates)
 
     return weights
 
