@@ -10,7 +10,8 @@ config. Around it:
   duplicate embed/lm_head where stock's reserve covers the draft, and the line says what that
   bound and freed;
 * a priced launch describes its draft and binds the duplicates early
-  (``PoolPhase.sizing_for``: :func:`bound_sizing` for a rank holding the draft), makes that
+  (``PoolPhase.sizing_for``: :func:`bound_sizing` for a rank holding the draft; 0.5.23 leaves
+  it to its sizing hook, ``TargetSizing.bind_early``, until pricing is certain), makes that
   the active sizing for the configurator hook one frame deeper (:mod:`.sizing_state`), runs
   SGLang's method and logs the memory breakdown (``PoolPhase.log_breakdown``) with the rank's
   own free memory at sizing (read before SGLang's sizing, no collective added).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,10 @@ class TargetSizing:
     # The tokens this rank's own pricing affords, where SGLang's sync across pipeline stages
     # (a MIN all-reduce) then served fewer; None where the two agree.
     stage_tokens: int | None = None
+    # The draft's early binding, left to the sizing hook (0.5.23) until it knows whether it
+    # prices this pool: called once with True (pricing is certain: bind) or False (stock's
+    # sizing stays: bind only where stock's reserve covers the draft); returns the log clause.
+    bind_early: Callable[[bool], str] | None = None
 
 
 def active_sizing() -> TargetSizing | None:

@@ -10,9 +10,11 @@ token costs more than ``c`` and the launch ends further past its budget than sto
 Stock's draft reserve is ``d`` layers of the *target's* KV geometry (``d`` = the reserved
 draft layer count the adapter reads from the target runner; scaled by the same id-space factor
 the draft pool gets under HiSparse). It covers the draft when the draft's runners store KV in
-the target's geometry (same attention kind, latent or head dims, KV heads, KV dtype) and hold
-no more than ``d`` layers between them: then the draft pool is at most the reserve. This module
-checks exactly that, with SGLang's own config readings; it prices nothing.
+the target's geometry (same attention kind, latent or head dims, KV heads, KV dtype), hold
+no more than ``d`` layers between them, and build no more rows per target row than the reserve
+counts (a draft pool replicated over decode-context-parallel ranks builds ``dcp`` rows per
+target row; the adapter reads both counts): then the draft pool is at most the reserve. This
+module checks exactly that, with SGLang's own config readings; it prices nothing.
 """
 
 from __future__ import annotations
@@ -87,11 +89,16 @@ def stock_reserve_gap(
     draft_runners: Sequence[Any],
     reserved_layers: int,
     draft_layers: Sequence[int],
+    draft_rows_per_row: int = 1,
+    reserved_rows_per_row: int = 1,
 ) -> str:
     """Why stock's draft reserve may not cover this draft ("" when it does).
 
     ``reserved_layers`` is stock's ``d``; ``draft_layers`` the KV layers each draft runner
-    allocates."""
+    allocates; ``draft_rows_per_row`` the rows the draft pool builds per target row and
+    ``reserved_rows_per_row`` the rows stock's reserve counts per target row (both ``dcp``
+    where the draft is replicated over decode-context-parallel ranks and stock scales its
+    reserve so; 1 elsewhere)."""
     if not draft_runners:
         return "this rank holds no draft runner"
     total = sum(draft_layers)
@@ -99,6 +106,12 @@ def stock_reserve_gap(
         return (
             f"stock reserves {reserved_layers} draft layer(s) and the draft allocates {total}: "
             "more tokens would cost more than stock's price"
+        )
+    if draft_rows_per_row > reserved_rows_per_row:
+        return (
+            f"the draft pool is replicated over {draft_rows_per_row} decode-context-parallel "
+            f"ranks' rows and stock reserves {reserved_rows_per_row} per target row: more "
+            "tokens would cost more than stock's price"
         )
     target = kv_geometry(target_runner)
     if any(kv_geometry(r) != target for r in draft_runners):

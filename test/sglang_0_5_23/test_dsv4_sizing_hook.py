@@ -88,23 +88,48 @@ class HookRun:
     sizing: Any
     built: tuple[int, int]  # target pool, draft pool: what SGLang's pool classes own
     available: int
+    # (configurator, config) the hook's solve handed to the step-down (dsv4_sizing.fitted)
+    presolve: tuple[Any, Any]
     stock_tokens: int
     stock_fits: bool
     expected_tokens: int
 
 
+def spy_on_step_down(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
+    """Record what the hook's solve hands ``dsv4_sizing.fitted`` (its answer before any
+    step-down); the real step-down still runs."""
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
+
+    seen: list[tuple[Any, Any]] = []
+    step_down = dsv4_sizing.fitted
+
+    def recording(kvc: Any, configurator: Any, config: Any, *args: Any) -> Any:
+        seen.append((configurator, config))
+        return step_down(kvc, configurator, config, *args)
+
+    monkeypatch.setattr(dsv4_sizing, "fitted", recording)
+    return seen
+
+
 def run_hook(
-    cell: Cell, scratch: Path, stock_method: Any, monkeypatch: pytest.MonkeyPatch
+    cell: Cell,
+    scratch: Path,
+    stock_method: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    available: int | None = None,
 ) -> HookRun:
     from sglang_specinit.live_sizing import DraftDescription
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
     from sglang_specinit.sizing_state import TargetSizing, sizing_active
 
+    step_down = dsv4_sizing.fitted  # the real step-down, before the spy goes on
     layout = publish(cell, scratch)
     target, (draft,) = layout.target, layout.drafts
     target.model = torch.nn.Linear(2, 2)  # stands for the target's weights (read for the report)
-    available = profile_reading_double(cell)
+    if available is None:
+        available = profile_reading_double(cell)
     reading = {"bytes": available}
+    seen = spy_on_step_down(monkeypatch)
     # The configurator has __slots__: the double goes on the class (restored by monkeypatch).
     monkeypatch.setattr(
         type(target),
@@ -119,6 +144,7 @@ def run_hook(
     )
     with sizing_active(sizing):
         config = target._resolve_memory_pool_config(cell.device_gib)
+    (presolve,) = seen
     built = (
         dsv4_sizing.built_pool_bytes(target, config),
         dsv4_sizing.built_pool_bytes(draft, config),
@@ -129,7 +155,7 @@ def run_hook(
     price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
     ours = dsv4_sizing.priced_configurator(target, [price])
     expected = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
-    expected = dsv4_sizing.fitted(target, ours, expected, available, [draft])
+    expected = step_down(target, ours, expected, available, [draft])
 
     # Stock: SGLang's own method, no sizing active, on the budget it profiles (duplicates
     # resident), the draft pool built once they are freed.
@@ -145,6 +171,7 @@ def run_hook(
         sizing,
         built,
         available,
+        presolve,
         int(stock.max_total_num_tokens),
         stock_peak <= budget,
         int(expected.max_total_num_tokens),
@@ -233,3 +260,105 @@ def test_a_failing_v4_solve_keeps_stocks_solve(
     stock = hooked(target, cell.device_gib)
     assert int(config.max_total_num_tokens) == int(stock.max_total_num_tokens)
     assert sizing.plan is None and sizing.inputs is None
+
+
+def _draft_pool_bytes(draft: Any, swa_rows: int, ratio: float) -> tuple[int, int]:
+    """(full rows, bytes the draft's pools own) when built from a config of ``swa_rows`` SWA
+    rows at SGLang's ratio of full rows, on device ``meta`` (0.5.23's pool classes)."""
+    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
+
+    full = round(swa_rows / ratio)
+    config = MemoryPoolConfig(
+        max_total_num_tokens=full,
+        max_running_requests=1,
+        full_max_total_num_tokens=full,
+        swa_max_total_num_tokens=swa_rows,
+    )
+    return full, dsv4_sizing.built_pool_bytes(draft, config)
+
+
+def test_hook_prices_the_draft_as_its_pools_allocate_before_any_step_down(
+    run: HookRun, tmp_path: Path
+) -> None:
+    """The solve's coefficient carries the draft's term as the draft's pools allocate it per
+    full target row (SGLang's SWA split applied), read before the step-down could hide it."""
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
+
+    configurator, _config = run.presolve
+    term = configurator.bytes_per_full_token - dsv4_sizing.plain_coefficient(configurator)
+    draft = publish(run.cell, tmp_path).drafts[0]
+    page = 256
+    (f1, b1), (f2, b2) = (
+        _draft_pool_bytes(draft, n * page, configurator.swa_ratio) for n in (10, 20)
+    )
+    assert term > 0
+    assert term == pytest.approx((b2 - b1) / (f2 - f1), rel=1e-9)
+
+
+def _priced_layout(cell: Cell, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
+    """(target, draft, the draft's measured price, the priced configurator) for ``cell``,
+    published under ``tmp_path / "layout"`` (``tmp_path / "hook"`` left for the hook's run)."""
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+
+    (tmp_path / "layout").mkdir()
+    (tmp_path / "hook").mkdir()
+    layout = publish(cell, tmp_path / "layout")
+    target, (draft,) = layout.target, layout.drafts
+    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
+    return target, draft, price, dsv4_sizing.priced_configurator(target, [price])
+
+
+def test_hook_takes_the_draft_padding_off_before_the_solve(
+    hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The draft pool's padding (what it owns at no rows, measured as built) comes off the
+    budget before SGLang's solve: at the smallest budget whose solve without it serves some
+    count, the hook's solve serves a page fewer."""
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
+
+    cell = HOOK_CELLS[0]
+    target, draft, price, ours = _priced_layout(cell, tmp_path)
+    ratio = ours.swa_ratio
+    (f1, b1), (f2, b2) = (_draft_pool_bytes(draft, n * 256, ratio) for n in (10, 20))
+    padding = b1 - (b2 - b1) * f1 // (f2 - f1)  # the built pools' bytes at no rows
+    assert 0 < price.fixed_bytes <= padding <= price.fixed_bytes + (16 << 10)
+
+    def tokens_without_padding(available: int) -> int:
+        return int(dsv4_sizing.solve(target, ours, available, 0).max_total_num_tokens)
+
+    high = profile_reading_double(cell)
+    count = tokens_without_padding(high)
+    low = high - 2 * int(ours.bytes_per_full_token * 256)
+    while high - low > 1:  # the smallest budget whose padding-free solve serves `count`
+        mid = (low + high) // 2
+        low, high = (low, mid) if tokens_without_padding(mid) >= count else (mid, high)
+    run = run_hook(cell, tmp_path / "hook", hooked, monkeypatch, available=high)
+    _configurator, presolve = run.presolve
+    assert int(presolve.max_total_num_tokens) < count
+
+
+def test_hook_refuses_a_v4_launch_whose_smallest_pools_do_not_fit(
+    hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the pools SGLang builds at the smallest count it accepts (its SWA admission
+    floor) pass the budget, the launch stops with the fraction to pass, as every priced
+    launch that cannot fit does, instead of sizing past the budget or falling back to
+    stock's solve."""
+    from sglang_specinit.live_sizing import SpecInitBudgetError
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
+
+    cell = HOOK_CELLS[0]
+    target, draft, _price, ours = _priced_layout(cell, tmp_path)
+    pages = 1
+    while True:  # SGLang's smallest accepted count, by its own refusal of smaller ones
+        try:
+            smallest = ours.calculate_pool_sizes_from_max_tokens(pages * 256, 256)
+            break
+        except ValueError:
+            pages += 1
+    smallest.max_running_requests = target.resolve_max_num_reqs(smallest.max_total_num_tokens)
+    smallest = ours.finalize_with_max_running_requests(smallest)
+    built = sum(dsv4_sizing.built_pool_bytes(kvc, smallest) for kvc in (target, draft))
+    with pytest.raises(SpecInitBudgetError, match=r"Pass --mem-fraction-static \d"):
+        run_hook(cell, tmp_path / "hook", hooked, monkeypatch, available=built - 1)

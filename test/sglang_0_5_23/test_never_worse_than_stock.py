@@ -439,15 +439,11 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     )
     result.plugin_tokens = plan.tokens
     result.plugin_used = w.target + w.draft + result.pools_bytes(plan.tokens) + fixed_bytes
-    from sglang_specinit.stock_binding import stock_reserve_gap
+    from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
-    drafts = layout.drafts
-    result.reserve_gap = stock_reserve_gap(
-        target,
-        drafts,
-        int(result.stock_reserved_layers or 0),
-        [int(kvc.layer_info.num_effective_layers) for kvc in drafts],
-    )
+    # The scheduler's own vetting of an early binding (bind_where_stock_sizes), on the
+    # configurators.
+    result.reserve_gap = draft_reserve_gap(target, layout.drafts, layout.drafts)
     result.bound_tokens = configurator.calculate_pool_sizes(
         budget - (w.target + w.draft), page
     ).max_total_num_tokens
@@ -580,11 +576,19 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
     original = KVCacheConfigurator.config_from_budget
     stock = original(layout.target, budget, cap_tokens=cap).max_total_num_tokens
     runtime_budget._SIZED[id(layout.target)] = (layout.target, prices)
+    sync = KVCacheConfigurator._apply_token_constraints
+    # The plugin's hook on SGLang's token sync, as HookRegistry wraps it in a server.
+    hooked_sync = mock.patch.object(
+        KVCacheConfigurator,
+        "_apply_token_constraints",
+        lambda self, tokens: runtime_budget.apply_token_constraints(sync, self, tokens),
+    )
     try:
-        ours = runtime_budget.config_from_budget(
-            original, layout.target, budget, cap_tokens=cap
-        ).max_total_num_tokens
-        uncapped = runtime_budget.config_from_budget(original, layout.target, budget)
+        with hooked_sync:
+            ours = runtime_budget.config_from_budget(
+                original, layout.target, budget, cap_tokens=cap
+            ).max_total_num_tokens
+            uncapped = runtime_budget.config_from_budget(original, layout.target, budget)
     finally:
         runtime_budget._SIZED.pop(id(layout.target))
     # Without cap_tokens (the pre-capture path) the hook is stock.
@@ -615,7 +619,9 @@ def test_post_capture_resize_is_never_above_stock(tmp_path) -> None:
 def test_binding_early_under_stock_sizing_is_never_worse_than_stock(matrix, name) -> None:
     """Where a launch keeps stock sizing, stock_binding binds the duplicates before stock
     profiles only if stock's reserve covers the draft; there stock's extra tokens still fit
-    (checked on 0.5.23's own configurator and the pools its ``_init_pools`` builds)."""
+    where stock's did, and where stock's allocation already passes the budget the launch
+    uses no more than stock's (checked on 0.5.23's own configurator and the pools its
+    ``_init_pools`` builds)."""
     r = matrix[name]
     if r.reserve_gap or r.cell.fixed_pool_tokens:
         return  # not bound early (or a frozen-KV draft, which binds in its constructor)
@@ -627,6 +633,8 @@ def test_binding_early_under_stock_sizing_is_never_worse_than_stock(matrix, name
         # any stock launch allocates past its cell count): that page is all binding adds.
         padding = r.page_size * r.priced_per_row
         assert used <= r.budget + padding
+    else:
+        assert used <= r.stock_used
 
 
 def test_stock_binding_declines_where_stock_reserves_less_than_the_draft(matrix) -> None:

@@ -12,15 +12,21 @@ for what only a launch has, each named: an empty module for the unloaded weights
 ``_profile_available_bytes`` for the device reading, and a recording
 ``_apply_token_constraints`` for SGLang's MIN all-reduce over stages (one process here).
 
-Fails if the draft-less stage is charged any draft bytes, if the last stage is not charged
-its draft's pool as built, if the hook skips or repeats SGLang's token sync, or if a stage is
-sized past its bytes. The live PP 2 launch is ``test_pp_stages_live.py`` (slow).
+The token sync double answers in two passes: the first returns each stage's own value (what
+each stage offers the all-reduce), the second the MIN of the first pass's offers, as the
+all-reduce answers every stage (one process cannot run the collective across two stages).
+
+Fails if the draft-less stage is charged any draft bytes or steps aside, if the last stage is
+not charged its draft's pool as built, if the hook skips or repeats SGLang's token sync, if a
+stage is sized past its bytes, if a stage builds its pools at its own count instead of the
+synced one or keeps a plan at its own count, or if the post-capture resize leaves the stages
+with different counts. The live PP 2 launch is ``test_pp_stages_live.py`` (slow).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 from unittest import mock
@@ -90,17 +96,26 @@ def _built(kvc: Any, rows: int) -> int:
     return built_bytes(kvc, [], config)[0]
 
 
-def _price_stage(rank: int, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> StageResult:
+@dataclass
+class Stage:
+    """One stage's configurators (0.5.23's, built without weights at the stage's layers) and
+    the scheduler the hook sees there."""
+
+    rank: int
+    target: Any
+    draft: Any
+    holds_draft: bool
+    scheduler: Any
+    # id(configurator) -> its pools' bytes built at ROWS (filled once, by _price_stage).
+    fits: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def _build_stage(rank: int) -> Stage:
     import torch
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
     from sglang_specinit.sglang_0_5_23.launch_policy import stage_without_draft
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
-    from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
-    from sglang_specinit.sizing_state import sizing_active
 
-    monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
     with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
         layout = published_layout(**ARGS)
     target, (draft,) = layout.target, layout.drafts
@@ -119,15 +134,43 @@ def _price_stage(rank: int, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Stage
     scheduler = SimpleNamespace(
         draft_worker=worker,
         spec_algorithm=SpeculativeAlgorithm.EAGLE,
-        tp_worker=SimpleNamespace(model_runner=SimpleNamespace(model=target.model)),
+        server_args=layout.server_args,
+        model_config=target.model_config,
+        # The target runner as the hook reads it: its weights, and the device its free
+        # memory is read on after the early binding.
+        tp_worker=SimpleNamespace(
+            model_runner=SimpleNamespace(model=target.model, device="cpu", gpu_id=0)
+        ),
     )
-    sizing = stage_sizing(scheduler)
+    return Stage(rank, target, draft, holds, scheduler)
 
+
+def _with_token_sync(kvc: Any, answer: Callable[[int], int], calls: list[int]) -> Any:
+    """The configurator class's ``_apply_token_constraints`` replaced by a test double of
+    SGLang's MIN all-reduce (``answer(offered)``: what the all-reduce answers this stage),
+    with the plugin's own hook on it as HookRegistry wraps it
+    (``runtime_budget.apply_token_constraints``)."""
+    from sglang_specinit.sglang_0_5_23 import runtime_budget
+
+    def token_sync(self: Any, offered: int) -> int:
+        calls.append(offered)
+        return answer(offered)
+
+    def hooked(self: Any, offered: int) -> int:
+        return runtime_budget.apply_token_constraints(token_sync, self, offered)
+
+    return mock.patch.object(type(kvc), "_apply_token_constraints", hooked)
+
+
+def _price_stage(stage: Stage, answer: Callable[[int], int]) -> StageResult:
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang_specinit.sglang_0_5_23 import runtime_budget
+    from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
+    from sglang_specinit.sizing_state import sizing_active
+
+    rank, target, draft, holds = stage.rank, stage.target, stage.draft, stage.holds_draft
+    sizing = stage_sizing(stage.scheduler)
     sync_calls: list[int] = []
-
-    def token_sync(tokens: int) -> int:
-        sync_calls.append(tokens)  # test double of the MIN all-reduce: this stage's value
-        return tokens
 
     def no_stock(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the hook fell back on stock sizing")
@@ -136,7 +179,7 @@ def _price_stage(rank: int, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Stage
     kvc_class = type(target)
     with (
         mock.patch.object(kvc_class, "_profile_available_bytes", lambda self, pre: AVAILABLE),
-        mock.patch.object(kvc_class, "_apply_token_constraints", lambda self, t: token_sync(t)),
+        _with_token_sync(target, answer, sync_calls),
         sizing_active(sizing),
     ):
         config = runtime_budget.resolve_memory_pool_config(no_stock, target, PRE_LOAD_GIB)
@@ -148,7 +191,11 @@ def _price_stage(rank: int, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Stage
 
     # bytes = a + b x rows, fitted on two small builds (a pool at the stage's real count
     # would be GiBs of host memory).
-    fits = {id(kvc): (_built(kvc, ROWS[0]), _built(kvc, ROWS[1])) for kvc in [target, draft]}
+    if not stage.fits:
+        stage.fits.update(
+            {id(kvc): (_built(kvc, ROWS[0]), _built(kvc, ROWS[1])) for kvc in [target, draft]}
+        )
+    fits = stage.fits
 
     def per_row(kvc: Any) -> float:
         small, large = fits[id(kvc)]
@@ -173,10 +220,20 @@ def _price_stage(rank: int, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Stage
 
 
 @pytest.fixture(scope="module")
-def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[int, StageResult]:
+def built_stages() -> Iterator[dict[int, Stage]]:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        root = tmp_path_factory.mktemp("pp-stages")
-        results = {rank: _price_stage(rank, root / str(rank), monkeypatch) for rank in range(PP)}
+        monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
+        yield {rank: _build_stage(rank) for rank in range(PP)}
+
+
+@pytest.fixture(scope="module")
+def stages(built_stages: dict[int, Stage]) -> Iterator[dict[int, StageResult]]:
+    """The first pass: the sync double answers each stage its own offer."""
+    from sglang_specinit.sglang_0_5_23 import runtime_budget
+
+    results = {
+        rank: _price_stage(stage, lambda offered: offered) for rank, stage in built_stages.items()
+    }
     for r in results.values():
         plan = r.sizing.plan
         print(
@@ -184,7 +241,32 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[int, StageResult]:
             f"plugin {plan.priced_bytes_per_token:,.0f} B/row -> {r.tokens:,} tokens "
             f"(target {r.target_row:,.0f} + draft {r.draft_row:,.0f} built)"
         )
-    return results
+    yield results
+    for stage in built_stages.values():
+        runtime_budget._SIZED.pop(id(stage.target), None)
+
+
+def _min_over_stages(offers: dict[int, int], rank: int) -> Callable[[int], int]:
+    """The second pass's sync double for stage ``rank``: it offers what it offered in the
+    first pass, and the all-reduce answers the MIN of every stage's offer."""
+
+    def answer(offered: int) -> int:
+        assert offered == offers[rank]
+        return min(offers.values())
+
+    return answer
+
+
+@pytest.fixture(scope="module")
+def synced(
+    built_stages: dict[int, Stage], stages: dict[int, StageResult]
+) -> dict[int, StageResult]:
+    """The second pass: every stage sized with SGLang's MIN over stages answered."""
+    offers = {rank: r.sync_calls[0] for rank, r in stages.items()}
+    return {
+        rank: _price_stage(stage, _min_over_stages(offers, rank))
+        for rank, stage in built_stages.items()
+    }
 
 
 def test_draft_less_stage_is_charged_no_draft(stages) -> None:
@@ -237,3 +319,99 @@ def test_launch_count_is_the_last_stages_and_never_worse_than_stocks(stages) -> 
         assert ours >= stock
     else:
         assert ours >= stock - stages[PP - 1].sizing.inputs.page_size
+
+
+def test_draft_less_stage_is_priced_not_stepped_aside(built_stages) -> None:
+    """The scheduler hook's launch policy prices a stage without a draft worker under
+    ``SGLANG_ENABLE_PP_SPEC`` (as its target pool alone) rather than keeping stock there."""
+    from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
+
+    first = built_stages[0]
+    assert first.scheduler.draft_worker is None
+    # Test double: the plugin's all-or-nothing patch check, which only a process that loaded
+    # the plugin (a scheduler) has run, answers that every patch applied.
+    with mock.patch("sglang_specinit.compat.launch_problems", return_value=[]):
+        blocker = pricing_blocker(first.scheduler)
+    assert blocker is None, blocker.reason
+
+
+def test_every_stage_builds_its_pools_at_the_synced_count(stages, synced) -> None:
+    """With SGLang's MIN over stages answered, every stage's pools are sized at that one count
+    (the draft-less stage alone could afford more)."""
+    low = min(r.tokens for r in stages.values())
+    assert stages[0].tokens > low  # the draft-less stage's own count is larger
+    for r in synced.values():
+        assert r.tokens == low
+        assert r.pool_bytes_at(r.tokens) <= AVAILABLE
+
+
+def test_every_stages_plan_is_rebuilt_at_the_synced_count(stages, synced) -> None:
+    """The breakdown each stage logs is the plan at the count it serves, the pools at that
+    count; the count its own pricing affords is kept beside it."""
+    low = min(r.tokens for r in stages.values())
+    for rank, r in synced.items():
+        plan = r.sizing.plan
+        assert plan.tokens == low
+        assert plan.target_kv_pool_bytes == stages[rank].sizing.plan.target_kv_pool_bytes - (
+            (stages[rank].tokens - low) * r.target_row
+        )
+        own = stages[rank].tokens
+        assert r.sizing.stage_tokens == (own if own != low else None)
+
+
+POST_CAPTURE_BUDGET = int(19.9 * GIB)  # what the resize's budget leaves each stage after capture
+
+
+def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool) -> dict[int, int]:
+    """Each stage's count from 0.5.23's ``config_from_budget`` after capture (capped at the
+    pre-capture count ``cap``), through the plugin's hooks or stock's method, with the token
+    sync's two passes (each stage's offer, then the MIN over stages)."""
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang_specinit.sglang_0_5_23 import runtime_budget
+
+    stock = KVCacheConfigurator.config_from_budget
+
+    def resize(stage: Stage, answer: Callable[[int], int], calls: list[int]) -> int:
+        sync = _with_token_sync(stage.target, answer, calls)
+        if not plugin:
+            sync = mock.patch.object(
+                type(stage.target),
+                "_apply_token_constraints",
+                lambda self, offered: calls.append(offered) or answer(offered),
+            )
+        with sync:
+            if plugin:
+                config = runtime_budget.config_from_budget(
+                    stock, stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap
+                )
+            else:
+                config = stock(stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap)
+        return int(config.max_total_num_tokens)
+
+    offers: dict[int, int] = {}
+    for rank, stage in built_stages.items():
+        calls: list[int] = []
+        resize(stage, lambda offered: offered, calls)
+        (offers[rank],) = calls
+    counts = {}
+    for rank, stage in built_stages.items():
+        calls = []
+        counts[rank] = resize(stage, _min_over_stages(offers, rank), calls)
+        assert len(calls) == 1  # SGLang's sync, once per stage
+    return counts
+
+
+def test_post_capture_resize_serves_one_count_on_every_stage(built_stages, synced) -> None:
+    """``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1`` under PP: the resize's priced cap enters
+    SGLang's MIN over stages, so every stage resizes to one count (SGLang applies its own cap
+    after the MIN); that count fits every stage's budget at real prices and is never above
+    stock's re-pricing."""
+    cap = synced[PP - 1].tokens
+    ours = _post_capture_counts(built_stages, cap, plugin=True)
+    stock = _post_capture_counts(built_stages, cap, plugin=False)
+    print(f"\npost-capture at {POST_CAPTURE_BUDGET / GIB:.1f} GiB: stock {stock} -> plugin {ours}")
+    assert len(set(ours.values())) == 1
+    assert len(set(stock.values())) == 1
+    for rank, r in synced.items():
+        assert ours[rank] <= stock[rank]
+        assert r.pool_bytes_at(ours[rank]) <= POST_CAPTURE_BUDGET

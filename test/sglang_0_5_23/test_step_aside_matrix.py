@@ -211,6 +211,48 @@ LLAMA70B_PP2 = {
     **SPEC_CHAIN,
 }
 
+
+def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Callable[[], Weights]:
+    """One PP stage's share of DeepSeek-V3's 61 decoder layers (the dense and MoE layers
+    counted alike: an input of the arithmetic) with its MTP layer, which every PD-prefill
+    stage builds; its embed/shared head duplicate the target's until 0.5.23 binds them."""
+
+    whole = _deepseek_mtp_weights(tp)
+
+    def weights() -> Weights:
+        from sglang.srt.distributed.utils import get_pp_indices
+
+        w = whole()
+        start, end = get_pp_indices(61, rank, pp)
+        return Weights(w.target * (end - start) // 61, w.draft, w.duplicates)
+
+    return weights
+
+
+def _gpt_oss_eagle3_draft(tmp: Path, kv_heads: int) -> Path:
+    """The shipped gpt-oss-20b EAGLE3 draft's config with ``kv_heads`` KV heads (the shipped
+    one has the target's 8): a draft of a KV geometry of its own."""
+    config = json.loads((EXAMPLES / "gpt-oss-20b-eagle3" / "draft" / "config.json").read_text())
+    config["num_key_value_heads"] = kv_heads
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "config.json").write_text(json.dumps(config))
+    return tmp
+
+
+def _gpt_oss_swa_cap(draft: Callable[[Path], str]) -> dict[str, Any]:
+    """gpt-oss-20b + the EAGLE3 ``draft`` with radix off and ``--max-running-requests 16``:
+    0.5.23 sizes it with its ``SWARequestCapPoolConfigurator``, which the plugin keeps."""
+    return {
+        "model_path": _ex("gpt-oss-20b-eagle3", "target"),
+        "speculative_draft_model_path": draft,
+        "speculative_algorithm": "EAGLE3",
+        "attention_backend": "triton",
+        "disable_radix_cache": True,
+        "max_running_requests": 16,
+        **SPEC_CHAIN,
+    }
+
+
 CASES = [
     Case(
         "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8",
@@ -244,19 +286,41 @@ CASES = [
     ),
     Case(
         "gpt-oss-20b + EAGLE3, radix off, --max-running-requests 16 (SWA request cap), TP 1",
-        {
-            "model_path": _ex("gpt-oss-20b-eagle3", "target"),
-            "speculative_draft_model_path": _ex("gpt-oss-20b-eagle3", "draft"),
-            "speculative_algorithm": "EAGLE3",
-            "attention_backend": "triton",
-            "disable_radix_cache": True,
-            "max_running_requests": 16,
-            **SPEC_CHAIN,
-        },
+        _gpt_oss_swa_cap(_ex("gpt-oss-20b-eagle3", "draft")),
         _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
         "SWARequestCapPoolConfigurator",
         device_gib=79.0,
         tags=("swa-cap",),
+    ),
+    Case(
+        "gpt-oss-20b + EAGLE3 of 16 KV heads, radix off, --max-running-requests 16 (SWA "
+        "request cap), TP 1",
+        _gpt_oss_swa_cap(lambda tmp: str(_gpt_oss_eagle3_draft(tmp / "eagle3-kv16", 16))),
+        _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
+        "SWARequestCapPoolConfigurator",
+        device_gib=79.0,
+        tags=("swa-cap-kv16",),
+    ),
+    Case(
+        "deepseek-v3 MTP, TP 8 DCP 8 PP 2, PD prefill, last stage (dense MLA draft replicated)",
+        {**DEEPSEEK_MTP, "tp_size": 8, "dcp_size": 8, "pp_size": 2},
+        _pp_deepseek_mtp_weights(1, 2, 8),
+        "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)",
+        pp_stage=(1, 2),
+        tags=("pp-dcp",),
+    ),
+    Case(
+        "llama31-70b + EAGLE, fp8 KV, bf16 draft KV, TP 4 PP 2, PD prefill, last stage",
+        {
+            **LLAMA70B_PP2,
+            "kv_cache_dtype": "fp8_e4m3",
+            "speculative_draft_kv_cache_dtype": "bfloat16",
+        },
+        _pp_llama70b_weights(1, 2, 4),
+        "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)",
+        device_gib=79.0,
+        pp_stage=(1, 2),
+        tags=("pp-draft-dtype",),
     ),
     Case(
         "qwen3-next NEXTN + --enable-unified-memory (fused draft entry), TP 1",
@@ -409,7 +473,7 @@ def evaluate(case: Case, tmp: Path) -> Result:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
-    from sglang_specinit.stock_binding import stock_reserve_gap
+    from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
     with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
         layout = published_layout(**_resolved(case.args, tmp))
@@ -446,10 +510,8 @@ def evaluate(case: Case, tmp: Path) -> Result:
     # pool once 0.5.23 has bound them.
     stock_used = fixed + max(resident_stock + stock_t, w.target + w.draft + stock_t + stock_d)
 
-    d = int(target.spec_aux_config.eagle_draft_num_layers or 0)
-    gap = stock_reserve_gap(
-        target, drafts, d, [int(kvc.layer_info.num_effective_layers) for kvc in drafts]
-    )
+    # The scheduler's own vetting (bind_where_stock_sizes), on the configurators.
+    gap = draft_reserve_gap(target, drafts, drafts)
     if gap:
         resident_plugin, plugin_config = resident_stock, stock_config
         plugin_used = stock_used
@@ -566,6 +628,15 @@ def test_never_worse_than_stock(matrix, name) -> None:
     if r.stock_used <= r.budget + r.padding:
         # Stock's rule leaves each pool's padding page out: all binding may add.
         assert r.plugin_used <= r.budget + r.padding
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_never_above_stocks_use_where_stock_overshoots(matrix, name) -> None:
+    """Where stock's own allocation passes ``f x free``, the plugin's uses no more than it:
+    an early binding there would size more rows at a price that does not cover them."""
+    r = _result(matrix, name)
+    if r.stock_used > r.budget:
+        assert r.plugin_used <= r.stock_used, r.reserve_gap or "bound early"
 
 
 def test_hisparse_mtp_draft_is_reserved_as_it_allocates(matrix) -> None:

@@ -63,11 +63,16 @@ HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
                 runtime_budget.config_from_budget,
                 params=("budget_bytes",),
             ),
+            Hook(
+                KVC,
+                "KVCacheConfigurator._apply_token_constraints",
+                runtime_budget.apply_token_constraints,
+                params=("token_capacity",),
+            ),
         ),
         (),
         (
             Requires(KVC, "KVCacheConfigurator._profile_available_bytes"),
-            Requires(KVC, "KVCacheConfigurator._apply_token_constraints"),
             Requires(KVC, "KVCacheConfigurator.resolve_max_num_reqs"),
             # fused_entry_bytes: 0.5.22+ only, required per release (release_shims).
             Requires(KVC, "KVCacheConfigurator._derive_pool_sizes"),

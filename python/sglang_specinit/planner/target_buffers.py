@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -187,12 +188,18 @@ ROPE_READINGS: dict[str, Callable[[Any], list[RopeCall]]] = {
 }
 
 
+# 0.5.23's switch keeping the cache in fp32 on any device (``environ.py``; read at build).
+ROPE_FP32_SWITCH = "SGLANG_ROPE_CACHE_FP32"
+
+
 @contextlib.contextmanager
 def rope_built_for(device: str, server_args: Any) -> Iterator[None]:
     """SGLang's rope factory building on ``meta`` for the planned ``device``, and only here.
 
-    * ``RotaryEmbedding.__init__`` reads ``_is_cuda`` (bound in ``base.py`` at import) to keep
-      the cache in fp32: it answers whether ``device`` is CUDA, not this host;
+    * ``RotaryEmbedding.__init__`` reads platform flags bound in ``base.py`` at import to keep
+      the cache in fp32 (``_is_cuda``; 0.5.23 also ``_is_hip``, ``_is_xpu`` and the
+      ``SGLANG_ROPE_CACHE_FP32`` switch): each answers for ``device`` (no planned device is
+      HIP: the presets are NVIDIA's), not this host, and the switch is off;
     * its fallback-kernel branch imports a kernel module (``vllm._custom_ops`` on a host that is
       neither CUDA nor a CPU engine); the planner runs no kernel, so ``_is_cpu``, which decides
       nothing else in ``__init__``, answers True;
@@ -210,12 +217,16 @@ def rope_built_for(device: str, server_args: Any) -> Iterator[None]:
     from sglang.srt import server_args as server_args_module
     from sglang.srt.layers.rotary_embedding import base, factory, rope_variant
 
-    saved_flags = (base._is_cuda, base._is_cpu)
+    planned = {"_is_cuda": device == "cuda", "_is_hip": False, "_is_xpu": device == "xpu"}
+    planned["_is_cpu"] = True
+    saved_flags = {name: getattr(base, name) for name in planned if hasattr(base, name)}
+    saved_switch = os.environ.pop(ROPE_FP32_SWITCH, None)
     saved_get_device = rope_variant.get_device
     rope_variant.get_device = lambda *args, **kwargs: "meta"
     saved_cache = factory._ROPE_DICT
     set_global = getattr(server_args_module, "_global_server_args", False) is None
-    base._is_cuda, base._is_cpu = device == "cuda", True
+    for name in saved_flags:
+        setattr(base, name, planned[name])
     factory._ROPE_DICT = {}
     if set_global:
         server_args_module._global_server_args = server_args
@@ -223,7 +234,10 @@ def rope_built_for(device: str, server_args: Any) -> Iterator[None]:
         with torch.device("meta"):
             yield
     finally:
-        base._is_cuda, base._is_cpu = saved_flags
+        for name, value in saved_flags.items():
+            setattr(base, name, value)
+        if saved_switch is not None:
+            os.environ[ROPE_FP32_SWITCH] = saved_switch
         rope_variant.get_device = saved_get_device
         factory._ROPE_DICT = saved_cache
         if set_global:

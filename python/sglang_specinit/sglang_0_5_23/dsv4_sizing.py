@@ -174,6 +174,8 @@ def fitted(
     SGLang's V4 coefficient model leaves a few MB of the target's own pools out (page and
     indexer rounding: 16-19 MB on V4-Flash at TP 4); stock's over-reserved draft hides it, a
     draft priced exactly would not, so the solve's answer is checked against the built pools.
+    It stops at one page, or at the smallest pool SGLang accepts (its ``ValueError`` for a
+    smaller one); a config that does not fit there is the caller's to refuse.
     """
     from sglang_specinit.sglang_0_5_23.release_shims import schedule_of
 
@@ -185,10 +187,14 @@ def fitted(
         if over <= 0 or tokens <= page:
             return config
         pages = max(1, -(-int(over) // int(configurator.bytes_per_full_token * page)))
-        with pool_logs_quiet():
-            config = configurator.calculate_pool_sizes_from_max_tokens(
-                max(tokens - pages * page, page), page
-            )
+        try:
+            with pool_logs_quiet():
+                smaller = configurator.calculate_pool_sizes_from_max_tokens(
+                    max(tokens - pages * page, page), page
+                )
+        except ValueError:  # SGLang refuses a pool that small (its SWA admission floor)
+            return config
+        config = smaller
         config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
         config = configurator.finalize_with_max_running_requests(config)
         config.mem_fraction_static = schedule_of(kvc).mem_fraction_static

@@ -27,6 +27,8 @@ from sglang_specinit.budget import make_plan, tokens_within_pool_budget
 from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import (
     SizingReadings,
+    SpecInitBudgetError,
+    budget_error_message,
     plan_from_readings,
 )
 from sglang_specinit.patch_table import PatchTable
@@ -51,6 +53,9 @@ patch = PatchTable(MODULE)
 # id(target configurator) -> (that configurator, its prices), for every target pool this
 # package sized in this process; the post-capture resize reads it.
 _SIZED: dict[int, tuple[Any, Prices]] = {}
+# id(target configurator) -> the tokens its post-capture budget buys at real prices, while
+# SGLang's config_from_budget runs for it: the token sync reads it (apply_token_constraints).
+_PRE_SYNC_CAP: dict[int, int] = {}
 
 
 @patch.around("KVCacheConfigurator._resolve_memory_pool_config", params=("pre_model_load_memory",))
@@ -72,7 +77,6 @@ _SIZED: dict[int, tuple[Any, Prices]] = {}
 # guard, not by an ImportError mid-sizing.
 @patch.calls(
     "KVCacheConfigurator._profile_available_bytes",
-    "KVCacheConfigurator._apply_token_constraints",
     "KVCacheConfigurator.resolve_max_num_reqs",
     "KVCacheConfigurator._derive_pool_sizes",
     "KVCacheConfigurator._init_pools",
@@ -97,9 +101,10 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
         reason = "a fused draft pool" if fused else f"{type(configurator).__name__} pools"
         logger.warning(
             "[specinit] stock sglang %s KV sizing (draft priced at the target's geometry): "
-            "%s are not priced by sglang-specinit",
+            "%s are not priced by sglang-specinit%s",
             installed_sglang_version(),
             reason,
+            bind_early(sizing, priced=False),
         )
         return original(self, pre_model_load_memory)
     try:
@@ -110,13 +115,28 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
     except Exception as exc:  # any pool 0.5.23 cannot build tiny is not ours to size
         logger.warning(
             "[specinit] stock sglang %s KV sizing (draft priced at the target's geometry): "
-            "the pools of this launch could not be priced by building them (%s: %s)",
+            "the pools of this launch could not be priced by building them (%s: %s)%s",
             installed_sglang_version(),
             type(exc).__name__,
             exc,
+            bind_early(sizing, priced=False),
         )
         return original(self, pre_model_load_memory)
+    bind_early(sizing, priced=True)
     return _resolve(self, configurator, sizing, pre_model_load_memory, prices)
+
+
+def bind_early(sizing: TargetSizing, *, priced: bool) -> str:
+    """Run the sizing's early binding once, now that the hook knows whether it prices this
+    pool (``TargetSizing.bind_early``; nothing on a stage without the draft). Where it does
+    not, the binding is vetted as on any stock-sized launch: the duplicates stay where stock
+    leaves them unless stock's reserve covers the draft. Returns "; " + the binding's log
+    clause, or ""."""
+    binder, sizing.bind_early = sizing.bind_early, None
+    if binder is None:
+        return ""
+    note = binder(priced)
+    return f"; {note}" if note else ""
 
 
 def price_configurators(
@@ -224,9 +244,10 @@ def _resolve_dsv4(
     if reason is not None:
         logger.warning(
             "[specinit] stock sglang %s KV sizing (draft reserved as (T + 1) / T target "
-            "layers): %s is not priced by sglang-specinit",
+            "layers): %s is not priced by sglang-specinit%s",
             installed_sglang_version(),
             reason,
+            bind_early(sizing, priced=False),
         )
         return original(kvc, pre_model_load_memory)
     try:
@@ -239,14 +260,20 @@ def _resolve_dsv4(
     except Exception as exc:  # a pool 0.5.23 cannot build tiny is not ours to size
         logger.warning(
             "[specinit] stock sglang %s KV sizing: the DeepSeek-V4 draft pool could not be "
-            "priced by building it (%s: %s)",
+            "priced by building it (%s: %s)%s",
             installed_sglang_version(),
             type(exc).__name__,
             exc,
+            bind_early(sizing, priced=False),
         )
         return original(kvc, pre_model_load_memory)
+    # Bound once priced: a solve that fails below keeps stock's V4 solve, whose (T + 1) / T
+    # reserve holds more than the NextN draft allocates (test_dsv4_never_worse_than_stock).
+    bind_early(sizing, priced=True)
     try:
         return _solve_dsv4(kvc, sizing, pre_model_load_memory, priced, draft_prices, drafts)
+    except SpecInitBudgetError:
+        raise  # a launch that cannot fit one page stops, as every priced launch does
     except Exception as exc:
         # No V4 launch has run here (V4 is CUDA-only): a layout the solve does not expect keeps
         # stock's own solve rather than stopping the launch.
@@ -280,19 +307,25 @@ def _solve_dsv4(
         kvc, sizing, pre_model_load_memory, available, (target_spec, draft_prices, 0)
     )
     inputs, _ = plan_from_readings(readings, refuse_too_few=False)
-    sizing.inputs = inputs
-    sizing.plan = dsv4_sizing.plan_of(
+    built = (
+        dsv4_sizing.built_pool_bytes(kvc, config),
+        sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
+    )
+    at_profile = int(schedule_of(kvc).mem_fraction_static * inputs.pre_load_free_bytes) - available
+    over = sum(built) > available  # fitted stepped down to one page and it still does not fit
+    plan = dsv4_sizing.plan_of(
         "specinit",
         inputs,
         config,
-        (
-            dsv4_sizing.built_pool_bytes(kvc, config),
-            sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
-        ),
+        built,
         dsv4_sizing.draft_bytes_per_row(priced, draft_prices),
         float(priced.bytes_per_full_token),
-        int(schedule_of(kvc).mem_fraction_static * inputs.pre_load_free_bytes) - available,
+        # Refused: the fraction that holds what is resident and those pools.
+        at_profile + (sum(built) if over else 0),
     )
+    if over:
+        raise SpecInitBudgetError(budget_error_message(inputs, plan))
+    sizing.inputs, sizing.plan = inputs, plan
     return config
 
 
@@ -305,17 +338,34 @@ def config_from_budget(
     With ``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1`` (CUDA only) 0.5.23 re-sizes the KV pools
     after graph capture from the memory then free, through this method with ``cap_tokens`` =
     the pre-capture count and stock's rule (draft at the target's geometry). For a target this
-    package sized, the cap is tightened to what the post-capture budget buys at the prices the
-    pools really cost; SGLang's own method does the rest, so the result is the smallest of the
-    pre-capture count, stock's re-pricing and this package's: never more than stock would
-    resize to, and never past the budget where stock's rule underprices the draft.
+    package sized, what the post-capture budget buys at the prices the pools really cost
+    enters SGLang's token sync with stock's count (:func:`apply_token_constraints`): SGLang's
+    own method does the rest, so the result is the smallest of the pre-capture count, stock's
+    re-pricing and this package's, and under pipeline parallelism one count on every stage
+    (SGLang applies ``cap_tokens`` after its MIN over stages; a per-stage cap there would not
+    be).
     """
     entry = _SIZED.get(id(self))
     if cap_tokens is None or entry is None or entry[0] is not self:
         return original(self, budget_bytes, cap_tokens=cap_tokens)
     target_kv, draft_pools, _fixed = entry[1]
     ours = tokens_within_pool_budget((target_kv, *draft_pools), budget_bytes, int(self.page_size))
-    return original(self, budget_bytes, cap_tokens=min(cap_tokens, ours))
+    _PRE_SYNC_CAP[id(self)] = ours
+    try:
+        return original(self, budget_bytes, cap_tokens=cap_tokens)
+    finally:
+        _PRE_SYNC_CAP.pop(id(self), None)
+
+
+@patch.around("KVCacheConfigurator._apply_token_constraints", params=("token_capacity",))
+def apply_token_constraints(original: Any, self: Any, token_capacity: int) -> int:
+    """AROUND hook: inside a post-capture resize this package sized (:func:`config_from_budget`),
+    the count entering SGLang's user cap and PP MIN all-reduce is at most what the budget buys
+    at real prices; everywhere else (pre-capture sizing, stock launches) SGLang's method as is."""
+    cap = _PRE_SYNC_CAP.get(id(self))
+    if cap is not None:
+        token_capacity = min(token_capacity, cap)
+    return original(self, token_capacity)
 
 
 HOOKS, NEW_METHODS, REQUIRES = patch.tables()

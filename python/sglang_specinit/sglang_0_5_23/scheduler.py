@@ -31,6 +31,7 @@ bound first there too and the line says what that bound and freed (:func:`bind_w
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from sglang_specinit import rank_reports
@@ -39,9 +40,7 @@ from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.pool_phase import PoolPhase, bound_sizing, run_pool_phase
-from sglang_specinit.runner_readings import (
-    kv_pool_allocated_bytes,
-)
+from sglang_specinit.runner_readings import kv_pool_allocated_bytes, rank_free_at_sizing
 from sglang_specinit.sglang_0_5_23.draft_pricing import describe_draft
 from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
 from sglang_specinit.sizing_state import TargetSizing
@@ -80,13 +79,32 @@ def init_memory_pools(original: Any, self: Any) -> None:
 
 def stage_sizing(scheduler: Any) -> TargetSizing:
     """What this rank's target pool is priced with: its draft as described, the duplicate
-    embed/lm_head bound now; on a pipeline stage without a draft worker
+    embed/lm_head bound by the sizing hook once it knows whether it prices the pool
+    (:func:`bind_early`); on a pipeline stage without a draft worker
     (``launch_policy.stage_without_draft``) the target pool alone, nothing to bind."""
     if scheduler.draft_worker is None:
         return TargetSizing(
             draft=DraftDescription(scheduler.spec_algorithm.name), stage_holds_draft=False
         )
-    return bound_sizing(scheduler, describe_draft(scheduler.draft_worker))
+    sizing = TargetSizing(draft=describe_draft(scheduler.draft_worker))
+    sizing.bind_early = lambda priced: bind_early(scheduler, sizing, priced)
+    return sizing
+
+
+def bind_early(scheduler: Any, sizing: TargetSizing, priced: bool) -> str:
+    """The draft's duplicate embed/lm_head bound before the target pool is profiled: where the
+    pool is priced (``priced``), always (``pool_phase.bound_sizing``, its byte counts kept on
+    ``sizing``); where the sizing hook keeps stock's sizing after all, only where stock's
+    reserve covers the draft (:func:`bind_where_stock_sizes`). Returns the log clause ("" when
+    priced). The rank's own free memory is read again after binding, for the breakdown."""
+    if not priced:
+        scheduler._specinit_early_binding = bind_where_stock_sizes(scheduler)
+        return scheduler._specinit_early_binding.note()
+    bound = bound_sizing(scheduler, sizing.draft)
+    sizing.duplicate_bytes_at_profile = bound.duplicate_bytes_at_profile
+    sizing.stock_duplicate_bytes = bound.stock_duplicate_bytes
+    scheduler._specinit_rank_free = rank_free_at_sizing(scheduler.tp_worker.model_runner)
+    return ""
 
 
 def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
@@ -98,23 +116,41 @@ def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
     ``:1250-1257`` one layer); each draft runner allocates ``layer_info.num_effective_layers``
     layers at the target's token count (``mem_cache/kv_cache_configurator.py:528-544``).
     """
+    from sglang_specinit.sglang_0_5_23.pool_probe import draft_configurator, runner_configurator
+
     runners = list(scheduler.draft_worker.draft_worker.draft_runners)
     target = scheduler.tp_worker.model_runner
     gap = None
     if scheduler.server_args.enable_unified_memory:
-        from sglang_specinit.sglang_0_5_23.pool_probe import runner_configurator
-
         layout = getattr(scheduler.draft_worker, "draft_parallel_layout", None)
         gap = fused_draft_gap(runner_configurator(target, layout))
     if gap is None:
-        reserved = target.spec_aux_config.eagle_draft_num_layers
-        gap = stock_reserve_gap(
-            target,
-            runners,
-            int(reserved) if reserved is not None and int(reserved) > 0 else 0,
-            [int(r.layer_info.num_effective_layers) for r in runners],
-        )
+        gap = draft_reserve_gap(target, runners, [draft_configurator(r) for r in runners])
     return bind_under_stock_sizing(scheduler, runners, gap)
+
+
+def draft_reserve_gap(
+    target: Any, drafts: Sequence[Any], draft_configurators: Sequence[Any]
+) -> str:
+    """:func:`~sglang_specinit.stock_binding.stock_reserve_gap` for a 0.5.23 launch: stock
+    reserves ``spec_aux_config.eagle_draft_num_layers`` layers of ``target``'s geometry; each
+    draft (runner or configurator) allocates ``layer_info.num_effective_layers``, on as many
+    rows per target row as its configurator's ``loc_space_scale`` (``dcp`` under decode context
+    parallelism: the draft pool is replicated). Stock scales its reserve by ``dcp`` only for a
+    DSA target (``model_executor/pool_configurator.py:282-305``; the dense reserve has no DCP
+    factor, #39799)."""
+    from sglang.srt.configs.model_config import is_deepseek_dsa
+
+    reserved = target.spec_aux_config.eagle_draft_num_layers
+    rows = max((int(kvc.loc_space_scale) for kvc in draft_configurators), default=1)
+    return stock_reserve_gap(
+        target,
+        drafts,
+        int(reserved) if reserved is not None and int(reserved) > 0 else 0,
+        [int(d.layer_info.num_effective_layers) for d in drafts],
+        draft_rows_per_row=rows,
+        reserved_rows_per_row=rows if is_deepseek_dsa(target.model_config.hf_config) else 1,
+    )
 
 
 def fused_draft_gap(target_configurator: Any) -> str | None:
@@ -246,6 +282,8 @@ def log_memory_breakdown(
     """Log this rank's breakdown, its tightness line and the ``SPECINIT_MEMORY`` JSON line;
     write its file when ``SGLANG_SPECINIT_REPORT_DIR`` is set (:func:`~sglang_specinit.
     rank_reports.log_breakdown`, with this module's logger)."""
+    # Read again where the early binding ran inside SGLang's pool phase (bind_early).
+    rank_free_bytes = getattr(scheduler, "_specinit_rank_free", rank_free_bytes)
     breakdown = memory_breakdown(scheduler, sizing, rank_free_bytes)
     scheduler._specinit_breakdown = breakdown
     headline = f"KV pools on sglang {breakdown['sglang_version']}"

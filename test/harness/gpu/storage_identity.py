@@ -9,9 +9,9 @@ checkpoint) already *is* the target's tensor: same storage, same data pointer.
 
 So the check needs no per-algorithm table. Two snapshots of the same process, taken by hooks:
 
-- at the target's first KV pool allocation (``point="pool"``; where the budget is sized, in
-  stock and phased init alike; 0.5.13.x ``ModelRunner.init_memory_pool``, 0.5.23
-  ``ModelRunner.alloc_memory_pool``);
+- where the target's budget is sized (``point="pool"``, stock and phased init alike:
+  0.5.13.x ``ModelRunner.init_memory_pool``, 0.5.14 / 0.5.15 ``ModelRunner.alloc_memory_pool``,
+  0.5.16+ the target configurator's ``_profile_available_bytes``, :func:`pool_sized_at`);
 - after ``Scheduler.__init__`` returned (``point="after_init"``; BEFORE
   ``Scheduler.get_init_info``, called once right after it).
 
@@ -134,7 +134,8 @@ def _write(point: str) -> None:
 
 
 def before_pool(runner: Any, *args: Any, **kwargs: Any) -> None:
-    """BEFORE hook on the pool method: snapshot at the target's first pool allocation."""
+    """BEFORE hook where the target's pool is sized (:func:`pool_sized_at`; ``runner`` is the
+    runner or configurator): snapshot at the target's first one."""
     global _recorded_pool
     if _recorded_pool or getattr(runner, "is_draft_worker", False):
         return
@@ -159,6 +160,21 @@ def pool_method() -> str:
     return "init_memory_pool" if sglang_release()[:3] == (0, 5, 13) else "alloc_memory_pool"
 
 
+_CONFIGURATOR = "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator"
+
+
+def pool_sized_at() -> str:
+    """Where the ``pool`` snapshot is taken: 0.5.16+ at the target configurator's
+    ``_profile_available_bytes`` (the free-memory reading the budget is sized from; the plugin
+    binds there, once its pricing is certain, inside ``alloc_memory_pool``), earlier releases
+    at the target runner's pool method (:func:`pool_method`)."""
+    from harness.launch.sglang_release import sglang_release
+
+    if sglang_release()[:3] >= (0, 5, 16):
+        return f"{_CONFIGURATOR}._profile_available_bytes"
+    return f"{_RUNNER}.{pool_method()}"
+
+
 def register_identity_hooks() -> None:
     """Register the two snapshot hooks with SGLang's ``HookRegistry`` (idempotent); the pool
     hook goes on the installed release's pool method (:func:`pool_method`)."""
@@ -170,7 +186,7 @@ def register_identity_hooks() -> None:
     # Chosen by release, not by looking at ModelRunner: importing it here, inside SGLang's own
     # first import (hook_registry is imported early), would be circular.
     source = HookSource(plugin_name="specinit-test-storage-identity", dist_name=None)
-    HookRegistry.register(f"{_RUNNER}.{pool_method()}", before_pool, HookType.BEFORE, source=source)
+    HookRegistry.register(pool_sized_at(), before_pool, HookType.BEFORE, source=source)
     HookRegistry.register(
         f"{_SCHEDULER}.get_init_info", before_get_init_info, HookType.BEFORE, source=source
     )

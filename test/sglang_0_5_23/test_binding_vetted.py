@@ -1,0 +1,171 @@
+"""The early binding waits for the sizing hook: bound where it prices, vetted where it does not.
+
+The scheduler hook hands the sizing hook its draft with the binding still to do
+(``scheduler.stage_sizing``); ``runtime_budget.resolve_memory_pool_config`` binds once
+pricing is certain, and where it keeps stock's sizing after all (the SWA request cap, a pool
+that cannot be built tiny) binds only where stock's reserve covers the draft
+(``scheduler.bind_where_stock_sizes``), naming why not in its one WARNING.
+
+Run on 0.5.23's own configurators (``offline_configurator.published_layout``, no weights)
+through the plugin's own functions, with named test doubles for what only a launch has: the
+runners (they hand back the configurators 0.5.23 builds for them), the spec worker holding
+them, and ``_profile_available_bytes`` (a fixed reading). No Engine; ~1 min.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+import pytest
+import torch
+from harness.checkpoints.published_configs import EXAMPLES
+
+GIB = 1 << 30
+SPEC_CHAIN = {
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
+AVAILABLE = 20 * GIB  # test double's reading of what profiling leaves for the pools
+
+
+class RunnerDouble:
+    """TEST DOUBLE of a ``ModelRunner`` (no weights can be loaded here): the readings the
+    plugin takes off a runner, from the configurator 0.5.23 builds for it, and its own
+    ``init_kv_cache_configurator`` handing that configurator back."""
+
+    def __init__(self, configurator: Any) -> None:
+        self._configurator = configurator
+        self.model = torch.nn.Module()
+        self.device, self.gpu_id = "cpu", 0
+        for name in ("model_config", "kv_cache_dtype", "layer_info", "spec_aux_config"):
+            setattr(self, name, getattr(configurator, name))
+
+    def init_kv_cache_configurator(self, draft_parallel_layout: Any = None) -> None:
+        self.kv_cache_configurator = self._configurator
+
+
+def _gpt_oss_draft(tmp: Path, kv_heads: int) -> str:
+    config = json.loads((EXAMPLES / "gpt-oss-20b-eagle3" / "draft" / "config.json").read_text())
+    config["num_key_value_heads"] = kv_heads
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "config.json").write_text(json.dumps(config))
+    return str(tmp)
+
+
+def _layout(args: dict[str, Any]) -> Any:
+    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+
+    with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
+        return published_layout(**args)
+
+
+def _scheduler(layout: Any) -> Any:
+    """TEST DOUBLE of the scheduler as the pool phase reads it: an EAGLE3 spec worker holding
+    one draft runner, the target runner, the launch's ServerArgs."""
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    (draft,) = layout.drafts
+    return SimpleNamespace(
+        spec_algorithm=SpeculativeAlgorithm.EAGLE3,
+        server_args=layout.server_args,
+        draft_worker=SimpleNamespace(
+            speculative_algorithm=SpeculativeAlgorithm.EAGLE3,
+            draft_worker=SimpleNamespace(draft_runners=[RunnerDouble(draft)]),
+        ),
+        tp_worker=SimpleNamespace(model_runner=RunnerDouble(layout.target)),
+    )
+
+
+def _run_hook(layout: Any, sizing: Any, stock: Any, profile: Any = None) -> Any:
+    """The plugin's sizing hook on the target's configurator, ``sizing`` active, with a test
+    double for the profiling (``profile``; default: :data:`AVAILABLE`)."""
+    from sglang_specinit.sglang_0_5_23 import runtime_budget
+    from sglang_specinit.sizing_state import sizing_active
+
+    target = layout.target
+    target.model = torch.nn.Module()  # test double: the target's weights are not loaded
+    profile = profile or (lambda self, pre: AVAILABLE)
+    with (
+        mock.patch.object(type(target), "_profile_available_bytes", profile),
+        sizing_active(sizing),
+    ):
+        return runtime_budget.resolve_memory_pool_config(stock, target, 79.0)
+
+
+def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls_short(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """gpt-oss-20b + an EAGLE3 draft of 16 KV heads under ``--max-running-requests 16`` with
+    radix off: 0.5.23 sizes it with its ``SWARequestCapPoolConfigurator``, which the hook
+    leaves to stock; stock reserves the draft at the target's 8 heads, so the duplicates stay
+    where stock leaves them (bound in the draft's ``alloc_memory_pool``), and the one WARNING
+    says why."""
+    from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
+
+    layout = _layout(
+        {
+            "model_path": str(EXAMPLES / "gpt-oss-20b-eagle3" / "target"),
+            "speculative_draft_model_path": _gpt_oss_draft(tmp_path / "eagle3-kv16", 16),
+            "speculative_algorithm": "EAGLE3",
+            "attention_backend": "triton",
+            "disable_radix_cache": True,
+            "max_running_requests": 16,
+            **SPEC_CHAIN,
+        }
+    )
+    scheduler = _scheduler(layout)
+    sizing = stage_sizing(scheduler)
+    stock_calls = []
+
+    def stock(kvc: Any, pre_model_load_memory: float) -> str:
+        stock_calls.append(kvc)
+        return "stock's config"
+
+    with caplog.at_level(logging.WARNING):
+        assert _run_hook(layout, sizing, stock) == "stock's config"
+    assert stock_calls == [layout.target] and sizing.plan is None
+    binding = getattr(scheduler, "_specinit_early_binding", None)
+    assert binding is not None, "the fallback ran no vetted binding"
+    assert not binding.bound and "a geometry of its own" in binding.skipped
+    (line,) = [r.getMessage() for r in caplog.records if "[specinit]" in r.getMessage()]
+    assert "SWARequestCapPoolConfigurator pools are not priced" in line
+    assert "not bound early (the draft stores KV in a geometry of its own" in line
+
+
+def test_a_priced_launch_binds_before_its_pool_is_profiled() -> None:
+    """Llama-3.1-8B + EAGLE3: the hook prices the pools, then binds (once), then profiles."""
+    from sglang_specinit.live_sizing import DraftDescription
+    from sglang_specinit.sizing_state import TargetSizing
+
+    layout = _layout(
+        {
+            "model_path": str(EXAMPLES / "llama31-8b-eagle3" / "target"),
+            "speculative_draft_model_path": str(EXAMPLES / "llama31-8b-eagle3" / "draft"),
+            "speculative_algorithm": "EAGLE3",
+            **SPEC_CHAIN,
+        }
+    )
+    (draft,) = layout.drafts
+    runner = RunnerDouble(draft)
+    events: list[str] = []
+    sizing = TargetSizing(
+        draft=DraftDescription("EAGLE3", weight_runners=[runner], pool_runners=[runner])
+    )
+    sizing.bind_early = lambda priced: events.append(f"bind priced={priced}") or ""
+
+    def profile(self: Any, pre: float) -> int:
+        events.append("profile")
+        return AVAILABLE
+
+    def no_stock(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the hook fell back on stock sizing")
+
+    config = _run_hook(layout, sizing, no_stock, profile)
+    assert events == ["bind priced=True", "profile"]
+    assert sizing.plan is not None and config.max_total_num_tokens == sizing.plan.tokens
