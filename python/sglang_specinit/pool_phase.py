@@ -70,13 +70,15 @@ def run_pool_phase(
         original(scheduler)
         return
     sizing = phase.sizing_for(scheduler)
-    # Nothing changes the draft's storages between here and SGLang's profiling.
-    at_profile = draft_unshared_storages(scheduler, sizing.draft)
+    # What the draft holds apart from the target at profiling: as it is now, unless a binding
+    # inside SGLang's pool phase recorded it when it ran (TargetSizing.storages_at_profile).
+    at_start = draft_unshared_storages(scheduler, sizing.draft)
     own_free = rank_free_at_sizing(scheduler.tp_worker.model_runner)
     with sizing_active(sizing):
         original(scheduler)
     if sizing.plan is None:
         return  # the sizing hook stepped aside (and said why)
+    at_profile = at_start if sizing.storages_at_profile is None else sizing.storages_at_profile
     sizing.duplicate_bytes_at_profile = duplicates_resident_at_profile(
         at_profile, draft_unshared_storages(scheduler, sizing.draft)
     )

@@ -49,6 +49,9 @@ class TargetSizing:
     # prices this pool: called once with True (pricing is certain: bind) or False (stock's
     # sizing stays: bind only where stock's reserve covers the draft); returns the log clause.
     bind_early: Callable[[bool], str] | None = None
+    # The draft's storages not shared with the target when the pool is profiled, recorded
+    # where the binding runs inside SGLang's pool phase; None: as the pool phase starts.
+    storages_at_profile: dict[Any, int] | None = None
 
 
 def active_sizing() -> TargetSizing | None:

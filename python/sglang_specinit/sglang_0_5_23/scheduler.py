@@ -40,7 +40,11 @@ from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.pool_phase import PoolPhase, bound_sizing, run_pool_phase
-from sglang_specinit.runner_readings import kv_pool_allocated_bytes, rank_free_at_sizing
+from sglang_specinit.runner_readings import (
+    draft_unshared_storages,
+    kv_pool_allocated_bytes,
+    rank_free_at_sizing,
+)
 from sglang_specinit.sglang_0_5_23.draft_pricing import describe_draft
 from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
 from sglang_specinit.sizing_state import TargetSizing
@@ -101,8 +105,9 @@ def bind_early(scheduler: Any, sizing: TargetSizing, priced: bool) -> str:
         scheduler._specinit_early_binding = bind_where_stock_sizes(scheduler)
         return scheduler._specinit_early_binding.note()
     bound = bound_sizing(scheduler, sizing.draft)
-    sizing.duplicate_bytes_at_profile = bound.duplicate_bytes_at_profile
     sizing.stock_duplicate_bytes = bound.stock_duplicate_bytes
+    # The target pool is profiled next: what the draft still holds apart is resident then.
+    sizing.storages_at_profile = draft_unshared_storages(scheduler, sizing.draft)
     scheduler._specinit_rank_free = rank_free_at_sizing(scheduler.tp_worker.model_runner)
     return ""
 
