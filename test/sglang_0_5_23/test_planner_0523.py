@@ -493,6 +493,10 @@ def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
         "pipeline parallel with EAGLE3": ["plan", "--pp-size", "2"],
         "0.5.13 rule here": ["plan", "--sglang-version", "0.5.13.post1"],
         "unknown example": ["plan", "--example", "nope"],
+        # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads).
+        "tp that does not split the heads": ["plan", "--tp", "3"],
+        # The 8B pair's weights exceed an automatic budget of 16 GiB.
+        "weights that do not fit": ["plan", "--device-memory", "16GiB"],
         "0.5.13-only flag": ["plan", "--disable-piecewise-cuda-graph"],
         "report of an unknown example": ["report", "--out", str(tmp_path / "r"), "--example", "x"],
         "report of a missing file": [
@@ -519,6 +523,8 @@ EXPECTED_MESSAGES = {
     "pipeline parallel with EAGLE3": "Pipeline parallelism currently only supports EAGLE",
     "0.5.13 rule here": "needs sglang 0.5.13.post1's server-args logic",
     "unknown example": "shipped examples",
+    "tp that does not split the heads": "pass a --tp-size that does: 1, 2, 4, 8, 16, 32",
+    "weights that do not fit": "leave no room for the KV cache",
     "0.5.13-only flag": "unrecognized arguments: --disable-piecewise-cuda-graph",
     "report of an unknown example": "shipped examples",
     "report of a missing file": "none.json",

@@ -298,6 +298,10 @@ def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
         "dflash without draft": ["--model-path", llama, "--speculative-algorithm", "DFLASH"],
         "unknown example": ["--example", "nope"],
         "unknown flag": ["--no-such-flag"],
+        # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads).
+        "tp that does not split the heads": ["--tp", "3"],
+        # The 8B pair's weights exceed an automatic budget of 16 GiB.
+        "weights that do not fit": ["--device-memory", "16GiB"],
     }
 
 
@@ -313,6 +317,8 @@ EXPECTED_MESSAGES = {
     "dflash without draft": "requires setting --speculative-draft-model-path",
     "unknown example": "shipped examples",
     "unknown flag": "unrecognized arguments",
+    "tp that does not split the heads": "pass a --tp-size that does: 1, 2, 4, 8, 16, 32",
+    "weights that do not fit": "leave no room for the KV cache",
 }
 
 

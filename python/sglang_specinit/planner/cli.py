@@ -288,6 +288,7 @@ def report_main(argv: Sequence[str]) -> int:
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    skipped: dict[str, str] = {}
     try:
         request, plan_argv = _report_parser().parse_known_args(list(argv))
         _check_writable(Path(request.out))
@@ -295,7 +296,8 @@ def report_main(argv: Sequence[str]) -> int:
         if plan_argv:  # one plan invocation
             runs = [_planner_parser().parse_known_args(plan_argv)]
         elif not request.from_json:  # nothing asked for: every shipped example
-            runs = [(_planner_parser().parse_args(["--example", n]), []) for n in _plannable()]
+            names, skipped = _plannable()
+            runs = [(_planner_parser().parse_args(["--example", n]), []) for n in names]
         else:
             runs = []
         for options, launch in runs:
@@ -311,7 +313,7 @@ def report_main(argv: Sequence[str]) -> int:
     except ValueError as e:
         return _bad_input("report", e)
     try:
-        result = report_pages.write_report(cases, Path(request.out))
+        result = report_pages.write_report(cases, Path(request.out), skipped_cases=skipped)
     except OSError as e:  # what the check above cannot see as root: /proc, a full disk
         error = PlanError(f"cannot write the report to --out {request.out}: {e.strerror or e}")
         return _bad_input("report", error)
@@ -333,21 +335,23 @@ def _check_writable(out_dir: Path) -> None:
         raise PlanError(f"cannot write the report to --out {out_dir}: {existing} is read-only")
 
 
-def _plannable() -> list[str]:
-    """The shipped examples the installed release's replay plans; each one it refuses is
-    named on stderr with the reason (a DeepSeek-V4 example outside the 0.5.20+ replays)."""
+def _plannable() -> tuple[list[str], dict[str, str]]:
+    """The shipped examples the installed release's replay plans, and each one it refuses with
+    the reason (a DeepSeek-V4 example outside the 0.5.20+ replays), also named on stderr."""
     from sglang_specinit.planner.releases import installed_replay
     from sglang_specinit.planner.shipped_examples import example_refusal
 
     replay = installed_replay()
-    names = []
+    names: list[str] = []
+    skipped: dict[str, str] = {}
     for name in list_examples():
         refusal = example_refusal(name, replay)
         if refusal is None:
             names.append(name)
         else:
+            skipped[name] = refusal
             print(f"sglang-specinit report: example {name} skipped: {refusal}", file=sys.stderr)
-    return names
+    return names, skipped
 
 
 def plan_main(argv: Sequence[str]) -> int:

@@ -140,7 +140,11 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     preflight.check_launcher(launch.args)
     preflight.check_one_stage(launch.args)
     preflight.check_head_split(
-        target_mc.hf_config, launch.attn_tp_size, "the target", mla=_is_mla(target_mc)
+        target_mc.hf_config,
+        launch.attn_tp_size,
+        "the target",
+        mla=_is_mla(target_mc),
+        device=launch.args.device,
     )
     layout = model_layout(launch.args, target_mc.hf_config, launch.attn_tp_size)
     target_kv_dtype = replay.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
@@ -206,7 +210,11 @@ def _price_draft(
         is_draft_model=True,
     )
     preflight.check_head_split(
-        draft_mc.hf_config, launch.attn_tp_size, "the draft", mla=_is_mla(draft_mc)
+        draft_mc.hf_config,
+        launch.attn_tp_size,
+        "the draft",
+        mla=_is_mla(draft_mc),
+        device=launch.args.device,
     )
     pools = prices.draft_pools
     layouts = (

@@ -44,9 +44,15 @@ def check_one_stage(args: Any) -> None:
         )
 
 
-def check_head_split(hf_config: Any, attn_tp_size: int, what: str, mla: bool) -> None:
+def check_head_split(
+    hf_config: Any, attn_tp_size: int, what: str, *, mla: bool, device: str | None
+) -> None:
     """The split SGLang's attention layers assert on every rank: query heads divide over the
-    attention-TP ranks; KV heads divide over them, or are replicated to a whole number each."""
+    attention-TP ranks; KV heads divide over them, or are replicated to a whole number each.
+    On device cpu SGLang pads the heads instead (its unaligned CPU TP), and such a launch
+    starts."""
+    if device == "cpu":
+        return
     text = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
     heads = getattr(text, "num_attention_heads", None)
     if not isinstance(heads, int) or heads <= 0 or attn_tp_size <= 1:

@@ -20,17 +20,20 @@ from harness.checkpoints import llama_family
 from harness.launch import engine
 from harness.matrices.refused_launches import ALGORITHM, REFUSED, SPEC_FLAGS, Row, intact_draft
 
-# Launches the server starts: the fault matrices' launch with nothing wrong, at page 1 and 16.
+# Launches the server starts: the fault matrices' launch with nothing wrong, at page 1 and 16,
+# and at TP 3, whose 4 heads device cpu pads (SGLang's unaligned CPU TP; on CUDA every rank's
+# Llama asserts the split, and the planner refuses it there: test_plan_cli).
 STARTS = {
     "intact-eagle3-pair": {},
     "page-size-16": {"page_size": 16},
+    "tp-3-on-cpu": {"tp_size": 3},
 }
 
 
 # Launches the server refuses on its ranks, after the launcher: (flags, what the line says).
-# Live: each rank's Llama asserts the head split; the plugin's pool phase stops the launch.
+# Live, 0.5.13.post1: the plugin's pool phase stops it with this line; 0.5.23: its own sizing
+# does first ("Loaded weights leave no GPU memory for the KV cache").
 REFUSED_ON_RANKS = {
-    "tp-3": ({"tp_size": 3}, ("4 attention heads, 2 KV heads", "--tp-size that does: 1, 2, 4")),
     "weights-leave-no-room": (
         {"mem_fraction_static": 0.02},
         ("leave no room for the KV cache under --mem-fraction-static=0.02",
