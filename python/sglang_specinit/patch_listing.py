@@ -91,7 +91,10 @@ def patches_main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--release",
         default=None,
-        help="sglang release (default: the installed one); see compat.supported_releases()",
+        help=(
+            "sglang release (default: the installed one); served: "
+            + ", ".join(compat.supported_releases())
+        ),
     )
     options = parser.parse_args(list(argv))
     release = options.release or installed_release()

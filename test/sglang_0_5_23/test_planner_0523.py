@@ -493,6 +493,10 @@ def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
         "pipeline parallel with EAGLE3": ["plan", "--pp-size", "2"],
         "0.5.13 rule here": ["plan", "--sglang-version", "0.5.13.post1"],
         "unknown example": ["plan", "--example", "nope"],
+        # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads).
+        "tp that does not split the heads": ["plan", "--tp", "3"],
+        # The 8B pair's weights exceed an automatic budget of 16 GiB.
+        "weights that do not fit": ["plan", "--device-memory", "16GiB"],
         "0.5.13-only flag": ["plan", "--disable-piecewise-cuda-graph"],
         "report of an unknown example": ["report", "--out", str(tmp_path / "r"), "--example", "x"],
         "report of a missing file": [
@@ -509,8 +513,8 @@ EXPECTED_MESSAGES = {
     "missing path": "is not a local directory",
     "missing draft path": "--speculative-draft-model-path",
     "no architectures": "no 'architectures'",
-    "fraction zero": "must be in (0, 1)",
-    "fraction above one": "must be in (0, 1)",
+    "fraction zero": "--mem-fraction-static 0.0 is outside (0, 1)",
+    "fraction above one": "is outside (0, 1)",
     "unknown gpu": "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200",
     "bad size": "cannot read a size",
     "DeepSeek-V4 without a draft": "DeepSeek-V4 without a speculative draft",
@@ -519,6 +523,8 @@ EXPECTED_MESSAGES = {
     "pipeline parallel with EAGLE3": "Pipeline parallelism currently only supports EAGLE",
     "0.5.13 rule here": "needs sglang 0.5.13.post1's server-args logic",
     "unknown example": "shipped examples",
+    "tp that does not split the heads": "pass a --tp-size that does: 1, 2, 4, 8, 16, 32",
+    "weights that do not fit": "leave no room for the KV cache",
     "0.5.13-only flag": "unrecognized arguments: --disable-piecewise-cuda-graph",
     "report of an unknown example": "shipped examples",
     "report of a missing file": "none.json",
@@ -561,17 +567,16 @@ def test_pipeline_parallel_eagle_is_refused_in_one_line(
     assert expected in lines[0], lines[0]
 
 
-def test_a_fraction_stock_cannot_start_with_is_a_column_not_a_traceback(
+def test_a_fraction_the_weights_do_not_fit_is_refused_as_the_server_refuses_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """At f = 0.1 the default example's weights exceed the budget: 0.5.23's own sizing refuses
-    (``MemoryPoolConfig`` raises "Not enough memory"); the stock column says so with 0 tokens
-    and the plan still prints both columns (exit 0), as this package's column reports a plan
-    below one page."""
-    data = plan_json(capsys, "--mem-fraction-static", "0.1")
-    release = data["sglang_version"]
-    assert data[f"stock_{release.replace('.', '_')}"]["tokens"] == 0
-    assert data["tokens"] == 0
+    """At f = 0.1 the default example's weights exceed the budget: the plugin's pool phase stops
+    the launch naming the fraction to pass (and 0.5.23's own sizing refuses it too, "Not enough
+    memory"), so the plan is that refusal: exit 2, one line, the fraction that fits."""
     code, out, err = run(capsys, "plan", "--mem-fraction-static", "0.1")
-    assert code == 0, err
-    assert f"* stock {release}: refuses to start: Not enough memory" in out
+    assert code == 2 and out == "", out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert "leave no room for the KV cache under --mem-fraction-static=0.1" in lines[0]
+    suggested = float(lines[0].split("Pass --mem-fraction-static ")[1].split()[0])
+    assert plan_json(capsys, "--mem-fraction-static", str(suggested))["tokens"] > 0

@@ -298,6 +298,10 @@ def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
         "dflash without draft": ["--model-path", llama, "--speculative-algorithm", "DFLASH"],
         "unknown example": ["--example", "nope"],
         "unknown flag": ["--no-such-flag"],
+        # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads).
+        "tp that does not split the heads": ["--tp", "3"],
+        # The 8B pair's weights exceed an automatic budget of 16 GiB.
+        "weights that do not fit": ["--device-memory", "16GiB"],
     }
 
 
@@ -305,14 +309,16 @@ EXPECTED_MESSAGES = {
     "missing path": "is not a local directory",
     "missing draft path": "--speculative-draft-model-path",
     "no architectures": "no 'architectures'",
-    "fraction zero": "must be in (0, 1)",
-    "fraction one": "must be in (0, 1)",
+    "fraction zero": "--mem-fraction-static 0.0 is outside (0, 1)",
+    "fraction one": "--mem-fraction-static 1.0 is outside (0, 1)",
     "unknown gpu": "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200",
     "bad size": "cannot read a size",
     "unsupported architecture": "DeepSeek-V4",
     "dflash without draft": "requires setting --speculative-draft-model-path",
     "unknown example": "shipped examples",
     "unknown flag": "unrecognized arguments",
+    "tp that does not split the heads": "pass a --tp-size that does: 1, 2, 4, 8, 16, 32",
+    "weights that do not fit": "leave no room for the KV cache",
 }
 
 

@@ -146,6 +146,34 @@ def test_figure_bars_equal_the_plan_json(plan_data: dict) -> None:
             assert patch.get_height() * unit == pytest.approx(expected, rel=1e-9, abs=1)
 
 
+def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
+    plan_data: dict,
+) -> None:
+    """A gain of a few percent of tokens hardly shows in a bar's height: every tick label
+    carries the variant's token count and its gain over the first bar, and the title names
+    the model, the GPU, the TP size and the release the plan ran on."""
+    case = case_from_plan_json(plan_data)
+    fig = report_figures.draw_case(case)
+    (ax,) = fig.axes
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    first = case.variants[0]
+    base = variant_json(plan_data, first.key)["tokens"]
+    for variant, tick in zip(case.variants, ticks, strict=True):
+        tokens = variant_json(plan_data, variant.key)["tokens"]
+        assert f"{tokens:,} tokens" in tick, tick
+        if variant is not first:
+            assert f"{(tokens - base) / base:+.1%} vs {first.title}" in tick, tick
+    title = ax.get_title()
+    for needle in (
+        f"{plan_data['speculative_algorithm']} draft",
+        plan_data["device"]["name"],
+        f"TP {plan_data['tp_size']}",
+    ):
+        assert needle in title, (needle, title)
+    # A plan of the installed release (this fixture's three modelled columns name none).
+    assert "sglang 9.9.9" in case_from_plan_json({**plan_data, "sglang_version": "9.9.9"}).subtitle
+
+
 # --------------------------------------------------------------------------- over budget
 
 
@@ -408,6 +436,13 @@ def test_without_inputs_every_shipped_example_is_rendered(
     # The DeepSeek-V4 example is planned by the 0.5.20+ replays only: skipped here, saying why.
     assert sorted(data) == [n for n in list_examples() if n != "deepseek-v4-flash-mtp"]
     assert "example deepseek-v4-flash-mtp skipped: DeepSeek-V4" in err
+    # ... and in the page's index, with the same reason.
+    index_row = next(
+        line
+        for line in (out / "README.md").read_text().splitlines()
+        if line.startswith("| deepseek-v4-flash-mtp |")
+    )
+    assert "| skipped | DeepSeek-V4" in index_row, index_row
     for slug in data:
         assert png_header(out / f"{slug}.png")[0] == figure_px(3)
         ET.parse(out / f"{slug}.svg")

@@ -33,6 +33,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from sglang_specinit.patch_listing import patches_main
@@ -283,19 +284,20 @@ def _report_parser() -> argparse.ArgumentParser:
 
 def report_main(argv: Sequence[str]) -> int:
     """``sglang-specinit report``; returns the exit code."""
-    from pathlib import Path
-
     from sglang_specinit.planner import report_cases, report_pages
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    skipped: dict[str, str] = {}
     try:
         request, plan_argv = _report_parser().parse_known_args(list(argv))
+        _check_writable(Path(request.out))
         cases = report_cases.cases_from_paths(request.from_json)
         if plan_argv:  # one plan invocation
             runs = [_planner_parser().parse_known_args(plan_argv)]
         elif not request.from_json:  # nothing asked for: every shipped example
-            runs = [(_planner_parser().parse_args(["--example", n]), []) for n in _plannable()]
+            names, skipped = _plannable()
+            runs = [(_planner_parser().parse_args(["--example", n]), []) for n in names]
         else:
             runs = []
         for options, launch in runs:
@@ -310,28 +312,46 @@ def report_main(argv: Sequence[str]) -> int:
         cases = report_cases.unique_slugs(cases)
     except ValueError as e:
         return _bad_input("report", e)
-    result = report_pages.write_report(cases, Path(request.out))
+    try:
+        result = report_pages.write_report(cases, Path(request.out), skipped_cases=skipped)
+    except OSError as e:  # what the check above cannot see as root: /proc, a full disk
+        error = PlanError(f"cannot write the report to --out {request.out}: {e.strerror or e}")
+        return _bad_input("report", error)
     if result.figures_skipped:
         print(f"sglang-specinit report: {result.figures_skipped}", file=sys.stderr)
     print(f"wrote {result.page} ({len(cases)} cases, {len(result.figures)} figure files)")
     return 0
 
 
-def _plannable() -> list[str]:
-    """The shipped examples the installed release's replay plans; each one it refuses is
-    named on stderr with the reason (a DeepSeek-V4 example outside the 0.5.20+ replays)."""
+def _check_writable(out_dir: Path) -> None:
+    """Refuse an --out the report could not be written to, before anything is planned and
+    without creating anything (bad input leaves nothing behind)."""
+    existing = out_dir.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise PlanError(f"cannot write the report to --out {out_dir}: {existing} is no directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PlanError(f"cannot write the report to --out {out_dir}: {existing} is read-only")
+
+
+def _plannable() -> tuple[list[str], dict[str, str]]:
+    """The shipped examples the installed release's replay plans, and each one it refuses with
+    the reason (a DeepSeek-V4 example outside the 0.5.20+ replays), also named on stderr."""
     from sglang_specinit.planner.releases import installed_replay
     from sglang_specinit.planner.shipped_examples import example_refusal
 
     replay = installed_replay()
-    names = []
+    names: list[str] = []
+    skipped: dict[str, str] = {}
     for name in list_examples():
         refusal = example_refusal(name, replay)
         if refusal is None:
             names.append(name)
         else:
+            skipped[name] = refusal
             print(f"sglang-specinit report: example {name} skipped: {refusal}", file=sys.stderr)
-    return names
+    return names, skipped
 
 
 def plan_main(argv: Sequence[str]) -> int:
@@ -358,24 +378,60 @@ def plan_main(argv: Sequence[str]) -> int:
     return 0
 
 
+# What a shell reports for a process its reader closed the pipe on (128 + SIGPIPE).
+EXIT_CLOSED_PIPE = 141
+
+
+def version_line() -> str:
+    """This package's version, the installed sglang's and what the plugin does with it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from sglang_specinit import compat
+
+    try:
+        ours = version("sglang-specinit")
+    except PackageNotFoundError:
+        ours = "(not installed)"
+    sglang = compat.installed_sglang_version()
+    if sglang is None:
+        return f"sglang-specinit {ours}; sglang not installed"
+    decision = compat.decide_for_version(sglang)
+    served = f"served by {decision.adapter}" if decision.adapter else "not served"
+    return f"sglang-specinit {ours}; sglang {sglang} ({served})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point (``sglang-specinit``); ``argv`` None: this process's own."""
     if argv is None:
         _set_host_cpu_engine()
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(args)
+    except BrokenPipeError:
+        # `sglang-specinit patches | head`: the reader is gone; say nothing more, and keep
+        # the interpreter's exit-time flush from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_CLOSED_PIPE
+
+
+def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(
             "usage: sglang-specinit plan [launch_server flags] [planner flags]; see plan --help\n"
             "       sglang-specinit report --out DIR [--from-json PATH ...] [plan flags]; "
             "see report --help\n"
-            "       sglang-specinit patches [--release R]; see patches --help"
+            "       sglang-specinit patches [--release R]; see patches --help\n"
+            "       sglang-specinit --version"
         )
         return 0 if args else EXIT_BAD_INPUT
+    if args[0] == "--version":
+        print(version_line())
+        return 0
     commands = {"plan": plan_main, "report": report_main, "patches": patches_main}
     if args[0] not in commands:
         print(
             f"sglang-specinit: error: unknown command {args[0]!r} "
-            "(available: plan, report, patches)",
+            "(available: plan, report, patches, --version)",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT

@@ -13,6 +13,8 @@ import json
 import os
 from typing import Any, NoReturn
 
+from sglang_specinit.launch_checks import check_mem_fraction_static
+
 
 class PlanError(ValueError):
     """Bad planner input; the message is one line meant for the user."""
@@ -54,8 +56,8 @@ def check_launch_values(
     Which speculative launches need a draft path is SGLang's decision (its argument hook),
     not the planner's: a path-less EAGLE/NEXTN draft is built from the target's checkpoint.
     """
-    if mem_fraction_static is not None and not 0.0 < mem_fraction_static < 1.0:
-        raise PlanError(f"--mem-fraction-static must be in (0, 1), got {mem_fraction_static}")
+    # The launcher's own check and message (it refuses the same fractions).
+    check_mem_fraction_static(mem_fraction_static)
     if model_path is None:
         raise PlanError("--model-path is required (or use --example NAME)")
     read_config_json(model_path, "--model-path")

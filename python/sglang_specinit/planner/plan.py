@@ -33,6 +33,7 @@ from typing import Any
 from sglang_specinit.budget import BudgetInputs, DraftSpec, KVSpec, PoolPlan
 from sglang_specinit.live_sizing import SizingReadings, plan_from_readings
 from sglang_specinit.model_facts import check_supported, upstream_reserved_layers
+from sglang_specinit.planner import preflight
 from sglang_specinit.planner.gpus import MIB, DeviceSpec
 from sglang_specinit.planner.inputs import read_config_json
 from sglang_specinit.planner.releases import installed_replay, modelled_rule
@@ -136,6 +137,15 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     )
     launch = replay.resolve(server_args, device)
     target_mc = launch.target_model_config
+    preflight.check_launcher(launch.args)
+    preflight.check_one_stage(launch.args)
+    preflight.check_head_split(
+        target_mc.hf_config,
+        launch.attn_tp_size,
+        "the target",
+        mla=_is_mla(target_mc),
+        device=launch.args.device,
+    )
     layout = model_layout(launch.args, target_mc.hf_config, launch.attn_tp_size)
     target_kv_dtype = replay.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
     # Every pool priced by the replay (the release's own pool code where it runs it).
@@ -150,7 +160,13 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     )
     if prices.ours_plan is not None:
         ours = prices.ours_plan(base)
+    preflight.check_servable(base, ours)
     return _offline_plan(launch, device, replay, prices, target, draft, base, ours)
+
+
+def _is_mla(model_config: Any) -> bool:
+    arch = getattr(model_config, "attention_arch", None)
+    return getattr(arch, "name", None) == "MLA"
 
 
 def _price_target(
@@ -192,6 +208,13 @@ def _price_draft(
         model_path=draft_path,
         model_revision=spec_args.speculative_draft_model_revision,
         is_draft_model=True,
+    )
+    preflight.check_head_split(
+        draft_mc.hf_config,
+        launch.attn_tp_size,
+        "the draft",
+        mla=_is_mla(draft_mc),
+        device=launch.args.device,
     )
     pools = prices.draft_pools
     layouts = (

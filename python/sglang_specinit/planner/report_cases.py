@@ -122,6 +122,8 @@ class ReportCase:
     description: str = ""
     notes: tuple[str, ...] = ()
     source_path: str | None = None
+    # What the figure's title names besides the case: model, GPU, TP and release.
+    subtitle: str = ""
 
     @property
     def ranks(self) -> list[int]:
@@ -215,7 +217,23 @@ def case_from_plan_json(
         description=description or str(data.get("description") or _plan_description(data)),
         notes=tuple(str(n) for n in data.get("plan_notes", ()) or ()),
         source_path=source_path,
+        subtitle=_plan_subtitle(data),
     )
+
+
+def _plan_subtitle(data: Mapping[str, Any]) -> str:
+    model = _basename(data.get("model_path"))
+    # A shipped example keeps its target in target/; its case name names the model.
+    parts = [] if model in ("", "target") else [model]
+    if data.get("speculative_algorithm"):
+        parts.append(f"{data['speculative_algorithm']} draft")
+    device = data.get("device")
+    if isinstance(device, Mapping) and device.get("name"):
+        parts.append(str(device["name"]))
+    parts.append(f"TP {data.get('tp_size', 1)}")
+    if data.get("sglang_version"):
+        parts.append(f"sglang {data['sglang_version']}")
+    return ", ".join(p for p in parts if p)
 
 
 def allocated_breakdown(rank: Mapping[str, Any]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ HEIGHT_IN = 4.8
 MIN_WIDTH_IN = 8.0
 INCH_PER_BAR = 1.3
 # Fixed margins (inches) so the figure size never depends on text extents.
-LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN = 0.9, 2.1, 0.9, 0.5
+LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN = 0.9, 2.1, 1.3, 0.7
 BAR_WIDTH = 0.6
 INSTALL_HINT = "pip install 'sglang-specinit[report]' (or: pip install matplotlib)"
 
@@ -82,10 +82,17 @@ def _unit(case: ReportCase) -> tuple[int, str]:
     return (1 << 30, "GiB") if top >= 2 << 30 else (1 << 20, "MiB")
 
 
-def _tick_label(variant: Variant) -> str:
+def _tick_label(variant: Variant, baseline: Variant) -> str:
+    """The variant's title, its token count and its gain over the case's first bar (a few
+    percent of tokens hardly changes a bar's height, so the figure says it in numbers)."""
     text = "\n".join(textwrap.wrap(variant.title, 16))
     if variant.source in ("measured", "modelled"):
         text += f"\n({variant.source})"
+    tokens = int(variant.breakdown.get("tokens", 0))
+    text += f"\n{tokens:,} tokens"
+    base = int(baseline.breakdown.get("tokens", 0))
+    if variant is not baseline and base > 0:
+        text += f"\n{(tokens - base) / base:+.1%} vs {baseline.title}"
     return text
 
 
@@ -169,11 +176,15 @@ def draw_case(case: ReportCase) -> Any:
     handles = [*(seen[label] for label in order), Line2D([], [], color="black", linestyle="--")]
     labels = [*order, "budget (f x free)"]
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
-    ax.set_xticks(range(len(case.variants)), [_tick_label(v) for v in case.variants], fontsize=8)
+    labels_x = [_tick_label(v, case.variants[0]) for v in case.variants]
+    ax.set_xticks(range(len(case.variants)), labels_x, fontsize=8)
     ax.set_xlim(-0.6, len(case.variants) - 0.4)
     ax.set_ylim(0, top * 1.15 if top > 0 else 1)
     ax.set_ylabel(f"{unit_name} per TP rank")
-    ax.set_title(textwrap.shorten(case.name, 90), fontsize=10)
+    title = textwrap.shorten(case.name, 90)
+    if case.subtitle:
+        title += "\n" + textwrap.shorten(case.subtitle, 110)
+    ax.set_title(title, fontsize=10)
     ax.grid(axis="y", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
     return fig

@@ -11,7 +11,7 @@ the one line that says how to install it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,8 +164,12 @@ INTRO = (
 
 
 def render_page(
-    cases: Sequence[ReportCase], figures: bool, figures_skipped: str | None = None
+    cases: Sequence[ReportCase],
+    figures: bool,
+    figures_skipped: str | None = None,
+    skipped_cases: Mapping[str, str] | None = None,
 ) -> str:
+    """The page; ``skipped_cases`` (name -> why) are listed in the index, without a section."""
     lines = ["# sglang-specinit memory report", "", INTRO, ""]
     if figures_skipped:
         lines += [f"> Figures: {figures_skipped}", ""]
@@ -174,6 +178,7 @@ def render_page(
         f"| [{c.name}](#{c.slug}) | {c.kind} | {', '.join(v.title for v in c.variants)} |"
         for c in cases
     ]
+    lines += [f"| {name} | skipped | {why} |" for name, why in (skipped_cases or {}).items()]
     lines.append("")
     for case in cases:
         lines += case_section(case, figures)
@@ -206,8 +211,11 @@ def report_data(cases: Sequence[ReportCase]) -> dict[str, Any]:
     }
 
 
-def write_report(cases: Sequence[ReportCase], out_dir: Path) -> ReportResult:
-    """Write the page, its data and (when matplotlib imports) the figures into ``out_dir``."""
+def write_report(
+    cases: Sequence[ReportCase], out_dir: Path, skipped_cases: Mapping[str, str] | None = None
+) -> ReportResult:
+    """Write the page, its data and (when matplotlib imports) the figures into ``out_dir``;
+    ``skipped_cases`` (name -> why) are listed in the page's index."""
     out_dir.mkdir(parents=True, exist_ok=True)
     skipped = report_figures.matplotlib_missing()
     figures: list[Path] = []
@@ -215,7 +223,14 @@ def write_report(cases: Sequence[ReportCase], out_dir: Path) -> ReportResult:
         for case in cases:
             figures += report_figures.save_case_figures(case, out_dir)
     page = out_dir / PAGE_NAME
-    page.write_text(render_page(cases, figures=skipped is None, figures_skipped=skipped))
+    page.write_text(
+        render_page(
+            cases,
+            figures=skipped is None,
+            figures_skipped=skipped,
+            skipped_cases=skipped_cases,
+        )
+    )
     data = out_dir / DATA_NAME
     data.write_text(json.dumps(report_data(cases), indent=1, sort_keys=True) + "\n")
     return ReportResult(page=page, data=data, figures=figures, figures_skipped=skipped)

@@ -11,5 +11,7 @@
 - ``dsv4_flash``: the DeepSeek-V4-Flash layout cells (cookbook launches on H200 / B200) the V4
   matrix, the hook test and the planner test price on 0.5.23's configurators;
 - ``refused_launches``: the fault matrices' refused-launch rows (0.5.13.post1 and 0.5.23): each
-  row's bad draft or flags and the one-line message it must get.
+  row's bad draft or flags and the one-line message it must get;
+- ``plan_verdicts``: ``plan`` run on the same launches as the live rows (the fault matrices'
+  refused rows, plus launches that start), for the planner-is-the-launch's-verdict tests.
 """

@@ -1,0 +1,83 @@
+"""The refusals a launch makes before it serves, made by ``plan`` on the resolved launch.
+
+An operator reads ``plan``'s verdict as the launch's: a launch the server refuses must be
+refused here too, in one line naming what to change, and nothing the server starts may be
+refused. The release's own argument checks run inside each replay's ``resolve``; this module
+adds what happens after them, in launch order: this package's launcher checks (the same
+function the launcher calls), the attention-head split each rank's model asserts, and the
+budget refusal the pool phase makes when the weights leave no room for one page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_specinit.budget import MIN_SERVABLE_TOKENS, BudgetInputs, PoolPlan, page_ceil
+from sglang_specinit.launch_checks import check_speculative_launch
+from sglang_specinit.live_sizing import SpecInitBudgetError, budget_error_message
+from sglang_specinit.planner.inputs import PlanError
+
+
+def check_launcher(args: Any) -> None:
+    """This package's launcher checks on the resolved flags (draft width, shards, fraction,
+    a pool below one page), raising the launcher's own message."""
+    check_speculative_launch(
+        algorithm=args.speculative_algorithm,
+        mem_fraction_static=args.mem_fraction_static,
+        max_total_tokens=args.max_total_tokens,
+        page_size=args.page_size,
+        model_path=args.model_path,
+        draft_path=args.speculative_draft_model_path,
+        draft_load_format=getattr(args, "speculative_draft_load_format", None) or args.load_format,
+    )
+
+
+def check_one_stage(args: Any) -> None:
+    """The planner prices one rank of one stage; a pipeline's stages differ in layers, weights
+    and free memory, so it plans none rather than a wrong one."""
+    pp = int(getattr(args, "pp_size", 1) or 1)
+    if pp > 1:
+        raise PlanError(
+            f"--pp-size {pp}: the planner plans one pipeline stage and the stages differ in "
+            "layers and weights; plan without --pp-size (the server logs each stage's "
+            "breakdown)"
+        )
+
+
+def check_head_split(
+    hf_config: Any, attn_tp_size: int, what: str, *, mla: bool, device: str | None
+) -> None:
+    """The split SGLang's attention layers assert on every rank: query heads divide over the
+    attention-TP ranks; KV heads divide over them, or are replicated to a whole number each.
+    On device cpu SGLang pads the heads instead (its unaligned CPU TP), and such a launch
+    starts."""
+    if device == "cpu":
+        return
+    text = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+    heads = getattr(text, "num_attention_heads", None)
+    if not isinstance(heads, int) or heads <= 0 or attn_tp_size <= 1:
+        return
+    valid = [tp for tp in range(1, heads + 1) if heads % tp == 0 and _kv_fits(text, tp, mla)]
+    if heads % attn_tp_size == 0 and _kv_fits(text, attn_tp_size, mla):
+        return
+    kv = getattr(text, "num_key_value_heads", None)
+    kv_part = "" if mla or not isinstance(kv, int) else f", {kv} KV heads"
+    raise PlanError(
+        f"{what} has {heads} attention heads{kv_part}: an attention-TP size of {attn_tp_size} "
+        f"does not split them (every rank asserts it); pass a --tp-size that does: "
+        f"{', '.join(map(str, valid))}"
+    )
+
+
+def _kv_fits(text: Any, tp: int, mla: bool) -> bool:
+    kv = getattr(text, "num_key_value_heads", None)
+    if mla or not isinstance(kv, int) or kv <= 0:
+        return True
+    return kv % tp == 0 if kv >= tp else tp % kv == 0
+
+
+def check_servable(inputs: BudgetInputs, plan: PoolPlan) -> None:
+    """The pool phase's refusal, with its message: weights that leave no room for one page."""
+    if plan.tokens < page_ceil(MIN_SERVABLE_TOKENS, inputs.page_size):
+        message = budget_error_message(inputs, plan).removeprefix("sglang-specinit: ")
+        raise SpecInitBudgetError(message)

@@ -1,0 +1,81 @@
+"""The command line's edges: ``--version``, a closed pipe, an unwritable ``--out``, the served
+releases in ``patches --help``; each is one line or silence, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from sglang_specinit import compat
+from sglang_specinit.planner.cli import EXIT_CLOSED_PIPE, main
+
+
+def test_version_names_this_package_and_the_installed_sglang(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    installed = compat.installed_sglang_version()
+    adapter = compat.decide_for_version(installed).adapter
+    assert (
+        out == f"sglang-specinit {version('sglang-specinit')}; sglang {installed} "
+        f"(served by {adapter})\n"
+    )
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    """``sglang-specinit patches | head -1``: the reader is gone before the listing is written
+    (closed before the process starts, so the write fails every time)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "sglang_specinit.planner.cli", "patches"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == EXIT_CLOSED_PIPE
+
+
+@pytest.mark.parametrize(
+    "make_out, reason",
+    [
+        (lambda d: (d / "file").write_text("x") and d / "file" / "report", "no directory"),
+        (lambda d: Path("/proc/specinit-report"), "/proc/specinit-report"),
+    ],
+    ids=["under-a-file", "proc"],
+)
+def test_an_unwritable_out_is_one_line_with_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_out, reason: str
+) -> None:
+    out_dir = make_out(tmp_path)
+    report = tmp_path / "plan.json"
+    # A breakdown the report accepts: the shipped default example's plan.
+    assert main(["plan", "--json"]) == 0
+    report.write_text(capsys.readouterr().out)
+    code = main(["report", "--out", str(out_dir), "--from-json", str(report)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("sglang-specinit report: error: cannot write")
+    assert reason in err
+
+
+def test_patches_help_lists_the_served_releases() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sglang_specinit.planner.cli", "patches", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "400"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert ", ".join(compat.supported_releases()) in result.stdout
