@@ -20,7 +20,8 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     ``multi_rank`` (bounded launches that must end by themselves, and what they left),
     ``launch_0_5_23`` (the 0.5.23 suite's tiny speculative launches), ``release_suite`` (what
     the per-release suites share: gate, EAGLE3 fixture, shared checks), ``plugin_probe`` (a
-    fresh interpreter running ``load_plugins()``, its summary read back); ``site/`` (the
+    fresh interpreter running ``load_plugins()``, its summary read back), ``forward_hooks``
+    (the ``--forward-hooks`` factory the phased launches name); ``site/`` (the
     ``sitecustomize`` that installs the harness's hooks in every spawned process).
 ``cpu_doubles`` - named test doubles for what a GPU-less machine lacks: ``shims`` (CPU shims
     and simulated device memory), ``faults`` (one rank's draft fails, phase 3 held
@@ -37,7 +38,8 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     ``dsv4_flash`` (the DeepSeek-V4-Flash layout cells), ``step_aside`` (a stock-sized
     launch's pools, for the step-aside matrix),
     ``fidelity_probe`` / ``fidelity_probe_0523`` (ServerArgs and model configs built as each
-    release does, plugin on and off), ``refused_launches`` (the fault matrices' refused rows).
+    release does, plugin on and off), ``refused_launches`` (the fault matrices' refused rows),
+    ``plan_verdicts`` (``plan`` on the same launches, for the verdict tests).
 ``gpu`` - the GPU suite's cases, checks and measurements: ``gpu_cases`` (cases and model
     profiles), ``gpu_preflight`` (can this machine run the wheels), ``gpu_summary`` (the GPU
     command's verdict from JUnit XML), ``gpu_verdict`` (pure checks of two launches),

@@ -10,6 +10,8 @@
 - ``release_suite``: what the per-release suites share (release gate, EAGLE3 launch fixture,
   the budget-fill and plan-equals-server checks);
 - ``plugin_probe``: a fresh interpreter that runs ``load_plugins()`` and reports what it saw;
+- ``forward_hooks``: the ``--forward-hooks`` factory the phased launches name (the scheduler
+  report lists the modules it hooked);
 - ``site/sitecustomize.py``: installs the harness's hooks in every Python process of a run
   (the spawned schedulers inherit only the environment); ``server_process.SITE_DIR``.
 """
