@@ -93,7 +93,7 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
     # Every adapter's patches: none of them may be registered, applied or added.
     patches = [
         p
-        for name in compat.ADAPTER_PACKAGES
+        for name in compat.generations()
         for p in adapter_patches(compat.load_adapter(name)).values()
     ]
     methods = [(f"{m.module}.{m.class_name}", m.name) for p in patches for m in p.new_methods]

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import importlib
 import logging
+import pkgutil
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from types import ModuleType
 from typing import Any
 
+from sglang_specinit.generation import Generation
 from sglang_specinit.hooks import (
     ModulePatch,
     adapter_patches,
@@ -28,14 +31,28 @@ from sglang_specinit.lazy_import import after_import
 
 logger = logging.getLogger(__name__)
 
-# Release lines with an adapter package; each package's RELEASES names the exact releases it
-# was written and tested for.
-ADAPTER_PACKAGES = ("sglang_0_5_13", "sglang_0_5_14", "sglang_0_5_23")
+# An adapter package is named for the releases it serves: ``sglang_`` and a release's digits.
+_ADAPTER_NAME = re.compile(r"^sglang(_\d+)+$")
+
+
+@cache
+def generations() -> dict[str, Generation]:
+    """Adapter package -> its :class:`~sglang_specinit.generation.Generation`, oldest first
+    (importing a package imports none of its phase modules)."""
+    import sglang_specinit
+
+    names = [
+        info.name
+        for info in pkgutil.iter_modules(sglang_specinit.__path__)
+        if info.ispkg and _ADAPTER_NAME.match(info.name)
+    ]
+    found = {name: load_adapter(name).GENERATION for name in names}
+    return dict(sorted(found.items(), key=lambda item: release_key(item[1].releases[0]) or ()))
 
 
 def adapter_releases() -> dict[str, tuple[str, ...]]:
-    """Adapter package -> its releases (importing a package imports none of its phases)."""
-    return {name: tuple(load_adapter(name).RELEASES) for name in ADAPTER_PACKAGES}
+    """Adapter package -> its releases."""
+    return {name: generation.releases for name, generation in generations().items()}
 
 
 @dataclass(frozen=True)
@@ -47,6 +64,10 @@ class Decision:
     reason: str
     # True when this release is simply not one the plugin serves (say so at INFO, not WARNING).
     not_served: bool = False
+
+    @property
+    def generation(self) -> Generation | None:
+        return None if self.adapter is None else generations()[self.adapter]
 
 
 def supported_releases() -> list[str]:
@@ -114,9 +135,14 @@ def decide_for_version(ver: str | None) -> Decision:
     served_keys = [release_key(r) for r in supported_releases()]
     oldest = min(k for k in served_keys if k is not None)
     if key is not None and key > oldest:
+        phases_its_init = [
+            release_key(generation.releases[0]) or oldest
+            for generation in generations().values()
+            if generation.sglang_phases_init
+        ]
         unchanged = (
             "SGLang's own phased init runs unchanged"
-            if key >= (0, 5, 14, 0)
+            if phases_its_init and key >= min(phases_its_init)
             else "SGLang starts stock, draft memory outside the budget"
         )
         return Decision(
@@ -127,8 +153,8 @@ def decide_for_version(ver: str | None) -> Decision:
             not_served=True,
         )
     if key is not None:
-        # 0.5.10 - 0.5.12.post1: no plugin system (0.5.10.x) or another init than the oldest
-        # served release's, step for step (docs/releases.md: file:line of each difference).
+        # Older releases have no plugin system or another init than the oldest served one
+        # (docs/releases.md names each difference).
         first = min(supported_releases(), key=lambda r: release_key(r) or oldest)
         return Decision(
             None,
@@ -145,9 +171,8 @@ def load_adapter(name: str) -> Any:
 
 
 def adapter_module(adapter: str, module: str) -> Any:
-    """One module of an adapter package (``planner_replay``, ``stock_rule`` ...), by name: the
-    core reaches release-specific code only through here and :func:`load_adapter`."""
-    return importlib.import_module(f"sglang_specinit.{adapter}.{module}")
+    """One module of an adapter package, by name (through its generation)."""
+    return generations()[adapter].module(module)
 
 
 def adapter_module_for_release(release: str, module: str) -> Any:

@@ -16,7 +16,6 @@ importing every module it might ever patch when the plugin loads.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import pkgutil
 import sys
@@ -99,20 +98,23 @@ def group_by_module(
     }
 
 
-def phase_modules(adapter: ModuleType) -> list[ModuleType]:
-    """A release adapter's phase modules, imported: the ones its ``PHASE_MODULES`` names (none
-    of them imports SGLang at import time)."""
-    return [importlib.import_module(f"{adapter.__name__}.{name}") for name in adapter.PHASE_MODULES]
+def _generation(adapter: Any) -> Any:
+    """The :class:`~sglang_specinit.generation.Generation` of an adapter package (or itself)."""
+    return getattr(adapter, "GENERATION", adapter)
 
 
-def adapter_patches(adapter: ModuleType, release: str | None = None) -> dict[str, ModulePatch]:
-    """Every SGLang module a release adapter checks or patches: its phase modules' ``HOOKS``,
-    ``NEW_METHODS`` and ``REQUIRES`` tables, regrouped per SGLang module; with ``release``, also
-    what the adapter reads in that release's own form (its ``release_requires``, when it serves
-    more than one API generation: ``sglang_0_5_23.release_shims``)."""
+def phase_modules(adapter: Any) -> list[ModuleType]:
+    """An adapter's phase modules, imported (none of them imports SGLang at import time)."""
+    generation = _generation(adapter)
+    return [generation.module(name) for name in generation.phase_modules]
+
+
+def adapter_patches(adapter: Any, release: str | None = None) -> dict[str, ModulePatch]:
+    """Every SGLang module an adapter checks or patches, per SGLang module: its phase modules'
+    ``HOOKS``, ``NEW_METHODS`` and ``REQUIRES``; with ``release``, also what the adapter reads
+    in that release's own form."""
     modules = phase_modules(adapter)
-    per_release = getattr(adapter, "release_requires", None)
-    extra = tuple(per_release(release)) if release is not None and per_release else ()
+    extra = _generation(adapter).release_requires(release) if release is not None else ()
     return group_by_module(
         (hook for m in modules for hook in m.HOOKS),
         (method for m in modules for method in m.NEW_METHODS),
@@ -120,8 +122,8 @@ def adapter_patches(adapter: ModuleType, release: str | None = None) -> dict[str
     )
 
 
-def adapter_new_methods(adapter: ModuleType) -> list[Callable[..., Any]]:
-    """The functions a release adapter's phase modules add to SGLang classes (a worker that
+def adapter_new_methods(adapter: Any) -> list[Callable[..., Any]]:
+    """The functions an adapter's phase modules add to SGLang classes (a worker that
     inherits one is not phase-ready by itself)."""
     return [method.fn for m in phase_modules(adapter) for method in m.NEW_METHODS]
 

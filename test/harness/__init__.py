@@ -53,6 +53,6 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     (test, suite and job limits), ``downloads`` (only what the servers load).
 ``geometry`` - model-geometry pricing kept only as a cross-check of built pools: ``specs``
     (0.5.13.x ``ModelConfig`` -> geometric KV specs), ``runner_kv_spec`` (a live runner's).
-``selection`` (this package's one top-level module) - which tests a run selects (the ``slow``
-    set).
+``selection`` - which tests a run selects (the ``slow`` set); ``code_size`` - the product's
+    lines and prose share, one definition for the size test and for counting by hand.
 """

@@ -124,7 +124,7 @@ def test_what_this_generation_lacks_is_absent_as_release_shims_says() -> None:
     # 0.5.20 on, stamped by release_shims.stamp_published_widths before.
     from sglang.srt.runtime_context import ParallelContext
 
-    widths_at_publish = release_shims._since(release_shims.WIDTHS_AT_PUBLISH_SINCE)
+    widths_at_publish = release_shims.row().widths_at_publish
     assert widths_at_publish == (release == "0.5.20")
     for name in ("attn_tp_size_of", "attn_dp_size_of"):
         assert hasattr(runtime_context, name) == widths_at_publish
@@ -255,7 +255,7 @@ def test_an_early_token_map_writes_no_field_the_target_sizing_reads(tmp_path: Pa
     from sglang.srt.server_args import ServerArgs
     from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-    from sglang_specinit import early_binding
+    from sglang_specinit.phased import early_binding
 
     if installed() not in NO_CONFIG_BAGS:
         pytest.skip(

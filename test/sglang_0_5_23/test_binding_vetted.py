@@ -85,8 +85,8 @@ def _scheduler(layout: Any) -> Any:
 def _run_hook(layout: Any, sizing: Any, stock: Any, profile: Any = None) -> Any:
     """The plugin's sizing hook on the target's configurator, ``sizing`` active, with a test
     double for the profiling (``profile``; default: :data:`AVAILABLE`)."""
+    from sglang_specinit.phased.sizing_state import sizing_active
     from sglang_specinit.sglang_0_5_23 import runtime_budget
-    from sglang_specinit.sizing_state import sizing_active
 
     target = layout.target
     target.model = torch.nn.Module()  # test double: the target's weights are not loaded
@@ -141,7 +141,7 @@ def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls
 def test_a_priced_launch_binds_before_its_pool_is_profiled() -> None:
     """Llama-3.1-8B + EAGLE3: the hook prices the pools, then binds (once), then profiles."""
     from sglang_specinit.live_sizing import DraftDescription
-    from sglang_specinit.sizing_state import TargetSizing
+    from sglang_specinit.phased.sizing_state import TargetSizing
 
     layout = _layout(
         {

@@ -119,8 +119,8 @@ def run_hook(
     available: int | None = None,
 ) -> HookRun:
     from sglang_specinit.live_sizing import DraftDescription
+    from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
-    from sglang_specinit.sizing_state import TargetSizing, sizing_active
 
     step_down = dsv4_sizing.fitted  # the real step-down, before the spy goes on
     layout = publish(cell, scratch)
@@ -235,8 +235,8 @@ def test_a_failing_v4_solve_keeps_stocks_solve(
     stop a launch: the hook then returns SGLang's own solve on the same reading, and leaves no
     plan behind for the breakdown."""
     from sglang_specinit.live_sizing import DraftDescription
+    from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-    from sglang_specinit.sizing_state import TargetSizing, sizing_active
 
     cell = HOOK_CELLS[0]
     layout = publish(cell, tmp_path)

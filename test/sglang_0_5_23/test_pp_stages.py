@@ -164,9 +164,9 @@ def _with_token_sync(kvc: Any, answer: Callable[[int], int], calls: list[int]) -
 
 def _price_stage(stage: Stage, answer: Callable[[int], int]) -> StageResult:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang_specinit.phased.sizing_state import sizing_active
     from sglang_specinit.sglang_0_5_23 import runtime_budget
     from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
-    from sglang_specinit.sizing_state import sizing_active
 
     rank, target, draft, holds = stage.rank, stage.target, stage.draft, stage.holds_draft
     sizing = stage_sizing(stage.scheduler)

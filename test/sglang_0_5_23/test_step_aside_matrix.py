@@ -689,10 +689,10 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
     for a path-less NEXTN draft) would decline. The same launch without unified memory has no
     fused entry, and the layer check decides again."""
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang_specinit.phased.stock_binding import stock_reserve_gap
     from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
     from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
-    from sglang_specinit.stock_binding import stock_reserve_gap
 
     case = next(c for c in CASES if "unified" in c.tags)
     layout = published_layout(**_resolved(case.args, tmp_path / "unified"))

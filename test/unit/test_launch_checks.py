@@ -16,8 +16,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sglang_specinit import field_launch_checks as launch_checks_0513
 from sglang_specinit import launch_checks
+from sglang_specinit.dataclass_args import launch_checks as launch_checks_0513
 from sglang_specinit.launch_checks import LaunchCheckError
 
 

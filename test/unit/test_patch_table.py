@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sglang_specinit import early_binding, sglang_0_5_23
+from sglang_specinit import sglang_0_5_23
 from sglang_specinit.hooks import Hook, Requires, adapter_patches, group_by_module
 from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.phased import early_binding
 from sglang_specinit.sglang_0_5_23 import eagle, launch_checks, runtime_budget, scheduler
 
 BASE_SPEC = "sglang.srt.speculative.base_spec_worker"

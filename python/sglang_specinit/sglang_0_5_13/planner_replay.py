@@ -28,19 +28,19 @@ import contextlib
 import copy
 from typing import Any
 
-from sglang_specinit.model_facts import (
-    FROZEN_KV_STAND_IN_TOKENS,
-    element_bytes,
-    kv_dtype_name,
-)
-from sglang_specinit.planner.columns import StockBeside
-from sglang_specinit.planner.field_replay import (
+from sglang_specinit.dataclass_args.replay import (
     FieldServerArgsReplay,
     attention_tp_size,
     planned_cpu_engine,
     resolve_speculative,
     target_model_config,
 )
+from sglang_specinit.model_facts import (
+    FROZEN_KV_STAND_IN_TOKENS,
+    element_bytes,
+    kv_dtype_name,
+)
+from sglang_specinit.planner.columns import StockBeside
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.plan import OfflinePlan
@@ -52,7 +52,7 @@ from sglang_specinit.planner.replay import (
     kv_cache_quant_algo,
     released,
 )
-from sglang_specinit.planner.unloaded_runner import (
+from sglang_specinit.runner_sizing.unloaded_runner import (
     attention_tp_size_answering,
     kv_warm_up_copy_skipped,
     pricing_device,
@@ -163,7 +163,7 @@ class Replay0513(FieldServerArgsReplay):
         """Every pool priced by the function the 0.5.13 server runs
         (:func:`.pool_probe.measure_kv_pool`: the runner's own ``_apply_memory_pool_config`` at
         tiny sizes), on runners built without weights
-        (:func:`~sglang_specinit.planner.unloaded_runner.unloaded_runner`), with the server's
+        (:func:`~sglang_specinit.runner_sizing.unloaded_runner.unloaded_runner`), with the server's
         token split (:func:`.runtime_budget.target_token_split`). The draft's runners are the
         ones the server describes (:func:`.scheduler.describe_draft`): one runner, one per step
         for multi-layer EAGLE, and for frozen-KV MTP a stand-in pool of fixed size."""

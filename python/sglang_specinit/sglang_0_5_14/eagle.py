@@ -2,7 +2,7 @@
 
 Wraps ``EagleDraftWorker.init_token_map``, ``EagleDraftWorker.init_lm_head`` and
 ``MultiLayerEagleDraftWorker.init_lm_head`` with the core's table
-(:mod:`sglang_specinit.early_binding`), which this module re-exports.
+(:mod:`sglang_specinit.phased.early_binding`), which this module re-exports.
 
 The methods it relies on are the same in these releases: ``EagleDraftWorker.alloc_memory_pool``
 allocates the draft runner's pool, then calls ``init_token_map`` and ``init_lm_head`` in that
@@ -15,7 +15,7 @@ an EAGLE3 draft with its own) and, for EAGLE3, reads the draft's hot-token map
 
 from __future__ import annotations
 
-from sglang_specinit.early_binding import (
+from sglang_specinit.phased.early_binding import (
     HOOKS,
     NEW_METHODS,
     REQUIRES,

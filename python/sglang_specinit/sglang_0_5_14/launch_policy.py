@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.step_aside import PRICED_DEVICES, StepAside
+from sglang_specinit.phased.step_aside import PRICED_DEVICES, StepAside
 
 # The speculative workers whose allocations this adapter prices (exact classes: a subclass may
 # allocate more), named rather than imported (a scheduler imports only its own algorithm's).

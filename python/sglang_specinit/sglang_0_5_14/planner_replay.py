@@ -2,7 +2,7 @@
 
 These releases keep 0.5.13's dataclass ``ServerArgs`` (its ``__post_init__`` resolves every
 field) and 0.5.13's speculative hook module, so the replay is 0.5.13.x's
-(:class:`~sglang_specinit.planner.field_replay.FieldServerArgsReplay`: the release's own parser,
+(:class:`~sglang_specinit.dataclass_args.replay.FieldServerArgsReplay`: the release's own parser,
 an inert ``ServerArgs``, ``handle_speculative_decoding`` on a copy) with three answers of their own:
 
 * the automatic ``--mem-fraction-static`` is the installed release's
@@ -45,12 +45,7 @@ from sglang_specinit.budget import (
     resident_with_duplicates,
     static_budget_bytes,
 )
-from sglang_specinit.model_facts import (
-    kv_dtype_name,
-    upstream_reserved_layers,
-)
-from sglang_specinit.planner.columns import StockBeside
-from sglang_specinit.planner.field_replay import (
+from sglang_specinit.dataclass_args.replay import (
     FieldServerArgsReplay,
     attention_tp_size,
     auto_mem_fraction_static,
@@ -59,6 +54,11 @@ from sglang_specinit.planner.field_replay import (
     resolve_speculative,
     target_model_config,
 )
+from sglang_specinit.model_facts import (
+    kv_dtype_name,
+    upstream_reserved_layers,
+)
+from sglang_specinit.planner.columns import StockBeside
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.plan import OfflinePlan
@@ -71,7 +71,7 @@ from sglang_specinit.planner.replay import (
     installed_release,
     released,
 )
-from sglang_specinit.planner.unloaded_runner import (
+from sglang_specinit.runner_sizing.unloaded_runner import (
     attention_tp_size_answering,
     kv_warm_up_copy_skipped,
     pricing_device,

@@ -32,8 +32,8 @@ from sglang_specinit.live_sizing import (
     plan_from_readings,
 )
 from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.phased.sizing_state import Prices, TargetSizing, active_sizing, priced_readings
 from sglang_specinit.sglang_0_5_14 import pool_probe
-from sglang_specinit.sizing_state import Prices, TargetSizing, active_sizing, priced_readings
 
 logger = logging.getLogger(__name__)
 

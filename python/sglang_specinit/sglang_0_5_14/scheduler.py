@@ -30,17 +30,17 @@ from typing import Any
 from sglang_specinit import rank_reports
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
-from sglang_specinit.pool_phase import PoolPhase, bound_sizing, run_pool_phase
-from sglang_specinit.runner_readings import (
-    kv_pool_allocated_bytes,
-)
-from sglang_specinit.sglang_0_5_14.launch_policy import pricing_blocker
-from sglang_specinit.sizing_state import TargetSizing
-from sglang_specinit.stock_binding import (
+from sglang_specinit.phased.pool_phase import PoolPhase, bound_sizing, run_pool_phase
+from sglang_specinit.phased.sizing_state import TargetSizing
+from sglang_specinit.phased.stock_binding import (
     EarlyBinding,
     bind_under_stock_sizing,
     stock_reserve_gap,
 )
+from sglang_specinit.runner_readings import (
+    kv_pool_allocated_bytes,
+)
+from sglang_specinit.sglang_0_5_14.launch_policy import pricing_blocker
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def init_memory_pools(original: Any, self: Any) -> None:
 
 def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
     """Bind a stock-sized launch's draft embed/lm_head before the target pool is profiled,
-    where the release's reserve covers the draft (:mod:`sglang_specinit.stock_binding`).
+    where the release's reserve covers the draft (:mod:`sglang_specinit.phased.stock_binding`).
 
     Stock's reserve is the target runner's ``eagle_draft_num_layers`` layers of the target's
     geometry (``cell * (1 + d / n)``, ``model_executor/pool_configurator.py:131-145`` in

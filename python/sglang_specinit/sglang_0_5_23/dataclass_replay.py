@@ -8,7 +8,7 @@ live adapter prices with), but its ``ServerArgs`` resolves every field in ``__po
 :class:`~sglang_specinit.sglang_0_5_23.planner_replay.Replay0523`'s resolution cannot run there.
 What runs instead (:class:`DataclassReplay`):
 
-* **server args**: the dataclass releases' replay (:mod:`sglang_specinit.planner.field_replay`:
+* **server args**: the dataclass releases' replay (:mod:`sglang_specinit.dataclass_args.replay`:
   the release's own parser into a ``ServerArgs`` whose ``__post_init__`` is skipped, its
   ``_handle_cuda_graph_config`` / ``_handle_gpu_memory_settings`` fed the planned device's MiB
   for the automatic fraction, ``speculative_hook.handle_speculative_decoding`` on a copy, the
@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, PoolPlan
-from sglang_specinit.planner.field_replay import (
+from sglang_specinit.dataclass_args.replay import (
     FieldServerArgsReplay,
     auto_mem_fraction_static,
     planned_cpu_engine,

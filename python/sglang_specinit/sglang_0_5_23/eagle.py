@@ -1,5 +1,5 @@
 """Early binding of the draft's duplicate embed/lm_head (sglang 0.5.20 - 0.5.23): the core's
-table (:mod:`sglang_specinit.early_binding`), re-exported.
+table (:mod:`sglang_specinit.phased.early_binding`), re-exported.
 
 0.5.23's ``EagleDraftWorker.alloc_memory_pool`` allocates the draft runner's pool, then calls
 ``init_token_map`` and ``init_lm_head`` (``speculative/eagle_worker_v2.py:243-258``), after the
@@ -9,7 +9,7 @@ once.
 
 from __future__ import annotations
 
-from sglang_specinit.early_binding import (
+from sglang_specinit.phased.early_binding import (
     HOOKS,
     NEW_METHODS,
     REQUIRES,

@@ -14,7 +14,8 @@ their messages are release-independent (:mod:`sglang_specinit.launch_checks`).
 0.5.18 keeps 0.5.15's dataclass ``ServerArgs``: ``__post_init__`` resolves into the fields and
 ends with ``materialize_declarations`` (0.5.18 ``server_args.py:3788``), and
 ``check_server_args`` (``:9136``) runs after it, so there the checks read the fields, as the
-core's :mod:`sglang_specinit.field_launch_checks` does (``release_shims.has_resolving_view``;
+core's
+:mod:`~sglang_specinit.dataclass_args.launch_checks` does (``release_shims.has_resolving_view``;
 ``resolving_view`` is then required by ``release_shims.release_requires``, not here).
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit import field_launch_checks
+from sglang_specinit.dataclass_args import launch_checks as field_launch_checks
 from sglang_specinit.launch_checks import check_speculative_launch
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_23.release_shims import has_resolving_view

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.step_aside import PRICED_DEVICES, StepAside
+from sglang_specinit.phased.step_aside import PRICED_DEVICES, StepAside
 
 
 def pricing_blocker(scheduler: Any) -> StepAside | None:

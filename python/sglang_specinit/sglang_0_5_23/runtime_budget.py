@@ -32,13 +32,13 @@ from sglang_specinit.live_sizing import (
     plan_from_readings,
 )
 from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.phased.sizing_state import Prices, TargetSizing, active_sizing, priced_readings
 from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
 from sglang_specinit.sglang_0_5_23.release_shims import (
     attn_dp_size,
     fused_entry_bytes,
     schedule_of,
 )
-from sglang_specinit.sizing_state import Prices, TargetSizing, active_sizing, priced_readings
 
 logger = logging.getLogger(__name__)
 

@@ -39,7 +39,13 @@ from sglang_specinit.budget import GIB, BudgetInputs
 from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
-from sglang_specinit.pool_phase import PoolPhase, bound_sizing, run_pool_phase
+from sglang_specinit.phased.pool_phase import PoolPhase, bound_sizing, run_pool_phase
+from sglang_specinit.phased.sizing_state import TargetSizing
+from sglang_specinit.phased.stock_binding import (
+    EarlyBinding,
+    bind_under_stock_sizing,
+    stock_reserve_gap,
+)
 from sglang_specinit.runner_readings import (
     draft_unshared_storages,
     kv_pool_allocated_bytes,
@@ -47,12 +53,6 @@ from sglang_specinit.runner_readings import (
 )
 from sglang_specinit.sglang_0_5_23.draft_pricing import describe_draft
 from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
-from sglang_specinit.sizing_state import TargetSizing
-from sglang_specinit.stock_binding import (
-    EarlyBinding,
-    bind_under_stock_sizing,
-    stock_reserve_gap,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def bind_early(scheduler: Any, sizing: TargetSizing, priced: bool) -> str:
 
 def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
     """Bind a stock-sized launch's draft embed/lm_head before the target pool is profiled,
-    where 0.5.23's reserve covers the draft (:mod:`sglang_specinit.stock_binding`).
+    where 0.5.23's reserve covers the draft (:mod:`sglang_specinit.phased.stock_binding`).
 
     Stock's reserve is ``spec_aux_config.eagle_draft_num_layers`` layers of the target's
     geometry (``model_executor/pool_configurator.py:259-305``; HybridSWA ``:730-760``; DSv4
@@ -137,7 +137,7 @@ def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
 def draft_reserve_gap(
     target: Any, drafts: Sequence[Any], draft_configurators: Sequence[Any]
 ) -> str:
-    """:func:`~sglang_specinit.stock_binding.stock_reserve_gap` for a 0.5.23 launch: stock
+    """:func:`~sglang_specinit.phased.stock_binding.stock_reserve_gap` for a 0.5.23 launch: stock
     reserves ``spec_aux_config.eagle_draft_num_layers`` layers of ``target``'s geometry; each
     draft (runner or configurator) allocates ``layer_info.num_effective_layers``, on as many
     rows per target row as its configurator's ``loc_space_scale`` (``dcp`` under decode context

@@ -25,16 +25,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglang_specinit.compat import installed_sglang_version
-from sglang_specinit.early_binding import bind_shared_weights_early
 from sglang_specinit.live_sizing import DraftDescription
+from sglang_specinit.phased.early_binding import bind_shared_weights_early
+from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
+from sglang_specinit.phased.step_aside import StepAside
+from sglang_specinit.phased.stock_binding import EarlyBinding
 from sglang_specinit.runner_readings import (
     draft_duplicate_bytes,
     draft_unshared_storages,
     rank_free_at_sizing,
 )
-from sglang_specinit.sizing_state import TargetSizing, sizing_active
-from sglang_specinit.step_aside import StepAside
-from sglang_specinit.stock_binding import EarlyBinding
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ prices the launch's draft, else a :class:`StepAside` naming why not; the schedul
 it once (WARNING, or INFO where there is nothing to price) and runs SGLang's method unchanged.
 Where ``binds`` is set the draft is a known worker whose stock sizing stays, and the scheduler
 first binds its duplicate embed/lm_head where stock's reserve covers the draft
-(:mod:`sglang_specinit.stock_binding`).
+(:mod:`sglang_specinit.phased.stock_binding`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Early binding on a launch that keeps stock sizing: free the draft's duplicate embed/lm_head
 before stock profiles the target pool, where that can only help.
 
-Where an adapter steps aside (:mod:`sglang_specinit.step_aside`), SGLang's own configurator
+Where an adapter steps aside (:mod:`sglang_specinit.phased.step_aside`), SGLang's own configurator
 turns the profiled budget into tokens at its own price per token, ``c``. Binding early frees
 ``D`` bytes of duplicate weights first, so stock sizes ``D / c`` more tokens. That is safe only
 when ``c`` covers what the target *and* the draft then allocate per token; else every extra
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_specinit.early_binding import bind_shared_weights_early
 from sglang_specinit.live_sizing import storage_bytes
+from sglang_specinit.phased.early_binding import bind_shared_weights_early
 
 MIB = 1 << 20
 

@@ -1,0 +1,56 @@
+"""One SGLang API generation as the core sees it: the object each adapter package exports.
+
+The core reaches release-specific code only through :class:`Generation`: the releases an
+adapter serves, its phase tables (patched or checked all or nothing), what it reads in each
+release's own form, and its planner replay (server-args logic, pool prices, stock column).
+:mod:`compat` finds the adapter packages and picks the one for the installed release once.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol
+
+from sglang_specinit.hooks import Requires
+
+
+class Generation(Protocol):
+    """All the core may call on an adapter."""
+
+    package: str
+    releases: tuple[str, ...]
+    phase_modules: tuple[str, ...]
+    # True where the release's own init already loads both models before sizing the pools.
+    sglang_phases_init: bool
+
+    def release_requires(self, release: str | None = None) -> tuple[Requires, ...]: ...
+
+    def module(self, name: str) -> ModuleType: ...
+
+    def replay(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class AdapterGeneration:
+    """A :class:`Generation` declared as data by an adapter package's ``__init__``."""
+
+    package: str
+    releases: tuple[str, ...]
+    phase_modules: tuple[str, ...]
+    sglang_phases_init: bool
+    # Per-release requirements beyond the phase tables (a generation spanning API changes).
+    requires_by_release: Callable[[str | None], tuple[Requires, ...]] | None = None
+
+    def release_requires(self, release: str | None = None) -> tuple[Requires, ...]:
+        if self.requires_by_release is None:
+            return ()
+        return tuple(self.requires_by_release(release))
+
+    def module(self, name: str) -> ModuleType:
+        return importlib.import_module(f"{self.package}.{name}")
+
+    def replay(self) -> Any:
+        return self.module("planner_replay").REPLAY

@@ -1,0 +1,69 @@
+"""How much of the product is code and how much is prose (docstrings and comment lines).
+
+Issue #29's budget: product lines and the prose share are measured here, one definition for the
+test and for anyone counting by hand (``python test/harness/code_size.py [root]``).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import sys
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+PRODUCT = Path(__file__).resolve().parents[2] / "python" / "sglang_specinit"
+
+
+@dataclass(frozen=True)
+class Size:
+    lines: int
+    prose_lines: int
+
+    @property
+    def prose_share(self) -> float:
+        return self.prose_lines / self.lines if self.lines else 0.0
+
+
+def _docstring_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                if isinstance(body[0].value.value, str):
+                    lines.update(range(body[0].lineno, body[0].end_lineno + 1))
+    return lines
+
+
+def file_size(path: Path) -> Size:
+    """A file's lines (as ``wc -l`` counts them) and its prose lines: docstring lines plus
+    lines holding only a comment."""
+    text = path.read_text()
+    prose = _docstring_lines(ast.parse(text))
+    code_lines: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT:
+            prose.add(token.start[0])
+        elif token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+                                tokenize.DEDENT, tokenize.ENDMARKER):
+            code_lines.update(range(token.start[0], token.end[0] + 1))
+    # A line with code and a trailing comment is code.
+    prose -= code_lines - _docstring_lines(ast.parse(text))
+    return Size(text.count("\n"), len(prose))
+
+
+def tree_size(root: Path = PRODUCT) -> Size:
+    sizes = [file_size(p) for p in sorted(root.rglob("*.py"))]
+    return Size(sum(s.lines for s in sizes), sum(s.prose_lines for s in sizes))
+
+
+if __name__ == "__main__":
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else PRODUCT
+    per_file = sorted(((file_size(p), p) for p in root.rglob("*.py")), key=lambda x: -x[0].lines)
+    for size, path in per_file[:40]:
+        name = path.relative_to(root)
+        print(f"{size.prose_lines:5d} / {size.lines:5d}  {size.prose_share:5.1%}  {name}")
+    total = tree_size(root)
+    print(f"total: {total.lines} lines, {total.prose_lines} prose ({total.prose_share:.1%})")
