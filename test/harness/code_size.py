@@ -13,7 +13,7 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-PRODUCT = Path(__file__).resolve().parents[2] / "python" / "sglang_specinit"
+PRODUCT = Path(__file__).resolve().parent.parent.parent / "python" / "sglang_specinit"
 
 
 @dataclass(frozen=True)

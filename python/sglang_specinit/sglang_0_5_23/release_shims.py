@@ -95,18 +95,17 @@ def row(release: str | None = None) -> ReleaseRow:
 
 
 def has_draft_parallel_layout() -> bool:
-    """True on the installed release if it carries ``draft_parallel_layout`` (0.5.23)."""
+    """True where configurators and workers take a ``draft_parallel_layout``."""
     return row().draft_parallel_layout
 
 
 def has_parallel_state(release: str | None = None) -> bool:
-    """True on the ``ParallelState`` generation (default: the installed release)."""
+    """True where schedulers and configurators hold a ``ParallelState`` (default: installed)."""
     return not row(release).runtime_context_ranks
 
 
 def release_requires(release: str | None = None) -> tuple[Requires, ...]:
-    """What the adapter reads on ``release`` (default: the installed one) beyond its patch
-    tables, in the form that release has: checked with the tables, all or nothing."""
+    """What the adapter reads on ``release`` beyond its patch tables, in that release's form."""
     found: list[Requires] = []
     if has_parallel_state(release):
         found += [
@@ -133,17 +132,12 @@ def release_requires(release: str | None = None) -> tuple[Requires, ...]:
 
 
 def has_config_bags(release: str | None = None) -> bool:
-    """True where ``runtime_context`` publishes the configuration bags (0.5.17 on; default:
-    the installed release)."""
+    """True where ``runtime_context`` publishes the configuration bags."""
     return row(release).config_bags
 
 
 def schedule_of(kvc: Any) -> Any:
-    """The schedule a configurator sizes with (``mem_fraction_static``, ``page_size``,
-    ``max_total_tokens``, ``max_running_requests``, ``swa_full_tokens_ratio``, ...):
-    ``get_schedule()`` from 0.5.17; on 0.5.16 the configurator's own ``server_args``, which is
-    what its ``_profile_available_bytes`` / ``_apply_token_constraints`` /
-    ``resolve_max_num_reqs`` read (``kv_cache_configurator.py:1538``, ``:1599``, ``:1629``)."""
+    """The schedule a configurator sizes with: the bag, else its own ``server_args``."""
     if not has_config_bags():
         return kvc.server_args
     from sglang.srt.runtime_context import get_schedule
@@ -153,10 +147,8 @@ def schedule_of(kvc: Any) -> Any:
 
 @contextlib.contextmanager
 def scoped_schedule(kvc: Any, **fields: Any) -> Iterator[None]:
-    """The schedule's ``fields`` (those it has) set for the duration: the bag's own
-    ``override`` from 0.5.17; on 0.5.16 the configurator's ``ServerArgs`` fields, written the
-    way ``ServerArgs.override`` writes them but without its provenance log (a probe's value,
-    put back on exit, is no runtime adjustment of the launch)."""
+    """The schedule's ``fields`` set for the duration (without the provenance log a
+    runtime adjustment would write: a probe's value is put back on exit)."""
     if has_config_bags():
         schedule = schedule_of(kvc)
         present = {name: value for name, value in fields.items() if name in schedule}
@@ -175,10 +167,7 @@ def scoped_schedule(kvc: Any, **fields: Any) -> Iterator[None]:
 
 
 def published_bags(server_args: Any) -> tuple[Any, Any, Any]:
-    """(model, spec, schedule) of a published launch, as its ``ModelRunner`` reads them:
-    ``get_model()`` / ``get_spec()`` / ``get_schedule()`` from 0.5.17; on 0.5.16 the
-    ``ServerArgs`` fields themselves (``ModelRunner.configure_kv_cache_dtype``,
-    ``model_runner.py:1082``, reads ``self.server_args``)."""
+    """(model, spec, schedule) of a published launch, as its ``ModelRunner`` reads them."""
     if not has_config_bags():
         return server_args, server_args, server_args
     from sglang.srt.runtime_context import get_model, get_schedule, get_spec
@@ -187,10 +176,7 @@ def published_bags(server_args: Any) -> tuple[Any, Any, Any]:
 
 
 def publish_launch(server_args: Any) -> None:
-    """Publish an offline rank-0 scheduler's ``ServerArgs``: ``runtime_context.publish`` from
-    0.5.17 (:func:`publish_kwargs`); 0.5.16's scheduler process only records it
-    (``RuntimeContext.set_server_args``, ``runtime_context.py:587``, which
-    ``ModelRunner.__init__`` calls through ``set_global_server_args_for_scheduler``)."""
+    """Publish an offline rank-0 scheduler's ``ServerArgs`` as the release records it."""
     from sglang.srt import runtime_context
 
     if not has_config_bags():
@@ -200,33 +186,27 @@ def publish_launch(server_args: Any) -> None:
 
 
 def kv_cache_dtype_str_kwargs(dtype_str: str) -> dict[str, Any]:
-    """The configurator's ``kv_cache_dtype_str`` keyword (0.5.17 on); 0.5.16 has no such field
-    and reads ``server_args.kv_cache_dtype`` where 0.5.17 reads it."""
+    """The configurator's ``kv_cache_dtype_str`` keyword, where it has one."""
     return {"kv_cache_dtype_str": dtype_str} if has_config_bags() else {}
 
 
 def draft_kv_own_dtype(spec_algorithm: Any) -> bool:
-    """``configure_kv_cache_dtype``'s ``is_dflash`` as the installed release's ``ModelRunner``
-    passes it: the DFLASH family (DFLASH, DSPARK) from 0.5.17 (``model_runner.py:1207``); 0.5.16
-    passes DFLASH only (``spec_algorithm.is_dflash()``, ``model_runner.py:1091``)."""
+    """``configure_kv_cache_dtype``'s ``is_dflash`` as the release's runner passes it."""
     if has_config_bags():
         return bool(spec_algorithm.is_dflash_family())
     return bool(spec_algorithm.is_dflash())
 
 
 def draft_kv_cache_dtype_kwargs(source: Any) -> dict[str, Any]:
-    """``configure_kv_cache_dtype``'s draft-dtype keyword, read from ``source`` (the flags or
-    ``get_spec()``), where the installed release has it (0.5.18 on; 0.5.17 has no such flag:
-    the draft's KV dtype is the target's rule)."""
+    """``configure_kv_cache_dtype``'s draft-dtype keyword from ``source``, where it
+    exists (else the draft's KV dtype is the target's rule)."""
     if not row().draft_kv_cache_dtype:
         return {}
     return {"speculative_draft_kv_cache_dtype": source.speculative_draft_kv_cache_dtype}
 
 
 def multimodal_reservation_gb() -> float:
-    """What the installed release's ``_profile_available_bytes`` holds back for a multimodal
-    target's runtime: ``mm_runtime_reservation_gb`` from 0.5.18; 0.5.17 reserves nothing
-    (its ``_profile_available_bytes``, ``kv_cache_configurator.py:1614``, has no such term)."""
+    """What ``_profile_available_bytes`` holds back for a multimodal target's runtime."""
     if not row().mm_reservation:
         return 0.0
     from sglang.srt.mem_cache.kv_cache_configurator import mm_runtime_reservation_gb
@@ -240,15 +220,12 @@ def multimodal_reservation_gb() -> float:
 
 
 def has_resolving_view(release: str | None = None) -> bool:
-    """True where ``ServerArgs`` resolves into declarations read through
-    ``arg_groups.overrides.resolving_view`` (0.5.19 on); before, the resolved values are the
-    fields themselves (default: the installed release)."""
+    """True where resolved values are read through ``overrides.resolving_view``."""
     return row(release).resolving_view
 
 
 def init_kv_cache_configurator(runner: Any, draft_parallel_layout: Any = None) -> None:
-    """``runner.init_kv_cache_configurator`` as the installed release takes it (before 0.5.23
-    no layout: the draft shares the target's attention TP, so there is none to pass)."""
+    """``runner.init_kv_cache_configurator`` as the release takes it."""
     if has_draft_parallel_layout():
         runner.init_kv_cache_configurator(draft_parallel_layout)
     else:
@@ -256,27 +233,26 @@ def init_kv_cache_configurator(runner: Any, draft_parallel_layout: Any = None) -
 
 
 def configurator_layout_kwargs(draft_parallel_layout: Any = None) -> dict[str, Any]:
-    """The ``KVCacheConfigurator`` keyword for the layout on 0.5.23; none before."""
+    """The ``KVCacheConfigurator`` layout keyword, where it has one."""
     if has_draft_parallel_layout():
         return {"draft_parallel_layout": draft_parallel_layout}
     return {}
 
 
 def attn_dp_size(kvc: Any) -> int:
-    """A configurator's attention-DP width (``kvc.ps.attn_dp_size`` before 0.5.21)."""
+    """A configurator's attention-DP width."""
     return int(kvc.ps.attn_dp_size if has_parallel_state() else kvc.attn_dp_size)
 
 
 def fused_entry_bytes(kvc: Any, sub_pool: str) -> int | None:
-    """``kvc.fused_entry_bytes(sub_pool)``; None before 0.5.22, which fuses no draft pools."""
+    """``kvc.fused_entry_bytes(sub_pool)``; None where no draft pool is fused."""
     if row().fused_draft_entries:
         return kvc.fused_entry_bytes(sub_pool)
     return None
 
 
 def pp_spec_enabled() -> bool:
-    """``SGLANG_ENABLE_PP_SPEC`` as the installed release reads it; False before 0.5.21,
-    which has no such switch."""
+    """``SGLANG_ENABLE_PP_SPEC``; False where the release has no such switch."""
     if not row().pp_spec:
         return False
     from sglang.srt.environ import envs
@@ -285,36 +261,28 @@ def pp_spec_enabled() -> bool:
 
 
 def fused_host_names() -> tuple[str, ...]:
-    """The target sub-pools a draft may fuse into: 0.5.23's ``HOST_KINDS`` registry
-    (``mem_cache/layout/fused_draft.py:284``); 0.5.22 fuses into the full-attention one only
-    (its ``fused_entry_bytes`` answers None for any other); none before."""
+    """The target sub-pools a draft may fuse into."""
     if not row().fused_draft_entries:
         return ()
     try:
         from sglang.srt.mem_cache.layout.fused_draft import HOST_KINDS
-    except ImportError:  # 0.5.22
+    except ImportError:  # no registry: the full-attention pool only
         return ("full",)
     return tuple(HOST_KINDS)
 
 
 def kv_cache_sharding(server_args: Any) -> bool:
-    """``--enable-kv-cache-sharding``; False before 0.5.22, which has no such flag."""
+    """``--enable-kv-cache-sharding``; False where the flag does not exist."""
     return bool(server_args.enable_kv_cache_sharding) if row().kv_cache_sharding else False
 
 
 def has_attention_dp_names(release: str | None = None) -> bool:
-    """True where ``get_parallel()`` answers ``attn_dp_enabled`` / ``num_dp_ranks`` and
-    ``attn_dp_size`` is a ServerArgs field (0.5.22 on; default: the installed release)."""
+    """True where ``get_parallel()`` names ``attn_dp_enabled`` / ``num_dp_ranks``."""
     return row(release).attention_dp_names
 
 
 def scheduler_ranks(scheduler: Any) -> Any:
-    """This scheduler's ranks and widths: ``get_parallel()`` from 0.5.22; on 0.5.21 the same
-    with the two names 0.5.22 added (``attn_dp_enabled`` is 0.5.21's ``enable_dp_attention``,
-    ``num_dp_ranks`` its ``dp_size``: ``runtime_context.py:77`` derives ``attn_dp_size`` from
-    them, ``:2122`` counts DP ranks by ``dp_size``); before, an object with the same names read
-    from the scheduler's own ``ParallelState`` (0.5.20 builds it in ``Scheduler.__init__``;
-    ``attn_dp_enabled`` is its ``enable_dp_attention``)."""
+    """This scheduler's ranks and widths, under ``get_parallel()``'s names."""
     from types import SimpleNamespace
 
     if not has_parallel_state():
@@ -346,11 +314,7 @@ def scheduler_ranks(scheduler: Any) -> Any:
 
 
 def configurator_parallel_kwargs(server_args: Any) -> dict[str, Any]:
-    """The parallel keywords of an offline rank-0 ``KVCacheConfigurator`` (the planner's) for
-    the published ``server_args``: ``attn_dp_size`` / ``pp_size`` from 0.5.21, else a rank-0
-    ``ParallelState`` with the published widths (as ``Scheduler.__init__`` builds it, 0.5.20
-    ``scheduler.py:523``; 0.5.16's ``get_parallel()`` has no ``dp_size`` / ``ep_size``: its
-    scheduler takes them from the args, ``scheduler.py:379-398``)."""
+    """The parallel keywords of the planner's offline rank-0 ``KVCacheConfigurator``."""
     from sglang.srt.runtime_context import get_parallel
 
     parallel = get_parallel()
@@ -365,7 +329,6 @@ def configurator_parallel_kwargs(server_args: Any) -> dict[str, Any]:
             dp_size=flags.dp_size,
             attn_tp_size=parallel.attn_tp_size,
             attn_cp_size=parallel.attn_cp_size,
-            # 0.5.17's ParallelState calls it dcp_size.
             **{
                 "attn_dcp_size" if row().attn_dcp_size_name else "dcp_size": (
                     parallel.dcp_size
@@ -379,9 +342,8 @@ def configurator_parallel_kwargs(server_args: Any) -> dict[str, Any]:
 
 
 def resolve_layer_info(model_config: Any, *, is_draft: bool, spec_algorithm: Any, **kw: Any) -> Any:
-    """``layer_setup.resolve_layer_indices`` for a runner without weights, as the installed
-    release's ``ModelRunner`` calls it (0.5.20: by ``spec_algorithm``, then
-    ``adjust_hybrid_swa_layer_ids`` on the config; from 0.5.21 by ``draft_model_idx``)."""
+    """``layer_setup.resolve_layer_indices`` for a runner without weights, as the
+    release's ``ModelRunner`` calls it."""
     from sglang.srt.model_executor.model_runner_components import layer_setup
 
     if not has_parallel_state():
@@ -404,17 +366,14 @@ def resolve_layer_info(model_config: Any, *, is_draft: bool, spec_algorithm: Any
 
 
 def full_attention_layer_ids(kvc: Any) -> Any:
-    """The full-attention layer ids a configurator's SWA split counts (0.5.20 keeps them on
-    the runner's model config, adjusted to its layer slice, and only for hybrid-SWA models;
-    from 0.5.21 on its layer info)."""
+    """The full-attention layer ids a configurator's SWA split counts."""
     if has_parallel_state():
         return getattr(kvc.model_config, "full_attention_layer_ids", None)
     return kvc.layer_info.full_attention_layer_ids
 
 
 def publish_kwargs() -> dict[str, Any]:
-    """``runtime_context.publish``'s rank keyword for an offline rank-0 scheduler (none before
-    0.5.21: ranks come from the process groups there)."""
+    """``runtime_context.publish``'s rank keyword for an offline rank-0 scheduler."""
     if has_parallel_state():
         return {}
     from sglang.srt import runtime_context
@@ -427,10 +386,8 @@ NOT_DERIVED = object()
 
 
 def derived_server_arg(view: Any, name: str) -> Any:
-    """The attention-DP field the planner reads under a name the installed release derives
-    rather than stores: ``attn_dp_size`` before 0.5.22 (``runtime_context.attn_dp_size_of``),
-    ``enable_dp_attention`` from 0.5.22 (``attn_dp_enabled_of``); :data:`NOT_DERIVED` for any
-    other name (read it from the record)."""
+    """The attention-DP value the planner reads under a name the release derives
+    rather than stores; :data:`NOT_DERIVED` for any other name."""
     from sglang.srt import runtime_context
 
     if row().attention_dp_names:
@@ -444,9 +401,7 @@ def derived_server_arg(view: Any, name: str) -> Any:
 
 
 def _attention_widths(view: Any) -> tuple[int, int]:
-    """(attn_dp_size, attn_tp_size) of a config with 0.5.19's leaves, by 0.5.19's own
-    arithmetic (``runtime_context.derive_attention_widths``, which its scheduler's
-    ``compute_dp_attention_world_info`` also uses)."""
+    """(attn_dp_size, attn_tp_size) of a config, by the release's own arithmetic."""
     from sglang.srt import runtime_context
 
     attn_dp, attn_tp = runtime_context.derive_attention_widths(
@@ -459,8 +414,7 @@ def _attention_widths(view: Any) -> tuple[int, int]:
 
 
 def attn_tp_size_of(view: Any) -> int:
-    """A resolved config's attention-TP width (``runtime_context.attn_tp_size_of`` from
-    0.5.20; 0.5.19 derives it from the leaves: :func:`_attention_widths`)."""
+    """A resolved config's attention-TP width."""
     from sglang.srt import runtime_context
 
     if row().widths_at_publish:
@@ -469,15 +423,11 @@ def attn_tp_size_of(view: Any) -> int:
 
 
 def stamp_published_widths() -> None:
-    """After an offline ``publish``, the derived widths the pool code reads off
-    ``get_parallel()`` (``attn_tp_size``, ``attn_dcp_size``, ...): from 0.5.20 ``publish``
-    computes them; 0.5.19 has them only once ``initialize_model_parallel`` stamps them when a
-    server builds its process groups, from its scheduler's ``ParallelState`` widths
-    (``distributed/bootstrap.py:100-115``, ``parallel_state.py:2517-2525``, ``:2737``). The
-    same stamp, from the same leaves, for the planner's rank 0 (no groups)."""
+    """Stamp the derived widths an offline ``publish`` leaves unset on releases
+    whose process groups stamp them (the planner's rank 0 builds no groups)."""
     if row().widths_at_publish or not has_resolving_view():
-        # 0.5.18 derives no widths from the record at all: its get_parallel() reads the live
-        # groups or its override, which the planner sets (dataclass_replay.rank0_widths).
+        # Before resolving_view no widths come from the record: get_parallel() reads the live
+        # groups or the override the planner sets (dataclass_replay.rank0_widths).
         return
     from sglang.srt.runtime_context import derive_parallel_widths, get_parallel
 
@@ -500,9 +450,8 @@ def stamp_published_widths() -> None:
 
 
 def present_capacity_readers(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The resolution modules of ``names`` the installed release has (``kv_shard_hook`` from
-    0.5.22); before 0.5.20 none of them reads the capacity: the resolution pipeline does and
-    hands it to the memory step (0.5.19 ``arg_groups/pipeline.py:223``)."""
+    """The resolution modules of ``names`` that read the device capacity on this
+    release."""
     if not row().widths_at_publish:
         return (PIPELINE_CAPACITY_READER,)
     if row().kv_cache_sharding:
@@ -511,10 +460,8 @@ def present_capacity_readers(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def known_platform_facts(facts: dict[str, Any]) -> dict[str, Any]:
-    """``facts`` without the ones the installed release's ``runtime_context.override_platform``
-    does not know (it refuses unknown names). 0.5.20 and 0.5.21 have no ``is_mps`` and no
-    ``is_sm110`` (0.5.22 ``runtime_context.py:1830,1834``): no code of theirs can read those,
-    so leaving them out changes no answer. The known names are read from SGLang's own tables."""
+    """``facts`` without names ``runtime_context.override_platform`` does not know
+    (it refuses them; no code of such a release can read them)."""
     from sglang.srt import runtime_context
 
     known = set(getattr(runtime_context, "_PLATFORM_PROBES", ())) | set(
