@@ -105,26 +105,3 @@ def test_the_checks_see_an_arrow():
         "sglang_0_5_13"
     }
 
-
-RELEASE_NUMBER = re.compile(r"\b0[._]5[._]\d+|\(0,\s*5,\s*\d+")
-
-
-def _release_mentions(source: str) -> list[int]:
-    """Lines of ``source`` naming a release: in code, strings, tuples, docstrings or comments."""
-    return [n for n, line in enumerate(source.splitlines(), 1) if RELEASE_NUMBER.search(line)]
-
-
-def test_no_core_module_names_a_release_anywhere():
-    """Release knowledge lives in the adapters (and docs/releases.md): a core module that
-    names a release in code, a string or its prose has taken some of it."""
-    named = {
-        str(p.relative_to(PACKAGE)): _release_mentions(p.read_text())
-        for p in _modules()
-        if _adapter_of(p) is None and _release_mentions(p.read_text())
-    }
-    assert named == {}
-
-
-def test_the_release_reader_sees_every_spelling():
-    source = 'A = (0, 5, 14, 0)\nB = "sglang_0_5_23"\n# since 0.5.20\nC = 1\n'
-    assert _release_mentions(source) == [1, 2, 3]
