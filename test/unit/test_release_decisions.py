@@ -50,6 +50,45 @@ def test_newer_release_is_not_patched() -> None:
     assert decision.adapter is None and decision.not_served
 
 
+@pytest.mark.parametrize(
+    ("release", "what_runs"),
+    [
+        ("0.5.13.post2", "SGLang starts stock, draft memory outside the budget"),
+        ("0.5.15.post2", "SGLang's own phased init runs unchanged"),
+        ("0.5.24", "SGLang's own phased init runs unchanged"),
+    ],
+)
+def test_a_declined_release_is_told_what_runs_instead(release: str, what_runs: str) -> None:
+    """Whether SGLang phases its own init is read off the generations that serve the releases
+    around it, not a release number in compat."""
+    assert compat.decide_for_version(release).reason.endswith(what_runs)
+
+
+def test_each_adapter_is_one_generation_found_on_disk() -> None:
+    generations = compat.generations()
+    assert list(generations) == ["sglang_0_5_13", "sglang_0_5_14", "sglang_0_5_23"]
+    assert [g.sglang_phases_init for g in generations.values()] == [False, True, True]
+    decision = compat.decide_for_version("0.5.22")
+    assert decision.generation is generations["sglang_0_5_23"]
+    assert compat.decide_for_version("0.5.24").generation is None
+
+
+def test_the_0_5_23_generation_serves_its_table_s_rows() -> None:
+    from sglang_specinit.sglang_0_5_23 import release_shims
+
+    table = release_shims.RELEASE_TABLE
+    assert compat.generations()["sglang_0_5_23"].releases == tuple(table)
+    # A post-release between rows reads the row it follows; an older one the oldest's form.
+    assert release_shims.row("0.5.22.post1") == table["0.5.22"]
+    assert release_shims.row("0.5.24rc1") == table["0.5.23"]
+    assert release_shims.row("0.5.15") == table["0.5.16"]
+    # Each row keeps what the rows before it added.
+    rows = list(table.values())
+    for older, newer in zip(rows, rows[1:], strict=False):
+        kept = {k for k, v in vars(older).items() if v}
+        assert kept <= {k for k, v in vars(newer).items() if v}
+
+
 def test_0_5_23_adapter_tables_are_plain_data() -> None:
     from sglang_specinit import sglang_0_5_23
     from sglang_specinit.hooks import adapter_new_methods, adapter_patches

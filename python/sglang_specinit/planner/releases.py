@@ -28,8 +28,8 @@ def installed_replay() -> ServerArgsReplay:
     """The installed sglang's server-args replay; :class:`PlanError` for any other release."""
     installed = compat.installed_sglang_version()
     decision = compat.decide_for_version(installed)
-    if decision.adapter is not None:
-        return compat.adapter_module(decision.adapter, "planner_replay").REPLAY
+    if decision.generation is not None:
+        return decision.generation.replay()
     served = ", ".join(compat.supported_releases())
     what = f"sglang {installed} is installed" if installed else "sglang is not installed"
     raise PlanError(
