@@ -7,7 +7,7 @@ entries, one table per phase module:
     NewMethod   a method the plugin adds to an SGLang class (it must not exist yet)
     Requires    an SGLang attribute the phases call (it must exist)
 
-An adapter package's ``__init__`` declares only ``RELEASES`` and ``PHASE_MODULES``;
+An adapter package's ``__init__`` declares only its ``GENERATION`` (releases, phase modules);
 :func:`adapter_patches` and :func:`adapter_new_methods` read the tables of those modules.
 Entries name their SGLang module explicitly, so the plugin can check and patch each module on
 its own, at the moment SGLang imports it (:mod:`sglang_specinit.lazy_import`), instead of

@@ -3,7 +3,7 @@
 Release-independent: every check here takes plain values (flags as SGLang resolved them) and
 paths, and reads at most ``config.json`` files and the headers of safetensors shards (a few KiB).
 No torch, no sglang import. Each release adapter only reads its own ``ServerArgs`` in the
-launcher and calls :func:`check_speculative_launch` (``field_launch_checks``,
+launcher and calls :func:`check_speculative_launch` (``dataclass_args.launch_checks``,
 ``sglang_0_5_23.launch_checks``), so both releases refuse the same launches with the same
 one-line messages, each naming the flag or file to change.
 
