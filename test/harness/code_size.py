@@ -41,7 +41,8 @@ def file_size(path: Path) -> Size:
     """A file's lines (as ``wc -l`` counts them) and its prose lines: docstring lines plus
     lines holding only a comment."""
     text = path.read_text()
-    prose = _docstring_lines(ast.parse(text))
+    docstrings = _docstring_lines(ast.parse(text))
+    prose = set(docstrings)
     code_lines: set[int] = set()
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
         if token.type == tokenize.COMMENT:
@@ -50,7 +51,7 @@ def file_size(path: Path) -> Size:
                                 tokenize.DEDENT, tokenize.ENDMARKER):
             code_lines.update(range(token.start[0], token.end[0] + 1))
     # A line with code and a trailing comment is code.
-    prose -= code_lines - _docstring_lines(ast.parse(text))
+    prose -= code_lines - docstrings
     return Size(text.count("\n"), len(prose))
 
 
