@@ -15,8 +15,7 @@ A user ``--max-total-tokens`` then caps ``tokens`` (page-aligned again), and
 
 The runtime patches (``sglang_specinit.sglang_0_5_13``) and the offline planner
 (``sglang_specinit.planner.plan``) both call :func:`plan_pools`, so what the planner predicts
-and what the server allocates are computed by the same code. What other SGLang releases would
-size with the same inputs (for side-by-side reports) is each adapter's ``stock_rule`` module.
+and what the server allocates are computed by the same code.
 """
 
 from __future__ import annotations
@@ -185,9 +184,6 @@ class MeasuredKVSpec:
     fixed_bytes: int = 0
     swa_full_tokens_ratio: float = 1.0
     ratio_applies: bool = False
-    # KV layers the runner allocated its pool for (``ModelRunner.num_effective_layers``), for
-    # the modelled rules that reserve d draft layers as ``cell * d / n``; 0: not read.
-    num_layers: int = 0
 
     def _swa_tokens(self, tokens: int, page_size: int) -> int:
         if self.ratio_applies:
@@ -512,25 +508,3 @@ def plan_pools(inputs: BudgetInputs) -> PoolPlan:
     min_viable = needed / inputs.pre_load_free_bytes
     return make_plan("specinit", inputs, tokens, resident, per_token, min_viable)
 
-
-def scaled_target_cell(target: KVSpec, draft_layers: int, ceil: bool) -> float:
-    """The target cell scaled by (n + d) / n: SGLang's default reserve for ``d`` draft layers
-    (``ceil=False``: truncated) and DFLASH's (``ceil=True``)."""
-    cell = target.bytes_per_token()
-    n = uniform_layers(target)
-    if n <= 0:
-        return cell
-    if ceil:
-        return -(-cell * (n + draft_layers) // n)
-    return int(cell * (1 + draft_layers / n))
-
-
-def uniform_layers(spec: KVSpec) -> int:
-    """The layer count ``n`` of a pool whose every layer has the same width (a plain attention
-    pool, geometric or built), as SGLang's default configurator divides by it; 0 for a
-    hybrid-SWA pool or where the count was not read."""
-    if isinstance(spec, AttentionKVSpec):
-        return spec.num_layers
-    if isinstance(spec, MeasuredKVSpec) and not spec.swa_bytes_per_token:
-        return spec.num_layers
-    return 0

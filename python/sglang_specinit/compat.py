@@ -145,17 +145,9 @@ def load_adapter(name: str) -> Any:
 
 
 def adapter_module(adapter: str, module: str) -> Any:
-    """One module of an adapter package (``planner_replay``, ``stock_rule`` ...), by name: the
+    """One module of an adapter package (``planner_replay``, ``pool_probe`` ...), by name: the
     core reaches release-specific code only through here and :func:`load_adapter`."""
     return importlib.import_module(f"sglang_specinit.{adapter}.{module}")
-
-
-def adapter_module_for_release(release: str, module: str) -> Any:
-    """``module`` of the adapter serving ``release``; ``LookupError`` for a release none serves."""
-    decision = decide_for_version(release)
-    if decision.adapter is None:
-        raise LookupError(decision.reason)
-    return adapter_module(decision.adapter, module)
 
 
 class CompatError(RuntimeError):

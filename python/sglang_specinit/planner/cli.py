@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_specinit.patch_listing import patches_main
-from sglang_specinit.planner.columns import stock_beside_json, stock_beside_text
+from sglang_specinit.planner.columns import plan_json, plan_text
 from sglang_specinit.planner.gpus import (
     CUDA_CONTEXT_ALLOWANCE_BYTES,
     DEFAULT_GPU,
@@ -50,13 +50,8 @@ from sglang_specinit.planner.gpus import (
     presets_help,
 )
 from sglang_specinit.planner.inputs import PlanError, RaisingParser, check_launch_values
-from sglang_specinit.planner.plan import OfflinePlan, build_plan, plan_json
-from sglang_specinit.planner.releases import (
-    installed_replay,
-    release_to_print,
-    sglang_releases,
-    stock_beside,
-)
+from sglang_specinit.planner.plan import OfflinePlan, build_plan
+from sglang_specinit.planner.releases import check_requested_release, installed_replay
 from sglang_specinit.planner.replay import CPU_ENGINE_ENV
 from sglang_specinit.planner.shipped_examples import (
     DEFAULT_EXAMPLE,
@@ -64,7 +59,6 @@ from sglang_specinit.planner.shipped_examples import (
     list_examples,
     load_example,
 )
-from sglang_specinit.report import render_table
 
 EXIT_BAD_INPUT = 2
 _RaisingParser = RaisingParser
@@ -77,9 +71,8 @@ def _planner_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description=(
             "Predict the KV pool of an SGLang speculative-decoding server, offline, with the "
-            "installed SGLang's own server-args logic: the installed release's stock sizing "
-            "beside sglang-specinit's (another release's rule only with --sglang-version). "
-            "Every flag not listed here is a launch_server flag "
+            "installed SGLang's own server-args and sizing code: the installed release's stock "
+            "sizing beside sglang-specinit's. Every flag not listed here is a launch_server flag "
             "(python -m sglang.launch_server --help); model and draft paths must be local "
             "directories."
         ),
@@ -116,13 +109,8 @@ def _planner_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sglang-version",
-        choices=sglang_releases(),
         default=None,
-        help=(
-            "the SGLang release whose rule to print beside this package's (default: the "
-            "installed one; a 0.5.13.x environment also prints 0.5.14's modelled rule, with "
-            "stock 0.5.13.post1's, and 0.5.23's)"
-        ),
+        help="refuse to plan unless this is the installed SGLang release",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--verbose", action="store_true", help="keep SGLang's log output")
@@ -189,27 +177,6 @@ def _parse_launch(launch: list[str]) -> Any:
     return installed_replay().parse_launch(launch)
 
 
-def _print_table(plan: OfflinePlan) -> None:
-    device = plan.device
-    lines = [
-        f"model:  {plan.model_path}",
-        f"draft:  {plan.draft_model_path or '-'}  (--speculative-algorithm {plan.algorithm})",
-        f"device: {device.name}, {device.total_bytes / GIB:.2f} GiB total, "
-        f"{device.pre_load_free_bytes / GIB:.2f} GiB free before weights load; "
-        f"tp {plan.tp_size}; bytes per TP rank",
-        "",
-        render_table(plan.columns, plan.tp_size),
-    ]
-    if plan.target_buffers.bytes:
-        lines.append(f"* {plan.target_buffers.line()}")
-    lines += [f"* {note}" for note in plan.notes]
-    lines.append(
-        "* weights per rank: each checkpoint tensor priced by the SGLang layer that loads it "
-        "(planner/sharding.py); draft graphs and attention workspaces are not priced"
-    )
-    print("\n".join(lines))
-
-
 def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
     """The plan for parsed planner options plus launch flags; raises ValueError on bad input."""
     example = None
@@ -223,6 +190,7 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
             preview.model_path, preview.draft_path, preview.algorithm, preview.fraction
         )
     replay = installed_replay()
+    check_requested_release(options.sglang_version, replay)
     with _quiet_sglang(options.verbose):
         server_args = replay.parse_launch(launch)
         check_launch_values(
@@ -235,12 +203,8 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
 
 
 def _plan_as_json(options: argparse.Namespace, launch: list[str]) -> dict[str, Any]:
-    """``plan --json`` for these options: the rule of ``--sglang-version`` (default: the
-    installed release) beside this package's."""
-    release = release_to_print(options.sglang_version, installed_replay())
-    plan = _plan(options, launch)
-    beside = stock_beside(plan, release)
-    return plan_json(plan) if beside is None else stock_beside_json(beside)
+    """``plan --json`` for these options."""
+    return plan_json(_plan(options, launch))
 
 
 def _set_host_cpu_engine() -> None:
@@ -361,20 +325,13 @@ def plan_main(argv: Sequence[str]) -> int:
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     options, launch = _planner_parser().parse_known_args(list(argv))
     try:
-        release = release_to_print(options.sglang_version, installed_replay())
         plan = _plan(options, launch)
     except ValueError as e:  # PlanError, BudgetError, WeightsError and SGLang's own checks
         return _bad_input("plan", e)
-    beside = stock_beside(plan, release)
-    if beside is not None:
-        if options.json:
-            print(json.dumps(stock_beside_json(beside), indent=2, sort_keys=True))
-        else:
-            print(stock_beside_text(beside))
-    elif options.json:
+    if options.json:
         print(json.dumps(plan_json(plan), indent=2, sort_keys=True))
     else:
-        _print_table(plan)
+        print(plan_text(plan))
     return 0
 
 

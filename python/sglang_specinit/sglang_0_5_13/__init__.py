@@ -26,7 +26,7 @@ One module per SGLang area; each declares, as data (:mod:`sglang_specinit.hooks`
 ``launch_policy`` decides which launches are phased; ``runtime_budget`` sizes the pools;
 ``state`` holds the cut mechanism shared by the phase modules; ``pool_probe`` prices a pool by
 building it (the server's and the planner's one price source); ``planner_replay`` is this
-release's server-args replay and ``stock_rule`` its stock sizing, modelled. This file only
+release's server-args replay (and stock's sizing by the release's own code). This file only
 declares the releases and the phase modules; ``hooks.adapter_patches`` reads their tables.
 """
 

@@ -13,7 +13,6 @@ negligible next to the weights already resident.
 from __future__ import annotations
 
 import gc
-from dataclasses import replace
 from typing import Any
 
 from sglang_specinit.budget import MeasuredKVSpec
@@ -71,4 +70,4 @@ def measure_kv_pool(
     )
     # 0.5.13's free-memory profile does not collect: the probe pools go before it reads.
     gc.collect()
-    return replace(price, num_layers=int(runner.num_effective_layers))
+    return price
