@@ -4,13 +4,15 @@
 ``sglang-specinit plan [launch_server flags] [--gpu PRESET | --device-memory SIZE]
 [--pre-load-free-bytes N] [--example NAME] [--json]``
 
-``sglang-specinit report --out DIR [--from-json FILE|DIR ...] [any plan flags]``: a Markdown
-page with figures (:mod:`report_pages`, :mod:`report_figures`); without plan flags and without
-``--from-json`` it covers every shipped example. Exit 0 also when matplotlib is missing (the
-page is written, one line on stderr says how to install the ``[report]`` extra).
+``sglang-specinit report --out DIR [--from-json FILE|DIR ...] [--beside VENV] [any plan
+flags]``: a Markdown page with figures (:mod:`report_pages`, :mod:`report_figures`); without
+plan flags and without ``--from-json`` it covers every shipped example; ``--beside`` adds another
+release's stock column, computed in that release's environment (:mod:`beside`). Exit 0 also
+when matplotlib is missing (the page is written, one line on stderr says how to install the
+``[report]`` extra).
 
 The launch flags are parsed by the installed SGLang's own ``ServerArgs.add_cli_args`` parser
-(0.5.13.x or 0.5.23, :mod:`releases`), so a ``launch_server`` command line of that release can be
+(:mod:`releases`), so a ``launch_server`` command line of that release can be
 pasted as is. Bad input is reported as one line on stderr with exit code 2, before SGLang is
 imported where the flags allow it.
 
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_specinit.patch_listing import patches_main
+from sglang_specinit.planner.beside import Beside
 from sglang_specinit.planner.columns import plan_json, plan_text
 from sglang_specinit.planner.gpus import (
     CUDA_CONTEXT_ALLOWANCE_BYTES,
@@ -243,6 +246,14 @@ def _report_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="breakdown JSON files, or directories searched for memory-rank*.json / case-*.json",
     )
+    parser.add_argument(
+        "--beside",
+        metavar="VENV",
+        help=(
+            "another SGLang release's environment (e.g. .venv-sglang0514): each planned case "
+            "also shows that release's stock column, computed there by its own code"
+        ),
+    )
     return parser
 
 
@@ -258,17 +269,26 @@ def report_main(argv: Sequence[str]) -> int:
         _check_writable(Path(request.out))
         cases = report_cases.cases_from_paths(request.from_json)
         if plan_argv:  # one plan invocation
-            runs = [_planner_parser().parse_known_args(plan_argv)]
+            runs = [plan_argv]
         elif not request.from_json:  # nothing asked for: every shipped example
             names, skipped = _plannable()
-            runs = [(_planner_parser().parse_args(["--example", n]), []) for n in names]
+            runs = [["--example", n] for n in names]
         else:
             runs = []
-        for options, launch in runs:
+        beside = None
+        if request.beside is not None:
+            if not runs:
+                raise PlanError("--beside needs a plan: give plan flags, or no --from-json")
+            beside = Beside(request.beside)
+        for run in runs:
+            options, launch = _planner_parser().parse_known_args(run)
             example = load_example(options.example) if options.example else None
+            data = _plan_as_json(options, launch)
+            if beside is not None:
+                data = beside.add_stock(data, run)
             cases.append(
                 report_cases.case_from_plan_json(
-                    _plan_as_json(options, launch),
+                    data,
                     name=example.name if example else None,
                     description=example.description if example else None,
                 )
