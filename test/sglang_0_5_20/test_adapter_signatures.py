@@ -21,6 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from harness.launch.release_suite import INIT_KV_CACHE_CONFIGURATOR_PARAMS
 
 SERVED = ("0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20")
 # The releases of the generation whose ServerArgs is still 0.5.15's dataclass.
@@ -101,7 +102,7 @@ def test_what_this_generation_lacks_is_absent_as_release_shims_says() -> None:
 
     release = installed()
     params = tuple(inspect.signature(ModelRunner.init_kv_cache_configurator).parameters)[1:]
-    assert params == release_shims.INIT_KV_CACHE_CONFIGURATOR_PARAMS[release]
+    assert params == INIT_KV_CACHE_CONFIGURATOR_PARAMS[release]
     assert not release_shims.has_draft_parallel_layout()
     assert release_shims.configurator_layout_kwargs() == {}
 

@@ -15,6 +15,8 @@ import importlib
 import inspect
 from importlib.metadata import version
 
+from harness.launch.release_suite import INIT_KV_CACHE_CONFIGURATOR_PARAMS
+
 RELEASE = "0.5.21"
 
 
@@ -53,7 +55,7 @@ def test_what_0_5_21_lacks_is_absent_as_release_shims_says() -> None:
     from sglang_specinit.sglang_0_5_23 import release_shims
 
     params = tuple(inspect.signature(ModelRunner.init_kv_cache_configurator).parameters)[1:]
-    assert params == release_shims.INIT_KV_CACHE_CONFIGURATOR_PARAMS[RELEASE]
+    assert params == INIT_KV_CACHE_CONFIGURATOR_PARAMS[RELEASE]
     fields = {f.name for f in dataclasses.fields(KVCacheConfigurator)}
     assert "draft_parallel_layout" not in fields
     assert not release_shims.has_draft_parallel_layout()

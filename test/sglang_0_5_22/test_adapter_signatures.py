@@ -13,6 +13,8 @@ import dataclasses
 import importlib
 import inspect
 
+from harness.launch.release_suite import INIT_KV_CACHE_CONFIGURATOR_PARAMS
+
 
 def test_0_5_22_is_served_by_the_0_5_23_generation_adapter() -> None:
     from sglang_specinit import compat
@@ -37,7 +39,7 @@ def test_the_draft_parallel_layout_is_absent_as_release_shims_says() -> None:
     from sglang_specinit.sglang_0_5_23 import release_shims
 
     params = tuple(inspect.signature(ModelRunner.init_kv_cache_configurator).parameters)[1:]
-    assert params == release_shims.INIT_KV_CACHE_CONFIGURATOR_PARAMS["0.5.22"]
+    assert params == INIT_KV_CACHE_CONFIGURATOR_PARAMS["0.5.22"]
     fields = {f.name for f in dataclasses.fields(KVCacheConfigurator)}
     assert "draft_parallel_layout" not in fields
     assert not release_shims.has_draft_parallel_layout()

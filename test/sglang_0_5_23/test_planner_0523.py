@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
+from harness.reports.report_reading import BREAKDOWN_KEYS
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
-from sglang_specinit.report import BREAKDOWN_KEYS
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from harness.geometry.specs import attention_kv_spec
+from harness.reports.report_reading import BREAKDOWN_KEYS
 from sglang_specinit.budget import (
     BudgetInputs,
     DraftSpec,
@@ -17,7 +18,7 @@ from sglang_specinit.budget import (
 )
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
-from sglang_specinit.report import BREAKDOWN_KEYS, plan_to_dict
+from sglang_specinit.report import plan_to_dict
 from sglang_specinit.sglang_0_5_13.stock_rule import stock_0_5_13_plan
 from sglang_specinit.sglang_0_5_14.stock_rule import upstream_0_5_14_plan
 

@@ -10,8 +10,9 @@ to geometry would still pass the equality, so the first test also shows a pool r
 from __future__ import annotations
 
 import pytest
+from harness.geometry.kv_specs import sized_by_target
 from harness.geometry.specs import draft_extra_bytes, draft_kv_pools, kv_spec_from_model_config
-from sglang_specinit.budget import MeasuredKVSpec, sized_by_target
+from sglang_specinit.budget import MeasuredKVSpec
 from sglang_specinit.model_facts import runner_layer_count
 from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 from sglang_specinit.planner.replay import build_model_config, cuda_quantization_names

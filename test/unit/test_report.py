@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 
 from harness.geometry.specs import attention_kv_spec
+from harness.reports.report_reading import BREAKDOWN_KEYS
 from sglang_specinit.budget import (
     BudgetInputs,
     DraftSpec,
     plan_pools,
 )
 from sglang_specinit.report import (
-    BREAKDOWN_KEYS,
     ReportColumn,
     human_bytes,
     plan_to_dict,

@@ -17,7 +17,6 @@ from typing import Any
 
 from sglang_specinit.budget import MeasuredKVSpec
 from sglang_specinit.pool_measure import (
-    kv_pool_storages,
     measure_linear,
     model_name,
     runner_pool_storages,
@@ -38,19 +37,6 @@ _RUNNER_ATTRS = (
     "token_to_kv_pool",
     "token_to_kv_pool_allocator",
 )
-
-
-def runner_kv_pool_storages(runner: Any) -> dict[str, int]:
-    """{path: bytes} of the storages the runner's KV pool owns (not its request pool's or
-    token allocator's)."""
-    return kv_pool_storages(
-        runner.token_to_kv_pool, runner.req_to_token_pool, runner.token_to_kv_pool_allocator
-    )
-
-
-def kv_pool_bytes_of(runner: Any) -> int:
-    """Bytes of every storage the runner's KV pool owns (see :func:`runner_kv_pool_storages`)."""
-    return sum(runner_kv_pool_storages(runner).values())
 
 
 def measure_kv_pool(

@@ -194,19 +194,6 @@ RUNTIME_CONTEXT_RANKS_SINCE = (0, 5, 21)
 # validation_hook.py:62-81``), where every stage builds the draft.
 PP_SPEC_SINCE = (0, 5, 21)
 
-# ``ModelRunner.init_kv_cache_configurator``'s parameters after ``self``, per release
-# (test/sglang_0_5_20, test/sglang_0_5_22 and test/sglang_0_5_23 check them on the wheels).
-INIT_KV_CACHE_CONFIGURATOR_PARAMS = {
-    "0.5.16": (),
-    "0.5.17": (),
-    "0.5.18": (),
-    "0.5.19": (),
-    "0.5.20": (),
-    "0.5.21": (),
-    "0.5.22": (),
-    "0.5.23": ("draft_parallel_layout",),
-}
-
 _KVC = "sglang.srt.mem_cache.kv_cache_configurator"
 _PARALLEL_STATE = "sglang.srt.distributed.parallel_state_wrapper"
 _LAYER_SETUP = "sglang.srt.model_executor.model_runner_components.layer_setup"

@@ -24,6 +24,19 @@ import pytest
 
 from harness.launch.sglang_release import extra_python_path, sglang_release
 
+# ``ModelRunner.init_kv_cache_configurator``'s parameters after ``self``, per release
+# as the adapter calls it (the per-release signature tests check them on the wheels).
+INIT_KV_CACHE_CONFIGURATOR_PARAMS = {
+    "0.5.16": (),
+    "0.5.17": (),
+    "0.5.18": (),
+    "0.5.19": (),
+    "0.5.20": (),
+    "0.5.21": (),
+    "0.5.22": (),
+    "0.5.23": ("draft_parallel_layout",),
+}
+
 # What the plan and the server's breakdown must agree on.
 PLAN_KEYS = (
     "tokens",
