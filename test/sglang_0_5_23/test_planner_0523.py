@@ -526,7 +526,7 @@ EXPECTED_MESSAGES = {
     # 0.5.23's own refusals, in its own words.
     "dflash without draft": "requires setting --speculative-draft-model-path",
     "pipeline parallel with EAGLE3": "Pipeline parallelism currently only supports EAGLE",
-    "0.5.13 rule here": "needs sglang 0.5.13.post1's server-args logic",
+    "0.5.13 rule here": "plan in sglang 0.5.13.post1's environment",
     "unknown example": "shipped examples",
     "tp that does not split the heads": "pass a --tp-size that does: 1, 2, 4, 8, 16, 32",
     "weights that do not fit": "leave no room for the KV cache",
