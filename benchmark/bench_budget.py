@@ -18,10 +18,8 @@ number is read from the scheduler process's harness report:
   afterwards; stock loads the draft after sizing, and its bound draft weights are taken from
   the patched run (same tensors).
 
-The 0.5.14 rule modelled on the patched run's inputs (``upstream_0_5_14_plan``) is
-printed and written next to the measured 0.5.14. Where 0.5.14 cannot start (no
-``.venv-sglang0514``, or a start error), its column is the model, marked ``modelled``, with the
-reason. Nothing is asserted.
+Where 0.5.14 cannot start (no ``.venv-sglang0514``, or a start error), its column is left out
+and the case's notes say why. Nothing is asserted.
 
 Each case is written as ``case-<name>.json`` (the breakdown shape ``sglang-specinit report``
 reads) into ``--out``, and the report (Markdown + figures) is rendered there from every case
@@ -42,12 +40,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from _common import (
     CASES,
-    DEFAULT_TARGET,
     FRACTION,
     REPO_ROOT,
     UPSTREAM_0_5_14_PYTHON,
@@ -59,7 +55,6 @@ from _common import (
 from harness.launch.engine import SGLangStartError
 from harness.reports.report_reading import (
     INIT_TORCH_DISTRIBUTED,
-    kv_spec,
     meter_budget,
     pool_bytes,
     pre_load_reading,
@@ -67,30 +62,12 @@ from harness.reports.report_reading import (
     readings,
     runner,
 )
-from sglang_specinit import budget
-from sglang_specinit.model_facts import upstream_reserved_layers
 from sglang_specinit.planner.cli import main as specinit_cli
 from sglang_specinit.planner.report_cases import slugify
 from sglang_specinit.report import human_bytes
-from sglang_specinit.sglang_0_5_14 import stock_rule as stock_rule_0_5_14
 
 DEFAULT_OUT = REPO_ROOT / "docs" / "bench-budget"
-MEASURED, MODELLED = "measured", "modelled"
-
-
-def draft_layers_0_5_14(case: Case, draft_path: Path) -> int:
-    """The ``d`` 0.5.14 reserves for this draft (from its config.json)."""
-    config = json.loads((draft_path / "config.json").read_text())
-    layers = config["num_hidden_layers"]
-    return upstream_reserved_layers(
-        case.algorithm,
-        SimpleNamespace(
-            num_nextn_predict_layers=config.get("num_nextn_predict_layers"),
-            num_hidden_layers=layers,
-            num_attention_layers=layers,
-            hf_config=SimpleNamespace(num_hidden_layers=layers),
-        ),
-    )
+MEASURED = "measured"
 
 
 def target_resident_before_draft(report: dict[str, Any]) -> int:
@@ -173,48 +150,6 @@ def start_failure(error: BaseException) -> str:
     return lines[-1] if lines else type(error).__name__
 
 
-def modelled_0_5_14(case: Case, patched: Launch, stock_target: int, draft_weights: int):
-    """``sglang_0_5_14.stock_rule.upstream_0_5_14_plan`` on the patched run's measured inputs."""
-    shape = case.draft_shape
-    inputs = budget.BudgetInputs(
-        pre_load_free_bytes=meter_budget(patched.report, FRACTION).pre_load_free_bytes,
-        mem_fraction_static=FRACTION,
-        target_kv=kv_spec(DEFAULT_TARGET),
-        target_weight_bytes=stock_target,
-        page_size=1,
-        context_len=DEFAULT_TARGET.max_position_embeddings,
-        draft=budget.DraftSpec(
-            algorithm=case.algorithm,
-            kv_pools=(kv_spec(shape),),
-            weight_bytes=draft_weights,
-            shared_weight_bytes=case.shared_tensors
-            * shape.vocab
-            * shape.hidden
-            * shape.dtype_bytes,
-            upstream_reserved_layers=draft_layers_0_5_14(case, patched.draft_path),
-        ),
-        max_running_requests=patched.report["server_args"]["max_running_requests"],
-    )
-    plan = stock_rule_0_5_14.upstream_0_5_14_plan(inputs)
-    # At sizing 0.5.14 holds the draft's duplicate embed/lm_head too (plan.resident_bytes is
-    # the final, bound state); charge them as the measured column does.
-    draft_at_sizing = draft_weights + inputs.draft.shared_weight_bytes
-    return plan, breakdown(
-        None,
-        tokens=plan.tokens,
-        budget_bytes=plan.budget_bytes,
-        pre_load_free_bytes=inputs.pre_load_free_bytes,
-        target_weights=stock_target,
-        draft_weights=draft_at_sizing,
-        target_pool=plan.target_kv_pool_bytes,
-        draft_pool=plan.draft_kv_pool_bytes,
-        source=MODELLED,
-        title="upstream 0.5.14 rule",
-        note="sglang_0_5_14.stock_rule.upstream_0_5_14_plan on the patched run's measured inputs",
-        max_running_requests=plan.max_running_requests,
-    )
-
-
 def measure(case: Case, upstream_python: Path) -> dict[str, Any]:
     """The case's three launches as one report input (this package at the top level)."""
     patched = launch(case, True)
@@ -222,7 +157,6 @@ def measure(case: Case, upstream_python: Path) -> dict[str, Any]:
     stock_target = meter_budget(stock.report, FRACTION).resident_bytes
     ours = measured(patched, "sglang-specinit", stock_target)
     draft_weights = ours["draft_weight_bytes"]
-    _, model = modelled_0_5_14(case, patched, stock_target, draft_weights)
 
     result: dict[str, Any] = {
         **ours,
@@ -231,7 +165,7 @@ def measure(case: Case, upstream_python: Path) -> dict[str, Any]:
             f"`--speculative-algorithm {case.algorithm}`, tiny generated target and draft, "
             f"device cpu with a simulated {human_bytes(patched.report['meter']['capacity_bytes'])}"
             f" meter, `--mem-fraction-static {FRACTION}`; every variant a real Engine start "
-            "unless marked modelled"
+            "(0.5.14's column only where it started)"
         ),
         "speculative_algorithm": case.algorithm,
         "stock_0_5_13": measured(stock, "stock 0.5.13.post1", stock_target, draft_weights),
@@ -249,19 +183,14 @@ def measure(case: Case, upstream_python: Path) -> dict[str, Any]:
             "embed/lm_head included; freed after the pools exist)"
         )
         result["upstream_0_5_14"] = up
-        result["upstream_0_5_14_modelled"] = model
     except (SGLangStartError, FileNotFoundError, TimeoutError) as e:
-        result["upstream_0_5_14"] = {
-            **model,
-            "title": "upstream 0.5.14",
-            "source_note": f"sglang 0.5.14 could not start on CPU: {start_failure(e)}",
-        }
+        result["plan_notes"] = [f"sglang 0.5.14 could not start on CPU: {start_failure(e)}"]
     return result
 
 
 def _rows(result: dict[str, Any]) -> list[list[str]]:
     rows = []
-    for key in ("stock_0_5_13", "upstream_0_5_14", "upstream_0_5_14_modelled", None):
+    for key in ("stock_0_5_13", "upstream_0_5_14", None):
         r = result if key is None else result.get(key)
         if r is None:
             continue
@@ -408,24 +337,24 @@ def main_0_5_13(names: list[str], out: Path, upstream_python: Path) -> None:
         print(name)
         print(table(HEADER, _rows(result)))
         for key in ("stock_0_5_13", "upstream_0_5_14"):
-            if result[key].get("source_note"):
+            if result.get(key, {}).get("source_note"):
                 print(f"  * {result[key]['title']}: {result[key]['source_note']}")
+        for note in result.get("plan_notes", ()):
+            print(f"  * {note}")
 
     print()
-    print("Summary (token ratios; budget use; 0.5.14 measured against its modelled rule)")
+    print("Summary (token ratios; budget use)")
     summary = []
     for name, r in results.items():
-        s, u = r["stock_0_5_13"], r["upstream_0_5_14"]
-        m = r.get("upstream_0_5_14_modelled", u)
+        s, u = r["stock_0_5_13"], r.get("upstream_0_5_14")
         summary.append(
             [
                 name,
                 f"{r['tokens'] / s['tokens']:.3f}",
-                f"{r['tokens'] / u['tokens']:.3f}" if u["tokens"] else "-",
+                f"{r['tokens'] / u['tokens']:.3f}" if u and u["tokens"] else "-",
                 f"{100 * r['used_bytes'] / r['budget_bytes']:.2f} %",
                 f"{100 * s['used_bytes'] / s['budget_bytes']:.2f} %",
-                f"{100 * u['used_bytes'] / u['budget_bytes']:.2f} % ({u['source']})",
-                f"{u['tokens'] - m['tokens']:+d}",
+                f"{100 * u['used_bytes'] / u['budget_bytes']:.2f} %" if u else "-",
             ]
         )
     print(
@@ -437,7 +366,6 @@ def main_0_5_13(names: list[str], out: Path, upstream_python: Path) -> None:
                 "use ours",
                 "use stock",
                 "use 0.5.14",
-                "0.5.14 tokens measured-model",
             ],
             summary,
         )

@@ -15,26 +15,17 @@ A user ``--max-total-tokens`` then caps ``tokens`` (page-aligned again), and
 
 The runtime patches (``sglang_specinit.sglang_0_5_13``) and the offline planner
 (``sglang_specinit.planner.plan``) both call :func:`plan_pools`, so what the planner predicts
-and what the server allocates are computed by the same code. What other SGLang releases would
-size with the same inputs (for side-by-side reports) is each adapter's ``stock_rule`` module.
+and what the server allocates are computed by the same code.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Protocol
 
 GIB = 1 << 30
-
-# Element sizes are not kept here: callers take them from torch (``model_facts.element_bytes``), so
-# every dtype SGLang can store (fp8 e4m3fn / e4m3fnuz / e5m2, fp4 ...) is priced as stored.
-# FP4 dtypes hold two values per stored element; the halving happens in the cell formula.
-FP4_DTYPES = frozenset({"fp4_e2m1", "float4_e2m1fn_x2"})
-FP4_SCALE_BLOCK = 16
-# DSA (DeepSeek-V3.2) indexer keys: uint8 values plus one fp32 scale per 128-value block.
-DSA_INDEX_QUANT_BLOCK = 128
-DSA_INDEX_ELEMENT_BYTES = 1
 
 # A request needs max_req_len > 0 and max_req_input_len = max_req_len - 5 > 0 (TpModelWorker),
 # so a pool below 7 tokens cannot serve anything.
@@ -45,130 +36,15 @@ class BudgetError(ValueError):
     """The inputs describe something the budget model cannot price; the message says why."""
 
 
-@dataclass(frozen=True)
-class AttentionKVSpec:
-    """Per-token KV layout of one pool of full-attention layers on one attention-TP rank.
+class KVSpec(Protocol):
+    """A pool's price as the budget reads it (the runtime's and the planner's specs are
+    :class:`MeasuredKVSpec`, built by SGLang's own pool code)."""
 
-    MHA/GQA pools set ``num_kv_heads``/``head_dim``/``v_head_dim``; MLA pools set
-    ``kv_lora_rank``/``qk_rope_head_dim`` (and ``dsa_index_head_dim`` for a DSA indexer).
-    ``element_bytes`` is the stored size of one KV element (from torch); ``mla_cache_dim``
-    overrides the per-layer MLA width when the pool stores another layout (DSA with an FP8 KV
-    cache keeps per-block scales and a bf16 rope part: 656 bytes instead of 576).
-    """
+    def bytes_per_token(self) -> float: ...
 
-    num_layers: int
-    kv_dtype: str = "bfloat16"
-    element_bytes: int = 0
-    mla_cache_dim: int = 0
-    num_kv_heads: int = 0
-    head_dim: int = 0
-    v_head_dim: int = 0
-    kv_lora_rank: int = 0
-    qk_rope_head_dim: int = 0
-    dsa_index_head_dim: int = 0
+    def padding_bytes(self, page_size: int) -> int: ...
 
-    @property
-    def is_mla(self) -> bool:
-        return self.kv_lora_rank > 0
-
-    def dtype_bytes(self) -> int:
-        if self.element_bytes <= 0:
-            raise BudgetError(
-                f"no element size for KV-cache dtype {self.kv_dtype!r}: build the spec with "
-                "sglang_specinit.model_facts (it reads the size from torch)"
-            )
-        return self.element_bytes
-
-    def bytes_per_token(self) -> int:
-        """Bytes one token occupies across all layers of this pool."""
-        elt = self.dtype_bytes()
-        fp4 = self.kv_dtype in FP4_DTYPES
-        layers = self.num_layers
-        if self.is_mla:
-            latent = self.kv_lora_rank + self.qk_rope_head_dim
-            if self.mla_cache_dim:
-                # A layout of its own (already in stored elements, scales included).
-                cell = self.mla_cache_dim * layers * elt
-                return cell + self._dsa_index_bytes()
-            cell = latent * layers * elt
-            if fp4:
-                cell = cell // 2 + (latent // FP4_SCALE_BLOCK) * layers * elt
-            return cell + self._dsa_index_bytes()
-        cell = self.num_kv_heads * (self.head_dim + self.v_head_dim) * layers * elt
-        if fp4:
-            cell = cell // 2 + (self.num_kv_heads * self.head_dim * layers * 2 * elt) // (
-                FP4_SCALE_BLOCK
-            )
-        return cell
-
-    def _dsa_index_bytes(self) -> int:
-        if not self.dsa_index_head_dim:
-            return 0
-        idx = self.dsa_index_head_dim
-        per_layer = idx + idx // DSA_INDEX_QUANT_BLOCK * 4
-        return per_layer * self.num_layers * DSA_INDEX_ELEMENT_BYTES
-
-    def padding_bytes(self, page_size: int) -> int:
-        """The pool allocates ``tokens + page_size`` slots: one padding page for dummy writes."""
-        return page_size * self.bytes_per_token()
-
-    def pool_bytes(self, tokens: int, page_size: int) -> int:
-        """Bytes a pool of ``tokens`` allocates, padding page included."""
-        return (tokens + page_size) * self.bytes_per_token()
-
-    def unpacked_bytes_per_token(self) -> int:
-        """Bytes per token at one element per value (MHA layout, no FP4 packing or scales).
-
-        Hybrid-SWA pools are plain MHA pools of the KV dtype in 0.5.13.x: an FP4 dtype is
-        stored one byte per value there, with no scale buffer.
-        """
-        return (
-            self.num_kv_heads
-            * (self.head_dim + self.v_head_dim)
-            * self.num_layers
-            * (self.dtype_bytes())
-        )
-
-
-@dataclass(frozen=True)
-class HybridSWAKVSpec:
-    """A pool split into full-attention and sliding-window layers (gpt-oss, Gemma, Llama4 ...).
-
-    SGLang sizes the full pool to ``tokens`` and the SWA pool to
-    ``page_floor(int(tokens * swa_full_tokens_ratio))``; an all-SWA model (no full layers)
-    sizing itself gives its SWA pool ``tokens`` directly. ``swa_follows_ratio`` overrides that
-    choice for a pool sized by another model's config (see :func:`sized_by_target`).
-    """
-
-    full: AttentionKVSpec
-    swa: AttentionKVSpec
-    swa_full_tokens_ratio: float
-    swa_follows_ratio: bool | None = None
-
-    @property
-    def ratio_applies(self) -> bool:
-        if self.swa_follows_ratio is not None:
-            return self.swa_follows_ratio
-        return self.full.num_layers > 0
-
-    def bytes_per_token(self) -> float:
-        full, swa = self.full.unpacked_bytes_per_token(), self.swa.unpacked_bytes_per_token()
-        if not self.ratio_applies:
-            return full + swa
-        return full + self.swa_full_tokens_ratio * swa
-
-    def padding_bytes(self, page_size: int) -> int:
-        return page_size * (
-            self.full.unpacked_bytes_per_token() + self.swa.unpacked_bytes_per_token()
-        )
-
-    def pool_bytes(self, tokens: int, page_size: int) -> int:
-        swa_tokens = tokens
-        if self.ratio_applies:
-            swa_tokens = int(tokens * self.swa_full_tokens_ratio) // page_size * page_size
-        return (tokens + page_size) * self.full.unpacked_bytes_per_token() + (
-            swa_tokens + page_size
-        ) * self.swa.unpacked_bytes_per_token()
+    def pool_bytes(self, tokens: int, page_size: int) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -185,9 +61,6 @@ class MeasuredKVSpec:
     fixed_bytes: int = 0
     swa_full_tokens_ratio: float = 1.0
     ratio_applies: bool = False
-    # KV layers the runner allocated its pool for (``ModelRunner.num_effective_layers``), for
-    # the modelled rules that reserve d draft layers as ``cell * d / n``; 0: not read.
-    num_layers: int = 0
 
     def _swa_tokens(self, tokens: int, page_size: int) -> int:
         if self.ratio_applies:
@@ -209,28 +82,6 @@ class MeasuredKVSpec:
         )
 
 
-def sized_by_target(draft: KVSpec, target: KVSpec) -> KVSpec:
-    """A draft pool as the target's ``MemoryPoolConfig`` sizes it.
-
-    Draft runners never run a configurator; they apply the target's config. An all-SWA draft
-    (MiMoV2MTP, Step3p5MTP: one sliding-window layer) under a hybrid target with full layers
-    therefore gets the target's SWA token count, ``page_floor(int(tokens * ratio))``, not
-    ``tokens`` as an all-SWA model sizing itself would.
-    """
-    if (
-        isinstance(draft, HybridSWAKVSpec)
-        and isinstance(target, HybridSWAKVSpec)
-        and draft.ratio_applies != target.ratio_applies
-    ):
-        return replace(
-            draft,
-            swa_follows_ratio=target.ratio_applies,
-            swa_full_tokens_ratio=target.swa_full_tokens_ratio,
-        )
-    return draft
-
-
-KVSpec = AttentionKVSpec | HybridSWAKVSpec | MeasuredKVSpec
 
 
 def kv_pool_bytes(spec: KVSpec, tokens: int, page_size: int) -> int:
@@ -257,7 +108,7 @@ class DraftSpec:
     # Draft allocations whose size does not depend on the token count (frozen-KV MTP's
     # 64-token stand-in pool).
     fixed_bytes: int = 0
-    # What upstream 0.5.14's rule would reserve: int(target_cell * (1 + d/n)) with this d.
+    # The d draft layers a stock 0.5.14+ target reserves (its server's breakdown reports it).
     upstream_reserved_layers: int = 0
 
     def kv_bytes_per_token(self) -> float:
@@ -409,8 +260,7 @@ def _most_tokens_within(kv_bytes: float, per_token: float, page_size: int) -> in
     """The most whole pages of tokens whose price fits ``kv_bytes``.
 
     A hybrid-SWA price is fractional (``ratio * swa`` per token), and a float floor division
-    can land one page short of, or past, the exact answer; this settles it. (The stock and
-    upstream rules keep SGLang's own float floor, which they reproduce.)
+    can land one page short of, or past, the exact answer; this settles it.
     """
     tokens = floor_tokens(kv_bytes, per_token, page_size)
     if tokens == 0 and (kv_bytes <= 0 or per_token <= 0):
@@ -512,25 +362,3 @@ def plan_pools(inputs: BudgetInputs) -> PoolPlan:
     min_viable = needed / inputs.pre_load_free_bytes
     return make_plan("specinit", inputs, tokens, resident, per_token, min_viable)
 
-
-def scaled_target_cell(target: KVSpec, draft_layers: int, ceil: bool) -> float:
-    """The target cell scaled by (n + d) / n: SGLang's default reserve for ``d`` draft layers
-    (``ceil=False``: truncated) and DFLASH's (``ceil=True``)."""
-    cell = target.bytes_per_token()
-    n = uniform_layers(target)
-    if n <= 0:
-        return cell
-    if ceil:
-        return -(-cell * (n + draft_layers) // n)
-    return int(cell * (1 + draft_layers / n))
-
-
-def uniform_layers(spec: KVSpec) -> int:
-    """The layer count ``n`` of a pool whose every layer has the same width (a plain attention
-    pool, geometric or built), as SGLang's default configurator divides by it; 0 for a
-    hybrid-SWA pool or where the count was not read."""
-    if isinstance(spec, AttentionKVSpec):
-        return spec.num_layers
-    if isinstance(spec, MeasuredKVSpec) and not spec.swa_bytes_per_token:
-        return spec.num_layers
-    return 0

@@ -175,14 +175,6 @@ def adapter_module(adapter: str, module: str) -> Any:
     return generations()[adapter].module(module)
 
 
-def adapter_module_for_release(release: str, module: str) -> Any:
-    """``module`` of the adapter serving ``release``; ``LookupError`` for a release none serves."""
-    decision = decide_for_version(release)
-    if decision.adapter is None:
-        raise LookupError(decision.reason)
-    return adapter_module(decision.adapter, module)
-
-
 class CompatError(RuntimeError):
     """A module SGLang imported differs from what the adapter was written for."""
 

@@ -193,12 +193,6 @@ def tightness(breakdown: Mapping[str, Any]) -> str:
     )
 
 
-def read_rank_breakdowns(directory: str | Path) -> list[dict[str, Any]]:
-    """Every rank's breakdown in ``directory``, ordered by rank index."""
-    found = [json.loads(p.read_text()) for p in Path(directory).glob(f"{FILE_PREFIX}*.json")]
-    return sorted(found, key=lambda b: b.get("rank_index", 0))
-
-
 def tightest(breakdowns: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     """The breakdown of the rank with the least free memory at sizing (first on a tie).
 

@@ -16,26 +16,6 @@ from typing import Any
 
 from sglang_specinit.budget import GIB, BudgetInputs, PoolPlan
 
-# Keys every breakdown carries (the plan's JSON and the server's log line alike).
-BREAKDOWN_KEYS = (
-    "tokens",
-    "max_running_requests",
-    "page_size",
-    "tp_size",
-    "pre_load_free_bytes",
-    "budget_bytes",
-    "target_weight_bytes",
-    "draft_weight_bytes",
-    "resident_bytes",
-    "target_kv_bytes_per_token",
-    "draft_kv_bytes_per_token",
-    "target_kv_pool_bytes",
-    "draft_kv_pool_bytes",
-    "used_bytes",
-    "headroom_bytes",
-    "min_viable_mem_fraction_static",
-)
-
 
 def plan_to_dict(plan: PoolPlan, inputs: BudgetInputs, tp_size: int) -> dict[str, Any]:
     """The breakdown of one rule's plan; byte counts are ints (per-token values truncated:

@@ -3,21 +3,22 @@
 For tiny checkpoints of several KV geometries, a stock non-speculative Engine sizes its pool
 with SGLang's configurator. The test reads SGLang's per-token cell (from the configurator SGLang
 builds in the scheduler process), its token count and the two free-memory readings it sized
-from, then asks the budget model the same question through the planner's path (a
-``ModelConfig`` built from the checkpoint directory). Both must agree exactly.
+from, then asks the planner the same question: the target's cell from the model geometry (a
+``ModelConfig`` built from the checkpoint directory) and the token count from the planner's
+stock column (0.5.13.post1's own sizing on a runner without weights). Both must agree exactly.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness.checkpoints import deepseek_mla, llama_family
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.reports.report_reading import before_avail_reading, profile_reading
 from sglang_specinit import budget
-from sglang_specinit.sglang_0_5_13 import stock_rule as stock_rule_0_5_13
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
@@ -62,6 +63,21 @@ def _planner_spec(model_dir: Path, kv_cache_dtype: str) -> budget.KVSpec:
     )
 
 
+def _planner_stock_plan(model_dir: Path, overrides: dict, pre_free: int) -> Any:
+    """The stock sizing the planner runs for this launch (the replay's ``stock_plan``)."""
+    from sglang_specinit.planner.gpus import DeviceSpec
+    from sglang_specinit.sglang_0_5_13.planner_replay import REPLAY
+
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in overrides.items()]
+    args = REPLAY.parse_launch(
+        ["--model-path", str(model_dir), "--device", "cpu", f"--mem-fraction-static={FRACTION}"]
+        + flags
+    )
+    device = DeviceSpec(name="cpu", total_bytes=CAPACITY, pre_load_free_bytes=pre_free)
+    launch = REPLAY.resolve(args, device)
+    return REPLAY.pool_prices(launch, device).stock_plan
+
+
 # One geometry in CI (GQA); the others (their cells are also checked per pool class, without
 # an Engine, by test_pool_parity) run with SPECINIT_TEST_SLOW=1.
 IN_CI = ("gqa-bf16",)
@@ -104,7 +120,8 @@ def test_cell_and_tokens_match_sglang(name: str, tmp_path: Path) -> None:
         page_size=page,
         context_len=shape.max_position_embeddings,
     )
-    stock = stock_rule_0_5_13.stock_0_5_13_plan(inputs)
+    # The planner's stock column: 0.5.13.post1's own sizing on a runner without weights.
+    stock = _planner_stock_plan(model_dir, overrides, pre_free)(inputs)
     assert stock.tokens == runner["max_total_num_tokens"]
     assert stock.max_running_requests == report["scheduler"]["max_running_requests"]
     # The pool SGLang allocated is what the budget model says a pool of that size costs.

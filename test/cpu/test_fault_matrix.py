@@ -37,8 +37,7 @@ from harness.matrices.refused_launches import (
     SPEC_FLAGS,
     assert_refused_by_the_launcher,
 )
-from harness.reports.report_reading import REPORT_DIR_ENV, runner
-from sglang_specinit import rank_reports
+from harness.reports.report_reading import REPORT_DIR_ENV, read_rank_breakdowns, runner
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.multi_rank, pytest.mark.timeout(900)]
 
@@ -119,7 +118,7 @@ def test_fp8_target_kv_with_a_bf16_draft_starts_and_prices_both_pools_at_one_byt
         **SPEC_FLAGS,
     ) as engine:
         reports = [r for r in engine.scheduler_reports() if "error" not in r]
-    breakdowns = rank_reports.read_rank_breakdowns(specinit_dir)
+    breakdowns = read_rank_breakdowns(specinit_dir)
     assert len(reports) == len(breakdowns) == tp
     draft_shape = replace(TP2_EAGLE3_DRAFT, kv_heads=TP2_EAGLE3_DRAFT.kv_heads // tp)
     target_shape = replace(

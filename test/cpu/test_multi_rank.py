@@ -46,6 +46,7 @@ from harness.reports.report_reading import (
     kv_spec,
     meter_budget,
     pre_load_reading,
+    read_rank_breakdowns,
     runner,
 )
 from sglang_specinit import budget, rank_reports
@@ -96,7 +97,7 @@ def _collect(handle: Any, plugin: bool, specinit_dir: Path, served_tokens: int) 
     return RankedLaunch(
         plugin=plugin,
         reports=reports,
-        breakdowns=rank_reports.read_rank_breakdowns(specinit_dir),
+        breakdowns=read_rank_breakdowns(specinit_dir),
         breakdown_files=sorted(p.name for p in specinit_dir.glob("memory-rank*.json")),
         served_tokens=served_tokens,
         log=handle.log_path.read_text(errors="replace"),

@@ -56,7 +56,6 @@ from harness.reports.report_reading import (
     runner,
 )
 from sglang_specinit import budget
-from sglang_specinit.sglang_0_5_13 import stock_rule as stock_rule_0_5_13
 from test_workers_common import launch_cache
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
@@ -386,16 +385,10 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
         meter.resident_bytes + kv_buffer_bytes(target_pool) + kv_buffer_bytes(draft_pool)
     )
     assert used_at_least > F * CAPACITY
-    # The target pool alone takes the whole budget: stock_0_5_13_plan models it.
-    stock_plan = stock_rule_0_5_13.stock_0_5_13_plan(
-        budget.BudgetInputs(
-            pre_load_free_bytes=meter.pre_load_free_bytes,
-            mem_fraction_static=F,
-            target_kv=kv_spec(DEFAULT_TARGET),
-            target_weight_bytes=meter.resident_bytes,
-        )
-    )
-    assert target_pool["size"] == stock_plan.tokens
+    # The target pool alone takes the whole budget: what f x free leaves after the target's
+    # weights, over the target's cell.
+    budget_left = int(F * meter.pre_load_free_bytes) - meter.resident_bytes
+    assert target_pool["size"] == budget_left // kv_spec(DEFAULT_TARGET).bytes_per_token()
     # With the plugin the same launch gets fewer tokens: the draft is paid for.
     phased = launch(case, True)
     assert runner(phased.report, "target")["kv_pool"]["size"] < target_pool["size"]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from harness.checkpoints import gemma4_mtp
 from harness.checkpoints.gemma4_mtp import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
+from harness.geometry import kv_specs
 from harness.geometry.specs import FROZEN_KV_STAND_IN_TOKENS, attention_kv_spec
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
 from harness.reports.report_reading import (
@@ -26,7 +27,6 @@ from harness.reports.report_reading import (
     meter_budget,
     runner,
 )
-from sglang_specinit import budget
 from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp
 from test_workers_common import (
     CAPACITY,
@@ -66,7 +66,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
     return launch_cache(tmp_path_factory, {"on": _start(True), "off": _start(False)})
 
 
-def _attn(layers: int) -> budget.AttentionKVSpec:
+def _attn(layers: int) -> kv_specs.AttentionKVSpec:
     return attention_kv_spec(
         num_layers=layers,
         kv_dtype=TARGET.dtype,
@@ -76,8 +76,8 @@ def _attn(layers: int) -> budget.AttentionKVSpec:
     )
 
 
-def target_spec(ratio: float) -> budget.HybridSWAKVSpec:
-    return budget.HybridSWAKVSpec(
+def target_spec(ratio: float) -> kv_specs.HybridSWAKVSpec:
+    return kv_specs.HybridSWAKVSpec(
         full=_attn(TARGET.layer_types.count("full_attention")),
         swa=_attn(TARGET.layer_types.count("sliding_attention")),
         swa_full_tokens_ratio=ratio,

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from harness.checkpoints import mimo_v2_mtp
 from harness.checkpoints.mimo_v2_mtp import DEFAULT_MIMO_V2, TinyMiMoV2Shape
+from harness.geometry import kv_specs
 from harness.geometry.specs import attention_kv_spec
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
 from harness.reports.report_reading import (
@@ -84,7 +85,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
 # --------------------------------------------------------------------------- geometry
 
 
-def _attn(layers: int, kv_heads: int, head_dim: int) -> budget.AttentionKVSpec:
+def _attn(layers: int, kv_heads: int, head_dim: int) -> kv_specs.AttentionKVSpec:
     return attention_kv_spec(
         num_layers=layers,
         kv_dtype=SHAPE.dtype,
@@ -94,19 +95,19 @@ def _attn(layers: int, kv_heads: int, head_dim: int) -> budget.AttentionKVSpec:
     )
 
 
-def target_spec(shape: TinyMiMoV2Shape, ratio: float) -> budget.HybridSWAKVSpec:
-    return budget.HybridSWAKVSpec(
+def target_spec(shape: TinyMiMoV2Shape, ratio: float) -> kv_specs.HybridSWAKVSpec:
+    return kv_specs.HybridSWAKVSpec(
         full=_attn(shape.full_layers, shape.kv_heads, shape.head_dim),
         swa=_attn(shape.swa_layers, shape.swa_kv_heads, shape.swa_head_dim),
         swa_full_tokens_ratio=ratio,
     )
 
 
-def draft_spec(shape: TinyMiMoV2Shape, ratio: float) -> budget.HybridSWAKVSpec:
+def draft_spec(shape: TinyMiMoV2Shape, ratio: float) -> kv_specs.HybridSWAKVSpec:
     """One MTP runner's pool: a single sliding-window layer, sized (like every draft pool) by
     the TARGET's config, i.e. ``swa_max_total_num_tokens = int(tokens * ratio)``. Expressed
     for the budget model as a hybrid spec whose full part holds zero bytes."""
-    return budget.HybridSWAKVSpec(
+    return kv_specs.HybridSWAKVSpec(
         full=attention_kv_spec(num_layers=1, kv_dtype=shape.dtype),
         swa=_attn(1, shape.swa_kv_heads, shape.swa_head_dim),
         swa_full_tokens_ratio=ratio,
@@ -208,7 +209,7 @@ def test_pool_tokens_equal_the_independent_budget_prediction(
     # be overcharged by 1 / ratio and the pools would come out smaller.
     naive = mtp_plan(
         run,
-        lambda shape, r: budget.HybridSWAKVSpec(
+        lambda shape, r: kv_specs.HybridSWAKVSpec(
             full=_attn(0, shape.kv_heads, shape.head_dim),
             swa=_attn(1, shape.swa_kv_heads, shape.swa_head_dim),
             swa_full_tokens_ratio=r,
@@ -297,12 +298,12 @@ def test_plugin_off_reproduces_the_overshoot(launch: Callable[[str], Launch]) ->
 def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
     ratio = 0.8
     target = target_spec(SHAPE, ratio)
-    own = budget.HybridSWAKVSpec(
+    own = kv_specs.HybridSWAKVSpec(
         full=_attn(0, SHAPE.kv_heads, SHAPE.head_dim),
         swa=_attn(1, SHAPE.swa_kv_heads, SHAPE.swa_head_dim),
         swa_full_tokens_ratio=ratio,
     )
-    priced = budget.sized_by_target(own, target)
+    priced = kv_specs.sized_by_target(own, target)
     tokens = 1000
     swa_cell = SHAPE.swa_kv_bytes_per_token_per_layer()
     assert budget.kv_pool_bytes(priced, tokens, 1) == (int(tokens * ratio) + 1) * swa_cell
@@ -310,12 +311,12 @@ def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
     assert priced.padding_bytes(1) == swa_cell
     # Unchanged when the target has no full layers (its own split is all-SWA too) or is not
     # hybrid, and for drafts with full layers.
-    all_swa_target = budget.HybridSWAKVSpec(
+    all_swa_target = kv_specs.HybridSWAKVSpec(
         full=_attn(0, 2, 16), swa=own.swa, swa_full_tokens_ratio=ratio
     )
-    assert budget.sized_by_target(own, all_swa_target) is own
-    assert budget.sized_by_target(own, _attn(2, 2, 16)) is own
-    assert budget.sized_by_target(target, target) is target
+    assert kv_specs.sized_by_target(own, all_swa_target) is own
+    assert kv_specs.sized_by_target(own, _attn(2, 2, 16)) is own
+    assert kv_specs.sized_by_target(target, target) is target
 
 
 def test_constructor_cut_point_is_where_the_phases_expect_it() -> None:

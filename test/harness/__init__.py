@@ -51,8 +51,9 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     GPU), ``case_verdict`` and ``broken_plugins`` (a case's checks; seven broken plugins),
     ``memory_watch`` (NVML peaks), ``live_results`` (outcomes as tests end), ``time_budget``
     (test, suite and job limits), ``downloads`` (only what the servers load).
-``geometry`` - model-geometry pricing kept only as a cross-check of built pools: ``specs``
-    (0.5.13.x ``ModelConfig`` -> geometric KV specs), ``runner_kv_spec`` (a live runner's).
+``geometry`` - model-geometry pricing kept only as a cross-check of built pools: ``kv_specs``
+    (the geometric KV spec classes), ``specs`` (0.5.13.x ``ModelConfig`` -> geometric KV
+    specs), ``runner_kv_spec`` (a live runner's).
 ``selection`` - which tests a run selects (the ``slow`` set); ``code_size`` - the product's
     lines and prose share, one definition for the size test and for counting by hand.
 """

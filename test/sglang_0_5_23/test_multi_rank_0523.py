@@ -55,7 +55,14 @@ from harness.launch.engine import cpu_server
 from harness.launch.multi_rank import EndedLaunch, run_server_to_end
 from harness.launch.processes import rank_log_lines
 from harness.launch.sglang_release import extra_python_path
-from harness.reports.report_reading import REPORT_DIR_ENV, F, kv_buffer_bytes, kv_spec, runner
+from harness.reports.report_reading import (
+    REPORT_DIR_ENV,
+    F,
+    kv_buffer_bytes,
+    kv_spec,
+    read_rank_breakdowns,
+    runner,
+)
 from sglang_specinit import budget, rank_reports
 
 MULTI_RANK_TIMEOUT_S = 900
@@ -131,7 +138,7 @@ def start_tp2(work_dir: Path, capacities: tuple[int, int], **server_args: Any) -
     print(f"\n[0.5.23 TP 2] up in {startup_s:.1f} s")
     return RankedLaunch(
         reports=reports,
-        breakdowns=rank_reports.read_rank_breakdowns(specinit_dir),
+        breakdowns=read_rank_breakdowns(specinit_dir),
         breakdown_files=sorted(p.name for p in specinit_dir.glob("memory-rank*.json")),
         served_tokens=served,
         log=log,

@@ -1,11 +1,10 @@
 """``sglang-specinit plan --sglang-version 0.5.23`` predicts what the patched 0.5.23 server
 allocates, and its "stock 0.5.23" column what stock 0.5.23 allocates.
 
-The planner runs in ``.venv`` (it reads flags and configs through sglang 0.5.13.post1, which
-reads the same ``config.json`` fields) and in this environment (0.5.23's own resolution, every
-pool priced by the server's ``price_configurators`` and stock's column by 0.5.23's own
-configurator; the ``sgl_kernel`` test double on its ``PYTHONPATH``, as for every 0.5.23 process
-here), on the checkpoints and flags of the EAGLE3 launches of this suite, told the two numbers
+The planner runs in this environment (0.5.23's own resolution, every pool priced by the
+server's ``price_configurators`` and stock's column by 0.5.23's own configurator; the
+``sgl_kernel`` test double on its ``PYTHONPATH``, as for every 0.5.23 process here), on the
+checkpoints and flags of the EAGLE3 launches of this suite, told the two numbers
 only the device knows (free memory before loading, bytes resident when the pools were sized,
 from the patched server's memory report).
 """
@@ -16,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -38,18 +36,10 @@ COMPARED_KEYS = (
 )
 
 
-def main_venv_python() -> Path:
-    """``.venv``'s interpreter, found through the .pth that layers this venv over it."""
-    purelib = Path(sysconfig.get_paths()["purelib"])
-    main_site = Path((purelib / "zz-specinit-main-venv.pth").read_text().strip())
-    return main_site.parents[2] / "bin" / "python"
-
-
 # The planner under test is this checkout's package, whichever checkout a venv installs.
 PACKAGE_ROOT = str(Path(sglang_specinit.__file__).resolve().parents[1])
 # The planner's environment -> (interpreter, extra environment).
 PLANNER_ENVS = {
-    "0.5.13.post1": (lambda: str(main_venv_python()), {"PYTHONPATH": PACKAGE_ROOT}),
     "0.5.23": (
         lambda: sys.executable,
         {"PYTHONPATH": os.pathsep.join((PACKAGE_ROOT, str(SGL_KERNEL_STUB_DIR)))},
@@ -62,7 +52,7 @@ _plans: dict[tuple[str, ...], dict] = {}
 
 
 def run_plan(
-    live: dict, *extra: str, planner_env: str = "0.5.13.post1", kind_name: str = "EAGLE3"
+    live: dict, *extra: str, planner_env: str = "0.5.23", kind_name: str = "EAGLE3"
 ) -> dict:
     kind = KINDS[kind_name]
     python, extra_env = PLANNER_ENVS[planner_env]
@@ -107,24 +97,14 @@ def test_plan_equals_the_patched_0_5_23_server(engine_runs, planner_env: str) ->
     assert planned["draft_kv_pool_bytes"] == live["allocated_draft_kv_pool_bytes"]
 
 
-@pytest.mark.parametrize(
-    "planner_env",
-    [
-        "0.5.13.post1",
-        # CI: test_planner_0523.py::test_plan_prices_every_pool_with_the_servers_function
-        # checks this environment's stock column against 0.5.23's own configurator cell.
-        pytest.param("0.5.23", marks=pytest.mark.slow),
-    ],
-)
 @pytest.mark.launches(("EAGLE3", False), ("EAGLE3", True))
-def test_plan_stock_column_prices_the_draft_as_0_5_23_does(engine_runs, planner_env: str) -> None:
+def test_plan_stock_column_prices_the_draft_as_0_5_23_does(engine_runs) -> None:
     """Stock's column prices the draft as stock 0.5.23 did (its cell, read from the stock
-    server's report) and the draft as it really allocates. The 0.5.23 environment's case is
-    slow (one more planner process, ~20 s); in CI the cell is checked in-process against
-    0.5.23's own configurator (test_planner_0523.py)."""
+    server's report) and the draft as it really allocates (the planner process of
+    test_plan_equals_the_patched_0_5_23_server)."""
     stock = engine_runs("EAGLE3", False)
     live = engine_runs("EAGLE3", True).memory
-    stock_column = run_plan(live, planner_env=planner_env)["stock_0_5_23"]
+    stock_column = run_plan(live, "--resident-bytes", str(live["resident_bytes"]))["stock_0_5_23"]
     assert stock_column["priced_kv_bytes_per_token"] == stock.runner("target")["sglang_cell_size"]
     assert stock_column["draft_kv_bytes_per_token"] == 192  # what the draft really allocates
 

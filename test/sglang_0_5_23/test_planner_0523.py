@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
+from harness.reports.report_reading import BREAKDOWN_KEYS
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
-from sglang_specinit.report import BREAKDOWN_KEYS
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,9 +61,9 @@ def fresh_processes() -> Iterator[dict[str, subprocess.Popen[str]]]:
             stderr=subprocess.PIPE,
             text=True,
         ),
-        # The 0.5.13.post1 environment's planner, printing 0.5.23's rule.
+        # The 0.5.13.post1 environment's planner (that release's own code).
         "0.5.13.post1": subprocess.Popen(
-            [str(main_venv_python()), *argv, "--sglang-version", "0.5.23"],
+            [str(main_venv_python()), *argv],
             env={k: v for k, v in env.items() if k != "SGLANG_USE_CPU_ENGINE"},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -209,10 +209,15 @@ def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
 def test_same_json_and_geometry_as_the_0_5_13_environment(
     capsys: pytest.CaptureFixture[str], fresh_processes: dict
 ) -> None:
-    """``.venv``'s ``plan --sglang-version 0.5.23`` prints the same keys; what both releases
-    read from the same checkpoints (weights, KV bytes per token) is equal."""
+    """``.venv``'s ``plan`` (0.5.13.post1's own code) prints the same keys, its stock column
+    under its release's key; what both releases read from the same checkpoints (weights, KV
+    bytes per token) is equal."""
     here = plan_json(capsys)
     there = fresh_plan(fresh_processes, "0.5.13.post1")
+    # 0.5.13.post1's column adds its automatic fraction's speculative reserve.
+    stock_here, stock_there = here.pop("stock_0_5_23"), there.pop("stock_0_5_13")
+    reserve = {"spec_reserve_bytes", "spec_reserve_balance_bytes"}
+    assert set(stock_there) - set(stock_here) == reserve and set(stock_here) < set(stock_there)
     assert key_tree(there) == key_tree(here)
     for key in (
         "target_weight_bytes",
@@ -521,7 +526,7 @@ EXPECTED_MESSAGES = {
     # 0.5.23's own refusals, in its own words.
     "dflash without draft": "requires setting --speculative-draft-model-path",
     "pipeline parallel with EAGLE3": "Pipeline parallelism currently only supports EAGLE",
-    "0.5.13 rule here": "needs sglang 0.5.13.post1's server-args logic",
+    "0.5.13 rule here": "plan in sglang 0.5.13.post1's environment",
     "unknown example": "shipped examples",
     "tp that does not split the heads": "pass a --tp-size that does: 1, 2, 4, 8, 16, 32",
     "weights that do not fit": "leave no room for the KV cache",

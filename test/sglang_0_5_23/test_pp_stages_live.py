@@ -33,8 +33,13 @@ from typing import Any
 import pytest
 from harness.checkpoints import eagle_drafts, llama_family
 from harness.launch.engine import cpu_engine
-from harness.reports.report_reading import REPORT_DIR_ENV, F, kv_buffer_bytes, runners
-from sglang_specinit import rank_reports
+from harness.reports.report_reading import (
+    REPORT_DIR_ENV,
+    F,
+    kv_buffer_bytes,
+    read_rank_breakdowns,
+    runners,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -78,7 +83,7 @@ def _pp2(work: Path, plugin: bool) -> PPLaunch:
             print(line[line.index("[specinit]") :])
     return PPLaunch(
         reports={int(r["ranks"]["pp"]): r for r in reports},
-        breakdowns={int(b["pp_rank"]): b for b in rank_reports.read_rank_breakdowns(breakdown_dir)},
+        breakdowns={int(b["pp_rank"]): b for b in read_rank_breakdowns(breakdown_dir)},
         log=log,
         startup_s=startup_s,
     )

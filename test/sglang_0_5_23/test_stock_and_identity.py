@@ -1,9 +1,8 @@
 """sglang 0.5.23 without the plugin, and what the plugin leaves untouched.
 
 - stock 0.5.23 with the tiny EAGLE3 draft ends over its own budget (the regression this
-  adapter fixes), by the draft bytes it under-reserves;
-- ``stock_rule.upstream_0_5_23_plan`` reproduces stock 0.5.23's token count from SGLang's own
-  readings (so the planner's "stock 0.5.23" column is SGLang's rule, not a guess);
+  adapter fixes), by the draft bytes it under-reserves (the planner's stock column, 0.5.23's
+  own sizing, reproduces its token count: ``test_plan_matches_server.py``);
 - with the plugin on, ServerArgs and the target's model/pool geometry are stock 0.5.23's;
   only the token count (the budget) differs;
 - a launch without speculative decoding is identical with the plugin on and off.
@@ -13,23 +12,6 @@ from __future__ import annotations
 
 import pytest
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
-from sglang_specinit.budget import (
-    AttentionKVSpec,
-    BudgetInputs,
-    DraftSpec,
-)
-from sglang_specinit.sglang_0_5_23.stock_rule import upstream_0_5_23_plan
-
-
-def bf16_mha(layers: int, kv_heads: int, head_dim: int) -> AttentionKVSpec:
-    return AttentionKVSpec(
-        num_layers=layers,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        v_head_dim=head_dim,
-        element_bytes=2,
-    )
-
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 3)]
 
@@ -50,35 +32,6 @@ def test_stock_0_5_23_overshoots_its_budget_with_an_eagle3_draft(engine_runs) ->
     # Over by the 64 B/token it under-reserves (128 reserved, 192 allocated), less the
     # duplicates (which it reserved room for and then freed).
     assert abs((used - budget) - (tokens * 64 - duplicates)) < 1 << 10
-
-
-@pytest.mark.launches(("EAGLE3", False), ("EAGLE3", True))
-def test_upstream_rule_reproduces_stock_0_5_23(engine_runs) -> None:
-    stock = engine_runs("EAGLE3", False)
-    ours = engine_runs("EAGLE3", True).memory
-    resident_at_profile = stock.resident_at_profile
-    draft_weights = ours["draft_weight_bytes"]
-    duplicates = ours["stock_duplicate_bytes_at_profile"]
-    inputs = BudgetInputs(
-        pre_load_free_bytes=stock.pre_load_free_bytes,
-        mem_fraction_static=0.5,
-        target_kv=bf16_mha(2, 2, 16),
-        # Everything resident besides the draft counts as the target's here.
-        target_weight_bytes=resident_at_profile - draft_weights - duplicates,
-        context_len=2048,
-        max_running_requests=48,
-        draft=DraftSpec(
-            algorithm="EAGLE3",
-            kv_pools=(bf16_mha(1, 1, 48),),
-            weight_bytes=draft_weights,
-            shared_weight_bytes=duplicates,
-            upstream_reserved_layers=1,
-        ),
-    )
-    plan = upstream_0_5_23_plan(inputs)
-    assert plan.priced_bytes_per_token == stock.runner("target")["sglang_cell_size"] == 384
-    assert plan.tokens == stock.runner("target")["max_total_num_tokens"]
-    assert plan.headroom_bytes < 0  # the rule's own verdict: over budget
 
 
 def _comparable_args(run) -> dict:

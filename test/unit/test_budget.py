@@ -10,21 +10,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from harness.geometry.kv_specs import AttentionKVSpec, HybridSWAKVSpec
 from harness.geometry.specs import attention_kv_spec, element_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sglang_specinit.budget import (
-    AttentionKVSpec,
     BudgetError,
     BudgetInputs,
     DraftSpec,
-    HybridSWAKVSpec,
     derive_max_running_requests,
     kv_pool_bytes,
     plan_pools,
 )
-from sglang_specinit.sglang_0_5_13.stock_rule import stock_0_5_13_plan
-from sglang_specinit.sglang_0_5_14.stock_rule import upstream_0_5_14_plan
 
 GIB = 1 << 30
 
@@ -152,15 +149,13 @@ def test_mamba_like_prices_full_attention_layers_only() -> None:
         ),
         reserved_bytes=4 * GIB,
     )
-    # 0.5.14 scales by d / n_full: int(24576 * (1 + 1/12)) = 26624
-    assert upstream_0_5_14_plan(inputs).priced_bytes_per_token == 26624
     ours = plan_pools(inputs)
     # (64 - 16 - 4) GiB - padding 26624, // 26624 per token
     assert ours.tokens == (44 * GIB - 26624) // 26624 == 1774512
 
 
 # --------------------------------------------------------------------------------------------
-# The three rules on one scenario (page 1)
+# This package's rule on one scenario (page 1)
 
 
 def test_this_package_rule() -> None:
@@ -178,28 +173,6 @@ def test_this_package_rule() -> None:
     # needed = 17 GiB + padding 135168 + 7 tokens * 135168 = 18_254_692_352; / 80 GiB
     assert plan.min_viable_mem_fraction_static == pytest.approx(18_254_692_352 / (80 * GIB))
     assert plan.suggested_mem_fraction_static == 0.213
-
-
-def test_stock_0_5_13_rule_overshoots() -> None:
-    plan = stock_0_5_13_plan(scenario())
-    # target only: (64 - 16) GiB // 131072 = 393216
-    assert plan.tokens == 393216
-    assert plan.priced_bytes_per_token == 131072
-    # 16 G + 1 G draft + 393217 * (131072 + 4096)
-    assert plan.used_bytes == 71_403_966_464
-    assert plan.headroom_bytes == -2_684_489_728
-    assert plan.min_viable_mem_fraction_static == pytest.approx(0.2)  # 16 / 80
-    assert plan.notes
-
-
-def test_upstream_0_5_14_rule() -> None:
-    plan = upstream_0_5_14_plan(scenario())
-    # int(131072 * (1 + 1/32)) = 135168; resident at profiling 16 + 1 + 1 (shared) GiB
-    assert plan.priced_bytes_per_token == 135168
-    assert plan.tokens == 365412  # (64 - 18) GiB // 135168
-    assert plan.resident_bytes == 17 * GIB  # the shared embed is freed after binding
-    assert plan.used_bytes == 67_645_755_392  # 17 GiB + 365413 * 135168
-    assert plan.min_viable_mem_fraction_static == pytest.approx(0.225)  # 18 / 80
 
 
 @pytest.mark.parametrize(
@@ -223,7 +196,6 @@ def test_max_total_tokens_cap() -> None:
     assert plan_pools(scenario(max_total_tokens=100_001, page_size=16)).tokens == 100_000
     # A cap above the profiled value changes nothing (SGLang only warns).
     assert plan_pools(scenario(max_total_tokens=10**9)).tokens == 373355
-    assert stock_0_5_13_plan(scenario(max_total_tokens=50_000)).tokens == 50_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,13 +220,9 @@ def test_eagle3_draft_with_its_own_geometry() -> None:
     assert ours.draft_kv_bytes_per_token == 16384
     assert ours.tokens == 342242  # (47 GiB - 147456) // (131072 + 16384)
     assert ours.headroom_bytes >= 0
-    upstream = upstream_0_5_14_plan(inputs)
-    # 0.5.14 prices the draft layer at the target's 4096, not 16384, and overshoots:
-    assert upstream.tokens == 365412
-    assert upstream.headroom_bytes == -3_416_473_600  # 64 GiB - (17 GiB + 365413 * 147456)
 
 
-def test_nnpl_zero_draft_gets_no_upstream_reserve() -> None:
+def test_nnpl_zero_draft_is_priced_at_the_layer_it_allocates() -> None:
     # An EAGLE3 draft with the DeepSeek-V3 schema and num_nextn_predict_layers: 0 still
     # allocates max(hidden, attention) = 1 MLA layer (1152 bytes per token).
     inputs = scenario(
@@ -267,8 +235,6 @@ def test_nnpl_zero_draft_gets_no_upstream_reserve() -> None:
             upstream_reserved_layers=0,
         ),
     )
-    assert upstream_0_5_14_plan(inputs).priced_bytes_per_token == 70272  # nothing reserved
-    assert upstream_0_5_14_plan(inputs).tokens == 702870  # 46 GiB // 70272
     ours = plan_pools(inputs)
     assert ours.priced_bytes_per_token == 71424  # 70272 + 1152
     assert ours.tokens == 706566  # (47 GiB - 71424) // 71424
@@ -288,9 +254,6 @@ def test_multi_layer_eagle_owns_one_pool_per_step() -> None:
     assert ours.draft_kv_bytes_per_token == 12288  # 3 * 4096
     assert ours.tokens == 352020  # (47 GiB - 143360) // 143360
     assert ours.draft_kv_pool_bytes == 3 * 352021 * 4096
-    upstream = upstream_0_5_14_plan(inputs)
-    assert upstream.tokens == 365412
-    assert upstream.headroom_bytes == -1_919_741_952  # 64 G - (17 G + 365413 * 143360)
 
 
 def test_standalone_draft() -> None:
@@ -306,11 +269,6 @@ def test_standalone_draft() -> None:
     )
     ours = plan_pools(inputs)
     assert ours.tokens == 298187  # (64 - 16 - 2.5) GiB - 163840 padding, // 163840
-    upstream = upstream_0_5_14_plan(inputs)
-    # 0.5.14 prices 16 layers at the target's geometry: int(131072 * (1 + 16/32)) = 196608
-    assert upstream.priced_bytes_per_token == 196608
-    assert upstream.tokens == 248490  # 45.5 GiB // 196608
-    assert upstream.headroom_bytes == 8_142_487_552  # over-reserved, left unused
 
 
 def test_frozen_kv_mtp_has_no_pool() -> None:
@@ -320,35 +278,11 @@ def test_frozen_kv_mtp_has_no_pool() -> None:
     ours = plan_pools(inputs)
     assert ours.draft_kv_pool_bytes == 0
     assert ours.tokens == 385023  # (47 GiB - 131072) // 131072
-    upstream = upstream_0_5_14_plan(inputs)
-    # Target cell still scaled (is_eagle() covers FROZEN_KV_MTP) but draft weights not counted.
-    assert upstream.priced_bytes_per_token == 135168
-    assert upstream.tokens == 381300  # 48 GiB // 135168
-    assert upstream.headroom_bytes == 487_981_056  # 64 G - (17 G + 381301 * 131072)
 
 
-def test_dflash_stock_reserve_rounds_up() -> None:
-    # 30-layer target (122880 per token); DFLASH draft of 4 layers: ceil(122880 * 34 / 30)
-    target = replace(LLAMA_KV, num_layers=30)
-    inputs = scenario(
-        target_kv=target,
-        draft=DraftSpec(
-            algorithm="DFLASH",
-            kv_pools=(replace(LLAMA_KV, num_layers=4),),
-            upstream_reserved_layers=4,
-        ),
-    )
-    stock = stock_0_5_13_plan(inputs)
-    assert stock.priced_bytes_per_token == 139264
-    assert stock.tokens == 370085  # 48 GiB // 139264
-
-
-def test_no_draft_all_rules_agree_on_cell() -> None:
-    inputs = scenario(draft=None)
-    # (48 GiB - 131072 padding) // 131072 = 393215 for ours; stock does not subtract padding.
-    assert plan_pools(inputs).tokens == 393215
-    assert stock_0_5_13_plan(inputs).tokens == 393216
-    assert upstream_0_5_14_plan(inputs).tokens == 393216
+def test_no_draft_pays_the_target_padding_page() -> None:
+    # (48 GiB - 131072 padding) // 131072
+    assert plan_pools(scenario(draft=None)).tokens == 393215
 
 
 # --------------------------------------------------------------------------------------------
@@ -366,15 +300,10 @@ def test_max_running_requests_derivation() -> None:
     assert plan_pools(scenario(max_running_requests=48)).max_running_requests == 48
 
 
-def test_upstream_0_5_14_clamps_user_requests_to_half_the_tokens() -> None:
-    # 0.5.14: min(user // dp, tokens // 2) -> min(10000, 365412 // 2); 0.5.13: min(10000, 2048)
-    assert upstream_0_5_14_plan(scenario(max_running_requests=10_000)).max_running_requests == (
-        10_000
-    )
-    assert stock_0_5_13_plan(scenario(max_running_requests=10_000)).max_running_requests == 2048
+def test_user_requests_are_capped_by_the_estimate() -> None:
+    # min(user // dp, max(min(estimate, 4096), 2048))
     assert plan_pools(scenario(max_running_requests=10_000)).max_running_requests == 2048
     tiny = scenario(max_running_requests=48, max_total_tokens=64)
-    assert upstream_0_5_14_plan(tiny).max_running_requests == 32  # 64 // 2
     assert plan_pools(tiny).max_running_requests == 48  # min(48, 2048)
 
 

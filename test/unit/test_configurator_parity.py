@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from harness.checkpoints.published_configs import CASES, model_config
+from harness.geometry import kv_specs
 from harness.geometry.specs import kv_spec_from_model_config, runner_layer_count
 from sglang_specinit import budget
 
@@ -94,7 +95,7 @@ def test_cell_size_and_tokens_equal_sglang(
         sglang_config = configurator.calculate_pool_sizes(available, page)
         tokens = budget.page_floor(int(available // spec.bytes_per_token()), page)
         assert sglang_config.max_total_num_tokens == tokens
-        if isinstance(spec, budget.HybridSWAKVSpec):
+        if isinstance(spec, kv_specs.HybridSWAKVSpec):
             swa = budget.page_floor(int(tokens * SWA_RATIO), page)
             assert sglang_config.swa_max_total_num_tokens == swa
             # The pool bytes the budget model charges cover both pools SGLang will create.

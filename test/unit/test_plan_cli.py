@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 from harness.geometry.specs import attention_kv_spec
+from harness.reports.report_reading import BREAKDOWN_KEYS
 from sglang_specinit.budget import (
     BudgetInputs,
     DraftSpec,
+    make_plan,
     plan_pools,
 )
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
-from sglang_specinit.report import BREAKDOWN_KEYS, plan_to_dict
-from sglang_specinit.sglang_0_5_13.stock_rule import stock_0_5_13_plan
-from sglang_specinit.sglang_0_5_14.stock_rule import upstream_0_5_14_plan
+from sglang_specinit.report import plan_to_dict
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -83,8 +83,8 @@ def test_example_this_release_does_not_price_is_refused_in_one_line(
 
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_plans_offline(capsys: pytest.CaptureFixture[str], example: str) -> None:
-    data = run_json(capsys, "--example", example, "--sglang-version", "0.5.14")
-    for section in (data, data["stock_0_5_13"], data["upstream_0_5_14"]):
+    data = run_json(capsys, "--example", example)
+    for section in (data, data["stock_0_5_13"]):
         for key in (*INT_KEYS, *BREAKDOWN_KEYS):
             assert key in section, key
         for key in INT_KEYS:
@@ -100,8 +100,8 @@ def test_example_plans_offline(capsys: pytest.CaptureFixture[str], example: str)
 def test_default_report_is_the_installed_release_s_stock_beside_ours(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Every column is a prediction of the installed release: by default stock 0.5.13.post1 and
-    this package's; 0.5.14's rule only for ``--sglang-version 0.5.14``."""
+    """Every column is a prediction of the installed release: stock 0.5.13.post1 (its own
+    sizing code) and this package's; ``--sglang-version`` names only the installed release."""
     code, out, err = run_plan(capsys)
     assert code == 0, err
     header = next(line for line in out.splitlines() if "sglang-specinit" in line)
@@ -112,18 +112,17 @@ def test_default_report_is_the_installed_release_s_stock_beside_ours(
     assert [k for k in data if isinstance(data[k], dict) and "tokens" in data[k]] == [
         "stock_0_5_13"
     ]
-    asked = run_json(capsys, "--sglang-version", "0.5.14")
-    # The same plan: the stock column and this package's do not depend on what is printed.
-    assert asked["stock_0_5_13"] == data["stock_0_5_13"] and asked["tokens"] == data["tokens"]
-    assert "upstream_0_5_14" in asked
+    assert run_json(capsys, "--sglang-version", "0.5.13.post1") == data
+    code, out, err = run_plan(capsys, "--sglang-version", "0.5.14")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "--sglang-version 0.5.14" in err and "report --beside" in err
 
 
 def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_plan(capsys, "--sglang-version", "0.5.14")
+    code, out, err = run_plan(capsys)
     assert code == 0, err
     for text in (
         "stock 0.5.13.post1",
-        "upstream 0.5.14",
         "sglang-specinit",
         "(over budget)",
         "min viable --mem-fraction-static",
@@ -171,18 +170,29 @@ def _llama8b_inputs(fraction: float) -> BudgetInputs:
 
 
 def test_default_example_matches_independent_inputs(capsys: pytest.CaptureFixture[str]) -> None:
-    data = run_json(capsys, "--example", "llama31-8b-eagle3", "--sglang-version", "0.5.14")
+    data = run_json(capsys, "--example", "llama31-8b-eagle3")
     # Automatic fraction, 0.5.13.post1 heuristic on 81559 MiB (H100): reserved MiB =
     # 512 + 8192 * 1.5 + 256 * 2 + 1 * 1 / 8 * 1024 + 58 piecewise sizes * 8 = 13904;
     # 0.5.14 / this package: round((81559 - 13904) / 81559, 3) = 0.83;
     # stock adds the 4096 MiB EAGLE term: round((81559 - 18000) / 81559, 3) = 0.779.
     ours_inputs, stock_inputs = _llama8b_inputs(0.83), _llama8b_inputs(0.779)
+    # Stock 0.5.13.post1 sizes the target's pool before the draft loads: the budget left by
+    # the target's weights over the target's 131072-byte cell; the draft lands on top.
+    target_w, draft_w = stock_inputs.target_weight_bytes, stock_inputs.draft.weight_bytes
+    stock_tokens = (int(0.779 * stock_inputs.pre_load_free_bytes) - target_w) // 131072
+    stock = make_plan(
+        "stock-0.5.13.post1",
+        stock_inputs,
+        stock_tokens,
+        target_w + draft_w,
+        131072,
+        target_w / stock_inputs.pre_load_free_bytes,
+    )
     expected = {
         "specinit": plan_to_dict(plan_pools(ours_inputs), ours_inputs, 1),
-        "stock": plan_to_dict(stock_0_5_13_plan(stock_inputs), stock_inputs, 1),
-        "upstream": plan_to_dict(upstream_0_5_14_plan(ours_inputs), ours_inputs, 1),
+        "stock": plan_to_dict(stock, stock_inputs, 1),
     }
-    got = {"specinit": data, "stock": data["stock_0_5_13"], "upstream": data["upstream_0_5_14"]}
+    got = {"specinit": data, "stock": data["stock_0_5_13"]}
     for rule, want in expected.items():
         for key, value in want.items():
             assert got[rule][key] == value, (rule, key)

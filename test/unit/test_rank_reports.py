@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from harness.reports.report_reading import read_rank_breakdowns
 from sglang_specinit import rank_reports
 
 
@@ -60,7 +61,7 @@ def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> No
     for b in (breakdown(0, 124 << 20), breakdown(1, 100 << 20), breakdown(2, 110 << 20)):
         (tmp_path / rank_reports.breakdown_file_name(b)).write_text(json.dumps(b))
     (tmp_path / "unrelated.json").write_text("{}")
-    found = rank_reports.read_rank_breakdowns(tmp_path)
+    found = read_rank_breakdowns(tmp_path)
     assert [b["rank_index"] for b in found] == [0, 1, 2]
     assert rank_reports.tightest(found)["rank_index"] == 1
     with pytest.raises(ValueError, match="different token counts"):
@@ -105,4 +106,4 @@ def test_write_breakdown_leaves_only_the_named_file(tmp_path: Path) -> None:
     path = rank_reports.write_breakdown(tmp_path, b)
     assert path.name == "memory-rank1-pp0-tp1-dp0.json"
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
-    assert rank_reports.read_rank_breakdowns(tmp_path) == [b]
+    assert read_rank_breakdowns(tmp_path) == [b]

@@ -5,20 +5,20 @@ from __future__ import annotations
 import re
 
 from harness.geometry.specs import attention_kv_spec
+from harness.reports.report_reading import BREAKDOWN_KEYS
 from sglang_specinit.budget import (
     BudgetInputs,
     DraftSpec,
+    make_plan,
     plan_pools,
 )
 from sglang_specinit.report import (
-    BREAKDOWN_KEYS,
     ReportColumn,
     human_bytes,
     plan_to_dict,
     render_breakdown,
     render_table,
 )
-from sglang_specinit.sglang_0_5_13.stock_rule import stock_0_5_13_plan
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -56,7 +56,9 @@ def test_human_bytes() -> None:
 
 def test_rules_table_shows_reserve_only_where_present() -> None:
     stock_inputs = BudgetInputs(**{**INPUTS.__dict__, "mem_fraction_static": 0.75})
-    stock = ReportColumn("stock", stock_0_5_13_plan(stock_inputs), stock_inputs, 4 * GIB)
+    # A stock that sizes the target's pool alone (44 GiB // 131072) and puts the draft on top.
+    plan = make_plan("stock", stock_inputs, 360448, 17 * GIB, 131072, 0.2, ("draft on top",))
+    stock = ReportColumn("stock", plan, stock_inputs, 4 * GIB)
     ours = ReportColumn("ours", plan_pools(INPUTS), INPUTS)
     table = render_table([stock, ours])
     lines = table.splitlines()

@@ -43,12 +43,11 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def plan_data() -> dict:
-    """``sglang-specinit plan --example llama31-8b-eagle3 --sglang-version 0.5.14 --json`` (the
-    three modelled columns: stock 0.5.13.post1, upstream 0.5.14, this package's), run once for
-    the module."""
+    """``sglang-specinit plan --example llama31-8b-eagle3 --json`` (stock 0.5.13.post1 and this
+    package's), run once for the module."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["plan", "--example", EXAMPLE, "--sglang-version", "0.5.14", "--json"]) == 0
+        assert main(["plan", "--example", EXAMPLE, "--json"]) == 0
     return json.loads(out.getvalue())
 
 
@@ -111,7 +110,7 @@ def test_report_numbers_equal_the_plan_json(
 
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
-    assert [v["key"] for v in case["variants"]] == ["stock_0_5_13", "upstream_0_5_14", "specinit"]
+    assert [v["key"] for v in case["variants"]] == ["stock_0_5_13", "specinit"]
     page = (out / "README.md").read_text()
     rows = table_rows(page, "variant")
     for variant in case["variants"]:
@@ -140,7 +139,7 @@ def test_figure_bars_equal_the_plan_json(plan_data: dict) -> None:
     unit = 1 << 30  # budgets of tens of GiB are drawn in GiB
     for label, key in SEGMENT_KEYS.items():
         patches = bar_patches(fig, label)
-        assert set(patches) == {"stock_0_5_13", "upstream_0_5_14", "specinit"}
+        assert set(patches) == {"stock_0_5_13", "specinit"}
         for variant_key, patch in patches.items():
             expected = variant_json(plan_data, variant_key)[key]
             assert patch.get_height() * unit == pytest.approx(expected, rel=1e-9, abs=1)
@@ -170,7 +169,7 @@ def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
         f"TP {plan_data['tp_size']}",
     ):
         assert needle in title, (needle, title)
-    # A plan of the installed release (this fixture's three modelled columns name none).
+    # The plan names the release whose code it ran.
     assert "sglang 9.9.9" in case_from_plan_json({**plan_data, "sglang_version": "9.9.9"}).subtitle
 
 
@@ -188,7 +187,7 @@ def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict) -> N
     over_patches = bar_patches(fig, "over")
     assert set(over_patches) == {
         key
-        for key in ("stock_0_5_13", "upstream_0_5_14", "specinit")
+        for key in ("stock_0_5_13", "specinit")
         if variant_json(plan_data, key)["headroom_bytes"] < 0
     }
     patch = over_patches["stock_0_5_13"]
@@ -226,7 +225,7 @@ def test_over_budget_shows_in_svg_and_markdown(
 
 # The report's figure size in inches by number of bars: 4.8 high; 8.0 wide, or 3.0 of margins
 # plus 1.3 per bar once that is wider. PNGs are 100 dpi; an SVG measures in points (72 per inch).
-FIGURE_IN = {3: (8.0, 4.8), 4: (8.2, 4.8), 16: (23.8, 4.8)}
+FIGURE_IN = {2: (8.0, 4.8), 3: (8.0, 4.8), 4: (8.2, 4.8), 16: (23.8, 4.8)}
 PNG_DPI = 100
 INCH_M = 0.0254
 
@@ -265,11 +264,11 @@ def test_figures_are_valid_images_of_the_expected_size(
     out = tmp_path / "report"
     assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
     case = case_from_plan_json(plan_data)
-    assert len(case.variants) == 3
+    assert len(case.variants) == 2
     png, svg = out / f"{case.slug}.png", out / f"{case.slug}.svg"
-    width_in, height_in = FIGURE_IN[3]
+    width_in, height_in = FIGURE_IN[2]
     size, density = png_header(png)
-    assert size == figure_px(3) == (800, 480)
+    assert size == figure_px(2) == (800, 480)
     # The PNG says it is 100 dpi (in pixels per metre, rounded).
     assert density == (round(PNG_DPI / INCH_M),) * 2
     root = ET.parse(svg).getroot()
@@ -290,26 +289,25 @@ def test_width_grows_with_the_number_of_bars() -> None:
 # --------------------------------------------------------------------------- variants from data
 
 
-def test_a_later_upstream_sub_object_appears_without_code_changes(
+def test_another_release_s_stock_sub_object_appears_without_code_changes(
     plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = copy.deepcopy(plan_data)
-    data["upstream_0_5_23"] = {**data["upstream_0_5_14"], "tokens": 12345}
+    data["stock_0_5_23"] = {**data["stock_0_5_13"], "tokens": 12345}
     source = write_json(tmp_path / "plan.json", data)
     out = tmp_path / "report"
     assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
     (case,) = json.loads((out / "report.json").read_text()).values()
     assert [v["title"] for v in case["variants"]] == [
         "stock 0.5.13.post1",
-        "upstream 0.5.14",
-        "upstream 0.5.23",
+        "stock 0.5.23",
         "sglang-specinit",
     ]
     assert (
-        table_rows((out / "README.md").read_text(), "variant")["upstream 0.5.23"]["tokens"]
+        table_rows((out / "README.md").read_text(), "variant")["stock 0.5.23"]["tokens"]
         == "12345"
     )
-    assert png_header(next(out.glob("*.png")))[0] == figure_px(4)
+    assert png_header(next(out.glob("*.png")))[0] == figure_px(3)
 
 
 # --------------------------------------------------------------------------- live servers
@@ -447,3 +445,52 @@ def test_without_inputs_every_shipped_example_is_rendered(
         assert png_header(out / f"{slug}.png")[0] == figure_px(3)
         ET.parse(out / f"{slug}.svg")
     assert f"{len(data)} cases" in stdout
+
+
+# --------------------------------------------------------------------------- --beside VENV
+
+
+def _venv_of(python: str, root: Path) -> Path:
+    """A directory whose ``bin/python`` runs ``python`` (as that interpreter's own venv)."""
+    (root / "bin").mkdir(parents=True)
+    wrapper = root / "bin" / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')
+    wrapper.chmod(0o755)
+    return root
+
+
+def test_beside_puts_that_environment_s_stock_column_beside_this_one(
+    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--beside VENV`` runs ``plan --json`` with VENV's python (this interpreter here, so
+    the same release): its stock column is the one this environment's plan has."""
+    venv = _venv_of(sys.executable, tmp_path / "venv")
+    out = tmp_path / "report"
+    code, _, err = run_report(
+        capsys, "--out", str(out), "--example", EXAMPLE, "--beside", str(venv)
+    )
+    assert code == 0, err
+    (case,) = json.loads((out / "report.json").read_text()).values()
+    assert [v["key"] for v in case["variants"]] == ["stock_0_5_13", "specinit"]
+    (stock,) = [v for v in case["variants"] if v["key"] == "stock_0_5_13"]
+    assert stock["tokens"] == plan_data["stock_0_5_13"]["tokens"]
+    page = (out / "README.md").read_text()
+    assert f"stock 0.5.13.post1: computed in {venv} by that release's own code" in page
+
+
+@pytest.mark.parametrize("python", [None, "/bin/true"])
+def test_beside_without_a_served_sglang_is_one_line(
+    python: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    venv = tmp_path / "venv"
+    if python is None:
+        venv.mkdir()
+    else:
+        _venv_of(python, venv)
+    out = tmp_path / "report"
+    code, stdout, err = run_report(
+        capsys, "--out", str(out), "--example", EXAMPLE, "--beside", str(venv)
+    )
+    assert code == 2 and stdout == "" and not out.exists()
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"sglang-specinit report: error: --beside {venv}: "), line

@@ -4,13 +4,15 @@
 ``sglang-specinit plan [launch_server flags] [--gpu PRESET | --device-memory SIZE]
 [--pre-load-free-bytes N] [--example NAME] [--json]``
 
-``sglang-specinit report --out DIR [--from-json FILE|DIR ...] [any plan flags]``: a Markdown
-page with figures (:mod:`report_pages`, :mod:`report_figures`); without plan flags and without
-``--from-json`` it covers every shipped example. Exit 0 also when matplotlib is missing (the
-page is written, one line on stderr says how to install the ``[report]`` extra).
+``sglang-specinit report --out DIR [--from-json FILE|DIR ...] [--beside VENV] [any plan
+flags]``: a Markdown page with figures (:mod:`report_pages`, :mod:`report_figures`); without
+plan flags and without ``--from-json`` it covers every shipped example; ``--beside`` adds another
+release's stock column, computed in that release's environment (:mod:`beside`). Exit 0 also
+when matplotlib is missing (the page is written, one line on stderr says how to install the
+``[report]`` extra).
 
 The launch flags are parsed by the installed SGLang's own ``ServerArgs.add_cli_args`` parser
-(0.5.13.x or 0.5.23, :mod:`releases`), so a ``launch_server`` command line of that release can be
+(:mod:`releases`), so a ``launch_server`` command line of that release can be
 pasted as is. Bad input is reported as one line on stderr with exit code 2, before SGLang is
 imported where the flags allow it.
 
@@ -37,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from sglang_specinit.patch_listing import patches_main
-from sglang_specinit.planner.columns import stock_beside_json, stock_beside_text
+from sglang_specinit.planner.beside import Beside
+from sglang_specinit.planner.columns import plan_json, plan_text
 from sglang_specinit.planner.gpus import (
     CUDA_CONTEXT_ALLOWANCE_BYTES,
     DEFAULT_GPU,
@@ -50,13 +53,8 @@ from sglang_specinit.planner.gpus import (
     presets_help,
 )
 from sglang_specinit.planner.inputs import PlanError, RaisingParser, check_launch_values
-from sglang_specinit.planner.plan import OfflinePlan, build_plan, plan_json
-from sglang_specinit.planner.releases import (
-    installed_replay,
-    release_to_print,
-    sglang_releases,
-    stock_beside,
-)
+from sglang_specinit.planner.plan import OfflinePlan, build_plan
+from sglang_specinit.planner.releases import check_requested_release, installed_replay
 from sglang_specinit.planner.replay import CPU_ENGINE_ENV
 from sglang_specinit.planner.shipped_examples import (
     DEFAULT_EXAMPLE,
@@ -64,7 +62,6 @@ from sglang_specinit.planner.shipped_examples import (
     list_examples,
     load_example,
 )
-from sglang_specinit.report import render_table
 
 EXIT_BAD_INPUT = 2
 _RaisingParser = RaisingParser
@@ -77,9 +74,8 @@ def _planner_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description=(
             "Predict the KV pool of an SGLang speculative-decoding server, offline, with the "
-            "installed SGLang's own server-args logic: the installed release's stock sizing "
-            "beside sglang-specinit's (another release's rule only with --sglang-version). "
-            "Every flag not listed here is a launch_server flag "
+            "installed SGLang's own server-args and sizing code: the installed release's stock "
+            "sizing beside sglang-specinit's. Every flag not listed here is a launch_server flag "
             "(python -m sglang.launch_server --help); model and draft paths must be local "
             "directories."
         ),
@@ -116,13 +112,8 @@ def _planner_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sglang-version",
-        choices=sglang_releases(),
         default=None,
-        help=(
-            "the SGLang release whose rule to print beside this package's (default: the "
-            "installed one; a 0.5.13.x environment also prints 0.5.14's modelled rule, with "
-            "stock 0.5.13.post1's, and 0.5.23's)"
-        ),
+        help="refuse to plan unless this is the installed SGLang release",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--verbose", action="store_true", help="keep SGLang's log output")
@@ -189,27 +180,6 @@ def _parse_launch(launch: list[str]) -> Any:
     return installed_replay().parse_launch(launch)
 
 
-def _print_table(plan: OfflinePlan) -> None:
-    device = plan.device
-    lines = [
-        f"model:  {plan.model_path}",
-        f"draft:  {plan.draft_model_path or '-'}  (--speculative-algorithm {plan.algorithm})",
-        f"device: {device.name}, {device.total_bytes / GIB:.2f} GiB total, "
-        f"{device.pre_load_free_bytes / GIB:.2f} GiB free before weights load; "
-        f"tp {plan.tp_size}; bytes per TP rank",
-        "",
-        render_table(plan.columns, plan.tp_size),
-    ]
-    if plan.target_buffers.bytes:
-        lines.append(f"* {plan.target_buffers.line()}")
-    lines += [f"* {note}" for note in plan.notes]
-    lines.append(
-        "* weights per rank: each checkpoint tensor priced by the SGLang layer that loads it "
-        "(planner/sharding.py); draft graphs and attention workspaces are not priced"
-    )
-    print("\n".join(lines))
-
-
 def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
     """The plan for parsed planner options plus launch flags; raises ValueError on bad input."""
     example = None
@@ -223,6 +193,7 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
             preview.model_path, preview.draft_path, preview.algorithm, preview.fraction
         )
     replay = installed_replay()
+    check_requested_release(options.sglang_version, replay)
     with _quiet_sglang(options.verbose):
         server_args = replay.parse_launch(launch)
         check_launch_values(
@@ -235,12 +206,8 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
 
 
 def _plan_as_json(options: argparse.Namespace, launch: list[str]) -> dict[str, Any]:
-    """``plan --json`` for these options: the rule of ``--sglang-version`` (default: the
-    installed release) beside this package's."""
-    release = release_to_print(options.sglang_version, installed_replay())
-    plan = _plan(options, launch)
-    beside = stock_beside(plan, release)
-    return plan_json(plan) if beside is None else stock_beside_json(beside)
+    """``plan --json`` for these options."""
+    return plan_json(_plan(options, launch))
 
 
 def _set_host_cpu_engine() -> None:
@@ -279,6 +246,14 @@ def _report_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="breakdown JSON files, or directories searched for memory-rank*.json / case-*.json",
     )
+    parser.add_argument(
+        "--beside",
+        metavar="VENV",
+        help=(
+            "another SGLang release's environment (e.g. .venv-sglang0514): each planned case "
+            "also shows that release's stock column, computed there by its own code"
+        ),
+    )
     return parser
 
 
@@ -294,17 +269,26 @@ def report_main(argv: Sequence[str]) -> int:
         _check_writable(Path(request.out))
         cases = report_cases.cases_from_paths(request.from_json)
         if plan_argv:  # one plan invocation
-            runs = [_planner_parser().parse_known_args(plan_argv)]
+            runs = [plan_argv]
         elif not request.from_json:  # nothing asked for: every shipped example
             names, skipped = _plannable()
-            runs = [(_planner_parser().parse_args(["--example", n]), []) for n in names]
+            runs = [["--example", n] for n in names]
         else:
             runs = []
-        for options, launch in runs:
+        beside = None
+        if request.beside is not None:
+            if not runs:
+                raise PlanError("--beside needs a plan: give plan flags, or no --from-json")
+            beside = Beside(request.beside)
+        for run in runs:
+            options, launch = _planner_parser().parse_known_args(run)
             example = load_example(options.example) if options.example else None
+            data = _plan_as_json(options, launch)
+            if beside is not None:
+                data = beside.add_stock(data, run)
             cases.append(
                 report_cases.case_from_plan_json(
-                    _plan_as_json(options, launch),
+                    data,
                     name=example.name if example else None,
                     description=example.description if example else None,
                 )
@@ -361,20 +345,13 @@ def plan_main(argv: Sequence[str]) -> int:
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     options, launch = _planner_parser().parse_known_args(list(argv))
     try:
-        release = release_to_print(options.sglang_version, installed_replay())
         plan = _plan(options, launch)
     except ValueError as e:  # PlanError, BudgetError, WeightsError and SGLang's own checks
         return _bad_input("plan", e)
-    beside = stock_beside(plan, release)
-    if beside is not None:
-        if options.json:
-            print(json.dumps(stock_beside_json(beside), indent=2, sort_keys=True))
-        else:
-            print(stock_beside_text(beside))
-    elif options.json:
+    if options.json:
         print(json.dumps(plan_json(plan), indent=2, sort_keys=True))
     else:
-        _print_table(plan)
+        print(plan_text(plan))
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The offline plan: a release's decisions for a launch in, the three report columns out.
+"""The offline plan: a release's decisions for a launch in, two columns out: stock (the
+installed release's own sizing) and this package's.
 
 A *server-args replay* (:mod:`sglang_specinit.planner.replay`; each adapter package's
 ``planner_replay``, found through :mod:`sglang_specinit.planner.releases`) says what the
@@ -13,9 +14,9 @@ place that turns that answer into the sizing inputs, for every release, in named
    the weight split between target and draft (shared tensors counted once);
 3. :func:`_sizing_readings`: both fed to ``live_sizing.plan_from_readings``, the sizing path
    both runtime adapters run, in place of a live process's readings;
-4. :func:`_offline_plan`: the base inputs priced by the replay's two modelled columns
-   (``ServerArgsReplay.modelled_columns``, each release's rule found through the registry) and
-   this package's rule (plus the installed release's own stock sizing where the replay has it).
+4. :func:`_offline_plan`: the base inputs sized by the release's own stock code
+   (:attr:`~replay.PoolPrices.stock_plan`, at the release's own automatic fraction) and by this
+   package's rule.
 
 Weight bytes come from checkpoint headers (:mod:`sglang_specinit.planner.weights`), priced per
 rank by the SGLang layer that loads each tensor (:mod:`sglang_specinit.planner.sharding`:
@@ -36,9 +37,8 @@ from sglang_specinit.model_facts import check_supported, upstream_reserved_layer
 from sglang_specinit.planner import preflight
 from sglang_specinit.planner.gpus import MIB, DeviceSpec
 from sglang_specinit.planner.inputs import read_config_json
-from sglang_specinit.planner.releases import installed_replay, modelled_rule
+from sglang_specinit.planner.releases import installed_replay
 from sglang_specinit.planner.replay import (
-    ModelledColumn,
     PoolPrices,
     ResolvedLaunch,
     ServerArgsReplay,
@@ -66,28 +66,26 @@ from sglang_specinit.report import ReportColumn
 
 @dataclass(frozen=True)
 class OfflinePlan:
-    """The three columns of the report and what they were computed from."""
+    """The two columns of the report and what they were computed from."""
 
+    # The installed release's stock sizing, by its own code (:attr:`PoolPrices.stock_plan`).
     stock: ReportColumn
-    upstream: ReportColumn
     ours: ReportColumn
+    # The installed release and the stock column's ``plan --json`` key.
+    release: str
+    stock_key: str
     tp_size: int
     device: DeviceSpec
     algorithm: str | None
     model_path: str
     draft_model_path: str | None
     notes: tuple[str, ...] = field(default_factory=tuple)
-    # The installed release's stock column from its own sizing code on the same pools
-    # (:attr:`PoolPrices.stock_plan`); None where the replay has no such sizing.
-    release_stock: ReportColumn | None = None
-    # ``plan --json``'s keys of ``stock`` and ``upstream`` (the replay's modelled columns).
-    modelled_keys: tuple[str, str] = ("stock", "upstream")
     # The target's buffers no checkpoint stores, included in every column's target weights.
     target_buffers: TargetBuffers = field(default_factory=lambda: TargetBuffers(0))
 
     @property
-    def columns(self) -> tuple[ReportColumn, ReportColumn, ReportColumn]:
-        return (self.stock, self.upstream, self.ours)
+    def columns(self) -> tuple[ReportColumn, ReportColumn]:
+        return (self.stock, self.ours)
 
 
 @dataclass(frozen=True)
@@ -196,7 +194,7 @@ def _price_draft(
     algorithm = spec_args.speculative_algorithm
     notes: list[str] = []
     draft_path = spec_args.speculative_draft_model_path
-    # 0.5.14 sizes its draft reserve only when a draft path is set (model_runner.py:431).
+    # 0.5.14 on reserve draft layers only when a draft path is set (its ModelRunner.__init__).
     path_given = draft_path is not None
     if draft_path is None:
         # TpModelWorker falls back to the target's path (ModelConfig.from_server_args).
@@ -225,12 +223,6 @@ def _price_draft(
         algorithm, launch.target_model_config, draft_mc, spec_args.model_path, draft_path, layouts
     )
     notes.extend(split.notes)
-    if split.draft_shared_bytes and algorithm != "FROZEN_KV_MTP":
-        notes.append(
-            "upstream 0.5.14 sizes the pool while the draft's own embed/lm_head copies "
-            f"({split.draft_shared_bytes / (1 << 30):.2f} GiB per rank) are still "
-            "resident; they are freed after the pool exists and stay unused"
-        )
     per_request, fixed = prices.draft_request_bytes, prices.draft_fixed_bytes
     spec = DraftSpec(
         algorithm=algorithm,
@@ -338,59 +330,32 @@ def _offline_plan(
     base: BudgetInputs,
     ours: PoolPlan,
 ) -> OfflinePlan:
-    """The base inputs priced by each rule (a plan below one page is reported, not refused)."""
+    """The base inputs sized by stock's own code and this package's rule (a plan below one
+    page is reported, not refused)."""
     spec_args = launch.args
-    release_stock = None
-    if prices.stock_plan is not None:
-        # The release's own sizing on the same inputs; what it has resident when it profiles
-        # is its own (budget.resident_with_duplicates: a measurement of this package's run,
-        # --resident-bytes, plus the duplicates that run freed).
-        release_stock = ReportColumn(f"stock {replay.release}", prices.stock_plan(base), base)
     stock_fraction, new_fraction = launch.stock_fraction, launch.new_fraction
     stock_inputs = replace(base, mem_fraction_static=stock_fraction)
     reserve = None
     if stock_fraction != new_fraction:
-        # The budget the 4/6 GiB speculative term took away (NGRAM gets none).
+        # The budget 0.5.13.x's flat 4/6 GiB speculative term took away (NGRAM gets none).
         reserve = int(new_fraction * device.pre_load_free_bytes) - int(
             stock_fraction * device.pre_load_free_bytes
         )
-    stock_spec, upstream_spec = replay.modelled_columns
+    # What stock has resident when it profiles is its own (budget.resident_with_duplicates:
+    # a --resident-bytes measurement of this package's run plus the duplicates that run freed).
+    stock = ReportColumn(
+        f"stock {replay.release}", prices.stock_plan(stock_inputs), stock_inputs, reserve
+    )
     return OfflinePlan(
-        stock=_modelled_column(stock_spec, base, stock_inputs, reserve),
-        upstream=_modelled_column(upstream_spec, base, stock_inputs, reserve),
+        stock=stock,
         ours=ReportColumn("sglang-specinit", ours, base),
+        release=replay.release,
+        stock_key=replay.stock_key,
         tp_size=int(spec_args.tp_size),
         device=device,
         algorithm=spec_args.speculative_algorithm,
         model_path=spec_args.model_path,
         draft_model_path=spec_args.speculative_draft_model_path if draft is None else draft.path,
         notes=(*target.notes, *(draft.notes if draft is not None else ())),
-        release_stock=release_stock,
-        modelled_keys=(stock_spec.json_key, upstream_spec.json_key),
         target_buffers=target.buffers,
     )
-
-
-def _modelled_column(
-    spec: ModelledColumn, base: BudgetInputs, stock_inputs: BudgetInputs, reserve: int | None
-) -> ReportColumn:
-    """One modelled column: the serving adapter's rule at the fraction ``spec`` names."""
-    rule = modelled_rule(spec.release)
-    if spec.fraction == "stock":
-        return ReportColumn(spec.title, rule(stock_inputs), stock_inputs, reserve)
-    return ReportColumn(spec.title, rule(base), base)
-
-
-def plan_json(plan: OfflinePlan) -> dict[str, Any]:
-    """``--json``: this package's plan at top level, the two SGLang rules as sub-objects."""
-    data = plan.ours.to_dict(plan.tp_size)
-    stock_key, upstream_key = plan.modelled_keys
-    data[stock_key] = plan.stock.to_dict(plan.tp_size)
-    data[upstream_key] = plan.upstream.to_dict(plan.tp_size)
-    data["device"] = {"name": plan.device.name, "total_bytes": plan.device.total_bytes}
-    data["speculative_algorithm"] = plan.algorithm
-    data["model_path"] = plan.model_path
-    data["speculative_draft_model_path"] = plan.draft_model_path
-    data["target_buffers"] = plan.target_buffers.to_dict()
-    data["plan_notes"] = list(plan.notes)
-    return data

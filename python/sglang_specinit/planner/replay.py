@@ -5,10 +5,10 @@ GPU and without network access (``HF_HUB_OFFLINE=1``). Which pieces, and how the
 release-specific: one :class:`ServerArgsReplay` per adapter package, its ``planner_replay.REPLAY``
 (found through :mod:`sglang_specinit.planner.releases`). A replay parses the flags with the
 release's own parser, answers with a :class:`ResolvedLaunch` (what that release decided), the KV
-dtype of each runner and, where it can, :class:`PoolPrices` (each pool priced by the release's own
-pool code); :mod:`sglang_specinit.planner.plan` turns that into the plans.
+dtype of each runner and :class:`PoolPrices` (each pool priced, and stock's pool sized, by the
+release's own code); :mod:`sglang_specinit.planner.plan` turns that into the two columns.
 
-The helpers below are used by both replays: SGLang's functions as released (without this
+The helpers below are used by every replay: SGLang's functions as released (without this
 package's runtime hooks), ``ModelConfig`` construction with malformed configs reported as bad
 input, the checkpoint's KV quantization, and the models the planner refuses.
 """
@@ -56,43 +56,35 @@ class ResolvedLaunch:
 @dataclass(frozen=True)
 class PoolPrices:
     """A launch's KV pools priced by the installed release's own pool code (what its server
-    runs), per target token row: the target's pool, each draft runner's, the draft's
-    fixed-size pools in bytes."""
+    runs), per target token row, and stock's sizing by the same release's code."""
 
     target_kv: KVSpec
     draft_pools: tuple[KVSpec, ...]
     draft_fixed_bytes: int
+    # The release's own stock sizing on the same runners / configurators: inputs -> plan.
+    stock_plan: Callable[[BudgetInputs], PoolPlan]
     # Bytes per request row of the draft's per-request buffers, by the release's own rule.
     draft_request_bytes: int = 0
-    # The release's own stock sizing on the same configurators: inputs -> stock's plan.
-    stock_plan: Callable[[BudgetInputs], PoolPlan] | None = None
     # Where this package's column is not the shared budget model's (DeepSeek-V4: the release's
     # own V4 solve with the draft's measured term): inputs -> this package's plan.
     ours_plan: Callable[[BudgetInputs], PoolPlan] | None = None
 
 
-@dataclass(frozen=True)
-class ModelledColumn:
-    """A column of the offline report priced by a release's modelled rule (the serving
-    adapter's ``stock_rule.stock_plan``, found by release: ``releases.modelled_rule``)."""
+# The two things a stock column says about the draft (0.5.14+ stock sizing).
+def duplicates_note(release: str) -> str:
+    return f"{release} profiles while the draft's duplicate embed/lm_head are resident"
 
-    release: str
-    title: str
-    # Its sub-object's key in ``plan --json``.
-    json_key: str
-    # Which fraction it is computed at: the release's own automatic one with its flat
-    # speculative reserve ("stock"), or without it ("new"; equal where there is none).
-    fraction: str = "new"
+
+def short_reserve_note(release: str) -> str:
+    return f"{release} reserves less draft KV per token than the draft allocates"
 
 
 class ServerArgsReplay(Protocol):
     """One served release's launch_server parser and server-args resolution, run offline."""
 
     release: str
-    # The releases whose rule can be printed beside this package's (``--sglang-version``).
-    printable_releases: tuple[str, ...]
-    # The two modelled columns of the three-column report.
-    modelled_columns: tuple[ModelledColumn, ModelledColumn]
+    # The stock column's key in ``plan --json``.
+    stock_key: str
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
         """The release's own ``launch_server`` parser applied to ``launch``; bad flags raise
@@ -107,9 +99,8 @@ class ServerArgsReplay(Protocol):
     ) -> str:
         """The torch dtype name of a runner's KV pool (target, or draft after the target)."""
 
-    def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices | None:
-        """Every pool of the launch priced by the release's own pool code; None: priced from
-        the model geometry (the adapter's ``specs``)."""
+    def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
+        """Every pool of the launch priced, and stock sized, by the release's own code."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -189,14 +180,19 @@ def installed_release() -> str:
     return str(installed_sglang_version())
 
 
+def stock_key(release: str) -> str:
+    """``plan --json``'s key of ``release``'s stock column: ``stock_0_5_23`` ..."""
+    return "stock_" + release.replace(".", "_")
+
+
 class InstalledReleaseReplay:
     """A replay that runs whichever release of its adapter is installed: every label of its
-    plans names that release, and it prints only that release's stock column."""
+    plans names that release."""
 
     @property
     def release(self) -> str:
         return installed_release()
 
     @property
-    def printable_releases(self) -> tuple[str, ...]:
-        return (self.release,)
+    def stock_key(self) -> str:
+        return stock_key(self.release)

@@ -1,6 +1,7 @@
-"""A ``ModelRunner`` without weights, for releases whose runner builds its own pools
-(sglang 0.5.13.x to 0.5.15: ``ModelRunnerKVCacheMixin._apply_memory_pool_config`` and
-``_init_pools``), so the planner prices every pool with the function the server runs.
+"""A ``ModelRunner`` without weights, for releases whose runner builds and sizes its own pools
+(sglang 0.5.13.x to 0.5.15: ``ModelRunnerKVCacheMixin._apply_memory_pool_config``,
+``_init_pools``, ``_resolve_memory_pool_config``), so the planner prices every pool and sizes
+stock's with the functions the server runs (:func:`runner_stock_plan`).
 
 ``ModelRunner.__init__`` loads the model; the pool code reads only the fields
 :func:`unloaded_runner` sets, each from the source ``__init__`` / ``initialize`` use. The pools
@@ -17,8 +18,9 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
-from sglang_specinit.model_facts import runner_layer_count
-from sglang_specinit.planner.replay import kv_cache_quant_algo, released
+from sglang_specinit.budget import BudgetInputs, PoolPlan, make_plan, static_budget_bytes
+from sglang_specinit.model_facts import runner_layer_count, upstream_reserved_layers
+from sglang_specinit.planner.replay import installed_release, kv_cache_quant_algo, released
 
 
 def pricing_device() -> str:
@@ -140,3 +142,79 @@ def attention_tp_size_answering(attn_tp_size: int) -> Iterator[None]:
     finally:
         for module, name in zip(modules, saved, strict=True):
             module.get_attention_tp_size = name
+
+
+def reserve_draft_layers(target: Any, server_args: Any, draft_mc: Any) -> None:
+    """The draft reserve the target runner's ``__init__`` reads from the draft's config, which
+    its pool configurator scales the cell by: ``dflash_draft_num_layers`` by the release's
+    ``parse_dflash_draft_config`` (0.5.13.x on), and from 0.5.14 ``eagle_draft_num_layers`` for
+    EAGLE / EAGLE3 / frozen-KV MTP / STANDALONE with a draft path
+    (:func:`model_facts.upstream_reserved_layers`, the same rule; 0.5.13.x reads none)."""
+    from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
+
+    algorithm = target.spec_algorithm
+    target.eagle_draft_num_layers = None
+    target.dflash_draft_num_layers = None
+    if draft_mc is None:
+        return
+    if (algorithm.is_eagle() or algorithm.is_standalone()) and (
+        server_args.speculative_draft_model_path
+    ):
+        target.eagle_draft_num_layers = upstream_reserved_layers(
+            str(server_args.speculative_algorithm), draft_mc
+        )
+    if algorithm.is_dflash():
+        config = parse_dflash_draft_config(draft_hf_config=draft_mc.hf_config)
+        target.dflash_draft_num_layers = int(config.require_num_layers())
+
+
+@contextlib.contextmanager
+def profiled_as(runner: Any, available_bytes: int) -> Iterator[None]:
+    """The runner's ``_profile_available_bytes`` answering ``available_bytes`` (what the
+    release's own profile would read on the planned device), and only for this runner."""
+    runner._profile_available_bytes = lambda _pre_model_load_memory: available_bytes
+    try:
+        yield
+    finally:
+        del runner._profile_available_bytes
+
+
+def runner_stock_plan(
+    target: Any,
+    attn_tp_size: int,
+    inputs: BudgetInputs,
+    *,
+    at_profile: int,
+    resident: int,
+    notes: tuple[str, ...] = (),
+) -> PoolPlan:
+    """Stock's plan by the installed release's own sizing on the unloaded target runner:
+    ``_resolve_memory_pool_config`` (its configurator, token constraints and request count)
+    with the profile answered by ``f x free`` minus ``at_profile`` (what the release has
+    resident when the target profiles) and the reserved bytes; the cell is the configurator's
+    ``_cell_size``. Below one page the release refuses to start: the plan says 0 tokens."""
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+
+    available = static_budget_bytes(inputs) - at_profile - inputs.reserved_bytes
+    with attention_tp_size_answering(attn_tp_size):
+        cell = float(create_memory_pool_configurator(target)._cell_size)
+        tokens = 0
+        if available > 0 and available // cell >= inputs.page_size:
+            with profiled_as(target, available):
+                config = released(ModelRunner._resolve_memory_pool_config)(target, 0)
+            tokens = int(config.max_total_num_tokens)
+
+    def max_requests(n: int, *_: Any) -> int:
+        return int(released(ModelRunner._resolve_max_num_reqs)(target, n))
+
+    return make_plan(
+        f"stock-{installed_release()}",
+        inputs,
+        tokens,
+        resident,
+        cell,
+        (at_profile + inputs.reserved_bytes) / inputs.pre_load_free_bytes,
+        notes,
+        derive_max_reqs=max_requests,
+    )

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from dataclasses import replace
 from typing import Any
 
+from sglang_specinit.budget import BudgetInputs, PoolPlan, draft_weight_bytes_of
 from sglang_specinit.dataclass_args.replay import (
     FieldServerArgsReplay,
     attention_tp_size,
@@ -40,12 +42,9 @@ from sglang_specinit.model_facts import (
     element_bytes,
     kv_dtype_name,
 )
-from sglang_specinit.planner.columns import StockBeside
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError
-from sglang_specinit.planner.plan import OfflinePlan
 from sglang_specinit.planner.replay import (
-    ModelledColumn,
     PoolPrices,
     ResolvedLaunch,
     build_model_config,
@@ -56,8 +55,12 @@ from sglang_specinit.runner_sizing.unloaded_runner import (
     attention_tp_size_answering,
     kv_warm_up_copy_skipped,
     pricing_device,
+    reserve_draft_layers,
+    runner_stock_plan,
     unloaded_runner,
 )
+
+DRAFT_OUTSIDE_NOTE = "draft weights and KV are allocated after the target pool, outside the budget"
 
 # --kv-cache-dtype values (0.5.13.post1 choices) -> the torch dtype ModelRunner stores.
 _KV_DTYPE_FLAGS = {
@@ -113,18 +116,31 @@ def check_parallel_layout(server_args: Any) -> None:
         )
 
 
+def stock_plan_0_5_13(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> PoolPlan:
+    """Stock 0.5.13.x's plan by its own sizing on the unloaded target runner
+    (:func:`~sglang_specinit.runner_sizing.unloaded_runner.runner_stock_plan`): the target's pool is
+    sized before the draft loads, so only the target's weights are resident at the profile
+    (whatever ``--resident-bytes`` measured of this package's run); the draft's weights and
+    KV then land on top of the budget."""
+    plan = runner_stock_plan(
+        target,
+        attn_tp_size,
+        inputs,
+        at_profile=inputs.target_weight_bytes,
+        resident=inputs.target_weight_bytes + draft_weight_bytes_of(inputs),
+    )
+    if inputs.draft is None:
+        return plan
+    return replace(plan, notes=(DRAFT_OUTSIDE_NOTE,))
+
+
 class Replay0513(FieldServerArgsReplay):
     """sglang 0.5.13.x: ``ServerArgs`` without ``__post_init__``, its two memory methods and the
     speculative hook run on copies (:func:`inert_server_args`, :func:`auto_mem_fraction_static`,
     :func:`resolve_speculative`), ``ModelRunner.configure_kv_cache_dtype``'s choice."""
 
     release = "0.5.13.post1"
-    # 0.5.14's and 0.5.23's modelled rules read the same config.json fields (their stock_rule).
-    printable_releases = ("0.5.13.post1", "0.5.14", "0.5.23")
-    modelled_columns = (
-        ModelledColumn("0.5.13.post1", "stock 0.5.13.post1", "stock_0_5_13", fraction="stock"),
-        ModelledColumn("0.5.14", "upstream 0.5.14", "upstream_0_5_14"),
-    )
+    stock_key = "stock_0_5_13"
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
         with planned_cpu_engine(server_args.device):
@@ -186,6 +202,12 @@ class Replay0513(FieldServerArgsReplay):
                 is_draft_model=True,
             )
             draft = unloaded_runner(args, draft_mc, is_draft=True)
+        reserve_draft_layers(target, args, None if draft is None else draft.model_config)
+        attn_tp = launch.attn_tp_size
+
+        def stock(inputs: BudgetInputs) -> PoolPlan:
+            return stock_plan_0_5_13(target, attn_tp, inputs)
+
         on_cpu = pricing_device() == "cpu"
         with (
             attention_tp_size_answering(launch.attn_tp_size),
@@ -194,10 +216,14 @@ class Replay0513(FieldServerArgsReplay):
             target_kv = measure_kv_pool(target, *split)
             draft_kv = None if draft is None else measure_kv_pool(draft, *split)
         if draft_kv is None:
-            return PoolPrices(target_kv=target_kv, draft_pools=(), draft_fixed_bytes=0)
+            return PoolPrices(
+                target_kv=target_kv, draft_pools=(), draft_fixed_bytes=0, stock_plan=stock
+            )
         if algorithm == "FROZEN_KV_MTP":
             fixed = draft_kv.pool_bytes(FROZEN_KV_STAND_IN_TOKENS, int(args.page_size))
-            return PoolPrices(target_kv=target_kv, draft_pools=(), draft_fixed_bytes=fixed)
+            return PoolPrices(
+                target_kv=target_kv, draft_pools=(), draft_fixed_bytes=fixed, stock_plan=stock
+            )
         steps = int(args.speculative_num_steps or 1)
         multi_layer = bool(args.enable_multi_layer_eagle)
         per_request = 0
@@ -210,6 +236,7 @@ class Replay0513(FieldServerArgsReplay):
             target_kv=target_kv,
             draft_pools=(draft_kv,) * (steps if multi_layer else 1),
             draft_fixed_bytes=0,
+            stock_plan=stock,
             draft_request_bytes=per_request,
         )
 
@@ -218,11 +245,3 @@ REPLAY = Replay0513()
 # The name the 0.5.13 tests import.
 REPLAY_0_5_13 = REPLAY
 
-
-def stock_beside(plan: OfflinePlan) -> StockBeside:
-    """The report in a 0.5.13.x environment: stock 0.5.13.post1's column (its modelled rule at
-    its own automatic fraction, the first of the replay's modelled columns) beside this
-    package's; 0.5.14's rule is printed only for ``--sglang-version 0.5.14``."""
-    return StockBeside(
-        base=plan, stock=plan.stock, release=REPLAY.release, json_key=plan.modelled_keys[0]
-    )

@@ -13,12 +13,10 @@ negligible next to the weights already resident.
 from __future__ import annotations
 
 import gc
-from dataclasses import replace
 from typing import Any
 
 from sglang_specinit.budget import MeasuredKVSpec
 from sglang_specinit.pool_measure import (
-    kv_pool_storages,
     measure_linear,
     model_name,
     runner_pool_storages,
@@ -41,19 +39,6 @@ _RUNNER_ATTRS = (
 )
 
 
-def runner_kv_pool_storages(runner: Any) -> dict[str, int]:
-    """{path: bytes} of the storages the runner's KV pool owns (not its request pool's or
-    token allocator's)."""
-    return kv_pool_storages(
-        runner.token_to_kv_pool, runner.req_to_token_pool, runner.token_to_kv_pool_allocator
-    )
-
-
-def kv_pool_bytes_of(runner: Any) -> int:
-    """Bytes of every storage the runner's KV pool owns (see :func:`runner_kv_pool_storages`)."""
-    return sum(runner_kv_pool_storages(runner).values())
-
-
 def measure_kv_pool(
     runner: Any, swa_full_tokens_ratio: float = 1.0, ratio_applies: bool = False
 ) -> MeasuredKVSpec:
@@ -71,4 +56,4 @@ def measure_kv_pool(
     )
     # 0.5.13's free-memory profile does not collect: the probe pools go before it reads.
     gc.collect()
-    return replace(price, num_layers=int(runner.num_effective_layers))
+    return price

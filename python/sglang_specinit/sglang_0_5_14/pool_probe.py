@@ -16,7 +16,6 @@ profiled.
 from __future__ import annotations
 
 import gc
-from dataclasses import replace
 from typing import Any
 
 from sglang_specinit.budget import MeasuredKVSpec
@@ -68,4 +67,4 @@ def measure_runner(runner: Any, split: tuple[float, bool]) -> MeasuredKVSpec:
     )
     # The probe pools must be gone before SGLang reads free memory.
     gc.collect()
-    return replace(price, num_layers=int(runner.num_effective_layers))
+    return price

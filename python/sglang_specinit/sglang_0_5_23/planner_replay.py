@@ -3,8 +3,7 @@
 The replay runs the installed release the ``sglang_0_5_23`` adapter serves (0.5.19 - 0.5.23,
 through its ``release_shims``); every label of such a plan (the stock
 column's title, ``--json``'s ``stock_<release>`` and ``sglang_version``, messages) names the
-installed release (:func:`installed_release`). ``RELEASE`` is 0.5.23 itself: the rule the
-0.5.13.x replay models.
+installed release (:func:`installed_release`).
 
 **In the 0.5.23 environment** (:data:`REPLAY`) the flags go through 0.5.23's own
 ``launch_server`` parser (``ServerArgs.add_cli_args``, ``ConfigArgumentMerger`` for
@@ -38,44 +37,32 @@ configurator (:func:`stock_plan_0_5_23`: ``create_memory_pool_configurator(kvc).
 duplicate embed/lm_head resident: ``budget.resident_with_duplicates``, ``--resident-bytes``
 plus the duplicates where given).
 
-``plan --sglang-version 0.5.23`` in the 0.5.13.post1 environment prints the same columns from
-0.5.13.post1's replay and the modelled rule ``stock_rule.upstream_0_5_23_plan`` (same
-``config.json`` fields; pools priced from the model geometry; the automatic fraction is then
-0.5.13.post1's heuristic without its flat speculative reserve, so pass ``--mem-fraction-static``
-to match a 0.5.23 server exactly). The modelled rule reserves ``d`` draft layers of the
-target's geometry, where ``d`` is the draft's ``num_nextn_predict_layers`` (an explicit 0
-reserves nothing), else its layer count, and for a path-less MTP draft the target's
-``num_nextn_predict_layers`` (0.5.20+).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, PoolPlan
 from sglang_specinit.model_facts import kv_dtype_name, own_hf_config
-from sglang_specinit.planner.columns import StockBeside, stock_beside_json
 from sglang_specinit.planner.gpus import DeviceSpec
 from sglang_specinit.planner.inputs import PlanError, RaisingParser
-from sglang_specinit.planner.plan import OfflinePlan
 from sglang_specinit.planner.replay import (
     InstalledReleaseReplay,
-    ModelledColumn,
     PoolPrices,
     ResolvedLaunch,
+    duplicates_note,
     installed_release,
     kv_cache_quant_algo,
     refuse_unpriced_model,
+    short_reserve_note,
 )
 from sglang_specinit.planner.replay import build_model_config as _model_config
 from sglang_specinit.planner.replay import released as _released
-from sglang_specinit.report import ReportColumn
 from sglang_specinit.sglang_0_5_23.kernel_arch import refuse_unrunnable_kernels
 from sglang_specinit.sglang_0_5_23.planned_device import planned_device
 from sglang_specinit.sglang_0_5_23.pricing_host import (
@@ -83,10 +70,6 @@ from sglang_specinit.sglang_0_5_23.pricing_host import (
     pricing_device,
     require_sgl_kernel,
 )
-from sglang_specinit.sglang_0_5_23.stock_rule import upstream_0_5_23_plan
-
-# The release whose rule the 0.5.13.x replay models (``--sglang-version 0.5.23`` there).
-RELEASE = "0.5.23"
 
 
 class ResolvedArgs:
@@ -163,10 +146,6 @@ class Replay0523(InstalledReleaseReplay):
     """The installed release's (0.5.23's generation) parser, ``resolve_once`` and
     ``check_server_args`` on the planned device."""
 
-    modelled_columns = (
-        ModelledColumn("0.5.13.post1", "stock 0.5.13.post1", "stock_0_5_13", fraction="stock"),
-        ModelledColumn("0.5.14", "upstream 0.5.14", "upstream_0_5_14"),
-    )
     # Both columns of a DeepSeek-V4 launch come from the release's own V4 solve (dsv4_plans).
     prices_deepseek_v4 = True
 
@@ -395,11 +374,9 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
         config = dsv4_sizing.solve(target, configurator, static_budget_bytes(inputs) - resident, 0)
         notes = [f"{release} reserves the NextN draft as (T + 1) / T target layers"]
         if duplicates:
-            notes.append(
-                f"{release} profiles while the draft's duplicate embed/lm_head are resident"
-            )
+            notes.append(duplicates_note(release))
         return dsv4_sizing.plan_of(
-            f"upstream-{release}",
+            f"stock-{release}",
             inputs,
             config,
             built(config),
@@ -520,11 +497,11 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
         tokens = 0
         notes.append(f"refuses to start: {refusal}")
     if draft is not None and draft.shared_weight_bytes:
-        notes.append(f"{release} profiles while the draft's duplicate embed/lm_head are resident")
+        notes.append(duplicates_note(release))
     if draft is not None and draft.kv_bytes_per_token() > cell - inputs.target_kv.bytes_per_token():
-        notes.append(f"{release} reserves less draft KV per token than the draft allocates")
+        notes.append(short_reserve_note(release))
     return make_plan(
-        f"upstream-{release}",
+        f"stock-{release}",
         inputs,
         tokens,
         resident_after_sizing(inputs),
@@ -534,47 +511,3 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
         derive_max_reqs=lambda n, *_: int(kvc.resolve_max_num_reqs(n)),
     )
 
-
-# The two-column plan's type under the name this module's callers know it by.
-Plan0523 = StockBeside
-
-
-def reserved_layers_0_5_23(plan: OfflinePlan) -> int:
-    """The ``d`` 0.5.23 reserves for this plan's draft (``spec_aux_hidden_state``)."""
-    draft = plan.ours.inputs.draft
-    if draft is None:
-        return 0
-    path_less = plan.draft_model_path is None or plan.draft_model_path == plan.model_path
-    if path_less and draft.algorithm != "DFLASH":
-        config = json.loads((Path(plan.model_path) / "config.json").read_text())
-        text_config = config.get("text_config") or {}
-        nextn = config.get("num_nextn_predict_layers", text_config.get("num_nextn_predict_layers"))
-        return int(nextn or 0)
-    return draft.upstream_reserved_layers
-
-
-def plan_for_0_5_23(plan: OfflinePlan) -> Plan0523:
-    """The stock column: the installed release's own configurator where the plan ran in an
-    environment of the 0.5.23 generation (``plan.release_stock``, which only that replay
-    prices), else 0.5.23's modelled rule on the same inputs (the 0.5.13.x environment)."""
-    if plan.release_stock is not None:
-        return StockBeside(base=plan, stock=plan.release_stock, release=installed_release())
-    inputs = plan.ours.inputs
-    if inputs.draft is not None:
-        draft = replace(inputs.draft, upstream_reserved_layers=reserved_layers_0_5_23(plan))
-        inputs = replace(inputs, draft=draft)
-    # 0.5.23's rule works from what its own profile sees, never from a measured value of a
-    # plugin run (that one has no duplicates resident).
-    stock_inputs = replace(inputs, measured_resident_bytes=None)
-    stock = ReportColumn(f"stock {RELEASE}", upstream_0_5_23_plan(stock_inputs), stock_inputs)
-    return StockBeside(base=plan, stock=stock, release=RELEASE)
-
-
-# What the planner calls for a release of this generation (releases.stock_beside).
-stock_beside = plan_for_0_5_23
-
-
-def plan_json_0_5_23(plan: StockBeside) -> dict[str, Any]:
-    """``--json`` of a stock column of this generation beside this package's
-    (:func:`~sglang_specinit.planner.columns.stock_beside_json`)."""
-    return stock_beside_json(plan)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.budget import AttentionKVSpec, HybridSWAKVSpec, KVSpec
+from sglang_specinit.budget import KVSpec
 from sglang_specinit.model_facts import (
     FROZEN_KV_STAND_IN_TOKENS,
     check_supported,
@@ -20,6 +20,8 @@ from sglang_specinit.model_facts import (
     runner_layer_count,
     torch_dtype,
 )
+
+from harness.geometry.kv_specs import AttentionKVSpec, HybridSWAKVSpec
 
 # Full-attention layers in the KV pool of a mamba/linear-attention hybrid's draft
 # (_init_pools gives a draft runner's HybridLinearKVPool the layer ids [0]).

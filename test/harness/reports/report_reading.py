@@ -12,13 +12,15 @@ Cheap to import (no torch, no sglang); ``checkpoint_bytes`` opens safetensors wh
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sglang_specinit import budget, rank_reports
+from sglang_specinit import rank_reports
 
+from harness.geometry import kv_specs
 from harness.geometry.specs import attention_kv_spec
 
 if TYPE_CHECKING:
@@ -28,6 +30,27 @@ GIB = 1 << 30
 F = 0.5  # cpu_engine_kwargs' default --mem-fraction-static
 
 Report = dict[str, Any]
+
+# Keys every breakdown carries (the plan's JSON and the server's log line alike:
+# ``report.plan_to_dict``).
+BREAKDOWN_KEYS = (
+    "tokens",
+    "max_running_requests",
+    "page_size",
+    "tp_size",
+    "pre_load_free_bytes",
+    "budget_bytes",
+    "target_weight_bytes",
+    "draft_weight_bytes",
+    "resident_bytes",
+    "target_kv_bytes_per_token",
+    "draft_kv_bytes_per_token",
+    "target_kv_pool_bytes",
+    "draft_kv_pool_bytes",
+    "used_bytes",
+    "headroom_bytes",
+    "min_viable_mem_fraction_static",
+)
 
 # ``caller`` of the meter readings that matter, as the harness shims record them.
 INIT_TORCH_DISTRIBUTED = "ModelRunner.init_torch_distributed"
@@ -141,10 +164,19 @@ PHASES = (
 )
 
 
+def read_rank_breakdowns(directory: str | Path) -> list[dict[str, Any]]:
+    """Every rank's breakdown in ``directory`` (the plugin's report dir), by rank index."""
+    found = [
+        json.loads(p.read_text())
+        for p in Path(directory).glob(f"{rank_reports.FILE_PREFIX}*.json")
+    ]
+    return sorted(found, key=lambda b: b.get("rank_index", 0))
+
+
 def read_breakdown(directory: Path) -> dict[str, Any] | None:
     """The single rank's breakdown in ``directory`` (the plugin's report dir), None if absent
     (plugin off, or nothing was phased); fails if more than one rank wrote one."""
-    found = rank_reports.read_rank_breakdowns(directory)
+    found = read_rank_breakdowns(directory)
     assert len(found) <= 1, f"{len(found)} rank breakdowns in {directory}, expected one"
     return found[0] if found else None
 
@@ -152,7 +184,7 @@ def read_breakdown(directory: Path) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- tiny checkpoints
 
 
-def kv_spec(shape: TinyLlamaShape) -> budget.AttentionKVSpec:
+def kv_spec(shape: TinyLlamaShape) -> kv_specs.AttentionKVSpec:
     """The budget model's KV spec of a tiny Llama-like shape (K and V of the same head dim)."""
     return attention_kv_spec(
         num_layers=shape.layers,
