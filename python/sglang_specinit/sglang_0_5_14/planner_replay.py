@@ -1,34 +1,8 @@
-"""The server-args replay for sglang 0.5.14 / 0.5.15 (the ``sglang_0_5_14`` adapter's releases).
-
-These releases keep 0.5.13's dataclass ``ServerArgs`` (its ``__post_init__`` resolves every
-field) and 0.5.13's speculative hook module, so the replay is 0.5.13.x's
-(:class:`~sglang_specinit.planner.field_replay.FieldServerArgsReplay`: the release's own parser,
-an inert ``ServerArgs``, ``handle_speculative_decoding`` on a copy) with three answers of their own:
-
-* the automatic ``--mem-fraction-static`` is the installed release's
-  ``ServerArgs._handle_cuda_graph_config`` then ``_handle_gpu_memory_settings`` on a copy, fed
-  the device's total MiB (0.5.14 dropped the flat speculative reserve, so stock and this
-  package start from the same fraction);
-* the KV dtype is the release's own ``ModelRunner.configure_kv_cache_dtype``;
-* every pool is priced by the function the live adapter runs,
-  ``sglang_0_5_14.pool_probe.measure_runner`` (the runner's own ``_apply_memory_pool_config``
-  at tiny sizes), on runners built without weights (:func:`unloaded_runner`): a
-  ``ModelRunner`` whose ``__init__`` is not run, holding the fields ``__init__`` and
-  ``initialize`` set that the pool code reads, each from the same source they use.
-
-**The stock column is the installed release's own sizing** (:func:`stock_plan_0_5_14`): the
-target runner's ``_resolve_memory_pool_config`` (``create_memory_pool_configurator``, its
-``calculate_pool_sizes``, ``_apply_token_constraints``, ``_resolve_max_num_reqs``) on the
-unloaded target runner, holding the draft reserve ``__init__`` reads from the draft's config
-(:func:`reserve_draft_layers`), with the profiled budget answered by what this release has
-resident when it profiles: both models' weights and the draft's duplicate embed/lm_head
-(``budget.resident_with_duplicates``: ``--resident-bytes`` plus the duplicates, where given). The
-report is then that column beside this package's (:func:`stock_beside`: "stock 0.5.14",
-``stock_0_5_14`` in ``--json``).
-
-The pools are built on this host (:func:`pricing_device`); on cpu the KV pool's Triton warm-up
-copy, which copies slot 0 onto itself and allocates nothing, is skipped for the pricing call
-(:func:`kv_warm_up_copy_skipped`).
+"""The planner's replay for 0.5.14 / 0.5.15: 0.5.13's dataclass ``ServerArgs`` replay
+(:class:`FieldServerArgsReplay`) with the release's own fraction heuristic and KV dtype, every
+pool priced by the live adapter's ``pool_probe.measure_runner`` on runners built without weights.
+The stock column is the release's own ``_resolve_memory_pool_config`` on the unloaded target,
+with both models and the draft's duplicate embed/lm_head resident at profiling.
 """
 
 from __future__ import annotations
@@ -80,12 +54,8 @@ from sglang_specinit.planner.unloaded_runner import (
 
 
 def reserve_draft_layers(target: Any, server_args: Any, draft_mc: Any) -> None:
-    """The draft reserve the target runner's ``__init__`` reads from the draft's config
-    (``model_runner.py`` in 0.5.14 / 0.5.15), which its pool configurator scales the cell by:
-    ``eagle_draft_num_layers`` for EAGLE / EAGLE3 / frozen-KV MTP / STANDALONE with a draft
-    path (``num_nextn_predict_layers`` when the config has it, an explicit 0 included, else the
-    draft's layer count: :func:`model_facts.upstream_reserved_layers`, the same rule), and
-    ``dflash_draft_num_layers`` by the release's ``parse_dflash_draft_config``."""
+    """The draft reserve the target runner's ``__init__`` reads off the draft's config, which
+    stock scales the target cell by."""
     from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
 
     algorithm = target.spec_algorithm
@@ -106,8 +76,6 @@ def reserve_draft_layers(target: Any, server_args: Any, draft_mc: Any) -> None:
 
 @contextlib.contextmanager
 def profiled_as(runner: Any, available_bytes: int) -> Iterator[None]:
-    """The runner's ``_profile_available_bytes`` answering ``available_bytes`` (what the
-    release's own profile would read on the planned device), and only for this runner."""
     runner._profile_available_bytes = lambda _pre_model_load_memory: available_bytes
     try:
         yield
@@ -116,9 +84,8 @@ def profiled_as(runner: Any, available_bytes: int) -> Iterator[None]:
 
 
 def refuse_swa_chunk_cap(target: Any) -> None:
-    """A hybrid-SWA target whose SWA pool the release caps by requests (``--disable-radix-cache``
-    with a request cap and chunked prefill: ``SWAChunkCapPoolConfigurator``) is sized from
-    the loaded model's sliding window, which a runner without weights does not have."""
+    """``SWAChunkCapPoolConfigurator`` sizes from the loaded model's sliding window, which a
+    runner without weights lacks."""
     from sglang.srt.model_executor.pool_configurator import SWAChunkCapPoolConfigurator
 
     if not target.is_hybrid_swa:
@@ -138,12 +105,8 @@ def refuse_swa_chunk_cap(target: Any) -> None:
 
 
 def stock_plan_0_5_14(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> PoolPlan:
-    """Stock's plan by the installed release's own sizing on the unloaded target runner:
-    ``_resolve_memory_pool_config`` (configurator, token constraints, request count) with the
-    profiled budget answered by ``f x free`` minus what this release has resident when the
-    target profiles (both models' weights, the draft's duplicate embed/lm_head still held;
-    a frozen-KV MTP draft loads after the target's pool); the cell is the configurator's
-    ``_cell_size``. A budget below one token is reported as 0 tokens, not refused."""
+    """The release's own sizing on the unloaded target, profiled with what it has resident
+    then; a budget below one page is 0 tokens, not refused."""
     from sglang.srt.model_executor.model_runner import ModelRunner
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
@@ -185,9 +148,6 @@ def stock_plan_0_5_14(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> P
 
 
 class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
-    """sglang 0.5.14 / 0.5.15: 0.5.13.x's parser and speculative hook, the release's own
-    fraction heuristic, KV dtype and pool code (module docstring)."""
-
     modelled_columns = (
         ModelledColumn("0.5.13.post1", "stock 0.5.13.post1", "stock_0_5_13", fraction="stock"),
         ModelledColumn("0.5.14", "upstream 0.5.14", "upstream_0_5_14"),
@@ -202,13 +162,13 @@ class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
             server_args.mem_fraction_static = float(fraction)
             spec_args = resolve_speculative(server_args)
             attn_tp = attention_tp_size(spec_args)
-            # The adapter keeps stock sizing there (launch_policy): nothing of ours to plan.
+            # The adapter keeps stock sizing there: nothing of ours to plan.
             refuse_speculative_pp(spec_args, installed_release())
         return ResolvedLaunch(
             args=spec_args,
             config_source=spec_args,
             target_model_config=target_mc,
-            # 0.5.14 has no flat speculative reserve: one fraction for every column.
+            # No flat speculative reserve since 0.5.14: one fraction for every column.
             stock_fraction=float(fraction),
             new_fraction=float(fraction),
             attn_tp_size=attn_tp,
@@ -219,14 +179,10 @@ class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
     def kv_dtype(
         self, launch: ResolvedLaunch, model_config: Any, *, is_draft: bool, target_kv_dtype: Any
     ) -> str:
-        """``ModelRunner.configure_kv_cache_dtype`` of the installed release; the target's runs
-        first and may rewrite ``kv_cache_dtype`` for an FP8 checkpoint, as the server's does."""
         runner = unloaded_runner(launch.args, model_config, is_draft=is_draft)
         return kv_dtype_name(runner.kv_cache_dtype)
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
-        """Every pool priced by the live adapter's function (``pool_probe.measure_runner``) on
-        runners built without weights; draft pools follow the target's token split."""
         from sglang.srt.configs.model_config import ModelConfig
 
         from sglang_specinit.sglang_0_5_14 import pool_probe
@@ -267,10 +223,8 @@ REPLAY = Replay0514()
 
 
 def stock_beside(plan: OfflinePlan) -> StockBeside | None:
-    """The report in this generation's environment: the installed release's stock column (its
-    own sizing, ``plan.release_stock``) beside this package's. None where the plan ran in
-    another release's environment (``--sglang-version 0.5.14`` on 0.5.13.x): that report is
-    the three modelled columns, 0.5.14's rule among them."""
+    """The installed release's stock column beside this package's; None when planned from
+    another release's environment (the modelled columns)."""
     if plan.release_stock is None:
         return None
     return StockBeside(base=plan, stock=plan.release_stock, release=installed_release())
