@@ -5,10 +5,6 @@ picks the adapter for the installed release (:mod:`.compat`; docs/releases.md sa
 patches each SGLang module through ``HookRegistry`` when SGLang imports it, so a process patches
 only what its launch imports.
 
-    sglang_0_5_13   the whole phased init (the older generation has none)
-    sglang_0_5_14   pools priced on upstream's first phased init, on the live runners
-    sglang_0_5_23   pools priced on the configurator generation's phased init
-
 Environment:
     SGLANG_SPECINIT_DISABLE=1   register nothing (SGLang's SGLANG_PLUGINS whitelist works too)
     SGLANG_SPECINIT_STRICT=1    stop the launch instead of warning when a check fails

@@ -89,7 +89,7 @@ def check_parallel_layout(server_args: Any) -> None:
 
 class Replay0513(FieldServerArgsReplay):
     release = "0.5.13.post1"
-    # 0.5.14's and 0.5.23's modelled rules read the same config.json fields (their stock_rule).
+    # The modelled rules of these releases read the same config.json fields.
     printable_releases = ("0.5.13.post1", "0.5.14", "0.5.23")
     modelled_columns = (
         ModelledColumn("0.5.13.post1", "stock 0.5.13.post1", "stock_0_5_13", fraction="stock"),
