@@ -1,3 +1,3 @@
-"""sglang-specinit: phased speculative-decoding init for SGLang 0.5.13 / 0.5.13.post1."""
+"""sglang-specinit: the speculative draft priced into SGLang's KV-cache budget."""
 
 __version__ = "0.1.0"

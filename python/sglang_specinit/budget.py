@@ -1,21 +1,14 @@
 """The KV-cache budget model: plain numbers in, pool sizes out (no torch, no sglang import).
 
-Everything is per attention-TP rank, in bytes. The whole model is one equation::
+Everything is per attention-TP rank, in bytes::
 
     kv_budget_bytes = mem_fraction_static * pre_load_free_bytes - resident_bytes - fixed_bytes
     tokens          = page_floor(kv_budget_bytes // (target_kv_bytes_per_token
                                                      + draft_kv_bytes_per_token))
 
-``resident_bytes`` is everything that sits on the device when the pools are sized: the target's
-and the draft's weights, with a tensor the draft shares with the target counted once.
-``fixed_bytes`` is what the pools cost independently of ``tokens`` (each pool's padding page,
-per-request draft buffers), so that what the server allocates never exceeds the budget.
-A user ``--max-total-tokens`` then caps ``tokens`` (page-aligned again), and
-``max_running_requests`` is derived from the final ``tokens`` as SGLang 0.5.13.post1 derives it.
-
-The runtime patches (``sglang_specinit.sglang_0_5_13``) and the offline planner
-(``sglang_specinit.planner.plan``) both call :func:`plan_pools`, so what the planner predicts
-and what the server allocates are computed by the same code.
+``resident_bytes``: both models' weights, a tensor they share counted once. ``fixed_bytes``: what
+the pools cost whatever ``tokens`` is (padding pages, per-request draft buffers). The runtime and
+the planner both call :func:`plan_pools`, so what is predicted is what is allocated.
 """
 
 from __future__ import annotations
@@ -49,12 +42,8 @@ class KVSpec(Protocol):
 
 @dataclass(frozen=True)
 class MeasuredKVSpec:
-    """A pool priced by building it (the runtime probes SGLang's own pool code).
-
-    ``pool_bytes = full_bytes_per_token * tokens + swa_bytes_per_token * swa_tokens +
-    fixed_bytes``, where ``swa_tokens`` follows the target's split (``ratio_applies``): a
-    draft pool always uses the token counts of the target's config.
-    """
+    """A pool priced by building it with SGLang's own pool code; a draft pool's SWA tokens
+    follow the target's split (``ratio_applies``)."""
 
     full_bytes_per_token: int
     swa_bytes_per_token: int = 0
@@ -85,30 +74,22 @@ class MeasuredKVSpec:
 
 
 def kv_pool_bytes(spec: KVSpec, tokens: int, page_size: int) -> int:
-    """Bytes a KV pool of ``tokens`` really allocates, padding page included (each spec kind
-    prices itself: ``bytes_per_token``, ``padding_bytes``, ``pool_bytes``)."""
     return spec.pool_bytes(tokens, page_size)
 
 
 @dataclass(frozen=True)
 class DraftSpec:
-    """What a draft worker puts on the device, as it will really allocate it.
-
-    ``kv_pools`` holds one spec per KV pool the draft owns (multi-layer EAGLE owns one per step;
-    frozen-KV MTP and NGRAM own none). ``weight_bytes`` is what stays resident after the draft
-    has bound any tensor it shares with the target.
-    """
+    """What a draft worker allocates: one KV spec per pool it owns (multi-layer EAGLE one per
+    step), ``weight_bytes`` once the tensors it shares with the target are bound."""
 
     algorithm: str
     kv_pools: tuple[KVSpec, ...] = ()
     weight_bytes: int = 0
-    # Draft weights the target also holds (embed/lm_head) and that are freed once bound.
+    # The embed/lm_head the target also holds, freed once bound.
     shared_weight_bytes: int = 0
     bytes_per_request: int = 0
-    # Draft allocations whose size does not depend on the token count (frozen-KV MTP's
-    # 64-token stand-in pool).
     fixed_bytes: int = 0
-    # The d draft layers a stock 0.5.14+ target reserves (its server's breakdown reports it).
+    # The d of stock's reserve, int(target_cell * (1 + d/n)).
     upstream_reserved_layers: int = 0
 
     def kv_bytes_per_token(self) -> float:
@@ -132,10 +113,9 @@ class BudgetInputs:
     max_total_tokens: int | None = None
     max_running_requests: int | None = None
     dp_size: int = 1
-    # Measured resident bytes (pre-load free minus free after all weights loaded). When set it
-    # replaces the sum of weights: the runtime measures, the planner adds up checkpoints.
+    # Pre-load free minus free after loading; replaces the weights' sum (the runtime measures).
     measured_resident_bytes: int | None = None
-    # Bytes SGLang takes from the KV budget before sizing (e.g. mamba state).
+    # Taken from the KV budget before sizing (mamba state).
     reserved_bytes: int = 0
 
     def validate(self) -> None:
@@ -165,7 +145,7 @@ class PoolPlan:
     draft_weight_bytes: int
     target_kv_bytes_per_token: float
     draft_kv_bytes_per_token: float
-    # What the rule charged per token when it sized the pool (may differ from the real cost).
+    # What the rule charged per token, which may differ from the real cost.
     priced_bytes_per_token: float
     target_kv_pool_bytes: int
     draft_kv_pool_bytes: int
@@ -206,7 +186,7 @@ def page_ceil(tokens: int, page_size: int) -> int:
 def derive_max_running_requests(
     tokens: int, context_len: int, user_value: int | None, dp_size: int = 1
 ) -> int:
-    """max_running_requests as SGLang 0.5.13.post1 derives it from the final token count."""
+    """max_running_requests as SGLang derives it from the final token count."""
     estimated = max(min(int(tokens / context_len * 512), 4096), 2048)
     if user_value is not None:
         return min(user_value // dp_size, estimated)
@@ -231,10 +211,8 @@ def draft_weight_bytes_of(inputs: BudgetInputs) -> int:
 
 
 def resident_with_duplicates(inputs: BudgetInputs) -> int:
-    """What a stock release that profiles after both models load has resident then: the
-    draft's duplicate embed/lm_head are still held. With ``measured_resident_bytes`` (this
-    package's run of the same launch, which frees them before sizing) that measurement plus
-    the duplicates; else the checkpoints' weights plus the duplicates."""
+    """What stock has resident when it profiles: both models and the draft's duplicate
+    embed/lm_head, which this package frees before sizing."""
     draft = inputs.draft
     duplicates = draft.shared_weight_bytes if draft is not None else 0
     if inputs.measured_resident_bytes is not None:
@@ -243,7 +221,6 @@ def resident_with_duplicates(inputs: BudgetInputs) -> int:
 
 
 def resident_after_sizing(inputs: BudgetInputs) -> int:
-    """Both models' weights once the duplicates are freed: the measured bytes where given."""
     if inputs.measured_resident_bytes is not None:
         return inputs.measured_resident_bytes
     return inputs.target_weight_bytes + draft_weight_bytes_of(inputs)
@@ -257,11 +234,8 @@ def floor_tokens(kv_bytes: float, per_token: float, page_size: int) -> int:
 
 
 def _most_tokens_within(kv_bytes: float, per_token: float, page_size: int) -> int:
-    """The most whole pages of tokens whose price fits ``kv_bytes``.
-
-    A hybrid-SWA price is fractional (``ratio * swa`` per token), and a float floor division
-    can land one page short of, or past, the exact answer; this settles it.
-    """
+    """The most whole pages whose price fits ``kv_bytes``: a fractional hybrid-SWA price can
+    make the float floor one page off either way."""
     tokens = floor_tokens(kv_bytes, per_token, page_size)
     if tokens == 0 and (kv_bytes <= 0 or per_token <= 0):
         return 0
@@ -273,15 +247,12 @@ def _most_tokens_within(kv_bytes: float, per_token: float, page_size: int) -> in
 
 
 def tokens_within_pool_budget(pools: Sequence[KVSpec], pool_bytes: int, page_size: int) -> int:
-    """The most whole pages of tokens whose pools (each at that token count, padding pages
-    included) fit ``pool_bytes``."""
     fixed = sum(pool.padding_bytes(page_size) for pool in pools)
     per_token = sum(pool.bytes_per_token() for pool in pools)
     return _most_tokens_within(pool_bytes - fixed, per_token, page_size)
 
 
 def cap_tokens(tokens: int, inputs: BudgetInputs) -> int:
-    """``tokens`` under the user's ``--max-total-tokens`` (page-aligned)."""
     if inputs.max_total_tokens is not None and inputs.max_total_tokens < tokens:
         return page_floor(inputs.max_total_tokens, inputs.page_size)
     return tokens
@@ -297,8 +268,7 @@ def make_plan(
     notes: tuple[str, ...] = (),
     derive_max_reqs: Callable[..., int] = derive_max_running_requests,
 ) -> PoolPlan:
-    """The :class:`PoolPlan` of a rule that sized ``tokens``; every rule prices the pools it
-    allocates here, so rules differ only in how they choose ``tokens``."""
+    """Every rule prices its pools here, so rules differ only in how they choose ``tokens``."""
     draft = inputs.draft
     max_reqs = derive_max_reqs(
         tokens, inputs.context_len, inputs.max_running_requests, inputs.dp_size
@@ -334,12 +304,8 @@ def make_plan(
 
 
 def plan_pools(inputs: BudgetInputs) -> PoolPlan:
-    """This package's rule: every draft byte is priced at the draft's own geometry.
-
-    Per-request draft buffers depend on ``max_running_requests``, which depends on ``tokens``;
-    they are charged at the largest count SGLang can derive (4096, or the user's value), which
-    keeps the plan inside the budget whatever ``tokens`` turns out to be.
-    """
+    """This package's rule: every draft byte at the draft's own geometry. Per-request buffers
+    are charged at the most requests SGLang can derive, whatever ``tokens`` turns out to be."""
     inputs.validate()
     draft = inputs.draft
     page = inputs.page_size

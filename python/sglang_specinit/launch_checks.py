@@ -1,21 +1,9 @@
 """Refuse a bad speculative launch in the launcher, before any rank or pool exists.
 
-Release-independent: every check here takes plain values (flags as SGLang resolved them) and
-paths, and reads at most ``config.json`` files and the headers of safetensors shards (a few KiB).
-No torch, no sglang import. Each release adapter only reads its own ``ServerArgs`` in the
-launcher and calls :func:`check_speculative_launch` (``dataclass_args.launch_checks``,
-``sglang_0_5_23.launch_checks``), so both releases refuse the same launches with the same
-one-line messages, each naming the flag or file to change.
-
-Why in the launcher: otherwise every rank finds these problems only after the target's weights
-loaded (a fraction outside (0, 1) or a pool below one page in the budget, a truncated shard in
-the safetensors loader) or never (a draft whose input width does not fit the target loads,
-binds, and fails on its first forward pass). At TP > 1 a rank-local failure also leaves the
-other ranks waiting in a collective until SGLang's launcher tears the launch down.
-
-What is never refused, because stock SGLang starts it: a draft vocabulary of its own, a draft
-given as a hub id (nothing local to read), a shard a load format other than safetensors never
-reads, a shard the checkpoint's ``model.safetensors.index.json`` does not name.
+Plain values in, at most ``config.json`` and safetensors headers read; no torch, no sglang. Each
+adapter reads its ``ServerArgs`` and calls :func:`check_speculative_launch`. Otherwise every rank
+would find these only after loading the target (or on the draft's first forward), and at TP > 1
+the others would wait in a collective. What stock starts is never refused.
 """
 
 from __future__ import annotations
@@ -27,17 +15,14 @@ from typing import Any
 
 from sglang_specinit.budget import MIN_SERVABLE_TOKENS, page_ceil, page_floor
 
-# Algorithms whose draft reads the target's hidden states, so its input width must be the
-# target's hidden size (both spellings of the MTP alias, whichever the release resolved).
+# Drafts fed the target's hidden states (both spellings of the MTP alias).
 TARGET_FED_DRAFTS = frozenset({"EAGLE", "EAGLE3", "NEXTN"})
-# Draft load formats that read the checkpoint's .safetensors files (SGLang's "auto" prefers
-# them when present); any other format (pt, dummy, gguf, remote ...) never opens them.
 SAFETENSORS_LOAD_FORMATS = frozenset({"auto", "safetensors"})
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
 class LaunchCheckError(ValueError):
-    """A flag or a checkpoint cannot work; the message says which one and what to change."""
+    """The message names the flag or file to change."""
 
 
 def check_speculative_launch(
@@ -50,19 +35,13 @@ def check_speculative_launch(
     draft_path: str | None,
     draft_load_format: str | None = "auto",
 ) -> None:
-    """Every check, in the order a user would fix them; the first failure is raised.
-
-    Only a speculative launch (``algorithm`` set) is checked: the plugin changes nothing else.
-    ``draft_path`` is read only when it is a local directory; ``draft_load_format`` is the
-    format the draft really loads with (the draft's own flag, else ``--load-format``).
-    """
+    """Every check, in the order a user would fix them; only a speculative launch."""
     if algorithm is None:
         return
     check_mem_fraction_static(mem_fraction_static)
     check_max_total_tokens(max_total_tokens, page_size or 1)
     if not draft_path or not os.path.isdir(draft_path):
         return
-    # A release may hand the format over as an enum member; its value is the flag's spelling.
     load_format = str(getattr(draft_load_format, "value", draft_load_format) or "auto").lower()
     if load_format in SAFETENSORS_LOAD_FORMATS:
         check_draft_shards(draft_path)
@@ -71,7 +50,6 @@ def check_speculative_launch(
 
 
 def check_mem_fraction_static(fraction: float | None) -> None:
-    """The fraction must leave room for weights + pools and for what runs outside them."""
     if fraction is not None and not 0.0 < fraction < 1.0:
         raise LaunchCheckError(
             f"--mem-fraction-static {fraction} is outside (0, 1): it is the share of free device "
@@ -82,7 +60,6 @@ def check_mem_fraction_static(fraction: float | None) -> None:
 
 
 def check_max_total_tokens(max_total_tokens: int | None, page_size: int) -> None:
-    """A cap below one servable page leaves the pool empty (it is floored to whole pages)."""
     if max_total_tokens is None:
         return
     minimum = page_ceil(MIN_SERVABLE_TOKENS, page_size)
@@ -95,7 +72,6 @@ def check_max_total_tokens(max_total_tokens: int | None, page_size: int) -> None
 
 
 def safetensors_problem(path: str) -> str | None:
-    """Why a ``.safetensors`` file cannot be loaded, from its header and size alone."""
     size = os.path.getsize(path)
     try:
         with open(path, "rb") as f:
@@ -124,13 +100,8 @@ def safetensors_problem(path: str) -> str | None:
 
 
 def loaded_shards(checkpoint_dir: str) -> list[str]:
-    """The ``.safetensors`` files of a checkpoint SGLang's loader reads, sorted by name.
-
-    With a ``model.safetensors.index.json``, only the files its ``weight_map`` names (a stray
-    consolidated file beside the shards is never opened); without one, every file, except a
-    Mistral-style ``consolidated.safetensors`` that sits beside ``model.safetensors``. An
-    unreadable index is left to SGLang's loader, which reports it itself.
-    """
+    """The ``.safetensors`` files SGLang's loader reads: those the index names, else all but a
+    Mistral ``consolidated.safetensors`` beside ``model.safetensors``."""
     names = sorted(n for n in os.listdir(checkpoint_dir) if n.endswith(".safetensors"))
     index = os.path.join(checkpoint_dir, SAFETENSORS_INDEX)
     if os.path.isfile(index):
@@ -146,7 +117,6 @@ def loaded_shards(checkpoint_dir: str) -> list[str]:
 
 
 def check_draft_shards(draft_path: str) -> None:
-    """Every safetensors shard the loader reads from a local draft checkpoint is complete."""
     for name in loaded_shards(draft_path):
         path = os.path.join(draft_path, name)
         problem = safetensors_problem(path)
@@ -170,15 +140,8 @@ def _text_config(model_dir: str) -> dict[str, Any] | None:
 
 
 def check_draft_fits_target(model_path: str, draft_path: str) -> None:
-    """An EAGLE/EAGLE3/MTP draft reads the target's hidden states: its input width must be the
-    target's ``hidden_size``.
-
-    That input width is ``target_hidden_size`` where the draft declares one (an EAGLE3 draft may
-    be narrower or wider than its target inside) and ``hidden_size`` otherwise, as SGLang's
-    draft models read it. The vocabulary is not checked: SGLang replaces the draft's embedding
-    with the target's, and an EAGLE3 draft's own head has a vocabulary of its own, so stock
-    starts such a draft and so must we.
-    """
+    """The draft's input width (``target_hidden_size``, else ``hidden_size``) must be the
+    target's ``hidden_size``; the vocabulary is not checked, as stock starts such drafts."""
     target, draft = _text_config(model_path), _text_config(draft_path)
     if target is None or draft is None:
         return

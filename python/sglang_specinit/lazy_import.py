@@ -1,11 +1,5 @@
-"""Run a callback right after a named module, not imported yet, finishes importing.
-
-The plugin patches a module only once SGLang itself imports it, so a process pays only for the
-modules it really uses: the launcher never imports the speculative workers, and a scheduler
-imports only the worker of its own algorithm. A meta-path finder sees the import, lets the
-regular finders locate the module, and wraps the loader so the callback runs after the module's
-code has executed and before the importing statement continues.
-"""
+"""Run a callback right after a named module, not imported yet, finishes importing, so a process
+patches only the modules it uses: a meta-path finder wraps the real loader."""
 
 from __future__ import annotations
 
@@ -24,12 +18,8 @@ Callback = Callable[[ModuleType], None]
 
 
 class _LoaderAfterExec(importlib.abc.Loader):
-    """Delegates to the real loader; runs the callback once the module has executed.
-
-    If the module's own code fails (an import attempted in the middle of another module's
-    import can fail on a circular import and succeed later), the callback goes back on the
-    watch list, so the import that finally succeeds still runs it.
-    """
+    """Runs the callback once the module has executed; if it fails (a circular import may
+    succeed later), the callback is watched again."""
 
     def __init__(self, loader: Any, callback: Callback, rewatch: Callable[[], None]) -> None:
         self._loader = loader
@@ -53,16 +43,12 @@ class _LoaderAfterExec(importlib.abc.Loader):
 
 
 class AfterImportFinder(importlib.abc.MetaPathFinder):
-    """Calls ``callbacks[name](module)`` once, after module ``name`` is imported."""
-
     def __init__(self) -> None:
         self._callbacks: dict[str, Callback] = {}
         self._lock = threading.Lock()
         self._finding = threading.local()
 
     def watch(self, name: str, callback: Callback) -> None:
-        """Call ``callback`` after ``name`` is imported (the caller patches the modules already
-        imported itself: :func:`sglang_specinit.compat.install`)."""
         with self._lock:
             self._callbacks[name] = callback
 
@@ -77,7 +63,6 @@ class AfterImportFinder(importlib.abc.MetaPathFinder):
             callback = self._callbacks.get(fullname)
         if callback is None or getattr(self._finding, "active", False):
             return None
-        # Let the other finders locate the module (this finder skips itself meanwhile).
         self._finding.active = True
         try:
             spec = None
@@ -107,7 +92,6 @@ _finder: AfterImportFinder | None = None
 
 
 def after_import(name: str, callback: Callback) -> None:
-    """Run ``callback(module)`` once module ``name``, not in ``sys.modules`` yet, is imported."""
     global _finder
     if _finder is None:
         _finder = AfterImportFinder()

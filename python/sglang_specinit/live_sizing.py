@@ -1,17 +1,7 @@
-"""What every release adapter's runtime sizing shares (no SGLang import).
-
-* :class:`DraftDescription` — a live draft worker's allocations by kind (the adapters fill it
-  from their own worker classes);
-* :func:`storage_bytes` — weight bytes counted by storage, so a tensor the draft shares with
-  the target (a bound embed/lm_head) is counted once. These figures feed the memory report
-  and the duplicate-weight accounting, never the token count (SGLang's own free-memory reading
-  does), so they must never stop a launch: a wrapper tensor subclass without a readable
-  storage (torchao quantized weights, DTensor) is counted by its own size;
-* :func:`draft_spec` and :func:`plan_from_readings` — the one sizing path every adapter
-  and the offline planner run: what was read from SGLang's objects -> ``budget.plan_pools``
-  -> the "too few tokens" check; the adapter only reads SGLang's objects and hands the token
-  count back;
-* :class:`SpecInitBudgetError` and its message, naming the fraction to pass.
+"""The runtime sizing every adapter shares (no SGLang import): readings from SGLang's objects ->
+``budget.plan_pools`` -> the too-few-tokens refusal. :func:`storage_bytes` counts weights by
+storage, so a tensor the draft shares with the target counts once; it feeds reports, never the
+token count, so it must never stop a launch.
 """
 
 from __future__ import annotations
@@ -35,21 +25,18 @@ from sglang_specinit.report import human_bytes
 
 @dataclass
 class DraftDescription:
-    """What a live draft worker will put on the device, by kind of allocation."""
-
     algorithm: str = ""
-    # Runners whose models hold the draft's weights.
     weight_runners: list[Any] = field(default_factory=list)
     # Runners that get a KV pool of the target's token count.
     pool_runners: list[Any] = field(default_factory=list)
-    # (runner, tokens) for a pool of fixed size (frozen-KV MTP's stand-in pool).
+    # (runner, tokens) of fixed-size pools (frozen-KV MTP's stand-in).
     fixed_pools: list[tuple[Any, int]] = field(default_factory=list)
     # Bytes per req-to-token row of per-request draft buffers.
     bytes_per_request: int = 0
 
 
 def _storage_key_and_bytes(tensor: Any) -> tuple[Any, int]:
-    """(identity, bytes) of a tensor's storage; tensors sharing a storage share the identity."""
+    """A wrapper subclass without a readable storage (torchao, DTensor) counts its own size."""
     try:
         storage = tensor.untyped_storage()
         return storage.data_ptr(), int(storage.nbytes())
@@ -58,8 +45,6 @@ def _storage_key_and_bytes(tensor: Any) -> tuple[Any, int]:
 
 
 def storage_bytes(modules: Iterable[Any], exclude: Iterable[Any] = ()) -> dict[Any, int]:
-    """storage identity -> bytes of every parameter and buffer of ``modules``, except the
-    storages in ``exclude`` (identities from an earlier call)."""
     excluded = set(exclude)
     storages: dict[Any, int] = {}
     for module in modules:
@@ -71,7 +56,7 @@ def storage_bytes(modules: Iterable[Any], exclude: Iterable[Any] = ()) -> dict[A
 
 
 class SpecInitBudgetError(ValueError):
-    """The weights leave no room for the KV cache under the requested --mem-fraction-static."""
+    """The weights leave no room for the KV cache under --mem-fraction-static."""
 
 
 def budget_error_message(inputs: BudgetInputs, plan: PoolPlan) -> str:
@@ -96,8 +81,6 @@ def draft_spec(
     shared_weight_bytes: int = 0,
     upstream_reserved_layers: int = 0,
 ) -> DraftSpec:
-    """The budget model's draft, from a live draft's description and its priced pools; its
-    weights are the storages its runners hold that the target does not."""
     runners = [r.model for r in description.weight_runners]
     return DraftSpec(
         algorithm=description.algorithm,
@@ -112,14 +95,9 @@ def draft_spec(
 
 @dataclass(frozen=True)
 class SizingReadings:
-    """What an adapter read from SGLang's live objects when the target pool is sized."""
-
-    pre_model_load_memory_gb: float  # SGLang's free-memory reading before loading (GiB)
+    pre_model_load_memory_gb: float
     mem_fraction_static: float
-    # SGLang's own KV budget now (``_profile_available_bytes``: f x free before loading minus
-    # everything that left free memory since: weights, multimodal / mamba reservations).
-    # None (the offline planner without a measured resident figure): nothing was read, the
-    # resident bytes are the weights'.
+    # SGLang's own ``_profile_available_bytes``; None (planner): resident is the weights' sum.
     available_bytes: int | None
     target_kv: KVSpec
     target_weight_bytes: int
@@ -134,18 +112,12 @@ class SizingReadings:
 def plan_from_readings(
     readings: SizingReadings, *, refuse_too_few: bool = True
 ) -> tuple[BudgetInputs, PoolPlan]:
-    """Readings -> the budget model's inputs -> ``budget.plan_pools``, refusing a plan that
-    cannot serve one page (before any pool exists) with the fraction to pass.
-
-    ``refuse_too_few=False`` is the offline planner's: it reports such a plan (its minimum
-    viable fraction included) instead of refusing it.
-    """
+    """Refuses a plan below one servable page, before any pool exists; the planner reports
+    it instead (``refuse_too_few=False``)."""
     pre_load_free_bytes = int(readings.pre_model_load_memory_gb * GIB)
     f = readings.mem_fraction_static
     measured = None
     if readings.available_bytes is not None:
-        # Everything SGLang saw leave free memory since its pre-load reading, exactly as its
-        # own budget charges it.
         measured = int(f * pre_load_free_bytes) - readings.available_bytes
     inputs = BudgetInputs(
         pre_load_free_bytes=pre_load_free_bytes,

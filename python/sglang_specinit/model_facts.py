@@ -1,8 +1,5 @@
-"""Facts about a model and its runners that every release reads the same way (no SGLang import
-at module level): dtype names and element sizes from torch, the KV layers a runner allocates,
-a private copy of a cached hf config, which configs are linear-attention hybrids, and which
-models the planner refuses.
-"""
+"""Facts about a model and its runners every release reads the same way (no SGLang import at
+module level)."""
 
 from __future__ import annotations
 
@@ -10,22 +7,19 @@ from typing import Any
 
 from sglang_specinit.budget import BudgetError
 
-# Drafts whose runner allocates exactly one KV layer whatever their config says
-# (ModelRunner.initialize special-cases these architectures in 0.5.13.post1).
+# Drafts ModelRunner.initialize gives one KV layer whatever their config says.
 ONE_LAYER_DRAFT_ARCHS = frozenset({"MiMoV2MTP", "Step3p5MTP"})
 
 
-# Token count of the stand-in pool FrozenKVMTPWorker (0.5.13.x) gives its own runner.
+# The stand-in pool FrozenKVMTPWorker gives its own runner.
 FROZEN_KV_STAND_IN_TOKENS = 64
 
 
 def kv_dtype_name(dtype: Any) -> str:
-    """``torch.bfloat16`` -> ``"bfloat16"``; strings pass through."""
     return str(dtype).removeprefix("torch.")
 
 
 def torch_dtype(dtype: Any) -> Any:
-    """A torch dtype from a torch dtype or its name (``"float8_e4m3fnuz"``)."""
     import torch
 
     if isinstance(dtype, torch.dtype):
@@ -37,17 +31,12 @@ def torch_dtype(dtype: Any) -> Any:
 
 
 def element_bytes(dtype: Any) -> int:
-    """Stored bytes of one element of ``dtype``, as torch allocates it."""
     return int(torch_dtype(dtype).itemsize)
 
 
 def runner_layer_count(model_config: Any, is_draft: bool) -> int:
-    """KV layers a ModelRunner allocates for this config (pp_size == 1).
-
-    Same rule as ``ModelRunner.initialize`` in 0.5.13.post1: a draft with MTP layers uses
-    ``num_nextn_predict_layers``; an explicit 0 means "absent", so the draft falls back to its
-    hidden/attention layer count (it still allocates at least one layer, so it must be priced).
-    """
+    """KV layers a ModelRunner allocates (pp_size == 1): an explicit
+    ``num_nextn_predict_layers: 0`` falls back to the layer count, so it is still priced."""
     arch = model_config.hf_config.architectures[0]
     if arch in ONE_LAYER_DRAFT_ARCHS:
         return 1
@@ -63,13 +52,8 @@ def runner_layer_count(model_config: Any, is_draft: bool) -> int:
 def check_supported(
     hf_config: Any, *, prices_deepseek_v4: bool = False, release: str | None = None
 ) -> None:
-    """Raise BudgetError for a model whose KV pools the budget model cannot price.
-
-    ``hf_config`` may be a ``PretrainedConfig`` or the raw ``config.json`` dict, so the offline
-    planner can refuse before building a ``ModelConfig``. DeepSeek-V4's compressed pools are
-    priced only by a replay that runs the release's own V4 solve (``prices_deepseek_v4``: the
-    0.5.23 generation's, ``sglang_0_5_23.dsv4_sizing``); ``release`` names the one asked.
-    """
+    """BudgetError for a model the budget model cannot price; ``hf_config`` may be the raw
+    ``config.json`` dict. DeepSeek-V4 only where the replay runs the release's own V4 solve."""
     from sglang.srt.configs.model_config import is_deepseek_v4
 
     if is_deepseek_v4(hf_config) and not prices_deepseek_v4:
@@ -82,11 +66,8 @@ def check_supported(
 
 
 def own_hf_config(model_config: Any) -> None:
-    """Give ``model_config`` a private copy of its hf config (and the text config inside).
-
-    SGLang's ``get_config`` is cached: every ``ModelConfig`` of one checkpoint holds the same
-    ``PretrainedConfig`` object, and a draft ``ModelConfig`` rewrites it in place.
-    """
+    """A private copy of the hf config: ``get_config`` is cached and a draft ``ModelConfig``
+    rewrites the shared object in place."""
     import copy
     import sys
 
@@ -96,19 +77,15 @@ def own_hf_config(model_config: Any) -> None:
 
 
 def is_linear_attention_hybrid(model_config: Any) -> bool:
-    """Mamba / linear-attention hybrids (Qwen3-Next, Qwen3.5, Nemotron-H ...): their KV pool
-    holds only full-attention layers; SGLang's ModelRunner finds them by these config classes."""
+    """Mamba / linear-attention hybrids (Qwen3-Next, Nemotron-H ...), whose KV pool holds only
+    full-attention layers."""
     text_config = model_config.hf_text_config
     return not model_config.is_hybrid_swa and hasattr(text_config, "full_attention_layer_ids")
 
 
 def upstream_reserved_layers(algorithm: str, draft_model_config: Any) -> int:
-    """The ``d`` SGLang 0.5.14 reserves for this draft (0 means "nothing reserved").
-
-    0.5.14 takes ``num_nextn_predict_layers`` whenever it is not None (so an explicit 0 reserves
-    nothing) and otherwise the draft's hidden/attention layer count; frozen-KV MTP is included
-    because ``is_eagle()`` covers it. DFLASH keeps its own ``dflash_draft_num_layers`` rule.
-    """
+    """The ``d`` stock's phased releases reserve for this draft: an explicit
+    ``num_nextn_predict_layers: 0`` reserves nothing."""
     if draft_model_config is None or algorithm == "NGRAM":
         return 0
     if algorithm == "DFLASH":

@@ -1,16 +1,13 @@
 """``sglang-specinit patches``: every SGLang target a release's adapter hooks, adds or requires.
 
-Read from the adapter's own tables (:func:`sglang_specinit.hooks.adapter_patches`, the data the
-plugin checks and applies), one block per SGLang module; each hook and added method names the
-plugin function and where it is defined::
+Read from the tables the plugin checks and applies, one block per SGLang module::
 
     sglang.srt.managers.scheduler
       hook      AROUND  Scheduler.init_model_worker        <- init_model_worker  (module:line)
       adds              Scheduler.init_target_memory_pool  <- init_target_memory_pool  (...)
       requires          Scheduler.init_tp_model_worker
 
-Nothing of SGLang is imported: the release comes from ``--release`` or the installed package's
-metadata, and the adapters' phase modules import SGLang only inside their functions.
+Nothing of SGLang is imported.
 """
 
 from __future__ import annotations
@@ -28,8 +25,7 @@ EXIT_BAD_INPUT = 2
 
 
 def installed_release() -> str | None:
-    """The installed sglang's version from its package metadata (importing ``sglang`` would
-    import torch and half of SGLang)."""
+    """From package metadata: importing ``sglang`` would import torch and half of SGLang."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -39,8 +35,6 @@ def installed_release() -> str | None:
 
 
 def release_patches(release: str) -> dict[str, ModulePatch]:
-    """The adapter's patch for ``release``, per SGLang module; ValueError (saying which
-    releases are served) when no adapter serves it."""
     decision = compat.decide_for_version(release)
     if decision.adapter is None:
         served = ", ".join(compat.supported_releases())
@@ -49,13 +43,11 @@ def release_patches(release: str) -> dict[str, ModulePatch]:
 
 
 def where(fn: Callable[..., Any]) -> str:
-    """``module:line`` of the plugin function (its ``def`` or first decorator)."""
     fn = inspect.unwrap(fn)
     return f"{fn.__module__}:{fn.__code__.co_firstlineno}"
 
 
 def listing(release: str) -> list[str]:
-    """The lines ``patches`` prints for ``release``."""
     patches = release_patches(release)
     adapter = compat.decide_for_version(release).adapter
     hooks = [h for p in patches.values() for h in p.hooks]
@@ -80,7 +72,6 @@ def listing(release: str) -> list[str]:
 
 
 def patches_main(argv: Sequence[str]) -> int:
-    """``sglang-specinit patches [--release R]``; returns the exit code."""
     parser = argparse.ArgumentParser(
         prog="sglang-specinit patches",
         description=(

@@ -1,7 +1,6 @@
 """Declare a phase module's patch next to the functions it installs (a recording decorator).
 
-A phase module's ``HOOKS`` / ``NEW_METHODS`` / ``REQUIRES`` tables (:mod:`sglang_specinit.hooks`)
-can be written where the functions are::
+::
 
     patch = PatchTable("sglang.srt.managers.scheduler")
 
@@ -11,12 +10,8 @@ can be written where the functions are::
 
     HOOKS, NEW_METHODS, REQUIRES = patch.tables()
 
-The decorators only record (the function is returned unchanged) and check the declaration
-against the function when the module is imported, failing loudly as pluggy's hook
-verification does: a hook's ``params`` must be what the function takes after ``original`` /
-``self``, and no target is declared twice. The plugin then checks and applies the tables
-exactly as it does hand-written ones (:func:`hooks.adapter_patches`, :mod:`compat`).
-Stacked decorators record bottom-up, as Python applies them.
+The decorators only record, and fail at import when a hook's ``params`` are not what the
+function takes or a target is declared twice.
 """
 
 from __future__ import annotations
@@ -34,11 +29,6 @@ _LEADING = {"AROUND": ("original", "self"), "BEFORE": ("self",), "AFTER": ("resu
 
 
 class PatchTable:
-    """The hooks, added methods and required attributes one phase module declares.
-
-    ``module`` is the SGLang module entries target unless an entry names another one.
-    """
-
     def __init__(self, module: str) -> None:
         self.module = module
         self._hooks: list[Hook] = []
@@ -48,20 +38,17 @@ class PatchTable:
     def around(
         self, qualname: str, *, params: tuple[str, ...] | None = None, module: str | None = None
     ) -> Callable[[F], F]:
-        """``fn(original, self, *params, ...)`` wraps ``module.qualname`` (HookType.AROUND)."""
         return self._hook("AROUND", qualname, params, module)
 
     def before(
         self, qualname: str, *, params: tuple[str, ...] | None = None, module: str | None = None
     ) -> Callable[[F], F]:
-        """``fn(self, *params, ...)`` runs before ``module.qualname`` (HookType.BEFORE)."""
         return self._hook("BEFORE", qualname, params, module)
 
     def adds(
         self, class_name: str, name: str | None = None, *, module: str | None = None
     ) -> Callable[[F], F]:
-        """The function becomes ``class_name.name`` (default: its own name); the class must
-        not define it already."""
+        """The class must not define ``name`` already."""
 
         def record(fn: F) -> F:
             entry = NewMethod(module or self.module, class_name, name or fn.__name__, fn)
@@ -72,7 +59,7 @@ class PatchTable:
         return record
 
     def calls(self, *qualnames: str, module: str | None = None) -> Callable[[F], F]:
-        """The function (or what it drives) calls these SGLang attributes: they must exist."""
+        """The function, or what it drives, calls these SGLang attributes."""
 
         def record(fn: F) -> F:
             self.requires(*qualnames, module=module)
@@ -81,14 +68,12 @@ class PatchTable:
         return record
 
     def requires(self, *qualnames: str, module: str | None = None) -> None:
-        """Attributes the phases call, declared where no single function owns them."""
         for qualname in qualnames:
             entry = Requires(module or self.module, qualname)
             self._once(entry.target, [r.target for r in self._requires])
             self._requires.append(entry)
 
     def tables(self) -> tuple[tuple[Hook, ...], tuple[NewMethod, ...], tuple[Requires, ...]]:
-        """``HOOKS, NEW_METHODS, REQUIRES`` in the order they were declared."""
         return tuple(self._hooks), tuple(self._new_methods), tuple(self._requires)
 
     def _hook(
@@ -111,7 +96,6 @@ class PatchTable:
 
 
 def _check_params(fn: Callable[..., Any], kind: str, params: tuple[str, ...], target: str) -> None:
-    """The hook function must take ``params`` right after its leading arguments (or *args)."""
     sig = list(inspect.signature(fn).parameters.values())
     rest = sig[len(_LEADING[kind]) :]
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in rest):

@@ -1,25 +1,9 @@
 """SGLang general-plugin entry point (group ``sglang.srt.plugins``, name ``specinit``).
 
-SGLang calls ``load_plugins()`` in the launcher, in ``Engine`` and in every scheduler process.
-``register`` picks the adapter for the installed sglang release and hands its patch to
-:mod:`sglang_specinit.compat`, which patches each SGLang module when SGLang imports it (now, for
-modules already imported), through SGLang's ``HookRegistry``. Nothing is imported on the
-plugin's behalf: the launcher patches only its server-args code, a scheduler only the modules
-of its own launch.
-
-    release line            adapter package                 what it does
-    0.5.13, 0.5.13.post1    sglang_specinit.sglang_0_5_13    the whole phased init (upstream
-                                                            has none), see its __init__
-    0.5.14 .. 0.5.15.post1  sglang_specinit.sglang_0_5_14    every pool priced by building it on
-                                                            the live runners, early binding, on
-                                                            upstream's first phased init
-    0.5.16 .. 0.5.23        sglang_specinit.sglang_0_5_23    every pool priced by building it,
-                                                            early embed/lm_head binding and
-                                                            launch checks on top of upstream's
-                                                            phased init (release_shims: where
-                                                            0.5.16 .. 0.5.22 differ)
-    0.5.13.post2,           none                            declined with one INFO line
-    0.5.24 and later
+SGLang calls ``load_plugins()`` in the launcher, ``Engine`` and every scheduler. ``register``
+picks the adapter for the installed release (:mod:`.compat`; docs/releases.md says which) and
+patches each SGLang module through ``HookRegistry`` when SGLang imports it, so a process patches
+only what its launch imports.
 
 Environment:
     SGLANG_SPECINIT_DISABLE=1   register nothing (SGLang's SGLANG_PLUGINS whitelist works too)
@@ -39,11 +23,8 @@ _registered = False
 
 
 class SpecInitCompatError(SystemExit):
-    """The installed sglang is not what the phased init was written for (STRICT mode).
-
-    A SystemExit because SGLang's ``load_plugins()`` catches and logs any Exception a plugin
-    raises and then starts the server anyway; STRICT mode is meant to stop the launch.
-    """
+    """STRICT mode's stop: a SystemExit, since ``load_plugins()`` logs any Exception and
+    starts the server anyway."""
 
 
 def _truthy(name: str) -> bool:
@@ -51,7 +32,7 @@ def _truthy(name: str) -> bool:
 
 
 def register() -> bool:
-    """Install the adapter for the installed sglang. Returns True when it is active."""
+    """True when an adapter is active."""
     global _registered
     if _registered:
         return True
@@ -72,8 +53,7 @@ def register() -> bool:
 
     from sglang.srt.plugins import hook_registry
 
-    # SGLang sets the calling plugin's name here while it runs an entry point; hooks applied
-    # later (when their module is imported) are registered under the same name.
+    # Hooks applied later, on import, are registered under this entry point's plugin name.
     source_var = getattr(hook_registry, "_current_plugin_source", None)
     adapter = compat.load_adapter(decision.adapter)
     try:

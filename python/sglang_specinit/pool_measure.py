@@ -1,19 +1,9 @@
-"""Price a KV pool by building it with SGLang's own pool code at tiny sizes (every adapter).
+"""Price a KV pool by building it with SGLang's own pool code at tiny sizes.
 
-One source of truth for pool bytes: whatever pool class SGLang picks for a runner (MHA/GQA,
-MLA, DSA with its FP8 layout and index-K buffer, FP4 with scales, hybrid SWA, the one
-full-attention layer of a mamba/GDN draft, a draft replicated across decode-context-parallel
-ranks, any KV dtype), the bytes of the tensors it allocates are read back, never derived from
-a parallel geometry table. Each release adapter supplies one callable that builds the pools
-at a given (full, sliding-window) token count with that release's own methods and returns
-the storages the KV pool owns (:func:`kv_pool_storages`); this module builds at a few sizes
-and solves the linear price. A KV pool's bytes are linear in its token counts, so four
-builds give the exact bytes per full-attention token, per sliding-window token and the
-fixed part (padding pages, page-granular index buffers).
-
-Storages whose size does not follow the token counts (pointer and stride tables of a few
-hundred bytes) are bookkeeping, not price: SGLang leaves them to the ``1 - f`` share, and so
-does the plan.
+Whatever pool class SGLang picks (MLA, DSA, FP4, hybrid SWA, DCP-replicated ...), the bytes of
+the tensors it allocates are read back, never derived from a geometry table. Each adapter
+supplies a builder for a (full, SWA) token count; a pool's bytes are linear in those, so four
+builds give its exact price. Storages that do not scale (pointer tables) are left to ``1 - f``.
 """
 
 from __future__ import annotations
@@ -27,7 +17,6 @@ from sglang_specinit.budget import BudgetError, MeasuredKVSpec
 
 # Token counts are multiples of the page size: every pool class allocates whole pages.
 PROBE_PAGES = (2, 4)
-# Request slots of the probe pools (request-sized buffers are not part of the KV price).
 PROBE_REQUESTS = 1
 
 _POOL_MODULE_PREFIX = "sglang.srt.mem_cache"
@@ -39,11 +28,8 @@ PoolBuilder = Callable[[int, int], dict[str, int]]
 def _reachable(
     roots: Iterable[Any], stop_at: set[int]
 ) -> tuple[dict[str, tuple[int, int]], set[int]]:
-    """({path: (data_ptr, bytes)} of every tensor storage, ids of every pool object) reachable
-    from ``roots``: attributes, lists, tuples and dicts, descending only into SGLang
-    memory-pool objects (``sglang.srt.mem_cache``), so references to runners or models are
-    never followed; objects whose id is in ``stop_at`` are not entered. Paths
-    (``.full_kv_pool.k_buffer.3``) name the same buffer in pools built at different sizes."""
+    """({path: (data_ptr, bytes)}, pool object ids) reachable from ``roots``, entering only
+    SGLang memory-pool objects; paths name the same buffer in pools built at other sizes."""
     import torch
 
     storages: dict[str, tuple[int, int]] = {}
@@ -69,16 +55,13 @@ def _reachable(
 
 
 def _storage_identity(storage: Any) -> int:
-    """What tells storages apart: the data pointer, except on device ``meta`` (pools built there
-    to read their sizes without allocating), where every pointer is 0 and the storage object
-    itself (``_cdata``, shared by views as the pointer is) identifies it."""
+    """The data pointer; on ``meta`` every pointer is 0, so the storage object itself."""
     if storage.device.type == "meta":
         return int(storage._cdata)
     return int(storage.data_ptr())
 
 
 def _fields(value: Any) -> list[tuple[str, Any]]:
-    """An object's attributes, from ``__dict__`` and ``__slots__`` alike."""
     fields = dict(vars(value)) if hasattr(value, "__dict__") else {}
     for cls in type(value).__mro__:
         for name in getattr(cls, "__slots__", ()):
@@ -88,14 +71,12 @@ def _fields(value: Any) -> list[tuple[str, Any]]:
 
 
 def kv_pool_storages(kv_pool: Any, req_to_token_pool: Any, allocator: Any) -> dict[str, int]:
-    """{path: bytes} of the storages ``kv_pool`` owns: not what the request pool (mamba state)
-    or the token allocator (free lists, the full-to-SWA index map) own, which are sized
-    elsewhere (and a draft shares the target's)."""
+    """{path: bytes} of the storages ``kv_pool`` owns, not the request pool's or allocator's
+    (sized elsewhere, and shared by a draft)."""
     kv, pool_objects = _reachable([kv_pool], set())
     others = {ptr for ptr, _ in _reachable([req_to_token_pool], set())[0].values()}
     others |= {ptr for ptr, _ in _reachable([allocator], pool_objects)[0].values()}
-    # Views of one storage (0.5.23 keeps K and V of a layer in one allocation) count once,
-    # under the first path that reaches it, so paths stay comparable across builds.
+    # Views of one storage (K and V in one allocation) count once, under the first path.
     owned: dict[int, tuple[str, int]] = {}
     for path, (ptr, size) in sorted(kv.items()):
         if ptr not in others and ptr not in owned:
@@ -105,7 +86,6 @@ def kv_pool_storages(kv_pool: Any, req_to_token_pool: Any, allocator: Any) -> di
 
 @contextlib.contextmanager
 def pool_logs_quiet() -> Iterator[None]:
-    """The pool classes log each allocation at INFO; the probe's are noise."""
     pool_logger = logging.getLogger(_POOL_MODULE_PREFIX)
     level = pool_logger.level
     pool_logger.setLevel(logging.WARNING)
@@ -120,7 +100,6 @@ _MISSING = object()
 
 @contextlib.contextmanager
 def attributes_restored(obj: Any, names: Iterable[str]) -> Iterator[None]:
-    """Put each of ``names`` back on ``obj`` as it was (one that was absent is removed)."""
     saved = {name: obj.__dict__.get(name, _MISSING) for name in names}
     try:
         yield
@@ -135,15 +114,8 @@ def attributes_restored(obj: Any, names: Iterable[str]) -> Iterator[None]:
 def runner_pool_storages(
     runner: Any, full_tokens: int, swa_tokens: int, runner_attrs: Iterable[str]
 ) -> dict[str, int]:
-    """The storages the KV pool owns when ``runner`` builds its pools at ``full_tokens`` /
-    ``swa_tokens`` with its own ``_apply_memory_pool_config`` (a ``MemoryPoolConfig`` from
-    ``model_executor.pool_configurator``), the runner put back afterwards: every attribute in
-    ``runner_attrs`` (what that release's method sets) and ``max_mamba_cache_size``.
-
-    For the releases whose model runner builds its own pools from that config: the 0.5.13
-    adapter's probe (0.5.13.x) and the 0.5.14 adapter's (0.5.14 / 0.5.15) call it, each with
-    its release's attribute list; 0.5.23 builds through its ``KVCacheConfigurator`` instead.
-    """
+    """The KV storages ``runner`` builds with its own ``_apply_memory_pool_config``, for
+    releases whose runner builds its pools; ``runner_attrs`` (what that method sets) restored."""
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
     config = MemoryPoolConfig(
@@ -155,12 +127,9 @@ def runner_pool_storages(
     server_args = runner.server_args
     mamba_cache_size = server_args.max_mamba_cache_size
     with attributes_restored(runner, runner_attrs):
-        # The probe owns every pool it builds; the shared ones come with SGLang's pool phase.
         runner.req_to_token_pool = None
         runner.token_to_kv_pool_allocator = None
-        # A hybrid model's request pool holds mamba state for max_mamba_cache_size requests,
-        # not part of the KV price (SGLang reserves it while profiling): one request here,
-        # SGLang's value back right after.
+        # Mamba state is reserved while profiling, not part of the KV price.
         server_args.max_mamba_cache_size = PROBE_REQUESTS
         try:
             runner._apply_memory_pool_config(config)
@@ -174,7 +143,6 @@ def runner_pool_storages(
 
 
 def model_name(model_config: Any) -> str:
-    """The architecture a pool belongs to, for messages (``LlamaForCausalLM``)."""
     architectures = getattr(getattr(model_config, "hf_config", None), "architectures", None)
     return architectures[0] if architectures else type(model_config).__name__
 
@@ -186,19 +154,15 @@ def measure_linear(
     swa_full_tokens_ratio: float = 1.0,
     ratio_applies: bool = False,
 ) -> MeasuredKVSpec:
-    """The pool ``build`` makes, priced from four builds at tiny (full, SWA) token counts.
-
-    ``what`` names the pool in the error raised when its bytes are not linear in the token
-    counts (then it cannot be priced, and the launch must not be sized from a guess).
-    """
+    """The pool ``build`` makes, priced from four builds; a non-linear pool is refused, not
+    guessed."""
     small, large = (pages * page_size for pages in PROBE_PAGES)
     with pool_logs_quiet():
         builds = [
             build(full, swa)
             for full, swa in ((small, small), (large, small), (small, large), (large, large))
         ]
-    # The probe pools are unreferenced now; freeing them before free memory is profiled is the
-    # caller's (0.5.23's profile collects itself; the 0.5.13 probe collects once per runner).
+    # The caller frees the probe pools before free memory is profiled.
     paths = set().union(*builds)
     scaling = {p for p in paths if len({b.get(p, 0) for b in builds}) > 1}
     base, more_full, more_swa, more_both = (sum(b.get(p, 0) for p in scaling) for b in builds)

@@ -1,27 +1,9 @@
 """Per-rank memory reports: one file per scheduler, and which rank is the tightest.
 
-Every scheduler of a phased launch writes its memory breakdown to
-``$SGLANG_SPECINIT_REPORT_DIR/memory-rank<index>-pp<p>-tp<t>-dp<d>.json``. ``index`` numbers the
-launch's scheduler processes once (DP replicas x PP stages x TP ranks), so no two ranks write
-the same file; the coordinates are spelled out so a reader needs no arithmetic.
-
-The tightest rank is the one with the least free device memory when the pools were sized: its
-value is SGLang's all-rank minimum (a MIN all-reduce SGLang does anyway), which the shared token
-count was sized from. Each rank also reads its own free memory (a local reading, no collective)
-and so knows on its own whether it set that minimum; its summary line says so. Naming *the*
-tightest rank of a launch needs every rank's numbers, so that is done here, after the fact, from
-the files (:func:`tightest`), rather than with a gather the launch does not otherwise need.
-
-Both adapters build their rank fields, tightness fields and files here
-(:func:`rank_fields`, :func:`tightness_fields`, :func:`write_breakdown`); each only reads its
-release's objects (0.5.13.x: ``Scheduler.ps``; 0.5.23: ``runtime_context.get_parallel()``).
-The 0.5.13 and 0.5.14 adapters read ``Scheduler.ps`` through
-:func:`parallel_state_rank_fields`; the three adapters log and write their breakdown through
-:func:`log_breakdown`, and the 0.5.14 and 0.5.23 ones read the device's numbers after the pools with
-:func:`cuda_fields_after_pools`.
-
-No SGLang import, and torch only inside :func:`cuda_fields_after_pools` (on CUDA): the planner,
-tests and tools read these files too.
+Each scheduler writes ``$SGLANG_SPECINIT_REPORT_DIR/memory-rank<index>-pp<p>-tp<t>-dp<d>.json``.
+Each rank compares its own free memory at sizing with SGLang's all-rank minimum, so it knows
+without a collective whether it is the tightest; :func:`tightest` names the launch's tightest
+rank afterwards, from the files. No SGLang import: the planner and tools read these files too.
 """
 
 from __future__ import annotations
@@ -38,16 +20,14 @@ from sglang_specinit.report import human_bytes, render_breakdown
 FILE_PREFIX = "memory-rank"
 # The prefix of the one-line JSON breakdown in a server's log (tests and tools grep for it).
 MEMORY_LOG_PREFIX = "SPECINIT_MEMORY "
-# Ranks whose free memory at sizing is within this of the all-rank minimum count as tightest:
-# the minimum travels as a float32 (SGLang's all-reduce), which rounds to 4 KiB at 80 GiB, and
-# symmetric GPUs differ by their context and communicator buffers.
+# The all-reduced minimum is a float32 (4 KiB steps at 80 GiB) and symmetric GPUs differ by
+# their context and communicator buffers.
 TIGHTEST_TOLERANCE_BYTES = 1 << 20
 
 
 def scheduler_rank_index(
     replica: int, pp_rank: int, tp_rank: int, pp_size: int, tp_size: int
 ) -> int:
-    """Index of one scheduler process in a launch of DP replicas x PP stages x TP ranks."""
     return (replica * pp_size + pp_rank) * tp_size + tp_rank
 
 
@@ -62,12 +42,8 @@ def rank_fields(
     tp_size: int,
     dp_size: int,
 ) -> dict[str, int]:
-    """Where one scheduler sits in the launch, under the breakdown's key names.
-
-    ``replica`` is its DP replica (separate schedulers, ``--dp`` without attention DP; 0 under
-    attention DP, whose DP ranks live inside the TP group and add no index of their own);
-    ``dp_rank`` is the DP rank the file name shows (the replica, or the attention-DP rank).
-    """
+    """``replica``: the DP replica (0 under attention DP, whose ranks live inside the TP
+    group); ``dp_rank``: the DP rank the file name shows."""
     return {
         "rank_index": scheduler_rank_index(replica, pp_rank, tp_rank, pp_size, tp_size),
         "tp_rank": tp_rank,
@@ -80,12 +56,7 @@ def rank_fields(
 
 
 def parallel_state_rank_fields(ps: Any, enable_dp_attention: bool) -> dict[str, int]:
-    """:func:`rank_fields` of a scheduler whose place in the launch is its ``ParallelState``
-    (``Scheduler.ps``: ``pp_rank``, ``tp_rank``, ``dp_rank``, ``attn_tp_rank`` and the sizes),
-    with ``--enable-dp-attention`` from its ``server_args``. Replicas (``--dp`` without
-    dp-attention) are separate schedulers; under dp-attention the DP ranks live inside the TP
-    group and add no index of their own. Called by the 0.5.13 and 0.5.14 adapters' schedulers
-    (0.5.13.x, 0.5.14 and 0.5.15 all hold ``Scheduler.ps``)."""
+    """:func:`rank_fields` read off a scheduler's ``ParallelState`` (``Scheduler.ps``)."""
     dp_rank = ps.dp_rank or 0
     return rank_fields(
         replica=0 if enable_dp_attention else dp_rank,
@@ -100,12 +71,7 @@ def parallel_state_rank_fields(ps: Any, enable_dp_attention: bool) -> dict[str, 
 
 
 def tightness_fields(rank_free_bytes: int | None, min_free_bytes: int | None) -> dict[str, Any]:
-    """This rank's free memory at sizing next to the all-rank minimum the budget was built on.
-
-    Every rank already holds both numbers (its own local reading and SGLang's MIN all-reduce),
-    so each decides alone whether it is the tightest; no collective is added. ``None`` for
-    either (a reading the adapter cannot recover) leaves the rank's tightness unknown.
-    """
+    """This rank's free memory at sizing next to the all-rank minimum; None: unknown."""
     if rank_free_bytes is None or min_free_bytes is None:
         return {"rank_free_at_sizing_bytes": None, "tightest_rank": None}
     above = int(rank_free_bytes) - int(min_free_bytes)
@@ -118,8 +84,7 @@ def tightness_fields(rank_free_bytes: int | None, min_free_bytes: int | None) ->
 
 
 def write_breakdown(directory: str | Path, breakdown: Mapping[str, Any]) -> Path:
-    """Write one rank's breakdown to ``directory/<breakdown_file_name>`` (whole or not at all:
-    a reader of a live launch never sees half a file)."""
+    """Written whole or not at all: a reader of a live launch never sees half a file."""
     path = Path(directory) / breakdown_file_name(breakdown)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(breakdown, sort_keys=True))
@@ -128,9 +93,6 @@ def write_breakdown(directory: str | Path, breakdown: Mapping[str, Any]) -> Path
 
 
 def cuda_fields_after_pools(device: str) -> dict[str, int]:
-    """What CUDA holds once the pools exist (free device bytes, torch's allocated bytes), under
-    the breakdown's key names; empty on other devices. Called by the 0.5.14 and 0.5.23
-    adapters' ``memory_breakdown`` (``--device`` from the scheduler's ``server_args``)."""
     if device != "cuda":
         return {}
     import torch
@@ -143,10 +105,6 @@ def cuda_fields_after_pools(device: str) -> dict[str, int]:
 
 
 def log_breakdown(log: logging.Logger, breakdown: Mapping[str, Any], headline: str) -> None:
-    """Log one rank's breakdown (``headline`` and its rank, then the table), its tightness line
-    and the ``SPECINIT_MEMORY`` JSON line; write its file when ``SGLANG_SPECINIT_REPORT_DIR``
-    is set. Called by the 0.5.13, 0.5.14 and 0.5.23 adapters' ``log_memory_breakdown``, with
-    their own module's logger."""
     log.info(
         "[specinit] %s (%s):\n%s", headline, rank_label(breakdown), render_breakdown(breakdown)
     )
@@ -166,7 +124,6 @@ def rank_label(breakdown: Mapping[str, Any]) -> str:
 
 
 def breakdown_file_name(breakdown: Mapping[str, Any]) -> str:
-    """``memory-rank<index>-pp<p>-tp<t>-dp<d>.json`` for one rank's breakdown."""
     return (
         f"{FILE_PREFIX}{breakdown.get('rank_index', 0)}-pp{breakdown.get('pp_rank', 0)}"
         f"-tp{breakdown.get('tp_rank', 0)}-dp{breakdown.get('dp_rank', 0)}.json"
@@ -174,7 +131,6 @@ def breakdown_file_name(breakdown: Mapping[str, Any]) -> str:
 
 
 def tightness(breakdown: Mapping[str, Any]) -> str:
-    """One rank's summary line: is it the tightest, and what did it size."""
     label = rank_label(breakdown)
     tokens = breakdown["tokens"]
     if breakdown.get("tightest_rank") is None:
@@ -194,11 +150,7 @@ def tightness(breakdown: Mapping[str, Any]) -> str:
 
 
 def tightest(breakdowns: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The breakdown of the rank with the least free memory at sizing (first on a tie).
-
-    Raises ValueError when the breakdowns disagree on the token count: every rank must size
-    the same pools from the same all-rank minimum.
-    """
+    """The rank with the least free memory at sizing; ValueError if ranks sized differently."""
     if not breakdowns:
         raise ValueError("no rank breakdowns")
     tokens = {b["tokens"] for b in breakdowns}

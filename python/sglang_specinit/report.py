@@ -1,12 +1,5 @@
-"""One memory breakdown, two readers: ``sglang-specinit plan`` and the server's init log.
-
-Both build their dict with :func:`plan_to_dict`, so a tool can compare a live server's
-``SPECINIT_MEMORY`` log line with the plan's ``--json`` output key by key, and both draw their
-table with the same renderer (:func:`render_table` for rules side by side, :func:`render_breakdown`
-for planned-versus-allocated). Nothing here knows about argv, files or SGLang objects; it reads
-:class:`~sglang_specinit.budget.PoolPlan` and the :class:`~sglang_specinit.budget.BudgetInputs`
-it came from. All byte values are per attention-TP rank.
-"""
+"""One memory breakdown for ``sglang-specinit plan`` and the server's log, so the two compare key
+by key; bytes per attention-TP rank."""
 
 from __future__ import annotations
 
@@ -18,8 +11,7 @@ from sglang_specinit.budget import GIB, BudgetInputs, PoolPlan
 
 
 def plan_to_dict(plan: PoolPlan, inputs: BudgetInputs, tp_size: int) -> dict[str, Any]:
-    """The breakdown of one rule's plan; byte counts are ints (per-token values truncated:
-    hybrid-SWA cells are fractional, ``F + r * S``)."""
+    """Per-token values truncated: hybrid-SWA cells are fractional."""
     return {
         "rule": plan.rule,
         "tokens": plan.tokens,
@@ -34,12 +26,10 @@ def plan_to_dict(plan: PoolPlan, inputs: BudgetInputs, tp_size: int) -> dict[str
         "resident_bytes": int(plan.resident_bytes),
         "target_kv_bytes_per_token": int(plan.target_kv_bytes_per_token),
         "draft_kv_bytes_per_token": int(plan.draft_kv_bytes_per_token),
-        # What the rule charged per token when it sized the pool (0.5.14: the scaled target cell).
         "priced_kv_bytes_per_token": int(plan.priced_bytes_per_token),
         "target_kv_pool_bytes": int(plan.target_kv_pool_bytes),
         "draft_kv_pool_bytes": int(plan.draft_kv_pool_bytes),
         "draft_request_bytes": int(plan.draft_request_bytes),
-        # A draft pool of fixed size (frozen-KV MTP's stand-in), outside the per-token price.
         "draft_fixed_pool_bytes": int(plan.draft_fixed_bytes),
         "used_bytes": int(plan.used_bytes),
         "headroom_bytes": int(plan.headroom_bytes),
@@ -85,8 +75,6 @@ ROWS: tuple[Row, ...] = (
     ("min viable --mem-fraction-static", "min_viable_mem_fraction_static", lambda v: f"{v:.4f}"),
 )
 
-# The side-by-side rules table adds what differs between rules: the fraction each one runs
-# with, what it charged per token, and the 0.5.13.post1 draft reserve (only where present).
 RULE_ROWS: tuple[Row, ...] = (
     ("--mem-fraction-static", "mem_fraction_static", lambda v: f"{v:.3f}"),
     *ROWS[:4],
@@ -98,10 +86,7 @@ RULE_ROWS: tuple[Row, ...] = (
 
 
 def render_columns(columns: Mapping[str, Mapping[str, Any]], rows: Sequence[Row] = ROWS) -> str:
-    """A fixed-width table: one row per quantity, one column per named breakdown.
-
-    A row whose key no column carries is left out; a column without it shows ``-``.
-    """
+    """One row per quantity some column carries, one column per breakdown."""
     names = list(columns)
     present = [r for r in rows if any(columns[n].get(r[1]) is not None for n in names)]
     label_width = max(len(label) for label, _, _ in present)
@@ -125,7 +110,6 @@ def render_columns(columns: Mapping[str, Mapping[str, Any]], rows: Sequence[Row]
 
 
 def render_breakdown(breakdown: dict[str, Any]) -> str:
-    """The server's post-init table: planned values next to what was really allocated."""
     allocated = dict(breakdown)
     allocated["target_kv_pool_bytes"] = breakdown.get("allocated_target_kv_pool_bytes", 0)
     allocated["draft_kv_pool_bytes"] = breakdown.get("allocated_draft_kv_pool_bytes", 0)
@@ -140,13 +124,8 @@ def render_breakdown(breakdown: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class ReportColumn:
-    """One rule's plan, the inputs it was computed from, and its title in the table.
-
-    ``spec_reserve_bytes`` is the part of the budget SGLang 0.5.13.post1's automatic
-    ``--mem-fraction-static`` holds back for the draft (the 4/6 GiB speculative term of
-    ``ServerArgs._handle_gpu_memory_settings``, as bytes of this rank's pre-load free memory);
-    None where no such reserve applies.
-    """
+    """``spec_reserve_bytes``: what the older generation's automatic fraction holds back for
+    the draft; None where no such reserve applies."""
 
     title: str
     plan: PoolPlan
@@ -156,8 +135,7 @@ class ReportColumn:
     def to_dict(self, tp_size: int) -> dict[str, Any]:
         data = plan_to_dict(self.plan, self.inputs, tp_size)
         if self.spec_reserve_bytes is not None:
-            # Draft bytes that land outside the budget in 0.5.13.post1 (the draft's graphs and
-            # workspaces come on top and are not priced here).
+            # Draft bytes outside stock's budget (its graphs and workspaces not counted).
             outside = (
                 self.plan.used_bytes
                 - self.plan.target_weight_bytes
@@ -169,7 +147,6 @@ class ReportColumn:
 
 
 def render_table(columns: Sequence[ReportColumn], tp_size: int = 1) -> str:
-    """Rules side by side (stock 0.5.13.post1, upstream 0.5.14, this package), then notes."""
     table = render_columns({c.title: c.to_dict(tp_size) for c in columns}, RULE_ROWS)
     notes = [f"* {c.title}: {note}" for c in columns for note in c.plan.notes]
     return "\n".join([table, *notes])

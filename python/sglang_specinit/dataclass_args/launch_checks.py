@@ -1,13 +1,5 @@
-"""The launcher-side launch checks for a dataclass ``ServerArgs`` whose fields hold the
-resolved values (sglang 0.5.13.x to 0.5.15): read them, call :mod:`sglang_specinit.launch_checks`.
-
-BEFORE ``ServerArgs.check_server_args``: SGLang's own argument validation, which
-``Engine._launch_subprocesses`` runs in the launcher (``launch_server`` or ``sglang.Engine``)
-once ``__post_init__`` has resolved the fraction, page size, parallel layout and algorithm
-aliases into the fields themselves, and before any scheduler is spawned. The checks and their
-messages are release-independent (:mod:`sglang_specinit.launch_checks`); this module only
-says where those releases keep each value.
-"""
+"""Launch checks for a dataclass ``ServerArgs`` whose ``__post_init__`` resolved every field,
+hooked before ``check_server_args``, which runs in the launcher before any scheduler exists."""
 
 from __future__ import annotations
 
@@ -21,11 +13,9 @@ patch = PatchTable("sglang.srt.server_args")
 
 @patch.before("ServerArgs.check_server_args", params=())
 def check_launch(server_args: Any) -> None:
-    """BEFORE ``ServerArgs.check_server_args``: the shared checks on the resolved fields."""
     if getattr(server_args, "speculative_algorithm", None) is None:
         return
-    # The draft loads with its own format when one is given (Scheduler.init_model_worker
-    # copies it over --load-format for the draft worker).
+    # The draft's own format, when given, replaces --load-format for the draft worker.
     draft_format = getattr(server_args, "speculative_draft_load_format", None)
     check_speculative_launch(
         algorithm=server_args.speculative_algorithm,

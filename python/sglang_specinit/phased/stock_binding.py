@@ -1,20 +1,9 @@
-"""Early binding on a launch that keeps stock sizing: free the draft's duplicate embed/lm_head
-before stock profiles the target pool, where that can only help.
+"""Early binding on a launch that keeps stock sizing, where it can only help.
 
-Where an adapter steps aside (:mod:`sglang_specinit.phased.step_aside`), SGLang's own configurator
-turns the profiled budget into tokens at its own price per token, ``c``. Binding early frees
-``D`` bytes of duplicate weights first, so stock sizes ``D / c`` more tokens. That is safe only
-when ``c`` covers what the target *and* the draft then allocate per token; else every extra
-token costs more than ``c`` and the launch ends further past its budget than stock's would.
-
-Stock's draft reserve is ``d`` layers of the *target's* KV geometry (``d`` = the reserved
-draft layer count the adapter reads from the target runner; scaled by the same id-space factor
-the draft pool gets under HiSparse). It covers the draft when the draft's runners store KV in
-the target's geometry (same attention kind, latent or head dims, KV heads, KV dtype), hold
-no more than ``d`` layers between them, and build no more rows per target row than the reserve
-counts (a draft pool replicated over decode-context-parallel ranks builds ``dcp`` rows per
-target row; the adapter reads both counts): then the draft pool is at most the reserve. This
-module checks exactly that, with SGLang's own config readings; it prices nothing.
+Binding early frees ``D`` duplicate bytes, so stock sizes ``D / c`` more tokens at its price ``c``.
+That is safe only if ``c`` covers what target and draft then allocate per token: stock reserves
+``d`` layers of the target's geometry, so the draft must store the target's KV row, in at most
+``d`` layers and no more rows per target row than stock counts. This module checks that.
 """
 
 from __future__ import annotations
@@ -42,15 +31,11 @@ _HF_GEOMETRY_FIELDS = ("index_head_dim", "index_n_heads")
 
 @dataclass(frozen=True)
 class EarlyBinding:
-    """What an early binding did: the draft tensors now sharing the target's storage and the
-    device bytes that freed; or why it was not done."""
-
     bound: tuple[str, ...] = ()
     freed_bytes: int = 0
     skipped: str = ""
 
     def note(self) -> str:
-        """The log clause for this binding."""
         if self.skipped:
             return f"draft embed/lm_head not bound early ({self.skipped})"
         if not self.bound:
@@ -62,7 +47,6 @@ class EarlyBinding:
 
 
 def kv_geometry(runner: Any) -> tuple[Any, ...]:
-    """The readings that fix one layer's KV row on ``runner`` (its model config and KV dtype)."""
     config = runner.model_config
     hf = getattr(config, "hf_config", None)
     return (
@@ -73,13 +57,11 @@ def kv_geometry(runner: Any) -> tuple[Any, ...]:
     )
 
 
-# 16-bit float KV caches store a row in the same bytes with the same pool class (an fp16 EAGLE
-# draft beside a bf16 target): one class for this comparison. Any other dtype is its own.
+# An fp16 draft beside a bf16 target stores the same row bytes with the same pool class.
 _SAME_ROW_BYTES = {"torch.float16": "16-bit float", "torch.bfloat16": "16-bit float"}
 
 
 def kv_row_dtype(dtype: Any) -> str:
-    """The KV dtype as far as a row's bytes go."""
     name = str(dtype)
     return _SAME_ROW_BYTES.get(name, name)
 
@@ -92,13 +74,8 @@ def stock_reserve_gap(
     draft_rows_per_row: int = 1,
     reserved_rows_per_row: int = 1,
 ) -> str:
-    """Why stock's draft reserve may not cover this draft ("" when it does).
-
-    ``reserved_layers`` is stock's ``d``; ``draft_layers`` the KV layers each draft runner
-    allocates; ``draft_rows_per_row`` the rows the draft pool builds per target row and
-    ``reserved_rows_per_row`` the rows stock's reserve counts per target row (both ``dcp``
-    where the draft is replicated over decode-context-parallel ranks and stock scales its
-    reserve so; 1 elsewhere)."""
+    """Why stock's reserve may not cover this draft ("" when it does); the rows per target row
+    are ``dcp`` for a DCP-replicated draft, else 1."""
     if not draft_runners:
         return "this rank holds no draft runner"
     total = sum(draft_layers)
@@ -127,9 +104,6 @@ def bind_under_stock_sizing(
     weight_runners: Sequence[Any],
     gap: str,
 ) -> EarlyBinding:
-    """Bind the draft's duplicate embed/lm_head now unless ``gap`` says stock's reserve may
-    not cover the draft; measure what that freed (storages of the draft no longer apart from
-    the target's)."""
     if gap:
         return EarlyBinding(skipped=gap)
     target_model = scheduler.tp_worker.model_runner.model
@@ -146,8 +120,6 @@ def bind_under_stock_sizing(
 
 
 def _own_parameters(target_model: Any, runners: Sequence[Any]) -> dict[str, tuple[Any, int]]:
-    """Draft parameter name -> (storage identity, bytes), for storages the target does not
-    hold."""
     target = storage_bytes([target_model])
     own: dict[str, tuple[Any, int]] = {}
     for runner in runners:
@@ -159,7 +131,7 @@ def _own_parameters(target_model: Any, runners: Sequence[Any]) -> dict[str, tupl
 
 
 def _storage(tensor: Any) -> tuple[Any, int]:
-    # The same identity storage_bytes uses (its module-private helper, shared on purpose).
+    # The identity storage_bytes uses.
     from sglang_specinit.live_sizing import _storage_key_and_bytes
 
     return _storage_key_and_bytes(tensor)

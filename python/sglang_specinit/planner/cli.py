@@ -18,7 +18,7 @@ imported where the flags allow it.
 
 The plan is for the device the flags name, not for this process: a fresh planner process drops
 ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, and the replays answer SGLang's
-``is_cpu()`` for the planned device (:func:`field_replay.planned_cpu_engine`). On sglang 0.5.23 the
+``is_cpu()`` for the planned device (:func:`dataclass_args.replay.planned_cpu_engine`). On sglang 0.5.23 the
 planner prices every pool by building it tiny with 0.5.23's own pool code on this host
 (``sglang_0_5_23.pricing_host.pricing_device``: its GPU, else cpu without the CPU engine, so that no
 ``sgl_kernel`` op is imported); the planned resolution still sees the planned device
@@ -216,7 +216,7 @@ def _set_host_cpu_engine() -> None:
     0.5.23 on a GPU-less host that is also what lets it build its pricing pools on cpu with no
     ``sgl_kernel`` (``sglang_0_5_23.pricing_host.pricing_device``). Only for the process's own entry
     point: a caller in the same process (a test, a server) keeps its environment, and
-    :func:`field_replay.planned_cpu_engine` covers it."""
+    :func:`dataclass_args.replay.planned_cpu_engine` covers it."""
     if "sglang" not in sys.modules:
         os.environ.pop(CPU_ENGINE_ENV, None)
 

@@ -1,18 +1,8 @@
-"""DFLASH draft worker in phases (sglang 0.5.13 / 0.5.13.post1).
+"""DFLASH draft worker in phases (0.5.13 / 0.5.13.post1); its constructor needs no hook.
 
-Adds ``DFlashWorker.alloc_memory_pool`` and ``DFlashWorker.init_backends``; its constructor
-needs no hook: past the draft TpModelWorker (whose runner stops before its pool, see
-``phases.model_runner``) it only reads draft config and weights.
-
-0.5.13.x prices the DFLASH draft by scaling the target's per-token KV by ``(T + D) / T``, i.e.
-at the target's geometry. Here the draft pool is priced at the draft runner's own geometry and
-KV dtype and the scaled cell is never used: the phased target pool is sized from a token count
-(``calculate_pool_sizes_from_max_tokens``), which ignores the configurator's cell.
-
-The draft runner was built with a deep copy of the server args, which DFLASH installs as the
-global server args for the length of the construction. Its pool and backend phases run under
-the same global args, restored afterwards. With a compact draft window the draft keeps a private
-req-to-token table (``req_to_token_pool=None``), as in the stock constructor.
+Stock prices the draft as the target's cell scaled by ``(T + D) / T``; here the draft pool is
+priced at its own geometry. The pool and backend phases run under the draft's global server
+args, as its construction did.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""EAGLE / EAGLE3 / NEXTN draft workers in phases (sglang 0.5.13 / 0.5.13.post1).
+"""EAGLE / EAGLE3 / NEXTN draft workers in phases (0.5.13 / 0.5.13.post1).
 
-Wraps ``EagleDraftWorker.__init__`` and ``EAGLEWorkerV2.__init__``; adds ``alloc_memory_pool``
-and ``init_backends`` to both.
-
-The 0.5.13.x ``EagleDraftWorker`` constructor loads the draft (its runner allocating a KV pool
-sized from the target's config), binds the target's embed/lm_head, then builds draft attention
-backends and CUDA graphs. During a phased init it is stopped where it would call
-``init_attention_backend``: the draft's weights are loaded and its duplicate embed/lm_head are
-already replaced by the target's (so that memory is free before the target pool is sized, which
-upstream 0.5.14 does not do). Pools and backends follow in their own phases, under the same
-dp-attention TP context and MoE backend contexts the constructor used, entered one after the
-other, never nested.
+The ``EagleDraftWorker`` constructor is stopped at ``init_attention_backend``: the draft is
+loaded and its duplicate embed/lm_head already bound, so that memory is free before the target
+pool is sized. Pools and backends follow in their own phases, under the contexts the constructor
+used, entered one after the other.
 """
 
 from __future__ import annotations
@@ -30,7 +23,7 @@ from sglang_specinit.sglang_0_5_13.state import (
 logger = logging.getLogger(__name__)
 
 MODULE = "sglang.srt.speculative.eagle_worker_v2"
-# Every speculative worker constructor takes these (create_worker's caller passes them by name).
+# create_worker's caller passes these by name.
 DRAFT_WORKER_PARAMS = (
     "server_args", "gpu_id", "tp_rank", "dp_rank", "moe_ep_rank", "attn_cp_rank",
     "moe_dp_rank", "nccl_port", "target_worker",
@@ -52,7 +45,6 @@ def _moe_contexts() -> Iterator[None]:
 
 
 def _construction_tp_context(draft: Any) -> Any:
-    """The TP context the draft TpModelWorker was built under (EAGLE3 + dp-attention only)."""
     mod = _eagle_module()
     if draft.server_args.enable_dp_attention and draft.speculative_algorithm.is_eagle3():
         return mod.draft_tp_context(mod.get_attention_tp_group())
@@ -60,10 +52,8 @@ def _construction_tp_context(draft: Any) -> Any:
 
 
 @patch.around("EagleDraftWorker.__init__", params=DRAFT_WORKER_PARAMS)
-# The constructor's backend steps, which the cut skips and phase 4 runs.
 @patch.calls("EagleDraftWorker.init_attention_backend", "EagleDraftWorker.init_cuda_graphs")
 def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
-    """AROUND hook on ``EagleDraftWorker.__init__``: load and bind, stop before backends."""
     if not deferring_pools():
         return original(self, *args, **kwargs)
     construct_until(self, "init_attention_backend", original, args, kwargs)
@@ -72,7 +62,6 @@ def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> No
 def construct_until(
     self: Any, cut_at: str | tuple[str, ...], original: Any, args: tuple, kwargs: dict
 ) -> None:
-    """Run a draft worker's stock constructor up to its first backend-phase method."""
     server_args = kwargs.get("server_args", args[0] if args else None)
     with preserved_cuda_graph_flag(server_args):
         reached = run_until(self, cut_at, lambda: original(self, *args, **kwargs))
@@ -90,8 +79,6 @@ def alloc_draft_tp_worker(
     req_to_token_pool: Any,
     token_to_kv_pool_allocator: Any,
 ) -> None:
-    """Attach a draft worker to the shared pools and allocate its TpModelWorker's KV pools
-    under ``contexts`` (the contexts the stock constructor built that TpModelWorker under)."""
     draft.req_to_token_pool = req_to_token_pool
     draft.token_to_kv_pool_allocator = token_to_kv_pool_allocator
     with contexts:
@@ -125,7 +112,6 @@ def draft_worker_alloc_memory_pool(
 
 
 @patch.adds("EagleDraftWorker", "init_backends")
-# Directly and through _construction_contexts / _moe_contexts.
 @patch.calls(
     "draft_tp_context",
     "empty_context",
@@ -135,7 +121,7 @@ def draft_worker_alloc_memory_pool(
     "_get_plan_stream",
 )
 def draft_worker_init_backends(self: Any) -> None:
-    # The draft runner's own backend was built inside the draft TpModelWorker's construction.
+    # The draft runner's backend, as the draft TpModelWorker's construction would build it.
     with _construction_contexts(self):
         self.draft_worker.init_backends()
     with self.draft_tp_context(self.draft_runner.tp_group), _moe_contexts():
@@ -151,8 +137,7 @@ def draft_worker_init_backends(self: Any) -> None:
 
 @patch.around("EAGLEWorkerV2.__init__", params=DRAFT_WORKER_PARAMS)
 def worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
-    """AROUND hook on ``EAGLEWorkerV2.__init__``: the adaptive controller needs graphs, so
-    it is built in ``init_backends`` instead of the constructor."""
+    """The adaptive controller needs graphs, so ``init_backends`` builds it."""
     if not deferring_pools():
         return original(self, *args, **kwargs)
     server_args = kwargs.get("server_args", args[0] if args else None)
@@ -190,7 +175,6 @@ def worker_init_backends(self: Any) -> None:
 
 @patch.calls("AdaptiveController", "SpecRuntimeState")
 def _register_adaptive_controller(worker: Any) -> None:
-    """Build the adaptive controller once the draft backends and graphs exist."""
     mod = _eagle_module()
     draft = worker._draft_worker
     target_runner = worker._target_worker.model_runner

@@ -1,15 +1,9 @@
-"""Frozen-KV MTP draft worker in phases (sglang 0.5.13 / 0.5.13.post1).
+"""Frozen-KV MTP draft worker in phases (0.5.13 / 0.5.13.post1).
 
-Wraps ``FrozenKVMTPWorker.__init__``; adds ``FrozenKVMTPWorker.alloc_memory_pool`` and
-``init_backends`` (overriding the ones it would inherit from ``TpModelWorker``).
-``FrozenKVMTPWorkerV2`` stays what it is in 0.5.13.x: a placeholder that raises.
-
-The frozen-KV draft reads the target's KV cache, so its stock constructor needs the target pool
-(its own runner only gets a 64-token dummy pool whose request count is the target's). Upstream
-0.5.14 solved that by allocating the target pool before the draft loads, which leaves the draft
-weights out of the budget, and it still reserves draft KV layers the draft never allocates. Here
-the draft loads in the weight phase like every other draft, binds the target pool in its pool
-phase, and is charged exactly its weights and its dummy pool.
+The draft reads the target's KV cache, so its constructor needs the target pool (0.5.14 solved
+that by allocating the target pool first, leaving the draft weights out of the budget). Here the
+draft loads with the others, binds the target pool in phase 3, and is charged exactly its
+weights and its 64-token stand-in pool.
 """
 
 from __future__ import annotations
@@ -33,8 +27,6 @@ def _module() -> Any:
 
 
 @patch.around("FrozenKVMTPWorker.__init__", params=DRAFT_WORKER_PARAMS)
-# The constructor's steps the cut skips (the pool and backend phases run them), and the
-# stand-in config it builds.
 @patch.calls(
     "FrozenKVMTPWorker._bind_kv_context",
     "FrozenKVMTPWorker._init_draft_attn_backend",
@@ -42,13 +34,11 @@ def _module() -> Any:
     "MemoryPoolConfig",
 )
 def init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
-    """AROUND hook: load and bind embed/head; the target-pool binding waits for phase 3."""
     if not deferring_pools():
         return original(self, *args, **kwargs)
     target_worker = kwargs.get("target_worker", args[-1] if args else None)
     target_runner = target_worker.model_runner
-    # The constructor copies the target's request count into the dummy config before any
-    # pool exists; a stand-in config lets it run, and the real count is set in phase 3.
+    # The constructor copies the target's request count before any pool exists.
     target_runner.memory_pool_config = _module().MemoryPoolConfig(
         max_total_num_tokens=PROVISIONAL_SIZE, max_running_requests=PROVISIONAL_SIZE
     )
@@ -67,7 +57,6 @@ def alloc_memory_pool(
     req_to_token_pool: Any = None,
     token_to_kv_pool_allocator: Any = None,
 ) -> None:
-    """Attach to the target's pools; the draft's own pool stays the 64-token stand-in."""
     mod = _module()
     self.memory_pool_config.max_running_requests = memory_pool_config.max_running_requests
     self.req_to_token_pool = req_to_token_pool

@@ -1,11 +1,6 @@
-"""Which speculative launches the 0.5.13.x phased init takes over (one predicate, two callers).
-
-The launcher asks while ``ServerArgs`` picks an automatic ``--mem-fraction-static`` (only a
-phased launch may drop SGLang's flat draft reserve); the scheduler asks before it builds the
-workers. Both describe the launch as :class:`LaunchFacts` and call :func:`phasing_blocker`, so
-the reserve and the phasing can never be decided differently. The launcher knows less (the
-worker class of a built-in algorithm is not imported there); if the scheduler then declines a
-launch whose reserve was dropped, it puts the reserve back (``server_args.restore_stock_fraction``).
+"""Which speculative launches the 0.5.13 phased init takes over: one predicate, asked by the
+launcher (only a phased launch may drop the flat draft reserve from the automatic fraction) and
+by the scheduler, which puts the reserve back if it declines what the launcher accepted.
 """
 
 from __future__ import annotations
@@ -16,26 +11,21 @@ from typing import Any
 
 from sglang_specinit.sglang_0_5_13.model_runner import PHASED_DEVICES
 
-# Workers without a draft model, built in the pool phase. Named rather than imported:
-# ngram_worker imports sgl_kernel at module level, which only CUDA builds have.
+# Named, not imported: ngram_worker imports sgl_kernel, which only CUDA builds have.
 MODEL_LESS_WORKERS = frozenset({("sglang.srt.speculative.ngram_worker", "NGRAMWorker")})
 
-# Algorithm names the user may type that SGLang maps to a built-in worker (NEXTN is an alias).
 ALIASES = frozenset({"NEXTN"})
 
 
 @dataclass
 class LaunchFacts:
-    """What the decision depends on, as far as the caller knows it."""
-
     algorithm: str | None
     device: str | None
     enable_hisparse: bool
-    # The target's hf config, read only if the cheaper checks pass.
+    # Read only if the cheaper checks pass.
     target_hf_config: Callable[[], Any]
     # None: a built-in algorithm whose worker class is not resolved yet (launcher).
     worker_class: type | None = None
-    # Why the adapter is off in this process (failed module checks), if it is.
     compat_problems: list[str] = field(default_factory=list)
 
 
@@ -46,8 +36,7 @@ def is_builtin(algorithm: str) -> bool:
     return name in ALIASES or (name in SpeculativeAlgorithm.__members__ and name != "NONE")
 
 
-# Speculative worker classes whose init runs in phases: exact classes, named rather than
-# imported (importing them would import every algorithm's worker into every scheduler).
+# Exact classes, named so that no scheduler imports every algorithm's worker.
 PHASED_WORKERS = frozenset(
     {
         ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2"),
@@ -72,12 +61,8 @@ def is_model_less_worker(worker_class: type) -> bool:
 
 
 def implements_phases_itself(worker_class: type) -> bool:
-    """True when the class has its own ``alloc_memory_pool`` and ``init_backends``.
-
-    Methods this adapter added to a base class do not count: a subclass of ``EAGLEWorkerV2``
-    inherits them, but its own constructor may read pool sizes after ``super().__init__``
-    returns, which a cut constructor never provides.
-    """
+    """Own ``alloc_memory_pool`` and ``init_backends``; ours inherited do not count, as the
+    subclass constructor may read pool sizes a cut constructor never provides."""
     from sglang_specinit import sglang_0_5_13
     from sglang_specinit.hooks import adapter_new_methods
 
@@ -93,7 +78,7 @@ def worker_blocker(worker_class: type) -> str | None:
     if is_phased_worker(worker_class) or is_model_less_worker(worker_class):
         return None
     if implements_phases_itself(worker_class):
-        return None  # a plugin algorithm whose worker runs in phases on its own
+        return None
     return (
         f"{worker_class.__qualname__} (a custom speculative worker) does not implement "
         "alloc_memory_pool/init_backends itself, so it is built the stock way"
@@ -101,7 +86,7 @@ def worker_blocker(worker_class: type) -> str | None:
 
 
 def phasing_blocker(facts: LaunchFacts) -> str | None:
-    """Why this launch keeps SGLang's stock init (None: it is phased)."""
+    """Why this launch keeps stock init; None: it is phased."""
     if facts.algorithm is None:
         return "not speculative"
     if facts.compat_problems:
@@ -113,8 +98,7 @@ def phasing_blocker(facts: LaunchFacts) -> str | None:
     from sglang.srt.configs.model_config import is_deepseek_v4
 
     if is_deepseek_v4(facts.target_hf_config()):
-        # Its compressed c4/c128/state pools are not priced by the budget model; stock keeps
-        # its own (T+1)/T draft reservation for this family, which is better than a guess.
+        # Stock's own (T+1)/T draft reservation beats a guess at the compressed pools.
         return "DeepSeek-V4 compressed KV pools are not priced by sglang-specinit"
     if facts.worker_class is not None:
         return worker_blocker(facts.worker_class)
@@ -122,14 +106,12 @@ def phasing_blocker(facts: LaunchFacts) -> str | None:
 
 
 def facts_from_server_args(server_args: Any) -> LaunchFacts:
-    """The launcher's view, while ``ServerArgs.__post_init__`` runs (aliases not resolved)."""
+    """The launcher's view, while ``ServerArgs.__post_init__`` runs (aliases unresolved)."""
     from sglang_specinit import compat
 
     algorithm = server_args.speculative_algorithm
     worker_class = None
     if algorithm is not None and not is_builtin(algorithm):
-        # A plugin-registered algorithm: its factory names the worker class (no SGLang
-        # worker module is imported for it).
         from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
         worker_class = SpeculativeAlgorithm.from_string(algorithm).create_worker(server_args)
@@ -144,15 +126,13 @@ def facts_from_server_args(server_args: Any) -> LaunchFacts:
 
 
 def facts_from_scheduler(scheduler: Any) -> LaunchFacts:
-    """The scheduler's view: resolved algorithm, its worker class, checked modules."""
     from sglang_specinit import compat
 
     server_args = scheduler.server_args
     if scheduler.spec_algorithm.is_none():
         return LaunchFacts(None, server_args.device, False, lambda: None)
     worker_class = scheduler.spec_algorithm.create_worker(server_args)
-    # The modules this launch runs: every patched module, except the speculative workers of
-    # other algorithms (importing those would be work SGLang never does).
+    # Other algorithms' workers are never imported, so their checks do not count.
     modules = [m for cls in worker_class.__mro__ if (m := cls.__module__).startswith("sglang")]
     core = [
         name

@@ -1,14 +1,6 @@
-"""A draft's model config never touches the target's (sglang 0.5.13.x).
-
-Wraps ``ModelConfig._config_draft_model`` (AROUND).
-
-``get_config`` is cached, so a draft read from the target's own checkpoint (DeepSeek/GLM MTP,
-path-less Qwen3-Next / MiMo-V2 MTP ...) receives the very ``PretrainedConfig`` object the
-target's ``ModelConfig`` holds, and ``_config_draft_model`` rewrites it in place (architecture,
-``num_nextn_predict_layers``). Stock builds the draft only after the target is complete; the
-phased init builds it before the target's pool is sized, so during a phased init the draft
-config gets its own copy first (as upstream 0.5.14 does for every config). Outside a phased
-init this hook does nothing.
+"""A draft's model config never touches the target's (0.5.13): ``get_config`` is cached and
+``_config_draft_model`` rewrites the shared object in place, which the phased init would do
+before the target's pool is sized; so the draft gets its own copy first, as 0.5.14 does.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""ModelRunner in phases (sglang 0.5.13 / 0.5.13.post1).
+"""ModelRunner in phases (0.5.13 / 0.5.13.post1).
 
-Wraps ``ModelRunner.initialize`` and ``ModelRunnerKVCacheMixin._resolve_memory_pool_config``;
-adds ``ModelRunner.alloc_memory_pool`` and ``ModelRunner.init_backends``; sets
-``ModelRunner.eagle_draft_num_layers`` on the target runner (:func:`early_draft_num_layers`).
-
-In 0.5.13.x ``initialize`` loads weights, sizes and allocates the KV pool from free memory
-measured right then, and builds attention backends and CUDA graphs. During a phased init it is
-stopped where it would call ``init_memory_pool``: everything before that (weights, layer counts,
-LoRA buffers, KV dtype) is SGLang's own code; the rest runs later, in the same order SGLang uses,
-from ``alloc_memory_pool`` (pool, canary, capturers) and ``init_backends`` (aux hidden-state
-capture, attention backend, warmup, graphs, forward hooks, piecewise graphs, canary finish).
+0.5.13's ``initialize`` loads weights, sizes the KV pool from free memory measured right then and
+builds backends and graphs. A phased init stops it at ``init_memory_pool``; the rest runs later in
+SGLang's order, from the added ``alloc_memory_pool`` (pool, canary, capturers) and
+``init_backends`` (attention backend, warmup, graphs, forward hooks).
 """
 
 from __future__ import annotations
@@ -25,13 +19,12 @@ from sglang_specinit.sglang_0_5_13.state import deferring_pools, run_until
 
 logger = logging.getLogger(__name__)
 
-# Stand-in sizes that let TpModelWorker's constructor pass its pool-size asserts before any pool
-# exists. The TpModelWorker patch deletes them as soon as the constructor returns, so a read
-# before the pool phase fails loudly instead of seeing a made-up number.
+# Stand-ins for TpModelWorker's pool-size asserts, deleted once its constructor returns so that an
+# early read fails loudly.
 PROVISIONAL_SIZE = 2**31 - 1
 PROVISIONAL_ATTRS = ("max_total_num_tokens", "max_running_requests", "full_max_total_num_tokens")
 
-# Devices whose post-pool init sequence this module reproduces. Others keep stock init.
+# Devices whose post-pool init this module reproduces.
 PHASED_DEVICES = ("cuda", "musa", "cpu")
 
 MODULE = "sglang.srt.model_executor.model_runner"
@@ -43,12 +36,10 @@ patch = PatchTable(MODULE)
 @patch.around("ModelRunner.initialize", params=("pre_model_load_memory",))
 @patch.calls("ModelRunner.init_memory_pool")  # the cut; alloc_memory_pool calls it later
 def initialize(original: Any, self: Any, pre_model_load_memory: float) -> None:
-    """AROUND hook: during a phased init, stop before the pool and remember what it needs."""
     if not deferring_pools():
         return original(self, pre_model_load_memory)
     self.pre_model_load_memory = pre_model_load_memory
-    # The EAGLE draft worker turns CUDA graphs off while its runner is built so that the runner
-    # never captures its own decode graphs; that choice must hold when graphs are built later.
+    # The EAGLE draft worker disables graphs while its runner is built; that must hold later.
     self._specinit_capture_device_graphs = not self.server_args.disable_cuda_graph
     reached = run_until(self, "init_memory_pool", lambda: original(self, pre_model_load_memory))
     if not reached:
@@ -62,28 +53,15 @@ def initialize(original: Any, self: Any, pre_model_load_memory: float) -> None:
         setattr(self, name, PROVISIONAL_SIZE)
 
 
-# Upstream's name (sglang 0.5.14, PR #23862) for the draft's KV layer count read before loading.
+# 0.5.14's name for the draft's KV layer count read before loading.
 EARLY_DRAFT_LAYERS_ATTR = "eagle_draft_num_layers"
 _MODEL_CONFIG_LOGGER = "sglang.srt.configs.model_config"
 
 
 def early_draft_num_layers(server_args: Any) -> int | None:
-    """The KV layers each draft runner will allocate, read from the draft's config before any
-    weights load (call it before phase 1).
-
-    sglang 0.5.14 computes this on the target ``ModelRunner`` (``eagle_draft_num_layers``, PR
-    #23862) for EAGLE-family and STANDALONE drafts; 0.5.13.x has no such step, so it is read here:
-    from a draft ``ModelConfig`` built as ``TpModelWorker._init_model_config`` builds it (a path-
-    less draft reads the target's checkpoint), inside ``defer_pools()`` so that the adapter's
-    ``ModelConfig._config_draft_model`` hook (:mod:`.model_config`) gives it its own copy of the hf
-    config before SGLang rewrites it in place; the cached object the target's ``ModelConfig`` holds
-    is never touched. The count is ``model_facts.runner_layer_count``, 0.5.13's own runner rule,
-    which the planner uses too (an explicit ``num_nextn_predict_layers: 0`` still allocates a
-    layer; upstream's rule gives 0 there).
-
-    Informational, as the sizing prices the live runners: None for other algorithms, or when
-    the config cannot be read yet (phase 2 then meets the same problem and SGLang reports it).
-    """
+    """The KV layers each draft runner will allocate, read off the draft's config before any
+    weights load (informational: the sizing prices the live runners). Built inside
+    ``defer_pools()`` so the hf config SGLang rewrites in place is the draft's own copy."""
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
@@ -93,7 +71,7 @@ def early_draft_num_layers(server_args: Any) -> int | None:
     algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
     if not (algorithm.is_eagle() or algorithm.is_standalone()):
         return None
-    # The draft's own ModelConfig logs what it finds; phase 2 builds it again and logs it then.
+    # Phase 2 builds and logs this config again.
     quiet = logging.getLogger(_MODEL_CONFIG_LOGGER)
     was_disabled, quiet.disabled = quiet.disabled, True
     try:
@@ -113,14 +91,8 @@ def early_draft_num_layers(server_args: Any) -> int | None:
 
 
 def warn_if_draft_layers_differ(early: int | None, draft_runners: Sequence[Any]) -> bool:
-    """Phase 3: one WARNING if a draft runner allocated another layer count than the one read
-    from the draft's config before loading (:func:`early_draft_num_layers`); True if it warned.
-
-    The pools were priced on the live runners, so the launch's budget holds either way; what
-    the warning flags is that a count read from the config, as ``sglang-specinit plan`` reads
-    it, is wrong for this draft. A runner's count is ``num_effective_layers``, the layer count
-    0.5.13.x builds its KV pool with.
-    """
+    """One WARNING if the runners allocate another layer count than the config gave: the budget
+    holds (it priced the runners), but a plan read from the config would be wrong."""
     if early is None or not draft_runners:
         return False
     allocated = [int(runner.num_effective_layers) for runner in draft_runners]
@@ -158,7 +130,6 @@ def clear_provisional_sizes(model_runner: Any) -> None:
     "ModelRunner._init_pools",
 )
 def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: float) -> Any:
-    """AROUND hook: size a speculative target's pool for target + draft together."""
     sizing = getattr(self, "_specinit_sizing", None)
     if sizing is None:
         return original(self, pre_model_load_memory)
@@ -172,10 +143,7 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
     "ModelRunner.init_indexer_capturer",
 )
 def alloc_memory_pool(self: Any, memory_pool_config: Any = None) -> None:
-    """Phase 3 for one runner: KV pool, then what must exist right after it.
-
-    A draft runner takes the target's resolved config; a target resolves its own.
-    """
+    """Phase 3 for one runner; a draft runner takes the target's resolved config."""
     if memory_pool_config is not None:
         self.memory_pool_config = memory_pool_config
     clear_provisional_sizes(self)
@@ -195,7 +163,6 @@ def alloc_memory_pool(self: Any, memory_pool_config: Any = None) -> None:
 
 @contextlib.contextmanager
 def _cuda_graphs_as_at_construction(runner: Any):
-    """Build graphs under the ``disable_cuda_graph`` value the runner was constructed with."""
     server_args = runner.server_args
     current = server_args.disable_cuda_graph
     server_args.disable_cuda_graph = not getattr(
@@ -219,8 +186,6 @@ def _cuda_graphs_as_at_construction(runner: Any):
     "ModelRunner.prealloc_symmetric_memory_pool",
 )
 def init_backends(self: Any) -> None:
-    """Phase 4 for one runner: attention backend, warmup and graphs, in SGLang's order."""
-    # Aux hidden-state capture must be on before any graph is captured.
     self.init_aux_hidden_state_capture()
     with _cuda_graphs_as_at_construction(self):
         if self.device in ("cuda", "musa"):
@@ -247,8 +212,7 @@ def init_backends(self: Any) -> None:
         self.canary_manager.mark_init_finished()
 
 
-# Module functions the two phases above call through the runner's module
-# (``sys.modules[type(self).__module__]``), not methods of the runner.
+# Functions of the runner's module the phases call.
 patch.requires("install_canary", "register_forward_hooks")
 
 HOOKS, NEW_METHODS, REQUIRES = patch.tables()

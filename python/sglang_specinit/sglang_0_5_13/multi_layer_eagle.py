@@ -1,16 +1,9 @@
-"""Multi-layer EAGLE (MTP) workers in phases (sglang 0.5.13 / 0.5.13.post1).
+"""Multi-layer EAGLE (MTP) workers in phases (0.5.13 / 0.5.13.post1).
 
-Wraps ``MultiLayerEagleDraftWorker.__init__``; adds ``alloc_memory_pool`` and ``init_backends``
-to ``MultiLayerEagleDraftWorker`` and ``MultiLayerEagleWorkerV2`` (the latter the same methods as
-``EAGLEWorkerV2``'s: both only delegate to their draft worker).
-
-The draft TpModelWorker owns ``speculative_num_steps`` ModelRunners, each with a KV pool of its
-own; all of them are priced at their own geometry. The constructor's per-request hidden-state
-buffer (``req_to_hidden_states_pool``, one row per req-to-token row) is shaped by the request
-pool, so it is allocated in the pool phase and charged to the budget (``DraftSpec.
-bytes_per_request``). The constructor is stopped where it binds the target's embed/lm_head; the
-binding itself runs right away, still in the weight phase, so the runners' own copies are freed
-before the target pool is sized.
+Each of the ``speculative_num_steps`` draft runners has a pool of its own, priced at its own
+geometry; the per-request ``req_to_hidden_states_pool`` is shaped by the request pool, so it is
+allocated in the pool phase and charged to the budget. The embed/lm_head binding runs right at
+the cut, so the copies are freed before the target pool is sized.
 """
 
 from __future__ import annotations
@@ -43,14 +36,12 @@ def _module() -> Any:
 
 @contextlib.contextmanager
 def _construction_contexts() -> Iterator[None]:
-    """The contexts the stock constructor builds the draft TpModelWorker under."""
     mod = _module()
     with mod.empty_context(), mod.speculative_moe_backend_context():
         yield
 
 
 def hidden_state_row_bytes(draft: Any) -> int:
-    """Bytes of one request's row of ``req_to_hidden_states_pool``."""
     import torch
 
     config = draft.model_config
@@ -122,7 +113,7 @@ def draft_worker_init_backends(self: Any) -> None:
     self.plan_stream, self.plan_stream_ctx = mod._get_plan_stream(self.device)
 
 
-# The worker only delegates to its draft worker, as EAGLEWorkerV2 does: the same two methods.
+# The worker only delegates to its draft worker, as EAGLEWorkerV2 does.
 patch.adds(WORKER, "alloc_memory_pool")(worker_alloc_memory_pool)
 patch.adds(WORKER, "init_backends")(worker_init_backends)
 

@@ -1,25 +1,9 @@
-"""The server-args replay for sglang 0.5.13.x: SGLang's own logic, run without its side effects.
+"""The planner's replay for 0.5.13.x: SGLang's own logic, run without its side effects.
 
-For 0.5.13.post1 (:class:`Replay0513`, :data:`REPLAY_0_5_13`):
-
-* the server arguments come from SGLang's own parser, turned into a ``ServerArgs`` whose
-  ``__post_init__`` is skipped (that method probes devices and may download configs);
-* the automatic ``--mem-fraction-static`` is ``ServerArgs._handle_piecewise_cuda_graph`` and
-  ``ServerArgs._handle_gpu_memory_settings`` run on a copy, fed the device's total MiB;
-* the speculative settings are ``handle_speculative_decoding`` (``arg_groups/speculative_hook.py``):
-  alias resolution (NEXTN -> EAGLE), the MTP rule that a DeepSeek-V3/GLM-class target is its own
-  draft, the step/top-k defaults and the ``max_running_requests = 48`` default;
-* model geometry comes from ``ModelConfig.from_server_args`` for the target and, with
-  ``is_draft_model=True``, for the draft, as ``TpModelWorker._init_model_config`` builds them;
-* the KV dtype is ``ModelRunner.configure_kv_cache_dtype``'s choice; every pool is priced by
-  the function the 0.5.13 server runs (``pool_probe.measure_kv_pool``) on runners built
-  without weights (:meth:`Replay0513.pool_prices`); the model-geometry pricing of
-  :mod:`.specs` stays only as a cross-check in the tests.
-
-The plan is for the device the flags name (``--device``, default ``cuda``), never for the host
-the planner runs on: SGLang's host probe that would leak this process's platform into the
-answer (``is_cpu()``, which reads ``SGLANG_USE_CPU_ENGINE``) is answered for the planned device
-while the replay resolves (:func:`planned_cpu_engine`).
+SGLang's parser into a ``ServerArgs`` whose ``__post_init__`` (device probes, downloads) is skipped,
+its memory-fraction methods and speculative hook on copies, ``ModelConfig.from_server_args`` for
+both models, and every pool priced by the server's own ``pool_probe.measure_kv_pool`` on runners
+built without weights, for the device the flags name (:func:`planned_cpu_engine`).
 """
 
 from __future__ import annotations
@@ -62,7 +46,7 @@ from sglang_specinit.runner_sizing.unloaded_runner import (
 
 DRAFT_OUTSIDE_NOTE = "draft weights and KV are allocated after the target pool, outside the budget"
 
-# --kv-cache-dtype values (0.5.13.post1 choices) -> the torch dtype ModelRunner stores.
+# --kv-cache-dtype choices -> the torch dtype ModelRunner stores.
 _KV_DTYPE_FLAGS = {
     "fp8_e4m3": "float8_e4m3fn",
     "fp8_e5m2": "float8_e5m2",
@@ -73,19 +57,13 @@ _KV_DTYPE_FLAGS = {
 
 
 def auto_mem_fraction_static(server_args: Any, capacity_mib: float, spec_reserve: bool) -> float:
-    """The ``--mem-fraction-static`` SGLang picks when the user passes none.
-
-    Runs 0.5.13.post1's ``_handle_piecewise_cuda_graph`` then ``_handle_gpu_memory_settings``
-    on a copy. With ``spec_reserve=False`` the speculative algorithm is hidden from the latter,
-    which leaves exactly 0.5.14's arithmetic (0.5.14 deleted the 4/6 GiB draft term and changed
-    nothing else in that computation). The comparison with the raw CLI string is SGLang's own,
-    so its quirk (``standalone`` in lower case gets 4 GiB, not 6) is reproduced, not fixed.
-    """
+    """The ``--mem-fraction-static`` SGLang picks when the user passes none; without
+    ``spec_reserve``, 0.5.14's arithmetic (no 4/6 GiB draft term). SGLang's quirks are kept."""
     from sglang.srt.server_args import ServerArgs
 
     trial = copy.copy(server_args)
     released(ServerArgs._handle_piecewise_cuda_graph)(trial)
-    # Its only other effect is an environment default for symmetric memory; keep ours clean.
+    # Its only other effect is a symmetric-memory default.
     trial.enable_symm_mem = False
     if not spec_reserve:
         trial.speculative_algorithm = None
@@ -94,7 +72,7 @@ def auto_mem_fraction_static(server_args: Any, capacity_mib: float, spec_reserve
 
 
 def resolve_kv_dtype(flag: str, model_config: Any) -> str:
-    """The KV dtype ``ModelRunner.configure_kv_cache_dtype`` (0.5.13.post1) would pick."""
+    """The KV dtype ``ModelRunner.configure_kv_cache_dtype`` would pick."""
     if flag == "auto":
         if kv_cache_quant_algo(model_config) == "FP8":
             return "float8_e4m3fn"
@@ -103,11 +81,7 @@ def resolve_kv_dtype(flag: str, model_config: Any) -> str:
 
 
 def check_parallel_layout(server_args: Any) -> None:
-    """Refuse what SGLang 0.5.13.post1 itself refuses to launch with a speculative algorithm.
-
-    ``ServerArgs.check_server_args`` asserts that pipeline parallelism runs without speculative
-    decoding (it needs the overlap schedule off and no draft), so no PP plan can be served.
-    """
+    """``check_server_args`` refuses pipeline parallelism with speculative decoding."""
     if int(server_args.pp_size) > 1 and server_args.speculative_algorithm is not None:
         raise PlanError(
             f"--pp-size {server_args.pp_size} with --speculative-algorithm "
@@ -135,10 +109,6 @@ def stock_plan_0_5_13(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> P
 
 
 class Replay0513(FieldServerArgsReplay):
-    """sglang 0.5.13.x: ``ServerArgs`` without ``__post_init__``, its two memory methods and the
-    speculative hook run on copies (:func:`inert_server_args`, :func:`auto_mem_fraction_static`,
-    :func:`resolve_speculative`), ``ModelRunner.configure_kv_cache_dtype``'s choice."""
-
     release = "0.5.13.post1"
     stock_key = "stock_0_5_13"
 
@@ -170,19 +140,11 @@ class Replay0513(FieldServerArgsReplay):
     ) -> str:
         flag = launch.args.kv_cache_dtype
         if is_draft and target_kv_dtype == "float8_e4m3fn":
-            # The target resolves "auto" first and, for an FP8 kv_cache_quant_algo, rewrites
-            # server_args.kv_cache_dtype to fp8_e4m3, which the draft runner then reads.
+            # The target rewrites "auto" to fp8_e4m3 for an FP8 checkpoint; the draft reads it.
             flag = "fp8_e4m3"
         return resolve_kv_dtype(flag, model_config)
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
-        """Every pool priced by the function the 0.5.13 server runs
-        (:func:`.pool_probe.measure_kv_pool`: the runner's own ``_apply_memory_pool_config`` at
-        tiny sizes), on runners built without weights
-        (:func:`~sglang_specinit.runner_sizing.unloaded_runner.unloaded_runner`), with the server's
-        token split (:func:`.runtime_budget.target_token_split`). The draft's runners are the
-        ones the server describes (:func:`.scheduler.describe_draft`): one runner, one per step
-        for multi-layer EAGLE, and for frozen-KV MTP a stand-in pool of fixed size."""
         from sglang.srt.configs.model_config import ModelConfig
 
         from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
@@ -228,8 +190,7 @@ class Replay0513(FieldServerArgsReplay):
         multi_layer = bool(args.enable_multi_layer_eagle)
         per_request = 0
         if multi_layer:
-            # req_to_hidden_states_pool: steps - 1 hidden states per request row
-            # (multi_layer_eagle.hidden_state_row_bytes on the live draft).
+            # req_to_hidden_states_pool: steps - 1 hidden states per request row.
             config = launch.target_model_config
             per_request = (steps - 1) * config.hidden_size * element_bytes(config.dtype)
         return PoolPrices(
@@ -242,6 +203,5 @@ class Replay0513(FieldServerArgsReplay):
 
 
 REPLAY = Replay0513()
-# The name the 0.5.13 tests import.
 REPLAY_0_5_13 = REPLAY
 

@@ -1,15 +1,8 @@
-"""Size a speculative target's KV pool for target + draft, from live SGLang objects.
+"""Size a speculative target's KV pool for target + draft, from live SGLang objects (0.5.13).
 
-Used by the ModelRunner patch in place of ``_resolve_memory_pool_config`` (sglang 0.5.13.x) for
-a speculative target. The free-memory reading is SGLang's own (``_profile_available_bytes``,
-taken now that the draft's weights are resident and its shared embed/lm_head already bound);
-every pool's price is what SGLang's own pool code allocates for it (:mod:`.pool_probe`, on the
-live target and draft runners); the sizing itself is ``budget.plan_pools``, the same function
-the offline planner runs. SGLang's configurator then splits the token count into its pools
-(full/SWA) and SGLang derives ``max_running_requests``.
-
-Weight byte counts only feed the memory report (the sizing uses SGLang's measured free memory),
-so they never stop a launch: a tensor whose storage cannot be read is counted by its size.
+SGLang's own free-memory reading, taken with the draft loaded and its embed/lm_head bound; every
+pool priced by SGLang's pool code (:mod:`.pool_probe`); ``budget.plan_pools`` sizes; SGLang's
+configurator splits the tokens and derives ``max_running_requests``.
 """
 
 from __future__ import annotations
@@ -32,12 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 def rank_free_bytes(runner: Any) -> int:
-    """This rank's own free device memory now: one local reading, no collective.
-
-    SGLang's sizing readings are all-rank minima (a gloo/NCCL MIN all-reduce); this is the
-    rank's own value next to them, so each rank can tell whether it is the one that set the
-    minimum without any exchange with the others.
-    """
+    """This rank's own free memory, beside SGLang's all-rank minimum (no collective)."""
     from sglang.srt.utils import common  # the module attribute, so hooks on it apply
 
     return int(common.get_available_gpu_memory(runner.device, runner.gpu_id) * GIB)
@@ -45,21 +33,16 @@ def rank_free_bytes(runner: Any) -> int:
 
 @dataclass(frozen=True)
 class RankFreeMemory:
-    """Free memory when the pools were sized: this rank's own and the all-rank minimum."""
-
     rank_bytes: int
     all_rank_min_bytes: int
 
     @property
     def above_min_bytes(self) -> int:
-        """How much more this rank had free than the tightest rank (0 on the tightest)."""
         return self.rank_bytes - self.all_rank_min_bytes
 
 
 @dataclass
 class SpeculativeSizing:
-    """Attached to a speculative target's ModelRunner before its pool phase."""
-
     algorithm: str
     draft: DraftDescription
     plan: PoolPlan | None = None
@@ -69,12 +52,10 @@ class SpeculativeSizing:
     free_at_sizing: RankFreeMemory | None = None
 
     def read_sizing(self, runner: Any, pre_model_load_memory: float) -> SizingReadings:
-        """What the shared sizing path needs, read from the live target and draft runners."""
         server_args = runner.server_args
         page_size = server_args.page_size
         described = self.draft
-        # Every pool priced by SGLang's own pool code, before free memory is read (the probe
-        # pools are gone by then). Draft pools follow the target's full/SWA token split.
+        # Priced before free memory is read, so the probe pools are gone by then.
         split = target_token_split(runner)
         target_kv = measure_kv_pool(runner, *split)
         self.draft_pools = tuple(measure_kv_pool(dr, *split) for dr in described.pool_runners)
@@ -119,9 +100,7 @@ class SpeculativeSizing:
 
 
 def target_token_split(runner: Any) -> tuple[float, bool]:
-    """(swa_full_tokens_ratio, ratio_applies): how the target's configurator splits a token
-    count between full-attention and sliding-window pools (the ratio applies only to a hybrid
-    model that has full-attention layers; an all-SWA model gives its SWA pool every token)."""
+    """(swa_full_tokens_ratio, ratio_applies); an all-SWA model gives its SWA pool every token."""
     ratio = float(runner.server_args.swa_full_tokens_ratio)
     applies = bool(runner.is_hybrid_swa) and bool(runner.model_config.full_attention_layer_ids)
     return ratio, applies

@@ -1,17 +1,9 @@
-"""Scheduler-driven phased init (sglang 0.5.13 / 0.5.13.post1).
+"""Scheduler-driven phased init (0.5.13 / 0.5.13.post1).
 
-Wraps ``Scheduler.init_model_worker``; adds ``Scheduler.init_target_memory_pool``,
-``Scheduler.init_memory_pools`` and ``Scheduler.init_all_backends``.
-
-0.5.13.x builds the target worker completely (pool included) before the draft exists, so the
-target pool is sized without the draft and the draft lands on top of ``--mem-fraction-static``.
-Here the worker constructors only load weights; then all pools are sized together, then all
-backends and graphs are built. SGLang's own ``init_model_worker`` then runs with the two loads
-already done, so everything it does after them (worker dispatch, ``get_worker_info``) is stock.
-
-Before phase 1 the draft's KV layer count is read from its config, as upstream 0.5.14 reads
-``eagle_draft_num_layers`` (``model_runner.early_draft_num_layers``); phase 1 logs it and phase 3
-warns if the draft runners allocate another count.
+0.5.13 builds the target worker, pool included, before the draft exists, so the draft lands on
+top of ``--mem-fraction-static``. Here the worker constructors only load weights, then all pools
+are sized together, then all backends are built; SGLang's own ``init_model_worker`` then runs
+its tail with both loads done.
 """
 
 from __future__ import annotations
@@ -52,7 +44,6 @@ def _timed(scheduler: Any, label: str, step: Callable[[], Any], detail: str = ""
 
 
 def draft_tp_worker(draft_worker: Any) -> Any:
-    """The TpModelWorker holding a draft worker's model runners."""
     from sglang.srt.managers.tp_worker import TpModelWorker
 
     if isinstance(draft_worker, TpModelWorker):  # frozen-KV MTP is its own TpModelWorker
@@ -62,7 +53,6 @@ def draft_tp_worker(draft_worker: Any) -> Any:
 
 
 def describe_draft(draft_worker: Any) -> DraftDescription:
-    """Which of a draft worker's runners own weights, token-sized pools and fixed pools."""
     from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp, multi_layer_eagle
 
     if draft_worker is None:
@@ -88,7 +78,6 @@ def _is_first_rank(scheduler: Any) -> bool:
 @patch.around("Scheduler.init_model_worker", params=())
 @patch.calls("Scheduler.init_tp_model_worker", "Scheduler.maybe_init_draft_worker")
 def init_model_worker(original: Any, self: Any) -> None:
-    """AROUND hook: the four phases, then SGLang's own remainder of init_model_worker."""
     from sglang_specinit.sglang_0_5_13.launch_policy import (
         facts_from_scheduler,
         is_model_less_worker,
@@ -113,7 +102,7 @@ def init_model_worker(original: Any, self: Any) -> None:
 
     self._specinit_phase_log = []
     worker_class = facts.worker_class
-    # Read before any weights load, as upstream 0.5.14 does; phase 3 compares the runners.
+    # Read before any weights load, as 0.5.14 does; phase 3 compares the runners.
     early_layers = early_draft_num_layers(self.server_args)
     self._specinit_eagle_draft_num_layers = early_layers
     layers_detail = (
@@ -121,12 +110,11 @@ def init_model_worker(original: Any, self: Any) -> None:
         if early_layers is not None
         else ""
     )
-    # A draft without a model (NGRAM) has nothing to load; it is built in the pool phase,
-    # once the target's request count exists.
+    # NGRAM is built in the pool phase, once the target's request count exists.
     self._specinit_model_less_draft = is_model_less_worker(worker_class)
     with defer_pools():
         _timed(self, "1/4 load target weights", self.init_tp_model_worker, layers_detail)
-        if early_layers is not None:  # under upstream's name, on the target runner (as 0.5.14)
+        if early_layers is not None:  # where 0.5.14 keeps it
             setattr(self.tp_worker.model_runner, EARLY_DRAFT_LAYERS_ATTR, early_layers)
         if self._specinit_model_less_draft:
             self.draft_worker = None
@@ -140,7 +128,6 @@ def init_model_worker(original: Any, self: Any) -> None:
     self._specinit_cuda_after_pools = cuda_memory_after_pools(self.server_args)
     _timed(self, "4/4 attention backends and graphs", self.init_all_backends)
     log_memory_breakdown(self)
-    # Both loads are done: let the stock method run its dispatch and worker-info tail.
     self.init_tp_model_worker = _already_done
     self.maybe_init_draft_worker = _already_done
     try:
@@ -156,7 +143,6 @@ def _already_done() -> None:
 
 @patch.adds("Scheduler")
 def init_target_memory_pool(self: Any) -> None:
-    """Size and allocate the target's pools, pricing the draft in (idempotent)."""
     runner = self.tp_worker.model_runner
     if getattr(runner, "token_to_kv_pool", None) is not None:
         return
@@ -170,7 +156,6 @@ def init_target_memory_pool(self: Any) -> None:
 @patch.adds("Scheduler")
 @patch.calls("TpModelWorker.get_memory_pool", module=TP_WORKER_MODULE)
 def init_memory_pools(self: Any) -> None:
-    """Target pools first (they set the token count), then the draft's on the same config."""
     self.init_target_memory_pool()
     if getattr(self, "_specinit_model_less_draft", False):
         self.maybe_init_draft_worker()
@@ -198,12 +183,8 @@ def init_all_backends(self: Any) -> None:
 
 
 def cuda_memory_after_pools(server_args: Any) -> dict[str, int]:
-    """What CUDA holds once every KV pool exists and before any graph: free device bytes
-    (cache emptied first, as SGLang reads free memory before loading) and torch's counters.
-
-    Empty on other devices. The breakdown carries it so that a reader can compare what the
-    device really lost since the pre-load reading with ``budget_bytes``.
-    """
+    """CUDA's free bytes before any graph (cache emptied, as SGLang's pre-load reading), to
+    compare what the device lost with ``budget_bytes``."""
     if server_args.device != "cuda":
         return {}
     import torch
@@ -218,7 +199,6 @@ def cuda_memory_after_pools(server_args: Any) -> dict[str, int]:
 
 
 def memory_breakdown(scheduler: Any) -> dict[str, Any]:
-    """The same quantities ``sglang-specinit plan --json`` prints, measured on this rank."""
     from sglang_specinit.report import plan_to_dict
 
     sizing = scheduler.tp_worker.model_runner._specinit_sizing
@@ -235,13 +215,11 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
         )
     )
     breakdown.update(tightness_fields(sizing.free_at_sizing))
-    # Which launch these numbers belong to, under plan --json's key names (report labels).
     for key in ("model_path", "speculative_algorithm", "speculative_draft_model_path"):
         breakdown[key] = getattr(scheduler.server_args, key, None)
     if scheduler.server_args.device == "cuda":
         import torch
 
-        # What the device really holds after init, for the GPU suite to compare with the plan.
         free, _total = torch.cuda.mem_get_info()
         breakdown["cuda_free_bytes_after_init"] = int(free)
         breakdown["cuda_torch_allocated_bytes"] = int(torch.cuda.memory_allocated())
@@ -251,8 +229,6 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
 
 
 def tightness_fields(free: Any) -> dict[str, Any]:
-    """This rank's free memory at sizing next to the all-rank minimum the budget was built on
-    (:func:`sglang_specinit.rank_reports.tightness_fields`; no collective is added)."""
     from sglang_specinit.rank_reports import tightness_fields as shared_tightness_fields
 
     if free is None:
@@ -261,9 +237,6 @@ def tightness_fields(free: Any) -> dict[str, Any]:
 
 
 def log_memory_breakdown(scheduler: Any) -> None:
-    """Log this rank's breakdown after init, its tightness line and the ``SPECINIT_MEMORY``
-    JSON line; write its file when ``SGLANG_SPECINIT_REPORT_DIR`` is set
-    (:func:`~sglang_specinit.rank_reports.log_breakdown`, with this module's logger)."""
     breakdown = memory_breakdown(scheduler)
     scheduler._specinit_breakdown = breakdown
     rank_reports.log_breakdown(logger, breakdown, "memory after init")

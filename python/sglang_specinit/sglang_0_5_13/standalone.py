@@ -1,14 +1,6 @@
-"""STANDALONE draft workers in phases (sglang 0.5.13 / 0.5.13.post1).
-
-Wraps ``StandaloneDraftWorker.__init__``; adds ``StandaloneDraftWorker.alloc_memory_pool`` and
-``init_backends``. ``StandaloneWorkerV2`` inherits the phase methods added to ``EAGLEWorkerV2``
-(its constructor has no pool-dependent step and no adaptive controller).
-
-The standalone draft is a full small LM: it keeps its own embed/lm_head (``init_lm_head`` is a
-no-op), so all its weights are counted, and its KV is priced at its own geometry. Its
-constructor builds the draft worker under a plain context and its backends under the dp TP
-context with the MoE backend context only (no a2a context, no breakable graphs, no canary mark),
-and the phases keep exactly those contexts.
+"""STANDALONE draft workers in phases (0.5.13 / 0.5.13.post1): a full small LM that keeps its
+own embed/lm_head, all its weights counted. The phases keep the constructor's contexts (the MoE
+backend context only: no a2a, no breakable graphs, no canary mark).
 """
 
 from __future__ import annotations
@@ -63,7 +55,7 @@ def draft_worker_init_backends(self: Any) -> None:
     self.plan_stream, self.plan_stream_ctx = mod._get_plan_stream(self.device)
 
 
-# Gets its phase methods by inheriting EAGLEWorkerV2's (eagle.py adds them there).
+# Inherits the phase methods eagle.py adds to EAGLEWorkerV2.
 patch.requires("StandaloneWorkerV2")
 
 HOOKS, NEW_METHODS, REQUIRES = patch.tables()

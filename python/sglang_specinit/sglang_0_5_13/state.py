@@ -1,11 +1,6 @@
-"""Shared state of a phased init: whether pools are being deferred, and the cut mechanism.
-
-SGLang 0.5.13.x constructors run "load weights -> allocate pools -> build backends" in one go.
-Rather than re-implement their first halves, the phased init lets SGLang's own constructor run
-and stops it at the first call of the method that starts the next phase (``init_memory_pool``
-for a ModelRunner, ``init_attention_backend`` for an EAGLE draft worker). Stopping is done by
-an exception, so every ``with`` block the constructor is inside unwinds as it would normally.
-"""
+"""The cut: 0.5.13's constructors load, allocate and build in one go, so SGLang's own constructor
+runs and is stopped by an exception at the first method of the next phase; every ``with`` block
+it is inside unwinds normally."""
 
 from __future__ import annotations
 
@@ -18,14 +13,10 @@ _local = threading.local()
 
 
 class PhaseCut(BaseException):
-    """Raised in place of the first method of a later phase.
-
-    A BaseException so that a broad ``except Exception`` in SGLang cannot swallow it.
-    """
+    """A BaseException so that a broad ``except Exception`` in SGLang cannot swallow it."""
 
 
 def deferring_pools() -> bool:
-    """True while the scheduler's weight-loading phases run (pools come later)."""
     return getattr(_local, "deferring", False)
 
 
@@ -44,12 +35,7 @@ def _raise_cut(*_args: Any, **_kwargs: Any) -> None:
 
 
 def run_until(obj: Any, method_names: str | tuple[str, ...], body: Callable[[], Any]) -> bool:
-    """Run ``body`` until it calls one of ``obj.<method_names>``; that call and the rest are
-    skipped.
-
-    Returns True if the cut was reached. The instance-level overrides shadow the class methods
-    only for this object and are always removed afterwards.
-    """
+    """Run ``body`` until it calls one of ``obj.<method_names>``; True if the cut was reached."""
     names = (method_names,) if isinstance(method_names, str) else method_names
     for name in names:
         setattr(obj, name, _raise_cut)
@@ -65,8 +51,7 @@ def run_until(obj: Any, method_names: str | tuple[str, ...], body: Callable[[], 
 
 @contextlib.contextmanager
 def preserved_cuda_graph_flag(server_args: Any) -> Iterator[None]:
-    """Draft constructors turn ``disable_cuda_graph`` on and restore it at their end; a cut
-    constructor never reaches its restore, so restore it here."""
+    """A cut draft constructor never reaches its own restore of ``disable_cuda_graph``."""
     value = server_args.disable_cuda_graph
     try:
         yield

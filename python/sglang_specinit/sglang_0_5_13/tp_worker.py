@@ -1,12 +1,6 @@
-"""TpModelWorker in phases (sglang 0.5.13 / 0.5.13.post1).
-
-Wraps ``TpModelWorker.__init__``; adds ``TpModelWorker.alloc_memory_pool`` and
-``TpModelWorker.init_backends``.
-
-The 0.5.13.x constructor copies pool sizes from its ModelRunner and asserts on them. During a
-phased init the runner has no pool yet, so it carries stand-in sizes for the length of the
-constructor only; afterwards they are removed, and ``alloc_memory_pool`` sets the real values
-and re-checks what the constructor checked.
+"""TpModelWorker in phases (0.5.13 / 0.5.13.post1): the constructor asserts on pool sizes the
+runner does not have yet, so stand-ins live for the constructor only; ``alloc_memory_pool`` sets
+the real values and re-checks them.
 """
 
 from __future__ import annotations
@@ -18,7 +12,6 @@ from sglang_specinit.sglang_0_5_13.model_runner import clear_provisional_sizes
 from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
 MODULE = "sglang.srt.managers.tp_worker"
-# Parameter names (after self) of TpModelWorker.__init__ that the cut and the phases rely on.
 CONSTRUCTOR_PARAMS = (
     "server_args", "gpu_id", "tp_rank", "moe_ep_rank", "pp_rank", "attn_cp_rank",
     "moe_dp_rank", "dp_rank", "nccl_port", "is_draft_worker", "req_to_token_pool",
@@ -26,7 +19,6 @@ CONSTRUCTOR_PARAMS = (
 )  # fmt: skip
 patch = PatchTable(MODULE)
 
-# Attributes the 0.5.13.x constructor derives from the runner's pool sizes.
 POOL_DERIVED_ATTRS = (
     "max_total_num_tokens",
     "max_running_requests",
@@ -36,13 +28,11 @@ POOL_DERIVED_ATTRS = (
 
 
 def runners_of(worker: Any) -> list[Any]:
-    """Every ModelRunner a worker owns (multi-layer EAGLE owns one per draft step)."""
     return list(worker.model_runner_list) or [worker.model_runner]
 
 
 @patch.around("TpModelWorker.__init__", params=CONSTRUCTOR_PARAMS)
 def init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
-    """AROUND hook on ``__init__``: drop stand-in sizes once the constructor is done."""
     original(self, *args, **kwargs)
     if not deferring_pools():
         return
@@ -60,7 +50,6 @@ def alloc_memory_pool(
     req_to_token_pool: Any = None,
     token_to_kv_pool_allocator: Any = None,
 ) -> None:
-    """Phase 3: allocate (target) or attach to (draft) the KV pools of every runner."""
     if req_to_token_pool is not None:
         self.req_to_token_pool = req_to_token_pool
     if token_to_kv_pool_allocator is not None:
@@ -97,7 +86,6 @@ def _set_pool_derived_sizes(worker: Any) -> None:
 
 @patch.adds("TpModelWorker")
 def init_backends(self: Any) -> None:
-    """Phase 4: attention backends and graphs of every runner."""
     for runner in runners_of(self):
         runner.init_backends()
 

@@ -1,22 +1,7 @@
-"""Which sglang 0.5.14 / 0.5.15 launches get this package's draft pricing, and why others do not.
-
-Read (not patched): ``managers.scheduler.Scheduler`` (``draft_worker``, ``ps``,
-``server_args``), ``configs.model_config``.
-
-Where the pricing is not this package's to own, the launch keeps stock sizing and the
-scheduler logs one line naming the reason: WARNING where the release's own reserve still
-misprices the draft, INFO where there is no draft to price (NGRAM).
-
-Beyond 0.5.23's list, two draft kinds keep stock sizing here because these releases allocate
-them differently and no launch here tests them:
-
-- frozen-KV MTP: 0.5.14 sizes and allocates the target pool *before* the draft worker exists
-  (``Scheduler.init_model_worker``, ``managers/scheduler.py:862-864``), so there is no
-  moment at which a draft-aware sizing could run; 0.5.15 drops that early call and gives the
-  draft a 64-token stand-in pool (``frozen_kv_mtp_worker_v2.py:175-178``), untested here;
-- multi-layer EAGLE: its draft keeps a per-request hidden-state pool
-  (``MultiLayerEagleDraftWorker.alloc_memory_pool``, ``multi_layer_eagle_worker_v2.py:193``
-  in 0.5.14) that this adapter does not price.
+"""Which 0.5.14 / 0.5.15 launches get this package's draft pricing; the others keep stock
+sizing with one line naming why (WARNING where stock misprices the draft, INFO for NGRAM).
+Besides the configurator generation's list, frozen-KV MTP (0.5.14 allocates the target pool before
+the draft exists) and multi-layer EAGLE (its hidden-state pool is not priced) keep stock sizing.
 """
 
 from __future__ import annotations
@@ -25,8 +10,7 @@ from typing import Any
 
 from sglang_specinit.phased.step_aside import PRICED_DEVICES, StepAside
 
-# The speculative workers whose allocations this adapter prices (exact classes: a subclass may
-# allocate more), named rather than imported (a scheduler imports only its own algorithm's).
+# Exact classes (a subclass may allocate more), named so that no scheduler imports them all.
 KNOWN_SPEC_WORKERS = frozenset(
     {
         ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2"),
@@ -42,7 +26,7 @@ STOCK_ONLY_WORKERS = {
 
 
 def pricing_blocker(scheduler: Any) -> StepAside | None:
-    """None when this package prices the draft of this launch."""
+    """None when this package prices the draft."""
     from sglang.srt.configs.model_config import is_deepseek_v4
 
     from sglang_specinit import compat, sglang_0_5_14
@@ -58,8 +42,7 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
         return StepAside("DFLASH drafts are not priced by sglang-specinit on this release")
     if server_args.device not in PRICED_DEVICES:
         return StepAside(f"device {server_args.device!r} builds its own KV pools")
-    # Stock-sized launches of a known draft worker: the scheduler still binds the draft's
-    # duplicate embed/lm_head first where stock's reserve covers the draft (stock_binding).
+    # A known draft worker is still bound early where stock's reserve covers it.
     binds = known_spec_worker(scheduler)
     # 0.5.15's flag (0.5.14 has none).
     if getattr(server_args, "enable_unified_memory", False):
@@ -100,7 +83,6 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
 
 
 def known_spec_worker(scheduler: Any) -> bool:
-    """The scheduler holds a draft from one of :data:`KNOWN_SPEC_WORKERS`."""
     spec_worker = scheduler.draft_worker
     if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
         return False

@@ -1,30 +1,8 @@
-"""The server-args replay for sglang 0.5.14 / 0.5.15 (the ``sglang_0_5_14`` adapter's releases).
-
-These releases keep 0.5.13's dataclass ``ServerArgs`` (its ``__post_init__`` resolves every
-field) and 0.5.13's speculative hook module, so the replay is 0.5.13.x's
-(:class:`~sglang_specinit.dataclass_args.replay.FieldServerArgsReplay`: the release's own parser,
-an inert ``ServerArgs``, ``handle_speculative_decoding`` on a copy) with three answers of their own:
-
-* the automatic ``--mem-fraction-static`` is the installed release's
-  ``ServerArgs._handle_cuda_graph_config`` then ``_handle_gpu_memory_settings`` on a copy, fed
-  the device's total MiB (0.5.14 dropped the flat speculative reserve, so stock and this
-  package start from the same fraction);
-* the KV dtype is the release's own ``ModelRunner.configure_kv_cache_dtype``;
-* every pool is priced by the function the live adapter runs,
-  ``sglang_0_5_14.pool_probe.measure_runner`` (the runner's own ``_apply_memory_pool_config``
-  at tiny sizes), on runners built without weights (:func:`unloaded_runner`): a
-  ``ModelRunner`` whose ``__init__`` is not run, holding the fields ``__init__`` and
-  ``initialize`` set that the pool code reads, each from the same source they use.
-
-**The stock column is the installed release's own sizing** (:func:`stock_plan_0_5_14`): the
-target runner's ``_resolve_memory_pool_config`` on the unloaded target runner
-(:func:`runner_stock_plan`), holding the draft reserve ``__init__`` reads from the draft's
-config (:func:`reserve_draft_layers`), profiled with what this release has resident then: both
-models' weights and the draft's duplicate embed/lm_head (``budget.resident_with_duplicates``).
-
-The pools are built on this host (:func:`pricing_device`); on cpu the KV pool's Triton warm-up
-copy, which copies slot 0 onto itself and allocates nothing, is skipped for the pricing call
-(:func:`kv_warm_up_copy_skipped`).
+"""The planner's replay for 0.5.14 / 0.5.15: 0.5.13's dataclass ``ServerArgs`` replay
+(:class:`FieldServerArgsReplay`) with the release's own fraction heuristic and KV dtype, every
+pool priced by the live adapter's ``pool_probe.measure_runner`` on runners built without weights.
+The stock column is the release's own ``_resolve_memory_pool_config`` on the unloaded target,
+with both models and the draft's duplicate embed/lm_head resident at profiling.
 """
 
 from __future__ import annotations
@@ -71,9 +49,8 @@ from sglang_specinit.runner_sizing.unloaded_runner import (
 
 
 def refuse_swa_chunk_cap(target: Any) -> None:
-    """A hybrid-SWA target whose SWA pool the release caps by requests (``--disable-radix-cache``
-    with a request cap and chunked prefill: ``SWAChunkCapPoolConfigurator``) is sized from
-    the loaded model's sliding window, which a runner without weights does not have."""
+    """``SWAChunkCapPoolConfigurator`` sizes from the loaded model's sliding window, which a
+    runner without weights lacks."""
     from sglang.srt.model_executor.pool_configurator import SWAChunkCapPoolConfigurator
 
     if not target.is_hybrid_swa:
@@ -93,10 +70,7 @@ def refuse_swa_chunk_cap(target: Any) -> None:
 
 
 def stock_plan_0_5_14(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> PoolPlan:
-    """Stock's plan by the installed release's own sizing on the unloaded target runner
-    (:func:`runner_stock_plan`), profiled with what this release has resident when the target
-    profiles: both models' weights, the draft's duplicate embed/lm_head still held (a
-    frozen-KV MTP draft loads after the target's pool)."""
+    """The release's own sizing on the unloaded target, profiled with what it has resident then."""
     draft = inputs.draft
     frozen = draft is not None and draft.algorithm == "FROZEN_KV_MTP"
     at_profile = inputs.target_weight_bytes if frozen else resident_with_duplicates(inputs)
@@ -115,8 +89,7 @@ def stock_plan_0_5_14(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> P
 
 
 class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
-    """sglang 0.5.14 / 0.5.15: 0.5.13.x's parser and speculative hook, the release's own
-    fraction heuristic, KV dtype and pool code (module docstring)."""
+    """0.5.13.x's parser and speculative hook; the release's own fraction, KV dtype and pools."""
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
         with planned_cpu_engine(server_args.device):
@@ -127,13 +100,13 @@ class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
             server_args.mem_fraction_static = float(fraction)
             spec_args = resolve_speculative(server_args)
             attn_tp = attention_tp_size(spec_args)
-            # The adapter keeps stock sizing there (launch_policy): nothing of ours to plan.
+            # The adapter keeps stock sizing there: nothing of ours to plan.
             refuse_speculative_pp(spec_args, installed_release())
         return ResolvedLaunch(
             args=spec_args,
             config_source=spec_args,
             target_model_config=target_mc,
-            # 0.5.14 has no flat speculative reserve: one fraction for every column.
+            # No flat speculative reserve since 0.5.14: one fraction for every column.
             stock_fraction=float(fraction),
             new_fraction=float(fraction),
             attn_tp_size=attn_tp,
@@ -144,14 +117,10 @@ class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
     def kv_dtype(
         self, launch: ResolvedLaunch, model_config: Any, *, is_draft: bool, target_kv_dtype: Any
     ) -> str:
-        """``ModelRunner.configure_kv_cache_dtype`` of the installed release; the target's runs
-        first and may rewrite ``kv_cache_dtype`` for an FP8 checkpoint, as the server's does."""
         runner = unloaded_runner(launch.args, model_config, is_draft=is_draft)
         return kv_dtype_name(runner.kv_cache_dtype)
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
-        """Every pool priced by the live adapter's function (``pool_probe.measure_runner``) on
-        runners built without weights; draft pools follow the target's token split."""
         from sglang.srt.configs.model_config import ModelConfig
 
         from sglang_specinit.sglang_0_5_14 import pool_probe

@@ -1,17 +1,6 @@
-"""Price a runner's KV pool by building it with sglang 0.5.14 / 0.5.15's own pool code.
-
-Read (not patched): ``ModelRunnerKVCacheMixin._apply_memory_pool_config`` and ``_init_pools``
-(``model_executor.model_runner_kv_cache_mixin``), ``MemoryPoolConfig``
-(``model_executor.pool_configurator``).
-
-In these releases the runner itself turns a ``MemoryPoolConfig`` into pools
-(``_apply_memory_pool_config`` sets the token counts on the runner, ``_init_pools`` picks the
-pool class and allocates), as in 0.5.13. The probe runs that method on the live target and
-draft runners at a few tiny sizes, reads the bytes the KV pool owns
-(:func:`sglang_specinit.pool_measure.runner_pool_storages`, shared with the 0.5.13 adapter)
-and puts every attribute it set back. The probe pools are freed before free memory is
-profiled.
-"""
+"""Price a runner's KV pool by building it with 0.5.14 / 0.5.15's own pool code: as in 0.5.13 the
+runner turns a ``MemoryPoolConfig`` into pools; the probe runs that on the live runners at tiny
+sizes and puts back every attribute it set."""
 
 from __future__ import annotations
 
@@ -25,8 +14,7 @@ from sglang_specinit.pool_measure import (
     runner_pool_storages,
 )
 
-# What _apply_memory_pool_config / _init_pools set on the runner in 0.5.14 and 0.5.15
-# (model_runner_kv_cache_mixin.py); 0.5.15 adds _unified_memory_pool. Restored afterwards.
+# What _apply_memory_pool_config / _init_pools set on the runner (0.5.15 adds the last).
 RUNNER_ATTRS = (
     "max_total_num_tokens",
     "max_running_requests",
@@ -46,16 +34,13 @@ RUNNER_ATTRS = (
 
 
 def target_split(runner: Any) -> tuple[float, bool]:
-    """(swa_full_tokens_ratio, whether it applies): how the target's configurator splits a
-    token count (``HybridSWAPoolConfigurator``: SWA tokens follow the ratio when the model has
-    full-attention layers). Draft pools take the target's config, so they share the split."""
+    """(swa_full_tokens_ratio, whether it applies); draft pools share the target's split."""
     ratio = float(runner.server_args.swa_full_tokens_ratio)
     applies = bool(runner.is_hybrid_swa) and bool(runner.model_config.full_attention_layer_ids)
     return ratio, applies
 
 
 def measure_runner(runner: Any, split: tuple[float, bool]) -> MeasuredKVSpec:
-    """The KV pool ``runner`` allocates per target row, priced by building it at tiny sizes."""
     ratio, applies = split
     role = "draft" if runner.is_draft_worker else "target"
     price = measure_linear(

@@ -1,24 +1,9 @@
-"""Size a speculative target's KV pool with the draft priced exactly (sglang 0.5.14 / 0.5.15).
+"""Size a speculative target's KV pool with the draft priced exactly (0.5.14 / 0.5.15).
 
-Wraps ``ModelRunnerKVCacheMixin._resolve_memory_pool_config``
-(``model_executor.model_runner_kv_cache_mixin``).
-
-These releases turn the profiled budget into tokens with ``create_memory_pool_configurator(
-runner).calculate_pool_sizes``, whose ``DefaultPoolConfigurator`` scales the target's cell by
-``1 + eagle_draft_num_layers / num_layers`` (``pool_configurator.py:131-145`` in 0.5.14): the
-draft's layers at the *target's* geometry, and nothing when the draft's config says
-``num_nextn_predict_layers: 0``; ``HybridSWAPoolConfigurator`` adds no draft term in 0.5.14
-and ``eagle_draft_num_layers`` full layers of the target's geometry in 0.5.15
-(``pool_configurator.py:319-349``). This
-hook keeps every other step of SGLang's own method and swaps only that division: the
-free-memory reading and its checks (``_profile_available_bytes``: slack, mamba reservation,
-the "weights leave no memory" error), the user cap and PP sync (``_apply_token_constraints``),
-the pool split (``calculate_pool_sizes_from_max_tokens``) and ``_resolve_max_num_reqs``. The
-token count comes from ``budget.plan_pools`` (the function the offline planner runs), every
-pool priced by building it with the release's own pool code on the live runners
-(:mod:`.pool_probe`). A pool that cannot be priced so keeps stock sizing, with one WARNING.
-The hook acts only while the scheduler hook (:mod:`.scheduler`) has a sizing active for this
-process's target; otherwise it is stock.
+Stock's configurator prices the draft as extra layers of the target's geometry. This hook keeps
+every other step of ``_resolve_memory_pool_config`` (profiling and its checks, the user cap and PP
+sync, the pool split, the request count) and takes the token count from ``budget.plan_pools``,
+every pool priced by building it on the live runners (:mod:`.pool_probe`).
 """
 
 from __future__ import annotations
@@ -43,14 +28,11 @@ MIXIN = "ModelRunnerKVCacheMixin"
 
 patch = PatchTable(MODULE)
 
-# The configurators whose calculate_pool_sizes_from_max_tokens only splits a token count
-# (page-aligned; full/SWA by the ratio): a count planned here goes through them unchanged.
+# Configurators whose calculate_pool_sizes_from_max_tokens only splits the count planned here.
 PRICED_CONFIGURATORS = ("DefaultPoolConfigurator", "HybridSWAPoolConfigurator")
 
 
 @patch.around(f"{MIXIN}._resolve_memory_pool_config", params=("pre_model_load_memory",))
-# What this hook and the probe call (read, not patched): the runner's own sizing steps and
-# its pool building (pool_probe), the configurator's split.
 @patch.calls(
     *(
         f"{MIXIN}.{name}"
@@ -71,7 +53,6 @@ PRICED_CONFIGURATORS = ("DefaultPoolConfigurator", "HybridSWAPoolConfigurator")
     module=POOL_CONFIGURATOR,
 )
 def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: float) -> Any:
-    """AROUND hook: a speculative target's token count from ``budget.plan_pools``."""
     sizing = active_sizing()
     if sizing is None or self.is_draft_worker or sizing.plan is not None:
         return original(self, pre_model_load_memory)
@@ -111,13 +92,11 @@ def _release() -> str:
 
 
 def price_pools(runner: Any, sizing: TargetSizing) -> Prices:
-    """(target pool, draft pools, fixed-pool bytes), each priced by building it on the live
-    runner with the release's own pool code (draft pools follow the target's token split)."""
     split = pool_probe.target_split(runner)
     return (
         pool_probe.measure_runner(runner, split),
         tuple(pool_probe.measure_runner(r, split) for r in sizing.draft.pool_runners),
-        0,  # no fixed-size draft pool among the launches this adapter prices (launch_policy)
+        0,  # launch_policy keeps fixed-size draft pools on stock sizing
     )
 
 
@@ -128,14 +107,12 @@ def read_sizing(
     available_bytes: int,
     prices: Prices,
 ) -> SizingReadings:
-    """What the shared sizing path needs, read from the live target runner."""
     server_args = runner.server_args
     return priced_readings(
         sizing,
         prices,
         runner.model,
-        # What stock reserves for the draft (ModelRunner.__init__, model_runner.py:429-456 in
-        # 0.5.14), for the report only.
+        # What stock reserves for the draft, for the report only.
         reserved_draft_layers=getattr(runner, "eagle_draft_num_layers", None),
         pre_model_load_memory=pre_model_load_memory,
         available_bytes=available_bytes,
@@ -162,8 +139,7 @@ def _resolve(
     tokens = runner._apply_token_constraints(plan.tokens)
     config = configurator.calculate_pool_sizes_from_max_tokens(tokens, inputs.page_size)
     config.max_running_requests = runner._resolve_max_num_reqs(config.max_total_num_tokens)
-    # 0.5.15 adds this step to its own method (pool_configurator.py:112, the identity for the
-    # configurators priced here; model_runner_kv_cache_mixin.py:1319); 0.5.14 has none.
+    # 0.5.15 only.
     finalize = getattr(configurator, "finalize_with_max_running_requests", None)
     if finalize is not None:
         config = finalize(config)

@@ -1,25 +1,9 @@
-"""The scheduler's pool phase with the draft priced exactly (sglang 0.5.14 / 0.5.15).
+"""The scheduler's pool phase with the draft priced exactly (0.5.14 / 0.5.15).
 
-Wraps ``Scheduler.init_memory_pools`` (``managers.scheduler``; ``scheduler.py:836`` in 0.5.14,
-``:841`` in 0.5.15).
-
-These releases' ``init_memory_pools`` sizes the target pool (``init_target_memory_pool``),
-then allocates the draft's pools on the same config, binding the draft's embed/lm_head inside
-the draft's ``alloc_memory_pool``. Around it this hook, for a launch whose draft pricing is
-this package's to own (:mod:`.launch_policy`), does what the 0.5.23 adapter's does:
-
-1. binds the draft's duplicate embed/lm_head to the target's first (:mod:`.eagle`), so that
-   memory is free before the target pool is profiled;
-2. names the runners that will own draft pools (those ``TpModelWorker.alloc_memory_pool``
-   allocates one pool for, ``managers/tp_worker.py:316-333`` in 0.5.14) and makes that the
-   active sizing for the target's ``_resolve_memory_pool_config`` (:mod:`.runtime_budget`)
-   while SGLang's own ``init_memory_pools`` runs;
-3. logs the memory breakdown (the ``SPECINIT_MEMORY`` line, same keys as the 0.5.23 adapter's)
-   and, with ``SGLANG_SPECINIT_REPORT_DIR`` set, writes it to one file per scheduler.
-
-Launches it does not price run SGLang's method unchanged, after one log line naming why; where
-the draft is a known worker and the release's own reserve covers it, the draft's embed/lm_head
-are bound first there too and the line says what that bound and freed.
+Around ``Scheduler.init_memory_pools``, for a launch whose pricing is ours (:mod:`.launch_policy`):
+bind the draft's duplicate embed/lm_head before the target pool is profiled, size the target for
+the runners that will own draft pools, log the ``SPECINIT_MEMORY`` breakdown. Other launches run
+stock sizing after one log line, with the early binding where stock's reserve covers the draft.
 """
 
 from __future__ import annotations
@@ -51,11 +35,8 @@ patch = PatchTable(MODULE)
 
 
 def describe_draft(scheduler: Any) -> DraftDescription:
-    """The runners of an EAGLE-family / STANDALONE draft: each holds weights and one pool.
-
-    The ones ``TpModelWorker.alloc_memory_pool`` allocates for: its ``model_runner``, then
-    ``model_runner_list[1:]`` (filled for multi-layer EAGLE only; ``tp_worker.py:329-333`` and
-    ``:398-401`` in 0.5.14)."""
+    """The runners ``TpModelWorker.alloc_memory_pool`` gives one pool each (the list's tail is
+    multi-layer EAGLE's)."""
     tp_worker = scheduler.draft_worker.draft_worker.draft_worker
     runners = [tp_worker.model_runner, *tp_worker.model_runner_list[1:]]
     return DraftDescription(
@@ -64,25 +45,17 @@ def describe_draft(scheduler: Any) -> DraftDescription:
 
 
 @patch.around("Scheduler.init_memory_pools", params=())
-# The draft's runners are read through the spec worker's draft worker (describe_draft).
 @patch.calls("BaseSpecWorker.draft_worker", module=BASE_SPEC_WORKER)
-# SGLang's own pool phase (``original``) sizes the target pool through this.
 @patch.calls("Scheduler.init_target_memory_pool")
 def init_memory_pools(original: Any, self: Any) -> None:
-    """AROUND hook: early binding + exact draft pricing around SGLang's own pool phase."""
     if self.spec_algorithm.is_none():
         return original(self)
     return run_pool_phase(original, self, pricing_blocker(self), POOL_PHASE, logger)
 
 
 def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
-    """Bind a stock-sized launch's draft embed/lm_head before the target pool is profiled,
-    where the release's reserve covers the draft (:mod:`sglang_specinit.phased.stock_binding`).
-
-    Stock's reserve is the target runner's ``eagle_draft_num_layers`` layers of the target's
-    geometry (``cell * (1 + d / n)``, ``model_executor/pool_configurator.py:131-145`` in
-    0.5.14); each draft runner allocates ``num_effective_layers`` layers at the target's
-    token count (``managers/tp_worker.py:316-333``)."""
+    """Stock reserves ``eagle_draft_num_layers`` target-geometry layers; each draft runner
+    allocates ``num_effective_layers`` at the target's token count."""
     runners = describe_draft(scheduler).weight_runners
     target = scheduler.tp_worker.model_runner
     reserved = getattr(target, "eagle_draft_num_layers", None)
@@ -96,11 +69,8 @@ def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
 
 
 def all_rank_min_free(scheduler: Any, sizing: TargetSizing) -> int | None:
-    """SGLang's all-rank minimum of free memory at sizing, from the budget inputs:
-    ``_profile_available_bytes`` returns ``min_free - (1 - f) * pre_load_free``
-    (``model_runner_kv_cache_mixin.py:85-120`` in 0.5.14), and the inputs'
-    ``measured_resident_bytes`` is ``f * pre_load_free`` minus that. None for a mamba-state
-    target, whose reading SGLang reshapes further (``handle_max_mamba_cache``)."""
+    """SGLang's all-rank minimum free at sizing, recovered from the budget inputs; None for a
+    mamba-state target, whose reading SGLang reshapes further."""
     inputs = sizing.inputs
     runner = scheduler.tp_worker.model_runner
     if inputs is None or inputs.measured_resident_bytes is None:
@@ -113,7 +83,6 @@ def all_rank_min_free(scheduler: Any, sizing: TargetSizing) -> int | None:
 def memory_breakdown(
     scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
 ) -> dict[str, Any]:
-    """The same quantities ``sglang-specinit plan --json`` prints, measured on this rank."""
     from sglang_specinit.compat import installed_sglang_version
     from sglang_specinit.rank_reports import tightness_fields
     from sglang_specinit.report import plan_to_dict
@@ -144,9 +113,6 @@ def memory_breakdown(
 def log_memory_breakdown(
     scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
 ) -> None:
-    """Log this rank's breakdown, its tightness line and the ``SPECINIT_MEMORY`` JSON line;
-    write its file when ``SGLANG_SPECINIT_REPORT_DIR`` is set (:func:`~sglang_specinit.
-    rank_reports.log_breakdown`, with this module's logger)."""
     breakdown = memory_breakdown(scheduler, sizing, rank_free_bytes)
     scheduler._specinit_breakdown = breakdown
     rank_reports.log_breakdown(
