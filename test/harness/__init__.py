@@ -19,7 +19,7 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     process groups, logs), ``sglang_release`` (which release runs, what its CPU run needs),
     ``multi_rank`` (bounded launches that must end by themselves, and what they left),
     ``launch_0_5_23`` (the 0.5.23 suite's tiny speculative launches), ``release_suite`` (what
-    the per-release suites share: gate, EAGLE3 fixture, shared checks), ``plugin_probe`` (a
+    the generation suites share: CPU import recipe, EAGLE3 fixture, shared checks), ``plugin_probe`` (a
     fresh interpreter running ``load_plugins()``, its summary read back), ``forward_hooks``
     (the ``--forward-hooks`` factory the phased launches name); ``site/`` (the
     ``sitecustomize`` that installs the harness's hooks in every spawned process).
@@ -53,6 +53,8 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     (test, suite and job limits), ``downloads`` (only what the servers load).
 ``geometry`` - model-geometry pricing kept only as a cross-check of built pools: ``specs``
     (0.5.13.x ``ModelConfig`` -> geometric KV specs), ``runner_kv_spec`` (a live runner's).
-``selection`` - which tests a run selects (the ``slow`` set); ``code_size`` - the product's
-    lines and prose share, one definition for the size test and for counting by hand.
+``releases`` - every served release's row: its adapter, venv, generation suite, the files it
+    runs and the expectations that differ; ``selection`` - which tests a run selects (the
+    ``slow`` set); ``code_size`` - the product's lines and prose share, one definition for the
+    size test and for counting by hand.
 """
