@@ -67,9 +67,7 @@ def test_attention_widths_are_the_ones_the_scheduler_computes(
     assert derived_server_arg(view, "attn_dp_size") == attn_dp
 
 
-@pytest.mark.skipif(
-    not ROW.dataclass_server_args, reason="0.5.16 - 0.5.18's dataclass replay only"
-)
+@pytest.mark.skipif(not ROW.dataclass_server_args, reason="0.5.16 - 0.5.18's dataclass replay only")
 @pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
 def test_rank0_widths_are_the_ones_the_scheduler_computes(
     tp: int, dp: int, cp: int, dp_attention: bool
