@@ -12,6 +12,7 @@ columns compared.
     python test/harness/mutants.py --only NAME         # one (repeatable)
     python test/harness/mutants.py --root /work/main   # the tests of another tree
     python test/harness/mutants.py --list
+    python test/harness/mutants.py --baseline          # each mutant's tests pass unmutated
 
 A mutant whose tests pass is *missed*; one whose snippet is not found exactly once is an
 error of the table (the product changed). ~12 min for the whole table on 2 idle cores.
@@ -203,6 +204,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,',
         '"tightest_rank": above < 0,',
         ".venv",
+        ("test/sglang_0_5_13/test_multi_rank.py::test_budget_holds_on_the_tightest_rank",),
         ("test/cpu/test_multi_rank.py::test_budget_holds_on_the_tightest_rank",),
     ),
 )
@@ -210,8 +212,9 @@ MUTANTS: tuple[Mutant, ...] = (
 BY_NAME = {m.name: m for m in MUTANTS}
 
 
-def mutated_copy(mutant: Mutant, root: Path, into: Path) -> Path:
-    """``root``'s ``python/`` copied under ``into`` with ``mutant`` applied; its path."""
+def mutated_copy(mutant: Mutant, root: Path, into: Path, *, apply: bool = True) -> Path:
+    """``root``'s ``python/`` copied under ``into`` with ``mutant`` applied (``apply=False``:
+    checked only, for a baseline run); its path."""
     python = into / "python"
     shutil.copytree(
         root / "python", python, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
@@ -221,7 +224,8 @@ def mutated_copy(mutant: Mutant, root: Path, into: Path) -> Path:
     count = text.count(mutant.old)
     if count != 1:
         raise ValueError(f"{mutant.name}: the snippet occurs {count} times in {mutant.file}")
-    path.write_text(text.replace(mutant.old, mutant.new))
+    if apply:
+        path.write_text(text.replace(mutant.old, mutant.new))
     return python
 
 
@@ -234,11 +238,12 @@ class Outcome:
     summary: str
 
 
-def run(mutant: Mutant, root: Path) -> Outcome:
-    """Run ``mutant``'s tests from ``root`` on a mutated copy of ``root``'s product."""
+def run(mutant: Mutant, root: Path, *, apply: bool = True) -> Outcome:
+    """Run ``mutant``'s tests from ``root`` on a mutated copy of ``root``'s product
+    (``apply=False``: on the unmutated copy, where they must pass)."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
-        python = mutated_copy(mutant, root, Path(tmp))
+        python = mutated_copy(mutant, root, Path(tmp), apply=apply)
         env = {
             **os.environ,
             "PYTHONPATH": str(python),
@@ -254,6 +259,9 @@ def run(mutant: Mutant, root: Path) -> Outcome:
         )
     lines = [ln for ln in done.stdout.strip().splitlines() if ln.strip()]
     summary = lines[-1] if lines else done.stderr.strip()[-200:]
+    first_error = next((ln for ln in lines if ln.startswith("E ")), "")
+    if first_error:
+        summary += f" | {first_error[:150]}"
     # 1: a test failed. 2-4: pytest could not run them (an error of the table, not a catch).
     caught = done.returncode == 1
     return Outcome(mutant.name, caught, done.returncode, time.monotonic() - started, summary)
@@ -264,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", choices=sorted(BY_NAME), default=[])
     parser.add_argument("--root", type=Path, default=REPO, help="the tree whose tests run")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument(
+        "--baseline", action="store_true", help="run each mutant's tests unmutated: must pass"
+    )
     args = parser.parse_args(argv)
     root = args.root.resolve()
     chosen = [BY_NAME[n] for n in args.only] if args.only else list(MUTANTS)
@@ -273,12 +284,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     missed = 0
     for mutant in chosen:
-        outcome = run(mutant, root)
-        verdict = "caught" if outcome.caught else f"MISSED (pytest exit {outcome.code})"
-        missed += not outcome.caught
+        outcome = run(mutant, root, apply=not args.baseline)
+        if args.baseline:  # a failing baseline is what is reported
+            outcome = Outcome(outcome.name, outcome.code != 0, outcome.code, outcome.seconds,
+                              outcome.summary)  # fmt: skip
+            verdict = f"FAILS UNMUTATED ({outcome.code})" if outcome.caught else "passes"
+        else:
+            verdict = "caught" if outcome.caught else f"MISSED (pytest exit {outcome.code})"
+        missed += not outcome.caught if not args.baseline else outcome.caught
         print(f"{outcome.name:<34} {verdict:<24} {outcome.seconds:6.0f} s  {outcome.summary}")
         sys.stdout.flush()
-    print(f"{len(chosen) - missed} of {len(chosen)} caught ({root})")
+    what = "fail unmutated" if args.baseline else "missed"
+    print(f"{missed} of {len(chosen)} {what} ({root})")
     return 1 if missed else 0
 
 

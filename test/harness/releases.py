@@ -68,8 +68,8 @@ class Release:
 
     @property
     def suite(self) -> str:
-        """The generation suite's folder under ``test/``."""
-        return SUITES[self.adapter]
+        """The generation suite's folder under ``test/``: the adapter's name."""
+        return self.adapter
 
     @property
     def label(self) -> str:
@@ -85,13 +85,6 @@ class Release:
             fnmatch.fnmatch(file_name, g) for g in self.exclude
         )
 
-
-# The generation suites, by adapter.
-SUITES = {
-    "sglang_0_5_13": "cpu",
-    "sglang_0_5_14": "sglang_0_5_14",
-    "sglang_0_5_23": "sglang_0_5_23",
-}
 
 _PARALLEL_STATE = dict(
     adapter="sglang_0_5_23",
@@ -199,7 +192,7 @@ def generation_rows(adapter: str) -> list[Release]:
 def suite_gate(folder: Path) -> tuple[list[str], Release | None]:
     """``collect_ignore_glob`` for the suite in ``folder``, and the installed row when it runs.
 
-    ``folder`` is a generation suite (named in :data:`SUITES`) or ``test/shared``. Every file
+    ``folder`` is a generation suite (named after its adapter) or ``test/shared``. Every file
     is ignored unless the installed release's row names this suite; then the files the row
     does not run are. When the suite runs, the process gets what SGLang on cpu needs at import
     (:func:`harness.launch.release_suite.cpu_import_recipe`)."""

@@ -82,7 +82,7 @@ def test_0_5_23_hook_reads_what_resolution_decided(tmp_path: Path) -> None:
 
 
 # CI: nothing (two launches that repeat the EAGLE3 pair with one flag changed); the plugin's
-# fp8 prices are checked per pool class on 0.5.13.post1 (test/cpu/test_pool_parity.py).
+# fp8 prices are checked per pool class on 0.5.13.post1 (test/sglang_0_5_13/test_pool_parity.py).
 @pytest.mark.slow
 def test_fp8_target_kv_with_a_bf16_draft_is_left_to_stock(
     tmp_path: Path, request: pytest.FixtureRequest

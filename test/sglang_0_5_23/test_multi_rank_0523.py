@@ -1,8 +1,8 @@
 """Multi-rank launches on the real sglang 0.5.23, device cpu: TP 2 on SGLang's own gloo groups.
 
-The same tiny pair as ``test/cpu/test_multi_rank.py`` (0.5.13.post1): a Llama target with 2 KV
-heads of dim 16 and an EAGLE3 draft with 2 KV heads of dim 48, so both models' KV heads split
-across the two ranks. TP 2 on device cpu takes, as on 0.5.13.post1, SGLang's own
+The same tiny pair as ``test/sglang_0_5_13/test_multi_rank.py`` (0.5.13.post1): a Llama target
+with 2 KV heads of dim 16 and an EAGLE3 draft with 2 KV heads of dim 48, so both models' KV
+heads split across the two ranks. TP 2 on device cpu takes, as on 0.5.13.post1, SGLang's own
 ``SGLANG_CPU_OMP_THREADS_BIND=0|1`` (:func:`harness.launch.engine.omp_threads_bind`) and two CPU
 test doubles (:mod:`harness.cpu_doubles.shims`): pynccl off on device cpu (0.5.23's
 ``init_model_parallel_group`` still defaults ``use_pynccl`` on and dies building a
@@ -443,7 +443,7 @@ def test_sigterm_while_the_pools_are_allocated_ends_the_launch(tmp_path: Path) -
 
     Slow (one more TP 2 launch). In CI, the rank-failure test (c) checks on 0.5.23 that a TP 2
     launch ending mid-init leaves no process and no report; SIGTERM in the pool phase at TP 1
-    runs in CI on 0.5.13.post1 (``test/cpu/test_fault_matrix.py``).
+    runs in CI on 0.5.13.post1 (``test/sglang_0_5_13/test_fault_matrix.py``).
     """
     started = time.monotonic()
     run, specinit_dir = _ended_tp2(
