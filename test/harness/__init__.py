@@ -18,6 +18,7 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     ``server_process`` (one ``launch_server`` process tree, CPU and GPU), ``processes`` (ports,
     process groups, logs), ``sglang_release`` (which release runs, what its CPU run needs),
     ``multi_rank`` (bounded launches that must end by themselves, and what they left),
+    ``tp2_pair`` (the tiny TP 2 pair every generation launches, each rank's own arithmetic),
     ``launch_0_5_23`` (the 0.5.23 suite's tiny speculative launches), ``release_suite`` (what
     the generation suites share: CPU import recipe, EAGLE3 fixture, shared checks),
     ``plugin_probe`` (a fresh interpreter running ``load_plugins()``, its summary read back),
