@@ -272,8 +272,9 @@ def run(mutant: Mutant, root: Path, *, apply: bool = True) -> Outcome:
     first_error = next((ln for ln in lines if ln.startswith("E ")), "")
     if first_error:
         summary += f" | {first_error[:150]}"
-    # 1: a test failed. 2-4: pytest could not run them (an error of the table, not a catch).
-    caught = done.returncode == 1
+    # A test failed (exit 1 with "failed" in the summary). An error in a fixture (a launch
+    # that did not start) or exit 2-4 (pytest could not run them) is not a catch.
+    caught = done.returncode == 1 and " failed" in (lines[-1] if lines else "")
     return Outcome(mutant.name, caught, done.returncode, time.monotonic() - started, summary)
 
 
@@ -301,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             verdict = f"FAILS UNMUTATED ({outcome.code})" if outcome.caught else "passes"
         else:
             verdict = "caught" if outcome.caught else f"MISSED (pytest exit {outcome.code})"
+            if outcome.code == 1 and not outcome.caught:
+                verdict = "ERROR (not a catch)"
         missed += not outcome.caught if not args.baseline else outcome.caught
         print(f"{outcome.name:<34} {verdict:<24} {outcome.seconds:6.0f} s  {outcome.summary}")
         sys.stdout.flush()
