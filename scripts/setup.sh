@@ -12,9 +12,9 @@
 #                       (requirements/cpu-dev-0523.lock, no deps) layered over .venv: the
 #                       0.5.23 adapter's tests (test/sglang_0_5_23) run in it
 #   .venv-sglang0522    sglang 0.5.22 the same way (requirements/cpu-dev-0522.lock): the
-#                       0.5.22 tests of that adapter (test/sglang_0_5_22) run in it
+#                       0.5.22 row of test/harness/releases.py runs in it
 #   .venv-sglang0521    sglang 0.5.21 the same way (requirements/cpu-dev-0521.lock): the
-#                       0.5.21 tests of that adapter (test/sglang_0_5_21) run in it
+#                       0.5.21 row of test/harness/releases.py runs in it
 #   .venv-sglang0520    sglang 0.5.20 the same way (requirements/cpu-dev-0520.lock): the
 #                       ParallelState generation (0.5.16-0.5.20) runs over it
 #   .venv-sglang0515    sglang 0.5.15 the same way (requirements/cpu-dev-0515.lock): the

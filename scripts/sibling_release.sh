@@ -9,8 +9,8 @@
 #   bash scripts/sibling_release.sh RELEASE VENV PYTEST_ARGS...
 #
 #   bash scripts/sibling_release.sh 0.5.21 .venv-sglang0522 \
-#       test/sglang_0_5_21/test_adapter_signatures.py
-#   bash scripts/sibling_release.sh 0.5.18 .venv-sglang0520 test/sglang_0_5_20 -k signatures
+#       test/sglang_0_5_23/test_adapter_signatures.py
+#   bash scripts/sibling_release.sh 0.5.18 .venv-sglang0520 test/sglang_0_5_23   # its row's files
 #
 # What it does, each step skipped when its result is already there:
 #   1. `pip download --no-deps sglang==RELEASE` (the venv's own pip, the registry it is set up
@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 
 if [ $# -lt 3 ]; then
   echo "usage: bash scripts/sibling_release.sh RELEASE VENV PYTEST_ARGS..." >&2
-  echo "  e.g. bash scripts/sibling_release.sh 0.5.21 .venv-sglang0522 test/sglang_0_5_21" >&2
+  echo "  e.g. bash scripts/sibling_release.sh 0.5.21 .venv-sglang0522 test/sglang_0_5_23" >&2
   exit 2
 fi
 release=$1 venv=$2

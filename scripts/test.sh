@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Sets up the CPU environment if needed, then runs lint and the whole CPU test suite:
-#   1. .venv (sglang 0.5.13.post1): everything under test/ but the per-release folders
-#      test/sglang_0_5_1x / _2x (their conftests collect nothing under another release);
-#   2. .venv-sglang0523 (sglang 0.5.23): test/sglang_0_5_23;
-#   3. the other served releases, each in its own environment, in two lanes side by side:
-#        0.5.20 (test/sglang_0_5_20), 0.5.16's - |  0.5.14 (test/sglang_0_5_14), 0.5.15 (its
-#        0.5.19's wheels over it (signature     |  checks), 0.5.15.post1's wheel over it (the
-#        and planner checks), 0.5.21            |  same checks), 0.5.22 (test/sglang_0_5_22)
-#        (test/sglang_0_5_21)                   |
-#      (skipped when arguments select tests, which then run in .venv only).
+# Sets up the CPU environment if needed, then runs lint and the whole CPU test suite: every
+# served release's row of test/harness/releases.py, one `release NAME` line each. A row names
+# its venv (or its wheel over its generation's venv: scripts/sibling_release.sh) and its
+# generation suite (test/sglang_0_5_13 ... named after the adapter; test/shared where the row
+# says); the suite's conftest collects the files the row lists.
+#   1. .venv (sglang 0.5.13.post1): everything under test/ (test/unit, the 0.5.13 generation
+#      suite, test/shared; the other generations' conftests collect nothing there);
+#   2. 0.5.23 (.venv-sglang0523);
+#   3. the other served releases in two lanes side by side (skipped when arguments select
+#      tests, which then run in .venv only).
 # Tests marked ``slow`` run only with SPECINIT_TEST_SLOW=1 (see test/conftest.py).
 # GPU tests (marked `gpu`) skip here; on a GPU runner use scripts/test-gpu.sh.
 set -euo pipefail
@@ -40,51 +40,53 @@ fi
 # test file per worker: a file's module-scoped launches are shared by its tests), then the 0.5.23
 # suite, which starts its launches two at a time (test/sglang_0_5_23/conftest.py).
 run_pytest .venv/bin/python -n 2 --dist loadfile || rc=$?
-echo "[test] sglang 0.5.23 suite (.venv-sglang0523)"
-run_pytest .venv-sglang0523/bin/python test/sglang_0_5_23 || rc=$?
 
-# Each lane runs its suites one after another; a suite's output is kept in its own log and
-# printed when its lane is done, so the two lanes' lines do not interleave.
+# One release: its row's venv (or its wheel over it) on its row's test paths.
+release_args() {  # name: "venv venv|sibling paths..." from the release table
+  .venv/bin/python test/harness/releases.py ci "$1"
+}
+echo "[test] sglang 0.5.23 suite"
+read -r venv _kind paths <<<"$(release_args 0.5.23)"
+# shellcheck disable=SC2086  # paths: several words
+run_pytest "$venv/bin/python" $paths || rc=$?
+
+# Each lane runs its releases one after another; a release's output is kept in its own log and
+# printed when both lanes are done, so the two lanes' lines do not interleave.
 logs=$(mktemp -d)
-suite() {  # name python args...: one suite into $logs/name.log; its code into $logs/name.rc
-  local name=$1 rc=0
-  shift
-  { echo "[test] $name"; run_pytest "$@"; } >"$logs/$name.log" 2>&1 || rc=$?
-  echo "$rc" >"$logs/$name.rc"
-}
-sibling() {  # name release venv args...: a release's wheel over its generation's venv
-  local name=$1 rc=0
-  shift
-  { echo "[test] $name"; bash scripts/sibling_release.sh "$@"; } >"$logs/$name.log" 2>&1 || rc=$?
+release() {  # name: one release's suite into $logs/name.log; its code into $logs/name.rc
+  local name=$1 rc=0 venv kind paths
+  read -r venv kind paths <<<"$(release_args "$name")"
+  {
+    echo "[test] sglang $name ($kind $venv: $paths)"
+    # shellcheck disable=SC2086
+    if [ "$kind" = sibling ]; then
+      bash scripts/sibling_release.sh "$name" "$venv" -q $paths
+    else
+      run_pytest "$venv/bin/python" $paths
+    fi
+  } >"$logs/$name.log" 2>&1 || rc=$?
   echo "$rc" >"$logs/$name.rc"
 }
 (
-  suite "sglang-0.5.20" .venv-sglang0520/bin/python test/sglang_0_5_20
-  sibling "sglang-0.5.19-checks" 0.5.19 .venv-sglang0520 -q \
-    test/sglang_0_5_20/test_adapter_signatures.py test/sglang_0_5_20/test_planner_0520.py
-  sibling "sglang-0.5.18-checks" 0.5.18 .venv-sglang0520 -q \
-    test/sglang_0_5_20/test_adapter_signatures.py test/sglang_0_5_20/test_planner_0520.py
-  sibling "sglang-0.5.17-checks" 0.5.17 .venv-sglang0520 -q \
-    test/sglang_0_5_20/test_adapter_signatures.py test/sglang_0_5_20/test_planner_0520.py
-  sibling "sglang-0.5.16-checks" 0.5.16 .venv-sglang0520 -q \
-    test/sglang_0_5_20/test_adapter_signatures.py test/sglang_0_5_20/test_planner_0520.py
-  suite "sglang-0.5.21" .venv-sglang0521/bin/python test/sglang_0_5_21
+  release 0.5.20
+  release 0.5.19
+  release 0.5.18
+  release 0.5.17
+  release 0.5.16
+  release 0.5.21
 ) &
-lane1=$!
+pid1=$!
 (
-  suite "sglang-0.5.14" .venv-sglang0514/bin/python test/sglang_0_5_14
-  suite "sglang-0.5.15" .venv-sglang0515/bin/python test/sglang_0_5_14 -m "not cpu_engine"
-  sibling "sglang-0.5.15.post1-checks" 0.5.15.post1 .venv-sglang0515 -q test/sglang_0_5_14 \
-    -m "not cpu_engine"
-  suite "sglang-0.5.22" .venv-sglang0522/bin/python test/sglang_0_5_22
+  release 0.5.14
+  release 0.5.15
+  release 0.5.15.post1
+  release 0.5.22
 ) &
-lane2=$!
-wait "$lane1" "$lane2" || true
-for name in sglang-0.5.20 sglang-0.5.19-checks sglang-0.5.18-checks \
-  sglang-0.5.17-checks sglang-0.5.16-checks sglang-0.5.21 sglang-0.5.14 sglang-0.5.15 sglang-0.5.15.post1-checks \
-  sglang-0.5.22; do
-  cat "$logs/$name.log"
-  code=$(cat "$logs/$name.rc" 2>/dev/null || echo 1)
+pid2=$!
+wait "$pid1" "$pid2" || true
+for log in "$logs"/*.log; do  # by release name
+  cat "$log"
+  code=$(cat "${log%.log}.rc" 2>/dev/null || echo 1)
   [ "$code" -eq 0 ] || rc=$code
 done
 rm -rf "$logs"

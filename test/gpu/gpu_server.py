@@ -1,8 +1,8 @@
 """Run a real ``sglang.launch_server`` for one GPU case, with the harness's shared pieces.
 
 Port choice, process-group start/teardown/reaping and log capture are
-:func:`harness.launch.server_process.running_server` (exercised on CPU by ``test/cpu``); this module
-adds only what a GPU launch needs:
+:func:`harness.launch.server_process.running_server` (exercised on CPU by
+``test/sglang_0_5_13``); this module adds only what a GPU launch needs:
 
 - the environment (:func:`harness.gpu.server_env.gpu_env`, which the dry run prints too):
   the device probe (:mod:`harness.reports.device_probe`) and the draft-binding

@@ -18,11 +18,12 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
     ``server_process`` (one ``launch_server`` process tree, CPU and GPU), ``processes`` (ports,
     process groups, logs), ``sglang_release`` (which release runs, what its CPU run needs),
     ``multi_rank`` (bounded launches that must end by themselves, and what they left),
+    ``tp2_pair`` (the tiny TP 2 pair every generation launches, each rank's own arithmetic),
     ``launch_0_5_23`` (the 0.5.23 suite's tiny speculative launches), ``release_suite`` (what
-    the per-release suites share: gate, EAGLE3 fixture, shared checks), ``plugin_probe`` (a
-    fresh interpreter running ``load_plugins()``, its summary read back), ``forward_hooks``
-    (the ``--forward-hooks`` factory the phased launches name); ``site/`` (the
-    ``sitecustomize`` that installs the harness's hooks in every spawned process).
+    the generation suites share: CPU import recipe, EAGLE3 fixture, shared checks),
+    ``plugin_probe`` (a fresh interpreter running ``load_plugins()``, its summary read back),
+    ``forward_hooks`` (the ``--forward-hooks`` factory the phased launches name); ``site/``
+    (the ``sitecustomize`` that installs the harness's hooks in every spawned process).
 ``cpu_doubles`` - named test doubles for what a GPU-less machine lacks: ``shims`` (CPU shims
     and simulated device memory), ``faults`` (one rank's draft fails, phase 3 held
     mid-allocation), ``unloaded_runner`` (a ModelRunner without weights, for pricing pools);
@@ -54,6 +55,9 @@ what it needs when called. The index, by job (each sub-package's ``__init__`` sa
 ``geometry`` - model-geometry pricing kept only as a cross-check of built pools: ``kv_specs``
     (the geometric KV spec classes), ``specs`` (0.5.13.x ``ModelConfig`` -> geometric KV
     specs), ``runner_kv_spec`` (a live runner's).
-``selection`` - which tests a run selects (the ``slow`` set); ``code_size`` - the product's
-    lines and prose share, one definition for the size test and for counting by hand.
+``releases`` - every served release's row: its adapter, venv, generation suite, the files it
+    runs and the expectations that differ; ``mutants`` - mutations of the product and the tests
+    that must catch each (a CLI: caught / missed per mutation); ``selection`` - which tests a
+    run selects (the ``slow`` set); ``code_size`` - the product's lines and prose share, one
+    definition for the size test and for counting by hand.
 """

@@ -16,11 +16,13 @@ import pytest
 
 
 def test_the_release_is_served_by_the_0_5_14_adapter() -> None:
+    from harness.releases import generation_rows, installed_row
     from sglang_specinit import compat
 
+    row = installed_row()
+    assert row in generation_rows("sglang_0_5_14")
     decision = compat.decide_for_version(compat.installed_sglang_version())
-    assert decision.adapter == "sglang_0_5_14"
-    assert decision.sglang_version in ("0.5.14", "0.5.15", "0.5.15.post1")
+    assert (decision.adapter, decision.sglang_version) == (row.adapter, row.name)
 
 
 def test_every_patched_module_matches_the_adapter() -> None:

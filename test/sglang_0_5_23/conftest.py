@@ -1,14 +1,15 @@
-"""Tests on the real sglang 0.5.23 (run by ``scripts/test.sh`` with ``.venv-sglang0523``).
+"""The ``sglang_0_5_23`` generation suite: the releases whose row in :mod:`harness.releases`
+names that adapter (0.5.16 - 0.5.23), each running the files its row lists, with its row's
+expectations (``scripts/test.sh``: one line per release, its venv or its wheel over the
+generation's venv).
 
-Collected only when the interpreter's sglang is 0.5.23; the main run (``.venv``, sglang
-0.5.13.post1) skips this directory. Each launch (one ``sglang.Engine`` on device cpu with the
-CPU harness, plugin on or off) runs once per session and is shared by every test that reads
-it: an Engine takes ~50 s on an idle 2-core machine.
+On any other release nothing here is collected. Each launch (one ``sglang.Engine`` on device
+cpu with the CPU harness, plugin on or off) runs once per session and is shared by every test
+that reads it: an Engine takes ~50 s on an idle 2-core machine.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,20 +20,20 @@ _TEST_DIR = str(Path(__file__).resolve().parents[1])
 if _TEST_DIR not in sys.path:
     sys.path.insert(0, _TEST_DIR)
 
-from harness.launch.sglang_release import sglang_release  # noqa: E402
-
-if sglang_release()[:3] != (0, 5, 23):
-    collect_ignore_glob = ["test_*.py"]
-
 from harness.launch.launch_0_5_23 import launch, prefetch  # noqa: E402
-from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR  # noqa: E402
+from harness.launch.release_suite import eagle3_launch_fixture  # noqa: E402
+from harness.releases import mark_slow_files, suite_gate  # noqa: E402
 
-# Tests that import SGLang in this process: 0.5.23 decides is_cpu() at import time and then
-# imports CPU ops from sgl_kernel (the named test double; Engines get both from cpu_env).
-if sglang_release()[:3] == (0, 5, 23):
-    os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
-    if str(SGL_KERNEL_STUB_DIR) not in sys.path:
-        sys.path.append(str(SGL_KERNEL_STUB_DIR))
+# Tests that import SGLang in this process get the CPU engine and the sgl_kernel test double
+# (Engines get both from cpu_env).
+collect_ignore_glob, ROW = suite_gate(Path(__file__).parent)
+
+eagle3_on = eagle3_launch_fixture("EAGLE3", "eagle3_on")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mark_slow_files(items, ROW)
 
 
 @pytest.fixture(scope="session")

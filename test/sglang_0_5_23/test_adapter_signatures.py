@@ -1,25 +1,57 @@
-"""The 0.5.23 adapter's hook targets and required attributes match the installed 0.5.23.
+"""The ``sglang_0_5_23`` adapter's hook targets and required attributes match the installed
+release of its generation (0.5.16 - 0.5.23), and every place a release differs is answered by
+``release_shims`` in the form the release's row (:mod:`harness.releases`) says.
 
-The same check the plugin runs when SGLang imports each module (``hooks.module_problems``),
-here on every module at once, so a changed signature fails CI rather than switching the
-plugin off at a user's launch. Also what lets ``hooks.apply_hook_targets`` skip HookRegistry's
-module-wide rebinding scan for these targets: no module holds a copy of a hooked method.
-Imports SGLang in the test process (``conftest.py`` puts the ``sgl_kernel`` test double on
-``sys.path`` and selects SGLang's CPU engine first).
+The same check the plugin runs when SGLang imports each module (``hooks.module_problems`` on
+the patch for this release: the phase tables plus ``release_shims.release_requires``), on
+every module at once, so a changed signature fails CI rather than switching the plugin off at
+a user's launch. Also what lets ``hooks.apply_hook_targets`` skip HookRegistry's module-wide
+rebinding scan for these targets: no module holds a copy of a hooked method. Imports SGLang in
+the test process (``conftest.py``: CPU engine, the ``sgl_kernel`` test double). ~25-35 s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import importlib.util
+import inspect
 import sys
+from importlib.metadata import version
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from harness.releases import Release, installed_row
+
+ROW: Release = installed_row()  # type: ignore[assignment]  # the gate collects only served rows
+
+PARALLEL_STATE = pytest.mark.skipif(
+    not ROW.parallel_state, reason=f"{ROW.name} has no ParallelState configurator (0.5.16-0.5.20)"
+)
+
+
+def test_the_release_is_served_by_the_0_5_23_generation_adapter() -> None:
+    import sglang
+    from sglang_specinit import compat
+
+    # Both the package metadata and the imported package are the release (a sibling wheel on
+    # PYTHONPATH must shadow the venv's release in both: scripts/sibling_release.sh).
+    assert version("sglang") == sglang.__version__ == ROW.name
+    decision = compat.decide_for_version(compat.installed_sglang_version())
+    assert (decision.adapter, decision.sglang_version) == ("sglang_0_5_23", ROW.name)
 
 
 def test_every_patched_module_matches_the_adapter() -> None:
-    from sglang_specinit import sglang_0_5_23
+    from sglang_specinit import compat, sglang_0_5_23
     from sglang_specinit.hooks import adapter_patches, module_problems
 
+    patches = adapter_patches(sglang_0_5_23, compat.installed_sglang_version())
+    # The ParallelState generation's own requirement is part of the check.
+    required = {r.qualname for p in patches.values() for r in p.requires}
+    assert ("KVCacheConfigurator.ps" in required) == ROW.parallel_state
     problems = []
-    for name, patch in adapter_patches(sglang_0_5_23).items():
+    for name, patch in patches.items():
         problems += module_problems(importlib.import_module(name), patch)
     assert problems == []
 
@@ -28,11 +60,11 @@ def test_no_module_holds_a_copy_of_a_hooked_method() -> None:
     """``hooks.rebinding_scan_skipped_for_method`` skips HookRegistry's scan for method
     targets because it would find nothing: here every module SGLang has imported by now is
     scanned for the original of each hooked method, as that scan would."""
-    from sglang_specinit import sglang_0_5_23
+    from sglang_specinit import compat, sglang_0_5_23
     from sglang_specinit.hooks import adapter_patches
 
     copies = []
-    for name, patch in adapter_patches(sglang_0_5_23).items():
+    for name, patch in adapter_patches(sglang_0_5_23, compat.installed_sglang_version()).items():
         module = importlib.import_module(name)
         for hook in patch.hooks:
             owner_path, _, attr = hook.qualname.rpartition(".")
@@ -50,3 +82,281 @@ def test_no_module_holds_a_copy_of_a_hooked_method() -> None:
                 if value is original
             ]
     assert copies == []
+
+
+def _server_args_field_names() -> set[str]:
+    """The installed ``ServerArgs``'s flags: a dataclass's fields on 0.5.16 - 0.5.18, the
+    declared fields (``arg_utils.field_names``) from 0.5.19."""
+    from sglang.srt.server_args import ServerArgs
+
+    if dataclasses.is_dataclass(ServerArgs):
+        return {f.name for f in dataclasses.fields(ServerArgs)}
+    from sglang.srt.arg_groups.arg_utils import field_names
+
+    return set(field_names(ServerArgs))
+
+
+def test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_release_shims_says() -> None:
+    """The draft parallel layout (0.5.23), fused draft entries, ``--enable-kv-cache-sharding``
+    and the attention-DP names on ``get_parallel()`` (0.5.22 on): present where the row says,
+    absent elsewhere, and each shim answers the release's form."""
+    from sglang.srt import runtime_context
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang_specinit.sglang_0_5_23 import release_shims
+
+    layout = ROW.draft_parallel_layout
+    params = tuple(inspect.signature(ModelRunner.init_kv_cache_configurator).parameters)[1:]
+    assert params == (("draft_parallel_layout",) if layout else ())
+    assert release_shims.row(ROW.name).draft_parallel_layout == layout
+    fields = {f.name for f in dataclasses.fields(KVCacheConfigurator)}
+    if not layout:
+        assert "draft_parallel_layout" not in fields
+        assert not release_shims.has_draft_parallel_layout()
+        assert release_shims.configurator_layout_kwargs() == {}
+
+    names = _server_args_field_names()
+    if ROW.fused_entries:
+        # What release_shims takes from 0.5.22 on.
+        assert callable(KVCacheConfigurator.fused_entry_bytes)
+        assert {"enable_kv_cache_sharding", "attn_dp_size"} <= names
+        assert callable(runtime_context.attn_dp_enabled_of)
+        assert callable(runtime_context.num_dp_ranks_of)
+        assert release_shims.has_attention_dp_names()
+        return
+    assert not hasattr(KVCacheConfigurator, "fused_entry_bytes")
+    assert release_shims.fused_entry_bytes(object(), "full") is None
+    assert "enable_kv_cache_sharding" not in names
+    assert not release_shims.kv_cache_sharding(object())
+    assert importlib.util.find_spec(release_shims.KV_SHARD_HOOK) is None
+    assert release_shims.KV_SHARD_HOOK not in release_shims.present_capacity_readers(
+        (release_shims.KV_SHARD_HOOK,)
+    )
+    # Attention DP is --enable-dp-attention + --dp-size, its width derived; 0.5.22 added
+    # attn_dp_enabled / num_dp_ranks (the scheduler's rank fields read them).
+    assert {"enable_dp_attention", "dp_size"} <= names
+    assert "attn_dp_size" not in names
+    assert not hasattr(runtime_context, "attn_dp_enabled_of")
+    assert not hasattr(runtime_context, "num_dp_ranks_of")
+    assert hasattr(runtime_context, "attn_dp_size_of") == ROW.widths_at_publish
+    assert not release_shims.has_attention_dp_names()
+
+
+@pytest.mark.skipif(
+    ROW.platform_facts_lacking is None, reason=f"{ROW.name}: the planner's platform facts unchecked"
+)
+def test_the_planner_hands_the_release_only_the_platform_facts_it_knows() -> None:
+    """0.5.21's ``override_platform`` refuses ``is_mps`` / ``is_sm110`` (0.5.22 added them): a
+    CUDA plan for a Blackwell preset enters it with the facts the release knows, and it
+    answers them."""
+    from sglang.srt import runtime_context
+    from sglang_specinit.sglang_0_5_23.planned_device import _CUDA_HOST, _capability_facts
+    from sglang_specinit.sglang_0_5_23.release_shims import known_platform_facts
+
+    facts = dict(_CUDA_HOST, **_capability_facts(110))
+    kept = known_platform_facts(facts)
+    assert set(ROW.platform_facts_lacking or ()) <= set(facts) - set(kept)
+    with runtime_context.override_platform(**kept):
+        assert runtime_context.get_platform().is_cuda is True
+        assert runtime_context.get_platform().is_sm100_or_sm110 is True
+
+
+@PARALLEL_STATE
+def test_the_configurator_and_scheduler_hold_a_parallel_state() -> None:
+    """``ps`` instead of the width fields; the scheduler builds its own ``ParallelState``, whose
+    fields are the ones ``release_shims.scheduler_ranks`` reads."""
+    from sglang.srt.distributed.parallel_state_wrapper import ParallelState
+    from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang_specinit.sglang_0_5_23 import release_shims
+
+    assert release_shims.has_parallel_state()
+    fields = {f.name for f in dataclasses.fields(KVCacheConfigurator)}
+    assert "ps" in fields
+    assert not {"attn_dp_size", "pp_size", "draft_parallel_layout"} & fields
+    state_fields = {f.name for f in dataclasses.fields(ParallelState)}
+    read = {"dp_rank", "pp_rank", "tp_rank", "attn_dp_rank", "attn_tp_rank", "pp_size"}
+    assert read | {"tp_size", "attn_tp_size", "dp_size", "attn_dp_size"} <= state_fields
+    init = inspect.getsource(Scheduler.__init__)
+    assert "self.ps = ParallelState(" in init
+    assert "self.enable_dp_attention =" in init
+
+
+@PARALLEL_STATE
+def test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_shims_says() -> None:
+    from sglang.srt import runtime_context
+    from sglang.srt.model_executor.model_runner_components import layer_setup
+    from sglang_specinit.sglang_0_5_23 import release_shims
+
+    release = ROW.name
+    # What the planner reads the attention widths with: 0.5.20's getters, or 0.5.19's own
+    # arithmetic (release_shims._attention_widths); the widths are computed at publish from
+    # 0.5.20 on, stamped by release_shims.stamp_published_widths before.
+    from sglang.srt.runtime_context import ParallelContext
+
+    widths_at_publish = release_shims.row().widths_at_publish
+    assert widths_at_publish == ROW.widths_at_publish
+    for name in ("attn_tp_size_of", "attn_dp_size_of"):
+        assert hasattr(runtime_context, name) == widths_at_publish
+    # 0.5.16 - 0.5.18 keep 0.5.15's dataclass ServerArgs (resolved into its fields by
+    # __post_init__): no resolving_view, which launch_checks then does not read (release_shims),
+    # and none of the resolution pipeline's modules the 0.5.19+ planner rows read.
+    resolving = release_shims.has_resolving_view()
+    assert resolving == (not ROW.dataclass_server_args)
+    overrides = importlib.import_module("sglang.srt.arg_groups.overrides")
+    assert hasattr(overrides, "resolving_view") == resolving
+    required = {r.qualname for r in release_shims.release_requires(release)}
+    assert ("resolving_view" in required) == resolving
+    # 0.5.16's and 0.5.17's profile reserves nothing for a multimodal runtime (release_shims).
+    from sglang.srt.mem_cache import kv_cache_configurator
+
+    reserves = hasattr(kv_cache_configurator, "mm_runtime_reservation_gb")
+    assert reserves == ROW.mm_reservation
+    assert ("mm_runtime_reservation_gb" in required) == reserves
+    if not reserves:
+        assert release_shims.multimodal_reservation_gb() == 0.0
+    if ROW.dataclass_server_args:
+        from sglang.srt.server_args import ServerArgs
+
+        assert dataclasses.is_dataclass(ServerArgs)
+        assert not hasattr(ServerArgs, "resolve_once")
+        assert importlib.util.find_spec("sglang.srt.arg_groups.memory_hook") is None
+        assert importlib.util.find_spec("sglang.srt.arg_groups.pipeline") is None
+    else:
+        assert hasattr(runtime_context, "derive_attention_widths")
+        if not widths_at_publish:  # what stamp_published_widths calls
+            assert hasattr(ParallelContext, "stamp_derived_widths")
+            assert hasattr(ParallelContext, "clear_derived_widths")
+        # 0.5.19's resolution pipeline reads the capacity and hands it to the memory step.
+        memory_step = importlib.import_module("sglang.srt.arg_groups.memory_hook")
+        assert hasattr(memory_step, "get_device_memory_capacity") == widths_at_publish
+
+    layer_params = set(inspect.signature(layer_setup.resolve_layer_indices).parameters)
+    assert "spec_algorithm" in layer_params and "draft_model_idx" not in layer_params
+    assert "full_attention_layer_ids" not in layer_setup.ModelLayerInfo.__struct_fields__
+    if ROW.config_bags:
+        assert "ranks" not in inspect.signature(runtime_context.publish).parameters
+    assert release_shims.publish_kwargs() == {}
+
+
+@PARALLEL_STATE
+def test_the_configuration_bags_are_where_release_shims_reads_them() -> None:
+    """0.5.16 publishes no configuration bags (no ``get_schedule`` / ``get_model`` /
+    ``get_spec`` / ``publish``) and its configurator has no ``kv_cache_dtype_str``: the
+    schedule the sizing and the probe read is the configurator's own ``ServerArgs``, which its
+    sizing steps read themselves, and the guard requires that field instead of the bag."""
+    from sglang.srt import runtime_context
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang_specinit.sglang_0_5_23 import release_shims
+
+    bags = ROW.config_bags
+    assert release_shims.has_config_bags() == bags
+    for name in ("get_schedule", "get_model", "get_spec", "publish"):
+        assert hasattr(runtime_context, name) == bags, name
+    fields = {f.name for f in dataclasses.fields(KVCacheConfigurator)}
+    assert ("kv_cache_dtype_str" in fields) == bags
+    assert release_shims.kv_cache_dtype_str_kwargs("auto") == (
+        {"kv_cache_dtype_str": "auto"} if bags else {}
+    )
+    required = {r.qualname for r in release_shims.release_requires(ROW.name)}
+    assert ("get_schedule" in required) == bags
+    assert ("KVCacheConfigurator.server_args" in required) == (not bags)
+    # Which drafts get their own KV dtype: the DFLASH family from 0.5.17, DFLASH only on 0.5.16,
+    # as the release's runner passes it to configure_kv_cache_dtype.
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    runner = inspect.getsource(ModelRunner.configure_kv_cache_dtype)
+    assert ("is_dflash_family()" in runner) == bags
+    assert release_shims.draft_kv_own_dtype(SpeculativeAlgorithm.DSPARK) == bags
+    assert release_shims.draft_kv_own_dtype(SpeculativeAlgorithm.DFLASH)
+    if bags:
+        return
+    # The steps the hook keeps read the configurator's ServerArgs where 0.5.17 reads the bag.
+    for step in ("_profile_available_bytes", "_apply_token_constraints", "resolve_max_num_reqs"):
+        source = inspect.getsource(getattr(KVCacheConfigurator, step))
+        assert "self.server_args." in source and "get_schedule" not in source, step
+    assert hasattr(runtime_context.RuntimeContext, "set_server_args")
+    args = SimpleNamespace(max_mamba_cache_size=300, mem_fraction_static=0.5)
+    kvc = SimpleNamespace(server_args=args)
+    assert release_shims.schedule_of(kvc) is args
+    with release_shims.scoped_schedule(kvc, max_mamba_cache_size=1, not_a_field=2):
+        assert args.max_mamba_cache_size == 1 and not hasattr(args, "not_a_field")
+    assert args.max_mamba_cache_size == 300
+    assert release_shims.published_bags(args) == (args, args, args)
+
+
+@pytest.mark.skipif(
+    not ROW.dataclass_server_args,
+    reason="0.5.19+ resolve into declarations: this suite's fault matrix on 0.5.23",
+)
+def test_the_launch_checks_read_what_this_release_resolves_into() -> None:
+    """0.5.16 - 0.5.18: ``check_server_args`` runs after ``__post_init__`` has resolved into the
+    fields, so the adapter's hook reads the fields (a record with only fields is checked, and
+    refused on its fields' values); from 0.5.19 it reads ``resolving_view``."""
+    from sglang_specinit.launch_checks import LaunchCheckError
+    from sglang_specinit.sglang_0_5_23.launch_checks import check_launch
+
+    fields = SimpleNamespace(
+        speculative_algorithm="EAGLE3",
+        mem_fraction_static=5.0,
+        max_total_tokens=None,
+        page_size=1,
+        model_path="org/target",
+        speculative_draft_model_path="org/hub-id",  # not a local directory: not read
+    )
+    with pytest.raises(LaunchCheckError, match="--mem-fraction-static 5.0"):
+        check_launch(fields)
+    fields.mem_fraction_static = 0.5
+    fields.max_total_tokens = 1
+    with pytest.raises(LaunchCheckError, match="--max-total-tokens 1 leaves no KV"):
+        check_launch(fields)
+
+
+@pytest.mark.skipif(
+    ROW.config_bags,
+    reason="0.5.17+'s init_token_map reads get_spec() and writes nothing (the same body "
+    "0.5.17 - 0.5.20)",
+)
+def test_an_early_token_map_writes_no_field_the_target_sizing_reads(tmp_path: Path) -> None:
+    """0.5.16's ``EagleDraftWorker.init_token_map`` (``speculative/eagle_worker_v2.py:288``)
+    records a non-EAGLE3 draft's hot vocabulary size into ``json_model_override_args`` with
+    ``ServerArgs.override``; the early binding runs it before the target pool is profiled
+    instead of inside the draft's ``alloc_memory_pool``. The only field it writes is that one
+    (no schedule field the sizing reads), once: the later stock call is skipped and the hot map
+    stays. The draft worker is built without its constructor (which loads a model) and its
+    ``init_lm_head`` is a test double (it binds the loaded target's embedding)."""
+    import json
+
+    import torch
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang_specinit.phased import early_binding
+
+    token_map = tmp_path / "hot_token_map.pt"
+    torch.save(torch.tensor([3, 1, 4, 1, 5]), token_map)  # what load_token_map reads
+    # SGLang's dummy boundary: no resolution, no device probe.
+    args = ServerArgs(model_path="dummy", speculative_token_map=str(token_map))
+    draft = EagleDraftWorker.__new__(EagleDraftWorker)
+    draft.server_args = args
+    draft.speculative_algorithm = SpeculativeAlgorithm.EAGLE
+    draft.init_lm_head = lambda: None  # test double: no loaded target to bind to
+    before = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+
+    assert early_binding.bind_shared_weights_early(SimpleNamespace(draft_worker=draft))
+    after = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    assert {k for k in before if before[k] != after[k]} == {"json_model_override_args"}
+    assert json.loads(args.json_model_override_args) == {"hot_vocab_size": 5}
+    hot = draft.hot_token_id
+    assert list(hot) == [3, 1, 4, 1, 5]
+
+    # alloc_memory_pool's own call, through the plugin's AROUND hook: skipped once.
+    early_binding.init_token_map(EagleDraftWorker.init_token_map, draft)
+    assert draft.hot_token_id is hot
+    recorded = [
+        source
+        for log in ("_resolved_overrides", "_runtime_mutations")
+        for source, _fields in getattr(args, log, [])
+    ]
+    assert recorded == ["eagle_worker.hot_token_map"]

@@ -1,30 +1,11 @@
-"""The fault matrix on sglang 0.5.23, TP 1: bad input is refused in the launcher, one message.
+"""What goes wrong on the ``sglang_0_5_23`` generation beyond the refused rows (those, live in
+the launcher: ``test/shared/test_refused_launches.py``): the hook reads what resolution decided,
+and an fp8 KV cache for the target with a bf16 draft is a valid launch, which the plugin must
+leave to stock (on device cpu stock 0.5.23 itself refuses to build an fp8 KV pool, so the
+pools' prices are not readable here).
 
-Every refused row is a live ``launch_server`` of 0.5.23 on device cpu with the plugin on
-(``harness.launch.multi_rank.run_server_to_end``, bounded: a hang fails with each rank's last log
-lines). Each must exit non-zero with the one message naming the file or flag to change
-(the launcher's last error line), leave no process of the launch running, and start no rank:
-the plugin's BEFORE hook on ``ServerArgs.check_server_args``
-(``sglang_specinit.sglang_0_5_23.launch_checks``) refuses them in the launcher, so no
-scheduler exists and nothing is allocated. The rows and their messages are those of
-0.5.13.post1 (``harness.matrices.refused_launches``, also read by
-``test/cpu/test_fault_matrix.py``).
-
-Stock 0.5.23 (plugin off, same CPU harness, measured once, not a test): a truncated or corrupt
-shard ends in the scheduler with ``SafetensorError`` after the target loaded (75-88 s on a
-loaded machine), fraction 0 with its own "no GPU memory for the KV cache" ``ValueError``,
-``--max-total-tokens 8`` with "Not enough memory"; fraction 1 and 1.5 and the draft of hidden
-size 96 come up on device cpu (graphs off, a simulated device that does not refuse an
-over-budget allocation; the wide draft's ``fc`` cannot take the target's hidden states, so its
-first speculative forward fails).
-
-The fp8 row is not a refusal: an fp8 KV cache for the target with a bf16 draft is a valid
-launch, which the plugin must leave to stock (on device cpu stock 0.5.23 itself refuses to
-build an fp8 KV pool, so the pools' prices are not readable here).
-
-Each test records its time as a ``user_properties`` entry (``elapsed_s`` / ``startup_s``,
-in a ``--junitxml`` report). Measured on 2 shared cores: a refusal ends 13-47 s after the
-launch started (0.5.23's launcher imports; the spread is the machine's load).
+Each launch records its time as a ``user_properties`` entry (``elapsed_s``, in a
+``--junitxml`` report).
 """
 
 from __future__ import annotations
@@ -37,61 +18,13 @@ from harness.checkpoints import eagle_drafts, llama_family
 from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.launch.engine import cpu_engine_kwargs
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
-from harness.launch.multi_rank import EndedLaunch, run_server_to_end
-from harness.matrices.refused_launches import (
-    ALGORITHM,
-    REFUSED,
-    SPEC_FLAGS,
-    assert_refused_by_the_launcher,
-    error_lines,
-    intact_draft,
-)
-from harness.reports.report_reading import REPORT_DIR_ENV
+from harness.launch.multi_rank import assert_ended_cleanly, run_server_to_end
+from harness.matrices.refused_launches import ALGORITHM, SPEC_FLAGS, error_lines, intact_draft
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
 BOUND_S = float(ENGINE_TIMEOUT_S)
 FP8_KV = "fp8_e4m3"
-
-# Every row's check and message are unit-tested without a launch (test/unit/test_launch_checks.py)
-# and the 0.5.23 hook on a resolved ServerArgs below. End to end a refusal costs 0.5.23's
-# launcher imports; CI runs the two rows issue 15 reported (a file row and a flag row), the
-# rest with SPECINIT_TEST_SLOW=1.
-IN_CI = ("truncated-draft-shard", "mem-fraction-1.5")
-ROWS = [row if row in IN_CI else pytest.param(row, marks=pytest.mark.slow) for row in REFUSED]
-
-
-def assert_ended_cleanly(run: EndedLaunch) -> None:
-    """Non-zero exit, and no process of the launch's session outlived it."""
-    assert run.returncode != 0, run.rank_tails()
-    assert run.survivors == [], run.survivors
-
-
-@pytest.mark.parametrize("row", ROWS)
-def test_refused_in_the_launcher_before_any_rank_starts(
-    row: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    spec = REFUSED[row]
-    draft = spec.make_draft(tmp_path)
-    specinit_dir = tmp_path / "specinit"
-    specinit_dir.mkdir()
-    run = run_server_to_end(
-        llama_family.tiny_llama_target(),
-        tmp_path / "run",
-        bound_s=BOUND_S,
-        draft_model_path=draft,
-        algorithm=ALGORITHM,
-        extra_env={REPORT_DIR_ENV: str(specinit_dir)},
-        **SPEC_FLAGS,
-        **spec.flags,
-    )
-    request.node.user_properties.append(("elapsed_s", round(run.elapsed_s, 1)))
-    assert_ended_cleanly(run)
-    message = assert_refused_by_the_launcher(run.log, spec, draft)
-    request.node.user_properties.append(("message", message))
-    # No scheduler wrote a report and the plugin sized nothing.
-    assert run.reports == []
-    assert not list(specinit_dir.iterdir())
 
 
 def resolved_server_args(
@@ -149,7 +82,7 @@ def test_0_5_23_hook_reads_what_resolution_decided(tmp_path: Path) -> None:
 
 
 # CI: nothing (two launches that repeat the EAGLE3 pair with one flag changed); the plugin's
-# fp8 prices are checked per pool class on 0.5.13.post1 (test/cpu/test_pool_parity.py).
+# fp8 prices are checked per pool class on 0.5.13.post1 (test/sglang_0_5_13/test_pool_parity.py).
 @pytest.mark.slow
 def test_fp8_target_kv_with_a_bf16_draft_is_left_to_stock(
     tmp_path: Path, request: pytest.FixtureRequest

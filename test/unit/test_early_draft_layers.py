@@ -5,7 +5,8 @@ phase 1; phase 3 (``scheduler.init_memory_pools``) warns once if a draft runner 
 count. Here: the count on the tiny checkpoints' real configs (SGLang's own ``ServerArgs`` and
 ``ModelConfig``, no launch), and the phase-3 check on a stub scheduler whose runners are test
 doubles carrying only ``num_effective_layers`` (no pool can be built without a launch). The live
-launches of ``test/cpu/test_phased_eagle.py`` check the phase-1 line against the allocated pool.
+launches of ``test/sglang_0_5_13/test_phased_eagle.py`` check the phase-1 line against the
+allocated pool.
 """
 
 from __future__ import annotations

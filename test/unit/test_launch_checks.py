@@ -3,8 +3,8 @@
 Every message both releases print is checked here without a launch; each adapter's hook only
 reads its release's ``ServerArgs`` (0.5.13.x below on a plain namespace, 0.5.23 on a real
 resolved ``ServerArgs`` in ``test/sglang_0_5_23/test_fault_matrix_0523.py``). The live launches
-of the same rows are in ``test/cpu/test_fault_matrix.py`` (0.5.13.post1, TP 1 and 2) and
-``test/sglang_0_5_23/test_fault_matrix_0523.py`` (0.5.23, TP 1).
+of the same rows are in ``test/shared/test_refused_launches.py`` (0.5.13.post1 at TP 1 and 2,
+0.5.23 at TP 1).
 """
 
 from __future__ import annotations

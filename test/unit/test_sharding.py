@@ -1,7 +1,7 @@
 """Checkpoint bytes per TP rank (``planner.sharding``), tensor by tensor.
 
 The live counterpart (planner equals every parameter byte both ranks of a TP 2 server hold) is
-``test/cpu/test_multi_rank.py::test_plan_tp2_equals_what_both_ranks_allocate``.
+``test/shared/test_tp2_ranks.py::test_plan_tp2_equals_what_both_ranks_allocate``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 No checkpoint stores it, yet every release holds it when it sizes the target pool. The expected
 sizes are derived here from the example's public config and SGLang's own reserve settings
 (``sglang.srt.environ``), not from the planner; the live check is
-``test/cpu/test_plan_matches_server.py::test_the_stock_column_is_the_stock_server``.
+``test/sglang_0_5_13/test_plan_matches_server.py::test_the_stock_column_is_the_stock_server``.
 """
 
 from __future__ import annotations

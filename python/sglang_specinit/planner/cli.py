@@ -1,28 +1,10 @@
-"""``sglang-specinit`` command line. Three subcommands: ``plan``, ``report`` and ``patches``
-(every SGLang target of a release's adapter, :mod:`sglang_specinit.patch_listing`).
+"""``sglang-specinit`` command line: ``plan``, ``report`` (a Markdown page with figures; with
+``--beside VENV`` another release's stock column, computed in that environment) and ``patches``.
 
-``sglang-specinit plan [launch_server flags] [--gpu PRESET | --device-memory SIZE]
-[--pre-load-free-bytes N] [--example NAME] [--json]``
-
-``sglang-specinit report --out DIR [--from-json FILE|DIR ...] [--beside VENV] [any plan
-flags]``: a Markdown page with figures (:mod:`report_pages`, :mod:`report_figures`); without
-plan flags and without ``--from-json`` it covers every shipped example; ``--beside`` adds another
-release's stock column, computed in that release's environment (:mod:`beside`). Exit 0 also
-when matplotlib is missing (the page is written, one line on stderr says how to install the
-``[report]`` extra).
-
-The launch flags are parsed by the installed SGLang's own ``ServerArgs.add_cli_args`` parser
-(:mod:`releases`), so a ``launch_server`` command line of that release can be
-pasted as is. Bad input is reported as one line on stderr with exit code 2, before SGLang is
-imported where the flags allow it.
-
-The plan is for the device the flags name, not for this process: a fresh planner process drops
-``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, and the replays answer SGLang's
-``is_cpu()`` for the planned device (:func:`dataclass_args.replay.planned_cpu_engine`). On sglang 0.5.23 the
-planner prices every pool by building it tiny with 0.5.23's own pool code on this host
-(``sglang_0_5_23.pricing_host.pricing_device``: its GPU, else cpu without the CPU engine, so that no
-``sgl_kernel`` op is imported); the planned resolution still sees the planned device
-(``sglang_0_5_23.planned_device.planned_device``).
+The launch flags are parsed by the installed SGLang's own parser, so a ``launch_server`` command
+line pastes as is; bad input is one line on stderr and exit 2. The plan is for the device the
+flags name: the planner process drops ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported and the
+installed release's replay answers ``is_cpu()`` for the planned device.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Config-only tiny models, one per architecture of SGLang's documented speculative recipes.
 
-Why: the fidelity matrix (``test/cpu/test_fidelity_matrix.py``) builds ``ServerArgs`` and the
-target/draft ``ModelConfig`` of each recipe; SGLang reads only ``config.json`` for that, so a
-checkpoint without weights is enough where no Engine has to start. Each config keeps the fields
+Why: the fidelity matrix (``test/sglang_0_5_13/test_fidelity_matrix.py``) builds ``ServerArgs``
+and the target/draft ``ModelConfig`` of each recipe; SGLang reads only ``config.json`` for that,
+so a checkpoint without weights is enough where no Engine has to start. Each config keeps the fields
 SGLang's config code reads for its architecture (MLA ranks, DSA indexer, hybrid layer patterns,
 MTP layer counts) at tiny sizes; everything else is left to the config class defaults.
 

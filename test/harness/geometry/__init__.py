@@ -6,5 +6,5 @@ build (both price every pool by building it with the installed release's own poo
 - ``specs``: sglang 0.5.13.x ``ModelConfig`` -> the budget model's geometric KV specs (the
   widths, layer counts and dtypes ``_init_pools`` would use), and the draft's extra bytes;
 - ``runner_kv_spec``: a live 0.5.13.x runner's geometric KV spec, checked against its built
-  pool in ``test/cpu``.
+  pool in ``test/sglang_0_5_13``.
 """

@@ -2,8 +2,8 @@
 
 What the offline planner's model says a runner's pool costs, read from the runner's own
 attributes (``mambaish_config``, ``num_effective_layers``, ``use_mla_backend``, ...), for
-``test/cpu/test_pool_parity.py`` to check against the pool SGLang builds. The runtime sizes
-pools by building them (:mod:`sglang_specinit.sglang_0_5_13.pool_probe`), not from this.
+``test/sglang_0_5_13/test_pool_parity.py`` to check against the pool SGLang builds. The runtime
+sizes pools by building them (:mod:`sglang_specinit.sglang_0_5_13.pool_probe`), not from this.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ tests after it would have said; a flat per-test limit says nothing about what a 
 each test's limit is the sum of its launches' own bounds (:func:`limit_s_of`), the suite's
 is the sum over the tests the installed release runs (:func:`suite_limit_s`), and
 ``.github/workflows/gpu.yml``'s step and job limits are checked against it in CI
-(``test/cpu/test_gpu_command.py``).
+(``test/sglang_0_5_13/test_gpu_command.py``).
 
 One launch may: wait for its devices (``SPECINIT_GPU_MEMORY_WAIT_S``), start (the first
 launch of a session JIT-compiles FlashInfer's kernels: :data:`FIRST_STARTUP_S`, later ones

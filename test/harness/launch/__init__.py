@@ -6,9 +6,11 @@
 - ``processes``: ports, process groups, logs, shared with the GPU suite;
 - ``sglang_release``: which sglang release this process runs, and what its CPU run needs;
 - ``multi_rank``: launches expected to end on their own: bounded, and what they left behind;
+- ``tp2_pair``: the tiny TP 2 pair every generation suite launches, and each rank's own meter
+  arithmetic and plan;
 - ``launch_0_5_23``: the 0.5.23 suite's tiny speculative launches and what they left;
-- ``release_suite``: what the per-release suites share (release gate, EAGLE3 launch fixture,
-  the budget-fill and plan-equals-server checks);
+- ``release_suite``: what the generation suites share (CPU import recipe, EAGLE3 launch
+  fixture, the budget-fill and plan-equals-server checks);
 - ``plugin_probe``: a fresh interpreter that runs ``load_plugins()`` and reports what it saw;
 - ``forward_hooks``: the ``--forward-hooks`` factory the phased launches name (the scheduler
   report lists the modules it hooked);

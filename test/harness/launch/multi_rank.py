@@ -54,6 +54,12 @@ class EndedLaunch:
         return format_rank_tails(self.log, lines)
 
 
+def assert_ended_cleanly(run: EndedLaunch) -> None:
+    """Non-zero exit, and no process of the launch's session outlived it."""
+    assert run.returncode != 0, run.rank_tails()
+    assert run.survivors == [], run.survivors
+
+
 class LaunchDidNotEnd(AssertionError):
     """The launch was still running at the bound: a hang. The message has every rank's tail."""
 

@@ -1,10 +1,9 @@
-"""What every per-release suite (``test/sglang_0_5_14``, ``_0_5_20``, ``_0_5_21``, ``_0_5_22``)
-shares: the conftest's release gate and CPU recipe, the EAGLE3 launch fixture, and the checks
-of a release's EAGLE3 launch that do not depend on the release.
+"""What the generation suites (``test/sglang_0_5_14``, ``test/sglang_0_5_23``) share: the CPU
+import recipe their gates apply (:mod:`harness.releases`), the EAGLE3 launch fixture, and the
+checks of a release's EAGLE3 launch that do not depend on the release.
 
-Each release's test file keeps what is its own (its shims, labels, stock column) and calls
-these: :func:`assert_fills_the_budget_at_profile` ("weights + every pool fill SGLang's budget
-to [0.995, 1]", read from the tensors and the meter, not from the plugin) and
+The tests call these: :func:`assert_fills_the_budget_at_profile` ("weights + every pool fill
+SGLang's budget to [0.995, 1]", read from the tensors and the meter, not from the plugin) and
 :func:`plan_in_this_environment` + :func:`assert_plan_equals_server` ("``sglang-specinit plan
 --resident-bytes`` in this environment plans what the server allocated on :data:`PLAN_KEYS`").
 The Engines come from :mod:`harness.launch.launch_0_5_23` (its tiny pairs are
@@ -17,7 +16,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -41,30 +40,15 @@ PLAN_KEYS = (
 PLANNER_TIMEOUT_S = 600
 
 
-def release_gate(
-    releases: Collection[tuple[int, int, int]],
-    signature_only: Collection[tuple[int, int, int]] = (),
-    launch_files: Collection[str] = (),
-) -> list[str]:
-    """The conftest's ``collect_ignore_glob`` for a suite of ``releases``, and its CPU recipe.
-
-    On any other release every test file is ignored; on a ``signature_only`` release (a sibling
-    wheel over the generation's venv) only ``launch_files`` are. When tests are collected, the
-    process gets what SGLang on cpu needs at import: ``SGLANG_USE_CPU_ENGINE`` (``is_cpu()`` is
-    decided at import) and, from 0.5.16 on, the ``sgl_kernel`` test double on ``sys.path``
-    (Engines get both from ``cpu_env``)."""
-    release = sglang_release()[:3]
-    if release in releases:
-        ignored: list[str] = []
-    elif release in signature_only:
-        ignored = list(launch_files)
-    else:
-        return ["test_*.py"]
+def cpu_import_recipe() -> None:
+    """What SGLang on cpu needs in a test process that imports it: ``SGLANG_USE_CPU_ENGINE``
+    (``is_cpu()`` is decided at import) and, from 0.5.16 on, the ``sgl_kernel`` test double on
+    ``sys.path`` (Engines get both from ``cpu_env``). Called by the suites' gates
+    (:func:`harness.releases.suite_gate`) when their tests are collected."""
     os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
     for path in extra_python_path():
         if path not in sys.path:
             sys.path.append(path)
-    return ignored
 
 
 def release_label() -> str:

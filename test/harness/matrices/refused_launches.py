@@ -1,8 +1,8 @@
 """The refused-launch rows of the fault matrices (0.5.13.post1 and 0.5.23): how to build each
 row's bad draft or flags, and what its one-line message must say.
 
-Shared by ``test/cpu/test_fault_matrix.py`` and ``test/sglang_0_5_23/test_fault_matrix_0523.py``
-so that both releases are held to the same messages (the checks themselves are
+Read by ``test/shared/test_refused_launches.py`` (live, on every release that runs
+``test/shared``), so that every release is held to the same messages (the checks themselves are
 ``sglang_specinit.launch_checks``, release-independent). Every draft is a copy or a variant of
 the tiny EAGLE3 draft of :mod:`harness.checkpoints`; the target is the tiny Llama.
 """

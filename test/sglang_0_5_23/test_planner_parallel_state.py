@@ -6,9 +6,9 @@ On 0.5.16 - 0.5.18 (0.5.15's dataclass ``ServerArgs``) the planner runs ``datacl
 instead: the widths its rank 0 answers are the scheduler's, and the plan runs with the stock
 column of the release's own configurator.
 
-CI runs this file on 0.5.16's - 0.5.19's wheels over ``.venv-sglang0520``
-(``scripts/test.sh``), where ``test_eagle3_launch.py``'s plan == server is not run; on 0.5.20
-that launch covers the plan. ~30 s here (one in-process plan).
+The rows that list this file in :mod:`harness.releases` run it: 0.5.16's - 0.5.19's wheels
+over ``.venv-sglang0520``, where ``test_eagle3_launch.py``'s plan == server is not run, and
+0.5.20, where that launch covers the plan. ~30 s here (one in-process plan).
 """
 
 from __future__ import annotations
@@ -20,20 +20,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from harness.releases import Release, installed_row
 
+ROW: Release = installed_row()  # type: ignore[assignment]  # the gate collects only served rows
 
-def installed() -> str:
-    import sglang
-
-    return sglang.__version__
-
-
-# 0.5.18's planner reads neither (dataclass_replay: 0.5.15's resolution steps, no pipeline).
-# The releases of the generation whose ServerArgs is still 0.5.15's dataclass.
-DATACLASS_SERVER_ARGS = ("0.5.16", "0.5.17", "0.5.18")
+# 0.5.16 - 0.5.18's planner reads neither (dataclass_replay: 0.5.15's resolution steps, no
+# pipeline).
 NOT_ON_DATACLASS = pytest.mark.skipif(
-    installed() in DATACLASS_SERVER_ARGS,
-    reason=f"{installed()} resolves in ServerArgs.__post_init__: the planner's dataclass replay "
+    ROW.dataclass_server_args,
+    reason=f"{ROW.name} resolves in ServerArgs.__post_init__: the planner's dataclass replay "
     "reads neither the config-width getters nor a capacity-reading resolution step",
 )
 
@@ -72,9 +67,7 @@ def test_attention_widths_are_the_ones_the_scheduler_computes(
     assert derived_server_arg(view, "attn_dp_size") == attn_dp
 
 
-@pytest.mark.skipif(
-    installed() not in DATACLASS_SERVER_ARGS, reason="0.5.16 - 0.5.18's dataclass replay only"
-)
+@pytest.mark.skipif(not ROW.dataclass_server_args, reason="0.5.16 - 0.5.18's dataclass replay only")
 @pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
 def test_rank0_widths_are_the_ones_the_scheduler_computes(
     tp: int, dp: int, cp: int, dp_attention: bool
@@ -124,8 +117,8 @@ def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
 
 
 @pytest.mark.skipif(
-    installed() == "0.5.20",
-    reason="0.5.20: test_eagle3_launch.py plans the launch it starts and checks plan == server",
+    ROW.runs("test_eagle3_launch.py"),
+    reason=f"{ROW.name}: test_eagle3_launch.py plans the launch it starts, plan == server",
 )
 def test_the_plan_runs_and_the_pool_code_reads_published_widths() -> None:
     """``plan --json`` on the default example (Llama-3.1-8B + EAGLE3, H100-80GB) with this
@@ -140,7 +133,7 @@ def test_the_plan_runs_and_the_pool_code_reads_published_widths() -> None:
         code = main(["plan", "--json"])
     assert code == 0, err.getvalue()[-3000:]
     plan = json.loads(out.getvalue())
-    release = installed()
+    release = ROW.name
     assert plan["sglang_version"] == release
     assert plan["tokens"] > 0 and plan["draft_kv_pool_bytes"] > 0
     # The stock column is this release's own configurator, priced on the same inputs.
@@ -148,7 +141,7 @@ def test_the_plan_runs_and_the_pool_code_reads_published_widths() -> None:
     assert stock["rule"] == f"upstream-{release}"
     assert stock["budget_bytes"] == plan["budget_bytes"]
     parallel = get_parallel()
-    if release in DATACLASS_SERVER_ARGS:  # the planner's override is gone again (dataclass_replay)
+    if ROW.dataclass_server_args:  # the planner's override is gone again (dataclass_replay)
         assert "attn_tp_size" not in parallel._overrides
         return
     assert (parallel.attn_tp_size, parallel.attn_dp_size, parallel.attn_dcp_size) == (1, 1, 1)

@@ -1,5 +1,6 @@
-"""Drop-in on sglang 0.5.20: with the plugin on, the Llama-3.1 + EAGLE3 recipe's
-``ServerArgs`` after resolution equal stock 0.5.20's field by field.
+"""Drop-in on sglang 0.5.20 (the row that lists this file in :mod:`harness.releases`; 0.5.23
+runs every recipe in ``test_fidelity_matrix_0523.py``): with the plugin on, the Llama-3.1 +
+EAGLE3 recipe's ``ServerArgs`` after resolution equal stock's field by field.
 
 The 0.5.23 fidelity probe (:mod:`harness.matrices.fidelity_probe_0523`) run on 0.5.20's own parser
 and resolution, plugin on vs off (SGLang's ``SGLANG_PLUGINS`` whitelist): ``resolved_dict()``

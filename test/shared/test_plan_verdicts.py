@@ -1,6 +1,7 @@
-"""``plan`` gives the launch's verdict on sglang 0.5.23: every refused row of the fault
-matrix (live in ``test_fault_matrix_0523.py``: refused in the launcher) is refused by the planner in
-one line with the launcher's words, and launches the server starts are planned."""
+"""``plan`` gives the launch's verdict on the installed release (0.5.13.post1, 0.5.23): every
+refused row of the fault matrix (live in the generation suite's fault matrix: refused in the
+launcher) is refused by the planner in one line with the launcher's words, and launches the
+server starts are planned."""
 
 from __future__ import annotations
 

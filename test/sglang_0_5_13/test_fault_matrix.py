@@ -1,21 +1,14 @@
-"""Launches that go wrong, at TP 1 and TP 2, with the plugin on: each must end cleanly.
+"""Launches that go wrong on 0.5.13.post1 and are not refusals, at TP 1 and TP 2 with the
+plugin on: each must end cleanly or start as it should. (The refused rows, in the launcher:
+``test/shared/test_refused_launches.py``.)
 
-Every row is a live ``launch_server`` on device cpu
-(``harness.launch.multi_rank.run_server_to_end``, bounded: a hang fails with each rank's last log
-lines). Each must end with a non-zero exit, the one message that names the file or flag to change,
-no process of the launch left alive, and nothing half-built: the rows
-(``harness.matrices.refused_launches``, shared with the 0.5.23 matrix in
-``test/sglang_0_5_23/test_fault_matrix_0523.py``) are refused in the launcher
-(``sglang_specinit.launch_checks`` through ``sglang_0_5_13.launch_checks``), so no rank starts and
-no pool exists.
+An fp8 KV cache for the target with a bf16 draft is a valid launch (the draft's pool follows
+``--kv-cache-dtype``; both are priced at one byte per element), and SIGTERM while phase 3
+allocates ends the launch through SGLang's own signal handling (bounded:
+``harness.launch.multi_rank.run_server_to_end``; a hang fails with each rank's last log lines).
 
-Two rows are not refusals and have their own tests: an fp8 KV cache for the target with a bf16
-draft is a valid launch (the draft's pool follows ``--kv-cache-dtype``; both are priced at one
-byte per element), and SIGTERM while phase 3 allocates, which ends the launch through SGLang's
-own signal handling.
-
-Timing (2 cores, lightly loaded): a launcher-side refusal ends in ~22 s (SGLang's imports);
-fp8 at TP 1 ~70 s, SIGTERM at TP 1 ~47 s; their TP 2 runs (``slow``) take 1.5-2 min each.
+Timing (2 cores, lightly loaded): fp8 at TP 1 ~70 s, SIGTERM at TP 1 ~47 s; their TP 2 runs
+(``slow``) take 1.5-2 min each.
 """
 
 from __future__ import annotations
@@ -30,72 +23,13 @@ from harness.checkpoints import eagle_drafts, llama_family
 from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.cpu_doubles.faults import PAUSE_DRAFT_POOL_ENV
 from harness.launch.engine import cpu_engine
-from harness.launch.multi_rank import EndedLaunch, run_server_to_end
-from harness.matrices.refused_launches import (
-    ALGORITHM,
-    REFUSED,
-    SPEC_FLAGS,
-    assert_refused_by_the_launcher,
-)
+from harness.launch.multi_rank import assert_ended_cleanly, run_server_to_end
+from harness.matrices.refused_launches import ALGORITHM, SPEC_FLAGS
 from harness.reports.report_reading import REPORT_DIR_ENV, read_rank_breakdowns, runner
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.multi_rank, pytest.mark.timeout(900)]
 
 BOUND_S = 600.0
-
-
-def assert_ended_cleanly(run: EndedLaunch) -> None:
-    """Non-zero exit, and no process of the launch's session outlived it."""
-    assert run.returncode != 0, run.rank_tails()
-    assert run.survivors == [], run.survivors
-
-
-# Every row's check and message are unit-tested without a launch (test/unit/test_launch_checks.py).
-# End to end, one launch costs SGLang's imports (~22 s), so CI runs at TP 1 one file row and the
-# two rows stock would otherwise start on a CPU device (fraction 1.5: refused only later, in the
-# scheduler; a draft of another width: fails on its first speculative forward), and one flag row
-# at TP 2 (a refusal in the launcher happens before any rank exists, so TP only changes the
-# flag); the rest of the matrix runs with SPECINIT_TEST_SLOW=1.
-IN_CI = {
-    ("truncated-draft-shard", 1),
-    ("mem-fraction-1.5", 1),
-    ("draft-hidden-size", 1),
-    ("mem-fraction-0", 2),
-}
-REFUSED_CASES = [
-    pytest.param(
-        row,
-        tp,
-        id=f"{row}-{tp}",
-        marks=() if (row, tp) in IN_CI else pytest.mark.slow,
-    )
-    for row in sorted(REFUSED)
-    for tp in (1, 2)
-]
-
-
-@pytest.mark.parametrize(("row", "tp"), REFUSED_CASES)
-def test_refused_before_any_rank_starts(row: str, tp: int, tmp_path: Path) -> None:
-    spec = REFUSED[row]
-    draft = spec.make_draft(tmp_path)
-    specinit_dir = tmp_path / "specinit"
-    specinit_dir.mkdir()
-    run = run_server_to_end(
-        llama_family.tiny_llama_target(),
-        tmp_path / "run",
-        bound_s=BOUND_S,
-        draft_model_path=draft,
-        algorithm=ALGORITHM,
-        tp_size=tp,
-        extra_env={REPORT_DIR_ENV: str(specinit_dir)},
-        **SPEC_FLAGS,
-        **spec.flags,
-    )
-    assert_ended_cleanly(run)
-    # Refused in the launcher: no scheduler rank ever started, so nothing was allocated.
-    assert_refused_by_the_launcher(run.log, spec, draft)
-    assert run.reports == []
-    assert not list(specinit_dir.iterdir())
 
 
 # The fp8 prices themselves are checked per pool class without an Engine (test_pool_parity).

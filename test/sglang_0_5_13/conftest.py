@@ -1,4 +1,6 @@
-"""Fixtures for tests that run real SGLang 0.5.13.post1 classes on device "cpu".
+"""The ``sglang_0_5_13`` generation suite (0.5.13.post1 in ``.venv``; its row in
+:mod:`harness.releases`), and fixtures for tests that run its real classes on device "cpu".
+On any other release nothing here is collected.
 
 The tiny checkpoints are generated once per machine (cached under ``.cache/tiny-models``) and
 shared by the whole session; each Engine gets its own ``tmp_path`` for its log and reports.
@@ -10,6 +12,9 @@ from pathlib import Path
 
 import pytest
 from harness.checkpoints import eagle_drafts, llama_family
+from harness.releases import suite_gate
+
+collect_ignore_glob, ROW = suite_gate(Path(__file__).parent)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,261 @@
+"""The tiny TP 2 pair every generation suite launches, what the launch left, and the arithmetic
+its checks redo from each rank's own meter readings.
+
+A tiny Llama target (2 KV heads of dim 16) and an EAGLE3 draft of its own KV geometry (2 KV
+heads of dim 48), so both models' KV heads split across the two ranks, through
+``launch_server`` (or ``sglang.Engine``) on device cpu: SGLang's own
+``SGLANG_CPU_OMP_THREADS_BIND=0|1`` and two CPU test doubles (:mod:`harness.cpu_doubles.shims`:
+pynccl off on device cpu, one simulated device per rank). Read by ``test/shared/test_tp2_ranks.py``
+(the asymmetric launch, every generation) and the generation suites' own multi-rank files.
+Expected numbers are recomputed from the checkpoints' geometry divided over the ranks and each
+rank's own meter readings, never read back from the plugin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
+from harness.checkpoints.llama_family import DEFAULT_TARGET
+from harness.cpu_doubles.shims import PER_DEVICE_CAPACITY_ENV
+from harness.launch.sglang_release import extra_python_path
+from harness.reports.report_reading import (
+    GIB,
+    REPORT_DIR_ENV,
+    F,
+    MeterBudget,
+    kv_buffer_bytes,
+    kv_spec,
+    pre_load_reading,
+    profile_reading,
+    read_rank_breakdowns,
+    runner,
+)
+
+MULTI_RANK_TIMEOUT_S = 900
+STARTUP_BOUND_S = 600.0
+TP = 2
+CAPACITY = 256 << 20
+# 24 MiB less on rank 1: 232 / 256 = 0.906, inside SGLang's own 10 % TP imbalance check
+# (model_runner.py raises below 0.9 when SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK is on).
+TIGHT_CAPACITY = CAPACITY - (24 << 20)
+ALGORITHM = "EAGLE3"
+SPEC_FLAGS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
+# What one rank holds of each model's KV: half the KV heads.
+TARGET_ON_RANK = replace(DEFAULT_TARGET, kv_heads=DEFAULT_TARGET.kv_heads // TP)
+DRAFT_ON_RANK = replace(TP2_EAGLE3_DRAFT, kv_heads=TP2_EAGLE3_DRAFT.kv_heads // TP)
+PER_TOKEN_ON_RANK = TARGET_ON_RANK.kv_bytes_per_token() + DRAFT_ON_RANK.kv_bytes_per_token()
+
+# Where the sglang_0_5_23 generation's meter is read (harness.cpu_doubles.shims records who
+# asked): the target's pre-load reading is the 2nd of measure_pre_model_load_memory's three.
+PRE_LOAD_0523 = "bootstrap.measure_pre_model_load_memory"
+PROFILE_0523 = "KVCacheConfigurator._profile_available_bytes"
+
+
+@dataclass
+class RankedLaunch:
+    """What one multi-rank launch left behind: per-rank scheduler reports, breakdowns, log."""
+
+    plugin: bool
+    reports: dict[int, dict[str, Any]]  # by TP rank
+    breakdowns: list[dict[str, Any]]
+    breakdown_files: list[str]
+    served_tokens: int
+    log: str
+    startup_s: float
+
+    def breakdown(self, tp_rank: int) -> dict[str, Any]:
+        (found,) = [b for b in self.breakdowns if b["tp_rank"] == tp_rank]
+        return found
+
+
+def collect(handle: Any, plugin: bool, specinit_dir: Path) -> RankedLaunch:
+    """Everything a running launch (a ``cpu_server`` / ``cpu_engine`` handle) has written."""
+
+    served = handle.server_info()["max_total_num_tokens"]
+    ok = [r for r in handle.scheduler_reports() if "error" not in r]
+    reports = {r["ranks"]["tp"]: r for r in ok}
+    assert sorted(reports) == list(range(TP)), [r["ranks"] for r in ok]
+    return RankedLaunch(
+        plugin=plugin,
+        reports=reports,
+        breakdowns=read_rank_breakdowns(specinit_dir),
+        breakdown_files=sorted(p.name for p in specinit_dir.glob("memory-rank*.json")),
+        served_tokens=served,
+        log=handle.log_path.read_text(errors="replace"),
+        startup_s=handle.startup_s,
+    )
+
+
+def start_tp2(
+    work_dir: Path,
+    capacities: tuple[int, int] = (CAPACITY, CAPACITY),
+    *,
+    launcher: str = "server",
+    plugin: bool = True,
+    **server_args: Any,
+) -> RankedLaunch:
+    """A TP 2 launch of the tiny pair (``launch_server``, or ``sglang.Engine`` with
+    ``launcher="engine"``), one simulated device of ``capacities[i]`` per rank, read whole and
+    torn down."""
+    from harness.launch.engine import cpu_engine, cpu_server
+
+    specinit_dir = work_dir / "specinit"
+    specinit_dir.mkdir(parents=True)
+    start = {"server": cpu_server, "engine": cpu_engine}[launcher]
+    with start(
+        llama_family.tiny_llama_target(),
+        draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        algorithm=ALGORITHM,
+        plugin=plugin,
+        capacity_bytes=capacities[0],
+        work_dir=work_dir,
+        startup_timeout_s=STARTUP_BOUND_S,
+        extra_env={
+            REPORT_DIR_ENV: str(specinit_dir),
+            PER_DEVICE_CAPACITY_ENV: ",".join(map(str, capacities)),
+        },
+        tp_size=TP,
+        **SPEC_FLAGS,
+        **server_args,
+    ) as handle:
+        run = collect(handle, plugin, specinit_dir)
+    print(f"\n[TP 2 {launcher}, plugin {'on' if plugin else 'off'}] up in {run.startup_s:.1f} s")
+    return run
+
+
+# --------------------------------------------------------------------------- meter arithmetic
+
+
+def _reading_0523(report: dict[str, Any], caller: str, index: int = 0) -> dict[str, Any]:
+    found = [r for r in report["meter"]["readings"] if r["caller"].endswith(caller)]
+    return found[index]
+
+
+def own_pre_load_free(report: dict[str, Any]) -> int:
+    """This rank's own free memory before the target loads, before SGLang's MIN all-reduce."""
+    if any(r["caller"].endswith(PRE_LOAD_0523) for r in report["meter"]["readings"]):
+        return _reading_0523(report, PRE_LOAD_0523, 1)["free_bytes"]
+    return pre_load_reading(report)["free_bytes"]
+
+
+def own_free_at_profile(report: dict[str, Any]) -> int:
+    """This rank's own free memory where SGLang profiles the target pool."""
+    if any(r["caller"].endswith(PROFILE_0523) for r in report["meter"]["readings"]):
+        return _reading_0523(report, PROFILE_0523)["free_bytes"]
+    return profile_reading(report)["free_bytes"]
+
+
+def own_budget(report: dict[str, Any]) -> MeterBudget:
+    """The budget one rank alone would have: SGLang's float arithmetic on its own readings
+    (``_profile_available_bytes`` for a text model: no multimodal reserve)."""
+    pre_gib = own_pre_load_free(report) / GIB
+    post_gib = own_free_at_profile(report) / GIB
+    pre = int(pre_gib * GIB)
+    available = int((post_gib - pre_gib * (1 - F)) * GIB)
+    return MeterBudget(pre, int(F * pre), available)
+
+
+def rank_plan(
+    report: dict[str, Any], draft_weight_bytes: int | None = None, *, with_requests: bool = False
+) -> Any:
+    """``budget.plan_pools`` from one rank's OWN readings and the per-rank geometry (with the
+    draft's weights and the server's request cap where the generation's sizing reads them)."""
+    from sglang_specinit import budget
+
+    own = own_budget(report)
+    weights = {} if draft_weight_bytes is None else {"weight_bytes": draft_weight_bytes}
+    draft = budget.DraftSpec(algorithm=ALGORITHM, kv_pools=(kv_spec(DRAFT_ON_RANK),), **weights)
+    requests = {"max_running_requests": report["server_args"]["max_running_requests"]}
+    inputs = budget.BudgetInputs(
+        pre_load_free_bytes=own.pre_load_free_bytes,
+        mem_fraction_static=F,
+        target_kv=kv_spec(TARGET_ON_RANK),
+        target_weight_bytes=runner(report, "target")["weight_bytes"],
+        page_size=1,
+        context_len=DEFAULT_TARGET.max_position_embeddings,
+        draft=draft,
+        measured_resident_bytes=own.resident_bytes,
+        **(requests if with_requests else {}),
+    )
+    return budget.plan_pools(inputs)
+
+
+def pools_and_resident(report: dict[str, Any]) -> int:
+    """What one rank's budget covers: resident bytes at profiling + both KV buffers."""
+    return (
+        own_budget(report).resident_bytes
+        + kv_buffer_bytes(runner(report, "target")["kv_pool"])
+        + kv_buffer_bytes(runner(report, "draft")["kv_pool"])
+    )
+
+
+def assert_half_of_every_kv_head_set(run: RankedLaunch) -> None:
+    """Every rank holds half of each model's KV heads (both split over TP 2)."""
+    for tp_rank, report in run.reports.items():
+        assert report["ranks"]["gpu_id"] == tp_rank
+        assert report["specinit_loaded"]
+        for role, shape in (("target", TARGET_ON_RANK), ("draft", DRAFT_ON_RANK)):
+            pool = runner(report, role)["kv_pool"]
+            geometry = (pool["layer_num"], pool["head_num"], pool["head_dim"])
+            assert geometry == (shape.layers, shape.kv_heads, shape.head_dim), (tp_rank, role)
+    assert "Expected a cuda device" not in run.log
+
+
+# --------------------------------------------------------------------------- the planner
+
+
+def planner_argv(tight: dict[str, Any], *layout: str, device_memory: int) -> list[str]:
+    """This environment's ``sglang-specinit plan --json`` with the server's measured numbers."""
+    return [
+        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
+        "--model-path", str(llama_family.tiny_llama_target()),
+        "--speculative-algorithm", ALGORITHM,
+        "--speculative-draft-model-path", str(eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)),
+        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4",
+        "--mem-fraction-static", str(F), *layout,
+        "--device", "cpu", "--device-memory", str(device_memory),
+        "--pre-load-free-bytes", str(tight["pre_load_free_bytes"]),
+        "--resident-bytes", str(tight["resident_bytes"]),
+    ]  # fmt: skip
+
+
+def run_planner(argv: list[str]) -> dict[str, Any]:
+    """Run this environment's planner as an operator would: without the CPU engine switch,
+    with what the release's CPU processes need on ``PYTHONPATH`` (from 0.5.16 the sgl_kernel
+    test double: :mod:`harness.launch.sglang_release`)."""
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in [*extra_python_path(), env.get("PYTHONPATH", "")] if p
+    )
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def assert_plan_equals_ranks(planned: dict[str, Any], run: RankedLaunch) -> None:
+    """The plan's pools and weights are what every rank allocated and holds."""
+    for report in run.reports.values():
+        target, draft = runner(report, "target"), runner(report, "draft")
+        assert planned["tokens"] == target["kv_pool"]["size"] == draft["kv_pool"]["size"]
+        assert planned["target_kv_pool_bytes"] == kv_buffer_bytes(target["kv_pool"])
+        assert planned["draft_kv_pool_bytes"] == kv_buffer_bytes(draft["kv_pool"])
+        # Weights per rank, from checkpoint headers: every parameter this rank holds (norms and
+        # the EAGLE3 fc whole, the vocabulary tables halved), the draft's embedding (the
+        # target's, shared) excepted; plus the target's buffers no checkpoint stores (its rotary
+        # cos/sin cache, whole on each rank).
+        buffers = planned["target_buffers"]["bytes"]
+        assert buffers == sum(target["buffer_bytes"].values()) > 0
+        assert planned["target_weight_bytes"] == sum(target["parameter_bytes"].values()) + buffers
+        own = {k: v for k, v in draft["parameter_bytes"].items() if "embed_tokens" not in k}
+        assert planned["draft_weight_bytes"] == sum(own.values())
+    for key in ("tokens", "target_kv_bytes_per_token", "draft_kv_bytes_per_token", "budget_bytes"):
+        assert {b[key] for b in run.breakdowns} == {planned[key]}, key

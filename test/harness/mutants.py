@@ -1,0 +1,316 @@
+"""Mutations of the product's behaviour, and the tests that must catch each one.
+
+Each :class:`Mutant` replaces one snippet (occurring exactly once) in one file under
+``python/sglang_specinit``, in a temporary copy of the tree's ``python/`` (the tree itself is
+never edited), and runs its tests in its environment with ``PYTHONPATH`` on the copy (spawned
+servers inherit it). The mutant is *caught* when pytest fails. ``tests`` are node ids in this
+tree; ``before`` names the same checks where they lived before the generation suites were
+merged (issue #29), so the table can be run against an older tree (``--root``) and the two
+columns compared.
+
+    python test/harness/mutants.py                     # every mutant against this tree
+    python test/harness/mutants.py --only NAME         # one (repeatable)
+    python test/harness/mutants.py --root /work/main   # the tests of another tree
+    python test/harness/mutants.py --list
+    python test/harness/mutants.py --baseline          # each mutant's tests pass unmutated
+
+A mutant whose tests pass is *missed*; one whose snippet is not found exactly once is an
+error of the table (the product changed). ~5 min for the whole table on 2 idle cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PER_MUTANT_TIMEOUT_S = 1500
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # under python/sglang_specinit
+    old: str
+    new: str
+    env: str  # the venv directory under the tree's root
+    tests: tuple[str, ...]
+    before: tuple[str, ...] = ()  # the same checks' node ids before the merge (default: tests)
+
+    def node_ids(self, root: Path) -> tuple[str, ...]:
+        """``tests`` in a merged tree (one with ``test/shared``), else ``before``."""
+        if (root / "test" / "shared").is_dir() or not self.before:
+            return self.tests
+        return self.before
+
+
+_SIGNATURES = "test/sglang_0_5_23/test_adapter_signatures.py"
+_LAYOUT_TEST = (
+    f"{_SIGNATURES}::test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_"
+    "release_shims_says"
+)
+_PLAN_VERDICT = "test_the_planner_refuses_what_the_launcher_refuses[mem-fraction-1.5]"
+_TIGHTEST = "test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tightest"
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "fraction-refusal-text-0513",
+        "launch_checks.py",
+        "is outside (0, 1): it is the share",
+        "is outside [0, 1]: it is the share",
+        ".venv",
+        (f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",),
+        (f"test/cpu/test_plan_verdicts.py::{_PLAN_VERDICT}",),
+    ),
+    Mutant(
+        "fraction-refusal-text-0523",
+        "launch_checks.py",
+        "is outside (0, 1): it is the share",
+        "is outside [0, 1]: it is the share",
+        ".venv-sglang0523",
+        (f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",),
+        (f"test/sglang_0_5_23/test_plan_verdicts_0523.py::{_PLAN_VERDICT}",),
+    ),
+    Mutant(
+        "truncated-shard-not-refused",
+        "launch_checks.py",
+        "        if problem is not None:\n            raise LaunchCheckError(",
+        "        if problem is None:\n            raise LaunchCheckError(",
+        ".venv",
+        (
+            "test/shared/test_refused_launches.py::"
+            "test_refused_in_the_launcher_before_any_rank_starts[truncated-draft-shard-1]",
+        ),
+        (
+            "test/cpu/test_fault_matrix.py::test_refused_before_any_rank_starts[truncated-draft-shard-1]",
+        ),
+    ),
+    Mutant(
+        "0523-hook-reads-raw-fields",
+        "sglang_0_5_23/launch_checks.py",
+        "    cfg = resolving_view(server_args)\n",
+        "    cfg = server_args\n",
+        ".venv-sglang0523",
+        (
+            "test/sglang_0_5_23/test_fault_matrix_0523.py::test_0_5_23_hook_reads_what_resolution_decided",
+        ),
+    ),
+    Mutant(
+        "0522-lacks-attention-dp-names",
+        "sglang_0_5_23/release_shims.py",
+        '"kv_cache_sharding": True,\n                    "attention_dp_names": True}',
+        '"kv_cache_sharding": True}',
+        ".venv-sglang0522",
+        (_LAYOUT_TEST,),
+        (
+            "test/sglang_0_5_22/test_adapter_signatures.py::"
+            "test_what_0_5_22_added_over_0_5_21_is_present_as_release_shims_says",
+        ),
+    ),
+    Mutant(
+        "0521-fused-entries-a-release-early",
+        "sglang_0_5_23/release_shims.py",
+        '("0.5.21", {"runtime_context_ranks": True, "pp_spec": True}),',
+        '("0.5.21", {"runtime_context_ranks": True, "pp_spec": True,'
+        ' "fused_draft_entries": True}),',
+        ".venv-sglang0521",
+        (_LAYOUT_TEST,),
+        (
+            "test/sglang_0_5_21/test_adapter_signatures.py::"
+            "test_what_0_5_21_lacks_is_absent_as_release_shims_says",
+        ),
+    ),
+    Mutant(
+        "0521-platform-facts-unfiltered",
+        "sglang_0_5_23/release_shims.py",
+        "    return {name: value for name, value in facts.items() if name in known}",
+        "    return facts",
+        ".venv-sglang0521",
+        (f"{_SIGNATURES}::test_the_planner_hands_the_release_only_the_platform_facts_it_knows",),
+        (
+            "test/sglang_0_5_21/test_adapter_signatures.py::"
+            "test_the_planner_hands_0_5_21_only_the_platform_facts_it_knows",
+        ),
+    ),
+    Mutant(
+        "0520-no-config-bags",
+        "sglang_0_5_23/release_shims.py",
+        '("0.5.17", {"config_bags": True}),',
+        '("0.5.17", {}),',
+        ".venv-sglang0520",
+        (f"{_SIGNATURES}::test_the_configuration_bags_are_where_release_shims_reads_them",),
+        (
+            "test/sglang_0_5_20/test_adapter_signatures.py::"
+            "test_the_configuration_bags_are_where_release_shims_reads_them",
+        ),
+    ),
+    Mutant(
+        "0520-widths-not-at-publish",
+        "sglang_0_5_23/release_shims.py",
+        '("0.5.20", {"widths_at_publish": True}),',
+        '("0.5.20", {}),',
+        ".venv-sglang0520",
+        (
+            f"{_SIGNATURES}::"
+            "test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_shims_says",
+        ),
+        (
+            "test/sglang_0_5_20/test_adapter_signatures.py::"
+            "test_what_this_generation_lacks_is_absent_as_release_shims_says",
+        ),
+    ),
+    Mutant(
+        "0515-not-served",
+        "sglang_0_5_14/__init__.py",
+        'releases=("0.5.14", "0.5.15", "0.5.15.post1"),',
+        'releases=("0.5.14", "0.5.15.post1"),',
+        ".venv-sglang0515",
+        (
+            "test/sglang_0_5_14/test_adapter_signatures.py::test_the_release_is_served_by_the_0_5_14_adapter",
+        ),
+    ),
+    Mutant(
+        "stock-column-label",
+        "planner/columns.py",
+        "f\"stock_{self.release.replace('.', '_')}\"",
+        "f\"stock_{self.release.replace('.', '')}\"",
+        ".venv-sglang0522",
+        (
+            "test/sglang_0_5_23/test_eagle3_launch.py::test_plan_in_this_environment_equals_the_server",
+        ),
+        (
+            "test/sglang_0_5_22/test_eagle3_launch.py::"
+            "test_plan_in_the_0_5_22_environment_equals_the_server",
+        ),
+    ),
+    Mutant(
+        "pool-line-names-another-release",
+        "sglang_0_5_23/scheduler.py",
+        "headline = f\"KV pools on sglang {breakdown['sglang_version']}\"",
+        'headline = "KV pools on sglang 0.5.23"',
+        ".venv-sglang0522",
+        ("test/sglang_0_5_23/test_eagle3_launch.py::test_the_engine_fills_the_budget",),
+        ("test/sglang_0_5_22/test_eagle3_launch.py::test_the_0_5_22_engine_fills_the_budget",),
+    ),
+    Mutant(
+        "no-rank-is-tightest-0513",
+        "rank_reports.py",
+        '"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,',
+        '"tightest_rank": above < 0,',
+        ".venv",
+        (f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",),
+        (f"test/cpu/test_multi_rank.py::{_TIGHTEST}",),
+    ),
+    Mutant(
+        "no-rank-is-tightest-0523",
+        "rank_reports.py",
+        '"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,',
+        '"tightest_rank": above < 0,',
+        ".venv-sglang0523",
+        (f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",),
+        (f"test/sglang_0_5_23/test_multi_rank_0523.py::{_TIGHTEST}",),
+    ),
+)
+
+BY_NAME = {m.name: m for m in MUTANTS}
+
+
+def mutated_copy(mutant: Mutant, root: Path, into: Path, *, apply: bool = True) -> Path:
+    """``root``'s ``python/`` copied under ``into`` with ``mutant`` applied (``apply=False``:
+    checked only, for a baseline run); its path."""
+    python = into / "python"
+    shutil.copytree(
+        root / "python", python, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
+    path = python / "sglang_specinit" / mutant.file
+    text = path.read_text()
+    count = text.count(mutant.old)
+    if count != 1:
+        raise ValueError(f"{mutant.name}: the snippet occurs {count} times in {mutant.file}")
+    if apply:
+        path.write_text(text.replace(mutant.old, mutant.new))
+    return python
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    caught: bool
+    code: int
+    seconds: float
+    summary: str
+
+
+def run(mutant: Mutant, root: Path, *, apply: bool = True) -> Outcome:
+    """Run ``mutant``'s tests from ``root`` on a mutated copy of ``root``'s product
+    (``apply=False``: on the unmutated copy, where they must pass)."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
+        python = mutated_copy(mutant, root, Path(tmp), apply=apply)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(python),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "SPECINIT_TEST_SLOW": os.environ.get("SPECINIT_TEST_SLOW", "0"),
+        }
+        argv = [
+            str(root / mutant.env / "bin" / "python"), "-m", "pytest", "-x", "-q",
+            "-p", "no:cacheprovider", *mutant.node_ids(root),
+        ]  # fmt: skip
+        done = subprocess.run(
+            argv, cwd=root, env=env, capture_output=True, text=True, timeout=PER_MUTANT_TIMEOUT_S
+        )
+    lines = [ln for ln in done.stdout.strip().splitlines() if ln.strip()]
+    summary = lines[-1] if lines else done.stderr.strip()[-200:]
+    first_error = next((ln for ln in lines if ln.startswith("E ")), "")
+    if first_error:
+        summary += f" | {first_error[:150]}"
+    # A test failed (exit 1 with "failed" in the summary). An error in a fixture (a launch
+    # that did not start) or exit 2-4 (pytest could not run them) is not a catch.
+    caught = done.returncode == 1 and " failed" in (lines[-1] if lines else "")
+    return Outcome(mutant.name, caught, done.returncode, time.monotonic() - started, summary)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=sorted(BY_NAME), default=[])
+    parser.add_argument("--root", type=Path, default=REPO, help="the tree whose tests run")
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument(
+        "--baseline", action="store_true", help="run each mutant's tests unmutated: must pass"
+    )
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    chosen = [BY_NAME[n] for n in args.only] if args.only else list(MUTANTS)
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:<34} {m.env:<18} {' '.join(m.node_ids(root))}")
+        return 0
+    missed = 0
+    for mutant in chosen:
+        outcome = run(mutant, root, apply=not args.baseline)
+        if args.baseline:  # a failing baseline is what is reported
+            outcome = Outcome(outcome.name, outcome.code != 0, outcome.code, outcome.seconds,
+                              outcome.summary)  # fmt: skip
+            verdict = f"FAILS UNMUTATED ({outcome.code})" if outcome.caught else "passes"
+        else:
+            verdict = "caught" if outcome.caught else f"MISSED (pytest exit {outcome.code})"
+            if outcome.code == 1 and not outcome.caught:
+                verdict = "ERROR (not a catch)"
+        missed += not outcome.caught if not args.baseline else outcome.caught
+        print(f"{outcome.name:<34} {verdict:<24} {outcome.seconds:6.0f} s  {outcome.summary}")
+        sys.stdout.flush()
+    what = "fail unmutated" if args.baseline else "missed"
+    print(f"{missed} of {len(chosen)} {what} ({root})")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,246 @@
+"""Every served sglang release, one row each: which adapter serves it, where CI runs it, which of
+its generation suite's files it runs, and the expectations that differ between releases.
+
+A generation suite is the test folder named after the adapter (``test/sglang_0_5_23`` for
+``sglang_0_5_23``); ``test/shared`` holds the checks every generation's suite runs on the
+launches both launchers start. Each suite's ``conftest.py`` calls :func:`suite_gate`: on a
+release whose row names another adapter nothing is collected; on one whose row names this
+adapter, the files the row lists (less its ``exclude``), with the row's ``slow`` files marked
+slow. Adding a release of a served generation is one row here, a lock and one line in
+``scripts/test.sh`` (``release NAME``: the row's venv, or its wheel over it, on its paths).
+
+The expectations are the tests' own (read from each release's source by hand), never the
+product's release table: a test compares what the product does with the row.
+
+    python test/harness/releases.py paths 0.5.22   # the test paths of 0.5.22's CI line
+    python test/harness/releases.py ci 0.5.22      # venv, "venv" or "sibling", paths
+    python test/harness/releases.py rows           # the table
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+TEST_DIR = Path(__file__).resolve().parents[1]
+SHARED = "shared"
+
+
+@dataclass(frozen=True)
+class Release:
+    """One served release. ``files`` / ``exclude`` are globs over its suite's test files."""
+
+    name: str
+    adapter: str
+    venv: str
+    # True: the release's wheel unpacked over ``venv`` (scripts/sibling_release.sh).
+    sibling: bool = False
+    files: tuple[str, ...] = ("test_*.py",)
+    exclude: tuple[str, ...] = ()
+    # Files whose tests are ``slow`` on this release (another release runs them in CI).
+    slow: tuple[str, ...] = ()
+    # Runs ``test/shared`` (the merged 0.5.13 / 0.5.23 checks) on this release.
+    shared: bool = False
+    # Its test processes import SGLang with the CPU recipe (release_suite.cpu_import_recipe);
+    # 0.5.13's CPU harness patches device cpu in itself (harness.cpu_doubles.shims).
+    cpu_import_recipe: bool = True
+    # --- what differs inside the sglang_0_5_23 generation (0.5.16 - 0.5.23)
+    # The configurator holds a ParallelState ``ps`` (0.5.16 - 0.5.20).
+    parallel_state: bool = False
+    # ServerArgs is still 0.5.15's dataclass, resolved in __post_init__ (0.5.16 - 0.5.18).
+    dataclass_server_args: bool = False
+    # runtime_context publishes get_schedule / get_model / get_spec (0.5.17 on).
+    config_bags: bool = True
+    # The attention widths are computed at publish (0.5.20 on).
+    widths_at_publish: bool = True
+    # The profile reserves memory for a multimodal runtime (0.5.18 on).
+    mm_reservation: bool = True
+    # ``ModelRunner.init_kv_cache_configurator(draft_parallel_layout)`` (0.5.23).
+    draft_parallel_layout: bool = False
+    # Fused draft entries, --enable-kv-cache-sharding, attention-DP names (0.5.22 on).
+    fused_entries: bool = True
+    # Platform facts ``override_platform`` refuses (0.5.21: is_mps, is_sm110); None: unchecked.
+    platform_facts_lacking: tuple[str, ...] | None = ()
+
+    @property
+    def suite(self) -> str:
+        """The generation suite's folder under ``test/``: the adapter's name."""
+        return self.adapter
+
+    @property
+    def label(self) -> str:
+        """``stock_0_5_21``'s release part."""
+        return self.name.replace(".", "_")
+
+    def paths(self) -> list[str]:
+        """The test paths of this release's CI line."""
+        return [f"test/{self.suite}", *([f"test/{SHARED}"] if self.shared else [])]
+
+    def runs(self, file_name: str) -> bool:
+        return any(fnmatch.fnmatch(file_name, g) for g in self.files) and not any(
+            fnmatch.fnmatch(file_name, g) for g in self.exclude
+        )
+
+
+_PARALLEL_STATE = dict(
+    adapter="sglang_0_5_23",
+    venv=".venv-sglang0520",
+    sibling=True,
+    files=("test_adapter_signatures.py", "test_planner_parallel_state.py"),
+    parallel_state=True,
+    fused_entries=False,
+    platform_facts_lacking=None,
+    widths_at_publish=False,
+)
+# The 0.5.16 - 0.5.20 rows' own files; 0.5.23 runs the rest (they are its suite).
+_PARALLEL_STATE_ONLY = ("test_planner_parallel_state.py", "test_server_args_stock.py")
+# 0.5.23 runs plan == server in this environment in test_plan_matches_server.py.
+_SIBLING_GENERATION_ONLY = ("test_eagle3_launch.py",)
+
+RELEASES: tuple[Release, ...] = (
+    Release("0.5.13", "sglang_0_5_13", ".venv", sibling=True, shared=True, cpu_import_recipe=False),
+    Release("0.5.13.post1", "sglang_0_5_13", ".venv", shared=True, cpu_import_recipe=False),
+    Release("0.5.14", "sglang_0_5_14", ".venv-sglang0514"),
+    # 0.5.15's Engines are 0.5.14's code path (test_eagle3_launch on 0.5.14 covers them).
+    Release("0.5.15", "sglang_0_5_14", ".venv-sglang0515", exclude=("test_eagle3_launch.py",)),
+    Release(
+        "0.5.15.post1",
+        "sglang_0_5_14",
+        ".venv-sglang0515",
+        sibling=True,
+        exclude=("test_eagle3_launch.py",),
+    ),
+    Release(
+        "0.5.16",
+        **_PARALLEL_STATE,
+        dataclass_server_args=True,
+        config_bags=False,
+        mm_reservation=False,
+    ),
+    Release("0.5.17", **_PARALLEL_STATE, dataclass_server_args=True, mm_reservation=False),
+    Release("0.5.18", **_PARALLEL_STATE, dataclass_server_args=True),
+    Release("0.5.19", **_PARALLEL_STATE),
+    Release(
+        "0.5.20",
+        **{
+            **_PARALLEL_STATE,
+            "sibling": False,
+            "widths_at_publish": True,
+            "files": (
+                "test_adapter_signatures.py",
+                "test_planner_parallel_state.py",
+                "test_eagle3_launch.py",
+                "test_server_args_stock.py",
+            ),
+        },
+    ),
+    Release(
+        "0.5.21",
+        "sglang_0_5_23",
+        ".venv-sglang0521",
+        files=("test_adapter_signatures.py", "test_eagle3_launch.py"),
+        # CI launches the same EAGLE3 pair on 0.5.22, the next release of this generation.
+        slow=("test_eagle3_launch.py",),
+        fused_entries=False,
+        platform_facts_lacking=("is_mps", "is_sm110"),
+    ),
+    Release(
+        "0.5.22",
+        "sglang_0_5_23",
+        ".venv-sglang0522",
+        files=("test_adapter_signatures.py", "test_eagle3_launch.py"),
+    ),
+    Release(
+        "0.5.23",
+        "sglang_0_5_23",
+        ".venv-sglang0523",
+        exclude=_PARALLEL_STATE_ONLY + _SIBLING_GENERATION_ONLY,
+        shared=True,
+        draft_parallel_layout=True,
+    ),
+)
+
+BY_NAME = {r.name: r for r in RELEASES}
+
+
+def installed_name() -> str | None:
+    """The installed sglang's version string (``"0.5.15.post1"``); None when absent."""
+    try:
+        return version("sglang")
+    except PackageNotFoundError:
+        return None
+
+
+def installed_row() -> Release | None:
+    """The installed release's row; None when sglang is absent or the release is not served."""
+    name = installed_name()
+    return BY_NAME.get(name) if name else None
+
+
+def row_of(name: str) -> Release:
+    return BY_NAME[name]
+
+
+def generation_rows(adapter: str) -> list[Release]:
+    return [r for r in RELEASES if r.adapter == adapter]
+
+
+def suite_gate(folder: Path) -> tuple[list[str], Release | None]:
+    """``collect_ignore_glob`` for the suite in ``folder``, and the installed row when it runs.
+
+    ``folder`` is a generation suite (named after its adapter) or ``test/shared``. Every file
+    is ignored unless the installed release's row names this suite; then the files the row
+    does not run are. When the suite runs, the process gets what SGLang on cpu needs at import
+    (:func:`harness.launch.release_suite.cpu_import_recipe`)."""
+    row = installed_row()
+    name = folder.name
+    runs = row is not None and (row.suite == name or (name == SHARED and row.shared))
+    if not runs:
+        return ["test_*.py"], None
+    assert row is not None
+    if row.cpu_import_recipe:
+        from harness.launch.release_suite import cpu_import_recipe
+
+        cpu_import_recipe()
+    ignored = [] if name == SHARED else [
+        p.name for p in sorted(folder.glob("test_*.py")) if not row.runs(p.name)
+    ]  # fmt: skip
+    return ignored, row
+
+
+def mark_slow_files(items: list, row: Release | None) -> None:
+    """Mark the row's ``slow`` files' tests slow (before the root conftest skips the set)."""
+    if row is None or not row.slow:
+        return
+    import pytest
+
+    for item in items:
+        if any(fnmatch.fnmatch(item.path.name, g) for g in row.slow):
+            item.add_marker(pytest.mark.slow)
+
+
+def _main(argv: list[str]) -> int:
+    if argv[:1] == ["paths"] and len(argv) == 2:
+        print(" ".join(row_of(argv[1]).paths()))
+        return 0
+    if argv[:1] == ["ci"] and len(argv) == 2:  # scripts/test.sh's `release NAME`
+        row = row_of(argv[1])
+        print(row.venv, "sibling" if row.sibling else "venv", *row.paths())
+        return 0
+    if argv == ["rows"]:
+        for r in RELEASES:
+            venv = f"{r.venv} (sibling wheel)" if r.sibling else r.venv
+            files = " ".join(r.files) + "".join(f" -{g}" for g in r.exclude)
+            print(f"{r.name:<13} {r.adapter:<14} {venv:<33} {' '.join(r.paths())}: {files}")
+        return 0
+    print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    raise SystemExit(_main(sys.argv[1:]))

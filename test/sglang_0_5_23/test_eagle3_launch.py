@@ -1,0 +1,84 @@
+"""One live launch on a release of the generation before 0.5.23 (the rows that list this file in
+:mod:`harness.releases`: 0.5.20, 0.5.21 slow, 0.5.22; 0.5.16's - 0.5.19's wheels over 0.5.20's
+venv by hand): the tiny EAGLE3 pair, plugin on, as a real ``sglang.Engine`` on device cpu
+(:mod:`harness.launch.launch_0_5_23`, kind ``EAGLE3``: target 2 layers x 2 KV heads x dim 16, an
+EAGLE3 draft with a reduced vocabulary).
+
+The Engine comes up with the plugin's sizing (the ``SPECINIT_MEMORY`` breakdown, not stock's:
+the draft priced at its own geometry, its embed/lm_head bound before profiling, its rank fields
+read through ``release_shims.scheduler_ranks``), weights + every pool fill the budget to
+[0.995, 1], every label names the installed release, and ``sglang-specinit plan
+--resident-bytes`` in this environment (the release's own server-args logic and pool code,
+through ``release_shims``) plans what the server allocated, with the release's own stock
+column (the shared checks: :mod:`harness.launch.release_suite`). 0.5.23 checks the same in
+``test_plan_matches_server.py``. The Engine ~60-200 s here, the planner ~25-45 s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S
+from harness.launch.release_suite import (
+    assert_fills_the_budget_at_profile,
+    assert_plan_equals_server,
+    launched_memory,
+    plan_in_this_environment,
+)
+from harness.releases import RELEASES, Release, installed_row
+
+ROW: Release = installed_row()  # type: ignore[assignment]  # the gate collects only served rows
+
+pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
+
+# The labels of every other served release: none may appear in this release's log or plan.
+OTHER_LABELS = [r.name for r in RELEASES if r.name != ROW.name and not ROW.name.startswith(r.name)]
+
+
+def test_the_engine_fills_the_budget(eagle3_on: Any) -> None:
+    memory = assert_fills_the_budget_at_profile(eagle3_on)
+    assert memory["sglang_version"] == ROW.name
+    # Every label names the installed release (compat.installed_sglang_version), no other.
+    assert f"[specinit] KV pools on sglang {ROW.name} (" in eagle3_on.log
+    assert [n for n in OTHER_LABELS if f"sglang {n} " in eagle3_on.log] == []
+    # The draft's pool is priced at its own geometry (EAGLE3: one layer of its own), not at
+    # the target's, and the draft's duplicate embed/lm_head was bound before profiling.
+    assert memory["draft_kv_bytes_per_token"] != memory["target_kv_bytes_per_token"]
+    assert memory["duplicate_bytes_at_profile"] == 0
+    assert memory["stock_duplicate_bytes_at_profile"] > 0
+    # Ranks read from the scheduler (release_shims.scheduler_ranks).
+    assert (memory["tp_rank"], memory["pp_rank"]) == (0, 0)
+    # The early binding skipped the stock init_token_map once: EAGLE3's hot-token map stays.
+    assert eagle3_on.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
+
+
+def test_plan_in_this_environment_equals_the_server(eagle3_on: Any) -> None:
+    # The planner builds its pricing pools with the release's pool code
+    # (release_suite.planner_env).
+    planned = plan_in_this_environment(eagle3_on)
+    # The stock column is this release's own configurator, labelled as such.
+    assert planned["sglang_version"] == ROW.name
+    assert f"stock_{ROW.label}" in planned
+    assert [n for n in OTHER_LABELS if f"stock_{n.replace('.', '_')}" in planned] == []
+    assert_plan_equals_server(planned, eagle3_on)
+
+
+@pytest.mark.slow
+def test_an_nnpl0_eagle3_draft_is_priced_although_stock_reserves_nothing(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """``num_nextn_predict_layers: 0``: stock reserves 0 draft layers
+    (``spec_aux_hidden_state.py:96-98`` in 0.5.20), the plugin prices the pool the draft
+    allocates. Slow (one more Engine, ~2 min here); CI runs the same pricing path on the EAGLE3
+    launch above, and 0.5.23's CI suite runs this draft."""
+    from harness.launch.launch_0_5_23 import launch
+
+    run = launch("EAGLE3-nnpl0", True, tmp_path_factory.mktemp(f"sglang{ROW.label}-nnpl0"))
+    memory = launched_memory(run)
+    assert memory["upstream_reserved_layers"] == 0
+    assert memory["draft_kv_bytes_per_token"] > 0
+    assert memory["draft_kv_pool_bytes"] == memory["allocated_draft_kv_pool_bytes"] > 0
+    budget = memory["budget_bytes"]
+    pools = sum(p.get("token_buffer_bytes", 0) for p in run.report["kv_pool_buffers"])
+    assert 0.995 <= (run.resident_at_profile + pools) / budget <= 1

@@ -1,0 +1,113 @@
+"""The fault matrix's refused rows on the installed release, with the plugin on: each launch is
+refused in the launcher, with one message, before any rank starts.
+
+Every row is a live ``launch_server`` on device cpu
+(``harness.launch.multi_rank.run_server_to_end``, bounded: a hang fails with each rank's last log
+lines). Each must exit non-zero with the one message that names the file or flag to change (the
+launcher's last error line), leave no process of the launch running, and start no rank: the
+generation's launch checks (``sglang_specinit.launch_checks`` through the adapter's
+``launch_checks``: 0.5.13's in the launcher, 0.5.23's BEFORE hook on
+``ServerArgs.check_server_args``) refuse the rows of ``harness.matrices.refused_launches``, so
+no scheduler exists and nothing is allocated. What else goes wrong is the generation suite's
+own (its ``test_fault_matrix*.py``: 0.5.13's fp8 pools and SIGTERM in phase 3, 0.5.23's hook on
+a resolved ``ServerArgs`` and fp8 left to stock).
+
+Stock 0.5.23 (plugin off, same CPU harness, measured once, not a test): a truncated or corrupt
+shard ends in the scheduler with ``SafetensorError`` after the target loaded (75-88 s on a
+loaded machine), fraction 0 with its own "no GPU memory for the KV cache" ``ValueError``,
+``--max-total-tokens 8`` with "Not enough memory"; fraction 1 and 1.5 and the draft of hidden
+size 96 come up on device cpu (graphs off, a simulated device that does not refuse an
+over-budget allocation; the wide draft's ``fc`` cannot take the target's hidden states, so its
+first speculative forward fails).
+
+Each test records its time and message as ``user_properties`` (in a ``--junitxml`` report).
+Measured on 2 shared cores: a refusal ends 13-47 s after the launch started (the launcher's
+imports; the spread is the machine's load).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from harness.checkpoints import llama_family
+from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
+from harness.launch.multi_rank import assert_ended_cleanly, run_server_to_end
+from harness.matrices.refused_launches import (
+    ALGORITHM,
+    REFUSED,
+    SPEC_FLAGS,
+    assert_refused_by_the_launcher,
+)
+from harness.releases import installed_row
+from harness.reports.report_reading import REPORT_DIR_ENV
+
+pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
+
+BOUND_S = float(ENGINE_TIMEOUT_S)
+
+# Every row's check and message are unit-tested without a launch (test/unit/test_launch_checks.py).
+# End to end one launch costs the launcher's imports, so CI runs, per generation, the rows at
+# the TP sizes below; the rest of the matrix runs with SPECINIT_TEST_SLOW=1. 0.5.13: one file
+# row and the two rows stock would otherwise start on a CPU device (fraction 1.5: refused only
+# later, in the scheduler; a draft of another width: fails on its first speculative forward) at
+# TP 1, one flag row at TP 2 (a refusal in the launcher happens before any rank exists, so TP
+# only changes the flag); 0.5.23: the two rows issue 15 reported (a file row and a flag row).
+IN_CI = {
+    "sglang_0_5_13": {
+        ("truncated-draft-shard", 1),
+        ("mem-fraction-1.5", 1),
+        ("draft-hidden-size", 1),
+        ("mem-fraction-0", 2),
+    },
+    "sglang_0_5_23": {("truncated-draft-shard", 1), ("mem-fraction-1.5", 1)},
+}
+TP_SIZES = {"sglang_0_5_13": (1, 2), "sglang_0_5_23": (1,)}
+
+
+def refused_cases() -> list[object]:
+    row = installed_row()
+    if row is None or row.adapter not in TP_SIZES:
+        return []
+    in_ci = IN_CI[row.adapter]
+    return [
+        pytest.param(
+            name,
+            tp,
+            id=f"{name}-{tp}",
+            marks=[
+                *(() if (name, tp) in in_ci else (pytest.mark.slow,)),
+                *((pytest.mark.multi_rank,) if tp > 1 else ()),
+            ],
+        )
+        for name in sorted(REFUSED)
+        for tp in TP_SIZES[row.adapter]
+    ]
+
+
+@pytest.mark.parametrize(("row", "tp"), refused_cases())
+def test_refused_in_the_launcher_before_any_rank_starts(
+    row: str, tp: int, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    spec = REFUSED[row]
+    draft = spec.make_draft(tmp_path)
+    specinit_dir = tmp_path / "specinit"
+    specinit_dir.mkdir()
+    run = run_server_to_end(
+        llama_family.tiny_llama_target(),
+        tmp_path / "run",
+        bound_s=BOUND_S,
+        draft_model_path=draft,
+        algorithm=ALGORITHM,
+        tp_size=tp,
+        extra_env={REPORT_DIR_ENV: str(specinit_dir)},
+        **SPEC_FLAGS,
+        **spec.flags,
+    )
+    request.node.user_properties.append(("elapsed_s", round(run.elapsed_s, 1)))
+    assert_ended_cleanly(run)
+    message = assert_refused_by_the_launcher(run.log, spec, draft)
+    request.node.user_properties.append(("message", message))
+    # Refused in the launcher: no scheduler rank ever started, so nothing was allocated.
+    assert run.reports == []
+    assert not list(specinit_dir.iterdir())

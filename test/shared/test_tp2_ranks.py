@@ -1,0 +1,166 @@
+"""TP 2 on device cpu with rank 1's device 24 MiB smaller, on the installed release: two real
+scheduler ranks on SGLang's own gloo groups, the tiny pair of :mod:`harness.launch.tp2_pair`
+through ``launch_server``, plugin on.
+
+SGLang sizes from an all-rank minimum (a MIN all-reduce it does anyway), so every rank must
+size the same token count, the one rank 1 can afford, and the budget must hold on rank 1, full
+to one token; each rank writes ``memory-rank<i>-pp<p>-tp<t>-dp<d>.json`` and says whether it is
+the tightest; ``plan --tp 2`` of this environment's planner with the server's measured numbers
+equals both ranks. Every wait is bounded; a hang fails with each rank's last log lines. The
+launch is started once (module fixture) and read by every test here; the generation suites'
+``test_multi_rank*.py`` have the rest (Engine and stock contrasts, dp-attention, a rank's draft
+failing, SIGTERM, PP 2).
+
+Timing (2 shared cores): the launch is up in 30-90 s lightly loaded, ~3 min beside other
+launches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from harness.launch.tp2_pair import (
+    CAPACITY,
+    MULTI_RANK_TIMEOUT_S,
+    PER_TOKEN_ON_RANK,
+    TIGHT_CAPACITY,
+    TP,
+    RankedLaunch,
+    assert_half_of_every_kv_head_set,
+    assert_plan_equals_ranks,
+    own_budget,
+    own_free_at_profile,
+    own_pre_load_free,
+    planner_argv,
+    pools_and_resident,
+    rank_plan,
+    run_planner,
+    start_tp2,
+)
+from harness.releases import installed_row
+from harness.reports.report_reading import F, runner
+from sglang_specinit import rank_reports
+
+pytestmark = [
+    pytest.mark.cpu_engine,
+    pytest.mark.multi_rank,
+    pytest.mark.timeout(MULTI_RANK_TIMEOUT_S),
+]
+
+# What differs per generation. 0.5.13.x phases the init itself: each rank logs the four phases,
+# and its sizing reads the draft's weights and the request cap. The sglang_0_5_23 generation
+# keeps upstream's init and logs one pool line per rank labelled with the release; its shim
+# binds each scheduler's meter to the device the launcher published, and each breakdown says
+# the rank's own free memory at sizing next to the all-rank minimum.
+ROW = installed_row()
+PHASES_ITSELF = ROW is not None and ROW.adapter == "sglang_0_5_13"
+
+
+def rank_lines(tp_rank: int) -> list[str]:
+    """What each rank logs of its sizing, as this generation's plugin words it."""
+    if PHASES_ITSELF:
+        return [f"TP{tp_rank}] [specinit] phase {phase}/4" for phase in range(1, 5)]
+    release = ROW.name if ROW else ""
+    return [f"TP{tp_rank}] [specinit] KV pools on sglang {release} (rank {tp_rank} "]
+
+
+def plan_of(report: dict, run: RankedLaunch) -> object:
+    """One rank's own plan, with what this generation's sizing reads."""
+    if PHASES_ITSELF:
+        return rank_plan(report, run.breakdown(1)["draft_weight_bytes"], with_requests=True)
+    return rank_plan(report)
+
+
+@pytest.fixture(scope="module")
+def asymmetric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RankedLaunch]:
+    """The launch with rank 1's device smaller, started once for every test of this module."""
+    yield start_tp2(tmp_path_factory.mktemp("tp2-asymmetric"), (CAPACITY, TIGHT_CAPACITY))
+
+
+def test_each_rank_simulates_its_own_device_and_holds_half_of_every_kv_head_set(
+    asymmetric: RankedLaunch,
+) -> None:
+    run = asymmetric
+    assert_half_of_every_kv_head_set(run)
+    for tp_rank, report in run.reports.items():
+        assert report["meter"]["capacity_bytes"] == (CAPACITY, TIGHT_CAPACITY)[tp_rank]
+        if not PHASES_ITSELF:
+            # The shim bound each scheduler's meter to the device the launcher published.
+            assert report["meter"]["gpu_id"] == tp_rank
+        for line in rank_lines(tp_rank):
+            assert line in run.log, line
+
+
+def test_every_rank_sizes_the_token_count_of_the_tightest_rank(asymmetric: RankedLaunch) -> None:
+    run = asymmetric
+    roomy, tight = run.reports[0], run.reports[1]
+    counts = {r["scheduler"]["max_total_num_tokens"] for r in run.reports.values()}
+    assert counts == {run.served_tokens}, counts
+    # The tight rank's own readings predict exactly the count every rank sized ...
+    assert plan_of(tight, run).tokens == run.served_tokens
+    # ... while the roomy rank alone would have sized about 24 MiB x f worth of tokens more.
+    extra = plan_of(roomy, run).tokens - run.served_tokens
+    assert extra == pytest.approx(F * (CAPACITY - TIGHT_CAPACITY) / PER_TOKEN_ON_RANK, rel=0.01)
+    for report in run.reports.values():
+        for role in ("target", "draft"):
+            assert runner(report, role)["kv_pool"]["size"] == run.served_tokens
+
+
+def test_budget_holds_on_the_tightest_rank(asymmetric: RankedLaunch) -> None:
+    run = asymmetric
+    tight, roomy = run.reports[1], run.reports[0]
+    # Against the tight rank's own free memory before loading: inside, and full to one token.
+    tight_budget = own_budget(tight).budget_bytes
+    used = pools_and_resident(tight)
+    assert used <= tight_budget
+    assert tight_budget - used < PER_TOKEN_ON_RANK, (tight_budget, used)
+    # The roomy rank holds the same pools with its extra 24 MiB x f unused.
+    roomy_slack = own_budget(roomy).budget_bytes - pools_and_resident(roomy)
+    assert roomy_slack == pytest.approx(F * (CAPACITY - TIGHT_CAPACITY), rel=0.01)
+    # Each rank's process really holds what it was given, within its own device.
+    for report in (tight, roomy):
+        assert report["meter"]["used_bytes"] <= report["meter"]["capacity_bytes"]
+    assert own_pre_load_free(tight) < own_pre_load_free(roomy)
+
+
+def test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tightest(
+    asymmetric: RankedLaunch,
+) -> None:
+    run = asymmetric
+    assert run.breakdown_files == ["memory-rank0-pp0-tp0-dp0.json", "memory-rank1-pp0-tp1-dp0.json"]
+    roomy, tight = run.breakdown(0), run.breakdown(1)
+    assert (roomy["rank_index"], tight["rank_index"]) == (0, 1)
+    assert {b["tokens"] for b in run.breakdowns} == {run.served_tokens}
+    if not PHASES_ITSELF:
+        # Each rank's free memory at sizing is its own reading where SGLang profiled; the
+        # minimum is the tight rank's (SGLang's MIN all-reduce, recovered without another
+        # collective).
+        for tp_rank, b in enumerate((roomy, tight)):
+            assert b["rank_free_at_sizing_bytes"] == own_free_at_profile(run.reports[tp_rank])
+            assert b["min_free_at_sizing_bytes"] == pytest.approx(
+                own_free_at_profile(run.reports[1]), abs=2
+            )
+    assert tight["tightest_rank"] is True and roomy["tightest_rank"] is False
+    assert roomy["free_above_tightest_bytes"] == pytest.approx(CAPACITY - TIGHT_CAPACITY, abs=64)
+    assert rank_reports.tightest(run.breakdowns)["tp_rank"] == 1
+    # Each rank's summary line, from data that rank already had (no added collective).
+    assert "TP1] [specinit] rank 1 (pp0 tp1 dp0) is the tightest rank" in run.log
+    assert "TP0] [specinit] rank 0 (pp0 tp0 dp0) is not the tightest rank: 24.00 MiB" in run.log
+    # The JSON log lines carry the same dicts as the files.
+    lines = [ln for ln in run.log.splitlines() if "SPECINIT_MEMORY " in ln]
+    logged = sorted(
+        (json.loads(ln.split("SPECINIT_MEMORY ", 1)[1]) for ln in lines),
+        key=lambda b: b["rank_index"],
+    )
+    assert logged == run.breakdowns
+
+
+def test_plan_tp2_equals_what_both_ranks_allocate(asymmetric: RankedLaunch) -> None:
+    run = asymmetric
+    planned = run_planner(
+        planner_argv(run.breakdown(1), "--tp", str(TP), device_memory=TIGHT_CAPACITY)
+    )
+    assert_plan_equals_ranks(planned, run)
+    assert planned["tp_size"] == TP
