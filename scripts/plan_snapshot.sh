@@ -2,8 +2,8 @@
 # Writes every shipped example's `plan --json` (and text) in every served release's environment
 # into OUT/<release>/<example>.{json,txt,rc}, so two trees' figures can be diffed byte for byte:
 #   bash scripts/plan_snapshot.sh OUT [PYTHONPATH_ROOT]
-# Releases without a venv of their own run their wheel over their generation's venv (as
-# scripts/sibling_release.sh unpacks it into .cache/sglang-RELEASE).
+# Every release of test/harness/releases.py; one without a venv of its own runs its wheel over
+# its generation's venv (as scripts/sibling_release.sh unpacks it into .cache/sglang-RELEASE).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=$1 root=${2:-$PWD}
@@ -21,15 +21,14 @@ snap() {  # release venv [sibling-dir]
       >"$out/$release/$ex.txt" 2>/dev/null
   done
 }
-snap 0.5.13.post1 .venv
-snap 0.5.14 .venv-sglang0514
-snap 0.5.15 .venv-sglang0515
-snap 0.5.20 .venv-sglang0520
-snap 0.5.21 .venv-sglang0521
-snap 0.5.22 .venv-sglang0522
-snap 0.5.23 .venv-sglang0523
-for sib in 0.5.16:.venv-sglang0520 0.5.19:.venv-sglang0520 0.5.15.post1:.venv-sglang0515; do
-  rel=${sib%%:*} venv=${sib#*:}
+# Every served row of test/harness/releases.py (0.5.13 itself: no wheel is unpacked for it here).
+for rel in $(.venv/bin/python test/harness/releases.py names); do
+  [ "$rel" = 0.5.13 ] && continue
+  read -r venv kind _paths <<<"$(.venv/bin/python test/harness/releases.py ci "$rel")"
+  if [ "$kind" = venv ]; then
+    snap "$rel" "$venv"
+    continue
+  fi
   if [ ! -d ".cache/sglang-$rel" ]; then
     bash scripts/sibling_release.sh "$rel" "$venv" --co -q test/test_version_guard.py >/dev/null 2>&1
   fi

@@ -8,17 +8,9 @@
 #   .venv               sglang 0.5.13.post1 + this package (editable) + pinned test tools
 #   .venv-sglang0514    sglang 0.5.14 (no deps) layered over .venv: the 0.5.14 adapter's
 #                       tests (test/sglang_0_5_14) run in it
-#   .venv-sglang0523    sglang 0.5.23 + the packages it needs in other versions
-#                       (requirements/cpu-dev-0523.lock, no deps) layered over .venv: the
-#                       0.5.23 adapter's tests (test/sglang_0_5_23) run in it
-#   .venv-sglang0522    sglang 0.5.22 the same way (requirements/cpu-dev-0522.lock): the
-#                       0.5.22 row of test/harness/releases.py runs in it
-#   .venv-sglang0521    sglang 0.5.21 the same way (requirements/cpu-dev-0521.lock): the
-#                       0.5.21 row of test/harness/releases.py runs in it
-#   .venv-sglang0520    sglang 0.5.20 the same way (requirements/cpu-dev-0520.lock): the
-#                       ParallelState generation (0.5.16-0.5.20) runs over it
-#   .venv-sglang0515    sglang 0.5.15 the same way (requirements/cpu-dev-0515.lock): the
-#                       0.5.14 adapter's 0.5.15 tests (test/sglang_0_5_14) run in it
+#   .venv-sglang05XX    one per requirements/cpu-dev-05XX.lock: that sglang release + the
+#                       packages it needs in other versions (no deps) layered over .venv;
+#                       test/harness/releases.py names the rows that run in each
 #
 # Each environment has its own stamp, a hash of what builds it (its lock, its build function,
 # and for a layered one .venv's stamp): changing one release's lock rebuilds that venv only.
@@ -74,14 +66,13 @@ build_layered_venv() {
   echo "$main" > "$own/zz-specinit-main-venv.pth"
 }
 
-# Layered sglang releases: venv -> its lock.
-declare -A LAYERED=(
-  [.venv-sglang0523]=requirements/cpu-dev-0523.lock
-  [.venv-sglang0522]=requirements/cpu-dev-0522.lock
-  [.venv-sglang0521]=requirements/cpu-dev-0521.lock
-  [.venv-sglang0515]=requirements/cpu-dev-0515.lock
-  [.venv-sglang0520]=requirements/cpu-dev-0520.lock
-)
+# Layered sglang releases: one venv per release lock, requirements/cpu-dev-05XX.lock ->
+# .venv-sglang05XX (0.5.14's venv has no lock: only sglang itself is installed there).
+declare -A LAYERED=()
+for lock in requirements/cpu-dev-0*.lock; do
+  release=${lock#requirements/cpu-dev-}
+  LAYERED[.venv-sglang${release%.lock}]=$lock
+done
 
 hash_of() { sha256sum | cut -d' ' -f1; }
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Sets up the CPU environment if needed, then runs lint and the whole CPU test suite: every
-# served release's row of test/harness/releases.py, one `release NAME` line each. A row names
+# served release's row of test/harness/releases.py, in the CI lane its row names. A row names
 # its venv (or its wheel over its generation's venv: scripts/sibling_release.sh) and its
 # generation suite (test/sglang_0_5_13 ... named after the adapter; test/shared where the row
 # says); the suite's conftest collects the files the row lists.
 #   1. .venv (sglang 0.5.13.post1): everything under test/ (test/unit, the 0.5.13 generation
 #      suite, test/shared; the other generations' conftests collect nothing there);
 #   2. 0.5.23 (.venv-sglang0523);
-#   3. the other served releases in two lanes side by side (skipped when arguments select
-#      tests, which then run in .venv only).
+#   3. the other served releases in two lanes side by side, each row in its `ci_lane`
+#      (skipped when arguments select tests, which then run in .venv only).
 # Tests marked ``slow`` run only with SPECINIT_TEST_SLOW=1 (see test/conftest.py).
 # GPU tests (marked `gpu`) skip here; on a GPU runner use scripts/test-gpu.sh.
 set -euo pipefail
@@ -67,21 +67,17 @@ release() {  # name: one release's suite into $logs/name.log; its code into $log
   } >"$logs/$name.log" 2>&1 || rc=$?
   echo "$rc" >"$logs/$name.rc"
 }
-(
-  release 0.5.20
-  release 0.5.19
-  release 0.5.18
-  release 0.5.17
-  release 0.5.16
-  release 0.5.21
-) &
+lane1=$(.venv/bin/python test/harness/releases.py lane 1)
+lane2=$(.venv/bin/python test/harness/releases.py lane 2)
+lane() {  # releases...: one after another
+  local name
+  for name in "$@"; do release "$name"; done
+}
+# shellcheck disable=SC2086  # a lane: several names
+lane $lane1 &
 pid1=$!
-(
-  release 0.5.14
-  release 0.5.15
-  release 0.5.15.post1
-  release 0.5.22
-) &
+# shellcheck disable=SC2086
+lane $lane2 &
 pid2=$!
 wait "$pid1" "$pid2" || true
 for log in "$logs"/*.log; do  # by release name

@@ -19,6 +19,7 @@ import subprocess
 import pytest
 from harness.launch.plugin_probe import REPO_ROOT, probe_env, run_probe, same_packages_path
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
+from harness.releases import RELEASES
 from sglang_specinit import compat
 from sglang_specinit.hooks import adapter_patches
 
@@ -126,21 +127,8 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
 # --------------------------------------------------------------------------------------------
 # The decision itself, for releases no environment here has (cheap: no SGLang import)
 
-SERVED = (
-    "0.5.13",
-    "0.5.13.post1",
-    "0.5.14",
-    "0.5.15",
-    "0.5.15.post1",
-    "0.5.16",
-    "0.5.17",
-    "0.5.18",
-    "0.5.19",
-    "0.5.20",
-    "0.5.21",
-    "0.5.22",
-    "0.5.23",
-)
+# The test table of every served release (test/harness/releases.py), not the product's.
+SERVED = tuple(r.name for r in RELEASES)
 
 
 @pytest.mark.parametrize(
