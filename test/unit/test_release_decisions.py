@@ -6,32 +6,14 @@ releases (logged at INFO by the plugin)."""
 from __future__ import annotations
 
 import pytest
+from harness.releases import RELEASES, generation_rows
 from sglang_specinit import compat
 
-SERVED = (
-    "0.5.13, 0.5.13.post1, 0.5.14, 0.5.15, 0.5.15.post1, "
-    "0.5.16, 0.5.17, 0.5.18, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
-)
+# The test table of every served release (test/harness/releases.py), not the product's.
+SERVED = ", ".join(r.name for r in RELEASES)
 
 
-@pytest.mark.parametrize(
-    ("version", "adapter"),
-    [
-        ("0.5.13", "sglang_0_5_13"),
-        ("0.5.13.post1", "sglang_0_5_13"),
-        ("0.5.14", "sglang_0_5_14"),
-        ("0.5.15", "sglang_0_5_14"),
-        ("0.5.15.post1", "sglang_0_5_14"),
-        ("0.5.16", "sglang_0_5_23"),
-        ("0.5.17", "sglang_0_5_23"),
-        ("0.5.18", "sglang_0_5_23"),
-        ("0.5.19", "sglang_0_5_23"),
-        ("0.5.20", "sglang_0_5_23"),
-        ("0.5.21", "sglang_0_5_23"),
-        ("0.5.22", "sglang_0_5_23"),
-        ("0.5.23", "sglang_0_5_23"),
-    ],
-)
+@pytest.mark.parametrize(("version", "adapter"), [(r.name, r.adapter) for r in RELEASES])
 def test_served_releases_get_their_adapter(version: str, adapter: str) -> None:
     assert compat.decide_for_version(version).adapter == adapter
 
@@ -68,8 +50,8 @@ def test_each_adapter_is_one_generation_found_on_disk() -> None:
     generations = compat.generations()
     assert list(generations) == ["sglang_0_5_13", "sglang_0_5_14", "sglang_0_5_23"]
     assert [g.sglang_phases_init for g in generations.values()] == [False, True, True]
-    decision = compat.decide_for_version("0.5.22")
-    assert decision.generation is generations["sglang_0_5_23"]
+    for row in generation_rows("sglang_0_5_23"):
+        assert compat.decide_for_version(row.name).generation is generations["sglang_0_5_23"]
     assert compat.decide_for_version("0.5.24").generation is None
 
 
@@ -79,7 +61,8 @@ def test_the_0_5_23_generation_serves_its_table_s_rows() -> None:
     table = release_shims.RELEASE_TABLE
     assert compat.generations()["sglang_0_5_23"].releases == tuple(table)
     # A post-release between rows reads the row it follows; an older one the oldest's form.
-    assert release_shims.row("0.5.22.post1") == table["0.5.22"]
+    between = list(table)[-2]
+    assert release_shims.row(f"{between}.post1") == table[between]
     assert release_shims.row("0.5.24rc1") == table["0.5.23"]
     assert release_shims.row("0.5.15") == table["0.5.16"]
     # Each row keeps what the rows before it added.

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 from sglang_specinit import compat
 
 ROOT = Path(__file__).resolve().parents[2]
