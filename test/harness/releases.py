@@ -160,6 +160,13 @@ RELEASES: tuple[Release, ...] = (
         ci_lane=1,
     ),
     Release(
+        "0.5.22",
+        "sglang_0_5_23",
+        ".venv-sglang0522",
+        files=("test_adapter_signatures.py", "test_eagle3_launch.py"),
+        ci_lane=2,
+    ),
+    Release(
         "0.5.23",
         "sglang_0_5_23",
         ".venv-sglang0523",

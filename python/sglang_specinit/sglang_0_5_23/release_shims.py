@@ -65,8 +65,9 @@ RELEASE_TABLE: dict[str, ReleaseRow] = _cumulative(
         ("0.5.19", {"resolving_view": True}),
         ("0.5.20", {"widths_at_publish": True}),
         ("0.5.21", {"runtime_context_ranks": True, "pp_spec": True}),
-        ("0.5.23", {"fused_draft_entries": True, "kv_cache_sharding": True,
-                    "attention_dp_names": True, "draft_parallel_layout": True}),
+        ("0.5.22", {"fused_draft_entries": True, "kv_cache_sharding": True,
+                    "attention_dp_names": True}),
+        ("0.5.23", {"draft_parallel_layout": True}),
     )
 )
 
