@@ -1,10 +1,7 @@
 """The adapter for sglang 0.5.16 - 0.5.23: exact draft pricing on top of upstream's phased init.
 
-These releases load both models before sizing the KV pools; this adapter prices the draft's
-pools by building them (its own geometry and dtype, one pool per multi-layer runner, the
-frozen-KV stand-in), binds the draft's duplicate embed/lm_head before profiling and runs the
-launch checks in the launcher. What differs between its releases is one table:
-``release_shims.RELEASE_TABLE``. ``sglang-specinit patches`` lists every patch target.
+Releases differ by one row of ``release_shims.RELEASE_TABLE``; ``sglang-specinit patches``
+lists every patch target.
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
-"""The offline plan on a release this adapter serves whose ``ServerArgs`` is still 0.5.15's
-dataclass (0.5.16 - 0.5.18): 0.5.15's server-args half with 0.5.20's pricing half.
+"""The offline plan on 0.5.16 - 0.5.18, whose ``ServerArgs`` is still a resolving dataclass.
 
-0.5.18's KV sizing is 0.5.20's (``KVCacheConfigurator(ps: ParallelState)``, the pool code the
-live adapter prices with), but its ``ServerArgs`` resolves every field in ``__post_init__``
-(``server_args.py:3585``; no ``resolve_once``, no ``arg_groups/pipeline.py``, no
-``runtime_context.override_platform``, no ``overrides.resolution_result``), so
-:class:`~sglang_specinit.sglang_0_5_23.planner_replay.Replay0523`'s resolution cannot run there.
-What runs instead (:class:`DataclassReplay`):
-
-* **server args**: the dataclass releases' replay (:mod:`sglang_specinit.dataclass_args.replay`:
-  the release's own parser into a ``ServerArgs`` whose ``__post_init__`` is skipped, its
-  ``_handle_cuda_graph_config`` / ``_handle_gpu_memory_settings`` fed the planned device's MiB
-  for the automatic fraction, ``speculative_hook.handle_speculative_decoding`` on a copy, the
-  attention widths by ``compute_dp_attention_world_info``);
-* **pools**: ``Replay0523.pool_prices``' own path (``offline_configurator.published_layout``,
-  ``runtime_budget.price_configurators``, stock's ``config_from_budget``) on this host's device,
-  with one difference: 0.5.18's ``get_parallel()`` answers widths only from live process
-  groups (``runtime_context.py:113-260``: ``_ps().get_attn_tensor_model_parallel_world_size``
-  ...) or its own ``override`` (``:158``), so the planner's rank 0 reads them through that
-  override (:func:`rank0_widths`), set from the resolved launch as ``initialize_model_parallel``
-  would build the groups.
+Server args go through the dataclass releases' replay (:mod:`sglang_specinit.dataclass_args.
+replay`); pools are priced as :class:`.planner_replay.Replay0523` prices them, under rank 0's
+widths set through ``get_parallel().override`` (no process groups exist offline).
 """
 
 from __future__ import annotations
@@ -58,8 +41,7 @@ from sglang_specinit.sglang_0_5_23.pricing_host import (
     require_sgl_kernel,
 )
 
-# What decides the pools, checked equal between the planned resolution and the ServerArgs the
-# pricing layout is published with (0.5.18 stores attention DP as these two fields).
+# As planner_replay.POOL_FIELDS, with attention DP as these releases store it.
 POOL_FIELDS = (
     "page_size",
     "kv_cache_dtype",
@@ -77,8 +59,7 @@ POOL_FIELDS = (
 
 
 def attention_widths(args: Any) -> tuple[int, int]:
-    """(attn_tp_size, attn_dp_size) as the release's scheduler computes them
-    (``layers.dp_attention.compute_dp_attention_world_info``, rank 0)."""
+    """(attn_tp_size, attn_dp_size) as the release's scheduler computes them for rank 0."""
     from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
 
     _, attn_tp, _, attn_dp = compute_dp_attention_world_info(
@@ -89,10 +70,7 @@ def attention_widths(args: Any) -> tuple[int, int]:
 
 @contextlib.contextmanager
 def rank0_widths(args: Any) -> Iterator[None]:
-    """``get_parallel()`` answering rank 0's widths for ``args`` (the release's own
-    ``ParallelContext.override``), as its process groups would: attention TP / DP by the
-    scheduler's rule, decode context parallel only for more than one rank (the group exists
-    only then: ``dcp_enabled``, ``attn_dcp_size``)."""
+    """``get_parallel()`` answering rank 0's widths for ``args``, as its process groups would."""
     from sglang.srt.runtime_context import get_parallel
 
     attn_tp, attn_dp = attention_widths(args)
@@ -117,7 +95,6 @@ def rank0_widths(args: Any) -> Iterator[None]:
 
 
 def input_fields(server_args: Any) -> dict[str, Any]:
-    """Every dataclass field as the launch gave it (before resolution)."""
     return {
         f.name: copy.deepcopy(getattr(server_args, f.name))
         for f in dataclasses.fields(server_args)
@@ -126,9 +103,8 @@ def input_fields(server_args: Any) -> dict[str, Any]:
 
 
 class DataclassReplay(Replay0523, FieldServerArgsReplay):
-    """0.5.18: the dataclass releases' parser and resolution steps, 0.5.20's pool pricing."""
+    """The dataclass releases' parser and resolution, :class:`Replay0523`'s pool pricing."""
 
-    # No DeepSeek-V4 solve on this release's configurator is checked here.
     prices_deepseek_v4 = False
 
     def parse_launch(self, launch: Any) -> Any:
@@ -151,7 +127,6 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
             args=spec_args,
             config_source=spec_args,
             target_model_config=target_mc,
-            # No flat speculative reserve: one fraction for both columns.
             stock_fraction=float(fraction),
             new_fraction=float(fraction),
             attn_tp_size=attn_tp,
@@ -161,9 +136,7 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
         )
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
-        """Every pool priced by the server's function (``runtime_budget.
-        price_configurators``) on the configurators this release builds for the launch, under
-        rank 0's widths (:func:`rank0_widths`); stock's column on the same configurator."""
+        """Both columns priced as :meth:`Replay0523.pool_prices`, under rank 0's widths."""
         from sglang_specinit.model_facts import FROZEN_KV_STAND_IN_TOKENS
         from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
@@ -197,9 +170,7 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
 
     @staticmethod
     def _layout(launch: ResolvedLaunch) -> Any:
-        """The launch published on this host's device with the planned page size and KV
-        dtype; every field that decides a pool must resolve as it did for the planned
-        device (:data:`POOL_FIELDS`)."""
+        """The launch published on the pricing device, checked against the planned one."""
         from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
         planned = launch.args
@@ -211,7 +182,6 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
             kv_cache_dtype=planned.kv_cache_dtype,
             mem_fraction_static=planned.mem_fraction_static,
         )
-        # Built by ModelConfig again from the flags; not a field the constructor takes.
         inputs.pop("model_config", None)
         runners = int(planned.speculative_num_steps) if planned.enable_multi_layer_eagle else 1
         with planned_cpu_engine(built_on):

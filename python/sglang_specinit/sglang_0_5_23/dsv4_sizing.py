@@ -1,29 +1,8 @@
-"""DeepSeek-V4 + MTP on sglang 0.5.20 - 0.5.23: stock's own solve, with the draft's real term.
+"""DeepSeek-V4 + MTP (0.5.20 - 0.5.23): SGLang's own V4 solve with the draft's real term.
 
-Read (not patched): ``model_executor.pool_configurator`` (``create_memory_pool_configurator``,
-``DSV4PoolConfigurator``: ``_get_bytes_per_swa_token``, ``_get_bytes_per_full_token``,
-``calculate_pool_sizes``, ``calculate_pool_sizes_from_max_tokens``,
-``finalize_with_max_running_requests``), ``KVCacheConfigurator`` (``_apply_token_constraints``,
-``resolve_max_num_reqs``, ``_derive_pool_sizes``, ``_init_pools``).
-
-0.5.23 sizes a DeepSeek-V4 launch with its ``DSV4PoolConfigurator``: a coefficient per full
-token (compressed c4/c128 KV, indexer, and the SWA pool at ``swa_full_tokens_ratio`` in ratio
-mode), fixed bytes for the request-scoped state pools (c128 / ratio-2 state, the SWA pool in
-cap mode) and its own page-padding loop. It reserves the MTP draft by multiplying both
-per-token coefficients by ``(T + 1) / T``, as if the draft were one more *target* layer. The
-NextN draft (``models/deepseek_v4_nextn.py``) has one SWA-only layer
-(``COMPRESS_RATIO_NEXTN_LAYER``); ``_derive_pool_sizes`` zeroes its c4/c128/state pools. So
-on V4-Flash (43 layers) stock reserves 1/43 of the target's compressed and state bytes the
-draft never allocates.
-
-:func:`priced_configurator` keeps everything of SGLang's solve and changes only that term:
-the configurator SGLang builds for the target, its two coefficients recomputed by its own
-methods without the inflation, plus the draft's bytes per SWA slot and per full token as the
-draft's pools allocate them (measured by building them, :mod:`.pool_probe`); the draft pool's
-padding comes off the budget before the solve. Ratio and cap modes both follow: in ratio mode
-the SWA slot price enters the per-token coefficient at SGLang's ratio, in cap mode SGLang's
-fixed SWA bytes. :func:`built_pool_bytes` reads what a pool built from a config owns, built on
-device ``meta`` (sizes without memory), for the plan and the layout tests.
+Stock reserves the NextN draft by inflating both per-token coefficients by (T + 1) / T; here
+that term is replaced by the draft pools' measured bytes and the solve is checked against the
+pools SGLang builds from it (on device ``meta``).
 """
 
 from __future__ import annotations
@@ -36,19 +15,13 @@ from sglang_specinit.pool_measure import kv_pool_storages, pool_logs_quiet
 
 
 def is_dsv4_configurator(configurator: Any) -> bool:
-    """Whether SGLang chose its DeepSeek-V4 compressed-attention configurator."""
     from sglang.srt.model_executor.pool_configurator import DSV4PoolConfigurator
 
     return type(configurator) is DSV4PoolConfigurator
 
 
 def unpriced_reason(configurator: Any) -> str | None:
-    """Why this V4 launch's draft is not a paged NextN pool this module prices, or None.
-
-    The unified-KV rings (``SGLANG_DSV4_UNIFIED_KV*``) and encoder SWA replay reserve the draft
-    in request-scoped rings, and a DSpark draft has several layers of its own: none of them is
-    the (T + 1) / T term over paged pools that :func:`priced_configurator` replaces.
-    """
+    """Why this V4 launch's draft is not a paged NextN pool priced here, or None."""
     if configurator._unified:
         return "DeepSeek-V4 unified KV rings (request-scoped draft ring)"
     if configurator.encoder_replay:
@@ -59,9 +32,7 @@ def unpriced_reason(configurator: Any) -> str | None:
 
 
 def runner_unpriced_reason(runner: Any) -> str | None:
-    """:func:`unpriced_reason` for the target ``runner``'s launch, before its pools exist (the
-    scheduler's launch policy): its configurator built by its own ``init_kv_cache_configurator``
-    (:func:`.pool_probe.draft_configurator`, attribute put back); None when not DeepSeek-V4."""
+    """:func:`unpriced_reason` for a target runner before its pools exist; None if not V4."""
     from sglang.srt.configs.model_config import is_deepseek_v4
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
@@ -74,15 +45,11 @@ def runner_unpriced_reason(runner: Any) -> str | None:
 
 
 def priced_configurator(target: Any, draft_prices: Sequence[MeasuredKVSpec]) -> Any:
-    """SGLang's configurator for ``target`` with the draft term replaced by ``draft_prices``
-    (each draft pool per full token and per SWA slot, built at tiny sizes)."""
+    """SGLang's configurator for ``target`` with the draft term replaced by ``draft_prices``."""
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
     configurator = create_memory_pool_configurator(target)
-    # Both coefficients from SGLang's own methods, without (T + 1) / T ...
     configurator._spec_infl = 1.0
-    # ... and the draft's pools as they allocate: one SWA slot per target SWA slot (the draft
-    # applies the target's config), plus whatever scales with full tokens (none for NextN).
     configurator.bytes_per_swa_token = configurator._get_bytes_per_swa_token() + sum(
         d.swa_bytes_per_token for d in draft_prices
     )
@@ -93,13 +60,11 @@ def priced_configurator(target: Any, draft_prices: Sequence[MeasuredKVSpec]) -> 
 
 
 def draft_padding_bytes(draft_prices: Sequence[MeasuredKVSpec]) -> int:
-    """What the draft pools cost whatever the token count (their padding pages)."""
     return sum(d.fixed_bytes for d in draft_prices)
 
 
 def stock_draft_bytes_per_row(target: Any) -> float:
-    """What stock reserves for the draft per full target token: its inflation of the
-    per-token coefficient (ratio mode; cap mode moves the SWA part to fixed bytes)."""
+    """Stock's draft reserve per full target token: its inflation of the coefficient."""
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
     configurator = create_memory_pool_configurator(target)
@@ -110,8 +75,7 @@ def stock_draft_bytes_per_row(target: Any) -> float:
 
 
 def draft_bytes_per_row(configurator: Any, draft_prices: Sequence[MeasuredKVSpec]) -> float:
-    """What the draft pools allocate per full target token under ``configurator``'s split
-    (ratio mode: ``ratio`` SWA slots per full token; cap mode: none, its SWA pool is fixed)."""
+    """The draft pools' bytes per full target token (cap mode: no SWA share)."""
     swa = sum(d.swa_bytes_per_token for d in draft_prices)
     full = sum(d.full_bytes_per_token for d in draft_prices)
     if configurator.swa_cap_tokens is None:
@@ -120,10 +84,7 @@ def draft_bytes_per_row(configurator: Any, draft_prices: Sequence[MeasuredKVSpec
 
 
 def solve(kvc: Any, configurator: Any, available_bytes: int, padding_bytes: int) -> Any:
-    """The ``MemoryPoolConfig`` 0.5.23's ``_resolve_memory_pool_config`` derives from
-    ``available_bytes`` (its ``config_from_budget`` steps: ``calculate_pool_sizes``, the user
-    cap and PP sync, ``resolve_max_num_reqs``, ``finalize_with_max_running_requests``), on
-    ``configurator``, with ``padding_bytes`` of draft padding taken off first."""
+    """SGLang's ``config_from_budget`` steps on ``configurator``, the draft padding off first."""
     from sglang_specinit.sglang_0_5_23.release_shims import schedule_of
 
     page = int(schedule_of(kvc).page_size)
@@ -139,15 +100,13 @@ def solve(kvc: Any, configurator: Any, available_bytes: int, padding_bytes: int)
 
 
 def built_pool_bytes(kvc: Any, config: Any) -> int:
-    """Bytes of every storage the KV pool owns when ``kvc`` builds its pools from ``config``
-    with SGLang's ``_derive_pool_sizes`` and ``_init_pools``, built on device ``meta``: the
-    pool classes' own sizes at full scale, without allocating them."""
+    """Bytes of the pools ``kvc`` builds from ``config``, built on ``meta`` (nothing allocated)."""
     from sglang.srt.mem_cache import memory_pool
 
     saved_device = kvc.device
     saved_copy = memory_pool.copy_all_layer_kv_cache_func
     kvc.device = "meta"
-    # The one kernel a pool runs while it is built (a warm-up self-copy) has no meta kernel.
+    # The pool's warm-up self-copy has no meta kernel.
     memory_pool.copy_all_layer_kv_cache_func = lambda *args, **kwargs: None
     try:
         with pool_logs_quiet():
@@ -168,15 +127,8 @@ def built_pool_bytes(kvc: Any, config: Any) -> int:
 def fitted(
     kvc: Any, configurator: Any, config: Any, available_bytes: int, drafts: Sequence[Any]
 ) -> Any:
-    """``config``, stepped down by whole pages until the pools SGLang builds from it (target and
-    ``drafts``, :func:`built_pool_bytes`) fit ``available_bytes``.
-
-    SGLang's V4 coefficient model leaves a few MB of the target's own pools out (page and
-    indexer rounding: 16-19 MB on V4-Flash at TP 4); stock's over-reserved draft hides it, a
-    draft priced exactly would not, so the solve's answer is checked against the built pools.
-    It stops at one page, or at the smallest pool SGLang accepts (its ``ValueError`` for a
-    smaller one); a config that does not fit there is the caller's to refuse.
-    """
+    """``config`` stepped down by whole pages until the built pools fit ``available_bytes``:
+    SGLang's V4 coefficients leave a few MB of rounding out, which stock's reserve hides."""
     from sglang_specinit.sglang_0_5_23.release_shims import schedule_of
 
     page = int(schedule_of(kvc).page_size)
@@ -201,9 +153,7 @@ def fitted(
 
 
 def target_display_spec(configurator: Any) -> MeasuredKVSpec:
-    """The target's price per full token as SGLang's V4 coefficient states it, without the
-    draft term: what the memory report prints per token (the plan's pool bytes are the built
-    pools', :func:`built_pool_bytes`)."""
+    """The target's per-token price the report prints: SGLang's coefficient, no draft term."""
     import math
 
     plain = plain_coefficient(configurator)
@@ -211,7 +161,6 @@ def target_display_spec(configurator: Any) -> MeasuredKVSpec:
 
 
 def plain_coefficient(configurator: Any) -> float:
-    """``configurator``'s per-full-token coefficient without any draft term."""
     swa, full, infl = (
         configurator.bytes_per_swa_token,
         configurator.bytes_per_full_token,
@@ -237,9 +186,7 @@ def plan_of(
     at_profile: int,
     notes: tuple[str, ...] = (),
 ) -> Any:
-    """The :class:`~sglang_specinit.budget.PoolPlan` of a V4 config: its tokens and requests,
-    the target's and the draft's pools as built (``pool_bytes``), ``at_profile`` the bytes
-    resident when the pool was profiled."""
+    """The ``PoolPlan`` of a V4 config, with the pools as built."""
     from sglang_specinit.budget import PoolPlan, draft_weight_bytes_of, static_budget_bytes
 
     target_pool, draft_pool = pool_bytes

@@ -1,21 +1,8 @@
-"""Whether the attention kernels 0.5.23's resolution chose can run on the planned GPU.
+"""Refuse a resolved launch whose attention kernel cannot run on the planned GPU.
 
-Resolution on the planned device (:mod:`.planned_device`) already raises SGLang's own refusals
-that read the compute capability (``trtllm_mha``, ``trtllm_mla``, ``cutedsl_mla``, TileLang FP8
-KV, ...); the planner prints them in SGLang's words. Two choices it accepts fail only once the
-ranks run, and :func:`refuse_unrunnable_kernels` names them before anything is priced:
-
-* the DSA ``trtllm`` backends (``--dsa-prefill-backend`` / ``--dsa-decode-backend``, which
-  0.5.23 picks for every ``--dcp-size > 1``): ``DeepseekSparseAttnBackend._forward_trtllm``
-  calls flashinfer's MLA decode with ``backend="trtllm-gen"``, whose runner accepts only
-  sm_100 / sm_103 / sm_107; the rank fails at its first DSA attention (the decode CUDA-graph
-  capture at start);
-* ``fa3`` as the attention backend: the rank asserts sm_9x, or sm_8x for a non-MLA model, when
-  it creates the backend.
-
-Each place relied on is a :class:`Source` read from the 0.5.23 wheel and the flashinfer wheel it
-pins (0.7.2); ``test_planned_gpu_kernels_0523`` checks every SGLang line against the installed
-release.
+Two choices 0.5.23's resolution accepts fail only once the ranks run: DSA's ``trtllm``
+backends off sm_100 / 103 / 107, and ``fa3`` off sm_9x (sm_8x for non-MLA). Each line relied on
+is a :class:`Source` (docs/planner.md; checked by ``test_planned_gpu_kernels_0523``).
 """
 
 from __future__ import annotations
@@ -29,7 +16,7 @@ from sglang_specinit.planner.inputs import PlanError
 
 @dataclass(frozen=True)
 class Source:
-    """A line of a wheel the rule relies on: ``path`` from the wheel's root, and what it says."""
+    """A line of a wheel the rule relies on: ``path`` from the wheel's root, and its text."""
 
     wheel: str
     path: str
@@ -40,25 +27,20 @@ class Source:
         return f"{self.path}:{self.line}"
 
 
-# The sglang release the lines below were read in.
 READ_IN = "0.5.23"
 
-# 0.5.23 declares trtllm for both DSA phases whenever --dcp-size > 1 (and the phase is unset).
 DSA_DCP_PICKS_TRTLLM = Source(
     "sglang 0.5.23", "sglang/srt/arg_groups/model_overrides/deepseek_v2.py", 28, 'name: "trtllm"'
 )
-# Without DCP, the FP8 DSA default is trtllm on compute capability major >= 10.
 DSA_FP8_DEFAULT = Source(
     "sglang 0.5.23",
     "sglang/srt/arg_groups/overrides.py",
     716,
     'default = "trtllm" if major >= 10 else "flashmla_kv"',
 )
-# The trtllm DSA path runs flashinfer's trtllm-gen MLA kernel (both phases).
 DSA_TRTLLM_KERNEL = Source(
     "sglang 0.5.23", "sglang/srt/layers/attention/dsa_backend.py", 3982, 'backend="trtllm-gen"'
 )
-# DSA's decode-context-parallel page table exists only on that path.
 DSA_DCP_ONLY_ON_TRTLLM = Source(
     "sglang 0.5.23",
     "sglang/srt/layers/attention/dsa_backend.py",
@@ -103,7 +85,6 @@ class KernelNeed:
     change: str  # the flag to change
 
     def refusal(self, release: str, device_name: str, sm: int) -> str:
-        # The sglang lines cited are 0.5.23's; another release of this generation says so.
         read_in = "" if release == READ_IN else f" (sglang lines as of {READ_IN})"
         return (
             f"sglang {release} resolves --{self.field.replace('_', '-')} to {self.value!r} "
@@ -147,7 +128,6 @@ def _fa3_need(field: str, launch_inputs: Mapping[str, Any], mla: bool) -> Kernel
     return KernelNeed(
         field=field,
         value="fa3",
-        # FlashAttention v3's own assertion when the rank creates the backend.
         runs_on=lambda sm: sm // 10 == 9 or (sm // 10 == 8 and not mla),
         kernel="FlashAttention v3",
         needs=("sm_9x" if mla else "sm_8x or sm_9x") + f" ({FA3_ARCHS})",
@@ -157,11 +137,7 @@ def _fa3_need(field: str, launch_inputs: Mapping[str, Any], mla: bool) -> Kernel
 
 
 def kernel_needs(args: Any, launch_inputs: Mapping[str, Any], *, mla: bool) -> list[KernelNeed]:
-    """The needs of the resolved launch ``args`` (read as ``ResolvedArgs``), decode first.
-
-    ``launch_inputs`` are the fields as the launch gave them (who chose a value); ``mla``: the
-    target is an MLA model.
-    """
+    """The kernel needs of the resolved launch, decode first."""
     from sglang.srt.arg_groups.model_override_base import attention_backends_of
 
     prefill, decode = attention_backends_of(args)
@@ -186,8 +162,7 @@ def refuse_unrunnable_kernels(
     device_name: str,
     sm: int | None,
 ) -> None:
-    """PlanError (one line) for the first resolved backend whose kernel cannot run on compute
-    capability ``sm``; nothing when ``sm`` is unknown (``--device-memory``: docs/planner.md)."""
+    """PlanError for the first backend whose kernel cannot run on ``sm`` (None: unchecked)."""
     if sm is None:
         return
     for need in kernel_needs(args, launch_inputs, mla=mla):

@@ -1,13 +1,7 @@
-"""Which sglang 0.5.23 launches get this package's draft pricing, and why others do not.
+"""Which 0.5.23 launches get this package's draft pricing, and why the others do not.
 
-Read (not patched): ``managers.scheduler.Scheduler`` (its ``draft_worker``), ``server_args``,
-``runtime_context``, ``configs.model_config``.
-
-0.5.23 already runs the phased init; the plugin only replaces how the target's token count is
-priced. Where that pricing is not this package's to own, the launch keeps stock 0.5.23 and the
-scheduler logs one line naming the reason: WARNING where 0.5.23's own reserve still misprices
-the draft (the operator should know the draft is not budgeted exactly), INFO where there is
-nothing to price (NGRAM) or upstream already prices the draft from its own config (DFLASH).
+A launch not priced here keeps stock sizing after one line naming why: WARNING where stock
+still misprices the draft, INFO where there is nothing to price (NGRAM, DFLASH).
 """
 
 from __future__ import annotations
@@ -19,7 +13,6 @@ from sglang_specinit.phased.step_aside import PRICED_DEVICES, StepAside
 
 def pricing_blocker(scheduler: Any) -> StepAside | None:
     """None when this package prices the draft of this launch."""
-
     from sglang_specinit import compat, sglang_0_5_23
     from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks
 
@@ -38,8 +31,6 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
         )
     if server_args.device not in PRICED_DEVICES:
         return StepAside(f"device {server_args.device!r} builds its own KV pools")
-    # Stock-sized launches of a known draft worker: the scheduler still binds the draft's
-    # duplicate embed/lm_head first where stock's reserve covers the draft (stock_binding).
     binds = known_spec_worker(scheduler)
     parallel = scheduler_ranks(scheduler)
     flagged = stock_sized_reason(scheduler, parallel.pp_size)
@@ -58,10 +49,7 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     layout = getattr(spec_worker, "draft_parallel_layout", None)
     attn_tp = parallel.attn_tp_size
     if layout is not None and layout.attn_tp_size != attn_tp:
-        # 0.5.23 resolves a single-group draft (EAGLE3) onto the full TP group under
-        # context parallelism without attention DP (speculative/draft_parallel.py:53-68,
-        # runtime_context.py:489-498); its pool is then built inside that group
-        # (draft_tp_context), which the probe's configurator (outside it) would misprice.
+        # Its pool is built inside the draft's group, which the probe would misprice.
         return StepAside(
             f"the draft runs attention on a TP group of {layout.attn_tp_size} (context "
             f"parallelism, --attn-cp-size {parallel.attn_cp_size}) and the target on "
@@ -72,7 +60,6 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
 
 
 def known_spec_worker(scheduler: Any) -> bool:
-    """The scheduler holds a draft from one of :data:`KNOWN_SPEC_WORKERS`."""
     spec_worker = scheduler.draft_worker
     if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
         return False
@@ -80,10 +67,7 @@ def known_spec_worker(scheduler: Any) -> bool:
 
 
 def stock_sized_reason(scheduler: Any, pp_size: int) -> str:
-    """Why a launch flag keeps 0.5.23's own sizing, naming what stock does instead ("" if none).
-
-    In each case stock's reserve covers what its draft allocates, read from 0.5.23's source
-    (docs/limits.md, "Stock-sized launches", has the table and file:line for each)."""
+    """Why a launch flag keeps stock's sizing ("" if none); docs/limits.md has each case."""
     from sglang.srt.configs.model_config import is_deepseek_v4
 
     from sglang_specinit.sglang_0_5_23.release_shims import kv_cache_sharding
@@ -109,9 +93,6 @@ def stock_sized_reason(scheduler: Any, pp_size: int) -> str:
     if is_deepseek_v4(scheduler.model_config.hf_config):
         from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
-        # Priced on paged NextN pools (dsv4_sizing); the layouts it does not price keep
-        # stock's DSV4PoolConfigurator, which reserves the draft as one more layer of every
-        # per-token byte.
         try:
             v4_reason = dsv4_sizing.runner_unpriced_reason(scheduler.tp_worker.model_runner)
         except Exception as exc:  # a layout this reading does not know keeps stock's sizing
@@ -124,28 +105,20 @@ def stock_sized_reason(scheduler: Any, pp_size: int) -> str:
 
 
 def stage_without_draft(pp_rank: int, pp_size: int) -> bool:
-    """A PP stage that holds no draft worker: with ``SGLANG_ENABLE_PP_SPEC`` 0.5.23 builds the
-    draft on the last stage only (``managers/scheduler.py:1041-1050``); stock still reserves
-    the draft's layers in that stage's target cell (``model_executor/pool_configurator.py:
-    259-305``: ``spec_aux_config`` is read from the server's draft path on every stage)."""
+    """A PP stage without the draft (``SGLANG_ENABLE_PP_SPEC``: only the last stage has it)."""
     from sglang_specinit.sglang_0_5_23.release_shims import pp_spec_enabled
 
     return pp_size > 1 and pp_rank != pp_size - 1 and pp_spec_enabled()
 
 
 def pp_unpriced_reason(scheduler: Any, pp_size: int) -> str:
-    """Why a PP launch keeps 0.5.23's sizing ("" where every stage is priced: each stage's
-    target pool plus, on the stage that holds it, the draft's pools as built; SGLang's MIN
-    all-reduce over stages then picks the launch's count,
-    ``mem_cache/kv_cache_configurator.py:3107-3115``)."""
+    """Why a PP launch keeps stock's sizing ("" where each stage is priced on its own)."""
     from sglang.srt.configs.hybrid_arch import mambaish_config
 
     from sglang_specinit.sglang_0_5_23.release_shims import pp_spec_enabled
 
     head = f"pipeline parallelism (PP {pp_size})"
     if not pp_spec_enabled():
-        # Without the switch 0.5.23 runs PP + EAGLE only on PD prefill nodes
-        # (arg_groups/validation_hook.py:161-165), where every stage builds the draft.
         return (
             f"{head} without SGLANG_ENABLE_PP_SPEC (PD prefill): every stage builds the "
             "draft and stock reserves its layers on each; sglang-specinit prices PP stages "
@@ -153,8 +126,6 @@ def pp_unpriced_reason(scheduler: Any, pp_size: int) -> str:
         )
     model_config = scheduler.model_config
     if mambaish_config(model_config) is not None:
-        # model_executor/pool_configurator.py:237-248: a stage without full-attention layers
-        # is sized without a token bound, and the mamba share is the largest stage's.
         return (
             f"{head} with a hybrid linear-attention target: a stage may hold no "
             "full-attention layer and stock charges the largest stage's mamba share; "
@@ -168,8 +139,7 @@ def pp_unpriced_reason(scheduler: Any, pp_size: int) -> str:
     return ""
 
 
-# The speculative workers whose allocations describe_draft knows: exact classes (a subclass may
-# allocate more), named rather than imported (a scheduler imports only its own algorithm's).
+# Exact classes whose allocations describe_draft knows (a subclass may allocate more).
 KNOWN_SPEC_WORKERS = frozenset(
     {
         ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2"),

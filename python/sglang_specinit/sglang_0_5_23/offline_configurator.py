@@ -1,21 +1,8 @@
-"""sglang 0.5.23 (and the releases ``release_shims`` serves): the ``KVCacheConfigurator`` of a
-launch whose weights are not loaded.
+"""The ``KVCacheConfigurator`` of a launch whose weights are not loaded (0.5.16 - 0.5.23).
 
-Read (not patched): ``runtime_context.publish``, ``ModelConfig.from_server_args``,
-``layer_setup.resolve_layer_indices``, ``spec_aux_hidden_state.
-resolve_spec_aux_hidden_state_config``, ``kv_cache_dtype.configure_kv_cache_dtype``,
-``load_model_utils.resolve_sliding_window_size``, ``KVCacheConfigurator``.
-
-Which pools 0.5.23 builds for a launch, and how large, depends only on the fields its
-``KVCacheConfigurator`` holds, not on the weights. So the offline planner and the layout tests
-price a launch with the same function the server runs (``runtime_budget.
-price_configurators``) on configurators built here: :func:`published_layout` publishes the
-launch's ``ServerArgs`` as a scheduler does (TP, attention DP, decode context parallel, page
-size ... as SGLang derives them) and :func:`unloaded_configurator` fills the configurator's
-fields the way ``ModelRunner.init_kv_cache_configurator`` does, each from SGLang's own
-function; ``model`` is None (only FP4 scale loading reads it). The pools are built at a few
-pages on the device the process runs on (cpu in the CPU tests, as a CPU engine, and in a
-GPU-less planner, without one: ``sglang_0_5_23.pricing_host.pricing_device``).
+Which pools a launch builds depends only on the configurator's fields, so the planner and the
+layout tests price them with the server's own function on configurators built here, each field
+from SGLang's own function as ``ModelRunner.init_kv_cache_configurator`` fills it.
 """
 
 from __future__ import annotations
@@ -26,15 +13,13 @@ from typing import Any
 
 @dataclass
 class Layout:
-    """One published launch: its ServerArgs and the configurators of target and draft."""
-
     server_args: Any
     target: Any
     drafts: list[Any]
 
 
 def model_config_of(server_args: Any, is_draft: bool) -> Any:
-    """The ModelConfig a target / draft TpModelWorker builds (``_init_model_config``)."""
+    """The ModelConfig a target / draft worker builds."""
     from sglang.srt.configs.model_config import ModelConfig
 
     return ModelConfig.from_server_args(
@@ -75,7 +60,6 @@ def unloaded_configurator(
         resolve_layer_info,
     )
 
-    # The published bags, or 0.5.16's ServerArgs itself (release_shims).
     model, spec, schedule = published_bags(server_args)
     spec_algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
     dtype_str, kv_dtype = kv_cache_dtype.configure_kv_cache_dtype(
@@ -83,22 +67,19 @@ def unloaded_configurator(
         model=None,
         model_dtype=model_config.dtype,
         is_draft_worker=is_draft,
-        is_dflash=draft_kv_own_dtype(spec_algorithm),  # 0.5.16: DFLASH only (release_shims)
+        is_dflash=draft_kv_own_dtype(spec_algorithm),
         speculative_draft_attention_backend=server_args.speculative_draft_attention_backend,
-        # 0.5.17 has no draft KV dtype flag (release_shims).
         **draft_kv_cache_dtype_kwargs(spec),
     )
     return KVCacheConfigurator(
         device=server_args.device,
         gpu_id=0,
-        # attn_dp_size / pp_size, or 0.5.20's ParallelState (release_shims).
         **configurator_parallel_kwargs(server_args),
         pp_group=None,
         model=None,
         model_config=model_config,
         server_args=server_args,
         kv_cache_dtype=kv_dtype,
-        # 0.5.16 has no such field: it reads server_args.kv_cache_dtype (release_shims).
         **kv_cache_dtype_str_kwargs(dtype_str if dtype_str is not None else model.kv_cache_dtype),
         model_dtype=model_config.dtype,
         page_size=schedule.page_size,
@@ -112,7 +93,6 @@ def unloaded_configurator(
             spec_algorithm=spec_algorithm,
             is_draft_worker=is_draft,
         ),
-        # 0.5.23's field; earlier releases have none (release_shims).
         **configurator_layout_kwargs(),
         is_hybrid_swa=model_config.is_hybrid_swa,
         is_hybrid_swa_compress=model_config.is_hybrid_swa_compress,
@@ -132,11 +112,8 @@ def unloaded_configurator(
 
 
 def published_layout(draft_runners: int = 1, **server_args: Any) -> Layout:
-    """Publish a launch's ServerArgs (rank 0) and build its target and draft configurators.
-
-    ``draft_runners`` > 1 builds one draft configurator per multi-layer EAGLE runner
-    (``draft_model_idx`` 0..n-1), as ``MultiLayerEagleDraftWorker`` builds one runner each.
-    """
+    """Publish a launch's ServerArgs (rank 0) and build its target and draft configurators
+    (one per multi-layer EAGLE runner)."""
     from sglang.srt.server_args import ServerArgs
 
     from sglang_specinit.sglang_0_5_23.release_shims import publish_launch, stamp_published_widths
@@ -144,9 +121,7 @@ def published_layout(draft_runners: int = 1, **server_args: Any) -> Layout:
     server_args.setdefault("device", "cpu")
     server_args.setdefault("skip_tokenizer_init", True)
     args = ServerArgs(**server_args)
-    # Rank 0 (0.5.20's publish takes no ranks; 0.5.16 records the args: release_shims).
     publish_launch(args)
-    # The widths 0.5.19 derives only when a server builds its groups (release_shims).
     stamp_published_widths()
     target = unloaded_configurator(args, model_config_of(args, False), is_draft=False)
     drafts = []

@@ -1,12 +1,7 @@
-"""What sglang 0.5.20 - 0.5.23's server-args resolution sees in the planner: the planned device.
+"""The planned device, as 0.5.20 - 0.5.23's server-args resolution sees it in the planner.
 
-The planner resolves a launch for a device it does not run on (``--gpu H100-80GB`` on a
-laptop). The resolution steps that ask about the machine get the planned device's answers inside
-:func:`planned_device`, and only there: the platform facts (``runtime_context.override_platform``,
-with only the facts the installed release knows: ``release_shims.known_platform_facts``), the
-device's total memory (``get_device_memory_capacity``, bound by name in
-:data:`CAPACITY_READERS`), the compute capability and the one CUDA default read from
-``is_cuda()`` directly. Used by :mod:`.planner_replay` (resolution and pool layout).
+Inside :func:`planned_device` the resolution steps that ask about the machine get the planned
+GPU's answers (platform facts, total memory, compute capability) instead of this host's.
 """
 
 from __future__ import annotations
@@ -18,8 +13,7 @@ from typing import Any
 
 from sglang_specinit.planner.gpus import DeviceSpec
 
-# Platform facts (runtime_context.override_platform) of a CUDA host; the compute capability is
-# the preset's when the device is one (gpus.GpuPreset.sm), else left to this host's probes.
+# override_platform's facts of a CUDA host (the compute capability comes from the preset).
 _CUDA_HOST = {
     "is_cuda": True,
     "is_hip": False,
@@ -27,15 +21,12 @@ _CUDA_HOST = {
     "is_xpu": False,
     "is_musa": False,
     "is_mps": False,
-    # The only resolution steps that read is_cpu() (model_overrides/gpt_oss.py) read it as
-    # `is_cpu() and has_amx`: a CUDA host has no AMX path, whatever this process's
-    # SGLANG_USE_CPU_ENGINE says.
+    # Resolution reads `is_cpu() and has_amx`: no AMX path on a CUDA host.
     "has_amx": False,
 }
 
 
 def _capability_facts(sm: int) -> dict[str, Any]:
-    """``override_platform`` facts for compute capability ``sm`` (90 = sm_90, Hopper)."""
     return {
         "device_sm": sm,
         "device_capability": (sm // 10, sm % 10),
@@ -49,9 +40,7 @@ def _capability_facts(sm: int) -> dict[str, Any]:
     }
 
 
-# The modules whose resolution steps read the device's total memory; each binds
-# ``utils.common.get_device_memory_capacity`` by name at import (test_planner_0523 checks the
-# list against 0.5.23's sources).
+# Modules that bind get_device_memory_capacity by name at import.
 CAPACITY_READERS = (
     "sglang.srt.arg_groups.memory_hook",
     "sglang.srt.arg_groups.kv_shard_hook",
@@ -71,10 +60,7 @@ def attribute_answering(owner: Any, name: str, value: Any) -> Iterator[None]:
 
 
 def _device_capacity_answering(capacity_mib: float) -> contextlib.ExitStack:
-    """Each capacity reader's ``get_device_memory_capacity`` answering ``capacity_mib``.
-
-    The readers are imported first, so no module binds the stand-in during the context.
-    """
+    """Each capacity reader's ``get_device_memory_capacity`` answering ``capacity_mib``."""
     import importlib
 
     from sglang_specinit.sglang_0_5_23.release_shims import present_capacity_readers
@@ -91,9 +77,7 @@ def _device_capacity_answering(capacity_mib: float) -> contextlib.ExitStack:
 
 
 def _cuda_prefill_graph_default() -> contextlib.AbstractContextManager[None]:
-    """``default_prefill_backend`` (``model_executor/cuda_graph_config.py``) answering as on a
-    CUDA host: it reads ``sglang.srt.utils.is_cuda`` directly rather than ``get_platform()``,
-    so its own body runs with that one name answering true for the duration of the call."""
+    """``default_prefill_backend`` answering as on CUDA (it reads ``utils.is_cuda`` directly)."""
     import sglang.srt.utils as utils
     from sglang.srt.model_executor import cuda_graph_config
 
@@ -108,18 +92,9 @@ def _cuda_prefill_graph_default() -> contextlib.AbstractContextManager[None]:
 
 @contextlib.contextmanager
 def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
-    """0.5.23's resolution seeing the planned device instead of this host.
+    """Resolution seeing the planned device instead of this host.
 
-    * ``get_device_memory_capacity`` (``utils/common.py``: ``nvidia-smi`` on CUDA) answers the
-      device's total MiB in the steps that read it: the automatic fraction and the graph batch
-      sizes key off it;
-    * for ``--device cuda``, 0.5.23's own ``runtime_context.override_platform`` says the machine
-      is a CUDA host (the preset's compute capability when known), and the one default that
-      asks ``is_cuda()`` directly, the breakable prefill graph whose reserve the automatic
-      fraction subtracts, is taken as on CUDA. ``SGLANG_USE_CPU_ENGINE`` is not flipped here
-      (unlike the 0.5.13.x replay): 0.5.23 reads it at import time, and a module first imported
-      inside the context would keep the flipped value; on a CUDA host it cannot matter anyway
-      (``has_amx`` above).
+    ``SGLANG_USE_CPU_ENGINE`` is left alone: read at import, a flipped value would outlive this.
     """
     from sglang.srt.runtime_context import override_platform
 
@@ -144,12 +119,7 @@ def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
 
 
 def _cuda_capability_answering(sm: int) -> contextlib.AbstractContextManager[None]:
-    """``torch.cuda.get_device_capability`` answering compute capability ``sm``.
-
-    0.5.23's DeepSeek sparse-attention defaults (``arg_groups/model_hook.py``
-    ``handle_model_specific_adjustments``: KV dtype, page size, attention backends) ask torch
-    directly rather than ``get_platform()``; on a host without that GPU the call would raise.
-    """
+    """``torch.cuda.get_device_capability`` answering ``sm`` (DSA's defaults ask torch)."""
     import torch
 
     return attribute_answering(

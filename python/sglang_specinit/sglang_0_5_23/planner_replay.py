@@ -1,42 +1,8 @@
-"""The offline plan against sglang 0.5.23: its server-args replay and its report column.
+"""The offline plan on the 0.5.19 - 0.5.23 generation: its server-args replay and stock column.
 
-The replay runs the installed release the ``sglang_0_5_23`` adapter serves (0.5.19 - 0.5.23,
-through its ``release_shims``); every label of such a plan (the stock
-column's title, ``--json``'s ``stock_<release>`` and ``sglang_version``, messages) names the
-installed release (:func:`installed_release`).
-
-**In the 0.5.23 environment** (:data:`REPLAY`) the flags go through 0.5.23's own
-``launch_server`` parser (``ServerArgs.add_cli_args``, ``ConfigArgumentMerger`` for
-``--config``) and then through what its launcher runs before any rank starts:
-``ServerArgs.resolve_once`` (``arg_groups/pipeline.py``: every resolution step, the automatic
-``--mem-fraction-static`` of ``memory_hook.handle_gpu_memory_settings``, the speculative hook,
-the page-size and attention-backend defaults, and each step's refusals) and
-``check_server_args``. Values are read back through ``resolved_view``; the attention-TP width is
-``runtime_context.attn_tp_size_of`` (0.5.19: ``release_shims.attn_tp_size_of``); KV dtypes are
-``mem_cache.kv_cache_dtype.configure_kv_cache_dtype``. The machine those steps see is the
-planned one (:func:`planned_device`), not the host the planner runs on; an attention kernel the
-resolved launch would run but the planned GPU cannot (``kernel_arch``: DSA's trtllm backends,
-which ``--dcp-size > 1`` selects, off Blackwell; ``fa3`` off sm_8x / sm_9x) is refused in one
-line.
-
-**Every pool is priced as the 0.5.23 server prices it** (:meth:`Replay0523.pool_prices`): the
-launch's flags are published with this host's device (:func:`pricing_device`:
-``sglang_0_5_23.offline_configurator.published_layout``: the target's and each draft runner's
-``KVCacheConfigurator``, without weights), and ``sglang_0_5_23.runtime_budget.
-price_configurators``, the server's own function, builds each pool tiny with 0.5.23's pool
-code (DSA index-K and FP8 layouts, DCP-replicated drafts, SWA splits, one pool per multi-layer
-EAGLE runner, the frozen-KV stand-in). On a CUDA host the pools are built on its GPU and need
-only ``sgl_kernel``; on a GPU-less host on cpu by SGLang's ordinary (not CPU-engine) modules,
-which import no ``sgl_kernel`` there, with the pool's warm-up KV copy skipped for the pricing
-call (:func:`kv_warm_up_copy_skipped`: a Triton launch that moves no byte), so the real
-``sglang-kernel`` CUDA wheel, or none, is enough (:func:`require_sgl_kernel`).
-
-**Stock 0.5.23's column** comes from 0.5.23's own configurator on the same target
-configurator (:func:`stock_plan_0_5_23`: ``create_memory_pool_configurator(kvc)._cell_size``,
-``config_from_budget``, ``resolve_max_num_reqs``), on the budget 0.5.23 profiles (the draft's
-duplicate embed/lm_head resident: ``budget.resident_with_duplicates``, ``--resident-bytes``
-plus the duplicates where given).
-
+Flags go through the installed release's parser, ``resolve_once`` and ``check_server_args`` on
+the planned device; every pool is priced by the server's own ``price_configurators`` on
+configurators published without weights, and stock's column is its own configurator's rule.
 """
 
 from __future__ import annotations
@@ -73,11 +39,7 @@ from sglang_specinit.sglang_0_5_23.pricing_host import (
 
 
 class ResolvedArgs:
-    """A resolved 0.5.23 record read as the published config reads it: each field is
-    ``overrides.resolution_result`` (last declaration, else the input, else the field's declared
-    fallback, e.g. ``swa_full_tokens_ratio`` 0.8). ``enable_dp_attention``, the one field the
-    plan's sharding reads under its 0.5.13 name, is ``attn_dp_enabled_of``: 0.5.23 deprecates
-    it and resolution turns it into ``attn_dp_size`` (``resolved_dict`` reports it that way)."""
+    """A resolved record read field by field as the published config reads it."""
 
     def __init__(self, server_args: Any) -> None:
         from sglang.srt.arg_groups.arg_utils import field_names
@@ -99,15 +61,8 @@ class ResolvedArgs:
 
 
 def _import_what_resolution_imports(server_args: Any) -> None:
-    """Resolve a copy once under this process's own facts, for its imports only.
-
-    ``run_resolution_pipeline`` imports most of its steps (and, through them, model loaders,
-    layers, memory pools) lazily; modules that are first imported inside
-    :func:`planned_device` would compute their import-time platform constants from the planned
-    device and keep them, which in a process that runs SGLang itself (a CPU test, a server) is
-    wrong afterwards. The copy's answer and any refusal are discarded: the planned resolution
-    below is the one that counts and raises.
-    """
+    """Resolve a copy under this host's facts, so lazily imported modules keep this host's
+    import-time constants rather than the planned device's; its result is discarded."""
     import copy
 
     try:
@@ -118,15 +73,12 @@ def _import_what_resolution_imports(server_args: Any) -> None:
 
 @dataclass(frozen=True)
 class ResolvedLaunch0523(ResolvedLaunch):
-    """A 0.5.23 launch: what resolution decided, plus the flags it was given."""
+    """What resolution decided, plus every field as the launch gave it (the pricing input)."""
 
-    # Every ServerArgs field as the launch gave it (before resolution): the input the
-    # pool-pricing layout is published from.
     launch_inputs: dict[str, Any] = field(default_factory=dict)
 
 
-# What decides the pools 0.5.23 builds, checked equal between the planned resolution and the
-# one the pricing layout is published with (built on pricing_device()).
+# Must resolve alike on the planned device and on the host the pools are priced on.
 POOL_FIELDS = (
     "page_size",
     "kv_cache_dtype",
@@ -143,10 +95,8 @@ POOL_FIELDS = (
 
 
 class Replay0523(InstalledReleaseReplay):
-    """The installed release's (0.5.23's generation) parser, ``resolve_once`` and
-    ``check_server_args`` on the planned device."""
+    """The installed release's parser, ``resolve_once`` and ``check_server_args``."""
 
-    # Both columns of a DeepSeek-V4 launch come from the release's own V4 solve (dsv4_plans).
     prices_deepseek_v4 = True
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
@@ -161,8 +111,6 @@ class Replay0523(InstalledReleaseReplay):
             argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
         server_args = ServerArgs.from_cli_args(parser.parse_args(argv))
         if server_args.device is None:
-            # The plan is for a GPU server unless --device says otherwise (an input, set
-            # before resolution, as a user's flag would be).
             server_args.device = "cuda"
         return server_args
 
@@ -172,7 +120,6 @@ class Replay0523(InstalledReleaseReplay):
         from sglang.srt.arg_groups.arg_utils import field_names
         from sglang.srt.configs.model_config import AttentionArch, ModelConfig
 
-        # 0.5.19 has no runtime_context.attn_tp_size_of (release_shims).
         from sglang_specinit.sglang_0_5_23.release_shims import attn_tp_size_of
 
         launch_inputs = {
@@ -190,7 +137,6 @@ class Replay0523(InstalledReleaseReplay):
             refuse_pipeline_stages(server_args)
             args = ResolvedArgs(server_args)
             target_mc = _model_config(ModelConfig.from_server_args, server_args)
-            # A draft read from the same checkpoint rewrites the cached hf config in place.
             own_hf_config(target_mc)
             refuse_unpriced_model(target_mc)
             if server_args.device == "cuda":
@@ -207,12 +153,10 @@ class Replay0523(InstalledReleaseReplay):
             args=args,
             config_source=server_args,
             target_model_config=target_mc,
-            # 0.5.23 has no flat speculative reserve: one fraction for both columns.
             stock_fraction=fraction,
             new_fraction=fraction,
             attn_tp_size=int(attn_tp_size_of(args)),
             dp_size=int(args.attn_dp_size),
-            # Unused: pool_prices builds every pool with 0.5.23's own code.
             mla_server_args=None,
             launch_inputs=launch_inputs,
         )
@@ -220,8 +164,7 @@ class Replay0523(InstalledReleaseReplay):
     def kv_dtype(
         self, launch: ResolvedLaunch, model_config: Any, *, is_draft: bool, target_kv_dtype: Any
     ) -> str:
-        """``configure_kv_cache_dtype`` as ``ModelRunner.configure_kv_cache_dtype`` calls it, the
-        loaded model's ``quant_config.kv_cache_quant_algo`` read from the checkpoint's config."""
+        """``configure_kv_cache_dtype`` as the model runner calls it."""
         import torch
         from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
         from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
@@ -239,20 +182,15 @@ class Replay0523(InstalledReleaseReplay):
             model=SimpleNamespace(quant_config=quant),
             model_dtype=model_config.dtype if model_config.dtype is not None else torch.bfloat16,
             is_draft_worker=is_draft,
-            # 0.5.16 passes DFLASH only (release_shims).
             is_dflash=algorithm is not None
             and draft_kv_own_dtype(SpeculativeAlgorithm.from_string(algorithm)),
             speculative_draft_attention_backend=args.speculative_draft_attention_backend,
-            # 0.5.17 has no draft KV dtype flag (release_shims).
             **draft_kv_cache_dtype_kwargs(args),
         )
         return kv_dtype_name(dtype)
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
-        """Every pool priced by the function the 0.5.23 server runs
-        (``runtime_budget.price_configurators``) on the configurators 0.5.23 builds for this
-        launch (``offline_configurator.published_layout``, see :func:`pricing_layout`); on cpu
-        without the pool's warm-up copy (:func:`kv_warm_up_copy_skipped`)."""
+        """Every pool priced by the server's own function on the launch's configurators."""
         from sglang_specinit.sglang_0_5_23 import dsv4_sizing
         from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
@@ -277,13 +215,7 @@ class Replay0523(InstalledReleaseReplay):
 
 
 def refuse_pipeline_stages(server_args: Any) -> None:
-    """PP + a draft, once 0.5.23 accepts it: no plan, one line saying why.
-
-    The server prices each stage on its own (``launch_policy``: the last stage's target pool
-    plus the draft's, or with ``SGLANG_ENABLE_PP_SPEC`` the other stages' target pools alone)
-    and serves SGLang's minimum over stages; each stage's weights (its layer share, the embed
-    on the first, lm_head and draft on the last) and its own free memory would be inputs the
-    planner has only for one rank, so it plans no PP layout rather than a wrong one."""
+    """Refuse PP + a draft: stages differ in weights and draft, the planner has one rank's."""
     pp = int(server_args.pp_size)
     if pp > 1 and server_args.speculative_algorithm is not None:
         raise PlanError(
@@ -295,9 +227,7 @@ def refuse_pipeline_stages(server_args: Any) -> None:
 
 
 def dsv4_prices(layout: Any) -> PoolPrices:
-    """A DeepSeek-V4 launch priced as the server sizes it (``runtime_budget._resolve_dsv4``):
-    each draft pool measured by building it, the target's coefficient SGLang's own without the
-    draft term; both columns' plans from SGLang's V4 solve (:func:`dsv4_plans`)."""
+    """A DeepSeek-V4 launch priced as the server sizes it (``runtime_budget._resolve_dsv4``)."""
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
 
     if not layout.drafts:
@@ -319,20 +249,14 @@ def dsv4_prices(layout: Any) -> PoolPrices:
 
 
 def create_configurator(kvc: Any) -> Any:
-    """SGLang's pool configurator for ``kvc`` (``create_memory_pool_configurator``)."""
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
     return create_memory_pool_configurator(kvc)
 
 
 def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
-    """(this package's plan, stock's plan) of a V4 launch as functions of the budget inputs.
-
-    Ours: SGLang's solve with the draft's measured term on the budget left by both models'
-    weights (duplicates bound early), stepped down until the pools SGLang builds from it fit
-    (``dsv4_sizing.solve`` / ``fitted``). Stock: the same solve on SGLang's own configurator
-    ((T + 1) / T draft reserve) on the budget it profiles, the draft's duplicate embed/lm_head
-    resident. Both report the pools as SGLang's pool classes build them (on ``meta``)."""
+    """(our plan, stock's plan) of a V4 launch: SGLang's V4 solve with the draft's measured
+    term, resp. its own (T + 1) / T reserve with the duplicates resident."""
     from sglang_specinit.budget import draft_weight_bytes_of, static_budget_bytes
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
@@ -390,8 +314,7 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
 
 
 def _request_bytes(layout: Any, launch: ResolvedLaunch) -> int:
-    """Per-request-row draft bytes as 0.5.23 allocates them: multi-layer EAGLE's boundary-KV
-    stash (hybrid-mamba targets only; ``draft_pricing.stash_row_bytes``, the live rule)."""
+    """Multi-layer EAGLE's boundary-KV stash per request row (the live rule)."""
     from sglang_specinit.sglang_0_5_23.draft_pricing import stash_row_bytes
 
     args = launch.args
@@ -411,9 +334,8 @@ _REPLAY = Replay0523()
 
 
 def __getattr__(name: str) -> Any:
-    """``REPLAY``: the installed release's replay, chosen when the planner first asks (0.5.17's
-    and 0.5.18's dataclass ``ServerArgs`` has none of the resolution this module's replay runs:
-    :mod:`.dataclass_replay`)."""
+    """``REPLAY``: this module's replay, or the dataclass one where ``ServerArgs`` has no
+    resolving view."""
     if name != "REPLAY":
         raise AttributeError(name)
     from sglang_specinit.sglang_0_5_23.release_shims import has_resolving_view
@@ -426,16 +348,8 @@ def __getattr__(name: str) -> Any:
 
 
 def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int | None]:
-    """(the launch's published 0.5.23 layout, the draft's fixed pool size or None).
-
-    The launch's own flags are published with the device the pools are built on
-    (:func:`pricing_device`: this host's, whatever the planned device) and the planned
-    resolution's page size and KV dtype (the planned device's attention-backend defaults choose
-    them), under the planned device's platform facts; every field that decides a pool
-    (:data:`POOL_FIELDS`) must then resolve as it did for the planned device. Multi-layer EAGLE
-    gets one draft configurator per step's runner (``MultiLayerEagleDraftWorker``), frozen-KV
-    MTP its stand-in pool (``FrozenKVMTPDraftWorker.alloc_memory_pool``).
-    """
+    """(the launch published on the pricing device with the planned page size and KV dtype,
+    the draft's fixed pool size or None); one draft configurator per multi-layer runner."""
     from sglang_specinit.model_facts import FROZEN_KV_STAND_IN_TOKENS
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
@@ -465,11 +379,7 @@ def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int
 
 
 def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
-    """Stock 0.5.23's plan from its own configurator on the launch's target: the cell
-    ``create_memory_pool_configurator(kvc)._cell_size`` (draft reserved at the target's
-    geometry), the tokens of ``KVCacheConfigurator.config_from_budget`` on the budget 0.5.23
-    profiles (both models' weights and the draft's duplicate embed/lm_head resident) and
-    ``resolve_max_num_reqs``; the pools' bytes at those tokens are the pools' prices."""
+    """Stock's plan: its own cell and ``config_from_budget`` on the budget it profiles."""
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang.srt.runtime_context import get_context
 
@@ -492,8 +402,7 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
     try:
         tokens = int(_released(type(kvc).config_from_budget)(kvc, available).max_total_num_tokens)
     except RuntimeError as refusal:
-        # MemoryPoolConfig refuses a non-positive token count (pool_configurator.py:95-99):
-        # stock cannot start this launch; the column says so instead of the planner failing.
+        # Stock cannot start this launch: its column says so rather than the planner failing.
         tokens = 0
         notes.append(f"refuses to start: {refusal}")
     if draft is not None and draft.shared_weight_bytes:
@@ -510,4 +419,3 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
         tuple(notes),
         derive_max_reqs=lambda n, *_: int(kvc.resolve_max_num_reqs(n)),
     )
-

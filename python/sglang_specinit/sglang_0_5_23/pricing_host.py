@@ -1,11 +1,7 @@
-"""Where the sglang 0.5.20 - 0.5.23 planner builds its pricing pools, and what that host needs.
+"""Where the 0.5.20 - 0.5.23 planner builds its pricing pools, and what that host needs.
 
-The planner prices each pool by building it tiny with the release's own pool code
-(:meth:`.planner_replay.Replay0523.pool_prices`). This module decides where (:func:`pricing_device`:
-this host's GPU, else cpu), lets a GPU-less host build pools without any ``sgl_kernel``
-(:func:`kv_warm_up_copy_skipped`, the pools' one kernel launch, a self-copy, skipped inside the
-pricing call only) and checks, before SGLang's pool modules are imported, what ``sgl_kernel``
-the chosen device needs (:func:`require_sgl_kernel`: one line saying what to change).
+Pools are built on this host's GPU, else on cpu, where the pools' one kernel launch (a warm-up
+self-copy that moves no byte) is skipped inside the pricing call only.
 """
 
 from __future__ import annotations
@@ -21,17 +17,7 @@ from sglang_specinit.sglang_0_5_23.planned_device import attribute_answering
 
 
 def pricing_device() -> str:
-    """Where this process builds the tiny pools that price a 0.5.23 launch: ``cuda`` on a host
-    whose torch sees a CUDA device, else ``cpu``.
-
-    Why the host decides: a pool is built where torch can allocate, and on a CUDA host with the
-    kernels a server uses. On a GPU-less host 0.5.23's pool modules, imported without
-    ``SGLANG_USE_CPU_ENGINE`` (the command line's process drops it), import no ``sgl_kernel``
-    op; the only kernel a pool runs while it is built, the warm-up KV copy, is skipped for the
-    pricing call (:func:`kv_warm_up_copy_skipped`). Decided with torch only. A process that
-    already imported SGLang as a CPU engine (the CPU tests) builds on cpu too, with the CPU ops
-    it imported.
-    """
+    """``cuda`` where torch sees a CUDA device (and SGLang is not a CPU engine), else ``cpu``."""
     import os
     import sys
 
@@ -44,18 +30,7 @@ def pricing_device() -> str:
 
 @contextlib.contextmanager
 def kv_warm_up_copy_skipped() -> Iterator[None]:
-    """The KV pools built inside skip their warm-up copy, and only that (planner, cpu only).
-
-    ``MHATokenToKVPool._init_kv_copy_and_warmup`` (``mem_cache/memory_pool.py``, sglang
-    0.5.20-0.5.23) ends by calling ``copy_all_layer_kv_cache_func`` once with one location
-    copied onto itself (slot 0 onto slot 0 of every layer): it compiles the Triton copy kernel
-    for the server's first KV move, moves no byte and allocates nothing, so a pool's bytes are
-    the same without it. On a GPU-less host that launch has no driver to run on. Inside this
-    context the name the pool module calls answers such a self-copy by doing nothing and hands
-    any other call to 0.5.23's function. Entered only around the planner's pricing call
-    (:meth:`Replay0523.pool_prices`), never in a server process; the module's own function is
-    back when the context ends.
-    """
+    """Pools built inside skip their warm-up self-copy, and only that (planner on cpu only)."""
     import torch
     from sglang.srt.mem_cache import memory_pool
 
@@ -71,7 +46,7 @@ def kv_warm_up_copy_skipped() -> Iterator[None]:
         **kwargs: Any,
     ) -> None:
         if torch.equal(tgt_loc[:num_locs], src_loc[:num_locs]):
-            return  # each location onto itself: nothing to move
+            return
         copy(data_ptrs, strides, tgt_loc, src_loc, num_locs, *args, **kwargs)
 
     with attribute_answering(memory_pool, "copy_all_layer_kv_cache_func", copy_unless_onto_itself):
@@ -79,16 +54,8 @@ def kv_warm_up_copy_skipped() -> Iterator[None]:
 
 
 def require_sgl_kernel() -> None:
-    """What the planner's pricing pools need from ``sgl_kernel``, checked before SGLang's pool
-    modules are imported, with one line saying what is missing and what to change:
-
-    * on a CUDA host (:func:`pricing_device`), ``sgl_kernel`` itself (SGLang's CUDA kernels);
-    * on cpu in a process that runs SGLang as a CPU engine (``SGLANG_USE_CPU_ENGINE=1``: an
-      in-process caller; the command line drops it), the CPU KV-copy op its pool modules
-      import (``kernels/ops/kvcache/cache_move.py``), which only ``sgl_kernel``'s CPU build has;
-    * on cpu otherwise, nothing: the modules import no ``sgl_kernel`` op there, and the only
-      kernel a pool runs while it is built is skipped (:func:`kv_warm_up_copy_skipped`).
-    """
+    """PlanError unless the pricing device's pool code can import what it needs from
+    ``sgl_kernel`` (CUDA: the package; a CPU engine: its CPU ops; plain cpu: nothing)."""
     import os
 
     if pricing_device() == "cuda":

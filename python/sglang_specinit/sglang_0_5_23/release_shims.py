@@ -1,8 +1,7 @@
 """What differs between the releases the 0.5.23 adapter serves: one row per release, read here.
 
-Every phase module of the adapter runs on each of these releases unchanged; where a release keeps
-a value elsewhere or lacks a keyword, the function below reads the installed release's row.
-docs/releases.md says, per release, where SGLang keeps each thing.
+The phase modules run unchanged on each release; these functions read the installed release's
+row. docs/releases.md ("The 0.5.16 - 0.5.23 release table") says what each field means.
 """
 
 from __future__ import annotations
@@ -20,30 +19,17 @@ from sglang_specinit.hooks import Requires
 class ReleaseRow:
     """What a release has that the oldest of the generation lacks (all False there)."""
 
-    # runtime_context publishes the launch as bags (get_schedule / get_model / get_spec) and
-    # the configurator takes kv_cache_dtype_str.
     config_bags: bool = False
-    # --speculative-draft-kv-cache-dtype exists.
     draft_kv_cache_dtype: bool = False
-    # _profile_available_bytes holds memory back for a multimodal target's runtime.
     mm_reservation: bool = False
-    # ParallelState calls the decode context-parallel width attn_dcp_size (else dcp_size).
     attn_dcp_size_name: bool = False
-    # ServerArgs keeps the caller's input and resolves into declarations (resolving_view).
     resolving_view: bool = False
-    # publish derives attention widths; resolution steps read the device capacity.
     widths_at_publish: bool = False
-    # No ParallelState: configurators take widths, ranks come from runtime_context.
     runtime_context_ranks: bool = False
-    # SGLANG_ENABLE_PP_SPEC exists (PP + EAGLE, the draft on the last stage).
     pp_spec: bool = False
-    # The configurator fuses draft pools into target entries (fused_entry_bytes).
     fused_draft_entries: bool = False
-    # --enable-kv-cache-sharding exists, with arg_groups.kv_shard_hook.
     kv_cache_sharding: bool = False
-    # attn_dp_size is a ServerArgs field; get_parallel() names attn_dp_enabled / num_dp_ranks.
     attention_dp_names: bool = False
-    # Configurators and workers take a draft_parallel_layout.
     draft_parallel_layout: bool = False
 
 
@@ -82,8 +68,7 @@ _OVERRIDES = "sglang.srt.arg_groups.overrides"
 
 @cache
 def row(release: str | None = None) -> ReleaseRow:
-    """``release``'s row (default: the installed release); a release between rows reads the
-    newest row not newer than it."""
+    """``release``'s row (default: installed); else the newest row not newer than it."""
     from sglang_specinit.compat import installed_sglang_version, release_key
 
     version = release if release is not None else installed_sglang_version()
@@ -147,8 +132,7 @@ def schedule_of(kvc: Any) -> Any:
 
 @contextlib.contextmanager
 def scoped_schedule(kvc: Any, **fields: Any) -> Iterator[None]:
-    """The schedule's ``fields`` set for the duration (without the provenance log a
-    runtime adjustment would write: a probe's value is put back on exit)."""
+    """The schedule's ``fields`` set for the duration, without a runtime adjustment's log."""
     if has_config_bags():
         schedule = schedule_of(kvc)
         present = {name: value for name, value in fields.items() if name in schedule}
@@ -198,8 +182,7 @@ def draft_kv_own_dtype(spec_algorithm: Any) -> bool:
 
 
 def draft_kv_cache_dtype_kwargs(source: Any) -> dict[str, Any]:
-    """``configure_kv_cache_dtype``'s draft-dtype keyword from ``source``, where it
-    exists (else the draft's KV dtype is the target's rule)."""
+    """``configure_kv_cache_dtype``'s draft-dtype keyword from ``source``, where it exists."""
     if not row().draft_kv_cache_dtype:
         return {}
     return {"speculative_draft_kv_cache_dtype": source.speculative_draft_kv_cache_dtype}
@@ -342,8 +325,7 @@ def configurator_parallel_kwargs(server_args: Any) -> dict[str, Any]:
 
 
 def resolve_layer_info(model_config: Any, *, is_draft: bool, spec_algorithm: Any, **kw: Any) -> Any:
-    """``layer_setup.resolve_layer_indices`` for a runner without weights, as the
-    release's ``ModelRunner`` calls it."""
+    """``resolve_layer_indices`` for a runner without weights, as the release calls it."""
     from sglang.srt.model_executor.model_runner_components import layer_setup
 
     if not has_parallel_state():
@@ -381,13 +363,11 @@ def publish_kwargs() -> dict[str, Any]:
     return {"ranks": runtime_context.SpawnRanks(0, None, 0)}
 
 
-# What derived_server_arg answers for a name the installed release stores as a field.
 NOT_DERIVED = object()
 
 
 def derived_server_arg(view: Any, name: str) -> Any:
-    """The attention-DP value the planner reads under a name the release derives
-    rather than stores; :data:`NOT_DERIVED` for any other name."""
+    """An attention-DP name the release derives rather than stores, else :data:`NOT_DERIVED`."""
     from sglang.srt import runtime_context
 
     if row().attention_dp_names:
@@ -423,11 +403,8 @@ def attn_tp_size_of(view: Any) -> int:
 
 
 def stamp_published_widths() -> None:
-    """Stamp the derived widths an offline ``publish`` leaves unset on releases
-    whose process groups stamp them (the planner's rank 0 builds no groups)."""
+    """Stamp the widths an offline ``publish`` leaves to process groups (0.5.19)."""
     if row().widths_at_publish or not has_resolving_view():
-        # Before resolving_view no widths come from the record: get_parallel() reads the live
-        # groups or the override the planner sets (dataclass_replay.rank0_widths).
         return
     from sglang.srt.runtime_context import derive_parallel_widths, get_parallel
 
@@ -443,15 +420,13 @@ def stamp_published_widths() -> None:
             moe_ep_size=int(parallel.ep_size),
             moe_dp_size=int(parallel.moe_dp_size),
             dcp_size=dcp,
-            # initialize_model_parallel builds the DCP group only for more than one rank.
             dcp_enabled=dcp > 1,
         )
     )
 
 
 def present_capacity_readers(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The resolution modules of ``names`` that read the device capacity on this
-    release."""
+    """The resolution modules of ``names`` that read the device capacity on this release."""
     if not row().widths_at_publish:
         return (PIPELINE_CAPACITY_READER,)
     if row().kv_cache_sharding:
@@ -460,8 +435,7 @@ def present_capacity_readers(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def known_platform_facts(facts: dict[str, Any]) -> dict[str, Any]:
-    """``facts`` without names ``runtime_context.override_platform`` does not know
-    (it refuses them; no code of such a release can read them)."""
+    """``facts`` without the names ``override_platform`` does not know (it refuses them)."""
     from sglang.srt import runtime_context
 
     known = set(getattr(runtime_context, "_PLATFORM_PROBES", ())) | set(

@@ -1,20 +1,9 @@
-"""Size a speculative target's KV pool with the draft priced exactly (sglang 0.5.23).
+"""Wraps ``KVCacheConfigurator._resolve_memory_pool_config``: the target's token count with
+the draft priced exactly.
 
-Wraps ``KVCacheConfigurator._resolve_memory_pool_config`` (``mem_cache.kv_cache_configurator``).
-
-0.5.23 turns the profiled budget into tokens with ``configurator._cell_size``, which adds
-``int(cell * d / n)`` for the draft: ``d`` layers of the *target's* geometry. This hook keeps
-every other step of SGLang's own sizing and swaps only that division: the free-memory reading
-and its checks (``_profile_available_bytes``: slack, multimodal and mamba reservations, the
-"weights leave no memory" error), the user cap and PP sync (``_apply_token_constraints``),
-the pool split (``calculate_pool_sizes_from_max_tokens``) and ``resolve_max_num_reqs``. The
-token count comes from ``budget.plan_pools``, the function the offline planner runs, with
-every pool priced by building it with 0.5.23's own pool code at tiny sizes (:mod:`.pool_probe`:
-the target's pool, each draft runner's at its own geometry and dtype, replicated across DCP
-ranks where 0.5.23 replicates it, the frozen-KV stand-in), each pool's padding page and the
-draft's per-request buffers counted. A pool that cannot be priced so keeps stock sizing, with
-one WARNING. The hook acts only while the scheduler hook
-(:mod:`.scheduler`) has a sizing active for this process's target; otherwise it is stock.
+SGLang's own sizing steps stay; only its cell (the draft at the target's geometry) is replaced
+by ``budget.plan_pools`` on pools built tiny with the release's own code (:mod:`.pool_probe`).
+Acts only while :mod:`.scheduler` has a sizing active; a pool it cannot price keeps stock.
 """
 
 from __future__ import annotations
@@ -50,18 +39,13 @@ MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
 patch = PatchTable(MODULE)
 
 
-# id(target configurator) -> (that configurator, its prices), for every target pool this
-# package sized in this process; the post-capture resize reads it.
+# Every target pool sized here, for the post-capture resize.
 _SIZED: dict[int, tuple[Any, Prices]] = {}
-# id(target configurator) -> the tokens its post-capture budget buys at real prices, while
-# SGLang's config_from_budget runs for it: the token sync reads it (apply_token_constraints).
+# The post-capture budget's tokens at real prices, while SGLang's config_from_budget runs.
 _PRE_SYNC_CAP: dict[int, int] = {}
 
 
 @patch.around("KVCacheConfigurator._resolve_memory_pool_config", params=("pre_model_load_memory",))
-# What this hook and the steps it drives call (read, not patched): the configurator's own
-# sizing steps (_resolve), its fused-entry check (here), the probe's pool building
-# (pool_probe, through price_pools) and the pool split (here and _resolve).
 @patch.calls(
     "create_memory_pool_configurator",
     "DefaultPoolConfigurator.calculate_pool_sizes_from_max_tokens",
@@ -71,10 +55,6 @@ _PRE_SYNC_CAP: dict[int, int] = {}
     module=POOL_CONFIGURATOR,
 )
 @patch.calls("ModelRunner.init_kv_cache_configurator", module=MODEL_RUNNER)
-# The schedule the sizing reads (here, _resolve) and the probe overrides (pool_probe) is
-# release_shims.schedule_of: runtime_context.get_schedule from 0.5.17, the configurator's own
-# server_args on 0.5.16; each a release_requires row, so a release without it is refused by the
-# guard, not by an ImportError mid-sizing.
 @patch.calls(
     "KVCacheConfigurator._profile_available_bytes",
     "KVCacheConfigurator.resolve_max_num_reqs",
@@ -95,7 +75,6 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
     configurator = create_memory_pool_configurator(self)
     if dsv4_sizing.is_dsv4_configurator(configurator):
         return _resolve_dsv4(original, self, configurator, sizing, pre_model_load_memory)
-    # Fused draft entries exist from 0.5.22 (release_shims; required there, not before).
     fused = any(fused_entry_bytes(self, pool) is not None for pool in ("full", "swa"))
     if fused or type(configurator) not in (DefaultPoolConfigurator, HybridSWAPoolConfigurator):
         reason = "a fused draft pool" if fused else f"{type(configurator).__name__} pools"
@@ -127,11 +106,7 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
 
 
 def bind_early(sizing: TargetSizing, *, priced: bool) -> str:
-    """Run the sizing's early binding once, now that the hook knows whether it prices this
-    pool (``TargetSizing.bind_early``; nothing on a stage without the draft). Where it does
-    not, the binding is vetted as on any stock-sized launch: the duplicates stay where stock
-    leaves them unless stock's reserve covers the draft. Returns "; " + the binding's log
-    clause, or ""."""
+    """Run the sizing's early binding once; returns "; " + its log clause, or ""."""
     binder, sizing.bind_early = sizing.bind_early, None
     if binder is None:
         return ""
@@ -142,18 +117,11 @@ def bind_early(sizing: TargetSizing, *, priced: bool) -> str:
 def price_configurators(
     target: Any, pool_drafts: list[Any], fixed_drafts: list[tuple[Any, int]]
 ) -> Prices:
-    """(target pool, draft pools, draft fixed-pool bytes), each priced by building it with
-    0.5.23's own pool code at tiny sizes (:mod:`.pool_probe`), per target row, for whatever
-    layout this launch allocates (DSA index-K, FP8 scales, DCP-replicated drafts ...).
-
-    ``target`` / ``pool_drafts`` are configurators; ``fixed_drafts`` pairs a configurator with
-    the fixed token count its pool gets (frozen-KV MTP's stand-in)."""
+    """(target pool, draft pools, fixed-size draft pool bytes), each built tiny and measured."""
     split = pool_probe.target_split(target)
     return (
         pool_probe.measure_configurator(target, split),
         tuple(pool_probe.measure_configurator(kvc, split) for kvc in pool_drafts),
-        # A fixed-size pool is priced as token-sized ones are (its constant pointer tables
-        # are left to the 1 - f share), at its own token count.
         sum(
             pool_probe.measure_configurator(kvc, split).pool_bytes(tokens, int(kvc.page_size))
             for kvc, tokens in fixed_drafts
@@ -162,8 +130,7 @@ def price_configurators(
 
 
 def price_pools(kvc: Any, sizing: TargetSizing) -> Prices:
-    """:func:`price_configurators` for this launch: the target's configurator and one built
-    for each draft runner the way its ``alloc_memory_pool`` will build it."""
+    """:func:`price_configurators` on the target's and each draft runner's configurator."""
     described = sizing.draft
     return price_configurators(
         kvc,
@@ -207,12 +174,9 @@ def _resolve(
     available_bytes = kvc._profile_available_bytes(pre_model_load_memory)
     readings = read_sizing(kvc, sizing, pre_model_load_memory, available_bytes, prices)
     inputs, plan = plan_from_readings(readings)
-    # SGLang's own constraints: the user cap and, under pipeline parallelism, the MIN
-    # all-reduce over every rank. Every rank reaches it exactly once, priced or stock
-    # (stock's config_from_budget calls it once too), so the collectives line up.
+    # Every rank reaches SGLang's PP MIN all-reduce once, priced or stock, so collectives match.
     tokens = kvc._apply_token_constraints(plan.tokens)
     if tokens != plan.tokens:
-        # Another stage affords fewer: the breakdown shows the pools this rank really builds.
         sizing.stage_tokens = plan.tokens
         plan = make_plan(
             plan.rule,
@@ -235,8 +199,7 @@ def _resolve(
 def _resolve_dsv4(
     original: Any, kvc: Any, configurator: Any, sizing: TargetSizing, pre_model_load_memory: float
 ) -> Any:
-    """A DeepSeek-V4 target: SGLang's own DSV4 solve with the draft's real term
-    (:mod:`.dsv4_sizing`), its answer checked against the pools it builds."""
+    """A DeepSeek-V4 target: SGLang's own V4 solve with the draft's real term."""
 
     reason = dsv4_sizing.unpriced_reason(configurator)
     if reason is None and (sizing.draft.fixed_pools or not sizing.draft.pool_runners):
@@ -267,16 +230,14 @@ def _resolve_dsv4(
             bind_early(sizing, priced=False),
         )
         return original(kvc, pre_model_load_memory)
-    # Bound once priced: a solve that fails below keeps stock's V4 solve, whose (T + 1) / T
-    # reserve holds more than the NextN draft allocates (test_dsv4_never_worse_than_stock).
+    # Safe before the solve: stock's (T + 1) / T fallback holds more than the NextN draft.
     bind_early(sizing, priced=True)
     try:
         return _solve_dsv4(kvc, sizing, pre_model_load_memory, priced, draft_prices, drafts)
     except SpecInitBudgetError:
         raise  # a launch that cannot fit one page stops, as every priced launch does
     except Exception as exc:
-        # No V4 launch has run here (V4 is CUDA-only): a layout the solve does not expect keeps
-        # stock's own solve rather than stopping the launch.
+        # Untested on a real V4 launch: an unexpected layout keeps stock rather than failing.
         sizing.inputs = sizing.plan = None
         logger.warning(
             "[specinit] stock sglang %s KV sizing: the DeepSeek-V4 solve with the draft's "
@@ -296,8 +257,7 @@ def _solve_dsv4(
     draft_prices: tuple[Any, ...],
     drafts: list[Any],
 ) -> Any:
-    """SGLang's V4 solve on the priced configurator, fitted to the pools it builds; fills
-    ``sizing.inputs`` / ``sizing.plan`` for the breakdown."""
+    """SGLang's V4 solve on the priced configurator, fitted to the pools it builds."""
     available = kvc._profile_available_bytes(pre_model_load_memory)
     padding = dsv4_sizing.draft_padding_bytes(draft_prices)
     config = dsv4_sizing.solve(kvc, priced, available, padding)
@@ -320,7 +280,6 @@ def _solve_dsv4(
         built,
         dsv4_sizing.draft_bytes_per_row(priced, draft_prices),
         float(priced.bytes_per_full_token),
-        # Refused: the fraction that holds what is resident and those pools.
         at_profile + (sum(built) if over else 0),
     )
     if over:
@@ -333,18 +292,7 @@ def _solve_dsv4(
 def config_from_budget(
     original: Any, self: Any, budget_bytes: int, *, cap_tokens: int | None = None
 ) -> Any:
-    """AROUND hook: the post-capture resize never sizes past this package's prices.
-
-    With ``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1`` (CUDA only) 0.5.23 re-sizes the KV pools
-    after graph capture from the memory then free, through this method with ``cap_tokens`` =
-    the pre-capture count and stock's rule (draft at the target's geometry). For a target this
-    package sized, what the post-capture budget buys at the prices the pools really cost
-    enters SGLang's token sync with stock's count (:func:`apply_token_constraints`): SGLang's
-    own method does the rest, so the result is the smallest of the pre-capture count, stock's
-    re-pricing and this package's, and under pipeline parallelism one count on every stage
-    (SGLang applies ``cap_tokens`` after its MIN over stages; a per-stage cap there would not
-    be).
-    """
+    """AROUND hook: the post-capture resize never sizes past this package's prices."""
     entry = _SIZED.get(id(self))
     if cap_tokens is None or entry is None or entry[0] is not self:
         return original(self, budget_bytes, cap_tokens=cap_tokens)
@@ -359,9 +307,8 @@ def config_from_budget(
 
 @patch.around("KVCacheConfigurator._apply_token_constraints", params=("token_capacity",))
 def apply_token_constraints(original: Any, self: Any, token_capacity: int) -> int:
-    """AROUND hook: inside a post-capture resize this package sized (:func:`config_from_budget`),
-    the count entering SGLang's user cap and PP MIN all-reduce is at most what the budget buys
-    at real prices; everywhere else (pre-capture sizing, stock launches) SGLang's method as is."""
+    """AROUND hook: in a post-capture resize, the count entering SGLang's PP sync is capped at
+    what the budget buys at real prices, so every stage gets one count."""
     cap = _PRE_SYNC_CAP.get(id(self))
     if cap is not None:
         token_capacity = min(token_capacity, cap)

@@ -1,31 +1,8 @@
-"""The scheduler's pool phase with the draft priced exactly (sglang 0.5.23).
+"""Wraps ``Scheduler.init_memory_pools`` so the target pool is sized with the draft priced exactly.
 
-Wraps ``Scheduler.init_memory_pools`` (``managers.scheduler``).
-
-0.5.23's ``init_memory_pools`` sizes the target pool (``init_target_memory_pool``), then
-allocates the draft's pools on the same config, binding the draft's embed/lm_head inside the
-draft's ``alloc_memory_pool``. Around it this hook, for a launch whose draft pricing is this
-package's to own (:mod:`.launch_policy`):
-
-1. binds the draft's duplicate embed/lm_head to the target's first (:mod:`.eagle`), so that
-   memory is free before the target pool is profiled;
-2. describes what the draft will allocate (:mod:`.draft_pricing`) and makes it the active
-   sizing for the target's configurator (:mod:`.runtime_budget`) while SGLang's own
-   ``init_memory_pools`` runs;
-3. logs the memory breakdown (the ``SPECINIT_MEMORY`` line, same keys as ``plan --json``)
-   and, with ``SGLANG_SPECINIT_REPORT_DIR`` set, writes it to one file per scheduler
-   (``memory-rank<i>-pp<p>-tp<t>-dp<d>.json``, :mod:`sglang_specinit.rank_reports`), with this
-   rank's own free memory at sizing next to SGLang's all-rank minimum and whether it is the
-   tightest rank (no collective added: ``runner_readings.rank_free_at_sizing``).
-
-Under pipeline parallelism each stage prices itself (:func:`stage_sizing`): the stage holding
-the draft as above, a stage without one (``SGLANG_ENABLE_PP_SPEC``) as its target pool alone;
-SGLang's MIN sync over stages then sets the launch's count, and each stage's breakdown says
-what it priced and what it alone could afford (:func:`stage_fields`).
-
-Launches it does not price run SGLang's method unchanged, after one log line naming why; where
-the draft is a known worker and 0.5.23's own reserve covers it, the draft's embed/lm_head are
-bound first there too and the line says what that bound and freed (:func:`bind_where_stock_sizes`).
+Around SGLang's own pool phase it binds the draft's duplicate embed/lm_head first, makes the
+draft's description the active sizing and logs the ``SPECINIT_MEMORY`` breakdown; under PP
+each stage prices itself. Launches it does not price keep stock, after one log line.
 """
 
 from __future__ import annotations
@@ -63,15 +40,10 @@ patch = PatchTable(MODULE)
 
 
 @patch.around("Scheduler.init_memory_pools", params=())
-# The draft's runners are read through the spec worker (draft_pricing, eagle).
 @patch.calls(
     "BaseSpecWorker.draft_worker", "EagleDraftWorkerBase.draft_runners", module=BASE_SPEC_WORKER
 )
-# SGLang's own pool phase (``original``) sizes the target pool through this.
 @patch.calls("Scheduler.init_target_memory_pool")
-# The memory breakdown's all-rank minimum (all_rank_min_free_at_sizing) reads SGLang's multimodal
-# reservation through release_shims (its rows there: 0.5.17 reserves none).
-# Which launches are priced (launch_policy) and a hybrid target's stash rows (draft_pricing).
 @patch.calls("is_deepseek_v4", module="sglang.srt.configs.model_config")
 @patch.calls("mambaish_config", module="sglang.srt.configs.hybrid_arch")
 def init_memory_pools(original: Any, self: Any) -> None:
@@ -82,10 +54,8 @@ def init_memory_pools(original: Any, self: Any) -> None:
 
 
 def stage_sizing(scheduler: Any) -> TargetSizing:
-    """What this rank's target pool is priced with: its draft as described, the duplicate
-    embed/lm_head bound by the sizing hook once it knows whether it prices the pool
-    (:func:`bind_early`); on a pipeline stage without a draft worker
-    (``launch_policy.stage_without_draft``) the target pool alone, nothing to bind."""
+    """This rank's sizing: its draft as described, or the target pool alone on a PP stage
+    without the draft."""
     if scheduler.draft_worker is None:
         return TargetSizing(
             draft=DraftDescription(scheduler.spec_algorithm.name), stage_holds_draft=False
@@ -96,31 +66,20 @@ def stage_sizing(scheduler: Any) -> TargetSizing:
 
 
 def bind_early(scheduler: Any, sizing: TargetSizing, priced: bool) -> str:
-    """The draft's duplicate embed/lm_head bound before the target pool is profiled: where the
-    pool is priced (``priced``), always (``pool_phase.bound_sizing``, its byte counts kept on
-    ``sizing``); where the sizing hook keeps stock's sizing after all, only where stock's
-    reserve covers the draft (:func:`bind_where_stock_sizes`). Returns the log clause ("" when
-    priced). The rank's own free memory is read again after binding, for the breakdown."""
+    """Bind the duplicates before profiling (if not ``priced``, only where stock's reserve
+    covers the draft); returns the log clause."""
     if not priced:
         scheduler._specinit_early_binding = bind_where_stock_sizes(scheduler)
         return scheduler._specinit_early_binding.note()
     bound = bound_sizing(scheduler, sizing.draft)
     sizing.stock_duplicate_bytes = bound.stock_duplicate_bytes
-    # The target pool is profiled next: what the draft still holds apart is resident then.
     sizing.storages_at_profile = draft_unshared_storages(scheduler, sizing.draft)
     scheduler._specinit_rank_free = rank_free_at_sizing(scheduler.tp_worker.model_runner)
     return ""
 
 
 def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
-    """Bind a stock-sized launch's draft embed/lm_head before the target pool is profiled,
-    where 0.5.23's reserve covers the draft (:mod:`sglang_specinit.phased.stock_binding`).
-
-    Stock's reserve is ``spec_aux_config.eagle_draft_num_layers`` layers of the target's
-    geometry (``model_executor/pool_configurator.py:259-305``; HybridSWA ``:730-760``; DSv4
-    ``:1250-1257`` one layer); each draft runner allocates ``layer_info.num_effective_layers``
-    layers at the target's token count (``mem_cache/kv_cache_configurator.py:528-544``).
-    """
+    """Bind a stock-sized launch's draft embed/lm_head first where stock's reserve covers it."""
     from sglang_specinit.sglang_0_5_23.pool_probe import draft_configurator, runner_configurator
 
     runners = list(scheduler.draft_worker.draft_worker.draft_runners)
@@ -137,13 +96,7 @@ def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
 def draft_reserve_gap(
     target: Any, drafts: Sequence[Any], draft_configurators: Sequence[Any]
 ) -> str:
-    """:func:`~sglang_specinit.phased.stock_binding.stock_reserve_gap` for a 0.5.23 launch: stock
-    reserves ``spec_aux_config.eagle_draft_num_layers`` layers of ``target``'s geometry; each
-    draft (runner or configurator) allocates ``layer_info.num_effective_layers``, on as many
-    rows per target row as its configurator's ``loc_space_scale`` (``dcp`` under decode context
-    parallelism: the draft pool is replicated). Stock scales its reserve by ``dcp`` only for a
-    DSA target (``model_executor/pool_configurator.py:282-305``; the dense reserve has no DCP
-    factor, #39799)."""
+    """Why stock's reserve does not cover the drafts ("" if it does); DCP scales it for DSA only."""
     from sglang.srt.configs.model_config import is_deepseek_dsa
 
     reserved = target.spec_aux_config.eagle_draft_num_layers
@@ -159,18 +112,8 @@ def draft_reserve_gap(
 
 
 def fused_draft_gap(target_configurator: Any) -> str | None:
-    """Whether stock's unified-memory price covers a draft fused into the target's pools.
-
-    None where the draft does not fuse (no fused entry: :func:`stock_reserve_gap` decides).
-    Under ``--enable-unified-memory`` 0.5.22+ may place every draft layer inside the target's
-    sub-pool entries (``mem_cache/layout/fused_draft.py:627-680`` declines unless all of them
-    fit), and stock's price per full-attention row is then that fused entry, built from the
-    draft's own KV profile by the spec the pool factory allocates from
-    (``mem_cache/kv_cache_configurator.py:1263-1287``, ``model_executor/pool_configurator.py:
-    265-267``, ``:813-819``): the draft's rows cost what stock charges, whatever its geometry,
-    so freeing the duplicate embed/lm_head first only adds rows at that price (""). A draft
-    that also fuses into another sub-pool (SWA or mamba state, whose entries the unified
-    envelope prices at the target's rows, ``:821-825``) is not vouched for (a reason)."""
+    """For a fused draft: "" where stock prices it (full-attention entry only), else why not;
+    None where the draft does not fuse."""
     from sglang_specinit.sglang_0_5_23.release_shims import fused_entry_bytes, fused_host_names
 
     fused = {name: fused_entry_bytes(target_configurator, name) for name in fused_host_names()}
@@ -186,15 +129,8 @@ def fused_draft_gap(target_configurator: Any) -> str | None:
 
 
 def all_rank_min_free_at_sizing(runner: Any, inputs: BudgetInputs) -> int | None:
-    """SGLang's all-rank minimum of free memory at sizing, recovered from the budget inputs.
-
-    0.5.23's ``_profile_available_bytes`` returns ``min_free - (1 - f) * pre_load_free -
-    multimodal_reservation``; ``measured_resident_bytes`` is ``f * pre_load_free`` minus that
-    (:mod:`.runtime_budget`), so ``min_free = pre_load_free - measured_resident + reservation``.
-    The reservation is SGLang's own (``mm_runtime_reservation_gb``, 0 for a text model). None
-    for a mamba-state target, whose reading SGLang reshapes further (``_handle_max_mamba_cache``,
-    a larger slack).
-    """
+    """SGLang's all-rank minimum free memory at sizing, recovered from the inputs; None for
+    a mamba target."""
     if getattr(runner, "mambaish_config", None) is not None:
         return None
     from sglang_specinit.sglang_0_5_23.release_shims import multimodal_reservation_gb
@@ -206,14 +142,7 @@ def all_rank_min_free_at_sizing(runner: Any, inputs: BudgetInputs) -> int | None
 
 
 def rank_fields(scheduler: Any) -> dict[str, int]:
-    """Where this scheduler sits in the launch, from 0.5.23's ``runtime_context.get_parallel()``
-    (0.5.20: the scheduler's ``ParallelState``; ``release_shims.scheduler_ranks``).
-
-    Replicas (``--dp`` without attention DP) are separate schedulers numbered by ``dp_rank``;
-    under attention DP (``--attn-dp-size``, or the older ``--dp N --enable-dp-attention``)
-    the DP ranks live inside the TP group, so the file name shows the attention-DP rank and
-    the index adds nothing for it.
-    """
+    """This scheduler's place in the launch; under attention DP the DP rank is inside TP."""
     from sglang_specinit import rank_reports
     from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks
 
@@ -235,9 +164,7 @@ def rank_fields(scheduler: Any) -> dict[str, int]:
 def memory_breakdown(
     scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
 ) -> dict[str, Any]:
-    """The same quantities ``sglang-specinit plan --json`` prints, measured on this rank, with
-    the rank's place in the launch and its tightness (``rank_free_bytes``: its own free
-    memory at sizing, :func:`~sglang_specinit.runner_readings.rank_free_at_sizing`)."""
+    """``plan --json``'s quantities measured on this rank, with its place and tightness."""
     from sglang_specinit.rank_reports import tightness_fields
     from sglang_specinit.report import plan_to_dict
     from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks
@@ -245,7 +172,6 @@ def memory_breakdown(
     assert sizing.plan is not None and sizing.inputs is not None
     draft_runners = sizing.draft.pool_runners + [r for r, _ in sizing.draft.fixed_pools]
     breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=scheduler_ranks(scheduler).tp_size)
-    # The installed release (this adapter serves two API generations: release_shims).
     breakdown["sglang_version"] = installed_sglang_version()
     breakdown["allocated_target_kv_pool_bytes"] = kv_pool_allocated_bytes(
         scheduler.tp_worker.model_runner
@@ -266,9 +192,7 @@ def memory_breakdown(
 
 
 def stage_fields(sizing: TargetSizing, pp_size: int) -> dict[str, Any]:
-    """What this pipeline stage priced (none under PP 1): whether it holds the draft, the
-    tokens its own pricing affords, and whether it is the stage SGLang's minimum over stages
-    came from (the tightest stage; each stage knows it alone, no collective added)."""
+    """What this PP stage priced, its own tokens and whether it set SGLang's minimum."""
     if pp_size <= 1:
         return {}
     assert sizing.plan is not None
@@ -284,10 +208,8 @@ def stage_fields(sizing: TargetSizing, pp_size: int) -> dict[str, Any]:
 def log_memory_breakdown(
     scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
 ) -> None:
-    """Log this rank's breakdown, its tightness line and the ``SPECINIT_MEMORY`` JSON line;
-    write its file when ``SGLANG_SPECINIT_REPORT_DIR`` is set (:func:`~sglang_specinit.
-    rank_reports.log_breakdown`, with this module's logger)."""
-    # Read again where the early binding ran inside SGLang's pool phase (bind_early).
+    """Log this rank's breakdown and, with ``SGLANG_SPECINIT_REPORT_DIR``, write its file."""
+    # Read again after the early binding (bind_early).
     rank_free_bytes = getattr(scheduler, "_specinit_rank_free", rank_free_bytes)
     breakdown = memory_breakdown(scheduler, sizing, rank_free_bytes)
     scheduler._specinit_breakdown = breakdown
