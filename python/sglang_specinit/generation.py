@@ -25,6 +25,8 @@ class Generation(Protocol):
     phase_modules: tuple[str, ...]
     # True where the release's own init already loads both models before sizing the pools.
     sglang_phases_init: bool
+    # The releases whose planner replay prices DeepSeek-V4.
+    deepseek_v4_releases: tuple[str, ...]
 
     def release_requires(self, release: str | None = None) -> tuple[Requires, ...]: ...
 
@@ -43,6 +45,7 @@ class AdapterGeneration:
     sglang_phases_init: bool
     # Per-release requirements beyond the phase tables (a generation spanning API changes).
     requires_by_release: Callable[[str | None], tuple[Requires, ...]] | None = None
+    deepseek_v4_releases: tuple[str, ...] = ()
 
     def release_requires(self, release: str | None = None) -> tuple[Requires, ...]:
         if self.requires_by_release is None:

@@ -57,10 +57,13 @@ def check_supported(
     from sglang.srt.configs.model_config import is_deepseek_v4
 
     if is_deepseek_v4(hf_config) and not prices_deepseek_v4:
+        from sglang_specinit.compat import generations
+
         where = f"sglang {release}" if release else "this sglang"
+        v4 = [r for g in generations().values() for r in g.deepseek_v4_releases]
         raise BudgetError(
             f"DeepSeek-V4 compressed KV pools (c4/c128/state) are not priced on {where}: "
-            "plan it with sglang 0.5.20 - 0.5.23 installed, or disable the plugin for this "
+            f"plan it with sglang {v4[0]} - {v4[-1]} installed, or disable the plugin for this "
             "model (SGLANG_SPECINIT_DISABLE=1)"
         )
 

@@ -2,7 +2,7 @@
 release-free core.
 
 - a core module (anything outside the ``sglang_0_5_*`` adapter packages) imports no adapter by
-  name, and no core file, function or class names a release;
+  name and names no release, in its file, function and class names, code, strings or comments;
 - an adapter package imports only the core and itself.
 
 Release-specific code is reached from the core only through ``compat``'s registry
@@ -21,6 +21,24 @@ from sglang_specinit import compat
 PACKAGE = Path(sglang_specinit.__file__).parent
 ADAPTER = re.compile(r"^sglang_0_5_\d+$")
 RELEASE_IN_NAME = re.compile(r"0_5_\d+")
+# A release spelled in any form: "0.5.23", (0, 5, 14), stock_0_5_13.
+RELEASE_ANYWHERE = re.compile(r"\b0\.5\.\d+|\(\s*0\s*,\s*5\s*,\s*\d+|0_5_\d+")
+# Releases still named in files being rewritten on another branch (each spelling found, in
+# order); the lead empties this on merge.
+_NOT_YET: dict[str, list[str]] = {
+    "planner/cli.py": ["0.5.20", "0.5.23", "0_5_23"],
+    "planner/columns.py": ["0_5_23"],
+    "planner/plan.py": ["0.5.13", "0.5.14", "0.5.23"],
+    "planner/report_cases.py": [
+        "0.5.13",
+        "0.5.13",
+        "0.5.23",
+        "0_5_13",
+        "0_5_13",
+        "0_5_23",
+        "0_5_23",
+    ],
+}
 
 
 def _modules() -> list[Path]:
@@ -94,6 +112,33 @@ def test_no_core_file_function_or_class_names_a_release():
     assert named == []
 
 
+def _release_mentions(source: str) -> list[str]:
+    """Every release ``source`` names, in code, strings, docstrings or comments."""
+    return sorted(RELEASE_ANYWHERE.findall(source))
+
+
+def test_no_core_module_names_a_release():
+    named = {
+        str(p.relative_to(PACKAGE)): _release_mentions(p.read_text())
+        for p in _modules()
+        if _adapter_of(p) is None and _release_mentions(p.read_text())
+    }
+    assert named == _NOT_YET
+
+
+def test_the_release_reader_sees_every_spelling():
+    spellings = {
+        'X = "0.5.23"\n': ["0.5.23"],
+        "if key >= (0, 5, 14):\n": ["(0, 5, 14"],
+        "# since 0.5.13.post1\n": ["0.5.13"],
+        'KEY = "stock_0_5_13"\n': ["0_5_13"],
+        "x = (0,5,16, 0)\n": ["(0,5,16"],
+    }
+    for source, found in spellings.items():
+        assert _release_mentions(source) == found
+    assert _release_mentions('__version__ = "0.1.0"\nx = (0, 6)\n') == []
+
+
 def test_the_checks_see_an_arrow():
     """The import reader finds an adapter -> adapter import in a function body, and a core
     module's import of an adapter, and leaves an adapter's own imports alone."""
@@ -104,4 +149,3 @@ def test_the_checks_see_an_arrow():
     assert _adapters_imported_by("import sglang_specinit.sglang_0_5_13.specs\n", None) == {
         "sglang_0_5_13"
     }
-
