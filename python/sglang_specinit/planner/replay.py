@@ -76,11 +76,9 @@ class ServerArgsReplay(Protocol):
 
     def kv_dtype(
         self, launch: ResolvedLaunch, model_config: Any, *, is_draft: bool, target_kv_dtype: Any
-    ) -> str:
-        ...
+    ) -> str: ...
 
-    def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
-        ...
+    def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices: ...
 
 
 def released(fn: Any) -> Any:
@@ -150,7 +148,6 @@ def stock_key(release: str) -> str:
 
 
 class InstalledReleaseReplay:
-
     @property
     def release(self) -> str:
         return installed_release()
