@@ -1,9 +1,7 @@
 """One SGLang API generation as the core sees it: the object each adapter package exports.
 
-The core reaches release-specific code only through :class:`Generation`: the releases an
-adapter serves, its phase tables (patched or checked all or nothing), what it reads in each
-release's own form, and its planner replay (server-args logic, pool prices, stock column).
-:mod:`compat` finds the adapter packages and picks the one for the installed release once.
+The core reaches release-specific code only through :class:`Generation` (releases, phase tables,
+per-release requirements, planner replay); :mod:`compat` picks the one for the installed release.
 """
 
 from __future__ import annotations

@@ -13,14 +13,12 @@ from dataclasses import dataclass
 MIB = 1 << 20
 GIB = 1 << 30
 
-# Assumed cost of the CUDA context + NCCL groups + driver reservations before weights load.
+# CUDA context, NCCL groups and driver reservations before weights load.
 CUDA_CONTEXT_ALLOWANCE_BYTES = 1 * GIB
 
 
 @dataclass(frozen=True)
 class GpuPreset:
-    """One device model: its total memory as ``nvidia-smi`` reports it."""
-
     name: str
     total_mib: int
     description: str
@@ -49,7 +47,7 @@ DEFAULT_GPU = "H100-80GB"
 
 
 def get_preset(name: str) -> GpuPreset:
-    """The preset called ``name`` (case-insensitive); ValueError lists the valid names."""
+    """The preset called ``name`` (case-insensitive)."""
     for preset in _PRESETS:
         if preset.name.lower() == name.lower():
             return preset
@@ -78,7 +76,6 @@ class DeviceSpec:
 
 
 def presets_help() -> str:
-    """One line per preset, for ``--help``."""
     lines = [
         f"{p.name}: {p.total_mib} MiB = {p.total_bytes} bytes ({p.description})" for p in _PRESETS
     ]
@@ -105,10 +102,7 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_bytes(text: str) -> int:
-    """``"80GiB"`` -> 85899345920, ``"141GB"`` -> 141000000000, ``"24000MiB"``, ``"123"``.
-
-    GB/MB are decimal and GiB/MiB binary, as on spec sheets versus ``nvidia-smi``.
-    """
+    """``"80GiB"``, ``"141GB"``, ``"24000MiB"``, ``"123"`` -> bytes (GB decimal, GiB binary)."""
     match = _SIZE_RE.match(text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
