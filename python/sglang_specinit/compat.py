@@ -147,10 +147,6 @@ def load_adapter(name: str) -> Any:
     return importlib.import_module(f"sglang_specinit.{name}")
 
 
-def adapter_module(adapter: str, module: str) -> Any:
-    return generations()[adapter].module(module)
-
-
 class CompatError(RuntimeError):
     """A module SGLang imported differs from what the adapter was written for."""
 

@@ -1,9 +1,7 @@
 """The adapter for sglang 0.5.13 and 0.5.13.post1: the whole phased speculative init.
 
-These releases build the target worker completely before the draft exists. The phase modules
-split every worker constructor into weight loading plus ``alloc_memory_pool`` and
-``init_backends`` and drive the four phases from the scheduler; ``launch_policy`` decides which
-launches are phased and ``runtime_budget`` sizes the pools.
+The target worker is built before the draft exists; the phase modules split every worker
+constructor (weights, ``alloc_memory_pool``, ``init_backends``) and the scheduler drives them.
 """
 
 from __future__ import annotations
