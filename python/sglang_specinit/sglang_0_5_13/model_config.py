@@ -1,5 +1,5 @@
-"""A draft's model config gets its own copy of the cached hf config before
-``_config_draft_model`` rewrites it in place, which would otherwise reach the unsized target."""
+"""A draft's model config gets its own copy of the cached hf config, which
+``_config_draft_model`` rewrites in place (phased: before the target's pool is sized)."""
 
 from __future__ import annotations
 
