@@ -8,6 +8,7 @@ planned launch's and, on cpu, the KV pool's warm-up self-copy skipped.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -104,10 +105,11 @@ def kv_warm_up_copy_skipped() -> Iterator[None]:
 def attention_tp_size_answering(attn_tp_size: int) -> Iterator[None]:
     """The pool code's ``get_attention_tp_size`` answering the planned launch's width: a
     planner process has no attention-TP group."""
-    from sglang.srt.model_executor import model_runner_kv_cache_mixin as mixin
     from sglang.srt.model_executor import pool_configurator
+    from sglang.srt.model_executor.model_runner import ModelRunner
 
-    modules = (mixin, pool_configurator)
+    # The runner's pool code (its KV-cache mixin's module) and the configurators'.
+    modules = (sys.modules[ModelRunner._init_pools.__module__], pool_configurator)
     saved = [m.get_attention_tp_size for m in modules]
     for module in modules:
         module.get_attention_tp_size = lambda: attn_tp_size
