@@ -1,8 +1,5 @@
-"""The adapter for sglang 0.5.13 and 0.5.13.post1: the whole phased speculative init.
-
-The target worker is built before the draft exists; the phase modules split every worker
-constructor (weights, ``alloc_memory_pool``, ``init_backends``) and the scheduler drives them.
-"""
+"""The adapter for sglang 0.5.13 and 0.5.13.post1: the whole phased speculative init (every
+worker constructor split into weights, ``alloc_memory_pool`` and ``init_backends``)."""
 
 from __future__ import annotations
 
