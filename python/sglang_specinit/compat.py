@@ -1,11 +1,8 @@
 """Which sglang release gets which adapter, and the per-process all-or-nothing check.
 
-Each supported release line has an adapter package (``sglang_0_5_13`` ...) that describes its
-patch as data (:mod:`sglang_specinit.hooks`). The plugin patches an SGLang module only when
-SGLang imports it, after checking that module against what the adapter was written for. A
-failed check switches the phased init off for the whole process before any launch is phased:
-hooks already applied stay inert (they only act inside a phased init), nothing more is patched,
-and :func:`problems_for` reports the failure to the scheduler, which then starts stock.
+Each adapter package describes its patch as data (:mod:`sglang_specinit.hooks`); a module is
+patched when SGLang imports it, after a check. A failed check turns phasing off for the process
+(applied hooks stay inert) and :func:`problems_for` tells the scheduler to start stock.
 """
 
 from __future__ import annotations
@@ -31,14 +28,13 @@ from sglang_specinit.lazy_import import after_import
 
 logger = logging.getLogger(__name__)
 
-# An adapter package is named for the releases it serves: ``sglang_`` and a release's digits.
+# An adapter package: ``sglang_`` and a release's digits.
 _ADAPTER_NAME = re.compile(r"^sglang(_\d+)+$")
 
 
 @cache
 def generations() -> dict[str, Generation]:
-    """Adapter package -> its :class:`~sglang_specinit.generation.Generation`, oldest first
-    (importing a package imports none of its phase modules)."""
+    """Adapter package -> its :class:`~sglang_specinit.generation.Generation`, oldest first."""
     import sglang_specinit
 
     names = [
@@ -51,7 +47,6 @@ def generations() -> dict[str, Generation]:
 
 
 def adapter_releases() -> dict[str, tuple[str, ...]]:
-    """Adapter package -> its releases."""
     return {name: generation.releases for name, generation in generations().items()}
 
 
@@ -62,7 +57,7 @@ class Decision:
     adapter: str | None
     sglang_version: str | None
     reason: str
-    # True when this release is simply not one the plugin serves (say so at INFO, not WARNING).
+    # A release the plugin does not serve: said at INFO, not WARNING.
     not_served: bool = False
 
     @property
@@ -78,8 +73,7 @@ _RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?")
 
 
 def release_key(ver: str) -> tuple[int, int, int, int] | None:
-    """``"0.5.13.post1"`` -> ``(0, 5, 13, 1)``; pre/dev suffixes are ignored (``0.5.24rc1``
-    orders as 0.5.24); None for a string that is not a release number."""
+    """``"1.2.3.post4"`` -> ``(1, 2, 3, 4)``, pre/dev suffixes ignored; None for a non-release."""
     match = _RELEASE.match(ver.strip())
     if match is None:
         return None
@@ -88,16 +82,8 @@ def release_key(ver: str) -> tuple[int, int, int, int] | None:
 
 
 def installed_sglang_version() -> str | None:
-    """The installed sglang's version, read without importing anything new.
-
-    ``load_plugins()`` runs inside ``sglang.srt.plugins``, so ``sglang`` is already imported;
-    its ``version`` module is tiny. Where ``sglang`` is not imported yet (the planner's command
-    line, before it decides how SGLang is imported) package metadata (a scan of every
-    distribution) answers instead, as it does when ``sglang.version`` is missing; both name the
-    same release (a sibling wheel first on ``PYTHONPATH`` shadows both:
-    ``scripts/sibling_release.sh``). Every release label the adapters and the planner print
-    comes from here.
-    """
+    """The installed sglang's version: ``sglang.version`` once sglang is imported, else package
+    metadata (same answer). Every release label printed comes from here."""
     import sys
 
     if "sglang" in sys.modules:
@@ -116,15 +102,8 @@ def installed_sglang_version() -> str | None:
 
 
 def decide_for_version(ver: str | None) -> Decision:
-    """The adapter for ``ver``, or why there is none.
-
-    A release the plugin does not serve but that is not older than the oldest served one
-    (0.5.13.post2, 0.5.24, 0.6.0, ...) is declined as ``not_served``: the
-    plugin logs one INFO line and SGLang starts unchanged. The package's dependency has no
-    upper bound (``sglang>=0.5.13``), so installing it never moves the host's sglang; this
-    decision is what keeps an unserved release unpatched. Older or unreadable versions are
-    reported as unsupported (a WARNING).
-    """
+    """The adapter for ``ver``, or why there is none: an unserved release newer than the oldest
+    served one is ``not_served`` (INFO, SGLang unchanged); older or unreadable ones unsupported."""
     if ver is None:
         return Decision(None, None, "sglang is not installed")
     for adapter, releases in adapter_releases().items():
@@ -153,8 +132,6 @@ def decide_for_version(ver: str | None) -> Decision:
             not_served=True,
         )
     if key is not None:
-        # Older releases have no plugin system or another init than the oldest served one
-        # (docs/releases.md names each difference).
         first = min(supported_releases(), key=lambda r: release_key(r) or oldest)
         return Decision(
             None,
@@ -168,11 +145,6 @@ def decide_for_version(ver: str | None) -> Decision:
 
 def load_adapter(name: str) -> Any:
     return importlib.import_module(f"sglang_specinit.{name}")
-
-
-def adapter_module(adapter: str, module: str) -> Any:
-    """One module of an adapter package, by name (through its generation)."""
-    return generations()[adapter].module(module)
 
 
 class CompatError(RuntimeError):
@@ -218,20 +190,14 @@ _state: PatchState | None = None
 
 
 def install(version: str, patches: dict[str, ModulePatch], source: Any, strict: bool) -> PatchState:
-    """Check and patch the modules SGLang has imported; watch the others.
-
-    Modules already imported are checked together (all or none of them is patched); each one
-    imported later is checked and patched when SGLang imports it.
-    """
+    """Check and patch (all or none) the modules SGLang has imported; watch the others."""
     import sys
 
     global _state
     state = PatchState(version=version, patches=patches, source=source, strict=strict)
     _state = state
     present = [name for name in patches if name in sys.modules]
-    # The others are watched before the present ones are patched, so a module that patching
-    # imported (none does: hooks.apply_hook_targets applies only this plugin's own targets, in
-    # modules already imported) would still go through the finder and be patched.
+    # Watch first, so a module that patching imported would still be checked.
     for name in patches:
         if name not in present:
             after_import(name, lambda module: state.check_and_apply([module]))
@@ -261,14 +227,8 @@ def problems_for(module_names: Iterable[str]) -> list[str]:
 
 
 def launch_problems(scheduler: Any, adapter: ModuleType, release: str | None = None) -> list[str]:
-    """:func:`problems_for` every module ``adapter`` patches that this scheduler's launch runs
-    (with ``release``, also what it reads in that release's form: ``hooks.adapter_patches``).
-
-    All or nothing: each such module must have passed its check. The speculative workers of
-    other algorithms are left out (a scheduler never imports them); the ones this launch runs
-    are the modules in the class hierarchy of ``scheduler.draft_worker`` and of its
-    ``draft_worker``. Called by the 0.5.14 and 0.5.23 adapters' ``launch_policy``, whose
-    schedulers both hold the spec worker there."""
+    """:func:`problems_for` every module ``adapter`` patches that this launch runs: speculative
+    workers only from the class hierarchy of ``scheduler.draft_worker`` and its ``draft_worker``."""
     workers = [scheduler.draft_worker, getattr(scheduler.draft_worker, "draft_worker", None)]
     own = {cls.__module__ for w in workers if w is not None for cls in type(w).__mro__}
     return problems_for(

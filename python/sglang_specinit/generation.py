@@ -1,9 +1,7 @@
 """One SGLang API generation as the core sees it: the object each adapter package exports.
 
-The core reaches release-specific code only through :class:`Generation`: the releases an
-adapter serves, its phase tables (patched or checked all or nothing), what it reads in each
-release's own form, and its planner replay (server-args logic, pool prices, stock column).
-:mod:`compat` finds the adapter packages and picks the one for the installed release once.
+The core reaches release-specific code only through :class:`Generation` (releases, phase tables,
+per-release requirements, planner replay); :mod:`compat` picks the one for the installed release.
 """
 
 from __future__ import annotations
@@ -25,6 +23,8 @@ class Generation(Protocol):
     phase_modules: tuple[str, ...]
     # True where the release's own init already loads both models before sizing the pools.
     sglang_phases_init: bool
+    # The releases whose planner replay prices DeepSeek-V4.
+    deepseek_v4_releases: tuple[str, ...]
 
     def release_requires(self, release: str | None = None) -> tuple[Requires, ...]: ...
 
@@ -43,6 +43,7 @@ class AdapterGeneration:
     sglang_phases_init: bool
     # Per-release requirements beyond the phase tables (a generation spanning API changes).
     requires_by_release: Callable[[str | None], tuple[Requires, ...]] | None = None
+    deepseek_v4_releases: tuple[str, ...] = ()
 
     def release_requires(self, release: str | None = None) -> tuple[Requires, ...]:
         if self.requires_by_release is None:

@@ -1,9 +1,6 @@
-"""Refuse a bad speculative launch in the launcher, before any rank or pool exists.
-
-Plain values in, at most ``config.json`` and safetensors headers read; no torch, no sglang. Each
-adapter reads its ``ServerArgs`` and calls :func:`check_speculative_launch`. Otherwise every rank
-would find these only after loading the target (or on the draft's first forward), and at TP > 1
-the others would wait in a collective. What stock starts is never refused.
+"""Refuse a bad speculative launch in the launcher, before any rank or pool exists (otherwise
+each rank finds it after loading, the others waiting in a collective). Plain values in, no torch
+or sglang; each adapter reads its ``ServerArgs``. What stock starts is never refused.
 """
 
 from __future__ import annotations

@@ -52,15 +52,17 @@ def runner_layer_count(model_config: Any, is_draft: bool) -> int:
 def check_supported(
     hf_config: Any, *, prices_deepseek_v4: bool = False, release: str | None = None
 ) -> None:
-    """BudgetError for a model the budget model cannot price; ``hf_config`` may be the raw
-    ``config.json`` dict. DeepSeek-V4 only where the replay runs the release's own V4 solve."""
+    """BudgetError for a model the budget model cannot price (``hf_config`` may be a dict)."""
     from sglang.srt.configs.model_config import is_deepseek_v4
 
     if is_deepseek_v4(hf_config) and not prices_deepseek_v4:
+        from sglang_specinit.compat import generations
+
         where = f"sglang {release}" if release else "this sglang"
+        v4 = [r for g in generations().values() for r in g.deepseek_v4_releases]
         raise BudgetError(
             f"DeepSeek-V4 compressed KV pools (c4/c128/state) are not priced on {where}: "
-            "plan it with sglang 0.5.20 - 0.5.23 installed, or disable the plugin for this "
+            f"plan it with sglang {v4[0]} - {v4[-1]} installed, or disable the plugin for this "
             "model (SGLANG_SPECINIT_DISABLE=1)"
         )
 
@@ -77,8 +79,7 @@ def own_hf_config(model_config: Any) -> None:
 
 
 def is_linear_attention_hybrid(model_config: Any) -> bool:
-    """Mamba / linear-attention hybrids (Qwen3-Next, Nemotron-H ...), whose KV pool holds only
-    full-attention layers."""
+    """Mamba / linear-attention hybrids, whose KV pool holds only full-attention layers."""
     text_config = model_config.hf_text_config
     return not model_config.is_hybrid_swa and hasattr(text_config, "full_attention_layer_ids")
 

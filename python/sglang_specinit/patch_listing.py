@@ -1,13 +1,6 @@
-"""``sglang-specinit patches``: every SGLang target a release's adapter hooks, adds or requires.
-
-Read from the tables the plugin checks and applies, one block per SGLang module::
-
-    sglang.srt.managers.scheduler
-      hook      AROUND  Scheduler.init_model_worker        <- init_model_worker  (module:line)
-      adds              Scheduler.init_target_memory_pool  <- init_target_memory_pool  (...)
-      requires          Scheduler.init_tp_model_worker
-
-Nothing of SGLang is imported.
+"""``sglang-specinit patches``: every SGLang target a release's adapter hooks, adds or requires,
+one block per SGLang module, read from the tables the plugin checks and applies (each row names
+the plugin function and where it is defined). Nothing of SGLang is imported.
 """
 
 from __future__ import annotations

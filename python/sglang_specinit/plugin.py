@@ -1,13 +1,8 @@
 """SGLang general-plugin entry point (group ``sglang.srt.plugins``, name ``specinit``).
 
-SGLang calls ``load_plugins()`` in the launcher, ``Engine`` and every scheduler. ``register``
-picks the adapter for the installed release (:mod:`.compat`; docs/releases.md says which) and
-patches each SGLang module through ``HookRegistry`` when SGLang imports it, so a process patches
-only what its launch imports.
-
-Environment:
-    SGLANG_SPECINIT_DISABLE=1   register nothing (SGLang's SGLANG_PLUGINS whitelist works too)
-    SGLANG_SPECINIT_STRICT=1    stop the launch instead of warning when a check fails
+``register`` picks the adapter for the installed release (:mod:`.compat`) and patches each SGLang
+module through ``HookRegistry`` when SGLang imports it. SGLANG_SPECINIT_DISABLE=1 registers
+nothing; SGLANG_SPECINIT_STRICT=1 stops the launch instead of warning when a check fails.
 """
 
 from __future__ import annotations

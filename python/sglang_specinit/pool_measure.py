@@ -1,9 +1,8 @@
 """Price a KV pool by building it with SGLang's own pool code at tiny sizes.
 
-Whatever pool class SGLang picks (MLA, DSA, FP4, hybrid SWA, DCP-replicated ...), the bytes of
-the tensors it allocates are read back, never derived from a geometry table. Each adapter
-supplies a builder for a (full, SWA) token count; a pool's bytes are linear in those, so four
-builds give its exact price. Storages that do not scale (pointer tables) are left to ``1 - f``.
+Whatever pool class SGLang picks, the bytes it allocates are read back. A pool's bytes are linear
+in its (full, SWA) token counts, so four builds from the adapter's builder give its exact price;
+storages that do not scale (pointer tables) are left to ``1 - f``.
 """
 
 from __future__ import annotations

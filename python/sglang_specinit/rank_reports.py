@@ -1,9 +1,6 @@
-"""Per-rank memory reports: one file per scheduler, and which rank is the tightest.
-
-Each scheduler writes ``$SGLANG_SPECINIT_REPORT_DIR/memory-rank<index>-pp<p>-tp<t>-dp<d>.json``.
-Each rank compares its own free memory at sizing with SGLang's all-rank minimum, so it knows
-without a collective whether it is the tightest; :func:`tightest` names the launch's tightest
-rank afterwards, from the files. No SGLang import: the planner and tools read these files too.
+"""Per-rank memory reports (``$SGLANG_SPECINIT_REPORT_DIR/memory-rank<i>-pp<p>-tp<t>-dp<d>.json``)
+and which rank is the tightest: each rank compares its free memory with SGLang's all-rank
+minimum, so no collective is needed. No SGLang import: the planner and tools read them too.
 """
 
 from __future__ import annotations
@@ -56,7 +53,7 @@ def rank_fields(
 
 
 def parallel_state_rank_fields(ps: Any, enable_dp_attention: bool) -> dict[str, int]:
-    """:func:`rank_fields` read off a scheduler's ``ParallelState`` (``Scheduler.ps``)."""
+    """:func:`rank_fields` read off a scheduler's ``ParallelState``."""
     dp_rank = ps.dp_rank or 0
     return rank_fields(
         replica=0 if enable_dp_attention else dp_rank,

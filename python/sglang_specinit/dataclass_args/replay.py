@@ -1,16 +1,8 @@
-"""The server-args replay pieces of releases whose ``ServerArgs`` is a dataclass that resolves
-every field in ``__post_init__`` and whose speculative settings come from
-``arg_groups.speculative_hook.handle_speculative_decoding`` (sglang 0.5.13.x to 0.5.15).
+"""The server-args replay shared by releases whose ``ServerArgs`` dataclass resolves in
+``__post_init__`` and whose speculative settings come from ``handle_speculative_decoding``.
 
-Those releases share the parser (``ServerArgs.add_cli_args``, ``ConfigArgumentMerger`` for
-``--config``), the speculative hook and the attention-TP rule; each adapter's
-``planner_replay`` subclasses :class:`FieldServerArgsReplay` with its release's own fraction
-heuristic, KV dtype and pool prices.
-
-The plan is for the device the flags name (``--device``, default ``cuda``), never for the host
-the planner runs on: SGLang's host probe that would leak this process's platform into the
-answer (``is_cpu()``, which reads ``SGLANG_USE_CPU_ENGINE``) is answered for the planned device
-while a replay resolves (:func:`planned_cpu_engine`).
+Shared: the parser (with ``--config``), the speculative hook, the attention-TP rule and
+``is_cpu()`` answering for the planned device; each adapter adds its fraction, KV dtype, prices.
 """
 
 from __future__ import annotations
@@ -33,16 +25,8 @@ from sglang_specinit.planner.replay import (
 
 @contextlib.contextmanager
 def planned_cpu_engine(device: str | None) -> Iterator[None]:
-    """SGLang's ``is_cpu()`` answering for the planned ``device``, not for this process.
-
-    ``is_cpu()`` (``utils/common.py``, both releases) is ``SGLANG_USE_CPU_ENGINE == "1"`` on an
-    x86/arm host, cached by ``lru_cache``. 0.5.13.post1's ``_handle_piecewise_cuda_graph``
-    disables piecewise CUDA graphs when it is true, which drops their reserve from the automatic
-    fraction (the default example: 0.779 -> 0.785); 0.5.23's model overrides read it too. A plan
-    for a GPU must not move because the shell that runs the planner is set up for CPU tests, so
-    for the duration the variable says what the planned server would see (``1`` only for
-    ``--device cpu``) and the cached answer is recomputed before and after.
-    """
+    """SGLang's cached ``is_cpu()`` answering for the planned ``device``, not this shell (it
+    moves the automatic fraction through the piecewise CUDA graph reserve)."""
     from sglang.srt.utils.common import is_cpu
 
     saved = os.environ.get(CPU_ENGINE_ENV)
@@ -59,14 +43,8 @@ def planned_cpu_engine(device: str | None) -> Iterator[None]:
 
 
 def inert_server_args(namespace: Any) -> Any:
-    """``ServerArgs.from_cli_args(namespace)`` minus ``__post_init__``.
-
-    ``from_cli_args`` maps the CLI names (``tensor_parallel_size`` -> ``tp_size`` ...) and fills
-    every dataclass default; skipping ``__post_init__`` avoids device probes and downloads. The
-    few defaults ``__post_init__`` would have resolved and the plan needs are set explicitly:
-    a CUDA device (the plan is for a GPU server) and ``page_size`` 1 (``_handle_page_size``'s
-    CUDA default; attention backends that force another size need ``--page-size``).
-    """
+    """``ServerArgs.from_cli_args(namespace)`` minus ``__post_init__`` (no device probes or
+    downloads), with the defaults the plan needs: device ``cuda``, ``page_size`` 1."""
     from sglang.srt.server_args import ServerArgs
 
     class _InertServerArgs(ServerArgs):
@@ -95,10 +73,8 @@ def resolve_speculative(server_args: Any) -> Any:
 
 
 def auto_mem_fraction_static(server_args: Any, capacity_mib: float) -> float:
-    """The ``--mem-fraction-static`` the installed release picks when the user passes none:
-    its ``_handle_cuda_graph_config`` (the graph settings the heuristic reads) then
-    ``_handle_gpu_memory_settings(capacity_mib)``, on a copy (the releases without a flat
-    speculative reserve: 0.5.14 on)."""
+    """The automatic ``--mem-fraction-static``: the release's graph settings, then its memory
+    heuristic, on a copy (releases without a flat speculative reserve)."""
     from sglang.srt.server_args import ServerArgs
 
     trial = copy.deepcopy(server_args)
@@ -110,7 +86,6 @@ def auto_mem_fraction_static(server_args: Any, capacity_mib: float) -> float:
 
 
 def attention_tp_size(server_args: Any) -> int:
-    """Attention-TP size, by SGLang's ``compute_dp_attention_world_info``."""
     from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
 
     _, attn_tp, _, _ = compute_dp_attention_world_info(
@@ -124,10 +99,8 @@ def attention_tp_size(server_args: Any) -> int:
 
 
 def target_model_config(server_args: Any) -> Any:
-    """The target's ``ModelConfig`` as ``TpModelWorker`` builds it, with a private hf config (a
-    draft read from the same checkpoint rewrites the cached one in place), cached on
-    ``server_args`` where ``get_model_config()`` looks (the fraction heuristic and the
-    speculative hook reuse it); a model the planner does not price is refused here."""
+    """The target's ``ModelConfig`` with a private hf config, cached on ``server_args`` where
+    the heuristic and the speculative hook look; an unpriced model is refused."""
     from sglang.srt.configs.model_config import ModelConfig
 
     target_mc = build_model_config(ModelConfig.from_server_args, server_args)
@@ -148,13 +121,11 @@ def refuse_speculative_pp(spec_args: Any, release: str) -> None:
 
 
 class FieldServerArgsReplay:
-    """The parser every dataclass-``ServerArgs`` release shares: ``launch_server``'s own, into a
-    ``ServerArgs`` whose ``__post_init__`` is skipped (:func:`inert_server_args`)."""
+    """``launch_server``'s parser, into a ``ServerArgs`` whose ``__post_init__`` is skipped."""
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
         from sglang.srt.server_args import ServerArgs
 
-        # Abbreviations as launch_server accepts them (SGLang's docs write --tp for --tp-size).
         parser = RaisingParser(prog="sglang-specinit plan")
         ServerArgs.add_cli_args(parser)
         argv = list(launch)

@@ -1,10 +1,5 @@
-"""``report --beside VENV``: another release's stock column, computed in its own environment.
-
-The planner runs only the installed release's code, so another release's figures come from
-running ``VENV/bin/python -m sglang_specinit.planner.cli plan --json`` with the same flags and
-this process's environment (``PYTHONPATH`` included): that release's own server-args and sizing
-code. Its stock column is added to this plan's ``--json`` beside this release's.
-"""
+"""``report --beside VENV``: another release's stock column, computed in its own environment
+(``VENV/bin/python -m sglang_specinit.planner.cli plan --json``, same flags and environment)."""
 
 from __future__ import annotations
 
@@ -48,8 +43,8 @@ class Beside:
         self.release = line.split("; sglang ", 1)[1].split(" ", 1)[0]
 
     def add_stock(self, data: dict[str, Any], plan_argv: list[str]) -> dict[str, Any]:
-        """``data`` (a ``plan --json`` of this environment) with the other release's stock
-        column for the same flags; where that release refuses the plan, a note says why."""
+        """``data`` (this environment's ``plan --json``) with the other release's stock column,
+        or a note why it refuses."""
         out = _run(self.python, "plan", *plan_argv, "--json")
         notes = list(data.get("plan_notes", ()))
         if out.returncode != 0:

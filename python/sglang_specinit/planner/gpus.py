@@ -1,23 +1,8 @@
-"""Device presets, the planned device (:class:`DeviceSpec`) and byte-size parsing for the planner.
+"""Device presets, the planned device (:class:`DeviceSpec`) and byte-size parsing.
 
-SGLang 0.5.13.post1 reads two different device numbers, and the planner needs both:
-
-* ``get_device_memory_capacity()`` (``utils/common.py``) returns the device's *total* memory in
-  MiB, from ``nvidia-smi --query-gpu=memory.total``. Only the server-args heuristic that picks an
-  automatic ``--mem-fraction-static`` uses it.
-* ``ModelRunner.init_torch_distributed()`` returns the *free* memory after the CUDA context and
-  the distributed groups exist (``pre_model_load_memory``). The KV budget is
-  ``mem_fraction_static * pre_model_load_memory``.
-
-A preset stores the total as ``nvidia-smi`` reports it (MiB, as printed on common cards). The
-free memory before weight loading cannot be known offline; the planner assumes
-
-    pre_load_free_bytes = total_bytes - CUDA_CONTEXT_ALLOWANCE_BYTES
-
-with a fixed 1 GiB allowance for the CUDA context, NCCL communicators and driver reservations
-(SGLang's "Load weight begin. avail mem=..." line on an idle H100-80GB typically shows about
-1 GiB less than the card's total). Measure your own value from that log line and pass it with
-``--pre-load-free-bytes`` when the difference matters.
+SGLang reads two device numbers: the *total* memory (``get_device_memory_capacity``, for the
+automatic ``--mem-fraction-static``) and the *free* memory before weights load (the KV budget's
+base). The planner assumes free = total - 1 GiB (``--pre-load-free-bytes`` overrides it).
 """
 
 from __future__ import annotations
@@ -28,19 +13,16 @@ from dataclasses import dataclass
 MIB = 1 << 20
 GIB = 1 << 30
 
-# Assumed cost of the CUDA context + NCCL groups + driver reservations before weights load.
+# CUDA context, NCCL groups and driver reservations before weights load.
 CUDA_CONTEXT_ALLOWANCE_BYTES = 1 * GIB
 
 
 @dataclass(frozen=True)
 class GpuPreset:
-    """One device model: its total memory as ``nvidia-smi`` reports it."""
-
     name: str
     total_mib: int
     description: str
-    # CUDA compute capability x 10 (sglang's get_device_sm): 0.5.23 picks attention backends
-    # and graph defaults from it.
+    # CUDA compute capability x 10 (sglang's get_device_sm): backends and graph defaults.
     sm: int | None = None
 
     @property
@@ -48,11 +30,8 @@ class GpuPreset:
         return self.total_mib * MIB
 
 
-# memory.total in MiB as nvidia-smi prints it for the common SKU of each name; the compute
-# capability as NVIDIA's CUDA GPU table gives it (https://developer.nvidia.com/cuda-gpus, also
-# `nvidia-smi --query-gpu=compute_cap`): Ampere A100 8.0, Ada L40S / RTX 4090 8.9, Hopper
-# H100 / H200 9.0, Blackwell B200 10.0. The planner checks the attention kernels a launch
-# resolves to against it (which backends need which capability: docs/planner.md).
+# memory.total (MiB) as nvidia-smi prints it for each name's common SKU; compute capability
+# from NVIDIA's table (https://developer.nvidia.com/cuda-gpus).
 _PRESETS = (
     GpuPreset("H100-80GB", 81559, "H100 SXM5 80GB HBM3", 90),
     GpuPreset("H100-94GB", 95830, "H100 NVL 94GB HBM3", 90),
@@ -68,7 +47,7 @@ DEFAULT_GPU = "H100-80GB"
 
 
 def get_preset(name: str) -> GpuPreset:
-    """The preset called ``name`` (case-insensitive); ValueError lists the valid names."""
+    """The preset called ``name`` (case-insensitive)."""
     for preset in _PRESETS:
         if preset.name.lower() == name.lower():
             return preset
@@ -76,7 +55,6 @@ def get_preset(name: str) -> GpuPreset:
 
 
 def pre_load_free_bytes(total_bytes: int) -> int:
-    """Free bytes SGLang would measure before loading weights, under the fixed allowance."""
     return max(total_bytes - CUDA_CONTEXT_ALLOWANCE_BYTES, 0)
 
 
@@ -87,8 +65,7 @@ class DeviceSpec:
     name: str
     total_bytes: int
     pre_load_free_bytes: int
-    # Measured resident bytes (a server's SPECINIT_MEMORY resident_bytes) replacing the
-    # checkpoint estimate in this package's column; None: add up the checkpoints.
+    # A server's measured resident bytes replacing the checkpoint estimate; None: estimate.
     resident_bytes: int | None = None
     # CUDA compute capability (90 = sm_90) of a preset; None: not known (--device-memory).
     sm: int | None = None
@@ -99,7 +76,6 @@ class DeviceSpec:
 
 
 def presets_help() -> str:
-    """One line per preset, for ``--help``."""
     lines = [
         f"{p.name}: {p.total_mib} MiB = {p.total_bytes} bytes ({p.description})" for p in _PRESETS
     ]
@@ -126,10 +102,7 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_bytes(text: str) -> int:
-    """``"80GiB"`` -> 85899345920, ``"141GB"`` -> 141000000000, ``"24000MiB"``, ``"123"``.
-
-    GB/MB are decimal and GiB/MiB binary, as on spec sheets versus ``nvidia-smi``.
-    """
+    """``"80GiB"``, ``"141GB"``, ``"24000MiB"``, ``"123"`` -> bytes (GB decimal, GiB binary)."""
     match = _SIZE_RE.match(text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:

@@ -1,10 +1,5 @@
-"""The planner's bad-input error and the checks that need no SGLang.
-
-Every refusal of the planner is a :class:`PlanError` (a ``ValueError``) whose message is one line
-for the user; the CLI prints it and exits 2. The checks here read only the raw flag values and
-the models' ``config.json`` files, so the usual mistakes (a path that is not a local directory, a
-fraction outside (0, 1)) are reported before SGLang is imported.
-"""
+"""The planner's bad-input error (:class:`PlanError`: one line, exit 2) and the checks that
+need no SGLang, so the usual mistakes are reported before SGLang is imported."""
 
 from __future__ import annotations
 
@@ -51,11 +46,8 @@ def check_launch_values(
     algorithm: str | None,
     mem_fraction_static: float | None,
 ) -> None:
-    """Validate what can be validated from the raw flags and config.json files alone.
-
-    Which speculative launches need a draft path is SGLang's decision (its argument hook),
-    not the planner's: a path-less EAGLE/NEXTN draft is built from the target's checkpoint.
-    """
+    """Validate what the raw flags and config.json files alone can tell (SGLang's hook decides
+    which launches need a draft path)."""
     # The launcher's own check and message (it refuses the same fractions).
     check_mem_fraction_static(mem_fraction_static)
     if model_path is None:

@@ -1,11 +1,8 @@
 """The refusals a launch makes before it serves, made by ``plan`` on the resolved launch.
 
-An operator reads ``plan``'s verdict as the launch's: a launch the server refuses must be
-refused here too, in one line naming what to change, and nothing the server starts may be
-refused. The release's own argument checks run inside each replay's ``resolve``; this module
-adds what happens after them, in launch order: this package's launcher checks (the same
-function the launcher calls), the attention-head split each rank's model asserts, and the
-budget refusal the pool phase makes when the weights leave no room for one page.
+A launch the server refuses is refused here too, in one line, and nothing it starts is. After
+the release's own checks (in ``resolve``): this package's launcher checks, the attention-head
+split and the pool phase's no-room-for-one-page refusal.
 """
 
 from __future__ import annotations
@@ -47,10 +44,8 @@ def check_one_stage(args: Any) -> None:
 def check_head_split(
     hf_config: Any, attn_tp_size: int, what: str, *, mla: bool, device: str | None
 ) -> None:
-    """The split SGLang's attention layers assert on every rank: query heads divide over the
-    attention-TP ranks; KV heads divide over them, or are replicated to a whole number each.
-    On device cpu SGLang pads the heads instead (its unaligned CPU TP), and such a launch
-    starts."""
+    """The head split SGLang's attention layers assert on every rank (device cpu pads instead):
+    query heads divide over attention-TP ranks, KV heads divide or replicate whole."""
     if device == "cpu":
         return
     text = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config

@@ -1,11 +1,5 @@
-"""Which release's logic the planner runs, found through the adapter registry.
-
-The planner runs SGLang's own server-args and sizing code, so it plans with the release
-installed next to it, and only for a release the plugin serves:
-:func:`sglang_specinit.compat.decide_for_version` names the adapter package, whose
-``planner_replay.REPLAY`` is its :class:`~sglang_specinit.planner.replay.ServerArgsReplay`.
-Another release's figures come from that release's environment (``report --beside VENV``).
-"""
+"""Which release's logic the planner runs: the installed one's, if the plugin serves it, found
+through :func:`sglang_specinit.compat.decide_for_version` (others: ``report --beside VENV``)."""
 
 from __future__ import annotations
 

@@ -1,37 +1,8 @@
-"""Checkpoint bytes per TP rank: which tensors SGLang 0.5.13.post1 splits, and over which group.
+"""Checkpoint bytes per TP rank, priced by the SGLang layer class that loads each tensor.
 
-A rank does not hold ``checkpoint / tp``: layer norms, the EAGLE ``fc`` and other replicated
-tensors are whole on every rank, vocabulary tables are padded before they are split, and KV
-projections are replicated once there are fewer KV heads than ranks. Each checkpoint tensor is
-priced by the SGLang layer class that loads it (Llama-family names, which the EAGLE, EAGLE3,
-Qwen, Mistral and DeepSeek drafts and targets share):
-
-====================================  ================================  =======================
-checkpoint tensor (name ends with)    SGLang layer (0.5.13.post1)       on each rank
-====================================  ================================  =======================
-``*norm.weight`` / ``*norm.bias``     ``RMSNorm`` / ``LayerNorm``       whole
-``fc.weight`` / ``fc.bias`` (EAGLE)   ``torch.nn.Linear``               whole
-``model.layers.N.eh_proj.*`` (MTP)    ``nn.Linear`` / replicated        whole
-``d2t`` / ``t2d`` (EAGLE3 maps)       plain tensors                     whole
-``o_proj.bias`` / ``down_proj.bias``  ``RowParallelLinear`` bias        whole
-``mlp.gate.weight``                   MoE router, ``ReplicatedLinear``  whole
-``q_a_proj`` / ``kv_a_proj_with_mqa`` MLA, ``ReplicatedLinear``         whole
-``embed_tokens`` / ``lm_head`` /      ``VocabParallelEmbedding`` /      padded rows / group
-``shared_head.head``                  ``ParallelLMHead``                (``pad_vocab_size``)
-``self_attn.k_proj`` / ``v_proj``     ``QKVParallelLinear``, KV part    ``max(1, kv // t)`` heads
-``self_attn.*`` (q, o, MLA b-proj.)   column / row parallel             1 / t
-anything else (MLP, experts)          column / row parallel             1 / tp
-====================================  ================================  =======================
-
-``t`` is the size of the group the attention is built on: the attention-TP group
-(``tp / dp``) under ``--enable-dp-attention`` for models whose SGLang module builds attention
-on it, the full TP group otherwise. Under dp-attention an EAGLE3 draft is built entirely on the
-attention-TP group (``EAGLEWorkerV2.__init__``: ``draft_tp_context(get_attention_tp_group())``),
-and ``--enable-dp-lm-head`` puts the LM head there too.
-
-Approximated: expert parallelism (experts are divided by TP, not EP), quantized checkpoints
-whose scales follow other rules, and tensors that are not in the checkpoint at all (rotary
-``cos_sin_cache`` buffers, a few KiB to MiB): a measured ``--resident-bytes`` covers those.
+A rank does not hold ``checkpoint / tp``: norms, EAGLE ``fc`` and other small tensors are whole,
+vocabulary tables are padded before the split, KV projections replicate once KV heads < ranks,
+and attention splits over the attention-TP group where the model builds it there.
 """
 
 from __future__ import annotations
@@ -45,9 +16,8 @@ from sglang_specinit.planner.weights import CheckpointSizes
 _REPLICATED = re.compile(
     r"(norm\.(weight|bias)"
     r"|(^|\.)fc\.(weight|bias)"
-    # DeepSeek / GLM NextN: ``nn.Linear`` (``ReplicatedLinear`` under quark), not TP-split
-    # (``models/deepseek_nextn.py`` 0.5.13.post1 line 118, ``glm4_moe_nextn.py`` line 68).
-    # Nemotron-H's ``mtp.layers.N.eh_proj`` is a ``ColumnParallelLinear``: not matched.
+    # DeepSeek / GLM NextN's eh_proj is not TP-split; Nemotron-H's ``mtp.layers.N.eh_proj``
+    # (column parallel) is not matched.
     r"|^model\.layers\.\d+\.eh_proj\.\w+"
     r"|(^|\.)(d2t|t2d)"
     r"|(o_proj|down_proj)\.bias"
@@ -64,11 +34,7 @@ _ATTENTION = re.compile(r"self_attn\.")
 
 @dataclass(frozen=True)
 class ShardLayout:
-    """Group sizes one model's tensors are split over, on one rank.
-
-    ``attention_tp_size``: the group its attention projections are built on; ``embed_tp_size`` /
-    ``lm_head_tp_size``: the groups of its vocabulary tables.
-    """
+    """Group sizes one model's tensors are split over: TP, attention projections, vocab tables."""
 
     tp_size: int
     attention_tp_size: int
@@ -85,15 +51,14 @@ def _ceil_div(n: int, d: int) -> int:
 
 
 def padded_rows_per_rank(rows: int, group_size: int) -> int:
-    """Rows of a vocabulary table on one rank: SGLang pads the vocabulary, then splits it."""
+    """Rows of a vocabulary table on one rank: padded, then split."""
     from sglang.srt.layers.vocab_parallel_embedding import pad_vocab_size
 
     return pad_vocab_size(rows) // group_size if group_size > 1 else pad_vocab_size(rows)
 
 
 def rank_vocab_table_bytes(hf_config: Any, dtype_bytes: int, group_size: int) -> int:
-    """Bytes of a ``vocab_size x hidden_size`` table one rank allocates (one the checkpoint
-    does not store but the model builds, e.g. an EAGLE draft's embedding before it is bound)."""
+    """Bytes of a ``vocab_size x hidden_size`` table one rank allocates."""
     rows = int(hf_config.vocab_size)
     return padded_rows_per_rank(rows, group_size) * int(hf_config.hidden_size) * dtype_bytes
 
@@ -101,8 +66,7 @@ def rank_vocab_table_bytes(hf_config: Any, dtype_bytes: int, group_size: int) ->
 def rank_tensor_bytes(
     name: str, nbytes: int, rows: int | None, hf_config: Any, layout: ShardLayout
 ) -> int:
-    """Bytes of checkpoint tensor ``name`` (``nbytes`` whole, ``rows`` in its first dim) on one
-    rank (see the module table)."""
+    """Bytes of checkpoint tensor ``name`` (``nbytes`` whole, ``rows`` first dim) on one rank."""
     if _REPLICATED.search(name):
         return nbytes
     for pattern, group in ((_EMBEDDING, layout.embed_tp_size), (_LM_HEAD, layout.lm_head_tp_size)):
@@ -124,12 +88,7 @@ def rank_tensor_bytes(
 def sizes_on_rank(
     sizes: CheckpointSizes, hf_config: Any, layout: ShardLayout
 ) -> tuple[CheckpointSizes, tuple[str, ...]]:
-    """``sizes`` as one rank holds them, and a note when that had to be approximated.
-
-    With every tensor known (safetensors headers) each one is priced by
-    :func:`rank_tensor_bytes`. Otherwise (an index file, ``.bin`` files, a summary) the listed
-    tensors are priced the same way and the rest of the total is divided by TP.
-    """
+    """``sizes`` as one rank holds them; unlisted tensors are divided by TP, with a note."""
     if layout == ShardLayout.uniform(1):
         return sizes, ()
     per_rank = {
@@ -151,13 +110,8 @@ def sizes_on_rank(
 
 
 def model_module_names(hf_config: Any) -> frozenset[str]:
-    """Names defined in the SGLang module that builds this architecture.
-
-    The module is the one SGLang's own ``ModelRegistry`` resolves the architecture to; what it
-    imports says which groups it builds on: ``get_attention_tp_size`` (attention on the
-    attention-TP group: DeepSeek, Qwen3, Qwen-MoE, GLM-4-MoE, gpt-oss, ...) and
-    ``get_embed_tp_kwargs`` (embedding on it). Llama's module imports neither.
-    """
+    """Names in the SGLang module ``ModelRegistry`` resolves this architecture to: importing
+    ``get_attention_tp_size`` / ``get_embed_tp_kwargs`` means built on the attention-TP group."""
     import sys
 
     from sglang.srt.models.registry import ModelRegistry
@@ -168,7 +122,7 @@ def model_module_names(hf_config: Any) -> frozenset[str]:
 
 
 def model_layout(server_args: Any, hf_config: Any, attn_tp_size: int) -> ShardLayout:
-    """One model's layout for these launch flags (target, or a draft on the full TP group)."""
+    """One model's layout for these launch flags."""
     tp = int(server_args.tp_size)
     if not server_args.enable_dp_attention or attn_tp_size == tp:
         return ShardLayout.uniform(tp)

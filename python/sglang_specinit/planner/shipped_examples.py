@@ -1,9 +1,7 @@
 """The planner's shipped examples: ``planner/examples/<name>/example.json`` read as launch flags.
 
-Each example stands for one ``launch_server`` command line on one GPU preset, with tiny local
-checkpoints (config.json plus safetensors headers) in its directory, so ``sglang-specinit plan
---example NAME`` runs offline. (The module is not called ``examples.py``: that name would sit
-beside the ``examples/`` data directory.)
+Each is one ``launch_server`` command line on one GPU preset with tiny local checkpoints, so
+``plan --example NAME`` runs offline (not ``examples.py``: that would sit beside ``examples/``).
 """
 
 from __future__ import annotations
@@ -34,9 +32,7 @@ def list_examples() -> list[str]:
 
 
 def example_refusal(name: str, replay: object) -> str | None:
-    """Why ``replay`` (a server-args replay) cannot plan example ``name``, or None: the model
-    check :func:`~sglang_specinit.planner.plan.build_plan` runs first, from config.json alone
-    (a DeepSeek-V4 example on a release whose replay does not price V4)."""
+    """Why ``replay`` cannot plan example ``name`` (``build_plan``'s first check), or None."""
     from sglang_specinit.budget import BudgetError
     from sglang_specinit.model_facts import check_supported
     from sglang_specinit.planner.inputs import read_config_json
@@ -55,12 +51,8 @@ def example_refusal(name: str, replay: object) -> str | None:
 
 
 def load_example(name: str) -> Example:
-    """Read ``examples/<name>/example.json``; relative model paths resolve inside the example.
-
-    The file holds the ``launch_server`` flags the example represents as snake_case keys
-    (``model_path``, ``speculative_algorithm``, ``tp_size``, ...) plus ``gpu`` (a preset name)
-    and ``description``; a null value means "flag not passed".
-    """
+    """Read ``examples/<name>/example.json``: snake_case flags (null: not passed), ``gpu``
+    and ``description``; relative model paths resolve inside the example."""
     path = EXAMPLES_DIR / name / "example.json"
     if not path.is_file():
         raise PlanError(

@@ -1,31 +1,8 @@
 """Target tensors no checkpoint stores, priced by SGLang's own modules: the rotary cos/sin cache.
 
-The checkpoint headers (:mod:`sglang_specinit.planner.weights`) miss what the target model
-builds itself. The one such tensor resident when the pool is sized is the rotary embedding's
-``cos_sin_cache`` buffer: measured on a stock 0.5.13.post1 cpu launch of the tiny Llama test pair
-(every live tensor listed when ``init_memory_pool`` starts), the target held its checkpoint's
-tensors plus that one buffer and nothing else (no sampler, logits or token-oracle tensor).
-
-How SGLang builds it (read in 0.5.13.post1, 0.5.14 and 0.5.23; same steps in all three):
-
-* each attention layer asks the rope factory (``layers/rotary_embedding/factory.py``
-  ``get_rope`` / ``get_rope_wrapper``) for its rope with arguments its model file reads from
-  the config (:data:`ROPE_READINGS`); the factory caches modules by their arguments, so layers
-  with equal arguments share one module and one buffer;
-* ``RotaryEmbedding.__init__`` (``layers/rotary_embedding/base.py``: 0.5.13.post1 line 76,
-  0.5.14 line 97, 0.5.23 line 119) keeps the cache in fp32 on CUDA and casts it to the rope's
-  dtype elsewhere (0.5.23 also keeps fp32 on HIP / XPU or with ``SGLANG_ROPE_CACHE_FP32``); the
-  dtype is ``torch.get_default_dtype()``, which the loader sets to the model's dtype while it
-  builds the model (``model_loader/loader.py`` ``set_default_torch_dtype(model_config.dtype)``);
-* after loading, ``ModelRunner.load_model`` grows every cache to the context length plus the
-  speculative steps' positions (``utils/common.py`` ``reserve_rope_cache_for_long_sequences``:
-  0.5.13.post1 ``model_runner.py`` line 1476, 0.5.14 line 1535, 0.5.23 line 1399), before the
-  pool is sized.
-
-The planner runs those same SGLang functions on the ``meta`` device (no memory), with the
-platform flags ``RotaryEmbedding.__init__`` reads answering for the planned device
-(:func:`rope_built_for`), and counts the built buffers. Model families whose rope construction
-was not read get one note saying the buffer is not priced.
+It is the one such tensor resident when the pool is sized. The planner builds it with SGLang's
+rope factory on ``meta`` (flags answering for the planned device) and counts the buffers; other
+model families get a note that it is not priced.
 """
 
 from __future__ import annotations
@@ -45,7 +22,7 @@ class RopeCall:
     """One ``get_rope`` (or ``get_rope_wrapper``) call as a model file makes it."""
 
     kwargs: dict[str, Any]
-    # get_rope_wrapper (DeepSeek): takes the server's device besides get_rope's arguments.
+    # get_rope_wrapper (DeepSeek) also takes the server's device.
     wrapper: bool = False
 
 
@@ -54,12 +31,10 @@ class TargetBuffers:
     """Bytes the target holds on one rank beyond its checkpoint's tensors, and what they are."""
 
     bytes: int
-    # "rotary cos/sin cache 2432 x 16 bfloat16" per distinct buffer; empty when nothing priced.
     items: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
     def line(self) -> str:
-        """The plan's text line."""
         what = "; ".join(self.items) if self.items else "none priced"
         return f"target buffers not in the checkpoint: {human_bytes(self.bytes)} ({what})"
 
@@ -68,13 +43,11 @@ class TargetBuffers:
 
 
 def _head_dim(config: Any) -> int:
-    """The head width every family's model file reads (``head_dim``, else hidden / heads)."""
     return int(getattr(config, "head_dim", config.hidden_size // config.num_attention_heads))
 
 
 def _dense_rope(config: Any, rotary_dim: int, theta: Any, scaling: Any, **extra: Any) -> RopeCall:
-    """The ``get_rope`` call a decoder-only model file makes with the config's head width and
-    ``max_position_embeddings`` (8192 where absent, as those files default)."""
+    """The ``get_rope`` call of a decoder-only model file (max position 8192 where absent)."""
     return RopeCall(
         {
             "head_size": _head_dim(config),
@@ -88,8 +61,7 @@ def _dense_rope(config: Any, rotary_dim: int, theta: Any, scaling: Any, **extra:
 
 
 def _llama(config: Any) -> list[RopeCall]:
-    """``LlamaDecoderLayer.__init__`` / ``LlamaAttention.__init__`` (``models/llama.py``:
-    0.5.13.post1 lines 266-276 and 162-196, 0.5.14 266 and 189, 0.5.23 322-336 and 225)."""
+    """As ``models/llama.py``'s attention asks."""
     rope_parameters = getattr(config, "rope_parameters", None)
     if rope_parameters is not None:
         theta, scaling = rope_parameters.get("rope_theta", 10000), dict(rope_parameters)
@@ -113,9 +85,7 @@ def _llama(config: Any) -> list[RopeCall]:
 
 
 def _qwen3_moe(config: Any) -> list[RopeCall]:
-    """``Qwen3MoeDecoderLayer.__init__`` / ``Qwen3MoeAttention.__init__``
-    (``models/qwen3_moe.py``: 0.5.13.post1 lines 734 and 513, 0.5.14 729 and 508, 0.5.23 811
-    and 546), through SGLang's own ``get_rope_config``."""
+    """As ``models/qwen3_moe.py``'s attention asks, through SGLang's ``get_rope_config``."""
     from sglang.srt.utils.hf_transformers_utils import get_rope_config
 
     theta, scaling = get_rope_config(config)
@@ -132,9 +102,7 @@ def _qwen3_moe(config: Any) -> list[RopeCall]:
 
 
 def _gpt_oss(config: Any) -> list[RopeCall]:
-    """``GptOssDecoderLayer.__init__`` / ``GptOssAttention.__init__`` (``models/gpt_oss.py``:
-    0.5.13.post1 lines 504 and 417, 0.5.14 498 and 411, 0.5.23 531 and 444): sliding and full
-    layers ask for the same rope."""
+    """As ``models/gpt_oss.py`` asks: sliding and full layers share one rope."""
     head_dim = _head_dim(config)
     return [
         _dense_rope(
@@ -147,9 +115,7 @@ def _gpt_oss(config: Any) -> list[RopeCall]:
 
 
 def _deepseek(config: Any) -> list[RopeCall]:
-    """``DeepseekV2DecoderLayer.__init__`` / ``DeepseekV2AttentionMLA.__init__``
-    (``models/deepseek_v2.py``: 0.5.13.post1 lines 1946-1954, 1496 and 1623; 0.5.14 1966 and
-    1635; 0.5.23 2605, 2066 and 2167): a scaled rope becomes ``deepseek_yarn`` on the
+    """As ``models/deepseek_v2.py`` asks: a scaled rope is ``deepseek_yarn`` on the
     ``qk_rope_head_dim`` dims."""
     if hasattr(config, "rope_parameters"):
         theta = config.rope_parameters["rope_theta"]
@@ -188,30 +154,17 @@ ROPE_READINGS: dict[str, Callable[[Any], list[RopeCall]]] = {
 }
 
 
-# 0.5.23's switch keeping the cache in fp32 on any device (``environ.py``; read at build).
+# The switch (newer releases) keeping the cache in fp32 on any device.
 ROPE_FP32_SWITCH = "SGLANG_ROPE_CACHE_FP32"
 
 
 @contextlib.contextmanager
 def rope_built_for(device: str, server_args: Any) -> Iterator[None]:
-    """SGLang's rope factory building on ``meta`` for the planned ``device``, and only here.
+    """SGLang's rope factory building on ``meta`` for the planned ``device``; restored on exit.
 
-    * ``RotaryEmbedding.__init__`` reads platform flags bound in ``base.py`` at import to keep
-      the cache in fp32 (``_is_cuda``; 0.5.23 also ``_is_hip``, ``_is_xpu`` and the
-      ``SGLANG_ROPE_CACHE_FP32`` switch): each answers for ``device`` (no planned device is
-      HIP: the presets are NVIDIA's), not this host, and the switch is off;
-    * its fallback-kernel branch imports a kernel module (``vllm._custom_ops`` on a host that is
-      neither CUDA nor a CPU engine); the planner runs no kernel, so ``_is_cpu``, which decides
-      nothing else in ``__init__``, answers True;
-    * ``DeepseekScalingRotaryEmbedding`` puts its tensors on ``get_device()`` (bound in
-      ``rope_variant.py``) unless given a device, which asks this host for an accelerator: it
-      answers ``meta``, where the planner builds (the dtype is decided above, not by it);
-    * the factory's module cache (``factory._ROPE_DICT``) is a fresh dict, so no meta module
-      reaches a model built later in this process;
-    * 0.5.13.x / 0.5.14 read the global server args (``rl_on_policy_target``) while building:
-      where none are set, the launch's answer for the duration.
-
-    Everything is restored on exit.
+    The fp32 platform flags answer for ``device`` (never HIP) with the switch off; ``_is_cpu``
+    answers True so no fallback kernel module is imported; ``get_device`` answers ``meta``; the
+    factory's cache is a fresh dict; the global server args, where unset, are the launch's.
     """
     import torch
     from sglang.srt import server_args as server_args_module
@@ -245,8 +198,7 @@ def rope_built_for(device: str, server_args: Any) -> Iterator[None]:
 
 
 def _reserve(modules: Any, server_args: Any, model_config: Any) -> None:
-    """SGLang's ``reserve_rope_cache_for_long_sequences`` on the built modules: 0.5.13.x /
-    0.5.14 take the server args, 0.5.23 reads the published launch instead."""
+    """SGLang's ``reserve_rope_cache_for_long_sequences``, with or without the server args."""
     from sglang.srt.utils.common import reserve_rope_cache_for_long_sequences as reserve
 
     if "server_args" in inspect.signature(reserve).parameters:
@@ -263,14 +215,10 @@ def _describe(tensor: Any) -> str:
 def target_buffers(
     server_args: Any, model_config: Any, architecture: str | None = None
 ) -> TargetBuffers:
-    """The target's rotary cos/sin cache bytes on one rank (every rank holds it whole), built
-    by the installed release for ``server_args.device`` (``cuda`` unless ``--device``).
+    """The target's rotary cos/sin cache bytes on one rank, built for ``server_args.device``.
 
-    ``architecture`` is the target's as its ``config.json`` names it (default: the config
-    object's). Pass it when the object may be shared: a draft ``ModelConfig`` built from the
-    same checkpoint renames the cached config's architecture in place (``ModelConfig.
-    _config_draft_model``: ``DeepseekV3ForCausalLM`` -> ``...NextN``), which the target's
-    model class was chosen before.
+    ``architecture``: the target's as ``config.json`` names it, since a draft ``ModelConfig``
+    renames the shared cached config's architecture in place (``...NextN``).
     """
     import torch
 
@@ -303,8 +251,7 @@ def target_buffers(
             modules = torch.nn.ModuleList(built)
             _reserve(modules, server_args, model_config)
     except (AssertionError, AttributeError, KeyError, TypeError, ValueError) as e:
-        # A rope configuration the installed factory refuses would stop the server's model
-        # build too; the plan says so instead of failing on a figure of a few MiB.
+        # The server's model build would fail too; a note beats failing on a few MiB.
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return TargetBuffers(
             0,
@@ -313,7 +260,7 @@ def target_buffers(
                 f"cache for this config ({reason}); the buffer is not priced",
             ),
         )
-    # Layers with equal arguments share one module (the factory's cache): count each once.
+    # The factory caches modules by arguments: count each shared buffer once.
     tensors = {id(t): t for t in (*modules.buffers(), *modules.parameters())}
     total = sum(t.numel() * t.element_size() for t in tensors.values())
     return TargetBuffers(total, tuple(_describe(t) for t in tensors.values()))

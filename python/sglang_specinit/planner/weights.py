@@ -1,28 +1,9 @@
-"""Checkpoint weight sizes, read without loading a tensor.
+"""Checkpoint weight sizes, read without loading a tensor, and which draft tensors SGLang
+replaces with the target's.
 
-Sources, in the order they are tried for a model directory:
-
-1. ``weights-size.json`` (shipped examples, or a summary you write yourself)::
-
-       {"total_bytes": 16060522496,
-        "tensors": {"model.embed_tokens.weight": 1050673152, "lm_head.weight": 1050673152},
-        "groups": {"model.layers.61.": 15911464960}}
-
-   ``total_bytes`` is every tensor of the checkpoint; ``tensors`` lists the individual tensors the
-   planner needs to know (the embedding and LM head a draft may share with its target);
-   ``groups`` (optional) gives the total bytes of all tensors whose name starts with a prefix
-   (an MTP layer stored inside the target's checkpoint).
-2. ``*.safetensors`` headers: the 8-byte length plus JSON header of each file, which records every
-   tensor's byte range. Exact, and it reads a few kilobytes per file.
-3. ``model.safetensors.index.json``: ``metadata.total_size`` (shard files absent).
-4. ``pytorch_model*.bin``: file sizes, an approximation (pickle framing included, no per-tensor
-   sizes).
-
-Which tensors a draft shares with its target mirrors SGLang 0.5.13.post1's
-``EagleDraftWorker.init_lm_head`` (``speculative/eagle_worker_v2.py``): EAGLE and MTP drafts get
-the target's embedding and LM head (``set_embed_and_head``); EAGLE3 drafts only the embedding
-(``set_embed``) unless ``LlamaForCausalLMEagle3`` decides to load the head from the target (no
-``draft_vocab_size``, ``models/llama_eagle3.py``); STANDALONE and DFLASH drafts share nothing.
+Sources, tried in order: ``weights-size.json`` (``total_bytes``, the ``tensors`` a draft may
+share, optional ``groups`` of bytes by name prefix), ``*.safetensors`` headers (exact),
+``model.safetensors.index.json`` (total only), ``pytorch_model*.bin`` file sizes (approximate).
 """
 
 from __future__ import annotations
@@ -38,10 +19,8 @@ from typing import Any
 WEIGHTS_SIZE_FILE = "weights-size.json"
 EMBED = "model.embed_tokens.weight"
 LM_HEAD = "lm_head.weight"
-# Draft architectures (after ``ModelConfig._config_draft_model`` renames the target's) whose
-# MTP-layer loader :func:`split_mtp_from_target` follows, read in 0.5.13.post1 and 0.5.23:
-# DeepSeek-V3/V3.2/R1 and, in 0.5.13.post1, GLM-5 (``GlmMoeDsaForCausalLM`` -> the DeepSeek
-# class); GLM-4.5/4.6/4.7; GLM-5 in 0.5.23 (a subclass of the DeepSeek class, same loader).
+# Draft architectures (as ``ModelConfig`` renames them) whose MTP loader
+# :func:`split_mtp_from_target` follows: DeepSeek-V3/V3.2/R1, GLM-4.5 - 4.7, GLM-5.
 NEXTN_DRAFT_ARCHITECTURES = frozenset(
     {"DeepseekV3ForCausalLMNextN", "Glm4MoeForCausalLMNextN", "GlmMoeDsaForCausalLMNextN"}
 )
@@ -59,17 +38,15 @@ class CheckpointSizes:
     source: str
     tensor_bytes: Mapping[str, int] = field(default_factory=dict)
     group_bytes: Mapping[str, int] = field(default_factory=dict)
-    # True when tensor_bytes lists every tensor (safetensors headers), so prefixes can be summed.
+    # tensor_bytes lists every tensor, so prefixes can be summed.
     complete: bool = False
-    # First dimension of each tensor where the source records shapes (safetensors headers);
-    # the vocabulary tables' row counts decide their padding per rank.
+    # First dimensions, where recorded: the vocabulary tables' rows decide their padding.
     tensor_rows: Mapping[str, int] = field(default_factory=dict)
 
     def tensor(self, name: str) -> int | None:
         return self.tensor_bytes.get(name)
 
     def under_prefix(self, prefix: str) -> int | None:
-        """Bytes of all tensors whose name starts with ``prefix``; None when unknown."""
         if prefix in self.group_bytes:
             return self.group_bytes[prefix]
         if self.complete:
@@ -89,7 +66,7 @@ def _read_header(path: str) -> dict[str, Any]:
 
 
 def read_safetensors_header(path: str) -> dict[str, int]:
-    """Tensor name -> byte length, from one file's header (the data is never read)."""
+    """Tensor name -> byte length, from one file's header."""
     sizes: dict[str, int] = {}
     for name, info in _read_header(path).items():
         start, end = info["data_offsets"]
@@ -98,12 +75,10 @@ def read_safetensors_header(path: str) -> dict[str, int]:
 
 
 def read_safetensors_rows(path: str) -> dict[str, int]:
-    """Tensor name -> first dimension, from one file's header (scalars are left out)."""
     return {name: info["shape"][0] for name, info in _read_header(path).items() if info["shape"]}
 
 
 def read_checkpoint_sizes(model_dir: str) -> CheckpointSizes:
-    """The sizes of the checkpoint in ``model_dir`` (see the module docstring for sources)."""
     summary = os.path.join(model_dir, WEIGHTS_SIZE_FILE)
     if os.path.isfile(summary):
         return _from_summary(summary)
@@ -156,11 +131,9 @@ def _from_summary(path: str) -> CheckpointSizes:
 
 @dataclass(frozen=True)
 class WeightSplit:
-    """Resident weight bytes of target and draft (of whatever the sizes were: whole checkpoints,
-    or one rank's share from :func:`sglang_specinit.planner.sharding.sizes_on_rank`).
+    """Resident weight bytes of target and draft (whole checkpoints or one rank's share).
 
-    ``draft_shared_bytes`` are draft tensors the draft allocates and then replaces with the
-    target's (embedding, LM head): resident while the pools are sized in 0.5.14, freed after.
+    ``draft_shared_bytes``: draft tensors allocated, then replaced with the target's.
     """
 
     target_bytes: int
@@ -170,7 +143,7 @@ class WeightSplit:
 
 
 def shared_tensor_names(algorithm: str, draft_hf_config: Any) -> tuple[str, ...]:
-    """Names (HF layout) of the draft tensors SGLang replaces with the target's."""
+    """Names of the draft tensors SGLang replaces with the target's (``init_lm_head``)."""
     if algorithm in ("STANDALONE", "DFLASH", "NGRAM"):
         return ()
     tied = bool(getattr(draft_hf_config, "tie_word_embeddings", False))
@@ -190,12 +163,8 @@ def split_separate_draft(
     shared_names: tuple[str, ...],
     estimated_shared_bytes: Mapping[str, int],
 ) -> WeightSplit:
-    """A draft with its own checkpoint directory.
-
-    A shared tensor stored in the draft checkpoint is loaded, then freed when bound, so it moves
-    from ``draft_bytes`` to ``draft_shared_bytes``; one the checkpoint lacks is still allocated by
-    the draft model, so its estimated size counts as shared.
-    """
+    """A draft with its own checkpoint: a shared tensor counts as shared, stored or not (the
+    draft model allocates it either way)."""
     draft_bytes = draft.total_bytes
     shared = 0
     for name in shared_names:
@@ -209,25 +178,13 @@ def split_separate_draft(
 
 
 def mtp_layer_prefixes(target_hf_config: Any, num_mtp_layers: int) -> tuple[str, ...]:
-    """Where a target checkpoint stores its MTP layers (DeepSeek-V3 / GLM-4.5 naming).
-
-    DeepSeek-V3-style checkpoints append the MTP layers after the decoder layers
-    (``model.layers.{num_hidden_layers + i}.``); the target model skips them when loading and
-    the NextN draft loads only them.
-    """
+    """Where a DeepSeek-V3 / GLM-4.5 style checkpoint stores its MTP layers: after the decoder's."""
     first = int(target_hf_config.num_hidden_layers)
     return tuple(f"model.layers.{first + i}." for i in range(num_mtp_layers))
 
 
 def nextn_skips(local_name: str) -> bool:
-    """Whether a NextN loader skips this tensor of its MTP layer (name after the prefix).
-
-    ``DeepseekV2WeightLoaderMixin.do_load_weights`` (``models/deepseek_common/
-    deepseek_weight_loader.py``: 0.5.13.post1 line 187, 0.5.23 line 328) and
-    ``Glm4MoeForCausalLM.load_weights`` (``models/glm4_moe.py``: 0.5.13.post1 line 1360, 0.5.23
-    line 1163) drop every name containing ``embed_tokens`` or ``shared_head.head``: stored
-    copies are never loaded, into the draft or the target.
-    """
+    """Whether the NextN loaders skip this tensor of an MTP layer (name after the prefix)."""
     return "embed_tokens" in local_name or "shared_head.head" in local_name
 
 
@@ -239,29 +196,9 @@ def split_mtp_from_target(
 ) -> WeightSplit:
     """The draft is the target checkpoint's own MTP layers (draft path == model path).
 
-    What SGLang does (0.5.13.post1 and 0.5.23, same code in both):
-
-    * the target skips every layer from ``num_hidden_layers`` on (the same loaders'
-      non-NextN branch: ``deepseek_weight_loader.py`` 0.5.13.post1 line 203, 0.5.23 line 344;
-      ``glm4_moe.py`` lines 1351 / 1154), so the MTP layers leave the target;
-    * the NextN draft keeps only names under its layer and skips the embedding and head
-      copies (:func:`nextn_skips`), whether the checkpoint stores them (DeepSeek-V3/R1,
-      GLM-4.5) or not (GLM-4.6, GLM-5): those bytes are resident nowhere;
-    * the draft model builds its own ``VocabParallelEmbedding`` and ``ParallelLMHead``
-      regardless (``DeepseekModelNextN.__init__`` / ``DeepseekV3ForCausalLMNextN.__init__``,
-      ``models/deepseek_nextn.py``: 0.5.13.post1 lines 99 and 313, 0.5.23 lines 83 and 294;
-      ``Glm4MoeModelNextN`` / ``Glm4MoeForCausalLMNextN``, ``models/glm4_moe_nextn.py``: lines
-      58 and 139 / 60 and 139), left uninitialised, and ``EagleDraftWorker.init_lm_head``
-      (``speculative/eagle_worker_v2.py``: 0.5.13.post1 line 305, 0.5.23 line 378) replaces both
-      with the target's through ``set_embed_and_head``, which deletes them
-      (``models/deepseek_v2.py`` 0.5.13.post1 line 2724, 0.5.23 line 3442; ``glm4_moe.py``
-      lines 1450 / 1253).
-
-    So ``draft_bytes`` is every tensor under the layer but the skipped copies, and
-    ``draft_shared_bytes`` is ``draft_table_bytes``: what the draft model allocates for its own
-    embedding and head (the caller prices them by the draft's dtype and vocabulary groups),
-    never a stored copy's size. ``draft_architecture`` outside
-    :data:`NEXTN_DRAFT_ARCHITECTURES` gets a note: its loader was not read.
+    The target skips those layers; the draft loads them but the skipped copies (resident
+    nowhere) and allocates its own embedding and head (``draft_table_bytes``), which the target's
+    replace. An architecture outside :data:`NEXTN_DRAFT_ARCHITECTURES` gets a note.
     """
     mtp_total = 0
     skipped = 0
@@ -288,6 +225,5 @@ def split_mtp_from_target(
             for name, n in checkpoint.tensor_bytes.items()
             if name.startswith(prefix) and nextn_skips(name[len(prefix) :])
         )
-    # Whatever could not be broken down stays inside the target's total, copies included.
     target_bytes = checkpoint.total_bytes - mtp_total
     return WeightSplit(target_bytes, mtp_total - skipped, draft_table_bytes, tuple(notes))

@@ -1,19 +1,14 @@
-"""A ``ModelRunner`` without weights, for releases whose runner builds and sizes its own pools
-(sglang 0.5.13.x to 0.5.15: ``ModelRunnerKVCacheMixin._apply_memory_pool_config``,
-``_init_pools``, ``_resolve_memory_pool_config``), so the planner prices every pool and sizes
-stock's with the functions the server runs (:func:`runner_stock_plan`).
+"""A ``ModelRunner`` without weights, for releases whose runner builds and sizes its own pools,
+so the planner prices every pool and sizes stock's with the server's own functions.
 
-``ModelRunner.__init__`` loads the model; the pool code reads only the fields
-:func:`unloaded_runner` sets, each from the source ``__init__`` / ``initialize`` use. The pools
-are built on this host (:func:`pricing_device`); on cpu the KV pool's Triton warm-up copy,
-which copies one slot onto itself and allocates nothing, is skipped for the pricing call
-(:func:`kv_warm_up_copy_skipped`), and the attention-TP width the pool code reads from the
-process's group answers the planned launch's (:func:`attention_tp_size_answering`).
+Built on this host (cuda, else cpu), with the pool code's attention-TP width answering the
+planned launch's and, on cpu, the KV pool's warm-up self-copy skipped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -31,15 +26,8 @@ def pricing_device() -> str:
 
 
 def unloaded_runner(server_args: Any, model_config: Any, *, is_draft: bool) -> Any:
-    """A ``ModelRunner`` of the installed release for ``model_config`` without weights.
-
-    ``ModelRunner.__init__`` loads the model; the pool code (``_apply_memory_pool_config``,
-    ``_init_pools``) reads only the fields below, set as ``__init__`` and ``initialize`` set
-    them (``model_runner.py`` in 0.5.14: the parse block, ``start_layer``/``end_layer`` from
-    the model's layer count, pp_size 1), the layer count by :func:`model_facts.runner_layer_count`
-    (the same rule). The device is this host's (:func:`pricing_device`); the KV dtype comes
-    from the release's own ``configure_kv_cache_dtype`` with the checkpoint's KV quantization.
-    """
+    """A ``ModelRunner`` for ``model_config`` without weights: the fields the pool code reads,
+    set as ``__init__`` / ``initialize`` set them (pp_size 1), KV dtype by the release's rule."""
     from sglang.srt.configs.model_config import AttentionArch
     from sglang.srt.model_executor import model_runner as model_runner_module
     from sglang.srt.model_executor.model_runner import ModelRunner
@@ -75,9 +63,9 @@ def unloaded_runner(server_args: Any, model_config: Any, *, is_draft: bool) -> A
         end_layer=layers,
         num_effective_layers=layers,
         dtype=model_config.dtype,
-        # 0.5.15's decode context parallelism (its ModelRunner.__init__ sets it; 0.5.14 has none).
+        # Decode context parallelism, where the release has it.
         **({"dcp_size": server_args.dcp_size} if hasattr(server_args, "dcp_size") else {}),
-        # mambaish_config's cache of the linear-attention registry lookup (unset until read).
+        # mambaish_config's lookup cache, unset until read.
         _linear_attn_registry_cache=model_runner_module._UNSET,
         # What configure_kv_cache_dtype reads from the loaded model.
         model=SimpleNamespace(
@@ -90,15 +78,8 @@ def unloaded_runner(server_args: Any, model_config: Any, *, is_draft: bool) -> A
 
 @contextlib.contextmanager
 def kv_warm_up_copy_skipped() -> Iterator[None]:
-    """The KV pools built inside skip their Triton warm-up copy, and only that (cpu only).
-
-    ``MHATokenToKVPool._init_kv_copy_and_warmup`` (``mem_cache/memory_pool.py`` in 0.5.14 /
-    0.5.15) launches ``copy_all_layer_kv_cache_tiled[grid](...)`` once with one location copied
-    onto itself (``dummy_loc`` to ``dummy_loc``): it compiles the kernel, moves no byte and
-    allocates nothing, so a pool's bytes are the same without it; a GPU-less host has no
-    driver to run it on. Inside this context the name the pool module launches answers such a
-    self-copy by doing nothing and hands any other launch to the release's kernel.
-    """
+    """The KV pools built inside skip their Triton warm-up self-copy (no bytes moved or
+    allocated; a GPU-less host cannot run it); any other launch reaches the kernel."""
     import torch
     from sglang.srt.mem_cache import memory_pool
 
@@ -108,7 +89,7 @@ def kv_warm_up_copy_skipped() -> Iterator[None]:
         def __getitem__(self, grid: Any) -> Any:
             def launch(ptrs: Any, strides: Any, tgt: Any, src: Any, *args: Any, **kw: Any) -> None:
                 if tgt is src or torch.equal(tgt, src):
-                    return  # each location onto itself: nothing to move
+                    return
                 kernel[grid](ptrs, strides, tgt, src, *args, **kw)
 
             return launch
@@ -122,18 +103,13 @@ def kv_warm_up_copy_skipped() -> Iterator[None]:
 
 @contextlib.contextmanager
 def attention_tp_size_answering(attn_tp_size: int) -> Iterator[None]:
-    """The pool code's attention-TP width answering the planned launch's.
-
-    ``_init_pools`` divides KV heads by ``get_attention_tp_size()`` (bound by name in
-    ``model_runner_kv_cache_mixin``), and the pool configurators their cells by the same name
-    bound in ``pool_configurator``; it reads the process's attention-TP group, and a planner
-    process has none. Inside this context both names answer ``attn_tp_size`` (the replay's
-    ``compute_dp_attention_world_info`` result, the function that group is built from).
-    """
-    from sglang.srt.model_executor import model_runner_kv_cache_mixin as mixin
+    """The pool code's ``get_attention_tp_size`` answering the planned launch's width: a
+    planner process has no attention-TP group."""
     from sglang.srt.model_executor import pool_configurator
+    from sglang.srt.model_executor.model_runner import ModelRunner
 
-    modules = (mixin, pool_configurator)
+    # The runner's pool code (its KV-cache mixin's module) and the configurators'.
+    modules = (sys.modules[ModelRunner._init_pools.__module__], pool_configurator)
     saved = [m.get_attention_tp_size for m in modules]
     for module in modules:
         module.get_attention_tp_size = lambda: attn_tp_size
@@ -145,11 +121,8 @@ def attention_tp_size_answering(attn_tp_size: int) -> Iterator[None]:
 
 
 def reserve_draft_layers(target: Any, server_args: Any, draft_mc: Any) -> None:
-    """The draft reserve the target runner's ``__init__`` reads from the draft's config, which
-    its pool configurator scales the cell by: ``dflash_draft_num_layers`` by the release's
-    ``parse_dflash_draft_config`` (0.5.13.x on), and from 0.5.14 ``eagle_draft_num_layers`` for
-    EAGLE / EAGLE3 / frozen-KV MTP / STANDALONE with a draft path
-    (:func:`model_facts.upstream_reserved_layers`, the same rule; 0.5.13.x reads none)."""
+    """The draft layers the target runner's ``__init__`` reserves (its configurator scales the
+    cell by them): DFLASH by the release's parser, EAGLE / STANDALONE with a draft path."""
     from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
 
     algorithm = target.spec_algorithm
@@ -170,8 +143,7 @@ def reserve_draft_layers(target: Any, server_args: Any, draft_mc: Any) -> None:
 
 @contextlib.contextmanager
 def profiled_as(runner: Any, available_bytes: int) -> Iterator[None]:
-    """The runner's ``_profile_available_bytes`` answering ``available_bytes`` (what the
-    release's own profile would read on the planned device), and only for this runner."""
+    """The runner's ``_profile_available_bytes`` answering ``available_bytes``."""
     runner._profile_available_bytes = lambda _pre_model_load_memory: available_bytes
     try:
         yield
@@ -188,11 +160,8 @@ def runner_stock_plan(
     resident: int,
     notes: tuple[str, ...] = (),
 ) -> PoolPlan:
-    """Stock's plan by the installed release's own sizing on the unloaded target runner:
-    ``_resolve_memory_pool_config`` (its configurator, token constraints and request count)
-    with the profile answered by ``f x free`` minus ``at_profile`` (what the release has
-    resident when the target profiles) and the reserved bytes; the cell is the configurator's
-    ``_cell_size``. Below one page the release refuses to start: the plan says 0 tokens."""
+    """Stock's plan by the release's ``_resolve_memory_pool_config`` on the unloaded target,
+    profiled at ``f x free`` minus ``at_profile`` and the reserve; below one page, 0 tokens."""
     from sglang.srt.model_executor.model_runner import ModelRunner
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 

@@ -1,10 +1,5 @@
-"""The adapter for sglang 0.5.13 and 0.5.13.post1: the whole phased speculative init.
-
-These releases build the target worker completely before the draft exists. The phase modules
-split every worker constructor into weight loading plus ``alloc_memory_pool`` and
-``init_backends`` and drive the four phases from the scheduler; ``launch_policy`` decides which
-launches are phased and ``runtime_budget`` sizes the pools.
-"""
+"""The adapter for sglang 0.5.13 and 0.5.13.post1: the whole phased speculative init (every
+worker constructor split into weights, ``alloc_memory_pool`` and ``init_backends``)."""
 
 from __future__ import annotations
 

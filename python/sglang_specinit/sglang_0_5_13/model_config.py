@@ -1,7 +1,5 @@
-"""A draft's model config never touches the target's (0.5.13): ``get_config`` is cached and
-``_config_draft_model`` rewrites the shared object in place, which the phased init would do
-before the target's pool is sized; so the draft gets its own copy first, as 0.5.14 does.
-"""
+"""A draft's model config gets its own copy of the cached hf config, which
+``_config_draft_model`` rewrites in place (phased: before the target's pool is sized)."""
 
 from __future__ import annotations
 

@@ -203,5 +203,4 @@ class Replay0513(FieldServerArgsReplay):
 
 
 REPLAY = Replay0513()
-REPLAY_0_5_13 = REPLAY
 

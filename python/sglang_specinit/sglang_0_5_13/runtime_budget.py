@@ -36,10 +36,6 @@ class RankFreeMemory:
     rank_bytes: int
     all_rank_min_bytes: int
 
-    @property
-    def above_min_bytes(self) -> int:
-        return self.rank_bytes - self.all_rank_min_bytes
-
 
 @dataclass
 class SpeculativeSizing:

@@ -1,5 +1,4 @@
-"""Early binding of the draft's duplicate embed/lm_head on 0.5.14 / 0.5.15: the core's table
-(:mod:`sglang_specinit.phased.early_binding`), re-exported."""
+"""Early binding of the draft's duplicate embed/lm_head: the core's table, re-exported."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Launch checks on 0.5.14 / 0.5.15: ``ServerArgs`` is still 0.5.13's dataclass, so the core's
-field-reading table."""
+"""Launch checks: ``ServerArgs`` is still a dataclass, so the core's field-reading table."""
 
 from __future__ import annotations
 
