@@ -138,7 +138,7 @@ def test_the_plan_runs_and_the_pool_code_reads_published_widths() -> None:
     assert plan["tokens"] > 0 and plan["draft_kv_pool_bytes"] > 0
     # The stock column is this release's own configurator, priced on the same inputs.
     stock = plan["stock_" + release.replace(".", "_")]
-    assert stock["rule"] == f"upstream-{release}"
+    assert stock["rule"] == f"stock-{release}"
     assert stock["budget_bytes"] == plan["budget_bytes"]
     parallel = get_parallel()
     if ROW.dataclass_server_args:  # the planner's override is gone again (dataclass_replay)
