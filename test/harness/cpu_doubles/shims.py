@@ -441,17 +441,3 @@ def shim_targets() -> list[str]:
     if imports_sgl_kernel_cpu_ops():
         return [t for name, t in _HOOK_TARGETS.items() if name != "kv_copy"]
     return list(_HOOK_TARGETS.values())
-
-
-def install_in_this_process() -> None:
-    """Register and apply the shims in the current process (for in-process SGLang tests).
-
-    For tests that build ``TpModelWorker``/``ModelRunner`` directly instead of an Engine.
-    ``SGLANG_USE_CPU_ENGINE=1`` must already be set before SGLang is first imported (SGLang
-    caches ``is_cpu()`` at import time), so set it in the test environment, not here.
-    """
-    from sglang.srt.plugins.hook_registry import HookRegistry
-
-    os.environ.setdefault(SHIMS_ENV, "1")
-    register_shims()
-    HookRegistry.apply_hooks()

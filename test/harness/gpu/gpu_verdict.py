@@ -61,9 +61,6 @@ READING_GRANULARITY = 2 << 20
 # The 0.5.13.post1 lines (ModelRunner.init_device_graphs, every runner; EagleDraftWorker's
 # init_cuda_graphs, rank 0 only); other releases' in harness.gpu.gpu_release.
 _R0513 = gpu_release.RELEASES["0.5.13.post1"]
-TARGET_GRAPH_END = _R0513.target_graph_end
-DRAFT_GRAPH_END = _R0513.draft_graph_end
-DRAFT_EXTEND_GRAPH_END = _R0513.draft_extend_graph_end
 GRAPH_FAILED = _R0513.graph_failed
 # /server_info rounds graph_mem_usage to 2 decimals, the log prints it with 2 decimals.
 GRAPH_FIGURE_TOLERANCE_GB = 0.0051

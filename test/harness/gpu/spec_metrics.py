@@ -27,7 +27,6 @@ from typing import Any
 VERIFY_STEPS_KEY = "spec_verify_ct"
 CORRECT_DRAFTS_KEY = "spec_num_correct_drafts"
 PROPOSED_DRAFTS_KEY = "spec_num_proposed_drafts"
-ACCEPT_LENGTH_KEY = "spec_accept_length"
 
 
 class MissingSpeculativeMetrics(ValueError):

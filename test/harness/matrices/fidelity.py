@@ -34,7 +34,6 @@ from typing import Any
 from sglang_specinit.planner.gpus import GPU_PRESETS
 
 from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_mtp, tiny_configs
-from harness.reports.config_snapshot import snapshot_differences
 
 # The device the recipes target, as a named test double: total memory (nvidia-smi MiB) and
 # compute capability (sm90) of an H100-80GB.
@@ -59,12 +58,6 @@ CPU_ENGINE_OVERRIDES: dict[str, Any] = {
     "log_level": "info",
     "random_seed": 0,
 }
-CPU_ENGINE_CHANGES = (
-    "device cpu, attention backend torch_native, CUDA graphs off, grammar backend none: what "
-    "SGLang needs to run on CPU (harness/launch/engine.py)",
-    "--tp 1: one CPU process per Engine",
-    "--log-level info: the [specinit] phase lines are INFO",
-)
 # Their draft backend factory has no torch_native entry (Triton backends are built, not run).
 TRITON_DRAFT_BACKEND = {"speculative_draft_attention_backend": "triton"}
 # The simulated device of a CPU Engine is 256 MiB; SGLang's automatic fraction reserves at least
@@ -121,10 +114,6 @@ class Row:
 
 def _llama() -> Path:
     return llama_family.tiny_llama_target()
-
-
-def _with_tokenizer(name: str) -> Callable[[], Path]:
-    return lambda: tiny_configs.tiny_config_dir(name)
 
 
 EAGLE_DOC = "docs/advanced_features/speculative_decoding.md"
@@ -600,10 +589,6 @@ def server_args_differences(on: dict[str, Any], off: dict[str, Any]) -> dict[str
     """``{field: (plugin on, plugin off)}`` for every ServerArgs field that differs."""
     a, b = on["server_args"], off["server_args"]
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
-
-
-def config_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return snapshot_differences(a, b)
 
 
 def draft_reserve_mib(algorithm: str) -> int:
