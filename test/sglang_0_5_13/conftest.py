@@ -1,10 +1,6 @@
 """The ``sglang_0_5_13`` generation suite (0.5.13.post1 in ``.venv``; its row in
 :mod:`harness.releases`), and fixtures for tests that run its real classes on device "cpu".
-On any other release nothing here is collected.
-
-The tiny checkpoints are generated once per machine (cached under ``.cache/tiny-models``) and
-shared by the whole session; each Engine gets its own ``tmp_path`` for its log and reports.
-"""
+On any other release nothing here is collected."""
 
 from __future__ import annotations
 

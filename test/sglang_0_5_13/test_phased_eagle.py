@@ -1,21 +1,4 @@
-"""The phased EAGLE/EAGLE3 init on real SGLang 0.5.13.post1 classes (device cpu).
-
-Each launch is a real ``sglang.Engine`` (or ``launch_server``) in child processes, with the
-harness's deterministic simulated device memory (capacity minus this process's live CPU
-tensors). Every claim is checked from the scheduler process itself:
-
-- the harness report (``scheduler-<pid>.json``): the live KV pools' geometry and bytes, every
-  reading of the simulated memory meter with the function that took it;
-- the plugin's ``memory-rank0-pp0-tp0-dp0.json`` (``SGLANG_SPECINIT_REPORT_DIR``) and the log;
-- the device probe (:mod:`harness.reports.device_probe`), the GPU suite's memory check, which reads
-  the same meter around every pool allocation with the plugin on and off.
-
-The expected token count is NOT read from the plugin: it is recomputed here from the tiny
-checkpoints' geometry, the fraction, and the meter's readings, with ``budget.plan_pools``.
-
-One launch per (case, plugin) per module; launches start on first use and are shut down as
-soon as their facts are collected.
-"""
+"""The phased EAGLE/EAGLE3 init on real SGLang 0.5.13.post1 classes (device cpu)."""
 
 from __future__ import annotations
 
@@ -399,8 +382,6 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
 def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
     launch: Callable[[str, bool], Launch], case: str
 ) -> None:
-    """The GPU suite's memory check (``device_probe.usage_after_pools``) on the simulated meter:
-    it passes the phased launch and fails the stock one, from the same kind of readings."""
     runs = {plugin: launch(case, plugin) for plugin in (True, False)}
     usage = {}
     for plugin, run in runs.items():
@@ -451,10 +432,6 @@ EAGLE3_DRAFT_TENSORS = (
 def test_eagle3_hot_token_map_and_own_head_survive_every_phase(
     launch: Callable[[str, bool], Launch],
 ) -> None:
-    """A draft vocabulary smaller than the target's: the hot-token map loaded with the draft
-    is still there after phase 4 and the draft's lm_head is its own trained head, value for
-    value and alias for alias as stock leaves them (a map re-initialised in phase 4 is None,
-    a head replaced by the target's is the target's storage)."""
     for plugin in (True, False):  # the phased launch first: it fails without waiting for stock
         report = launch("EAGLE3", plugin).report
         assert report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB, plugin
@@ -468,9 +445,6 @@ def test_eagle3_hot_token_map_and_own_head_survive_every_phase(
 def test_adaptive_controller_and_forward_hooks_are_built_as_stock_builds_them(
     launch: Callable[[str, bool], Launch],
 ) -> None:
-    """``--speculative-adaptive`` and ``--forward-hooks`` on the phased launch: the adaptive
-    controller holds a runtime state for every candidate step count, and the hooks sit on the
-    same modules of target and draft, as on the stock launch of the same flags."""
 
     def hooked(run: Launch) -> dict[str, list[str]]:
         return {r["role"]: r["forward_hooked_modules"] for r in run.report["model_runners"]}
@@ -495,9 +469,6 @@ CAPPED_TOKENS = DEFAULT_TARGET.max_position_embeddings // 2
 def test_launch_server_reports_the_budgeted_token_count(
     tiny_target: Path, tiny_eagle_draft: Path, tmp_path: Path
 ) -> None:
-    """``--max-total-tokens`` below the context length: the server serves that count, and the
-    longest request is bounded by the pool as stock 0.5.13.post1's TpModelWorker bounds it
-    (``min(context_len, pool tokens) - 1``, 5 tokens fewer for the input)."""
     specinit_dir = tmp_path / "specinit"
     specinit_dir.mkdir()
     with cpu_server(

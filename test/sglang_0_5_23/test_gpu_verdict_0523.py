@@ -1,18 +1,4 @@
-"""The GPU graph verdicts fed by 0.5.23's own code, without a GPU.
-
-``/server_info``'s graph memory is built as a 0.5.23 scheduler builds it: the target's capture
-by ``cuda_graph_setup.capture_decode_graph`` (its log line and its ``GraphCapture`` memory
-phase), the draft worker's phases by ``EagleDraftWorkerBase`` and
-``BaseSpecWorker.graph_memory_usage``, both merged by
-``scheduler_components.memory_usage.build_memory_usage``. Test doubles, named as such: the
-graph runner (``FakeDecodeGraphRunner``: captures nothing, holds a batch list), the free-memory
-meter (scripted GiB readings) and the globals ``capture_decode_graph`` reads (no disaggregation,
-model impl auto, CUDA graphs on). The draft's decode capture line is recorded text in the shape
-``speculative/eagle_worker_v2.py`` writes it (its method needs a whole draft worker).
-
-The seven broken plugins (:mod:`harness.gpu.broken_plugins`) then go through the GPU case's
-whole verdict (:func:`harness.gpu.case_verdict.case_problems`) with these payloads.
-"""
+"""The GPU graph verdicts fed by 0.5.23's own code, without a GPU."""
 
 from __future__ import annotations
 

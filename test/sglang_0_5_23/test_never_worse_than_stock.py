@@ -1,23 +1,4 @@
-"""Never worse than stock 0.5.23, over a layout matrix of published launches.
-
-For each cell (a published target/draft pair at one parallel layout and KV dtype) the target's
-and each draft runner's ``KVCacheConfigurator`` are built as 0.5.23 builds them
-(``sglang_0_5_23.offline_configurator``: the fields ``init_kv_cache_configurator`` fills,
-without weights) and priced by the plugin's own runtime function
-(``runtime_budget.price_configurators``: SGLang's pool code at tiny sizes). Against that:
-
-* every price is what the pool allocates at a third size, built by SGLang's ``_init_pools``;
-* stock's reserve is SGLang's own configurator cell (``create_memory_pool_configurator``), and
-  stock's token count SGLang's own ``calculate_pool_sizes`` on stock's budget (duplicate
-  embed/lm_head resident, as 0.5.23 profiles);
-* the plugin's plan (``budget.plan_pools``, what the runtime runs) stays within
-  ``f x free`` and fills it to within one page of every pool;
-* where stock's allocation fits the budget, the plugin serves at least as many tokens;
-  where it does not, the plugin still fits.
-
-Weights per rank are the checkpoint bytes over the TP size (an input of the arithmetic: the
-prices are what the matrix checks). No Engine is started; ~1 min in all.
-"""
+"""Never worse than stock 0.5.23, over a layout matrix of published launches."""
 
 from __future__ import annotations
 
@@ -597,10 +578,6 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
 
 
 def test_post_capture_resize_stays_within_its_budget_where_stock_underprices(tmp_path) -> None:
-    """Item 4: with SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1 0.5.23 re-sizes after graph
-    capture with stock's rule, capped at the plugin's count. The plugin tightens that cap to
-    what the post-capture budget buys at real prices (CUDA only: the hook is called here on
-    the configurator 0.5.23 builds, with the budget the resize would hand it)."""
     pool_bytes, budget, stock, ours, page = _post_capture("nnpl0", tmp_path)
     assert pool_bytes(stock) > budget  # stock reserves nothing for an nnpl-0 draft
     assert ours < stock
@@ -608,8 +585,6 @@ def test_post_capture_resize_stays_within_its_budget_where_stock_underprices(tmp
 
 
 def test_post_capture_resize_is_never_above_stock(tmp_path) -> None:
-    """Where stock's rule overprices the draft (multi-layer EAGLE: d = nnpl layers of the
-    target's geometry), the resize keeps stock's smaller count."""
     pool_bytes, budget, stock, ours, page = _post_capture("multi-layer", tmp_path)
     assert ours == stock
     assert pool_bytes(ours) <= budget
@@ -617,11 +592,6 @@ def test_post_capture_resize_is_never_above_stock(tmp_path) -> None:
 
 @pytest.mark.parametrize("name", IDS)
 def test_binding_early_under_stock_sizing_is_never_worse_than_stock(matrix, name) -> None:
-    """Where a launch keeps stock sizing, stock_binding binds the duplicates before stock
-    profiles only if stock's reserve covers the draft; there stock's extra tokens still fit
-    where stock's did, and where stock's allocation already passes the budget the launch
-    uses no more than stock's (checked on 0.5.23's own configurator and the pools its
-    ``_init_pools`` builds)."""
     r = matrix[name]
     if r.reserve_gap or r.cell.fixed_pool_tokens:
         return  # not bound early (or a frozen-KV draft, which binds in its constructor)
@@ -638,10 +608,6 @@ def test_binding_early_under_stock_sizing_is_never_worse_than_stock(matrix, name
 
 
 def test_stock_binding_declines_where_stock_reserves_less_than_the_draft(matrix) -> None:
-    """nnpl 0: stock reserves no draft layer, so more tokens would cost more than its price.
-    The Llama EAGLE3 draft's KV row is the target's (8 KV heads x 128, fp16 beside bf16: the
-    same bytes, ``stock_binding.kv_row_dtype``) and stock reserves its one layer, so it binds;
-    drafts of a KV layout of their own are declined (the step-aside matrix's HiSparse cells)."""
     assert "reserves 0 draft layer" in _by_tag(matrix, "nnpl0").reserve_gap
     assert _by_tag(matrix, "eagle3").reserve_gap == ""
     assert _by_tag(matrix, "mla").reserve_gap == ""

@@ -1,12 +1,5 @@
 """Launches whose resolved attention kernels cannot run on the planned GPU
-(``sglang_0_5_23/kernel_arch.py``), on the real sglang 0.5.23 resolution, in this process.
-
-DeepSeek-V3.2 (DSA) with ``--dcp-size 8``: 0.5.23 resolves both DSA phases to ``trtllm`` on
-any device, whose trtllm-gen kernel runs only on sm_100/103/107: on a Hopper preset the plan
-refuses in one line naming the flag and the lines relied on, on B200 it plans. ``fa3`` the same
-way for the GPUs it does not run on. The sources the messages cite are checked against the
-installed wheel.
-"""
+(``sglang_0_5_23/kernel_arch.py``), on the real sglang 0.5.23 resolution, in this process."""
 
 from __future__ import annotations
 
@@ -98,8 +91,6 @@ def test_dsa_dcp_on_hopper_is_refused_in_one_line(
 def test_dsa_dcp_on_b200_plans_with_the_trtllm_kernels(
     capsys: pytest.CaptureFixture[str], dsa_dir: Path
 ) -> None:
-    """The same launch on B200 (sm_100): resolution picks trtllm for both DSA phases, the check
-    finds both and judges them runnable there, and the plan is printed."""
     launch = ["--model-path", str(dsa_dir), "--tp", "8", "--dcp-size", "8", *MTP]
     resolved = resolved_on("B200", launch)
     mla = resolved.target_model_config.attention_arch.name == "MLA"

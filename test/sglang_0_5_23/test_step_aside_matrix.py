@@ -1,27 +1,4 @@
-"""Where sglang-specinit steps aside on 0.5.23: stock's sizing, and the early binding, per layout.
-
-Each cell is a published launch on which the plugin keeps stock 0.5.23's sizing
-(``sglang_0_5_23.launch_policy.stock_sized_reason``, or a configurator fallback of
-``runtime_budget``), built without weights by ``sglang_0_5_23.offline_configurator``. For each:
-
-* stock's price per target row is measured from SGLang's own configurator
-  (``create_memory_pool_configurator(...).calculate_pool_sizes`` at two budgets), and its
-  token count is that configurator on stock's budget (the draft's duplicate embed/lm_head
-  resident, as 0.5.23 profiles);
-* what target and draft allocate is what 0.5.23's ``_init_pools`` builds, the draft with the
-  target's request pool and allocator as its ``alloc_memory_pool`` passes them
-  (``harness.matrices.step_aside``): bytes = a + b x full rows + c x SWA rows, fitted on
-  three builds and checked on a fourth;
-* the plugin keeps stock's sizing; ``stock_binding.stock_reserve_gap`` decides whether the
-  duplicates are bound before stock profiles. Where they are, stock's configurator sizes on
-  the budget without them.
-
-Never worse: the plugin serves at least stock's tokens; where it binds, its use stays within
-``f x free`` plus the padding page stock's rule leaves out (where stock's does), and it binds
-only where the draft's built pool is within stock's reserve. Layouts 0.5.23 refuses or whose
-pools cannot be built here are skipped saying why (file:line). Weights per rank are checkpoint
-bytes over the ranks holding them (inputs of the arithmetic). No Engine; ~1 min.
-"""
+"""Where sglang-specinit steps aside on 0.5.23: stock's sizing and the early binding, per layout."""
 
 from __future__ import annotations
 
@@ -592,8 +569,6 @@ def _result(matrix: dict[str, Result], name: str) -> Result:
 
 @pytest.mark.parametrize("name", IDS)
 def test_the_plugin_steps_aside_here(matrix, name) -> None:
-    """The cell is a step-aside case: launch_policy's reason, or the configurator that
-    runtime_budget falls back on."""
     r = _result(matrix, name)
     assert r.case.steps_aside in r.reason
 
@@ -607,8 +582,6 @@ def test_pool_bytes_are_linear_in_rows(matrix, name) -> None:
 
 @pytest.mark.parametrize("name", IDS)
 def test_binds_only_where_stock_reserve_covers_the_built_draft(matrix, name) -> None:
-    """stock_binding's reading of the configs against the pools 0.5.23 builds: where the
-    draft allocates more per row than stock reserves, the binding is declined."""
     r = _result(matrix, name)
     # Stock's reserve is read to within a millibyte (its page rounding at 2^60 bytes).
     if r.draft_per_row > r.stock_draft_reserve + 1e-3:
@@ -632,30 +605,18 @@ def test_never_worse_than_stock(matrix, name) -> None:
 
 @pytest.mark.parametrize("name", IDS)
 def test_never_above_stocks_use_where_stock_overshoots(matrix, name) -> None:
-    """Where stock's own allocation passes ``f x free``, the plugin's uses no more than it:
-    an early binding there would size more rows at a price that does not cover them."""
     r = _result(matrix, name)
     if r.stock_used > r.budget:
         assert r.plugin_used <= r.stock_used, r.reserve_gap or "bound early"
 
 
 def test_hisparse_mtp_draft_is_reserved_as_it_allocates(matrix) -> None:
-    """HiSparse + DSA MTP: stock scales its MLA-geometry draft reserve (latent row and
-    index-K row) by the host-to-device ratio (model_executor/pool_configurator.py:274-309);
-    the draft pool spans the allocator's host-expanded ids
-    (mem_cache/kv_cache_configurator.py:729-740). Equal."""
     r = _result(matrix, "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8")
     assert r.draft_per_row == pytest.approx(r.stock_draft_reserve, abs=1e-3)
     assert r.binds and r.plugin_tokens > r.stock_tokens
 
 
 def test_hisparse_mha_eagle3_draft_on_dsa_target_is_under_reserved(matrix) -> None:
-    """Item 4: stock reserves an EAGLE3 draft of a DSA target at the target's MLA geometry
-    (latent + index-K row per draft layer, x the host-to-device ratio:
-    model_executor/pool_configurator.py:282-309) whatever the draft stores. A draft with 32
-    KV heads of 128 allocates more per row at TP 8 than that, so stock's pools overshoot what
-    it sized them within; with 8 KV heads it allocates less. stock_binding declines both (a
-    geometry of its own), so the plugin adds nothing to stock's overshoot."""
     mha = _result(
         matrix, "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-hisparse, TP 8"
     )
@@ -672,22 +633,12 @@ def test_hisparse_mha_eagle3_draft_on_dsa_target_is_under_reserved(matrix) -> No
 
 
 def test_pp_last_stage_binds_the_lm_head_where_the_reserve_covers_the_draft(matrix) -> None:
-    """Where the draft's built rows are within stock's reserve, binding early is safe: the
-    last PP stage's lm_head copy is bound there (its draft's KV is fp16 beside a bf16 target,
-    the same bytes per row: ``stock_binding.kv_row_dtype``)."""
     last = _result(matrix, PP_PD_PREFILL_LAST)
     assert last.draft_per_row <= last.stock_draft_reserve + 1e-3
     assert last.binds, last.reserve_gap
 
 
 def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
-    """--enable-unified-memory (its pools are not built here: the cell's skip says why).
-    Stock's price per row is the fused entry, target and draft in one, built from the draft's
-    own KV profile (model_executor/pool_configurator.py:265-267); the plugin keeps stock's
-    sizing and binds the draft's duplicate embed/lm_head first (scheduler.fused_draft_gap),
-    where the layer-count check alone (stock_reserve_gap: the target reserves 0 draft layers
-    for a path-less NEXTN draft) would decline. The same launch without unified memory has no
-    fused entry, and the layer check decides again."""
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.phased.stock_binding import stock_reserve_gap
     from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
@@ -725,10 +676,6 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
 
 
 def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
-    """fused_draft_gap binds only a draft whose every layer sits in the target's
-    full-attention entry; one also fused into another sub-pool gets a reason. The
-    configurator here is a test double answering fused_entry_bytes (no published config
-    fuses a draft into the SWA or mamba sub-pool offline)."""
     from sglang_specinit.sglang_0_5_23.release_shims import fused_host_names
     from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
 
@@ -750,10 +697,6 @@ def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
 
 
 def test_a_unified_memory_launch_binds_through_the_fused_check(tmp_path) -> None:
-    """The scheduler's binding step asks the target's own configurator (built by the runner's
-    ``init_kv_cache_configurator``, then put back) about a fused draft before the layer check.
-    The runners are test doubles holding the published layout's real configurators (no
-    Qwen3-Next model loads here); ``bind_under_stock_sizing`` is recorded, not run."""
     from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 

@@ -2,8 +2,7 @@
 
 Expected values are literals with the arithmetic that produced them in a comment, never values
 obtained by calling the code under test. Cell formulas follow SGLang 0.5.13.post1's
-``DefaultPoolConfigurator._compute_cell_size`` and ``HybridSWAPoolConfigurator``.
-"""
+``DefaultPoolConfigurator._compute_cell_size`` and ``HybridSWAPoolConfigurator``."""
 
 from __future__ import annotations
 

@@ -1,24 +1,4 @@
-"""The GPU suite's verdicts on recorded inputs, without a GPU (:mod:`harness.gpu.gpu_verdict`).
-
-Nothing here launches a server. What a GPU run would hand the verdicts is recorded instead:
-
-- ``/generate`` responses: ``meta_info`` written by SGLang 0.5.13.post1's own
-  ``TokenizerManager._calculate_spec_decoding_metrics`` (:func:`spec_metrics.sglang_meta_info`);
-- graph-capture log lines and ``/server_info``'s graph figure: produced by SGLang's own
-  ``ModelRunner.init_device_graphs``, ``EagleDraftWorker.init_cuda_graphs`` and
-  ``Scheduler.get_internal_state``, run on stand-in objects whose graph runner and free-memory
-  meter are test doubles (``FakeGraphRunner``, ``fake_free_memory``): what they log is the
-  release's own text;
-- device-probe records: :func:`harness.gpu.broken_plugins.recorded_probe`, a test double of one
-  scheduler's probe file (the keys :mod:`harness.reports.device_probe` writes), sized the way the
-  plugin sizes its pools.
-
-The seven broken plugins (:mod:`harness.gpu.broken_plugins`) go through the GPU case's whole
-verdict (:func:`harness.gpu.case_verdict.case_problems`) with 0.5.13.post1's capture lines and
-``/server_info``; ``test/sglang_0_5_23/test_gpu_broken_plugins_0523.py`` does the same on 0.5.23.
-
-Each verdict is shown to fail on the broken input it exists for, and to pass the sound one.
-"""
+"""The GPU suite's verdicts on recorded inputs, without a GPU (:mod:`harness.gpu.gpu_verdict`)."""
 
 from __future__ import annotations
 
@@ -359,8 +339,6 @@ def test_fill_floor_passes_a_launch_that_fills_its_budget(page_size: int) -> Non
 def test_fill_floor_fails_a_duplicate_embed_lm_head_the_old_floor_let_pass(
     stray_gib: float, freed_later: bool
 ) -> None:
-    """1.0 GiB: Llama-3.1-8B's embed; 0.5 GiB: Llama-3.2-1B's. Whether it stays resident or is
-    freed once the pools were sized, the budget lost it; the old 98 % floor let both through."""
     usage = device_probe.usage_after_pools(
         recorded_probe(stray_bytes=int(stray_gib * GIB), stray_freed_before_pools=freed_later)
     )
@@ -501,8 +479,6 @@ def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:
 
 
 def test_a_gpu_server_never_gets_a_cpu_double(tmp_path: Path) -> None:
-    """The recorded broken case: a GPU server's env built on the CPU harness's (0.5.23 puts
-    the sgl_kernel stub first on PYTHONPATH, the CPU suite sets the shims and the meter)."""
     from harness.gpu.server_env import gpu_env
     from harness.launch import server_process
     from harness.launch.engine import cpu_env
@@ -550,8 +526,6 @@ LOG_0523 = """[2026-12-01 09:00:00] Capture target verify CUDA graph end. bs=[1,
 
 
 def test_graph_lines_are_read_per_release() -> None:
-    """The lines only; 0.5.23's /server_info payloads are built by 0.5.23's own code in
-    ``test/sglang_0_5_23/test_gpu_verdict_0523.py``."""
     from harness.gpu import gpu_release
 
     r0523 = gpu_release.settings("0.5.23")
@@ -597,8 +571,6 @@ def sglang_req(payload: dict[str, Any]) -> Any:
 
 
 def test_dflash_requests_pass_0_5_13_post1s_own_dflash_check() -> None:
-    """0.5.13.post1 aborts a DFLASH request with return_logprob (a 400): the suite's DFLASH
-    prompts ask for none there, every other case keeps its top-2 margins."""
     from harness.gpu import gpu_release
     from sglang.srt.speculative.dflash_utils import validate_dflash_request
 
@@ -668,8 +640,6 @@ def test_each_broken_plugin_fails_the_gpu_case_on_0_5_13_post1(launch_0513: Any)
 def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
     tmp_path: Path,
 ) -> None:
-    """A test double of NVML (scripted used bytes per device) and a log written as a server
-    would: peaks before the first capture-begin line are init's, after it capture's."""
     from harness.gpu import memory_watch
 
     log = tmp_path / "server.log"

@@ -1,13 +1,5 @@
 """The package's layout rule, read from the source: one package per API generation over a
-release-free core.
-
-- a core module (anything outside the ``sglang_0_5_*`` adapter packages) imports no adapter by
-  name, and no core file, function or class names a release;
-- an adapter package imports only the core and itself.
-
-Release-specific code is reached from the core only through ``compat``'s registry
-(``compat.generations()``: one object per adapter package).
-"""
+release-free core."""
 
 from __future__ import annotations
 
@@ -95,8 +87,6 @@ def test_no_core_file_function_or_class_names_a_release():
 
 
 def test_the_checks_see_an_arrow():
-    """The import reader finds an adapter -> adapter import in a function body, and a core
-    module's import of an adapter, and leaves an adapter's own imports alone."""
     source = "def f():\n    from sglang_specinit.sglang_0_5_23 import eagle\n"
     assert _adapters_imported_by(source, "sglang_0_5_14") == {"sglang_0_5_23"}
     assert _adapters_imported_by(source, None) == {"sglang_0_5_23"}

@@ -1,10 +1,5 @@
 """``sglang-specinit report``: numbers equal their JSON, over-budget bars are drawn and labelled,
-figures are valid images of the expected size, and a missing matplotlib is one clear line.
-
-The plan input is the real ``plan --example llama31-8b-eagle3 --json`` output (its stock
-0.5.13.post1 column is over budget); live inputs are ``memory-rank*.json`` files in the
-server's key layout.
-"""
+figures are valid images of the expected size, and a missing matplotlib is one clear line."""
 
 from __future__ import annotations
 
@@ -148,9 +143,6 @@ def test_figure_bars_equal_the_plan_json(plan_data: dict) -> None:
 def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
     plan_data: dict,
 ) -> None:
-    """A gain of a few percent of tokens hardly shows in a bar's height: every tick label
-    carries the variant's token count and its gain over the first bar, and the title names
-    the model, the GPU, the TP size and the release the plan ran on."""
     case = case_from_plan_json(plan_data)
     fig = report_figures.draw_case(case)
     (ax,) = fig.axes
@@ -462,8 +454,6 @@ def _venv_of(python: str, root: Path) -> Path:
 def test_beside_puts_that_environment_s_stock_column_beside_this_one(
     plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``--beside VENV`` runs ``plan --json`` with VENV's python (this interpreter here, so
-    the same release): its stock column is the one this environment's plan has."""
     venv = _venv_of(sys.executable, tmp_path / "venv")
     out = tmp_path / "report"
     code, _, err = run_report(

@@ -1,10 +1,4 @@
-"""One tiny speculative launch of sglang 0.5.23 on device cpu, and what it left behind.
-
-Shared by ``test/sglang_0_5_23`` and ``benchmark/bench_budget.py`` (its 0.5.23 section): the
-same tiny target (2 layers x 2 KV heads x dim 16, 256 B/token, bf16) with each draft kind,
-started as a real ``sglang.Engine`` through :func:`harness.launch.engine.cpu_engine`, plugin on or
-off. Runs in the 0.5.23 environment (``.venv-sglang0523``).
-"""
+"""One tiny speculative launch of sglang 0.5.23 on device cpu, and what it left behind."""
 
 from __future__ import annotations
 

@@ -1,24 +1,4 @@
-"""The fidelity matrix's rows (SGLang's documented speculative recipes) and per-row machinery.
-
-A :class:`Row` is one launch command from SGLang's own documentation (speculative-decoding guide,
-per-model usage pages, cookbook; the source is in each row), kept flag for flag. Only what a CPU
-test machine forces is changed, and each row says what and why (``changes``):
-
-- hub ids become local tiny checkpoints of the same architecture
-  (:mod:`harness.checkpoints.tiny_configs` where only configs are read, the model families of
-  :mod:`harness.checkpoints` where an Engine starts);
-- ``--device cuda`` is added: the recipes target a GPU and SGLang cannot detect one here. The
-  device itself is a named test double (:data:`GPU`, an H100-80GB: its total memory and compute
-  capability, see :mod:`harness.matrices.fidelity_probe`), so the automatic
-  ``--mem-fraction-static`` heuristic runs as it would on that card.
-
-Rows whose pair SGLang can build on CPU also start a real Engine: the recipe's flags re-spelled
-for device cpu (:func:`engine_kwargs`; what that overrides is :data:`CPU_ENGINE_OVERRIDES`, plus
-the row's ``engine`` / ``engine_changes``). The other rows name SGLang's own error
-(``engine_blocker``), found by trying.
-
-Cheap to import (no torch; SGLang's parser is imported when :func:`engine_kwargs` runs).
-"""
+"""The fidelity matrix's rows (SGLang's documented speculative recipes) and per-row machinery."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""Target and draft pools of a stock-sized 0.5.23 launch, built the way its runners build them.
-
-The step-aside matrix (``test_step_aside_matrix``) needs what a launch that keeps stock's
-sizing allocates: the target's pools from stock's ``MemoryPoolConfig``, then each draft
-runner's from the same config *with the target's request pool and token allocator*, as a
-draft's ``alloc_memory_pool`` passes them. That sharing matters: under ``--enable-hisparse``
-the draft's pool spans the target allocator's host-expanded id space
-(``mem_cache/kv_cache_configurator.py:729-740``), which a draft built alone never sees (it
-builds its own HiSparse allocator and fails on a pool without ``register_mapping``).
-
-Built on the process's device (cpu here) at a few pages: the matrix fits bytes = a + b x rows
-through such builds (0.5.23's MHA pools cannot be built on device ``meta``: they ask torch for
-the device's module).
-"""
+"""Target and draft pools of a stock-sized 0.5.23 launch, built the way its runners build them."""
 
 from __future__ import annotations
 

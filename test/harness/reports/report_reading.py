@@ -1,14 +1,4 @@
-"""Reading the harness scheduler report and the plugin's memory breakdown.
-
-Why: the CPU tests and the benchmarks prove their claims from what the scheduler process itself
-saw (``scheduler-<pid>.json``, see :mod:`harness.reports.scheduler_report`) and from the plugin's
-per-rank ``memory-rank<i>-pp<p>-tp<t>-dp<d>.json``; they all need the same lookups (a
-ModelRunner by role, the meter readings SGLang sized its pools from) and the same arithmetic
-(SGLang's float budget from two readings, a pool's buffer bytes, a checkpoint's tensor bytes).
-They live here once so that every test and benchmark reads the reports the same way.
-
-Cheap to import (no torch, no sglang); ``checkpoint_bytes`` opens safetensors when called.
-"""
+"""Reading the harness scheduler report and the plugin's memory breakdown."""
 
 from __future__ import annotations
 
