@@ -112,7 +112,6 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
     assert summary["added_methods"] == []
 
 
-# --------------------------------------------------------------------------------------------
 # The decision itself, for releases no environment here has (cheap: no SGLang import)
 
 SERVED = (

@@ -141,9 +141,6 @@ def _engine_or_skip(row: Row, engines: Callable[[str], Launch]) -> Launch:
     return engines(row.key)
 
 
-# --------------------------------------------------------------------------- (d)
-
-
 @by_key(ROWS)
 def test_d_engine_comes_up_through_the_four_phases(
     engines: Callable[[str], Launch], row: Row
@@ -171,9 +168,6 @@ def test_d_plan_equals_server(engines: Callable[[str], Launch], row: Row) -> Non
     assert run.breakdown["allocated_draft_kv_pool_bytes"] == (
         planned["draft_kv_pool_bytes"] + planned["draft_fixed_pool_bytes"]
     )
-
-
-# --------------------------------------------------------------------------- (c)
 
 
 @by_key(ROWS)
@@ -209,9 +203,6 @@ def test_c_draft_layers_priced_equal_allocated(
         per_token = sum(part["token_buffer_bytes"] // part["token_rows"] for part in draft_parts)
         assert per_token == run.breakdown["draft_kv_bytes_per_token"]
     print(f"{row.key}: {priced} draft layers priced; {counted} draft pools counted")
-
-
-# --------------------------------------------------------------------------- (b)
 
 
 @by_key(ROWS)
@@ -263,9 +254,6 @@ def test_b_engine_target_config_at_pool_sizing(
         assert before["hf_config"].get(key) == stock_config["hf_config"].get(key), key
 
 
-# --------------------------------------------------------------------------- (a)
-
-
 @by_key(ROWS)
 def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
     on, off = _results(probe, row)
@@ -291,9 +279,6 @@ def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
     # Stock's heuristic took the flat draft reserve on top (both values rounded to 3 places).
     assert abs((ours - stock) - reserve / off["gpu_mem_mib"]) <= 0.0011
     assert off["gpu_mem_mib"] == fidelity.GPU.total_mib
-
-
-# --------------------------------------------------------------------------- not phased
 
 
 @by_key(tuple(row for row in ROWS if not row.phased))

@@ -194,9 +194,6 @@ def test_summary_fails_when_pytest_wrote_no_report(tmp_path: Path) -> None:
     assert gpu_summary.main([str(tmp_path / "missing.xml"), "--pytest-exit-code", "0"]) == 1
 
 
-# --------------------------------------------------------------------------- cases
-
-
 def test_profiles_define_the_same_cases() -> None:
     names = {
         p: [c.name for c in gpu_cases.cases({gpu_cases.PROFILE_ENV: p})] for p in ("full", "small")
@@ -381,9 +378,6 @@ def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
     assert "github.ref" not in group and "SPECINIT_GPU_POOL" in group
     install = next(s for s in job["steps"] if s.get("name", "").startswith("Install sglang"))
     assert "sglang==${{ matrix.release }}" in install["run"]
-
-
-# --------------------------------------------------------------------------- dry run
 
 
 def test_dry_run_prints_every_server_parsed_by_0_5_13_post1(tmp_path: Path) -> None:

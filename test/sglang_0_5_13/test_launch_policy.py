@@ -57,9 +57,6 @@ def test_a_built_in_algorithm_on_a_phased_device_is_phased(device: str) -> None:
     assert phasing_blocker(facts(device=device)) is None
 
 
-# --------------------------------------------------------------------------- server args
-
-
 def server_args_at_memory_settings(*flags: str) -> Any:
     """A ServerArgs in the state SGLang's __post_init__ has when it calls
     ``_handle_gpu_memory_settings`` (device, defaults and piecewise graphs resolved)."""
@@ -157,9 +154,6 @@ def test_a_declined_launch_gets_the_stock_fraction_back() -> None:
     assert args.mem_fraction_static == 0.78
     assert not hasattr(args, server_args_phase.STOCK_FRACTION_ATTR)
     assert server_args_phase.restore_stock_fraction(args) is None
-
-
-# --------------------------------------------------------------------------- weights
 
 
 def test_weight_sums_survive_tensor_subclasses_without_storage() -> None:

@@ -62,9 +62,6 @@ def test_both_engine_ranks_hold_half_of_every_kv_head_set(
             assert f"TP{rank}] [specinit] phase {phase}/4" in run.log, (rank, phase)
 
 
-# --------------------------------------------------------------------------- plugin off
-
-
 @pytest.mark.slow
 def test_stock_tp2_overshoots_on_every_rank_and_the_plugin_does_not(
     launch: Callable[[str], RankedLaunch],
@@ -82,9 +79,6 @@ def test_stock_tp2_overshoots_on_every_rank_and_the_plugin_does_not(
     for report in phased.reports.values():
         assert pools_and_resident(report) <= own_budget(report).budget_bytes
     assert phased.served_tokens < stock.served_tokens
-
-
-# --------------------------------------------------------------------------- other layouts
 
 
 @pytest.mark.slow

@@ -192,8 +192,6 @@ def log_index(log: str, needle: str) -> int:
     return index
 
 
-# --------------------------------------------------------------------------- phased launches
-
 # The nnpl-0 case repeats EAGLE3's launch with one config key changed; on 0.5.13 nothing
 # prices that key (the 0.5.23 suite is where it matters), so it runs with SPECINIT_TEST_SLOW=1.
 CASE_IDS = [
@@ -346,9 +344,6 @@ def test_nnpl0_draft_pool_exists_and_is_priced(launch: Callable[[str, bool], Lau
     assert run.breakdown["allocated_draft_kv_pool_bytes"] == kv_buffer_bytes(draft_pool)
 
 
-# --------------------------------------------------------------------------- stock regression
-
-
 @pytest.mark.parametrize("case", STOCK_CASES)
 def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch], case: str) -> None:
     """The bug: 0.5.13.post1 sizes the target pool for the whole budget, then adds the draft."""
@@ -416,8 +411,6 @@ def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
     )
 
 
-# --------------------------------------------------------------------------- phase 4 as stock
-
 # Tensors of the EAGLE3 draft that must be stock's after init: its hot-token map (on the model
 # and on the worker), its own trained head and the embedding it shares with the target.
 EAGLE3_DRAFT_TENSORS = (
@@ -457,9 +450,6 @@ def test_adaptive_controller_and_forward_hooks_are_built_as_stock_builds_them(
     on, off = launch("EAGLE3", True), launch("EAGLE3", False)
     assert on.report["draft"]["adaptive_state_steps"] == off.report["draft"]["adaptive_state_steps"]
     assert hooked(on) == hooked(off)
-
-
-# --------------------------------------------------------------------------- launch_server
 
 
 # Below the context length (2,048): the pool, not the context, bounds one request.
@@ -502,8 +492,6 @@ def test_launch_server_reports_the_budgeted_token_count(
     # The harness's launch_server helper tore the server's process group down on exit.
     assert proc.poll() is not None
 
-
-# --------------------------------------------------------------------------- not speculative
 
 PROMPTS = [tiny_vocab.prompt_text(5), tiny_vocab.prompt_text(9, start=300), "w7 w8 w9"]
 

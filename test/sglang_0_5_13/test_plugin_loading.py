@@ -180,8 +180,6 @@ def sglang_modules_imported_by_load(summary: dict[str, Any]) -> set[str]:
     return {m for m in summary["imported_by_load"] if not m.startswith("sglang_specinit")}
 
 
-# --------------------------------------------------------------------------- scenarios
-
 # (what the probe breaks before load_plugins(), the dotted name the warning must cite)
 BROKEN_SGLANG = {
     "hooked-target-missing": (
@@ -304,9 +302,6 @@ def probe() -> Callable[[str], dict[str, Any]]:
     return get
 
 
-# --------------------------------------------------------------------------- discovery
-
-
 def test_entry_point_is_declared() -> None:
     (ep,) = [ep for ep in entry_points(group="sglang.srt.plugins") if ep.name == PLUGIN_NAME]
     assert ep.value == "sglang_specinit.plugin:register"
@@ -379,9 +374,6 @@ def test_scheduler_process_applies_the_hooks(tiny_target: Path, tmp_path: Path) 
     )
 
 
-# --------------------------------------------------------------------------- switched off
-
-
 @pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 @pytest.mark.parametrize(
     ("scenario", "imported"),
@@ -395,9 +387,6 @@ def test_switched_off_registers_nothing(
     # The whitelist keeps SGLang from even importing the entry point.
     assert summary["specinit_imported"] is imported
     assert specinit_records(summary, "WARNING") == []
-
-
-# --------------------------------------------------------------------------- all or nothing
 
 
 @pytest.mark.timeout(PROBE_TIMEOUT_S * 4)

@@ -125,9 +125,6 @@ def assert_stock(run: Launch, algorithm: str) -> None:
     assert run.breakdown is None
 
 
-# --------------------------------------------------------------------------- budget checks
-
-
 def predicted_plan(
     run: Launch,
     algorithm: str,
@@ -189,9 +186,6 @@ def assert_fills_budget(run: Launch, draft_shape: TinyLlamaShape) -> None:
     assert meter.budget_bytes - used < per_token
     # And the process really holds all of it.
     assert report["meter"]["used_bytes"] >= weights + pools
-
-
-# --------------------------------------------------------------------------- SGLang source
 
 
 def init_call_order(module: str, class_name: str) -> list[str]:

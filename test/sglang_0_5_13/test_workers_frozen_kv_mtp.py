@@ -202,9 +202,6 @@ def test_plugin_off_leaves_the_assistant_outside_the_budget(
     assert target["kv_pool"]["size"] > runner(on.report, "target")["kv_pool"]["size"]
 
 
-# --------------------------------------------------------------------------- no launch
-
-
 def test_constructor_cut_points_follow_the_draft_load() -> None:
     calls = init_call_order(MODULE, "FrozenKVMTPWorker")
     first = {name: calls.index(name) for name in calls}

@@ -67,9 +67,6 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
     return launch_cache(tmp_path_factory, {"on": _start(True), "off": _start(False)})
 
 
-# --------------------------------------------------------------------------- geometry
-
-
 def _attn(layers: int, kv_heads: int, head_dim: int) -> kv_specs.AttentionKVSpec:
     return attention_kv_spec(
         num_layers=layers,
@@ -130,9 +127,6 @@ def mtp_plan(run: Launch, draft_pool: Callable[..., budget.KVSpec]) -> budget.Po
         draft_kv_pools=(draft_pool(SHAPE, ratio),) * NUM_STEPS,
         bytes_per_request=hidden_state_row_bytes(SHAPE),
     )
-
-
-# --------------------------------------------------------------------------- launches
 
 
 @engine
@@ -271,9 +265,6 @@ def test_plugin_off_reproduces_the_overshoot(launch: Callable[[str], Launch]) ->
         runner(off.report, "target")["kv_pool"]["size"]
         > runner(on.report, "target")["kv_pool"]["size"]
     )
-
-
-# --------------------------------------------------------------------------- no launch
 
 
 def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:

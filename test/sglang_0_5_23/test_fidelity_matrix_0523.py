@@ -117,9 +117,6 @@ def _skip_refused(row: Row) -> None:
         pytest.skip(f"sglang 0.5.23 refuses this command: {row.refused} (checked in (a))")
 
 
-# --------------------------------------------------------------------------- Engine rows
-
-
 @pytest.mark.parametrize("row", _blocked_params())
 def test_rows_without_a_cpu_engine_say_why(row: Row) -> None:
     assert row.engine_blocker, f"row {row.key}: no CPU Engine and no reason given"
@@ -317,9 +314,6 @@ def _rows_loaded_from_checkpoint(row: Row, name: str) -> range | None:
     return range(0, shapes["q_proj.weight"][0])
 
 
-# --------------------------------------------------------------------------- (a)
-
-
 @pytest.mark.parametrize("row", ROWS, ids=[row.key for row in ROWS])
 def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
     on, off = _results(probe, row)
@@ -339,9 +333,6 @@ def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
     graphs = off["server_args"]["cuda_graph_config"]
     assert graphs["decode"]["bs"] and graphs["prefill"]["bs"], graphs
     assert 0 < off["server_args"]["mem_fraction_static"] < 1
-
-
-# --------------------------------------------------------------------------- (b)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.key for row in ROWS])

@@ -142,9 +142,6 @@ def test_a_changed_cuda_graph_batch_list_fails(
     assert problem.startswith("captured batch lists differ")
 
 
-# --------------------------------------------------------------------------- broken plugins
-
-
 @pytest.fixture
 def launch_0523(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
     """``launch_of(batch_list, tokens)``: an EAGLE3 launch's capture lines and /server_info,

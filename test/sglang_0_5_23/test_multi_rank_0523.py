@@ -41,9 +41,6 @@ pytestmark = [
 ]
 
 
-# --------------------------------------------------------------------------- (b) dp-attention
-
-
 @pytest.mark.slow
 def test_dp_attention_dp2_tp2_sizes_full_kv_heads_on_both_ranks(tmp_path: Path) -> None:
     run = start_tp2(tmp_path, (CAPACITY, CAPACITY), attn_dp_size=2)
@@ -60,8 +57,6 @@ def test_dp_attention_dp2_tp2_sizes_full_kv_heads_on_both_ranks(tmp_path: Path) 
     )
     assert_plan_equals_ranks(run_planner(argv), run)
 
-
-# --------------------------------------------------------------------------- (c) rank failure
 
 FAILING_RANK = 1
 
@@ -110,9 +105,6 @@ def test_draft_failure_on_one_rank_ends_the_launch_on_every_rank(
     assert "KV Cache is allocated" not in healthy, ranks["TP0"][-20:]
     assert "KV Cache is allocated" not in run.log
     assert not list(specinit_dir.glob("memory-rank*.json"))
-
-
-# --------------------------------------------------------------------------- (d) SIGTERM
 
 
 @pytest.mark.slow

@@ -61,7 +61,6 @@ def resolved_on(preset: str, launch: list[str]) -> Any:
     return REPLAY.resolve(REPLAY.parse_launch(launch), device)
 
 
-# --------------------------------------------------------------------------------------------
 # DSA with decode context parallelism
 
 
@@ -123,7 +122,6 @@ def test_an_explicit_dsa_trtllm_backend_names_its_own_flag(
     assert line.endswith("change --dsa-decode-backend"), line
 
 
-# --------------------------------------------------------------------------------------------
 # FlashAttention v3
 
 
@@ -156,7 +154,6 @@ def test_fa3_for_an_mla_model_on_ampere_is_refused(capsys: pytest.CaptureFixture
     assert "cannot run on A100-80GB (sm_80)" in line and "runs only on sm_9x" in line, line
 
 
-# --------------------------------------------------------------------------------------------
 # The sources cited
 
 

@@ -106,7 +106,6 @@ def _started(fresh_processes: dict) -> None:
     """Start the fresh processes before the in-process plans take the cores."""
 
 
-# --------------------------------------------------------------------------------------------
 # Every shipped example
 
 
@@ -239,7 +238,6 @@ def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
     assert readers == set(CAPACITY_READERS)
 
 
-# --------------------------------------------------------------------------------------------
 # Every pool priced as the 0.5.23 server prices it
 
 
@@ -401,7 +399,6 @@ def test_nnpl0_draft_is_planned_although_stock_reserves_none(
     assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
 
 
-# --------------------------------------------------------------------------------------------
 # The report
 
 
@@ -419,7 +416,6 @@ def test_report_covers_every_example_with_0_5_23s_rule(
     assert "stock 0.5.23" in (out / "README.md").read_text()
 
 
-# --------------------------------------------------------------------------------------------
 # Bad input: exit 2, one line on stderr, no traceback
 
 

@@ -23,9 +23,6 @@ PROMPTS = gpu_cases.PROMPTS
 NUM_DRAFT_TOKENS = 4  # the chain cases' --speculative-num-draft-tokens
 
 
-# --------------------------------------------------------------------------- tokens, drafts
-
-
 def response(ids: list[int], verify_ct: int, correct: int) -> dict[str, Any]:
     """One recorded ``/generate`` response (text is the ids, as a tokenizer would not matter)."""
     return {
@@ -179,9 +176,6 @@ def test_verify_counts_allow_only_stocks_own_spread() -> None:
     assert gpu_verdict.verify_count_problems(PROMPTS, two_more, stock, control)
 
 
-# --------------------------------------------------------------------------- CUDA graphs
-
-
 class FakeGraphRunner:
     """Test double for SGLang's CUDA graph runners: captures nothing, holds nothing."""
 
@@ -319,9 +313,6 @@ def test_expected_draft_graph_per_case() -> None:
     }
 
 
-# --------------------------------------------------------------------------- fill floor
-
-
 BREAKDOWN = {"draft_request_bytes": 0, "draft_fixed_pool_bytes": 0}
 
 
@@ -373,9 +364,6 @@ def test_memory_verdict_of_one_rank() -> None:
     assert gpu_verdict.memory_problems(plugin_breakdown(stray, records), stray, fill=True)
 
 
-# --------------------------------------------------------------------------- logs
-
-
 def test_oom_is_read_only_after_the_server_became_healthy(tmp_path: Path) -> None:
     sys.path.insert(0, str(REPO / "test" / "gpu"))
     try:
@@ -395,8 +383,6 @@ def test_oom_is_read_only_after_the_server_became_healthy(tmp_path: Path) -> Non
     assert len(gpu_verdict.oom_lines(server.log_after_ready())) == 1
     assert server.port == 0  # everything else is the ServerHandle's
 
-
-# --------------------------------------------------------------------------- preflight
 
 BANNER = """Tue Dec  1 09:00:00 2026
 +-----------------------------------------------------------------------------------------+
@@ -436,9 +422,6 @@ def test_preflight_reads_the_driver_branch_when_the_banner_has_no_cuda_version()
     no_cuda = "| NVIDIA-SMI 580.82.07    Driver Version: 580.82.07 |"
     assert gpu_preflight.problems(no_cuda, "glibc 2.39") == []
     assert gpu_preflight.problems(no_cuda.replace("580", "575"), "glibc 2.39")
-
-
-# --------------------------------------------------------------------------- devices, cases
 
 
 def test_a_case_waits_only_on_the_devices_it_runs_on() -> None:
@@ -516,8 +499,6 @@ def test_stock_relaunch_fraction() -> None:
         gpu_cases.stock_mem_fraction({gpu_cases.STOCK_MEM_FRACTION_ENV: "2"})
 
 
-# --------------------------------------------------------------------------- releases
-
 # 0.5.23's capture lines as its f-strings write them (model_executor/model_runner_components/
 # cuda_graph_setup.py:788, speculative/eagle_worker_v2.py:533), recorded from an H100 log's shape.
 LOG_0523 = """[2026-12-01 09:00:00] Capture target verify CUDA graph end. bs=[1, 2, 4, 8], elapsed=3.10 s, mem usage=0.61 GB, avail mem=7.20 GB.
@@ -587,9 +568,6 @@ def test_dflash_requests_pass_0_5_13_post1s_own_dflash_check() -> None:
     assert gpu_release.settings("0.5.23").returns_logprobs("DFLASH")
 
 
-# --------------------------------------------------------------------------- broken plugins
-
-
 @pytest.fixture
 def launch_0513(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
     """``launch_of(batch_list, tokens)``: an EAGLE3 launch's capture lines and /server_info, by
@@ -632,9 +610,6 @@ def test_each_broken_plugin_fails_the_gpu_case_on_0_5_13_post1(launch_0513: Any)
 
     table = broken_plugins.verdict_table(launch_0513, gpu_release.settings("0.5.13.post1"))
     assert table == EXPECTED_0513, broken_plugins.describe(table)
-
-
-# --------------------------------------------------------------------------- what a case records
 
 
 def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(

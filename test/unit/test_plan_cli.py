@@ -265,7 +265,6 @@ def test_device_memory_and_pre_load_free(capsys: pytest.CaptureFixture[str]) -> 
     assert data["device"]["total_bytes"] == 80 * GIB
 
 
-# --------------------------------------------------------------------------------------------
 # Bad input: exit 2, one line on stderr
 
 

@@ -92,9 +92,6 @@ def bar_patches(fig, gid_prefix: str) -> dict[str, object]:
     }
 
 
-# --------------------------------------------------------------------------- numbers
-
-
 def test_report_numbers_equal_the_plan_json(
     plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -165,9 +162,6 @@ def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
     assert "sglang 9.9.9" in case_from_plan_json({**plan_data, "sglang_version": "9.9.9"}).subtitle
 
 
-# --------------------------------------------------------------------------- over budget
-
-
 def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict) -> None:
     stock = plan_data["stock_0_5_13"]
     over = stock["used_bytes"] - stock["budget_bytes"]
@@ -210,9 +204,6 @@ def test_over_budget_shows_in_svg_and_markdown(
     assert (
         row["headroom"] == f"**OVER by {human_bytes(stock['used_bytes'] - stock['budget_bytes'])}**"
     )
-
-
-# --------------------------------------------------------------------------- images
 
 
 # The report's figure size in inches by number of bars: 4.8 high; 8.0 wide, or 3.0 of margins
@@ -278,9 +269,6 @@ def test_width_grows_with_the_number_of_bars() -> None:
         assert report_figures.figure_size_px(bars) == figure_px(bars), bars
 
 
-# --------------------------------------------------------------------------- variants from data
-
-
 def test_another_release_s_stock_sub_object_appears_without_code_changes(
     plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -300,9 +288,6 @@ def test_another_release_s_stock_sub_object_appears_without_code_changes(
         == "12345"
     )
     assert png_header(next(out.glob("*.png")))[0] == figure_px(3)
-
-
-# --------------------------------------------------------------------------- live servers
 
 
 def live_rank(plan_data: dict, rank: int, allocated_delta: int) -> dict:
@@ -347,9 +332,6 @@ def test_live_directory_shows_planned_against_allocated_per_rank(
     assert png_header(next(out.glob("*.png")))[0] == figure_px(4)
 
 
-# --------------------------------------------------------------------------- no matplotlib
-
-
 @contextlib.contextmanager
 def matplotlib_hidden_test_double() -> Iterator[None]:
     """Test double for a Python without matplotlib: ``import matplotlib`` raises ImportError
@@ -383,9 +365,6 @@ def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
     assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))
 
 
-# --------------------------------------------------------------------------- bad input
-
-
 @pytest.mark.parametrize(
     ("make_input", "message"),
     [
@@ -411,9 +390,6 @@ def test_out_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "--out" in err and err.count("\n") == 1
 
 
-# --------------------------------------------------------------------------- default: examples
-
-
 def test_without_inputs_every_shipped_example_is_rendered(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -437,9 +413,6 @@ def test_without_inputs_every_shipped_example_is_rendered(
         assert png_header(out / f"{slug}.png")[0] == figure_px(3)
         ET.parse(out / f"{slug}.svg")
     assert f"{len(data)} cases" in stdout
-
-
-# --------------------------------------------------------------------------- --beside VENV
 
 
 def _venv_of(python: str, root: Path) -> Path:

@@ -35,15 +35,9 @@ def shims_enabled() -> bool:
     return os.environ.get(SHIMS_ENV, "") == "1"
 
 
-# --------------------------------------------------------------------------- (a) KV copy warm-up
-
-
 def noop_kv_copy_and_warmup(self: Any) -> None:
     """REPLACE for ``MHATokenToKVPool._init_kv_copy_and_warmup``: skip the Triton warm-up."""
     self._kv_copy_config = None
-
-
-# ------------------------------------------------------------------- (b) torch.cuda.synchronize
 
 
 def cuda_synchronize_without_device(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -53,9 +47,6 @@ def cuda_synchronize_without_device(original: Callable[..., Any], *args: Any, **
     if torch.cuda.is_available():
         return original(*args, **kwargs)
     return None
-
-
-# --------------------------------------------------------------------------- (c) memory meter
 
 
 @dataclass(frozen=True)
@@ -262,9 +253,6 @@ def _published_gpu_id() -> int | None:
         return None
 
 
-# ------------------------------------------------------------- (d) pynccl on device cpu
-
-
 def model_parallel_group_without_pynccl(
     original: Callable[..., Any], *args: Any, **kwargs: Any
 ) -> Any:
@@ -279,8 +267,6 @@ def model_parallel_group_without_pynccl(
     bound.arguments["use_pynccl"] = False
     return original(*bound.args, **bound.kwargs)
 
-
-# --------------------------------------------------------------------------- registration
 
 _registered = False
 

@@ -33,9 +33,6 @@ GRAPH_FAILED = _R0513.graph_failed
 GRAPH_FIGURE_TOLERANCE_GB = 0.0051
 
 
-# --------------------------------------------------------------------------- tokens, drafts
-
-
 @dataclass(frozen=True)
 class Divergence:
     """Where two greedy answers to one prompt first differ, with the top-2 logprob margin
@@ -210,9 +207,6 @@ def acceptance_problems(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE
     return []
 
 
-# --------------------------------------------------------------------------- CUDA graphs
-
-
 @dataclass(frozen=True)
 class CaptureLine:
     """One capture-end line: which runner (``name``, as the release logs it), its GB, and the
@@ -375,9 +369,6 @@ def same_graph_kinds(plugin: GraphCapture, stock: GraphCapture) -> list[str]:
     return [f"stock captured {missing} graphs, the plugin-on server did not"] if missing else []
 
 
-# --------------------------------------------------------------------------- memory
-
-
 def allowed_unused_bytes(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> int:
     """What a launch may legitimately leave of its budget besides weights, KV and residue:
     one page per pool (tokens are rounded down to pages), what the plugin reserves outside the
@@ -438,9 +429,6 @@ def memory_problems(
     if after_init is not None and after_init > after_pools + READING_GRANULARITY:
         problems.append("free memory grew between the pools and the end of init")
     return problems
-
-
-# --------------------------------------------------------------------------- logs
 
 
 def oom_lines(text: str) -> list[str]:

@@ -21,9 +21,6 @@ _EMBED_OR_HEAD = ("embed", "lm_head")
 _recorded_pool = False
 
 
-# --------------------------------------------------------------------------- in the scheduler
-
-
 def _runners() -> list[Any]:
     """Every ``ModelRunner`` alive in this process with a loaded model: target first."""
     module = sys.modules.get("sglang.srt.model_executor.model_runner")
@@ -161,9 +158,6 @@ def register_identity_hooks() -> None:
         f"{_SCHEDULER}.get_init_info", before_get_init_info, HookType.BEFORE, source=source
     )
     _registered = True
-
-
-# --------------------------------------------------------------------------- in the test
 
 
 def read_snapshots(directory: Path) -> list[dict[str, list[dict[str, Any]]]]:

@@ -42,9 +42,6 @@ ENGINE_TEST_TIMEOUT_S = 300
 SPEC_ALGORITHMS_NEEDING_TRITON_DRAFT_BACKEND = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 
 
-# --------------------------------------------------------------------------- configuration
-
-
 def cpu_engine_kwargs(
     model_path: str | os.PathLike[str],
     *,
@@ -132,9 +129,6 @@ def _parallel_env(kwargs: Mapping[str, Any], extra: Mapping[str, str] | None) ->
     if tp_size > 1:
         env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", omp_threads_bind(tp_size))
     return env
-
-
-# --------------------------------------------------------------------------- Engine
 
 
 @dataclass
@@ -292,9 +286,6 @@ def _stop_engine(handle: EngineHandle) -> None:
         except (OSError, ValueError, subprocess.TimeoutExpired):
             pass
     kill_group(proc, grace_s=5.0)
-
-
-# --------------------------------------------------------------------------- launch_server
 
 
 def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:

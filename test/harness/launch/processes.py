@@ -21,9 +21,6 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-# --------------------------------------------------------------------------- ports
-
-
 def free_port(attempts: int = 200) -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago, low enough for SGLang's gRPC port."""
     for _ in range(attempts):
@@ -33,9 +30,6 @@ def free_port(attempts: int = 200) -> int:
         if port <= MAX_HTTP_PORT:
             return port
     raise RuntimeError(f"no free port <= {MAX_HTTP_PORT} found in {attempts} attempts")
-
-
-# --------------------------------------------------------------------------- starting
 
 
 def die_with_parent() -> None:
@@ -79,9 +73,6 @@ def start_in_own_group(
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
-
-
-# --------------------------------------------------------------------------- stopping
 
 
 @dataclass(frozen=True)
@@ -157,9 +148,6 @@ def kill_group(
         if any(m.state != "Z" for m in left):
             _signal_group(pgid, signal.SIGKILL)
         time.sleep(0.1)
-
-
-# --------------------------------------------------------------------------- logs
 
 
 def tail(path: Path, lines: int) -> str:

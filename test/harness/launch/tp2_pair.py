@@ -121,9 +121,6 @@ def start_tp2(
     return run
 
 
-# --------------------------------------------------------------------------- meter arithmetic
-
-
 def _reading_0523(report: dict[str, Any], caller: str, index: int = 0) -> dict[str, Any]:
     found = [r for r in report["meter"]["readings"] if r["caller"].endswith(caller)]
     return found[index]
@@ -197,9 +194,6 @@ def assert_half_of_every_kv_head_set(run: RankedLaunch) -> None:
             geometry = (pool["layer_num"], pool["head_num"], pool["head_dim"])
             assert geometry == (shape.layers, shape.kv_heads, shape.head_dim), (tp_rank, role)
     assert "Expected a cuda device" not in run.log
-
-
-# --------------------------------------------------------------------------- the planner
 
 
 def planner_argv(tight: dict[str, Any], *layout: str, device_memory: int) -> list[str]:

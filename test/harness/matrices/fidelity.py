@@ -491,9 +491,6 @@ ROWS: tuple[Row, ...] = (
 ROWS_BY_KEY = {row.key: row for row in ROWS}
 
 
-# --------------------------------------------------------------------------- (a)-(c): probe
-
-
 def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
     """The :mod:`harness.matrices.fidelity_probe` request for ``rows``: recipe launches on the GPU
     double, plus each Engine row's CPU launch (its stock target config is compared with the
@@ -574,9 +571,6 @@ def server_args_differences(on: dict[str, Any], off: dict[str, Any]) -> dict[str
 def draft_reserve_mib(algorithm: str) -> int:
     """The 4/6 GB term 0.5.13.post1 subtracts from an automatic fraction."""
     return DRAFT_RESERVE_MIB.get(algorithm, DEFAULT_DRAFT_RESERVE_MIB)
-
-
-# --------------------------------------------------------------------------- (d): Engine
 
 
 def parsed_recipe(argv: list[str]) -> dict[str, Any]:

@@ -170,9 +170,6 @@ ROWS: tuple[Row, ...] = (
 )
 
 
-# --------------------------------------------------------------------------- (a)-(b): probe
-
-
 def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
     """The :mod:`harness.matrices.fidelity_probe_0523` request: each recipe on the GPU double."""
     return {
@@ -193,9 +190,6 @@ def server_args_differences(
     """``{field: (plugin on, plugin off)}`` for every resolved (or input) field that differs."""
     a, b = on[part], off[part]
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
-
-
-# --------------------------------------------------------------------------- (d): Engine
 
 
 def parsed_recipe(argv: list[str]) -> dict[str, Any]:

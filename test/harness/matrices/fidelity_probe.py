@@ -26,9 +26,6 @@ class StockInitReached(BaseException):
     """Raised by the recording ``init_tp_model_worker`` to stop ``init_model_worker`` there."""
 
 
-# --------------------------------------------------------------------------- capture
-
-
 class _Records(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
@@ -61,9 +58,6 @@ def server_args_fields(server_args: Any) -> dict[str, Any]:
 
 def _sglang_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
-
-
-# --------------------------------------------------------------------------- test double
 
 
 def install_device_doubles(capacity_mib: int, capability: tuple[int, int]) -> None:
@@ -117,9 +111,6 @@ def record_fraction_without_spec_term(sink: dict[str, Any]) -> None:
         source=HookSource(plugin_name="specinit-test-fidelity", dist_name=None),
     )
     HookRegistry.apply_hooks()
-
-
-# --------------------------------------------------------------------------- one launch
 
 
 def _model_configs(server_args: Any, mode: str) -> dict[str, Any]:
@@ -256,9 +247,6 @@ def run_launch(launch: dict[str, Any], mode: str, fraction_sink: dict[str, Any])
         if r["logger"].startswith("sglang_specinit") or r["level"] in ("WARNING", "ERROR")
     ]
     return result
-
-
-# --------------------------------------------------------------------------- process tree
 
 
 def _wait(pid: int) -> int:

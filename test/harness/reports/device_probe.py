@@ -40,9 +40,6 @@ _seen_table_storages: set[int] = set()
 _seen_weight_storages: set[int] = set()
 
 
-# --------------------------------------------------------------------------- in the scheduler
-
-
 def _reading(runner: Any) -> dict[str, Any]:
     """Free bytes by SGLang's meter (this rank, cache emptied) and torch's CUDA counters."""
     from sglang.srt.utils import common
@@ -227,9 +224,6 @@ def register_probe_hooks() -> None:
     for method, hook in hooks:
         HookRegistry.register(f"{_RUNNER}.{method}", hook, HookType.AROUND, source=source)
     _registered = True
-
-
-# --------------------------------------------------------------------------- in the test
 
 
 def read_probe(directory: Path) -> dict[int, list[dict[str, Any]]]:
