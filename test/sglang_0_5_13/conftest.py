@@ -35,9 +35,3 @@ def tiny_eagle3_draft() -> Path:
 def tiny_eagle3_draft_nnpl0() -> Path:
     """The EAGLE3 draft with ``"num_nextn_predict_layers": 0`` in its config."""
     return eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0)
-
-
-@pytest.fixture(scope="session")
-def tiny_eagle3_draft_tp2() -> Path:
-    """EAGLE3 draft whose 2 KV heads (dim 48) split across 2 TP ranks, like the target's."""
-    return eagle_drafts.tiny_eagle3_draft(eagle_drafts.TP2_EAGLE3_DRAFT)
