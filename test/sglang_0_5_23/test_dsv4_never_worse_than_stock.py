@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from harness.matrices.dsv4_flash import CELLS, GIB, Cell, publish
+from harness.matrices.step_aside import markdown_table
 
 
 @dataclass
@@ -116,18 +117,14 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
 
 
 def render_table(results: Any) -> str:
-    rows = [
-        "| cell | stock reserves B/row | draft allocates B/row | tokens stock -> plugin | "
-        "budget use stock -> plugin |",
-        "|---|---|---|---|---|",
-    ]
-    for r in results:
-        rows.append(
-            f"| {r.cell.name} | {r.stock_reserve_per_row:,.1f} | {r.draft_per_row:,.1f} | "
-            f"{r.stock_tokens:,} -> {r.plugin_tokens:,} | {100 * r.stock_used / r.budget:.2f} % "
-            f"-> {100 * r.plugin_used / r.budget:.2f} % |"
-        )
-    return "\n".join(rows) + "\n"
+    header = ("cell", "stock reserves B/row", "draft allocates B/row", "tokens stock -> plugin",
+              "budget use stock -> plugin")  # fmt: skip
+    return markdown_table(header, [
+        (r.cell.name, f"{r.stock_reserve_per_row:,.1f}", f"{r.draft_per_row:,.1f}",
+         f"{r.stock_tokens:,} -> {r.plugin_tokens:,}",
+         f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} %")
+        for r in results
+    ])  # fmt: skip
 
 
 IDS = [c.name for c in CELLS]

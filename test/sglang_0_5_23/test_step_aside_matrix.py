@@ -18,7 +18,16 @@ from harness.checkpoints.published_configs import (
     dsa_config_dir,
     qwen3_next_config_dir,
 )
-from harness.matrices.step_aside import at_pp_stage
+from harness.matrices.step_aside import (
+    Weights,
+    at_pp_stage,
+    deepseek_mtp_weights,
+    example_dir,
+    made_dir,
+    markdown_table,
+    resolved,
+    weights_size,
+)
 
 GIB = 1 << 30
 SPEC_CHAIN = {
@@ -28,16 +37,6 @@ SPEC_CHAIN = {
 }
 # Rows of the small builds the pool bytes are fitted on (whole pages at page 1 and 64).
 ROWS = (640, 1280, 1920)
-
-
-@dataclass(frozen=True)
-class Weights:
-    """Per-rank bytes: the target's, the draft's own, the draft tensors that duplicate the
-    target's until 0.5.23 binds them (resident while stock profiles)."""
-
-    target: int
-    draft: int
-    duplicates: int
 
 
 @dataclass(frozen=True)
@@ -53,23 +52,6 @@ class Case:
     pp_stage: tuple[int, int] | None = None  # (rank, size): price that stage
     skip: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
-
-
-def _size(example: str, role: str) -> dict[str, Any]:
-    return json.loads((EXAMPLES / example / role / "weights-size.json").read_text())
-
-
-def _deepseek_mtp_weights(tp: int) -> Callable[[], Weights]:
-    def weights() -> Weights:
-        size = _size("deepseek-v3-mtp", "target")
-        mtp = size["groups"]["model.layers.61."]
-        dup = (
-            size["tensors"]["model.layers.61.embed_tokens.weight"]
-            + size["tensors"]["model.layers.61.shared_head.head.weight"]
-        )
-        return Weights((size["total_bytes"] - mtp) // tp, (mtp - dup) // tp, dup // tp)
-
-    return weights
 
 
 def _eagle3_dsa_draft_dir(tmp: Path, kv_heads: int) -> Path:
@@ -96,7 +78,7 @@ def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Callable[[], Weights]:
     input of the arithmetic: the draft is not a published checkpoint)."""
 
     def weights() -> Weights:
-        size = _size("deepseek-v3-mtp", "target")
+        size = weights_size("deepseek-v3-mtp", "target")
         target = size["total_bytes"] - size["groups"]["model.layers.61."]
         h, heads, head = 7168, 32, 128
         inter, draft_vocab, vocab = 14336, 32000, 129280
@@ -117,7 +99,7 @@ def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Callable[[], Weights]:
     def weights() -> Weights:
         from sglang.srt.distributed.utils import get_pp_indices
 
-        size = _size("llama31-70b-eagle-tp4", "target")
+        size = weights_size("llama31-70b-eagle-tp4", "target")
         embed, lm_head = (
             size["tensors"][n] for n in ("model.embed_tokens.weight", "lm_head.weight")
         )
@@ -126,7 +108,7 @@ def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Callable[[], Weights]:
         mine = (size["total_bytes"] - embed - lm_head) * (end - start) // 80
         last = rank == pp - 1
         mine += (embed if rank == 0 else 0) + (lm_head if last else 0)
-        draft = _size("llama31-70b-eagle-tp4", "draft")["total_bytes"] if last else 0
+        draft = weights_size("llama31-70b-eagle-tp4", "draft")["total_bytes"] if last else 0
         return Weights(mine // tp, draft // tp, (lm_head if last else 0) // tp)
 
     return weights
@@ -138,8 +120,8 @@ def _example_weights(example: str, shared: tuple[str, ...]) -> Callable[[], Weig
     checkpoint's own copy otherwise), so it costs the target's tensor until bound."""
 
     def weights() -> Weights:
-        target = _size(example, "target")
-        draft = _size(example, "draft")
+        target = weights_size(example, "target")
+        draft = weights_size(example, "draft")
         own = sum(draft["tensors"].get(name, 0) for name in shared)
         dup = sum(draft["tensors"].get(name, target["tensors"][name]) for name in shared)
         return Weights(target["total_bytes"], draft["total_bytes"] - own, dup)
@@ -147,22 +129,13 @@ def _example_weights(example: str, shared: tuple[str, ...]) -> Callable[[], Weig
     return weights
 
 
-def _ex(example: str, role: str) -> Callable[[Path], str]:
-    return lambda tmp: str(EXAMPLES / example / role)
-
-
-def _mkdir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 DEEPSEEK_MTP = {
-    "model_path": _ex("deepseek-v3-mtp", "target"),
+    "model_path": example_dir("deepseek-v3-mtp", "target"),
     "speculative_algorithm": "EAGLE",
     "trust_remote_code": True,
     **SPEC_CHAIN,
 }
-DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(_mkdir(tmp / "dsa")))}
+DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(made_dir(tmp / "dsa")))}
 
 
 def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
@@ -180,8 +153,8 @@ def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
 # stock's sizing there (with the switch the launch is priced per stage: test_pp_stages.py).
 PP_PD_PREFILL_LAST = "llama31-70b + EAGLE, TP 4 PP 2, PD prefill, last stage"
 LLAMA70B_PP2 = {
-    "model_path": _ex("llama31-70b-eagle-tp4", "target"),
-    "speculative_draft_model_path": _ex("llama31-70b-eagle-tp4", "draft"),
+    "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
+    "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
     "speculative_algorithm": "EAGLE",
     "tp_size": 4,
     "pp_size": 2,
@@ -194,12 +167,10 @@ def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Callable[[], Weight
     counted alike: an input of the arithmetic) with its MTP layer, which every PD-prefill
     stage builds; its embed/shared head duplicate the target's until 0.5.23 binds them."""
 
-    whole = _deepseek_mtp_weights(tp)
-
     def weights() -> Weights:
         from sglang.srt.distributed.utils import get_pp_indices
 
-        w = whole()
+        w = deepseek_mtp_weights(tp)
         start, end = get_pp_indices(61, rank, pp)
         return Weights(w.target * (end - start) // 61, w.draft, w.duplicates)
 
@@ -220,7 +191,7 @@ def _gpt_oss_swa_cap(draft: Callable[[Path], str]) -> dict[str, Any]:
     """gpt-oss-20b + the EAGLE3 ``draft`` with radix off and ``--max-running-requests 16``:
     0.5.23 sizes it with its ``SWARequestCapPoolConfigurator``, which the plugin keeps."""
     return {
-        "model_path": _ex("gpt-oss-20b-eagle3", "target"),
+        "model_path": example_dir("gpt-oss-20b-eagle3", "target"),
         "speculative_draft_model_path": draft,
         "speculative_algorithm": "EAGLE3",
         "attention_backend": "triton",
@@ -234,7 +205,7 @@ CASES = [
     Case(
         "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8",
         {**DSA_MTP, "tp_size": 8, "enable_hisparse": True},
-        _deepseek_mtp_weights(8),
+        lambda: deepseek_mtp_weights(8),
         "--enable-hisparse",
         tags=("hisparse",),
     ),
@@ -263,7 +234,7 @@ CASES = [
     ),
     Case(
         "gpt-oss-20b + EAGLE3, radix off, --max-running-requests 16 (SWA request cap), TP 1",
-        _gpt_oss_swa_cap(_ex("gpt-oss-20b-eagle3", "draft")),
+        _gpt_oss_swa_cap(example_dir("gpt-oss-20b-eagle3", "draft")),
         _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
         "SWARequestCapPoolConfigurator",
         device_gib=79.0,
@@ -302,7 +273,7 @@ CASES = [
     Case(
         "qwen3-next NEXTN + --enable-unified-memory (fused draft entry), TP 1",
         {
-            "model_path": lambda tmp: str(qwen3_next_config_dir(_mkdir(tmp / "qwen3-next"))),
+            "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
             "speculative_algorithm": "NEXTN",
             "attention_backend": "triton",  # unified memory's page-major layout needs one
             "disable_radix_cache": True,
@@ -323,7 +294,7 @@ CASES = [
     Case(
         "deepseek-v3 MTP + --enable-kv-cache-sharding, TP 8",
         {**DEEPSEEK_MTP, "tp_size": 8, "enable_kv_cache_sharding": True},
-        _deepseek_mtp_weights(8),
+        lambda: deepseek_mtp_weights(8),
         "--enable-kv-cache-sharding",
         skip=(
             "0.5.23 refuses it: sharding runs only on PD prefill workers "
@@ -363,11 +334,6 @@ CASES = [
         tags=("dsv4-unpriced",),
     ),
 ]
-
-
-def _resolved(args: dict[str, Any], tmp: Path) -> dict[str, Any]:
-    tmp.mkdir(parents=True, exist_ok=True)
-    return {k: (v(tmp) if callable(v) else v) for k, v in args.items()}
 
 
 @dataclass
@@ -453,7 +419,7 @@ def evaluate(case: Case, tmp: Path) -> Result:
     from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
     with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
-        layout = published_layout(**_resolved(case.args, tmp))
+        layout = published_layout(**resolved(case.args, tmp))
     target, drafts = layout.target, list(layout.drafts)
     if case.pp_stage is not None:
         at_pp_stage(target, *case.pp_stage)
@@ -540,21 +506,17 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
 
 
 def render_table(results: Any) -> str:
-    rows = [
-        "| case | stock reserve for the draft B/row | draft allocates B/row | "
-        "resident at profiling stock -> plugin | binds early | tokens stock -> plugin | "
-        "budget use stock -> plugin |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        rows.append(
-            f"| {r.case.name} | {r.stock_draft_reserve:,.1f} | {r.draft_per_row:,.1f} | "
-            f"{r.resident_stock / GIB:,.3f} -> {r.resident_plugin / GIB:,.3f} GiB | "
-            f"{'yes' if r.binds else 'no: ' + r.reserve_gap.split(':')[0]} | "
-            f"{r.stock_tokens:,} -> {r.plugin_tokens:,} | "
-            f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} % |"
-        )
-    return "\n".join(rows) + "\n"
+    header = ("case", "stock reserve for the draft B/row", "draft allocates B/row",
+              "resident at profiling stock -> plugin", "binds early", "tokens stock -> plugin",
+              "budget use stock -> plugin")  # fmt: skip
+    return markdown_table(header, [
+        (r.case.name, f"{r.stock_draft_reserve:,.1f}", f"{r.draft_per_row:,.1f}",
+         f"{r.resident_stock / GIB:,.3f} -> {r.resident_plugin / GIB:,.3f} GiB",
+         "yes" if r.binds else "no: " + r.reserve_gap.split(":")[0],
+         f"{r.stock_tokens:,} -> {r.plugin_tokens:,}",
+         f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} %")
+        for r in results
+    ])  # fmt: skip
 
 
 IDS = [c.name for c in CASES]
@@ -646,7 +608,7 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
     from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
 
     case = next(c for c in CASES if "unified" in c.tags)
-    layout = published_layout(**_resolved(case.args, tmp_path / "unified"))
+    layout = published_layout(**resolved(case.args, tmp_path / "unified"))
     target, drafts = layout.target, layout.drafts
     scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
     assert case.steps_aside in stock_sized_reason(scheduler, 1)
@@ -670,7 +632,7 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
     )
 
     plain = published_layout(
-        **_resolved({**case.args, "enable_unified_memory": False}, tmp_path / "plain")
+        **resolved({**case.args, "enable_unified_memory": False}, tmp_path / "plain")
     )
     assert fused_draft_gap(plain.target) is None
 
@@ -701,7 +663,7 @@ def test_a_unified_memory_launch_binds_through_the_fused_check(tmp_path) -> None
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
     case = next(c for c in CASES if "unified" in c.tags)
-    layout = published_layout(**_resolved(case.args, tmp_path))
+    layout = published_layout(**resolved(case.args, tmp_path))
 
     class Runner:  # test double: what bind_where_stock_sizes reads off a runner
         def __init__(self, kvc: Any) -> None:

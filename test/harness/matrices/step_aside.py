@@ -1,10 +1,60 @@
-"""Target and draft pools of a stock-sized 0.5.23 launch, built the way its runners build them."""
+"""Target and draft pools of a stock-sized 0.5.23 launch, built the way its runners build them,
+and the published layouts' per-rank weights the layout matrices share."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+from harness.checkpoints.published_configs import EXAMPLES
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Per-rank bytes: the target's, the draft's own (after binding), the draft tensors that
+    duplicate the target's until 0.5.23 binds them (resident while stock profiles)."""
+
+    target: int
+    draft: int
+    duplicates: int
+
+
+def weights_size(example: str, role: str) -> dict[str, Any]:
+    return json.loads((EXAMPLES / example / role / "weights-size.json").read_text())
+
+
+def deepseek_mtp_weights(tp: int) -> Weights:
+    size = weights_size("deepseek-v3-mtp", "target")
+    mtp = size["groups"]["model.layers.61."]
+    dup = (
+        size["tensors"]["model.layers.61.embed_tokens.weight"]
+        + size["tensors"]["model.layers.61.shared_head.head.weight"]
+    )
+    return Weights((size["total_bytes"] - mtp) // tp, (mtp - dup) // tp, dup // tp)
+
+
+def example_dir(example: str, role: str) -> Callable[[Path], str]:
+    return lambda tmp: str(EXAMPLES / example / role)
+
+
+def made_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def resolved(args: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """``args`` with each callable of a scratch dir replaced by its value for ``tmp``."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {k: (v(tmp) if callable(v) else v) for k, v in args.items()}
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
 
 
 def built_bytes(target: Any, drafts: Sequence[Any], config: Any) -> tuple[int, int]:
