@@ -1,5 +1,8 @@
 """Fidelity matrix: SGLang's own documented speculative launches start as in stock SGLang,
-plugin on, except for the memory budget."""
+plugin on, except for the memory budget. Per row of :data:`harness.matrices.fidelity.ROWS`:
+(a) ServerArgs equal stock's (an automatic fraction: less the draft term only); (b) the target's
+ModelConfig at pool sizing equals stock's; (c) the draft layers priced equal those allocated;
+(d) where an Engine runs on CPU, ``plan --resident-bytes`` equals the server's pools."""
 
 from __future__ import annotations
 

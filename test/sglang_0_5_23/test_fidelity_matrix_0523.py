@@ -1,5 +1,7 @@
-"""Fidelity matrix on sglang 0.5.23: SGLang's documented speculative launches start as stock
-0.5.23 starts them, plugin on, except for the memory budget."""
+"""Fidelity matrix on 0.5.23: documented launches start as stock 0.5.23 starts them, plugin on,
+but for the budget. Per row: (a) resolved ServerArgs, (b) ModelConfigs at pool sizing equal
+stock's; Engine rows: (c) the draft's price is what its pools allocate, (d) the budget is filled
+and ``plan`` equals the server, (e) every tensor and storage sharing after init is stock's."""
 
 from __future__ import annotations
 

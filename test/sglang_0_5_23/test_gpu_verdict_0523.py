@@ -145,7 +145,7 @@ def test_a_changed_cuda_graph_batch_list_fails(
 @pytest.fixture
 def launch_0523(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
     """``launch_of(batch_list, tokens)``: an EAGLE3 launch's capture lines and /server_info,
-    by 0.5.23's own capture and server-info code (see the module docstring)."""
+    by 0.5.23's own capture and server-info code."""
 
     def launch_of(bs: Sequence[int], tokens: int) -> tuple[gpu_verdict.GraphCapture, dict]:
         capture, info = eagle3_launch(monkeypatch, caplog, bs=bs)

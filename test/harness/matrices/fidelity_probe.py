@@ -1,4 +1,8 @@
-"""Build each launch's ``ServerArgs`` and model configs as SGLang does, plugin on and off."""
+"""Build each launch's ``ServerArgs`` and model configs as SGLang does, plugin on and off.
+
+``python -m harness.matrices.fidelity_probe <request.json> <out_dir>``: one child per plugin mode,
+one grandchild per launch, each writing one JSON: (1) ``prepare_server_args``, (2) the target's
+``ModelConfig``, (3) the draft's inside ``defer_pools()``, (4) optionally ``init_model_worker``."""
 
 from __future__ import annotations
 
@@ -114,7 +118,7 @@ def record_fraction_without_spec_term(sink: dict[str, Any]) -> None:
 
 
 def _model_configs(server_args: Any, mode: str) -> dict[str, Any]:
-    """Steps 2 and 3 of the module docstring."""
+    """Steps (2) and (3) of the module docstring."""
     from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.model_facts import runner_layer_count
     from sglang_specinit.sglang_0_5_13.state import defer_pools

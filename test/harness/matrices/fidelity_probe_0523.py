@@ -1,4 +1,8 @@
-"""Each launch's server arguments and model configs built as sglang 0.5.23 does, plugin on, off."""
+"""Each launch's server arguments and model configs built as sglang 0.5.23 does, plugin on, off.
+
+``python -m harness.matrices.fidelity_probe_0523 <request.json> <out_dir>``, as the 0.5.13 probe:
+(1) ``prepare_server_args``, ``resolve_once()``, ``check_server_args()``; (2) the target's
+``ModelConfig`` after ``publish``; (3) the draft's, then the target's again (its pool sizing)."""
 
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ CAPACITY_TARGETS = (
 
 
 def install_device_doubles(capacity_mib: int, capability: tuple[int, int]) -> None:
-    """Test doubles for the device the recipes target: see the module docstring."""
+    """Test doubles for the recipes' device: its total memory, its compute capability."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
     def simulated_cuda_capacity(original: Any, device: str | None = None) -> Any:
@@ -59,7 +63,7 @@ def input_fields(server_args: Any) -> dict[str, Any]:
 
 
 def _model_configs(server_args: Any) -> dict[str, Any]:
-    """Steps 2 and 3 of the module docstring."""
+    """Steps (2) and (3) of the module docstring."""
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.runtime_context import get_model, get_spec, publish
 
