@@ -1,15 +1,4 @@
-"""On a real release it does not serve (sglang 0.5.12.post1), the plugin steps aside.
-
-Runs ``load_plugins()`` with 0.5.12.post1's wheel unpacked first on ``PYTHONPATH`` over ``.venv``
-(0.5.13.post1, the oldest served release, whose pins are the nearest; ``scripts/sibling_release.sh``
-downloads and unpacks it and checks that ``import sglang`` and its metadata both say
-0.5.12.post1), with this package installed editable, so the entry point, the version check and
-SGLang's ``HookRegistry`` are all the real ones. Every release on the registry from 0.5.13 to the
-newest (0.5.23) is served, so the real declined wheel is an older one: 0.5.12.post1, the newest
-release with a plugin system whose init differs from 0.5.13's (``docs/releases.md``), declined
-with one WARNING; the INFO decline of an unserved newer or between release is checked on the
-decision itself below (no such wheel exists).
-"""
+"""On a real release it does not serve (sglang 0.5.12.post1), the plugin steps aside."""
 
 from __future__ import annotations
 
@@ -124,7 +113,6 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
     assert summary["added_methods"] == []
 
 
-# --------------------------------------------------------------------------------------------
 # The decision itself, for releases no environment here has (cheap: no SGLang import)
 
 # The test table of every served release (test/harness/releases.py), not the product's.
@@ -160,8 +148,6 @@ def test_an_older_release_is_reported_as_unsupported_not_declined() -> None:
 def test_plugin_declines_a_newer_release_with_one_info_line(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """What the plugin does when sglang 0.6.0 is installed next to it: one INFO line naming
-    the served releases, no warning, nothing registered."""
     import logging
 
     from sglang_specinit import compat, plugin
@@ -179,8 +165,6 @@ def test_plugin_declines_a_newer_release_with_one_info_line(
 
 
 def test_the_dependency_never_moves_the_host_sglang() -> None:
-    """pyproject's sglang requirement admits every release from the oldest served one on, so
-    pip keeps whatever newer sglang is installed (the runtime guard declines it)."""
     import tomllib
     from packaging.requirements import Requirement
 
@@ -194,8 +178,6 @@ def test_the_dependency_never_moves_the_host_sglang() -> None:
 @pytest.mark.timeout(TIMEOUT_S + 120)
 @pytest.mark.skipif(not UPSTREAM_PYTHON.exists(), reason=NO_VENV)
 def test_planner_refuses_an_unserved_release_in_one_line(declined_release: dict[str, str]) -> None:
-    """The planner runs the installed release's server-args logic; on 0.5.12.post1 it has none to
-    run and says where to run it instead (exit 2, one line, before SGLang is imported)."""
     env = declined_release
     proc = subprocess.run(
         [str(UPSTREAM_PYTHON), "-m", "sglang_specinit.planner.cli", "plan", "--json"],

@@ -1,19 +1,4 @@
-"""GPU runner suite: real servers, real CUDA memory, real speculative decoding.
-
-Skipped without CUDA or without SGLang's CUDA kernels, each test with the reason; on a GPU
-runner with the full sglang 0.5.13.post1 stack (sgl-kernel, flashinfer, torch 2.11) run
-``bash scripts/test-gpu.sh``, which fails when nothing ran. Models come from the profile in
-:mod:`harness.gpu.gpu_cases` (``SPECINIT_GPU_PROFILE``, per-case env overrides).
-
-Between cases: this process becomes the subreaper of the servers' orphaned children (so a
-scheduler whose launcher died is still reaped here), and before every launch the test calls
-``wait_for_released_devices(tp)``, which waits until each GPU that launch runs on
-(:func:`harness.gpu.device_memory.devices_for_case`) is back within
-``SPECINIT_GPU_MEMORY_TOLERANCE_MIB`` (default 1024) of its used memory before the first
-server, for at most ``SPECINIT_GPU_MEMORY_WAIT_S`` (default 300) seconds. Devices the launch
-does not use are not waited on (another job may use them). ``CUDA_DEVICE_ORDER`` is set to
-``PCI_BUS_ID`` before torch is imported, so CUDA and NVML number the devices alike.
-"""
+"""GPU runner suite: real servers, real CUDA memory, real speculative decoding."""
 
 from __future__ import annotations
 

@@ -1,24 +1,4 @@
-"""Run a real ``sglang.launch_server`` for one GPU case, with the harness's shared pieces.
-
-Port choice, process-group start/teardown/reaping and log capture are
-:func:`harness.launch.server_process.running_server` (exercised on CPU by
-``test/sglang_0_5_13``); this module adds only what a GPU launch needs:
-
-- the environment (:func:`harness.gpu.server_env.gpu_env`, which the dry run prints too):
-  the device probe (:mod:`harness.reports.device_probe`) and the draft-binding
-  snapshots (:mod:`harness.gpu.storage_identity`, into the probe's folder) in every SGLang process,
-  the plugin's per-rank memory breakdown (``SGLANG_SPECINIT_REPORT_DIR``), the plugin on or off
-  through SGLang's own ``SGLANG_PLUGINS`` whitelist, the case's own variables (DFLASH's),
-  ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, the interpreter's ``bin/`` first on ``PATH`` (FlashInfer's
-  JIT runs ``ninja`` by name), and never the CPU test doubles;
-- each device's NVML peak during init and during graph capture, and its free memory once the
-  server is healthy (:mod:`harness.gpu.memory_watch`);
-- where the log stood when the server became healthy (:class:`GpuServer`), so start-up lines
-  (graph capture) and serving lines (out-of-memory errors) are read apart;
-- a start-up failure message that says when a gated checkpoint needs ``HF_TOKEN``;
-- a hard failure when any process of the server outlived the teardown (it would keep GPU
-  memory and break the next case).
-"""
+"""Run a real ``sglang.launch_server`` for one GPU case, with the harness's shared pieces."""
 
 from __future__ import annotations
 
@@ -63,11 +43,7 @@ def _with_hint(error: SGLangStartError, case: Case) -> SGLangStartError:
 
 @dataclass
 class GpuServer:
-    """A healthy GPU server: SGLang's handle plus where its log stood when it became healthy.
-
-    Attribute access falls through to the :class:`ServerHandle` (``post``, ``server_info``,
-    ``base_url``, ``report_dir`` ...); the log readers work after the block has ended too.
-    """
+    """A healthy GPU server: SGLang's handle plus where its log stood when it became healthy."""
 
     handle: ServerHandle
     ready_log_offset: int

@@ -1,11 +1,4 @@
-"""TP 2 on two real GPUs: every rank's breakdown against what CUDA holds on that rank.
-
-What the CPU suite cannot show: real per-rank CUDA memory (each rank's own ``mem_get_info``,
-read by the device probe around its pool allocations), NCCL groups instead of gloo, and GPUs
-whose free memory really differs a little, so that one rank sets the all-rank minimum. The
-models are the ``eagle3`` case of the selected profile (:mod:`harness.gpu.gpu_cases`, with its
-``SPECINIT_GPU_EAGLE3_*`` overrides) at ``--tp 2``: Llama-3.1-8B's 8 KV heads split 4 + 4.
-"""
+"""TP 2 on two real GPUs: every rank's breakdown against what CUDA holds on that rank."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
 """The sglang 0.5.23 planner on a CUDA host builds its pricing pools on that host's GPU
 (``sglang_0_5_23.pricing_host.pricing_device``), with the real CUDA ``sgl_kernel`` (no CPU op, no
-test double, no ``SGLANG_USE_CPU_ENGINE``), and prices every pool as the server does.
-
-Both processes run in the 0.5.23 environment (``.venv-sglang0523``, or
-``SPECINIT_SGLANG0523_PYTHON``; skipped when absent): ``sglang-specinit plan --example
-llama31-8b-eagle3 --json`` from the command line, and ``runtime_budget.price_configurators``
-run in a process of its own on the example's layout published with device ``cuda``
-(``offline_configurator.published_layout``). The per-token prices must be equal, and equal
-the prices the CPU suite plans for this example (``test/sglang_0_5_23/test_planner_0523.py``
-prices the same layout on cpu): the bytes a pool holds per token do not depend on the device
-it is built on. No server is launched; the pools are a few pages.
-"""
+test double, no ``SGLANG_USE_CPU_ENGINE``), and prices every pool as the server does."""
 
 from __future__ import annotations
 

@@ -1,37 +1,7 @@
 """Real servers on a GPU: each case fits its budget and fills it, binds its draft to the target's
 embed/lm_head before the budget is sized, and serves exactly what stock SGLang serves (same
 greedy tokens, the same verify steps per prompt, CUDA graphs captured); a full KV cache is
-served without running out of memory; and stock SGLang overshoots the budget.
-
-Runs on the installed release, 0.5.13.post1 or 0.5.23 (:mod:`harness.gpu.gpu_release`), the
-same cases on both. Every launch is ``python -m sglang.launch_server`` at
-``--mem-fraction-static 0.9`` (or ``SPECINIT_GPU_MEM_FRACTION``) with the models of the selected
-profile (:mod:`harness.gpu.gpu_cases`), and, on both servers alike, the release's
-``--enable-deterministic-inference`` (``SPECINIT_GPU_DETERMINISTIC=0``: off). What each test
-measures (the verdicts are :mod:`harness.gpu.gpu_verdict` and
-:mod:`harness.gpu.storage_identity`, exercised on recorded inputs by
-``test/unit/test_gpu_verdict.py`` and ``test/unit/test_storage_identity.py``):
-
-- device memory: the probe (:mod:`harness.reports.device_probe`) reads SGLang's own free-memory
-  meter in the scheduler process at the pre-load reading and around every KV pool allocation; the
-  memory held once the last pool exists, less SGLang's unbudgeted tables and what its
-  allocator and kernel loading add, is compared with ``f x free before loading``, and what
-  weights, KV and the non-tensor residue leave of it with one page per pool;
-- storage identity: every draft tensor that shares the target's storage after init (as stock
-  binds it) already does when the target's pool is sized;
-- tokens and drafts: the plugin-on server and a stock server with the same arguments answer
-  the same greedy prompts, stock twice (its control); a difference fails where stock's own
-  top-2 logprob margin at the first differing token is clear, and prompts with identical
-  tokens must take stock's verify steps (:mod:`harness.gpu.spec_metrics`);
-- graphs: the start-up log's capture lines and ``/server_info``'s graph memory;
-- load: requests that fill the KV pool (SGLang's own ``/v1/loads`` count) all finish
-  (:mod:`harness.gpu.load`), with no out-of-memory error logged after the server became healthy.
-
-Each case writes ``case-report.json`` (:mod:`harness.gpu.case_report`): every launch with its
-outcome and seconds, "stock cannot start at f, the plugin can" when that happened (a result of
-its own; the comparison is then made with both servers at the stock fraction), ties, the
-control's differences and the case's wall time.
-"""
+served without running out of memory; and stock SGLang overshoots the budget."""
 
 from __future__ import annotations
 
@@ -180,11 +150,7 @@ def _stock_and_comparison(
     report: case_report.CaseReport,
     wait: Wait,
 ) -> tuple[Served, Served]:
-    """Stock with the case's arguments, and the plugin-on run to compare it with.
-
-    Stock running out of memory at ``f`` while the plugin started is the regression this
-    plugin fixes: recorded as its own result, not hidden. The token comparison is then made
-    with both servers relaunched at the stock fraction, so it compares the same launch."""
+    """Stock with the case's arguments, and the plugin-on run to compare it with."""
     fraction = gpu_cases.mem_fraction()
     try:
         stock = _serve(case, tmp_path / "stock", report, plugin=False, fraction=fraction, wait=wait)
@@ -210,8 +176,6 @@ def _stock_and_comparison(
 def test_case_fits_its_budget_and_matches_stock(
     case: gpu_cases.Case, tmp_path: Path, wait_for_released_devices: Wait, record_property: Any
 ) -> None:
-    """The case with the plugin on, then stock with the same arguments (the GPU smoke is the
-    ``eagle3`` instance of this test)."""
     _require(case)
     release = gpu_release.installed_settings()
     report = case_report.new_report(case.name, release.version, _flag() is not None, tmp_path)
@@ -338,18 +302,7 @@ def test_full_kv_cache_is_served_without_running_out_of_memory(
 def test_stock_sglang_overshoots_the_same_budget(
     tmp_path: Path, wait_for_released_devices: Wait, record_property: Any
 ) -> None:
-    """The regression the plugin exists for, on the same launch as the eagle3 case.
-
-    Stock 0.5.13.post1 sizes the target pool from the whole budget before the draft exists;
-    the draft's weights and KV pool land on top: measured with the same probe as the cases
-    above, once both pools exist it exceeds ``f x free`` by at least its draft's KV pool. Stock
-    0.5.23 sizes both pools inside the budget for this draft (its KV geometry is the target's)
-    with the draft's duplicate embed/lm_head resident, so it fits and serves fewer tokens than
-    the plugin (the eagle3 case's comparison). If the overshoot leaves too little of the
-    ``1 - f`` share, stock dies of an OOM instead (before or after its draft pool); that is
-    asserted from its log. When it does start, the same KV-filling load is run and its outcome
-    recorded (``stock_load``), not asserted.
-    """
+    """The regression the plugin exists for, on the same launch as the eagle3 case."""
     case = _eagle3()
     fraction = gpu_cases.mem_fraction()
     started = True

@@ -1,10 +1,6 @@
 """The ``sglang_0_5_13`` generation suite (0.5.13.post1 in ``.venv``; its row in
 :mod:`harness.releases`), and fixtures for tests that run its real classes on device "cpu".
-On any other release nothing here is collected.
-
-The tiny checkpoints are generated once per machine (cached under ``.cache/tiny-models``) and
-shared by the whole session; each Engine gets its own ``tmp_path`` for its log and reports.
-"""
+On any other release nothing here is collected."""
 
 from __future__ import annotations
 
@@ -39,9 +35,3 @@ def tiny_eagle3_draft() -> Path:
 def tiny_eagle3_draft_nnpl0() -> Path:
     """The EAGLE3 draft with ``"num_nextn_predict_layers": 0`` in its config."""
     return eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0)
-
-
-@pytest.fixture(scope="session")
-def tiny_eagle3_draft_tp2() -> Path:
-    """EAGLE3 draft whose 2 KV heads (dim 48) split across 2 TP ranks, like the target's."""
-    return eagle_drafts.tiny_eagle3_draft(eagle_drafts.TP2_EAGLE3_DRAFT)

@@ -1,12 +1,4 @@
-"""The budget model against SGLang's own arithmetic, on real ModelRunners (stock, plugin off).
-
-For tiny checkpoints of several KV geometries, a stock non-speculative Engine sizes its pool
-with SGLang's configurator. The test reads SGLang's per-token cell (from the configurator SGLang
-builds in the scheduler process), its token count and the two free-memory readings it sized
-from, then asks the planner the same question: the target's cell from the model geometry (a
-``ModelConfig`` built from the checkpoint directory) and the token count from the planner's
-stock column (0.5.13.post1's own sizing on a runner without weights). Both must agree exactly.
-"""
+"""The budget model against SGLang's own arithmetic, on real ModelRunners (stock, plugin off)."""
 
 from __future__ import annotations
 

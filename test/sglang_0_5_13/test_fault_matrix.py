@@ -1,15 +1,6 @@
 """Launches that go wrong on 0.5.13.post1 and are not refusals, at TP 1 and TP 2 with the
 plugin on: each must end cleanly or start as it should. (The refused rows, in the launcher:
-``test/shared/test_refused_launches.py``.)
-
-An fp8 KV cache for the target with a bf16 draft is a valid launch (the draft's pool follows
-``--kv-cache-dtype``; both are priced at one byte per element), and SIGTERM while phase 3
-allocates ends the launch through SGLang's own signal handling (bounded:
-``harness.launch.multi_rank.run_server_to_end``; a hang fails with each rank's last log lines).
-
-Timing (2 cores, lightly loaded): fp8 at TP 1 ~70 s, SIGTERM at TP 1 ~47 s; their TP 2 runs
-(``slow``) take 1.5-2 min each.
-"""
+``test/shared/test_refused_launches.py``.)"""
 
 from __future__ import annotations
 

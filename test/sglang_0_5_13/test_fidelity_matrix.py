@@ -1,34 +1,8 @@
 """Fidelity matrix: SGLang's own documented speculative launches start as in stock SGLang,
-plugin on, except for the memory budget.
-
-Rows: :data:`harness.matrices.fidelity.ROWS`, one per documented recipe (source, flags, and what a
-CPU machine forced to change are in each row). Per row:
-
-(a) ``ServerArgs`` after ``__post_init__`` equal stock's, every dataclass field, and so do the
-    environment variables SGLang sets while building them. Only an automatic
-    ``--mem-fraction-static`` of a phased launch may differ: it must equal what SGLang's own
-    heuristic gives the same launch without its speculative term, and stock's must be lower by
-    that term (4 GB, 6 GB for STANDALONE). Commands SGLang 0.5.13.post1 refuses are refused
-    alike. Built for the device the recipe targets (``--device cuda``, an H100-80GB test double).
-(b) The target's ``ModelConfig`` (hf config, text config, plain attributes) at the moment its
-    pool is sized equals stock's: the probe builds the draft ``ModelConfig`` where the phased
-    init builds it (before the target pool, inside ``defer_pools()``) and compares the target
-    with stock's target (no draft yet). The same order without the plugin's isolation shows the
-    target rewritten for path-less MTP drafts, so the check cannot pass by accident. Where an
-    Engine runs, the scheduler's own snapshot at pool sizing is compared too.
-(c) The draft's layer count read before loading (``specs.runner_layer_count``, what the budget
-    prices) equals what each draft ``ModelRunner`` allocates: its ``num_effective_layers`` and
-    its KV pool's layer buffers counted after init, and the draft's price per token equals
-    those buffers' bytes per token row (Engine rows; the others say why).
-(d) Where SGLang builds the pair on CPU: the Engine comes up through the four phases, and
-    ``sglang-specinit plan --resident-bytes`` with the same flags equals the server's pools.
-Rows the plugin does not phase show stock ServerArgs (stock reserve), and SGLang's own
-``Scheduler.init_model_worker`` taking the stock path with one WARNING.
-
-Cost: one probe process (SGLang imported once; one child per plugin mode, one grandchild per
-launch), plus one plugin-on Engine per row that can run on CPU, reused by (b)-(d). The (d)
-tests come first in the file: they need only the Engines, and the probe runs meanwhile.
-"""
+plugin on, except for the memory budget. Per row of :data:`harness.matrices.fidelity.ROWS`:
+(a) ServerArgs equal stock's (an automatic fraction: less the draft term only); (b) the target's
+ModelConfig at pool sizing equals stock's; (c) the draft layers priced equal those allocated;
+(d) where an Engine runs on CPU, ``plan --resident-bytes`` equals the server's pools."""
 
 from __future__ import annotations
 
@@ -170,9 +144,6 @@ def _engine_or_skip(row: Row, engines: Callable[[str], Launch]) -> Launch:
     return engines(row.key)
 
 
-# --------------------------------------------------------------------------- (d)
-
-
 @by_key(ROWS)
 def test_d_engine_comes_up_through_the_four_phases(
     engines: Callable[[str], Launch], row: Row
@@ -202,19 +173,10 @@ def test_d_plan_equals_server(engines: Callable[[str], Launch], row: Row) -> Non
     )
 
 
-# --------------------------------------------------------------------------- (c)
-
-
 @by_key(ROWS)
 def test_c_draft_layers_priced_equal_allocated(
     probe: dict, engines: Callable[[str], Launch], row: Row
 ) -> None:
-    """The draft layers the budget priced (read before loading, ``specs.runner_layer_count``
-    in the plugin-on probe) against what each draft ``ModelRunner`` really allocated, read
-    from the Engine's scheduler: the runner's own ``num_effective_layers`` and the layer
-    buffers of its KV pool counted after init (:mod:`harness.reports.fidelity_tensors`), and the
-    draft's price per token against the bytes of those buffers per token row. Rows without an
-    Engine here have nothing allocated to compare with and say so."""
     _skip_refused(row)
     on, off = _results(probe, row)
     if "draft" not in off:
@@ -244,9 +206,6 @@ def test_c_draft_layers_priced_equal_allocated(
         per_token = sum(part["token_buffer_bytes"] // part["token_rows"] for part in draft_parts)
         assert per_token == run.breakdown["draft_kv_bytes_per_token"]
     print(f"{row.key}: {priced} draft layers priced; {counted} draft pools counted")
-
-
-# --------------------------------------------------------------------------- (b)
 
 
 @by_key(ROWS)
@@ -280,11 +239,6 @@ CRITICAL_HF_KEYS = ("architectures", "num_hidden_layers", "num_nextn_predict_lay
 def test_b_engine_target_config_at_pool_sizing(
     probe: dict, engines: Callable[[str], Launch], row: Row
 ) -> None:
-    """In the Engine, the target's config where stock sizes its pool (the end of SGLang's own
-    ``initialize`` code before ``init_memory_pool``: the end of phase 1) is the one its pool is
-    sized with, after the draft was built. SGLang's CPU model loading adds keys and updates
-    some in place before that point, in stock too, so the comparison with the probe's stock
-    config (taken before loading) covers the ModelConfig attributes and the critical keys."""
     run = engines(row.key)
     before, at_pool = (
         run.report["target_config_before_pool"],
@@ -301,9 +255,6 @@ def test_b_engine_target_config_at_pool_sizing(
     )
     for key in CRITICAL_HF_KEYS:
         assert before["hf_config"].get(key) == stock_config["hf_config"].get(key), key
-
-
-# --------------------------------------------------------------------------- (a)
 
 
 @by_key(ROWS)
@@ -331,9 +282,6 @@ def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
     # Stock's heuristic took the flat draft reserve on top (both values rounded to 3 places).
     assert abs((ours - stock) - reserve / off["gpu_mem_mib"]) <= 0.0011
     assert off["gpu_mem_mib"] == fidelity.GPU.total_mib
-
-
-# --------------------------------------------------------------------------- not phased
 
 
 @by_key(tuple(row for row in ROWS if not row.phased))

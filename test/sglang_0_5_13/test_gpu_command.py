@@ -1,13 +1,4 @@
-"""The GPU suite's command and case selection, checked where they can be: on this CPU machine.
-
-``bash scripts/test-gpu.sh`` is run for real here: without CUDA every GPU case skips, and the
-command must fail, saying that no case ran and why each was skipped (pytest alone exits 0).
-So are its preflight (against a test double of ``nvidia-smi`` reporting an old driver: one
-line, nothing run) and ``--smoke`` (exactly the eagle3 plugin-versus-stock test, refused
-without local checkpoints). Its verdict logic (:mod:`harness.gpu.gpu_summary`) is also run on
-reports of small generated suites that pass, fail, skip and hang past the per-test timeout.
-The profiles and env overrides of :mod:`harness.gpu.gpu_cases` are pure and checked directly.
-"""
+"""The GPU suite's command and case selection, checked where they can be: on this CPU machine."""
 
 from __future__ import annotations
 
@@ -158,8 +149,6 @@ def test_summary_fails_a_run_with_a_failure(tmp_path: Path) -> None:
 def test_a_hung_test_fails_at_its_timeout_and_the_report_is_still_written(
     tmp_path: Path,
 ) -> None:
-    """The GPU command's timeout flags on a generated suite: the hung test fails, its context
-    manager's teardown runs (a server would be killed), the next test runs, JUnit is written."""
     torn_down = tmp_path / "torn-down"
     suite = tmp_path / "test_generated.py"
     suite.write_text(
@@ -203,9 +192,6 @@ def test_a_hung_test_fails_at_its_timeout_and_the_report_is_still_written(
 def test_summary_fails_when_pytest_wrote_no_report(tmp_path: Path) -> None:
     assert gpu_summary.main([str(tmp_path / "missing.xml"), "--pytest-exit-code", "4"]) == 4
     assert gpu_summary.main([str(tmp_path / "missing.xml"), "--pytest-exit-code", "0"]) == 1
-
-
-# --------------------------------------------------------------------------- cases
 
 
 def test_profiles_define_the_same_cases() -> None:
@@ -297,8 +283,6 @@ def test_bad_settings_are_refused_with_the_choices() -> None:
 
 
 def test_dflash_is_launched_as_sglangs_dflash_ci_launches_it() -> None:
-    """test/registered/spec/dflash/test_dflash.py, TestDFlashServerBase: flashinfer, page 1,
-    no overlap (without the backend flag Hopper would pick fa3)."""
     for profile in ("full", "small"):
         args = gpu_cases.case("dflash", {gpu_cases.PROFILE_ENV: profile}).launch_args("0.9")
         joined = " ".join(args)
@@ -318,9 +302,6 @@ def test_both_servers_get_the_deterministic_flag_unless_turned_off() -> None:
 
 
 def test_smoke_timeout_is_sized_from_its_launches() -> None:
-    """Four launches (plugin and stock at f, both again at the stock fraction when stock runs
-    out of memory), each: device wait + start-up (the first with the kernels' JIT) + serving +
-    teardown."""
     tb = time_budget
     rest = 120 + tb.SERVE_S + tb.TEARDOWN_S
     assert gpu_cases.smoke_timeout_s({}) == 4 * rest + tb.FIRST_STARTUP_S + 3 * tb.STARTUP_S
@@ -331,8 +312,6 @@ def test_smoke_timeout_is_sized_from_its_launches() -> None:
 
 
 def test_workflow_time_arithmetic_fits_every_test_in_the_job() -> None:
-    """Per-test limit x tests <= the suite step's limit <= the job's, for every release of the
-    matrix and both profiles (the job also installs the stack and fetches checkpoints)."""
     import yaml
     from harness.gpu import gpu_release
 
@@ -388,8 +367,6 @@ def test_summary_prints_the_case_reports(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
-    """The matrix is the suite's release table; the concurrency group names the GPU pool,
-    never the ref (a per-ref group lets two branches share one pool's devices)."""
     import yaml
     from harness.gpu import gpu_release
 
@@ -403,12 +380,7 @@ def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
     assert "sglang==${{ matrix.release }}" in install["run"]
 
 
-# --------------------------------------------------------------------------- dry run
-
-
 def test_dry_run_prints_every_server_parsed_by_0_5_13_post1(tmp_path: Path) -> None:
-    """``--dry-run`` without CUDA: one JSON line per server of every case, both variants,
-    each argv taken by 0.5.13.post1's own parser, no CPU double in any env (~20 s)."""
     done = _run_gpu_command(tmp_path, {}, "--dry-run")
     assert done.returncode == 0, done.stderr[-3000:]
     servers = [json.loads(line) for line in done.stdout.splitlines()]
@@ -447,8 +419,6 @@ def test_dry_run_fails_in_one_line_on_a_flag_the_release_refuses(
 
 
 def test_checkpoints_are_fetched_without_what_sglang_never_loads() -> None:
-    """``hf download`` of every profile's models: safetensors, configs, tokenizer, remote code;
-    never Llama's ``original/`` (~16 GB of .pth). The workflow runs exactly these commands."""
     import yaml
     from harness.gpu import downloads
 

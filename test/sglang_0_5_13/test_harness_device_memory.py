@@ -2,8 +2,7 @@
 
 No device here, so the driver's readings come from :class:`FakeDeviceMemoryReader`, a test
 double named as such: it replays scripted ``used`` values per device, as NVML would report
-them while a dead server's CUDA context is torn down.
-"""
+them while a dead server's CUDA context is torn down."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The GPU suite's KV-filling load generator (:mod:`harness.gpu.load`), against a real CPU server.
-
-A plain (non-speculative) tiny Llama ``launch_server`` on device cpu with a 1024-token KV pool:
-the generator must fill the pool (SGLang's own ``/v1/loads`` count), every request must finish
-with exactly the tokens asked for, and the server must still be healthy afterwards. The server
-comes from :func:`harness.launch.engine.cpu_server`, i.e. the same ``running_server`` and
-process-group teardown the GPU suite uses, so the test also checks that nothing of it is left
-afterwards.
-"""
+"""The GPU suite's KV-filling load generator (:mod:`harness.gpu.load`) against a CPU server."""
 
 from __future__ import annotations
 
@@ -52,9 +44,6 @@ def test_unreachable_server_is_recorded_not_raised() -> None:
 
 
 def test_a_server_that_stops_answering_is_abandoned_at_the_deadline() -> None:
-    """Recorded broken case for the bounded teardown: a server that accepts every request and
-    never answers (a hung scheduler). The load returns at its deadline, with each request
-    recorded as unfinished, instead of waiting for sockets with a long timeout."""
     import socket
     import threading
     import time

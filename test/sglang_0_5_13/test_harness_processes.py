@@ -1,10 +1,5 @@
 """The process plumbing both suites share (:mod:`harness.launch.processes`): ports and process
-groups.
-
-The GPU suite's servers go through the same functions, so what is proved here is what a GPU
-runner relies on: no launch dies on SGLang's gRPC port rule, and no scheduler or detokenizer
-outlives its case (one that does keeps its GPU memory and breaks the next case).
-"""
+groups."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Reading accepted drafts from a ``/generate`` response (:mod:`harness.gpu.spec_metrics`).
-
-The ``meta_info`` dicts here are produced by SGLang 0.5.13.post1's own
-``TokenizerManager._calculate_spec_decoding_metrics``, the function that fills a speculative
-response, from per-request counters as the scheduler sends them; so a renamed or dropped key
-in SGLang fails these tests instead of silently passing the GPU suite.
-"""
+"""Reading accepted drafts from a ``/generate`` response (:mod:`harness.gpu.spec_metrics`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""One predicate decides which launches are phased and which keep SGLang's draft reserve.
-
-``launch_policy.phasing_blocker`` is what the launcher (automatic ``--mem-fraction-static``)
-and the scheduler (phasing) both ask. These tests run it on launch facts, and run the
-server-args hook on real ``ServerArgs`` objects taken to the point where SGLang calls
-``_handle_gpu_memory_settings`` (the planner's inert ServerArgs plus SGLang's own
-``_handle_piecewise_cuda_graph``), for device "cuda" with an H100-80GB's memory.
-"""
+"""One predicate decides which launches are phased and which keep SGLang's draft reserve."""
 
 from __future__ import annotations
 
@@ -64,9 +57,6 @@ def test_a_built_in_algorithm_on_a_phased_device_is_phased(device: str) -> None:
     assert phasing_blocker(facts(device=device)) is None
 
 
-# --------------------------------------------------------------------------- server args
-
-
 def server_args_at_memory_settings(*flags: str) -> Any:
     """A ServerArgs in the state SGLang's __post_init__ has when it calls
     ``_handle_gpu_memory_settings`` (device, defaults and piecewise graphs resolved)."""
@@ -115,9 +105,6 @@ def run_heuristic(args: Any, *, hooked: bool) -> Any:
     ids=["EAGLE3", "STANDALONE", "NGRAM"],
 )
 def test_only_the_automatic_fraction_loses_the_draft_reserve(flags: tuple[str, ...]) -> None:
-    """The hook runs SGLang's heuristic unchanged (CUDA-graph batch list, chunked prefill ...)
-    and replaces only the automatic fraction, by what the same heuristic gives without the
-    speculative term."""
     args = server_args_at_memory_settings(*flags)
     stock, ours = run_heuristic(args, hooked=False), run_heuristic(args, hooked=True)
     plain = copy.deepcopy(args)
@@ -169,12 +156,7 @@ def test_a_declined_launch_gets_the_stock_fraction_back() -> None:
     assert server_args_phase.restore_stock_fraction(args) is None
 
 
-# --------------------------------------------------------------------------- weights
-
-
 def test_weight_sums_survive_tensor_subclasses_without_storage() -> None:
-    """Wrapper tensor subclasses (torchao, DTensor) have no plain storage; the weight figures,
-    which only feed the memory report, count them by size instead of failing the launch."""
     import torch
     from sglang_specinit.live_sizing import storage_bytes
 

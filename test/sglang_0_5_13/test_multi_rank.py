@@ -1,11 +1,7 @@
 """TP 2 on device cpu on 0.5.13.post1, beyond the asymmetric launch every generation runs
 (``test/shared/test_tp2_ranks.py``): the same tiny pair (:mod:`harness.launch.tp2_pair`) through
 ``sglang.Engine`` plugin on and off (the stock contrast), dp-attention, and PP 2 with a draft,
-which SGLang itself refuses (checked on its own argument check, without a launch).
-
-Timing (2 cores): a TP 2 launch takes 30-90 s unloaded, 3 min on a loaded machine; the module
-launches three (all ``slow``), cached across its tests.
-"""
+which SGLang itself refuses (checked on its own argument check, without a launch)."""
 
 from __future__ import annotations
 
@@ -59,16 +55,11 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], RankedLa
 def test_both_engine_ranks_hold_half_of_every_kv_head_set(
     launch: Callable[[str], RankedLaunch],
 ) -> None:
-    """The shared test's check through ``sglang.Engine`` with equal ranks (slow: CI runs the
-    ``launch_server`` launch of test/shared/test_tp2_ranks.py)."""
     run = launch("engine-on")
     assert_half_of_every_kv_head_set(run)
     for rank in range(TP):
         for phase in range(1, 5):
             assert f"TP{rank}] [specinit] phase {phase}/4" in run.log, (rank, phase)
-
-
-# --------------------------------------------------------------------------- plugin off
 
 
 @pytest.mark.slow
@@ -90,13 +81,8 @@ def test_stock_tp2_overshoots_on_every_rank_and_the_plugin_does_not(
     assert phased.served_tokens < stock.served_tokens
 
 
-# --------------------------------------------------------------------------- other layouts
-
-
 @pytest.mark.slow
 def test_dp_attention_dp2_tp2_sizes_full_kv_heads_on_both_ranks(tmp_path: Path) -> None:
-    """``--enable-dp-attention --dp 2 --tp 2``: attention-TP size 1, so each rank holds every KV
-    head of both models, and an EAGLE3 draft is built whole on the attention-TP group."""
     run = start_tp2(tmp_path, dp_size=2, enable_dp_attention=True)
     assert run.breakdown_files == ["memory-rank0-pp0-tp0-dp0.json", "memory-rank1-pp0-tp1-dp1.json"]
     for report in run.reports.values():
@@ -117,11 +103,7 @@ PP_REFUSAL = "Pipeline parallelism is not compatible with overlap schedule, spec
 
 def _check_server_args(**kwargs: Any) -> tuple[bool, str | None]:
     """0.5.13.post1's ``ServerArgs(**kwargs).check_server_args()`` in this process, as the
-    launcher runs it: (the overlap-schedule switch it settled on, the refusal or None).
-
-    ``ServerArgs.__post_init__`` exports a few ``SGLANG_*`` defaults to ``os.environ``; they are
-    undone so that later launches from this process inherit the environment they had.
-    """
+    launcher runs it: (the overlap-schedule switch it settled on, the refusal or None)."""
     from sglang.srt.server_args import ServerArgs
 
     saved = dict(os.environ)
@@ -138,13 +120,6 @@ def _check_server_args(**kwargs: Any) -> tuple[bool, str | None]:
 
 
 def test_pp2_with_a_draft_is_refused_by_sglang_before_any_rank_starts() -> None:
-    """sglang 0.5.13.post1 refuses ``--pp-size 2`` with a speculative algorithm on any device:
-    ``ServerArgs.check_server_args``, which the launcher runs before any rank starts, asserts
-    ``PP_REFUSAL``. Asserted on SGLang's own check, without a launch (the plugin hooks neither
-    ``ServerArgs`` checks nor PP on 0.5.13.x). The same PP 2 arguments without the draft pass,
-    and SGLang has already turned overlap scheduling off for PP, so the refusal is the draft's.
-    When a later SGLang accepts PP 2 with a draft this fails: launch it then, and check one
-    memory report per pipeline stage."""
     target = llama_family.tiny_llama_target()
     assert _check_server_args(**cpu_engine_kwargs(target, pp_size=2)) == (True, None)
     with_draft = cpu_engine_kwargs(

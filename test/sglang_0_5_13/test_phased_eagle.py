@@ -1,21 +1,4 @@
-"""The phased EAGLE/EAGLE3 init on real SGLang 0.5.13.post1 classes (device cpu).
-
-Each launch is a real ``sglang.Engine`` (or ``launch_server``) in child processes, with the
-harness's deterministic simulated device memory (capacity minus this process's live CPU
-tensors). Every claim is checked from the scheduler process itself:
-
-- the harness report (``scheduler-<pid>.json``): the live KV pools' geometry and bytes, every
-  reading of the simulated memory meter with the function that took it;
-- the plugin's ``memory-rank0-pp0-tp0-dp0.json`` (``SGLANG_SPECINIT_REPORT_DIR``) and the log;
-- the device probe (:mod:`harness.reports.device_probe`), the GPU suite's memory check, which reads
-  the same meter around every pool allocation with the plugin on and off.
-
-The expected token count is NOT read from the plugin: it is recomputed here from the tiny
-checkpoints' geometry, the fraction, and the meter's readings, with ``budget.plan_pools``.
-
-One launch per (case, plugin) per module; launches start on first use and are shut down as
-soon as their facts are collected.
-"""
+"""The phased EAGLE/EAGLE3 init on real SGLang 0.5.13.post1 classes (device cpu)."""
 
 from __future__ import annotations
 
@@ -209,8 +192,6 @@ def log_index(log: str, needle: str) -> int:
     return index
 
 
-# --------------------------------------------------------------------------- phased launches
-
 # The nnpl-0 case repeats EAGLE3's launch with one config key changed; on 0.5.13 nothing
 # prices that key (the 0.5.23 suite is where it matters), so it runs with SPECINIT_TEST_SLOW=1.
 CASE_IDS = [
@@ -363,9 +344,6 @@ def test_nnpl0_draft_pool_exists_and_is_priced(launch: Callable[[str, bool], Lau
     assert run.breakdown["allocated_draft_kv_pool_bytes"] == kv_buffer_bytes(draft_pool)
 
 
-# --------------------------------------------------------------------------- stock regression
-
-
 @pytest.mark.parametrize("case", STOCK_CASES)
 def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch], case: str) -> None:
     """The bug: 0.5.13.post1 sizes the target pool for the whole budget, then adds the draft."""
@@ -399,8 +377,6 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
 def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
     launch: Callable[[str, bool], Launch], case: str
 ) -> None:
-    """The GPU suite's memory check (``device_probe.usage_after_pools``) on the simulated meter:
-    it passes the phased launch and fails the stock one, from the same kind of readings."""
     runs = {plugin: launch(case, plugin) for plugin in (True, False)}
     usage = {}
     for plugin, run in runs.items():
@@ -435,8 +411,6 @@ def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
     )
 
 
-# --------------------------------------------------------------------------- phase 4 as stock
-
 # Tensors of the EAGLE3 draft that must be stock's after init: its hot-token map (on the model
 # and on the worker), its own trained head and the embedding it shares with the target.
 EAGLE3_DRAFT_TENSORS = (
@@ -451,10 +425,6 @@ EAGLE3_DRAFT_TENSORS = (
 def test_eagle3_hot_token_map_and_own_head_survive_every_phase(
     launch: Callable[[str, bool], Launch],
 ) -> None:
-    """A draft vocabulary smaller than the target's: the hot-token map loaded with the draft
-    is still there after phase 4 and the draft's lm_head is its own trained head, value for
-    value and alias for alias as stock leaves them (a map re-initialised in phase 4 is None,
-    a head replaced by the target's is the target's storage)."""
     for plugin in (True, False):  # the phased launch first: it fails without waiting for stock
         report = launch("EAGLE3", plugin).report
         assert report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB, plugin
@@ -468,9 +438,6 @@ def test_eagle3_hot_token_map_and_own_head_survive_every_phase(
 def test_adaptive_controller_and_forward_hooks_are_built_as_stock_builds_them(
     launch: Callable[[str, bool], Launch],
 ) -> None:
-    """``--speculative-adaptive`` and ``--forward-hooks`` on the phased launch: the adaptive
-    controller holds a runtime state for every candidate step count, and the hooks sit on the
-    same modules of target and draft, as on the stock launch of the same flags."""
 
     def hooked(run: Launch) -> dict[str, list[str]]:
         return {r["role"]: r["forward_hooked_modules"] for r in run.report["model_runners"]}
@@ -485,9 +452,6 @@ def test_adaptive_controller_and_forward_hooks_are_built_as_stock_builds_them(
     assert hooked(on) == hooked(off)
 
 
-# --------------------------------------------------------------------------- launch_server
-
-
 # Below the context length (2,048): the pool, not the context, bounds one request.
 CAPPED_TOKENS = DEFAULT_TARGET.max_position_embeddings // 2
 
@@ -495,9 +459,6 @@ CAPPED_TOKENS = DEFAULT_TARGET.max_position_embeddings // 2
 def test_launch_server_reports_the_budgeted_token_count(
     tiny_target: Path, tiny_eagle_draft: Path, tmp_path: Path
 ) -> None:
-    """``--max-total-tokens`` below the context length: the server serves that count, and the
-    longest request is bounded by the pool as stock 0.5.13.post1's TpModelWorker bounds it
-    (``min(context_len, pool tokens) - 1``, 5 tokens fewer for the input)."""
     specinit_dir = tmp_path / "specinit"
     specinit_dir.mkdir()
     with cpu_server(
@@ -531,8 +492,6 @@ def test_launch_server_reports_the_budgeted_token_count(
     # The harness's launch_server helper tore the server's process group down on exit.
     assert proc.poll() is not None
 
-
-# --------------------------------------------------------------------------- not speculative
 
 PROMPTS = [tiny_vocab.prompt_text(5), tiny_vocab.prompt_text(9, start=300), "w7 w8 w9"]
 

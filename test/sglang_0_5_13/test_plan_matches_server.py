@@ -1,11 +1,4 @@
-"""``sglang-specinit plan`` predicts what the patched server allocates.
-
-A patched EAGLE3 Engine (draft with a KV geometry unlike the target's) comes up on CPU; then the
-planner is run on the same checkpoints and flags, told the two numbers only the device knows (free
-memory before loading, bytes resident when the pools were sized). The planner derives the KV
-specs from ``ModelConfig`` and the checkpoints, the server from live runners: the token counts,
-per-token costs and pool sizes must be identical.
-"""
+"""``sglang-specinit plan`` predicts what the patched server allocates."""
 
 from __future__ import annotations
 
@@ -155,9 +148,6 @@ def test_the_stock_column_is_the_stock_server(
     tmp_path: Path,
     nnpl: int | None,
 ) -> None:
-    """The plan's stock column (``stock_0_5_13``: stock 0.5.13.post1's own sizing, the target pool
-    sized before the draft exists) sizes what a stock Engine of the same flags, plugin off,
-    sizes, and its own column what the plugin Engine sizes."""
     if nnpl is None:
         draft, run = tiny_eagle3_draft, eagle3_page16
     else:  # the draft with the key added

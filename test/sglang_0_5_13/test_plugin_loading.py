@@ -1,17 +1,5 @@
 """The ``specinit`` entry point is discovered by SGLang, patches each SGLang module only once
-SGLang imports it, and patches everything a launch uses or nothing of it.
-
-Every ``load_plugins()`` check runs in a fresh interpreter: ``load_plugins()`` runs once per
-process and applied hooks cannot be taken back, so pytest's own interpreter must stay clean.
-The probe runs optional setup code, ``load_plugins()``, then (optionally) imports every module
-the adapter patches, as a scheduler would during a launch, and prints one JSON line with what
-``HookRegistry`` holds, which phase methods ended up on SGLang's classes, which modules
-``load_plugins()`` imported, and every log record. All probes of the module run side by side
-from one fixture (each one imports SGLang, ~6 s of CPU).
-
-The scheduler-side check starts a real (non-speculative, so quick) CPU Engine and reads the
-hooks the scheduler process itself applied from the harness report.
-"""
+SGLang imports it, and patches everything a launch uses or nothing of it."""
 
 from __future__ import annotations
 
@@ -192,8 +180,6 @@ def sglang_modules_imported_by_load(summary: dict[str, Any]) -> set[str]:
     return {m for m in summary["imported_by_load"] if not m.startswith("sglang_specinit")}
 
 
-# --------------------------------------------------------------------------- scenarios
-
 # (what the probe breaks before load_plugins(), the dotted name the warning must cite)
 BROKEN_SGLANG = {
     "hooked-target-missing": (
@@ -316,9 +302,6 @@ def probe() -> Callable[[str], dict[str, Any]]:
     return get
 
 
-# --------------------------------------------------------------------------- discovery
-
-
 def test_entry_point_is_declared() -> None:
     (ep,) = [ep for ep in entry_points(group="sglang.srt.plugins") if ep.name == PLUGIN_NAME]
     assert ep.value == "sglang_specinit.plugin:register"
@@ -352,9 +335,6 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
 def test_every_hook_is_applied_next_to_another_plugins_hooks(
     probe: Callable[[str], dict[str, Any]], scenario: str
 ) -> None:
-    """Another plugin's hooks make load_plugins() import SGLang modules mid-import (and while
-    the plugin patches the modules already imported); a module imported that way, or whose
-    first import fails that way and succeeds later, is still checked and patched."""
     summary = probe(scenario)
     assert hook_targets() <= set(summary["patched"]), sorted(
         hook_targets() - set(summary["patched"])
@@ -367,9 +347,6 @@ def test_every_hook_is_applied_next_to_another_plugins_hooks(
 def test_load_plugins_imports_no_sglang_module_and_patches_only_what_is_imported(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:
-    """The launcher's view: ``load_plugins()`` with the plugin imports exactly the SGLang
-    modules it imports without it (none of the workers, backends or schedulers), and patches
-    only the server-args code the launcher runs."""
     with_plugin, without = probe("launcher"), probe("launcher-without-plugin")
     assert sglang_modules_imported_by_load(with_plugin) == sglang_modules_imported_by_load(without)
     server_args_hooks = {t for t in hook_targets() if t.startswith("sglang.srt.server_args.")}
@@ -397,9 +374,6 @@ def test_scheduler_process_applies_the_hooks(tiny_target: Path, tmp_path: Path) 
     )
 
 
-# --------------------------------------------------------------------------- switched off
-
-
 @pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 @pytest.mark.parametrize(
     ("scenario", "imported"),
@@ -413,9 +387,6 @@ def test_switched_off_registers_nothing(
     # The whitelist keeps SGLang from even importing the entry point.
     assert summary["specinit_imported"] is imported
     assert specinit_records(summary, "WARNING") == []
-
-
-# --------------------------------------------------------------------------- all or nothing
 
 
 @pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
@@ -434,8 +405,6 @@ def test_a_missing_or_changed_target_patches_nothing(
 def test_a_module_changed_after_load_switches_phasing_off(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:
-    """Modules checked at import time: one that fails its check turns the whole process off,
-    patches nothing more, and the scheduler's predicate then refuses to phase."""
     summary = probe("changed-later")
     (warning,) = specinit_records(summary, "WARNING")
     assert f"{CHANGED_LATER_MODULE}.DFlashWorker is missing" in warning["message"]
@@ -451,9 +420,6 @@ def test_a_module_changed_after_load_switches_phasing_off(
 @pytest.mark.timeout(PROBE_TIMEOUT_S)
 @pytest.mark.parametrize("when", ["at-load", "after-load"])
 def test_strict_mode_stops_the_launch(when: str) -> None:
-    """SGLang's load_plugins() logs and swallows a plugin's Exception and starts anyway; in
-    STRICT mode the plugin's error must stop the process instead, naming what is missing,
-    whether the changed module is checked at load or when SGLang imports it later."""
     if when == "at-load":
         setup, missing = BROKEN_SGLANG["hooked-target-missing"]
     else:

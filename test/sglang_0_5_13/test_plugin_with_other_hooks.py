@@ -1,11 +1,4 @@
-"""The plugin still patches a module that another plugin's hook made SGLang import early.
-
-``HookRegistry.apply_hooks()`` imports the module of every registered target. When another
-plugin (here: a hook on a ``ModelRunner`` method, as the GPU suite's device probe registers)
-is applied while this plugin installs itself, ``model_runner`` is imported in the middle of
-that installation; the plugin must patch it then rather than wait for an import that already
-happened. Runs in a fresh interpreter, as SGLang's scheduler process does.
-"""
+"""The plugin still patches a module that another plugin's hook made SGLang import early."""
 
 from __future__ import annotations
 
@@ -54,8 +47,6 @@ _PROCESS = textwrap.dedent(
 
 
 def test_module_imported_while_hooks_are_applied_is_patched() -> None:
-    """The child sees the package this test process imports (the installed one; nothing of
-    the checkout is put on its path), discovered through SGLang's entry points."""
     import sglang_specinit
 
     env = {**os.environ, "SGLANG_PLUGINS": "specinit"}

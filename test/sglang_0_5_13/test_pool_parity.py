@@ -1,16 +1,4 @@
-"""Every pool is priced at what SGLang's pool classes really allocate for it.
-
-The runtime prices pools by building them (``pool_probe.measure_kv_pool``: SGLang's own
-``_apply_memory_pool_config`` at tiny sizes); the offline planner prices them from the config
-(``specs.kv_spec_from_model_config``). Here both run on published configs (target and draft
-runners, MHA/GQA, MLA, DSA, hybrid SWA, gated-delta-net hybrid; bf16, fp8 e4m3fn / e4m3fnuz /
-e5m2, fp4; TP 1 and 4; several page sizes) and must agree byte for byte: per token and for
-the padding pages.
-
-The runners are ``harness.cpu_doubles.unloaded_runner`` test doubles (the weights of these models
-cannot be loaded here; the pools do not depend on them), checked against a live runner in
-:func:`test_unloaded_runner_matches_a_live_runner`. The pools are real SGLang pools on CPU.
-"""
+"""Every pool is priced at what SGLang's pool classes really allocate for it."""
 
 from __future__ import annotations
 
@@ -126,9 +114,6 @@ def test_planner_price_equals_what_sglang_allocates(
 def test_a_draft_read_from_the_target_checkpoint_is_priced_as_allocated(
     case: str, tmp_path: Path
 ) -> None:
-    """MTP drafts built from the target's checkpoint: DeepSeek's NextN layer (MLA) and
-    Qwen3-Next's MTP layer, whose pool holds ONE full-attention layer although none of the
-    target's full-attention layer ids falls inside the draft's one-layer range."""
     import torch
 
     config_dir = ALL_CASES[case](tmp_path)
@@ -146,8 +131,6 @@ def test_a_draft_read_from_the_target_checkpoint_is_priced_as_allocated(
 
 
 def test_dsa_fp8_is_priced_at_its_stored_layout(tmp_path: Path) -> None:
-    """DeepSeek-V3.2 with an FP8 cache stores 512 fp8 values + 4 per-128-block fp32 scales + a
-    64-wide bf16 rope part per layer: 656 bytes, not the 576 SGLang's configurator assumes."""
     import torch
 
     config_dir = ALL_CASES["deepseek-v32-dsa"](tmp_path)

@@ -1,22 +1,4 @@
-"""One rank's draft fails to load at TP 2: the launch must end on every rank, promptly.
-
-The fault double ``harness.cpu_doubles.faults`` (``SPECINIT_TEST_FAIL_DRAFT_ON_TP_RANK=1``) raises
-an ``OSError`` in place of rank 1's draft weight loading, as an unreadable shard would; rank 0 loads
-normally. What must follow, from SGLang's own error path (the failing scheduler signals the
-launcher, which tears the launch down) and the plugin's phases:
-
-- the launch ends within a bound on every rank (a hang fails with each rank's last log lines);
-- the cause is in the failing rank's log and in its scheduler error report;
-- no process of the launch is left;
-- no KV pool was allocated on the healthy rank: with the plugin, pools are sized in phase 3,
-  after both ranks loaded their drafts (its first step is a MIN all-reduce no rank can pass
-  alone), so rank 0 is stopped before any pool exists. Stock 0.5.13.post1 (``slow`` contrast)
-  has already built rank 0's target pool by then: rank 1 only reaches its draft after the
-  target pools' all-reduce.
-
-The test prints how long the launch took to go down after the failure (on 2 cores: ~6-10 s,
-mostly SGLang's own 5 s "let GPU activity settle" pause before it kills the tree).
-"""
+"""One rank's draft fails to load at TP 2: the launch must end on every rank, promptly."""
 
 from __future__ import annotations
 
@@ -86,8 +68,6 @@ def test_draft_failure_on_one_rank_ends_the_launch_on_every_rank(
 def test_a_launch_that_outlives_its_bound_fails_with_every_ranks_tail_and_is_killed(
     tmp_path: Path,
 ) -> None:
-    """The bound itself: a launch still running at the bound (here: any launch, bound 3 s) is
-    a test failure carrying each rank's last lines, and nothing of it survives."""
     from harness.launch.multi_rank import LaunchDidNotEnd, running_members
 
     seen: list[int] = []

@@ -1,12 +1,4 @@
-"""Shared helpers of the per-worker CPU tests (``test_workers_<name>.py``); no tests here.
-
-Every worker test launches a real ``sglang.Engine`` on device cpu through the harness and proves
-its claims from the scheduler process: the harness report (live pools, meter readings with the
-function that took each one) and the plugin's per-rank memory JSON, both read with
-``harness.reports.report_reading``. The expected token counts are recomputed here with
-``budget.plan_pools`` from the tiny checkpoints' geometry, the fraction and the meter, never
-read back from the plugin. ``launch_cache`` also serves ``test_phased_eagle.py``.
-"""
+"""Shared helpers of the per-worker CPU tests (``test_workers_<name>.py``); no tests here."""
 
 from __future__ import annotations
 
@@ -133,9 +125,6 @@ def assert_stock(run: Launch, algorithm: str) -> None:
     assert run.breakdown is None
 
 
-# --------------------------------------------------------------------------- budget checks
-
-
 def predicted_plan(
     run: Launch,
     algorithm: str,
@@ -199,15 +188,8 @@ def assert_fills_budget(run: Launch, draft_shape: TinyLlamaShape) -> None:
     assert report["meter"]["used_bytes"] >= weights + pools
 
 
-# --------------------------------------------------------------------------- SGLang source
-
-
 def init_call_order(module: str, class_name: str) -> list[str]:
-    """Names of the attributes of ``self`` a class's ``__init__`` uses, in source order.
-
-    Read from the installed SGLang source (no import): a call ``self.x(...)`` gives ``x``, an
-    assignment ``self.x = ...`` gives ``x=``, ``super().__init__(...)`` gives ``super``.
-    """
+    """Names of the attributes of ``self`` a class's ``__init__`` uses, in source order."""
     spec = importlib.util.find_spec(module)
     assert spec is not None and spec.origin is not None
     tree = ast.parse(Path(spec.origin).read_text())

@@ -1,21 +1,4 @@
-"""A plugin-registered speculative algorithm (``SpeculativeAlgorithm.register``) keeps stock init.
-
-The registration must exist in every process that resolves the name: the Engine's (its
-``ServerArgs`` resolves ``--speculative-algorithm``) and the spawned scheduler's (it creates the
-worker). Both call SGLang's ``load_plugins()``, which runs every ``sglang.srt.plugins`` entry
-point it finds on ``sys.path``. So the test writes a tiny test-only distribution (a module plus
-a ``.dist-info`` with that entry point) into a temporary directory, puts it on ``PYTHONPATH``
-next to the harness's site directory, and lists it in ``SGLANG_PLUGINS`` beside ``specinit``:
-SGLang's own plugin mechanism, nothing patched.
-
-The registered worker is a ``TpModelWorker`` subclass that loads a draft on the target's
-allocator and, like SGLang's own ``FrozenKVMTPWorker``, reads its pool size right after
-``super().__init__``. It does not implement ``alloc_memory_pool``/``init_backends`` itself
-(it only inherits the plugin's generic ``TpModelWorker`` ones), so the scheduler must build it
-the stock way, log exactly one warning that its memory is not budgeted, and still come up. The
-registered spec class adds ``create_future_map``: SGLang 0.5.13.post1's scheduler calls it on
-every speculative algorithm, but ``CustomSpecAlgo`` does not define it.
-"""
+"""A plugin-registered speculative algorithm (``SpeculativeAlgorithm.register``): stock init."""
 
 from __future__ import annotations
 
@@ -197,10 +180,6 @@ def test_only_a_worker_with_its_own_phase_methods_is_phased() -> None:
 
 
 def test_a_subclass_of_a_phased_worker_is_not_taken_for_phase_ready() -> None:
-    """A custom algorithm whose worker subclasses EAGLEWorkerV2 (or the standalone / multi-layer
-    workers) inherits the phase methods this plugin adds to those classes; its own ``__init__``
-    tail would then run against a cut draft. Only the exact classes the plugin phases, or a
-    class with phase methods of its own, are phased."""
     for fns in (
         (eagle.worker_alloc_memory_pool, eagle.worker_init_backends),
         (multi_layer_eagle.worker_alloc_memory_pool, multi_layer_eagle.worker_init_backends),

@@ -1,15 +1,4 @@
-"""DFLASH (``DFlashWorker``) on the phased init, real SGLang 0.5.13.post1 (cpu).
-
-Target: the default tiny Llama (2 layers, 128 B/token/layer). Draft: a tiny ``DFlashDraftModel``
-capturing both target layers, with 1 layer of 2 KV heads of dim 32 (256 B/token): twice what
-0.5.13.post1 reserves for it, since stock scales the TARGET cell by ``(T + D) / T``. SGLang's
-argument hook turns the overlap scheduler off for DFLASH by itself; the draft's own attention
-backend is Triton (DFLASH only accepts flashinfer/fa3/fa4/triton), constructed, never launched
-on CPU. Constructs on CPU with the harness's named shims only.
-
-Also the compact draft window (``--speculative-draft-window-size``): the draft then keeps a
-private request-to-token table over the same KV index space.
-"""
+"""DFLASH (``DFlashWorker``) on the phased init, real SGLang 0.5.13.post1 (cpu)."""
 
 from __future__ import annotations
 

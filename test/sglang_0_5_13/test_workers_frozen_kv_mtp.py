@@ -1,13 +1,4 @@
-"""FROZEN_KV_MTP (``FrozenKVMTPWorker``) on the phased init, real SGLang 0.5.13.post1 (cpu).
-
-Target: a tiny text-only Gemma 4 (one sliding-window and one full-attention layer, hybrid
-``SWAKVPool``). Draft: a tiny Gemma 4 assistant, passed with ``--speculative-algorithm EAGLE``
-so that SGLang's own alias resolution promotes it to FROZEN_KV_MTP. The assistant reads the
-target's KV cache: it owns no KV pool of the target's size, only the 64-token stand-in pool its
-constructor builds, and binds the target pool once it exists. SGLang 0.5.13.post1 accepts only
-trtllm_mha/triton/intel_xpu attention for Gemma 4, so the launch passes ``attention_backend
-="triton"`` (built on CPU, never launched). No shim beyond the harness's named ones.
-"""
+"""FROZEN_KV_MTP (``FrozenKVMTPWorker``) on the phased init, real SGLang 0.5.13.post1 (cpu)."""
 
 from __future__ import annotations
 
@@ -211,13 +202,7 @@ def test_plugin_off_leaves_the_assistant_outside_the_budget(
     assert target["kv_pool"]["size"] > runner(on.report, "target")["kv_pool"]["size"]
 
 
-# --------------------------------------------------------------------------- no launch
-
-
 def test_constructor_cut_points_follow_the_draft_load() -> None:
-    """The phased init cuts ``FrozenKVMTPWorker.__init__`` at ``_bind_kv_context`` (it needs the
-    target pool) or, for a model without that hook, at ``_init_draft_attn_backend``; both must
-    still come after the draft's ``TpModelWorker`` constructor and before the graphs."""
     calls = init_call_order(MODULE, "FrozenKVMTPWorker")
     first = {name: calls.index(name) for name in calls}
     assert (
@@ -234,8 +219,6 @@ def test_constructor_cut_points_follow_the_draft_load() -> None:
 
 
 def test_runtime_description_of_a_frozen_worker_has_no_pool_runners() -> None:
-    """``describe_draft`` on a real ``FrozenKVMTPWorker`` object (built without its
-    constructor): weights and the stand-in pool, no token-sized pool."""
     from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
     from sglang_specinit.sglang_0_5_13.scheduler import describe_draft
 

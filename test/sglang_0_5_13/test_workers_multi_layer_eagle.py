@@ -1,19 +1,4 @@
-"""Multi-layer EAGLE (``MultiLayerEagleWorkerV2``) on the phased init, real SGLang (cpu).
-
-Target: a tiny ``MiMoV2FlashForCausalLM`` (one full-attention and one sliding-window layer, so
-SGLang builds hybrid ``SWAKVPool``s) whose checkpoint also carries 3 MTP layers. With
-``--speculative-algorithm EAGLE`` SGLang turns multi-layer EAGLE on for MiMo-V2 by itself and
-builds one ``MiMoV2MTP`` ModelRunner per draft step (``draft_model_idx`` 0..2), each with a
-1-layer sliding-window KV pool of its own. Constructs on CPU with the harness's named shims and
-``trust_remote_code`` for the checkpoint's own config class (no extra shim).
-
-Checked here: the four phases; ``speculative_num_steps`` pools of 1 layer each; pool sizes equal
-to an independent ``budget.plan_pools``; the per-request hidden-state buffer
-(``req_to_hidden_states_pool``) charged; weights + all pools + that buffer inside
-``f x capacity`` and above 99.5 % of it; the draft runners' own copies of the shared
-embedding/head freed before the target pool is sized; the stock overshoot without the plugin;
-and that the constructor's cut points still exist in SGLang's source order.
-"""
+"""Multi-layer EAGLE (``MultiLayerEagleWorkerV2``) on the phased init, real SGLang (cpu)."""
 
 from __future__ import annotations
 
@@ -82,9 +67,6 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
     return launch_cache(tmp_path_factory, {"on": _start(True), "off": _start(False)})
 
 
-# --------------------------------------------------------------------------- geometry
-
-
 def _attn(layers: int, kv_heads: int, head_dim: int) -> kv_specs.AttentionKVSpec:
     return attention_kv_spec(
         num_layers=layers,
@@ -120,11 +102,7 @@ def hidden_state_row_bytes(shape: TinyMiMoV2Shape) -> int:
 
 def pool_bytes(run: Launch) -> tuple[int, list[int]]:
     """Bytes of the live target pool and of each draft pool, from the token counts SGLang
-    resolved (``memory_pool_config``) and the tiny geometry.
-
-    The harness report's ``storage_bytes`` only sees tensors a pool object holds directly;
-    an ``SWAKVPool`` keeps its buffers in two sub-pools, so they are recomputed here.
-    """
+    resolved (``memory_pool_config``) and the tiny geometry."""
     target = runner(run.report, "target")
     config = target["memory_pool_config"]
     full, swa = config["full_max_total_num_tokens"], config["swa_max_total_num_tokens"]
@@ -149,9 +127,6 @@ def mtp_plan(run: Launch, draft_pool: Callable[..., budget.KVSpec]) -> budget.Po
         draft_kv_pools=(draft_pool(SHAPE, ratio),) * NUM_STEPS,
         bytes_per_request=hidden_state_row_bytes(SHAPE),
     )
-
-
-# --------------------------------------------------------------------------- launches
 
 
 @engine
@@ -292,9 +267,6 @@ def test_plugin_off_reproduces_the_overshoot(launch: Callable[[str], Launch]) ->
     )
 
 
-# --------------------------------------------------------------------------- no launch
-
-
 def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
     ratio = 0.8
     target = target_spec(SHAPE, ratio)
@@ -320,9 +292,6 @@ def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
 
 
 def test_constructor_cut_point_is_where_the_phases_expect_it() -> None:
-    """The phased init stops ``MultiLayerEagleDraftWorker.__init__`` at ``init_lm_head`` (then
-    binds it itself) and allocates ``req_to_hidden_states_pool`` and the backends later; that is
-    only right while SGLang's constructor keeps this order."""
     calls = init_call_order(MODULE, "MultiLayerEagleDraftWorker")
     first = {name: calls.index(name) for name in calls}
     assert "draft_worker=" in first and "init_lm_head" in first, calls
@@ -343,8 +312,6 @@ def test_constructor_cut_point_is_where_the_phases_expect_it() -> None:
 
 
 def test_phase_methods_are_new_on_the_real_classes() -> None:
-    """Every method the plugin adds is absent from SGLang's classes (compat refuses to patch
-    otherwise) and every method the phases call exists there."""
     for method in multi_layer_eagle.NEW_METHODS:
         assert method.module == MODULE
         assert method.name not in class_defines(method.module, method.class_name), method

@@ -1,14 +1,4 @@
-"""NGRAM (``NGRAMWorker``): what can be checked without a GPU.
-
-NGRAM cannot be constructed on CPU in SGLang 0.5.13.post1, for two independent reasons that are
-verified here rather than assumed: ``speculative/ngram_worker.py`` imports ``sgl_kernel`` (a
-CUDA-only package) at module level, so the worker class cannot even be imported; and SGLang's
-argument hook rejects NGRAM on any non-CUDA device before a scheduler exists. The phased init
-therefore names the class instead of importing it (``launch_policy.MODEL_LESS_WORKERS``), and
-builds it in the pool phase, after the target pool exists: that wiring is tested on a stub
-scheduler with the plugin's real ``init_model_worker``. An NGRAM launch on a GPU is the GPU
-suite's job.
-"""
+"""NGRAM (``NGRAMWorker``): what can be checked without a GPU."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""STANDALONE (``StandaloneWorkerV2``) on the phased init, on real SGLang 0.5.13.post1 (cpu).
-
-The draft is a complete small Llama: its own embedding and ``lm_head`` (STANDALONE never binds
-the target's), fewer and narrower layers, and a KV geometry unlike the target's (1 KV head of
-dim 24 against 2 of dim 16). So all its weights stay resident and its KV must be priced at its
-own geometry. Constructs on CPU with the harness's named shims only (the Triton draft backends
-are built, never launched).
-"""
+"""STANDALONE (``StandaloneWorkerV2``) on the phased init, on real SGLang 0.5.13.post1 (cpu)."""
 
 from __future__ import annotations
 

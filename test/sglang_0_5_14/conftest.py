@@ -1,12 +1,6 @@
 """The ``sglang_0_5_14`` generation suite: the releases whose row in :mod:`harness.releases`
 names that adapter (0.5.14, 0.5.15, 0.5.15.post1's wheel over 0.5.15's venv), each running the
-files its row lists.
-
-The CPU recipe is 0.5.13's kind (:mod:`harness.launch.sglang_release`: 0.5.14's graph switches;
-no ``sgl_kernel`` test double, these releases import no CPU op from it); the Engines these tests
-read are started once per session by :mod:`harness.launch.launch_0_5_23` (its tiny EAGLE3 pairs
-are release-independent).
-"""
+files its row lists."""
 
 from __future__ import annotations
 

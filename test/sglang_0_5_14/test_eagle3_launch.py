@@ -1,20 +1,6 @@
 """Live launches on the real sglang 0.5.14 / 0.5.15: the tiny EAGLE3 pair, plugin on, as a real
 ``sglang.Engine`` on device cpu (:mod:`harness.launch.launch_0_5_23`, kind ``EAGLE3``: target 2
-layers x 2 KV heads x dim 16, an EAGLE3 draft with a reduced vocabulary and its own KV geometry).
-
-The Engine comes up with the plugin's sizing (the ``SPECINIT_MEMORY`` breakdown), weights +
-every pool fill the budget to [0.995, 1] as the scheduler report's tensors and meter show it
-(not the plugin's own numbers), the draft pool is priced at the draft's geometry (stock prices
-it at the target's), the duplicate embed was freed before profiling, and EAGLE3's hot-token map
-survived the early binding; ``sglang-specinit plan --resident-bytes`` in this environment
-(the release's own server-args logic and pool code, ``sglang_0_5_14/planner_replay.py``) plans what
-the server allocated (the planner's command: :mod:`harness.launch.release_suite`), and its stock
-column (``stock_0_5_14``: the release's own sizing on the same launch) the tokens a stock Engine
-of the same flags, plugin off, sizes: for a draft without ``num_nextn_predict_layers`` (stock
-reserves its layer count), with ``0`` (stock reserves nothing) and with ``1`` (the key read
-instead of the layer count). The Engine ~40-200 s here (the machine is shared), the planner
-~15 s.
-"""
+layers x 2 KV heads x dim 16, an EAGLE3 draft with a reduced vocabulary and its own KV geometry)."""
 
 from __future__ import annotations
 
@@ -125,8 +111,6 @@ def test_the_stock_column_is_the_stock_server(
 
 
 def test_both_columns_of_an_nnpl_0_draft(eagle3_nnpl0_on: Any, eagle3_nnpl0_off: Any) -> None:
-    """``num_nextn_predict_layers: 0``: stock reserves nothing for the layer the draft
-    allocates (its cell is the target's alone)."""
     planned = plan_in_this_environment(eagle3_nnpl0_on, "EAGLE3-nnpl0")
     assert_plan_equals_server(planned, eagle3_nnpl0_on)
     assert_columns_are_the_servers(planned, eagle3_nnpl0_off, eagle3_nnpl0_on, reserved_layers=0)
@@ -134,18 +118,12 @@ def test_both_columns_of_an_nnpl_0_draft(eagle3_nnpl0_on: Any, eagle3_nnpl0_off:
 
 @pytest.mark.slow
 def test_both_columns_of_an_nnpl_1_draft(eagle3_nnpl1_on: Any, eagle3_nnpl1_off: Any) -> None:
-    """``num_nextn_predict_layers: 1``: stock reads the key, the same reserve as the layer
-    count. Slow: both launches repeat CI's EAGLE3 pair with one field added
-    (``test_the_stock_column_is_the_stock_server`` covers the same reserve in CI)."""
     planned = plan_in_this_environment(eagle3_nnpl1_on, "EAGLE3-nnpl1")
     assert_plan_equals_server(planned, eagle3_nnpl1_on)
     assert_columns_are_the_servers(planned, eagle3_nnpl1_off, eagle3_nnpl1_on, reserved_layers=1)
 
 
 def test_a_draft_with_nnpl_0_is_priced_as_allocated(eagle3_nnpl0_on: Any) -> None:
-    """Stock reserves nothing for ``num_nextn_predict_layers: 0`` (``eagle_draft_num_layers``
-    0, ``model_runner.py:447-449`` in 0.5.14) although the draft allocates its layer (the
-    Engine ``test_both_columns_of_an_nnpl_0_draft`` reads too)."""
     memory = assert_fills_the_budget(eagle3_nnpl0_on, "EAGLE3-nnpl0")
     assert memory["upstream_reserved_layers"] == 0
     assert memory["draft_kv_pool_bytes"] > 0

@@ -57,10 +57,6 @@ def test_a_bad_flag_is_one_line_naming_it(
 
 
 def test_the_unloaded_runner_holds_every_field_the_pool_code_reads() -> None:
-    """Each ``self.X`` that this release's ``_apply_memory_pool_config`` / ``_init_pools`` read
-    is set on the weightless runner, is a ``ModelRunner`` method or property, or is one the pool
-    code sets itself (``pool_probe.RUNNER_ATTRS``): a new field in a later 0.5.14-generation
-    release fails here, not as an AttributeError in a user's plan."""
     import inspect
     import re
 

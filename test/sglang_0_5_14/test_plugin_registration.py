@@ -1,10 +1,7 @@
 """The real entry point on the real 0.5.14 / 0.5.15 (0.5.15.post1: its wheel over 0.5.15's
 venv): ``load_plugins()`` picks the ``sglang_0_5_14`` adapter and, once SGLang has imported
 every module it patches, exactly that adapter's hooks are registered and applied (none of
-0.5.13's phases, none of 0.5.23's configurator hooks), with one INFO line and no WARNING.
-
-Runs in a fresh interpreter of this venv (the plugin registers once per process). ~30 s here.
-"""
+0.5.13's phases, none of 0.5.23's configurator hooks), with one INFO line and no WARNING."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """The ``sglang_0_5_23`` generation suite: the releases whose row in :mod:`harness.releases`
 names that adapter (0.5.16 - 0.5.23), each running the files its row lists, with its row's
 expectations (``scripts/test.sh``: one line per release, its venv or its wheel over the
-generation's venv).
-
-On any other release nothing here is collected. Each launch (one ``sglang.Engine`` on device
-cpu with the CPU harness, plugin on or off) runs once per session and is shared by every test
-that reads it: an Engine takes ~50 s on an idle 2-core machine.
-"""
+generation's venv)."""
 
 from __future__ import annotations
 
@@ -38,11 +33,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def engine_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """``engine_runs(kind, plugin)``: the session's launch for that pair.
-
-    Every launch the selected tests will read (``LAUNCHES`` of each test, see
-    :func:`launches_of`) is started up front, two at a time, in the order the tests need them.
-    """
+    """``engine_runs(kind, plugin)``: the session's launch for that pair."""
     root = tmp_path_factory.mktemp("sglang0523")
     wanted: list[tuple[str, bool]] = []
     for item in request.session.items:

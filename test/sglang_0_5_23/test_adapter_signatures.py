@@ -1,14 +1,6 @@
 """The ``sglang_0_5_23`` adapter's hook targets and required attributes match the installed
 release of its generation (0.5.16 - 0.5.23), and every place a release differs is answered by
-``release_shims`` in the form the release's row (:mod:`harness.releases`) says.
-
-The same check the plugin runs when SGLang imports each module (``hooks.module_problems`` on
-the patch for this release: the phase tables plus ``release_shims.release_requires``), on
-every module at once, so a changed signature fails CI rather than switching the plugin off at
-a user's launch. Also what lets ``hooks.apply_hook_targets`` skip HookRegistry's module-wide
-rebinding scan for these targets: no module holds a copy of a hooked method. Imports SGLang in
-the test process (``conftest.py``: CPU engine, the ``sgl_kernel`` test double). ~25-35 s.
-"""
+``release_shims`` in the form the release's row (:mod:`harness.releases`) says."""
 
 from __future__ import annotations
 
@@ -57,9 +49,6 @@ def test_every_patched_module_matches_the_adapter() -> None:
 
 
 def test_no_module_holds_a_copy_of_a_hooked_method() -> None:
-    """``hooks.rebinding_scan_skipped_for_method`` skips HookRegistry's scan for method
-    targets because it would find nothing: here every module SGLang has imported by now is
-    scanned for the original of each hooked method, as that scan would."""
     from sglang_specinit import compat, sglang_0_5_23
     from sglang_specinit.hooks import adapter_patches
 
@@ -97,9 +86,6 @@ def _server_args_field_names() -> set[str]:
 
 
 def test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_release_shims_says() -> None:
-    """The draft parallel layout (0.5.23), fused draft entries, ``--enable-kv-cache-sharding``
-    and the attention-DP names on ``get_parallel()`` (0.5.22 on): present where the row says,
-    absent elsewhere, and each shim answers the release's form."""
     from sglang.srt import runtime_context
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang.srt.model_executor.model_runner import ModelRunner
@@ -146,9 +132,6 @@ def test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_release_shi
     ROW.platform_facts_lacking is None, reason=f"{ROW.name}: the planner's platform facts unchecked"
 )
 def test_the_planner_hands_the_release_only_the_platform_facts_it_knows() -> None:
-    """0.5.21's ``override_platform`` refuses ``is_mps`` / ``is_sm110`` (0.5.22 added them): a
-    CUDA plan for a Blackwell preset enters it with the facts the release knows, and it
-    answers them."""
     from sglang.srt import runtime_context
     from sglang_specinit.sglang_0_5_23.planned_device import _CUDA_HOST, _capability_facts
     from sglang_specinit.sglang_0_5_23.release_shims import known_platform_facts
@@ -163,8 +146,6 @@ def test_the_planner_hands_the_release_only_the_platform_facts_it_knows() -> Non
 
 @PARALLEL_STATE
 def test_the_configurator_and_scheduler_hold_a_parallel_state() -> None:
-    """``ps`` instead of the width fields; the scheduler builds its own ``ParallelState``, whose
-    fields are the ones ``release_shims.scheduler_ranks`` reads."""
     from sglang.srt.distributed.parallel_state_wrapper import ParallelState
     from sglang.srt.managers.scheduler import Scheduler
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
@@ -241,10 +222,6 @@ def test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_sh
 
 @PARALLEL_STATE
 def test_the_configuration_bags_are_where_release_shims_reads_them() -> None:
-    """0.5.16 publishes no configuration bags (no ``get_schedule`` / ``get_model`` /
-    ``get_spec`` / ``publish``) and its configurator has no ``kv_cache_dtype_str``: the
-    schedule the sizing and the probe read is the configurator's own ``ServerArgs``, which its
-    sizing steps read themselves, and the guard requires that field instead of the bag."""
     from sglang.srt import runtime_context
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang_specinit.sglang_0_5_23 import release_shims
@@ -291,9 +268,6 @@ def test_the_configuration_bags_are_where_release_shims_reads_them() -> None:
     reason="0.5.19+ resolve into declarations: this suite's fault matrix on 0.5.23",
 )
 def test_the_launch_checks_read_what_this_release_resolves_into() -> None:
-    """0.5.16 - 0.5.18: ``check_server_args`` runs after ``__post_init__`` has resolved into the
-    fields, so the adapter's hook reads the fields (a record with only fields is checked, and
-    refused on its fields' values); from 0.5.19 it reads ``resolving_view``."""
     from sglang_specinit.launch_checks import LaunchCheckError
     from sglang_specinit.sglang_0_5_23.launch_checks import check_launch
 
@@ -319,13 +293,6 @@ def test_the_launch_checks_read_what_this_release_resolves_into() -> None:
     "0.5.17 - 0.5.20)",
 )
 def test_an_early_token_map_writes_no_field_the_target_sizing_reads(tmp_path: Path) -> None:
-    """0.5.16's ``EagleDraftWorker.init_token_map`` (``speculative/eagle_worker_v2.py:288``)
-    records a non-EAGLE3 draft's hot vocabulary size into ``json_model_override_args`` with
-    ``ServerArgs.override``; the early binding runs it before the target pool is profiled
-    instead of inside the draft's ``alloc_memory_pool``. The only field it writes is that one
-    (no schedule field the sizing reads), once: the later stock call is skipped and the hot map
-    stays. The draft worker is built without its constructor (which loads a model) and its
-    ``init_lm_head`` is a test double (it binds the loaded target's embedding)."""
     import json
 
     import torch

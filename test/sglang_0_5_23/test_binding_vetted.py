@@ -1,16 +1,4 @@
-"""The early binding waits for the sizing hook: bound where it prices, vetted where it does not.
-
-The scheduler hook hands the sizing hook its draft with the binding still to do
-(``scheduler.stage_sizing``); ``runtime_budget.resolve_memory_pool_config`` binds once
-pricing is certain, and where it keeps stock's sizing after all (the SWA request cap, a pool
-that cannot be built tiny) binds only where stock's reserve covers the draft
-(``scheduler.bind_where_stock_sizes``), naming why not in its one WARNING.
-
-Run on 0.5.23's own configurators (``offline_configurator.published_layout``, no weights)
-through the plugin's own functions, with named test doubles for what only a launch has: the
-runners (they hand back the configurators 0.5.23 builds for them), the spec worker holding
-them, and ``_profile_available_bytes`` (a fixed reading). No Engine; ~1 min.
-"""
+"""The early binding waits for the sizing hook: bound where it prices, vetted where it does not."""
 
 from __future__ import annotations
 
@@ -101,11 +89,6 @@ def _run_hook(layout: Any, sizing: Any, stock: Any, profile: Any = None) -> Any:
 def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls_short(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """gpt-oss-20b + an EAGLE3 draft of 16 KV heads under ``--max-running-requests 16`` with
-    radix off: 0.5.23 sizes it with its ``SWARequestCapPoolConfigurator``, which the hook
-    leaves to stock; stock reserves the draft at the target's 8 heads, so the duplicates stay
-    where stock leaves them (bound in the draft's ``alloc_memory_pool``), and the one WARNING
-    says why."""
     from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
 
     layout = _layout(

@@ -1,11 +1,5 @@
 """sglang 0.5.23 with the plugin: every draft kind priced at its own geometry, the budget
-filled to within one page, the duplicate embed/lm_head gone before profiling.
-
-Each test reads one real Engine launch on device cpu (see ``conftest.py``); the simulated
-device meter of the CPU harness gives the free memory SGLang saw at each reading, so the
-budget claims are checked against what SGLang itself measured, not against the plugin's
-own report.
-"""
+filled to within one page, the duplicate embed/lm_head gone before profiling."""
 
 from __future__ import annotations
 
@@ -129,10 +123,6 @@ def test_nnpl0_draft_is_priced_although_upstream_reserves_nothing(engine_runs) -
 
 @pytest.mark.launches(("EAGLE3", True), ("EAGLE3", False))
 def test_draft_embed_is_the_targets_storage_when_the_pool_is_sized(engine_runs) -> None:
-    """The draft's embed is the target's tensor (same data pointer) at the target's
-    ``alloc_memory_pool``, and the binding after init is stock's. Stock 0.5.23, the recorded
-    broken case from the same session, sizes its pool with the draft's own embed and binds it
-    only afterwards: the same check fails it (:mod:`harness.gpu.storage_identity`)."""
     on, off = engine_runs("EAGLE3", True), engine_runs("EAGLE3", False)
     (plugin,) = on.identity
     (stock,) = off.identity

@@ -1,24 +1,4 @@
-"""DeepSeek-V4-Flash + MTP on 0.5.23's own DSV4 configurator: never worse than stock.
-
-The cookbook's V4-Flash launches (MTP 3 / 1 / 4, H200 FP8 and B200 FP4, TP 4 and 8, with and
-without ``--swa-full-tokens-ratio``) are published as 0.5.23 publishes them
-(``offline_configurator.published_layout``: the target's and the NextN draft's
-``KVCacheConfigurator``, no weights). For each cell:
-
-* the draft's price is what its pool allocates, built by SGLang's ``_init_pools`` at two more
-  sizes (the NextN draft: one SWA layer, c4/c128/state pools zeroed);
-* stock's reserve for the draft is SGLang's own (T + 1) / T inflation of the per-token
-  coefficient, and stock's config SGLang's own solve on stock's budget (the draft's duplicate
-  embed/lm_head resident, as 0.5.23 profiles);
-* the plugin's config is the same solve with only the draft's term replaced
-  (``dsv4_sizing.priced_configurator``), on the budget left once they are bound;
-* every byte used is what the pools SGLang builds from each config own, built on device
-  ``meta`` (``dsv4_sizing.built_pool_bytes``: the pool classes' sizes at full scale);
-* the plugin fits ``f x free``; where stock fits, the plugin serves at least stock's tokens.
-
-Weights per rank are inputs of the arithmetic (checkpoint bytes over TP: the FP4 checkpoint,
-or its experts resident as FP8 with ``SGLANG_DSV4_FP4_EXPERTS=0``). No Engine; a few seconds.
-"""
+"""DeepSeek-V4-Flash + MTP on 0.5.23's own DSV4 configurator: never worse than stock."""
 
 from __future__ import annotations
 
@@ -29,6 +9,7 @@ from typing import Any
 
 import pytest
 from harness.matrices.dsv4_flash import CELLS, GIB, Cell, publish
+from harness.matrices.step_aside import markdown_table
 
 
 @dataclass
@@ -136,18 +117,14 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
 
 
 def render_table(results: Any) -> str:
-    rows = [
-        "| cell | stock reserves B/row | draft allocates B/row | tokens stock -> plugin | "
-        "budget use stock -> plugin |",
-        "|---|---|---|---|---|",
-    ]
-    for r in results:
-        rows.append(
-            f"| {r.cell.name} | {r.stock_reserve_per_row:,.1f} | {r.draft_per_row:,.1f} | "
-            f"{r.stock_tokens:,} -> {r.plugin_tokens:,} | {100 * r.stock_used / r.budget:.2f} % "
-            f"-> {100 * r.plugin_used / r.budget:.2f} % |"
-        )
-    return "\n".join(rows) + "\n"
+    header = ("cell", "stock reserves B/row", "draft allocates B/row", "tokens stock -> plugin",
+              "budget use stock -> plugin")  # fmt: skip
+    return markdown_table(header, [
+        (r.cell.name, f"{r.stock_reserve_per_row:,.1f}", f"{r.draft_per_row:,.1f}",
+         f"{r.stock_tokens:,} -> {r.plugin_tokens:,}",
+         f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} %")
+        for r in results
+    ])  # fmt: skip
 
 
 IDS = [c.name for c in CELLS]
@@ -188,9 +165,6 @@ def test_never_worse_than_stock(matrix, name) -> None:
 
 
 def test_every_v4_flash_launch_is_a_ratio_launch(matrix) -> None:
-    """0.5.23's V4 override sets ``swa_full_tokens_ratio`` 0.1 before the "explicitly set"
-    flag is read, so the configurator's cap mode is never chosen for V4-Flash: with or
-    without the flag, the SWA pool follows the ratio."""
     assert not any(r.cap_mode for r in matrix.values())
 
 

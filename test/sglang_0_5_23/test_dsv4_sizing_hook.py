@@ -1,24 +1,4 @@
-"""The server's DeepSeek-V4 sizing path (``runtime_budget._resolve_dsv4``), through the hook.
-
-A live V4 launch cannot run on this machine: 0.5.23 builds V4's SWA-only layers (the NextN
-draft's one layer among them) with a rope of no scaling, which its CPU rope factory refuses
-(``layers/rotary_embedding/factory.py:478``, ``assert rope_scaling is not None``); the V4 KV
-pool stores only FP8 (``mem_cache/deepseek_v4_memory_pool.py:321``, a uint8 store), which
-``KVCacheConfigurator.configure`` refuses on cpu before sizing without sgl-kernel's
-Intel-AMX CPU backend (``mem_cache/kv_cache_configurator.py:460-467``; there is no CPU build
-of sglang-kernel); and V4 attention is the ``dsv4`` backend, CUDA's TRT-LLM / FlashMLA kernels
-off NPU and HIP (``layers/attention/attention_registry.py:177-203``).
-
-So the hook runs as the server runs it, minus the weights: the plugin's own table entry for
-``KVCacheConfigurator._resolve_memory_pool_config`` registered and applied through SGLang's
-``HookRegistry``, called on the configurators 0.5.23 builds for a cookbook V4-Flash launch
-(:mod:`harness.matrices.dsv4_flash`) with a sizing active, as the scheduler hook makes it.
-Two test doubles, both forced by the missing GPU and named so: the draft's ``ModelRunner``
-(its ``init_kv_cache_configurator`` gives the configurator 0.5.23 builds for it without
-weights) and ``_profile_available_bytes`` (a fixed reading: f x the cell's GPU minus its
-weights). Every pool is measured by building it with 0.5.23's pool classes (on ``meta`` at
-full scale).
-"""
+"""The server's DeepSeek-V4 sizing path (``runtime_budget._resolve_dsv4``), through the hook."""
 
 from __future__ import annotations
 
@@ -215,9 +195,6 @@ class TargetRunnerDouble(DraftRunnerDouble):
 
 
 def test_launch_policy_prices_a_cookbook_v4_launch(tmp_path: Path) -> None:
-    """The scheduler's launch policy no longer keeps stock for DeepSeek-V4: a cookbook launch
-    (paged pools, a NextN draft) has no unpriced reason; the configurator it reads is
-    SGLang's DSV4 one, built by the runner's own method and not left on the runner."""
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
@@ -231,9 +208,6 @@ def test_launch_policy_prices_a_cookbook_v4_launch(tmp_path: Path) -> None:
 def test_a_failing_v4_solve_keeps_stocks_solve(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No V4 launch runs here, so a layout the measured-draft solve does not expect must not
-    stop a launch: the hook then returns SGLang's own solve on the same reading, and leaves no
-    plan behind for the breakdown."""
     from sglang_specinit.live_sizing import DraftDescription
     from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
@@ -281,8 +255,6 @@ def _draft_pool_bytes(draft: Any, swa_rows: int, ratio: float) -> tuple[int, int
 def test_hook_prices_the_draft_as_its_pools_allocate_before_any_step_down(
     run: HookRun, tmp_path: Path
 ) -> None:
-    """The solve's coefficient carries the draft's term as the draft's pools allocate it per
-    full target row (SGLang's SWA split applied), read before the step-down could hide it."""
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     configurator, _config = run.presolve
@@ -312,9 +284,6 @@ def _priced_layout(cell: Cell, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
 def test_hook_takes_the_draft_padding_off_before_the_solve(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The draft pool's padding (what it owns at no rows, measured as built) comes off the
-    budget before SGLang's solve: at the smallest budget whose solve without it serves some
-    count, the hook's solve serves a page fewer."""
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     cell = HOOK_CELLS[0]
@@ -341,10 +310,6 @@ def test_hook_takes_the_draft_padding_off_before_the_solve(
 def test_hook_refuses_a_v4_launch_whose_smallest_pools_do_not_fit(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where the pools SGLang builds at the smallest count it accepts (its SWA admission
-    floor) pass the budget, the launch stops with the fraction to pass, as every priced
-    launch that cannot fit does, instead of sizing past the budget or falling back to
-    stock's solve."""
     from sglang_specinit.live_sizing import SpecInitBudgetError
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 

@@ -2,17 +2,7 @@
 :mod:`harness.releases`: 0.5.20, 0.5.21 slow, 0.5.22; 0.5.16's - 0.5.19's wheels over 0.5.20's
 venv by hand): the tiny EAGLE3 pair, plugin on, as a real ``sglang.Engine`` on device cpu
 (:mod:`harness.launch.launch_0_5_23`, kind ``EAGLE3``: target 2 layers x 2 KV heads x dim 16, an
-EAGLE3 draft with a reduced vocabulary).
-
-The Engine comes up with the plugin's sizing (the ``SPECINIT_MEMORY`` breakdown, not stock's:
-the draft priced at its own geometry, its embed/lm_head bound before profiling, its rank fields
-read through ``release_shims.scheduler_ranks``), weights + every pool fill the budget to
-[0.995, 1], every label names the installed release, and ``sglang-specinit plan
---resident-bytes`` in this environment (the release's own server-args logic and pool code,
-through ``release_shims``) plans what the server allocated, with the release's own stock
-column (the shared checks: :mod:`harness.launch.release_suite`). 0.5.23 checks the same in
-``test_plan_matches_server.py``. The Engine ~60-200 s here, the planner ~25-45 s.
-"""
+EAGLE3 draft with a reduced vocabulary)."""
 
 from __future__ import annotations
 
@@ -68,10 +58,6 @@ def test_plan_in_this_environment_equals_the_server(eagle3_on: Any) -> None:
 def test_an_nnpl0_eagle3_draft_is_priced_although_stock_reserves_nothing(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """``num_nextn_predict_layers: 0``: stock reserves 0 draft layers
-    (``spec_aux_hidden_state.py:96-98`` in 0.5.20), the plugin prices the pool the draft
-    allocates. Slow (one more Engine, ~2 min here); CI runs the same pricing path on the EAGLE3
-    launch above, and 0.5.23's CI suite runs this draft."""
     from harness.launch.launch_0_5_23 import launch
 
     run = launch("EAGLE3-nnpl0", True, tmp_path_factory.mktemp(f"sglang{ROW.label}-nnpl0"))

@@ -2,11 +2,7 @@
 the launcher: ``test/shared/test_refused_launches.py``): the hook reads what resolution decided,
 and an fp8 KV cache for the target with a bf16 draft is a valid launch, which the plugin must
 leave to stock (on device cpu stock 0.5.23 itself refuses to build an fp8 KV pool, so the
-pools' prices are not readable here).
-
-Each launch records its time as a ``user_properties`` entry (``elapsed_s``, in a
-``--junitxml`` report).
-"""
+pools' prices are not readable here)."""
 
 from __future__ import annotations
 
@@ -40,8 +36,6 @@ def resolved_server_args(
 
 
 def test_0_5_23_hook_reads_what_resolution_decided(tmp_path: Path) -> None:
-    """The hook reads 0.5.23's resolution (``resolving_view``, as 0.5.23's own
-    ``check_server_args`` does), not the caller's raw fields."""
     from harness.checkpoints import gemma4_mtp
     from sglang.srt.arg_groups.overrides import resolving_view
     from sglang_specinit.launch_checks import LaunchCheckError, check_speculative_launch
@@ -87,11 +81,6 @@ def test_0_5_23_hook_reads_what_resolution_decided(tmp_path: Path) -> None:
 def test_fp8_target_kv_with_a_bf16_draft_is_left_to_stock(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """A valid launch the plugin must not refuse; on device cpu stock 0.5.23 itself builds no
-    fp8 KV pool (``KVCacheConfigurator.configure``: fp8_e4m3 needs Intel AMX and the
-    intel_amx attention backend; ``configure_kv_cache_dtype``: e5m2 is not supported on CPU),
-    so both pools' prices cannot be read here. What is checked: the plugin lets the launch
-    reach its ranks and it ends exactly as stock's does, with stock's own message."""
     runs = {}
     for plugin in (True, False):
         run = run_server_to_end(

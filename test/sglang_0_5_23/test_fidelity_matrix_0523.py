@@ -1,48 +1,7 @@
-"""Fidelity matrix on sglang 0.5.23: SGLang's documented speculative launches start as stock
-0.5.23 starts them, plugin on, except for the memory budget.
-
-Rows: :data:`harness.matrices.fidelity_0523.ROWS`, the 0.5.13.post1 matrix's recipes as 0.5.23's
-parser takes them (what changed, and why, is in each row). Per row:
-
-(a) ``ServerArgs`` after resolution equal stock 0.5.23's field by field, plugin on vs off (off:
-    SGLang's own ``SGLANG_PLUGINS`` whitelist): SGLang's ``resolved_dict()`` (every resolved
-    field; the CUDA-graph config with its decode/prefill batch lists included), the operator's
-    input fields, and the environment variables resolution sets. Built for the device the
-    recipe targets (``--device cuda``, an H100-80GB test double), so the automatic
-    ``--mem-fraction-static`` and graph batch lists are the ones that card gets. A command
-    0.5.23 refuses is refused alike (same step, type, message).
-(b) The target's ``ModelConfig`` as 0.5.23 has it when its pool is sized (after the draft's
-    config was built: 0.5.23 builds both workers before ``init_memory_pools``) equals stock's,
-    and so do the scheduler's copy and the draft's config. Control: the draft's hf config
-    differs from the target's (a path-less MTP draft reads the target's checkpoint and gets
-    the NextN architecture), so a config shared between them would show in the target.
-(c) Engine rows: the draft's price equals what its pools really allocate, read from SGLang's
-    tensors in the scheduler (:func:`harness.reports.fidelity_tensors.kv_pool_buffers`: bytes of the
-    K/V buffers of every draft (sub-)pool over its token rows; slots per token of the target's
-    full pool, of its sliding-window pool, or a fixed count), not from any ``sglang_specinit``
-    function.
-(d) Engine rows: the Engine comes up, weights + every pool fill the budget to [0.995, 1], and
-    ``sglang-specinit plan --resident-bytes`` in this environment equals the server.
-(e) Engine rows: after init every parameter and buffer of the target and of each draft
-    equals stock 0.5.23's: values (SHA-256 of the bytes) and which tensors share storage with
-    which (the draft's embed/lm_head bound to the target's, EAGLE3's hot-token map from its
-    ``d2t``). Speculative tokens cannot be generated on CPU (SGLang refuses EAGLE on the
-    torch_native decode backend, and the draft's Triton backends only construct), so this is
-    the check that the early binding leaves the models as stock builds them. One exception,
-    stated where it applies: rows of a fused QKV projection the draft's checkpoint has no
-    weights for (a frozen-KV MTP assistant holds ``q_proj`` only) are never written by SGLang
-    and hold whatever the allocator returned, in stock too; the rows it loads are compared.
-
-Rows 0.5.23 cannot build on CPU (NGRAM, DFLASH, DeepSeek-V3.2, Qwen3-Next, DeepSeek-V4) and
-the refused commands say why (``engine_blocker``, found by trying) and have (a) and (b) only.
-
-Cost: one probe process for (a) and (b) of every row (SGLang imported once, ~80 s here, in the
-background while the Engines start). Engines (each ~50 s): CI reads the suite's own launches of
-the same checkpoints (``launches`` marker, started up front by ``conftest.py``) — EAGLE3 on and
-off (already started for other tests), MiMo-V2 multi-layer EAGLE (on: already started; off:
-new), DeepSeek-V3 path-less MTP (on and off: new), frozen-KV MTP (on: already started). Every
-row's recipe Engine (its own flags on device cpu) runs with SPECINIT_TEST_SLOW=1.
-"""
+"""Fidelity matrix on 0.5.23: documented launches start as stock 0.5.23 starts them, plugin on,
+but for the budget. Per row: (a) resolved ServerArgs, (b) ModelConfigs at pool sizing equal
+stock's; Engine rows: (c) the draft's price is what its pools allocate, (d) the budget is filled
+and ``plan`` equals the server, (e) every tensor and storage sharing after init is stock's."""
 
 from __future__ import annotations
 
@@ -158,9 +117,6 @@ def _results(probe: dict, row: Row) -> tuple[dict[str, Any], dict[str, Any]]:
 def _skip_refused(row: Row) -> None:
     if row.refused is not None:
         pytest.skip(f"sglang 0.5.23 refuses this command: {row.refused} (checked in (a))")
-
-
-# --------------------------------------------------------------------------- Engine rows
 
 
 @pytest.mark.parametrize("row", _blocked_params())
@@ -360,9 +316,6 @@ def _rows_loaded_from_checkpoint(row: Row, name: str) -> range | None:
     return range(0, shapes["q_proj.weight"][0])
 
 
-# --------------------------------------------------------------------------- (a)
-
-
 @pytest.mark.parametrize("row", ROWS, ids=[row.key for row in ROWS])
 def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
     on, off = _results(probe, row)
@@ -382,9 +335,6 @@ def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
     graphs = off["server_args"]["cuda_graph_config"]
     assert graphs["decode"]["bs"] and graphs["prefill"]["bs"], graphs
     assert 0 < off["server_args"]["mem_fraction_static"] < 1
-
-
-# --------------------------------------------------------------------------- (b)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.key for row in ROWS])

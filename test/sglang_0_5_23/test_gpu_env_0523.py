@@ -1,11 +1,5 @@
 """The GPU suite on the real 0.5.23 wheel, without a GPU: no CPU double in a GPU server's env,
-and ``scripts/test-gpu.sh --dry-run`` (every server, parsed by 0.5.23's own parser).
-
-0.5.23 is where the CPU harness needs the ``sgl_kernel`` stub on ``PYTHONPATH`` (its CPU ops
-come from sgl_kernel at import) and where this test process runs with ``SGLANG_USE_CPU_ENGINE``
-(conftest): both are what a GPU server's environment must not inherit. No Engine; the dry run
-is one subprocess (~20 s, SGLang's import).
-"""
+and ``scripts/test-gpu.sh --dry-run`` (every server, parsed by 0.5.23's own parser)."""
 
 from __future__ import annotations
 

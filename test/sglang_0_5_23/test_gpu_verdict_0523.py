@@ -1,18 +1,4 @@
-"""The GPU graph verdicts fed by 0.5.23's own code, without a GPU.
-
-``/server_info``'s graph memory is built as a 0.5.23 scheduler builds it: the target's capture
-by ``cuda_graph_setup.capture_decode_graph`` (its log line and its ``GraphCapture`` memory
-phase), the draft worker's phases by ``EagleDraftWorkerBase`` and
-``BaseSpecWorker.graph_memory_usage``, both merged by
-``scheduler_components.memory_usage.build_memory_usage``. Test doubles, named as such: the
-graph runner (``FakeDecodeGraphRunner``: captures nothing, holds a batch list), the free-memory
-meter (scripted GiB readings) and the globals ``capture_decode_graph`` reads (no disaggregation,
-model impl auto, CUDA graphs on). The draft's decode capture line is recorded text in the shape
-``speculative/eagle_worker_v2.py`` writes it (its method needs a whole draft worker).
-
-The seven broken plugins (:mod:`harness.gpu.broken_plugins`) then go through the GPU case's
-whole verdict (:func:`harness.gpu.case_verdict.case_problems`) with these payloads.
-"""
+"""The GPU graph verdicts fed by 0.5.23's own code, without a GPU."""
 
 from __future__ import annotations
 
@@ -156,13 +142,10 @@ def test_a_changed_cuda_graph_batch_list_fails(
     assert problem.startswith("captured batch lists differ")
 
 
-# --------------------------------------------------------------------------- broken plugins
-
-
 @pytest.fixture
 def launch_0523(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
     """``launch_of(batch_list, tokens)``: an EAGLE3 launch's capture lines and /server_info,
-    by 0.5.23's own capture and server-info code (see the module docstring)."""
+    by 0.5.23's own capture and server-info code."""
 
     def launch_of(bs: Sequence[int], tokens: int) -> tuple[gpu_verdict.GraphCapture, dict]:
         capture, info = eagle3_launch(monkeypatch, caplog, bs=bs)

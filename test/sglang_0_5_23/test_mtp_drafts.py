@@ -1,13 +1,5 @@
 """sglang 0.5.23 with the plugin: multi-layer EAGLE (MiMo-V2 MTP) and frozen-KV MTP (Gemma 4
-assistant), the two draft kinds whose pools 0.5.23 reserves by a layer count they do not have.
-
-- multi-layer EAGLE: 0.5.23 reserves ``num_nextn_predict_layers`` layers of the target's
-  geometry; the draft builds one runner per step, each with a pool of its own (here one
-  sliding-window layer, sized by the target's full/SWA split). All of them are priced.
-- frozen-KV MTP: 0.5.23 reserves draft layers (``is_eagle()`` covers it) although the draft
-  reads the target's cache and owns only a stand-in pool of ``specs.FROZEN_KV_STAND_IN_TOKENS``
-  tokens; only that pool is charged, exactly the bytes its buffers hold.
-"""
+assistant), the two draft kinds whose pools 0.5.23 reserves by a layer count they do not have."""
 
 from __future__ import annotations
 

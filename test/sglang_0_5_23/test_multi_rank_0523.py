@@ -3,19 +3,7 @@ TP 2 launch every generation runs (``test/shared/test_tp2_ranks.py``): the same 
 (:mod:`harness.launch.tp2_pair`; pynccl off on device cpu: 0.5.23's
 ``init_model_parallel_group`` still defaults ``use_pynccl`` on and dies building a
 ``PyNcclCommunicator``, and one simulated device per rank, bound from the device the launcher
-publishes in the scheduler's runtime context).
-
-- (b, slow) dp-attention dp 2 x tp 2 (``--attn-dp-size 2``): every KV head on both ranks,
-  one file per rank.
-- (c, CI) rank 1's draft failing to load (the fault double of :mod:`harness.cpu_doubles.faults`)
-  ends the launch on every rank: cause in the log, no process left, no pool on the healthy rank.
-- (d, slow) SIGTERM while the pools are allocated ends the launch, no report, nothing left.
-
-Every launch is bounded in time; a hang fails with each rank's last log lines and is killed.
-Timing (2 shared cores): a TP 2 launch of 0.5.23 is up in 72 s lightly loaded, 167-194 s with
-other launches beside it; the rank-failure launch ends ~1 s after the draft fails (117 s in
-all), SIGTERM ends it ~1 s after the signal.
-"""
+publishes in the scheduler's runtime context)."""
 
 from __future__ import annotations
 
@@ -53,20 +41,8 @@ pytestmark = [
 ]
 
 
-# --------------------------------------------------------------------------- (b) dp-attention
-
-
 @pytest.mark.slow
 def test_dp_attention_dp2_tp2_sizes_full_kv_heads_on_both_ranks(tmp_path: Path) -> None:
-    """dp-attention, dp 2 x tp 2 (0.5.23 spells it ``--attn-dp-size 2``; its deprecated
-    ``--dp-size 2 --enable-dp-attention`` resolves to the same): attention-TP size 1, so each
-    rank holds every KV head of both models, each rank writes its own file (``dp`` = its
-    attention-DP rank), and the planner agrees.
-
-    Slow (one more TP 2 launch, ~2 min). In CI, the TP 2 launch (a) covers per-rank sizing,
-    files and tightness on 0.5.23; the rank fields of an attention-DP scheduler are unit-tested
-    in ``test/unit/test_rank_reports.py``.
-    """
     run = start_tp2(tmp_path, (CAPACITY, CAPACITY), attn_dp_size=2)
     assert run.breakdown_files == ["memory-rank0-pp0-tp0-dp0.json", "memory-rank1-pp0-tp1-dp1.json"]
     for report in run.reports.values():
@@ -81,8 +57,6 @@ def test_dp_attention_dp2_tp2_sizes_full_kv_heads_on_both_ranks(tmp_path: Path) 
     )
     assert_plan_equals_ranks(run_planner(argv), run)
 
-
-# --------------------------------------------------------------------------- (c) rank failure
 
 FAILING_RANK = 1
 
@@ -110,13 +84,6 @@ def _ended_tp2(work_dir: Path, *, plugin: bool = True, **kwargs: Any) -> tuple[E
 def test_draft_failure_on_one_rank_ends_the_launch_on_every_rank(
     plugin: bool, tmp_path: Path
 ) -> None:
-    """Rank 1's draft fails to load (an ``OSError``, as an unreadable shard gives): the launch
-    ends on every rank through SGLang's own error path, with no pool on rank 0.
-
-    0.5.23 loads both models before any pool exists (upstream's own phased init), and the
-    target's profiling starts with a MIN all-reduce no rank passes alone, so rank 0 stops
-    before allocating, plugin on or off (the stock run is the ``slow`` contrast).
-    """
     run, specinit_dir = _ended_tp2(
         tmp_path, plugin=plugin, extra_env={FAIL_DRAFT_RANK_ENV: str(FAILING_RANK)}
     )
@@ -140,18 +107,8 @@ def test_draft_failure_on_one_rank_ends_the_launch_on_every_rank(
     assert not list(specinit_dir.glob("memory-rank*.json"))
 
 
-# --------------------------------------------------------------------------- (d) SIGTERM
-
-
 @pytest.mark.slow
 def test_sigterm_while_the_pools_are_allocated_ends_the_launch(tmp_path: Path) -> None:
-    """SIGTERM to the launcher while a draft runner is held in its pool allocation (the
-    target's pool exists, the draft's does not yet): every rank ends, no report, nothing left.
-
-    Slow (one more TP 2 launch). In CI, the rank-failure test (c) checks on 0.5.23 that a TP 2
-    launch ending mid-init leaves no process and no report; SIGTERM in the pool phase at TP 1
-    runs in CI on 0.5.13.post1 (``test/sglang_0_5_13/test_fault_matrix.py``).
-    """
     started = time.monotonic()
     run, specinit_dir = _ended_tp2(
         tmp_path,

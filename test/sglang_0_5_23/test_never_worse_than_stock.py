@@ -1,23 +1,4 @@
-"""Never worse than stock 0.5.23, over a layout matrix of published launches.
-
-For each cell (a published target/draft pair at one parallel layout and KV dtype) the target's
-and each draft runner's ``KVCacheConfigurator`` are built as 0.5.23 builds them
-(``sglang_0_5_23.offline_configurator``: the fields ``init_kv_cache_configurator`` fills,
-without weights) and priced by the plugin's own runtime function
-(``runtime_budget.price_configurators``: SGLang's pool code at tiny sizes). Against that:
-
-* every price is what the pool allocates at a third size, built by SGLang's ``_init_pools``;
-* stock's reserve is SGLang's own configurator cell (``create_memory_pool_configurator``), and
-  stock's token count SGLang's own ``calculate_pool_sizes`` on stock's budget (duplicate
-  embed/lm_head resident, as 0.5.23 profiles);
-* the plugin's plan (``budget.plan_pools``, what the runtime runs) stays within
-  ``f x free`` and fills it to within one page of every pool;
-* where stock's allocation fits the budget, the plugin serves at least as many tokens;
-  where it does not, the plugin still fits.
-
-Weights per rank are the checkpoint bytes over the TP size (an input of the arithmetic: the
-prices are what the matrix checks). No Engine is started; ~1 min in all.
-"""
+"""Never worse than stock 0.5.23, over a layout matrix of published launches."""
 
 from __future__ import annotations
 
@@ -32,6 +13,15 @@ from unittest import mock
 
 import pytest
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir, qwen3_next_config_dir
+from harness.matrices.step_aside import (
+    Weights,
+    deepseek_mtp_weights,
+    example_dir,
+    made_dir,
+    markdown_table,
+    resolved,
+    weights_size,
+)
 
 GIB = 1 << 30
 # Sizes every price is checked at, built directly (the probe builds 2 and 4 pages).
@@ -39,16 +29,6 @@ PAGES_CHECKED = (5, 10)  # x 0.8 (the default SWA ratio) stays whole
 # Constant pointer / stride tables of a pool: not part of its price (SGLang leaves them to
 # the 1 - f share); a few hundred bytes per layer group.
 BOOKKEEPING_BYTES = 16 << 10
-
-
-@dataclass(frozen=True)
-class Weights:
-    """Per-rank bytes: the target's, the draft's own (after binding), the draft tensors that
-    duplicate the target's until 0.5.23 binds them (resident while stock profiles)."""
-
-    target: int
-    draft: int
-    duplicates: int
 
 
 @dataclass(frozen=True)
@@ -67,31 +47,14 @@ class Cell:
     tags: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _size(example: str, role: str) -> dict[str, Any]:
-    return json.loads((EXAMPLES / example / role / "weights-size.json").read_text())
-
-
 def _example_weights(example: str, tp: int, shared: tuple[str, ...]) -> Callable[[int], Weights]:
     """Checkpoint bytes / TP; ``shared`` names the draft tensors 0.5.23 binds to the target's."""
 
     def weights(_: int) -> Weights:
-        target = _size(example, "target")["total_bytes"]
-        draft = _size(example, "draft")
+        target = weights_size(example, "target")["total_bytes"]
+        draft = weights_size(example, "draft")
         dup = sum(draft["tensors"].get(name, 0) for name in shared)
         return Weights(target // tp, (draft["total_bytes"] - dup) // tp, dup // tp)
-
-    return weights
-
-
-def _deepseek_mtp_weights(tp: int, attn_tp: int | None = None) -> Callable[[int], Weights]:
-    def weights(_: int) -> Weights:
-        size = _size("deepseek-v3-mtp", "target")
-        mtp = size["groups"]["model.layers.61."]
-        dup = (
-            size["tensors"]["model.layers.61.embed_tokens.weight"]
-            + size["tensors"]["model.layers.61.shared_head.head.weight"]
-        )
-        return Weights((size["total_bytes"] - mtp) // tp, (mtp - dup) // tp, dup // tp)
 
     return weights
 
@@ -109,31 +72,22 @@ def _nnpl0_draft(tmp: Path) -> str:
     return str(draft)
 
 
-def _mkdir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _ex(example: str, role: str) -> Callable[[Path], str]:
-    return lambda tmp: str(EXAMPLES / example / role)
-
-
 SPEC_CHAIN = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
 DEEPSEEK_MTP = {
-    "model_path": _ex("deepseek-v3-mtp", "target"),
+    "model_path": example_dir("deepseek-v3-mtp", "target"),
     "speculative_algorithm": "EAGLE",
     "speculative_num_draft_tokens": 4,
     "trust_remote_code": True,
     **SPEC_CHAIN,
 }
 LLAMA_EAGLE3 = {
-    "model_path": _ex("llama31-8b-eagle3", "target"),
-    "speculative_draft_model_path": _ex("llama31-8b-eagle3", "draft"),
+    "model_path": example_dir("llama31-8b-eagle3", "target"),
+    "speculative_draft_model_path": example_dir("llama31-8b-eagle3", "draft"),
     "speculative_algorithm": "EAGLE3",
     "speculative_num_draft_tokens": 4,
     **SPEC_CHAIN,
 }
-DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(_mkdir(tmp / "dsa")))}
+DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(made_dir(tmp / "dsa")))}
 
 CELLS = [
     Cell(
@@ -153,8 +107,8 @@ CELLS = [
     Cell(
         "llama31-70b+eagle (GQA), TP 4",
         {
-            "model_path": _ex("llama31-70b-eagle-tp4", "target"),
-            "speculative_draft_model_path": _ex("llama31-70b-eagle-tp4", "draft"),
+            "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
+            "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
             "speculative_algorithm": "EAGLE",
             "speculative_num_draft_tokens": 4,
             "tp_size": 4,
@@ -168,8 +122,8 @@ CELLS = [
     Cell(
         "qwen3-moe+eagle3 (GQA MoE), TP 4",
         {
-            "model_path": _ex("qwen3-moe-eagle3", "target"),
-            "speculative_draft_model_path": _ex("qwen3-moe-eagle3", "draft"),
+            "model_path": example_dir("qwen3-moe-eagle3", "target"),
+            "speculative_draft_model_path": example_dir("qwen3-moe-eagle3", "draft"),
             "speculative_algorithm": "EAGLE3",
             "speculative_num_draft_tokens": 4,
             "tp_size": 4,
@@ -180,8 +134,8 @@ CELLS = [
     Cell(
         "gpt-oss-20b+eagle3 (hybrid SWA target), TP 1",
         {
-            "model_path": _ex("gpt-oss-20b-eagle3", "target"),
-            "speculative_draft_model_path": _ex("gpt-oss-20b-eagle3", "draft"),
+            "model_path": example_dir("gpt-oss-20b-eagle3", "target"),
+            "speculative_draft_model_path": example_dir("gpt-oss-20b-eagle3", "draft"),
             "speculative_algorithm": "EAGLE3",
             "speculative_num_draft_tokens": 4,
             "attention_backend": "triton",
@@ -194,43 +148,43 @@ CELLS = [
     Cell(
         "deepseek-v3 MTP, no draft path (MLA bf16), TP 8, page 64",
         {**DEEPSEEK_MTP, "tp_size": 8, "page_size": 64},
-        _deepseek_mtp_weights(8),
+        lambda _: deepseek_mtp_weights(8),
         tags=("mla",),
     ),
     Cell(
         "deepseek-v3 MTP, dp-attention (dp 8 x tp 8)",
         {**DEEPSEEK_MTP, "tp_size": 8, "dp_size": 8, "enable_dp_attention": True},
-        _deepseek_mtp_weights(8),
+        lambda _: deepseek_mtp_weights(8),
         tags=("dp-attention",),
     ),
     Cell(
         "deepseek-r1/v3 MTP, TP 8 DCP 8 (dense MLA, #39799)",
         {**DEEPSEEK_MTP, "tp_size": 8, "dcp_size": 8},
-        _deepseek_mtp_weights(8),
+        lambda _: deepseek_mtp_weights(8),
         tags=("dcp-dense",),
     ),
     Cell(
         "deepseek-v3.2 MTP (DSA bf16), TP 8",
         {**DSA_MTP, "tp_size": 8, "kv_cache_dtype": "bfloat16"},
-        _deepseek_mtp_weights(8),
+        lambda _: deepseek_mtp_weights(8),
         tags=("dsa",),
     ),
     Cell(
         "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8",
         {**DSA_MTP, "tp_size": 8, "kv_cache_dtype": "fp8_e4m3"},
-        _deepseek_mtp_weights(8),
+        lambda _: deepseek_mtp_weights(8),
         tags=("dsa-fp8",),
     ),
     Cell(
         "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8 DCP 8",
         {**DSA_MTP, "tp_size": 8, "dcp_size": 8, "kv_cache_dtype": "fp8_e4m3"},
-        _deepseek_mtp_weights(8),
+        lambda _: deepseek_mtp_weights(8),
         tags=("dsa-dcp",),
     ),
     Cell(
         "qwen3-next NEXTN, no draft path (hybrid GDN), TP 4",
         {
-            "model_path": lambda tmp: str(qwen3_next_config_dir(_mkdir(tmp / "qwen3-next"))),
+            "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
             "speculative_algorithm": "NEXTN",
             "speculative_num_draft_tokens": 4,
             "disable_radix_cache": True,
@@ -327,11 +281,6 @@ class CellResult:
         )
 
 
-def _resolved(args: dict[str, Any], tmp: Path) -> dict[str, Any]:
-    tmp.mkdir(parents=True, exist_ok=True)
-    return {k: (v(tmp) if callable(v) else v) for k, v in args.items()}
-
-
 def _allocated(kvc: Any, full: int, swa: int) -> int:
     """Bytes of every storage the KV pool SGLang's ``_init_pools`` builds at these counts."""
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
@@ -363,7 +312,7 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
     with mock.patch("torch.cuda.get_device_capability", return_value=cell.capability):
-        layout = published_layout(draft_runners=cell.draft_runners, **_resolved(cell.args, tmp))
+        layout = published_layout(draft_runners=cell.draft_runners, **resolved(cell.args, tmp))
     target = layout.target
     page = int(target.page_size)
     fixed = (
@@ -463,19 +412,14 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CellResult]:
 
 
 def render_table(results: Any) -> str:
-    rows = [
-        "| cell | stock reserve B/row | allocated B/row | priced B/row | budget use stock | "
-        "budget use plugin | tokens stock -> plugin |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        rows.append(
-            f"| {r.cell.name} | {r.stock_cell:,.0f} | {r.allocated_per_row:,.1f} | "
-            f"{r.priced_per_row:,.1f} | {100 * r.stock_used / r.budget:.2f} % | "
-            f"{100 * r.plugin_used / r.budget:.2f} % | {r.stock_tokens:,} -> "
-            f"{r.plugin_tokens:,} |"
-        )
-    return "\n".join(rows) + "\n"
+    header = ("cell", "stock reserve B/row", "allocated B/row", "priced B/row",
+              "budget use stock", "budget use plugin", "tokens stock -> plugin")  # fmt: skip
+    return markdown_table(header, [
+        (r.cell.name, f"{r.stock_cell:,.0f}", f"{r.allocated_per_row:,.1f}",
+         f"{r.priced_per_row:,.1f}", f"{100 * r.stock_used / r.budget:.2f} %",
+         f"{100 * r.plugin_used / r.budget:.2f} %", f"{r.stock_tokens:,} -> {r.plugin_tokens:,}")
+        for r in results
+    ])  # fmt: skip
 
 
 IDS = [c.name for c in CELLS]
@@ -563,7 +507,7 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
 
     cell = next(c for c in CELLS if tag in c.tags)
     with mock.patch("torch.cuda.get_device_capability", return_value=cell.capability):
-        layout = published_layout(draft_runners=cell.draft_runners, **_resolved(cell.args, tmp))
+        layout = published_layout(draft_runners=cell.draft_runners, **resolved(cell.args, tmp))
     prices = runtime_budget.price_configurators(layout.target, layout.drafts, [])
     cap = 1 << 20
     pools = (prices[0], *prices[1])
@@ -597,10 +541,6 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
 
 
 def test_post_capture_resize_stays_within_its_budget_where_stock_underprices(tmp_path) -> None:
-    """Item 4: with SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1 0.5.23 re-sizes after graph
-    capture with stock's rule, capped at the plugin's count. The plugin tightens that cap to
-    what the post-capture budget buys at real prices (CUDA only: the hook is called here on
-    the configurator 0.5.23 builds, with the budget the resize would hand it)."""
     pool_bytes, budget, stock, ours, page = _post_capture("nnpl0", tmp_path)
     assert pool_bytes(stock) > budget  # stock reserves nothing for an nnpl-0 draft
     assert ours < stock
@@ -608,8 +548,6 @@ def test_post_capture_resize_stays_within_its_budget_where_stock_underprices(tmp
 
 
 def test_post_capture_resize_is_never_above_stock(tmp_path) -> None:
-    """Where stock's rule overprices the draft (multi-layer EAGLE: d = nnpl layers of the
-    target's geometry), the resize keeps stock's smaller count."""
     pool_bytes, budget, stock, ours, page = _post_capture("multi-layer", tmp_path)
     assert ours == stock
     assert pool_bytes(ours) <= budget
@@ -617,11 +555,6 @@ def test_post_capture_resize_is_never_above_stock(tmp_path) -> None:
 
 @pytest.mark.parametrize("name", IDS)
 def test_binding_early_under_stock_sizing_is_never_worse_than_stock(matrix, name) -> None:
-    """Where a launch keeps stock sizing, stock_binding binds the duplicates before stock
-    profiles only if stock's reserve covers the draft; there stock's extra tokens still fit
-    where stock's did, and where stock's allocation already passes the budget the launch
-    uses no more than stock's (checked on 0.5.23's own configurator and the pools its
-    ``_init_pools`` builds)."""
     r = matrix[name]
     if r.reserve_gap or r.cell.fixed_pool_tokens:
         return  # not bound early (or a frozen-KV draft, which binds in its constructor)
@@ -638,10 +571,6 @@ def test_binding_early_under_stock_sizing_is_never_worse_than_stock(matrix, name
 
 
 def test_stock_binding_declines_where_stock_reserves_less_than_the_draft(matrix) -> None:
-    """nnpl 0: stock reserves no draft layer, so more tokens would cost more than its price.
-    The Llama EAGLE3 draft's KV row is the target's (8 KV heads x 128, fp16 beside bf16: the
-    same bytes, ``stock_binding.kv_row_dtype``) and stock reserves its one layer, so it binds;
-    drafts of a KV layout of their own are declined (the step-aside matrix's HiSparse cells)."""
     assert "reserves 0 draft layer" in _by_tag(matrix, "nnpl0").reserve_gap
     assert _by_tag(matrix, "eagle3").reserve_gap == ""
     assert _by_tag(matrix, "mla").reserve_gap == ""

@@ -1,13 +1,5 @@
 """``sglang-specinit plan --sglang-version 0.5.23`` predicts what the patched 0.5.23 server
-allocates, and its "stock 0.5.23" column what stock 0.5.23 allocates.
-
-The planner runs in this environment (0.5.23's own resolution, every pool priced by the
-server's ``price_configurators`` and stock's column by 0.5.23's own configurator; the
-``sgl_kernel`` test double on its ``PYTHONPATH``, as for every 0.5.23 process here), on the
-checkpoints and flags of the EAGLE3 launches of this suite, told the two numbers
-only the device knows (free memory before loading, bytes resident when the pools were sized,
-from the patched server's memory report).
-"""
+allocates, and its "stock 0.5.23" column what stock 0.5.23 allocates."""
 
 from __future__ import annotations
 
@@ -99,9 +91,6 @@ def test_plan_equals_the_patched_0_5_23_server(engine_runs, planner_env: str) ->
 
 @pytest.mark.launches(("EAGLE3", False), ("EAGLE3", True))
 def test_plan_stock_column_prices_the_draft_as_0_5_23_does(engine_runs) -> None:
-    """Stock's column prices the draft as stock 0.5.23 did (its cell, read from the stock
-    server's report) and the draft as it really allocates (the planner process of
-    test_plan_equals_the_patched_0_5_23_server)."""
     stock = engine_runs("EAGLE3", False)
     live = engine_runs("EAGLE3", True).memory
     stock_column = run_plan(live, "--resident-bytes", str(live["resident_bytes"]))["stock_0_5_23"]
@@ -126,10 +115,6 @@ STOCK_CASES = [
 @pytest.mark.parametrize(("kind", "reserved"), STOCK_CASES)
 @pytest.mark.launches(("{kind}", False), ("{kind}", True))
 def test_stock_and_plugin_columns_are_the_servers(engine_runs, kind: str, reserved: int) -> None:
-    """In this environment the plan's stock column (``stock_0_5_23``: 0.5.23's own
-    configurator) sizes what a stock Engine of the same flags, plugin off, sizes, and the
-    plugin column what the plugin Engine sizes; the planner is told the plugin run's
-    free memory before loading and resident bytes (stock's adds the duplicates it holds)."""
     stock, plugin = engine_runs(kind, False), engine_runs(kind, True)
     live = plugin.memory
     planned = run_plan(

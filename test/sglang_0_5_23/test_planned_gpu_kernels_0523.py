@@ -1,12 +1,5 @@
 """Launches whose resolved attention kernels cannot run on the planned GPU
-(``sglang_0_5_23/kernel_arch.py``), on the real sglang 0.5.23 resolution, in this process.
-
-DeepSeek-V3.2 (DSA) with ``--dcp-size 8``: 0.5.23 resolves both DSA phases to ``trtllm`` on
-any device, whose trtllm-gen kernel runs only on sm_100/103/107: on a Hopper preset the plan
-refuses in one line naming the flag and the lines relied on, on B200 it plans. ``fa3`` the same
-way for the GPUs it does not run on. The sources the messages cite are checked against the
-installed wheel.
-"""
+(``sglang_0_5_23/kernel_arch.py``), on the real sglang 0.5.23 resolution, in this process."""
 
 from __future__ import annotations
 
@@ -68,7 +61,6 @@ def resolved_on(preset: str, launch: list[str]) -> Any:
     return REPLAY.resolve(REPLAY.parse_launch(launch), device)
 
 
-# --------------------------------------------------------------------------------------------
 # DSA with decode context parallelism
 
 
@@ -98,8 +90,6 @@ def test_dsa_dcp_on_hopper_is_refused_in_one_line(
 def test_dsa_dcp_on_b200_plans_with_the_trtllm_kernels(
     capsys: pytest.CaptureFixture[str], dsa_dir: Path
 ) -> None:
-    """The same launch on B200 (sm_100): resolution picks trtllm for both DSA phases, the check
-    finds both and judges them runnable there, and the plan is printed."""
     launch = ["--model-path", str(dsa_dir), "--tp", "8", "--dcp-size", "8", *MTP]
     resolved = resolved_on("B200", launch)
     mla = resolved.target_model_config.attention_arch.name == "MLA"
@@ -132,7 +122,6 @@ def test_an_explicit_dsa_trtllm_backend_names_its_own_flag(
     assert line.endswith("change --dsa-decode-backend"), line
 
 
-# --------------------------------------------------------------------------------------------
 # FlashAttention v3
 
 
@@ -165,7 +154,6 @@ def test_fa3_for_an_mla_model_on_ampere_is_refused(capsys: pytest.CaptureFixture
     assert "cannot run on A100-80GB (sm_80)" in line and "runs only on sm_9x" in line, line
 
 
-# --------------------------------------------------------------------------------------------
 # The sources cited
 
 

@@ -7,8 +7,7 @@ No SGLang launch: the plans run in this process (this suite's conftest sets
 the path: the planner builds its pricing pools on cpu with 0.5.23's pool code), plus two fresh
 planner processes started up front: this environment's console entry (no double on its path:
 it drops the CPU-engine switch and needs no ``sgl_kernel``), and ``.venv``'s planner (sglang
-0.5.13.post1) printing the 0.5.23 rule, for the cross-release checks.
-"""
+0.5.13.post1) printing the 0.5.23 rule, for the cross-release checks."""
 
 from __future__ import annotations
 
@@ -107,7 +106,6 @@ def _started(fresh_processes: dict) -> None:
     """Start the fresh processes before the in-process plans take the cores."""
 
 
-# --------------------------------------------------------------------------------------------
 # Every shipped example
 
 
@@ -130,10 +128,6 @@ def test_every_example_plans_with_0_5_23s_rule(
 def test_v4_example_plans_as_the_layout_matrix_sizes_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """The DeepSeek-V4-Flash example (cookbook MTP 3/1/4, TP 4, H200, FP4 checkpoint): both
-    columns are 0.5.23's own V4 solve, as the layout matrix computes them
-    (``test_dsv4_never_worse_than_stock.evaluate``) at the plan's own fraction, GPU and
-    weights per rank; this package's plan fits and serves more tokens than stock's."""
     from harness.matrices.dsv4_flash import CELLS
     from test_dsv4_never_worse_than_stock import evaluate
 
@@ -177,12 +171,6 @@ def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
 def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """0.5.23's handle_gpu_memory_settings on an H100 (81559 MiB), worked by hand: chunked
-    prefill 8192, decode graphs to bs 256 (max_running_requests is set later, by the
-    speculative hook), the breakable prefill graph CUDA enables by default with 58 sizes up to
-    8192: reserved MiB = 512 + 8192 * 1.5 + 1 * 1 / 8 * 1024 + 256 * 2 + 58 * 8 = 13904;
-    round((81559 - 13904) / 81559, 3) = 0.83. Seen as this CPU host (no prefill graph) it
-    would be 0.835."""
     data = plan_json(capsys, "--example", "llama31-8b-eagle3")
     assert data["mem_fraction_static"] == 0.83
     assert data["pre_load_free_bytes"] == 81559 * MIB - GIB
@@ -194,10 +182,6 @@ def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu(
 def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
     capsys: pytest.CaptureFixture[str], fresh_processes: dict
 ) -> None:
-    """This process imported SGLang with SGLANG_USE_CPU_ENGINE=1 (conftest; its pools built with
-    the test double's CPU op); the fresh one started with it set and dropped it (its pools
-    built without the CPU engine, no sgl_kernel). Both plan the GPU preset exactly as 0.5.23
-    would on that GPU."""
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
     here = plan_json(capsys)
     fresh = fresh_plan(fresh_processes, "0.5.23")
@@ -209,9 +193,6 @@ def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
 def test_same_json_and_geometry_as_the_0_5_13_environment(
     capsys: pytest.CaptureFixture[str], fresh_processes: dict
 ) -> None:
-    """``.venv``'s ``plan`` (0.5.13.post1's own code) prints the same keys, its stock column
-    under its release's key; what both releases read from the same checkpoints (weights, KV
-    bytes per token) is equal."""
     here = plan_json(capsys)
     there = fresh_plan(fresh_processes, "0.5.13.post1")
     # 0.5.13.post1's column adds its automatic fraction's speculative reserve.
@@ -232,9 +213,6 @@ def test_same_json_and_geometry_as_the_0_5_13_environment(
 
 
 def test_flags_only_0_5_23_accepts(capsys: pytest.CaptureFixture[str]) -> None:
-    """0.5.23's own parser: ``--attn-dp-size 2`` is the new spelling of ``--dp-size 2
-    --enable-dp-attention`` (resolution turns the old one into the new one), and
-    ``--speculative-draft-kv-cache-dtype`` (new in 0.5.23) halves the draft's KV."""
     new = plan_json(capsys, "--example", "llama31-70b-eagle-tp4", "--attn-dp-size", "2")
     old = plan_json(
         capsys, "--example", "llama31-70b-eagle-tp4", "--dp-size", "2", "--enable-dp-attention"
@@ -248,8 +226,6 @@ def test_flags_only_0_5_23_accepts(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
-    """The planner answers ``get_device_memory_capacity`` in the modules that bind it; a
-    resolution module of 0.5.23 that reads it and is not listed would see this host."""
     import sglang.srt.arg_groups as arg_groups
     from sglang_specinit.sglang_0_5_23.planned_device import CAPACITY_READERS
 
@@ -262,7 +238,6 @@ def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
     assert readers == set(CAPACITY_READERS)
 
 
-# --------------------------------------------------------------------------------------------
 # Every pool priced as the 0.5.23 server prices it
 
 
@@ -377,8 +352,6 @@ def priced_layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Priced
 def test_plan_prices_every_pool_with_the_servers_function(
     priced_layouts: dict[str, PricedLayout], name: str
 ) -> None:
-    """``plan --json`` equals, per pool, what ``price_configurators`` gives on the same
-    layout; the stock column is 0.5.23's own configurator cell."""
     from sglang_specinit.budget import kv_pool_bytes
 
     r = priced_layouts[name]
@@ -397,9 +370,6 @@ def test_plan_prices_every_pool_with_the_servers_function(
 
 
 def test_dsa_fp8_is_planned_at_0_5_23s_width(priced_layouts: dict[str, PricedLayout]) -> None:
-    """DSA with an FP8 KV cache: 0.5.23 stores 656 B of latent KV per layer (scales and a
-    bf16 rope), bf16 1,152; the index-K rows are the same in both. Stock's own cell agrees
-    with the plan's per-row price."""
     fp8, bf16 = (
         priced_layouts[f"DeepSeek-V3.2 DSA {dtype}, TP 8"].planned for dtype in ("fp8_e4m3", "bf16")
     )
@@ -412,8 +382,6 @@ def test_dsa_fp8_is_planned_at_0_5_23s_width(priced_layouts: dict[str, PricedLay
 def test_dense_mla_dcp_draft_is_planned_replicated(
     priced_layouts: dict[str, PricedLayout],
 ) -> None:
-    """Dense MLA under DCP 8 (#39799): the draft's pool spans 8 replicas; stock reserves one
-    (its cell adds 1,152 B) and allocates past the fraction, the plan does not."""
     data = priced_layouts["DeepSeek-V3 dense MLA, TP 8 DCP 8"].planned
     stock = data["stock_0_5_23"]
     assert data["draft_kv_bytes_per_token"] == 8 * 1_152
@@ -424,8 +392,6 @@ def test_dense_mla_dcp_draft_is_planned_replicated(
 def test_nnpl0_draft_is_planned_although_stock_reserves_none(
     priced_layouts: dict[str, PricedLayout],
 ) -> None:
-    """An EAGLE3 draft with ``num_nextn_predict_layers: 0``: stock's cell is the target's
-    alone and its pools pass the fraction; the plan prices the draft's own pool."""
     data = priced_layouts["llama31-8b + EAGLE3, num_nextn_predict_layers 0"].planned
     stock = data["stock_0_5_23"]
     assert stock["priced_kv_bytes_per_token"] == data["target_kv_bytes_per_token"]
@@ -433,7 +399,6 @@ def test_nnpl0_draft_is_planned_although_stock_reserves_none(
     assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
 
 
-# --------------------------------------------------------------------------------------------
 # The report
 
 
@@ -451,7 +416,6 @@ def test_report_covers_every_example_with_0_5_23s_rule(
     assert "stock 0.5.23" in (out / "README.md").read_text()
 
 
-# --------------------------------------------------------------------------------------------
 # Bad input: exit 2, one line on stderr, no traceback
 
 
@@ -552,9 +516,6 @@ def test_bad_input_exits_2_with_one_line(
 def test_pipeline_parallel_eagle_is_refused_in_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pp_spec: bool
 ) -> None:
-    """PP 2 + EAGLE (the 70B example): without SGLANG_ENABLE_PP_SPEC 0.5.23 itself refuses it
-    off PD prefill nodes; with it the launch is valid and the server prices each stage, but
-    the planner has one rank's inputs, so it refuses (it once printed a PP 1 plan here)."""
     if pp_spec:
         monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
     else:
@@ -575,9 +536,6 @@ def test_pipeline_parallel_eagle_is_refused_in_one_line(
 def test_a_fraction_the_weights_do_not_fit_is_refused_as_the_server_refuses_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """At f = 0.1 the default example's weights exceed the budget: the plugin's pool phase stops
-    the launch naming the fraction to pass (and 0.5.23's own sizing refuses it too, "Not enough
-    memory"), so the plan is that refusal: exit 2, one line, the fraction that fits."""
     code, out, err = run(capsys, "plan", "--mem-fraction-static", "0.1")
     assert code == 2 and out == "", out
     lines = err.strip().splitlines()

@@ -4,12 +4,7 @@ the derived widths after ``publish``, the resolution step that reads the device'
 answer as the installed release's own code does, and ``sglang-specinit plan`` runs on it.
 On 0.5.16 - 0.5.18 (0.5.15's dataclass ``ServerArgs``) the planner runs ``dataclass_replay``
 instead: the widths its rank 0 answers are the scheduler's, and the plan runs with the stock
-column of the release's own configurator.
-
-The rows that list this file in :mod:`harness.releases` run it: 0.5.16's - 0.5.19's wheels
-over ``.venv-sglang0520``, where ``test_eagle3_launch.py``'s plan == server is not run, and
-0.5.20, where that launch covers the plan. ~30 s here (one in-process plan).
-"""
+column of the release's own configurator."""
 
 from __future__ import annotations
 
@@ -47,9 +42,6 @@ WIDTH_CASES = [
 def test_attention_widths_are_the_ones_the_scheduler_computes(
     tp: int, dp: int, cp: int, dp_attention: bool
 ) -> None:
-    """What the planner reads as ``attn_tp_size`` / ``attn_dp_size`` of a resolved config
-    equals what the installed release's scheduler builds its ``ParallelState`` from
-    (``compute_dp_attention_world_info``, ``managers/scheduler.py``)."""
     from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
     from sglang_specinit.sglang_0_5_23.release_shims import attn_tp_size_of, derived_server_arg
 
@@ -72,9 +64,6 @@ def test_attention_widths_are_the_ones_the_scheduler_computes(
 def test_rank0_widths_are_the_ones_the_scheduler_computes(
     tp: int, dp: int, cp: int, dp_attention: bool
 ) -> None:
-    """0.5.16 - 0.5.18's ``get_parallel()`` has no widths without process groups: inside the
-    planner's override it answers what the release's scheduler computes, outside it the
-    override is gone."""
     from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
     from sglang.srt.runtime_context import get_parallel
     from sglang_specinit.sglang_0_5_23.dataclass_replay import rank0_widths
@@ -100,9 +89,6 @@ def test_rank0_widths_are_the_ones_the_scheduler_computes(
 
 @NOT_ON_DATACLASS
 def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
-    """The planner answers ``get_device_memory_capacity`` in the modules of this release that
-    bind it (0.5.19: the resolution pipeline; 0.5.20: the memory step and the Qwen3-VL
-    override); one not listed would see this host's memory."""
     import sglang.srt.arg_groups as arg_groups
     from sglang_specinit.sglang_0_5_23.planned_device import CAPACITY_READERS
     from sglang_specinit.sglang_0_5_23.release_shims import present_capacity_readers
@@ -121,10 +107,6 @@ def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
     reason=f"{ROW.name}: test_eagle3_launch.py plans the launch it starts, plan == server",
 )
 def test_the_plan_runs_and_the_pool_code_reads_published_widths() -> None:
-    """``plan --json`` on the default example (Llama-3.1-8B + EAGLE3, H100-80GB) with this
-    release's own server-args logic and pool code; afterwards ``get_parallel()`` answers the
-    derived widths the pool code read (0.5.19 has them only once stamped:
-    ``release_shims.stamp_published_widths``)."""
     from sglang.srt.runtime_context import get_parallel
     from sglang_specinit.planner.cli import main
 

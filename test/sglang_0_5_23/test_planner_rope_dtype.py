@@ -1,13 +1,4 @@
-"""The planner's rotary-cache dtype answers the planned device alone (0.5.23).
-
-0.5.23's ``RotaryEmbedding.__init__`` keeps the cos/sin cache in fp32 on CUDA, HIP and XPU
-and under ``SGLANG_ROPE_CACHE_FP32`` (flags bound in ``layers/rotary_embedding/base.py`` at
-import, the switch read at build), and casts it to the model's dtype elsewhere. The planner
-builds the cache for the planned device (``planner/target_buffers.rope_built_for``): here
-the host is made to answer HIP, XPU and the switch on (the flags set on SGLang's module, the
-variable in the environment), and a ``--device cpu`` plan must still be bf16, a CUDA plan
-fp32, and the host's answers must be SGLang's again afterwards. No Engine; a few seconds.
-"""
+"""The planner's rotary-cache dtype answers the planned device alone (0.5.23)."""
 
 from __future__ import annotations
 

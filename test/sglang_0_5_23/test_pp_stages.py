@@ -1,27 +1,4 @@
-"""Pipeline parallelism priced per stage, on 0.5.23's own configurators (no launch, ~30 s).
-
-Llama-3.1-70B + EAGLE at TP 4 PP 2 with ``SGLANG_ENABLE_PP_SPEC=1``, the layout the shipped
-example publishes: 0.5.23 builds the draft on the last stage only
-(``managers/scheduler.py:1041-1050``), yet every stage's target cell reserves the draft's layer
-(``model_executor/pool_configurator.py:259-305``: ``spec_aux_config`` comes from the draft
-path on every stage). Each stage's configurator is built without weights
-(``sglang_0_5_23.offline_configurator``) at that stage's layer range, and the plugin's own
-sizing hook (``runtime_budget.resolve_memory_pool_config``) runs on it with the sizing the
-scheduler hook makes for that stage (``scheduler.stage_sizing``). Three test doubles stand in
-for what only a launch has, each named: an empty module for the unloaded weights, a fixed
-``_profile_available_bytes`` for the device reading, and a recording
-``_apply_token_constraints`` for SGLang's MIN all-reduce over stages (one process here).
-
-The token sync double answers in two passes: the first returns each stage's own value (what
-each stage offers the all-reduce), the second the MIN of the first pass's offers, as the
-all-reduce answers every stage (one process cannot run the collective across two stages).
-
-Fails if the draft-less stage is charged any draft bytes or steps aside, if the last stage is
-not charged its draft's pool as built, if the hook skips or repeats SGLang's token sync, if a
-stage is sized past its bytes, if a stage builds its pools at its own count instead of the
-synced one or keeps a plan at its own count, or if the post-capture resize leaves the stages
-with different counts. The live PP 2 launch is ``test_pp_stages_live.py`` (slow).
-"""
+"""Pipeline parallelism priced per stage, on 0.5.23's own configurators (no launch, ~30 s)."""
 
 from __future__ import annotations
 
@@ -290,15 +267,11 @@ def test_last_stage_is_charged_its_draft_as_built(stages) -> None:
 
 
 def test_every_stage_syncs_its_count_exactly_once(stages) -> None:
-    """SGLang's MIN all-reduce over stages runs once per rank, as in stock's sizing, whether
-    the stage holds the draft or not: the collectives of the two stages line up."""
     for r in stages.values():
         assert r.sync_calls == [r.sizing.plan.tokens]
 
 
 def test_no_stage_is_sized_past_its_bytes(stages) -> None:
-    """Each stage's pools, built at its count, fit the bytes it was sized within; one page more
-    would not (the count is the most its bytes hold)."""
     for r in stages.values():
         page = r.sizing.inputs.page_size
         assert r.pool_bytes_at(r.tokens) <= AVAILABLE
@@ -306,10 +279,6 @@ def test_no_stage_is_sized_past_its_bytes(stages) -> None:
 
 
 def test_launch_count_is_the_last_stages_and_never_worse_than_stocks(stages) -> None:
-    """The launch serves the minimum over stages: the last stage's here (it holds the draft).
-    Where stock's pools at stock's count fit every stage's bytes, the plugin serves at least
-    as many tokens; where they do not (stock leaves each pool's padding row out of its
-    price), the plugin's still fit (test above) and it serves at most a page fewer."""
     ours = min(r.tokens for r in stages.values())
     stock = min(r.stock_tokens for r in stages.values())
     assert ours == stages[PP - 1].tokens
@@ -322,8 +291,6 @@ def test_launch_count_is_the_last_stages_and_never_worse_than_stocks(stages) -> 
 
 
 def test_draft_less_stage_is_priced_not_stepped_aside(built_stages) -> None:
-    """The scheduler hook's launch policy prices a stage without a draft worker under
-    ``SGLANG_ENABLE_PP_SPEC`` (as its target pool alone) rather than keeping stock there."""
     from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
 
     first = built_stages[0]
@@ -336,8 +303,6 @@ def test_draft_less_stage_is_priced_not_stepped_aside(built_stages) -> None:
 
 
 def test_every_stage_builds_its_pools_at_the_synced_count(stages, synced) -> None:
-    """With SGLang's MIN over stages answered, every stage's pools are sized at that one count
-    (the draft-less stage alone could afford more)."""
     low = min(r.tokens for r in stages.values())
     assert stages[0].tokens > low  # the draft-less stage's own count is larger
     for r in synced.values():
@@ -346,8 +311,6 @@ def test_every_stage_builds_its_pools_at_the_synced_count(stages, synced) -> Non
 
 
 def test_every_stages_plan_is_rebuilt_at_the_synced_count(stages, synced) -> None:
-    """The breakdown each stage logs is the plan at the count it serves, the pools at that
-    count; the count its own pricing affords is kept beside it."""
     low = min(r.tokens for r in stages.values())
     for rank, r in synced.items():
         plan = r.sizing.plan
@@ -402,10 +365,6 @@ def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool)
 
 
 def test_post_capture_resize_serves_one_count_on_every_stage(built_stages, synced) -> None:
-    """``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1`` under PP: the resize's priced cap enters
-    SGLang's MIN over stages, so every stage resizes to one count (SGLang applies its own cap
-    after the MIN); that count fits every stage's budget at real prices and is never above
-    stock's re-pricing."""
     cap = synced[PP - 1].tokens
     ours = _post_capture_counts(built_stages, cap, plugin=True)
     stock = _post_capture_counts(built_stages, cap, plugin=False)

@@ -1,26 +1,4 @@
-"""Pipeline parallelism priced per stage: PP 2 on device cpu, plugin off and on (sglang 0.5.23).
-
-``SGLANG_ENABLE_PP_SPEC=1`` gives the draft to the last stage only
-(``managers/scheduler.py:1041-1050``); stock still reserves the draft's layer in every stage's
-target cell (``model_executor/pool_configurator.py:259-305``). With the plugin the first stage
-is priced as its target pool alone and the last as its target pool plus the draft's pool as
-built, its duplicate lm_head bound before profiling (that stage's target has no input
-embedding, so 0.5.23 loads the draft's own from the checkpoint,
-``speculative/pp_draft_embedding.py:251-266``, and binds only the lm_head). The launch's count
-stays SGLang's MIN all-reduce over stages (``mem_cache/kv_cache_configurator.py:3107-3115``).
-
-What is checked, from each stage's own meter readings and pools (the plugin's breakdown is
-only read for what it says it priced):
-
-- every stage's weights + pools fit that stage's own ``f x free`` (plugin on and off);
-- the first stage is priced without a draft reserve, the last with its draft's pool;
-- the last stage bound the lm_head before profiling: exactly the target checkpoint's tensor;
-- both stages serve one count, at least stock's.
-
-Slow: two PP 2 launches (two scheduler processes each); measured here 2 x ~75 s idle, up to
-2 x 150 s beside other launches. CI runs the per-stage pricing on 0.5.23's own configurators
-without a launch (``test_pp_stages.py``).
-"""
+"""Pipeline parallelism priced per stage: PP 2 on device cpu, plugin off and on (sglang 0.5.23)."""
 
 from __future__ import annotations
 
@@ -154,10 +132,6 @@ def _stage_use(launch: PPLaunch, stage: int) -> tuple[int, int]:
 
 
 def test_every_stage_fits_its_own_budget(pp2) -> None:
-    """Each stage's weights as SGLang measured them on that stage + the pools it allocated
-    stay within ``f x`` that stage's own free memory before loading (its own meter readings,
-    before SGLang's MIN all-reduce). Stock's last stage ends past its budget by up to its
-    pools' padding rows (its price leaves them out)."""
     for plugin, launch in pp2.items():
         for stage, report in launch.reports.items():
             budget, used = _stage_use(launch, stage)
@@ -175,8 +149,6 @@ def test_every_stage_fits_its_own_budget(pp2) -> None:
 
 
 def test_tightest_stage_fills_its_budget_to_a_page(pp2) -> None:
-    """The last stage (target + draft) sets the count: its budget is used to within one page
-    of both pools' rows."""
     budget, used = _stage_use(pp2[True], PP - 1)
     target, draft = _stage_pools(pp2[True].reports[PP - 1])
     per_row = (target + draft) // (_tokens(pp2[True].reports[PP - 1]) + 1)
@@ -209,8 +181,6 @@ def test_first_stage_is_priced_without_a_draft_reserve(pp2) -> None:
 
 
 def test_last_stage_binds_lm_head_before_profiling(pp2) -> None:
-    """The EAGLE draft checkpoint carries no lm_head: the draft model's own is the target's
-    shape and dtype until bound, so binding frees the target checkpoint's tensor size."""
     lm_head = _checkpoint_tensor_bytes(llama_family.tiny_llama_target(), "lm_head.weight")
     breakdowns = pp2[True].breakdowns
     assert breakdowns[PP - 1]["stock_duplicate_bytes_at_profile"] == lm_head

@@ -5,8 +5,7 @@
 that imported SGLang as a CPU engine (this suite), with ``sgl_kernel``'s CPU op; on a CUDA host
 that GPU with any ``sgl_kernel`` that imports (``test/gpu/test_gpu_planner_0523.py`` runs it
 there). A CUDA host is stood in for by ``torch.cuda.is_available`` answering True (a TEST
-DOUBLE: this machine has no GPU).
-"""
+DOUBLE: this machine has no GPU)."""
 
 from __future__ import annotations
 
@@ -54,9 +53,6 @@ needs_gpu_less_host = pytest.mark.skipif(
 
 @needs_gpu_less_host
 def test_fresh_planner_process_prices_on_cpu_without_cuda() -> None:
-    """No CUDA device: cpu, and the command line drops the CPU-engine switch (its pools need no
-    ``sgl_kernel`` op); with CUDA the same process builds on the GPU, the switch dropped too,
-    even when the shell set it. Decided without SGLang."""
     env = {k: v for k, v in os.environ.items() if k not in ("SGLANG_USE_CPU_ENGINE", "PYTHONPATH")}
     proc = subprocess.run(
         [sys.executable, "-c", FRESH_DECISION],
@@ -101,8 +97,6 @@ def stub_kernel() -> object:
 def test_a_cpu_engine_without_the_cpu_op_exits_2_naming_the_cpu_engine_case(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stub_kernel: object
 ) -> None:
-    """An in-process caller that runs SGLang as a CPU engine (this suite) needs the CPU op its
-    pool modules import; the line says to drop the switch (or install the CPU build)."""
     monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
     code = main(["plan", "--json"])
     out, err = capsys.readouterr()
@@ -117,8 +111,6 @@ def test_a_cpu_engine_without_the_cpu_op_exits_2_naming_the_cpu_engine_case(
 
 @needs_gpu_less_host
 def test_cpu_without_the_cpu_engine_needs_no_sgl_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The command line's case: no CPU engine, so no sgl_kernel at all is accepted (where the
-    CPU engine is on, the same missing package is refused)."""
     monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     monkeypatch.delenv("SGLANG_USE_CPU_ENGINE")
@@ -139,10 +131,6 @@ def _plan_json_here(*argv: str) -> dict:
 def test_skipping_the_warm_up_copy_changes_no_price(
     monkeypatch: pytest.MonkeyPatch, example: str
 ) -> None:
-    """The plan with the pool's warm-up copy skipped (what a GPU-less planner process runs)
-    equals the plan with it run, here where both can run (a CPU engine: the copy is the
-    ``sgl_kernel`` test double's no-op CPU op, counted). Where the example's pools have no
-    warm-up (MLA) both counts are 0 and the plans are still equal."""
     import sglang.kernels.ops.kvcache.cache_move as cache_move
 
     calls = []
@@ -167,9 +155,6 @@ MLA_EXAMPLES = {"deepseek-v3-mtp", "deepseek-v4-flash-mtp"}
 
 
 def test_the_skip_is_only_the_self_copy_and_ends_with_its_context() -> None:
-    """Inside the context a copy that moves bytes still reaches 0.5.23's function (here the
-    test double's CPU op, which refuses anything but the warm-up); afterwards the pool module
-    calls 0.5.23's function again."""
     from sgl_kernel import StubKernelCalled
     from sglang.srt.mem_cache import memory_pool
 
@@ -205,11 +190,6 @@ sys.exit(main())
 @pytest.mark.slow
 @needs_gpu_less_host
 def test_the_command_line_plans_on_cpu_without_sgl_kernel() -> None:
-    """No CPU build of sglang-kernel exists: the command line prices every pool on cpu without
-    one, and gets this process's plan (a CPU engine with the test double's CPU op). Slow (a
-    fresh planner process); in CI ``test_planner_0523.py::
-    test_the_cpu_engine_switch_does_not_move_a_gpu_plan`` runs the same comparison with a fresh
-    process that has no sgl_kernel on its path."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
         [sys.executable, "-c", WITHOUT_SGL_KERNEL, "plan", "--json"],
@@ -226,8 +206,6 @@ def test_the_command_line_plans_on_cpu_without_sgl_kernel() -> None:
 def test_cuda_host_needs_only_an_importable_sgl_kernel(
     monkeypatch: pytest.MonkeyPatch, stub_kernel: object
 ) -> None:
-    """On a CUDA host (TEST DOUBLE: ``pricing_device`` answering cuda) the CUDA build, which has
-    no CPU op, is enough; no sgl_kernel at all is refused naming the GPU case."""
     monkeypatch.setattr(pricing_host_0_5_23, "pricing_device", lambda: "cuda")
     monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
     pricing_host_0_5_23.require_sgl_kernel()

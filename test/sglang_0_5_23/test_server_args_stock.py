@@ -1,14 +1,6 @@
 """Drop-in on sglang 0.5.20 (the row that lists this file in :mod:`harness.releases`; 0.5.23
 runs every recipe in ``test_fidelity_matrix_0523.py``): with the plugin on, the Llama-3.1 +
-EAGLE3 recipe's ``ServerArgs`` after resolution equal stock's field by field.
-
-The 0.5.23 fidelity probe (:mod:`harness.matrices.fidelity_probe_0523`) run on 0.5.20's own parser
-and resolution, plugin on vs off (SGLang's ``SGLANG_PLUGINS`` whitelist): ``resolved_dict()``
-(every resolved field, the CUDA-graph config included), the operator's input fields, the
-environment variables resolution sets, and the target's ``ModelConfig`` as the scheduler
-builds it before and after the draft's. Built for the H100 test double the recipes target.
-One row (the launch the live test starts): ~80 s here, no Engine.
-"""
+EAGLE3 recipe's ``ServerArgs`` after resolution equal stock's field by field."""
 
 from __future__ import annotations
 

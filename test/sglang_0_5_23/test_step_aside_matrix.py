@@ -1,27 +1,4 @@
-"""Where sglang-specinit steps aside on 0.5.23: stock's sizing, and the early binding, per layout.
-
-Each cell is a published launch on which the plugin keeps stock 0.5.23's sizing
-(``sglang_0_5_23.launch_policy.stock_sized_reason``, or a configurator fallback of
-``runtime_budget``), built without weights by ``sglang_0_5_23.offline_configurator``. For each:
-
-* stock's price per target row is measured from SGLang's own configurator
-  (``create_memory_pool_configurator(...).calculate_pool_sizes`` at two budgets), and its
-  token count is that configurator on stock's budget (the draft's duplicate embed/lm_head
-  resident, as 0.5.23 profiles);
-* what target and draft allocate is what 0.5.23's ``_init_pools`` builds, the draft with the
-  target's request pool and allocator as its ``alloc_memory_pool`` passes them
-  (``harness.matrices.step_aside``): bytes = a + b x full rows + c x SWA rows, fitted on
-  three builds and checked on a fourth;
-* the plugin keeps stock's sizing; ``stock_binding.stock_reserve_gap`` decides whether the
-  duplicates are bound before stock profiles. Where they are, stock's configurator sizes on
-  the budget without them.
-
-Never worse: the plugin serves at least stock's tokens; where it binds, its use stays within
-``f x free`` plus the padding page stock's rule leaves out (where stock's does), and it binds
-only where the draft's built pool is within stock's reserve. Layouts 0.5.23 refuses or whose
-pools cannot be built here are skipped saying why (file:line). Weights per rank are checkpoint
-bytes over the ranks holding them (inputs of the arithmetic). No Engine; ~1 min.
-"""
+"""Where sglang-specinit steps aside on 0.5.23: stock's sizing and the early binding, per layout."""
 
 from __future__ import annotations
 
@@ -41,7 +18,16 @@ from harness.checkpoints.published_configs import (
     dsa_config_dir,
     qwen3_next_config_dir,
 )
-from harness.matrices.step_aside import at_pp_stage
+from harness.matrices.step_aside import (
+    Weights,
+    at_pp_stage,
+    deepseek_mtp_weights,
+    example_dir,
+    made_dir,
+    markdown_table,
+    resolved,
+    weights_size,
+)
 
 GIB = 1 << 30
 SPEC_CHAIN = {
@@ -51,16 +37,6 @@ SPEC_CHAIN = {
 }
 # Rows of the small builds the pool bytes are fitted on (whole pages at page 1 and 64).
 ROWS = (640, 1280, 1920)
-
-
-@dataclass(frozen=True)
-class Weights:
-    """Per-rank bytes: the target's, the draft's own, the draft tensors that duplicate the
-    target's until 0.5.23 binds them (resident while stock profiles)."""
-
-    target: int
-    draft: int
-    duplicates: int
 
 
 @dataclass(frozen=True)
@@ -76,23 +52,6 @@ class Case:
     pp_stage: tuple[int, int] | None = None  # (rank, size): price that stage
     skip: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
-
-
-def _size(example: str, role: str) -> dict[str, Any]:
-    return json.loads((EXAMPLES / example / role / "weights-size.json").read_text())
-
-
-def _deepseek_mtp_weights(tp: int) -> Callable[[], Weights]:
-    def weights() -> Weights:
-        size = _size("deepseek-v3-mtp", "target")
-        mtp = size["groups"]["model.layers.61."]
-        dup = (
-            size["tensors"]["model.layers.61.embed_tokens.weight"]
-            + size["tensors"]["model.layers.61.shared_head.head.weight"]
-        )
-        return Weights((size["total_bytes"] - mtp) // tp, (mtp - dup) // tp, dup // tp)
-
-    return weights
 
 
 def _eagle3_dsa_draft_dir(tmp: Path, kv_heads: int) -> Path:
@@ -119,7 +78,7 @@ def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Callable[[], Weights]:
     input of the arithmetic: the draft is not a published checkpoint)."""
 
     def weights() -> Weights:
-        size = _size("deepseek-v3-mtp", "target")
+        size = weights_size("deepseek-v3-mtp", "target")
         target = size["total_bytes"] - size["groups"]["model.layers.61."]
         h, heads, head = 7168, 32, 128
         inter, draft_vocab, vocab = 14336, 32000, 129280
@@ -140,7 +99,7 @@ def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Callable[[], Weights]:
     def weights() -> Weights:
         from sglang.srt.distributed.utils import get_pp_indices
 
-        size = _size("llama31-70b-eagle-tp4", "target")
+        size = weights_size("llama31-70b-eagle-tp4", "target")
         embed, lm_head = (
             size["tensors"][n] for n in ("model.embed_tokens.weight", "lm_head.weight")
         )
@@ -149,7 +108,7 @@ def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Callable[[], Weights]:
         mine = (size["total_bytes"] - embed - lm_head) * (end - start) // 80
         last = rank == pp - 1
         mine += (embed if rank == 0 else 0) + (lm_head if last else 0)
-        draft = _size("llama31-70b-eagle-tp4", "draft")["total_bytes"] if last else 0
+        draft = weights_size("llama31-70b-eagle-tp4", "draft")["total_bytes"] if last else 0
         return Weights(mine // tp, draft // tp, (lm_head if last else 0) // tp)
 
     return weights
@@ -161,8 +120,8 @@ def _example_weights(example: str, shared: tuple[str, ...]) -> Callable[[], Weig
     checkpoint's own copy otherwise), so it costs the target's tensor until bound."""
 
     def weights() -> Weights:
-        target = _size(example, "target")
-        draft = _size(example, "draft")
+        target = weights_size(example, "target")
+        draft = weights_size(example, "draft")
         own = sum(draft["tensors"].get(name, 0) for name in shared)
         dup = sum(draft["tensors"].get(name, target["tensors"][name]) for name in shared)
         return Weights(target["total_bytes"], draft["total_bytes"] - own, dup)
@@ -170,22 +129,13 @@ def _example_weights(example: str, shared: tuple[str, ...]) -> Callable[[], Weig
     return weights
 
 
-def _ex(example: str, role: str) -> Callable[[Path], str]:
-    return lambda tmp: str(EXAMPLES / example / role)
-
-
-def _mkdir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 DEEPSEEK_MTP = {
-    "model_path": _ex("deepseek-v3-mtp", "target"),
+    "model_path": example_dir("deepseek-v3-mtp", "target"),
     "speculative_algorithm": "EAGLE",
     "trust_remote_code": True,
     **SPEC_CHAIN,
 }
-DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(_mkdir(tmp / "dsa")))}
+DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(made_dir(tmp / "dsa")))}
 
 
 def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
@@ -203,8 +153,8 @@ def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
 # stock's sizing there (with the switch the launch is priced per stage: test_pp_stages.py).
 PP_PD_PREFILL_LAST = "llama31-70b + EAGLE, TP 4 PP 2, PD prefill, last stage"
 LLAMA70B_PP2 = {
-    "model_path": _ex("llama31-70b-eagle-tp4", "target"),
-    "speculative_draft_model_path": _ex("llama31-70b-eagle-tp4", "draft"),
+    "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
+    "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
     "speculative_algorithm": "EAGLE",
     "tp_size": 4,
     "pp_size": 2,
@@ -217,12 +167,10 @@ def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Callable[[], Weight
     counted alike: an input of the arithmetic) with its MTP layer, which every PD-prefill
     stage builds; its embed/shared head duplicate the target's until 0.5.23 binds them."""
 
-    whole = _deepseek_mtp_weights(tp)
-
     def weights() -> Weights:
         from sglang.srt.distributed.utils import get_pp_indices
 
-        w = whole()
+        w = deepseek_mtp_weights(tp)
         start, end = get_pp_indices(61, rank, pp)
         return Weights(w.target * (end - start) // 61, w.draft, w.duplicates)
 
@@ -243,7 +191,7 @@ def _gpt_oss_swa_cap(draft: Callable[[Path], str]) -> dict[str, Any]:
     """gpt-oss-20b + the EAGLE3 ``draft`` with radix off and ``--max-running-requests 16``:
     0.5.23 sizes it with its ``SWARequestCapPoolConfigurator``, which the plugin keeps."""
     return {
-        "model_path": _ex("gpt-oss-20b-eagle3", "target"),
+        "model_path": example_dir("gpt-oss-20b-eagle3", "target"),
         "speculative_draft_model_path": draft,
         "speculative_algorithm": "EAGLE3",
         "attention_backend": "triton",
@@ -257,7 +205,7 @@ CASES = [
     Case(
         "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8",
         {**DSA_MTP, "tp_size": 8, "enable_hisparse": True},
-        _deepseek_mtp_weights(8),
+        lambda: deepseek_mtp_weights(8),
         "--enable-hisparse",
         tags=("hisparse",),
     ),
@@ -286,7 +234,7 @@ CASES = [
     ),
     Case(
         "gpt-oss-20b + EAGLE3, radix off, --max-running-requests 16 (SWA request cap), TP 1",
-        _gpt_oss_swa_cap(_ex("gpt-oss-20b-eagle3", "draft")),
+        _gpt_oss_swa_cap(example_dir("gpt-oss-20b-eagle3", "draft")),
         _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
         "SWARequestCapPoolConfigurator",
         device_gib=79.0,
@@ -325,7 +273,7 @@ CASES = [
     Case(
         "qwen3-next NEXTN + --enable-unified-memory (fused draft entry), TP 1",
         {
-            "model_path": lambda tmp: str(qwen3_next_config_dir(_mkdir(tmp / "qwen3-next"))),
+            "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
             "speculative_algorithm": "NEXTN",
             "attention_backend": "triton",  # unified memory's page-major layout needs one
             "disable_radix_cache": True,
@@ -346,7 +294,7 @@ CASES = [
     Case(
         "deepseek-v3 MTP + --enable-kv-cache-sharding, TP 8",
         {**DEEPSEEK_MTP, "tp_size": 8, "enable_kv_cache_sharding": True},
-        _deepseek_mtp_weights(8),
+        lambda: deepseek_mtp_weights(8),
         "--enable-kv-cache-sharding",
         skip=(
             "0.5.23 refuses it: sharding runs only on PD prefill workers "
@@ -386,11 +334,6 @@ CASES = [
         tags=("dsv4-unpriced",),
     ),
 ]
-
-
-def _resolved(args: dict[str, Any], tmp: Path) -> dict[str, Any]:
-    tmp.mkdir(parents=True, exist_ok=True)
-    return {k: (v(tmp) if callable(v) else v) for k, v in args.items()}
 
 
 @dataclass
@@ -476,7 +419,7 @@ def evaluate(case: Case, tmp: Path) -> Result:
     from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
     with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
-        layout = published_layout(**_resolved(case.args, tmp))
+        layout = published_layout(**resolved(case.args, tmp))
     target, drafts = layout.target, list(layout.drafts)
     if case.pp_stage is not None:
         at_pp_stage(target, *case.pp_stage)
@@ -563,21 +506,17 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
 
 
 def render_table(results: Any) -> str:
-    rows = [
-        "| case | stock reserve for the draft B/row | draft allocates B/row | "
-        "resident at profiling stock -> plugin | binds early | tokens stock -> plugin | "
-        "budget use stock -> plugin |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        rows.append(
-            f"| {r.case.name} | {r.stock_draft_reserve:,.1f} | {r.draft_per_row:,.1f} | "
-            f"{r.resident_stock / GIB:,.3f} -> {r.resident_plugin / GIB:,.3f} GiB | "
-            f"{'yes' if r.binds else 'no: ' + r.reserve_gap.split(':')[0]} | "
-            f"{r.stock_tokens:,} -> {r.plugin_tokens:,} | "
-            f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} % |"
-        )
-    return "\n".join(rows) + "\n"
+    header = ("case", "stock reserve for the draft B/row", "draft allocates B/row",
+              "resident at profiling stock -> plugin", "binds early", "tokens stock -> plugin",
+              "budget use stock -> plugin")  # fmt: skip
+    return markdown_table(header, [
+        (r.case.name, f"{r.stock_draft_reserve:,.1f}", f"{r.draft_per_row:,.1f}",
+         f"{r.resident_stock / GIB:,.3f} -> {r.resident_plugin / GIB:,.3f} GiB",
+         "yes" if r.binds else "no: " + r.reserve_gap.split(":")[0],
+         f"{r.stock_tokens:,} -> {r.plugin_tokens:,}",
+         f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} %")
+        for r in results
+    ])  # fmt: skip
 
 
 IDS = [c.name for c in CASES]
@@ -592,8 +531,6 @@ def _result(matrix: dict[str, Result], name: str) -> Result:
 
 @pytest.mark.parametrize("name", IDS)
 def test_the_plugin_steps_aside_here(matrix, name) -> None:
-    """The cell is a step-aside case: launch_policy's reason, or the configurator that
-    runtime_budget falls back on."""
     r = _result(matrix, name)
     assert r.case.steps_aside in r.reason
 
@@ -607,8 +544,6 @@ def test_pool_bytes_are_linear_in_rows(matrix, name) -> None:
 
 @pytest.mark.parametrize("name", IDS)
 def test_binds_only_where_stock_reserve_covers_the_built_draft(matrix, name) -> None:
-    """stock_binding's reading of the configs against the pools 0.5.23 builds: where the
-    draft allocates more per row than stock reserves, the binding is declined."""
     r = _result(matrix, name)
     # Stock's reserve is read to within a millibyte (its page rounding at 2^60 bytes).
     if r.draft_per_row > r.stock_draft_reserve + 1e-3:
@@ -632,30 +567,18 @@ def test_never_worse_than_stock(matrix, name) -> None:
 
 @pytest.mark.parametrize("name", IDS)
 def test_never_above_stocks_use_where_stock_overshoots(matrix, name) -> None:
-    """Where stock's own allocation passes ``f x free``, the plugin's uses no more than it:
-    an early binding there would size more rows at a price that does not cover them."""
     r = _result(matrix, name)
     if r.stock_used > r.budget:
         assert r.plugin_used <= r.stock_used, r.reserve_gap or "bound early"
 
 
 def test_hisparse_mtp_draft_is_reserved_as_it_allocates(matrix) -> None:
-    """HiSparse + DSA MTP: stock scales its MLA-geometry draft reserve (latent row and
-    index-K row) by the host-to-device ratio (model_executor/pool_configurator.py:274-309);
-    the draft pool spans the allocator's host-expanded ids
-    (mem_cache/kv_cache_configurator.py:729-740). Equal."""
     r = _result(matrix, "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8")
     assert r.draft_per_row == pytest.approx(r.stock_draft_reserve, abs=1e-3)
     assert r.binds and r.plugin_tokens > r.stock_tokens
 
 
 def test_hisparse_mha_eagle3_draft_on_dsa_target_is_under_reserved(matrix) -> None:
-    """Item 4: stock reserves an EAGLE3 draft of a DSA target at the target's MLA geometry
-    (latent + index-K row per draft layer, x the host-to-device ratio:
-    model_executor/pool_configurator.py:282-309) whatever the draft stores. A draft with 32
-    KV heads of 128 allocates more per row at TP 8 than that, so stock's pools overshoot what
-    it sized them within; with 8 KV heads it allocates less. stock_binding declines both (a
-    geometry of its own), so the plugin adds nothing to stock's overshoot."""
     mha = _result(
         matrix, "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-hisparse, TP 8"
     )
@@ -672,22 +595,12 @@ def test_hisparse_mha_eagle3_draft_on_dsa_target_is_under_reserved(matrix) -> No
 
 
 def test_pp_last_stage_binds_the_lm_head_where_the_reserve_covers_the_draft(matrix) -> None:
-    """Where the draft's built rows are within stock's reserve, binding early is safe: the
-    last PP stage's lm_head copy is bound there (its draft's KV is fp16 beside a bf16 target,
-    the same bytes per row: ``stock_binding.kv_row_dtype``)."""
     last = _result(matrix, PP_PD_PREFILL_LAST)
     assert last.draft_per_row <= last.stock_draft_reserve + 1e-3
     assert last.binds, last.reserve_gap
 
 
 def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
-    """--enable-unified-memory (its pools are not built here: the cell's skip says why).
-    Stock's price per row is the fused entry, target and draft in one, built from the draft's
-    own KV profile (model_executor/pool_configurator.py:265-267); the plugin keeps stock's
-    sizing and binds the draft's duplicate embed/lm_head first (scheduler.fused_draft_gap),
-    where the layer-count check alone (stock_reserve_gap: the target reserves 0 draft layers
-    for a path-less NEXTN draft) would decline. The same launch without unified memory has no
-    fused entry, and the layer check decides again."""
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.phased.stock_binding import stock_reserve_gap
     from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
@@ -695,7 +608,7 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
     from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
 
     case = next(c for c in CASES if "unified" in c.tags)
-    layout = published_layout(**_resolved(case.args, tmp_path / "unified"))
+    layout = published_layout(**resolved(case.args, tmp_path / "unified"))
     target, drafts = layout.target, layout.drafts
     scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
     assert case.steps_aside in stock_sized_reason(scheduler, 1)
@@ -719,16 +632,12 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
     )
 
     plain = published_layout(
-        **_resolved({**case.args, "enable_unified_memory": False}, tmp_path / "plain")
+        **resolved({**case.args, "enable_unified_memory": False}, tmp_path / "plain")
     )
     assert fused_draft_gap(plain.target) is None
 
 
 def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
-    """fused_draft_gap binds only a draft whose every layer sits in the target's
-    full-attention entry; one also fused into another sub-pool gets a reason. The
-    configurator here is a test double answering fused_entry_bytes (no published config
-    fuses a draft into the SWA or mamba sub-pool offline)."""
     from sglang_specinit.sglang_0_5_23.release_shims import fused_host_names
     from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
 
@@ -750,15 +659,11 @@ def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
 
 
 def test_a_unified_memory_launch_binds_through_the_fused_check(tmp_path) -> None:
-    """The scheduler's binding step asks the target's own configurator (built by the runner's
-    ``init_kv_cache_configurator``, then put back) about a fused draft before the layer check.
-    The runners are test doubles holding the published layout's real configurators (no
-    Qwen3-Next model loads here); ``bind_under_stock_sizing`` is recorded, not run."""
     from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
     case = next(c for c in CASES if "unified" in c.tags)
-    layout = published_layout(**_resolved(case.args, tmp_path))
+    layout = published_layout(**resolved(case.args, tmp_path))
 
     class Runner:  # test double: what bind_where_stock_sizes reads off a runner
         def __init__(self, kvc: Any) -> None:

@@ -1,12 +1,4 @@
-"""sglang 0.5.23 without the plugin, and what the plugin leaves untouched.
-
-- stock 0.5.23 with the tiny EAGLE3 draft ends over its own budget (the regression this
-  adapter fixes), by the draft bytes it under-reserves (the planner's stock column, 0.5.23's
-  own sizing, reproduces its token count: ``test_plan_matches_server.py``);
-- with the plugin on, ServerArgs and the target's model/pool geometry are stock 0.5.23's;
-  only the token count (the budget) differs;
-- a launch without speculative decoding is identical with the plugin on and off.
-"""
+"""sglang 0.5.23 without the plugin, and what the plugin leaves untouched."""
 
 from __future__ import annotations
 

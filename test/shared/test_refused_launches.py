@@ -1,29 +1,5 @@
 """The fault matrix's refused rows on the installed release, with the plugin on: each launch is
-refused in the launcher, with one message, before any rank starts.
-
-Every row is a live ``launch_server`` on device cpu
-(``harness.launch.multi_rank.run_server_to_end``, bounded: a hang fails with each rank's last log
-lines). Each must exit non-zero with the one message that names the file or flag to change (the
-launcher's last error line), leave no process of the launch running, and start no rank: the
-generation's launch checks (``sglang_specinit.launch_checks`` through the adapter's
-``launch_checks``: 0.5.13's in the launcher, 0.5.23's BEFORE hook on
-``ServerArgs.check_server_args``) refuse the rows of ``harness.matrices.refused_launches``, so
-no scheduler exists and nothing is allocated. What else goes wrong is the generation suite's
-own (its ``test_fault_matrix*.py``: 0.5.13's fp8 pools and SIGTERM in phase 3, 0.5.23's hook on
-a resolved ``ServerArgs`` and fp8 left to stock).
-
-Stock 0.5.23 (plugin off, same CPU harness, measured once, not a test): a truncated or corrupt
-shard ends in the scheduler with ``SafetensorError`` after the target loaded (75-88 s on a
-loaded machine), fraction 0 with its own "no GPU memory for the KV cache" ``ValueError``,
-``--max-total-tokens 8`` with "Not enough memory"; fraction 1 and 1.5 and the draft of hidden
-size 96 come up on device cpu (graphs off, a simulated device that does not refuse an
-over-budget allocation; the wide draft's ``fc`` cannot take the target's hidden states, so its
-first speculative forward fails).
-
-Each test records its time and message as ``user_properties`` (in a ``--junitxml`` report).
-Measured on 2 shared cores: a refusal ends 13-47 s after the launch started (the launcher's
-imports; the spread is the machine's load).
-"""
+refused in the launcher, with one message, before any rank starts."""
 
 from __future__ import annotations
 

@@ -1,19 +1,6 @@
 """TP 2 on device cpu with rank 1's device 24 MiB smaller, on the installed release: two real
 scheduler ranks on SGLang's own gloo groups, the tiny pair of :mod:`harness.launch.tp2_pair`
-through ``launch_server``, plugin on.
-
-SGLang sizes from an all-rank minimum (a MIN all-reduce it does anyway), so every rank must
-size the same token count, the one rank 1 can afford, and the budget must hold on rank 1, full
-to one token; each rank writes ``memory-rank<i>-pp<p>-tp<t>-dp<d>.json`` and says whether it is
-the tightest; ``plan --tp 2`` of this environment's planner with the server's measured numbers
-equals both ranks. Every wait is bounded; a hang fails with each rank's last log lines. The
-launch is started once (module fixture) and read by every test here; the generation suites'
-``test_multi_rank*.py`` have the rest (Engine and stock contrasts, dp-attention, a rank's draft
-failing, SIGTERM, PP 2).
-
-Timing (2 shared cores): the launch is up in 30-90 s lightly loaded, ~3 min beside other
-launches.
-"""
+through ``launch_server``, plugin on."""
 
 from __future__ import annotations
 

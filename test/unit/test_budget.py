@@ -2,8 +2,7 @@
 
 Expected values are literals with the arithmetic that produced them in a comment, never values
 obtained by calling the code under test. Cell formulas follow SGLang 0.5.13.post1's
-``DefaultPoolConfigurator._compute_cell_size`` and ``HybridSWAPoolConfigurator``.
-"""
+``DefaultPoolConfigurator._compute_cell_size`` and ``HybridSWAPoolConfigurator``."""
 
 from __future__ import annotations
 
@@ -59,7 +58,6 @@ def scenario(**overrides: object) -> BudgetInputs:
     return replace(base, **overrides)
 
 
-# --------------------------------------------------------------------------------------------
 # Bytes per token, one family at a time
 
 
@@ -154,7 +152,6 @@ def test_mamba_like_prices_full_attention_layers_only() -> None:
     assert ours.tokens == (44 * GIB - 26624) // 26624 == 1774512
 
 
-# --------------------------------------------------------------------------------------------
 # This package's rule on one scenario (page 1)
 
 
@@ -198,7 +195,6 @@ def test_max_total_tokens_cap() -> None:
     assert plan_pools(scenario(max_total_tokens=10**9)).tokens == 373355
 
 
-# --------------------------------------------------------------------------------------------
 # Draft kinds
 
 
@@ -285,7 +281,6 @@ def test_no_draft_pays_the_target_padding_page() -> None:
     assert plan_pools(scenario(draft=None)).tokens == 393215
 
 
-# --------------------------------------------------------------------------------------------
 # max_running_requests, bad inputs, min viable fraction
 
 
@@ -340,7 +335,6 @@ def test_measured_resident_replaces_weight_sum() -> None:
     assert plan.tokens == (44 * GIB - 135168) // 135168 == 349524
 
 
-# --------------------------------------------------------------------------------------------
 # TP > 1: KV heads per rank come from SGLang's ModelConfig (shipped example configs)
 
 
@@ -391,7 +385,6 @@ def test_gpt_oss_is_hybrid_swa(model_config_of) -> None:
     assert spec.bytes_per_token() == pytest.approx(44236.8)  # 24576 + 0.8 * 24576
 
 
-# --------------------------------------------------------------------------------------------
 # Properties
 
 dtypes = st.sampled_from(["bfloat16", "float16", "float32", "float8_e4m3fn", "float4_e2m1fn_x2"])
@@ -536,7 +529,6 @@ def test_suggested_fraction_always_serves(inputs: BudgetInputs) -> None:
     assert plan_pools(replace(inputs, mem_fraction_static=suggested)).tokens >= 7
 
 
-# --------------------------------------------------------------------------------------------
 # Layer counts SGLang uses for drafts (specs helpers on config-like objects)
 
 

@@ -28,8 +28,6 @@ def test_version_names_this_package_and_the_installed_sglang(
 
 
 def test_a_closed_pipe_ends_quietly() -> None:
-    """``sglang-specinit patches | head -1``: the reader is gone before the listing is written
-    (closed before the process starts, so the write fails every time)."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:

@@ -1,15 +1,4 @@
-"""The budget model's per-token cost equals SGLang's own pool configurators, on real configs.
-
-SGLang 0.5.13.post1's ``create_memory_pool_configurator`` picks Default (MHA/MLA/DSA/FP8/FP4) or
-HybridSWA for a ModelRunner and computes ``_cell_size`` from its ``ModelConfig``. Here the
-configurator gets a real ``ModelConfig`` built from the shipped example configs (published
-hyperparameters of Llama-3.1, DeepSeek-V3, Qwen3-MoE, gpt-oss) and the fields a ModelRunner
-would carry. Three stand-ins, all because no 20-700B model, multi-GPU process group or CUDA
-device exists here: ``RunnerFields`` holds the runner attributes the configurator reads (instead
-of a runner that would have to load the weights), ``get_attention_tp_size`` returns the TP size
-under test (instead of an initialised attention-TP group), and ``is_float4_e2m1fn_x2`` answers
-as it does on CUDA (SGLang applies its FP4 scale-buffer term only when CUDA is available).
-"""
+"""The budget model's per-token cost equals SGLang's own pool configurators, on real configs."""
 
 from __future__ import annotations
 

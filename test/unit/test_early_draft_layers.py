@@ -1,13 +1,4 @@
-"""The draft's layer count read before loading (upstream's ``eagle_draft_num_layers``), 0.5.13.x.
-
-``sglang_0_5_13.model_runner.early_draft_num_layers`` reads it from the draft's config before
-phase 1; phase 3 (``scheduler.init_memory_pools``) warns once if a draft runner allocates another
-count. Here: the count on the tiny checkpoints' real configs (SGLang's own ``ServerArgs`` and
-``ModelConfig``, no launch), and the phase-3 check on a stub scheduler whose runners are test
-doubles carrying only ``num_effective_layers`` (no pool can be built without a launch). The live
-launches of ``test/sglang_0_5_13/test_phased_eagle.py`` check the phase-1 line against the
-allocated pool.
-"""
+"""The draft's layer count read before loading (upstream's ``eagle_draft_num_layers``), 0.5.13.x."""
 
 from __future__ import annotations
 
@@ -69,11 +60,6 @@ def test_count_read_from_the_draft_config(algorithm: str, draft: Any, layers: in
 def test_pathless_mtp_count_leaves_the_targets_cached_config_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """DeepSeek-V3 MTP without a draft path: SGLang points the draft at the target's checkpoint
-    and revision, so ``get_config`` hands the draft the very object the target's ModelConfig
-    holds, and ``_config_draft_model`` renames its architecture in place. The early read must
-    leave it alone: the adapter's hook on that method (installed here as HookRegistry installs
-    an AROUND hook) copies the config first, because the read runs inside ``defer_pools()``."""
     from harness.checkpoints import tiny_configs
     from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.sglang_0_5_13 import model_config as adapter_model_config

@@ -1,24 +1,4 @@
-"""The GPU suite's verdicts on recorded inputs, without a GPU (:mod:`harness.gpu.gpu_verdict`).
-
-Nothing here launches a server. What a GPU run would hand the verdicts is recorded instead:
-
-- ``/generate`` responses: ``meta_info`` written by SGLang 0.5.13.post1's own
-  ``TokenizerManager._calculate_spec_decoding_metrics`` (:func:`spec_metrics.sglang_meta_info`);
-- graph-capture log lines and ``/server_info``'s graph figure: produced by SGLang's own
-  ``ModelRunner.init_device_graphs``, ``EagleDraftWorker.init_cuda_graphs`` and
-  ``Scheduler.get_internal_state``, run on stand-in objects whose graph runner and free-memory
-  meter are test doubles (``FakeGraphRunner``, ``fake_free_memory``): what they log is the
-  release's own text;
-- device-probe records: :func:`harness.gpu.broken_plugins.recorded_probe`, a test double of one
-  scheduler's probe file (the keys :mod:`harness.reports.device_probe` writes), sized the way the
-  plugin sizes its pools.
-
-The seven broken plugins (:mod:`harness.gpu.broken_plugins`) go through the GPU case's whole
-verdict (:func:`harness.gpu.case_verdict.case_problems`) with 0.5.13.post1's capture lines and
-``/server_info``; ``test/sglang_0_5_23/test_gpu_broken_plugins_0523.py`` does the same on 0.5.23.
-
-Each verdict is shown to fail on the broken input it exists for, and to pass the sound one.
-"""
+"""The GPU suite's verdicts on recorded inputs, without a GPU (:mod:`harness.gpu.gpu_verdict`)."""
 
 from __future__ import annotations
 
@@ -41,9 +21,6 @@ GIB, MIB = 1 << 30, 1 << 20
 REPO = Path(__file__).resolve().parents[2]
 PROMPTS = gpu_cases.PROMPTS
 NUM_DRAFT_TOKENS = 4  # the chain cases' --speculative-num-draft-tokens
-
-
-# --------------------------------------------------------------------------- tokens, drafts
 
 
 def response(ids: list[int], verify_ct: int, correct: int) -> dict[str, Any]:
@@ -199,9 +176,6 @@ def test_verify_counts_allow_only_stocks_own_spread() -> None:
     assert gpu_verdict.verify_count_problems(PROMPTS, two_more, stock, control)
 
 
-# --------------------------------------------------------------------------- CUDA graphs
-
-
 class FakeGraphRunner:
     """Test double for SGLang's CUDA graph runners: captures nothing, holds nothing."""
 
@@ -339,9 +313,6 @@ def test_expected_draft_graph_per_case() -> None:
     }
 
 
-# --------------------------------------------------------------------------- fill floor
-
-
 BREAKDOWN = {"draft_request_bytes": 0, "draft_fixed_pool_bytes": 0}
 
 
@@ -359,8 +330,6 @@ def test_fill_floor_passes_a_launch_that_fills_its_budget(page_size: int) -> Non
 def test_fill_floor_fails_a_duplicate_embed_lm_head_the_old_floor_let_pass(
     stray_gib: float, freed_later: bool
 ) -> None:
-    """1.0 GiB: Llama-3.1-8B's embed; 0.5 GiB: Llama-3.2-1B's. Whether it stays resident or is
-    freed once the pools were sized, the budget lost it; the old 98 % floor let both through."""
     usage = device_probe.usage_after_pools(
         recorded_probe(stray_bytes=int(stray_gib * GIB), stray_freed_before_pools=freed_later)
     )
@@ -395,9 +364,6 @@ def test_memory_verdict_of_one_rank() -> None:
     assert gpu_verdict.memory_problems(plugin_breakdown(stray, records), stray, fill=True)
 
 
-# --------------------------------------------------------------------------- logs
-
-
 def test_oom_is_read_only_after_the_server_became_healthy(tmp_path: Path) -> None:
     sys.path.insert(0, str(REPO / "test" / "gpu"))
     try:
@@ -417,8 +383,6 @@ def test_oom_is_read_only_after_the_server_became_healthy(tmp_path: Path) -> Non
     assert len(gpu_verdict.oom_lines(server.log_after_ready())) == 1
     assert server.port == 0  # everything else is the ServerHandle's
 
-
-# --------------------------------------------------------------------------- preflight
 
 BANNER = """Tue Dec  1 09:00:00 2026
 +-----------------------------------------------------------------------------------------+
@@ -460,9 +424,6 @@ def test_preflight_reads_the_driver_branch_when_the_banner_has_no_cuda_version()
     assert gpu_preflight.problems(no_cuda.replace("580", "575"), "glibc 2.39")
 
 
-# --------------------------------------------------------------------------- devices, cases
-
-
 def test_a_case_waits_only_on_the_devices_it_runs_on() -> None:
     uuids = {"GPU-aaaa-1111": 0, "GPU-bbbb-2222": 1, "GPU-cccc-3333": 2}
     assert device_memory.devices_for_case(1, 8, uuids, env={}) == [0]
@@ -501,8 +462,6 @@ def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:
 
 
 def test_a_gpu_server_never_gets_a_cpu_double(tmp_path: Path) -> None:
-    """The recorded broken case: a GPU server's env built on the CPU harness's (0.5.23 puts
-    the sgl_kernel stub first on PYTHONPATH, the CPU suite sets the shims and the meter)."""
     from harness.gpu.server_env import gpu_env
     from harness.launch import server_process
     from harness.launch.engine import cpu_env
@@ -540,8 +499,6 @@ def test_stock_relaunch_fraction() -> None:
         gpu_cases.stock_mem_fraction({gpu_cases.STOCK_MEM_FRACTION_ENV: "2"})
 
 
-# --------------------------------------------------------------------------- releases
-
 # 0.5.23's capture lines as its f-strings write them (model_executor/model_runner_components/
 # cuda_graph_setup.py:788, speculative/eagle_worker_v2.py:533), recorded from an H100 log's shape.
 LOG_0523 = """[2026-12-01 09:00:00] Capture target verify CUDA graph end. bs=[1, 2, 4, 8], elapsed=3.10 s, mem usage=0.61 GB, avail mem=7.20 GB.
@@ -550,8 +507,6 @@ LOG_0523 = """[2026-12-01 09:00:00] Capture target verify CUDA graph end. bs=[1,
 
 
 def test_graph_lines_are_read_per_release() -> None:
-    """The lines only; 0.5.23's /server_info payloads are built by 0.5.23's own code in
-    ``test/sglang_0_5_23/test_gpu_verdict_0523.py``."""
     from harness.gpu import gpu_release
 
     r0523 = gpu_release.settings("0.5.23")
@@ -597,8 +552,6 @@ def sglang_req(payload: dict[str, Any]) -> Any:
 
 
 def test_dflash_requests_pass_0_5_13_post1s_own_dflash_check() -> None:
-    """0.5.13.post1 aborts a DFLASH request with return_logprob (a 400): the suite's DFLASH
-    prompts ask for none there, every other case keeps its top-2 margins."""
     from harness.gpu import gpu_release
     from sglang.srt.speculative.dflash_utils import validate_dflash_request
 
@@ -613,9 +566,6 @@ def test_dflash_requests_pass_0_5_13_post1s_own_dflash_check() -> None:
     asked = gpu_cases.generate_payload(PROMPTS[0], logprobs=True)
     assert "return_logprob" in validate_dflash_request(sglang_req(asked))
     assert gpu_release.settings("0.5.23").returns_logprobs("DFLASH")
-
-
-# --------------------------------------------------------------------------- broken plugins
 
 
 @pytest.fixture
@@ -662,14 +612,9 @@ def test_each_broken_plugin_fails_the_gpu_case_on_0_5_13_post1(launch_0513: Any)
     assert table == EXPECTED_0513, broken_plugins.describe(table)
 
 
-# --------------------------------------------------------------------------- what a case records
-
-
 def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
     tmp_path: Path,
 ) -> None:
-    """A test double of NVML (scripted used bytes per device) and a log written as a server
-    would: peaks before the first capture-begin line are init's, after it capture's."""
     from harness.gpu import memory_watch
 
     log = tmp_path / "server.log"

@@ -1,10 +1,4 @@
-"""The harness's index names every module, and importing the index stays cheap.
-
-``test/harness/__init__.py`` and each sub-package's ``__init__`` are the harness's table of
-contents: a module that is not named there is one a reader cannot find. The check reads the
-files on disk, so a module added without an index line (or an index line left for a module that
-is gone) fails here.
-"""
+"""The harness's index names every module, and importing the index stays cheap."""
 
 from __future__ import annotations
 

@@ -118,8 +118,6 @@ def test_a_method_target_is_applied_without_the_module_scan(
 def test_a_function_target_keeps_the_module_scan(
     registry: type[HookRegistry], scans: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A module-level function can have ``from X import f`` copies elsewhere: they are
-    rebound, as HookRegistry does for any target."""
     module = sys.modules[OWN_MODULE]
 
     def double(x: int) -> int:

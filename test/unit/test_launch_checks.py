@@ -1,11 +1,4 @@
-"""The launcher-side refusals (``sglang_specinit.launch_checks``), on plain values and files.
-
-Every message both releases print is checked here without a launch; each adapter's hook only
-reads its release's ``ServerArgs`` (0.5.13.x below on a plain namespace, 0.5.23 on a real
-resolved ``ServerArgs`` in ``test/sglang_0_5_23/test_fault_matrix_0523.py``). The live launches
-of the same rows are in ``test/shared/test_refused_launches.py`` (0.5.13.post1 at TP 1 and 2,
-0.5.23 at TP 1).
-"""
+"""The launcher-side refusals (``sglang_specinit.launch_checks``), on plain values and files."""
 
 from __future__ import annotations
 

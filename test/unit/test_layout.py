@@ -219,8 +219,6 @@ def test_the_import_reader_sees_a_missing_module(tmp_path: Path):
 
 
 def test_the_checks_see_an_arrow():
-    """The import reader finds an adapter -> adapter import in a function body, and a core
-    module's import of an adapter, and leaves an adapter's own imports alone."""
     source = "def f():\n    from sglang_specinit.sglang_0_5_23 import eagle\n"
     assert _adapters_imported_by(source, "sglang_0_5_14") == {"sglang_0_5_23"}
     assert _adapters_imported_by(source, None) == {"sglang_0_5_23"}

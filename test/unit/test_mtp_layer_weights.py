@@ -1,22 +1,5 @@
 """An MTP draft read from its target's checkpoint: its weights are what that checkpoint holds
-under the MTP layer, split as SGLang's NextN loader splits them.
-
-Two kinds of published checkpoint, built here at tiny sizes in their published tensor layout:
-
-- the MTP layer stores its own embedding and head copies (DeepSeek-V3 / R1, GLM-4.5:
-  ``model.layers.N.embed_tokens.weight`` and ``model.layers.N.shared_head.head.weight``);
-- it stores neither (GLM-4.6, GLM-5: the hub checkpoints list no such tensors; vLLM's
-  ``glm4_moe_mtp`` loader had to map them to the main ones, vllm-project/vllm#27597).
-
-SGLang's NextN loaders (0.5.13.post1 and 0.5.23) skip both names either way and the draft model
-allocates its own embedding and head, which the worker swaps for the target's
-(:func:`sglang_specinit.planner.weights.split_mtp_from_target` cites the lines). So the draft's
-resident bytes are the layer minus any stored copy, and the duplicate bytes are the two tables
-the draft model allocates, the same for both kinds.
-
-The expected per-rank bytes below are written from the SGLang layer each tensor loads into, not
-from :mod:`sglang_specinit.planner.sharding` (``WHOLE``: replicated on every rank).
-"""
+under the MTP layer, split as SGLang's NextN loader splits them."""
 
 from __future__ import annotations
 
@@ -212,8 +195,6 @@ def test_draft_bytes_are_the_layers_tensors_as_the_loader_splits_them(
 
 
 def test_stored_copies_change_nothing_resident(tmp_path: Path) -> None:
-    """GLM-4.5 stores the copies, GLM-4.6 does not; the loader skips them, so target and draft
-    weigh the same."""
     both, expected = build_checkpoint(tmp_path / "glm-4.5", "glm-4.5")
     neither, _ = build_checkpoint(tmp_path / "glm-4.6", "glm-4.6")
     with_copies, without = plan_nextn(both).ours, plan_nextn(neither).ours

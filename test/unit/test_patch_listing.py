@@ -2,8 +2,7 @@
 at the line it is defined, and it imports nothing of SGLang.
 
 Runs in .venv (sglang 0.5.13.post1) for both adapters; ``test/sglang_0_5_23`` checks the
-default release in the 0.5.23 environment.
-"""
+default release in the 0.5.23 environment."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """``patch_table.PatchTable``: the recording decorator every phase module of both adapters
-declares its patch with (checked here on the 0.5.23 modules it was first used in).
-
-The tables it records must be exactly the hand-written tables they replaced (written out below,
-as they stood in ``sglang_0_5_23/*.py``), so compat's all-or-nothing checks and the order hooks
-are registered in are unchanged; and a declaration that does not fit its function fails when
-the module is imported.
-"""
+declares its patch with (checked here on the 0.5.23 modules it was first used in)."""
 
 from __future__ import annotations
 

@@ -72,8 +72,6 @@ def test_every_example_is_listed() -> None:
 def test_example_this_release_does_not_price_is_refused_in_one_line(
     capsys: pytest.CaptureFixture[str], example: str
 ) -> None:
-    """0.5.13.post1's replay has no DeepSeek-V4 solve: the V4 example (planned by the 0.5.20+
-    replays) is refused before anything is built, in one line naming the release."""
     code, out, err = run_plan(capsys, "--example", example)
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
@@ -100,8 +98,6 @@ def test_example_plans_offline(capsys: pytest.CaptureFixture[str], example: str)
 def test_default_report_is_the_installed_release_s_stock_beside_ours(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Every column is a prediction of the installed release: stock 0.5.13.post1 (its own
-    sizing code) and this package's; ``--sglang-version`` names only the installed release."""
     code, out, err = run_plan(capsys)
     assert code == 0, err
     header = next(line for line in out.splitlines() if "sglang-specinit" in line)
@@ -227,9 +223,6 @@ def test_deepseek_mtp_drafts_from_its_own_checkpoint(capsys: pytest.CaptureFixtu
 def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """0.5.13.post1's ``_handle_piecewise_cuda_graph`` drops the piecewise-graph reserve when
-    ``is_cpu()`` (``SGLANG_USE_CPU_ENGINE=1``); a plan for the H100 preset must not: 0.83 and
-    0.779 as above, not 0.835 and 0.785, and this process stays a CPU engine."""
     from sglang.srt.utils.common import is_cpu
 
     monkeypatch.setenv("SGLANG_USE_CPU_ENGINE", "1")
@@ -272,7 +265,6 @@ def test_device_memory_and_pre_load_free(capsys: pytest.CaptureFixture[str]) -> 
     assert data["device"]["total_bytes"] == 80 * GIB
 
 
-# --------------------------------------------------------------------------------------------
 # Bad input: exit 2, one line on stderr
 
 
@@ -347,8 +339,6 @@ def test_bad_input_exits_2_with_one_line(
 def test_launch_flags_are_parsed_as_launch_server_parses_them(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """SGLang's docs write ``--tp 8``; launch_server accepts it (argparse abbreviations), so the
-    planner must too, and read it as ``--tp-size``."""
     code, short, err = run_plan(capsys, "--example", "llama31-70b-eagle-tp4", "--tp", "2", "--json")
     assert code == 0, err
     code, long, err = run_plan(
@@ -362,9 +352,6 @@ def test_launch_flags_are_parsed_as_launch_server_parses_them(
 def test_a_path_less_eagle_draft_is_built_from_the_target_checkpoint(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Without --speculative-draft-model-path SGLang builds the draft from the target's own
-    checkpoint (ModelConfig.from_server_args falls back to the model path); the planner
-    accepts the launch and prices that draft, as the server allocates it."""
     llama = str(EXAMPLES_DIR / "llama31-8b-eagle3" / "target")
     code, out, err = run_plan(
         capsys, "--model-path", llama, "--speculative-algorithm", "NEXTN", "--json"

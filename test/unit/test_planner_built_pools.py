@@ -1,11 +1,5 @@
 """The 0.5.13.x planner prices every pool by building it (the server's function), and the
-model-geometry pricing it replaced agrees with what it builds on every shipped example.
-
-The planner's ``Replay0513.pool_prices`` runs ``sglang_0_5_13.pool_probe.measure_kv_pool`` (what
-the 0.5.13 server's sizing runs on its live runners) on runners built without weights; the
-geometry (``harness.geometry.specs``) is kept only as this cross-check. A replay that went back
-to geometry would still pass the equality, so the first test also shows a pool really is built.
-"""
+model-geometry pricing it replaced agrees with what it builds on every shipped example."""
 
 from __future__ import annotations
 

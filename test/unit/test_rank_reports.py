@@ -71,8 +71,6 @@ def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> No
 
 
 def test_rank_fields_name_replicas_and_attention_dp_ranks_apart() -> None:
-    """A DP replica adds to the index; an attention-DP rank (inside the TP group) only names
-    the file, so dp 2 x tp 2 under attention DP gives two files, not four indices."""
     replica = rank_reports.rank_fields(
         replica=1, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=1, pp_size=1, tp_size=2, dp_size=2
     )

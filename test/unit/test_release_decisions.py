@@ -20,8 +20,6 @@ def test_served_releases_get_their_adapter(version: str, adapter: str) -> None:
 
 @pytest.mark.parametrize("release", ["0.5.13.post2", "0.5.15.post2", "0.5.16.post1"])
 def test_releases_between_are_declined_naming_the_served_ones(release: str) -> None:
-    """None is on the registry (0.5.16 was the last, served now): a post-release of a served
-    one is served only once its wheel is read and added to an adapter's RELEASES."""
     decision = compat.decide_for_version(release)
     assert decision.adapter is None and decision.not_served
     assert SERVED in decision.reason
@@ -41,8 +39,6 @@ def test_newer_release_is_not_patched() -> None:
     ],
 )
 def test_a_declined_release_is_told_what_runs_instead(release: str, what_runs: str) -> None:
-    """Whether SGLang phases its own init is read off the generations that serve the releases
-    around it, not a release number in compat."""
     assert compat.decide_for_version(release).reason.endswith(what_runs)
 
 
@@ -100,8 +96,6 @@ def test_0_5_23_adapter_tables_are_plain_data() -> None:
 
 @pytest.mark.parametrize("version", ["0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1"])
 def test_older_releases_are_unsupported_saying_why(version: str) -> None:
-    """Older than the oldest served release: reported as unsupported (a WARNING), with the
-    reason and where the differences are listed (docs/releases.md, file:line per release)."""
     decision = compat.decide_for_version(version)
     assert decision.adapter is None and not decision.not_served
     assert SERVED in decision.reason

@@ -1,10 +1,5 @@
 """``sglang-specinit report``: numbers equal their JSON, over-budget bars are drawn and labelled,
-figures are valid images of the expected size, and a missing matplotlib is one clear line.
-
-The plan input is the real ``plan --example llama31-8b-eagle3 --json`` output (its stock
-0.5.13.post1 column is over budget); live inputs are ``memory-rank*.json`` files in the
-server's key layout.
-"""
+figures are valid images of the expected size, and a missing matplotlib is one clear line."""
 
 from __future__ import annotations
 
@@ -97,9 +92,6 @@ def bar_patches(fig, gid_prefix: str) -> dict[str, object]:
     }
 
 
-# --------------------------------------------------------------------------- numbers
-
-
 def test_report_numbers_equal_the_plan_json(
     plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -148,9 +140,6 @@ def test_figure_bars_equal_the_plan_json(plan_data: dict) -> None:
 def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
     plan_data: dict,
 ) -> None:
-    """A gain of a few percent of tokens hardly shows in a bar's height: every tick label
-    carries the variant's token count and its gain over the first bar, and the title names
-    the model, the GPU, the TP size and the release the plan ran on."""
     case = case_from_plan_json(plan_data)
     fig = report_figures.draw_case(case)
     (ax,) = fig.axes
@@ -171,9 +160,6 @@ def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
         assert needle in title, (needle, title)
     # The plan names the release whose code it ran.
     assert "sglang 9.9.9" in case_from_plan_json({**plan_data, "sglang_version": "9.9.9"}).subtitle
-
-
-# --------------------------------------------------------------------------- over budget
 
 
 def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict) -> None:
@@ -218,9 +204,6 @@ def test_over_budget_shows_in_svg_and_markdown(
     assert (
         row["headroom"] == f"**OVER by {human_bytes(stock['used_bytes'] - stock['budget_bytes'])}**"
     )
-
-
-# --------------------------------------------------------------------------- images
 
 
 # The report's figure size in inches by number of bars: 4.8 high; 8.0 wide, or 3.0 of margins
@@ -286,9 +269,6 @@ def test_width_grows_with_the_number_of_bars() -> None:
         assert report_figures.figure_size_px(bars) == figure_px(bars), bars
 
 
-# --------------------------------------------------------------------------- variants from data
-
-
 def test_another_release_s_stock_sub_object_appears_without_code_changes(
     plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -308,9 +288,6 @@ def test_another_release_s_stock_sub_object_appears_without_code_changes(
         == "12345"
     )
     assert png_header(next(out.glob("*.png")))[0] == figure_px(3)
-
-
-# --------------------------------------------------------------------------- live servers
 
 
 def live_rank(plan_data: dict, rank: int, allocated_delta: int) -> dict:
@@ -355,9 +332,6 @@ def test_live_directory_shows_planned_against_allocated_per_rank(
     assert png_header(next(out.glob("*.png")))[0] == figure_px(4)
 
 
-# --------------------------------------------------------------------------- no matplotlib
-
-
 @contextlib.contextmanager
 def matplotlib_hidden_test_double() -> Iterator[None]:
     """Test double for a Python without matplotlib: ``import matplotlib`` raises ImportError
@@ -391,9 +365,6 @@ def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
     assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))
 
 
-# --------------------------------------------------------------------------- bad input
-
-
 @pytest.mark.parametrize(
     ("make_input", "message"),
     [
@@ -417,9 +388,6 @@ def test_bad_input_is_one_line_with_exit_code_2(
 def test_out_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_report(capsys)
     assert code == 2 and "--out" in err and err.count("\n") == 1
-
-
-# --------------------------------------------------------------------------- default: examples
 
 
 def test_without_inputs_every_shipped_example_is_rendered(
@@ -447,9 +415,6 @@ def test_without_inputs_every_shipped_example_is_rendered(
     assert f"{len(data)} cases" in stdout
 
 
-# --------------------------------------------------------------------------- --beside VENV
-
-
 def _venv_of(python: str, root: Path) -> Path:
     """A directory whose ``bin/python`` runs ``python`` (as that interpreter's own venv)."""
     (root / "bin").mkdir(parents=True)
@@ -462,8 +427,6 @@ def _venv_of(python: str, root: Path) -> Path:
 def test_beside_puts_that_environment_s_stock_column_beside_this_one(
     plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``--beside VENV`` runs ``plan --json`` with VENV's python (this interpreter here, so
-    the same release): its stock column is the one this environment's plan has."""
     venv = _venv_of(sys.executable, tmp_path / "venv")
     out = tmp_path / "report"
     code, _, err = run_report(

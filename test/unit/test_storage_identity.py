@@ -1,12 +1,4 @@
-"""The storage-identity check (:mod:`harness.gpu.storage_identity`) on CPU, without SGLang.
-
-The runners are test doubles (``RunnerDouble``: the two attributes the snapshot reads, a
-``model`` and ``is_draft_worker``) holding real torch modules, so the data pointers compared are
-real: a draft bound as SGLang binds it (its ``embed_tokens.weight`` *is* the target's Parameter)
-passes; a draft whose embed is still its own copy at pool time, the form the fill floor cannot
-see, fails; so does a pool sized before the draft existed (stock 0.5.13.post1). The same verdict
-is run on real 0.5.23 Engines on CPU in ``test/sglang_0_5_23/test_draft_pricing.py``.
-"""
+"""The storage-identity check (:mod:`harness.gpu.storage_identity`) on CPU, without SGLang."""
 
 from __future__ import annotations
 
@@ -111,8 +103,6 @@ def test_a_pool_sized_before_the_draft_existed_fails() -> None:
 
 
 def test_a_binding_other_than_stocks_fails() -> None:
-    """EAGLE3 with a reduced vocabulary: stock binds the embed only; binding the head too (or
-    not binding at all) is not what stock serves."""
     stock_after = launch(bound_at_pool=False, head=False)[storage_identity.AFTER_INIT][0]
     too_much = launch(bound_at_pool=True, head=True)
     (problem,) = storage_identity.identity_problems(too_much, stock_after)

@@ -1,10 +1,4 @@
-"""The target's rotary cos/sin cache in the offline plan (``planner/target_buffers.py``).
-
-No checkpoint stores it, yet every release holds it when it sizes the target pool. The expected
-sizes are derived here from the example's public config and SGLang's own reserve settings
-(``sglang.srt.environ``), not from the planner; the live check is
-``test/sglang_0_5_13/test_plan_matches_server.py::test_the_stock_column_is_the_stock_server``.
-"""
+"""The target's rotary cos/sin cache in the offline plan (``planner/target_buffers.py``)."""
 
 from __future__ import annotations
 
@@ -57,8 +51,6 @@ def llama8b_rotary_dim() -> int:
 def test_the_rope_cache_is_part_of_the_target_s_resident_bytes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Llama-3.1-8B on an H100: 131,456 x 128 fp32 (64.19 MiB) on top of the checkpoint, in
-    every column the plan prints (SGLang's stock sizing counts it before the pool exists)."""
     data = plan_json(capsys)
     expected = llama8b_cache_rows() * llama8b_rotary_dim() * FP32
     assert data["target_buffers"]["bytes"] == expected
@@ -71,9 +63,6 @@ def test_the_rope_cache_is_part_of_the_target_s_resident_bytes(
 def test_the_cache_dtype_answers_the_planned_device_not_this_host(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``RotaryEmbedding.__init__`` keeps the cache in fp32 on CUDA and casts it to the model's
-    dtype elsewhere: the same rows at 4 bytes for the H100 plan, 2 (bf16) for ``--device cpu``,
-    whatever host runs the planner."""
     cuda = plan_json(capsys)["target_buffers"]
     cpu = plan_json(capsys, "--device", "cpu", "--device-memory", str(80 << 30))["target_buffers"]
     rows_x_dims = llama8b_cache_rows() * llama8b_rotary_dim()
@@ -89,8 +78,6 @@ def test_the_text_plan_names_the_buffer(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_building_leaves_sglang_s_rope_state_as_it_was(capsys: pytest.CaptureFixture[str]) -> None:
-    """The factory's module cache, the platform flags and ``get_device`` are SGLang's again
-    after a plan: no meta module reaches a model built later in the process."""
     from sglang.srt.layers.rotary_embedding import base, factory, rope_variant
 
     before = (factory._ROPE_DICT, dict(factory._ROPE_DICT), base._is_cuda, base._is_cpu)
@@ -113,8 +100,6 @@ def test_a_family_whose_rope_was_not_read_gets_one_note() -> None:
 
 
 def test_a_rope_the_factory_refuses_is_a_note_not_a_crash() -> None:
-    """The installed factory's own refusal (an unknown scaling type) becomes one note naming
-    it; the plan goes on without the buffer."""
     import torch
     from sglang_specinit.planner.target_buffers import target_buffers
 

@@ -1,15 +1,4 @@
-"""Where the tiny checkpoints live: cache keys, generator versions, atomic writes.
-
-Every generated checkpoint is cached under ``<repo>/.cache/tiny-models/<kind>-<hash>``
-(gitignored; ``SPECINIT_TINY_MODEL_CACHE`` moves the root), keyed by a hash of every parameter
-plus its kind's generator version and the installed transformers release, and written
-atomically (to a temporary directory, then renamed) so an interrupted run never leaves a
-half-written model. Each family module (:mod:`harness.checkpoints.llama_family`, ...) names its
-kinds as :class:`Kind` and calls :func:`cached_checkpoint`; :mod:`harness.checkpoints.tiny_configs`
-shares :func:`write_once`.
-
-Cheap to import (no torch, no transformers).
-"""
+"""Where the tiny checkpoints live: cache keys, generator versions, atomic writes."""
 
 from __future__ import annotations
 
@@ -31,12 +20,7 @@ CACHE_ENV = "SPECINIT_TINY_MODEL_CACHE"
 @dataclass(frozen=True)
 class Kind:
     """One kind of generated checkpoint: its name (the cache directory's prefix), the function
-    that writes it (``writer(directory, shape, seed, **extra)``) and its generator version.
-
-    Bump ``generator_version`` when the files ``writer`` produces change, so stale cache
-    entries are not reused. (Kinds that lived in the old ``tiny_models`` module are at 1, those
-    of ``tiny_models_extra`` at 2: their cache keys are unchanged by the split.)
-    """
+    that writes it (``writer(directory, shape, seed, **extra)``) and its generator version."""
 
     name: str
     writer: Callable[..., Path]
@@ -51,12 +35,7 @@ def resolve_cache_root(root: Path | None = None) -> Path:
 def cache_key(
     kind: str, shape: Any, seed: int, extra: dict[str, Any], generator_version: int
 ) -> str:
-    """Directory name for one generated checkpoint: ``<kind>-<12 hex of the parameter hash>``.
-
-    The installed transformers release is part of the key: checkpoints are written through its
-    config classes, whose fields differ between releases (the 0.5.23 environment layers a newer
-    transformers over ``.venv``), and one environment must never read the other's files.
-    """
+    """Directory name for one generated checkpoint: ``<kind>-<12 hex of the parameter hash>``."""
     from importlib.metadata import version
 
     payload = json.dumps(
@@ -95,10 +74,7 @@ def write_once(final: Path, marker: str, write: Callable[[Path], None]) -> Path:
 def cached_checkpoint(
     kind: Kind, shape: Any, *, seed: int = 0, cache_root: Path | None = None, **extra: Any
 ) -> Path:
-    """Return the cached checkpoint for ``(kind, shape, seed, extra)``, generating it if absent.
-
-    ``extra`` is passed to the writer (e.g. ``num_nextn_predict_layers=0`` for EAGLE3 drafts).
-    """
+    """Return the cached checkpoint for ``(kind, shape, seed, extra)``, generating it if absent."""
     root = resolve_cache_root(cache_root)
     final = root / cache_key(kind.name, shape, seed, extra, kind.generator_version)
 

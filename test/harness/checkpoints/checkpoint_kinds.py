@@ -2,8 +2,7 @@
 
 The family modules own their kinds (writer and generator version); this table only collects
 them, so that ``cached_model("eagle3-draft", shape, ...)`` and a listing of all kinds have one
-source. Cheap to import (the writers import torch and transformers when they run).
-"""
+source. Cheap to import (the writers import torch and transformers when they run)."""
 
 from __future__ import annotations
 

@@ -24,12 +24,7 @@ def write_mla_target(
     qk_nope_head_dim: int = 16,
     v_head_dim: int = 16,
 ) -> Path:
-    """Write a random dense ``DeepseekV2ForCausalLM`` (MLA attention) plus its tokenizer.
-
-    SGLang's DeepSeek path on CPU needs a YaRN ``rope_scaling`` (its CPU rope factory asserts
-    one), and ``first_k_dense_replace`` beyond the last layer keeps every layer dense (the MoE
-    layer test reads ``moe_layer_freq``, which transformers' config does not keep).
-    """
+    """Write a random dense ``DeepseekV2ForCausalLM`` (MLA attention) plus its tokenizer."""
     import torch
     from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
 

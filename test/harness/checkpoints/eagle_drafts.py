@@ -1,19 +1,4 @@
-"""Tiny drafts that read the tiny Llama target's hidden states: EAGLE, EAGLE3 and DFLASH.
-
-Weight names follow what the SGLang model files load:
-
-- EAGLE (``models/llama_eagle.py``): no ``model.`` prefix (its ``load_weights`` adds it), an
-  ``fc`` of shape ``[H, 2H]`` with bias, layer 0 without ``input_layernorm``, no final norm, and
-  no ``lm_head`` (the draft gets the target's embedding and head via ``set_embed_and_head``);
-- EAGLE3 (``models/llama_eagle3.py``): the layer stored under the legacy ``midlayer.`` prefix as
-  published EAGLE3 checkpoints do, ``q/k/v_proj`` reading ``2H`` inputs, ``hidden_norm``, ``fc``
-  of shape ``[H, 3 * target_hidden]`` without bias, ``norm``, its own ``lm_head`` of
-  ``draft_vocab_size`` rows, no embedding (shared from the target via ``set_embed``), and
-  ``d2t``/``t2d`` maps only when the draft vocabulary is smaller than the target's;
-- DFLASH (``models/dflash.py``): see :func:`write_dflash_draft`.
-
-Generated from a seed and cached by :mod:`harness.checkpoints.checkpoint_cache`.
-"""
+"""Tiny drafts that read the tiny Llama target's hidden states: EAGLE, EAGLE3 and DFLASH."""
 
 from __future__ import annotations
 
@@ -51,11 +36,7 @@ DFLASH_MASK_TOKEN_ID = 3
 def write_eagle_draft(
     directory: Path, shape: TinyLlamaShape = DEFAULT_EAGLE_DRAFT, seed: int = 0
 ) -> Path:
-    """Write a random ``LlamaForCausalLMEagle`` draft (EAGLE-1/2 layout; usually 1 layer).
-
-    ``shape.hidden`` and ``shape.vocab`` must equal the target's: the draft's ``fc`` reads
-    ``[embedding, target hidden state]`` and it borrows the target's embedding and head.
-    """
+    """Write a random ``LlamaForCausalLMEagle`` draft (EAGLE-1/2 layout; usually 1 layer)."""
     import torch
 
     directory = Path(directory)
@@ -86,12 +67,7 @@ def write_eagle3_draft(
     draft_vocab: int | None = None,
     num_nextn_predict_layers: int | None = None,
 ) -> Path:
-    """Write a random ``LlamaForCausalLMEagle3`` draft (usually 1 layer).
-
-    Its KV geometry (``kv_heads``, ``head_dim``) is free to differ from the target's, which is
-    the case the budget must price separately. ``num_nextn_predict_layers=0`` reproduces drafts
-    whose config carries that key (SGLang then counts ``num_hidden_layers`` for the pool).
-    """
+    """Write a random ``LlamaForCausalLMEagle3`` draft (usually 1 layer)."""
     import torch
 
     directory = Path(directory)
@@ -137,14 +113,7 @@ def write_dflash_draft(
     *,
     target_layer_ids: tuple[int, ...] = (0, 1),
 ) -> Path:
-    """Write a random ``DFlashDraftModel`` (``models/dflash.py``) for a Llama target.
-
-    Layout as that loader expects: ``layers.N`` (Qwen3-style attention with ``q_norm``/
-    ``k_norm``), final ``norm``, ``fc`` of shape ``[H, K * H]`` (K = number of captured target
-    layers) and ``hidden_norm``; no embedding or head (DFLASH uses the target's). The config is a
-    ``LlamaConfig`` with ``architectures = ["DFlashDraftModel"]`` and a ``dflash_config`` giving
-    the captured target layers, the block size and a mask token id inside the vocabulary.
-    """
+    """Write a random ``DFlashDraftModel`` (``models/dflash.py``) for a Llama target."""
     import torch
 
     directory = Path(directory)

@@ -2,8 +2,7 @@
 ``gemma4-assistant``): SGLang promotes the assistant to a frozen-KV MTP draft.
 
 Weights come from transformers' own Gemma 4 classes (so the names are the published ones),
-generated from a seed and cached by :mod:`harness.checkpoints.checkpoint_cache`.
-"""
+generated from a seed and cached by :mod:`harness.checkpoints.checkpoint_cache`."""
 
 from __future__ import annotations
 
@@ -19,13 +18,7 @@ from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
 
 @dataclass(frozen=True)
 class TinyGemma4Shape:
-    """Geometry of a tiny Gemma 4 text target or Gemma 4 assistant (frozen-KV MTP draft).
-
-    ``layer_types`` lists ``sliding_attention``/``full_attention`` per layer; every layer uses
-    ``kv_heads`` heads of ``head_dim`` (the full-attention ``global_*`` variants are left equal,
-    see :func:`write_gemma4_target`). ``backbone_hidden`` only matters for the assistant: it is
-    the target's hidden size its pre/post projections map from and to.
-    """
+    """Geometry of a tiny Gemma 4 text target or Gemma 4 assistant (frozen-KV MTP draft)."""
 
     hidden: int = 64
     layer_types: tuple[str, ...] = ("sliding_attention", "full_attention")
@@ -82,13 +75,7 @@ def _gemma4_text_config_kwargs(shape: TinyGemma4Shape) -> dict[str, Any]:
 def write_gemma4_target(
     directory: Path, shape: TinyGemma4Shape = DEFAULT_GEMMA4_TARGET, seed: int = 0
 ) -> Path:
-    """Write a random text-only ``Gemma4ForCausalLM`` (``model_type: gemma4_text``).
-
-    Weights come from transformers' own ``Gemma4ForCausalLM`` (so the names are the published
-    ones). SGLang 0.5.13.post1 renames Gemma 4's attention keys into its ``swa_*`` convention
-    only for ``model_type`` ``gemma4``/``gemma4_assistant``, not for ``gemma4_text``; the
-    ``swa_*`` keys it then reads are written into ``config.json`` here, equal to the base ones.
-    """
+    """Write a random text-only ``Gemma4ForCausalLM`` (``model_type: gemma4_text``)."""
     import torch
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
@@ -114,12 +101,7 @@ def write_gemma4_target(
 def write_gemma4_assistant(
     directory: Path, shape: TinyGemma4Shape = DEFAULT_GEMMA4_ASSISTANT, seed: int = 0
 ) -> Path:
-    """Write a random ``Gemma4AssistantForCausalLM`` (the frozen-KV MTP draft) via transformers.
-
-    Its layers read the target's KV cache (every layer is KV-shared), its ``layer_types`` must
-    be types the target's last two layers have, and its projections map from/to
-    ``shape.backbone_hidden`` (the target's hidden size).
-    """
+    """Write a random ``Gemma4AssistantForCausalLM`` (the frozen-KV MTP draft) via transformers."""
     import torch
     from transformers.models.gemma4_assistant.configuration_gemma4_assistant import (
         Gemma4AssistantConfig,

@@ -1,20 +1,5 @@
 """Tiny Llama-architecture checkpoints: the suite's default target, its STANDALONE draft, and
-the Qwen2 target and draft of SGLang's STANDALONE and NGRAM recipes.
-
-Why: the init-path tests need checkpoints that SGLang's real loader accepts (``config.json`` +
-``model.safetensors`` + a tokenizer), but no hub access and no real weights. Each is generated
-locally from a seed, in seconds, and is a few MiB at most; cached by
-:mod:`harness.checkpoints.checkpoint_cache`.
-
-- ``llama-target``: ``transformers.LlamaForCausalLM.save_pretrained`` names
-  (``model.layers.N...``), with the tiny tokenizer;
-- ``standalone-draft``: a complete small ``LlamaForCausalLM`` (its own embedding and
-  ``lm_head``, a KV geometry unlike the target's), which is what a STANDALONE draft is;
-- ``qwen2``: a ``Qwen2ForCausalLM`` (QKV bias) with tokenizer (Qwen2.5 target and draft).
-
-The target's drafts that read its hidden states (EAGLE, EAGLE3, DFLASH) are in
-:mod:`harness.checkpoints.eagle_drafts`.
-"""
+the Qwen2 target and draft of SGLang's STANDALONE and NGRAM recipes."""
 
 from __future__ import annotations
 

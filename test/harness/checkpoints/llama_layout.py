@@ -1,12 +1,5 @@
 """The Llama layout the tiny checkpoint writers share: the shape, its transformers config, one
-decoder layer's random tensors, and writing them as ``model.safetensors``.
-
-The family modules (:mod:`harness.checkpoints.llama_family`, ``eagle_drafts``, ``mimo_v2_mtp``)
-build their weights from these pieces; every tensor is drawn from a seeded generator, so a
-checkpoint is a function of its parameters alone.
-
-Cheap to import (torch and transformers are imported when a tensor or config is made).
-"""
+decoder layer's random tensors, and writing them as ``model.safetensors``."""
 
 from __future__ import annotations
 
@@ -19,11 +12,7 @@ from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID
 
 @dataclass(frozen=True)
 class TinyLlamaShape:
-    """Geometry of one tiny Llama-family checkpoint.
-
-    The KV cell of such a model is ``layers * kv_heads * head_dim * 2 * dtype_bytes`` per
-    token, which is what the pool-size tests reason about.
-    """
+    """Geometry of one tiny Llama-family checkpoint."""
 
     hidden: int = 64
     layers: int = 2

@@ -1,16 +1,5 @@
 """A tiny MiMo-V2 target that carries its own MTP layers (kind ``mimo-v2-target``), for
-multi-layer EAGLE.
-
-A ``MiMoV2FlashForCausalLM`` (hybrid full/sliding-window attention, dense MLPs) that also
-carries ``num_nextn_predict_layers`` MTP layers under ``model.mtp.layers.<i>.`` (the names
-SGLang's MiMo-V2 loaders read). SGLang's multi-layer EAGLE loads it once as the target and once
-per draft step as ``MiMoV2MTP`` (the loader keeps only ``model.mtp.layers.<draft_model_idx>``).
-transformers 5.8 has no MiMo-V2 config class and SGLang registers none, so the directory ships
-a ``configuration_mimo_v2_flash.py`` referenced by ``auto_map`` (the usual remote-code layout),
-and the Engine needs ``trust_remote_code=True``.
-
-Generated from a seed and cached by :mod:`harness.checkpoints.checkpoint_cache`.
-"""
+multi-layer EAGLE."""
 
 from __future__ import annotations
 
@@ -32,12 +21,7 @@ from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
 
 @dataclass(frozen=True)
 class TinyMiMoV2Shape:
-    """Geometry of a tiny MiMo-V2 target with its MTP layers.
-
-    ``hybrid_layer_pattern[i]`` is 1 for a sliding-window layer, 0 for full attention. The
-    sliding-window layers (and every MTP layer, which SGLang builds as a sliding-window layer)
-    use the ``swa_*`` geometry, deliberately different from the full-attention one.
-    """
+    """Geometry of a tiny MiMo-V2 target with its MTP layers."""
 
     hidden: int = 64
     hybrid_layer_pattern: tuple[int, ...] = (0, 1)

@@ -1,21 +1,4 @@
-"""Config-only tiny models, one per architecture of SGLang's documented speculative recipes.
-
-Why: the fidelity matrix (``test/sglang_0_5_13/test_fidelity_matrix.py``) builds ``ServerArgs``
-and the target/draft ``ModelConfig`` of each recipe; SGLang reads only ``config.json`` for that,
-so a checkpoint without weights is enough where no Engine has to start. Each config keeps the fields
-SGLang's config code reads for its architecture (MLA ranks, DSA indexer, hybrid layer patterns,
-MTP layer counts) at tiny sizes; everything else is left to the config class defaults.
-
-Each directory is written once under ``<repo>/.cache/tiny-models/config-<name>-<hash>`` (the
-hash covers the config itself), atomically
-(:func:`harness.checkpoints.checkpoint_cache.write_once`).
-
-Where a recipe row starts an Engine, :func:`tiny_checkpoint` adds random weights in the
-published layout (as transformers' own class saves them) and a tokenizer. A target carrying its
-own MTP layer (DeepSeek-V3, GLM-4.5) also gets the MTP block at layer index
-``num_hidden_layers`` (its decoder layer, ``enorm``, ``hnorm``, ``eh_proj``, ``embed_tokens``
-and ``shared_head``), which SGLang's NextN loaders read from the target's checkpoint.
-"""
+"""Config-only tiny models, one per architecture of SGLang's documented speculative recipes."""
 
 from __future__ import annotations
 

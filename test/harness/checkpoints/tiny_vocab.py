@@ -23,11 +23,7 @@ def prompt_text(num_words: int, start: int = 10) -> str:
 
 
 def write_tokenizer(directory: Path, vocab: int) -> None:
-    """Write a whitespace WordLevel tokenizer of exactly ``vocab`` tokens (``tokenizers`` lib).
-
-    Why WordLevel: it needs no training data, one word is one token (prompt lengths are exact),
-    and ``AutoTokenizer`` loads it as a ``PreTrainedTokenizerFast`` with no extra files.
-    """
+    """Write a whitespace WordLevel tokenizer of exactly ``vocab`` tokens (``tokenizers`` lib)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 

@@ -1,33 +1,4 @@
-"""Fault-injection test doubles: make one rank's draft fail, or hold phase 3 mid-allocation.
-
-Why: a real multi-rank failure (one GPU's copy of a shard unreadable, an operator's SIGTERM in
-the middle of the pool phase) cannot be produced on demand on a shared CPU host: every rank
-reads the same files, and the pool phase of a tiny model lasts milliseconds. These doubles make
-the two situations happen deterministically; everything around them (SGLang's scheduler error
-path, its launcher's teardown, the plugin's phases) is the real code.
-
-Registered through ``HookRegistry`` by ``test/harness/launch/site/sitecustomize.py`` only when their
-environment variable is set, so no other test sees them.
-
-=====================================  ==========================================================
-env / target                           effect
-=====================================  ==========================================================
-``SPECINIT_TEST_FAIL_DRAFT_ON_TP_RANK`` AROUND ``ModelRunner.load_model``: on the draft runner of
-``=R``                                 TP rank ``R`` only, raise ``InjectedDraftLoadError``
-                                       (an ``OSError``, as an unreadable shard gives) instead of
-                                       loading, after writing ``draft-failure-rank<R>.json``
-                                       (wall time) to ``$SPECINIT_TEST_REPORT_DIR``.
-``SPECINIT_TEST_PAUSE_DRAFT_POOL_S``   AROUND ``ModelRunnerKVCacheMixin.init_memory_pool``
-``=S``                                 (0.5.13.x; 0.5.23: ``ModelRunner.alloc_memory_pool``): on a
-                                       draft runner (the target's pool already exists), write
-                                       ``draft-pool-paused-<pid>.json`` and sleep ``S`` seconds
-                                       before allocating, so a test can signal the launch while
-                                       the pools are half built.
-=====================================  ==========================================================
-
-The TP rank is the runner's own ``tp_rank`` on 0.5.13.x; 0.5.23's ModelRunner has none and
-reads it from its runtime context (``runtime_context.get_parallel().tp_rank``), as here.
-"""
+"""Fault-injection test doubles: make one rank's draft fail, or hold phase 3 mid-allocation."""
 
 from __future__ import annotations
 

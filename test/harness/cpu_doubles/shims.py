@@ -1,50 +1,4 @@
-"""CPU-only test doubles that let SGLang 0.5.13.post1's speculative init path run without a GPU.
-
-Each shim exists because the test machine has no CUDA device, not because SGLang is wrong;
-none of them may ever be installed on a GPU run. They are registered through SGLang's own
-``HookRegistry`` so that ``load_plugins()`` applies them in every process that calls it (the
-Engine's main process and the spawned scheduler), and ``HookRegistry``'s propagation rewrites
-stale ``from sglang.srt.utils.common import get_available_gpu_memory`` bindings in
-``model_runner``, ``model_runner_kv_cache_mixin``, ``scheduler``, ``eagle_worker_v2``, etc.
-
-Installed by ``test/harness/launch/site/sitecustomize.py`` when ``SPECINIT_TEST_SHIMS=1``, or by
-calling :func:`register_shims` before the first ``load_plugins()`` of a process.
-
-==============================  =============================================================
-target                          why the hardware forces it
-==============================  =============================================================
-MHATokenToKVPool.               With a speculative algorithm the target pool is built with
-_init_kv_copy_and_warmup        ``enable_kv_cache_copy=True``, whose warm-up launches a Triton
-                                kernel: "0 active drivers" on CPU. No-op here, plus
-                                ``SGLANG_NATIVE_MOVE_KV_CACHE=1`` so a later KV move would use
-                                the torch path instead of the (unconfigured) Triton one.
-torch.cuda.synchronize          ``LlamaForCausalLM.set_embed_and_head`` (EAGLE draft init)
-                                calls it unconditionally; without a CUDA device it raises.
-                                No-op when CUDA is unavailable, the real call otherwise.
-utils.common.                   On device "cpu" SGLang reports host-wide free RAM divided by
-get_available_gpu_memory        NUMA nodes: it moves with everything else on the machine.
-                                :class:`SimulatedDeviceMemory` returns a fixed simulated
-                                capacity minus this process's live CPU tensor bytes instead.
-utils.common.                   Same reason, for the server-args ``mem_fraction_static``
-get_device_memory_capacity      heuristic (MiB of the simulated capacity on device "cpu").
-Scheduler.__init__ (BEFORE)     Binds this process's simulated device to the scheduler's
-                                ``gpu_id`` (0.5.13: the constructor's argument; 0.5.23: the
-                                runtime context's) so that each rank can have its own capacity
-                                (``SPECINIT_TEST_DEVICE_CAPACITIES_BYTES``, one value per
-                                gpu id): ranks on real GPUs disagree on free memory, ranks on
-                                one host's RAM cannot.
-distributed.parallel_state.     At TP/PP > 1 every ``GroupCoordinator`` builds a
-init_model_parallel_group       ``PyNcclCommunicator`` (``use_pynccl`` defaults on except
-                                npu/xpu), which dies on device cpu: "Expected a cuda device,
-                                but got: cpu". On device cpu (``is_cpu()``) it is called with
-                                ``use_pynccl=False``; SGLang's gloo groups carry the
-                                collectives. Any other device is passed through unchanged.
-==============================  =============================================================
-
-A TP > 1 launch on CPU also needs ``SGLANG_CPU_OMP_THREADS_BIND`` (one core set per rank,
-e.g. ``0|1``): with fewer NUMA nodes than ranks SGLang asserts without it. That is SGLang's own
-setting, not a test double; :func:`harness.launch.engine.cpu_env` sets it from the rank count.
-"""
+"""CPU-only test doubles that let SGLang 0.5.13.post1's speculative init path run without a GPU."""
 
 from __future__ import annotations
 
@@ -81,36 +35,18 @@ def shims_enabled() -> bool:
     return os.environ.get(SHIMS_ENV, "") == "1"
 
 
-# --------------------------------------------------------------------------- (a) KV copy warm-up
-
-
 def noop_kv_copy_and_warmup(self: Any) -> None:
-    """REPLACE for ``MHATokenToKVPool._init_kv_copy_and_warmup``: skip the Triton warm-up.
-
-    Triton cannot launch a kernel on CPU. ``_kv_copy_config = None`` is what the real method
-    leaves for a zero-layer pool, and ``SGLANG_NATIVE_MOVE_KV_CACHE=1`` routes ``move_kv_cache``
-    to ``move_kv_cache_native`` so the missing config is never read.
-    """
+    """REPLACE for ``MHATokenToKVPool._init_kv_copy_and_warmup``: skip the Triton warm-up."""
     self._kv_copy_config = None
 
 
-# ------------------------------------------------------------------- (b) torch.cuda.synchronize
-
-
 def cuda_synchronize_without_device(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """AROUND for ``torch.cuda.synchronize``: a no-op when no CUDA device exists.
-
-    ``set_embed_and_head`` in ``models/llama.py`` calls it during EAGLE draft init; on a CPU-only
-    machine (even with a CUDA build of torch) it raises instead of doing nothing.
-    """
+    """AROUND for ``torch.cuda.synchronize``: a no-op when no CUDA device exists."""
     import torch
 
     if torch.cuda.is_available():
         return original(*args, **kwargs)
     return None
-
-
-# --------------------------------------------------------------------------- (c) memory meter
 
 
 @dataclass(frozen=True)
@@ -125,13 +61,7 @@ class MeterReading:
 
 
 def live_cpu_tensor_bytes() -> int:
-    """Bytes of every live CPU tensor storage in this process, each storage counted once.
-
-    Found by walking the garbage collector's tracked objects (every ``torch.Tensor`` Python
-    object is tracked) and de-duplicating by storage ``data_ptr``, so views, shared
-    embeddings and parameters are not double counted. Tensors only C++ holds (none on SGLang's
-    CPU init path) are invisible to it.
-    """
+    """Bytes of every live CPU tensor storage in this process, each storage counted once."""
     import torch
 
     tensor_type = torch.Tensor
@@ -153,19 +83,7 @@ def live_cpu_tensor_bytes() -> int:
 
 
 class SimulatedDeviceMemory:
-    """A deterministic "device" of fixed capacity whose usage is this process's CPU tensors.
-
-    Why: on device "cpu" SGLang's ``get_available_gpu_memory`` returns host-wide free RAM,
-    which other processes change at will; budget tests need a number that only this process's
-    allocations move. ``free = capacity - live_cpu_tensor_bytes()``; host RAM is never read.
-
-    ``empty_cache=True`` (the default of SGLang's callers) first collects cyclic garbage, the CPU
-    analogue of releasing the CUDA caching allocator, so tensors that only await collection do
-    not count as used. By default only the young generations are collected (microseconds); a
-    full collection costs ~0.33 s per reading with SGLang imported (~16 readings per EAGLE
-    init) and gave byte-identical readings on the EAGLE/EAGLE3 init path. ``full_gc=True``
-    (env ``SPECINIT_TEST_METER_FULL_GC=1``) restores the full collection.
-    """
+    """A deterministic "device" of fixed capacity whose usage is this process's CPU tensors."""
 
     def __init__(
         self, capacity_bytes: int, *, full_gc: bool = False, gpu_id: int | None = None
@@ -262,11 +180,7 @@ def device_meter() -> SimulatedDeviceMemory:
 
 
 def bind_meter_to_device(gpu_id: int) -> SimulatedDeviceMemory:
-    """Give this process's meter the capacity of device ``gpu_id`` (a scheduler's device).
-
-    Refuses once readings exist: a capacity that changed between two readings would make the
-    budget arithmetic meaningless.
-    """
+    """Give this process's meter the capacity of device ``gpu_id`` (a scheduler's device)."""
     meter = device_meter()
     capacity = capacity_for_device(gpu_id)
     with meter._lock:
@@ -294,13 +208,7 @@ def simulated_get_available_gpu_memory(
     empty_cache: bool = True,
     cpu_group: Any = None,
 ) -> float:
-    """AROUND for ``get_available_gpu_memory``: simulated free GiB on device "cpu".
-
-    Same contract as the original (float GiB, MIN all-reduce over ``cpu_group`` when
-    ``distributed``); any other device goes to the real function. The all-reduce carries a
-    float64 (SGLang's carries a float32, which rounds free bytes to 16 B steps at 256 MiB) so that
-    the all-rank minimum equals the tightest rank's own reading to the byte.
-    """
+    """AROUND for ``get_available_gpu_memory``: simulated free GiB on device "cpu"."""
     if device != "cpu":
         return original(device, gpu_id, distributed, empty_cache, cpu_group)
     free = float(device_meter().record(collect=empty_cache).free_bytes)
@@ -325,15 +233,7 @@ def simulated_get_device_memory_capacity(
 def bind_scheduler_device(
     scheduler: Any, server_args: Any, port_args: Any, *args: Any, **kwargs: Any
 ) -> None:
-    """BEFORE for ``Scheduler.__init__``: this scheduler process simulates device ``gpu_id``.
-
-    ``Scheduler.__init__`` runs before any of the process's memory readings (they are taken
-    by its ModelRunners), and it is the first place that knows the process's device. 0.5.13
-    passes ``gpu_id`` (third after the arguments); 0.5.23's constructor takes only the two
-    argument objects, and its launcher has already published the device in the process's
-    runtime context (``runtime_context.get_device().gpu_id``, set by ``publish`` in
-    ``run_scheduler_process`` before the scheduler is built).
-    """
+    """BEFORE for ``Scheduler.__init__``: this scheduler process simulates device ``gpu_id``."""
     gpu_id = args[0] if args else kwargs.get("gpu_id")
     if gpu_id is None:
         gpu_id = _published_gpu_id()
@@ -353,19 +253,10 @@ def _published_gpu_id() -> int | None:
         return None
 
 
-# ------------------------------------------------------------- (d) pynccl on device cpu
-
-
 def model_parallel_group_without_pynccl(
     original: Callable[..., Any], *args: Any, **kwargs: Any
 ) -> Any:
-    """AROUND for ``parallel_state.init_model_parallel_group``: no pynccl on device cpu.
-
-    ``GroupCoordinator`` builds a ``PyNcclCommunicator`` for every group whose ``use_pynccl``
-    is true (the default except on npu/xpu); on device cpu it raises "Expected a cuda device,
-    but got: cpu". Passing ``use_pynccl=False`` leaves the group on its gloo process groups,
-    which is what SGLang maps device cpu to. On any other device the call is unchanged.
-    """
+    """AROUND for ``parallel_state.init_model_parallel_group``: no pynccl on device cpu."""
     from sglang.srt.utils import is_cpu
 
     if not is_cpu():
@@ -377,17 +268,11 @@ def model_parallel_group_without_pynccl(
     return original(*bound.args, **bound.kwargs)
 
 
-# --------------------------------------------------------------------------- registration
-
 _registered = False
 
 
 def register_shims() -> None:
-    """Register every shim with SGLang's ``HookRegistry`` (idempotent).
-
-    Must run before the process's first ``load_plugins()`` (which calls ``apply_hooks()``);
-    if hooks were already applied, call ``HookRegistry.apply_hooks()`` again afterwards.
-    """
+    """Register every shim with SGLang's ``HookRegistry`` (idempotent)."""
     global _registered
     if _registered:
         return
@@ -441,17 +326,3 @@ def shim_targets() -> list[str]:
     if imports_sgl_kernel_cpu_ops():
         return [t for name, t in _HOOK_TARGETS.items() if name != "kv_copy"]
     return list(_HOOK_TARGETS.values())
-
-
-def install_in_this_process() -> None:
-    """Register and apply the shims in the current process (for in-process SGLang tests).
-
-    For tests that build ``TpModelWorker``/``ModelRunner`` directly instead of an Engine.
-    ``SGLANG_USE_CPU_ENGINE=1`` must already be set before SGLang is first imported (SGLang
-    caches ``is_cpu()`` at import time), so set it in the test environment, not here.
-    """
-    from sglang.srt.plugins.hook_registry import HookRegistry
-
-    os.environ.setdefault(SHIMS_ENV, "1")
-    register_shims()
-    HookRegistry.apply_hooks()

@@ -1,14 +1,4 @@
-"""A ModelRunner whose weights were never loaded, for pricing pools with SGLang's own code.
-
-TEST DOUBLE. Published 8B-700B configs cannot be loaded on this machine, but a KV pool's size
-depends only on the runner attributes SGLang's ``_init_pools`` reads, not on the weights. So
-:func:`unloaded_runner` creates a real ``ModelRunner`` object without running its constructor
-and sets exactly those attributes the way ``ModelRunner.__init__`` / ``initialize`` derive them
-(sglang 0.5.13.post1, model_runner.py ``__init__`` and the layer setup in ``initialize``);
-every property (``mambaish_config``, ``hybrid_gdn_config`` ...) and every pool method is
-SGLang's own. :func:`attention_tp` stands in for an initialised attention-TP group.
-``test_pool_parity`` checks a live runner's attributes against this derivation.
-"""
+"""A ModelRunner whose weights were never loaded, for pricing pools with SGLang's own code."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Geometric KV specs: a pool's per-token bytes from the model's widths, layer counts and dtype.
-
-Test-only: the runtime and the planner price every pool by building it with the installed
-release's own pool code (``budget.MeasuredKVSpec``); these specs are the cross-check of those
-built pools (:mod:`harness.geometry.specs` builds them from a ``ModelConfig``) and the inputs
-of the budget model's unit tests. Each satisfies ``budget.KVSpec``.
-"""
+"""Geometric KV specs: a pool's per-token bytes from the model's widths, layer counts and dtype."""
 
 from __future__ import annotations
 
@@ -24,14 +18,7 @@ DSA_INDEX_ELEMENT_BYTES = 1
 
 @dataclass(frozen=True)
 class AttentionKVSpec:
-    """Per-token KV layout of one pool of full-attention layers on one attention-TP rank.
-
-    MHA/GQA pools set ``num_kv_heads``/``head_dim``/``v_head_dim``; MLA pools set
-    ``kv_lora_rank``/``qk_rope_head_dim`` (and ``dsa_index_head_dim`` for a DSA indexer).
-    ``element_bytes`` is the stored size of one KV element (from torch); ``mla_cache_dim``
-    overrides the per-layer MLA width when the pool stores another layout (DSA with an FP8 KV
-    cache keeps per-block scales and a bf16 rope part: 656 bytes instead of 576).
-    """
+    """Per-token KV layout of one pool of full-attention layers on one attention-TP rank."""
 
     num_layers: int
     kv_dtype: str = "bfloat16"
@@ -94,11 +81,7 @@ class AttentionKVSpec:
         return (tokens + page_size) * self.bytes_per_token()
 
     def unpacked_bytes_per_token(self) -> int:
-        """Bytes per token at one element per value (MHA layout, no FP4 packing or scales).
-
-        Hybrid-SWA pools are plain MHA pools of the KV dtype in 0.5.13.x: an FP4 dtype is
-        stored one byte per value there, with no scale buffer.
-        """
+        """Bytes per token at one element per value (MHA layout, no FP4 packing or scales)."""
         return (
             self.num_kv_heads
             * (self.head_dim + self.v_head_dim)
@@ -109,13 +92,7 @@ class AttentionKVSpec:
 
 @dataclass(frozen=True)
 class HybridSWAKVSpec:
-    """A pool split into full-attention and sliding-window layers (gpt-oss, Gemma, Llama4 ...).
-
-    SGLang sizes the full pool to ``tokens`` and the SWA pool to
-    ``page_floor(int(tokens * swa_full_tokens_ratio))``; an all-SWA model (no full layers)
-    sizing itself gives its SWA pool ``tokens`` directly. ``swa_follows_ratio`` overrides that
-    choice for a pool sized by another model's config (see :func:`sized_by_target`).
-    """
+    """A pool split into full-attention and sliding-window layers (gpt-oss, Gemma, Llama4 ...)."""
 
     full: AttentionKVSpec
     swa: AttentionKVSpec
@@ -149,13 +126,7 @@ class HybridSWAKVSpec:
 
 
 def sized_by_target(draft: KVSpec, target: KVSpec) -> KVSpec:
-    """A draft pool as the target's ``MemoryPoolConfig`` sizes it.
-
-    Draft runners never run a configurator; they apply the target's config. An all-SWA draft
-    (MiMoV2MTP, Step3p5MTP: one sliding-window layer) under a hybrid target with full layers
-    therefore gets the target's SWA token count, ``page_floor(int(tokens * ratio))``, not
-    ``tokens`` as an all-SWA model sizing itself would.
-    """
+    """A draft pool as the target's ``MemoryPoolConfig`` sizes it."""
     if (
         isinstance(draft, HybridSWAKVSpec)
         and isinstance(target, HybridSWAKVSpec)

@@ -1,10 +1,4 @@
-"""The geometric KV spec of a live 0.5.13.x ModelRunner (sglang 0.5.13 / 0.5.13.post1).
-
-What the offline planner's model says a runner's pool costs, read from the runner's own
-attributes (``mambaish_config``, ``num_effective_layers``, ``use_mla_backend``, ...), for
-``test/sglang_0_5_13/test_pool_parity.py`` to check against the pool SGLang builds. The runtime
-sizes pools by building them (:mod:`sglang_specinit.sglang_0_5_13.pool_probe`), not from this.
-"""
+"""The geometric KV spec of a live 0.5.13.x ModelRunner (sglang 0.5.13 / 0.5.13.post1)."""
 
 from __future__ import annotations
 
@@ -19,11 +13,7 @@ from harness.geometry.specs import (
 
 
 def kv_spec_for_runner(model_runner: Any) -> KVSpec:
-    """The KV spec of a live ModelRunner whose weights are loaded and KV dtype resolved.
-
-    The geometric description, for the offline planner's model to be checked against (the
-    runtime sizes pools from :mod:`sglang_specinit.sglang_0_5_13.pool_probe`).
-    """
+    """The KV spec of a live ModelRunner whose weights are loaded and KV dtype resolved."""
     from sglang.srt.layers.dp_attention import get_attention_tp_size
 
     full_layers = None

@@ -1,10 +1,4 @@
-"""Turn sglang 0.5.13.x ``ModelConfig`` objects into the budget model's KV specs (geometry).
-
-The runtime patch calls these with the live ``ModelRunner``'s config and resolved KV dtype; the
-offline planner calls them with a ``ModelConfig`` built from local paths. Both therefore price a
-model with the same code, and both read geometry through SGLang's own ``ModelConfig`` so derived
-values (head_dim of MLA models, SWA layer ids, KV heads per TP rank) are SGLang's.
-"""
+"""Turn sglang 0.5.13.x ``ModelConfig`` objects into the budget model's KV specs (geometry)."""
 
 from __future__ import annotations
 
@@ -44,13 +38,7 @@ def kv_spec_from_model_config(
     full_attention_layers: int | None = None,
     server_args: Any = None,
 ) -> KVSpec:
-    """The per-token KV spec of one ModelRunner's pool.
-
-    ``num_layers`` is what the runner allocates (``num_effective_layers``);
-    ``full_attention_layers`` overrides it for mamba/linear-attention hybrids, whose KV pool
-    holds only the full-attention layers. With ``server_args``, an MLA pool takes SGLang's own
-    per-layer width (:func:`mla_cache_dim_for`), which depends on the attention backends.
-    """
+    """The per-token KV spec of one ModelRunner's pool."""
     from sglang.srt.configs.model_config import (
         AttentionArch,
         get_dsa_index_head_dim,
@@ -111,10 +99,7 @@ def kv_spec_from_model_config(
 
 def mla_cache_dim_for(model_config: Any, kv_dtype: Any, server_args: Any) -> int | None:
     """SGLang's per-layer MLA pool width for this model and KV dtype, when it is not the plain
-    ``kv_lora_rank + qk_rope_head_dim`` (DSA with an FP8 cache stores scales and a bf16 rope).
-
-    Calls SGLang's own ``calculate_mla_kv_cache_dim`` on the three attributes it reads.
-    """
+    ``kv_lora_rank + qk_rope_head_dim`` (DSA with an FP8 cache stores scales and a bf16 rope)."""
     from types import SimpleNamespace
 
     from sglang.srt.model_executor.model_runner_kv_cache_mixin import ModelRunnerKVCacheMixin
@@ -137,11 +122,7 @@ def draft_kv_pools(
     multi_layer_eagle: bool = False,
     server_args: Any = None,
 ) -> tuple[KVSpec, ...]:
-    """The KV pools a draft worker will allocate, each at the draft's own geometry and dtype.
-
-    ``algorithm`` is SGLang's resolved name (aliases such as NEXTN already mapped to EAGLE).
-    Frozen-KV MTP reads the target's cache and NGRAM has no model: no pools.
-    """
+    """The KV pools a draft worker will allocate, each at the draft's own geometry and dtype."""
     if algorithm in ("FROZEN_KV_MTP", "NGRAM") or draft_model_config is None:
         return ()
     layers = runner_layer_count(draft_model_config, is_draft=True)
@@ -172,12 +153,7 @@ def draft_extra_bytes(
     num_steps: int = 1,
     multi_layer_eagle: bool = False,
 ) -> tuple[int, int]:
-    """(bytes per request row, fixed bytes) a draft allocates besides token-sized KV pools.
-
-    Multi-layer EAGLE keeps ``num_steps - 1`` hidden states of the target's width per
-    req-to-token row; frozen-KV MTP's runner gets a 64-token stand-in pool. The runtime
-    measures the same two things on the live workers (``phases.scheduler.describe_draft``).
-    """
+    """(bytes per request row, fixed bytes) a draft allocates besides token-sized KV pools."""
     from sglang_specinit.budget import kv_pool_bytes
 
     per_request = 0

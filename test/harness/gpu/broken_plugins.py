@@ -1,15 +1,4 @@
-"""Seven broken plugins as recorded case data, and the working case they break.
-
-Why: a GPU run is rare, so CI must show that each way a plugin can go wrong fails the GPU
-case's verdict (:func:`harness.gpu.case_verdict.case_problems`, the function the GPU test runs),
-on each release. The release's own code builds what it can (``/server_info``, capture lines and
-``/generate`` metadata, by the caller's ``launch_of``); what only a GPU run produces is a named
-test double here: :func:`recorded_probe` (one scheduler's device-probe records, sized the way
-the plugin sizes its pools), the storage-identity snapshots, the greedy output ids.
-
-:data:`BROKEN` maps each broken plugin to how it changes the working plugin's evidence;
-:func:`verdict_table` says which checks fail for each.
-"""
+"""Seven broken plugins as recorded case data, and the working case they break."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""One GPU case's own record: every launch it made, what each one did, and its wall time.
-
-Why: a JUnit pass/fail cannot say that stock could not even start at the case's fraction while
-the plugin could (the regression itself, a result worth reporting), nor which launch a token
-comparison used, nor how long the case took. Each server test writes ``case-report.json`` in
-its pytest ``tmp_path`` (under ``$SPECINIT_GPU_OUT_DIR/cases``, kept by the workflow), as it
-goes, so a case that fails or times out still leaves the launches it made; ``scripts/
-test-gpu.sh`` prints them after the JUnit summary (:func:`summary_lines`).
-"""
+"""One GPU case's own record: every launch it made, what each one did, and its wall time."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""Every verdict of one GPU case, from what its plugin-on and stock launches left behind.
-
-Why one function: the GPU test (``test/gpu/test_gpu_servers.py``) and the CI tests of broken
-plugins (``test/unit/test_gpu_broken_plugins.py``, ``test/sglang_0_5_23/
-test_gpu_broken_plugins_0523.py``) must run the same checks, so a broken plugin shown failing in
-CI fails the same assertion on a GPU runner. :func:`case_problems` returns the problems of each
-named check (empty lists: the case passed); the checks are :mod:`harness.gpu.gpu_verdict`'s and
-:mod:`harness.gpu.storage_identity`'s.
-"""
+"""Every verdict of one GPU case, from what its plugin-on and stock launches left behind."""
 
 from __future__ import annotations
 

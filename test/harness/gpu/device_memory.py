@@ -1,21 +1,4 @@
-"""Device memory between GPU cases: wait until the last server's memory is released.
-
-Why: a CUDA process's memory is returned only once the driver has torn its context down,
-which can take seconds after the process is gone (and forever when a scheduler survived its
-launcher). A case that starts earlier measures less free memory than it should, and a TP case
-whose ranks see unequal free memory is refused by SGLang ("The memory capacity is unbalanced").
-So the GPU suite records each device's used memory before the first server and, before every
-case, waits until each device is back within a tolerance of that baseline, with a bound.
-
-Readers: :class:`NvmlMemoryReader` (``pynvml``, shipped with sglang as ``nvidia-ml-py``), else
-:class:`NvidiaSmiMemoryReader`. Neither creates a CUDA context in the test process, which
-would itself hold memory on the device. NVML numbers devices by PCI bus id; CUDA does too
-only with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (:data:`CUDA_DEVICE_ORDER`, which the GPU command
-and every GPU server set), so a CUDA index maps to an NVML index through
-``CUDA_VISIBLE_DEVICES`` (indices or UUIDs, :func:`devices_for_case`). A case waits only on
-the devices it runs on: the first ``tp`` CUDA devices (SGLang's ``--base-gpu-id`` 0, step 1),
-so another job's memory on a device the case does not use cannot fail it.
-"""
+"""Device memory between GPU cases: wait until the last server's memory is released."""
 
 from __future__ import annotations
 
@@ -115,10 +98,7 @@ def default_reader() -> NvmlMemoryReader | NvidiaSmiMemoryReader:
 
 
 def visible_device_indices(device_count: int, env: Mapping[str, str] | None = None) -> list[int]:
-    """Physical indices of the devices CUDA will use (``CUDA_VISIBLE_DEVICES`` order).
-
-    UUID entries cannot be mapped without NVML lookups; then every device is watched.
-    """
+    """Physical indices of the devices CUDA will use (``CUDA_VISIBLE_DEVICES`` order)."""
     listed = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
     if listed is None or not listed.strip():
         return list(range(device_count))
@@ -181,11 +161,7 @@ def wait_until_released(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> MemoryWait:
-    """Wait until every device uses at most its baseline + ``tolerance_bytes``.
-
-    Raises :class:`DeviceMemoryNotReleased` after ``timeout_s``, naming each device still
-    above it, by how much, and the processes the driver says hold memory there.
-    """
+    """Wait until every device uses at most its baseline + ``tolerance_bytes``."""
     start = clock()
     while True:
         used = {i: reader.used_bytes(i) for i in baselines}

@@ -1,14 +1,4 @@
-"""The ``hf download`` commands that fetch what the GPU suite's servers load, and nothing else.
-
-Why: a plain ``hf download meta-llama/Llama-3.1-8B-Instruct`` also fetches ``original/`` (the
-consolidated ``.pth`` checkpoint, ~16 GB SGLang never reads). SGLang loads the safetensors
-shards and their index (or, for a draft head published as such, ``pytorch_model*.bin``), the
-configs, the tokenizer files and, with ``--trust-remote-code`` (DFLASH, multi-layer MTP), the
-model's own ``*.py``; :data:`INCLUDE` is exactly that.
-
-``python -m harness.gpu.downloads`` prints one command per model of the selected profile
-(``SPECINIT_GPU_PROFILE``) into ``$SPECINIT_GPU_MODEL_DIR/<org>/<name>``; the workflow runs them.
-"""
+"""The ``hf download`` commands that fetch what the GPU suite's servers load, and nothing else."""
 
 from __future__ import annotations
 

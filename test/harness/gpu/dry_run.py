@@ -1,14 +1,4 @@
-"""``scripts/test-gpu.sh --dry-run``: every server the GPU suite would start, checked, no GPU.
-
-Why: a GPU run is the only place the suite's launches meet a real server, and it is rare; a
-flag the installed release does not take, or a CPU test double in a server's environment, would
-fail every case there. This prints one JSON line per server (``case``, ``variant``, ``test``,
-``when``, ``argv``, ``env``: every variable the harness sets or changes), built with the same
-functions the suite launches with (:mod:`harness.gpu.server_env`), then parses every argv with
-the installed release's own ``ServerArgs.add_cli_args`` + ``from_cli_args`` (no launch, no
-model read) and checks every env for CPU doubles. Exit 0, or 1 with one line naming the first
-server that fails.
-"""
+"""``scripts/test-gpu.sh --dry-run``: every server the GPU suite would start, checked, no GPU."""
 
 from __future__ import annotations
 
@@ -127,11 +117,7 @@ def planned_servers(
 
 
 def parse_problem(argv: list[str]) -> str:
-    """Why the installed release's own parser refuses ``argv`` ("" when it takes it).
-
-    ``ServerArgs.add_cli_args`` + ``parse_args`` + ``from_cli_args``, as ``prepare_server_args``
-    runs them; a dataclass ``__post_init__`` (0.5.13.post1, which reads the model's config and
-    the device) is not run: that is the launch, not the parse."""
+    """Why the installed release's own parser refuses ``argv`` ("" when it takes it)."""
     from sglang.srt.server_args import ServerArgs
 
     if argv[1:3] != ["-m", "sglang.launch_server"]:

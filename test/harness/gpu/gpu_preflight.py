@@ -1,17 +1,4 @@
-"""Preflight of the GPU command: can this machine run sglang 0.5.13.post1's wheels at all?
-
-Why: the wheels are ``manylinux_2_34`` (glibc >= 2.34) and pull CUDA 13 builds (torch 2.11
-cu130, ``flashinfer_python[cu13]``, ``cuda-python>=13``), which need an NVIDIA driver that
-supports CUDA 13 (driver branch 580 or newer). On an older runner the install or the first
-launch fails minutes later with an error that does not say either; this says it in one line
-before anything is installed or launched.
-
-Standard library only (the workflow runs it with the system ``python3`` before creating the
-venv): ``python3 test/harness/gpu/gpu_preflight.py``. Exit 0 and one ``GPU preflight: ok`` line, or
-exit 1 and one line saying what is missing and what to change. The checks are pure functions
-of ``nvidia-smi``'s banner and the C library's version string (:func:`problems`), which
-``test/unit/test_gpu_verdict.py`` feeds with recorded inputs.
-"""
+"""Preflight of the GPU command: can this machine run sglang 0.5.13.post1's wheels at all?"""
 
 from __future__ import annotations
 

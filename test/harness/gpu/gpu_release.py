@@ -1,30 +1,4 @@
-"""The SGLang releases the GPU suite runs on, and what differs between them for the suite.
-
-The cases (:mod:`harness.gpu.gpu_cases`) are the same on every release; what a release changes
-is how its server says what it did, and which flags it takes. Chosen from the installed
-``sglang`` distribution (:func:`installed_settings`), so ``bash scripts/test-gpu.sh [--smoke]``
-runs the release of the Python it is given, and the workflow's matrix picks one per job.
-
-Per release, read from its wheel (``pip download --no-deps sglang==X``; paths inside it):
-
-- ``deterministic_flag``: ``--enable-deterministic-inference``, a ``ServerArgs`` field in both
-  (0.5.13.post1 ``srt/server_args.py:796``, its parser ``:6835``; 0.5.23
-  ``srt/arg_groups/field_order.py:475``, resolved in ``srt/arg_groups/attention_hook.py:580``).
-  Both then force the pytorch sampler and, with no ``--attention-backend``, fall back to fa3 on
-  Hopper (0.5.13.post1 ``server_args.py:4245-4262``; 0.5.23 ``arg_groups/overrides.py:1093``);
-  an explicit backend must be one of flashinfer, fa3, triton.
-- the graph-capture lines: 0.5.13.post1 logs ``Capture cuda graph end. Time elapsed: T s. mem
-  usage=G GB.`` per runner (``model_executor/model_runner.py``), ``Capture draft cuda graph
-  end.`` and ``Capture draft extend cuda graph end.`` (``speculative/eagle_worker_v2.py``);
-  0.5.23 logs ``Capture target verify CUDA graph end. bs=[...], elapsed=T s, mem usage=G GB``
-  (``model_executor/model_runner_components/cuda_graph_setup.py:788``, ``decode`` for a
-  non-speculative runner, ``prefill`` at ``:696``), ``Capture draft decode CUDA graph end.``
-  and ``Capture draft extend CUDA graph end.`` (``speculative/eagle_worker_v2.py:533, 654``),
-  and ``/server_info``'s ``memory_usage["graph"]`` is a dict of phases
-  (``managers/scheduler_components/memory_usage.py:37``), not one figure.
-- the preflight's requirement line: both wheels are ``manylinux_2_34`` builds with CUDA 13
-  torch.
-"""
+"""The SGLang releases the GPU suite runs on, and what differs between them for the suite."""
 
 from __future__ import annotations
 

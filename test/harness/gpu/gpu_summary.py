@@ -1,17 +1,4 @@
-"""Verdict of a GPU suite run, from pytest's JUnit XML: which cases ran, which were skipped, why.
-
-Why: pytest exits 0 when every test was skipped, so a runner without SGLang's CUDA kernels, or
-with fewer GPUs than a case needs, would report green having tested nothing. ``scripts/
-test-gpu.sh`` runs pytest with ``--junitxml`` and then this module, which prints one line per
-case and exits non-zero when pytest failed, when no case ran at all, or when the report is
-missing. Skipped cases are listed with pytest's reason either way.
-
-With ``--cases-dir`` (pytest's ``--basetemp``) it first prints every case's own report
-(:mod:`harness.gpu.case_report`: its launches, their outcomes and seconds, results such as
-"stock cannot start at f, the plugin can", and the case's wall time).
-
-Usage: ``python -m harness.gpu.gpu_summary REPORT.xml --pytest-exit-code N [--cases-dir D]``.
-"""
+"""Verdict of a GPU suite run, from pytest's JUnit XML: which cases ran, which were skipped, why."""
 
 from __future__ import annotations
 

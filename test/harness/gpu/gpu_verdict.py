@@ -1,37 +1,4 @@
-"""The GPU suite's verdicts, as pure functions of what two launches left behind.
-
-Each function takes what a GPU launch produces (``/generate`` responses, ``/server_info``, the
-server log, the plugin's memory breakdown, the device probe's :class:`UsageAfterPools`) and
-returns the list of problems it finds (empty: the check passed), so ``test/gpu`` asserts
-``problems == []`` and ``test/unit/test_gpu_verdict.py`` feeds recorded responses, log lines
-and probe records to the same functions on CPU, where each check must fail on a broken input.
-
-What they check, for SGLang 0.5.13.post1:
-
-- **Same tokens as stock** (:func:`greedy_problems`): the plugin only changes the memory
-  budget, so at temperature 0 the plugin-on server and the stock server, launched with the
-  same arguments, must return the same ``output_ids`` for the same prompts.
-- **Drafts as good as stock's** (:func:`acceptance_problems`): accepted / proposed draft tokens
-  within :func:`acceptance_bound` of stock's. The bound treats each proposed draft token as a
-  Bernoulli trial (accepted or not) with the pooled rate ``p`` and allows ``z`` standard errors
-  of a difference of two proportions, ``z * sqrt(p (1 - p) (1/n_on + 1/n_stock))``, z = 4
-  (two-sided chance of a false alarm 6e-5). Greedy drafting on identical tokens is in fact
-  deterministic, so this only leaves room for kernel non-determinism; a draft that lost its
-  weights, its embed/lm_head binding or its KV accepts close to nothing, far outside it.
-- **CUDA graphs captured** (:func:`graph_problems`): ``ModelRunner.init_device_graphs`` logs
-  ``Capture cuda graph end. Time elapsed: T s. mem usage=G GB. avail mem=A GB.`` for every
-  runner that captured, and the scheduler's ``get_internal_state`` reports the target's
-  ``graph_mem_usage`` as ``memory_usage["graph"]`` in ``/server_info``; the EAGLE-family
-  draft workers (``EagleDraftWorker.init_cuda_graphs``, also for STANDALONE) log ``Capture
-  draft cuda graph end.`` for a chain of more than one step, multi-layer EAGLE ``Capture draft
-  extend cuda graph end.`` (:func:`expected_draft_graph`). The plugin-on launch must capture
-  every kind of graph stock captures (:func:`same_graph_kinds`).
-- **The budget is filled** (:func:`fill_problems`): the weights, KV buffers and non-tensor
-  residue the probe measured leave at most one page per pool of the budget, plus what the plugin
-  itself reserves outside the KV pools, plus :data:`device_probe.STRAY_TENSOR_TOLERANCE_BYTES`.
-- **No OOM while serving** (:func:`oom_lines`): scanned in the part of the log written after
-  the server became healthy (the start-up part may legitimately mention memory).
-"""
+"""The GPU suite's verdicts, as pure functions of what two launches left behind."""
 
 from __future__ import annotations
 
@@ -61,15 +28,9 @@ READING_GRANULARITY = 2 << 20
 # The 0.5.13.post1 lines (ModelRunner.init_device_graphs, every runner; EagleDraftWorker's
 # init_cuda_graphs, rank 0 only); other releases' in harness.gpu.gpu_release.
 _R0513 = gpu_release.RELEASES["0.5.13.post1"]
-TARGET_GRAPH_END = _R0513.target_graph_end
-DRAFT_GRAPH_END = _R0513.draft_graph_end
-DRAFT_EXTEND_GRAPH_END = _R0513.draft_extend_graph_end
 GRAPH_FAILED = _R0513.graph_failed
 # /server_info rounds graph_mem_usage to 2 decimals, the log prints it with 2 decimals.
 GRAPH_FIGURE_TOLERANCE_GB = 0.0051
-
-
-# --------------------------------------------------------------------------- tokens, drafts
 
 
 @dataclass(frozen=True)
@@ -151,13 +112,7 @@ def greedy_verdict(
     *,
     min_margin: float = CLEAR_MARGIN_NATS,
 ) -> GreedyVerdict:
-    """The plugin-on server's greedy tokens against stock's, calibrated.
-
-    ``control`` is stock answering the same prompts again (the stock-vs-stock control). A
-    plugin-vs-stock difference fails only where stock's own top-2 margin at the first differing
-    token is clear (``>= min_margin``); at a near-tie a kernel's rounding decides, and the
-    difference is listed in ``ties``. A control difference at a clear margin fails too: then the
-    case cannot tell a plugin bug from a nondeterministic stock server."""
+    """The plugin-on server's greedy tokens against stock's, calibrated."""
     counts = {len(prompts), len(plugin), len(stock), *([len(control)] if control else [])}
     if len(counts) != 1:
         return GreedyVerdict(
@@ -207,13 +162,7 @@ def verify_count_problems(
     stock: Sequence[Mapping[str, Any]],
     control: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[str]:
-    """Per prompt whose tokens are stock's: the plugin-on server needed as many verify steps.
-
-    Greedy drafting on identical tokens with identical weights proposes the same drafts, so the
-    count of verify steps per prompt (``spec_verify_ct``) is stock's exactly; a draft that lost
-    its embed/lm_head binding or its KV needs more. Far stronger than the aggregate binomial
-    bound: one draft token rejected more per prompt changes it. The only slack allowed is
-    stock's own: how far its repeat (``control``, same tokens) moved from its first count."""
+    """Per prompt whose tokens are stock's: the plugin-on server needed as many verify steps."""
     problems = []
     for i, prompt in enumerate(prompts):
         if list(plugin[i]["output_ids"]) != list(stock[i]["output_ids"]):
@@ -256,9 +205,6 @@ def acceptance_problems(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE
             f"+-{bound:.3f} ({z:g} standard errors)"
         ]
     return []
-
-
-# --------------------------------------------------------------------------- CUDA graphs
 
 
 @dataclass(frozen=True)
@@ -423,9 +369,6 @@ def same_graph_kinds(plugin: GraphCapture, stock: GraphCapture) -> list[str]:
     return [f"stock captured {missing} graphs, the plugin-on server did not"] if missing else []
 
 
-# --------------------------------------------------------------------------- memory
-
-
 def allowed_unused_bytes(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> int:
     """What a launch may legitimately leave of its budget besides weights, KV and residue:
     one page per pool (tokens are rounded down to pages), what the plugin reserves outside the
@@ -486,9 +429,6 @@ def memory_problems(
     if after_init is not None and after_init > after_pools + READING_GRANULARITY:
         problems.append("free memory grew between the pools and the end of init")
     return problems
-
-
-# --------------------------------------------------------------------------- logs
 
 
 def oom_lines(text: str) -> list[str]:

@@ -1,11 +1,4 @@
-"""Each GPU test's outcome written the moment it ends: a JSON line and a JUnit file.
-
-Why: pytest writes ``--junitxml`` only when it exits, so a job killed at its time limit (or a
-runner lost mid-suite) would leave no record of the tests that did finish. ``test/gpu/
-conftest.py`` calls :func:`record` after every test; ``results.jsonl`` and ``junit-partial.xml``
-under ``$SPECINIT_GPU_OUT_DIR`` then always hold every finished test, and
-:mod:`harness.gpu.gpu_summary` falls back to them when ``junit.xml`` is missing.
-"""
+"""Each GPU test's outcome written the moment it ends: a JSON line and a JUnit file."""
 
 from __future__ import annotations
 

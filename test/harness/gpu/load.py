@@ -1,18 +1,4 @@
-"""Fill a running SGLang server's KV cache with concurrent requests and record what happened.
-
-The GPU suite uses it to show that a server launched at ``--mem-fraction-static 0.9`` serves
-a load that occupies its whole KV pool without running out of device memory (the memory the
-budget leaves outside ``f x free`` must still hold activations, graphs and sampling buffers
-at full occupancy). The CPU suite runs the same generator against a real CPU server.
-
-How the pool is filled: as many requests as the server runs at once, long enough that their
-prompts and outputs add up to more than the pool (:func:`plan_fill`), all sent at once, each
-with its own random ``input_ids`` (no shared prefix for the radix cache to
-reuse), greedy, ``ignore_eos`` so that every request decodes exactly ``output_len`` tokens.
-While they run, a monitor polls ``/v1/loads?include=core`` (SGLang's own count of KV tokens
-held by requests, ``num_used_tokens``, which excludes evictable cache) and keeps the peak, so
-the result says how full the pool really got rather than assuming it.
-"""
+"""Fill a running SGLang server's KV cache with concurrent requests and record what happened."""
 
 from __future__ import annotations
 
@@ -54,12 +40,7 @@ def plan_fill(
     overfill: float = 1.25,
 ) -> LoadPlan:
     """``concurrency`` requests (or more, when prompts hit ``max_req_input_len``) whose prompts
-    and outputs add up to ``overfill x capacity_tokens``.
-
-    ``concurrency`` is how many requests the server runs at once: SGLang caps speculative
-    servers at 48 (``--max-running-requests``), so a pool of hundreds of thousands of tokens
-    is only filled by long requests, not by many short ones.
-    """
+    and outputs add up to ``overfill x capacity_tokens``."""
     if capacity_tokens <= 0 or concurrency <= 0:
         raise ValueError(
             f"capacity_tokens and concurrency must be positive, got {capacity_tokens}, "
@@ -211,11 +192,7 @@ def run_load(
 ) -> LoadResult:
     """Send every request of ``plan`` at once and wait for them: each up to ``timeout_s``
     (its socket's timeout), all of them up to ``deadline_s``. Never raises for a failed
-    request: the outcome records it.
-
-    Teardown is bounded: on the deadline, or on any exception here (pytest-timeout's signal
-    included), requests not started are cancelled and the worker threads are not waited for;
-    the caller's server teardown then closes the sockets they are blocked on."""
+    request: the outcome records it."""
     result = LoadResult(plan=plan, outcomes=[])
     stop = threading.Event()
     monitor = threading.Thread(

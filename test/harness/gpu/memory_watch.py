@@ -1,13 +1,4 @@
-"""Peak device memory through a server's start-up, per device and phase, from the driver (NVML).
-
-Why: SGLang's own meter is read at a few points (the probe); what a reviewer asks is how high
-each GPU went while the server initialised and while it captured CUDA graphs, and what was
-left once it was ready. A thread samples every device the case runs on until the server is
-healthy; the phase of a sample is ``init`` until the server's log shows its first graph
-capture beginning (0.5.13.post1 ``Capture cuda graph begin``, 0.5.23 ``... CUDA graph
-begin``), ``capture`` from then on. :meth:`MemoryWatch.stop` takes the last sample: free
-memory after capture.
-"""
+"""Peak device memory through a server's start-up, per device and phase, from the driver (NVML)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The command and environment of one GPU server, shared by the suite and its dry run.
-
-Why one module: ``scripts/test-gpu.sh --dry-run`` prints what the suite would start, so both
-must build argv and env with the same two functions (:func:`launch_argv`, :func:`gpu_env`).
-The environment is checked where it is built: a CPU test double (the ``sgl_kernel`` stub on
-``PYTHONPATH``, the shims, the simulated meter's capacities) in a GPU server replaces a real
-CUDA kernel or reading, so :func:`gpu_env` raises instead of returning one.
-"""
+"""The command and environment of one GPU server, shared by the suite and its dry run."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""Accepted drafts, read from what SGLang 0.5.13.post1 puts in a ``/generate`` response.
-
-Why not ``spec_accept_length > 1``: SGLang computes it as completion tokens / verify steps
-(``TokenizerManager._calculate_spec_decoding_metrics``), and the token of the prefill pass is
-not a verify step, so a request that never accepted a single draft still reports more than 1
-(64 tokens in 63 verify steps: 1.016). What shows drafting works is the count of accepted
-draft tokens, ``spec_num_correct_drafts``.
-
-Where SGLang counts it, per algorithm (``Req.spec_verify_ct`` / ``Req.spec_num_correct_drafts``):
-EAGLE, EAGLE3, STANDALONE and multi-layer EAGLE in the spec-v2 result processor
-(``scheduler_components/batch_result_processor.py``) with overlap scheduling, and in
-``speculative/eagle_info.py`` without it; DFLASH in ``speculative/dflash_info.py``; NGRAM in
-``speculative/ngram_info.py``. The tokenizer manager adds the ``spec_*`` keys to a finished
-request's ``meta_info`` only when the server is speculative and the request had at least one
-verify step; their absence is itself a failure of the speculative path.
-"""
+"""Accepted drafts, read from what SGLang 0.5.13.post1 puts in a ``/generate`` response."""
 
 from __future__ import annotations
 
@@ -27,7 +12,6 @@ from typing import Any
 VERIFY_STEPS_KEY = "spec_verify_ct"
 CORRECT_DRAFTS_KEY = "spec_num_correct_drafts"
 PROPOSED_DRAFTS_KEY = "spec_num_proposed_drafts"
-ACCEPT_LENGTH_KEY = "spec_accept_length"
 
 
 class MissingSpeculativeMetrics(ValueError):

@@ -1,34 +1,4 @@
-"""Whether a draft's embed/lm_head are the target's own storage when the KV pools are sized.
-
-Why: the fill floor (:func:`harness.gpu.gpu_verdict.fill_problems`) counts every model parameter
-as weights, so a draft embed or lm_head that is still the draft's own parameter (a duplicate
-of the target's, 0.5-1 GiB on the suite's models) passes it. What a correct phased init
-guarantees is sharper: by the time the budget is sized, every draft tensor that SGLang binds to
-the target's (``set_embed_and_head`` / ``set_embed``, decided by the release per algorithm and
-checkpoint) already *is* the target's tensor: same storage, same data pointer.
-
-So the check needs no per-algorithm table. Two snapshots of the same process, taken by hooks:
-
-- where the target's budget is sized (``point="pool"``, stock and phased init alike:
-  0.5.13.x ``ModelRunner.init_memory_pool``, 0.5.14 / 0.5.15 ``ModelRunner.alloc_memory_pool``,
-  0.5.16+ the target configurator's ``_profile_available_bytes``, :func:`pool_sized_at`);
-- after ``Scheduler.__init__`` returned (``point="after_init"``; BEFORE
-  ``Scheduler.get_init_info``, called once right after it).
-
-Each snapshot maps every draft runner's tensor that shares storage with a target tensor to that
-target tensor's name (:func:`bindings`). The verdict (:func:`identity_problems`): the bindings
-after init equal stock's after init (the plugin binds what stock binds, no more, no less), and
-every one of them already holds at pool time. A stock 0.5.13.post1 launch fails the second
-(its draft does not exist yet when the target pool is sized, and is bound only after its own
-pool), and so does stock 0.5.23 (it sizes the target pool with the draft's own embed resident
-and binds it afterwards): the recorded broken cases of ``test/unit/test_storage_identity.py``
-and ``test/sglang_0_5_23/test_draft_pricing.py``.
-
-Records are JSON lines in ``$SPECINIT_TEST_IDENTITY_DIR/storage-identity-<pid>.jsonl``; the
-hooks are registered by :func:`register_identity_hooks` (the GPU device probe, and
-``launch/site/sitecustomize.py`` when ``SPECINIT_TEST_STORAGE_IDENTITY=1``). Imports torch only
-inside the scheduler-side functions.
-"""
+"""Whether a draft's embed/lm_head are the target's own storage when the KV pools are sized."""
 
 from __future__ import annotations
 
@@ -49,9 +19,6 @@ _SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
 # so a failure names the draft's own copy).
 _EMBED_OR_HEAD = ("embed", "lm_head")
 _recorded_pool = False
-
-
-# --------------------------------------------------------------------------- in the scheduler
 
 
 def _runners() -> list[Any]:
@@ -193,9 +160,6 @@ def register_identity_hooks() -> None:
     _registered = True
 
 
-# --------------------------------------------------------------------------- in the test
-
-
 def read_snapshots(directory: Path) -> list[dict[str, list[dict[str, Any]]]]:
     """Per scheduler process (ordered by pid): its snapshots by point."""
     out = []
@@ -213,11 +177,7 @@ def identity_problems(
     snapshots: Mapping[str, list[Mapping[str, Any]]],
     stock_after_init: Mapping[str, Any] | None,
 ) -> list[str]:
-    """One scheduler process of a plugin-on launch against stock's binding after init.
-
-    ``stock_after_init``: a stock launch's ``after_init`` snapshot of the same case (None: no
-    stock reference, e.g. stock could not start; then only pool time against this launch's own
-    end state is checked)."""
+    """One scheduler process of a plugin-on launch against stock's binding after init."""
     pool = (snapshots.get(POOL) or [None])[0]
     after = (snapshots.get(AFTER_INIT) or [None])[-1]
     if after is None:

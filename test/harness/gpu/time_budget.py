@@ -1,18 +1,4 @@
-"""How long each GPU test may take, and so how long the workflow's job must be allowed to run.
-
-Why: a job limit shorter than its tests' limits kills the job mid-test and loses what the
-tests after it would have said; a flat per-test limit says nothing about what a test does. So
-each test's limit is the sum of its launches' own bounds (:func:`limit_s_of`), the suite's
-is the sum over the tests the installed release runs (:func:`suite_limit_s`), and
-``.github/workflows/gpu.yml``'s step and job limits are checked against it in CI
-(``test/sglang_0_5_13/test_gpu_command.py``).
-
-One launch may: wait for its devices (``SPECINIT_GPU_MEMORY_WAIT_S``), start (the first
-launch of a session JIT-compiles FlashInfer's kernels: :data:`FIRST_STARTUP_S`, later ones
-:data:`STARTUP_S`; ``SPECINIT_GPU_STARTUP_TIMEOUT_S`` sets both), serve (greedy prompts, stock
-twice, and the short load) and tear down. The start-up figures are estimates until a GPU run
-measures them (docs/testing.md).
-"""
+"""How long each GPU test may take, and so how long the workflow's job must be allowed to run."""
 
 from __future__ import annotations
 

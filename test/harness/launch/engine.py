@@ -1,29 +1,6 @@
 """Start SGLang 0.5.13.post1 (or 0.5.23) on device "cpu" for tests: ``sglang.Engine`` and
 ``launch_server``. What differs for 0.5.23 (flag names, the sgl_kernel test double) is decided
-in :mod:`harness.launch.sglang_release`.
-
-What a CPU run needs (measured, see ``../shared/docs/cpu-testing.md``):
-
-- env ``SGLANG_USE_CPU_ENGINE=1`` (else ``is_cpu()`` is False and model init looks for vllm);
-- kwargs ``device="cpu"``, ``attention_backend="torch_native"``, ``disable_cuda_graph``,
-  ``disable_piecewise_cuda_graph``, ``grammar_backend="none"`` (else the scheduler needs
-  xgrammar), an explicit ``mem_fraction_static`` and, for EAGLE/EAGLE3,
-  ``speculative_draft_attention_backend="triton"`` (the draft backend factory has no
-  torch_native entry; the Triton backends are only constructed, never launched, at init);
-- the CPU shims of :mod:`harness.cpu_doubles.shims` in the scheduler process, installed through
-  ``test/harness/launch/site/sitecustomize.py`` (``PYTHONPATH`` + ``SPECINIT_TEST_SHIMS=1``).
-
-Every Engine runs in its own driver process (:mod:`harness.launch.engine_driver`), started in a new
-session so that the driver, scheduler and detokenizer can always be killed and reaped as one
-process group; servers run through :mod:`harness.launch.server_process`. Both use
-:mod:`harness.launch.processes` (ports, process groups, logs), which the GPU suite shares. The
-plugin is switched with SGLang's own whitelist, ``SGLANG_PLUGINS``: ``specinit`` to load it, a
-name that matches no entry point to disable it.
-
-Scheduler-side facts come from the JSON reports of :mod:`harness.reports.scheduler_report`
-(``EngineHandle.scheduler_report()``): the scheduler writes them itself, after its
-``__init__`` returned, so they show the state the phased init really produced.
-"""
+in :mod:`harness.launch.sglang_release`."""
 
 from __future__ import annotations
 
@@ -65,9 +42,6 @@ ENGINE_TEST_TIMEOUT_S = 300
 SPEC_ALGORITHMS_NEEDING_TRITON_DRAFT_BACKEND = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 
 
-# --------------------------------------------------------------------------- configuration
-
-
 def cpu_engine_kwargs(
     model_path: str | os.PathLike[str],
     *,
@@ -83,19 +57,7 @@ def cpu_engine_kwargs(
     sglang_release: str | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """``sglang.Engine`` / ``ServerArgs`` kwargs for a CPU run; ``overrides`` win.
-
-    ``mem_fraction_static`` is set by default: SGLang's heuristic would otherwise derive it
-    from the simulated capacity (its fixed reserve of >= 512 MiB makes it meaningless for a
-    256 MiB device); pass ``None`` to exercise that heuristic with a multi-GiB capacity.
-
-    The speculative sizes are explicit because SGLang's auto-choice depends on the model type;
-    ``num_steps > 1`` is fine because the draft's CUDA graph runners are skipped with
-    ``disable_cuda_graph``.
-
-    ``sglang_release`` (e.g. ``"0.5.14"``) spells the graph switches for another release than
-    this process's, for a driver that runs another interpreter.
-    """
+    """``sglang.Engine`` / ``ServerArgs`` kwargs for a CPU run; ``overrides`` win."""
     kwargs: dict[str, Any] = {
         "model_path": str(model_path),
         "device": "cpu",
@@ -133,11 +95,7 @@ def cpu_env(
     base: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Environment for a CPU SGLang process tree with the test shims and the plugin on/off.
-
-    ``plugin=False`` sets ``SGLANG_PLUGINS`` to a name no entry point has, so stock SGLang
-    runs; the shims are registered directly with ``HookRegistry`` and apply either way.
-    """
+    """Environment for a CPU SGLang process tree with the test shims and the plugin on/off."""
     env = sglang_process_env(plugin=plugin, base=os.environ if base is None else base)
     env.update(
         {
@@ -159,12 +117,7 @@ def cpu_env(
 
 
 def omp_threads_bind(tp_size: int) -> str:
-    """``SGLANG_CPU_OMP_THREADS_BIND`` for ``tp_size`` ranks: one core per rank, round robin.
-
-    SGLang asserts at TP > number of NUMA nodes unless each rank is given a core set; on a
-    2-core machine TP 2 gets ``0|1``. (The binding itself only takes effect with sgl-kernel's
-    AMX CPU ops, which this machine lacks; SGLang then only warns.)
-    """
+    """``SGLANG_CPU_OMP_THREADS_BIND`` for ``tp_size`` ranks: one core per rank, round robin."""
     cores = os.cpu_count() or 1
     return "|".join(str(rank % cores) for rank in range(tp_size))
 
@@ -176,9 +129,6 @@ def _parallel_env(kwargs: Mapping[str, Any], extra: Mapping[str, str] | None) ->
     if tp_size > 1:
         env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", omp_threads_bind(tp_size))
     return env
-
-
-# --------------------------------------------------------------------------- Engine
 
 
 @dataclass
@@ -281,18 +231,7 @@ def cpu_engine(
     graceful_shutdown: bool = False,
     **engine_overrides: Any,
 ) -> Iterator[EngineHandle]:
-    """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block.
-
-    Raises :class:`SGLangStartError` (with the log tail and any ``-error`` scheduler report)
-    when the Engine does not come up. On exit, normal or not, the driver's whole process group
-    is killed, so no scheduler survives a failed test.
-
-    ``python`` runs the driver with another interpreter (the benchmark passes
-    ``.venv-sglang0514``'s, with ``sglang_release="0.5.14"``, to start the real 0.5.14 Engine).
-    On exit the driver's process group is SIGTERMed (then SIGKILLed after 2 s): every test
-    reads what it needs inside the block, and ``Engine.shutdown()`` costs ~5 s per Engine on
-    2 cores. ``graceful_shutdown=True`` asks the Engine to shut down first.
-    """
+    """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block."""
     files = RunFiles.make(work_dir, "engine")
     kwargs = cpu_engine_kwargs(
         model_path, draft_model_path=draft_model_path, algorithm=algorithm, **engine_overrides
@@ -349,9 +288,6 @@ def _stop_engine(handle: EngineHandle) -> None:
     kill_group(proc, grace_s=5.0)
 
 
-# --------------------------------------------------------------------------- launch_server
-
-
 def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
     """``ServerArgs`` kwargs to ``launch_server`` flags (``True`` -> bare flag, None dropped)."""
     argv: list[str] = []
@@ -382,13 +318,7 @@ def cpu_server(
     extra_env: Mapping[str, str] | None = None,
     **server_overrides: Any,
 ) -> Iterator[ServerHandle]:
-    """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port.
-
-    Waits for ``/health`` to answer 200 (:func:`harness.launch.server_process.running_server`).
-    ``--skip-server-warmup`` and ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0`` keep the server
-    from running a forward pass on its own (a speculative forward cannot run on CPU in
-    0.5.13.post1). On exit the whole process group is terminated, killed and reaped.
-    """
+    """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port."""
     files = RunFiles.make(work_dir, "server")
     kwargs = cpu_engine_kwargs(
         model_path,

@@ -1,19 +1,4 @@
-"""Child process that owns one ``sglang.Engine`` for :func:`harness.launch.engine.cpu_engine`.
-
-Why a separate process: ``load_plugins()`` runs once per process and its hooks cannot be
-un-applied, so plugin-on and plugin-off engines must not share an interpreter with each other
-or with pytest; and on a scheduler failure SGLang's launch-phase SIGQUIT handler kills the
-whole process tree of the Engine's owner, which must not be pytest.
-
-Protocol: the parent writes one JSON command per line on stdin; this process answers one JSON
-object per line on a private duplicate of its original stdout. File descriptors 1 and 2 are
-then pointed at the log file, so SGLang's output (and that of the scheduler and detokenizer
-processes, which inherit them) never mixes with the protocol. The private descriptor is not
-inheritable, so SGLang's children never see it.
-
-Events: ``{"event": "ready", "startup_s": ...}`` or ``{"event": "error", "traceback": ...}``.
-Commands: ``generate`` (prompts, sampling_params), ``server_info``, ``shutdown``.
-"""
+"""Child process that owns one ``sglang.Engine`` for :func:`harness.launch.engine.cpu_engine`."""
 
 from __future__ import annotations
 
@@ -30,12 +15,7 @@ logger = logging.getLogger("harness.launch.engine_driver")
 
 
 def on_child_sigquit(signum: int, frame: Any) -> None:
-    """SIGQUIT handler passed as ``custom_sigquit_handler``: log only, keep this process.
-
-    SGLang's default handler kills its own process tree when a child fails. With this one the
-    Engine constructor instead notices the dead scheduler and raises, and the failure reaches
-    the test as an ``error`` event with the traceback.
-    """
+    """SIGQUIT handler passed as ``custom_sigquit_handler``: log only, keep this process."""
     logger.error("received SIGQUIT from an SGLang child process (it failed)")
 
 

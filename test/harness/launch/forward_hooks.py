@@ -2,8 +2,7 @@
 
 SGLang resolves ``hook_factory`` by import path in each scheduler process (``test/`` is on its
 ``PYTHONPATH`` through the harness's sitecustomize) and attaches what it returns to every module
-matching ``target_modules``; the scheduler report lists the hooked modules per runner.
-"""
+matching ``target_modules``; the scheduler report lists the hooked modules per runner."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""One tiny speculative launch of sglang 0.5.23 on device cpu, and what it left behind.
-
-Shared by ``test/sglang_0_5_23`` and ``benchmark/bench_budget.py`` (its 0.5.23 section): the
-same tiny target (2 layers x 2 KV heads x dim 16, 256 B/token, bf16) with each draft kind,
-started as a real ``sglang.Engine`` through :func:`harness.launch.engine.cpu_engine`, plugin on or
-off. Runs in the 0.5.23 environment (``.venv-sglang0523``).
-"""
+"""One tiny speculative launch of sglang 0.5.23 on device cpu, and what it left behind."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -244,16 +237,3 @@ def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
     memory = read_breakdown(report_dir)
     identity = storage_identity.read_snapshots(identity_dir)
     return Launch(report, memory, engine.log_path.read_text(errors="replace"), identity)
-
-
-def load_launch(work: Path) -> Launch:
-    """A launch from the files :func:`launch` left in ``work`` (for re-reading a past run)."""
-    reports = [
-        json.loads(p.read_text())
-        for p in sorted((work / "reports").glob("scheduler-*.json"))
-        if not p.name.endswith("-error.json")
-    ]
-    memory = read_breakdown(work / "memory")
-    identity_dir = work / "identity"
-    identity = storage_identity.read_snapshots(identity_dir) if identity_dir.is_dir() else []
-    return Launch(reports[0], memory, (work / "engine.log").read_text(errors="replace"), identity)

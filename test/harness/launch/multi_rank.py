@@ -1,12 +1,4 @@
-"""Launches that are expected to end on their own (fail, or be signalled): bounded, checked.
-
-Why: at TP > 1 a failure on one rank can leave another waiting in a collective, which looks like
-a hang rather than an error. A test must therefore (a) bound its wait and, when the bound trips,
-show what each rank last logged (:func:`harness.launch.processes.format_rank_tails`); (b) check that
-the launch really ended everywhere: the launcher exited with a non-zero code and no process of
-its group is still running. :func:`harness.launch.engine.cpu_server` waits for a healthy server;
-this module waits for the launch to end.
-"""
+"""Launches that are expected to end on their own (fail, or be signalled): bounded, checked."""
 
 from __future__ import annotations
 
@@ -77,14 +69,7 @@ def run_server_to_end(
     extra_env: Mapping[str, str] | None = None,
     **server_args: Any,
 ) -> EndedLaunch:
-    """Run ``launch_server`` on CPU until it exits, for launches that must end by themselves.
-
-    ``signal_on_marker=(glob, signum)``: once a file matching ``glob`` appears in the report
-    directory, send ``signum`` to the launcher (as an operator would). ``on_start`` gets the
-    launcher's pid (also its process group) as soon as it runs. Raises
-    :class:`LaunchDidNotEnd` if the launcher is still alive after ``bound_s``. The whole group
-    is killed and reaped before this returns or raises, so nothing outlives the test.
-    """
+    """Run ``launch_server`` on CPU until it exits, for launches that must end by themselves."""
     work_dir.mkdir(parents=True, exist_ok=True)
     report_dir = work_dir / "reports"
     report_dir.mkdir(exist_ok=True)

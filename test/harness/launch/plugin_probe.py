@@ -2,8 +2,7 @@
 check the real entry point (``test/test_version_guard.py``, ``test/sglang_0_5_14/
 test_plugin_registration.py``): the plugin registers once per process, so each probe is its own
 process. The probe scripts start with :data:`LOG_COLLECTOR` (every log record kept for the
-summary) and print one line, :data:`MARK` + JSON; :func:`run_probe` runs one and reads it back.
-"""
+summary) and print one line, :data:`MARK` + JSON; :func:`run_probe` runs one and reads it back."""
 
 from __future__ import annotations
 

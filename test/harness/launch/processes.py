@@ -1,24 +1,4 @@
-"""Process plumbing shared by the CPU harness and the GPU suite: ports, process groups, logs.
-
-Why one module: an SGLang server is a process tree (launcher, scheduler per rank, detokenizer)
-that holds a port and, on a GPU runner, device memory. Every test that starts one needs the
-same four things, and the CPU suite (``harness.launch.engine``) and the GPU suite (``test/gpu``) use
-this single copy so that what the CPU tests prove here is what the GPU runner relies on:
-
-- :func:`free_port`: a loopback port SGLang accepts. SGLang 0.5.13.post1 derives its gRPC
-  port as ``--port + 10000`` and rejects a result above 65535 (``ServerArgs.__post_init__``
-  -> ``_handle_deprecated_args``); Linux hands out ephemeral ports up to 60999, so about one
-  launch in five would die at start-up with a port taken at random.
-- :func:`start_in_own_group`: the command runs as the leader of a new session (so the whole
-  tree can be signalled as one process group), dies with its parent (``PR_SET_PDEATHSIG``),
-  and writes stdout and stderr to a log file.
-- :func:`kill_group`: SIGTERM, then SIGKILL, the whole group, then wait until no member is
-  left, reaping the members that became this process's children. It also works when the
-  leader already died (early exit or SIGKILL) and left its children running.
-- :func:`tail`: the end of a log, for failure messages; :func:`format_rank_tails`: the end of
-  each rank's lines of a multi-rank log (SGLang tags each scheduler's lines with its ranks,
-  ``[2026-01-01 00:00:00 DP0 TP1]``), so that a hang shows where every rank stopped.
-"""
+"""Process plumbing shared by the CPU harness and the GPU suite: ports, process groups, logs."""
 
 from __future__ import annotations
 
@@ -41,9 +21,6 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-# --------------------------------------------------------------------------- ports
-
-
 def free_port(attempts: int = 200) -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago, low enough for SGLang's gRPC port."""
     for _ in range(attempts):
@@ -55,16 +32,8 @@ def free_port(attempts: int = 200) -> int:
     raise RuntimeError(f"no free port <= {MAX_HTTP_PORT} found in {attempts} attempts")
 
 
-# --------------------------------------------------------------------------- starting
-
-
 def die_with_parent() -> None:
-    """``preexec_fn``: SIGKILL this child when its parent dies (Linux ``PR_SET_PDEATHSIG``).
-
-    SGLang's scheduler and detokenizer already die with their parent
-    (``kill_itself_when_parent_died``), so this closes the chain: a pytest crash or a
-    thread-method timeout cannot leave an Engine or server running.
-    """
+    """``preexec_fn``: SIGKILL this child when its parent dies (Linux ``PR_SET_PDEATHSIG``)."""
     if sys.platform == "linux":
         import ctypes
 
@@ -72,13 +41,7 @@ def die_with_parent() -> None:
 
 
 def become_subreaper() -> bool:
-    """Make this process the reaper of its orphaned descendants (Linux only).
-
-    When a server's launcher dies first, its scheduler and detokenizer are re-parented to the
-    nearest subreaper instead of PID 1, which in a container may never reap them. With this
-    process as the subreaper, :func:`kill_group` can reap them itself. Returns False where the
-    call is not available.
-    """
+    """Make this process the reaper of its orphaned descendants (Linux only)."""
     if sys.platform != "linux":
         return False
     import ctypes
@@ -97,11 +60,7 @@ def start_in_own_group(
     stdout: int | IO[Any] | None = None,
     text: bool = False,
 ) -> subprocess.Popen[Any]:
-    """Start ``argv`` as a new session leader that dies with this process.
-
-    stderr always goes to ``log_path`` (appended); stdout too unless ``stdout`` is given
-    (the Engine driver keeps its stdout for its reply protocol).
-    """
+    """Start ``argv`` as a new session leader that dies with this process."""
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             list(argv),
@@ -114,9 +73,6 @@ def start_in_own_group(
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
-
-
-# --------------------------------------------------------------------------- stopping
 
 
 @dataclass(frozen=True)
@@ -171,13 +127,7 @@ def _signal_group(pgid: int, sig: int) -> bool:
 def kill_group(
     proc: subprocess.Popen[Any], grace_s: float, reap_timeout_s: float = 30.0
 ) -> list[GroupMember]:
-    """SIGTERM, then SIGKILL, the process group led by ``proc``; wait until it is gone.
-
-    Works whether the leader is alive, exited early, or was SIGKILLed while its children
-    kept running: the group outlives its leader as long as one member is alive. Members that
-    are (or became, see :func:`become_subreaper`) children of this process are reaped here.
-    Returns the members still present after ``reap_timeout_s`` (empty when all are gone).
-    """
+    """SIGTERM, then SIGKILL, the process group led by ``proc``; wait until it is gone."""
     pgid = proc.pid
     if _signal_group(pgid, signal.SIGTERM):
         try:
@@ -200,9 +150,6 @@ def kill_group(
         time.sleep(0.1)
 
 
-# --------------------------------------------------------------------------- logs
-
-
 def tail(path: Path, lines: int) -> str:
     """The last ``lines`` lines of a log file (``<no log>`` when it does not exist)."""
     try:
@@ -217,10 +164,7 @@ LAUNCHER = "launcher"
 
 
 def rank_log_lines(text: str) -> dict[str, list[str]]:
-    """Log lines grouped by their rank tag (``TP0``, ``DP1 TP1``; untagged: ``launcher``).
-
-    An untagged line (a traceback) belongs to the tagged line it continues.
-    """
+    """Log lines grouped by their rank tag (``TP0``, ``DP1 TP1``; untagged: ``launcher``)."""
     groups: dict[str, list[str]] = {}
     current = LAUNCHER
     for line in text.splitlines():

@@ -1,14 +1,6 @@
 """What the generation suites (``test/sglang_0_5_14``, ``test/sglang_0_5_23``) share: the CPU
 import recipe their gates apply (:mod:`harness.releases`), the EAGLE3 launch fixture, and the
-checks of a release's EAGLE3 launch that do not depend on the release.
-
-The tests call these: :func:`assert_fills_the_budget_at_profile` ("weights + every pool fill
-SGLang's budget to [0.995, 1]", read from the tensors and the meter, not from the plugin) and
-:func:`plan_in_this_environment` + :func:`assert_plan_equals_server` ("``sglang-specinit plan
---resident-bytes`` in this environment plans what the server allocated on :data:`PLAN_KEYS`").
-The Engines come from :mod:`harness.launch.launch_0_5_23` (its tiny pairs are
-release-independent).
-"""
+checks of a release's EAGLE3 launch that do not depend on the release."""
 
 from __future__ import annotations
 

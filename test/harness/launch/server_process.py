@@ -1,12 +1,4 @@
-"""One ``python -m sglang.launch_server`` process tree, for the CPU harness and the GPU suite.
-
-:func:`running_server` starts the command (plus ``--host 127.0.0.1 --port P``, with ``P``
-from :func:`harness.launch.processes.free_port`) in its own process group with its output in a log
-file, waits for ``/health`` to answer 200, and on exit, normal or not, kills and reaps the
-whole group. When the server exits or hangs before it is healthy, :class:`SGLangStartError`
-carries the log tail. The device-specific arguments and environment are the caller's
-(``harness.launch.engine.cpu_server`` on CPU, ``test/gpu/gpu_server.py`` on a GPU runner).
-"""
+"""One ``python -m sglang.launch_server`` process tree, for the CPU harness and the GPU suite."""
 
 from __future__ import annotations
 
@@ -112,11 +104,7 @@ def _is_cpu_double_dir(entry: str) -> bool:
 
 
 class SGLangStartError(RuntimeError):
-    """The Engine or server did not come up; carries the log tail and any scheduler reports.
-
-    The message ends with the scheduler's own traceback when it wrote an ``-error`` report
-    (the Engine-side traceback only says that the scheduler died).
-    """
+    """The Engine or server did not come up; carries the log tail and any scheduler reports."""
 
     def __init__(self, message: str, *, log_tail: str, reports: list[dict[str, Any]]) -> None:
         errors = [r["error"] for r in reports if "error" in r]
@@ -243,13 +231,7 @@ def running_server(
     grace_s: float = 3.0,
     poll_s: float = 0.5,
 ) -> Iterator[ServerHandle]:
-    """Run ``launch_argv + --host 127.0.0.1 --port P`` until the block ends.
-
-    ``launch_argv`` is the whole command without host and port (``python -m
-    sglang.launch_server --model-path ...``). Raises :class:`SGLangStartError` when the server
-    exits or is not healthy within ``startup_timeout_s``. On exit the process group is
-    terminated, killed and reaped; what could not be reaped is left in ``handle.leftovers``.
-    """
+    """Run ``launch_argv + --host 127.0.0.1 --port P`` until the block ends."""
     port = free_port()
     argv = [*launch_argv, "--host", "127.0.0.1", "--port", str(port)]
     proc = start_in_own_group(argv, log_path=files.log_path, env=env, cwd=files.work_dir)

@@ -1,18 +1,4 @@
-"""Which sglang release this test process runs, and what a CPU run of it needs.
-
-The CPU harness serves 0.5.13.post1 (``.venv``), 0.5.20 (``.venv-sglang0520``, for the
-0.5.16-0.5.20 generation) and the 0.5.23 generation (``.venv-sglang0523`` and its siblings).
-Their CPU recipes differ in three places, all decided here:
-
-- 0.5.23 renamed the piecewise graph switch (``disable_prefill_cuda_graph``) and turns decode
-  graphs off with ``disable_decode_cuda_graph``;
-- from 0.5.16 on, SGLang imports CPU ops from ``sgl_kernel`` at module import
-  (``kernels/ops/kvcache/cache_move.py:10`` in 0.5.16-0.5.23), and sglang-kernel has no CPU
-  build: the test double in ``cpu_doubles/sgl_kernel_stub/`` goes on ``PYTHONPATH``;
-- those releases' KV warm-up runs through that double, so the 0.5.13 no-op shim for the
-  Triton warm-up is not registered there (the ``torch.cuda.synchronize`` shim still is:
-  MiMo-V2's MTP ``set_embed_and_head`` calls it).
-"""
+"""Which sglang release this test process runs, and what a CPU run of it needs."""
 
 from __future__ import annotations
 

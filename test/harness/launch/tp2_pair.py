@@ -1,15 +1,5 @@
 """The tiny TP 2 pair every generation suite launches, what the launch left, and the arithmetic
-its checks redo from each rank's own meter readings.
-
-A tiny Llama target (2 KV heads of dim 16) and an EAGLE3 draft of its own KV geometry (2 KV
-heads of dim 48), so both models' KV heads split across the two ranks, through
-``launch_server`` (or ``sglang.Engine``) on device cpu: SGLang's own
-``SGLANG_CPU_OMP_THREADS_BIND=0|1`` and two CPU test doubles (:mod:`harness.cpu_doubles.shims`:
-pynccl off on device cpu, one simulated device per rank). Read by ``test/shared/test_tp2_ranks.py``
-(the asymmetric launch, every generation) and the generation suites' own multi-rank files.
-Expected numbers are recomputed from the checkpoints' geometry divided over the ranks and each
-rank's own meter readings, never read back from the plugin.
-"""
+its checks redo from each rank's own meter readings."""
 
 from __future__ import annotations
 
@@ -131,9 +121,6 @@ def start_tp2(
     return run
 
 
-# --------------------------------------------------------------------------- meter arithmetic
-
-
 def _reading_0523(report: dict[str, Any], caller: str, index: int = 0) -> dict[str, Any]:
     found = [r for r in report["meter"]["readings"] if r["caller"].endswith(caller)]
     return found[index]
@@ -207,9 +194,6 @@ def assert_half_of_every_kv_head_set(run: RankedLaunch) -> None:
             geometry = (pool["layer_num"], pool["head_num"], pool["head_dim"])
             assert geometry == (shape.layers, shape.kv_heads, shape.head_dim), (tp_rank, role)
     assert "Expected a cuda device" not in run.log
-
-
-# --------------------------------------------------------------------------- the planner
 
 
 def planner_argv(tight: dict[str, Any], *layout: str, device_memory: int) -> list[str]:

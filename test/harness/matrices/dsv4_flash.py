@@ -1,12 +1,4 @@
-"""DeepSeek-V4-Flash + MTP cells on sglang 0.5.23's own configurators, without weights.
-
-Shared by the layout matrix (``test_dsv4_never_worse_than_stock``) and the sizing hook's test
-(``test_dsv4_sizing_hook``): the cookbook's V4-Flash launches (MTP 3 / 1 / 4, H200 FP8 and
-B200 FP4, TP 4 and 8, with and without ``--swa-full-tokens-ratio``), each published as 0.5.23
-publishes it (:func:`publish`: the target's and the NextN draft's ``KVCacheConfigurator``).
-Weights per rank are inputs of the arithmetic (checkpoint bytes over TP: the FP4 checkpoint, or
-its experts resident as FP8 with ``SGLANG_DSV4_FP4_EXPERTS=0``).
-"""
+"""DeepSeek-V4-Flash + MTP cells on sglang 0.5.23's own configurators, without weights."""
 
 from __future__ import annotations
 

@@ -1,24 +1,4 @@
-"""The fidelity matrix's rows (SGLang's documented speculative recipes) and per-row machinery.
-
-A :class:`Row` is one launch command from SGLang's own documentation (speculative-decoding guide,
-per-model usage pages, cookbook; the source is in each row), kept flag for flag. Only what a CPU
-test machine forces is changed, and each row says what and why (``changes``):
-
-- hub ids become local tiny checkpoints of the same architecture
-  (:mod:`harness.checkpoints.tiny_configs` where only configs are read, the model families of
-  :mod:`harness.checkpoints` where an Engine starts);
-- ``--device cuda`` is added: the recipes target a GPU and SGLang cannot detect one here. The
-  device itself is a named test double (:data:`GPU`, an H100-80GB: its total memory and compute
-  capability, see :mod:`harness.matrices.fidelity_probe`), so the automatic
-  ``--mem-fraction-static`` heuristic runs as it would on that card.
-
-Rows whose pair SGLang can build on CPU also start a real Engine: the recipe's flags re-spelled
-for device cpu (:func:`engine_kwargs`; what that overrides is :data:`CPU_ENGINE_OVERRIDES`, plus
-the row's ``engine`` / ``engine_changes``). The other rows name SGLang's own error
-(``engine_blocker``), found by trying.
-
-Cheap to import (no torch; SGLang's parser is imported when :func:`engine_kwargs` runs).
-"""
+"""The fidelity matrix's rows (SGLang's documented speculative recipes) and per-row machinery."""
 
 from __future__ import annotations
 
@@ -34,7 +14,6 @@ from typing import Any
 from sglang_specinit.planner.gpus import GPU_PRESETS
 
 from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_mtp, tiny_configs
-from harness.reports.config_snapshot import snapshot_differences
 
 # The device the recipes target, as a named test double: total memory (nvidia-smi MiB) and
 # compute capability (sm90) of an H100-80GB.
@@ -59,12 +38,6 @@ CPU_ENGINE_OVERRIDES: dict[str, Any] = {
     "log_level": "info",
     "random_seed": 0,
 }
-CPU_ENGINE_CHANGES = (
-    "device cpu, attention backend torch_native, CUDA graphs off, grammar backend none: what "
-    "SGLang needs to run on CPU (harness/launch/engine.py)",
-    "--tp 1: one CPU process per Engine",
-    "--log-level info: the [specinit] phase lines are INFO",
-)
 # Their draft backend factory has no torch_native entry (Triton backends are built, not run).
 TRITON_DRAFT_BACKEND = {"speculative_draft_attention_backend": "triton"}
 # The simulated device of a CPU Engine is 256 MiB; SGLang's automatic fraction reserves at least
@@ -121,10 +94,6 @@ class Row:
 
 def _llama() -> Path:
     return llama_family.tiny_llama_target()
-
-
-def _with_tokenizer(name: str) -> Callable[[], Path]:
-    return lambda: tiny_configs.tiny_config_dir(name)
 
 
 EAGLE_DOC = "docs/advanced_features/speculative_decoding.md"
@@ -522,9 +491,6 @@ ROWS: tuple[Row, ...] = (
 ROWS_BY_KEY = {row.key: row for row in ROWS}
 
 
-# --------------------------------------------------------------------------- (a)-(c): probe
-
-
 def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
     """The :mod:`harness.matrices.fidelity_probe` request for ``rows``: recipe launches on the GPU
     double, plus each Engine row's CPU launch (its stock target config is compared with the
@@ -602,16 +568,9 @@ def server_args_differences(on: dict[str, Any], off: dict[str, Any]) -> dict[str
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
 
 
-def config_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return snapshot_differences(a, b)
-
-
 def draft_reserve_mib(algorithm: str) -> int:
     """The 4/6 GB term 0.5.13.post1 subtracts from an automatic fraction."""
     return DRAFT_RESERVE_MIB.get(algorithm, DEFAULT_DRAFT_RESERVE_MIB)
-
-
-# --------------------------------------------------------------------------- (d): Engine
 
 
 def parsed_recipe(argv: list[str]) -> dict[str, Any]:

@@ -1,25 +1,6 @@
 """The fidelity matrix's rows on sglang 0.5.23: the documented recipes of
 :mod:`harness.matrices.fidelity`, flag for flag as SGLang's own docs and cookbook pages give them,
-run against 0.5.23.
-
-Each row is the 0.5.13.post1 matrix's row (same page, same command, same tiny stand-ins) with
-only what 0.5.23 itself forces changed, and said in the row (``changes``):
-
-- 0.5.23's parser splits ``--cuda-graph-max-bs`` into ``--cuda-graph-max-bs-decode`` and
-  ``--cuda-graph-max-bs-prefill``, so the guide's ``--cuda-graph-max-bs 8`` is refused as an
-  ambiguous option (row ``eagle3-docs``, the guide's EAGLE-3 command verbatim); the other guide
-  rows spell it ``--cuda-graph-max-bs-decode 8`` (the decode graphs are the ones the old flag
-  bounded);
-- refusals 0.5.23 has of its own are rows of their own (``refused`` is its message), as in the
-  0.5.13.post1 matrix.
-
-Where 0.5.23 can build the pair on CPU, the row names a CPU Engine launch of
-:mod:`harness.launch.launch_0_5_23` (``launch``: the suite's own launch of the same checkpoints, CI;
-``recipe_launch``: the recipe's own flags on device cpu, slow). Rows it cannot build say why
-(``engine_blocker``), found by trying.
-
-Cheap to import (no torch; SGLang's parser is imported when :func:`engine_kwargs` runs).
-"""
+run against 0.5.23."""
 
 from __future__ import annotations
 
@@ -187,10 +168,6 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
 )
-ROWS_BY_KEY_0523 = {row.key: row for row in ROWS}
-
-
-# --------------------------------------------------------------------------- (a)-(b): probe
 
 
 def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
@@ -213,9 +190,6 @@ def server_args_differences(
     """``{field: (plugin on, plugin off)}`` for every resolved (or input) field that differs."""
     a, b = on[part], off[part]
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
-
-
-# --------------------------------------------------------------------------- (d): Engine
 
 
 def parsed_recipe(argv: list[str]) -> dict[str, Any]:

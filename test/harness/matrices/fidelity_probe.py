@@ -1,38 +1,8 @@
 """Build each launch's ``ServerArgs`` and model configs as SGLang does, plugin on and off.
 
-Run as ``python -m harness.matrices.fidelity_probe <request.json> <out_dir>``. The request lists
-launches (``argv`` as ``launch_server`` gets it, environment variables, ``cpu_engine`` for a
-device-cpu launch, ``modes`` to run it in only some plugin modes). The probe does what the
-launcher and the scheduler do, in their order, and writes one JSON file per launch and plugin
-mode into ``out_dir``:
-
-1. like ``python -m sglang.launch_server``: import ``sglang.launch_server`` (which imports
-   ``server_args``), ``load_plugins()``, ``prepare_server_args(argv)``;
-2. like the scheduler and the target ``TpModelWorker``: the target ``ModelConfig`` (scheduler,
-   then worker), snapshotted as stock has it when the target pool is sized;
-3. like the draft ``TpModelWorker``: ``ModelConfig.from_server_args(server_args,
-   model_path=<draft path or None>, model_revision=..., is_draft_model=True)``, built inside the
-   plugin's phased context (``state.defer_pools()``), i.e. where the phased init builds it:
-   before the target pool is sized; then the target is snapshotted again;
-4. optionally (``scheduler_check``) SGLang's ``Scheduler.init_model_worker`` (hooked by the
-   plugin when on) on a scheduler holding only what that method reads, whose
-   ``init_tp_model_worker`` records how it was called and stops there (a CPU machine cannot
-   build these models' workers).
-
-Isolation and cost: ``load_plugins()`` runs once per process and applied hooks stay, so the
-probe imports SGLang once, forks one child per plugin mode (``SGLANG_PLUGINS``, SGLang's own
-whitelist, as :mod:`harness.launch.engine` sets it), which calls ``load_plugins()``, and that child
-forks one grandchild per launch: every launch starts from the same fresh post-``load_plugins``
-interpreter state (no cached hf config, environment or global server args leak between rows).
-
-Test doubles (no GPU here), both describing one named device: ``get_device_memory_capacity``
-returns ``capacity_mib`` (its total memory in MiB) for a ``cuda`` device, so SGLang's automatic
-``--mem-fraction-static`` heuristic runs as on that device; ``torch.cuda.get_device_capability``
-returns its compute capability (SGLang's DSA defaults read it while building ``ServerArgs``).
-Plugin off, the probe also records the heuristic's fraction for the same launch without its
-speculative term (SGLang's own ``_handle_gpu_memory_settings`` on a copy of the state it was
-called with, algorithm removed).
-"""
+``python -m harness.matrices.fidelity_probe <request.json> <out_dir>``: one child per plugin mode,
+one grandchild per launch, each writing one JSON: (1) ``prepare_server_args``, (2) the target's
+``ModelConfig``, (3) the draft's inside ``defer_pools()``, (4) optionally ``init_model_worker``."""
 
 from __future__ import annotations
 
@@ -58,9 +28,6 @@ ENV_PREFIXES = ("SGLANG_", "SGL_")
 
 class StockInitReached(BaseException):
     """Raised by the recording ``init_tp_model_worker`` to stop ``init_model_worker`` there."""
-
-
-# --------------------------------------------------------------------------- capture
 
 
 class _Records(logging.Handler):
@@ -97,9 +64,6 @@ def _sglang_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
 
 
-# --------------------------------------------------------------------------- test double
-
-
 def install_device_doubles(capacity_mib: int, capability: tuple[int, int]) -> None:
     """Test doubles for the named device the recipes target (no GPU here): its total memory
     from ``get_device_memory_capacity("cuda")``, its compute capability from
@@ -131,11 +95,7 @@ def install_device_doubles(capacity_mib: int, capability: tuple[int, int]) -> No
 
 
 def record_fraction_without_spec_term(sink: dict[str, Any]) -> None:
-    """Plugin off: remember what SGLang's heuristic gives this launch without the draft term.
-
-    An AROUND hook on ``ServerArgs._handle_gpu_memory_settings`` copies the state it is called
-    with, and afterwards runs SGLang's own method on that copy with the algorithm removed.
-    """
+    """Plugin off: remember what SGLang's heuristic gives this launch without the draft term."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
     def fraction_probe(original: Any, self: Any, gpu_mem: Any) -> Any:
@@ -157,11 +117,8 @@ def record_fraction_without_spec_term(sink: dict[str, Any]) -> None:
     HookRegistry.apply_hooks()
 
 
-# --------------------------------------------------------------------------- one launch
-
-
 def _model_configs(server_args: Any, mode: str) -> dict[str, Any]:
-    """Steps 2 and 3 of the module docstring."""
+    """Steps (2) and (3) of the module docstring."""
     from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.model_facts import runner_layer_count
     from sglang_specinit.sglang_0_5_13.state import defer_pools
@@ -294,9 +251,6 @@ def run_launch(launch: dict[str, Any], mode: str, fraction_sink: dict[str, Any])
         if r["logger"].startswith("sglang_specinit") or r["level"] in ("WARNING", "ERROR")
     ]
     return result
-
-
-# --------------------------------------------------------------------------- process tree
 
 
 def _wait(pid: int) -> int:

@@ -1,32 +1,8 @@
-"""Build each launch's server arguments and model configs as sglang 0.5.23 does, plugin on and off.
+"""Each launch's server arguments and model configs built as sglang 0.5.23 does, plugin on, off.
 
-Run as ``python -m harness.matrices.fidelity_probe_0523 <request.json> <out_dir>`` in the 0.5.23
-environment. The request is :func:`harness.matrices.fidelity.probe_request`'s (launches with
-``argv`` as ``launch_server`` gets it, environment variables). The probe does what 0.5.23's launcher
-and scheduler do, in their order, and writes one JSON file per launch and plugin mode:
-
-1. like ``python -m sglang.launch_server``: import ``sglang.launch_server``, ``load_plugins()``,
-   ``prepare_server_args(argv)``; then what ``Engine._launch_subprocesses`` does before any
-   rank starts: ``ServerArgs.resolve_once()`` and ``check_server_args()``. 0.5.23's
-   ``ServerArgs`` is no dataclass but a sealed ``msgspec`` record whose decisions live in a
-   resolution stash: both are recorded, the operator's input fields and SGLang's own
-   ``resolved_dict()`` (every resolved field, the CUDA-graph config with its batch lists
-   included);
-2. like the scheduler (``Scheduler.init_model_config``) and the target ``TpModelWorker``
-   (``_init_model_config``), after ``runtime_context.publish(server_args, role="scheduler")``:
-   the target ``ModelConfig``, snapshotted;
-3. like the draft ``TpModelWorker`` the EAGLE workers build: ``ModelConfig.from_server_args(
-   server_args, model_path=get_spec().speculative_draft_model_path, model_revision=...,
-   is_draft_model=True, context_length=<target context>)``; then the target and the
-   scheduler's config are snapshotted again. 0.5.23 builds both workers before
-   ``Scheduler.init_memory_pools``, so the second snapshot is the target config at pool sizing.
-
-Isolation and cost as in :mod:`harness.matrices.fidelity_probe` (one child per plugin mode, switched
-with SGLang's own ``SGLANG_PLUGINS`` whitelist, one grandchild per launch). Test doubles, both
-describing the one named device the recipes target: ``get_device_memory_capacity`` (as
-``utils.common`` and ``arg_groups.memory_hook``, which imports it by name) returns its total
-memory for a ``cuda`` device, ``torch.cuda.get_device_capability`` its compute capability.
-"""
+``python -m harness.matrices.fidelity_probe_0523 <request.json> <out_dir>``, as the 0.5.13 probe:
+(1) ``prepare_server_args``, ``resolve_once()``, ``check_server_args()``; (2) the target's
+``ModelConfig`` after ``publish``; (3) the draft's, then the target's again (its pool sizing)."""
 
 from __future__ import annotations
 
@@ -56,7 +32,7 @@ CAPACITY_TARGETS = (
 
 
 def install_device_doubles(capacity_mib: int, capability: tuple[int, int]) -> None:
-    """Test doubles for the device the recipes target: see the module docstring."""
+    """Test doubles for the recipes' device: its total memory, its compute capability."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
     def simulated_cuda_capacity(original: Any, device: str | None = None) -> Any:
@@ -87,7 +63,7 @@ def input_fields(server_args: Any) -> dict[str, Any]:
 
 
 def _model_configs(server_args: Any) -> dict[str, Any]:
-    """Steps 2 and 3 of the module docstring."""
+    """Steps (2) and (3) of the module docstring."""
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.runtime_context import get_model, get_spec, publish
 

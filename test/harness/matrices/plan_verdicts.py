@@ -1,12 +1,6 @@
 """``sglang-specinit plan`` on the launches the live matrices start: the same ``launch_server``
 flags (``harness.launch.engine.cpu_engine_kwargs``) plus the simulated device's capacity, so
-that the planner's verdict (exit 2 and one line, or a plan) can be held to the launch's.
-
-The refused rows are the fault matrices' (:mod:`harness.matrices.refused_launches`), whose live
-launches refuse in the launcher with the same needles; ``STARTS`` are launches every release's
-suite starts live (the intact tiny EAGLE3 pair, and flags a user may find odd that the server
-accepts).
-"""
+that the planner's verdict (exit 2 and one line, or a plan) can be held to the launch's."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """The refused-launch rows of the fault matrices (0.5.13.post1 and 0.5.23): how to build each
-row's bad draft or flags, and what its one-line message must say.
-
-Read by ``test/shared/test_refused_launches.py`` (live, on every release that runs
-``test/shared``), so that every release is held to the same messages (the checks themselves are
-``sglang_specinit.launch_checks``, release-independent). Every draft is a copy or a variant of
-the tiny EAGLE3 draft of :mod:`harness.checkpoints`; the target is the tiny Llama.
-"""
+row's bad draft or flags, and what its one-line message must say."""
 
 from __future__ import annotations
 
@@ -59,10 +53,7 @@ def intact_draft(tmp_path: Path) -> Path:
 
 @dataclass(frozen=True)
 class Row:
-    """One refused launch: how to build its draft, its flags, and what its message must say.
-
-    ``expect`` may contain ``{draft}`` (the draft directory), filled in at run time.
-    """
+    """One refused launch: how to build its draft, its flags, and what its message must say."""
 
     make_draft: Callable[[Path], Path]
     expect: tuple[str, ...]
@@ -111,14 +102,7 @@ def error_lines(log: str) -> list[str]:
 
 
 def assert_refused_by_the_launcher(log: str, row: Row, draft: Path) -> str:
-    """The launcher's one error line is the row's message, raised before any rank existed.
-
-    Returns that line. Evidence that no rank started: the traceback runs through
-    ``Engine._launch_subprocesses`` into ``ServerArgs.check_server_args``, the launcher's
-    validation step that comes before it spawns any process (both releases), and no log line
-    carries a rank tag (SGLang tags scheduler lines at TP > 1 or with DP only, so this part
-    speaks for multi-rank launches). The callers also check that no scheduler wrote a report.
-    """
+    """The launcher's one error line is the row's message, raised before any rank existed."""
     lines = error_lines(log)
     assert len(lines) == 1, lines or log[-3000:]  # one message, not one per rank
     message = lines[-1]

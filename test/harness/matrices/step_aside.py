@@ -1,23 +1,60 @@
-"""Target and draft pools of a stock-sized 0.5.23 launch, built the way its runners build them.
-
-The step-aside matrix (``test_step_aside_matrix``) needs what a launch that keeps stock's
-sizing allocates: the target's pools from stock's ``MemoryPoolConfig``, then each draft
-runner's from the same config *with the target's request pool and token allocator*, as a
-draft's ``alloc_memory_pool`` passes them. That sharing matters: under ``--enable-hisparse``
-the draft's pool spans the target allocator's host-expanded id space
-(``mem_cache/kv_cache_configurator.py:729-740``), which a draft built alone never sees (it
-builds its own HiSparse allocator and fails on a pool without ``register_mapping``).
-
-Built on the process's device (cpu here) at a few pages: the matrix fits bytes = a + b x rows
-through such builds (0.5.23's MHA pools cannot be built on device ``meta``: they ask torch for
-the device's module).
-"""
+"""Target and draft pools of a stock-sized 0.5.23 launch, built the way its runners build them,
+and the published layouts' per-rank weights the layout matrices share."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+from harness.checkpoints.published_configs import EXAMPLES
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Per-rank bytes: the target's, the draft's own (after binding), the draft tensors that
+    duplicate the target's until 0.5.23 binds them (resident while stock profiles)."""
+
+    target: int
+    draft: int
+    duplicates: int
+
+
+def weights_size(example: str, role: str) -> dict[str, Any]:
+    return json.loads((EXAMPLES / example / role / "weights-size.json").read_text())
+
+
+def deepseek_mtp_weights(tp: int) -> Weights:
+    size = weights_size("deepseek-v3-mtp", "target")
+    mtp = size["groups"]["model.layers.61."]
+    dup = (
+        size["tensors"]["model.layers.61.embed_tokens.weight"]
+        + size["tensors"]["model.layers.61.shared_head.head.weight"]
+    )
+    return Weights((size["total_bytes"] - mtp) // tp, (mtp - dup) // tp, dup // tp)
+
+
+def example_dir(example: str, role: str) -> Callable[[Path], str]:
+    return lambda tmp: str(EXAMPLES / example / role)
+
+
+def made_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def resolved(args: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """``args`` with each callable of a scratch dir replaced by its value for ``tmp``."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {k: (v(tmp) if callable(v) else v) for k, v in args.items()}
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
 
 
 def built_bytes(target: Any, drafts: Sequence[Any], config: Any) -> tuple[int, int]:

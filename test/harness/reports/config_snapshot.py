@@ -1,14 +1,4 @@
-"""A comparable snapshot of an SGLang ``ModelConfig``: its hf configs and its plain attributes.
-
-Why: the fidelity checks compare the target's model config as stock SGLang has it when the
-target pool is sized with the one the plugin leaves there, across processes (a probe process
-plugin on/off, an Engine's scheduler). Only values that mean the same in every process are kept:
-the hf configs as ``to_dict()``, and every attribute of the ``ModelConfig`` that is a number,
-string, bool, None, dtype, or a list/tuple/dict of those. Objects whose ``repr`` holds an address
-are left out and listed by name, so a reader sees what was not compared.
-
-Cheap to import (no torch, no sglang).
-"""
+"""A comparable snapshot of an SGLang ``ModelConfig``: its hf configs and its plain attributes."""
 
 from __future__ import annotations
 

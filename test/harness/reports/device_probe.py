@@ -1,30 +1,4 @@
-"""Device-memory probe in SGLang's scheduler process, the same for stock SGLang and the plugin.
-
-Why: the claim under test is "what the device holds once every KV pool exists stays within
-``--mem-fraction-static x free memory before loading``". The plugin's own breakdown cannot
-show this for stock SGLang (the plugin is off there), and a number the plugin computes from
-its own plan would only restate the plan. So the harness measures it from outside the
-plugin, with SGLang's own meter (``utils.common.get_available_gpu_memory``, cache emptied
-first, as SGLang reads it before loading), at the same points in both inits:
-
-- the pre-load reading SGLang itself takes (``ModelRunner.init_torch_distributed`` returns it);
-- entry and exit of every ``ModelRunner.init_memory_pool`` (target and each draft runner),
-  with torch's allocator counters on CUDA and the bytes of the tables the pool phase creates
-  besides the KV buffers: the req-to-token table and the token allocator's index tensors,
-  which neither stock, upstream 0.5.14 nor the plugin budgets; at entry also the runner's
-  model weights (parameter and buffer storages, each storage counted once per process, so a
-  tensor the draft shares with the target is not counted twice), and at exit the pool's token
-  capacity and page size (what one page of that pool costs);
-- entry and exit of the steps that build attention backends, warm-up and graphs, which stock
-  runs for the target before its draft even loads. Their memory comes from the ``1 - f``
-  share by design, so :func:`usage_after_pools` takes it out rather than charge stock for it.
-
-Registered through SGLang's ``HookRegistry`` (AROUND hooks) by ``launch/site/sitecustomize.py``
-when ``SPECINIT_TEST_DEVICE_PROBE=1``; each process appends JSON lines to
-``$SPECINIT_TEST_PROBE_DIR/device-probe-<pid>.jsonl``. On device "cpu" the meter is the
-harness's ``SimulatedDeviceMemory`` (torch counters are then absent), which is how the CPU
-suite exercises this module and :func:`usage_after_pools`.
-"""
+"""Device-memory probe in SGLang's scheduler process, the same for stock SGLang and the plugin."""
 
 from __future__ import annotations
 
@@ -64,9 +38,6 @@ STRAY_TENSOR_TOLERANCE_BYTES = 256 << 20
 _seq = itertools.count()
 _seen_table_storages: set[int] = set()
 _seen_weight_storages: set[int] = set()
-
-
-# --------------------------------------------------------------------------- in the scheduler
 
 
 def _reading(runner: Any) -> dict[str, Any]:
@@ -255,9 +226,6 @@ def register_probe_hooks() -> None:
     _registered = True
 
 
-# --------------------------------------------------------------------------- in the test
-
-
 def read_probe(directory: Path) -> dict[int, list[dict[str, Any]]]:
     """pid -> that process's records, in order (only processes that recorded something)."""
     out: dict[int, list[dict[str, Any]]] = {}
@@ -279,23 +247,7 @@ def scheduler_records(directory: Path) -> list[list[dict[str, Any]]]:
 
 @dataclass(frozen=True)
 class UsageAfterPools:
-    """Device memory of one rank at the moment its last KV pool exists, taken apart.
-
-    ``counted_bytes`` is what the budget must cover: everything the device lost since SGLang's
-    pre-load reading, less what SGLang spends outside the budget by design (backends, warm-up
-    and graphs built before that moment; the req-to-token and allocator tables) and less what
-    the caching allocator and kernel loading add in the pool phase beyond the tensors
-    themselves (``allocator_slack_bytes``, ``untracked_bytes``; zero on the CPU meter).
-
-    ``fill_shortfall_bytes`` is what a launch that fills its budget may leave out of it: the
-    budget less the models' weights, the KV buffers and the non-tensor residue the device held
-    when the first pool was sized (CUDA context, kernel images, NCCL and cuBLAS handles:
-    ``sizing_residue_bytes``, the device's loss since the pre-load reading that no live torch
-    tensor accounts for). A plugin that sizes from SGLang's reading leaves less than one page
-    per pool of it (``page_bytes``) plus the small tensors SGLang allocates before its pools;
-    a tensor left resident besides the weights (a duplicate embed/lm_head) shows up here whole.
-    None without torch's counters (the CPU meter).
-    """
+    """Device memory of one rank at the moment its last KV pool exists, taken apart."""
 
     pre_load_free_bytes: int
     budget_bytes: int

@@ -1,24 +1,4 @@
-"""Scheduler-side facts for the fidelity matrix: every model tensor and every KV-pool buffer.
-
-Runs inside a CPU scheduler process (called from :func:`harness.reports.scheduler_report.
-collect_scheduler_state` when ``SPECINIT_TEST_TENSOR_REPORT=1``), after ``Scheduler.__init__``
-returned, so it sees the models and pools as the init left them:
-
-- :func:`model_tensors`: for the target and every draft ``ModelRunner``, each parameter and
-  buffer (``named_parameters`` / ``named_buffers`` with ``remove_duplicate=False``, so tied and
-  shared tensors appear under every name), plus the draft's hot-token map (EAGLE3's ``d2t``
-  turned into ``hot_token_id`` on the draft model and on its worker). Per tensor: shape, dtype,
-  a SHA-256 of its bytes (and of each row, for tensors of up to 1024 rows), and which tensor
-  first holds the same storage (``owner``, e.g. a
-  draft's ``lm_head.weight`` owned by ``target/lm_head.weight``): comparable across processes,
-  so a plugin-on and a stock launch can be compared value for value and alias for alias.
-- :func:`kv_pool_buffers`: for each runner's ``token_to_kv_pool``, every tensor reachable from
-  the pool object (sub-pools of hybrid pools included), summed once per storage, with the
-  token count of each (sub-)pool: what SGLang really allocated, read from the tensors and not
-  from any pricing code.
-
-Imports torch only when called.
-"""
+"""Scheduler-side facts for the fidelity matrix: every model tensor and every KV-pool buffer."""
 
 from __future__ import annotations
 
@@ -153,11 +133,7 @@ def _pools(pool: Any, seen: set[int]) -> Iterator[Any]:
 
 
 def kv_pool_buffers(pool: Any) -> dict[str, Any] | None:
-    """What SGLang allocated for one runner's KV pool, read from its tensors.
-
-    Per (sub-)pool, the buffers with one row per token slot (leading dimension ``size +
-    page_size``, how SGLang's pools allocate K/V/latent buffers), once per storage; other
-    tensors the pool holds (pointer tables ...) are summed apart."""
+    """What SGLang allocated for one runner's KV pool, read from its tensors."""
     if pool is None:
         return None
     seen_storages: set[int] = set()

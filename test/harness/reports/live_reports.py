@@ -1,11 +1,4 @@
-"""Keep the plugin's live memory reports of a test run in one folder, for CI's report artifact.
-
-Why: each CPU test points ``SGLANG_SPECINIT_REPORT_DIR`` at its own ``tmp_path``, which pytest
-deletes in later runs; CI renders ``sglang-specinit report`` from the suite's real servers and
-needs their ``memory-rank*.json`` in a place it knows. With ``SPECINIT_TEST_KEEP_LIVE_REPORTS=DIR``
-set, every Engine/server the harness stops has its files copied to ``DIR/<test id>/`` (a folder
-per launch, ``-2``, ``-3``... when one test launches more than once); unset, nothing happens.
-"""
+"""Keep the plugin's live memory reports of a test run in one folder, for CI's report artifact."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""Reading the harness scheduler report and the plugin's memory breakdown.
-
-Why: the CPU tests and the benchmarks prove their claims from what the scheduler process itself
-saw (``scheduler-<pid>.json``, see :mod:`harness.reports.scheduler_report`) and from the plugin's
-per-rank ``memory-rank<i>-pp<p>-tp<t>-dp<d>.json``; they all need the same lookups (a
-ModelRunner by role, the meter readings SGLang sized its pools from) and the same arithmetic
-(SGLang's float budget from two readings, a pool's buffer bytes, a checkpoint's tensor bytes).
-They live here once so that every test and benchmark reads the reports the same way.
-
-Cheap to import (no torch, no sglang); ``checkpoint_bytes`` opens safetensors when called.
-"""
+"""Reading the harness scheduler report and the plugin's memory breakdown."""
 
 from __future__ import annotations
 
@@ -57,9 +47,6 @@ INIT_TORCH_DISTRIBUTED = "ModelRunner.init_torch_distributed"
 PROFILE_AVAILABLE_BYTES = "ModelRunnerKVCacheMixin._profile_available_bytes"
 
 
-# --------------------------------------------------------------------------- model runners
-
-
 def runners(report: Report, role: str) -> list[dict[str, Any]]:
     """The report's ModelRunners of one role, drafts ordered by ``draft_model_idx``."""
     return [r for r in report["model_runners"] if r["role"] == role]
@@ -79,9 +66,6 @@ def kv_buffer_bytes(pool: dict[str, Any]) -> int:
 def pool_bytes(report: Report, role: str) -> int:
     """K + V buffer bytes of the live pool of the (single) target or draft runner."""
     return kv_buffer_bytes(runner(report, role)["kv_pool"])
-
-
-# --------------------------------------------------------------------------- meter readings
 
 
 def readings(report: Report) -> list[dict[str, Any]]:
@@ -150,8 +134,6 @@ def meter_budget(report: Report, f: float = F) -> MeterBudget:
     return MeterBudget(pre_free, int(f * pre_free), available)
 
 
-# --------------------------------------------------------------------------- plugin breakdown
-
 # The plugin writes memory-rank<i>-pp<p>-tp<t>-dp<d>.json (sglang_specinit.rank_reports) into
 # this directory when the variable is set.
 REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
@@ -179,9 +161,6 @@ def read_breakdown(directory: Path) -> dict[str, Any] | None:
     found = read_rank_breakdowns(directory)
     assert len(found) <= 1, f"{len(found)} rank breakdowns in {directory}, expected one"
     return found[0] if found else None
-
-
-# --------------------------------------------------------------------------- tiny checkpoints
 
 
 def kv_spec(shape: TinyLlamaShape) -> kv_specs.AttentionKVSpec:

@@ -1,26 +1,4 @@
-"""Scheduler-side state reports for CPU tests: what the scheduler process itself saw at init.
-
-Why: the Engine's main process only learns ``max_total_num_tokens`` from the scheduler
-handshake; pool sizes, draft pools, per-runner weights and the simulated-memory readings live
-in the spawned scheduler process. Phased-init tests must prove their claims from there, so two
-hooks (registered with SGLang's ``HookRegistry`` next to the shims) write a JSON file to
-``$SPECINIT_TEST_REPORT_DIR/scheduler-<pid>.json``:
-
-- BEFORE ``Scheduler.get_init_info``: called exactly once, right after ``Scheduler.__init__``
-  returned and before the ready handshake, so the snapshot sees the fully built scheduler no
-  matter which other (plugin) hooks wrap ``__init__``;
-- AROUND ``Scheduler.__init__``: only on an exception, writes ``scheduler-<pid>-error.json``
-  with the traceback and whatever runners already exist, then re-raises;
-- AFTER ``ModelRunner.configure_kv_cache_dtype`` (the last step of ``ModelRunner.initialize``
-  before ``init_memory_pool``, in stock and phased init alike) and BEFORE
-  ``ModelRunnerKVCacheMixin.init_memory_pool``: snapshots of the target runner's
-  ``ModelConfig`` (:mod:`harness.reports.config_snapshot`), reported as
-  ``target_config_before_pool`` (where stock sizes the pool; a phased init builds the draft
-  after it) and ``target_config_at_pool_sizing`` (where the pool really is sized).
-
-Every ``ModelRunner`` alive in the process is reported (found through the garbage collector),
-so multi-runner drafts (multi-layer EAGLE) need no special casing.
-"""
+"""Scheduler-side state reports for CPU tests: what the scheduler process itself saw at init."""
 
 from __future__ import annotations
 
@@ -134,11 +112,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def sglang_cell_size(runner: Any) -> float | None:
-    """Bytes per token SGLang's own configurator charges for this runner's pool.
-
-    Read from the configurator SGLang builds (``_cell_size``), so cross-check tests compare the
-    budget model with SGLang's arithmetic rather than with a re-derivation of it.
-    """
+    """Bytes per token SGLang's own configurator charges for this runner's pool."""
     if getattr(runner, "token_to_kv_pool", None) is None:
         return None
     try:

@@ -1,25 +1,4 @@
-"""Install the harness's hooks in every Python process of a test run.
-
-``SPECINIT_TEST_SHIMS=1`` (CPU runs only): the CPU test doubles of :mod:`harness.cpu_doubles.shims`,
-and the scheduler report hooks when ``SPECINIT_TEST_REPORT_DIR`` is set.
-``SPECINIT_TEST_DEVICE_PROBE=1`` (CPU and GPU runs): the device-memory probe of
-:mod:`harness.reports.device_probe`. ``SPECINIT_TEST_STORAGE_IDENTITY=1`` (CPU and GPU runs):
-the draft-binding snapshots of :mod:`harness.gpu.storage_identity`. A GPU run sets only these
-two, so no CPU double reaches it.
-
-Why a sitecustomize: SGLang spawns its scheduler with ``multiprocessing`` "spawn", a fresh
-interpreter that inherits only the environment. Putting this directory on ``PYTHONPATH`` makes
-each such interpreter run this file at start-up.
-
-It registers nothing eagerly (importing SGLang costs seconds and would slow helper processes
-such as multiprocessing's resource tracker). Instead it waits for
-``sglang.srt.plugins.hook_registry`` to be imported, which always happens before that
-process's ``load_plugins()``, and registers the shims (and, when ``SPECINIT_TEST_REPORT_DIR`` is
-set, the scheduler report hooks, and any fault doubles of ``harness.cpu_doubles.faults`` whose
-variable is set) right after the module body runs. ``load_plugins()`` then
-applies them with ``HookRegistry.apply_hooks()``, exactly like a plugin's hooks, whatever
-``SGLANG_PLUGINS`` says (the whitelist filters entry points, not registered hooks).
-"""
+"""Install the harness's hooks in every Python process of a test run."""
 
 from __future__ import annotations
 

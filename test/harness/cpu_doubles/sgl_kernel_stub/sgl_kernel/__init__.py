@@ -1,18 +1,4 @@
-"""TEST DOUBLE for ``sgl_kernel`` on a GPU-less machine (CPU tests of sglang 0.5.16+ only).
-
-Why it exists: with ``SGLANG_USE_CPU_ENGINE=1`` sglang 0.5.16 and later (run on 0.5.20 and
-0.5.23) import CPU ops from ``sgl_kernel`` at module import time
-(``kernels/ops/kvcache/cache_move.py``, ``kernels/ops/speculative/*``,
-``mem_cache/allocation.py``), and ``sglang-kernel`` has no CPU build. This package lets those
-imports succeed and runs exactly one call: the KV pool's warm-up copy
-(``MHATokenToKVPool._init_kv_copy_and_warmup`` copies slot 0 onto slot 0 of every layer, which
-changes nothing). Every other call raises :class:`StubKernelCalled`, so a test
-that reaches a real kernel fails loudly instead of computing something wrong.
-
-It is put on ``PYTHONPATH`` only by the CPU harness, for the releases that import it
-(``harness.launch.sglang_release.extra_python_path``); it must never be importable in a GPU run or
-next to a real ``sgl_kernel``.
-"""
+"""TEST DOUBLE for ``sgl_kernel`` on a GPU-less machine (CPU tests of sglang 0.5.16+ only)."""
 
 from __future__ import annotations
 
