@@ -71,9 +71,8 @@ class OfflinePlan:
     # The installed release's stock sizing, by its own code (:attr:`PoolPrices.stock_plan`).
     stock: ReportColumn
     ours: ReportColumn
-    # The installed release and the stock column's ``plan --json`` key.
+    # The installed release.
     release: str
-    stock_key: str
     tp_size: int
     device: DeviceSpec
     algorithm: str | None
@@ -350,7 +349,6 @@ def _offline_plan(
         stock=stock,
         ours=ReportColumn("sglang-specinit", ours, base),
         release=replay.release,
-        stock_key=replay.stock_key,
         tp_size=int(spec_args.tp_size),
         device=device,
         algorithm=spec_args.speculative_algorithm,
