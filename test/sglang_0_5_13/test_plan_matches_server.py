@@ -155,7 +155,7 @@ def test_the_stock_column_is_the_stock_server(
     tmp_path: Path,
     nnpl: int | None,
 ) -> None:
-    """The plan's stock column (``stock_0_5_13``: stock 0.5.13.post1's own sizing, the target pool
+    """The plan's stock column (``stock``: stock 0.5.13.post1's own sizing, the target pool
     sized before the draft exists) sizes what a stock Engine of the same flags, plugin off,
     sizes, and its own column what the plugin Engine sizes."""
     if nnpl is None:
@@ -168,5 +168,5 @@ def test_the_stock_column_is_the_stock_server(
     )
     assert breakdown is None  # stock sizing: the plugin wrote nothing
     assert run.planned["tokens"] == run.served_tokens
-    column = run.planned["stock_0_5_13"]
+    column = run.planned["stock"]
     assert column["tokens"] == stock_tokens, (column["tokens"], stock_tokens)

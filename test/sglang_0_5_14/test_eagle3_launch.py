@@ -9,7 +9,7 @@ it at the target's), the duplicate embed was freed before profiling, and EAGLE3'
 survived the early binding; ``sglang-specinit plan --resident-bytes`` in this environment
 (the release's own server-args logic and pool code, ``sglang_0_5_14/planner_replay.py``) plans what
 the server allocated (the planner's command: :mod:`harness.launch.release_suite`), and its stock
-column (``stock_0_5_14``: the release's own sizing on the same launch) the tokens a stock Engine
+column (``stock``: the release's own sizing on the same launch) the tokens a stock Engine
 of the same flags, plugin off, sizes: for a draft without ``num_nextn_predict_layers`` (stock
 reserves its layer count), with ``0`` (stock reserves nothing) and with ``1`` (the key read
 instead of the layer count). The Engine ~40-200 s here (the machine is shared), the planner

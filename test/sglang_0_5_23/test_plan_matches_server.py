@@ -104,7 +104,7 @@ def test_plan_stock_column_prices_the_draft_as_0_5_23_does(engine_runs) -> None:
     test_plan_equals_the_patched_0_5_23_server)."""
     stock = engine_runs("EAGLE3", False)
     live = engine_runs("EAGLE3", True).memory
-    stock_column = run_plan(live, "--resident-bytes", str(live["resident_bytes"]))["stock_0_5_23"]
+    stock_column = run_plan(live, "--resident-bytes", str(live["resident_bytes"]))["stock"]
     assert stock_column["priced_kv_bytes_per_token"] == stock.runner("target")["sglang_cell_size"]
     assert stock_column["draft_kv_bytes_per_token"] == 192  # what the draft really allocates
 
@@ -126,7 +126,7 @@ STOCK_CASES = [
 @pytest.mark.parametrize(("kind", "reserved"), STOCK_CASES)
 @pytest.mark.launches(("{kind}", False), ("{kind}", True))
 def test_stock_and_plugin_columns_are_the_servers(engine_runs, kind: str, reserved: int) -> None:
-    """In this environment the plan's stock column (``stock_0_5_23``: 0.5.23's own
+    """In this environment the plan's stock column (``stock``: 0.5.23's own
     configurator) sizes what a stock Engine of the same flags, plugin off, sizes, and the
     plugin column what the plugin Engine sizes; the planner is told the plugin run's
     free memory before loading and resident bytes (stock's adds the duplicates it holds)."""
@@ -137,7 +137,7 @@ def test_stock_and_plugin_columns_are_the_servers(engine_runs, kind: str, reserv
     )
     assert stock.pre_load_free_bytes == plugin.pre_load_free_bytes == live["pre_load_free_bytes"]
     assert planned["tokens"] == served_tokens(plugin) == live["tokens"]
-    column = planned["stock_0_5_23"]
+    column = planned["stock"]
     assert column["tokens"] == served_tokens(stock), (column["tokens"], served_tokens(stock))
     # The cell stock charged: the target's 2 layers of 128 B/token, one more per reserved layer.
     cell = stock.runner("target")["sglang_cell_size"]
