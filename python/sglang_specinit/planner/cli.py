@@ -2,9 +2,10 @@
 ``--beside VENV`` another release's stock column, computed in that environment) and ``patches``.
 
 The launch flags are parsed by the installed SGLang's own parser, so a ``launch_server`` command
-line pastes as is; bad input is one line on stderr and exit 2. The plan is for the device the
-flags name: the planner process drops ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported and the
-installed release's replay answers ``is_cpu()`` for the planned device.
+line pastes as is; a refused launch or a bad value is one line on stderr and exit 2 (a malformed
+planner flag: argparse's usage and error). The plan is for the device the flags name: the
+planner process drops ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported and the installed
+release's replay answers ``is_cpu()`` for the planned device.
 """
 
 from __future__ import annotations
