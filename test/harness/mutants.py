@@ -179,8 +179,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "stock-column-label",
         "planner/columns.py",
-        "f\"stock_{self.release.replace('.', '_')}\"",
-        "f\"stock_{self.release.replace('.', '')}\"",
+        'stock.update({"release": plan.release, "rule": STOCK_RULE})',
+        'stock.update({"release": "0.5.23", "rule": STOCK_RULE})',
         ".venv-sglang0522",
         (
             "test/sglang_0_5_23/test_eagle3_launch.py::test_plan_in_this_environment_equals_the_server",

@@ -158,5 +158,5 @@ def test_the_stock_column_is_the_stock_server(
     )
     assert breakdown is None  # stock sizing: the plugin wrote nothing
     assert run.planned["tokens"] == run.served_tokens
-    column = run.planned["stock_0_5_13"]
+    column = run.planned["stock"]
     assert column["tokens"] == stock_tokens, (column["tokens"], stock_tokens)

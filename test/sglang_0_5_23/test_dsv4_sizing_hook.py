@@ -327,3 +327,16 @@ def test_hook_refuses_a_v4_launch_whose_smallest_pools_do_not_fit(
     built = sum(dsv4_sizing.built_pool_bytes(kvc, smallest) for kvc in (target, draft))
     with pytest.raises(SpecInitBudgetError, match=r"Pass --mem-fraction-static \d"):
         run_hook(cell, tmp_path / "hook", hooked, monkeypatch, available=built - 1)
+
+
+def test_an_older_v4_configurator_keeps_stock_sizing_with_its_reason() -> None:
+    """0.5.19 / 0.5.20's V4 configurator lacks ``_unified`` / ``encoder_replay``: the server
+    keeps stock's sizing and the planner refuses in one line, both with this reason."""
+    from types import SimpleNamespace
+
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
+
+    reason = dsv4_sizing.unpriced_reason(SimpleNamespace(_unified=False))
+    assert reason is not None and "cannot read" in reason and "encoder_replay" in reason
+    current = SimpleNamespace(_unified=False, encoder_replay=False, paged_draft_layers=0)
+    assert dsv4_sizing.unpriced_reason(current) is None

@@ -93,7 +93,7 @@ def test_plan_equals_the_patched_0_5_23_server(engine_runs, planner_env: str) ->
 def test_plan_stock_column_prices_the_draft_as_0_5_23_does(engine_runs) -> None:
     stock = engine_runs("EAGLE3", False)
     live = engine_runs("EAGLE3", True).memory
-    stock_column = run_plan(live, "--resident-bytes", str(live["resident_bytes"]))["stock_0_5_23"]
+    stock_column = run_plan(live, "--resident-bytes", str(live["resident_bytes"]))["stock"]
     assert stock_column["priced_kv_bytes_per_token"] == stock.runner("target")["sglang_cell_size"]
     assert stock_column["draft_kv_bytes_per_token"] == 192  # what the draft really allocates
 
@@ -122,7 +122,7 @@ def test_stock_and_plugin_columns_are_the_servers(engine_runs, kind: str, reserv
     )
     assert stock.pre_load_free_bytes == plugin.pre_load_free_bytes == live["pre_load_free_bytes"]
     assert planned["tokens"] == served_tokens(plugin) == live["tokens"]
-    column = planned["stock_0_5_23"]
+    column = planned["stock"]
     assert column["tokens"] == served_tokens(stock), (column["tokens"], served_tokens(stock))
     # The cell stock charged: the target's 2 layers of 128 B/token, one more per reserved layer.
     cell = stock.runner("target")["sglang_cell_size"]

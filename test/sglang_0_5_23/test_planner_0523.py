@@ -115,12 +115,13 @@ def test_every_example_plans_with_0_5_23s_rule(
 ) -> None:
     data = plan_json(capsys, "--example", example)
     assert data["sglang_version"] == "0.5.23"
-    assert "stock_0_5_13" not in data and "upstream_0_5_14" not in data
-    for section in (data, data["stock_0_5_23"]):
+    assert data["stock"]["release"] == "0.5.23"
+    assert not [k for k in data if k.startswith(("stock_", "upstream_"))]
+    for section in (data, data["stock"]):
         assert set(BREAKDOWN_KEYS) <= set(section)
         assert section["tokens"] > 0 and section["tokens"] % section["page_size"] == 0
     # Both columns run on the same fraction (0.5.23 has no flat speculative reserve) ...
-    assert data["mem_fraction_static"] == data["stock_0_5_23"]["mem_fraction_static"]
+    assert data["mem_fraction_static"] == data["stock"]["mem_fraction_static"]
     # ... and this package's plan fits its budget.
     assert data["used_bytes"] <= data["budget_bytes"]
 
@@ -132,7 +133,7 @@ def test_v4_example_plans_as_the_layout_matrix_sizes_it(
     from test_dsv4_never_worse_than_stock import evaluate
 
     data = plan_json(capsys, "--example", "deepseek-v4-flash-mtp")
-    stock = data["stock_0_5_23"]
+    stock = data["stock"]
     cell = dataclasses.replace(
         next(c for c in CELLS if c.name == "V4-Flash MTP, H200 FP4, TP 4"),
         mem_fraction_static=data["mem_fraction_static"],
@@ -196,7 +197,8 @@ def test_same_json_and_geometry_as_the_0_5_13_environment(
     here = plan_json(capsys)
     there = fresh_plan(fresh_processes, "0.5.13.post1")
     # 0.5.13.post1's column adds its automatic fraction's speculative reserve.
-    stock_here, stock_there = here.pop("stock_0_5_23"), there.pop("stock_0_5_13")
+    stock_here, stock_there = here.pop("stock"), there.pop("stock")
+    assert (stock_here["release"], stock_there["release"]) == ("0.5.23", "0.5.13.post1")
     reserve = {"spec_reserve_bytes", "spec_reserve_balance_bytes"}
     assert set(stock_there) - set(stock_here) == reserve and set(stock_here) < set(stock_there)
     assert key_tree(there) == key_tree(here)
@@ -363,7 +365,7 @@ def test_plan_prices_every_pool_with_the_servers_function(
     assert data["draft_kv_pool_bytes"] == sum(
         kv_pool_bytes(d, tokens, r.page_size) for d in r.drafts
     )
-    stock = data["stock_0_5_23"]
+    stock = data["stock"]
     assert stock["priced_kv_bytes_per_token"] == int(r.stock_cell)
     assert stock["target_kv_pool_bytes"] == kv_pool_bytes(r.target, stock["tokens"], r.page_size)
     assert data["used_bytes"] <= data["budget_bytes"]
@@ -376,14 +378,14 @@ def test_dsa_fp8_is_planned_at_0_5_23s_width(priced_layouts: dict[str, PricedLay
     rows = [d["target_kv_bytes_per_token"] + d["draft_kv_bytes_per_token"] for d in (fp8, bf16)]
     layers = 61 + 1  # DeepSeek-V3.2's layers and its MTP layer
     assert rows[1] - rows[0] == layers * (1_152 - 656)
-    assert rows[0] == fp8["stock_0_5_23"]["priced_kv_bytes_per_token"]
+    assert rows[0] == fp8["stock"]["priced_kv_bytes_per_token"]
 
 
 def test_dense_mla_dcp_draft_is_planned_replicated(
     priced_layouts: dict[str, PricedLayout],
 ) -> None:
     data = priced_layouts["DeepSeek-V3 dense MLA, TP 8 DCP 8"].planned
-    stock = data["stock_0_5_23"]
+    stock = data["stock"]
     assert data["draft_kv_bytes_per_token"] == 8 * 1_152
     assert stock["priced_kv_bytes_per_token"] - data["target_kv_bytes_per_token"] == 1_152
     assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
@@ -393,7 +395,7 @@ def test_nnpl0_draft_is_planned_although_stock_reserves_none(
     priced_layouts: dict[str, PricedLayout],
 ) -> None:
     data = priced_layouts["llama31-8b + EAGLE3, num_nextn_predict_layers 0"].planned
-    stock = data["stock_0_5_23"]
+    stock = data["stock"]
     assert stock["priced_kv_bytes_per_token"] == data["target_kv_bytes_per_token"]
     assert data["draft_kv_bytes_per_token"] > 0
     assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
@@ -412,7 +414,7 @@ def test_report_covers_every_example_with_0_5_23s_rule(
     data = json.loads((out / "report.json").read_text())
     assert sorted(data) == list_examples()
     for case in data.values():
-        assert [v["key"] for v in case["variants"]] == ["stock_0_5_23", "specinit"]
+        assert [v["key"] for v in case["variants"]] == ["stock", "specinit"]
     assert "stock 0.5.23" in (out / "README.md").read_text()
 
 

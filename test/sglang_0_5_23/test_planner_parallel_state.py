@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 from harness.releases import Release, installed_row
+from sglang_specinit.planner.columns import STOCK_RULE
 
 ROW: Release = installed_row()  # type: ignore[assignment]  # the gate collects only served rows
 
@@ -119,8 +120,8 @@ def test_the_plan_runs_and_the_pool_code_reads_published_widths() -> None:
     assert plan["sglang_version"] == release
     assert plan["tokens"] > 0 and plan["draft_kv_pool_bytes"] > 0
     # The stock column is this release's own configurator, priced on the same inputs.
-    stock = plan["stock_" + release.replace(".", "_")]
-    assert stock["rule"] == f"stock-{release}"
+    stock = plan["stock"]
+    assert (stock["release"], stock["rule"]) == (release, STOCK_RULE)
     assert stock["budget_bytes"] == plan["budget_bytes"]
     parallel = get_parallel()
     if ROW.dataclass_server_args:  # the planner's override is gone again (dataclass_replay)

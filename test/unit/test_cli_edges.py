@@ -77,3 +77,29 @@ def test_patches_help_lists_the_served_releases() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert ", ".join(compat.supported_releases()) in result.stdout
+
+
+def test_a_release_whose_pool_code_needs_sgl_kernel_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """0.5.16 - 0.5.18's memory pool imports sgl_kernel's ops at import (a GPU-less host)."""
+    from sglang_specinit.planner import cli
+
+    def no_kernel(*_args: object) -> None:
+        raise ModuleNotFoundError("No module named 'sgl_kernel'", name="sgl_kernel")
+
+    monkeypatch.setattr(cli, "_plan", no_kernel)
+    assert main(["plan"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "imports sgl_kernel" in line and "sglang-kernel" in line
+
+
+def test_any_other_missing_module_is_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sglang_specinit.planner import cli
+
+    def no_module(*_args: object) -> None:
+        raise ModuleNotFoundError("No module named 'x'", name="x")
+
+    monkeypatch.setattr(cli, "_plan", no_module)
+    with pytest.raises(ModuleNotFoundError):
+        main(["plan"])

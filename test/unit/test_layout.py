@@ -27,22 +27,6 @@ ADAPTER = re.compile(r"^sglang_0_5_\d+$")
 RELEASE_IN_NAME = re.compile(r"0_5_\d+")
 # A release spelled in any form: "0.5.23", (0, 5, 14), stock_0_5_13.
 RELEASE_ANYWHERE = re.compile(r"\b0\.5\.\d+|\(\s*0\s*,\s*5\s*,\s*\d+|0_5_\d+")
-# Releases still named in files being rewritten on another branch (each spelling found, in
-# order); the lead empties this on merge.
-_NOT_YET: dict[str, list[str]] = {
-    "planner/cli.py": ["0.5.20", "0.5.23", "0_5_23"],
-    "planner/columns.py": ["0_5_23"],
-    "planner/plan.py": ["0.5.13", "0.5.14", "0.5.23"],
-    "planner/report_cases.py": [
-        "0.5.13",
-        "0.5.13",
-        "0.5.23",
-        "0_5_13",
-        "0_5_13",
-        "0_5_23",
-        "0_5_23",
-    ],
-}
 
 
 def _modules() -> list[Path]:
@@ -127,7 +111,7 @@ def test_no_core_module_names_a_release():
         for p in _modules()
         if _adapter_of(p) is None and _release_mentions(p.read_text())
     }
-    assert named == _NOT_YET
+    assert named == {}
 
 
 def test_the_release_reader_sees_every_spelling():

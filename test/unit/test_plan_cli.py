@@ -18,6 +18,7 @@ from sglang_specinit.budget import (
     plan_pools,
 )
 from sglang_specinit.planner.cli import main
+from sglang_specinit.planner.columns import STOCK_RULE
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
 from sglang_specinit.report import plan_to_dict
 
@@ -82,7 +83,7 @@ def test_example_this_release_does_not_price_is_refused_in_one_line(
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_plans_offline(capsys: pytest.CaptureFixture[str], example: str) -> None:
     data = run_json(capsys, "--example", example)
-    for section in (data, data["stock_0_5_13"]):
+    for section in (data, data["stock"]):
         for key in (*INT_KEYS, *BREAKDOWN_KEYS):
             assert key in section, key
         for key in INT_KEYS:
@@ -92,7 +93,7 @@ def test_example_plans_offline(capsys: pytest.CaptureFixture[str], example: str)
         assert section["tokens"] % section["page_size"] == 0
     # This package's rule fits; stock 0.5.13.post1 puts the draft on top of the budget.
     assert data["used_bytes"] <= data["budget_bytes"]
-    assert data["stock_0_5_13"]["used_bytes"] > data["stock_0_5_13"]["budget_bytes"]
+    assert data["stock"]["used_bytes"] > data["stock"]["budget_bytes"]
 
 
 def test_default_report_is_the_installed_release_s_stock_beside_ours(
@@ -105,9 +106,8 @@ def test_default_report_is_the_installed_release_s_stock_beside_ours(
     assert "0.5.14" not in out
     data = run_json(capsys)
     assert data["sglang_version"] == "0.5.13.post1"
-    assert [k for k in data if isinstance(data[k], dict) and "tokens" in data[k]] == [
-        "stock_0_5_13"
-    ]
+    assert [k for k in data if isinstance(data[k], dict) and "tokens" in data[k]] == ["stock"]
+    assert data["stock"]["release"] == "0.5.13.post1"
     assert run_json(capsys, "--sglang-version", "0.5.13.post1") == data
     code, out, err = run_plan(capsys, "--sglang-version", "0.5.14")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
@@ -186,16 +186,17 @@ def test_default_example_matches_independent_inputs(capsys: pytest.CaptureFixtur
     )
     expected = {
         "specinit": plan_to_dict(plan_pools(ours_inputs), ours_inputs, 1),
-        "stock": plan_to_dict(stock, stock_inputs, 1),
+        # The stock column's rule names its source, whatever the release.
+        "stock": {**plan_to_dict(stock, stock_inputs, 1), "rule": STOCK_RULE},
     }
-    got = {"specinit": data, "stock": data["stock_0_5_13"]}
+    got = {"specinit": data, "stock": data["stock"]}
     for rule, want in expected.items():
         for key, value in want.items():
             assert got[rule][key] == value, (rule, key)
     assert data["mem_fraction_static"] == 0.83
-    assert data["stock_0_5_13"]["mem_fraction_static"] == 0.779
+    assert data["stock"]["mem_fraction_static"] == 0.779
     # The reserve the stock heuristic held back: budget(0.83) - budget(0.779)
-    assert data["stock_0_5_13"]["spec_reserve_bytes"] == (
+    assert data["stock"]["spec_reserve_bytes"] == (
         int(0.83 * (81559 * MIB - GIB)) - int(0.779 * (81559 * MIB - GIB))
     )
 
@@ -217,7 +218,7 @@ def test_deepseek_mtp_drafts_from_its_own_checkpoint(capsys: pytest.CaptureFixtu
     assert data["draft_kv_bytes_per_token"] == 1152  # (512 + 64) * 1 * 2
     # 143771 MiB, tp 8: 512 + 12288 + 512 * 2 + 8 / 8 * 1024 + 1536 (MLA) = 16384 reserved
     assert data["mem_fraction_static"] == 0.886  # round(127387 / 143771, 3)
-    assert data["stock_0_5_13"]["mem_fraction_static"] == 0.858  # round(123291 / 143771, 3)
+    assert data["stock"]["mem_fraction_static"] == 0.858  # round(123291 / 143771, 3)
 
 
 def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
@@ -235,7 +236,7 @@ def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
         monkeypatch.undo()
         is_cpu.cache_clear()
     assert data["mem_fraction_static"] == 0.83
-    assert data["stock_0_5_13"]["mem_fraction_static"] == 0.779
+    assert data["stock"]["mem_fraction_static"] == 0.779
 
 
 def test_user_flags_override_example(capsys: pytest.CaptureFixture[str]) -> None:
@@ -252,11 +253,11 @@ def test_user_flags_override_example(capsys: pytest.CaptureFixture[str]) -> None
         "--gpu",
         "H200-141GB",
     )
-    assert data["mem_fraction_static"] == data["stock_0_5_13"]["mem_fraction_static"] == 0.9
+    assert data["mem_fraction_static"] == data["stock"]["mem_fraction_static"] == 0.9
     assert data["tokens"] == 99968  # page_floor(100000, 64)
     assert data["page_size"] == 64
     assert data["pre_load_free_bytes"] == 143771 * MIB - GIB
-    assert "spec_reserve_bytes" not in data["stock_0_5_13"]  # the user chose the fraction
+    assert "spec_reserve_bytes" not in data["stock"]  # the user chose the fraction
 
 
 def test_device_memory_and_pre_load_free(capsys: pytest.CaptureFixture[str]) -> None:
@@ -359,7 +360,8 @@ def test_a_path_less_eagle_draft_is_built_from_the_target_checkpoint(
     assert code == 0, err
     plan = json.loads(out)
     assert plan["speculative_draft_model_path"] == llama
-    assert "no draft path" in " ".join(plan["plan_notes"])
+    # A note on the launch's inputs: it holds for both columns.
+    assert [n["column"] for n in plan["notes"] if "no draft path" in n["text"]] == ["both"]
     # A Llama has no MTP head: the draft runner allocates the whole model's layers.
     assert plan["draft_kv_bytes_per_token"] == plan["target_kv_bytes_per_token"]
 
@@ -381,4 +383,4 @@ def test_console_entry_point_runs_in_a_fresh_process() -> None:
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["rule"] == "specinit"
-    assert data["stock_0_5_13"]["mem_fraction_static"] == 0.779
+    assert data["stock"]["mem_fraction_static"] == 0.779

@@ -102,7 +102,7 @@ def test_report_numbers_equal_the_plan_json(
 
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
-    assert [v["key"] for v in case["variants"]] == ["stock_0_5_13", "specinit"]
+    assert [v["key"] for v in case["variants"]] == ["stock", "specinit"]
     page = (out / "README.md").read_text()
     rows = table_rows(page, "variant")
     for variant in case["variants"]:
@@ -131,7 +131,7 @@ def test_figure_bars_equal_the_plan_json(plan_data: dict) -> None:
     unit = 1 << 30  # budgets of tens of GiB are drawn in GiB
     for label, key in SEGMENT_KEYS.items():
         patches = bar_patches(fig, label)
-        assert set(patches) == {"stock_0_5_13", "specinit"}
+        assert set(patches) == {"stock", "specinit"}
         for variant_key, patch in patches.items():
             expected = variant_json(plan_data, variant_key)[key]
             assert patch.get_height() * unit == pytest.approx(expected, rel=1e-9, abs=1)
@@ -163,7 +163,7 @@ def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
 
 
 def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict) -> None:
-    stock = plan_data["stock_0_5_13"]
+    stock = plan_data["stock"]
     over = stock["used_bytes"] - stock["budget_bytes"]
     assert over > 0, "the example's stock column is expected over budget"
     assert plan_data["used_bytes"] <= plan_data["budget_bytes"]
@@ -172,16 +172,14 @@ def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict) -> N
     (ax,) = fig.axes
     over_patches = bar_patches(fig, "over")
     assert set(over_patches) == {
-        key
-        for key in ("stock_0_5_13", "specinit")
-        if variant_json(plan_data, key)["headroom_bytes"] < 0
+        key for key in ("stock", "specinit") if variant_json(plan_data, key)["headroom_bytes"] < 0
     }
-    patch = over_patches["stock_0_5_13"]
+    patch = over_patches["stock"]
     unit = 1 << 30
     assert patch.get_y() * unit == pytest.approx(stock["budget_bytes"], rel=1e-9)
     assert patch.get_height() * unit == pytest.approx(over, rel=1e-9)
     assert patch.get_facecolor()[:3] == pytest.approx((1.0, 0x1A / 255, 0x1A / 255))
-    labels = [t.get_text() for t in ax.texts if t.get_gid() == "over-label:stock_0_5_13"]
+    labels = [t.get_text() for t in ax.texts if t.get_gid() == "over-label:stock"]
     assert labels == [f"OVER by\n{human_bytes(over)}"]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "over budget" in legend and "budget (f x free)" in legend
@@ -196,11 +194,11 @@ def test_over_budget_shows_in_svg_and_markdown(
     (svg,) = out.glob("*.svg")
     root = ET.parse(svg).getroot()
     ids = {el.get("id") for el in root.iter()}
-    assert "over:stock_0_5_13" in ids and "over:specinit" not in ids
+    assert "over:stock" in ids and "over:specinit" not in ids
     texts = "".join("".join(el.itertext()) for el in root.iter("{http://www.w3.org/2000/svg}text"))
     assert "OVER by" in texts
     row = table_rows((out / "README.md").read_text(), "variant")["stock 0.5.13.post1"]
-    stock = plan_data["stock_0_5_13"]
+    stock = plan_data["stock"]
     assert (
         row["headroom"] == f"**OVER by {human_bytes(stock['used_bytes'] - stock['budget_bytes'])}**"
     )
@@ -273,7 +271,7 @@ def test_another_release_s_stock_sub_object_appears_without_code_changes(
     plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = copy.deepcopy(plan_data)
-    data["stock_0_5_23"] = {**data["stock_0_5_13"], "tokens": 12345}
+    data["beside"] = {**data["stock"], "release": "0.5.23", "tokens": 12345}
     source = write_json(tmp_path / "plan.json", data)
     out = tmp_path / "report"
     assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
@@ -284,8 +282,7 @@ def test_another_release_s_stock_sub_object_appears_without_code_changes(
         "sglang-specinit",
     ]
     assert (
-        table_rows((out / "README.md").read_text(), "variant")["stock 0.5.23"]["tokens"]
-        == "12345"
+        table_rows((out / "README.md").read_text(), "variant")["stock 0.5.23"]["tokens"] == "12345"
     )
     assert png_header(next(out.glob("*.png")))[0] == figure_px(3)
 
@@ -399,7 +396,7 @@ def test_without_inputs_every_shipped_example_is_rendered(
     code, stdout, err = run_report(capsys, "--out", str(out))
     assert code == 0, err
     data = json.loads((out / "report.json").read_text())
-    # The DeepSeek-V4 example is planned by the 0.5.20+ replays only: skipped here, saying why.
+    # The DeepSeek-V4 example is planned by the 0.5.21+ replays only: skipped here, saying why.
     assert sorted(data) == [n for n in list_examples() if n != "deepseek-v4-flash-mtp"]
     assert "example deepseek-v4-flash-mtp skipped: DeepSeek-V4" in err
     # ... and in the page's index, with the same reason.
@@ -434,9 +431,10 @@ def test_beside_puts_that_environment_s_stock_column_beside_this_one(
     )
     assert code == 0, err
     (case,) = json.loads((out / "report.json").read_text()).values()
-    assert [v["key"] for v in case["variants"]] == ["stock_0_5_13", "specinit"]
-    (stock,) = [v for v in case["variants"] if v["key"] == "stock_0_5_13"]
-    assert stock["tokens"] == plan_data["stock_0_5_13"]["tokens"]
+    assert [v["key"] for v in case["variants"]] == ["stock", "beside", "specinit"]
+    (beside,) = [v for v in case["variants"] if v["key"] == "beside"]
+    assert beside["title"] == "stock 0.5.13.post1"
+    assert beside["tokens"] == plan_data["stock"]["tokens"]
     page = (out / "README.md").read_text()
     assert f"stock 0.5.13.post1: computed in {venv} by that release's own code" in page
 

@@ -55,8 +55,7 @@ def test_the_rope_cache_is_part_of_the_target_s_resident_bytes(
     expected = llama8b_cache_rows() * llama8b_rotary_dim() * FP32
     assert data["target_buffers"]["bytes"] == expected
     checkpoint = read_checkpoint_sizes(str(EXAMPLES_DIR / EXAMPLE / "target")).total_bytes
-    stock_key = next(k for k in data if k.startswith("stock_"))
-    for column in (data, data[stock_key]):
+    for column in (data, data["stock"]):
         assert column["target_weight_bytes"] == checkpoint + expected
 
 

@@ -239,7 +239,7 @@ def test_plan_reads_real_safetensors_checkpoints(
     assert data["draft_kv_bytes_per_token"] == 128  # 2 * 32 * 1 layer * 2
     # Stock 0.5.13.post1 profiles before the draft loads: the target's bytes alone
     # (0.5.14+ also hold the draft's embed copy then: their own environments' tests).
-    stock = data["stock_0_5_13"]
+    stock = data["stock"]
     assert stock["min_viable_mem_fraction_static"] == pytest.approx(
         (73728 + rope) / (2 * (1 << 30) - (1 << 30)), abs=1e-6
     )

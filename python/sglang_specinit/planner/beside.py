@@ -13,6 +13,8 @@ from typing import Any
 from sglang_specinit.planner.inputs import PlanError
 
 _CLI = ("-m", "sglang_specinit.planner.cli")
+# The report input's key of the other release's stock column (a ``plan --json`` ``stock``).
+BESIDE_KEY = "beside"
 
 
 def _run(python: Path, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -46,12 +48,13 @@ class Beside:
         """``data`` (this environment's ``plan --json``) with the other release's stock column,
         or a note why it refuses."""
         out = _run(self.python, "plan", *plan_argv, "--json")
-        notes = list(data.get("plan_notes", ()))
+        notes = list(data.get("notes", ()))
         if out.returncode != 0:
-            notes.append(f"sglang {self.release} ({self.venv}): {_last_line(out.stderr)}")
-            print(f"sglang-specinit report: --beside {self.venv}: {notes[-1]}", file=sys.stderr)
-            return {**data, "plan_notes": notes}
+            text = f"sglang {self.release} ({self.venv}): {_last_line(out.stderr)}"
+            notes.append({"column": BESIDE_KEY, "text": text})
+            print(f"sglang-specinit report: --beside {self.venv}: {text}", file=sys.stderr)
+            return {**data, "notes": notes}
         other = json.loads(out.stdout)
-        key = next(k for k in other if k.startswith("stock_") and isinstance(other[k], dict))
-        notes.append(f"stock {self.release}: computed in {self.venv} by that release's own code")
-        return {**data, key: other[key], "plan_notes": notes}
+        text = f"computed in {self.venv} by that release's own code"
+        notes.append({"column": BESIDE_KEY, "text": text})
+        return {**data, BESIDE_KEY: other["stock"], "notes": notes}

@@ -2,9 +2,10 @@
 ``--beside VENV`` another release's stock column, computed in that environment) and ``patches``.
 
 The launch flags are parsed by the installed SGLang's own parser, so a ``launch_server`` command
-line pastes as is; bad input is one line on stderr and exit 2. The plan is for the device the
-flags name: the planner process drops ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported and the
-installed release's replay answers ``is_cpu()`` for the planned device.
+line pastes as is; a refused launch or a bad value is one line on stderr and exit 2 (a malformed
+planner flag: argparse's usage and error). The plan is for the device the flags name: the
+planner process drops ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported and the installed
+release's replay answers ``is_cpu()`` for the planned device.
 """
 
 from __future__ import annotations
@@ -194,13 +195,19 @@ def _plan_as_json(options: argparse.Namespace, launch: list[str]) -> dict[str, A
 
 def _set_host_cpu_engine() -> None:
     """A planner process plans for ``--device``, not as a CPU engine (see module doc): it drops
-    ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, on every release and host. On sglang
-    0.5.23 on a GPU-less host that is also what lets it build its pricing pools on cpu with no
-    ``sgl_kernel`` (``sglang_0_5_23.pricing_host.pricing_device``). Only for the process's own entry
-    point: a caller in the same process (a test, a server) keeps its environment, and
-    :func:`dataclass_args.replay.planned_cpu_engine` covers it."""
+    ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, on every release and host (on a GPU-less
+    host that also lets a replay build its pricing pools on cpu with no ``sgl_kernel``). Only for
+    the process's own entry point: a caller in the same process (a test, a server) keeps its
+    environment, and :func:`dataclass_args.replay.planned_cpu_engine` covers it."""
     if "sglang" not in sys.modules:
         os.environ.pop(CPU_ENGINE_ENV, None)
+
+
+def missing_sgl_kernel(error: ModuleNotFoundError) -> str:
+    return (
+        f"the installed sglang's pool code imports {error.name}, which does not import here: "
+        "install the sglang-kernel package its release pins, or plan on a host that has it"
+    )
 
 
 def _bad_input(command: str, error: Exception) -> int:
@@ -303,7 +310,7 @@ def _check_writable(out_dir: Path) -> None:
 
 def _plannable() -> tuple[list[str], dict[str, str]]:
     """The shipped examples the installed release's replay plans, and each one it refuses with
-    the reason (a DeepSeek-V4 example outside the 0.5.20+ replays), also named on stderr."""
+    the reason (a DeepSeek-V4 example the installed release does not price), named on stderr too."""
     from sglang_specinit.planner.releases import installed_replay
     from sglang_specinit.planner.shipped_examples import example_refusal
 
@@ -330,6 +337,10 @@ def plan_main(argv: Sequence[str]) -> int:
         plan = _plan(options, launch)
     except ValueError as e:  # PlanError, BudgetError, WeightsError and SGLang's own checks
         return _bad_input("plan", e)
+    except ModuleNotFoundError as e:  # a release whose pool code imports sgl_kernel's ops
+        if (e.name or "").partition(".")[0] != "sgl_kernel":
+            raise
+        return _bad_input("plan", PlanError(missing_sgl_kernel(e)))
     if options.json:
         print(json.dumps(plan_json(plan), indent=2, sort_keys=True))
     else:

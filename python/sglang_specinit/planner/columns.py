@@ -3,6 +3,7 @@
 Both columns are predictions a live launch of that release confirms: stock by the release's own
 sizing code, this package's by its budget model on the same prices (:mod:`.plan`). Another
 release's stock column comes from that release's own environment (``report --beside VENV``).
+``--json``'s keys are listed, with their units, in docs/planner.md ("plan --json").
 """
 
 from __future__ import annotations
@@ -11,26 +12,51 @@ from typing import Any
 
 from sglang_specinit.planner.gpus import GIB
 from sglang_specinit.planner.plan import OfflinePlan
-from sglang_specinit.report import render_table
+from sglang_specinit.report import RULE_ROWS, render_columns
+
+# ``--json``'s key of the stock column, and what its figures come from (whatever the release).
+STOCK_KEY = "stock"
+STOCK_RULE = "the release's own sizing code"
+# A note's ``column``: one of the two, or both (a note on the launch's inputs).
+OURS_COLUMN = "sglang-specinit"
+BOTH_COLUMNS = "both"
+
+
+def plan_notes(plan: OfflinePlan) -> list[dict[str, str]]:
+    """Every note of the plan, each with the column it belongs to, in the order text prints."""
+    notes = [{"column": STOCK_KEY, "text": n} for n in plan.stock.plan.notes]
+    notes += [{"column": OURS_COLUMN, "text": n} for n in plan.ours.plan.notes]
+    shared = [plan.target_buffers.line()] if plan.target_buffers.bytes else []
+    notes += [{"column": BOTH_COLUMNS, "text": n} for n in (*shared, *plan.notes)]
+    return notes
+
+
+def note_label(column: str, release: str) -> str:
+    """How the text output names a note's column (the stock column's table header)."""
+    if column == STOCK_KEY:
+        return f"stock {release}"
+    return "both columns" if column == BOTH_COLUMNS else column
 
 
 def plan_json(plan: OfflinePlan) -> dict[str, Any]:
-    """``--json``: this package's plan at top level, the stock column under its key
-    (``stock_0_5_23`` ...) and the release as ``sglang_version``."""
+    """``--json``: this package's plan at top level, the stock column under ``stock`` (with
+    its ``release`` and ``rule``) and every note under ``notes``."""
     data = plan.ours.to_dict(plan.tp_size)
-    data[plan.stock_key] = plan.stock.to_dict(plan.tp_size)
+    stock = plan.stock.to_dict(plan.tp_size)
+    stock.update({"release": plan.release, "rule": STOCK_RULE})
+    data[STOCK_KEY] = stock
     data["sglang_version"] = plan.release
     data["device"] = {"name": plan.device.name, "total_bytes": plan.device.total_bytes}
     data["speculative_algorithm"] = plan.algorithm
     data["model_path"] = plan.model_path
     data["speculative_draft_model_path"] = plan.draft_model_path
     data["target_buffers"] = plan.target_buffers.to_dict()
-    data["plan_notes"] = list(plan.notes)
+    data["notes"] = plan_notes(plan)
     return data
 
 
 def plan_text(plan: OfflinePlan) -> str:
-    """The table and its notes."""
+    """The table and its notes, each note led by its column."""
     device = plan.device
     lines = [
         f"model:  {plan.model_path}",
@@ -39,9 +65,7 @@ def plan_text(plan: OfflinePlan) -> str:
         f"{device.pre_load_free_bytes / GIB:.2f} GiB free before weights load; "
         f"tp {plan.tp_size}; bytes per TP rank; sglang {plan.release}",
         "",
-        render_table(plan.columns, plan.tp_size),
+        render_columns({c.title: c.to_dict(plan.tp_size) for c in plan.columns}, RULE_ROWS),
     ]
-    if plan.target_buffers.bytes:
-        lines.append(f"* {plan.target_buffers.line()}")
-    lines += [f"* {note}" for note in plan.notes]
+    lines += [f"* {note_label(n['column'], plan.release)}: {n['text']}" for n in plan_notes(plan)]
     return "\n".join(lines)

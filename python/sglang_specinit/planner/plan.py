@@ -71,9 +71,8 @@ class OfflinePlan:
     # The installed release's stock sizing, by its own code (:attr:`PoolPrices.stock_plan`).
     stock: ReportColumn
     ours: ReportColumn
-    # The installed release and the stock column's ``plan --json`` key.
+    # The installed release.
     release: str
-    stock_key: str
     tp_size: int
     device: DeviceSpec
     algorithm: str | None
@@ -177,7 +176,7 @@ def _price_target(
     sizes, notes = sizes_on_rank(
         read_checkpoint_sizes(spec_args.model_path), target_mc.hf_config, layout
     )
-    # After pool_prices: 0.5.23's rope reserve reads the launch its pool pricing published.
+    # After pool_prices: a replay's rope reserve reads the launch its pool pricing published.
     # The family from config.json: a draft's ModelConfig may have renamed the cached config's.
     architecture = read_config_json(spec_args.model_path, "--model-path")["architectures"][0]
     buffers = target_buffers(spec_args, target_mc, architecture)
@@ -194,7 +193,7 @@ def _price_draft(
     algorithm = spec_args.speculative_algorithm
     notes: list[str] = []
     draft_path = spec_args.speculative_draft_model_path
-    # 0.5.14 on reserve draft layers only when a draft path is set (its ModelRunner.__init__).
+    # A runner that reserves draft layers does so only when a draft path is set.
     path_given = draft_path is not None
     if draft_path is None:
         # TpModelWorker falls back to the target's path (ModelConfig.from_server_args).
@@ -337,7 +336,7 @@ def _offline_plan(
     stock_inputs = replace(base, mem_fraction_static=stock_fraction)
     reserve = None
     if stock_fraction != new_fraction:
-        # The budget 0.5.13.x's flat 4/6 GiB speculative term took away (NGRAM gets none).
+        # The budget a flat 4/6 GiB speculative term took away (NGRAM gets none).
         reserve = int(new_fraction * device.pre_load_free_bytes) - int(
             stock_fraction * device.pre_load_free_bytes
         )
@@ -350,7 +349,6 @@ def _offline_plan(
         stock=stock,
         ours=ReportColumn("sglang-specinit", ours, base),
         release=replay.release,
-        stock_key=replay.stock_key,
         tp_size=int(spec_args.tp_size),
         device=device,
         algorithm=spec_args.speculative_algorithm,

@@ -66,7 +66,6 @@ class ServerArgsReplay(Protocol):
     """One served release's launch_server parser and server-args resolution, run offline."""
 
     release: str
-    stock_key: str
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
         """The release's ``launch_server`` parser; bad flags raise :class:`PlanError`."""
@@ -143,15 +142,8 @@ def installed_release() -> str:
     return str(installed_sglang_version())
 
 
-def stock_key(release: str) -> str:
-    return "stock_" + release.replace(".", "_")
-
-
 class InstalledReleaseReplay:
     @property
     def release(self) -> str:
         return installed_release()
 
-    @property
-    def stock_key(self) -> str:
-        return stock_key(self.release)

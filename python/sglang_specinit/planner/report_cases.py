@@ -4,9 +4,9 @@ Three kinds of input, all of them the breakdown :func:`sglang_specinit.report.pl
 writes (per TP rank, bytes):
 
 * a plan (``sglang-specinit plan --json``, or a shipped example planned in-process): this
-  package's breakdown at the top level and one sub-object per SGLang rule. Every top-level value
-  that is itself a breakdown (a dict with ``tokens`` and ``budget_bytes``) is a variant, so a
-  sub-object a later planner adds (``upstream_0_5_23``) appears without a change here;
+  package's breakdown at the top level, the stock column under ``stock`` (``beside``: another
+  release's, ``report --beside``) and its notes, each with its column. Every top-level value
+  that is itself a breakdown (a dict with ``tokens`` and ``budget_bytes``) is a variant;
 * a benchmark case (``benchmark/bench_budget.py``, files ``case-*.json``): the same shape, each
   variant marked ``"source": "measured"`` or ``"modelled"`` with a ``source_note``;
 * a live server's ``memory-rank<N>.json`` (``SGLANG_SPECINIT_REPORT_DIR``): one breakdown per
@@ -29,11 +29,8 @@ LIVE_FILE_GLOB = "memory-rank*.json"
 CASE_FILE_GLOB = "case-*.json"
 SPECINIT_KEY = "specinit"
 
-# Known variant keys and their titles; other keys are titled from their spelling.
-_TITLES = {
-    SPECINIT_KEY: "sglang-specinit",
-    "stock_0_5_13": "stock 0.5.13.post1",
-}
+# A note's column that names no variant: the launch's inputs, shared by every column.
+_NOTE_LABELS = {"both": "both columns", "sglang-specinit": "sglang-specinit"}
 _VERSIONED_KEY = re.compile(r"^(stock|upstream)_(\d+)_(\d+)_(\d+)(?:_(.+))?$")
 
 
@@ -139,10 +136,13 @@ def is_breakdown(value: Any) -> bool:
     return isinstance(value, Mapping) and "tokens" in value and "budget_bytes" in value
 
 
-def variant_title(key: str) -> str:
-    """``stock_0_5_13`` -> ``stock 0.5.13.post1``, ``upstream_0_5_23`` -> ``upstream 0.5.23``."""
-    if key in _TITLES:
-        return _TITLES[key]
+def variant_title(key: str, data: Mapping[str, Any] | None = None) -> str:
+    """A plan's stock column (one with a ``release``) -> ``stock <release>``; a benchmark's
+    ``upstream_<release>`` key -> ``upstream <release>``; this package's -> ``sglang-specinit``."""
+    if key == SPECINIT_KEY:
+        return "sglang-specinit"
+    if data is not None and data.get("release"):
+        return f"stock {data['release']}"
     match = _VERSIONED_KEY.match(key)
     if match:
         kind, major, minor, patch, rest = match.groups()
@@ -151,21 +151,29 @@ def variant_title(key: str) -> str:
     return key.replace("_", " ")
 
 
-def _order(key: str) -> tuple[int, tuple[int, ...], str]:
-    """Stock first, then upstream releases by version, anything else, this package last."""
+def _release_tuple(release: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", release))
+
+
+def _order(variant: Variant) -> tuple[int, tuple[int, ...], bool, str]:
+    """Stock columns first by release (this environment's before another's of the same),
+    then upstream releases by version, anything else, this package last."""
+    key = variant.key
     if key == SPECINIT_KEY:
-        return (3, (), key)
+        return (3, (), False, key)
+    if variant.breakdown.get("release"):
+        return (0, _release_tuple(str(variant.breakdown["release"])), key != "stock", key)
     match = _VERSIONED_KEY.match(key)
     if match:
         version = tuple(int(x) for x in match.group(2, 3, 4))
-        return (0 if match.group(1) == "stock" else 1, version, key)
-    return (2, (), key)
+        return (0 if match.group(1) == "stock" else 1, version, False, key)
+    return (2, (), False, key)
 
 
 def _variant(key: str, data: Mapping[str, Any]) -> Variant:
     return Variant(
         key=key,
-        title=str(data.get("title") or variant_title(key)),
+        title=str(data.get("title") or variant_title(key, data)),
         breakdown=data,
         source=data.get("source"),
         source_note=data.get("source_note"),
@@ -204,7 +212,7 @@ def case_from_plan_json(
         )
     variants = [_variant(SPECINIT_KEY, data)]
     variants += [_variant(k, v) for k, v in data.items() if is_breakdown(v)]
-    variants.sort(key=lambda v: _order(v.key))
+    variants.sort(key=_order)
     name = name or str(data.get("case_name") or "")
     if not name:
         name = f"{_basename(data.get('model_path'))} + {data.get('speculative_algorithm')}"
@@ -215,16 +223,29 @@ def case_from_plan_json(
         kind=kind,
         variants=tuple(variants),
         description=description or str(data.get("description") or _plan_description(data)),
-        notes=tuple(str(n) for n in data.get("plan_notes", ()) or ()),
+        notes=case_notes(data, {v.key: v.title for v in variants}),
         source_path=source_path,
         subtitle=_plan_subtitle(data),
     )
 
 
+def case_notes(data: Mapping[str, Any], titles: Mapping[str, str]) -> tuple[str, ...]:
+    """A plan's ``notes``, each led by its column's title (``stock <release>: ...``); a benchmark
+    case's ``plan_notes`` (plain lines) as they are."""
+    notes = [str(n) for n in data.get("plan_notes", ()) or ()]
+    for note in data.get("notes", ()) or ():
+        column = str(note["column"])
+        label = titles.get(column) or _NOTE_LABELS.get(column, column)
+        notes.append(f"{label}: {note['text']}")
+    return tuple(notes)
+
+
 def _plan_subtitle(data: Mapping[str, Any]) -> str:
     model = _basename(data.get("model_path"))
-    # A shipped example keeps its target in target/; its case name names the model.
-    parts = [] if model in ("", "target") else [model]
+    if model == "target" and data.get("model_path"):
+        # A shipped example keeps its target in <example>/target/.
+        model = Path(str(data["model_path"])).parent.name
+    parts = [f"model {model}"] if model not in ("", "-") else []
     if data.get("speculative_algorithm"):
         parts.append(f"{data['speculative_algorithm']} draft")
     device = data.get("device")

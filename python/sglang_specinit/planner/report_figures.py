@@ -4,9 +4,12 @@ One figure per :class:`~sglang_specinit.planner.report_cases.ReportCase`: a bar 
 stacked bottom to top as target weights, draft weights, target KV, draft KV (plus "other
 resident" and "draft buffers" where the breakdown has such bytes) and the unused rest of the
 budget; a dashed budget line over each bar (rules may run with different fractions); and what
-goes above the budget overdrawn in hatched red, labelled "OVER by ..." on the figure. Over-budget
-patches carry the gid ``over:<variant key>`` (an ``id`` in the SVG), so tests and tools can find
-them without reading pixels.
+goes above the budget overdrawn in hatched red, labelled "OVER by ..." on the figure. The title
+names the case, model, GPU and release and each column's tokens against this package's
+(:func:`token_gains`). When every bar stands on a large shared base (weights), the y axis starts
+above 0 where the bars differ (:func:`axis_start`) and the figure says so. Over-budget patches
+carry the gid ``over:<variant key>`` (an ``id`` in the SVG), so tests and tools can find them
+without reading pixels.
 
 matplotlib is imported only inside the functions that draw (``Figure`` objects, no pyplot, no
 global backend), so importing this module never fails; :func:`matplotlib_missing` says whether
@@ -25,6 +28,7 @@ from sglang_specinit.planner.report_cases import (
     DRAFT_WEIGHTS,
     OTHER_RESIDENT,
     OVER,
+    SPECINIT_KEY,
     TARGET_KV,
     TARGET_WEIGHTS,
     UNUSED,
@@ -38,8 +42,12 @@ HEIGHT_IN = 4.8
 MIN_WIDTH_IN = 8.0
 INCH_PER_BAR = 1.3
 # Fixed margins (inches) so the figure size never depends on text extents.
-LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN = 0.9, 2.1, 1.3, 0.7
+LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN = 0.9, 2.1, 1.3, 0.9
 BAR_WIDTH = 0.6
+# The axis is cut when the bars' shared base is above this share of the tallest bar; it then
+# keeps this share of the part above the base as a stub of the base.
+CUT_ABOVE_SHARE = 0.5
+BASE_STUB_SHARE = 0.25
 INSTALL_HINT = "pip install 'sglang-specinit[report]' (or: pip install matplotlib)"
 
 COLOURS = {
@@ -94,6 +102,39 @@ def _tick_label(variant: Variant, baseline: Variant) -> str:
     if variant is not baseline and base > 0:
         text += f"\n{(tokens - base) / base:+.1%} vs {baseline.title}"
     return text
+
+
+def token_gains(case: ReportCase) -> list[str]:
+    """This package's tokens against each other column's: ``+7.7 % tokens (80,640 -> 86,816)
+    vs stock <release>``; none for a case without this package's column (a live server)."""
+    ours = [v for v in case.variants if v.key == SPECINIT_KEY]
+    if not ours:
+        return []
+    tokens = int(ours[0].breakdown.get("tokens", 0))
+    lines = []
+    for other in case.variants:
+        if other is ours[0]:
+            continue
+        base = int(other.breakdown.get("tokens", 0))
+        gain = f"{(tokens - base) / base * 100:+.1f} %" if base > 0 else "n/a"
+        lines.append(f"{ours[0].title}: {gain} tokens ({base:,} -> {tokens:,}) vs {other.title}")
+    return lines
+
+
+def _base_bytes(variant: Variant) -> int:
+    """The bytes under the bar's KV pools (weights and other resident bytes)."""
+    below = (TARGET_WEIGHTS, DRAFT_WEIGHTS, OTHER_RESIDENT)
+    return sum(s.bytes for s in variant.segments() if s.label in below)
+
+
+def axis_start(case: ReportCase, unit: int) -> int:
+    """Where the y axis starts, in ``unit``: 0, or a whole number below the base every bar
+    shares when that base is most of the tallest bar (the differences then sit above it)."""
+    top = max(max(v.stacked_bytes, v.budget_bytes) for v in case.variants)
+    base = min(_base_bytes(v) for v in case.variants)
+    if top <= 0 or base <= CUT_ABOVE_SHARE * top:
+        return 0
+    return max(0, int((base - BASE_STUB_SHARE * (top - base)) // unit))
 
 
 def draw_case(case: ReportCase) -> Any:
@@ -179,12 +220,27 @@ def draw_case(case: ReportCase) -> Any:
     labels_x = [_tick_label(v, case.variants[0]) for v in case.variants]
     ax.set_xticks(range(len(case.variants)), labels_x, fontsize=8)
     ax.set_xlim(-0.6, len(case.variants) - 0.4)
-    ax.set_ylim(0, top * 1.15 if top > 0 else 1)
+    start = axis_start(case, unit)
+    ax.set_ylim(start, start + (top - start) * 1.15 if top > start else start + 1)
     ax.set_ylabel(f"{unit_name} per TP rank")
+    if start:
+        # Below the axis, clear of the bars: the reader must not take the bars' heights as
+        # proportional.
+        fig.text(
+            0.01,
+            0.02,
+            f"y axis cut: it starts at {start} {unit_name}, not 0",
+            fontsize=8,
+            fontstyle="italic",
+            va="bottom",
+            gid="axis-cut",
+        )
     title = textwrap.shorten(case.name, 90)
     if case.subtitle:
         title += "\n" + textwrap.shorten(case.subtitle, 110)
-    ax.set_title(title, fontsize=10)
+    for line in token_gains(case):
+        title += "\n" + textwrap.shorten(line, 110)
+    ax.set_title(title, fontsize=9)
     ax.grid(axis="y", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
     return fig

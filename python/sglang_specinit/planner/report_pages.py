@@ -144,9 +144,6 @@ def case_section(case: ReportCase, figures: bool) -> list[str]:
         lines += ["Planned against allocated, per rank:", "", *rank_table(case), ""]
     notes = [*case.notes]
     notes += [f"{v.title}: {v.source_note}" for v in case.variants if v.source_note]
-    notes += [
-        f"{v.title}: {note}" for v in case.variants for note in v.breakdown.get("notes", ()) or ()
-    ]
     lines += [f"* {n}" for n in notes]
     if notes:
         lines.append("")
@@ -173,7 +170,7 @@ def render_page(
     lines = ["# sglang-specinit memory report", "", INTRO, ""]
     if figures_skipped:
         lines += [f"> Figures: {figures_skipped}", ""]
-    lines += ["| case | kind | variants |", "| --- | --- | --- |"]
+    lines += ["| case | kind | variants, or why it was skipped |", "| --- | --- | --- |"]
     lines += [
         f"| [{c.name}](#{c.slug}) | {c.kind} | {', '.join(v.title for v in c.variants)} |"
         for c in cases

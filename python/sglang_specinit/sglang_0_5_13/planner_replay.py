@@ -110,7 +110,6 @@ def stock_plan_0_5_13(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> P
 
 class Replay0513(FieldServerArgsReplay):
     release = "0.5.13.post1"
-    stock_key = "stock_0_5_13"
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
         with planned_cpu_engine(server_args.device):

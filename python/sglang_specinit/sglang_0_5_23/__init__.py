@@ -15,5 +15,5 @@ GENERATION = AdapterGeneration(
     phase_modules=("scheduler", "runtime_budget", "eagle", "launch_checks"),
     sglang_phases_init=True,
     requires_by_release=release_requires,
-    deepseek_v4_releases=("0.5.20", "0.5.21", "0.5.22", "0.5.23"),
+    deepseek_v4_releases=("0.5.21", "0.5.22", "0.5.23"),
 )

@@ -1,4 +1,4 @@
-"""DeepSeek-V4 + MTP (0.5.20 - 0.5.23): SGLang's own V4 solve with the draft's real term.
+"""DeepSeek-V4 + MTP (0.5.21 - 0.5.23): SGLang's own V4 solve with the draft's real term.
 
 Stock reserves the NextN draft by inflating both per-token coefficients by (T + 1) / T; here
 that term is replaced by the draft pools' measured bytes and the solve is checked against the
@@ -22,6 +22,13 @@ def is_dsv4_configurator(configurator: Any) -> bool:
 
 def unpriced_reason(configurator: Any) -> str | None:
     """Why this V4 launch's draft is not a paged NextN pool priced here, or None."""
+    try:
+        return _unpriced_reason(configurator)
+    except AttributeError as exc:  # an older configurator: the server keeps stock's sizing too
+        return f"a layout sglang-specinit cannot read ({type(exc).__name__}: {exc})"
+
+
+def _unpriced_reason(configurator: Any) -> str | None:
     if configurator._unified:
         return "DeepSeek-V4 unified KV rings (request-scoped draft ring)"
     if configurator.encoder_replay:
