@@ -103,3 +103,17 @@ def test_any_other_missing_module_is_not_hidden(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(cli, "_plan", no_module)
     with pytest.raises(ModuleNotFoundError):
         main(["plan"])
+
+
+def test_pipeline_parallel_without_a_draft_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The planner has one stage's view; PP stages differ in layers and weights."""
+    target = Path(__file__).resolve().parents[2] / (
+        "python/sglang_specinit/planner/examples/llama31-8b-eagle3/target"
+    )
+    code = main(["plan", "--model-path", str(target), "--pp-size", "2", "--gpu", "H100-80GB"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert "--pp-size 2: the planner plans one pipeline stage" in line
