@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from harness.launch.plugin_probe import REPO_ROOT, probe_env, run_probe, same_packages_path
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
-from harness.releases import RELEASES
+from harness.releases import SERVED
 from sglang_specinit import compat
 from sglang_specinit.hooks import adapter_patches
 
@@ -115,8 +115,6 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
 
 # The decision itself, for releases no environment here has (cheap: no SGLang import)
 
-# The test table of every served release (test/harness/releases.py), not the product's.
-SERVED = tuple(r.name for r in RELEASES)
 
 
 @pytest.mark.parametrize(

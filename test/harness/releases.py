@@ -177,6 +177,8 @@ RELEASES: tuple[Release, ...] = (
 )
 
 BY_NAME = {r.name: r for r in RELEASES}
+# Every served release, oldest first: the tests' expectation, never read from the product.
+SERVED = tuple(BY_NAME)
 
 
 def installed_name() -> str | None:
@@ -255,7 +257,8 @@ def _main(argv: list[str]) -> int:
             files = " ".join(r.files) + "".join(f" -{g}" for g in r.exclude)
             print(f"{r.name:<13} {r.adapter:<14} {venv:<33} {' '.join(r.paths())}: {files}")
         return 0
-    print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
+    usage = [ln.strip() for ln in __doc__.splitlines() if ln.strip().startswith("python ")]
+    print("usage:", *usage, sep="\n  ", file=sys.stderr)
     return 2
 
 
