@@ -15,6 +15,7 @@ from harness.checkpoints import eagle_drafts, llama_family, tiny_vocab
 from harness.checkpoints.eagle_drafts import own_lm_head_problems
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape
+from harness.cpu_doubles import shims
 from harness.launch import forward_hooks
 from harness.launch.engine import (
     DEFAULT_CAPACITY_BYTES,
@@ -411,6 +412,74 @@ def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
     )
 
 
+def assert_stock_sglang(report: dict[str, Any], log: str) -> None:
+    """The harness on stock SGLang (plugin disabled): its shims applied, the meter read where
+    SGLang reads free memory, every checkpoint tensor loaded by name."""
+    assert report["sglang_plugins_env"] == "none-specinit-disabled"
+    assert not report["specinit_loaded"]
+    assert set(shims.shim_targets()) <= set(report["applied_hook_targets"])
+    # The meter replaced the stale `from ... import get_available_gpu_memory` bindings too.
+    callers = {r["caller"].rsplit(".", 2)[0] for r in readings(report)}
+    assert {
+        "sglang.srt.model_executor.model_runner",
+        "sglang.srt.model_executor.model_runner_kv_cache_mixin",
+        "sglang.srt.managers.scheduler",
+    } <= callers, callers
+    # SGLang's Llama loader warns for checkpoint names it has no parameter for.
+    assert "not found in params_dict" not in log
+
+
+def k_bytes(shape: TinyLlamaShape, pool: dict[str, Any]) -> int:
+    """K (or V) bytes of a pool with ``size + page_size`` rows (slot 0 is padding)."""
+    rows = pool["size"] + pool["page_size"]
+    return rows * shape.layers * shape.kv_heads * shape.head_dim * shape.dtype_bytes
+
+
+@pytest.mark.parametrize(
+    "case", [*STOCK_CASES, pytest.param("EAGLE3-nnpl0", marks=pytest.mark.slow)]
+)
+def test_the_harness_runs_stock_sglang_s_speculative_init(
+    launch: Callable[[str, bool], Launch], case: str
+) -> None:
+    """The baseline the phased tests build on: if this fails, the harness is broken."""
+    run = launch(case, False)
+    report, info = run.report, run.info
+    assert_stock_sglang(report, run.log)
+    assert (
+        report["scheduler"]["spec_algorithm"] == info["speculative_algorithm"] == run.case.algorithm
+    )
+    # The Engine side (handshake) and the scheduler side agree.
+    assert info["max_total_num_tokens"] == report["scheduler"]["max_total_num_tokens"]
+    target, draft = runner(report, "target"), runner(report, "draft")
+    tpool, dpool = target["kv_pool"], draft["kv_pool"]
+    assert tpool["storage_bytes"] > 0 and dpool["storage_bytes"] > 0
+    assert tpool["size"] == dpool["size"] == report["scheduler"]["max_total_num_tokens"]
+    # The draft shares the target's request table and allocator, but owns its KV buffers.
+    assert draft["req_to_token_pool_id"] == target["req_to_token_pool_id"]
+    assert draft["token_to_kv_pool_allocator_id"] == target["token_to_kv_pool_allocator_id"]
+    assert tpool["id"] != dpool["id"]
+    # Meter usage at the target's pre-model-load measurement (in init_torch_distributed).
+    pre_load = [
+        r["used_bytes"]
+        for r in readings(report)
+        if r["caller"].endswith("ModelRunner.init_torch_distributed") and not r["is_draft_worker"]
+    ]
+    assert pre_load and report["meter"]["used_bytes"] > pre_load[0]
+    assert report["meter"]["used_bytes"] >= tpool["storage_bytes"] + dpool["storage_bytes"]
+    shape = run.case.draft_shape
+    assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == (
+        shape.layers,
+        shape.kv_heads,
+        shape.head_dim,
+    )
+    target_geometry = (DEFAULT_TARGET.kv_heads, DEFAULT_TARGET.head_dim)
+    assert ((dpool["head_num"], dpool["head_dim"]) == (tpool["head_num"], tpool["head_dim"])) is (
+        (shape.kv_heads, shape.head_dim) == target_geometry
+    )
+    assert dpool["k_bytes"] == k_bytes(shape, dpool)
+    assert tpool["k_bytes"] == k_bytes(DEFAULT_TARGET, tpool)
+
+
 # Tensors of the EAGLE3 draft that must be stock's after init: its hot-token map (on the model
 # and on the worker), its own trained head and the embedding it shares with the target.
 EAGLE3_DRAFT_TENSORS = (
@@ -467,8 +536,6 @@ def test_launch_server_reports_the_budgeted_token_count(
         algorithm="EAGLE",
         plugin=True,
         work_dir=tmp_path,
-        # SGLang derives its (unused) gRPC port as --port + 10000 and rejects it above 65535,
-        # which a random free --port above 55535 triggers; pin it to a valid, unused value.
         extra_env={REPORT_DIR_ENV: str(specinit_dir)},
         max_total_tokens=CAPPED_TOKENS,
     ) as server:
@@ -506,9 +573,19 @@ def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Pa
             tiny_target, plugin=plugin, work_dir=work, extra_env={REPORT_DIR_ENV: str(specinit_dir)}
         ) as engine:
             tokens = [o["output_ids"] for o in engine.generate(PROMPTS, max_new_tokens=6)]
+            again = [o["output_ids"] for o in engine.generate(PROMPTS, max_new_tokens=6)]
             report = engine.scheduler_report()
+        assert again == tokens  # greedy is deterministic
         results[plugin] = (tokens, report, read_breakdown(specinit_dir), engine.log_path)
-    (off_tokens, off, _, _), (on_tokens, on, on_breakdown, on_log) = results[False], results[True]
+    (off_tokens, off, _, off_log), (on_tokens, on, on_breakdown, on_log) = (
+        results[False],
+        results[True],
+    )
+    assert_stock_sglang(off, off_log.read_text(errors="replace"))
+    assert off["scheduler"]["spec_algorithm"] == "NONE"
+    assert (
+        off["model_runners"][0]["kv_pool"]["size"] == off["scheduler"]["max_total_num_tokens"] > 0
+    )
     assert on["specinit_loaded"] and not off["specinit_loaded"]
     assert on_breakdown is None  # nothing to phase without a draft
     assert "[specinit] phase" not in on_log.read_text(errors="replace")
