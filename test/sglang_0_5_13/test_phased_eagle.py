@@ -40,7 +40,7 @@ from harness.reports.report_reading import (
     runner,
 )
 from sglang_specinit import budget
-from test_workers_common import launch_cache
+from test_workers_common import Launch, launch_cache, start_engine
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
@@ -96,51 +96,21 @@ CASES = {
 }
 
 
-@dataclass
-class Launch:
-    """Everything one launch left behind, collected before it was shut down."""
-
-    case: Case
-    plugin: bool
-    report: dict[str, Any]
-    info: dict[str, Any]
-    log: str
-    draft_path: Path
-    breakdown: dict[str, Any] | None = None
-    probe: list[list[dict[str, Any]]] | None = None
-
-
 def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
-    specinit_dir = work_dir / "specinit"
-    specinit_dir.mkdir()
     probe_dir = work_dir / "probe"
     probe_dir.mkdir()
-    draft = case.make_draft()
-    with cpu_engine(
+    return start_engine(
         llama_family.tiny_llama_target(),
-        draft_model_path=draft,
+        draft=case.make_draft(),
         algorithm=case.algorithm,
         plugin=plugin,
         work_dir=work_dir,
         extra_env={
-            REPORT_DIR_ENV: str(specinit_dir),
             device_probe.PROBE_ENV: "1",
             device_probe.PROBE_DIR_ENV: str(probe_dir),
             TENSOR_REPORT_ENV: "1",  # every model tensor: the hot-token map, the draft's head
         },
         **case.flags,
-    ) as engine:
-        report = engine.scheduler_report()
-        info = engine.server_info()
-    return Launch(
-        case=case,
-        plugin=plugin,
-        report=report,
-        info=info,
-        log=engine.log_path.read_text(errors="replace"),
-        draft_path=draft,
-        breakdown=read_breakdown(specinit_dir),
-        probe=device_probe.scheduler_records(probe_dir),
     )
 
 
@@ -162,16 +132,16 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, bool], La
     return lambda case, plugin: get(_name(case, plugin))
 
 
-def predicted_plan(launch: Launch) -> budget.PoolPlan:
+def predicted_plan(launch: Launch, case: Case) -> budget.PoolPlan:
     """What budget.plan_pools gives for this launch, from geometry, fraction, the meter (the
     resident bytes SGLang's arithmetic derives from its readings), the target's live tensors
     and the draft checkpoint's own tensors; nothing is read from the plugin."""
     report = launch.report
     meter = meter_budget(report)
     draft = budget.DraftSpec(
-        algorithm=launch.case.algorithm,
-        kv_pools=(kv_spec(launch.case.draft_shape),),
-        weight_bytes=checkpoint_bytes(launch.draft_path, launch.case.owns),
+        algorithm=case.algorithm,
+        kv_pools=(kv_spec(case.draft_shape),),
+        weight_bytes=checkpoint_bytes(case.make_draft(), case.owns),
     )
     inputs = budget.BudgetInputs(
         pre_load_free_bytes=meter.pre_load_free_bytes,
@@ -210,7 +180,7 @@ def test_phases_run_in_order_inside_the_scheduler(
     run = launch(case, True)
     report, breakdown = run.report, run.breakdown
     assert report["specinit_loaded"] and breakdown is not None
-    assert report["scheduler"]["spec_algorithm"] == run.case.algorithm
+    assert report["scheduler"]["spec_algorithm"] == CASES[case].algorithm
     assert list(breakdown["phase_seconds"]) == list(PHASES)
     assert all(s >= 0 for s in breakdown["phase_seconds"].values())
 
@@ -244,7 +214,7 @@ def test_phases_run_in_order_inside_the_scheduler(
     # eagle_draft_num_layers), is in the phase-1 line and is what the draft pool holds: no
     # phase-3 warning.
     draft_layers = runner(report, "draft")["kv_pool"]["layer_num"]
-    assert draft_layers == run.case.draft_shape.layers
+    assert draft_layers == CASES[case].draft_shape.layers
     (phase1,) = [ln for ln in log.splitlines() if f"[specinit] phase {PHASES[0]} done" in ln]
     assert f"(eagle_draft_num_layers={draft_layers}, from the draft config" in phase1
     assert "[specinit] the draft runners allocate" not in log
@@ -263,11 +233,11 @@ def test_draft_copies_of_shared_weights_are_freed_before_the_target_pool_is_size
 ) -> None:
     run = launch(case, True)
     report, breakdown = run.report, run.breakdown
-    shape = run.case.draft_shape
+    shape = CASES[case].draft_shape
     embedding_bytes = shape.vocab * shape.hidden * shape.dtype_bytes
     draft_runner = runner(report, "draft")
     target_weights = runner(report, "target")["weight_bytes"]
-    own = checkpoint_bytes(run.draft_path, run.case.owns)
+    own = checkpoint_bytes(CASES[case].make_draft(), CASES[case].owns)
 
     # The live draft model still references the target's embedding; it is not charged.
     assert breakdown["draft_weight_bytes"] + embedding_bytes <= draft_runner["weight_bytes"]
@@ -288,10 +258,10 @@ def test_pool_tokens_equal_the_independent_budget_prediction(
 ) -> None:
     run = launch(case, True)
     report = run.report
-    plan = predicted_plan(run)
+    plan = predicted_plan(run, CASES[case])
     target_pool = runner(report, "target")["kv_pool"]
     draft_pool = runner(report, "draft")["kv_pool"]
-    shape = run.case.draft_shape
+    shape = CASES[case].draft_shape
 
     assert plan.tokens > 0
     assert target_pool["size"] == draft_pool["size"] == plan.tokens
@@ -327,14 +297,14 @@ def test_weights_and_kv_fill_the_budget_without_exceeding_it(
     assert used <= meter.budget_bytes <= limit
     assert used >= 0.995 * limit
     # Not one more token would have fitted.
-    per_token = DEFAULT_TARGET.kv_bytes_per_token() + run.case.draft_shape.kv_bytes_per_token()
+    per_token = DEFAULT_TARGET.kv_bytes_per_token() + CASES[case].draft_shape.kv_bytes_per_token()
     assert meter.budget_bytes - used < per_token
 
 
 @pytest.mark.slow
 def test_nnpl0_draft_pool_exists_and_is_priced(launch: Callable[[str, bool], Launch]) -> None:
     run = launch("EAGLE3-nnpl0", True)
-    config = json.loads((run.draft_path / "config.json").read_text())
+    config = json.loads((CASES["EAGLE3-nnpl0"].make_draft() / "config.json").read_text())
     assert config["num_nextn_predict_layers"] == 0
     draft_pool = runner(run.report, "draft")["kv_pool"]
     assert draft_pool["layer_num"] >= 1 and kv_buffer_bytes(draft_pool) > 0
@@ -446,7 +416,9 @@ def test_the_harness_runs_stock_sglang_s_speculative_init(
     report, info = run.report, run.info
     assert_stock_sglang(report, run.log)
     assert (
-        report["scheduler"]["spec_algorithm"] == info["speculative_algorithm"] == run.case.algorithm
+        report["scheduler"]["spec_algorithm"]
+        == info["speculative_algorithm"]
+        == CASES[case].algorithm
     )
     # The Engine side (handshake) and the scheduler side agree.
     assert info["max_total_num_tokens"] == report["scheduler"]["max_total_num_tokens"]
@@ -466,7 +438,7 @@ def test_the_harness_runs_stock_sglang_s_speculative_init(
     ]
     assert pre_load and report["meter"]["used_bytes"] > pre_load[0]
     assert report["meter"]["used_bytes"] >= tpool["storage_bytes"] + dpool["storage_bytes"]
-    shape = run.case.draft_shape
+    shape = CASES[case].draft_shape
     assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == (
         shape.layers,
         shape.kv_heads,
