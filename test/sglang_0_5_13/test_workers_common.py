@@ -142,13 +142,10 @@ def predicted_plan(
     context_len: int = DEFAULT_TARGET.max_position_embeddings,
     **draft: int,
 ) -> budget.PoolPlan:
-    """``budget.plan_pools`` for a phased launch from the given geometry (target: the default
-    tiny Llama unless given), the fraction and what the harness saw, nothing from the plugin:
-    the meter's pre-load free bytes and the resident bytes SGLang's own arithmetic derives
-    from its readings (``meter_budget``), the target's weights as the live tensors hold them,
-    and as the draft's weights what the meter held at sizing beyond those (the draft's own
-    tensors: shared embeddings are the target's storages). ``draft``: more
-    ``budget.DraftSpec`` fields (``fixed_bytes``, ``bytes_per_request``)."""
+    """``budget.plan_pools`` from the given geometry (target: the default tiny Llama), the
+    fraction and what the harness saw, nothing from the plugin: the meter's free and resident
+    bytes (``meter_budget``), the target's live weights, and as the draft's what the meter held
+    beyond those. ``draft``: more ``budget.DraftSpec`` fields."""
     report = run.report
     meter = meter_budget(report)
     target_weight_bytes = runner(report, "target")["weight_bytes"]
