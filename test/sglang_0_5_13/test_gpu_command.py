@@ -109,22 +109,23 @@ def test_gpu_smoke_runs_the_eagle3_case_against_stock_from_local_checkpoints(
     assert "[test-gpu] sglang 0.5.13.post1" in out
 
 
-def _junit(tmp_path: Path, body: str) -> Path:
+def _junit(tmp_path: Path, body: str, *pytest_args: str) -> tuple[Path, int]:
+    """Run ``body`` as a test file under pytest: its JUnit report and pytest's exit code."""
     suite = tmp_path / "test_generated.py"
     suite.write_text(textwrap.dedent(body))
     report = tmp_path / "junit.xml"
-    subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite), *pytest_args]
         + [f"--junitxml={report}", f"--rootdir={tmp_path}"],
         cwd=tmp_path,
         capture_output=True,
         timeout=120,
     )
-    return report
+    return report, done.returncode
 
 
 def test_summary_passes_a_run_where_a_case_ran_and_lists_the_skips(tmp_path: Path) -> None:
-    report = _junit(
+    report, _ = _junit(
         tmp_path,
         """
         import pytest
@@ -140,7 +141,7 @@ def test_summary_passes_a_run_where_a_case_ran_and_lists_the_skips(tmp_path: Pat
 
 
 def test_summary_fails_a_run_with_a_failure(tmp_path: Path) -> None:
-    report = _junit(tmp_path, "def test_a(): pass\ndef test_b(): assert 1 == 2\n")
+    report, _ = _junit(tmp_path, "def test_a(): pass\ndef test_b(): assert 1 == 2\n")
     code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), pytest_exit_code=1)
     assert code == 1
     assert "failed   test_generated::test_b" in text and "GPU suite: FAILED" in text
@@ -150,39 +151,29 @@ def test_a_hung_test_fails_at_its_timeout_and_the_report_is_still_written(
     tmp_path: Path,
 ) -> None:
     torn_down = tmp_path / "torn-down"
-    suite = tmp_path / "test_generated.py"
-    suite.write_text(
-        textwrap.dedent(
-            f"""
-            import contextlib, pathlib, time
+    report, pytest_code = _junit(
+        tmp_path,
+        f"""
+        import contextlib, pathlib, time
 
-            @contextlib.contextmanager
-            def server():
-                try:
-                    yield
-                finally:
-                    pathlib.Path({str(torn_down)!r}).write_text("killed")
+        @contextlib.contextmanager
+        def server():
+            try:
+                yield
+            finally:
+                pathlib.Path({str(torn_down)!r}).write_text("killed")
 
-            def test_hangs():
-                with server():
-                    time.sleep(600)
+        def test_hangs():
+            with server():
+                time.sleep(600)
 
-            def test_next():
-                pass
-            """
-        )
+        def test_next():
+            pass
+        """,
+        "--timeout=2",
+        "--timeout-method=signal",
     )
-    report = tmp_path / "junit.xml"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
-        + ["--timeout=2", "--timeout-method=signal", f"--junitxml={report}"]
-        + [f"--rootdir={tmp_path}"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), done.returncode)
+    code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), pytest_code)
     assert code == 1, text
     assert "failed   test_generated::test_hangs  (Failed: Timeout" in text
     assert "passed   test_generated::test_next" in text
@@ -357,7 +348,7 @@ def test_summary_prints_the_case_reports(tmp_path: Path, capsys: pytest.CaptureF
 
     report = case_report.new_report("ngram", "0.5.13.post1", False, tmp_path / "cases" / "x")
     report.result("stock_at_f", "started")
-    junit = _junit(tmp_path, "def test_a(): pass\n")
+    junit, _ = _junit(tmp_path, "def test_a(): pass\n")
     code = gpu_summary.main(
         [str(junit), "--pytest-exit-code", "0", "--cases-dir", str(tmp_path / "cases")]
     )

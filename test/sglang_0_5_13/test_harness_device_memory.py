@@ -1,8 +1,5 @@
-"""Waiting for the last GPU case's memory to be released (:mod:`harness.gpu.device_memory`).
-
-No device here, so the driver's readings come from :class:`FakeDeviceMemoryReader`, a test
-double named as such: it replays scripted ``used`` values per device, as NVML would report
-them while a dead server's CUDA context is torn down."""
+"""Waiting for the last GPU case's memory to be released (:mod:`harness.gpu.device_memory`),
+against scripted NVML readings (no device here)."""
 
 from __future__ import annotations
 
@@ -19,8 +16,8 @@ GIB = 1 << 30
 
 
 class FakeDeviceMemoryReader:
-    """Test double for NVML: each read of a device returns its next scripted value (the last
-    one repeats), and records how often each device was read."""
+    """Test double for NVML while a dead server's CUDA context is torn down: each read of a
+    device returns its next scripted ``used`` value (the last one repeats), and is counted."""
 
     def __init__(self, script: dict[int, list[int]], holders: dict[int, list[int]] | None = None):
         self.script = {i: list(values) for i, values in script.items()}

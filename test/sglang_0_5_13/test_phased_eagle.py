@@ -15,6 +15,7 @@ from harness.checkpoints import eagle_drafts, llama_family, tiny_vocab
 from harness.checkpoints.eagle_drafts import own_lm_head_problems
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape
+from harness.cpu_doubles import shims
 from harness.launch import forward_hooks
 from harness.launch.engine import (
     DEFAULT_CAPACITY_BYTES,
@@ -39,7 +40,7 @@ from harness.reports.report_reading import (
     runner,
 )
 from sglang_specinit import budget
-from test_workers_common import launch_cache
+from test_workers_common import Launch, launch_cache, start_engine
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
@@ -95,51 +96,21 @@ CASES = {
 }
 
 
-@dataclass
-class Launch:
-    """Everything one launch left behind, collected before it was shut down."""
-
-    case: Case
-    plugin: bool
-    report: dict[str, Any]
-    info: dict[str, Any]
-    log: str
-    draft_path: Path
-    breakdown: dict[str, Any] | None = None
-    probe: list[list[dict[str, Any]]] | None = None
-
-
 def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
-    specinit_dir = work_dir / "specinit"
-    specinit_dir.mkdir()
     probe_dir = work_dir / "probe"
     probe_dir.mkdir()
-    draft = case.make_draft()
-    with cpu_engine(
+    return start_engine(
         llama_family.tiny_llama_target(),
-        draft_model_path=draft,
+        draft=case.make_draft(),
         algorithm=case.algorithm,
         plugin=plugin,
         work_dir=work_dir,
         extra_env={
-            REPORT_DIR_ENV: str(specinit_dir),
             device_probe.PROBE_ENV: "1",
             device_probe.PROBE_DIR_ENV: str(probe_dir),
             TENSOR_REPORT_ENV: "1",  # every model tensor: the hot-token map, the draft's head
         },
         **case.flags,
-    ) as engine:
-        report = engine.scheduler_report()
-        info = engine.server_info()
-    return Launch(
-        case=case,
-        plugin=plugin,
-        report=report,
-        info=info,
-        log=engine.log_path.read_text(errors="replace"),
-        draft_path=draft,
-        breakdown=read_breakdown(specinit_dir),
-        probe=device_probe.scheduler_records(probe_dir),
     )
 
 
@@ -161,16 +132,16 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, bool], La
     return lambda case, plugin: get(_name(case, plugin))
 
 
-def predicted_plan(launch: Launch) -> budget.PoolPlan:
+def predicted_plan(launch: Launch, case: Case) -> budget.PoolPlan:
     """What budget.plan_pools gives for this launch, from geometry, fraction, the meter (the
     resident bytes SGLang's arithmetic derives from its readings), the target's live tensors
     and the draft checkpoint's own tensors; nothing is read from the plugin."""
     report = launch.report
     meter = meter_budget(report)
     draft = budget.DraftSpec(
-        algorithm=launch.case.algorithm,
-        kv_pools=(kv_spec(launch.case.draft_shape),),
-        weight_bytes=checkpoint_bytes(launch.draft_path, launch.case.owns),
+        algorithm=case.algorithm,
+        kv_pools=(kv_spec(case.draft_shape),),
+        weight_bytes=checkpoint_bytes(case.make_draft(), case.owns),
     )
     inputs = budget.BudgetInputs(
         pre_load_free_bytes=meter.pre_load_free_bytes,
@@ -209,7 +180,7 @@ def test_phases_run_in_order_inside_the_scheduler(
     run = launch(case, True)
     report, breakdown = run.report, run.breakdown
     assert report["specinit_loaded"] and breakdown is not None
-    assert report["scheduler"]["spec_algorithm"] == run.case.algorithm
+    assert report["scheduler"]["spec_algorithm"] == CASES[case].algorithm
     assert list(breakdown["phase_seconds"]) == list(PHASES)
     assert all(s >= 0 for s in breakdown["phase_seconds"].values())
 
@@ -243,7 +214,7 @@ def test_phases_run_in_order_inside_the_scheduler(
     # eagle_draft_num_layers), is in the phase-1 line and is what the draft pool holds: no
     # phase-3 warning.
     draft_layers = runner(report, "draft")["kv_pool"]["layer_num"]
-    assert draft_layers == run.case.draft_shape.layers
+    assert draft_layers == CASES[case].draft_shape.layers
     (phase1,) = [ln for ln in log.splitlines() if f"[specinit] phase {PHASES[0]} done" in ln]
     assert f"(eagle_draft_num_layers={draft_layers}, from the draft config" in phase1
     assert "[specinit] the draft runners allocate" not in log
@@ -262,11 +233,11 @@ def test_draft_copies_of_shared_weights_are_freed_before_the_target_pool_is_size
 ) -> None:
     run = launch(case, True)
     report, breakdown = run.report, run.breakdown
-    shape = run.case.draft_shape
+    shape = CASES[case].draft_shape
     embedding_bytes = shape.vocab * shape.hidden * shape.dtype_bytes
     draft_runner = runner(report, "draft")
     target_weights = runner(report, "target")["weight_bytes"]
-    own = checkpoint_bytes(run.draft_path, run.case.owns)
+    own = checkpoint_bytes(CASES[case].make_draft(), CASES[case].owns)
 
     # The live draft model still references the target's embedding; it is not charged.
     assert breakdown["draft_weight_bytes"] + embedding_bytes <= draft_runner["weight_bytes"]
@@ -287,10 +258,10 @@ def test_pool_tokens_equal_the_independent_budget_prediction(
 ) -> None:
     run = launch(case, True)
     report = run.report
-    plan = predicted_plan(run)
+    plan = predicted_plan(run, CASES[case])
     target_pool = runner(report, "target")["kv_pool"]
     draft_pool = runner(report, "draft")["kv_pool"]
-    shape = run.case.draft_shape
+    shape = CASES[case].draft_shape
 
     assert plan.tokens > 0
     assert target_pool["size"] == draft_pool["size"] == plan.tokens
@@ -326,14 +297,14 @@ def test_weights_and_kv_fill_the_budget_without_exceeding_it(
     assert used <= meter.budget_bytes <= limit
     assert used >= 0.995 * limit
     # Not one more token would have fitted.
-    per_token = DEFAULT_TARGET.kv_bytes_per_token() + run.case.draft_shape.kv_bytes_per_token()
+    per_token = DEFAULT_TARGET.kv_bytes_per_token() + CASES[case].draft_shape.kv_bytes_per_token()
     assert meter.budget_bytes - used < per_token
 
 
 @pytest.mark.slow
 def test_nnpl0_draft_pool_exists_and_is_priced(launch: Callable[[str, bool], Launch]) -> None:
     run = launch("EAGLE3-nnpl0", True)
-    config = json.loads((run.draft_path / "config.json").read_text())
+    config = json.loads((CASES["EAGLE3-nnpl0"].make_draft() / "config.json").read_text())
     assert config["num_nextn_predict_layers"] == 0
     draft_pool = runner(run.report, "draft")["kv_pool"]
     assert draft_pool["layer_num"] >= 1 and kv_buffer_bytes(draft_pool) > 0
@@ -411,6 +382,76 @@ def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
     )
 
 
+def assert_stock_sglang(report: dict[str, Any], log: str) -> None:
+    """The harness on stock SGLang (plugin disabled): its shims applied, the meter read where
+    SGLang reads free memory, every checkpoint tensor loaded by name."""
+    assert report["sglang_plugins_env"] == "none-specinit-disabled"
+    assert not report["specinit_loaded"]
+    assert set(shims.shim_targets()) <= set(report["applied_hook_targets"])
+    # The meter replaced the stale `from ... import get_available_gpu_memory` bindings too.
+    callers = {r["caller"].rsplit(".", 2)[0] for r in readings(report)}
+    assert {
+        "sglang.srt.model_executor.model_runner",
+        "sglang.srt.model_executor.model_runner_kv_cache_mixin",
+        "sglang.srt.managers.scheduler",
+    } <= callers, callers
+    # SGLang's Llama loader warns for checkpoint names it has no parameter for.
+    assert "not found in params_dict" not in log
+
+
+def k_bytes(shape: TinyLlamaShape, pool: dict[str, Any]) -> int:
+    """K (or V) bytes of a pool with ``size + page_size`` rows (slot 0 is padding)."""
+    rows = pool["size"] + pool["page_size"]
+    return rows * shape.layers * shape.kv_heads * shape.head_dim * shape.dtype_bytes
+
+
+@pytest.mark.parametrize(
+    "case", [*STOCK_CASES, pytest.param("EAGLE3-nnpl0", marks=pytest.mark.slow)]
+)
+def test_the_harness_runs_stock_sglang_s_speculative_init(
+    launch: Callable[[str, bool], Launch], case: str
+) -> None:
+    """The baseline the phased tests build on: if this fails, the harness is broken."""
+    run = launch(case, False)
+    report, info = run.report, run.info
+    assert_stock_sglang(report, run.log)
+    assert (
+        report["scheduler"]["spec_algorithm"]
+        == info["speculative_algorithm"]
+        == CASES[case].algorithm
+    )
+    # The Engine side (handshake) and the scheduler side agree.
+    assert info["max_total_num_tokens"] == report["scheduler"]["max_total_num_tokens"]
+    target, draft = runner(report, "target"), runner(report, "draft")
+    tpool, dpool = target["kv_pool"], draft["kv_pool"]
+    assert tpool["storage_bytes"] > 0 and dpool["storage_bytes"] > 0
+    assert tpool["size"] == dpool["size"] == report["scheduler"]["max_total_num_tokens"]
+    # The draft shares the target's request table and allocator, but owns its KV buffers.
+    assert draft["req_to_token_pool_id"] == target["req_to_token_pool_id"]
+    assert draft["token_to_kv_pool_allocator_id"] == target["token_to_kv_pool_allocator_id"]
+    assert tpool["id"] != dpool["id"]
+    # Meter usage at the target's pre-model-load measurement (in init_torch_distributed).
+    pre_load = [
+        r["used_bytes"]
+        for r in readings(report)
+        if r["caller"].endswith("ModelRunner.init_torch_distributed") and not r["is_draft_worker"]
+    ]
+    assert pre_load and report["meter"]["used_bytes"] > pre_load[0]
+    assert report["meter"]["used_bytes"] >= tpool["storage_bytes"] + dpool["storage_bytes"]
+    shape = CASES[case].draft_shape
+    assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == (
+        shape.layers,
+        shape.kv_heads,
+        shape.head_dim,
+    )
+    target_geometry = (DEFAULT_TARGET.kv_heads, DEFAULT_TARGET.head_dim)
+    assert ((dpool["head_num"], dpool["head_dim"]) == (tpool["head_num"], tpool["head_dim"])) is (
+        (shape.kv_heads, shape.head_dim) == target_geometry
+    )
+    assert dpool["k_bytes"] == k_bytes(shape, dpool)
+    assert tpool["k_bytes"] == k_bytes(DEFAULT_TARGET, tpool)
+
+
 # Tensors of the EAGLE3 draft that must be stock's after init: its hot-token map (on the model
 # and on the worker), its own trained head and the embedding it shares with the target.
 EAGLE3_DRAFT_TENSORS = (
@@ -467,8 +508,6 @@ def test_launch_server_reports_the_budgeted_token_count(
         algorithm="EAGLE",
         plugin=True,
         work_dir=tmp_path,
-        # SGLang derives its (unused) gRPC port as --port + 10000 and rejects it above 65535,
-        # which a random free --port above 55535 triggers; pin it to a valid, unused value.
         extra_env={REPORT_DIR_ENV: str(specinit_dir)},
         max_total_tokens=CAPPED_TOKENS,
     ) as server:
@@ -506,9 +545,19 @@ def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Pa
             tiny_target, plugin=plugin, work_dir=work, extra_env={REPORT_DIR_ENV: str(specinit_dir)}
         ) as engine:
             tokens = [o["output_ids"] for o in engine.generate(PROMPTS, max_new_tokens=6)]
+            again = [o["output_ids"] for o in engine.generate(PROMPTS, max_new_tokens=6)]
             report = engine.scheduler_report()
+        assert again == tokens  # greedy is deterministic
         results[plugin] = (tokens, report, read_breakdown(specinit_dir), engine.log_path)
-    (off_tokens, off, _, _), (on_tokens, on, on_breakdown, on_log) = results[False], results[True]
+    (off_tokens, off, _, off_log), (on_tokens, on, on_breakdown, on_log) = (
+        results[False],
+        results[True],
+    )
+    assert_stock_sglang(off, off_log.read_text(errors="replace"))
+    assert off["scheduler"]["spec_algorithm"] == "NONE"
+    assert (
+        off["model_runners"][0]["kv_pool"]["size"] == off["scheduler"]["max_total_num_tokens"] > 0
+    )
     assert on["specinit_loaded"] and not off["specinit_loaded"]
     assert on_breakdown is None  # nothing to phase without a draft
     assert "[specinit] phase" not in on_log.read_text(errors="replace")

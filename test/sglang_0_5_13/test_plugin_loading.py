@@ -122,18 +122,22 @@ def probe_code(setup: str, after: str) -> str:
     )
 
 
-def run_probe(
-    setup: str = "", after: str = IMPORT_PATCHED_MODULES, *, env: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """Run ``setup``, ``load_plugins()``, then ``after`` in a fresh interpreter; the summary."""
-    code = probe_code(setup, after)
-    proc = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(new_methods())],
-        env=probe_env() if env is None else env,
+def probe_process(setup: str, after: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run ``setup``, ``load_plugins()``, then ``after`` in a fresh interpreter."""
+    return subprocess.run(
+        [sys.executable, "-c", probe_code(setup, after), json.dumps(new_methods())],
+        env=env,
         capture_output=True,
         text=True,
         timeout=PROBE_TIMEOUT_S,
     )
+
+
+def run_probe(
+    setup: str = "", after: str = IMPORT_PATCHED_MODULES, *, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The probe's summary of one scenario (it must run to its end)."""
+    proc = probe_process(setup, after, probe_env() if env is None else env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(PROBE_MARK)]
     assert proc.returncode == 0 and len(lines) == 1, (
         f"probe failed (rc={proc.returncode})\n--- stdout ---\n{proc.stdout[-4000:]}"
@@ -424,18 +428,7 @@ def test_strict_mode_stops_the_launch(when: str) -> None:
         setup, missing = BROKEN_SGLANG["hooked-target-missing"]
     else:
         setup, missing = CHANGED_LATER_SETUP, f"{CHANGED_LATER_MODULE}.DFlashWorker"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            probe_code(setup, IMPORT_PATCHED_MODULES),
-            json.dumps(new_methods()),
-        ],
-        env=probe_env({"SGLANG_SPECINIT_STRICT": "1"}),
-        capture_output=True,
-        text=True,
-        timeout=PROBE_TIMEOUT_S,
-    )
+    proc = probe_process(setup, IMPORT_PATCHED_MODULES, probe_env({"SGLANG_SPECINIT_STRICT": "1"}))
     assert proc.returncode != 0
     assert PROBE_MARK not in proc.stdout  # the probe never got to report
     assert "is OFF" in proc.stderr and missing in proc.stderr, proc.stderr[-2000:]

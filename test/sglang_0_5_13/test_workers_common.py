@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,6 +13,7 @@ import pytest
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine
+from harness.reports import device_probe
 from harness.reports.report_reading import (
     PHASES,
     REPORT_DIR_ENV,
@@ -44,6 +45,8 @@ class Launch:
     breakdown: dict[str, Any] | None
     log: str
     startup_s: float
+    info: dict[str, Any] = field(default_factory=dict)  # the Engine's server info
+    probe: list[list[dict[str, Any]]] | None = None  # with device_probe.PROBE_DIR_ENV set
 
 
 def start_engine(
@@ -56,7 +59,8 @@ def start_engine(
     extra_env: dict[str, str] | None = None,
     **overrides: Any,
 ) -> Launch:
-    """Launch, collect the scheduler report, breakdown and log, shut down."""
+    """Launch, collect the scheduler report, server info, breakdown, log and device probe
+    records, shut down."""
     specinit_dir = work_dir / "specinit"
     specinit_dir.mkdir(parents=True)
     with cpu_engine(
@@ -69,12 +73,16 @@ def start_engine(
         **overrides,
     ) as engine:
         report = engine.scheduler_report()
+        info = engine.server_info()
+    probe_dir = (extra_env or {}).get(device_probe.PROBE_DIR_ENV)
     return Launch(
         plugin=plugin,
         report=report,
         breakdown=read_breakdown(specinit_dir),
         log=engine.log_path.read_text(errors="replace"),
         startup_s=engine.startup_s,
+        info=info,
+        probe=device_probe.scheduler_records(Path(probe_dir)) if probe_dir else None,
     )
 
 
@@ -134,13 +142,10 @@ def predicted_plan(
     context_len: int = DEFAULT_TARGET.max_position_embeddings,
     **draft: int,
 ) -> budget.PoolPlan:
-    """``budget.plan_pools`` for a phased launch from the given geometry (target: the default
-    tiny Llama unless given), the fraction and what the harness saw, nothing from the plugin:
-    the meter's pre-load free bytes and the resident bytes SGLang's own arithmetic derives
-    from its readings (``meter_budget``), the target's weights as the live tensors hold them,
-    and as the draft's weights what the meter held at sizing beyond those (the draft's own
-    tensors: shared embeddings are the target's storages). ``draft``: more
-    ``budget.DraftSpec`` fields (``fixed_bytes``, ``bytes_per_request``)."""
+    """``budget.plan_pools`` from the given geometry (target: the default tiny Llama), the
+    fraction and what the harness saw, nothing from the plugin: the meter's free and resident
+    bytes (``meter_budget``), the target's live weights, and as the draft's what the meter held
+    beyond those. ``draft``: more ``budget.DraftSpec`` fields."""
     report = run.report
     meter = meter_budget(report)
     target_weight_bytes = runner(report, "target")["weight_bytes"]

@@ -10,7 +10,12 @@ from dataclasses import replace
 
 import pytest
 from harness.geometry.kv_specs import AttentionKVSpec, HybridSWAKVSpec
-from harness.geometry.specs import attention_kv_spec, element_bytes
+from harness.geometry.specs import (
+    attention_kv_spec,
+    draft_kv_pools,
+    element_bytes,
+    kv_spec_from_model_config,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sglang_specinit.budget import (
@@ -61,41 +66,27 @@ def scenario(**overrides: object) -> BudgetInputs:
 # Bytes per token, one family at a time
 
 
-def test_mha_gqa_cell() -> None:
-    # 8 heads * (128 + 128) * 32 layers * 2 bytes
-    assert LLAMA_KV.bytes_per_token() == 131072
-    assert EAGLE_KV.bytes_per_token() == 4096  # 8 * 256 * 1 * 2
-
-
-def test_mla_cell() -> None:
-    # (512 + 64) * 61 layers * 2 bytes
-    assert MLA_KV.bytes_per_token() == 70272
-
-
-def test_mla_dsa_indexer_cell() -> None:
-    spec = replace(MLA_KV, dsa_index_head_dim=128)
-    # latent 70272 + indexer (128 + 128 // 128 * 4) * 61 layers * 1 byte (uint8) = 70272 + 8052
-    assert spec.bytes_per_token() == 78324
-    fp8 = with_dtype(spec, "float8_e4m3fn")
-    # 576 * 61 * 1 + 8052: the indexer keeps its own uint8 + fp32-scale layout
-    assert fp8.bytes_per_token() == 43188
-
-
-def test_fp8_cells() -> None:
-    assert with_dtype(LLAMA_KV, "float8_e4m3fn").bytes_per_token() == 65536  # 8*256*32*1
-    assert with_dtype(MLA_KV, "float8_e5m2").bytes_per_token() == 35136  # 576 * 61 * 1
-
-
-def test_fp4_mha_cell_with_scale_buffer() -> None:
-    spec = with_dtype(LLAMA_KV, "float4_e2m1fn_x2")
-    # 8*256*32*1 = 65536 packed two per byte -> 32768, plus scales (8*128*32*2*1) // 16 = 4096
-    assert spec.bytes_per_token() == 36864
-
-
-def test_fp4_mla_cell_with_scale_buffer() -> None:
-    spec = with_dtype(MLA_KV, "float4_e2m1fn_x2")
-    # 576*61*1 = 35136 // 2 = 17568, plus (576 // 16) * 61 * 1 = 2196
-    assert spec.bytes_per_token() == 19764
+@pytest.mark.parametrize(
+    ("spec", "cell"),
+    [
+        (LLAMA_KV, 131072),  # 8 heads * (128 + 128) * 32 layers * 2 bytes
+        (EAGLE_KV, 4096),  # 8 * 256 * 1 * 2
+        (MLA_KV, 70272),  # (512 + 64) * 61 layers * 2 bytes
+        # latent 70272 + indexer (128 + 128 // 128 * 4) * 61 layers * 1 byte (uint8) = 70272 + 8052
+        (replace(MLA_KV, dsa_index_head_dim=128), 78324),
+        # 576 * 61 * 1 + 8052: the indexer keeps its own uint8 + fp32-scale layout
+        (with_dtype(replace(MLA_KV, dsa_index_head_dim=128), "float8_e4m3fn"), 43188),
+        (with_dtype(LLAMA_KV, "float8_e4m3fn"), 65536),  # 8*256*32*1
+        (with_dtype(MLA_KV, "float8_e5m2"), 35136),  # 576 * 61 * 1
+        # 8*256*32*1 = 65536 packed two per byte -> 32768, plus scales (8*128*32*2*1) // 16 = 4096
+        (with_dtype(LLAMA_KV, "float4_e2m1fn_x2"), 36864),
+        # 576*61*1 = 35136 // 2 = 17568, plus (576 // 16) * 61 * 1 = 2196
+        (with_dtype(MLA_KV, "float4_e2m1fn_x2"), 19764),
+    ],
+    ids=["mha-gqa", "eagle", "mla", "mla-dsa", "mla-dsa-fp8", "fp8", "mla-fp8", "fp4", "mla-fp4"],
+)
+def test_cell_bytes_per_token(spec: AttentionKVSpec, cell: int) -> None:
+    assert spec.bytes_per_token() == cell
 
 
 def test_a_spec_without_an_element_size_is_a_budget_error() -> None:
@@ -353,8 +344,6 @@ def model_config_of():
 
 
 def test_kv_heads_per_tp_rank(model_config_of) -> None:
-    from harness.geometry.specs import kv_spec_from_model_config
-
     mc = model_config_of("llama31-70b-eagle-tp4")  # 80 layers, 8 KV heads, head_dim 128
 
     def cell(tp: int) -> float:
@@ -367,14 +356,11 @@ def test_kv_heads_per_tp_rank(model_config_of) -> None:
 
 
 def test_mla_is_not_split_by_tp(model_config_of) -> None:
-    from harness.geometry.specs import kv_spec_from_model_config
-
     mc = model_config_of("deepseek-v3-mtp")
     assert kv_spec_from_model_config(mc, "bfloat16", 8, 61, 0.8).bytes_per_token() == 70272
 
 
 def test_gpt_oss_is_hybrid_swa(model_config_of) -> None:
-    from harness.geometry.specs import kv_spec_from_model_config
     from sglang_specinit.planner.replay import cuda_quantization_names
 
     with cuda_quantization_names():  # mxfp4 is registered only on CUDA builds
@@ -561,7 +547,6 @@ def test_nnpl_zero_layer_counts() -> None:
 
 
 def test_multi_layer_eagle_pools_from_a_real_draft_config(model_config_of) -> None:
-    from harness.geometry.specs import draft_kv_pools
     from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
 

@@ -96,7 +96,7 @@ def test_example_plans_offline(capsys: pytest.CaptureFixture[str], example: str)
     assert data["stock"]["used_bytes"] > data["stock"]["budget_bytes"]
 
 
-def test_default_report_is_the_installed_release_s_stock_beside_ours(
+def test_default_table_is_the_installed_release_s_stock_beside_ours(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, out, err = run_plan(capsys)
@@ -104,6 +104,13 @@ def test_default_report_is_the_installed_release_s_stock_beside_ours(
     header = next(line for line in out.splitlines() if "sglang-specinit" in line)
     assert header.split() == ["stock", "0.5.13.post1", "sglang-specinit"]
     assert "0.5.14" not in out
+    for text in (
+        "(over budget)",
+        "min viable --mem-fraction-static",
+        "auto-fraction draft reserve",
+        "llama31-8b-eagle3",
+    ):
+        assert text in out
     data = run_json(capsys)
     assert data["sglang_version"] == "0.5.13.post1"
     assert [k for k in data if isinstance(data[k], dict) and "tokens" in data[k]] == ["stock"]
@@ -112,20 +119,6 @@ def test_default_report_is_the_installed_release_s_stock_beside_ours(
     code, out, err = run_plan(capsys, "--sglang-version", "0.5.14")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "--sglang-version 0.5.14" in err and "report --beside" in err
-
-
-def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_plan(capsys)
-    assert code == 0, err
-    for text in (
-        "stock 0.5.13.post1",
-        "sglang-specinit",
-        "(over budget)",
-        "min viable --mem-fraction-static",
-        "auto-fraction draft reserve",
-    ):
-        assert text in out
-    assert "llama31-8b-eagle3" in out
 
 
 def _llama8b_inputs(fraction: float) -> BudgetInputs:

@@ -12,6 +12,7 @@ from typing import Any
 from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape, torch_dtype
+from harness.checkpoints.tiny_configs import YARN
 from harness.checkpoints.tiny_vocab import write_tokenizer
 
 
@@ -55,14 +56,8 @@ def write_mla_target(
     config_path = directory / "config.json"
     saved = json.loads(config_path.read_text())
     saved["rope_scaling"] = {
-        "type": "yarn",
-        "rope_type": "yarn",
-        "factor": 1.0,
+        **YARN,
         "original_max_position_embeddings": shape.max_position_embeddings,
-        "beta_fast": 32,
-        "beta_slow": 1,
-        "mscale": 1.0,
-        "mscale_all_dim": 1.0,
     }
     config_path.write_text(json.dumps(saved, indent=1))
     write_tokenizer(directory, shape.vocab)

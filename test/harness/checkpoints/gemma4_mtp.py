@@ -12,33 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
-from harness.checkpoints.llama_layout import torch_dtype
+from harness.checkpoints.llama_layout import TinyShape, torch_dtype
 from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
 
 
 @dataclass(frozen=True)
-class TinyGemma4Shape:
+class TinyGemma4Shape(TinyShape):
     """Geometry of a tiny Gemma 4 text target or Gemma 4 assistant (frozen-KV MTP draft)."""
 
-    hidden: int = 64
     layer_types: tuple[str, ...] = ("sliding_attention", "full_attention")
-    heads: int = 4
-    kv_heads: int = 2
-    head_dim: int = 16
-    intermediate: int = 128
-    vocab: int = 32000
     sliding_window: int = 128
     backbone_hidden: int = 64
-    dtype: str = "bfloat16"
-    max_position_embeddings: int = 2048
 
     @property
     def layers(self) -> int:
         return len(self.layer_types)
-
-    @property
-    def dtype_bytes(self) -> int:
-        return {"bfloat16": 2, "float16": 2, "float32": 4}[self.dtype]
 
     def kv_bytes_per_token_per_layer(self) -> int:
         return self.kv_heads * self.head_dim * 2 * self.dtype_bytes

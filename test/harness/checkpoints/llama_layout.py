@@ -11,11 +11,10 @@ from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID
 
 
 @dataclass(frozen=True)
-class TinyLlamaShape:
-    """Geometry of one tiny Llama-family checkpoint."""
+class TinyShape:
+    """The geometry every tiny checkpoint has (the Llama, Gemma 4 and MiMo-V2 shapes')."""
 
     hidden: int = 64
-    layers: int = 2
     heads: int = 4
     kv_heads: int = 2
     head_dim: int = 16
@@ -28,6 +27,13 @@ class TinyLlamaShape:
     def dtype_bytes(self) -> int:
         """Bytes per element of :attr:`dtype` (bf16/fp16 = 2, fp32 = 4)."""
         return {"bfloat16": 2, "float16": 2, "float32": 4}[self.dtype]
+
+
+@dataclass(frozen=True)
+class TinyLlamaShape(TinyShape):
+    """Geometry of one tiny Llama-family checkpoint."""
+
+    layers: int = 2
 
     def kv_bytes_per_token(self) -> int:
         """K plus V bytes one token occupies across all layers of this model."""

@@ -11,6 +11,7 @@ from typing import Any
 from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
 from harness.checkpoints.llama_layout import (
     TinyLlamaShape,
+    TinyShape,
     layer_tensors,
     randn,
     save_safetensors,
@@ -20,31 +21,19 @@ from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
 
 
 @dataclass(frozen=True)
-class TinyMiMoV2Shape:
+class TinyMiMoV2Shape(TinyShape):
     """Geometry of a tiny MiMo-V2 target with its MTP layers."""
 
-    hidden: int = 64
     hybrid_layer_pattern: tuple[int, ...] = (0, 1)
-    heads: int = 4
-    kv_heads: int = 2
-    head_dim: int = 16
     swa_heads: int = 4
     swa_kv_heads: int = 1
     swa_head_dim: int = 16
     sliding_window: int = 128
-    intermediate: int = 128
-    vocab: int = 32000
     mtp_layers: int = 3
-    dtype: str = "bfloat16"
-    max_position_embeddings: int = 2048
 
     @property
     def layers(self) -> int:
         return len(self.hybrid_layer_pattern)
-
-    @property
-    def dtype_bytes(self) -> int:
-        return {"bfloat16": 2, "float16": 2, "float32": 4}[self.dtype]
 
     @property
     def full_layers(self) -> int:

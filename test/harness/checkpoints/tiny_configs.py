@@ -17,7 +17,7 @@ HIDDEN = 64
 MAX_POSITIONS = 2048
 
 # DeepSeek's CPU rope factory asserts a YaRN rope_scaling; the hub configs carry one too.
-_YARN = {
+YARN = {
     "type": "yarn",
     "rope_type": "yarn",
     "factor": 1.0,
@@ -72,7 +72,7 @@ def _deepseek_mla(architecture: str, model_type: str) -> dict[str, Any]:
         "moe_layer_freq": 1,
         "num_nextn_predict_layers": 1,
         "rope_theta": 10000,
-        "rope_scaling": dict(_YARN),
+        "rope_scaling": dict(YARN),
         "attention_bias": False,
     }
 
@@ -122,7 +122,7 @@ def deepseek_v4() -> dict[str, Any]:
         "compress_ratios": [4, 128],
         "num_nextn_predict_layers": 1,
         "rope_theta": 10000,
-        "rope_scaling": dict(_YARN),
+        "rope_scaling": dict(YARN),
     }
 
 

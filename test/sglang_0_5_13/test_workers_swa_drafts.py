@@ -1,0 +1,527 @@
+"""Drafts of hybrid sliding-window targets on the phased init, real SGLang 0.5.13.post1 (cpu):
+FROZEN_KV_MTP (``FrozenKVMTPWorker``, a Gemma 4 assistant reading the target's KV) and
+multi-layer EAGLE (``MultiLayerEagleWorkerV2``, MiMo-V2's MTP layers, one pool per step)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from harness.checkpoints import gemma4_mtp, mimo_v2_mtp
+from harness.checkpoints.gemma4_mtp import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
+from harness.checkpoints.mimo_v2_mtp import DEFAULT_MIMO_V2
+from harness.geometry import kv_specs
+from harness.geometry.specs import FROZEN_KV_STAND_IN_TOKENS, attention_kv_spec
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
+from harness.reports.report_reading import (
+    F,
+    checkpoint_bytes,
+    kv_buffer_bytes,
+    meter_budget,
+    profile_reading,
+    reading_seqs,
+    readings,
+    runner,
+    runners,
+)
+from sglang_specinit import budget
+from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp, multi_layer_eagle
+from test_workers_common import (
+    CAPACITY,
+    MIN_STOCK_OVERSHOOT,
+    Launch,
+    assert_phased,
+    assert_stock,
+    class_defines,
+    init_call_order,
+    launch_cache,
+    predicted_plan,
+    start_engine,
+)
+
+pytestmark = pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)
+engine = pytest.mark.cpu_engine  # the tests that start an Engine
+
+GEMMA, ASSISTANT, MIMO = DEFAULT_GEMMA4_TARGET, DEFAULT_GEMMA4_ASSISTANT, DEFAULT_MIMO_V2
+NUM_STEPS = 3  # multi-layer EAGLE's draft steps, one MTP runner and pool each
+FROZEN_MODULE = "sglang.srt.speculative.frozen_kv_mtp_worker"
+MLE_MODULE = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
+
+
+def _attn(layers: int, kv_heads: int, head_dim: int) -> kv_specs.AttentionKVSpec:
+    return attention_kv_spec(
+        num_layers=layers,
+        kv_dtype="bfloat16",
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=head_dim,
+    )
+
+
+def _hybrid(
+    full: kv_specs.AttentionKVSpec, swa: kv_specs.AttentionKVSpec, ratio: float
+) -> kv_specs.HybridSWAKVSpec:
+    return kv_specs.HybridSWAKVSpec(full=full, swa=swa, swa_full_tokens_ratio=ratio)
+
+
+def gemma_target_spec(ratio: float) -> kv_specs.HybridSWAKVSpec:
+    heads, dim = GEMMA.kv_heads, GEMMA.head_dim
+    return _hybrid(
+        _attn(GEMMA.layer_types.count("full_attention"), heads, dim),
+        _attn(GEMMA.layer_types.count("sliding_attention"), heads, dim),
+        ratio,
+    )
+
+
+def mimo_target_spec(ratio: float) -> kv_specs.HybridSWAKVSpec:
+    return _hybrid(
+        _attn(MIMO.full_layers, MIMO.kv_heads, MIMO.head_dim),
+        _attn(MIMO.swa_layers, MIMO.swa_kv_heads, MIMO.swa_head_dim),
+        ratio,
+    )
+
+
+def mtp_pool_spec(ratio: float) -> kv_specs.HybridSWAKVSpec:
+    """One MTP runner's pool: a single sliding-window layer, sized (like every draft pool) by
+    the TARGET's config, i.e. ``swa_max_total_num_tokens = int(tokens * ratio)``. Expressed
+    for the budget model as a hybrid spec whose full part holds zero bytes."""
+    return _hybrid(
+        attention_kv_spec(num_layers=1, kv_dtype=MIMO.dtype),
+        _attn(1, MIMO.swa_kv_heads, MIMO.swa_head_dim),
+        ratio,
+    )
+
+
+def stand_in_pool_bytes() -> int:
+    """The assistant's own pool: 64 tokens (+1 padding) over its layers, at its geometry."""
+    tokens = FROZEN_KV_STAND_IN_TOKENS
+    return (tokens + 1) * ASSISTANT.layers * ASSISTANT.kv_bytes_per_token_per_layer()
+
+
+def hidden_state_row_bytes() -> int:
+    return (NUM_STEPS - 1) * MIMO.hidden * MIMO.dtype_bytes
+
+
+def _ratio(run: Launch) -> float:
+    return run.report["server_args"]["swa_full_tokens_ratio"]
+
+
+def _target_split(run: Launch) -> tuple[int, int]:
+    """The target ``SWAKVPool``'s full and sliding-window tokens, as SGLang resolved them (the
+    harness's ``storage_bytes`` does not see an SWAKVPool's sub-pools)."""
+    config = runner(run.report, "target")["memory_pool_config"]
+    full, swa = config["full_max_total_num_tokens"], config["swa_max_total_num_tokens"]
+    assert swa == int(full * _ratio(run))
+    return full, swa
+
+
+def frozen_pool_bytes(run: Launch) -> tuple[int, list[int]]:
+    """Bytes of the target pool and of the assistant's stand-in pool."""
+    full, swa = _target_split(run)
+    spec = gemma_target_spec(_ratio(run))
+    target = (full + 1) * spec.full.bytes_per_token() + (swa + 1) * spec.swa.bytes_per_token()
+    return target, [kv_buffer_bytes(runner(run.report, "draft")["kv_pool"])]
+
+
+def mle_pool_bytes(run: Launch) -> tuple[int, list[int]]:
+    """Bytes of the target pool and of each MTP pool, from the tiny geometry."""
+    full, swa = _target_split(run)
+    full_cell = MIMO.full_layers * MIMO.full_kv_bytes_per_token_per_layer()
+    swa_cell = MIMO.swa_layers * MIMO.swa_kv_bytes_per_token_per_layer()
+    config = runner(run.report, "target")["memory_pool_config"]
+    drafts = []
+    for draft in runners(run.report, "draft"):
+        assert draft["memory_pool_config"] == config
+        drafts.append((swa + 1) * MIMO.swa_kv_bytes_per_token_per_layer())
+    return (full + 1) * full_cell + (swa + 1) * swa_cell, drafts
+
+
+def frozen_plan(run: Launch) -> budget.PoolPlan:
+    return predicted_plan(
+        run,
+        "FROZEN_KV_MTP",
+        target_kv=gemma_target_spec(_ratio(run)),
+        context_len=GEMMA.max_position_embeddings,
+        draft_kv_pools=(),  # it reads the target's KV
+        fixed_bytes=stand_in_pool_bytes(),
+    )
+
+
+def mle_plan(
+    run: Launch, draft_pool: Callable[[float], budget.KVSpec] = mtp_pool_spec
+) -> budget.PoolPlan:
+    """The independent plan with ``draft_pool(ratio)`` priced once per draft step."""
+    return predicted_plan(
+        run,
+        "EAGLE",
+        target_kv=mimo_target_spec(_ratio(run)),
+        context_len=MIMO.max_position_embeddings,
+        draft_kv_pools=(draft_pool(_ratio(run)),) * NUM_STEPS,
+        bytes_per_request=hidden_state_row_bytes(),
+    )
+
+
+def _start_frozen(plugin: bool, work_dir: Path) -> Launch:
+    return start_engine(
+        gemma4_mtp.tiny_gemma4_target(),
+        draft=gemma4_mtp.tiny_gemma4_assistant(),
+        algorithm="EAGLE",  # promoted to FROZEN_KV_MTP by SGLang for a Gemma 4 assistant
+        plugin=plugin,
+        work_dir=work_dir,
+        attention_backend="triton",
+    )
+
+
+def _start_mle(plugin: bool, work_dir: Path) -> Launch:
+    target = mimo_v2_mtp.tiny_mimo_v2_target()
+    return start_engine(
+        target,
+        draft=target,  # the MTP layers live in the target's checkpoint
+        algorithm="EAGLE",
+        plugin=plugin,
+        work_dir=work_dir,
+        num_steps=NUM_STEPS,
+        num_draft_tokens=NUM_STEPS + 1,
+        trust_remote_code=True,
+    )
+
+
+def _mtp_bytes() -> int:
+    path = mimo_v2_mtp.tiny_mimo_v2_target()
+    return checkpoint_bytes(path, lambda n: n.startswith("model.mtp.layers."))
+
+
+@dataclass(frozen=True)
+class SwaDraft:
+    """One draft's launch and what the tests expect of it."""
+
+    algorithm: str  # as SGLang resolves it
+    start: Callable[[bool, Path], Launch]
+    architectures: tuple[str, str]  # the target's, each draft runner's
+    server_args: dict[str, Any]  # set by SGLang's own argument hooks
+    draft_runners: int
+    pool_bytes: Callable[[Launch], tuple[int, list[int]]]
+    plan: Callable[[Launch], budget.PoolPlan]
+    target_spec: Callable[[float], kv_specs.HybridSWAKVSpec]
+    draft_pools_per_token: Callable[[float], float]
+    draft_weight_bytes: Callable[[], int]  # its own checkpoint tensors
+    truncation_bytes: int  # what int() of each pool's SWA split leaves unpriced, at most
+    module: ModuleType  # the adapter module of its worker
+
+
+DRAFTS = {
+    "FROZEN_KV_MTP": SwaDraft(
+        "FROZEN_KV_MTP",
+        _start_frozen,
+        ("Gemma4ForCausalLM", "Gemma4AssistantForCausalLM"),
+        {"disable_overlap_schedule": True},
+        draft_runners=1,
+        pool_bytes=frozen_pool_bytes,
+        plan=frozen_plan,
+        target_spec=gemma_target_spec,
+        draft_pools_per_token=lambda ratio: 0,
+        draft_weight_bytes=lambda: checkpoint_bytes(gemma4_mtp.tiny_gemma4_assistant()),
+        truncation_bytes=1,
+        module=frozen_kv_mtp,
+    ),
+    "multi-layer EAGLE": SwaDraft(
+        "EAGLE",
+        _start_mle,
+        ("MiMoV2FlashForCausalLM", "MiMoV2MTP"),
+        {  # SGLang's own MiMo-V2 rule
+            "enable_multi_layer_eagle": True,
+            "speculative_num_draft_tokens": NUM_STEPS + 1,
+        },
+        draft_runners=NUM_STEPS,
+        pool_bytes=mle_pool_bytes,
+        plan=mle_plan,
+        target_spec=mimo_target_spec,
+        draft_pools_per_token=lambda ratio: NUM_STEPS * mtp_pool_spec(ratio).bytes_per_token(),
+        draft_weight_bytes=_mtp_bytes,
+        truncation_bytes=NUM_STEPS,
+        module=multi_layer_eagle,
+    ),
+}
+# The stock contrasts; CI keeps EAGLE3's (test_phased_eagle).
+STOCK_CASES = [pytest.param(name, marks=pytest.mark.slow) for name in DRAFTS]
+
+
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, bool], Launch]:
+    starters = {
+        f"{name}-{plugin}": functools.partial(draft.start, plugin)
+        for name, draft in DRAFTS.items()
+        for plugin in (True, False)
+    }
+    get = launch_cache(tmp_path_factory, starters)
+    return lambda name, plugin=True: get(f"{name}-{plugin}")
+
+
+@engine
+@pytest.mark.parametrize("name", DRAFTS)
+def test_the_draft_comes_up_through_the_four_phases(
+    launch: Callable[[str, bool], Launch], name: str
+) -> None:
+    run, draft = launch(name), DRAFTS[name]
+    assert_phased(run, draft.algorithm)  # FROZEN_KV_MTP: the EAGLE alias was resolved by SGLang
+    server_args = run.report["server_args"]
+    assert {key: server_args[key] for key in draft.server_args} == draft.server_args
+    target, drafts = runner(run.report, "target"), runners(run.report, "draft")
+    assert len(drafts) == draft.draft_runners
+    assert target["architecture"] == draft.architectures[0]
+    assert {d["architecture"] for d in drafts} == {draft.architectures[1]}
+    # Attached to the target's request table and allocator in the pool phase.
+    assert {d["req_to_token_pool_id"] for d in drafts} == {target["req_to_token_pool_id"]}
+    assert {d["token_to_kv_pool_allocator_id"] for d in drafts} == {
+        target["token_to_kv_pool_allocator_id"]
+    }
+
+
+@engine
+@pytest.mark.parametrize("name", DRAFTS)
+def test_pool_tokens_equal_the_independent_budget_prediction(
+    launch: Callable[[str, bool], Launch], name: str
+) -> None:
+    run, draft = launch(name), DRAFTS[name]
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    assert breakdown["resident_bytes"] == meter_budget(report).resident_bytes
+    plan = draft.plan(run)
+    target = runner(report, "target")
+    config = target["memory_pool_config"]
+    assert plan.tokens > 0
+    assert target["kv_pool"]["size"] == config["full_max_total_num_tokens"] == plan.tokens
+    assert report["scheduler"]["max_total_num_tokens"] == breakdown["tokens"] == plan.tokens
+    assert config["swa_max_total_num_tokens"] == int(plan.tokens * _ratio(run))
+    # What was allocated is what was planned, pool by pool.
+    target_bytes, draft_bytes = draft.pool_bytes(run)
+    assert target_bytes == plan.target_kv_pool_bytes == breakdown["allocated_target_kv_pool_bytes"]
+    assert sum(draft_bytes) == breakdown["allocated_draft_kv_pool_bytes"]
+
+
+@engine
+@pytest.mark.parametrize("name", DRAFTS)
+def test_weights_pools_and_per_request_buffers_fill_the_budget(
+    launch: Callable[[str, bool], Launch], name: str
+) -> None:
+    run, draft = launch(name), DRAFTS[name]
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    meter = meter_budget(report)
+    target_bytes, draft_bytes = draft.pool_bytes(run)
+    used = meter.resident_bytes + target_bytes + sum(draft_bytes) + breakdown["draft_request_bytes"]
+    limit = F * CAPACITY
+    assert used <= meter.budget_bytes <= limit
+    assert used >= 0.995 * limit
+    ratio = _ratio(run)
+    per_token = draft.target_spec(ratio).bytes_per_token() + draft.draft_pools_per_token(ratio)
+    assert meter.budget_bytes - used < per_token + draft.truncation_bytes
+    assert report["meter"]["used_bytes"] >= used
+
+
+@engine
+@pytest.mark.parametrize("name", STOCK_CASES)
+def test_plugin_off_leaves_the_draft_outside_the_budget(
+    launch: Callable[[str, bool], Launch], name: str
+) -> None:
+    on, off, draft = launch(name), launch(name, False), DRAFTS[name]
+    assert_stock(off, draft.algorithm)
+    assert len(runners(off.report, "draft")) == draft.draft_runners
+    target = runner(off.report, "target")
+    # Stock sized the target pool before the draft existed ...
+    assert meter_budget(off.report).resident_bytes < target["weight_bytes"] + 64 * 1024
+    # ... so the draft's weights and pools land on top of f x capacity.
+    target_bytes, draft_bytes = draft.pool_bytes(off)
+    total = target["weight_bytes"] + draft.draft_weight_bytes() + target_bytes + sum(draft_bytes)
+    assert total > MIN_STOCK_OVERSHOOT * F * CAPACITY
+    assert target["kv_pool"]["size"] > runner(on.report, "target")["kv_pool"]["size"]
+
+
+@pytest.mark.parametrize("name", DRAFTS)
+def test_phase_methods_are_new_on_the_real_classes(name: str) -> None:
+    for method in DRAFTS[name].module.NEW_METHODS:
+        assert method.name not in class_defines(method.module, method.class_name), method
+
+
+# FROZEN_KV_MTP
+
+
+@engine
+def test_no_draft_kv_is_reserved_only_the_stand_in_pool(
+    launch: Callable[[str, bool], Launch],
+) -> None:
+    run = launch("FROZEN_KV_MTP")
+    breakdown = run.breakdown
+    assert breakdown is not None
+    dpool = runner(run.report, "draft")["kv_pool"]
+    assert dpool["size"] == FROZEN_KV_STAND_IN_TOKENS
+    assert kv_buffer_bytes(dpool) == stand_in_pool_bytes() == 16640
+    assert breakdown["draft_kv_bytes_per_token"] == 0
+    assert breakdown["draft_kv_pool_bytes"] == 0
+    assert breakdown["priced_kv_bytes_per_token"] == breakdown["target_kv_bytes_per_token"]
+    assert breakdown["allocated_draft_kv_pool_bytes"] == stand_in_pool_bytes()
+    # ... which the plan still charged (used = resident + target pool + stand-in pool).
+    assert breakdown["used_bytes"] == (
+        breakdown["resident_bytes"] + breakdown["target_kv_pool_bytes"] + stand_in_pool_bytes()
+    )
+
+
+@engine
+def test_assistant_weights_are_counted(launch: Callable[[str, bool], Launch]) -> None:
+    run = launch("FROZEN_KV_MTP")
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    # The assistant's own weights (its tied embedding/head included); the target embedding it
+    # binds is the target's tensor and is not counted twice.
+    own = checkpoint_bytes(gemma4_mtp.tiny_gemma4_assistant())
+    embedding = GEMMA.vocab * GEMMA.hidden * GEMMA.dtype_bytes
+    assert own <= breakdown["draft_weight_bytes"] < own + embedding // 8
+    assert runner(report, "draft")["weight_bytes"] >= breakdown["draft_weight_bytes"] + embedding
+    assert meter_budget(report).resident_bytes >= (
+        breakdown["target_weight_bytes"] + breakdown["draft_weight_bytes"]
+    )
+
+
+def test_frozen_constructor_cut_points_follow_the_draft_load() -> None:
+    calls = init_call_order(FROZEN_MODULE, "FrozenKVMTPWorker")
+    first = {name: calls.index(name) for name in calls}
+    assert (
+        first["super"]
+        < first["_bind_kv_context"]
+        < first["_init_draft_attn_backend"]
+        < first["init_cuda_graphs"]
+    ), calls
+    assert {"_bind_kv_context", "_init_draft_attn_backend", "init_cuda_graphs"} <= (
+        class_defines(FROZEN_MODULE, "FrozenKVMTPWorker")
+    )
+
+
+def test_runtime_description_of_a_frozen_worker_has_no_pool_runners() -> None:
+    from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
+    from sglang_specinit.sglang_0_5_13.scheduler import describe_draft
+
+    worker = FrozenKVMTPWorker.__new__(FrozenKVMTPWorker)
+    draft_runner = object()
+    worker.model_runner_list = [draft_runner]
+    described = describe_draft(worker)
+    assert described.pool_runners == []
+    assert described.weight_runners == [draft_runner]
+    assert described.fixed_pools == [(draft_runner, FROZEN_KV_STAND_IN_TOKENS)]
+    assert described.bytes_per_request == 0
+
+
+# Multi-layer EAGLE
+
+
+@engine
+def test_one_single_layer_pool_per_draft_step(launch: Callable[[str, bool], Launch]) -> None:
+    run = launch("multi-layer EAGLE")
+    target = runner(run.report, "target")
+    drafts = runners(run.report, "draft")
+    assert [d["draft_model_idx"] for d in drafts] == list(range(NUM_STEPS))
+    pools = [d["kv_pool"] for d in drafts]
+    assert len({p["id"] for p in pools} | {target["kv_pool"]["id"]}) == NUM_STEPS + 1
+    assert all(p["class"] == "SWAKVPool" and p["layer_num"] == 1 for p in pools)
+    assert all(p["size"] == target["kv_pool"]["size"] for p in pools)
+
+
+def _all_swa_pool(ratio: float) -> kv_specs.HybridSWAKVSpec:
+    """One MTP layer's pool as an all-SWA model of its own would price it."""
+    return _hybrid(
+        _attn(0, MIMO.kv_heads, MIMO.head_dim),
+        _attn(1, MIMO.swa_kv_heads, MIMO.swa_head_dim),
+        ratio,
+    )
+
+
+@engine
+def test_mtp_pools_are_priced_at_the_target_split(launch: Callable[[str, bool], Launch]) -> None:
+    run = launch("multi-layer EAGLE")
+    breakdown = run.breakdown
+    assert breakdown is not None
+    plan = mle_plan(run)
+    assert sum(mle_pool_bytes(run)[1]) == plan.draft_kv_pool_bytes
+    assert breakdown["draft_kv_pool_bytes"] == breakdown["allocated_draft_kv_pool_bytes"]
+    # Priced as an all-SWA model sizing itself (tokens, not tokens * ratio), each MTP pool would
+    # be overcharged by 1 / ratio and the pools would come out smaller.
+    assert mle_plan(run, _all_swa_pool).tokens < plan.tokens
+
+
+@engine
+def test_hidden_state_buffer_is_charged(launch: Callable[[str, bool], Launch]) -> None:
+    run = launch("multi-layer EAGLE")
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    rows = report["scheduler"]["max_running_requests"] + 1  # one per req-to-token row
+    expected = rows * hidden_state_row_bytes()
+    assert breakdown["draft_request_bytes"] == expected > 0
+    # The buffer is allocated right after the last MTP pool, before the backends.
+    last_pool = max(reading_seqs(report, "ModelRunnerKVCacheMixin.init_memory_pool", True))
+    after = readings(report)[last_pool + 1]
+    assert after["used_bytes"] - readings(report)[last_pool]["used_bytes"] >= expected
+
+
+@engine
+def test_draft_layers_are_charged_and_shared_embed_head_freed_first(
+    launch: Callable[[str, bool], Launch],
+) -> None:
+    run = launch("multi-layer EAGLE")
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    mtp = _mtp_bytes()
+    # The MTP layers' own weights, all steps; the embedding and head are the target's.
+    assert breakdown["draft_weight_bytes"] == mtp > 0
+    embed_and_head = 2 * MIMO.vocab * MIMO.hidden * MIMO.dtype_bytes
+    peak = max(readings(report)[s]["used_bytes"] for s in reading_seqs(report, "load_model", True))
+    profile = profile_reading(report)["used_bytes"]
+    # Each MTP runner loaded its own embedding and head; all were freed before the profiling.
+    assert peak - profile >= NUM_STEPS * embed_and_head - NUM_STEPS * 1024
+    assert meter_budget(report).resident_bytes < (
+        runner(report, "target")["weight_bytes"] + mtp + 64 * 1024
+    )
+
+
+def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
+    ratio = 0.8
+    target = mimo_target_spec(ratio)
+    own = _all_swa_pool(ratio)
+    priced = kv_specs.sized_by_target(own, target)
+    tokens = 1000
+    swa_cell = MIMO.swa_kv_bytes_per_token_per_layer()
+    assert budget.kv_pool_bytes(priced, tokens, 1) == (int(tokens * ratio) + 1) * swa_cell
+    assert priced.bytes_per_token() == pytest.approx(ratio * swa_cell)
+    assert priced.padding_bytes(1) == swa_cell
+    # Unchanged when the target has no full layers (its own split is all-SWA too) or is not
+    # hybrid, and for drafts with full layers.
+    all_swa_target = _hybrid(_attn(0, 2, 16), own.swa, ratio)
+    assert kv_specs.sized_by_target(own, all_swa_target) is own
+    assert kv_specs.sized_by_target(own, _attn(2, 2, 16)) is own
+    assert kv_specs.sized_by_target(target, target) is target
+
+
+def test_mle_constructor_cut_point_is_where_the_phases_expect_it() -> None:
+    calls = init_call_order(MLE_MODULE, "MultiLayerEagleDraftWorker")
+    first = {name: calls.index(name) for name in calls}
+    assert "draft_worker=" in first and "init_lm_head" in first, calls
+    assert (
+        first["draft_worker="]
+        < first["init_lm_head"]
+        < first["req_to_hidden_states_pool="]
+        < first["init_attention_backend"]
+        < first["init_cuda_graphs"]
+    ), calls
+    # Nothing between the cut and the backends that the pool phase does not redo.
+    between = calls[first["init_lm_head"] + 1 : first["init_attention_backend"]]
+    assert set(between) <= {
+        "req_to_hidden_states_pool=",
+        "draft_tp_context=",
+        "draft_tp_context",
+    }, between
+    assert all(method.module == MLE_MODULE for method in multi_layer_eagle.NEW_METHODS)
+    draft = class_defines(MLE_MODULE, "MultiLayerEagleDraftWorker")
+    assert {"init_lm_head", "init_attention_backend", "init_cuda_graphs"} <= draft
