@@ -1,5 +1,6 @@
 """The fault matrix's refused rows on the installed release, with the plugin on: each launch is
-refused in the launcher, with one message, before any rank starts."""
+refused in the launcher, with one message, before any rank starts, and ``plan`` on the same
+flags refuses it in one line with the same words (the verdict table printed after the run)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from harness.checkpoints import llama_family
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
 from harness.launch.multi_rank import assert_ended_cleanly, run_server_to_end
+from harness.matrices.plan_verdicts import VERDICT_PROPERTY, launch_flags, plan_verdict
 from harness.matrices.refused_launches import (
     ALGORITHM,
     REFUSED,
@@ -63,7 +65,11 @@ def refused_cases() -> list[object]:
 
 @pytest.mark.parametrize(("row", "tp"), refused_cases())
 def test_refused_in_the_launcher_before_any_rank_starts(
-    row: str, tp: int, tmp_path: Path, request: pytest.FixtureRequest
+    row: str,
+    tp: int,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     spec = REFUSED[row]
     draft = spec.make_draft(tmp_path)
@@ -87,3 +93,11 @@ def test_refused_in_the_launcher_before_any_rank_starts(
     # Refused in the launcher: no scheduler rank ever started, so nothing was allocated.
     assert run.reports == []
     assert not list(specinit_dir.iterdir())
+    # The planner's verdict on the very launch: refused too, in one line with the same words.
+    planned = plan_verdict(capsys, launch_flags(draft, tp_size=tp, **spec.flags))
+    request.node.user_properties.append(
+        (VERDICT_PROPERTY, (f"{row} tp{tp}", planned.verdict(), "refuses"))
+    )
+    line = planned.refusal_line()
+    for needle in spec.expect:
+        assert needle.format(draft=draft) in line, (needle, line)

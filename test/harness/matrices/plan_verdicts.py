@@ -36,11 +36,20 @@ REFUSED_ON_RANKS = {
 }  # fmt: skip
 
 
+# The user property a live-verdict test records (launch, planner's verdict, live verdict) under;
+# test/shared/conftest.py prints them as one table after the run.
+VERDICT_PROPERTY = "plan_vs_live"
+
+
 @dataclass(frozen=True)
 class Verdict:
     code: int
     out: str
     err: str
+
+    def verdict(self) -> str:
+        """What the planner said: ``refuses`` (exit 2), ``starts`` (a plan), else the exit code."""
+        return {0: "starts", 2: "refuses"}.get(self.code, f"exit {self.code}")
 
     def refusal_line(self) -> str:
         lines = self.err.strip().splitlines()
