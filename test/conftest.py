@@ -1,5 +1,5 @@
-"""Makes ``test/harness`` importable as ``harness`` for every test directory, and keeps the
-``slow`` set out of the default run.
+"""Makes ``test/harness`` importable as ``harness`` for every test directory, keeps the
+``slow`` set out of the default run, and ends a run with its plan-vs-live verdict table.
 
 ``test/`` itself is not a package (pytest's rootdir-relative test ids stay short).
 """
@@ -28,3 +28,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One table of every launch the run started live and also put through ``plan``."""
+    from harness.matrices.plan_verdicts import VERDICT_PROPERTY
+    from harness.releases import installed_row
+
+    rows = [
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for key, value in getattr(report, "user_properties", ())
+        if key == VERDICT_PROPERTY
+    ]
+    if not rows:
+        return
+    row = installed_row()
+    width = max(len(launch) for launch, _, _ in rows)
+    terminalreporter.write_sep("-", f"plan vs live launch, sglang {row.name if row else '?'}")
+    terminalreporter.write_line(f"{'launch':<{width}}  planner  live     same")
+    for launch, planned, live in sorted(rows):
+        same = "yes" if planned == live else "NO"
+        terminalreporter.write_line(f"{launch:<{width}}  {planned:<7}  {live:<7}  {same}")

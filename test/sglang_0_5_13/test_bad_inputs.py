@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, SGLangStartError, cpu_engine
+from harness.matrices.plan_verdicts import VERDICT_PROPERTY, launch_flags, plan_verdict
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
@@ -18,7 +19,11 @@ REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
 
 
 def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
-    tiny_target: Path, tiny_eagle_draft: Path, tmp_path: Path
+    tiny_target: Path,
+    tiny_eagle_draft: Path,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # 2 % of the 256 MiB simulated device is less than the two models' weights.
     fraction = 0.02
@@ -42,7 +47,8 @@ def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
     assert "SpecInitBudgetError" in error
     assert f"--mem-fraction-static={fraction}" in error
     minimum = float(re.search(r"minimum viable (\d+\.\d+)", error).group(1))
-    suggested = float(re.search(r"Pass --mem-fraction-static (\d+\.\d+) or more", error).group(1))
+    suggested_text = re.search(r"Pass --mem-fraction-static (\d+\.\d+) or more", error).group(1)
+    suggested = float(suggested_text)
     assert fraction < minimum <= suggested < minimum + 0.0011
 
     # Failed in the pool phase, after both models loaded, before any pool was allocated.
@@ -55,8 +61,25 @@ def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
     assert not any(c.endswith(".init_memory_pool") for c in callers)
     assert not list(specinit_dir.glob("memory-rank*.json"))
 
+    # ``plan`` on the very launch refuses it too, in one line with the fraction to pass.
+    flags = launch_flags(
+        tiny_eagle_draft, target=tiny_target, algorithm="EAGLE", mem_fraction_static=fraction
+    )
+    planned = plan_verdict(capsys, flags)
+    request.node.user_properties.append(
+        (VERDICT_PROPERTY, ("eagle-fraction-0.02", planned.verdict(), "refuses"))
+    )
+    # The same suggestion: the plan's draft weights are the draft's own (its stored embedding,
+    # named without the ``model.`` prefix, is the target's at run time).
+    assert f"Pass --mem-fraction-static {suggested_text} or more" in planned.refusal_line()
 
-def test_empty_draft_directory_names_the_flag(tiny_target: Path, tmp_path: Path) -> None:
+
+def test_empty_draft_directory_names_the_flag(
+    tiny_target: Path,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     empty = tmp_path / "empty-draft"
     empty.mkdir()
     with (
@@ -76,3 +99,10 @@ def test_empty_draft_directory_names_the_flag(tiny_target: Path, tmp_path: Path)
     # Refused while parsing the arguments: no scheduler (hence no pool) was ever started.
     assert failure.value.reports == []
     assert "Unrecognized model" not in message
+
+    planned = plan_verdict(capsys, launch_flags(empty, target=tiny_target, algorithm="EAGLE"))
+    request.node.user_properties.append(
+        (VERDICT_PROPERTY, ("eagle-empty-draft-dir", planned.verdict(), "refuses"))
+    )
+    line = planned.refusal_line()
+    assert "--speculative-draft-model-path" in line and str(empty) in line, line

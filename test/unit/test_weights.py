@@ -91,6 +91,11 @@ def test_separate_draft_split() -> None:
     # The stored embedding moves to shared; the head the checkpoint lacks is estimated (50).
     split = split_separate_draft(target, draft, (EMBED, LM_HEAD), {EMBED: 999, LM_HEAD: 50})
     assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (1000, 200, 150)
+    # An EAGLE checkpoint stores its embedding as ``embed_tokens.weight`` (the loader adds the
+    # ``model.`` prefix): the same tensor, so the same split.
+    bare = CheckpointSizes(total_bytes=300, source="d", tensor_bytes={"embed_tokens.weight": 100})
+    split = split_separate_draft(target, bare, (EMBED, LM_HEAD), {EMBED: 999, LM_HEAD: 50})
+    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (1000, 200, 150)
 
 
 def test_mtp_split_from_target_checkpoint() -> None:

@@ -168,7 +168,11 @@ def split_separate_draft(
     draft_bytes = draft.total_bytes
     shared = 0
     for name in shared_names:
+        # EAGLE checkpoints often store their tensors without the ``model.`` prefix the draft
+        # model's loader adds back.
         stored = draft.tensor(name)
+        if stored is None:
+            stored = draft.tensor(name.removeprefix("model."))
         if stored is not None:
             draft_bytes -= stored
             shared += stored

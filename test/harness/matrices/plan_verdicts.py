@@ -37,7 +37,7 @@ REFUSED_ON_RANKS = {
 
 
 # The user property a live-verdict test records (launch, planner's verdict, live verdict) under;
-# test/shared/conftest.py prints them as one table after the run.
+# test/conftest.py prints them as one table after the run.
 VERDICT_PROPERTY = "plan_vs_live"
 
 
@@ -58,12 +58,14 @@ class Verdict:
         return lines[0]
 
 
-def launch_flags(draft: Path, **flags: Any) -> list[str]:
-    """The live row's ``launch_server`` flags (the fault matrices' TP 1 launch)."""
+def launch_flags(
+    draft: Path, *, target: Path | None = None, algorithm: str = ALGORITHM, **flags: Any
+) -> list[str]:
+    """The live row's ``launch_server`` flags (default: the fault matrices' TP 1 launch)."""
     kwargs = engine.cpu_engine_kwargs(
-        llama_family.tiny_llama_target(),
+        target or llama_family.tiny_llama_target(),
         draft_model_path=draft,
-        algorithm=ALGORITHM,
+        algorithm=algorithm,
         skip_server_warmup=True,
         **{**SPEC_FLAGS, **flags},
     )
