@@ -15,6 +15,7 @@ import pytest
 from harness.launch.engine import DEFAULT_CAPACITY_BYTES, ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.matrices import fidelity
 from harness.matrices.fidelity import ROWS, Row
+from harness.matrices.plan_verdicts import VERDICT_PROPERTY
 from harness.reports.config_snapshot import snapshot_differences
 from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.reports.report_reading import REPORT_DIR_ENV, read_breakdown, runners
@@ -156,9 +157,13 @@ def test_d_engine_comes_up_through_the_four_phases(
 
 
 @by_engine_key(ENGINE_ROWS)
-def test_d_plan_equals_server(engines: Callable[[str], Launch], row: Row) -> None:
+def test_d_plan_equals_server(
+    engines: Callable[[str], Launch], row: Row, request: pytest.FixtureRequest
+) -> None:
     run = engines(row.key)
     planned = _plan(row, run)
+    # The Engine came up and plan_for_server held plan to exit 0: a row of the verdict table.
+    request.node.user_properties.append((VERDICT_PROPERTY, (row.key, "starts", "starts")))
     differing = {
         key: (planned[key], run.breakdown[key])
         for key in PLAN_KEYS

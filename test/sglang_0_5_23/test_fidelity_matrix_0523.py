@@ -15,6 +15,7 @@ from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, LaunchKind, la
 from harness.matrices import fidelity_0523
 from harness.matrices.fidelity import Row
 from harness.matrices.fidelity_0523 import ROWS
+from harness.matrices.plan_verdicts import VERDICT_PROPERTY
 from harness.reports.config_snapshot import snapshot_differences
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 3)]
@@ -220,12 +221,17 @@ def test_d_engine_fills_the_budget(engine_runs, row: Row, kind: str) -> None:
 
 
 @pytest.mark.parametrize(("row", "kind"), _engine_params(stock_too=False))
-def test_d_plan_equals_server(engine_runs, row: Row, kind: str) -> None:
+def test_d_plan_equals_server(
+    engine_runs, row: Row, kind: str, request: pytest.FixtureRequest
+) -> None:
     _same_pair(row, kind)
     run = engine_runs(kind, True)
     planned = fidelity_0523.plan_for_server(
         row, launch_kwargs(kind), run.memory, DEFAULT_CAPACITY_BYTES
     )
+    # The server came up and plan_for_server held plan to exit 0: a row of the verdict table.
+    launch = row.key if kind == row.key else f"{row.key} ({kind})"
+    request.node.user_properties.append((VERDICT_PROPERTY, (launch, "starts", "starts")))
     differing = {
         key: (planned[key], run.memory[key])
         for key in PLAN_KEYS
