@@ -217,6 +217,18 @@ MUTANTS: tuple[Mutant, ...] = (
         (f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",),
         (f"test/sglang_0_5_23/test_multi_rank_0523.py::{_TIGHTEST}",),
     ),
+    Mutant(
+        "eagle-bare-embedding-counted-as-draft",
+        "planner/weights.py",
+        '            stored = draft.tensor(name.removeprefix("model."))\n',
+        "            pass\n",
+        ".venv",
+        (
+            "test/unit/test_weights.py::test_separate_draft_split",
+            "test/sglang_0_5_13/test_bad_inputs.py::"
+            "test_fraction_below_minimum_viable_is_refused_with_a_suggestion",
+        ),
+    ),
 )
 
 BY_NAME = {m.name: m for m in MUTANTS}
