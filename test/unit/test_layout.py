@@ -127,13 +127,6 @@ def test_the_release_reader_sees_every_spelling():
     assert _release_mentions('__version__ = "0.1.0"\nx = (0, 6)\n') == []
 
 
-# Core imports some served releases lack (measured in 0.5.13 - 0.5.15 and 0.5.20 - 0.5.23):
-# modules of code only older generations run. The lead empties this as they move.
-_IMPORTS_NOT_YET = {
-    "sglang.srt.server_args_config_parser.ConfigArgumentMerger",  # dataclass_args
-}
-
-
 def _sglang_imports(source: str) -> set[str]:
     """``sglang.*`` modules (or ``module.name`` of a ``from`` import) ``source`` imports."""
     found: set[str] = set()
@@ -176,9 +169,7 @@ def test_core_imports_only_what_the_installed_release_has():
         if _adapter_of(p) is None
         for name in _sglang_imports(p.read_text())
     }
-    missing = {name for name in imported if _missing_in(root, name)}
-    assert missing <= _IMPORTS_NOT_YET
-    assert _IMPORTS_NOT_YET <= imported
+    assert {name for name in imported if _missing_in(root, name)} == set()
 
 
 def test_the_import_reader_sees_a_missing_module(tmp_path: Path):

@@ -14,10 +14,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sglang_specinit.model_facts import own_hf_config
-from sglang_specinit.planner.inputs import PlanError, RaisingParser
+from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.replay import (
     CPU_ENGINE_ENV,
     build_model_config,
+    parse_launch_flags,
     refuse_unpriced_model,
     released,
 )
@@ -123,14 +124,9 @@ def refuse_speculative_pp(spec_args: Any, release: str) -> None:
 class FieldServerArgsReplay:
     """``launch_server``'s parser, into a ``ServerArgs`` whose ``__post_init__`` is skipped."""
 
+    def config_merger(self) -> Any:
+        """The release's ``ConfigArgumentMerger`` class."""
+        raise NotImplementedError
+
     def parse_launch(self, launch: Sequence[str]) -> Any:
-        from sglang.srt.server_args import ServerArgs
-
-        parser = RaisingParser(prog="sglang-specinit plan")
-        ServerArgs.add_cli_args(parser)
-        argv = list(launch)
-        if "--config" in argv:
-            from sglang.srt.server_args_config_parser import ConfigArgumentMerger
-
-            argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
-        return inert_server_args(parser.parse_args(argv))
+        return inert_server_args(parse_launch_flags(launch, self.config_merger()))

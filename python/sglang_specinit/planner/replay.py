@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from sglang_specinit.budget import BudgetError, BudgetInputs, KVSpec, PoolPlan
 from sglang_specinit.model_facts import is_linear_attention_hybrid
 from sglang_specinit.planner.gpus import DeviceSpec
-from sglang_specinit.planner.inputs import PlanError
+from sglang_specinit.planner.inputs import PlanError, RaisingParser
 
 # SGLang's is_cpu() reads this variable.
 CPU_ENGINE_ENV = "SGLANG_USE_CPU_ENGINE"
@@ -140,6 +140,19 @@ def installed_release() -> str:
     from sglang_specinit.compat import installed_sglang_version
 
     return str(installed_sglang_version())
+
+
+def parse_launch_flags(launch: Sequence[str], config_merger: Any) -> Any:
+    """``launch_server``'s parser on ``launch``, with ``--config`` merged by the release's
+    ``ConfigArgumentMerger`` (``config_merger``: its module is the adapter's to name)."""
+    from sglang.srt.server_args import ServerArgs
+
+    parser = RaisingParser(prog="sglang-specinit plan")
+    ServerArgs.add_cli_args(parser)
+    argv = list(launch)
+    if "--config" in argv:
+        argv = config_merger(parser).merge_config_with_args(argv)
+    return parser.parse_args(argv)
 
 
 class InstalledReleaseReplay:

@@ -91,6 +91,11 @@ def stock_plan_0_5_14(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> P
 class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
     """0.5.13.x's parser and speculative hook; the release's own fraction, KV dtype and pools."""
 
+    def config_merger(self) -> Any:
+        from sglang.srt.server_args_config_parser import ConfigArgumentMerger
+
+        return ConfigArgumentMerger
+
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
         with planned_cpu_engine(server_args.device):
             target_mc = target_model_config(server_args)

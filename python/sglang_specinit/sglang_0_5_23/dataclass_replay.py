@@ -107,6 +107,11 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
 
     prices_deepseek_v4 = False
 
+    def config_merger(self) -> Any:
+        from sglang.srt.server_args_config_parser import ConfigArgumentMerger
+
+        return ConfigArgumentMerger
+
     def parse_launch(self, launch: Any) -> Any:
         return FieldServerArgsReplay.parse_launch(self, launch)
 

@@ -16,7 +16,7 @@ from typing import Any
 from sglang_specinit.budget import BudgetInputs, PoolPlan
 from sglang_specinit.model_facts import kv_dtype_name, own_hf_config
 from sglang_specinit.planner.gpus import DeviceSpec
-from sglang_specinit.planner.inputs import PlanError, RaisingParser
+from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.replay import (
     InstalledReleaseReplay,
     PoolPrices,
@@ -24,6 +24,7 @@ from sglang_specinit.planner.replay import (
     duplicates_note,
     installed_release,
     kv_cache_quant_algo,
+    parse_launch_flags,
     refuse_unpriced_model,
     short_reserve_note,
 )
@@ -99,17 +100,15 @@ class Replay0523(InstalledReleaseReplay):
 
     prices_deepseek_v4 = True
 
+    def config_merger(self) -> Any:
+        from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
+
+        return ConfigArgumentMerger
+
     def parse_launch(self, launch: Sequence[str]) -> Any:
         from sglang.srt.server_args import ServerArgs
 
-        parser = RaisingParser(prog="sglang-specinit plan")
-        ServerArgs.add_cli_args(parser)
-        argv = list(launch)
-        if "--config" in argv:
-            from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
-
-            argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
-        server_args = ServerArgs.from_cli_args(parser.parse_args(argv))
+        server_args = ServerArgs.from_cli_args(parse_launch_flags(launch, self.config_merger()))
         if server_args.device is None:
             server_args.device = "cuda"
         return server_args
