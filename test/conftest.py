@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,25 +31,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def plan_every_started_launch(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test, ``plan`` on every launch it brought up with the plugin on: the planner
+    must plan it (a launch that started is never refused), and the pair joins the table."""
+    yield
+    if "harness.launch.started_launches" not in sys.modules:
+        return  # this process never launched anything
+    from harness.matrices.plan_verdicts import (
+        VERDICT_PROPERTY,
+        assert_planned_like_started,
+        started_launches,
+    )
+
+    for launch in started_launches():
+        planned = assert_planned_like_started(launch)
+        request.node.user_properties.append(
+            (VERDICT_PROPERTY, (launch.label, planned.verdict(), "starts"))
+        )
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """One table of every launch the run started live and also put through ``plan``."""
     from harness.matrices.plan_verdicts import VERDICT_PROPERTY
     from harness.releases import installed_row
 
-    rows = [
-        value
-        for reports in terminalreporter.stats.values()
-        for report in reports
-        if getattr(report, "when", None) == "call"
-        for key, value in getattr(report, "user_properties", ())
-        if key == VERDICT_PROPERTY
-    ]
+    rows = sorted(
+        {
+            # A list after xdist's round trip; in every phase's report once appended.
+            tuple(value)
+            for reports in terminalreporter.stats.values()
+            for report in reports
+            for key, value in getattr(report, "user_properties", ())
+            if key == VERDICT_PROPERTY
+        }
+    )
     if not rows:
         return
     row = installed_row()
     width = max(len(launch) for launch, _, _ in rows)
     terminalreporter.write_sep("-", f"plan vs live launch, sglang {row.name if row else '?'}")
     terminalreporter.write_line(f"{'launch':<{width}}  planner  live     same")
-    for launch, planned, live in sorted(rows):
+    for launch, planned, live in rows:
         same = "yes" if planned == live else "NO"
         terminalreporter.write_line(f"{launch:<{width}}  {planned:<7}  {live:<7}  {same}")
+    same = sum(planned == live for _, planned, live in rows)
+    terminalreporter.write_line(f"{len(rows)} launches, the same verdict in {same}")

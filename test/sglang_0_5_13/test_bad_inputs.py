@@ -23,7 +23,6 @@ def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
     tiny_eagle_draft: Path,
     tmp_path: Path,
     request: pytest.FixtureRequest,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # 2 % of the 256 MiB simulated device is less than the two models' weights.
     fraction = 0.02
@@ -65,7 +64,7 @@ def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
     flags = launch_flags(
         tiny_eagle_draft, target=tiny_target, algorithm="EAGLE", mem_fraction_static=fraction
     )
-    planned = plan_verdict(capsys, flags)
+    planned = plan_verdict(flags)
     request.node.user_properties.append(
         (VERDICT_PROPERTY, ("eagle-fraction-0.02", planned.verdict(), "refuses"))
     )
@@ -78,7 +77,6 @@ def test_empty_draft_directory_names_the_flag(
     tiny_target: Path,
     tmp_path: Path,
     request: pytest.FixtureRequest,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     empty = tmp_path / "empty-draft"
     empty.mkdir()
@@ -100,7 +98,7 @@ def test_empty_draft_directory_names_the_flag(
     assert failure.value.reports == []
     assert "Unrecognized model" not in message
 
-    planned = plan_verdict(capsys, launch_flags(empty, target=tiny_target, algorithm="EAGLE"))
+    planned = plan_verdict(launch_flags(empty, target=tiny_target, algorithm="EAGLE"))
     request.node.user_properties.append(
         (VERDICT_PROPERTY, ("eagle-empty-draft-dir", planned.verdict(), "refuses"))
     )

@@ -1,6 +1,7 @@
 """The fault matrix's refused rows on the installed release, with the plugin on: each launch is
 refused in the launcher, with one message, before any rank starts, and ``plan`` on the same
-flags refuses it in one line with the same words (the verdict table printed after the run)."""
+flags refuses it in one line with the same words (the verdict table printed after the run).
+Launches SGLang refuses by itself are refused by ``plan`` too, in one line."""
 
 from __future__ import annotations
 
@@ -10,10 +11,16 @@ import pytest
 from harness.checkpoints import llama_family
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
 from harness.launch.multi_rank import assert_ended_cleanly, run_server_to_end
-from harness.matrices.plan_verdicts import VERDICT_PROPERTY, launch_flags, plan_verdict
+from harness.matrices.plan_verdicts import (
+    VERDICT_PROPERTY,
+    launch_flags,
+    plan_verdict,
+    rows_of_this_generation,
+)
 from harness.matrices.refused_launches import (
     ALGORITHM,
     REFUSED,
+    REFUSED_BY_SGLANG,
     SPEC_FLAGS,
     assert_refused_by_the_launcher,
 )
@@ -25,20 +32,13 @@ pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 BOUND_S = float(ENGINE_TIMEOUT_S)
 
 # Every row's check and message are unit-tested without a launch (test/unit/test_launch_checks.py).
-# End to end one launch costs the launcher's imports, so CI runs, per generation, the rows at
-# the TP sizes below; the rest of the matrix runs with SPECINIT_TEST_SLOW=1. 0.5.13: one file
-# row and the two rows stock would otherwise start on a CPU device (fraction 1.5: refused only
-# later, in the scheduler; a draft of another width: fails on its first speculative forward) at
-# TP 1, one flag row at TP 2 (a refusal in the launcher happens before any rank exists, so TP
-# only changes the flag); 0.5.23: the two rows issue 15 reported (a file row and a flag row).
+# End to end one launch costs only the launcher's imports, so CI runs every row at TP 1 on each
+# generation (the plan-vs-live table's refused rows) and, on 0.5.13, one flag row at TP 2 (a
+# refusal in the launcher happens before any rank exists, so TP only changes the flag); the
+# other TP 2 rows run with SPECINIT_TEST_SLOW=1.
 IN_CI = {
-    "sglang_0_5_13": {
-        ("truncated-draft-shard", 1),
-        ("mem-fraction-1.5", 1),
-        ("draft-hidden-size", 1),
-        ("mem-fraction-0", 2),
-    },
-    "sglang_0_5_23": {("truncated-draft-shard", 1), ("mem-fraction-1.5", 1)},
+    "sglang_0_5_13": {*((name, 1) for name in REFUSED), ("mem-fraction-0", 2)},
+    "sglang_0_5_23": {(name, 1) for name in REFUSED},
 }
 TP_SIZES = {"sglang_0_5_13": (1, 2), "sglang_0_5_23": (1,)}
 
@@ -69,7 +69,6 @@ def test_refused_in_the_launcher_before_any_rank_starts(
     tp: int,
     tmp_path: Path,
     request: pytest.FixtureRequest,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     spec = REFUSED[row]
     draft = spec.make_draft(tmp_path)
@@ -94,10 +93,33 @@ def test_refused_in_the_launcher_before_any_rank_starts(
     assert run.reports == []
     assert not list(specinit_dir.iterdir())
     # The planner's verdict on the very launch: refused too, in one line with the same words.
-    planned = plan_verdict(capsys, launch_flags(draft, tp_size=tp, **spec.flags))
+    planned = plan_verdict(launch_flags(draft, tp_size=tp, **spec.flags))
     request.node.user_properties.append(
         (VERDICT_PROPERTY, (f"{row} tp{tp}", planned.verdict(), "refuses"))
     )
     line = planned.refusal_line()
     for needle in spec.expect:
         assert needle.format(draft=draft) in line, (needle, line)
+
+
+@pytest.mark.parametrize("row", rows_of_this_generation(REFUSED_BY_SGLANG))
+def test_what_sglang_refuses_the_planner_refuses(
+    row: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    spec = REFUSED_BY_SGLANG[row]
+    target, draft = spec.make_target(tmp_path), spec.make_draft(tmp_path)
+    run = run_server_to_end(
+        target,
+        tmp_path / "run",
+        bound_s=BOUND_S,
+        draft_model_path=draft,
+        algorithm=spec.algorithm,
+        **SPEC_FLAGS,
+        **spec.flags,
+    )
+    assert_ended_cleanly(run)  # a non-zero exit, nothing left running
+    assert spec.live in run.log, run.log[-3000:]
+    flags = launch_flags(draft, target=target, algorithm=spec.algorithm, **spec.flags)
+    planned = plan_verdict(flags)
+    request.node.user_properties.append((VERDICT_PROPERTY, (row, planned.verdict(), "refuses")))
+    assert spec.planned in planned.refusal_line()

@@ -90,6 +90,30 @@ def check_parallel_layout(server_args: Any) -> None:
         )
 
 
+# Draft decode backends whose multi-step class reads its first per-step backend when built: with
+# no draft step it has none, and every rank fails to start (fa3's builds an empty list).
+_BACKENDS_NEEDING_A_DRAFT_STEP = ("triton", "flashinfer", "aiter")
+
+
+def check_draft_steps(server_args: Any) -> None:
+    """An EAGLE-worker launch with ``--speculative-num-steps 0`` fails on every rank when its
+    draft decode backend needs a step (later releases build no backend for 0 steps)."""
+    algorithm = server_args.speculative_algorithm
+    if algorithm not in ("EAGLE", "EAGLE3", "STANDALONE") or server_args.speculative_num_steps != 0:
+        return
+    backend = (
+        server_args.speculative_draft_attention_backend
+        or server_args.decode_attention_backend
+        or server_args.attention_backend
+    )
+    if backend in _BACKENDS_NEEDING_A_DRAFT_STEP:
+        raise PlanError(
+            f"--speculative-num-steps 0: the {backend} draft decode backend of sglang "
+            "0.5.13.post1 needs a draft step, so every rank fails to start; pass "
+            "--speculative-num-steps 1 or more"
+        )
+
+
 def stock_plan_0_5_13(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> PoolPlan:
     """Stock 0.5.13.x's plan by its own sizing on the unloaded target runner
     (:func:`~sglang_specinit.runner_sizing.unloaded_runner.runner_stock_plan`): the target's pool is
@@ -128,6 +152,7 @@ class Replay0513(FieldServerArgsReplay):
             spec_args = resolve_speculative(server_args)
             attn_tp = attention_tp_size(spec_args)
             check_parallel_layout(spec_args)
+            check_draft_steps(spec_args)
         return ResolvedLaunch(
             args=spec_args,
             config_source=spec_args,

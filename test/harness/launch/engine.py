@@ -29,6 +29,7 @@ from harness.launch.server_process import (
     sglang_process_env,
 )
 from harness.launch.sglang_release import graphs_off_kwargs, release_tuple
+from harness.launch.started_launches import note_started
 from harness.reports import live_reports, scheduler_report
 
 DEFAULT_CAPACITY_BYTES = 256 << 20
@@ -265,6 +266,7 @@ def cpu_engine(
                 reports=handle.scheduler_reports(),
             )
         handle.startup_s = time.monotonic() - started
+        note_started(kwargs, env, capacity_bytes)
         yield handle
     finally:
         if graceful_shutdown:
@@ -289,7 +291,8 @@ def _stop_engine(handle: EngineHandle) -> None:
 
 
 def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
-    """``ServerArgs`` kwargs to ``launch_server`` flags (``True`` -> bare flag, None dropped)."""
+    """``ServerArgs`` kwargs to ``launch_server`` flags (``True`` -> bare flag, None dropped,
+    structured values as JSON)."""
     argv: list[str] = []
     for key, value in kwargs.items():
         flag = "--" + key.replace("_", "-")
@@ -297,6 +300,10 @@ def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
             continue
         if value is True:
             argv.append(flag)
+        elif isinstance(value, dict) or (
+            isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list)) for v in value)
+        ):
+            argv += [flag, json.dumps(value)]  # a JSON flag (e.g. --forward-hooks)
         elif isinstance(value, (list, tuple)):
             argv += [flag, *map(str, value)]
         else:
@@ -348,6 +355,7 @@ def cpu_server(
         with running_server(
             argv, env=env, files=files, startup_timeout_s=startup_timeout_s, grace_s=3.0
         ) as handle:
+            note_started(kwargs, env, capacity_bytes)
             yield handle
     finally:
         live_reports.keep_live_reports(env, files.work_dir.name)

@@ -1,27 +1,65 @@
-"""``sglang-specinit plan`` on the launches the live matrices start: the same ``launch_server``
+"""``sglang-specinit plan`` on the launches the live tests run: the same ``launch_server``
 flags (``harness.launch.engine.cpu_engine_kwargs``) plus the simulated device's capacity, so
-that the planner's verdict (exit 2 and one line, or a plan) can be held to the launch's."""
+that the planner's verdict (exit 2 and one line, or a plan) can be held to the launch's.
+
+Every launch that comes up with the plugin on is noted by the launch helpers
+(``harness.launch.started_launches``); test/conftest.py plans each one after the test that
+started it, and prints the table."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from harness.checkpoints import llama_family
 from harness.launch import engine
-from harness.matrices.refused_launches import ALGORITHM, REFUSED, SPEC_FLAGS, Row, intact_draft
+from harness.launch.started_launches import drain_started
+from harness.matrices.refused_launches import (
+    ALGORITHM,
+    NO_DRAFT_STEP,
+    REFUSED,
+    SPEC_FLAGS,
+    Row,
+    intact_draft,
+    target_without_head_count,
+)
 
-# Launches the server starts: the fault matrices' launch with nothing wrong, at page 1 and 16,
-# and at TP 3, whose 4 heads device cpu pads (SGLang's unaligned CPU TP; on CUDA every rank's
-# Llama asserts the split, and the planner refuses it there: test_plan_cli).
+
+@dataclass(frozen=True)
+class Starting:
+    """A launch the server starts (measured live): its flags on the fault matrices' pair, its
+    target, and whether CI launches it (else only with SPECINIT_TEST_SLOW=1)."""
+
+    flags: dict[str, Any]
+    make_target: Callable[[Path], Path] = lambda _: llama_family.tiny_llama_target()
+    in_ci: bool = True
+    # The generations (adapters) whose releases start it.
+    adapters: tuple[str, ...] = ("sglang_0_5_13", "sglang_0_5_23")
+
+
+# The fault matrices' launch with nothing wrong, at page 1 and 16; odd launches that start (no
+# draft steps; a config without its head count); TP 3, whose heads device cpu pads (SGLang's
+# unaligned CPU TP; on CUDA every rank's Llama asserts the split, and the planner refuses it
+# there: test_plan_cli).
 STARTS = {
-    "intact-eagle3-pair": {},
-    "page-size-16": {"page_size": 16},
-    "tp-3-on-cpu": {"tp_size": 3},
+    "intact-eagle3-pair": Starting({}, in_ci=False),
+    "page-size-16": Starting({"page_size": 16}),
+    "num-steps-0-topk-1": Starting(NO_DRAFT_STEP, adapters=("sglang_0_5_23",)),
+    "no-num-attention-heads": Starting({}, target_without_head_count),
+    "tp-3-on-cpu": Starting({"tp_size": 3}, in_ci=False),
 }
+
+
+def rows_of_this_generation(table: Mapping[str, Any]) -> list[str]:
+    """The table's rows whose verdict holds on the installed release's generation."""
+    from harness.releases import installed_row
+
+    adapter = getattr(installed_row(), "adapter", None)
+    return sorted(name for name, spec in table.items() if adapter in spec.adapters)
 
 
 # Launches the server refuses on its ranks, after the launcher: (flags, what the line says).
@@ -59,7 +97,7 @@ class Verdict:
 
 
 def launch_flags(
-    draft: Path, *, target: Path | None = None, algorithm: str = ALGORITHM, **flags: Any
+    draft: Path | None, *, target: Path | None = None, algorithm: str = ALGORITHM, **flags: Any
 ) -> list[str]:
     """The live row's ``launch_server`` flags (default: the fault matrices' TP 1 launch)."""
     kwargs = engine.cpu_engine_kwargs(
@@ -72,41 +110,88 @@ def launch_flags(
     return engine.server_args_to_cli(kwargs)
 
 
-def plan_verdict(capsys: pytest.CaptureFixture[str], argv: list[str]) -> Verdict:
+def plan_verdict(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_BYTES) -> Verdict:
     """``plan`` in this process on the launch's flags, for the simulated device."""
     from sglang_specinit.planner.cli import main
 
-    capsys.readouterr()
-    capacity = str(engine.DEFAULT_CAPACITY_BYTES)
-    # The simulated device is empty before the weights load (no CUDA context to allow for).
-    code = main(["plan", *argv, "--device-memory", capacity, "--pre-load-free-bytes", capacity])
-    out, err = capsys.readouterr()
-    return Verdict(code, out, err)
+    out, err = io.StringIO(), io.StringIO()
+    capacity = str(capacity_bytes)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        # The simulated device is empty before the weights load (no CUDA context to allow for).
+        code = main(["plan", *argv, "--device-memory", capacity, "--pre-load-free-bytes", capacity])
+    return Verdict(code, out.getvalue(), err.getvalue())
 
 
-def assert_refused_like_the_launcher(
-    capsys: pytest.CaptureFixture[str], name: str, tmp_path: Path
-) -> str:
+@dataclass(frozen=True)
+class StartedLaunch:
+    """A launch that came up live with the plugin on: what ``plan`` is given to predict it."""
+
+    label: str
+    argv: tuple[str, ...]
+    capacity_bytes: int
+
+
+def _label(kwargs: Mapping[str, Any]) -> str:
+    """The launch in a few words: algorithm, checkpoints, and every flag the defaults lack."""
+    algorithm = kwargs.get("speculative_algorithm")
+    draft = kwargs.get("speculative_draft_model_path")
+    defaults = engine.cpu_engine_kwargs(
+        kwargs["model_path"], draft_model_path=draft, algorithm=algorithm
+    )
+    models = " + ".join(_checkpoint(path) for path in (kwargs["model_path"], draft) if path)
+    changed = [
+        f"{key}={value}" if len(str(value)) <= 24 else f"{key}=..."
+        for key, value in kwargs.items()
+        if key != "skip_server_warmup" and defaults.get(key) != value
+    ]
+    return " ".join([algorithm or "no-draft", models, *changed])
+
+
+def _checkpoint(path: str) -> str:
+    """A tiny checkpoint's directory name with its shape hash cut to 4 digits."""
+    stem, _, digest = Path(path).name.rpartition("-")
+    return f"{stem}-{digest[:4]}" if stem and len(digest) == 12 else Path(path).name
+
+
+def started_launches() -> list[StartedLaunch]:
+    """The launches that came up with the plugin on since the last call, as ``plan`` gets them."""
+    return [
+        StartedLaunch(_label(kwargs), tuple(engine.server_args_to_cli(kwargs)), capacity)
+        for kwargs, capacity in drain_started()
+    ]
+
+
+def assert_planned_like_started(launch: StartedLaunch) -> Verdict:
+    """The planner plans a launch the server started (exit 0, a table), never refuses it."""
+    planned = plan_verdict(list(launch.argv), launch.capacity_bytes)
+    assert planned.code == 0, (launch.label, planned.err[-3000:])
+    assert "tokens" in planned.out, planned.out
+    return planned
+
+
+def assert_refused_like_the_launcher(name: str, tmp_path: Path) -> str:
     """The row's plan is refused in one line carrying every needle the launcher's line must."""
     row: Row = REFUSED[name]
     draft = row.make_draft(tmp_path)
-    line = plan_verdict(capsys, launch_flags(draft, **row.flags)).refusal_line()
+    line = plan_verdict(launch_flags(draft, **row.flags)).refusal_line()
     for needle in row.expect:
         assert needle.format(draft=draft) in line, (needle, line)
     return line
 
 
-def assert_refused_on_ranks(capsys: pytest.CaptureFixture[str], name: str, tmp_path: Path) -> str:
+def assert_refused_on_ranks(name: str, tmp_path: Path) -> str:
     flags, needles = REFUSED_ON_RANKS[name]
-    line = plan_verdict(capsys, launch_flags(intact_draft(tmp_path), **flags)).refusal_line()
+    line = plan_verdict(launch_flags(intact_draft(tmp_path), **flags)).refusal_line()
     for needle in needles:
         assert needle in line, (needle, line)
     return line
 
 
-def assert_planned(capsys: pytest.CaptureFixture[str], name: str, tmp_path: Path) -> str:
+def assert_planned(name: str, tmp_path: Path) -> str:
     """A launch the server starts is planned (exit 0, a table), never refused."""
-    verdict = plan_verdict(capsys, launch_flags(intact_draft(tmp_path), **STARTS[name]))
+    spec = STARTS[name]
+    target = spec.make_target(tmp_path)
+    verdict = plan_verdict(launch_flags(intact_draft(tmp_path), target=target, **spec.flags))
     assert verdict.code == 0, verdict.err[-3000:]
     assert "tokens" in verdict.out, verdict.out
     return verdict.out

@@ -1,15 +1,17 @@
 """The refused-launch rows of the fault matrices (0.5.13.post1 and 0.5.23): how to build each
-row's bad draft or flags, and what its one-line message must say."""
+row's bad draft or flags, and what its one-line message must say; and the launches SGLang itself
+refuses (no check of the plugin's), with what the launch's log and the planner's line say."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints import eagle_drafts
+from harness.checkpoints import eagle_drafts, llama_family
 from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.launch.processes import rank_log_lines
 
@@ -114,3 +116,71 @@ def assert_refused_by_the_launcher(log: str, row: Row, draft: Path) -> str:
     assert "check_server_args" in traceback.rsplit("in _launch_subprocesses", 1)[1], traceback
     assert set(rank_log_lines(log)) == {"launcher"}, sorted(rank_log_lines(log))
     return message
+
+
+def target_without_architectures(tmp_path: Path) -> Path:
+    """The tiny target with its config's ``architectures`` list removed."""
+    target = tmp_path / "target"
+    shutil.copytree(llama_family.tiny_llama_target(), target)
+    config_path = target / "config.json"
+    config = json.loads(config_path.read_text())
+    del config["architectures"]
+    config_path.write_text(json.dumps(config))
+    return target
+
+
+def target_without_head_count(tmp_path: Path) -> Path:
+    """A tiny target of 32 heads whose config leaves ``num_attention_heads`` out: the config
+    class's default (32) fills it in, as for a Llama-3-8B config with the key deleted."""
+    target = tmp_path / "target"
+    shape = replace(llama_family.DEFAULT_TARGET, heads=32, head_dim=2)
+    shutil.copytree(llama_family.tiny_llama_target(shape), target)
+    config_path = target / "config.json"
+    config = json.loads(config_path.read_text())
+    del config["num_attention_heads"]
+    config_path.write_text(json.dumps(config))
+    return target
+
+
+def missing_draft(tmp_path: Path) -> Path:
+    return tmp_path / "no-such-draft"
+
+
+@dataclass(frozen=True)
+class StockRefusal:
+    """A launch SGLang refuses by itself: its checkpoints and flags, a needle of the launch's
+    error line, and one of the planner's line."""
+
+    live: str
+    planned: str
+    make_draft: Callable[[Path], Path | None] = intact_draft
+    make_target: Callable[[Path], Path] = lambda _: llama_family.tiny_llama_target()
+    algorithm: str = ALGORITHM
+    flags: dict[str, Any] = field(default_factory=dict)
+    # The generations (adapters) whose releases refuse it; another may start it.
+    adapters: tuple[str, ...] = ("sglang_0_5_13", "sglang_0_5_23")
+
+
+# No draft step: 0.5.13's triton draft decode backend fails on every rank (IndexError, stock
+# too); 0.5.23 builds no multi-step backend for it and starts (plan_verdicts.STARTS).
+NO_DRAFT_STEP = {"speculative_num_steps": 0, "speculative_num_draft_tokens": 1}
+
+REFUSED_BY_SGLANG = {
+    "unknown-flag": StockRefusal(
+        "unrecognized arguments: --no-such-flag",
+        "unrecognized arguments: --no-such-flag",
+        flags={"no_such_flag": True},
+    ),
+    "target-without-architectures": StockRefusal(
+        "TypeError", "has no 'architectures' list", make_target=target_without_architectures
+    ),
+    "draft-path-missing": StockRefusal(
+        "no-such-draft", "--speculative-draft-model-path", make_draft=missing_draft
+    ),
+    "num-steps-0-topk-1": StockRefusal(
+        "IndexError",
+        "--speculative-num-steps 1 or more",
+        flags=NO_DRAFT_STEP,
+        adapters=("sglang_0_5_13",),
+    ),
+}
