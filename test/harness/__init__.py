@@ -11,9 +11,8 @@ Each sub-package's ``__init__`` says what every module does; by job:
     ``sgl_kernel_stub/``.
 ``reports`` (what the scheduler saw): ``scheduler_report``, ``report_reading``,
     ``live_reports``, ``device_probe``, ``fidelity_tensors``, ``config_snapshot``.
-``matrices`` (launch matrices' rows and probes): ``fidelity``, ``fidelity_0523``,
-    ``dsv4_flash``, ``step_aside``, ``fidelity_probe``, ``fidelity_probe_0523``,
-    ``refused_launches``, ``plan_verdicts``.
+``matrices`` (launch matrices' rows and probes): ``fidelity``, ``dsv4_flash``,
+    ``step_aside``, ``fidelity_probe``, ``refused_launches``, ``plan_verdicts``.
 ``gpu`` (the GPU suite): ``gpu_cases``, ``gpu_preflight``, ``gpu_summary``, ``gpu_verdict``,
     ``device_memory``, ``load``, ``spec_metrics``, ``gpu_release``, ``storage_identity``,
     ``case_report``, ``server_env``, ``dry_run``, ``case_verdict``, ``broken_plugins``,

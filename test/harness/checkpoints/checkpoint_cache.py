@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -15,6 +16,10 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_CACHE_ROOT = REPO_ROOT / ".cache" / "tiny-models"
 CACHE_ENV = "SPECINIT_TINY_MODEL_CACHE"
+# One writer at a time in a process: the writers' first imports from transformers (a lazy
+# module) fail in a second thread importing at once ("cannot import name 'LlamaConfig'"), and
+# test threads and launch threads both ask for checkpoints. Reentrant: writers nest.
+_WRITING = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -57,17 +62,20 @@ def write_once(final: Path, marker: str, write: Callable[[Path], None]) -> Path:
     unless ``final / marker`` already exists (the file a complete copy always has)."""
     if (final / marker).is_file():
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    try:
-        write(tmp)
+    with _WRITING:
+        if (final / marker).is_file():  # another thread wrote it meanwhile
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
         try:
-            tmp.rename(final)
-        except OSError:  # another process won the race; its copy is identical
-            if not (final / marker).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            write(tmp)
+            try:
+                tmp.rename(final)
+            except OSError:  # another process won the race; its copy is identical
+                if not (final / marker).is_file():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 

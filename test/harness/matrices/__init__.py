@@ -1,11 +1,9 @@
 """Rows of the suite's launch matrices, and the probes that run them.
 
 - ``fidelity``: the recipe-fidelity matrix's rows (SGLang's documented speculative recipes,
-  flag for flag) and per-row machinery, sglang 0.5.13.post1;
-- ``fidelity_0523``: the same recipes as sglang 0.5.23 takes them;
-- ``fidelity_probe``: builds each launch's ``ServerArgs`` and model configs as SGLang does,
-  plugin on and off (``python -m``);
-- ``fidelity_probe_0523``: the same for sglang 0.5.23;
+  flag for flag, as 0.5.13.post1 and 0.5.23 take them) and per-row machinery;
+- ``fidelity_probe``: builds each launch's ``ServerArgs`` and model configs as the installed
+  SGLang does, plugin on and off (``python -m``);
 - ``step_aside``: builds a stock-sized launch's target and draft pools as 0.5.23 does (the
   draft on the target's request pool and allocator), for the step-aside matrix;
 - ``dsv4_flash``: the DeepSeek-V4-Flash layout cells (cookbook launches on H200 / B200) the V4

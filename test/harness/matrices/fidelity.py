@@ -1,7 +1,9 @@
-"""The fidelity matrix's rows (SGLang's documented speculative recipes) and per-row machinery."""
+"""The fidelity matrix's rows (SGLang's documented speculative recipes, flag for flag, as each
+generation takes them) and per-row machinery."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,6 +17,10 @@ from sglang_specinit.planner.gpus import GPU_PRESETS
 
 from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_mtp, tiny_configs
 
+# The suite's EAGLE3 launch uses this draft (a reduced vocabulary: a hot-token map to bind).
+from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB
+from harness.matrices.fidelity_probe import PHASES_ITSELF
+
 # The device the recipes target, as a named test double: total memory (nvidia-smi MiB) and
 # compute capability (sm90) of an H100-80GB.
 GPU = GPU_PRESETS["H100-80GB"]
@@ -23,16 +29,21 @@ GPU_CAPABILITY = (9, 0)
 DRAFT_RESERVE_MIB = {"STANDALONE": 6 * 1024, "NGRAM": 0}
 DEFAULT_DRAFT_RESERVE_MIB = 4 * 1024
 PROBE_TIMEOUT_S = 600
+PROBE_MODULE = "harness.matrices.fidelity_probe"
 
 TARGET = "{target}"
 DRAFT = "{draft}"
 
-# What every CPU Engine needs whatever the recipe says (harness/launch/engine.py explains each one).
+# What every CPU Engine needs whatever the recipe says (harness/launch/engine.py,
+# harness/launch/sglang_release.py explain each one); 0.5.23 splits the graph flags per phase.
 CPU_ENGINE_OVERRIDES: dict[str, Any] = {
     "device": "cpu",
     "attention_backend": "torch_native",
-    "disable_cuda_graph": True,
-    "disable_piecewise_cuda_graph": True,
+    **(
+        {"disable_cuda_graph": True, "disable_piecewise_cuda_graph": True}
+        if PHASES_ITSELF
+        else {"disable_decode_cuda_graph": True, "disable_prefill_cuda_graph": True}
+    ),
     "grammar_backend": "none",
     "tp_size": 1,
     "log_level": "info",
@@ -65,7 +76,7 @@ class Row:
     changes: tuple[str, ...] = (HUB_TO_TINY, DEVICE_CUDA)
     # False: a launch the plugin leaves to stock init (stock reserve, one WARNING).
     phased: bool = True
-    # SGLang 0.5.13.post1 refuses this command (its message); the plugin must refuse it alike.
+    # The release refuses this command (its message); the plugin must refuse it alike.
     refused: str | None = None
     # The draft comes from the target's checkpoint (no --speculative-draft-model-path).
     pathless: bool = False
@@ -156,7 +167,7 @@ def eagle_guide_recipe(algorithm: str, *extra: str) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-ROWS: tuple[Row, ...] = (
+ROWS_0_5_13: tuple[Row, ...] = (
     Row(
         key="llama31-eagle",
         title="Llama-3.1 + EAGLE",
@@ -488,13 +499,156 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
 )
-ROWS_BY_KEY = {row.key: row for row in ROWS}
+ROWS_BY_KEY = {row.key: row for row in ROWS_0_5_13}
+
+GRAPH_FLAG_CHANGE = (
+    "--cuda-graph-max-bs / --cuda-graph-bs spelled --cuda-graph-max-bs-decode / "
+    "--cuda-graph-bs-decode: 0.5.23 refuses the old flags as ambiguous (rows eagle3-docs, "
+    "dflash-docs)"
+)
+DSA_NEEDS_CUDA_0523 = (
+    "0.5.23 cannot resolve a DeepSeek-V3.2 (DSA) launch on CPU: arg_groups/model_hook.py "
+    "handle_model_specific_adjustments calls torch.cuda.get_device_capability() for the DSA "
+    "defaults inside ServerArgs.resolve_once -> 'Found no NVIDIA driver on your system'"
+)
+
+
+# 0.5.23 splits both graph flags per phase; the recipes' values bound the decode graphs.
+RESPELLED = {
+    "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
+    "--cuda-graph-bs": "--cuda-graph-bs-decode",
+}
+
+
+def _respell(recipe: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(RESPELLED.get(a, a) for a in recipe)
+
+
+def _from_0513(key: str, **changes: Any) -> Row:
+    """The 0.5.13.post1 row ``key`` with the guide's graph flag as 0.5.23 spells it."""
+    row = ROWS_BY_KEY[key]
+    recipe = _respell(row.recipe)
+    notes = row.changes + ((GRAPH_FLAG_CHANGE,) if recipe != row.recipe else ())
+    # (The scheduler check is of 0.5.13.x's phased init.)
+    fields = {
+        "recipe": recipe,
+        "changes": notes,
+        "refused": None,
+        "scheduler_check": False,
+        **changes,
+    }
+    return dataclasses.replace(row, **fields)
+
+
+def _eagle3_draft() -> Path:
+    return eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB)
+
+
+NGRAM_CUDA_ONLY_0523 = (
+    "0.5.23 cannot build NGRAM on CPU: speculative/ngram_worker.py imports "
+    "sgl_kernel.speculative (CUDA kernels; sglang-kernel has no CPU build) at module level -> "
+    "ModuleNotFoundError in the scheduler"
+)
+QWEN3_NEXT_CPU = (
+    "0.5.23 cannot build Qwen3NextForCausalLM on CPU: models/qwen3_next.py (its gated-delta-net "
+    "layer's __init__) calls torch.cuda.current_device() -> 'Found no NVIDIA driver on your "
+    "system'"
+)
+DFLASH_CPU = (
+    "0.5.23 refuses DFLASH on CPU while resolving the server arguments: "
+    "arg_groups/speculative_hook.py _handle_dflash raises 'DFLASH speculative decoding is not "
+    "supported by CpuSRTPlatform on device 'cpu'.'"
+)
+NOT_PRICED = "0.5.23 keeps stock sizing here (the plugin steps aside with one WARNING); "
+
+ROWS_0_5_23: tuple[Row, ...] = (
+    dataclasses.replace(
+        ROWS_BY_KEY["llama31-eagle3"],
+        key="eagle3-docs",
+        title="Llama-3.1 + EAGLE3, the guide's command verbatim",
+        draft=_eagle3_draft,
+        refused="ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode",
+        engine=None,
+        engine_blocker="refused by sglang 0.5.23's parser (see row llama31-eagle3)",
+    ),
+    _from_0513("llama31-eagle"),
+    _from_0513("llama31-eagle3", draft=_eagle3_draft),
+    _from_0513("gpt-oss-eagle3", draft=_eagle3_draft),
+    _from_0513("standalone"),
+    dataclasses.replace(
+        ROWS_BY_KEY["dflash"],
+        key="dflash-docs",
+        title="DFLASH, SGLang's server-test command verbatim",
+        refused="ambiguous option: --cuda-graph-bs could match --cuda-graph-bs-decode",
+        engine=None,
+        engine_blocker="refused by sglang 0.5.23's parser (see row dflash)",
+    ),
+    _from_0513("dflash", engine=None, engine_blocker=DFLASH_CPU),
+    _from_0513(
+        "ngram-docs",
+        refused="unrecognized arguments: --speculative-ngram-max-match-window-size 12",
+        engine_blocker=NGRAM_CUDA_ONLY_0523,
+    ),
+    _from_0513(
+        "ngram",
+        changes=(
+            HUB_TO_TINY,
+            DEVICE_CUDA,
+            GRAPH_FLAG_CHANGE,
+            "--speculative-ngram-max-match-window-size 12 dropped: 0.5.23 has no such flag "
+            "(row ngram-docs)",
+        ),
+        engine_blocker=NGRAM_CUDA_ONLY_0523,
+    ),
+    _from_0513("deepseek-v3-mtp"),
+    _from_0513("deepseek-v32-mtp", engine_blocker=DSA_NEEDS_CUDA_0523),
+    _from_0513("glm45-mtp"),
+    _from_0513(
+        "qwen3-next-docs",
+        refused="extra_buffer requires platform support for Mamba cache state snapshots",
+        title=(
+            "Qwen3-Next NEXTN, the usage page's command verbatim (refused on this platform: "
+            "0.5.23 picks --mamba-scheduler-strategy extra_buffer and asserts the platform "
+            "snapshots Mamba state; the H100 double covers memory and capability, not that)"
+        ),
+        engine_blocker="refused by sglang 0.5.23 here (see row qwen3-next-nextn)",
+    ),
+    _from_0513(
+        "qwen3-next-nextn",
+        changes=(
+            HUB_TO_TINY,
+            DEVICE_CUDA,
+            "--disable-radix-cache added: the verbatim command is refused here (row "
+            "qwen3-next-docs); without the radix cache 0.5.23 needs no Mamba state snapshots",
+        ),
+        engine_blocker=QWEN3_NEXT_CPU,
+    ),
+    _from_0513("mimo-v2-flash"),
+    _from_0513("gemma4-frozen-kv-mtp"),
+    _from_0513(
+        "deepseek-v32-hisparse",
+        engine_blocker=NOT_PRICED + DSA_NEEDS_CUDA_0523,
+    ),
+    _from_0513(
+        "deepseek-v4-mtp",
+        engine_blocker=(
+            "not built on CPU (tried with a tiny V4-Flash-shaped config): 0.5.23's CPU rope "
+            "factory refuses V4's SWA-only layers, its V4 KV pool stores only FP8, which cpu "
+            "refuses without sgl-kernel's AMX backend, its attention is CUDA's (docs/limits.md). "
+            "The plugin's V4 sizing hook runs on 0.5.23's configurators instead "
+            "(test_dsv4_sizing_hook)"
+        ),
+    ),
+)
+
+
+ROWS = ROWS_0_5_13 if PHASES_ITSELF else ROWS_0_5_23
 
 
 def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
     """The :mod:`harness.matrices.fidelity_probe` request for ``rows``: recipe launches on the GPU
-    double, plus each Engine row's CPU launch (its stock target config is compared with the
-    Engine's)."""
+    double, plus (0.5.13.x) each Engine row's CPU launch (its stock target config is compared
+    with the Engine's)."""
     launches = []
     for row in rows:
         launches.append(
@@ -505,7 +659,7 @@ def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
                 "scheduler_check": row.scheduler_check,
             }
         )
-        if row.engine is not None:
+        if row.engine is not None and PHASES_ITSELF:
             launches.append(
                 {
                     "name": f"{row.key}@cpu",
@@ -522,11 +676,9 @@ def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
     }
 
 
-def run_probe(
-    request: dict[str, Any], work_dir: Path, module: str = "harness.matrices.fidelity_probe"
-) -> dict[tuple[str, str], dict[str, Any]]:
-    """Run the probe ``module`` (the 0.5.13.x one by default) once for every launch, plugin on
-    and off: ``{(name, mode): result}``."""
+def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """Run :mod:`harness.matrices.fidelity_probe` once for every launch, plugin on and off:
+    ``{(name, mode): result}``."""
     work_dir.mkdir(parents=True, exist_ok=True)
     request_path = work_dir / "request.json"
     request_path.write_text(json.dumps(request, indent=1))
@@ -545,7 +697,7 @@ def run_probe(
     log = work_dir / "probe.log"
     with open(log, "wb") as sink:
         proc = subprocess.run(
-            [sys.executable, "-m", module, str(request_path), str(out_dir)],
+            [sys.executable, "-m", PROBE_MODULE, str(request_path), str(out_dir)],
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -562,9 +714,12 @@ def run_probe(
     return results
 
 
-def server_args_differences(on: dict[str, Any], off: dict[str, Any]) -> dict[str, tuple]:
-    """``{field: (plugin on, plugin off)}`` for every ServerArgs field that differs."""
-    a, b = on["server_args"], off["server_args"]
+def server_args_differences(
+    on: dict[str, Any], off: dict[str, Any], part: str = "server_args"
+) -> dict[str, tuple]:
+    """``{field: (plugin on, plugin off)}`` for every ServerArgs field (0.5.23: resolved, or with
+    ``part="server_args_input"`` as given) that differs."""
+    a, b = on[part], off[part]
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
 
 
@@ -576,29 +731,35 @@ def draft_reserve_mib(algorithm: str) -> int:
 def parsed_recipe(argv: list[str]) -> dict[str, Any]:
     """The ``ServerArgs`` fields a ``launch_server`` command line sets (those that differ from a
     command line naming only the model), as SGLang's own parser and ``from_cli_args`` map them
-    (abbreviations and aliases such as ``--tp`` / ``--tp-size`` included), before
-    ``__post_init__``."""
+    (abbreviations and aliases such as ``--tp`` / ``--tp-size`` included), before resolution
+    (0.5.13.x's ``__post_init__``; 0.5.23 resolves on request)."""
     import argparse
-    import dataclasses
 
     from sglang.srt.server_args import ServerArgs
 
-    class UnresolvedServerArgs(ServerArgs):
-        """The parsed fields only: SGLang's post-init decisions belong to the Engine."""
+    if PHASES_ITSELF:
 
-        def __post_init__(self) -> None:
-            pass
+        class UnresolvedServerArgs(ServerArgs):
+            """The parsed fields only: SGLang's post-init decisions belong to the Engine."""
+
+            def __post_init__(self) -> None:
+                pass
+
+        def fields(args: argparse.Namespace) -> dict[str, Any]:
+            parsed = UnresolvedServerArgs.from_cli_args(args)
+            return {f.name: getattr(parsed, f.name) for f in dataclasses.fields(parsed)}
+
+    else:
+        import msgspec
+
+        def fields(args: argparse.Namespace) -> dict[str, Any]:
+            return msgspec.structs.asdict(ServerArgs.from_cli_args(args))
 
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
-    parsed = UnresolvedServerArgs.from_cli_args(parser.parse_args(argv))
-    model_only = ["--model-path", parsed.model_path]
-    baseline = UnresolvedServerArgs.from_cli_args(parser.parse_args(model_only))
-    return {
-        f.name: getattr(parsed, f.name)
-        for f in dataclasses.fields(parsed)
-        if f.name == "model_path" or getattr(parsed, f.name) != getattr(baseline, f.name)
-    }
+    parsed = fields(parser.parse_args(argv))
+    baseline = fields(parser.parse_args(["--model-path", parsed["model_path"]]))
+    return {k: v for k, v in parsed.items() if k == "model_path" or v != baseline.get(k)}
 
 
 def engine_kwargs(row: Row) -> dict[str, Any]:
@@ -619,36 +780,61 @@ def cli_args(kwargs: Mapping[str, Any]) -> list[str]:
 
 
 def plan_for_server(
-    row: Row, kwargs: Mapping[str, Any], breakdown: Mapping[str, Any], capacity: int
+    row: Row, kwargs: Mapping[str, Any], memory: Mapping[str, Any], capacity: int
 ) -> dict[str, Any]:
     """``sglang-specinit plan --json`` with the Engine's flags (and the recipe's environment)
     and the two device numbers the server measured: free memory before loading, bytes
-    resident when the pools were sized."""
-    import contextlib
-    import io
-
-    from sglang_specinit.planner.cli import main
-
+    resident when the pools were sized. 0.5.13.x plans in this process; 0.5.23 in a planner
+    process of its own (off the CPU engine, with the sgl_kernel test double every 0.5.23 CPU
+    process here gets: the planner builds 0.5.23's pools on cpu)."""
     argv = [
         "plan",
         "--json",
         *cli_args(kwargs),
         "--device-memory", str(capacity),
-        "--pre-load-free-bytes", str(breakdown["pre_load_free_bytes"]),
-        "--resident-bytes", str(breakdown["resident_bytes"]),
+        "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
+        "--resident-bytes", str(memory["resident_bytes"]),
     ]  # fmt: skip
-    saved = {name: os.environ.get(name) for name in row.env}
+    if PHASES_ITSELF:
+        code, out, err = _plan_in_process(row, argv)
+    else:
+        from harness.launch.sglang_release import extra_python_path
+
+        env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
+        env.update(row.env)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [*extra_python_path(), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "sglang_specinit.planner.cli", *argv],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        code, out, err = done.returncode, done.stdout, done.stderr
+    if code != 0:
+        raise AssertionError(f"plan exited {code}: {err.strip()[-3000:]}")
+    return json.loads(out)
+
+
+def _plan_in_process(row: Row, argv: list[str]) -> tuple[int, str, str]:
+    import contextlib
+    import io
+    from unittest import mock
+
+    from sglang_specinit.planner.cli import main
+
     out, err = io.StringIO(), io.StringIO()
-    try:
-        os.environ.update(row.env)
+    with mock.patch.dict(os.environ, row.env):
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    if code != 0:
-        raise AssertionError(f"plan exited {code}: {err.getvalue().strip()}")
-    return json.loads(out.getvalue())
+    return code, out.getvalue(), err.getvalue()
+
+
+def recipe_algorithm(row: Row) -> str:
+    """The recipe's ``--speculative-algorithm`` (or its abbreviation ``--speculative-algo``)."""
+    for flag, value in zip(row.recipe, row.recipe[1:], strict=False):
+        if flag in ("--speculative-algorithm", "--speculative-algo"):
+            return value
+    raise ValueError(f"row {row.key}: no speculative algorithm in {row.recipe}")

@@ -1,8 +1,11 @@
-"""Build each launch's ``ServerArgs`` and model configs as SGLang does, plugin on and off.
+"""Build each launch's ``ServerArgs`` and model configs as the installed SGLang does, plugin on
+and off.
 
 ``python -m harness.matrices.fidelity_probe <request.json> <out_dir>``: one child per plugin mode,
-one grandchild per launch, each writing one JSON: (1) ``prepare_server_args``, (2) the target's
-``ModelConfig``, (3) the draft's inside ``defer_pools()``, (4) optionally ``init_model_worker``."""
+one grandchild per launch, each writing one JSON: (1) ``prepare_server_args`` (0.5.23: then
+``resolve_once()`` and ``check_server_args()``), (2) the target's ``ModelConfig`` (0.5.23: after
+``publish``), (3) the draft's (0.5.13.x: inside ``defer_pools()``), then the target's again (its
+pool sizing), (4) optionally (0.5.13.x) ``init_model_worker``."""
 
 from __future__ import annotations
 
@@ -16,14 +19,26 @@ import os
 import random
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from harness.releases import installed_row
+
+# 0.5.13.x: ServerArgs resolved in __post_init__ and the plugin's own phased init; the
+# sglang_0_5_23 generation resolves on request and keeps upstream's init.
+_ROW = installed_row()
+PHASES_ITSELF = _ROW is not None and _ROW.adapter == "sglang_0_5_13"
 PLUGIN_NAME = "specinit"
 PLUGIN_OFF_NAME = "none-specinit-disabled"
 MODES = {"on": PLUGIN_NAME, "off": PLUGIN_OFF_NAME}
 ENV_PREFIXES = ("SGLANG_", "SGL_")
+# Where the device's total memory is read (0.5.23 also imports it into its memory hook).
+CAPACITY_TARGETS = (
+    "sglang.srt.utils.common.get_device_memory_capacity",
+    "sglang.srt.arg_groups.memory_hook.get_device_memory_capacity",
+)
 
 
 class StockInitReached(BaseException):
@@ -54,9 +69,16 @@ def _jsonable(value: Any) -> Any:
 
 
 def server_args_fields(server_args: Any) -> dict[str, Any]:
-    """Every dataclass field of ``ServerArgs`` after ``__post_init__``, as plain data."""
+    """0.5.13.x: every dataclass field of ``ServerArgs`` after ``__post_init__``; 0.5.23: the
+    ``resolved_dict()``, and the operator's input (every field of the ``msgspec`` record)."""
+    if PHASES_ITSELF:
+        fields = {f.name: getattr(server_args, f.name) for f in dataclasses.fields(server_args)}
+        return {"server_args": _jsonable(fields)}
+    import msgspec
+
     return {
-        f.name: _jsonable(getattr(server_args, f.name)) for f in dataclasses.fields(server_args)
+        "server_args": _jsonable(server_args.resolved_dict()),
+        "server_args_input": _jsonable(msgspec.structs.asdict(server_args)),
     }
 
 
@@ -71,7 +93,7 @@ def install_device_doubles(capacity_mib: int, capability: tuple[int, int]) -> No
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
     def simulated_cuda_capacity(original: Any, device: str | None = None) -> Any:
-        if device is not None and device.startswith("cuda"):
+        if device is not None and str(device).startswith("cuda"):
             return float(capacity_mib)
         return original(device)
 
@@ -79,12 +101,8 @@ def install_device_doubles(capacity_mib: int, capability: tuple[int, int]) -> No
         return (int(capability[0]), int(capability[1]))
 
     source = HookSource(plugin_name="specinit-test-fidelity", dist_name=None)
-    HookRegistry.register(
-        "sglang.srt.utils.common.get_device_memory_capacity",
-        simulated_cuda_capacity,
-        HookType.AROUND,
-        source=source,
-    )
+    for target in CAPACITY_TARGETS[: 1 if PHASES_ITSELF else None]:
+        HookRegistry.register(target, simulated_cuda_capacity, HookType.AROUND, source=source)
     HookRegistry.register(
         "torch.cuda.get_device_capability",
         simulated_cuda_capability,
@@ -117,41 +135,57 @@ def record_fraction_without_spec_term(sink: dict[str, Any]) -> None:
     HookRegistry.apply_hooks()
 
 
-def _model_configs(server_args: Any, mode: str) -> dict[str, Any]:
+def _model_configs(server_args: Any) -> dict[str, Any]:
     """Steps (2) and (3) of the module docstring."""
     from sglang.srt.configs.model_config import ModelConfig
-    from sglang_specinit.model_facts import runner_layer_count
-    from sglang_specinit.sglang_0_5_13.state import defer_pools
 
     from harness.reports.config_snapshot import model_config_snapshot
 
+    if PHASES_ITSELF:
+        from sglang_specinit.model_facts import runner_layer_count
+        from sglang_specinit.sglang_0_5_13.state import defer_pools
+
+        model = spec = server_args
+        building_draft: Any = defer_pools
+    else:
+        from sglang.srt.runtime_context import get_model, get_spec, publish
+
+        publish(server_args, role="scheduler")
+        model, spec = get_model(), get_spec()
+        building_draft = contextlib.nullcontext
     out: dict[str, Any] = {}
     scheduler_config = ModelConfig.from_server_args(server_args)
     target = ModelConfig.from_server_args(
         server_args,
-        model_path=server_args.model_path,
-        model_revision=server_args.revision,
+        model_path=model.model_path,
+        model_revision=model.revision,
         is_draft_model=False,
     )
     out["target_before_draft"] = model_config_snapshot(target)
     out["scheduler_before_draft"] = model_config_snapshot(scheduler_config)
-    algorithm = server_args.speculative_algorithm
-    if algorithm is None or algorithm == "NGRAM":
+    algorithm = spec.speculative_algorithm
+    if algorithm is None or str(algorithm).upper() == "NGRAM":
         return out
-    with defer_pools():
+    # 0.5.23's scheduler builds the draft's config with the target's context length.
+    context = {} if PHASES_ITSELF else {"context_length": target.context_len}
+    with building_draft():
         draft = ModelConfig.from_server_args(
             server_args,
-            model_path=server_args.speculative_draft_model_path,
-            model_revision=server_args.speculative_draft_model_revision,
+            model_path=spec.speculative_draft_model_path,
+            model_revision=spec.speculative_draft_model_revision,
             is_draft_model=True,
+            **context,
         )
-    out["draft_model_path_given"] = server_args.speculative_draft_model_path
     out["draft_model_path_used"] = draft.model_path
     out["draft"] = model_config_snapshot(draft)
-    out["draft_layers_before_load"] = runner_layer_count(draft, is_draft=True)
+    if PHASES_ITSELF:
+        out["draft_layers_before_load"] = runner_layer_count(draft, is_draft=True)
     out["target_after_draft"] = model_config_snapshot(target)
     out["scheduler_after_draft"] = model_config_snapshot(scheduler_config)
-    out["_scheduler_config"] = scheduler_config
+    if PHASES_ITSELF:
+        out["_scheduler_config"] = scheduler_config
+    else:
+        out["draft_shares_hf_config_with_target"] = draft.hf_config is target.hf_config
     return out
 
 
@@ -222,14 +256,17 @@ def run_launch(launch: dict[str, Any], mode: str, fraction_sink: dict[str, Any])
         except SystemExit as exc:  # argparse refused the command line, as launch_server would
             lines = parser_errors.getvalue().strip().splitlines() or [""]
             raise ValueError(f"launch_server exits with {exc.code}: {lines[-1]}") from None
+        if not PHASES_ITSELF:
+            server_args.resolve_once()
+            server_args.check_server_args()
         root.setLevel(logging.INFO)  # prepare_server_args configured logging from --log-level
-        result["server_args"] = server_args_fields(server_args)
+        result.update(server_args_fields(server_args))
         result["env_set_by_server_args"] = {
             k: v for k, v in _sglang_env().items() if env_before.get(k) != v
         }
         result.update(fraction_sink)
         step = "model configs"
-        configs = _model_configs(server_args, mode)
+        configs = _model_configs(server_args)
         scheduler_config = configs.pop("_scheduler_config", None)
         result.update(configs)
         if launch.get("scheduler_check"):
@@ -253,6 +290,23 @@ def run_launch(launch: dict[str, Any], mode: str, fraction_sink: dict[str, Any])
     return result
 
 
+def _fork(child: Callable[..., None], *args: Any) -> int:
+    """Run ``child(*args)`` in a forked process that exits 0, or 1 if it raised; its pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            child(*args)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return pid
+
+
 def _wait(pid: int) -> int:
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status)
@@ -264,40 +318,36 @@ def _write(path: Path, payload: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def _run_and_write(
+    path: Path, launch: dict[str, Any], mode: str, fraction_sink: dict[str, Any]
+) -> None:
+    _write(path, run_launch(launch, mode, fraction_sink))
+
+
 def run_mode(request: dict[str, Any], mode: str, out_dir: Path) -> None:
     """Child: ``load_plugins()`` in ``mode``, then one grandchild per launch."""
     os.environ["SGLANG_PLUGINS"] = MODES[mode]
     from sglang.srt.plugins import load_plugins
 
     load_plugins()
-    # Imported by ServerArgs.__post_init__ in every launch (after load_plugins, as here);
-    # importing it once, before the per-launch forks, saves each launch that import.
+    # Imported in every launch (after load_plugins, as here); importing it once, before the
+    # per-launch forks, saves each launch that import.
     import sglang.srt.configs.model_config  # noqa: F401
-    import sglang_specinit.sglang_0_5_13.state  # noqa: F401
 
-    import harness.geometry.specs  # noqa: F401
+    if PHASES_ITSELF:
+        import sglang_specinit.sglang_0_5_13.state  # noqa: F401
+
+        import harness.geometry.specs  # noqa: F401
 
     install_device_doubles(int(request["capacity_mib"]), tuple(request["capability"]))
     fraction_sink: dict[str, Any] = {}
-    if mode == "off":
+    if mode == "off" and PHASES_ITSELF:
         record_fraction_without_spec_term(fraction_sink)
     for launch in request["launches"]:
         if mode not in launch.get("modes", MODES):
             continue
         path = out_dir / f"{launch['name']}.{mode}.json"
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                _write(path, run_launch(launch, mode, fraction_sink))
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        code = _wait(pid)
+        code = _wait(_fork(_run_and_write, path, launch, mode, fraction_sink))
         if code != 0 and not path.exists():
             _write(path, {"name": launch["name"], "mode": mode, "crashed": code})
 
@@ -309,21 +359,9 @@ def main(argv: list[str]) -> int:
     # What `python -m sglang.launch_server` has imported when it calls load_plugins().
     import sglang.launch_server  # noqa: F401
 
-    children = {}
-    for mode in request.get("modes", list(MODES)):
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                run_mode(request, mode, out_dir)
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        children[mode] = pid
+    children = {
+        mode: _fork(run_mode, request, mode, out_dir) for mode in request.get("modes", list(MODES))
+    }
     codes = {mode: _wait(pid) for mode, pid in children.items()}
     return 0 if all(c == 0 for c in codes.values()) else 1
 
