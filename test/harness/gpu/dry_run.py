@@ -12,7 +12,6 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.gpu import gpu_cases, gpu_release
 from harness.gpu.server_env import changed_variables, gpu_env, launch_argv
@@ -21,6 +20,15 @@ from harness.launch.server_process import cpu_double_problems
 # Where the suite's servers would write; the dry run names the place without creating it.
 WORK_DIR_PLACEHOLDER = Path("<case-dir>")
 CASE_TEST = "test_gpu_servers.py::test_case_fits_its_budget_and_matches_stock"
+# The eagle3 case's other tests at f: (test, variant, work directory).
+EAGLE3_TESTS = (
+    (
+        "test_gpu_servers.py::test_full_kv_cache_is_served_without_running_out_of_memory",
+        "plugin",
+        "load",
+    ),
+    ("test_gpu_servers.py::test_stock_sglang_overshoots_the_same_budget", "stock", "overshoot"),
+)
 
 
 @dataclass(frozen=True)
@@ -85,24 +93,8 @@ def planned_servers(
     eagle3 = gpu_cases.case("eagle3", env, settings.version)
     if eagle3.skip:
         return
-    yield _server(
-        eagle3,
-        "plugin",
-        f,
-        test="test_gpu_servers.py::test_full_kv_cache_is_served_without_running_out_of_memory",
-        when="always",
-        work="load",
-        **common,
-    )
-    yield _server(
-        eagle3,
-        "stock",
-        f,
-        test="test_gpu_servers.py::test_stock_sglang_overshoots_the_same_budget",
-        when="always",
-        work="overshoot",
-        **common,
-    )
+    for test, variant, work in EAGLE3_TESTS:
+        yield _server(eagle3, variant, f, test=test, when="always", work=work, **common)
     tp2 = dataclasses.replace(eagle3, name="eagle3_tp2", tp=2)
     yield _server(
         tp2,
@@ -179,12 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
-        print(json.dumps(_record(server)))
+        print(json.dumps(dataclasses.asdict(server)))
     return 0
-
-
-def _record(server: PlannedServer) -> dict[str, Any]:
-    return dataclasses.asdict(server)
 
 
 if __name__ == "__main__":

@@ -95,32 +95,6 @@ class CaseSpec:
 POST_CAPTURE_ENV = (("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING", "1"),)
 
 
-def _eagle3(target: str, draft: str) -> tuple[CaseSpec, ...]:
-    # Overlap scheduling is the default for the EAGLE family in 0.5.13.post1
-    # (SGLANG_ENABLE_SPEC_V2 on); the phases differ without it, so both are run.
-    return (
-        CaseSpec("eagle3", target, draft, EAGLE3_ARGS, overlap=True),
-        CaseSpec(
-            "eagle3_no_overlap",
-            target,
-            draft,
-            (*EAGLE3_ARGS, "--disable-overlap-schedule"),
-            overlap=False,
-            env_names=("eagle3",),  # the same models as eagle3 unless told otherwise
-        ),
-        CaseSpec(
-            "eagle3_post_capture",
-            target,
-            draft,
-            EAGLE3_ARGS,
-            overlap=True,
-            env_names=("eagle3",),
-            env=POST_CAPTURE_ENV,
-            releases=("0.5.23",),
-        ),
-    )
-
-
 NGRAM_ARGS = ("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8")
 MULTI_LAYER_ARGS = (
     "--speculative-algorithm",
@@ -129,66 +103,86 @@ MULTI_LAYER_ARGS = (
     "--trust-remote-code",
     *CHAIN,
 )
+SMALL_DRAFT = "meta-llama/Llama-3.2-1B-Instruct"  # every profile's STANDALONE draft
+
+
+def _profile(
+    target: str,
+    eagle3_draft: str,
+    standalone_target: str,
+    dflash: tuple[str, str],
+    mtp: CaseSpec,
+) -> tuple[CaseSpec, ...]:
+    """One profile's cases: ``target`` runs EAGLE3 (with ``eagle3_draft``) and NGRAM;
+    ``dflash`` is a target and its DFLASH draft; ``mtp`` the multi-layer MTP case."""
+    # Overlap scheduling is the default for the EAGLE family in 0.5.13.post1
+    # (SGLANG_ENABLE_SPEC_V2 on); the phases differ without it, so both are run.
+    return (
+        CaseSpec("eagle3", target, eagle3_draft, EAGLE3_ARGS, overlap=True),
+        CaseSpec(
+            "eagle3_no_overlap",
+            target,
+            eagle3_draft,
+            (*EAGLE3_ARGS, "--disable-overlap-schedule"),
+            overlap=False,
+            env_names=("eagle3",),  # the same models as eagle3 unless told otherwise
+        ),
+        CaseSpec(
+            "eagle3_post_capture",
+            target,
+            eagle3_draft,
+            EAGLE3_ARGS,
+            overlap=True,
+            env_names=("eagle3",),
+            env=POST_CAPTURE_ENV,
+            releases=("0.5.23",),
+        ),
+        CaseSpec(
+            "standalone",
+            standalone_target,
+            SMALL_DRAFT,
+            ("--speculative-algorithm", "STANDALONE", *CHAIN),
+            overlap=True,
+        ),
+        mtp,
+        CaseSpec("dflash", *dflash, DFLASH_ARGS, env=DFLASH_ENV),
+        CaseSpec("ngram", target, None, NGRAM_ARGS),
+    )
+
+
+def _mtp(target: str | None, tp: int = 1, why: str = "") -> CaseSpec:
+    return CaseSpec(
+        "multi_layer_mtp",
+        target,
+        None,
+        MULTI_LAYER_ARGS,
+        tp=tp,
+        overlap=True,
+        self_draft=True,
+        why=why,
+    )
+
 
 PROFILES: dict[str, tuple[CaseSpec, ...]] = {
-    "full": (
-        *_eagle3("meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"),
-        CaseSpec(
-            "standalone",
-            "meta-llama/Llama-3.1-8B-Instruct",
-            "meta-llama/Llama-3.2-1B-Instruct",
-            ("--speculative-algorithm", "STANDALONE", *CHAIN),
-            overlap=True,
-        ),
-        CaseSpec(
-            "multi_layer_mtp",
-            "XiaomiMiMo/MiMo-V2-Flash",
-            None,
-            MULTI_LAYER_ARGS,
-            tp=8,
-            overlap=True,
-            self_draft=True,
-        ),
-        CaseSpec(
-            "dflash",
-            "Qwen/Qwen3-8B",
-            "z-lab/Qwen3-8B-DFlash-b16",
-            DFLASH_ARGS,
-            env=DFLASH_ENV,
-        ),
-        CaseSpec("ngram", "meta-llama/Llama-3.1-8B-Instruct", None, NGRAM_ARGS),
+    "full": _profile(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        ("Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"),
+        _mtp("XiaomiMiMo/MiMo-V2-Flash", tp=8),
     ),
-    "small": (
-        *_eagle3(
-            "meta-llama/Llama-3.2-1B-Instruct", "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct"
-        ),
-        CaseSpec(
-            "standalone",
-            "meta-llama/Llama-3.2-3B-Instruct",
-            "meta-llama/Llama-3.2-1B-Instruct",
-            ("--speculative-algorithm", "STANDALONE", *CHAIN),
-            overlap=True,
-        ),
-        CaseSpec(
-            "multi_layer_mtp",
+    "small": _profile(
+        "meta-llama/Llama-3.2-1B-Instruct",
+        "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct",
+        "meta-llama/Llama-3.2-3B-Instruct",
+        ("Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16"),
+        _mtp(
             None,
-            None,
-            MULTI_LAYER_ARGS,
-            overlap=True,
-            self_draft=True,
             why=(
                 "no checkpoint for one 24-48 GB GPU has multi-layer MTP (0.5.13.post1 enables "
                 "it for MiMo-V2-Flash and Step-3.5 only); set SPECINIT_GPU_MULTI_LAYER_MTP_TARGET"
             ),
         ),
-        CaseSpec(
-            "dflash",
-            "Qwen/Qwen3-4B",
-            "z-lab/Qwen3-4B-DFlash-b16",
-            DFLASH_ARGS,
-            env=DFLASH_ENV,
-        ),
-        CaseSpec("ngram", "meta-llama/Llama-3.2-1B-Instruct", None, NGRAM_ARGS),
     ),
 }
 
