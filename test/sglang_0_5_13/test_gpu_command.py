@@ -12,7 +12,16 @@ from typing import Any
 
 import pytest
 import yaml
-from harness.gpu import gpu_cases, gpu_release, gpu_summary, time_budget
+from harness.gpu import (
+    case_report,
+    downloads,
+    dry_run,
+    gpu_cases,
+    gpu_release,
+    gpu_summary,
+    live_results,
+    time_budget,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -308,8 +317,6 @@ def test_workflow_time_arithmetic_fits_every_test_in_the_job() -> None:
 
 def test_case_reports_say_when_stock_could_not_start_at_f(tmp_path: Path) -> None:
     """The regression is a result of its own in the printed summary, with every launch."""
-    from harness.gpu import case_report
-
     report = case_report.new_report("eagle3", "0.5.23", True, tmp_path / "a")
     with report.launch("plugin", "0.9"):
         pass
@@ -329,8 +336,6 @@ def test_case_reports_say_when_stock_could_not_start_at_f(tmp_path: Path) -> Non
 
 
 def test_summary_prints_the_case_reports(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from harness.gpu import case_report
-
     report = case_report.new_report("ngram", "0.5.13.post1", False, tmp_path / "cases" / "x")
     report.result("stock_at_f", "started")
     junit, _ = _junit(tmp_path, "def test_a(): pass\n")
@@ -356,8 +361,6 @@ def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
 def test_dry_run_fails_in_one_line_on_a_flag_the_release_refuses(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    from harness.gpu import dry_run
-
     # 0.5.23's graph flag, which 0.5.13.post1's parser does not know.
     argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", "m"]
     assert dry_run.parse_problem(argv) == ""
@@ -375,8 +378,6 @@ def test_dry_run_fails_in_one_line_on_a_flag_the_release_refuses(
 
 
 def test_checkpoints_are_fetched_without_what_sglang_never_loads() -> None:
-    from harness.gpu import downloads
-
     for profile in ("full", "small"):
         env = {gpu_cases.PROFILE_ENV: profile, gpu_cases.MODEL_DIR_ENV: "/models"}
         lines = downloads.commands(env)
@@ -400,8 +401,6 @@ def test_summary_reads_the_tests_that_ended_when_pytest_was_killed(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """The job killed mid-suite: no junit.xml, but every finished test was written as it ended."""
-    from harness.gpu import live_results
-
     live_results.record(
         tmp_path, "test/gpu/test_gpu_servers.py::test_case[eagle3]", "passed", "", 1.0
     )

@@ -1,6 +1,7 @@
 """The GPU suite on the installed release (0.5.13.post1, 0.5.23), without a GPU: its graph and
-case verdicts fed by the release's own code (:mod:`harness.gpu.recorded_launch`), and
-``scripts/test-gpu.sh --dry-run`` (every server, parsed by the release's own parser)."""
+case verdicts fed by the release's own code (:mod:`harness.gpu.recorded_launch`), no CPU double
+in a GPU server's env, and ``scripts/test-gpu.sh --dry-run`` (every server, parsed by the
+release's own parser)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from typing import Any
 import pytest
 from harness.gpu import broken_plugins, case_verdict, gpu_cases, gpu_release, gpu_verdict
 from harness.gpu.recorded_launch import BATCH, eagle3_launch, launch_of, no_graph_info
+from harness.gpu.server_env import gpu_env
+from harness.launch import server_process
+from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, extra_python_path
 from harness.releases import installed_row
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,9 +36,9 @@ class Expect:
     batch_lists: tuple[tuple[str, tuple[int, ...]], ...]  # as the capture lines log them
     target_phase: str
     batch_list_problems: list[str]  # the problems' heads when the plugin drops a batch size
-    stock_fits: bool
-    plugin_serves_more: bool
+    stock_fits: bool  # then the plugin serves more tokens; else stock's over-budget pool does
     fewer_tokens_fail: list[str]  # the checks "20 % fewer tokens than possible" fails
+    cpu_stub: bool  # the CPU harness puts the sgl_kernel stub on its servers' PYTHONPATH
 
 
 EXPECT = {
@@ -44,8 +48,8 @@ EXPECT = {
         target_phase="graph",
         batch_list_problems=["cuda_graph_bs", "cuda_graph_max_bs"],
         stock_fits=False,  # 0.5.13.x stock lands its draft pool over the budget
-        plugin_serves_more=False,  # so stock's over-budget pool holds more tokens
         fewer_tokens_fail=["memory"],
+        cpu_stub=False,
     ),
     # The merged payload's sum (0.71) is no runner's figure (the recorded broken verdict: "0.71
     # GB matches no captured runner [0.61]"); per runner it matches.
@@ -55,8 +59,8 @@ EXPECT = {
         target_phase="target_verify",
         batch_list_problems=["cuda_graph_bs_decode", "captured batch lists differ"],
         stock_fits=True,  # stock fits this draft, with the duplicates resident
-        plugin_serves_more=True,
         fewer_tokens_fail=["memory", "tokens"],
+        cpu_stub=True,
     ),
 }[RELEASE.version]
 # Every check of the case each broken plugin fails (broken_plugins.BROKEN).
@@ -137,12 +141,24 @@ def test_a_working_plugins_case_passes_every_gpu_verdict(launches: Any) -> None:
     assert working.stock_fits is EXPECT.stock_fits
     assert case_verdict.case_problems(working) == {name: [] for name in case_verdict.CHECKS}
     ratio = working.plugin.info["max_total_num_tokens"] / working.stock.info["max_total_num_tokens"]
-    assert (ratio > 1) is EXPECT.plugin_serves_more, ratio
+    assert (ratio > 1) is EXPECT.stock_fits, ratio
 
 
 def test_each_broken_plugin_fails_the_gpu_case(launches: Any) -> None:
     table = broken_plugins.verdict_table(launches, RELEASE)
     assert table == BROKEN_FAILS, broken_plugins.describe(table)
+
+
+def test_no_cpu_double_reaches_a_gpu_server(tmp_path: Path) -> None:
+    # The control: where the CPU harness's process env carries the stub (0.5.23), it is found.
+    assert extra_python_path() == ([str(SGL_KERNEL_STUB_DIR)] if EXPECT.cpu_stub else [])
+    cpu = server_process.sglang_process_env(plugin=True, base=os.environ)
+    found = server_process.cpu_double_problems(cpu)
+    assert any("sgl_kernel_stub" in p for p in found) is EXPECT.cpu_stub, found
+    for plugin in (True, False):
+        env = gpu_env(plugin=plugin, report_dir=tmp_path, probe_dir=tmp_path)
+        assert server_process.cpu_double_problems(env) == [], env["PYTHONPATH"]
+        assert str(SGL_KERNEL_STUB_DIR) not in env["PYTHONPATH"]
 
 
 def test_dry_run_prints_every_server_parsed_by_the_installed_release(tmp_path: Path) -> None:
@@ -168,7 +184,7 @@ def test_dry_run_prints_every_server_parsed_by_the_installed_release(tmp_path: P
         assert env["SGLANG_PLUGINS"] == plugins
         assert "PYTHONPATH" in env and "sgl_kernel_stub" not in env["PYTHONPATH"]
         if ROW.cpu_import_recipe:  # this process imports SGLang on cpu: removed, not inherited
-            assert env["SGLANG_USE_CPU_ENGINE"] == ""
+            assert os.environ["SGLANG_USE_CPU_ENGINE"] == "1" and env["SGLANG_USE_CPU_ENGINE"] == ""
     post = [s for s in servers if s["case"] == "eagle3_post_capture"]
     assert all(s["env"]["SGLANG_ENABLE_POST_CAPTURE_KV_SIZING"] == "1" for s in post)
     assert not (tmp_path / "cases").exists()  # nothing ran, nothing was written

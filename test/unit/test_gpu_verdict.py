@@ -32,8 +32,8 @@ PROMPTS = gpu_cases.PROMPTS
 
 def test_greedy_verdict_passes_identical_tokens_and_fails_one_changed_token() -> None:
     stock = responses(55)
-    assert gpu_verdict.greedy_problems(PROMPTS, responses(55), stock) == []
-    (problem,) = gpu_verdict.greedy_problems(PROMPTS, responses(55, changed_at=17), stock)
+    assert gpu_verdict.greedy_verdict(PROMPTS, responses(55), stock).problems == []
+    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, responses(55, changed_at=17), stock).problems
     assert repr(PROMPTS[1]) in problem and "at output token 17" in problem
 
 
@@ -41,9 +41,9 @@ def test_greedy_verdict_fails_a_shorter_answer_and_a_missing_one() -> None:
     stock = responses(55)
     short = responses(55)
     short[0] = response(short[0]["output_ids"][:50], 20, 30)
-    (problem,) = gpu_verdict.greedy_problems(PROMPTS, short, stock)
+    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, short, stock).problems
     assert "at output token 50 (50 vs 96 tokens;" in problem
-    assert gpu_verdict.greedy_problems(PROMPTS, short[:3], stock)
+    assert gpu_verdict.greedy_verdict(PROMPTS, short[:3], stock).problems
 
 
 def test_acceptance_verdict_passes_stock_equal_and_noisy_rates() -> None:
@@ -100,25 +100,21 @@ def with_margins(run: list[dict], margins: list[float]) -> list[dict]:
     ]
 
 
-def test_greedy_difference_fails_where_stocks_choice_was_clear() -> None:
-    clear = [2.0] * 96
-    stock = with_margins(responses(55), clear)
-    broken = with_margins(responses(55, changed_at=17), clear)
-    verdict = gpu_verdict.greedy_verdict(PROMPTS, broken, stock, stock)
-    (problem,) = verdict.problems
-    assert "at output token 17" in problem and "stock margin 2.000" in problem
-    assert verdict.ties == [] and verdict.control == []
-
-
-def test_greedy_difference_at_a_near_tie_is_recorded_not_failed() -> None:
+# Stock's top-two margin at the changed token: clear, or within a hundredth of a nat (rounding
+# decides: recorded as a tie, not failed).
+@pytest.mark.parametrize(("margin", "fails"), [(2.0, True), (0.01, False)])
+def test_a_greedy_difference_fails_only_where_stocks_choice_was_clear(
+    margin: float, fails: bool
+) -> None:
     margins = [2.0] * 96
-    margins[17] = 0.01  # stock's top two within a hundredth of a nat: rounding decides
+    margins[17] = margin
     stock = with_margins(responses(55), margins)
-    tie = with_margins(responses(55, changed_at=17), margins)
-    verdict = gpu_verdict.greedy_verdict(PROMPTS, tie, stock, stock)
-    assert verdict.problems == []
-    (line,) = verdict.ties
-    assert "at output token 17" in line and "stock margin 0.010" in line
+    changed = with_margins(responses(55, changed_at=17), margins)
+    verdict = gpu_verdict.greedy_verdict(PROMPTS, changed, stock, stock)
+    failed, tied = (verdict.problems, verdict.ties) if fails else (verdict.ties, verdict.problems)
+    (line,) = failed
+    assert "at output token 17" in line and f"stock margin {margin:.3f}" in line
+    assert tied == [] and verdict.control == []
 
 
 def test_a_stock_control_that_differs_at_a_clear_margin_fails_the_case() -> None:
@@ -133,9 +129,9 @@ def test_a_stock_control_that_differs_at_a_clear_margin_fails_the_case() -> None
 
 
 def test_greedy_difference_without_logprobs_is_not_excused() -> None:
-    (problem,) = gpu_verdict.greedy_problems(
+    (problem,) = gpu_verdict.greedy_verdict(
         PROMPTS, responses(55, changed_at=3), responses(55), responses(55)
-    )
+    ).problems
     assert "stock margin n/a" in problem
 
 

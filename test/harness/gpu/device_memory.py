@@ -97,17 +97,6 @@ def default_reader() -> NvmlMemoryReader | NvidiaSmiMemoryReader:
         return NvidiaSmiMemoryReader()
 
 
-def visible_device_indices(device_count: int, env: Mapping[str, str] | None = None) -> list[int]:
-    """Physical indices of the devices CUDA will use (``CUDA_VISIBLE_DEVICES`` order)."""
-    listed = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
-    if listed is None or not listed.strip():
-        return list(range(device_count))
-    parts = [p.strip() for p in listed.split(",") if p.strip()]
-    if all(p.isdigit() for p in parts):
-        return [int(p) for p in parts]
-    return list(range(device_count))
-
-
 def devices_for_case(
     tp: int,
     device_count: int,
