@@ -55,4 +55,3 @@ def test_gives_up_after_the_bound_and_names_the_holders() -> None:
         )
     message = str(info.value)
     assert "device 0" in message and "4242" in message and "+60416 MiB" in message
-

@@ -43,8 +43,11 @@ class NvmlMemoryReader:
         return int(self._nvml.nvmlDeviceGetCount())
 
     def used_bytes(self, index: int) -> int:
-        handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
-        return int(self._nvml.nvmlDeviceGetMemoryInfo(handle).used)
+        return self.used_and_total(index)[0]
+
+    def used_and_total(self, index: int) -> tuple[int, int]:
+        info = self._nvml.nvmlDeviceGetMemoryInfo(self._nvml.nvmlDeviceGetHandleByIndex(index))
+        return int(info.used), int(info.total)
 
     def holder_pids(self, index: int) -> list[int]:
         handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
