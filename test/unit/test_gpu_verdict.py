@@ -280,20 +280,17 @@ def test_preflight_reads_the_driver_branch_when_the_banner_has_no_cuda_version()
 
 def test_a_case_waits_only_on_the_devices_it_runs_on() -> None:
     uuids = {"GPU-aaaa-1111": 0, "GPU-bbbb-2222": 1, "GPU-cccc-3333": 2}
-    assert device_memory.devices_for_case(1, 8, uuids, env={}) == [0]
-    assert device_memory.devices_for_case(2, 8, uuids, env={"CUDA_VISIBLE_DEVICES": "5,3,1"}) == [
-        5,
-        3,
-    ]
-    env = {"CUDA_VISIBLE_DEVICES": "GPU-cccc,GPU-aaaa-1111"}
-    assert device_memory.devices_for_case(2, 3, uuids, env=env) == [2, 0]
+
+    def devices(tp: int, count: int, visible: str | None = None) -> list[int]:
+        env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+        return device_memory.devices_for_case(tp, count, uuids, env=env)
+
+    assert devices(1, 8) == [0]
+    assert devices(2, 8, "5,3,1") == [5, 3]
+    assert devices(2, 3, "GPU-cccc,GPU-aaaa-1111") == [2, 0]
     # An id NVML does not list (a MIG instance): every device is watched.
-    assert device_memory.devices_for_case(1, 3, uuids, env={"CUDA_VISIBLE_DEVICES": "MIG-1"}) == [
-        0,
-        1,
-        2,
-    ]
-    assert device_memory.devices_for_case(1, 3, uuids, env={"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert devices(1, 3, "MIG-1") == [0, 1, 2]
+    assert devices(1, 3, "") == []
 
 
 def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:

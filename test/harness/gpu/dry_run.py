@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 from harness.gpu import gpu_cases, gpu_release
 from harness.gpu.server_env import changed_variables, gpu_env, launch_argv
@@ -122,22 +123,10 @@ def parse_problem(argv: list[str]) -> str:
             namespace = parser.parse_args(argv[3:])
     except SystemExit:
         return stderr.getvalue().strip().splitlines()[-1]
-    with _without_post_init(ServerArgs):
+    # Without the post-init, which reads the model and the device.
+    with mock.patch.object(ServerArgs, "__post_init__", lambda self: None, create=True):
         ServerArgs.from_cli_args(namespace)
     return ""
-
-
-@contextlib.contextmanager
-def _without_post_init(cls: type) -> Iterator[None]:
-    original = cls.__dict__.get("__post_init__")
-    if original is None:
-        yield
-        return
-    cls.__post_init__ = lambda self: None  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        cls.__post_init__ = original  # type: ignore[attr-defined]
 
 
 def server_problems(server: PlannedServer, full_env: Mapping[str, str]) -> list[str]:
