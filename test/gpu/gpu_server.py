@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.gpu import device_memory, memory_watch, time_budget
 from harness.gpu.gpu_cases import Case
-from harness.gpu.server_env import REPORT_DIR_ENV, gpu_env, launch_argv
+from harness.gpu.server_env import gpu_env, launch_argv
 from harness.launch.server_process import (
     RunFiles,
     ServerHandle,
@@ -20,7 +20,6 @@ from harness.launch.server_process import (
 )
 from harness.reports import device_probe
 
-__all__ = ["REPORT_DIR_ENV", "GpuServer", "gpu_env", "gpu_server"]
 # This process's first launch JIT-compiles FlashInfer's kernels (harness.gpu.time_budget).
 _LAUNCHED: list[bool] = []
 # SGLang's launcher drains and kills its own tree on SIGTERM; give it time before SIGKILL.

@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
-from harness.gpu import gpu_cases, gpu_summary, time_budget
+import yaml
+from harness.gpu import (
+    case_report,
+    downloads,
+    dry_run,
+    gpu_cases,
+    gpu_release,
+    gpu_summary,
+    live_results,
+    time_budget,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 SERVERS_TEST = "test.gpu.test_gpu_servers::test_case_fits_its_budget_and_matches_stock"
+
+
+def _workflow() -> dict[str, Any]:
+    return yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())
 
 
 def _run_gpu_command(
@@ -185,49 +199,32 @@ def test_summary_fails_when_pytest_wrote_no_report(tmp_path: Path) -> None:
     assert gpu_summary.main([str(tmp_path / "missing.xml"), "--pytest-exit-code", "0"]) == 1
 
 
-def test_profiles_define_the_same_cases() -> None:
-    names = {
-        p: [c.name for c in gpu_cases.cases({gpu_cases.PROFILE_ENV: p})] for p in ("full", "small")
-    }
-    assert (
-        names["full"]
-        == names["small"]
-        == [
-            "eagle3",
-            "eagle3_no_overlap",
-            "standalone",
-            "multi_layer_mtp",
-            "dflash",
-            "ngram",
-        ]
-    )
+# Every profile's cases, in order, with their --speculative-algorithm.
+CASE_ALGORITHMS = [
+    ("eagle3", "EAGLE3"),
+    ("eagle3_no_overlap", "EAGLE3"),
+    ("standalone", "STANDALONE"),
+    ("multi_layer_mtp", "EAGLE"),
+    ("dflash", "DFLASH"),
+    ("ngram", "NGRAM"),
+]
 
 
-def test_eagle3_runs_with_and_without_overlap_on_the_same_models() -> None:
-    for profile in ("full", "small"):
-        env = {gpu_cases.PROFILE_ENV: profile}
-        on, off = gpu_cases.case("eagle3", env), gpu_cases.case("eagle3_no_overlap", env)
-        assert (on.target, on.draft) == (off.target, off.draft)
-        assert on.overlap and not off.overlap
-        assert "--disable-overlap-schedule" not in on.launch_args("0.9")
-        assert (
-            off.launch_args("0.9")[-len(on.launch_args("0.9")) - 1 :].count(
-                "--disable-overlap-schedule"
-            )
-            == 1
-        )
+@pytest.mark.parametrize("profile", ["full", "small"])
+def test_profiles_define_the_same_cases_and_algorithms(profile: str) -> None:
+    cases = gpu_cases.cases({gpu_cases.PROFILE_ENV: profile})
+    assert [(c.name, c.algorithm) for c in cases] == CASE_ALGORITHMS
 
 
-def test_every_case_names_its_algorithm() -> None:
-    algorithms = {c.name: c.algorithm for c in gpu_cases.cases({})}
-    assert algorithms == {
-        "eagle3": "EAGLE3",
-        "eagle3_no_overlap": "EAGLE3",
-        "standalone": "STANDALONE",
-        "multi_layer_mtp": "EAGLE",
-        "dflash": "DFLASH",
-        "ngram": "NGRAM",
-    }
+@pytest.mark.parametrize("profile", ["full", "small"])
+def test_eagle3_runs_with_and_without_overlap_on_the_same_models(profile: str) -> None:
+    env = {gpu_cases.PROFILE_ENV: profile}
+    on, off = gpu_cases.case("eagle3", env), gpu_cases.case("eagle3_no_overlap", env)
+    assert (on.target, on.draft) == (off.target, off.draft)
+    assert on.overlap and not off.overlap
+    flag, off_args = "--disable-overlap-schedule", off.launch_args("0.9")
+    assert flag not in on.launch_args("0.9") and off_args.count(flag) == 1
+    assert [a for a in off_args if a != flag] == on.launch_args("0.9")
 
 
 def test_small_profile_fits_one_gpu_and_says_what_it_cannot_run() -> None:
@@ -303,10 +300,7 @@ def test_smoke_timeout_is_sized_from_its_launches() -> None:
 
 
 def test_workflow_time_arithmetic_fits_every_test_in_the_job() -> None:
-    import yaml
-    from harness.gpu import gpu_release
-
-    job = yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())["jobs"]["test"]
+    job = _workflow()["jobs"]["test"]
     (suite_step,) = [s for s in job["steps"] if s.get("name", "").startswith("GPU suite")]
     for release in gpu_release.MATRIX:
         for profile in ("full", "small"):
@@ -323,8 +317,6 @@ def test_workflow_time_arithmetic_fits_every_test_in_the_job() -> None:
 
 def test_case_reports_say_when_stock_could_not_start_at_f(tmp_path: Path) -> None:
     """The regression is a result of its own in the printed summary, with every launch."""
-    from harness.gpu import case_report
-
     report = case_report.new_report("eagle3", "0.5.23", True, tmp_path / "a")
     with report.launch("plugin", "0.9"):
         pass
@@ -344,8 +336,6 @@ def test_case_reports_say_when_stock_could_not_start_at_f(tmp_path: Path) -> Non
 
 
 def test_summary_prints_the_case_reports(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from harness.gpu import case_report
-
     report = case_report.new_report("ngram", "0.5.13.post1", False, tmp_path / "cases" / "x")
     report.result("stock_at_f", "started")
     junit, _ = _junit(tmp_path, "def test_a(): pass\n")
@@ -358,10 +348,7 @@ def test_summary_prints_the_case_reports(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
-    import yaml
-    from harness.gpu import gpu_release
-
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())
+    workflow = _workflow()
     job = workflow["jobs"]["test"]
     assert tuple(job["strategy"]["matrix"]["release"]) == gpu_release.MATRIX
     assert job["strategy"]["max-parallel"] == 1
@@ -371,28 +358,9 @@ def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
     assert "sglang==${{ matrix.release }}" in install["run"]
 
 
-def test_dry_run_prints_every_server_parsed_by_0_5_13_post1(tmp_path: Path) -> None:
-    done = _run_gpu_command(tmp_path, {}, "--dry-run")
-    assert done.returncode == 0, done.stderr[-3000:]
-    servers = [json.loads(line) for line in done.stdout.splitlines()]
-    names = [c.name for c in gpu_cases.cases(release="0.5.13.post1")]
-    assert "eagle3_post_capture" not in names  # a 0.5.23 case
-    at_f = [(s["case"], s["variant"]) for s in servers if s["when"] == "always"]
-    assert set(at_f) >= {(n, v) for n in names for v in ("plugin", "stock")}
-    for server in servers:
-        assert server["argv"][:3] == [sys.executable, "-m", "sglang.launch_server"], server
-        assert server["env"]["SGLANG_PLUGINS"] == (
-            "specinit" if server["variant"] == "plugin" else "none-specinit-disabled"
-        )
-        assert "PYTHONPATH" in server["env"]
-    assert not (tmp_path / "cases").exists()  # nothing ran, nothing was written
-
-
 def test_dry_run_fails_in_one_line_on_a_flag_the_release_refuses(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    from harness.gpu import dry_run
-
     # 0.5.23's graph flag, which 0.5.13.post1's parser does not know.
     argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", "m"]
     assert dry_run.parse_problem(argv) == ""
@@ -410,9 +378,6 @@ def test_dry_run_fails_in_one_line_on_a_flag_the_release_refuses(
 
 
 def test_checkpoints_are_fetched_without_what_sglang_never_loads() -> None:
-    import yaml
-    from harness.gpu import downloads
-
     for profile in ("full", "small"):
         env = {gpu_cases.PROFILE_ENV: profile, gpu_cases.MODEL_DIR_ENV: "/models"}
         lines = downloads.commands(env)
@@ -424,7 +389,7 @@ def test_checkpoints_are_fetched_without_what_sglang_never_loads() -> None:
         assert any("meta-llama/Llama-3.1-8B-Instruct --include" in x for x in lines) == (
             profile == "full"
         )
-    job = yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())["jobs"]["test"]
+    job = _workflow()["jobs"]["test"]
     runs = " ".join(s.get("run", "") for s in job["steps"])
     assert "harness.gpu.downloads" in runs and "hf download" not in runs
     assert any(s.get("uses", "").startswith("actions/setup-python") for s in job["steps"])
@@ -436,8 +401,6 @@ def test_summary_reads_the_tests_that_ended_when_pytest_was_killed(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """The job killed mid-suite: no junit.xml, but every finished test was written as it ended."""
-    from harness.gpu import live_results
-
     live_results.record(
         tmp_path, "test/gpu/test_gpu_servers.py::test_case[eagle3]", "passed", "", 1.0
     )
@@ -449,3 +412,36 @@ def test_summary_reads_the_tests_that_ended_when_pytest_was_killed(
     assert code == 1 and "reading junit-partial.xml" in out.err
     assert "passed   test.gpu.test_gpu_servers::test_case[eagle3]" in out.out
     assert "failed   test.gpu.test_gpu_servers::test_case[dflash]  (boom)" in out.out
+
+
+def sglang_req(payload: dict[str, Any]) -> Any:
+    """The scheduler's ``Req`` for a ``/generate`` body, built by 0.5.13.post1's own classes."""
+    from array import array
+
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    return Req(
+        "rid-0",
+        str(payload["text"]),
+        array("i", [1, 2, 3]),
+        SamplingParams(**payload["sampling_params"]),
+        return_logprob=bool(payload.get("return_logprob", False)),
+        top_logprobs_num=int(payload.get("top_logprobs_num", 0)),
+    )
+
+
+def test_dflash_requests_pass_0_5_13_post1s_own_dflash_check() -> None:
+    from sglang.srt.speculative.dflash_utils import validate_dflash_request
+
+    release = gpu_release.settings("0.5.13.post1")
+    for case in gpu_cases.cases({}, "0.5.13.post1"):
+        logprobs = release.returns_logprobs(case.algorithm)
+        payload = gpu_cases.generate_payload(gpu_cases.PROMPTS[0], logprobs=logprobs)
+        assert logprobs == (case.algorithm != "DFLASH"), case.name
+        if case.algorithm == "DFLASH":
+            assert validate_dflash_request(sglang_req(payload)) is None
+    # The recorded broken case: the body every case sent before.
+    asked = gpu_cases.generate_payload(gpu_cases.PROMPTS[0], logprobs=True)
+    assert "return_logprob" in validate_dflash_request(sglang_req(asked))
+    assert gpu_release.settings("0.5.23").returns_logprobs("DFLASH")

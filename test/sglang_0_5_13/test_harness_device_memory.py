@@ -8,7 +8,6 @@ from harness.gpu.device_memory import (
     MIB,
     DeviceMemoryNotReleased,
     read_baselines,
-    visible_device_indices,
     wait_until_released,
 )
 
@@ -56,10 +55,3 @@ def test_gives_up_after_the_bound_and_names_the_holders() -> None:
         )
     message = str(info.value)
     assert "device 0" in message and "4242" in message and "+60416 MiB" in message
-
-
-def test_visible_devices_follow_cuda_visible_devices() -> None:
-    assert visible_device_indices(4, env={}) == [0, 1, 2, 3]
-    assert visible_device_indices(8, env={"CUDA_VISIBLE_DEVICES": "3,5"}) == [3, 5]
-    # UUIDs cannot be mapped to NVML indices without a lookup: watch every device.
-    assert visible_device_indices(2, env={"CUDA_VISIBLE_DEVICES": "GPU-1234"}) == [0, 1]

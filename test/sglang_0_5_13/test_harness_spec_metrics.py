@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
 
 import pytest
 from harness.gpu import spec_metrics
 from harness.gpu.spec_metrics import DraftStats, MissingSpeculativeMetrics, summed
 
-NUM_DRAFT_TOKENS = 4  # --speculative-num-draft-tokens of the GPU suite's chain cases
-
-
-def sglang_meta_info(completion_tokens: int, verify_ct: int, correct: int) -> dict[str, Any]:
-    """The spec part of a finished request's meta_info, as SGLang's tokenizer manager writes it."""
-    return spec_metrics.sglang_meta_info(completion_tokens, verify_ct, correct, NUM_DRAFT_TOKENS)
+# The spec part of a finished request's meta_info, as SGLang's tokenizer manager writes it, at
+# the GPU suite's chain cases' --speculative-num-draft-tokens.
+sglang_meta_info = functools.partial(spec_metrics.sglang_meta_info, num_draft_tokens=4)
 
 
 def test_accepted_drafts_are_read_from_sglang_keys() -> None:

@@ -2,79 +2,66 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from harness.gpu import broken_plugins, device_memory, gpu_cases, gpu_preflight, gpu_verdict
-from harness.gpu.broken_plugins import recorded_probe
-from harness.gpu.spec_metrics import DraftStats, sglang_meta_info, summed
+from harness.gpu import (
+    case_report,
+    device_memory,
+    gpu_cases,
+    gpu_preflight,
+    gpu_release,
+    gpu_verdict,
+    load,
+    memory_watch,
+)
+from harness.gpu.broken_plugins import plugin_breakdown, recorded_probe, response, responses
+from harness.gpu.server_env import gpu_env
+from harness.gpu.spec_metrics import DraftStats, summed
 from harness.launch.server_process import RunFiles, ServerHandle
 from harness.reports import device_probe
 
 GIB, MIB = 1 << 30, 1 << 20
 REPO = Path(__file__).resolve().parents[2]
 PROMPTS = gpu_cases.PROMPTS
-NUM_DRAFT_TOKENS = 4  # the chain cases' --speculative-num-draft-tokens
-
-
-def response(ids: list[int], verify_ct: int, correct: int) -> dict[str, Any]:
-    """One recorded ``/generate`` response (text is the ids, as a tokenizer would not matter)."""
-    return {
-        "text": " ".join(map(str, ids)),
-        "output_ids": ids,
-        "meta_info": sglang_meta_info(len(ids), verify_ct, correct, NUM_DRAFT_TOKENS),
-    }
-
-
-def recorded_run(correct_per_prompt: int, *, changed_token: int | None = None) -> list[dict]:
-    """Responses of one server to the suite's prompts: 96 tokens each in 40 verify steps."""
-    out = []
-    for i, _ in enumerate(PROMPTS):
-        ids = [1000 + 7 * i + t for t in range(96)]
-        if changed_token is not None and i == 1:
-            ids[changed_token] += 1
-        out.append(response(ids, 40, correct_per_prompt))
-    return out
 
 
 def test_greedy_verdict_passes_identical_tokens_and_fails_one_changed_token() -> None:
-    stock = recorded_run(55)
-    assert gpu_verdict.greedy_problems(PROMPTS, recorded_run(55), stock) == []
-    (problem,) = gpu_verdict.greedy_problems(PROMPTS, recorded_run(55, changed_token=17), stock)
+    stock = responses(55)
+    assert gpu_verdict.greedy_verdict(PROMPTS, responses(55), stock).problems == []
+    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, responses(55, changed_at=17), stock).problems
     assert repr(PROMPTS[1]) in problem and "at output token 17" in problem
 
 
 def test_greedy_verdict_fails_a_shorter_answer_and_a_missing_one() -> None:
-    stock = recorded_run(55)
-    short = recorded_run(55)
+    stock = responses(55)
+    short = responses(55)
     short[0] = response(short[0]["output_ids"][:50], 20, 30)
-    (problem,) = gpu_verdict.greedy_problems(PROMPTS, short, stock)
+    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, short, stock).problems
     assert "at output token 50 (50 vs 96 tokens;" in problem
-    assert gpu_verdict.greedy_problems(PROMPTS, short[:3], stock)
+    assert gpu_verdict.greedy_verdict(PROMPTS, short[:3], stock).problems
 
 
 def test_acceptance_verdict_passes_stock_equal_and_noisy_rates() -> None:
-    stock = summed(recorded_run(55))
-    assert gpu_verdict.acceptance_problems(summed(recorded_run(55)), stock) == []
+    stock = summed(responses(55))
+    assert gpu_verdict.acceptance_problems(summed(responses(55)), stock) == []
     # One draft token in a hundred more or fewer per prompt: kernel noise, inside the bound.
-    assert gpu_verdict.acceptance_problems(summed(recorded_run(54)), stock) == []
+    assert gpu_verdict.acceptance_problems(summed(responses(54)), stock) == []
 
 
 def test_acceptance_verdict_fails_a_draft_that_stopped_drafting_well() -> None:
-    stock = summed(recorded_run(55))
+    stock = summed(responses(55))
     # A draft with the wrong embed/lm_head or KV: tokens identical (the target decides them),
     # a fraction of the drafts accepted.
-    (problem,) = gpu_verdict.acceptance_problems(summed(recorded_run(20)), stock)
+    (problem,) = gpu_verdict.acceptance_problems(summed(responses(20)), stock)
     assert "outside the noise bound" in problem
-    (problem,) = gpu_verdict.acceptance_problems(summed(recorded_run(0)), stock)
+    (problem,) = gpu_verdict.acceptance_problems(summed(responses(0)), stock)
     assert "accepted no draft token" in problem
-    (problem,) = gpu_verdict.acceptance_problems(stock, summed(recorded_run(0)))
+    (problem,) = gpu_verdict.acceptance_problems(stock, summed(responses(0)))
     assert problem.startswith("stock accepted no draft token")
 
 
@@ -113,32 +100,28 @@ def with_margins(run: list[dict], margins: list[float]) -> list[dict]:
     ]
 
 
-def test_greedy_difference_fails_where_stocks_choice_was_clear() -> None:
-    clear = [2.0] * 96
-    stock = with_margins(recorded_run(55), clear)
-    broken = with_margins(recorded_run(55, changed_token=17), clear)
-    verdict = gpu_verdict.greedy_verdict(PROMPTS, broken, stock, stock)
-    (problem,) = verdict.problems
-    assert "at output token 17" in problem and "stock margin 2.000" in problem
-    assert verdict.ties == [] and verdict.control == []
-
-
-def test_greedy_difference_at_a_near_tie_is_recorded_not_failed() -> None:
+# Stock's top-two margin at the changed token: clear, or within a hundredth of a nat (rounding
+# decides: recorded as a tie, not failed).
+@pytest.mark.parametrize(("margin", "fails"), [(2.0, True), (0.01, False)])
+def test_a_greedy_difference_fails_only_where_stocks_choice_was_clear(
+    margin: float, fails: bool
+) -> None:
     margins = [2.0] * 96
-    margins[17] = 0.01  # stock's top two within a hundredth of a nat: rounding decides
-    stock = with_margins(recorded_run(55), margins)
-    tie = with_margins(recorded_run(55, changed_token=17), margins)
-    verdict = gpu_verdict.greedy_verdict(PROMPTS, tie, stock, stock)
-    assert verdict.problems == []
-    (line,) = verdict.ties
-    assert "at output token 17" in line and "stock margin 0.010" in line
+    margins[17] = margin
+    stock = with_margins(responses(55), margins)
+    changed = with_margins(responses(55, changed_at=17), margins)
+    verdict = gpu_verdict.greedy_verdict(PROMPTS, changed, stock, stock)
+    failed, tied = (verdict.problems, verdict.ties) if fails else (verdict.ties, verdict.problems)
+    (line,) = failed
+    assert "at output token 17" in line and f"stock margin {margin:.3f}" in line
+    assert tied == [] and verdict.control == []
 
 
 def test_a_stock_control_that_differs_at_a_clear_margin_fails_the_case() -> None:
     """Stock against itself: a nondeterministic server makes the comparison meaningless."""
     clear = [2.0] * 96
-    stock = with_margins(recorded_run(55), clear)
-    control = with_margins(recorded_run(55, changed_token=40), clear)
+    stock = with_margins(responses(55), clear)
+    control = with_margins(responses(55, changed_at=40), clear)
     verdict = gpu_verdict.greedy_verdict(PROMPTS, stock, stock, control)
     (problem,) = verdict.problems
     assert problem.startswith("stock is not reproducible at a clear margin")
@@ -146,18 +129,18 @@ def test_a_stock_control_that_differs_at_a_clear_margin_fails_the_case() -> None
 
 
 def test_greedy_difference_without_logprobs_is_not_excused() -> None:
-    (problem,) = gpu_verdict.greedy_problems(
-        PROMPTS, recorded_run(55, changed_token=3), recorded_run(55), recorded_run(55)
-    )
+    (problem,) = gpu_verdict.greedy_verdict(
+        PROMPTS, responses(55, changed_at=3), responses(55), responses(55)
+    ).problems
     assert "stock margin n/a" in problem
 
 
 def test_verify_counts_must_equal_stocks_on_identical_tokens() -> None:
-    stock = recorded_run(55)
-    assert gpu_verdict.verify_count_problems(PROMPTS, recorded_run(55), stock, stock) == []
+    stock = responses(55)
+    assert gpu_verdict.verify_count_problems(PROMPTS, responses(55), stock, stock) == []
     # One prompt needing two verify steps more: a draft accepted a little less often. The
     # aggregate binomial bound cannot see it.
-    worse = recorded_run(55)
+    worse = responses(55)
     worse[2] = response(worse[2]["output_ids"], 42, 53)
     assert gpu_verdict.acceptance_problems(summed(worse), summed(stock)) == []
     (problem,) = gpu_verdict.verify_count_problems(PROMPTS, worse, stock, stock)
@@ -165,144 +148,20 @@ def test_verify_counts_must_equal_stocks_on_identical_tokens() -> None:
 
 
 def test_verify_counts_allow_only_stocks_own_spread() -> None:
-    stock = recorded_run(55)
-    control = recorded_run(55)
+    stock = responses(55)
+    control = responses(55)
     control[2] = response(control[2]["output_ids"], 41, 54)  # stock moved by one itself
-    one_more = recorded_run(55)
+    one_more = responses(55)
     one_more[2] = response(one_more[2]["output_ids"], 41, 54)
     assert gpu_verdict.verify_count_problems(PROMPTS, one_more, stock, control) == []
-    two_more = recorded_run(55)
+    two_more = responses(55)
     two_more[2] = response(two_more[2]["output_ids"], 42, 53)
     assert gpu_verdict.verify_count_problems(PROMPTS, two_more, stock, control)
 
 
-class FakeGraphRunner:
-    """Test double for SGLang's CUDA graph runners: captures nothing, holds nothing."""
-
-    def __init__(self, *args: Any) -> None:
-        pass
-
-
-def fake_free_memory(readings: list[float]) -> Any:
-    """Test double for ``get_available_gpu_memory``: returns the scripted GiB readings."""
-    it = iter(readings)
-    return lambda *args, **kwargs: next(it)
-
-
-def sglang_graph_log(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, *, draft: bool
-) -> tuple[str, float]:
-    """What 0.5.13.post1 logs when the target (and an EAGLE chain's draft) capture graphs, by
-    its own ``init_device_graphs`` / ``init_cuda_graphs``, and the runner's graph figure."""
-    import sglang.srt.model_executor.model_runner as model_runner
-    import sglang.srt.speculative.eagle_worker_v2 as eagle_worker_v2
-
-    monkeypatch.setattr(model_runner, "CudaGraphRunner", FakeGraphRunner)
-    monkeypatch.setattr(model_runner, "get_available_gpu_memory", fake_free_memory([8.0, 7.39]))
-    runner = SimpleNamespace(
-        is_generation=True,
-        device="cuda",
-        gpu_id=0,
-        server_args=SimpleNamespace(model_impl="auto", disable_cuda_graph=False),
-    )
-    caplog.clear()
-    with caplog.at_level(logging.INFO):
-        model_runner.ModelRunner.init_device_graphs(runner)
-        if draft:
-            monkeypatch.setattr(eagle_worker_v2, "EAGLEDraftCudaGraphRunner", FakeGraphRunner)
-            monkeypatch.setattr(
-                eagle_worker_v2, "get_available_gpu_memory", fake_free_memory([7.3, 7.1])
-            )
-            # Rank 0 of an initialised process group in a real server.
-            monkeypatch.setattr(eagle_worker_v2, "log_info_on_rank0", lambda lg, m: lg.info(m))
-            worker = SimpleNamespace(
-                server_args=runner.server_args,
-                speculative_num_steps=3,
-                device="cuda",
-                gpu_id=0,
-                target_worker=SimpleNamespace(device="cuda"),
-                draft_extend_attn_backend=None,
-            )
-            eagle_worker_v2.EagleDraftWorker.init_cuda_graphs(worker)
-    text = "\n".join(f"[2026-12-01 09:00:00] {r.getMessage()}" for r in caplog.records)
-    return text, runner.graph_mem_usage
-
-
-def sglang_server_info(graph_mem_usage: float, monkeypatch: pytest.MonkeyPatch) -> dict:
-    """``/server_info``'s scheduler state, by 0.5.13.post1's ``Scheduler.get_internal_state``."""
-    import sglang.srt.managers.scheduler as scheduler
-
-    monkeypatch.setattr(scheduler, "get_global_server_args", lambda: SimpleNamespace())
-    model_runner = SimpleNamespace(weight_load_mem_usage=15.2, graph_mem_usage=graph_mem_usage)
-    kvcache = SimpleNamespace(mem_usage=55.1)
-    state = SimpleNamespace(
-        metrics_reporter=SimpleNamespace(last_gen_throughput=0.0),
-        tp_worker=SimpleNamespace(model_runner=model_runner),
-        token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kvcache),
-        max_total_num_tokens=400_000,
-        max_running_requests=48,
-        spec_algorithm=SimpleNamespace(is_none=lambda: True),
-    )
-    out = scheduler.Scheduler.get_internal_state(state, None)
-    return {"disable_cuda_graph": False, "internal_states": [out.internal_state]}
-
-
-EAGLE3_ARGS = gpu_cases.case("eagle3", {}).args
-
-
-def test_graph_verdict_passes_what_sglang_logs_for_an_eagle3_launch(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    log, figure = sglang_graph_log(monkeypatch, caplog, draft=True)
-    capture = gpu_verdict.GraphCapture.from_log(log)
-    assert capture.kinds == {"runner", "draft"}
-    assert capture.runner_mem_gb == (pytest.approx(figure, abs=0.005),)
-    info = sglang_server_info(figure, monkeypatch)
-    expect = gpu_verdict.expected_draft_graph(EAGLE3_ARGS)
-    assert gpu_verdict.graph_problems(capture, info, expect) == []
-
-
-def test_graph_verdict_fails_without_the_draft_graph_or_any_graph(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    log, figure = sglang_graph_log(monkeypatch, caplog, draft=False)
-    capture = gpu_verdict.GraphCapture.from_log(log)
-    info = sglang_server_info(figure, monkeypatch)
-    expect = gpu_verdict.expected_draft_graph(EAGLE3_ARGS)
-    (problem,) = gpu_verdict.graph_problems(capture, info, expect)
-    assert "draft's CUDA graphs were not captured" in problem
-    # No graph at all (--disable-cuda-graph, or the plugin skipped the graph phase).
-    nothing = gpu_verdict.GraphCapture.from_log("[2026-12-01 09:00:00] Load weight end.")
-    problems = gpu_verdict.graph_problems(nothing, sglang_server_info(0.0, monkeypatch), expect)
-    assert len(problems) == 3, problems  # no runner line, figure 0, no draft line
-
-
-def test_graph_verdict_fails_a_figure_that_matches_no_capture(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    log, figure = sglang_graph_log(monkeypatch, caplog, draft=True)
-    capture = gpu_verdict.GraphCapture.from_log(log)
-    info = sglang_server_info(figure + 0.25, monkeypatch)
-    (problem,) = gpu_verdict.graph_problems(capture, info, "draft")
-    assert "matches no captured runner" in problem
-    failed = gpu_verdict.GraphCapture.from_log(log + "\nCapture cuda graph failed: boom")
-    assert gpu_verdict.graph_problems(failed, sglang_server_info(figure, monkeypatch), "draft")
-
-
-def test_plugin_must_capture_every_kind_stock_captures(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    stock_log, _ = sglang_graph_log(monkeypatch, caplog, draft=True)
-    stock = gpu_verdict.GraphCapture.from_log(stock_log)
-    plugin = replace(stock, draft=0)
-    assert gpu_verdict.same_graph_kinds(plugin, stock) == [
-        "stock captured ['draft'] graphs, the plugin-on server did not"
-    ]
-    assert gpu_verdict.same_graph_kinds(stock, stock) == []
-
-
 def test_expected_draft_graph_per_case() -> None:
-    expected = {c.name: gpu_verdict.expected_draft_graph(c.args) for c in gpu_cases.cases({})}
+    cases = gpu_cases.cases({}, "0.5.13.post1")
+    expected = {c.name: gpu_verdict.expected_draft_graph(c.args) for c in cases}
     assert expected == {
         "eagle3": "draft",
         "eagle3_no_overlap": "draft",
@@ -344,11 +203,6 @@ def test_fill_floor_cannot_be_checked_without_torch_counters() -> None:
     usage = device_probe.usage_after_pools(records)
     assert usage.fill_shortfall_bytes is None
     assert gpu_verdict.fill_problems(usage, BREAKDOWN)
-
-
-def plugin_breakdown(usage: device_probe.UsageAfterPools, records: list[dict]) -> dict:
-    """The plugin's breakdown of the same recorded launch (the keys the GPU test reads)."""
-    return broken_plugins.plugin_breakdown(usage, records)
 
 
 def test_memory_verdict_of_one_rank() -> None:
@@ -426,25 +280,20 @@ def test_preflight_reads_the_driver_branch_when_the_banner_has_no_cuda_version()
 
 def test_a_case_waits_only_on_the_devices_it_runs_on() -> None:
     uuids = {"GPU-aaaa-1111": 0, "GPU-bbbb-2222": 1, "GPU-cccc-3333": 2}
-    assert device_memory.devices_for_case(1, 8, uuids, env={}) == [0]
-    assert device_memory.devices_for_case(2, 8, uuids, env={"CUDA_VISIBLE_DEVICES": "5,3,1"}) == [
-        5,
-        3,
-    ]
-    env = {"CUDA_VISIBLE_DEVICES": "GPU-cccc,GPU-aaaa-1111"}
-    assert device_memory.devices_for_case(2, 3, uuids, env=env) == [2, 0]
+
+    def devices(tp: int, count: int, visible: str | None = None) -> list[int]:
+        env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+        return device_memory.devices_for_case(tp, count, uuids, env=env)
+
+    assert devices(1, 8) == [0]
+    assert devices(2, 8, "5,3,1") == [5, 3]
+    assert devices(2, 3, "GPU-cccc,GPU-aaaa-1111") == [2, 0]
     # An id NVML does not list (a MIG instance): every device is watched.
-    assert device_memory.devices_for_case(1, 3, uuids, env={"CUDA_VISIBLE_DEVICES": "MIG-1"}) == [
-        0,
-        1,
-        2,
-    ]
-    assert device_memory.devices_for_case(1, 3, uuids, env={"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert devices(1, 3, "MIG-1") == [0, 1, 2]
+    assert devices(1, 3, "") == []
 
 
 def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:
-    from harness.gpu.server_env import gpu_env
-
     dflash = gpu_cases.case("dflash", {})
     assert "--trust-remote-code" in dflash.launch_args("0.9")
     env = gpu_env(
@@ -462,7 +311,6 @@ def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:
 
 
 def test_a_gpu_server_never_gets_a_cpu_double(tmp_path: Path) -> None:
-    from harness.gpu.server_env import gpu_env
     from harness.launch import server_process
     from harness.launch.engine import cpu_env
     from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
@@ -507,8 +355,6 @@ LOG_0523 = """[2026-12-01 09:00:00] Capture target verify CUDA graph end. bs=[1,
 
 
 def test_graph_lines_are_read_per_release() -> None:
-    from harness.gpu import gpu_release
-
     r0523 = gpu_release.settings("0.5.23")
     capture = gpu_verdict.GraphCapture.from_log(LOG_0523, r0523)
     assert capture.kinds == {"runner", "draft"} and capture.runner_mem_gb == (0.61,)
@@ -522,8 +368,6 @@ def test_graph_lines_are_read_per_release() -> None:
 
 
 def test_the_suite_runs_the_installed_release_and_refuses_others() -> None:
-    from harness.gpu import gpu_release
-
     assert gpu_release.MATRIX == ("0.5.13.post1", "0.5.23")
     assert gpu_release.installed_settings().version == gpu_release.installed_release()
     with pytest.raises(
@@ -534,89 +378,9 @@ def test_the_suite_runs_the_installed_release_and_refuses_others() -> None:
         assert release.deterministic_flag == "--enable-deterministic-inference"
 
 
-def sglang_req(payload: dict[str, Any]) -> Any:
-    """The scheduler's ``Req`` for a ``/generate`` body, built by 0.5.13.post1's own classes."""
-    from array import array
-
-    from sglang.srt.managers.schedule_batch import Req
-    from sglang.srt.sampling.sampling_params import SamplingParams
-
-    return Req(
-        "rid-0",
-        str(payload["text"]),
-        array("i", [1, 2, 3]),
-        SamplingParams(**payload["sampling_params"]),
-        return_logprob=bool(payload.get("return_logprob", False)),
-        top_logprobs_num=int(payload.get("top_logprobs_num", 0)),
-    )
-
-
-def test_dflash_requests_pass_0_5_13_post1s_own_dflash_check() -> None:
-    from harness.gpu import gpu_release
-    from sglang.srt.speculative.dflash_utils import validate_dflash_request
-
-    release = gpu_release.settings("0.5.13.post1")
-    for case in gpu_cases.cases({}, "0.5.13.post1"):
-        logprobs = release.returns_logprobs(case.algorithm)
-        payload = gpu_cases.generate_payload(PROMPTS[0], logprobs=logprobs)
-        assert logprobs == (case.algorithm != "DFLASH"), case.name
-        if case.algorithm == "DFLASH":
-            assert validate_dflash_request(sglang_req(payload)) is None
-    # The recorded broken case: the body every case sent before.
-    asked = gpu_cases.generate_payload(PROMPTS[0], logprobs=True)
-    assert "return_logprob" in validate_dflash_request(sglang_req(asked))
-    assert gpu_release.settings("0.5.23").returns_logprobs("DFLASH")
-
-
-@pytest.fixture
-def launch_0513(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
-    """``launch_of(batch_list, tokens)``: an EAGLE3 launch's capture lines and /server_info, by
-    0.5.13.post1's own init_device_graphs, init_cuda_graphs and get_internal_state."""
-    from harness.gpu import gpu_release
-
-    release = gpu_release.settings("0.5.13.post1")
-
-    def launch_of(bs: Any, tokens: int) -> tuple[gpu_verdict.GraphCapture, dict]:
-        log, figure = sglang_graph_log(monkeypatch, caplog, draft=True)
-        info = sglang_server_info(figure, monkeypatch)
-        # The resolved graph arguments as /server_info carries them (ServerArgs fields).
-        info.update(max_total_num_tokens=tokens, cuda_graph_bs=list(bs), cuda_graph_max_bs=max(bs))
-        return gpu_verdict.GraphCapture.from_log(log, release), info
-
-    return launch_of
-
-
-EXPECTED_0513 = {
-    "duplicates not bound before sizing": ["memory", "storage_identity"],
-    "draft KV priced at 0": ["memory"],
-    "20 % fewer tokens than possible": ["memory"],
-    "hot-token map corrupted": ["verify_counts", "acceptance"],
-    "greedy output changed": ["greedy"],
-    "silently stepping aside": ["breakdown"],
-    "CUDA-graph batch list changed": ["batch_lists"],
-}
-
-
-def test_a_working_plugins_case_passes_every_gpu_verdict_on_0_5_13_post1(launch_0513: Any) -> None:
-    from harness.gpu import case_verdict, gpu_release
-
-    working = broken_plugins.working_case(launch_0513, gpu_release.settings("0.5.13.post1"))
-    assert not working.stock_fits  # 0.5.13.x stock lands its draft pool over the budget
-    assert case_verdict.case_problems(working) == {name: [] for name in case_verdict.CHECKS}
-
-
-def test_each_broken_plugin_fails_the_gpu_case_on_0_5_13_post1(launch_0513: Any) -> None:
-    from harness.gpu import gpu_release
-
-    table = broken_plugins.verdict_table(launch_0513, gpu_release.settings("0.5.13.post1"))
-    assert table == EXPECTED_0513, broken_plugins.describe(table)
-
-
 def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
     tmp_path: Path,
 ) -> None:
-    from harness.gpu import memory_watch
-
     log = tmp_path / "server.log"
     log.write_text("[09:00:00] Load weight end. mem usage=15.0 GB\n")
     used = {0: 20 * GIB, 1: 21 * GIB}
@@ -639,8 +403,6 @@ def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
 
 
 def test_the_short_load_gives_throughput_and_accept_length() -> None:
-    from harness.gpu import load
-
     outcomes = [
         load.RequestOutcome(i, completion_tokens=128, seconds=4.0, verify_steps=40)
         for i in range(16)
@@ -655,8 +417,6 @@ def test_the_short_load_gives_throughput_and_accept_length() -> None:
 
 
 def test_the_step_summary_has_one_row_per_case_with_tokens_and_serving(tmp_path: Path) -> None:
-    from harness.gpu import case_report
-
     report = case_report.new_report("eagle3", "0.5.23", True, tmp_path / "a")
     report.result("tokens", {"plugin": 392943, "stock": 385171, "ratio": 1.0202})
     report.result("cuda_graph_batch_lists", {"args_equal": True})

@@ -19,6 +19,8 @@ pure ones are also exercised on CPU.
   the installed release's own ``ServerArgs`` and checked for CPU doubles;
 - ``case_verdict``: every check of one case, in one function (the GPU test and CI run it);
 - ``broken_plugins``: seven broken plugins as recorded case data, and which checks each fails;
+- ``recorded_launch``: an EAGLE3 launch's capture lines and ``/server_info``, by the installed
+  release's own code (the verdicts' CPU tests);
 - ``memory_watch``: NVML peaks per device during init and capture, free memory after;
 - ``live_results``: each test's outcome (JSON line, partial JUnit) written as it ends;
 - ``time_budget``: each test's limit from its launches, the suite's and the job's;

@@ -99,16 +99,24 @@ def plugin_breakdown(
     }
 
 
-def responses(*, verify_ct: int = 40, correct: int = 56, changed: bool = False) -> list[dict]:
-    """One server's greedy answers to the suite's prompts (96 tokens each), with the
-    ``meta_info`` the release's own TokenizerManager writes; ``changed``: one token differs."""
+def response(ids: list[int], verify_ct: int, correct: int) -> dict[str, Any]:
+    """One greedy ``/generate`` answer with the ``meta_info`` the release's own
+    TokenizerManager writes (its text is the ids: no tokenizer is needed)."""
+    meta = sglang_meta_info(len(ids), verify_ct, correct, NUM_DRAFT_TOKENS)
+    return {"text": " ".join(map(str, ids)), "output_ids": ids, "meta_info": meta}
+
+
+def responses(
+    correct: int = 56, *, verify_ct: int = 40, changed_at: int | None = None
+) -> list[dict]:
+    """One server's answers to the suite's prompts (96 tokens each); ``changed_at``: the
+    second prompt's token there differs."""
     out = []
     for i, _ in enumerate(gpu_cases.PROMPTS):
         ids = [1000 + 7 * i + t for t in range(96)]
-        if changed and i == 1:
-            ids[20] += 1
-        meta = sglang_meta_info(len(ids), verify_ct, correct, NUM_DRAFT_TOKENS)
-        out.append({"text": " ".join(map(str, ids)), "output_ids": ids, "meta_info": meta})
+        if changed_at is not None and i == 1:
+            ids[changed_at] += 1
+        out.append(response(ids, verify_ct, correct))
     return out
 
 
@@ -189,7 +197,7 @@ BROKEN: dict[str, Callable[[CaseEvidence, LaunchOf], CaseEvidence]] = {
         e, _launch(lo, recorded_probe(), plugin=True, verify_ct=90, correct=6)
     ),
     "greedy output changed": lambda e, lo: _plugin(
-        e, _launch(lo, recorded_probe(), plugin=True, changed=True)
+        e, _launch(lo, recorded_probe(), plugin=True, changed_at=20)
     ),
     # Registered, then nothing: stock's sizing, no breakdown, no warning.
     "silently stepping aside": lambda e, lo: _plugin(e, dataclasses.replace(e.stock, control=None)),

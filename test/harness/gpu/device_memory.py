@@ -43,8 +43,11 @@ class NvmlMemoryReader:
         return int(self._nvml.nvmlDeviceGetCount())
 
     def used_bytes(self, index: int) -> int:
-        handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
-        return int(self._nvml.nvmlDeviceGetMemoryInfo(handle).used)
+        return self.used_and_total(index)[0]
+
+    def used_and_total(self, index: int) -> tuple[int, int]:
+        info = self._nvml.nvmlDeviceGetMemoryInfo(self._nvml.nvmlDeviceGetHandleByIndex(index))
+        return int(info.used), int(info.total)
 
     def holder_pids(self, index: int) -> list[int]:
         handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
@@ -95,17 +98,6 @@ def default_reader() -> NvmlMemoryReader | NvidiaSmiMemoryReader:
         return NvmlMemoryReader()
     except Exception:  # no pynvml, or NVML refuses to initialise
         return NvidiaSmiMemoryReader()
-
-
-def visible_device_indices(device_count: int, env: Mapping[str, str] | None = None) -> list[int]:
-    """Physical indices of the devices CUDA will use (``CUDA_VISIBLE_DEVICES`` order)."""
-    listed = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
-    if listed is None or not listed.strip():
-        return list(range(device_count))
-    parts = [p.strip() for p in listed.split(",") if p.strip()]
-    if all(p.isdigit() for p in parts):
-        return [int(p) for p in parts]
-    return list(range(device_count))
 
 
 def devices_for_case(

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from unittest import mock
 
 from harness.gpu import gpu_cases, gpu_release
 from harness.gpu.server_env import changed_variables, gpu_env, launch_argv
@@ -21,6 +21,15 @@ from harness.launch.server_process import cpu_double_problems
 # Where the suite's servers would write; the dry run names the place without creating it.
 WORK_DIR_PLACEHOLDER = Path("<case-dir>")
 CASE_TEST = "test_gpu_servers.py::test_case_fits_its_budget_and_matches_stock"
+# The eagle3 case's other tests at f: (test, variant, work directory).
+EAGLE3_TESTS = (
+    (
+        "test_gpu_servers.py::test_full_kv_cache_is_served_without_running_out_of_memory",
+        "plugin",
+        "load",
+    ),
+    ("test_gpu_servers.py::test_stock_sglang_overshoots_the_same_budget", "stock", "overshoot"),
+)
 
 
 @dataclass(frozen=True)
@@ -85,24 +94,8 @@ def planned_servers(
     eagle3 = gpu_cases.case("eagle3", env, settings.version)
     if eagle3.skip:
         return
-    yield _server(
-        eagle3,
-        "plugin",
-        f,
-        test="test_gpu_servers.py::test_full_kv_cache_is_served_without_running_out_of_memory",
-        when="always",
-        work="load",
-        **common,
-    )
-    yield _server(
-        eagle3,
-        "stock",
-        f,
-        test="test_gpu_servers.py::test_stock_sglang_overshoots_the_same_budget",
-        when="always",
-        work="overshoot",
-        **common,
-    )
+    for test, variant, work in EAGLE3_TESTS:
+        yield _server(eagle3, variant, f, test=test, when="always", work=work, **common)
     tp2 = dataclasses.replace(eagle3, name="eagle3_tp2", tp=2)
     yield _server(
         tp2,
@@ -130,22 +123,10 @@ def parse_problem(argv: list[str]) -> str:
             namespace = parser.parse_args(argv[3:])
     except SystemExit:
         return stderr.getvalue().strip().splitlines()[-1]
-    with _without_post_init(ServerArgs):
+    # Without the post-init, which reads the model and the device.
+    with mock.patch.object(ServerArgs, "__post_init__", lambda self: None, create=True):
         ServerArgs.from_cli_args(namespace)
     return ""
-
-
-@contextlib.contextmanager
-def _without_post_init(cls: type) -> Iterator[None]:
-    original = cls.__dict__.get("__post_init__")
-    if original is None:
-        yield
-        return
-    cls.__post_init__ = lambda self: None  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        cls.__post_init__ = original  # type: ignore[attr-defined]
 
 
 def server_problems(server: PlannedServer, full_env: Mapping[str, str]) -> list[str]:
@@ -179,12 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
-        print(json.dumps(_record(server)))
+        print(json.dumps(dataclasses.asdict(server)))
     return 0
-
-
-def _record(server: PlannedServer) -> dict[str, Any]:
-    return dataclasses.asdict(server)
 
 
 if __name__ == "__main__":

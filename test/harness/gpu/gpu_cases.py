@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -66,11 +67,12 @@ def generate_payload(prompt: str, *, logprobs: bool) -> dict[str, object]:
 
 
 @dataclass(frozen=True)
-class CaseSpec:
-    """One case as a profile defines it. ``target`` None: the profile cannot run it (``why``)."""
+class Case:
+    """One case as a profile defines it (:func:`resolve` applies the env overrides); ``skip``
+    says why it cannot run (then ``target`` is "")."""
 
     name: str
-    target: str | None
+    target: str
     draft: str | None
     args: tuple[str, ...]
     tp: int = 1
@@ -78,7 +80,7 @@ class CaseSpec:
     overlap: bool = False
     # The draft is the target checkpoint itself (MTP layers inside it).
     self_draft: bool = False
-    why: str = ""
+    skip: str = ""
     # Case names whose SPECINIT_GPU_<NAME>_* overrides apply, first match wins.
     env_names: tuple[str, ...] = ()
     # Environment variables of the server's process tree (plugin on and stock alike).
@@ -89,122 +91,6 @@ class CaseSpec:
     @property
     def override_prefixes(self) -> list[str]:
         return [f"SPECINIT_GPU_{n.upper()}_" for n in (self.name, *self.env_names)]
-
-
-# 0.5.23's resize after graph capture (CUDA only), which the plugin caps at the pools' prices.
-POST_CAPTURE_ENV = (("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING", "1"),)
-
-
-def _eagle3(target: str, draft: str) -> tuple[CaseSpec, ...]:
-    # Overlap scheduling is the default for the EAGLE family in 0.5.13.post1
-    # (SGLANG_ENABLE_SPEC_V2 on); the phases differ without it, so both are run.
-    return (
-        CaseSpec("eagle3", target, draft, EAGLE3_ARGS, overlap=True),
-        CaseSpec(
-            "eagle3_no_overlap",
-            target,
-            draft,
-            (*EAGLE3_ARGS, "--disable-overlap-schedule"),
-            overlap=False,
-            env_names=("eagle3",),  # the same models as eagle3 unless told otherwise
-        ),
-        CaseSpec(
-            "eagle3_post_capture",
-            target,
-            draft,
-            EAGLE3_ARGS,
-            overlap=True,
-            env_names=("eagle3",),
-            env=POST_CAPTURE_ENV,
-            releases=("0.5.23",),
-        ),
-    )
-
-
-NGRAM_ARGS = ("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8")
-MULTI_LAYER_ARGS = (
-    "--speculative-algorithm",
-    "EAGLE",
-    "--enable-multi-layer-eagle",
-    "--trust-remote-code",
-    *CHAIN,
-)
-
-PROFILES: dict[str, tuple[CaseSpec, ...]] = {
-    "full": (
-        *_eagle3("meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"),
-        CaseSpec(
-            "standalone",
-            "meta-llama/Llama-3.1-8B-Instruct",
-            "meta-llama/Llama-3.2-1B-Instruct",
-            ("--speculative-algorithm", "STANDALONE", *CHAIN),
-            overlap=True,
-        ),
-        CaseSpec(
-            "multi_layer_mtp",
-            "XiaomiMiMo/MiMo-V2-Flash",
-            None,
-            MULTI_LAYER_ARGS,
-            tp=8,
-            overlap=True,
-            self_draft=True,
-        ),
-        CaseSpec(
-            "dflash",
-            "Qwen/Qwen3-8B",
-            "z-lab/Qwen3-8B-DFlash-b16",
-            DFLASH_ARGS,
-            env=DFLASH_ENV,
-        ),
-        CaseSpec("ngram", "meta-llama/Llama-3.1-8B-Instruct", None, NGRAM_ARGS),
-    ),
-    "small": (
-        *_eagle3(
-            "meta-llama/Llama-3.2-1B-Instruct", "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct"
-        ),
-        CaseSpec(
-            "standalone",
-            "meta-llama/Llama-3.2-3B-Instruct",
-            "meta-llama/Llama-3.2-1B-Instruct",
-            ("--speculative-algorithm", "STANDALONE", *CHAIN),
-            overlap=True,
-        ),
-        CaseSpec(
-            "multi_layer_mtp",
-            None,
-            None,
-            MULTI_LAYER_ARGS,
-            overlap=True,
-            self_draft=True,
-            why=(
-                "no checkpoint for one 24-48 GB GPU has multi-layer MTP (0.5.13.post1 enables "
-                "it for MiMo-V2-Flash and Step-3.5 only); set SPECINIT_GPU_MULTI_LAYER_MTP_TARGET"
-            ),
-        ),
-        CaseSpec(
-            "dflash",
-            "Qwen/Qwen3-4B",
-            "z-lab/Qwen3-4B-DFlash-b16",
-            DFLASH_ARGS,
-            env=DFLASH_ENV,
-        ),
-        CaseSpec("ngram", "meta-llama/Llama-3.2-1B-Instruct", None, NGRAM_ARGS),
-    ),
-}
-
-
-@dataclass(frozen=True)
-class Case:
-    """A case with the profile and env overrides applied; ``skip`` says why it cannot run."""
-
-    name: str
-    target: str
-    draft: str | None
-    tp: int
-    args: tuple[str, ...]
-    overlap: bool
-    skip: str = ""
-    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def algorithm(self) -> str:
@@ -228,6 +114,102 @@ class Case:
         if deterministic_flag:
             argv.append(deterministic_flag)
         return argv
+
+
+# 0.5.23's resize after graph capture (CUDA only), which the plugin caps at the pools' prices.
+POST_CAPTURE_ENV = (("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING", "1"),)
+
+
+NGRAM_ARGS = ("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8")
+MULTI_LAYER_ARGS = (
+    "--speculative-algorithm",
+    "EAGLE",
+    "--enable-multi-layer-eagle",
+    "--trust-remote-code",
+    *CHAIN,
+)
+SMALL_DRAFT = "meta-llama/Llama-3.2-1B-Instruct"  # every profile's STANDALONE draft
+
+
+def _profile(
+    target: str,
+    eagle3_draft: str,
+    standalone_target: str,
+    dflash: tuple[str, str],
+    mtp: Case,
+) -> tuple[Case, ...]:
+    """One profile's cases: ``target`` runs EAGLE3 (with ``eagle3_draft``) and NGRAM;
+    ``dflash`` is a target and its DFLASH draft; ``mtp`` the multi-layer MTP case."""
+    # Overlap scheduling is the default for the EAGLE family in 0.5.13.post1
+    # (SGLANG_ENABLE_SPEC_V2 on); the phases differ without it, so both are run.
+    return (
+        Case("eagle3", target, eagle3_draft, EAGLE3_ARGS, overlap=True),
+        Case(
+            "eagle3_no_overlap",
+            target,
+            eagle3_draft,
+            (*EAGLE3_ARGS, "--disable-overlap-schedule"),
+            overlap=False,
+            env_names=("eagle3",),  # the same models as eagle3 unless told otherwise
+        ),
+        Case(
+            "eagle3_post_capture",
+            target,
+            eagle3_draft,
+            EAGLE3_ARGS,
+            overlap=True,
+            env_names=("eagle3",),
+            env=POST_CAPTURE_ENV,
+            releases=("0.5.23",),
+        ),
+        Case(
+            "standalone",
+            standalone_target,
+            SMALL_DRAFT,
+            ("--speculative-algorithm", "STANDALONE", *CHAIN),
+            overlap=True,
+        ),
+        mtp,
+        Case("dflash", *dflash, DFLASH_ARGS, env=DFLASH_ENV),
+        Case("ngram", target, None, NGRAM_ARGS),
+    )
+
+
+def _mtp(target: str, tp: int = 1, skip: str = "") -> Case:
+    return Case(
+        "multi_layer_mtp",
+        target,
+        None,
+        MULTI_LAYER_ARGS,
+        tp=tp,
+        overlap=True,
+        self_draft=True,
+        skip=skip,
+    )
+
+
+PROFILES: dict[str, tuple[Case, ...]] = {
+    "full": _profile(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        ("Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"),
+        _mtp("XiaomiMiMo/MiMo-V2-Flash", tp=8),
+    ),
+    "small": _profile(
+        "meta-llama/Llama-3.2-1B-Instruct",
+        "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct",
+        "meta-llama/Llama-3.2-3B-Instruct",
+        ("Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16"),
+        _mtp(
+            "",
+            skip=(
+                "no checkpoint for one 24-48 GB GPU has multi-layer MTP (0.5.13.post1 enables "
+                "it for MiMo-V2-Flash and Step-3.5 only); set SPECINIT_GPU_MULTI_LAYER_MTP_TARGET"
+            ),
+        ),
+    ),
+}
 
 
 def profile_name(env: Mapping[str, str] | None = None) -> str:
@@ -285,7 +267,7 @@ def local_model(model: str, env: Mapping[str, str]) -> str:
     return model
 
 
-def resolve(spec: CaseSpec, env: Mapping[str, str]) -> Case:
+def resolve(spec: Case, env: Mapping[str, str]) -> Case:
     """Apply ``SPECINIT_GPU_<CASE>_TARGET`` / ``_DRAFT`` / ``_TP`` and
     ``SPECINIT_GPU_MODEL_DIR`` to a profile's case."""
 
@@ -297,13 +279,14 @@ def resolve(spec: CaseSpec, env: Mapping[str, str]) -> Case:
     tp_text = setting("TP") or str(spec.tp)
     if not tp_text.isdigit() or int(tp_text) < 1:
         raise ValueError(f"{spec.override_prefixes[0]}TP={tp_text!r} must be a positive integer")
-    if target is None:
-        return Case(spec.name, "", None, int(tp_text), spec.args, spec.overlap, spec.why, spec.env)
+    if not target:
+        return dataclasses.replace(spec, tp=int(tp_text))
     if spec.self_draft and draft is None:
         draft = target
-    target = local_model(target, env)
     draft = None if draft is None else local_model(draft, env)
-    return Case(spec.name, target, draft, int(tp_text), spec.args, spec.overlap, env=spec.env)
+    return dataclasses.replace(
+        spec, target=local_model(target, env), draft=draft, tp=int(tp_text), skip=""
+    )
 
 
 def smoke_problems(env: Mapping[str, str] | None = None) -> str:

@@ -25,24 +25,11 @@ def _shown(text: str | None, pattern: str) -> str:
     return match.group(1) if match else "unknown"
 
 
+# nvidia-smi's banner ("Driver Version: 580.65.06", "CUDA Version: 13.0"); glibc's version
+# from os.confstr("CS_GNU_LIBC_VERSION") ("glibc 2.35").
 DRIVER = r"Driver Version:\s*([\d.]+)"
 CUDA = r"CUDA Version:\s*([\d.]+)"
 GLIBC = r"glibc\s+([\d.]+)"
-
-
-def driver_cuda_version(banner: str | None) -> tuple[int, ...] | None:
-    """The CUDA version the driver supports, from ``nvidia-smi``'s banner (``CUDA Version:``)."""
-    return _version(banner, CUDA)
-
-
-def driver_version(banner: str | None) -> tuple[int, ...] | None:
-    """The driver's version, from ``nvidia-smi``'s banner (``Driver Version: 580.65.06``)."""
-    return _version(banner, DRIVER)
-
-
-def glibc_version(libc: str | None) -> tuple[int, ...] | None:
-    """glibc's version from ``os.confstr("CS_GNU_LIBC_VERSION")`` (``glibc 2.35``)."""
-    return _version(libc, GLIBC)
 
 
 def _dotted(version: tuple[int, ...] | None) -> str:
@@ -55,14 +42,14 @@ def problems(banner: str | None, libc: str | None) -> list[str]:
     if banner is None:
         found.append("no NVIDIA driver (nvidia-smi not found or failing)")
     else:
-        cuda, driver = driver_cuda_version(banner), driver_version(banner)
+        cuda, driver = _version(banner, CUDA), _version(banner, DRIVER)
         ok = cuda >= MIN_CUDA if cuda else bool(driver and driver[0] >= MIN_DRIVER_MAJOR)
         if not ok:
             found.append(
                 f"driver {_shown(banner, DRIVER)} supports CUDA {_shown(banner, CUDA)}, not "
                 f"CUDA 13 (install driver {MIN_DRIVER_MAJOR} or newer)"
             )
-    glibc = glibc_version(libc)
+    glibc = _version(libc, GLIBC)
     if glibc is None or glibc < MIN_GLIBC:
         found.append(
             f"glibc {_shown(libc, GLIBC)} is older than {_dotted(MIN_GLIBC)} (the wheels are "

@@ -146,16 +146,6 @@ def greedy_verdict(
     return GreedyVerdict(problems, ties, control_notes)
 
 
-def greedy_problems(
-    prompts: Sequence[str],
-    plugin: Sequence[Mapping[str, Any]],
-    stock: Sequence[Mapping[str, Any]],
-    control: Sequence[Mapping[str, Any]] | None = None,
-) -> list[str]:
-    """The failures of :func:`greedy_verdict`."""
-    return greedy_verdict(prompts, plugin, stock, control).problems
-
-
 def verify_count_problems(
     prompts: Sequence[str],
     plugin: Sequence[Mapping[str, Any]],

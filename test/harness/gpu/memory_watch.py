@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.gpu.device_memory import NvmlMemoryReader
+
 CAPTURE_BEGIN = "graph begin"  # both releases' capture-begin lines, case folded
 INTERVAL_S = 0.25
 # ``read(index) -> (used_bytes, total_bytes)`` of one device, by NVML index.
@@ -87,17 +89,9 @@ class MemoryWatch:
 def nvml_reader() -> Reader | None:
     """``read(index)`` through pynvml (no CUDA context in this process); None without NVML."""
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:
+        return NvmlMemoryReader().used_and_total
+    except Exception:  # no pynvml, or NVML refuses to initialise
         return None
-
-    def read(index: int) -> tuple[int, int]:
-        info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index))
-        return int(info.used), int(info.total)
-
-    return read
 
 
 def watch(log_path: Path, devices: Sequence[int], read: Reader | None = None) -> MemoryWatch | None:

@@ -20,18 +20,20 @@ SERVE_S = 180.0 + load.SHORT_LOAD_DEADLINE_S
 TEARDOWN_S = 60.0  # gpu_server.TEARDOWN_GRACE_S
 # Installing the release's CUDA stack and fetching checkpoints, before the suite (estimate).
 JOB_SETUP_S = 3600.0
+CASE_TEST = "test_case_fits_its_budget_and_matches_stock"  # once per case
+PLANNER_TEST = "test_0_5_23_plan_prices_pools_on_this_gpu_as_the_server_does"  # 0.5.23 only
 # Per test function: its launches and what it runs beyond them (a load's deadline, a planner).
 LAUNCHES = {
-    "test_case_fits_its_budget_and_matches_stock": 4,  # plugin, stock; both again at lower f
+    CASE_TEST: 4,  # plugin, stock; both again at lower f
     "test_full_kv_cache_is_served_without_running_out_of_memory": 1,
     "test_stock_sglang_overshoots_the_same_budget": 1,
     "test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory": 1,
-    "test_0_5_23_plan_prices_pools_on_this_gpu_as_the_server_does": 0,
+    PLANNER_TEST: 0,
 }
 EXTRA_S = {
     "test_full_kv_cache_is_served_without_running_out_of_memory": load.DEADLINE_S,
     "test_stock_sglang_overshoots_the_same_budget": load.DEADLINE_S,
-    "test_0_5_23_plan_prices_pools_on_this_gpu_as_the_server_does": 2 * 600.0,  # two commands
+    PLANNER_TEST: 2 * 600.0,  # two commands
 }
 
 
@@ -70,15 +72,8 @@ def suite_tests(release: str, env: Mapping[str, str]) -> list[str]:
     """The tests of ``test/gpu`` the release runs for the selected profile, by function name
     (one per case of the case test)."""
     cases = [c for c in gpu_cases.cases(env, release) if not c.skip]
-    tests = ["test_case_fits_its_budget_and_matches_stock"] * len(cases)
-    tests += [
-        "test_full_kv_cache_is_served_without_running_out_of_memory",
-        "test_stock_sglang_overshoots_the_same_budget",
-        "test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory",
-    ]
-    if release == "0.5.23":
-        tests.append("test_0_5_23_plan_prices_pools_on_this_gpu_as_the_server_does")
-    return tests
+    once = [t for t in LAUNCHES if t not in (CASE_TEST, PLANNER_TEST)]
+    return [CASE_TEST] * len(cases) + once + ([PLANNER_TEST] if release == "0.5.23" else [])
 
 
 def suite_limit_s(release: str, env: Mapping[str, str]) -> int:
@@ -98,9 +93,7 @@ def job_limit_s(release: str, env: Mapping[str, str]) -> int:
 
 def smoke_timeout_s(env: Mapping[str, str] | None = None) -> int:
     """The smoke (the eagle3 case test alone) waits at most 120 s for its devices."""
-    return limit_s_of(
-        "test_case_fits_its_budget_and_matches_stock", env, wait_s=_wait_s(env, SMOKE_DEVICE_WAIT_S)
-    )
+    return limit_s_of(CASE_TEST, env, wait_s=_wait_s(env, SMOKE_DEVICE_WAIT_S))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,190 @@
+"""The GPU suite on the installed release (0.5.13.post1, 0.5.23), without a GPU: its graph and
+case verdicts fed by the release's own code (:mod:`harness.gpu.recorded_launch`), no CPU double
+in a GPU server's env, and ``scripts/test-gpu.sh --dry-run`` (every server, parsed by the
+release's own parser)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.gpu import broken_plugins, case_verdict, gpu_cases, gpu_release, gpu_verdict
+from harness.gpu.recorded_launch import BATCH, eagle3_launch, launch_of, no_graph_info
+from harness.gpu.server_env import gpu_env
+from harness.launch import server_process
+from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, extra_python_path
+from harness.releases import installed_row
+
+REPO = Path(__file__).resolve().parents[2]
+ROW = installed_row()
+if ROW is None or ROW.name not in gpu_release.MATRIX:
+    pytest.skip("the GPU suite runs on 0.5.13.post1 and 0.5.23 only", allow_module_level=True)
+RELEASE = gpu_release.settings(ROW.name)
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What differs between the releases for the recorded EAGLE3 launch."""
+
+    figures: dict[str, float]  # /server_info's nonzero graph memory by phase
+    batch_lists: tuple[tuple[str, tuple[int, ...]], ...]  # as the capture lines log them
+    target_phase: str
+    batch_list_problems: list[str]  # the problems' heads when the plugin drops a batch size
+    stock_fits: bool  # then the plugin serves more tokens; else stock's over-budget pool does
+    fewer_tokens_fail: list[str]  # the checks "20 % fewer tokens than possible" fails
+    cpu_stub: bool  # the CPU harness puts the sgl_kernel stub on its servers' PYTHONPATH
+
+
+EXPECT = {
+    "0.5.13.post1": Expect(
+        figures={"graph": 0.61},
+        batch_lists=(),
+        target_phase="graph",
+        batch_list_problems=["cuda_graph_bs", "cuda_graph_max_bs"],
+        stock_fits=False,  # 0.5.13.x stock lands its draft pool over the budget
+        fewer_tokens_fail=["memory"],
+        cpu_stub=False,
+    ),
+    # The merged payload's sum (0.71) is no runner's figure (the recorded broken verdict: "0.71
+    # GB matches no captured runner [0.61]"); per runner it matches.
+    "0.5.23": Expect(
+        figures={"target_verify": 0.61, "draft_decode": 0.1},
+        batch_lists=(("target verify", BATCH),),
+        target_phase="target_verify",
+        batch_list_problems=["cuda_graph_bs_decode", "captured batch lists differ"],
+        stock_fits=True,  # stock fits this draft, with the duplicates resident
+        fewer_tokens_fail=["memory", "tokens"],
+        cpu_stub=True,
+    ),
+}[RELEASE.version]
+# Every check of the case each broken plugin fails (broken_plugins.BROKEN).
+BROKEN_FAILS = {
+    "duplicates not bound before sizing": ["memory", "storage_identity"],
+    "draft KV priced at 0": ["memory"],
+    "20 % fewer tokens than possible": EXPECT.fewer_tokens_fail,
+    "hot-token map corrupted": ["verify_counts", "acceptance"],
+    "greedy output changed": ["greedy"],
+    "silently stepping aside": ["breakdown"],
+    "CUDA-graph batch list changed": ["batch_lists"],
+}
+DRAFT = gpu_verdict.expected_draft_graph(gpu_cases.case("eagle3", {}, RELEASE.version).args)
+
+
+@pytest.fixture
+def launch(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
+    """``launch(**options)``: :func:`harness.gpu.recorded_launch.eagle3_launch` on the release."""
+    return lambda **options: eagle3_launch(RELEASE, monkeypatch, caplog, **options)
+
+
+def test_a_working_eagle3_server_passes_the_graph_verdict(launch: Any) -> None:
+    capture, info = launch()
+    assert capture.kinds == {"runner", "draft"}
+    assert capture.runner_mem_gb == (pytest.approx(0.61, abs=0.005),)
+    assert capture.batch_lists() == EXPECT.batch_lists
+    figures = {phase: gb for phase, gb in gpu_verdict.graph_figures_gb(info).items() if gb}
+    assert figures == pytest.approx(EXPECT.figures)
+    assert DRAFT == "draft"
+    assert gpu_verdict.graph_problems(capture, info, DRAFT) == []
+
+
+def test_the_graph_verdict_fails_without_the_draft_graph_or_any_graph(
+    launch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture, info = launch(draft=False)
+    (problem,) = gpu_verdict.graph_problems(capture, info, DRAFT)
+    assert "draft's CUDA graphs were not captured" in problem
+    # No graph at all (--disable-cuda-graph, or the plugin skipped the graph phase).
+    nothing = gpu_verdict.GraphCapture.from_log("[2026-12-01 09:00:00] Load weight end.", RELEASE)
+    problems = gpu_verdict.graph_problems(nothing, no_graph_info(RELEASE, monkeypatch), DRAFT)
+    assert len(problems) == 3, problems  # no runner line, figure 0, no draft line
+
+
+def test_a_graph_figure_that_is_no_captured_runners_fails(launch: Any) -> None:
+    """The log of one capture beside the /server_info of another (0.25 GB more)."""
+    capture, info = launch()
+    _, other = launch(avail_gb=(8.0, 7.14))
+    (problem,) = gpu_verdict.graph_problems(capture, other, DRAFT)
+    assert f"{EXPECT.target_phase}=0.86 GB matches no captured runner" in problem
+    failed = gpu_verdict.GraphCapture.from_log("Capture cuda graph failed: boom", RELEASE)
+    assert gpu_verdict.graph_problems(replace(capture, failed=failed.failed), info, DRAFT)
+
+
+def test_plugin_must_capture_every_kind_stock_captures(launch: Any) -> None:
+    stock, _ = launch()
+    assert gpu_verdict.same_graph_kinds(replace(stock, draft=0), stock) == [
+        "stock captured ['draft'] graphs, the plugin-on server did not"
+    ]
+    assert gpu_verdict.same_graph_kinds(stock, stock) == []
+
+
+def test_a_changed_cuda_graph_batch_list_fails(launch: Any) -> None:
+    stock, stock_info = launch()
+    plugin, plugin_info = launch(bs=BATCH[:-1])
+    assert gpu_verdict.batch_list_problems(stock_info, stock_info, stock, stock) == []
+    problems = gpu_verdict.batch_list_problems(plugin_info, stock_info, plugin, stock)
+    assert [p.split(":")[0] for p in problems] == EXPECT.batch_list_problems, problems
+
+
+@pytest.fixture
+def launches(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
+    return launch_of(RELEASE, monkeypatch, caplog)
+
+
+def test_a_working_plugins_case_passes_every_gpu_verdict(launches: Any) -> None:
+    working = broken_plugins.working_case(launches, RELEASE)
+    assert working.stock_fits is EXPECT.stock_fits
+    assert case_verdict.case_problems(working) == {name: [] for name in case_verdict.CHECKS}
+    ratio = working.plugin.info["max_total_num_tokens"] / working.stock.info["max_total_num_tokens"]
+    assert (ratio > 1) is EXPECT.stock_fits, ratio
+
+
+def test_each_broken_plugin_fails_the_gpu_case(launches: Any) -> None:
+    table = broken_plugins.verdict_table(launches, RELEASE)
+    assert table == BROKEN_FAILS, broken_plugins.describe(table)
+
+
+def test_no_cpu_double_reaches_a_gpu_server(tmp_path: Path) -> None:
+    # The control: where the CPU harness's process env carries the stub (0.5.23), it is found.
+    assert extra_python_path() == ([str(SGL_KERNEL_STUB_DIR)] if EXPECT.cpu_stub else [])
+    cpu = server_process.sglang_process_env(plugin=True, base=os.environ)
+    found = server_process.cpu_double_problems(cpu)
+    assert any("sgl_kernel_stub" in p for p in found) is EXPECT.cpu_stub, found
+    for plugin in (True, False):
+        env = gpu_env(plugin=plugin, report_dir=tmp_path, probe_dir=tmp_path)
+        assert server_process.cpu_double_problems(env) == [], env["PYTHONPATH"]
+        assert str(SGL_KERNEL_STUB_DIR) not in env["PYTHONPATH"]
+
+
+def test_dry_run_prints_every_server_parsed_by_the_installed_release(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHON": sys.executable, "SPECINIT_GPU_OUT_DIR": str(tmp_path)}
+    done = subprocess.run(
+        ["bash", "scripts/test-gpu.sh", "--dry-run"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    servers = [json.loads(line) for line in done.stdout.splitlines()]
+    names = [c.name for c in gpu_cases.cases(release=RELEASE.version)]
+    assert ("eagle3_post_capture" in names) is (RELEASE.version == "0.5.23")  # a 0.5.23 case
+    at_f = {(s["case"], s["variant"]) for s in servers if s["when"] == "always"}
+    assert {(n, v) for n in names for v in ("plugin", "stock")} <= at_f
+    for server in servers:
+        assert server["argv"][:3] == [sys.executable, "-m", "sglang.launch_server"], server
+        env = server["env"]
+        plugins = "specinit" if server["variant"] == "plugin" else "none-specinit-disabled"
+        assert env["SGLANG_PLUGINS"] == plugins
+        assert "PYTHONPATH" in env and "sgl_kernel_stub" not in env["PYTHONPATH"]
+        if ROW.cpu_import_recipe:  # this process imports SGLang on cpu: removed, not inherited
+            assert os.environ["SGLANG_USE_CPU_ENGINE"] == "1" and env["SGLANG_USE_CPU_ENGINE"] == ""
+    post = [s for s in servers if s["case"] == "eagle3_post_capture"]
+    assert all(s["env"]["SGLANG_ENABLE_POST_CAPTURE_KV_SIZING"] == "1" for s in post)
+    assert not (tmp_path / "cases").exists()  # nothing ran, nothing was written
