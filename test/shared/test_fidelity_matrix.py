@@ -21,7 +21,6 @@ from harness.launch.release_suite import engine_kwargs as launch_kwargs
 from harness.matrices import fidelity
 from harness.matrices.fidelity import ROWS, Row
 from harness.matrices.fidelity_probe import PHASES_ITSELF
-from harness.matrices.plan_verdicts import VERDICT_PROPERTY
 from harness.releases import installed_name
 from harness.reports.config_snapshot import snapshot_differences
 from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
@@ -311,15 +310,14 @@ def test_d_engine_fills_the_budget(engine_runs, row: Row, kind: str) -> None:
 def test_d_plan_equals_server(row: Row, kind: str | None, request: pytest.FixtureRequest) -> None:
     if PHASES_ITSELF:
         run = request.getfixturevalue("engines")(row.key)
-        kwargs, memory, launch = fidelity.engine_kwargs(row), run.breakdown, row.key
+        kwargs, memory = fidelity.engine_kwargs(row), run.breakdown
         assert memory is not None
     else:
         _same_pair(row, kind)
         run = request.getfixturevalue("engine_runs")(kind, True)
-        kwargs, memory, launch = launch_kwargs(kind), run.memory, f"{row.key} ({kind})"
+        kwargs, memory = launch_kwargs(kind), run.memory
+    # (This launch's row of the verdict table: test/conftest.py's plan_every_started_launch.)
     planned = fidelity.plan_for_server(row, kwargs, memory, DEFAULT_CAPACITY_BYTES)
-    # The server came up and plan_for_server held plan to exit 0: a row of the verdict table.
-    request.node.user_properties.append((VERDICT_PROPERTY, (launch, "starts", "starts")))
     differing = {
         key: (planned.get(key), memory.get(key))
         for key in PLAN_KEYS

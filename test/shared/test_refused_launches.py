@@ -114,8 +114,7 @@ def test_what_sglang_refuses_the_planner_refuses(
         bound_s=BOUND_S,
         draft_model_path=draft,
         algorithm=spec.algorithm,
-        **SPEC_FLAGS,
-        **spec.flags,
+        **{**SPEC_FLAGS, **spec.flags},
     )
     assert_ended_cleanly(run)  # a non-zero exit, nothing left running
     assert spec.live in run.log, run.log[-3000:]
