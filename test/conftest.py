@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,3 +78,33 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"{launch:<{width}}  {planned:<7}  {live:<7}  {same}")
     same = sum(planned == live for _, planned, live in rows)
     terminalreporter.write_line(f"{len(rows)} launches, the same verdict in {same}")
+
+
+@pytest.fixture(scope="session")
+def engine_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``engine_runs(kind, plugin)``: the session's launch for that pair
+    (:mod:`harness.launch.launch_0_5_23`), the launches of every collected test started up
+    front, two at a time (the sglang_0_5_23 suite and ``test/shared`` on its releases)."""
+    from harness.launch.launch_0_5_23 import launch, prefetch
+
+    root = tmp_path_factory.mktemp("sglang0523")
+    wanted: list[tuple[str, bool]] = []
+    for item in request.session.items:
+        for key in launches_of(item):
+            if key not in wanted:
+                wanted.append(key)
+    prefetch(wanted, root)
+    return lambda kind, plugin: launch(kind, plugin, root)
+
+
+def launches_of(item: pytest.Item) -> list[tuple[str, bool]]:
+    """The (kind, plugin) launches a test reads: its ``launches`` marker, else none known."""
+    marker = item.get_closest_marker("launches")
+    if marker is None or item.get_closest_marker("skip") is not None:
+        return []
+    keys = list(marker.args)
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "kind" in callspec.params:
+        # A test parametrized by draft kind reads that kind's launches ("{kind}" in the marker).
+        keys = [(callspec.params["kind"], k[1]) if k[0] == "{kind}" else k for k in keys]
+    return keys

@@ -105,7 +105,7 @@ _PARALLEL_STATE = dict(
 )
 # The 0.5.16 - 0.5.20 rows' own files; 0.5.23 runs the rest (they are its suite).
 _PARALLEL_STATE_ONLY = ("test_planner_parallel_state.py", "test_server_args_stock.py")
-# 0.5.23 runs plan == server in this environment in test_plan_matches_server.py.
+# 0.5.23 runs plan == server in this environment in test/shared/test_plan_matches_server.py.
 _SIBLING_GENERATION_ONLY = ("test_eagle3_launch.py",)
 
 RELEASES: tuple[Release, ...] = (

@@ -1,20 +1,17 @@
-"""Launches that go wrong on 0.5.13.post1 and are not refusals, at TP 1 and TP 2 with the
-plugin on: each must end cleanly or start as it should. (The refused rows, in the launcher:
-``test/shared/test_refused_launches.py``.)"""
+"""A launch stock 0.5.13.post1 starts that the plugin must price, not refuse: an fp8 KV cache
+for the target with a bf16 draft, at TP 1 and TP 2. (The refused rows, in the launcher:
+``test/shared/test_refused_launches.py``; interrupted launches:
+``test/shared/test_interrupted_launches.py``.)"""
 
 from __future__ import annotations
 
-import json
-import signal
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from harness.checkpoints import eagle_drafts, llama_family
 from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
-from harness.cpu_doubles.faults import PAUSE_DRAFT_POOL_ENV
 from harness.launch.engine import cpu_engine
-from harness.launch.multi_rank import assert_ended_cleanly, run_server_to_end
 from harness.matrices.refused_launches import ALGORITHM, SPEC_FLAGS
 from harness.reports.report_reading import REPORT_DIR_ENV, read_rank_breakdowns, runner
 
@@ -59,30 +56,3 @@ def test_fp8_target_kv_with_a_bf16_draft_starts_and_prices_both_pools_at_one_byt
         assert breakdown["allocated_draft_kv_pool_bytes"] == breakdown["draft_kv_pool_bytes"]
         assert breakdown["allocated_target_kv_pool_bytes"] == breakdown["target_kv_pool_bytes"]
         assert breakdown["headroom_bytes"] >= 0
-
-
-@pytest.mark.parametrize("tp", [1, pytest.param(2, marks=pytest.mark.slow)])
-def test_sigterm_while_phase_3_allocates_ends_the_launch(tp: int, tmp_path: Path) -> None:
-    specinit_dir = tmp_path / "specinit"
-    specinit_dir.mkdir()
-    run = run_server_to_end(
-        llama_family.tiny_llama_target(),
-        tmp_path / "run",
-        bound_s=BOUND_S,
-        # Sent once a draft runner is held in its pool allocation (the target's pool exists).
-        signal_on_marker=("draft-pool-paused-*.json", signal.SIGTERM),
-        draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
-        algorithm=ALGORITHM,
-        tp_size=tp,
-        extra_env={REPORT_DIR_ENV: str(specinit_dir), PAUSE_DRAFT_POOL_ENV: "120"},
-        **SPEC_FLAGS,
-    )
-    assert run.signalled_at_s is not None, run.rank_tails()
-    assert_ended_cleanly(run)
-    # It ended long before the 120 s pause would have: the signal, not the pause, ended it.
-    assert run.elapsed_s - run.signalled_at_s < 60, run.rank_tails()
-    # Half-built pools are never reported as a finished init.
-    assert not list(specinit_dir.glob("memory-rank*.json"))
-    assert "phase 3/4 allocate KV pools done" not in run.log
-    markers = [json.loads(p.read_text()) for p in run.work_dir.glob("reports/draft-pool-*.json")]
-    assert markers, "the pause double never ran"

@@ -1,5 +1,5 @@
-"""The process plumbing both suites share (:mod:`harness.launch.processes`): ports and process
-groups."""
+"""The process plumbing both suites share (:mod:`harness.launch.processes`): ports, process
+groups, and the bound of a launch that must end by itself (:mod:`harness.launch.multi_rank`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.launch import processes
+from harness.launch.multi_rank import LaunchDidNotEnd, run_server_to_end, running_members
 
 TEST_DIR = Path(__file__).resolve().parents[1]
 
@@ -139,3 +142,23 @@ def test_group_members_sees_a_live_group(tmp_path: Path) -> None:
         assert processes.kill_group(proc, grace_s=1.0) == []
     assert proc.returncode == -15  # SIGTERM was enough
     assert processes.group_members(proc.pid) == []
+
+
+def test_a_launch_that_outlives_its_bound_fails_with_every_ranks_tail_and_is_killed(
+    tmp_path: Path,
+) -> None:
+    seen: list[int] = []
+    with pytest.raises(LaunchDidNotEnd) as hang:
+        run_server_to_end(
+            llama_family.tiny_llama_target(),
+            tmp_path / "run",
+            bound_s=3.0,
+            on_start=seen.append,
+            draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+            algorithm="EAGLE3",
+            tp_size=2,
+        )
+    assert "launch still running after 3 s" in str(hang.value)
+    assert "--- last 12 lines of " in str(hang.value) or "<empty log>" in str(hang.value)
+    (session,) = seen
+    assert running_members(session) == []

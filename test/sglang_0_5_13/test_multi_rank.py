@@ -1,20 +1,18 @@
-"""TP 2 on device cpu on 0.5.13.post1, beyond the asymmetric launch every generation runs
+"""TP 2 on device cpu on 0.5.13.post1, beyond the launches every generation runs
 (``test/shared/test_tp2_ranks.py``): the same tiny pair (:mod:`harness.launch.tp2_pair`) through
-``sglang.Engine`` plugin on and off (the stock contrast), dp-attention, and PP 2 with a draft,
-which SGLang itself refuses (checked on its own argument check, without a launch)."""
+``sglang.Engine`` plugin on and off (the stock contrast), and PP 2 with a draft, which SGLang
+itself refuses (checked on its own argument check, without a launch)."""
 
 from __future__ import annotations
 
 import functools
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 from harness.checkpoints import eagle_drafts, llama_family
 from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
-from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.launch.engine import cpu_engine_kwargs
 from harness.launch.tp2_pair import (
     ALGORITHM,
@@ -24,11 +22,8 @@ from harness.launch.tp2_pair import (
     TP,
     RankedLaunch,
     assert_half_of_every_kv_head_set,
-    assert_plan_equals_ranks,
     own_budget,
-    planner_argv,
     pools_and_resident,
-    run_planner,
     start_tp2,
 )
 from harness.reports.report_reading import F, kv_buffer_bytes, runner
@@ -79,23 +74,6 @@ def test_stock_tp2_overshoots_on_every_rank_and_the_plugin_does_not(
     for report in phased.reports.values():
         assert pools_and_resident(report) <= own_budget(report).budget_bytes
     assert phased.served_tokens < stock.served_tokens
-
-
-@pytest.mark.slow
-def test_dp_attention_dp2_tp2_sizes_full_kv_heads_on_both_ranks(tmp_path: Path) -> None:
-    run = start_tp2(tmp_path, dp_size=2, enable_dp_attention=True)
-    assert run.breakdown_files == ["memory-rank0-pp0-tp0-dp0.json", "memory-rank1-pp0-tp1-dp1.json"]
-    for report in run.reports.values():
-        for role, shape in (("target", DEFAULT_TARGET), ("draft", TP2_EAGLE3_DRAFT)):
-            pool = runner(report, role)["kv_pool"]
-            assert (pool["head_num"], pool["head_dim"]) == (shape.kv_heads, shape.head_dim)
-            assert pool["size"] == run.served_tokens
-    layout = ("--tp", "2", "--dp-size", "2", "--enable-dp-attention")
-    planned = run_planner(planner_argv(run.breakdown(1), *layout, device_memory=CAPACITY))
-    assert {b["tokens"] for b in run.breakdowns} == {planned["tokens"], run.served_tokens}
-    # Llama's attention stays on the full TP group; the EAGLE3 draft is whole on each rank;
-    # the target's rotary cos/sin cache (no checkpoint stores it) is whole on each rank.
-    assert_plan_equals_ranks(planned, run)
 
 
 PP_REFUSAL = "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"

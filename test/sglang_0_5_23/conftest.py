@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,7 +14,6 @@ _TEST_DIR = str(Path(__file__).resolve().parents[1])
 if _TEST_DIR not in sys.path:
     sys.path.insert(0, _TEST_DIR)
 
-from harness.launch.launch_0_5_23 import launch, prefetch  # noqa: E402
 from harness.launch.release_suite import eagle3_launch_fixture  # noqa: E402
 from harness.releases import mark_slow_files, suite_gate  # noqa: E402
 
@@ -29,29 +27,3 @@ eagle3_on = eagle3_launch_fixture("EAGLE3", "eagle3_on")
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     mark_slow_files(items, ROW)
-
-
-@pytest.fixture(scope="session")
-def engine_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """``engine_runs(kind, plugin)``: the session's launch for that pair."""
-    root = tmp_path_factory.mktemp("sglang0523")
-    wanted: list[tuple[str, bool]] = []
-    for item in request.session.items:
-        for key in launches_of(item):
-            if key not in wanted:
-                wanted.append(key)
-    prefetch(wanted, root)
-    return lambda kind, plugin: launch(kind, plugin, root)
-
-
-def launches_of(item: pytest.Item) -> list[tuple[str, bool]]:
-    """The (kind, plugin) launches a test reads: its ``launches`` marker, else none known."""
-    marker = item.get_closest_marker("launches")
-    if marker is None or item.get_closest_marker("skip") is not None:
-        return []
-    keys = list(marker.args)
-    callspec = getattr(item, "callspec", None)
-    if callspec is not None and "kind" in callspec.params:
-        # A test parametrized by draft kind reads that kind's launches ("{kind}" in the marker).
-        keys = [(callspec.params["kind"], k[1]) if k[0] == "{kind}" else k for k in keys]
-    return keys

@@ -1,17 +1,23 @@
 """TP 2 on device cpu with rank 1's device 24 MiB smaller, on the installed release: two real
 scheduler ranks on SGLang's own gloo groups, the tiny pair of :mod:`harness.launch.tp2_pair`
-through ``launch_server``, plugin on."""
+through ``launch_server``, plugin on; and the pair with dp-attention over both ranks."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
+from harness.checkpoints.llama_family import DEFAULT_TARGET
+from harness.launch.engine import server_args_to_cli
+from harness.launch.release_suite import run_planner
 from harness.launch.tp2_pair import (
     CAPACITY,
     MULTI_RANK_TIMEOUT_S,
     PER_TOKEN_ON_RANK,
+    PHASES_ITSELF,
     TIGHT_CAPACITY,
     TP,
     RankedLaunch,
@@ -23,7 +29,6 @@ from harness.launch.tp2_pair import (
     planner_argv,
     pools_and_resident,
     rank_plan,
-    run_planner,
     start_tp2,
 )
 from harness.matrices.plan_verdicts import VERDICT_PROPERTY
@@ -37,13 +42,16 @@ pytestmark = [
     pytest.mark.timeout(MULTI_RANK_TIMEOUT_S),
 ]
 
-# What differs per generation. 0.5.13.x phases the init itself: each rank logs the four phases,
-# and its sizing reads the draft's weights and the request cap. The sglang_0_5_23 generation
-# keeps upstream's init and logs one pool line per rank labelled with the release; its shim
-# binds each scheduler's meter to the device the launcher published, and each breakdown says
-# the rank's own free memory at sizing next to the all-rank minimum.
+# What differs per generation (PHASES_ITSELF: 0.5.13.x). The sglang_0_5_23 generation logs one
+# pool line per rank labelled with the release; its shim binds each scheduler's meter to the
+# device the launcher published, and each breakdown says the rank's own free memory at sizing
+# next to the all-rank minimum.
 ROW = installed_row()
-PHASES_ITSELF = ROW is not None and ROW.adapter == "sglang_0_5_13"
+# dp-attention over the two ranks: 0.5.13.x's --dp-size with --enable-dp-attention, the
+# sglang_0_5_23 generation's --attn-dp-size.
+DP_ATTENTION = (
+    {"dp_size": 2, "enable_dp_attention": True} if PHASES_ITSELF else {"attn_dp_size": 2}
+)
 
 
 def rank_lines(tp_rank: int) -> list[str]:
@@ -156,3 +164,21 @@ def test_plan_tp2_equals_what_both_ranks_allocate(
     request.node.user_properties.append((VERDICT_PROPERTY, ("eagle3-pair-tp2", "starts", "starts")))
     assert_plan_equals_ranks(planned, run)
     assert planned["tp_size"] == TP
+
+
+@pytest.mark.slow
+def test_dp_attention_dp2_tp2_sizes_full_kv_heads_on_both_ranks(tmp_path: Path) -> None:
+    run = start_tp2(tmp_path, **DP_ATTENTION)
+    assert run.breakdown_files == ["memory-rank0-pp0-tp0-dp0.json", "memory-rank1-pp0-tp1-dp1.json"]
+    for report in run.reports.values():
+        for role, shape in (("target", DEFAULT_TARGET), ("draft", TP2_EAGLE3_DRAFT)):
+            pool = runner(report, role)["kv_pool"]
+            assert (pool["head_num"], pool["head_dim"]) == (shape.kv_heads, shape.head_dim)
+            assert pool["size"] == run.served_tokens
+    assert {b["tokens"] for b in run.breakdowns} == {run.served_tokens}
+    assert sum(b["tightest_rank"] for b in run.breakdowns) >= 1
+    layout = ("--tp", str(TP), *server_args_to_cli(DP_ATTENTION))
+    # Llama's attention stays on the full TP group; the EAGLE3 draft is whole on each rank;
+    # the target's rotary cos/sin cache (no checkpoint stores it) is whole on each rank.
+    planned = run_planner(planner_argv(run.breakdown(1), *layout, device_memory=CAPACITY))
+    assert_plan_equals_ranks(planned, run)

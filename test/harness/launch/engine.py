@@ -21,10 +21,9 @@ from harness.cpu_doubles import shims
 from harness.launch.processes import format_rank_tails, kill_group, start_in_own_group, tail
 from harness.launch.server_process import (
     RunFiles,
+    RunHandle,
     ServerHandle,
     SGLangStartError,
-    one_scheduler_report,
-    read_reports,
     running_server,
     sglang_process_env,
 )
@@ -133,7 +132,7 @@ def _parallel_env(kwargs: Mapping[str, Any], extra: Mapping[str, str] | None) ->
 
 
 @dataclass
-class EngineHandle:
+class EngineHandle(RunHandle):
     """A running CPU Engine (in its driver process) and the files it writes."""
 
     proc: subprocess.Popen[str]
@@ -142,14 +141,6 @@ class EngineHandle:
     env: dict[str, str]
     startup_s: float = 0.0
     _replies: queue.Queue[str | None] = field(default_factory=queue.Queue)
-
-    @property
-    def log_path(self) -> Path:
-        return self.files.log_path
-
-    @property
-    def report_dir(self) -> Path:
-        return self.files.report_dir
 
     def _next(self, timeout_s: float) -> dict[str, Any]:
         try:
@@ -197,18 +188,6 @@ class EngineHandle:
     def server_info(self) -> dict[str, Any]:
         """``Engine.get_server_info()``: server args, scheduler handshake, internal states."""
         return self.request({"cmd": "server_info"})
-
-    def scheduler_reports(self) -> list[dict[str, Any]]:
-        """Every scheduler-side report written so far (one per scheduler process)."""
-        return read_reports(self.report_dir)
-
-    def scheduler_report(self) -> dict[str, Any]:
-        """The single successful scheduler report (tp_size=1 runs have one scheduler)."""
-        return one_scheduler_report(self.scheduler_reports(), self.log_tail())
-
-    def log_tail(self, lines: int = 80) -> str:
-        """Last lines of the driver + SGLang log."""
-        return tail(self.log_path, lines)
 
 
 def _pump(stream: Any, sink: queue.Queue[str | None]) -> None:
@@ -311,29 +290,19 @@ def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-@contextmanager
-def cpu_server(
+def server_command(
     model_path: str | os.PathLike[str],
     *,
-    draft_model_path: str | os.PathLike[str] | None = None,
-    algorithm: str | None = None,
-    plugin: bool = False,
-    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
-    work_dir: str | os.PathLike[str] | None = None,
-    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
-    extra_args: list[str] | None = None,
+    plugin: bool,
+    capacity_bytes: int,
+    report_dir: Path,
     extra_env: Mapping[str, str] | None = None,
-    **server_overrides: Any,
-) -> Iterator[ServerHandle]:
-    """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port."""
-    files = RunFiles.make(work_dir, "server")
-    kwargs = cpu_engine_kwargs(
-        model_path,
-        draft_model_path=draft_model_path,
-        algorithm=algorithm,
-        skip_server_warmup=True,
-        **server_overrides,
-    )
+    extra_args: list[str] | None = None,
+    **server_args: Any,
+) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    """``python -m sglang.launch_server`` on CPU (without ``--host`` / ``--port``), its
+    environment, and the ServerArgs kwargs its flags spell."""
+    kwargs = cpu_engine_kwargs(model_path, skip_server_warmup=True, **server_args)
     argv = [
         sys.executable,
         "-m",
@@ -344,11 +313,33 @@ def cpu_server(
     env = cpu_env(
         plugin=plugin,
         capacity_bytes=capacity_bytes,
-        report_dir=files.report_dir,
+        report_dir=report_dir,
         extra={
             "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0",
             **_parallel_env(kwargs, extra_env),
         },
+    )
+    return argv, env, kwargs
+
+
+@contextmanager
+def cpu_server(
+    model_path: str | os.PathLike[str],
+    *,
+    plugin: bool = False,
+    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    work_dir: str | os.PathLike[str] | None = None,
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+    **server_args: Any,
+) -> Iterator[ServerHandle]:
+    """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port."""
+    files = RunFiles.make(work_dir, "server")
+    argv, env, kwargs = server_command(
+        model_path,
+        plugin=plugin,
+        capacity_bytes=capacity_bytes,
+        report_dir=files.report_dir,
+        **server_args,
     )
     # Its graceful drain takes ~6 s and there is nothing to save: a short grace.
     try:

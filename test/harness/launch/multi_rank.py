@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -74,22 +73,14 @@ def run_server_to_end(
     report_dir = work_dir / "reports"
     report_dir.mkdir(exist_ok=True)
     log_path = work_dir / "server.log"
-    kwargs = engine.cpu_engine_kwargs(model_path, skip_server_warmup=True, **server_args)
-    argv = [
-        sys.executable,
-        "-m",
-        "sglang.launch_server",
-        *engine.server_args_to_cli(kwargs),
-        *("--host", "127.0.0.1", "--port", str(free_port())),
-    ]
-    env = engine.cpu_env(
+    argv, env, _ = engine.server_command(
+        model_path,
         plugin=plugin,
         capacity_bytes=capacity_bytes,
         report_dir=report_dir,
-        extra={
-            "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0",
-            **engine._parallel_env(kwargs, extra_env),
-        },
+        extra_env=extra_env,
+        extra_args=["--host", "127.0.0.1", "--port", str(free_port())],
+        **server_args,
     )
     proc = start_in_own_group(argv, log_path=log_path, env=env, cwd=work_dir)
     started = time.monotonic()

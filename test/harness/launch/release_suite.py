@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,11 +44,6 @@ def cpu_import_recipe() -> None:
             sys.path.append(path)
 
 
-def release_label() -> str:
-    """The installed release as ``"0.5.21"`` (for temp directories and messages)."""
-    return ".".join(map(str, sglang_release()))
-
-
 def eagle3_launch_fixture(
     kind: str = "EAGLE3", name: str = "eagle3_on", *, plugin: bool = True
 ) -> Callable[..., Any]:
@@ -59,7 +55,7 @@ def eagle3_launch_fixture(
     def _launched(tmp_path_factory: pytest.TempPathFactory) -> Any:
         from harness.launch.launch_0_5_23 import launch
 
-        tag = release_label().replace(".", "") + ("" if kind == "EAGLE3" else f"-{kind}")
+        tag = "".join(map(str, sglang_release())) + ("" if kind == "EAGLE3" else f"-{kind}")
         return launch(kind, plugin, tmp_path_factory.mktemp(f"sglang{tag}"))
 
     _launched.__doc__ = (
@@ -124,14 +120,37 @@ def planner_command(memory: Mapping[str, Any], kind: str = "EAGLE3") -> list[str
     ]  # fmt: skip
 
 
-def planner_env() -> dict[str, str]:
-    """A shell set up for CPU tests: from 0.5.16 on the planner builds its pricing pools on cpu
-    with the release's pool code, whose modules import sgl_kernel's CPU op (the test double)."""
-    env = {**os.environ, "SGLANG_USE_CPU_ENGINE": "1"}
-    python_path = [*extra_python_path(), os.environ.get("PYTHONPATH", "")]
-    if any(python_path):
-        env["PYTHONPATH"] = os.pathsep.join(p for p in python_path if p)
-    return env
+def eagle3_plan_argv(
+    target: Path, draft: Path, measured: Mapping[str, Any], *flags: str, device_memory: int
+) -> list[str]:
+    """``sglang-specinit plan --json`` for an EAGLE3 pair (3 steps, top-1, 4 draft tokens) on
+    device cpu, told what a plugin server measured (its breakdown: the fraction, the free
+    memory before loading, the bytes resident at sizing); ``flags`` add to it."""
+    return [
+        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
+        "--model-path", str(target),
+        "--speculative-algorithm", "EAGLE3",
+        "--speculative-draft-model-path", str(draft),
+        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4",
+        "--mem-fraction-static", str(measured["mem_fraction_static"]), *flags,
+        "--device", "cpu", "--device-memory", str(device_memory),
+        "--pre-load-free-bytes", str(measured["pre_load_free_bytes"]),
+        "--resident-bytes", str(measured["resident_bytes"]),
+    ]  # fmt: skip
+
+
+def run_planner(argv: list[str]) -> dict[str, Any]:
+    """Run this environment's planner as an operator would: without the CPU engine switch,
+    with what the release's CPU processes need on ``PYTHONPATH`` (from 0.5.16 the sgl_kernel
+    test double, which the release's pool code imports when the planner prices on cpu)."""
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in [*extra_python_path(), env.get("PYTHONPATH", "")] if p
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=PLANNER_TIMEOUT_S, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
 
 
 def plan_in_this_environment(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
@@ -145,15 +164,7 @@ def plan_in_this_environment(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
         from harness.reports.report_reading import pre_load_reading
 
         memory = {"pre_load_free_bytes": pre_load_reading(run.report)["free_bytes"]}
-    done = subprocess.run(
-        planner_command(memory, kind),
-        capture_output=True,
-        text=True,
-        timeout=PLANNER_TIMEOUT_S,
-        env=planner_env(),
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return run_planner(planner_command(memory, kind))
 
 
 def served_tokens(run: Any) -> int:

@@ -122,17 +122,6 @@ def read_reports(report_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(report_dir.glob("scheduler-*.json"))]
 
 
-def one_scheduler_report(reports: list[dict[str, Any]], log_tail: str) -> dict[str, Any]:
-    """The single successful scheduler report (tp_size=1 runs have one scheduler)."""
-    ok = [r for r in reports if "error" not in r]
-    if len(ok) != 1:
-        raise AssertionError(
-            f"expected exactly one scheduler report, found {len(ok)} "
-            f"(+{len(reports) - len(ok)} error reports)\n--- log tail ---\n{log_tail}"
-        )
-    return ok[0]
-
-
 @dataclass
 class RunFiles:
     """Where one run writes: its work dir, its log and a directory for JSON reports."""
@@ -150,8 +139,41 @@ class RunFiles:
         return cls(root, root / f"{stem}.log", report_dir)
 
 
+class RunHandle:
+    """What the handle of a running Engine or server reads from its :class:`RunFiles`."""
+
+    files: RunFiles
+
+    @property
+    def log_path(self) -> Path:
+        return self.files.log_path
+
+    @property
+    def report_dir(self) -> Path:
+        return self.files.report_dir
+
+    def scheduler_reports(self) -> list[dict[str, Any]]:
+        """Every harness scheduler report written so far (one per scheduler process)."""
+        return read_reports(self.report_dir)
+
+    def scheduler_report(self) -> dict[str, Any]:
+        """The single successful scheduler report (tp_size=1 runs have one scheduler)."""
+        reports = self.scheduler_reports()
+        ok = [r for r in reports if "error" not in r]
+        if len(ok) != 1:
+            raise AssertionError(
+                f"expected exactly one scheduler report, found {len(ok)} "
+                f"(+{len(reports) - len(ok)} error reports)\n--- log tail ---\n{self.log_tail()}"
+            )
+        return ok[0]
+
+    def log_tail(self, lines: int = 80) -> str:
+        """Last lines of the run's log (the driver's or server's stdout/stderr and SGLang's)."""
+        return tail(self.log_path, lines)
+
+
 @dataclass
-class ServerHandle:
+class ServerHandle(RunHandle):
     """A running ``sglang.launch_server`` on a loopback port."""
 
     proc: Any  # subprocess.Popen[bytes]
@@ -165,14 +187,6 @@ class ServerHandle:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.files.log_path
-
-    @property
-    def report_dir(self) -> Path:
-        return self.files.report_dir
 
     def get(self, path: str, timeout_s: float = 30.0) -> Any:
         """GET ``path`` and decode the JSON body."""
@@ -196,18 +210,6 @@ class ServerHandle:
     def healthy(self) -> bool:
         """``/health`` answers 200 now."""
         return health_status(self.base_url + "/health") == 200
-
-    def scheduler_reports(self) -> list[dict[str, Any]]:
-        """Every harness scheduler report written so far."""
-        return read_reports(self.report_dir)
-
-    def scheduler_report(self) -> dict[str, Any]:
-        """The single successful harness scheduler report."""
-        return one_scheduler_report(self.scheduler_reports(), self.log_tail())
-
-    def log_tail(self, lines: int = 80) -> str:
-        """Last lines of the server's combined stdout/stderr."""
-        return tail(self.log_path, lines)
 
 
 def health_status(url: str) -> int | None:

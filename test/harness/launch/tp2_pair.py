@@ -3,10 +3,6 @@ its checks redo from each rank's own meter readings."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +11,8 @@ from harness.checkpoints import eagle_drafts, llama_family
 from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.cpu_doubles.shims import PER_DEVICE_CAPACITY_ENV
-from harness.launch.sglang_release import extra_python_path
+from harness.launch.release_suite import eagle3_plan_argv
+from harness.releases import installed_row
 from harness.reports.report_reading import (
     GIB,
     REPORT_DIR_ENV,
@@ -29,6 +26,9 @@ from harness.reports.report_reading import (
     runner,
 )
 
+# 0.5.13.x phases the init itself (each rank logs four phases, its sizing reads the draft's
+# weights and the request cap); the sglang_0_5_23 generation keeps upstream's init.
+PHASES_ITSELF = getattr(installed_row(), "adapter", None) == "sglang_0_5_13"
 MULTI_RANK_TIMEOUT_S = 900
 STARTUP_BOUND_S = 600.0
 TP = 2
@@ -197,32 +197,15 @@ def assert_half_of_every_kv_head_set(run: RankedLaunch) -> None:
 
 
 def planner_argv(tight: dict[str, Any], *layout: str, device_memory: int) -> list[str]:
-    """This environment's ``sglang-specinit plan --json`` with the server's measured numbers."""
-    return [
-        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
-        "--model-path", str(llama_family.tiny_llama_target()),
-        "--speculative-algorithm", ALGORITHM,
-        "--speculative-draft-model-path", str(eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)),
-        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-        "--speculative-num-draft-tokens", "4",
-        "--mem-fraction-static", str(F), *layout,
-        "--device", "cpu", "--device-memory", str(device_memory),
-        "--pre-load-free-bytes", str(tight["pre_load_free_bytes"]),
-        "--resident-bytes", str(tight["resident_bytes"]),
-    ]  # fmt: skip
-
-
-def run_planner(argv: list[str]) -> dict[str, Any]:
-    """Run this environment's planner as an operator would: without the CPU engine switch,
-    with what the release's CPU processes need on ``PYTHONPATH`` (from 0.5.16 the sgl_kernel
-    test double: :mod:`harness.launch.sglang_release`)."""
-    env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in [*extra_python_path(), env.get("PYTHONPATH", "")] if p
+    """This environment's ``sglang-specinit plan --json`` for the pair with the server's
+    measured numbers."""
+    return eagle3_plan_argv(
+        llama_family.tiny_llama_target(),
+        eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
+        tight,
+        *layout,
+        device_memory=device_memory,
     )
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
 
 
 def assert_plan_equals_ranks(planned: dict[str, Any], run: RankedLaunch) -> None:

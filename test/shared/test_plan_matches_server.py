@@ -1,0 +1,180 @@
+"""``sglang-specinit plan`` predicts what the patched server of the installed release allocates,
+and its stock column what stock allocates: the tiny EAGLE3 pair, and its draft with
+``num_nextn_predict_layers`` 0 and 1, as Engines on device cpu plugin on and off."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine
+from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS
+from harness.launch.release_suite import PLAN_KEYS, eagle3_plan_argv, run_planner, served_tokens
+from harness.launch.tp2_pair import PHASES_ITSELF
+from harness.releases import installed_row
+from harness.reports.report_reading import REPORT_DIR_ENV, read_breakdown
+from sglang_specinit.planner.report_cases import cases_from_paths
+
+pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
+
+RELEASE = getattr(installed_row(), "name", "?")
+COMPARED_KEYS = (*PLAN_KEYS, "min_viable_mem_fraction_static")
+# What differs per generation. 0.5.13.x: this module's own Engines of the pair on a 64 MiB
+# device, page 16 in CI and page 1 slow (page 1 is the fidelity matrix's (d) check on every
+# recipe Engine), the stock cases slow (stock 0.5.13.x reserves no draft KV whatever the key
+# says). The sglang_0_5_23 generation: the suite's session launches (``engine_runs``, page 1,
+# 256 MiB; the EAGLE3 draft with a reduced vocabulary), planned with ``--sglang-version``.
+if PHASES_ITSELF:
+    CAPACITY = 64 << 20
+    PAGES = [16, pytest.param(1, marks=pytest.mark.slow)]
+    SLOW_STOCK_CASES = ("EAGLE3", "EAGLE3-nnpl0", "EAGLE3-nnpl1")
+else:
+    CAPACITY = DEFAULT_CAPACITY_BYTES
+    PAGES = [1]
+    # The EAGLE3 pair with one field added, the same reserve (CI: the EAGLE3 case).
+    SLOW_STOCK_CASES = ("EAGLE3-nnpl1",)
+# (draft kind, the draft layers stock reserves at the target's geometry on the sglang_0_5_23
+# generation): a draft without num_nextn_predict_layers (its layer count), with 0 (nothing),
+# with 1 (the key).
+STOCK_CASES = [
+    pytest.param(kind, reserved, marks=[pytest.mark.slow] if kind in SLOW_STOCK_CASES else [])
+    for kind, reserved in (("EAGLE3", 1), ("EAGLE3-nnpl0", 0), ("EAGLE3-nnpl1", 1))
+]
+
+
+@dataclass(frozen=True)
+class Served:
+    """One Engine of the pair: what it serves and what the plugin wrote (None: stock)."""
+
+    tokens: int
+    memory: dict[str, Any] | None
+    page: int
+    pre_load_free_bytes: int | None = None
+    # The target's KV cell as SGLang priced it (the sglang_0_5_23 generation's report).
+    cell: int | None = None
+    # Where the plugin's report file is, for ``sglang-specinit report`` (0.5.13.x).
+    work: Path | None = None
+
+
+def pair(kind: str) -> tuple[Path, Path]:
+    """``kind``'s target and draft: on 0.5.13.x its own drafts (the EAGLE3 draft without the
+    reduced vocabulary of :data:`KINDS`), else the suite's."""
+    if not PHASES_ITSELF:
+        return KINDS[kind].target(), KINDS[kind].draft()
+    nnpl = {"EAGLE3-nnpl0": 0, "EAGLE3-nnpl1": 1}.get(kind)
+    key = {} if nnpl is None else {"num_nextn_predict_layers": nnpl}
+    return llama_family.tiny_llama_target(), eagle_drafts.tiny_eagle3_draft(**key)
+
+
+def _own_engine(kind: str, plugin: bool, page: int, work: Path) -> Served:
+    """0.5.13.x: the pair as an Engine of this module's."""
+    target, draft = pair(kind)
+    with cpu_engine(
+        target,
+        draft_model_path=draft,
+        algorithm="EAGLE3",
+        plugin=plugin,
+        capacity_bytes=CAPACITY,
+        work_dir=work,
+        page_size=page,
+        extra_env={REPORT_DIR_ENV: str(work)},
+    ) as engine:
+        tokens = engine.server_info()["max_total_num_tokens"]
+    return Served(tokens, read_breakdown(work), page, work=work)
+
+
+@pytest.fixture(scope="module")
+def launched(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[..., Served]:
+    """``launched(kind, plugin, page)``: the installed release's Engine of that pair."""
+    if not PHASES_ITSELF:
+        engine_runs = request.getfixturevalue("engine_runs")
+
+        def from_session(kind: str, plugin: bool, page: int = 1) -> Served:
+            run = engine_runs(kind, plugin)
+            cell = run.runner("target")["sglang_cell_size"]
+            return Served(served_tokens(run), run.memory, page, run.pre_load_free_bytes, cell)
+
+        return from_session
+    cache: dict[tuple[str, bool, int], Served] = {}
+
+    def own(kind: str, plugin: bool, page: int = 16) -> Served:
+        key = (kind, plugin, page)
+        if key not in cache:
+            work = tmp_path_factory.mktemp(f"{kind}-{'on' if plugin else 'off'}-page{page}")
+            cache[key] = _own_engine(kind, plugin, page, work)
+        return cache[key]
+
+    return own
+
+
+# One planner process per distinct command line in a session (~20 s each).
+_plans: dict[tuple[str, ...], dict[str, Any]] = {}
+
+
+def plan_of(kind: str, run: Served) -> dict[str, Any]:
+    """The planner of this checkout, run in this environment for a plugin launch."""
+    assert run.memory is not None
+    flags = ("--page-size", str(run.page)) if PHASES_ITSELF else ("--sglang-version", RELEASE)
+    argv = eagle3_plan_argv(*pair(kind), run.memory, *flags, device_memory=CAPACITY)
+    if tuple(argv) not in _plans:
+        _plans[tuple(argv)] = run_planner(argv)
+    return _plans[tuple(argv)]
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.launches(("EAGLE3", True))
+def test_plan_equals_the_patched_server(launched: Callable[..., Served], page: int) -> None:
+    run = launched("EAGLE3", True, page)
+    live, planned = run.memory, plan_of("EAGLE3", run)
+    assert live is not None and live["tokens"] == run.tokens
+    assert planned["sglang_version"] == RELEASE
+    differing = {
+        key: (planned.get(key), live.get(key))
+        for key in COMPARED_KEYS
+        if planned.get(key) != live.get(key)
+    }
+    assert differing == {}
+    # What SGLang really allocated is what both predicted.
+    assert live["allocated_target_kv_pool_bytes"] == planned["target_kv_pool_bytes"]
+    assert live["allocated_draft_kv_pool_bytes"] == planned["draft_kv_pool_bytes"]
+    if run.work is not None:
+        # sglang-specinit report reads this server's file as written: planned next to allocated.
+        (case,) = cases_from_paths([run.work])
+        by_key = {v.key: v.breakdown for v in case.variants}
+        assert by_key["rank0-planned"]["tokens"] == live["tokens"]
+        allocated = by_key["rank0-allocated"]
+        assert allocated["target_kv_pool_bytes"] == live["allocated_target_kv_pool_bytes"]
+        assert allocated["draft_kv_pool_bytes"] == live["allocated_draft_kv_pool_bytes"]
+        assert "EAGLE3" in case.description
+
+
+# The stock Engine holds the target's rotary cos/sin cache (a buffer no checkpoint stores) when
+# it sizes the pool, and stock 0.5.13.post1's rule counts the target's resident bytes: the
+# planner prices that buffer with SGLang's own rope factory (planner/target_buffers.py; 2432 x 16
+# bf16 = 77,824 B here, 304 tokens). --resident-bytes measures the plugin run, whose draft is
+# resident too, so it cannot stand for the target alone: the stock column is priced, not measured.
+@pytest.mark.parametrize(("kind", "reserved"), STOCK_CASES)
+@pytest.mark.launches(("{kind}", False), ("{kind}", True))
+def test_stock_and_plugin_columns_are_the_servers(
+    launched: Callable[..., Served], kind: str, reserved: int
+) -> None:
+    stock, plugin = launched(kind, False), launched(kind, True)
+    assert stock.memory is None and plugin.memory is not None  # stock sizing: nothing written
+    planned = plan_of(kind, plugin)
+    assert planned["tokens"] == plugin.tokens == plugin.memory["tokens"]
+    column = planned["stock"]
+    assert column["tokens"] == stock.tokens, (column["tokens"], stock.tokens)
+    if PHASES_ITSELF:
+        return
+    live = plugin.memory
+    assert stock.pre_load_free_bytes == plugin.pre_load_free_bytes == live["pre_load_free_bytes"]
+    # The cell stock charged: the target's 2 layers of 128 B/token, one more per reserved layer.
+    assert column["priced_kv_bytes_per_token"] == stock.cell == 128 * (2 + reserved)
+    if kind == "EAGLE3":
+        assert column["draft_kv_bytes_per_token"] == 192  # what the draft really allocates
