@@ -51,7 +51,8 @@ class AdapterGeneration:
         return tuple(self.requires_by_release(release))
 
     def module(self, name: str) -> ModuleType:
-        return importlib.import_module(f"{self.package}.{name}")
+        """``name`` in the adapter package, or a core module by its dotted path."""
+        return importlib.import_module(name if "." in name else f"{self.package}.{name}")
 
     def replay(self) -> Any:
         return self.module("planner_replay").REPLAY

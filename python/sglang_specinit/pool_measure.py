@@ -8,6 +8,7 @@ storages that do not scale (pointer tables) are left to ``1 - f``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -139,6 +140,31 @@ def runner_pool_storages(
             )
         finally:
             server_args.max_mamba_cache_size = mamba_cache_size
+
+
+def runner_token_split(runner: Any) -> tuple[float, bool]:
+    """(swa_full_tokens_ratio, whether it applies) of a runner; draft pools share the target's.
+    An all-SWA model gives its SWA pool every token."""
+    ratio = float(runner.server_args.swa_full_tokens_ratio)
+    applies = bool(runner.is_hybrid_swa) and bool(runner.model_config.full_attention_layer_ids)
+    return ratio, applies
+
+
+def measure_runner_pool(
+    runner: Any, runner_attrs: Iterable[str], what: str, split: tuple[float, bool]
+) -> MeasuredKVSpec:
+    """The pools :func:`runner_pool_storages` builds, priced; collected before SGLang reads free
+    memory (its profile does not collect)."""
+    ratio, applies = split
+    price = measure_linear(
+        lambda full, swa: runner_pool_storages(runner, full, swa, runner_attrs),
+        int(runner.page_size),
+        what=what,
+        swa_full_tokens_ratio=ratio,
+        ratio_applies=applies,
+    )
+    gc.collect()
+    return price
 
 
 def model_name(model_config: Any) -> str:

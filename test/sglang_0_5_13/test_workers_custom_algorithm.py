@@ -12,7 +12,7 @@ from harness.checkpoints import llama_family
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
 from harness.launch.server_process import PLUGIN_ENTRY_POINT, SITE_DIR
 from harness.reports.report_reading import F, kv_buffer_bytes, runner
-from sglang_specinit.sglang_0_5_13 import eagle, multi_layer_eagle, tp_worker
+from sglang_specinit.sglang_0_5_13 import draft_workers, tp_worker
 from sglang_specinit.sglang_0_5_13.launch_policy import LaunchFacts, phasing_blocker
 from test_workers_common import (
     CAPACITY,
@@ -181,8 +181,7 @@ def test_only_a_worker_with_its_own_phase_methods_is_phased() -> None:
 
 def test_a_subclass_of_a_phased_worker_is_not_taken_for_phase_ready() -> None:
     for fns in (
-        (eagle.worker_alloc_memory_pool, eagle.worker_init_backends),
-        (multi_layer_eagle.worker_alloc_memory_pool, multi_layer_eagle.worker_init_backends),
+        (draft_workers.worker_alloc_memory_pool, draft_workers.worker_init_backends),
     ):
 
         class PhasedBase:

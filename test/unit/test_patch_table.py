@@ -10,7 +10,7 @@ from sglang_specinit import sglang_0_5_23
 from sglang_specinit.hooks import Hook, Requires, adapter_patches, group_by_module
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.phased import early_binding
-from sglang_specinit.sglang_0_5_23 import eagle, launch_checks, runtime_budget, scheduler
+from sglang_specinit.sglang_0_5_23 import launch_checks, runtime_budget, scheduler
 
 BASE_SPEC = "sglang.srt.speculative.base_spec_worker"
 KVC = "sglang.srt.mem_cache.kv_cache_configurator"
@@ -82,7 +82,7 @@ HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
             Requires(POOL, "MemoryPoolConfig"),  # since: the probe's pool config
         ),
     ),
-    eagle: (
+    early_binding: (
         (
             Hook(EAGLE, "EagleDraftWorker.init_token_map", early_binding.init_token_map, params=()),
             Hook(EAGLE, "EagleDraftWorker.init_lm_head", early_binding.init_lm_head, params=()),
@@ -107,7 +107,7 @@ def test_recorded_tables_are_the_hand_written_ones() -> None:
     for module, tables in HAND_WRITTEN.items():
         assert (module.HOOKS, module.NEW_METHODS, module.REQUIRES) == tables, module.__name__
     # What compat checks and applies: the adapter's patch per SGLang module, in the same order.
-    phases = [scheduler, runtime_budget, eagle]
+    phases = [scheduler, runtime_budget, early_binding]
     expected = group_by_module(
         [h for m in phases for h in HAND_WRITTEN[m][0]] + list(launch_checks.HOOKS),
         [n for m in phases for n in HAND_WRITTEN[m][1]] + list(launch_checks.NEW_METHODS),

@@ -35,6 +35,7 @@ from sglang_specinit.planner.replay import (
     kv_cache_quant_algo,
     released,
 )
+from sglang_specinit.pool_measure import runner_token_split
 from sglang_specinit.runner_sizing.unloaded_runner import (
     attention_tp_size_answering,
     kv_warm_up_copy_skipped,
@@ -177,11 +178,10 @@ class Replay0513(FieldServerArgsReplay):
         from sglang.srt.configs.model_config import ModelConfig
 
         from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
-        from sglang_specinit.sglang_0_5_13.runtime_budget import target_token_split
 
         args = launch.args
         target = unloaded_runner(args, launch.target_model_config, is_draft=False)
-        split = target_token_split(target)
+        split = runner_token_split(target)
         algorithm = args.speculative_algorithm
         draft = None
         if algorithm is not None and algorithm != "NGRAM":

@@ -3,15 +3,10 @@ sizes on the live runner, put back as it was; the probe pools are freed before p
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 from sglang_specinit.budget import MeasuredKVSpec
-from sglang_specinit.pool_measure import (
-    measure_linear,
-    model_name,
-    runner_pool_storages,
-)
+from sglang_specinit.pool_measure import measure_runner_pool, model_name
 
 # What _apply_memory_pool_config / _init_pools set on the runner.
 _RUNNER_ATTRS = (
@@ -33,13 +28,5 @@ _RUNNER_ATTRS = (
 def measure_kv_pool(
     runner: Any, swa_full_tokens_ratio: float = 1.0, ratio_applies: bool = False
 ) -> MeasuredKVSpec:
-    price = measure_linear(
-        lambda full, swa: runner_pool_storages(runner, full, swa, _RUNNER_ATTRS),
-        int(runner.page_size),
-        what=model_name(runner.model_config),
-        swa_full_tokens_ratio=swa_full_tokens_ratio,
-        ratio_applies=ratio_applies,
-    )
-    # 0.5.13's free-memory profile does not collect.
-    gc.collect()
-    return price
+    what = model_name(runner.model_config)
+    return measure_runner_pool(runner, _RUNNER_ATTRS, what, (swa_full_tokens_ratio, ratio_applies))

@@ -19,6 +19,7 @@ from sglang_specinit.live_sizing import (
     plan_from_readings,
     storage_bytes,
 )
+from sglang_specinit.pool_measure import runner_token_split
 from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class SpeculativeSizing:
         page_size = server_args.page_size
         described = self.draft
         # Priced before free memory is read, so the probe pools are gone by then.
-        split = target_token_split(runner)
+        split = runner_token_split(runner)
         target_kv = measure_kv_pool(runner, *split)
         self.draft_pools = tuple(measure_kv_pool(dr, *split) for dr in described.pool_runners)
         fixed_pools = sum(
@@ -94,9 +95,3 @@ class SpeculativeSizing:
         config.mem_fraction_static = inputs.mem_fraction_static
         return config
 
-
-def target_token_split(runner: Any) -> tuple[float, bool]:
-    """(swa_full_tokens_ratio, ratio_applies); an all-SWA model gives its SWA pool every token."""
-    ratio = float(runner.server_args.swa_full_tokens_ratio)
-    applies = bool(runner.is_hybrid_swa) and bool(runner.model_config.full_attention_layer_ids)
-    return ratio, applies

@@ -53,18 +53,19 @@ def draft_tp_worker(draft_worker: Any) -> Any:
 
 
 def describe_draft(draft_worker: Any) -> DraftDescription:
-    from sglang_specinit.sglang_0_5_13 import frozen_kv_mtp, multi_layer_eagle
+    from sglang_specinit.sglang_0_5_13 import draft_workers
 
     if draft_worker is None:
         return DraftDescription()
     runners = runners_of(draft_tp_worker(draft_worker))
-    if is_instance_of(draft_worker, frozen_kv_mtp.MODULE, "FrozenKVMTPWorker"):
+    if is_instance_of(draft_worker, draft_workers.FROZEN_KV_MODULE, "FrozenKVMTPWorker"):
         return DraftDescription(
             weight_runners=runners, fixed_pools=[(r, FROZEN_KV_STAND_IN_TOKENS) for r in runners]
         )
     description = DraftDescription(weight_runners=runners, pool_runners=runners)
-    if is_instance_of(draft_worker, multi_layer_eagle.MODULE, multi_layer_eagle.WORKER):
-        description.bytes_per_request = multi_layer_eagle.hidden_state_row_bytes(
+    multi_layer = (draft_workers.MULTI_LAYER_MODULE, draft_workers.MULTI_LAYER_WORKER)
+    if is_instance_of(draft_worker, *multi_layer):
+        description.bytes_per_request = draft_workers.hidden_state_row_bytes(
             draft_worker._draft_worker
         )
     return description

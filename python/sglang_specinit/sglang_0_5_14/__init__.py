@@ -8,6 +8,11 @@ from sglang_specinit.generation import AdapterGeneration
 GENERATION = AdapterGeneration(
     package=__name__,
     releases=("0.5.14", "0.5.15", "0.5.15.post1"),
-    phase_modules=("scheduler", "runtime_budget", "eagle", "launch_checks"),
+    phase_modules=(
+        "scheduler",
+        "runtime_budget",
+        "sglang_specinit.phased.early_binding",
+        "sglang_specinit.dataclass_args.launch_checks",
+    ),
     sglang_phases_init=True,
 )

@@ -38,6 +38,7 @@ from sglang_specinit.planner.replay import (
     installed_release,
     short_reserve_note,
 )
+from sglang_specinit.pool_measure import runner_token_split
 from sglang_specinit.runner_sizing.unloaded_runner import (
     attention_tp_size_answering,
     kv_warm_up_copy_skipped,
@@ -146,7 +147,7 @@ class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
             drafts.append(unloaded_runner(args, draft_mc, is_draft=True))
         reserve_draft_layers(target, args, draft_mc)
         refuse_swa_chunk_cap(target)
-        split = pool_probe.target_split(target)
+        split = runner_token_split(target)
         on_cpu = pricing_device() == "cpu"
         with (
             attention_tp_size_answering(launch.attn_tp_size),

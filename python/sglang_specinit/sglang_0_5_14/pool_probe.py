@@ -4,15 +4,10 @@ sizes and puts back every attribute it set."""
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 from sglang_specinit.budget import MeasuredKVSpec
-from sglang_specinit.pool_measure import (
-    measure_linear,
-    model_name,
-    runner_pool_storages,
-)
+from sglang_specinit.pool_measure import measure_runner_pool, model_name
 
 # What _apply_memory_pool_config / _init_pools set on the runner (0.5.15 adds the last).
 RUNNER_ATTRS = (
@@ -33,23 +28,8 @@ RUNNER_ATTRS = (
 )
 
 
-def target_split(runner: Any) -> tuple[float, bool]:
-    """(swa_full_tokens_ratio, whether it applies); draft pools share the target's split."""
-    ratio = float(runner.server_args.swa_full_tokens_ratio)
-    applies = bool(runner.is_hybrid_swa) and bool(runner.model_config.full_attention_layer_ids)
-    return ratio, applies
-
-
 def measure_runner(runner: Any, split: tuple[float, bool]) -> MeasuredKVSpec:
-    ratio, applies = split
     role = "draft" if runner.is_draft_worker else "target"
-    price = measure_linear(
-        lambda full, swa: runner_pool_storages(runner, full, swa, RUNNER_ATTRS),
-        int(runner.page_size),
-        what=f"{model_name(runner.model_config)} ({role})",
-        swa_full_tokens_ratio=ratio,
-        ratio_applies=applies,
+    return measure_runner_pool(
+        runner, RUNNER_ATTRS, f"{model_name(runner.model_config)} ({role})", split
     )
-    # The probe pools must be gone before SGLang reads free memory.
-    gc.collect()
-    return price

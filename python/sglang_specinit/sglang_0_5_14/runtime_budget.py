@@ -18,6 +18,7 @@ from sglang_specinit.live_sizing import (
 )
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.phased.sizing_state import Prices, TargetSizing, active_sizing, priced_readings
+from sglang_specinit.pool_measure import runner_token_split
 from sglang_specinit.sglang_0_5_14 import pool_probe
 
 logger = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ def _release() -> str:
 
 
 def price_pools(runner: Any, sizing: TargetSizing) -> Prices:
-    split = pool_probe.target_split(runner)
+    split = runner_token_split(runner)
     return (
         pool_probe.measure_runner(runner, split),
         tuple(pool_probe.measure_runner(r, split) for r in sizing.draft.pool_runners),

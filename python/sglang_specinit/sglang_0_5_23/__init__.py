@@ -12,7 +12,12 @@ from sglang_specinit.sglang_0_5_23.release_shims import RELEASE_TABLE, release_r
 GENERATION = AdapterGeneration(
     package=__name__,
     releases=tuple(RELEASE_TABLE),
-    phase_modules=("scheduler", "runtime_budget", "eagle", "launch_checks"),
+    phase_modules=(
+        "scheduler",
+        "runtime_budget",
+        "sglang_specinit.phased.early_binding",
+        "launch_checks",
+    ),
     sglang_phases_init=True,
     requires_by_release=release_requires,
     deepseek_v4_releases=("0.5.21", "0.5.22", "0.5.23"),

@@ -1,7 +1,0 @@
-"""Launch checks on 0.5.13: the core's field-reading table."""
-
-from __future__ import annotations
-
-from sglang_specinit.dataclass_args.launch_checks import HOOKS, NEW_METHODS, REQUIRES
-
-__all__ = ["HOOKS", "NEW_METHODS", "REQUIRES"]
