@@ -61,6 +61,25 @@ _TIGHTEST = "test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tig
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
+        "eagle3-without-draft-planned",
+        "planner/preflight.py",
+        'if args.speculative_algorithm == "EAGLE3" and not args.speculative_draft_model_path:',
+        'if args.speculative_algorithm == "EAGLE-3" and not args.speculative_draft_model_path:',
+        ".venv",
+        ("test/unit/test_plan_cli.py::test_bad_input_exits_2_with_one_line[eagle3 without draft]",),
+    ),
+    Mutant(
+        "0513-stepless-draft-planned",
+        "sglang_0_5_13/planner_replay.py",
+        '_BACKENDS_NEEDING_A_DRAFT_STEP = ("triton", "flashinfer", "aiter")',
+        "_BACKENDS_NEEDING_A_DRAFT_STEP = ()",
+        ".venv",
+        (
+            "test/shared/test_refused_launches.py::"
+            "test_what_sglang_refuses_the_planner_refuses[num-steps-0-topk-1]",
+        ),
+    ),
+    Mutant(
         "fraction-refusal-text-0513",
         "launch_checks.py",
         "is outside (0, 1): it is the share",

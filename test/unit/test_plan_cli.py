@@ -292,6 +292,8 @@ def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
         "unsupported architecture": ["--model-path", str(dsv4)],
         # SGLang's own argument hook refuses this one (and only this one) without a draft.
         "dflash without draft": ["--model-path", llama, "--speculative-algorithm", "DFLASH"],
+        # Its checkpoint would load as the draft; every rank fails binding the draft's head.
+        "eagle3 without draft": ["--model-path", llama, "--speculative-algorithm", "EAGLE3"],
         "unknown example": ["--example", "nope"],
         "unknown flag": ["--no-such-flag"],
         # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads).
@@ -311,6 +313,7 @@ EXPECTED_MESSAGES = {
     "bad size": "cannot read a size",
     "unsupported architecture": "DeepSeek-V4",
     "dflash without draft": "requires setting --speculative-draft-model-path",
+    "eagle3 without draft": "pass --speculative-draft-model-path an EAGLE3 draft",
     "unknown example": "shipped examples",
     "unknown flag": "unrecognized arguments",
     "tp that does not split the heads": "pass a --tp-size that does: 1, 2, 4, 8, 16, 32",

@@ -135,6 +135,7 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     launch = replay.resolve(server_args, device)
     target_mc = launch.target_model_config
     preflight.check_launcher(launch.args)
+    preflight.check_eagle3_draft(launch.args)
     preflight.check_one_stage(launch.args)
     preflight.check_head_split(
         target_mc.hf_config,

@@ -29,6 +29,18 @@ def check_launcher(args: Any) -> None:
     )
 
 
+def check_eagle3_draft(args: Any) -> None:
+    """EAGLE3 with no draft path (none resolved for the target's architecture): SGLang loads
+    the target checkpoint as the draft, whose model keeps no EAGLE3 hot-token map, and every
+    rank fails while binding the draft's head."""
+    if args.speculative_algorithm == "EAGLE3" and not args.speculative_draft_model_path:
+        raise PlanError(
+            "--speculative-algorithm EAGLE3 without --speculative-draft-model-path: SGLang "
+            "loads the target checkpoint as the draft, which has no EAGLE3 head, and every "
+            "rank fails to start; pass --speculative-draft-model-path an EAGLE3 draft"
+        )
+
+
 def check_one_stage(args: Any) -> None:
     """The planner prices one rank of one stage; a pipeline's stages differ in layers, weights
     and free memory, so it plans none rather than a wrong one."""

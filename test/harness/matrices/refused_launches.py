@@ -177,6 +177,12 @@ REFUSED_BY_SGLANG = {
     "draft-path-missing": StockRefusal(
         "no-such-draft", "--speculative-draft-model-path", make_draft=missing_draft
     ),
+    # No draft path for a Llama target: its checkpoint loads as the draft, with no hot-token map.
+    "eagle3-without-draft": StockRefusal(
+        "has no attribute 'hot_token_id'",
+        "pass --speculative-draft-model-path an EAGLE3 draft",
+        make_draft=lambda _: None,
+    ),
     "num-steps-0-topk-1": StockRefusal(
         "IndexError",
         "--speculative-num-steps 1 or more",
