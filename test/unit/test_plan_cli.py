@@ -295,6 +295,9 @@ def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
         # Its checkpoint would load as the draft; every rank fails binding the draft's head.
         "eagle3 without draft": ["--model-path", llama, "--speculative-algorithm", "EAGLE3"],
         "unknown example": ["--example", "nope"],
+        # Sizes SGLang divides by: every launch with one of them at 0 fails.
+        "tp zero": ["--tp", "0"],
+        "page size zero": ["--page-size", "0"],
         "unknown flag": ["--no-such-flag"],
         # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads).
         "tp that does not split the heads": ["--tp", "3"],
@@ -315,6 +318,8 @@ EXPECTED_MESSAGES = {
     "dflash without draft": "requires setting --speculative-draft-model-path",
     "eagle3 without draft": "pass --speculative-draft-model-path an EAGLE3 draft",
     "unknown example": "shipped examples",
+    "tp zero": "--tp-size 0: the launch fails (SGLang divides by it); pass 1 or more",
+    "page size zero": "--page-size 0: the launch fails (SGLang divides by it); pass 1 or more",
     "unknown flag": "unrecognized arguments",
     "tp that does not split the heads": "pass a --tp-size that does: 1, 2, 4, 8, 16, 32",
     "weights that do not fit": "leave no room for the KV cache",

@@ -35,7 +35,12 @@ from sglang_specinit.planner.gpus import (
     pre_load_free_bytes,
     presets_help,
 )
-from sglang_specinit.planner.inputs import PlanError, RaisingParser, check_launch_values
+from sglang_specinit.planner.inputs import (
+    PlanError,
+    RaisingParser,
+    check_divisor_sizes,
+    check_launch_values,
+)
 from sglang_specinit.planner.plan import OfflinePlan, build_plan
 from sglang_specinit.planner.releases import check_requested_release, installed_replay
 from sglang_specinit.planner.replay import CPU_ENGINE_ENV
@@ -185,6 +190,7 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
             server_args.speculative_algorithm,
             server_args.mem_fraction_static,
         )
+        check_divisor_sizes(server_args)
         return build_plan(server_args, device, replay)
 
 

@@ -55,3 +55,23 @@ def check_launch_values(
     read_config_json(model_path, "--model-path")
     if draft_path is not None:
         read_config_json(draft_path, "--speculative-draft-model-path")
+
+
+# Sizes SGLang divides by while it resolves or spawns a launch.
+_DIVISOR_FLAGS = {
+    "tp_size": "--tp-size",
+    "pp_size": "--pp-size",
+    "dp_size": "--dp-size",
+    "page_size": "--page-size",
+}
+
+
+def check_divisor_sizes(server_args: Any) -> None:
+    """A TP, PP, DP or page size below 1 fails every launch (a division by zero, or no
+    scheduler to spawn), so it is refused with the flag to change."""
+    for name, flag in _DIVISOR_FLAGS.items():
+        value = getattr(server_args, name, None)
+        if isinstance(value, int) and value < 1:
+            raise PlanError(
+                f"{flag} {value}: the launch fails (SGLang divides by it); pass 1 or more"
+            )

@@ -183,6 +183,19 @@ REFUSED_BY_SGLANG = {
         "pass --speculative-draft-model-path an EAGLE3 draft",
         make_draft=lambda _: None,
     ),
+    # Sizes SGLang divides by (measured on 0.5.23: no scheduler info, a modulo by zero).
+    "tp-size-0": StockRefusal(
+        "IndexError",
+        "--tp-size 0: the launch fails",
+        flags={"tp_size": 0},
+        adapters=("sglang_0_5_23",),
+    ),
+    "page-size-0": StockRefusal(
+        "ZeroDivisionError",
+        "--page-size 0: the launch fails",
+        flags={"page_size": 0},
+        adapters=("sglang_0_5_23",),
+    ),
     "num-steps-0-topk-1": StockRefusal(
         "IndexError",
         "--speculative-num-steps 1 or more",
