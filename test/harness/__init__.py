@@ -6,7 +6,8 @@ Each sub-package's ``__init__`` says what every module does; by job:
     ``deepseek_mla``, ``mimo_v2_mtp``, ``gemma4_mtp``, ``tiny_configs``, ``published_configs``.
 ``launch`` (starting SGLang, owning its processes): ``engine``, ``engine_driver``,
     ``server_process``, ``processes``, ``sglang_release``, ``multi_rank``, ``tp2_pair``,
-    ``launch_0_5_23``, ``release_suite``, ``plugin_probe``, ``forward_hooks``, ``site/``.
+    ``launch_0_5_23``, ``release_suite``, ``plugin_probe``, ``forward_hooks``,
+    ``started_launches``, ``site/``.
 ``cpu_doubles`` (what a GPU-less machine lacks): ``shims``, ``faults``, ``unloaded_runner``,
     ``sgl_kernel_stub/``.
 ``reports`` (what the scheduler saw): ``scheduler_report``, ``report_reading``,
@@ -16,7 +17,7 @@ Each sub-package's ``__init__`` says what every module does; by job:
 ``gpu`` (the GPU suite): ``gpu_cases``, ``gpu_preflight``, ``gpu_summary``, ``gpu_verdict``,
     ``device_memory``, ``load``, ``spec_metrics``, ``gpu_release``, ``storage_identity``,
     ``case_report``, ``server_env``, ``dry_run``, ``case_verdict``, ``broken_plugins``,
-    ``memory_watch``, ``live_results``, ``time_budget``, ``downloads``.
+    ``memory_watch``, ``live_results``, ``time_budget``, ``downloads``, ``recorded_launch``.
 ``geometry`` (geometric pricing, a cross-check of built pools): ``kv_specs``, ``specs``,
     ``runner_kv_spec``.
 Modules: ``releases`` (every served release's row), ``mutants`` (mutations and the tests that

@@ -14,6 +14,8 @@
 - ``plugin_probe``: a fresh interpreter that runs ``load_plugins()`` and reports what it saw;
 - ``forward_hooks``: the ``--forward-hooks`` factory the phased launches name (the scheduler
   report lists the modules it hooked);
+- ``started_launches``: the launches this test process brought up with the plugin on (the live
+  side of the plan-vs-live table);
 - ``site/sitecustomize.py``: installs the harness's hooks in every Python process of a run
   (the spawned schedulers inherit only the environment); ``server_process.SITE_DIR``.
 """
