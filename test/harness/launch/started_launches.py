@@ -10,12 +10,14 @@ from typing import Any
 from harness.cpu_doubles import faults, shims
 from harness.launch.server_process import PLUGIN_ENTRY_POINT
 
-# Switches of test doubles that change what a launch does beyond its flags: such a launch is not
-# one an operator types, so the planner is not held to it.
+# Switches of test doubles that change what a launch does beyond its flags (such a launch is not
+# one an operator types), and SGLang's opt-in to pipeline stages with a draft, which ``plan``
+# refuses whatever the environment says (issue #30): the planner is not held to these.
 UNPLANNED_ENV = (
     faults.FAIL_DRAFT_RANK_ENV,
     faults.PAUSE_DRAFT_POOL_ENV,
     shims.PER_DEVICE_CAPACITY_ENV,
+    "SGLANG_ENABLE_PP_SPEC",
 )
 
 _started: list[tuple[dict[str, Any], int]] = []
