@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.checkpoints import eagle_drafts, llama_family
 from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
+from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.launch.processes import rank_log_lines
 
 ALGORITHM = "EAGLE3"
@@ -118,28 +119,26 @@ def assert_refused_by_the_launcher(log: str, row: Row, draft: Path) -> str:
     return message
 
 
-def target_without_architectures(tmp_path: Path) -> Path:
-    """The tiny target with its config's ``architectures`` list removed."""
+def _target_without(tmp_path: Path, key: str, shape: TinyLlamaShape) -> Path:
+    """A copy of the tiny target of ``shape`` whose config.json lacks ``key``."""
     target = tmp_path / "target"
-    shutil.copytree(llama_family.tiny_llama_target(), target)
+    shutil.copytree(llama_family.tiny_llama_target(shape), target)
     config_path = target / "config.json"
     config = json.loads(config_path.read_text())
-    del config["architectures"]
+    del config[key]
     config_path.write_text(json.dumps(config))
     return target
+
+
+def target_without_architectures(tmp_path: Path) -> Path:
+    return _target_without(tmp_path, "architectures", llama_family.DEFAULT_TARGET)
 
 
 def target_without_head_count(tmp_path: Path) -> Path:
     """A tiny target of 32 heads whose config leaves ``num_attention_heads`` out: the config
     class's default (32) fills it in, as for a Llama-3-8B config with the key deleted."""
-    target = tmp_path / "target"
     shape = replace(llama_family.DEFAULT_TARGET, heads=32, head_dim=2)
-    shutil.copytree(llama_family.tiny_llama_target(shape), target)
-    config_path = target / "config.json"
-    config = json.loads(config_path.read_text())
-    del config["num_attention_heads"]
-    config_path.write_text(json.dumps(config))
-    return target
+    return _target_without(tmp_path, "num_attention_heads", shape)
 
 
 def missing_draft(tmp_path: Path) -> Path:
