@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,16 +81,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(f"{len(rows)} launches, the same verdict in {same}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def engine_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """``engine_runs(kind, plugin)``: the session's launch for that pair
-    (:mod:`harness.launch.launch_0_5_23`), the launches of every collected test started up
-    front, two at a time (the sglang_0_5_23 suite and ``test/shared`` on its releases)."""
+    """``engine_runs(kind, plugin)``: that launch (:mod:`harness.launch.launch_0_5_23`), started
+    once per process, two at a time. Up front go the launches of every collected test, or, in an
+    xdist worker (which runs whole files, in an order not known up front), this file's."""
     from harness.launch.launch_0_5_23 import launch, prefetch
 
-    root = tmp_path_factory.mktemp("sglang0523")
+    root = tmp_path_factory.getbasetemp() / "sglang0523"
+    root.mkdir(exist_ok=True)
+    in_worker = "PYTEST_XDIST_WORKER" in os.environ
     wanted: list[tuple[str, bool]] = []
     for item in request.session.items:
+        if in_worker and item.module is not request.module:
+            continue
         for key in launches_of(item):
             if key not in wanted:
                 wanted.append(key)

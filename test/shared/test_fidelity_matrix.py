@@ -186,24 +186,6 @@ def engines(
     return launch_cache(tmp_path_factory, {row.key: _start(row) for row in ENGINE_ROWS})
 
 
-@pytest.fixture(scope="module")
-def engine_runs(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Callable[[str, bool], Any]:
-    """0.5.23: ``engine_runs(kind, plugin)``, that launch of :mod:`harness.launch.launch_0_5_23`
-    (once per process); the launches this module's tests read start up front, two at a time."""
-    from harness.launch.launch_0_5_23 import launch, prefetch
-
-    root = tmp_path_factory.mktemp("sglang0523")
-    wanted: list[tuple[str, bool]] = []
-    for item in request.session.items:
-        marker = item.get_closest_marker("launches")
-        if item.module is request.module and marker and not item.get_closest_marker("skip"):
-            wanted += [key for key in marker.args if key not in wanted]
-    prefetch(wanted, root)
-    return lambda kind, plugin: launch(kind, plugin, root)
-
-
 def _engine_or_skip(row: Row, engines: Callable[[str], Launch]) -> Launch:
     if row.engine is None:
         pytest.skip(f"no CPU Engine: {row.engine_blocker}")
