@@ -18,10 +18,18 @@ from harness.matrices.plan_verdicts import (
     assert_planned_like_started,
     assert_refused_like_the_launcher,
     assert_refused_on_ranks,
+    launch_flags,
+    plan_verdict,
     rows_of_this_generation,
     started_launches,
 )
-from harness.matrices.refused_launches import ALGORITHM, REFUSED, SPEC_FLAGS, intact_draft
+from harness.matrices.refused_launches import (
+    ALGORITHM,
+    REFUSED,
+    REFUSED_BY_SGLANG,
+    SPEC_FLAGS,
+    intact_draft,
+)
 
 
 @pytest.mark.parametrize("row", sorted(REFUSED))
@@ -32,6 +40,16 @@ def test_the_planner_refuses_what_the_launcher_refuses(tmp_path: Path, row: str)
 @pytest.mark.parametrize("row", sorted(REFUSED_ON_RANKS))
 def test_the_planner_refuses_what_the_ranks_refuse(tmp_path: Path, row: str) -> None:
     assert_refused_on_ranks(row, tmp_path)
+
+
+@pytest.mark.parametrize("row", rows_of_this_generation(REFUSED_BY_SGLANG))
+def test_the_planner_refuses_what_sglang_refuses(tmp_path: Path, row: str) -> None:
+    """The planner's half of test_refused_launches' live rows, for the rows CI does not launch."""
+    spec = REFUSED_BY_SGLANG[row]
+    draft = spec.make_draft(tmp_path)
+    target = spec.make_target(tmp_path)
+    flags = launch_flags(draft, target=target, algorithm=spec.algorithm, **spec.flags)
+    assert spec.planned in plan_verdict(flags).refusal_line()
 
 
 @pytest.mark.parametrize("row", rows_of_this_generation(STARTS))

@@ -163,7 +163,13 @@ def test_refused_in_the_launcher_before_any_rank_starts(
         assert needle.format(draft=draft) in line, (needle, line)
 
 
-@pytest.mark.parametrize("row", rows_of_this_generation(REFUSED_BY_SGLANG))
+@pytest.mark.parametrize(
+    "row",
+    [
+        pytest.param(name, marks=() if REFUSED_BY_SGLANG[name].in_ci else pytest.mark.slow)
+        for name in rows_of_this_generation(REFUSED_BY_SGLANG)
+    ],
+)
 def test_what_sglang_refuses_the_planner_refuses(
     row: str, refused: Any, request: pytest.FixtureRequest
 ) -> None:

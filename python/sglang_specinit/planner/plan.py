@@ -137,6 +137,7 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     preflight.check_launcher(launch.args)
     preflight.check_eagle3_draft(launch.args)
     preflight.check_one_stage(launch.args)
+    preflight.check_draft_steps(launch.args)
     preflight.check_head_split(
         target_mc.hf_config,
         launch.attn_tp_size,
@@ -159,6 +160,7 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     if prices.ours_plan is not None:
         ours = prices.ours_plan(base)
     preflight.check_servable(base, ours)
+    preflight.check_request_length(base.context_len, ours.tokens, replay.shortest_request_tokens)
     return _offline_plan(launch, device, replay, prices, target, draft, base, ours)
 
 

@@ -83,6 +83,29 @@ def _kv_fits(text: Any, tp: int, mla: bool) -> bool:
     return kv % tp == 0 if kv >= tp else tp % kv == 0
 
 
+def check_draft_steps(args: Any) -> None:
+    """EAGLE's chain of draft steps at top-k 1 is built with one buffer per step: a negative
+    count fails on every rank (torch.arange's bounds)."""
+    steps, topk = args.speculative_num_steps, args.speculative_eagle_topk
+    if args.speculative_algorithm in ("EAGLE", "EAGLE3") and topk == 1 and (steps or 0) < 0:
+        raise PlanError(
+            f"--speculative-num-steps {steps}: a negative number of draft steps fails on every "
+            "rank; pass --speculative-num-steps 0 or more"
+        )
+
+
+def check_request_length(context_len: int, tokens: int, shortest: int) -> None:
+    """The scheduler's longest request, min(context length, pool tokens) - 1, must reach
+    ``shortest`` tokens (the release's), or every rank asserts the pool is too small."""
+    if min(context_len, tokens) - 1 >= shortest or tokens - 1 < shortest:
+        return  # a pool too small for it is check_servable's refusal
+    raise PlanError(
+        f"--context-length {context_len}: the longest request it leaves ({context_len - 1} "
+        f"tokens) is shorter than the {shortest} every rank requires (it asserts 'Memory pool "
+        f"size is too small'); pass --context-length {shortest + 1} or more"
+    )
+
+
 def check_servable(inputs: BudgetInputs, plan: PoolPlan) -> None:
     """The pool phase's refusal, with its message: weights that leave no room for one page."""
     if plan.tokens < page_ceil(MIN_SERVABLE_TOKENS, inputs.page_size):

@@ -66,6 +66,8 @@ class ServerArgsReplay(Protocol):
     """One served release's launch_server parser and server-args resolution, run offline."""
 
     release: str
+    # The shortest longest-request (min(context length, pool tokens) - 1) its scheduler accepts.
+    shortest_request_tokens: int
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
         """The release's ``launch_server`` parser; bad flags raise :class:`PlanError`."""
@@ -156,7 +158,8 @@ def parse_launch_flags(launch: Sequence[str], config_merger: Any) -> Any:
 
 
 class InstalledReleaseReplay:
+    shortest_request_tokens = 1
+
     @property
     def release(self) -> str:
         return installed_release()
-

@@ -135,6 +135,7 @@ def stock_plan_0_5_13(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> P
 
 class Replay0513(FieldServerArgsReplay):
     release = "0.5.13.post1"
+    shortest_request_tokens = 6  # its scheduler keeps 5 of them for the output
 
     def config_merger(self) -> Any:
         from sglang.srt.server_args_config_parser import ConfigArgumentMerger
@@ -232,4 +233,3 @@ class Replay0513(FieldServerArgsReplay):
 
 
 REPLAY = Replay0513()
-

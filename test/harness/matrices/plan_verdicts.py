@@ -51,6 +51,12 @@ STARTS = {
     "num-steps-0-topk-1": Starting(NO_DRAFT_STEP, adapters=("sglang_0_5_23",)),
     "no-num-attention-heads": Starting({}, target_without_head_count),
     "tp-3-on-cpu": Starting({"tp_size": 3}, in_ci=False),
+    # Odd inputs that start (measured on 0.5.13.post1 and 0.5.23): the shortest context each
+    # release's scheduler accepts, no chunked prefill, no draft tokens (topk 1 sets them).
+    "context-length-7": Starting({"context_length": 7}, in_ci=False),
+    "context-length-2": Starting({"context_length": 2}, in_ci=False, adapters=("sglang_0_5_23",)),
+    "chunked-prefill-0": Starting({"chunked_prefill_size": 0}, in_ci=False),
+    "num-draft-tokens-0": Starting({"speculative_num_draft_tokens": 0}, in_ci=False),
 }
 
 

@@ -158,6 +158,7 @@ class StockRefusal:
     flags: dict[str, Any] = field(default_factory=dict)
     # The generations (adapters) whose releases refuse it; another may start it.
     adapters: tuple[str, ...] = ("sglang_0_5_13", "sglang_0_5_23")
+    in_ci: bool = True  # the live launch (the planner's verdict is checked in CI either way)
 
 
 # No draft step: 0.5.13's triton draft decode backend fails on every rank (IndexError, stock
@@ -200,5 +201,28 @@ REFUSED_BY_SGLANG = {
         "--speculative-num-steps 1 or more",
         flags=NO_DRAFT_STEP,
         adapters=("sglang_0_5_13",),
+    ),
+    # Measured on 0.5.13.post1 and 0.5.23 (odd inputs; live only with SPECINIT_TEST_SLOW=1):
+    # every rank fails, in the top-k 1 chain's buffers, resp. the scheduler's request-length
+    # assertion (0.5.13.x keeps 5 tokens of the longest request for the output: 6 refused, 7
+    # starts; 0.5.23 starts 2).
+    "num-steps--1": StockRefusal(
+        "upper bound and lower bound inconsistent",
+        "--speculative-num-steps -1",
+        flags={"speculative_num_steps": -1},
+        in_ci=False,
+    ),
+    "context-length--1": StockRefusal(
+        "Memory pool size is too small",
+        "pass --context-length",
+        flags={"context_length": -1},
+        in_ci=False,
+    ),
+    "context-length-6": StockRefusal(
+        "Memory pool size is too small",
+        "pass --context-length 7 or more",
+        flags={"context_length": 6},
+        adapters=("sglang_0_5_13",),
+        in_ci=False,
     ),
 }
