@@ -1,11 +1,9 @@
 """``sglang-specinit`` command line: ``plan``, ``report`` (a Markdown page with figures; with
 ``--beside VENV`` another release's stock column, computed in that environment) and ``patches``.
 
-The launch flags are parsed by the installed SGLang's own parser, so a ``launch_server`` command
-line pastes as is; a refused launch or a bad value is one line on stderr and exit 2 (a malformed
-planner flag: argparse's usage and error). The plan is for the device the flags name: the
-planner process drops ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported and the installed
-release's replay answers ``is_cpu()`` for the planned device.
+Launch flags go through the installed SGLang's own parser, so a ``launch_server`` line pastes as
+is; bad input is one line on stderr and exit 2. The plan is for the device the flags name: the
+process drops ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported.
 """
 
 from __future__ import annotations
@@ -47,12 +45,12 @@ from sglang_specinit.planner.replay import CPU_ENGINE_ENV
 from sglang_specinit.planner.shipped_examples import (
     DEFAULT_EXAMPLE,
     Example,
+    example_refusal,
     list_examples,
     load_example,
 )
 
 EXIT_BAD_INPUT = 2
-_RaisingParser = RaisingParser
 
 
 def _planner_parser() -> argparse.ArgumentParser:
@@ -68,41 +66,20 @@ def _planner_parser() -> argparse.ArgumentParser:
             "directories."
         ),
     )
-    parser.add_argument(
-        "--gpu",
-        help=f"device preset (default {DEFAULT_GPU}, or the example's). {presets_help()}",
-    )
-    parser.add_argument(
-        "--device-memory",
-        help="device total memory instead of a preset, e.g. 80GiB, 141GB, 24000MiB",
-    )
-    parser.add_argument(
-        "--pre-load-free-bytes",
-        help=(
-            "free device memory before weights load (SGLang's 'Load weight begin. avail mem' "
-            f"value); default: total minus {CUDA_CONTEXT_ALLOWANCE_BYTES // MIB} MiB"
-        ),
-    )
-    parser.add_argument(
-        "--resident-bytes",
-        help=(
-            "bytes resident when the pools are sized (target + draft weights after binding), "
-            "e.g. resident_bytes from a server's SPECINIT_MEMORY line; replaces the checkpoint "
-            "estimate in the sglang-specinit column"
-        ),
-    )
-    parser.add_argument(
-        "--example",
-        help=(
-            f"plan a shipped example (default {DEFAULT_EXAMPLE} when no --model-path is given): "
-            f"{', '.join(list_examples())}"
-        ),
-    )
-    parser.add_argument(
-        "--sglang-version",
-        default=None,
-        help="refuse to plan unless this is the installed SGLang release",
-    )
+    helps = {
+        "--gpu": f"device preset (default {DEFAULT_GPU}, or the example's). {presets_help()}",
+        "--device-memory": "device total memory instead of a preset, e.g. 80GiB, 141GB, 24000MiB",
+        "--pre-load-free-bytes": "free device memory before weights load (SGLang's 'Load weight "
+        f"begin. avail mem' value); default: total minus {CUDA_CONTEXT_ALLOWANCE_BYTES // MIB} MiB",
+        "--resident-bytes": "bytes resident when the pools are sized (target + draft weights after "
+        "binding), e.g. resident_bytes from a server's SPECINIT_MEMORY line; replaces the "
+        "checkpoint estimate in the sglang-specinit column",
+        "--example": f"plan a shipped example (default {DEFAULT_EXAMPLE} when no --model-path is "
+        f"given): {', '.join(list_examples())}",
+        "--sglang-version": "refuse to plan unless this is the installed SGLang release",
+    }
+    for flag, text in helps.items():
+        parser.add_argument(flag, help=text)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--verbose", action="store_true", help="keep SGLang's log output")
     return parser
@@ -110,7 +87,7 @@ def _planner_parser() -> argparse.ArgumentParser:
 
 def _launch_preview(launch: Sequence[str]) -> argparse.Namespace:
     """The few launch flags the cheap checks need, read without importing SGLang."""
-    preview = _RaisingParser(add_help=False, allow_abbrev=False)
+    preview = RaisingParser(add_help=False, allow_abbrev=False)
     preview.add_argument("--model-path", "--model", dest="model_path")
     preview.add_argument("--speculative-draft-model-path", dest="draft_path")
     preview.add_argument("--speculative-algorithm", dest="algorithm")
@@ -194,17 +171,10 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
         return build_plan(server_args, device, replay)
 
 
-def _plan_as_json(options: argparse.Namespace, launch: list[str]) -> dict[str, Any]:
-    """``plan --json`` for these options."""
-    return plan_json(_plan(options, launch))
-
-
 def _set_host_cpu_engine() -> None:
-    """A planner process plans for ``--device``, not as a CPU engine (see module doc): it drops
-    ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported, on every release and host (on a GPU-less
-    host that also lets a replay build its pricing pools on cpu with no ``sgl_kernel``). Only for
-    the process's own entry point: a caller in the same process (a test, a server) keeps its
-    environment, and :func:`dataclass_args.replay.planned_cpu_engine` covers it."""
+    """Plan for ``--device``, not as a CPU engine (on a GPU-less host this also lets a replay
+    price its pools on cpu with no ``sgl_kernel``). Only for the process's own entry point: an
+    in-process caller keeps its environment (:func:`dataclass_args.replay.planned_cpu_engine`)."""
     if "sglang" not in sys.modules:
         os.environ.pop(CPU_ENGINE_ENV, None)
 
@@ -223,7 +193,7 @@ def _bad_input(command: str, error: Exception) -> int:
 
 
 def _report_parser() -> argparse.ArgumentParser:
-    parser = _RaisingParser(
+    parser = RaisingParser(
         prog="sglang-specinit report",
         allow_abbrev=False,
         description=(
@@ -256,8 +226,7 @@ def report_main(argv: Sequence[str]) -> int:
     """``sglang-specinit report``; returns the exit code."""
     from sglang_specinit.planner import report_cases, report_pages
 
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    _offline()
     skipped: dict[str, str] = {}
     try:
         request, plan_argv = _report_parser().parse_known_args(list(argv))
@@ -278,7 +247,7 @@ def report_main(argv: Sequence[str]) -> int:
         for run in runs:
             options, launch = _planner_parser().parse_known_args(run)
             example = load_example(options.example) if options.example else None
-            data = _plan_as_json(options, launch)
+            data = plan_json(_plan(options, launch))
             if beside is not None:
                 data = beside.add_stock(data, run)
             cases.append(
@@ -317,9 +286,6 @@ def _check_writable(out_dir: Path) -> None:
 def _plannable() -> tuple[list[str], dict[str, str]]:
     """The shipped examples the installed release's replay plans, and each one it refuses with
     the reason (a DeepSeek-V4 example the installed release does not price), named on stderr too."""
-    from sglang_specinit.planner.releases import installed_replay
-    from sglang_specinit.planner.shipped_examples import example_refusal
-
     replay = installed_replay()
     names: list[str] = []
     skipped: dict[str, str] = {}
@@ -333,11 +299,15 @@ def _plannable() -> tuple[list[str], dict[str, str]]:
     return names, skipped
 
 
-def plan_main(argv: Sequence[str]) -> int:
-    """``sglang-specinit plan``; returns the exit code."""
+def _offline() -> None:
     # Read before huggingface_hub is imported: the planner never touches the network.
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+def plan_main(argv: Sequence[str]) -> int:
+    """``sglang-specinit plan``; returns the exit code."""
+    _offline()
     options, launch = _planner_parser().parse_known_args(list(argv))
     try:
         plan = _plan(options, launch)

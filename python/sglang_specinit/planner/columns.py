@@ -1,9 +1,6 @@
-"""What ``plan`` prints: the installed release's stock column beside this package's.
-
-Both columns are predictions a live launch of that release confirms: stock by the release's own
-sizing code, this package's by its budget model on the same prices (:mod:`.plan`). Another
-release's stock column comes from that release's own environment (``report --beside VENV``).
-``--json``'s keys are listed, with their units, in docs/planner.md ("plan --json").
+"""What ``plan`` prints: the installed release's stock column (its own sizing code) beside this
+package's (its budget model on the same prices, :mod:`.plan`); another release's comes from its
+own environment (``report --beside VENV``). ``--json``'s keys: docs/planner.md ("plan --json").
 """
 
 from __future__ import annotations

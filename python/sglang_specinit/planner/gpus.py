@@ -1,8 +1,7 @@
 """Device presets, the planned device (:class:`DeviceSpec`) and byte-size parsing.
 
-SGLang reads two device numbers: the *total* memory (``get_device_memory_capacity``, for the
-automatic ``--mem-fraction-static``) and the *free* memory before weights load (the KV budget's
-base). The planner assumes free = total - 1 GiB (``--pre-load-free-bytes`` overrides it).
+SGLang reads the device's total memory (for the automatic ``--mem-fraction-static``) and the free
+memory before weights load (the KV budget's base), assumed total - 1 GiB unless overridden.
 """
 
 from __future__ import annotations
@@ -86,18 +85,10 @@ def presets_help() -> str:
     return "; ".join(lines)
 
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-    "tib": 1 << 40,
-}
+# "", b; kb, mb, gb, tb (decimal); kib, mib, gib, tib (binary).
+_UNITS = {"": 1, "b": 1}
+for _power, _prefix in enumerate("kmgt", start=1):
+    _UNITS.update({f"{_prefix}b": 1000**_power, f"{_prefix}ib": 1024**_power})
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 

@@ -1,28 +1,13 @@
 """The offline plan: a release's decisions for a launch in, two columns out: stock (the
 installed release's own sizing) and this package's.
 
-A *server-args replay* (:mod:`sglang_specinit.planner.replay`; each adapter package's
-``planner_replay``, found through :mod:`sglang_specinit.planner.releases`) says what the
-installed release decided for the launch: fraction, speculative settings, parallel layout, KV
-dtypes and what each pool costs (:class:`~replay.PoolPrices`). :func:`build_plan` is the one
-place that turns that answer into the sizing inputs, for every release, in named steps:
-
-1. :func:`_price_target`: the target's KV price (the replay's), its weight bytes on one rank and
-   the buffers it builds that no checkpoint stores (its rotary cos/sin cache:
-   :mod:`sglang_specinit.planner.target_buffers`);
-2. :func:`_price_draft`: the draft's model config, KV pools, per-request and fixed bytes, and
-   the weight split between target and draft (shared tensors counted once);
-3. :func:`_sizing_readings`: both fed to ``live_sizing.plan_from_readings``, the sizing path
-   both runtime adapters run, in place of a live process's readings;
-4. :func:`_offline_plan`: the base inputs sized by the release's own stock code
-   (:attr:`~replay.PoolPrices.stock_plan`, at the release's own automatic fraction) and by this
-   package's rule.
-
-Weight bytes come from checkpoint headers (:mod:`sglang_specinit.planner.weights`), priced per
-rank by the SGLang layer that loads each tensor (:mod:`sglang_specinit.planner.sharding`:
-replicated norms, padded vocabulary shards, replicated KV heads, dp-attention groups); the
-target's rotary cos/sin cache, which no checkpoint stores, is added to the target's weights
-(:mod:`sglang_specinit.planner.target_buffers`, SGLang's rope factory on ``meta``).
+A server-args replay (:mod:`.replay`, found through :mod:`.releases`) says what the installed
+release decided for the launch and what each pool costs; :func:`build_plan` turns that into the
+sizing inputs for every release: the target's price (:func:`_price_target`), the draft's
+(:func:`_price_draft`), both fed to ``live_sizing.plan_from_readings`` (:func:`_sizing_readings`)
+and sized by stock's code and this package's rule (:func:`_offline_plan`). Weight bytes come from
+checkpoint headers (:mod:`.weights`) priced per rank (:mod:`.sharding`), plus the target's rotary
+cos/sin cache no checkpoint stores (:mod:`.target_buffers`).
 """
 
 from __future__ import annotations
@@ -116,10 +101,8 @@ class _Draft:
 def build_plan(
     server_args: Any, device: DeviceSpec, replay: ServerArgsReplay | None = None
 ) -> OfflinePlan:
-    """The plans for ``server_args`` (``replay.parse_launch``'s result) on ``device``.
-
-    ``replay`` is the installed release's server-args logic (default: the installed one's).
-    """
+    """The plans for ``server_args`` (``replay.parse_launch``'s result) on ``device``, by
+    ``replay``'s server-args logic (default: the installed release's)."""
     with cuda_quantization_names():
         return _build_plan(server_args, device, replay or installed_replay())
 
@@ -138,13 +121,7 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     preflight.check_eagle3_draft(launch.args)
     preflight.check_one_stage(launch.args)
     preflight.check_draft_steps(launch.args)
-    preflight.check_head_split(
-        target_mc.hf_config,
-        launch.attn_tp_size,
-        "the target",
-        mla=_is_mla(target_mc),
-        device=launch.args.device,
-    )
+    _check_head_split(launch, target_mc, "the target")
     layout = model_layout(launch.args, target_mc.hf_config, launch.attn_tp_size)
     target_kv_dtype = replay.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
     # Every pool priced by the replay (the release's own pool code where it runs it).
@@ -164,9 +141,11 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     return _offline_plan(launch, device, replay, prices, target, draft, base, ours)
 
 
-def _is_mla(model_config: Any) -> bool:
-    arch = getattr(model_config, "attention_arch", None)
-    return getattr(arch, "name", None) == "MLA"
+def _check_head_split(launch: ResolvedLaunch, model_config: Any, what: str) -> None:
+    mla = getattr(getattr(model_config, "attention_arch", None), "name", None) == "MLA"
+    preflight.check_head_split(
+        model_config.hf_config, launch.attn_tp_size, what, mla=mla, device=launch.args.device
+    )
 
 
 def _price_target(
@@ -175,7 +154,6 @@ def _price_target(
     """The target's KV price per token and its weight bytes on one rank."""
     spec_args = launch.args
     target_mc = launch.target_model_config
-    kv = prices.target_kv
     sizes, notes = sizes_on_rank(
         read_checkpoint_sizes(spec_args.model_path), target_mc.hf_config, layout
     )
@@ -183,7 +161,9 @@ def _price_target(
     # The family from config.json: a draft's ModelConfig may have renamed the cached config's.
     architecture = read_config_json(spec_args.model_path, "--model-path")["architectures"][0]
     buffers = target_buffers(spec_args, target_mc, architecture)
-    return _Target(layout, kv_dtype, kv, sizes.total_bytes, (*notes, *buffers.notes), buffers)
+    return _Target(
+        layout, kv_dtype, prices.target_kv, sizes.total_bytes, (*notes, *buffers.notes), buffers
+    )
 
 
 def _price_draft(
@@ -209,14 +189,7 @@ def _price_draft(
         model_revision=spec_args.speculative_draft_model_revision,
         is_draft_model=True,
     )
-    preflight.check_head_split(
-        draft_mc.hf_config,
-        launch.attn_tp_size,
-        "the draft",
-        mla=_is_mla(draft_mc),
-        device=launch.args.device,
-    )
-    pools = prices.draft_pools
+    _check_head_split(launch, draft_mc, "the draft")
     layouts = (
         target.layout,
         draft_layout(spec_args, algorithm, draft_mc.hf_config, launch.attn_tp_size),
@@ -225,12 +198,11 @@ def _price_draft(
         algorithm, launch.target_model_config, draft_mc, spec_args.model_path, draft_path, layouts
     )
     notes.extend(split.notes)
-    per_request, fixed = prices.draft_request_bytes, prices.draft_fixed_bytes
     spec = DraftSpec(
         algorithm=algorithm,
-        kv_pools=pools,
-        bytes_per_request=per_request,
-        fixed_bytes=fixed,
+        kv_pools=prices.draft_pools,
+        bytes_per_request=prices.draft_request_bytes,
+        fixed_bytes=prices.draft_fixed_bytes,
         weight_bytes=split.draft_bytes,
         shared_weight_bytes=split.draft_shared_bytes,
         upstream_reserved_layers=(
@@ -238,10 +210,6 @@ def _price_draft(
         ),
     )
     return _Draft(spec, draft_path, split.target_bytes, tuple(notes))
-
-
-def _same_dir(a: str, b: str) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _weights(
@@ -261,7 +229,8 @@ def _weights(
     elt = torch.tensor([], dtype=draft_mc.dtype).element_size()
     draft_config = draft_mc.hf_config
     mtp_layers = int(draft_mc.num_nextn_predict_layers or 0)
-    if algorithm == "EAGLE" and mtp_layers > 0 and _same_dir(model_path, draft_path):
+    same_dir = os.path.realpath(model_path) == os.path.realpath(draft_path)
+    if algorithm == "EAGLE" and mtp_layers > 0 and same_dir:
         # An MTP draft read from the target's own checkpoint (DeepSeek-V3 / GLM NextN). Its
         # model builds an embedding and an LM head of its own whatever the checkpoint stores
         # (never loaded; replaced by the target's): the embedding on the embedding group, the
@@ -291,12 +260,8 @@ def _weights(
 def _sizing_readings(
     launch: ResolvedLaunch, device: DeviceSpec, target: _Target, draft: _Draft | None
 ) -> SizingReadings:
-    """The runtime's sizing inputs, fed what the plan read instead of a live process.
-
-    No free memory was read unless ``--resident-bytes`` gives it (then SGLang's own budget is
-    f x free minus those bytes). (Bytes -> GiB -> bytes is exact: a power-of-two scaling.)
-    """
-    spec_args = launch.args
+    """The runtime's sizing inputs, fed what the plan read instead of a live process (no free
+    memory was read unless ``--resident-bytes`` gives it: then the budget is f x free minus it)."""
     fraction = launch.new_fraction
     # The checkpoint's tensors plus the buffers the target builds itself, both resident when
     # every release sizes the target pool.
@@ -314,10 +279,10 @@ def _sizing_readings(
         target_kv=target.kv,
         target_weight_bytes=target_weight_bytes,
         draft=None if draft is None else draft.spec,
-        page_size=int(spec_args.page_size),
+        page_size=int(launch.args.page_size),
         context_len=int(launch.target_model_config.context_len),
-        max_total_tokens=spec_args.max_total_tokens,
-        max_running_requests=spec_args.max_running_requests,
+        max_total_tokens=launch.args.max_total_tokens,
+        max_running_requests=launch.args.max_running_requests,
         dp_size=launch.dp_size,
     )
 

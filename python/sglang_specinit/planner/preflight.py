@@ -1,8 +1,6 @@
-"""The refusals a launch makes before it serves, made by ``plan`` on the resolved launch.
-
-A launch the server refuses is refused here too, in one line, and nothing it starts is. After
-the release's own checks (in ``resolve``): this package's launcher checks, the attention-head
-split and the pool phase's no-room-for-one-page refusal.
+"""The refusals a launch makes before it serves, made by ``plan`` on the resolved launch (after
+the release's own, in ``resolve``): this package's launcher checks, the attention-head split and
+the pool phase's no-room-for-one-page refusal, each in one line.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What a served release's server-args replay answers the plan, and what the replays share.
-
-The planner runs the installed SGLang's start-up pieces that decide the pool size, offline and
-without a GPU. Each adapter package has one :class:`ServerArgsReplay` (``planner_replay.REPLAY``):
-the release's parser, its decisions (:class:`ResolvedLaunch`) and its pool prices.
+"""What a served release's server-args replay answers the plan, and what the replays share:
+each adapter's :class:`ServerArgsReplay` (``planner_replay.REPLAY``) runs the release's parser,
+decisions (:class:`ResolvedLaunch`) and pool prices offline, without a GPU.
 """
 
 from __future__ import annotations
@@ -121,10 +119,8 @@ def kv_cache_quant_algo(model_config: Any) -> str | None:
         if isinstance(algo, str):
             return algo.upper()
         scheme = section.get("kv_cache_scheme")
-        if isinstance(scheme, dict) and (scheme.get("type"), scheme.get("num_bits")) == (
-            "float",
-            8,
-        ):
+        fp8 = isinstance(scheme, dict) and scheme.get("type") == "float"
+        if fp8 and scheme.get("num_bits") == 8:
             return "FP8"
     return None
 

@@ -1,18 +1,10 @@
 """What ``sglang-specinit report`` shows, read from breakdown JSON: cases, variants, bar segments.
 
-Three kinds of input, all of them the breakdown :func:`sglang_specinit.report.plan_to_dict`
-writes (per TP rank, bytes):
-
-* a plan (``sglang-specinit plan --json``, or a shipped example planned in-process): this
-  package's breakdown at the top level, the stock column under ``stock`` (``beside``: another
-  release's, ``report --beside``) and its notes, each with its column. Every top-level value
-  that is itself a breakdown (a dict with ``tokens`` and ``budget_bytes``) is a variant;
-* a benchmark case (``benchmark/bench_budget.py``, files ``case-*.json``): the same shape, each
-  variant marked ``"source": "measured"`` or ``"modelled"`` with a ``source_note``;
-* a live server's ``memory-rank<N>.json`` (``SGLANG_SPECINIT_REPORT_DIR``): one breakdown per
-  rank plus ``allocated_*_kv_pool_bytes``; the files of one directory are one case, drawn as
-  planned next to allocated for each rank.
-
+Every input is the per-rank breakdown :func:`sglang_specinit.report.plan_to_dict` writes: a plan
+(``plan --json``: this package's at the top level, ``stock`` and ``beside`` columns and notes), a
+benchmark ``case-*.json`` (each variant ``measured`` or ``modelled``) or a live server's
+``memory-rank<N>.json`` files (one case per directory: planned next to allocated per rank). A
+top-level value that is itself a breakdown (``tokens`` and ``budget_bytes``) is a variant.
 Nothing here draws or writes files; :mod:`report_figures` and :mod:`report_pages` do.
 """
 
@@ -260,20 +252,12 @@ def _plan_subtitle(data: Mapping[str, Any]) -> str:
 def allocated_breakdown(rank: Mapping[str, Any]) -> dict[str, Any]:
     """A live rank's breakdown with the pools SGLang really allocated in place of the plan's."""
     allocated = dict(rank)
-    allocated["target_kv_pool_bytes"] = int(rank.get("allocated_target_kv_pool_bytes", 0))
-    allocated["draft_kv_pool_bytes"] = int(rank.get("allocated_draft_kv_pool_bytes", 0))
+    pools = ("target_kv_pool_bytes", "draft_kv_pool_bytes")
+    for key in pools:
+        allocated[key] = int(rank.get(f"allocated_{key}", 0))
     # The planned bytes that are neither resident nor a pool (draft buffers) stay as planned.
-    extra = (
-        int(rank["used_bytes"])
-        - int(rank["resident_bytes"])
-        - int(rank["target_kv_pool_bytes"])
-        - int(rank["draft_kv_pool_bytes"])
-    )
-    allocated["used_bytes"] = (
-        int(rank["resident_bytes"])
-        + allocated["target_kv_pool_bytes"]
-        + allocated["draft_kv_pool_bytes"]
-        + extra
+    allocated["used_bytes"] = int(rank["used_bytes"]) + sum(
+        allocated[key] - int(rank[key]) for key in pools
     )
     allocated["headroom_bytes"] = int(rank["budget_bytes"]) - allocated["used_bytes"]
     return allocated
@@ -336,12 +320,9 @@ def _live_cases_under(root: Path) -> list[ReportCase]:
 
 
 def cases_from_paths(paths: Iterable[str | Path]) -> list[ReportCase]:
-    """Cases from ``--from-json`` arguments.
-
-    A file is a plan/benchmark breakdown, or a live ``memory-rank*.json`` (its own case). A
-    directory is searched recursively: the ``memory-rank*.json`` files of each folder form one
-    live case (named by the folder), and every ``case-*.json`` is a plan/benchmark case.
-    """
+    """Cases from ``--from-json``: a file is a plan/benchmark breakdown or a live rank's (its own
+    case); in a directory, searched recursively, each folder's ``memory-rank*.json`` files are one
+    live case (named by the folder) and every ``case-*.json`` is a plan/benchmark case."""
     cases: list[ReportCase] = []
     for raw in paths:
         path = Path(raw)
@@ -359,11 +340,11 @@ def cases_from_paths(paths: Iterable[str | Path]) -> list[ReportCase]:
             cases += found
         elif path.is_file():
             data = _read_json(path)
-            if isinstance(data, Mapping) and "allocated_target_kv_pool_bytes" in data:
+            if not isinstance(data, Mapping):
+                data = {}
+            if "allocated_target_kv_pool_bytes" in data:
                 cases.append(live_case([data], path.stem, str(path)))
             else:
-                if not isinstance(data, Mapping):
-                    data = {}
                 cases.append(case_from_plan_json(data, source_path=str(path)))
         else:
             raise ReportInputError(f"--from-json {path}: no such file or directory")
@@ -375,9 +356,6 @@ def unique_slugs(cases: Sequence[ReportCase]) -> list[ReportCase]:
     seen: dict[str, int] = {}
     out = []
     for case in cases:
-        count = seen.get(case.slug, 0) + 1
-        seen[case.slug] = count
-        if count > 1:
-            case = replace(case, slug=f"{case.slug}-{count}")
-        out.append(case)
+        seen[case.slug] = count = seen.get(case.slug, 0) + 1
+        out.append(replace(case, slug=f"{case.slug}-{count}") if count > 1 else case)
     return out

@@ -1,19 +1,11 @@
 """Stacked-bar figures of ``sglang-specinit report`` (matplotlib, the optional ``[report]`` extra).
 
-One figure per :class:`~sglang_specinit.planner.report_cases.ReportCase`: a bar per variant,
-stacked bottom to top as target weights, draft weights, target KV, draft KV (plus "other
-resident" and "draft buffers" where the breakdown has such bytes) and the unused rest of the
-budget; a dashed budget line over each bar (rules may run with different fractions); and what
-goes above the budget overdrawn in hatched red, labelled "OVER by ..." on the figure. The title
-names the case, model, GPU and release and each column's tokens against this package's
-(:func:`token_gains`). When every bar stands on a large shared base (weights), the y axis starts
-above 0 where the bars differ (:func:`axis_start`) and the figure says so. Over-budget patches
-carry the gid ``over:<variant key>`` (an ``id`` in the SVG), so tests and tools can find them
-without reading pixels.
-
-matplotlib is imported only inside the functions that draw (``Figure`` objects, no pyplot, no
-global backend), so importing this module never fails; :func:`matplotlib_missing` says whether
-figures can be drawn. Sizes are fixed per bar count (:func:`figure_size_px`), never cropped.
+One figure per case: a bar per variant, stacked in :data:`COLOURS` order up to the unused rest of
+the budget, a dashed budget line over each bar and what goes above it in hatched red, labelled
+"OVER by ..." (gid ``over:<variant key>``, an SVG ``id``, so tests need not read pixels). The y
+axis may start above a large shared base (:func:`axis_start`), and the figure then says so.
+matplotlib is imported only inside the functions that draw (no pyplot, no global backend), and
+sizes are fixed per bar count (:func:`figure_size_px`), never cropped.
 """
 
 from __future__ import annotations
@@ -62,6 +54,12 @@ COLOURS = {
     # readers (the hatching and the text label carry it without colour).
     OVER: "#ff1a1a",
 }
+# Bar edges; the unused rest and what goes over the budget are hatched (so is their legend).
+_SEGMENT_STYLE: dict[str, Any] = {"edgecolor": "#303030", "linewidth": 0.4}
+_BAR_STYLES: dict[str, dict[str, Any]] = {
+    UNUSED: {"edgecolor": "#909090", "hatch": "..", "linewidth": 0.6},
+    OVER: {"edgecolor": "black", "hatch": "///", "linewidth": 1.0},
+}
 
 
 def matplotlib_missing() -> str | None:
@@ -85,8 +83,12 @@ def figure_size_px(bars: int) -> tuple[int, int]:
     return round(width * DPI), round(height * DPI)
 
 
+def _top(case: ReportCase) -> int:
+    return max(max(v.stacked_bytes, v.budget_bytes) for v in case.variants)
+
+
 def _unit(case: ReportCase) -> tuple[int, str]:
-    top = max(max(v.stacked_bytes, v.budget_bytes) for v in case.variants)
+    top = _top(case)
     return (1 << 30, "GiB") if top >= 2 << 30 else (1 << 20, "MiB")
 
 
@@ -130,7 +132,7 @@ def _base_bytes(variant: Variant) -> int:
 def axis_start(case: ReportCase, unit: int) -> int:
     """Where the y axis starts, in ``unit``: 0, or a whole number below the base every bar
     shares when that base is most of the tallest bar (the differences then sit above it)."""
-    top = max(max(v.stacked_bytes, v.budget_bytes) for v in case.variants)
+    top = _top(case)
     base = min(_base_bytes(v) for v in case.variants)
     if top <= 0 or base <= CUT_ABOVE_SHARE * top:
         return 0
@@ -155,49 +157,28 @@ def draw_case(case: ReportCase) -> Any:
     unit, unit_name = _unit(case)
     seen: dict[str, Any] = {}
     top = 0.0
+
+    def bar(x: int, bottom: float, nbytes: int, label: str, key: str) -> None:
+        style = _BAR_STYLES.get(label, _SEGMENT_STYLE)
+        (patch,) = ax.bar(
+            x, nbytes / unit, bottom=bottom, width=BAR_WIDTH, color=COLOURS[label], **style
+        ).patches
+        patch.set_gid(f"{'over' if label == OVER else label}:{key}")
+        hatched = {k: style[k] for k in ("edgecolor", "hatch")} if "hatch" in style else {}
+        face = "white" if label == UNUSED else COLOURS[label]
+        seen.setdefault(label, Patch(facecolor=face, **hatched))
+
     for x, variant in enumerate(case.variants):
         base = 0
         for segment in variant.segments():
-            (patch,) = ax.bar(
-                x,
-                segment.bytes / unit,
-                bottom=base / unit,
-                width=BAR_WIDTH,
-                color=COLOURS[segment.label],
-                edgecolor="#303030",
-                linewidth=0.4,
-            ).patches
-            patch.set_gid(f"{segment.label}:{variant.key}")
-            seen.setdefault(segment.label, Patch(facecolor=COLOURS[segment.label]))
+            bar(x, base / unit, segment.bytes, segment.label, variant.key)
             base += segment.bytes
         if variant.unused_bytes:
-            (patch,) = ax.bar(
-                x,
-                variant.unused_bytes / unit,
-                bottom=base / unit,
-                width=BAR_WIDTH,
-                color=COLOURS[UNUSED],
-                edgecolor="#909090",
-                hatch="..",
-                linewidth=0.6,
-            ).patches
-            patch.set_gid(f"{UNUSED}:{variant.key}")
-            seen.setdefault(UNUSED, Patch(facecolor="white", edgecolor="#909090", hatch=".."))
+            bar(x, base / unit, variant.unused_bytes, UNUSED, variant.key)
         budget = variant.budget_bytes / unit
         ax.hlines(budget, x - 0.45, x + 0.45, colors="black", linestyles="--", linewidth=1.4)
         if variant.over_bytes:
-            (patch,) = ax.bar(
-                x,
-                variant.over_bytes / unit,
-                bottom=budget,
-                width=BAR_WIDTH,
-                color=COLOURS[OVER],
-                edgecolor="black",
-                hatch="///",
-                linewidth=1.0,
-            ).patches
-            patch.set_gid(f"over:{variant.key}")
-            seen.setdefault(OVER, Patch(facecolor=COLOURS[OVER], edgecolor="black", hatch="///"))
+            bar(x, budget, variant.over_bytes, OVER, variant.key)
             ax.annotate(
                 f"OVER by\n{human_bytes(variant.over_bytes)}",
                 (x, variant.stacked_bytes / unit),
@@ -223,23 +204,12 @@ def draw_case(case: ReportCase) -> Any:
     start = axis_start(case, unit)
     ax.set_ylim(start, start + (top - start) * 1.15 if top > start else start + 1)
     ax.set_ylabel(f"{unit_name} per TP rank")
-    if start:
-        # Below the axis, clear of the bars: the reader must not take the bars' heights as
-        # proportional.
-        fig.text(
-            0.01,
-            0.02,
-            f"y axis cut: it starts at {start} {unit_name}, not 0",
-            fontsize=8,
-            fontstyle="italic",
-            va="bottom",
-            gid="axis-cut",
-        )
-    title = textwrap.shorten(case.name, 90)
-    if case.subtitle:
-        title += "\n" + textwrap.shorten(case.subtitle, 110)
-    for line in token_gains(case):
-        title += "\n" + textwrap.shorten(line, 110)
+    if start:  # below the axis, clear of the bars: their heights are not proportional
+        text = f"y axis cut: it starts at {start} {unit_name}, not 0"
+        fig.text(0.01, 0.02, text, fontsize=8, fontstyle="italic", va="bottom", gid="axis-cut")
+    lines = [case.subtitle] if case.subtitle else []
+    lines += token_gains(case)
+    title = "\n".join([textwrap.shorten(case.name, 90)] + [textwrap.shorten(x, 110) for x in lines])
     ax.set_title(title, fontsize=9)
     ax.grid(axis="y", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)

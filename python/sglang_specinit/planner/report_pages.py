@@ -1,11 +1,7 @@
-"""The Markdown page of ``sglang-specinit report`` and the writing of the report directory.
-
-``write_report`` writes ``README.md`` (one heading per case: its figure, a table of tokens,
-max running requests and the memory split per variant, and for live servers planned against
-allocated pools per rank), ``report.json`` (every number the page and the figures show, as
-read from the inputs) and, when matplotlib is installed, ``<case>.png`` / ``<case>.svg``
-(:mod:`report_figures`). Without matplotlib the page is still written and the result carries
-the one line that says how to install it.
+"""The Markdown page of ``sglang-specinit report`` and the writing of the report directory:
+``README.md`` (per case its figure, a table per variant and, for live servers, planned against
+allocated pools per rank), ``report.json`` (every number shown) and, when matplotlib imports,
+``<case>.png`` / ``<case>.svg`` (:mod:`report_figures`; without it the result says how to install).
 """
 
 from __future__ import annotations
@@ -45,90 +41,54 @@ def _row(cells: Sequence[Any]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
+def _header(columns: Sequence[str]) -> list[str]:
+    return [_row(columns), _row(["---"] + ["---:"] * (len(columns) - 1))]
+
+
+# fmt: off
 VARIANT_COLUMNS = (
-    "variant",
-    "source",
-    "--mem-fraction-static",
-    "tokens",
-    "max running requests",
-    "target weights",
-    "draft weights",
-    "target KV",
-    "draft KV",
-    "used",
-    "budget",
-    "headroom",
+    "variant", "source", "--mem-fraction-static", "tokens", "max running requests",
+    "target weights", "draft weights", "target KV", "draft KV", "used", "budget", "headroom",
 )
+# fmt: on
+_POOLS = ("target_kv_pool_bytes", "draft_kv_pool_bytes")
 
 
 def variant_table(case: ReportCase) -> list[str]:
     """Tokens, max running requests and the bar's bytes, one row per variant."""
-    lines = [_row(VARIANT_COLUMNS), _row(["---"] + ["---:"] * (len(VARIANT_COLUMNS) - 1))]
+    lines = _header(VARIANT_COLUMNS)
     for v in case.variants:
         b = v.breakdown
         fraction = b.get("mem_fraction_static")
-        lines.append(
-            _row(
-                [
-                    v.title,
-                    v.source or "planned",
-                    f"{fraction:.3f}" if isinstance(fraction, (int, float)) else "-",
-                    b["tokens"],
-                    b.get("max_running_requests", "-"),
-                    human_bytes(b["target_weight_bytes"]),
-                    human_bytes(b["draft_weight_bytes"]),
-                    human_bytes(b["target_kv_pool_bytes"]),
-                    human_bytes(b["draft_kv_pool_bytes"]),
-                    human_bytes(v.stacked_bytes),
-                    human_bytes(v.budget_bytes),
-                    _headroom(v),
-                ]
-            )
-        )
+        fraction = f"{fraction:.3f}" if isinstance(fraction, (int, float)) else "-"
+        weights = ("target_weight_bytes", "draft_weight_bytes")
+        sizes = [b[k] for k in (*weights, *_POOLS)] + [v.stacked_bytes, v.budget_bytes]
+        cells = [v.title, v.source or "planned", fraction, b["tokens"]]
+        cells += [b.get("max_running_requests", "-"), *map(human_bytes, sizes), _headroom(v)]
+        lines.append(_row(cells))
     return lines
 
 
+# fmt: off
 RANK_COLUMNS = (
-    "rank",
-    "tokens",
-    "max running requests",
-    "target KV planned",
-    "target KV allocated",
-    "draft KV planned",
-    "draft KV allocated",
-    "allocated - planned",
-    "budget",
+    "rank", "tokens", "max running requests", "target KV planned", "target KV allocated",
+    "draft KV planned", "draft KV allocated", "allocated - planned", "budget",
     "headroom (allocated)",
 )
+# fmt: on
 
 
 def rank_table(case: ReportCase) -> list[str]:
     """Live servers: the planned pools next to those SGLang allocated, per rank."""
-    lines = [_row(RANK_COLUMNS), _row(["---"] + ["---:"] * (len(RANK_COLUMNS) - 1))]
+    lines = _header(RANK_COLUMNS)
     by_key = {v.key: v for v in case.variants}
     for rank in case.ranks:
-        planned = by_key[f"rank{rank}-planned"]
         allocated = by_key[f"rank{rank}-allocated"]
-        p, a = planned.breakdown, allocated.breakdown
-        delta = (a["target_kv_pool_bytes"] + a["draft_kv_pool_bytes"]) - (
-            p["target_kv_pool_bytes"] + p["draft_kv_pool_bytes"]
-        )
-        lines.append(
-            _row(
-                [
-                    rank,
-                    p["tokens"],
-                    p.get("max_running_requests", "-"),
-                    human_bytes(p["target_kv_pool_bytes"]),
-                    human_bytes(a["target_kv_pool_bytes"]),
-                    human_bytes(p["draft_kv_pool_bytes"]),
-                    human_bytes(a["draft_kv_pool_bytes"]),
-                    f"{delta:+d} B",
-                    human_bytes(allocated.budget_bytes),
-                    _headroom(allocated),
-                ]
-            )
-        )
+        p, a = by_key[f"rank{rank}-planned"].breakdown, allocated.breakdown
+        delta = sum(a[k] for k in _POOLS) - sum(p[k] for k in _POOLS)
+        pools = [human_bytes(x[k]) for k in _POOLS for x in (p, a)]
+        cells = [rank, p["tokens"], p.get("max_running_requests", "-"), *pools, f"{delta:+d} B"]
+        lines.append(_row([*cells, human_bytes(allocated.budget_bytes), _headroom(allocated)]))
     return lines
 
 
@@ -220,14 +180,7 @@ def write_report(
         for case in cases:
             figures += report_figures.save_case_figures(case, out_dir)
     page = out_dir / PAGE_NAME
-    page.write_text(
-        render_page(
-            cases,
-            figures=skipped is None,
-            figures_skipped=skipped,
-            skipped_cases=skipped_cases,
-        )
-    )
+    page.write_text(render_page(cases, skipped is None, skipped, skipped_cases))
     data = out_dir / DATA_NAME
     data.write_text(json.dumps(report_data(cases), indent=1, sort_keys=True) + "\n")
     return ReportResult(page=page, data=data, figures=figures, figures_skipped=skipped)

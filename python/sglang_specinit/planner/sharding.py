@@ -1,8 +1,6 @@
-"""Checkpoint bytes per TP rank, priced by the SGLang layer class that loads each tensor.
-
-A rank does not hold ``checkpoint / tp``: norms, EAGLE ``fc`` and other small tensors are whole,
-vocabulary tables are padded before the split, KV projections replicate once KV heads < ranks,
-and attention splits over the attention-TP group where the model builds it there.
+"""Checkpoint bytes per TP rank, priced by the SGLang layer class that loads each tensor: norms,
+EAGLE ``fc`` and other small tensors are whole, vocabulary tables are padded before the split, KV
+projections replicate once KV heads < ranks, attention splits over its attention-TP group.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The planner's shipped examples: ``planner/examples/<name>/example.json`` read as launch flags.
-
-Each is one ``launch_server`` command line on one GPU preset with tiny local checkpoints, so
-``plan --example NAME`` runs offline (not ``examples.py``: that would sit beside ``examples/``).
+"""The planner's shipped examples: ``planner/examples/<name>/example.json`` read as launch flags,
+one ``launch_server`` line on a GPU preset with tiny local checkpoints, so ``plan --example NAME``
+runs offline (not ``examples.py``: that would sit beside ``examples/``).
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_specinit.planner.inputs import PlanError
+from sglang_specinit.planner.inputs import PlanError, read_config_json
 
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 DEFAULT_EXAMPLE = "llama31-8b-eagle3"
@@ -35,7 +34,6 @@ def example_refusal(name: str, replay: object) -> str | None:
     """Why ``replay`` cannot plan example ``name`` (``build_plan``'s first check), or None."""
     from sglang_specinit.budget import BudgetError
     from sglang_specinit.model_facts import check_supported
-    from sglang_specinit.planner.inputs import read_config_json
 
     example = load_example(name)
     model_path = example.launch_args[example.launch_args.index("--model-path") + 1]
@@ -67,10 +65,4 @@ def load_example(name: str) -> Example:
         if key in ("model_path", "speculative_draft_model_path"):
             value = str((path.parent / value).resolve())
         args += [flag] if value is True else [flag, str(value)]
-    return Example(
-        name=name,
-        directory=path.parent,
-        description=data.get("description", ""),
-        launch_args=tuple(args),
-        gpu=data.get("gpu"),
-    )
+    return Example(name, path.parent, data.get("description", ""), tuple(args), data.get("gpu"))

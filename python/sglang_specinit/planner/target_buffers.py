@@ -1,8 +1,6 @@
-"""Target tensors no checkpoint stores, priced by SGLang's own modules: the rotary cos/sin cache.
-
-It is the one such tensor resident when the pool is sized. The planner builds it with SGLang's
-rope factory on ``meta`` (flags answering for the planned device) and counts the buffers; other
-model families get a note that it is not priced.
+"""The target's one resident tensor no checkpoint stores, its rotary cos/sin cache, built by
+SGLang's rope factory on ``meta`` (flags answering for the planned device); other model families
+get a note that it is not priced.
 """
 
 from __future__ import annotations
@@ -48,16 +46,9 @@ def _head_dim(config: Any) -> int:
 
 def _dense_rope(config: Any, rotary_dim: int, theta: Any, scaling: Any, **extra: Any) -> RopeCall:
     """The ``get_rope`` call of a decoder-only model file (max position 8192 where absent)."""
-    return RopeCall(
-        {
-            "head_size": _head_dim(config),
-            "rotary_dim": rotary_dim,
-            "max_position": getattr(config, "max_position_embeddings", 8192),
-            "base": theta,
-            "rope_scaling": scaling,
-            **extra,
-        }
-    )
+    max_position = getattr(config, "max_position_embeddings", 8192)
+    call = {"head_size": _head_dim(config), "rotary_dim": rotary_dim, "max_position": max_position}
+    return RopeCall({**call, "base": theta, "rope_scaling": scaling, **extra})
 
 
 def _llama(config: Any) -> list[RopeCall]:
@@ -71,17 +62,9 @@ def _llama(config: Any) -> list[RopeCall]:
         scaling = dict(scaling) if scaling is not None else None
     if scaling is not None and getattr(config, "original_max_position_embeddings", None):
         scaling["original_max_position_embeddings"] = config.original_max_position_embeddings
-    head_dim = _head_dim(config)
-    rotary_dim = int(getattr(config, "partial_rotary_factor", 1) * head_dim)
-    return [
-        _dense_rope(
-            config,
-            rotary_dim,
-            theta,
-            scaling,
-            is_neox_style=getattr(config, "rope_is_neox_style", True),
-        )
-    ]
+    rotary_dim = int(getattr(config, "partial_rotary_factor", 1) * _head_dim(config))
+    neox = getattr(config, "rope_is_neox_style", True)
+    return [_dense_rope(config, rotary_dim, theta, scaling, is_neox_style=neox)]
 
 
 def _qwen3_moe(config: Any) -> list[RopeCall]:
@@ -89,29 +72,19 @@ def _qwen3_moe(config: Any) -> list[RopeCall]:
     from sglang.srt.utils.hf_transformers_utils import get_rope_config
 
     theta, scaling = get_rope_config(config)
-    head_dim = _head_dim(config)
+    scaling = dict(scaling) if scaling is not None else None
+    dual_chunk = getattr(config, "dual_chunk_attention_config", None)
     return [
         _dense_rope(
-            config,
-            head_dim,
-            theta,
-            dict(scaling) if scaling is not None else None,
-            dual_chunk_attention_config=getattr(config, "dual_chunk_attention_config", None),
+            config, _head_dim(config), theta, scaling, dual_chunk_attention_config=dual_chunk
         )
     ]
 
 
 def _gpt_oss(config: Any) -> list[RopeCall]:
     """As ``models/gpt_oss.py`` asks: sliding and full layers share one rope."""
-    head_dim = _head_dim(config)
-    return [
-        _dense_rope(
-            config,
-            head_dim,
-            config.rope_parameters["rope_theta"],
-            dict(config.rope_parameters),
-        )
-    ]
+    params = config.rope_parameters
+    return [_dense_rope(config, _head_dim(config), params["rope_theta"], dict(params))]
 
 
 def _deepseek(config: Any) -> list[RopeCall]:
@@ -129,19 +102,10 @@ def _deepseek(config: Any) -> list[RopeCall]:
     dims = int(config.qk_rope_head_dim)
     if dims <= 0:
         return []
-    return [
-        RopeCall(
-            {
-                "head_size": dims,
-                "rotary_dim": dims,
-                "max_position": config.max_position_embeddings,
-                "base": theta,
-                "rope_scaling": scaling,
-                "is_neox_style": not getattr(config, "rope_interleave", True),
-            },
-            wrapper=True,
-        )
-    ]
+    neox = not getattr(config, "rope_interleave", True)
+    call = {"head_size": dims, "rotary_dim": dims, "max_position": config.max_position_embeddings}
+    kwargs = {**call, "base": theta, "rope_scaling": scaling, "is_neox_style": neox}
+    return [RopeCall(kwargs, wrapper=True)]
 
 
 # Target architecture -> how its model file asks the factory for its rope.
@@ -160,12 +124,9 @@ ROPE_FP32_SWITCH = "SGLANG_ROPE_CACHE_FP32"
 
 @contextlib.contextmanager
 def rope_built_for(device: str, server_args: Any) -> Iterator[None]:
-    """SGLang's rope factory building on ``meta`` for the planned ``device``; restored on exit.
-
-    The fp32 platform flags answer for ``device`` (never HIP) with the switch off; ``_is_cpu``
-    answers True so no fallback kernel module is imported; ``get_device`` answers ``meta``; the
-    factory's cache is a fresh dict; the global server args, where unset, are the launch's.
-    """
+    """SGLang's rope factory building on ``meta`` for the planned ``device``, restored on exit:
+    its fp32 flags answer for ``device`` (never HIP) with the switch off, ``_is_cpu`` True (no
+    fallback kernel imported), a fresh cache and, where unset, the launch's global server args."""
     import torch
     from sglang.srt import server_args as server_args_module
     from sglang.srt.layers.rotary_embedding import base, factory, rope_variant
@@ -215,11 +176,8 @@ def _describe(tensor: Any) -> str:
 def target_buffers(
     server_args: Any, model_config: Any, architecture: str | None = None
 ) -> TargetBuffers:
-    """The target's rotary cos/sin cache bytes on one rank, built for ``server_args.device``.
-
-    ``architecture``: the target's as ``config.json`` names it, since a draft ``ModelConfig``
-    renames the shared cached config's architecture in place (``...NextN``).
-    """
+    """The target's rotary cos/sin cache bytes on one rank, built for ``server_args.device``;
+    ``architecture`` as ``config.json`` names it (a draft ``ModelConfig`` renames it in place)."""
     import torch
 
     config = model_config.hf_config
@@ -227,39 +185,33 @@ def target_buffers(
         architecture = (getattr(config, "architectures", None) or ["?"])[0]
     reading = ROPE_READINGS.get(architecture)
     if reading is None:
-        return TargetBuffers(
-            0,
-            notes=(
-                f"{architecture}: the rotary cos/sin cache (a buffer no checkpoint stores) is "
-                "not priced; the planner reads the rope construction of "
-                f"{', '.join(sorted(ROPE_READINGS))} only. Pass --resident-bytes measured on a "
-                "server to include it",
-            ),
+        note = (
+            f"{architecture}: the rotary cos/sin cache (a buffer no checkpoint stores) is not "
+            f"priced; the planner reads the rope construction of {', '.join(sorted(ROPE_READINGS))}"
+            " only. Pass --resident-bytes measured on a server to include it"
         )
+        return TargetBuffers(0, notes=(note,))
     from sglang.srt.layers.rotary_embedding import get_rope, get_rope_wrapper
 
     device = str(server_args.device or "cuda")
     try:
         with rope_built_for(device, server_args):
-            built = []
-            for call in reading(config):
-                kwargs = dict(call.kwargs, dtype=model_config.dtype)
-                if call.wrapper:
-                    built.append(get_rope_wrapper(**kwargs, device=device))
-                else:
-                    built.append(get_rope(**kwargs))
+            built = [
+                get_rope_wrapper(**call.kwargs, dtype=model_config.dtype, device=device)
+                if call.wrapper
+                else get_rope(**call.kwargs, dtype=model_config.dtype)
+                for call in reading(config)
+            ]
             modules = torch.nn.ModuleList(built)
             _reserve(modules, server_args, model_config)
     except (AssertionError, AttributeError, KeyError, TypeError, ValueError) as e:
         # The server's model build would fail too; a note beats failing on a few MiB.
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return TargetBuffers(
-            0,
-            notes=(
-                f"{architecture}: SGLang's rope factory could not build the rotary cos/sin "
-                f"cache for this config ({reason}); the buffer is not priced",
-            ),
+        note = (
+            f"{architecture}: SGLang's rope factory could not build the rotary cos/sin cache for "
+            f"this config ({reason}); the buffer is not priced"
         )
+        return TargetBuffers(0, notes=(note,))
     # The factory caches modules by arguments: count each shared buffer once.
     tensors = {id(t): t for t in (*modules.buffers(), *modules.parameters())}
     total = sum(t.numel() * t.element_size() for t in tensors.values())

@@ -1,8 +1,6 @@
 """Checkpoint weight sizes, read without loading a tensor, and which draft tensors SGLang
-replaces with the target's.
-
-Sources, tried in order: ``weights-size.json`` (``total_bytes``, the ``tensors`` a draft may
-share, optional ``groups`` of bytes by name prefix), ``*.safetensors`` headers (exact),
+replaces with the target's. Sources, in order: ``weights-size.json`` (``total_bytes``, shared
+``tensors``, optional ``groups`` by name prefix), ``*.safetensors`` headers (exact),
 ``model.safetensors.index.json`` (total only), ``pytorch_model*.bin`` file sizes (approximate).
 """
 
@@ -65,19 +63,6 @@ def _read_header(path: str) -> dict[str, Any]:
     return header
 
 
-def read_safetensors_header(path: str) -> dict[str, int]:
-    """Tensor name -> byte length, from one file's header."""
-    sizes: dict[str, int] = {}
-    for name, info in _read_header(path).items():
-        start, end = info["data_offsets"]
-        sizes[name] = end - start
-    return sizes
-
-
-def read_safetensors_rows(path: str) -> dict[str, int]:
-    return {name: info["shape"][0] for name, info in _read_header(path).items() if info["shape"]}
-
-
 def read_checkpoint_sizes(model_dir: str) -> CheckpointSizes:
     summary = os.path.join(model_dir, WEIGHTS_SIZE_FILE)
     if os.path.isfile(summary):
@@ -87,8 +72,11 @@ def read_checkpoint_sizes(model_dir: str) -> CheckpointSizes:
         sizes: dict[str, int] = {}
         rows: dict[str, int] = {}
         for shard in shards:
-            sizes.update(read_safetensors_header(shard))
-            rows.update(read_safetensors_rows(shard))
+            for name, info in _read_header(shard).items():
+                start, end = info["data_offsets"]
+                sizes[name] = end - start
+                if info["shape"]:
+                    rows[name] = info["shape"][0]
         return CheckpointSizes(
             total_bytes=sum(sizes.values()),
             source=f"safetensors headers ({len(shards)} files)",
@@ -131,10 +119,8 @@ def _from_summary(path: str) -> CheckpointSizes:
 
 @dataclass(frozen=True)
 class WeightSplit:
-    """Resident weight bytes of target and draft (whole checkpoints or one rank's share).
-
-    ``draft_shared_bytes``: draft tensors allocated, then replaced with the target's.
-    """
+    """Resident weight bytes of target and draft (whole checkpoints or one rank's share);
+    ``draft_shared_bytes``: draft tensors allocated, then replaced with the target's."""
 
     target_bytes: int
     draft_bytes: int
@@ -187,23 +173,15 @@ def mtp_layer_prefixes(target_hf_config: Any, num_mtp_layers: int) -> tuple[str,
     return tuple(f"model.layers.{first + i}." for i in range(num_mtp_layers))
 
 
-def nextn_skips(local_name: str) -> bool:
-    """Whether the NextN loaders skip this tensor of an MTP layer (name after the prefix)."""
-    return "embed_tokens" in local_name or "shared_head.head" in local_name
-
-
 def split_mtp_from_target(
     checkpoint: CheckpointSizes,
     prefixes: tuple[str, ...],
     draft_table_bytes: int,
     draft_architecture: str | None = None,
 ) -> WeightSplit:
-    """The draft is the target checkpoint's own MTP layers (draft path == model path).
-
-    The target skips those layers; the draft loads them but the skipped copies (resident
-    nowhere) and allocates its own embedding and head (``draft_table_bytes``), which the target's
-    replace. An architecture outside :data:`NEXTN_DRAFT_ARCHITECTURES` gets a note.
-    """
+    """The draft is the target checkpoint's own MTP layers (draft path == model path): the
+    target skips them; the draft loads them but the skipped copies and allocates its own embedding
+    and head (``draft_table_bytes``), which the target's replace. Other architectures: a note."""
     mtp_total = 0
     skipped = 0
     notes: list[str] = []
@@ -224,10 +202,10 @@ def split_mtp_from_target(
         if layer == 0:
             notes.append(f"{checkpoint.source} holds no tensor under {prefix}*")
         mtp_total += layer
-        skipped += sum(
-            n
-            for name, n in checkpoint.tensor_bytes.items()
-            if name.startswith(prefix) and nextn_skips(name[len(prefix) :])
-        )
+        # The NextN loaders skip the layer's embed_tokens and shared_head.head.
+        for name, n in checkpoint.tensor_bytes.items():
+            local = name.removeprefix(prefix)
+            if name.startswith(prefix) and ("embed_tokens" in local or "shared_head.head" in local):
+                skipped += n
     target_bytes = checkpoint.total_bytes - mtp_total
     return WeightSplit(target_bytes, mtp_total - skipped, draft_table_bytes, tuple(notes))
