@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Sets up the CPU environment if needed, then runs lint and the whole CPU test suite: every
-# served release's row of test/harness/releases.py, in the CI lane its row names. A row names
+# served release's row of test/harness/releases.py, in the CI step its row names. A row names
 # its venv (or its wheel over its generation's venv: scripts/sibling_release.sh) and its
 # generation suite (test/sglang_0_5_13 ... named after the adapter; test/shared where the row
 # says); the suite's conftest collects the files the row lists.
 #   1. .venv (sglang 0.5.13.post1): everything under test/ (test/unit, the 0.5.13 generation
 #      suite, test/shared; the other generations' conftests collect nothing there);
 #   2. 0.5.23 (.venv-sglang0523);
-#   3. the other served releases in two lanes side by side, each row in its `ci_lane`
+#   3. the other served releases (rows with `ci_queue`), two at a time, slowest first
 #      (skipped when arguments select tests, which then run in .venv only).
 # Tests marked ``slow`` run only with SPECINIT_TEST_SLOW=1 (see test/conftest.py).
 # GPU tests (marked `gpu`) skip here; on a GPU runner use scripts/test-gpu.sh.
@@ -50,12 +50,14 @@ read -r venv _kind paths <<<"$(release_args 0.5.23)"
 # shellcheck disable=SC2086  # paths: several words
 run_pytest "$venv/bin/python" $paths || rc=$?
 
-# Each lane runs its releases one after another; a release's output is kept in its own log and
-# printed when both lanes are done, so the two lanes' lines do not interleave.
+# The queue runs two releases at a time, the slowest (own venv, Engine launches) first, so
+# neither slot idles while the other works through a long release; a release's output is kept
+# in its own log and printed when the queue is done, so two releases' lines do not interleave.
 logs=$(mktemp -d)
 release() {  # name: one release's suite into $logs/name.log; its code into $logs/name.rc
-  local name=$1 rc=0 venv kind paths
+  local name=$1 rc=0 venv kind paths start
   read -r venv kind paths <<<"$(release_args "$name")"
+  start=$(date +%s)
   {
     echo "[test] sglang $name ($kind $venv: $paths)"
     # shellcheck disable=SC2086
@@ -65,24 +67,23 @@ release() {  # name: one release's suite into $logs/name.log; its code into $log
       run_pytest "$venv/bin/python" $paths
     fi
   } >"$logs/$name.log" 2>&1 || rc=$?
+  echo "[test] sglang $name: rc $rc in $(( $(date +%s) - start ))s" >>"$logs/$name.log"
   echo "$rc" >"$logs/$name.rc"
 }
-lane1=$(.venv/bin/python test/harness/releases.py lane 1)
-lane2=$(.venv/bin/python test/harness/releases.py lane 2)
-lane() {  # releases...: one after another
-  local name
-  for name in "$@"; do release "$name"; done
-}
-# shellcheck disable=SC2086  # a lane: several names
-lane $lane1 &
-pid1=$!
-# shellcheck disable=SC2086
-lane $lane2 &
-pid2=$!
-wait "$pid1" "$pid2" || true
-for log in "$logs"/*.log; do  # by release name
-  cat "$log"
-  code=$(cat "${log%.log}.rc" 2>/dev/null || echo 1)
+queue=$(.venv/bin/python test/harness/releases.py queue)
+running=0
+for name in $queue; do
+  if [ "$running" -ge 2 ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  release "$name" &
+  running=$((running + 1))
+done
+wait || true
+for name in $queue; do  # a release that wrote no code failed before its suite ran
+  cat "$logs/$name.log" 2>/dev/null || echo "[test] sglang $name: no log"
+  code=$(cat "$logs/$name.rc" 2>/dev/null || echo 1)
   [ "$code" -eq 0 ] || rc=$code
 done
 rm -rf "$logs"

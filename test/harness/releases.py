@@ -6,7 +6,7 @@ A generation suite is the test folder named after the adapter (``test/sglang_0_5
 launches both launchers start. Each suite's ``conftest.py`` calls :func:`suite_gate`: on a
 release whose row names another adapter nothing is collected; on one whose row names this
 adapter, the files the row lists (less its ``exclude``), with the row's ``slow`` files marked
-slow. Adding a release of a served generation is one row here (its ``ci_lane`` puts it in CI),
+slow. Adding a release of a served generation is one row here (its ``ci_queue`` puts it in CI),
 one row in its adapter's release table, and, for a release with a venv of its own, its lock
 ``requirements/cpu-dev-05XX.lock`` (``scripts/setup.sh`` builds one venv per lock).
 
@@ -15,7 +15,7 @@ product's release table: a test compares what the product does with the row.
 
     python test/harness/releases.py paths 0.5.22   # the test paths of 0.5.22's CI line
     python test/harness/releases.py ci 0.5.22      # venv, "venv" or "sibling", paths
-    python test/harness/releases.py lane 1         # the releases scripts/test.sh's lane 1 runs
+    python test/harness/releases.py queue          # the releases scripts/test.sh's CI queue runs
     python test/harness/releases.py names          # every served release (plan_snapshot.sh)
     python test/harness/releases.py rows           # the table
 """
@@ -68,9 +68,9 @@ class Release:
     fused_entries: bool = True
     # Platform facts ``override_platform`` refuses (0.5.21: is_mps, is_sm110); None: unchecked.
     platform_facts_lacking: tuple[str, ...] | None = ()
-    # scripts/test.sh's lane (1 or 2) that runs this row's CI line; 0: run before the lanes
-    # (0.5.13.post1's and 0.5.23's suites) or not in CI (0.5.13: 0.5.13.post1 covers it).
-    ci_lane: int = 0
+    # True: scripts/test.sh's queue runs this row's CI line (two at a time); False: run before
+    # the queue (0.5.13.post1's and 0.5.23's suites) or not in CI (0.5.13: 0.5.13.post1 covers it).
+    ci_queue: bool = False
 
     @property
     def suite(self) -> str:
@@ -101,7 +101,7 @@ _PARALLEL_STATE = dict(
     fused_entries=False,
     platform_facts_lacking=None,
     widths_at_publish=False,
-    ci_lane=1,
+    ci_queue=True,
 )
 # The 0.5.16 - 0.5.20 rows' own files; 0.5.23 runs the rest (they are its suite).
 _PARALLEL_STATE_ONLY = ("test_planner_parallel_state.py", "test_server_args_stock.py")
@@ -111,10 +111,10 @@ _SIBLING_GENERATION_ONLY = ("test_eagle3_launch.py",)
 RELEASES: tuple[Release, ...] = (
     Release("0.5.13", "sglang_0_5_13", ".venv", sibling=True, shared=True, cpu_import_recipe=False),
     Release("0.5.13.post1", "sglang_0_5_13", ".venv", shared=True, cpu_import_recipe=False),
-    Release("0.5.14", "sglang_0_5_14", ".venv-sglang0514", ci_lane=2),
+    Release("0.5.14", "sglang_0_5_14", ".venv-sglang0514", ci_queue=True),
     # 0.5.15's Engines are 0.5.14's code path (test_eagle3_launch on 0.5.14 covers them).
     Release(
-        "0.5.15", "sglang_0_5_14", ".venv-sglang0515", exclude=("test_eagle3_launch.py",), ci_lane=2
+        "0.5.15", "sglang_0_5_14", ".venv-sglang0515", exclude=("test_eagle3_launch.py",), ci_queue=True
     ),
     Release(
         "0.5.15.post1",
@@ -122,7 +122,7 @@ RELEASES: tuple[Release, ...] = (
         ".venv-sglang0515",
         sibling=True,
         exclude=("test_eagle3_launch.py",),
-        ci_lane=2,
+        ci_queue=True,
     ),
     Release(
         "0.5.16",
@@ -157,14 +157,14 @@ RELEASES: tuple[Release, ...] = (
         slow=("test_eagle3_launch.py",),
         fused_entries=False,
         platform_facts_lacking=("is_mps", "is_sm110"),
-        ci_lane=1,
+        ci_queue=True,
     ),
     Release(
         "0.5.22",
         "sglang_0_5_23",
         ".venv-sglang0522",
         files=("test_adapter_signatures.py", "test_eagle3_launch.py"),
-        ci_lane=2,
+        ci_queue=True,
     ),
     Release(
         "0.5.23",
@@ -245,8 +245,9 @@ def _main(argv: list[str]) -> int:
         row = row_of(argv[1])
         print(row.venv, "sibling" if row.sibling else "venv", *row.paths())
         return 0
-    if argv[:1] == ["lane"] and len(argv) == 2:  # scripts/test.sh's lanes
-        print(" ".join(r.name for r in RELEASES if r.ci_lane == int(argv[1])))
+    if argv == ["queue"]:  # scripts/test.sh's queue: own venvs (Engine launches) first, longest
+        queued = [r for r in RELEASES if r.ci_queue]
+        print(" ".join(r.name for r in sorted(queued, key=lambda r: r.sibling)))
         return 0
     if argv == ["names"]:
         print(" ".join(r.name for r in RELEASES))
