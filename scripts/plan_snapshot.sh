@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Writes every shipped example's `plan --json` (and text) in every served release's environment
-# into OUT/<release>/<example>.{json,txt,rc}, so two trees' figures can be diffed byte for byte:
+# into OUT/<release>/<example>.{json,txt,rc} (scripts/plan_examples.py), so two trees' figures can
+# be diffed byte for byte:
 #   bash scripts/plan_snapshot.sh OUT [PYTHONPATH_ROOT]
 # Every release of test/harness/releases.py; one without a venv of its own runs its wheel over
 # its generation's venv (as scripts/sibling_release.sh unpacks it into .cache/sglang-RELEASE).
@@ -8,18 +9,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=$1 root=${2:-$PWD}
 mkdir -p "$out"
-examples=$(ls python/sglang_specinit/planner/examples | grep -v README)
-snap() {  # release venv [sibling-dir]
+snap() {  # release venv [sibling-dir]: every example, one forked child per plan
   local release=$1 venv=$2 extra=${3:-} pp="$root/python"
   [ -n "$extra" ] && pp="$extra:$pp"
-  mkdir -p "$out/$release"
-  for ex in $examples; do
-    PYTHONPATH="$pp" "$venv/bin/python" -m sglang_specinit.planner.cli plan --example "$ex" --json \
-      >"$out/$release/$ex.json" 2>"$out/$release/$ex.err"
-    echo $? >"$out/$release/$ex.rc"
-    PYTHONPATH="$pp" "$venv/bin/python" -m sglang_specinit.planner.cli plan --example "$ex" \
-      >"$out/$release/$ex.txt" 2>/dev/null
-  done
+  PYTHONPATH="$pp" "$venv/bin/python" "$PWD/scripts/plan_examples.py" "$out/$release" 2>/dev/null
 }
 # Every served row of test/harness/releases.py (0.5.13 itself: no wheel is unpacked for it here).
 for rel in $(.venv/bin/python test/harness/releases.py names); do
