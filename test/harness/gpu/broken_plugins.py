@@ -32,12 +32,8 @@ def recorded_probe(
     draft_priced: bool = True,
     token_share: float = 1.0,
 ) -> list[dict[str, Any]]:
-    """Test double of one scheduler's probe records for a phased EAGLE3 launch:
-    Llama-3.1-8B-like target (15 GiB, 128 KiB of KV per token), a 0.8 GiB draft (4 KiB per
-    token), 0.6 GiB of non-tensor residue, and ``stray_bytes`` of a tensor that is neither (a
-    duplicate embed/lm_head), live at sizing and, if ``stray_freed_before_pools``, freed right
-    after. The pools are sized from the reading at sizing, at ``token_share`` of what the
-    budget buys, with the draft's KV priced or (``draft_priced=False``) not."""
+    """One scheduler's probe records of a phased EAGLE3 launch (Llama-3.1-8B-like target,
+    0.8 GiB draft), with ``stray_bytes`` (a duplicate embed/lm_head) live at sizing."""
     target_w, draft_w, residue = 15 * GIB, int(0.8 * GIB), int(0.6 * GIB)
     price = CELL_TARGET + (CELL_DRAFT if draft_priced else 0)
     held = target_w + draft_w + stray_bytes
@@ -78,7 +74,6 @@ def recorded_probe(
 def plugin_breakdown(
     usage: device_probe.UsageAfterPools, records: list[dict[str, Any]], *, draft_priced: bool = True
 ) -> dict[str, Any]:
-    """The plugin's breakdown of the same recorded launch (the keys the GPU test reads)."""
     exits = [r for r in records if r["event"] == "exit"]
     return {
         "tp_rank": 0,
@@ -100,8 +95,7 @@ def plugin_breakdown(
 
 
 def response(ids: list[int], verify_ct: int, correct: int) -> dict[str, Any]:
-    """One greedy ``/generate`` answer with the ``meta_info`` the release's own
-    TokenizerManager writes (its text is the ids: no tokenizer is needed)."""
+    """One greedy ``/generate`` answer, ``meta_info`` by the release's TokenizerManager."""
     meta = sglang_meta_info(len(ids), verify_ct, correct, NUM_DRAFT_TOKENS)
     return {"text": " ".join(map(str, ids)), "output_ids": ids, "meta_info": meta}
 
@@ -109,8 +103,7 @@ def response(ids: list[int], verify_ct: int, correct: int) -> dict[str, Any]:
 def responses(
     correct: int = 56, *, verify_ct: int = 40, changed_at: int | None = None
 ) -> list[dict]:
-    """One server's answers to the suite's prompts (96 tokens each); ``changed_at``: the
-    second prompt's token there differs."""
+    """One server's answers (96 tokens each); ``changed_at``: the second one differs there."""
     out = []
     for i, _ in enumerate(gpu_cases.PROMPTS):
         ids = [1000 + 7 * i + t for t in range(96)]
@@ -124,8 +117,6 @@ SHARED = {"draft0/lm_head.weight": "lm_head.weight", "draft0/embed_tokens.weight
 
 
 def identity(*, bound_at_pool: bool = True) -> list[dict[str, list[dict[str, Any]]]]:
-    """One scheduler's storage-identity snapshots (pool time, after init), as the probe writes
-    them; ``bound_at_pool=False``: the duplicates were still the draft's own at sizing."""
     after = {"point": "after_init", "tp_rank": 0, "drafts": 1, "shared": SHARED, "own": []}
     pool = dict(after, point="pool")
     if not bound_at_pool:
@@ -149,19 +140,15 @@ def _launch(
 
 
 def stock_launch(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> Launch:
-    """Stock on the same launch: 0.5.13.x sizes the target before the draft exists (over the
-    budget by the draft's pool); 0.5.14+ sizes both inside it with the duplicates resident."""
-    if release.stock_sizes_before_the_draft:
-        records = recorded_probe(stray_bytes=DUPLICATES, draft_priced=False)
-    else:
-        records = recorded_probe(stray_bytes=DUPLICATES)
+    """Stock on the same launch, duplicates resident (0.5.13.x: its draft's KV unpriced)."""
+    priced = not release.stock_sizes_before_the_draft
+    records = recorded_probe(stray_bytes=DUPLICATES, draft_priced=priced)
     launch = _launch(launch_of, records, plugin=False)
     launch.control = responses()
     return launch
 
 
 def working_case(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> CaseEvidence:
-    """The eagle3 case of a working plugin on ``release``."""
     return CaseEvidence(
         prompts=gpu_cases.PROMPTS,
         tp=1,
@@ -210,13 +197,11 @@ BROKEN: dict[str, Callable[[CaseEvidence, LaunchOf], CaseEvidence]] = {
 def verdict_table(
     launch_of: LaunchOf, release: gpu_release.ReleaseSettings
 ) -> dict[str, list[str]]:
-    """Each broken plugin -> the checks its case fails on ``release``."""
     working = working_case(launch_of, release)
     return {name: failing_checks(broken(working, launch_of)) for name, broken in BROKEN.items()}
 
 
 def describe(table: Mapping[str, Sequence[str]]) -> str:
-    """The table as markdown rows (for the closing note)."""
     return "\n".join(
         f"| {name} | {', '.join(checks) or 'none'} |" for name, checks in table.items()
     )

@@ -17,9 +17,7 @@ STOCK_OOM_AT_F = "stock cannot start at f={f}, the plugin can"
 
 @dataclass
 class Launch:
-    """One server launch of a case: ``role`` (plugin / stock ...), its fraction, its outcome
-    (``served``, ``out of memory at start-up``, ``failed: ...``) and seconds from launch to
-    teardown."""
+    """One server launch of a case: role, fraction, outcome and seconds to teardown."""
 
     role: str
     mem_fraction: str
@@ -29,8 +27,6 @@ class Launch:
 
 @dataclass
 class CaseReport:
-    """What one case did, written after every change (:meth:`save`)."""
-
     case: str
     release: str
     deterministic: bool
@@ -54,8 +50,7 @@ class CaseReport:
 
     @contextmanager
     def launch(self, role: str, mem_fraction: str) -> Iterator[Launch]:
-        """Record one launch: its outcome is ``served`` unless the block raises (then the
-        error's first line, or ``out of memory at start-up`` when the caller says so)."""
+        """Record one launch: ``served``, or (the block raised) the error's first line."""
         entry = Launch(role, mem_fraction)
         self.launches.append(entry)
         started = time.monotonic()
@@ -75,7 +70,6 @@ class CaseReport:
 
 
 def new_report(case: str, release: str, deterministic: bool, directory: Path) -> CaseReport:
-    """A case's report in ``directory`` (created), written at once."""
     directory.mkdir(parents=True, exist_ok=True)
     report = CaseReport(case, release, deterministic, directory / FILE_NAME)
     report.save()
@@ -83,13 +77,11 @@ def new_report(case: str, release: str, deterministic: bool, directory: Path) ->
 
 
 def read_reports(root: Path) -> list[dict[str, Any]]:
-    """Every case report under ``root`` (a run's ``cases`` directory), by case name."""
     found = [json.loads(p.read_text()) for p in sorted(root.rglob(FILE_NAME))]
     return sorted(found, key=lambda r: r["case"])
 
 
 def summary_lines(reports: list[dict[str, Any]]) -> list[str]:
-    """One line per case (release, wall time, launches) and one per result it recorded."""
     lines = []
     for r in reports:
         launches = "; ".join(
@@ -144,7 +136,6 @@ def _row(r: dict[str, Any]) -> str:
 
 
 def markdown_table(reports: list[dict[str, Any]]) -> str:
-    """The per-case table of a run (the workflow's step summary), one row per case report."""
     columns = TABLE_HEADER.count("|") - 1
     lines = ["### GPU cases", "", TABLE_HEADER, "|" + "---|" * columns]
     lines += [_row(r) for r in reports] or ["| (no case wrote a report) |" + " |" * (columns - 1)]

@@ -26,8 +26,7 @@ CHECKS = (
 
 @dataclass
 class Launch:
-    """What one launch left: ``/server_info``, its greedy answers (stock: and its repeat), its
-    capture lines, the plugin's per-rank breakdowns (stock: none) and the probe's usage."""
+    """What one launch left (stock: no breakdowns, and a ``control`` repeat of its answers)."""
 
     info: Mapping[str, Any]
     responses: Sequence[Mapping[str, Any]]
@@ -39,8 +38,7 @@ class Launch:
 
 @dataclass
 class CaseEvidence:
-    """One case: the plugin-on and stock launches compared, and the storage-identity
-    snapshots (per scheduler process of the plugin launch, by point; stock's after init)."""
+    """One case: both launches, the plugin launch's storage-identity snapshots per process."""
 
     prompts: Sequence[str]
     tp: int
@@ -49,20 +47,17 @@ class CaseEvidence:
     stock: Launch
     identity: Sequence[Mapping[str, list[Mapping[str, Any]]]] = ()
     stock_after_init: Mapping[str, Any] | None = None
-    # 0.5.23's SGLANG_ENABLE_POST_CAPTURE_KV_SIZING: the pools are re-sized after capture (never
-    # up), so the server may serve fewer tokens than the breakdown planned before capture.
+    # 0.5.23's post-capture KV sizing: the server may serve fewer tokens than planned.
     resized_after_capture: bool = False
     notes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def stock_fits(self) -> bool:
-        """Stock's weights and pools stayed inside ``f x free`` on every rank."""
         return all(u.over_budget_bytes <= BOOKKEEPING_TOLERANCE_BYTES for u in self.stock.usages)
 
 
 def breakdown_problems(launch: Launch, tp: int, *, resized: bool = False) -> list[str]:
-    """The plugin sized this launch: one breakdown per rank, serving the count it planned
-    (``resized``: at most that count; a plugin that stepped aside without a word writes none)."""
+    """One breakdown per rank, serving the count it planned (``resized``: at most that)."""
     ranks = [b["tp_rank"] for b in launch.breakdowns]
     if ranks != list(range(tp)):
         return [
@@ -78,7 +73,6 @@ def breakdown_problems(launch: Launch, tp: int, *, resized: bool = False) -> lis
 
 
 def token_problems(evidence: CaseEvidence) -> list[str]:
-    """Plugin tokens >= stock's wherever stock's allocation fits its budget."""
     plugin = int(evidence.plugin.info["max_total_num_tokens"])
     stock = int(evidence.stock.info["max_total_num_tokens"])
     if evidence.stock_fits and plugin < stock:
@@ -90,7 +84,6 @@ def token_problems(evidence: CaseEvidence) -> list[str]:
 
 
 def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
-    """The problems of every check of :data:`CHECKS` (all empty: the case passed)."""
     plugin, stock = e.plugin, e.stock
     breakdown = breakdown_problems(plugin, e.tp, resized=e.resized_after_capture)
     memory: list[str] = []
@@ -132,5 +125,4 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
 
 
 def failing_checks(e: CaseEvidence) -> list[str]:
-    """The names of the checks that fail, in :data:`CHECKS` order."""
     return [name for name, problems in case_problems(e).items() if problems]

@@ -15,24 +15,18 @@ CUDA_DEVICE_ORDER = ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 
 class DeviceMemoryReader(Protocol):
-    """Used memory of one device, by physical index, from the driver's point of view."""
-
     def used_bytes(self, index: int) -> int: ...
 
     def holder_pids(self, index: int) -> list[int]: ...
 
 
 class DeviceInventory(DeviceMemoryReader, Protocol):
-    """A reader that also lists the devices (count and UUIDs), as the driver numbers them."""
-
     def device_count(self) -> int: ...
 
     def uuids(self) -> dict[str, int]: ...
 
 
 class NvmlMemoryReader:
-    """Reads ``nvmlDeviceGetMemoryInfo(...).used`` through ``pynvml``."""
-
     def __init__(self) -> None:
         import pynvml
 
@@ -54,7 +48,6 @@ class NvmlMemoryReader:
         return sorted(p.pid for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(handle))
 
     def uuids(self) -> dict[str, int]:
-        """UUID (``GPU-...``) of every device -> its index."""
         out = {}
         for index in range(self.device_count()):
             uuid = self._nvml.nvmlDeviceGetUUID(self._nvml.nvmlDeviceGetHandleByIndex(index))
@@ -63,8 +56,6 @@ class NvmlMemoryReader:
 
 
 class NvidiaSmiMemoryReader:
-    """Reads ``nvidia-smi --query-gpu=memory.used`` (MiB resolution)."""
-
     def _query(self, args: list[str]) -> list[str]:
         out = subprocess.run(
             ["nvidia-smi", *args, "--format=csv,noheader,nounits"],
@@ -87,13 +78,11 @@ class NvidiaSmiMemoryReader:
         return sorted(int(r) for r in rows if r.isdigit())
 
     def uuids(self) -> dict[str, int]:
-        """UUID (``GPU-...``) of every device -> its index."""
         rows = [r.split(",") for r in self._query(["--query-gpu=index,uuid"])]
         return {uuid.strip(): int(index) for index, uuid in rows}
 
 
 def default_reader() -> NvmlMemoryReader | NvidiaSmiMemoryReader:
-    """NVML when ``pynvml`` imports and initialises, else ``nvidia-smi``."""
     try:
         return NvmlMemoryReader()
     except Exception:  # no pynvml, or NVML refuses to initialise
@@ -106,9 +95,8 @@ def devices_for_case(
     uuids: Mapping[str, int] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> list[int]:
-    """NVML indices of the ``tp`` devices a case's server runs on: CUDA devices 0..tp-1, which
-    ``CUDA_VISIBLE_DEVICES`` maps to physical devices (indices, or UUIDs and their unique
-    prefixes, looked up in ``uuids``). A list that cannot be mapped means every device."""
+    """NVML indices of CUDA devices 0..tp-1 through ``CUDA_VISIBLE_DEVICES`` (indices or UUID
+    prefixes); a list that cannot be mapped means every device."""
     listed = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
     if listed is None:
         return list(range(min(tp, device_count)))
@@ -127,19 +115,16 @@ def devices_for_case(
 
 
 class DeviceMemoryNotReleased(RuntimeError):
-    """A device stayed above its baseline for longer than the bound."""
+    pass
 
 
 @dataclass
 class MemoryWait:
-    """How long the wait took and the last reading of each device (bytes used)."""
-
     waited_s: float
     used: dict[int, int] = field(default_factory=dict)
 
 
 def read_baselines(reader: DeviceMemoryReader, indices: list[int]) -> dict[int, int]:
-    """Used bytes of each device now (take it before the first server starts)."""
     return {i: reader.used_bytes(i) for i in indices}
 
 
@@ -153,7 +138,6 @@ def wait_until_released(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> MemoryWait:
-    """Wait until every device uses at most its baseline + ``tolerance_bytes``."""
     start = clock()
     while True:
         used = {i: reader.used_bytes(i) for i in baselines}

@@ -34,8 +34,6 @@ EAGLE3_TESTS = (
 
 @dataclass(frozen=True)
 class PlannedServer:
-    """One server the suite would start: for which test, when, with which command and env."""
-
     case: str
     variant: str  # "plugin" | "stock"
     test: str
@@ -70,7 +68,6 @@ def _server(
 def planned_servers(
     env: Mapping[str, str] | None = None, release: str | None = None
 ) -> Iterator[PlannedServer]:
-    """Every server of ``test/gpu`` on ``release`` (default: the installed one), in order."""
     env = os.environ if env is None else env
     settings = gpu_release.settings(release or gpu_release.installed_release() or "none")
     flag = settings.deterministic_flag if gpu_cases.deterministic(env) else None
@@ -110,7 +107,6 @@ def planned_servers(
 
 
 def parse_problem(argv: list[str]) -> str:
-    """Why the installed release's own parser refuses ``argv`` ("" when it takes it)."""
     from sglang.srt.server_args import ServerArgs
 
     if argv[1:3] != ["-m", "sglang.launch_server"]:
@@ -130,7 +126,6 @@ def parse_problem(argv: list[str]) -> str:
 
 
 def server_problems(server: PlannedServer, full_env: Mapping[str, str]) -> list[str]:
-    """What is wrong with one planned server: its argv or its environment."""
     problems = []
     why = parse_problem(server.argv)
     if why:

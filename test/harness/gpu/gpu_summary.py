@@ -15,8 +15,6 @@ PYTEST_NO_TESTS_COLLECTED = 5
 
 @dataclass(frozen=True)
 class CaseOutcome:
-    """One test of the report: ``passed``, ``failed``, ``error`` or ``skipped``, and why."""
-
     name: str
     outcome: str
     detail: str = ""
@@ -27,7 +25,6 @@ class CaseOutcome:
 
 
 def read_outcomes(report: Path) -> list[CaseOutcome]:
-    """Every ``testcase`` of a JUnit XML report written by pytest."""
     outcomes = []
     for case in ET.parse(report).getroot().iter("testcase"):
         name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
@@ -44,7 +41,6 @@ def read_outcomes(report: Path) -> list[CaseOutcome]:
 
 
 def verdict(outcomes: list[CaseOutcome], pytest_exit_code: int) -> tuple[int, str]:
-    """Exit code and the text to print for a run."""
     lines = [f"{o.outcome:8} {o.name}" + (f"  ({o.detail})" if o.detail else "") for o in outcomes]
     ran = [o for o in outcomes if o.ran]
     skipped = [o for o in outcomes if o.outcome == "skipped"]

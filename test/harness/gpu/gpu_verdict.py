@@ -25,8 +25,6 @@ OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FA
 # mem_get_info has page granularity; two readings of the same state may differ by one page.
 READING_GRANULARITY = 2 << 20
 
-# The 0.5.13.post1 lines (ModelRunner.init_device_graphs, every runner; EagleDraftWorker's
-# init_cuda_graphs, rank 0 only); other releases' in harness.gpu.gpu_release.
 _R0513 = gpu_release.RELEASES["0.5.13.post1"]
 GRAPH_FAILED = _R0513.graph_failed
 # /server_info rounds graph_mem_usage to 2 decimals, the log prints it with 2 decimals.
@@ -35,8 +33,7 @@ GRAPH_FIGURE_TOLERANCE_GB = 0.0051
 
 @dataclass(frozen=True)
 class Divergence:
-    """Where two greedy answers to one prompt first differ, with the top-2 logprob margin
-    (top-1 minus top-2, nats) each server had at that output position (None: not returned)."""
+    """Where two greedy answers first differ, with each server's top-2 logprob margin there."""
 
     prompt: str
     at: int
@@ -45,9 +42,7 @@ class Divergence:
     texts: tuple[str, str]
 
     def clear(self, min_margin: float = CLEAR_MARGIN_NATS) -> bool:
-        """Whether the reference server's choice there was clear (a near-tie is not): where
-        the second answer has no position ``at`` (it stopped), or no logprobs were returned,
-        nothing calibrates the difference, and it counts as clear."""
+        """Whether the reference (second) server's choice was clear; no margin counts as clear."""
         reference = self.margins[1]
         return reference is None or reference >= min_margin
 
@@ -64,9 +59,7 @@ class Divergence:
 
 
 def top2_margin(response: Mapping[str, Any], position: int) -> float | None:
-    """Top-1 minus top-2 logprob at one output position of a ``/generate`` response asked
-    with ``return_logprob`` and ``top_logprobs_num >= 2`` (``meta_info["output_top_logprobs"]``,
-    one list of ``(logprob, token_id, text)`` per output token; None where SGLang gave none)."""
+    """Top-1 minus top-2 logprob at one output position (None where SGLang gave none)."""
     tops = (response.get("meta_info") or {}).get("output_top_logprobs") or []
     if position >= len(tops) or not tops[position] or len(tops[position]) < 2:
         return None
@@ -77,7 +70,6 @@ def top2_margin(response: Mapping[str, Any], position: int) -> float | None:
 def divergence(
     prompt: str, first: Mapping[str, Any], second: Mapping[str, Any]
 ) -> Divergence | None:
-    """Where ``first``'s output ids leave ``second``'s (None: identical)."""
     a, b = list(first["output_ids"]), list(second["output_ids"])
     if a == b:
         return None
@@ -95,9 +87,8 @@ def divergence(
 
 @dataclass(frozen=True)
 class GreedyVerdict:
-    """``problems``: differences the plugin must answer for; ``ties``: differences at a token
-    where stock itself was within :data:`CLEAR_MARGIN_NATS` of its second choice (recorded, not
-    failed); ``control``: where stock's own repeat differed from its first answers."""
+    """``problems`` fail; ``ties`` (stock itself near-tied there) and ``control`` (stock's own
+    repeat differed) are recorded."""
 
     problems: list[str]
     ties: list[str]
@@ -112,7 +103,6 @@ def greedy_verdict(
     *,
     min_margin: float = CLEAR_MARGIN_NATS,
 ) -> GreedyVerdict:
-    """The plugin-on server's greedy tokens against stock's, calibrated."""
     counts = {len(prompts), len(plugin), len(stock), *([len(control)] if control else [])}
     if len(counts) != 1:
         return GreedyVerdict(
@@ -152,7 +142,7 @@ def verify_count_problems(
     stock: Sequence[Mapping[str, Any]],
     control: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[str]:
-    """Per prompt whose tokens are stock's: the plugin-on server needed as many verify steps."""
+    """Per prompt with stock's tokens: as many verify steps as stock (within its own spread)."""
     problems = []
     for i, prompt in enumerate(prompts):
         if list(plugin[i]["output_ids"]) != list(stock[i]["output_ids"]):
@@ -172,7 +162,6 @@ def verify_count_problems(
 
 
 def acceptance_bound(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE_Z) -> float:
-    """``z`` standard errors of the difference of two acceptance rates (pooled binomial)."""
     if on.proposed_drafts <= 0 or stock.proposed_drafts <= 0:
         return 0.0
     p = (on.correct_drafts + stock.correct_drafts) / (on.proposed_drafts + stock.proposed_drafts)
@@ -180,7 +169,6 @@ def acceptance_bound(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE_Z)
 
 
 def acceptance_problems(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE_Z) -> list[str]:
-    """The plugin-on acceptance rate against stock's on the same prompts."""
     if stock.correct_drafts <= 0:
         return [f"stock accepted no draft token ({stock}): the case's draft does not draft"]
     if on.correct_drafts <= 0:
@@ -199,8 +187,7 @@ def acceptance_problems(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE
 
 @dataclass(frozen=True)
 class CaptureLine:
-    """One capture-end line: which runner (``name``, as the release logs it), its GB, and the
-    batch list it captured (None where the release does not log one)."""
+    """One capture-end line: runner name, GB and batch list (None where not logged)."""
 
     name: str
     gb: float
@@ -220,7 +207,6 @@ class GraphCapture:
 
     @classmethod
     def from_log(cls, text: str, release: gpu_release.ReleaseSettings = _R0513) -> GraphCapture:
-        """The capture lines of ``release`` (default 0.5.13.post1) in a start-up log."""
         lines = tuple(
             CaptureLine(
                 m["name"],
@@ -248,7 +234,6 @@ class GraphCapture:
         return frozenset(found)
 
     def gb_by_phase(self) -> dict[str, tuple[float, ...]]:
-        """The lines' GB by the ``/server_info`` phase each runner's capture is counted under."""
         phase_of = dict(self.graph_phase)
         out: dict[str, tuple[float, ...]] = {}
         for line in self.lines:
@@ -257,12 +242,10 @@ class GraphCapture:
         return out
 
     def batch_lists(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        """Each logged batch list, by runner, in capture order."""
         return tuple((line.name, line.bs) for line in self.lines if line.bs is not None)
 
 
 def expected_draft_graph(args: Sequence[str]) -> str | None:
-    """Which draft graph SGLang 0.5.13.post1 captures for these launch arguments."""
     argv = list(args)
     algorithm = argv[argv.index("--speculative-algorithm") + 1]
     if algorithm not in ("EAGLE", "EAGLE3", "STANDALONE"):
@@ -274,9 +257,7 @@ def expected_draft_graph(args: Sequence[str]) -> str | None:
 
 
 def graph_figures_gb(info: Mapping[str, Any]) -> dict[str, float] | None:
-    """``memory_usage["graph"]`` of the first scheduler in ``/server_info``, by phase (None if
-    absent). 0.5.13.post1 reports the target runner's one figure (``{"graph": G}``); 0.5.23 a
-    dict of phases with the draft's phases merged in beside the target's."""
+    """``/server_info``'s graph memory by phase (0.5.13.post1: ``{"graph": G}``)."""
     states = info.get("internal_states") or [{}]
     value = (states[0].get("memory_usage") or {}).get("graph")
     if value is None:
@@ -287,9 +268,7 @@ def graph_figures_gb(info: Mapping[str, Any]) -> dict[str, float] | None:
 
 
 def graph_figure_problems(capture: GraphCapture, info: Mapping[str, Any]) -> list[str]:
-    """``/server_info``'s graph memory against the capture lines, runner by runner: each phase
-    a line was captured under must hold those lines' GB (a phase without a line is not judged:
-    SGLang captures some graphs it does not log)."""
+    """Each phase a capture line was logged under holds those lines' GB in ``/server_info``."""
     figures = graph_figures_gb(info)
     if figures is None or sum(figures.values()) <= 0:
         return [f"/server_info reports graph memory {figures!r} GB: no graph captured"]
@@ -308,8 +287,6 @@ def graph_figure_problems(capture: GraphCapture, info: Mapping[str, Any]) -> lis
 def graph_problems(
     capture: GraphCapture, info: Mapping[str, Any], expect_draft: str | None
 ) -> list[str]:
-    """Whether the target's (and, where SGLang captures one, the draft's) graphs exist, and
-    ``/server_info``'s figures are the captured runners'."""
     problems = []
     if info.get("disable_cuda_graph"):
         problems.append("the server ran with --disable-cuda-graph")
@@ -325,8 +302,7 @@ def graph_problems(
     return problems
 
 
-# Server arguments that decide which batch sizes get a graph (0.5.13.post1 cuda_graph_bs /
-# cuda_graph_max_bs; 0.5.23's per-phase cuda_graph_*_decode / _prefill): every key naming one.
+# Every server argument that decides which batch sizes get a graph has this in its name.
 GRAPH_ARG_MARKER = "cuda_graph"
 
 
@@ -336,8 +312,7 @@ def batch_list_problems(
     plugin: GraphCapture,
     stock: GraphCapture,
 ) -> list[str]:
-    """The plugin-on server captured stock's CUDA-graph batch lists: the resolved graph
-    arguments in ``/server_info`` and every batch list a capture line logs are equal."""
+    """The resolved graph arguments and every logged batch list equal stock's."""
     problems = []
     keys = sorted(k for k in {*plugin_info, *stock_info} if GRAPH_ARG_MARKER in k)
     for key in keys:
@@ -354,15 +329,12 @@ def batch_list_problems(
 
 
 def same_graph_kinds(plugin: GraphCapture, stock: GraphCapture) -> list[str]:
-    """Every kind of graph stock captured, the plugin-on server captured too."""
     missing = sorted(stock.kinds - plugin.kinds)
     return [f"stock captured {missing} graphs, the plugin-on server did not"] if missing else []
 
 
 def allowed_unused_bytes(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> int:
-    """What a launch may legitimately leave of its budget besides weights, KV and residue:
-    one page per pool (tokens are rounded down to pages), what the plugin reserves outside the
-    KV buffers (per-request draft rows, fixed draft pools) and SGLang's small tensors."""
+    """What may be left of the budget: a page per pool, the plugin's reserves, small tensors."""
     reserved = int(breakdown.get("draft_request_bytes", 0)) + int(
         breakdown.get("draft_fixed_pool_bytes", 0)
     )
@@ -370,7 +342,6 @@ def allowed_unused_bytes(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -
 
 
 def fill_problems(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> list[str]:
-    """The budget is used up, to within :func:`allowed_unused_bytes`."""
     shortfall = usage.fill_shortfall_bytes
     if shortfall is None:
         return ["the probe has no torch counters (not a CUDA run): cannot check the fill"]
@@ -388,8 +359,7 @@ def fill_problems(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> list[
 def memory_problems(
     breakdown: Mapping[str, Any], usage: UsageAfterPools, *, fill: bool
 ) -> list[str]:
-    """One rank of a plugin-on launch: planned = allocated, inside the budget, (``fill``) the
-    budget used up, and the plugin's own readings where the probe says they are."""
+    """One plugin-on rank: planned = allocated, inside (and, ``fill``, using up) the budget."""
     b, problems = breakdown, []
     for pool in ("target", "draft"):
         allocated, planned = b[f"allocated_{pool}_kv_pool_bytes"], b[f"{pool}_kv_pool_bytes"]
@@ -422,5 +392,4 @@ def memory_problems(
 
 
 def oom_lines(text: str) -> list[str]:
-    """Lines of ``text`` that report a device out-of-memory error."""
     return [line for line in text.splitlines() if any(m in line for m in OOM_MARKERS)]

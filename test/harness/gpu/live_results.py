@@ -14,7 +14,6 @@ PARTIAL_JUNIT = "junit-partial.xml"
 
 
 def out_dir() -> Path | None:
-    """Where the GPU command keeps this run's results (None outside the command)."""
     value = os.environ.get(OUT_DIR_ENV, "").strip()
     return Path(value) if value else None
 
@@ -29,7 +28,6 @@ def record(directory: Path, nodeid: str, outcome: str, detail: str, seconds: flo
 
 
 def read(directory: Path) -> list[dict[str, Any]]:
-    """Every test recorded so far, in the order they ended."""
     path = directory / RESULTS
     if not path.is_file():
         return []
@@ -37,7 +35,6 @@ def read(directory: Path) -> list[dict[str, Any]]:
 
 
 def write_junit(results: list[dict[str, Any]], path: Path) -> None:
-    """A JUnit file pytest's reader (:func:`harness.gpu.gpu_summary.read_outcomes`) takes."""
     suite = ET.Element("testsuite", name="gpu", tests=str(len(results)))
     for r in results:
         module, _, name = r["nodeid"].partition("::")

@@ -18,8 +18,6 @@ Reader = Callable[[int], tuple[int, int]]
 
 @dataclass
 class MemoryWatch:
-    """Samples ``devices`` with ``read`` until :meth:`stop`; ``log_path`` says the phase."""
-
     read: Reader
     devices: Sequence[int]
     log_path: Path
@@ -32,12 +30,10 @@ class MemoryWatch:
     _thread: threading.Thread | None = field(default=None, repr=False)
 
     def phase(self) -> str:
-        """``capture`` once the log has a capture-begin line, else ``init``."""
         text = self.log_path.read_bytes() if self.log_path.exists() else b""
         return "capture" if CAPTURE_BEGIN in text.decode(errors="replace").lower() else "init"
 
     def sample(self) -> None:
-        """One reading of every device, kept as its phase's peak."""
         phase = self.phase()
         for index in self.devices:
             try:
@@ -60,8 +56,7 @@ class MemoryWatch:
         return self
 
     def stop(self) -> dict[str, Any]:
-        """Stop sampling, read free memory once more (the server is ready: capture is over)
-        and return :meth:`report`; a second call only returns it."""
+        """Stop, read free memory after capture, and :meth:`report` (a second call: report)."""
         if self._stop.is_set():
             return self.report()
         self._stop.set()
@@ -77,7 +72,6 @@ class MemoryWatch:
         return self.report()
 
     def report(self) -> dict[str, Any]:
-        """Per device (NVML index): peak used bytes during init and capture, free after."""
         return {
             "peak_used_bytes": {p: dict(v) for p, v in self.peaks.items()},
             "free_after_capture_bytes": dict(self.free_after_capture),
@@ -87,7 +81,6 @@ class MemoryWatch:
 
 
 def nvml_reader() -> Reader | None:
-    """``read(index)`` through pynvml (no CUDA context in this process); None without NVML."""
     try:
         return NvmlMemoryReader().used_and_total
     except Exception:  # no pynvml, or NVML refuses to initialise
@@ -95,7 +88,6 @@ def nvml_reader() -> Reader | None:
 
 
 def watch(log_path: Path, devices: Sequence[int], read: Reader | None = None) -> MemoryWatch | None:
-    """A started watch of ``devices`` (None where there is no NVML: not a GPU run)."""
     read = read or nvml_reader()
     if read is None:
         return None

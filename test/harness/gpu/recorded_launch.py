@@ -1,8 +1,5 @@
 """An EAGLE3 launch's capture lines and ``/server_info`` without a GPU, built by the installed
-release's own code (0.5.13.post1 ``ModelRunner.init_device_graphs``,
-``EagleDraftWorker.init_cuda_graphs``, ``Scheduler.get_internal_state``; 0.5.23
-``cuda_graph_setup.capture_decode_graph``, ``BaseSpecWorker.graph_memory_usage``,
-``build_memory_usage``) with test doubles for the graph runner and the free-memory meter."""
+release's own code with test doubles for the graph runner and the free-memory meter."""
 
 from __future__ import annotations
 
@@ -28,8 +25,6 @@ DRAFT_LINE_0523 = (
 
 
 class FakeGraphRunner:
-    """Test double for SGLang's CUDA graph runners: captures nothing, owns a batch list."""
-
     capture_bs: Sequence[int] = BATCH
 
     def __init__(self, *args: Any) -> None:
@@ -37,7 +32,6 @@ class FakeGraphRunner:
 
 
 def fake_free_memory(readings: Sequence[float]) -> Callable[..., float]:
-    """Test double for ``get_available_gpu_memory``: returns the scripted GiB readings."""
     it = iter(readings)
     return lambda *args, **kwargs: next(it)
 
@@ -190,15 +184,13 @@ def eagle3_launch(
     avail_gb: Sequence[float] = AVAIL_GB,
     bs: Sequence[int] = BATCH,
 ) -> tuple[GraphCapture, dict[str, Any]]:
-    """An EAGLE3 launch on ``release``: the target's graphs (and, with ``draft``, the draft's)
-    captured with ``avail_gb`` free before and after the target's capture."""
+    """An EAGLE3 launch on ``release``, ``avail_gb`` free before and after the target's capture."""
     build = _launch_0513 if release.version == "0.5.13.post1" else _launch_0523
     log, info = build(monkeypatch, caplog, draft=draft, avail_gb=avail_gb, bs=bs)
     return GraphCapture.from_log(log, release), info
 
 
 def no_graph_info(release: ReleaseSettings, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """``/server_info`` of a launch that captured no graph."""
     if release.version == "0.5.13.post1":
         return _server_info_0513(0.0, monkeypatch)
     return _server_info_0523({}, None)
@@ -207,7 +199,6 @@ def no_graph_info(release: ReleaseSettings, monkeypatch: pytest.MonkeyPatch) -> 
 def launch_of(
     release: ReleaseSettings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> LaunchOf:
-    """:data:`harness.gpu.broken_plugins.LaunchOf` on ``release``."""
 
     def of(bs: Sequence[int], tokens: int) -> tuple[GraphCapture, dict[str, Any]]:
         capture, info = eagle3_launch(release, monkeypatch, caplog, bs=bs)

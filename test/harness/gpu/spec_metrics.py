@@ -20,8 +20,6 @@ class MissingSpeculativeMetrics(ValueError):
 
 @dataclass(frozen=True)
 class DraftStats:
-    """The speculative counters of one (or, summed, several) finished requests."""
-
     completion_tokens: int
     verify_steps: int
     correct_drafts: int
@@ -29,7 +27,6 @@ class DraftStats:
 
     @classmethod
     def from_meta_info(cls, meta: Mapping[str, Any]) -> DraftStats:
-        """Read one response's ``meta_info``; raises :class:`MissingSpeculativeMetrics`."""
         missing = [k for k in (VERIFY_STEPS_KEY, CORRECT_DRAFTS_KEY) if k not in meta]
         if missing:
             raise MissingSpeculativeMetrics(
@@ -45,7 +42,6 @@ class DraftStats:
 
     @property
     def accept_rate(self) -> float:
-        """Accepted / proposed draft tokens (0 when nothing was proposed)."""
         return self.correct_drafts / self.proposed_drafts if self.proposed_drafts else 0.0
 
     def __add__(self, other: DraftStats) -> DraftStats:
@@ -58,7 +54,6 @@ class DraftStats:
 
 
 def summed(responses: Iterable[Mapping[str, Any]]) -> DraftStats:
-    """The counters of several ``/generate`` responses added up (each must carry them)."""
     total = DraftStats(0, 0, 0, 0)
     for response in responses:
         total = total + DraftStats.from_meta_info(response["meta_info"])
@@ -68,14 +63,10 @@ def summed(responses: Iterable[Mapping[str, Any]]) -> DraftStats:
 def sglang_meta_info(
     completion_tokens: int, verify_ct: int, correct: int, num_draft_tokens: int
 ) -> dict[str, Any]:
-    """The ``meta_info`` SGLang (0.5.13.post1, 0.5.23) writes for one finished speculative
-    request with these counters, by SGLang's own
-    ``TokenizerManager._calculate_spec_decoding_metrics`` (how the CPU tests record a GPU
-    server's responses: a renamed key fails them)."""
+    """The ``meta_info`` SGLang writes for one finished speculative request with these
+    counters, by ``TokenizerManager._calculate_spec_decoding_metrics`` itself."""
     from sglang.srt.managers.tokenizer_manager import TokenizerManager
 
-    # Only the attributes the method reads: the server's draft-token count, and one request's
-    # counters in the batch output the detokenizer forwards.
     manager = SimpleNamespace(
         server_args=SimpleNamespace(speculative_num_draft_tokens=num_draft_tokens)
     )
@@ -86,8 +77,7 @@ def sglang_meta_info(
         spec_correct_drafts_histogram=[[verify_ct - correct, correct]] if verify_ct else [[]],
     )
     meta: dict[str, Any] = {"completion_tokens": completion_tokens}
-    # 0.5.23 reads the draft-token count from its published config bag (runtime_context
-    # get_spec), not from server_args: the same count stands in there for this one call.
+    # 0.5.23 reads the draft-token count from runtime_context's get_spec.
     module = sys.modules[TokenizerManager.__module__]
     published = getattr(module, "get_spec", None)
     if published is not None:
