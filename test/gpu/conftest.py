@@ -53,16 +53,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def device_baselines() -> tuple[device_memory.DeviceInventory, dict[int, int]]:
+def device_baselines() -> tuple[device_memory.NvmlMemoryReader, dict[int, int]]:
     """The memory reader and each GPU's used bytes before the first server."""
     processes.become_subreaper()
-    reader = device_memory.default_reader()
+    reader = device_memory.NvmlMemoryReader()
     return reader, device_memory.read_baselines(reader, list(range(reader.device_count())))
 
 
 @pytest.fixture
 def wait_for_released_devices(
-    device_baselines: tuple[device_memory.DeviceInventory, dict[int, int]],
+    device_baselines: tuple[device_memory.NvmlMemoryReader, dict[int, int]],
 ) -> Callable[[int], device_memory.MemoryWait]:
     """``wait(tp)``: before a launch on ``tp`` GPUs, wait until each of those GPUs is back near
     its baseline; raises if one stays above it."""

@@ -113,7 +113,7 @@ def gpu_server(
 def _case_devices(tp: int) -> list[int]:
     """The NVML indices the case's ranks run on (none where NVML cannot say)."""
     try:
-        reader = device_memory.default_reader()
+        reader = device_memory.NvmlMemoryReader()
         return device_memory.devices_for_case(tp, reader.device_count(), reader.uuids())
     except Exception:  # no driver: the watch has nothing to read
         return []

@@ -17,21 +17,14 @@ from sglang_specinit.sglang_0_5_23 import kernel_arch
 
 pytestmark = pytest.mark.timeout(300)
 
-MTP = [
-    "--speculative-algorithm",
-    "NEXTN",
-    "--speculative-num-steps",
-    "3",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "4",
-]
+MTP = (
+    "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+    "--speculative-num-draft-tokens 4"
+).split()
 
 
 @pytest.fixture(scope="module")
 def dsa_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """DeepSeek-V3.2's config (DSA indexer) with DeepSeek-V3's checkpoint sizes."""
     directory = dsa_config_dir(tmp_path_factory.mktemp("dsa"))
     shutil.copy(EXAMPLES / "deepseek-v3-mtp" / "target" / "weights-size.json", directory)
     return directory
@@ -53,15 +46,11 @@ def refusal_line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 
 def resolved_on(preset: str, launch: list[str]) -> Any:
-    """0.5.23's resolution of ``launch`` on ``preset`` (the planner's replay, refusals and all)."""
     from sglang_specinit.sglang_0_5_23.planner_replay import REPLAY
 
     gpu = get_preset(preset)
     device = DeviceSpec(gpu.name, gpu.total_bytes, pre_load_free_bytes(gpu.total_bytes), sm=gpu.sm)
     return REPLAY.resolve(REPLAY.parse_launch(launch), device)
-
-
-# DSA with decode context parallelism
 
 
 @pytest.mark.parametrize("gpu", ["H100-80GB", "H200-141GB"])
@@ -122,9 +111,6 @@ def test_an_explicit_dsa_trtllm_backend_names_its_own_flag(
     assert line.endswith("change --dsa-decode-backend"), line
 
 
-# FlashAttention v3
-
-
 def test_fa3_on_blackwell_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     line = refusal_line(capsys, "--attention-backend", "fa3", "--gpu", "B200")
     for text in (
@@ -138,7 +124,6 @@ def test_fa3_on_blackwell_is_refused_in_one_line(capsys: pytest.CaptureFixture[s
 
 @pytest.mark.parametrize("gpu", ["H100-80GB", "L40S"])
 def test_fa3_where_it_runs_plans(capsys: pytest.CaptureFixture[str], gpu: str) -> None:
-    """Hopper and, for a non-MLA model (Llama), Ada: FlashAttention v3's own assertion passes."""
     llama = str(EXAMPLES / "llama31-8b-eagle3" / "target")
     resolved = resolved_on(gpu, ["--model-path", llama, "--attention-backend", "fa3"])
     needs = kernel_arch.kernel_needs(resolved.args, resolved.launch_inputs, mla=False)
@@ -152,9 +137,6 @@ def test_fa3_for_an_mla_model_on_ampere_is_refused(capsys: pytest.CaptureFixture
         capsys, "--example", "deepseek-v3-mtp", "--attention-backend", "fa3", "--gpu", "A100-80GB"
     )
     assert "cannot run on A100-80GB (sm_80)" in line and "runs only on sm_9x" in line, line
-
-
-# The sources cited
 
 
 def _wheel_root(wheel: str) -> Path | None:

@@ -30,8 +30,6 @@ RELEASE = gpu_release.settings(ROW.name)
 
 @dataclass(frozen=True)
 class Expect:
-    """What differs between the releases for the recorded EAGLE3 launch."""
-
     figures: dict[str, float]  # /server_info's nonzero graph memory by phase
     batch_lists: tuple[tuple[str, tuple[int, ...]], ...]  # as the capture lines log them
     target_phase: str
@@ -51,8 +49,7 @@ EXPECT = {
         fewer_tokens_fail=["memory"],
         cpu_stub=False,
     ),
-    # The merged payload's sum (0.71) is no runner's figure (the recorded broken verdict: "0.71
-    # GB matches no captured runner [0.61]"); per runner it matches.
+    # The merged payload's sum (0.71) is no runner's figure; per runner it matches.
     "0.5.23": Expect(
         figures={"target_verify": 0.61, "draft_decode": 0.1},
         batch_lists=(("target verify", BATCH),),
@@ -78,7 +75,6 @@ DRAFT = gpu_verdict.expected_draft_graph(gpu_cases.case("eagle3", {}, RELEASE.ve
 
 @pytest.fixture
 def launch(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
-    """``launch(**options)``: :func:`harness.gpu.recorded_launch.eagle3_launch` on the release."""
     return lambda **options: eagle3_launch(RELEASE, monkeypatch, caplog, **options)
 
 
@@ -106,7 +102,7 @@ def test_the_graph_verdict_fails_without_the_draft_graph_or_any_graph(
 
 
 def test_a_graph_figure_that_is_no_captured_runners_fails(launch: Any) -> None:
-    """The log of one capture beside the /server_info of another (0.25 GB more)."""
+    # The log of one capture beside the /server_info of another (0.25 GB more).
     capture, info = launch()
     _, other = launch(avail_gb=(8.0, 7.14))
     (problem,) = gpu_verdict.graph_problems(capture, other, DRAFT)
@@ -163,14 +159,8 @@ def test_no_cpu_double_reaches_a_gpu_server(tmp_path: Path) -> None:
 
 def test_dry_run_prints_every_server_parsed_by_the_installed_release(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHON": sys.executable, "SPECINIT_GPU_OUT_DIR": str(tmp_path)}
-    done = subprocess.run(
-        ["bash", "scripts/test-gpu.sh", "--dry-run"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    command = ["bash", "scripts/test-gpu.sh", "--dry-run"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     servers = [json.loads(line) for line in done.stdout.splitlines()]
     names = [c.name for c in gpu_cases.cases(release=RELEASE.version)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,13 +19,9 @@ class DeviceMemoryReader(Protocol):
     def holder_pids(self, index: int) -> list[int]: ...
 
 
-class DeviceInventory(DeviceMemoryReader, Protocol):
-    def device_count(self) -> int: ...
-
-    def uuids(self) -> dict[str, int]: ...
-
-
 class NvmlMemoryReader:
+    """pynvml (nvidia-ml-py, a requirement of every sglang release the suite runs)."""
+
     def __init__(self) -> None:
         import pynvml
 
@@ -53,40 +48,6 @@ class NvmlMemoryReader:
             uuid = self._nvml.nvmlDeviceGetUUID(self._nvml.nvmlDeviceGetHandleByIndex(index))
             out[uuid.decode() if isinstance(uuid, bytes) else str(uuid)] = index
         return out
-
-
-class NvidiaSmiMemoryReader:
-    def _query(self, args: list[str]) -> list[str]:
-        out = subprocess.run(
-            ["nvidia-smi", *args, "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        )
-        return [line.strip() for line in out.stdout.splitlines() if line.strip()]
-
-    def device_count(self) -> int:
-        return len(self._query(["--query-gpu=index"]))
-
-    def used_bytes(self, index: int) -> int:
-        (used_mib,) = self._query(["-i", str(index), "--query-gpu=memory.used"])
-        return int(used_mib) * MIB
-
-    def holder_pids(self, index: int) -> list[int]:
-        rows = self._query(["-i", str(index), "--query-compute-apps=pid"])
-        return sorted(int(r) for r in rows if r.isdigit())
-
-    def uuids(self) -> dict[str, int]:
-        rows = [r.split(",") for r in self._query(["--query-gpu=index,uuid"])]
-        return {uuid.strip(): int(index) for index, uuid in rows}
-
-
-def default_reader() -> NvmlMemoryReader | NvidiaSmiMemoryReader:
-    try:
-        return NvmlMemoryReader()
-    except Exception:  # no pynvml, or NVML refuses to initialise
-        return NvidiaSmiMemoryReader()
 
 
 def devices_for_case(
