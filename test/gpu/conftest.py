@@ -15,7 +15,7 @@ _TEST_DIR = str(Path(__file__).resolve().parents[1])
 if _TEST_DIR not in sys.path:
     sys.path.insert(0, _TEST_DIR)
 
-from harness.gpu import device_memory, live_results, time_budget  # noqa: E402
+from harness.gpu import device_memory, gpu_summary, time_budget  # noqa: E402
 from harness.launch import processes  # noqa: E402
 
 # Before anything imports torch: CUDA's numbering must be NVML's (see harness.gpu.device_memory).
@@ -81,9 +81,9 @@ def wait_for_released_devices(
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Each test's outcome as soon as it is known (harness.gpu.live_results): a failure or
+    """Each test's outcome as soon as it is known (harness.gpu.gpu_summary.record): a failure or
     skip at setup, a result at call, an error at teardown."""
-    directory = live_results.out_dir()
+    directory = gpu_summary.out_dir()
     if directory is None:
         return
     final = report.when == "call" or (report.when == "setup" and not report.passed)
@@ -97,4 +97,4 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     elif report.failed:
         lines = (report.longreprtext or "").strip().splitlines()
         detail = lines[-1] if lines else ""
-    live_results.record(directory, report.nodeid, outcome, detail or "", report.duration)
+    gpu_summary.record(directory, report.nodeid, outcome, detail or "", report.duration)

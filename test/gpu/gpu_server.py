@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.gpu import device_memory, memory_watch, time_budget
+from harness.gpu import device_memory, time_budget
 from harness.gpu.gpu_cases import Case
 from harness.gpu.server_env import gpu_env, launch_argv
 from harness.launch.server_process import (
@@ -46,8 +46,7 @@ class GpuServer:
 
     handle: ServerHandle
     ready_log_offset: int
-    # NVML peaks per device during init and capture, free after capture (memory_watch); None
-    # where NVML is not there.
+    # NVML peaks per device during init and capture, free after capture (None without NVML).
     device_memory: dict[str, Any] | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -85,7 +84,7 @@ def gpu_server(
         plugin=plugin, report_dir=files.report_dir, probe_dir=probe_dir, case_env=dict(case.env)
     )
     handle: ServerHandle | None = None
-    watch = memory_watch.watch(files.log_path, _case_devices(case.tp))
+    watch = device_memory.watch(files.log_path, _case_devices(case.tp))
     _LAUNCHED.append(True)
     try:
         with running_server(

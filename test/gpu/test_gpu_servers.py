@@ -14,7 +14,6 @@ import pytest
 from gpu_server import GpuServer, breakdowns, gpu_server, identity_dir, probe_records, server_log
 from harness.gpu import (
     case_report,
-    case_verdict,
     gpu_cases,
     gpu_release,
     gpu_verdict,
@@ -81,8 +80,8 @@ class Served:
     control: list[dict[str, Any]] | None
     short_load: load.LoadResult
 
-    def launch(self, release: gpu_release.ReleaseSettings) -> case_verdict.Launch:
-        return case_verdict.Launch(
+    def launch(self, release: gpu_release.ReleaseSettings) -> gpu_verdict.Launch:
+        return gpu_verdict.Launch(
             info=self.info,
             responses=self.responses,
             capture=gpu_verdict.GraphCapture.from_log(self.server.startup_log(), release),
@@ -176,7 +175,7 @@ def test_case_fits_its_budget_and_matches_stock(
     if compared is not on:  # the plugin at f is judged on its own memory too
         at_f = on.launch(release)
         resized = gpu_cases.POST_CAPTURE_ENV[0] in case.env
-        assert case_verdict.breakdown_problems(at_f, case.tp, resized=resized) == []
+        assert gpu_verdict.breakdown_problems(at_f, case.tp, resized=resized) == []
         for b, usage in zip(at_f.breakdowns, at_f.usages, strict=True):
             assert gpu_verdict.memory_problems(b, usage, fill=case.tp == 1) == []
 
@@ -184,7 +183,7 @@ def test_case_fits_its_budget_and_matches_stock(
     stock_after_init = (
         (stock_identity[0].get("after_init") or [None])[-1] if stock_identity else None
     )
-    evidence = case_verdict.CaseEvidence(
+    evidence = gpu_verdict.CaseEvidence(
         prompts=gpu_cases.PROMPTS,
         tp=case.tp,
         expect_draft=gpu_verdict.expected_draft_graph(case.args),
@@ -194,7 +193,7 @@ def test_case_fits_its_budget_and_matches_stock(
         stock_after_init=stock_after_init,
         resized_after_capture=gpu_cases.POST_CAPTURE_ENV[0] in case.env,
     )
-    problems = case_verdict.case_problems(evidence)
+    problems = gpu_verdict.case_problems(evidence)
     plugin_tokens, stock_tokens = info["max_total_num_tokens"], stock.info["max_total_num_tokens"]
     ratio = round(plugin_tokens / stock_tokens, 4)
     tokens = {"plugin": plugin_tokens, "stock": stock_tokens, "ratio": ratio}
@@ -222,7 +221,7 @@ def test_case_fits_its_budget_and_matches_stock(
     report.result("verdict", {name: found for name, found in problems.items() if found})
     record_property("graphs", f"plugin {evidence.plugin.capture}; stock {evidence.stock.capture}")
     # Every check of the case's verdict (harness.gpu.case_verdict, failing broken plugins in CI).
-    assert problems == {name: [] for name in case_verdict.CHECKS}
+    assert problems == {name: [] for name in gpu_verdict.CHECKS}
     stats = [spec_metrics.DraftStats.from_meta_info(r["meta_info"]) for r in compared.responses]
     assert all(s.verify_steps > 0 for s in stats), stats
     assert gpu_verdict.oom_lines(compared.server.log_after_ready()) == []

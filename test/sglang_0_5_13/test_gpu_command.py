@@ -19,7 +19,6 @@ from harness.gpu import (
     gpu_cases,
     gpu_release,
     gpu_summary,
-    live_results,
     time_budget,
 )
 
@@ -370,8 +369,8 @@ def test_summary_reads_the_tests_that_ended_when_pytest_was_killed(
 ) -> None:
     """The job killed mid-suite: no junit.xml, but every finished test was written as it ended."""
     node = "test/gpu/test_gpu_servers.py::test_case"
-    live_results.record(tmp_path, f"{node}[eagle3]", "passed", "", 1.0)
-    live_results.record(tmp_path, f"{node}[dflash]", "failed", "boom", 2)
+    gpu_summary.record(tmp_path, f"{node}[eagle3]", "passed", "", 1.0)
+    gpu_summary.record(tmp_path, f"{node}[dflash]", "failed", "boom", 2)
     code = gpu_summary.main([str(tmp_path / "junit.xml"), "--pytest-exit-code", "1"])
     out = capsys.readouterr()
     assert code == 1 and "reading junit-partial.xml" in out.err

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.gpu import broken_plugins, case_verdict, gpu_cases, gpu_release, gpu_verdict
+from harness.gpu import broken_plugins, gpu_cases, gpu_release, gpu_verdict
 from harness.gpu.recorded_launch import BATCH, eagle3_launch, launch_of, no_graph_info
 from harness.gpu.server_env import gpu_env
 from harness.launch import server_process
@@ -135,7 +135,7 @@ def launches(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) 
 def test_a_working_plugins_case_passes_every_gpu_verdict(launches: Any) -> None:
     working = broken_plugins.working_case(launches, RELEASE)
     assert working.stock_fits is EXPECT.stock_fits
-    assert case_verdict.case_problems(working) == {name: [] for name in case_verdict.CHECKS}
+    assert gpu_verdict.case_problems(working) == {name: [] for name in gpu_verdict.CHECKS}
     ratio = working.plugin.info["max_total_num_tokens"] / working.stock.info["max_total_num_tokens"]
     assert (ratio > 1) is EXPECT.stock_fits, ratio
 

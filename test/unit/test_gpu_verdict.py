@@ -17,7 +17,6 @@ from harness.gpu import (
     gpu_release,
     gpu_verdict,
     load,
-    memory_watch,
 )
 from harness.gpu.broken_plugins import plugin_breakdown, recorded_probe, response, responses
 from harness.gpu.server_env import gpu_env
@@ -359,7 +358,7 @@ def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
     log = tmp_path / "server.log"
     log.write_text("[09:00:00] Load weight end. mem usage=15.0 GB\n")
     used = {0: 20 * GIB, 1: 21 * GIB}
-    watch = memory_watch.MemoryWatch(lambda i: (used[i], 80 * GIB), [0, 1], log)
+    watch = device_memory.MemoryWatch(lambda i: (used[i], 80 * GIB), [0, 1], log)
     watch.sample()
     used.update({0: 70 * GIB, 1: 69 * GIB})
     watch.sample()

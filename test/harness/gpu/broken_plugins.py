@@ -7,8 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.gpu import gpu_cases, gpu_release
-from harness.gpu.case_verdict import CaseEvidence, Launch, failing_checks
-from harness.gpu.gpu_verdict import GraphCapture
+from harness.gpu.gpu_verdict import CaseEvidence, GraphCapture, Launch, failing_checks
 from harness.gpu.spec_metrics import sglang_meta_info
 from harness.reports import device_probe
 

@@ -1,16 +1,60 @@
-"""Verdict of a GPU suite run, from pytest's JUnit XML: which cases ran, which were skipped, why."""
+"""Verdict of a GPU suite run, from pytest's JUnit XML: which cases ran, which were skipped, why;
+and each test's outcome written the moment it ends (:func:`record`: a JSON line, a JUnit file)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from harness.gpu import case_report, live_results
+from harness.gpu import case_report
 
 PYTEST_NO_TESTS_COLLECTED = 5
+OUT_DIR_ENV = "SPECINIT_GPU_OUT_DIR"
+RESULTS = "results.jsonl"
+PARTIAL_JUNIT = "junit-partial.xml"
+
+
+def out_dir() -> Path | None:
+    value = os.environ.get(OUT_DIR_ENV, "").strip()
+    return Path(value) if value else None
+
+
+def record(directory: Path, nodeid: str, outcome: str, detail: str, seconds: float) -> None:
+    """Append one finished test and rewrite the partial JUnit report from every line so far."""
+    directory.mkdir(parents=True, exist_ok=True)
+    line = {"nodeid": nodeid, "outcome": outcome, "detail": detail[:500], "seconds": seconds}
+    with (directory / RESULTS).open("a") as f:
+        f.write(json.dumps(line) + "\n")
+    write_junit(read(directory), directory / PARTIAL_JUNIT)
+
+
+def read(directory: Path) -> list[dict[str, Any]]:
+    path = directory / RESULTS
+    if not path.is_file():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def write_junit(results: list[dict[str, Any]], path: Path) -> None:
+    suite = ET.Element("testsuite", name="gpu", tests=str(len(results)))
+    for r in results:
+        module, _, name = r["nodeid"].partition("::")
+        classname = module.removesuffix(".py").replace("/", ".")
+        case = ET.SubElement(
+            suite, "testcase", classname=classname, name=name, time=f"{r['seconds']:.1f}"
+        )
+        tag = {"failed": "failure", "error": "error", "skipped": "skipped"}.get(r["outcome"])
+        if tag:
+            ET.SubElement(case, tag, message=r["detail"])
+    tmp = path.with_suffix(".tmp")
+    ET.ElementTree(suite).write(tmp)
+    tmp.replace(path)
 
 
 @dataclass(frozen=True)
@@ -77,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in case_report.summary_lines(reports):
             print(line)
     report = args.report
-    partial = report.parent / live_results.PARTIAL_JUNIT
+    partial = report.parent / PARTIAL_JUNIT
     if not report.is_file() and partial.is_file():
         # pytest never exited (killed at the job's limit): the tests that ended, as they ended.
         print(f"GPU suite: pytest wrote no {report.name}; reading {partial.name}", file=sys.stderr)
