@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.gpu.gpu_release import installed_release
 
@@ -99,44 +99,24 @@ MULTI_LAYER_ARGS = (
     *CHAIN,
 )
 SMALL_DRAFT = "meta-llama/Llama-3.2-1B-Instruct"  # every profile's STANDALONE draft
+EAGLE3 = ("eagle3",)
+POST_CAPTURE_CASE = {"env": POST_CAPTURE_ENV, "releases": ("0.5.23",)}
 
 
 def _profile(
-    target: str,
-    eagle3_draft: str,
-    standalone_target: str,
-    dflash: tuple[str, str],
-    mtp: Case,
+    target: str, eagle3_draft: str, standalone_target: str, dflash: tuple[str, str], mtp: Case
 ) -> tuple[Case, ...]:
     """One profile's cases: ``target`` runs EAGLE3 (``eagle3_draft``) and NGRAM."""
     # Overlap scheduling is the EAGLE family's default; the phases differ without it: both run.
+    eagle3 = Case("eagle3", target, eagle3_draft, EAGLE3_ARGS, overlap=True)
+    # The other eagle3 cases take eagle3's models unless told otherwise (env_names).
+    no_overlap = (*EAGLE3_ARGS, "--disable-overlap-schedule")
+    standalone = ("--speculative-algorithm", "STANDALONE", *CHAIN)
     return (
-        Case("eagle3", target, eagle3_draft, EAGLE3_ARGS, overlap=True),
-        Case(
-            "eagle3_no_overlap",
-            target,
-            eagle3_draft,
-            (*EAGLE3_ARGS, "--disable-overlap-schedule"),
-            overlap=False,
-            env_names=("eagle3",),  # the same models as eagle3 unless told otherwise
-        ),
-        Case(
-            "eagle3_post_capture",
-            target,
-            eagle3_draft,
-            EAGLE3_ARGS,
-            overlap=True,
-            env_names=("eagle3",),
-            env=POST_CAPTURE_ENV,
-            releases=("0.5.23",),
-        ),
-        Case(
-            "standalone",
-            standalone_target,
-            SMALL_DRAFT,
-            ("--speculative-algorithm", "STANDALONE", *CHAIN),
-            overlap=True,
-        ),
+        eagle3,
+        replace(eagle3, name="eagle3_no_overlap", args=no_overlap, overlap=False, env_names=EAGLE3),
+        replace(eagle3, name="eagle3_post_capture", env_names=EAGLE3, **POST_CAPTURE_CASE),
+        Case("standalone", standalone_target, SMALL_DRAFT, standalone, overlap=True),
         mtp,
         Case("dflash", *dflash, DFLASH_ARGS, env=DFLASH_ENV),
         Case("ngram", target, None, NGRAM_ARGS),
@@ -148,6 +128,10 @@ def _mtp(target: str, tp: int = 1, skip: str = "") -> Case:
     return Case("multi_layer_mtp", *args, tp=tp, overlap=True, self_draft=True, skip=skip)
 
 
+NO_SMALL_MTP = (
+    "no checkpoint for one 24-48 GB GPU has multi-layer MTP (0.5.13.post1 enables it for "
+    "MiMo-V2-Flash and Step-3.5 only); set SPECINIT_GPU_MULTI_LAYER_MTP_TARGET"
+)
 PROFILES: dict[str, tuple[Case, ...]] = {
     "full": _profile(
         "meta-llama/Llama-3.1-8B-Instruct",
@@ -161,13 +145,7 @@ PROFILES: dict[str, tuple[Case, ...]] = {
         "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct",
         "meta-llama/Llama-3.2-3B-Instruct",
         ("Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16"),
-        _mtp(
-            "",
-            skip=(
-                "no checkpoint for one 24-48 GB GPU has multi-layer MTP (0.5.13.post1 enables "
-                "it for MiMo-V2-Flash and Step-3.5 only); set SPECINIT_GPU_MULTI_LAYER_MTP_TARGET"
-            ),
-        ),
+        _mtp("", skip=NO_SMALL_MTP),
     ),
 }
 

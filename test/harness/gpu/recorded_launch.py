@@ -24,6 +24,10 @@ DRAFT_LINE_0523 = (
 )
 
 
+# A launch's start-up log and /server_info.
+Built = tuple[str, dict[str, Any]]
+
+
 class FakeGraphRunner:
     capture_bs: Sequence[int] = BATCH
 
@@ -46,37 +50,23 @@ def _server_info_0513(graph_mem_usage: float, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(scheduler, "get_global_server_args", lambda: SimpleNamespace())
     model_runner = SimpleNamespace(weight_load_mem_usage=15.2, graph_mem_usage=graph_mem_usage)
     kvcache = SimpleNamespace(mem_usage=55.1)
-    state = SimpleNamespace(
-        metrics_reporter=SimpleNamespace(last_gen_throughput=0.0),
-        tp_worker=SimpleNamespace(model_runner=model_runner),
-        token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kvcache),
-        max_total_num_tokens=400_000,
-        max_running_requests=48,
-        spec_algorithm=SimpleNamespace(is_none=lambda: True),
-    )
+    state = SimpleNamespace(max_total_num_tokens=400_000, max_running_requests=48)
+    state.metrics_reporter = SimpleNamespace(last_gen_throughput=0.0)
+    state.tp_worker = SimpleNamespace(model_runner=model_runner)
+    state.token_to_kv_pool_allocator = SimpleNamespace(get_kvcache=lambda: kvcache)
+    state.spec_algorithm = SimpleNamespace(is_none=lambda: True)
     out = scheduler.Scheduler.get_internal_state(state, None)
     return {"disable_cuda_graph": False, "internal_states": [out.internal_state]}
 
 
-def _launch_0513(
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    *,
-    draft: bool,
-    avail_gb: Sequence[float],
-    bs: Sequence[int],
-) -> tuple[str, dict]:
+def _launch_0513(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: Any) -> Built:
     import sglang.srt.model_executor.model_runner as model_runner
     import sglang.srt.speculative.eagle_worker_v2 as eagle_worker_v2
 
     monkeypatch.setattr(model_runner, "CudaGraphRunner", FakeGraphRunner)
     monkeypatch.setattr(model_runner, "get_available_gpu_memory", fake_free_memory(avail_gb))
-    runner = SimpleNamespace(
-        is_generation=True,
-        device="cuda",
-        gpu_id=0,
-        server_args=SimpleNamespace(model_impl="auto", disable_cuda_graph=False),
-    )
+    server_args = SimpleNamespace(model_impl="auto", disable_cuda_graph=False)
+    runner = SimpleNamespace(is_generation=True, device="cuda", gpu_id=0, server_args=server_args)
     caplog.clear()
     with caplog.at_level(logging.INFO):
         model_runner.ModelRunner.init_device_graphs(runner)
@@ -87,14 +77,9 @@ def _launch_0513(
             )
             # Rank 0 of an initialised process group in a real server.
             monkeypatch.setattr(eagle_worker_v2, "log_info_on_rank0", lambda lg, m: lg.info(m))
-            worker = SimpleNamespace(
-                server_args=runner.server_args,
-                speculative_num_steps=3,
-                device="cuda",
-                gpu_id=0,
-                target_worker=SimpleNamespace(device="cuda"),
-                draft_extend_attn_backend=None,
-            )
+            worker = SimpleNamespace(server_args=server_args, speculative_num_steps=3, gpu_id=0)
+            worker.device, worker.target_worker = "cuda", SimpleNamespace(device="cuda")
+            worker.draft_extend_attn_backend = None
             eagle_worker_v2.EagleDraftWorker.init_cuda_graphs(worker)
     info = _server_info_0513(runner.graph_mem_usage, monkeypatch)
     # The resolved graph arguments as /server_info carries them (ServerArgs fields).
@@ -127,14 +112,7 @@ def _server_info_0523(target: dict[str, float], draft_gb: float | None) -> dict[
     return {"disable_cuda_graph": False, "internal_states": [{"memory_usage": usage}]}
 
 
-def _launch_0523(
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    *,
-    draft: bool,
-    avail_gb: Sequence[float],
-    bs: Sequence[int],
-) -> tuple[str, dict]:
+def _launch_0523(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: Any) -> Built:
     import sglang.srt.model_executor.model_runner_components.cuda_graph_setup as setup
 
     runner_cls = type("FakeDecodeGraphRunner", (FakeGraphRunner,), {"capture_bs": bs})
@@ -142,27 +120,16 @@ def _launch_0523(
     monkeypatch.setattr(setup, "get_disagg", lambda: SimpleNamespace(disaggregation_mode="null"))
     monkeypatch.setattr(setup, "get_model", lambda: SimpleNamespace(model_impl="auto"))
     monkeypatch.setattr(setup, "check_cuda_graph_backend", lambda *args: False)
-    monkeypatch.setattr(
-        setup,
-        "get_exec",
-        lambda: SimpleNamespace(
-            graph=SimpleNamespace(cuda_graph_config=SimpleNamespace(decode=decode))
-        ),
-    )
-    monkeypatch.setattr(
-        setup,
-        "current_platform",
-        SimpleNamespace(get_graph_runner_cls=lambda: runner_cls, device_name="cuda"),
-    )
+    graph = SimpleNamespace(cuda_graph_config=SimpleNamespace(decode=decode))
+    monkeypatch.setattr(setup, "get_exec", lambda: SimpleNamespace(graph=graph))
+    platform = SimpleNamespace(get_graph_runner_cls=lambda: runner_cls, device_name="cuda")
+    monkeypatch.setattr(setup, "current_platform", platform)
     monkeypatch.setattr(setup, "get_available_gpu_memory", fake_free_memory(avail_gb))
     model_runner = SimpleNamespace(
-        is_draft_worker=False,
-        is_generation=True,
-        device="cuda",
-        gpu_id=0,
-        spec_algorithm=SimpleNamespace(is_speculative=lambda: True),
-        decode_num_tokens_per_req=lambda: 4,
+        is_draft_worker=False, is_generation=True, device="cuda", gpu_id=0
     )
+    model_runner.spec_algorithm = SimpleNamespace(is_speculative=lambda: True)
+    model_runner.decode_num_tokens_per_req = lambda: 4
     caplog.clear()
     with caplog.at_level(logging.INFO, logger=setup.logger.name):
         capture = setup.capture_decode_graph(model_runner=model_runner)
