@@ -77,13 +77,9 @@ def divergence(
     at = next(
         (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
     )
-    return Divergence(
-        prompt,
-        at,
-        (len(a), len(b)),
-        (top2_margin(first, at), top2_margin(second, at)),
-        (str(first.get("text", "")), str(second.get("text", ""))),
-    )
+    margins = (top2_margin(first, at), top2_margin(second, at))
+    texts = (str(first.get("text", "")), str(second.get("text", "")))
+    return Divergence(prompt, at, (len(a), len(b)), margins, texts)
 
 
 @dataclass(frozen=True)
@@ -106,15 +102,9 @@ def greedy_verdict(
 ) -> GreedyVerdict:
     counts = {len(prompts), len(plugin), len(stock), *([len(control)] if control else [])}
     if len(counts) != 1:
-        return GreedyVerdict(
-            [
-                f"{len(prompts)} prompts but {len(plugin)} plugin / {len(stock)} stock"
-                + (f" / {len(control)} control" if control else "")
-                + " responses"
-            ],
-            [],
-            [],
-        )
+        got = f"{len(plugin)} plugin / {len(stock)} stock"
+        got += f" / {len(control)} control" if control else ""
+        return GreedyVerdict([f"{len(prompts)} prompts but {got} responses"], [], [])
     problems: list[str] = []
     ties: list[str] = []
     control_notes: list[str] = []
@@ -208,15 +198,12 @@ class GraphCapture:
 
     @classmethod
     def from_log(cls, text: str, release: gpu_release.ReleaseSettings = _R0513) -> GraphCapture:
+        def bs(listed: str | None) -> tuple[int, ...] | None:
+            return None if listed is None else tuple(int(b) for b in listed.split(",") if b.strip())
+
+        found = release.capture_end.finditer(text)
         lines = tuple(
-            CaptureLine(
-                m["name"],
-                float(m["gb"]),
-                None
-                if m.groupdict().get("bs") is None
-                else tuple(int(b) for b in m["bs"].replace(" ", "").split(",") if b),
-            )
-            for m in release.capture_end.finditer(text)
+            CaptureLine(m["name"], float(m["gb"]), bs(m.groupdict().get("bs"))) for m in found
         )
         return cls(
             runner_mem_gb=tuple(float(m["gb"]) for m in release.target_graph_end.finditer(text)),
@@ -398,15 +385,8 @@ def oom_lines(text: str) -> list[str]:
 
 # The checks, in the order a reader follows a case.
 CHECKS = (
-    "breakdown",
-    "memory",
-    "storage_identity",
-    "tokens",
-    "graphs",
-    "batch_lists",
-    "greedy",
-    "verify_counts",
-    "acceptance",
+    *("breakdown", "memory", "storage_identity", "tokens", "graphs", "batch_lists"),
+    *("greedy", "verify_counts", "acceptance"),
 )
 
 
