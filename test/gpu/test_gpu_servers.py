@@ -208,16 +208,11 @@ def test_case_fits_its_budget_and_matches_stock(
     report.result("serving", {"plugin": compared.serving(), "stock": stock.serving()})
     report.result("greedy_ties", evidence.notes["greedy_ties"])
     report.result("stock_control_differences", evidence.notes["stock_control_differences"])
-    total, stock_total = (
-        spec_metrics.summed(compared.responses),
-        spec_metrics.summed(stock.responses),
-    )
-    report.result(
-        "drafts",
-        f"plugin {total.correct_drafts}/{total.proposed_drafts} ({total.accept_rate:.1%}), "
-        f"stock {stock_total.correct_drafts}/{stock_total.proposed_drafts} "
-        f"({stock_total.accept_rate:.1%})",
-    )
+    drafts = []
+    for name, served in (("plugin", compared), ("stock", stock)):
+        n = spec_metrics.summed(served.responses)
+        drafts.append(f"{name} {n.correct_drafts}/{n.proposed_drafts} ({n.accept_rate:.1%})")
+    report.result("drafts", ", ".join(drafts))
     report.result("verdict", {name: found for name, found in problems.items() if found})
     record_property("graphs", f"plugin {evidence.plugin.capture}; stock {evidence.stock.capture}")
     # Every check of the case's verdict (harness.gpu.case_verdict, failing broken plugins in CI).
@@ -235,11 +230,8 @@ def _eagle3() -> gpu_cases.Case:
 
 def _fill_plan(info: dict[str, Any]) -> load.LoadPlan:
     (state,) = info["internal_states"][:1]
-    return load.plan_fill(
-        info["max_total_num_tokens"],
-        info["max_req_input_len"],
-        state["effective_max_running_requests_per_dp"],
-    )
+    concurrency = state["effective_max_running_requests_per_dp"]
+    return load.plan_fill(info["max_total_num_tokens"], info["max_req_input_len"], concurrency)
 
 
 def test_full_kv_cache_is_served_without_running_out_of_memory(

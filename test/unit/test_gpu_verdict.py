@@ -270,17 +270,13 @@ def test_a_case_waits_only_on_the_devices_it_runs_on() -> None:
 def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:
     dflash = gpu_cases.case("dflash", {})
     assert "--trust-remote-code" in dflash.launch_args("0.9")
-    env = gpu_env(
-        plugin=False,
-        report_dir=tmp_path,
-        probe_dir=tmp_path,
-        case_env=dict(dflash.env),
-        base={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"},
-    )
+    dirs = {"report_dir": tmp_path, "probe_dir": tmp_path}
+    base = {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
+    env = gpu_env(plugin=False, case_env=dict(dflash.env), base=base, **dirs)
     assert env["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"] == "1"
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     eagle3 = gpu_cases.case("eagle3", {})
-    plain = gpu_env(plugin=True, report_dir=tmp_path, probe_dir=tmp_path, base={})
+    plain = gpu_env(plugin=True, base={}, **dirs)
     assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" not in plain and not eagle3.env
 
 
