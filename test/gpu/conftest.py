@@ -64,8 +64,7 @@ def device_baselines() -> tuple[device_memory.NvmlMemoryReader, dict[int, int]]:
 def wait_for_released_devices(
     device_baselines: tuple[device_memory.NvmlMemoryReader, dict[int, int]],
 ) -> Callable[[int], device_memory.MemoryWait]:
-    """``wait(tp)``: before a launch on ``tp`` GPUs, wait until each of those GPUs is back near
-    its baseline; raises if one stays above it."""
+    """``wait(tp)``: wait until the launch's ``tp`` GPUs are back near their baselines."""
     reader, baselines = device_baselines
 
     def wait(tp: int) -> device_memory.MemoryWait:
@@ -81,8 +80,7 @@ def wait_for_released_devices(
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Each test's outcome as soon as it is known (harness.gpu.gpu_summary.record): a failure or
-    skip at setup, a result at call, an error at teardown."""
+    """Each test's outcome as soon as it is known (harness.gpu.gpu_summary.record)."""
     directory = gpu_summary.out_dir()
     if directory is None:
         return

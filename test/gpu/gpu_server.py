@@ -74,8 +74,7 @@ def gpu_server(
     mem_fraction: str,
     deterministic_flag: str | None = None,
 ) -> Iterator[GpuServer]:
-    """``launch_server`` for ``case`` until the block ends; then its whole tree is gone.
-    ``deterministic_flag``: the release's deterministic-inference flag, or None."""
+    """``launch_server`` for ``case`` until the block ends; then its whole tree is gone."""
     files = RunFiles.make(work_dir, LOG_STEM)
     probe_dir = files.work_dir / "probe"
     probe_dir.mkdir(exist_ok=True)
@@ -122,18 +121,15 @@ def breakdowns(server: ServerHandle | GpuServer) -> list[dict[str, Any]]:
 
 
 def probe_records(work_dir: Path) -> list[list[dict[str, Any]]]:
-    """The device probe's records of every scheduler process of the server started in
-    ``work_dir``, ordered by TP rank. Written as init goes, so they survive a failed start."""
+    """The probe's records of each scheduler process in ``work_dir``, by TP rank."""
     records = device_probe.scheduler_records(work_dir / "probe")
     return sorted(records, key=lambda rs: next(r["tp_rank"] for r in rs if "tp_rank" in r))
 
 
 def identity_dir(work_dir: Path) -> Path:
-    """Where the server started in ``work_dir`` wrote its storage-identity snapshots."""
     return work_dir / "probe"
 
 
 def server_log(work_dir: Path) -> str:
-    """The log of the server started in ``work_dir`` (empty if it never started)."""
     path = work_dir / f"{LOG_STEM}.log"
     return path.read_text(errors="replace") if path.exists() else ""

@@ -317,8 +317,7 @@ def test_stock_relaunch_fraction() -> None:
         gpu_cases.stock_mem_fraction({gpu_cases.STOCK_MEM_FRACTION_ENV: "2"})
 
 
-# 0.5.23's capture lines as its f-strings write them (model_executor/model_runner_components/
-# cuda_graph_setup.py:788, speculative/eagle_worker_v2.py:533), recorded from an H100 log's shape.
+# 0.5.23's capture lines as its f-strings write them, in an H100 log's shape.
 LOG_0523 = """[2026-12-01 09:00:00] Capture target verify CUDA graph end. bs=[1, 2, 4, 8], elapsed=3.10 s, mem usage=0.61 GB, avail mem=7.20 GB.
 [2026-12-01 09:00:02] Capture draft decode CUDA graph end. elapsed=1.20 s, mem usage=0.10 GB, avail mem=7.10 GB.
 """  # noqa: E501
