@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 from gpu_server import GpuServer, breakdowns, gpu_server, identity_dir, probe_records, server_log
 from harness.gpu import (
-    case_report,
     gpu_cases,
     gpu_release,
+    gpu_summary,
     gpu_verdict,
     load,
-    spec_metrics,
     storage_identity,
 )
 from harness.launch.server_process import SGLangStartError
@@ -102,7 +101,7 @@ class Served:
 def _serve(
     case: gpu_cases.Case,
     work_dir: Path,
-    report: case_report.CaseReport,
+    report: gpu_summary.CaseReport,
     *,
     plugin: bool,
     fraction: str,
@@ -133,7 +132,7 @@ def _stock_and_comparison(
     case: gpu_cases.Case,
     tmp_path: Path,
     plugin_at_f: Served,
-    report: case_report.CaseReport,
+    report: gpu_summary.CaseReport,
     wait: Wait,
 ) -> tuple[Served, Served]:
     fraction = gpu_cases.mem_fraction()
@@ -142,7 +141,7 @@ def _stock_and_comparison(
     except SGLangStartError as error:
         if not gpu_verdict.oom_lines(str(error)):
             raise
-        report.result("stock_at_f", case_report.STOCK_OOM_AT_F.format(f=fraction))
+        report.result("stock_at_f", gpu_summary.STOCK_OOM_AT_F.format(f=fraction))
         lower = gpu_cases.stock_mem_fraction()
         at_lower = {"fraction": lower, "wait": wait}
         stock = _serve(case, tmp_path / "stock-lower-f", report, plugin=False, **at_lower)
@@ -160,7 +159,7 @@ def test_case_fits_its_budget_and_matches_stock(
 ) -> None:
     _require(case)
     release = gpu_release.installed_settings()
-    report = case_report.new_report(case.name, release.version, _flag() is not None, tmp_path)
+    report = gpu_summary.new_report(case.name, release.version, _flag() is not None, tmp_path)
     record_property("case_report", str(report.path))
     wait, fraction = wait_for_released_devices, gpu_cases.mem_fraction()
     on = _serve(case, tmp_path / "plugin", report, plugin=True, fraction=fraction, wait=wait)
@@ -210,14 +209,14 @@ def test_case_fits_its_budget_and_matches_stock(
     report.result("stock_control_differences", evidence.notes["stock_control_differences"])
     drafts = []
     for name, served in (("plugin", compared), ("stock", stock)):
-        n = spec_metrics.summed(served.responses)
+        n = gpu_verdict.summed(served.responses)
         drafts.append(f"{name} {n.correct_drafts}/{n.proposed_drafts} ({n.accept_rate:.1%})")
     report.result("drafts", ", ".join(drafts))
     report.result("verdict", {name: found for name, found in problems.items() if found})
     record_property("graphs", f"plugin {evidence.plugin.capture}; stock {evidence.stock.capture}")
     # Every check of the case's verdict (harness.gpu.case_verdict, failing broken plugins in CI).
     assert problems == {name: [] for name in gpu_verdict.CHECKS}
-    stats = [spec_metrics.DraftStats.from_meta_info(r["meta_info"]) for r in compared.responses]
+    stats = [gpu_verdict.DraftStats.from_meta_info(r["meta_info"]) for r in compared.responses]
     assert all(s.verify_steps > 0 for s in stats), stats
     assert gpu_verdict.oom_lines(compared.server.log_after_ready()) == []
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import yaml
 from harness.gpu import (
-    case_report,
     downloads,
     dry_run,
     gpu_cases,
@@ -285,16 +284,16 @@ def test_workflow_time_arithmetic_fits_every_test_in_the_job() -> None:
 
 
 def test_case_reports_say_when_stock_could_not_start_at_f(tmp_path: Path) -> None:
-    report = case_report.new_report("eagle3", "0.5.23", True, tmp_path / "a")
+    report = gpu_summary.new_report("eagle3", "0.5.23", True, tmp_path / "a")
     with report.launch("plugin", "0.9"):
         pass
     with pytest.raises(RuntimeError), report.launch("stock", "0.9") as entry:
         entry.outcome = "out of memory at start-up"
         raise RuntimeError("CUDA out of memory")
-    report.result("stock_at_f", case_report.STOCK_OOM_AT_F.format(f="0.9"))
+    report.result("stock_at_f", gpu_summary.STOCK_OOM_AT_F.format(f="0.9"))
     with report.launch("stock", "0.8"):
         pass
-    lines = case_report.summary_lines(case_report.read_reports(tmp_path))
+    lines = gpu_summary.summary_lines(gpu_summary.read_reports(tmp_path))
     assert lines[0].startswith("case eagle3 on sglang 0.5.23 (deterministic), ")
     assert "plugin f=0.9: served" in lines[0]
     assert "stock f=0.9: out of memory at start-up" in lines[0]
@@ -303,7 +302,7 @@ def test_case_reports_say_when_stock_could_not_start_at_f(tmp_path: Path) -> Non
 
 
 def test_summary_prints_the_case_reports(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    report = case_report.new_report("ngram", "0.5.13.post1", False, tmp_path / "cases" / "x")
+    report = gpu_summary.new_report("ngram", "0.5.13.post1", False, tmp_path / "cases" / "x")
     report.result("stock_at_f", "started")
     junit, _ = _junit(tmp_path, "def test_a(): pass\n")
     code = gpu_summary.main(

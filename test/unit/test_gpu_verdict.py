@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 from harness.gpu import (
-    case_report,
     device_memory,
     gpu_cases,
     gpu_preflight,
     gpu_release,
+    gpu_summary,
     gpu_verdict,
     load,
 )
 from harness.gpu.broken_plugins import plugin_breakdown, recorded_probe, response, responses
+from harness.gpu.gpu_verdict import DraftStats, MissingSpeculativeMetrics, sglang_meta_info, summed
 from harness.gpu.server_env import gpu_env
-from harness.gpu.spec_metrics import DraftStats, MissingSpeculativeMetrics, sglang_meta_info, summed
 from harness.launch.server_process import RunFiles, ServerHandle
 from harness.reports import device_probe
 
@@ -444,7 +444,7 @@ def test_the_short_load_gives_throughput_and_accept_length() -> None:
 
 
 def test_the_step_summary_has_one_row_per_case_with_tokens_and_serving(tmp_path: Path) -> None:
-    report = case_report.new_report("eagle3", "0.5.23", True, tmp_path / "a")
+    report = gpu_summary.new_report("eagle3", "0.5.23", True, tmp_path / "a")
     report.result("tokens", {"plugin": 392943, "stock": 385171, "ratio": 1.0202})
     report.result("cuda_graph_batch_lists", {"args_equal": True})
     memory = {"peak_used_bytes": {"init": {"0": 70 * GIB}, "capture": {"0": 72 * GIB}}}
@@ -452,7 +452,7 @@ def test_the_step_summary_has_one_row_per_case_with_tokens_and_serving(tmp_path:
     serving = {"accept_length": 3.1, "output_throughput_tok_s": 2100.0, "device_memory": memory}
     report.result("serving", {"plugin": serving, "stock": {"accept_length": 3.1}})
     report.result("verdict", {"tokens": ["worse than stock"]})
-    table = case_report.markdown_table(case_report.read_reports(tmp_path))
+    table = gpu_summary.markdown_table(gpu_summary.read_reports(tmp_path))
     header, rule, row = table.splitlines()[2:]
     assert header.count("|") == rule.count("|") == row.count("|")
     assert "| eagle3 | 0.5.23 |" in row and "| 392943 | 385171 | 1.0202 | True |" in row

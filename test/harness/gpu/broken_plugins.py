@@ -7,8 +7,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.gpu import gpu_cases, gpu_release
-from harness.gpu.gpu_verdict import CaseEvidence, GraphCapture, Launch, failing_checks
-from harness.gpu.spec_metrics import sglang_meta_info
+from harness.gpu.gpu_verdict import (
+    CaseEvidence,
+    GraphCapture,
+    Launch,
+    failing_checks,
+    sglang_meta_info,
+)
 from harness.reports import device_probe
 
 GIB, MIB = 1 << 30, 1 << 20

@@ -1,15 +1,16 @@
-"""The GPU suite's verdicts, as pure functions of what two launches left behind, and every
-verdict of one case (:func:`case_problems`)."""
+"""The GPU suite's verdicts, as pure functions of what two launches left behind, every verdict
+of one case (:func:`case_problems`), and the accepted drafts a ``/generate`` response reports."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
-from harness.gpu import gpu_release, spec_metrics, storage_identity
-from harness.gpu.spec_metrics import DraftStats
+from harness.gpu import gpu_release, storage_identity
 from harness.reports.device_probe import (
     BOOKKEEPING_TOLERANCE_BYTES,
     STRAY_TENSOR_TOLERANCE_BYTES,
@@ -469,8 +470,8 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
     graphs += same_graph_kinds(plugin.capture, stock.capture)
     greedy = greedy_verdict(e.prompts, plugin.responses, stock.responses, stock.control)
     e.notes.update(greedy_ties=greedy.ties, stock_control_differences=greedy.control)
-    on = spec_metrics.summed(plugin.responses)
-    off = spec_metrics.summed(stock.responses)
+    on = summed(plugin.responses)
+    off = summed(stock.responses)
     return {
         "breakdown": breakdown,
         "memory": memory,
@@ -488,3 +489,85 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
 
 def failing_checks(e: CaseEvidence) -> list[str]:
     return [name for name, problems in case_problems(e).items() if problems]
+
+
+# meta_info keys SGLang 0.5.13.post1 sets for a finished speculative request.
+VERIFY_STEPS_KEY = "spec_verify_ct"
+CORRECT_DRAFTS_KEY = "spec_num_correct_drafts"
+PROPOSED_DRAFTS_KEY = "spec_num_proposed_drafts"
+
+
+class MissingSpeculativeMetrics(ValueError):
+    """A response carries no speculative counters: no verify step ran for it."""
+
+
+@dataclass(frozen=True)
+class DraftStats:
+    completion_tokens: int
+    verify_steps: int
+    correct_drafts: int
+    proposed_drafts: int
+
+    @classmethod
+    def from_meta_info(cls, meta: Mapping[str, Any]) -> DraftStats:
+        missing = [k for k in (VERIFY_STEPS_KEY, CORRECT_DRAFTS_KEY) if k not in meta]
+        if missing:
+            raise MissingSpeculativeMetrics(
+                f"meta_info has no {', '.join(missing)}: SGLang ran no speculative verify step "
+                f"for this request (or the server is not speculative). meta_info: {dict(meta)}"
+            )
+        return cls(
+            completion_tokens=int(meta["completion_tokens"]),
+            verify_steps=int(meta[VERIFY_STEPS_KEY]),
+            correct_drafts=int(meta[CORRECT_DRAFTS_KEY]),
+            proposed_drafts=int(meta.get(PROPOSED_DRAFTS_KEY, 0)),
+        )
+
+    @property
+    def accept_rate(self) -> float:
+        return self.correct_drafts / self.proposed_drafts if self.proposed_drafts else 0.0
+
+    def __add__(self, other: DraftStats) -> DraftStats:
+        return DraftStats(
+            self.completion_tokens + other.completion_tokens,
+            self.verify_steps + other.verify_steps,
+            self.correct_drafts + other.correct_drafts,
+            self.proposed_drafts + other.proposed_drafts,
+        )
+
+
+def summed(responses: Iterable[Mapping[str, Any]]) -> DraftStats:
+    total = DraftStats(0, 0, 0, 0)
+    for response in responses:
+        total = total + DraftStats.from_meta_info(response["meta_info"])
+    return total
+
+
+def sglang_meta_info(
+    completion_tokens: int, verify_ct: int, correct: int, num_draft_tokens: int
+) -> dict[str, Any]:
+    """The ``meta_info`` SGLang writes for one finished speculative request with these
+    counters, by ``TokenizerManager._calculate_spec_decoding_metrics`` itself."""
+    from sglang.srt.managers.tokenizer_manager import TokenizerManager
+
+    manager = SimpleNamespace(
+        server_args=SimpleNamespace(speculative_num_draft_tokens=num_draft_tokens)
+    )
+    batch_output = SimpleNamespace(
+        spec_verify_ct=[verify_ct],
+        spec_num_correct_drafts=[correct],
+        completion_tokens=[completion_tokens],
+        spec_correct_drafts_histogram=[[verify_ct - correct, correct]] if verify_ct else [[]],
+    )
+    meta: dict[str, Any] = {"completion_tokens": completion_tokens}
+    # 0.5.23 reads the draft-token count from runtime_context's get_spec.
+    module = sys.modules[TokenizerManager.__module__]
+    published = getattr(module, "get_spec", None)
+    if published is not None:
+        module.get_spec = lambda: manager.server_args  # type: ignore[attr-defined]
+    try:
+        TokenizerManager._calculate_spec_decoding_metrics(manager, meta, batch_output, 0)
+    finally:
+        if published is not None:
+            module.get_spec = published  # type: ignore[attr-defined]
+    return meta
