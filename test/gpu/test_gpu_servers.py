@@ -214,7 +214,7 @@ def test_case_fits_its_budget_and_matches_stock(
     report.result("drafts", ", ".join(drafts))
     report.result("verdict", {name: found for name, found in problems.items() if found})
     record_property("graphs", f"plugin {evidence.plugin.capture}; stock {evidence.stock.capture}")
-    # Every check of the case's verdict (harness.gpu.case_verdict, failing broken plugins in CI).
+    # Every check of the case's verdict (harness.gpu.gpu_verdict, failing broken plugins in CI).
     assert problems == {name: [] for name in gpu_verdict.CHECKS}
     stats = [gpu_verdict.DraftStats.from_meta_info(r["meta_info"]) for r in compared.responses]
     assert all(s.verify_steps > 0 for s in stats), stats
