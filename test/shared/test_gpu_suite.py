@@ -1,5 +1,5 @@
 """The GPU suite on the installed release (0.5.13.post1, 0.5.23), without a GPU: its graph and
-case verdicts fed by the release's own code (:mod:`harness.gpu.recorded_launch`), no CPU double
+case verdicts fed by the release's own code (:mod:`harness.gpu.broken_plugins`), no CPU double
 in a GPU server's env, and ``scripts/test-gpu.sh --dry-run`` (every server, parsed by the
 release's own parser)."""
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from harness.gpu import broken_plugins, gpu_cases, gpu_release, gpu_verdict
-from harness.gpu.recorded_launch import BATCH, eagle3_launch, launch_of, no_graph_info
+from harness.gpu.broken_plugins import BATCH, eagle3_launch, launch_of, no_graph_info
 from harness.gpu.server_env import gpu_env
 from harness.launch import server_process
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, extra_python_path
