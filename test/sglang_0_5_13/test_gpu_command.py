@@ -120,7 +120,9 @@ def _junit(tmp_path: Path, body: str, *pytest_args: str) -> tuple[Path, int]:
     return report, done.returncode
 
 
-def test_summary_passes_a_run_where_a_case_ran_and_lists_the_skips(tmp_path: Path) -> None:
+def test_summary_passes_a_run_where_a_case_ran_and_fails_one_with_a_failure(
+    tmp_path: Path,
+) -> None:
     report, _ = _junit(
         tmp_path,
         """
@@ -134,9 +136,6 @@ def test_summary_passes_a_run_where_a_case_ran_and_lists_the_skips(tmp_path: Pat
     assert "passed   test_generated::test_ran" in text
     assert "needs 8 GPUs, this runner has 1" in text
     assert "GPU suite: passed (1 passed, 0 failed, 1 skipped)" in text
-
-
-def test_summary_fails_a_run_with_a_failure(tmp_path: Path) -> None:
     report, _ = _junit(tmp_path, "def test_a(): pass\ndef test_b(): assert 1 == 2\n")
     code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), pytest_exit_code=1)
     assert code == 1
@@ -283,8 +282,11 @@ def test_workflow_time_arithmetic_fits_every_test_in_the_job() -> None:
     assert case_test >= time_budget.FIRST_STARTUP_S + 3 * time_budget.STARTUP_S
 
 
-def test_case_reports_say_when_stock_could_not_start_at_f(tmp_path: Path) -> None:
-    report = gpu_summary.new_report("eagle3", "0.5.23", True, tmp_path / "a")
+def test_summary_prints_the_case_reports_and_when_stock_could_not_start_at_f(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    cases = tmp_path / "cases"
+    report = gpu_summary.new_report("eagle3", "0.5.23", True, cases / "a")
     with report.launch("plugin", "0.9"):
         pass
     with pytest.raises(RuntimeError), report.launch("stock", "0.9") as entry:
@@ -293,24 +295,19 @@ def test_case_reports_say_when_stock_could_not_start_at_f(tmp_path: Path) -> Non
     report.result("stock_at_f", gpu_summary.STOCK_OOM_AT_F.format(f="0.9"))
     with report.launch("stock", "0.8"):
         pass
-    lines = gpu_summary.summary_lines(gpu_summary.read_reports(tmp_path))
-    assert lines[0].startswith("case eagle3 on sglang 0.5.23 (deterministic), ")
+    gpu_summary.new_report("ngram", "0.5.13.post1", False, cases / "x").result(
+        "stock_at_f", "started"
+    )
+    junit, _ = _junit(tmp_path, "def test_a(): pass\n")
+    code = gpu_summary.main([str(junit), "--pytest-exit-code", "0", "--cases-dir", str(cases)])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0 and lines[0].startswith("case eagle3 on sglang 0.5.23 (deterministic), ")
     assert "plugin f=0.9: served" in lines[0]
     assert "stock f=0.9: out of memory at start-up" in lines[0]
     assert "stock f=0.8: served" in lines[0]
     assert "    stock_at_f: stock cannot start at f=0.9, the plugin can" in lines
-
-
-def test_summary_prints_the_case_reports(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    report = gpu_summary.new_report("ngram", "0.5.13.post1", False, tmp_path / "cases" / "x")
-    report.result("stock_at_f", "started")
-    junit, _ = _junit(tmp_path, "def test_a(): pass\n")
-    code = gpu_summary.main(
-        [str(junit), "--pytest-exit-code", "0", "--cases-dir", str(tmp_path / "cases")]
-    )
-    out = capsys.readouterr().out
-    assert code == 0 and "case ngram on sglang 0.5.13.post1 (default kernels)" in out
-    assert "stock_at_f: started" in out
+    assert lines[2].startswith("case ngram on sglang 0.5.13.post1 (default kernels)")
+    assert lines[3] == "    stock_at_f: started"
 
 
 def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
