@@ -39,10 +39,8 @@ def plan_fill(
 ) -> LoadPlan:
     """At least ``concurrency`` requests adding up to ``overfill x capacity_tokens``."""
     if capacity_tokens <= 0 or concurrency <= 0:
-        raise ValueError(
-            f"capacity_tokens and concurrency must be positive, got {capacity_tokens}, "
-            f"{concurrency}"
-        )
+        got = f"{capacity_tokens}, {concurrency}"
+        raise ValueError(f"capacity_tokens and concurrency must be positive, got {got}")
     wanted = math.ceil(overfill * capacity_tokens)
     input_len = max(1, min(math.ceil(wanted / concurrency) - output_len, max_req_input_len))
     requests = max(concurrency, math.ceil(wanted / (input_len + output_len)))
@@ -52,14 +50,9 @@ def plan_fill(
 def request_payload(index: int, plan: LoadPlan, seed: int = 0) -> dict[str, Any]:
     rng = random.Random(seed * 1_000_003 + index)
     low, high = INPUT_TOKEN_RANGE
-    return {
-        "input_ids": [rng.randrange(low, high) for _ in range(plan.input_len)],
-        "sampling_params": {
-            "temperature": 0,
-            "max_new_tokens": plan.output_len,
-            "ignore_eos": True,
-        },
-    }
+    sampling = {"temperature": 0, "max_new_tokens": plan.output_len, "ignore_eos": True}
+    ids = [rng.randrange(low, high) for _ in range(plan.input_len)]
+    return {"input_ids": ids, "sampling_params": sampling}
 
 
 @dataclass
@@ -88,11 +81,8 @@ class LoadResult:
 
     @property
     def short(self) -> list[RequestOutcome]:
-        return [
-            o
-            for o in self.outcomes
-            if o.error is None and o.completion_tokens != self.plan.output_len
-        ]
+        asked = self.plan.output_len
+        return [o for o in self.outcomes if o.error is None and o.completion_tokens != asked]
 
     @property
     def peak_usage(self) -> float:
@@ -181,16 +171,14 @@ def run_load(
     """Send every request of ``plan`` at once; wait up to ``deadline_s`` (never raises)."""
     result = LoadResult(plan=plan, outcomes=[])
     stop = threading.Event()
-    monitor = threading.Thread(
-        target=_monitor, args=(base_url, result, stop, monitor_interval_s), daemon=True
-    )
+    args = (base_url, result, stop, monitor_interval_s)
+    monitor = threading.Thread(target=_monitor, args=args, daemon=True)
     started = time.monotonic()
     monitor.start()
     pool = ThreadPoolExecutor(max_workers=plan.requests, thread_name_prefix="load")
     try:
-        futures = [
-            pool.submit(_send, base_url, i, plan, seed, timeout_s) for i in range(plan.requests)
-        ]
+        sent = range(plan.requests)
+        futures = [pool.submit(_send, base_url, i, plan, seed, timeout_s) for i in sent]
         wait(futures, timeout=deadline_s)
         result.outcomes = [
             f.result() if f.done() else RequestOutcome(i, error=UNFINISHED)

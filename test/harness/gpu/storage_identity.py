@@ -27,13 +27,11 @@ def _runners() -> list[Any]:
         return []
     cls = module.ModelRunner
     found = [o for o in gc.get_objects() if isinstance(o, cls) and getattr(o, "model", None)]
-    return sorted(
-        found,
-        key=lambda r: (
-            bool(getattr(r, "is_draft_worker", False)),
-            getattr(r, "draft_model_idx", None) or 0,
-        ),
-    )
+
+    def order(r: Any) -> tuple[bool, int]:  # the target first
+        return bool(getattr(r, "is_draft_worker", False)), getattr(r, "draft_model_idx", None) or 0
+
+    return sorted(found, key=order)
 
 
 def runner_tp_rank(runner: Any) -> int | None:
