@@ -170,37 +170,35 @@ def working_case(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> C
     )
 
 
-def _plugin(e: CaseEvidence, launch: Launch, **changes: Any) -> CaseEvidence:
-    return dataclasses.replace(e, plugin=launch, **changes)
+Broken = Callable[[CaseEvidence, LaunchOf], CaseEvidence]
 
 
-BROKEN: dict[str, Callable[[CaseEvidence, LaunchOf], CaseEvidence]] = {
+def _broken(probe: dict[str, Any] | None = None, **launch: Any) -> Broken:
+    """The working case with a plugin-on launch of ``recorded_probe(**probe)``."""
+
+    def broken(e: CaseEvidence, launch_of: LaunchOf) -> CaseEvidence:
+        records = recorded_probe(**(probe or {}))
+        return dataclasses.replace(e, plugin=_launch(launch_of, records, plugin=True, **launch))
+
+    return broken
+
+
+BROKEN: dict[str, Broken] = {
     # The duplicate embed/lm_head resident while the target pool is sized (stock's binding).
-    "duplicates not bound before sizing": lambda e, lo: _plugin(
-        e,
-        _launch(
-            lo, recorded_probe(stray_bytes=DUPLICATES, stray_freed_before_pools=True), plugin=True
-        ),
+    "duplicates not bound before sizing": lambda e, lo: dataclasses.replace(
+        _broken({"stray_bytes": DUPLICATES, "stray_freed_before_pools": True})(e, lo),
         identity=identity(bound_at_pool=False),
     ),
-    "draft KV priced at 0": lambda e, lo: _plugin(
-        e, _launch(lo, recorded_probe(draft_priced=False), plugin=True, draft_priced=False)
-    ),
-    "20 % fewer tokens than possible": lambda e, lo: _plugin(
-        e, _launch(lo, recorded_probe(token_share=0.8), plugin=True)
-    ),
+    "draft KV priced at 0": _broken({"draft_priced": False}, draft_priced=False),
+    "20 % fewer tokens than possible": _broken({"token_share": 0.8}),
     # The draft proposes from the wrong vocabulary: the same greedy tokens, far more verify steps.
-    "hot-token map corrupted": lambda e, lo: _plugin(
-        e, _launch(lo, recorded_probe(), plugin=True, verify_ct=90, correct=6)
-    ),
-    "greedy output changed": lambda e, lo: _plugin(
-        e, _launch(lo, recorded_probe(), plugin=True, changed_at=20)
-    ),
+    "hot-token map corrupted": _broken(verify_ct=90, correct=6),
+    "greedy output changed": _broken(changed_at=20),
     # Registered, then nothing: stock's sizing, no breakdown, no warning.
-    "silently stepping aside": lambda e, lo: _plugin(e, dataclasses.replace(e.stock, control=None)),
-    "CUDA-graph batch list changed": lambda e, lo: _plugin(
-        e, _launch(lo, recorded_probe(), plugin=True, bs=BATCH_LIST[:-1])
+    "silently stepping aside": lambda e, lo: dataclasses.replace(
+        e, plugin=dataclasses.replace(e.stock, control=None)
     ),
+    "CUDA-graph batch list changed": _broken(bs=BATCH_LIST[:-1]),
 }
 
 
