@@ -12,11 +12,9 @@ DETERMINISTIC_FLAG = "--enable-deterministic-inference"
 @dataclass(frozen=True)
 class ReleaseSettings:
     version: str
-    deterministic_flag: str | None
     target_graph_end: re.Pattern[str]
     draft_graph_end: str
     draft_extend_graph_end: str
-    graph_failed: str
     # Capture-end lines (``name``, ``gb``, ``bs``); ``graph_phase``: name -> /server_info key.
     capture_end: re.Pattern[str]
     graph_phase: dict[str, str]
@@ -24,6 +22,8 @@ class ReleaseSettings:
     stock_sizes_before_the_draft: bool
     # Algorithms whose requests the release refuses with ``return_logprob``.
     no_logprobs_for: tuple[str, ...] = ()
+    deterministic_flag: str | None = DETERMINISTIC_FLAG
+    graph_failed: str = "Capture cuda graph failed"
 
     def returns_logprobs(self, algorithm: str) -> bool:
         return algorithm not in self.no_logprobs_for
@@ -32,13 +32,11 @@ class ReleaseSettings:
 RELEASES: dict[str, ReleaseSettings] = {
     "0.5.13.post1": ReleaseSettings(
         version="0.5.13.post1",
-        deterministic_flag=DETERMINISTIC_FLAG,
         target_graph_end=re.compile(
             r"Capture cuda graph end\. Time elapsed: [-\d.]+ s\. mem usage=(?P<gb>-?[\d.]+) GB\."
         ),
         draft_graph_end="Capture draft cuda graph end.",
         draft_extend_graph_end="Capture draft extend cuda graph end.",
-        graph_failed="Capture cuda graph failed",
         capture_end=re.compile(
             r"Capture (?P<name>cuda|draft cuda|draft extend cuda) graph end\. .*?"
             r"mem usage=(?P<gb>-?[\d.]+) GB"
@@ -49,14 +47,12 @@ RELEASES: dict[str, ReleaseSettings] = {
     ),
     "0.5.23": ReleaseSettings(
         version="0.5.23",
-        deterministic_flag=DETERMINISTIC_FLAG,
         target_graph_end=re.compile(
             r"Capture target (?:verify|decode|prefill) CUDA graph end\. .*?"
             r"mem usage=(?P<gb>-?[\d.]+) GB"
         ),
         draft_graph_end="Capture draft decode CUDA graph end.",
         draft_extend_graph_end="Capture draft extend CUDA graph end.",
-        graph_failed="Capture cuda graph failed",
         capture_end=re.compile(
             r"Capture (?P<name>(?:target|draft) (?:verify|decode|prefill|extend)) CUDA graph "
             r"end\. (?:bs=\[(?P<bs>[\d, ]*)\], )?.*?mem usage=(?P<gb>-?[\d.]+) GB"
