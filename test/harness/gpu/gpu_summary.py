@@ -239,15 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path, help="pytest --junitxml output")
     parser.add_argument("--pytest-exit-code", type=int, required=True)
-    parser.add_argument(
-        "--cases-dir", type=Path, default=None, help="pytest --basetemp: print its case reports"
-    )
-    parser.add_argument(
-        "--step-summary",
-        type=Path,
-        default=None,
-        help="append the per-case table (markdown) here, e.g. $GITHUB_STEP_SUMMARY",
-    )
+    parser.add_argument("--cases-dir", type=Path, help="pytest --basetemp: print its case reports")
+    parser.add_argument("--step-summary", type=Path, help="append the per-case table (markdown)")
     args = parser.parse_args(argv)
     reports = []
     if args.cases_dir is not None and args.cases_dir.is_dir():
