@@ -99,7 +99,7 @@ if [ "$SMOKE" = 1 ]; then
   TIMEOUT_S=${SPECINIT_GPU_TEST_TIMEOUT_S:-$SMOKE_TIMEOUT}
 fi
 # This run's reports only: the summary and the workflow's memory report read these paths;
-# results.jsonl / junit-partial.xml get each test's outcome as it ends (harness/gpu/live_results.py).
+# results.jsonl / junit-partial.xml get each test's outcome as it ends (harness/gpu/gpu_summary.py).
 mkdir -p "$OUT_DIR"
 export SPECINIT_GPU_OUT_DIR="$OUT_DIR"
 rm -rf "$OUT_DIR/junit.xml" "$OUT_DIR/cases" "$OUT_DIR/results.jsonl" "$OUT_DIR/junit-partial.xml"

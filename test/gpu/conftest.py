@@ -15,7 +15,7 @@ _TEST_DIR = str(Path(__file__).resolve().parents[1])
 if _TEST_DIR not in sys.path:
     sys.path.insert(0, _TEST_DIR)
 
-from harness.gpu import device_memory, live_results, time_budget  # noqa: E402
+from harness.gpu import device_memory, gpu_summary, time_budget  # noqa: E402
 from harness.launch import processes  # noqa: E402
 
 # Before anything imports torch: CUDA's numbering must be NVML's (see harness.gpu.device_memory).
@@ -53,19 +53,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def device_baselines() -> tuple[device_memory.DeviceInventory, dict[int, int]]:
+def device_baselines() -> tuple[device_memory.NvmlMemoryReader, dict[int, int]]:
     """The memory reader and each GPU's used bytes before the first server."""
     processes.become_subreaper()
-    reader = device_memory.default_reader()
+    reader = device_memory.NvmlMemoryReader()
     return reader, device_memory.read_baselines(reader, list(range(reader.device_count())))
 
 
 @pytest.fixture
 def wait_for_released_devices(
-    device_baselines: tuple[device_memory.DeviceInventory, dict[int, int]],
+    device_baselines: tuple[device_memory.NvmlMemoryReader, dict[int, int]],
 ) -> Callable[[int], device_memory.MemoryWait]:
-    """``wait(tp)``: before a launch on ``tp`` GPUs, wait until each of those GPUs is back near
-    its baseline; raises if one stays above it."""
+    """``wait(tp)``: wait until the launch's ``tp`` GPUs are back near their baselines."""
     reader, baselines = device_baselines
 
     def wait(tp: int) -> device_memory.MemoryWait:
@@ -81,9 +80,8 @@ def wait_for_released_devices(
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Each test's outcome as soon as it is known (harness.gpu.live_results): a failure or
-    skip at setup, a result at call, an error at teardown."""
-    directory = live_results.out_dir()
+    """Each test's outcome as soon as it is known (harness.gpu.gpu_summary.record)."""
+    directory = gpu_summary.out_dir()
     if directory is None:
         return
     final = report.when == "call" or (report.when == "setup" and not report.passed)
@@ -97,4 +95,4 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     elif report.failed:
         lines = (report.longreprtext or "").strip().splitlines()
         detail = lines[-1] if lines else ""
-    live_results.record(directory, report.nodeid, outcome, detail or "", report.duration)
+    gpu_summary.record(directory, report.nodeid, outcome, detail or "", report.duration)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.gpu import device_memory, memory_watch, time_budget
+from harness.gpu import device_memory, time_budget
 from harness.gpu.gpu_cases import Case
 from harness.gpu.server_env import gpu_env, launch_argv
 from harness.launch.server_process import (
@@ -46,8 +46,7 @@ class GpuServer:
 
     handle: ServerHandle
     ready_log_offset: int
-    # NVML peaks per device during init and capture, free after capture (memory_watch); None
-    # where NVML is not there.
+    # NVML peaks per device during init and capture, free after capture (None without NVML).
     device_memory: dict[str, Any] | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -75,8 +74,7 @@ def gpu_server(
     mem_fraction: str,
     deterministic_flag: str | None = None,
 ) -> Iterator[GpuServer]:
-    """``launch_server`` for ``case`` until the block ends; then its whole tree is gone.
-    ``deterministic_flag``: the release's deterministic-inference flag, or None."""
+    """``launch_server`` for ``case`` until the block ends; then its whole tree is gone."""
     files = RunFiles.make(work_dir, LOG_STEM)
     probe_dir = files.work_dir / "probe"
     probe_dir.mkdir(exist_ok=True)
@@ -85,16 +83,13 @@ def gpu_server(
         plugin=plugin, report_dir=files.report_dir, probe_dir=probe_dir, case_env=dict(case.env)
     )
     handle: ServerHandle | None = None
-    watch = memory_watch.watch(files.log_path, _case_devices(case.tp))
+    watch = device_memory.watch(files.log_path, _case_devices(case.tp))
+    # Read before this launch is counted (the first launch compiles the kernels).
+    limits = {"startup_timeout_s": time_budget.startup_s(first=not _LAUNCHED)}
     _LAUNCHED.append(True)
     try:
         with running_server(
-            argv,
-            env=env,
-            files=files,
-            startup_timeout_s=time_budget.startup_s(first=not _LAUNCHED),
-            grace_s=TEARDOWN_GRACE_S,
-            poll_s=2.0,
+            argv, env=env, files=files, grace_s=TEARDOWN_GRACE_S, poll_s=2.0, **limits
         ) as handle:
             memory = watch.stop() if watch is not None else None
             yield GpuServer(handle, files.log_path.stat().st_size, memory)
@@ -113,7 +108,7 @@ def gpu_server(
 def _case_devices(tp: int) -> list[int]:
     """The NVML indices the case's ranks run on (none where NVML cannot say)."""
     try:
-        reader = device_memory.default_reader()
+        reader = device_memory.NvmlMemoryReader()
         return device_memory.devices_for_case(tp, reader.device_count(), reader.uuids())
     except Exception:  # no driver: the watch has nothing to read
         return []
@@ -126,18 +121,15 @@ def breakdowns(server: ServerHandle | GpuServer) -> list[dict[str, Any]]:
 
 
 def probe_records(work_dir: Path) -> list[list[dict[str, Any]]]:
-    """The device probe's records of every scheduler process of the server started in
-    ``work_dir``, ordered by TP rank. Written as init goes, so they survive a failed start."""
+    """The probe's records of each scheduler process in ``work_dir``, by TP rank."""
     records = device_probe.scheduler_records(work_dir / "probe")
     return sorted(records, key=lambda rs: next(r["tp_rank"] for r in rs if "tp_rank" in r))
 
 
 def identity_dir(work_dir: Path) -> Path:
-    """Where the server started in ``work_dir`` wrote its storage-identity snapshots."""
     return work_dir / "probe"
 
 
 def server_log(work_dir: Path) -> str:
-    """The log of the server started in ``work_dir`` (empty if it never started)."""
     path = work_dir / f"{LOG_STEM}.log"
     return path.read_text(errors="replace") if path.exists() else ""

@@ -11,22 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_server import (
-    GpuServer,
-    breakdowns,
-    gpu_server,
-    identity_dir,
-    probe_records,
-    server_log,
-)
+from gpu_server import GpuServer, breakdowns, gpu_server, identity_dir, probe_records, server_log
 from harness.gpu import (
-    case_report,
-    case_verdict,
     gpu_cases,
     gpu_release,
+    gpu_summary,
     gpu_verdict,
     load,
-    spec_metrics,
     storage_identity,
 )
 from harness.launch.server_process import SGLangStartError
@@ -59,7 +50,6 @@ def _require(case: gpu_cases.Case) -> None:
 
 
 def _flag() -> str | None:
-    """The installed release's deterministic-inference flag, if the run uses it."""
     release = gpu_release.installed_settings()
     return release.deterministic_flag if gpu_cases.deterministic() else None
 
@@ -80,8 +70,7 @@ def _pool_allocations(records: list[dict[str, Any]]) -> int:
 
 @dataclass
 class Served:
-    """One launch that answered the prompts: its server (logs), info, answers, and stock's
-    second answers to the same prompts (the control; None for the plugin)."""
+    """One launch that answered the prompts (stock: twice, ``control``)."""
 
     work_dir: Path
     server: GpuServer
@@ -90,9 +79,8 @@ class Served:
     control: list[dict[str, Any]] | None
     short_load: load.LoadResult
 
-    def launch(self, release: gpu_release.ReleaseSettings) -> case_verdict.Launch:
-        """What the case's verdict reads of this launch."""
-        return case_verdict.Launch(
+    def launch(self, release: gpu_release.ReleaseSettings) -> gpu_verdict.Launch:
+        return gpu_verdict.Launch(
             info=self.info,
             responses=self.responses,
             capture=gpu_verdict.GraphCapture.from_log(self.server.startup_log(), release),
@@ -102,7 +90,6 @@ class Served:
         )
 
     def serving(self) -> dict[str, Any]:
-        """Output throughput and accept length under the short load, and device memory."""
         return {
             "output_throughput_tok_s": round(self.short_load.output_throughput, 1),
             "accept_length": self.short_load.accept_length,
@@ -114,14 +101,13 @@ class Served:
 def _serve(
     case: gpu_cases.Case,
     work_dir: Path,
-    report: case_report.CaseReport,
+    report: gpu_summary.CaseReport,
     *,
     plugin: bool,
     fraction: str,
     wait: Wait,
 ) -> Served:
-    """Launch, answer the case's greedy prompts one at a time (stock: twice), read
-    /server_info, tear down; the launch is recorded in the case's report."""
+    """Launch, answer the prompts (stock: twice), run the short load, tear down; recorded."""
     role = "plugin" if plugin else "stock"
     wait(case.tp)
     with report.launch(role, fraction) as entry:
@@ -131,10 +117,9 @@ def _serve(
             ) as server:
                 info = server.server_info()
                 responses = [_generate(server, case, p) for p in gpu_cases.PROMPTS]
-                control = (
-                    None if plugin else [_generate(server, case, p) for p in gpu_cases.PROMPTS]
-                )
-                # The same short, bounded load on both variants: throughput, accept length.
+                control = None
+                if not plugin:
+                    control = [_generate(server, case, p) for p in gpu_cases.PROMPTS]
                 short = load.short_load(server.base_url)
         except SGLangStartError as error:
             if gpu_verdict.oom_lines(str(error)):
@@ -147,24 +132,20 @@ def _stock_and_comparison(
     case: gpu_cases.Case,
     tmp_path: Path,
     plugin_at_f: Served,
-    report: case_report.CaseReport,
+    report: gpu_summary.CaseReport,
     wait: Wait,
 ) -> tuple[Served, Served]:
-    """Stock with the case's arguments, and the plugin-on run to compare it with."""
     fraction = gpu_cases.mem_fraction()
     try:
         stock = _serve(case, tmp_path / "stock", report, plugin=False, fraction=fraction, wait=wait)
     except SGLangStartError as error:
         if not gpu_verdict.oom_lines(str(error)):
             raise
-        report.result("stock_at_f", case_report.STOCK_OOM_AT_F.format(f=fraction))
+        report.result("stock_at_f", gpu_summary.STOCK_OOM_AT_F.format(f=fraction))
         lower = gpu_cases.stock_mem_fraction()
-        stock = _serve(
-            case, tmp_path / "stock-lower-f", report, plugin=False, fraction=lower, wait=wait
-        )
-        plugin = _serve(
-            case, tmp_path / "plugin-lower-f", report, plugin=True, fraction=lower, wait=wait
-        )
+        at_lower = {"fraction": lower, "wait": wait}
+        stock = _serve(case, tmp_path / "stock-lower-f", report, plugin=False, **at_lower)
+        plugin = _serve(case, tmp_path / "plugin-lower-f", report, plugin=True, **at_lower)
         report.result("compared_at", f"f={lower}, both servers")
         return stock, plugin
     report.result("stock_at_f", "started")
@@ -178,18 +159,11 @@ def test_case_fits_its_budget_and_matches_stock(
 ) -> None:
     _require(case)
     release = gpu_release.installed_settings()
-    report = case_report.new_report(case.name, release.version, _flag() is not None, tmp_path)
+    report = gpu_summary.new_report(case.name, release.version, _flag() is not None, tmp_path)
     record_property("case_report", str(report.path))
-    fraction = gpu_cases.mem_fraction()
-    on = _serve(
-        case,
-        tmp_path / "plugin",
-        report,
-        plugin=True,
-        fraction=fraction,
-        wait=wait_for_released_devices,
-    )
-    stock, compared = _stock_and_comparison(case, tmp_path, on, report, wait_for_released_devices)
+    wait, fraction = wait_for_released_devices, gpu_cases.mem_fraction()
+    on = _serve(case, tmp_path / "plugin", report, plugin=True, fraction=fraction, wait=wait)
+    stock, compared = _stock_and_comparison(case, tmp_path, on, report, wait)
     assert not breakdowns(stock.server), "the plugin was not off in the stock launch"
     info = compared.info
 
@@ -200,62 +174,49 @@ def test_case_fits_its_budget_and_matches_stock(
     if compared is not on:  # the plugin at f is judged on its own memory too
         at_f = on.launch(release)
         resized = gpu_cases.POST_CAPTURE_ENV[0] in case.env
-        assert case_verdict.breakdown_problems(at_f, case.tp, resized=resized) == []
+        assert gpu_verdict.breakdown_problems(at_f, case.tp, resized=resized) == []
         for b, usage in zip(at_f.breakdowns, at_f.usages, strict=True):
             assert gpu_verdict.memory_problems(b, usage, fill=case.tp == 1) == []
 
     stock_identity = storage_identity.read_snapshots(identity_dir(stock.work_dir))
-    evidence = case_verdict.CaseEvidence(
+    stock_after_init = (
+        (stock_identity[0].get("after_init") or [None])[-1] if stock_identity else None
+    )
+    evidence = gpu_verdict.CaseEvidence(
         prompts=gpu_cases.PROMPTS,
         tp=case.tp,
         expect_draft=gpu_verdict.expected_draft_graph(case.args),
         plugin=compared.launch(release),
         stock=stock.launch(release),
         identity=storage_identity.read_snapshots(identity_dir(compared.work_dir)),
-        stock_after_init=(stock_identity[0].get("after_init") or [None])[-1]
-        if stock_identity
-        else None,
+        stock_after_init=stock_after_init,
         resized_after_capture=gpu_cases.POST_CAPTURE_ENV[0] in case.env,
     )
-    problems = case_verdict.case_problems(evidence)
+    problems = gpu_verdict.case_problems(evidence)
     plugin_tokens, stock_tokens = info["max_total_num_tokens"], stock.info["max_total_num_tokens"]
+    ratio = round(plugin_tokens / stock_tokens, 4)
+    tokens = {"plugin": plugin_tokens, "stock": stock_tokens, "ratio": ratio}
+    report.result("tokens", {**tokens, "stock_fits": evidence.stock_fits})
+    batch_lists = {
+        "plugin": evidence.plugin.capture.batch_lists(),
+        "stock": evidence.stock.capture.batch_lists(),
+    }
     report.result(
-        "tokens",
-        {
-            "plugin": plugin_tokens,
-            "stock": stock_tokens,
-            "ratio": round(plugin_tokens / stock_tokens, 4),
-            "stock_fits": evidence.stock_fits,
-        },
-    )
-    report.result(
-        "cuda_graph_batch_lists",
-        {
-            "plugin": evidence.plugin.capture.batch_lists(),
-            "stock": evidence.stock.capture.batch_lists(),
-            "args_equal": problems["batch_lists"] == [],
-        },
+        "cuda_graph_batch_lists", {**batch_lists, "args_equal": not problems["batch_lists"]}
     )
     report.result("serving", {"plugin": compared.serving(), "stock": stock.serving()})
     report.result("greedy_ties", evidence.notes["greedy_ties"])
     report.result("stock_control_differences", evidence.notes["stock_control_differences"])
-    total, stock_total = (
-        spec_metrics.summed(compared.responses),
-        spec_metrics.summed(stock.responses),
-    )
-    report.result(
-        "drafts",
-        f"plugin {total.correct_drafts}/{total.proposed_drafts} ({total.accept_rate:.1%}), "
-        f"stock {stock_total.correct_drafts}/{stock_total.proposed_drafts} "
-        f"({stock_total.accept_rate:.1%})",
-    )
+    drafts = []
+    for name, served in (("plugin", compared), ("stock", stock)):
+        n = gpu_verdict.summed(served.responses)
+        drafts.append(f"{name} {n.correct_drafts}/{n.proposed_drafts} ({n.accept_rate:.1%})")
+    report.result("drafts", ", ".join(drafts))
     report.result("verdict", {name: found for name, found in problems.items() if found})
     record_property("graphs", f"plugin {evidence.plugin.capture}; stock {evidence.stock.capture}")
-    # Every check of the case's verdict (harness.gpu.case_verdict, shown failing on recorded
-    # broken plugins in CI): memory, binding, tokens vs stock, graphs and batch lists, greedy
-    # tokens, verify steps and acceptance.
-    assert problems == {name: [] for name in case_verdict.CHECKS}
-    stats = [spec_metrics.DraftStats.from_meta_info(r["meta_info"]) for r in compared.responses]
+    # Every check of the case's verdict (harness.gpu.gpu_verdict, failing broken plugins in CI).
+    assert problems == {name: [] for name in gpu_verdict.CHECKS}
+    stats = [gpu_verdict.DraftStats.from_meta_info(r["meta_info"]) for r in compared.responses]
     assert all(s.verify_steps > 0 for s in stats), stats
     assert gpu_verdict.oom_lines(compared.server.log_after_ready()) == []
 
@@ -267,13 +228,9 @@ def _eagle3() -> gpu_cases.Case:
 
 
 def _fill_plan(info: dict[str, Any]) -> load.LoadPlan:
-    """Requests that overfill the pool, as many as the server runs at once."""
     (state,) = info["internal_states"][:1]
-    return load.plan_fill(
-        info["max_total_num_tokens"],
-        info["max_req_input_len"],
-        state["effective_max_running_requests_per_dp"],
-    )
+    concurrency = state["effective_max_running_requests_per_dp"]
+    return load.plan_fill(info["max_total_num_tokens"], info["max_req_input_len"], concurrency)
 
 
 def test_full_kv_cache_is_served_without_running_out_of_memory(
@@ -282,12 +239,9 @@ def test_full_kv_cache_is_served_without_running_out_of_memory(
     """At f = 0.9 the 1 - f share must still hold activations and graphs at full occupancy."""
     case = _eagle3()
     wait_for_released_devices(case.tp)
+    fraction = gpu_cases.mem_fraction()
     with gpu_server(
-        case,
-        tmp_path,
-        plugin=True,
-        mem_fraction=gpu_cases.mem_fraction(),
-        deterministic_flag=_flag(),
+        case, tmp_path, plugin=True, mem_fraction=fraction, deterministic_flag=_flag()
     ) as server:
         info = server.server_info()
         result = load.run_load(server.base_url, _fill_plan(info))

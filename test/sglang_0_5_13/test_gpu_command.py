@@ -13,19 +13,15 @@ from typing import Any
 import pytest
 import yaml
 from harness.gpu import (
-    case_report,
     downloads,
     dry_run,
     gpu_cases,
     gpu_release,
     gpu_summary,
-    live_results,
     time_budget,
 )
 
 REPO = Path(__file__).resolve().parents[2]
-
-
 SERVERS_TEST = "test.gpu.test_gpu_servers::test_case_fits_its_budget_and_matches_stock"
 
 
@@ -41,19 +37,14 @@ def _run_gpu_command(
         env["SPECINIT_GPU_SKIP_PREFLIGHT"] = "1"
     env.update(extra_env)
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    return subprocess.run(
-        ["bash", "scripts/test-gpu.sh", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    command = ["bash", "scripts/test-gpu.sh", *args]
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_gpu_command_fails_when_no_case_ran(tmp_path: Path) -> None:
-    profile = "small"
-    # A previous run's memory report on a reused runner must not survive into this run.
+    profile = (
+        "small"  # a previous run's memory report on a reused runner must not survive into this run.
+    )
     stale = tmp_path / "cases" / "old-run" / "reports" / "memory-rank0-pp0-tp0-dp0.json"
     stale.parent.mkdir(parents=True)
     stale.write_text("{}")
@@ -62,17 +53,13 @@ def test_gpu_command_fails_when_no_case_ran(tmp_path: Path) -> None:
     assert done.returncode != 0, out
     assert "GPU suite: FAILED, no GPU case ran" in out
     assert not stale.exists()
-    # Every test runs under the timeout whose signal method still writes the JUnit report;
-    # the command's default is the largest per-test limit (each test gets its own).
+    # The signal timeout still writes the JUnit report; the default is the largest test limit.
     largest = max(time_budget.limit_s_of(t, {}) for t in time_budget.LAUNCHES)
     assert f"--timeout={largest} --timeout-method=signal" in out
-    # Each test's outcome was written as it ended, with a JUnit file of its own.
+    # Each test's outcome was written as it ended; every case is listed as skipped, with why.
     live = gpu_summary.read_outcomes(tmp_path / "junit-partial.xml")
-    assert {o.name for o in live} == {
-        o.name for o in gpu_summary.read_outcomes(tmp_path / "junit.xml")
-    }
-    # Every case of the profile is listed as skipped, with the reason.
     outcomes = gpu_summary.read_outcomes(tmp_path / "junit.xml")
+    assert {o.name for o in live} == {o.name for o in outcomes}
     names = {c.name for c in gpu_cases.cases({gpu_cases.PROFILE_ENV: profile})}
     listed = {o.name.rsplit("[", 1)[1].rstrip("]") for o in outcomes if "[" in o.name}
     assert names <= listed
@@ -82,7 +69,6 @@ def test_gpu_command_fails_when_no_case_ran(tmp_path: Path) -> None:
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh
-# Test double of nvidia-smi on a runner whose driver predates CUDA 13.
 echo "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |"
 """
 
@@ -128,17 +114,15 @@ def _junit(tmp_path: Path, body: str, *pytest_args: str) -> tuple[Path, int]:
     suite = tmp_path / "test_generated.py"
     suite.write_text(textwrap.dedent(body))
     report = tmp_path / "junit.xml"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite), *pytest_args]
-        + [f"--junitxml={report}", f"--rootdir={tmp_path}"],
-        cwd=tmp_path,
-        capture_output=True,
-        timeout=120,
-    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
+    command += [*pytest_args, f"--junitxml={report}", f"--rootdir={tmp_path}"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=120)
     return report, done.returncode
 
 
-def test_summary_passes_a_run_where_a_case_ran_and_lists_the_skips(tmp_path: Path) -> None:
+def test_summary_passes_a_run_where_a_case_ran_and_fails_one_with_a_failure(
+    tmp_path: Path,
+) -> None:
     report, _ = _junit(
         tmp_path,
         """
@@ -152,9 +136,6 @@ def test_summary_passes_a_run_where_a_case_ran_and_lists_the_skips(tmp_path: Pat
     assert "passed   test_generated::test_ran" in text
     assert "needs 8 GPUs, this runner has 1" in text
     assert "GPU suite: passed (1 passed, 0 failed, 1 skipped)" in text
-
-
-def test_summary_fails_a_run_with_a_failure(tmp_path: Path) -> None:
     report, _ = _junit(tmp_path, "def test_a(): pass\ndef test_b(): assert 1 == 2\n")
     code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), pytest_exit_code=1)
     assert code == 1
@@ -211,20 +192,21 @@ CASE_ALGORITHMS = [
 
 
 @pytest.mark.parametrize("profile", ["full", "small"])
-def test_profiles_define_the_same_cases_and_algorithms(profile: str) -> None:
-    cases = gpu_cases.cases({gpu_cases.PROFILE_ENV: profile})
-    assert [(c.name, c.algorithm) for c in cases] == CASE_ALGORITHMS
-
-
-@pytest.mark.parametrize("profile", ["full", "small"])
-def test_eagle3_runs_with_and_without_overlap_on_the_same_models(profile: str) -> None:
+def test_profiles_define_the_same_cases_and_launch_them_alike(profile: str) -> None:
     env = {gpu_cases.PROFILE_ENV: profile}
+    assert [(c.name, c.algorithm) for c in gpu_cases.cases(env)] == CASE_ALGORITHMS
+    # eagle3 with and without overlap, on the same models.
     on, off = gpu_cases.case("eagle3", env), gpu_cases.case("eagle3_no_overlap", env)
     assert (on.target, on.draft) == (off.target, off.draft)
     assert on.overlap and not off.overlap
     flag, off_args = "--disable-overlap-schedule", off.launch_args("0.9")
     assert flag not in on.launch_args("0.9") and off_args.count(flag) == 1
     assert [a for a in off_args if a != flag] == on.launch_args("0.9")
+    # DFLASH as SGLang's DFLASH CI launches it.
+    args = gpu_cases.case("dflash", env).launch_args("0.9")
+    joined = " ".join(args)
+    assert "--attention-backend flashinfer" in joined and "--page-size 1" in joined
+    assert "--disable-overlap-schedule" in args and "--trust-remote-code" in args
 
 
 def test_small_profile_fits_one_gpu_and_says_what_it_cannot_run() -> None:
@@ -249,14 +231,7 @@ def test_env_overrides_replace_models_and_tp() -> None:
     mtp = gpu_cases.case("multi_layer_mtp", env)
     assert (mtp.skip, mtp.target, mtp.draft) == ("", "/models/mtp", "/models/mtp")
     args = on.launch_args("0.85")
-    assert args[:6] == [
-        "--model-path",
-        "/models/target",
-        "--tp",
-        "1",
-        "--mem-fraction-static",
-        "0.85",
-    ]
+    assert args[:6] == "--model-path /models/target --tp 1 --mem-fraction-static 0.85".split()
     assert args[-2:] == ["--speculative-draft-model-path", "/models/draft"]
 
 
@@ -268,14 +243,6 @@ def test_bad_settings_are_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="between 0 and 1"):
         gpu_cases.mem_fraction({gpu_cases.MEM_FRACTION_ENV: "1.5"})
     assert gpu_cases.mem_fraction({}) == "0.9"
-
-
-def test_dflash_is_launched_as_sglangs_dflash_ci_launches_it() -> None:
-    for profile in ("full", "small"):
-        args = gpu_cases.case("dflash", {gpu_cases.PROFILE_ENV: profile}).launch_args("0.9")
-        joined = " ".join(args)
-        assert "--attention-backend flashinfer" in joined and "--page-size 1" in joined
-        assert "--disable-overlap-schedule" in args and "--trust-remote-code" in args
 
 
 def test_both_servers_get_the_deterministic_flag_unless_turned_off() -> None:
@@ -315,36 +282,32 @@ def test_workflow_time_arithmetic_fits_every_test_in_the_job() -> None:
     assert case_test >= time_budget.FIRST_STARTUP_S + 3 * time_budget.STARTUP_S
 
 
-def test_case_reports_say_when_stock_could_not_start_at_f(tmp_path: Path) -> None:
-    """The regression is a result of its own in the printed summary, with every launch."""
-    report = case_report.new_report("eagle3", "0.5.23", True, tmp_path / "a")
+def test_summary_prints_the_case_reports_and_when_stock_could_not_start_at_f(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    cases = tmp_path / "cases"
+    report = gpu_summary.new_report("eagle3", "0.5.23", True, cases / "a")
     with report.launch("plugin", "0.9"):
         pass
     with pytest.raises(RuntimeError), report.launch("stock", "0.9") as entry:
         entry.outcome = "out of memory at start-up"
         raise RuntimeError("CUDA out of memory")
-    report.result("stock_at_f", case_report.STOCK_OOM_AT_F.format(f="0.9"))
+    report.result("stock_at_f", gpu_summary.STOCK_OOM_AT_F.format(f="0.9"))
     with report.launch("stock", "0.8"):
         pass
-    lines = case_report.summary_lines(case_report.read_reports(tmp_path))
-    assert lines[0].startswith("case eagle3 on sglang 0.5.23 (deterministic), ")
-    assert "plugin f=0.9: served" in lines[0]
-    assert (
-        "stock f=0.9: out of memory at start-up" in lines[0] and "stock f=0.8: served" in lines[0]
+    gpu_summary.new_report("ngram", "0.5.13.post1", False, cases / "x").result(
+        "stock_at_f", "started"
     )
-    assert "    stock_at_f: stock cannot start at f=0.9, the plugin can" in lines
-
-
-def test_summary_prints_the_case_reports(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    report = case_report.new_report("ngram", "0.5.13.post1", False, tmp_path / "cases" / "x")
-    report.result("stock_at_f", "started")
     junit, _ = _junit(tmp_path, "def test_a(): pass\n")
-    code = gpu_summary.main(
-        [str(junit), "--pytest-exit-code", "0", "--cases-dir", str(tmp_path / "cases")]
-    )
-    out = capsys.readouterr().out
-    assert code == 0 and "case ngram on sglang 0.5.13.post1 (default kernels)" in out
-    assert "stock_at_f: started" in out
+    code = gpu_summary.main([str(junit), "--pytest-exit-code", "0", "--cases-dir", str(cases)])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0 and lines[0].startswith("case eagle3 on sglang 0.5.23 (deterministic), ")
+    assert "plugin f=0.9: served" in lines[0]
+    assert "stock f=0.9: out of memory at start-up" in lines[0]
+    assert "stock f=0.8: served" in lines[0]
+    assert "    stock_at_f: stock cannot start at f=0.9, the plugin can" in lines
+    assert lines[2].startswith("case ngram on sglang 0.5.13.post1 (default kernels)")
+    assert lines[3] == "    stock_at_f: started"
 
 
 def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
@@ -401,12 +364,9 @@ def test_summary_reads_the_tests_that_ended_when_pytest_was_killed(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """The job killed mid-suite: no junit.xml, but every finished test was written as it ended."""
-    live_results.record(
-        tmp_path, "test/gpu/test_gpu_servers.py::test_case[eagle3]", "passed", "", 1.0
-    )
-    live_results.record(
-        tmp_path, "test/gpu/test_gpu_servers.py::test_case[dflash]", "failed", "boom", 2
-    )
+    node = "test/gpu/test_gpu_servers.py::test_case"
+    gpu_summary.record(tmp_path, f"{node}[eagle3]", "passed", "", 1.0)
+    gpu_summary.record(tmp_path, f"{node}[dflash]", "failed", "boom", 2)
     code = gpu_summary.main([str(tmp_path / "junit.xml"), "--pytest-exit-code", "1"])
     out = capsys.readouterr()
     assert code == 1 and "reading junit-partial.xml" in out.err
@@ -415,7 +375,6 @@ def test_summary_reads_the_tests_that_ended_when_pytest_was_killed(
 
 
 def sglang_req(payload: dict[str, Any]) -> Any:
-    """The scheduler's ``Req`` for a ``/generate`` body, built by 0.5.13.post1's own classes."""
     from array import array
 
     from sglang.srt.managers.schedule_batch import Req

@@ -66,13 +66,9 @@ def test_a_server_that_stops_answering_is_abandoned_at_the_deadline() -> None:
     thread.start()
     try:
         started = time.monotonic()
-        result = load.run_load(
-            f"http://127.0.0.1:{listener.getsockname()[1]}",
-            load.LoadPlan(3, 4, 2),
-            timeout_s=120,
-            deadline_s=1.0,
-            monitor_interval_s=0.2,
-        )
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        timing = {"timeout_s": 120, "deadline_s": 1.0, "monitor_interval_s": 0.2}
+        result = load.run_load(url, load.LoadPlan(3, 4, 2), **timing)
         took = time.monotonic() - started
     finally:
         stop.set()

@@ -17,21 +17,14 @@ from sglang_specinit.sglang_0_5_23 import kernel_arch
 
 pytestmark = pytest.mark.timeout(300)
 
-MTP = [
-    "--speculative-algorithm",
-    "NEXTN",
-    "--speculative-num-steps",
-    "3",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "4",
-]
+MTP = (
+    "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+    "--speculative-num-draft-tokens 4"
+).split()
 
 
 @pytest.fixture(scope="module")
 def dsa_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """DeepSeek-V3.2's config (DSA indexer) with DeepSeek-V3's checkpoint sizes."""
     directory = dsa_config_dir(tmp_path_factory.mktemp("dsa"))
     shutil.copy(EXAMPLES / "deepseek-v3-mtp" / "target" / "weights-size.json", directory)
     return directory
@@ -53,7 +46,6 @@ def refusal_line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 
 def resolved_on(preset: str, launch: list[str]) -> Any:
-    """0.5.23's resolution of ``launch`` on ``preset`` (the planner's replay, refusals and all)."""
     from sglang_specinit.sglang_0_5_23.planner_replay import REPLAY
 
     gpu = get_preset(preset)
@@ -61,30 +53,53 @@ def resolved_on(preset: str, launch: list[str]) -> Any:
     return REPLAY.resolve(REPLAY.parse_launch(launch), device)
 
 
-# DSA with decode context parallelism
+DSA = ("--example", "deepseek-v3-mtp", "--model-path", "<dsa>")
+# The lines the DSA refusal relies on: the DCP override, the kernel call, flashinfer's arch check.
+KA = kernel_arch
+TRTLLM_LINES = tuple(map(str, (KA.DSA_DCP_PICKS_TRTLLM, KA.DSA_TRTLLM_KERNEL, KA.TRTLLM_GEN_ARCHS)))
+DSA_DCP = (
+    *("--dsa-decode-backend to 'trtllm' for --dcp-size 8", "sm_100/sm_103/sm_107"),
+    "change --dcp-size",
+)
+# launch -> what its one-line refusal says, and how it ends ("": not checked).
+REFUSED = {
+    **{
+        f"dsa-dcp-on-{gpu}": (
+            (*DSA, "--dcp-size", "8", "--gpu", gpu),
+            (*DSA_DCP, f"cannot run on {gpu} (sm_90)", *TRTLLM_LINES),
+            "",
+        )
+        for gpu in ("H100-80GB", "H200-141GB")
+    },
+    "explicit-dsa-trtllm": (
+        (*DSA, *"--dsa-decode-backend trtllm --kv-cache-dtype bfloat16 --gpu H200-141GB".split()),
+        ("--dsa-decode-backend to 'trtllm' as the launch asks",),
+        "change --dsa-decode-backend",
+    ),
+    "fa3-on-blackwell": (
+        ("--attention-backend", "fa3", "--gpu", "B200"),
+        (
+            "--attention-backend to 'fa3' as the launch asks",
+            "cannot run on B200 (sm_100)",
+            f"sm_8x or sm_9x ({kernel_arch.FA3_ARCHS})",
+        ),
+        "change --attention-backend",
+    ),
+    "fa3-mla-on-ampere": (
+        ("--example", "deepseek-v3-mtp", "--attention-backend", "fa3", "--gpu", "A100-80GB"),
+        ("cannot run on A100-80GB (sm_80)", "runs only on sm_9x"),
+        "change --attention-backend",
+    ),
+}
 
 
-@pytest.mark.parametrize("gpu", ["H100-80GB", "H200-141GB"])
-def test_dsa_dcp_on_hopper_is_refused_in_one_line(
-    capsys: pytest.CaptureFixture[str], dsa_dir: Path, gpu: str
+@pytest.mark.parametrize(("argv", "says", "ends"), REFUSED.values(), ids=REFUSED)
+def test_a_kernel_the_planned_gpu_cannot_run_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], dsa_dir: Path, argv: tuple, says: tuple, ends: str
 ) -> None:
-    line = refusal_line(
-        capsys,
-        *("--example", "deepseek-v3-mtp", "--model-path", str(dsa_dir)),
-        *("--dcp-size", "8", "--gpu", gpu),
-    )
-    assert line.startswith("sglang-specinit plan: error: sglang 0.5.23 resolves ")
-    for text in (
-        "--dsa-decode-backend to 'trtllm' for --dcp-size 8",
-        f"cannot run on {gpu} (sm_90)",
-        "sm_100/sm_103/sm_107",
-        "change --dcp-size",
-        # the lines relied on: the DCP override, the kernel call, flashinfer's arch check
-        str(kernel_arch.DSA_DCP_PICKS_TRTLLM),
-        str(kernel_arch.DSA_TRTLLM_KERNEL),
-        str(kernel_arch.TRTLLM_GEN_ARCHS),
-    ):
-        assert text in line, line
+    line = refusal_line(capsys, *(str(dsa_dir) if a == "<dsa>" else a for a in argv))
+    assert line.startswith("sglang-specinit plan: error: sglang 0.5.23 resolves "), line
+    assert line.endswith(ends) and all(text in line for text in says), line
 
 
 def test_dsa_dcp_on_b200_plans_with_the_trtllm_kernels(
@@ -109,52 +124,14 @@ def test_dsa_dcp_on_b200_plans_with_the_trtllm_kernels(
     assert json.loads(out)["tokens"] > 0
 
 
-def test_an_explicit_dsa_trtllm_backend_names_its_own_flag(
-    capsys: pytest.CaptureFixture[str], dsa_dir: Path
-) -> None:
-    line = refusal_line(
-        capsys,
-        *("--example", "deepseek-v3-mtp", "--model-path", str(dsa_dir)),
-        *("--dsa-decode-backend", "trtllm", "--kv-cache-dtype", "bfloat16"),
-        *("--gpu", "H200-141GB"),
-    )
-    assert "--dsa-decode-backend to 'trtllm' as the launch asks" in line, line
-    assert line.endswith("change --dsa-decode-backend"), line
-
-
-# FlashAttention v3
-
-
-def test_fa3_on_blackwell_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    line = refusal_line(capsys, "--attention-backend", "fa3", "--gpu", "B200")
-    for text in (
-        "--attention-backend to 'fa3' as the launch asks",
-        "cannot run on B200 (sm_100)",
-        f"sm_8x or sm_9x ({kernel_arch.FA3_ARCHS})",
-        "change --attention-backend",
-    ):
-        assert text in line, line
-
-
 @pytest.mark.parametrize("gpu", ["H100-80GB", "L40S"])
 def test_fa3_where_it_runs_plans(capsys: pytest.CaptureFixture[str], gpu: str) -> None:
-    """Hopper and, for a non-MLA model (Llama), Ada: FlashAttention v3's own assertion passes."""
     llama = str(EXAMPLES / "llama31-8b-eagle3" / "target")
     resolved = resolved_on(gpu, ["--model-path", llama, "--attention-backend", "fa3"])
     needs = kernel_arch.kernel_needs(resolved.args, resolved.launch_inputs, mla=False)
     assert [(n.field, n.value) for n in needs] == [("attention_backend", "fa3")]
     code, _, err = run(capsys, "--attention-backend", "fa3", "--gpu", gpu)
     assert code == 0, err[-2000:]
-
-
-def test_fa3_for_an_mla_model_on_ampere_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    line = refusal_line(
-        capsys, "--example", "deepseek-v3-mtp", "--attention-backend", "fa3", "--gpu", "A100-80GB"
-    )
-    assert "cannot run on A100-80GB (sm_80)" in line and "runs only on sm_9x" in line, line
-
-
-# The sources cited
 
 
 def _wheel_root(wheel: str) -> Path | None:

@@ -1,5 +1,5 @@
 """The GPU suite on the installed release (0.5.13.post1, 0.5.23), without a GPU: its graph and
-case verdicts fed by the release's own code (:mod:`harness.gpu.recorded_launch`), no CPU double
+case verdicts fed by the release's own code (:mod:`harness.gpu.broken_plugins`), no CPU double
 in a GPU server's env, and ``scripts/test-gpu.sh --dry-run`` (every server, parsed by the
 release's own parser)."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.gpu import broken_plugins, case_verdict, gpu_cases, gpu_release, gpu_verdict
-from harness.gpu.recorded_launch import BATCH, eagle3_launch, launch_of, no_graph_info
+from harness.gpu import broken_plugins, gpu_cases, gpu_release, gpu_verdict
+from harness.gpu.broken_plugins import BATCH, eagle3_launch, launch_of, no_graph_info
 from harness.gpu.server_env import gpu_env
 from harness.launch import server_process
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, extra_python_path
@@ -30,8 +30,6 @@ RELEASE = gpu_release.settings(ROW.name)
 
 @dataclass(frozen=True)
 class Expect:
-    """What differs between the releases for the recorded EAGLE3 launch."""
-
     figures: dict[str, float]  # /server_info's nonzero graph memory by phase
     batch_lists: tuple[tuple[str, tuple[int, ...]], ...]  # as the capture lines log them
     target_phase: str
@@ -51,8 +49,7 @@ EXPECT = {
         fewer_tokens_fail=["memory"],
         cpu_stub=False,
     ),
-    # The merged payload's sum (0.71) is no runner's figure (the recorded broken verdict: "0.71
-    # GB matches no captured runner [0.61]"); per runner it matches.
+    # The merged payload's sum (0.71) is no runner's figure; per runner it matches.
     "0.5.23": Expect(
         figures={"target_verify": 0.61, "draft_decode": 0.1},
         batch_lists=(("target verify", BATCH),),
@@ -78,7 +75,6 @@ DRAFT = gpu_verdict.expected_draft_graph(gpu_cases.case("eagle3", {}, RELEASE.ve
 
 @pytest.fixture
 def launch(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
-    """``launch(**options)``: :func:`harness.gpu.recorded_launch.eagle3_launch` on the release."""
     return lambda **options: eagle3_launch(RELEASE, monkeypatch, caplog, **options)
 
 
@@ -106,7 +102,7 @@ def test_the_graph_verdict_fails_without_the_draft_graph_or_any_graph(
 
 
 def test_a_graph_figure_that_is_no_captured_runners_fails(launch: Any) -> None:
-    """The log of one capture beside the /server_info of another (0.25 GB more)."""
+    # The log of one capture beside the /server_info of another (0.25 GB more).
     capture, info = launch()
     _, other = launch(avail_gb=(8.0, 7.14))
     (problem,) = gpu_verdict.graph_problems(capture, other, DRAFT)
@@ -139,7 +135,7 @@ def launches(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) 
 def test_a_working_plugins_case_passes_every_gpu_verdict(launches: Any) -> None:
     working = broken_plugins.working_case(launches, RELEASE)
     assert working.stock_fits is EXPECT.stock_fits
-    assert case_verdict.case_problems(working) == {name: [] for name in case_verdict.CHECKS}
+    assert gpu_verdict.case_problems(working) == {name: [] for name in gpu_verdict.CHECKS}
     ratio = working.plugin.info["max_total_num_tokens"] / working.stock.info["max_total_num_tokens"]
     assert (ratio > 1) is EXPECT.stock_fits, ratio
 
@@ -163,14 +159,8 @@ def test_no_cpu_double_reaches_a_gpu_server(tmp_path: Path) -> None:
 
 def test_dry_run_prints_every_server_parsed_by_the_installed_release(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHON": sys.executable, "SPECINIT_GPU_OUT_DIR": str(tmp_path)}
-    done = subprocess.run(
-        ["bash", "scripts/test-gpu.sh", "--dry-run"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    command = ["bash", "scripts/test-gpu.sh", "--dry-run"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     servers = [json.loads(line) for line in done.stdout.splitlines()]
     names = [c.name for c in gpu_cases.cases(release=RELEASE.version)]

@@ -10,18 +10,17 @@ from typing import Any
 
 import pytest
 from harness.gpu import (
-    case_report,
     device_memory,
     gpu_cases,
     gpu_preflight,
     gpu_release,
+    gpu_summary,
     gpu_verdict,
     load,
-    memory_watch,
 )
 from harness.gpu.broken_plugins import plugin_breakdown, recorded_probe, response, responses
+from harness.gpu.gpu_verdict import DraftStats, MissingSpeculativeMetrics, sglang_meta_info, summed
 from harness.gpu.server_env import gpu_env
-from harness.gpu.spec_metrics import DraftStats, summed
 from harness.launch.server_process import RunFiles, ServerHandle
 from harness.reports import device_probe
 
@@ -30,15 +29,11 @@ REPO = Path(__file__).resolve().parents[2]
 PROMPTS = gpu_cases.PROMPTS
 
 
-def test_greedy_verdict_passes_identical_tokens_and_fails_one_changed_token() -> None:
+def test_greedy_verdict_fails_a_changed_token_a_shorter_answer_and_a_missing_one() -> None:
     stock = responses(55)
     assert gpu_verdict.greedy_verdict(PROMPTS, responses(55), stock).problems == []
     (problem,) = gpu_verdict.greedy_verdict(PROMPTS, responses(55, changed_at=17), stock).problems
     assert repr(PROMPTS[1]) in problem and "at output token 17" in problem
-
-
-def test_greedy_verdict_fails_a_shorter_answer_and_a_missing_one() -> None:
-    stock = responses(55)
     short = responses(55)
     short[0] = response(short[0]["output_ids"][:50], 20, 30)
     (problem,) = gpu_verdict.greedy_verdict(PROMPTS, short, stock).problems
@@ -46,17 +41,12 @@ def test_greedy_verdict_fails_a_shorter_answer_and_a_missing_one() -> None:
     assert gpu_verdict.greedy_verdict(PROMPTS, short[:3], stock).problems
 
 
-def test_acceptance_verdict_passes_stock_equal_and_noisy_rates() -> None:
+def test_acceptance_verdict_passes_noise_and_fails_a_draft_that_stopped_drafting_well() -> None:
     stock = summed(responses(55))
     assert gpu_verdict.acceptance_problems(summed(responses(55)), stock) == []
     # One draft token in a hundred more or fewer per prompt: kernel noise, inside the bound.
     assert gpu_verdict.acceptance_problems(summed(responses(54)), stock) == []
-
-
-def test_acceptance_verdict_fails_a_draft_that_stopped_drafting_well() -> None:
-    stock = summed(responses(55))
-    # A draft with the wrong embed/lm_head or KV: tokens identical (the target decides them),
-    # a fraction of the drafts accepted.
+    # A draft with the wrong embed/lm_head or KV: the same tokens, a fraction accepted.
     (problem,) = gpu_verdict.acceptance_problems(summed(responses(20)), stock)
     assert "outside the noise bound" in problem
     (problem,) = gpu_verdict.acceptance_problems(summed(responses(0)), stock)
@@ -75,16 +65,13 @@ def test_acceptance_bound_shrinks_with_more_proposed_drafts() -> None:
 
 
 def top_logprobs(margins: list[float]) -> list[Any]:
-    """``meta_info["output_top_logprobs"]`` with top-2 entries whose top-1 leads by each
-    margin, in SGLang's own format (``TokenizerManager.detokenize_top_logprobs_tokens``),
-    through JSON as the server sends it."""
+    """``meta_info["output_top_logprobs"]`` leading by each margin, by SGLang's own code."""
     import json
 
     from sglang.srt.managers.tokenizer_manager import TokenizerManager
 
     vals = [[-0.1, -0.1 - m] for m in margins]
     idxs = [[7, 8] for _ in margins]
-    # The only attribute the method reads: its own per-position detokenizer, SGLang's too.
     manager = SimpleNamespace()
     manager.detokenize_logprob_tokens = lambda v, i, text: (
         TokenizerManager.detokenize_logprob_tokens(manager, v, i, text)
@@ -118,7 +105,6 @@ def test_a_greedy_difference_fails_only_where_stocks_choice_was_clear(
 
 
 def test_a_stock_control_that_differs_at_a_clear_margin_fails_the_case() -> None:
-    """Stock against itself: a nondeterministic server makes the comparison meaningless."""
     clear = [2.0] * 96
     stock = with_margins(responses(55), clear)
     control = with_margins(responses(55, changed_at=40), clear)
@@ -135,41 +121,29 @@ def test_greedy_difference_without_logprobs_is_not_excused() -> None:
     assert "stock margin n/a" in problem
 
 
-def test_verify_counts_must_equal_stocks_on_identical_tokens() -> None:
+def test_verify_counts_must_equal_stocks_within_its_own_spread() -> None:
     stock = responses(55)
     assert gpu_verdict.verify_count_problems(PROMPTS, responses(55), stock, stock) == []
-    # One prompt needing two verify steps more: a draft accepted a little less often. The
-    # aggregate binomial bound cannot see it.
+    # Two verify steps more on one prompt: the aggregate binomial bound cannot see it.
     worse = responses(55)
     worse[2] = response(worse[2]["output_ids"], 42, 53)
     assert gpu_verdict.acceptance_problems(summed(worse), summed(stock)) == []
     (problem,) = gpu_verdict.verify_count_problems(PROMPTS, worse, stock, stock)
     assert repr(PROMPTS[2]) in problem and "42 verify steps with the plugin, 40 stock" in problem
-
-
-def test_verify_counts_allow_only_stocks_own_spread() -> None:
-    stock = responses(55)
     control = responses(55)
     control[2] = response(control[2]["output_ids"], 41, 54)  # stock moved by one itself
     one_more = responses(55)
     one_more[2] = response(one_more[2]["output_ids"], 41, 54)
     assert gpu_verdict.verify_count_problems(PROMPTS, one_more, stock, control) == []
-    two_more = responses(55)
-    two_more[2] = response(two_more[2]["output_ids"], 42, 53)
-    assert gpu_verdict.verify_count_problems(PROMPTS, two_more, stock, control)
+    assert gpu_verdict.verify_count_problems(PROMPTS, worse, stock, control)
 
 
 def test_expected_draft_graph_per_case() -> None:
     cases = gpu_cases.cases({}, "0.5.13.post1")
     expected = {c.name: gpu_verdict.expected_draft_graph(c.args) for c in cases}
-    assert expected == {
-        "eagle3": "draft",
-        "eagle3_no_overlap": "draft",
-        "standalone": "draft",
-        "multi_layer_mtp": "draft_extend",
-        "dflash": None,
-        "ngram": None,
-    }
+    names = ["eagle3", "eagle3_no_overlap", "standalone", "multi_layer_mtp", "dflash", "ngram"]
+    graphs = ["draft", "draft", "draft", "draft_extend", None, None]
+    assert expected == dict(zip(names, graphs, strict=True))
 
 
 BREAKDOWN = {"draft_request_bytes": 0, "draft_fixed_pool_bytes": 0}
@@ -250,26 +224,26 @@ def banner(driver: str, cuda: str) -> str:
     return BANNER.format(smi=driver, driver=driver, cuda=cuda)
 
 
-def test_preflight_passes_a_cuda_13_driver_on_glibc_2_35() -> None:
-    code, line = gpu_preflight.verdict(banner("580.65.06", "13.0"), "glibc 2.35")
-    assert code == 0 and line.startswith("GPU preflight: ok (driver 580.65.06, CUDA 13.0")
+OK = "GPU preflight: ok (driver 580.65.06, CUDA 13.0"
 
 
 @pytest.mark.parametrize(
     ("smi", "libc", "says"),
     [
+        (banner("580.65.06", "13.0"), "glibc 2.35", OK),
         (banner("550.54.15", "12.4"), "glibc 2.35", "driver 550.54.15 supports CUDA 12.4"),
         (None, "glibc 2.35", "no NVIDIA driver"),
         (banner("580.65.06", "13.0"), "glibc 2.31", "glibc 2.31 is older than 2.34"),
         (banner("580.65.06", "13.0"), None, "glibc unknown"),
     ],
 )
-def test_preflight_fails_in_one_line_saying_what_is_missing(
+def test_preflight_passes_cuda_13_on_glibc_2_35_and_says_in_one_line_what_is_missing(
     smi: str | None, libc: str | None, says: str
 ) -> None:
     code, line = gpu_preflight.verdict(smi, libc)
-    assert code == 1 and "\n" not in line
-    assert line.startswith("GPU preflight: FAILED, sglang 0.5.13.post1 needs") and says in line
+    assert code == (says != OK) and "\n" not in line
+    failed = "GPU preflight: FAILED, sglang 0.5.13.post1 needs"
+    assert line.startswith(OK if says == OK else failed) and says in line
 
 
 def test_preflight_reads_the_driver_branch_when_the_banner_has_no_cuda_version() -> None:
@@ -296,17 +270,13 @@ def test_a_case_waits_only_on_the_devices_it_runs_on() -> None:
 def test_gpu_servers_get_the_case_env_and_pci_bus_order(tmp_path: Path) -> None:
     dflash = gpu_cases.case("dflash", {})
     assert "--trust-remote-code" in dflash.launch_args("0.9")
-    env = gpu_env(
-        plugin=False,
-        report_dir=tmp_path,
-        probe_dir=tmp_path,
-        case_env=dict(dflash.env),
-        base={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"},
-    )
+    dirs = {"report_dir": tmp_path, "probe_dir": tmp_path}
+    base = {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
+    env = gpu_env(plugin=False, case_env=dict(dflash.env), base=base, **dirs)
     assert env["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"] == "1"
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     eagle3 = gpu_cases.case("eagle3", {})
-    plain = gpu_env(plugin=True, report_dir=tmp_path, probe_dir=tmp_path, base={})
+    plain = gpu_env(plugin=True, base={}, **dirs)
     assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" not in plain and not eagle3.env
 
 
@@ -347,8 +317,7 @@ def test_stock_relaunch_fraction() -> None:
         gpu_cases.stock_mem_fraction({gpu_cases.STOCK_MEM_FRACTION_ENV: "2"})
 
 
-# 0.5.23's capture lines as its f-strings write them (model_executor/model_runner_components/
-# cuda_graph_setup.py:788, speculative/eagle_worker_v2.py:533), recorded from an H100 log's shape.
+# 0.5.23's capture lines as its f-strings write them, in an H100 log's shape.
 LOG_0523 = """[2026-12-01 09:00:00] Capture target verify CUDA graph end. bs=[1, 2, 4, 8], elapsed=3.10 s, mem usage=0.61 GB, avail mem=7.20 GB.
 [2026-12-01 09:00:02] Capture draft decode CUDA graph end. elapsed=1.20 s, mem usage=0.10 GB, avail mem=7.10 GB.
 """  # noqa: E501
@@ -384,7 +353,7 @@ def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
     log = tmp_path / "server.log"
     log.write_text("[09:00:00] Load weight end. mem usage=15.0 GB\n")
     used = {0: 20 * GIB, 1: 21 * GIB}
-    watch = memory_watch.MemoryWatch(lambda i: (used[i], 80 * GIB), [0, 1], log)
+    watch = device_memory.MemoryWatch(lambda i: (used[i], 80 * GIB), [0, 1], log)
     watch.sample()
     used.update({0: 70 * GIB, 1: 69 * GIB})
     watch.sample()
@@ -402,6 +371,64 @@ def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
     assert watch.stop() == report  # a second stop only reports
 
 
+class FakeDeviceMemoryReader:
+    """NVML while a dead server's context is torn down: each read returns the device's next
+    scripted ``used`` value (the last one repeats), and is counted."""
+
+    def __init__(self, script: dict[int, list[int]], holders: dict[int, list[int]] | None = None):
+        self.script = {i: list(values) for i, values in script.items()}
+        self.holders = holders or {}
+        self.reads = {i: 0 for i in script}
+
+    def used_bytes(self, index: int) -> int:
+        values = self.script[index]
+        value = values[min(self.reads[index], len(values) - 1)]
+        self.reads[index] += 1
+        return value
+
+    def holder_pids(self, index: int) -> list[int]:
+        return self.holders.get(index, [])
+
+
+def test_device_wait_lasts_until_every_device_is_back_near_its_baseline() -> None:
+    baselines = device_memory.read_baselines(
+        FakeDeviceMemoryReader({0: [GIB], 1: [2 * GIB]}), [0, 1]
+    )
+    # Device 0 drains in three polls, device 1 is already clean.
+    reader = FakeDeviceMemoryReader({0: [70 * GIB, 30 * GIB, GIB + 100 * MIB], 1: [2 * GIB]})
+    sleeps: list[float] = []
+    wait = device_memory.wait_until_released(
+        reader, baselines, tolerance_bytes=512 * MIB, timeout_s=60, poll_s=2, sleep=sleeps.append
+    )
+    assert sleeps == [2, 2]
+    assert wait.used == {0: GIB + 100 * MIB, 1: 2 * GIB}
+    assert reader.reads == {0: 3, 1: 3}
+    # Past the bound it gives up, naming the holders.
+    reader = FakeDeviceMemoryReader({0: [60 * GIB]}, holders={0: [4242]})
+    with pytest.raises(device_memory.DeviceMemoryNotReleased) as info:
+        device_memory.wait_until_released(
+            reader, {0: GIB}, tolerance_bytes=512 * MIB, timeout_s=0.3, poll_s=0.05
+        )
+    message = str(info.value)
+    assert "device 0" in message and "4242" in message and "+60416 MiB" in message
+
+
+def test_accepted_drafts_are_read_from_sglangs_keys_and_summed() -> None:
+    stats = DraftStats.from_meta_info(sglang_meta_info(64, 20, 43, 4))
+    assert stats == DraftStats(64, verify_steps=20, correct_drafts=43, proposed_drafts=60)
+    assert stats.accept_rate == pytest.approx(43 / 60)
+    # 64 tokens, no draft ever accepted: one prefill token + one bonus token per verify step.
+    meta = sglang_meta_info(64, 63, 0, 4)
+    assert meta["spec_accept_length"] > 1.0  # what the old check asserted: passes anyway
+    assert DraftStats.from_meta_info(meta).correct_drafts == 0
+    total = summed([{"meta_info": sglang_meta_info(64, 20, 43, 4)}, {"meta_info": meta}])
+    assert total == DraftStats(128, 83, 43, 60 + 189)
+    meta = sglang_meta_info(1, 0, 0, 4)
+    assert "spec_verify_ct" not in meta  # SGLang leaves the keys out
+    with pytest.raises(MissingSpeculativeMetrics, match="no speculative verify step"):
+        DraftStats.from_meta_info(meta)
+
+
 def test_the_short_load_gives_throughput_and_accept_length() -> None:
     outcomes = [
         load.RequestOutcome(i, completion_tokens=128, seconds=4.0, verify_steps=40)
@@ -417,7 +444,7 @@ def test_the_short_load_gives_throughput_and_accept_length() -> None:
 
 
 def test_the_step_summary_has_one_row_per_case_with_tokens_and_serving(tmp_path: Path) -> None:
-    report = case_report.new_report("eagle3", "0.5.23", True, tmp_path / "a")
+    report = gpu_summary.new_report("eagle3", "0.5.23", True, tmp_path / "a")
     report.result("tokens", {"plugin": 392943, "stock": 385171, "ratio": 1.0202})
     report.result("cuda_graph_batch_lists", {"args_equal": True})
     memory = {"peak_used_bytes": {"init": {"0": 70 * GIB}, "capture": {"0": 72 * GIB}}}
@@ -425,7 +452,7 @@ def test_the_step_summary_has_one_row_per_case_with_tokens_and_serving(tmp_path:
     serving = {"accept_length": 3.1, "output_throughput_tok_s": 2100.0, "device_memory": memory}
     report.result("serving", {"plugin": serving, "stock": {"accept_length": 3.1}})
     report.result("verdict", {"tokens": ["worse than stock"]})
-    table = case_report.markdown_table(case_report.read_reports(tmp_path))
+    table = gpu_summary.markdown_table(gpu_summary.read_reports(tmp_path))
     header, rule, row = table.splitlines()[2:]
     assert header.count("|") == rule.count("|") == row.count("|")
     assert "| eagle3 | 0.5.23 |" in row and "| 392943 | 385171 | 1.0202 | True |" in row

@@ -1,15 +1,25 @@
-"""Seven broken plugins as recorded case data, and the working case they break."""
+"""Seven broken plugins as recorded case data, and the working case they break; an EAGLE3
+launch's capture lines and ``/server_info`` without a GPU, built by the installed release's own
+code with test doubles for the graph runner and the free-memory meter (:func:`eagle3_launch`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from harness.gpu import gpu_cases, gpu_release
-from harness.gpu.case_verdict import CaseEvidence, Launch, failing_checks
-from harness.gpu.gpu_verdict import GraphCapture
-from harness.gpu.spec_metrics import sglang_meta_info
+from harness.gpu.gpu_verdict import (
+    CaseEvidence,
+    GraphCapture,
+    Launch,
+    failing_checks,
+    sglang_meta_info,
+)
 from harness.reports import device_probe
 
 GIB, MIB = 1 << 30, 1 << 20
@@ -32,12 +42,8 @@ def recorded_probe(
     draft_priced: bool = True,
     token_share: float = 1.0,
 ) -> list[dict[str, Any]]:
-    """Test double of one scheduler's probe records for a phased EAGLE3 launch:
-    Llama-3.1-8B-like target (15 GiB, 128 KiB of KV per token), a 0.8 GiB draft (4 KiB per
-    token), 0.6 GiB of non-tensor residue, and ``stray_bytes`` of a tensor that is neither (a
-    duplicate embed/lm_head), live at sizing and, if ``stray_freed_before_pools``, freed right
-    after. The pools are sized from the reading at sizing, at ``token_share`` of what the
-    budget buys, with the draft's KV priced or (``draft_priced=False``) not."""
+    """One scheduler's probe records of a phased EAGLE3 launch (Llama-3.1-8B-like target,
+    0.8 GiB draft), with ``stray_bytes`` (a duplicate embed/lm_head) live at sizing."""
     target_w, draft_w, residue = 15 * GIB, int(0.8 * GIB), int(0.6 * GIB)
     price = CELL_TARGET + (CELL_DRAFT if draft_priced else 0)
     held = target_w + draft_w + stray_bytes
@@ -78,7 +84,6 @@ def recorded_probe(
 def plugin_breakdown(
     usage: device_probe.UsageAfterPools, records: list[dict[str, Any]], *, draft_priced: bool = True
 ) -> dict[str, Any]:
-    """The plugin's breakdown of the same recorded launch (the keys the GPU test reads)."""
     exits = [r for r in records if r["event"] == "exit"]
     return {
         "tp_rank": 0,
@@ -100,8 +105,7 @@ def plugin_breakdown(
 
 
 def response(ids: list[int], verify_ct: int, correct: int) -> dict[str, Any]:
-    """One greedy ``/generate`` answer with the ``meta_info`` the release's own
-    TokenizerManager writes (its text is the ids: no tokenizer is needed)."""
+    """One greedy ``/generate`` answer, ``meta_info`` by the release's TokenizerManager."""
     meta = sglang_meta_info(len(ids), verify_ct, correct, NUM_DRAFT_TOKENS)
     return {"text": " ".join(map(str, ids)), "output_ids": ids, "meta_info": meta}
 
@@ -109,8 +113,7 @@ def response(ids: list[int], verify_ct: int, correct: int) -> dict[str, Any]:
 def responses(
     correct: int = 56, *, verify_ct: int = 40, changed_at: int | None = None
 ) -> list[dict]:
-    """One server's answers to the suite's prompts (96 tokens each); ``changed_at``: the
-    second prompt's token there differs."""
+    """One server's answers (96 tokens each); ``changed_at``: the second one differs there."""
     out = []
     for i, _ in enumerate(gpu_cases.PROMPTS):
         ids = [1000 + 7 * i + t for t in range(96)]
@@ -124,8 +127,6 @@ SHARED = {"draft0/lm_head.weight": "lm_head.weight", "draft0/embed_tokens.weight
 
 
 def identity(*, bound_at_pool: bool = True) -> list[dict[str, list[dict[str, Any]]]]:
-    """One scheduler's storage-identity snapshots (pool time, after init), as the probe writes
-    them; ``bound_at_pool=False``: the duplicates were still the draft's own at sizing."""
     after = {"point": "after_init", "tp_rank": 0, "drafts": 1, "shared": SHARED, "own": []}
     pool = dict(after, point="pool")
     if not bound_at_pool:
@@ -149,19 +150,15 @@ def _launch(
 
 
 def stock_launch(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> Launch:
-    """Stock on the same launch: 0.5.13.x sizes the target before the draft exists (over the
-    budget by the draft's pool); 0.5.14+ sizes both inside it with the duplicates resident."""
-    if release.stock_sizes_before_the_draft:
-        records = recorded_probe(stray_bytes=DUPLICATES, draft_priced=False)
-    else:
-        records = recorded_probe(stray_bytes=DUPLICATES)
+    """Stock on the same launch, duplicates resident (0.5.13.x: its draft's KV unpriced)."""
+    priced = not release.stock_sizes_before_the_draft
+    records = recorded_probe(stray_bytes=DUPLICATES, draft_priced=priced)
     launch = _launch(launch_of, records, plugin=False)
     launch.control = responses()
     return launch
 
 
 def working_case(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> CaseEvidence:
-    """The eagle3 case of a working plugin on ``release``."""
     return CaseEvidence(
         prompts=gpu_cases.PROMPTS,
         tp=1,
@@ -173,50 +170,211 @@ def working_case(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> C
     )
 
 
-def _plugin(e: CaseEvidence, launch: Launch, **changes: Any) -> CaseEvidence:
-    return dataclasses.replace(e, plugin=launch, **changes)
+Broken = Callable[[CaseEvidence, LaunchOf], CaseEvidence]
 
 
-BROKEN: dict[str, Callable[[CaseEvidence, LaunchOf], CaseEvidence]] = {
+def _broken(probe: dict[str, Any] | None = None, **launch: Any) -> Broken:
+    """The working case with a plugin-on launch of ``recorded_probe(**probe)``."""
+
+    def broken(e: CaseEvidence, launch_of: LaunchOf) -> CaseEvidence:
+        records = recorded_probe(**(probe or {}))
+        return dataclasses.replace(e, plugin=_launch(launch_of, records, plugin=True, **launch))
+
+    return broken
+
+
+BROKEN: dict[str, Broken] = {
     # The duplicate embed/lm_head resident while the target pool is sized (stock's binding).
-    "duplicates not bound before sizing": lambda e, lo: _plugin(
-        e,
-        _launch(
-            lo, recorded_probe(stray_bytes=DUPLICATES, stray_freed_before_pools=True), plugin=True
-        ),
+    "duplicates not bound before sizing": lambda e, lo: dataclasses.replace(
+        _broken({"stray_bytes": DUPLICATES, "stray_freed_before_pools": True})(e, lo),
         identity=identity(bound_at_pool=False),
     ),
-    "draft KV priced at 0": lambda e, lo: _plugin(
-        e, _launch(lo, recorded_probe(draft_priced=False), plugin=True, draft_priced=False)
-    ),
-    "20 % fewer tokens than possible": lambda e, lo: _plugin(
-        e, _launch(lo, recorded_probe(token_share=0.8), plugin=True)
-    ),
+    "draft KV priced at 0": _broken({"draft_priced": False}, draft_priced=False),
+    "20 % fewer tokens than possible": _broken({"token_share": 0.8}),
     # The draft proposes from the wrong vocabulary: the same greedy tokens, far more verify steps.
-    "hot-token map corrupted": lambda e, lo: _plugin(
-        e, _launch(lo, recorded_probe(), plugin=True, verify_ct=90, correct=6)
-    ),
-    "greedy output changed": lambda e, lo: _plugin(
-        e, _launch(lo, recorded_probe(), plugin=True, changed_at=20)
-    ),
+    "hot-token map corrupted": _broken(verify_ct=90, correct=6),
+    "greedy output changed": _broken(changed_at=20),
     # Registered, then nothing: stock's sizing, no breakdown, no warning.
-    "silently stepping aside": lambda e, lo: _plugin(e, dataclasses.replace(e.stock, control=None)),
-    "CUDA-graph batch list changed": lambda e, lo: _plugin(
-        e, _launch(lo, recorded_probe(), plugin=True, bs=BATCH_LIST[:-1])
+    "silently stepping aside": lambda e, lo: dataclasses.replace(
+        e, plugin=dataclasses.replace(e.stock, control=None)
     ),
+    "CUDA-graph batch list changed": _broken(bs=BATCH_LIST[:-1]),
 }
 
 
 def verdict_table(
     launch_of: LaunchOf, release: gpu_release.ReleaseSettings
 ) -> dict[str, list[str]]:
-    """Each broken plugin -> the checks its case fails on ``release``."""
     working = working_case(launch_of, release)
     return {name: failing_checks(broken(working, launch_of)) for name, broken in BROKEN.items()}
 
 
 def describe(table: Mapping[str, Sequence[str]]) -> str:
-    """The table as markdown rows (for the closing note)."""
     return "\n".join(
         f"| {name} | {', '.join(checks) or 'none'} |" for name, checks in table.items()
     )
+
+
+BATCH = (1, 2, 4, 8)
+# Free GiB before and after the target's capture: 0.61 GB of graphs.
+AVAIL_GB = (8.0, 7.39)
+DRAFT_GB = 0.10
+# 0.5.23's draft capture line, as its f-string writes it.
+DRAFT_LINE_0523 = (
+    "Capture draft decode CUDA graph end. elapsed=1.20 s, mem usage={gb:.2f} GB, avail mem=7.10 GB."
+)
+
+
+# A launch's start-up log and /server_info.
+Built = tuple[str, dict[str, Any]]
+
+
+class FakeGraphRunner:
+    capture_bs: Sequence[int] = BATCH
+
+    def __init__(self, *args: Any) -> None:
+        self.capture_bs = list(type(self).capture_bs)
+
+
+def fake_free_memory(readings: Sequence[float]) -> Callable[..., float]:
+    it = iter(readings)
+    return lambda *args, **kwargs: next(it)
+
+
+def _log(caplog: pytest.LogCaptureFixture) -> str:
+    return "\n".join(f"[2026-12-01 09:00:00] {r.getMessage()}" for r in caplog.records)
+
+
+def _server_info_0513(graph_mem_usage: float, monkeypatch: pytest.MonkeyPatch) -> dict:
+    import sglang.srt.managers.scheduler as scheduler
+
+    monkeypatch.setattr(scheduler, "get_global_server_args", lambda: SimpleNamespace())
+    model_runner = SimpleNamespace(weight_load_mem_usage=15.2, graph_mem_usage=graph_mem_usage)
+    kvcache = SimpleNamespace(mem_usage=55.1)
+    state = SimpleNamespace(max_total_num_tokens=400_000, max_running_requests=48)
+    state.metrics_reporter = SimpleNamespace(last_gen_throughput=0.0)
+    state.tp_worker = SimpleNamespace(model_runner=model_runner)
+    state.token_to_kv_pool_allocator = SimpleNamespace(get_kvcache=lambda: kvcache)
+    state.spec_algorithm = SimpleNamespace(is_none=lambda: True)
+    out = scheduler.Scheduler.get_internal_state(state, None)
+    return {"disable_cuda_graph": False, "internal_states": [out.internal_state]}
+
+
+def _launch_0513(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: Any) -> Built:
+    import sglang.srt.model_executor.model_runner as model_runner
+    import sglang.srt.speculative.eagle_worker_v2 as eagle_worker_v2
+
+    monkeypatch.setattr(model_runner, "CudaGraphRunner", FakeGraphRunner)
+    monkeypatch.setattr(model_runner, "get_available_gpu_memory", fake_free_memory(avail_gb))
+    server_args = SimpleNamespace(model_impl="auto", disable_cuda_graph=False)
+    runner = SimpleNamespace(is_generation=True, device="cuda", gpu_id=0, server_args=server_args)
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        model_runner.ModelRunner.init_device_graphs(runner)
+        if draft:
+            monkeypatch.setattr(eagle_worker_v2, "EAGLEDraftCudaGraphRunner", FakeGraphRunner)
+            monkeypatch.setattr(
+                eagle_worker_v2, "get_available_gpu_memory", fake_free_memory([7.3, 7.1])
+            )
+            # Rank 0 of an initialised process group in a real server.
+            monkeypatch.setattr(eagle_worker_v2, "log_info_on_rank0", lambda lg, m: lg.info(m))
+            worker = SimpleNamespace(server_args=server_args, speculative_num_steps=3, gpu_id=0)
+            worker.device, worker.target_worker = "cuda", SimpleNamespace(device="cuda")
+            worker.draft_extend_attn_backend = None
+            eagle_worker_v2.EagleDraftWorker.init_cuda_graphs(worker)
+    info = _server_info_0513(runner.graph_mem_usage, monkeypatch)
+    # The resolved graph arguments as /server_info carries them (ServerArgs fields).
+    info.update(cuda_graph_bs=list(bs), cuda_graph_max_bs=max(bs))
+    return _log(caplog), info
+
+
+def _server_info_0523(target: dict[str, float], draft_gb: float | None) -> dict[str, Any]:
+    from sglang.srt.managers.scheduler_components.memory_usage import build_memory_usage
+    from sglang.srt.speculative.base_spec_worker import BaseSpecWorker, EagleDraftWorkerBase
+
+    draft = None
+    if draft_gb is not None:
+        draft_worker = SimpleNamespace(
+            draft_runners=[SimpleNamespace(graph_memory_usage={})],
+            _specialized_graph_memory_usage={"draft_decode": draft_gb},
+        )
+        draft_worker.graph_memory_usage = EagleDraftWorkerBase.graph_memory_usage.fget(draft_worker)
+        spec_worker = SimpleNamespace(draft_worker=draft_worker, _additional_graph_memory_usage={})
+        draft = BaseSpecWorker.graph_memory_usage.fget(spec_worker)
+    usage = build_memory_usage(
+        weight_gb=15.2,
+        kv_cache_gb=55.1,
+        startup_available_gb=78.0,
+        token_capacity=400_000,
+        token_capacity_swa=None,
+        target_graph_memory_usage=target,
+        draft_graph_memory_usage=draft,
+    )
+    return {"disable_cuda_graph": False, "internal_states": [{"memory_usage": usage}]}
+
+
+def _launch_0523(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: Any) -> Built:
+    import sglang.srt.model_executor.model_runner_components.cuda_graph_setup as setup
+
+    runner_cls = type("FakeDecodeGraphRunner", (FakeGraphRunner,), {"capture_bs": bs})
+    decode = SimpleNamespace(backend="full")
+    monkeypatch.setattr(setup, "get_disagg", lambda: SimpleNamespace(disaggregation_mode="null"))
+    monkeypatch.setattr(setup, "get_model", lambda: SimpleNamespace(model_impl="auto"))
+    monkeypatch.setattr(setup, "check_cuda_graph_backend", lambda *args: False)
+    graph = SimpleNamespace(cuda_graph_config=SimpleNamespace(decode=decode))
+    monkeypatch.setattr(setup, "get_exec", lambda: SimpleNamespace(graph=graph))
+    platform = SimpleNamespace(get_graph_runner_cls=lambda: runner_cls, device_name="cuda")
+    monkeypatch.setattr(setup, "current_platform", platform)
+    monkeypatch.setattr(setup, "get_available_gpu_memory", fake_free_memory(avail_gb))
+    model_runner = SimpleNamespace(
+        is_draft_worker=False, is_generation=True, device="cuda", gpu_id=0
+    )
+    model_runner.spec_algorithm = SimpleNamespace(is_speculative=lambda: True)
+    model_runner.decode_num_tokens_per_req = lambda: 4
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=setup.logger.name):
+        capture = setup.capture_decode_graph(model_runner=model_runner)
+    log = _log(caplog)
+    if draft:
+        log += "\n[2026-12-01 09:00:02] " + DRAFT_LINE_0523.format(gb=DRAFT_GB)
+    info = _server_info_0523(capture.memory_usage, DRAFT_GB if draft else None)
+    # The resolved graph arguments as /server_info carries them (0.5.23's field names).
+    info.update(cuda_graph_bs_decode=list(bs))
+    return log, info
+
+
+def eagle3_launch(
+    release: gpu_release.ReleaseSettings,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    *,
+    draft: bool = True,
+    avail_gb: Sequence[float] = AVAIL_GB,
+    bs: Sequence[int] = BATCH,
+) -> tuple[GraphCapture, dict[str, Any]]:
+    """An EAGLE3 launch on ``release``, ``avail_gb`` free before and after the target's capture."""
+    build = _launch_0513 if release.version == "0.5.13.post1" else _launch_0523
+    log, info = build(monkeypatch, caplog, draft=draft, avail_gb=avail_gb, bs=bs)
+    return GraphCapture.from_log(log, release), info
+
+
+def no_graph_info(
+    release: gpu_release.ReleaseSettings, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    if release.version == "0.5.13.post1":
+        return _server_info_0513(0.0, monkeypatch)
+    return _server_info_0523({}, None)
+
+
+def launch_of(
+    release: gpu_release.ReleaseSettings,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> LaunchOf:
+
+    def of(bs: Sequence[int], tokens: int) -> tuple[GraphCapture, dict[str, Any]]:
+        capture, info = eagle3_launch(release, monkeypatch, caplog, bs=bs)
+        info.update(max_total_num_tokens=tokens)
+        return capture, info
+
+    return of

@@ -1,13 +1,15 @@
-"""Device memory between GPU cases: wait until the last server's memory is released."""
+"""Device memory from the driver (NVML): waiting until the last case's memory is released, and
+each device's peak through a server's start-up, per phase (:class:`MemoryWatch`)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 MIB = 1 << 20
 # CUDA numbers devices fastest first by default, NVML by PCI bus id; this makes them agree.
@@ -15,23 +17,13 @@ CUDA_DEVICE_ORDER = ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 
 class DeviceMemoryReader(Protocol):
-    """Used memory of one device, by physical index, from the driver's point of view."""
-
     def used_bytes(self, index: int) -> int: ...
 
     def holder_pids(self, index: int) -> list[int]: ...
 
 
-class DeviceInventory(DeviceMemoryReader, Protocol):
-    """A reader that also lists the devices (count and UUIDs), as the driver numbers them."""
-
-    def device_count(self) -> int: ...
-
-    def uuids(self) -> dict[str, int]: ...
-
-
 class NvmlMemoryReader:
-    """Reads ``nvmlDeviceGetMemoryInfo(...).used`` through ``pynvml``."""
+    """pynvml (nvidia-ml-py, a requirement of every sglang release the suite runs)."""
 
     def __init__(self) -> None:
         import pynvml
@@ -54,50 +46,11 @@ class NvmlMemoryReader:
         return sorted(p.pid for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(handle))
 
     def uuids(self) -> dict[str, int]:
-        """UUID (``GPU-...``) of every device -> its index."""
         out = {}
         for index in range(self.device_count()):
             uuid = self._nvml.nvmlDeviceGetUUID(self._nvml.nvmlDeviceGetHandleByIndex(index))
             out[uuid.decode() if isinstance(uuid, bytes) else str(uuid)] = index
         return out
-
-
-class NvidiaSmiMemoryReader:
-    """Reads ``nvidia-smi --query-gpu=memory.used`` (MiB resolution)."""
-
-    def _query(self, args: list[str]) -> list[str]:
-        out = subprocess.run(
-            ["nvidia-smi", *args, "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        )
-        return [line.strip() for line in out.stdout.splitlines() if line.strip()]
-
-    def device_count(self) -> int:
-        return len(self._query(["--query-gpu=index"]))
-
-    def used_bytes(self, index: int) -> int:
-        (used_mib,) = self._query(["-i", str(index), "--query-gpu=memory.used"])
-        return int(used_mib) * MIB
-
-    def holder_pids(self, index: int) -> list[int]:
-        rows = self._query(["-i", str(index), "--query-compute-apps=pid"])
-        return sorted(int(r) for r in rows if r.isdigit())
-
-    def uuids(self) -> dict[str, int]:
-        """UUID (``GPU-...``) of every device -> its index."""
-        rows = [r.split(",") for r in self._query(["--query-gpu=index,uuid"])]
-        return {uuid.strip(): int(index) for index, uuid in rows}
-
-
-def default_reader() -> NvmlMemoryReader | NvidiaSmiMemoryReader:
-    """NVML when ``pynvml`` imports and initialises, else ``nvidia-smi``."""
-    try:
-        return NvmlMemoryReader()
-    except Exception:  # no pynvml, or NVML refuses to initialise
-        return NvidiaSmiMemoryReader()
 
 
 def devices_for_case(
@@ -106,9 +59,8 @@ def devices_for_case(
     uuids: Mapping[str, int] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> list[int]:
-    """NVML indices of the ``tp`` devices a case's server runs on: CUDA devices 0..tp-1, which
-    ``CUDA_VISIBLE_DEVICES`` maps to physical devices (indices, or UUIDs and their unique
-    prefixes, looked up in ``uuids``). A list that cannot be mapped means every device."""
+    """NVML indices of CUDA devices 0..tp-1 through ``CUDA_VISIBLE_DEVICES`` (indices or UUID
+    prefixes); a list that cannot be mapped means every device."""
     listed = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
     if listed is None:
         return list(range(min(tp, device_count)))
@@ -127,19 +79,16 @@ def devices_for_case(
 
 
 class DeviceMemoryNotReleased(RuntimeError):
-    """A device stayed above its baseline for longer than the bound."""
+    pass
 
 
 @dataclass
 class MemoryWait:
-    """How long the wait took and the last reading of each device (bytes used)."""
-
     waited_s: float
     used: dict[int, int] = field(default_factory=dict)
 
 
 def read_baselines(reader: DeviceMemoryReader, indices: list[int]) -> dict[int, int]:
-    """Used bytes of each device now (take it before the first server starts)."""
     return {i: reader.used_bytes(i) for i in indices}
 
 
@@ -153,7 +102,6 @@ def wait_until_released(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> MemoryWait:
-    """Wait until every device uses at most its baseline + ``tolerance_bytes``."""
     start = clock()
     while True:
         used = {i: reader.used_bytes(i) for i in baselines}
@@ -175,3 +123,87 @@ def wait_until_released(
                 "server (or another process) still holds it:\n" + "\n".join(lines)
             )
         sleep(poll_s)
+
+
+CAPTURE_BEGIN = "graph begin"  # both releases' capture-begin lines, case folded
+INTERVAL_S = 0.25
+# ``read(index) -> (used_bytes, total_bytes)`` of one device, by NVML index.
+Reader = Callable[[int], tuple[int, int]]
+
+
+@dataclass
+class MemoryWatch:
+    read: Reader
+    devices: Sequence[int]
+    log_path: Path
+    interval_s: float = INTERVAL_S
+    peaks: dict[str, dict[int, int]] = field(default_factory=lambda: {"init": {}, "capture": {}})
+    free_after_capture: dict[int, int] = field(default_factory=dict)
+    samples: int = 0
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    def phase(self) -> str:
+        text = self.log_path.read_bytes() if self.log_path.exists() else b""
+        return "capture" if CAPTURE_BEGIN in text.decode(errors="replace").lower() else "init"
+
+    def sample(self) -> None:
+        phase = self.phase()
+        for index in self.devices:
+            try:
+                used, _ = self.read(index)
+            except Exception as error:  # a driver hiccup must not end the watch
+                self.errors.append(f"device {index}: {error}")
+                continue
+            peak = self.peaks[phase]
+            peak[index] = max(peak.get(index, 0), used)
+        self.samples += 1
+
+    def start(self) -> MemoryWatch:
+        def run() -> None:
+            while not self._stop.is_set():
+                self.sample()
+                self._stop.wait(self.interval_s)
+
+        self._thread = threading.Thread(target=run, name="memory-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, Any]:
+        """Stop, read free memory after capture, and :meth:`report` (a second call: report)."""
+        if self._stop.is_set():
+            return self.report()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.sample()
+        for index in self.devices:
+            try:
+                used, total = self.read(index)
+                self.free_after_capture[index] = total - used
+            except Exception as error:
+                self.errors.append(f"device {index}: {error}")
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "peak_used_bytes": {p: dict(v) for p, v in self.peaks.items()},
+            "free_after_capture_bytes": dict(self.free_after_capture),
+            "samples": self.samples,
+            "errors": self.errors[:5],
+        }
+
+
+def nvml_reader() -> Reader | None:
+    try:
+        return NvmlMemoryReader().used_and_total
+    except Exception:  # no pynvml, or NVML refuses to initialise
+        return None
+
+
+def watch(log_path: Path, devices: Sequence[int], read: Reader | None = None) -> MemoryWatch | None:
+    read = read or nvml_reader()
+    if read is None:
+        return None
+    return MemoryWatch(read, list(devices), log_path).start()

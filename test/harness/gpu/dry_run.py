@@ -20,22 +20,20 @@ from harness.launch.server_process import cpu_double_problems
 
 # Where the suite's servers would write; the dry run names the place without creating it.
 WORK_DIR_PLACEHOLDER = Path("<case-dir>")
-CASE_TEST = "test_gpu_servers.py::test_case_fits_its_budget_and_matches_stock"
+SERVERS = "test_gpu_servers.py::"
+CASE_TEST = SERVERS + "test_case_fits_its_budget_and_matches_stock"
 # The eagle3 case's other tests at f: (test, variant, work directory).
 EAGLE3_TESTS = (
-    (
-        "test_gpu_servers.py::test_full_kv_cache_is_served_without_running_out_of_memory",
-        "plugin",
-        "load",
-    ),
-    ("test_gpu_servers.py::test_stock_sglang_overshoots_the_same_budget", "stock", "overshoot"),
+    (SERVERS + "test_full_kv_cache_is_served_without_running_out_of_memory", "plugin", "load"),
+    (SERVERS + "test_stock_sglang_overshoots_the_same_budget", "stock", "overshoot"),
+)
+TP2_TEST = (
+    "test_gpu_multi_rank.py::test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory"
 )
 
 
 @dataclass(frozen=True)
 class PlannedServer:
-    """One server the suite would start: for which test, when, with which command and env."""
-
     case: str
     variant: str  # "plugin" | "stock"
     test: str
@@ -56,13 +54,8 @@ def _server(
     base: Mapping[str, str],
 ) -> PlannedServer:
     work_dir = WORK_DIR_PLACEHOLDER / case.name / work
-    env = gpu_env(
-        plugin=variant == "plugin",
-        report_dir=work_dir / "reports",
-        probe_dir=work_dir / "probe",
-        case_env=dict(case.env),
-        base=base,
-    )
+    dirs = {"report_dir": work_dir / "reports", "probe_dir": work_dir / "probe"}
+    env = gpu_env(plugin=variant == "plugin", case_env=dict(case.env), base=base, **dirs)
     argv = launch_argv(case, fraction, flag)
     return PlannedServer(case.name, variant, test, when, argv, changed_variables(env, base))
 
@@ -70,7 +63,6 @@ def _server(
 def planned_servers(
     env: Mapping[str, str] | None = None, release: str | None = None
 ) -> Iterator[PlannedServer]:
-    """Every server of ``test/gpu`` on ``release`` (default: the installed one), in order."""
     env = os.environ if env is None else env
     settings = gpu_release.settings(release or gpu_release.installed_release() or "none")
     flag = settings.deterministic_flag if gpu_cases.deterministic(env) else None
@@ -81,36 +73,21 @@ def planned_servers(
             continue
         for variant in ("plugin", "stock"):
             yield _server(case, variant, f, test=CASE_TEST, when="always", work=variant, **common)
+        oom = f"stock runs out of memory at f={f}"
         for variant in ("stock", "plugin"):
-            yield _server(
-                case,
-                variant,
-                lower,
-                test=CASE_TEST,
-                when=f"stock runs out of memory at f={f}",
-                work=f"{variant}-lower-f",
-                **common,
-            )
+            work = f"{variant}-lower-f"
+            yield _server(case, variant, lower, test=CASE_TEST, when=oom, work=work, **common)
     eagle3 = gpu_cases.case("eagle3", env, settings.version)
     if eagle3.skip:
         return
     for test, variant, work in EAGLE3_TESTS:
         yield _server(eagle3, variant, f, test=test, when="always", work=work, **common)
     tp2 = dataclasses.replace(eagle3, name="eagle3_tp2", tp=2)
-    yield _server(
-        tp2,
-        "plugin",
-        f,
-        test="test_gpu_multi_rank.py::test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory",
-        when="the runner has 2 GPUs",
-        work="tp2",
-        flag=None,
-        base=env,
-    )
+    when = "the runner has 2 GPUs"
+    yield _server(tp2, "plugin", f, test=TP2_TEST, when=when, work="tp2", flag=None, base=env)
 
 
 def parse_problem(argv: list[str]) -> str:
-    """Why the installed release's own parser refuses ``argv`` ("" when it takes it)."""
     from sglang.srt.server_args import ServerArgs
 
     if argv[1:3] != ["-m", "sglang.launch_server"]:
@@ -130,7 +107,6 @@ def parse_problem(argv: list[str]) -> str:
 
 
 def server_problems(server: PlannedServer, full_env: Mapping[str, str]) -> list[str]:
-    """What is wrong with one planned server: its argv or its environment."""
     problems = []
     why = parse_problem(server.argv)
     if why:
@@ -154,11 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                 full_env.pop(k, None)
         problems = server_problems(server, full_env)
         if problems:
-            print(
-                f"[test-gpu] dry run: {server.case} {server.variant} ({server.when}): "
-                + "; ".join(problems),
-                file=sys.stderr,
-            )
+            where = f"{server.case} {server.variant} ({server.when})"
+            print(f"[test-gpu] dry run: {where}: " + "; ".join(problems), file=sys.stderr)
             return 1
         print(json.dumps(dataclasses.asdict(server)))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.gpu.gpu_release import installed_release
 
@@ -17,26 +17,14 @@ DETERMINISTIC_ENV = "SPECINIT_GPU_DETERMINISTIC"
 DEFAULT_MEM_FRACTION = "0.9"
 STOCK_FALLBACK_STEP = 0.1
 SMOKE_CASE = "eagle3"
-# What SGLang's DFLASH CI and the drafts' model cards launch DFLASH with (see above).
-DFLASH_ARGS = (
-    "--speculative-algorithm",
-    "DFLASH",
-    "--trust-remote-code",
-    "--attention-backend",
-    "flashinfer",
-    "--page-size",
-    "1",
-    "--disable-overlap-schedule",
+# What SGLang's DFLASH CI and the drafts' model cards launch DFLASH with.
+DFLASH_ARGS = tuple(
+    "--speculative-algorithm DFLASH --trust-remote-code --attention-backend flashinfer "
+    "--page-size 1 --disable-overlap-schedule".split()
 )
 DFLASH_ENV = (("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1"),)
-
-CHAIN = (
-    "--speculative-num-steps",
-    "3",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "4",
+CHAIN = tuple(
+    "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4".split()
 )
 EAGLE3_ARGS = ("--speculative-algorithm", "EAGLE3", *CHAIN)
 PRIME_PROMPT = "List the first ten prime numbers, separated by commas:"
@@ -47,16 +35,13 @@ PROMPTS = (
     "The days of the week are Monday, Tuesday,",
     "Repeat exactly ten times: alpha beta gamma delta. alpha beta gamma delta.",
 )
-
-
 MAX_NEW_TOKENS = 96
 # Top-2 logprobs per output token: the margin that calibrates a token difference.
 TOP_LOGPROBS = 2
 
 
 def generate_payload(prompt: str, *, logprobs: bool) -> dict[str, object]:
-    """The ``/generate`` body of one greedy prompt; ``logprobs`` asks for the top-2 margins
-    (not where the release refuses them, ``ReleaseSettings.returns_logprobs``)."""
+    """The ``/generate`` body of one greedy prompt; ``logprobs``: with the top-2 margins."""
     payload: dict[str, object] = {
         "text": prompt,
         "sampling_params": {"temperature": 0, "max_new_tokens": MAX_NEW_TOKENS},
@@ -68,8 +53,7 @@ def generate_payload(prompt: str, *, logprobs: bool) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class Case:
-    """One case as a profile defines it (:func:`resolve` applies the env overrides); ``skip``
-    says why it cannot run (then ``target`` is "")."""
+    """One case as a profile defines it; ``skip`` says why it cannot run (``target`` "")."""
 
     name: str
     target: str
@@ -94,21 +78,12 @@ class Case:
 
     @property
     def algorithm(self) -> str:
-        """The ``--speculative-algorithm`` value."""
         return self.args[self.args.index("--speculative-algorithm") + 1]
 
     def launch_args(self, mem_fraction: str, deterministic_flag: str | None = None) -> list[str]:
-        """``launch_server`` flags for this case (without host and port); ``deterministic_flag``
-        (the release's, :mod:`harness.gpu.gpu_release`) on both servers alike."""
-        argv = [
-            "--model-path",
-            self.target,
-            "--tp",
-            str(self.tp),
-            "--mem-fraction-static",
-            mem_fraction,
-            *self.args,
-        ]
+        """``launch_server`` flags for this case (without host and port)."""
+        argv = ["--model-path", self.target, "--tp", str(self.tp)]
+        argv += ["--mem-fraction-static", mem_fraction, *self.args]
         if self.draft is not None:
             argv += ["--speculative-draft-model-path", self.draft]
         if deterministic_flag:
@@ -118,57 +93,30 @@ class Case:
 
 # 0.5.23's resize after graph capture (CUDA only), which the plugin caps at the pools' prices.
 POST_CAPTURE_ENV = (("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING", "1"),)
-
-
 NGRAM_ARGS = ("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8")
 MULTI_LAYER_ARGS = (
-    "--speculative-algorithm",
-    "EAGLE",
-    "--enable-multi-layer-eagle",
-    "--trust-remote-code",
+    *"--speculative-algorithm EAGLE --enable-multi-layer-eagle --trust-remote-code".split(),
     *CHAIN,
 )
 SMALL_DRAFT = "meta-llama/Llama-3.2-1B-Instruct"  # every profile's STANDALONE draft
+EAGLE3 = ("eagle3",)
+POST_CAPTURE_CASE = {"env": POST_CAPTURE_ENV, "releases": ("0.5.23",)}
 
 
 def _profile(
-    target: str,
-    eagle3_draft: str,
-    standalone_target: str,
-    dflash: tuple[str, str],
-    mtp: Case,
+    target: str, eagle3_draft: str, standalone_target: str, dflash: tuple[str, str], mtp: Case
 ) -> tuple[Case, ...]:
-    """One profile's cases: ``target`` runs EAGLE3 (with ``eagle3_draft``) and NGRAM;
-    ``dflash`` is a target and its DFLASH draft; ``mtp`` the multi-layer MTP case."""
-    # Overlap scheduling is the default for the EAGLE family in 0.5.13.post1
-    # (SGLANG_ENABLE_SPEC_V2 on); the phases differ without it, so both are run.
+    """One profile's cases: ``target`` runs EAGLE3 (``eagle3_draft``) and NGRAM."""
+    # Overlap scheduling is the EAGLE family's default; the phases differ without it: both run.
+    eagle3 = Case("eagle3", target, eagle3_draft, EAGLE3_ARGS, overlap=True)
+    # The other eagle3 cases take eagle3's models unless told otherwise (env_names).
+    no_overlap = (*EAGLE3_ARGS, "--disable-overlap-schedule")
+    standalone = ("--speculative-algorithm", "STANDALONE", *CHAIN)
     return (
-        Case("eagle3", target, eagle3_draft, EAGLE3_ARGS, overlap=True),
-        Case(
-            "eagle3_no_overlap",
-            target,
-            eagle3_draft,
-            (*EAGLE3_ARGS, "--disable-overlap-schedule"),
-            overlap=False,
-            env_names=("eagle3",),  # the same models as eagle3 unless told otherwise
-        ),
-        Case(
-            "eagle3_post_capture",
-            target,
-            eagle3_draft,
-            EAGLE3_ARGS,
-            overlap=True,
-            env_names=("eagle3",),
-            env=POST_CAPTURE_ENV,
-            releases=("0.5.23",),
-        ),
-        Case(
-            "standalone",
-            standalone_target,
-            SMALL_DRAFT,
-            ("--speculative-algorithm", "STANDALONE", *CHAIN),
-            overlap=True,
-        ),
+        eagle3,
+        replace(eagle3, name="eagle3_no_overlap", args=no_overlap, overlap=False, env_names=EAGLE3),
+        replace(eagle3, name="eagle3_post_capture", env_names=EAGLE3, **POST_CAPTURE_CASE),
+        Case("standalone", standalone_target, SMALL_DRAFT, standalone, overlap=True),
         mtp,
         Case("dflash", *dflash, DFLASH_ARGS, env=DFLASH_ENV),
         Case("ngram", target, None, NGRAM_ARGS),
@@ -176,18 +124,14 @@ def _profile(
 
 
 def _mtp(target: str, tp: int = 1, skip: str = "") -> Case:
-    return Case(
-        "multi_layer_mtp",
-        target,
-        None,
-        MULTI_LAYER_ARGS,
-        tp=tp,
-        overlap=True,
-        self_draft=True,
-        skip=skip,
-    )
+    args = (target, None, MULTI_LAYER_ARGS)
+    return Case("multi_layer_mtp", *args, tp=tp, overlap=True, self_draft=True, skip=skip)
 
 
+NO_SMALL_MTP = (
+    "no checkpoint for one 24-48 GB GPU has multi-layer MTP (0.5.13.post1 enables it for "
+    "MiMo-V2-Flash and Step-3.5 only); set SPECINIT_GPU_MULTI_LAYER_MTP_TARGET"
+)
 PROFILES: dict[str, tuple[Case, ...]] = {
     "full": _profile(
         "meta-llama/Llama-3.1-8B-Instruct",
@@ -201,19 +145,12 @@ PROFILES: dict[str, tuple[Case, ...]] = {
         "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct",
         "meta-llama/Llama-3.2-3B-Instruct",
         ("Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16"),
-        _mtp(
-            "",
-            skip=(
-                "no checkpoint for one 24-48 GB GPU has multi-layer MTP (0.5.13.post1 enables "
-                "it for MiMo-V2-Flash and Step-3.5 only); set SPECINIT_GPU_MULTI_LAYER_MTP_TARGET"
-            ),
-        ),
+        _mtp("", skip=NO_SMALL_MTP),
     ),
 }
 
 
 def profile_name(env: Mapping[str, str] | None = None) -> str:
-    """The selected profile; an unknown name is an error that lists the choices."""
     name = (os.environ if env is None else env).get(PROFILE_ENV, "full").strip() or "full"
     if name not in PROFILES:
         raise ValueError(f"{PROFILE_ENV}={name!r} is not one of {sorted(PROFILES)}")
@@ -221,7 +158,6 @@ def profile_name(env: Mapping[str, str] | None = None) -> str:
 
 
 def mem_fraction(env: Mapping[str, str] | None = None) -> str:
-    """``--mem-fraction-static`` for every launch (validated: a number in (0, 1))."""
     value = (os.environ if env is None else env).get(MEM_FRACTION_ENV, DEFAULT_MEM_FRACTION)
     try:
         ok = 0.0 < float(value) < 1.0
@@ -240,9 +176,7 @@ def stock_mem_fraction(env: Mapping[str, str] | None = None) -> str:
 
 
 def deterministic(env: Mapping[str, str] | None = None) -> bool:
-    """Whether both servers run with the release's deterministic-inference flag
-    (``SPECINIT_GPU_DETERMINISTIC``, default 1; 0 compares the default kernels, where the
-    stock control and the logprob margins are the only calibration)."""
+    """Whether both servers run with the release's deterministic-inference flag (default 1)."""
     value = (os.environ if env is None else env).get(DETERMINISTIC_ENV, "1").strip()
     if value not in ("0", "1"):
         raise ValueError(f"{DETERMINISTIC_ENV}={value!r} must be 0 or 1")
@@ -250,7 +184,6 @@ def deterministic(env: Mapping[str, str] | None = None) -> bool:
 
 
 def smoke_timeout_s(env: Mapping[str, str] | None = None) -> int:
-    """The smoke test's timeout, sized from its launches (:mod:`harness.gpu.time_budget`)."""
     from harness.gpu import time_budget  # it reads the cases: imported here, not at the top
 
     return time_budget.smoke_timeout_s(env)
@@ -268,8 +201,7 @@ def local_model(model: str, env: Mapping[str, str]) -> str:
 
 
 def resolve(spec: Case, env: Mapping[str, str]) -> Case:
-    """Apply ``SPECINIT_GPU_<CASE>_TARGET`` / ``_DRAFT`` / ``_TP`` and
-    ``SPECINIT_GPU_MODEL_DIR`` to a profile's case."""
+    """Apply ``SPECINIT_GPU_<CASE>_TARGET`` / ``_DRAFT`` / ``_TP`` and the model dir."""
 
     def setting(key: str) -> str | None:
         return next((env[p + key] for p in spec.override_prefixes if env.get(p + key)), None)
@@ -290,8 +222,7 @@ def resolve(spec: Case, env: Mapping[str, str]) -> Case:
 
 
 def smoke_problems(env: Mapping[str, str] | None = None) -> str:
-    """Why the smoke cannot run from local checkpoints ("" when it can): it must not spend
-    its ten minutes downloading, so every model of its case must be a local directory."""
+    """Why the smoke cannot run from local checkpoints ("" when it can)."""
     env = os.environ if env is None else env
     smoke = case(SMOKE_CASE, env)
     missing = [m for m in (smoke.target, smoke.draft) if m and not os.path.isdir(m)]
@@ -306,8 +237,7 @@ def smoke_problems(env: Mapping[str, str] | None = None) -> str:
 
 
 def cases(env: Mapping[str, str] | None = None, release: str | None = None) -> list[Case]:
-    """Every case of the selected profile that ``release`` runs (default: the installed
-    one), overrides applied, in the profile's order."""
+    """Every case of the selected profile that ``release`` (default: installed) runs."""
     env = os.environ if env is None else env
     release = release or installed_release()
     specs = [s for s in PROFILES[profile_name(env)] if not s.releases or release in s.releases]
@@ -315,14 +245,11 @@ def cases(env: Mapping[str, str] | None = None, release: str | None = None) -> l
 
 
 def case(name: str, env: Mapping[str, str] | None = None, release: str | None = None) -> Case:
-    """One case of the selected profile by name."""
     (found,) = [c for c in cases(env, release) if c.name == name]
     return found
 
 
 if __name__ == "__main__":
-    # ``python -m harness.gpu.gpu_cases --smoke-problems``: why the smoke cannot run ("" if it
-    # can); ``--smoke-timeout``: the smoke test's timeout in seconds.
     import sys
 
     if sys.argv[1:] == ["--smoke-problems"]:

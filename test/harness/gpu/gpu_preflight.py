@@ -20,7 +20,6 @@ def _version(text: str | None, pattern: str) -> tuple[int, ...] | None:
 
 
 def _shown(text: str | None, pattern: str) -> str:
-    """The version as the tool printed it (``580.65.06``, leading zeros kept)."""
     match = re.search(pattern, text or "")
     return match.group(1) if match else "unknown"
 
@@ -59,7 +58,6 @@ def problems(banner: str | None, libc: str | None) -> list[str]:
 
 
 def verdict(banner: str | None, libc: str | None) -> tuple[int, str]:
-    """Exit code and the one line to print."""
     found = problems(banner, libc)
     if not found:
         return 0, (
@@ -75,7 +73,6 @@ def verdict(banner: str | None, libc: str | None) -> tuple[int, str]:
 def read_banner(
     run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
 ) -> str | None:
-    """``nvidia-smi``'s output (its banner names the driver and CUDA versions), or None."""
     try:
         done = run(["nvidia-smi"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -84,7 +81,6 @@ def read_banner(
 
 
 def read_libc() -> str | None:
-    """The C library's name and version (None when it is not glibc)."""
     try:
         return os.confstr("CS_GNU_LIBC_VERSION")
     except (ValueError, OSError):

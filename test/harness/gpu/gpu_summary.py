@@ -1,22 +1,66 @@
-"""Verdict of a GPU suite run, from pytest's JUnit XML: which cases ran, which were skipped, why."""
+"""Verdict of a GPU suite run, from pytest's JUnit XML: which cases ran, which were skipped, why;
+each test's outcome written the moment it ends (:func:`record`: a JSON line, a JUnit file); and
+each case's own record (:class:`CaseReport`: its launches, results and wall time)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-from harness.gpu import case_report, live_results
+from typing import Any
 
 PYTEST_NO_TESTS_COLLECTED = 5
+OUT_DIR_ENV = "SPECINIT_GPU_OUT_DIR"
+RESULTS = "results.jsonl"
+PARTIAL_JUNIT = "junit-partial.xml"
+
+
+def out_dir() -> Path | None:
+    value = os.environ.get(OUT_DIR_ENV, "").strip()
+    return Path(value) if value else None
+
+
+def record(directory: Path, nodeid: str, outcome: str, detail: str, seconds: float) -> None:
+    """Append one finished test and rewrite the partial JUnit report from every line so far."""
+    directory.mkdir(parents=True, exist_ok=True)
+    line = {"nodeid": nodeid, "outcome": outcome, "detail": detail[:500], "seconds": seconds}
+    with (directory / RESULTS).open("a") as f:
+        f.write(json.dumps(line) + "\n")
+    write_junit(read(directory), directory / PARTIAL_JUNIT)
+
+
+def read(directory: Path) -> list[dict[str, Any]]:
+    path = directory / RESULTS
+    if not path.is_file():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def write_junit(results: list[dict[str, Any]], path: Path) -> None:
+    suite = ET.Element("testsuite", name="gpu", tests=str(len(results)))
+    for r in results:
+        module, _, name = r["nodeid"].partition("::")
+        classname = module.removesuffix(".py").replace("/", ".")
+        case = ET.SubElement(
+            suite, "testcase", classname=classname, name=name, time=f"{r['seconds']:.1f}"
+        )
+        tag = {"failed": "failure", "error": "error", "skipped": "skipped"}.get(r["outcome"])
+        if tag:
+            ET.SubElement(case, tag, message=r["detail"])
+    tmp = path.with_suffix(".tmp")
+    ET.ElementTree(suite).write(tmp)
+    tmp.replace(path)
 
 
 @dataclass(frozen=True)
 class CaseOutcome:
-    """One test of the report: ``passed``, ``failed``, ``error`` or ``skipped``, and why."""
-
     name: str
     outcome: str
     detail: str = ""
@@ -27,7 +71,6 @@ class CaseOutcome:
 
 
 def read_outcomes(report: Path) -> list[CaseOutcome]:
-    """Every ``testcase`` of a JUnit XML report written by pytest."""
     outcomes = []
     for case in ET.parse(report).getroot().iter("testcase"):
         name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
@@ -44,7 +87,6 @@ def read_outcomes(report: Path) -> list[CaseOutcome]:
 
 
 def verdict(outcomes: list[CaseOutcome], pytest_exit_code: int) -> tuple[int, str]:
-    """Exit code and the text to print for a run."""
     lines = [f"{o.outcome:8} {o.name}" + (f"  ({o.detail})" if o.detail else "") for o in outcomes]
     ran = [o for o in outcomes if o.ran]
     skipped = [o for o in outcomes if o.outcome == "skipped"]
@@ -61,34 +103,159 @@ def verdict(outcomes: list[CaseOutcome], pytest_exit_code: int) -> tuple[int, st
     return 0, "\n".join([*lines, f"GPU suite: passed ({counts})"])
 
 
+FILE_NAME = "case-report.json"
+# What a stock launch that died of an out-of-memory error at the case's fraction means.
+STOCK_OOM_AT_F = "stock cannot start at f={f}, the plugin can"
+
+
+@dataclass
+class Launch:
+    """One server launch of a case: role, fraction, outcome and seconds to teardown."""
+
+    role: str
+    mem_fraction: str
+    outcome: str = "running"
+    seconds: float = 0.0
+
+
+@dataclass
+class CaseReport:
+    case: str
+    release: str
+    deterministic: bool
+    path: Path
+    launches: list[Launch] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+    _started: float = field(default_factory=time.monotonic, repr=False)
+
+    def save(self) -> Path:
+        self.wall_seconds = round(time.monotonic() - self._started, 1)
+        body = {k: v for k, v in asdict(self).items() if not k.startswith("_") and k != "path"}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(body, indent=1, default=str))
+        tmp.replace(self.path)
+        return self.path
+
+    def result(self, key: str, value: Any) -> None:
+        self.results[key] = value
+        self.save()
+
+    @contextmanager
+    def launch(self, role: str, mem_fraction: str) -> Iterator[Launch]:
+        """Record one launch: ``served``, or (the block raised) the error's first line."""
+        entry = Launch(role, mem_fraction)
+        self.launches.append(entry)
+        started = time.monotonic()
+        self.save()
+        try:
+            yield entry
+            if entry.outcome == "running":
+                entry.outcome = "served"
+        except BaseException as error:
+            if entry.outcome == "running":
+                first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                entry.outcome = f"failed: {first[:200]}"
+            raise
+        finally:
+            entry.seconds = round(time.monotonic() - started, 1)
+            self.save()
+
+
+def new_report(case: str, release: str, deterministic: bool, directory: Path) -> CaseReport:
+    directory.mkdir(parents=True, exist_ok=True)
+    report = CaseReport(case, release, deterministic, directory / FILE_NAME)
+    report.save()
+    return report
+
+
+def read_reports(root: Path) -> list[dict[str, Any]]:
+    found = [json.loads(p.read_text()) for p in sorted(root.rglob(FILE_NAME))]
+    return sorted(found, key=lambda r: r["case"])
+
+
+def summary_lines(reports: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for r in reports:
+        launches = "; ".join(
+            f"{x['role']} f={x['mem_fraction']}: {x['outcome']} ({x['seconds']:.0f} s)"
+            for x in r["launches"]
+        )
+        mode = "deterministic" if r["deterministic"] else "default kernels"
+        lines.append(
+            f"case {r['case']} on sglang {r['release']} ({mode}), {r['wall_seconds']:.0f} s: "
+            f"{launches or 'no launch'}"
+        )
+        lines += [f"    {key}: {value}" for key, value in r["results"].items()]
+    return lines
+
+
+TABLE_HEADER = (
+    "| case | release | launches | plugin tokens | stock tokens | plugin/stock | batch lists "
+    "equal | accept length plugin / stock | output tok/s plugin / stock | peak GiB init / "
+    "capture (plugin) | free GiB after capture (plugin) | failed checks |"
+)
+
+
+def _gib(by_device: Any) -> str:
+    if not by_device:
+        return "n/a"
+    return "/".join(f"{int(v) / (1 << 30):.1f}" for _, v in sorted(by_device.items()))
+
+
+def _row(r: dict[str, Any]) -> str:
+    res = r["results"]
+    tokens = res.get("tokens") or {}
+    serving = res.get("serving") or {}
+    plugin, stock = serving.get("plugin") or {}, serving.get("stock") or {}
+    memory = plugin.get("device_memory") or {}
+    peaks = memory.get("peak_used_bytes") or {}
+
+    def pair(key: str, fmt: str) -> str:
+        values = [side.get(key) for side in (plugin, stock)]
+        return " / ".join("n/a" if v is None else format(v, fmt) for v in values)
+
+    launches = ", ".join(f"{x['role']} {x['outcome']}" for x in r["launches"]) or "none"
+    batch = res.get("cuda_graph_batch_lists") or {}
+    return (
+        f"| {r['case']} | {r['release']} | {launches} | {tokens.get('plugin', 'n/a')} | "
+        f"{tokens.get('stock', 'n/a')} | {tokens.get('ratio', 'n/a')} | "
+        f"{batch.get('args_equal', 'n/a')} | {pair('accept_length', '.2f')} | "
+        f"{pair('output_throughput_tok_s', '.0f')} | "
+        f"{_gib(peaks.get('init'))} / {_gib(peaks.get('capture'))} | "
+        f"{_gib(memory.get('free_after_capture_bytes'))} | "
+        f"{', '.join(res.get('verdict') or {}) or 'none'} |"
+    )
+
+
+def markdown_table(reports: list[dict[str, Any]]) -> str:
+    columns = TABLE_HEADER.count("|") - 1
+    lines = ["### GPU cases", "", TABLE_HEADER, "|" + "---|" * columns]
+    lines += [_row(r) for r in reports] or ["| (no case wrote a report) |" + " |" * (columns - 1)]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path, help="pytest --junitxml output")
     parser.add_argument("--pytest-exit-code", type=int, required=True)
-    parser.add_argument(
-        "--cases-dir", type=Path, default=None, help="pytest --basetemp: print its case reports"
-    )
-    parser.add_argument(
-        "--step-summary",
-        type=Path,
-        default=None,
-        help="append the per-case table (markdown) here, e.g. $GITHUB_STEP_SUMMARY",
-    )
+    parser.add_argument("--cases-dir", type=Path, help="pytest --basetemp: print its case reports")
+    parser.add_argument("--step-summary", type=Path, help="append the per-case table (markdown)")
     args = parser.parse_args(argv)
     reports = []
     if args.cases_dir is not None and args.cases_dir.is_dir():
-        reports = case_report.read_reports(args.cases_dir)
-        for line in case_report.summary_lines(reports):
+        reports = read_reports(args.cases_dir)
+        for line in summary_lines(reports):
             print(line)
     report = args.report
-    partial = report.parent / live_results.PARTIAL_JUNIT
+    partial = report.parent / PARTIAL_JUNIT
     if not report.is_file() and partial.is_file():
         # pytest never exited (killed at the job's limit): the tests that ended, as they ended.
         print(f"GPU suite: pytest wrote no {report.name}; reading {partial.name}", file=sys.stderr)
         report = partial
     if args.step_summary is not None:
         with args.step_summary.open("a") as f:
-            f.write(case_report.markdown_table(reports) + "\n")
+            f.write(markdown_table(reports) + "\n")
     if not report.is_file():
         print(f"GPU suite: FAILED, pytest wrote no report at {args.report}", file=sys.stderr)
         return args.pytest_exit_code or 1

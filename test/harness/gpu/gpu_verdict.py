@@ -1,14 +1,16 @@
-"""The GPU suite's verdicts, as pure functions of what two launches left behind."""
+"""The GPU suite's verdicts, as pure functions of what two launches left behind, every verdict
+of one case (:func:`case_problems`), and the accepted drafts a ``/generate`` response reports."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
-from harness.gpu import gpu_release
-from harness.gpu.spec_metrics import DraftStats
+from harness.gpu import gpu_release, storage_identity
 from harness.reports.device_probe import (
     BOOKKEEPING_TOLERANCE_BYTES,
     STRAY_TENSOR_TOLERANCE_BYTES,
@@ -25,8 +27,6 @@ OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FA
 # mem_get_info has page granularity; two readings of the same state may differ by one page.
 READING_GRANULARITY = 2 << 20
 
-# The 0.5.13.post1 lines (ModelRunner.init_device_graphs, every runner; EagleDraftWorker's
-# init_cuda_graphs, rank 0 only); other releases' in harness.gpu.gpu_release.
 _R0513 = gpu_release.RELEASES["0.5.13.post1"]
 GRAPH_FAILED = _R0513.graph_failed
 # /server_info rounds graph_mem_usage to 2 decimals, the log prints it with 2 decimals.
@@ -35,8 +35,7 @@ GRAPH_FIGURE_TOLERANCE_GB = 0.0051
 
 @dataclass(frozen=True)
 class Divergence:
-    """Where two greedy answers to one prompt first differ, with the top-2 logprob margin
-    (top-1 minus top-2, nats) each server had at that output position (None: not returned)."""
+    """Where two greedy answers first differ, with each server's top-2 logprob margin there."""
 
     prompt: str
     at: int
@@ -45,9 +44,7 @@ class Divergence:
     texts: tuple[str, str]
 
     def clear(self, min_margin: float = CLEAR_MARGIN_NATS) -> bool:
-        """Whether the reference server's choice there was clear (a near-tie is not): where
-        the second answer has no position ``at`` (it stopped), or no logprobs were returned,
-        nothing calibrates the difference, and it counts as clear."""
+        """Whether the reference (second) server's choice was clear; no margin counts as clear."""
         reference = self.margins[1]
         return reference is None or reference >= min_margin
 
@@ -64,9 +61,7 @@ class Divergence:
 
 
 def top2_margin(response: Mapping[str, Any], position: int) -> float | None:
-    """Top-1 minus top-2 logprob at one output position of a ``/generate`` response asked
-    with ``return_logprob`` and ``top_logprobs_num >= 2`` (``meta_info["output_top_logprobs"]``,
-    one list of ``(logprob, token_id, text)`` per output token; None where SGLang gave none)."""
+    """Top-1 minus top-2 logprob at one output position (None where SGLang gave none)."""
     tops = (response.get("meta_info") or {}).get("output_top_logprobs") or []
     if position >= len(tops) or not tops[position] or len(tops[position]) < 2:
         return None
@@ -77,27 +72,21 @@ def top2_margin(response: Mapping[str, Any], position: int) -> float | None:
 def divergence(
     prompt: str, first: Mapping[str, Any], second: Mapping[str, Any]
 ) -> Divergence | None:
-    """Where ``first``'s output ids leave ``second``'s (None: identical)."""
     a, b = list(first["output_ids"]), list(second["output_ids"])
     if a == b:
         return None
     at = next(
         (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
     )
-    return Divergence(
-        prompt,
-        at,
-        (len(a), len(b)),
-        (top2_margin(first, at), top2_margin(second, at)),
-        (str(first.get("text", "")), str(second.get("text", ""))),
-    )
+    margins = (top2_margin(first, at), top2_margin(second, at))
+    texts = (str(first.get("text", "")), str(second.get("text", "")))
+    return Divergence(prompt, at, (len(a), len(b)), margins, texts)
 
 
 @dataclass(frozen=True)
 class GreedyVerdict:
-    """``problems``: differences the plugin must answer for; ``ties``: differences at a token
-    where stock itself was within :data:`CLEAR_MARGIN_NATS` of its second choice (recorded, not
-    failed); ``control``: where stock's own repeat differed from its first answers."""
+    """``problems`` fail; ``ties`` (stock itself near-tied there) and ``control`` (stock's own
+    repeat differed) are recorded."""
 
     problems: list[str]
     ties: list[str]
@@ -112,18 +101,11 @@ def greedy_verdict(
     *,
     min_margin: float = CLEAR_MARGIN_NATS,
 ) -> GreedyVerdict:
-    """The plugin-on server's greedy tokens against stock's, calibrated."""
     counts = {len(prompts), len(plugin), len(stock), *([len(control)] if control else [])}
     if len(counts) != 1:
-        return GreedyVerdict(
-            [
-                f"{len(prompts)} prompts but {len(plugin)} plugin / {len(stock)} stock"
-                + (f" / {len(control)} control" if control else "")
-                + " responses"
-            ],
-            [],
-            [],
-        )
+        got = f"{len(plugin)} plugin / {len(stock)} stock"
+        got += f" / {len(control)} control" if control else ""
+        return GreedyVerdict([f"{len(prompts)} prompts but {got} responses"], [], [])
     problems: list[str] = []
     ties: list[str] = []
     control_notes: list[str] = []
@@ -152,7 +134,7 @@ def verify_count_problems(
     stock: Sequence[Mapping[str, Any]],
     control: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[str]:
-    """Per prompt whose tokens are stock's: the plugin-on server needed as many verify steps."""
+    """Per prompt with stock's tokens: as many verify steps as stock (within its own spread)."""
     problems = []
     for i, prompt in enumerate(prompts):
         if list(plugin[i]["output_ids"]) != list(stock[i]["output_ids"]):
@@ -172,7 +154,6 @@ def verify_count_problems(
 
 
 def acceptance_bound(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE_Z) -> float:
-    """``z`` standard errors of the difference of two acceptance rates (pooled binomial)."""
     if on.proposed_drafts <= 0 or stock.proposed_drafts <= 0:
         return 0.0
     p = (on.correct_drafts + stock.correct_drafts) / (on.proposed_drafts + stock.proposed_drafts)
@@ -180,7 +161,6 @@ def acceptance_bound(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE_Z)
 
 
 def acceptance_problems(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE_Z) -> list[str]:
-    """The plugin-on acceptance rate against stock's on the same prompts."""
     if stock.correct_drafts <= 0:
         return [f"stock accepted no draft token ({stock}): the case's draft does not draft"]
     if on.correct_drafts <= 0:
@@ -199,8 +179,7 @@ def acceptance_problems(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE
 
 @dataclass(frozen=True)
 class CaptureLine:
-    """One capture-end line: which runner (``name``, as the release logs it), its GB, and the
-    batch list it captured (None where the release does not log one)."""
+    """One capture-end line: runner name, GB and batch list (None where not logged)."""
 
     name: str
     gb: float
@@ -220,16 +199,12 @@ class GraphCapture:
 
     @classmethod
     def from_log(cls, text: str, release: gpu_release.ReleaseSettings = _R0513) -> GraphCapture:
-        """The capture lines of ``release`` (default 0.5.13.post1) in a start-up log."""
+        def bs(listed: str | None) -> tuple[int, ...] | None:
+            return None if listed is None else tuple(int(b) for b in listed.split(",") if b.strip())
+
+        found = release.capture_end.finditer(text)
         lines = tuple(
-            CaptureLine(
-                m["name"],
-                float(m["gb"]),
-                None
-                if m.groupdict().get("bs") is None
-                else tuple(int(b) for b in m["bs"].replace(" ", "").split(",") if b),
-            )
-            for m in release.capture_end.finditer(text)
+            CaptureLine(m["name"], float(m["gb"]), bs(m.groupdict().get("bs"))) for m in found
         )
         return cls(
             runner_mem_gb=tuple(float(m["gb"]) for m in release.target_graph_end.finditer(text)),
@@ -248,7 +223,6 @@ class GraphCapture:
         return frozenset(found)
 
     def gb_by_phase(self) -> dict[str, tuple[float, ...]]:
-        """The lines' GB by the ``/server_info`` phase each runner's capture is counted under."""
         phase_of = dict(self.graph_phase)
         out: dict[str, tuple[float, ...]] = {}
         for line in self.lines:
@@ -257,12 +231,10 @@ class GraphCapture:
         return out
 
     def batch_lists(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        """Each logged batch list, by runner, in capture order."""
         return tuple((line.name, line.bs) for line in self.lines if line.bs is not None)
 
 
 def expected_draft_graph(args: Sequence[str]) -> str | None:
-    """Which draft graph SGLang 0.5.13.post1 captures for these launch arguments."""
     argv = list(args)
     algorithm = argv[argv.index("--speculative-algorithm") + 1]
     if algorithm not in ("EAGLE", "EAGLE3", "STANDALONE"):
@@ -274,9 +246,7 @@ def expected_draft_graph(args: Sequence[str]) -> str | None:
 
 
 def graph_figures_gb(info: Mapping[str, Any]) -> dict[str, float] | None:
-    """``memory_usage["graph"]`` of the first scheduler in ``/server_info``, by phase (None if
-    absent). 0.5.13.post1 reports the target runner's one figure (``{"graph": G}``); 0.5.23 a
-    dict of phases with the draft's phases merged in beside the target's."""
+    """``/server_info``'s graph memory by phase (0.5.13.post1: ``{"graph": G}``)."""
     states = info.get("internal_states") or [{}]
     value = (states[0].get("memory_usage") or {}).get("graph")
     if value is None:
@@ -287,9 +257,7 @@ def graph_figures_gb(info: Mapping[str, Any]) -> dict[str, float] | None:
 
 
 def graph_figure_problems(capture: GraphCapture, info: Mapping[str, Any]) -> list[str]:
-    """``/server_info``'s graph memory against the capture lines, runner by runner: each phase
-    a line was captured under must hold those lines' GB (a phase without a line is not judged:
-    SGLang captures some graphs it does not log)."""
+    """Each phase a capture line was logged under holds those lines' GB in ``/server_info``."""
     figures = graph_figures_gb(info)
     if figures is None or sum(figures.values()) <= 0:
         return [f"/server_info reports graph memory {figures!r} GB: no graph captured"]
@@ -308,8 +276,6 @@ def graph_figure_problems(capture: GraphCapture, info: Mapping[str, Any]) -> lis
 def graph_problems(
     capture: GraphCapture, info: Mapping[str, Any], expect_draft: str | None
 ) -> list[str]:
-    """Whether the target's (and, where SGLang captures one, the draft's) graphs exist, and
-    ``/server_info``'s figures are the captured runners'."""
     problems = []
     if info.get("disable_cuda_graph"):
         problems.append("the server ran with --disable-cuda-graph")
@@ -325,8 +291,7 @@ def graph_problems(
     return problems
 
 
-# Server arguments that decide which batch sizes get a graph (0.5.13.post1 cuda_graph_bs /
-# cuda_graph_max_bs; 0.5.23's per-phase cuda_graph_*_decode / _prefill): every key naming one.
+# Every server argument that decides which batch sizes get a graph has this in its name.
 GRAPH_ARG_MARKER = "cuda_graph"
 
 
@@ -336,8 +301,7 @@ def batch_list_problems(
     plugin: GraphCapture,
     stock: GraphCapture,
 ) -> list[str]:
-    """The plugin-on server captured stock's CUDA-graph batch lists: the resolved graph
-    arguments in ``/server_info`` and every batch list a capture line logs are equal."""
+    """The resolved graph arguments and every logged batch list equal stock's."""
     problems = []
     keys = sorted(k for k in {*plugin_info, *stock_info} if GRAPH_ARG_MARKER in k)
     for key in keys:
@@ -354,15 +318,12 @@ def batch_list_problems(
 
 
 def same_graph_kinds(plugin: GraphCapture, stock: GraphCapture) -> list[str]:
-    """Every kind of graph stock captured, the plugin-on server captured too."""
     missing = sorted(stock.kinds - plugin.kinds)
     return [f"stock captured {missing} graphs, the plugin-on server did not"] if missing else []
 
 
 def allowed_unused_bytes(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> int:
-    """What a launch may legitimately leave of its budget besides weights, KV and residue:
-    one page per pool (tokens are rounded down to pages), what the plugin reserves outside the
-    KV buffers (per-request draft rows, fixed draft pools) and SGLang's small tensors."""
+    """What may be left of the budget: a page per pool, the plugin's reserves, small tensors."""
     reserved = int(breakdown.get("draft_request_bytes", 0)) + int(
         breakdown.get("draft_fixed_pool_bytes", 0)
     )
@@ -370,7 +331,6 @@ def allowed_unused_bytes(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -
 
 
 def fill_problems(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> list[str]:
-    """The budget is used up, to within :func:`allowed_unused_bytes`."""
     shortfall = usage.fill_shortfall_bytes
     if shortfall is None:
         return ["the probe has no torch counters (not a CUDA run): cannot check the fill"]
@@ -388,8 +348,7 @@ def fill_problems(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> list[
 def memory_problems(
     breakdown: Mapping[str, Any], usage: UsageAfterPools, *, fill: bool
 ) -> list[str]:
-    """One rank of a plugin-on launch: planned = allocated, inside the budget, (``fill``) the
-    budget used up, and the plugin's own readings where the probe says they are."""
+    """One plugin-on rank: planned = allocated, inside (and, ``fill``, using up) the budget."""
     b, problems = breakdown, []
     for pool in ("target", "draft"):
         allocated, planned = b[f"allocated_{pool}_kv_pool_bytes"], b[f"{pool}_kv_pool_bytes"]
@@ -422,5 +381,193 @@ def memory_problems(
 
 
 def oom_lines(text: str) -> list[str]:
-    """Lines of ``text`` that report a device out-of-memory error."""
     return [line for line in text.splitlines() if any(m in line for m in OOM_MARKERS)]
+
+
+# The checks, in the order a reader follows a case.
+CHECKS = (
+    *("breakdown", "memory", "storage_identity", "tokens", "graphs", "batch_lists"),
+    *("greedy", "verify_counts", "acceptance"),
+)
+
+
+@dataclass
+class Launch:
+    """What one launch left (stock: no breakdowns, and a ``control`` repeat of its answers)."""
+
+    info: Mapping[str, Any]
+    responses: Sequence[Mapping[str, Any]]
+    capture: GraphCapture
+    usages: Sequence[UsageAfterPools]
+    breakdowns: Sequence[Mapping[str, Any]] = ()
+    control: Sequence[Mapping[str, Any]] | None = None
+
+
+@dataclass
+class CaseEvidence:
+    """One case: both launches, the plugin launch's storage-identity snapshots per process."""
+
+    prompts: Sequence[str]
+    tp: int
+    expect_draft: str | None
+    plugin: Launch
+    stock: Launch
+    identity: Sequence[Mapping[str, list[Mapping[str, Any]]]] = ()
+    stock_after_init: Mapping[str, Any] | None = None
+    # 0.5.23's post-capture KV sizing: the server may serve fewer tokens than planned.
+    resized_after_capture: bool = False
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stock_fits(self) -> bool:
+        return all(u.over_budget_bytes <= BOOKKEEPING_TOLERANCE_BYTES for u in self.stock.usages)
+
+
+def breakdown_problems(launch: Launch, tp: int, *, resized: bool = False) -> list[str]:
+    """One breakdown per rank, serving the count it planned (``resized``: at most that)."""
+    ranks = [b["tp_rank"] for b in launch.breakdowns]
+    if ranks != list(range(tp)):
+        return [
+            f"plugin breakdowns for TP ranks {ranks}, expected {list(range(tp))}: the plugin did "
+            "not size this launch (stepped aside without a warning, or never loaded)"
+        ]
+    if len(launch.usages) != tp:
+        return [f"{len(launch.usages)} probed schedulers for TP {tp}"]
+    planned, served = launch.breakdowns[0]["tokens"], launch.info["max_total_num_tokens"]
+    if served == planned or (resized and served < planned):
+        return []
+    return [f"planned {planned} tokens, the server serves {served}"]
+
+
+def token_problems(evidence: CaseEvidence) -> list[str]:
+    plugin = int(evidence.plugin.info["max_total_num_tokens"])
+    stock = int(evidence.stock.info["max_total_num_tokens"])
+    if evidence.stock_fits and plugin < stock:
+        return [
+            f"plugin-on serves {plugin} tokens, stock {stock} within the same budget "
+            f"({plugin / stock:.3f} x): worse than stock"
+        ]
+    return []
+
+
+def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
+    plugin, stock = e.plugin, e.stock
+    breakdown = breakdown_problems(plugin, e.tp, resized=e.resized_after_capture)
+    memory: list[str] = []
+    if not breakdown:
+        for b, usage in zip(plugin.breakdowns, plugin.usages, strict=True):
+            # TP > 1 ranks are measured against the smallest rank's reading: fill at TP 1 only.
+            memory += memory_problems(b, usage, fill=e.tp == 1)
+    identity = [
+        p
+        for snapshots in e.identity
+        for p in storage_identity.identity_problems(snapshots, e.stock_after_init)
+    ]
+    if not e.identity:
+        identity = ["no storage-identity records"]
+    graphs = graph_problems(plugin.capture, plugin.info, e.expect_draft)
+    graphs += [f"stock: {p}" for p in graph_problems(stock.capture, stock.info, e.expect_draft)]
+    graphs += same_graph_kinds(plugin.capture, stock.capture)
+    greedy = greedy_verdict(e.prompts, plugin.responses, stock.responses, stock.control)
+    e.notes.update(greedy_ties=greedy.ties, stock_control_differences=greedy.control)
+    on = summed(plugin.responses)
+    off = summed(stock.responses)
+    return {
+        "breakdown": breakdown,
+        "memory": memory,
+        "storage_identity": identity,
+        "tokens": token_problems(e),
+        "graphs": graphs,
+        "batch_lists": batch_list_problems(plugin.info, stock.info, plugin.capture, stock.capture),
+        "greedy": greedy.problems,
+        "verify_counts": verify_count_problems(
+            e.prompts, plugin.responses, stock.responses, stock.control
+        ),
+        "acceptance": acceptance_problems(on, off),
+    }
+
+
+def failing_checks(e: CaseEvidence) -> list[str]:
+    return [name for name, problems in case_problems(e).items() if problems]
+
+
+# meta_info keys SGLang 0.5.13.post1 sets for a finished speculative request.
+VERIFY_STEPS_KEY = "spec_verify_ct"
+CORRECT_DRAFTS_KEY = "spec_num_correct_drafts"
+PROPOSED_DRAFTS_KEY = "spec_num_proposed_drafts"
+
+
+class MissingSpeculativeMetrics(ValueError):
+    """A response carries no speculative counters: no verify step ran for it."""
+
+
+@dataclass(frozen=True)
+class DraftStats:
+    completion_tokens: int
+    verify_steps: int
+    correct_drafts: int
+    proposed_drafts: int
+
+    @classmethod
+    def from_meta_info(cls, meta: Mapping[str, Any]) -> DraftStats:
+        missing = [k for k in (VERIFY_STEPS_KEY, CORRECT_DRAFTS_KEY) if k not in meta]
+        if missing:
+            raise MissingSpeculativeMetrics(
+                f"meta_info has no {', '.join(missing)}: SGLang ran no speculative verify step "
+                f"for this request (or the server is not speculative). meta_info: {dict(meta)}"
+            )
+        return cls(
+            completion_tokens=int(meta["completion_tokens"]),
+            verify_steps=int(meta[VERIFY_STEPS_KEY]),
+            correct_drafts=int(meta[CORRECT_DRAFTS_KEY]),
+            proposed_drafts=int(meta.get(PROPOSED_DRAFTS_KEY, 0)),
+        )
+
+    @property
+    def accept_rate(self) -> float:
+        return self.correct_drafts / self.proposed_drafts if self.proposed_drafts else 0.0
+
+    def __add__(self, other: DraftStats) -> DraftStats:
+        return DraftStats(
+            self.completion_tokens + other.completion_tokens,
+            self.verify_steps + other.verify_steps,
+            self.correct_drafts + other.correct_drafts,
+            self.proposed_drafts + other.proposed_drafts,
+        )
+
+
+def summed(responses: Iterable[Mapping[str, Any]]) -> DraftStats:
+    total = DraftStats(0, 0, 0, 0)
+    for response in responses:
+        total = total + DraftStats.from_meta_info(response["meta_info"])
+    return total
+
+
+def sglang_meta_info(
+    completion_tokens: int, verify_ct: int, correct: int, num_draft_tokens: int
+) -> dict[str, Any]:
+    """The ``meta_info`` SGLang writes for one finished speculative request with these
+    counters, by ``TokenizerManager._calculate_spec_decoding_metrics`` itself."""
+    from sglang.srt.managers.tokenizer_manager import TokenizerManager
+
+    manager = SimpleNamespace(
+        server_args=SimpleNamespace(speculative_num_draft_tokens=num_draft_tokens)
+    )
+    batch_output = SimpleNamespace(
+        spec_verify_ct=[verify_ct],
+        spec_num_correct_drafts=[correct],
+        completion_tokens=[completion_tokens],
+        spec_correct_drafts_histogram=[[verify_ct - correct, correct]] if verify_ct else [[]],
+    )
+    meta: dict[str, Any] = {"completion_tokens": completion_tokens}
+    # 0.5.23 reads the draft-token count from runtime_context's get_spec.
+    module = sys.modules[TokenizerManager.__module__]
+    published = getattr(module, "get_spec", None)
+    if published is not None:
+        module.get_spec = lambda: manager.server_args  # type: ignore[attr-defined]
+    try:
+        TokenizerManager._calculate_spec_decoding_metrics(manager, meta, batch_output, 0)
+    finally:
+        if published is not None:
+            module.get_spec = published  # type: ignore[attr-defined]
+    return meta

@@ -20,8 +20,6 @@ INPUT_TOKEN_RANGE = (1000, 30000)
 
 @dataclass(frozen=True)
 class LoadPlan:
-    """How many requests of which shape the load sends."""
-
     requests: int
     input_len: int
     output_len: int
@@ -39,13 +37,10 @@ def plan_fill(
     output_len: int = 256,
     overfill: float = 1.25,
 ) -> LoadPlan:
-    """``concurrency`` requests (or more, when prompts hit ``max_req_input_len``) whose prompts
-    and outputs add up to ``overfill x capacity_tokens``."""
+    """At least ``concurrency`` requests adding up to ``overfill x capacity_tokens``."""
     if capacity_tokens <= 0 or concurrency <= 0:
-        raise ValueError(
-            f"capacity_tokens and concurrency must be positive, got {capacity_tokens}, "
-            f"{concurrency}"
-        )
+        got = f"{capacity_tokens}, {concurrency}"
+        raise ValueError(f"capacity_tokens and concurrency must be positive, got {got}")
     wanted = math.ceil(overfill * capacity_tokens)
     input_len = max(1, min(math.ceil(wanted / concurrency) - output_len, max_req_input_len))
     requests = max(concurrency, math.ceil(wanted / (input_len + output_len)))
@@ -53,23 +48,15 @@ def plan_fill(
 
 
 def request_payload(index: int, plan: LoadPlan, seed: int = 0) -> dict[str, Any]:
-    """The ``/generate`` body of request ``index``: random ids, greedy, no early stop."""
     rng = random.Random(seed * 1_000_003 + index)
     low, high = INPUT_TOKEN_RANGE
-    return {
-        "input_ids": [rng.randrange(low, high) for _ in range(plan.input_len)],
-        "sampling_params": {
-            "temperature": 0,
-            "max_new_tokens": plan.output_len,
-            "ignore_eos": True,
-        },
-    }
+    sampling = {"temperature": 0, "max_new_tokens": plan.output_len, "ignore_eos": True}
+    ids = [rng.randrange(low, high) for _ in range(plan.input_len)]
+    return {"input_ids": ids, "sampling_params": sampling}
 
 
 @dataclass
 class RequestOutcome:
-    """One request: finished normally (``error`` None) or the error it got."""
-
     index: int
     completion_tokens: int = 0
     finish_reason: Any = None
@@ -80,8 +67,6 @@ class RequestOutcome:
 
 @dataclass
 class LoadResult:
-    """Every request's outcome plus the peak KV occupancy SGLang reported during the run."""
-
     plan: LoadPlan
     outcomes: list[RequestOutcome]
     capacity_tokens: int | None = None
@@ -96,28 +81,21 @@ class LoadResult:
 
     @property
     def short(self) -> list[RequestOutcome]:
-        """Requests that finished with fewer tokens than asked."""
-        return [
-            o
-            for o in self.outcomes
-            if o.error is None and o.completion_tokens != self.plan.output_len
-        ]
+        asked = self.plan.output_len
+        return [o for o in self.outcomes if o.error is None and o.completion_tokens != asked]
 
     @property
     def peak_usage(self) -> float:
-        """Peak ``num_used_tokens / capacity`` seen by the monitor."""
         return self.peak_used_tokens / self.capacity_tokens if self.capacity_tokens else 0.0
 
     @property
     def output_throughput(self) -> float:
-        """Output tokens per second over the whole load (finished requests' tokens)."""
         tokens = sum(o.completion_tokens for o in self.outcomes if o.error is None)
         return tokens / self.seconds if self.seconds > 0 else 0.0
 
     @property
     def accept_length(self) -> float | None:
-        """Output tokens per verify step over the finished requests (SGLang's accept length,
-        the bonus token included); None without speculative counters."""
+        """Output tokens per verify step (None without speculative counters)."""
         done = [o for o in self.outcomes if o.error is None]
         steps = sum(o.verify_steps for o in done)
         return sum(o.completion_tokens for o in done) / steps if steps else None
@@ -190,21 +168,17 @@ def run_load(
     seed: int = 0,
     monitor_interval_s: float = 0.5,
 ) -> LoadResult:
-    """Send every request of ``plan`` at once and wait for them: each up to ``timeout_s``
-    (its socket's timeout), all of them up to ``deadline_s``. Never raises for a failed
-    request: the outcome records it."""
+    """Send every request of ``plan`` at once; wait up to ``deadline_s`` (never raises)."""
     result = LoadResult(plan=plan, outcomes=[])
     stop = threading.Event()
-    monitor = threading.Thread(
-        target=_monitor, args=(base_url, result, stop, monitor_interval_s), daemon=True
-    )
+    args = (base_url, result, stop, monitor_interval_s)
+    monitor = threading.Thread(target=_monitor, args=args, daemon=True)
     started = time.monotonic()
     monitor.start()
     pool = ThreadPoolExecutor(max_workers=plan.requests, thread_name_prefix="load")
     try:
-        futures = [
-            pool.submit(_send, base_url, i, plan, seed, timeout_s) for i in range(plan.requests)
-        ]
+        sent = range(plan.requests)
+        futures = [pool.submit(_send, base_url, i, plan, seed, timeout_s) for i in sent]
         wait(futures, timeout=deadline_s)
         result.outcomes = [
             f.result() if f.done() else RequestOutcome(i, error=UNFINISHED)
@@ -225,5 +199,4 @@ SHORT_LOAD_DEADLINE_S = 120.0
 
 
 def short_load(base_url: str, *, deadline_s: float = SHORT_LOAD_DEADLINE_S) -> LoadResult:
-    """:data:`SHORT_LOAD` on ``base_url`` (the same inputs on every server: seed 0)."""
     return run_load(base_url, SHORT_LOAD, timeout_s=deadline_s, deadline_s=deadline_s)

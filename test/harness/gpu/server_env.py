@@ -26,13 +26,8 @@ class CpuDoubleInGpuEnv(RuntimeError):
 def launch_argv(
     case: Case, mem_fraction: str, deterministic_flag: str | None, python: str | None = None
 ) -> list[str]:
-    """``python -m sglang.launch_server ...`` for ``case`` (host and port come at launch)."""
-    return [
-        python or sys.executable,
-        "-m",
-        "sglang.launch_server",
-        *case.launch_args(mem_fraction, deterministic_flag),
-    ]
+    args = case.launch_args(mem_fraction, deterministic_flag)
+    return [python or sys.executable, "-m", "sglang.launch_server", *args]
 
 
 def gpu_env(
@@ -43,8 +38,7 @@ def gpu_env(
     case_env: Mapping[str, str] | None = None,
     base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Environment of one GPU server's process tree; raises :class:`CpuDoubleInGpuEnv` if a
-    CPU double is left in it."""
+    """One GPU server's environment; raises :class:`CpuDoubleInGpuEnv` on a CPU double."""
     env = sglang_process_env(
         plugin=plugin,
         base=without_cpu_doubles(os.environ if base is None else base),

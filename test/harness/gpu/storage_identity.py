@@ -22,24 +22,20 @@ _recorded_pool = False
 
 
 def _runners() -> list[Any]:
-    """Every ``ModelRunner`` alive in this process with a loaded model: target first."""
     module = sys.modules.get("sglang.srt.model_executor.model_runner")
     if module is None:
         return []
     cls = module.ModelRunner
     found = [o for o in gc.get_objects() if isinstance(o, cls) and getattr(o, "model", None)]
-    return sorted(
-        found,
-        key=lambda r: (
-            bool(getattr(r, "is_draft_worker", False)),
-            getattr(r, "draft_model_idx", None) or 0,
-        ),
-    )
+
+    def order(r: Any) -> tuple[bool, int]:  # the target first
+        return bool(getattr(r, "is_draft_worker", False)), getattr(r, "draft_model_idx", None) or 0
+
+    return sorted(found, key=order)
 
 
 def runner_tp_rank(runner: Any) -> int | None:
-    """A runner's TP rank: its own attribute (0.5.13.x), else the process's published parallel
-    context (0.5.23 keeps ranks in ``runtime_context``); None when neither is there."""
+    """A runner's TP rank: its attribute (0.5.13.x), else 0.5.23's ``runtime_context``."""
     rank = getattr(runner, "tp_rank", None)
     if rank is not None:
         return int(rank)
@@ -65,9 +61,8 @@ def _named(model: Any) -> Iterable[tuple[str, Any]]:
 
 
 def bindings(runners: list[Any]) -> dict[str, Any]:
-    """``{"drafts": n, "shared": {"draft<i>/<name>": "<target name>"}, "own": [...]}``: each
-    draft tensor that shares storage with a target tensor, the target tensor it shares, and the
-    draft's embed/lm_head tensors that do not (its own copies)."""
+    """``{"drafts": n, "shared": {"draft<i>/<name>": "<target name>"}, "own": [...]}``: the
+    draft tensors sharing a target tensor's storage, and its embed/lm_head that do not."""
     targets = [r for r in runners if not getattr(r, "is_draft_worker", False)]
     drafts = [r for r in runners if getattr(r, "is_draft_worker", False)]
     owners: dict[int, str] = {}
@@ -101,8 +96,7 @@ def _write(point: str) -> None:
 
 
 def before_pool(runner: Any, *args: Any, **kwargs: Any) -> None:
-    """BEFORE hook where the target's pool is sized (:func:`pool_sized_at`; ``runner`` is the
-    runner or configurator): snapshot at the target's first one."""
+    """BEFORE hook where the target's pool is sized: snapshot at the first one."""
     global _recorded_pool
     if _recorded_pool or getattr(runner, "is_draft_worker", False):
         return
@@ -111,7 +105,6 @@ def before_pool(runner: Any, *args: Any, **kwargs: Any) -> None:
 
 
 def before_get_init_info(scheduler: Any, *args: Any, **kwargs: Any) -> None:
-    """BEFORE hook on ``Scheduler.get_init_info``: snapshot of the fully built scheduler."""
     _write(AFTER_INIT)
 
 
@@ -119,9 +112,7 @@ _registered = False
 
 
 def pool_method() -> str:
-    """The ``ModelRunner`` method that allocates a runner's KV pool in the installed release
-    (the first call, on the target, sizes it): 0.5.13.x ``init_memory_pool``, later
-    ``alloc_memory_pool`` (0.5.23 ``model_executor/model_runner.py:971``)."""
+    """The ``ModelRunner`` method that allocates a KV pool in the installed release."""
     from harness.launch.sglang_release import sglang_release
 
     return "init_memory_pool" if sglang_release()[:3] == (0, 5, 13) else "alloc_memory_pool"
@@ -131,10 +122,8 @@ _CONFIGURATOR = "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator"
 
 
 def pool_sized_at() -> str:
-    """Where the ``pool`` snapshot is taken: 0.5.16+ at the target configurator's
-    ``_profile_available_bytes`` (the free-memory reading the budget is sized from; the plugin
-    binds there, once its pricing is certain, inside ``alloc_memory_pool``), earlier releases
-    at the target runner's pool method (:func:`pool_method`)."""
+    """Where the ``pool`` snapshot is taken: 0.5.16+ where the configurator reads the free
+    memory the budget is sized from, earlier at the target runner's pool method."""
     from harness.launch.sglang_release import sglang_release
 
     if sglang_release()[:3] >= (0, 5, 16):
@@ -143,8 +132,7 @@ def pool_sized_at() -> str:
 
 
 def register_identity_hooks() -> None:
-    """Register the two snapshot hooks with SGLang's ``HookRegistry`` (idempotent); the pool
-    hook goes on the installed release's pool method (:func:`pool_method`)."""
+    """Register the two snapshot hooks with SGLang's ``HookRegistry`` (idempotent)."""
     global _registered
     if _registered:
         return
@@ -161,7 +149,6 @@ def register_identity_hooks() -> None:
 
 
 def read_snapshots(directory: Path) -> list[dict[str, list[dict[str, Any]]]]:
-    """Per scheduler process (ordered by pid): its snapshots by point."""
     out = []
     for path in sorted(directory.glob("storage-identity-*.jsonl")):
         records = [json.loads(line) for line in path.read_text().splitlines() if line]
@@ -177,7 +164,6 @@ def identity_problems(
     snapshots: Mapping[str, list[Mapping[str, Any]]],
     stock_after_init: Mapping[str, Any] | None,
 ) -> list[str]:
-    """One scheduler process of a plugin-on launch against stock's binding after init."""
     pool = (snapshots.get(POOL) or [None])[0]
     after = (snapshots.get(AFTER_INIT) or [None])[-1]
     if after is None:
@@ -211,8 +197,7 @@ def _pairs(shared: Mapping[str, str]) -> str:
 
 
 def launch_problems(directory: Path, stock_directory: Path | None) -> list[str]:
-    """Problems of every scheduler process of the plugin-on launch whose records are in
-    ``directory``, each against the stock launch's process of the same TP rank."""
+    """Every plugin-on scheduler process's problems, against stock's of the same TP rank."""
     stock_processes = read_snapshots(stock_directory) if stock_directory is not None else []
     stock = {_rank(s): s[AFTER_INIT][-1] for s in stock_processes if s.get(AFTER_INIT)}
     processes = read_snapshots(directory)

@@ -38,7 +38,6 @@ EXTRA_S = {
 
 
 def startup_s(first: bool, env: Mapping[str, str] | None = None) -> float:
-    """One launch's start-up limit (the session's first launch compiles kernels)."""
     value = (os.environ if env is None else env).get(STARTUP_ENV, "").strip()
     if value:
         return float(value)
@@ -57,8 +56,7 @@ def _wait_s(env: Mapping[str, str] | None, default: float = DEVICE_WAIT_S) -> fl
 def limit_s_of(
     test: str, env: Mapping[str, str] | None = None, *, wait_s: float | None = None
 ) -> int:
-    """One test's limit: its launches' bounds (the first a session's first, with the JIT)
-    plus what it runs beyond them. ``SPECINIT_GPU_TEST_TIMEOUT_S`` replaces it."""
+    """One test's limit: its launches' bounds plus what it runs beyond them."""
     override = (os.environ if env is None else env).get(TEST_TIMEOUT_ENV, "").strip()
     if override:
         return int(float(override))
@@ -69,16 +67,13 @@ def limit_s_of(
 
 
 def suite_tests(release: str, env: Mapping[str, str]) -> list[str]:
-    """The tests of ``test/gpu`` the release runs for the selected profile, by function name
-    (one per case of the case test)."""
     cases = [c for c in gpu_cases.cases(env, release) if not c.skip]
     once = [t for t in LAUNCHES if t not in (CASE_TEST, PLANNER_TEST)]
     return [CASE_TEST] * len(cases) + once + ([PLANNER_TEST] if release == "0.5.23" else [])
 
 
 def suite_limit_s(release: str, env: Mapping[str, str]) -> int:
-    """Every test at its limit, one after another; only the session's first launch compiles
-    kernels, so the JIT's extra start-up is counted once."""
+    """Every test at its limit, the JIT's extra start-up counted once."""
     tests = suite_tests(release, env)
     jit_extra = startup_s(True, env) - startup_s(False, env)
     per_test = [limit_s_of(t, env) for t in tests]
@@ -87,12 +82,10 @@ def suite_limit_s(release: str, env: Mapping[str, str]) -> int:
 
 
 def job_limit_s(release: str, env: Mapping[str, str]) -> int:
-    """The suite plus installing the stack and fetching checkpoints."""
     return int(suite_limit_s(release, env) + JOB_SETUP_S)
 
 
 def smoke_timeout_s(env: Mapping[str, str] | None = None) -> int:
-    """The smoke (the eagle3 case test alone) waits at most 120 s for its devices."""
     return limit_s_of(CASE_TEST, env, wait_s=_wait_s(env, SMOKE_DEVICE_WAIT_S))
 
 
