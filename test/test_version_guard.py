@@ -113,42 +113,12 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
     assert summary["added_methods"] == []
 
 
-# The decision itself, for releases no environment here has (cheap: no SGLang import)
-
-
-
-@pytest.mark.parametrize(
-    "release", ["0.5.24", "0.5.24rc1", "0.5.30", "0.6.0", "1.0.0", "0.5.13.post2", "0.5.16.post1"]
-)
-def test_unserved_releases_after_the_oldest_served_are_declined(release: str) -> None:
-    from sglang_specinit import compat
-
-    decision = compat.decide_for_version(release)
-    assert decision.adapter is None and decision.not_served, decision
-    assert release in decision.reason and ", ".join(SERVED) in decision.reason
-
-
-def test_served_releases_keep_their_adapter() -> None:
-    from sglang_specinit import compat
-
-    assert tuple(compat.supported_releases()) == SERVED
-    for release in SERVED:
-        assert compat.decide_for_version(release).adapter is not None, release
-
-
-def test_an_older_release_is_reported_as_unsupported_not_declined() -> None:
-    from sglang_specinit import compat
-
-    decision = compat.decide_for_version("0.5.12")
-    assert decision.adapter is None and not decision.not_served
-
-
 def test_plugin_declines_a_newer_release_with_one_info_line(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     import logging
 
-    from sglang_specinit import compat, plugin
+    from sglang_specinit import plugin
 
     monkeypatch.setattr(compat, "installed_sglang_version", lambda: "0.6.0")
     monkeypatch.setattr(plugin, "_registered", False)

@@ -23,7 +23,7 @@ MULTI = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
 # by the guard instead of failing mid-sizing. What only some served releases have (get_schedule
 # from 0.5.17, 0.5.16's configurator reading its own server_args instead; mm_runtime_reservation_gb,
 # get_mm from 0.5.18; resolving_view from 0.5.19) is a release_shims.release_requires row instead
-# (test_per_release_rows_follow_the_release).
+# (test_release_requires.py).
 HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
     scheduler: (
         (
@@ -116,25 +116,6 @@ def test_recorded_tables_are_the_hand_written_ones() -> None:
     actual = adapter_patches(sglang_0_5_23)
     assert actual == expected
     assert list(actual) == list(expected)
-
-
-def test_per_release_rows_follow_the_release() -> None:
-    """What the guard checks on a release: the phase tables plus that release's own rows."""
-
-    def rows(release: str) -> set[str]:
-        patches = adapter_patches(sglang_0_5_23, release).values()
-        return {r.qualname for patch in patches for r in patch.requires}
-
-    schedule = {"get_schedule", "KVCacheConfigurator.server_args"}
-    per_release = {"get_mm", "mm_runtime_reservation_gb", "resolving_view"}
-    assert per_release <= rows("0.5.23")
-    assert rows("0.5.18") & per_release == {"get_mm", "mm_runtime_reservation_gb"}
-    assert not rows("0.5.17") & per_release
-    # The schedule the sizing reads: the bag from 0.5.17, 0.5.16's configurator's own args.
-    for release in ("0.5.17", "0.5.18", "0.5.20", "0.5.23"):
-        assert rows(release) & schedule == {"get_schedule"}, release
-    assert rows("0.5.16") & schedule == {"KVCacheConfigurator.server_args"}
-    assert not rows("0.5.16") & per_release
 
 
 def test_decorators_return_the_function_and_record_bottom_up() -> None:

@@ -13,6 +13,10 @@ from sglang_specinit.patch_listing import release_patches
 KVC = "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator"
 SCHEDULE = "sglang.srt.runtime_context.get_schedule"
 PS = "sglang.srt.distributed.parallel_state_wrapper.ParallelState.attn_dp_size"
+# The multimodal bag from 0.5.18, the resolving view from 0.5.19.
+MM = {"sglang.srt.runtime_context.get_mm", "sglang.srt.mem_cache.kv_cache_configurator."
+      "mm_runtime_reservation_gb"}  # fmt: skip
+VIEW = "sglang.srt.arg_groups.overrides.resolving_view"
 
 
 def required(release: str) -> set[str]:
@@ -26,11 +30,13 @@ def required(release: str) -> set[str]:
         (
             "0.5.16",  # no schedule bag: its configurator's own server_args
             {f"{KVC}.ps", PS, f"{KVC}.server_args"},
-            {SCHEDULE, f"{KVC}.attn_dp_size", f"{KVC}.fused_entry_bytes"},
+            {SCHEDULE, f"{KVC}.attn_dp_size", f"{KVC}.fused_entry_bytes", *MM, VIEW},
         ),
+        ("0.5.17", {f"{KVC}.ps", PS, SCHEDULE}, {f"{KVC}.server_args", *MM, VIEW}),
+        ("0.5.18", {SCHEDULE, *MM}, {f"{KVC}.server_args", VIEW}),
         (
             "0.5.20",
-            {f"{KVC}.ps", PS, SCHEDULE},
+            {f"{KVC}.ps", PS, SCHEDULE, *MM, VIEW},
             {f"{KVC}.attn_dp_size", f"{KVC}.fused_entry_bytes", f"{KVC}.server_args"},
         ),
         (
@@ -40,8 +46,8 @@ def required(release: str) -> set[str]:
         ),
         (
             "0.5.23",
-            {f"{KVC}.attn_dp_size", f"{KVC}.fused_entry_bytes"},
-            {f"{KVC}.ps"},
+            {f"{KVC}.attn_dp_size", f"{KVC}.fused_entry_bytes", SCHEDULE, *MM, VIEW},
+            {f"{KVC}.ps", f"{KVC}.server_args"},
         ),
     ],
 )  # fmt: skip
