@@ -46,6 +46,26 @@ def plan_data() -> dict:
     return json.loads(out.getvalue())
 
 
+@pytest.fixture(scope="module")
+def rendered(plan_data: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``report --out <dir> --from-json <the plan's JSON>``, run once for the module."""
+    return report_of(plan_data, tmp_path_factory.mktemp("rendered"))
+
+
+@pytest.fixture(scope="module")
+def figure(plan_data: dict):
+    return report_figures.draw_case(case_from_plan_json(plan_data))
+
+
+def report_of(data: dict, tmp: Path) -> Path:
+    """The report directory of ``report --from-json`` on ``data`` (written to ``tmp``)."""
+    out, err = io.StringIO(), io.StringIO()
+    source = write_json(tmp / "plan.json", data)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert main(["report", "--out", str(tmp / "report"), "--from-json", str(source)]) == 0
+    return tmp / "report"
+
+
 def write_json(path: Path, data: dict) -> Path:
     path.write_text(json.dumps(data))
     return path
@@ -92,14 +112,8 @@ def bar_patches(fig, gid_prefix: str) -> dict[str, object]:
     }
 
 
-def test_report_numbers_equal_the_plan_json(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    source = write_json(tmp_path / "plan.json", plan_data)
-    out = tmp_path / "report"
-    code, _, err = run_report(capsys, "--out", str(out), "--from-json", str(source))
-    assert code == 0, err
-
+def test_report_numbers_equal_the_plan_json(plan_data: dict, rendered: Path) -> None:
+    out = rendered
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
     assert [v["key"] for v in case["variants"]] == ["stock", "specinit"]
@@ -125,9 +139,8 @@ def test_report_numbers_equal_the_plan_json(
         assert row["budget"] == human_bytes(expected["budget_bytes"])
 
 
-def test_figure_bars_equal_the_plan_json(plan_data: dict) -> None:
-    case = case_from_plan_json(plan_data)
-    fig = report_figures.draw_case(case)
+def test_figure_bars_equal_the_plan_json(plan_data: dict, figure) -> None:
+    fig = figure
     unit = 1 << 30  # budgets of tens of GiB are drawn in GiB
     for label, key in SEGMENT_KEYS.items():
         patches = bar_patches(fig, label)
@@ -138,11 +151,10 @@ def test_figure_bars_equal_the_plan_json(plan_data: dict) -> None:
 
 
 def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
-    plan_data: dict,
+    plan_data: dict, figure
 ) -> None:
     case = case_from_plan_json(plan_data)
-    fig = report_figures.draw_case(case)
-    (ax,) = fig.axes
+    (ax,) = figure.axes
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     first = case.variants[0]
     base = variant_json(plan_data, first.key)["tokens"]
@@ -162,15 +174,14 @@ def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
     assert "sglang 9.9.9" in case_from_plan_json({**plan_data, "sglang_version": "9.9.9"}).subtitle
 
 
-def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict) -> None:
+def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict, figure) -> None:
     stock = plan_data["stock"]
     over = stock["used_bytes"] - stock["budget_bytes"]
     assert over > 0, "the example's stock column is expected over budget"
     assert plan_data["used_bytes"] <= plan_data["budget_bytes"]
 
-    fig = report_figures.draw_case(case_from_plan_json(plan_data))
-    (ax,) = fig.axes
-    over_patches = bar_patches(fig, "over")
+    (ax,) = figure.axes
+    over_patches = bar_patches(figure, "over")
     assert set(over_patches) == {
         key for key in ("stock", "specinit") if variant_json(plan_data, key)["headroom_bytes"] < 0
     }
@@ -185,12 +196,8 @@ def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict) -> N
     assert "over budget" in legend and "budget (f x free)" in legend
 
 
-def test_over_budget_shows_in_svg_and_markdown(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    source = write_json(tmp_path / "plan.json", plan_data)
-    out = tmp_path / "report"
-    assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
+def test_over_budget_shows_in_svg_and_markdown(plan_data: dict, rendered: Path) -> None:
+    out = rendered
     (svg,) = out.glob("*.svg")
     root = ET.parse(svg).getroot()
     ids = {el.get("id") for el in root.iter()}
@@ -238,12 +245,8 @@ def png_header(path: Path) -> tuple[tuple[int, int], tuple[int, int] | None]:
     return size, density
 
 
-def test_figures_are_valid_images_of_the_expected_size(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    source = write_json(tmp_path / "plan.json", plan_data)
-    out = tmp_path / "report"
-    assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
+def test_figures_are_valid_images_of_the_expected_size(plan_data: dict, rendered: Path) -> None:
+    out = rendered
     case = case_from_plan_json(plan_data)
     assert len(case.variants) == 2
     png, svg = out / f"{case.slug}.png", out / f"{case.slug}.svg"
@@ -268,13 +271,11 @@ def test_width_grows_with_the_number_of_bars() -> None:
 
 
 def test_another_release_s_stock_sub_object_appears_without_code_changes(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    plan_data: dict, tmp_path: Path
 ) -> None:
     data = copy.deepcopy(plan_data)
     data["beside"] = {**data["stock"], "release": "0.5.23", "tokens": 12345}
-    source = write_json(tmp_path / "plan.json", data)
-    out = tmp_path / "report"
-    assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
+    out = report_of(data, tmp_path)
     (case,) = json.loads((out / "report.json").read_text()).values()
     assert [v["title"] for v in case["variants"]] == [
         "stock 0.5.13.post1",
