@@ -153,24 +153,9 @@ def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
 def plan_nextn(model_path: str) -> OfflinePlan:
     """``NEXTN`` without a draft path (the draft is the target's own MTP layer), TP 2."""
     replay = installed_replay()
-    args = replay.parse_launch(
-        [
-            "--model-path",
-            model_path,
-            "--speculative-algorithm",
-            "NEXTN",
-            "--speculative-num-steps",
-            "1",
-            "--speculative-eagle-topk",
-            "1",
-            "--speculative-num-draft-tokens",
-            "2",
-            "--tp-size",
-            str(TP),
-            "--mem-fraction-static",
-            "0.5",
-        ]
-    )
+    flags = "--speculative-algorithm NEXTN --speculative-num-steps 1 --speculative-eagle-topk 1"
+    flags += f" --speculative-num-draft-tokens 2 --tp-size {TP} --mem-fraction-static 0.5"
+    args = replay.parse_launch(["--model-path", model_path, *flags.split()])
     device = DeviceSpec("test device", 8 * GIB, 7 * GIB)
     return build_plan(args, device, replay)
 

@@ -57,11 +57,8 @@ def test_weights_size_summary_wins(tmp_path: Path) -> None:
     summary = {"total_bytes": 99, "tensors": {EMBED: 10}, "groups": {"model.layers.1.": 20}}
     (tmp_path / "weights-size.json").write_text(json.dumps(summary))
     sizes = read_checkpoint_sizes(str(tmp_path))
-    assert (sizes.total_bytes, sizes.tensor(EMBED), sizes.under_prefix("model.layers.1.")) == (
-        99,
-        10,
-        20,
-    )
+    assert (sizes.total_bytes, sizes.tensor(EMBED)) == (99, 10)
+    assert sizes.under_prefix("model.layers.1.") == 20
 
 
 def test_no_weights_is_an_error(tmp_path: Path) -> None:
@@ -85,17 +82,21 @@ def test_shared_tensor_rules() -> None:
     assert shared_tensor_names("DFLASH", SimpleNamespace()) == ()
 
 
+def parts(split) -> tuple[int, int, int]:
+    return (split.target_bytes, split.draft_bytes, split.draft_shared_bytes)
+
+
 def test_separate_draft_split() -> None:
     target = CheckpointSizes(total_bytes=1000, source="t")
     draft = CheckpointSizes(total_bytes=300, source="d", tensor_bytes={EMBED: 100})
     # The stored embedding moves to shared; the head the checkpoint lacks is estimated (50).
     split = split_separate_draft(target, draft, (EMBED, LM_HEAD), {EMBED: 999, LM_HEAD: 50})
-    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (1000, 200, 150)
+    assert parts(split) == (1000, 200, 150)
     # An EAGLE checkpoint stores its embedding as ``embed_tokens.weight`` (the loader adds the
     # ``model.`` prefix): the same tensor, so the same split.
     bare = CheckpointSizes(total_bytes=300, source="d", tensor_bytes={"embed_tokens.weight": 100})
     split = split_separate_draft(target, bare, (EMBED, LM_HEAD), {EMBED: 999, LM_HEAD: 50})
-    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (1000, 200, 150)
+    assert parts(split) == (1000, 200, 150)
 
 
 def test_mtp_split_from_target_checkpoint() -> None:
@@ -111,16 +112,12 @@ def test_mtp_split_from_target_checkpoint() -> None:
     stores_both = CheckpointSizes(10_000, "s", {**layer, **copies}, complete=True)
     split = split_mtp_from_target(stores_both, prefixes, 450)
     # target skips layer 61; the loader skips the copies; the draft's own tables are shared
-    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (8_800, 700, 450)
+    assert parts(split) == (8_800, 700, 450)
     stores_neither = CheckpointSizes(9_500, "s", layer, complete=True)
     split = split_mtp_from_target(stores_neither, prefixes, 450)
-    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (8_800, 700, 450)
+    assert parts(split) == (8_800, 700, 450)
     unknown = split_mtp_from_target(CheckpointSizes(10_000, "index"), prefixes, 450)
-    assert (unknown.target_bytes, unknown.draft_bytes, unknown.draft_shared_bytes) == (
-        10_000,
-        0,
-        450,
-    )
+    assert parts(unknown) == (10_000, 0, 450)
     assert unknown.notes
     empty = split_mtp_from_target(CheckpointSizes(1_000, "s", {}, complete=True), prefixes, 450)
     assert "holds no tensor under model.layers.61." in empty.notes[0]
@@ -150,16 +147,8 @@ def test_parse_bytes_rejects(text: str) -> None:
 
 
 def test_presets() -> None:
-    assert set(GPU_PRESETS) == {
-        "H100-80GB",
-        "H100-94GB",
-        "H200-141GB",
-        "A100-80GB",
-        "A100-40GB",
-        "L40S",
-        "RTX-4090",
-        "B200",
-    }
+    presets = "H100-80GB H100-94GB H200-141GB A100-80GB A100-40GB L40S RTX-4090 B200"
+    assert set(GPU_PRESETS) == set(presets.split())
     h100 = get_preset("h100-80gb")
     assert h100.total_bytes == 81559 * (1 << 20)
     assert pre_load_free_bytes(h100.total_bytes) == 81559 * (1 << 20) - (1 << 30)
@@ -208,28 +197,11 @@ def test_plan_reads_real_safetensors_checkpoints(
             "model.layers.0.w": torch.zeros(64, 64, dtype=bf16),  # 8192
         },
     )
-    code = main(
-        [
-            "plan",
-            "--model-path",
-            target,
-            "--speculative-algorithm",
-            "EAGLE",
-            "--speculative-draft-model-path",
-            draft,
-            "--speculative-num-steps",
-            "1",
-            "--speculative-eagle-topk",
-            "1",
-            "--speculative-num-draft-tokens",
-            "2",
-            "--device-memory",
-            "2GiB",
-            "--mem-fraction-static",
-            "0.5",
-            "--json",
-        ]
-    )
+    flags = (
+        "--speculative-algorithm EAGLE --speculative-num-steps 1 --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens 2 --device-memory 2GiB --mem-fraction-static 0.5 --json"
+    ).split()
+    code = main(["plan", "--model-path", target, "--speculative-draft-model-path", draft, *flags])
     out, err = capsys.readouterr()
     assert code == 0, err
     data = json.loads(out)
