@@ -24,45 +24,45 @@ MULTI = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
 # from 0.5.17, 0.5.16's configurator reading its own server_args instead; mm_runtime_reservation_gb,
 # get_mm from 0.5.18; resolving_view from 0.5.19) is a release_shims.release_requires row instead
 # (test_release_requires.py).
+SCHED = "sglang.srt.managers.scheduler"
+
+
+def hook(module: str, qualname: str, fn: Any, *params: str) -> Hook:
+    return Hook(module, qualname, fn, params=params)
+
+
 HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
     scheduler: (
-        (
-            Hook(
-                "sglang.srt.managers.scheduler",
-                "Scheduler.init_memory_pools",
-                scheduler.init_memory_pools,
-                params=(),
-            ),
-        ),
+        (hook(SCHED, "Scheduler.init_memory_pools", scheduler.init_memory_pools),),
         (),
         (
             # since: what launch_policy, draft_pricing and the breakdown's minimum call
             Requires("sglang.srt.configs.hybrid_arch", "mambaish_config"),
             Requires("sglang.srt.configs.model_config", "is_deepseek_v4"),
-            Requires("sglang.srt.managers.scheduler", "Scheduler.init_target_memory_pool"),
+            Requires(SCHED, "Scheduler.init_target_memory_pool"),
             Requires(BASE_SPEC, "BaseSpecWorker.draft_worker"),
             Requires(BASE_SPEC, "EagleDraftWorkerBase.draft_runners"),
         ),
     ),
     runtime_budget: (
         (
-            Hook(
+            hook(
                 KVC,
                 "KVCacheConfigurator._resolve_memory_pool_config",
                 runtime_budget.resolve_memory_pool_config,
-                params=("pre_model_load_memory",),
+                "pre_model_load_memory",
             ),
-            Hook(
+            hook(
                 KVC,
                 "KVCacheConfigurator.config_from_budget",
                 runtime_budget.config_from_budget,
-                params=("budget_bytes",),
+                "budget_bytes",
             ),
-            Hook(
+            hook(
                 KVC,
                 "KVCacheConfigurator._apply_token_constraints",
                 runtime_budget.apply_token_constraints,
-                params=("token_capacity",),
+                "token_capacity",
             ),
         ),
         (),
@@ -84,14 +84,9 @@ HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
     ),
     early_binding: (
         (
-            Hook(EAGLE, "EagleDraftWorker.init_token_map", early_binding.init_token_map, params=()),
-            Hook(EAGLE, "EagleDraftWorker.init_lm_head", early_binding.init_lm_head, params=()),
-            Hook(
-                MULTI,
-                "MultiLayerEagleDraftWorker.init_lm_head",
-                early_binding.init_lm_head,
-                params=(),
-            ),
+            hook(EAGLE, "EagleDraftWorker.init_token_map", early_binding.init_token_map),
+            hook(EAGLE, "EagleDraftWorker.init_lm_head", early_binding.init_lm_head),
+            hook(MULTI, "MultiLayerEagleDraftWorker.init_lm_head", early_binding.init_lm_head),
         ),
         (),
         (
