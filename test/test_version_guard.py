@@ -58,10 +58,8 @@ NO_VENV = f"{GENERATION_VENV.name} is absent: build it with scripts/setup.sh (CI
 
 @pytest.fixture(scope="module")
 def declined_release() -> dict[str, str]:
-    """The environment that runs the declined release: its wheel unpacked
-    (``scripts/sibling_release.sh`` with pytest's ``--version`` as the target: steps 1-3 only)
-    first on PYTHONPATH, then the ``sgl_kernel`` test double (0.5.16+ import CPU ops from it on
-    device cpu; the declined release only imports ``sglang.srt.plugins``)."""
+    """The environment that runs the declined release: its wheel unpacked by
+    ``scripts/sibling_release.sh`` first on PYTHONPATH, then the ``sgl_kernel`` test double."""
     proc = subprocess.run(
         ["bash", "scripts/sibling_release.sh", DECLINED_VERSION, str(GENERATION_VENV), "--version"],
         capture_output=True,
@@ -72,8 +70,7 @@ def declined_release() -> dict[str, str]:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     # Then the plugin this test imports (a worktree's python/, when it comes from PYTHONPATH).
     path = [str(UNPACKED), str(SGL_KERNEL_STUB_DIR), same_packages_path()]
-    env = probe_env(PYTHONPATH=":".join(p for p in path if p))
-    return env
+    return probe_env(PYTHONPATH=":".join(p for p in path if p))
 
 
 @pytest.mark.timeout(TIMEOUT_S * 2 + 30)
@@ -146,10 +143,9 @@ def test_the_dependency_never_moves_the_host_sglang() -> None:
 @pytest.mark.timeout(TIMEOUT_S + 120)
 @pytest.mark.skipif(not UPSTREAM_PYTHON.exists(), reason=NO_VENV)
 def test_planner_refuses_an_unserved_release_in_one_line(declined_release: dict[str, str]) -> None:
-    env = declined_release
     proc = subprocess.run(
         [str(UPSTREAM_PYTHON), "-m", "sglang_specinit.planner.cli", "plan", "--json"],
-        env=env,
+        env=declined_release,
         capture_output=True,
         text=True,
         timeout=110,

@@ -1,15 +1,7 @@
-"""The package's layout rule, read from the source: one package per API generation over a
-release-free core.
-
-- a core module (anything outside the ``sglang_0_5_*`` adapter packages) imports no adapter by
-  name and names no release, in its file, function and class names, code, strings or comments;
-- an adapter package imports only the core and itself;
-- every SGLang module a core module imports exists in the installed release (run in each
-  release's environment).
-
-Release-specific code is reached from the core only through ``compat``'s registry
-(``compat.generations()``: one object per adapter package).
-"""
+"""The package's layout, read from the source: a core module (outside the ``sglang_0_5_*``
+adapter packages) imports no adapter and names no release anywhere; an adapter imports only the
+core and itself; every SGLang module the core imports exists in the installed release. The core
+reaches release code only through ``compat.generations()``."""
 
 from __future__ import annotations
 

@@ -59,13 +59,8 @@ def _moe_mlp(c: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], int]]:
 def _attention(kind: str, c: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], int]]:
     h, heads = c["hidden_size"], c["num_attention_heads"]
     if kind == "deepseek-v3":  # MLA
-        q, kv, nope, rope, v = (
-            c["q_lora_rank"],
-            c["kv_lora_rank"],
-            c["qk_nope_head_dim"],
-            c["qk_rope_head_dim"],
-            c["v_head_dim"],
-        )
+        q, kv, rope, v = c["q_lora_rank"], c["kv_lora_rank"], c["qk_rope_head_dim"], c["v_head_dim"]
+        nope = c["qk_nope_head_dim"]
         return {
             "self_attn.q_a_proj.weight": ((q, h), WHOLE),  # ReplicatedLinear
             "self_attn.q_a_layernorm.weight": ((q,), WHOLE),

@@ -12,17 +12,13 @@ ROOT = Path(__file__).resolve().parents[2]
 RELEASE = r"0\.5\.\d+(?:\.post\d+)?"
 
 
-def _served() -> list[str]:
-    return list(compat.supported_releases())
-
-
 def test_pyproject_lists_every_served_release_and_their_range() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     comment = re.search(r"# Served: (.*?)\(compat", text, re.S)
     assert comment, "pyproject.toml lost its '# Served: ...' comment"
-    assert re.findall(RELEASE, comment.group(1)) == _served()
+    served = list(compat.supported_releases())
+    assert re.findall(RELEASE, comment.group(1)) == served
     description = tomllib.loads(text)["project"]["description"]
-    served = _served()
     assert f"SGLang {served[0]} - {served[-1].split('.post')[0]}" in description
 
 
@@ -43,6 +39,6 @@ def test_the_release_table_of_docs_releases_md_is_compat_s() -> None:
 
 def test_the_readme_names_the_oldest_and_the_newest_served_release() -> None:
     readme = (ROOT / "README.md").read_text()
-    served = _served()
+    served = compat.supported_releases()
     assert f"from {served[0]} to {served[-1]}" in readme
     assert f"**{served[-1]}** (the newest)" in readme

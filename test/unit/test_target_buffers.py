@@ -15,6 +15,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 EXAMPLE = "llama31-8b-eagle3"
 FP32, BF16 = 4, 2
+CONFIG = json.loads((EXAMPLES_DIR / EXAMPLE / "target" / "config.json").read_text())
+ROTARY_DIM = CONFIG["hidden_size"] // CONFIG["num_attention_heads"]  # head_dim 128
 
 
 def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -31,10 +33,9 @@ def llama8b_cache_rows() -> int:
     from sglang.srt.environ import envs
 
     example = json.loads((EXAMPLES_DIR / EXAMPLE / "example.json").read_text())["launch"]
-    config = json.loads((EXAMPLES_DIR / EXAMPLE / "target" / "config.json").read_text())
     align = envs.SGLANG_ROPE_CACHE_ALIGN.get()
     wanted = (
-        config["max_position_embeddings"]
+        CONFIG["max_position_embeddings"]
         + example["speculative_num_steps"]
         * example["speculative_num_draft_tokens"]
         * envs.SGLANG_SPEC_EXPANSION_SAFETY_FACTOR.get()
@@ -43,16 +44,11 @@ def llama8b_cache_rows() -> int:
     return -(-wanted // align) * align
 
 
-def llama8b_rotary_dim() -> int:
-    config = json.loads((EXAMPLES_DIR / EXAMPLE / "target" / "config.json").read_text())
-    return config["hidden_size"] // config["num_attention_heads"]  # head_dim 128
-
-
 def test_the_rope_cache_is_part_of_the_target_s_resident_bytes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     data = plan_json(capsys)
-    expected = llama8b_cache_rows() * llama8b_rotary_dim() * FP32
+    expected = llama8b_cache_rows() * ROTARY_DIM * FP32
     assert data["target_buffers"]["bytes"] == expected
     checkpoint = read_checkpoint_sizes(str(EXAMPLES_DIR / EXAMPLE / "target")).total_bytes
     for column in (data, data["stock"]):
@@ -64,7 +60,7 @@ def test_the_cache_dtype_answers_the_planned_device_not_this_host(
 ) -> None:
     cuda = plan_json(capsys)["target_buffers"]
     cpu = plan_json(capsys, "--device", "cpu", "--device-memory", str(80 << 30))["target_buffers"]
-    rows_x_dims = llama8b_cache_rows() * llama8b_rotary_dim()
+    rows_x_dims = llama8b_cache_rows() * ROTARY_DIM
     assert (cuda["bytes"], cpu["bytes"]) == (rows_x_dims * FP32, rows_x_dims * BF16)
     assert "float32" in cuda["items"][0] and "bfloat16" in cpu["items"][0]
 
