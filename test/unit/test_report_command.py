@@ -48,8 +48,8 @@ def plan_data() -> dict:
 
 
 @pytest.fixture(scope="module")
-def rendered(plan_data: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``report --out <dir> --from-json <the plan's JSON>``, run once for the module."""
+def out(plan_data: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``report --out <dir> --from-json <the plan's JSON>``'s directory, run once for the module."""
     return report_of(plan_data, tmp_path_factory.mktemp("rendered"))
 
 
@@ -69,11 +69,6 @@ def report_of(data: dict, tmp: Path) -> Path:
 
 def write_json(path: Path, data: dict) -> Path:
     path.write_text(json.dumps(data))
-    return path
-
-
-def write_text(path: Path, text: str) -> Path:
-    path.write_text(text)
     return path
 
 
@@ -113,8 +108,7 @@ def bar_patches(fig, gid_prefix: str) -> dict[str, object]:
     }
 
 
-def test_report_numbers_equal_the_plan_json(plan_data: dict, rendered: Path) -> None:
-    out = rendered
+def test_report_numbers_equal_the_plan_json(plan_data: dict, out: Path) -> None:
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
     assert [v["key"] for v in case["variants"]] == ["stock", "specinit"]
@@ -197,8 +191,7 @@ def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict, figu
     assert "over budget" in legend and "budget (f x free)" in legend
 
 
-def test_over_budget_shows_in_svg_and_markdown(plan_data: dict, rendered: Path) -> None:
-    out = rendered
+def test_over_budget_shows_in_svg_and_markdown(plan_data: dict, out: Path) -> None:
     (svg,) = out.glob("*.svg")
     root = ET.parse(svg).getroot()
     ids = {el.get("id") for el in root.iter()}
@@ -246,8 +239,7 @@ def png_header(path: Path) -> tuple[tuple[int, int], tuple[int, int] | None]:
     return size, density
 
 
-def test_figures_are_valid_images_of_the_expected_size(plan_data: dict, rendered: Path) -> None:
-    out = rendered
+def test_figures_are_valid_images_of_the_expected_size(plan_data: dict, out: Path) -> None:
     case = case_from_plan_json(plan_data)
     assert len(case.variants) == 2
     png, svg = out / f"{case.slug}.png", out / f"{case.slug}.svg"
@@ -369,7 +361,11 @@ def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
     [
         (lambda d, _: d / "absent.json", None, "no such file or directory"),
         (lambda d, _: write_json(d / "x.json", {"a": 1}), None, "not a sglang-specinit breakdown"),
-        (lambda d, _: write_text(d / "broken.json", "{"), None, "is not JSON"),
+        (
+            lambda d, _: (d / "broken.json").write_text("{") and d / "broken.json",
+            None,
+            "is not JSON",
+        ),
         (lambda d, _: d, None, r"holds no memory-rank\*\.json"),
         # A plan the report accepts, and an --out it cannot write.
         (
