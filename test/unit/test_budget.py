@@ -106,12 +106,12 @@ def test_element_sizes_come_from_torch() -> None:
         element_bytes("no_such_dtype")
 
 
-GPT_OSS_FULL = attention_kv_spec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
-GPT_OSS_SWA = attention_kv_spec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
+# gpt-oss: 12 full-attention and 12 sliding-window layers of the same geometry
+GPT_OSS_KV = attention_kv_spec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
 
 
 def test_hybrid_swa_cell_and_pool() -> None:
-    spec = HybridSWAKVSpec(full=GPT_OSS_FULL, swa=GPT_OSS_SWA, swa_full_tokens_ratio=0.8)
+    spec = HybridSWAKVSpec(full=GPT_OSS_KV, swa=GPT_OSS_KV, swa_full_tokens_ratio=0.8)
     # F*nf + r*S*ns = 8*128*2*12 + 0.8 * 24576 = 24576 + 19660.8
     assert spec.bytes_per_token() == pytest.approx(44236.8)
     # page 1, 1000 tokens: full (1000 + 1) * 24576 + swa (int(800) + 1) * 24576
@@ -122,7 +122,7 @@ def test_hybrid_swa_cell_and_pool() -> None:
 
 def test_all_swa_pool_ignores_ratio() -> None:
     none = attention_kv_spec(num_layers=0, num_kv_heads=8, head_dim=64, v_head_dim=64)
-    spec = HybridSWAKVSpec(full=none, swa=GPT_OSS_SWA, swa_full_tokens_ratio=0.5)
+    spec = HybridSWAKVSpec(full=none, swa=GPT_OSS_KV, swa_full_tokens_ratio=0.5)
     assert spec.bytes_per_token() == 24576  # S * ns only
     assert kv_pool_bytes(spec, 1000, 64) == (1000 + 64) * 24576
 
