@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from sglang_specinit import sglang_0_5_23
 from sglang_specinit.hooks import Hook, Requires, adapter_patches, group_by_module
+from sglang_specinit.patch_listing import release_patches
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.phased import early_binding
 from sglang_specinit.sglang_0_5_23 import launch_checks, runtime_budget, scheduler
@@ -23,7 +24,7 @@ MULTI = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
 # by the guard instead of failing mid-sizing. What only some served releases have (get_schedule
 # from 0.5.17, 0.5.16's configurator reading its own server_args instead; mm_runtime_reservation_gb,
 # get_mm from 0.5.18; resolving_view from 0.5.19) is a release_shims.release_requires row instead
-# (test_release_requires.py).
+# (test_each_generation_requires_its_own_form).
 SCHED = "sglang.srt.managers.scheduler"
 
 
@@ -175,3 +176,64 @@ def test_adds_records_a_method_under_its_own_or_the_given_name() -> None:
     ]
     with pytest.raises(ValueError, match="some.module.A.init_backends is declared twice"):
         patch.adds("A", "init_backends")(alloc_memory_pool)
+
+
+# The guard checks each release's own form of what the adapter reads: ``patches --release`` and
+# the plugin (``adapter_patches(adapter, release)``) add ``release_shims.release_requires`` to the
+# phase tables, per API generation.
+
+CFG = f"{KVC}.KVCacheConfigurator"
+SCHEDULE = "sglang.srt.runtime_context.get_schedule"
+PS = "sglang.srt.distributed.parallel_state_wrapper.ParallelState.attn_dp_size"
+# The multimodal bag from 0.5.18, the resolving view from 0.5.19.
+MM = {"sglang.srt.runtime_context.get_mm", f"{KVC}.mm_runtime_reservation_gb"}
+VIEW = "sglang.srt.arg_groups.overrides.resolving_view"
+
+
+def required(release: str) -> set[str]:
+    patches = adapter_patches(sglang_0_5_23, release)
+    return {r.target for p in patches.values() for r in p.requires}
+
+
+@pytest.mark.parametrize(
+    ("release", "present", "absent"),
+    [
+        (
+            "0.5.16",  # no schedule bag: its configurator's own server_args
+            {f"{CFG}.ps", PS, f"{CFG}.server_args"},
+            {SCHEDULE, f"{CFG}.attn_dp_size", f"{CFG}.fused_entry_bytes", *MM, VIEW},
+        ),
+        ("0.5.17", {f"{CFG}.ps", PS, SCHEDULE}, {f"{CFG}.server_args", *MM, VIEW}),
+        ("0.5.18", {SCHEDULE, *MM}, {f"{CFG}.server_args", VIEW}),
+        (
+            "0.5.20",
+            {f"{CFG}.ps", PS, SCHEDULE, *MM, VIEW},
+            {f"{CFG}.attn_dp_size", f"{CFG}.fused_entry_bytes", f"{CFG}.server_args"},
+        ),
+        (
+            "0.5.21",
+            {f"{CFG}.attn_dp_size"},
+            {f"{CFG}.ps", f"{CFG}.fused_entry_bytes"},
+        ),
+        (
+            "0.5.23",
+            {f"{CFG}.attn_dp_size", f"{CFG}.fused_entry_bytes", SCHEDULE, *MM, VIEW},
+            {f"{CFG}.ps", f"{CFG}.server_args"},
+        ),
+    ],
+)  # fmt: skip
+def test_each_generation_requires_its_own_form(
+    release: str, present: set[str], absent: set[str]
+) -> None:
+    targets = required(release)
+    assert present <= targets
+    assert not absent & targets
+    # The listing shows what the plugin checks for that release.
+    listed = {r.target for p in release_patches(release).values() for r in p.requires}
+    assert listed == targets
+
+
+def test_without_a_release_only_the_phase_tables() -> None:
+    plain = {r.target for p in adapter_patches(sglang_0_5_23).values() for r in p.requires}
+    assert f"{CFG}.ps" not in plain
+    assert plain < required("0.5.20") and plain < required("0.5.23")
