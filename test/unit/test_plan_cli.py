@@ -12,12 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 from harness.geometry.specs import attention_kv_spec
-from sglang_specinit.budget import (
-    BudgetInputs,
-    DraftSpec,
-    make_plan,
-    plan_pools,
-)
+from sglang_specinit.budget import BudgetInputs, DraftSpec, make_plan, plan_pools
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.columns import STOCK_RULE
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
