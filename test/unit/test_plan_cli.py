@@ -233,20 +233,16 @@ def test_device_memory_and_pre_load_free(capsys: pytest.CaptureFixture[str]) -> 
 
 LLAMA = str(EXAMPLES_DIR / "llama31-8b-eagle3" / "target")
 DSV4 = {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"}
+DRAFT = "--speculative-draft-model-path"
+GPUS = "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200"
 BAD_CONFIGS = {"no-arch": {"model_type": "llama", "hidden_size": 64}, "dsv4": DSV4}
 BAD_INPUTS = {
     "missing path": ("--model-path {tmp}/nope", "is not a local directory"),
-    "missing draft path": (
-        "--example llama31-8b-eagle3 --speculative-draft-model-path {tmp}/x",
-        "--speculative-draft-model-path",
-    ),
+    "missing draft path": (f"--example llama31-8b-eagle3 {DRAFT} {{tmp}}/x", DRAFT),
     "no architectures": ("--model-path {tmp}/no-arch", "no 'architectures'"),
     "fraction zero": ("--mem-fraction-static 0", "--mem-fraction-static 0.0 is outside (0, 1)"),
     "fraction one": ("--mem-fraction-static 1", "--mem-fraction-static 1.0 is outside (0, 1)"),
-    "unknown gpu": (
-        "--gpu H300",
-        "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200",
-    ),
+    "unknown gpu": ("--gpu H300", GPUS),
     "bad size": ("--device-memory lots", "cannot read a size"),
     "unsupported architecture": ("--model-path {tmp}/dsv4", "DeepSeek-V4"),
     # SGLang's own argument hook refuses this one (and only this one) without a draft.
