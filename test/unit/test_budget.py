@@ -267,7 +267,7 @@ def test_draft_kinds(overrides: dict, expected: dict) -> None:
 # max_running_requests, bad inputs, min viable fraction
 
 
-def test_max_running_requests_derivation() -> None:
+def test_max_running_requests_derivation_and_the_user_s_cap() -> None:
     # int(373355 / 131072 * 512) = 1458 -> clamped to [2048, 4096] -> 2048; min(2048, t // 2)
     assert derive_max_running_requests(373355, 131072, None) == 2048
     assert derive_max_running_requests(1000, 4096, None) == 500  # min(2048, 1000 // 2)
@@ -276,10 +276,7 @@ def test_max_running_requests_derivation() -> None:
     assert derive_max_running_requests(373355, 131072, 48, dp_size=2) == 24  # 48 // dp
     assert derive_max_running_requests(373355, 131072, 10_000) == 2048  # capped by estimate
     assert plan_pools(scenario(max_running_requests=48)).max_running_requests == 48
-
-
-def test_user_requests_are_capped_by_the_estimate() -> None:
-    # min(user // dp, max(min(estimate, 4096), 2048))
+    # A user's value in the plan: min(user // dp, max(min(estimate, 4096), 2048))
     assert plan_pools(scenario(max_running_requests=10_000)).max_running_requests == 2048
     tiny = scenario(max_running_requests=48, max_total_tokens=64)
     assert plan_pools(tiny).max_running_requests == 48  # min(48, 2048)
