@@ -43,6 +43,15 @@ EAGLE_KV = attention_kv_spec(num_layers=1, num_kv_heads=8, head_dim=128, v_head_
 MLA_KV = attention_kv_spec(num_layers=61, kv_lora_rank=512, qk_rope_head_dim=64)
 
 
+EAGLE_DRAFT = DraftSpec(
+    algorithm="EAGLE",
+    kv_pools=(EAGLE_KV,),
+    weight_bytes=1 * GIB,
+    shared_weight_bytes=1 * GIB,
+    upstream_reserved_layers=1,
+)
+
+
 def scenario(**overrides: object) -> BudgetInputs:
     """80 GiB free before load, f = 0.8 (budget 64 GiB), 16 GiB target weights, EAGLE draft
     with 1 GiB resident weights and a 1 GiB shared embedding, page size 1."""
@@ -52,13 +61,7 @@ def scenario(**overrides: object) -> BudgetInputs:
         target_kv=LLAMA_KV,
         target_weight_bytes=16 * GIB,
         context_len=131072,
-        draft=DraftSpec(
-            algorithm="EAGLE",
-            kv_pools=(EAGLE_KV,),
-            weight_bytes=1 * GIB,
-            shared_weight_bytes=1 * GIB,
-            upstream_reserved_layers=1,
-        ),
+        draft=EAGLE_DRAFT,
     )
     return replace(base, **overrides)
 
@@ -103,12 +106,12 @@ def test_element_sizes_come_from_torch() -> None:
         element_bytes("no_such_dtype")
 
 
-GPT_OSS_FULL = attention_kv_spec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
-GPT_OSS_SWA = attention_kv_spec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
+# gpt-oss: 12 full-attention and 12 sliding-window layers of the same geometry
+GPT_OSS_KV = attention_kv_spec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
 
 
 def test_hybrid_swa_cell_and_pool() -> None:
-    spec = HybridSWAKVSpec(full=GPT_OSS_FULL, swa=GPT_OSS_SWA, swa_full_tokens_ratio=0.8)
+    spec = HybridSWAKVSpec(full=GPT_OSS_KV, swa=GPT_OSS_KV, swa_full_tokens_ratio=0.8)
     # F*nf + r*S*ns = 8*128*2*12 + 0.8 * 24576 = 24576 + 19660.8
     assert spec.bytes_per_token() == pytest.approx(44236.8)
     # page 1, 1000 tokens: full (1000 + 1) * 24576 + swa (int(800) + 1) * 24576
@@ -119,7 +122,7 @@ def test_hybrid_swa_cell_and_pool() -> None:
 
 def test_all_swa_pool_ignores_ratio() -> None:
     none = attention_kv_spec(num_layers=0, num_kv_heads=8, head_dim=64, v_head_dim=64)
-    spec = HybridSWAKVSpec(full=none, swa=GPT_OSS_SWA, swa_full_tokens_ratio=0.5)
+    spec = HybridSWAKVSpec(full=none, swa=GPT_OSS_KV, swa_full_tokens_ratio=0.5)
     assert spec.bytes_per_token() == 24576  # S * ns only
     assert kv_pool_bytes(spec, 1000, 64) == (1000 + 64) * 24576
 
@@ -186,96 +189,85 @@ def test_max_total_tokens_cap() -> None:
     assert plan_pools(scenario(max_total_tokens=10**9)).tokens == 373355
 
 
-# Draft kinds
+# Draft kinds (scenario's budget: kv = 64 - 16 GiB target - the draft's resident weights)
+
+SMALL_KV = attention_kv_spec(num_layers=16, num_kv_heads=8, head_dim=64, v_head_dim=64)
+FP32_KV = attention_kv_spec(
+    num_layers=1, kv_dtype="float32", num_kv_heads=16, head_dim=128, v_head_dim=128
+)
 
 
-def test_eagle3_draft_with_its_own_geometry() -> None:
-    # 16 KV heads, head_dim 128, fp32, 1 layer: 16 * 256 * 1 * 4 = 16384 bytes per token.
-    draft_kv = attention_kv_spec(
-        num_layers=1, kv_dtype="float32", num_kv_heads=16, head_dim=128, v_head_dim=128
-    )
-    inputs = scenario(
-        draft=DraftSpec(
-            algorithm="EAGLE3",
-            kv_pools=(draft_kv,),
-            weight_bytes=GIB,
-            shared_weight_bytes=GIB,
-            upstream_reserved_layers=1,
-        )
-    )
-    ours = plan_pools(inputs)
-    assert ours.draft_kv_bytes_per_token == 16384
-    assert ours.tokens == 342242  # (47 GiB - 147456) // (131072 + 16384)
-    assert ours.headroom_bytes >= 0
-
-
-def test_nnpl_zero_draft_is_priced_at_the_layer_it_allocates() -> None:
-    # An EAGLE3 draft with the DeepSeek-V3 schema and num_nextn_predict_layers: 0 still
-    # allocates max(hidden, attention) = 1 MLA layer (1152 bytes per token).
-    inputs = scenario(
-        target_kv=MLA_KV,
-        draft=DraftSpec(
-            algorithm="EAGLE3",
-            kv_pools=(replace(MLA_KV, num_layers=1),),
-            weight_bytes=GIB,
-            shared_weight_bytes=GIB,
-            upstream_reserved_layers=0,
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        # EAGLE3 with its own geometry: 16 KV heads * 256 * 1 layer * 4 bytes (fp32)
+        (
+            {"draft": replace(EAGLE_DRAFT, algorithm="EAGLE3", kv_pools=(FP32_KV,))},
+            # (47 GiB - 147456) // (131072 + 16384)
+            {"draft_kv_bytes_per_token": 16384, "tokens": 342242},
         ),
-    )
-    ours = plan_pools(inputs)
-    assert ours.priced_bytes_per_token == 71424  # 70272 + 1152
-    assert ours.tokens == 706566  # (47 GiB - 71424) // 71424
-
-
-def test_multi_layer_eagle_owns_one_pool_per_step() -> None:
-    inputs = scenario(
-        draft=DraftSpec(
-            algorithm="EAGLE",
-            kv_pools=(EAGLE_KV,) * 3,  # speculative_num_steps = 3, one 1-layer pool each
-            weight_bytes=GIB,
-            shared_weight_bytes=GIB,
-            upstream_reserved_layers=1,  # num_nextn_predict_layers of the draft config
-        )
-    )
-    ours = plan_pools(inputs)
-    assert ours.draft_kv_bytes_per_token == 12288  # 3 * 4096
-    assert ours.tokens == 352020  # (47 GiB - 143360) // 143360
-    assert ours.draft_kv_pool_bytes == 3 * 352021 * 4096
-
-
-def test_standalone_draft() -> None:
-    # A Llama-1B-like draft: 16 layers, 8 KV heads, head_dim 64: 8 * 128 * 16 * 2 = 32768.
-    small = attention_kv_spec(num_layers=16, num_kv_heads=8, head_dim=64, v_head_dim=64)
-    inputs = scenario(
-        draft=DraftSpec(
-            algorithm="STANDALONE",
-            kv_pools=(small,),
-            weight_bytes=5 * GIB // 2,
-            upstream_reserved_layers=16,
-        )
-    )
-    ours = plan_pools(inputs)
-    assert ours.tokens == 298187  # (64 - 16 - 2.5) GiB - 163840 padding, // 163840
-
-
-def test_frozen_kv_mtp_has_no_pool() -> None:
-    inputs = scenario(
-        draft=DraftSpec(algorithm="FROZEN_KV_MTP", weight_bytes=GIB, upstream_reserved_layers=1)
-    )
-    ours = plan_pools(inputs)
-    assert ours.draft_kv_pool_bytes == 0
-    assert ours.tokens == 385023  # (47 GiB - 131072) // 131072
-
-
-def test_no_draft_pays_the_target_padding_page() -> None:
-    # (48 GiB - 131072 padding) // 131072
-    assert plan_pools(scenario(draft=None)).tokens == 393215
+        # An EAGLE3 draft with the DeepSeek-V3 schema and num_nextn_predict_layers: 0 still
+        # allocates max(hidden, attention) = 1 MLA layer (1152 bytes per token).
+        (
+            {
+                "target_kv": MLA_KV,
+                "draft": replace(
+                    EAGLE_DRAFT,
+                    algorithm="EAGLE3",
+                    kv_pools=(replace(MLA_KV, num_layers=1),),
+                    upstream_reserved_layers=0,
+                ),
+            },
+            # 70272 + 1152; (47 GiB - 71424) // 71424
+            {"priced_bytes_per_token": 71424, "tokens": 706566},
+        ),
+        # Multi-layer EAGLE, speculative_num_steps = 3: one 1-layer pool per step.
+        (
+            {"draft": replace(EAGLE_DRAFT, kv_pools=(EAGLE_KV,) * 3)},
+            # 3 * 4096; (47 GiB - 143360) // 143360; 3 pools of (352020 + 1) * 4096
+            {
+                "draft_kv_bytes_per_token": 12288,
+                "tokens": 352020,
+                "draft_kv_pool_bytes": 3 * 352021 * 4096,
+            },
+        ),
+        # A Llama-1B-like draft: 16 layers, 8 KV heads, head_dim 64: 8 * 128 * 16 * 2 = 32768.
+        (
+            {
+                "draft": DraftSpec(
+                    algorithm="STANDALONE",
+                    kv_pools=(SMALL_KV,),
+                    weight_bytes=5 * GIB // 2,
+                    upstream_reserved_layers=16,
+                )
+            },
+            # (64 - 16 - 2.5) GiB - 163840 padding, // 163840
+            {"tokens": 298187},
+        ),
+        (
+            {
+                "draft": DraftSpec(
+                    algorithm="FROZEN_KV_MTP", weight_bytes=GIB, upstream_reserved_layers=1
+                )
+            },
+            {"draft_kv_pool_bytes": 0, "tokens": 385023},  # (47 GiB - 131072) // 131072
+        ),
+        # No draft still pays the target's padding page: (48 GiB - 131072) // 131072
+        ({"draft": None}, {"tokens": 393215}),
+    ],
+    ids=["eagle3-own-geometry", "eagle3-nnpl0", "multi-layer-eagle", "standalone", "frozen-kv"]
+    + ["no-draft"],
+)
+def test_draft_kinds(overrides: dict, expected: dict) -> None:
+    plan = plan_pools(scenario(**overrides))
+    assert {key: getattr(plan, key) for key in expected} == expected
+    assert plan.headroom_bytes >= 0
 
 
 # max_running_requests, bad inputs, min viable fraction
 
 
-def test_max_running_requests_derivation() -> None:
+def test_max_running_requests_derivation_and_the_user_s_cap() -> None:
     # int(373355 / 131072 * 512) = 1458 -> clamped to [2048, 4096] -> 2048; min(2048, t // 2)
     assert derive_max_running_requests(373355, 131072, None) == 2048
     assert derive_max_running_requests(1000, 4096, None) == 500  # min(2048, 1000 // 2)
@@ -284,10 +276,7 @@ def test_max_running_requests_derivation() -> None:
     assert derive_max_running_requests(373355, 131072, 48, dp_size=2) == 24  # 48 // dp
     assert derive_max_running_requests(373355, 131072, 10_000) == 2048  # capped by estimate
     assert plan_pools(scenario(max_running_requests=48)).max_running_requests == 48
-
-
-def test_user_requests_are_capped_by_the_estimate() -> None:
-    # min(user // dp, max(min(estimate, 4096), 2048))
+    # A user's value in the plan: min(user // dp, max(min(estimate, 4096), 2048))
     assert plan_pools(scenario(max_running_requests=10_000)).max_running_requests == 2048
     tiny = scenario(max_running_requests=48, max_total_tokens=64)
     assert plan_pools(tiny).max_running_requests == 48  # min(48, 2048)

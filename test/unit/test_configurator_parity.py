@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
 
 import pytest
 from harness.checkpoints.published_configs import CASES, model_config
@@ -13,26 +12,6 @@ from harness.geometry.specs import kv_spec_from_model_config, runner_layer_count
 from sglang_specinit import budget
 
 SWA_RATIO = 0.8
-
-
-@dataclass
-class RunnerFields:
-    """The ModelRunner attributes SGLang's configurators read (stand-in, see module doc)."""
-
-    model_config: Any
-    kv_cache_dtype: Any
-    num_effective_layers: int
-    use_mla_backend: bool
-    is_hybrid_swa: bool
-    server_args: Any
-    spec_algorithm: Any
-    is_draft_worker: bool = False
-    mambaish_config: Any = None
-    start_layer: int = 0
-
-    @property
-    def end_layer(self) -> int:
-        return self.num_effective_layers
 
 
 KV_DTYPES = ("model", "float8_e4m3fn", "float4_e2m1fn_x2")
@@ -59,7 +38,8 @@ def test_cell_size_and_tokens_equal_sglang(
     )
     layers = runner_layer_count(config, is_draft=False)
     use_mla = config.attention_arch == AttentionArch.MLA
-    runner = RunnerFields(
+    # The ModelRunner attributes SGLang's configurators read.
+    runner = SimpleNamespace(
         model_config=config,
         kv_cache_dtype=dtype,
         num_effective_layers=layers,
@@ -67,6 +47,10 @@ def test_cell_size_and_tokens_equal_sglang(
         is_hybrid_swa=config.is_hybrid_swa,
         server_args=type("Args", (), {"swa_full_tokens_ratio": SWA_RATIO})(),
         spec_algorithm=SpeculativeAlgorithm.NONE,
+        is_draft_worker=False,
+        mambaish_config=None,
+        start_layer=0,
+        end_layer=layers,
     )
     configurator = pool_configurator.create_memory_pool_configurator(runner)
     spec = kv_spec_from_model_config(

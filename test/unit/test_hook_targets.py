@@ -1,8 +1,6 @@
 """``hooks.apply_hook_targets`` and ``hooks.hook_registry_state`` against SGLang's real
-``HookRegistry`` (the two functions that touch its private state): the plugin's own targets are
-applied, each once, and another plugin's pending target stays pending (``apply_hooks`` would
-resolve it, importing its module while SGLang may be halfway through importing another); the
-state read back names each hook's plugin and the targets applied."""
+``HookRegistry``: the plugin's own targets are applied once, another plugin's pending target stays
+pending (its module not imported); the state names each hook's plugin and the applied targets."""
 
 from __future__ import annotations
 

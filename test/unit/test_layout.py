@@ -1,15 +1,7 @@
-"""The package's layout rule, read from the source: one package per API generation over a
-release-free core.
-
-- a core module (anything outside the ``sglang_0_5_*`` adapter packages) imports no adapter by
-  name and names no release, in its file, function and class names, code, strings or comments;
-- an adapter package imports only the core and itself;
-- every SGLang module a core module imports exists in the installed release (run in each
-  release's environment).
-
-Release-specific code is reached from the core only through ``compat``'s registry
-(``compat.generations()``: one object per adapter package).
-"""
+"""The package's layout, read from the source: a core module (outside the ``sglang_0_5_*``
+adapter packages) imports no adapter and names no release anywhere; an adapter imports only the
+core and itself; every SGLang module the core imports exists in the installed release. The core
+reaches release code only through ``compat.generations()``."""
 
 from __future__ import annotations
 
@@ -38,12 +30,8 @@ def _adapter_of(path: Path) -> str | None:
     return first if ADAPTER.match(first) else None
 
 
-def _imported_adapters(path: Path) -> set[str]:
-    """Adapter packages ``path`` imports, at module level or inside a function."""
-    return _adapters_imported_by(path.read_text(), _adapter_of(path))
-
-
 def _adapters_imported_by(source: str, own: str | None) -> set[str]:
+    """Adapter packages other than ``own`` that ``source`` imports (module level or in a def)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         names: list[str] = []
@@ -67,20 +55,12 @@ def test_the_adapters_are_the_registry_s():
     assert on_disk == set(compat.generations())
 
 
-def test_core_imports_no_adapter_by_name():
-    offenders = {
-        str(p.relative_to(PACKAGE)): sorted(_imported_adapters(p))
-        for p in _modules()
-        if _adapter_of(p) is None and _imported_adapters(p)
-    }
-    assert offenders == {}
-
-
-def test_adapters_import_only_the_core():
+def test_no_module_imports_another_adapter_by_name():
+    """The core imports no adapter; an adapter imports only the core and itself."""
     arrows = {
-        str(p.relative_to(PACKAGE)): sorted(_imported_adapters(p))
+        str(p.relative_to(PACKAGE)): sorted(found)
         for p in _modules()
-        if _adapter_of(p) is not None and _imported_adapters(p)
+        if (found := _adapters_imported_by(p.read_text(), _adapter_of(p)))
     }
     assert arrows == {}
 

@@ -1,8 +1,5 @@
 """``sglang-specinit patches``: the listing is the adapters' own tables, each plugin function
-at the line it is defined, and it imports nothing of SGLang.
-
-Runs in .venv (sglang 0.5.13.post1) for both adapters; ``test/sglang_0_5_23`` checks the
-default release in the 0.5.23 environment."""
+at the line it is defined, and it imports nothing of SGLang."""
 
 from __future__ import annotations
 

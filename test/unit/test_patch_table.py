@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from sglang_specinit import sglang_0_5_23
 from sglang_specinit.hooks import Hook, Requires, adapter_patches, group_by_module
+from sglang_specinit.patch_listing import release_patches
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.phased import early_binding
 from sglang_specinit.sglang_0_5_23 import launch_checks, runtime_budget, scheduler
@@ -23,46 +24,46 @@ MULTI = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
 # by the guard instead of failing mid-sizing. What only some served releases have (get_schedule
 # from 0.5.17, 0.5.16's configurator reading its own server_args instead; mm_runtime_reservation_gb,
 # get_mm from 0.5.18; resolving_view from 0.5.19) is a release_shims.release_requires row instead
-# (test_per_release_rows_follow_the_release).
+# (test_each_generation_requires_its_own_form).
+SCHED = "sglang.srt.managers.scheduler"
+
+
+def hook(module: str, qualname: str, fn: Any, *params: str) -> Hook:
+    return Hook(module, qualname, fn, params=params)
+
+
 HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
     scheduler: (
-        (
-            Hook(
-                "sglang.srt.managers.scheduler",
-                "Scheduler.init_memory_pools",
-                scheduler.init_memory_pools,
-                params=(),
-            ),
-        ),
+        (hook(SCHED, "Scheduler.init_memory_pools", scheduler.init_memory_pools),),
         (),
         (
             # since: what launch_policy, draft_pricing and the breakdown's minimum call
             Requires("sglang.srt.configs.hybrid_arch", "mambaish_config"),
             Requires("sglang.srt.configs.model_config", "is_deepseek_v4"),
-            Requires("sglang.srt.managers.scheduler", "Scheduler.init_target_memory_pool"),
+            Requires(SCHED, "Scheduler.init_target_memory_pool"),
             Requires(BASE_SPEC, "BaseSpecWorker.draft_worker"),
             Requires(BASE_SPEC, "EagleDraftWorkerBase.draft_runners"),
         ),
     ),
     runtime_budget: (
         (
-            Hook(
+            hook(
                 KVC,
                 "KVCacheConfigurator._resolve_memory_pool_config",
                 runtime_budget.resolve_memory_pool_config,
-                params=("pre_model_load_memory",),
+                "pre_model_load_memory",
             ),
-            Hook(
+            hook(
                 KVC,
                 "KVCacheConfigurator.config_from_budget",
                 runtime_budget.config_from_budget,
-                params=("budget_bytes",),
+                "budget_bytes",
             ),
-            Hook(
+            hook(
                 KVC,
                 "KVCacheConfigurator._apply_token_constraints",
                 runtime_budget.apply_token_constraints,
-                params=("token_capacity",),
+                "token_capacity",
             ),
         ),
         (),
@@ -84,14 +85,9 @@ HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
     ),
     early_binding: (
         (
-            Hook(EAGLE, "EagleDraftWorker.init_token_map", early_binding.init_token_map, params=()),
-            Hook(EAGLE, "EagleDraftWorker.init_lm_head", early_binding.init_lm_head, params=()),
-            Hook(
-                MULTI,
-                "MultiLayerEagleDraftWorker.init_lm_head",
-                early_binding.init_lm_head,
-                params=(),
-            ),
+            hook(EAGLE, "EagleDraftWorker.init_token_map", early_binding.init_token_map),
+            hook(EAGLE, "EagleDraftWorker.init_lm_head", early_binding.init_lm_head),
+            hook(MULTI, "MultiLayerEagleDraftWorker.init_lm_head", early_binding.init_lm_head),
         ),
         (),
         (
@@ -116,25 +112,6 @@ def test_recorded_tables_are_the_hand_written_ones() -> None:
     actual = adapter_patches(sglang_0_5_23)
     assert actual == expected
     assert list(actual) == list(expected)
-
-
-def test_per_release_rows_follow_the_release() -> None:
-    """What the guard checks on a release: the phase tables plus that release's own rows."""
-
-    def rows(release: str) -> set[str]:
-        patches = adapter_patches(sglang_0_5_23, release).values()
-        return {r.qualname for patch in patches for r in patch.requires}
-
-    schedule = {"get_schedule", "KVCacheConfigurator.server_args"}
-    per_release = {"get_mm", "mm_runtime_reservation_gb", "resolving_view"}
-    assert per_release <= rows("0.5.23")
-    assert rows("0.5.18") & per_release == {"get_mm", "mm_runtime_reservation_gb"}
-    assert not rows("0.5.17") & per_release
-    # The schedule the sizing reads: the bag from 0.5.17, 0.5.16's configurator's own args.
-    for release in ("0.5.17", "0.5.18", "0.5.20", "0.5.23"):
-        assert rows(release) & schedule == {"get_schedule"}, release
-    assert rows("0.5.16") & schedule == {"KVCacheConfigurator.server_args"}
-    assert not rows("0.5.16") & per_release
 
 
 def test_decorators_return_the_function_and_record_bottom_up() -> None:
@@ -199,3 +176,64 @@ def test_adds_records_a_method_under_its_own_or_the_given_name() -> None:
     ]
     with pytest.raises(ValueError, match="some.module.A.init_backends is declared twice"):
         patch.adds("A", "init_backends")(alloc_memory_pool)
+
+
+# The guard checks each release's own form of what the adapter reads: ``patches --release`` and
+# the plugin (``adapter_patches(adapter, release)``) add ``release_shims.release_requires`` to the
+# phase tables, per API generation.
+
+CFG = f"{KVC}.KVCacheConfigurator"
+SCHEDULE = "sglang.srt.runtime_context.get_schedule"
+PS = "sglang.srt.distributed.parallel_state_wrapper.ParallelState.attn_dp_size"
+# The multimodal bag from 0.5.18, the resolving view from 0.5.19.
+MM = {"sglang.srt.runtime_context.get_mm", f"{KVC}.mm_runtime_reservation_gb"}
+VIEW = "sglang.srt.arg_groups.overrides.resolving_view"
+
+
+def required(release: str) -> set[str]:
+    patches = adapter_patches(sglang_0_5_23, release)
+    return {r.target for p in patches.values() for r in p.requires}
+
+
+@pytest.mark.parametrize(
+    ("release", "present", "absent"),
+    [
+        (
+            "0.5.16",  # no schedule bag: its configurator's own server_args
+            {f"{CFG}.ps", PS, f"{CFG}.server_args"},
+            {SCHEDULE, f"{CFG}.attn_dp_size", f"{CFG}.fused_entry_bytes", *MM, VIEW},
+        ),
+        ("0.5.17", {f"{CFG}.ps", PS, SCHEDULE}, {f"{CFG}.server_args", *MM, VIEW}),
+        ("0.5.18", {SCHEDULE, *MM}, {f"{CFG}.server_args", VIEW}),
+        (
+            "0.5.20",
+            {f"{CFG}.ps", PS, SCHEDULE, *MM, VIEW},
+            {f"{CFG}.attn_dp_size", f"{CFG}.fused_entry_bytes", f"{CFG}.server_args"},
+        ),
+        (
+            "0.5.21",
+            {f"{CFG}.attn_dp_size"},
+            {f"{CFG}.ps", f"{CFG}.fused_entry_bytes"},
+        ),
+        (
+            "0.5.23",
+            {f"{CFG}.attn_dp_size", f"{CFG}.fused_entry_bytes", SCHEDULE, *MM, VIEW},
+            {f"{CFG}.ps", f"{CFG}.server_args"},
+        ),
+    ],
+)  # fmt: skip
+def test_each_generation_requires_its_own_form(
+    release: str, present: set[str], absent: set[str]
+) -> None:
+    targets = required(release)
+    assert present <= targets
+    assert not absent & targets
+    # The listing shows what the plugin checks for that release.
+    listed = {r.target for p in release_patches(release).values() for r in p.requires}
+    assert listed == targets
+
+
+def test_without_a_release_only_the_phase_tables() -> None:
+    plain = {r.target for p in adapter_patches(sglang_0_5_23).values() for r in p.requires}
+    assert f"{CFG}.ps" not in plain
+    assert plain < required("0.5.20") and plain < required("0.5.23")

@@ -1,6 +1,10 @@
 """``plan --json`` on every shipped example, in the environment the test runs in: its keys and
 types are the ones docs/planner.md's "`plan --json`" tables list (read from the doc, so doc and
-test cannot drift), and its notes are the text output's, each labelled with its column."""
+test cannot drift), and its notes are the text output's, each labelled with its column.
+
+The report's figures and index on the same plans: each title names the model, GPU and release
+and says both columns' tokens and the gain; the y axis is cut only above a base every bar shares,
+and the figure says so; the index lists every example, the skipped ones with their reason."""
 
 from __future__ import annotations
 
@@ -14,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_specinit.planner.cli import _plan, _planner_parser, main
+from sglang_specinit.planner import report_figures
+from sglang_specinit.planner.cli import _plan, _plannable, _planner_parser, main
 from sglang_specinit.planner.columns import plan_json, plan_text
 from sglang_specinit.planner.releases import installed_replay
+from sglang_specinit.planner.report_cases import DRAFT_WEIGHTS, TARGET_WEIGHTS, case_from_plan_json
+from sglang_specinit.planner.report_pages import write_report
 from sglang_specinit.planner.shipped_examples import example_refusal, list_examples
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "planner.md"
@@ -33,6 +40,7 @@ TYPES: dict[str, tuple[type, ...]] = {
     "list": (list,),
 }
 NOTE_COLUMNS = ("stock", "sglang-specinit", "both")
+GIB = 1 << 30
 
 
 def doc_table(heading: str) -> dict[str, tuple[str, bool]]:
@@ -146,3 +154,79 @@ def test_the_doc_tables_are_read() -> None:
     assert {"tokens", "budget_bytes", "rule"} <= set(breakdown)
     assert doc_table(TABLES[1])["notes"] == ("list", True)
     assert doc_table(TABLES[2])["spec_reserve_bytes"] == ("int", False)
+
+
+def _figure(example: str) -> tuple[dict[str, Any], Any]:
+    pytest.importorskip("matplotlib")
+    plannable(example)
+    data = planned(example)[0]
+    return data, report_figures.draw_case(case_from_plan_json(data, name=example))
+
+
+def _axis_cut_notes(fig: Any) -> list[str]:
+    return [t.get_text() for t in fig.texts if t.get_gid() == "axis-cut"]
+
+
+@pytest.mark.parametrize("example", list_examples())
+def test_the_title_names_model_gpu_release_and_both_columns_tokens_and_gain(
+    example: str,
+) -> None:
+    data, fig = _figure(example)
+    (ax,) = fig.axes
+    title = ax.get_title()
+    stock, ours = data["stock"]["tokens"], data["tokens"]
+    gain = (ours - stock) / stock * 100
+    assert f"{gain:+.1f} % tokens ({stock:,} -> {ours:,})" in title, title
+    assert f"vs stock {data['stock']['release']}" in title, title
+    for needle in (f"model {example}", data["device"]["name"], f"sglang {data['sglang_version']}"):
+        assert needle in title, (needle, title)
+
+
+@pytest.mark.parametrize("example", list_examples())
+def test_the_axis_is_cut_only_above_the_shared_base_and_says_so(example: str) -> None:
+    data, fig = _figure(example)
+    (ax,) = fig.axes
+    bottom, top = ax.get_ylim()
+    columns = (data, data["stock"])
+    # The weights under every bar's KV pools; the axis never cuts into a pool.
+    base = min(c["resident_bytes"] for c in columns) / GIB
+    tallest = max(max(c["used_bytes"], c["budget_bytes"]) for c in columns) / GIB
+    notes = _axis_cut_notes(fig)
+    if bottom > 0:
+        assert bottom < base and base > report_figures.CUT_ABOVE_SHARE * tallest
+        assert notes == [f"y axis cut: it starts at {bottom:.0f} GiB, not 0"]
+        # The KV pools take a larger share of the axis than they would from 0.
+        assert (tallest - base) / (top - bottom) > (tallest - base) / top
+    else:
+        assert base <= report_figures.CUT_ABOVE_SHARE * tallest and notes == []
+    # Every bar's weights still start on the axis or below it.
+    weights = [
+        p for p in ax.patches if (p.get_gid() or "").startswith((TARGET_WEIGHTS, DRAFT_WEIGHTS))
+    ]
+    assert weights and all(p.get_y() + p.get_height() > bottom for p in weights)
+
+
+def test_the_axis_starts_at_zero_when_the_bars_differ_below_the_pools() -> None:
+    """A column with a tenth of the other's weights: no shared base, no cut."""
+    pytest.importorskip("matplotlib")
+    data = planned(_plannable()[0][0])[0]
+    light = {**data["stock"], "resident_bytes": data["resident_bytes"] // 10}
+    light["target_weight_bytes"] = light["resident_bytes"] - light["draft_weight_bytes"]
+    fig = report_figures.draw_case(case_from_plan_json({**data, "stock": light}))
+    assert fig.axes[0].get_ylim()[0] == 0 and _axis_cut_notes(fig) == []
+
+
+def test_the_index_lists_every_example_and_why_one_was_skipped(tmp_path: Path) -> None:
+    names, skipped = _plannable()
+    cases = [case_from_plan_json(planned(n)[0], name=n) for n in names]
+    page = write_report(cases, tmp_path, skipped_cases=skipped).page.read_text()
+    # The index: the page's one table above the first case's section (header, rule, rows).
+    head = page.split('<a id="', 1)[0]
+    index = [line for line in head.splitlines() if line.startswith("| ")][2:]
+    assert len(index) == len(list_examples())
+    for example in list_examples():
+        (row,) = [r for r in index if r.startswith((f"| [{example}]", f"| {example} |"))]
+        if example in skipped:
+            assert row == f"| {example} | skipped | {skipped[example]} |"
+        else:
+            assert f"](#{example}) | plan |" in row

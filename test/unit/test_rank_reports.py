@@ -11,25 +11,13 @@ from sglang_specinit import rank_reports
 
 
 def breakdown(rank: int, free: int | None, *, tokens: int = 1000, **ranks: int) -> dict:
-    minimum = 100 << 20
     fields = {"rank_index": rank, "tp_rank": rank, "pp_rank": 0, "dp_rank": 0, "tp_size": 2}
-    fields.update(ranks)
-    if free is None:
-        return {
-            **fields,
-            "tokens": tokens,
-            "rank_free_at_sizing_bytes": None,
-            "tightest_rank": None,
-        }
-    above = free - minimum
-    return {
-        **fields,
-        "tokens": tokens,
-        "rank_free_at_sizing_bytes": free,
-        "min_free_at_sizing_bytes": minimum,
-        "free_above_tightest_bytes": above,
-        "tightest_rank": above <= rank_reports.TIGHTEST_TOLERANCE_BYTES,
-    }
+    fields.update(ranks, tokens=tokens, rank_free_at_sizing_bytes=free, tightest_rank=None)
+    if free is not None:
+        above = free - (100 << 20)
+        fields.update(min_free_at_sizing_bytes=100 << 20, free_above_tightest_bytes=above)
+        fields["tightest_rank"] = above <= rank_reports.TIGHTEST_TOLERANCE_BYTES
+    return fields
 
 
 def test_every_scheduler_of_dp_pp_tp_gets_its_own_file_name() -> None:

@@ -1,11 +1,12 @@
-"""Which adapter each sglang release gets: 0.5.13.x, 0.5.14-0.5.15.post1, 0.5.16-0.5.23 served
-(every release on the registry from 0.5.13 on); an unserved release after the oldest served
-one (a post-release of a served one, 0.5.24) declined with a message that names the served
-releases (logged at INFO by the plugin)."""
+"""Which adapter each sglang release gets; an unserved one is declined naming the served ones."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+import tomllib
 from harness.releases import RELEASES, SERVED, generation_rows
 from sglang_specinit import compat
 
@@ -15,16 +16,15 @@ def test_served_releases_get_their_adapter(version: str, adapter: str) -> None:
     assert compat.decide_for_version(version).adapter == adapter
 
 
-@pytest.mark.parametrize("release", ["0.5.13.post2", "0.5.15.post2", "0.5.16.post1"])
-def test_releases_between_are_declined_naming_the_served_ones(release: str) -> None:
+@pytest.mark.parametrize(
+    "release",
+    ["0.5.13.post2", "0.5.15.post2", "0.5.16.post1"]
+    + ["0.5.24", "0.5.24rc1", "0.5.30", "0.6.0", "1.0.0"],
+)
+def test_unserved_releases_after_the_oldest_served_are_declined(release: str) -> None:
     decision = compat.decide_for_version(release)
-    assert decision.adapter is None and decision.not_served
-    assert ", ".join(SERVED) in decision.reason
-
-
-def test_newer_release_is_not_patched() -> None:
-    decision = compat.decide_for_version("0.5.24")
-    assert decision.adapter is None and decision.not_served
+    assert decision.adapter is None and decision.not_served, decision
+    assert release in decision.reason and ", ".join(SERVED) in decision.reason
 
 
 @pytest.mark.parametrize(
@@ -40,6 +40,7 @@ def test_a_declined_release_is_told_what_runs_instead(release: str, what_runs: s
 
 
 def test_each_adapter_is_one_generation_found_on_disk() -> None:
+    assert tuple(compat.supported_releases()) == SERVED
     generations = compat.generations()
     assert list(generations) == ["sglang_0_5_13", "sglang_0_5_14", "sglang_0_5_23"]
     assert [g.sglang_phases_init for g in generations.values()] == [False, True, True]
@@ -97,3 +98,41 @@ def test_older_releases_are_unsupported_saying_why(version: str) -> None:
     assert decision.adapter is None and not decision.not_served
     assert ", ".join(SERVED) in decision.reason
     assert "older than 0.5.13" in decision.reason and "docs/releases.md" in decision.reason
+
+
+# The served releases written in pyproject.toml, the README and docs/releases.md are compat's.
+
+ROOT = Path(__file__).resolve().parents[2]
+RELEASE = r"0\.5\.\d+(?:\.post\d+)?"
+
+
+def test_pyproject_lists_every_served_release_and_their_range() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    comment = re.search(r"# Served: (.*?)\(compat", text, re.S)
+    assert comment, "pyproject.toml lost its '# Served: ...' comment"
+    served = list(compat.supported_releases())
+    assert re.findall(RELEASE, comment.group(1)) == served
+    description = tomllib.loads(text)["project"]["description"]
+    assert f"SGLang {served[0]} - {served[-1].split('.post')[0]}" in description
+
+
+def test_the_release_table_of_docs_releases_md_is_compat_s() -> None:
+    by_adapter: dict[str, list[str]] = {}
+    for line in (ROOT / "docs" / "releases.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not re.fullmatch(r"`sglang_0_5_\d+/`", cells[1]):
+            continue
+        by_adapter.setdefault(cells[1].strip("`/"), []).extend(re.findall(RELEASE, cells[0]))
+    expected = {
+        adapter: list(generation.releases) for adapter, generation in compat.generations().items()
+    }
+    assert {a: sorted(r) for a, r in by_adapter.items()} == {
+        a: sorted(r) for a, r in expected.items()
+    }
+
+
+def test_the_readme_names_the_oldest_and_the_newest_served_release() -> None:
+    readme = (ROOT / "README.md").read_text()
+    served = compat.supported_releases()
+    assert f"from {served[0]} to {served[-1]}" in readme
+    assert f"**{served[-1]}** (the newest)" in readme

@@ -1,5 +1,6 @@
-"""``sglang-specinit report``: numbers equal their JSON, over-budget bars are drawn and labelled,
-figures are valid images of the expected size, and a missing matplotlib is one clear line."""
+"""``sglang-specinit report`` and the breakdown it shares with the server: numbers equal their
+JSON, over-budget bars are drawn and labelled, figures are valid images of the expected size, and
+a missing matplotlib is one clear line."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import copy
 import io
 import json
+import re
 import struct
 import sys
 import xml.etree.ElementTree as ET
@@ -14,6 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness.geometry.specs import attention_kv_spec
+from harness.reports.report_reading import BREAKDOWN_KEYS
+from sglang_specinit.budget import BudgetInputs, DraftSpec, make_plan, plan_pools
 from sglang_specinit.planner import report_figures
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.report_cases import (
@@ -24,7 +29,13 @@ from sglang_specinit.planner.report_cases import (
     case_from_plan_json,
     cases_from_paths,
 )
-from sglang_specinit.report import human_bytes
+from sglang_specinit.report import (
+    ReportColumn,
+    human_bytes,
+    plan_to_dict,
+    render_breakdown,
+    render_table,
+)
 
 EXAMPLE = "llama31-8b-eagle3"
 SEGMENT_KEYS = {
@@ -46,13 +57,28 @@ def plan_data() -> dict:
     return json.loads(out.getvalue())
 
 
+@pytest.fixture(scope="module")
+def out(plan_data: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``report --out <dir> --from-json <the plan's JSON>``'s directory, run once for the module."""
+    return report_of(plan_data, tmp_path_factory.mktemp("rendered"))
+
+
+@pytest.fixture(scope="module")
+def figure(plan_data: dict):
+    return report_figures.draw_case(case_from_plan_json(plan_data))
+
+
+def report_of(data: dict, tmp: Path) -> Path:
+    """The report directory of ``report --from-json`` on ``data`` (written to ``tmp``)."""
+    out, err = io.StringIO(), io.StringIO()
+    source = write_json(tmp / "plan.json", data)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert main(["report", "--out", str(tmp / "report"), "--from-json", str(source)]) == 0
+    return tmp / "report"
+
+
 def write_json(path: Path, data: dict) -> Path:
     path.write_text(json.dumps(data))
-    return path
-
-
-def write_text(path: Path, text: str) -> Path:
-    path.write_text(text)
     return path
 
 
@@ -92,14 +118,7 @@ def bar_patches(fig, gid_prefix: str) -> dict[str, object]:
     }
 
 
-def test_report_numbers_equal_the_plan_json(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    source = write_json(tmp_path / "plan.json", plan_data)
-    out = tmp_path / "report"
-    code, _, err = run_report(capsys, "--out", str(out), "--from-json", str(source))
-    assert code == 0, err
-
+def test_report_numbers_equal_the_plan_json(plan_data: dict, out: Path) -> None:
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
     assert [v["key"] for v in case["variants"]] == ["stock", "specinit"]
@@ -125,9 +144,8 @@ def test_report_numbers_equal_the_plan_json(
         assert row["budget"] == human_bytes(expected["budget_bytes"])
 
 
-def test_figure_bars_equal_the_plan_json(plan_data: dict) -> None:
-    case = case_from_plan_json(plan_data)
-    fig = report_figures.draw_case(case)
+def test_figure_bars_equal_the_plan_json(plan_data: dict, figure) -> None:
+    fig = figure
     unit = 1 << 30  # budgets of tens of GiB are drawn in GiB
     for label, key in SEGMENT_KEYS.items():
         patches = bar_patches(fig, label)
@@ -138,11 +156,10 @@ def test_figure_bars_equal_the_plan_json(plan_data: dict) -> None:
 
 
 def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
-    plan_data: dict,
+    plan_data: dict, figure
 ) -> None:
     case = case_from_plan_json(plan_data)
-    fig = report_figures.draw_case(case)
-    (ax,) = fig.axes
+    (ax,) = figure.axes
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     first = case.variants[0]
     base = variant_json(plan_data, first.key)["tokens"]
@@ -162,15 +179,14 @@ def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
     assert "sglang 9.9.9" in case_from_plan_json({**plan_data, "sglang_version": "9.9.9"}).subtitle
 
 
-def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict) -> None:
+def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict, figure) -> None:
     stock = plan_data["stock"]
     over = stock["used_bytes"] - stock["budget_bytes"]
     assert over > 0, "the example's stock column is expected over budget"
     assert plan_data["used_bytes"] <= plan_data["budget_bytes"]
 
-    fig = report_figures.draw_case(case_from_plan_json(plan_data))
-    (ax,) = fig.axes
-    over_patches = bar_patches(fig, "over")
+    (ax,) = figure.axes
+    over_patches = bar_patches(figure, "over")
     assert set(over_patches) == {
         key for key in ("stock", "specinit") if variant_json(plan_data, key)["headroom_bytes"] < 0
     }
@@ -185,12 +201,7 @@ def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict) -> N
     assert "over budget" in legend and "budget (f x free)" in legend
 
 
-def test_over_budget_shows_in_svg_and_markdown(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    source = write_json(tmp_path / "plan.json", plan_data)
-    out = tmp_path / "report"
-    assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
+def test_over_budget_shows_in_svg_and_markdown(plan_data: dict, out: Path) -> None:
     (svg,) = out.glob("*.svg")
     root = ET.parse(svg).getroot()
     ids = {el.get("id") for el in root.iter()}
@@ -238,12 +249,7 @@ def png_header(path: Path) -> tuple[tuple[int, int], tuple[int, int] | None]:
     return size, density
 
 
-def test_figures_are_valid_images_of_the_expected_size(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    source = write_json(tmp_path / "plan.json", plan_data)
-    out = tmp_path / "report"
-    assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
+def test_figures_are_valid_images_of_the_expected_size(plan_data: dict, out: Path) -> None:
     case = case_from_plan_json(plan_data)
     assert len(case.variants) == 2
     png, svg = out / f"{case.slug}.png", out / f"{case.slug}.svg"
@@ -268,13 +274,11 @@ def test_width_grows_with_the_number_of_bars() -> None:
 
 
 def test_another_release_s_stock_sub_object_appears_without_code_changes(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    plan_data: dict, tmp_path: Path
 ) -> None:
     data = copy.deepcopy(plan_data)
     data["beside"] = {**data["stock"], "release": "0.5.23", "tokens": 12345}
-    source = write_json(tmp_path / "plan.json", data)
-    out = tmp_path / "report"
-    assert run_report(capsys, "--out", str(out), "--from-json", str(source))[0] == 0
+    out = report_of(data, tmp_path)
     (case,) = json.loads((out / "report.json").read_text()).values()
     assert [v["title"] for v in case["variants"]] == [
         "stock 0.5.13.post1",
@@ -363,23 +367,45 @@ def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
 
 
 @pytest.mark.parametrize(
-    ("make_input", "message"),
+    ("make_input", "make_out", "message"),
     [
-        (lambda d: d / "absent.json", "no such file or directory"),
-        (lambda d: write_json(d / "x.json", {"hello": 1}), "not a sglang-specinit breakdown"),
-        (lambda d: write_text(d / "broken.json", "{"), "is not JSON"),
-        (lambda d: d, "holds no memory-rank*.json"),
+        (lambda d, _: d / "absent.json", None, "no such file or directory"),
+        (lambda d, _: write_json(d / "x.json", {"a": 1}), None, "not a sglang-specinit breakdown"),
+        (
+            lambda d, _: (d / "broken.json").write_text("{") and d / "broken.json",
+            None,
+            "is not JSON",
+        ),
+        (lambda d, _: d, None, r"holds no memory-rank\*\.json"),
+        # A plan the report accepts, and an --out it cannot write.
+        (
+            lambda d, plan: write_json(d / "plan.json", plan),
+            lambda d: (d / "file").write_text("x") and d / "file" / "report",
+            "^sglang-specinit report: error: cannot write .*no directory",
+        ),
+        (
+            lambda d, plan: write_json(d / "plan.json", plan),
+            lambda d: Path("/proc/specinit-report"),
+            "^sglang-specinit report: error: cannot write .*/proc/specinit-report",
+        ),
     ],
+    ids=["absent", "not-a-breakdown", "not-json", "no-rank-files", "out-under-a-file", "out-proc"],
 )
 def test_bad_input_is_one_line_with_exit_code_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_input, message: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    plan_data: dict,
+    make_input,
+    make_out,
+    message,
 ) -> None:
-    source = make_input(tmp_path)
-    code, _, err = run_report(capsys, "--out", str(tmp_path / "r"), "--from-json", str(source))
-    assert code == 2
+    source = make_input(tmp_path, plan_data)
+    out = make_out(tmp_path) if make_out else tmp_path / "r"
+    code, _, err = run_report(capsys, "--out", str(out), "--from-json", str(source))
+    assert code == 2, err
     assert err.count("\n") == 1 and err.startswith("sglang-specinit report: error:")
-    assert message in err
-    assert not (tmp_path / "r").exists()
+    assert re.search(message, err), err
+    assert not out.exists()
 
 
 def test_out_is_required(capsys: pytest.CaptureFixture[str]) -> None:
@@ -399,13 +425,7 @@ def test_without_inputs_every_shipped_example_is_rendered(
     # The DeepSeek-V4 example is planned by the 0.5.21+ replays only: skipped here, saying why.
     assert sorted(data) == [n for n in list_examples() if n != "deepseek-v4-flash-mtp"]
     assert "example deepseek-v4-flash-mtp skipped: DeepSeek-V4" in err
-    # ... and in the page's index, with the same reason.
-    index_row = next(
-        line
-        for line in (out / "README.md").read_text().splitlines()
-        if line.startswith("| deepseek-v4-flash-mtp |")
-    )
-    assert "| skipped | DeepSeek-V4" in index_row, index_row
+    # The index row with the same reason: test_plan_schema.py (exact row).
     for slug in data:
         assert png_header(out / f"{slug}.png")[0] == figure_px(3)
         ET.parse(out / f"{slug}.svg")
@@ -455,3 +475,91 @@ def test_beside_without_a_served_sglang_is_one_line(
     assert code == 2 and stdout == "" and not out.exists()
     (line,) = err.strip().splitlines()
     assert line.startswith(f"sglang-specinit report: error: --beside {venv}: "), line
+
+
+# The shared breakdown (``sglang_specinit.report``): dict keys and types, the rules table, the
+# planned/allocated table.
+
+GIB = 1 << 30
+MIB = 1 << 20
+INPUTS = BudgetInputs(
+    pre_load_free_bytes=80 * GIB,
+    mem_fraction_static=0.8,
+    target_kv=attention_kv_spec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128),
+    target_weight_bytes=16 * GIB,
+    draft=DraftSpec(
+        algorithm="EAGLE",
+        kv_pools=(attention_kv_spec(num_layers=1, num_kv_heads=8, head_dim=128, v_head_dim=128),),
+        weight_bytes=GIB,
+        upstream_reserved_layers=1,
+    ),
+)
+
+
+def test_plan_to_dict_keys_and_types() -> None:
+    data = plan_to_dict(plan_pools(INPUTS), INPUTS, tp_size=2)
+    assert set(BREAKDOWN_KEYS) <= set(data)
+    for key in BREAKDOWN_KEYS:
+        expected = float if key == "min_viable_mem_fraction_static" else int
+        assert type(data[key]) is expected, key
+    assert data["tp_size"] == 2
+    assert data["budget_bytes"] == 64 * GIB  # 0.8 * 80 GiB
+    assert data["mem_fraction_static"] == 0.8
+
+
+def test_human_bytes() -> None:
+    assert human_bytes(1.5 * GIB) == "1.50 GiB"
+    assert human_bytes(-3 * (1 << 20)) == "-3.00 MiB"
+    assert human_bytes(4096) == "4.00 KiB"
+    assert human_bytes(12) == "12 B"
+
+
+def test_rules_table_shows_reserve_only_where_present() -> None:
+    stock_inputs = BudgetInputs(**{**INPUTS.__dict__, "mem_fraction_static": 0.75})
+    # A stock that sizes the target's pool alone (44 GiB // 131072) and puts the draft on top.
+    plan = make_plan("stock", stock_inputs, 360448, 17 * GIB, 131072, 0.2, ("draft on top",))
+    stock = ReportColumn("stock", plan, stock_inputs, 4 * GIB)
+    ours = ReportColumn("ours", plan_pools(INPUTS), INPUTS)
+    table = render_table([stock, ours])
+    lines = table.splitlines()
+    assert lines[0].split() == ["stock", "ours"]
+    reserve = next(line for line in lines if line.startswith("auto-fraction draft reserve"))
+    assert reserve.split()[-3:] == ["4.00", "GiB", "-"]
+    assert any("(over budget)" in line for line in lines if line.startswith("headroom"))
+    assert lines[-1].startswith("* stock:")  # the stock rule's note
+
+
+def _rows(table: str) -> dict[str, list[str]]:
+    """``label -> cells`` of a rendered table (columns are two or more spaces apart)."""
+    rows = {}
+    for line in table.splitlines()[1:]:
+        label, *cells = re.split(r" {2,}", line.strip())
+        rows[label] = cells
+    return rows
+
+
+def test_runtime_breakdown_table() -> None:
+    breakdown = plan_to_dict(plan_pools(INPUTS), INPUTS, tp_size=1)
+    # SGLang allocated less than planned: 1 GiB less target KV, 256 MiB less draft KV.
+    target_pool = breakdown["target_kv_pool_bytes"] - GIB
+    draft_pool = breakdown["draft_kv_pool_bytes"] - 256 * MIB
+    breakdown["allocated_target_kv_pool_bytes"] = target_pool
+    breakdown["allocated_draft_kv_pool_bytes"] = draft_pool
+    table = render_breakdown(breakdown)
+    assert table.splitlines()[0].split() == ["planned", "allocated"]
+    rows = _rows(table)
+    allocated_used = breakdown["resident_bytes"] + target_pool + draft_pool
+    expected = {
+        "target KV pool": (breakdown["target_kv_pool_bytes"], target_pool),
+        "draft KV pool": (breakdown["draft_kv_pool_bytes"], draft_pool),
+        "used": (breakdown["used_bytes"], allocated_used),
+        "headroom": (breakdown["headroom_bytes"], breakdown["budget_bytes"] - allocated_used),
+    }
+    for label, (planned, allocated) in expected.items():
+        assert planned != allocated, label
+        assert rows[label] == [human_bytes(planned), human_bytes(allocated)], label
+    # The planned used is what the plan says; the allocated one is 1.25 GiB less.
+    assert breakdown["used_bytes"] - allocated_used == GIB + 256 * MIB
+    # Rows the allocation does not change show the plan in both columns.
+    assert rows["tokens"] == [str(breakdown["tokens"])] * 2
+    assert rows["target weights"] == [human_bytes(breakdown["target_weight_bytes"])] * 2

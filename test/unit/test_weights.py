@@ -1,4 +1,5 @@
-"""Checkpoint sizes from headers, the draft/target sharing rules, and byte-size parsing."""
+"""Checkpoint sizes from headers, the draft/target sharing rules, the bytes per TP rank (an MTP
+draft's too), and byte-size parsing."""
 
 from __future__ import annotations
 
@@ -6,11 +7,27 @@ import json
 import os
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
+from harness.checkpoints.tiny_configs import deepseek_v3, glm4_moe
 from safetensors.torch import save_file
-from sglang_specinit.planner.gpus import GPU_PRESETS, get_preset, parse_bytes, pre_load_free_bytes
+from sglang_specinit.planner.gpus import (
+    GPU_PRESETS,
+    DeviceSpec,
+    get_preset,
+    parse_bytes,
+    pre_load_free_bytes,
+)
+from sglang_specinit.planner.plan import OfflinePlan, build_plan
+from sglang_specinit.planner.releases import installed_replay
+from sglang_specinit.planner.sharding import (
+    ShardLayout,
+    draft_layout,
+    rank_tensor_bytes,
+    sizes_on_rank,
+)
 from sglang_specinit.planner.weights import (
     EMBED,
     LM_HEAD,
@@ -57,11 +74,8 @@ def test_weights_size_summary_wins(tmp_path: Path) -> None:
     summary = {"total_bytes": 99, "tensors": {EMBED: 10}, "groups": {"model.layers.1.": 20}}
     (tmp_path / "weights-size.json").write_text(json.dumps(summary))
     sizes = read_checkpoint_sizes(str(tmp_path))
-    assert (sizes.total_bytes, sizes.tensor(EMBED), sizes.under_prefix("model.layers.1.")) == (
-        99,
-        10,
-        20,
-    )
+    assert (sizes.total_bytes, sizes.tensor(EMBED)) == (99, 10)
+    assert sizes.under_prefix("model.layers.1.") == 20
 
 
 def test_no_weights_is_an_error(tmp_path: Path) -> None:
@@ -85,17 +99,21 @@ def test_shared_tensor_rules() -> None:
     assert shared_tensor_names("DFLASH", SimpleNamespace()) == ()
 
 
+def parts(split) -> tuple[int, int, int]:
+    return (split.target_bytes, split.draft_bytes, split.draft_shared_bytes)
+
+
 def test_separate_draft_split() -> None:
     target = CheckpointSizes(total_bytes=1000, source="t")
     draft = CheckpointSizes(total_bytes=300, source="d", tensor_bytes={EMBED: 100})
     # The stored embedding moves to shared; the head the checkpoint lacks is estimated (50).
     split = split_separate_draft(target, draft, (EMBED, LM_HEAD), {EMBED: 999, LM_HEAD: 50})
-    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (1000, 200, 150)
+    assert parts(split) == (1000, 200, 150)
     # An EAGLE checkpoint stores its embedding as ``embed_tokens.weight`` (the loader adds the
     # ``model.`` prefix): the same tensor, so the same split.
     bare = CheckpointSizes(total_bytes=300, source="d", tensor_bytes={"embed_tokens.weight": 100})
     split = split_separate_draft(target, bare, (EMBED, LM_HEAD), {EMBED: 999, LM_HEAD: 50})
-    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (1000, 200, 150)
+    assert parts(split) == (1000, 200, 150)
 
 
 def test_mtp_split_from_target_checkpoint() -> None:
@@ -111,16 +129,12 @@ def test_mtp_split_from_target_checkpoint() -> None:
     stores_both = CheckpointSizes(10_000, "s", {**layer, **copies}, complete=True)
     split = split_mtp_from_target(stores_both, prefixes, 450)
     # target skips layer 61; the loader skips the copies; the draft's own tables are shared
-    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (8_800, 700, 450)
+    assert parts(split) == (8_800, 700, 450)
     stores_neither = CheckpointSizes(9_500, "s", layer, complete=True)
     split = split_mtp_from_target(stores_neither, prefixes, 450)
-    assert (split.target_bytes, split.draft_bytes, split.draft_shared_bytes) == (8_800, 700, 450)
+    assert parts(split) == (8_800, 700, 450)
     unknown = split_mtp_from_target(CheckpointSizes(10_000, "index"), prefixes, 450)
-    assert (unknown.target_bytes, unknown.draft_bytes, unknown.draft_shared_bytes) == (
-        10_000,
-        0,
-        450,
-    )
+    assert parts(unknown) == (10_000, 0, 450)
     assert unknown.notes
     empty = split_mtp_from_target(CheckpointSizes(1_000, "s", {}, complete=True), prefixes, 450)
     assert "holds no tensor under model.layers.61." in empty.notes[0]
@@ -150,16 +164,8 @@ def test_parse_bytes_rejects(text: str) -> None:
 
 
 def test_presets() -> None:
-    assert set(GPU_PRESETS) == {
-        "H100-80GB",
-        "H100-94GB",
-        "H200-141GB",
-        "A100-80GB",
-        "A100-40GB",
-        "L40S",
-        "RTX-4090",
-        "B200",
-    }
+    presets = "H100-80GB H100-94GB H200-141GB A100-80GB A100-40GB L40S RTX-4090 B200"
+    assert set(GPU_PRESETS) == set(presets.split())
     h100 = get_preset("h100-80gb")
     assert h100.total_bytes == 81559 * (1 << 20)
     assert pre_load_free_bytes(h100.total_bytes) == 81559 * (1 << 20) - (1 << 30)
@@ -208,28 +214,11 @@ def test_plan_reads_real_safetensors_checkpoints(
             "model.layers.0.w": torch.zeros(64, 64, dtype=bf16),  # 8192
         },
     )
-    code = main(
-        [
-            "plan",
-            "--model-path",
-            target,
-            "--speculative-algorithm",
-            "EAGLE",
-            "--speculative-draft-model-path",
-            draft,
-            "--speculative-num-steps",
-            "1",
-            "--speculative-eagle-topk",
-            "1",
-            "--speculative-num-draft-tokens",
-            "2",
-            "--device-memory",
-            "2GiB",
-            "--mem-fraction-static",
-            "0.5",
-            "--json",
-        ]
-    )
+    flags = (
+        "--speculative-algorithm EAGLE --speculative-num-steps 1 --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens 2 --device-memory 2GiB --mem-fraction-static 0.5 --json"
+    ).split()
+    code = main(["plan", "--model-path", target, "--speculative-draft-model-path", draft, *flags])
     out, err = capsys.readouterr()
     assert code == 0, err
     data = json.loads(out)
@@ -248,3 +237,245 @@ def test_plan_reads_real_safetensors_checkpoints(
     assert stock["min_viable_mem_fraction_static"] == pytest.approx(
         (73728 + rope) / (2 * (1 << 30) - (1 << 30)), abs=1e-6
     )
+
+
+# Checkpoint bytes per TP rank (``planner.sharding``), tensor by tensor. The live counterpart is
+# test/shared/test_tp2_ranks.py::test_plan_tp2_equals_what_both_ranks_allocate.
+
+CONFIG = SimpleNamespace(num_key_value_heads=2, num_attention_heads=4, vocab_size=32001)
+TP2 = ShardLayout.uniform(2)
+
+
+@pytest.mark.parametrize(
+    ("name", "nbytes", "rows", "on_rank"),
+    [
+        ("model.layers.0.input_layernorm.weight", 128, 64, 128),
+        ("model.norm.weight", 128, 64, 128),
+        ("midlayer.hidden_norm.weight", 128, 64, 128),
+        ("fc.weight", 24576, 64, 24576),
+        ("d2t", 800, 100, 800),
+        ("model.layers.0.self_attn.o_proj.bias", 128, 64, 128),
+        ("model.layers.0.mlp.gate.weight", 1024, 8, 1024),
+        # A NextN layer's eh_proj is an nn.Linear (deepseek_nextn.py, glm4_moe_nextn.py).
+        ("model.layers.61.eh_proj.weight", 32768, 128, 32768),
+        # Nemotron-H's MTP eh_proj is a ColumnParallelLinear.
+        ("mtp.layers.0.eh_proj.weight", 32768, 128, 16384),
+        # 32001 rows padded to 32064 (a multiple of 64), then halved.
+        ("model.embed_tokens.weight", 32001 * 128, 32001, 16032 * 128),
+        ("lm_head.weight", 32001 * 128, 32001, 16032 * 128),
+        ("model.layers.0.self_attn.q_proj.weight", 8192, 64, 4096),
+        ("model.layers.0.self_attn.k_proj.weight", 4096, 32, 2048),
+        ("model.layers.0.self_attn.o_proj.weight", 8192, 64, 4096),
+        ("model.layers.0.mlp.down_proj.weight", 16384, 64, 8192),
+    ],
+)
+def test_each_tensor_is_priced_by_the_layer_that_loads_it(
+    name: str, nbytes: int, rows: int, on_rank: int
+) -> None:
+    assert rank_tensor_bytes(name, nbytes, rows, CONFIG, TP2) == on_rank
+
+
+def test_kv_heads_are_replicated_once_there_are_fewer_than_ranks() -> None:
+    one_kv_head = SimpleNamespace(num_key_value_heads=1)
+    k = "model.layers.0.self_attn.k_proj.weight"
+    assert rank_tensor_bytes(k, 2048, 16, one_kv_head, TP2) == 2048
+    eight = SimpleNamespace(num_key_value_heads=8)
+    assert rank_tensor_bytes(k, 8192, 64, eight, ShardLayout.uniform(4)) == 2048
+    # Under dp-attention a model built on the attention-TP group splits attention over it.
+    attn_tp_1 = ShardLayout(tp_size=2, attention_tp_size=1, embed_tp_size=2, lm_head_tp_size=2)
+    assert rank_tensor_bytes(k, 4096, 32, CONFIG, attn_tp_1) == 4096
+    assert rank_tensor_bytes("model.layers.0.mlp.up_proj.weight", 4096, 32, CONFIG, attn_tp_1) == (
+        2048
+    )
+
+
+def test_a_complete_checkpoint_is_summed_per_tensor_and_a_partial_one_noted() -> None:
+    tensors = {"model.norm.weight": 100, "model.layers.0.mlp.up_proj.weight": 1000}
+    complete = CheckpointSizes(1100, "headers", tensors, complete=True)
+    on_rank, notes = sizes_on_rank(complete, CONFIG, TP2)
+    assert (on_rank.total_bytes, notes) == (600, ())
+    partial = CheckpointSizes(5100, "model.safetensors.index.json", tensors)
+    on_rank, notes = sizes_on_rank(partial, CONFIG, TP2)
+    assert on_rank.total_bytes == 600 + 2000
+    assert "does not list every tensor" in notes[0]
+    assert sizes_on_rank(complete, CONFIG, ShardLayout.uniform(1)) == (complete, ())
+
+
+def test_an_eagle3_draft_under_dp_attention_sits_whole_on_the_attention_tp_group() -> None:
+    args = SimpleNamespace(tp_size=4, enable_dp_attention=True, enable_dp_lm_head=False)
+    assert draft_layout(args, "EAGLE3", CONFIG, attn_tp_size=2) == ShardLayout.uniform(2)
+    args.enable_dp_attention = False
+    assert draft_layout(args, "EAGLE3", CONFIG, attn_tp_size=4) == ShardLayout.uniform(4)
+
+
+# An MTP draft read from its target's checkpoint: its weights are what that checkpoint holds
+# under the MTP layer, split as SGLang's NextN loader splits them.
+
+TP = 2
+VOCAB = 250  # not a multiple of 64: the tables the draft allocates are padded to 256 rows
+HIDDEN = 64
+BF16 = 2
+WHOLE = 0  # a tensor every rank holds in full
+GIB = 1 << 30
+
+
+def _config(kind: str) -> dict[str, Any]:
+    config = {"deepseek-v3": deepseek_v3, "glm-4.6": glm4_moe, "glm-4.5": glm4_moe}[kind]()
+    config.update(vocab_size=VOCAB, hidden_size=HIDDEN)
+    return config
+
+
+def _dense_mlp(c: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], int]]:
+    i, h = c["intermediate_size"], c["hidden_size"]
+    # MergedColumnParallelLinear gate_up, RowParallelLinear down: 1 / tp.
+    return {
+        "mlp.gate_proj.weight": ((i, h), TP),
+        "mlp.up_proj.weight": ((i, h), TP),
+        "mlp.down_proj.weight": ((h, i), TP),
+    }
+
+
+def _moe_mlp(c: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], int]]:
+    h, i, e = c["hidden_size"], c["moe_intermediate_size"], c["n_routed_experts"]
+    shared = i * c["n_shared_experts"]
+    tensors: dict[str, tuple[tuple[int, ...], int]] = {
+        "mlp.gate.weight": ((e, h), WHOLE),  # the router, ReplicatedLinear
+        "mlp.gate.e_score_correction_bias": ((e,), WHOLE),
+        "mlp.shared_experts.gate_proj.weight": ((shared, h), TP),
+        "mlp.shared_experts.up_proj.weight": ((shared, h), TP),
+        "mlp.shared_experts.down_proj.weight": ((h, shared), TP),
+    }
+    for expert in range(e):  # FusedMoE under TP: every expert split 1 / tp
+        tensors[f"mlp.experts.{expert}.gate_proj.weight"] = ((i, h), TP)
+        tensors[f"mlp.experts.{expert}.up_proj.weight"] = ((i, h), TP)
+        tensors[f"mlp.experts.{expert}.down_proj.weight"] = ((h, i), TP)
+    return tensors
+
+
+def _attention(kind: str, c: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], int]]:
+    h, heads = c["hidden_size"], c["num_attention_heads"]
+    if kind == "deepseek-v3":  # MLA
+        q, kv, rope, v = c["q_lora_rank"], c["kv_lora_rank"], c["qk_rope_head_dim"], c["v_head_dim"]
+        nope = c["qk_nope_head_dim"]
+        return {
+            "self_attn.q_a_proj.weight": ((q, h), WHOLE),  # ReplicatedLinear
+            "self_attn.q_a_layernorm.weight": ((q,), WHOLE),
+            "self_attn.q_b_proj.weight": ((heads * (nope + rope), q), TP),
+            "self_attn.kv_a_proj_with_mqa.weight": ((kv + rope, h), WHOLE),  # ReplicatedLinear
+            "self_attn.kv_a_layernorm.weight": ((kv,), WHOLE),
+            "self_attn.kv_b_proj.weight": ((heads * (nope + v), kv), TP),
+            "self_attn.o_proj.weight": ((h, heads * v), TP),
+        }
+    d, kv_heads = c["head_dim"], c["num_key_value_heads"]
+    assert kv_heads % TP == 0  # QKVParallelLinear then splits the KV heads too
+    return {
+        "self_attn.q_proj.weight": ((heads * d, h), TP),
+        "self_attn.q_proj.bias": ((heads * d,), TP),
+        "self_attn.k_proj.weight": ((kv_heads * d, h), TP),
+        "self_attn.k_proj.bias": ((kv_heads * d,), TP),
+        "self_attn.v_proj.weight": ((kv_heads * d, h), TP),
+        "self_attn.v_proj.bias": ((kv_heads * d,), TP),
+        "self_attn.o_proj.weight": ((h, heads * d), TP),
+        "self_attn.q_norm.weight": ((d,), WHOLE),
+        "self_attn.k_norm.weight": ((d,), WHOLE),
+    }
+
+
+def _decoder_layer(kind: str, c: dict[str, Any], moe: bool) -> dict[str, Any]:
+    h = c["hidden_size"]
+    return {
+        "input_layernorm.weight": ((h,), WHOLE),
+        "post_attention_layernorm.weight": ((h,), WHOLE),
+        **_attention(kind, c),
+        **(_moe_mlp(c) if moe else _dense_mlp(c)),
+    }
+
+
+def _mtp_layer(kind: str, c: dict[str, Any]) -> dict[str, Any]:
+    """The MTP layer's tensors the draft loads (local names), with their split."""
+    h = c["hidden_size"]
+    return {
+        **_decoder_layer(kind, c, moe=True),
+        "enorm.weight": ((h,), WHOLE),
+        "hnorm.weight": ((h,), WHOLE),
+        "eh_proj.weight": ((h, 2 * h), WHOLE),  # nn.Linear in DeepseekModelNextN / GLM's
+        "shared_head.norm.weight": ((h,), WHOLE),
+    }
+
+
+def _rank_bytes(tensors: dict[str, Any]) -> int:
+    total = 0
+    for shape, split in tensors.values():
+        n = BF16 * int(torch.Size(shape).numel())
+        total += n if split == WHOLE else n // split
+    return total
+
+
+def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
+    """A tiny ``kind`` checkpoint (config + safetensors) and its MTP layer's expected bytes on
+    one of ``TP`` ranks."""
+    c = _config(kind)
+    layers, h = c["num_hidden_layers"], c["hidden_size"]
+    tensors = {
+        "model.embed_tokens.weight": (VOCAB, h),
+        "lm_head.weight": (VOCAB, h),
+        "model.norm.weight": (h,),
+    }
+    for i in range(layers):
+        moe = i >= c["first_k_dense_replace"]
+        for name, (shape, _) in _decoder_layer(kind, c, moe).items():
+            tensors[f"model.layers.{i}.{name}"] = shape
+    mtp = f"model.layers.{layers}."
+    loaded = _mtp_layer(kind, c)
+    for name, (shape, _) in loaded.items():
+        tensors[mtp + name] = shape
+    if kind in ("deepseek-v3", "glm-4.5"):  # the copies these published checkpoints store
+        tensors[mtp + "embed_tokens.weight"] = (VOCAB, h)
+        tensors[mtp + "shared_head.head.weight"] = (VOCAB, h)
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps(c))
+    save_file(
+        {k: torch.zeros(shape, dtype=torch.bfloat16) for k, shape in tensors.items()},
+        str(directory / "model.safetensors"),
+    )
+    return str(directory), _rank_bytes(loaded)
+
+
+def plan_nextn(model_path: str) -> OfflinePlan:
+    """``NEXTN`` without a draft path (the draft is the target's own MTP layer), TP 2."""
+    replay = installed_replay()
+    flags = "--speculative-algorithm NEXTN --speculative-num-steps 1 --speculative-eagle-topk 1"
+    flags += f" --speculative-num-draft-tokens 2 --tp-size {TP} --mem-fraction-static 0.5"
+    args = replay.parse_launch(["--model-path", model_path, *flags.split()])
+    device = DeviceSpec("test device", 8 * GIB, 7 * GIB)
+    return build_plan(args, device, replay)
+
+
+def own_tables_bytes() -> int:
+    """The embedding and head the NextN draft model allocates itself, on one rank: 250 rows
+    padded to 256 (``pad_vocab_size``), split over ``TP``, bf16."""
+    return 2 * (256 // TP) * HIDDEN * BF16
+
+
+@pytest.mark.parametrize("kind", ["deepseek-v3", "glm-4.6"])
+def test_draft_bytes_are_the_layers_tensors_as_the_loader_splits_them(
+    tmp_path: Path, kind: str
+) -> None:
+    path, expected = build_checkpoint(tmp_path / kind, kind)
+    plan = plan_nextn(path)
+    draft = plan.ours.inputs.draft
+    assert draft is not None
+    assert plan.ours.plan.draft_weight_bytes == draft.weight_bytes == expected
+    # The draft's own embedding and head, allocated whatever the checkpoint stores.
+    assert draft.shared_weight_bytes == own_tables_bytes()
+
+
+def test_stored_copies_change_nothing_resident(tmp_path: Path) -> None:
+    both, expected = build_checkpoint(tmp_path / "glm-4.5", "glm-4.5")
+    neither, _ = build_checkpoint(tmp_path / "glm-4.6", "glm-4.6")
+    with_copies, without = plan_nextn(both).ours, plan_nextn(neither).ours
+    for column in (with_copies, without):
+        assert column.plan.draft_weight_bytes == expected
+        assert column.inputs.draft is not None
+        assert column.inputs.draft.shared_weight_bytes == own_tables_bytes()
+    assert with_copies.plan.target_weight_bytes == without.plan.target_weight_bytes

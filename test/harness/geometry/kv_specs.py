@@ -82,12 +82,8 @@ class AttentionKVSpec:
 
     def unpacked_bytes_per_token(self) -> int:
         """Bytes per token at one element per value (MHA layout, no FP4 packing or scales)."""
-        return (
-            self.num_kv_heads
-            * (self.head_dim + self.v_head_dim)
-            * self.num_layers
-            * (self.dtype_bytes())
-        )
+        per_layer = self.num_kv_heads * (self.head_dim + self.v_head_dim)
+        return per_layer * self.num_layers * self.dtype_bytes()
 
 
 @dataclass(frozen=True)

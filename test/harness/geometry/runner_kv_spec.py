@@ -6,10 +6,7 @@ from typing import Any
 
 from sglang_specinit.budget import KVSpec
 
-from harness.geometry.specs import (
-    DRAFT_FULL_ATTENTION_LAYERS,
-    kv_spec_from_model_config,
-)
+from harness.geometry.specs import DRAFT_FULL_ATTENTION_LAYERS, kv_spec_from_model_config
 
 
 def kv_spec_for_runner(model_runner: Any) -> KVSpec:

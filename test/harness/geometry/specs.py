@@ -50,22 +50,30 @@ def kv_spec_from_model_config(
     check_supported(model_config.hf_config)
     if use_mla is None:
         use_mla = model_config.attention_arch == AttentionArch.MLA
-    if model_config.is_hybrid_swa:
-        full = AttentionKVSpec(
-            num_layers=len(model_config.full_attention_layer_ids),
+    mc = model_config
+
+    def mha(layers: int, heads: int, head_dim: int, v_head_dim: int) -> AttentionKVSpec:
+        return AttentionKVSpec(
+            num_layers=layers,
             kv_dtype=dtype,
             element_bytes=elt,
-            num_kv_heads=model_config.get_num_kv_heads(attn_tp_size),
-            head_dim=model_config.head_dim,
-            v_head_dim=model_config.v_head_dim,
+            num_kv_heads=heads,
+            head_dim=head_dim,
+            v_head_dim=v_head_dim,
         )
-        swa = AttentionKVSpec(
-            num_layers=len(model_config.swa_attention_layer_ids),
-            kv_dtype=dtype,
-            element_bytes=elt,
-            num_kv_heads=model_config.get_swa_num_kv_heads(attn_tp_size),
-            head_dim=model_config.swa_head_dim,
-            v_head_dim=model_config.swa_v_head_dim,
+
+    if mc.is_hybrid_swa:
+        full = mha(
+            len(mc.full_attention_layer_ids),
+            mc.get_num_kv_heads(attn_tp_size),
+            mc.head_dim,
+            mc.v_head_dim,
+        )
+        swa = mha(
+            len(mc.swa_attention_layer_ids),
+            mc.get_swa_num_kv_heads(attn_tp_size),
+            mc.swa_head_dim,
+            mc.swa_v_head_dim,
         )
         return HybridSWAKVSpec(full=full, swa=swa, swa_full_tokens_ratio=swa_full_tokens_ratio)
     layers = full_attention_layers if full_attention_layers is not None else num_layers
@@ -75,9 +83,7 @@ def kv_spec_from_model_config(
             kv_dtype=dtype,
             element_bytes=elt,
             mla_cache_dim=(
-                (mla_cache_dim_for(model_config, kv_dtype, server_args) or 0)
-                if server_args is not None
-                else 0
+                mla_cache_dim_for(mc, kv_dtype, server_args) if server_args is not None else 0
             ),
             kv_lora_rank=model_config.kv_lora_rank,
             qk_rope_head_dim=model_config.qk_rope_head_dim,
@@ -87,18 +93,11 @@ def kv_spec_from_model_config(
                 else 0
             ),
         )
-    return AttentionKVSpec(
-        num_layers=layers,
-        kv_dtype=dtype,
-        element_bytes=elt,
-        num_kv_heads=model_config.get_num_kv_heads(attn_tp_size),
-        head_dim=model_config.head_dim,
-        v_head_dim=model_config.v_head_dim,
-    )
+    return mha(layers, mc.get_num_kv_heads(attn_tp_size), mc.head_dim, mc.v_head_dim)
 
 
-def mla_cache_dim_for(model_config: Any, kv_dtype: Any, server_args: Any) -> int | None:
-    """SGLang's per-layer MLA pool width for this model and KV dtype, when it is not the plain
+def mla_cache_dim_for(model_config: Any, kv_dtype: Any, server_args: Any) -> int:
+    """SGLang's per-layer MLA pool width for this model and KV dtype; 0 when it is the plain
     ``kv_lora_rank + qk_rope_head_dim`` (DSA with an FP8 cache stores scales and a bf16 rope)."""
     from types import SimpleNamespace
 
@@ -109,7 +108,7 @@ def mla_cache_dim_for(model_config: Any, kv_dtype: Any, server_args: Any) -> int
     )
     dim = ModelRunnerKVCacheMixin.calculate_mla_kv_cache_dim(reader)
     plain = model_config.kv_lora_rank + model_config.qk_rope_head_dim
-    return None if dim == plain else int(dim)
+    return 0 if dim == plain else int(dim)
 
 
 def draft_kv_pools(
@@ -158,7 +157,7 @@ def draft_extra_bytes(
 
     per_request = 0
     if multi_layer_eagle and algorithm != "FROZEN_KV_MTP":
-        element = _torch_dtype_bytes(target_model_config.dtype)
+        element = element_bytes(target_model_config.dtype)
         per_request = (num_steps - 1) * target_model_config.hidden_size * element
     fixed = 0
     if algorithm == "FROZEN_KV_MTP" and draft_model_config is not None:
@@ -171,7 +170,3 @@ def draft_extra_bytes(
         )
         fixed = kv_pool_bytes(stand_in, FROZEN_KV_STAND_IN_TOKENS, page_size)
     return per_request, fixed
-
-
-def _torch_dtype_bytes(dtype: Any) -> int:
-    return element_bytes(dtype)
