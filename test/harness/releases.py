@@ -114,7 +114,11 @@ RELEASES: tuple[Release, ...] = (
     Release("0.5.14", "sglang_0_5_14", ".venv-sglang0514", ci_queue=True),
     # 0.5.15's Engines are 0.5.14's code path (test_eagle3_launch on 0.5.14 covers them).
     Release(
-        "0.5.15", "sglang_0_5_14", ".venv-sglang0515", exclude=("test_eagle3_launch.py",), ci_queue=True
+        "0.5.15",
+        "sglang_0_5_14",
+        ".venv-sglang0515",
+        exclude=("test_eagle3_launch.py",),
+        ci_queue=True,
     ),
     Release(
         "0.5.15.post1",
