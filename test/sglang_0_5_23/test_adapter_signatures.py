@@ -27,8 +27,7 @@ def test_the_release_is_served_by_the_0_5_23_generation_adapter() -> None:
     import sglang
     from sglang_specinit import compat
 
-    # Both the package metadata and the imported package are the release (a sibling wheel on
-    # PYTHONPATH must shadow the venv's release in both: scripts/sibling_release.sh).
+    # A sibling wheel on PYTHONPATH must shadow the venv's release in both.
     assert version("sglang") == sglang.__version__ == ROW.name
     decision = compat.decide_for_version(compat.installed_sglang_version())
     assert (decision.adapter, decision.sglang_version) == ("sglang_0_5_23", ROW.name)
@@ -74,8 +73,7 @@ def test_no_module_holds_a_copy_of_a_hooked_method() -> None:
 
 
 def _server_args_field_names() -> set[str]:
-    """The installed ``ServerArgs``'s flags: a dataclass's fields on 0.5.16 - 0.5.18, the
-    declared fields (``arg_utils.field_names``) from 0.5.19."""
+    """The installed ``ServerArgs``'s flags (a dataclass's fields on 0.5.16 - 0.5.18)."""
     from sglang.srt.server_args import ServerArgs
 
     if dataclasses.is_dataclass(ServerArgs):
@@ -118,8 +116,7 @@ def test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_release_shi
     assert release_shims.KV_SHARD_HOOK not in release_shims.present_capacity_readers(
         (release_shims.KV_SHARD_HOOK,)
     )
-    # Attention DP is --enable-dp-attention + --dp-size, its width derived; 0.5.22 added
-    # attn_dp_enabled / num_dp_ranks (the scheduler's rank fields read them).
+    # Attention DP is --enable-dp-attention + --dp-size, its width derived.
     assert {"enable_dp_attention", "dp_size"} <= names
     assert "attn_dp_size" not in names
     assert not hasattr(runtime_context, "attn_dp_enabled_of")
@@ -167,29 +164,26 @@ def test_the_configurator_and_scheduler_hold_a_parallel_state() -> None:
 def test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_shims_says() -> None:
     from sglang.srt import runtime_context
     from sglang.srt.model_executor.model_runner_components import layer_setup
+    from sglang.srt.runtime_context import ParallelContext
     from sglang_specinit.sglang_0_5_23 import release_shims
 
-    release = ROW.name
-    # What the planner reads the attention widths with: 0.5.20's getters, or 0.5.19's own
-    # arithmetic (release_shims._attention_widths); the widths are computed at publish from
-    # 0.5.20 on, stamped by release_shims.stamp_published_widths before.
-    from sglang.srt.runtime_context import ParallelContext
+    # The attention widths: 0.5.20's getters, computed at publish; stamped before 0.5.20.
 
     widths_at_publish = release_shims.row().widths_at_publish
     assert widths_at_publish == ROW.widths_at_publish
     for name in ("attn_tp_size_of", "attn_dp_size_of"):
         assert hasattr(runtime_context, name) == widths_at_publish
-    # 0.5.16 - 0.5.18 keep 0.5.15's dataclass ServerArgs (resolved into its fields by
-    # __post_init__): no resolving_view, which launch_checks then does not read (release_shims),
-    # and none of the resolution pipeline's modules the 0.5.19+ planner rows read.
+    # 0.5.16 - 0.5.18 keep 0.5.15's dataclass ServerArgs: no resolving_view, no resolution
+    # pipeline modules.
     resolving = release_shims.has_resolving_view()
     assert resolving == (not ROW.dataclass_server_args)
     overrides = importlib.import_module("sglang.srt.arg_groups.overrides")
     assert hasattr(overrides, "resolving_view") == resolving
-    required = {r.qualname for r in release_shims.release_requires(release)}
+    required = {r.qualname for r in release_shims.release_requires(ROW.name)}
     assert ("resolving_view" in required) == resolving
-    # 0.5.16's and 0.5.17's profile reserves nothing for a multimodal runtime (release_shims).
     from sglang.srt.mem_cache import kv_cache_configurator
+
+    # 0.5.16's and 0.5.17's profile reserves nothing for a multimodal runtime.
 
     reserves = hasattr(kv_cache_configurator, "mm_runtime_reservation_gb")
     assert reserves == ROW.mm_reservation
@@ -238,11 +232,10 @@ def test_the_configuration_bags_are_where_release_shims_reads_them() -> None:
     required = {r.qualname for r in release_shims.release_requires(ROW.name)}
     assert ("get_schedule" in required) == bags
     assert ("KVCacheConfigurator.server_args" in required) == (not bags)
-    # Which drafts get their own KV dtype: the DFLASH family from 0.5.17, DFLASH only on 0.5.16,
-    # as the release's runner passes it to configure_kv_cache_dtype.
     from sglang.srt.model_executor.model_runner import ModelRunner
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
+    # Drafts with their own KV dtype: the DFLASH family from 0.5.17, DFLASH only on 0.5.16.
     runner = inspect.getsource(ModelRunner.configure_kv_cache_dtype)
     assert ("is_dflash_family()" in runner) == bags
     assert release_shims.draft_kv_own_dtype(SpeculativeAlgorithm.DSPARK) == bags

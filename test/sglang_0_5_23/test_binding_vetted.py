@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,13 +11,9 @@ from unittest import mock
 import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES
+from test_never_worse_than_stock import GIB, SPEC_CHAIN
+from test_step_aside_matrix import draft_config
 
-GIB = 1 << 30
-SPEC_CHAIN = {
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-}
 AVAILABLE = 20 * GIB  # test double's reading of what profiling leaves for the pools
 
 
@@ -36,14 +31,6 @@ class RunnerDouble:
 
     def init_kv_cache_configurator(self, draft_parallel_layout: Any = None) -> None:
         self.kv_cache_configurator = self._configurator
-
-
-def _gpt_oss_draft(tmp: Path, kv_heads: int) -> str:
-    config = json.loads((EXAMPLES / "gpt-oss-20b-eagle3" / "draft" / "config.json").read_text())
-    config["num_key_value_heads"] = kv_heads
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / "config.json").write_text(json.dumps(config))
-    return str(tmp)
 
 
 def _layout(args: dict[str, Any]) -> Any:
@@ -94,7 +81,9 @@ def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls
     layout = _layout(
         {
             "model_path": str(EXAMPLES / "gpt-oss-20b-eagle3" / "target"),
-            "speculative_draft_model_path": _gpt_oss_draft(tmp_path / "eagle3-kv16", 16),
+            "speculative_draft_model_path": draft_config(
+                tmp_path / "eagle3-kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16
+            ),
             "speculative_algorithm": "EAGLE3",
             "attention_backend": "triton",
             "disable_radix_cache": True,

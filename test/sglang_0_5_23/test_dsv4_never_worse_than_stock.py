@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from harness.matrices.dsv4_flash import CELLS, GIB, Cell, publish
-from harness.matrices.step_aside import markdown_table
+from harness.matrices.step_aside import made_dir, markdown_table
 
 
 @dataclass
@@ -45,20 +45,16 @@ def evaluate(
     from sglang_specinit.budget import kv_pool_bytes
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
 
-    layout = publish(cell, tmp)
-    target, (draft,) = layout.target, layout.drafts
+    published = publish(cell, tmp)
+    target, (draft,) = published.target, published.drafts
+    layout = (target, draft)
     page = int(target.page_size)
     price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
 
     allocated, priced = [], []
     for pages in (5, 10):
         swa = pages * page
-        config = MemoryPoolConfig(
-            max_total_num_tokens=10 * swa,
-            max_running_requests=1,
-            full_max_total_num_tokens=10 * swa,
-            swa_max_total_num_tokens=swa,
-        )
+        config = MemoryPoolConfig(10 * swa, 1, 10 * swa, swa)
         allocated.append(dsv4_sizing.built_pool_bytes(draft, config))
         priced.append(kv_pool_bytes(price, swa, page))
 
@@ -67,8 +63,7 @@ def evaluate(
         budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
     stock = create_memory_pool_configurator(target)
     stock_config = dsv4_sizing.solve(target, stock, budget - (w_target + w_draft + w_dup), 0)
-    stock_target = dsv4_sizing.built_pool_bytes(target, stock_config)
-    stock_draft = dsv4_sizing.built_pool_bytes(draft, stock_config)
+    stock_target, stock_draft = (dsv4_sizing.built_pool_bytes(k, stock_config) for k in layout)
     # Stock's peak: the target pool exists while the duplicates are still resident (0.5.23
     # binds them in the draft's alloc_memory_pool), the draft pool once they are gone.
     stock_used = max(
@@ -79,12 +74,7 @@ def evaluate(
     available = budget - (w_target + w_draft)
     config = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
     config = dsv4_sizing.fitted(target, ours, config, available, [draft])
-    plugin_used = (
-        w_target
-        + w_draft
-        + dsv4_sizing.built_pool_bytes(target, config)
-        + dsv4_sizing.built_pool_bytes(draft, config)
-    )
+    plugin_used = w_target + w_draft + sum(dsv4_sizing.built_pool_bytes(k, config) for k in layout)
     return Result(
         cell=cell,
         page=page,
@@ -106,10 +96,7 @@ def evaluate(
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
     root = tmp_path_factory.mktemp("dsv4")
-    results = {}
-    for i, cell in enumerate(CELLS):
-        (root / str(i)).mkdir()
-        results[cell.name] = evaluate(cell, root / str(i))
+    results = {cell.name: evaluate(cell, made_dir(root / str(i))) for i, cell in enumerate(CELLS)}
     table = os.environ.get("SPECINIT_TEST_MATRIX_TABLE")
     if table:
         Path(table).write_text(render_table(results.values()))

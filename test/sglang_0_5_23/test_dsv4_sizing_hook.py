@@ -16,9 +16,8 @@ HOOK_CELLS = [CELLS[0], CELLS[5]]
 
 
 class DraftRunnerDouble:
-    """TEST DOUBLE for the NextN draft's ``ModelRunner`` (V4-Flash's weights cannot be loaded
-    here): ``init_kv_cache_configurator`` gives the configurator 0.5.23 builds for the draft
-    without weights (``offline_configurator``, the fields the runner's own method passes)."""
+    """TEST DOUBLE for the NextN draft's ``ModelRunner``: hands back the configurator 0.5.23
+    builds for the draft without weights."""
 
     def __init__(self, configurator: Any) -> None:
         self._configurator = configurator
@@ -30,10 +29,8 @@ class DraftRunnerDouble:
 
 
 def profile_reading_double(cell: Cell) -> int:
-    """TEST DOUBLE for ``KVCacheConfigurator._profile_available_bytes``'s reading: on a GPU it
-    is f x free before loading minus what loading took; here f x the cell's GPU minus the
-    cell's target and draft weights per rank (the duplicates already bound, as the plugin's
-    early binding leaves them)."""
+    """TEST DOUBLE for ``_profile_available_bytes``'s reading: f x the cell's GPU minus the
+    target's and draft's weights per rank (the duplicates already bound)."""
     w_target, w_draft, _dup = cell.weights()
     return int(cell.mem_fraction_static * cell.device_gib * GIB) - (w_target + w_draft)
 
@@ -75,20 +72,18 @@ class HookRun:
     expected_tokens: int
 
 
-def spy_on_step_down(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
-    """Record what the hook's solve hands ``dsv4_sizing.fitted`` (its answer before any
-    step-down); the real step-down still runs."""
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
-    seen: list[tuple[Any, Any]] = []
-    step_down = dsv4_sizing.fitted
-
-    def recording(kvc: Any, configurator: Any, config: Any, *args: Any) -> Any:
-        seen.append((configurator, config))
-        return step_down(kvc, configurator, config, *args)
-
-    monkeypatch.setattr(dsv4_sizing, "fitted", recording)
-    return seen
+def hooked_layout(
+    cell: Cell, scratch: Path, monkeypatch: pytest.MonkeyPatch, reading: dict[str, int]
+) -> tuple[Any, Any, DraftRunnerDouble]:
+    """(target, draft, the draft's runner double) of ``cell``; the target's profiling reads
+    ``reading["bytes"]`` (on the class: the configurator has __slots__)."""
+    layout = publish(cell, scratch)
+    target, (draft,) = layout.target, layout.drafts
+    target.model = torch.nn.Linear(2, 2)  # stands for the target's weights (read for the report)
+    monkeypatch.setattr(
+        type(target), "_profile_available_bytes", lambda self, pre: reading["bytes"]
+    )
+    return target, draft, DraftRunnerDouble(draft)
 
 
 def run_hook(
@@ -102,21 +97,19 @@ def run_hook(
     from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
 
-    step_down = dsv4_sizing.fitted  # the real step-down, before the spy goes on
-    layout = publish(cell, scratch)
-    target, (draft,) = layout.target, layout.drafts
-    target.model = torch.nn.Linear(2, 2)  # stands for the target's weights (read for the report)
     if available is None:
         available = profile_reading_double(cell)
     reading = {"bytes": available}
-    seen = spy_on_step_down(monkeypatch)
-    # The configurator has __slots__: the double goes on the class (restored by monkeypatch).
-    monkeypatch.setattr(
-        type(target),
-        "_profile_available_bytes",
-        lambda self, pre_model_load_memory: reading["bytes"],
-    )
-    runner = DraftRunnerDouble(draft)
+    target, draft, runner = hooked_layout(cell, scratch, monkeypatch, reading)
+    # Record what the hook's solve hands the step-down (its answer before any step-down).
+    seen: list[tuple[Any, Any]] = []
+    step_down = dsv4_sizing.fitted
+
+    def recording(kvc: Any, configurator: Any, config: Any, *args: Any) -> Any:
+        seen.append((configurator, config))
+        return step_down(kvc, configurator, config, *args)
+
+    monkeypatch.setattr(dsv4_sizing, "fitted", recording)
     w_target, w_draft, w_dup = cell.weights()
     sizing = TargetSizing(
         draft=DraftDescription(algorithm="EAGLE", weight_runners=[runner], pool_runners=[runner]),
@@ -145,16 +138,11 @@ def run_hook(
     stock_draft = dsv4_sizing.built_pool_bytes(draft, stock)
     budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
     stock_peak = max(w_dup + stock_target, stock_target + stock_draft) + w_target + w_draft
+    stock_tokens = int(stock.max_total_num_tokens)
+    expected_tokens = int(expected.max_total_num_tokens)
+    fits = stock_peak <= budget
     return HookRun(
-        cell,
-        config,
-        sizing,
-        built,
-        available,
-        presolve,
-        int(stock.max_total_num_tokens),
-        stock_peak <= budget,
-        int(expected.max_total_num_tokens),
+        cell, config, sizing, built, available, presolve, stock_tokens, fits, expected_tokens
     )
 
 
@@ -213,19 +201,13 @@ def test_a_failing_v4_solve_keeps_stocks_solve(
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     cell = HOOK_CELLS[0]
-    layout = publish(cell, tmp_path)
-    target, (draft,) = layout.target, layout.drafts
-    target.model = torch.nn.Linear(2, 2)
-    available = profile_reading_double(cell)
-    monkeypatch.setattr(
-        type(target), "_profile_available_bytes", lambda self, pre_model_load_memory: available
-    )
+    reading = {"bytes": profile_reading_double(cell)}
+    target, _draft, runner = hooked_layout(cell, tmp_path, monkeypatch, reading)
 
     def broken_solve(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a layout the solve does not expect")
 
     monkeypatch.setattr(dsv4_sizing, "solve", broken_solve)
-    runner = DraftRunnerDouble(draft)
     sizing = TargetSizing(
         draft=DraftDescription(algorithm="EAGLE", weight_runners=[runner], pool_runners=[runner])
     )
@@ -243,13 +225,7 @@ def _draft_pool_bytes(draft: Any, swa_rows: int, ratio: float) -> tuple[int, int
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     full = round(swa_rows / ratio)
-    config = MemoryPoolConfig(
-        max_total_num_tokens=full,
-        max_running_requests=1,
-        full_max_total_num_tokens=full,
-        swa_max_total_num_tokens=swa_rows,
-    )
-    return full, dsv4_sizing.built_pool_bytes(draft, config)
+    return full, dsv4_sizing.built_pool_bytes(draft, MemoryPoolConfig(full, 1, full, swa_rows))
 
 
 def test_hook_prices_the_draft_as_its_pools_allocate_before_any_step_down(

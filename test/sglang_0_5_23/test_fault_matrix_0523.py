@@ -1,8 +1,5 @@
-"""What goes wrong on the ``sglang_0_5_23`` generation beyond the refused rows (those, live in
-the launcher: ``test/shared/test_refused_launches.py``): the hook reads what resolution decided,
-and an fp8 KV cache for the target with a bf16 draft is a valid launch, which the plugin must
-leave to stock (on device cpu stock 0.5.23 itself refuses to build an fp8 KV pool, so the
-pools' prices are not readable here)."""
+"""What goes wrong on the ``sglang_0_5_23`` generation beyond the refused rows: the hook reads
+what resolution decided, and an fp8 target KV with a bf16 draft is left to stock."""
 
 from __future__ import annotations
 
@@ -54,10 +51,8 @@ def test_0_5_23_hook_reads_what_resolution_decided(tmp_path: Path) -> None:
     )
     with pytest.raises(LaunchCheckError, match="--max-total-tokens 8 leaves no KV pool with"):
         check_launch(refused)
-    # A Gemma 4 assistant (hidden 32, fed through its own projections from the target's 64)
-    # given as EAGLE: 0.5.23 promotes it to FROZEN_KV_MTP and stock starts it (the
-    # FROZEN_KV_MTP launch of harness.launch.launch_0_5_23). Read from the raw field, the algorithm
-    # would still say EAGLE and the width check would refuse a launch stock starts.
+    # A Gemma 4 assistant (hidden 32, the target's 64) given as EAGLE: 0.5.23 promotes it to
+    # FROZEN_KV_MTP and starts it; read from the raw field, the width check would refuse it.
     gemma4 = gemma4_mtp.tiny_gemma4_target()
     assistant = gemma4_mtp.tiny_gemma4_assistant()
     promoted = resolved_server_args(gemma4, assistant, "EAGLE", attention_backend="triton")

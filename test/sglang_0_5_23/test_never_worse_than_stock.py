@@ -12,9 +12,11 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from harness.checkpoints import gemma4_mtp, mimo_v2_mtp
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir, qwen3_next_config_dir
 from harness.matrices.step_aside import (
     Weights,
+    built_bytes,
     deepseek_mtp_weights,
     example_dir,
     made_dir,
@@ -43,7 +45,6 @@ class Cell:
     fixed_pool_tokens: int | None = None  # frozen-KV MTP: its stand-in pool
     # SM 9.0 (H100/H200): what SGLang's DSA defaults ask of the device (test double).
     capability: tuple[int, int] = (9, 0)
-    notes: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -63,7 +64,7 @@ def _tiny_weights(_: int) -> Weights:
     return Weights(8 << 20, 2 << 20, 4 << 20)
 
 
-def _nnpl0_draft(tmp: Path) -> str:
+def nnpl0_draft(tmp: Path) -> str:
     draft = tmp / "eagle3-nnpl0"
     shutil.copytree(EXAMPLES / "llama31-8b-eagle3" / "draft", draft, dirs_exist_ok=True)
     config = json.loads((draft / "config.json").read_text())
@@ -72,11 +73,14 @@ def _nnpl0_draft(tmp: Path) -> str:
     return str(draft)
 
 
-SPEC_CHAIN = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
+SPEC_CHAIN = {
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
 DEEPSEEK_MTP = {
     "model_path": example_dir("deepseek-v3-mtp", "target"),
     "speculative_algorithm": "EAGLE",
-    "speculative_num_draft_tokens": 4,
     "trust_remote_code": True,
     **SPEC_CHAIN,
 }
@@ -84,7 +88,6 @@ LLAMA_EAGLE3 = {
     "model_path": example_dir("llama31-8b-eagle3", "target"),
     "speculative_draft_model_path": example_dir("llama31-8b-eagle3", "draft"),
     "speculative_algorithm": "EAGLE3",
-    "speculative_num_draft_tokens": 4,
     **SPEC_CHAIN,
 }
 DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(made_dir(tmp / "dsa")))}
@@ -99,7 +102,7 @@ CELLS = [
     ),
     Cell(
         "llama31-8b+eagle3, num_nextn_predict_layers 0, TP 1",
-        {**LLAMA_EAGLE3, "speculative_draft_model_path": _nnpl0_draft},
+        {**LLAMA_EAGLE3, "speculative_draft_model_path": nnpl0_draft},
         _example_weights("llama31-8b-eagle3", 1, ("model.embed_tokens.weight",)),
         device_gib=79.0,
         tags=("nnpl0",),
@@ -110,7 +113,6 @@ CELLS = [
             "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
             "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
             "speculative_algorithm": "EAGLE",
-            "speculative_num_draft_tokens": 4,
             "tp_size": 4,
             **SPEC_CHAIN,
         },
@@ -125,7 +127,6 @@ CELLS = [
             "model_path": example_dir("qwen3-moe-eagle3", "target"),
             "speculative_draft_model_path": example_dir("qwen3-moe-eagle3", "draft"),
             "speculative_algorithm": "EAGLE3",
-            "speculative_num_draft_tokens": 4,
             "tp_size": 4,
             **SPEC_CHAIN,
         },
@@ -137,7 +138,6 @@ CELLS = [
             "model_path": example_dir("gpt-oss-20b-eagle3", "target"),
             "speculative_draft_model_path": example_dir("gpt-oss-20b-eagle3", "draft"),
             "speculative_algorithm": "EAGLE3",
-            "speculative_num_draft_tokens": 4,
             "attention_backend": "triton",
             **SPEC_CHAIN,
         },
@@ -186,21 +186,18 @@ CELLS = [
         {
             "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
             "speculative_algorithm": "NEXTN",
-            "speculative_num_draft_tokens": 4,
             "disable_radix_cache": True,
             "tp_size": 4,
             **SPEC_CHAIN,
         },
-        lambda _: Weights(40 * GIB, 700 << 20, 600 << 20),
+        lambda _: Weights(40 * GIB, 700 << 20, 600 << 20),  # 80B checkpoint / 4, one MTP block
         tags=("gdn-pathless",),
-        notes="weights: 80B checkpoint / 4, one MTP block",
     ),
     Cell(
         "MiMo-V2 multi-layer EAGLE (tiny config), 3 runners",
         {
-            "model_path": lambda tmp: str(_tiny("mimo")),
+            "model_path": lambda tmp: str(mimo_v2_mtp.tiny_mimo_v2_target()),
             "speculative_algorithm": "EAGLE",
-            "speculative_num_draft_tokens": 4,
             "trust_remote_code": True,
             **SPEC_CHAIN,
         },
@@ -213,10 +210,9 @@ CELLS = [
     Cell(
         "Gemma 4 + assistant, FROZEN_KV_MTP (tiny config)",
         {
-            "model_path": lambda tmp: str(_tiny("gemma4-target")),
-            "speculative_draft_model_path": lambda tmp: str(_tiny("gemma4-assistant")),
+            "model_path": lambda tmp: str(gemma4_mtp.tiny_gemma4_target()),
+            "speculative_draft_model_path": lambda tmp: str(gemma4_mtp.tiny_gemma4_assistant()),
             "speculative_algorithm": "EAGLE",
-            "speculative_num_draft_tokens": 4,
             "attention_backend": "triton",
             **SPEC_CHAIN,
         },
@@ -229,36 +225,25 @@ CELLS = [
 ]
 
 
-def _tiny(which: str) -> Path:
-    from harness.checkpoints import gemma4_mtp, mimo_v2_mtp
-
-    return {
-        "mimo": mimo_v2_mtp.tiny_mimo_v2_target,
-        "gemma4-target": gemma4_mtp.tiny_gemma4_target,
-        "gemma4-assistant": gemma4_mtp.tiny_gemma4_assistant,
-    }[which]()
-
-
 @dataclass
 class CellResult:
     cell: Cell
     page_size: int
     target_price: Any
     draft_prices: tuple[Any, ...]
-    fixed_bytes: int
     stock_cell: float
     stock_reserved_layers: int | None
     allocated_at_check: tuple[int, int]  # every pool, built by _init_pools at PAGES_CHECKED
     priced_at_check: tuple[int, int]
     budget: int
-    plugin_tokens: int
-    plugin_used: int
     stock_tokens: int
-    stock_used: int
-    # Stock sizing with the duplicates bound early (what a stock-sized launch gets), and why
-    # stock_binding would not bind here ("" where it binds).
-    reserve_gap: str = ""
-    bound_tokens: int = 0
+    # Why stock_binding would not bind here ("" where it binds), and stock sizing with the
+    # duplicates bound early (what a stock-sized launch gets).
+    reserve_gap: str
+    bound_tokens: int
+    stock_used: int = 0
+    plugin_tokens: int = 0
+    plugin_used: int = 0
 
     @property
     def allocated_per_row(self) -> float:
@@ -284,32 +269,22 @@ class CellResult:
 def _allocated(kvc: Any, full: int, swa: int) -> int:
     """Bytes of every storage the KV pool SGLang's ``_init_pools`` builds at these counts."""
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
-    from sglang_specinit.pool_measure import kv_pool_storages
-    from sglang_specinit.sglang_0_5_23.pool_probe import tiny_mamba_cache
 
-    config = MemoryPoolConfig(
-        max_total_num_tokens=full,
-        max_running_requests=1,
-        full_max_total_num_tokens=full,
-        swa_max_total_num_tokens=swa,
-    )
-    with tiny_mamba_cache(kvc):  # mamba state is request-sized, not part of the KV price
-        pools = kvc._init_pools(
-            sizes=kvc._derive_pool_sizes(config=config),
-            req_to_token_pool=None,
-            token_to_kv_pool_allocator=None,
-        )
-    storages = kv_pool_storages(
-        pools.token_to_kv_pool, pools.req_to_token_pool, pools.token_to_kv_pool_allocator
-    )
-    return sum(storages.values())
+    return built_bytes(kvc, [], MemoryPoolConfig(full, 1, full, swa))[0]
 
 
 def evaluate(cell: Cell, tmp: Path) -> CellResult:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.budget import BudgetInputs, DraftSpec, page_floor, plan_pools
+    from sglang_specinit.budget import (
+        BudgetInputs,
+        DraftSpec,
+        kv_pool_bytes,
+        page_floor,
+        plan_pools,
+    )
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
     from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
+    from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
     with mock.patch("torch.cuda.get_device_capability", return_value=cell.capability):
         layout = published_layout(draft_runners=cell.draft_runners, **resolved(cell.args, tmp))
@@ -323,8 +298,6 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
 
     # Two more sizes, built directly: the linear price must predict their difference to the
     # byte, and each build to within its constant bookkeeping.
-    from sglang_specinit.budget import kv_pool_bytes
-
     allocated, priced = [], []
     for pages in PAGES_CHECKED:
         full = pages * page
@@ -338,26 +311,27 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     free = int(cell.device_gib * GIB)
     f = cell.mem_fraction_static
     budget = int(f * free)
+
+    def tokens(resident: int) -> int:
+        return configurator.calculate_pool_sizes(budget - resident, page).max_total_num_tokens
+
     # Stock: SGLang's own configurator on what is left once both models (duplicates
     # included) are resident.
-    stock_tokens = configurator.calculate_pool_sizes(
-        budget - (w.target + w.draft + w.duplicates), page
-    ).max_total_num_tokens
+    stock_tokens = tokens(w.target + w.draft + w.duplicates)
     result = CellResult(
         cell=cell,
         page_size=page,
         target_price=target_price,
         draft_prices=draft_prices,
-        fixed_bytes=fixed_bytes,
         stock_cell=float(configurator._cell_size),
         stock_reserved_layers=target.spec_aux_config.eagle_draft_num_layers,
         allocated_at_check=tuple(allocated),
         priced_at_check=tuple(priced),
         budget=budget,
-        plugin_tokens=0,
-        plugin_used=0,
         stock_tokens=stock_tokens,
-        stock_used=0,
+        # The scheduler's own vetting of an early binding (bind_where_stock_sizes).
+        reserve_gap=draft_reserve_gap(target, layout.drafts, layout.drafts),
+        bound_tokens=tokens(w.target + w.draft),
     )
     # Stock's peak: the target pool is allocated while the duplicates are still resident
     # (0.5.23 binds them in the draft's alloc_memory_pool, right after), the draft pools
@@ -388,23 +362,13 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     )
     result.plugin_tokens = plan.tokens
     result.plugin_used = w.target + w.draft + result.pools_bytes(plan.tokens) + fixed_bytes
-    from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
-
-    # The scheduler's own vetting of an early binding (bind_where_stock_sizes), on the
-    # configurators.
-    result.reserve_gap = draft_reserve_gap(target, layout.drafts, layout.drafts)
-    result.bound_tokens = configurator.calculate_pool_sizes(
-        budget - (w.target + w.draft), page
-    ).max_total_num_tokens
     return result
 
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CellResult]:
     root = tmp_path_factory.mktemp("layouts")
-    results = {}
-    for i, cell in enumerate(CELLS):
-        results[cell.name] = evaluate(cell, root / str(i))
+    results = {cell.name: evaluate(cell, root / str(i)) for i, cell in enumerate(CELLS)}
     table = os.environ.get("SPECINIT_TEST_MATRIX_TABLE")
     if table:
         Path(table).write_text(render_table(results.values()))

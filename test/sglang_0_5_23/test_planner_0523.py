@@ -1,18 +1,12 @@
-"""``sglang-specinit plan`` and ``report`` in the sglang 0.5.23 environment, with 0.5.23's own
-server-args logic (``sglang_0_5_23/planner_replay.py``): every shipped example, ``--json``, the
-report, bad input, and every pool priced by the function the 0.5.23 server runs
-(``runtime_budget.price_configurators``) with the stock column from 0.5.23's own configurator.
-No SGLang launch: the plans run in this process (this suite's conftest sets
-``SGLANG_USE_CPU_ENGINE=1`` before SGLang is imported and puts the ``sgl_kernel`` test double on
-the path: the planner builds its pricing pools on cpu with 0.5.23's pool code), plus two fresh
-planner processes started up front: this environment's console entry (no double on its path:
-it drops the CPU-engine switch and needs no ``sgl_kernel``), and ``.venv``'s planner (sglang
-0.5.13.post1) printing the 0.5.23 rule, for the cross-release checks."""
+"""``sglang-specinit plan`` and ``report`` in the sglang 0.5.23 environment (0.5.23's own
+server-args logic and pricing functions, run in this process on cpu), plus two fresh planner
+processes: this environment's console entry and ``.venv``'s (0.5.13.post1) planner."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import io
 import json
 import os
@@ -26,10 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
+from harness.matrices.step_aside import made_dir, resolved
 from harness.reports.report_reading import BREAKDOWN_KEYS
 from sglang_specinit.planner.cli import main
+from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
+from sglang_specinit.sglang_0_5_23 import planner_replay as release_0_5_23
+from sglang_specinit.sglang_0_5_23 import pricing_host as pricing_host_0_5_23
+from test_never_worse_than_stock import SPEC_CHAIN, nnpl0_draft
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -243,63 +243,33 @@ def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
 # Every pool priced as the 0.5.23 server prices it
 
 
-def _dsa_dir(tmp_path: Path) -> Path:
+def _dsa_dir(tmp_path: Path) -> str:
     """DeepSeek-V3.2's config (DSA indexer) with DeepSeek-V3's checkpoint sizes."""
-    (tmp_path / "dsa").mkdir(exist_ok=True)
-    directory = dsa_config_dir(tmp_path / "dsa")
+    directory = dsa_config_dir(made_dir(tmp_path / "dsa"))
     shutil.copy(EXAMPLES / "deepseek-v3-mtp" / "target" / "weights-size.json", directory)
-    return directory
+    return str(directory)
 
 
-def _nnpl0_draft(tmp_path: Path) -> Path:
-    """The EAGLE3 example's draft with ``num_nextn_predict_layers: 0`` (stock reserves none)."""
-    draft = tmp_path / "eagle3-nnpl0"
-    shutil.copytree(EXAMPLES / "llama31-8b-eagle3" / "draft", draft, dirs_exist_ok=True)
-    config = json.loads((draft / "config.json").read_text())
-    config["num_nextn_predict_layers"] = 0
-    (draft / "config.json").write_text(json.dumps(config))
-    return draft
-
-
-DEEPSEEK_MTP = {
-    "speculative_algorithm": "NEXTN",
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-    "tp_size": 8,
-    "page_size": 64,
-}
-# name -> (plan flags, the same launch as ServerArgs keyword arguments); H200 (sm_90) presets.
+DEEPSEEK_MTP = {"speculative_algorithm": "NEXTN", **SPEC_CHAIN, "tp_size": 8, "page_size": 64}
+LLAMA_EAGLE3 = {"speculative_algorithm": "EAGLE3", **SPEC_CHAIN}
+# name -> (the example, its launch as ServerArgs keyword arguments, what the case adds: plan
+# flags and ServerArgs fields alike, callables of a scratch dir resolved); H200 (sm_90) presets.
 PRICED_LAYOUTS: dict[str, Any] = {
-    "DeepSeek-V3.2 DSA fp8_e4m3, TP 8": lambda tmp: (
-        ["--example", "deepseek-v3-mtp", "--model-path", str(_dsa_dir(tmp))]
-        + ["--kv-cache-dtype", "fp8_e4m3"],
-        {**DEEPSEEK_MTP, "model_path": str(_dsa_dir(tmp)), "kv_cache_dtype": "fp8_e4m3"},
+    "DeepSeek-V3.2 DSA fp8_e4m3, TP 8": (
+        "deepseek-v3-mtp",
+        DEEPSEEK_MTP,
+        {"model_path": _dsa_dir, "kv_cache_dtype": "fp8_e4m3"},
     ),
-    "DeepSeek-V3.2 DSA bf16, TP 8": lambda tmp: (
-        ["--example", "deepseek-v3-mtp", "--model-path", str(_dsa_dir(tmp))]
-        + ["--kv-cache-dtype", "bfloat16"],
-        {**DEEPSEEK_MTP, "model_path": str(_dsa_dir(tmp)), "kv_cache_dtype": "bfloat16"},
+    "DeepSeek-V3.2 DSA bf16, TP 8": (
+        "deepseek-v3-mtp",
+        DEEPSEEK_MTP,
+        {"model_path": _dsa_dir, "kv_cache_dtype": "bfloat16"},
     ),
-    "DeepSeek-V3 dense MLA, TP 8 DCP 8": lambda tmp: (
-        ["--example", "deepseek-v3-mtp", "--dcp-size", "8"],
-        {
-            **DEEPSEEK_MTP,
-            "model_path": str(EXAMPLES / "deepseek-v3-mtp" / "target"),
-            "dcp_size": 8,
-        },
-    ),
-    "llama31-8b + EAGLE3, num_nextn_predict_layers 0": lambda tmp: (
-        ["--example", "llama31-8b-eagle3"]
-        + ["--speculative-draft-model-path", str(_nnpl0_draft(tmp))],
-        {
-            "model_path": str(EXAMPLES / "llama31-8b-eagle3" / "target"),
-            "speculative_draft_model_path": str(_nnpl0_draft(tmp)),
-            "speculative_algorithm": "EAGLE3",
-            "speculative_num_steps": 3,
-            "speculative_eagle_topk": 1,
-            "speculative_num_draft_tokens": 4,
-        },
+    "DeepSeek-V3 dense MLA, TP 8 DCP 8": ("deepseek-v3-mtp", DEEPSEEK_MTP, {"dcp_size": 8}),
+    "llama31-8b + EAGLE3, num_nextn_predict_layers 0": (
+        "llama31-8b-eagle3",
+        LLAMA_EAGLE3,
+        {"speculative_draft_model_path": nnpl0_draft},
     ),
 }
 
@@ -334,14 +304,14 @@ def priced_layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Priced
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
     results = {}
-    for i, (name, build) in enumerate(PRICED_LAYOUTS.items()):
-        flags, kwargs = build(tmp_path_factory.mktemp(f"layout{i}"))
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            assert main(["plan", "--json", *flags]) == 0
+    for i, (name, (example, launch, added)) in enumerate(PRICED_LAYOUTS.items()):
+        added = resolved(added, tmp_path_factory.mktemp(f"layout{i}"))
+        flags = ["--example", example]
+        flags += [x for k, v in added.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+        kwargs = {"model_path": str(EXAMPLES / example / "target"), **launch, **added}
         kvc, target, drafts, page = _servers_prices(kwargs)
         results[name] = PricedLayout(
-            json.loads(out.getvalue()),
+            _plan_json_here(*flags),
             target,
             drafts,
             page,
@@ -421,97 +391,76 @@ def test_report_covers_every_example_with_0_5_23s_rule(
 # Bad input: exit 2, one line on stderr, no traceback
 
 
-def _write_config(directory: Path, config: dict) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.json").write_text(json.dumps(config))
-    return directory
-
-
-@pytest.fixture()
-def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
-    no_arch = _write_config(tmp_path / "no-arch", {"model_type": "llama", "hidden_size": 64})
-    dsv4 = EXAMPLES_DIR / "deepseek-v4-flash-mtp" / "target"
-    llama = str(EXAMPLES_DIR / "llama31-8b-eagle3" / "target")
-    return {
-        "missing path": ["plan", "--model-path", str(tmp_path / "nope")],
-        "missing draft path": [
-            "plan",
-            "--example",
-            "llama31-8b-eagle3",
-            "--speculative-draft-model-path",
-            str(tmp_path / "x"),
-        ],
-        "no architectures": ["plan", "--model-path", str(no_arch)],
-        "fraction zero": ["plan", "--mem-fraction-static", "0"],
-        "fraction above one": ["plan", "--mem-fraction-static", "1.5"],
-        "unknown gpu": ["plan", "--gpu", "H300"],
-        "bad size": ["plan", "--device-memory", "lots"],
-        "DeepSeek-V4 without a draft": [
-            "plan",
-            "--model-path",
-            str(dsv4),
-            "--trust-remote-code",
-            "--tp",
-            "4",
-        ],
-        "dflash without draft": [
-            "plan",
-            "--model-path",
-            llama,
-            "--speculative-algorithm",
-            "DFLASH",
-        ],
-        "pipeline parallel with EAGLE3": ["plan", "--pp-size", "2"],
-        "0.5.13 rule here": ["plan", "--sglang-version", "0.5.13.post1"],
-        "unknown example": ["plan", "--example", "nope"],
-        # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads).
-        "tp that does not split the heads": ["plan", "--tp", "3"],
-        # The 8B pair's weights exceed an automatic budget of 16 GiB.
-        "weights that do not fit": ["plan", "--device-memory", "16GiB"],
-        "0.5.13-only flag": ["plan", "--disable-piecewise-cuda-graph"],
-        "report of an unknown example": ["report", "--out", str(tmp_path / "r"), "--example", "x"],
-        "report of a missing file": [
-            "report",
-            "--out",
-            str(tmp_path / "r"),
-            "--from-json",
-            str(tmp_path / "none.json"),
-        ],
-    }
-
-
-EXPECTED_MESSAGES = {
-    "missing path": "is not a local directory",
-    "missing draft path": "--speculative-draft-model-path",
-    "no architectures": "no 'architectures'",
-    "fraction zero": "--mem-fraction-static 0.0 is outside (0, 1)",
-    "fraction above one": "is outside (0, 1)",
-    "unknown gpu": "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200",
-    "bad size": "cannot read a size",
-    "DeepSeek-V4 without a draft": "DeepSeek-V4 without a speculative draft",
+# case -> (argv, {tmp} the test's scratch dir, {examples} the shipped ones; its one line).
+BAD_INPUTS = {
+    "missing path": ("plan --model-path {tmp}/nope", "is not a local directory"),
+    "missing draft path": (
+        "plan --example llama31-8b-eagle3 --speculative-draft-model-path {tmp}/x",
+        "--speculative-draft-model-path",
+    ),
+    "no architectures": ("plan --model-path {tmp}/no-arch", "no 'architectures'"),
+    "fraction zero": (
+        "plan --mem-fraction-static 0",
+        "--mem-fraction-static 0.0 is outside (0, 1)",
+    ),
+    "fraction above one": ("plan --mem-fraction-static 1.5", "is outside (0, 1)"),
+    "unknown gpu": (
+        "plan --gpu H300",
+        "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200",
+    ),
+    "bad size": ("plan --device-memory lots", "cannot read a size"),
+    "DeepSeek-V4 without a draft": (
+        "plan --model-path {examples}/deepseek-v4-flash-mtp/target --trust-remote-code --tp 4",
+        "DeepSeek-V4 without a speculative draft",
+    ),
     # 0.5.23's own refusals, in its own words.
-    "dflash without draft": "requires setting --speculative-draft-model-path",
-    "pipeline parallel with EAGLE3": "Pipeline parallelism currently only supports EAGLE",
-    "0.5.13 rule here": "plan in sglang 0.5.13.post1's environment",
-    "unknown example": "shipped examples",
-    "tp that does not split the heads": "pass a --tp-size that does: 1, 2, 4, 8, 16, 32",
-    "weights that do not fit": "leave no room for the KV cache",
-    "0.5.13-only flag": "unrecognized arguments: --disable-piecewise-cuda-graph",
-    "report of an unknown example": "shipped examples",
-    "report of a missing file": "none.json",
+    "dflash without draft": (
+        "plan --model-path {examples}/llama31-8b-eagle3/target --speculative-algorithm DFLASH",
+        "requires setting --speculative-draft-model-path",
+    ),
+    "pipeline parallel with EAGLE3": (
+        "plan --pp-size 2",
+        "Pipeline parallelism currently only supports EAGLE",
+    ),
+    "0.5.13 rule here": (
+        "plan --sglang-version 0.5.13.post1",
+        "plan in sglang 0.5.13.post1's environment",
+    ),
+    "unknown example": ("plan --example nope", "shipped examples"),
+    # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads).
+    "tp that does not split the heads": (
+        "plan --tp 3",
+        "pass a --tp-size that does: 1, 2, 4, 8, 16, 32",
+    ),
+    # The 8B pair's weights exceed an automatic budget of 16 GiB.
+    "weights that do not fit": ("plan --device-memory 16GiB", "leave no room for the KV cache"),
+    "0.5.13-only flag": (
+        "plan --disable-piecewise-cuda-graph",
+        "unrecognized arguments: --disable-piecewise-cuda-graph",
+    ),
+    "report of an unknown example": ("report --out {tmp}/r --example x", "shipped examples"),
+    "report of a missing file": ("report --out {tmp}/r --from-json {tmp}/none.json", "none.json"),
 }
 
 
-@pytest.mark.parametrize("case", sorted(EXPECTED_MESSAGES))
-def test_bad_input_exits_2_with_one_line(
-    capsys: pytest.CaptureFixture[str], bad_inputs: dict[str, list[str]], case: str
-) -> None:
-    code, out, err = run(capsys, *bad_inputs[case])
-    assert code == 2, (out, err)
-    assert out == ""
+def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The one line on stderr of a run that exits 2 with nothing on stdout and no traceback."""
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "", (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
-    assert EXPECTED_MESSAGES[case] in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str
+) -> None:
+    (tmp_path / "no-arch").mkdir()
+    (tmp_path / "no-arch" / "config.json").write_text('{"model_type": "llama", "hidden_size": 64}')
+    argv, expected = BAD_INPUTS[case]
+    line = refusal(capsys, *argv.format(tmp=tmp_path, examples=EXAMPLES_DIR).split())
+    assert expected in line, line
 
 
 @pytest.mark.parametrize("pp_spec", [True, False], ids=["pp-spec", "pd-prefill-only"])
@@ -522,26 +471,257 @@ def test_pipeline_parallel_eagle_is_refused_in_one_line(
         monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
     else:
         monkeypatch.delenv("SGLANG_ENABLE_PP_SPEC", raising=False)
-    code, out, err = run(capsys, "plan", "--example", "llama31-70b-eagle-tp4", "--pp-size", "2")
-    assert code == 2, (out, err)
-    assert out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
+    line = refusal(capsys, "plan", "--example", "llama31-70b-eagle-tp4", "--pp-size", "2")
     expected = (
         "the planner plans one rank and PP stages differ"
         if pp_spec
         else "PP + speculative decoding (MTP) is only supported on prefill nodes"
     )
-    assert expected in lines[0], lines[0]
+    assert expected in line, line
 
 
 def test_a_fraction_the_weights_do_not_fit_is_refused_as_the_server_refuses_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out, err = run(capsys, "plan", "--mem-fraction-static", "0.1")
-    assert code == 2 and out == "", out
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert "leave no room for the KV cache under --mem-fraction-static=0.1" in lines[0]
-    suggested = float(lines[0].split("Pass --mem-fraction-static ")[1].split()[0])
+    line = refusal(capsys, "plan", "--mem-fraction-static", "0.1")
+    assert "leave no room for the KV cache under --mem-fraction-static=0.1" in line
+    suggested = float(line.split("Pass --mem-fraction-static ")[1].split()[0])
     assert plan_json(capsys, "--mem-fraction-static", str(suggested))["tokens"] > 0
+
+
+def test_a_hip_xpu_or_fp32_switch_host_does_not_set_the_planned_dtype(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The planner's rotary-cache dtype answers the planned device alone."""
+    from sglang.srt.layers.rotary_embedding import base
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(base, "_is_hip", True)
+    monkeypatch.setattr(base, "_is_xpu", True)
+    monkeypatch.setenv("SGLANG_ROPE_CACHE_FP32", "1")
+    (cpu,), (cuda,) = (
+        plan_json(capsys, "--example", "llama31-8b-eagle3", *argv)["target_buffers"]["items"]
+        for argv in (("--device", "cpu", "--device-memory", str(80 << 30)), ())
+    )
+    assert cpu.endswith("bfloat16") and cuda.endswith("float32")
+    assert (base._is_hip, base._is_xpu) == (True, True)
+    assert os.environ["SGLANG_ROPE_CACHE_FP32"] == "1"
+
+
+def test_default_is_the_installed_0_5_23_and_imports_no_sglang(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``sglang-specinit patches`` with no ``--release`` lists the installed 0.5.23's adapter
+    (the unit tests check the listing against the adapters' tables; test_adapter_signatures.py
+    those tables against the installed release)."""
+    code = (
+        "import json, sys\n"
+        "from sglang_specinit.planner.cli import main\n"
+        "code = main(['patches'])\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('sglang.', 'torch')))\n"
+        "print(json.dumps([code, loaded]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.splitlines()
+    assert json.loads(out[-1]) == [0, []]
+    code, listed, _err = run(capsys, "patches", "--release", "0.5.23")
+    assert code == 0 and out[:-1] == listed.splitlines()
+    assert out[0].startswith("sglang 0.5.23: adapter sglang_specinit.sglang_0_5_23,")
+
+
+# Where the sglang 0.5.23 planner builds its pricing pools (``pricing_host``) and what it then
+# needs from ``sgl_kernel``: here (no GPU) cpu, with no ``sgl_kernel`` without the CPU engine, its
+# CPU op with it; on a CUDA host (a TEST DOUBLE: ``torch.cuda.is_available``) any that imports.
+
+# A fresh planner process, before SGLang is imported: the host decision and the CLI's switch.
+FRESH_DECISION = """
+import json, os, sys
+import torch
+from sglang_specinit.planner import cli
+from sglang_specinit.sglang_0_5_23.pricing_host import pricing_device
+
+out = {"device": pricing_device()}
+cli._set_host_cpu_engine()
+out["cpu_engine"] = os.environ.get("SGLANG_USE_CPU_ENGINE")
+torch.cuda.is_available = lambda: True  # TEST DOUBLE: a CUDA host
+os.environ["SGLANG_USE_CPU_ENGINE"] = "1"  # inherited from a shell: the CLI decides anyway
+out["device_on_cuda_host"] = pricing_device()
+cli._set_host_cpu_engine()
+out["cpu_engine_on_cuda_host"] = os.environ.get("SGLANG_USE_CPU_ENGINE")
+out["sglang_imported"] = "sglang" in sys.modules
+print(json.dumps(out))
+"""
+
+needs_gpu_less_host = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the GPU-less branch; this host has CUDA"
+)
+
+
+@needs_gpu_less_host
+def test_fresh_planner_process_prices_on_cpu_without_cuda() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("SGLANG_USE_CPU_ENGINE", "PYTHONPATH")}
+    proc = subprocess.run(
+        [sys.executable, "-c", FRESH_DECISION],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout) == {
+        "device": "cpu",
+        "cpu_engine": None,
+        "device_on_cuda_host": "cuda",
+        "cpu_engine_on_cuda_host": None,
+        "sglang_imported": False,
+    }
+
+
+def test_a_process_that_imported_sglang_as_a_cpu_engine_keeps_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its pool modules took CPU kernels at import, so even with CUDA it prices on cpu."""
+    import sglang.srt.server_args  # noqa: F401  (this suite imports SGLang as a CPU engine)
+
+    assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # TEST DOUBLE: CUDA host
+    assert pricing_host_0_5_23.pricing_device() == "cpu"
+    monkeypatch.delenv("SGLANG_USE_CPU_ENGINE")
+    assert pricing_host_0_5_23.pricing_device() == "cuda"
+
+
+@pytest.fixture
+def stub_kernel() -> object:
+    import sgl_kernel
+
+    assert getattr(sgl_kernel, "IS_SPECINIT_TEST_DOUBLE", False)  # this suite's named double
+    return sgl_kernel
+
+
+@needs_gpu_less_host
+def test_a_cpu_engine_without_the_cpu_op_exits_2_naming_the_cpu_engine_case(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stub_kernel: object
+) -> None:
+    monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
+    code = main(["plan", "--json"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    (line,) = err.strip().splitlines()
+    for part in (
+        "on cpu (torch sees no CUDA device)",
+        "runs sglang as a CPU engine (SGLANG_USE_CPU_ENGINE=1)",
+        "no CPU ops (copy_all_layer_kv_cache_cpu)",
+        "unset SGLANG_USE_CPU_ENGINE before sglang is imported",
+    ):
+        assert part in line, line
+
+
+@needs_gpu_less_host
+def test_cpu_without_the_cpu_engine_needs_no_sgl_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    monkeypatch.delenv("SGLANG_USE_CPU_ENGINE")
+    pricing_host_0_5_23.require_sgl_kernel()
+    monkeypatch.setenv("SGLANG_USE_CPU_ENGINE", "1")
+    with pytest.raises(PlanError, match="the sgl_kernel package is not installed"):
+        pricing_host_0_5_23.require_sgl_kernel()
+
+
+def _plan_json_here(*argv: str) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plan", "--json", *argv]) == 0
+    return json.loads(out.getvalue())
+
+
+@pytest.mark.parametrize("example", list_examples())
+def test_skipping_the_warm_up_copy_changes_no_price(
+    monkeypatch: pytest.MonkeyPatch, example: str
+) -> None:
+    import sglang.kernels.ops.kvcache.cache_move as cache_move
+
+    calls = []
+    cpu_copy = cache_move.copy_all_layer_kv_cache_cpu
+    monkeypatch.setattr(
+        cache_move,
+        "copy_all_layer_kv_cache_cpu",
+        lambda *args: calls.append(args) or cpu_copy(*args),
+    )
+    skipped = _plan_json_here("--example", example)
+    copies_when_skipped = len(calls)
+    monkeypatch.setattr(release_0_5_23, "kv_warm_up_copy_skipped", contextlib.nullcontext)
+    copied = _plan_json_here("--example", example)
+    assert copies_when_skipped == 0
+    assert skipped == copied
+    # Each MHA pool (a hybrid SWA pool's parts too) runs the copy; MLA pools have none.
+    assert bool(calls) == (example not in MLA_EXAMPLES), len(calls)
+
+
+# Examples whose pools have no warm-up copy: MLA, and DeepSeek-V4's own FP8 pools.
+MLA_EXAMPLES = {"deepseek-v3-mtp", "deepseek-v4-flash-mtp"}
+
+
+def test_the_skip_is_only_the_self_copy_and_ends_with_its_context() -> None:
+    from sgl_kernel import StubKernelCalled
+    from sglang.srt.mem_cache import memory_pool
+
+    original = memory_pool.copy_all_layer_kv_cache_func
+    zeros, one = torch.zeros(4, dtype=torch.int64), torch.ones(4, dtype=torch.int64)
+    with pricing_host_0_5_23.kv_warm_up_copy_skipped():
+        stand_in = memory_pool.copy_all_layer_kv_cache_func
+        assert stand_in is not original
+        stand_in(torch.zeros(1), torch.zeros(1), zeros, zeros, 1, 4, {})  # no-op
+        with pytest.raises(StubKernelCalled):
+            stand_in(torch.zeros(1), torch.zeros(1), one, zeros, 1, 4, {})
+    assert memory_pool.copy_all_layer_kv_cache_func is original
+
+
+# A fresh planner process as a user starts it on this GPU-less host: the CPU-engine switch set
+# in the shell, no test double on the path, and `import sgl_kernel` failing as the real CUDA
+# wheel's does here (TEST DOUBLE for that wheel: an import hook raising its ImportError).
+WITHOUT_SGL_KERNEL = """
+import importlib.abc, sys
+
+class CudaWheelOnAGpuLessHost(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.partition(".")[0] == "sgl_kernel":
+            raise ImportError("libcuda.so.1: cannot open shared object file: No such file")
+        return None
+
+sys.meta_path.insert(0, CudaWheelOnAGpuLessHost())
+from sglang_specinit.planner.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.slow
+@needs_gpu_less_host
+def test_the_command_line_plans_on_cpu_without_sgl_kernel() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-c", WITHOUT_SGL_KERNEL, "plan", "--json"],
+        env={**env, "SGLANG_USE_CPU_ENGINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout) == _plan_json_here()
+
+
+def test_cuda_host_needs_only_an_importable_sgl_kernel(
+    monkeypatch: pytest.MonkeyPatch, stub_kernel: object
+) -> None:
+    monkeypatch.setattr(pricing_host_0_5_23, "pricing_device", lambda: "cuda")
+    monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
+    pricing_host_0_5_23.require_sgl_kernel()
+    monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
+    with pytest.raises(PlanError) as refused:
+        pricing_host_0_5_23.require_sgl_kernel()
+    message = str(refused.value)
+    assert "on this host's GPU (torch sees CUDA)" in message, message
+    assert "sgl_kernel (the sglang-kernel package), but it does not import" in message, message
+    assert "\n" not in message

@@ -1,10 +1,6 @@
-"""The planner's 0.5.23 replay on the ``ParallelState`` generation without an Engine: the three
-reads where 0.5.19 differs from 0.5.20 (``release_shims``: the attention widths of a config,
-the derived widths after ``publish``, the resolution step that reads the device's capacity)
-answer as the installed release's own code does, and ``sglang-specinit plan`` runs on it.
-On 0.5.16 - 0.5.18 (0.5.15's dataclass ``ServerArgs``) the planner runs ``dataclass_replay``
-instead: the widths its rank 0 answers are the scheduler's, and the plan runs with the stock
-column of the release's own configurator."""
+"""The planner's 0.5.23 replay on the ``ParallelState`` generation without an Engine: the reads
+where 0.5.19 differs from 0.5.20 (``release_shims``) answer as the installed release does, or on
+0.5.16 - 0.5.18 ``dataclass_replay``'s rank-0 widths do; and ``sglang-specinit plan`` runs."""
 
 from __future__ import annotations
 
@@ -38,36 +34,9 @@ WIDTH_CASES = [
 ]
 
 
-@NOT_ON_DATACLASS
-@pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
-def test_attention_widths_are_the_ones_the_scheduler_computes(
-    tp: int, dp: int, cp: int, dp_attention: bool
-) -> None:
+def _widths(tp: int, dp: int, cp: int, dp_attention: bool) -> tuple[SimpleNamespace, int, int]:
+    """(the launch's parallel flags, the scheduler's attention TP and DP widths for them)."""
     from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
-    from sglang_specinit.sglang_0_5_23.release_shims import attn_tp_size_of, derived_server_arg
-
-    view = SimpleNamespace(
-        tp_size=tp,
-        dp_size=dp,
-        attn_cp_size=cp,
-        enable_dp_attention=dp_attention,
-        ep_size=1,
-        moe_dp_size=1,
-        dcp_size=1,
-    )
-    _rank, attn_tp, _dp_rank, attn_dp = compute_dp_attention_world_info(dp_attention, 0, tp, dp, cp)
-    assert attn_tp_size_of(view) == attn_tp
-    assert derived_server_arg(view, "attn_dp_size") == attn_dp
-
-
-@pytest.mark.skipif(not ROW.dataclass_server_args, reason="0.5.16 - 0.5.18's dataclass replay only")
-@pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
-def test_rank0_widths_are_the_ones_the_scheduler_computes(
-    tp: int, dp: int, cp: int, dp_attention: bool
-) -> None:
-    from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
-    from sglang.srt.runtime_context import get_parallel
-    from sglang_specinit.sglang_0_5_23.dataclass_replay import rank0_widths
 
     args = SimpleNamespace(
         tp_size=tp,
@@ -80,6 +49,30 @@ def test_rank0_widths_are_the_ones_the_scheduler_computes(
         dcp_size=1,
     )
     _rank, attn_tp, _dp_rank, attn_dp = compute_dp_attention_world_info(dp_attention, 0, tp, dp, cp)
+    return args, attn_tp, attn_dp
+
+
+@NOT_ON_DATACLASS
+@pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
+def test_attention_widths_are_the_ones_the_scheduler_computes(
+    tp: int, dp: int, cp: int, dp_attention: bool
+) -> None:
+    from sglang_specinit.sglang_0_5_23.release_shims import attn_tp_size_of, derived_server_arg
+
+    view, attn_tp, attn_dp = _widths(tp, dp, cp, dp_attention)
+    assert attn_tp_size_of(view) == attn_tp
+    assert derived_server_arg(view, "attn_dp_size") == attn_dp
+
+
+@pytest.mark.skipif(not ROW.dataclass_server_args, reason="0.5.16 - 0.5.18's dataclass replay only")
+@pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
+def test_rank0_widths_are_the_ones_the_scheduler_computes(
+    tp: int, dp: int, cp: int, dp_attention: bool
+) -> None:
+    from sglang.srt.runtime_context import get_parallel
+    from sglang_specinit.sglang_0_5_23.dataclass_replay import rank0_widths
+
+    args, attn_tp, attn_dp = _widths(tp, dp, cp, dp_attention)
     parallel = get_parallel()
     with rank0_widths(args):
         assert (parallel.tp_size, parallel.attn_tp_size) == (tp, attn_tp)

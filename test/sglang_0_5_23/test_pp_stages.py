@@ -34,8 +34,7 @@ ROWS = (640, 1280)
 
 
 class DraftRunnerDouble:
-    """Test double of a draft ``ModelRunner``: no weights; its ``init_kv_cache_configurator``
-    hands back the configurator 0.5.23 builds for the published draft."""
+    """Test double of a draft ``ModelRunner``: hands back 0.5.23's published draft's."""
 
     def __init__(self, configurator: Any) -> None:
         import torch
@@ -64,19 +63,12 @@ def _built(kvc: Any, rows: int) -> int:
     from harness.matrices.step_aside import built_bytes
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
-    config = MemoryPoolConfig(
-        max_total_num_tokens=rows,
-        max_running_requests=1,
-        full_max_total_num_tokens=rows,
-        swa_max_total_num_tokens=rows,
-    )
-    return built_bytes(kvc, [], config)[0]
+    return built_bytes(kvc, [], MemoryPoolConfig(rows, 1, rows, rows))[0]
 
 
 @dataclass
 class Stage:
-    """One stage's configurators (0.5.23's, built without weights at the stage's layers) and
-    the scheduler the hook sees there."""
+    """One stage's configurators (without weights, at its layers) and the hook's scheduler."""
 
     rank: int
     target: Any
@@ -99,17 +91,14 @@ def _build_stage(rank: int) -> Stage:
     at_pp_stage(target, rank, PP)
     target.model = torch.nn.Module()  # test double: the stage's weights are not loaded
 
-    # What the scheduler hook sees on this stage: 0.5.23 builds no draft worker on a stage
-    # before the last under SGLANG_ENABLE_PP_SPEC (its rule, read from its source).
+    # 0.5.23 builds no draft worker on a stage before the last under SGLANG_ENABLE_PP_SPEC.
     holds = not stage_without_draft(rank, PP)
-    worker = None
-    if holds:
-        worker = SimpleNamespace(
-            speculative_algorithm=SpeculativeAlgorithm.EAGLE,
-            draft_worker=SimpleNamespace(draft_runners=[DraftRunnerDouble(draft)]),
-        )
+    worker = SimpleNamespace(
+        speculative_algorithm=SpeculativeAlgorithm.EAGLE,
+        draft_worker=SimpleNamespace(draft_runners=[DraftRunnerDouble(draft)]),
+    )
     scheduler = SimpleNamespace(
-        draft_worker=worker,
+        draft_worker=worker if holds else None,
         spec_algorithm=SpeculativeAlgorithm.EAGLE,
         server_args=layout.server_args,
         model_config=target.model_config,
@@ -122,11 +111,11 @@ def _build_stage(rank: int) -> Stage:
     return Stage(rank, target, draft, holds, scheduler)
 
 
-def _with_token_sync(kvc: Any, answer: Callable[[int], int], calls: list[int]) -> Any:
-    """The configurator class's ``_apply_token_constraints`` replaced by a test double of
-    SGLang's MIN all-reduce (``answer(offered)``: what the all-reduce answers this stage),
-    with the plugin's own hook on it as HookRegistry wraps it
-    (``runtime_budget.apply_token_constraints``)."""
+def _with_token_sync(
+    kvc: Any, answer: Callable[[int], int], calls: list[int], plugin: bool = True
+) -> Any:
+    """A test double of SGLang's MIN all-reduce (``answer(offered)``) as the configurator's
+    ``_apply_token_constraints``, with the plugin's own hook on it (or, ``plugin`` False, not)."""
     from sglang_specinit.sglang_0_5_23 import runtime_budget
 
     def token_sync(self: Any, offered: int) -> int:
@@ -136,7 +125,9 @@ def _with_token_sync(kvc: Any, answer: Callable[[int], int], calls: list[int]) -
     def hooked(self: Any, offered: int) -> int:
         return runtime_budget.apply_token_constraints(token_sync, self, offered)
 
-    return mock.patch.object(type(kvc), "_apply_token_constraints", hooked)
+    return mock.patch.object(
+        type(kvc), "_apply_token_constraints", hooked if plugin else token_sync
+    )
 
 
 def _price_stage(stage: Stage, answer: Callable[[int], int]) -> StageResult:
@@ -335,14 +326,7 @@ def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool)
     stock = KVCacheConfigurator.config_from_budget
 
     def resize(stage: Stage, answer: Callable[[int], int], calls: list[int]) -> int:
-        sync = _with_token_sync(stage.target, answer, calls)
-        if not plugin:
-            sync = mock.patch.object(
-                type(stage.target),
-                "_apply_token_constraints",
-                lambda self, offered: calls.append(offered) or answer(offered),
-            )
-        with sync:
+        with _with_token_sync(stage.target, answer, calls, plugin):
             if plugin:
                 config = runtime_budget.config_from_budget(
                     stock, stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap

@@ -13,11 +13,7 @@ from unittest import mock
 
 import pytest
 import torch
-from harness.checkpoints.published_configs import (
-    EXAMPLES,
-    dsa_config_dir,
-    qwen3_next_config_dir,
-)
+from harness.checkpoints.published_configs import EXAMPLES, qwen3_next_config_dir
 from harness.matrices.step_aside import (
     Weights,
     at_pp_stage,
@@ -28,13 +24,8 @@ from harness.matrices.step_aside import (
     resolved,
     weights_size,
 )
+from test_never_worse_than_stock import DEEPSEEK_MTP, DSA_MTP, GIB, SPEC_CHAIN
 
-GIB = 1 << 30
-SPEC_CHAIN = {
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-}
 # Rows of the small builds the pool bytes are fitted on (whole pages at page 1 and 64).
 ROWS = (640, 1280, 1920)
 
@@ -54,28 +45,15 @@ class Case:
     tags: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _eagle3_dsa_draft_dir(tmp: Path, kv_heads: int) -> Path:
-    """An EAGLE3 draft of a DeepSeek-V3.2 target: the shipped llama31-8b EAGLE3 draft's
-    architecture (one Llama decoder layer, 32 heads of 128) at DeepSeek-V3's hidden size and
-    vocab, with ``kv_heads`` KV heads (8: the shipped draft's GQA; 32: full MHA). No DSA
-    EAGLE3 draft config is published in this repo's examples."""
-    config = json.loads((EXAMPLES / "llama31-8b-eagle3" / "draft" / "config.json").read_text())
-    target = json.loads((EXAMPLES / "deepseek-v3-mtp" / "target" / "config.json").read_text())
-    config.update(
-        hidden_size=target["hidden_size"],
-        vocab_size=target["vocab_size"],
-        head_dim=128,
-        num_key_value_heads=kv_heads,
-        torch_dtype="bfloat16",
-    )
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / "config.json").write_text(json.dumps(config))
-    return tmp
+def draft_config(tmp: Path, example: str, **changes: Any) -> str:
+    """A scratch copy of a shipped draft's config with ``changes`` (a draft no example ships)."""
+    config = json.loads((EXAMPLES / example / "draft" / "config.json").read_text())
+    made_dir(tmp).joinpath("config.json").write_text(json.dumps({**config, **changes}))
+    return str(tmp)
 
 
 def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Callable[[], Weights]:
-    """Target: DeepSeek-V3 without its MTP layer; draft: that config's bf16 tensors (an
-    input of the arithmetic: the draft is not a published checkpoint)."""
+    """Target: DeepSeek-V3 without its MTP layer; draft: that config's bf16 tensors."""
 
     def weights() -> Weights:
         size = weights_size("deepseek-v3-mtp", "target")
@@ -91,10 +69,8 @@ def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Callable[[], Weights]:
 
 
 def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Callable[[], Weights]:
-    """One PP stage's share of Llama-3.1-70B (its layers; embed on the first stage, norm and
-    lm_head on the last) and, on the last stage, the EAGLE draft: 0.5.23 keeps the draft's own
-    embed there (the stage's target has none: ``speculative/pp_draft_embedding.py``) and binds
-    only its lm_head, a copy of the target's until then."""
+    """One PP stage's share of Llama-3.1-70B and, on the last stage, the EAGLE draft, whose
+    lm_head alone 0.5.23 binds there (the stage's target has no embed)."""
 
     def weights() -> Weights:
         from sglang.srt.distributed.utils import get_pp_indices
@@ -129,28 +105,21 @@ def _example_weights(example: str, shared: tuple[str, ...]) -> Callable[[], Weig
     return weights
 
 
-DEEPSEEK_MTP = {
-    "model_path": example_dir("deepseek-v3-mtp", "target"),
-    "speculative_algorithm": "EAGLE",
-    "trust_remote_code": True,
-    **SPEC_CHAIN,
-}
-DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(made_dir(tmp / "dsa")))}
-
-
 def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
+    """The llama31-8b EAGLE3 draft at DeepSeek-V3's hidden size and vocab, ``kv_heads`` KV heads
+    (8: the shipped draft's GQA; 32: full MHA)."""
+    draft = {"hidden_size": 7168, "vocab_size": 129280, "head_dim": 128, "torch_dtype": "bfloat16"}
     return {
         **DSA_MTP,
         "speculative_algorithm": "EAGLE3",
-        "speculative_draft_model_path": lambda tmp: str(
-            _eagle3_dsa_draft_dir(tmp / f"eagle3-kv{kv_heads}", kv_heads)
+        "speculative_draft_model_path": lambda tmp: draft_config(
+            tmp / f"eagle3-kv{kv_heads}", "llama31-8b-eagle3", num_key_value_heads=kv_heads, **draft
         ),
     }
 
 
-# PP + EAGLE without SGLANG_ENABLE_PP_SPEC: 0.5.23 runs it on PD prefill nodes only
-# (arg_groups/validation_hook.py:161-165), every stage building the draft; the plugin keeps
-# stock's sizing there (with the switch the launch is priced per stage: test_pp_stages.py).
+# PP + EAGLE without SGLANG_ENABLE_PP_SPEC: PD prefill nodes only, every stage building the
+# draft; the plugin keeps stock's sizing there (test_pp_stages.py prices the switch's stages).
 PP_PD_PREFILL_LAST = "llama31-70b + EAGLE, TP 4 PP 2, PD prefill, last stage"
 LLAMA70B_PP2 = {
     "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
@@ -163,9 +132,8 @@ LLAMA70B_PP2 = {
 
 
 def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Callable[[], Weights]:
-    """One PP stage's share of DeepSeek-V3's 61 decoder layers (the dense and MoE layers
-    counted alike: an input of the arithmetic) with its MTP layer, which every PD-prefill
-    stage builds; its embed/shared head duplicate the target's until 0.5.23 binds them."""
+    """One PP stage's share of DeepSeek-V3's 61 layers (counted alike) with its MTP layer,
+    which every PD-prefill stage builds."""
 
     def weights() -> Weights:
         from sglang.srt.distributed.utils import get_pp_indices
@@ -177,19 +145,8 @@ def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Callable[[], Weight
     return weights
 
 
-def _gpt_oss_eagle3_draft(tmp: Path, kv_heads: int) -> Path:
-    """The shipped gpt-oss-20b EAGLE3 draft's config with ``kv_heads`` KV heads (the shipped
-    one has the target's 8): a draft of a KV geometry of its own."""
-    config = json.loads((EXAMPLES / "gpt-oss-20b-eagle3" / "draft" / "config.json").read_text())
-    config["num_key_value_heads"] = kv_heads
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / "config.json").write_text(json.dumps(config))
-    return tmp
-
-
 def _gpt_oss_swa_cap(draft: Callable[[Path], str]) -> dict[str, Any]:
-    """gpt-oss-20b + the EAGLE3 ``draft`` with radix off and ``--max-running-requests 16``:
-    0.5.23 sizes it with its ``SWARequestCapPoolConfigurator``, which the plugin keeps."""
+    """Radix off, ``--max-running-requests 16``: 0.5.23's ``SWARequestCapPoolConfigurator``."""
     return {
         "model_path": example_dir("gpt-oss-20b-eagle3", "target"),
         "speculative_draft_model_path": draft,
@@ -243,7 +200,9 @@ CASES = [
     Case(
         "gpt-oss-20b + EAGLE3 of 16 KV heads, radix off, --max-running-requests 16 (SWA "
         "request cap), TP 1",
-        _gpt_oss_swa_cap(lambda tmp: str(_gpt_oss_eagle3_draft(tmp / "eagle3-kv16", 16))),
+        _gpt_oss_swa_cap(
+            lambda tmp: draft_config(tmp / "kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16)
+        ),
         _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
         "SWARequestCapPoolConfigurator",
         device_gib=79.0,
@@ -283,11 +242,8 @@ CASES = [
         lambda: Weights(160 * GIB // 2, 1400 << 20, 1200 << 20),
         "--enable-unified-memory",
         skip=(
-            "0.5.23's unified pool cannot be built at a few pages: init_unified_mamba_pools "
-            "refuses a byte budget below one worst-case request "
-            "(mem_cache/unified_memory_pool.py:1560-1568), and the draft's rows are the fused "
-            "entry's (model_executor/pool_configurator.py:265-267, from "
-            "mem_cache/kv_cache_configurator.py:1263-1287), not a pool of their own"
+            "0.5.23's unified pool cannot be built at a few pages (it refuses a budget below "
+            "one worst-case request), and the draft's rows are the fused entry's"
         ),
         tags=("unified",),
     ),
@@ -297,11 +253,8 @@ CASES = [
         lambda: deepseek_mtp_weights(8),
         "--enable-kv-cache-sharding",
         skip=(
-            "0.5.23 refuses it: sharding runs only on PD prefill workers "
-            "(arg_groups/kv_shard_hook.py:99-104) and with a draft only for GLM DSA "
-            "single-layer NextN MTP (kv_shard_hook.py:105-119, GlmMoeDsaForCausalLM), whose "
-            "DSA sharding further needs Mooncake (kv_shard_hook.py:55-64, 236-240); no "
-            "published GLM DSA config is in this repo's examples"
+            "0.5.23 shards only on PD prefill workers, with a draft only for GLM DSA NextN MTP "
+            "(and Mooncake); no GLM DSA config is in the examples"
         ),
         tags=("sharding",),
     ),
@@ -311,11 +264,8 @@ CASES = [
         lambda: Weights(0, 0, 0),
         "the draft runs attention on a TP group of",
         skip=(
-            "the draft's TP group is a process group 0.5.23 resolves at launch "
-            "(speculative/draft_parallel.py:53-68) and its pool is built inside it "
-            "(draft_tp_context, speculative/spec_utils.py:830); published_layout builds no "
-            "process groups, so its draft configurator would be the target group's: the very "
-            "mispricing launch_policy steps aside for"
+            "the draft's TP group is a process group 0.5.23 resolves at launch; published_layout "
+            "builds none, so its draft configurator would be the target group's"
         ),
         tags=("draft-tp-group",),
     ),
@@ -325,11 +275,8 @@ CASES = [
         lambda: Weights(0, 0, 0),
         "DeepSeek-V4 with",
         skip=(
-            "none is published offline here: unified KV rings are HIP-only "
-            "(layers/attention/dsv4/unified_kv_gate.py:13-15), encoder SWA bounded replay "
-            "needs DeepSeek-V4.1 (arg_groups/deepseek_v4_hook.py:276-280; no V4.1 config in "
-            "the examples), and no DSpark draft config is published in them; the V4 layouts "
-            "the plugin prices are test_dsv4_never_worse_than_stock's"
+            "none is published offline: unified KV is HIP-only, encoder replay needs "
+            "DeepSeek-V4.1, no DSpark draft config ships"
         ),
         tags=("dsv4-unpriced",),
     ),
@@ -340,7 +287,6 @@ CASES = [
 class Result:
     case: Case
     page: int
-    configurator: str
     reason: str  # what the plugin logs when it steps aside
     stock_per_row: float  # stock's price per target (full) row, from its own configurator
     target_per_row: float  # what the target's pools grow by per full row (built)
@@ -371,24 +317,14 @@ class Result:
         return self.page * (self.target_per_row + self.draft_per_row + self.swa_per_row)
 
 
-def _config(configurator: Any, kvc: Any, rows: int, swa: int | None = None) -> Any:
-    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
-
-    return MemoryPoolConfig(
-        max_total_num_tokens=rows,
-        max_running_requests=4,
-        full_max_total_num_tokens=rows,
-        swa_max_total_num_tokens=rows if swa is None else swa,
-    )
-
-
-def _fit(target: Any, drafts: list[Any], configurator: Any) -> tuple[Any, int, list[Any]]:
+def _fit(target: Any, drafts: list[Any]) -> tuple[Any, int, list[Any]]:
     """(bytes of a config: (target, drafts), fitted as a + b x full + c x SWA rows on three
     builds; the fit's error at a fourth; each pool's (a, b, c))."""
     from harness.matrices.step_aside import built_bytes
+    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
     def build(full: int, swa: int) -> tuple[int, int]:
-        return built_bytes(target, drafts, _config(configurator, target, full, swa))
+        return built_bytes(target, drafts, MemoryPoolConfig(full, 4, full, swa))
 
     r0, r1, r2 = ROWS
     base, more_full, more_swa = build(r0, r0), build(r1, r0), build(r0, r1)
@@ -440,7 +376,7 @@ def evaluate(case: Case, tmp: Path) -> Result:
     t2 = configurator.calculate_pool_sizes(2 * big, page).max_total_num_tokens
     stock_per_row = big / (t2 - t1)
 
-    bytes_of, fit_error, coef = _fit(target, drafts, configurator)
+    bytes_of, fit_error, coef = _fit(target, drafts)
     (_, target_full, target_swa), (_, draft_full, draft_swa) = coef
 
     w = case.weights()
@@ -472,7 +408,6 @@ def evaluate(case: Case, tmp: Path) -> Result:
     return Result(
         case=case,
         page=page,
-        configurator=type(configurator).__name__,
         reason=reason,
         stock_per_row=stock_per_row,
         target_per_row=target_full + target_swa * scale,
@@ -600,18 +535,25 @@ def test_pp_last_stage_binds_the_lm_head_where_the_reserve_covers_the_draft(matr
     assert last.binds, last.reserve_gap
 
 
+UNIFIED = next(c for c in CASES if "unified" in c.tags)
+
+
+def _unified(tmp: Path, **changes: Any) -> Any:
+    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+
+    return published_layout(**resolved({**UNIFIED.args, **changes}, tmp))
+
+
 def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.phased.stock_binding import stock_reserve_gap
     from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
     from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
 
-    case = next(c for c in CASES if "unified" in c.tags)
-    layout = published_layout(**resolved(case.args, tmp_path / "unified"))
+    layout = _unified(tmp_path / "unified")
     target, drafts = layout.target, layout.drafts
     scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
-    assert case.steps_aside in stock_sized_reason(scheduler, 1)
+    assert UNIFIED.steps_aside in stock_sized_reason(scheduler, 1)
     fused = target.fused_entry_bytes("full")
     assert fused is not None
     assert create_memory_pool_configurator(target)._cell_size == fused
@@ -631,10 +573,7 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
         "at stock's price"
     )
 
-    plain = published_layout(
-        **resolved({**case.args, "enable_unified_memory": False}, tmp_path / "plain")
-    )
-    assert fused_draft_gap(plain.target) is None
+    assert fused_draft_gap(_unified(tmp_path / "plain", enable_unified_memory=False).target) is None
 
 
 def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
@@ -660,10 +599,8 @@ def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
 
 def test_a_unified_memory_launch_binds_through_the_fused_check(tmp_path) -> None:
     from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
-    case = next(c for c in CASES if "unified" in c.tags)
-    layout = published_layout(**resolved(case.args, tmp_path))
+    layout = _unified(tmp_path)
 
     class Runner:  # test double: what bind_where_stock_sizes reads off a runner
         def __init__(self, kvc: Any) -> None:
