@@ -23,6 +23,7 @@ PROBE_MARK = "SPECINIT_PROBE "
 PROBE_TIMEOUT_S = 240
 PROBE_WORKERS = 4
 PLUGIN_NAME = "specinit"
+pytestmark = pytest.mark.timeout(PROBE_TIMEOUT_S * 4)  # the module's probes run concurrently
 
 # The probe: optional setup code, then load_plugins(), then a JSON summary on stdout.
 _PROBE = """
@@ -312,7 +313,6 @@ def test_entry_point_is_declared() -> None:
     assert ep.load() is plugin.register
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 def test_every_hook_is_applied_once_sglang_imports_its_module(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:
@@ -334,7 +334,6 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
     assert specinit_records(summary, "WARNING") == []
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 @pytest.mark.parametrize("scenario", ["another-plugin", "another-plugin-scheduler-process"])
 def test_every_hook_is_applied_next_to_another_plugins_hooks(
     probe: Callable[[str], dict[str, Any]], scenario: str
@@ -347,7 +346,6 @@ def test_every_hook_is_applied_next_to_another_plugins_hooks(
     assert specinit_records(summary, "WARNING") == []
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 def test_load_plugins_imports_no_sglang_module_and_patches_only_what_is_imported(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:
@@ -378,7 +376,6 @@ def test_scheduler_process_applies_the_hooks(tiny_target: Path, tmp_path: Path) 
     )
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 @pytest.mark.parametrize(
     ("scenario", "imported"),
     [("SGLANG_SPECINIT_DISABLE", True), ("SGLANG_PLUGINS", False)],
@@ -393,7 +390,6 @@ def test_switched_off_registers_nothing(
     assert specinit_records(summary, "WARNING") == []
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 @pytest.mark.parametrize("case", sorted(BROKEN_SGLANG))
 def test_a_missing_or_changed_target_patches_nothing(
     probe: Callable[[str], dict[str, Any]], case: str
@@ -405,7 +401,6 @@ def test_a_missing_or_changed_target_patches_nothing(
     assert BROKEN_SGLANG[case][1] in warning["message"]
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 def test_a_module_changed_after_load_switches_phasing_off(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:
@@ -434,7 +429,6 @@ def test_strict_mode_stops_the_launch(when: str) -> None:
     assert "is OFF" in proc.stderr and missing in proc.stderr, proc.stderr[-2000:]
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 def test_unsupported_sglang_version_patches_nothing(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:
