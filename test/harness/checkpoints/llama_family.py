@@ -22,9 +22,7 @@ DEFAULT_STANDALONE_DRAFT = replace(
     head_dim=24,
     intermediate=64,
 )
-# Qwen2.5-style target and STANDALONE draft for the recipe rows: the draft is narrower, with a KV
-# geometry unlike the target's (1 KV head of dim 24 against 2 heads of dim 16).
-DEFAULT_QWEN2_TARGET = DEFAULT_TARGET
+# The Qwen2.5-style STANDALONE draft of the recipe rows (the target: DEFAULT_TARGET's shape).
 DEFAULT_QWEN2_DRAFT = DEFAULT_STANDALONE_DRAFT
 
 
@@ -39,7 +37,7 @@ def write_llama_target(
 
 
 def write_qwen2(
-    directory: Path, shape: TinyLlamaShape = DEFAULT_QWEN2_TARGET, seed: int = 0
+    directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0
 ) -> Path:
     """Write a random ``Qwen2ForCausalLM`` (weights via transformers) plus its tokenizer."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -63,7 +61,7 @@ def tiny_standalone_draft(shape: TinyLlamaShape = DEFAULT_STANDALONE_DRAFT, **kw
     return cached_checkpoint(STANDALONE_DRAFT, shape, **kw)
 
 
-def tiny_qwen2(shape: TinyLlamaShape = DEFAULT_QWEN2_TARGET, **kw: Any) -> Path:
+def tiny_qwen2(shape: TinyLlamaShape = DEFAULT_TARGET, **kw: Any) -> Path:
     """Cached tiny ``Qwen2ForCausalLM`` (with tokenizer); pass ``DEFAULT_QWEN2_DRAFT`` for the
     STANDALONE draft."""
     return cached_checkpoint(QWEN2, shape, **kw)
