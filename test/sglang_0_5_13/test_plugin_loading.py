@@ -16,32 +16,19 @@ from typing import Any
 
 import pytest
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.launch.plugin_probe import LOG_COLLECTOR
+from harness.launch.plugin_probe import MARK as PROBE_MARK
 from sglang_specinit import plugin, sglang_0_5_13
 from sglang_specinit.hooks import adapter_patches
 
-PROBE_MARK = "SPECINIT_PROBE "
 PROBE_TIMEOUT_S = 240
 PROBE_WORKERS = 4
 PLUGIN_NAME = "specinit"
 pytestmark = pytest.mark.timeout(PROBE_TIMEOUT_S * 4)  # the module's probes run concurrently
 
-# The probe: optional setup code, then load_plugins(), then a JSON summary on stdout.
+# The probe: the log collector, optional setup code, then load_plugins(), then a JSON summary.
 _PROBE = """
-import importlib.metadata, json, logging, pkgutil, sys
-
-records = []
-
-class _Collect(logging.Handler):
-    def emit(self, record):
-        records.append({
-            "logger": record.name,
-            "level": record.levelname,
-            "message": record.getMessage(),
-            "has_traceback": record.exc_info is not None,
-        })
-
-logging.getLogger().addHandler(_Collect())
-logging.getLogger().setLevel(logging.INFO)
+import importlib.metadata, json, sys
 
 #SETUP#
 
@@ -116,7 +103,7 @@ def probe_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def probe_code(setup: str, after: str) -> str:
-    return (
+    return LOG_COLLECTOR + (
         _PROBE.replace("#SETUP#", textwrap.dedent(setup))
         .replace("#AFTER#", textwrap.dedent(after))
         .replace("#MARK#", repr(PROBE_MARK))
