@@ -4,7 +4,6 @@ SGLang imports it, and patches everything a launch uses or nothing of it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.launch import plugin_probe
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.launch.plugin_probe import LOG_COLLECTOR
 from harness.launch.plugin_probe import MARK as PROBE_MARK
@@ -92,14 +92,12 @@ def new_methods() -> list[tuple[str, str, str]]:
 
 def probe_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The caller's environment without anything that selects or configures plugins/shims."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SGLANG_SPECINIT_", "SPECINIT_TEST_")) and k != "SGLANG_PLUGINS"
-    }
-    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"})
-    env.update(extra or {})
-    return env
+    return plugin_probe.probe_env(
+        SGLANG_USE_CPU_ENGINE="1",
+        HF_HUB_OFFLINE="1",
+        PYTHONPATH=plugin_probe.same_packages_path(),
+        **(extra or {}),
+    )
 
 
 def probe_code(setup: str, after: str) -> str:
