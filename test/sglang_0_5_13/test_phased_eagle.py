@@ -40,7 +40,13 @@ from harness.reports.report_reading import (
     runner,
 )
 from sglang_specinit import budget
-from test_workers_common import Launch, launch_cache, start_engine
+from test_workers_common import (
+    Launch,
+    assert_phased,
+    launch_cache,
+    predicted_plan,
+    start_engine,
+)
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
@@ -132,29 +138,14 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, bool], La
     return lambda case, plugin: get(_name(case, plugin))
 
 
-def predicted_plan(launch: Launch, case: Case) -> budget.PoolPlan:
-    """What budget.plan_pools gives for this launch, from geometry, fraction, the meter (the
-    resident bytes SGLang's arithmetic derives from its readings), the target's live tensors
-    and the draft checkpoint's own tensors; nothing is read from the plugin."""
-    report = launch.report
-    meter = meter_budget(report)
-    draft = budget.DraftSpec(
-        algorithm=case.algorithm,
-        kv_pools=(kv_spec(case.draft_shape),),
+def eagle_plan(run: Launch, case: Case) -> budget.PoolPlan:
+    """The independent plan, the draft charged its checkpoint's own tensors."""
+    return predicted_plan(
+        run,
+        case.algorithm,
+        draft_kv_pools=(kv_spec(case.draft_shape),),
         weight_bytes=checkpoint_bytes(case.make_draft(), case.owns),
     )
-    inputs = budget.BudgetInputs(
-        pre_load_free_bytes=meter.pre_load_free_bytes,
-        mem_fraction_static=F,
-        target_kv=kv_spec(DEFAULT_TARGET),
-        target_weight_bytes=runner(report, "target")["weight_bytes"],
-        page_size=1,
-        context_len=DEFAULT_TARGET.max_position_embeddings,
-        draft=draft,
-        max_running_requests=report["server_args"]["max_running_requests"],
-        measured_resident_bytes=meter.resident_bytes,
-    )
-    return budget.plan_pools(inputs)
 
 
 def log_index(log: str, needle: str) -> int:
@@ -178,11 +169,7 @@ def test_phases_run_in_order_inside_the_scheduler(
     launch: Callable[[str, bool], Launch], case: str
 ) -> None:
     run = launch(case, True)
-    report, breakdown = run.report, run.breakdown
-    assert report["specinit_loaded"] and breakdown is not None
-    assert report["scheduler"]["spec_algorithm"] == CASES[case].algorithm
-    assert list(breakdown["phase_seconds"]) == list(PHASES)
-    assert all(s >= 0 for s in breakdown["phase_seconds"].values())
+    report, breakdown = run.report, assert_phased(run, CASES[case].algorithm)
 
     # Meter: every draft weight reading precedes the target's pool profiling, which precedes
     # both pool allocations (target first).
@@ -258,7 +245,7 @@ def test_pool_tokens_equal_the_independent_budget_prediction(
 ) -> None:
     run = launch(case, True)
     report = run.report
-    plan = predicted_plan(run, CASES[case])
+    plan = eagle_plan(run, CASES[case])
     target_pool = runner(report, "target")["kv_pool"]
     draft_pool = runner(report, "draft")["kv_pool"]
     shape = CASES[case].draft_shape

@@ -4,7 +4,6 @@ SGLang imports it, and patches everything a launch uses or nothing of it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,32 +14,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.launch import plugin_probe
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
+from harness.launch.plugin_probe import LOG_COLLECTOR
+from harness.launch.plugin_probe import MARK as PROBE_MARK
 from sglang_specinit import plugin, sglang_0_5_13
 from sglang_specinit.hooks import adapter_patches
 
-PROBE_MARK = "SPECINIT_PROBE "
 PROBE_TIMEOUT_S = 240
 PROBE_WORKERS = 4
 PLUGIN_NAME = "specinit"
+pytestmark = pytest.mark.timeout(PROBE_TIMEOUT_S * 4)  # the module's probes run concurrently
 
-# The probe: optional setup code, then load_plugins(), then a JSON summary on stdout.
+# The probe: the log collector, optional setup code, then load_plugins(), then a JSON summary.
 _PROBE = """
-import importlib.metadata, json, logging, pkgutil, sys
-
-records = []
-
-class _Collect(logging.Handler):
-    def emit(self, record):
-        records.append({
-            "logger": record.name,
-            "level": record.levelname,
-            "message": record.getMessage(),
-            "has_traceback": record.exc_info is not None,
-        })
-
-logging.getLogger().addHandler(_Collect())
-logging.getLogger().setLevel(logging.INFO)
+import importlib.metadata, json, sys
 
 #SETUP#
 
@@ -104,18 +92,16 @@ def new_methods() -> list[tuple[str, str, str]]:
 
 def probe_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The caller's environment without anything that selects or configures plugins/shims."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SGLANG_SPECINIT_", "SPECINIT_TEST_")) and k != "SGLANG_PLUGINS"
-    }
-    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"})
-    env.update(extra or {})
-    return env
+    return plugin_probe.probe_env(
+        SGLANG_USE_CPU_ENGINE="1",
+        HF_HUB_OFFLINE="1",
+        PYTHONPATH=plugin_probe.same_packages_path(),
+        **(extra or {}),
+    )
 
 
 def probe_code(setup: str, after: str) -> str:
-    return (
+    return LOG_COLLECTOR + (
         _PROBE.replace("#SETUP#", textwrap.dedent(setup))
         .replace("#AFTER#", textwrap.dedent(after))
         .replace("#MARK#", repr(PROBE_MARK))
@@ -312,7 +298,6 @@ def test_entry_point_is_declared() -> None:
     assert ep.load() is plugin.register
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 def test_every_hook_is_applied_once_sglang_imports_its_module(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:
@@ -334,7 +319,6 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
     assert specinit_records(summary, "WARNING") == []
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 @pytest.mark.parametrize("scenario", ["another-plugin", "another-plugin-scheduler-process"])
 def test_every_hook_is_applied_next_to_another_plugins_hooks(
     probe: Callable[[str], dict[str, Any]], scenario: str
@@ -347,7 +331,6 @@ def test_every_hook_is_applied_next_to_another_plugins_hooks(
     assert specinit_records(summary, "WARNING") == []
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 def test_load_plugins_imports_no_sglang_module_and_patches_only_what_is_imported(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:
@@ -378,7 +361,6 @@ def test_scheduler_process_applies_the_hooks(tiny_target: Path, tmp_path: Path) 
     )
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 @pytest.mark.parametrize(
     ("scenario", "imported"),
     [("SGLANG_SPECINIT_DISABLE", True), ("SGLANG_PLUGINS", False)],
@@ -393,7 +375,6 @@ def test_switched_off_registers_nothing(
     assert specinit_records(summary, "WARNING") == []
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 @pytest.mark.parametrize("case", sorted(BROKEN_SGLANG))
 def test_a_missing_or_changed_target_patches_nothing(
     probe: Callable[[str], dict[str, Any]], case: str
@@ -405,7 +386,6 @@ def test_a_missing_or_changed_target_patches_nothing(
     assert BROKEN_SGLANG[case][1] in warning["message"]
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 def test_a_module_changed_after_load_switches_phasing_off(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:
@@ -434,7 +414,6 @@ def test_strict_mode_stops_the_launch(when: str) -> None:
     assert "is OFF" in proc.stderr and missing in proc.stderr, proc.stderr[-2000:]
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S * 4)
 def test_unsupported_sglang_version_patches_nothing(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:

@@ -145,7 +145,7 @@ def predicted_plan(
     """``budget.plan_pools`` from the given geometry (target: the default tiny Llama), the
     fraction and what the harness saw, nothing from the plugin: the meter's free and resident
     bytes (``meter_budget``), the target's live weights, and as the draft's what the meter held
-    beyond those. ``draft``: more ``budget.DraftSpec`` fields."""
+    beyond those. ``draft``: more (or other) ``budget.DraftSpec`` fields."""
     report = run.report
     meter = meter_budget(report)
     target_weight_bytes = runner(report, "target")["weight_bytes"]
@@ -159,8 +159,7 @@ def predicted_plan(
         draft=budget.DraftSpec(
             algorithm=algorithm,
             kv_pools=draft_kv_pools,
-            weight_bytes=meter.resident_bytes - target_weight_bytes,
-            **draft,
+            **{"weight_bytes": meter.resident_bytes - target_weight_bytes, **draft},
         ),
         max_running_requests=report["server_args"]["max_running_requests"],
         measured_resident_bytes=meter.resident_bytes,

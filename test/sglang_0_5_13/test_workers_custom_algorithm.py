@@ -180,20 +180,17 @@ def test_only_a_worker_with_its_own_phase_methods_is_phased() -> None:
 
 
 def test_a_subclass_of_a_phased_worker_is_not_taken_for_phase_ready() -> None:
-    for fns in (
-        (draft_workers.worker_alloc_memory_pool, draft_workers.worker_init_backends),
-    ):
+    class PhasedBase:
+        # What EAGLEWorkerV2 looks like in a server process once the plugin patched it.
+        alloc_memory_pool = draft_workers.worker_alloc_memory_pool
+        init_backends = draft_workers.worker_init_backends
 
-        class PhasedBase:
-            # What EAGLEWorkerV2 looks like in a server process once the plugin patched it.
-            alloc_memory_pool, init_backends = fns
+    class CustomEagleWorker(PhasedBase):
+        def __init__(self) -> None:
+            self.pool_size_read_after_super_init = True
 
-        class CustomEagleWorker(PhasedBase):
-            def __init__(self) -> None:
-                self.pool_size_read_after_super_init = True
-
-        reason = _blocker_for(CustomEagleWorker)
-        assert reason is not None and "CustomEagleWorker" in reason
+    reason = _blocker_for(CustomEagleWorker)
+    assert reason is not None and "CustomEagleWorker" in reason
 
     from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 

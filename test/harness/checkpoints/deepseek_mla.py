@@ -11,9 +11,8 @@ from typing import Any
 
 from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
 from harness.checkpoints.llama_family import DEFAULT_TARGET
-from harness.checkpoints.llama_layout import TinyLlamaShape, torch_dtype
+from harness.checkpoints.llama_layout import TinyLlamaShape, save_seeded_model
 from harness.checkpoints.tiny_configs import YARN
-from harness.checkpoints.tiny_vocab import write_tokenizer
 
 
 def write_mla_target(
@@ -26,11 +25,8 @@ def write_mla_target(
     v_head_dim: int = 16,
 ) -> Path:
     """Write a random dense ``DeepseekV2ForCausalLM`` (MLA attention) plus its tokenizer."""
-    import torch
     from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     config = DeepseekV2Config(
         vocab_size=shape.vocab,
         hidden_size=shape.hidden,
@@ -50,9 +46,7 @@ def write_mla_target(
         n_shared_experts=1,
         max_position_embeddings=shape.max_position_embeddings,
     )
-    torch.manual_seed(seed)
-    model = DeepseekV2ForCausalLM(config).to(torch_dtype(shape.dtype))
-    model.save_pretrained(str(directory))
+    directory = save_seeded_model(directory, shape, seed, lambda: DeepseekV2ForCausalLM(config))
     config_path = directory / "config.json"
     saved = json.loads(config_path.read_text())
     saved["rope_scaling"] = {
@@ -60,7 +54,6 @@ def write_mla_target(
         "original_max_position_embeddings": shape.max_position_embeddings,
     }
     config_path.write_text(json.dumps(saved, indent=1))
-    write_tokenizer(directory, shape.vocab)
     return directory
 
 

@@ -14,7 +14,7 @@ from harness.checkpoints.llama_layout import (
     llama_config,
     randn,
     save_safetensors,
-    torch_dtype,
+    seeded_generator,
 )
 
 # The EAGLE3 default deliberately differs from the target's KV geometry: 1 KV head of dim 48
@@ -39,10 +39,7 @@ def write_eagle_draft(
     """Write a random ``LlamaForCausalLMEagle`` draft (EAGLE-1/2 layout; usually 1 layer)."""
     import torch
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    gen = torch.Generator().manual_seed(seed)
-    dt = torch_dtype(shape.dtype)
+    directory, gen, dt = seeded_generator(directory, shape, seed)
     tensors = {
         "embed_tokens.weight": randn(gen, shape.vocab, shape.hidden, dtype=dt),
         "fc.weight": randn(gen, shape.hidden, 2 * shape.hidden, dtype=dt),
@@ -70,10 +67,7 @@ def write_eagle3_draft(
     """Write a random ``LlamaForCausalLMEagle3`` draft (usually 1 layer)."""
     import torch
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    gen = torch.Generator().manual_seed(seed)
-    dt = torch_dtype(shape.dtype)
+    directory, gen, dt = seeded_generator(directory, shape, seed)
     th = target_hidden or shape.hidden
     dv = draft_vocab or shape.vocab
     tensors = {
@@ -116,10 +110,7 @@ def write_dflash_draft(
     """Write a random ``DFlashDraftModel`` (``models/dflash.py``) for a Llama target."""
     import torch
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    gen = torch.Generator().manual_seed(seed)
-    dt = torch_dtype(shape.dtype)
+    directory, gen, dt = seeded_generator(directory, shape, seed)
     h = shape.hidden
     tensors: dict[str, Any] = {
         "norm.weight": torch.ones(h, dtype=dt),

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
-from harness.checkpoints.llama_layout import TinyShape, torch_dtype
-from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
+from harness.checkpoints.llama_layout import TinyShape, save_seeded_model
+from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID
 
 
 @dataclass(frozen=True)
@@ -64,15 +64,11 @@ def write_gemma4_target(
     directory: Path, shape: TinyGemma4Shape = DEFAULT_GEMMA4_TARGET, seed: int = 0
 ) -> Path:
     """Write a random text-only ``Gemma4ForCausalLM`` (``model_type: gemma4_text``)."""
-    import torch
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
     config = Gemma4TextConfig(**_gemma4_text_config_kwargs(shape))
     config.architectures = ["Gemma4ForCausalLM"]
-    Gemma4ForCausalLM(config).to(torch_dtype(shape.dtype)).save_pretrained(str(directory))
+    directory = save_seeded_model(directory, shape, seed, lambda: Gemma4ForCausalLM(config))
     path = directory / "config.json"
     raw = json.loads(path.read_text())
     raw.update(
@@ -82,7 +78,6 @@ def write_gemma4_target(
         v_head_dim=shape.head_dim,
     )
     path.write_text(json.dumps(raw, indent=1))
-    write_tokenizer(directory, shape.vocab)
     return directory
 
 
@@ -90,7 +85,6 @@ def write_gemma4_assistant(
     directory: Path, shape: TinyGemma4Shape = DEFAULT_GEMMA4_ASSISTANT, seed: int = 0
 ) -> Path:
     """Write a random ``Gemma4AssistantForCausalLM`` (the frozen-KV MTP draft) via transformers."""
-    import torch
     from transformers.models.gemma4_assistant.configuration_gemma4_assistant import (
         Gemma4AssistantConfig,
     )
@@ -98,17 +92,15 @@ def write_gemma4_assistant(
         Gemma4AssistantForCausalLM,
     )
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
     config = Gemma4AssistantConfig(
         text_config=_gemma4_text_config_kwargs(shape),
         backbone_hidden_size=shape.backbone_hidden,
         use_ordered_embeddings=False,
     )
     config.architectures = ["Gemma4AssistantForCausalLM"]
-    Gemma4AssistantForCausalLM(config).to(torch_dtype(shape.dtype)).save_pretrained(str(directory))
-    return directory
+    return save_seeded_model(
+        directory, shape, seed, lambda: Gemma4AssistantForCausalLM(config), tokenizer=False
+    )
 
 
 GEMMA4_TARGET = Kind("gemma4-target", write_gemma4_target, generator_version=2)

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
-from harness.checkpoints.llama_layout import TinyLlamaShape, llama_config, torch_dtype
-from harness.checkpoints.tiny_vocab import write_tokenizer
+from harness.checkpoints.llama_layout import TinyLlamaShape, llama_config, save_seeded_model
 
 DEFAULT_TARGET = TinyLlamaShape()
 # A STANDALONE draft: fewer, narrower layers and a KV geometry unlike the target's
@@ -23,9 +22,7 @@ DEFAULT_STANDALONE_DRAFT = replace(
     head_dim=24,
     intermediate=64,
 )
-# Qwen2.5-style target and STANDALONE draft for the recipe rows: the draft is narrower, with a KV
-# geometry unlike the target's (1 KV head of dim 24 against 2 heads of dim 16).
-DEFAULT_QWEN2_TARGET = DEFAULT_TARGET
+# The Qwen2.5-style STANDALONE draft of the recipe rows (the target: DEFAULT_TARGET's shape).
 DEFAULT_QWEN2_DRAFT = DEFAULT_STANDALONE_DRAFT
 
 
@@ -33,32 +30,20 @@ def write_llama_target(
     directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0
 ) -> Path:
     """Write a random ``LlamaForCausalLM`` (weights via ``save_pretrained``) plus its tokenizer."""
-    import torch
     from transformers import LlamaForCausalLM
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(llama_config(shape, "LlamaForCausalLM"))
-    model.to(torch_dtype(shape.dtype)).save_pretrained(str(directory))
-    write_tokenizer(directory, shape.vocab)
-    return directory
+    config = llama_config(shape, "LlamaForCausalLM")
+    return save_seeded_model(directory, shape, seed, lambda: LlamaForCausalLM(config))
 
 
 def write_qwen2(
-    directory: Path, shape: TinyLlamaShape = DEFAULT_QWEN2_TARGET, seed: int = 0
+    directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0
 ) -> Path:
     """Write a random ``Qwen2ForCausalLM`` (weights via transformers) plus its tokenizer."""
-    import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     config = llama_config(shape, "Qwen2ForCausalLM", Qwen2Config)
-    torch.manual_seed(seed)
-    Qwen2ForCausalLM(config).to(torch_dtype(shape.dtype)).save_pretrained(str(directory))
-    write_tokenizer(directory, shape.vocab)
-    return directory
+    return save_seeded_model(directory, shape, seed, lambda: Qwen2ForCausalLM(config))
 
 
 LLAMA_TARGET = Kind("llama-target", write_llama_target, generator_version=1)
@@ -76,7 +61,7 @@ def tiny_standalone_draft(shape: TinyLlamaShape = DEFAULT_STANDALONE_DRAFT, **kw
     return cached_checkpoint(STANDALONE_DRAFT, shape, **kw)
 
 
-def tiny_qwen2(shape: TinyLlamaShape = DEFAULT_QWEN2_TARGET, **kw: Any) -> Path:
+def tiny_qwen2(shape: TinyLlamaShape = DEFAULT_TARGET, **kw: Any) -> Path:
     """Cached tiny ``Qwen2ForCausalLM`` (with tokenizer); pass ``DEFAULT_QWEN2_DRAFT`` for the
     STANDALONE draft."""
     return cached_checkpoint(QWEN2, shape, **kw)

@@ -3,11 +3,12 @@ decoder layer's random tensors, and writing them as ``model.safetensors``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID
+from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,31 @@ def llama_config(
     for key, value in extra.items():
         setattr(config, key, value)
     return config
+
+
+def save_seeded_model(
+    directory: Path, shape: TinyShape, seed: int, build: Callable[[], Any], tokenizer: bool = True
+) -> Path:
+    """Seed torch, ``build()`` a transformers model, save it at ``shape.dtype`` (and the
+    tokenizer) into ``directory``."""
+    import torch
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    build().to(torch_dtype(shape.dtype)).save_pretrained(str(directory))
+    if tokenizer:
+        write_tokenizer(directory, shape.vocab)
+    return directory
+
+
+def seeded_generator(directory: Path, shape: TinyShape, seed: int) -> tuple[Path, Any, Any]:
+    """``directory`` (created), a torch generator seeded with ``seed`` and ``shape``'s dtype."""
+    import torch
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory, torch.Generator().manual_seed(seed), torch_dtype(shape.dtype)
 
 
 def randn(generator: Any, *size: int, dtype: Any, std: float = 0.02) -> Any:

@@ -15,7 +15,7 @@ from harness.checkpoints.llama_layout import (
     layer_tensors,
     randn,
     save_safetensors,
-    torch_dtype,
+    seeded_generator,
 )
 from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
 
@@ -142,10 +142,7 @@ def write_mimo_v2_target(
     """Write a random MiMo-V2 target whose checkpoint also holds its MTP layers."""
     import torch
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    gen = torch.Generator().manual_seed(seed)
-    dt = torch_dtype(shape.dtype)
+    directory, gen, dt = seeded_generator(directory, shape, seed)
     h = shape.hidden
     tensors: dict[str, Any] = {
         "model.embed_tokens.weight": randn(gen, shape.vocab, h, dtype=dt),

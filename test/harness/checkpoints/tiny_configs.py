@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checkpoints.checkpoint_cache import resolve_cache_root, write_once
+from harness.checkpoints.llama_layout import randn, save_safetensors
 from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
 
 VOCAB = 32000
@@ -240,7 +241,7 @@ def tiny_config_dir(name: str) -> Path:
 def _write_checkpoint(name: str, directory: Path, text: str, seed: int = 0) -> None:
     import torch
     import transformers
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
 
     config = json.loads(text)
     layers = config["num_hidden_layers"]
@@ -257,28 +258,20 @@ def _write_checkpoint(name: str, directory: Path, text: str, seed: int = 0) -> N
     model.save_pretrained(str(staging))
     tensors = load_file(str(staging / "model.safetensors"))
     shutil.rmtree(staging)
-    gen = torch.Generator().manual_seed(seed + 1)
-
-    def randn(*size: int) -> Any:
-        return (torch.randn(*size, generator=gen) * 0.02).to(torch.bfloat16)
-
+    gen, dt = torch.Generator().manual_seed(seed + 1), torch.bfloat16
     for index in range(layers, layers + mtp_layers):
         mtp = f"model.layers.{index}"
         tensors.update(
             {
-                f"{mtp}.embed_tokens.weight": randn(vocab, hidden),
-                f"{mtp}.enorm.weight": torch.ones(hidden, dtype=torch.bfloat16),
-                f"{mtp}.hnorm.weight": torch.ones(hidden, dtype=torch.bfloat16),
-                f"{mtp}.eh_proj.weight": randn(hidden, 2 * hidden),
-                f"{mtp}.shared_head.norm.weight": torch.ones(hidden, dtype=torch.bfloat16),
-                f"{mtp}.shared_head.head.weight": randn(vocab, hidden),
+                f"{mtp}.embed_tokens.weight": randn(gen, vocab, hidden, dtype=dt),
+                f"{mtp}.enorm.weight": torch.ones(hidden, dtype=dt),
+                f"{mtp}.hnorm.weight": torch.ones(hidden, dtype=dt),
+                f"{mtp}.eh_proj.weight": randn(gen, hidden, 2 * hidden, dtype=dt),
+                f"{mtp}.shared_head.norm.weight": torch.ones(hidden, dtype=dt),
+                f"{mtp}.shared_head.head.weight": randn(gen, vocab, hidden, dtype=dt),
             }
         )
-    save_file(
-        {k: v.contiguous() for k, v in tensors.items()},
-        str(directory / "model.safetensors"),
-        metadata={"format": "pt"},
-    )
+    save_safetensors(directory, tensors)
     (directory / "config.json").write_text(text)
     write_tokenizer(directory, vocab)
 

@@ -289,33 +289,14 @@ def register_shims() -> None:
         )
     # Both releases: the draft's set_embed_and_head (Llama EAGLE in 0.5.13.x, MiMo-V2 MTP in
     # 0.5.23) calls torch.cuda.synchronize unconditionally.
-    HookRegistry.register(
-        _HOOK_TARGETS["cuda_sync"],
-        cuda_synchronize_without_device,
-        HookType.AROUND,
-        source=source,
-    )
-    HookRegistry.register(
-        _HOOK_TARGETS["available"],
-        simulated_get_available_gpu_memory,
-        HookType.AROUND,
-        source=source,
-    )
-    HookRegistry.register(
-        _HOOK_TARGETS["capacity"],
-        simulated_get_device_memory_capacity,
-        HookType.AROUND,
-        source=source,
-    )
-    HookRegistry.register(
-        _HOOK_TARGETS["bind_device"], bind_scheduler_device, HookType.BEFORE, source=source
-    )
-    HookRegistry.register(
-        _HOOK_TARGETS["no_pynccl"],
-        model_parallel_group_without_pynccl,
-        HookType.AROUND,
-        source=source,
-    )
+    for name, hook, kind in (
+        ("cuda_sync", cuda_synchronize_without_device, HookType.AROUND),
+        ("available", simulated_get_available_gpu_memory, HookType.AROUND),
+        ("capacity", simulated_get_device_memory_capacity, HookType.AROUND),
+        ("bind_device", bind_scheduler_device, HookType.BEFORE),
+        ("no_pynccl", model_parallel_group_without_pynccl, HookType.AROUND),
+    ):
+        HookRegistry.register(_HOOK_TARGETS[name], hook, kind, source=source)
     _registered = True
 
 
