@@ -267,7 +267,7 @@ def create_configurator(kvc: Any) -> Any:
 def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
     """(our plan, stock's plan) of a V4 launch: SGLang's V4 solve with the draft's measured
     term, resp. its own (T + 1) / T reserve with the duplicates resident."""
-    from sglang_specinit.budget import draft_weight_bytes_of, static_budget_bytes
+    from sglang_specinit.budget import static_budget_bytes
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     target, drafts = layout.target, layout.drafts
@@ -279,14 +279,9 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
             sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
         )
 
-    def weights(inputs: BudgetInputs) -> int:
-        if inputs.measured_resident_bytes is not None:
-            return inputs.measured_resident_bytes
-        return inputs.target_weight_bytes + draft_weight_bytes_of(inputs)
-
     def ours(inputs: BudgetInputs) -> PoolPlan:
         priced = dsv4_sizing.priced_configurator(target, draft_prices)
-        resident = weights(inputs) + inputs.reserved_bytes
+        resident = dsv4_sizing.resident_weights(inputs) + inputs.reserved_bytes
         available = static_budget_bytes(inputs) - resident
         padding = dsv4_sizing.draft_padding_bytes(draft_prices)
         config = dsv4_sizing.solve(target, priced, available, padding)
@@ -304,7 +299,7 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
     def stock(inputs: BudgetInputs) -> PoolPlan:
         configurator = create_configurator(target)
         duplicates = inputs.draft.shared_weight_bytes if inputs.draft is not None else 0
-        resident = weights(inputs) + duplicates + inputs.reserved_bytes
+        resident = dsv4_sizing.resident_weights(inputs) + duplicates + inputs.reserved_bytes
         config = dsv4_sizing.solve(target, configurator, static_budget_bytes(inputs) - resident, 0)
         notes = [f"{release} reserves the NextN draft as (T + 1) / T target layers"]
         if duplicates:

@@ -190,10 +190,7 @@ def _resolve(
     sizing.inputs, sizing.plan = inputs, plan
     _SIZED[id(kvc)] = (kvc, prices)
     config = configurator.calculate_pool_sizes_from_max_tokens(tokens, inputs.page_size)
-    config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
-    config = configurator.finalize_with_max_running_requests(config)
-    config.mem_fraction_static = schedule_of(kvc).mem_fraction_static
-    return config
+    return dsv4_sizing.finalized(kvc, configurator, config)
 
 
 def _resolve_dsv4(
