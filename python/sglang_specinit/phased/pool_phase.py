@@ -22,6 +22,7 @@ from sglang_specinit.phased.stock_binding import EarlyBinding
 from sglang_specinit.runner_readings import (
     draft_duplicate_bytes,
     draft_unshared_storages,
+    kv_pool_allocated_bytes,
     rank_free_at_sizing,
 )
 
@@ -81,3 +82,25 @@ def bound_sizing(scheduler: Any, description: DraftDescription) -> TargetSizing:
 def duplicates_resident_at_profile(at_profile: dict[Any, int], after_pools: dict[Any, int]) -> int:
     """Duplicates resident at profiling: storages SGLang's later binding replaced."""
     return sum(size for key, size in at_profile.items() if key not in after_pools)
+
+
+def sizing_breakdown(
+    scheduler: Any, sizing: TargetSizing, draft_runners: list[Any], tp_size: int
+) -> dict[str, Any]:
+    """``plan --json``'s quantities as this rank sized and allocated its pools."""
+    from sglang_specinit.report import plan_to_dict
+
+    assert sizing.plan is not None and sizing.inputs is not None
+    breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=tp_size)
+    breakdown["sglang_version"] = installed_sglang_version()
+    breakdown["allocated_target_kv_pool_bytes"] = kv_pool_allocated_bytes(
+        scheduler.tp_worker.model_runner
+    )
+    breakdown["allocated_draft_kv_pool_bytes"] = sum(
+        kv_pool_allocated_bytes(r) for r in draft_runners
+    )
+    breakdown["upstream_reserved_layers"] = sizing.upstream_reserved_layers
+    breakdown["stock_duplicate_bytes_at_profile"] = sizing.stock_duplicate_bytes
+    breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
+    breakdown["pricing_seconds"] = round(sizing.pricing_seconds, 4)
+    return breakdown

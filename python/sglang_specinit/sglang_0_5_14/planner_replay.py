@@ -164,4 +164,3 @@ class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
 
 
 REPLAY = Replay0514()
-

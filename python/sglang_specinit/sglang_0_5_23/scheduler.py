@@ -13,10 +13,14 @@ from typing import Any
 
 from sglang_specinit import rank_reports
 from sglang_specinit.budget import GIB, BudgetInputs
-from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
-from sglang_specinit.phased.pool_phase import PoolPhase, bound_sizing, run_pool_phase
+from sglang_specinit.phased.pool_phase import (
+    PoolPhase,
+    bound_sizing,
+    run_pool_phase,
+    sizing_breakdown,
+)
 from sglang_specinit.phased.sizing_state import TargetSizing
 from sglang_specinit.phased.stock_binding import (
     EarlyBinding,
@@ -25,7 +29,6 @@ from sglang_specinit.phased.stock_binding import (
 )
 from sglang_specinit.runner_readings import (
     draft_unshared_storages,
-    kv_pool_allocated_bytes,
     rank_free_at_sizing,
 )
 from sglang_specinit.sglang_0_5_23.draft_pricing import describe_draft
@@ -166,23 +169,11 @@ def memory_breakdown(
 ) -> dict[str, Any]:
     """``plan --json``'s quantities measured on this rank, with its place and tightness."""
     from sglang_specinit.rank_reports import tightness_fields
-    from sglang_specinit.report import plan_to_dict
     from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks
 
-    assert sizing.plan is not None and sizing.inputs is not None
     draft_runners = sizing.draft.pool_runners + [r for r, _ in sizing.draft.fixed_pools]
-    breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=scheduler_ranks(scheduler).tp_size)
-    breakdown["sglang_version"] = installed_sglang_version()
-    breakdown["allocated_target_kv_pool_bytes"] = kv_pool_allocated_bytes(
-        scheduler.tp_worker.model_runner
-    )
-    breakdown["allocated_draft_kv_pool_bytes"] = sum(
-        kv_pool_allocated_bytes(r) for r in draft_runners
-    )
-    breakdown["upstream_reserved_layers"] = sizing.upstream_reserved_layers
-    breakdown["stock_duplicate_bytes_at_profile"] = sizing.stock_duplicate_bytes
-    breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
-    breakdown["pricing_seconds"] = round(sizing.pricing_seconds, 4)
+    tp_size = scheduler_ranks(scheduler).tp_size
+    breakdown = sizing_breakdown(scheduler, sizing, draft_runners, tp_size)
     breakdown.update(rank_fields(scheduler))
     breakdown.update(stage_fields(sizing, breakdown["pp_size"]))
     min_free = all_rank_min_free_at_sizing(scheduler.tp_worker.model_runner, sizing.inputs)
