@@ -1,10 +1,6 @@
-"""The scheduler's pool phase around SGLang's ``init_memory_pools``, shared by the adapters of
-the phased releases (no SGLang import).
-
-A launch that steps aside keeps SGLang's method after one log line (binding early only where
-stock's reserve covers the draft). A priced launch binds the duplicates early, makes its sizing
-active for the configurator hook one frame deeper (:mod:`.sizing_state`), then logs the breakdown.
-"""
+"""The scheduler's pool phase around SGLang's ``init_memory_pools`` (phased releases, no SGLang
+import): a launch that steps aside keeps SGLang's method after one log line; a priced launch
+binds early, makes its sizing active (:mod:`.sizing_state`), then logs the breakdown."""
 
 from __future__ import annotations
 

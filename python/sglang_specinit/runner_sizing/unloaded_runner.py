@@ -1,9 +1,6 @@
-"""A ``ModelRunner`` without weights, for releases whose runner builds and sizes its own pools,
-so the planner prices every pool and sizes stock's with the server's own functions.
-
-Built on this host (cuda, else cpu), with the pool code's attention-TP width answering the
-planned launch's and, on cpu, the KV pool's warm-up self-copy skipped.
-"""
+"""A ``ModelRunner`` without weights, for releases whose runner sizes and builds its own pools:
+built on this host (cuda, else cpu), with the attention-TP width answering the planned launch's
+and, on cpu, the KV pool's warm-up self-copy skipped."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Which 0.5.14 / 0.5.15 launches get this package's draft pricing; the others keep stock
-sizing with one line naming why (WARNING where stock misprices the draft, INFO for NGRAM).
-Besides the configurator generation's list, frozen-KV MTP (0.5.14 allocates the target pool before
-the draft exists) and multi-layer EAGLE (its hidden-state pool is not priced) keep stock sizing.
-"""
+sizing after one line naming why. Beyond 0.5.23's list, frozen-KV MTP (the target pool is
+allocated before the draft exists) and multi-layer EAGLE (hidden-state pool) keep stock."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The planner's replay for 0.5.14 / 0.5.15: 0.5.13's dataclass ``ServerArgs`` replay
-(:class:`FieldServerArgsReplay`) with the release's own fraction heuristic and KV dtype, every
-pool priced by the live adapter's ``pool_probe.measure_runner`` on runners built without weights.
-The stock column is the release's own ``_resolve_memory_pool_config`` on the unloaded target,
-with both models and the draft's duplicate embed/lm_head resident at profiling.
-"""
+"""The planner's replay for 0.5.14 / 0.5.15: 0.5.13's dataclass replay with the release's own
+fraction and KV dtype, pools priced by ``pool_probe.measure_runner`` on runners without weights;
+stock's column is its ``_resolve_memory_pool_config`` with the duplicates resident."""
 
 from __future__ import annotations
 

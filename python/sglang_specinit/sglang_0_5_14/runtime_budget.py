@@ -1,10 +1,6 @@
-"""Size a speculative target's KV pool with the draft priced exactly (0.5.14 / 0.5.15).
-
-Stock's configurator prices the draft as extra layers of the target's geometry. This hook keeps
-every other step of ``_resolve_memory_pool_config`` (profiling and its checks, the user cap and PP
-sync, the pool split, the request count) and takes the token count from ``budget.plan_pools``,
-every pool priced by building it on the live runners (:mod:`.pool_probe`).
-"""
+"""Size a speculative target's KV pool with the draft priced exactly (0.5.14 / 0.5.15): every
+step of ``_resolve_memory_pool_config`` stays but the token count, which ``budget.plan_pools``
+takes from pools built on the live runners (:mod:`.pool_probe`)."""
 
 from __future__ import annotations
 

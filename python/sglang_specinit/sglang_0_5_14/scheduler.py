@@ -1,10 +1,6 @@
-"""The scheduler's pool phase with the draft priced exactly (0.5.14 / 0.5.15).
-
-Around ``Scheduler.init_memory_pools``, for a launch whose pricing is ours (:mod:`.launch_policy`):
-bind the draft's duplicate embed/lm_head before the target pool is profiled, size the target for
-the runners that will own draft pools, log the ``SPECINIT_MEMORY`` breakdown. Other launches run
-stock sizing after one log line, with the early binding where stock's reserve covers the draft.
-"""
+"""The scheduler's pool phase with the draft priced exactly (0.5.14 / 0.5.15): around
+``Scheduler.init_memory_pools`` bind the duplicates before profiling, size the target, log the
+``SPECINIT_MEMORY`` breakdown; other launches keep stock after one log line."""
 
 from __future__ import annotations
 

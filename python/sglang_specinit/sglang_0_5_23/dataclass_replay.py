@@ -1,9 +1,6 @@
-"""The offline plan on 0.5.16 - 0.5.18, whose ``ServerArgs`` is still a resolving dataclass.
-
-Server args go through the dataclass releases' replay (:mod:`sglang_specinit.dataclass_args.
-replay`); pools are priced as :class:`.planner_replay.Replay0523` prices them, under rank 0's
-widths set through ``get_parallel().override`` (no process groups exist offline).
-"""
+"""The offline plan on 0.5.16 - 0.5.18 (a resolving dataclass ``ServerArgs``): the dataclass
+releases' replay, pools priced as :class:`.planner_replay.Replay0523` prices them under rank 0's
+widths (``get_parallel().override``: no process groups exist offline)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """DeepSeek-V4 + MTP (0.5.21 - 0.5.23): SGLang's own V4 solve with the draft's real term.
 
-Stock reserves the NextN draft by inflating both per-token coefficients by (T + 1) / T; here
-that term is replaced by the draft pools' measured bytes and the solve is checked against the
-pools SGLang builds from it (on device ``meta``).
+Stock inflates both per-token coefficients by (T + 1) / T for the NextN draft; here that term is
+the draft pools' measured bytes, checked against the pools SGLang builds (on device ``meta``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The ``KVCacheConfigurator`` of a launch whose weights are not loaded (0.5.16 - 0.5.23).
-
-Which pools a launch builds depends only on the configurator's fields, so the planner and the
-layout tests price them with the server's own function on configurators built here, each field
-from SGLang's own function as ``ModelRunner.init_kv_cache_configurator`` fills it.
-"""
+"""The ``KVCacheConfigurator`` of a launch whose weights are not loaded (0.5.16 - 0.5.23), each
+field from SGLang's own function as ``ModelRunner.init_kv_cache_configurator`` fills it: which
+pools a launch builds depends only on these fields, so the planner prices them here."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The offline plan on the 0.5.19 - 0.5.23 generation: its server-args replay and stock column.
-
-Flags go through the installed release's parser, ``resolve_once`` and ``check_server_args`` on
-the planned device; every pool is priced by the server's own ``price_configurators`` on
-configurators published without weights, and stock's column is its own configurator's rule.
-"""
+"""The offline plan on 0.5.19 - 0.5.23: flags through the release's parser, ``resolve_once`` and
+``check_server_args`` on the planned device; every pool priced by the server's own code on
+configurators published without weights; stock's column is its own configurator's rule."""
 
 from __future__ import annotations
 

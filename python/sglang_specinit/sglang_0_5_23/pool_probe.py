@@ -1,9 +1,6 @@
-"""Price a runner's KV pool by building it with sglang 0.5.23's own pool code at tiny sizes.
-
-The probe runs the configurator's own ``_derive_pool_sizes`` and ``_init_pools`` at tiny token
-counts and measures what the pools own, so every price is what the release allocates for that
-layout, per target row; nothing is derived from the model's geometry.
-"""
+"""Price a configurator's KV pool by building it with sglang's own ``_derive_pool_sizes`` and
+``_init_pools`` at tiny token counts: every price is what the release allocates per target row,
+nothing derived from the model's geometry."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Wraps ``KVCacheConfigurator._resolve_memory_pool_config``: the target's token count with
-the draft priced exactly.
-
-SGLang's own sizing steps stay; only its cell (the draft at the target's geometry) is replaced
-by ``budget.plan_pools`` on pools built tiny with the release's own code (:mod:`.pool_probe`).
-Acts only while :mod:`.scheduler` has a sizing active; a pool it cannot price keeps stock.
-"""
+"""Wraps ``KVCacheConfigurator._resolve_memory_pool_config``: SGLang's sizing steps stay, its
+cell (the draft at the target's geometry) is replaced by ``budget.plan_pools`` on pools built tiny
+(:mod:`.pool_probe`). Acts only while :mod:`.scheduler` has a sizing active."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Wraps ``Scheduler.init_memory_pools`` so the target pool is sized with the draft priced exactly.
-
-Around SGLang's own pool phase it binds the draft's duplicate embed/lm_head first, makes the
-draft's description the active sizing and logs the ``SPECINIT_MEMORY`` breakdown; under PP
-each stage prices itself. Launches it does not price keep stock, after one log line.
-"""
+"""Wraps ``Scheduler.init_memory_pools``: binds the draft's duplicate embed/lm_head first, makes
+the draft's description the active sizing, logs the ``SPECINIT_MEMORY`` breakdown (under PP each
+stage prices itself). Launches it does not price keep stock, after one log line."""
 
 from __future__ import annotations
 
