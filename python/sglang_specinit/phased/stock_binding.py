@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_specinit.live_sizing import storage_bytes
+from sglang_specinit.live_sizing import _storage_key_and_bytes, storage_bytes
 from sglang_specinit.phased.early_binding import bind_shared_weights_early
 
 MIB = 1 << 20
@@ -124,14 +124,7 @@ def _own_parameters(target_model: Any, runners: Sequence[Any]) -> dict[str, tupl
     own: dict[str, tuple[Any, int]] = {}
     for runner in runners:
         for name, tensor in runner.model.named_parameters(remove_duplicate=False):
-            key, size = _storage(tensor)
+            key, size = _storage_key_and_bytes(tensor)  # the identity storage_bytes uses
             if key not in target:
                 own[name] = (key, size)
     return own
-
-
-def _storage(tensor: Any) -> tuple[Any, int]:
-    # The identity storage_bytes uses.
-    from sglang_specinit.live_sizing import _storage_key_and_bytes
-
-    return _storage_key_and_bytes(tensor)

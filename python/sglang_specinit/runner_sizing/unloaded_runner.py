@@ -171,9 +171,6 @@ def runner_stock_plan(
                 config = released(ModelRunner._resolve_memory_pool_config)(target, 0)
             tokens = int(config.max_total_num_tokens)
 
-    def max_requests(n: int, *_: Any) -> int:
-        return int(released(ModelRunner._resolve_max_num_reqs)(target, n))
-
     return make_plan(
         f"stock-{installed_release()}",
         inputs,
@@ -182,5 +179,5 @@ def runner_stock_plan(
         cell,
         (at_profile + inputs.reserved_bytes) / inputs.pre_load_free_bytes,
         notes,
-        derive_max_reqs=max_requests,
+        derive_max_reqs=lambda n, *_: int(released(ModelRunner._resolve_max_num_reqs)(target, n)),
     )

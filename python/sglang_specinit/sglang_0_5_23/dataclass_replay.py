@@ -76,14 +76,6 @@ def rank0_widths(args: Any) -> Iterator[None]:
         yield
 
 
-def input_fields(server_args: Any) -> dict[str, Any]:
-    return {
-        f.name: copy.deepcopy(getattr(server_args, f.name))
-        for f in dataclasses.fields(server_args)
-        if f.init and f.name != "model_config"
-    }
-
-
 class DataclassReplay(Replay0523, FieldServerArgsReplay):
     """The dataclass releases' parser and resolution, :class:`Replay0523`'s pool pricing."""
 
@@ -99,7 +91,11 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
 
-        launch_inputs = input_fields(server_args)
+        launch_inputs = {
+            f.name: copy.deepcopy(getattr(server_args, f.name))
+            for f in dataclasses.fields(server_args)
+            if f.init and f.name != "model_config"
+        }
         require_sgl_kernel()
         with planned_cpu_engine(server_args.device):
             target_mc = target_model_config(server_args)
