@@ -100,8 +100,7 @@ def kv_warm_up_copy_skipped() -> Iterator[None]:
 
 @contextlib.contextmanager
 def attention_tp_size_answering(attn_tp_size: int) -> Iterator[None]:
-    """The pool code's ``get_attention_tp_size`` answering the planned launch's width: a
-    planner process has no attention-TP group."""
+    """The pool code's ``get_attention_tp_size`` answering the planned launch's width."""
     from sglang.srt.model_executor import pool_configurator
     from sglang.srt.model_executor.model_runner import ModelRunner
 

@@ -47,8 +47,7 @@ from sglang_specinit.runner_sizing.unloaded_runner import (
 
 
 def refuse_swa_chunk_cap(target: Any) -> None:
-    """``SWAChunkCapPoolConfigurator`` sizes from the loaded model's sliding window, which a
-    runner without weights lacks."""
+    """Refuse ``SWAChunkCapPoolConfigurator``: it reads the loaded model's sliding window."""
     from sglang.srt.model_executor.pool_configurator import SWAChunkCapPoolConfigurator
 
     if not target.is_hybrid_swa:

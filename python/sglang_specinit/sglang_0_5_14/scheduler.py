@@ -33,8 +33,7 @@ patch = PatchTable(MODULE)
 
 
 def describe_draft(scheduler: Any) -> DraftDescription:
-    """The runners ``TpModelWorker.alloc_memory_pool`` gives one pool each (the list's tail is
-    multi-layer EAGLE's)."""
+    """The runners ``TpModelWorker.alloc_memory_pool`` gives one pool each."""
     tp_worker = scheduler.draft_worker.draft_worker.draft_worker
     runners = [tp_worker.model_runner, *tp_worker.model_runner_list[1:]]
     return DraftDescription(
@@ -67,8 +66,7 @@ def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
 
 
 def all_rank_min_free(scheduler: Any, sizing: TargetSizing) -> int | None:
-    """SGLang's all-rank minimum free at sizing, recovered from the budget inputs; None for a
-    mamba-state target, whose reading SGLang reshapes further."""
+    """SGLang's all-rank minimum free at sizing, from the inputs; None for a mamba target."""
     inputs = sizing.inputs
     runner = scheduler.tp_worker.model_runner
     if inputs is None or inputs.measured_resident_bytes is None:

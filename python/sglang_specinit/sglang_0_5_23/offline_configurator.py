@@ -109,8 +109,7 @@ def unloaded_configurator(
 
 
 def published_layout(draft_runners: int = 1, **server_args: Any) -> Layout:
-    """Publish a launch's ServerArgs (rank 0) and build its target and draft configurators
-    (one per multi-layer EAGLE runner)."""
+    """Publish a launch's ServerArgs (rank 0) and build its target and draft configurators."""
     from sglang.srt.server_args import ServerArgs
 
     from sglang_specinit.sglang_0_5_23.release_shims import publish_launch, stamp_published_widths

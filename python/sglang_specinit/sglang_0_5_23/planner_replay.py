@@ -336,8 +336,7 @@ _REPLAY = Replay0523()
 
 
 def __getattr__(name: str) -> Any:
-    """``REPLAY``: this module's replay, or the dataclass one where ``ServerArgs`` has no
-    resolving view."""
+    """``REPLAY``: this module's replay, or the dataclass one before ``resolving_view``."""
     if name != "REPLAY":
         raise AttributeError(name)
     from sglang_specinit.sglang_0_5_23.release_shims import has_resolving_view
@@ -350,8 +349,7 @@ def __getattr__(name: str) -> Any:
 
 
 def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> Any:
-    """The launch published on the pricing device with the planned page size and KV dtype; one
-    draft configurator per multi-layer runner."""
+    """The launch published on the pricing device with the planned page size and KV dtype."""
     planned = launch.args
     with planned_device(str(planned.device), device):
         layout = published_pricing_layout(launch)

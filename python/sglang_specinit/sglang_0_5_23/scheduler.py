@@ -54,8 +54,7 @@ def init_memory_pools(original: Any, self: Any) -> None:
 
 
 def stage_sizing(scheduler: Any) -> TargetSizing:
-    """This rank's sizing: its draft as described, or the target pool alone on a PP stage
-    without the draft."""
+    """This rank's sizing: its draft, or the target pool alone on a PP stage without it."""
     if scheduler.draft_worker is None:
         return TargetSizing(
             draft=DraftDescription(scheduler.spec_algorithm.name), stage_holds_draft=False
@@ -129,8 +128,7 @@ def fused_draft_gap(target_configurator: Any) -> str | None:
 
 
 def all_rank_min_free_at_sizing(runner: Any, inputs: BudgetInputs) -> int | None:
-    """SGLang's all-rank minimum free memory at sizing, recovered from the inputs; None for
-    a mamba target."""
+    """SGLang's all-rank minimum free at sizing, from the inputs; None for a mamba target."""
     if getattr(runner, "mambaish_config", None) is not None:
         return None
     from sglang_specinit.sglang_0_5_23.release_shims import multimodal_reservation_gb
