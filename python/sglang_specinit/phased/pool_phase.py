@@ -60,8 +60,10 @@ def run_pool_phase(
     if sizing.plan is None:
         return  # the sizing hook stepped aside, and said why
     at_profile = at_start if sizing.storages_at_profile is None else sizing.storages_at_profile
-    sizing.duplicate_bytes_at_profile = duplicates_resident_at_profile(
-        at_profile, draft_unshared_storages(scheduler, sizing.draft)
+    # Duplicates resident at profiling: storages SGLang's later binding replaced.
+    after_pools = draft_unshared_storages(scheduler, sizing.draft)
+    sizing.duplicate_bytes_at_profile = sum(
+        size for key, size in at_profile.items() if key not in after_pools
     )
     scheduler._specinit_sizing = sizing
     phase.log_breakdown(scheduler, sizing, own_free)
@@ -73,11 +75,6 @@ def bound_sizing(scheduler: Any, description: DraftDescription) -> TargetSizing:
     bind_shared_weights_early(scheduler.draft_worker)
     after = draft_duplicate_bytes(scheduler, description)
     return TargetSizing(draft=description, stock_duplicate_bytes=max(before - after, 0))
-
-
-def duplicates_resident_at_profile(at_profile: dict[Any, int], after_pools: dict[Any, int]) -> int:
-    """Duplicates resident at profiling: storages SGLang's later binding replaced."""
-    return sum(size for key, size in at_profile.items() if key not in after_pools)
 
 
 def sizing_breakdown(

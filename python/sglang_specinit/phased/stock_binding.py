@@ -49,21 +49,17 @@ class EarlyBinding:
 def kv_geometry(runner: Any) -> tuple[Any, ...]:
     config = runner.model_config
     hf = getattr(config, "hf_config", None)
+    dtype = str(getattr(runner, "kv_cache_dtype", None))
     return (
         *(getattr(config, name, None) for name in _GEOMETRY_FIELDS),
         *(getattr(hf, name, None) for name in _HF_GEOMETRY_FIELDS),
         config.get_total_num_kv_heads(),
-        kv_row_dtype(getattr(runner, "kv_cache_dtype", None)),
+        _SAME_ROW_BYTES.get(dtype, dtype),
     )
 
 
 # An fp16 draft beside a bf16 target stores the same row bytes with the same pool class.
 _SAME_ROW_BYTES = {"torch.float16": "16-bit float", "torch.bfloat16": "16-bit float"}
-
-
-def kv_row_dtype(dtype: Any) -> str:
-    name = str(dtype)
-    return _SAME_ROW_BYTES.get(name, name)
 
 
 def stock_reserve_gap(

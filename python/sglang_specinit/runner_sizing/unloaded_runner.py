@@ -137,16 +137,6 @@ def reserve_draft_layers(target: Any, server_args: Any, draft_mc: Any) -> None:
         target.dflash_draft_num_layers = int(config.require_num_layers())
 
 
-@contextlib.contextmanager
-def profiled_as(runner: Any, available_bytes: int) -> Iterator[None]:
-    """The runner's ``_profile_available_bytes`` answering ``available_bytes``."""
-    runner._profile_available_bytes = lambda _pre_model_load_memory: available_bytes
-    try:
-        yield
-    finally:
-        del runner._profile_available_bytes
-
-
 def runner_stock_plan(
     target: Any,
     attn_tp_size: int,
@@ -166,8 +156,11 @@ def runner_stock_plan(
         cell = float(create_memory_pool_configurator(target)._cell_size)
         tokens = 0
         if available > 0 and available // cell >= inputs.page_size:
-            with profiled_as(target, available):
+            target._profile_available_bytes = lambda _pre_model_load_memory: available
+            try:
                 config = released(ModelRunner._resolve_memory_pool_config)(target, 0)
+            finally:
+                del target._profile_available_bytes
             tokens = int(config.max_total_num_tokens)
 
     return make_plan(

@@ -42,11 +42,11 @@ def runner_unpriced_reason(runner: Any) -> str | None:
     from sglang.srt.configs.model_config import is_deepseek_v4
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
-    from sglang_specinit.sglang_0_5_23.pool_probe import draft_configurator
+    from sglang_specinit.sglang_0_5_23.pool_probe import runner_configurator
 
     if not is_deepseek_v4(runner.model_config.hf_config):
         return None
-    configurator = create_memory_pool_configurator(draft_configurator(runner))
+    configurator = create_memory_pool_configurator(runner_configurator(runner))
     return unpriced_reason(configurator) if is_dsv4_configurator(configurator) else None
 
 

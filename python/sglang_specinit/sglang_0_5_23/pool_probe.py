@@ -65,11 +65,6 @@ def measure_configurator(kvc: Any, split: tuple[float, bool]) -> MeasuredKVSpec:
     )
 
 
-def draft_configurator(runner: Any) -> Any:
-    """A draft runner's configurator (draft workers pass no parallel layout)."""
-    return runner_configurator(runner)
-
-
 def runner_configurator(runner: Any, draft_parallel_layout: Any = None) -> Any:
     """The configurator ``runner.init_kv_cache_configurator`` builds, the attribute put back."""
     from sglang_specinit.sglang_0_5_23.release_shims import init_kv_cache_configurator

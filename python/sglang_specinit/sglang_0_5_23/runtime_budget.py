@@ -130,8 +130,8 @@ def price_pools(kvc: Any, sizing: TargetSizing) -> Prices:
     described = sizing.draft
     return price_configurators(
         kvc,
-        [pool_probe.draft_configurator(r) for r in described.pool_runners],
-        [(pool_probe.draft_configurator(r), tokens) for r, tokens in described.fixed_pools],
+        [pool_probe.runner_configurator(r) for r in described.pool_runners],
+        [(pool_probe.runner_configurator(r), tokens) for r, tokens in described.fixed_pools],
     )
 
 
@@ -208,7 +208,7 @@ def _resolve_dsv4(
         return original(kvc, pre_model_load_memory)
     try:
         start = time.perf_counter()
-        drafts = [pool_probe.draft_configurator(r) for r in sizing.draft.pool_runners]
+        drafts = [pool_probe.runner_configurator(r) for r in sizing.draft.pool_runners]
         split = pool_probe.target_split(kvc)
         draft_prices = tuple(pool_probe.measure_configurator(d, split) for d in drafts)
         priced = dsv4_sizing.priced_configurator(kvc, draft_prices)

@@ -79,7 +79,7 @@ def bind_early(scheduler: Any, sizing: TargetSizing, priced: bool) -> str:
 
 def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
     """Bind a stock-sized launch's draft embed/lm_head first where stock's reserve covers it."""
-    from sglang_specinit.sglang_0_5_23.pool_probe import draft_configurator, runner_configurator
+    from sglang_specinit.sglang_0_5_23.pool_probe import runner_configurator
 
     runners = list(scheduler.draft_worker.draft_worker.draft_runners)
     target = scheduler.tp_worker.model_runner
@@ -88,7 +88,7 @@ def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
         layout = getattr(scheduler.draft_worker, "draft_parallel_layout", None)
         gap = fused_draft_gap(runner_configurator(target, layout))
     if gap is None:
-        gap = draft_reserve_gap(target, runners, [draft_configurator(r) for r in runners])
+        gap = draft_reserve_gap(target, runners, [runner_configurator(r) for r in runners])
     return bind_under_stock_sizing(scheduler, runners, gap)
 
 
