@@ -296,17 +296,14 @@ def configurator_parallel_kwargs(server_args: Any) -> dict[str, Any]:
     from sglang.srt.distributed.parallel_state_wrapper import ParallelState
 
     flags = parallel if has_config_bags() else server_args
+    dcp_name = "attn_dcp_size" if row().attn_dcp_size_name else "dcp_size"
     return {
         "ps": ParallelState.trivial(
             tp_size=parallel.tp_size,
             dp_size=flags.dp_size,
             attn_tp_size=parallel.attn_tp_size,
             attn_cp_size=parallel.attn_cp_size,
-            **{
-                "attn_dcp_size" if row().attn_dcp_size_name else "dcp_size": (
-                    parallel.dcp_size
-                )
-            },
+            **{dcp_name: parallel.dcp_size},
             attn_dp_size=parallel.attn_dp_size,
             moe_ep_size=flags.ep_size,
             moe_dp_size=parallel.moe_dp_size,
