@@ -1,9 +1,8 @@
-"""Early binding of the draft's duplicate embed/lm_head, for the adapters of the phased releases.
+"""Early binding of the draft's duplicate embed/lm_head (phased releases).
 
-Stock binds them inside the draft's ``alloc_memory_pool``, after the target pool was profiled, so
-the copies (~1 GiB per rank for Llama-3.1-8B's EAGLE3 draft) are resident while the token count
-is chosen. :func:`bind_shared_weights_early` runs the same SGLang methods before; the later stock
-calls are skipped once, as ``init_token_map`` again would lose an EAGLE3 draft's hot-token map.
+Stock binds them in the draft's ``alloc_memory_pool``, after the target pool was profiled, so the
+copies (~1 GiB per rank for an 8B EAGLE3 draft) are resident at sizing. We run the same methods
+first and skip the later stock calls once (``init_token_map`` again loses the hot-token map).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The scheduler's pool phase around SGLang's ``init_memory_pools``, shared by the adapters of
-the phased releases (no SGLang import).
-
-A launch that steps aside keeps SGLang's method after one log line (binding early only where
-stock's reserve covers the draft). A priced launch binds the duplicates early, makes its sizing
-active for the configurator hook one frame deeper (:mod:`.sizing_state`), then logs the breakdown.
-"""
+"""The scheduler's pool phase around SGLang's ``init_memory_pools`` (phased releases, no SGLang
+import): a launch that steps aside keeps SGLang's method after one log line; a priced launch
+binds early, makes its sizing active (:mod:`.sizing_state`), then logs the breakdown."""
 
 from __future__ import annotations
 
@@ -22,6 +18,7 @@ from sglang_specinit.phased.stock_binding import EarlyBinding
 from sglang_specinit.runner_readings import (
     draft_duplicate_bytes,
     draft_unshared_storages,
+    kv_pool_allocated_bytes,
     rank_free_at_sizing,
 )
 
@@ -63,8 +60,10 @@ def run_pool_phase(
     if sizing.plan is None:
         return  # the sizing hook stepped aside, and said why
     at_profile = at_start if sizing.storages_at_profile is None else sizing.storages_at_profile
-    sizing.duplicate_bytes_at_profile = duplicates_resident_at_profile(
-        at_profile, draft_unshared_storages(scheduler, sizing.draft)
+    # Duplicates resident at profiling: storages SGLang's later binding replaced.
+    after_pools = draft_unshared_storages(scheduler, sizing.draft)
+    sizing.duplicate_bytes_at_profile = sum(
+        size for key, size in at_profile.items() if key not in after_pools
     )
     scheduler._specinit_sizing = sizing
     phase.log_breakdown(scheduler, sizing, own_free)
@@ -78,6 +77,23 @@ def bound_sizing(scheduler: Any, description: DraftDescription) -> TargetSizing:
     return TargetSizing(draft=description, stock_duplicate_bytes=max(before - after, 0))
 
 
-def duplicates_resident_at_profile(at_profile: dict[Any, int], after_pools: dict[Any, int]) -> int:
-    """Duplicates resident at profiling: storages SGLang's later binding replaced."""
-    return sum(size for key, size in at_profile.items() if key not in after_pools)
+def sizing_breakdown(
+    scheduler: Any, sizing: TargetSizing, draft_runners: list[Any], tp_size: int
+) -> dict[str, Any]:
+    """``plan --json``'s quantities as this rank sized and allocated its pools."""
+    from sglang_specinit.report import plan_to_dict
+
+    assert sizing.plan is not None and sizing.inputs is not None
+    breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=tp_size)
+    breakdown["sglang_version"] = installed_sglang_version()
+    breakdown["allocated_target_kv_pool_bytes"] = kv_pool_allocated_bytes(
+        scheduler.tp_worker.model_runner
+    )
+    breakdown["allocated_draft_kv_pool_bytes"] = sum(
+        kv_pool_allocated_bytes(r) for r in draft_runners
+    )
+    breakdown["upstream_reserved_layers"] = sizing.upstream_reserved_layers
+    breakdown["stock_duplicate_bytes_at_profile"] = sizing.stock_duplicate_bytes
+    breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
+    breakdown["pricing_seconds"] = round(sizing.pricing_seconds, 4)
+    return breakdown

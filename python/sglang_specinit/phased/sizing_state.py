@@ -69,8 +69,7 @@ def priced_readings(
     max_running_requests: int | None,
     dp_size: int,
 ) -> SizingReadings:
-    """Readings for one target pool at ``prices``; records the draft pools and stock's reserved
-    layers (report only) on ``sizing``."""
+    """Readings for one target pool at ``prices``; records draft pools and reserve on ``sizing``."""
     target_storages = storage_bytes([target_model])
     target_kv, sizing.draft_pools, fixed_bytes = prices
     d = reserved_draft_layers

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_specinit.live_sizing import storage_bytes
+from sglang_specinit.live_sizing import _storage_key_and_bytes, storage_bytes
 from sglang_specinit.phased.early_binding import bind_shared_weights_early
 
 MIB = 1 << 20
@@ -49,21 +49,17 @@ class EarlyBinding:
 def kv_geometry(runner: Any) -> tuple[Any, ...]:
     config = runner.model_config
     hf = getattr(config, "hf_config", None)
+    dtype = str(getattr(runner, "kv_cache_dtype", None))
     return (
         *(getattr(config, name, None) for name in _GEOMETRY_FIELDS),
         *(getattr(hf, name, None) for name in _HF_GEOMETRY_FIELDS),
         config.get_total_num_kv_heads(),
-        kv_row_dtype(getattr(runner, "kv_cache_dtype", None)),
+        _SAME_ROW_BYTES.get(dtype, dtype),
     )
 
 
 # An fp16 draft beside a bf16 target stores the same row bytes with the same pool class.
 _SAME_ROW_BYTES = {"torch.float16": "16-bit float", "torch.bfloat16": "16-bit float"}
-
-
-def kv_row_dtype(dtype: Any) -> str:
-    name = str(dtype)
-    return _SAME_ROW_BYTES.get(name, name)
 
 
 def stock_reserve_gap(
@@ -124,14 +120,7 @@ def _own_parameters(target_model: Any, runners: Sequence[Any]) -> dict[str, tupl
     own: dict[str, tuple[Any, int]] = {}
     for runner in runners:
         for name, tensor in runner.model.named_parameters(remove_duplicate=False):
-            key, size = _storage(tensor)
+            key, size = _storage_key_and_bytes(tensor)  # the identity storage_bytes uses
             if key not in target:
                 own[name] = (key, size)
     return own
-
-
-def _storage(tensor: Any) -> tuple[Any, int]:
-    # The identity storage_bytes uses.
-    from sglang_specinit.live_sizing import _storage_key_and_bytes
-
-    return _storage_key_and_bytes(tensor)

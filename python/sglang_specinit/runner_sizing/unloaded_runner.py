@@ -1,9 +1,6 @@
-"""A ``ModelRunner`` without weights, for releases whose runner builds and sizes its own pools,
-so the planner prices every pool and sizes stock's with the server's own functions.
-
-Built on this host (cuda, else cpu), with the pool code's attention-TP width answering the
-planned launch's and, on cpu, the KV pool's warm-up self-copy skipped.
-"""
+"""A ``ModelRunner`` without weights, for releases whose runner sizes and builds its own pools:
+built on this host (cuda, else cpu), with the attention-TP width answering the planned launch's
+and, on cpu, the KV pool's warm-up self-copy skipped."""
 
 from __future__ import annotations
 
@@ -103,8 +100,7 @@ def kv_warm_up_copy_skipped() -> Iterator[None]:
 
 @contextlib.contextmanager
 def attention_tp_size_answering(attn_tp_size: int) -> Iterator[None]:
-    """The pool code's ``get_attention_tp_size`` answering the planned launch's width: a
-    planner process has no attention-TP group."""
+    """The pool code's ``get_attention_tp_size`` answering the planned launch's width."""
     from sglang.srt.model_executor import pool_configurator
     from sglang.srt.model_executor.model_runner import ModelRunner
 
@@ -141,16 +137,6 @@ def reserve_draft_layers(target: Any, server_args: Any, draft_mc: Any) -> None:
         target.dflash_draft_num_layers = int(config.require_num_layers())
 
 
-@contextlib.contextmanager
-def profiled_as(runner: Any, available_bytes: int) -> Iterator[None]:
-    """The runner's ``_profile_available_bytes`` answering ``available_bytes``."""
-    runner._profile_available_bytes = lambda _pre_model_load_memory: available_bytes
-    try:
-        yield
-    finally:
-        del runner._profile_available_bytes
-
-
 def runner_stock_plan(
     target: Any,
     attn_tp_size: int,
@@ -170,12 +156,12 @@ def runner_stock_plan(
         cell = float(create_memory_pool_configurator(target)._cell_size)
         tokens = 0
         if available > 0 and available // cell >= inputs.page_size:
-            with profiled_as(target, available):
+            target._profile_available_bytes = lambda _pre_model_load_memory: available
+            try:
                 config = released(ModelRunner._resolve_memory_pool_config)(target, 0)
+            finally:
+                del target._profile_available_bytes
             tokens = int(config.max_total_num_tokens)
-
-    def max_requests(n: int, *_: Any) -> int:
-        return int(released(ModelRunner._resolve_max_num_reqs)(target, n))
 
     return make_plan(
         f"stock-{installed_release()}",
@@ -185,5 +171,5 @@ def runner_stock_plan(
         cell,
         (at_profile + inputs.reserved_bytes) / inputs.pre_load_free_bytes,
         notes,
-        derive_max_reqs=max_requests,
+        derive_max_reqs=lambda n, *_: int(released(ModelRunner._resolve_max_num_reqs)(target, n)),
     )

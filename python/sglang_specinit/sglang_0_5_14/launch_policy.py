@@ -1,14 +1,17 @@
 """Which 0.5.14 / 0.5.15 launches get this package's draft pricing; the others keep stock
-sizing with one line naming why (WARNING where stock misprices the draft, INFO for NGRAM).
-Besides the configurator generation's list, frozen-KV MTP (0.5.14 allocates the target pool before
-the draft exists) and multi-layer EAGLE (its hidden-state pool is not priced) keep stock sizing.
-"""
+sizing after one line naming why. Beyond 0.5.23's list, frozen-KV MTP (the target pool is
+allocated before the draft exists) and multi-layer EAGLE (hidden-state pool) keep stock."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.phased.step_aside import PRICED_DEVICES, StepAside
+from sglang_specinit.phased.step_aside import (
+    PRICED_DEVICES,
+    StepAside,
+    holds_draft,
+    known_spec_worker,
+)
 
 # Exact classes (a subclass may allocate more), named so that no scheduler imports them all.
 KNOWN_SPEC_WORKERS = frozenset(
@@ -43,7 +46,7 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     if server_args.device not in PRICED_DEVICES:
         return StepAside(f"device {server_args.device!r} builds its own KV pools")
     # A known draft worker is still bound early where stock's reserve covers it.
-    binds = known_spec_worker(scheduler)
+    binds = known_spec_worker(scheduler, KNOWN_SPEC_WORKERS)
     # 0.5.15's flag (0.5.14 has none).
     if getattr(server_args, "enable_unified_memory", False):
         return StepAside(
@@ -70,7 +73,7 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
             binds=binds,
         )
     spec_worker = scheduler.draft_worker
-    if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
+    if not holds_draft(scheduler):
         return StepAside("this rank holds no draft model", warn=False)
     if not binds:
         known = STOCK_ONLY_WORKERS.get(type(spec_worker).__qualname__)
@@ -80,10 +83,3 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
             "allocations sglang-specinit knows"
         )
     return None
-
-
-def known_spec_worker(scheduler: Any) -> bool:
-    spec_worker = scheduler.draft_worker
-    if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
-        return False
-    return (type(spec_worker).__module__, type(spec_worker).__qualname__) in KNOWN_SPEC_WORKERS

@@ -1,9 +1,6 @@
-"""The planner's replay for 0.5.14 / 0.5.15: 0.5.13's dataclass ``ServerArgs`` replay
-(:class:`FieldServerArgsReplay`) with the release's own fraction heuristic and KV dtype, every
-pool priced by the live adapter's ``pool_probe.measure_runner`` on runners built without weights.
-The stock column is the release's own ``_resolve_memory_pool_config`` on the unloaded target,
-with both models and the draft's duplicate embed/lm_head resident at profiling.
-"""
+"""The planner's replay for 0.5.14 / 0.5.15: 0.5.13's dataclass replay with the release's own
+fraction and KV dtype, pools priced by ``pool_probe.measure_runner`` on runners without weights;
+stock's column is its ``_resolve_memory_pool_config`` with the duplicates resident."""
 
 from __future__ import annotations
 
@@ -50,8 +47,7 @@ from sglang_specinit.runner_sizing.unloaded_runner import (
 
 
 def refuse_swa_chunk_cap(target: Any) -> None:
-    """``SWAChunkCapPoolConfigurator`` sizes from the loaded model's sliding window, which a
-    runner without weights lacks."""
+    """Refuse ``SWAChunkCapPoolConfigurator``: it reads the loaded model's sliding window."""
     from sglang.srt.model_executor.pool_configurator import SWAChunkCapPoolConfigurator
 
     if not target.is_hybrid_swa:
@@ -164,4 +160,3 @@ class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
 
 
 REPLAY = Replay0514()
-

@@ -1,10 +1,6 @@
-"""Size a speculative target's KV pool with the draft priced exactly (0.5.14 / 0.5.15).
-
-Stock's configurator prices the draft as extra layers of the target's geometry. This hook keeps
-every other step of ``_resolve_memory_pool_config`` (profiling and its checks, the user cap and PP
-sync, the pool split, the request count) and takes the token count from ``budget.plan_pools``,
-every pool priced by building it on the live runners (:mod:`.pool_probe`).
-"""
+"""Size a speculative target's KV pool with the draft priced exactly (0.5.14 / 0.5.15): every
+step of ``_resolve_memory_pool_config`` stays but the token count, which ``budget.plan_pools``
+takes from pools built on the live runners (:mod:`.pool_probe`)."""
 
 from __future__ import annotations
 
@@ -12,10 +8,8 @@ import logging
 import time
 from typing import Any
 
-from sglang_specinit.live_sizing import (
-    SizingReadings,
-    plan_from_readings,
-)
+from sglang_specinit.compat import installed_sglang_version
+from sglang_specinit.live_sizing import SizingReadings, plan_from_readings
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.phased.sizing_state import Prices, TargetSizing, active_sizing, priced_readings
 from sglang_specinit.pool_measure import runner_token_split
@@ -65,7 +59,7 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
         logger.warning(
             "[specinit] stock sglang %s KV sizing (draft priced at the target's geometry): "
             "%s pools are not priced by sglang-specinit",
-            _release(),
+            installed_sglang_version() or "?",
             kind,
         )
         return original(self, pre_model_load_memory)
@@ -78,18 +72,12 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
         logger.warning(
             "[specinit] stock sglang %s KV sizing (draft priced at the target's geometry): "
             "the pools of this launch could not be priced by building them (%s: %s)",
-            _release(),
+            installed_sglang_version() or "?",
             type(exc).__name__,
             exc,
         )
         return original(self, pre_model_load_memory)
     return _resolve(self, configurator, sizing, pre_model_load_memory, prices)
-
-
-def _release() -> str:
-    from sglang_specinit.compat import installed_sglang_version
-
-    return installed_sglang_version() or "?"
 
 
 def price_pools(runner: Any, sizing: TargetSizing) -> Prices:

@@ -1,10 +1,6 @@
-"""The scheduler's pool phase with the draft priced exactly (0.5.14 / 0.5.15).
-
-Around ``Scheduler.init_memory_pools``, for a launch whose pricing is ours (:mod:`.launch_policy`):
-bind the draft's duplicate embed/lm_head before the target pool is profiled, size the target for
-the runners that will own draft pools, log the ``SPECINIT_MEMORY`` breakdown. Other launches run
-stock sizing after one log line, with the early binding where stock's reserve covers the draft.
-"""
+"""The scheduler's pool phase with the draft priced exactly (0.5.14 / 0.5.15): around
+``Scheduler.init_memory_pools`` bind the duplicates before profiling, size the target, log the
+``SPECINIT_MEMORY`` breakdown; other launches keep stock after one log line."""
 
 from __future__ import annotations
 
@@ -14,15 +10,17 @@ from typing import Any
 from sglang_specinit import rank_reports
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
-from sglang_specinit.phased.pool_phase import PoolPhase, bound_sizing, run_pool_phase
+from sglang_specinit.phased.pool_phase import (
+    PoolPhase,
+    bound_sizing,
+    run_pool_phase,
+    sizing_breakdown,
+)
 from sglang_specinit.phased.sizing_state import TargetSizing
 from sglang_specinit.phased.stock_binding import (
     EarlyBinding,
     bind_under_stock_sizing,
     stock_reserve_gap,
-)
-from sglang_specinit.runner_readings import (
-    kv_pool_allocated_bytes,
 )
 from sglang_specinit.sglang_0_5_14.launch_policy import pricing_blocker
 
@@ -35,8 +33,7 @@ patch = PatchTable(MODULE)
 
 
 def describe_draft(scheduler: Any) -> DraftDescription:
-    """The runners ``TpModelWorker.alloc_memory_pool`` gives one pool each (the list's tail is
-    multi-layer EAGLE's)."""
+    """The runners ``TpModelWorker.alloc_memory_pool`` gives one pool each."""
     tp_worker = scheduler.draft_worker.draft_worker.draft_worker
     runners = [tp_worker.model_runner, *tp_worker.model_runner_list[1:]]
     return DraftDescription(
@@ -69,8 +66,7 @@ def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
 
 
 def all_rank_min_free(scheduler: Any, sizing: TargetSizing) -> int | None:
-    """SGLang's all-rank minimum free at sizing, recovered from the budget inputs; None for a
-    mamba-state target, whose reading SGLang reshapes further."""
+    """SGLang's all-rank minimum free at sizing, from the inputs; None for a mamba target."""
     inputs = sizing.inputs
     runner = scheduler.tp_worker.model_runner
     if inputs is None or inputs.measured_resident_bytes is None:
@@ -83,23 +79,9 @@ def all_rank_min_free(scheduler: Any, sizing: TargetSizing) -> int | None:
 def memory_breakdown(
     scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
 ) -> dict[str, Any]:
-    from sglang_specinit.compat import installed_sglang_version
     from sglang_specinit.rank_reports import tightness_fields
-    from sglang_specinit.report import plan_to_dict
 
-    assert sizing.plan is not None and sizing.inputs is not None
-    breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=scheduler.ps.tp_size)
-    breakdown["sglang_version"] = installed_sglang_version()
-    breakdown["allocated_target_kv_pool_bytes"] = kv_pool_allocated_bytes(
-        scheduler.tp_worker.model_runner
-    )
-    breakdown["allocated_draft_kv_pool_bytes"] = sum(
-        kv_pool_allocated_bytes(r) for r in sizing.draft.pool_runners
-    )
-    breakdown["upstream_reserved_layers"] = sizing.upstream_reserved_layers
-    breakdown["stock_duplicate_bytes_at_profile"] = sizing.stock_duplicate_bytes
-    breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
-    breakdown["pricing_seconds"] = round(sizing.pricing_seconds, 4)
+    breakdown = sizing_breakdown(scheduler, sizing, sizing.draft.pool_runners, scheduler.ps.tp_size)
     breakdown.update(
         rank_reports.parallel_state_rank_fields(
             scheduler.ps, scheduler.server_args.enable_dp_attention

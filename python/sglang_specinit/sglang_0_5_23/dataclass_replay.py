@@ -1,9 +1,6 @@
-"""The offline plan on 0.5.16 - 0.5.18, whose ``ServerArgs`` is still a resolving dataclass.
-
-Server args go through the dataclass releases' replay (:mod:`sglang_specinit.dataclass_args.
-replay`); pools are priced as :class:`.planner_replay.Replay0523` prices them, under rank 0's
-widths set through ``get_parallel().override`` (no process groups exist offline).
-"""
+"""The offline plan on 0.5.16 - 0.5.18 (a resolving dataclass ``ServerArgs``): the dataclass
+releases' replay, pools priced as :class:`.planner_replay.Replay0523` prices them under rank 0's
+widths (``get_parallel().override``: no process groups exist offline)."""
 
 from __future__ import annotations
 
@@ -23,38 +20,23 @@ from sglang_specinit.dataclass_args.replay import (
     target_model_config,
 )
 from sglang_specinit.planner.gpus import DeviceSpec
-from sglang_specinit.planner.inputs import PlanError
-from sglang_specinit.planner.replay import (
-    PoolPrices,
-    ResolvedLaunch,
-    installed_release,
-)
+from sglang_specinit.planner.replay import PoolPrices, ResolvedLaunch, installed_release
 from sglang_specinit.sglang_0_5_23.planner_replay import (
+    POOL_FIELDS,
     Replay0523,
     ResolvedLaunch0523,
-    _request_bytes,
+    check_pool_fields,
+    priced_layout,
+    published_pricing_layout,
     stock_plan_0_5_23,
 )
-from sglang_specinit.sglang_0_5_23.pricing_host import (
-    kv_warm_up_copy_skipped,
-    pricing_device,
-    require_sgl_kernel,
-)
+from sglang_specinit.sglang_0_5_23.pricing_host import pricing_device, require_sgl_kernel
 
-# As planner_replay.POOL_FIELDS, with attention DP as these releases store it.
-POOL_FIELDS = (
-    "page_size",
-    "kv_cache_dtype",
-    "speculative_draft_kv_cache_dtype",
-    "speculative_algorithm",
-    "speculative_num_steps",
-    "enable_multi_layer_eagle",
-    "tp_size",
-    "dp_size",
-    "enable_dp_attention",
-    "dcp_size",
-    "swa_full_tokens_ratio",
-    "context_length",
+# Attention DP as these releases store it.
+DATACLASS_POOL_FIELDS = tuple(
+    stored
+    for name in POOL_FIELDS
+    for stored in (("dp_size", "enable_dp_attention") if name == "attn_dp_size" else (name,))
 )
 
 
@@ -94,14 +76,6 @@ def rank0_widths(args: Any) -> Iterator[None]:
         yield
 
 
-def input_fields(server_args: Any) -> dict[str, Any]:
-    return {
-        f.name: copy.deepcopy(getattr(server_args, f.name))
-        for f in dataclasses.fields(server_args)
-        if f.init
-    }
-
-
 class DataclassReplay(Replay0523, FieldServerArgsReplay):
     """The dataclass releases' parser and resolution, :class:`Replay0523`'s pool pricing."""
 
@@ -117,7 +91,11 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
 
-        launch_inputs = input_fields(server_args)
+        launch_inputs = {
+            f.name: copy.deepcopy(getattr(server_args, f.name))
+            for f in dataclasses.fields(server_args)
+            if f.init and f.name != "model_config"
+        }
         require_sgl_kernel()
         with planned_cpu_engine(server_args.device):
             target_mc = target_model_config(server_args)
@@ -142,66 +120,21 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
         """Both columns priced as :meth:`Replay0523.pool_prices`, under rank 0's widths."""
-        from sglang_specinit.model_facts import FROZEN_KV_STAND_IN_TOKENS
-        from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
-
         planned = launch.args
-        on_cpu = pricing_device() == "cpu"
-        with rank0_widths(planned):
-            layout = self._layout(launch)
-            fixed_tokens = (
-                FROZEN_KV_STAND_IN_TOKENS
-                if planned.speculative_algorithm == "FROZEN_KV_MTP"
-                else None
-            )
-            fixed = [(kvc, fixed_tokens) for kvc in layout.drafts] if fixed_tokens else []
-            pool_drafts = [] if fixed_tokens else layout.drafts
-            with kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext():
-                target_kv, draft_pools, fixed_bytes = price_configurators(
-                    layout.target, pool_drafts, fixed
-                )
 
         def stock(inputs: BudgetInputs) -> PoolPlan:
             with rank0_widths(planned):
                 return stock_plan_0_5_23(layout, inputs)
 
-        return PoolPrices(
-            target_kv=target_kv,
-            draft_pools=draft_pools,
-            draft_fixed_bytes=fixed_bytes,
-            draft_request_bytes=_request_bytes(layout, launch),
-            stock_plan=stock,
-        )
-
-    @staticmethod
-    def _layout(launch: ResolvedLaunch) -> Any:
-        """The launch published on the pricing device, checked against the planned one."""
-        from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
-
-        planned = launch.args
-        built_on = pricing_device()
-        inputs = dict(
-            getattr(launch, "launch_inputs", {}),
-            device=built_on,
-            page_size=planned.page_size,
-            kv_cache_dtype=planned.kv_cache_dtype,
-            mem_fraction_static=planned.mem_fraction_static,
-        )
-        inputs.pop("model_config", None)
-        runners = int(planned.speculative_num_steps) if planned.enable_multi_layer_eagle else 1
-        with planned_cpu_engine(built_on):
-            layout = published_layout(draft_runners=runners, **inputs)
-        for name in POOL_FIELDS:
-            if not hasattr(planned, name):  # 0.5.16, 0.5.17: no --speculative-draft-kv-cache-dtype
-                continue
-            built, wanted = getattr(layout.server_args, name), getattr(planned, name)
-            if built != wanted:
-                raise PlanError(
-                    f"sglang {installed_release()} resolves --{name.replace('_', '-')} to "
-                    f"{wanted!r} on the planned device but to {built!r} when its pools are "
-                    f"built on {built_on}; pass --{name.replace('_', '-')} explicitly"
+        with rank0_widths(planned):
+            with planned_cpu_engine(pricing_device()):
+                layout = published_pricing_layout(
+                    launch, mem_fraction_static=planned.mem_fraction_static
                 )
-        return layout
+            # 0.5.16, 0.5.17: no --speculative-draft-kv-cache-dtype
+            fields = [name for name in DATACLASS_POOL_FIELDS if hasattr(planned, name)]
+            check_pool_fields(planned, layout.server_args, fields)
+            return priced_layout(layout, launch, stock)
 
 
 DATACLASS_REPLAY = DataclassReplay()

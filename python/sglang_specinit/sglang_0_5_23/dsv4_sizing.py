@@ -1,8 +1,7 @@
 """DeepSeek-V4 + MTP (0.5.21 - 0.5.23): SGLang's own V4 solve with the draft's real term.
 
-Stock reserves the NextN draft by inflating both per-token coefficients by (T + 1) / T; here
-that term is replaced by the draft pools' measured bytes and the solve is checked against the
-pools SGLang builds from it (on device ``meta``).
+Stock inflates both per-token coefficients by (T + 1) / T for the NextN draft; here that term is
+the draft pools' measured bytes, checked against the pools SGLang builds (on device ``meta``).
 """
 
 from __future__ import annotations
@@ -43,11 +42,11 @@ def runner_unpriced_reason(runner: Any) -> str | None:
     from sglang.srt.configs.model_config import is_deepseek_v4
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
-    from sglang_specinit.sglang_0_5_23.pool_probe import draft_configurator
+    from sglang_specinit.sglang_0_5_23.pool_probe import runner_configurator
 
     if not is_deepseek_v4(runner.model_config.hf_config):
         return None
-    configurator = create_memory_pool_configurator(draft_configurator(runner))
+    configurator = create_memory_pool_configurator(runner_configurator(runner))
     return unpriced_reason(configurator) if is_dsv4_configurator(configurator) else None
 
 
@@ -75,10 +74,7 @@ def stock_draft_bytes_per_row(target: Any) -> float:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
     configurator = create_memory_pool_configurator(target)
-    inflated = configurator.bytes_per_full_token
-    configurator._spec_infl = 1.0
-    configurator.bytes_per_swa_token = configurator._get_bytes_per_swa_token()
-    return inflated - configurator._get_bytes_per_full_token()
+    return configurator.bytes_per_full_token - plain_coefficient(configurator)
 
 
 def draft_bytes_per_row(configurator: Any, draft_prices: Sequence[MeasuredKVSpec]) -> float:
@@ -100,6 +96,13 @@ def solve(kvc: Any, configurator: Any, available_bytes: int, padding_bytes: int)
         tokens = kvc._apply_token_constraints(config.max_total_num_tokens)
         if tokens != config.max_total_num_tokens:
             config = configurator.calculate_pool_sizes_from_max_tokens(tokens, page)
+    return finalized(kvc, configurator, config)
+
+
+def finalized(kvc: Any, configurator: Any, config: Any) -> Any:
+    """``config`` with SGLang's request count, finalization and the schedule's fraction."""
+    from sglang_specinit.sglang_0_5_23.release_shims import schedule_of
+
     config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
     config = configurator.finalize_with_max_running_requests(config)
     config.mem_fraction_static = schedule_of(kvc).mem_fraction_static
@@ -153,10 +156,7 @@ def fitted(
                 )
         except ValueError:  # SGLang refuses a pool that small (its SWA admission floor)
             return config
-        config = smaller
-        config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
-        config = configurator.finalize_with_max_running_requests(config)
-        config.mem_fraction_static = schedule_of(kvc).mem_fraction_static
+        config = finalized(kvc, configurator, smaller)
 
 
 def target_display_spec(configurator: Any) -> MeasuredKVSpec:
@@ -197,18 +197,13 @@ def plan_of(
     from sglang_specinit.budget import PoolPlan, draft_weight_bytes_of, static_budget_bytes
 
     target_pool, draft_pool = pool_bytes
-    resident = (
-        inputs.measured_resident_bytes
-        if inputs.measured_resident_bytes is not None
-        else inputs.target_weight_bytes + draft_weight_bytes_of(inputs)
-    )
     return PoolPlan(
         rule=rule,
         tokens=int(config.max_total_num_tokens),
         max_running_requests=int(config.max_running_requests),
         page_size=inputs.page_size,
         budget_bytes=static_budget_bytes(inputs),
-        resident_bytes=resident,
+        resident_bytes=resident_weights(inputs),
         target_weight_bytes=inputs.target_weight_bytes,
         draft_weight_bytes=draft_weight_bytes_of(inputs),
         target_kv_bytes_per_token=inputs.target_kv.bytes_per_token(),
@@ -220,3 +215,12 @@ def plan_of(
         min_viable_mem_fraction_static=at_profile / inputs.pre_load_free_bytes,
         notes=notes,
     )
+
+
+def resident_weights(inputs: Any) -> int:
+    """The weights resident at sizing: measured, else both models' weights."""
+    from sglang_specinit.budget import draft_weight_bytes_of
+
+    if inputs.measured_resident_bytes is not None:
+        return inputs.measured_resident_bytes
+    return inputs.target_weight_bytes + draft_weight_bytes_of(inputs)

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_specinit.phased.step_aside import PRICED_DEVICES, StepAside
+from sglang_specinit.phased.step_aside import (
+    PRICED_DEVICES,
+    StepAside,
+    holds_draft,
+    known_spec_worker,
+)
 
 
 def pricing_blocker(scheduler: Any) -> StepAside | None:
@@ -31,7 +36,7 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
         )
     if server_args.device not in PRICED_DEVICES:
         return StepAside(f"device {server_args.device!r} builds its own KV pools")
-    binds = known_spec_worker(scheduler)
+    binds = known_spec_worker(scheduler, KNOWN_SPEC_WORKERS)
     parallel = scheduler_ranks(scheduler)
     flagged = stock_sized_reason(scheduler, parallel.pp_size)
     if flagged:
@@ -39,7 +44,7 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
     spec_worker = scheduler.draft_worker
     if spec_worker is None and stage_without_draft(parallel.pp_rank, parallel.pp_size):
         return None  # priced as its target pool alone (the draft is on the last stage)
-    if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
+    if not holds_draft(scheduler):
         return StepAside("this rank holds no draft model", warn=False)
     if not binds:
         return StepAside(
@@ -57,13 +62,6 @@ def pricing_blocker(scheduler: Any) -> StepAside | None:
             binds=True,
         )
     return None
-
-
-def known_spec_worker(scheduler: Any) -> bool:
-    spec_worker = scheduler.draft_worker
-    if spec_worker is None or getattr(spec_worker, "draft_worker", None) is None:
-        return False
-    return (type(spec_worker).__module__, type(spec_worker).__qualname__) in KNOWN_SPEC_WORKERS
 
 
 def stock_sized_reason(scheduler: Any, pp_size: int) -> str:

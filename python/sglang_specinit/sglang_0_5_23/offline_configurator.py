@@ -1,9 +1,6 @@
-"""The ``KVCacheConfigurator`` of a launch whose weights are not loaded (0.5.16 - 0.5.23).
-
-Which pools a launch builds depends only on the configurator's fields, so the planner and the
-layout tests price them with the server's own function on configurators built here, each field
-from SGLang's own function as ``ModelRunner.init_kv_cache_configurator`` fills it.
-"""
+"""The ``KVCacheConfigurator`` of a launch whose weights are not loaded (0.5.16 - 0.5.23), each
+field from SGLang's own function as ``ModelRunner.init_kv_cache_configurator`` fills it: which
+pools a launch builds depends only on these fields, so the planner prices them here."""
 
 from __future__ import annotations
 
@@ -112,8 +109,7 @@ def unloaded_configurator(
 
 
 def published_layout(draft_runners: int = 1, **server_args: Any) -> Layout:
-    """Publish a launch's ServerArgs (rank 0) and build its target and draft configurators
-    (one per multi-layer EAGLE runner)."""
+    """Publish a launch's ServerArgs (rank 0) and build its target and draft configurators."""
     from sglang.srt.server_args import ServerArgs
 
     from sglang_specinit.sglang_0_5_23.release_shims import publish_launch, stamp_published_widths

@@ -92,10 +92,7 @@ def _cuda_prefill_graph_default() -> contextlib.AbstractContextManager[None]:
 
 @contextlib.contextmanager
 def planned_device(device_name: str, device: DeviceSpec) -> Iterator[None]:
-    """Resolution seeing the planned device instead of this host.
-
-    ``SGLANG_USE_CPU_ENGINE`` is left alone: read at import, a flipped value would outlive this.
-    """
+    """Resolution seeing the planned device (``SGLANG_USE_CPU_ENGINE`` is read at import)."""
     from sglang.srt.runtime_context import override_platform
 
     from sglang_specinit.sglang_0_5_23.release_shims import known_platform_facts

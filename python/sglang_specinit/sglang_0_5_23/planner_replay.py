@@ -1,9 +1,6 @@
-"""The offline plan on the 0.5.19 - 0.5.23 generation: its server-args replay and stock column.
-
-Flags go through the installed release's parser, ``resolve_once`` and ``check_server_args`` on
-the planned device; every pool is priced by the server's own ``price_configurators`` on
-configurators published without weights, and stock's column is its own configurator's rule.
-"""
+"""The offline plan on 0.5.19 - 0.5.23: flags through the release's parser, ``resolve_once`` and
+``check_server_args`` on the planned device; every pool priced by the server's own code on
+configurators published without weights; stock's column is its own configurator's rule."""
 
 from __future__ import annotations
 
@@ -191,26 +188,37 @@ class Replay0523(InstalledReleaseReplay):
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
         """Every pool priced by the server's own function on the launch's configurators."""
         from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-        from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
-        layout, fixed_tokens = pricing_layout(launch, device)
-        on_cpu = pricing_device() == "cpu"
+        layout = pricing_layout(launch, device)
         if dsv4_sizing.is_dsv4_configurator(create_configurator(layout.target)):
-            with kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext():
+            with warm_up_copy_skipped():
                 return dsv4_prices(layout)
-        fixed = [(kvc, fixed_tokens) for kvc in layout.drafts] if fixed_tokens else []
-        pool_drafts = [] if fixed_tokens else layout.drafts
-        with kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext():
-            target_kv, draft_pools, fixed_bytes = price_configurators(
-                layout.target, pool_drafts, fixed
-            )
-        return PoolPrices(
-            target_kv=target_kv,
-            draft_pools=draft_pools,
-            draft_fixed_bytes=fixed_bytes,
-            draft_request_bytes=_request_bytes(layout, launch),
-            stock_plan=lambda inputs: stock_plan_0_5_23(layout, inputs),
+        return priced_layout(layout, launch, lambda inputs: stock_plan_0_5_23(layout, inputs))
+
+
+def warm_up_copy_skipped() -> Any:
+    """:func:`kv_warm_up_copy_skipped` where the pools are built on cpu."""
+    return kv_warm_up_copy_skipped() if pricing_device() == "cpu" else contextlib.nullcontext()
+
+
+def priced_layout(layout: Any, launch: ResolvedLaunch, stock: Any) -> PoolPrices:
+    """The non-V4 prices of ``layout``: each pool built tiny, frozen-KV drafts at fixed size."""
+    from sglang_specinit.model_facts import FROZEN_KV_STAND_IN_TOKENS
+    from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
+
+    frozen = launch.args.speculative_algorithm == "FROZEN_KV_MTP"
+    fixed = [(kvc, FROZEN_KV_STAND_IN_TOKENS) for kvc in layout.drafts] if frozen else []
+    with warm_up_copy_skipped():
+        target_kv, draft_pools, fixed_bytes = price_configurators(
+            layout.target, [] if frozen else layout.drafts, fixed
         )
+    return PoolPrices(
+        target_kv=target_kv,
+        draft_pools=draft_pools,
+        draft_fixed_bytes=fixed_bytes,
+        draft_request_bytes=_request_bytes(layout, launch),
+        stock_plan=stock,
+    )
 
 
 def refuse_pipeline_stages(server_args: Any) -> None:
@@ -256,7 +264,7 @@ def create_configurator(kvc: Any) -> Any:
 def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
     """(our plan, stock's plan) of a V4 launch: SGLang's V4 solve with the draft's measured
     term, resp. its own (T + 1) / T reserve with the duplicates resident."""
-    from sglang_specinit.budget import draft_weight_bytes_of, static_budget_bytes
+    from sglang_specinit.budget import static_budget_bytes
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     target, drafts = layout.target, layout.drafts
@@ -268,14 +276,9 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
             sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
         )
 
-    def weights(inputs: BudgetInputs) -> int:
-        if inputs.measured_resident_bytes is not None:
-            return inputs.measured_resident_bytes
-        return inputs.target_weight_bytes + draft_weight_bytes_of(inputs)
-
     def ours(inputs: BudgetInputs) -> PoolPlan:
         priced = dsv4_sizing.priced_configurator(target, draft_prices)
-        resident = weights(inputs) + inputs.reserved_bytes
+        resident = dsv4_sizing.resident_weights(inputs) + inputs.reserved_bytes
         available = static_budget_bytes(inputs) - resident
         padding = dsv4_sizing.draft_padding_bytes(draft_prices)
         config = dsv4_sizing.solve(target, priced, available, padding)
@@ -293,7 +296,7 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
     def stock(inputs: BudgetInputs) -> PoolPlan:
         configurator = create_configurator(target)
         duplicates = inputs.draft.shared_weight_bytes if inputs.draft is not None else 0
-        resident = weights(inputs) + duplicates + inputs.reserved_bytes
+        resident = dsv4_sizing.resident_weights(inputs) + duplicates + inputs.reserved_bytes
         config = dsv4_sizing.solve(target, configurator, static_budget_bytes(inputs) - resident, 0)
         notes = [f"{release} reserves the NextN draft as (T + 1) / T target layers"]
         if duplicates:
@@ -333,8 +336,7 @@ _REPLAY = Replay0523()
 
 
 def __getattr__(name: str) -> Any:
-    """``REPLAY``: this module's replay, or the dataclass one where ``ServerArgs`` has no
-    resolving view."""
+    """``REPLAY``: this module's replay, or the dataclass one before ``resolving_view``."""
     if name != "REPLAY":
         raise AttributeError(name)
     from sglang_specinit.sglang_0_5_23.release_shims import has_resolving_view
@@ -346,35 +348,41 @@ def __getattr__(name: str) -> Any:
     return DATACLASS_REPLAY
 
 
-def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> tuple[Any, int | None]:
-    """(the launch published on the pricing device with the planned page size and KV dtype,
-    the draft's fixed pool size or None); one draft configurator per multi-layer runner."""
-    from sglang_specinit.model_facts import FROZEN_KV_STAND_IN_TOKENS
+def pricing_layout(launch: ResolvedLaunch, device: DeviceSpec) -> Any:
+    """The launch published on the pricing device with the planned page size and KV dtype."""
+    planned = launch.args
+    with planned_device(str(planned.device), device):
+        layout = published_pricing_layout(launch)
+    check_pool_fields(planned, ResolvedArgs(layout.server_args), POOL_FIELDS)
+    return layout
+
+
+def published_pricing_layout(launch: ResolvedLaunch, **fields: Any) -> Any:
+    """``published_layout`` of the launch's inputs on the pricing device, with ``fields``."""
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
     planned = launch.args
-    built_on = pricing_device()
     inputs = dict(
         getattr(launch, "launch_inputs", {}),
-        device=built_on,
+        device=pricing_device(),
         page_size=planned.page_size,
         kv_cache_dtype=planned.kv_cache_dtype,
+        **fields,
     )
-    algorithm = planned.speculative_algorithm
     runners = int(planned.speculative_num_steps) if planned.enable_multi_layer_eagle else 1
-    with planned_device(str(planned.device), device):
-        layout = published_layout(draft_runners=runners, **inputs)
-    built = ResolvedArgs(layout.server_args)
-    for name in POOL_FIELDS:
-        if getattr(built, name) != getattr(planned, name):
+    return published_layout(draft_runners=runners, **inputs)
+
+
+def check_pool_fields(planned: Any, built: Any, fields: Sequence[str]) -> None:
+    """Refuse a pool field that resolves otherwise on the pricing host than on the device."""
+    for name in fields:
+        wanted, got = getattr(planned, name), getattr(built, name)
+        if got != wanted:
             raise PlanError(
                 f"sglang {installed_release()} resolves --{name.replace('_', '-')} to "
-                f"{getattr(planned, name)!r} on the planned device but to "
-                f"{getattr(built, name)!r} when its pools are built on {built_on}; pass "
-                f"--{name.replace('_', '-')} explicitly"
+                f"{wanted!r} on the planned device but to {got!r} when its pools are "
+                f"built on {pricing_device()}; pass --{name.replace('_', '-')} explicitly"
             )
-    fixed = FROZEN_KV_STAND_IN_TOKENS if algorithm == "FROZEN_KV_MTP" else None
-    return layout, fixed
 
 
 def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:

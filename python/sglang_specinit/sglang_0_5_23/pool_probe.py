@@ -1,9 +1,6 @@
-"""Price a runner's KV pool by building it with sglang 0.5.23's own pool code at tiny sizes.
-
-The probe runs the configurator's own ``_derive_pool_sizes`` and ``_init_pools`` at tiny token
-counts and measures what the pools own, so every price is what the release allocates for that
-layout, per target row; nothing is derived from the model's geometry.
-"""
+"""Price a configurator's KV pool by building it with sglang's own ``_derive_pool_sizes`` and
+``_init_pools`` at tiny token counts: every price is what the release allocates per target row,
+nothing derived from the model's geometry."""
 
 from __future__ import annotations
 
@@ -66,11 +63,6 @@ def measure_configurator(kvc: Any, split: tuple[float, bool]) -> MeasuredKVSpec:
         swa_full_tokens_ratio=ratio,
         ratio_applies=applies,
     )
-
-
-def draft_configurator(runner: Any) -> Any:
-    """A draft runner's configurator (draft workers pass no parallel layout)."""
-    return runner_configurator(runner)
 
 
 def runner_configurator(runner: Any, draft_parallel_layout: Any = None) -> Any:

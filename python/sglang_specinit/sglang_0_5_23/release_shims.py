@@ -268,31 +268,21 @@ def scheduler_ranks(scheduler: Any) -> Any:
     """This scheduler's ranks and widths, under ``get_parallel()``'s names."""
     from types import SimpleNamespace
 
-    if not has_parallel_state():
+    names = ("dp_rank", "pp_rank", "tp_rank", "attn_dp_rank", "attn_tp_rank")
+    names += ("pp_size", "tp_size", "attn_tp_size")
+    if has_parallel_state():
+        ps, enabled = scheduler.ps, scheduler.enable_dp_attention
+    else:
         from sglang.srt.runtime_context import get_parallel
 
-        parallel = get_parallel()
+        ps = get_parallel()
         if has_attention_dp_names():
-            return parallel
-        names = ("dp_rank", "pp_rank", "tp_rank", "attn_dp_rank", "attn_tp_rank")
-        names += ("pp_size", "tp_size", "attn_tp_size")
-        return SimpleNamespace(
-            **{name: getattr(parallel, name) for name in names},
-            attn_dp_enabled=bool(parallel.enable_dp_attention),
-            num_dp_ranks=int(parallel.dp_size),
-        )
-    ps = scheduler.ps
+            return ps
+        enabled = ps.enable_dp_attention
     return SimpleNamespace(
-        attn_dp_enabled=bool(scheduler.enable_dp_attention),
-        dp_rank=ps.dp_rank,
-        pp_rank=ps.pp_rank,
-        tp_rank=ps.tp_rank,
-        attn_dp_rank=ps.attn_dp_rank,
-        attn_tp_rank=ps.attn_tp_rank,
-        pp_size=ps.pp_size,
-        tp_size=ps.tp_size,
-        attn_tp_size=ps.attn_tp_size,
-        num_dp_ranks=ps.dp_size,
+        **{name: getattr(ps, name) for name in names},
+        attn_dp_enabled=bool(enabled),
+        num_dp_ranks=int(ps.dp_size),
     )
 
 
@@ -306,17 +296,14 @@ def configurator_parallel_kwargs(server_args: Any) -> dict[str, Any]:
     from sglang.srt.distributed.parallel_state_wrapper import ParallelState
 
     flags = parallel if has_config_bags() else server_args
+    dcp_name = "attn_dcp_size" if row().attn_dcp_size_name else "dcp_size"
     return {
         "ps": ParallelState.trivial(
             tp_size=parallel.tp_size,
             dp_size=flags.dp_size,
             attn_tp_size=parallel.attn_tp_size,
             attn_cp_size=parallel.attn_cp_size,
-            **{
-                "attn_dcp_size" if row().attn_dcp_size_name else "dcp_size": (
-                    parallel.dcp_size
-                )
-            },
+            **{dcp_name: parallel.dcp_size},
             attn_dp_size=parallel.attn_dp_size,
             moe_ep_size=flags.ep_size,
             moe_dp_size=parallel.moe_dp_size,

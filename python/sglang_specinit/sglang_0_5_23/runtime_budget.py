@@ -1,10 +1,6 @@
-"""Wraps ``KVCacheConfigurator._resolve_memory_pool_config``: the target's token count with
-the draft priced exactly.
-
-SGLang's own sizing steps stay; only its cell (the draft at the target's geometry) is replaced
-by ``budget.plan_pools`` on pools built tiny with the release's own code (:mod:`.pool_probe`).
-Acts only while :mod:`.scheduler` has a sizing active; a pool it cannot price keeps stock.
-"""
+"""Wraps ``KVCacheConfigurator._resolve_memory_pool_config``: SGLang's sizing steps stay, its
+cell (the draft at the target's geometry) is replaced by ``budget.plan_pools`` on pools built tiny
+(:mod:`.pool_probe`). Acts only while :mod:`.scheduler` has a sizing active."""
 
 from __future__ import annotations
 
@@ -134,8 +130,8 @@ def price_pools(kvc: Any, sizing: TargetSizing) -> Prices:
     described = sizing.draft
     return price_configurators(
         kvc,
-        [pool_probe.draft_configurator(r) for r in described.pool_runners],
-        [(pool_probe.draft_configurator(r), tokens) for r, tokens in described.fixed_pools],
+        [pool_probe.runner_configurator(r) for r in described.pool_runners],
+        [(pool_probe.runner_configurator(r), tokens) for r, tokens in described.fixed_pools],
     )
 
 
@@ -190,10 +186,7 @@ def _resolve(
     sizing.inputs, sizing.plan = inputs, plan
     _SIZED[id(kvc)] = (kvc, prices)
     config = configurator.calculate_pool_sizes_from_max_tokens(tokens, inputs.page_size)
-    config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
-    config = configurator.finalize_with_max_running_requests(config)
-    config.mem_fraction_static = schedule_of(kvc).mem_fraction_static
-    return config
+    return dsv4_sizing.finalized(kvc, configurator, config)
 
 
 def _resolve_dsv4(
@@ -215,7 +208,7 @@ def _resolve_dsv4(
         return original(kvc, pre_model_load_memory)
     try:
         start = time.perf_counter()
-        drafts = [pool_probe.draft_configurator(r) for r in sizing.draft.pool_runners]
+        drafts = [pool_probe.runner_configurator(r) for r in sizing.draft.pool_runners]
         split = pool_probe.target_split(kvc)
         draft_prices = tuple(pool_probe.measure_configurator(d, split) for d in drafts)
         priced = dsv4_sizing.priced_configurator(kvc, draft_prices)

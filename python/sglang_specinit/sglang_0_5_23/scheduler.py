@@ -1,9 +1,6 @@
-"""Wraps ``Scheduler.init_memory_pools`` so the target pool is sized with the draft priced exactly.
-
-Around SGLang's own pool phase it binds the draft's duplicate embed/lm_head first, makes the
-draft's description the active sizing and logs the ``SPECINIT_MEMORY`` breakdown; under PP
-each stage prices itself. Launches it does not price keep stock, after one log line.
-"""
+"""Wraps ``Scheduler.init_memory_pools``: binds the draft's duplicate embed/lm_head first, makes
+the draft's description the active sizing, logs the ``SPECINIT_MEMORY`` breakdown (under PP each
+stage prices itself). Launches it does not price keep stock, after one log line."""
 
 from __future__ import annotations
 
@@ -13,10 +10,14 @@ from typing import Any
 
 from sglang_specinit import rank_reports
 from sglang_specinit.budget import GIB, BudgetInputs
-from sglang_specinit.compat import installed_sglang_version
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
-from sglang_specinit.phased.pool_phase import PoolPhase, bound_sizing, run_pool_phase
+from sglang_specinit.phased.pool_phase import (
+    PoolPhase,
+    bound_sizing,
+    run_pool_phase,
+    sizing_breakdown,
+)
 from sglang_specinit.phased.sizing_state import TargetSizing
 from sglang_specinit.phased.stock_binding import (
     EarlyBinding,
@@ -25,7 +26,6 @@ from sglang_specinit.phased.stock_binding import (
 )
 from sglang_specinit.runner_readings import (
     draft_unshared_storages,
-    kv_pool_allocated_bytes,
     rank_free_at_sizing,
 )
 from sglang_specinit.sglang_0_5_23.draft_pricing import describe_draft
@@ -54,8 +54,7 @@ def init_memory_pools(original: Any, self: Any) -> None:
 
 
 def stage_sizing(scheduler: Any) -> TargetSizing:
-    """This rank's sizing: its draft as described, or the target pool alone on a PP stage
-    without the draft."""
+    """This rank's sizing: its draft, or the target pool alone on a PP stage without it."""
     if scheduler.draft_worker is None:
         return TargetSizing(
             draft=DraftDescription(scheduler.spec_algorithm.name), stage_holds_draft=False
@@ -80,7 +79,7 @@ def bind_early(scheduler: Any, sizing: TargetSizing, priced: bool) -> str:
 
 def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
     """Bind a stock-sized launch's draft embed/lm_head first where stock's reserve covers it."""
-    from sglang_specinit.sglang_0_5_23.pool_probe import draft_configurator, runner_configurator
+    from sglang_specinit.sglang_0_5_23.pool_probe import runner_configurator
 
     runners = list(scheduler.draft_worker.draft_worker.draft_runners)
     target = scheduler.tp_worker.model_runner
@@ -89,7 +88,7 @@ def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
         layout = getattr(scheduler.draft_worker, "draft_parallel_layout", None)
         gap = fused_draft_gap(runner_configurator(target, layout))
     if gap is None:
-        gap = draft_reserve_gap(target, runners, [draft_configurator(r) for r in runners])
+        gap = draft_reserve_gap(target, runners, [runner_configurator(r) for r in runners])
     return bind_under_stock_sizing(scheduler, runners, gap)
 
 
@@ -129,8 +128,7 @@ def fused_draft_gap(target_configurator: Any) -> str | None:
 
 
 def all_rank_min_free_at_sizing(runner: Any, inputs: BudgetInputs) -> int | None:
-    """SGLang's all-rank minimum free memory at sizing, recovered from the inputs; None for
-    a mamba target."""
+    """SGLang's all-rank minimum free at sizing, from the inputs; None for a mamba target."""
     if getattr(runner, "mambaish_config", None) is not None:
         return None
     from sglang_specinit.sglang_0_5_23.release_shims import multimodal_reservation_gb
@@ -166,23 +164,11 @@ def memory_breakdown(
 ) -> dict[str, Any]:
     """``plan --json``'s quantities measured on this rank, with its place and tightness."""
     from sglang_specinit.rank_reports import tightness_fields
-    from sglang_specinit.report import plan_to_dict
     from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks
 
-    assert sizing.plan is not None and sizing.inputs is not None
     draft_runners = sizing.draft.pool_runners + [r for r, _ in sizing.draft.fixed_pools]
-    breakdown = plan_to_dict(sizing.plan, sizing.inputs, tp_size=scheduler_ranks(scheduler).tp_size)
-    breakdown["sglang_version"] = installed_sglang_version()
-    breakdown["allocated_target_kv_pool_bytes"] = kv_pool_allocated_bytes(
-        scheduler.tp_worker.model_runner
-    )
-    breakdown["allocated_draft_kv_pool_bytes"] = sum(
-        kv_pool_allocated_bytes(r) for r in draft_runners
-    )
-    breakdown["upstream_reserved_layers"] = sizing.upstream_reserved_layers
-    breakdown["stock_duplicate_bytes_at_profile"] = sizing.stock_duplicate_bytes
-    breakdown["duplicate_bytes_at_profile"] = sizing.duplicate_bytes_at_profile
-    breakdown["pricing_seconds"] = round(sizing.pricing_seconds, 4)
+    tp_size = scheduler_ranks(scheduler).tp_size
+    breakdown = sizing_breakdown(scheduler, sizing, draft_runners, tp_size)
     breakdown.update(rank_fields(scheduler))
     breakdown.update(stage_fields(sizing, breakdown["pp_size"]))
     min_free = all_rank_min_free_at_sizing(scheduler.tp_worker.model_runner, sizing.inputs)
