@@ -20,5 +20,5 @@ GENERATION = AdapterGeneration(
     ),
     sglang_phases_init=True,
     requires_by_release=release_requires,
-    deepseek_v4_releases=("0.5.21", "0.5.22", "0.5.23"),
+    deepseek_v4_releases=tuple(r for r, row in RELEASE_TABLE.items() if row.deepseek_v4_pools),
 )

@@ -31,6 +31,8 @@ class ReleaseRow:
     kv_cache_sharding: bool = False
     attention_dp_names: bool = False
     draft_parallel_layout: bool = False
+    # The planner replay prices DeepSeek-V4's compressed pools.
+    deepseek_v4_pools: bool = False
 
 
 def _cumulative(changes: tuple[tuple[str, dict[str, bool]], ...]) -> dict[str, ReleaseRow]:
@@ -50,7 +52,7 @@ RELEASE_TABLE: dict[str, ReleaseRow] = _cumulative(
                     "attn_dcp_size_name": True}),
         ("0.5.19", {"resolving_view": True}),
         ("0.5.20", {"widths_at_publish": True}),
-        ("0.5.21", {"runtime_context_ranks": True, "pp_spec": True}),
+        ("0.5.21", {"runtime_context_ranks": True, "pp_spec": True, "deepseek_v4_pools": True}),
         ("0.5.22", {"fused_draft_entries": True, "kv_cache_sharding": True,
                     "attention_dp_names": True}),
         ("0.5.23", {"draft_parallel_layout": True}),
