@@ -140,11 +140,12 @@ def eagle3_plan_argv(
     ]  # fmt: skip
 
 
-def run_planner(argv: list[str]) -> dict[str, Any]:
+def run_planner(argv: list[str], extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Run this environment's planner as an operator would: without the CPU engine switch,
     with what the release's CPU processes need on ``PYTHONPATH`` (from 0.5.16 the sgl_kernel
     test double, which the release's pool code imports when the planner prices on cpu)."""
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
+    env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in [*extra_python_path(), env.get("PYTHONPATH", "")] if p
     )

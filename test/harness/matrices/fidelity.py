@@ -195,14 +195,10 @@ ROWS_0_5_13: tuple[Row, ...] = (
         title="gpt-oss + EAGLE3",
         source="docs_new cookbook GPT-OSS.mdx 4.2.3 (gpt-oss-120b + EAGLE3-gpt-oss-120b-bf16)",
         recipe=(
-            "--model-path",
-            TARGET,
-            "--speculative-algorithm",
-            "EAGLE3",
-            "--speculative-draft-model-path",
-            DRAFT,
-            "--tp",
-            "2",
+            "--model-path", TARGET,
+            "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", DRAFT,
+            "--tp", "2",
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_checkpoint("gpt-oss"),
         draft=eagle_drafts.tiny_eagle3_draft,
@@ -220,24 +216,15 @@ ROWS_0_5_13: tuple[Row, ...] = (
         title="STANDALONE (Qwen2.5-7B + Qwen2.5-1.5B)",
         source=f"{EAGLE_DOC}, STANDALONE command",
         recipe=(
-            "--model",
-            TARGET,
-            "--speculative-algorithm",
-            "STANDALONE",
-            "--speculative-draft-model-path",
-            DRAFT,
-            "--speculative-num-steps",
-            "4",
-            "--speculative-eagle-topk",
-            "2",
-            "--speculative-num-draft-tokens",
-            "7",
-            "--mem-fraction-static",
-            "0.7",
-            "--cuda-graph-max-bs",
-            "8",
-            "--log-level",
-            "warning",
+            "--model", TARGET,
+            "--speculative-algorithm", "STANDALONE",
+            "--speculative-draft-model-path", DRAFT,
+            "--speculative-num-steps", "4",
+            "--speculative-eagle-topk", "2",
+            "--speculative-num-draft-tokens", "7",
+            "--mem-fraction-static", "0.7",
+            "--cuda-graph-max-bs", "8",
+            "--log-level", "warning",
         ),  # fmt: skip
         target=llama_family.tiny_qwen2,
         draft=lambda: llama_family.tiny_qwen2(llama_family.DEFAULT_QWEN2_DRAFT),
@@ -252,21 +239,14 @@ ROWS_0_5_13: tuple[Row, ...] = (
             "command, the one cookbook cell (Laguna-XS-2.1) is a hybrid-SWA MoE target"
         ),
         recipe=(
-            "--model-path",
-            TARGET,
+            "--model-path", TARGET,
             "--trust-remote-code",
-            "--attention-backend",
-            "flashinfer",
-            "--speculative-algorithm",
-            "DFLASH",
-            "--speculative-draft-model-path",
-            DRAFT,
-            "--page-size",
-            "1",
-            "--max-running-requests",
-            "64",
-            "--mem-fraction-static",
-            "0.7",
+            "--attention-backend", "flashinfer",
+            "--speculative-algorithm", "DFLASH",
+            "--speculative-draft-model-path", DRAFT,
+            "--page-size", "1",
+            "--max-running-requests", "64",
+            "--mem-fraction-static", "0.7",
             "--cuda-graph-bs",
             *[str(i) for i in range(1, 65)],
             "--disable-overlap-schedule",
@@ -319,15 +299,11 @@ ROWS_0_5_13: tuple[Row, ...] = (
         title="DeepSeek-V3.2 MTP (no draft path)",
         source="docs/basic_usage/deepseek_v32.md, MTP command (DeepSeek-V3.2-Exp)",
         recipe=(
-            "--model",
-            TARGET,
-            "--tp",
-            "8",
-            "--dp",
-            "8",
+            "--model", TARGET,
+            "--tp", "8",
+            "--dp", "8",
             "--enable-dp-attention",
-            "--speculative-algorithm",
-            "EAGLE",
+            "--speculative-algorithm", "EAGLE",
             *MTP_CHAIN_FLAGS,
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v32"),
@@ -339,21 +315,14 @@ ROWS_0_5_13: tuple[Row, ...] = (
         title="GLM-4.5/4.6 MTP (no draft path)",
         source="docs/basic_usage/glm45.md, MTP command (GLM-4.6-FP8)",
         recipe=(
-            "--model-path",
-            TARGET,
-            "--tp-size",
-            "8",
-            "--tool-call-parser",
-            "glm45",
-            "--reasoning-parser",
-            "glm45",
-            "--speculative-algorithm",
-            "EAGLE",
+            "--model-path", TARGET,
+            "--tp-size", "8",
+            "--tool-call-parser", "glm45",
+            "--reasoning-parser", "glm45",
+            "--speculative-algorithm", "EAGLE",
             *MTP_CHAIN_FLAGS,
-            "--mem-fraction-static",
-            "0.9",
-            "--served-model-name",
-            "glm-4.6-fp8",
+            "--mem-fraction-static", "0.9",
+            "--served-model-name", "glm-4.6-fp8",
             "--enable-custom-logit-processor",
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_checkpoint("glm4-moe"),
@@ -406,13 +375,10 @@ ROWS_0_5_13: tuple[Row, ...] = (
             "docs_new cookbook MiMo-V2-Flash.mdx (mimo-v2-flash-deployment.jsx), MTP-only selection"
         ),
         recipe=(
-            "--model-path",
-            TARGET,
+            "--model-path", TARGET,
             "--trust-remote-code",
-            "--tp-size",
-            "8",
-            "--speculative-algorithm",
-            "EAGLE",
+            "--tp-size", "8",
+            "--speculative-algorithm", "EAGLE",
             *MTP_CHAIN_FLAGS,
             "--enable-multi-layer-eagle",
         ),  # fmt: skip
@@ -427,20 +393,13 @@ ROWS_0_5_13: tuple[Row, ...] = (
         title="Gemma-4 frozen-KV MTP (assistant draft)",
         source="docs_new cookbook Gemma4.mdx section 4, Gemma 4 E2B + MTP command",
         recipe=(
-            "--model-path",
-            TARGET,
-            "--speculative-algorithm",
-            "NEXTN",
-            "--speculative-draft-model-path",
-            DRAFT,
-            "--speculative-num-steps",
-            "5",
-            "--speculative-num-draft-tokens",
-            "6",
-            "--speculative-eagle-topk",
-            "1",
-            "--mem-fraction-static",
-            "0.85",
+            "--model-path", TARGET,
+            "--speculative-algorithm", "NEXTN",
+            "--speculative-draft-model-path", DRAFT,
+            "--speculative-num-steps", "5",
+            "--speculative-num-draft-tokens", "6",
+            "--speculative-eagle-topk", "1",
+            "--mem-fraction-static", "0.85",
         ),  # fmt: skip
         target=gemma4_mtp.tiny_gemma4_target,
         draft=gemma4_mtp.tiny_gemma4_assistant,
@@ -480,14 +439,11 @@ ROWS_0_5_13: tuple[Row, ...] = (
             "DeepSeek-V4) on a DeepSeek-V4 checkpoint"
         ),
         recipe=(
-            "--model-path",
-            TARGET,
-            "--speculative-algorithm",
-            "EAGLE",
+            "--model-path", TARGET,
+            "--speculative-algorithm", "EAGLE",
             *MTP_CHAIN_FLAGS,
             "--trust-remote-code",
-            "--tp",
-            "8",
+            "--tp", "8",
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v4"),
         pathless=True,
@@ -646,39 +602,21 @@ ROWS = ROWS_0_5_13 if PHASES_ITSELF else ROWS_0_5_23
 
 
 def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
-    """The :mod:`harness.matrices.fidelity_probe` request for ``rows``: recipe launches on the GPU
-    double, plus (0.5.13.x) each Engine row's CPU launch (its stock target config is compared
-    with the Engine's)."""
+    """The probe's request: recipe launches on the GPU double, plus (0.5.13.x) each Engine row's
+    CPU launch (its stock target config is compared with the Engine's)."""
     launches = []
     for row in rows:
-        launches.append(
-            {
-                "name": row.key,
-                "argv": row.argv(),
-                "env": dict(row.env),
-                "scheduler_check": row.scheduler_check,
-            }
-        )
+        env, check = dict(row.env), row.scheduler_check
+        launches.append({"name": row.key, "argv": row.argv(), "env": env, "scheduler_check": check})
         if row.engine is not None and PHASES_ITSELF:
-            launches.append(
-                {
-                    "name": f"{row.key}@cpu",
-                    "argv": cli_args(engine_kwargs(row)),
-                    "env": dict(row.env),
-                    "cpu_engine": True,
-                    "modes": ["off"],
-                }
-            )
-    return {
-        "capacity_mib": GPU.total_mib,
-        "capability": list(GPU_CAPABILITY),
-        "launches": launches,
-    }
+            argv = cli_args(engine_kwargs(row))
+            cpu = {"name": f"{row.key}@cpu", "argv": argv, "env": env, "cpu_engine": True}
+            launches.append({**cpu, "modes": ["off"]})
+    return {"capacity_mib": GPU.total_mib, "capability": list(GPU_CAPABILITY), "launches": launches}
 
 
 def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """Run :mod:`harness.matrices.fidelity_probe` once for every launch, plugin on and off:
-    ``{(name, mode): result}``."""
+    """Run the probe on every launch, plugin on and off: ``{(name, mode): result}``."""
     work_dir.mkdir(parents=True, exist_ok=True)
     request_path = work_dir / "request.json"
     request_path.write_text(json.dumps(request, indent=1))
@@ -729,10 +667,8 @@ def draft_reserve_mib(algorithm: str) -> int:
 
 
 def parsed_recipe(argv: list[str]) -> dict[str, Any]:
-    """The ``ServerArgs`` fields a ``launch_server`` command line sets (those that differ from a
-    command line naming only the model), as SGLang's own parser and ``from_cli_args`` map them
-    (abbreviations and aliases such as ``--tp`` / ``--tp-size`` included), before resolution
-    (0.5.13.x's ``__post_init__``; 0.5.23 resolves on request)."""
+    """The ``ServerArgs`` fields ``argv`` sets (those that differ from a command line naming only
+    the model) as SGLang's own parser maps them, before resolution."""
     import argparse
 
     from sglang.srt.server_args import ServerArgs
@@ -740,8 +676,6 @@ def parsed_recipe(argv: list[str]) -> dict[str, Any]:
     if PHASES_ITSELF:
 
         class UnresolvedServerArgs(ServerArgs):
-            """The parsed fields only: SGLang's post-init decisions belong to the Engine."""
-
             def __post_init__(self) -> None:
                 pass
 
@@ -773,7 +707,6 @@ def engine_kwargs(row: Row) -> dict[str, Any]:
 
 
 def cli_args(kwargs: Mapping[str, Any]) -> list[str]:
-    """``ServerArgs`` kwargs as ``launch_server`` flags (the planner takes the same)."""
     from harness.launch.engine import server_args_to_cli
 
     return server_args_to_cli(kwargs)
@@ -782,11 +715,9 @@ def cli_args(kwargs: Mapping[str, Any]) -> list[str]:
 def plan_for_server(
     row: Row, kwargs: Mapping[str, Any], memory: Mapping[str, Any], capacity: int
 ) -> dict[str, Any]:
-    """``sglang-specinit plan --json`` with the Engine's flags (and the recipe's environment)
-    and the two device numbers the server measured: free memory before loading, bytes
-    resident when the pools were sized. 0.5.13.x plans in this process; 0.5.23 in a planner
-    process of its own (off the CPU engine, with the sgl_kernel test double every 0.5.23 CPU
-    process here gets: the planner builds 0.5.23's pools on cpu)."""
+    """``sglang-specinit plan --json`` with the Engine's flags, the recipe's environment and the
+    device numbers the server measured. 0.5.13.x plans in this process; 0.5.23 in a planner
+    process of its own (:func:`harness.launch.release_suite.run_planner`)."""
     argv = [
         "plan",
         "--json",
@@ -795,30 +726,10 @@ def plan_for_server(
         "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
         "--resident-bytes", str(memory["resident_bytes"]),
     ]  # fmt: skip
-    if PHASES_ITSELF:
-        code, out, err = _plan_in_process(row, argv)
-    else:
-        from harness.launch.sglang_release import extra_python_path
+    if not PHASES_ITSELF:
+        from harness.launch.release_suite import run_planner
 
-        env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
-        env.update(row.env)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [*extra_python_path(), *filter(None, [os.environ.get("PYTHONPATH")])]
-        )
-        done = subprocess.run(
-            [sys.executable, "-m", "sglang_specinit.planner.cli", *argv],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
-        code, out, err = done.returncode, done.stdout, done.stderr
-    if code != 0:
-        raise AssertionError(f"plan exited {code}: {err.strip()[-3000:]}")
-    return json.loads(out)
-
-
-def _plan_in_process(row: Row, argv: list[str]) -> tuple[int, str, str]:
+        return run_planner([sys.executable, "-m", "sglang_specinit.planner.cli", *argv], row.env)
     import contextlib
     import io
     from unittest import mock
@@ -829,7 +740,8 @@ def _plan_in_process(row: Row, argv: list[str]) -> tuple[int, str, str]:
     with mock.patch.dict(os.environ, row.env):
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
-    return code, out.getvalue(), err.getvalue()
+    assert code == 0, f"plan exited {code}: {err.getvalue().strip()[-3000:]}"
+    return json.loads(out.getvalue())
 
 
 def recipe_algorithm(row: Row) -> str:
