@@ -71,10 +71,7 @@ def _storages(root: Any, device_type: str, depth: int = 3) -> dict[int, int]:
             continue
         visited.add(id(obj))
         if isinstance(obj, torch.Tensor):
-            if obj.device.type == device_type:
-                storage = obj.untyped_storage()
-                if storage.data_ptr():
-                    found[storage.data_ptr()] = storage.nbytes()
+            _add_storage(found, obj, device_type)
         elif isinstance(obj, (list, tuple)):
             stack += [(v, left) for v in obj]
         elif isinstance(obj, dict):
@@ -89,14 +86,26 @@ def _storages(root: Any, device_type: str, depth: int = 3) -> dict[int, int]:
     return found
 
 
+def _add_storage(found: dict[int, int], tensor: Any, device_type: str) -> None:
+    if tensor.device.type == device_type:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr():
+            found[storage.data_ptr()] = storage.nbytes()
+
+
+def _new_bytes(found: dict[int, int], seen: set[int]) -> int:
+    """Bytes of the storages in ``found`` not in ``seen`` (then added to it)."""
+    new = {p: n for p, n in found.items() if p not in seen}
+    seen.update(new)
+    return sum(new.values())
+
+
 def _new_table_bytes(runner: Any) -> int:
     """Bytes of req-to-token and allocator tensors not counted at an earlier pool exit."""
     found: dict[int, int] = {}
     for root in (runner.req_to_token_pool, getattr(runner, "token_to_kv_pool_allocator", None)):
         found.update(_storages(root, runner.device))
-    new = {p: n for p, n in found.items() if p not in _seen_table_storages}
-    _seen_table_storages.update(new)
-    return sum(new.values())
+    return _new_bytes(found, _seen_table_storages)
 
 
 def _new_weight_bytes(runner: Any) -> int:
@@ -109,13 +118,8 @@ def _new_weight_bytes(runner: Any) -> int:
         return 0
     found: dict[int, int] = {}
     for tensor in itertools.chain(model.parameters(), model.buffers()):
-        if tensor.device.type == runner.device:
-            storage = tensor.untyped_storage()
-            if storage.data_ptr():
-                found[storage.data_ptr()] = storage.nbytes()
-    new = {p: n for p, n in found.items() if p not in _seen_weight_storages}
-    _seen_weight_storages.update(new)
-    return sum(new.values())
+        _add_storage(found, tensor, runner.device)
+    return _new_bytes(found, _seen_weight_storages)
 
 
 def _kv_tokens(runner: Any) -> int:
@@ -160,29 +164,18 @@ def around_init_torch_distributed(original: Callable[..., Any], self: Any) -> An
 def around_init_memory_pool(original: Callable[..., Any], self: Any, *args: Any, **kw: Any) -> Any:
     """Readings around one runner's pool allocation, plus the weights it holds on entry and
     the tables and KV it created."""
-    _write(
-        {
-            "event": "enter",
-            "method": POOL_METHOD,
-            **_who(self),
-            **_reading(self),
-            "weight_bytes": _new_weight_bytes(self),
-        }
-    )
+    weights = _new_weight_bytes(self)
+    _write({"event": "enter", "method": POOL_METHOD, **_who(self), **_reading(self),
+            "weight_bytes": weights})  # fmt: skip
     result = original(self, *args, **kw)
     _write(
         {
-            "event": "exit",
-            "method": POOL_METHOD,
-            **_who(self),
-            **_reading(self),
-            "table_bytes": _new_table_bytes(self),
-            "kv_bytes": _kv_bytes(self),
-            "kv_tokens": _kv_tokens(self),
-            "page_size": int(getattr(self, "page_size", 1) or 1),
+            "event": "exit", "method": POOL_METHOD, **_who(self), **_reading(self),
+            "table_bytes": _new_table_bytes(self), "kv_bytes": _kv_bytes(self),
+            "kv_tokens": _kv_tokens(self), "page_size": int(getattr(self, "page_size", 1) or 1),
             "mem_fraction_static": self.mem_fraction_static,
         }
-    )
+    )  # fmt: skip
     return result
 
 
