@@ -167,37 +167,41 @@ def started_launches() -> list[StartedLaunch]:
     ]
 
 
-def assert_planned_like_started(launch: StartedLaunch) -> Verdict:
-    """The planner plans a launch the server started (exit 0, a table), never refuses it."""
-    planned = plan_verdict(list(launch.argv), launch.capacity_bytes)
-    assert planned.code == 0, (launch.label, planned.err[-3000:])
+def assert_plans(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_BYTES) -> Verdict:
+    """The planner plans the launch (exit 0, a table), never refuses it."""
+    planned = plan_verdict(argv, capacity_bytes)
+    assert planned.code == 0, (argv, planned.err[-3000:])
     assert "tokens" in planned.out, planned.out
     return planned
+
+
+def assert_planned_like_started(launch: StartedLaunch) -> Verdict:
+    """A launch the server started is planned."""
+    return assert_plans(list(launch.argv), launch.capacity_bytes)
+
+
+def assert_refusal(planned: Verdict, needles: tuple[str, ...], draft: Path | None = None) -> str:
+    """``planned`` is a one-line refusal holding every needle (``{draft}``: the draft's path)."""
+    line = planned.refusal_line()
+    for needle in needles:
+        assert needle.format(draft=draft) in line, (needle, line)
+    return line
 
 
 def assert_refused_like_the_launcher(name: str, tmp_path: Path) -> str:
     """The row's plan is refused in one line carrying every needle the launcher's line must."""
     row: Row = REFUSED[name]
     draft = row.make_draft(tmp_path)
-    line = plan_verdict(launch_flags(draft, **row.flags)).refusal_line()
-    for needle in row.expect:
-        assert needle.format(draft=draft) in line, (needle, line)
-    return line
+    return assert_refusal(plan_verdict(launch_flags(draft, **row.flags)), row.expect, draft)
 
 
 def assert_refused_on_ranks(name: str, tmp_path: Path) -> str:
     flags, needles = REFUSED_ON_RANKS[name]
-    line = plan_verdict(launch_flags(intact_draft(tmp_path), **flags)).refusal_line()
-    for needle in needles:
-        assert needle in line, (needle, line)
-    return line
+    return assert_refusal(plan_verdict(launch_flags(intact_draft(tmp_path), **flags)), needles)
 
 
 def assert_planned(name: str, tmp_path: Path) -> str:
     """A launch the server starts is planned (exit 0, a table), never refused."""
     spec = STARTS[name]
     target = spec.make_target(tmp_path)
-    verdict = plan_verdict(launch_flags(intact_draft(tmp_path), target=target, **spec.flags))
-    assert verdict.code == 0, verdict.err[-3000:]
-    assert "tokens" in verdict.out, verdict.out
-    return verdict.out
+    return assert_plans(launch_flags(intact_draft(tmp_path), target=target, **spec.flags)).out
