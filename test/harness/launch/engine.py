@@ -116,18 +116,14 @@ def cpu_env(
     return env
 
 
-def omp_threads_bind(tp_size: int) -> str:
-    """``SGLANG_CPU_OMP_THREADS_BIND`` for ``tp_size`` ranks: one core per rank, round robin."""
-    cores = os.cpu_count() or 1
-    return "|".join(str(rank % cores) for rank in range(tp_size))
-
-
 def _parallel_env(kwargs: Mapping[str, Any], extra: Mapping[str, str] | None) -> dict[str, str]:
-    """``extra`` plus the threads binding a TP > 1 launch needs (unless ``extra`` sets one)."""
+    """``extra`` plus, for TP > 1 (unless ``extra`` sets one), a threads binding of one core per
+    rank, round robin."""
     env = dict(extra or {})
-    tp_size = int(kwargs.get("tp_size") or 1)
+    tp_size, cores = int(kwargs.get("tp_size") or 1), os.cpu_count() or 1
     if tp_size > 1:
-        env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", omp_threads_bind(tp_size))
+        bind = "|".join(str(rank % cores) for rank in range(tp_size))
+        env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", bind)
     return env
 
 

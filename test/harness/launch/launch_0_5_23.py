@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_mtp, tiny_configs
 from harness.gpu import storage_identity
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
@@ -31,24 +31,6 @@ class LaunchKind:
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     # Kwargs computed when the launch starts (a recipe's flags, parsed by SGLang's own parser).
     kwargs_fn: Callable[[], dict[str, Any]] | None = None
-
-
-def _mimo_target() -> Path:
-    from harness.checkpoints import mimo_v2_mtp
-
-    return mimo_v2_mtp.tiny_mimo_v2_target()
-
-
-def _gemma4(which: str) -> Path:
-    from harness.checkpoints import gemma4_mtp
-
-    return getattr(gemma4_mtp, f"tiny_gemma4_{which}")()
-
-
-def _tiny_checkpoint(name: str) -> Path:
-    from harness.checkpoints import tiny_configs
-
-    return tiny_configs.tiny_checkpoint(name)
 
 
 MULTI_LAYER_STEPS = 3
@@ -83,8 +65,8 @@ KINDS: dict[str, LaunchKind] = {
     # MiMo-V2: SGLang turns multi-layer EAGLE on by itself, one MTP runner per step; the MTP
     # layers live in the target's checkpoint.
     "MTP-multi-layer": LaunchKind(
-        _mimo_target,
-        _mimo_target,
+        mimo_v2_mtp.tiny_mimo_v2_target,
+        mimo_v2_mtp.tiny_mimo_v2_target,
         "EAGLE",
         {
             "trust_remote_code": True,
@@ -94,7 +76,7 @@ KINDS: dict[str, LaunchKind] = {
     ),
     # DeepSeek-V3 MTP with no draft path: the NextN layer comes from the target's checkpoint.
     "MTP-deepseek-v3": LaunchKind(
-        lambda: _tiny_checkpoint("deepseek-v3"),
+        lambda: tiny_configs.tiny_checkpoint("deepseek-v3"),
         algorithm="EAGLE",
         engine_kwargs={"trust_remote_code": True},
     ),
@@ -102,8 +84,8 @@ KINDS: dict[str, LaunchKind] = {
     # 0.5.23's Gemma 4 refuses torch_native attention; the Triton backend is only constructed
     # at init (no forward pass runs on CPU).
     "FROZEN_KV_MTP": LaunchKind(
-        lambda: _gemma4("target"),
-        lambda: _gemma4("assistant"),
+        gemma4_mtp.tiny_gemma4_target,
+        gemma4_mtp.tiny_gemma4_assistant,
         "EAGLE",
         {"attention_backend": "triton"},
     ),
@@ -222,9 +204,8 @@ def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
         plugin=plugin,
         work_dir=work,
         startup_timeout_s=ENGINE_TIMEOUT_S,
-        # Every model tensor and KV buffer in the scheduler report
-        # (harness.reports.fidelity_tensors).
-        # and the draft's storage identity at pool time (harness.gpu.storage_identity).
+        # Every model tensor and KV buffer in the scheduler report, and the draft's storage
+        # identity at pool time.
         extra_env={
             "SGLANG_SPECINIT_REPORT_DIR": str(report_dir),
             TENSOR_REPORT_ENV: "1",

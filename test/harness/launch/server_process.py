@@ -209,18 +209,11 @@ class ServerHandle(RunHandle):
 
     def healthy(self) -> bool:
         """``/health`` answers 200 now."""
-        return health_status(self.base_url + "/health") == 200
-
-
-def health_status(url: str) -> int | None:
-    """HTTP status of a GET on ``url``; None when nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (urllib.error.URLError, OSError):
-        return None
+        try:
+            with urllib.request.urlopen(self.base_url + "/health", timeout=5) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError):  # HTTPError (not 200) included
+            return False
 
 
 @contextmanager

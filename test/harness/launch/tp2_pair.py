@@ -14,10 +14,10 @@ from harness.cpu_doubles.shims import PER_DEVICE_CAPACITY_ENV
 from harness.launch.release_suite import eagle3_plan_argv
 from harness.releases import installed_row
 from harness.reports.report_reading import (
-    GIB,
     REPORT_DIR_ENV,
     F,
     MeterBudget,
+    budget_from_free,
     kv_buffer_bytes,
     kv_spec,
     pre_load_reading,
@@ -68,7 +68,6 @@ class RankedLaunch:
 
 def collect(handle: Any, plugin: bool, specinit_dir: Path) -> RankedLaunch:
     """Everything a running launch (a ``cpu_server`` / ``cpu_engine`` handle) has written."""
-
     served = handle.server_info()["max_total_num_tokens"]
     ok = [r for r in handle.scheduler_reports() if "error" not in r]
     reports = {r["ranks"]["tp"]: r for r in ok}
@@ -121,33 +120,27 @@ def start_tp2(
     return run
 
 
-def _reading_0523(report: dict[str, Any], caller: str, index: int = 0) -> dict[str, Any]:
+def _reading_0523(report: dict[str, Any], caller: str, index: int) -> int | None:
     found = [r for r in report["meter"]["readings"] if r["caller"].endswith(caller)]
-    return found[index]
+    return found[index]["free_bytes"] if found else None
 
 
 def own_pre_load_free(report: dict[str, Any]) -> int:
     """This rank's own free memory before the target loads, before SGLang's MIN all-reduce."""
-    if any(r["caller"].endswith(PRE_LOAD_0523) for r in report["meter"]["readings"]):
-        return _reading_0523(report, PRE_LOAD_0523, 1)["free_bytes"]
-    return pre_load_reading(report)["free_bytes"]
+    found = _reading_0523(report, PRE_LOAD_0523, 1)
+    return pre_load_reading(report)["free_bytes"] if found is None else found
 
 
 def own_free_at_profile(report: dict[str, Any]) -> int:
     """This rank's own free memory where SGLang profiles the target pool."""
-    if any(r["caller"].endswith(PROFILE_0523) for r in report["meter"]["readings"]):
-        return _reading_0523(report, PROFILE_0523)["free_bytes"]
-    return profile_reading(report)["free_bytes"]
+    found = _reading_0523(report, PROFILE_0523, 0)
+    return profile_reading(report)["free_bytes"] if found is None else found
 
 
 def own_budget(report: dict[str, Any]) -> MeterBudget:
     """The budget one rank alone would have: SGLang's float arithmetic on its own readings
     (``_profile_available_bytes`` for a text model: no multimodal reserve)."""
-    pre_gib = own_pre_load_free(report) / GIB
-    post_gib = own_free_at_profile(report) / GIB
-    pre = int(pre_gib * GIB)
-    available = int((post_gib - pre_gib * (1 - F)) * GIB)
-    return MeterBudget(pre, int(F * pre), available)
+    return budget_from_free(own_pre_load_free(report), own_free_at_profile(report))
 
 
 def rank_plan(

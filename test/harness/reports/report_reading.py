@@ -126,8 +126,13 @@ class MeterBudget:
 
 def meter_budget(report: Report, f: float = F) -> MeterBudget:
     """:class:`MeterBudget` from the pre-load and profiling readings, at fraction ``f``."""
-    pre_gib = pre_load_reading(report)["free_bytes"] / GIB
-    post_gib = profile_reading(report)["free_bytes"] / GIB
+    pre, post = pre_load_reading(report)["free_bytes"], profile_reading(report)["free_bytes"]
+    return budget_from_free(pre, post, f)
+
+
+def budget_from_free(pre_load_free: int, free_at_profile: int, f: float = F) -> MeterBudget:
+    """:class:`MeterBudget` from two free-memory readings (bytes), at fraction ``f``."""
+    pre_gib, post_gib = pre_load_free / GIB, free_at_profile / GIB
     pre_free = int(pre_gib * GIB)
     # ModelRunnerKVCacheMixin._profile_available_bytes, verbatim.
     available = int((post_gib - pre_gib * (1 - f)) * GIB)
