@@ -13,7 +13,13 @@ import pytest
 from harness.checkpoints import eagle_drafts, llama_family
 from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS
-from harness.launch.release_suite import PLAN_KEYS, eagle3_plan_argv, run_planner, served_tokens
+from harness.launch.release_suite import (
+    PLAN_KEYS,
+    assert_same_numbers,
+    eagle3_plan_argv,
+    run_planner,
+    served_tokens,
+)
 from harness.launch.tp2_pair import PHASES_ITSELF
 from harness.releases import installed_row
 from harness.reports.report_reading import REPORT_DIR_ENV, read_breakdown
@@ -134,12 +140,7 @@ def test_plan_equals_the_patched_server(launched: Callable[..., Served], page: i
     live, planned = run.memory, plan_of("EAGLE3", run)
     assert live is not None and live["tokens"] == run.tokens
     assert planned["sglang_version"] == RELEASE
-    differing = {
-        key: (planned.get(key), live.get(key))
-        for key in COMPARED_KEYS
-        if planned.get(key) != live.get(key)
-    }
-    assert differing == {}
+    assert_same_numbers(planned, live, COMPARED_KEYS)
     # What SGLang really allocated is what both predicted.
     assert live["allocated_target_kv_pool_bytes"] == planned["target_kv_pool_bytes"]
     assert live["allocated_draft_kv_pool_bytes"] == planned["draft_kv_pool_bytes"]

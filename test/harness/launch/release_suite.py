@@ -94,14 +94,23 @@ def assert_fills_the_budget_at_profile(run: Any, kind: str = "EAGLE3") -> dict[s
     memory = launched_memory(run)
     assert run.report["specinit_loaded"]
     assert memory["sglang_version"] == installed_sglang_version()
-    budget = int(engine_kwargs(kind)["mem_fraction_static"] * run.pre_load_free_bytes)
+    assert_weights_and_pools_fill(run, engine_kwargs(kind)["mem_fraction_static"])
+    assert memory["target_kv_pool_bytes"] == memory["allocated_target_kv_pool_bytes"]
+    assert memory["draft_kv_pool_bytes"] == memory["allocated_draft_kv_pool_bytes"]
+    return memory
+
+
+def assert_weights_and_pools_fill(run: Any, fraction: float) -> tuple[int, int]:
+    """The budget is ``fraction`` x the free memory before loading, and weights as SGLang
+    measured them when it profiled + every pool's token buffers as allocated + the draft's
+    per-request rows fill it to [0.995, 1]: (used, budget)."""
+    memory = launched_memory(run)
+    budget = int(fraction * run.pre_load_free_bytes)
     assert memory["budget_bytes"] == budget
     pools = sum(p.get("token_buffer_bytes", 0) for p in run.report["kv_pool_buffers"])
     used = run.resident_at_profile + pools + memory.get("draft_request_bytes", 0)
     assert 0.995 <= used / budget <= 1, (used, budget)
-    assert memory["target_kv_pool_bytes"] == memory["allocated_target_kv_pool_bytes"]
-    assert memory["draft_kv_pool_bytes"] == memory["allocated_draft_kv_pool_bytes"]
-    return memory
+    return used, budget
 
 
 def planner_command(memory: Mapping[str, Any], kind: str = "EAGLE3") -> list[str]:
@@ -178,12 +187,14 @@ def stock_column(planned: Mapping[str, Any]) -> Mapping[str, Any]:
     return planned["stock"]
 
 
+def assert_same_numbers(
+    planned: Mapping[str, Any], memory: Mapping[str, Any], keys: tuple[str, ...] = PLAN_KEYS
+) -> None:
+    """Every ``keys`` number of the plan is the server's breakdown's."""
+    pairs = {k: (planned.get(k), memory.get(k)) for k in keys}
+    assert {k: pair for k, pair in pairs.items() if pair[0] != pair[1]} == {}, (planned, memory)
+
+
 def assert_plan_equals_server(planned: Mapping[str, Any], run: Any) -> None:
     """Every :data:`PLAN_KEYS` number of the plan is the server's breakdown's."""
-    memory = launched_memory(run)
-    differing = {
-        key: (planned.get(key), memory.get(key))
-        for key in PLAN_KEYS
-        if planned.get(key) != memory.get(key)
-    }
-    assert differing == {}
+    assert_same_numbers(planned, launched_memory(run))
