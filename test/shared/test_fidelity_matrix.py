@@ -485,7 +485,7 @@ def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
         assert 0 < off["server_args"]["mem_fraction_static"] < 1
         return
     algorithm = off["server_args"]["speculative_algorithm"]
-    reserve = fidelity.draft_reserve_mib(algorithm)
+    reserve = fidelity.DRAFT_RESERVE_MIB.get(algorithm, fidelity.DEFAULT_DRAFT_RESERVE_MIB)
     automatic = "fraction_without_spec_term" in off
     if not (automatic and row.phased and reserve):
         assert differences == {}

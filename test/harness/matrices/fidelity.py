@@ -476,14 +476,10 @@ RESPELLED = {
 }
 
 
-def _respell(recipe: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(RESPELLED.get(a, a) for a in recipe)
-
-
 def _from_0513(key: str, **changes: Any) -> Row:
     """The 0.5.13.post1 row ``key`` with the guide's graph flag as 0.5.23 spells it."""
     row = ROWS_BY_KEY[key]
-    recipe = _respell(row.recipe)
+    recipe = tuple(RESPELLED.get(a, a) for a in row.recipe)
     notes = row.changes + ((GRAPH_FLAG_CHANGE,) if recipe != row.recipe else ())
     # (The scheduler check is of 0.5.13.x's phased init.)
     fields = {
@@ -659,11 +655,6 @@ def server_args_differences(
     ``part="server_args_input"`` as given) that differs."""
     a, b = on[part], off[part]
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
-
-
-def draft_reserve_mib(algorithm: str) -> int:
-    """The 4/6 GB term 0.5.13.post1 subtracts from an automatic fraction."""
-    return DRAFT_RESERVE_MIB.get(algorithm, DEFAULT_DRAFT_RESERVE_MIB)
 
 
 def parsed_recipe(argv: list[str]) -> dict[str, Any]:
