@@ -664,26 +664,22 @@ def parsed_recipe(argv: list[str]) -> dict[str, Any]:
 
     from sglang.srt.server_args import ServerArgs
 
+    from harness.matrices.fidelity_probe import input_fields
+
+    unresolved: type = ServerArgs
     if PHASES_ITSELF:
 
         class UnresolvedServerArgs(ServerArgs):
-            def __post_init__(self) -> None:
+            def __post_init__(self) -> None:  # 0.5.13.x resolves here
                 pass
 
-        def fields(args: argparse.Namespace) -> dict[str, Any]:
-            parsed = UnresolvedServerArgs.from_cli_args(args)
-            return {f.name: getattr(parsed, f.name) for f in dataclasses.fields(parsed)}
-
-    else:
-        import msgspec
-
-        def fields(args: argparse.Namespace) -> dict[str, Any]:
-            return msgspec.structs.asdict(ServerArgs.from_cli_args(args))
+        unresolved = UnresolvedServerArgs
 
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
-    parsed = fields(parser.parse_args(argv))
-    baseline = fields(parser.parse_args(["--model-path", parsed["model_path"]]))
+    parsed = input_fields(unresolved.from_cli_args(parser.parse_args(argv)))
+    model = ["--model-path", parsed["model_path"]]
+    baseline = input_fields(unresolved.from_cli_args(parser.parse_args(model)))
     return {k: v for k, v in parsed.items() if k == "model_path" or v != baseline.get(k)}
 
 

@@ -68,17 +68,23 @@ def _jsonable(value: Any) -> Any:
     return f"<{type(value).__name__}> {value!s}"
 
 
-def server_args_fields(server_args: Any) -> dict[str, Any]:
-    """0.5.13.x: every dataclass field of ``ServerArgs`` after ``__post_init__``; 0.5.23: the
-    ``resolved_dict()``, and the operator's input (every field of the ``msgspec`` record)."""
+def input_fields(server_args: Any) -> dict[str, Any]:
+    """Every field of ``ServerArgs`` (0.5.13.x: a dataclass; 0.5.23: a ``msgspec`` record)."""
     if PHASES_ITSELF:
-        fields = {f.name: getattr(server_args, f.name) for f in dataclasses.fields(server_args)}
-        return {"server_args": _jsonable(fields)}
+        return {f.name: getattr(server_args, f.name) for f in dataclasses.fields(server_args)}
     import msgspec
 
+    return msgspec.structs.asdict(server_args)
+
+
+def server_args_fields(server_args: Any) -> dict[str, Any]:
+    """0.5.13.x: every field after ``__post_init__``; 0.5.23: the ``resolved_dict()``, and the
+    operator's input."""
+    if PHASES_ITSELF:
+        return {"server_args": _jsonable(input_fields(server_args))}
     return {
         "server_args": _jsonable(server_args.resolved_dict()),
-        "server_args_input": _jsonable(msgspec.structs.asdict(server_args)),
+        "server_args_input": _jsonable(input_fields(server_args)),
     }
 
 
