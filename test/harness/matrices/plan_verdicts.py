@@ -1,10 +1,7 @@
-"""``sglang-specinit plan`` on the launches the live tests run: the same ``launch_server``
-flags (``harness.launch.engine.cpu_engine_kwargs``) plus the simulated device's capacity, so
-that the planner's verdict (exit 2 and one line, or a plan) can be held to the launch's.
-
-Every launch that comes up with the plugin on is noted by the launch helpers
-(``harness.launch.started_launches``); test/conftest.py plans each one after the test that
-started it, and prints the table."""
+"""``sglang-specinit plan`` on the launches the live tests run (the same ``launch_server`` flags
+plus the simulated device's capacity), so that the planner's verdict (exit 2 and one line, or a
+plan) can be held to the launch's. test/conftest.py plans every launch that came up with the
+plugin on after the test that started it, and prints the table."""
 
 from __future__ import annotations
 
@@ -31,8 +28,8 @@ from harness.matrices.refused_launches import (
 
 @dataclass(frozen=True)
 class Starting:
-    """A launch the server starts (measured live): its flags on the fault matrices' pair, its
-    target, and whether CI launches it (else only with SPECINIT_TEST_SLOW=1)."""
+    """A launch the server starts: its flags on the fault matrices' pair, its target, and
+    whether CI launches it."""
 
     flags: dict[str, Any]
     make_target: Callable[[Path], Path] = lambda _: llama_family.tiny_llama_target()
@@ -61,7 +58,6 @@ STARTS = {
 
 
 def rows_of_this_generation(table: Mapping[str, Any]) -> list[str]:
-    """The table's rows whose verdict holds on the installed release's generation."""
     from harness.releases import installed_row
 
     adapter = getattr(installed_row(), "adapter", None)
@@ -130,7 +126,6 @@ def plan_verdict(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_
 
 @dataclass(frozen=True)
 class StartedLaunch:
-    """A launch that came up live with the plugin on: what ``plan`` is given to predict it."""
 
     label: str
     argv: tuple[str, ...]
@@ -160,7 +155,7 @@ def _checkpoint(path: str) -> str:
 
 
 def started_launches() -> list[StartedLaunch]:
-    """The launches that came up with the plugin on since the last call, as ``plan`` gets them."""
+    """The launches that came up with the plugin on since the last call."""
     return [
         StartedLaunch(_label(kwargs), tuple(engine.server_args_to_cli(kwargs)), capacity)
         for kwargs, capacity in drain_started()
@@ -201,7 +196,6 @@ def assert_refused_on_ranks(name: str, tmp_path: Path) -> str:
 
 
 def assert_planned(name: str, tmp_path: Path) -> str:
-    """A launch the server starts is planned (exit 0, a table), never refused."""
     spec = STARTS[name]
     target = spec.make_target(tmp_path)
     return assert_plans(launch_flags(intact_draft(tmp_path), target=target, **spec.flags)).out
