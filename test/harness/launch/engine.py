@@ -1,6 +1,4 @@
-"""Start SGLang 0.5.13.post1 (or 0.5.23) on device "cpu" for tests: ``sglang.Engine`` and
-``launch_server``. What differs for 0.5.23 (flag names, the sgl_kernel test double) is decided
-in :mod:`harness.launch.sglang_release`."""
+"""Start SGLang on device "cpu" for tests: ``sglang.Engine`` and ``launch_server``."""
 
 from __future__ import annotations
 
@@ -34,11 +32,9 @@ from harness.reports import live_reports, scheduler_report
 DEFAULT_CAPACITY_BYTES = 256 << 20
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
-# Per-test bound for tests that start one Engine/server (pytest-timeout): a spec Engine is up
-# in ~17 s on 2 cores, so this only trips on a hang.
+# Per-test bound for tests that start one Engine/server: trips only on a hang.
 ENGINE_TEST_TIMEOUT_S = 300
-# Draft workers built by DraftBackendFactory, which has no torch_native entry. Verified on CPU
-# for EAGLE and EAGLE3; NEXTN is an alias of EAGLE, STANDALONE uses the same factory.
+# Draft workers built by DraftBackendFactory, which has no torch_native entry.
 SPEC_ALGORITHMS_NEEDING_TRITON_DRAFT_BACKEND = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 
 
@@ -182,7 +178,6 @@ class EngineHandle(RunHandle):
         )
 
     def server_info(self) -> dict[str, Any]:
-        """``Engine.get_server_info()``: server args, scheduler handshake, internal states."""
         return self.request({"cmd": "server_info"})
 
 

@@ -114,7 +114,7 @@ class MeterBudget:
 
     @property
     def resident_bytes(self) -> int:
-            return self.budget_bytes - self.available_bytes
+        return self.budget_bytes - self.available_bytes
 
 
 def meter_budget(report: Report, f: float = F) -> MeterBudget:
