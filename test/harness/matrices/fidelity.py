@@ -19,6 +19,7 @@ from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_
 
 # The suite's EAGLE3 launch uses this draft (a reduced vocabulary: a hot-token map to bind).
 from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB
+from harness.launch.sglang_release import graphs_off_kwargs
 from harness.matrices.fidelity_probe import PHASES_ITSELF
 
 # The device the recipes target, as a named test double: total memory (nvidia-smi MiB) and
@@ -34,16 +35,11 @@ PROBE_MODULE = "harness.matrices.fidelity_probe"
 TARGET = "{target}"
 DRAFT = "{draft}"
 
-# What every CPU Engine needs whatever the recipe says (harness/launch/engine.py,
-# harness/launch/sglang_release.py explain each one); 0.5.23 splits the graph flags per phase.
+# What every CPU Engine needs whatever the recipe says (harness/launch/engine.py).
 CPU_ENGINE_OVERRIDES: dict[str, Any] = {
     "device": "cpu",
     "attention_backend": "torch_native",
-    **(
-        {"disable_cuda_graph": True, "disable_piecewise_cuda_graph": True}
-        if PHASES_ITSELF
-        else {"disable_decode_cuda_graph": True, "disable_prefill_cuda_graph": True}
-    ),
+    **graphs_off_kwargs(),
     "grammar_backend": "none",
     "tp_size": 1,
     "log_level": "info",
