@@ -128,15 +128,12 @@ NGRAM_DOCS = (
     "--log-level", "warning",
 )  # fmt: skip
 NGRAM_CUDA_ONLY = (
-    "NGRAM cannot be built on CPU: sglang/srt/speculative/ngram_worker.py imports sgl_kernel "
-    "(CUDA-only) at module level, and arg_groups/speculative_hook._handle_ngram raises "
-    "'Ngram speculative decoding only supports CUDA device.' off CUDA (test_workers_ngram.py "
-    "checks both); the GPU suite launches it"
+    "NGRAM cannot be built on CPU (its worker imports CUDA-only sgl_kernel, and SGLang refuses "
+    "it off CUDA: test_workers_ngram.py); the GPU suite launches it"
 )
 DSA_NEEDS_CUDA = (
-    "SGLang cannot start a DeepSeek-V3.2 (DSA) launch on CPU: ServerArgs."
-    "_handle_model_specific_adjustments calls torch.cuda.get_device_capability() for the DSA "
-    "defaults -> 'Found no NVIDIA driver on your system'"
+    "SGLang cannot start a DeepSeek-V3.2 (DSA) launch on CPU: its DSA defaults read "
+    "torch.cuda.get_device_capability()"
 )
 DEEPSEEK_V3_DOCS = (
     "--model-path", TARGET,
@@ -358,10 +355,8 @@ ROWS_0_5_13: tuple[Row, ...] = (
         ),
         pathless=True,
         engine_blocker=(
-            "SGLang cannot build Qwen3NextForCausalLM on CPU: models/qwen3_next.py "
-            "Qwen3GatedDeltaNet.__init__ calls torch.get_device_module().current_device() -> "
-            "'Found no NVIDIA driver on your system' (and the offline planner does not price "
-            "the mamba/linear-attention state)"
+            "SGLang cannot build Qwen3NextForCausalLM on CPU (its gated-delta-net layer asks "
+            "for the CUDA device); the planner does not price the mamba state"
         ),
     ),
     Row(
@@ -459,9 +454,8 @@ GRAPH_FLAG_CHANGE = (
     "dflash-docs)"
 )
 DSA_NEEDS_CUDA_0523 = (
-    "0.5.23 cannot resolve a DeepSeek-V3.2 (DSA) launch on CPU: arg_groups/model_hook.py "
-    "handle_model_specific_adjustments calls torch.cuda.get_device_capability() for the DSA "
-    "defaults inside ServerArgs.resolve_once -> 'Found no NVIDIA driver on your system'"
+    "0.5.23 cannot resolve a DeepSeek-V3.2 (DSA) launch on CPU: its DSA defaults read "
+    "torch.cuda.get_device_capability()"
 )
 
 
@@ -492,21 +486,12 @@ def _eagle3_draft() -> Path:
     return eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB)
 
 
-NGRAM_CUDA_ONLY_0523 = (
-    "0.5.23 cannot build NGRAM on CPU: speculative/ngram_worker.py imports "
-    "sgl_kernel.speculative (CUDA kernels; sglang-kernel has no CPU build) at module level -> "
-    "ModuleNotFoundError in the scheduler"
-)
+NGRAM_CUDA_ONLY_0523 = "0.5.23 cannot build NGRAM on CPU: its worker imports CUDA-only sgl_kernel"
 QWEN3_NEXT_CPU = (
-    "0.5.23 cannot build Qwen3NextForCausalLM on CPU: models/qwen3_next.py (its gated-delta-net "
-    "layer's __init__) calls torch.cuda.current_device() -> 'Found no NVIDIA driver on your "
-    "system'"
+    "0.5.23 cannot build Qwen3NextForCausalLM on CPU: its gated-delta-net layer asks for the "
+    "CUDA device"
 )
-DFLASH_CPU = (
-    "0.5.23 refuses DFLASH on CPU while resolving the server arguments: "
-    "arg_groups/speculative_hook.py _handle_dflash raises 'DFLASH speculative decoding is not "
-    "supported by CpuSRTPlatform on device 'cpu'.'"
-)
+DFLASH_CPU = "0.5.23 refuses DFLASH on CPU (not supported by CpuSRTPlatform)"
 NOT_PRICED = "0.5.23 keeps stock sizing here (the plugin steps aside with one WARNING); "
 
 ROWS_0_5_23: tuple[Row, ...] = (
