@@ -136,11 +136,9 @@ class Launch:
 
     @property
     def resident_at_profile(self) -> int:
-        """What SGLang saw leave free memory between its pre-load baseline and profiling."""
         return self.pre_load_free_bytes - self.free_at_profile
 
     def kv_pool_bytes(self) -> int:
-        """K and V buffer bytes of every runner's KV pool, as allocated."""
         pools = [r["kv_pool"] for r in self.report["model_runners"] if r["kv_pool"]]
         return sum(p["k_bytes"] + p["v_bytes"] for p in pools)
 
@@ -170,19 +168,16 @@ def _submit(kind: str, plugin: bool, tmp_root: Path) -> Future[Launch]:
 
 
 def prefetch(keys: list[tuple[str, bool]], tmp_root: Path) -> None:
-    """Start these launches in the background, in this order, two at a time."""
     for kind, plugin in keys:
         _submit(kind, plugin, tmp_root)
 
 
 def launch(kind: str, plugin: bool, tmp_root: Path) -> Launch:
-    """The Engine for ``kind`` with the plugin on or off, started once per session."""
     return _submit(kind, plugin, tmp_root).result()
 
 
 def launch_overrides(spec: LaunchKind) -> dict[str, Any]:
-    """The Engine kwargs on top of :func:`harness.launch.engine.cpu_engine_kwargs`'s for ``spec``
-    (a fraction of 0.5 unless the kind sets its own, e.g. a recipe's)."""
+    """The Engine kwargs on top of ``cpu_engine_kwargs``'s for ``spec``."""
     return {
         "mem_fraction_static": 0.5,
         **spec.engine_kwargs,

@@ -26,15 +26,13 @@ from harness.reports.report_reading import (
     runner,
 )
 
-# 0.5.13.x phases the init itself (each rank logs four phases, its sizing reads the draft's
-# weights and the request cap); the sglang_0_5_23 generation keeps upstream's init.
+# 0.5.13.x phases the init itself; the sglang_0_5_23 generation keeps upstream's init.
 PHASES_ITSELF = getattr(installed_row(), "adapter", None) == "sglang_0_5_13"
 MULTI_RANK_TIMEOUT_S = 900
 STARTUP_BOUND_S = 600.0
 TP = 2
 CAPACITY = 256 << 20
-# 24 MiB less on rank 1: 232 / 256 = 0.906, inside SGLang's own 10 % TP imbalance check
-# (model_runner.py raises below 0.9 when SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK is on).
+# 24 MiB less on rank 1: 232 / 256 = 0.906, inside SGLang's own 10 % TP imbalance check.
 TIGHT_CAPACITY = CAPACITY - (24 << 20)
 ALGORITHM = "EAGLE3"
 SPEC_FLAGS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
@@ -43,8 +41,8 @@ TARGET_ON_RANK = replace(DEFAULT_TARGET, kv_heads=DEFAULT_TARGET.kv_heads // TP)
 DRAFT_ON_RANK = replace(TP2_EAGLE3_DRAFT, kv_heads=TP2_EAGLE3_DRAFT.kv_heads // TP)
 PER_TOKEN_ON_RANK = TARGET_ON_RANK.kv_bytes_per_token() + DRAFT_ON_RANK.kv_bytes_per_token()
 
-# Where the sglang_0_5_23 generation's meter is read (harness.cpu_doubles.shims records who
-# asked): the target's pre-load reading is the 2nd of measure_pre_model_load_memory's three.
+# Where the sglang_0_5_23 generation's meter is read: the target's pre-load reading is the 2nd
+# of measure_pre_model_load_memory's three.
 PRE_LOAD_0523 = "bootstrap.measure_pre_model_load_memory"
 PROFILE_0523 = "KVCacheConfigurator._profile_available_bytes"
 
@@ -91,9 +89,8 @@ def start_tp2(
     plugin: bool = True,
     **server_args: Any,
 ) -> RankedLaunch:
-    """A TP 2 launch of the tiny pair (``launch_server``, or ``sglang.Engine`` with
-    ``launcher="engine"``), one simulated device of ``capacities[i]`` per rank, read whole and
-    torn down."""
+    """A TP 2 launch of the tiny pair (``launch_server`` or ``sglang.Engine``), one simulated
+    device of ``capacities[i]`` per rank, read whole and torn down."""
     from harness.launch.engine import cpu_engine, cpu_server
 
     specinit_dir = work_dir / "specinit"
@@ -138,8 +135,7 @@ def own_free_at_profile(report: dict[str, Any]) -> int:
 
 
 def own_budget(report: dict[str, Any]) -> MeterBudget:
-    """The budget one rank alone would have: SGLang's float arithmetic on its own readings
-    (``_profile_available_bytes`` for a text model: no multimodal reserve)."""
+    """The budget one rank alone would have: SGLang's arithmetic on its own readings."""
     return budget_from_free(own_pre_load_free(report), own_free_at_profile(report))
 
 
@@ -190,8 +186,6 @@ def assert_half_of_every_kv_head_set(run: RankedLaunch) -> None:
 
 
 def planner_argv(tight: dict[str, Any], *layout: str, device_memory: int) -> list[str]:
-    """This environment's ``sglang-specinit plan --json`` for the pair with the server's
-    measured numbers."""
     return eagle3_plan_argv(
         llama_family.tiny_llama_target(),
         eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
