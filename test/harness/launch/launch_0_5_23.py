@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,54 +36,38 @@ class LaunchKind:
 
 MULTI_LAYER_STEPS = 3
 
+_LLAMA = llama_family.tiny_llama_target
+_EAGLE3 = eagle_drafts.tiny_eagle3_draft
+_MIMO = mimo_v2_mtp.tiny_mimo_v2_target
 KINDS: dict[str, LaunchKind] = {
-    "plain": LaunchKind(llama_family.tiny_llama_target),
-    "EAGLE": LaunchKind(llama_family.tiny_llama_target, eagle_drafts.tiny_eagle_draft, "EAGLE"),
-    "EAGLE3": LaunchKind(
-        llama_family.tiny_llama_target,
-        lambda: eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB),
-        "EAGLE3",
-    ),
-    "EAGLE3-nnpl0": LaunchKind(
-        llama_family.tiny_llama_target,
-        lambda: eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0),
-        "EAGLE3",
-    ),
-    # EAGLE3's draft with one field more: ``num_nextn_predict_layers: 1`` (the reserve stock
-    # reads from the key instead of the layer count; the same d as without it).
+    "plain": LaunchKind(_LLAMA),
+    "EAGLE": LaunchKind(_LLAMA, eagle_drafts.tiny_eagle_draft, "EAGLE"),
+    "EAGLE3": LaunchKind(_LLAMA, partial(_EAGLE3, draft_vocab=EAGLE3_DRAFT_VOCAB), "EAGLE3"),
+    "EAGLE3-nnpl0": LaunchKind(_LLAMA, partial(_EAGLE3, num_nextn_predict_layers=0), "EAGLE3"),
+    # EAGLE3's draft with ``num_nextn_predict_layers: 1`` (stock reads its reserve from the key).
     "EAGLE3-nnpl1": LaunchKind(
-        llama_family.tiny_llama_target,
-        lambda: eagle_drafts.tiny_eagle3_draft(
-            draft_vocab=EAGLE3_DRAFT_VOCAB, num_nextn_predict_layers=1
-        ),
+        _LLAMA,
+        partial(_EAGLE3, draft_vocab=EAGLE3_DRAFT_VOCAB, num_nextn_predict_layers=1),
         "EAGLE3",
     ),
-    "STANDALONE": LaunchKind(
-        llama_family.tiny_llama_target,
-        lambda: llama_family.tiny_llama_target(STANDALONE_SHAPE),
-        "STANDALONE",
-    ),
+    "STANDALONE": LaunchKind(_LLAMA, partial(_LLAMA, STANDALONE_SHAPE), "STANDALONE"),
     # MiMo-V2: SGLang turns multi-layer EAGLE on by itself, one MTP runner per step; the MTP
     # layers live in the target's checkpoint.
     "MTP-multi-layer": LaunchKind(
-        mimo_v2_mtp.tiny_mimo_v2_target,
-        mimo_v2_mtp.tiny_mimo_v2_target,
+        _MIMO,
+        _MIMO,
         "EAGLE",
-        {
-            "trust_remote_code": True,
-            "num_steps": MULTI_LAYER_STEPS,
-            "num_draft_tokens": MULTI_LAYER_STEPS + 1,
-        },
+        {"trust_remote_code": True, "num_steps": MULTI_LAYER_STEPS,
+         "num_draft_tokens": MULTI_LAYER_STEPS + 1},  # fmt: skip
     ),
     # DeepSeek-V3 MTP with no draft path: the NextN layer comes from the target's checkpoint.
     "MTP-deepseek-v3": LaunchKind(
-        lambda: tiny_configs.tiny_checkpoint("deepseek-v3"),
+        partial(tiny_configs.tiny_checkpoint, "deepseek-v3"),
         algorithm="EAGLE",
         engine_kwargs={"trust_remote_code": True},
     ),
-    # A Gemma 4 assistant: SGLang promotes EAGLE to FROZEN_KV_MTP for it.
-    # 0.5.23's Gemma 4 refuses torch_native attention; the Triton backend is only constructed
-    # at init (no forward pass runs on CPU).
+    # A Gemma 4 assistant: SGLang promotes EAGLE to FROZEN_KV_MTP for it. 0.5.23's Gemma 4
+    # refuses torch_native attention; the Triton backend is only constructed on CPU.
     "FROZEN_KV_MTP": LaunchKind(
         gemma4_mtp.tiny_gemma4_target,
         gemma4_mtp.tiny_gemma4_assistant,
@@ -92,21 +77,15 @@ KINDS: dict[str, LaunchKind] = {
 }
 
 
+@dataclass
 class Launch:
-    """What one CPU Engine launch left behind: scheduler report, memory report, log."""
+    """What one CPU Engine launch left behind: scheduler report, memory report, log, and the
+    draft-binding snapshots at pool time and after init (harness.gpu.storage_identity)."""
 
-    def __init__(
-        self,
-        report: dict[str, Any],
-        memory: dict[str, Any] | None,
-        log: str,
-        identity: list[dict[str, list[dict[str, Any]]]] | None = None,
-    ) -> None:
-        self.report = report
-        self.memory = memory
-        self.log = log
-        # The draft-binding snapshots at pool time and after init (harness.gpu.storage_identity).
-        self.identity = identity or []
+    report: dict[str, Any]
+    memory: dict[str, Any] | None
+    log: str
+    identity: list[dict[str, list[dict[str, Any]]]] = field(default_factory=list)
 
     def runner(self, role: str) -> dict[str, Any]:
         return next(r for r in self.report["model_runners"] if r["role"] == role)
