@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.launch import release_suite
 from harness.launch.engine import DEFAULT_CAPACITY_BYTES, ENGINE_TEST_TIMEOUT_S
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, LaunchKind
 from harness.launch.release_suite import assert_same_numbers, assert_weights_and_pools_fill
@@ -56,17 +57,8 @@ CI_LAUNCH = {
     "mimo-v2-flash": ("MTP-multi-layer", True),
     "gemma4-frozen-kv-mtp": ("FROZEN_KV_MTP", False),
 }
-PLAN_KEYS = (
-    "tokens",
-    "max_running_requests",
-    "target_kv_bytes_per_token",
-    "draft_kv_bytes_per_token",
-    "budget_bytes",
-    *(("min_viable_mem_fraction_static",) if PHASES_ITSELF else ()),
-    "target_kv_pool_bytes",
-    "draft_kv_pool_bytes",
-    "draft_fixed_pool_bytes",
-)
+MIN_VIABLE = ("min_viable_mem_fraction_static",) if PHASES_ITSELF else ()
+PLAN_KEYS = (*release_suite.PLAN_KEYS, *MIN_VIABLE)
 
 
 def recipe_kind(row: Row) -> str:
