@@ -123,9 +123,13 @@ def named_tensor_bytes(named: Any) -> dict[str, int]:
 def model_runner_summary(runner: Any) -> dict[str, Any]:
     """One ``ModelRunner``: role, architecture, token budget, weights and its KV pool."""
     model = getattr(runner, "model", None)
-    weights = 0
+    weights, params, buffers, hooked = 0, {}, {}, []
     if model is not None:
         weights = _storage_bytes([*model.parameters(), *model.buffers()])
+        params = named_tensor_bytes(model.named_parameters())
+        buffers = named_tensor_bytes(model.named_buffers())
+        # Modules carrying a forward hook (``--forward-hooks`` registers them on each runner).
+        hooked = sorted(name for name, module in model.named_modules() if module._forward_hooks)
     hf_config = getattr(getattr(runner, "model_config", None), "hf_config", None)
     archs = getattr(hf_config, "architectures", None) or [None]
     is_draft = bool(getattr(runner, "is_draft_worker", False))
@@ -142,17 +146,10 @@ def model_runner_summary(runner: Any) -> dict[str, Any]:
         "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
         "memory_pool_config": _jsonable(getattr(runner, "memory_pool_config", None)),
         "weight_bytes": weights,
-        "parameter_bytes": (
-            named_tensor_bytes(model.named_parameters()) if model is not None else {}
-        ),
-        "buffer_bytes": named_tensor_bytes(model.named_buffers()) if model is not None else {},
+        "parameter_bytes": params,
+        "buffer_bytes": buffers,
         "kv_pool": kv_pool_summary(getattr(runner, "token_to_kv_pool", None)),
-        # Modules carrying a forward hook (``--forward-hooks`` registers them on each runner).
-        "forward_hooked_modules": sorted(
-            name for name, module in model.named_modules() if module._forward_hooks
-        )
-        if model is not None
-        else [],
+        "forward_hooked_modules": hooked,
         "sglang_cell_size": sglang_cell_size(runner),
         "req_to_token_pool_id": id(getattr(runner, "req_to_token_pool", None)),
         "token_to_kv_pool_allocator_id": id(getattr(runner, "token_to_kv_pool_allocator", None)),
