@@ -199,7 +199,6 @@ def cpu_engine(
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
     extra_env: Mapping[str, str] | None = None,
     python: str | os.PathLike[str] | None = None,
-    graceful_shutdown: bool = False,
     **engine_overrides: Any,
 ) -> Iterator[EngineHandle]:
     """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block."""
@@ -239,25 +238,8 @@ def cpu_engine(
         note_started(kwargs, env, capacity_bytes)
         yield handle
     finally:
-        if graceful_shutdown:
-            _stop_engine(handle)
-        else:
-            kill_group(handle.proc, grace_s=2.0)
+        kill_group(handle.proc, grace_s=2.0)
         live_reports.keep_live_reports(env, files.work_dir.name)
-
-
-def _stop_engine(handle: EngineHandle) -> None:
-    proc = handle.proc
-    if proc.poll() is None:
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(json.dumps({"cmd": "shutdown"}) + "\n")
-            proc.stdin.flush()
-            proc.stdin.close()
-            proc.wait(timeout=60)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            pass
-    kill_group(proc, grace_s=5.0)
 
 
 def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
