@@ -25,15 +25,12 @@ POST_POOL_METHODS = (
     "init_piecewise_cuda_graphs",
     "prealloc_symmetric_memory_pool",
 )
-# What a correct launch may exceed the budget by at that moment: the KV pools' own small
-# bookkeeping tensors (per-layer pointer/stride tables), which no budget prices. Kilobytes in
-# practice; a draft pool or draft weights left out of the budget are hundreds of MiB on a GPU.
+# What a correct launch may exceed the budget by: the KV pools' small bookkeeping tensors,
+# which no budget prices (a draft pool left out of the budget is hundreds of MiB on a GPU).
 BOOKKEEPING_TOLERANCE_BYTES = 4 << 20
-# Tensors SGLang allocates before its pools besides the models' weights (cuBLAS workspaces
-# through torch's allocator, sampling and rotary tables, EAGLE3's hot-token map): tens of MiB.
-# Anything above this is memory the budget lost to something that is neither a weight, a KV
-# pool nor a non-tensor residue: a draft's duplicate embed/lm_head (Llama-3.1-8B's embed alone
-# is 128256 x 4096 x 2 B = 1.0 GiB, Llama-3.2-1B's 0.5 GiB) fails this by a wide margin.
+# Tensors SGLang allocates before its pools besides the models' weights (workspaces, sampling
+# and rotary tables, hot-token maps): tens of MiB. A draft's duplicate embed/lm_head (0.5-1 GiB
+# for Llama-3) fails this by a wide margin.
 STRAY_TENSOR_TOLERANCE_BYTES = 256 << 20
 _seq = itertools.count()
 _seen_table_storages: set[int] = set()
@@ -154,7 +151,7 @@ def _who(runner: Any) -> dict[str, Any]:
 
 def around_init_torch_distributed(original: Callable[..., Any], self: Any) -> Any:
     """Record SGLang's own pre-load free-memory reading (GiB) as bytes: 0.5.13.x returns it,
-    0.5.23 stores it as ``pre_model_load_memory`` (``model_executor/model_runner.py:1261``)."""
+    0.5.23 stores it as ``pre_model_load_memory``."""
     result = original(self)
     pre_load_gib = result if isinstance(result, (int, float)) else self.pre_model_load_memory
     _write({"event": "pre_load", **_who(self), "free_bytes": int(round(pre_load_gib * GIB))})
@@ -203,9 +200,8 @@ def register_probe_hooks() -> None:
 
     from harness.gpu import storage_identity
 
-    # 0.5.23 allocates pools in alloc_memory_pool, after both models loaded, and builds its
-    # backends and graphs after every pool (managers/scheduler.py:1090-1121): no post-pool
-    # step comes before the last pool. The records keep 0.5.13's method name either way.
+    # 0.5.23 allocates pools after both models loaded and builds its backends and graphs after
+    # every pool. The records keep 0.5.13's method name either way.
     pool_method = storage_identity.pool_method()
     post_pool = POST_POOL_METHODS if pool_method == POOL_METHOD else ()
     source = HookSource(plugin_name="specinit-test-device-probe", dist_name=None)
