@@ -127,8 +127,7 @@ def _signal_group(pgid: int, sig: int) -> bool:
 def kill_group(
     proc: subprocess.Popen[Any], grace_s: float, reap_timeout_s: float = 30.0
 ) -> list[GroupMember]:
-    """SIGTERM, then SIGKILL, the process group led by ``proc``; wait until it is gone (the
-    members left)."""
+    """SIGTERM, then SIGKILL, the process group led by ``proc``; wait until it is gone."""
     pgid = proc.pid
     if _signal_group(pgid, signal.SIGTERM):
         try:
