@@ -100,8 +100,7 @@ class Launch:
     def pre_load_free_bytes(self) -> int:
         readings = self.reading("measure_pre_model_load_memory")
         if not readings:
-            # 0.5.20 takes the reading inside bootstrap.init_torch_distributed, the second of
-            # its three (distributed/bootstrap.py:145); the target's runner comes first.
+            # 0.5.20: the second of bootstrap.init_torch_distributed's three readings.
             readings = self.reading("bootstrap.init_torch_distributed")[1:]
         return readings[0]["free_bytes"]
 

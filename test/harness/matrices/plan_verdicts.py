@@ -38,10 +38,8 @@ class Starting:
     adapters: tuple[str, ...] = ("sglang_0_5_13", "sglang_0_5_23")
 
 
-# The fault matrices' launch with nothing wrong, at page 1 and 16; odd launches that start (no
-# draft steps; a config without its head count); TP 3, whose heads device cpu pads (SGLang's
-# unaligned CPU TP; on CUDA every rank's Llama asserts the split, and the planner refuses it
-# there: test_plan_cli).
+# The fault matrices' launch with nothing wrong, at page 1 and 16; odd launches that start; TP 3,
+# whose heads device cpu pads (the planner refuses it on CUDA: test_plan_cli).
 STARTS = {
     "intact-eagle3-pair": Starting({}, in_ci=False),
     "page-size-16": Starting({"page_size": 16}),
@@ -65,8 +63,6 @@ def rows_of_this_generation(table: Mapping[str, Any]) -> list[str]:
 
 
 # Launches the server refuses on its ranks, after the launcher: (flags, what the line says).
-# Live, 0.5.13.post1: the plugin's pool phase stops it with this line; 0.5.23: its own sizing
-# does first ("Loaded weights leave no GPU memory for the KV cache").
 REFUSED_ON_RANKS = {
     "weights-leave-no-room": (
         {"mem_fraction_static": 0.02},
