@@ -1,8 +1,6 @@
-"""Makes ``test/harness`` importable as ``harness`` for every test directory, keeps the
-``slow`` set out of the default run, and ends a run with its plan-vs-live verdict table.
-
-``test/`` itself is not a package (pytest's rootdir-relative test ids stay short).
-"""
+"""Makes ``test/harness`` importable as ``harness`` for every test directory (``test/`` is not a
+package), keeps the ``slow`` set out of the default run, and ends a run with its plan-vs-live
+verdict table."""
 
 from __future__ import annotations
 
@@ -20,9 +18,7 @@ if _TEST_DIR not in sys.path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``slow`` tests run only with ``SPECINIT_TEST_SLOW=1`` (:mod:`harness.selection`):
-    launches that repeat what a CI test already launches with one flag changed, stock contrasts
-    beyond EAGLE3's, and the full fault and recipe matrices."""
+    """``slow`` tests run only with ``SPECINIT_TEST_SLOW=1`` (:mod:`harness.selection`)."""
     from harness.selection import slow_enabled, slow_skip_reason
 
     if slow_enabled():
@@ -83,9 +79,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture(scope="module")
 def engine_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """``engine_runs(kind, plugin)``: that launch (:mod:`harness.launch.launch_0_5_23`), started
-    once per process, two at a time. Up front go the launches of every collected test, or, in an
-    xdist worker (which runs whole files, in an order not known up front), this file's."""
+    """``engine_runs(kind, plugin)``: that launch, started once per process, two at a time. Up
+    front go the launches of every collected test, or, in an xdist worker, this file's."""
     from harness.launch.launch_0_5_23 import launch, prefetch
 
     root = tmp_path_factory.getbasetemp() / "sglang0523"

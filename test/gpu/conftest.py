@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-
-# test/ holds the ``harness`` package; test/ itself is not a package.
-_TEST_DIR = str(Path(__file__).resolve().parents[1])
-if _TEST_DIR not in sys.path:
-    sys.path.insert(0, _TEST_DIR)
-
-from harness.gpu import device_memory, gpu_summary, time_budget  # noqa: E402
-from harness.launch import processes  # noqa: E402
+from harness.gpu import device_memory, gpu_summary, time_budget
+from harness.launch import processes
 
 # Before anything imports torch: CUDA's numbering must be NVML's (see harness.gpu.device_memory).
 os.environ[device_memory.CUDA_DEVICE_ORDER[0]] = device_memory.CUDA_DEVICE_ORDER[1]

@@ -4,15 +4,10 @@ files its row lists."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-_TEST_DIR = str(Path(__file__).resolve().parents[1])
-if _TEST_DIR not in sys.path:
-    sys.path.insert(0, _TEST_DIR)
-
-from harness.launch.release_suite import eagle3_launch_fixture  # noqa: E402
-from harness.releases import suite_gate  # noqa: E402
+from harness.launch.release_suite import eagle3_launch_fixture
+from harness.releases import suite_gate
 
 collect_ignore_glob, ROW = suite_gate(Path(__file__).parent)
 

@@ -5,17 +5,11 @@ generation's venv)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-_TEST_DIR = str(Path(__file__).resolve().parents[1])
-if _TEST_DIR not in sys.path:
-    sys.path.insert(0, _TEST_DIR)
-
-from harness.launch.release_suite import eagle3_launch_fixture  # noqa: E402
-from harness.releases import mark_slow_files, suite_gate  # noqa: E402
+from harness.launch.release_suite import eagle3_launch_fixture
+from harness.releases import mark_slow_files, suite_gate
 
 # Tests that import SGLang in this process get the CPU engine and the sgl_kernel test double
 # (Engines get both from cpu_env).

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.launch import release_suite
 from harness.launch.engine import DEFAULT_CAPACITY_BYTES, ENGINE_TEST_TIMEOUT_S
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, LaunchKind
+from harness.launch.release_suite import assert_same_numbers, assert_weights_and_pools_fill
 from harness.launch.release_suite import engine_kwargs as launch_kwargs
 from harness.matrices import fidelity
 from harness.matrices.fidelity import ROWS, Row
@@ -44,11 +46,8 @@ pytestmark = [
 ]
 
 ENGINE_ROWS = tuple(row for row in ROWS if row.engine is not None)
-# 0.5.13.x: CPU Engines cost ~40 s each (SGLang's imports, twice). CI starts the one no other
-# test starts: DeepSeek-V3 MTP with no draft path (the launch whose target config the draft used
-# to rewrite). The other rows' pairs are started by the worker tests (EAGLE/EAGLE3, STANDALONE,
-# DFLASH, multi-layer EAGLE, frozen-KV MTP); their recipe Engines run with SPECINIT_TEST_SLOW=1.
-# The probe checks (a), (b) and the read-before-loading half of (c) run for every row in CI.
+# 0.5.13.x: CI starts the one recipe Engine no other test starts (DeepSeek-V3 MTP with no draft
+# path); the worker tests start the other rows' pairs. The probe checks run for every row in CI.
 CI_ENGINE_ROWS = ("deepseek-v3-mtp",)
 # 0.5.23: the suite's launch of the same checkpoints that CI reads for a row, and whether CI
 # also has that launch with the plugin off (for (e)).
@@ -58,17 +57,8 @@ CI_LAUNCH = {
     "mimo-v2-flash": ("MTP-multi-layer", True),
     "gemma4-frozen-kv-mtp": ("FROZEN_KV_MTP", False),
 }
-PLAN_KEYS = (
-    "tokens",
-    "max_running_requests",
-    "target_kv_bytes_per_token",
-    "draft_kv_bytes_per_token",
-    "budget_bytes",
-    *(("min_viable_mem_fraction_static",) if PHASES_ITSELF else ()),
-    "target_kv_pool_bytes",
-    "draft_kv_pool_bytes",
-    "draft_fixed_pool_bytes",
-)
+MIN_VIABLE = ("min_viable_mem_fraction_static",) if PHASES_ITSELF else ()
+PLAN_KEYS = (*release_suite.PLAN_KEYS, *MIN_VIABLE)
 
 
 def recipe_kind(row: Row) -> str:
@@ -99,17 +89,14 @@ if not PHASES_ITSELF:
 
 
 def by_key(rows: tuple[Row, ...], *, generation_runs: bool = True) -> Any:
-    """One test per row, on the generation the test's check belongs to (none on the other)."""
     rows = rows if generation_runs else ()
     return pytest.mark.parametrize("row", rows, ids=[row.key for row in rows])
 
 
 def by_engine(*, stock_too: bool = False, phases_itself: bool | None = None) -> Any:
     """One test per plugin-on Engine of an Engine row (``phases_itself``: only on that
-    generation). 0.5.13.x: the recipe's own flags on device cpu (slow but CI_ENGINE_ROWS).
-    0.5.23: the suite's launch of the same checkpoints where CI has it (id: the row), and the
-    recipe's own flags (slow; id ``<row>@recipe`` where CI has the first), each marked with the
-    launches it reads (and with ``stock_too`` the plugin-off ones)."""
+    generation). 0.5.23: the suite's launch of the same checkpoints where CI has it (id: the
+    row), and the recipe's own flags (slow; id ``<row>@recipe`` where CI has the first)."""
     params = []
     for row in ENGINE_ROWS if phases_itself in (None, PHASES_ITSELF) else ():
         if PHASES_ITSELF:
@@ -132,8 +119,7 @@ def by_engine(*, stock_too: bool = False, phases_itself: bool | None = None) -> 
 
 @pytest.fixture(scope="module")
 def probe_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[dict]]:
-    """The probe (one run for the whole module), started in the background: the Engine tests
-    run first, meanwhile."""
+    """The probe (one run for the module), started in the background."""
     with ThreadPoolExecutor(1) as pool:
         yield pool.submit(
             fidelity.run_probe, fidelity.probe_request(), tmp_path_factory.mktemp("probe")
@@ -142,7 +128,7 @@ def probe_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[dict]
 
 @pytest.fixture(scope="module")
 def probe(probe_run: Future[dict]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every row's probe results, plugin on and off: ``{(launch, mode): result}``."""
+    """``{(launch, mode): result}``."""
     return probe_run.result()
 
 
@@ -160,8 +146,7 @@ def _skip_refused(row: Row) -> None:
 
 
 def _start(row: Row) -> Callable[[Path], Launch]:
-    """0.5.13.x: the row's recipe Engine, plugin on, every KV pool's buffers in the scheduler
-    report (counted for (c))."""
+    """0.5.13.x: the row's recipe Engine, plugin on, every KV pool's buffers reported."""
 
     def start(work_dir: Path) -> Launch:
         kwargs = fidelity.engine_kwargs(row)
@@ -195,8 +180,8 @@ def _engine_or_skip(row: Row, engines: Callable[[str], Launch]) -> Launch:
 
 
 def _same_pair(row: Row, kind: str) -> None:
-    """0.5.23: the launch read for ``row`` loads the row's own checkpoints (a path-less MTP
-    row's draft is the target's checkpoint, which 0.5.23 resolves the missing path to)."""
+    """0.5.23: the launch read for ``row`` loads the row's own checkpoints (a path-less row's
+    draft: the target's)."""
     spec = KINDS[kind]
     assert spec.target() == row.target()
     draft = spec.draft()
@@ -227,7 +212,6 @@ def test_d_engine_comes_up_through_the_four_phases(
 def test_c_draft_price_equals_what_its_pools_allocate(
     engine_runs, probe_run: Future[dict], row: Row, kind: str
 ) -> None:
-    """(The probe of (a)/(b) runs in the background from here on, beside the Engines.)"""
     _same_pair(row, kind)
     run = engine_runs(kind, True)
     memory = run.memory
@@ -275,16 +259,7 @@ def _slot_kind(size: int, tokens: int, swa_tokens: set[int]) -> str:
 def test_d_engine_fills_the_budget(engine_runs, row: Row, kind: str) -> None:
     _same_pair(row, kind)
     run = engine_runs(kind, True)
-    memory = run.memory
-    assert memory is not None, run.log[-3000:]
-    fraction = launch_kwargs(kind)["mem_fraction_static"]
-    budget = int(fraction * run.pre_load_free_bytes)
-    assert memory["budget_bytes"] == budget
-    # Weights as SGLang measured them when it profiled, plus every pool's token buffers as
-    # allocated (from the tensors), plus the draft's per-request rows (multi-layer EAGLE).
-    pools = sum(p.get("token_buffer_bytes", 0) for p in run.report["kv_pool_buffers"])
-    used = run.resident_at_profile + pools + memory.get("draft_request_bytes", 0)
-    assert 0.995 <= used / budget <= 1, (used, budget)
+    used, budget = assert_weights_and_pools_fill(run, launch_kwargs(kind)["mem_fraction_static"])
     print(f"{row.key}: weights + pools {used} of {budget} B ({used / budget:.6f})")
 
 
@@ -300,12 +275,7 @@ def test_d_plan_equals_server(row: Row, kind: str | None, request: pytest.Fixtur
         kwargs, memory = launch_kwargs(kind), run.memory
     # (This launch's row of the verdict table: test/conftest.py's plan_every_started_launch.)
     planned = fidelity.plan_for_server(row, kwargs, memory, DEFAULT_CAPACITY_BYTES)
-    differing = {
-        key: (planned.get(key), memory.get(key))
-        for key in PLAN_KEYS
-        if planned.get(key) != memory.get(key)
-    }
-    assert differing == {}, (planned, memory)
+    assert_same_numbers(planned, memory, PLAN_KEYS)
     if PHASES_ITSELF:
         assert set(PLAN_KEYS) <= set(planned) & set(memory)
         # What SGLang really allocated for the K/V buffers is what the planner predicted (a
@@ -365,10 +335,8 @@ def _equal_but_rows(a: dict[str, Any], b: dict[str, Any], loaded: range) -> bool
 
 
 def _rows_loaded_from_checkpoint(row: Row, name: str) -> range | None:
-    """The rows of a fused QKV projection SGLang fills when the draft's checkpoint holds only
-    ``q_proj`` for that layer (a frozen-KV MTP assistant reads the target's K/V, so its
-    checkpoint has no ``k_proj``/``v_proj``; SGLang's fused ``qkv_proj`` keeps those rows as
-    allocated, uninitialized, in stock and plugin-on alike). None for any other tensor."""
+    """The rows of a draft's fused QKV projection SGLang fills when its checkpoint holds only
+    ``q_proj`` (a frozen-KV MTP assistant: the K/V rows stay uninitialized in stock too)."""
     role, _, param = name.partition("/")
     if not role.startswith("draft") or not param.endswith("self_attn.qkv_proj.weight"):
         return None
@@ -509,7 +477,7 @@ def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
         assert 0 < off["server_args"]["mem_fraction_static"] < 1
         return
     algorithm = off["server_args"]["speculative_algorithm"]
-    reserve = fidelity.draft_reserve_mib(algorithm)
+    reserve = fidelity.DRAFT_RESERVE_MIB.get(algorithm, fidelity.DEFAULT_DRAFT_RESERVE_MIB)
     automatic = "fraction_without_spec_term" in off
     if not (automatic and row.phased and reserve):
         assert differences == {}

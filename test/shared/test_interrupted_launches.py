@@ -34,8 +34,7 @@ pytestmark = [
 
 FAILING_RANK = 1
 RELEASE = getattr(installed_row(), "name", "?")
-# The pool phase's TP sizes: 0.5.13.x at TP 1 in CI and TP 2 slow; the sglang_0_5_23
-# generation at TP 2, slow (CI there: the draft failure below).
+# SIGTERM in the pool phase: 0.5.13.x at TP 1 in CI; TP 2 slow.
 SIGTERM_TP = [pytest.param(TP, marks=pytest.mark.slow)]
 if PHASES_ITSELF:
     SIGTERM_TP.insert(0, 1)

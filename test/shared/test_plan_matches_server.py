@@ -13,7 +13,13 @@ import pytest
 from harness.checkpoints import eagle_drafts, llama_family
 from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS
-from harness.launch.release_suite import PLAN_KEYS, eagle3_plan_argv, run_planner, served_tokens
+from harness.launch.release_suite import (
+    PLAN_KEYS,
+    assert_same_numbers,
+    eagle3_plan_argv,
+    run_planner,
+    served_tokens,
+)
 from harness.launch.tp2_pair import PHASES_ITSELF
 from harness.releases import installed_row
 from harness.reports.report_reading import REPORT_DIR_ENV, read_breakdown
@@ -23,11 +29,8 @@ pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
 RELEASE = getattr(installed_row(), "name", "?")
 COMPARED_KEYS = (*PLAN_KEYS, "min_viable_mem_fraction_static")
-# What differs per generation. 0.5.13.x: this module's own Engines of the pair on a 64 MiB
-# device, page 16 in CI and page 1 slow (page 1 is the fidelity matrix's (d) check on every
-# recipe Engine), the stock cases slow (stock 0.5.13.x reserves no draft KV whatever the key
-# says). The sglang_0_5_23 generation: the suite's session launches (``engine_runs``, page 1,
-# 256 MiB; the EAGLE3 draft with a reduced vocabulary), planned with ``--sglang-version``.
+# 0.5.13.x: this module's own Engines of the pair on a 64 MiB device, page 1 slow (the fidelity
+# matrix's (d) checks it), the stock cases slow. 0.5.23: the suite's session launches.
 if PHASES_ITSELF:
     CAPACITY = 64 << 20
     PAGES = [16, pytest.param(1, marks=pytest.mark.slow)]
@@ -37,9 +40,7 @@ else:
     PAGES = [1]
     # The EAGLE3 pair with one field added, the same reserve (CI: the EAGLE3 case).
     SLOW_STOCK_CASES = ("EAGLE3-nnpl1",)
-# (draft kind, the draft layers stock reserves at the target's geometry on the sglang_0_5_23
-# generation): a draft without num_nextn_predict_layers (its layer count), with 0 (nothing),
-# with 1 (the key).
+# (draft kind, the draft layers stock 0.5.23 reserves at the target's geometry).
 STOCK_CASES = [
     pytest.param(kind, reserved, marks=[pytest.mark.slow] if kind in SLOW_STOCK_CASES else [])
     for kind, reserved in (("EAGLE3", 1), ("EAGLE3-nnpl0", 0), ("EAGLE3-nnpl1", 1))
@@ -61,8 +62,7 @@ class Served:
 
 
 def pair(kind: str) -> tuple[Path, Path]:
-    """``kind``'s target and draft: on 0.5.13.x its own drafts (the EAGLE3 draft without the
-    reduced vocabulary of :data:`KINDS`), else the suite's."""
+    """``kind``'s target and draft: on 0.5.13.x its own drafts, else the suite's."""
     if not PHASES_ITSELF:
         return KINDS[kind].target(), KINDS[kind].draft()
     nnpl = {"EAGLE3-nnpl0": 0, "EAGLE3-nnpl1": 1}.get(kind)
@@ -71,7 +71,6 @@ def pair(kind: str) -> tuple[Path, Path]:
 
 
 def _own_engine(kind: str, plugin: bool, page: int, work: Path) -> Served:
-    """0.5.13.x: the pair as an Engine of this module's."""
     target, draft = pair(kind)
     with cpu_engine(
         target,
@@ -91,7 +90,6 @@ def _own_engine(kind: str, plugin: bool, page: int, work: Path) -> Served:
 def launched(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[..., Served]:
-    """``launched(kind, plugin, page)``: the installed release's Engine of that pair."""
     if not PHASES_ITSELF:
         engine_runs = request.getfixturevalue("engine_runs")
 
@@ -118,7 +116,6 @@ _plans: dict[tuple[str, ...], dict[str, Any]] = {}
 
 
 def plan_of(kind: str, run: Served) -> dict[str, Any]:
-    """The planner of this checkout, run in this environment for a plugin launch."""
     assert run.memory is not None
     flags = ("--page-size", str(run.page)) if PHASES_ITSELF else ("--sglang-version", RELEASE)
     argv = eagle3_plan_argv(*pair(kind), run.memory, *flags, device_memory=CAPACITY)
@@ -134,12 +131,7 @@ def test_plan_equals_the_patched_server(launched: Callable[..., Served], page: i
     live, planned = run.memory, plan_of("EAGLE3", run)
     assert live is not None and live["tokens"] == run.tokens
     assert planned["sglang_version"] == RELEASE
-    differing = {
-        key: (planned.get(key), live.get(key))
-        for key in COMPARED_KEYS
-        if planned.get(key) != live.get(key)
-    }
-    assert differing == {}
+    assert_same_numbers(planned, live, COMPARED_KEYS)
     # What SGLang really allocated is what both predicted.
     assert live["allocated_target_kv_pool_bytes"] == planned["target_kv_pool_bytes"]
     assert live["allocated_draft_kv_pool_bytes"] == planned["draft_kv_pool_bytes"]
@@ -154,11 +146,8 @@ def test_plan_equals_the_patched_server(launched: Callable[..., Served], page: i
         assert "EAGLE3" in case.description
 
 
-# The stock Engine holds the target's rotary cos/sin cache (a buffer no checkpoint stores) when
-# it sizes the pool, and stock 0.5.13.post1's rule counts the target's resident bytes: the
-# planner prices that buffer with SGLang's own rope factory (planner/target_buffers.py; 2432 x 16
-# bf16 = 77,824 B here, 304 tokens). --resident-bytes measures the plugin run, whose draft is
-# resident too, so it cannot stand for the target alone: the stock column is priced, not measured.
+# The stock column is priced, not measured (--resident-bytes measures the plugin run, whose
+# draft is resident too), the target's rotary cache included.
 @pytest.mark.parametrize(("kind", "reserved"), STOCK_CASES)
 @pytest.mark.launches(("{kind}", False), ("{kind}", True))
 def test_stock_and_plugin_columns_are_the_servers(

@@ -18,6 +18,7 @@ from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
 from harness.launch.multi_rank import EndedLaunch, assert_ended_cleanly, run_server_to_end
 from harness.matrices.plan_verdicts import (
     VERDICT_PROPERTY,
+    assert_refusal,
     launch_flags,
     plan_verdict,
     rows_of_this_generation,
@@ -36,25 +37,20 @@ pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
 BOUND_S = float(ENGINE_TIMEOUT_S)
 
-# Every row's check and message are unit-tested without a launch (test/unit/test_launch_checks.py).
-# End to end one launch costs only the launcher's imports, so CI runs every row at TP 1 on each
-# generation (the plan-vs-live table's refused rows) and, on 0.5.13, one flag row at TP 2 (a
-# refusal in the launcher happens before any rank exists, so TP only changes the flag); the
-# other TP 2 rows run with SPECINIT_TEST_SLOW=1.
+# CI runs every row at TP 1 on each generation and, on 0.5.13, one flag row at TP 2 (a refusal
+# in the launcher happens before any rank exists); the other TP 2 rows are slow.
 IN_CI = {
     "sglang_0_5_13": {*((name, 1) for name in REFUSED), ("mem-fraction-0", 2)},
     "sglang_0_5_23": {(name, 1) for name in REFUSED},
 }
 TP_SIZES = {"sglang_0_5_13": (1, 2), "sglang_0_5_23": (1,)}
 
-# A refused launch spends its life importing SGLang on one core: without xdist workers (the
-# 0.5.23 suite) the module's launches run two at a time, each test waiting for its own.
+# Without xdist workers (the 0.5.23 suite) the module's launches run two at a time.
 _pool = ThreadPoolExecutor(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
 
 @dataclass(frozen=True)
 class Refused:
-    """One launch of this module: its checkpoints, flags, and the run it ended in."""
 
     target: Path
     draft: Path | None
@@ -158,9 +154,7 @@ def test_refused_in_the_launcher_before_any_rank_starts(
     request.node.user_properties.append(
         (VERDICT_PROPERTY, (f"{row} tp{tp}", planned.verdict(), "refuses"))
     )
-    line = planned.refusal_line()
-    for needle in spec.expect:
-        assert needle.format(draft=draft) in line, (needle, line)
+    assert_refusal(planned, spec.expect, draft)
 
 
 @pytest.mark.parametrize(

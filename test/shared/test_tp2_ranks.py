@@ -42,20 +42,14 @@ pytestmark = [
     pytest.mark.timeout(MULTI_RANK_TIMEOUT_S),
 ]
 
-# What differs per generation (PHASES_ITSELF: 0.5.13.x). The sglang_0_5_23 generation logs one
-# pool line per rank labelled with the release; its shim binds each scheduler's meter to the
-# device the launcher published, and each breakdown says the rank's own free memory at sizing
-# next to the all-rank minimum.
 ROW = installed_row()
-# dp-attention over the two ranks: 0.5.13.x's --dp-size with --enable-dp-attention, the
-# sglang_0_5_23 generation's --attn-dp-size.
+# dp-attention over the two ranks.
 DP_ATTENTION = (
     {"dp_size": 2, "enable_dp_attention": True} if PHASES_ITSELF else {"attn_dp_size": 2}
 )
 
 
 def rank_lines(tp_rank: int) -> list[str]:
-    """What each rank logs of its sizing, as this generation's plugin words it."""
     if PHASES_ITSELF:
         return [f"TP{tp_rank}] [specinit] phase {phase}/4" for phase in range(1, 5)]
     release = ROW.name if ROW else ""
@@ -63,7 +57,6 @@ def rank_lines(tp_rank: int) -> list[str]:
 
 
 def plan_of(report: dict, run: RankedLaunch) -> object:
-    """One rank's own plan, with what this generation's sizing reads."""
     if PHASES_ITSELF:
         return rank_plan(report, run.breakdown(1)["draft_weight_bytes"], with_requests=True)
     return rank_plan(report)
@@ -71,7 +64,6 @@ def plan_of(report: dict, run: RankedLaunch) -> object:
 
 @pytest.fixture(scope="module")
 def asymmetric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RankedLaunch]:
-    """The launch with rank 1's device smaller, started once for every test of this module."""
     yield start_tp2(tmp_path_factory.mktemp("tp2-asymmetric"), (CAPACITY, TIGHT_CAPACITY))
 
 

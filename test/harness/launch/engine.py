@@ -1,6 +1,4 @@
-"""Start SGLang 0.5.13.post1 (or 0.5.23) on device "cpu" for tests: ``sglang.Engine`` and
-``launch_server``. What differs for 0.5.23 (flag names, the sgl_kernel test double) is decided
-in :mod:`harness.launch.sglang_release`."""
+"""Start SGLang on device "cpu" for tests: ``sglang.Engine`` and ``launch_server``."""
 
 from __future__ import annotations
 
@@ -34,11 +32,9 @@ from harness.reports import live_reports, scheduler_report
 DEFAULT_CAPACITY_BYTES = 256 << 20
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
-# Per-test bound for tests that start one Engine/server (pytest-timeout): a spec Engine is up
-# in ~17 s on 2 cores, so this only trips on a hang.
+# Per-test bound for tests that start one Engine/server: trips only on a hang.
 ENGINE_TEST_TIMEOUT_S = 300
-# Draft workers built by DraftBackendFactory, which has no torch_native entry. Verified on CPU
-# for EAGLE and EAGLE3; NEXTN is an alias of EAGLE, STANDALONE uses the same factory.
+# Draft workers built by DraftBackendFactory, which has no torch_native entry.
 SPEC_ALGORITHMS_NEEDING_TRITON_DRAFT_BACKEND = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 
 
@@ -116,18 +112,14 @@ def cpu_env(
     return env
 
 
-def omp_threads_bind(tp_size: int) -> str:
-    """``SGLANG_CPU_OMP_THREADS_BIND`` for ``tp_size`` ranks: one core per rank, round robin."""
-    cores = os.cpu_count() or 1
-    return "|".join(str(rank % cores) for rank in range(tp_size))
-
-
 def _parallel_env(kwargs: Mapping[str, Any], extra: Mapping[str, str] | None) -> dict[str, str]:
-    """``extra`` plus the threads binding a TP > 1 launch needs (unless ``extra`` sets one)."""
+    """``extra`` plus, for TP > 1 (unless ``extra`` sets one), a threads binding of one core per
+    rank, round robin."""
     env = dict(extra or {})
-    tp_size = int(kwargs.get("tp_size") or 1)
+    tp_size, cores = int(kwargs.get("tp_size") or 1), os.cpu_count() or 1
     if tp_size > 1:
-        env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", omp_threads_bind(tp_size))
+        bind = "|".join(str(rank % cores) for rank in range(tp_size))
+        env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", bind)
     return env
 
 
@@ -186,7 +178,6 @@ class EngineHandle(RunHandle):
         )
 
     def server_info(self) -> dict[str, Any]:
-        """``Engine.get_server_info()``: server args, scheduler handshake, internal states."""
         return self.request({"cmd": "server_info"})
 
 
@@ -208,7 +199,6 @@ def cpu_engine(
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
     extra_env: Mapping[str, str] | None = None,
     python: str | os.PathLike[str] | None = None,
-    graceful_shutdown: bool = False,
     **engine_overrides: Any,
 ) -> Iterator[EngineHandle]:
     """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block."""
@@ -248,25 +238,8 @@ def cpu_engine(
         note_started(kwargs, env, capacity_bytes)
         yield handle
     finally:
-        if graceful_shutdown:
-            _stop_engine(handle)
-        else:
-            kill_group(handle.proc, grace_s=2.0)
+        kill_group(handle.proc, grace_s=2.0)
         live_reports.keep_live_reports(env, files.work_dir.name)
-
-
-def _stop_engine(handle: EngineHandle) -> None:
-    proc = handle.proc
-    if proc.poll() is None:
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(json.dumps({"cmd": "shutdown"}) + "\n")
-            proc.stdin.flush()
-            proc.stdin.close()
-            proc.wait(timeout=60)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            pass
-    kill_group(proc, grace_s=5.0)
 
 
 def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:

@@ -73,8 +73,6 @@ def main(argv: list[str]) -> int:
     try:
         for line in sys.stdin:
             command = json.loads(line)
-            if command.get("cmd") == "shutdown":
-                break
             try:
                 reply = _handle(engine, command)
             except BaseException:

@@ -6,10 +6,11 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_mtp, tiny_configs
 from harness.gpu import storage_identity
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
@@ -33,98 +34,58 @@ class LaunchKind:
     kwargs_fn: Callable[[], dict[str, Any]] | None = None
 
 
-def _mimo_target() -> Path:
-    from harness.checkpoints import mimo_v2_mtp
-
-    return mimo_v2_mtp.tiny_mimo_v2_target()
-
-
-def _gemma4(which: str) -> Path:
-    from harness.checkpoints import gemma4_mtp
-
-    return getattr(gemma4_mtp, f"tiny_gemma4_{which}")()
-
-
-def _tiny_checkpoint(name: str) -> Path:
-    from harness.checkpoints import tiny_configs
-
-    return tiny_configs.tiny_checkpoint(name)
-
-
 MULTI_LAYER_STEPS = 3
 
+_LLAMA = llama_family.tiny_llama_target
+_EAGLE3 = eagle_drafts.tiny_eagle3_draft
+_MIMO = mimo_v2_mtp.tiny_mimo_v2_target
 KINDS: dict[str, LaunchKind] = {
-    "plain": LaunchKind(llama_family.tiny_llama_target),
-    "EAGLE": LaunchKind(llama_family.tiny_llama_target, eagle_drafts.tiny_eagle_draft, "EAGLE"),
-    "EAGLE3": LaunchKind(
-        llama_family.tiny_llama_target,
-        lambda: eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB),
-        "EAGLE3",
-    ),
-    "EAGLE3-nnpl0": LaunchKind(
-        llama_family.tiny_llama_target,
-        lambda: eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0),
-        "EAGLE3",
-    ),
-    # EAGLE3's draft with one field more: ``num_nextn_predict_layers: 1`` (the reserve stock
-    # reads from the key instead of the layer count; the same d as without it).
+    "plain": LaunchKind(_LLAMA),
+    "EAGLE": LaunchKind(_LLAMA, eagle_drafts.tiny_eagle_draft, "EAGLE"),
+    "EAGLE3": LaunchKind(_LLAMA, partial(_EAGLE3, draft_vocab=EAGLE3_DRAFT_VOCAB), "EAGLE3"),
+    "EAGLE3-nnpl0": LaunchKind(_LLAMA, partial(_EAGLE3, num_nextn_predict_layers=0), "EAGLE3"),
+    # EAGLE3's draft with ``num_nextn_predict_layers: 1`` (stock reads its reserve from the key).
     "EAGLE3-nnpl1": LaunchKind(
-        llama_family.tiny_llama_target,
-        lambda: eagle_drafts.tiny_eagle3_draft(
-            draft_vocab=EAGLE3_DRAFT_VOCAB, num_nextn_predict_layers=1
-        ),
+        _LLAMA,
+        partial(_EAGLE3, draft_vocab=EAGLE3_DRAFT_VOCAB, num_nextn_predict_layers=1),
         "EAGLE3",
     ),
-    "STANDALONE": LaunchKind(
-        llama_family.tiny_llama_target,
-        lambda: llama_family.tiny_llama_target(STANDALONE_SHAPE),
-        "STANDALONE",
-    ),
+    "STANDALONE": LaunchKind(_LLAMA, partial(_LLAMA, STANDALONE_SHAPE), "STANDALONE"),
     # MiMo-V2: SGLang turns multi-layer EAGLE on by itself, one MTP runner per step; the MTP
     # layers live in the target's checkpoint.
     "MTP-multi-layer": LaunchKind(
-        _mimo_target,
-        _mimo_target,
+        _MIMO,
+        _MIMO,
         "EAGLE",
-        {
-            "trust_remote_code": True,
-            "num_steps": MULTI_LAYER_STEPS,
-            "num_draft_tokens": MULTI_LAYER_STEPS + 1,
-        },
+        {"trust_remote_code": True, "num_steps": MULTI_LAYER_STEPS,
+         "num_draft_tokens": MULTI_LAYER_STEPS + 1},  # fmt: skip
     ),
     # DeepSeek-V3 MTP with no draft path: the NextN layer comes from the target's checkpoint.
     "MTP-deepseek-v3": LaunchKind(
-        lambda: _tiny_checkpoint("deepseek-v3"),
+        partial(tiny_configs.tiny_checkpoint, "deepseek-v3"),
         algorithm="EAGLE",
         engine_kwargs={"trust_remote_code": True},
     ),
-    # A Gemma 4 assistant: SGLang promotes EAGLE to FROZEN_KV_MTP for it.
-    # 0.5.23's Gemma 4 refuses torch_native attention; the Triton backend is only constructed
-    # at init (no forward pass runs on CPU).
+    # A Gemma 4 assistant: SGLang promotes EAGLE to FROZEN_KV_MTP for it. 0.5.23's Gemma 4
+    # refuses torch_native attention; the Triton backend is only constructed on CPU.
     "FROZEN_KV_MTP": LaunchKind(
-        lambda: _gemma4("target"),
-        lambda: _gemma4("assistant"),
+        gemma4_mtp.tiny_gemma4_target,
+        gemma4_mtp.tiny_gemma4_assistant,
         "EAGLE",
         {"attention_backend": "triton"},
     ),
 }
 
 
+@dataclass
 class Launch:
-    """What one CPU Engine launch left behind: scheduler report, memory report, log."""
+    """What one CPU Engine launch left behind: scheduler report, memory report, log, and the
+    draft-binding snapshots at pool time and after init (harness.gpu.storage_identity)."""
 
-    def __init__(
-        self,
-        report: dict[str, Any],
-        memory: dict[str, Any] | None,
-        log: str,
-        identity: list[dict[str, list[dict[str, Any]]]] | None = None,
-    ) -> None:
-        self.report = report
-        self.memory = memory
-        self.log = log
-        # The draft-binding snapshots at pool time and after init (harness.gpu.storage_identity).
-        self.identity = identity or []
+    report: dict[str, Any]
+    memory: dict[str, Any] | None
+    log: str
+    identity: list[dict[str, list[dict[str, Any]]]] = field(default_factory=list)
 
     def runner(self, role: str) -> dict[str, Any]:
         return next(r for r in self.report["model_runners"] if r["role"] == role)
@@ -139,8 +100,7 @@ class Launch:
     def pre_load_free_bytes(self) -> int:
         readings = self.reading("measure_pre_model_load_memory")
         if not readings:
-            # 0.5.20 takes the reading inside bootstrap.init_torch_distributed, the second of
-            # its three (distributed/bootstrap.py:145); the target's runner comes first.
+            # 0.5.20: the second of bootstrap.init_torch_distributed's three readings.
             readings = self.reading("bootstrap.init_torch_distributed")[1:]
         return readings[0]["free_bytes"]
 
@@ -154,11 +114,9 @@ class Launch:
 
     @property
     def resident_at_profile(self) -> int:
-        """What SGLang saw leave free memory between its pre-load baseline and profiling."""
         return self.pre_load_free_bytes - self.free_at_profile
 
     def kv_pool_bytes(self) -> int:
-        """K and V buffer bytes of every runner's KV pool, as allocated."""
         pools = [r["kv_pool"] for r in self.report["model_runners"] if r["kv_pool"]]
         return sum(p["k_bytes"] + p["v_bytes"] for p in pools)
 
@@ -188,19 +146,16 @@ def _submit(kind: str, plugin: bool, tmp_root: Path) -> Future[Launch]:
 
 
 def prefetch(keys: list[tuple[str, bool]], tmp_root: Path) -> None:
-    """Start these launches in the background, in this order, two at a time."""
     for kind, plugin in keys:
         _submit(kind, plugin, tmp_root)
 
 
 def launch(kind: str, plugin: bool, tmp_root: Path) -> Launch:
-    """The Engine for ``kind`` with the plugin on or off, started once per session."""
     return _submit(kind, plugin, tmp_root).result()
 
 
 def launch_overrides(spec: LaunchKind) -> dict[str, Any]:
-    """The Engine kwargs on top of :func:`harness.launch.engine.cpu_engine_kwargs`'s for ``spec``
-    (a fraction of 0.5 unless the kind sets its own, e.g. a recipe's)."""
+    """The Engine kwargs on top of ``cpu_engine_kwargs``'s for ``spec``."""
     return {
         "mem_fraction_static": 0.5,
         **spec.engine_kwargs,
@@ -222,9 +177,8 @@ def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
         plugin=plugin,
         work_dir=work,
         startup_timeout_s=ENGINE_TIMEOUT_S,
-        # Every model tensor and KV buffer in the scheduler report
-        # (harness.reports.fidelity_tensors).
-        # and the draft's storage identity at pool time (harness.gpu.storage_identity).
+        # Every model tensor and KV buffer in the scheduler report, and the draft's storage
+        # identity at pool time.
         extra_env={
             "SGLANG_SPECINIT_REPORT_DIR": str(report_dir),
             TENSOR_REPORT_ENV: "1",

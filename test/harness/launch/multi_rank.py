@@ -17,7 +17,7 @@ from harness.launch.processes import (
     kill_group,
     start_in_own_group,
 )
-from harness.launch.server_process import read_reports
+from harness.launch.server_process import RunFiles, read_reports
 
 
 def running_members(pgid: int) -> list[GroupMember]:
@@ -69,10 +69,8 @@ def run_server_to_end(
     **server_args: Any,
 ) -> EndedLaunch:
     """Run ``launch_server`` on CPU until it exits, for launches that must end by themselves."""
-    work_dir.mkdir(parents=True, exist_ok=True)
-    report_dir = work_dir / "reports"
-    report_dir.mkdir(exist_ok=True)
-    log_path = work_dir / "server.log"
+    files = RunFiles.make(work_dir, "server")
+    report_dir, log_path = files.report_dir, files.log_path
     argv, env, _ = engine.server_command(
         model_path,
         plugin=plugin,

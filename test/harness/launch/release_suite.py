@@ -36,8 +36,7 @@ PLANNER_TIMEOUT_S = 600
 def cpu_import_recipe() -> None:
     """What SGLang on cpu needs in a test process that imports it: ``SGLANG_USE_CPU_ENGINE``
     (``is_cpu()`` is decided at import) and, from 0.5.16 on, the ``sgl_kernel`` test double on
-    ``sys.path`` (Engines get both from ``cpu_env``). Called by the suites' gates
-    (:func:`harness.releases.suite_gate`) when their tests are collected."""
+    ``sys.path``."""
     os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
     for path in extra_python_path():
         if path not in sys.path:
@@ -47,9 +46,8 @@ def cpu_import_recipe() -> None:
 def eagle3_launch_fixture(
     kind: str = "EAGLE3", name: str = "eagle3_on", *, plugin: bool = True
 ) -> Callable[..., Any]:
-    """A session fixture called ``name``: the tiny ``kind`` pair, plugin on (or off: stock
-    sizing), launched once per session by :func:`harness.launch.launch_0_5_23.launch` on the
-    installed release."""
+    """A session fixture called ``name``: the tiny ``kind`` pair, plugin on (or off), launched
+    once per session on the installed release."""
 
     @pytest.fixture(scope="session", name=name)
     def _launched(tmp_path_factory: pytest.TempPathFactory) -> Any:
@@ -78,36 +76,42 @@ def engine_kwargs(kind: str = "EAGLE3") -> dict[str, Any]:
 
 
 def launched_memory(run: Any) -> dict[str, Any]:
-    """The run's ``SPECINIT_MEMORY`` breakdown; fails with the log's tail when there is none."""
+    """The run's breakdown; fails with the log's tail when there is none."""
     memory = run.memory
     assert memory is not None, run.log[-3000:]
     return memory
 
 
 def assert_fills_the_budget_at_profile(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
-    """The plugin sized the launch of the installed release, and weights as SGLang measured them
-    when it profiled + every pool's token buffers as allocated (read from the tensors, not from
-    sglang_specinit) fill ``mem_fraction_static`` x the free memory before loading to
-    [0.995, 1]; the plugin's pool sizes are the allocated ones. Returns the breakdown."""
+    """The plugin sized the launch of the installed release, filling its budget
+    (:func:`assert_weights_and_pools_fill`) with the pools it allocated. Returns the breakdown."""
     from sglang_specinit.compat import installed_sglang_version
 
     memory = launched_memory(run)
     assert run.report["specinit_loaded"]
     assert memory["sglang_version"] == installed_sglang_version()
-    budget = int(engine_kwargs(kind)["mem_fraction_static"] * run.pre_load_free_bytes)
-    assert memory["budget_bytes"] == budget
-    pools = sum(p.get("token_buffer_bytes", 0) for p in run.report["kv_pool_buffers"])
-    used = run.resident_at_profile + pools + memory.get("draft_request_bytes", 0)
-    assert 0.995 <= used / budget <= 1, (used, budget)
+    assert_weights_and_pools_fill(run, engine_kwargs(kind)["mem_fraction_static"])
     assert memory["target_kv_pool_bytes"] == memory["allocated_target_kv_pool_bytes"]
     assert memory["draft_kv_pool_bytes"] == memory["allocated_draft_kv_pool_bytes"]
     return memory
 
 
+def assert_weights_and_pools_fill(run: Any, fraction: float) -> tuple[int, int]:
+    """The budget is ``fraction`` x the free memory before loading, and weights as SGLang
+    measured them when it profiled + every pool's token buffers as allocated + the draft's
+    per-request rows fill it to [0.995, 1]: (used, budget)."""
+    memory = launched_memory(run)
+    budget = int(fraction * run.pre_load_free_bytes)
+    assert memory["budget_bytes"] == budget
+    pools = sum(p.get("token_buffer_bytes", 0) for p in run.report["kv_pool_buffers"])
+    used = run.resident_at_profile + pools + memory.get("draft_request_bytes", 0)
+    assert 0.995 <= used / budget <= 1, (used, budget)
+    return used, budget
+
+
 def planner_command(memory: Mapping[str, Any], kind: str = "EAGLE3") -> list[str]:
     """``sglang-specinit plan --json`` with the Engine's flags and the device numbers the
-    server measured (free before loading; resident at sizing, where ``memory`` has it: a
-    plugin run's breakdown)."""
+    server measured (resident bytes where ``memory`` has them: a plugin run's)."""
     from harness.launch.engine import DEFAULT_CAPACITY_BYTES, server_args_to_cli
 
     resident = memory.get("resident_bytes")
@@ -124,8 +128,7 @@ def eagle3_plan_argv(
     target: Path, draft: Path, measured: Mapping[str, Any], *flags: str, device_memory: int
 ) -> list[str]:
     """``sglang-specinit plan --json`` for an EAGLE3 pair (3 steps, top-1, 4 draft tokens) on
-    device cpu, told what a plugin server measured (its breakdown: the fraction, the free
-    memory before loading, the bytes resident at sizing); ``flags`` add to it."""
+    device cpu, told what a plugin server measured (its breakdown); ``flags`` add to it."""
     return [
         sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
         "--model-path", str(target),
@@ -140,11 +143,11 @@ def eagle3_plan_argv(
     ]  # fmt: skip
 
 
-def run_planner(argv: list[str]) -> dict[str, Any]:
+def run_planner(argv: list[str], extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Run this environment's planner as an operator would: without the CPU engine switch,
-    with what the release's CPU processes need on ``PYTHONPATH`` (from 0.5.16 the sgl_kernel
-    test double, which the release's pool code imports when the planner prices on cpu)."""
+    with the release's CPU path entries (from 0.5.16 the sgl_kernel test double)."""
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
+    env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in [*extra_python_path(), env.get("PYTHONPATH", "")] if p
     )
@@ -154,10 +157,8 @@ def run_planner(argv: list[str]) -> dict[str, Any]:
 
 
 def plan_in_this_environment(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
-    """The planner's JSON plan, run in this interpreter's environment for ``run``'s launch:
-    told the free memory before loading and, for a plugin run, the bytes resident at sizing
-    (a stock run's free memory comes from its meter; stock's column never reads the
-    resident bytes, it adds up what its release has resident when it profiles)."""
+    """The planner's JSON plan for ``run``'s launch, told the free memory before loading (a
+    stock run's: from its meter) and, for a plugin run, the bytes resident at sizing."""
     if run.memory is not None:
         memory: Mapping[str, Any] = launched_memory(run)
     else:
@@ -168,21 +169,21 @@ def plan_in_this_environment(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
 
 
 def served_tokens(run: Any) -> int:
-    """``max_total_num_tokens`` of the run's target runner, as its scheduler reported it."""
     return int(run.runner("target")["max_total_num_tokens"])
 
 
 def stock_column(planned: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The plan's stock column in this environment (its ``release`` is the installed one)."""
     return planned["stock"]
+
+
+def assert_same_numbers(
+    planned: Mapping[str, Any], memory: Mapping[str, Any], keys: tuple[str, ...] = PLAN_KEYS
+) -> None:
+    """Every ``keys`` number of the plan is the server's breakdown's."""
+    pairs = {k: (planned.get(k), memory.get(k)) for k in keys}
+    assert {k: pair for k, pair in pairs.items() if pair[0] != pair[1]} == {}, (planned, memory)
 
 
 def assert_plan_equals_server(planned: Mapping[str, Any], run: Any) -> None:
     """Every :data:`PLAN_KEYS` number of the plan is the server's breakdown's."""
-    memory = launched_memory(run)
-    differing = {
-        key: (planned.get(key), memory.get(key))
-        for key in PLAN_KEYS
-        if planned.get(key) != memory.get(key)
-    }
-    assert differing == {}
+    assert_same_numbers(planned, launched_memory(run))

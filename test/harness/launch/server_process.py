@@ -25,8 +25,7 @@ from harness.launch.processes import (
 )
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, extra_python_path
 
-# On PYTHONPATH, this directory's sitecustomize installs the harness's hooks in every process
-# SGLang spawns (CPU doubles and/or the device probe, as the environment asks).
+# Its sitecustomize installs the harness's hooks in every process SGLang spawns.
 SITE_DIR = Path(__file__).resolve().parent / "site"
 # SGLang's own plugin whitelist (SGLANG_PLUGINS) switches the plugin: its entry point name to
 # load it, a name no entry point has to run stock SGLang.
@@ -34,9 +33,8 @@ PLUGIN_ENTRY_POINT = "specinit"
 PLUGIN_DISABLED = "none-specinit-disabled"
 
 
-# What only a CPU run may carry: the CPU test doubles' switches (shims.py, faults.py, the
-# simulated meter's capacities) and the variables that put SGLang on CPU. On a GPU any of them
-# replaces a real kernel or reading with a double.
+# What only a CPU run may carry: the CPU test doubles' switches and the variables that put
+# SGLang on CPU.
 CPU_DOUBLE_VARIABLES = (
     shims.SHIMS_ENV,
     shims.CAPACITY_ENV,
@@ -60,10 +58,9 @@ def sglang_process_env(
     cpu_doubles: bool = True,
 ) -> dict[str, str]:
     """``base`` plus the harness site dir first on ``PYTHONPATH`` and the plugin switch;
-    ``cpu_doubles=False`` (a GPU server) leaves out the release's CPU-only path entries."""
+    ``cpu_doubles=False`` (a GPU server) leaves out the release's CPU-only path entries (0.5.23's
+    sgl_kernel double)."""
     env = dict(base)
-    # The sitecustomize appends test/ (for ``harness``); 0.5.23 on CPU also needs the sgl_kernel
-    # double, which must never reach a GPU run (0.5.23 imports real CUDA ops from sgl_kernel).
     python_path = [str(SITE_DIR), *(extra_python_path() if cpu_doubles else [])]
     if env.get("PYTHONPATH"):
         python_path.append(env["PYTHONPATH"])
@@ -140,7 +137,6 @@ class RunFiles:
 
 
 class RunHandle:
-    """What the handle of a running Engine or server reads from its :class:`RunFiles`."""
 
     files: RunFiles
 
@@ -153,7 +149,6 @@ class RunHandle:
         return self.files.report_dir
 
     def scheduler_reports(self) -> list[dict[str, Any]]:
-        """Every harness scheduler report written so far (one per scheduler process)."""
         return read_reports(self.report_dir)
 
     def scheduler_report(self) -> dict[str, Any]:
@@ -168,7 +163,6 @@ class RunHandle:
         return ok[0]
 
     def log_tail(self, lines: int = 80) -> str:
-        """Last lines of the run's log (the driver's or server's stdout/stderr and SGLang's)."""
         return tail(self.log_path, lines)
 
 
@@ -189,12 +183,10 @@ class ServerHandle(RunHandle):
         return f"http://127.0.0.1:{self.port}"
 
     def get(self, path: str, timeout_s: float = 30.0) -> Any:
-        """GET ``path`` and decode the JSON body."""
         with urllib.request.urlopen(self.base_url + path, timeout=timeout_s) as resp:
             return json.loads(resp.read())
 
     def post(self, path: str, payload: Mapping[str, Any], timeout_s: float = 120.0) -> Any:
-        """POST ``payload`` as JSON to ``path`` and decode the JSON body."""
         req = urllib.request.Request(
             self.base_url + path,
             data=json.dumps(payload).encode(),
@@ -204,23 +196,15 @@ class ServerHandle(RunHandle):
             return json.loads(resp.read())
 
     def server_info(self) -> dict[str, Any]:
-        """``/server_info``: server args, the scheduler handshake and internal states."""
         return self.get("/server_info")
 
     def healthy(self) -> bool:
         """``/health`` answers 200 now."""
-        return health_status(self.base_url + "/health") == 200
-
-
-def health_status(url: str) -> int | None:
-    """HTTP status of a GET on ``url``; None when nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (urllib.error.URLError, OSError):
-        return None
+        try:
+            with urllib.request.urlopen(self.base_url + "/health", timeout=5) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError):  # HTTPError (not 200) included
+            return False
 
 
 @contextmanager

@@ -26,9 +26,7 @@ def sglang_release() -> tuple[int, int, int]:
         return (0, 0, 0)
 
 
-# 0.5.21 and 0.5.22 are 0.5.23's internal API generation, and their CPU recipe is 0.5.23's
-# (the same graph switches, CPU ops imported from sgl_kernel at module import: 0.5.21's
-# kernels/ops/kvcache/cache_move.py:10): the 0.5.23 recipe serves all three.
+# 0.5.21 and 0.5.22 are 0.5.23's internal API generation: the 0.5.23 CPU recipe serves all three.
 RUNTIME_CONTEXT_GENERATION = (0, 5, 21)
 
 
@@ -49,16 +47,11 @@ def graphs_off_kwargs(release: tuple[int, int, int] | None = None) -> dict[str, 
     return {"disable_cuda_graph": True, "disable_piecewise_cuda_graph": True}
 
 
-# 0.5.16 moved the KV moves into ``sglang.kernels.ops``: from then on a CPU run imports
-# ``copy_all_layer_kv_cache_cpu`` and the speculative CPU ops from sgl_kernel at module import
-# (0.5.20, measured: ``mem_cache/memory_pool.py:45`` -> ``kernels/ops/kvcache/cache_move.py:10``),
-# and the KV pool's warm-up calls that op.
+# From 0.5.16 a CPU run imports its KV-move and speculative CPU ops from sgl_kernel.
 SGL_KERNEL_CPU_OPS_GENERATION = (0, 5, 16)
 
 
 def imports_sgl_kernel_cpu_ops() -> bool:
-    """True from 0.5.16 on: CPU SGLang imports ``sgl_kernel`` ops at module import, and the KV
-    warm-up runs through ``copy_all_layer_kv_cache_cpu`` (the test double on CPU)."""
     return sglang_release() >= SGL_KERNEL_CPU_OPS_GENERATION
 
 

@@ -14,10 +14,10 @@ from harness.cpu_doubles.shims import PER_DEVICE_CAPACITY_ENV
 from harness.launch.release_suite import eagle3_plan_argv
 from harness.releases import installed_row
 from harness.reports.report_reading import (
-    GIB,
     REPORT_DIR_ENV,
     F,
     MeterBudget,
+    budget_from_free,
     kv_buffer_bytes,
     kv_spec,
     pre_load_reading,
@@ -26,15 +26,13 @@ from harness.reports.report_reading import (
     runner,
 )
 
-# 0.5.13.x phases the init itself (each rank logs four phases, its sizing reads the draft's
-# weights and the request cap); the sglang_0_5_23 generation keeps upstream's init.
+# 0.5.13.x phases the init itself; the sglang_0_5_23 generation keeps upstream's init.
 PHASES_ITSELF = getattr(installed_row(), "adapter", None) == "sglang_0_5_13"
 MULTI_RANK_TIMEOUT_S = 900
 STARTUP_BOUND_S = 600.0
 TP = 2
 CAPACITY = 256 << 20
-# 24 MiB less on rank 1: 232 / 256 = 0.906, inside SGLang's own 10 % TP imbalance check
-# (model_runner.py raises below 0.9 when SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK is on).
+# 24 MiB less on rank 1: 232 / 256 = 0.906, inside SGLang's own 10 % TP imbalance check.
 TIGHT_CAPACITY = CAPACITY - (24 << 20)
 ALGORITHM = "EAGLE3"
 SPEC_FLAGS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
@@ -43,8 +41,8 @@ TARGET_ON_RANK = replace(DEFAULT_TARGET, kv_heads=DEFAULT_TARGET.kv_heads // TP)
 DRAFT_ON_RANK = replace(TP2_EAGLE3_DRAFT, kv_heads=TP2_EAGLE3_DRAFT.kv_heads // TP)
 PER_TOKEN_ON_RANK = TARGET_ON_RANK.kv_bytes_per_token() + DRAFT_ON_RANK.kv_bytes_per_token()
 
-# Where the sglang_0_5_23 generation's meter is read (harness.cpu_doubles.shims records who
-# asked): the target's pre-load reading is the 2nd of measure_pre_model_load_memory's three.
+# Where the sglang_0_5_23 generation's meter is read: the target's pre-load reading is the 2nd
+# of measure_pre_model_load_memory's three.
 PRE_LOAD_0523 = "bootstrap.measure_pre_model_load_memory"
 PROFILE_0523 = "KVCacheConfigurator._profile_available_bytes"
 
@@ -68,7 +66,6 @@ class RankedLaunch:
 
 def collect(handle: Any, plugin: bool, specinit_dir: Path) -> RankedLaunch:
     """Everything a running launch (a ``cpu_server`` / ``cpu_engine`` handle) has written."""
-
     served = handle.server_info()["max_total_num_tokens"]
     ok = [r for r in handle.scheduler_reports() if "error" not in r]
     reports = {r["ranks"]["tp"]: r for r in ok}
@@ -92,9 +89,8 @@ def start_tp2(
     plugin: bool = True,
     **server_args: Any,
 ) -> RankedLaunch:
-    """A TP 2 launch of the tiny pair (``launch_server``, or ``sglang.Engine`` with
-    ``launcher="engine"``), one simulated device of ``capacities[i]`` per rank, read whole and
-    torn down."""
+    """A TP 2 launch of the tiny pair (``launch_server`` or ``sglang.Engine``), one simulated
+    device of ``capacities[i]`` per rank, read whole and torn down."""
     from harness.launch.engine import cpu_engine, cpu_server
 
     specinit_dir = work_dir / "specinit"
@@ -121,33 +117,26 @@ def start_tp2(
     return run
 
 
-def _reading_0523(report: dict[str, Any], caller: str, index: int = 0) -> dict[str, Any]:
+def _reading_0523(report: dict[str, Any], caller: str, index: int) -> int | None:
     found = [r for r in report["meter"]["readings"] if r["caller"].endswith(caller)]
-    return found[index]
+    return found[index]["free_bytes"] if found else None
 
 
 def own_pre_load_free(report: dict[str, Any]) -> int:
     """This rank's own free memory before the target loads, before SGLang's MIN all-reduce."""
-    if any(r["caller"].endswith(PRE_LOAD_0523) for r in report["meter"]["readings"]):
-        return _reading_0523(report, PRE_LOAD_0523, 1)["free_bytes"]
-    return pre_load_reading(report)["free_bytes"]
+    found = _reading_0523(report, PRE_LOAD_0523, 1)
+    return pre_load_reading(report)["free_bytes"] if found is None else found
 
 
 def own_free_at_profile(report: dict[str, Any]) -> int:
     """This rank's own free memory where SGLang profiles the target pool."""
-    if any(r["caller"].endswith(PROFILE_0523) for r in report["meter"]["readings"]):
-        return _reading_0523(report, PROFILE_0523)["free_bytes"]
-    return profile_reading(report)["free_bytes"]
+    found = _reading_0523(report, PROFILE_0523, 0)
+    return profile_reading(report)["free_bytes"] if found is None else found
 
 
 def own_budget(report: dict[str, Any]) -> MeterBudget:
-    """The budget one rank alone would have: SGLang's float arithmetic on its own readings
-    (``_profile_available_bytes`` for a text model: no multimodal reserve)."""
-    pre_gib = own_pre_load_free(report) / GIB
-    post_gib = own_free_at_profile(report) / GIB
-    pre = int(pre_gib * GIB)
-    available = int((post_gib - pre_gib * (1 - F)) * GIB)
-    return MeterBudget(pre, int(F * pre), available)
+    """The budget one rank alone would have: SGLang's arithmetic on its own readings."""
+    return budget_from_free(own_pre_load_free(report), own_free_at_profile(report))
 
 
 def rank_plan(
@@ -197,8 +186,6 @@ def assert_half_of_every_kv_head_set(run: RankedLaunch) -> None:
 
 
 def planner_argv(tight: dict[str, Any], *layout: str, device_memory: int) -> list[str]:
-    """This environment's ``sglang-specinit plan --json`` for the pair with the server's
-    measured numbers."""
     return eagle3_plan_argv(
         llama_family.tiny_llama_target(),
         eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),

@@ -19,6 +19,7 @@ from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_
 
 # The suite's EAGLE3 launch uses this draft (a reduced vocabulary: a hot-token map to bind).
 from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB
+from harness.launch.sglang_release import graphs_off_kwargs
 from harness.matrices.fidelity_probe import PHASES_ITSELF
 
 # The device the recipes target, as a named test double: total memory (nvidia-smi MiB) and
@@ -34,16 +35,11 @@ PROBE_MODULE = "harness.matrices.fidelity_probe"
 TARGET = "{target}"
 DRAFT = "{draft}"
 
-# What every CPU Engine needs whatever the recipe says (harness/launch/engine.py,
-# harness/launch/sglang_release.py explain each one); 0.5.23 splits the graph flags per phase.
+# What every CPU Engine needs whatever the recipe says (harness/launch/engine.py).
 CPU_ENGINE_OVERRIDES: dict[str, Any] = {
     "device": "cpu",
     "attention_backend": "torch_native",
-    **(
-        {"disable_cuda_graph": True, "disable_piecewise_cuda_graph": True}
-        if PHASES_ITSELF
-        else {"disable_decode_cuda_graph": True, "disable_prefill_cuda_graph": True}
-    ),
+    **graphs_off_kwargs(),
     "grammar_backend": "none",
     "tp_size": 1,
     "log_level": "info",
@@ -132,15 +128,12 @@ NGRAM_DOCS = (
     "--log-level", "warning",
 )  # fmt: skip
 NGRAM_CUDA_ONLY = (
-    "NGRAM cannot be built on CPU: sglang/srt/speculative/ngram_worker.py imports sgl_kernel "
-    "(CUDA-only) at module level, and arg_groups/speculative_hook._handle_ngram raises "
-    "'Ngram speculative decoding only supports CUDA device.' off CUDA (test_workers_ngram.py "
-    "checks both); the GPU suite launches it"
+    "NGRAM cannot be built on CPU (its worker imports CUDA-only sgl_kernel, and SGLang refuses "
+    "it off CUDA: test_workers_ngram.py); the GPU suite launches it"
 )
 DSA_NEEDS_CUDA = (
-    "SGLang cannot start a DeepSeek-V3.2 (DSA) launch on CPU: ServerArgs."
-    "_handle_model_specific_adjustments calls torch.cuda.get_device_capability() for the DSA "
-    "defaults -> 'Found no NVIDIA driver on your system'"
+    "SGLang cannot start a DeepSeek-V3.2 (DSA) launch on CPU: its DSA defaults read "
+    "torch.cuda.get_device_capability()"
 )
 DEEPSEEK_V3_DOCS = (
     "--model-path", TARGET,
@@ -195,14 +188,10 @@ ROWS_0_5_13: tuple[Row, ...] = (
         title="gpt-oss + EAGLE3",
         source="docs_new cookbook GPT-OSS.mdx 4.2.3 (gpt-oss-120b + EAGLE3-gpt-oss-120b-bf16)",
         recipe=(
-            "--model-path",
-            TARGET,
-            "--speculative-algorithm",
-            "EAGLE3",
-            "--speculative-draft-model-path",
-            DRAFT,
-            "--tp",
-            "2",
+            "--model-path", TARGET,
+            "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", DRAFT,
+            "--tp", "2",
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_checkpoint("gpt-oss"),
         draft=eagle_drafts.tiny_eagle3_draft,
@@ -220,24 +209,15 @@ ROWS_0_5_13: tuple[Row, ...] = (
         title="STANDALONE (Qwen2.5-7B + Qwen2.5-1.5B)",
         source=f"{EAGLE_DOC}, STANDALONE command",
         recipe=(
-            "--model",
-            TARGET,
-            "--speculative-algorithm",
-            "STANDALONE",
-            "--speculative-draft-model-path",
-            DRAFT,
-            "--speculative-num-steps",
-            "4",
-            "--speculative-eagle-topk",
-            "2",
-            "--speculative-num-draft-tokens",
-            "7",
-            "--mem-fraction-static",
-            "0.7",
-            "--cuda-graph-max-bs",
-            "8",
-            "--log-level",
-            "warning",
+            "--model", TARGET,
+            "--speculative-algorithm", "STANDALONE",
+            "--speculative-draft-model-path", DRAFT,
+            "--speculative-num-steps", "4",
+            "--speculative-eagle-topk", "2",
+            "--speculative-num-draft-tokens", "7",
+            "--mem-fraction-static", "0.7",
+            "--cuda-graph-max-bs", "8",
+            "--log-level", "warning",
         ),  # fmt: skip
         target=llama_family.tiny_qwen2,
         draft=lambda: llama_family.tiny_qwen2(llama_family.DEFAULT_QWEN2_DRAFT),
@@ -252,21 +232,14 @@ ROWS_0_5_13: tuple[Row, ...] = (
             "command, the one cookbook cell (Laguna-XS-2.1) is a hybrid-SWA MoE target"
         ),
         recipe=(
-            "--model-path",
-            TARGET,
+            "--model-path", TARGET,
             "--trust-remote-code",
-            "--attention-backend",
-            "flashinfer",
-            "--speculative-algorithm",
-            "DFLASH",
-            "--speculative-draft-model-path",
-            DRAFT,
-            "--page-size",
-            "1",
-            "--max-running-requests",
-            "64",
-            "--mem-fraction-static",
-            "0.7",
+            "--attention-backend", "flashinfer",
+            "--speculative-algorithm", "DFLASH",
+            "--speculative-draft-model-path", DRAFT,
+            "--page-size", "1",
+            "--max-running-requests", "64",
+            "--mem-fraction-static", "0.7",
             "--cuda-graph-bs",
             *[str(i) for i in range(1, 65)],
             "--disable-overlap-schedule",
@@ -319,15 +292,11 @@ ROWS_0_5_13: tuple[Row, ...] = (
         title="DeepSeek-V3.2 MTP (no draft path)",
         source="docs/basic_usage/deepseek_v32.md, MTP command (DeepSeek-V3.2-Exp)",
         recipe=(
-            "--model",
-            TARGET,
-            "--tp",
-            "8",
-            "--dp",
-            "8",
+            "--model", TARGET,
+            "--tp", "8",
+            "--dp", "8",
             "--enable-dp-attention",
-            "--speculative-algorithm",
-            "EAGLE",
+            "--speculative-algorithm", "EAGLE",
             *MTP_CHAIN_FLAGS,
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v32"),
@@ -339,21 +308,14 @@ ROWS_0_5_13: tuple[Row, ...] = (
         title="GLM-4.5/4.6 MTP (no draft path)",
         source="docs/basic_usage/glm45.md, MTP command (GLM-4.6-FP8)",
         recipe=(
-            "--model-path",
-            TARGET,
-            "--tp-size",
-            "8",
-            "--tool-call-parser",
-            "glm45",
-            "--reasoning-parser",
-            "glm45",
-            "--speculative-algorithm",
-            "EAGLE",
+            "--model-path", TARGET,
+            "--tp-size", "8",
+            "--tool-call-parser", "glm45",
+            "--reasoning-parser", "glm45",
+            "--speculative-algorithm", "EAGLE",
             *MTP_CHAIN_FLAGS,
-            "--mem-fraction-static",
-            "0.9",
-            "--served-model-name",
-            "glm-4.6-fp8",
+            "--mem-fraction-static", "0.9",
+            "--served-model-name", "glm-4.6-fp8",
             "--enable-custom-logit-processor",
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_checkpoint("glm4-moe"),
@@ -393,10 +355,8 @@ ROWS_0_5_13: tuple[Row, ...] = (
         ),
         pathless=True,
         engine_blocker=(
-            "SGLang cannot build Qwen3NextForCausalLM on CPU: models/qwen3_next.py "
-            "Qwen3GatedDeltaNet.__init__ calls torch.get_device_module().current_device() -> "
-            "'Found no NVIDIA driver on your system' (and the offline planner does not price "
-            "the mamba/linear-attention state)"
+            "SGLang cannot build Qwen3NextForCausalLM on CPU (its gated-delta-net layer asks "
+            "for the CUDA device); the planner does not price the mamba state"
         ),
     ),
     Row(
@@ -406,13 +366,10 @@ ROWS_0_5_13: tuple[Row, ...] = (
             "docs_new cookbook MiMo-V2-Flash.mdx (mimo-v2-flash-deployment.jsx), MTP-only selection"
         ),
         recipe=(
-            "--model-path",
-            TARGET,
+            "--model-path", TARGET,
             "--trust-remote-code",
-            "--tp-size",
-            "8",
-            "--speculative-algorithm",
-            "EAGLE",
+            "--tp-size", "8",
+            "--speculative-algorithm", "EAGLE",
             *MTP_CHAIN_FLAGS,
             "--enable-multi-layer-eagle",
         ),  # fmt: skip
@@ -427,20 +384,13 @@ ROWS_0_5_13: tuple[Row, ...] = (
         title="Gemma-4 frozen-KV MTP (assistant draft)",
         source="docs_new cookbook Gemma4.mdx section 4, Gemma 4 E2B + MTP command",
         recipe=(
-            "--model-path",
-            TARGET,
-            "--speculative-algorithm",
-            "NEXTN",
-            "--speculative-draft-model-path",
-            DRAFT,
-            "--speculative-num-steps",
-            "5",
-            "--speculative-num-draft-tokens",
-            "6",
-            "--speculative-eagle-topk",
-            "1",
-            "--mem-fraction-static",
-            "0.85",
+            "--model-path", TARGET,
+            "--speculative-algorithm", "NEXTN",
+            "--speculative-draft-model-path", DRAFT,
+            "--speculative-num-steps", "5",
+            "--speculative-num-draft-tokens", "6",
+            "--speculative-eagle-topk", "1",
+            "--mem-fraction-static", "0.85",
         ),  # fmt: skip
         target=gemma4_mtp.tiny_gemma4_target,
         draft=gemma4_mtp.tiny_gemma4_assistant,
@@ -480,14 +430,11 @@ ROWS_0_5_13: tuple[Row, ...] = (
             "DeepSeek-V4) on a DeepSeek-V4 checkpoint"
         ),
         recipe=(
-            "--model-path",
-            TARGET,
-            "--speculative-algorithm",
-            "EAGLE",
+            "--model-path", TARGET,
+            "--speculative-algorithm", "EAGLE",
             *MTP_CHAIN_FLAGS,
             "--trust-remote-code",
-            "--tp",
-            "8",
+            "--tp", "8",
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v4"),
         pathless=True,
@@ -507,9 +454,8 @@ GRAPH_FLAG_CHANGE = (
     "dflash-docs)"
 )
 DSA_NEEDS_CUDA_0523 = (
-    "0.5.23 cannot resolve a DeepSeek-V3.2 (DSA) launch on CPU: arg_groups/model_hook.py "
-    "handle_model_specific_adjustments calls torch.cuda.get_device_capability() for the DSA "
-    "defaults inside ServerArgs.resolve_once -> 'Found no NVIDIA driver on your system'"
+    "0.5.23 cannot resolve a DeepSeek-V3.2 (DSA) launch on CPU: its DSA defaults read "
+    "torch.cuda.get_device_capability()"
 )
 
 
@@ -520,14 +466,10 @@ RESPELLED = {
 }
 
 
-def _respell(recipe: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(RESPELLED.get(a, a) for a in recipe)
-
-
 def _from_0513(key: str, **changes: Any) -> Row:
     """The 0.5.13.post1 row ``key`` with the guide's graph flag as 0.5.23 spells it."""
     row = ROWS_BY_KEY[key]
-    recipe = _respell(row.recipe)
+    recipe = tuple(RESPELLED.get(a, a) for a in row.recipe)
     notes = row.changes + ((GRAPH_FLAG_CHANGE,) if recipe != row.recipe else ())
     # (The scheduler check is of 0.5.13.x's phased init.)
     fields = {
@@ -544,21 +486,12 @@ def _eagle3_draft() -> Path:
     return eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB)
 
 
-NGRAM_CUDA_ONLY_0523 = (
-    "0.5.23 cannot build NGRAM on CPU: speculative/ngram_worker.py imports "
-    "sgl_kernel.speculative (CUDA kernels; sglang-kernel has no CPU build) at module level -> "
-    "ModuleNotFoundError in the scheduler"
-)
+NGRAM_CUDA_ONLY_0523 = "0.5.23 cannot build NGRAM on CPU: its worker imports CUDA-only sgl_kernel"
 QWEN3_NEXT_CPU = (
-    "0.5.23 cannot build Qwen3NextForCausalLM on CPU: models/qwen3_next.py (its gated-delta-net "
-    "layer's __init__) calls torch.cuda.current_device() -> 'Found no NVIDIA driver on your "
-    "system'"
+    "0.5.23 cannot build Qwen3NextForCausalLM on CPU: its gated-delta-net layer asks for the "
+    "CUDA device"
 )
-DFLASH_CPU = (
-    "0.5.23 refuses DFLASH on CPU while resolving the server arguments: "
-    "arg_groups/speculative_hook.py _handle_dflash raises 'DFLASH speculative decoding is not "
-    "supported by CpuSRTPlatform on device 'cpu'.'"
-)
+DFLASH_CPU = "0.5.23 refuses DFLASH on CPU (not supported by CpuSRTPlatform)"
 NOT_PRICED = "0.5.23 keeps stock sizing here (the plugin steps aside with one WARNING); "
 
 ROWS_0_5_23: tuple[Row, ...] = (
@@ -646,39 +579,21 @@ ROWS = ROWS_0_5_13 if PHASES_ITSELF else ROWS_0_5_23
 
 
 def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
-    """The :mod:`harness.matrices.fidelity_probe` request for ``rows``: recipe launches on the GPU
-    double, plus (0.5.13.x) each Engine row's CPU launch (its stock target config is compared
-    with the Engine's)."""
+    """The probe's request: recipe launches on the GPU double, plus (0.5.13.x) each Engine row's
+    CPU launch (its stock target config is compared with the Engine's)."""
     launches = []
     for row in rows:
-        launches.append(
-            {
-                "name": row.key,
-                "argv": row.argv(),
-                "env": dict(row.env),
-                "scheduler_check": row.scheduler_check,
-            }
-        )
+        env, check = dict(row.env), row.scheduler_check
+        launches.append({"name": row.key, "argv": row.argv(), "env": env, "scheduler_check": check})
         if row.engine is not None and PHASES_ITSELF:
-            launches.append(
-                {
-                    "name": f"{row.key}@cpu",
-                    "argv": cli_args(engine_kwargs(row)),
-                    "env": dict(row.env),
-                    "cpu_engine": True,
-                    "modes": ["off"],
-                }
-            )
-    return {
-        "capacity_mib": GPU.total_mib,
-        "capability": list(GPU_CAPABILITY),
-        "launches": launches,
-    }
+            argv = cli_args(engine_kwargs(row))
+            cpu = {"name": f"{row.key}@cpu", "argv": argv, "env": env, "cpu_engine": True}
+            launches.append({**cpu, "modes": ["off"]})
+    return {"capacity_mib": GPU.total_mib, "capability": list(GPU_CAPABILITY), "launches": launches}
 
 
 def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """Run :mod:`harness.matrices.fidelity_probe` once for every launch, plugin on and off:
-    ``{(name, mode): result}``."""
+    """Run the probe on every launch, plugin on and off: ``{(name, mode): result}``."""
     work_dir.mkdir(parents=True, exist_ok=True)
     request_path = work_dir / "request.json"
     request_path.write_text(json.dumps(request, indent=1))
@@ -723,42 +638,29 @@ def server_args_differences(
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
 
 
-def draft_reserve_mib(algorithm: str) -> int:
-    """The 4/6 GB term 0.5.13.post1 subtracts from an automatic fraction."""
-    return DRAFT_RESERVE_MIB.get(algorithm, DEFAULT_DRAFT_RESERVE_MIB)
-
-
 def parsed_recipe(argv: list[str]) -> dict[str, Any]:
-    """The ``ServerArgs`` fields a ``launch_server`` command line sets (those that differ from a
-    command line naming only the model), as SGLang's own parser and ``from_cli_args`` map them
-    (abbreviations and aliases such as ``--tp`` / ``--tp-size`` included), before resolution
-    (0.5.13.x's ``__post_init__``; 0.5.23 resolves on request)."""
+    """The ``ServerArgs`` fields ``argv`` sets (those that differ from a command line naming only
+    the model) as SGLang's own parser maps them, before resolution."""
     import argparse
 
     from sglang.srt.server_args import ServerArgs
 
+    from harness.matrices.fidelity_probe import input_fields
+
+    unresolved: type = ServerArgs
     if PHASES_ITSELF:
 
         class UnresolvedServerArgs(ServerArgs):
-            """The parsed fields only: SGLang's post-init decisions belong to the Engine."""
-
-            def __post_init__(self) -> None:
+            def __post_init__(self) -> None:  # 0.5.13.x resolves here
                 pass
 
-        def fields(args: argparse.Namespace) -> dict[str, Any]:
-            parsed = UnresolvedServerArgs.from_cli_args(args)
-            return {f.name: getattr(parsed, f.name) for f in dataclasses.fields(parsed)}
-
-    else:
-        import msgspec
-
-        def fields(args: argparse.Namespace) -> dict[str, Any]:
-            return msgspec.structs.asdict(ServerArgs.from_cli_args(args))
+        unresolved = UnresolvedServerArgs
 
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
-    parsed = fields(parser.parse_args(argv))
-    baseline = fields(parser.parse_args(["--model-path", parsed["model_path"]]))
+    parsed = input_fields(unresolved.from_cli_args(parser.parse_args(argv)))
+    model = ["--model-path", parsed["model_path"]]
+    baseline = input_fields(unresolved.from_cli_args(parser.parse_args(model)))
     return {k: v for k, v in parsed.items() if k == "model_path" or v != baseline.get(k)}
 
 
@@ -773,7 +675,6 @@ def engine_kwargs(row: Row) -> dict[str, Any]:
 
 
 def cli_args(kwargs: Mapping[str, Any]) -> list[str]:
-    """``ServerArgs`` kwargs as ``launch_server`` flags (the planner takes the same)."""
     from harness.launch.engine import server_args_to_cli
 
     return server_args_to_cli(kwargs)
@@ -782,11 +683,9 @@ def cli_args(kwargs: Mapping[str, Any]) -> list[str]:
 def plan_for_server(
     row: Row, kwargs: Mapping[str, Any], memory: Mapping[str, Any], capacity: int
 ) -> dict[str, Any]:
-    """``sglang-specinit plan --json`` with the Engine's flags (and the recipe's environment)
-    and the two device numbers the server measured: free memory before loading, bytes
-    resident when the pools were sized. 0.5.13.x plans in this process; 0.5.23 in a planner
-    process of its own (off the CPU engine, with the sgl_kernel test double every 0.5.23 CPU
-    process here gets: the planner builds 0.5.23's pools on cpu)."""
+    """``sglang-specinit plan --json`` with the Engine's flags, the recipe's environment and the
+    device numbers the server measured. 0.5.13.x plans in this process; 0.5.23 in a planner
+    process of its own (:func:`harness.launch.release_suite.run_planner`)."""
     argv = [
         "plan",
         "--json",
@@ -795,30 +694,10 @@ def plan_for_server(
         "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
         "--resident-bytes", str(memory["resident_bytes"]),
     ]  # fmt: skip
-    if PHASES_ITSELF:
-        code, out, err = _plan_in_process(row, argv)
-    else:
-        from harness.launch.sglang_release import extra_python_path
+    if not PHASES_ITSELF:
+        from harness.launch.release_suite import run_planner
 
-        env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
-        env.update(row.env)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [*extra_python_path(), *filter(None, [os.environ.get("PYTHONPATH")])]
-        )
-        done = subprocess.run(
-            [sys.executable, "-m", "sglang_specinit.planner.cli", *argv],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
-        code, out, err = done.returncode, done.stdout, done.stderr
-    if code != 0:
-        raise AssertionError(f"plan exited {code}: {err.strip()[-3000:]}")
-    return json.loads(out)
-
-
-def _plan_in_process(row: Row, argv: list[str]) -> tuple[int, str, str]:
+        return run_planner([sys.executable, "-m", "sglang_specinit.planner.cli", *argv], row.env)
     import contextlib
     import io
     from unittest import mock
@@ -829,7 +708,8 @@ def _plan_in_process(row: Row, argv: list[str]) -> tuple[int, str, str]:
     with mock.patch.dict(os.environ, row.env):
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
-    return code, out.getvalue(), err.getvalue()
+    assert code == 0, f"plan exited {code}: {err.getvalue().strip()[-3000:]}"
+    return json.loads(out.getvalue())
 
 
 def recipe_algorithm(row: Row) -> str:

@@ -1,11 +1,8 @@
 """Build each launch's ``ServerArgs`` and model configs as the installed SGLang does, plugin on
-and off.
-
-``python -m harness.matrices.fidelity_probe <request.json> <out_dir>``: one child per plugin mode,
-one grandchild per launch, each writing one JSON: (1) ``prepare_server_args`` (0.5.23: then
-``resolve_once()`` and ``check_server_args()``), (2) the target's ``ModelConfig`` (0.5.23: after
-``publish``), (3) the draft's (0.5.13.x: inside ``defer_pools()``), then the target's again (its
-pool sizing), (4) optionally (0.5.13.x) ``init_model_worker``."""
+and off: ``python -m harness.matrices.fidelity_probe <request.json> <out_dir>``, one child per
+plugin mode, one grandchild per launch, each writing one JSON: (1) the ``ServerArgs``, (2) the
+target's ``ModelConfig``, (3) the draft's, then the target's again, (4) optionally (0.5.13.x)
+``init_model_worker``."""
 
 from __future__ import annotations
 
@@ -26,8 +23,7 @@ from typing import Any
 
 from harness.releases import installed_row
 
-# 0.5.13.x: ServerArgs resolved in __post_init__ and the plugin's own phased init; the
-# sglang_0_5_23 generation resolves on request and keeps upstream's init.
+# 0.5.13.x: ServerArgs resolved in __post_init__ and the plugin's own phased init.
 _ROW = installed_row()
 PHASES_ITSELF = _ROW is not None and _ROW.adapter == "sglang_0_5_13"
 PLUGIN_NAME = "specinit"
@@ -68,17 +64,23 @@ def _jsonable(value: Any) -> Any:
     return f"<{type(value).__name__}> {value!s}"
 
 
-def server_args_fields(server_args: Any) -> dict[str, Any]:
-    """0.5.13.x: every dataclass field of ``ServerArgs`` after ``__post_init__``; 0.5.23: the
-    ``resolved_dict()``, and the operator's input (every field of the ``msgspec`` record)."""
+def input_fields(server_args: Any) -> dict[str, Any]:
+    """Every field of ``ServerArgs`` (0.5.13.x: a dataclass; 0.5.23: a ``msgspec`` record)."""
     if PHASES_ITSELF:
-        fields = {f.name: getattr(server_args, f.name) for f in dataclasses.fields(server_args)}
-        return {"server_args": _jsonable(fields)}
+        return {f.name: getattr(server_args, f.name) for f in dataclasses.fields(server_args)}
     import msgspec
 
+    return msgspec.structs.asdict(server_args)
+
+
+def server_args_fields(server_args: Any) -> dict[str, Any]:
+    """0.5.13.x: every field after ``__post_init__``; 0.5.23: the ``resolved_dict()``, and the
+    operator's input."""
+    if PHASES_ITSELF:
+        return {"server_args": _jsonable(input_fields(server_args))}
     return {
         "server_args": _jsonable(server_args.resolved_dict()),
-        "server_args_input": _jsonable(msgspec.structs.asdict(server_args)),
+        "server_args_input": _jsonable(input_fields(server_args)),
     }
 
 
@@ -87,9 +89,7 @@ def _sglang_env() -> dict[str, str]:
 
 
 def install_device_doubles(capacity_mib: int, capability: tuple[int, int]) -> None:
-    """Test doubles for the named device the recipes target (no GPU here): its total memory
-    from ``get_device_memory_capacity("cuda")``, its compute capability from
-    ``torch.cuda.get_device_capability()``."""
+    """Test doubles for the device the recipes target: its total memory and capability."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
     def simulated_cuda_capacity(original: Any, device: str | None = None) -> Any:
@@ -136,7 +136,6 @@ def record_fraction_without_spec_term(sink: dict[str, Any]) -> None:
 
 
 def _model_configs(server_args: Any) -> dict[str, Any]:
-    """Steps (2) and (3) of the module docstring."""
     from sglang.srt.configs.model_config import ModelConfig
 
     from harness.reports.config_snapshot import model_config_snapshot
@@ -330,8 +329,7 @@ def run_mode(request: dict[str, Any], mode: str, out_dir: Path) -> None:
     from sglang.srt.plugins import load_plugins
 
     load_plugins()
-    # Imported in every launch (after load_plugins, as here); importing it once, before the
-    # per-launch forks, saves each launch that import.
+    # Imported once, before the per-launch forks.
     import sglang.srt.configs.model_config  # noqa: F401
 
     if PHASES_ITSELF:

@@ -1,10 +1,7 @@
-"""``sglang-specinit plan`` on the launches the live tests run: the same ``launch_server``
-flags (``harness.launch.engine.cpu_engine_kwargs``) plus the simulated device's capacity, so
-that the planner's verdict (exit 2 and one line, or a plan) can be held to the launch's.
-
-Every launch that comes up with the plugin on is noted by the launch helpers
-(``harness.launch.started_launches``); test/conftest.py plans each one after the test that
-started it, and prints the table."""
+"""``sglang-specinit plan`` on the launches the live tests run (the same ``launch_server`` flags
+plus the simulated device's capacity), so that the planner's verdict (exit 2 and one line, or a
+plan) can be held to the launch's. test/conftest.py plans every launch that came up with the
+plugin on after the test that started it, and prints the table."""
 
 from __future__ import annotations
 
@@ -31,8 +28,8 @@ from harness.matrices.refused_launches import (
 
 @dataclass(frozen=True)
 class Starting:
-    """A launch the server starts (measured live): its flags on the fault matrices' pair, its
-    target, and whether CI launches it (else only with SPECINIT_TEST_SLOW=1)."""
+    """A launch the server starts: its flags on the fault matrices' pair, its target, and
+    whether CI launches it."""
 
     flags: dict[str, Any]
     make_target: Callable[[Path], Path] = lambda _: llama_family.tiny_llama_target()
@@ -41,10 +38,8 @@ class Starting:
     adapters: tuple[str, ...] = ("sglang_0_5_13", "sglang_0_5_23")
 
 
-# The fault matrices' launch with nothing wrong, at page 1 and 16; odd launches that start (no
-# draft steps; a config without its head count); TP 3, whose heads device cpu pads (SGLang's
-# unaligned CPU TP; on CUDA every rank's Llama asserts the split, and the planner refuses it
-# there: test_plan_cli).
+# The fault matrices' launch with nothing wrong, at page 1 and 16; odd launches that start; TP 3,
+# whose heads device cpu pads (the planner refuses it on CUDA: test_plan_cli).
 STARTS = {
     "intact-eagle3-pair": Starting({}, in_ci=False),
     "page-size-16": Starting({"page_size": 16}),
@@ -61,7 +56,6 @@ STARTS = {
 
 
 def rows_of_this_generation(table: Mapping[str, Any]) -> list[str]:
-    """The table's rows whose verdict holds on the installed release's generation."""
     from harness.releases import installed_row
 
     adapter = getattr(installed_row(), "adapter", None)
@@ -69,8 +63,6 @@ def rows_of_this_generation(table: Mapping[str, Any]) -> list[str]:
 
 
 # Launches the server refuses on its ranks, after the launcher: (flags, what the line says).
-# Live, 0.5.13.post1: the plugin's pool phase stops it with this line; 0.5.23: its own sizing
-# does first ("Loaded weights leave no GPU memory for the KV cache").
 REFUSED_ON_RANKS = {
     "weights-leave-no-room": (
         {"mem_fraction_static": 0.02},
@@ -130,7 +122,6 @@ def plan_verdict(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_
 
 @dataclass(frozen=True)
 class StartedLaunch:
-    """A launch that came up live with the plugin on: what ``plan`` is given to predict it."""
 
     label: str
     argv: tuple[str, ...]
@@ -160,44 +151,47 @@ def _checkpoint(path: str) -> str:
 
 
 def started_launches() -> list[StartedLaunch]:
-    """The launches that came up with the plugin on since the last call, as ``plan`` gets them."""
+    """The launches that came up with the plugin on since the last call."""
     return [
         StartedLaunch(_label(kwargs), tuple(engine.server_args_to_cli(kwargs)), capacity)
         for kwargs, capacity in drain_started()
     ]
 
 
-def assert_planned_like_started(launch: StartedLaunch) -> Verdict:
-    """The planner plans a launch the server started (exit 0, a table), never refuses it."""
-    planned = plan_verdict(list(launch.argv), launch.capacity_bytes)
-    assert planned.code == 0, (launch.label, planned.err[-3000:])
+def assert_plans(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_BYTES) -> Verdict:
+    """The planner plans the launch (exit 0, a table), never refuses it."""
+    planned = plan_verdict(argv, capacity_bytes)
+    assert planned.code == 0, (argv, planned.err[-3000:])
     assert "tokens" in planned.out, planned.out
     return planned
+
+
+def assert_planned_like_started(launch: StartedLaunch) -> Verdict:
+    """A launch the server started is planned."""
+    return assert_plans(list(launch.argv), launch.capacity_bytes)
+
+
+def assert_refusal(planned: Verdict, needles: tuple[str, ...], draft: Path | None = None) -> str:
+    """``planned`` is a one-line refusal holding every needle (``{draft}``: the draft's path)."""
+    line = planned.refusal_line()
+    for needle in needles:
+        assert needle.format(draft=draft) in line, (needle, line)
+    return line
 
 
 def assert_refused_like_the_launcher(name: str, tmp_path: Path) -> str:
     """The row's plan is refused in one line carrying every needle the launcher's line must."""
     row: Row = REFUSED[name]
     draft = row.make_draft(tmp_path)
-    line = plan_verdict(launch_flags(draft, **row.flags)).refusal_line()
-    for needle in row.expect:
-        assert needle.format(draft=draft) in line, (needle, line)
-    return line
+    return assert_refusal(plan_verdict(launch_flags(draft, **row.flags)), row.expect, draft)
 
 
 def assert_refused_on_ranks(name: str, tmp_path: Path) -> str:
     flags, needles = REFUSED_ON_RANKS[name]
-    line = plan_verdict(launch_flags(intact_draft(tmp_path), **flags)).refusal_line()
-    for needle in needles:
-        assert needle in line, (needle, line)
-    return line
+    return assert_refusal(plan_verdict(launch_flags(intact_draft(tmp_path), **flags)), needles)
 
 
 def assert_planned(name: str, tmp_path: Path) -> str:
-    """A launch the server starts is planned (exit 0, a table), never refused."""
     spec = STARTS[name]
     target = spec.make_target(tmp_path)
-    verdict = plan_verdict(launch_flags(intact_draft(tmp_path), target=target, **spec.flags))
-    assert verdict.code == 0, verdict.err[-3000:]
-    assert "tokens" in verdict.out, verdict.out
-    return verdict.out
+    return assert_plans(launch_flags(intact_draft(tmp_path), target=target, **spec.flags)).out

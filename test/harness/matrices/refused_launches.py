@@ -27,7 +27,6 @@ def _draft_copy(tmp_path: Path) -> Path:
 
 
 def truncated_draft(tmp_path: Path) -> Path:
-    """The draft with its shard cut in half (an interrupted download)."""
     draft = _draft_copy(tmp_path)
     shard = draft / "model.safetensors"
     with open(shard, "r+b") as f:
@@ -36,7 +35,6 @@ def truncated_draft(tmp_path: Path) -> Path:
 
 
 def corrupt_draft(tmp_path: Path) -> Path:
-    """The draft with the JSON header of its shard overwritten."""
     draft = _draft_copy(tmp_path)
     shard = draft / "model.safetensors"
     with open(shard, "r+b") as f:
@@ -100,7 +98,6 @@ REFUSED = {
 
 
 def error_lines(log: str) -> list[str]:
-    """The log's ``...Error: message`` lines that start a line (what the user reads)."""
     return [ln for ln in log.splitlines() if "Error: " in ln and not ln.startswith(" ")]
 
 
@@ -120,7 +117,6 @@ def assert_refused_by_the_launcher(log: str, row: Row, draft: Path) -> str:
 
 
 def _target_without(tmp_path: Path, key: str, shape: TinyLlamaShape) -> Path:
-    """A copy of the tiny target of ``shape`` whose config.json lacks ``key``."""
     target = tmp_path / "target"
     shutil.copytree(llama_family.tiny_llama_target(shape), target)
     config_path = target / "config.json"

@@ -25,15 +25,12 @@ POST_POOL_METHODS = (
     "init_piecewise_cuda_graphs",
     "prealloc_symmetric_memory_pool",
 )
-# What a correct launch may exceed the budget by at that moment: the KV pools' own small
-# bookkeeping tensors (per-layer pointer/stride tables), which no budget prices. Kilobytes in
-# practice; a draft pool or draft weights left out of the budget are hundreds of MiB on a GPU.
+# What a correct launch may exceed the budget by: the KV pools' small bookkeeping tensors,
+# which no budget prices (a draft pool left out of the budget is hundreds of MiB on a GPU).
 BOOKKEEPING_TOLERANCE_BYTES = 4 << 20
-# Tensors SGLang allocates before its pools besides the models' weights (cuBLAS workspaces
-# through torch's allocator, sampling and rotary tables, EAGLE3's hot-token map): tens of MiB.
-# Anything above this is memory the budget lost to something that is neither a weight, a KV
-# pool nor a non-tensor residue: a draft's duplicate embed/lm_head (Llama-3.1-8B's embed alone
-# is 128256 x 4096 x 2 B = 1.0 GiB, Llama-3.2-1B's 0.5 GiB) fails this by a wide margin.
+# Tensors SGLang allocates before its pools besides the models' weights (workspaces, sampling
+# and rotary tables, hot-token maps): tens of MiB. A draft's duplicate embed/lm_head (0.5-1 GiB
+# for Llama-3) fails this by a wide margin.
 STRAY_TENSOR_TOLERANCE_BYTES = 256 << 20
 _seq = itertools.count()
 _seen_table_storages: set[int] = set()
@@ -71,10 +68,7 @@ def _storages(root: Any, device_type: str, depth: int = 3) -> dict[int, int]:
             continue
         visited.add(id(obj))
         if isinstance(obj, torch.Tensor):
-            if obj.device.type == device_type:
-                storage = obj.untyped_storage()
-                if storage.data_ptr():
-                    found[storage.data_ptr()] = storage.nbytes()
+            _add_storage(found, obj, device_type)
         elif isinstance(obj, (list, tuple)):
             stack += [(v, left) for v in obj]
         elif isinstance(obj, dict):
@@ -89,14 +83,26 @@ def _storages(root: Any, device_type: str, depth: int = 3) -> dict[int, int]:
     return found
 
 
+def _add_storage(found: dict[int, int], tensor: Any, device_type: str) -> None:
+    if tensor.device.type == device_type:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr():
+            found[storage.data_ptr()] = storage.nbytes()
+
+
+def _new_bytes(found: dict[int, int], seen: set[int]) -> int:
+    """Bytes of the storages in ``found`` not in ``seen`` (then added to it)."""
+    new = {p: n for p, n in found.items() if p not in seen}
+    seen.update(new)
+    return sum(new.values())
+
+
 def _new_table_bytes(runner: Any) -> int:
     """Bytes of req-to-token and allocator tensors not counted at an earlier pool exit."""
     found: dict[int, int] = {}
     for root in (runner.req_to_token_pool, getattr(runner, "token_to_kv_pool_allocator", None)):
         found.update(_storages(root, runner.device))
-    new = {p: n for p, n in found.items() if p not in _seen_table_storages}
-    _seen_table_storages.update(new)
-    return sum(new.values())
+    return _new_bytes(found, _seen_table_storages)
 
 
 def _new_weight_bytes(runner: Any) -> int:
@@ -109,13 +115,8 @@ def _new_weight_bytes(runner: Any) -> int:
         return 0
     found: dict[int, int] = {}
     for tensor in itertools.chain(model.parameters(), model.buffers()):
-        if tensor.device.type == runner.device:
-            storage = tensor.untyped_storage()
-            if storage.data_ptr():
-                found[storage.data_ptr()] = storage.nbytes()
-    new = {p: n for p, n in found.items() if p not in _seen_weight_storages}
-    _seen_weight_storages.update(new)
-    return sum(new.values())
+        _add_storage(found, tensor, runner.device)
+    return _new_bytes(found, _seen_weight_storages)
 
 
 def _kv_tokens(runner: Any) -> int:
@@ -150,7 +151,7 @@ def _who(runner: Any) -> dict[str, Any]:
 
 def around_init_torch_distributed(original: Callable[..., Any], self: Any) -> Any:
     """Record SGLang's own pre-load free-memory reading (GiB) as bytes: 0.5.13.x returns it,
-    0.5.23 stores it as ``pre_model_load_memory`` (``model_executor/model_runner.py:1261``)."""
+    0.5.23 stores it as ``pre_model_load_memory``."""
     result = original(self)
     pre_load_gib = result if isinstance(result, (int, float)) else self.pre_model_load_memory
     _write({"event": "pre_load", **_who(self), "free_bytes": int(round(pre_load_gib * GIB))})
@@ -160,29 +161,18 @@ def around_init_torch_distributed(original: Callable[..., Any], self: Any) -> An
 def around_init_memory_pool(original: Callable[..., Any], self: Any, *args: Any, **kw: Any) -> Any:
     """Readings around one runner's pool allocation, plus the weights it holds on entry and
     the tables and KV it created."""
-    _write(
-        {
-            "event": "enter",
-            "method": POOL_METHOD,
-            **_who(self),
-            **_reading(self),
-            "weight_bytes": _new_weight_bytes(self),
-        }
-    )
+    weights = _new_weight_bytes(self)
+    _write({"event": "enter", "method": POOL_METHOD, **_who(self), **_reading(self),
+            "weight_bytes": weights})  # fmt: skip
     result = original(self, *args, **kw)
     _write(
         {
-            "event": "exit",
-            "method": POOL_METHOD,
-            **_who(self),
-            **_reading(self),
-            "table_bytes": _new_table_bytes(self),
-            "kv_bytes": _kv_bytes(self),
-            "kv_tokens": _kv_tokens(self),
-            "page_size": int(getattr(self, "page_size", 1) or 1),
+            "event": "exit", "method": POOL_METHOD, **_who(self), **_reading(self),
+            "table_bytes": _new_table_bytes(self), "kv_bytes": _kv_bytes(self),
+            "kv_tokens": _kv_tokens(self), "page_size": int(getattr(self, "page_size", 1) or 1),
             "mem_fraction_static": self.mem_fraction_static,
         }
-    )
+    )  # fmt: skip
     return result
 
 
@@ -210,9 +200,8 @@ def register_probe_hooks() -> None:
 
     from harness.gpu import storage_identity
 
-    # 0.5.23 allocates pools in alloc_memory_pool, after both models loaded, and builds its
-    # backends and graphs after every pool (managers/scheduler.py:1090-1121): no post-pool
-    # step comes before the last pool. The records keep 0.5.13's method name either way.
+    # 0.5.23 allocates pools after both models loaded and builds its backends and graphs after
+    # every pool. The records keep 0.5.13's method name either way.
     pool_method = storage_identity.pool_method()
     post_pool = POST_POOL_METHODS if pool_method == POOL_METHOD else ()
     source = HookSource(plugin_name="specinit-test-device-probe", dist_name=None)

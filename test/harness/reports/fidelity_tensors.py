@@ -9,32 +9,30 @@ from typing import Any
 TENSOR_REPORT_ENV = "SPECINIT_TEST_TENSOR_REPORT"
 
 
-def _digest(tensor: Any) -> str | None:
-    import torch
-
-    if tensor.device.type == "meta":
-        return None
-    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
-    if flat.dtype == torch.bool:
-        flat = flat.to(torch.uint8)
-    return hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest()
-
-
 # Per-row digests for tensors of at most this many rows (fused projections of the tiny models;
 # a vocabulary-sized embedding is compared whole).
 ROW_DIGEST_MAX_ROWS = 1024
 
 
-def _row_digests(tensor: Any) -> list[str] | None:
+def _bytes(tensor: Any, *shape: int) -> Any:
+    """The tensor's bytes as a uint8 numpy array of ``shape`` (bools as uint8)."""
     import torch
 
+    data = tensor.detach().to("cpu").contiguous().reshape(*shape)
+    return (data.to(torch.uint8) if data.dtype == torch.bool else data).view(torch.uint8).numpy()
+
+
+def _digest(tensor: Any) -> str | None:
+    if tensor.device.type == "meta":
+        return None
+    return hashlib.sha256(_bytes(tensor, -1).tobytes()).hexdigest()
+
+
+def _row_digests(tensor: Any) -> list[str] | None:
     if tensor.device.type == "meta" or tensor.dim() < 2 or tensor.shape[0] > ROW_DIGEST_MAX_ROWS:
         return None
-    rows = tensor.detach().to("cpu").contiguous().reshape(tensor.shape[0], -1)
-    if rows.dtype == torch.bool:
-        rows = rows.to(torch.uint8)
-    raw = rows.view(torch.uint8).numpy()
-    return [hashlib.sha256(r.tobytes()).hexdigest()[:16] for r in raw]
+    rows = _bytes(tensor, tensor.shape[0], -1)
+    return [hashlib.sha256(r.tobytes()).hexdigest()[:16] for r in rows]
 
 
 def _storage_key(tensor: Any) -> tuple[int, int] | None:
@@ -155,19 +153,14 @@ def kv_pool_buffers(pool: Any) -> dict[str, Any] | None:
                 other_bytes += nbytes
         layer_lists = [getattr(sub, a, None) for a in ("k_buffer", "kv_buffer")]
         layer_buffers = next((len(v) for v in layer_lists if isinstance(v, (list, tuple))), None)
+        # layer_buffers: one K (or latent) buffer per layer the pool was built for.
         parts.append(
             {
-                "class": type(sub).__name__,
-                # One K (or latent) buffer per layer the pool was built for.
-                "layer_buffers": layer_buffers,
-                "size": size,
-                "page_size": page,
-                "token_rows": rows,
-                "token_buffers": buffers,
-                "token_buffer_bytes": token_bytes,
-                "other_bytes": other_bytes,
+                "class": type(sub).__name__, "layer_buffers": layer_buffers, "size": size,
+                "page_size": page, "token_rows": rows, "token_buffers": buffers,
+                "token_buffer_bytes": token_bytes, "other_bytes": other_bytes,
             }
-        )
+        )  # fmt: skip
     return {
         "class": type(pool).__name__,
         "layer_num": getattr(pool, "layer_num", None),

@@ -48,34 +48,30 @@ PROFILE_AVAILABLE_BYTES = "ModelRunnerKVCacheMixin._profile_available_bytes"
 
 
 def runners(report: Report, role: str) -> list[dict[str, Any]]:
-    """The report's ModelRunners of one role, drafts ordered by ``draft_model_idx``."""
     return [r for r in report["model_runners"] if r["role"] == role]
 
 
 def runner(report: Report, role: str) -> dict[str, Any]:
-    """The one ModelRunner of ``role`` (``"target"`` or ``"draft"``); fails if not exactly one."""
+    """The one ModelRunner of ``role``; fails if not exactly one."""
     (found,) = runners(report, role)
     return found
 
 
 def kv_buffer_bytes(pool: dict[str, Any]) -> int:
-    """Bytes of a live MHA pool's K and V buffers (all layers, padding page included)."""
     return pool["k_bytes"] + pool["v_bytes"]
 
 
 def pool_bytes(report: Report, role: str) -> int:
-    """K + V buffer bytes of the live pool of the (single) target or draft runner."""
     return kv_buffer_bytes(runner(report, role)["kv_pool"])
 
 
 def readings(report: Report) -> list[dict[str, Any]]:
-    """Every reading of the simulated memory meter, indexed by its ``seq``."""
     return report["meter"]["readings"]
 
 
 def reading_seqs(report: Report, func: str, is_draft: bool | None) -> list[int]:
-    """``seq`` of the readings taken by ``func`` (a ``Class.method`` or method name) on a runner
-    whose ``is_draft_worker`` is ``is_draft`` (None: not taken on a runner)."""
+    """``seq`` of the readings taken by ``func`` on a runner whose ``is_draft_worker`` is
+    ``is_draft`` (None: not taken on a runner)."""
     return [
         r["seq"]
         for r in readings(report)
@@ -92,9 +88,7 @@ def torch_distributed_readings(report: Report) -> list[dict[str, Any]]:
 
 
 def before_avail_reading(report: Report) -> dict[str, Any]:
-    """The target's ``before_avail_memory`` reading, the 1st in ``init_torch_distributed``
-    (taken before the distributed setup, so it may show a few bytes more free than
-    :func:`pre_load_reading`)."""
+    """The target's ``before_avail_memory`` reading, the 1st in ``init_torch_distributed``."""
     return torch_distributed_readings(report)[0]
 
 
@@ -120,14 +114,18 @@ class MeterBudget:
 
     @property
     def resident_bytes(self) -> int:
-        """What SGLang saw as resident when it sized the target pool."""
         return self.budget_bytes - self.available_bytes
 
 
 def meter_budget(report: Report, f: float = F) -> MeterBudget:
     """:class:`MeterBudget` from the pre-load and profiling readings, at fraction ``f``."""
-    pre_gib = pre_load_reading(report)["free_bytes"] / GIB
-    post_gib = profile_reading(report)["free_bytes"] / GIB
+    pre, post = pre_load_reading(report)["free_bytes"], profile_reading(report)["free_bytes"]
+    return budget_from_free(pre, post, f)
+
+
+def budget_from_free(pre_load_free: int, free_at_profile: int, f: float = F) -> MeterBudget:
+    """:class:`MeterBudget` from two free-memory readings (bytes), at fraction ``f``."""
+    pre_gib, post_gib = pre_load_free / GIB, free_at_profile / GIB
     pre_free = int(pre_gib * GIB)
     # ModelRunnerKVCacheMixin._profile_available_bytes, verbatim.
     available = int((post_gib - pre_gib * (1 - f)) * GIB)
@@ -147,7 +145,7 @@ PHASES = (
 
 
 def read_rank_breakdowns(directory: str | Path) -> list[dict[str, Any]]:
-    """Every rank's breakdown in ``directory`` (the plugin's report dir), by rank index."""
+    """Every rank's breakdown in the plugin's report dir, by rank index."""
     found = [
         json.loads(p.read_text())
         for p in Path(directory).glob(f"{rank_reports.FILE_PREFIX}*.json")
@@ -156,8 +154,8 @@ def read_rank_breakdowns(directory: str | Path) -> list[dict[str, Any]]:
 
 
 def read_breakdown(directory: Path) -> dict[str, Any] | None:
-    """The single rank's breakdown in ``directory`` (the plugin's report dir), None if absent
-    (plugin off, or nothing was phased); fails if more than one rank wrote one."""
+    """The single rank's breakdown in the plugin's report dir, None if absent; fails if more
+    than one rank wrote one."""
     found = read_rank_breakdowns(directory)
     assert len(found) <= 1, f"{len(found)} rank breakdowns in {directory}, expected one"
     return found[0] if found else None

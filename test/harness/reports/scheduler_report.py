@@ -25,9 +25,7 @@ _target_config: dict[str, dict[str, Any]] = {}
 
 
 def server_args_fields(server_args: Any) -> dict[str, Any]:
-    """Every resolved ``ServerArgs`` field. From 0.5.20 ``ServerArgs`` is a ``msgspec`` record
-    whose ``vars()`` holds only private state, so the fields come from its own
-    ``resolved_dict()``; before, it is a dataclass and ``vars()`` holds them."""
+    """Every resolved ``ServerArgs`` field (0.5.20+: a ``msgspec`` record, ``resolved_dict()``)."""
     resolved = getattr(server_args, "resolved_dict", None)
     fields = resolved() if callable(resolved) else vars(server_args)
     # A callable field (0.5.23's ``custom_sigquit_handler``) by its name, not its address.
@@ -76,16 +74,8 @@ def kv_pool_summary(pool: Any) -> dict[str, Any] | None:
     if pool is None:
         return None
     out: dict[str, Any] = {"class": type(pool).__name__, "id": id(pool)}
-    for name in (
-        "size",
-        "page_size",
-        "layer_num",
-        "head_num",
-        "head_dim",
-        "v_head_dim",
-        "start_layer",
-        "end_layer",
-    ):
+    names = ("size", "page_size", "layer_num", "head_num", "head_dim", "v_head_dim")
+    for name in (*names, "start_layer", "end_layer"):
         value = getattr(pool, name, None)
         out[name] = value if isinstance(value, (int, float, type(None))) else repr(value)
     out["dtype"] = str(getattr(pool, "store_dtype", getattr(pool, "dtype", None)))
@@ -126,18 +116,20 @@ def sglang_cell_size(runner: Any) -> float | None:
 
 
 def named_tensor_bytes(named: Any) -> dict[str, int]:
-    """``name -> bytes`` of a module's ``named_parameters()`` / ``named_buffers()`` on this rank
-    (each rank holds its own shard, so this is what the planner's per-rank estimate must match).
-    """
+    """``name -> bytes`` of a module's ``named_parameters()`` / ``named_buffers()`` on this rank."""
     return {name: t.numel() * t.element_size() for name, t in named}
 
 
 def model_runner_summary(runner: Any) -> dict[str, Any]:
     """One ``ModelRunner``: role, architecture, token budget, weights and its KV pool."""
     model = getattr(runner, "model", None)
-    weights = 0
+    weights, params, buffers, hooked = 0, {}, {}, []
     if model is not None:
         weights = _storage_bytes([*model.parameters(), *model.buffers()])
+        params = named_tensor_bytes(model.named_parameters())
+        buffers = named_tensor_bytes(model.named_buffers())
+        # Modules carrying a forward hook (``--forward-hooks`` registers them on each runner).
+        hooked = sorted(name for name, module in model.named_modules() if module._forward_hooks)
     hf_config = getattr(getattr(runner, "model_config", None), "hf_config", None)
     archs = getattr(hf_config, "architectures", None) or [None]
     is_draft = bool(getattr(runner, "is_draft_worker", False))
@@ -154,17 +146,10 @@ def model_runner_summary(runner: Any) -> dict[str, Any]:
         "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
         "memory_pool_config": _jsonable(getattr(runner, "memory_pool_config", None)),
         "weight_bytes": weights,
-        "parameter_bytes": (
-            named_tensor_bytes(model.named_parameters()) if model is not None else {}
-        ),
-        "buffer_bytes": named_tensor_bytes(model.named_buffers()) if model is not None else {},
+        "parameter_bytes": params,
+        "buffer_bytes": buffers,
         "kv_pool": kv_pool_summary(getattr(runner, "token_to_kv_pool", None)),
-        # Modules carrying a forward hook (``--forward-hooks`` registers them on each runner).
-        "forward_hooked_modules": sorted(
-            name for name, module in model.named_modules() if module._forward_hooks
-        )
-        if model is not None
-        else [],
+        "forward_hooked_modules": hooked,
         "sglang_cell_size": sglang_cell_size(runner),
         "req_to_token_pool_id": id(getattr(runner, "req_to_token_pool", None)),
         "token_to_kv_pool_allocator_id": id(getattr(runner, "token_to_kv_pool_allocator", None)),
@@ -206,14 +191,8 @@ def live_model_runners() -> list[Any]:
 def scheduler_ranks(scheduler: Any | None) -> dict[str, int | None]:
     """This scheduler's place in the launch: ``tp``/``pp``/``dp``/``attn_tp``/``attn_dp`` ranks
     and its ``gpu_id`` (None where not known yet, e.g. a constructor that failed early)."""
-    names = {
-        "tp": "tp_rank",
-        "pp": "pp_rank",
-        "dp": "dp_rank",
-        "attn_tp": "attn_tp_rank",
-        "attn_dp": "attn_dp_rank",
-        "gpu_id": "gpu_id",
-    }
+    names = {k: f"{k}_rank" for k in ("tp", "pp", "dp", "attn_tp", "attn_dp")}
+    names["gpu_id"] = "gpu_id"
     ps = getattr(scheduler, "ps", None)  # SGLang's ParallelState, set first in __init__
     if ps is None and scheduler is not None:
         ps = _published_ranks()  # 0.5.23 keeps them in its runtime context
@@ -230,15 +209,11 @@ def _published_ranks() -> Any:
     except ImportError:
         return None
     values: dict[str, Any] = {}
-    for attr in ("tp_rank", "pp_rank", "dp_rank", "attn_tp_rank", "attn_dp_rank"):
+    for attr in ("tp_rank", "pp_rank", "dp_rank", "attn_tp_rank", "attn_dp_rank", "gpu_id"):
         try:
-            values[attr] = getattr(get_parallel(), attr)
+            values[attr] = getattr(get_device() if attr == "gpu_id" else get_parallel(), attr)
         except (AttributeError, RuntimeError, ValueError):
             values[attr] = None
-    try:
-        values["gpu_id"] = get_device().gpu_id
-    except (AttributeError, RuntimeError, ValueError):
-        values["gpu_id"] = None
     return SimpleNamespace(**values)
 
 
@@ -259,18 +234,11 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
     }
     if scheduler is not None:
         spec = getattr(scheduler, "spec_algorithm", None)
+        numbers = ("max_total_num_tokens", "max_running_requests", "max_req_len")
+        numbers += ("max_req_input_len", "max_prefill_tokens")
         state["scheduler"] = {
             "spec_algorithm": getattr(spec, "name", None) if spec is not None else None,
-            **{
-                k: getattr(scheduler, k, None)
-                for k in (
-                    "max_total_num_tokens",
-                    "max_running_requests",
-                    "max_req_len",
-                    "max_req_input_len",
-                    "max_prefill_tokens",
-                )
-            },
+            **{k: getattr(scheduler, k, None) for k in numbers},
         }
         server_args = getattr(scheduler, "server_args", None)
         if server_args is not None:
@@ -329,13 +297,13 @@ def _snapshot_target_config(point: str, runner: Any) -> None:
     _target_config[point] = model_config_snapshot(runner.model_config)
 
 
-def snapshot_target_config_before_pool(result: Any, runner: Any, *args: Any, **kw: Any) -> None:
+def snapshot_before_pool(result: Any, runner: Any, *args: Any, **kw: Any) -> None:
     """AFTER hook on ``configure_kv_cache_dtype``: the target's model config where stock's
     ``initialize`` goes on to size the pool."""
     _snapshot_target_config("before_pool", runner)
 
 
-def snapshot_target_config_at_pool_sizing(runner: Any, *args: Any, **kwargs: Any) -> None:
+def snapshot_at_pool_sizing(runner: Any, *args: Any, **kwargs: Any) -> None:
     """BEFORE hook on ``init_memory_pool``: the target's model config as its pool is sized."""
     _snapshot_target_config("at_pool_sizing", runner)
 
@@ -350,31 +318,18 @@ def register_report_hooks() -> None:
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
-    source = HookSource(plugin_name="specinit-test-report", dist_name=None)
-    HookRegistry.register(
-        f"{_SCHEDULER}.get_init_info",
-        report_before_get_init_info,
-        HookType.BEFORE,
-        source=source,
-    )
-    HookRegistry.register(
-        f"{_SCHEDULER}.__init__", report_scheduler_init_failure, HookType.AROUND, source=source
-    )
     from harness.launch.sglang_release import sglang_release
 
+    hooks = [
+        (f"{_SCHEDULER}.get_init_info", report_before_get_init_info, HookType.BEFORE),
+        (f"{_SCHEDULER}.__init__", report_scheduler_init_failure, HookType.AROUND),
+    ]
     # The config snapshots name 0.5.13.x methods (0.5.23 has neither the mixin module nor
     # configure_kv_cache_dtype); the fidelity matrix that reads them runs on 0.5.13.x only.
     if sglang_release()[:3] == (0, 5, 13):
-        HookRegistry.register(
-            _CONFIGURE_KV_CACHE_DTYPE,
-            snapshot_target_config_before_pool,
-            HookType.AFTER,
-            source=source,
-        )
-        HookRegistry.register(
-            _INIT_MEMORY_POOL,
-            snapshot_target_config_at_pool_sizing,
-            HookType.BEFORE,
-            source=source,
-        )
+        hooks.append((_CONFIGURE_KV_CACHE_DTYPE, snapshot_before_pool, HookType.AFTER))
+        hooks.append((_INIT_MEMORY_POOL, snapshot_at_pool_sizing, HookType.BEFORE))
+    source = HookSource(plugin_name="specinit-test-report", dist_name=None)
+    for target, hook, kind in hooks:
+        HookRegistry.register(target, hook, kind, source=source)
     _registered = True
