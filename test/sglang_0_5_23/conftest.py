@@ -8,7 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness.launch.release_suite import eagle3_launch_fixture
+from harness.launch.release_suite import (
+    eagle3_launch_fixture,
+    prefetch_launch_fixtures,  # noqa: F401  (an autouse fixture: starts the launches up front)
+)
 from harness.releases import mark_slow_files, suite_gate
 
 # Tests that import SGLang in this process get the CPU engine and the sgl_kernel test double

@@ -43,11 +43,17 @@ def cpu_import_recipe() -> None:
             sys.path.append(path)
 
 
+# Launch fixture name -> the (kind, plugin) launch it returns (eagle3_launch_fixture).
+_LAUNCH_FIXTURES: dict[str, tuple[str, bool]] = {}
+
+
 def eagle3_launch_fixture(
     kind: str = "EAGLE3", name: str = "eagle3_on", *, plugin: bool = True
 ) -> Callable[..., Any]:
     """A session fixture called ``name``: the tiny ``kind`` pair, plugin on (or off), launched
-    once per session on the installed release."""
+    once per session on the installed release (started up front by
+    :func:`prefetch_launch_fixtures`)."""
+    _LAUNCH_FIXTURES[name] = (kind, plugin)
 
     @pytest.fixture(scope="session", name=name)
     def _launched(tmp_path_factory: pytest.TempPathFactory) -> Any:
@@ -61,6 +67,25 @@ def eagle3_launch_fixture(
         "(harness.launch.launch_0_5_23.KINDS)."
     )
     return _launched
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prefetch_launch_fixtures(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before the first test, start every launch fixture a collected, unskipped test uses, two
+    at a time (each launch spends most of its start-up importing SGLang on one core)."""
+    from harness.launch.launch_0_5_23 import prefetch
+
+    wanted: list[tuple[str, bool]] = []
+    for item in request.session.items:
+        if item.get_closest_marker("skip") is None:
+            for name in getattr(item, "fixturenames", ()):
+                key = _LAUNCH_FIXTURES.get(name)
+                if key is not None and key not in wanted:
+                    wanted.append(key)
+    if wanted:
+        prefetch(wanted, tmp_path_factory.mktemp("prefetched"))
 
 
 def engine_kwargs(kind: str = "EAGLE3") -> dict[str, Any]:
