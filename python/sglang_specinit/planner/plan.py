@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, DraftSpec, KVSpec, PoolPlan
+from sglang_specinit.launch_checks import check_resolved_launch
 from sglang_specinit.live_sizing import SizingReadings, plan_from_readings
 from sglang_specinit.model_facts import check_supported, upstream_reserved_layers
 from sglang_specinit.planner import preflight
@@ -117,7 +118,7 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     )
     launch = replay.resolve(server_args, device)
     target_mc = launch.target_model_config
-    preflight.check_launcher(launch.args)
+    check_resolved_launch(launch.args)
     preflight.check_eagle3_draft(launch.args)
     preflight.check_one_stage(launch.args)
     preflight.check_draft_steps(launch.args)

@@ -10,6 +10,7 @@ patch table.
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,9 +34,7 @@ eagle_patch = PatchTable(EAGLE_MODULE)
 
 
 def _eagle_module() -> Any:
-    import sglang.srt.speculative.eagle_worker_v2 as eagle_worker_v2
-
-    return eagle_worker_v2
+    return importlib.import_module(EAGLE_MODULE)
 
 
 @contextlib.contextmanager
@@ -262,9 +261,7 @@ multi_layer_patch = PatchTable(MULTI_LAYER_MODULE)
 
 
 def _multi_layer_module() -> Any:
-    import sglang.srt.speculative.multi_layer_eagle_worker_v2 as multi_layer
-
-    return multi_layer
+    return importlib.import_module(MULTI_LAYER_MODULE)
 
 
 @contextlib.contextmanager
@@ -408,9 +405,7 @@ frozen_kv_patch = PatchTable(FROZEN_KV_MODULE)
 
 
 def _frozen_kv_module() -> Any:
-    import sglang.srt.speculative.frozen_kv_mtp_worker as frozen_kv_mtp_worker
-
-    return frozen_kv_mtp_worker
+    return importlib.import_module(FROZEN_KV_MODULE)
 
 
 @frozen_kv_patch.around("FrozenKVMTPWorker.__init__", params=DRAFT_WORKER_PARAMS)
