@@ -408,6 +408,17 @@ def _frozen_kv_module() -> Any:
     return importlib.import_module(FROZEN_KV_MODULE)
 
 
+@contextlib.contextmanager
+def _frozen_kv_contexts(tp_context: Any) -> Iterator[None]:
+    mod = _frozen_kv_module()
+    with (
+        tp_context,
+        mod.speculative_moe_backend_context(),
+        mod.speculative_moe_a2a_backend_context(),
+    ):
+        yield
+
+
 @frozen_kv_patch.around("FrozenKVMTPWorker.__init__", params=DRAFT_WORKER_PARAMS)
 @frozen_kv_patch.calls(
     "FrozenKVMTPWorker._bind_kv_context",
@@ -439,15 +450,10 @@ def frozen_kv_alloc_memory_pool(
     req_to_token_pool: Any = None,
     token_to_kv_pool_allocator: Any = None,
 ) -> None:
-    mod = _frozen_kv_module()
     self.memory_pool_config.max_running_requests = memory_pool_config.max_running_requests
     self.req_to_token_pool = req_to_token_pool
     self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
-    with (
-        mod.empty_context(),
-        mod.speculative_moe_backend_context(),
-        mod.speculative_moe_a2a_backend_context(),
-    ):
+    with _frozen_kv_contexts(_frozen_kv_module().empty_context()):
         tp_worker.alloc_memory_pool(
             self, self.memory_pool_config, req_to_token_pool, token_to_kv_pool_allocator
         )
@@ -465,11 +471,7 @@ def frozen_kv_alloc_memory_pool(
 )
 def frozen_kv_init_backends(self: Any) -> None:
     mod = _frozen_kv_module()
-    with (
-        mod.empty_context(),
-        mod.speculative_moe_backend_context(),
-        mod.speculative_moe_a2a_backend_context(),
-    ):
+    with _frozen_kv_contexts(mod.empty_context()):
         tp_worker.init_backends(self)
     self.draft_tp_context = (
         mod.draft_tp_context if self.server_args.enable_dp_attention else mod.empty_context
@@ -477,11 +479,7 @@ def frozen_kv_init_backends(self: Any) -> None:
     self.draft_attn_backend = self._init_draft_attn_backend()
     self.draft_model_runner.draft_attn_backend = self.draft_attn_backend
     self.cuda_graph_runner = None
-    with (
-        self.draft_tp_context(self.draft_model_runner.tp_group),
-        mod.speculative_moe_backend_context(),
-        mod.speculative_moe_a2a_backend_context(),
-    ):
+    with _frozen_kv_contexts(self.draft_tp_context(self.draft_model_runner.tp_group)):
         self.init_cuda_graphs()
 
 
