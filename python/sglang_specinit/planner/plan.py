@@ -110,12 +110,7 @@ def build_plan(
 
 def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) -> OfflinePlan:
     """Readings -> sizing inputs, the one place for every release (steps: module docstring)."""
-    # Refuse unsupported models from config.json alone: their ModelConfig may need more.
-    check_supported(
-        read_config_json(server_args.model_path, "--model-path"),
-        prices_deepseek_v4=getattr(replay, "prices_deepseek_v4", False),
-        release=replay.release,
-    )
+    check_model_supported(server_args.model_path, replay)
     launch = replay.resolve(server_args, device)
     target_mc = launch.target_model_config
     check_resolved_launch(launch.args)
@@ -140,6 +135,15 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     preflight.check_servable(base, ours)
     preflight.check_request_length(base.context_len, ours.tokens, replay.shortest_request_tokens)
     return _offline_plan(launch, device, replay, prices, target, draft, base, ours)
+
+
+def check_model_supported(model_path: str, replay: Any) -> None:
+    """Refuse an unsupported model from config.json alone: its ModelConfig may need more."""
+    check_supported(
+        read_config_json(model_path, "--model-path"),
+        prices_deepseek_v4=getattr(replay, "prices_deepseek_v4", False),
+        release=getattr(replay, "release", None),
+    )
 
 
 def _check_head_split(launch: ResolvedLaunch, model_config: Any, what: str) -> None:
