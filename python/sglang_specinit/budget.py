@@ -71,8 +71,6 @@ class MeasuredKVSpec:
         )
 
 
-
-
 def kv_pool_bytes(spec: KVSpec, tokens: int, page_size: int) -> int:
     return spec.pool_bytes(tokens, page_size)
 
@@ -197,15 +195,6 @@ def static_budget_bytes(inputs: BudgetInputs) -> int:
     return int(inputs.mem_fraction_static * inputs.pre_load_free_bytes)
 
 
-def _resident_bytes(inputs: BudgetInputs, count_draft: bool) -> int:
-    if inputs.measured_resident_bytes is not None:
-        return inputs.measured_resident_bytes
-    resident = inputs.target_weight_bytes
-    if count_draft and inputs.draft is not None:
-        resident += inputs.draft.weight_bytes
-    return resident
-
-
 def draft_weight_bytes_of(inputs: BudgetInputs) -> int:
     return inputs.draft.weight_bytes if inputs.draft is not None else 0
 
@@ -214,10 +203,7 @@ def resident_with_duplicates(inputs: BudgetInputs) -> int:
     """What stock has resident when it profiles: both models and the draft's duplicate
     embed/lm_head, which this package frees before sizing."""
     draft = inputs.draft
-    duplicates = draft.shared_weight_bytes if draft is not None else 0
-    if inputs.measured_resident_bytes is not None:
-        return inputs.measured_resident_bytes + duplicates
-    return inputs.target_weight_bytes + draft_weight_bytes_of(inputs) + duplicates
+    return resident_after_sizing(inputs) + (draft.shared_weight_bytes if draft is not None else 0)
 
 
 def resident_after_sizing(inputs: BudgetInputs) -> int:
@@ -226,19 +212,12 @@ def resident_after_sizing(inputs: BudgetInputs) -> int:
     return inputs.target_weight_bytes + draft_weight_bytes_of(inputs)
 
 
-def floor_tokens(kv_bytes: float, per_token: float, page_size: int) -> int:
-    """SGLang's own sizing: ``page_floor(int(kv_bytes // per_token))`` (a float floor)."""
-    if kv_bytes <= 0 or per_token <= 0:
-        return 0
-    return page_floor(int(kv_bytes // per_token), page_size)
-
-
 def _most_tokens_within(kv_bytes: float, per_token: float, page_size: int) -> int:
     """The most whole pages whose price fits ``kv_bytes``: a fractional hybrid-SWA price can
-    make the float floor one page off either way."""
-    tokens = floor_tokens(kv_bytes, per_token, page_size)
-    if tokens == 0 and (kv_bytes <= 0 or per_token <= 0):
+    make SGLang's float floor one page off either way."""
+    if kv_bytes <= 0 or per_token <= 0:
         return 0
+    tokens = page_floor(int(kv_bytes // per_token), page_size)
     while (tokens + page_size) * per_token <= kv_bytes:
         tokens += page_size
     while tokens > 0 and tokens * per_token > kv_bytes:
@@ -321,7 +300,7 @@ def plan_pools(inputs: BudgetInputs) -> PoolPlan:
                 else 4096
             )
             fixed += draft.bytes_per_request * (worst_reqs + 1)
-    resident = _resident_bytes(inputs, count_draft=True)
+    resident = resident_after_sizing(inputs)
     kv_budget = static_budget_bytes(inputs) - resident - fixed
     tokens = cap_tokens(_most_tokens_within(kv_budget, per_token, page), inputs)
     needed = resident + fixed + page_ceil(MIN_SERVABLE_TOKENS, page) * per_token

@@ -11,13 +11,14 @@ import importlib
 import logging
 import pkgutil
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
 from typing import Any
 
-from sglang_specinit.generation import Generation
+from sglang_specinit.generation import AdapterGeneration
 from sglang_specinit.hooks import (
     ModulePatch,
     adapter_patches,
@@ -33,8 +34,8 @@ _ADAPTER_NAME = re.compile(r"^sglang(_\d+)+$")
 
 
 @cache
-def generations() -> dict[str, Generation]:
-    """Adapter package -> its :class:`~sglang_specinit.generation.Generation`, oldest first."""
+def generations() -> dict[str, AdapterGeneration]:
+    """Adapter package -> its ``GENERATION``, oldest first."""
     import sglang_specinit
 
     names = [
@@ -61,7 +62,7 @@ class Decision:
     not_served: bool = False
 
     @property
-    def generation(self) -> Generation | None:
+    def generation(self) -> AdapterGeneration | None:
         return None if self.adapter is None else generations()[self.adapter]
 
 
@@ -84,8 +85,6 @@ def release_key(ver: str) -> tuple[int, int, int, int] | None:
 def installed_sglang_version() -> str | None:
     """The installed sglang's version: ``sglang.version`` once sglang is imported, else package
     metadata (same answer). Every release label printed comes from here."""
-    import sys
-
     if "sglang" in sys.modules:
         try:
             from sglang.version import __version__
@@ -191,8 +190,6 @@ _state: PatchState | None = None
 
 def install(version: str, patches: dict[str, ModulePatch], source: Any, strict: bool) -> PatchState:
     """Check and patch (all or none) the modules SGLang has imported; watch the others."""
-    import sys
-
     global _state
     state = PatchState(version=version, patches=patches, source=source, strict=strict)
     _state = state
@@ -211,9 +208,7 @@ def state() -> PatchState | None:
 
 def problems_so_far() -> list[str]:
     """Why this process must not phase, as far as the modules imported so far tell."""
-    if _state is None:
-        return ["sglang-specinit is not active in this process"]
-    return list(_state.problems)
+    return problems_for(())
 
 
 def problems_for(module_names: Iterable[str]) -> list[str]:

@@ -1,7 +1,7 @@
 """One SGLang API generation as the core sees it: the object each adapter package exports.
 
-The core reaches release-specific code only through :class:`Generation` (releases, phase tables,
-per-release requirements, planner replay); :mod:`compat` picks the one for the installed release.
+The core reaches release-specific code only through it (releases, phase tables, per-release
+requirements, planner replay); :mod:`compat` picks the one for the installed release.
 """
 
 from __future__ import annotations
@@ -10,39 +10,23 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
 from sglang_specinit.hooks import Requires
 
 
-class Generation(Protocol):
-    """All the core may call on an adapter."""
+@dataclass(frozen=True)
+class AdapterGeneration:
+    """All the core may call on an adapter, declared as data by its package's ``__init__``."""
 
     package: str
     releases: tuple[str, ...]
     phase_modules: tuple[str, ...]
     # True where the release's own init already loads both models before sizing the pools.
     sglang_phases_init: bool
-    # The releases whose planner replay prices DeepSeek-V4.
-    deepseek_v4_releases: tuple[str, ...]
-
-    def release_requires(self, release: str | None = None) -> tuple[Requires, ...]: ...
-
-    def module(self, name: str) -> ModuleType: ...
-
-    def replay(self) -> Any: ...
-
-
-@dataclass(frozen=True)
-class AdapterGeneration:
-    """A :class:`Generation` declared as data by an adapter package's ``__init__``."""
-
-    package: str
-    releases: tuple[str, ...]
-    phase_modules: tuple[str, ...]
-    sglang_phases_init: bool
     # Per-release requirements beyond the phase tables (a generation spanning API changes).
     requires_by_release: Callable[[str | None], tuple[Requires, ...]] | None = None
+    # The releases whose planner replay prices DeepSeek-V4.
     deepseek_v4_releases: tuple[str, ...] = ()
 
     def release_requires(self, release: str | None = None) -> tuple[Requires, ...]:

@@ -12,23 +12,27 @@ import pkgutil
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
 
 
 @dataclass(frozen=True)
-class Hook:
+class Requires:
     module: str
     qualname: str
-    fn: Callable[..., Any]
-    kind: str = "AROUND"  # a HookType name
-    # Parameter names after ``self`` the hook relies on (a prefix of the real signature).
-    params: tuple[str, ...] | None = None
 
     @property
     def target(self) -> str:
         return f"{self.module}.{self.qualname}"
+
+
+@dataclass(frozen=True)
+class Hook(Requires):
+    fn: Callable[..., Any]
+    kind: str = "AROUND"  # a HookType name
+    # Parameter names after ``self`` the hook relies on (a prefix of the real signature).
+    params: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -46,16 +50,6 @@ class NewMethod:
 
 
 @dataclass(frozen=True)
-class Requires:
-    module: str
-    qualname: str
-
-    @property
-    def target(self) -> str:
-        return f"{self.module}.{self.qualname}"
-
-
-@dataclass(frozen=True)
 class ModulePatch:
     module: str
     hooks: tuple[Hook, ...] = ()
@@ -66,20 +60,12 @@ class ModulePatch:
 def group_by_module(
     hooks: Iterable[Hook], new_methods: Iterable[NewMethod], requires: Iterable[Requires]
 ) -> dict[str, ModulePatch]:
-    grouped: dict[str, dict[str, list[Any]]] = {}
+    grouped: dict[str, ModulePatch] = {}
     for kind, entries in (("hooks", hooks), ("new_methods", new_methods), ("requires", requires)):
         for entry in entries:
-            grouped.setdefault(entry.module, {"hooks": [], "new_methods": [], "requires": []})
-            grouped[entry.module][kind].append(entry)
-    return {
-        module: ModulePatch(
-            module=module,
-            hooks=tuple(parts["hooks"]),
-            new_methods=tuple(parts["new_methods"]),
-            requires=tuple(parts["requires"]),
-        )
-        for module, parts in grouped.items()
-    }
+            patch = grouped.setdefault(entry.module, ModulePatch(entry.module))
+            grouped[entry.module] = replace(patch, **{kind: (*getattr(patch, kind), entry)})
+    return grouped
 
 
 def _generation(adapter: Any) -> Any:
@@ -109,8 +95,6 @@ def adapter_new_methods(adapter: Any) -> list[Callable[..., Any]]:
 
 def is_instance_of(obj: Any, module: str, class_name: str) -> bool:
     """``isinstance`` without importing ``module`` (importing it would patch it for nothing)."""
-    import sys
-
     cls = getattr(sys.modules.get(module), class_name, None)
     return cls is not None and isinstance(obj, cls)
 

@@ -46,6 +46,21 @@ def check_speculative_launch(
         check_draft_fits_target(model_path, draft_path)
 
 
+def check_resolved_launch(args: Any) -> None:
+    """:func:`check_speculative_launch` on resolved ``ServerArgs``; the draft's own load format,
+    when given, replaces ``--load-format`` for the draft worker."""
+    check_speculative_launch(
+        algorithm=args.speculative_algorithm,
+        mem_fraction_static=args.mem_fraction_static,
+        max_total_tokens=args.max_total_tokens,
+        page_size=args.page_size,
+        model_path=args.model_path,
+        draft_path=getattr(args, "speculative_draft_model_path", None),
+        draft_load_format=getattr(args, "speculative_draft_load_format", None)
+        or getattr(args, "load_format", "auto"),
+    )
+
+
 def check_mem_fraction_static(fraction: float | None) -> None:
     if fraction is not None and not 0.0 < fraction < 1.0:
         raise LaunchCheckError(

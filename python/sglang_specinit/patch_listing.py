@@ -17,16 +17,6 @@ from sglang_specinit.hooks import ModulePatch, adapter_patches
 EXIT_BAD_INPUT = 2
 
 
-def installed_release() -> str | None:
-    """From package metadata: importing ``sglang`` would import torch and half of SGLang."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("sglang")
-    except PackageNotFoundError:
-        return None
-
-
 def release_patches(release: str) -> dict[str, ModulePatch]:
     decision = compat.decide_for_version(release)
     if decision.adapter is None:
@@ -81,14 +71,10 @@ def patches_main(argv: Sequence[str]) -> int:
         ),
     )
     options = parser.parse_args(list(argv))
-    release = options.release or installed_release()
-    if release is None:
-        print(
-            "sglang-specinit patches: error: sglang is not installed; pass --release",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
+    release = options.release or compat.installed_sglang_version()
     try:
+        if release is None:
+            raise ValueError("sglang is not installed; pass --release")
         lines = listing(release)
     except ValueError as e:
         print(f"sglang-specinit patches: error: {e}", file=sys.stderr)

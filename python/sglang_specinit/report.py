@@ -95,18 +95,13 @@ def render_columns(columns: Mapping[str, Mapping[str, Any]], rows: Sequence[Row]
         for _, key, fmt in present
     ]
     widths = [max(len(name), *(len(row[i]) for row in cells)) for i, name in enumerate(names)]
-    lines = [
-        " " * label_width
-        + "  "
-        + "  ".join(n.rjust(w) for n, w in zip(names, widths, strict=True)),
-    ]
-    for (label, _, _), row in zip(present, cells, strict=True):
-        lines.append(
-            label.ljust(label_width)
-            + "  "
-            + "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True))
-        )
-    return "\n".join(lines)
+
+    def line(label: str, row: Sequence[str]) -> str:
+        padded = (c.rjust(w) for c, w in zip(row, widths, strict=True))
+        return "  ".join([label.ljust(label_width), *padded])
+
+    rows_text = [line(label, row) for (label, _, _), row in zip(present, cells, strict=True)]
+    return "\n".join([line("", names), *rows_text])
 
 
 def render_breakdown(breakdown: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, DraftSpec, KVSpec, PoolPlan
+from sglang_specinit.launch_checks import check_resolved_launch
 from sglang_specinit.live_sizing import SizingReadings, plan_from_readings
 from sglang_specinit.model_facts import check_supported, upstream_reserved_layers
 from sglang_specinit.planner import preflight
@@ -109,15 +110,10 @@ def build_plan(
 
 def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) -> OfflinePlan:
     """Readings -> sizing inputs, the one place for every release (steps: module docstring)."""
-    # Refuse unsupported models from config.json alone: their ModelConfig may need more.
-    check_supported(
-        read_config_json(server_args.model_path, "--model-path"),
-        prices_deepseek_v4=getattr(replay, "prices_deepseek_v4", False),
-        release=replay.release,
-    )
+    check_model_supported(server_args.model_path, replay)
     launch = replay.resolve(server_args, device)
     target_mc = launch.target_model_config
-    preflight.check_launcher(launch.args)
+    check_resolved_launch(launch.args)
     preflight.check_eagle3_draft(launch.args)
     preflight.check_one_stage(launch.args)
     preflight.check_draft_steps(launch.args)
@@ -139,6 +135,15 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     preflight.check_servable(base, ours)
     preflight.check_request_length(base.context_len, ours.tokens, replay.shortest_request_tokens)
     return _offline_plan(launch, device, replay, prices, target, draft, base, ours)
+
+
+def check_model_supported(model_path: str, replay: Any) -> None:
+    """Refuse an unsupported model from config.json alone: its ModelConfig may need more."""
+    check_supported(
+        read_config_json(model_path, "--model-path"),
+        prices_deepseek_v4=getattr(replay, "prices_deepseek_v4", False),
+        release=getattr(replay, "release", None),
+    )
 
 
 def _check_head_split(launch: ResolvedLaunch, model_config: Any, what: str) -> None:

@@ -1,6 +1,6 @@
 """The refusals a launch makes before it serves, made by ``plan`` on the resolved launch (after
-the release's own, in ``resolve``): this package's launcher checks, the attention-head split and
-the pool phase's no-room-for-one-page refusal, each in one line.
+the release's own, in ``resolve``, and this package's launcher checks): the attention-head split
+and the pool phase's no-room-for-one-page refusal, each in one line.
 """
 
 from __future__ import annotations
@@ -8,23 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from sglang_specinit.budget import MIN_SERVABLE_TOKENS, BudgetInputs, PoolPlan, page_ceil
-from sglang_specinit.launch_checks import check_speculative_launch
 from sglang_specinit.live_sizing import SpecInitBudgetError, budget_error_message
 from sglang_specinit.planner.inputs import PlanError
-
-
-def check_launcher(args: Any) -> None:
-    """This package's launcher checks on the resolved flags (draft width, shards, fraction,
-    a pool below one page), raising the launcher's own message."""
-    check_speculative_launch(
-        algorithm=args.speculative_algorithm,
-        mem_fraction_static=args.mem_fraction_static,
-        max_total_tokens=args.max_total_tokens,
-        page_size=args.page_size,
-        model_path=args.model_path,
-        draft_path=args.speculative_draft_model_path,
-        draft_load_format=getattr(args, "speculative_draft_load_format", None) or args.load_format,
-    )
 
 
 def check_eagle3_draft(args: Any) -> None:

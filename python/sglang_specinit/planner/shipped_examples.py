@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_specinit.planner.inputs import PlanError, read_config_json
+from sglang_specinit.planner.inputs import PlanError
 
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 DEFAULT_EXAMPLE = "llama31-8b-eagle3"
@@ -33,16 +33,12 @@ def list_examples() -> list[str]:
 def example_refusal(name: str, replay: object) -> str | None:
     """Why ``replay`` cannot plan example ``name`` (``build_plan``'s first check), or None."""
     from sglang_specinit.budget import BudgetError
-    from sglang_specinit.model_facts import check_supported
+    from sglang_specinit.planner.plan import check_model_supported
 
     example = load_example(name)
     model_path = example.launch_args[example.launch_args.index("--model-path") + 1]
     try:
-        check_supported(
-            read_config_json(model_path, "--model-path"),
-            prices_deepseek_v4=getattr(replay, "prices_deepseek_v4", False),
-            release=getattr(replay, "release", None),
-        )
+        check_model_supported(model_path, replay)
     except BudgetError as refusal:
         return str(refusal)
     return None

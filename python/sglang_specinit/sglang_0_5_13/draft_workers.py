@@ -10,6 +10,7 @@ patch table.
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,9 +34,7 @@ eagle_patch = PatchTable(EAGLE_MODULE)
 
 
 def _eagle_module() -> Any:
-    import sglang.srt.speculative.eagle_worker_v2 as eagle_worker_v2
-
-    return eagle_worker_v2
+    return importlib.import_module(EAGLE_MODULE)
 
 
 @contextlib.contextmanager
@@ -262,9 +261,7 @@ multi_layer_patch = PatchTable(MULTI_LAYER_MODULE)
 
 
 def _multi_layer_module() -> Any:
-    import sglang.srt.speculative.multi_layer_eagle_worker_v2 as multi_layer
-
-    return multi_layer
+    return importlib.import_module(MULTI_LAYER_MODULE)
 
 
 @contextlib.contextmanager
@@ -408,9 +405,18 @@ frozen_kv_patch = PatchTable(FROZEN_KV_MODULE)
 
 
 def _frozen_kv_module() -> Any:
-    import sglang.srt.speculative.frozen_kv_mtp_worker as frozen_kv_mtp_worker
+    return importlib.import_module(FROZEN_KV_MODULE)
 
-    return frozen_kv_mtp_worker
+
+@contextlib.contextmanager
+def _frozen_kv_contexts(tp_context: Any) -> Iterator[None]:
+    mod = _frozen_kv_module()
+    with (
+        tp_context,
+        mod.speculative_moe_backend_context(),
+        mod.speculative_moe_a2a_backend_context(),
+    ):
+        yield
 
 
 @frozen_kv_patch.around("FrozenKVMTPWorker.__init__", params=DRAFT_WORKER_PARAMS)
@@ -444,15 +450,10 @@ def frozen_kv_alloc_memory_pool(
     req_to_token_pool: Any = None,
     token_to_kv_pool_allocator: Any = None,
 ) -> None:
-    mod = _frozen_kv_module()
     self.memory_pool_config.max_running_requests = memory_pool_config.max_running_requests
     self.req_to_token_pool = req_to_token_pool
     self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
-    with (
-        mod.empty_context(),
-        mod.speculative_moe_backend_context(),
-        mod.speculative_moe_a2a_backend_context(),
-    ):
+    with _frozen_kv_contexts(_frozen_kv_module().empty_context()):
         tp_worker.alloc_memory_pool(
             self, self.memory_pool_config, req_to_token_pool, token_to_kv_pool_allocator
         )
@@ -470,11 +471,7 @@ def frozen_kv_alloc_memory_pool(
 )
 def frozen_kv_init_backends(self: Any) -> None:
     mod = _frozen_kv_module()
-    with (
-        mod.empty_context(),
-        mod.speculative_moe_backend_context(),
-        mod.speculative_moe_a2a_backend_context(),
-    ):
+    with _frozen_kv_contexts(mod.empty_context()):
         tp_worker.init_backends(self)
     self.draft_tp_context = (
         mod.draft_tp_context if self.server_args.enable_dp_attention else mod.empty_context
@@ -482,11 +479,7 @@ def frozen_kv_init_backends(self: Any) -> None:
     self.draft_attn_backend = self._init_draft_attn_backend()
     self.draft_model_runner.draft_attn_backend = self.draft_attn_backend
     self.cuda_graph_runner = None
-    with (
-        self.draft_tp_context(self.draft_model_runner.tp_group),
-        mod.speculative_moe_backend_context(),
-        mod.speculative_moe_a2a_backend_context(),
-    ):
+    with _frozen_kv_contexts(self.draft_tp_context(self.draft_model_runner.tp_group)):
         self.init_cuda_graphs()
 
 

@@ -66,28 +66,23 @@ def early_draft_num_layers(server_args: Any) -> int | None:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     from sglang_specinit.model_facts import runner_layer_count
-    from sglang_specinit.sglang_0_5_13.state import defer_pools
+    from sglang_specinit.sglang_0_5_13.state import defer_pools, logger_disabled
 
     algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
     if not (algorithm.is_eagle() or algorithm.is_standalone()):
         return None
-    # Phase 2 builds and logs this config again.
-    quiet = logging.getLogger(_MODEL_CONFIG_LOGGER)
-    was_disabled, quiet.disabled = quiet.disabled, True
-    try:
-        with defer_pools():
+    try:  # phase 2 builds and logs this config again
+        with logger_disabled(_MODEL_CONFIG_LOGGER), defer_pools():
             draft_config = ModelConfig.from_server_args(
                 server_args,
                 model_path=server_args.speculative_draft_model_path,
                 model_revision=server_args.speculative_draft_model_revision,
                 is_draft_model=True,
             )
-        return runner_layer_count(draft_config, is_draft=True)
+            return runner_layer_count(draft_config, is_draft=True)
     except Exception as exc:  # the real draft build in phase 2 raises SGLang's own error
         logger.info("[specinit] draft layer count not read before loading: %s", exc)
         return None
-    finally:
-        quiet.disabled = was_disabled
 
 
 def warn_if_draft_layers_differ(early: int | None, draft_runners: Sequence[Any]) -> bool:

@@ -207,15 +207,12 @@ class Replay0513(FieldServerArgsReplay):
         ):
             target_kv = measure_kv_pool(target, *split)
             draft_kv = None if draft is None else measure_kv_pool(draft, *split)
+        prices = PoolPrices(target_kv, draft_pools=(), draft_fixed_bytes=0, stock_plan=stock)
         if draft_kv is None:
-            return PoolPrices(
-                target_kv=target_kv, draft_pools=(), draft_fixed_bytes=0, stock_plan=stock
-            )
+            return prices
         if algorithm == "FROZEN_KV_MTP":
             fixed = draft_kv.pool_bytes(FROZEN_KV_STAND_IN_TOKENS, int(args.page_size))
-            return PoolPrices(
-                target_kv=target_kv, draft_pools=(), draft_fixed_bytes=fixed, stock_plan=stock
-            )
+            return replace(prices, draft_fixed_bytes=fixed)
         steps = int(args.speculative_num_steps or 1)
         multi_layer = bool(args.enable_multi_layer_eagle)
         per_request = 0
@@ -223,13 +220,8 @@ class Replay0513(FieldServerArgsReplay):
             # req_to_hidden_states_pool: steps - 1 hidden states per request row.
             config = launch.target_model_config
             per_request = (steps - 1) * config.hidden_size * element_bytes(config.dtype)
-        return PoolPrices(
-            target_kv=target_kv,
-            draft_pools=(draft_kv,) * (steps if multi_layer else 1),
-            draft_fixed_bytes=0,
-            stock_plan=stock,
-            draft_request_bytes=per_request,
-        )
+        pools = (draft_kv,) * (steps if multi_layer else 1)
+        return replace(prices, draft_pools=pools, draft_request_bytes=per_request)
 
 
 REPLAY = Replay0513()

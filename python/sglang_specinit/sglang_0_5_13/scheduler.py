@@ -215,7 +215,9 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
             scheduler.ps, scheduler.server_args.enable_dp_attention
         )
     )
-    breakdown.update(tightness_fields(sizing.free_at_sizing))
+    free = sizing.free_at_sizing
+    readings = (None, None) if free is None else (free.rank_bytes, free.all_rank_min_bytes)
+    breakdown.update(rank_reports.tightness_fields(*readings))
     for key in ("model_path", "speculative_algorithm", "speculative_draft_model_path"):
         breakdown[key] = getattr(scheduler.server_args, key, None)
     if scheduler.server_args.device == "cuda":
@@ -227,14 +229,6 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
     breakdown.update(getattr(scheduler, "_specinit_cuda_after_pools", {}))
     breakdown["phase_seconds"] = {label: round(s, 3) for label, s in scheduler._specinit_phase_log}
     return breakdown
-
-
-def tightness_fields(free: Any) -> dict[str, Any]:
-    from sglang_specinit.rank_reports import tightness_fields as shared_tightness_fields
-
-    if free is None:
-        return shared_tightness_fields(None, None)
-    return shared_tightness_fields(free.rank_bytes, free.all_rank_min_bytes)
 
 
 def log_memory_breakdown(scheduler: Any) -> None:

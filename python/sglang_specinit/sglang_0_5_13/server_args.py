@@ -6,14 +6,14 @@ the scheduler declines the launch.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.sglang_0_5_13.state import logger_disabled
 
 logger = logging.getLogger(__name__)
 
@@ -23,17 +23,6 @@ patch = PatchTable(MODULE)
 
 # Set on ServerArgs when the reserve was dropped: the fraction stock would have used.
 STOCK_FRACTION_ATTR = "_specinit_stock_mem_fraction_static"
-
-
-@contextlib.contextmanager
-def _quiet(logger_name: str) -> Iterator[None]:
-    target = logging.getLogger(logger_name)
-    disabled = target.disabled
-    target.disabled = True
-    try:
-        yield
-    finally:
-        target.disabled = disabled
 
 
 def fraction_without_draft_reserve(
@@ -47,7 +36,7 @@ def fraction_without_draft_reserve(
             setattr(trial, name, copy.copy(value))
     trial.speculative_algorithm = None
     trial.mem_fraction_static = None
-    with _quiet(type(server_args).__module__):
+    with logger_disabled(type(server_args).__module__):
         handle_gpu_memory_settings(trial, gpu_mem)
     return float(trial.mem_fraction_static)
 

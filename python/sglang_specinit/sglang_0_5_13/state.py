@@ -5,6 +5,7 @@ it is inside unwinds normally."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -57,3 +58,14 @@ def preserved_cuda_graph_flag(server_args: Any) -> Iterator[None]:
         yield
     finally:
         server_args.disable_cuda_graph = value
+
+
+@contextlib.contextmanager
+def logger_disabled(name: str) -> Iterator[None]:
+    target = logging.getLogger(name)
+    disabled = target.disabled
+    target.disabled = True
+    try:
+        yield
+    finally:
+        target.disabled = disabled
