@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from sglang_specinit.dataclass_args import launch_checks as field_launch_checks
-from sglang_specinit.launch_checks import check_speculative_launch
+from sglang_specinit.launch_checks import check_resolved_launch
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.sglang_0_5_23.release_shims import has_resolving_view
 
@@ -25,15 +25,7 @@ def check_launch(server_args: Any) -> None:
     cfg = resolving_view(server_args)
     if cfg.speculative_algorithm is None:
         return
-    check_speculative_launch(
-        algorithm=cfg.speculative_algorithm,
-        mem_fraction_static=cfg.mem_fraction_static,
-        max_total_tokens=cfg.max_total_tokens,
-        page_size=cfg.page_size,
-        model_path=cfg.model_path,
-        draft_path=cfg.speculative_draft_model_path,
-        draft_load_format=cfg.speculative_draft_load_format or cfg.load_format,
-    )
+    check_resolved_launch(cfg)
 
 
 HOOKS, NEW_METHODS, REQUIRES = patch.tables()
