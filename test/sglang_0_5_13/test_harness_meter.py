@@ -103,10 +103,18 @@ def test_log_lines_are_grouped_by_rank_tag() -> None:
             "Traceback (most recent call last):",
             "OSError: boom",
             "[2026-01-01 00:00:02 TP0] rank 0 waits",
+            # A progress bar ends without a newline; the next rank's record starts after it.
+            "Loading:   0% | 0/1 [2026-01-01 00:00:03 DP1 TP1] rank 1 fails: Traceback",
+            "RuntimeError: draft",
         ]
     )
     groups = rank_log_lines(log)
     assert sorted(groups) == ["DP1 TP1", "TP0", "launcher"]
-    assert groups["DP1 TP1"][-1] == "OSError: boom"  # a traceback follows its rank's line
-    assert groups["TP0"][-1].endswith("rank 0 waits")
+    assert "OSError: boom" in groups["DP1 TP1"]  # a traceback follows its rank's line
+    assert groups["TP0"][-2].endswith("rank 0 waits")
+    assert groups["TP0"][-1] == "Loading:   0% | 0/1 "
+    assert groups["DP1 TP1"][-2:] == [
+        "[2026-01-01 00:00:03 DP1 TP1] rank 1 fails: Traceback",
+        "RuntimeError: draft",
+    ]
     assert "--- last 1 lines of TP0 ---" in format_rank_tails(log, lines=1)

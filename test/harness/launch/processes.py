@@ -159,19 +159,25 @@ def tail(path: Path, lines: int) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-_RANK_TAG = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<ranks>(?: [A-Z_]+\d+)*)\]")
+_RANK_TAG = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<ranks>(?: [A-Z_]+\d+)*)\]")
 LAUNCHER = "launcher"
 
 
 def rank_log_lines(text: str) -> dict[str, list[str]]:
-    """Log lines grouped by their rank tag (``TP0``, ``DP1 TP1``; untagged: ``launcher``)."""
+    """Log lines grouped by their rank tag (``TP0``, ``DP1 TP1``; untagged: ``launcher``).
+
+    A rank's progress bar ends without a newline, so another rank's tagged record can start in
+    the middle of a line: the text before the tag stays with the rank that was writing."""
     groups: dict[str, list[str]] = {}
     current = LAUNCHER
     for line in text.splitlines():
-        match = _RANK_TAG.match(line)
-        if match:
+        start = 0
+        for match in _RANK_TAG.finditer(line):
+            if match.start() > start:
+                groups.setdefault(current, []).append(line[start : match.start()])
             current = match.group("ranks").strip() or LAUNCHER
-        groups.setdefault(current, []).append(line)
+            start = match.start()
+        groups.setdefault(current, []).append(line[start:])
     return groups
 
 
