@@ -32,22 +32,28 @@ def free_port(attempts: int = 200) -> int:
     raise RuntimeError(f"no free port <= {MAX_HTTP_PORT} found in {attempts} attempts")
 
 
+def _prctl() -> Any:
+    """libc's ``prctl``, loaded in the parent: a ``preexec_fn`` must not import (another thread
+    of a launching process can hold the import lock at fork, and the child then waits forever)."""
+    import ctypes
+
+    return ctypes.CDLL("libc.so.6", use_errno=True).prctl
+
+
+_PRCTL = _prctl() if sys.platform == "linux" else None
+
+
 def die_with_parent() -> None:
     """``preexec_fn``: SIGKILL this child when its parent dies (Linux ``PR_SET_PDEATHSIG``)."""
-    if sys.platform == "linux":
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux only)."""
     if sys.platform != "linux":
         return False
-    import ctypes
-
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def start_in_own_group(
