@@ -136,9 +136,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "0521-fused-entries-a-release-early",
         "sglang_0_5_23/release_shims.py",
-        '("0.5.21", {"runtime_context_ranks": True, "pp_spec": True}),',
-        '("0.5.21", {"runtime_context_ranks": True, "pp_spec": True,'
-        ' "fused_draft_entries": True}),',
+        '"pp_spec": True, "deepseek_v4_pools": True}),',
+        '"pp_spec": True, "deepseek_v4_pools": True, "fused_draft_entries": True}),',
         ".venv-sglang0521",
         (_LAYOUT_TEST,),
         (
