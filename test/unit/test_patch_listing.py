@@ -89,14 +89,6 @@ def test_default_release_is_the_installed_one(capsys: pytest.CaptureFixture[str]
     assert default == listed(capsys, "--release", installed)
 
 
-def test_an_unserved_release_is_one_message(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["patches", "--release", "0.5.24"]) == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    (line,) = captured.err.splitlines()
-    assert "0.5.24" in line and all(r in line for r in compat.supported_releases())
-
-
 def test_listing_imports_no_sglang_module() -> None:
     code = (
         "import contextlib, io, json, sys\n"

@@ -366,53 +366,6 @@ def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
     assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))
 
 
-@pytest.mark.parametrize(
-    ("make_input", "make_out", "message"),
-    [
-        (lambda d, _: d / "absent.json", None, "no such file or directory"),
-        (lambda d, _: write_json(d / "x.json", {"a": 1}), None, "not a sglang-specinit breakdown"),
-        (
-            lambda d, _: (d / "broken.json").write_text("{") and d / "broken.json",
-            None,
-            "is not JSON",
-        ),
-        (lambda d, _: d, None, r"holds no memory-rank\*\.json"),
-        # A plan the report accepts, and an --out it cannot write.
-        (
-            lambda d, plan: write_json(d / "plan.json", plan),
-            lambda d: (d / "file").write_text("x") and d / "file" / "report",
-            "^sglang-specinit report: error: cannot write .*no directory",
-        ),
-        (
-            lambda d, plan: write_json(d / "plan.json", plan),
-            lambda d: Path("/proc/specinit-report"),
-            "^sglang-specinit report: error: cannot write .*/proc/specinit-report",
-        ),
-    ],
-    ids=["absent", "not-a-breakdown", "not-json", "no-rank-files", "out-under-a-file", "out-proc"],
-)
-def test_bad_input_is_one_line_with_exit_code_2(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    plan_data: dict,
-    make_input,
-    make_out,
-    message,
-) -> None:
-    source = make_input(tmp_path, plan_data)
-    out = make_out(tmp_path) if make_out else tmp_path / "r"
-    code, _, err = run_report(capsys, "--out", str(out), "--from-json", str(source))
-    assert code == 2, err
-    assert err.count("\n") == 1 and err.startswith("sglang-specinit report: error:")
-    assert re.search(message, err), err
-    assert not out.exists()
-
-
-def test_out_is_required(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_report(capsys)
-    assert code == 2 and "--out" in err and err.count("\n") == 1
-
-
 def test_without_inputs_every_shipped_example_is_rendered(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -457,24 +410,6 @@ def test_beside_puts_that_environment_s_stock_column_beside_this_one(
     assert beside["tokens"] == plan_data["stock"]["tokens"]
     page = (out / "README.md").read_text()
     assert f"stock 0.5.13.post1: computed in {venv} by that release's own code" in page
-
-
-@pytest.mark.parametrize("python", [None, "/bin/true"])
-def test_beside_without_a_served_sglang_is_one_line(
-    python: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    venv = tmp_path / "venv"
-    if python is None:
-        venv.mkdir()
-    else:
-        _venv_of(python, venv)
-    out = tmp_path / "report"
-    code, stdout, err = run_report(
-        capsys, "--out", str(out), "--example", EXAMPLE, "--beside", str(venv)
-    )
-    assert code == 2 and stdout == "" and not out.exists()
-    (line,) = err.strip().splitlines()
-    assert line.startswith(f"sglang-specinit report: error: --beside {venv}: "), line
 
 
 # The shared breakdown (``sglang_specinit.report``): dict keys and types, the rules table, the
