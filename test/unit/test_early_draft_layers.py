@@ -98,36 +98,27 @@ def _runner(layers: int) -> SimpleNamespace:
     return SimpleNamespace(num_effective_layers=layers)
 
 
-class _StubScheduler:
-    """Test double: what ``init_memory_pools`` reads of a Scheduler once the target pool exists
-    (the target runner's sizing names the draft's runners; the draft worker allocates)."""
-
-    def __init__(self, early: int | None, draft: DraftDescription) -> None:
-        self._specinit_eagle_draft_num_layers = early
-        target = SimpleNamespace(
-            memory_pool_config="config", _specinit_sizing=SimpleNamespace(draft=draft)
-        )
-        self.tp_worker = SimpleNamespace(
-            model_runner=target, get_memory_pool=lambda: ("req_to_token", "allocator")
-        )
-        self.allocations: list[dict[str, Any]] = []
-        self.draft_worker = SimpleNamespace(alloc_memory_pool=self._alloc)
-
-    def _alloc(self, **kwargs: Any) -> None:
-        self.allocations.append(kwargs)
-
-    def init_target_memory_pool(self) -> None:
-        pass
-
-
 def _phase3_warnings(
     caplog: pytest.LogCaptureFixture, early: int | None, draft: DraftDescription
 ) -> list[str]:
-    scheduler = _StubScheduler(early, draft)
+    """``init_memory_pools`` on a test double of a Scheduler whose target pool exists (the target
+    runner's sizing names the draft's runners; the draft worker allocates): its warnings."""
+    allocations: list[dict[str, Any]] = []
+    target = SimpleNamespace(
+        memory_pool_config="config", _specinit_sizing=SimpleNamespace(draft=draft)
+    )
+    scheduler = SimpleNamespace(
+        _specinit_eagle_draft_num_layers=early,
+        tp_worker=SimpleNamespace(
+            model_runner=target, get_memory_pool=lambda: ("req_to_token", "allocator")
+        ),
+        draft_worker=SimpleNamespace(alloc_memory_pool=lambda **kw: allocations.append(kw)),
+        init_target_memory_pool=lambda: None,
+    )
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger=model_runner.logger.name):
         scheduler_phases.init_memory_pools(scheduler)
-    assert len(scheduler.allocations) == 1  # the draft's pools were allocated first
+    assert len(allocations) == 1  # the draft's pools were allocated first
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 

@@ -119,8 +119,13 @@ def test_plan_json_has_the_documented_keys_and_types(example: str) -> None:
     for note in data["notes"]:
         assert set(note) == {"column", "text"} and note["column"] in NOTE_COLUMNS, note
         assert isinstance(note["text"], str) and note["text"], note
+    # This package's rule fits; stock 0.5.13.post1 puts the draft on top of the budget.
+    assert data["used_bytes"] <= data["budget_bytes"]
+    assert data["stock"]["used_bytes"] > data["stock"]["budget_bytes"]
     # What the doc says the byte keys mean, in both columns.
     for column in (data, data["stock"]):
+        assert isinstance(column["min_viable_mem_fraction_static"], float)
+        assert column["tokens"] > 0 and column["tokens"] % column["page_size"] == 0
         assert column["used_bytes"] == (
             column["resident_bytes"]
             + column["target_kv_pool_bytes"]

@@ -9,15 +9,14 @@ import copy
 import io
 import json
 import re
-import struct
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from harness.geometry.specs import attention_kv_spec
 from harness.reports.report_reading import BREAKDOWN_KEYS
+from PIL import Image
 from sglang_specinit.budget import BudgetInputs, DraftSpec, make_plan, plan_pools
 from sglang_specinit.planner import report_figures
 from sglang_specinit.planner.cli import main
@@ -44,7 +43,6 @@ SEGMENT_KEYS = {
     TARGET_KV: "target_kv_pool_bytes",
     DRAFT_KV: "draft_kv_pool_bytes",
 }
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
@@ -228,36 +226,22 @@ def figure_px(bars: int) -> tuple[int, int]:
     return round(width_in * PNG_DPI), round(height_in * PNG_DPI)
 
 
-def png_header(path: Path) -> tuple[tuple[int, int], tuple[int, int] | None]:
-    """((width, height) in pixels from IHDR, (x, y) pixels per metre from pHYs or None)."""
-    blob = path.read_bytes()
-    assert blob[:8] == PNG_SIGNATURE
-    assert blob[12:16] == b"IHDR"
-    size = struct.unpack(">II", blob[16:24])
-    density = None
-    pos = 8
-    while pos < len(blob):
-        (length,) = struct.unpack(">I", blob[pos : pos + 4])
-        kind = blob[pos + 4 : pos + 8]
-        if kind == b"pHYs":
-            x, y, unit = struct.unpack(">IIB", blob[pos + 8 : pos + 17])
-            assert unit == 1  # metres
-            density = (x, y)
-        if kind == b"IDAT":
-            break  # pHYs must come before the image data
-        pos += 12 + length
-    return size, density
+def png(path: Path) -> Image.Image:
+    """The PNG at ``path``, opened (its chunks before the image data read)."""
+    image = Image.open(path)
+    assert image.format == "PNG"
+    return image
 
 
 def test_figures_are_valid_images_of_the_expected_size(plan_data: dict, out: Path) -> None:
     case = case_from_plan_json(plan_data)
     assert len(case.variants) == 2
-    png, svg = out / f"{case.slug}.png", out / f"{case.slug}.svg"
+    png_path, svg = out / f"{case.slug}.png", out / f"{case.slug}.svg"
     width_in, height_in = FIGURE_IN[2]
-    size, density = png_header(png)
-    assert size == figure_px(2) == (800, 480)
-    # The PNG says it is 100 dpi (in pixels per metre, rounded).
-    assert density == (round(PNG_DPI / INCH_M),) * 2
+    image = png(png_path)
+    assert image.size == figure_px(2) == (800, 480)
+    # The PNG says it is 100 dpi (in pixels per metre, rounded; before the image data).
+    assert image.info["dpi"] == (round(PNG_DPI / INCH_M) * INCH_M,) * 2
     root = ET.parse(svg).getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     points = [f"{width_in * 72:g}", f"{height_in * 72:g}"]  # 576 x 345.6
@@ -288,7 +272,7 @@ def test_another_release_s_stock_sub_object_appears_without_code_changes(
     assert (
         table_rows((out / "README.md").read_text(), "variant")["stock 0.5.23"]["tokens"] == "12345"
     )
-    assert png_header(next(out.glob("*.png")))[0] == figure_px(3)
+    assert png(next(out.glob("*.png"))).size == figure_px(3)
 
 
 def live_rank(plan_data: dict, rank: int, allocated_delta: int) -> dict:
@@ -330,33 +314,22 @@ def test_live_directory_shows_planned_against_allocated_per_rank(
     assert allocated["rank1-allocated"].get_height() * (1 << 30) == pytest.approx(
         ranks[1]["allocated_target_kv_pool_bytes"], rel=1e-9
     )
-    assert png_header(next(out.glob("*.png")))[0] == figure_px(4)
-
-
-@contextlib.contextmanager
-def matplotlib_hidden_test_double() -> Iterator[None]:
-    """Test double for a Python without matplotlib: ``import matplotlib`` raises ImportError
-    (a ``None`` entry in ``sys.modules``) until the block ends; the real modules come back."""
-    saved = {
-        n: m for n, m in sys.modules.items() if n == "matplotlib" or n.startswith("matplotlib.")
-    }
-    for name in saved:
-        del sys.modules[name]
-    sys.modules["matplotlib"] = None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        del sys.modules["matplotlib"]
-        sys.modules.update(saved)
+    assert png(next(out.glob("*.png"))).size == figure_px(4)
 
 
 def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    plan_data: dict,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A Python without matplotlib: ``import matplotlib`` raises ImportError until the test ends.
+    for name in [n for n in sys.modules if n == "matplotlib" or n.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
     source = write_json(tmp_path / "plan.json", plan_data)
     out = tmp_path / "report"
-    with matplotlib_hidden_test_double():
-        code, stdout, err = run_report(capsys, "--out", str(out), "--from-json", str(source))
+    code, stdout, err = run_report(capsys, "--out", str(out), "--from-json", str(source))
     assert code == 0
     assert err.count("\n") == 1 and "Traceback" not in err + stdout
     assert "matplotlib is not installed" in err and "sglang-specinit[report]" in err
@@ -380,7 +353,7 @@ def test_without_inputs_every_shipped_example_is_rendered(
     assert "example deepseek-v4-flash-mtp skipped: DeepSeek-V4" in err
     # The index row with the same reason: test_plan_schema.py (exact row).
     for slug in data:
-        assert png_header(out / f"{slug}.png")[0] == figure_px(3)
+        assert png(out / f"{slug}.png").size == figure_px(3)
         ET.parse(out / f"{slug}.svg")
     assert f"{len(data)} cases" in stdout
 
