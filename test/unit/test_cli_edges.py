@@ -177,15 +177,6 @@ BAD_INPUTS = {
 }
 
 
-def venv_of(python: str, root: Path) -> Path:
-    """A directory whose ``bin/python`` runs ``python`` (as that interpreter's own venv)."""
-    (root / "bin").mkdir(parents=True)
-    wrapper = root / "bin" / "python"
-    wrapper.write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')
-    wrapper.chmod(0o755)
-    return root
-
-
 @pytest.fixture(scope="module")
 def plan_json() -> str:
     """``plan --json``: a plan the report accepts."""
@@ -212,7 +203,8 @@ def scratch(tmp_path: Path, plan_json: str) -> Path:
     (tmp_path / "plan.json").write_text(plan_json)
     (tmp_path / "file").write_text("x")
     (tmp_path / "empty").mkdir()
-    venv_of("/bin/true", tmp_path / "true-venv")
+    (tmp_path / "true-venv" / "bin").mkdir(parents=True)
+    (tmp_path / "true-venv" / "bin" / "python").symlink_to("/bin/true")
     return tmp_path
 
 

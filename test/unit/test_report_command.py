@@ -55,17 +55,6 @@ def plan_data() -> dict:
     return json.loads(out.getvalue())
 
 
-@pytest.fixture(scope="module")
-def out(plan_data: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``report --out <dir> --from-json <the plan's JSON>``'s directory, run once for the module."""
-    return report_of(plan_data, tmp_path_factory.mktemp("rendered"))
-
-
-@pytest.fixture(scope="module")
-def figure(plan_data: dict):
-    return report_figures.draw_case(case_from_plan_json(plan_data))
-
-
 def report_of(data: dict, tmp: Path) -> Path:
     """The report directory of ``report --from-json`` on ``data`` (written to ``tmp``)."""
     out, err = io.StringIO(), io.StringIO()
@@ -116,7 +105,30 @@ def bar_patches(fig, gid_prefix: str) -> dict[str, object]:
     }
 
 
-def test_report_numbers_equal_the_plan_json(plan_data: dict, out: Path) -> None:
+# The report's figure size in inches by number of bars: 4.8 high; 8.0 wide, or 3.0 of margins
+# plus 1.3 per bar once that is wider. PNGs are 100 dpi; an SVG measures in points (72 per inch).
+FIGURE_IN = {2: (8.0, 4.8), 3: (8.0, 4.8), 4: (8.2, 4.8), 16: (23.8, 4.8)}
+PNG_DPI = 100
+INCH_M = 0.0254
+
+
+def figure_px(bars: int) -> tuple[int, int]:
+    """The PNG size in pixels the report must draw for ``bars`` bars."""
+    width_in, height_in = FIGURE_IN[bars]
+    return round(width_in * PNG_DPI), round(height_in * PNG_DPI)
+
+
+def png(path: Path) -> Image.Image:
+    """The PNG at ``path``, opened (its chunks before the image data read)."""
+    image = Image.open(path)
+    assert image.format == "PNG"
+    return image
+
+
+def test_the_report_directory_shows_the_plan_json(plan_data: dict, tmp_path: Path) -> None:
+    """Its numbers, the table's cells, the over-budget stock column, and valid images of the
+    expected size."""
+    out = report_of(plan_data, tmp_path)
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
     assert [v["key"] for v in case["variants"]] == ["stock", "specinit"]
@@ -140,24 +152,40 @@ def test_report_numbers_equal_the_plan_json(plan_data: dict, out: Path) -> None:
         assert row["target KV"] == human_bytes(expected["target_kv_pool_bytes"])
         assert row["draft KV"] == human_bytes(expected["draft_kv_pool_bytes"])
         assert row["budget"] == human_bytes(expected["budget_bytes"])
+    stock = plan_data["stock"]
+    over = human_bytes(stock["used_bytes"] - stock["budget_bytes"])
+    assert rows["stock 0.5.13.post1"]["headroom"] == f"**OVER by {over}**"
+
+    slug = case_from_plan_json(plan_data).slug
+    image = png(out / f"{slug}.png")
+    assert image.size == figure_px(2) == (800, 480)
+    # The PNG says it is 100 dpi (in pixels per metre, rounded; before the image data).
+    assert image.info["dpi"] == (round(PNG_DPI / INCH_M) * INCH_M,) * 2
+    root = ET.parse(out / f"{slug}.svg").getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    points = [f"{inches * 72:g}" for inches in FIGURE_IN[2]]  # 576 x 345.6
+    assert [root.get("width"), root.get("height")] == [f"{p}pt" for p in points]
+    assert root.get("viewBox").split() == ["0", "0", *points]
+    assert f"]({slug}.png)" in page and f"]({slug}.svg)" in page
+    ids = {el.get("id") for el in root.iter()}
+    assert "over:stock" in ids and "over:specinit" not in ids
+    texts = "".join("".join(el.itertext()) for el in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "OVER by" in texts
 
 
-def test_figure_bars_equal_the_plan_json(plan_data: dict, figure) -> None:
-    fig = figure
+def test_the_figure_draws_the_plan_json(plan_data: dict) -> None:
+    """Each bar's slices and over-budget part, and its tokens and gain under it."""
+    case = case_from_plan_json(plan_data)
+    figure = report_figures.draw_case(case)
+    (ax,) = figure.axes
     unit = 1 << 30  # budgets of tens of GiB are drawn in GiB
     for label, key in SEGMENT_KEYS.items():
-        patches = bar_patches(fig, label)
+        patches = bar_patches(figure, label)
         assert set(patches) == {"stock", "specinit"}
         for variant_key, patch in patches.items():
             expected = variant_json(plan_data, variant_key)[key]
             assert patch.get_height() * unit == pytest.approx(expected, rel=1e-9, abs=1)
 
-
-def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
-    plan_data: dict, figure
-) -> None:
-    case = case_from_plan_json(plan_data)
-    (ax,) = figure.axes
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     first = case.variants[0]
     base = variant_json(plan_data, first.key)["tokens"]
@@ -176,20 +204,15 @@ def test_figure_says_each_bar_s_tokens_and_gain_and_names_gpu_and_release(
     # The plan names the release whose code it ran.
     assert "sglang 9.9.9" in case_from_plan_json({**plan_data, "sglang_version": "9.9.9"}).subtitle
 
-
-def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict, figure) -> None:
     stock = plan_data["stock"]
     over = stock["used_bytes"] - stock["budget_bytes"]
     assert over > 0, "the example's stock column is expected over budget"
     assert plan_data["used_bytes"] <= plan_data["budget_bytes"]
-
-    (ax,) = figure.axes
     over_patches = bar_patches(figure, "over")
     assert set(over_patches) == {
         key for key in ("stock", "specinit") if variant_json(plan_data, key)["headroom_bytes"] < 0
     }
     patch = over_patches["stock"]
-    unit = 1 << 30
     assert patch.get_y() * unit == pytest.approx(stock["budget_bytes"], rel=1e-9)
     assert patch.get_height() * unit == pytest.approx(over, rel=1e-9)
     assert patch.get_facecolor()[:3] == pytest.approx((1.0, 0x1A / 255, 0x1A / 255))
@@ -197,58 +220,6 @@ def test_over_budget_variant_is_drawn_and_labelled_as_over(plan_data: dict, figu
     assert labels == [f"OVER by\n{human_bytes(over)}"]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "over budget" in legend and "budget (f x free)" in legend
-
-
-def test_over_budget_shows_in_svg_and_markdown(plan_data: dict, out: Path) -> None:
-    (svg,) = out.glob("*.svg")
-    root = ET.parse(svg).getroot()
-    ids = {el.get("id") for el in root.iter()}
-    assert "over:stock" in ids and "over:specinit" not in ids
-    texts = "".join("".join(el.itertext()) for el in root.iter("{http://www.w3.org/2000/svg}text"))
-    assert "OVER by" in texts
-    row = table_rows((out / "README.md").read_text(), "variant")["stock 0.5.13.post1"]
-    stock = plan_data["stock"]
-    assert (
-        row["headroom"] == f"**OVER by {human_bytes(stock['used_bytes'] - stock['budget_bytes'])}**"
-    )
-
-
-# The report's figure size in inches by number of bars: 4.8 high; 8.0 wide, or 3.0 of margins
-# plus 1.3 per bar once that is wider. PNGs are 100 dpi; an SVG measures in points (72 per inch).
-FIGURE_IN = {2: (8.0, 4.8), 3: (8.0, 4.8), 4: (8.2, 4.8), 16: (23.8, 4.8)}
-PNG_DPI = 100
-INCH_M = 0.0254
-
-
-def figure_px(bars: int) -> tuple[int, int]:
-    """The PNG size in pixels the report must draw for ``bars`` bars."""
-    width_in, height_in = FIGURE_IN[bars]
-    return round(width_in * PNG_DPI), round(height_in * PNG_DPI)
-
-
-def png(path: Path) -> Image.Image:
-    """The PNG at ``path``, opened (its chunks before the image data read)."""
-    image = Image.open(path)
-    assert image.format == "PNG"
-    return image
-
-
-def test_figures_are_valid_images_of_the_expected_size(plan_data: dict, out: Path) -> None:
-    case = case_from_plan_json(plan_data)
-    assert len(case.variants) == 2
-    png_path, svg = out / f"{case.slug}.png", out / f"{case.slug}.svg"
-    width_in, height_in = FIGURE_IN[2]
-    image = png(png_path)
-    assert image.size == figure_px(2) == (800, 480)
-    # The PNG says it is 100 dpi (in pixels per metre, rounded; before the image data).
-    assert image.info["dpi"] == (round(PNG_DPI / INCH_M) * INCH_M,) * 2
-    root = ET.parse(svg).getroot()
-    assert root.tag == "{http://www.w3.org/2000/svg}svg"
-    points = [f"{width_in * 72:g}", f"{height_in * 72:g}"]  # 576 x 345.6
-    assert [root.get("width"), root.get("height")] == [f"{p}pt" for p in points]
-    assert root.get("viewBox").split() == ["0", "0", *points]
-    page = (out / "README.md").read_text()
-    assert f"]({case.slug}.png)" in page and f"]({case.slug}.svg)" in page
 
 
 def test_width_grows_with_the_number_of_bars() -> None:
