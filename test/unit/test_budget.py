@@ -296,16 +296,12 @@ def test_fraction_out_of_range(fraction: float) -> None:
         plan_pools(scenario(mem_fraction_static=fraction))
 
 
-def test_weights_above_budget_give_zero_tokens() -> None:
+def test_the_suggested_fraction_is_the_smallest_viable_one() -> None:
     plan = plan_pools(scenario(mem_fraction_static=0.2))  # 16 GiB budget < 17 GiB resident
     assert plan.tokens == 0
     assert plan.target_kv_pool_bytes == plan.draft_kv_pool_bytes == 0
     assert plan.suggested_mem_fraction_static == 0.213
-
-
-def test_suggested_fraction_is_viable() -> None:
-    plan = plan_pools(scenario(mem_fraction_static=0.213))
-    assert plan.tokens >= 7
+    assert plan_pools(scenario(mem_fraction_static=0.213)).tokens >= 7
     assert plan_pools(scenario(mem_fraction_static=0.212)).tokens < 7
 
 

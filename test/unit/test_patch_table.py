@@ -114,7 +114,7 @@ def test_recorded_tables_are_the_hand_written_ones() -> None:
     assert list(actual) == list(expected)
 
 
-def test_decorators_return_the_function_and_record_bottom_up() -> None:
+def test_decorators_return_the_function_record_bottom_up_and_refuse_a_second_target() -> None:
     patch = PatchTable("some.module")
 
     def step(original, self, x, *, flag=False):
@@ -131,6 +131,8 @@ def test_decorators_return_the_function_and_record_bottom_up() -> None:
         "some.module.A.size",
     ]
     assert new_methods == ()
+    with pytest.raises(ValueError, match="some.module.A.size is declared twice"):
+        patch.requires("A.size")
 
 
 def test_params_that_do_not_fit_the_hook_function_fail_at_declaration() -> None:
@@ -146,13 +148,6 @@ def test_params_that_do_not_fit_the_hook_function_fail_at_declaration() -> None:
         return None
 
     assert patch.before("A.check", params=("budget",))(before) is before  # BEFORE: after self
-
-
-def test_a_target_declared_twice_fails() -> None:
-    patch = PatchTable("some.module")
-    patch.requires("A.size")
-    with pytest.raises(ValueError, match="some.module.A.size is declared twice"):
-        patch.requires("A.size")
 
 
 def test_adds_records_a_method_under_its_own_or_the_given_name() -> None:

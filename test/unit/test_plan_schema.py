@@ -105,9 +105,9 @@ def check_section(section: dict[str, Any], tables: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize("example", list_examples())
-def test_plan_json_has_the_documented_keys_and_types(example: str) -> None:
+def test_plan_json_has_the_documented_keys_and_types_and_the_text_s_notes(example: str) -> None:
     plannable(example)
-    data, _ = planned(example)
+    data, text = planned(example)
     check_section(data, TABLES[:2])
     check_section(data["stock"], (TABLES[0], TABLES[2]))
     assert not [k for k in data if k.startswith(("stock_", "upstream_"))]
@@ -134,12 +134,7 @@ def test_plan_json_has_the_documented_keys_and_types(example: str) -> None:
             + column["draft_fixed_pool_bytes"]
         )
         assert column["headroom_bytes"] == column["budget_bytes"] - column["used_bytes"]
-
-
-@pytest.mark.parametrize("example", list_examples())
-def test_every_note_is_in_the_text_and_the_json_with_its_column(example: str) -> None:
-    plannable(example)
-    data, text = planned(example)
+    # Every note is in the text and the JSON, with its column.
     labels = {
         "stock": f"stock {data['stock']['release']}",
         "sglang-specinit": "sglang-specinit",
@@ -161,22 +156,18 @@ def test_the_doc_tables_are_read() -> None:
     assert doc_table(TABLES[2])["spec_reserve_bytes"] == ("int", False)
 
 
-def _figure(example: str) -> tuple[dict[str, Any], Any]:
-    pytest.importorskip("matplotlib")
-    plannable(example)
-    data = planned(example)[0]
-    return data, report_figures.draw_case(case_from_plan_json(data, name=example))
-
-
 def _axis_cut_notes(fig: Any) -> list[str]:
     return [t.get_text() for t in fig.texts if t.get_gid() == "axis-cut"]
 
 
 @pytest.mark.parametrize("example", list_examples())
-def test_the_title_names_model_gpu_release_and_both_columns_tokens_and_gain(
-    example: str,
-) -> None:
-    data, fig = _figure(example)
+def test_the_figure_s_title_and_axis(example: str) -> None:
+    """The title names model, GPU, release and both columns' tokens and the gain; the axis is
+    cut only above the shared base, and says so."""
+    pytest.importorskip("matplotlib")
+    plannable(example)
+    data = planned(example)[0]
+    fig = report_figures.draw_case(case_from_plan_json(data, name=example))
     (ax,) = fig.axes
     title = ax.get_title()
     stock, ours = data["stock"]["tokens"], data["tokens"]
@@ -186,11 +177,6 @@ def test_the_title_names_model_gpu_release_and_both_columns_tokens_and_gain(
     for needle in (f"model {example}", data["device"]["name"], f"sglang {data['sglang_version']}"):
         assert needle in title, (needle, title)
 
-
-@pytest.mark.parametrize("example", list_examples())
-def test_the_axis_is_cut_only_above_the_shared_base_and_says_so(example: str) -> None:
-    data, fig = _figure(example)
-    (ax,) = fig.axes
     bottom, top = ax.get_ylim()
     columns = (data, data["stock"])
     # The weights under every bar's KV pools; the axis never cuts into a pool.
