@@ -2,9 +2,9 @@
 types are the ones docs/planner.md's "`plan --json`" tables list (read from the doc, so doc and
 test cannot drift), and its notes are the text output's, each labelled with its column.
 
-The report's figures and index on the same plans: each title names the model, GPU and release
-and says both columns' tokens and the gain; the y axis is cut only above a base every bar shares,
-and the figure says so; the index lists every example, the skipped ones with their reason."""
+The report's figures on the same plans: each title names the model, GPU and release and says both
+columns' tokens and the gain; the y axis is cut only above a base every bar shares, and the figure
+says so."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from sglang_specinit.planner.cli import _plan, _plannable, _planner_parser, main
 from sglang_specinit.planner.columns import plan_json, plan_text
 from sglang_specinit.planner.releases import installed_replay
 from sglang_specinit.planner.report_cases import DRAFT_WEIGHTS, TARGET_WEIGHTS, case_from_plan_json
-from sglang_specinit.planner.report_pages import write_report
 from sglang_specinit.planner.shipped_examples import example_refusal, list_examples
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "planner.md"
@@ -205,19 +204,3 @@ def test_the_axis_starts_at_zero_when_the_bars_differ_below_the_pools() -> None:
     light["target_weight_bytes"] = light["resident_bytes"] - light["draft_weight_bytes"]
     fig = report_figures.draw_case(case_from_plan_json({**data, "stock": light}))
     assert fig.axes[0].get_ylim()[0] == 0 and _axis_cut_notes(fig) == []
-
-
-def test_the_index_lists_every_example_and_why_one_was_skipped(tmp_path: Path) -> None:
-    names, skipped = _plannable()
-    cases = [case_from_plan_json(planned(n)[0], name=n) for n in names]
-    page = write_report(cases, tmp_path, skipped_cases=skipped).page.read_text()
-    # The index: the page's one table above the first case's section (header, rule, rows).
-    head = page.split('<a id="', 1)[0]
-    index = [line for line in head.splitlines() if line.startswith("| ")][2:]
-    assert len(index) == len(list_examples())
-    for example in list_examples():
-        (row,) = [r for r in index if r.startswith((f"| [{example}]", f"| {example} |"))]
-        if example in skipped:
-            assert row == f"| {example} | skipped | {skipped[example]} |"
-        else:
-            assert f"](#{example}) | plan |" in row

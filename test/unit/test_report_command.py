@@ -313,7 +313,8 @@ def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
 def test_without_inputs_every_shipped_example_is_rendered(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sglang_specinit.planner.shipped_examples import list_examples
+    from sglang_specinit.planner.releases import installed_replay
+    from sglang_specinit.planner.shipped_examples import example_refusal, list_examples
 
     out = tmp_path / "report"
     code, stdout, err = run_report(capsys, "--out", str(out))
@@ -322,11 +323,21 @@ def test_without_inputs_every_shipped_example_is_rendered(
     # The DeepSeek-V4 example is planned by the 0.5.21+ replays only: skipped here, saying why.
     assert sorted(data) == [n for n in list_examples() if n != "deepseek-v4-flash-mtp"]
     assert "example deepseek-v4-flash-mtp skipped: DeepSeek-V4" in err
-    # The index row with the same reason: test_plan_schema.py (exact row).
     for slug in data:
         assert png(out / f"{slug}.png").size == figure_px(3)
         ET.parse(out / f"{slug}.svg")
     assert f"{len(data)} cases" in stdout
+    # The index: the page's one table above the first case's section (header, rule, rows), a
+    # skipped example's row with the same reason.
+    head = (out / "README.md").read_text().split('<a id="', 1)[0]
+    index = [line for line in head.splitlines() if line.startswith("| ")][2:]
+    assert len(index) == len(list_examples())
+    for example in list_examples():
+        (row,) = [r for r in index if r.startswith((f"| [{example}]", f"| {example} |"))]
+        if (refusal := example_refusal(example, installed_replay())) is not None:
+            assert row == f"| {example} | skipped | {refusal} |"
+        else:
+            assert f"](#{example}) | plan |" in row
 
 
 def _venv_of(python: str, root: Path) -> Path:
