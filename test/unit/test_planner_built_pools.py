@@ -8,7 +8,7 @@ from harness.geometry.kv_specs import sized_by_target
 from harness.geometry.specs import draft_extra_bytes, draft_kv_pools, kv_spec_from_model_config
 from sglang_specinit.budget import MeasuredKVSpec
 from sglang_specinit.model_facts import runner_layer_count
-from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
+from sglang_specinit.planner.cli import _device, _planner_parser
 from sglang_specinit.planner.replay import build_model_config, cuda_quantization_names
 from sglang_specinit.planner.shipped_examples import example_refusal, list_examples, load_example
 from sglang_specinit.sglang_0_5_13 import pool_probe
@@ -18,17 +18,11 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 
 def _resolved(example: str):
+    """The example's launch resolved for its GPU, as ``plan --example`` resolves it."""
+    options, launch = _planner_parser().parse_known_args(["--example", example])
     ex = load_example(example)
-    preset = get_preset(ex.gpu or "H100-80GB")
-    device = DeviceSpec(
-        name=preset.name,
-        total_bytes=preset.total_bytes,
-        pre_load_free_bytes=pre_load_free_bytes(preset.total_bytes),
-        resident_bytes=None,
-        sm=preset.sm,
-    )
-    server_args = REPLAY.parse_launch(list(ex.launch_args))
-    return REPLAY.resolve(server_args, device), device
+    device = _device(options, ex)
+    return REPLAY.resolve(REPLAY.parse_launch([*ex.launch_args, *launch]), device), device
 
 
 def _geometry(launch):
@@ -54,27 +48,17 @@ def _geometry(launch):
     )
     d_dtype = REPLAY.kv_dtype(launch, draft_mc, is_draft=True, target_kv_dtype=t_dtype)
     common = dict(
-        attn_tp_size=launch.attn_tp_size, swa_full_tokens_ratio=args.swa_full_tokens_ratio
-    )
-    steps = int(args.speculative_num_steps or 1)
-    pools = draft_kv_pools(
-        args.speculative_algorithm,
-        draft_mc,
-        d_dtype,
-        num_steps=steps,
+        attn_tp_size=launch.attn_tp_size,
+        swa_full_tokens_ratio=args.swa_full_tokens_ratio,
+        num_steps=int(args.speculative_num_steps or 1),
         multi_layer_eagle=bool(args.enable_multi_layer_eagle),
-        server_args=launch.mla_server_args,
-        **common,
+    )
+    algorithm = args.speculative_algorithm
+    pools = draft_kv_pools(
+        algorithm, draft_mc, d_dtype, server_args=launch.mla_server_args, **common
     )
     extra = draft_extra_bytes(
-        args.speculative_algorithm,
-        draft_mc,
-        target_mc,
-        d_dtype,
-        page_size=int(args.page_size),
-        num_steps=steps,
-        multi_layer_eagle=bool(args.enable_multi_layer_eagle),
-        **common,
+        algorithm, draft_mc, target_mc, d_dtype, page_size=int(args.page_size), **common
     )
     return target, tuple(sized_by_target(p, target) for p in pools), extra
 
