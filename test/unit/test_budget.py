@@ -1,4 +1,5 @@
-"""The budget model against hand-computed numbers, plus hypothesis properties.
+"""The budget model against hand-computed numbers, plus hypothesis properties, and its per-token
+cost against SGLang's own pool configurators on published configs.
 
 Expected values are literals with the arithmetic that produced them in a comment, never values
 obtained by calling the code under test. Cell formulas follow SGLang 0.5.13.post1's
@@ -7,14 +8,18 @@ obtained by calling the code under test. Cell formulas follow SGLang 0.5.13.post
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from harness.checkpoints.published_configs import CASES, model_config
 from harness.geometry.kv_specs import AttentionKVSpec, HybridSWAKVSpec
 from harness.geometry.specs import (
     attention_kv_spec,
     draft_kv_pools,
     element_bytes,
     kv_spec_from_model_config,
+    runner_layer_count,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,6 +29,7 @@ from sglang_specinit.budget import (
     DraftSpec,
     derive_max_running_requests,
     kv_pool_bytes,
+    page_floor,
     plan_pools,
 )
 
@@ -504,8 +510,6 @@ def test_suggested_fraction_always_serves(inputs: BudgetInputs) -> None:
 
 
 def _draft_config(nextn: int | None, hidden: int = 1, arch: str = "LlamaForCausalLMEagle3"):
-    from types import SimpleNamespace
-
     return SimpleNamespace(
         hf_config=SimpleNamespace(architectures=[arch], num_hidden_layers=hidden),
         num_nextn_predict_layers=nextn,
@@ -515,7 +519,7 @@ def _draft_config(nextn: int | None, hidden: int = 1, arch: str = "LlamaForCausa
 
 
 def test_nnpl_zero_layer_counts() -> None:
-    from sglang_specinit.model_facts import runner_layer_count, upstream_reserved_layers
+    from sglang_specinit.model_facts import upstream_reserved_layers
 
     zero = _draft_config(nextn=0, hidden=1)
     # ModelRunner treats 0 as absent and allocates max(hidden, attention) = 1 layer ...
@@ -542,3 +546,70 @@ def test_multi_layer_eagle_pools_from_a_real_draft_config(model_config_of) -> No
     assert [p.bytes_per_token() for p in pools] == [4096, 4096, 4096]  # 8 * 256 * 1 * 2 each
     assert draft_kv_pools("EAGLE3", draft, "float16", 2, 0.8)[0].bytes_per_token() == 2048
     assert draft_kv_pools("FROZEN_KV_MTP", draft, "float16", 1, 0.8) == ()
+
+
+# The per-token cost and token count equal SGLang's own pool configurators' (real configs)
+
+SWA_RATIO = 0.8
+KV_DTYPES = ("model", "float8_e4m3fn", "float4_e2m1fn_x2")
+
+
+@pytest.mark.parametrize("tp", [1, 4])
+@pytest.mark.parametrize("kv_dtype", KV_DTYPES)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cell_size_and_tokens_equal_sglang(
+    case: str, kv_dtype: str, tp: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    from sglang.srt.configs.model_config import AttentionArch
+    from sglang.srt.model_executor import pool_configurator
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    config = model_config(CASES[case](tmp_path))
+    dtype = config.dtype if kv_dtype == "model" else getattr(torch, kv_dtype)
+    monkeypatch.setattr(pool_configurator, "get_attention_tp_size", lambda: tp)
+    monkeypatch.setattr(
+        pool_configurator,
+        "is_float4_e2m1fn_x2",
+        lambda candidate: candidate == torch.float4_e2m1fn_x2,
+    )
+    layers = runner_layer_count(config, is_draft=False)
+    use_mla = config.attention_arch == AttentionArch.MLA
+    # The ModelRunner attributes SGLang's configurators read.
+    runner = SimpleNamespace(
+        model_config=config,
+        kv_cache_dtype=dtype,
+        num_effective_layers=layers,
+        use_mla_backend=use_mla,
+        is_hybrid_swa=config.is_hybrid_swa,
+        server_args=type("Args", (), {"swa_full_tokens_ratio": SWA_RATIO})(),
+        spec_algorithm=SpeculativeAlgorithm.NONE,
+        is_draft_worker=False,
+        mambaish_config=None,
+        start_layer=0,
+        end_layer=layers,
+    )
+    configurator = pool_configurator.create_memory_pool_configurator(runner)
+    spec = kv_spec_from_model_config(
+        config,
+        dtype,
+        attn_tp_size=tp,
+        num_layers=layers,
+        swa_full_tokens_ratio=SWA_RATIO,
+        use_mla=use_mla,
+    )
+    assert spec.bytes_per_token() == configurator._cell_size
+
+    for page in (1, 16, 64):
+        available = 7 * (1 << 30) + 12345
+        sglang_config = configurator.calculate_pool_sizes(available, page)
+        tokens = page_floor(int(available // spec.bytes_per_token()), page)
+        assert sglang_config.max_total_num_tokens == tokens
+        if isinstance(spec, HybridSWAKVSpec):
+            swa = page_floor(int(tokens * SWA_RATIO), page)
+            assert sglang_config.swa_max_total_num_tokens == swa
+            # The pool bytes the budget model charges cover both pools SGLang will create.
+            assert kv_pool_bytes(spec, tokens, page) == (
+                (tokens + page) * spec.full.unpacked_bytes_per_token()
+                + (swa + page) * spec.swa.unpacked_bytes_per_token()
+            )
