@@ -1,13 +1,16 @@
 """The package's layout, read from the source: a core module (outside the ``sglang_0_5_*``
 adapter packages) imports no adapter and names no release anywhere; an adapter imports only the
 core and itself; every SGLang module the core imports exists in the installed release. The core
-reaches release code only through ``compat.generations()``."""
+reaches release code only through ``compat.generations()``. The test harness's index names every
+module, and importing the index stays cheap."""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -166,3 +169,67 @@ def test_the_checks_see_an_arrow():
     assert _adapters_imported_by("import sglang_specinit.sglang_0_5_13.specs\n", None) == {
         "sglang_0_5_13"
     }
+
+
+# The test harness (``test/harness``)
+
+HARNESS = Path(__file__).resolve().parents[1] / "harness"
+# Directories that are not Python packages of the harness but path entries (PYTHONPATH).
+PATH_ENTRIES = {"site", "sgl_kernel_stub"}
+
+
+def _docstring(package: Path) -> str:
+    return ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+
+
+def _named(doc: str) -> set[str]:
+    return set(re.findall(r"``([a-z0-9_]+)(?:/[a-z_.]*)?``", doc))
+
+
+def _packages() -> list[Path]:
+    return sorted(p.parent for p in HARNESS.glob("*/__init__.py"))
+
+
+def _stems(package: Path) -> set[str]:
+    return {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
+
+
+def _all_modules() -> set[str]:
+    out = _stems(HARNESS)
+    for package in _packages():
+        out |= _stems(package)
+    return out
+
+
+def test_every_module_and_sub_package_is_in_the_top_level_index() -> None:
+    named = _named(_docstring(HARNESS))
+    missing = (_all_modules() | {p.name for p in _packages()}) - named
+    assert missing == set(), "add them to test/harness/__init__.py"
+
+
+def test_each_sub_package_index_lists_exactly_its_modules() -> None:
+    for package in _packages():
+        doc = _docstring(package)
+        listed = set(re.findall(r"^- ``([a-z0-9_]+)(?:/[a-z_.]*)?``", doc, re.M))
+        entries = {d.name for d in package.iterdir() if d.is_dir() and d.name in PATH_ENTRIES}
+        assert listed == _stems(package) | entries, f"test/harness/{package.name}/__init__.py"
+
+
+def test_importing_the_harness_index_imports_neither_torch_nor_sglang() -> None:
+    packages = ["harness", *(f"harness.{p.name}" for p in _packages())]
+    # The checkpoint modules promise the same (their writers import torch when they run).
+    packages += ["harness.checkpoints.checkpoint_kinds", "harness.checkpoints.tiny_configs"]
+    code = (
+        f"import sys; import {', '.join(packages)}; "
+        "heavy = sorted(m for m in ('torch', 'sglang', 'transformers') if m in sys.modules); "
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=HARNESS.parent,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(HARNESS.parent), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
