@@ -62,6 +62,10 @@ def test_shard_problems_are_found_from_header_and_size(tmp_path: Path) -> None:
     shard = tmp_path / "model.safetensors"
     write_shard(shard)
     assert launch_checks.safetensors_problem(str(shard)) is None
+    # Beside model.safetensors a consolidated file is never opened by SGLang.
+    (tmp_path / "consolidated.safetensors").write_bytes(b"\0" * 3)
+    assert launch_checks.loaded_shards(str(tmp_path)) == ["model.safetensors"]
+    launch_checks.check_draft_shards(str(tmp_path))
     full = shard.read_bytes()
     shard.write_bytes(full[:-10])
     assert "truncated" in launch_checks.safetensors_problem(str(shard))
@@ -87,13 +91,6 @@ def test_only_the_shards_the_loader_reads_are_checked(tmp_path: Path) -> None:
     (tmp_path / "model-00002-of-00002.safetensors").write_bytes(b"\0" * 3)
     with pytest.raises(LaunchCheckError, match="model-00002-of-00002.safetensors cannot be"):
         launch_checks.check_draft_shards(str(tmp_path))
-
-
-def test_a_consolidated_file_beside_model_safetensors_is_not_read(tmp_path: Path) -> None:
-    write_shard(tmp_path / "model.safetensors")
-    (tmp_path / "consolidated.safetensors").write_bytes(b"\0" * 3)
-    assert launch_checks.loaded_shards(str(tmp_path)) == ["model.safetensors"]
-    launch_checks.check_draft_shards(str(tmp_path))
 
 
 def configs(tmp_path: Path, target: dict, draft: dict) -> tuple[Path, Path]:

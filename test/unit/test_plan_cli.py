@@ -305,21 +305,16 @@ def test_building_leaves_sglang_s_rope_state_as_it_was(capsys: pytest.CaptureFix
     assert rope_variant.get_device is get_device
 
 
-def test_a_family_whose_rope_was_not_read_gets_one_note() -> None:
-    from sglang_specinit.planner.target_buffers import target_buffers
-
-    model_config = SimpleNamespace(hf_config=SimpleNamespace(architectures=["MambaForCausalLM"]))
-    buffers = target_buffers(SimpleNamespace(device="cuda"), model_config)
-    assert buffers.bytes == 0
-    (note,) = buffers.notes
-    assert note.startswith("MambaForCausalLM: the rotary cos/sin cache") and "not priced" in note
-
-
-def test_a_rope_the_factory_refuses_is_a_note_not_a_crash() -> None:
+def test_a_rope_not_read_or_refused_by_the_factory_is_one_note_not_a_crash() -> None:
     import torch
     from sglang_specinit.planner.target_buffers import target_buffers
 
-    hf_config = SimpleNamespace(
+    mamba = SimpleNamespace(hf_config=SimpleNamespace(architectures=["MambaForCausalLM"]))
+    buffers = target_buffers(SimpleNamespace(device="cuda"), mamba)
+    (note,) = buffers.notes
+    assert buffers.bytes == 0
+    assert note.startswith("MambaForCausalLM: the rotary cos/sin cache") and "not priced" in note
+    config = SimpleNamespace(
         architectures=["LlamaForCausalLM"],
         hidden_size=64,
         num_attention_heads=4,
@@ -335,11 +330,9 @@ def test_a_rope_the_factory_refuses_is_a_note_not_a_crash() -> None:
         speculative_num_steps=None,
         speculative_num_draft_tokens=None,
     )
-    model_config = SimpleNamespace(hf_config=hf_config, dtype=torch.bfloat16)
-    buffers = target_buffers(server_args, model_config)
-    assert buffers.bytes == 0
+    buffers = target_buffers(server_args, SimpleNamespace(hf_config=config, dtype=torch.bfloat16))
     (note,) = buffers.notes
-    assert "could not build" in note and "no-such-scaling" in note
+    assert buffers.bytes == 0 and "could not build" in note and "no-such-scaling" in note
 
 
 def test_version_names_this_package_and_the_installed_sglang(

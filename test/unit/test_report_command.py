@@ -59,9 +59,8 @@ def plan_data() -> dict:
 
 def report_of(data: dict, tmp: Path) -> Path:
     """The report directory of ``report --from-json`` on ``data`` (written to ``tmp``)."""
-    out, err = io.StringIO(), io.StringIO()
     source = write_json(tmp / "plan.json", data)
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(["report", "--out", str(tmp / "report"), "--from-json", str(source)]) == 0
     return tmp / "report"
 
