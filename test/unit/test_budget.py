@@ -116,7 +116,7 @@ def test_element_sizes_come_from_torch() -> None:
 GPT_OSS_KV = attention_kv_spec(num_layers=12, num_kv_heads=8, head_dim=64, v_head_dim=64)
 
 
-def test_hybrid_swa_cell_and_pool() -> None:
+def test_hybrid_swa_cell_and_pool_and_an_all_swa_one() -> None:
     spec = HybridSWAKVSpec(full=GPT_OSS_KV, swa=GPT_OSS_KV, swa_full_tokens_ratio=0.8)
     # F*nf + r*S*ns = 8*128*2*12 + 0.8 * 24576 = 24576 + 19660.8
     assert spec.bytes_per_token() == pytest.approx(44236.8)
@@ -124,9 +124,7 @@ def test_hybrid_swa_cell_and_pool() -> None:
     assert kv_pool_bytes(spec, 1000, 1) == 24_600_576 + 19_685_376
     # page 16: full (1000 + 16) * 24576 + swa (800 // 16 * 16 + 16) * 24576
     assert kv_pool_bytes(spec, 1000, 16) == 24_969_216 + 20_054_016
-
-
-def test_all_swa_pool_ignores_ratio() -> None:
+    # All sliding-window layers: the ratio is ignored.
     none = attention_kv_spec(num_layers=0, num_kv_heads=8, head_dim=64, v_head_dim=64)
     spec = HybridSWAKVSpec(full=none, swa=GPT_OSS_KV, swa_full_tokens_ratio=0.5)
     assert spec.bytes_per_token() == 24576  # S * ns only

@@ -56,19 +56,6 @@ def test_safetensors_headers_give_every_tensor(tmp_path: Path) -> None:
     assert sizes.under_prefix("model.layers.3.") == 16
 
 
-def test_index_json_total(tmp_path: Path) -> None:
-    index = {"metadata": {"total_size": 123456}, "weight_map": {"a": "m-1.safetensors"}}
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
-    sizes = read_checkpoint_sizes(str(tmp_path))
-    assert sizes.total_bytes == 123456
-    assert sizes.under_prefix("model.layers.3.") is None  # no per-tensor sizes
-
-
-def test_pytorch_bin_file_sizes(tmp_path: Path) -> None:
-    (tmp_path / "pytorch_model.bin").write_bytes(b"\0" * 1000)
-    assert read_checkpoint_sizes(str(tmp_path)).total_bytes == 1000
-
-
 def test_weights_size_summary_wins(tmp_path: Path) -> None:
     save_file({"a": torch.zeros(4)}, str(tmp_path / "model.safetensors"))
     summary = {"total_bytes": 99, "tensors": {EMBED: 10}, "groups": {"model.layers.1.": 20}}
@@ -78,9 +65,18 @@ def test_weights_size_summary_wins(tmp_path: Path) -> None:
     assert sizes.under_prefix("model.layers.1.") == 20
 
 
-def test_no_weights_is_an_error(tmp_path: Path) -> None:
+def test_an_index_a_bin_file_or_no_weights(tmp_path: Path) -> None:
+    index = {"metadata": {"total_size": 123456}, "weight_map": {"a": "m-1.safetensors"}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    sizes = read_checkpoint_sizes(str(tmp_path))
+    assert sizes.total_bytes == 123456
+    assert sizes.under_prefix("model.layers.3.") is None  # no per-tensor sizes
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "pytorch_model.bin").write_bytes(b"\0" * 1000)
+    assert read_checkpoint_sizes(str(tmp_path / "bin")).total_bytes == 1000
+    (tmp_path / "none").mkdir()
     with pytest.raises(WeightsError, match="no weights found"):
-        read_checkpoint_sizes(str(tmp_path))
+        read_checkpoint_sizes(str(tmp_path / "none"))
 
 
 def test_shared_tensor_rules() -> None:
