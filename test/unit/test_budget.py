@@ -332,7 +332,7 @@ def model_config_of():
     return build
 
 
-def test_kv_heads_per_tp_rank(model_config_of) -> None:
+def test_kv_heads_per_tp_rank_and_mla_whole(model_config_of) -> None:
     mc = model_config_of("llama31-70b-eagle-tp4")  # 80 layers, 8 KV heads, head_dim 128
 
     def cell(tp: int) -> float:
@@ -342,11 +342,9 @@ def test_kv_heads_per_tp_rank(model_config_of) -> None:
     assert cell(4) == 81920  # 2 heads per rank
     assert cell(8) == 40960  # 1 head per rank
     assert cell(16) == 40960  # heads are replicated below one per rank
-
-
-def test_mla_is_not_split_by_tp(model_config_of) -> None:
-    mc = model_config_of("deepseek-v3-mtp")
-    assert kv_spec_from_model_config(mc, "bfloat16", 8, 61, 0.8).bytes_per_token() == 70272
+    # MLA is not split by TP.
+    mla = model_config_of("deepseek-v3-mtp")
+    assert kv_spec_from_model_config(mla, "bfloat16", 8, 61, 0.8).bytes_per_token() == 70272
 
 
 def test_gpt_oss_is_hybrid_swa(model_config_of) -> None:
