@@ -67,7 +67,7 @@ def test_every_example_is_listed() -> None:
 
 
 def test_default_table_is_the_installed_release_s_stock_beside_ours(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code, out, err = run_plan(capsys)
     assert code == 0, err
@@ -86,6 +86,20 @@ def test_default_table_is_the_installed_release_s_stock_beside_ours(
     assert [k for k in data if isinstance(data[k], dict) and "tokens" in data[k]] == ["stock"]
     assert data["stock"]["release"] == "0.5.13.post1"
     assert run_json(capsys, "--sglang-version", "0.5.13.post1") == data
+    assert data["mem_fraction_static"] == 0.83
+    assert data["stock"]["mem_fraction_static"] == 0.779
+    # The CPU engine switch (a shell set up for the CPU tests) does not move a GPU plan.
+    from sglang.srt.utils.common import is_cpu
+
+    monkeypatch.setenv("SGLANG_USE_CPU_ENGINE", "1")
+    is_cpu.cache_clear()
+    try:
+        assert is_cpu()
+        assert run_json(capsys) == data
+        assert is_cpu()
+    finally:
+        monkeypatch.undo()
+        is_cpu.cache_clear()
 
 
 def _llama8b_inputs(fraction: float) -> BudgetInputs:
@@ -179,24 +193,6 @@ def test_deepseek_mtp_drafts_from_its_own_checkpoint(capsys: pytest.CaptureFixtu
     # 143771 MiB, tp 8: 512 + 12288 + 512 * 2 + 8 / 8 * 1024 + 1536 (MLA) = 16384 reserved
     assert data["mem_fraction_static"] == 0.886  # round(127387 / 143771, 3)
     assert data["stock"]["mem_fraction_static"] == 0.858  # round(123291 / 143771, 3)
-
-
-def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from sglang.srt.utils.common import is_cpu
-
-    monkeypatch.setenv("SGLANG_USE_CPU_ENGINE", "1")
-    is_cpu.cache_clear()
-    try:
-        assert is_cpu()  # what a shell set up for the CPU tests makes of this process
-        data = run_json(capsys)
-        assert is_cpu()
-    finally:
-        monkeypatch.undo()
-        is_cpu.cache_clear()
-    assert data["mem_fraction_static"] == 0.83
-    assert data["stock"]["mem_fraction_static"] == 0.779
 
 
 def test_user_flags_override_example(capsys: pytest.CaptureFixture[str]) -> None:
