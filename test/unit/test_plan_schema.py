@@ -58,13 +58,6 @@ def doc_table(heading: str) -> dict[str, tuple[str, bool]]:
     return rows
 
 
-def _run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
-
-
 @cache
 def planned(example: str) -> tuple[dict[str, Any], str]:
     """The example's ``plan --json`` and its text output, rendered from one plan (the CLI
@@ -81,7 +74,10 @@ def plannable(example: str) -> None:
     after checking ``plan`` refuses it in one line."""
     refusal = example_refusal(example, installed_replay())
     if refusal is not None:
-        code, out, err = _run("plan", "--example", example, "--json")
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["plan", "--example", example, "--json"])
+        out, err = out.getvalue(), err.getvalue()
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
         pytest.skip(f"{example} is refused here: {refusal}")
 

@@ -247,24 +247,23 @@ def test_another_release_s_stock_sub_object_appears_without_code_changes(
     assert png(next(out.glob("*.png"))).size == figure_px(3)
 
 
-def live_rank(plan_data: dict, rank: int, allocated_delta: int) -> dict:
-    """A ``memory-rank<N>.json`` in the server's key layout (the plan's keys + live ones)."""
-    data = {k: v for k, v in plan_data.items() if not isinstance(v, dict)}
-    data.update(
-        tp_rank=rank,
-        allocated_target_kv_pool_bytes=plan_data["target_kv_pool_bytes"] + allocated_delta,
-        allocated_draft_kv_pool_bytes=plan_data["draft_kv_pool_bytes"],
-        phase_seconds={"1/4 load target weights": 1.0},
-    )
-    return data
-
-
 def test_live_directory_shows_planned_against_allocated_per_rank(
     plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = tmp_path / "live" / "server-a"
     server.mkdir(parents=True)
-    ranks = [live_rank(plan_data, 0, 0), live_rank(plan_data, 1, -4096)]
+    # memory-rank<N>.json files in the server's key layout (the plan's keys + live ones).
+    plan_keys = {k: v for k, v in plan_data.items() if not isinstance(v, dict)}
+    ranks = [
+        {
+            **plan_keys,
+            "tp_rank": rank,
+            "allocated_target_kv_pool_bytes": plan_data["target_kv_pool_bytes"] + delta,
+            "allocated_draft_kv_pool_bytes": plan_data["draft_kv_pool_bytes"],
+            "phase_seconds": {"1/4 load target weights": 1.0},
+        }
+        for rank, delta in ((0, 0), (1, -4096))
+    ]
     for r in ranks:
         write_json(server / f"memory-rank{r['tp_rank']}.json", r)
     out = tmp_path / "report"
