@@ -457,11 +457,11 @@ BAD_INPUTS = {
     ),
     # A plan the report accepts, and an --out it cannot write.
     "report out under a file": (
-        "report --out {tmp}/file/report --from-json {tmp}/plan.json",
+        "report --out {tmp}/file/report --example llama31-8b-eagle3",
         re.compile("^sglang-specinit report: error: cannot write .*no directory"),
     ),
     "report out in proc": (
-        "report --out /proc/specinit-report --from-json {tmp}/plan.json",
+        "report --out /proc/specinit-report --example llama31-8b-eagle3",
         re.compile("^sglang-specinit report: error: cannot write .*/proc/specinit-report"),
     ),
     "report without out": ("report", "--out"),
@@ -482,20 +482,8 @@ BAD_INPUTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def plan_json() -> str:
-    """``plan --json``: a plan the report accepts."""
-    import io
-    from contextlib import redirect_stdout
-
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert main(["plan", "--json"]) == 0
-    return out.getvalue()
-
-
 @pytest.fixture
-def scratch(tmp_path: Path, plan_json: str) -> Path:
+def scratch(tmp_path: Path) -> Path:
     files = {
         "no-arch/config.json": {"model_type": "llama", "hidden_size": 64},
         "dsv4/config.json": DSV4,
@@ -505,7 +493,6 @@ def scratch(tmp_path: Path, plan_json: str) -> Path:
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(json.dumps(data))
     (tmp_path / "broken.json").write_text("{")
-    (tmp_path / "plan.json").write_text(plan_json)
     (tmp_path / "file").write_text("x")
     (tmp_path / "empty").mkdir()
     (tmp_path / "true-venv" / "bin").mkdir(parents=True)
