@@ -17,7 +17,7 @@ from harness.gpu.gpu_verdict import (
     CaseEvidence,
     GraphCapture,
     Launch,
-    failing_checks,
+    case_problems,
     sglang_meta_info,
 )
 from harness.reports import device_probe
@@ -206,7 +206,8 @@ def verdict_table(
     launch_of: LaunchOf, release: gpu_release.ReleaseSettings
 ) -> dict[str, list[str]]:
     working = working_case(launch_of, release)
-    return {name: failing_checks(broken(working, launch_of)) for name, broken in BROKEN.items()}
+    table = {name: case_problems(broken(working, launch_of)) for name, broken in BROKEN.items()}
+    return {name: [check for check, found in p.items() if found] for name, p in table.items()}
 
 
 def describe(table: Mapping[str, Sequence[str]]) -> str:
