@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from harness.gpu import device_memory, time_budget
 from harness.gpu.gpu_cases import Case
 from harness.gpu.server_env import gpu_env, launch_argv
@@ -112,6 +113,17 @@ def _case_devices(tp: int) -> list[int]:
         return device_memory.devices_for_case(tp, reader.device_count(), reader.uuids())
     except Exception:  # no driver: the watch has nothing to read
         return []
+
+
+def require(case: Case) -> None:
+    """Skip a case its profile cannot run, or that needs more GPUs than this runner has."""
+    import torch
+
+    if case.skip:
+        pytest.skip(f"{case.name}: {case.skip}")
+    if torch.cuda.device_count() < case.tp:
+        count = torch.cuda.device_count()
+        pytest.skip(f"{case.name} needs {case.tp} GPUs, this runner has {count}")
 
 
 def breakdowns(server: ServerHandle | GpuServer) -> list[dict[str, Any]]:

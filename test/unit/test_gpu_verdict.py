@@ -391,17 +391,15 @@ class FakeDeviceMemoryReader:
 
 
 def test_device_wait_lasts_until_every_device_is_back_near_its_baseline() -> None:
-    baselines = device_memory.read_baselines(
-        FakeDeviceMemoryReader({0: [GIB], 1: [2 * GIB]}), [0, 1]
-    )
+    baselines = {0: GIB, 1: 2 * GIB}
     # Device 0 drains in three polls, device 1 is already clean.
     reader = FakeDeviceMemoryReader({0: [70 * GIB, 30 * GIB, GIB + 100 * MIB], 1: [2 * GIB]})
     sleeps: list[float] = []
-    wait = device_memory.wait_until_released(
+    used = device_memory.wait_until_released(
         reader, baselines, tolerance_bytes=512 * MIB, timeout_s=60, poll_s=2, sleep=sleeps.append
     )
     assert sleeps == [2, 2]
-    assert wait.used == {0: GIB + 100 * MIB, 1: 2 * GIB}
+    assert used == {0: GIB + 100 * MIB, 1: 2 * GIB}
     assert reader.reads == {0: 3, 1: 3}
     # Past the bound it gives up, naming the holders.
     reader = FakeDeviceMemoryReader({0: [60 * GIB]}, holders={0: [4242]})
