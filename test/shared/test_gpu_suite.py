@@ -85,6 +85,8 @@ def test_a_working_eagle3_server_passes_the_graph_verdict(launch: Any) -> None:
     assert capture.batch_lists() == EXPECT.batch_lists
     figures = {phase: gb for phase, gb in gpu_verdict.graph_figures_gb(info).items() if gb}
     assert figures == pytest.approx(EXPECT.figures)
+    logged = {phase: sum(gbs) for phase, gbs in capture.gb_by_phase().items()}
+    assert logged == pytest.approx(EXPECT.figures)  # each line under its /server_info phase
     assert DRAFT == "draft"
     assert gpu_verdict.graph_problems(capture, info, DRAFT) == []
 

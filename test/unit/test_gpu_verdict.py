@@ -317,25 +317,6 @@ def test_stock_relaunch_fraction() -> None:
         gpu_cases.stock_mem_fraction({gpu_cases.STOCK_MEM_FRACTION_ENV: "2"})
 
 
-# 0.5.23's capture lines as its f-strings write them, in an H100 log's shape.
-LOG_0523 = """[2026-12-01 09:00:00] Capture target verify CUDA graph end. bs=[1, 2, 4, 8], elapsed=3.10 s, mem usage=0.61 GB, avail mem=7.20 GB.
-[2026-12-01 09:00:02] Capture draft decode CUDA graph end. elapsed=1.20 s, mem usage=0.10 GB, avail mem=7.10 GB.
-"""  # noqa: E501
-
-
-def test_graph_lines_are_read_per_release() -> None:
-    r0523 = gpu_release.settings("0.5.23")
-    capture = gpu_verdict.GraphCapture.from_log(LOG_0523, r0523)
-    assert capture.kinds == {"runner", "draft"} and capture.runner_mem_gb == (0.61,)
-    assert capture.gb_by_phase() == {"target_verify": (0.61,), "draft_decode": (0.10,)}
-    assert capture.batch_lists() == (("target verify", (1, 2, 4, 8)),)
-    # Read with 0.5.13.post1's lines, the same log has no graph at all: the table matters.
-    old = gpu_verdict.GraphCapture.from_log(LOG_0523)
-    assert old.kinds == frozenset() and old.lines == ()
-    without_draft = gpu_verdict.GraphCapture.from_log(LOG_0523.splitlines()[0], r0523)
-    assert "draft" not in without_draft.kinds
-
-
 def test_the_suite_runs_the_installed_release_and_refuses_others() -> None:
     assert gpu_release.MATRIX == ("0.5.13.post1", "0.5.23")
     assert gpu_release.installed_settings().version == gpu_release.installed_release()
