@@ -138,7 +138,7 @@ def _launch(
     launch_of: LaunchOf,
     records: list[dict[str, Any]],
     *,
-    plugin: bool,
+    plugin: bool = False,
     bs: Sequence[int] = BATCH,
     draft_priced: bool = True,
     **answers: Any,
@@ -149,22 +149,17 @@ def _launch(
     return Launch(info, responses(**answers), capture, [usage], breakdowns)
 
 
-def stock_launch(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> Launch:
-    """Stock on the same launch, duplicates resident (0.5.13.x: its draft's KV unpriced)."""
-    priced = not release.stock_sizes_before_the_draft
-    records = recorded_probe(stray_bytes=DUPLICATES, draft_priced=priced)
-    launch = _launch(launch_of, records, plugin=False)
-    launch.control = responses()
-    return launch
-
-
 def working_case(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> CaseEvidence:
+    # Stock on the same launch, duplicates resident (0.5.13.x: its draft's KV unpriced).
+    priced = not release.stock_sizes_before_the_draft
+    stock = _launch(launch_of, recorded_probe(stray_bytes=DUPLICATES, draft_priced=priced))
+    stock.control = responses()
     return CaseEvidence(
         prompts=gpu_cases.PROMPTS,
         tp=1,
         expect_draft="draft",
         plugin=_launch(launch_of, recorded_probe(), plugin=True),
-        stock=stock_launch(launch_of, release),
+        stock=stock,
         identity=identity(),
         stock_after_init=identity()[0]["after_init"][0],
     )

@@ -224,26 +224,11 @@ def graph_figures_gb(info: Mapping[str, Any]) -> dict[str, float] | None:
     return {"graph": float(value)}
 
 
-def graph_figure_problems(capture: GraphCapture, info: Mapping[str, Any]) -> list[str]:
-    """Each phase a capture line was logged under holds those lines' GB in ``/server_info``."""
-    figures = graph_figures_gb(info)
-    if figures is None or sum(figures.values()) <= 0:
-        return [f"/server_info reports graph memory {figures!r} GB: no graph captured"]
-    problems = []
-    for phase, gbs in capture.gb_by_phase().items():
-        figure = figures.get(phase)
-        tolerance = GRAPH_FIGURE_TOLERANCE_GB * len(gbs)
-        if figure is None or abs(figure - sum(gbs)) > tolerance:
-            problems.append(
-                f"/server_info graph memory {phase}={figure} GB matches no captured runner: "
-                f"its capture lines say {list(gbs)} GB"
-            )
-    return problems
-
-
 def graph_problems(
     capture: GraphCapture, info: Mapping[str, Any], expect_draft: str | None
 ) -> list[str]:
+    """The graphs were captured, and each phase a capture line was logged under holds those
+    lines' GB in ``/server_info``."""
     problems = []
     if info.get("disable_cuda_graph"):
         problems.append("the server ran with --disable-cuda-graph")
@@ -251,7 +236,17 @@ def graph_problems(
         problems.append(f"{capture.failed} '{GRAPH_FAILED}' line(s) in the start-up log")
     if not capture.runner_mem_gb:
         problems.append("no 'Capture cuda graph end' line in the start-up log")
-    problems += graph_figure_problems(capture, info)
+    figures = graph_figures_gb(info)
+    if figures is None or sum(figures.values()) <= 0:
+        problems.append(f"/server_info reports graph memory {figures!r} GB: no graph captured")
+    else:
+        for phase, gbs in capture.gb_by_phase().items():
+            figure = figures.get(phase)
+            if figure is None or abs(figure - sum(gbs)) > GRAPH_FIGURE_TOLERANCE_GB * len(gbs):
+                problems.append(
+                    f"/server_info graph memory {phase}={figure} GB matches no captured "
+                    f"runner: its capture lines say {list(gbs)} GB"
+                )
     if expect_draft is not None and expect_draft not in capture.kinds:
         problems.append(
             f"no draft {expect_draft} capture line: the draft's CUDA graphs were not captured"
@@ -401,17 +396,6 @@ def breakdown_problems(launch: Launch, tp: int, *, resized: bool = False) -> lis
     return [f"planned {planned} tokens, the server serves {served}"]
 
 
-def token_problems(evidence: CaseEvidence) -> list[str]:
-    plugin = int(evidence.plugin.info["max_total_num_tokens"])
-    stock = int(evidence.stock.info["max_total_num_tokens"])
-    if evidence.stock_fits and plugin < stock:
-        return [
-            f"plugin-on serves {plugin} tokens, stock {stock} within the same budget "
-            f"({plugin / stock:.3f} x): worse than stock"
-        ]
-    return []
-
-
 def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
     plugin, stock = e.plugin, e.stock
     breakdown = breakdown_problems(plugin, e.tp, resized=e.resized_after_capture)
@@ -432,13 +416,19 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
     graphs += same_graph_kinds(plugin.capture, stock.capture)
     greedy = greedy_verdict(e.prompts, plugin.responses, stock.responses, stock.control)
     e.notes.update(greedy_ties=greedy.ties, stock_control_differences=greedy.control)
-    on = summed(plugin.responses)
-    off = summed(stock.responses)
+    on, off = summed(plugin.responses), summed(stock.responses)
+    tokens = [int(x.info["max_total_num_tokens"]) for x in (plugin, stock)]
+    worse = []
+    if e.stock_fits and tokens[0] < tokens[1]:
+        worse.append(
+            f"plugin-on serves {tokens[0]} tokens, stock {tokens[1]} within the same budget "
+            f"({tokens[0] / tokens[1]:.3f} x): worse than stock"
+        )
     return {
         "breakdown": breakdown,
         "memory": memory,
         "storage_identity": identity,
-        "tokens": token_problems(e),
+        "tokens": worse,
         "graphs": graphs,
         "batch_lists": batch_list_problems(plugin.info, stock.info, plugin.capture, stock.capture),
         "greedy": greedy.problems,
