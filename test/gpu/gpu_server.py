@@ -29,18 +29,6 @@ LOG_STEM = "server"  # the server's log is <work_dir>/server.log
 _GATED_HINTS = ("GatedRepoError", "gated repo", "401 Client Error", "Access to model")
 
 
-def _with_hint(error: SGLangStartError, case: Case) -> SGLangStartError:
-    if any(h in error.log_tail for h in _GATED_HINTS):
-        models = ", ".join(m for m in (case.target, case.draft) if m)
-        return SGLangStartError(
-            f"{error.args[0]}\nA checkpoint is gated: set HF_TOKEN to a token with access to "
-            f"{models} (or point SPECINIT_GPU_{case.name.upper()}_TARGET/_DRAFT elsewhere).",
-            log_tail="",
-            reports=[],
-        )
-    return error
-
-
 @dataclass
 class GpuServer:
     """A healthy GPU server: SGLang's handle plus where its log stood when it became healthy."""
@@ -95,7 +83,15 @@ def gpu_server(
             memory = watch.stop() if watch is not None else None
             yield GpuServer(handle, files.log_path.stat().st_size, memory)
     except SGLangStartError as error:
-        raise _with_hint(error, case) from error
+        if not any(h in error.log_tail for h in _GATED_HINTS):
+            raise
+        models = ", ".join(m for m in (case.target, case.draft) if m)
+        raise SGLangStartError(
+            f"{error.args[0]}\nA checkpoint is gated: set HF_TOKEN to a token with access to "
+            f"{models} (or point SPECINIT_GPU_{case.name.upper()}_TARGET/_DRAFT elsewhere).",
+            log_tail="",
+            reports=[],
+        ) from error
     finally:
         if watch is not None:
             watch.stop()

@@ -34,6 +34,8 @@ def test_greedy_verdict_fails_a_changed_token_a_shorter_answer_and_a_missing_one
     assert gpu_verdict.greedy_verdict(PROMPTS, responses(55), stock).problems == []
     (problem,) = gpu_verdict.greedy_verdict(PROMPTS, responses(55, changed_at=17), stock).problems
     assert repr(PROMPTS[1]) in problem and "at output token 17" in problem
+    # Without logprobs (0.5.13.post1's DFLASH) a difference is not excused.
+    assert "stock margin n/a" in problem
     short = responses(55)
     short[0] = response(short[0]["output_ids"][:50], 20, 30)
     (problem,) = gpu_verdict.greedy_verdict(PROMPTS, short, stock).problems
@@ -112,13 +114,6 @@ def test_a_stock_control_that_differs_at_a_clear_margin_fails_the_case() -> None
     (problem,) = verdict.problems
     assert problem.startswith("stock is not reproducible at a clear margin")
     assert len(verdict.control) == 1
-
-
-def test_greedy_difference_without_logprobs_is_not_excused() -> None:
-    (problem,) = gpu_verdict.greedy_verdict(
-        PROMPTS, responses(55, changed_at=3), responses(55), responses(55)
-    ).problems
-    assert "stock margin n/a" in problem
 
 
 def test_verify_counts_must_equal_stocks_within_its_own_spread() -> None:
