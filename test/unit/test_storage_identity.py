@@ -99,6 +99,7 @@ NO_DRAFT = (f"{SIZED} 0 of 1 draft runner(s) existed",)
         (BOUND, {**UNBOUND, "head": False}, [("after init the draft shares", "lm_head")]),
         ({**BOUND, "head": False}, {**UNBOUND, "head": False}, []),
     ],
+    ids=["bound", "unbound", "no-draft-at-pool", "more-than-stock", "as-stock"],
 )
 def test_identity_verdict_against_stocks_binding(
     plugin: dict, stock: dict, problems: list[tuple[str, ...]]
