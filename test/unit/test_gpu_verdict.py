@@ -347,29 +347,22 @@ def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
     assert watch.stop() == report  # a second stop only reports
 
 
-class FakeDeviceMemoryReader:
+def fake_reader(script: dict[int, list[int]], holders: dict | None = None) -> Any:
     """NVML while a dead server's context is torn down: each read returns the device's next
     scripted ``used`` value (the last one repeats), and is counted."""
+    reads = dict.fromkeys(script, 0)
 
-    def __init__(self, script: dict[int, list[int]], holders: dict[int, list[int]] | None = None):
-        self.script = {i: list(values) for i, values in script.items()}
-        self.holders = holders or {}
-        self.reads = {i: 0 for i in script}
+    def used_bytes(i: int) -> int:
+        reads[i] += 1
+        return script[i][min(reads[i], len(script[i])) - 1]
 
-    def used_bytes(self, index: int) -> int:
-        values = self.script[index]
-        value = values[min(self.reads[index], len(values) - 1)]
-        self.reads[index] += 1
-        return value
-
-    def holder_pids(self, index: int) -> list[int]:
-        return self.holders.get(index, [])
+    return SimpleNamespace(used_bytes=used_bytes, holder_pids=(holders or {}).get, reads=reads)
 
 
 def test_device_wait_lasts_until_every_device_is_back_near_its_baseline() -> None:
     baselines = {0: GIB, 1: 2 * GIB}
     # Device 0 drains in three polls, device 1 is already clean.
-    reader = FakeDeviceMemoryReader({0: [70 * GIB, 30 * GIB, GIB + 100 * MIB], 1: [2 * GIB]})
+    reader = fake_reader({0: [70 * GIB, 30 * GIB, GIB + 100 * MIB], 1: [2 * GIB]})
     sleeps: list[float] = []
     used = device_memory.wait_until_released(
         reader, baselines, tolerance_bytes=512 * MIB, timeout_s=60, poll_s=2, sleep=sleeps.append
@@ -378,7 +371,7 @@ def test_device_wait_lasts_until_every_device_is_back_near_its_baseline() -> Non
     assert used == {0: GIB + 100 * MIB, 1: 2 * GIB}
     assert reader.reads == {0: 3, 1: 3}
     # Past the bound it gives up, naming the holders.
-    reader = FakeDeviceMemoryReader({0: [60 * GIB]}, holders={0: [4242]})
+    reader = fake_reader({0: [60 * GIB]}, holders={0: [4242]})
     with pytest.raises(device_memory.DeviceMemoryNotReleased) as info:
         device_memory.wait_until_released(
             reader, {0: GIB}, tolerance_bytes=512 * MIB, timeout_s=0.3, poll_s=0.05

@@ -28,7 +28,7 @@ OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FA
 READING_GRANULARITY = 2 << 20
 
 _R0513 = gpu_release.RELEASES["0.5.13.post1"]
-GRAPH_FAILED = _R0513.graph_failed
+GRAPH_FAILED = gpu_release.GRAPH_FAILED
 # /server_info rounds graph_mem_usage to 2 decimals, the log prints it with 2 decimals.
 GRAPH_FIGURE_TOLERANCE_GB = 0.0051
 
@@ -178,7 +178,7 @@ class GraphCapture:
             runner_mem_gb=tuple(float(m["gb"]) for m in release.target_graph_end.finditer(text)),
             draft=text.count(release.draft_graph_end),
             draft_extend=text.count(release.draft_extend_graph_end),
-            failed=text.count(release.graph_failed),
+            failed=text.count(GRAPH_FAILED),
             lines=lines,
             graph_phase=tuple(release.graph_phase.items()),
         )
