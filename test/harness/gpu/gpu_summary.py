@@ -34,10 +34,7 @@ def record(directory: Path, nodeid: str, outcome: str, detail: str, seconds: flo
     with (directory / RESULTS).open("a") as f:
         f.write(json.dumps(line) + "\n")
     lines = (directory / RESULTS).read_text().splitlines()
-    write_junit([json.loads(x) for x in lines if x.strip()], directory / PARTIAL_JUNIT)
-
-
-def write_junit(results: list[dict[str, Any]], path: Path) -> None:
+    results = [json.loads(x) for x in lines if x.strip()]
     suite = ET.Element("testsuite", name="gpu", tests=str(len(results)))
     for r in results:
         module, _, name = r["nodeid"].partition("::")
@@ -48,9 +45,9 @@ def write_junit(results: list[dict[str, Any]], path: Path) -> None:
         tag = {"failed": "failure", "error": "error", "skipped": "skipped"}.get(r["outcome"])
         if tag:
             ET.SubElement(case, tag, message=r["detail"])
-    tmp = path.with_suffix(".tmp")
-    ET.ElementTree(suite).write(tmp)
-    tmp.replace(path)
+    path = directory / PARTIAL_JUNIT
+    ET.ElementTree(suite).write(path.with_suffix(".tmp"))
+    path.with_suffix(".tmp").replace(path)
 
 
 class CaseOutcome(NamedTuple):
