@@ -49,17 +49,17 @@ def device_baselines() -> tuple[device_memory.NvmlMemoryReader, dict[int, int]]:
     """The memory reader and each GPU's used bytes before the first server."""
     processes.become_subreaper()
     reader = device_memory.NvmlMemoryReader()
-    return reader, device_memory.read_baselines(reader, list(range(reader.device_count())))
+    return reader, {i: reader.used_bytes(i) for i in range(reader.device_count())}
 
 
 @pytest.fixture
 def wait_for_released_devices(
     device_baselines: tuple[device_memory.NvmlMemoryReader, dict[int, int]],
-) -> Callable[[int], device_memory.MemoryWait]:
+) -> Callable[[int], dict[int, int]]:
     """``wait(tp)``: wait until the launch's ``tp`` GPUs are back near their baselines."""
     reader, baselines = device_baselines
 
-    def wait(tp: int) -> device_memory.MemoryWait:
+    def wait(tp: int) -> dict[int, int]:
         indices = device_memory.devices_for_case(tp, reader.device_count(), reader.uuids())
         return device_memory.wait_until_released(
             reader,

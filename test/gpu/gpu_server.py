@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from harness.gpu import device_memory, time_budget
 from harness.gpu.gpu_cases import Case
 from harness.gpu.server_env import gpu_env, launch_argv
@@ -26,18 +27,6 @@ _LAUNCHED: list[bool] = []
 TEARDOWN_GRACE_S = 60.0
 LOG_STEM = "server"  # the server's log is <work_dir>/server.log
 _GATED_HINTS = ("GatedRepoError", "gated repo", "401 Client Error", "Access to model")
-
-
-def _with_hint(error: SGLangStartError, case: Case) -> SGLangStartError:
-    if any(h in error.log_tail for h in _GATED_HINTS):
-        models = ", ".join(m for m in (case.target, case.draft) if m)
-        return SGLangStartError(
-            f"{error.args[0]}\nA checkpoint is gated: set HF_TOKEN to a token with access to "
-            f"{models} (or point SPECINIT_GPU_{case.name.upper()}_TARGET/_DRAFT elsewhere).",
-            log_tail="",
-            reports=[],
-        )
-    return error
 
 
 @dataclass
@@ -94,7 +83,15 @@ def gpu_server(
             memory = watch.stop() if watch is not None else None
             yield GpuServer(handle, files.log_path.stat().st_size, memory)
     except SGLangStartError as error:
-        raise _with_hint(error, case) from error
+        if not any(h in error.log_tail for h in _GATED_HINTS):
+            raise
+        models = ", ".join(m for m in (case.target, case.draft) if m)
+        raise SGLangStartError(
+            f"{error.args[0]}\nA checkpoint is gated: set HF_TOKEN to a token with access to "
+            f"{models} (or point SPECINIT_GPU_{case.name.upper()}_TARGET/_DRAFT elsewhere).",
+            log_tail="",
+            reports=[],
+        ) from error
     finally:
         if watch is not None:
             watch.stop()
@@ -112,6 +109,17 @@ def _case_devices(tp: int) -> list[int]:
         return device_memory.devices_for_case(tp, reader.device_count(), reader.uuids())
     except Exception:  # no driver: the watch has nothing to read
         return []
+
+
+def require(case: Case) -> None:
+    """Skip a case its profile cannot run, or that needs more GPUs than this runner has."""
+    import torch
+
+    if case.skip:
+        pytest.skip(f"{case.name}: {case.skip}")
+    if torch.cuda.device_count() < case.tp:
+        count = torch.cuda.device_count()
+        pytest.skip(f"{case.name} needs {case.tp} GPUs, this runner has {count}")
 
 
 def breakdowns(server: ServerHandle | GpuServer) -> list[dict[str, Any]]:

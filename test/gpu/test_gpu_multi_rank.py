@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_server import breakdowns, gpu_server, identity_dir, probe_records
+from gpu_server import breakdowns, gpu_server, identity_dir, probe_records, require
 from harness.gpu import gpu_cases, gpu_verdict, storage_identity
 from harness.reports import device_probe
 
@@ -20,20 +20,11 @@ TIGHTEST_TOLERANCE_BYTES = 1 << 20
 TOLERANCE = device_probe.BOOKKEEPING_TOLERANCE_BYTES
 
 
-def _gpu_count() -> int:
-    import torch
-
-    return torch.cuda.device_count()
-
-
 def test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory(
     tmp_path: Path, wait_for_released_devices: Any, record_property: Any
 ) -> None:
     case = dataclasses.replace(gpu_cases.case("eagle3"), name="eagle3_tp2", tp=TP)
-    if case.skip:
-        pytest.skip(f"{case.name}: {case.skip}")
-    if _gpu_count() < TP:
-        pytest.skip(f"TP {TP} needs {TP} GPUs, this runner has {_gpu_count()}")
+    require(case)
     wait_for_released_devices(TP)
     with gpu_server(case, tmp_path, plugin=True, mem_fraction=gpu_cases.mem_fraction()) as server:
         info = server.server_info()

@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_server import GpuServer, breakdowns, gpu_server, identity_dir, probe_records, server_log
+from gpu_server import (
+    GpuServer,
+    breakdowns,
+    gpu_server,
+    identity_dir,
+    probe_records,
+    require,
+    server_log,
+)
 from harness.gpu import (
     gpu_cases,
     gpu_release,
@@ -36,19 +44,6 @@ FILLED = 0.85
 Wait = Callable[[int], Any]
 
 
-def _gpu_count() -> int:
-    import torch
-
-    return torch.cuda.device_count()
-
-
-def _require(case: gpu_cases.Case) -> None:
-    if case.skip:
-        pytest.skip(f"{case.name}: {case.skip}")
-    if _gpu_count() < case.tp:
-        pytest.skip(f"{case.name} needs {case.tp} GPUs, this runner has {_gpu_count()}")
-
-
 def _flag() -> str | None:
     release = gpu_release.installed_settings()
     return release.deterministic_flag if gpu_cases.deterministic() else None
@@ -58,14 +53,6 @@ def _generate(server: GpuServer, case: gpu_cases.Case, prompt: str) -> dict[str,
     logprobs = gpu_release.installed_settings().returns_logprobs(case.algorithm)
     payload = gpu_cases.generate_payload(prompt, logprobs=logprobs)
     return server.post("/generate", payload, timeout_s=REQUEST_TIMEOUT_S)
-
-
-def _memory_usage(work_dir: Path) -> list[device_probe.UsageAfterPools]:
-    return [device_probe.usage_after_pools(records) for records in probe_records(work_dir)]
-
-
-def _pool_allocations(records: list[dict[str, Any]]) -> int:
-    return sum(r["event"] == "exit" and r["method"] == device_probe.POOL_METHOD for r in records)
 
 
 @dataclass
@@ -84,7 +71,7 @@ class Served:
             info=self.info,
             responses=self.responses,
             capture=gpu_verdict.GraphCapture.from_log(self.server.startup_log(), release),
-            usages=_memory_usage(self.work_dir),
+            usages=[device_probe.usage_after_pools(r) for r in probe_records(self.work_dir)],
             breakdowns=breakdowns(self.server),
             control=self.control,
         )
@@ -157,7 +144,7 @@ def _stock_and_comparison(
 def test_case_fits_its_budget_and_matches_stock(
     case: gpu_cases.Case, tmp_path: Path, wait_for_released_devices: Wait, record_property: Any
 ) -> None:
-    _require(case)
+    require(case)
     release = gpu_release.installed_settings()
     report = gpu_summary.new_report(case.name, release.version, _flag() is not None, tmp_path)
     record_property("case_report", str(report.path))
@@ -223,7 +210,7 @@ def test_case_fits_its_budget_and_matches_stock(
 
 def _eagle3() -> gpu_cases.Case:
     case = gpu_cases.case("eagle3")
-    _require(case)
+    require(case)
     return case
 
 
@@ -276,7 +263,8 @@ def test_stock_sglang_overshoots_the_same_budget(
     assert len(records) == case.tp, log[-3000:]
     ooms = gpu_verdict.oom_lines(log)  # the whole log: stock may die of it during start-up
     for rank_records in records:
-        if _pool_allocations(rank_records) < 2:  # died before its draft pool existed
+        pools = [r for r in rank_records if r["event"] == "exit"]
+        if sum(r["method"] == device_probe.POOL_METHOD for r in pools) < 2:  # no draft pool yet
             assert not started and ooms, log[-3000:]
             continue
         usage = device_probe.usage_after_pools(rank_records)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from harness.gpu import broken_plugins, gpu_cases, gpu_release, gpu_verdict
-from harness.gpu.broken_plugins import BATCH, eagle3_launch, launch_of, no_graph_info
+from harness.gpu.broken_plugins import BATCH, launch_of, no_graph_info
 from harness.gpu.server_env import gpu_env
 from harness.launch import server_process
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, extra_python_path
@@ -75,7 +75,7 @@ DRAFT = gpu_verdict.expected_draft_graph(gpu_cases.case("eagle3", {}, RELEASE.ve
 
 @pytest.fixture
 def launch(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
-    return lambda **options: eagle3_launch(RELEASE, monkeypatch, caplog, **options)
+    return launch_of(RELEASE, monkeypatch, caplog)
 
 
 def test_a_working_eagle3_server_passes_the_graph_verdict(launch: Any) -> None:
@@ -85,6 +85,8 @@ def test_a_working_eagle3_server_passes_the_graph_verdict(launch: Any) -> None:
     assert capture.batch_lists() == EXPECT.batch_lists
     figures = {phase: gb for phase, gb in gpu_verdict.graph_figures_gb(info).items() if gb}
     assert figures == pytest.approx(EXPECT.figures)
+    logged = {phase: sum(gbs) for phase, gbs in capture.gb_by_phase().items()}
+    assert logged == pytest.approx(EXPECT.figures)  # each line under its /server_info phase
     assert DRAFT == "draft"
     assert gpu_verdict.graph_problems(capture, info, DRAFT) == []
 
@@ -127,22 +129,16 @@ def test_a_changed_cuda_graph_batch_list_fails(launch: Any) -> None:
     assert [p.split(":")[0] for p in problems] == EXPECT.batch_list_problems, problems
 
 
-@pytest.fixture
-def launches(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
-    return launch_of(RELEASE, monkeypatch, caplog)
-
-
-def test_a_working_plugins_case_passes_every_gpu_verdict(launches: Any) -> None:
-    working = broken_plugins.working_case(launches, RELEASE)
+def test_a_working_plugins_case_passes_every_gpu_verdict(launch: Any) -> None:
+    working = broken_plugins.working_case(launch, RELEASE)
     assert working.stock_fits is EXPECT.stock_fits
     assert gpu_verdict.case_problems(working) == {name: [] for name in gpu_verdict.CHECKS}
     ratio = working.plugin.info["max_total_num_tokens"] / working.stock.info["max_total_num_tokens"]
     assert (ratio > 1) is EXPECT.stock_fits, ratio
 
 
-def test_each_broken_plugin_fails_the_gpu_case(launches: Any) -> None:
-    table = broken_plugins.verdict_table(launches, RELEASE)
-    assert table == BROKEN_FAILS, broken_plugins.describe(table)
+def test_each_broken_plugin_fails_the_gpu_case(launch: Any) -> None:
+    assert broken_plugins.verdict_table(launch, RELEASE) == BROKEN_FAILS
 
 
 def test_no_cpu_double_reaches_a_gpu_server(tmp_path: Path) -> None:

@@ -80,37 +80,35 @@ def test_bindings_name_the_target_tensor_each_draft_tensor_shares() -> None:
     assert "draft0/model.embed_tokens.weight" in copied["own"]
 
 
-def test_a_draft_bound_before_the_pool_passes() -> None:
-    plugin = launch(bound_at_pool=True)
-    stock_after = launch(bound_at_pool=False)[storage_identity.AFTER_INIT][0]
-    assert storage_identity.identity_problems(plugin, stock_after) == []
+BOUND, UNBOUND = {"bound_at_pool": True}, {"bound_at_pool": False}
+SIZED = "when the target's KV pool was sized"
+STILL_OWN = (f"{SIZED}, ", "draft0/model.embed_tokens.weight = target/model.embed_tokens.weight")
+STILL_OWN += ("were still the draft's own storage",)
+NO_DRAFT = (f"{SIZED} 0 of 1 draft runner(s) existed",)
 
 
-def test_a_draft_embed_still_its_own_at_pool_time_fails() -> None:
-    """The blind spot of the fill floor: the duplicate is a parameter, counted as weights."""
-    broken = launch(bound_at_pool=False)
-    stock_after = broken[storage_identity.AFTER_INIT][0]
-    (problem,) = storage_identity.identity_problems(broken, stock_after)
-    assert "draft0/model.embed_tokens.weight = target/model.embed_tokens.weight" in problem
-    assert "were still the draft's own storage" in problem
-
-
-def test_a_pool_sized_before_the_draft_existed_fails() -> None:
-    """Stock 0.5.13.post1: the target pool is sized before the draft is even loaded."""
-    stock = launch(bound_at_pool=False, draft_at_pool=False)
-    problems = storage_identity.identity_problems(stock, stock[storage_identity.AFTER_INIT][0])
-    assert any("0 of 1 draft runner(s) existed" in p for p in problems), problems
-
-
-def test_a_binding_other_than_stocks_fails() -> None:
-    stock_after = launch(bound_at_pool=False, head=False)[storage_identity.AFTER_INIT][0]
-    too_much = launch(bound_at_pool=True, head=True)
-    (problem,) = storage_identity.identity_problems(too_much, stock_after)
-    assert problem.startswith("after init the draft shares") and "lm_head" in problem
-    assert (
-        storage_identity.identity_problems(launch(bound_at_pool=True, head=False), stock_after)
-        == []
-    )
+# Each problem: its opening words, then words it holds.
+@pytest.mark.parametrize(
+    ("plugin", "stock", "problems"),
+    [
+        (BOUND, UNBOUND, []),
+        # The blind spot of the fill floor: the duplicate is a parameter, counted as weights.
+        (UNBOUND, UNBOUND, [STILL_OWN]),
+        # Stock 0.5.13.post1: the target pool is sized before the draft is even loaded.
+        ({**UNBOUND, "draft_at_pool": False}, UNBOUND, [NO_DRAFT, STILL_OWN]),
+        (BOUND, {**UNBOUND, "head": False}, [("after init the draft shares", "lm_head")]),
+        ({**BOUND, "head": False}, {**UNBOUND, "head": False}, []),
+    ],
+    ids=["bound", "unbound", "no-draft-at-pool", "more-than-stock", "as-stock"],
+)
+def test_identity_verdict_against_stocks_binding(
+    plugin: dict, stock: dict, problems: list[tuple[str, ...]]
+) -> None:
+    stock_after = launch(**stock)[storage_identity.AFTER_INIT][0]
+    found = storage_identity.identity_problems(launch(**plugin), stock_after)
+    assert len(found) == len(problems), found
+    for line, (start, *says) in zip(found, problems, strict=True):
+        assert line.startswith(start) and all(s in line for s in says), line
 
 
 def test_missing_snapshots_are_failures(tmp_path: Path) -> None:

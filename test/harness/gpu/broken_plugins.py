@@ -1,12 +1,12 @@
 """Seven broken plugins as recorded case data, and the working case they break; an EAGLE3
 launch's capture lines and ``/server_info`` without a GPU, built by the installed release's own
-code with test doubles for the graph runner and the free-memory meter (:func:`eagle3_launch`)."""
+code with test doubles for the graph runner and the free-memory meter (:func:`launch_of`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,7 +17,7 @@ from harness.gpu.gpu_verdict import (
     CaseEvidence,
     GraphCapture,
     Launch,
-    failing_checks,
+    case_problems,
     sglang_meta_info,
 )
 from harness.reports import device_probe
@@ -26,10 +26,10 @@ GIB, MIB = 1 << 30, 1 << 20
 CELL_TARGET, CELL_DRAFT = 128 << 10, 4 << 10  # Llama-3.1-8B's KV per token, an EAGLE3 draft's
 DUPLICATES = GIB  # the draft's embed/lm_head copy (Llama-3.1-8B's embed)
 NUM_DRAFT_TOKENS = 4
-BATCH_LIST = (1, 2, 4, 8, 16, 24, 32)
-# ``launch_of(batch_list, tokens)``: a launch's capture lines and /server_info, built by the
-# release's own code.
-LaunchOf = Callable[[Sequence[int], int], tuple[GraphCapture, dict[str, Any]]]
+BATCH = (1, 2, 4, 8)
+# ``launch_of(bs=..., tokens=...)``: a launch's capture lines and /server_info, built by the
+# release's own code (:func:`launch_of`).
+LaunchOf = Callable[..., tuple[GraphCapture, dict[str, Any]]]
 
 
 def recorded_probe(
@@ -138,33 +138,28 @@ def _launch(
     launch_of: LaunchOf,
     records: list[dict[str, Any]],
     *,
-    plugin: bool,
-    bs: Sequence[int] = BATCH_LIST,
+    plugin: bool = False,
+    bs: Sequence[int] = BATCH,
     draft_priced: bool = True,
     **answers: Any,
 ) -> Launch:
     usage = device_probe.usage_after_pools(records)
-    capture, info = launch_of(bs, records[2]["kv_tokens"])
+    capture, info = launch_of(bs=bs, tokens=records[2]["kv_tokens"])
     breakdowns = [plugin_breakdown(usage, records, draft_priced=draft_priced)] if plugin else []
     return Launch(info, responses(**answers), capture, [usage], breakdowns)
 
 
-def stock_launch(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> Launch:
-    """Stock on the same launch, duplicates resident (0.5.13.x: its draft's KV unpriced)."""
-    priced = not release.stock_sizes_before_the_draft
-    records = recorded_probe(stray_bytes=DUPLICATES, draft_priced=priced)
-    launch = _launch(launch_of, records, plugin=False)
-    launch.control = responses()
-    return launch
-
-
 def working_case(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> CaseEvidence:
+    # Stock on the same launch, duplicates resident (0.5.13.x: its draft's KV unpriced).
+    priced = not release.stock_sizes_before_the_draft
+    stock = _launch(launch_of, recorded_probe(stray_bytes=DUPLICATES, draft_priced=priced))
+    stock.control = responses()
     return CaseEvidence(
         prompts=gpu_cases.PROMPTS,
         tp=1,
         expect_draft="draft",
         plugin=_launch(launch_of, recorded_probe(), plugin=True),
-        stock=stock_launch(launch_of, release),
+        stock=stock,
         identity=identity(),
         stock_after_init=identity()[0]["after_init"][0],
     )
@@ -198,7 +193,7 @@ BROKEN: dict[str, Broken] = {
     "silently stepping aside": lambda e, lo: dataclasses.replace(
         e, plugin=dataclasses.replace(e.stock, control=None)
     ),
-    "CUDA-graph batch list changed": _broken(bs=BATCH_LIST[:-1]),
+    "CUDA-graph batch list changed": _broken(bs=BATCH[:-1]),
 }
 
 
@@ -206,16 +201,10 @@ def verdict_table(
     launch_of: LaunchOf, release: gpu_release.ReleaseSettings
 ) -> dict[str, list[str]]:
     working = working_case(launch_of, release)
-    return {name: failing_checks(broken(working, launch_of)) for name, broken in BROKEN.items()}
+    table = {name: case_problems(broken(working, launch_of)) for name, broken in BROKEN.items()}
+    return {name: [check for check, found in p.items() if found] for name, p in table.items()}
 
 
-def describe(table: Mapping[str, Sequence[str]]) -> str:
-    return "\n".join(
-        f"| {name} | {', '.join(checks) or 'none'} |" for name, checks in table.items()
-    )
-
-
-BATCH = (1, 2, 4, 8)
 # Free GiB before and after the target's capture: 0.61 GB of graphs.
 AVAIL_GB = (8.0, 7.39)
 DRAFT_GB = 0.10
@@ -343,21 +332,6 @@ def _launch_0523(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: 
     return log, info
 
 
-def eagle3_launch(
-    release: gpu_release.ReleaseSettings,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    *,
-    draft: bool = True,
-    avail_gb: Sequence[float] = AVAIL_GB,
-    bs: Sequence[int] = BATCH,
-) -> tuple[GraphCapture, dict[str, Any]]:
-    """An EAGLE3 launch on ``release``, ``avail_gb`` free before and after the target's capture."""
-    build = _launch_0513 if release.version == "0.5.13.post1" else _launch_0523
-    log, info = build(monkeypatch, caplog, draft=draft, avail_gb=avail_gb, bs=bs)
-    return GraphCapture.from_log(log, release), info
-
-
 def no_graph_info(
     release: gpu_release.ReleaseSettings, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, Any]:
@@ -371,10 +345,20 @@ def launch_of(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> LaunchOf:
+    """``of(draft=, avail_gb=, bs=, tokens=)``: an EAGLE3 launch on ``release``, ``avail_gb`` free
+    before and after the target's capture (``tokens``: its ``max_total_num_tokens``)."""
 
-    def of(bs: Sequence[int], tokens: int) -> tuple[GraphCapture, dict[str, Any]]:
-        capture, info = eagle3_launch(release, monkeypatch, caplog, bs=bs)
-        info.update(max_total_num_tokens=tokens)
-        return capture, info
+    def of(
+        *,
+        draft: bool = True,
+        avail_gb: Sequence[float] = AVAIL_GB,
+        bs: Sequence[int] = BATCH,
+        tokens: int | None = None,
+    ) -> tuple[GraphCapture, dict[str, Any]]:
+        build = _launch_0513 if release.version == "0.5.13.post1" else _launch_0523
+        log, info = build(monkeypatch, caplog, draft=draft, avail_gb=avail_gb, bs=bs)
+        if tokens is not None:
+            info.update(max_total_num_tokens=tokens)
+        return GraphCapture.from_log(log, release), info
 
     return of

@@ -9,17 +9,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 MIB = 1 << 20
 # CUDA numbers devices fastest first by default, NVML by PCI bus id; this makes them agree.
 CUDA_DEVICE_ORDER = ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-
-
-class DeviceMemoryReader(Protocol):
-    def used_bytes(self, index: int) -> int: ...
-
-    def holder_pids(self, index: int) -> list[int]: ...
 
 
 class NvmlMemoryReader:
@@ -82,35 +76,26 @@ class DeviceMemoryNotReleased(RuntimeError):
     pass
 
 
-@dataclass
-class MemoryWait:
-    waited_s: float
-    used: dict[int, int] = field(default_factory=dict)
-
-
-def read_baselines(reader: DeviceMemoryReader, indices: list[int]) -> dict[int, int]:
-    return {i: reader.used_bytes(i) for i in indices}
-
-
 def wait_until_released(
-    reader: DeviceMemoryReader,
+    reader: Any,
     baselines: Mapping[int, int],
     *,
     tolerance_bytes: int,
     timeout_s: float,
     poll_s: float = 1.0,
-    clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> MemoryWait:
-    start = clock()
+) -> dict[int, int]:
+    """Poll ``reader`` (``used_bytes``, ``holder_pids`` by index) until every device is back
+    within ``tolerance_bytes`` of its baseline; its last readings."""
+    start = time.monotonic()
     while True:
         used = {i: reader.used_bytes(i) for i in baselines}
         over = {
             i: used[i] - baselines[i] for i in baselines if used[i] > baselines[i] + tolerance_bytes
         }
         if not over:
-            return MemoryWait(waited_s=clock() - start, used=used)
-        if clock() - start >= timeout_s:
+            return used
+        if time.monotonic() - start >= timeout_s:
             lines = [
                 f"  device {i}: {used[i] / MIB:.0f} MiB used, baseline "
                 f"{baselines[i] / MIB:.0f} MiB (+{extra / MIB:.0f} MiB > "
@@ -126,7 +111,6 @@ def wait_until_released(
 
 
 CAPTURE_BEGIN = "graph begin"  # both releases' capture-begin lines, case folded
-INTERVAL_S = 0.25
 # ``read(index) -> (used_bytes, total_bytes)`` of one device, by NVML index.
 Reader = Callable[[int], tuple[int, int]]
 
@@ -136,7 +120,6 @@ class MemoryWatch:
     read: Reader
     devices: Sequence[int]
     log_path: Path
-    interval_s: float = INTERVAL_S
     peaks: dict[str, dict[int, int]] = field(default_factory=lambda: {"init": {}, "capture": {}})
     free_after_capture: dict[int, int] = field(default_factory=dict)
     samples: int = 0
@@ -164,29 +147,25 @@ class MemoryWatch:
         def run() -> None:
             while not self._stop.is_set():
                 self.sample()
-                self._stop.wait(self.interval_s)
+                self._stop.wait(0.25)
 
         self._thread = threading.Thread(target=run, name="memory-watch", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> dict[str, Any]:
-        """Stop, read free memory after capture, and :meth:`report` (a second call: report)."""
-        if self._stop.is_set():
-            return self.report()
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self.sample()
-        for index in self.devices:
-            try:
-                used, total = self.read(index)
-                self.free_after_capture[index] = total - used
-            except Exception as error:
-                self.errors.append(f"device {index}: {error}")
-        return self.report()
-
-    def report(self) -> dict[str, Any]:
+        """Stop (once), read free memory after capture; the peaks, free memory and errors."""
+        if not self._stop.is_set():
+            self._stop.set()
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+            self.sample()
+            for index in self.devices:
+                try:
+                    used, total = self.read(index)
+                    self.free_after_capture[index] = total - used
+                except Exception as error:
+                    self.errors.append(f"device {index}: {error}")
         return {
             "peak_used_bytes": {p: dict(v) for p, v in self.peaks.items()},
             "free_after_capture_bytes": dict(self.free_after_capture),
@@ -195,15 +174,9 @@ class MemoryWatch:
         }
 
 
-def nvml_reader() -> Reader | None:
+def watch(log_path: Path, devices: Sequence[int]) -> MemoryWatch | None:
     try:
-        return NvmlMemoryReader().used_and_total
+        read = NvmlMemoryReader().used_and_total
     except Exception:  # no pynvml, or NVML refuses to initialise
-        return None
-
-
-def watch(log_path: Path, devices: Sequence[int], read: Reader | None = None) -> MemoryWatch | None:
-    read = read or nvml_reader()
-    if read is None:
         return None
     return MemoryWatch(read, list(devices), log_path).start()

@@ -106,15 +106,6 @@ def parse_problem(argv: list[str]) -> str:
     return ""
 
 
-def server_problems(server: PlannedServer, full_env: Mapping[str, str]) -> list[str]:
-    problems = []
-    why = parse_problem(server.argv)
-    if why:
-        problems.append(f"argv refused by sglang's parser: {why}")
-    problems += cpu_double_problems(full_env)
-    return problems
-
-
 def main(argv: list[str] | None = None) -> int:
     del argv
     base = dict(os.environ)
@@ -124,11 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[test-gpu] dry run: {error}", file=sys.stderr)
         return 1
     for server in servers:
-        full_env = {**base, **{k: v for k, v in server.env.items() if v}}
-        for k, v in server.env.items():
-            if not v:
-                full_env.pop(k, None)
-        problems = server_problems(server, full_env)
+        full_env = {k: v for k, v in {**base, **server.env}.items() if v or k not in server.env}
+        why = parse_problem(server.argv)
+        problems = [f"argv refused by sglang's parser: {why}"] if why else []
+        problems += cpu_double_problems(full_env)
         if problems:
             where = f"{server.case} {server.variant} ({server.when})"
             print(f"[test-gpu] dry run: {where}: " + "; ".join(problems), file=sys.stderr)

@@ -99,8 +99,6 @@ MULTI_LAYER_ARGS = (
     *CHAIN,
 )
 SMALL_DRAFT = "meta-llama/Llama-3.2-1B-Instruct"  # every profile's STANDALONE draft
-EAGLE3 = ("eagle3",)
-POST_CAPTURE_CASE = {"env": POST_CAPTURE_ENV, "releases": ("0.5.23",)}
 
 
 def _profile(
@@ -108,14 +106,14 @@ def _profile(
 ) -> tuple[Case, ...]:
     """One profile's cases: ``target`` runs EAGLE3 (``eagle3_draft``) and NGRAM."""
     # Overlap scheduling is the EAGLE family's default; the phases differ without it: both run.
-    eagle3 = Case("eagle3", target, eagle3_draft, EAGLE3_ARGS, overlap=True)
+    eagle3 = Case("eagle3", target, eagle3_draft, EAGLE3_ARGS, overlap=True, env_names=("eagle3",))
     # The other eagle3 cases take eagle3's models unless told otherwise (env_names).
     no_overlap = (*EAGLE3_ARGS, "--disable-overlap-schedule")
     standalone = ("--speculative-algorithm", "STANDALONE", *CHAIN)
     return (
         eagle3,
-        replace(eagle3, name="eagle3_no_overlap", args=no_overlap, overlap=False, env_names=EAGLE3),
-        replace(eagle3, name="eagle3_post_capture", env_names=EAGLE3, **POST_CAPTURE_CASE),
+        replace(eagle3, name="eagle3_no_overlap", args=no_overlap, overlap=False),
+        replace(eagle3, name="eagle3_post_capture", env=POST_CAPTURE_ENV, releases=("0.5.23",)),
         Case("standalone", standalone_target, SMALL_DRAFT, standalone, overlap=True),
         mtp,
         Case("dflash", *dflash, DFLASH_ARGS, env=DFLASH_ENV),

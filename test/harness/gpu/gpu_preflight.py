@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
 
 MIN_CUDA = (13, 0)
 MIN_DRIVER_MAJOR = 580  # the first driver branch with CUDA 13.0
@@ -70,25 +69,18 @@ def verdict(banner: str | None, libc: str | None) -> tuple[int, str]:
     )
 
 
-def read_banner(
-    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
-) -> str | None:
-    try:
-        done = run(["nvidia-smi"], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
-def read_libc() -> str | None:
-    try:
-        return os.confstr("CS_GNU_LIBC_VERSION")
-    except (ValueError, OSError):
-        return None
-
-
 def main() -> int:
-    code, line = verdict(read_banner(), read_libc())
+    banner = libc = None
+    try:
+        done = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=60)
+        banner = done.stdout if done.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError):
+        pass
+    code, line = verdict(banner, libc)
     print(line, file=sys.stderr if code else sys.stdout)
     return code
 

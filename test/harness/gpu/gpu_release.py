@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
 DETERMINISTIC_FLAG = "--enable-deterministic-inference"
+GRAPH_FAILED = "Capture cuda graph failed"  # both releases
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,6 @@ class ReleaseSettings:
     # Algorithms whose requests the release refuses with ``return_logprob``.
     no_logprobs_for: tuple[str, ...] = ()
     deterministic_flag: str | None = DETERMINISTIC_FLAG
-    graph_failed: str = "Capture cuda graph failed"
 
     def returns_logprobs(self, algorithm: str) -> bool:
         return algorithm not in self.no_logprobs_for

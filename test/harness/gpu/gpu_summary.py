@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 PYTEST_NO_TESTS_COLLECTED = 5
 OUT_DIR_ENV = "SPECINIT_GPU_OUT_DIR"
@@ -33,17 +33,8 @@ def record(directory: Path, nodeid: str, outcome: str, detail: str, seconds: flo
     line = {"nodeid": nodeid, "outcome": outcome, "detail": detail[:500], "seconds": seconds}
     with (directory / RESULTS).open("a") as f:
         f.write(json.dumps(line) + "\n")
-    write_junit(read(directory), directory / PARTIAL_JUNIT)
-
-
-def read(directory: Path) -> list[dict[str, Any]]:
-    path = directory / RESULTS
-    if not path.is_file():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
-def write_junit(results: list[dict[str, Any]], path: Path) -> None:
+    lines = (directory / RESULTS).read_text().splitlines()
+    results = [json.loads(x) for x in lines if x.strip()]
     suite = ET.Element("testsuite", name="gpu", tests=str(len(results)))
     for r in results:
         module, _, name = r["nodeid"].partition("::")
@@ -54,20 +45,15 @@ def write_junit(results: list[dict[str, Any]], path: Path) -> None:
         tag = {"failed": "failure", "error": "error", "skipped": "skipped"}.get(r["outcome"])
         if tag:
             ET.SubElement(case, tag, message=r["detail"])
-    tmp = path.with_suffix(".tmp")
-    ET.ElementTree(suite).write(tmp)
-    tmp.replace(path)
+    path = directory / PARTIAL_JUNIT
+    ET.ElementTree(suite).write(path.with_suffix(".tmp"))
+    path.with_suffix(".tmp").replace(path)
 
 
-@dataclass(frozen=True)
-class CaseOutcome:
+class CaseOutcome(NamedTuple):
     name: str
     outcome: str
-    detail: str = ""
-
-    @property
-    def ran(self) -> bool:
-        return self.outcome in ("passed", "failed", "error")
+    detail: str
 
 
 def read_outcomes(report: Path) -> list[CaseOutcome]:
@@ -79,8 +65,8 @@ def read_outcomes(report: Path) -> list[CaseOutcome]:
             child = case.find(tag)
             if child is not None:
                 outcome = {"failure": "failed"}.get(tag, tag)
-                detail = (child.get("message") or child.text or "").strip().splitlines()[0:1]
-                detail = detail[0] if detail else ""
+                text = (child.get("message") or child.text or "").strip()
+                detail = text.splitlines()[0] if text else ""
                 break
         outcomes.append(CaseOutcome(name, outcome, detail))
     return outcomes
@@ -88,7 +74,7 @@ def read_outcomes(report: Path) -> list[CaseOutcome]:
 
 def verdict(outcomes: list[CaseOutcome], pytest_exit_code: int) -> tuple[int, str]:
     lines = [f"{o.outcome:8} {o.name}" + (f"  ({o.detail})" if o.detail else "") for o in outcomes]
-    ran = [o for o in outcomes if o.ran]
+    ran = [o for o in outcomes if o.outcome in ("passed", "failed", "error")]
     skipped = [o for o in outcomes if o.outcome == "skipped"]
     counts = (
         f"{sum(o.outcome == 'passed' for o in outcomes)} passed, "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,40 +28,12 @@ OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FA
 READING_GRANULARITY = 2 << 20
 
 _R0513 = gpu_release.RELEASES["0.5.13.post1"]
-GRAPH_FAILED = _R0513.graph_failed
+GRAPH_FAILED = gpu_release.GRAPH_FAILED
 # /server_info rounds graph_mem_usage to 2 decimals, the log prints it with 2 decimals.
 GRAPH_FIGURE_TOLERANCE_GB = 0.0051
 
 
-@dataclass(frozen=True)
-class Divergence:
-    """Where two greedy answers first differ, with each server's top-2 logprob margin there."""
-
-    prompt: str
-    at: int
-    lengths: tuple[int, int]
-    margins: tuple[float | None, float | None]
-    texts: tuple[str, str]
-
-    def clear(self, min_margin: float = CLEAR_MARGIN_NATS) -> bool:
-        """Whether the reference (second) server's choice was clear; no margin counts as clear."""
-        reference = self.margins[1]
-        return reference is None or reference >= min_margin
-
-    def describe(self, names: tuple[str, str]) -> str:
-        margin = ", ".join(
-            f"{n} margin {'n/a' if m is None else f'{m:.3f}'}"
-            for n, m in zip(names, self.margins, strict=True)
-        )
-        return (
-            f"prompt {self.prompt!r}: {names[0]} tokens differ from {names[1]} at output token "
-            f"{self.at} ({self.lengths[0]} vs {self.lengths[1]} tokens; {margin}): "
-            f"{names[0]} {self.texts[0]!r}, {names[1]} {self.texts[1]!r}"
-        )
-
-
-def top2_margin(response: Mapping[str, Any], position: int) -> float | None:
-    """Top-1 minus top-2 logprob at one output position (None where SGLang gave none)."""
+def _top2_margin(response: Mapping[str, Any], position: int) -> float | None:
     tops = (response.get("meta_info") or {}).get("output_top_logprobs") or []
     if position >= len(tops) or not tops[position] or len(tops[position]) < 2:
         return None
@@ -69,24 +41,35 @@ def top2_margin(response: Mapping[str, Any], position: int) -> float | None:
     return first - second
 
 
-def divergence(
-    prompt: str, first: Mapping[str, Any], second: Mapping[str, Any]
-) -> Divergence | None:
-    a, b = list(first["output_ids"]), list(second["output_ids"])
+def _divergence(
+    prompt: str, responses: tuple[Mapping[str, Any], Mapping[str, Any]], names: tuple[str, str]
+) -> tuple[str, bool] | None:
+    """Where two greedy answers first differ, described, and whether the reference (second)
+    server's top-2 margin there was clear (no margin counts as clear)."""
+    a, b = (list(r["output_ids"]) for r in responses)
     if a == b:
         return None
     at = next(
         (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
     )
-    margins = (top2_margin(first, at), top2_margin(second, at))
-    texts = (str(first.get("text", "")), str(second.get("text", "")))
-    return Divergence(prompt, at, (len(a), len(b)), margins, texts)
+    margins = [_top2_margin(r, at) for r in responses]
+    margin = ", ".join(
+        f"{n} margin {'n/a' if m is None else f'{m:.3f}'}"
+        for n, m in zip(names, margins, strict=True)
+    )
+    texts = [str(r.get("text", "")) for r in responses]
+    line = (
+        f"prompt {prompt!r}: {names[0]} tokens differ from {names[1]} at output token "
+        f"{at} ({len(a)} vs {len(b)} tokens; {margin}): "
+        f"{names[0]} {texts[0]!r}, {names[1]} {texts[1]!r}"
+    )
+    return line, margins[1] is None or margins[1] >= CLEAR_MARGIN_NATS
 
 
 @dataclass(frozen=True)
 class GreedyVerdict:
-    """``problems`` fail; ``ties`` (stock itself near-tied there) and ``control`` (stock's own
-    repeat differed) are recorded."""
+    """``problems`` fail; ``ties`` (stock near-tied there) and ``control`` (stock's own repeat
+    differed) are recorded."""
 
     problems: list[str]
     ties: list[str]
@@ -98,34 +81,28 @@ def greedy_verdict(
     plugin: Sequence[Mapping[str, Any]],
     stock: Sequence[Mapping[str, Any]],
     control: Sequence[Mapping[str, Any]] | None = None,
-    *,
-    min_margin: float = CLEAR_MARGIN_NATS,
 ) -> GreedyVerdict:
+    verdict = GreedyVerdict([], [], [])
     counts = {len(prompts), len(plugin), len(stock), *([len(control)] if control else [])}
     if len(counts) != 1:
         got = f"{len(plugin)} plugin / {len(stock)} stock"
         got += f" / {len(control)} control" if control else ""
-        return GreedyVerdict([f"{len(prompts)} prompts but {got} responses"], [], [])
-    problems: list[str] = []
-    ties: list[str] = []
-    control_notes: list[str] = []
+        verdict.problems.append(f"{len(prompts)} prompts but {got} responses")
+        return verdict
     for i, prompt in enumerate(prompts):
-        if control:
-            again = divergence(prompt, control[i], stock[i])
-            if again is not None:
-                line = again.describe(("stock repeat", "stock"))
-                control_notes.append(line)
-                if again.clear(min_margin):
-                    problems.append(
-                        f"stock is not reproducible at a clear margin ({line}): this case "
-                        "cannot tell a plugin bug from a nondeterministic kernel"
-                    )
-        found = divergence(prompt, plugin[i], stock[i])
-        if found is None:
-            continue
-        line = found.describe(("plugin-on", "stock"))
-        (problems if found.clear(min_margin) else ties).append(line)
-    return GreedyVerdict(problems, ties, control_notes)
+        names = ("stock repeat", "stock")
+        again = _divergence(prompt, (control[i], stock[i]), names) if control else None
+        if again is not None:
+            verdict.control.append(again[0])
+            if again[1]:
+                verdict.problems.append(
+                    f"stock is not reproducible at a clear margin ({again[0]}): this case "
+                    "cannot tell a plugin bug from a nondeterministic kernel"
+                )
+        found = _divergence(prompt, (plugin[i], stock[i]), ("plugin-on", "stock"))
+        if found is not None:
+            (verdict.problems if found[1] else verdict.ties).append(found[0])
+    return verdict
 
 
 def verify_count_problems(
@@ -153,48 +130,41 @@ def verify_count_problems(
     return problems
 
 
-def acceptance_bound(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE_Z) -> float:
+def acceptance_bound(on: DraftStats, stock: DraftStats) -> float:
     if on.proposed_drafts <= 0 or stock.proposed_drafts <= 0:
         return 0.0
     p = (on.correct_drafts + stock.correct_drafts) / (on.proposed_drafts + stock.proposed_drafts)
-    return z * math.sqrt(p * (1 - p) * (1 / on.proposed_drafts + 1 / stock.proposed_drafts))
+    spread = p * (1 - p) * (1 / on.proposed_drafts + 1 / stock.proposed_drafts)
+    return ACCEPTANCE_Z * math.sqrt(spread)
 
 
-def acceptance_problems(on: DraftStats, stock: DraftStats, z: float = ACCEPTANCE_Z) -> list[str]:
+def acceptance_problems(on: DraftStats, stock: DraftStats) -> list[str]:
     if stock.correct_drafts <= 0:
         return [f"stock accepted no draft token ({stock}): the case's draft does not draft"]
     if on.correct_drafts <= 0:
         return [f"the plugin-on server accepted no draft token ({on}); stock accepted {stock}"]
-    bound = acceptance_bound(on, stock, z)
+    bound = acceptance_bound(on, stock)
     gap = on.accept_rate - stock.accept_rate
     if abs(gap) > bound:
         return [
             f"acceptance rate {on.accept_rate:.3f} ({on.correct_drafts}/{on.proposed_drafts}) "
             f"with the plugin vs {stock.accept_rate:.3f} ({stock.correct_drafts}/"
             f"{stock.proposed_drafts}) stock: {gap:+.3f} is outside the noise bound "
-            f"+-{bound:.3f} ({z:g} standard errors)"
+            f"+-{bound:.3f} ({ACCEPTANCE_Z:g} standard errors)"
         ]
     return []
 
 
 @dataclass(frozen=True)
-class CaptureLine:
-    """One capture-end line: runner name, GB and batch list (None where not logged)."""
-
-    name: str
-    gb: float
-    bs: tuple[int, ...] | None = None
-
-
-@dataclass(frozen=True)
 class GraphCapture:
-    """The graph-capture lines of one server's start-up log."""
+    """The graph-capture lines of one server's start-up log; ``lines``: each capture-end line's
+    runner name, GB and batch list (None where not logged)."""
 
     runner_mem_gb: tuple[float, ...]
     draft: int
     draft_extend: int
     failed: int
-    lines: tuple[CaptureLine, ...] = ()
+    lines: tuple[tuple[str, float, tuple[int, ...] | None], ...] = ()
     graph_phase: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -203,14 +173,12 @@ class GraphCapture:
             return None if listed is None else tuple(int(b) for b in listed.split(",") if b.strip())
 
         found = release.capture_end.finditer(text)
-        lines = tuple(
-            CaptureLine(m["name"], float(m["gb"]), bs(m.groupdict().get("bs"))) for m in found
-        )
+        lines = tuple((m["name"], float(m["gb"]), bs(m.groupdict().get("bs"))) for m in found)
         return cls(
             runner_mem_gb=tuple(float(m["gb"]) for m in release.target_graph_end.finditer(text)),
             draft=text.count(release.draft_graph_end),
             draft_extend=text.count(release.draft_extend_graph_end),
-            failed=text.count(release.graph_failed),
+            failed=text.count(GRAPH_FAILED),
             lines=lines,
             graph_phase=tuple(release.graph_phase.items()),
         )
@@ -225,13 +193,13 @@ class GraphCapture:
     def gb_by_phase(self) -> dict[str, tuple[float, ...]]:
         phase_of = dict(self.graph_phase)
         out: dict[str, tuple[float, ...]] = {}
-        for line in self.lines:
-            if line.name in phase_of:
-                out[phase_of[line.name]] = (*out.get(phase_of[line.name], ()), line.gb)
+        for name, gb, _ in self.lines:
+            if name in phase_of:
+                out[phase_of[name]] = (*out.get(phase_of[name], ()), gb)
         return out
 
     def batch_lists(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        return tuple((line.name, line.bs) for line in self.lines if line.bs is not None)
+        return tuple((name, bs) for name, _, bs in self.lines if bs is not None)
 
 
 def expected_draft_graph(args: Sequence[str]) -> str | None:
@@ -256,26 +224,11 @@ def graph_figures_gb(info: Mapping[str, Any]) -> dict[str, float] | None:
     return {"graph": float(value)}
 
 
-def graph_figure_problems(capture: GraphCapture, info: Mapping[str, Any]) -> list[str]:
-    """Each phase a capture line was logged under holds those lines' GB in ``/server_info``."""
-    figures = graph_figures_gb(info)
-    if figures is None or sum(figures.values()) <= 0:
-        return [f"/server_info reports graph memory {figures!r} GB: no graph captured"]
-    problems = []
-    for phase, gbs in capture.gb_by_phase().items():
-        figure = figures.get(phase)
-        tolerance = GRAPH_FIGURE_TOLERANCE_GB * len(gbs)
-        if figure is None or abs(figure - sum(gbs)) > tolerance:
-            problems.append(
-                f"/server_info graph memory {phase}={figure} GB matches no captured runner: "
-                f"its capture lines say {list(gbs)} GB"
-            )
-    return problems
-
-
 def graph_problems(
     capture: GraphCapture, info: Mapping[str, Any], expect_draft: str | None
 ) -> list[str]:
+    """The graphs were captured, and each phase a capture line was logged under holds those
+    lines' GB in ``/server_info``."""
     problems = []
     if info.get("disable_cuda_graph"):
         problems.append("the server ran with --disable-cuda-graph")
@@ -283,7 +236,17 @@ def graph_problems(
         problems.append(f"{capture.failed} '{GRAPH_FAILED}' line(s) in the start-up log")
     if not capture.runner_mem_gb:
         problems.append("no 'Capture cuda graph end' line in the start-up log")
-    problems += graph_figure_problems(capture, info)
+    figures = graph_figures_gb(info)
+    if figures is None or sum(figures.values()) <= 0:
+        problems.append(f"/server_info reports graph memory {figures!r} GB: no graph captured")
+    else:
+        for phase, gbs in capture.gb_by_phase().items():
+            figure = figures.get(phase)
+            if figure is None or abs(figure - sum(gbs)) > GRAPH_FIGURE_TOLERANCE_GB * len(gbs):
+                problems.append(
+                    f"/server_info graph memory {phase}={figure} GB matches no captured "
+                    f"runner: its capture lines say {list(gbs)} GB"
+                )
     if expect_draft is not None and expect_draft not in capture.kinds:
         problems.append(
             f"no draft {expect_draft} capture line: the draft's CUDA graphs were not captured"
@@ -322,19 +285,13 @@ def same_graph_kinds(plugin: GraphCapture, stock: GraphCapture) -> list[str]:
     return [f"stock captured {missing} graphs, the plugin-on server did not"] if missing else []
 
 
-def allowed_unused_bytes(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> int:
-    """What may be left of the budget: a page per pool, the plugin's reserves, small tensors."""
-    reserved = int(breakdown.get("draft_request_bytes", 0)) + int(
-        breakdown.get("draft_fixed_pool_bytes", 0)
-    )
-    return usage.page_bytes + reserved + STRAY_TENSOR_TOLERANCE_BYTES
-
-
 def fill_problems(usage: UsageAfterPools, breakdown: Mapping[str, Any]) -> list[str]:
+    """What may be left of the budget: a page per pool, the plugin's reserves, small tensors."""
     shortfall = usage.fill_shortfall_bytes
     if shortfall is None:
         return ["the probe has no torch counters (not a CUDA run): cannot check the fill"]
-    allowed = allowed_unused_bytes(usage, breakdown)
+    reserved = breakdown.get("draft_request_bytes", 0) + breakdown.get("draft_fixed_pool_bytes", 0)
+    allowed = usage.page_bytes + int(reserved) + STRAY_TENSOR_TOLERANCE_BYTES
     if shortfall > allowed:
         return [
             f"{shortfall / MIB:.1f} MiB of the budget hold neither weights, KV nor the "
@@ -439,17 +396,6 @@ def breakdown_problems(launch: Launch, tp: int, *, resized: bool = False) -> lis
     return [f"planned {planned} tokens, the server serves {served}"]
 
 
-def token_problems(evidence: CaseEvidence) -> list[str]:
-    plugin = int(evidence.plugin.info["max_total_num_tokens"])
-    stock = int(evidence.stock.info["max_total_num_tokens"])
-    if evidence.stock_fits and plugin < stock:
-        return [
-            f"plugin-on serves {plugin} tokens, stock {stock} within the same budget "
-            f"({plugin / stock:.3f} x): worse than stock"
-        ]
-    return []
-
-
 def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
     plugin, stock = e.plugin, e.stock
     breakdown = breakdown_problems(plugin, e.tp, resized=e.resized_after_capture)
@@ -470,13 +416,19 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
     graphs += same_graph_kinds(plugin.capture, stock.capture)
     greedy = greedy_verdict(e.prompts, plugin.responses, stock.responses, stock.control)
     e.notes.update(greedy_ties=greedy.ties, stock_control_differences=greedy.control)
-    on = summed(plugin.responses)
-    off = summed(stock.responses)
+    on, off = summed(plugin.responses), summed(stock.responses)
+    tokens = [int(x.info["max_total_num_tokens"]) for x in (plugin, stock)]
+    worse = []
+    if e.stock_fits and tokens[0] < tokens[1]:
+        worse.append(
+            f"plugin-on serves {tokens[0]} tokens, stock {tokens[1]} within the same budget "
+            f"({tokens[0] / tokens[1]:.3f} x): worse than stock"
+        )
     return {
         "breakdown": breakdown,
         "memory": memory,
         "storage_identity": identity,
-        "tokens": token_problems(e),
+        "tokens": worse,
         "graphs": graphs,
         "batch_lists": batch_list_problems(plugin.info, stock.info, plugin.capture, stock.capture),
         "greedy": greedy.problems,
@@ -485,10 +437,6 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
         ),
         "acceptance": acceptance_problems(on, off),
     }
-
-
-def failing_checks(e: CaseEvidence) -> list[str]:
-    return [name for name, problems in case_problems(e).items() if problems]
 
 
 # meta_info keys SGLang 0.5.13.post1 sets for a finished speculative request.
@@ -527,20 +475,10 @@ class DraftStats:
     def accept_rate(self) -> float:
         return self.correct_drafts / self.proposed_drafts if self.proposed_drafts else 0.0
 
-    def __add__(self, other: DraftStats) -> DraftStats:
-        return DraftStats(
-            self.completion_tokens + other.completion_tokens,
-            self.verify_steps + other.verify_steps,
-            self.correct_drafts + other.correct_drafts,
-            self.proposed_drafts + other.proposed_drafts,
-        )
-
 
 def summed(responses: Iterable[Mapping[str, Any]]) -> DraftStats:
-    total = DraftStats(0, 0, 0, 0)
-    for response in responses:
-        total = total + DraftStats.from_meta_info(response["meta_info"])
-    return total
+    stats = [astuple(DraftStats.from_meta_info(r["meta_info"])) for r in responses]
+    return DraftStats(*(sum(column) for column in zip((0, 0, 0, 0), *stats, strict=True)))
 
 
 def sglang_meta_info(

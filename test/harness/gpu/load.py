@@ -59,7 +59,6 @@ def request_payload(index: int, plan: LoadPlan, seed: int = 0) -> dict[str, Any]
 class RequestOutcome:
     index: int
     completion_tokens: int = 0
-    finish_reason: Any = None
     error: str | None = None
     seconds: float = 0.0
     verify_steps: int = 0  # spec_verify_ct (0: not a speculative server)
@@ -125,7 +124,6 @@ def _send(base_url: str, index: int, plan: LoadPlan, seed: int, timeout_s: float
         body = _post_json(base_url + "/generate", request_payload(index, plan, seed), timeout_s)
         meta = body["meta_info"]
         outcome.completion_tokens = int(meta["completion_tokens"])
-        outcome.finish_reason = meta.get("finish_reason")
         outcome.verify_steps = int(meta.get("spec_verify_ct") or 0)
     except urllib.error.HTTPError as e:
         outcome.error = f"HTTP {e.code}: {e.read()[:300].decode(errors='replace')}"

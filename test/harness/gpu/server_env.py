@@ -19,10 +19,6 @@ from harness.reports import device_probe
 REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
 
 
-class CpuDoubleInGpuEnv(RuntimeError):
-    """A GPU server's environment would carry a CPU test double."""
-
-
 def launch_argv(
     case: Case, mem_fraction: str, deterministic_flag: str | None, python: str | None = None
 ) -> list[str]:
@@ -38,7 +34,7 @@ def gpu_env(
     case_env: Mapping[str, str] | None = None,
     base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """One GPU server's environment; raises :class:`CpuDoubleInGpuEnv` on a CPU double."""
+    """One GPU server's environment; raises a ``RuntimeError`` on a CPU double."""
     env = sglang_process_env(
         plugin=plugin,
         base=without_cpu_doubles(os.environ if base is None else base),
@@ -57,9 +53,7 @@ def gpu_env(
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     problems = cpu_double_problems(env)
     if problems:
-        raise CpuDoubleInGpuEnv(
-            "a GPU server's environment has a CPU double: " + "; ".join(problems)
-        )
+        raise RuntimeError("a GPU server's environment has a CPU double: " + "; ".join(problems))
     return env
 
 

@@ -44,10 +44,6 @@ def startup_s(first: bool, env: Mapping[str, str] | None = None) -> float:
     return FIRST_STARTUP_S if first else STARTUP_S
 
 
-def _launch_s(first: bool, wait_s: float, env: Mapping[str, str] | None) -> float:
-    return wait_s + startup_s(first, env) + SERVE_S + TEARDOWN_S
-
-
 def _wait_s(env: Mapping[str, str] | None, default: float = DEVICE_WAIT_S) -> float:
     value = (os.environ if env is None else env).get(DEVICE_WAIT_ENV, "").strip()
     return float(value) if value else default
@@ -61,8 +57,7 @@ def limit_s_of(
     if override:
         return int(float(override))
     wait = _wait_s(env) if wait_s is None else wait_s
-    n = LAUNCHES[test]
-    launches = [_launch_s(i == 0, wait, env) for i in range(n)]
+    launches = [wait + startup_s(i == 0, env) + SERVE_S + TEARDOWN_S for i in range(LAUNCHES[test])]
     return int(math.ceil(sum(launches) + EXTRA_S.get(test, 0.0)))
 
 
