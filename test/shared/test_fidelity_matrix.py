@@ -250,14 +250,6 @@ def test_c_draft_price_equals_what_its_pools_allocate(
     print(f"{row.key}: draft pools {per_token_pools} + {fixed} fixed B, {per_row} B per slot")
 
 
-@by_engine(phases_itself=False)
-def test_d_engine_fills_the_budget(engine_runs, row: Row, kind: str) -> None:
-    _same_pair(row, kind)
-    run = engine_runs(kind, True)
-    used, budget = assert_weights_and_pools_fill(run, launch_kwargs(kind)["mem_fraction_static"])
-    print(f"{row.key}: weights + pools {used} of {budget} B ({used / budget:.6f})")
-
-
 @by_engine()
 def test_d_plan_equals_server(row: Row, kind: str | None, request: pytest.FixtureRequest) -> None:
     if PHASES_ITSELF:
@@ -268,6 +260,9 @@ def test_d_plan_equals_server(row: Row, kind: str | None, request: pytest.Fixtur
         _same_pair(row, kind)
         run = request.getfixturevalue("engine_runs")(kind, True)
         kwargs, memory = launch_kwargs(kind), run.memory
+        # The Engine filled its budget with weights and pools.
+        used, budget = assert_weights_and_pools_fill(run, kwargs["mem_fraction_static"])
+        print(f"{row.key}: weights + pools {used} of {budget} B ({used / budget:.6f})")
     # (This launch's row of the verdict table: test/conftest.py's plan_every_started_launch.)
     planned = fidelity.plan_for_server(row, kwargs, memory, DEFAULT_CAPACITY_BYTES)
     assert_same_numbers(planned, memory, PLAN_KEYS)
