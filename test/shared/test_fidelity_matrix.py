@@ -233,7 +233,8 @@ def test_c_draft_price_equals_what_its_pools_allocate(
     allocated = dict.fromkeys(("full", "swa", "fixed"), 0)
     for part in (part for p in pools for part in p["parts"] if part["token_buffers"]):
         assert part["token_buffer_bytes"] % part["token_rows"] == 0, part
-        slot = _slot_kind(part["size"], tokens, swa_tokens)
+        size = part["size"]
+        slot = "full" if size == tokens else "swa" if size in swa_tokens else "fixed"
         per_row[slot] += part["token_buffer_bytes"] // part["token_rows"]
         allocated[slot] += part["token_buffer_bytes"]
     # Bytes: the K/V buffers of the token-sized pools are what the budget charged per token,
@@ -249,20 +250,6 @@ def test_c_draft_price_equals_what_its_pools_allocate(
     print(f"{row.key}: draft pools {per_token_pools} + {fixed} fixed B, {per_row} B per slot")
 
 
-def _slot_kind(size: int, tokens: int, swa_tokens: set[int]) -> str:
-    if size == tokens:
-        return "full"
-    return "swa" if size in swa_tokens else "fixed"
-
-
-@by_engine(phases_itself=False)
-def test_d_engine_fills_the_budget(engine_runs, row: Row, kind: str) -> None:
-    _same_pair(row, kind)
-    run = engine_runs(kind, True)
-    used, budget = assert_weights_and_pools_fill(run, launch_kwargs(kind)["mem_fraction_static"])
-    print(f"{row.key}: weights + pools {used} of {budget} B ({used / budget:.6f})")
-
-
 @by_engine()
 def test_d_plan_equals_server(row: Row, kind: str | None, request: pytest.FixtureRequest) -> None:
     if PHASES_ITSELF:
@@ -273,6 +260,9 @@ def test_d_plan_equals_server(row: Row, kind: str | None, request: pytest.Fixtur
         _same_pair(row, kind)
         run = request.getfixturevalue("engine_runs")(kind, True)
         kwargs, memory = launch_kwargs(kind), run.memory
+        # The Engine filled its budget with weights and pools.
+        used, budget = assert_weights_and_pools_fill(run, kwargs["mem_fraction_static"])
+        print(f"{row.key}: weights + pools {used} of {budget} B ({used / budget:.6f})")
     # (This launch's row of the verdict table: test/conftest.py's plan_every_started_launch.)
     planned = fidelity.plan_for_server(row, kwargs, memory, DEFAULT_CAPACITY_BYTES)
     assert_same_numbers(planned, memory, PLAN_KEYS)
@@ -300,7 +290,7 @@ def test_e_every_tensor_equals_stock_after_init(engine_runs, row: Row, kind: str
         if a == b:
             continue
         loaded = _rows_loaded_from_checkpoint(row, name)
-        if loaded is not None and _equal_but_rows(a, b, loaded):
+        if loaded is not None and _equal_but_rows(dict(a), dict(b), loaded):
             unloaded[name] = f"rows {loaded.stop}..{b['shape'][0] - 1} not in the checkpoint"
             continue
         differing[name] = (a, b)
@@ -322,16 +312,10 @@ def test_e_every_tensor_equals_stock_after_init(engine_runs, row: Row, kind: str
 
 def _equal_but_rows(a: dict[str, Any], b: dict[str, Any], loaded: range) -> bool:
     """Same tensor (shape, dtype, storage owner) whose rows ``loaded`` are equal."""
-    same = {k: v for k, v in a.items() if k not in ("sha256", "row_sha256")} == {
-        k: v for k, v in b.items() if k not in ("sha256", "row_sha256")
-    }
-    rows_a, rows_b = a.get("row_sha256"), b.get("row_sha256")
-    return (
-        same
-        and rows_a is not None
-        and rows_b is not None
-        and (rows_a[loaded.start : loaded.stop] == rows_b[loaded.start : loaded.stop])
-    )
+    rows_a, rows_b = (t.pop("row_sha256", None) for t in (a, b))
+    rows = slice(loaded.start, loaded.stop)
+    same = {**a, "sha256": None} == {**b, "sha256": None}
+    return same and None not in (rows_a, rows_b) and rows_a[rows] == rows_b[rows]
 
 
 def _rows_loaded_from_checkpoint(row: Row, name: str) -> range | None:

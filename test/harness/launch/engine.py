@@ -46,10 +46,7 @@ def cpu_engine_kwargs(
     mem_fraction_static: float | None = 0.5,
     page_size: int = 1,
     num_steps: int = 3,
-    eagle_topk: int = 1,
     num_draft_tokens: int = 4,
-    log_level: str = "info",
-    random_seed: int = 0,
     sglang_release: str | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
@@ -61,8 +58,8 @@ def cpu_engine_kwargs(
         **graphs_off_kwargs(release_tuple(sglang_release) if sglang_release else None),
         "grammar_backend": "none",
         "page_size": page_size,
-        "log_level": log_level,
-        "random_seed": random_seed,
+        "log_level": "info",
+        "random_seed": 0,
     }
     if mem_fraction_static is not None:
         kwargs["mem_fraction_static"] = mem_fraction_static
@@ -70,7 +67,7 @@ def cpu_engine_kwargs(
         kwargs.update(
             speculative_algorithm=algorithm,
             speculative_num_steps=num_steps,
-            speculative_eagle_topk=eagle_topk,
+            speculative_eagle_topk=1,
             speculative_num_draft_tokens=num_draft_tokens,
         )
         if draft_model_path is not None:
@@ -90,8 +87,10 @@ def cpu_env(
     report_dir: str | os.PathLike[str] | None = None,
     base: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
+    tp_size: int = 1,
 ) -> dict[str, str]:
-    """Environment for a CPU SGLang process tree with the test shims and the plugin on/off."""
+    """Environment for a CPU SGLang process tree with the test shims and the plugin on/off;
+    for TP > 1 a threads binding of one core per rank, round robin (``extra`` wins)."""
     env = sglang_process_env(plugin=plugin, base=os.environ if base is None else base)
     env.update(
         {
@@ -108,18 +107,10 @@ def cpu_env(
         env[scheduler_report.REPORT_DIR_ENV] = str(report_dir)
     else:
         env.pop(scheduler_report.REPORT_DIR_ENV, None)
-    env.update(extra or {})
-    return env
-
-
-def _parallel_env(kwargs: Mapping[str, Any], extra: Mapping[str, str] | None) -> dict[str, str]:
-    """``extra`` plus, for TP > 1 (unless ``extra`` sets one), a threads binding of one core per
-    rank, round robin."""
-    env = dict(extra or {})
-    tp_size, cores = int(kwargs.get("tp_size") or 1), os.cpu_count() or 1
     if tp_size > 1:
-        bind = "|".join(str(rank % cores) for rank in range(tp_size))
-        env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", bind)
+        cores = os.cpu_count() or 1
+        env["SGLANG_CPU_OMP_THREADS_BIND"] = "|".join(str(r % cores) for r in range(tp_size))
+    env.update(extra or {})
     return env
 
 
@@ -150,32 +141,22 @@ class EngineHandle(RunHandle):
             )
         return json.loads(line)
 
-    def request(self, command: dict[str, Any], timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> Any:
+    def request(self, command: dict[str, Any]) -> Any:
         """Send one command to the driver and return its ``result`` (raises on failure)."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(command) + "\n")
         self.proc.stdin.flush()
-        reply = self._next(timeout_s)
+        reply = self._next(DEFAULT_REQUEST_TIMEOUT_S)
         if not reply.get("ok"):
             raise RuntimeError(
                 f"engine command {command.get('cmd')!r} failed:\n{reply.get('error')}"
             )
         return reply["result"]
 
-    def generate(
-        self,
-        prompts: list[str],
-        *,
-        max_new_tokens: int = 4,
-        temperature: float = 0.0,
-        timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
-        **sampling: Any,
-    ) -> list[dict[str, Any]]:
-        """``Engine.generate`` on a list of prompts; greedy by default. Not for spec on CPU."""
-        params = {"max_new_tokens": max_new_tokens, "temperature": temperature, **sampling}
-        return self.request(
-            {"cmd": "generate", "prompts": list(prompts), "sampling_params": params}, timeout_s
-        )
+    def generate(self, prompts: list[str], max_new_tokens: int) -> list[dict[str, Any]]:
+        """Greedy ``Engine.generate`` on a list of prompts. Not for spec on CPU."""
+        params = {"max_new_tokens": max_new_tokens, "temperature": 0.0}
+        return self.request({"cmd": "generate", "prompts": prompts, "sampling_params": params})
 
     def server_info(self) -> dict[str, Any]:
         return self.request({"cmd": "server_info"})
@@ -210,7 +191,8 @@ def cpu_engine(
         plugin=plugin,
         capacity_bytes=capacity_bytes,
         report_dir=files.report_dir,
-        extra=_parallel_env(kwargs, extra_env),
+        extra=extra_env,
+        tp_size=int(kwargs.get("tp_size") or 1),
     )
     config_path = files.work_dir / "engine-config.json"
     config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
@@ -287,10 +269,8 @@ def server_command(
         plugin=plugin,
         capacity_bytes=capacity_bytes,
         report_dir=report_dir,
-        extra={
-            "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0",
-            **_parallel_env(kwargs, extra_env),
-        },
+        extra={"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0", **(extra_env or {})},
+        tp_size=int(kwargs.get("tp_size") or 1),
     )
     return argv, env, kwargs
 

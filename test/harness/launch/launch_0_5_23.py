@@ -125,23 +125,15 @@ class Launch:
 # first (a test, or prefetch() on behalf of the tests the session collected).
 _launches: dict[tuple[str, bool], Future[Launch]] = {}
 _lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
 # Two launches at a time: each one spends most of its start-up importing SGLang on one core.
-PARALLEL_LAUNCHES = 2
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(PARALLEL_LAUNCHES, thread_name_prefix="launch-0523")
-    return _pool
+_pool = ThreadPoolExecutor(2, thread_name_prefix="launch-0523")
 
 
 def _submit(kind: str, plugin: bool, tmp_root: Path) -> Future[Launch]:
     with _lock:
         key = (kind, plugin)
         if key not in _launches:
-            _launches[key] = _executor().submit(_run, kind, plugin, tmp_root)
+            _launches[key] = _pool.submit(_run, kind, plugin, tmp_root)
         return _launches[key]
 
 

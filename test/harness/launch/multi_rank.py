@@ -103,7 +103,9 @@ def run_server_to_end(
             time.sleep(0.2)
         elapsed = time.monotonic() - started
         ended_wall_time = time.time()
-        survivors = _wait_until_stopped(proc.pid, grace_s)
+        deadline = time.monotonic() + grace_s
+        while (survivors := running_members(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
         return EndedLaunch(
             returncode=proc.returncode,
             elapsed_s=elapsed,
@@ -123,12 +125,3 @@ def _read(path: Path) -> str:
         return path.read_text(errors="replace")
     except FileNotFoundError:
         return ""
-
-
-def _wait_until_stopped(pgid: int, grace_s: float) -> list[GroupMember]:
-    deadline = time.monotonic() + grace_s
-    while True:
-        alive = running_members(pgid)
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.2)

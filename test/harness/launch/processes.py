@@ -111,13 +111,11 @@ def group_members(pgid: int) -> list[GroupMember]:
 
 def _reap_own_children_in(pgid: int) -> None:
     """Collect the exit status of every child of this process that is in group ``pgid``."""
-    while True:
-        try:
-            pid, _status = os.waitpid(-pgid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    try:
+        while os.waitpid(-pgid, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

@@ -134,21 +134,6 @@ def assert_weights_and_pools_fill(run: Any, fraction: float) -> tuple[int, int]:
     return used, budget
 
 
-def planner_command(memory: Mapping[str, Any], kind: str = "EAGLE3") -> list[str]:
-    """``sglang-specinit plan --json`` with the Engine's flags and the device numbers the
-    server measured (resident bytes where ``memory`` has them: a plugin run's)."""
-    from harness.launch.engine import DEFAULT_CAPACITY_BYTES, server_args_to_cli
-
-    resident = memory.get("resident_bytes")
-    return [
-        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
-        *server_args_to_cli(engine_kwargs(kind)),
-        "--device-memory", str(DEFAULT_CAPACITY_BYTES),
-        "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
-        *(["--resident-bytes", str(resident)] if resident is not None else []),
-    ]  # fmt: skip
-
-
 def eagle3_plan_argv(
     target: Path, draft: Path, measured: Mapping[str, Any], *flags: str, device_memory: int
 ) -> list[str]:
@@ -182,15 +167,24 @@ def run_planner(argv: list[str], extra_env: Mapping[str, str] | None = None) -> 
 
 
 def plan_in_this_environment(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
-    """The planner's JSON plan for ``run``'s launch, told the free memory before loading (a
-    stock run's: from its meter) and, for a plugin run, the bytes resident at sizing."""
-    if run.memory is not None:
-        memory: Mapping[str, Any] = launched_memory(run)
-    else:
-        from harness.reports.report_reading import pre_load_reading
+    """``sglang-specinit plan --json`` with ``run``'s Engine flags, told the device numbers it
+    measured: the free memory before loading (a stock run's: from its meter) and, for a plugin
+    run, the bytes resident at sizing."""
+    from harness.launch.engine import DEFAULT_CAPACITY_BYTES, server_args_to_cli
+    from harness.reports.report_reading import pre_load_reading
 
-        memory = {"pre_load_free_bytes": pre_load_reading(run.report)["free_bytes"]}
-    return run_planner(planner_command(memory, kind))
+    if run.memory is not None:
+        memory = launched_memory(run)
+        pre_load, resident = memory["pre_load_free_bytes"], memory.get("resident_bytes")
+    else:
+        pre_load, resident = pre_load_reading(run.report)["free_bytes"], None
+    return run_planner([
+        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
+        *server_args_to_cli(engine_kwargs(kind)),
+        "--device-memory", str(DEFAULT_CAPACITY_BYTES),
+        "--pre-load-free-bytes", str(pre_load),
+        *(["--resident-bytes", str(resident)] if resident is not None else []),
+    ])  # fmt: skip
 
 
 def served_tokens(run: Any) -> int:

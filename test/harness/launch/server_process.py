@@ -182,10 +182,6 @@ class ServerHandle(RunHandle):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def get(self, path: str, timeout_s: float = 30.0) -> Any:
-        with urllib.request.urlopen(self.base_url + path, timeout=timeout_s) as resp:
-            return json.loads(resp.read())
-
     def post(self, path: str, payload: Mapping[str, Any], timeout_s: float = 120.0) -> Any:
         req = urllib.request.Request(
             self.base_url + path,
@@ -196,7 +192,8 @@ class ServerHandle(RunHandle):
             return json.loads(resp.read())
 
     def server_info(self) -> dict[str, Any]:
-        return self.get("/server_info")
+        with urllib.request.urlopen(self.base_url + "/server_info", timeout=30) as resp:
+            return json.loads(resp.read())
 
     def healthy(self) -> bool:
         """``/health`` answers 200 now."""

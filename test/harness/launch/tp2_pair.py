@@ -64,23 +64,6 @@ class RankedLaunch:
         return found
 
 
-def collect(handle: Any, plugin: bool, specinit_dir: Path) -> RankedLaunch:
-    """Everything a running launch (a ``cpu_server`` / ``cpu_engine`` handle) has written."""
-    served = handle.server_info()["max_total_num_tokens"]
-    ok = [r for r in handle.scheduler_reports() if "error" not in r]
-    reports = {r["ranks"]["tp"]: r for r in ok}
-    assert sorted(reports) == list(range(TP)), [r["ranks"] for r in ok]
-    return RankedLaunch(
-        plugin=plugin,
-        reports=reports,
-        breakdowns=read_rank_breakdowns(specinit_dir),
-        breakdown_files=sorted(p.name for p in specinit_dir.glob("memory-rank*.json")),
-        served_tokens=served,
-        log=handle.log_path.read_text(errors="replace"),
-        startup_s=handle.startup_s,
-    )
-
-
 def start_tp2(
     work_dir: Path,
     capacities: tuple[int, int] = (CAPACITY, CAPACITY),
@@ -112,7 +95,18 @@ def start_tp2(
         **SPEC_FLAGS,
         **server_args,
     ) as handle:
-        run = collect(handle, plugin, specinit_dir)
+        ok = [r for r in handle.scheduler_reports() if "error" not in r]
+        reports = {r["ranks"]["tp"]: r for r in ok}
+        assert sorted(reports) == list(range(TP)), [r["ranks"] for r in ok]
+        run = RankedLaunch(
+            plugin=plugin,
+            reports=reports,
+            breakdowns=read_rank_breakdowns(specinit_dir),
+            breakdown_files=sorted(p.name for p in specinit_dir.glob("memory-rank*.json")),
+            served_tokens=handle.server_info()["max_total_num_tokens"],
+            log=handle.log_path.read_text(errors="replace"),
+            startup_s=handle.startup_s,
+        )
     print(f"\n[TP 2 {launcher}, plugin {'on' if plugin else 'off'}] up in {run.startup_s:.1f} s")
     return run
 

@@ -7,40 +7,35 @@ from typing import Any
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _plain(value: Any) -> tuple[bool, Any]:
-    """(True, a JSON-ready copy) when ``value`` is plain data; (False, None) otherwise."""
+class _NotPlain(Exception):
+    pass
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready copy of ``value`` when it is plain data (raises :class:`_NotPlain`)."""
     if isinstance(value, _SCALARS):
-        return True, value
+        return value
     if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
-        return True, str(value)
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
-        out = []
-        for item in items:
-            ok, plain = _plain(item)
-            if not ok:
-                return False, None
-            out.append(plain)
-        return True, out
+        return str(value)
+    if isinstance(value, (set, frozenset)):
+        value = sorted(value, key=repr)
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
     if isinstance(value, dict):
-        plain_dict = {}
-        for key, item in value.items():
-            ok, plain = _plain(item)
-            if not ok:
-                return False, None
-            plain_dict[str(key)] = plain
-        return True, plain_dict
-    return False, None
+        return {str(key): _plain(item) for key, item in value.items()}
+    raise _NotPlain
+
+
+def _plain_or(value: Any, fallback: Any) -> Any:
+    try:
+        return _plain(value)
+    except _NotPlain:
+        return fallback
 
 
 def hf_config_dict(config: Any) -> dict[str, Any]:
     """``config.to_dict()`` reduced to plain data (dtypes as strings, objects as their type)."""
-    raw = config.to_dict()
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        ok, plain = _plain(value)
-        out[key] = plain if ok else f"<{type(value).__name__}>"
-    return out
+    return {k: _plain_or(v, f"<{type(v).__name__}>") for k, v in config.to_dict().items()}
 
 
 def model_config_snapshot(model_config: Any) -> dict[str, Any]:
@@ -48,13 +43,12 @@ def model_config_snapshot(model_config: Any) -> dict[str, Any]:
     attributes: dict[str, Any] = {}
     not_compared: list[str] = []
     for name, value in sorted(vars(model_config).items()):
-        if name in ("hf_config", "hf_text_config"):
-            continue
-        ok, plain = _plain(value)
-        if ok:
-            attributes[name] = plain
-        else:
-            not_compared.append(name)
+        if name not in ("hf_config", "hf_text_config"):
+            plain = _plain_or(value, _NotPlain)
+            if plain is _NotPlain:
+                not_compared.append(name)
+            else:
+                attributes[name] = plain
     text_config = model_config.hf_text_config
     return {
         "hf_config": hf_config_dict(model_config.hf_config),

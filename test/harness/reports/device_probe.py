@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,14 +97,6 @@ def _new_bytes(found: dict[int, int], seen: set[int]) -> int:
     return sum(new.values())
 
 
-def _new_table_bytes(runner: Any) -> int:
-    """Bytes of req-to-token and allocator tensors not counted at an earlier pool exit."""
-    found: dict[int, int] = {}
-    for root in (runner.req_to_token_pool, getattr(runner, "token_to_kv_pool_allocator", None)):
-        found.update(_storages(root, runner.device))
-    return _new_bytes(found, _seen_table_storages)
-
-
 def _new_weight_bytes(runner: Any) -> int:
     """Bytes of the runner's model parameters and buffers on its device not counted at an
     earlier pool entry of this process (a draft tensor bound to the target's counts once)."""
@@ -119,15 +111,21 @@ def _new_weight_bytes(runner: Any) -> int:
     return _new_bytes(found, _seen_weight_storages)
 
 
-def _kv_tokens(runner: Any) -> int:
-    """Token capacity of the runner's KV pool (SGLang's ``KVCache.size``; 0 without one)."""
-    return int(getattr(getattr(runner, "token_to_kv_pool", None), "size", 0) or 0)
-
-
-def _kv_bytes(runner: Any) -> int:
+def _pool_exit(runner: Any) -> dict[str, Any]:
+    """The req-to-token and allocator tensors not counted at an earlier pool exit, and the
+    runner's KV pool: its bytes and token capacity (SGLang's ``KVCache.size``)."""
+    found: dict[int, int] = {}
+    for root in (runner.req_to_token_pool, getattr(runner, "token_to_kv_pool_allocator", None)):
+        found.update(_storages(root, runner.device))
     pool = getattr(runner, "token_to_kv_pool", None)
     sizes = pool.get_kv_size_bytes() if hasattr(pool, "get_kv_size_bytes") else 0
-    return int(sum(sizes)) if isinstance(sizes, tuple) else int(sizes)
+    return {
+        "table_bytes": _new_bytes(found, _seen_table_storages),
+        "kv_bytes": int(sum(sizes)) if isinstance(sizes, tuple) else int(sizes),
+        "kv_tokens": int(getattr(pool, "size", 0) or 0),
+        "page_size": int(getattr(runner, "page_size", 1) or 1),
+        "mem_fraction_static": runner.mem_fraction_static,
+    }
 
 
 def _write(record: dict[str, Any]) -> None:
@@ -165,14 +163,8 @@ def around_init_memory_pool(original: Callable[..., Any], self: Any, *args: Any,
     _write({"event": "enter", "method": POOL_METHOD, **_who(self), **_reading(self),
             "weight_bytes": weights})  # fmt: skip
     result = original(self, *args, **kw)
-    _write(
-        {
-            "event": "exit", "method": POOL_METHOD, **_who(self), **_reading(self),
-            "table_bytes": _new_table_bytes(self), "kv_bytes": _kv_bytes(self),
-            "kv_tokens": _kv_tokens(self), "page_size": int(getattr(self, "page_size", 1) or 1),
-            "mem_fraction_static": self.mem_fraction_static,
-        }
-    )  # fmt: skip
+    _write({"event": "exit", "method": POOL_METHOD, **_who(self), **_reading(self),
+            **_pool_exit(self)})  # fmt: skip
     return result
 
 
@@ -215,23 +207,14 @@ def register_probe_hooks() -> None:
     _registered = True
 
 
-def read_probe(directory: Path) -> dict[int, list[dict[str, Any]]]:
-    """pid -> that process's records, in order (only processes that recorded something)."""
-    out: dict[int, list[dict[str, Any]]] = {}
-    for path in sorted(directory.glob("device-probe-*.jsonl")):
-        records = [json.loads(line) for line in path.read_text().splitlines() if line]
-        if records:
-            out[int(path.stem.rsplit("-", 1)[1])] = records
-    return out
-
-
 def scheduler_records(directory: Path) -> list[list[dict[str, Any]]]:
     """The record lists of the processes that allocated KV pools (one per TP rank)."""
-    return [
-        records
-        for records in read_probe(directory).values()
-        if any(r.get("method") == POOL_METHOD for r in records)
-    ]
+    found = []
+    for path in sorted(directory.glob("device-probe-*.jsonl")):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line]
+        if any(r.get("method") == POOL_METHOD for r in records):
+            found.append(records)
+    return found
 
 
 @dataclass(frozen=True)
@@ -292,26 +275,21 @@ class UsageAfterPools:
         )
 
 
-def _calls(records: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(enter, exit) pairs of one process's method calls (calls of one method never nest)."""
-    open_calls: dict[tuple[str, bool, Any], dict[str, Any]] = {}
-    pairs = []
-    for r in records:
-        key = (r.get("method"), r.get("is_draft"), r.get("draft_model_idx"))
-        if r["event"] == "enter":
-            open_calls[key] = r
-        elif r["event"] == "exit" and key in open_calls:
-            pairs.append((open_calls.pop(key), r))
-    return pairs
-
-
 def usage_after_pools(records: list[dict[str, Any]]) -> UsageAfterPools:
     """Take apart one scheduler process's device memory when its last KV pool was built."""
     pre_loads = [r for r in records if r["event"] == "pre_load" and not r["is_draft"]]
     if not pre_loads:
         raise ValueError("the probe saw no pre-load reading of the target runner")
     pre = pre_loads[0]["free_bytes"]
-    calls = _calls(records)
+    # (enter, exit) pairs of the process's method calls (calls of one method never nest).
+    open_calls: dict[tuple[str, bool, Any], dict[str, Any]] = {}
+    calls = []
+    for r in records:
+        key = (r.get("method"), r.get("is_draft"), r.get("draft_model_idx"))
+        if r["event"] == "enter":
+            open_calls[key] = r
+        elif r["event"] == "exit" and key in open_calls:
+            calls.append((open_calls.pop(key), r))
     pools = [(a, b) for a, b in calls if a["method"] == POOL_METHOD]
     if not pools:
         raise ValueError("the probe saw no KV pool allocation")
@@ -346,13 +324,10 @@ def usage_after_pools(records: list[dict[str, Any]]) -> UsageAfterPools:
         draft_kv_bytes=sum(b["kv_bytes"] for _, b in pools if b["is_draft"]),
         weight_bytes=sum(a.get("weight_bytes", 0) for a, _ in pools),
         sizing_residue_bytes=residue,
-        page_bytes=sum(_page_bytes(b) for _, b in pools),
+        # One page of a pool: its buffers hold ``kv_tokens + page_size`` tokens.
+        page_bytes=sum(
+            -(-b["kv_bytes"] * b.get("page_size", 1) // (b["kv_tokens"] + b.get("page_size", 1)))
+            for _, b in pools
+            if b.get("kv_tokens", 0) > 0
+        ),
     )
-
-
-def _page_bytes(pool_exit: dict[str, Any]) -> int:
-    """What one page of a pool costs: its buffers hold ``kv_tokens + page_size`` tokens."""
-    tokens, page = pool_exit.get("kv_tokens", 0), pool_exit.get("page_size", 1)
-    if tokens <= 0:
-        return 0
-    return -(-pool_exit["kv_bytes"] * page // (tokens + page))

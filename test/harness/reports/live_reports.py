@@ -13,14 +13,6 @@ PLUGIN_REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
 LIVE_FILE_GLOB = "memory-rank*.json"
 
 
-def launch_label(fallback: str) -> str:
-    """The running test's id (``PYTEST_CURRENT_TEST`` without its phase), as a folder name."""
-    current = os.environ.get("PYTEST_CURRENT_TEST", "")
-    test_id = current.rsplit(" ", 1)[0] if current else fallback
-    test_id = test_id.split("/")[-1]  # test file name and test, not the directories
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", test_id).strip("_") or "launch"
-
-
 def keep_live_reports(launch_env: Mapping[str, str], fallback_label: str) -> Path | None:
     """Copy the launch's ``memory-rank*.json`` into the keep folder; returns the copy's folder."""
     root = os.environ.get(KEEP_ENV)
@@ -30,7 +22,10 @@ def keep_live_reports(launch_env: Mapping[str, str], fallback_label: str) -> Pat
     files = sorted(Path(source).glob(LIVE_FILE_GLOB))
     if not files:
         return None
-    base = Path(root) / launch_label(fallback_label)
+    # The running test's id (``PYTEST_CURRENT_TEST`` without its phase and directories).
+    current = os.environ.get("PYTEST_CURRENT_TEST", "")
+    test_id = (current.rsplit(" ", 1)[0] if current else fallback_label).split("/")[-1]
+    base = Path(root) / (re.sub(r"[^A-Za-z0-9_.=-]+", "_", test_id).strip("_") or "launch")
     target, n = base, 1
     while target.exists():
         n += 1

@@ -191,30 +191,23 @@ def live_model_runners() -> list[Any]:
 def scheduler_ranks(scheduler: Any | None) -> dict[str, int | None]:
     """This scheduler's place in the launch: ``tp``/``pp``/``dp``/``attn_tp``/``attn_dp`` ranks
     and its ``gpu_id`` (None where not known yet, e.g. a constructor that failed early)."""
-    names = {k: f"{k}_rank" for k in ("tp", "pp", "dp", "attn_tp", "attn_dp")}
-    names["gpu_id"] = "gpu_id"
+    attrs = {k: f"{k}_rank" for k in ("tp", "pp", "dp", "attn_tp", "attn_dp")}
+    attrs["gpu_id"] = "gpu_id"
     ps = getattr(scheduler, "ps", None)  # SGLang's ParallelState, set first in __init__
-    if ps is None and scheduler is not None:
-        ps = _published_ranks()  # 0.5.23 keeps them in its runtime context
-    return {key: getattr(ps, attr, None) for key, attr in names.items()}
-
-
-def _published_ranks() -> Any:
-    """0.5.23: this process's ranks and device as its launcher published them, under 0.5.13's
-    ``ParallelState`` attribute names (None where not published, or on 0.5.13.x)."""
-    from types import SimpleNamespace
-
+    if ps is not None or scheduler is None:
+        return {key: getattr(ps, attr, None) for key, attr in attrs.items()}
+    # 0.5.23 keeps them in its runtime context, as its launcher published them.
     try:
         from sglang.srt.runtime_context import get_device, get_parallel
     except ImportError:
-        return None
-    values: dict[str, Any] = {}
-    for attr in ("tp_rank", "pp_rank", "dp_rank", "attn_tp_rank", "attn_dp_rank", "gpu_id"):
+        return dict.fromkeys(attrs)
+    ranks: dict[str, int | None] = {}
+    for key, attr in attrs.items():
         try:
-            values[attr] = getattr(get_device() if attr == "gpu_id" else get_parallel(), attr)
+            ranks[key] = getattr(get_device() if key == "gpu_id" else get_parallel(), attr)
         except (AttributeError, RuntimeError, ValueError):
-            values[attr] = None
-    return SimpleNamespace(**values)
+            ranks[key] = None
+    return ranks
 
 
 def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
