@@ -44,13 +44,6 @@ def _moe_contexts() -> Iterator[None]:
         yield
 
 
-def _construction_tp_context(draft: Any) -> Any:
-    mod = _eagle_module()
-    if draft.server_args.enable_dp_attention and draft.speculative_algorithm.is_eagle3():
-        return mod.draft_tp_context(mod.get_attention_tp_group())
-    return mod.empty_context()
-
-
 @eagle_patch.around("EagleDraftWorker.__init__", params=DRAFT_WORKER_PARAMS)
 @eagle_patch.calls("EagleDraftWorker.init_attention_backend", "EagleDraftWorker.init_cuda_graphs")
 def draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
@@ -91,7 +84,12 @@ def alloc_draft_tp_worker(
 
 @contextlib.contextmanager
 def _construction_contexts(draft: Any) -> Iterator[None]:
-    with _construction_tp_context(draft), _moe_contexts():
+    mod = _eagle_module()
+    if draft.server_args.enable_dp_attention and draft.speculative_algorithm.is_eagle3():
+        tp_context = mod.draft_tp_context(mod.get_attention_tp_group())
+    else:
+        tp_context = mod.empty_context()
+    with tp_context, _moe_contexts():
         yield
 
 
@@ -211,12 +209,11 @@ eagle_patch.requires("TreeMaskMode")
 standalone_patch = PatchTable("sglang.srt.speculative.standalone_worker_v2")
 
 
-@standalone_patch.around("StandaloneDraftWorker.__init__", params=DRAFT_WORKER_PARAMS)
-@standalone_patch.calls("StandaloneDraftWorker.init_attention_backend")  # the cut; phase 4 calls it
-def standalone_draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
-    if not deferring_pools():
-        return original(self, *args, **kwargs)
-    construct_until(self, "init_attention_backend", original, args, kwargs)
+# Cut as EAGLE's draft is, at init_attention_backend (phase 4 calls it).
+standalone_patch.requires("StandaloneDraftWorker.init_attention_backend")
+standalone_patch.around("StandaloneDraftWorker.__init__", params=DRAFT_WORKER_PARAMS)(
+    draft_worker_init
+)
 
 
 @standalone_patch.adds("StandaloneDraftWorker", "alloc_memory_pool")
