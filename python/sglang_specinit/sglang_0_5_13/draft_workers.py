@@ -1,11 +1,6 @@
-"""The draft workers in phases (0.5.13 / 0.5.13.post1).
-
-Each constructor is stopped where its own init would go on to pools and backends, once the draft
-is loaded (and its duplicate embed/lm_head bound, so that memory is free before the target pool
-is sized); ``alloc_memory_pool`` and ``init_backends`` then run the rest under the contexts the
-constructor used, entered one after the other. One section per worker module, each with its own
-patch table.
-"""
+"""The draft workers in phases (0.5.13.x): each constructor stops once the draft is loaded (its
+duplicate embed/lm_head bound); ``alloc_memory_pool`` and ``init_backends`` run the rest under
+the constructor's contexts. One section and patch table per worker module."""
 
 from __future__ import annotations
 
