@@ -96,7 +96,7 @@ def test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_release_shi
     fields = {f.name for f in dataclasses.fields(KVCacheConfigurator)}
     if not layout:
         assert "draft_parallel_layout" not in fields
-        assert not release_shims.has_draft_parallel_layout()
+        assert not release_shims.row().draft_parallel_layout
         assert release_shims.configurator_layout_kwargs() == {}
 
     names = _server_args_field_names()
@@ -106,7 +106,7 @@ def test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_release_shi
         assert {"enable_kv_cache_sharding", "attn_dp_size"} <= names
         assert callable(runtime_context.attn_dp_enabled_of)
         assert callable(runtime_context.num_dp_ranks_of)
-        assert release_shims.has_attention_dp_names()
+        assert release_shims.row().attention_dp_names
         return
     assert not hasattr(KVCacheConfigurator, "fused_entry_bytes")
     assert release_shims.fused_entry_bytes(object(), "full") is None
@@ -122,7 +122,7 @@ def test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_release_shi
     assert not hasattr(runtime_context, "attn_dp_enabled_of")
     assert not hasattr(runtime_context, "num_dp_ranks_of")
     assert hasattr(runtime_context, "attn_dp_size_of") == ROW.widths_at_publish
-    assert not release_shims.has_attention_dp_names()
+    assert not release_shims.row().attention_dp_names
 
 
 @pytest.mark.skipif(
@@ -175,7 +175,7 @@ def test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_sh
         assert hasattr(runtime_context, name) == widths_at_publish
     # 0.5.16 - 0.5.18 keep 0.5.15's dataclass ServerArgs: no resolving_view, no resolution
     # pipeline modules.
-    resolving = release_shims.has_resolving_view()
+    resolving = release_shims.row().resolving_view
     assert resolving == (not ROW.dataclass_server_args)
     overrides = importlib.import_module("sglang.srt.arg_groups.overrides")
     assert hasattr(overrides, "resolving_view") == resolving
@@ -221,7 +221,7 @@ def test_the_configuration_bags_are_where_release_shims_reads_them() -> None:
     from sglang_specinit.sglang_0_5_23 import release_shims
 
     bags = ROW.config_bags
-    assert release_shims.has_config_bags() == bags
+    assert release_shims.row().config_bags == bags
     for name in ("get_schedule", "get_model", "get_spec", "publish"):
         assert hasattr(runtime_context, name) == bags, name
     fields = {f.name for f in dataclasses.fields(KVCacheConfigurator)}

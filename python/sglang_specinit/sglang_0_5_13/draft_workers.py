@@ -1,11 +1,6 @@
-"""The draft workers in phases (0.5.13 / 0.5.13.post1).
-
-Each constructor is stopped where its own init would go on to pools and backends, once the draft
-is loaded (and its duplicate embed/lm_head bound, so that memory is free before the target pool
-is sized); ``alloc_memory_pool`` and ``init_backends`` then run the rest under the contexts the
-constructor used, entered one after the other. One section per worker module, each with its own
-patch table.
-"""
+"""The draft workers in phases (0.5.13.x): each constructor stops once the draft is loaded (its
+duplicate embed/lm_head bound); ``alloc_memory_pool`` and ``init_backends`` run the rest under
+the constructor's contexts. One section and patch table per worker module."""
 
 from __future__ import annotations
 
@@ -42,13 +37,6 @@ def _moe_contexts() -> Iterator[None]:
     mod = _eagle_module()
     with mod.speculative_moe_backend_context(), mod.speculative_moe_a2a_backend_context():
         yield
-
-
-def _construction_tp_context(draft: Any) -> Any:
-    mod = _eagle_module()
-    if draft.server_args.enable_dp_attention and draft.speculative_algorithm.is_eagle3():
-        return mod.draft_tp_context(mod.get_attention_tp_group())
-    return mod.empty_context()
 
 
 @eagle_patch.around("EagleDraftWorker.__init__", params=DRAFT_WORKER_PARAMS)
@@ -91,7 +79,12 @@ def alloc_draft_tp_worker(
 
 @contextlib.contextmanager
 def _construction_contexts(draft: Any) -> Iterator[None]:
-    with _construction_tp_context(draft), _moe_contexts():
+    mod = _eagle_module()
+    if draft.server_args.enable_dp_attention and draft.speculative_algorithm.is_eagle3():
+        tp_context = mod.draft_tp_context(mod.get_attention_tp_group())
+    else:
+        tp_context = mod.empty_context()
+    with tp_context, _moe_contexts():
         yield
 
 
@@ -211,12 +204,11 @@ eagle_patch.requires("TreeMaskMode")
 standalone_patch = PatchTable("sglang.srt.speculative.standalone_worker_v2")
 
 
-@standalone_patch.around("StandaloneDraftWorker.__init__", params=DRAFT_WORKER_PARAMS)
-@standalone_patch.calls("StandaloneDraftWorker.init_attention_backend")  # the cut; phase 4 calls it
-def standalone_draft_worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
-    if not deferring_pools():
-        return original(self, *args, **kwargs)
-    construct_until(self, "init_attention_backend", original, args, kwargs)
+# Cut as EAGLE's draft is, at init_attention_backend (phase 4 calls it).
+standalone_patch.requires("StandaloneDraftWorker.init_attention_backend")
+standalone_patch.around("StandaloneDraftWorker.__init__", params=DRAFT_WORKER_PARAMS)(
+    draft_worker_init
+)
 
 
 @standalone_patch.adds("StandaloneDraftWorker", "alloc_memory_pool")

@@ -1,10 +1,5 @@
-"""The planner's replay for 0.5.13.x: SGLang's own logic, run without its side effects.
-
-SGLang's parser into a ``ServerArgs`` whose ``__post_init__`` (device probes, downloads) is skipped,
-its memory-fraction methods and speculative hook on copies, ``ModelConfig.from_server_args`` for
-both models, and every pool priced by the server's own ``pool_probe.measure_kv_pool`` on runners
-built without weights, for the device the flags name (:func:`planned_cpu_engine`).
-"""
+"""The planner's replay for 0.5.13.x: SGLang's parser, fraction methods and speculative hook on
+copies, and every pool priced by ``pool_probe.measure_kv_pool`` on runners without weights."""
 
 from __future__ import annotations
 
@@ -116,11 +111,8 @@ def check_draft_steps(server_args: Any) -> None:
 
 
 def stock_plan_0_5_13(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> PoolPlan:
-    """Stock 0.5.13.x's plan by its own sizing on the unloaded target runner
-    (:func:`~sglang_specinit.runner_sizing.unloaded_runner.runner_stock_plan`): the target's pool is
-    sized before the draft loads, so only the target's weights are resident at the profile
-    (whatever ``--resident-bytes`` measured of this package's run); the draft's weights and
-    KV then land on top of the budget."""
+    """Stock 0.5.13.x's plan: the target's pool is sized before the draft loads (only the
+    target's weights resident at the profile); the draft's weights and KV land on top."""
     plan = runner_stock_plan(
         target,
         attn_tp_size,

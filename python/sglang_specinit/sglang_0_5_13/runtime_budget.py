@@ -1,9 +1,5 @@
-"""Size a speculative target's KV pool for target + draft, from live SGLang objects (0.5.13).
-
-SGLang's own free-memory reading, taken with the draft loaded and its embed/lm_head bound; every
-pool priced by SGLang's pool code (:mod:`.pool_probe`); ``budget.plan_pools`` sizes; SGLang's
-configurator splits the tokens and derives ``max_running_requests``.
-"""
+"""Size a speculative target's KV pool for target + draft from live SGLang objects (0.5.13): its
+free-memory reading with the draft loaded, pools priced by :mod:`.pool_probe`, SGLang's split."""
 
 from __future__ import annotations
 

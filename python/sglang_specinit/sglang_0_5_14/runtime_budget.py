@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from sglang_specinit.compat import installed_sglang_version
-from sglang_specinit.live_sizing import SizingReadings, plan_from_readings
+from sglang_specinit.live_sizing import plan_from_readings
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.phased.sizing_state import Prices, TargetSizing, active_sizing, priced_readings
 from sglang_specinit.pool_measure import runner_token_split
@@ -66,7 +66,12 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
     try:
         # Priced before free memory is profiled: the probe pools are gone by then.
         start = time.perf_counter()
-        prices = price_pools(self, sizing)
+        split = runner_token_split(self)
+        prices = (
+            pool_probe.measure_runner(self, split),
+            tuple(pool_probe.measure_runner(r, split) for r in sizing.draft.pool_runners),
+            0,  # launch_policy keeps fixed-size draft pools on stock sizing
+        )
         sizing.pricing_seconds = time.perf_counter() - start
     except Exception as exc:  # a pool the release cannot build tiny is not ours to size
         logger.warning(
@@ -80,24 +85,16 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
     return _resolve(self, configurator, sizing, pre_model_load_memory, prices)
 
 
-def price_pools(runner: Any, sizing: TargetSizing) -> Prices:
-    split = runner_token_split(runner)
-    return (
-        pool_probe.measure_runner(runner, split),
-        tuple(pool_probe.measure_runner(r, split) for r in sizing.draft.pool_runners),
-        0,  # launch_policy keeps fixed-size draft pools on stock sizing
-    )
-
-
-def read_sizing(
+def _resolve(
     runner: Any,
+    configurator: Any,
     sizing: TargetSizing,
     pre_model_load_memory: float,
-    available_bytes: int,
     prices: Prices,
-) -> SizingReadings:
+) -> Any:
+    available_bytes = runner._profile_available_bytes(pre_model_load_memory)
     server_args = runner.server_args
-    return priced_readings(
+    readings = priced_readings(
         sizing,
         prices,
         runner.model,
@@ -112,17 +109,6 @@ def read_sizing(
         max_running_requests=server_args.max_running_requests,
         dp_size=runner.dp_size,
     )
-
-
-def _resolve(
-    runner: Any,
-    configurator: Any,
-    sizing: TargetSizing,
-    pre_model_load_memory: float,
-    prices: Prices,
-) -> Any:
-    available_bytes = runner._profile_available_bytes(pre_model_load_memory)
-    readings = read_sizing(runner, sizing, pre_model_load_memory, available_bytes, prices)
     inputs, plan = plan_from_readings(readings)
     sizing.inputs, sizing.plan = inputs, plan
     tokens = runner._apply_token_constraints(plan.tokens)

@@ -10,14 +10,14 @@ from typing import Any
 from sglang_specinit.dataclass_args import launch_checks as field_launch_checks
 from sglang_specinit.launch_checks import check_resolved_launch
 from sglang_specinit.patch_table import PatchTable
-from sglang_specinit.sglang_0_5_23.release_shims import has_resolving_view
+from sglang_specinit.sglang_0_5_23.release_shims import row
 
 patch = PatchTable("sglang.srt.server_args")
 
 
 @patch.before("ServerArgs.check_server_args", params=())
 def check_launch(server_args: Any) -> None:
-    if not has_resolving_view():
+    if not row().resolving_view:
         field_launch_checks.check_launch(server_args)
         return
     from sglang.srt.arg_groups.overrides import resolving_view

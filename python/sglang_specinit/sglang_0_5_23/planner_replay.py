@@ -339,9 +339,9 @@ def __getattr__(name: str) -> Any:
     """``REPLAY``: this module's replay, or the dataclass one before ``resolving_view``."""
     if name != "REPLAY":
         raise AttributeError(name)
-    from sglang_specinit.sglang_0_5_23.release_shims import has_resolving_view
+    from sglang_specinit.sglang_0_5_23.release_shims import row
 
-    if has_resolving_view():
+    if row().resolving_view:
         return _REPLAY
     from sglang_specinit.sglang_0_5_23.dataclass_replay import DATACLASS_REPLAY
 

@@ -67,11 +67,11 @@ def measure_configurator(kvc: Any, split: tuple[float, bool]) -> MeasuredKVSpec:
 
 def runner_configurator(runner: Any, draft_parallel_layout: Any = None) -> Any:
     """The configurator ``runner.init_kv_cache_configurator`` builds, the attribute put back."""
-    from sglang_specinit.sglang_0_5_23.release_shims import init_kv_cache_configurator
+    from sglang_specinit.sglang_0_5_23.release_shims import configurator_layout_kwargs
 
     saved = runner.__dict__.get("kv_cache_configurator", _MISSING)
     try:
-        init_kv_cache_configurator(runner, draft_parallel_layout)
+        runner.init_kv_cache_configurator(**configurator_layout_kwargs(draft_parallel_layout))
         return runner.kv_cache_configurator
     finally:
         if saved is _MISSING:

@@ -81,11 +81,6 @@ def row(release: str | None = None) -> ReleaseRow:
     return RELEASE_TABLE[older[-1]] if older else ReleaseRow()
 
 
-def has_draft_parallel_layout() -> bool:
-    """True where configurators and workers take a ``draft_parallel_layout``."""
-    return row().draft_parallel_layout
-
-
 def has_parallel_state(release: str | None = None) -> bool:
     """True where schedulers and configurators hold a ``ParallelState`` (default: installed)."""
     return not row(release).runtime_context_ranks
@@ -104,9 +99,9 @@ def release_requires(release: str | None = None) -> tuple[Requires, ...]:
         found.append(Requires(_KVC, "KVCacheConfigurator.attn_dp_size"))
     if row(release).fused_draft_entries:
         found.append(Requires(_KVC, "KVCacheConfigurator.fused_entry_bytes"))
-    if has_resolving_view(release):  # launch_checks reads the resolved flags through it
+    if row(release).resolving_view:  # launch_checks reads the resolved flags through it
         found.append(Requires(_OVERRIDES, "resolving_view"))
-    if has_config_bags(release):  # the sizing and the probe read the schedule bag ...
+    if row(release).config_bags:  # the sizing and the probe read the schedule bag ...
         found.append(Requires(_RUNTIME_CONTEXT, "get_schedule"))
     else:  # ... or, on 0.5.16, the configurator's own ServerArgs (schedule_of)
         found.append(Requires(_KVC, "KVCacheConfigurator.server_args"))
@@ -118,14 +113,9 @@ def release_requires(release: str | None = None) -> tuple[Requires, ...]:
     return tuple(found)
 
 
-def has_config_bags(release: str | None = None) -> bool:
-    """True where ``runtime_context`` publishes the configuration bags."""
-    return row(release).config_bags
-
-
 def schedule_of(kvc: Any) -> Any:
     """The schedule a configurator sizes with: the bag, else its own ``server_args``."""
-    if not has_config_bags():
+    if not row().config_bags:
         return kvc.server_args
     from sglang.srt.runtime_context import get_schedule
 
@@ -135,7 +125,7 @@ def schedule_of(kvc: Any) -> Any:
 @contextlib.contextmanager
 def scoped_schedule(kvc: Any, **fields: Any) -> Iterator[None]:
     """The schedule's ``fields`` set for the duration, without a runtime adjustment's log."""
-    if has_config_bags():
+    if row().config_bags:
         schedule = schedule_of(kvc)
         present = {name: value for name, value in fields.items() if name in schedule}
         with schedule.override(**present) if present else contextlib.nullcontext():
@@ -154,7 +144,7 @@ def scoped_schedule(kvc: Any, **fields: Any) -> Iterator[None]:
 
 def published_bags(server_args: Any) -> tuple[Any, Any, Any]:
     """(model, spec, schedule) of a published launch, as its ``ModelRunner`` reads them."""
-    if not has_config_bags():
+    if not row().config_bags:
         return server_args, server_args, server_args
     from sglang.srt.runtime_context import get_model, get_schedule, get_spec
 
@@ -165,7 +155,7 @@ def publish_launch(server_args: Any) -> None:
     """Publish an offline rank-0 scheduler's ``ServerArgs`` as the release records it."""
     from sglang.srt import runtime_context
 
-    if not has_config_bags():
+    if not row().config_bags:
         runtime_context.get_context().set_server_args(server_args)
         return
     runtime_context.publish(server_args, role="scheduler", **publish_kwargs())
@@ -173,12 +163,12 @@ def publish_launch(server_args: Any) -> None:
 
 def kv_cache_dtype_str_kwargs(dtype_str: str) -> dict[str, Any]:
     """The configurator's ``kv_cache_dtype_str`` keyword, where it has one."""
-    return {"kv_cache_dtype_str": dtype_str} if has_config_bags() else {}
+    return {"kv_cache_dtype_str": dtype_str} if row().config_bags else {}
 
 
 def draft_kv_own_dtype(spec_algorithm: Any) -> bool:
     """``configure_kv_cache_dtype``'s ``is_dflash`` as the release's runner passes it."""
-    if has_config_bags():
+    if row().config_bags:
         return bool(spec_algorithm.is_dflash_family())
     return bool(spec_algorithm.is_dflash())
 
@@ -204,22 +194,9 @@ def multimodal_reservation_gb() -> float:
     )
 
 
-def has_resolving_view(release: str | None = None) -> bool:
-    """True where resolved values are read through ``overrides.resolving_view``."""
-    return row(release).resolving_view
-
-
-def init_kv_cache_configurator(runner: Any, draft_parallel_layout: Any = None) -> None:
-    """``runner.init_kv_cache_configurator`` as the release takes it."""
-    if has_draft_parallel_layout():
-        runner.init_kv_cache_configurator(draft_parallel_layout)
-    else:
-        runner.init_kv_cache_configurator()
-
-
 def configurator_layout_kwargs(draft_parallel_layout: Any = None) -> dict[str, Any]:
     """The ``KVCacheConfigurator`` layout keyword, where it has one."""
-    if has_draft_parallel_layout():
+    if row().draft_parallel_layout:
         return {"draft_parallel_layout": draft_parallel_layout}
     return {}
 
@@ -261,11 +238,6 @@ def kv_cache_sharding(server_args: Any) -> bool:
     return bool(server_args.enable_kv_cache_sharding) if row().kv_cache_sharding else False
 
 
-def has_attention_dp_names(release: str | None = None) -> bool:
-    """True where ``get_parallel()`` names ``attn_dp_enabled`` / ``num_dp_ranks``."""
-    return row(release).attention_dp_names
-
-
 def scheduler_ranks(scheduler: Any) -> Any:
     """This scheduler's ranks and widths, under ``get_parallel()``'s names."""
     from types import SimpleNamespace
@@ -278,7 +250,7 @@ def scheduler_ranks(scheduler: Any) -> Any:
         from sglang.srt.runtime_context import get_parallel
 
         ps = get_parallel()
-        if has_attention_dp_names():
+        if row().attention_dp_names:
             return ps
         enabled = ps.enable_dp_attention
     return SimpleNamespace(
@@ -297,7 +269,7 @@ def configurator_parallel_kwargs(server_args: Any) -> dict[str, Any]:
         return {"attn_dp_size": parallel.attn_dp_size, "pp_size": 1}
     from sglang.srt.distributed.parallel_state_wrapper import ParallelState
 
-    flags = parallel if has_config_bags() else server_args
+    flags = parallel if row().config_bags else server_args
     dcp_name = "attn_dcp_size" if row().attn_dcp_size_name else "dcp_size"
     return {
         "ps": ParallelState.trivial(
@@ -393,7 +365,7 @@ def attn_tp_size_of(view: Any) -> int:
 
 def stamp_published_widths() -> None:
     """Stamp the widths an offline ``publish`` leaves to process groups (0.5.19)."""
-    if row().widths_at_publish or not has_resolving_view():
+    if row().widths_at_publish or not row().resolving_view:
         return
     from sglang.srt.runtime_context import derive_parallel_widths, get_parallel
 
