@@ -195,6 +195,17 @@ def test_deepseek_mtp_drafts_from_its_own_checkpoint(capsys: pytest.CaptureFixtu
     assert data["stock"]["mem_fraction_static"] == 0.858  # round(123291 / 143771, 3)
 
 
+def test_a_plan_leaves_nothing_behind_that_changes_the_next(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The path-less MTP draft's ModelConfig renames SGLang's cached hf config in place (on
+    0.5.13.post1): a second plan in this process must still read the checkpoint's own."""
+    target = str(EXAMPLES_DIR / "deepseek-v3-mtp" / "target")
+    plans = [run_json(capsys, "--example", "deepseek-v3-mtp") for _ in range(2)]
+    assert plans[1]["speculative_draft_model_path"] == target
+    assert plans[0] == plans[1]
+
+
 def test_user_flags_override_example(capsys: pytest.CaptureFixture[str]) -> None:
     flags = "--mem-fraction-static 0.9 --page-size 64 --max-total-tokens 100000 --gpu H200-141GB"
     data = run_json(capsys, "--example", "llama31-8b-eagle3", *flags.split())

@@ -30,6 +30,7 @@ from sglang_specinit.planner.replay import (
     ServerArgsReplay,
     build_model_config,
     cuda_quantization_names,
+    fresh_hf_configs,
 )
 from sglang_specinit.planner.sharding import (
     ShardLayout,
@@ -104,7 +105,7 @@ def build_plan(
 ) -> OfflinePlan:
     """The plans for ``server_args`` (``replay.parse_launch``'s result) on ``device``, by
     ``replay``'s server-args logic (default: the installed release's)."""
-    with cuda_quantization_names():
+    with cuda_quantization_names(), fresh_hf_configs():
         return _build_plan(server_args, device, replay or installed_replay())
 
 

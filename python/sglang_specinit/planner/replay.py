@@ -111,6 +111,21 @@ def cuda_quantization_names() -> Iterator[None]:
             QUANTIZATION_METHODS.pop("mxfp4", None)
 
 
+@contextlib.contextmanager
+def fresh_hf_configs() -> Iterator[None]:
+    """Each plan reads its checkpoints' configs as its own process would. SGLang caches
+    ``get_config``, and on some releases a draft ``ModelConfig`` renames the cached object's
+    architecture in place, which would change the next plan made in this process."""
+    from sglang.srt.configs import model_config
+
+    clear = getattr(model_config.get_config, "cache_clear", None) or (lambda: None)
+    clear()
+    try:
+        yield
+    finally:
+        clear()
+
+
 def kv_cache_quant_algo(model_config: Any) -> str | None:
     """The checkpoint's ``kv_cache_quant_algo`` (ModelOpt), from SGLang's parse."""
     parsed = model_config._parse_quant_hf_config() or {}
