@@ -23,15 +23,3 @@ def tiny_target() -> Path:
 def tiny_eagle_draft() -> Path:
     """1-layer EAGLE draft for :func:`tiny_target` (same hidden/vocab and KV geometry)."""
     return eagle_drafts.tiny_eagle_draft()
-
-
-@pytest.fixture(scope="session")
-def tiny_eagle3_draft() -> Path:
-    """1-layer EAGLE3 draft with a different KV geometry (1 KV head of dim 48)."""
-    return eagle_drafts.tiny_eagle3_draft()
-
-
-@pytest.fixture(scope="session")
-def tiny_eagle3_draft_nnpl0() -> Path:
-    """The EAGLE3 draft with ``"num_nextn_predict_layers": 0`` in its config."""
-    return eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0)

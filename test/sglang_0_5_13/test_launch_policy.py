@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 from harness.checkpoints.published_configs import EXAMPLES
+from sglang_specinit.sglang_0_5_13 import draft_workers, tp_worker
 from sglang_specinit.sglang_0_5_13 import server_args as server_args_phase
 from sglang_specinit.sglang_0_5_13.launch_policy import LaunchFacts, phasing_blocker
 
 H100_MIB = 81559  # what get_device_memory_capacity reports for an H100-80GB
 LLAMA = EXAMPLES / "llama31-8b-eagle3" / "target"
 EAGLE3_DRAFT = EXAMPLES / "llama31-8b-eagle3" / "draft"
+EAGLE3 = ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(EAGLE3_DRAFT))
 
 
 def facts(**overrides: Any) -> LaunchFacts:
@@ -98,7 +100,7 @@ def run_heuristic(args: Any, *, hooked: bool) -> Any:
 @pytest.mark.parametrize(
     "flags",
     [
-        ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(EAGLE3_DRAFT)),
+        EAGLE3,
         ("--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", str(LLAMA)),
         ("--speculative-algorithm", "NGRAM"),
     ],
@@ -125,22 +127,9 @@ def test_only_the_automatic_fraction_loses_the_draft_reserve(flags: tuple[str, .
 
 
 def test_a_user_fraction_and_a_stock_launch_are_left_alone() -> None:
-    user = server_args_at_memory_settings(
-        "--speculative-algorithm",
-        "EAGLE3",
-        "--speculative-draft-model-path",
-        str(EAGLE3_DRAFT),
-        "--mem-fraction-static",
-        "0.8",
-    )
+    user = server_args_at_memory_settings(*EAGLE3, "--mem-fraction-static", "0.8")
     assert fields(run_heuristic(user, hooked=True)) == fields(run_heuristic(user, hooked=False))
-    hisparse = server_args_at_memory_settings(
-        "--speculative-algorithm",
-        "EAGLE3",
-        "--speculative-draft-model-path",
-        str(EAGLE3_DRAFT),
-        "--enable-hisparse",
-    )
+    hisparse = server_args_at_memory_settings(*EAGLE3, "--enable-hisparse")
     # Not phased (HiSparse): the stock reserve stays, so stock init keeps room for its draft.
     assert fields(run_heuristic(hisparse, hooked=True)) == fields(
         run_heuristic(hisparse, hooked=False)
@@ -188,3 +177,54 @@ def test_weight_sums_survive_tensor_subclasses_without_storage() -> None:
 
 def test_example_paths_exist() -> None:
     assert Path(LLAMA, "config.json").is_file() and Path(EAGLE3_DRAFT, "config.json").is_file()
+
+
+def _blocker_for(worker_class: type) -> str | None:
+    """A plugin-registered algorithm's worker class."""
+    return phasing_blocker(facts(algorithm="TINY_CUSTOM", worker_class=worker_class))
+
+
+def test_only_a_worker_with_its_own_phase_methods_is_phased() -> None:
+    class Plain:
+        pass
+
+    class InheritsGenericPhases:
+        # What a TpModelWorker subclass sees once the plugin has added its generic methods.
+        alloc_memory_pool = tp_worker.alloc_memory_pool
+        init_backends = tp_worker.init_backends
+
+    class OwnPhases(InheritsGenericPhases):
+        def alloc_memory_pool(self, *args: object) -> None: ...
+
+        def init_backends(self) -> None: ...
+
+    class OnlyOne:
+        def alloc_memory_pool(self, *args: object) -> None: ...
+
+    for blocked in (Plain, InheritsGenericPhases, OnlyOne):
+        reason = _blocker_for(blocked)
+        assert reason is not None and blocked.__name__ in reason
+        assert "does not implement alloc_memory_pool/init_backends itself" in reason
+    assert _blocker_for(OwnPhases) is None
+
+
+def test_a_subclass_of_a_phased_worker_is_not_taken_for_phase_ready() -> None:
+    class PhasedBase:
+        # What EAGLEWorkerV2 looks like in a server process once the plugin patched it.
+        alloc_memory_pool = draft_workers.worker_alloc_memory_pool
+        init_backends = draft_workers.worker_init_backends
+
+    class CustomEagleWorker(PhasedBase):
+        def __init__(self) -> None:
+            self.pool_size_read_after_super_init = True
+
+    reason = _blocker_for(CustomEagleWorker)
+    assert reason is not None and "CustomEagleWorker" in reason
+
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+
+    class RealSubclass(EAGLEWorkerV2):
+        pass
+
+    assert _blocker_for(RealSubclass) is not None
+    assert _blocker_for(EAGLEWorkerV2) is None

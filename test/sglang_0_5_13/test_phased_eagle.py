@@ -42,7 +42,9 @@ from harness.reports.report_reading import (
 from sglang_specinit import budget
 from test_workers_common import (
     Launch,
+    assert_meter_fills_budget,
     assert_phased,
+    assert_pools_as_planned,
     launch_cache,
     predicted_plan,
     start_engine,
@@ -244,62 +246,14 @@ def test_pool_tokens_equal_the_independent_budget_prediction(
     launch: Callable[[str, bool], Launch], case: str
 ) -> None:
     run = launch(case, True)
-    report = run.report
-    plan = eagle_plan(run, CASES[case])
-    target_pool = runner(report, "target")["kv_pool"]
-    draft_pool = runner(report, "draft")["kv_pool"]
-    shape = CASES[case].draft_shape
-
-    assert plan.tokens > 0
-    assert target_pool["size"] == draft_pool["size"] == plan.tokens
-    assert report["scheduler"]["max_total_num_tokens"] == plan.tokens
-    assert run.info["max_total_num_tokens"] == plan.tokens
-    assert run.breakdown["tokens"] == plan.tokens
-    # The pools have the geometry the prediction priced.
-    assert (draft_pool["layer_num"], draft_pool["head_num"], draft_pool["head_dim"]) == (
-        shape.layers,
-        shape.kv_heads,
-        shape.head_dim,
-    )
-    assert kv_buffer_bytes(target_pool) == (plan.tokens + 1) * DEFAULT_TARGET.kv_bytes_per_token()
-    assert kv_buffer_bytes(draft_pool) == (plan.tokens + 1) * shape.kv_bytes_per_token()
-    assert run.breakdown["target_kv_bytes_per_token"] == DEFAULT_TARGET.kv_bytes_per_token()
-    assert run.breakdown["draft_kv_bytes_per_token"] == shape.kv_bytes_per_token()
-    assert run.breakdown["allocated_target_kv_pool_bytes"] == kv_buffer_bytes(target_pool)
-    assert run.breakdown["allocated_draft_kv_pool_bytes"] == kv_buffer_bytes(draft_pool)
+    assert_pools_as_planned(run, eagle_plan(run, CASES[case]), CASES[case].draft_shape)
 
 
 @pytest.mark.parametrize("case", CASE_IDS)
 def test_weights_and_kv_fill_the_budget_without_exceeding_it(
     launch: Callable[[str, bool], Launch], case: str
 ) -> None:
-    run = launch(case, True)
-    report = run.report
-    meter = meter_budget(report)
-    pools = kv_buffer_bytes(runner(report, "target")["kv_pool"]) + kv_buffer_bytes(
-        runner(report, "draft")["kv_pool"]
-    )
-    used = meter.resident_bytes + pools
-    limit = F * CAPACITY
-    assert used <= meter.budget_bytes <= limit
-    assert used >= 0.995 * limit
-    # Not one more token would have fitted.
-    per_token = DEFAULT_TARGET.kv_bytes_per_token() + CASES[case].draft_shape.kv_bytes_per_token()
-    assert meter.budget_bytes - used < per_token
-
-
-@pytest.mark.slow
-def test_nnpl0_draft_pool_exists_and_is_priced(launch: Callable[[str, bool], Launch]) -> None:
-    run = launch("EAGLE3-nnpl0", True)
-    config = json.loads((CASES["EAGLE3-nnpl0"].make_draft() / "config.json").read_text())
-    assert config["num_nextn_predict_layers"] == 0
-    draft_pool = runner(run.report, "draft")["kv_pool"]
-    assert draft_pool["layer_num"] >= 1 and kv_buffer_bytes(draft_pool) > 0
-    assert run.breakdown["draft_kv_bytes_per_token"] > 0
-    assert run.breakdown["draft_kv_bytes_per_token"] == (
-        draft_pool["layer_num"] * draft_pool["head_num"] * draft_pool["head_dim"] * 2 * 2
-    )
-    assert run.breakdown["allocated_draft_kv_pool_bytes"] == kv_buffer_bytes(draft_pool)
+    assert_meter_fills_budget(launch(case, True), CASES[case].draft_shape)
 
 
 @pytest.mark.parametrize("case", STOCK_CASES)
@@ -450,32 +404,28 @@ EAGLE3_DRAFT_TENSORS = (
 
 
 @pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
-def test_eagle3_hot_token_map_and_own_head_survive_every_phase(
+def test_eagle3_draft_state_survives_every_phase_as_stock_builds_it(
     launch: Callable[[str, bool], Launch],
 ) -> None:
-    for plugin in (True, False):  # the phased launch first: it fails without waiting for stock
-        report = launch("EAGLE3", plugin).report
-        assert report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB, plugin
-        assert own_lm_head_problems(report) == [], plugin
-    on, off = (launch("EAGLE3", plugin).report["tensors"] for plugin in (True, False))
-    for name in EAGLE3_DRAFT_TENSORS:
-        assert (on[name]["sha256"], on[name]["owner"]) == (off[name]["sha256"], off[name]["owner"])
-
-
-@pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
-def test_adaptive_controller_and_forward_hooks_are_built_as_stock_builds_them(
-    launch: Callable[[str, bool], Launch],
-) -> None:
+    """The hot-token map and own head, the adaptive controller and --forward-hooks."""
 
     def hooked(run: Launch) -> dict[str, list[str]]:
         return {r["role"]: r["forward_hooked_modules"] for r in run.report["model_runners"]}
 
     for plugin in (True, False):  # the phased launch first: it fails without waiting for stock
         run = launch("EAGLE3", plugin)
+        assert run.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB, plugin
+        assert own_lm_head_problems(run.report) == [], plugin
         steps = run.report["draft"]["adaptive_state_steps"]
         assert steps is not None and len(steps) > 1, (plugin, steps)
         assert hooked(run)["target"] and hooked(run)["draft"], (plugin, hooked(run))
     on, off = launch("EAGLE3", True), launch("EAGLE3", False)
+    on_t, off_t = on.report["tensors"], off.report["tensors"]
+    for name in EAGLE3_DRAFT_TENSORS:
+        assert (on_t[name]["sha256"], on_t[name]["owner"]) == (
+            off_t[name]["sha256"],
+            off_t[name]["owner"],
+        )
     assert on.report["draft"]["adaptive_state_steps"] == off.report["draft"]["adaptive_state_steps"]
     assert hooked(on) == hooked(off)
 

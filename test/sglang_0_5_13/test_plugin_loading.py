@@ -251,10 +251,26 @@ HookRegistry.register(
 )
 """
 
+# Another plugin's hook on a module not imported yet, and a patched module imported before the
+# plugin loads: the plugin patches that one at once, which applies every registered hook and so
+# imports model_runner in the middle of the install; model_runner must still be patched.
+RUNNER_HOOK_SETUP = """
+import sys
+from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+def _passthrough(original, self, *args, **kwargs):
+    return original(self, *args, **kwargs)
+HookRegistry.register(
+    "sglang.srt.model_executor.model_runner.ModelRunner.init_cublas", _passthrough, HookType.AROUND
+)
+import sglang.srt.server_args
+assert "sglang.srt.model_executor.model_runner" not in sys.modules
+"""
+
 # name -> (setup code, code after load_plugins(), extra environment)
 SCENARIOS: dict[str, tuple[str, str, dict[str, str]]] = {
     "default": ("", IMPORT_PATCHED_MODULES, {}),
     "another-plugin": (ANOTHER_PLUGIN_SETUP, IMPORT_PATCHED_MODULES, {}),
+    "another-plugin-imports-model-runner": (RUNNER_HOOK_SETUP, IMPORT_PATCHED_MODULES, {}),
     # A scheduler process has imported the scheduler module (spawn unpickles
     # run_scheduler_process) before it calls load_plugins().
     "another-plugin-scheduler-process": (
@@ -319,7 +335,10 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
     assert specinit_records(summary, "WARNING") == []
 
 
-@pytest.mark.parametrize("scenario", ["another-plugin", "another-plugin-scheduler-process"])
+@pytest.mark.parametrize(
+    "scenario",
+    ["another-plugin", "another-plugin-scheduler-process", "another-plugin-imports-model-runner"],
+)
 def test_every_hook_is_applied_next_to_another_plugins_hooks(
     probe: Callable[[str], dict[str, Any]], scenario: str
 ) -> None:
@@ -422,3 +441,46 @@ def test_unsupported_sglang_version_patches_nothing(
     (warning,) = specinit_records(summary, "WARNING")
     assert "is OFF" in warning["message"]
     assert "0.5.12" in warning["message"] and "not one of the supported" in warning["message"]
+
+
+# lazy_import's contract, in a fresh interpreter with two stdlib modules nothing imports at
+# start-up: a watched module's callback runs once, after its code, on the import statement;
+# a watched module imported from inside another callback (as patching one module would import
+# another) still goes through the finder. compat.install relies on both: it watches every
+# module not imported yet before it patches the ones that are.
+_WATCHED = textwrap.dedent(
+    """
+    import json, sys
+    from sglang_specinit.lazy_import import after_import
+
+    fresh = "colorsys" not in sys.modules and "tabnanny" not in sys.modules
+    calls = []
+
+    def on_tabnanny(module):
+        calls.append(("tabnanny", hasattr(module, "check")))
+
+    def on_colorsys(module):
+        calls.append(("colorsys", hasattr(module, "rgb_to_hsv")))
+        import tabnanny  # an import made by a callback
+
+    after_import("tabnanny", on_tabnanny)
+    after_import("colorsys", on_colorsys)
+    before = list(calls)
+    import colorsys
+    import colorsys  # already imported: nothing runs again
+    print(json.dumps({"fresh": fresh, "before": before, "calls": calls}))
+    """
+)
+
+
+def test_watched_modules_are_patched_once_after_their_import() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _WATCHED], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {
+        "fresh": True,
+        "before": [],
+        "calls": [["colorsys", True], ["tabnanny", True]],
+    }, result

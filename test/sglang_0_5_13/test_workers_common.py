@@ -167,9 +167,48 @@ def predicted_plan(
     return budget.plan_pools(inputs)
 
 
+def assert_pools_as_planned(run: Launch, plan: budget.PoolPlan, shape: TinyLlamaShape) -> None:
+    """The default tiny Llama target and a draft of ``shape``, one MHA pool each: both pools
+    hold the planned tokens, at (and priced at) their own geometry."""
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    tpool, dpool = runner(report, "target")["kv_pool"], runner(report, "draft")["kv_pool"]
+    assert plan.tokens > 0
+    assert tpool["size"] == dpool["size"] == plan.tokens == breakdown["tokens"]
+    assert report["scheduler"]["max_total_num_tokens"] == run.info["max_total_num_tokens"]
+    assert report["scheduler"]["max_total_num_tokens"] == plan.tokens
+    assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == (
+        shape.layers,
+        shape.kv_heads,
+        shape.head_dim,
+    )
+    target_cell, draft_cell = DEFAULT_TARGET.kv_bytes_per_token(), shape.kv_bytes_per_token()
+    assert breakdown["target_kv_bytes_per_token"] == target_cell
+    assert breakdown["draft_kv_bytes_per_token"] == draft_cell
+    assert breakdown["priced_kv_bytes_per_token"] == target_cell + draft_cell
+    assert kv_buffer_bytes(tpool) == (plan.tokens + 1) * target_cell
+    assert kv_buffer_bytes(dpool) == (plan.tokens + 1) * draft_cell
+    assert breakdown["allocated_target_kv_pool_bytes"] == kv_buffer_bytes(tpool)
+    assert breakdown["allocated_draft_kv_pool_bytes"] == kv_buffer_bytes(dpool)
+
+
+def assert_meter_fills_budget(run: Launch, draft_shape: TinyLlamaShape) -> None:
+    """What SGLang measured as resident plus the two pools stays in its budget, fills 99.5 %
+    of f x capacity, and not one more token would have fitted."""
+    report = run.report
+    meter = meter_budget(report)
+    used = meter.resident_bytes + sum(
+        kv_buffer_bytes(runner(report, role)["kv_pool"]) for role in ("target", "draft")
+    )
+    assert used <= meter.budget_bytes <= F * CAPACITY
+    assert used >= 0.995 * F * CAPACITY
+    per_token = DEFAULT_TARGET.kv_bytes_per_token() + draft_shape.kv_bytes_per_token()
+    assert meter.budget_bytes - used < per_token
+
+
 def assert_fills_budget(run: Launch, draft_shape: TinyLlamaShape) -> None:
-    """The default tiny Llama target and a draft of ``draft_shape``, one MHA pool each:
-    weights + pools use 99.5-100 % of f x capacity."""
+    """As :func:`assert_meter_fills_budget`, for a draft that shares no weight with the target:
+    its live weights + pools use 99.5-100 % of f x capacity, and the process holds them."""
     report = run.report
     target, draft = runner(report, "target"), runner(report, "draft")
     weights = target["weight_bytes"] + draft["weight_bytes"]
@@ -177,28 +216,23 @@ def assert_fills_budget(run: Launch, draft_shape: TinyLlamaShape) -> None:
     limit = F * CAPACITY
     assert weights + pools <= limit
     assert weights + pools >= 0.995 * limit
-    # The meter's view: what SGLang measured as resident plus the pools stays in its budget,
-    # and not one more token would have fitted.
-    meter = meter_budget(report)
-    used = (
-        meter.resident_bytes
-        + kv_buffer_bytes(target["kv_pool"])
-        + kv_buffer_bytes(draft["kv_pool"])
-    )
-    assert used <= meter.budget_bytes <= limit
-    per_token = DEFAULT_TARGET.kv_bytes_per_token() + draft_shape.kv_bytes_per_token()
-    assert meter.budget_bytes - used < per_token
-    # And the process really holds all of it.
+    assert_meter_fills_budget(run, draft_shape)
     assert report["meter"]["used_bytes"] >= weights + pools
 
 
-def init_call_order(module: str, class_name: str) -> list[str]:
-    """Names of the attributes of ``self`` a class's ``__init__`` uses, in source order."""
+def _class_body(module: str, class_name: str) -> list[ast.stmt]:
+    """A class body from the installed source (no import)."""
     spec = importlib.util.find_spec(module)
     assert spec is not None and spec.origin is not None
     tree = ast.parse(Path(spec.origin).read_text())
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
-    (init,) = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+    return cls.body
+
+
+def init_call_order(module: str, class_name: str) -> list[str]:
+    """Names of the attributes of ``self`` a class's ``__init__`` uses, in source order."""
+    body = _class_body(module, class_name)
+    (init,) = [n for n in body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
     events: list[tuple[int, int, str]] = []
     for node in ast.walk(init):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -215,9 +249,5 @@ def init_call_order(module: str, class_name: str) -> list[str]:
 
 
 def class_defines(module: str, class_name: str) -> set[str]:
-    """Method names a class body defines, from the installed source (no import)."""
-    spec = importlib.util.find_spec(module)
-    assert spec is not None and spec.origin is not None
-    tree = ast.parse(Path(spec.origin).read_text())
-    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
-    return {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    """Method names a class body defines."""
+    return {n.name for n in _class_body(module, class_name) if isinstance(n, ast.FunctionDef)}

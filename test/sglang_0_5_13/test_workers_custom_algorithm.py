@@ -5,15 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from harness.checkpoints import llama_family
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
 from harness.launch.server_process import PLUGIN_ENTRY_POINT, SITE_DIR
 from harness.reports.report_reading import F, kv_buffer_bytes, runner
-from sglang_specinit.sglang_0_5_13 import draft_workers, tp_worker
-from sglang_specinit.sglang_0_5_13.launch_policy import LaunchFacts, phasing_blocker
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
@@ -142,60 +139,3 @@ def test_custom_algorithm_is_built_the_stock_way_with_one_warning(
     weights = target["weight_bytes"] + draft["weight_bytes"]
     pools = kv_buffer_bytes(target["kv_pool"]) + kv_buffer_bytes(draft["kv_pool"])
     assert weights + pools > MIN_STOCK_OVERSHOOT * F * CAPACITY
-
-
-def _blocker_for(worker_class: type) -> str | None:
-    facts = LaunchFacts(
-        algorithm=ALGORITHM,
-        device="cuda",
-        enable_hisparse=False,
-        target_hf_config=lambda: SimpleNamespace(architectures=["LlamaForCausalLM"]),
-        worker_class=worker_class,
-    )
-    return phasing_blocker(facts)
-
-
-def test_only_a_worker_with_its_own_phase_methods_is_phased() -> None:
-    class Plain:
-        pass
-
-    class InheritsGenericPhases:
-        # What a TpModelWorker subclass sees once the plugin has added its generic methods.
-        alloc_memory_pool = tp_worker.alloc_memory_pool
-        init_backends = tp_worker.init_backends
-
-    class OwnPhases(InheritsGenericPhases):
-        def alloc_memory_pool(self, *args: object) -> None: ...
-
-        def init_backends(self) -> None: ...
-
-    class OnlyOne:
-        def alloc_memory_pool(self, *args: object) -> None: ...
-
-    for blocked in (Plain, InheritsGenericPhases, OnlyOne):
-        reason = _blocker_for(blocked)
-        assert reason is not None and blocked.__name__ in reason
-        assert "does not implement alloc_memory_pool/init_backends itself" in reason
-    assert _blocker_for(OwnPhases) is None
-
-
-def test_a_subclass_of_a_phased_worker_is_not_taken_for_phase_ready() -> None:
-    class PhasedBase:
-        # What EAGLEWorkerV2 looks like in a server process once the plugin patched it.
-        alloc_memory_pool = draft_workers.worker_alloc_memory_pool
-        init_backends = draft_workers.worker_init_backends
-
-    class CustomEagleWorker(PhasedBase):
-        def __init__(self) -> None:
-            self.pool_size_read_after_super_init = True
-
-    reason = _blocker_for(CustomEagleWorker)
-    assert reason is not None and "CustomEagleWorker" in reason
-
-    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
-
-    class RealSubclass(EAGLEWorkerV2):
-        pass
-
-    assert _blocker_for(RealSubclass) is not None
-    assert _blocker_for(EAGLEWorkerV2) is None

@@ -29,6 +29,7 @@ from test_workers_common import (
     Launch,
     assert_fills_budget,
     assert_phased,
+    assert_pools_as_planned,
     assert_stock,
     launch_cache,
     predicted_plan,
@@ -140,27 +141,11 @@ def test_pool_tokens_equal_the_independent_budget_prediction(
     # The resident bytes the plugin sized with are exactly what the meter says SGLang measured.
     assert breakdown["resident_bytes"] == meter_budget(report).resident_bytes
     plan = predicted_plan(run, draft.algorithm, draft_kv_pools=(kv_spec(draft.shape),))
-    tpool, dpool = runner(report, "target")["kv_pool"], runner(report, "draft")["kv_pool"]
-    assert plan.tokens > 0
-    assert tpool["size"] == dpool["size"] == plan.tokens == breakdown["tokens"]
-    assert report["scheduler"]["max_total_num_tokens"] == plan.tokens
-    # The draft pool has, and is priced at, its own geometry.
-    shape = draft.shape
-    assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == (
-        shape.layers,
-        shape.kv_heads,
-        shape.head_dim,
-    )
-    target_cell = DEFAULT_TARGET.kv_bytes_per_token()
-    assert breakdown["draft_kv_bytes_per_token"] == shape.kv_bytes_per_token() == draft.draft_cell
-    assert breakdown["priced_kv_bytes_per_token"] == target_cell + draft.draft_cell
-    assert kv_buffer_bytes(dpool) == (plan.tokens + 1) * draft.draft_cell
-    assert kv_buffer_bytes(tpool) == (plan.tokens + 1) * target_cell
-    assert breakdown["allocated_draft_kv_pool_bytes"] == kv_buffer_bytes(dpool)
-    assert breakdown["allocated_target_kv_pool_bytes"] == kv_buffer_bytes(tpool)
+    assert_pools_as_planned(run, plan, draft.shape)
+    assert breakdown["draft_kv_bytes_per_token"] == draft.draft_cell
     if draft.algorithm == "DFLASH":
         # 128 + 128 B/token at the draft's geometry, not the (T + D) / T scaled target cell.
-        assert dflash_stock_cell() == 384 < target_cell + draft.draft_cell
+        assert dflash_stock_cell() == 384 < breakdown["priced_kv_bytes_per_token"]
 
 
 @pytest.mark.parametrize("name", ["STANDALONE", "DFLASH"])
