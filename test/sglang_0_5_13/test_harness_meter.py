@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from harness.checkpoints import llama_layout
-from harness.checkpoints.checkpoint_cache import cached_checkpoint
-from harness.checkpoints.eagle_drafts import EAGLE3_DRAFT
+from harness.checkpoints.eagle_drafts import tiny_eagle3_draft
 from harness.cpu_doubles import shims
 
 
@@ -48,9 +47,9 @@ def test_tiny_models_are_cached_by_parameters(tmp_path: Path) -> None:
         hidden=32, heads=2, kv_heads=1, head_dim=16, vocab=128, layers=1
     )
     no_mtp = {"cache_root": tmp_path, "num_nextn_predict_layers": 0}
-    a = cached_checkpoint(EAGLE3_DRAFT, shape, **no_mtp)
-    assert cached_checkpoint(EAGLE3_DRAFT, shape, **no_mtp) == a
-    b = cached_checkpoint(EAGLE3_DRAFT, shape, cache_root=tmp_path)
+    a = tiny_eagle3_draft(shape, **no_mtp)
+    assert tiny_eagle3_draft(shape, **no_mtp) == a
+    b = tiny_eagle3_draft(shape, cache_root=tmp_path)
     assert a != b
     config = json.loads((a / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLMEagle3"]

@@ -25,11 +25,16 @@ _WRITING = threading.RLock()
 @dataclass(frozen=True)
 class Kind:
     """One kind of generated checkpoint: its name (the cache directory's prefix), the function
-    that writes it (``writer(directory, shape, seed, **extra)``) and its generator version."""
+    that writes it (``writer(directory, shape, seed, **extra)``), its generator version and its
+    default shape. Called, it returns the cached checkpoint (:func:`cached_checkpoint`)."""
 
     name: str
     writer: Callable[..., Path]
     generator_version: int
+    shape: Any = None
+
+    def __call__(self, shape: Any = None, **kw: Any) -> Path:
+        return cached_checkpoint(self, self.shape if shape is None else shape, **kw)
 
 
 def resolve_cache_root(root: Path | None = None) -> Path:

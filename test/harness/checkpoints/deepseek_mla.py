@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape, save_seeded_model
 from harness.checkpoints.tiny_configs import YARN
@@ -57,9 +56,5 @@ def write_mla_target(
     return directory
 
 
-MLA_TARGET = Kind("mla-target", write_mla_target, generator_version=1)
-
-
-def tiny_mla_target(shape: TinyLlamaShape = DEFAULT_TARGET, **kw: Any) -> Path:
-    """Cached tiny dense DeepSeek-V2 target with MLA attention (with tokenizer)."""
-    return cached_checkpoint(MLA_TARGET, shape, **kw)
+# Cached tiny dense DeepSeek-V2 target with MLA attention (with tokenizer).
+tiny_mla_target = Kind("mla-target", write_mla_target, 1, DEFAULT_TARGET)

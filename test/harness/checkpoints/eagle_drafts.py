@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import (
     TinyLlamaShape,
@@ -134,26 +134,6 @@ def write_dflash_draft(
     return directory
 
 
-EAGLE_DRAFT = Kind("eagle-draft", write_eagle_draft, generator_version=1)
-EAGLE3_DRAFT = Kind("eagle3-draft", write_eagle3_draft, generator_version=1)
-DFLASH_DRAFT = Kind("dflash-draft", write_dflash_draft, generator_version=2)
-
-
-def tiny_eagle_draft(shape: TinyLlamaShape = DEFAULT_EAGLE_DRAFT, **kw: Any) -> Path:
-    """Cached tiny EAGLE draft matching a target of the same ``hidden``/``vocab``."""
-    return cached_checkpoint(EAGLE_DRAFT, shape, **kw)
-
-
-def tiny_eagle3_draft(shape: TinyLlamaShape = DEFAULT_EAGLE3_DRAFT, **kw: Any) -> Path:
-    """Cached tiny EAGLE3 draft; by default its KV geometry differs from the target's."""
-    return cached_checkpoint(EAGLE3_DRAFT, shape, **kw)
-
-
-def tiny_dflash_draft(shape: TinyLlamaShape = DEFAULT_DFLASH_DRAFT, **kw: Any) -> Path:
-    """Cached DFLASH draft for the default 2-layer tiny Llama target."""
-    return cached_checkpoint(DFLASH_DRAFT, shape, **kw)
-
-
 def own_lm_head_problems(report: dict[str, Any]) -> list[str]:
     """Why the live EAGLE3 draft's ``lm_head`` in a scheduler report (with its tensor report,
     ``SPECINIT_TEST_TENSOR_REPORT=1``) is not its own trained head: a storage another tensor
@@ -175,3 +155,11 @@ def own_lm_head_problems(report: dict[str, Any]) -> list[str]:
     elif live["sha256"] != tensor_digest(stored):
         problems.append("values differ from the checkpoint's lm_head.weight")
     return problems
+
+
+# Cached tiny EAGLE draft matching a target of the same ``hidden``/``vocab``.
+tiny_eagle_draft = Kind("eagle-draft", write_eagle_draft, 1, DEFAULT_EAGLE_DRAFT)
+# Cached tiny EAGLE3 draft; by default its KV geometry differs from the target's.
+tiny_eagle3_draft = Kind("eagle3-draft", write_eagle3_draft, 1, DEFAULT_EAGLE3_DRAFT)
+# Cached DFLASH draft for the default 2-layer tiny Llama target.
+tiny_dflash_draft = Kind("dflash-draft", write_dflash_draft, 2, DEFAULT_DFLASH_DRAFT)
