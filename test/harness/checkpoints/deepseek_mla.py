@@ -15,13 +15,7 @@ from harness.checkpoints.tiny_configs import YARN
 
 
 def write_mla_target(
-    directory: Path,
-    shape: TinyLlamaShape = DEFAULT_TARGET,
-    seed: int = 0,
-    kv_lora_rank: int = 32,
-    qk_rope_head_dim: int = 16,
-    qk_nope_head_dim: int = 16,
-    v_head_dim: int = 16,
+    directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0
 ) -> Path:
     """Write a random dense ``DeepseekV2ForCausalLM`` (MLA attention) plus its tokenizer."""
     from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
@@ -34,11 +28,11 @@ def write_mla_target(
         num_hidden_layers=shape.layers,
         num_attention_heads=shape.heads,
         num_key_value_heads=shape.heads,
-        kv_lora_rank=kv_lora_rank,
+        kv_lora_rank=32,
         q_lora_rank=None,
-        qk_rope_head_dim=qk_rope_head_dim,
-        qk_nope_head_dim=qk_nope_head_dim,
-        v_head_dim=v_head_dim,
+        qk_rope_head_dim=16,
+        qk_nope_head_dim=16,
+        v_head_dim=16,
         first_k_dense_replace=shape.layers + 1,
         n_routed_experts=4,
         num_experts_per_tok=2,
