@@ -199,10 +199,6 @@ def installed_row() -> Release | None:
     return BY_NAME.get(name) if name else None
 
 
-def row_of(name: str) -> Release:
-    return BY_NAME[name]
-
-
 def generation_rows(adapter: str) -> list[Release]:
     return [r for r in RELEASES if r.adapter == adapter]
 
@@ -243,10 +239,10 @@ def mark_slow_files(items: list, row: Release | None) -> None:
 
 def _main(argv: list[str]) -> int:
     if argv[:1] == ["paths"] and len(argv) == 2:
-        print(" ".join(row_of(argv[1]).paths()))
+        print(" ".join(BY_NAME[argv[1]].paths()))
         return 0
     if argv[:1] == ["ci"] and len(argv) == 2:  # scripts/test.sh's `release NAME`
-        row = row_of(argv[1])
+        row = BY_NAME[argv[1]]
         print(row.venv, "sibling" if row.sibling else "venv", *row.paths())
         return 0
     if argv == ["queue"]:  # scripts/test.sh's queue: own venvs (Engine launches) first, longest

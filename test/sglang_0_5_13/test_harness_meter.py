@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from harness.checkpoints import checkpoint_kinds, llama_layout
+from harness.checkpoints import llama_layout
+from harness.checkpoints.eagle_drafts import tiny_eagle3_draft
 from harness.cpu_doubles import shims
 
 
@@ -45,16 +46,10 @@ def test_tiny_models_are_cached_by_parameters(tmp_path: Path) -> None:
     shape = llama_layout.TinyLlamaShape(
         hidden=32, heads=2, kv_heads=1, head_dim=16, vocab=128, layers=1
     )
-    a = checkpoint_kinds.cached_model(
-        "eagle3-draft", shape, cache_root=tmp_path, num_nextn_predict_layers=0
-    )
-    assert (
-        checkpoint_kinds.cached_model(
-            "eagle3-draft", shape, cache_root=tmp_path, num_nextn_predict_layers=0
-        )
-        == a
-    )
-    b = checkpoint_kinds.cached_model("eagle3-draft", shape, cache_root=tmp_path)
+    no_mtp = {"cache_root": tmp_path, "num_nextn_predict_layers": 0}
+    a = tiny_eagle3_draft(shape, **no_mtp)
+    assert tiny_eagle3_draft(shape, **no_mtp) == a
+    b = tiny_eagle3_draft(shape, cache_root=tmp_path)
     assert a != b
     config = json.loads((a / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLMEagle3"]

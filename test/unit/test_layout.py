@@ -218,7 +218,8 @@ def test_each_sub_package_index_lists_exactly_its_modules() -> None:
 def test_importing_the_harness_index_imports_neither_torch_nor_sglang() -> None:
     packages = ["harness", *(f"harness.{p.name}" for p in _packages())]
     # The checkpoint modules promise the same (their writers import torch when they run).
-    packages += ["harness.checkpoints.checkpoint_kinds", "harness.checkpoints.tiny_configs"]
+    families = ("deepseek_mla", "eagle_drafts", "gemma4_mtp", "llama_family", "mimo_v2_mtp")
+    packages += [f"harness.checkpoints.{m}" for m in (*families, "tiny_configs")]
     code = (
         f"import sys; import {', '.join(packages)}; "
         "heavy = sorted(m for m in ('torch', 'sglang', 'transformers') if m in sys.modules); "

@@ -3,7 +3,6 @@
 
 - ``checkpoint_cache``: where checkpoints live: cache keys, per-kind generator versions,
   atomic writes (shared by every writer below);
-- ``checkpoint_kinds``: every checkpoint kind by its cache name (``cached_model(kind, ...)``);
 - ``tiny_vocab``: the vocabulary every tiny checkpoint shares: special ids, the WordLevel
   tokenizer, prompts of an exact token length;
 - ``llama_layout``: ``TinyLlamaShape``, the Llama config and one decoder layer's random tensors,

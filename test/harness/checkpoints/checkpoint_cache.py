@@ -22,39 +22,9 @@ CACHE_ENV = "SPECINIT_TINY_MODEL_CACHE"
 _WRITING = threading.RLock()
 
 
-@dataclass(frozen=True)
-class Kind:
-    """One kind of generated checkpoint: its name (the cache directory's prefix), the function
-    that writes it (``writer(directory, shape, seed, **extra)``) and its generator version."""
-
-    name: str
-    writer: Callable[..., Path]
-    generator_version: int
-
-
 def resolve_cache_root(root: Path | None = None) -> Path:
     """``root``, else ``$SPECINIT_TINY_MODEL_CACHE``, else ``<repo>/.cache/tiny-models``."""
     return Path(root or os.environ.get(CACHE_ENV) or DEFAULT_CACHE_ROOT)
-
-
-def cache_key(
-    kind: str, shape: Any, seed: int, extra: dict[str, Any], generator_version: int
-) -> str:
-    """Directory name for one generated checkpoint: ``<kind>-<12 hex of the parameter hash>``."""
-    from importlib.metadata import version
-
-    payload = json.dumps(
-        {
-            "v": generator_version,
-            "kind": kind,
-            "shape": asdict(shape),
-            "seed": seed,
-            "transformers": version("transformers"),
-            **extra,
-        },
-        sort_keys=True,
-    )
-    return f"{kind}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
 
 
 def write_once(final: Path, marker: str, write: Callable[[Path], None]) -> Path:
@@ -79,17 +49,31 @@ def write_once(final: Path, marker: str, write: Callable[[Path], None]) -> Path:
     return final
 
 
-def cached_checkpoint(
-    kind: Kind, shape: Any, *, seed: int = 0, cache_root: Path | None = None, **extra: Any
-) -> Path:
-    """Return the cached checkpoint for ``(kind, shape, seed, extra)``, generating it if absent."""
-    root = resolve_cache_root(cache_root)
-    final = root / cache_key(kind.name, shape, seed, extra, kind.generator_version)
+@dataclass(frozen=True)
+class Kind:
+    """One kind of generated checkpoint: its name (the cache directory's prefix), the function
+    that writes it (``writer(directory, shape, seed, **extra)``), its generator version and its
+    default shape. ``kind(shape, seed=, cache_root=, **extra)`` is the cached checkpoint,
+    generated if absent, in ``<kind>-<12 hex of the parameter hash>``."""
 
-    def write(tmp: Path) -> None:
-        kind.writer(tmp, shape, seed, **extra)
-        (tmp / "tiny-model.json").write_text(
-            json.dumps({"kind": kind.name, "shape": asdict(shape), "seed": seed, **extra}, indent=1)
-        )
+    name: str
+    writer: Callable[..., Path]
+    generator_version: int
+    shape: Any = None
 
-    return write_once(final, "model.safetensors", write)
+    def __call__(
+        self, shape: Any = None, *, seed: int = 0, cache_root: Path | None = None, **extra: Any
+    ) -> Path:
+        from importlib.metadata import version
+
+        shape = self.shape if shape is None else shape
+        key = {"kind": self.name, "shape": asdict(shape), "seed": seed, **extra}
+        payload = {"v": self.generator_version, "transformers": version("transformers"), **key}
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+        def write(tmp: Path) -> None:
+            self.writer(tmp, shape, seed, **extra)
+            (tmp / "tiny-model.json").write_text(json.dumps(key, indent=1))
+
+        final = resolve_cache_root(cache_root) / f"{self.name}-{digest}"
+        return write_once(final, "model.safetensors", write)

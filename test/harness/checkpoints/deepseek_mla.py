@@ -7,22 +7,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape, save_seeded_model
 from harness.checkpoints.tiny_configs import YARN
 
 
 def write_mla_target(
-    directory: Path,
-    shape: TinyLlamaShape = DEFAULT_TARGET,
-    seed: int = 0,
-    kv_lora_rank: int = 32,
-    qk_rope_head_dim: int = 16,
-    qk_nope_head_dim: int = 16,
-    v_head_dim: int = 16,
+    directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0
 ) -> Path:
     """Write a random dense ``DeepseekV2ForCausalLM`` (MLA attention) plus its tokenizer."""
     from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
@@ -35,11 +28,11 @@ def write_mla_target(
         num_hidden_layers=shape.layers,
         num_attention_heads=shape.heads,
         num_key_value_heads=shape.heads,
-        kv_lora_rank=kv_lora_rank,
+        kv_lora_rank=32,
         q_lora_rank=None,
-        qk_rope_head_dim=qk_rope_head_dim,
-        qk_nope_head_dim=qk_nope_head_dim,
-        v_head_dim=v_head_dim,
+        qk_rope_head_dim=16,
+        qk_nope_head_dim=16,
+        v_head_dim=16,
         first_k_dense_replace=shape.layers + 1,
         n_routed_experts=4,
         num_experts_per_tok=2,
@@ -57,9 +50,5 @@ def write_mla_target(
     return directory
 
 
-MLA_TARGET = Kind("mla-target", write_mla_target, generator_version=1)
-
-
-def tiny_mla_target(shape: TinyLlamaShape = DEFAULT_TARGET, **kw: Any) -> Path:
-    """Cached tiny dense DeepSeek-V2 target with MLA attention (with tokenizer)."""
-    return cached_checkpoint(MLA_TARGET, shape, **kw)
+# Cached tiny dense DeepSeek-V2 target with MLA attention (with tokenizer).
+tiny_mla_target = Kind("mla-target", write_mla_target, 1, DEFAULT_TARGET)

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import (
     TinyLlamaShape,
@@ -60,7 +60,6 @@ def write_eagle3_draft(
     shape: TinyLlamaShape = DEFAULT_EAGLE3_DRAFT,
     seed: int = 0,
     *,
-    target_hidden: int | None = None,
     draft_vocab: int | None = None,
     num_nextn_predict_layers: int | None = None,
 ) -> Path:
@@ -68,10 +67,9 @@ def write_eagle3_draft(
     import torch
 
     directory, gen, dt = seeded_generator(directory, shape, seed)
-    th = target_hidden or shape.hidden
     dv = draft_vocab or shape.vocab
     tensors = {
-        "fc.weight": randn(gen, shape.hidden, 3 * th, dtype=dt),
+        "fc.weight": randn(gen, shape.hidden, 3 * shape.hidden, dtype=dt),
         "norm.weight": torch.ones(shape.hidden, dtype=dt),
         "lm_head.weight": randn(gen, dv, shape.hidden, dtype=dt),
     }
@@ -91,8 +89,6 @@ def write_eagle3_draft(
         t2d[:dv] = True
         tensors["t2d"] = t2d
     extra: dict[str, Any] = {"draft_vocab_size": dv}
-    if target_hidden is not None:
-        extra["target_hidden_size"] = target_hidden
     if num_nextn_predict_layers is not None:
         extra["num_nextn_predict_layers"] = num_nextn_predict_layers
     llama_config(shape, "LlamaForCausalLMEagle3", **extra).save_pretrained(str(directory))
@@ -101,13 +97,10 @@ def write_eagle3_draft(
 
 
 def write_dflash_draft(
-    directory: Path,
-    shape: TinyLlamaShape = DEFAULT_DFLASH_DRAFT,
-    seed: int = 0,
-    *,
-    target_layer_ids: tuple[int, ...] = (0, 1),
+    directory: Path, shape: TinyLlamaShape = DEFAULT_DFLASH_DRAFT, seed: int = 0
 ) -> Path:
-    """Write a random ``DFlashDraftModel`` (``models/dflash.py``) for a Llama target."""
+    """Write a random ``DFlashDraftModel`` (``models/dflash.py``) reading the Llama target's
+    layers 0 and 1."""
     import torch
 
     directory, gen, dt = seeded_generator(directory, shape, seed)
@@ -115,14 +108,14 @@ def write_dflash_draft(
     tensors: dict[str, Any] = {
         "norm.weight": torch.ones(h, dtype=dt),
         "hidden_norm.weight": torch.ones(h, dtype=dt),
-        "fc.weight": randn(gen, h, len(target_layer_ids) * h, dtype=dt),
+        "fc.weight": randn(gen, h, 2 * h, dtype=dt),
     }
     for i in range(shape.layers):
         tensors.update(layer_tensors(gen, f"layers.{i}", shape, qkv_in=h, input_layernorm=True))
         tensors[f"layers.{i}.self_attn.q_norm.weight"] = torch.ones(shape.head_dim, dtype=dt)
         tensors[f"layers.{i}.self_attn.k_norm.weight"] = torch.ones(shape.head_dim, dtype=dt)
     dflash_config = {
-        "target_layer_ids": list(target_layer_ids),
+        "target_layer_ids": [0, 1],
         "num_target_layers": DEFAULT_TARGET.layers,
         "block_size": DFLASH_BLOCK_SIZE,
         "mask_token_id": DFLASH_MASK_TOKEN_ID,
@@ -132,26 +125,6 @@ def write_dflash_draft(
     ).save_pretrained(str(directory))
     save_safetensors(directory, tensors)
     return directory
-
-
-EAGLE_DRAFT = Kind("eagle-draft", write_eagle_draft, generator_version=1)
-EAGLE3_DRAFT = Kind("eagle3-draft", write_eagle3_draft, generator_version=1)
-DFLASH_DRAFT = Kind("dflash-draft", write_dflash_draft, generator_version=2)
-
-
-def tiny_eagle_draft(shape: TinyLlamaShape = DEFAULT_EAGLE_DRAFT, **kw: Any) -> Path:
-    """Cached tiny EAGLE draft matching a target of the same ``hidden``/``vocab``."""
-    return cached_checkpoint(EAGLE_DRAFT, shape, **kw)
-
-
-def tiny_eagle3_draft(shape: TinyLlamaShape = DEFAULT_EAGLE3_DRAFT, **kw: Any) -> Path:
-    """Cached tiny EAGLE3 draft; by default its KV geometry differs from the target's."""
-    return cached_checkpoint(EAGLE3_DRAFT, shape, **kw)
-
-
-def tiny_dflash_draft(shape: TinyLlamaShape = DEFAULT_DFLASH_DRAFT, **kw: Any) -> Path:
-    """Cached DFLASH draft for the default 2-layer tiny Llama target."""
-    return cached_checkpoint(DFLASH_DRAFT, shape, **kw)
 
 
 def own_lm_head_problems(report: dict[str, Any]) -> list[str]:
@@ -175,3 +148,11 @@ def own_lm_head_problems(report: dict[str, Any]) -> list[str]:
     elif live["sha256"] != tensor_digest(stored):
         problems.append("values differ from the checkpoint's lm_head.weight")
     return problems
+
+
+# Cached tiny EAGLE draft matching a target of the same ``hidden``/``vocab``.
+tiny_eagle_draft = Kind("eagle-draft", write_eagle_draft, 1, DEFAULT_EAGLE_DRAFT)
+# Cached tiny EAGLE3 draft; by default its KV geometry differs from the target's.
+tiny_eagle3_draft = Kind("eagle3-draft", write_eagle3_draft, 1, DEFAULT_EAGLE3_DRAFT)
+# Cached DFLASH draft for the default 2-layer tiny Llama target.
+tiny_dflash_draft = Kind("dflash-draft", write_dflash_draft, 2, DEFAULT_DFLASH_DRAFT)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_layout import TinyShape, save_seeded_model
 from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID
 
@@ -103,15 +103,9 @@ def write_gemma4_assistant(
     )
 
 
-GEMMA4_TARGET = Kind("gemma4-target", write_gemma4_target, generator_version=2)
-GEMMA4_ASSISTANT = Kind("gemma4-assistant", write_gemma4_assistant, generator_version=2)
-
-
-def tiny_gemma4_target(shape: TinyGemma4Shape = DEFAULT_GEMMA4_TARGET, **kw: Any) -> Path:
-    """Cached text-only Gemma 4 target (hybrid sliding/full attention, with tokenizer)."""
-    return cached_checkpoint(GEMMA4_TARGET, shape, **kw)
-
-
-def tiny_gemma4_assistant(shape: TinyGemma4Shape = DEFAULT_GEMMA4_ASSISTANT, **kw: Any) -> Path:
-    """Cached Gemma 4 assistant for :func:`tiny_gemma4_target` (a frozen-KV MTP draft)."""
-    return cached_checkpoint(GEMMA4_ASSISTANT, shape, **kw)
+# Cached text-only Gemma 4 target (hybrid sliding/full attention, with tokenizer).
+tiny_gemma4_target = Kind("gemma4-target", write_gemma4_target, 2, DEFAULT_GEMMA4_TARGET)
+# Cached Gemma 4 assistant for :func:`tiny_gemma4_target` (a frozen-KV MTP draft).
+tiny_gemma4_assistant = Kind(
+    "gemma4-assistant", write_gemma4_assistant, 2, DEFAULT_GEMMA4_ASSISTANT
+)

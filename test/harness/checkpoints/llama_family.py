@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_layout import TinyLlamaShape, llama_config, save_seeded_model
 
 DEFAULT_TARGET = TinyLlamaShape()
@@ -36,9 +35,7 @@ def write_llama_target(
     return save_seeded_model(directory, shape, seed, lambda: LlamaForCausalLM(config))
 
 
-def write_qwen2(
-    directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0
-) -> Path:
+def write_qwen2(directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0) -> Path:
     """Write a random ``Qwen2ForCausalLM`` (weights via transformers) plus its tokenizer."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -46,22 +43,9 @@ def write_qwen2(
     return save_seeded_model(directory, shape, seed, lambda: Qwen2ForCausalLM(config))
 
 
-LLAMA_TARGET = Kind("llama-target", write_llama_target, generator_version=1)
-STANDALONE_DRAFT = Kind("standalone-draft", write_llama_target, generator_version=2)
-QWEN2 = Kind("qwen2", write_qwen2, generator_version=2)
-
-
-def tiny_llama_target(shape: TinyLlamaShape = DEFAULT_TARGET, **kw: Any) -> Path:
-    """Cached tiny Llama target (with tokenizer)."""
-    return cached_checkpoint(LLAMA_TARGET, shape, **kw)
-
-
-def tiny_standalone_draft(shape: TinyLlamaShape = DEFAULT_STANDALONE_DRAFT, **kw: Any) -> Path:
-    """Cached STANDALONE draft: a full small Llama (own embed/lm_head, tokenizer included)."""
-    return cached_checkpoint(STANDALONE_DRAFT, shape, **kw)
-
-
-def tiny_qwen2(shape: TinyLlamaShape = DEFAULT_TARGET, **kw: Any) -> Path:
-    """Cached tiny ``Qwen2ForCausalLM`` (with tokenizer); pass ``DEFAULT_QWEN2_DRAFT`` for the
-    STANDALONE draft."""
-    return cached_checkpoint(QWEN2, shape, **kw)
+# Cached tiny Llama target (with tokenizer).
+tiny_llama_target = Kind("llama-target", write_llama_target, 1, DEFAULT_TARGET)
+# Cached STANDALONE draft: a full small Llama (own embed/lm_head, tokenizer included).
+tiny_standalone_draft = Kind("standalone-draft", write_llama_target, 2, DEFAULT_STANDALONE_DRAFT)
+# Cached tiny ``Qwen2ForCausalLM`` (with tokenizer); ``DEFAULT_QWEN2_DRAFT``: the STANDALONE draft.
+tiny_qwen2 = Kind("qwen2", write_qwen2, 2, DEFAULT_TARGET)

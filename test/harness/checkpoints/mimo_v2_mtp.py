@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind, cached_checkpoint
+from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_layout import (
     TinyLlamaShape,
     TinyShape,
@@ -177,9 +177,5 @@ def write_mimo_v2_target(
     return directory
 
 
-MIMO_V2_TARGET = Kind("mimo-v2-target", write_mimo_v2_target, generator_version=2)
-
-
-def tiny_mimo_v2_target(shape: TinyMiMoV2Shape = DEFAULT_MIMO_V2, **kw: Any) -> Path:
-    """Cached MiMo-V2 target with ``shape.mtp_layers`` MTP layers in the same checkpoint."""
-    return cached_checkpoint(MIMO_V2_TARGET, shape, **kw)
+# Cached MiMo-V2 target with ``shape.mtp_layers`` MTP layers in the same checkpoint.
+tiny_mimo_v2_target = Kind("mimo-v2-target", write_mimo_v2_target, 2, DEFAULT_MIMO_V2)

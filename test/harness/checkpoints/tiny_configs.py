@@ -30,7 +30,7 @@ YARN = {
 }
 
 
-def _common(architecture: str, model_type: str, layers: int) -> dict[str, Any]:
+def _common(architecture: str, model_type: str, layers: int, **fields: Any) -> dict[str, Any]:
     return {
         "architectures": [architecture],
         "model_type": model_type,
@@ -44,38 +44,50 @@ def _common(architecture: str, model_type: str, layers: int) -> dict[str, Any]:
         "tie_word_embeddings": False,
         "rms_norm_eps": 1e-6,
         "hidden_act": "silu",
+        **fields,
     }
 
 
-def _deepseek_mla(architecture: str, model_type: str) -> dict[str, Any]:
+# The MoE (4 routed experts, 1 shared, top-2 in one group) and the one MTP layer of the
+# DeepSeek and GLM-4.5 configs.
+_MOE_MTP = {
+    "intermediate_size": 128,
+    "moe_intermediate_size": 32,
+    "num_attention_heads": 4,
+    "n_routed_experts": 4,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 2,
+    "n_group": 1,
+    "topk_group": 1,
+    "num_nextn_predict_layers": 1,
+}
+_DSA_INDEXER = {"index_topk": 64, "index_head_dim": 32, "index_n_heads": 4}
+
+
+def _deepseek_mla(architecture: str, model_type: str, **fields: Any) -> dict[str, Any]:
     """MLA attention, MoE from layer 1 on, one MTP layer (``num_nextn_predict_layers``)."""
-    return {
-        **_common(architecture, model_type, layers=2),
-        "intermediate_size": 128,
-        "moe_intermediate_size": 32,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "kv_lora_rank": 32,
-        "q_lora_rank": 48,
-        "qk_nope_head_dim": 16,
-        "qk_rope_head_dim": 16,
-        "v_head_dim": 16,
-        "n_routed_experts": 4,
-        "n_shared_experts": 1,
-        "num_experts_per_tok": 2,
-        "n_group": 1,
-        "topk_group": 1,
-        "topk_method": "noaux_tc",
-        "scoring_func": "sigmoid",
-        "norm_topk_prob": True,
-        "routed_scaling_factor": 2.5,
-        "first_k_dense_replace": 1,
-        "moe_layer_freq": 1,
-        "num_nextn_predict_layers": 1,
-        "rope_theta": 10000,
-        "rope_scaling": dict(YARN),
-        "attention_bias": False,
-    }
+    return _common(
+        architecture,
+        model_type,
+        2,
+        **_MOE_MTP,
+        num_key_value_heads=4,
+        kv_lora_rank=32,
+        q_lora_rank=48,
+        qk_nope_head_dim=16,
+        qk_rope_head_dim=16,
+        v_head_dim=16,
+        topk_method="noaux_tc",
+        scoring_func="sigmoid",
+        norm_topk_prob=True,
+        routed_scaling_factor=2.5,
+        first_k_dense_replace=1,
+        moe_layer_freq=1,
+        rope_theta=10000,
+        rope_scaling=dict(YARN),
+        attention_bias=False,
+        **fields,
+    )
 
 
 def deepseek_v3() -> dict[str, Any]:
@@ -83,136 +95,104 @@ def deepseek_v3() -> dict[str, Any]:
     return _deepseek_mla("DeepseekV3ForCausalLM", "deepseek_v3")
 
 
-def deepseek_v32() -> dict[str, Any]:
-    """``DeepseekV32ForCausalLM`` (DeepSeek-V3.2): V3 plus the DSA indexer fields."""
-    return {
-        **_deepseek_mla("DeepseekV32ForCausalLM", "deepseek_v32"),
-        "index_topk": 64,
-        "index_head_dim": 32,
-        "index_n_heads": 4,
-    }
-
-
-def deepseek_v4() -> dict[str, Any]:
-    """``DeepseekV4ForCausalLM``: compressed KV pools the plugin does not price."""
-    return {
-        **_common("DeepseekV4ForCausalLM", "deepseek_v4", layers=2),
-        "intermediate_size": 128,
-        "moe_intermediate_size": 32,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 1,
-        "kv_lora_rank": 32,
-        "q_lora_rank": 48,
-        "o_lora_rank": 32,
-        "o_groups": 2,
-        "qk_nope_head_dim": 48,
-        "qk_rope_head_dim": 16,
-        "v_head_dim": 64,
-        "head_dim": 64,
-        "index_topk": 64,
-        "index_head_dim": 32,
-        "index_n_heads": 4,
-        "n_routed_experts": 4,
-        "n_shared_experts": 1,
-        "num_experts_per_tok": 2,
-        "n_group": 1,
-        "topk_group": 1,
-        "n_hash_layers": 0,
-        "window_size": 128,
-        "sliding_window": 128,
-        "compress_ratios": [4, 128],
-        "num_nextn_predict_layers": 1,
-        "rope_theta": 10000,
-        "rope_scaling": dict(YARN),
-    }
-
-
 def glm4_moe() -> dict[str, Any]:
     """``Glm4MoeForCausalLM`` (GLM-4.5 / 4.6): GQA with partial rotary, MoE, one MTP layer."""
-    return {
-        **_common("Glm4MoeForCausalLM", "glm4_moe", layers=2),
-        "intermediate_size": 128,
-        "moe_intermediate_size": 32,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "partial_rotary_factor": 0.5,
-        "use_qk_norm": True,
-        "attention_bias": True,
-        "n_routed_experts": 4,
-        "n_shared_experts": 1,
-        "num_experts_per_tok": 2,
-        "n_group": 1,
-        "topk_group": 1,
-        "norm_topk_prob": True,
-        "routed_scaling_factor": 2.5,
-        "first_k_dense_replace": 1,
-        "num_nextn_predict_layers": 1,
-        "rope_theta": 1000000,
-    }
+    return _common(
+        "Glm4MoeForCausalLM",
+        "glm4_moe",
+        2,
+        **_MOE_MTP,
+        num_key_value_heads=2,
+        head_dim=16,
+        partial_rotary_factor=0.5,
+        use_qk_norm=True,
+        attention_bias=True,
+        norm_topk_prob=True,
+        routed_scaling_factor=2.5,
+        first_k_dense_replace=1,
+        rope_theta=1000000,
+    )
 
 
-def qwen3_next() -> dict[str, Any]:
-    """``Qwen3NextForCausalLM``: gated-DeltaNet layers with full attention every 4th layer
-    (``full_attention_interval``), MoE; no MTP count in the config (SGLang sets one for the
-    draft)."""
-    return {
-        **_common("Qwen3NextForCausalLM", "qwen3_next", layers=4),
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "partial_rotary_factor": 0.25,
-        "full_attention_interval": 4,
-        "linear_conv_kernel_dim": 4,
-        "linear_key_head_dim": 16,
-        "linear_value_head_dim": 16,
-        "linear_num_key_heads": 2,
-        "linear_num_value_heads": 4,
-        "num_experts": 4,
-        "num_experts_per_tok": 2,
-        "moe_intermediate_size": 32,
-        "shared_expert_intermediate_size": 32,
-        "decoder_sparse_step": 1,
-        "mlp_only_layers": [],
-        "norm_topk_prob": True,
-        "rope_theta": 10000000,
-    }
-
-
-def gpt_oss() -> dict[str, Any]:
-    """``GptOssForCausalLM``: alternating sliding/full attention with sinks, MoE (bf16)."""
-    return {
-        **_common("GptOssForCausalLM", "gpt_oss", layers=2),
-        "intermediate_size": 64,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "num_local_experts": 4,
-        "experts_per_token": 2,
-        "num_experts_per_tok": 2,
-        "sliding_window": 128,
-        "layer_types": ["sliding_attention", "full_attention"],
-        "attention_bias": True,
-        "swiglu_limit": 7.0,
-        "rope_theta": 150000,
-        "rope_scaling": {
+CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
+    "deepseek-v3": deepseek_v3,
+    # DeepSeek-V3.2: V3 plus the DSA indexer fields.
+    "deepseek-v32": lambda: _deepseek_mla("DeepseekV32ForCausalLM", "deepseek_v32", **_DSA_INDEXER),
+    # DeepSeek-V4: compressed KV pools the plugin does not price.
+    "deepseek-v4": lambda: _common(
+        "DeepseekV4ForCausalLM",
+        "deepseek_v4",
+        2,
+        **_MOE_MTP,
+        **_DSA_INDEXER,
+        num_key_value_heads=1,
+        kv_lora_rank=32,
+        q_lora_rank=48,
+        o_lora_rank=32,
+        o_groups=2,
+        qk_nope_head_dim=48,
+        qk_rope_head_dim=16,
+        v_head_dim=64,
+        head_dim=64,
+        n_hash_layers=0,
+        window_size=128,
+        sliding_window=128,
+        compress_ratios=[4, 128],
+        rope_theta=10000,
+        rope_scaling=dict(YARN),
+    ),
+    "glm4-moe": glm4_moe,
+    # Qwen3-Next: gated-DeltaNet layers with full attention every 4th layer, MoE; no MTP
+    # count in the config (SGLang sets one for the draft).
+    "qwen3-next": lambda: _common(
+        "Qwen3NextForCausalLM",
+        "qwen3_next",
+        4,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        partial_rotary_factor=0.25,
+        full_attention_interval=4,
+        linear_conv_kernel_dim=4,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=32,
+        decoder_sparse_step=1,
+        mlp_only_layers=[],
+        norm_topk_prob=True,
+        rope_theta=10000000,
+    ),
+    # GPT-OSS: alternating sliding/full attention with sinks, MoE (bf16).
+    "gpt-oss": lambda: _common(
+        "GptOssForCausalLM",
+        "gpt_oss",
+        2,
+        intermediate_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_local_experts=4,
+        experts_per_token=2,
+        num_experts_per_tok=2,
+        sliding_window=128,
+        layer_types=["sliding_attention", "full_attention"],
+        attention_bias=True,
+        swiglu_limit=7.0,
+        rope_theta=150000,
+        rope_scaling={
             "rope_type": "yarn",
             "factor": 1.0,
             "original_max_position_embeddings": MAX_POSITIONS,
             "beta_fast": 32.0,
             "beta_slow": 1.0,
         },
-    }
-
-
-CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
-    "deepseek-v3": deepseek_v3,
-    "deepseek-v32": deepseek_v32,
-    "deepseek-v4": deepseek_v4,
-    "glm4-moe": glm4_moe,
-    "qwen3-next": qwen3_next,
-    "gpt-oss": gpt_oss,
+    ),
 }
 
 

@@ -29,7 +29,6 @@ def unloaded_runner(
     kv_cache_dtype: Any,
     num_layers: int,
     is_draft: bool = False,
-    device: str = "cpu",
 ) -> Any:
     from sglang.srt.configs.model_config import AttentionArch
     from sglang.srt.model_executor import model_runner as model_runner_module
@@ -37,7 +36,7 @@ def unloaded_runner(
     runner = model_runner_module.ModelRunner.__new__(model_runner_module.ModelRunner)
     runner.server_args = server_args
     runner.model_config = model_config
-    runner.device = device
+    runner.device = "cpu"
     runner.dtype = model_config.dtype
     runner.page_size = server_args.page_size
     runner.is_hybrid_swa = model_config.is_hybrid_swa

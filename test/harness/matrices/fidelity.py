@@ -99,10 +99,6 @@ class Row:
         return [*self.launch_argv(), "--device", "cuda"]
 
 
-def _llama() -> Path:
-    return llama_family.tiny_llama_target()
-
-
 EAGLE_DOC = "docs/advanced_features/speculative_decoding.md"
 # The 3 / 1 / 4 draft chain the MTP usage pages (DeepSeek-V3.2, GLM-4.5,
 # Qwen3-Next, MiMo-V2-Flash) spell out.
@@ -170,7 +166,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
             "LlamaForCausalLMEagle pair stands in"
         ),
         recipe=eagle_guide_recipe("EAGLE"),
-        target=_llama,
+        target=llama_family.tiny_llama_target,
         draft=eagle_drafts.tiny_eagle_draft,
         engine=TRITON_DRAFT_BACKEND,
     ),
@@ -179,7 +175,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
         title="Llama-3.1 + EAGLE3",
         source=f"{EAGLE_DOC}, EAGLE-3 command (Meta-Llama-3.1-8B-Instruct + its EAGLE3 draft)",
         recipe=eagle_guide_recipe("EAGLE3", "--dtype", "float16"),
-        target=_llama,
+        target=llama_family.tiny_llama_target,
         draft=eagle_drafts.tiny_eagle3_draft,
         engine=TRITON_DRAFT_BACKEND,
     ),
@@ -244,7 +240,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
             *[str(i) for i in range(1, 65)],
             "--disable-overlap-schedule",
         ),  # fmt: skip
-        target=_llama,
+        target=llama_family.tiny_llama_target,
         draft=eagle_drafts.tiny_dflash_draft,
         engine=TRITON_DRAFT_BACKEND,
         engine_changes=("--attention-backend torch_native on CPU (flashinfer is CUDA-only)",),
