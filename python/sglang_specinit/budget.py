@@ -51,11 +51,6 @@ class MeasuredKVSpec:
     swa_full_tokens_ratio: float = 1.0
     ratio_applies: bool = False
 
-    def _swa_tokens(self, tokens: int, page_size: int) -> int:
-        if self.ratio_applies:
-            return int(tokens * self.swa_full_tokens_ratio) // page_size * page_size
-        return tokens
-
     def bytes_per_token(self) -> float:
         ratio = self.swa_full_tokens_ratio if self.ratio_applies else 1.0
         return self.full_bytes_per_token + ratio * self.swa_bytes_per_token
@@ -64,11 +59,11 @@ class MeasuredKVSpec:
         return self.fixed_bytes
 
     def pool_bytes(self, tokens: int, page_size: int) -> int:
-        return (
-            self.full_bytes_per_token * tokens
-            + self.swa_bytes_per_token * self._swa_tokens(tokens, page_size)
-            + self.fixed_bytes
-        )
+        swa_tokens = tokens
+        if self.ratio_applies:
+            swa_tokens = int(tokens * self.swa_full_tokens_ratio) // page_size * page_size
+        full = self.full_bytes_per_token * tokens
+        return full + self.swa_bytes_per_token * swa_tokens + self.fixed_bytes
 
 
 def kv_pool_bytes(spec: KVSpec, tokens: int, page_size: int) -> int:
@@ -252,11 +247,12 @@ def make_plan(
     max_reqs = derive_max_reqs(
         tokens, inputs.context_len, inputs.max_running_requests, inputs.dp_size
     )
-    draft_pool = (
-        sum(kv_pool_bytes(pool, tokens, inputs.page_size) for pool in draft.kv_pools)
-        if draft is not None and tokens > 0
-        else 0
-    )
+    target_pool = draft_pool = draft_request = 0
+    if tokens > 0:
+        target_pool = kv_pool_bytes(inputs.target_kv, tokens, inputs.page_size)
+    if draft is not None and tokens > 0:
+        draft_pool = sum(kv_pool_bytes(pool, tokens, inputs.page_size) for pool in draft.kv_pools)
+        draft_request = draft.bytes_per_request * (max_reqs + 1)
     return PoolPlan(
         rule=rule,
         tokens=tokens,
@@ -269,13 +265,9 @@ def make_plan(
         target_kv_bytes_per_token=inputs.target_kv.bytes_per_token(),
         draft_kv_bytes_per_token=draft.kv_bytes_per_token() if draft is not None else 0,
         priced_bytes_per_token=priced_per_token,
-        target_kv_pool_bytes=(
-            kv_pool_bytes(inputs.target_kv, tokens, inputs.page_size) if tokens > 0 else 0
-        ),
+        target_kv_pool_bytes=target_pool,
         draft_kv_pool_bytes=draft_pool,
-        draft_request_bytes=(
-            draft.bytes_per_request * (max_reqs + 1) if draft is not None and tokens > 0 else 0
-        ),
+        draft_request_bytes=draft_request,
         min_viable_mem_fraction_static=min_viable,
         notes=notes,
         draft_fixed_bytes=draft.fixed_bytes if draft is not None else 0,
@@ -306,4 +298,3 @@ def plan_pools(inputs: BudgetInputs) -> PoolPlan:
     needed = resident + fixed + page_ceil(MIN_SERVABLE_TOKENS, page) * per_token
     min_viable = needed / inputs.pre_load_free_bytes
     return make_plan("specinit", inputs, tokens, resident, per_token, min_viable)
-

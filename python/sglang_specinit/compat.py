@@ -47,10 +47,6 @@ def generations() -> dict[str, AdapterGeneration]:
     return dict(sorted(found.items(), key=lambda item: release_key(item[1].releases[0]) or ()))
 
 
-def adapter_releases() -> dict[str, tuple[str, ...]]:
-    return {name: generation.releases for name, generation in generations().items()}
-
-
 @dataclass(frozen=True)
 class Decision:
     """What the plugin does on the installed sglang."""
@@ -67,7 +63,7 @@ class Decision:
 
 
 def supported_releases() -> list[str]:
-    return [release for releases in adapter_releases().values() for release in releases]
+    return [release for generation in generations().values() for release in generation.releases]
 
 
 _RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?")
@@ -105,8 +101,8 @@ def decide_for_version(ver: str | None) -> Decision:
     served one is ``not_served`` (INFO, SGLang unchanged); older or unreadable ones unsupported."""
     if ver is None:
         return Decision(None, None, "sglang is not installed")
-    for adapter, releases in adapter_releases().items():
-        if ver in releases:
+    for adapter, generation in generations().items():
+        if ver in generation.releases:
             return Decision(adapter, ver, "supported")
     supported = ", ".join(supported_releases())
     key = release_key(ver)

@@ -167,10 +167,6 @@ def apply_hook_targets(registry: Any, targets: Iterable[str]) -> list[str]:
 REBINDING_SCAN = "_propagate_patch"
 
 
-def _no_stale_copies(original: Any, wrapped: Any, owner: Any) -> int:
-    return 0
-
-
 @contextmanager
 def rebinding_scan_skipped_for_method(registry: Any, target: str) -> Iterator[None]:
     """Skip the rebinding scan (~20 ms per target over ~6000 modules) for a method: no module
@@ -184,7 +180,7 @@ def rebinding_scan_skipped_for_method(registry: Any, target: str) -> Iterator[No
     if scan is None or not isinstance(owner, type):
         yield
         return
-    setattr(module, REBINDING_SCAN, _no_stale_copies)
+    setattr(module, REBINDING_SCAN, lambda original, wrapped, owner: 0)
     try:
         yield
     finally:

@@ -52,10 +52,6 @@ class AfterImportFinder(importlib.abc.MetaPathFinder):
         with self._lock:
             self._callbacks[name] = callback
 
-    def watched(self) -> list[str]:
-        with self._lock:
-            return sorted(self._callbacks)
-
     def find_spec(
         self, fullname: str, path: Any, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:

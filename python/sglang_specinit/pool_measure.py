@@ -43,7 +43,10 @@ def _reachable(
         seen.add(id(value))
         if isinstance(value, torch.Tensor):
             storage = value.untyped_storage()
-            storages[path] = (_storage_identity(storage), storage.nbytes())
+            # The data pointer; on ``meta`` every pointer is 0, so the storage object itself.
+            meta = storage.device.type == "meta"
+            ptr = int(storage._cdata) if meta else int(storage.data_ptr())
+            storages[path] = (ptr, storage.nbytes())
         elif isinstance(value, list | tuple):
             stack.extend((f"{path}.{i}", v) for i, v in enumerate(value))
         elif isinstance(value, dict):
@@ -52,13 +55,6 @@ def _reachable(
             pools.add(id(value))
             stack.extend((f"{path}.{k}", v) for k, v in _fields(value))
     return storages, pools
-
-
-def _storage_identity(storage: Any) -> int:
-    """The data pointer; on ``meta`` every pointer is 0, so the storage object itself."""
-    if storage.device.type == "meta":
-        return int(storage._cdata)
-    return int(storage.data_ptr())
 
 
 def _fields(value: Any) -> list[tuple[str, Any]]:

@@ -50,14 +50,6 @@ def human_bytes(n: float) -> str:
     return f"{sign}{n:.0f} B"
 
 
-def _headroom(n: float) -> str:
-    return f"{human_bytes(n)} (over budget)" if n < 0 else human_bytes(n)
-
-
-def _reserve_balance(n: float) -> str:
-    return f"{human_bytes(n)} (unused)" if n >= 0 else f"{human_bytes(n)} (short)"
-
-
 Row = tuple[str, str, Callable[[Any], str]]
 
 ROWS: tuple[Row, ...] = (
@@ -71,7 +63,7 @@ ROWS: tuple[Row, ...] = (
     ("draft KV pool", "draft_kv_pool_bytes", human_bytes),
     ("budget (f x free)", "budget_bytes", human_bytes),
     ("used", "used_bytes", human_bytes),
-    ("headroom", "headroom_bytes", _headroom),
+    ("headroom", "headroom_bytes", lambda v: human_bytes(v) + (" (over budget)" if v < 0 else "")),
     ("min viable --mem-fraction-static", "min_viable_mem_fraction_static", lambda v: f"{v:.4f}"),
 )
 
@@ -81,7 +73,11 @@ RULE_ROWS: tuple[Row, ...] = (
     ("KV / token priced by rule", "priced_kv_bytes_per_token", lambda v: f"{v} B"),
     *ROWS[4:],
     ("auto-fraction draft reserve", "spec_reserve_bytes", human_bytes),
-    ("reserve minus draft bytes", "spec_reserve_balance_bytes", _reserve_balance),
+    (
+        "reserve minus draft bytes",
+        "spec_reserve_balance_bytes",
+        lambda v: f"{human_bytes(v)} (unused)" if v >= 0 else f"{human_bytes(v)} (short)",
+    ),
 )
 
 

@@ -43,26 +43,6 @@ def planned_cpu_engine(device: str | None) -> Iterator[None]:
         is_cpu.cache_clear()
 
 
-def inert_server_args(namespace: Any) -> Any:
-    """``ServerArgs.from_cli_args(namespace)`` minus ``__post_init__`` (no device probes or
-    downloads), with the defaults the plan needs: device ``cuda``, ``page_size`` 1."""
-    from sglang.srt.server_args import ServerArgs
-
-    class _InertServerArgs(ServerArgs):
-        def __post_init__(self) -> None:
-            pass
-
-    server_args = _InertServerArgs.from_cli_args(copy.copy(namespace))
-    if server_args.device is None:
-        server_args.device = "cuda"
-    if server_args.page_size is None:
-        server_args.page_size = 1
-    if server_args.speculative_draft_model_quantization is None:
-        # _handle_missing_default_values: the draft inherits the target's quantization.
-        server_args.speculative_draft_model_quantization = server_args.quantization
-    return server_args
-
-
 def resolve_speculative(server_args: Any) -> Any:
     """A copy of ``server_args`` after SGLang's ``handle_speculative_decoding``."""
     from sglang.srt.arg_groups.speculative_hook import handle_speculative_decoding
@@ -129,4 +109,21 @@ class FieldServerArgsReplay:
         raise NotImplementedError
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
-        return inert_server_args(parse_launch_flags(launch, self.config_merger()))
+        """``ServerArgs.from_cli_args`` minus ``__post_init__`` (no device probes or downloads),
+        with the defaults the plan needs: device ``cuda``, ``page_size`` 1."""
+        from sglang.srt.server_args import ServerArgs
+
+        class _InertServerArgs(ServerArgs):
+            def __post_init__(self) -> None:
+                pass
+
+        namespace = parse_launch_flags(launch, self.config_merger())
+        server_args = _InertServerArgs.from_cli_args(copy.copy(namespace))
+        if server_args.device is None:
+            server_args.device = "cuda"
+        if server_args.page_size is None:
+            server_args.page_size = 1
+        if server_args.speculative_draft_model_quantization is None:
+            # _handle_missing_default_values: the draft inherits the target's quantization.
+            server_args.speculative_draft_model_quantization = server_args.quantization
+        return server_args

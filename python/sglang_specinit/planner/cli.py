@@ -140,8 +140,6 @@ def _quiet_sglang(verbose: bool) -> Iterator[None]:
 
 
 def _parse_launch(launch: list[str]) -> Any:
-    """The launch flags through the installed SGLang's own parser (its ``launch_server``
-    accepts the same abbreviations, e.g. ``--tp`` for ``--tp-size``)."""
     return installed_replay().parse_launch(launch)
 
 
@@ -177,13 +175,6 @@ def _set_host_cpu_engine() -> None:
     in-process caller keeps its environment (:func:`dataclass_args.replay.planned_cpu_engine`)."""
     if "sglang" not in sys.modules:
         os.environ.pop(CPU_ENGINE_ENV, None)
-
-
-def missing_sgl_kernel(error: ModuleNotFoundError) -> str:
-    return (
-        f"the installed sglang's pool code imports {error.name}, which does not import here: "
-        "install the sglang-kernel package its release pins, or plan on a host that has it"
-    )
 
 
 def _bad_input(command: str, error: Exception) -> int:
@@ -232,13 +223,12 @@ def report_main(argv: Sequence[str]) -> int:
         request, plan_argv = _report_parser().parse_known_args(list(argv))
         _check_writable(Path(request.out))
         cases = report_cases.cases_from_paths(request.from_json)
+        runs: list[list[str]] = []
         if plan_argv:  # one plan invocation
             runs = [plan_argv]
         elif not request.from_json:  # nothing asked for: every shipped example
             names, skipped = _plannable()
             runs = [["--example", n] for n in names]
-        else:
-            runs = []
         beside = None
         if request.beside is not None:
             if not runs:
@@ -316,7 +306,11 @@ def plan_main(argv: Sequence[str]) -> int:
     except ModuleNotFoundError as e:  # a release whose pool code imports sgl_kernel's ops
         if (e.name or "").partition(".")[0] != "sgl_kernel":
             raise
-        return _bad_input("plan", PlanError(missing_sgl_kernel(e)))
+        message = (
+            f"the installed sglang's pool code imports {e.name}, which does not import here: "
+            "install the sglang-kernel package its release pins, or plan on a host that has it"
+        )
+        return _bad_input("plan", PlanError(message))
     if options.json:
         print(json.dumps(plan_json(plan), indent=2, sort_keys=True))
     else:
@@ -352,36 +346,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         _set_host_cpu_engine()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _dispatch(args)
+        if not args or args[0] in ("-h", "--help"):
+            print(
+                "usage: sglang-specinit plan [launch_server flags] [planner flags]; "
+                "see plan --help\n"
+                "       sglang-specinit report --out DIR [--from-json PATH ...] [plan flags]; "
+                "see report --help\n"
+                "       sglang-specinit patches [--release R]; see patches --help\n"
+                "       sglang-specinit --version"
+            )
+            return 0 if args else EXIT_BAD_INPUT
+        if args[0] == "--version":
+            print(version_line())
+            return 0
+        commands = {"plan": plan_main, "report": report_main, "patches": patches_main}
+        if args[0] not in commands:
+            print(
+                f"sglang-specinit: error: unknown command {args[0]!r} "
+                "(available: plan, report, patches, --version)",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
+        return commands[args[0]](args[1:])
     except BrokenPipeError:
         # `sglang-specinit patches | head`: the reader is gone; say nothing more, and keep
         # the interpreter's exit-time flush from raising again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_CLOSED_PIPE
-
-
-def _dispatch(args: list[str]) -> int:
-    if not args or args[0] in ("-h", "--help"):
-        print(
-            "usage: sglang-specinit plan [launch_server flags] [planner flags]; see plan --help\n"
-            "       sglang-specinit report --out DIR [--from-json PATH ...] [plan flags]; "
-            "see report --help\n"
-            "       sglang-specinit patches [--release R]; see patches --help\n"
-            "       sglang-specinit --version"
-        )
-        return 0 if args else EXIT_BAD_INPUT
-    if args[0] == "--version":
-        print(version_line())
-        return 0
-    commands = {"plan": plan_main, "report": report_main, "patches": patches_main}
-    if args[0] not in commands:
-        print(
-            f"sglang-specinit: error: unknown command {args[0]!r} "
-            "(available: plan, report, patches, --version)",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
-    return commands[args[0]](args[1:])
 
 
 if __name__ == "__main__":

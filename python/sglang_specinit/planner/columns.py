@@ -28,13 +28,6 @@ def plan_notes(plan: OfflinePlan) -> list[dict[str, str]]:
     return notes
 
 
-def note_label(column: str, release: str) -> str:
-    """How the text output names a note's column (the stock column's table header)."""
-    if column == STOCK_KEY:
-        return f"stock {release}"
-    return "both columns" if column == BOTH_COLUMNS else column
-
-
 def plan_json(plan: OfflinePlan) -> dict[str, Any]:
     """``--json``: this package's plan at top level, the stock column under ``stock`` (with
     its ``release`` and ``rule``) and every note under ``notes``."""
@@ -54,7 +47,7 @@ def plan_json(plan: OfflinePlan) -> dict[str, Any]:
 
 def plan_text(plan: OfflinePlan) -> str:
     """The table and its notes, each note led by its column."""
-    device = plan.device
+    device, columns = plan.device, (plan.stock, plan.ours)
     lines = [
         f"model:  {plan.model_path}",
         f"draft:  {plan.draft_model_path or '-'}  (--speculative-algorithm {plan.algorithm})",
@@ -62,7 +55,9 @@ def plan_text(plan: OfflinePlan) -> str:
         f"{device.pre_load_free_bytes / GIB:.2f} GiB free before weights load; "
         f"tp {plan.tp_size}; bytes per TP rank; sglang {plan.release}",
         "",
-        render_columns({c.title: c.to_dict(plan.tp_size) for c in plan.columns}, RULE_ROWS),
+        render_columns({c.title: c.to_dict(plan.tp_size) for c in columns}, RULE_ROWS),
     ]
-    lines += [f"* {note_label(n['column'], plan.release)}: {n['text']}" for n in plan_notes(plan)]
+    # Each note led by its column's name: the stock column's table header, or "both columns".
+    labels = {STOCK_KEY: plan.stock.title, BOTH_COLUMNS: "both columns"}
+    lines += [f"* {labels.get(n['column'], n['column'])}: {n['text']}" for n in plan_notes(plan)]
     return "\n".join(lines)

@@ -128,12 +128,12 @@ def is_breakdown(value: Any) -> bool:
     return isinstance(value, Mapping) and "tokens" in value and "budget_bytes" in value
 
 
-def variant_title(key: str, data: Mapping[str, Any] | None = None) -> str:
+def variant_title(key: str, data: Mapping[str, Any]) -> str:
     """A plan's stock column (one with a ``release``) -> ``stock <release>``; a benchmark's
     ``upstream_<release>`` key -> ``upstream <release>``; this package's -> ``sglang-specinit``."""
     if key == SPECINIT_KEY:
         return "sglang-specinit"
-    if data is not None and data.get("release"):
+    if data.get("release"):
         return f"stock {data['release']}"
     match = _VERSIONED_KEY.match(key)
     if match:
@@ -143,10 +143,6 @@ def variant_title(key: str, data: Mapping[str, Any] | None = None) -> str:
     return key.replace("_", " ")
 
 
-def _release_tuple(release: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", release))
-
-
 def _order(variant: Variant) -> tuple[int, tuple[int, ...], bool, str]:
     """Stock columns first by release (this environment's before another's of the same),
     then upstream releases by version, anything else, this package last."""
@@ -154,7 +150,8 @@ def _order(variant: Variant) -> tuple[int, tuple[int, ...], bool, str]:
     if key == SPECINIT_KEY:
         return (3, (), False, key)
     if variant.breakdown.get("release"):
-        return (0, _release_tuple(str(variant.breakdown["release"])), key != "stock", key)
+        release = tuple(int(x) for x in re.findall(r"\d+", str(variant.breakdown["release"])))
+        return (0, release, key != "stock", key)
     match = _VERSIONED_KEY.match(key)
     if match:
         version = tuple(int(x) for x in match.group(2, 3, 4))
@@ -176,17 +173,19 @@ def _basename(path: Any) -> str:
     return Path(str(path)).name if path else "-"
 
 
+def _device_tp(data: Mapping[str, Any]) -> list[str]:
+    device = data.get("device")
+    named = [str(device["name"])] if isinstance(device, Mapping) and device.get("name") else []
+    return [*named, f"TP {data.get('tp_size', 1)}"]
+
+
 def _plan_description(data: Mapping[str, Any]) -> str:
     parts = [
         f"target `{_basename(data.get('model_path'))}`",
         f"draft `{_basename(data.get('speculative_draft_model_path'))}`",
         f"`--speculative-algorithm {data.get('speculative_algorithm')}`",
     ]
-    device = data.get("device")
-    if isinstance(device, Mapping) and device.get("name"):
-        parts.append(f"{device['name']}")
-    parts.append(f"TP {data.get('tp_size', 1)}")
-    return ", ".join(parts)
+    return ", ".join([*parts, *_device_tp(data)])
 
 
 def case_from_plan_json(
@@ -209,27 +208,23 @@ def case_from_plan_json(
     if not name:
         name = f"{_basename(data.get('model_path'))} + {data.get('speculative_algorithm')}"
     kind = "benchmark" if any(v.source for v in variants) else "plan"
+    # A benchmark case's ``plan_notes`` as they are; a plan's ``notes``, each led by its
+    # column's title (``stock <release>: ...``).
+    titles = {v.key: v.title for v in variants}
+    notes = [str(n) for n in data.get("plan_notes", ()) or ()]
+    for note in data.get("notes", ()) or ():
+        column = str(note["column"])
+        notes.append(f"{titles.get(column) or _NOTE_LABELS.get(column, column)}: {note['text']}")
     return ReportCase(
         name=name,
         slug=slugify(name),
         kind=kind,
         variants=tuple(variants),
         description=description or str(data.get("description") or _plan_description(data)),
-        notes=case_notes(data, {v.key: v.title for v in variants}),
+        notes=tuple(notes),
         source_path=source_path,
         subtitle=_plan_subtitle(data),
     )
-
-
-def case_notes(data: Mapping[str, Any], titles: Mapping[str, str]) -> tuple[str, ...]:
-    """A plan's ``notes``, each led by its column's title (``stock <release>: ...``); a benchmark
-    case's ``plan_notes`` (plain lines) as they are."""
-    notes = [str(n) for n in data.get("plan_notes", ()) or ()]
-    for note in data.get("notes", ()) or ():
-        column = str(note["column"])
-        label = titles.get(column) or _NOTE_LABELS.get(column, column)
-        notes.append(f"{label}: {note['text']}")
-    return tuple(notes)
 
 
 def _plan_subtitle(data: Mapping[str, Any]) -> str:
@@ -240,10 +235,7 @@ def _plan_subtitle(data: Mapping[str, Any]) -> str:
     parts = [f"model {model}"] if model not in ("", "-") else []
     if data.get("speculative_algorithm"):
         parts.append(f"{data['speculative_algorithm']} draft")
-    device = data.get("device")
-    if isinstance(device, Mapping) and device.get("name"):
-        parts.append(str(device["name"]))
-    parts.append(f"TP {data.get('tp_size', 1)}")
+    parts += _device_tp(data)
     if data.get("sglang_version"):
         parts.append(f"sglang {data['sglang_version']}")
     return ", ".join(p for p in parts if p)
@@ -307,18 +299,6 @@ def _read_json(path: Path) -> Any:
         raise ReportInputError(f"{path} is not JSON: {e.msg} at line {e.lineno}") from e
 
 
-def _live_cases_under(root: Path) -> list[ReportCase]:
-    by_dir: dict[Path, list[Path]] = {}
-    for path in sorted(root.rglob(LIVE_FILE_GLOB)):
-        by_dir.setdefault(path.parent, []).append(path)
-    cases = []
-    for directory, files in sorted(by_dir.items()):
-        rel = directory.relative_to(root)
-        name = str(rel) if str(rel) != "." else (root.name or str(root))
-        cases.append(live_case([_read_json(f) for f in files], name, str(directory)))
-    return cases
-
-
 def cases_from_paths(paths: Iterable[str | Path]) -> list[ReportCase]:
     """Cases from ``--from-json``: a file is a plan/benchmark breakdown or a live rank's (its own
     case); in a directory, searched recursively, each folder's ``memory-rank*.json`` files are one
@@ -327,7 +307,14 @@ def cases_from_paths(paths: Iterable[str | Path]) -> list[ReportCase]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = _live_cases_under(path)
+            by_dir: dict[Path, list[Path]] = {}
+            for live in sorted(path.rglob(LIVE_FILE_GLOB)):
+                by_dir.setdefault(live.parent, []).append(live)
+            found = []
+            for directory, files in sorted(by_dir.items()):
+                rel = str(directory.relative_to(path))
+                name = rel if rel != "." else (path.name or str(path))
+                found.append(live_case([_read_json(f) for f in files], name, str(directory)))
             found += [
                 case_from_plan_json(_read_json(p), source_path=str(p))
                 for p in sorted(path.rglob(CASE_FILE_GLOB))

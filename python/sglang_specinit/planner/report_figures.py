@@ -87,11 +87,6 @@ def _top(case: ReportCase) -> int:
     return max(max(v.stacked_bytes, v.budget_bytes) for v in case.variants)
 
 
-def _unit(case: ReportCase) -> tuple[int, str]:
-    top = _top(case)
-    return (1 << 30, "GiB") if top >= 2 << 30 else (1 << 20, "MiB")
-
-
 def _tick_label(variant: Variant, baseline: Variant) -> str:
     """The variant's title, its token count and its gain over the case's first bar (a few
     percent of tokens hardly changes a bar's height, so the figure says it in numbers)."""
@@ -123,17 +118,13 @@ def token_gains(case: ReportCase) -> list[str]:
     return lines
 
 
-def _base_bytes(variant: Variant) -> int:
-    """The bytes under the bar's KV pools (weights and other resident bytes)."""
-    below = (TARGET_WEIGHTS, DRAFT_WEIGHTS, OTHER_RESIDENT)
-    return sum(s.bytes for s in variant.segments() if s.label in below)
-
-
 def axis_start(case: ReportCase, unit: int) -> int:
     """Where the y axis starts, in ``unit``: 0, or a whole number below the base every bar
     shares when that base is most of the tallest bar (the differences then sit above it)."""
     top = _top(case)
-    base = min(_base_bytes(v) for v in case.variants)
+    # The bytes under each bar's KV pools (weights and other resident bytes).
+    below = (TARGET_WEIGHTS, DRAFT_WEIGHTS, OTHER_RESIDENT)
+    base = min(sum(s.bytes for s in v.segments() if s.label in below) for v in case.variants)
     if top <= 0 or base <= CUT_ABOVE_SHARE * top:
         return 0
     return max(0, int((base - BASE_STUB_SHARE * (top - base)) // unit))
@@ -154,7 +145,7 @@ def draw_case(case: ReportCase) -> Any:
             (height_in - BOTTOM_IN - TOP_IN) / height_in,
         )
     )
-    unit, unit_name = _unit(case)
+    unit, unit_name = (1 << 30, "GiB") if _top(case) >= 2 << 30 else (1 << 20, "MiB")
     seen: dict[str, Any] = {}
     top = 0.0
 

@@ -25,7 +25,6 @@ class ReportResult:
     """What :func:`write_report` wrote, and why figures are missing if they are."""
 
     page: Path
-    data: Path
     figures: list[Path] = field(default_factory=list)
     figures_skipped: str | None = None
 
@@ -181,6 +180,6 @@ def write_report(
             figures += report_figures.save_case_figures(case, out_dir)
     page = out_dir / PAGE_NAME
     page.write_text(render_page(cases, skipped is None, skipped, skipped_cases))
-    data = out_dir / DATA_NAME
-    data.write_text(json.dumps(report_data(cases), indent=1, sort_keys=True) + "\n")
-    return ReportResult(page=page, data=data, figures=figures, figures_skipped=skipped)
+    data = json.dumps(report_data(cases), indent=1, sort_keys=True)
+    (out_dir / DATA_NAME).write_text(data + "\n")
+    return ReportResult(page=page, figures=figures, figures_skipped=skipped)

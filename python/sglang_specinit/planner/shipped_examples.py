@@ -17,10 +17,9 @@ DEFAULT_EXAMPLE = "llama31-8b-eagle3"
 
 @dataclass(frozen=True)
 class Example:
-    """A shipped example: its directory and the launch flags it stands for."""
+    """A shipped example: the launch flags it stands for."""
 
     name: str
-    directory: Path
     description: str
     launch_args: tuple[str, ...]
     gpu: str | None
@@ -61,4 +60,4 @@ def load_example(name: str) -> Example:
         if key in ("model_path", "speculative_draft_model_path"):
             value = str((path.parent / value).resolve())
         args += [flag] if value is True else [flag, str(value)]
-    return Example(name, path.parent, data.get("description", ""), tuple(args), data.get("gpu"))
+    return Example(name, data.get("description", ""), tuple(args), data.get("gpu"))

@@ -158,21 +158,6 @@ def rope_built_for(device: str, server_args: Any) -> Iterator[None]:
             server_args_module._global_server_args = None
 
 
-def _reserve(modules: Any, server_args: Any, model_config: Any) -> None:
-    """SGLang's ``reserve_rope_cache_for_long_sequences``, with or without the server args."""
-    from sglang.srt.utils.common import reserve_rope_cache_for_long_sequences as reserve
-
-    if "server_args" in inspect.signature(reserve).parameters:
-        reserve(modules, server_args, model_config)
-    else:
-        reserve(modules, model_config)
-
-
-def _describe(tensor: Any) -> str:
-    shape = " x ".join(str(n) for n in tensor.shape)
-    return f"rotary cos/sin cache {shape} {str(tensor.dtype).removeprefix('torch.')}"
-
-
 def target_buffers(
     server_args: Any, model_config: Any, architecture: str | None = None
 ) -> TargetBuffers:
@@ -192,6 +177,7 @@ def target_buffers(
         )
         return TargetBuffers(0, notes=(note,))
     from sglang.srt.layers.rotary_embedding import get_rope, get_rope_wrapper
+    from sglang.srt.utils.common import reserve_rope_cache_for_long_sequences as reserve
 
     device = str(server_args.device or "cuda")
     try:
@@ -203,7 +189,11 @@ def target_buffers(
                 for call in reading(config)
             ]
             modules = torch.nn.ModuleList(built)
-            _reserve(modules, server_args, model_config)
+            # SGLang's cache reserve, with or without the server args.
+            if "server_args" in inspect.signature(reserve).parameters:
+                reserve(modules, server_args, model_config)
+            else:
+                reserve(modules, model_config)
     except (AssertionError, AttributeError, KeyError, TypeError, ValueError) as e:
         # The server's model build would fail too; a note beats failing on a few MiB.
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -215,4 +205,9 @@ def target_buffers(
     # The factory caches modules by arguments: count each shared buffer once.
     tensors = {id(t): t for t in (*modules.buffers(), *modules.parameters())}
     total = sum(t.numel() * t.element_size() for t in tensors.values())
-    return TargetBuffers(total, tuple(_describe(t) for t in tensors.values()))
+    items = tuple(
+        f"rotary cos/sin cache {' x '.join(map(str, t.shape))} "
+        f"{str(t.dtype).removeprefix('torch.')}"
+        for t in tensors.values()
+    )
+    return TargetBuffers(total, items)
