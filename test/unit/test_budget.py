@@ -7,6 +7,7 @@ obtained by calling the code under test. Cell formulas follow SGLang 0.5.13.post
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +22,7 @@ from harness.geometry.specs import (
     kv_spec_from_model_config,
     runner_layer_count,
 )
+from harness.reports.report_reading import BREAKDOWN_KEYS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sglang_specinit.budget import (
@@ -29,11 +31,20 @@ from sglang_specinit.budget import (
     DraftSpec,
     derive_max_running_requests,
     kv_pool_bytes,
+    make_plan,
     page_floor,
     plan_pools,
 )
+from sglang_specinit.report import (
+    ReportColumn,
+    human_bytes,
+    plan_to_dict,
+    render_breakdown,
+    render_table,
+)
 
 GIB = 1 << 30
+MIB = 1 << 20
 
 # Llama-3.1-8B-like target: 32 layers, 8 KV heads, head_dim 128, bf16.
 
@@ -47,6 +58,9 @@ LLAMA_KV = attention_kv_spec(num_layers=32, num_kv_heads=8, head_dim=128, v_head
 EAGLE_KV = attention_kv_spec(num_layers=1, num_kv_heads=8, head_dim=128, v_head_dim=128)
 # DeepSeek-V3 MLA: kv_lora_rank 512 + qk_rope_head_dim 64, 61 layers.
 MLA_KV = attention_kv_spec(num_layers=61, kv_lora_rank=512, qk_rope_head_dim=64)
+# A Qwen3-Next-like hybrid: 48 layers, 12 of them full attention (2 KV heads, head_dim 256). The
+# caller passes the full-attention count; mamba state goes in reserved_bytes.
+MAMBA_KV = attention_kv_spec(num_layers=12, num_kv_heads=2, head_dim=256, v_head_dim=256)
 
 
 EAGLE_DRAFT = DraftSpec(
@@ -91,8 +105,10 @@ def scenario(**overrides: object) -> BudgetInputs:
         (with_dtype(LLAMA_KV, "float4_e2m1fn_x2"), 36864),
         # 576*61*1 = 35136 // 2 = 17568, plus (576 // 16) * 61 * 1 = 2196
         (with_dtype(MLA_KV, "float4_e2m1fn_x2"), 19764),
+        (MAMBA_KV, 24576),  # 2 * 512 * 12 * 2: full-attention layers only
     ],
-    ids=["mha-gqa", "eagle", "mla", "mla-dsa", "mla-dsa-fp8", "fp8", "mla-fp8", "fp4", "mla-fp4"],
+    ids=["mha-gqa", "eagle", "mla", "mla-dsa", "mla-dsa-fp8", "fp8", "mla-fp8", "fp4", "mla-fp4"]
+    + ["mamba-like"],
 )
 def test_cell_bytes_per_token(spec: AttentionKVSpec, cell: int) -> None:
     assert spec.bytes_per_token() == cell
@@ -131,25 +147,6 @@ def test_hybrid_swa_cell_and_pool_and_an_all_swa_one() -> None:
     assert kv_pool_bytes(spec, 1000, 64) == (1000 + 64) * 24576
 
 
-def test_mamba_like_prices_full_attention_layers_only() -> None:
-    # A Qwen3-Next-like hybrid: 48 layers, 12 of them full attention (2 KV heads, head_dim 256).
-    # The caller passes the full-attention count; mamba state goes in reserved_bytes.
-    spec = attention_kv_spec(num_layers=12, num_kv_heads=2, head_dim=256, v_head_dim=256)
-    assert spec.bytes_per_token() == 24576  # 2 * 512 * 12 * 2
-    inputs = scenario(
-        target_kv=spec,
-        draft=DraftSpec(
-            algorithm="EAGLE",
-            kv_pools=(replace(spec, num_layers=1),),  # 2048 per token
-            upstream_reserved_layers=1,
-        ),
-        reserved_bytes=4 * GIB,
-    )
-    ours = plan_pools(inputs)
-    # (64 - 16 - 4) GiB - padding 26624, // 26624 per token
-    assert ours.tokens == (44 * GIB - 26624) // 26624 == 1774512
-
-
 # This package's rule on one scenario (page 1)
 
 
@@ -170,30 +167,8 @@ def test_this_package_rule() -> None:
     assert plan.suggested_mem_fraction_static == 0.213
 
 
-@pytest.mark.parametrize(
-    ("page", "tokens", "used"),
-    [
-        # kv = 47 GiB - page * 135168; tokens = page_floor(kv // 135168)
-        (1, 373355, 68_719_394_816),
-        (16, 373328, 68_717_772_800),  # 373340 -> 23333 pages
-        (64, 373248, 68_713_447_424),  # 373292 -> 5832 pages
-    ],
-)
-def test_page_sizes(page: int, tokens: int, used: int) -> None:
-    plan = plan_pools(scenario(page_size=page))
-    assert plan.tokens == tokens
-    assert plan.tokens % page == 0
-    assert plan.used_bytes == used  # 17 GiB + (tokens + page) * 135168
-
-
-def test_max_total_tokens_cap() -> None:
-    assert plan_pools(scenario(max_total_tokens=100_000)).tokens == 100_000
-    assert plan_pools(scenario(max_total_tokens=100_001, page_size=16)).tokens == 100_000
-    # A cap above the profiled value changes nothing (SGLang only warns).
-    assert plan_pools(scenario(max_total_tokens=10**9)).tokens == 373355
-
-
-# Draft kinds (scenario's budget: kv = 64 - 16 GiB target - the draft's resident weights)
+# plan_pools on the scenario with a few fields changed (its budget: kv = 64 GiB - 16 GiB target
+# - the draft's resident weights; the padding page is one page of every pool)
 
 SMALL_KV = attention_kv_spec(num_layers=16, num_kv_heads=8, head_dim=64, v_head_dim=64)
 FP32_KV = attention_kv_spec(
@@ -204,6 +179,38 @@ FP32_KV = attention_kv_spec(
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
+        # kv = 47 GiB - page * 135168; tokens = page_floor(kv // 135168);
+        # used = 17 GiB + (tokens + page) * 135168; page 1 is test_this_package_rule. 373340 ->
+        # 23333 pages
+        ({"page_size": 16}, {"tokens": 373328, "used_bytes": 68_717_772_800}),
+        # 373292 -> 5832 pages
+        ({"page_size": 64}, {"tokens": 373248, "used_bytes": 68_713_447_424}),
+        ({"max_total_tokens": 100_000}, {"tokens": 100_000}),
+        ({"max_total_tokens": 100_001, "page_size": 16}, {"tokens": 100_000}),
+        # A cap above the profiled value changes nothing (SGLang only warns).
+        ({"max_total_tokens": 10**9}, {"tokens": 373355}),
+        # (44 GiB - 135168) // 135168
+        ({"measured_resident_bytes": 20 * GIB}, {"resident_bytes": 20 * GIB, "tokens": 349524}),
+        # Per-request draft bytes charged at worst case: fixed += 1 MiB * (48 + 1);
+        # (47 GiB - 135168 - 49 MiB) // 135168
+        (
+            {"draft": replace(EAGLE_DRAFT, bytes_per_request=1 << 20), "max_running_requests": 48},
+            {"tokens": 372975, "draft_request_bytes": 49 * (1 << 20)},
+        ),
+        # The full-attention layers priced, the mamba state reserved; the draft's one layer is
+        # 2048 per token: ((64 - 16 - 4) GiB - padding 26624) // 26624
+        (
+            {
+                "target_kv": MAMBA_KV,
+                "draft": DraftSpec(
+                    algorithm="EAGLE",
+                    kv_pools=(replace(MAMBA_KV, num_layers=1),),
+                    upstream_reserved_layers=1,
+                ),
+                "reserved_bytes": 4 * GIB,
+            },
+            {"tokens": 1774512},
+        ),
         # EAGLE3 with its own geometry: 16 KV heads * 256 * 1 layer * 4 bytes (fp32)
         (
             {"draft": replace(EAGLE_DRAFT, algorithm="EAGLE3", kv_pools=(FP32_KV,))},
@@ -259,13 +266,15 @@ FP32_KV = attention_kv_spec(
         # No draft still pays the target's padding page: (48 GiB - 131072) // 131072
         ({"draft": None}, {"tokens": 393215}),
     ],
-    ids=["eagle3-own-geometry", "eagle3-nnpl0", "multi-layer-eagle", "standalone", "frozen-kv"]
-    + ["no-draft"],
+    ids=["page-16", "page-64", "cap", "cap-paged", "cap-above", "measured-resident"]
+    + ["per-request", "mamba-like", "eagle3-own-geometry", "eagle3-nnpl0", "multi-layer-eagle"]
+    + ["standalone", "frozen-kv", "no-draft"],
 )
-def test_draft_kinds(overrides: dict, expected: dict) -> None:
+def test_scenario_variants(overrides: dict, expected: dict) -> None:
     plan = plan_pools(scenario(**overrides))
     assert {key: getattr(plan, key) for key in expected} == expected
     assert plan.headroom_bytes >= 0
+    assert plan.tokens % plan.page_size == 0
 
 
 # max_running_requests, bad inputs, min viable fraction
@@ -286,14 +295,6 @@ def test_max_running_requests_derivation_and_the_user_s_cap() -> None:
     assert plan_pools(tiny).max_running_requests == 48  # min(48, 2048)
 
 
-def test_per_request_draft_bytes_charged_at_worst_case() -> None:
-    draft = replace(scenario().draft, bytes_per_request=1 << 20)
-    plan = plan_pools(scenario(draft=draft, max_running_requests=48))
-    # fixed += 1 MiB * (48 + 1): kv = 47 GiB - 135168 - 49 MiB
-    assert plan.tokens == (47 * GIB - 135168 - 49 * (1 << 20)) // 135168 == 372975
-    assert plan.draft_request_bytes == 49 * (1 << 20)
-
-
 @pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1, 1.5])
 def test_fraction_out_of_range(fraction: float) -> None:
     with pytest.raises(BudgetError, match="mem-fraction-static"):
@@ -309,53 +310,77 @@ def test_the_suggested_fraction_is_the_smallest_viable_one() -> None:
     assert plan_pools(scenario(mem_fraction_static=0.212)).tokens < 7
 
 
-def test_measured_resident_replaces_weight_sum() -> None:
-    plan = plan_pools(scenario(measured_resident_bytes=20 * GIB))
-    assert plan.resident_bytes == 20 * GIB
-    assert plan.tokens == (44 * GIB - 135168) // 135168 == 349524
+# The shared breakdown (``sglang_specinit.report``): dict keys and types, the rules table, the
+# planned/allocated table.
 
 
-# TP > 1: KV heads per rank come from SGLang's ModelConfig (shipped example configs)
+def test_plan_to_dict_keys_and_types() -> None:
+    data = plan_to_dict(plan_pools(scenario()), scenario(), tp_size=2)
+    assert set(BREAKDOWN_KEYS) <= set(data)
+    for key in BREAKDOWN_KEYS:
+        expected = float if key == "min_viable_mem_fraction_static" else int
+        assert type(data[key]) is expected, key
+    assert data["tp_size"] == 2
+    assert data["budget_bytes"] == 64 * GIB  # 0.8 * 80 GiB
+    assert data["mem_fraction_static"] == 0.8
 
 
-@pytest.fixture(scope="module")
-def model_config_of():
-    import os
-
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    from sglang.srt.configs.model_config import ModelConfig
-    from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
-
-    def build(example: str) -> ModelConfig:
-        return ModelConfig(model_path=str(EXAMPLES_DIR / example / "target"))
-
-    return build
+def test_human_bytes() -> None:
+    assert human_bytes(1.5 * GIB) == "1.50 GiB"
+    assert human_bytes(-3 * (1 << 20)) == "-3.00 MiB"
+    assert human_bytes(4096) == "4.00 KiB"
+    assert human_bytes(12) == "12 B"
 
 
-def test_kv_heads_per_tp_rank_and_mla_whole(model_config_of) -> None:
-    mc = model_config_of("llama31-70b-eagle-tp4")  # 80 layers, 8 KV heads, head_dim 128
+def test_rules_table_shows_reserve_only_where_present() -> None:
+    stock_inputs = scenario(mem_fraction_static=0.75)
+    # A stock that sizes the target's pool alone (44 GiB // 131072) and puts the draft on top.
+    plan = make_plan("stock", stock_inputs, 360448, 17 * GIB, 131072, 0.2, ("draft on top",))
+    stock = ReportColumn("stock", plan, stock_inputs, 4 * GIB)
+    ours = ReportColumn("ours", plan_pools(scenario()), scenario())
+    table = render_table([stock, ours])
+    lines = table.splitlines()
+    assert lines[0].split() == ["stock", "ours"]
+    reserve = next(line for line in lines if line.startswith("auto-fraction draft reserve"))
+    assert reserve.split()[-3:] == ["4.00", "GiB", "-"]
+    assert any("(over budget)" in line for line in lines if line.startswith("headroom"))
+    assert lines[-1].startswith("* stock:")  # the stock rule's note
 
-    def cell(tp: int) -> float:
-        return kv_spec_from_model_config(mc, "bfloat16", tp, 80, 0.8).bytes_per_token()
 
-    assert cell(1) == 327680  # 8 * 256 * 80 * 2
-    assert cell(4) == 81920  # 2 heads per rank
-    assert cell(8) == 40960  # 1 head per rank
-    assert cell(16) == 40960  # heads are replicated below one per rank
-    # MLA is not split by TP.
-    mla = model_config_of("deepseek-v3-mtp")
-    assert kv_spec_from_model_config(mla, "bfloat16", 8, 61, 0.8).bytes_per_token() == 70272
+def _rows(table: str) -> dict[str, list[str]]:
+    """``label -> cells`` of a rendered table (columns are two or more spaces apart)."""
+    rows = {}
+    for line in table.splitlines()[1:]:
+        label, *cells = re.split(r" {2,}", line.strip())
+        rows[label] = cells
+    return rows
 
 
-def test_gpt_oss_is_hybrid_swa(model_config_of) -> None:
-    from sglang_specinit.planner.replay import cuda_quantization_names
-
-    with cuda_quantization_names():  # mxfp4 is registered only on CUDA builds
-        mc = model_config_of("gpt-oss-20b-eagle3")
-    spec = kv_spec_from_model_config(mc, "bfloat16", 1, 24, 0.8)
-    assert isinstance(spec, HybridSWAKVSpec)
-    assert (spec.full.num_layers, spec.swa.num_layers) == (12, 12)
-    assert spec.bytes_per_token() == pytest.approx(44236.8)  # 24576 + 0.8 * 24576
+def test_runtime_breakdown_table() -> None:
+    breakdown = plan_to_dict(plan_pools(scenario()), scenario(), tp_size=1)
+    # SGLang allocated less than planned: 1 GiB less target KV, 256 MiB less draft KV.
+    target_pool = breakdown["target_kv_pool_bytes"] - GIB
+    draft_pool = breakdown["draft_kv_pool_bytes"] - 256 * MIB
+    breakdown["allocated_target_kv_pool_bytes"] = target_pool
+    breakdown["allocated_draft_kv_pool_bytes"] = draft_pool
+    table = render_breakdown(breakdown)
+    assert table.splitlines()[0].split() == ["planned", "allocated"]
+    rows = _rows(table)
+    allocated_used = breakdown["resident_bytes"] + target_pool + draft_pool
+    expected = {
+        "target KV pool": (breakdown["target_kv_pool_bytes"], target_pool),
+        "draft KV pool": (breakdown["draft_kv_pool_bytes"], draft_pool),
+        "used": (breakdown["used_bytes"], allocated_used),
+        "headroom": (breakdown["headroom_bytes"], breakdown["budget_bytes"] - allocated_used),
+    }
+    for label, (planned, allocated) in expected.items():
+        assert planned != allocated, label
+        assert rows[label] == [human_bytes(planned), human_bytes(allocated)], label
+    # The planned used is what the plan says; the allocated one is 1.25 GiB less.
+    assert breakdown["used_bytes"] - allocated_used == GIB + 256 * MIB
+    # Rows the allocation does not change show the plan in both columns.
+    assert rows["tokens"] == [str(breakdown["tokens"])] * 2
+    assert rows["target weights"] == [human_bytes(breakdown["target_weight_bytes"])] * 2
 
 
 # Properties
@@ -531,7 +556,7 @@ def test_nnpl_zero_layer_counts() -> None:
     assert upstream_reserved_layers("NGRAM", zero) == 0
 
 
-def test_multi_layer_eagle_pools_from_a_real_draft_config(model_config_of) -> None:
+def test_multi_layer_eagle_pools_from_a_real_draft_config() -> None:
     from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
 
@@ -544,13 +569,14 @@ def test_multi_layer_eagle_pools_from_a_real_draft_config(model_config_of) -> No
     assert draft_kv_pools("FROZEN_KV_MTP", draft, "float16", 1, 0.8) == ()
 
 
-# The per-token cost and token count equal SGLang's own pool configurators' (real configs)
+# The per-token cost and token count equal SGLang's own pool configurators' (real configs): KV
+# heads split per TP rank, replicated below one per rank (tp 16), MLA never split.
 
 SWA_RATIO = 0.8
 KV_DTYPES = ("model", "float8_e4m3fn", "float4_e2m1fn_x2")
 
 
-@pytest.mark.parametrize("tp", [1, 4])
+@pytest.mark.parametrize("tp", [1, 4, 16])
 @pytest.mark.parametrize("kv_dtype", KV_DTYPES)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_cell_size_and_tokens_equal_sglang(
