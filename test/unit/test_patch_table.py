@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sglang_specinit import compat, sglang_0_5_23
@@ -22,101 +21,81 @@ from sglang_specinit.phased import early_binding
 from sglang_specinit.planner.cli import main
 from sglang_specinit.sglang_0_5_23 import launch_checks, runtime_budget, scheduler
 
-BASE_SPEC = "sglang.srt.speculative.base_spec_worker"
-KVC = "sglang.srt.mem_cache.kv_cache_configurator"
-POOL = "sglang.srt.model_executor.pool_configurator"
-EAGLE = "sglang.srt.speculative.eagle_worker_v2"
-MULTI = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
-
-# The tables as they were written before the decorator (commit 56e93b6), plus the SGLang names
-# the phases call that those tables left out (marked "since"): a release without one is refused
-# by the guard instead of failing mid-sizing. What only some served releases have (get_schedule
-# from 0.5.17, 0.5.16's configurator reading its own server_args instead; mm_runtime_reservation_gb,
-# get_mm from 0.5.18; resolving_view from 0.5.19) is a release_shims.release_requires row instead
-# (test_each_generation_requires_its_own_form).
-SCHED = "sglang.srt.managers.scheduler"
-
-
-def hook(module: str, qualname: str, fn: Any, *params: str) -> Hook:
-    return Hook(module, qualname, fn, params=params)
-
-
-HAND_WRITTEN: dict[Any, tuple[tuple, tuple, tuple]] = {
-    scheduler: (
-        (hook(SCHED, "Scheduler.init_memory_pools", scheduler.init_memory_pools),),
-        (),
-        (
-            # since: what launch_policy, draft_pricing and the breakdown's minimum call
-            Requires("sglang.srt.configs.hybrid_arch", "mambaish_config"),
-            Requires("sglang.srt.configs.model_config", "is_deepseek_v4"),
-            Requires(SCHED, "Scheduler.init_target_memory_pool"),
-            Requires(BASE_SPEC, "BaseSpecWorker.draft_worker"),
-            Requires(BASE_SPEC, "EagleDraftWorkerBase.draft_runners"),
-        ),
-    ),
-    runtime_budget: (
-        (
-            hook(
-                KVC,
-                "KVCacheConfigurator._resolve_memory_pool_config",
-                runtime_budget.resolve_memory_pool_config,
-                "pre_model_load_memory",
-            ),
-            hook(
-                KVC,
-                "KVCacheConfigurator.config_from_budget",
-                runtime_budget.config_from_budget,
-                "budget_bytes",
-            ),
-            hook(
-                KVC,
-                "KVCacheConfigurator._apply_token_constraints",
-                runtime_budget.apply_token_constraints,
-                "token_capacity",
-            ),
-        ),
-        (),
-        (
-            Requires(KVC, "KVCacheConfigurator._profile_available_bytes"),
-            Requires(KVC, "KVCacheConfigurator.resolve_max_num_reqs"),
-            # fused_entry_bytes: 0.5.22+ only, required per release (release_shims).
-            Requires(KVC, "KVCacheConfigurator._derive_pool_sizes"),
-            Requires(KVC, "KVCacheConfigurator._init_pools"),
-            Requires(
-                "sglang.srt.model_executor.model_runner", "ModelRunner.init_kv_cache_configurator"
-            ),
-            Requires(POOL, "create_memory_pool_configurator"),
-            Requires(POOL, "DefaultPoolConfigurator.calculate_pool_sizes_from_max_tokens"),
-            Requires(POOL, "HybridSWAPoolConfigurator.calculate_pool_sizes_from_max_tokens"),
-            Requires(POOL, "MemoryPoolConfigurator.finalize_with_max_running_requests"),
-            Requires(POOL, "MemoryPoolConfig"),  # since: the probe's pool config
-        ),
-    ),
-    early_binding: (
-        (
-            hook(EAGLE, "EagleDraftWorker.init_token_map", early_binding.init_token_map),
-            hook(EAGLE, "EagleDraftWorker.init_lm_head", early_binding.init_lm_head),
-            hook(MULTI, "MultiLayerEagleDraftWorker.init_lm_head", early_binding.init_lm_head),
-        ),
-        (),
-        (
-            Requires(EAGLE, "EagleDraftWorker.alloc_memory_pool"),
-            Requires(MULTI, "MultiLayerEagleDraftWorker.alloc_memory_pool"),
-            Requires("sglang.srt.speculative.standalone_worker_v2", "StandaloneDraftWorker"),
-        ),
-    ),
+PHASES = {"scheduler": scheduler, "runtime_budget": runtime_budget, "early_binding": early_binding}
+SGLANG = {
+    "SCHED": "sglang.srt.managers.scheduler",
+    "KVC": "sglang.srt.mem_cache.kv_cache_configurator",
+    "POOL": "sglang.srt.model_executor.pool_configurator",
+    "RUNNER": "sglang.srt.model_executor.model_runner",
+    "EAGLE": "sglang.srt.speculative.eagle_worker_v2",
+    "MULTI": "sglang.srt.speculative.multi_layer_eagle_worker_v2",
+    "STANDALONE": "sglang.srt.speculative.standalone_worker_v2",
+    "BASE_SPEC": "sglang.srt.speculative.base_spec_worker",
+    "HYBRID": "sglang.srt.configs.hybrid_arch",
+    "CONFIG": "sglang.srt.configs.model_config",
 }
+# The tables as they were written before the decorator (commit 56e93b6), one entry a row (phase,
+# hook or requires, SGLang module, target, and a hook's function and params), plus the SGLang
+# names the phases call that those tables left out (marked "since": what launch_policy,
+# draft_pricing, the breakdown's minimum and the probe's pool config call): a release without one
+# is refused by the guard instead of failing mid-sizing. What only some served releases have
+# (get_schedule from 0.5.17, mm_runtime_reservation_gb and get_mm from 0.5.18, resolving_view from
+# 0.5.19, fused_entry_bytes from 0.5.22) is a release_shims.release_requires row instead
+# (test_each_generation_requires_its_own_form).
+HAND_WRITTEN = """
+scheduler hook SCHED Scheduler.init_memory_pools init_memory_pools
+scheduler requires HYBRID mambaish_config since
+scheduler requires CONFIG is_deepseek_v4 since
+scheduler requires SCHED Scheduler.init_target_memory_pool since
+scheduler requires BASE_SPEC BaseSpecWorker.draft_worker since
+scheduler requires BASE_SPEC EagleDraftWorkerBase.draft_runners since
+runtime_budget hook KVC KVCacheConfigurator._resolve_memory_pool_config
+    resolve_memory_pool_config pre_model_load_memory
+runtime_budget hook KVC KVCacheConfigurator.config_from_budget config_from_budget budget_bytes
+runtime_budget hook KVC KVCacheConfigurator._apply_token_constraints apply_token_constraints
+    token_capacity
+runtime_budget requires KVC KVCacheConfigurator._profile_available_bytes
+runtime_budget requires KVC KVCacheConfigurator.resolve_max_num_reqs
+runtime_budget requires KVC KVCacheConfigurator._derive_pool_sizes
+runtime_budget requires KVC KVCacheConfigurator._init_pools
+runtime_budget requires RUNNER ModelRunner.init_kv_cache_configurator
+runtime_budget requires POOL create_memory_pool_configurator
+runtime_budget requires POOL DefaultPoolConfigurator.calculate_pool_sizes_from_max_tokens
+runtime_budget requires POOL HybridSWAPoolConfigurator.calculate_pool_sizes_from_max_tokens
+runtime_budget requires POOL MemoryPoolConfigurator.finalize_with_max_running_requests
+runtime_budget requires POOL MemoryPoolConfig since
+early_binding hook EAGLE EagleDraftWorker.init_token_map init_token_map
+early_binding hook EAGLE EagleDraftWorker.init_lm_head init_lm_head
+early_binding hook MULTI MultiLayerEagleDraftWorker.init_lm_head init_lm_head
+early_binding requires EAGLE EagleDraftWorker.alloc_memory_pool
+early_binding requires MULTI MultiLayerEagleDraftWorker.alloc_memory_pool
+early_binding requires STANDALONE StandaloneDraftWorker
+""".replace("\n    ", " ")
+
+
+def hand_written(phase: str) -> tuple[tuple, tuple, tuple]:
+    hooks, requires = [], []
+    for row in HAND_WRITTEN.strip().split("\n"):
+        name, entry, module, target, *rest = row.split()
+        if name == phase and entry == "hook":
+            fn, *params = rest
+            hooks.append(
+                Hook(SGLANG[module], target, getattr(PHASES[phase], fn), params=tuple(params))
+            )
+        elif name == phase:
+            requires.append(Requires(SGLANG[module], target))
+    return tuple(hooks), (), tuple(requires)
 
 
 def test_recorded_tables_are_the_hand_written_ones() -> None:
-    for module, tables in HAND_WRITTEN.items():
-        assert (module.HOOKS, module.NEW_METHODS, module.REQUIRES) == tables, module.__name__
+    for phase, module in PHASES.items():
+        assert (module.HOOKS, module.NEW_METHODS, module.REQUIRES) == hand_written(phase), phase
     # What compat checks and applies: the adapter's patch per SGLang module, in the same order.
-    phases = [scheduler, runtime_budget, early_binding]
+    tables = [hand_written(phase) for phase in PHASES]
     expected = group_by_module(
-        [h for m in phases for h in HAND_WRITTEN[m][0]] + list(launch_checks.HOOKS),
-        [n for m in phases for n in HAND_WRITTEN[m][1]] + list(launch_checks.NEW_METHODS),
-        [r for m in phases for r in HAND_WRITTEN[m][2]] + list(launch_checks.REQUIRES),
+        [h for t in tables for h in t[0]] + list(launch_checks.HOOKS),
+        [n for t in tables for n in t[1]] + list(launch_checks.NEW_METHODS),
+        [r for t in tables for r in t[2]] + list(launch_checks.REQUIRES),
     )
     actual = adapter_patches(sglang_0_5_23)
     assert actual == expected
@@ -186,11 +165,11 @@ def test_adds_records_a_method_under_its_own_or_the_given_name() -> None:
 # the plugin (``adapter_patches(adapter, release)``) add ``release_shims.release_requires`` to the
 # phase tables, per API generation.
 
-CFG = f"{KVC}.KVCacheConfigurator"
+CFG = f"{SGLANG['KVC']}.KVCacheConfigurator"
 SCHEDULE = "sglang.srt.runtime_context.get_schedule"
 PS = "sglang.srt.distributed.parallel_state_wrapper.ParallelState.attn_dp_size"
 # The multimodal bag from 0.5.18, the resolving view from 0.5.19.
-MM = {"sglang.srt.runtime_context.get_mm", f"{KVC}.mm_runtime_reservation_gb"}
+MM = {"sglang.srt.runtime_context.get_mm", f"{SGLANG['KVC']}.mm_runtime_reservation_gb"}
 VIEW = "sglang.srt.arg_groups.overrides.resolving_view"
 
 
