@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
+from contextlib import nullcontext
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,32 +25,20 @@ def test_fraction_outside_the_open_unit_interval_is_refused(fraction: float | No
         launch_checks.check_mem_fraction_static(fraction)
 
 
+# The smallest cap that works (None: accepted), named by the message; it passes.
 @pytest.mark.parametrize(
-    ("tokens", "page", "refused"),
-    [
-        (8, 16, True),
-        (15, 16, True),
-        (16, 16, False),
-        (6, 1, True),
-        (7, 1, False),
-        (None, 64, False),
-    ],
+    ("tokens", "page", "smallest"),
+    [(8, 16, 16), (15, 16, 16), (16, 16, None), (6, 1, 7), (7, 1, None), (None, 64, None)],
 )
 def test_max_total_tokens_must_leave_one_servable_page(
-    tokens: int | None, page: int, refused: bool
+    tokens: int | None, page: int, smallest: int | None
 ) -> None:
-    if refused:
-        with pytest.raises(LaunchCheckError, match=f"--max-total-tokens {tokens} leaves no KV"):
-            launch_checks.check_max_total_tokens(tokens, page)
-    else:
+    if smallest is None:
+        return launch_checks.check_max_total_tokens(tokens, page)
+    message = f"--max-total-tokens {tokens} leaves no KV pool with --page-size {page}: .*Pass "
+    with pytest.raises(LaunchCheckError, match=f"{message}--max-total-tokens {smallest} or"):
         launch_checks.check_max_total_tokens(tokens, page)
-
-
-def test_max_total_tokens_message_names_the_smallest_cap_that_works() -> None:
-    with pytest.raises(LaunchCheckError, match="Pass --max-total-tokens 16 or more") as info:
-        launch_checks.check_max_total_tokens(8, 16)
-    launch_checks.check_max_total_tokens(16, 16)  # the value the message names passes
-    assert "--page-size 16" in str(info.value)
+    launch_checks.check_max_total_tokens(smallest, page)
 
 
 def write_shard(path: Path, data_bytes: int = 64) -> None:
@@ -125,68 +115,50 @@ def test_draft_input_width_must_be_the_targets_hidden_size(tmp_path: Path) -> No
         launch_checks.check_draft_fits_target(str(t), str(d))
 
 
-def launch(**overrides: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "algorithm": "EAGLE3",
-        "mem_fraction_static": 0.5,
-        "max_total_tokens": None,
-        "page_size": 1,
-        "model_path": "org/target",
-        "draft_path": "org/draft",
-        "draft_load_format": "auto",
-    }
-    return {**values, **overrides}
+# One launch per row through both entry points: the keyword one (0.5.14+'s hooks) and the 0.5.13
+# hook on resolved ServerArgs. Paths {target} (hidden 64) and {draft} (hidden 96, a truncated
+# model.safetensors) are local directories; the defaults are hub ids, EAGLE3, auto format.
+LOCAL = {"model_path": "{target}", "draft_path": "{draft}"}
+SHARD = "draft checkpoint file {draft}/model.safetensors"
+LAUNCHES: dict[str, tuple[dict[str, Any], str | None]] = {
+    # Flags before files.
+    "fraction": ({"mem_fraction_static": 1.5, **LOCAL}, "--mem-fraction-static 1.5"),
+    "fraction, hub ids": ({"mem_fraction_static": 5.0}, "--mem-fraction-static 5.0"),
+    "max tokens": ({"max_total_tokens": 3, **LOCAL}, "--max-total-tokens 3"),
+    "max tokens, hub ids": ({"max_total_tokens": 1}, "--max-total-tokens 1 leaves no KV"),
+    "shards": (LOCAL, SHARD),
+    # No draft format: the launch's --load-format (auto) reads the shards.
+    "shards, no draft format": ({"draft_path": "{draft}", "draft_load_format": None}, SHARD),
+    # A format that never opens .safetensors files does not care about them (the draft's own
+    # format wins); the width still matters (the draft reads the target's hidden states).
+    "dummy format": ({"draft_path": "{draft}", "draft_load_format": "dummy"}, None),
+    "dummy format, width": ({**LOCAL, "draft_load_format": "dummy"}, "draft hidden_size 96"),
+    # Only drafts fed by the target's hidden states have to match its width.
+    "standalone": ({**LOCAL, "algorithm": "STANDALONE", "draft_load_format": "dummy"}, None),
+    "hub ids": ({}, None),  # nothing local to read
+    "no draft": ({"draft_path": None}, None),
+    "not speculative": ({"algorithm": None, "mem_fraction_static": 5, "max_total_tokens": 1}, None),
+}
 
 
-def test_speculative_launch_checks_flags_before_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", sorted(LAUNCHES))
+def test_a_launch_is_refused_by_both_entry_points(tmp_path: Path, case: str) -> None:
     t, d = configs(tmp_path, {"hidden_size": 64}, {"hidden_size": 96})
     (d / "model.safetensors").write_bytes(b"\0" * 3)
-    paths = {"model_path": str(t), "draft_path": str(d)}
-    with pytest.raises(LaunchCheckError, match="--mem-fraction-static 1.5"):
-        launch_checks.check_speculative_launch(**launch(mem_fraction_static=1.5, **paths))
-    with pytest.raises(LaunchCheckError, match="--max-total-tokens 3"):
-        launch_checks.check_speculative_launch(**launch(max_total_tokens=3, **paths))
-    with pytest.raises(LaunchCheckError, match="draft checkpoint file"):
-        launch_checks.check_speculative_launch(**launch(**paths))
-    # A format that never opens .safetensors files does not care about them; the width still
-    # matters (the draft reads the target's hidden states whatever its weights are).
-    with pytest.raises(LaunchCheckError, match="draft hidden_size 96"):
-        launch_checks.check_speculative_launch(**launch(draft_load_format="dummy", **paths))
-    # Only drafts fed by the target's hidden states have to match its width.
-    launch_checks.check_speculative_launch(
-        **launch(algorithm="STANDALONE", draft_load_format="dummy", **paths)
+    fields, refusal = LAUNCHES[case]
+    kw: dict[str, Any] = dict(algorithm="EAGLE3", mem_fraction_static=0.5, max_total_tokens=None)
+    kw.update(
+        page_size=1, model_path="org/target", draft_path="org/draft", draft_load_format="auto"
     )
-
-
-def test_hub_ids_and_non_speculative_launches_are_not_read() -> None:
-    launch_checks.check_speculative_launch(**launch())  # hub ids: nothing local to read
-    launch_checks.check_speculative_launch(**launch(draft_path=None))
-    launch_checks.check_speculative_launch(
-        **launch(algorithm=None, mem_fraction_static=5.0, max_total_tokens=1)
-    )
-
-
-def test_0_5_13_hook_reads_the_resolved_fields(tmp_path: Path) -> None:
-    args = SimpleNamespace(
-        speculative_algorithm=None, mem_fraction_static=5.0, max_total_tokens=1, page_size=1
-    )
-    launch_checks_0513.check_launch(args)
-    args.speculative_algorithm = "EAGLE3"
-    args.speculative_draft_model_path = "org/hub-id"  # not a local directory: not read
-    args.model_path = "org/target"
-    with pytest.raises(LaunchCheckError, match="--mem-fraction-static 5.0"):
-        launch_checks_0513.check_launch(args)
-    args.mem_fraction_static = 0.5
-    with pytest.raises(LaunchCheckError, match="--max-total-tokens 1 leaves no KV"):
-        launch_checks_0513.check_launch(args)
-    args.max_total_tokens = None
-    draft = tmp_path / "draft"
-    draft.mkdir()
-    (draft / "model.safetensors").write_bytes(b"\0" * 3)
-    args.speculative_draft_model_path = str(draft)
-    args.load_format = "auto"
-    args.speculative_draft_load_format = "dummy"  # the draft's own format wins
-    launch_checks_0513.check_launch(args)
-    args.speculative_draft_load_format = None
-    with pytest.raises(LaunchCheckError, match=f"draft checkpoint file {draft}/model.safetensors"):
-        launch_checks_0513.check_launch(args)
+    for key, value in fields.items():
+        kw[key] = value.format(target=t, draft=d) if isinstance(value, str) else value
+    resolved = SimpleNamespace(**kw, speculative_algorithm=kw["algorithm"], load_format="auto")
+    resolved.speculative_draft_model_path = kw["draft_path"]
+    resolved.speculative_draft_load_format = kw["draft_load_format"]
+    for check in (
+        lambda: launch_checks.check_speculative_launch(**kw),
+        lambda: launch_checks_0513.check_launch(resolved),
+    ):
+        message = re.escape((refusal or "").format(draft=d))
+        with pytest.raises(LaunchCheckError, match=message) if refusal else nullcontext():
+            check()
