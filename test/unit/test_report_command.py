@@ -1,7 +1,13 @@
-"""``sglang-specinit report`` and the breakdown it shares with the server: numbers equal their
-JSON, over-budget bars are drawn and labelled, figures are valid images of the expected size, and
-a missing matplotlib is one clear line; per-rank memory reports have distinct names, each rank's
-tightness line and the tightest rank."""
+"""``plan --json`` on every shipped example, in the environment the test runs in: its keys and
+types are the ones docs/planner.md's "`plan --json`" tables list (read from the doc, so doc and
+test cannot drift), and its notes are the text output's, each labelled with its column.
+
+``sglang-specinit report`` on those plans: each figure's title names the model, GPU, draft, TP and
+release and says both columns' tokens and the gain; its bars are the JSON's, over-budget parts
+drawn and labelled; the y axis is cut only above a base every bar shares, and the figure says so.
+The report directory's numbers equal their JSON, figures are valid images of the expected size,
+and a missing matplotlib is one clear line. Per-rank memory reports have distinct names, each
+rank's tightness line and the tightest rank."""
 
 from __future__ import annotations
 
@@ -9,16 +15,22 @@ import contextlib
 import copy
 import io
 import json
+import os
+import re
 import sys
 import xml.etree.ElementTree as ET
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness.reports.report_reading import read_rank_breakdowns
 from PIL import Image
 from sglang_specinit import rank_reports
 from sglang_specinit.planner import report_figures
-from sglang_specinit.planner.cli import main
+from sglang_specinit.planner.cli import _plan, _plannable, _planner_parser, main
+from sglang_specinit.planner.columns import plan_json, plan_text
+from sglang_specinit.planner.releases import installed_replay
 from sglang_specinit.planner.report_cases import (
     DRAFT_KV,
     DRAFT_WEIGHTS,
@@ -27,6 +39,7 @@ from sglang_specinit.planner.report_cases import (
     case_from_plan_json,
     cases_from_paths,
 )
+from sglang_specinit.planner.shipped_examples import example_refusal, list_examples
 from sglang_specinit.report import human_bytes
 
 EXAMPLE = "llama31-8b-eagle3"
@@ -37,15 +50,137 @@ SEGMENT_KEYS = {
     DRAFT_KV: "draft_kv_pool_bytes",
 }
 
+DOC = Path(__file__).resolve().parents[2] / "docs" / "planner.md"
+TABLES = (
+    "Breakdown keys (the top level, and the same keys in `stock`)",
+    "Top-level keys besides the breakdown",
+    "`stock` keys besides the breakdown",
+)
+TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "number": (int, float),
+    "str": (str,),
+    "object": (dict,),
+    "list": (list,),
+}
+NOTE_COLUMNS = ("stock", "sglang-specinit", "both")
+GIB = 1 << 30
 
-@pytest.fixture(scope="module")
+
+def doc_table(heading: str) -> dict[str, tuple[str, bool]]:
+    """``### heading``'s table in docs/planner.md: key -> (type, always present)."""
+    text = DOC.read_text()
+    start = text.index(f"### {heading}\n")
+    rows: dict[str, tuple[str, bool]] = {}
+    for line in text[start:].splitlines()[1:]:
+        if line.startswith("#"):
+            break
+        match = re.match(r"^\| `([a-z_]+)` \| ([^|]+) \| [^|]+ \| ([^|]+) \|", line)
+        if match:
+            key, kind, present = (g.strip() for g in match.groups())
+            rows[key] = (kind, present == "always")
+    assert rows, f"no key rows under '### {heading}' in {DOC}"
+    return rows
+
+
+@cache
+def planned(example: str) -> tuple[dict[str, Any], str]:
+    """The example's ``plan --json`` and its text output, rendered from one plan (the CLI
+    prints ``plan_json`` or ``plan_text`` of it). One plan per example: a second in-process
+    plan of the same example may add a note the first has not (the 0.5.13 replay's state)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    options, launch = _planner_parser().parse_known_args(["--example", example])
+    plan = _plan(options, launch)
+    return json.loads(json.dumps(plan_json(plan))), plan_text(plan)
+
+
+def plannable(example: str) -> None:
+    """Skip an example the installed release refuses (a DeepSeek-V4 example before 0.5.20)
+    after checking ``plan`` refuses it in one line."""
+    refusal = example_refusal(example, installed_replay())
+    if refusal is not None:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["plan", "--example", example, "--json"])
+        out, err = out.getvalue(), err.getvalue()
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+        pytest.skip(f"{example} is refused here: {refusal}")
+
+
+def check_section(section: dict[str, Any], tables: tuple[str, ...]) -> None:
+    documented: dict[str, tuple[str, bool]] = {}
+    for heading in tables:
+        documented.update(doc_table(heading))
+    always = {k for k, (_, required) in documented.items() if required}
+    assert always <= set(section), sorted(always - set(section))
+    assert set(section) <= set(documented), sorted(set(section) - set(documented))
+    for key, value in section.items():
+        kind = documented[key][0]
+        nullable = kind.endswith(" or null")
+        allowed = TYPES[kind.removesuffix(" or null")]
+        if value is None:
+            assert nullable, key
+        else:
+            assert isinstance(value, allowed) and not isinstance(value, bool), (key, value)
+
+
+@pytest.mark.parametrize("example", list_examples())
+def test_plan_json_has_the_documented_keys_and_types_and_the_text_s_notes(example: str) -> None:
+    plannable(example)
+    data, text = planned(example)
+    check_section(data, TABLES[:2])
+    check_section(data["stock"], (TABLES[0], TABLES[2]))
+    assert not [k for k in data if k.startswith(("stock_", "upstream_"))]
+    assert data["stock"]["release"] == data["sglang_version"] == installed_replay().release
+    assert data["stock"]["rule"] == "the release's own sizing code"
+    assert data["rule"] == "specinit"
+    assert set(data["device"]) == {"name", "total_bytes"}
+    assert set(data["target_buffers"]) == {"bytes", "items"}
+    for note in data["notes"]:
+        assert set(note) == {"column", "text"} and note["column"] in NOTE_COLUMNS, note
+        assert isinstance(note["text"], str) and note["text"], note
+    # This package's rule fits; stock 0.5.13.post1 puts the draft on top of the budget.
+    assert data["used_bytes"] <= data["budget_bytes"]
+    assert data["stock"]["used_bytes"] > data["stock"]["budget_bytes"]
+    # What the doc says the byte keys mean, in both columns.
+    for column in (data, data["stock"]):
+        assert isinstance(column["min_viable_mem_fraction_static"], float)
+        assert column["tokens"] > 0 and column["tokens"] % column["page_size"] == 0
+        assert column["used_bytes"] == (
+            column["resident_bytes"]
+            + column["target_kv_pool_bytes"]
+            + column["draft_kv_pool_bytes"]
+            + column["draft_request_bytes"]
+            + column["draft_fixed_pool_bytes"]
+        )
+        assert column["headroom_bytes"] == column["budget_bytes"] - column["used_bytes"]
+    # Every note is in the text and the JSON, with its column.
+    labels = {
+        "stock": f"stock {data['stock']['release']}",
+        "sglang-specinit": "sglang-specinit",
+        "both": "both columns",
+    }
+    text_notes = [line for line in text.splitlines() if line.startswith("* ")]
+    json_notes = [f"* {labels[n['column']]}: {n['text']}" for n in data["notes"]]
+    assert text_notes == json_notes
+    # The table's header names the stock column as the notes do.
+    header = next(line for line in text.splitlines() if line.rstrip().endswith("sglang-specinit"))
+    assert header.split()[:2] == labels["stock"].split()
+
+
+def test_the_doc_tables_are_read() -> None:
+    """A doc edit that breaks the table format fails here, not as a vacuous pass."""
+    breakdown = doc_table(TABLES[0])
+    assert {"tokens", "budget_bytes", "rule"} <= set(breakdown)
+    assert doc_table(TABLES[1])["notes"] == ("list", True)
+    assert doc_table(TABLES[2])["spec_reserve_bytes"] == ("int", False)
+
+
+@pytest.fixture
 def plan_data() -> dict:
     """``sglang-specinit plan --example llama31-8b-eagle3 --json`` (stock 0.5.13.post1 and this
-    package's), run once for the module."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["plan", "--example", EXAMPLE, "--json"]) == 0
-    return json.loads(out.getvalue())
+    package's)."""
+    return copy.deepcopy(planned(EXAMPLE)[0])
 
 
 def report_of(data: dict, tmp: Path) -> Path:
@@ -81,10 +216,6 @@ def table_rows(page: str, first_column: str) -> dict[str, dict[str, str]]:
                 rows[cells[0]] = dict(zip(header, cells, strict=True))
             break
     return rows
-
-
-def variant_json(plan_data: dict, key: str) -> dict:
-    return plan_data if key == "specinit" else plan_data[key]
 
 
 def bar_patches(fig, gid_prefix: str) -> dict[str, object]:
@@ -127,7 +258,7 @@ def test_the_report_directory_shows_the_plan_json(plan_data: dict, tmp_path: Pat
     page = (out / "README.md").read_text()
     rows = table_rows(page, "variant")
     for variant in case["variants"]:
-        expected = variant_json(plan_data, variant["key"])
+        expected = plan_data if variant["key"] == "specinit" else plan_data[variant["key"]]
         assert variant["tokens"] == expected["tokens"]
         assert variant["max_running_requests"] == expected["max_running_requests"]
         assert variant["budget_bytes"] == expected["budget_bytes"]
@@ -163,55 +294,6 @@ def test_the_report_directory_shows_the_plan_json(plan_data: dict, tmp_path: Pat
     assert "over:stock" in ids and "over:specinit" not in ids
     texts = "".join("".join(el.itertext()) for el in root.iter("{http://www.w3.org/2000/svg}text"))
     assert "OVER by" in texts
-
-
-def test_the_figure_draws_the_plan_json(plan_data: dict) -> None:
-    """Each bar's slices and over-budget part, and its tokens and gain under it."""
-    case = case_from_plan_json(plan_data)
-    figure = report_figures.draw_case(case)
-    (ax,) = figure.axes
-    unit = 1 << 30  # budgets of tens of GiB are drawn in GiB
-    for label, key in SEGMENT_KEYS.items():
-        patches = bar_patches(figure, label)
-        assert set(patches) == {"stock", "specinit"}
-        for variant_key, patch in patches.items():
-            expected = variant_json(plan_data, variant_key)[key]
-            assert patch.get_height() * unit == pytest.approx(expected, rel=1e-9, abs=1)
-
-    ticks = [t.get_text() for t in ax.get_xticklabels()]
-    first = case.variants[0]
-    base = variant_json(plan_data, first.key)["tokens"]
-    for variant, tick in zip(case.variants, ticks, strict=True):
-        tokens = variant_json(plan_data, variant.key)["tokens"]
-        assert f"{tokens:,} tokens" in tick, tick
-        if variant is not first:
-            assert f"{(tokens - base) / base:+.1%} vs {first.title}" in tick, tick
-    title = ax.get_title()
-    for needle in (
-        f"{plan_data['speculative_algorithm']} draft",
-        plan_data["device"]["name"],
-        f"TP {plan_data['tp_size']}",
-    ):
-        assert needle in title, (needle, title)
-    # The plan names the release whose code it ran.
-    assert "sglang 9.9.9" in case_from_plan_json({**plan_data, "sglang_version": "9.9.9"}).subtitle
-
-    stock = plan_data["stock"]
-    over = stock["used_bytes"] - stock["budget_bytes"]
-    assert over > 0, "the example's stock column is expected over budget"
-    assert plan_data["used_bytes"] <= plan_data["budget_bytes"]
-    over_patches = bar_patches(figure, "over")
-    assert set(over_patches) == {
-        key for key in ("stock", "specinit") if variant_json(plan_data, key)["headroom_bytes"] < 0
-    }
-    patch = over_patches["stock"]
-    assert patch.get_y() * unit == pytest.approx(stock["budget_bytes"], rel=1e-9)
-    assert patch.get_height() * unit == pytest.approx(over, rel=1e-9)
-    assert patch.get_facecolor()[:3] == pytest.approx((1.0, 0x1A / 255, 0x1A / 255))
-    labels = [t.get_text() for t in ax.texts if t.get_gid() == "over-label:stock"]
-    assert labels == [f"OVER by\n{human_bytes(over)}"]
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "over budget" in legend and "budget (f x free)" in legend
 
 
 def test_width_grows_with_the_number_of_bars() -> None:
@@ -444,3 +526,88 @@ def test_write_breakdown_leaves_only_the_named_file(tmp_path: Path) -> None:
     assert path.name == "memory-rank1-pp0-tp1-dp0.json"
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
     assert read_rank_breakdowns(tmp_path) == [b]
+
+
+def _axis_cut_notes(fig: Any) -> list[str]:
+    return [t.get_text() for t in fig.texts if t.get_gid() == "axis-cut"]
+
+
+@pytest.mark.parametrize("example", list_examples())
+def test_the_figure_draws_the_plan_json(example: str) -> None:
+    """The title names model, GPU, release, draft and TP and both columns' tokens and the gain;
+    each bar's slices, over-budget part and tick are the JSON's; the axis is cut only above the
+    shared base, and says so."""
+    pytest.importorskip("matplotlib")
+    plannable(example)
+    data = planned(example)[0]
+    case = case_from_plan_json(data, name=example)
+    fig = report_figures.draw_case(case)
+    (ax,) = fig.axes
+    title = ax.get_title()
+    stock, ours = data["stock"]["tokens"], data["tokens"]
+    gain = (ours - stock) / stock * 100
+    assert f"{gain:+.1f} % tokens ({stock:,} -> {ours:,})" in title, title
+    for needle in (
+        f"vs stock {data['stock']['release']}",
+        f"model {example}",
+        data["device"]["name"],
+        f"sglang {data['sglang_version']}",
+        f"{data['speculative_algorithm']} draft",
+        f"TP {data['tp_size']}",
+    ):
+        assert needle in title, (needle, title)
+    # The plan names the release whose code it ran.
+    assert "sglang 9.9.9" in case_from_plan_json({**data, "sglang_version": "9.9.9"}).subtitle
+
+    # Budgets of tens of GiB are drawn in GiB.
+    columns = {"stock": data["stock"], "specinit": data}
+    for label, key in SEGMENT_KEYS.items():
+        heights = {k: p.get_height() * GIB for k, p in bar_patches(fig, label).items()}
+        assert heights == pytest.approx({k: c[key] for k, c in columns.items()}, rel=1e-9, abs=1)
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    first = case.variants[0]
+    for variant, tick in zip(case.variants, ticks, strict=True):
+        tokens = columns[variant.key]["tokens"]
+        assert f"{tokens:,} tokens" in tick, tick
+        if variant is not first:
+            assert f"{(tokens - stock) / stock:+.1%} vs {first.title}" in tick, tick
+    # Stock is over budget on every example (test_plan_json_...), this package's plan is not.
+    over = data["stock"]["used_bytes"] - data["stock"]["budget_bytes"]
+    over_patches = bar_patches(fig, "over")
+    assert set(over_patches) == {k for k, c in columns.items() if c["headroom_bytes"] < 0}
+    patch = over_patches["stock"]
+    assert patch.get_y() * GIB == pytest.approx(data["stock"]["budget_bytes"], rel=1e-9)
+    assert patch.get_height() * GIB == pytest.approx(over, rel=1e-9)
+    assert patch.get_facecolor()[:3] == pytest.approx((1.0, 0x1A / 255, 0x1A / 255))
+    labels = [t.get_text() for t in ax.texts if t.get_gid() == "over-label:stock"]
+    assert labels == [f"OVER by\n{human_bytes(over)}"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "over budget" in legend and "budget (f x free)" in legend
+
+    bottom, top = ax.get_ylim()
+    # The weights under every bar's KV pools; the axis never cuts into a pool.
+    base = min(c["resident_bytes"] for c in columns.values()) / GIB
+    tallest = max(max(c["used_bytes"], c["budget_bytes"]) for c in columns.values()) / GIB
+    notes = _axis_cut_notes(fig)
+    if bottom > 0:
+        assert bottom < base and base > report_figures.CUT_ABOVE_SHARE * tallest
+        assert notes == [f"y axis cut: it starts at {bottom:.0f} GiB, not 0"]
+        # The KV pools take a larger share of the axis than they would from 0.
+        assert (tallest - base) / (top - bottom) > (tallest - base) / top
+    else:
+        assert base <= report_figures.CUT_ABOVE_SHARE * tallest and notes == []
+    # Every bar's weights still start on the axis or below it.
+    weights = [
+        p for p in ax.patches if (p.get_gid() or "").startswith((TARGET_WEIGHTS, DRAFT_WEIGHTS))
+    ]
+    assert weights and all(p.get_y() + p.get_height() > bottom for p in weights)
+
+
+def test_the_axis_starts_at_zero_when_the_bars_differ_below_the_pools() -> None:
+    """A column with a tenth of the other's weights: no shared base, no cut."""
+    pytest.importorskip("matplotlib")
+    data = planned(_plannable()[0][0])[0]
+    light = {**data["stock"], "resident_bytes": data["resident_bytes"] // 10}
+    light["target_weight_bytes"] = light["resident_bytes"] - light["draft_weight_bytes"]
+    fig = report_figures.draw_case(case_from_plan_json({**data, "stock": light}))
+    assert fig.axes[0].get_ylim()[0] == 0 and _axis_cut_notes(fig) == []
