@@ -479,11 +479,14 @@ def test_each_rank_line_says_whether_it_is_the_tightest() -> None:
 
 
 def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> None:
-    for b in (breakdown(0, 124 << 20), breakdown(1, 100 << 20), breakdown(2, 110 << 20)):
-        (tmp_path / rank_reports.breakdown_file_name(b)).write_text(json.dumps(b))
+    written = [breakdown(0, 124 << 20), breakdown(1, 100 << 20), breakdown(2, 110 << 20)]
+    paths = [rank_reports.write_breakdown(tmp_path, b) for b in written]
+    assert paths[1].name == "memory-rank1-pp0-tp1-dp0.json"
+    # write_breakdown leaves only the named files.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [p.name for p in paths]
     (tmp_path / "unrelated.json").write_text("{}")
     found = read_rank_breakdowns(tmp_path)
-    assert [b["rank_index"] for b in found] == [0, 1, 2]
+    assert found == written
     assert rank_reports.tightest(found)["rank_index"] == 1
     with pytest.raises(ValueError, match="different token counts"):
         rank_reports.tightest([breakdown(0, 1 << 30), breakdown(1, 1 << 30, tokens=999)])
@@ -518,14 +521,6 @@ def test_tightness_fields_from_a_ranks_own_reading_and_the_minimum() -> None:
     assert near["tightest_rank"] is True
     assert rank_reports.tightness_fields(None, 100 * mib)["tightest_rank"] is None
     assert rank_reports.tightness_fields(100 * mib, None)["rank_free_at_sizing_bytes"] is None
-
-
-def test_write_breakdown_leaves_only_the_named_file(tmp_path: Path) -> None:
-    b = breakdown(1, 100 << 20)
-    path = rank_reports.write_breakdown(tmp_path, b)
-    assert path.name == "memory-rank1-pp0-tp1-dp0.json"
-    assert [p.name for p in tmp_path.iterdir()] == [path.name]
-    assert read_rank_breakdowns(tmp_path) == [b]
 
 
 def _axis_cut_notes(fig: Any) -> list[str]:
