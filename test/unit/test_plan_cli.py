@@ -267,6 +267,11 @@ def llama8b_cache_rows() -> int:
 def test_the_rope_cache_is_part_of_the_target_s_resident_bytes_in_the_device_s_dtype(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Building it leaves SGLang's rope state as it was."""
+    from sglang.srt.layers.rotary_embedding import base, factory, rope_variant
+
+    before = (factory._ROPE_DICT, dict(factory._ROPE_DICT), base._is_cuda, base._is_cpu)
+    get_device = rope_variant.get_device
     data = run_json(capsys, "--example", EXAMPLE)
     cuda = data["target_buffers"]
     rows_x_dims = llama8b_cache_rows() * ROTARY_DIM
@@ -283,14 +288,6 @@ def test_the_rope_cache_is_part_of_the_target_s_resident_bytes_in_the_device_s_d
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if "target buffers not in the checkpoint" in x)
     assert "rotary cos/sin cache" in line and "MiB" in line
-
-
-def test_building_leaves_sglang_s_rope_state_as_it_was(capsys: pytest.CaptureFixture[str]) -> None:
-    from sglang.srt.layers.rotary_embedding import base, factory, rope_variant
-
-    before = (factory._ROPE_DICT, dict(factory._ROPE_DICT), base._is_cuda, base._is_cpu)
-    get_device = rope_variant.get_device
-    run_json(capsys, "--example", EXAMPLE)
     cache, contents, is_cuda, is_cpu = before
     assert factory._ROPE_DICT is cache and factory._ROPE_DICT == contents
     assert (base._is_cuda, base._is_cpu) == (is_cuda, is_cpu)
