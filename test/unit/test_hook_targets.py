@@ -41,17 +41,41 @@ def registry(monkeypatch: pytest.MonkeyPatch, tmp_path) -> type[HookRegistry]:
     return HookRegistry
 
 
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """HookRegistry's rebinding scan, counted (each call records the replaced object's name)."""
+    from sglang.srt.plugins import hook_registry
+
+    calls: list[str] = []
+    real = hook_registry._propagate_patch
+
+    def counted(original, wrapped, owner):
+        calls.append(original.__qualname__)
+        return real(original, wrapped, owner)
+
+    monkeypatch.setattr(hook_registry, "_propagate_patch", counted)
+    return calls
+
+
 def plus_one(original, self, x: int) -> int:
     return original(self, x) + 1
 
 
-def test_applies_only_the_given_targets_once(registry: type[HookRegistry]) -> None:
+def test_applies_only_the_given_targets_once(
+    registry: type[HookRegistry], scans: list[str]
+) -> None:
+    from sglang.srt.plugins import hook_registry
+
     registry.register(OWN, plus_one, HookType.AROUND)
     registry.register(PENDING, plus_one, HookType.AROUND)
     worker_cls = sys.modules[OWN_MODULE].Worker
+    spy = hook_registry._propagate_patch
 
     assert apply_hook_targets(registry, [OWN]) == [OWN]
     assert worker_cls().step(1) == 2
+    # A method target is applied without the module scan, which is back for everyone else.
+    assert scans == []
+    assert hook_registry._propagate_patch is spy
     # Another plugin's target stays pending: not applied, its module never imported.
     state = hook_registry_state(registry)
     assert state.applied == {OWN}
@@ -81,36 +105,6 @@ def test_state_names_each_hooks_plugin_and_the_applied_targets(
     assert after.registered[PENDING] == ("other",)
     # The default registry is SGLang's own.
     assert hook_registry_state().registered == hook_registry_state(HookRegistry).registered
-
-
-@pytest.fixture
-def scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """HookRegistry's rebinding scan, counted (each call records the replaced object's name)."""
-    from sglang.srt.plugins import hook_registry
-
-    calls: list[str] = []
-    real = hook_registry._propagate_patch
-
-    def counted(original, wrapped, owner):
-        calls.append(original.__qualname__)
-        return real(original, wrapped, owner)
-
-    monkeypatch.setattr(hook_registry, "_propagate_patch", counted)
-    return calls
-
-
-def test_a_method_target_is_applied_without_the_module_scan(
-    registry: type[HookRegistry], scans: list[str]
-) -> None:
-    from sglang.srt.plugins import hook_registry
-
-    registry.register(OWN, plus_one, HookType.AROUND)
-    spy = hook_registry._propagate_patch
-    apply_hook_targets(registry, [OWN])
-    assert sys.modules[OWN_MODULE].Worker().step(1) == 2
-    assert scans == []
-    # The scan is back for everyone else.
-    assert hook_registry._propagate_patch is spy
 
 
 def test_a_function_target_keeps_the_module_scan(
