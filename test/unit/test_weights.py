@@ -20,7 +20,7 @@ from sglang_specinit.planner.gpus import (
     parse_bytes,
     pre_load_free_bytes,
 )
-from sglang_specinit.planner.plan import OfflinePlan, build_plan
+from sglang_specinit.planner.plan import build_plan
 from sglang_specinit.planner.releases import installed_replay
 from sglang_specinit.planner.sharding import (
     ShardLayout,
@@ -101,15 +101,13 @@ def parts(split) -> tuple[int, int, int]:
 
 def test_separate_draft_split() -> None:
     target = CheckpointSizes(total_bytes=1000, source="t")
-    draft = CheckpointSizes(total_bytes=300, source="d", tensor_bytes={EMBED: 100})
-    # The stored embedding moves to shared; the head the checkpoint lacks is estimated (50).
-    split = split_separate_draft(target, draft, (EMBED, LM_HEAD), {EMBED: 999, LM_HEAD: 50})
-    assert parts(split) == (1000, 200, 150)
     # An EAGLE checkpoint stores its embedding as ``embed_tokens.weight`` (the loader adds the
     # ``model.`` prefix): the same tensor, so the same split.
-    bare = CheckpointSizes(total_bytes=300, source="d", tensor_bytes={"embed_tokens.weight": 100})
-    split = split_separate_draft(target, bare, (EMBED, LM_HEAD), {EMBED: 999, LM_HEAD: 50})
-    assert parts(split) == (1000, 200, 150)
+    for name in (EMBED, "embed_tokens.weight"):
+        draft = CheckpointSizes(total_bytes=300, source="d", tensor_bytes={name: 100})
+        # The stored embedding moves to shared; the head the checkpoint lacks is estimated (50).
+        split = split_separate_draft(target, draft, (EMBED, LM_HEAD), {EMBED: 999, LM_HEAD: 50})
+        assert parts(split) == (1000, 200, 150), name
 
 
 def test_mtp_split_from_target_checkpoint() -> None:
@@ -387,29 +385,9 @@ def _decoder_layer(kind: str, c: dict[str, Any], moe: bool) -> dict[str, Any]:
     }
 
 
-def _mtp_layer(kind: str, c: dict[str, Any]) -> dict[str, Any]:
-    """The MTP layer's tensors the draft loads (local names), with their split."""
-    h = c["hidden_size"]
-    return {
-        **_decoder_layer(kind, c, moe=True),
-        "enorm.weight": ((h,), WHOLE),
-        "hnorm.weight": ((h,), WHOLE),
-        "eh_proj.weight": ((h, 2 * h), WHOLE),  # nn.Linear in DeepseekModelNextN / GLM's
-        "shared_head.norm.weight": ((h,), WHOLE),
-    }
-
-
-def _rank_bytes(tensors: dict[str, Any]) -> int:
-    total = 0
-    for shape, split in tensors.values():
-        n = BF16 * int(torch.Size(shape).numel())
-        total += n if split == WHOLE else n // split
-    return total
-
-
 def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
     """A tiny ``kind`` checkpoint (config + safetensors) and its MTP layer's expected bytes on
-    one of ``TP`` ranks."""
+    one of ``TP`` ranks: the tensors the draft loads (local names), with their split."""
     c = _config(kind)
     layers, h = c["num_hidden_layers"], c["hidden_size"]
     tensors = {
@@ -422,9 +400,18 @@ def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
         for name, (shape, _) in _decoder_layer(kind, c, moe).items():
             tensors[f"model.layers.{i}.{name}"] = shape
     mtp = f"model.layers.{layers}."
-    loaded = _mtp_layer(kind, c)
-    for name, (shape, _) in loaded.items():
+    loaded = {
+        **_decoder_layer(kind, c, moe=True),
+        "enorm.weight": ((h,), WHOLE),
+        "hnorm.weight": ((h,), WHOLE),
+        "eh_proj.weight": ((h, 2 * h), WHOLE),  # nn.Linear in DeepseekModelNextN / GLM's
+        "shared_head.norm.weight": ((h,), WHOLE),
+    }
+    expected = 0
+    for name, (shape, split) in loaded.items():
         tensors[mtp + name] = shape
+        n = BF16 * int(torch.Size(shape).numel())
+        expected += n if split == WHOLE else n // split
     if kind in ("deepseek-v3", "glm-4.5"):  # the copies these published checkpoints store
         tensors[mtp + "embed_tokens.weight"] = (VOCAB, h)
         tensors[mtp + "shared_head.head.weight"] = (VOCAB, h)
@@ -434,36 +421,27 @@ def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
         {k: torch.zeros(shape, dtype=torch.bfloat16) for k, shape in tensors.items()},
         str(directory / "model.safetensors"),
     )
-    return str(directory), _rank_bytes(loaded)
-
-
-def plan_nextn(model_path: str) -> OfflinePlan:
-    """``NEXTN`` without a draft path (the draft is the target's own MTP layer), TP 2."""
-    replay = installed_replay()
-    flags = "--speculative-algorithm NEXTN --speculative-num-steps 1 --speculative-eagle-topk 1"
-    flags += f" --speculative-num-draft-tokens 2 --tp-size {TP} --mem-fraction-static 0.5"
-    args = replay.parse_launch(["--model-path", model_path, *flags.split()])
-    device = DeviceSpec("test device", 8 * GIB, 7 * GIB)
-    return build_plan(args, device, replay)
-
-
-def own_tables_bytes() -> int:
-    """The embedding and head the NextN draft model allocates itself, on one rank: 250 rows
-    padded to 256 (``pad_vocab_size``), split over ``TP``, bf16."""
-    return 2 * (256 // TP) * HIDDEN * BF16
+    return str(directory), expected
 
 
 def test_draft_bytes_are_the_layers_tensors_as_the_loader_splits_them(tmp_path: Path) -> None:
-    """deepseek-v3 and glm-4.5 store embedding/head copies under the MTP layer, glm-4.6 not:
+    """``NEXTN`` without a draft path (the draft is the target's own MTP layer), TP 2:
+    deepseek-v3 and glm-4.5 store embedding/head copies under the MTP layer, glm-4.6 not;
     nothing resident changes with them."""
+    replay = installed_replay()
+    flags = "--speculative-algorithm NEXTN --speculative-num-steps 1 --speculative-eagle-topk 1"
+    flags += f" --speculative-num-draft-tokens 2 --tp-size {TP} --mem-fraction-static 0.5"
     columns = {}
     for kind in ("deepseek-v3", "glm-4.5", "glm-4.6"):
         path, expected = build_checkpoint(tmp_path / kind, kind)
-        columns[kind] = column = plan_nextn(path).ours
+        args = replay.parse_launch(["--model-path", path, *flags.split()])
+        device = DeviceSpec("test device", 8 * GIB, 7 * GIB)
+        columns[kind] = column = build_plan(args, device, replay).ours
         draft = column.inputs.draft
         assert draft is not None
         assert column.plan.draft_weight_bytes == draft.weight_bytes == expected, kind
-        # The draft's own embedding and head, allocated whatever the checkpoint stores.
-        assert draft.shared_weight_bytes == own_tables_bytes(), kind
+        # The embedding and head the NextN draft model allocates itself whatever the checkpoint
+        # stores, on one rank: 250 rows padded to 256 (pad_vocab_size), split over TP, bf16.
+        assert draft.shared_weight_bytes == 2 * (256 // TP) * HIDDEN * BF16, kind
     target_bytes = {k: columns[k].plan.target_weight_bytes for k in ("glm-4.5", "glm-4.6")}
     assert target_bytes["glm-4.5"] == target_bytes["glm-4.6"]
