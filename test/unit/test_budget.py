@@ -347,15 +347,6 @@ def test_rules_table_shows_reserve_only_where_present() -> None:
     assert lines[-1].startswith("* stock:")  # the stock rule's note
 
 
-def _rows(table: str) -> dict[str, list[str]]:
-    """``label -> cells`` of a rendered table (columns are two or more spaces apart)."""
-    rows = {}
-    for line in table.splitlines()[1:]:
-        label, *cells = re.split(r" {2,}", line.strip())
-        rows[label] = cells
-    return rows
-
-
 def test_runtime_breakdown_table() -> None:
     breakdown = plan_to_dict(plan_pools(scenario()), scenario(), tp_size=1)
     # SGLang allocated less than planned: 1 GiB less target KV, 256 MiB less draft KV.
@@ -365,7 +356,11 @@ def test_runtime_breakdown_table() -> None:
     breakdown["allocated_draft_kv_pool_bytes"] = draft_pool
     table = render_breakdown(breakdown)
     assert table.splitlines()[0].split() == ["planned", "allocated"]
-    rows = _rows(table)
+    # label -> cells (columns are two or more spaces apart)
+    rows = {
+        line[0]: line[1:]
+        for line in (re.split(r" {2,}", x.strip()) for x in table.splitlines()[1:])
+    }
     allocated_used = breakdown["resident_bytes"] + target_pool + draft_pool
     expected = {
         "target KV pool": (breakdown["target_kv_pool_bytes"], target_pool),

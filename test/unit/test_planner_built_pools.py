@@ -17,14 +17,6 @@ from sglang_specinit.sglang_0_5_13.planner_replay import REPLAY
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 
-def _resolved(example: str):
-    """The example's launch resolved for its GPU, as ``plan --example`` resolves it."""
-    options, launch = _planner_parser().parse_known_args(["--example", example])
-    ex = load_example(example)
-    device = _device(options, ex)
-    return REPLAY.resolve(REPLAY.parse_launch([*ex.launch_args, *launch]), device), device
-
-
 def _geometry(launch):
     """The same launch priced from the model geometry, as the planner priced it before."""
     from sglang.srt.configs.model_config import ModelConfig
@@ -77,7 +69,12 @@ def test_built_prices_equal_the_geometry(example: str, monkeypatch) -> None:
 
     monkeypatch.setattr(pool_probe, "measure_kv_pool", counting)
     with cuda_quantization_names():
-        launch, device = _resolved(example)
+        # The example's launch resolved for its GPU, as ``plan --example`` resolves it.
+        options, flags = _planner_parser().parse_known_args(["--example", example])
+        device = _device(options, load_example(example))
+        launch = REPLAY.resolve(
+            REPLAY.parse_launch([*load_example(example).launch_args, *flags]), device
+        )
         prices = REPLAY.pool_prices(launch, device)
         target, draft_pools, (per_request, fixed) = _geometry(launch)
     # Built: one pool for the target and one per distinct draft runner, by the server's probe.

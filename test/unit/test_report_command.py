@@ -413,19 +413,14 @@ def test_without_inputs_every_shipped_example_is_rendered(
             assert f"](#{example}) | plan |" in row
 
 
-def _venv_of(python: str, root: Path) -> Path:
-    """A directory whose ``bin/python`` runs ``python`` (as that interpreter's own venv)."""
-    (root / "bin").mkdir(parents=True)
-    wrapper = root / "bin" / "python"
-    wrapper.write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')
-    wrapper.chmod(0o755)
-    return root
-
-
 def test_beside_puts_that_environment_s_stock_column_beside_this_one(
     plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    venv = _venv_of(sys.executable, tmp_path / "venv")
+    # A directory whose bin/python runs this interpreter (as its own venv).
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
     out = tmp_path / "report"
     code, _, err = run_report(
         capsys, "--out", str(out), "--example", EXAMPLE, "--beside", str(venv)
