@@ -86,6 +86,7 @@ def test_default_table_is_the_installed_release_s_stock_beside_ours(
     assert [k for k in data if isinstance(data[k], dict) and "tokens" in data[k]] == ["stock"]
     assert data["stock"]["release"] == "0.5.13.post1"
     assert run_json(capsys, "--sglang-version", "0.5.13.post1") == data
+    assert (data["mem_fraction_static"], data["stock"]["mem_fraction_static"]) == (0.83, 0.779)
     # The CPU engine switch (a shell set up for the CPU tests) does not move a GPU plan, in this
     # process or in a fresh one (the console entry point).
     from sglang.srt.utils.common import is_cpu
