@@ -45,8 +45,7 @@ Wait = Callable[[int], Any]
 
 
 def _flag() -> str | None:
-    release = gpu_release.installed_settings()
-    return release.deterministic_flag if gpu_cases.deterministic() else None
+    return gpu_release.DETERMINISTIC_FLAG if gpu_cases.deterministic() else None
 
 
 def _generate(server: GpuServer, case: gpu_cases.Case, prompt: str) -> dict[str, Any]:

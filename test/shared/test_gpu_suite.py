@@ -18,6 +18,7 @@ from harness.gpu import broken_plugins, gpu_cases, gpu_release, gpu_verdict
 from harness.gpu.broken_plugins import BATCH, launch_of, no_graph_info
 from harness.gpu.server_env import gpu_env
 from harness.launch import server_process
+from harness.launch.engine import cpu_env
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, extra_python_path
 from harness.releases import installed_row
 
@@ -70,6 +71,8 @@ BROKEN_FAILS = {
     "silently stepping aside": ["breakdown"],
     "CUDA-graph batch list changed": ["batch_lists"],
 }
+# The cases whose checkpoints run remote code.
+TRUSTED = ("multi_layer_mtp", "dflash")
 DRAFT = gpu_verdict.expected_draft_graph(gpu_cases.case("eagle3", {}, RELEASE.version).args)
 
 
@@ -147,14 +150,21 @@ def test_no_cpu_double_reaches_a_gpu_server(tmp_path: Path) -> None:
     cpu = server_process.sglang_process_env(plugin=True, base=os.environ)
     found = server_process.cpu_double_problems(cpu)
     assert any("sgl_kernel_stub" in p for p in found) is EXPECT.cpu_stub, found
-    for plugin in (True, False):
-        env = gpu_env(plugin=plugin, report_dir=tmp_path, probe_dir=tmp_path)
+    # A CPU Engine's env with the stub on its path: every double found, none left for a server.
+    engine = cpu_env(plugin=True, base={"PYTHONPATH": str(SGL_KERNEL_STUB_DIR)})
+    found = server_process.cpu_double_problems(engine)
+    for double in ("SPECINIT_TEST_SHIMS", "SGLANG_USE_CPU_ENGINE", str(SGL_KERNEL_STUB_DIR)):
+        assert any(double in p for p in found), (double, found)
+    for plugin, base in ((True, os.environ), (False, os.environ), (True, engine)):
+        env = gpu_env(plugin=plugin, report_dir=tmp_path, probe_dir=tmp_path, base=base)
         assert server_process.cpu_double_problems(env) == [], env["PYTHONPATH"]
+        assert env["PYTHONPATH"].split(os.pathsep)[0] == str(server_process.SITE_DIR)
         assert str(SGL_KERNEL_STUB_DIR) not in env["PYTHONPATH"]
 
 
 def test_dry_run_prints_every_server_parsed_by_the_installed_release(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHON": sys.executable, "SPECINIT_GPU_OUT_DIR": str(tmp_path)}
+    env["CUDA_DEVICE_ORDER"] = "FASTEST_FIRST"  # CUDA's default order, not NVML's
     command = ["bash", "scripts/test-gpu.sh", "--dry-run"]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -165,7 +175,13 @@ def test_dry_run_prints_every_server_parsed_by_the_installed_release(tmp_path: P
     assert {(n, v) for n in names for v in ("plugin", "stock")} <= at_f
     for server in servers:
         assert server["argv"][:3] == [sys.executable, "-m", "sglang.launch_server"], server
+        if server["case"] != "eagle3_tp2":  # the suite's cases run deterministic (the default)
+            assert server["argv"][-1] == "--enable-deterministic-inference", server
         env = server["env"]
+        assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+        dflash = server["case"] == "dflash"
+        assert env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") == ("1" if dflash else None)
+        assert ("--trust-remote-code" in server["argv"]) is (server["case"] in TRUSTED), server
         plugins = "specinit" if server["variant"] == "plugin" else "none-specinit-disabled"
         assert env["SGLANG_PLUGINS"] == plugins
         assert "PYTHONPATH" in env and "sgl_kernel_stub" not in env["PYTHONPATH"]

@@ -42,49 +42,31 @@ class PlannedServer:
     env: dict[str, str]
 
 
-def _server(
-    case: gpu_cases.Case,
-    variant: str,
-    fraction: str,
-    *,
-    test: str,
-    when: str,
-    work: str,
-    flag: str | None,
-    base: Mapping[str, str],
-) -> PlannedServer:
-    work_dir = WORK_DIR_PLACEHOLDER / case.name / work
-    dirs = {"report_dir": work_dir / "reports", "probe_dir": work_dir / "probe"}
-    env = gpu_env(plugin=variant == "plugin", case_env=dict(case.env), base=base, **dirs)
-    argv = launch_argv(case, fraction, flag)
-    return PlannedServer(case.name, variant, test, when, argv, changed_variables(env, base))
-
-
-def planned_servers(
-    env: Mapping[str, str] | None = None, release: str | None = None
-) -> Iterator[PlannedServer]:
+def planned_servers(env: Mapping[str, str] | None = None) -> Iterator[PlannedServer]:
     env = os.environ if env is None else env
-    settings = gpu_release.settings(release or gpu_release.installed_release() or "none")
-    flag = settings.deterministic_flag if gpu_cases.deterministic(env) else None
+    version = gpu_release.installed_settings().version
+    flag = gpu_release.DETERMINISTIC_FLAG if gpu_cases.deterministic(env) else None
     f, lower = gpu_cases.mem_fraction(env), gpu_cases.stock_mem_fraction(env)
-    common = {"flag": flag, "base": env}
-    for case in gpu_cases.cases(env, settings.version):
-        if case.skip:
-            continue
-        for variant in ("plugin", "stock"):
-            yield _server(case, variant, f, test=CASE_TEST, when="always", work=variant, **common)
-        oom = f"stock runs out of memory at f={f}"
-        for variant in ("stock", "plugin"):
-            work = f"{variant}-lower-f"
-            yield _server(case, variant, lower, test=CASE_TEST, when=oom, work=work, **common)
-    eagle3 = gpu_cases.case("eagle3", env, settings.version)
-    if eagle3.skip:
-        return
-    for test, variant, work in EAGLE3_TESTS:
-        yield _server(eagle3, variant, f, test=test, when="always", work=work, **common)
-    tp2 = dataclasses.replace(eagle3, name="eagle3_tp2", tp=2)
-    when = "the runner has 2 GPUs"
-    yield _server(tp2, "plugin", f, test=TP2_TEST, when=when, work="tp2", flag=None, base=env)
+    oom = f"stock runs out of memory at f={f}"
+    # (case, variant, fraction, test, when, work directory, deterministic flag)
+    plan = []
+    for case in gpu_cases.cases(env, version):
+        if not case.skip:
+            plan += [(case, v, f, CASE_TEST, "always", v, flag) for v in ("plugin", "stock")]
+            plan += [
+                (case, v, lower, CASE_TEST, oom, f"{v}-lower-f", flag) for v in ("stock", "plugin")
+            ]
+    eagle3 = gpu_cases.case("eagle3", env, version)
+    if not eagle3.skip:
+        plan += [(eagle3, v, f, test, "always", work, flag) for test, v, work in EAGLE3_TESTS]
+        tp2 = dataclasses.replace(eagle3, name="eagle3_tp2", tp=2)
+        plan.append((tp2, "plugin", f, TP2_TEST, "the runner has 2 GPUs", "tp2", None))
+    for case, variant, fraction, test, when, work, case_flag in plan:
+        dirs = {"report_dir": WORK_DIR_PLACEHOLDER / case.name / work / "reports"}
+        dirs["probe_dir"] = dirs["report_dir"].with_name("probe")
+        server = gpu_env(plugin=variant == "plugin", case_env=dict(case.env), base=env, **dirs)
+        argv = launch_argv(case, fraction, case_flag)
+        yield PlannedServer(case.name, variant, test, when, argv, changed_variables(server, env))
 
 
 def parse_problem(argv: list[str]) -> str:
@@ -106,8 +88,7 @@ def parse_problem(argv: list[str]) -> str:
     return ""
 
 
-def main(argv: list[str] | None = None) -> int:
-    del argv
+def main() -> int:
     base = dict(os.environ)
     try:
         servers = list(planned_servers(base))
