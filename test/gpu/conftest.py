@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from harness.gpu import device_memory, gpu_summary, time_budget
@@ -73,8 +74,8 @@ def wait_for_released_devices(
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Each test's outcome as soon as it is known (harness.gpu.gpu_summary.record)."""
-    directory = gpu_summary.out_dir()
-    if directory is None:
+    directory = os.environ.get("SPECINIT_GPU_OUT_DIR", "").strip()
+    if not directory:
         return
     final = report.when == "call" or (report.when == "setup" and not report.passed)
     final = final or (report.when == "teardown" and report.failed)
@@ -87,4 +88,4 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     elif report.failed:
         lines = (report.longreprtext or "").strip().splitlines()
         detail = lines[-1] if lines else ""
-    gpu_summary.record(directory, report.nodeid, outcome, detail or "", report.duration)
+    gpu_summary.record(Path(directory), report.nodeid, outcome, detail or "", report.duration)

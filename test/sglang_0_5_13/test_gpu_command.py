@@ -311,7 +311,7 @@ def test_checkpoints_are_fetched_without_what_sglang_never_loads() -> None:
     for profile in ("full", "small"):
         env = {gpu_cases.PROFILE_ENV: profile, gpu_cases.MODEL_DIR_ENV: "/models"}
         lines = downloads.commands(env)
-        assert len(lines) == len(downloads.models(env))
+        assert len(set(lines)) == len(lines)  # each model once
         for line in lines:
             include = "'*.safetensors' 'pytorch_model*.bin' '*.json' 'tokenizer*' '*.py'"
             assert f"--include {include}" in line, line

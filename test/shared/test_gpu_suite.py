@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from harness.gpu import broken_plugins, gpu_cases, gpu_release, gpu_verdict
-from harness.gpu.broken_plugins import BATCH, launch_of, no_graph_info
-from harness.gpu.server_env import gpu_env
+from harness.gpu.broken_plugins import BATCH, launch_of
+from harness.gpu.dry_run import gpu_env
 from harness.launch import server_process
 from harness.launch.engine import cpu_env
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, extra_python_path
@@ -92,36 +92,30 @@ def test_a_working_eagle3_server_passes_the_graph_verdict(launch: Any) -> None:
     assert logged == pytest.approx(EXPECT.figures)  # each line under its /server_info phase
     assert DRAFT == "draft"
     assert gpu_verdict.graph_problems(capture, info, DRAFT) == []
+    # The plugin must capture every kind stock captures.
+    assert gpu_verdict.same_graph_kinds(capture, capture) == []
+    assert gpu_verdict.same_graph_kinds(replace(capture, draft=0), capture) == [
+        "stock captured ['draft'] graphs, the plugin-on server did not"
+    ]
 
 
-def test_the_graph_verdict_fails_without_the_draft_graph_or_any_graph(
-    launch: Any, monkeypatch: pytest.MonkeyPatch
+def test_the_graph_verdict_fails_without_a_graph_or_beside_another_launchs_figure(
+    launch: Any,
 ) -> None:
-    capture, info = launch(draft=False)
-    (problem,) = gpu_verdict.graph_problems(capture, info, DRAFT)
-    assert "draft's CUDA graphs were not captured" in problem
-    # No graph at all (--disable-cuda-graph, or the plugin skipped the graph phase).
-    nothing = gpu_verdict.GraphCapture.from_log("[2026-12-01 09:00:00] Load weight end.", RELEASE)
-    problems = gpu_verdict.graph_problems(nothing, no_graph_info(RELEASE, monkeypatch), DRAFT)
-    assert len(problems) == 3, problems  # no runner line, figure 0, no draft line
-
-
-def test_a_graph_figure_that_is_no_captured_runners_fails(launch: Any) -> None:
-    # The log of one capture beside the /server_info of another (0.25 GB more).
     capture, info = launch()
+    (problem,) = gpu_verdict.graph_problems(*launch(draft=False), DRAFT)
+    assert "draft's CUDA graphs were not captured" in problem
+    # No graph at all (--disable-cuda-graph, or the plugin skipped the graph phase): 0 GB.
+    nothing = gpu_verdict.GraphCapture.from_log("[2026-12-01 09:00:00] Load weight end.", RELEASE)
+    _, no_graph = launch(draft=False, avail_gb=(8.0, 8.0))
+    problems = gpu_verdict.graph_problems(nothing, no_graph, DRAFT)
+    assert len(problems) == 3, problems  # no runner line, figure 0, no draft line
+    # The log of one capture beside the /server_info of another (0.25 GB more).
     _, other = launch(avail_gb=(8.0, 7.14))
     (problem,) = gpu_verdict.graph_problems(capture, other, DRAFT)
     assert f"{EXPECT.target_phase}=0.86 GB matches no captured runner" in problem
     failed = gpu_verdict.GraphCapture.from_log("Capture cuda graph failed: boom", RELEASE)
     assert gpu_verdict.graph_problems(replace(capture, failed=failed.failed), info, DRAFT)
-
-
-def test_plugin_must_capture_every_kind_stock_captures(launch: Any) -> None:
-    stock, _ = launch()
-    assert gpu_verdict.same_graph_kinds(replace(stock, draft=0), stock) == [
-        "stock captured ['draft'] graphs, the plugin-on server did not"
-    ]
-    assert gpu_verdict.same_graph_kinds(stock, stock) == []
 
 
 def test_a_changed_cuda_graph_batch_list_fails(launch: Any) -> None:
@@ -132,15 +126,14 @@ def test_a_changed_cuda_graph_batch_list_fails(launch: Any) -> None:
     assert [p.split(":")[0] for p in problems] == EXPECT.batch_list_problems, problems
 
 
-def test_a_working_plugins_case_passes_every_gpu_verdict(launch: Any) -> None:
+def test_a_working_plugins_case_passes_every_gpu_verdict_and_each_broken_one_fails(
+    launch: Any,
+) -> None:
     working = broken_plugins.working_case(launch, RELEASE)
     assert working.stock_fits is EXPECT.stock_fits
     assert gpu_verdict.case_problems(working) == {name: [] for name in gpu_verdict.CHECKS}
     ratio = working.plugin.info["max_total_num_tokens"] / working.stock.info["max_total_num_tokens"]
     assert (ratio > 1) is EXPECT.stock_fits, ratio
-
-
-def test_each_broken_plugin_fails_the_gpu_case(launch: Any) -> None:
     assert broken_plugins.verdict_table(launch, RELEASE) == BROKEN_FAILS
 
 

@@ -1,4 +1,5 @@
-"""``scripts/test-gpu.sh --dry-run``: every server the GPU suite would start, checked, no GPU."""
+"""Every GPU server's command and environment (:func:`launch_argv`, :func:`gpu_env`; the suite's
+too), and ``scripts/test-gpu.sh --dry-run``: every server the suite would start, checked, no GPU."""
 
 from __future__ import annotations
 
@@ -14,9 +15,58 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
-from harness.gpu import gpu_cases, gpu_release
-from harness.gpu.server_env import changed_variables, gpu_env, launch_argv
-from harness.launch.server_process import cpu_double_problems
+from harness.gpu import device_memory, gpu_cases, gpu_release, storage_identity
+from harness.launch.server_process import (
+    cpu_double_problems,
+    sglang_process_env,
+    without_cpu_doubles,
+)
+from harness.reports import device_probe
+
+REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
+
+
+def launch_argv(case: gpu_cases.Case, mem_fraction: str, flag: str | None) -> list[str]:
+    return [sys.executable, "-m", "sglang.launch_server", *case.launch_args(mem_fraction, flag)]
+
+
+def gpu_env(
+    *,
+    plugin: bool,
+    report_dir: Path,
+    probe_dir: Path,
+    case_env: Mapping[str, str] | None = None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """One GPU server's environment; raises a ``RuntimeError`` on a CPU double."""
+    env = sglang_process_env(
+        plugin=plugin,
+        base=without_cpu_doubles(os.environ if base is None else base),
+        cpu_doubles=False,
+        extra={
+            **(case_env or {}),
+            REPORT_DIR_ENV: str(report_dir),
+            device_probe.PROBE_ENV: "1",
+            device_probe.PROBE_DIR_ENV: str(probe_dir),
+            storage_identity.IDENTITY_ENV: "1",
+            storage_identity.IDENTITY_DIR_ENV: str(probe_dir),
+            device_memory.CUDA_DEVICE_ORDER[0]: device_memory.CUDA_DEVICE_ORDER[1],
+        },
+    )
+    # FlashInfer's JIT runs `ninja` by name: the interpreter's own bin/ goes first.
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    problems = cpu_double_problems(env)
+    if problems:
+        raise RuntimeError("a GPU server's environment has a CPU double: " + "; ".join(problems))
+    return env
+
+
+def changed_variables(env: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
+    """What ``env`` sets or changes relative to ``base`` (``""`` for a variable it removes)."""
+    changed = {k: v for k, v in env.items() if base.get(k) != v}
+    changed.update({k: "" for k in base if k not in env})
+    return dict(sorted(changed.items()))
+
 
 # Where the suite's servers would write; the dry run names the place without creating it.
 WORK_DIR_PLACEHOLDER = Path("<case-dir>")
