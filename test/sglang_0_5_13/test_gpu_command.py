@@ -26,10 +26,6 @@ REPO = Path(__file__).resolve().parents[2]
 SERVERS_TEST = "test.gpu.test_gpu_servers::test_case_fits_its_budget_and_matches_stock"
 
 
-def _workflow() -> dict[str, Any]:
-    return yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())
-
-
 def _run_gpu_command(
     out_dir: Path, extra_env: dict[str, str], *args: str, preflight: bool = False
 ) -> subprocess.CompletedProcess:
@@ -43,9 +39,8 @@ def _run_gpu_command(
 
 
 def test_gpu_command_fails_when_no_case_ran(tmp_path: Path) -> None:
-    profile = (
-        "small"  # a previous run's memory report on a reused runner must not survive into this run.
-    )
+    profile = "small"
+    # A previous run's memory report on a reused runner must not survive into this run.
     stale = tmp_path / "cases" / "old-run" / "reports" / "memory-rank0-pp0-tp0-dp0.json"
     stale.parent.mkdir(parents=True)
     stale.write_text("{}")
@@ -256,7 +251,7 @@ def test_settings_are_read_and_bad_ones_refused_with_the_choices(
 
 def test_workflow_time_arithmetic_fits_every_test_in_the_job() -> None:
     tb = time_budget
-    workflow = _workflow()
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())
     job = workflow["jobs"]["test"]
     (suite_step,) = [s for s in job["steps"] if s.get("name", "").startswith("GPU suite")]
     for release in gpu_release.MATRIX:
