@@ -14,7 +14,6 @@ from harness.launch import processes
 # Before anything imports torch: CUDA's numbering must be NVML's (see harness.gpu.device_memory).
 os.environ[device_memory.CUDA_DEVICE_ORDER[0]] = device_memory.CUDA_DEVICE_ORDER[1]
 MEMORY_TOLERANCE_BYTES = int(os.environ.get("SPECINIT_GPU_MEMORY_TOLERANCE_MIB", "1024")) << 20
-MEMORY_WAIT_S = float(os.environ.get("SPECINIT_GPU_MEMORY_WAIT_S", "300"))
 
 
 def cuda_ready() -> tuple[bool, str]:
@@ -66,7 +65,7 @@ def wait_for_released_devices(
             reader,
             {i: baselines[i] for i in indices if i in baselines},
             tolerance_bytes=MEMORY_TOLERANCE_BYTES,
-            timeout_s=MEMORY_WAIT_S,
+            timeout_s=time_budget.device_wait_s(None),
         )
 
     return wait
