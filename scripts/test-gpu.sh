@@ -80,7 +80,7 @@ TIMEOUT_S=${SPECINIT_GPU_TEST_TIMEOUT_S:-$TIMEOUT_S}
 if [ "$SMOKE" = 1 ]; then
   # Nothing downloads: the models must already be on local disk.
   export HF_HUB_OFFLINE=1
-  if ! why=$(PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu.gpu_cases --smoke-problems); then
+  if ! why=$(PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu.gpu_cases); then
     echo "[test-gpu] cannot read the smoke's case (see above)" >&2
     exit 1
   fi
@@ -93,10 +93,9 @@ if [ "$SMOKE" = 1 ]; then
   # Up to four launches (plugin and stock at f; both again at the stock fraction when stock
   # runs out of memory at f), each waiting for its devices, starting (the first with the
   # kernels' JIT), serving, tearing down (harness/gpu/time_budget.py).
-  if ! SMOKE_TIMEOUT=$(PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu.gpu_cases --smoke-timeout); then
+  if ! TIMEOUT_S=$(PYTHONPATH="$HARNESS_PATH" "$PYTHON" -m harness.gpu.time_budget --smoke); then
     exit 1
   fi
-  TIMEOUT_S=${SPECINIT_GPU_TEST_TIMEOUT_S:-$SMOKE_TIMEOUT}
 fi
 # This run's reports only: the summary and the workflow's memory report read these paths;
 # results.jsonl / junit-partial.xml get each test's outcome as it ends (harness/gpu/gpu_summary.py).

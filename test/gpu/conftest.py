@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from harness.gpu import device_memory, gpu_summary, time_budget
@@ -13,7 +14,6 @@ from harness.launch import processes
 # Before anything imports torch: CUDA's numbering must be NVML's (see harness.gpu.device_memory).
 os.environ[device_memory.CUDA_DEVICE_ORDER[0]] = device_memory.CUDA_DEVICE_ORDER[1]
 MEMORY_TOLERANCE_BYTES = int(os.environ.get("SPECINIT_GPU_MEMORY_TOLERANCE_MIB", "1024")) << 20
-MEMORY_WAIT_S = float(os.environ.get("SPECINIT_GPU_MEMORY_WAIT_S", "300"))
 
 
 def cuda_ready() -> tuple[bool, str]:
@@ -65,7 +65,7 @@ def wait_for_released_devices(
             reader,
             {i: baselines[i] for i in indices if i in baselines},
             tolerance_bytes=MEMORY_TOLERANCE_BYTES,
-            timeout_s=MEMORY_WAIT_S,
+            timeout_s=time_budget.device_wait_s(None),
         )
 
     return wait
@@ -73,8 +73,8 @@ def wait_for_released_devices(
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Each test's outcome as soon as it is known (harness.gpu.gpu_summary.record)."""
-    directory = gpu_summary.out_dir()
-    if directory is None:
+    directory = os.environ.get("SPECINIT_GPU_OUT_DIR", "").strip()
+    if not directory:
         return
     final = report.when == "call" or (report.when == "setup" and not report.passed)
     final = final or (report.when == "teardown" and report.failed)
@@ -87,4 +87,4 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     elif report.failed:
         lines = (report.longreprtext or "").strip().splitlines()
         detail = lines[-1] if lines else ""
-    gpu_summary.record(directory, report.nodeid, outcome, detail or "", report.duration)
+    gpu_summary.record(Path(directory), report.nodeid, outcome, detail or "", report.duration)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from harness.gpu import device_memory, time_budget
+from harness.gpu.dry_run import gpu_env, launch_argv
 from harness.gpu.gpu_cases import Case
-from harness.gpu.server_env import gpu_env, launch_argv
 from harness.launch.server_process import (
     RunFiles,
     ServerHandle,
@@ -72,7 +72,12 @@ def gpu_server(
         plugin=plugin, report_dir=files.report_dir, probe_dir=probe_dir, case_env=dict(case.env)
     )
     handle: ServerHandle | None = None
-    watch = device_memory.watch(files.log_path, _case_devices(case.tp))
+    try:  # the NVML indices the case's ranks run on (none where NVML cannot say)
+        reader = device_memory.NvmlMemoryReader()
+        devices = device_memory.devices_for_case(case.tp, reader.device_count(), reader.uuids())
+    except Exception:  # no driver: the watch has nothing to read
+        devices = []
+    watch = device_memory.watch(files.log_path, devices)
     # Read before this launch is counted (the first launch compiles the kernels).
     limits = {"startup_timeout_s": time_budget.startup_s(first=not _LAUNCHED)}
     _LAUNCHED.append(True)
@@ -102,15 +107,6 @@ def gpu_server(
         )
 
 
-def _case_devices(tp: int) -> list[int]:
-    """The NVML indices the case's ranks run on (none where NVML cannot say)."""
-    try:
-        reader = device_memory.NvmlMemoryReader()
-        return device_memory.devices_for_case(tp, reader.device_count(), reader.uuids())
-    except Exception:  # no driver: the watch has nothing to read
-        return []
-
-
 def require(case: Case) -> None:
     """Skip a case its profile cannot run, or that needs more GPUs than this runner has."""
     import torch
@@ -132,10 +128,6 @@ def probe_records(work_dir: Path) -> list[list[dict[str, Any]]]:
     """The probe's records of each scheduler process in ``work_dir``, by TP rank."""
     records = device_probe.scheduler_records(work_dir / "probe")
     return sorted(records, key=lambda rs: next(r["tp_rank"] for r in rs if "tp_rank" in r))
-
-
-def identity_dir(work_dir: Path) -> Path:
-    return work_dir / "probe"
 
 
 def server_log(work_dir: Path) -> str:

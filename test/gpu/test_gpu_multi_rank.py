@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_server import breakdowns, gpu_server, identity_dir, probe_records, require
+from gpu_server import breakdowns, gpu_server, probe_records, require
 from harness.gpu import gpu_cases, gpu_verdict, storage_identity
 from harness.reports import device_probe
 
@@ -69,4 +69,4 @@ def test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory(
     assert gpu_verdict.fill_problems(tight_usage, tight) == []
     assert out["meta_info"]["completion_tokens"] > 0
     # On every rank the draft's bindings of after init already held when its pool was sized.
-    assert storage_identity.launch_problems(identity_dir(tmp_path), None) == []
+    assert storage_identity.launch_problems(tmp_path / "probe", None) == []

@@ -15,7 +15,6 @@ from gpu_server import (
     GpuServer,
     breakdowns,
     gpu_server,
-    identity_dir,
     probe_records,
     require,
     server_log,
@@ -45,8 +44,7 @@ Wait = Callable[[int], Any]
 
 
 def _flag() -> str | None:
-    release = gpu_release.installed_settings()
-    return release.deterministic_flag if gpu_cases.deterministic() else None
+    return gpu_release.DETERMINISTIC_FLAG if gpu_cases.deterministic() else None
 
 
 def _generate(server: GpuServer, case: gpu_cases.Case, prompt: str) -> dict[str, Any]:
@@ -165,7 +163,7 @@ def test_case_fits_its_budget_and_matches_stock(
         for b, usage in zip(at_f.breakdowns, at_f.usages, strict=True):
             assert gpu_verdict.memory_problems(b, usage, fill=case.tp == 1) == []
 
-    stock_identity = storage_identity.read_snapshots(identity_dir(stock.work_dir))
+    stock_identity = storage_identity.read_snapshots(stock.work_dir / "probe")
     stock_after_init = (
         (stock_identity[0].get("after_init") or [None])[-1] if stock_identity else None
     )
@@ -175,7 +173,7 @@ def test_case_fits_its_budget_and_matches_stock(
         expect_draft=gpu_verdict.expected_draft_graph(case.args),
         plugin=compared.launch(release),
         stock=stock.launch(release),
-        identity=storage_identity.read_snapshots(identity_dir(compared.work_dir)),
+        identity=storage_identity.read_snapshots(compared.work_dir / "probe"),
         stock_after_init=stock_after_init,
         resized_after_capture=gpu_cases.POST_CAPTURE_ENV[0] in case.env,
     )

@@ -15,7 +15,7 @@ Each sub-package's ``__init__`` says what every module does; by job:
 ``matrices`` (launch matrices' rows and probes): ``fidelity``, ``dsv4_flash``,
     ``step_aside``, ``fidelity_probe``, ``refused_launches``, ``plan_verdicts``.
 ``gpu`` (the GPU suite): ``gpu_cases``, ``gpu_preflight``, ``gpu_summary``, ``gpu_verdict``,
-    ``device_memory``, ``load``, ``gpu_release``, ``storage_identity``, ``server_env``,
+    ``device_memory``, ``load``, ``gpu_release``, ``storage_identity``,
     ``dry_run``, ``broken_plugins``, ``time_budget``, ``downloads``.
 ``geometry`` (geometric pricing, a cross-check of built pools): ``kv_specs``, ``specs``,
     ``runner_kv_spec``.

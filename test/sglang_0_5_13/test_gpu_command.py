@@ -18,15 +18,12 @@ from harness.gpu import (
     gpu_cases,
     gpu_release,
     gpu_summary,
+    gpu_verdict,
     time_budget,
 )
 
 REPO = Path(__file__).resolve().parents[2]
 SERVERS_TEST = "test.gpu.test_gpu_servers::test_case_fits_its_budget_and_matches_stock"
-
-
-def _workflow() -> dict[str, Any]:
-    return yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())
 
 
 def _run_gpu_command(
@@ -42,9 +39,8 @@ def _run_gpu_command(
 
 
 def test_gpu_command_fails_when_no_case_ran(tmp_path: Path) -> None:
-    profile = (
-        "small"  # a previous run's memory report on a reused runner must not survive into this run.
-    )
+    profile = "small"
+    # A previous run's memory report on a reused runner must not survive into this run.
     stale = tmp_path / "cases" / "old-run" / "reports" / "memory-rank0-pp0-tp0-dp0.json"
     stale.parent.mkdir(parents=True)
     stale.write_text("{}")
@@ -96,15 +92,21 @@ def test_gpu_smoke_runs_the_eagle3_case_against_stock_from_local_checkpoints(
     refused = _run_gpu_command(tmp_path / "refused", {}, "--smoke")
     assert refused.returncode == 1
     assert gpu_cases.MODEL_DIR_ENV in refused.stderr and smoke.target in refused.stderr
-    for model in (smoke.target, smoke.draft):
-        (models / model).mkdir(parents=True)
-    done = _run_gpu_command(tmp_path / "out", {gpu_cases.MODEL_DIR_ENV: str(models)}, "--smoke")
+    (models / smoke.target).mkdir(parents=True)  # <dir>/<org>/<name>
+    (models / smoke.draft.rsplit("/", 1)[-1]).mkdir()  # <dir>/<name>
+    env = {gpu_cases.MODEL_DIR_ENV: str(models)}
+    local = gpu_cases.case(gpu_cases.SMOKE_CASE, env)
+    assert local.target == str(models / smoke.target)
+    assert local.draft == str(models / smoke.draft.rsplit("/", 1)[-1])
+    # A model the directory does not hold stays a hub id.
+    assert gpu_cases.case("dflash", env).target == gpu_cases.case("dflash", {}).target
+    done = _run_gpu_command(tmp_path / "out", env, "--smoke")
     out = done.stdout + done.stderr
     assert done.returncode != 0, out  # no CUDA here: the one case skipped
     outcomes = gpu_summary.read_outcomes(tmp_path / "out" / "junit.xml")
     assert [(o.name, o.outcome) for o in outcomes] == [(f"{SERVERS_TEST}[eagle3]", "skipped")]
     # Sized from its launches at the smoke's own start-up and device-wait bounds.
-    smoke_timeout = gpu_cases.smoke_timeout_s({})
+    smoke_timeout = time_budget.smoke_timeout_s({})
     assert f"--timeout={smoke_timeout} --timeout-method=signal" in out
     assert "[test-gpu] sglang 0.5.13.post1" in out
 
@@ -120,36 +122,14 @@ def _junit(tmp_path: Path, body: str, *pytest_args: str) -> tuple[Path, int]:
     return report, done.returncode
 
 
-def test_summary_passes_a_run_where_a_case_ran_and_fails_one_with_a_failure(
-    tmp_path: Path,
-) -> None:
-    report, _ = _junit(
-        tmp_path,
-        """
-        import pytest
-        def test_ran(): pass
-        def test_needs_8(): pytest.skip("multi_layer_mtp needs 8 GPUs, this runner has 1")
-        """,
-    )
-    code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), pytest_exit_code=0)
-    assert code == 0
-    assert "passed   test_generated::test_ran" in text
-    assert "needs 8 GPUs, this runner has 1" in text
-    assert "GPU suite: passed (1 passed, 0 failed, 1 skipped)" in text
-    report, _ = _junit(tmp_path, "def test_a(): pass\ndef test_b(): assert 1 == 2\n")
-    code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), pytest_exit_code=1)
-    assert code == 1
-    assert "failed   test_generated::test_b" in text and "GPU suite: FAILED" in text
-
-
-def test_a_hung_test_fails_at_its_timeout_and_the_report_is_still_written(
+def test_summary_passes_a_run_where_a_case_ran_and_fails_a_test_that_hung_at_its_timeout(
     tmp_path: Path,
 ) -> None:
     torn_down = tmp_path / "torn-down"
     report, pytest_code = _junit(
         tmp_path,
         f"""
-        import contextlib, pathlib, time
+        import contextlib, pathlib, time, pytest
 
         @contextlib.contextmanager
         def server():
@@ -157,6 +137,9 @@ def test_a_hung_test_fails_at_its_timeout_and_the_report_is_still_written(
                 yield
             finally:
                 pathlib.Path({str(torn_down)!r}).write_text("killed")
+
+        def test_ran(): pass
+        def test_needs_8(): pytest.skip("multi_layer_mtp needs 8 GPUs, this runner has 1")
 
         def test_hangs():
             with server():
@@ -168,28 +151,36 @@ def test_a_hung_test_fails_at_its_timeout_and_the_report_is_still_written(
         "--timeout=2",
         "--timeout-method=signal",
     )
-    code, text = gpu_summary.verdict(gpu_summary.read_outcomes(report), pytest_code)
+    # The hung test fails with a timeout, its server torn down, the next test runs.
+    outcomes = gpu_summary.read_outcomes(report)
+    code, text = gpu_summary.verdict(outcomes, pytest_code)
     assert code == 1, text
     assert "failed   test_generated::test_hangs  (Failed: Timeout" in text
-    assert "passed   test_generated::test_next" in text
+    assert "passed   test_generated::test_next" in text and "GPU suite: FAILED" in text
     assert torn_down.read_text() == "killed"
+    code, text = gpu_summary.verdict([o for o in outcomes if o.outcome != "failed"], 0)
+    assert code == 0
+    assert "passed   test_generated::test_ran" in text
+    assert "needs 8 GPUs, this runner has 1" in text
+    assert "GPU suite: passed (2 passed, 0 failed, 1 skipped)" in text
 
 
-# Every profile's cases, in order, with their --speculative-algorithm.
-CASE_ALGORITHMS = [
-    ("eagle3", "EAGLE3"),
-    ("eagle3_no_overlap", "EAGLE3"),
-    ("standalone", "STANDALONE"),
-    ("multi_layer_mtp", "EAGLE"),
-    ("dflash", "DFLASH"),
-    ("ngram", "NGRAM"),
+# Every profile's cases, in order, with their --speculative-algorithm and draft graph.
+CASES = [
+    ("eagle3", "EAGLE3", "draft"),
+    ("eagle3_no_overlap", "EAGLE3", "draft"),
+    ("standalone", "STANDALONE", "draft"),
+    ("multi_layer_mtp", "EAGLE", "draft_extend"),
+    ("dflash", "DFLASH", None),
+    ("ngram", "NGRAM", None),
 ]
 
 
 @pytest.mark.parametrize("profile", ["full", "small"])
 def test_profiles_define_the_same_cases_and_launch_them_alike(profile: str) -> None:
     env = {gpu_cases.PROFILE_ENV: profile}
-    assert [(c.name, c.algorithm) for c in gpu_cases.cases(env)] == CASE_ALGORITHMS
+    graph = gpu_verdict.expected_draft_graph
+    assert [(c.name, c.algorithm, graph(c.args)) for c in gpu_cases.cases(env)] == CASES
     # eagle3 with and without overlap, on the same models.
     on, off = gpu_cases.case("eagle3", env), gpu_cases.case("eagle3_no_overlap", env)
     assert (on.target, on.draft) == (off.target, off.draft)
@@ -202,14 +193,12 @@ def test_profiles_define_the_same_cases_and_launch_them_alike(profile: str) -> N
     joined = " ".join(args)
     assert "--attention-backend flashinfer" in joined and "--page-size 1" in joined
     assert "--disable-overlap-schedule" in args and "--trust-remote-code" in args
-
-
-def test_small_profile_fits_one_gpu_and_says_what_it_cannot_run() -> None:
-    small = gpu_cases.cases({gpu_cases.PROFILE_ENV: "small"})
-    assert all(c.tp == 1 for c in small)
-    (mtp,) = [c for c in small if c.name == "multi_layer_mtp"]
-    assert "MiMo-V2-Flash" in mtp.skip and "SPECINIT_GPU_MULTI_LAYER_MTP_TARGET" in mtp.skip
-    assert all(not c.skip for c in small if c is not mtp)
+    if profile == "small":  # fits one GPU, and says what it cannot run
+        small = gpu_cases.cases(env)
+        assert all(c.tp == 1 for c in small)
+        (mtp,) = [c for c in small if c.name == "multi_layer_mtp"]
+        assert "MiMo-V2-Flash" in mtp.skip and "SPECINIT_GPU_MULTI_LAYER_MTP_TARGET" in mtp.skip
+        assert all(not c.skip for c in small if c is not mtp)
 
 
 def test_env_overrides_replace_models_and_tp() -> None:
@@ -225,95 +214,73 @@ def test_env_overrides_replace_models_and_tp() -> None:
     assert (off.target, off.draft, off.tp) == ("/models/target", "/models/draft", 2)
     mtp = gpu_cases.case("multi_layer_mtp", env)
     assert (mtp.skip, mtp.target, mtp.draft) == ("", "/models/mtp", "/models/mtp")
-    args = on.launch_args("0.85")
-    assert args[:6] == "--model-path /models/target --tp 1 --mem-fraction-static 0.85".split()
-    assert args[-2:] == ["--speculative-draft-model-path", "/models/draft"]
-
-
-def test_bad_settings_are_refused_with_the_choices() -> None:
-    with pytest.raises(ValueError, match=r"'huge' is not one of \['full', 'small'\]"):
-        gpu_cases.cases({gpu_cases.PROFILE_ENV: "huge"})
-    with pytest.raises(ValueError, match="SPECINIT_GPU_NGRAM_TP='two'"):
-        gpu_cases.cases({"SPECINIT_GPU_NGRAM_TP": "two"})
-    with pytest.raises(ValueError, match="between 0 and 1"):
-        gpu_cases.mem_fraction({gpu_cases.MEM_FRACTION_ENV: "1.5"})
-    assert gpu_cases.mem_fraction({}) == "0.9"
-
-
-def test_both_servers_get_the_deterministic_flag_unless_turned_off() -> None:
+    # Both servers get the deterministic flag, unless it is turned off.
     flag = "--enable-deterministic-inference"
-    case = gpu_cases.case("eagle3", {})
-    assert case.launch_args("0.9", flag)[-1] == flag
-    assert flag not in case.launch_args("0.9")
-    assert gpu_cases.deterministic({}) is True
-    assert gpu_cases.deterministic({gpu_cases.DETERMINISTIC_ENV: "0"}) is False
-    with pytest.raises(ValueError, match="must be 0 or 1"):
-        gpu_cases.deterministic({gpu_cases.DETERMINISTIC_ENV: "yes"})
+    args = on.launch_args("0.85", flag)
+    assert args[:6] == "--model-path /models/target --tp 1 --mem-fraction-static 0.85".split()
+    assert args[-3:] == ["--speculative-draft-model-path", "/models/draft", flag]
+    assert on.launch_args("0.85") == args[:-1]
 
 
-def test_smoke_timeout_is_sized_from_its_launches() -> None:
-    tb = time_budget
-    rest = 120 + tb.SERVE_S + tb.TEARDOWN_S
-    assert gpu_cases.smoke_timeout_s({}) == 4 * rest + tb.FIRST_STARTUP_S + 3 * tb.STARTUP_S
-    longer = {"SPECINIT_GPU_STARTUP_TIMEOUT_S": "900", "SPECINIT_GPU_MEMORY_WAIT_S": "300"}
-    assert gpu_cases.smoke_timeout_s(longer) == 4 * (300 + 900 + tb.SERVE_S + tb.TEARDOWN_S)
-    # A first JIT run fits: the old 420 s start-up did not.
-    assert tb.startup_s(first=True, env={}) >= 1800
+# (setting, env, its value or the error it raises)
+SETTINGS = [
+    (gpu_cases.mem_fraction, {}, "0.9"),
+    (gpu_cases.mem_fraction, {gpu_cases.MEM_FRACTION_ENV: "1.5"}, "between 0 and 1"),
+    (gpu_cases.stock_mem_fraction, {}, "0.8"),
+    (gpu_cases.stock_mem_fraction, {gpu_cases.MEM_FRACTION_ENV: "0.85"}, "0.75"),
+    (gpu_cases.stock_mem_fraction, {gpu_cases.STOCK_MEM_FRACTION_ENV: "0.7"}, "0.7"),
+    (gpu_cases.stock_mem_fraction, {gpu_cases.STOCK_MEM_FRACTION_ENV: "2"}, "between 0 and 1"),
+    (gpu_cases.deterministic, {}, True),
+    (gpu_cases.deterministic, {gpu_cases.DETERMINISTIC_ENV: "0"}, False),
+    (gpu_cases.deterministic, {gpu_cases.DETERMINISTIC_ENV: "yes"}, "must be 0 or 1"),
+    (gpu_cases.cases, {gpu_cases.PROFILE_ENV: "huge"}, r"'huge' is not one of \['full', 'small'\]"),
+    (gpu_cases.cases, {"SPECINIT_GPU_NGRAM_TP": "two"}, "SPECINIT_GPU_NGRAM_TP='two'"),
+]
+
+
+@pytest.mark.parametrize(("setting", "env", "expected"), SETTINGS)
+def test_settings_are_read_and_bad_ones_refused_with_the_choices(
+    setting: Any, env: dict[str, str], expected: Any
+) -> None:
+    if isinstance(expected, str) and not expected[0].isdigit():
+        with pytest.raises(ValueError, match=expected):
+            setting(env)
+    else:
+        assert setting(env) == expected
 
 
 def test_workflow_time_arithmetic_fits_every_test_in_the_job() -> None:
-    job = _workflow()["jobs"]["test"]
+    tb = time_budget
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())
+    job = workflow["jobs"]["test"]
     (suite_step,) = [s for s in job["steps"] if s.get("name", "").startswith("GPU suite")]
     for release in gpu_release.MATRIX:
         for profile in ("full", "small"):
             env = {gpu_cases.PROFILE_ENV: profile}
-            tests = time_budget.suite_tests(release, env)
-            limits = sum(time_budget.limit_s_of(t, env) for t in tests)
-            assert time_budget.suite_limit_s(release, env) <= limits
-            assert time_budget.suite_limit_s(release, env) <= suite_step["timeout-minutes"] * 60
-            assert time_budget.job_limit_s(release, env) <= job["timeout-minutes"] * 60
+            limits = sum(tb.limit_s_of(t, env) for t in tb.suite_tests(release, env))
+            assert tb.suite_limit_s(release, env) <= limits
+            assert tb.suite_limit_s(release, env) <= suite_step["timeout-minutes"] * 60
+            assert tb.job_limit_s(release, env) <= job["timeout-minutes"] * 60
     # And each test's limit holds its own launches at their start-up limits.
-    case_test = time_budget.limit_s_of("test_case_fits_its_budget_and_matches_stock", {})
-    assert case_test >= time_budget.FIRST_STARTUP_S + 3 * time_budget.STARTUP_S
-
-
-def test_summary_prints_the_case_reports_and_when_stock_could_not_start_at_f(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
-    cases = tmp_path / "cases"
-    report = gpu_summary.new_report("eagle3", "0.5.23", True, cases / "a")
-    with report.launch("plugin", "0.9"):
-        pass
-    with pytest.raises(RuntimeError), report.launch("stock", "0.9") as entry:
-        entry.outcome = "out of memory at start-up"
-        raise RuntimeError("CUDA out of memory")
-    report.result("stock_at_f", gpu_summary.STOCK_OOM_AT_F.format(f="0.9"))
-    with report.launch("stock", "0.8"):
-        pass
-    gpu_summary.new_report("ngram", "0.5.13.post1", False, cases / "x").result(
-        "stock_at_f", "started"
-    )
-    junit, _ = _junit(tmp_path, "def test_a(): pass\n")
-    code = gpu_summary.main([str(junit), "--pytest-exit-code", "0", "--cases-dir", str(cases)])
-    lines = capsys.readouterr().out.splitlines()
-    assert code == 0 and lines[0].startswith("case eagle3 on sglang 0.5.23 (deterministic), ")
-    assert "plugin f=0.9: served" in lines[0]
-    assert "stock f=0.9: out of memory at start-up" in lines[0]
-    assert "stock f=0.8: served" in lines[0]
-    assert "    stock_at_f: stock cannot start at f=0.9, the plugin can" in lines
-    assert lines[2].startswith("case ngram on sglang 0.5.13.post1 (default kernels)")
-    assert lines[3] == "    stock_at_f: started"
-
-
-def test_workflow_runs_the_release_matrix_in_one_group_per_gpu_pool() -> None:
-    workflow = _workflow()
-    job = workflow["jobs"]["test"]
+    case_test = tb.limit_s_of("test_case_fits_its_budget_and_matches_stock", {})
+    assert case_test >= tb.FIRST_STARTUP_S + 3 * tb.STARTUP_S
+    # The smoke's is sized from its launches; a first JIT run fits (the old 420 s did not).
+    rest = 120 + tb.SERVE_S + tb.TEARDOWN_S
+    assert tb.smoke_timeout_s({}) == 4 * rest + tb.FIRST_STARTUP_S + 3 * tb.STARTUP_S
+    longer = {"SPECINIT_GPU_STARTUP_TIMEOUT_S": "900", "SPECINIT_GPU_MEMORY_WAIT_S": "300"}
+    assert tb.smoke_timeout_s(longer) == 4 * (300 + 900 + tb.SERVE_S + tb.TEARDOWN_S)
+    assert tb.startup_s(first=True, env={}) >= 1800
+    # The release matrix, one at a time, in one group per GPU pool.
     assert tuple(job["strategy"]["matrix"]["release"]) == gpu_release.MATRIX
     assert job["strategy"]["max-parallel"] == 1
     group = workflow["concurrency"]["group"]
     assert "github.ref" not in group and "SPECINIT_GPU_POOL" in group
     install = next(s for s in job["steps"] if s.get("name", "").startswith("Install sglang"))
     assert "sglang==${{ matrix.release }}" in install["run"]
+    runs = " ".join(s.get("run", "") for s in job["steps"])
+    assert "harness.gpu.downloads" in runs and "hf download" not in runs
+    (setup,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python")]
+    assert setup["with"]["python-version"] == "3.11"
 
 
 def test_dry_run_fails_in_one_line_on_a_flag_the_release_refuses(
@@ -339,7 +306,7 @@ def test_checkpoints_are_fetched_without_what_sglang_never_loads() -> None:
     for profile in ("full", "small"):
         env = {gpu_cases.PROFILE_ENV: profile, gpu_cases.MODEL_DIR_ENV: "/models"}
         lines = downloads.commands(env)
-        assert len(lines) == len(downloads.models(env))
+        assert len(set(lines)) == len(lines)  # each model once
         for line in lines:
             include = "'*.safetensors' 'pytorch_model*.bin' '*.json' 'tokenizer*' '*.py'"
             assert f"--include {include}" in line, line
@@ -347,15 +314,9 @@ def test_checkpoints_are_fetched_without_what_sglang_never_loads() -> None:
         assert any("meta-llama/Llama-3.1-8B-Instruct --include" in x for x in lines) == (
             profile == "full"
         )
-    job = _workflow()["jobs"]["test"]
-    runs = " ".join(s.get("run", "") for s in job["steps"])
-    assert "harness.gpu.downloads" in runs and "hf download" not in runs
-    assert any(s.get("uses", "").startswith("actions/setup-python") for s in job["steps"])
-    (setup,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python")]
-    assert setup["with"]["python-version"] == "3.11"
 
 
-def test_summary_reads_the_tests_that_ended_when_pytest_was_killed(
+def test_summary_prints_the_case_reports_and_reads_the_tests_that_ended_when_pytest_was_killed(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """The job killed mid-suite: no junit.xml, but every finished test was written as it ended;
@@ -365,11 +326,46 @@ def test_summary_reads_the_tests_that_ended_when_pytest_was_killed(
     node = "test/gpu/test_gpu_servers.py::test_case"
     gpu_summary.record(tmp_path, f"{node}[eagle3]", "passed", "", 1.0)
     gpu_summary.record(tmp_path, f"{node}[dflash]", "failed", "boom", 2)
-    code = gpu_summary.main([str(tmp_path / "junit.xml"), "--pytest-exit-code", "1"])
+    cases = tmp_path / "cases"
+    report = gpu_summary.new_report("eagle3", "0.5.23", True, cases / "a")
+    with report.launch("plugin", "0.9"):
+        pass
+    with pytest.raises(RuntimeError), report.launch("stock", "0.9") as entry:
+        entry.outcome = "out of memory at start-up"
+        raise RuntimeError("CUDA out of memory")
+    report.result("stock_at_f", gpu_summary.STOCK_OOM_AT_F.format(f="0.9"))
+    with report.launch("stock", "0.8"):
+        pass
+    report.result("tokens", {"plugin": 392943, "stock": 385171, "ratio": 1.0202})
+    report.result("cuda_graph_batch_lists", {"args_equal": True})
+    memory = {"peak_used_bytes": {"init": {"0": 70 << 30}, "capture": {"0": 72 << 30}}}
+    memory["free_after_capture_bytes"] = {"0": 9 << 30}
+    serving = {"accept_length": 3.1, "output_throughput_tok_s": 2100.0, "device_memory": memory}
+    report.result("serving", {"plugin": serving, "stock": {"accept_length": 3.1}})
+    report.result("verdict", {"tokens": ["worse than stock"]})
+    gpu_summary.new_report("ngram", "0.5.13.post1", False, cases / "x").result(
+        "stock_at_f", "started"
+    )
+    summary = tmp_path / "step-summary.md"
+    args = ["--cases-dir", str(cases), "--step-summary", str(summary)]
+    code = gpu_summary.main([str(tmp_path / "junit.xml"), "--pytest-exit-code", "1", *args])
     out = capsys.readouterr()
     assert code == 1 and "reading junit-partial.xml" in out.err
     assert "passed   test.gpu.test_gpu_servers::test_case[eagle3]" in out.out
     assert "failed   test.gpu.test_gpu_servers::test_case[dflash]  (boom)" in out.out
+    lines = out.out.splitlines()
+    assert lines[0].startswith("case eagle3 on sglang 0.5.23 (deterministic), ")
+    assert "plugin f=0.9: served" in lines[0]
+    assert "stock f=0.9: out of memory at start-up" in lines[0]
+    assert "stock f=0.8: served" in lines[0]
+    assert "    stock_at_f: stock cannot start at f=0.9, the plugin can" in lines
+    ngram = lines.index("    stock_at_f: started")
+    assert lines[ngram - 1].startswith("case ngram on sglang 0.5.13.post1 (default kernels)")
+    # The step summary: one row per case, with tokens and serving.
+    header, rule, row, _ = summary.read_text().splitlines()[2:]
+    assert header.count("|") == rule.count("|") == row.count("|")
+    assert "| eagle3 | 0.5.23 |" in row and "| 392943 | 385171 | 1.0202 | True |" in row
+    assert "| 3.10 / 3.10 | 2100 / n/a | 70.0 / 72.0 | 9.0 | tokens |" in row
 
 
 def sglang_req(payload: dict[str, Any]) -> Any:

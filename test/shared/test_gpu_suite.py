@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 from harness.gpu import broken_plugins, gpu_cases, gpu_release, gpu_verdict
-from harness.gpu.broken_plugins import BATCH, launch_of, no_graph_info
-from harness.gpu.server_env import gpu_env
+from harness.gpu.broken_plugins import BATCH, launch_of
+from harness.gpu.dry_run import gpu_env
 from harness.launch import server_process
+from harness.launch.engine import cpu_env
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, extra_python_path
 from harness.releases import installed_row
 
@@ -70,6 +71,8 @@ BROKEN_FAILS = {
     "silently stepping aside": ["breakdown"],
     "CUDA-graph batch list changed": ["batch_lists"],
 }
+# The cases whose checkpoints run remote code.
+TRUSTED = ("multi_layer_mtp", "dflash")
 DRAFT = gpu_verdict.expected_draft_graph(gpu_cases.case("eagle3", {}, RELEASE.version).args)
 
 
@@ -89,36 +92,30 @@ def test_a_working_eagle3_server_passes_the_graph_verdict(launch: Any) -> None:
     assert logged == pytest.approx(EXPECT.figures)  # each line under its /server_info phase
     assert DRAFT == "draft"
     assert gpu_verdict.graph_problems(capture, info, DRAFT) == []
+    # The plugin must capture every kind stock captures.
+    assert gpu_verdict.same_graph_kinds(capture, capture) == []
+    assert gpu_verdict.same_graph_kinds(replace(capture, draft=0), capture) == [
+        "stock captured ['draft'] graphs, the plugin-on server did not"
+    ]
 
 
-def test_the_graph_verdict_fails_without_the_draft_graph_or_any_graph(
-    launch: Any, monkeypatch: pytest.MonkeyPatch
+def test_the_graph_verdict_fails_without_a_graph_or_beside_another_launchs_figure(
+    launch: Any,
 ) -> None:
-    capture, info = launch(draft=False)
-    (problem,) = gpu_verdict.graph_problems(capture, info, DRAFT)
-    assert "draft's CUDA graphs were not captured" in problem
-    # No graph at all (--disable-cuda-graph, or the plugin skipped the graph phase).
-    nothing = gpu_verdict.GraphCapture.from_log("[2026-12-01 09:00:00] Load weight end.", RELEASE)
-    problems = gpu_verdict.graph_problems(nothing, no_graph_info(RELEASE, monkeypatch), DRAFT)
-    assert len(problems) == 3, problems  # no runner line, figure 0, no draft line
-
-
-def test_a_graph_figure_that_is_no_captured_runners_fails(launch: Any) -> None:
-    # The log of one capture beside the /server_info of another (0.25 GB more).
     capture, info = launch()
+    (problem,) = gpu_verdict.graph_problems(*launch(draft=False), DRAFT)
+    assert "draft's CUDA graphs were not captured" in problem
+    # No graph at all (--disable-cuda-graph, or the plugin skipped the graph phase): 0 GB.
+    nothing = gpu_verdict.GraphCapture.from_log("[2026-12-01 09:00:00] Load weight end.", RELEASE)
+    _, no_graph = launch(draft=False, avail_gb=(8.0, 8.0))
+    problems = gpu_verdict.graph_problems(nothing, no_graph, DRAFT)
+    assert len(problems) == 3, problems  # no runner line, figure 0, no draft line
+    # The log of one capture beside the /server_info of another (0.25 GB more).
     _, other = launch(avail_gb=(8.0, 7.14))
     (problem,) = gpu_verdict.graph_problems(capture, other, DRAFT)
     assert f"{EXPECT.target_phase}=0.86 GB matches no captured runner" in problem
     failed = gpu_verdict.GraphCapture.from_log("Capture cuda graph failed: boom", RELEASE)
     assert gpu_verdict.graph_problems(replace(capture, failed=failed.failed), info, DRAFT)
-
-
-def test_plugin_must_capture_every_kind_stock_captures(launch: Any) -> None:
-    stock, _ = launch()
-    assert gpu_verdict.same_graph_kinds(replace(stock, draft=0), stock) == [
-        "stock captured ['draft'] graphs, the plugin-on server did not"
-    ]
-    assert gpu_verdict.same_graph_kinds(stock, stock) == []
 
 
 def test_a_changed_cuda_graph_batch_list_fails(launch: Any) -> None:
@@ -129,15 +126,14 @@ def test_a_changed_cuda_graph_batch_list_fails(launch: Any) -> None:
     assert [p.split(":")[0] for p in problems] == EXPECT.batch_list_problems, problems
 
 
-def test_a_working_plugins_case_passes_every_gpu_verdict(launch: Any) -> None:
+def test_a_working_plugins_case_passes_every_gpu_verdict_and_each_broken_one_fails(
+    launch: Any,
+) -> None:
     working = broken_plugins.working_case(launch, RELEASE)
     assert working.stock_fits is EXPECT.stock_fits
     assert gpu_verdict.case_problems(working) == {name: [] for name in gpu_verdict.CHECKS}
     ratio = working.plugin.info["max_total_num_tokens"] / working.stock.info["max_total_num_tokens"]
     assert (ratio > 1) is EXPECT.stock_fits, ratio
-
-
-def test_each_broken_plugin_fails_the_gpu_case(launch: Any) -> None:
     assert broken_plugins.verdict_table(launch, RELEASE) == BROKEN_FAILS
 
 
@@ -147,14 +143,21 @@ def test_no_cpu_double_reaches_a_gpu_server(tmp_path: Path) -> None:
     cpu = server_process.sglang_process_env(plugin=True, base=os.environ)
     found = server_process.cpu_double_problems(cpu)
     assert any("sgl_kernel_stub" in p for p in found) is EXPECT.cpu_stub, found
-    for plugin in (True, False):
-        env = gpu_env(plugin=plugin, report_dir=tmp_path, probe_dir=tmp_path)
+    # A CPU Engine's env with the stub on its path: every double found, none left for a server.
+    engine = cpu_env(plugin=True, base={"PYTHONPATH": str(SGL_KERNEL_STUB_DIR)})
+    found = server_process.cpu_double_problems(engine)
+    for double in ("SPECINIT_TEST_SHIMS", "SGLANG_USE_CPU_ENGINE", str(SGL_KERNEL_STUB_DIR)):
+        assert any(double in p for p in found), (double, found)
+    for plugin, base in ((True, os.environ), (False, os.environ), (True, engine)):
+        env = gpu_env(plugin=plugin, report_dir=tmp_path, probe_dir=tmp_path, base=base)
         assert server_process.cpu_double_problems(env) == [], env["PYTHONPATH"]
+        assert env["PYTHONPATH"].split(os.pathsep)[0] == str(server_process.SITE_DIR)
         assert str(SGL_KERNEL_STUB_DIR) not in env["PYTHONPATH"]
 
 
 def test_dry_run_prints_every_server_parsed_by_the_installed_release(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHON": sys.executable, "SPECINIT_GPU_OUT_DIR": str(tmp_path)}
+    env["CUDA_DEVICE_ORDER"] = "FASTEST_FIRST"  # CUDA's default order, not NVML's
     command = ["bash", "scripts/test-gpu.sh", "--dry-run"]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -165,7 +168,13 @@ def test_dry_run_prints_every_server_parsed_by_the_installed_release(tmp_path: P
     assert {(n, v) for n in names for v in ("plugin", "stock")} <= at_f
     for server in servers:
         assert server["argv"][:3] == [sys.executable, "-m", "sglang.launch_server"], server
+        if server["case"] != "eagle3_tp2":  # the suite's cases run deterministic (the default)
+            assert server["argv"][-1] == "--enable-deterministic-inference", server
         env = server["env"]
+        assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+        dflash = server["case"] == "dflash"
+        assert env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") == ("1" if dflash else None)
+        assert ("--trust-remote-code" in server["argv"]) is (server["case"] in TRUSTED), server
         plugins = "specinit" if server["variant"] == "plugin" else "none-specinit-disabled"
         assert env["SGLANG_PLUGINS"] == plugins
         assert "PYTHONPATH" in env and "sgl_kernel_stub" not in env["PYTHONPATH"]

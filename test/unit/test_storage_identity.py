@@ -111,30 +111,18 @@ def test_identity_verdict_against_stocks_binding(
         assert line.startswith(start) and all(s in line for s in says), line
 
 
-def test_missing_snapshots_are_failures(tmp_path: Path) -> None:
+def test_launch_problems_read_the_files_the_hooks_write(tmp_path: Path) -> None:
     assert storage_identity.identity_problems({}, None) == [
         "no after-init snapshot: the scheduler never finished its init"
     ]
-    assert storage_identity.launch_problems(tmp_path, None) == [
-        f"no storage-identity records in {tmp_path}"
-    ]
-
-
-def test_launch_problems_read_the_files_the_hooks_write(tmp_path: Path) -> None:
     plugin_dir, stock_dir = tmp_path / "plugin", tmp_path / "stock"
-    for directory, run in (
-        (plugin_dir, launch(bound_at_pool=False)),
-        (stock_dir, launch(bound_at_pool=False)),
-    ):
+    for directory in (plugin_dir, stock_dir):
         directory.mkdir()
+        assert storage_identity.launch_problems(directory, None) == [
+            f"no storage-identity records in {directory}"
+        ]
+        run = launch(bound_at_pool=False)
         lines = [json.dumps(r) for point in run.values() for r in point]
         (directory / "storage-identity-123.jsonl").write_text("\n".join(lines) + "\n")
     (problem,) = storage_identity.launch_problems(plugin_dir, stock_dir)
     assert problem.startswith("TP rank 0: when the target's KV pool was sized")
-
-
-def test_the_pool_hook_follows_the_installed_release() -> None:
-    from harness.launch.sglang_release import sglang_release
-
-    expected = "init_memory_pool" if sglang_release()[:3] == (0, 5, 13) else "alloc_memory_pool"
-    assert storage_identity.pool_method() == expected

@@ -332,14 +332,6 @@ def _launch_0523(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: 
     return log, info
 
 
-def no_graph_info(
-    release: gpu_release.ReleaseSettings, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, Any]:
-    if release.version == "0.5.13.post1":
-        return _server_info_0513(0.0, monkeypatch)
-    return _server_info_0523({}, None)
-
-
 def launch_of(
     release: gpu_release.ReleaseSettings,
     monkeypatch: pytest.MonkeyPatch,

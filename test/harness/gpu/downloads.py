@@ -11,26 +11,18 @@ from harness.gpu import gpu_cases
 INCLUDE = ("*.safetensors", "pytorch_model*.bin", "*.json", "tokenizer*", "*.py")
 
 
-def models(env: Mapping[str, str] | None = None) -> list[str]:
-    """Every hub id the selected profile's cases launch, each once, in case order."""
-    env = os.environ if env is None else env
-    found: list[str] = []
-    for spec in gpu_cases.PROFILES[gpu_cases.profile_name(env)]:
-        for model in (spec.target, spec.draft):
-            if model and model not in found:
-                found.append(model)
-    return found
-
-
 def commands(env: Mapping[str, str] | None = None) -> list[str]:
-    """One ``hf download`` per model, only the files SGLang loads (``$HF`` names the CLI)."""
+    """One ``hf download`` per hub id the selected profile's cases launch, each once, in case
+    order, of only the files SGLang loads (``$HF`` names the CLI)."""
     env = os.environ if env is None else env
     root = env.get(gpu_cases.MODEL_DIR_ENV, "").strip() or "models"
     include = " ".join(shlex.quote(p) for p in INCLUDE)
+    specs = gpu_cases.PROFILES[gpu_cases.profile_name(env)]
+    models = dict.fromkeys(m for spec in specs for m in (spec.target, spec.draft) if m)
     return [
         f'"${{HF:-hf}}" download {shlex.quote(m)} --include {include} '
         f"--local-dir {shlex.quote(os.path.join(root, m))}"
-        for m in models(env)
+        for m in models
     ]
 
 

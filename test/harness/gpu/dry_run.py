@@ -1,4 +1,5 @@
-"""``scripts/test-gpu.sh --dry-run``: every server the GPU suite would start, checked, no GPU."""
+"""Every GPU server's command and environment (:func:`launch_argv`, :func:`gpu_env`; the suite's
+too), and ``scripts/test-gpu.sh --dry-run``: every server the suite would start, checked, no GPU."""
 
 from __future__ import annotations
 
@@ -14,9 +15,58 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
-from harness.gpu import gpu_cases, gpu_release
-from harness.gpu.server_env import changed_variables, gpu_env, launch_argv
-from harness.launch.server_process import cpu_double_problems
+from harness.gpu import device_memory, gpu_cases, gpu_release, storage_identity
+from harness.launch.server_process import (
+    cpu_double_problems,
+    sglang_process_env,
+    without_cpu_doubles,
+)
+from harness.reports import device_probe
+
+REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
+
+
+def launch_argv(case: gpu_cases.Case, mem_fraction: str, flag: str | None) -> list[str]:
+    return [sys.executable, "-m", "sglang.launch_server", *case.launch_args(mem_fraction, flag)]
+
+
+def gpu_env(
+    *,
+    plugin: bool,
+    report_dir: Path,
+    probe_dir: Path,
+    case_env: Mapping[str, str] | None = None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """One GPU server's environment; raises a ``RuntimeError`` on a CPU double."""
+    env = sglang_process_env(
+        plugin=plugin,
+        base=without_cpu_doubles(os.environ if base is None else base),
+        cpu_doubles=False,
+        extra={
+            **(case_env or {}),
+            REPORT_DIR_ENV: str(report_dir),
+            device_probe.PROBE_ENV: "1",
+            device_probe.PROBE_DIR_ENV: str(probe_dir),
+            storage_identity.IDENTITY_ENV: "1",
+            storage_identity.IDENTITY_DIR_ENV: str(probe_dir),
+            device_memory.CUDA_DEVICE_ORDER[0]: device_memory.CUDA_DEVICE_ORDER[1],
+        },
+    )
+    # FlashInfer's JIT runs `ninja` by name: the interpreter's own bin/ goes first.
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    problems = cpu_double_problems(env)
+    if problems:
+        raise RuntimeError("a GPU server's environment has a CPU double: " + "; ".join(problems))
+    return env
+
+
+def changed_variables(env: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
+    """What ``env`` sets or changes relative to ``base`` (``""`` for a variable it removes)."""
+    changed = {k: v for k, v in env.items() if base.get(k) != v}
+    changed.update({k: "" for k in base if k not in env})
+    return dict(sorted(changed.items()))
+
 
 # Where the suite's servers would write; the dry run names the place without creating it.
 WORK_DIR_PLACEHOLDER = Path("<case-dir>")
@@ -42,49 +92,31 @@ class PlannedServer:
     env: dict[str, str]
 
 
-def _server(
-    case: gpu_cases.Case,
-    variant: str,
-    fraction: str,
-    *,
-    test: str,
-    when: str,
-    work: str,
-    flag: str | None,
-    base: Mapping[str, str],
-) -> PlannedServer:
-    work_dir = WORK_DIR_PLACEHOLDER / case.name / work
-    dirs = {"report_dir": work_dir / "reports", "probe_dir": work_dir / "probe"}
-    env = gpu_env(plugin=variant == "plugin", case_env=dict(case.env), base=base, **dirs)
-    argv = launch_argv(case, fraction, flag)
-    return PlannedServer(case.name, variant, test, when, argv, changed_variables(env, base))
-
-
-def planned_servers(
-    env: Mapping[str, str] | None = None, release: str | None = None
-) -> Iterator[PlannedServer]:
+def planned_servers(env: Mapping[str, str] | None = None) -> Iterator[PlannedServer]:
     env = os.environ if env is None else env
-    settings = gpu_release.settings(release or gpu_release.installed_release() or "none")
-    flag = settings.deterministic_flag if gpu_cases.deterministic(env) else None
+    version = gpu_release.installed_settings().version
+    flag = gpu_release.DETERMINISTIC_FLAG if gpu_cases.deterministic(env) else None
     f, lower = gpu_cases.mem_fraction(env), gpu_cases.stock_mem_fraction(env)
-    common = {"flag": flag, "base": env}
-    for case in gpu_cases.cases(env, settings.version):
-        if case.skip:
-            continue
-        for variant in ("plugin", "stock"):
-            yield _server(case, variant, f, test=CASE_TEST, when="always", work=variant, **common)
-        oom = f"stock runs out of memory at f={f}"
-        for variant in ("stock", "plugin"):
-            work = f"{variant}-lower-f"
-            yield _server(case, variant, lower, test=CASE_TEST, when=oom, work=work, **common)
-    eagle3 = gpu_cases.case("eagle3", env, settings.version)
-    if eagle3.skip:
-        return
-    for test, variant, work in EAGLE3_TESTS:
-        yield _server(eagle3, variant, f, test=test, when="always", work=work, **common)
-    tp2 = dataclasses.replace(eagle3, name="eagle3_tp2", tp=2)
-    when = "the runner has 2 GPUs"
-    yield _server(tp2, "plugin", f, test=TP2_TEST, when=when, work="tp2", flag=None, base=env)
+    oom = f"stock runs out of memory at f={f}"
+    # (case, variant, fraction, test, when, work directory, deterministic flag)
+    plan = []
+    for case in gpu_cases.cases(env, version):
+        if not case.skip:
+            plan += [(case, v, f, CASE_TEST, "always", v, flag) for v in ("plugin", "stock")]
+            plan += [
+                (case, v, lower, CASE_TEST, oom, f"{v}-lower-f", flag) for v in ("stock", "plugin")
+            ]
+    eagle3 = gpu_cases.case("eagle3", env, version)
+    if not eagle3.skip:
+        plan += [(eagle3, v, f, test, "always", work, flag) for test, v, work in EAGLE3_TESTS]
+        tp2 = dataclasses.replace(eagle3, name="eagle3_tp2", tp=2)
+        plan.append((tp2, "plugin", f, TP2_TEST, "the runner has 2 GPUs", "tp2", None))
+    for case, variant, fraction, test, when, work, case_flag in plan:
+        dirs = {"report_dir": WORK_DIR_PLACEHOLDER / case.name / work / "reports"}
+        dirs["probe_dir"] = dirs["report_dir"].with_name("probe")
+        server = gpu_env(plugin=variant == "plugin", case_env=dict(case.env), base=env, **dirs)
+        argv = launch_argv(case, fraction, case_flag)
+        yield PlannedServer(case.name, variant, test, when, argv, changed_variables(server, env))
 
 
 def parse_problem(argv: list[str]) -> str:
@@ -106,8 +138,7 @@ def parse_problem(argv: list[str]) -> str:
     return ""
 
 
-def main(argv: list[str] | None = None) -> int:
-    del argv
+def main() -> int:
     base = dict(os.environ)
     try:
         servers = list(planned_servers(base))

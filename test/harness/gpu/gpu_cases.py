@@ -181,12 +181,6 @@ def deterministic(env: Mapping[str, str] | None = None) -> bool:
     return value == "1"
 
 
-def smoke_timeout_s(env: Mapping[str, str] | None = None) -> int:
-    from harness.gpu import time_budget  # it reads the cases: imported here, not at the top
-
-    return time_budget.smoke_timeout_s(env)
-
-
 def local_model(model: str, env: Mapping[str, str]) -> str:
     """``model`` as a directory under ``SPECINIT_GPU_MODEL_DIR`` when it is there, else as is."""
     root = env.get(MODEL_DIR_ENV, "").strip()
@@ -247,12 +241,5 @@ def case(name: str, env: Mapping[str, str] | None = None, release: str | None = 
     return found
 
 
-if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:] == ["--smoke-problems"]:
-        print(smoke_problems())
-    elif sys.argv[1:] == ["--smoke-timeout"]:
-        print(smoke_timeout_s())
-    else:
-        sys.exit("usage: python -m harness.gpu.gpu_cases --smoke-problems | --smoke-timeout")
+if __name__ == "__main__":  # scripts/test-gpu.sh --smoke
+    print(smoke_problems())

@@ -10,17 +10,8 @@ import sys
 MIN_CUDA = (13, 0)
 MIN_DRIVER_MAJOR = 580  # the first driver branch with CUDA 13.0
 MIN_GLIBC = (2, 34)
+MIN_GLIBC_SHOWN = ".".join(map(str, MIN_GLIBC))
 WHEEL = "sglang 0.5.13.post1"
-
-
-def _version(text: str | None, pattern: str) -> tuple[int, ...] | None:
-    match = re.search(pattern, text or "")
-    return tuple(int(part) for part in match.group(1).split(".")) if match else None
-
-
-def _shown(text: str | None, pattern: str) -> str:
-    match = re.search(pattern, text or "")
-    return match.group(1) if match else "unknown"
 
 
 # nvidia-smi's banner ("Driver Version: 580.65.06", "CUDA Version: 13.0"); glibc's version
@@ -30,8 +21,14 @@ CUDA = r"CUDA Version:\s*([\d.]+)"
 GLIBC = r"glibc\s+([\d.]+)"
 
 
-def _dotted(version: tuple[int, ...] | None) -> str:
-    return ".".join(map(str, version)) if version else "unknown"
+def _shown(text: str | None, pattern: str) -> str:
+    match = re.search(pattern, text or "")
+    return match.group(1) if match else "unknown"
+
+
+def _version(text: str | None, pattern: str) -> tuple[int, ...] | None:
+    shown = _shown(text, pattern)
+    return None if shown == "unknown" else tuple(int(part) for part in shown.split("."))
 
 
 def problems(banner: str | None, libc: str | None) -> list[str]:
@@ -50,7 +47,7 @@ def problems(banner: str | None, libc: str | None) -> list[str]:
     glibc = _version(libc, GLIBC)
     if glibc is None or glibc < MIN_GLIBC:
         found.append(
-            f"glibc {_shown(libc, GLIBC)} is older than {_dotted(MIN_GLIBC)} (the wheels are "
+            f"glibc {_shown(libc, GLIBC)} is older than {MIN_GLIBC_SHOWN} (the wheels are "
             "manylinux_2_34: use a runner image like Ubuntu 22.04 or newer)"
         )
     return found
@@ -65,7 +62,7 @@ def verdict(banner: str | None, libc: str | None) -> tuple[int, str]:
         )
     return 1, (
         f"GPU preflight: FAILED, {WHEEL} needs an NVIDIA driver with CUDA 13 support and glibc "
-        f">= {_dotted(MIN_GLIBC)}: " + "; ".join(found)
+        f">= {MIN_GLIBC_SHOWN}: " + "; ".join(found)
     )
 
 

@@ -23,7 +23,6 @@ class ReleaseSettings:
     stock_sizes_before_the_draft: bool
     # Algorithms whose requests the release refuses with ``return_logprob``.
     no_logprobs_for: tuple[str, ...] = ()
-    deterministic_flag: str | None = DETERMINISTIC_FLAG
 
     def returns_logprobs(self, algorithm: str) -> bool:
         return algorithm not in self.no_logprobs_for

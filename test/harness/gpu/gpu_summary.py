@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -17,14 +16,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 PYTEST_NO_TESTS_COLLECTED = 5
-OUT_DIR_ENV = "SPECINIT_GPU_OUT_DIR"
 RESULTS = "results.jsonl"
 PARTIAL_JUNIT = "junit-partial.xml"
-
-
-def out_dir() -> Path | None:
-    value = os.environ.get(OUT_DIR_ENV, "").strip()
-    return Path(value) if value else None
 
 
 def record(directory: Path, nodeid: str, outcome: str, detail: str, seconds: float) -> None:
@@ -160,22 +153,6 @@ def read_reports(root: Path) -> list[dict[str, Any]]:
     return sorted(found, key=lambda r: r["case"])
 
 
-def summary_lines(reports: list[dict[str, Any]]) -> list[str]:
-    lines = []
-    for r in reports:
-        launches = "; ".join(
-            f"{x['role']} f={x['mem_fraction']}: {x['outcome']} ({x['seconds']:.0f} s)"
-            for x in r["launches"]
-        )
-        mode = "deterministic" if r["deterministic"] else "default kernels"
-        lines.append(
-            f"case {r['case']} on sglang {r['release']} ({mode}), {r['wall_seconds']:.0f} s: "
-            f"{launches or 'no launch'}"
-        )
-        lines += [f"    {key}: {value}" for key, value in r["results"].items()]
-    return lines
-
-
 TABLE_HEADER = (
     "| case | release | launches | plugin tokens | stock tokens | plugin/stock | batch lists "
     "equal | accept length plugin / stock | output tok/s plugin / stock | peak GiB init / "
@@ -231,8 +208,18 @@ def main(argv: list[str] | None = None) -> int:
     reports = []
     if args.cases_dir is not None and args.cases_dir.is_dir():
         reports = read_reports(args.cases_dir)
-        for line in summary_lines(reports):
-            print(line)
+    for r in reports:
+        launches = "; ".join(
+            f"{x['role']} f={x['mem_fraction']}: {x['outcome']} ({x['seconds']:.0f} s)"
+            for x in r["launches"]
+        )
+        mode = "deterministic" if r["deterministic"] else "default kernels"
+        print(
+            f"case {r['case']} on sglang {r['release']} ({mode}), {r['wall_seconds']:.0f} s: "
+            f"{launches or 'no launch'}"
+        )
+        for key, value in r["results"].items():
+            print(f"    {key}: {value}")
     report = args.report
     partial = report.parent / PARTIAL_JUNIT
     if not report.is_file() and partial.is_file():

@@ -27,7 +27,6 @@ OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FA
 # mem_get_info has page granularity; two readings of the same state may differ by one page.
 READING_GRANULARITY = 2 << 20
 
-_R0513 = gpu_release.RELEASES["0.5.13.post1"]
 GRAPH_FAILED = gpu_release.GRAPH_FAILED
 # /server_info rounds graph_mem_usage to 2 decimals, the log prints it with 2 decimals.
 GRAPH_FIGURE_TOLERANCE_GB = 0.0051
@@ -168,7 +167,7 @@ class GraphCapture:
     graph_phase: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def from_log(cls, text: str, release: gpu_release.ReleaseSettings = _R0513) -> GraphCapture:
+    def from_log(cls, text: str, release: gpu_release.ReleaseSettings) -> GraphCapture:
         def bs(listed: str | None) -> tuple[int, ...] | None:
             return None if listed is None else tuple(int(b) for b in listed.split(",") if b.strip())
 
@@ -439,12 +438,6 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
     }
 
 
-# meta_info keys SGLang 0.5.13.post1 sets for a finished speculative request.
-VERIFY_STEPS_KEY = "spec_verify_ct"
-CORRECT_DRAFTS_KEY = "spec_num_correct_drafts"
-PROPOSED_DRAFTS_KEY = "spec_num_proposed_drafts"
-
-
 class MissingSpeculativeMetrics(ValueError):
     """A response carries no speculative counters: no verify step ran for it."""
 
@@ -458,7 +451,7 @@ class DraftStats:
 
     @classmethod
     def from_meta_info(cls, meta: Mapping[str, Any]) -> DraftStats:
-        missing = [k for k in (VERIFY_STEPS_KEY, CORRECT_DRAFTS_KEY) if k not in meta]
+        missing = [k for k in ("spec_verify_ct", "spec_num_correct_drafts") if k not in meta]
         if missing:
             raise MissingSpeculativeMetrics(
                 f"meta_info has no {', '.join(missing)}: SGLang ran no speculative verify step "
@@ -466,9 +459,9 @@ class DraftStats:
             )
         return cls(
             completion_tokens=int(meta["completion_tokens"]),
-            verify_steps=int(meta[VERIFY_STEPS_KEY]),
-            correct_drafts=int(meta[CORRECT_DRAFTS_KEY]),
-            proposed_drafts=int(meta.get(PROPOSED_DRAFTS_KEY, 0)),
+            verify_steps=int(meta["spec_verify_ct"]),
+            correct_drafts=int(meta["spec_num_correct_drafts"]),
+            proposed_drafts=int(meta.get("spec_num_proposed_drafts", 0)),
         )
 
     @property

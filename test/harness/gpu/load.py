@@ -47,8 +47,8 @@ def plan_fill(
     return LoadPlan(requests=requests, input_len=input_len, output_len=output_len)
 
 
-def request_payload(index: int, plan: LoadPlan, seed: int = 0) -> dict[str, Any]:
-    rng = random.Random(seed * 1_000_003 + index)
+def request_payload(index: int, plan: LoadPlan) -> dict[str, Any]:
+    rng = random.Random(index)
     low, high = INPUT_TOKEN_RANGE
     sampling = {"temperature": 0, "max_new_tokens": plan.output_len, "ignore_eos": True}
     ids = [rng.randrange(low, high) for _ in range(plan.input_len)]
@@ -109,20 +109,15 @@ class LoadResult:
         )
 
 
-def _post_json(url: str, payload: dict[str, Any], timeout_s: float) -> Any:
-    req = urllib.request.Request(
-        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-        return json.loads(resp.read())
-
-
-def _send(base_url: str, index: int, plan: LoadPlan, seed: int, timeout_s: float) -> RequestOutcome:
+def _send(base_url: str, index: int, plan: LoadPlan, timeout_s: float) -> RequestOutcome:
     started = time.monotonic()
     outcome = RequestOutcome(index)
+    data = json.dumps(request_payload(index, plan)).encode()
+    headers = {"Content-Type": "application/json"}
     try:
-        body = _post_json(base_url + "/generate", request_payload(index, plan, seed), timeout_s)
-        meta = body["meta_info"]
+        req = urllib.request.Request(base_url + "/generate", data=data, headers=headers)
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            meta = json.loads(resp.read())["meta_info"]
         outcome.completion_tokens = int(meta["completion_tokens"])
         outcome.verify_steps = int(meta.get("spec_verify_ct") or 0)
     except urllib.error.HTTPError as e:
@@ -163,7 +158,6 @@ def run_load(
     *,
     timeout_s: float = REQUEST_TIMEOUT_S,
     deadline_s: float = DEADLINE_S,
-    seed: int = 0,
     monitor_interval_s: float = 0.5,
 ) -> LoadResult:
     """Send every request of ``plan`` at once; wait up to ``deadline_s`` (never raises)."""
@@ -176,7 +170,7 @@ def run_load(
     pool = ThreadPoolExecutor(max_workers=plan.requests, thread_name_prefix="load")
     try:
         sent = range(plan.requests)
-        futures = [pool.submit(_send, base_url, i, plan, seed, timeout_s) for i in sent]
+        futures = [pool.submit(_send, base_url, i, plan, timeout_s) for i in sent]
         wait(futures, timeout=deadline_s)
         result.outcomes = [
             f.result() if f.done() else RequestOutcome(i, error=UNFINISHED)

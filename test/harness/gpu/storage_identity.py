@@ -118,30 +118,25 @@ def pool_method() -> str:
     return "init_memory_pool" if sglang_release()[:3] == (0, 5, 13) else "alloc_memory_pool"
 
 
-_CONFIGURATOR = "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator"
-
-
-def pool_sized_at() -> str:
-    """Where the ``pool`` snapshot is taken: 0.5.16+ where the configurator reads the free
-    memory the budget is sized from, earlier at the target runner's pool method."""
-    from harness.launch.sglang_release import sglang_release
-
-    if sglang_release()[:3] >= (0, 5, 16):
-        return f"{_CONFIGURATOR}._profile_available_bytes"
-    return f"{_RUNNER}.{pool_method()}"
-
-
 def register_identity_hooks() -> None:
-    """Register the two snapshot hooks with SGLang's ``HookRegistry`` (idempotent)."""
+    """Register the two snapshot hooks with SGLang's ``HookRegistry`` (idempotent): ``pool`` on
+    0.5.16+ where the configurator reads the free memory the budget is sized from, earlier at
+    the target runner's pool method."""
     global _registered
     if _registered:
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
+    from harness.launch.sglang_release import sglang_release
+
     # Chosen by release, not by looking at ModelRunner: importing it here, inside SGLang's own
     # first import (hook_registry is imported early), would be circular.
+    configurator = "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator"
+    pool_at = f"{_RUNNER}.{pool_method()}"
+    if sglang_release()[:3] >= (0, 5, 16):
+        pool_at = f"{configurator}._profile_available_bytes"
     source = HookSource(plugin_name="specinit-test-storage-identity", dist_name=None)
-    HookRegistry.register(pool_sized_at(), before_pool, HookType.BEFORE, source=source)
+    HookRegistry.register(pool_at, before_pool, HookType.BEFORE, source=source)
     HookRegistry.register(
         f"{_SCHEDULER}.get_init_info", before_get_init_info, HookType.BEFORE, source=source
     )

@@ -44,7 +44,7 @@ def startup_s(first: bool, env: Mapping[str, str] | None = None) -> float:
     return FIRST_STARTUP_S if first else STARTUP_S
 
 
-def _wait_s(env: Mapping[str, str] | None, default: float = DEVICE_WAIT_S) -> float:
+def device_wait_s(env: Mapping[str, str] | None, default: float = DEVICE_WAIT_S) -> float:
     value = (os.environ if env is None else env).get(DEVICE_WAIT_ENV, "").strip()
     return float(value) if value else default
 
@@ -56,7 +56,7 @@ def limit_s_of(
     override = (os.environ if env is None else env).get(TEST_TIMEOUT_ENV, "").strip()
     if override:
         return int(float(override))
-    wait = _wait_s(env) if wait_s is None else wait_s
+    wait = device_wait_s(env) if wait_s is None else wait_s
     launches = [wait + startup_s(i == 0, env) + SERVE_S + TEARDOWN_S for i in range(LAUNCHES[test])]
     return int(math.ceil(sum(launches) + EXTRA_S.get(test, 0.0)))
 
@@ -81,9 +81,11 @@ def job_limit_s(release: str, env: Mapping[str, str]) -> int:
 
 
 def smoke_timeout_s(env: Mapping[str, str] | None = None) -> int:
-    return limit_s_of(CASE_TEST, env, wait_s=_wait_s(env, SMOKE_DEVICE_WAIT_S))
+    return limit_s_of(CASE_TEST, env, wait_s=device_wait_s(env, SMOKE_DEVICE_WAIT_S))
 
 
 if __name__ == "__main__":
-    # ``python -m harness.gpu.time_budget``: the largest per-test limit (the command's default).
-    print(max(limit_s_of(t) for t in LAUNCHES))
+    # The command's default: the largest per-test limit; ``--smoke``: the smoke's own.
+    import sys
+
+    print(smoke_timeout_s() if sys.argv[1:] == ["--smoke"] else max(map(limit_s_of, LAUNCHES)))
