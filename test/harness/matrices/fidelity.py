@@ -548,10 +548,10 @@ def parsed_recipe(argv: list[str]) -> dict[str, Any]:
         unresolved = UnresolvedServerArgs
 
     parser = argparse.ArgumentParser()
-    ServerArgs.add_server_args_to_cli(parser)
-    parsed = input_fields(unresolved.from_server_args_to_cli(parser.parse_args(argv)))
+    ServerArgs.add_cli_args(parser)
+    parsed = input_fields(unresolved.from_cli_args(parser.parse_args(argv)))
     model = ["--model-path", parsed["model_path"]]
-    baseline = input_fields(unresolved.from_server_args_to_cli(parser.parse_args(model)))
+    baseline = input_fields(unresolved.from_cli_args(parser.parse_args(model)))
     return {k: v for k, v in parsed.items() if k == "model_path" or v != baseline.get(k)}
 
 
