@@ -5,9 +5,11 @@ refuses (no check of the plugin's), with what the launch's log and the planner's
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,36 +22,21 @@ ALGORITHM = "EAGLE3"
 SPEC_FLAGS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
 
 
-def _draft_copy(tmp_path: Path) -> Path:
-    copy = tmp_path / "draft"
-    shutil.copytree(eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT), copy)
-    return copy
-
-
-def truncated_draft(tmp_path: Path) -> Path:
-    draft = _draft_copy(tmp_path)
-    shard = draft / "model.safetensors"
-    with open(shard, "r+b") as f:
-        f.truncate(shard.stat().st_size // 2)
-    return draft
-
-
-def corrupt_draft(tmp_path: Path) -> Path:
-    draft = _draft_copy(tmp_path)
-    shard = draft / "model.safetensors"
-    with open(shard, "r+b") as f:
-        f.seek(8)
-        f.write(b"\xff" * 64)
-    return draft
-
-
-def wide_draft(tmp_path: Path) -> Path:
-    """An EAGLE3 draft trained for a target of hidden size 96 (the target's is 64)."""
-    return eagle_drafts.tiny_eagle3_draft(replace(TP2_EAGLE3_DRAFT, hidden=96, heads=4))
-
-
 def intact_draft(tmp_path: Path) -> Path:
     return eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)
+
+
+def _damaged_draft(tmp_path: Path, truncate: bool) -> Path:
+    """A copy of the intact draft whose shard is cut in half, or whose header is overwritten."""
+    draft = tmp_path / "draft"
+    shutil.copytree(intact_draft(tmp_path), draft)
+    with open(draft / "model.safetensors", "r+b") as f:
+        if truncate:
+            f.truncate(f.seek(0, os.SEEK_END) // 2)
+        else:
+            f.seek(8)
+            f.write(b"\xff" * 64)
+    return draft
 
 
 @dataclass(frozen=True)
@@ -75,17 +62,20 @@ REFUSED = {
     "truncated-draft-shard": Launch(
         expect=("draft checkpoint file {draft}/model.safetensors", "it is truncated",
                 "--speculative-draft-model-path"),
-        make_draft=truncated_draft,
+        make_draft=partial(_damaged_draft, truncate=True),
     ),
     "corrupt-draft-shard": Launch(
         expect=("draft checkpoint file {draft}/model.safetensors", "header is not readable",
                 "--speculative-draft-model-path"),
-        make_draft=corrupt_draft,
+        make_draft=partial(_damaged_draft, truncate=False),
     ),
     "draft-hidden-size": Launch(
         expect=("draft hidden_size 96 ({draft}/config.json)", "target's hidden_size 64",
                 "--speculative-draft-model-path"),
-        make_draft=wide_draft,
+        # An EAGLE3 draft trained for a target of hidden size 96 (the target's is 64).
+        make_draft=lambda _: eagle_drafts.tiny_eagle3_draft(
+            replace(TP2_EAGLE3_DRAFT, hidden=96, heads=4)
+        ),
     ),
     **{
         f"mem-fraction-{f}": Launch(
@@ -141,10 +131,6 @@ def target_without_head_count(tmp_path: Path) -> Path:
     return _target_without(tmp_path, "num_attention_heads", shape)
 
 
-def missing_draft(tmp_path: Path) -> Path:
-    return tmp_path / "no-such-draft"
-
-
 # No draft step: 0.5.13's triton draft decode backend fails on every rank (IndexError, stock
 # too); 0.5.23 builds no multi-step backend for it and starts (plan_verdicts.STARTS).
 NO_DRAFT_STEP = {"speculative_num_steps": 0, "speculative_num_draft_tokens": 1}
@@ -161,7 +147,9 @@ REFUSED_BY_SGLANG = {
         make_target=target_without_architectures,
     ),
     "draft-path-missing": Launch(
-        live="no-such-draft", expect=("--speculative-draft-model-path",), make_draft=missing_draft
+        live="no-such-draft",
+        expect=("--speculative-draft-model-path",),
+        make_draft=lambda tmp: tmp / "no-such-draft",
     ),
     # No draft path for a Llama target: its checkpoint loads as the draft, with no hot-token map.
     "eagle3-without-draft": Launch(
