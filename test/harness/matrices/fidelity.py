@@ -16,9 +16,9 @@ from typing import Any
 from sglang_specinit.planner.gpus import GPU_PRESETS
 
 from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_mtp, tiny_configs
+from harness.launch.engine import server_args_to_cli
 
 # The suite's EAGLE3 launch uses this draft (a reduced vocabulary: a hot-token map to bind).
-from harness.launch.engine import server_args_to_cli
 from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB
 from harness.launch.sglang_release import graphs_off_kwargs
 from harness.matrices.fidelity_probe import PHASES_ITSELF
@@ -80,10 +80,6 @@ class Row:
         if self.draft is not None:
             paths[DRAFT] = str(self.draft())
         return [paths.get(a, a) for a in self.recipe]
-
-    def argv(self) -> list[str]:
-        """The recipe with local paths plus ``--device cuda`` (the device it targets)."""
-        return [*self.launch_argv(), "--device", "cuda"]
 
 
 # The 3 / 1 / 4 draft chain the MTP usage pages (DeepSeek-V3.2, GLM-4.5,
@@ -474,7 +470,8 @@ def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
     launches = []
     for row in rows:
         env, check = dict(row.env), row.scheduler_check
-        launches.append({"name": row.key, "argv": row.argv(), "env": env, "scheduler_check": check})
+        argv = [*row.launch_argv(), "--device", "cuda"]  # the device the recipe targets
+        launches.append({"name": row.key, "argv": argv, "env": env, "scheduler_check": check})
         if row.engine is not None and PHASES_ITSELF:
             argv = server_args_to_cli(engine_kwargs(row))
             cpu = {"name": f"{row.key}@cpu", "argv": argv, "env": env, "cpu_engine": True}
