@@ -56,7 +56,8 @@ _LAYOUT_TEST = (
     f"{_SIGNATURES}::test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_"
     "release_shims_says"
 )
-_PLAN_VERDICT = "test_the_planner_refuses_what_the_launcher_refuses[mem-fraction-1.5]"
+_PLAN_VERDICT = "test_the_planner_gives_the_launch_verdict[launcher-mem-fraction-1.5]"
+_PLAN_VERDICT_BEFORE = "test_the_planner_refuses_what_the_launcher_refuses[mem-fraction-1.5]"
 _TIGHTEST = "test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tightest"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -76,7 +77,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ".venv",
         (
             "test/shared/test_refused_launches.py::"
-            "test_what_sglang_refuses_the_planner_refuses[num-steps-0-topk-1]",
+            "test_refused_launch_and_its_plan[num-steps-0-topk-1]",
         ),
     ),
     Mutant(
@@ -86,7 +87,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "is outside [0, 1]: it is the share",
         ".venv",
         (f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",),
-        (f"test/cpu/test_plan_verdicts.py::{_PLAN_VERDICT}",),
+        (f"test/cpu/test_plan_verdicts.py::{_PLAN_VERDICT_BEFORE}",),
     ),
     Mutant(
         "fraction-refusal-text-0523",
@@ -95,7 +96,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "is outside [0, 1]: it is the share",
         ".venv-sglang0523",
         (f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",),
-        (f"test/sglang_0_5_23/test_plan_verdicts_0523.py::{_PLAN_VERDICT}",),
+        (f"test/sglang_0_5_23/test_plan_verdicts_0523.py::{_PLAN_VERDICT_BEFORE}",),
     ),
     Mutant(
         "truncated-shard-not-refused",
@@ -105,7 +106,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ".venv",
         (
             "test/shared/test_refused_launches.py::"
-            "test_refused_in_the_launcher_before_any_rank_starts[truncated-draft-shard-1]",
+            "test_refused_launch_and_its_plan[truncated-draft-shard-1]",
         ),
         (
             "test/cpu/test_fault_matrix.py::test_refused_before_any_rank_starts[truncated-draft-shard-1]",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,31 +62,23 @@ MIN_VIABLE = ("min_viable_mem_fraction_static",) if PHASES_ITSELF else ()
 PLAN_KEYS = (*release_suite.PLAN_KEYS, *MIN_VIABLE)
 
 
-def recipe_kind(row: Row) -> str:
-    return f"recipe:{row.key}"
+def _recipe_kwargs(row: Row) -> dict[str, Any]:
+    kwargs = fidelity.engine_kwargs(row)
+    kwargs.pop("model_path")
+    return kwargs
 
 
-def _register_recipe_launches() -> None:
-    """0.5.23: one launch kind per Engine row, the recipe's own flags on device cpu (slow)."""
-    for row in ENGINE_ROWS:
-        if recipe_kind(row) in KINDS:
-            continue
-
-        def recipe_kwargs(row: Row = row) -> dict[str, Any]:
-            kwargs = fidelity.engine_kwargs(row)
-            kwargs.pop("model_path")
-            return kwargs
-
-        KINDS[recipe_kind(row)] = LaunchKind(
-            row.target,
-            row.draft or (lambda: None),
-            fidelity.recipe_algorithm(row),
-            kwargs_fn=recipe_kwargs,
-        )
-
-
-if not PHASES_ITSELF:
-    _register_recipe_launches()
+# 0.5.23: one launch kind per Engine row, the recipe's own flags on device cpu (slow).
+for _row in ENGINE_ROWS if not PHASES_ITSELF else ():
+    KINDS.setdefault(
+        f"recipe:{_row.key}",
+        LaunchKind(
+            _row.target,
+            _row.draft or (lambda: None),
+            fidelity.recipe_algorithm(_row),
+            kwargs_fn=partial(_recipe_kwargs, _row),
+        ),
+    )
 
 
 def by_key(rows: tuple[Row, ...], *, generation_runs: bool = True) -> Any:
@@ -108,7 +101,7 @@ def by_engine(*, stock_too: bool = False, phases_itself: bool | None = None) -> 
         if ci is not None and (ci[1] or not stock_too):
             runs.append((ci[0], row.key, []))
         recipe_id = f"{row.key}@recipe" if runs else row.key
-        runs.append((recipe_kind(row), recipe_id, [pytest.mark.slow]))
+        runs.append((f"recipe:{row.key}", recipe_id, [pytest.mark.slow]))
         for kind, param_id, marks in runs:
             keys = [(kind, True)] + ([(kind, False)] if stock_too else [])
             params.append(
@@ -145,22 +138,18 @@ def _skip_refused(row: Row) -> None:
         pytest.skip(f"sglang {installed_name()} refuses it: {row.refused} (checked in (a))")
 
 
-def _start(row: Row) -> Callable[[Path], Launch]:
+def _start(row: Row, work_dir: Path) -> Launch:
     """0.5.13.x: the row's recipe Engine, plugin on, every KV pool's buffers reported."""
-
-    def start(work_dir: Path) -> Launch:
-        kwargs = fidelity.engine_kwargs(row)
-        return start_engine(
-            kwargs.pop("model_path"),
-            draft=None,
-            algorithm=None,
-            plugin=True,
-            work_dir=work_dir,
-            extra_env={TENSOR_REPORT_ENV: "1", **row.env},
-            **kwargs,
-        )
-
-    return start
+    kwargs = fidelity.engine_kwargs(row)
+    return start_engine(
+        kwargs.pop("model_path"),
+        draft=None,
+        algorithm=None,
+        plugin=True,
+        work_dir=work_dir,
+        extra_env={TENSOR_REPORT_ENV: "1", **row.env},
+        **kwargs,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +157,7 @@ def engines(
     tmp_path_factory: pytest.TempPathFactory, probe_run: Future[dict]
 ) -> Callable[[str], Launch]:
     """0.5.13.x: ``engines(key)``, the row's plugin-on CPU Engine, started once for (b)-(d)."""
-    return launch_cache(tmp_path_factory, {row.key: _start(row) for row in ENGINE_ROWS})
+    return launch_cache(tmp_path_factory, {row.key: partial(_start, row) for row in ENGINE_ROWS})
 
 
 def _engine_or_skip(row: Row, engines: Callable[[str], Launch]) -> Launch:

@@ -1,7 +1,7 @@
 """``plan`` gives the launch's verdict on the installed release (0.5.13.post1, 0.5.23): every
-refused row of the fault matrix (live in test_refused_launches: refused in the launcher) is
-refused by the planner in one line with the launcher's words, and launches the server starts
-(live here, odd ones included) are planned."""
+refused row of the fault matrix (live in test_refused_launches: refused in the launcher, on the
+ranks or by SGLang) is refused by the planner in one line with the launch's words, and launches
+the server starts (live here, odd ones included) are planned."""
 
 from __future__ import annotations
 
@@ -14,12 +14,9 @@ from harness.matrices.plan_verdicts import (
     REFUSED_ON_RANKS,
     STARTS,
     VERDICT_PROPERTY,
-    assert_planned,
     assert_planned_like_started,
-    assert_refused_like_the_launcher,
-    assert_refused_on_ranks,
-    launch_flags,
-    plan_verdict,
+    assert_refusal,
+    launch_verdict,
     rows_of_this_generation,
     started_launches,
 )
@@ -31,30 +28,30 @@ from harness.matrices.refused_launches import (
     intact_draft,
 )
 
-
-@pytest.mark.parametrize("row", sorted(REFUSED))
-def test_the_planner_refuses_what_the_launcher_refuses(tmp_path: Path, row: str) -> None:
-    assert_refused_like_the_launcher(row, tmp_path)
-
-
-@pytest.mark.parametrize("row", sorted(REFUSED_ON_RANKS))
-def test_the_planner_refuses_what_the_ranks_refuse(tmp_path: Path, row: str) -> None:
-    assert_refused_on_ranks(row, tmp_path)
+TABLES = {
+    "launcher": REFUSED,
+    "ranks": REFUSED_ON_RANKS,
+    "sglang": REFUSED_BY_SGLANG,
+    "starts": STARTS,
+}
 
 
-@pytest.mark.parametrize("row", rows_of_this_generation(REFUSED_BY_SGLANG))
-def test_the_planner_refuses_what_sglang_refuses(tmp_path: Path, row: str) -> None:
-    """The planner's half of test_refused_launches' live rows, for the rows CI does not launch."""
-    spec = REFUSED_BY_SGLANG[row]
-    draft = spec.make_draft(tmp_path)
-    target = spec.make_target(tmp_path)
-    flags = launch_flags(draft, target=target, algorithm=spec.algorithm, **spec.flags)
-    assert spec.planned in plan_verdict(flags).refusal_line()
-
-
-@pytest.mark.parametrize("row", rows_of_this_generation(STARTS))
-def test_the_planner_plans_what_the_server_starts(tmp_path: Path, row: str) -> None:
-    assert_planned(row, tmp_path)
+@pytest.mark.parametrize(
+    ("table", "row"),
+    [
+        pytest.param(table, name, id=f"{table}-{name}")
+        for table, rows in TABLES.items()
+        for name in rows_of_this_generation(rows)
+    ],
+)
+def test_the_planner_gives_the_launch_verdict(tmp_path: Path, table: str, row: str) -> None:
+    spec = TABLES[table][row]
+    draft, target = spec.make_draft(tmp_path), spec.make_target(tmp_path)
+    planned = launch_verdict(spec, draft, target)
+    if spec.expect:
+        assert_refusal(planned, spec.expect, draft)
+    else:
+        planned.assert_plans()
 
 
 @pytest.mark.cpu_engine

@@ -3,6 +3,7 @@ the Qwen2 target and draft of SGLang's STANDALONE and NGRAM recipes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,22 +26,21 @@ DEFAULT_STANDALONE_DRAFT = replace(
 DEFAULT_QWEN2_DRAFT = DEFAULT_STANDALONE_DRAFT
 
 
-def write_llama_target(
-    directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0
-) -> Path:
-    """Write a random ``LlamaForCausalLM`` (weights via ``save_pretrained``) plus its tokenizer."""
-    from transformers import LlamaForCausalLM
+def _writer(architecture: str, config_class: str = "LlamaConfig") -> Callable[..., Path]:
+    """A writer of a random ``architecture`` (weights via transformers) plus its tokenizer."""
 
-    config = llama_config(shape, "LlamaForCausalLM")
-    return save_seeded_model(directory, shape, seed, lambda: LlamaForCausalLM(config))
+    def write(directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0) -> Path:
+        import transformers
+
+        config = llama_config(shape, architecture, getattr(transformers, config_class))
+        model = getattr(transformers, architecture)
+        return save_seeded_model(directory, shape, seed, lambda: model(config))
+
+    return write
 
 
-def write_qwen2(directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0) -> Path:
-    """Write a random ``Qwen2ForCausalLM`` (weights via transformers) plus its tokenizer."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = llama_config(shape, "Qwen2ForCausalLM", Qwen2Config)
-    return save_seeded_model(directory, shape, seed, lambda: Qwen2ForCausalLM(config))
+write_llama_target = _writer("LlamaForCausalLM")
+write_qwen2 = _writer("Qwen2ForCausalLM", "Qwen2Config")
 
 
 # Cached tiny Llama target (with tokenizer).

@@ -4,13 +4,12 @@ multi-layer EAGLE."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_layout import (
-    TinyLlamaShape,
     TinyShape,
     layer_tensors,
     randn,
@@ -123,16 +122,12 @@ def _mimo_v2_config(shape: TinyMiMoV2Shape) -> dict[str, Any]:
     }
 
 
-def _mimo_attention_shape(shape: TinyMiMoV2Shape, swa: bool) -> TinyLlamaShape:
-    """The Llama-layout shape of one MiMo-V2 decoder layer (for ``llama_layout.layer_tensors``)."""
-    return TinyLlamaShape(
-        hidden=shape.hidden,
-        heads=shape.swa_heads if swa else shape.heads,
-        kv_heads=shape.swa_kv_heads if swa else shape.kv_heads,
-        head_dim=shape.swa_head_dim if swa else shape.head_dim,
-        intermediate=shape.intermediate,
-        vocab=shape.vocab,
-        dtype=shape.dtype,
+def _layer_shape(shape: TinyMiMoV2Shape, swa: bool) -> TinyMiMoV2Shape:
+    """The attention widths of one MiMo-V2 decoder layer (for ``llama_layout.layer_tensors``)."""
+    if not swa:
+        return shape
+    return replace(
+        shape, heads=shape.swa_heads, kv_heads=shape.swa_kv_heads, head_dim=shape.swa_head_dim
     )
 
 
@@ -154,7 +149,7 @@ def write_mimo_v2_target(
             layer_tensors(
                 gen,
                 f"model.layers.{i}",
-                _mimo_attention_shape(shape, swa=kind == 1),
+                _layer_shape(shape, swa=kind == 1),
                 qkv_in=h,
                 input_layernorm=True,
             )
@@ -163,7 +158,7 @@ def write_mimo_v2_target(
         prefix = f"model.mtp.layers.{i}"
         tensors.update(
             layer_tensors(
-                gen, prefix, _mimo_attention_shape(shape, swa=True), qkv_in=h, input_layernorm=True
+                gen, prefix, _layer_shape(shape, swa=True), qkv_in=h, input_layernorm=True
             )
         )
         tensors[f"{prefix}.enorm.weight"] = torch.ones(h, dtype=dt)

@@ -1,7 +1,6 @@
 """Published model configs (no weights) for tests that price pools: shipped examples plus two
 configs written from published hyperparameters (DeepSeek-V3.2's DSA indexer, Qwen3-Next's
-gated-delta-net hybrid).
-"""
+gated-delta-net hybrid)."""
 
 from __future__ import annotations
 
@@ -57,65 +56,7 @@ def qwen3_next_config_dir(tmp_path: Path) -> Path:
 def dsv4_flash_config_dir(tmp_path: Path) -> Path:
     """DeepSeek-V4-Flash's published hyperparameters (43 layers: two SWA-only, then c4 / c128
     alternating; one MTP layer; FP8 attention and dense weights, FP4 routed experts)."""
-    ratios = [0, 0] + [4 if layer % 2 == 0 else 128 for layer in range(2, 43)] + [0]
-    config = {
-        "architectures": ["DeepseekV4ForCausalLM"],
-        "model_type": "deepseek_v4",
-        "torch_dtype": "bfloat16",
-        "vocab_size": 129280,
-        "hidden_size": 4096,
-        "num_hidden_layers": 43,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 1,
-        "head_dim": 512,
-        "qk_rope_head_dim": 64,
-        "q_lora_rank": 1024,
-        "o_lora_rank": 1024,
-        "o_groups": 8,
-        "moe_intermediate_size": 2048,
-        "n_routed_experts": 256,
-        "n_shared_experts": 1,
-        "num_experts_per_tok": 6,
-        "num_hash_layers": 3,
-        "scoring_func": "sqrtsoftplus",
-        "topk_method": "noaux_tc",
-        "norm_topk_prob": True,
-        "routed_scaling_factor": 1.5,
-        "swiglu_limit": 10.0,
-        "sliding_window": 128,
-        "index_n_heads": 64,
-        "index_head_dim": 128,
-        "index_topk": 512,
-        "hc_mult": 4,
-        "hc_sinkhorn_iters": 20,
-        "hc_eps": 1e-6,
-        "compress_ratios": ratios,
-        "compress_rope_theta": 160000,
-        "rope_theta": 10000,
-        "rope_scaling": {
-            "type": "yarn",
-            "factor": 16,
-            "beta_fast": 32,
-            "beta_slow": 1,
-            "original_max_position_embeddings": 65536,
-        },
-        "max_position_embeddings": 1048576,
-        "num_nextn_predict_layers": 1,
-        "rms_norm_eps": 1e-6,
-        "tie_word_embeddings": False,
-        "bos_token_id": 0,
-        "eos_token_id": 1,
-        "expert_dtype": "fp4",
-        "quantization_config": {
-            "quant_method": "fp8",
-            "fmt": "e4m3",
-            "scale_fmt": "ue8m0",
-            "weight_block_size": [128, 128],
-            "activation_scheme": "dynamic",
-        },
-    }
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    return tmp_path
+    return EXAMPLES / "deepseek-v4-flash-mtp" / "target"
 
 
 # name -> a function of a scratch directory returning the config directory

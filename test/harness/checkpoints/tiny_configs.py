@@ -196,14 +196,6 @@ CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
-# transformers classes that save these architectures in the published per-expert layout.
-_HF_MODEL_CLASSES = {
-    "deepseek-v3": "DeepseekV3ForCausalLM",
-    "glm4-moe": "Glm4MoeForCausalLM",
-    "gpt-oss": "GptOssForCausalLM",
-}
-
-
 def _cached(kind: str, config: dict[str, Any], write: Callable[[Path, str], None]) -> Path:
     text = json.dumps(config, indent=1, sort_keys=True)
     digest = hashlib.sha256(f"{kind}\n{text}".encode()).hexdigest()[:12]
@@ -218,7 +210,7 @@ def tiny_config_dir(name: str) -> Path:
     )
 
 
-def _write_checkpoint(name: str, directory: Path, text: str, seed: int = 0) -> None:
+def _write_checkpoint(directory: Path, text: str, seed: int = 0) -> None:
     import torch
     import transformers
     from safetensors.torch import load_file
@@ -227,13 +219,13 @@ def _write_checkpoint(name: str, directory: Path, text: str, seed: int = 0) -> N
     layers = config["num_hidden_layers"]
     mtp_layers = int(config.get("num_nextn_predict_layers") or 0)
     hidden, vocab = config["hidden_size"], config["vocab_size"]
-    hf_class = getattr(transformers, _HF_MODEL_CLASSES[name])
-    hf_config_class = hf_class.config_class
+    # transformers' class of the architecture saves it in the published per-expert layout.
+    hf_class = getattr(transformers, config["architectures"][0])
     kwargs = {k: v for k, v in config.items() if k not in ("architectures", "model_type")}
     # One decoder layer more than the config says: that layer is the MTP block's own layer.
     kwargs["num_hidden_layers"] = layers + mtp_layers
     torch.manual_seed(seed)
-    model = hf_class(hf_config_class(**kwargs)).to(torch.bfloat16)
+    model = hf_class(hf_class.config_class(**kwargs)).to(torch.bfloat16)
     staging = directory / "hf"
     model.save_pretrained(str(staging))
     tensors = load_file(str(staging / "model.safetensors"))
@@ -259,6 +251,4 @@ def _write_checkpoint(name: str, directory: Path, text: str, seed: int = 0) -> N
 def tiny_checkpoint(name: str) -> Path:
     """Config, random weights and tokenizer of the tiny ``name`` (``deepseek-v3``, ``glm4-moe``:
     with their MTP block; ``gpt-oss``): what an Engine on that target loads."""
-    return _cached(
-        f"weights-{name}", CONFIGS[name](), lambda d, text: _write_checkpoint(name, d, text)
-    )
+    return _cached(f"weights-{name}", CONFIGS[name](), _write_checkpoint)

@@ -31,10 +31,6 @@ class AttentionKVSpec:
     qk_rope_head_dim: int = 0
     dsa_index_head_dim: int = 0
 
-    @property
-    def is_mla(self) -> bool:
-        return self.kv_lora_rank > 0
-
     def dtype_bytes(self) -> int:
         if self.element_bytes <= 0:
             raise BudgetError(
@@ -48,14 +44,11 @@ class AttentionKVSpec:
         elt = self.dtype_bytes()
         fp4 = self.kv_dtype in FP4_DTYPES
         layers = self.num_layers
-        if self.is_mla:
+        if self.kv_lora_rank > 0:  # MLA
             latent = self.kv_lora_rank + self.qk_rope_head_dim
-            if self.mla_cache_dim:
-                # A layout of its own (already in stored elements, scales included).
-                cell = self.mla_cache_dim * layers * elt
-                return cell + self._dsa_index_bytes()
-            cell = latent * layers * elt
-            if fp4:
+            # mla_cache_dim: a layout of its own (already in stored elements, scales included).
+            cell = (self.mla_cache_dim or latent) * layers * elt
+            if fp4 and not self.mla_cache_dim:
                 cell = cell // 2 + (latent // FP4_SCALE_BLOCK) * layers * elt
             return cell + self._dsa_index_bytes()
         cell = self.num_kv_heads * (self.head_dim + self.v_head_dim) * layers * elt

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from sglang_specinit.budget import KVSpec
@@ -82,9 +83,7 @@ def kv_spec_from_model_config(
             num_layers=layers,
             kv_dtype=dtype,
             element_bytes=elt,
-            mla_cache_dim=(
-                mla_cache_dim_for(mc, kv_dtype, server_args) if server_args is not None else 0
-            ),
+            mla_cache_dim=0 if server_args is None else _mla_cache_dim(mc, kv_dtype, server_args),
             kv_lora_rank=model_config.kv_lora_rank,
             qk_rope_head_dim=model_config.qk_rope_head_dim,
             dsa_index_head_dim=(
@@ -96,19 +95,16 @@ def kv_spec_from_model_config(
     return mha(layers, mc.get_num_kv_heads(attn_tp_size), mc.head_dim, mc.v_head_dim)
 
 
-def mla_cache_dim_for(model_config: Any, kv_dtype: Any, server_args: Any) -> int:
+def _mla_cache_dim(model_config: Any, kv_dtype: Any, server_args: Any) -> int:
     """SGLang's per-layer MLA pool width for this model and KV dtype; 0 when it is the plain
     ``kv_lora_rank + qk_rope_head_dim`` (DSA with an FP8 cache stores scales and a bf16 rope)."""
-    from types import SimpleNamespace
-
     from sglang.srt.model_executor.model_runner_kv_cache_mixin import ModelRunnerKVCacheMixin
 
     reader = SimpleNamespace(
         model_config=model_config, kv_cache_dtype=torch_dtype(kv_dtype), server_args=server_args
     )
     dim = ModelRunnerKVCacheMixin.calculate_mla_kv_cache_dim(reader)
-    plain = model_config.kv_lora_rank + model_config.qk_rope_head_dim
-    return 0 if dim == plain else int(dim)
+    return 0 if dim == model_config.kv_lora_rank + model_config.qk_rope_head_dim else int(dim)
 
 
 def draft_kv_pools(

@@ -12,6 +12,7 @@ import dataclasses
 import io
 import json
 import logging
+import logging.handlers
 import os
 import random
 import sys
@@ -24,32 +25,17 @@ from typing import Any
 from harness.releases import installed_row
 
 # 0.5.13.x: ServerArgs resolved in __post_init__ and the plugin's own phased init.
-_ROW = installed_row()
-PHASES_ITSELF = _ROW is not None and _ROW.adapter == "sglang_0_5_13"
-PLUGIN_NAME = "specinit"
-PLUGIN_OFF_NAME = "none-specinit-disabled"
-MODES = {"on": PLUGIN_NAME, "off": PLUGIN_OFF_NAME}
-ENV_PREFIXES = ("SGLANG_", "SGL_")
+PHASES_ITSELF = getattr(installed_row(), "adapter", None) == "sglang_0_5_13"
+# SGLANG_PLUGINS per mode (a whitelist naming no plugin: the plugin off).
+MODES = {"on": "specinit", "off": "none-specinit-disabled"}
 # Where the device's total memory is read (0.5.23 also imports it into its memory hook).
-CAPACITY_TARGETS = (
-    "sglang.srt.utils.common.get_device_memory_capacity",
-    "sglang.srt.arg_groups.memory_hook.get_device_memory_capacity",
+CAPACITY_TARGETS = ("sglang.srt.utils.common.get_device_memory_capacity",) + (
+    () if PHASES_ITSELF else ("sglang.srt.arg_groups.memory_hook.get_device_memory_capacity",)
 )
 
 
 class StockInitReached(BaseException):
     """Raised by the recording ``init_tp_model_worker`` to stop ``init_model_worker`` there."""
-
-
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.records: list[dict[str, str]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(
-            {"logger": record.name, "level": record.levelname, "message": record.getMessage()}
-        )
 
 
 def _jsonable(value: Any) -> Any:
@@ -85,11 +71,12 @@ def server_args_fields(server_args: Any) -> dict[str, Any]:
 
 
 def _sglang_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+    return {k: v for k, v in os.environ.items() if k.startswith(("SGLANG_", "SGL_"))}
 
 
-def install_device_doubles(capacity_mib: int, capability: tuple[int, int]) -> None:
-    """Test doubles for the device the recipes target: its total memory and capability."""
+def install_hooks(capacity_mib: int, capability: tuple[int, int], sink: dict | None) -> None:
+    """Test doubles for the device the recipes target (its total memory and capability); with
+    ``sink`` (plugin off), what SGLang's heuristic gives each launch without the draft term."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
     def simulated_cuda_capacity(original: Any, device: str | None = None) -> Any:
@@ -99,22 +86,6 @@ def install_device_doubles(capacity_mib: int, capability: tuple[int, int]) -> No
 
     def simulated_cuda_capability(original: Any, device: Any = None) -> tuple[int, int]:
         return (int(capability[0]), int(capability[1]))
-
-    source = HookSource(plugin_name="specinit-test-fidelity", dist_name=None)
-    for target in CAPACITY_TARGETS[: 1 if PHASES_ITSELF else None]:
-        HookRegistry.register(target, simulated_cuda_capacity, HookType.AROUND, source=source)
-    HookRegistry.register(
-        "torch.cuda.get_device_capability",
-        simulated_cuda_capability,
-        HookType.AROUND,
-        source=source,
-    )
-    HookRegistry.apply_hooks()
-
-
-def record_fraction_without_spec_term(sink: dict[str, Any]) -> None:
-    """Plugin off: remember what SGLang's heuristic gives this launch without the draft term."""
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
     def fraction_probe(original: Any, self: Any, gpu_mem: Any) -> Any:
         before = copy.deepcopy(self)
@@ -126,12 +97,13 @@ def record_fraction_without_spec_term(sink: dict[str, Any]) -> None:
             sink["gpu_mem_mib"] = gpu_mem
         return result
 
-    HookRegistry.register(
-        "sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings",
-        fraction_probe,
-        HookType.AROUND,
-        source=HookSource(plugin_name="specinit-test-fidelity", dist_name=None),
-    )
+    hooks = {target: simulated_cuda_capacity for target in CAPACITY_TARGETS}
+    hooks["torch.cuda.get_device_capability"] = simulated_cuda_capability
+    if sink is not None:
+        hooks["sglang.srt.server_args.ServerArgs._handle_gpu_memory_settings"] = fraction_probe
+    source = HookSource(plugin_name="specinit-test-fidelity", dist_name=None)
+    for target, hook in hooks.items():
+        HookRegistry.register(target, hook, HookType.AROUND, source=source)
     HookRegistry.apply_hooks()
 
 
@@ -227,8 +199,8 @@ def _scheduler_check(server_args: Any, scheduler_config: Any) -> dict[str, Any]:
     }
 
 
-def run_launch(launch: dict[str, Any], mode: str, fraction_sink: dict[str, Any]) -> dict[str, Any]:
-    """One launch in this (forked) process: steps 1-4, never raising."""
+def run_launch(path: Path, launch: dict[str, Any], mode: str, fraction_sink: dict) -> None:
+    """One launch in this (forked) process: steps 1-4, written to ``path``, never raising."""
     from sglang.srt.server_args import prepare_server_args
 
     os.environ.update(launch.get("env", {}))
@@ -236,7 +208,8 @@ def run_launch(launch: dict[str, Any], mode: str, fraction_sink: dict[str, Any])
         os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
     else:
         os.environ.pop("SGLANG_USE_CPU_ENGINE", None)
-    records = _Records()
+    records = logging.handlers.BufferingHandler(capacity=1 << 30)
+    records.setLevel(logging.DEBUG)
     # On the package loggers, not the root: prepare_server_args resets the root's handlers
     # (logging.basicConfig(force=True)).
     for name in ("sglang", "sglang_specinit"):
@@ -282,11 +255,11 @@ def run_launch(launch: dict[str, Any], mode: str, fraction_sink: dict[str, Any])
         }
     # Every record of the plugin, and SGLang's own warnings and errors.
     result["records"] = [
-        r
-        for r in records.records
-        if r["logger"].startswith("sglang_specinit") or r["level"] in ("WARNING", "ERROR")
+        {"logger": r.name, "level": r.levelname, "message": r.getMessage()}
+        for r in records.buffer
+        if r.name.startswith("sglang_specinit") or r.levelname in ("WARNING", "ERROR")
     ]
-    return result
+    _write(path, result)
 
 
 def _fork(child: Callable[..., None], *args: Any) -> int:
@@ -317,12 +290,6 @@ def _write(path: Path, payload: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def _run_and_write(
-    path: Path, launch: dict[str, Any], mode: str, fraction_sink: dict[str, Any]
-) -> None:
-    _write(path, run_launch(launch, mode, fraction_sink))
-
-
 def run_mode(request: dict[str, Any], mode: str, out_dir: Path) -> None:
     """Child: ``load_plugins()`` in ``mode``, then one grandchild per launch."""
     os.environ["SGLANG_PLUGINS"] = MODES[mode]
@@ -337,15 +304,14 @@ def run_mode(request: dict[str, Any], mode: str, out_dir: Path) -> None:
 
         import harness.geometry.specs  # noqa: F401
 
-    install_device_doubles(int(request["capacity_mib"]), tuple(request["capability"]))
     fraction_sink: dict[str, Any] = {}
-    if mode == "off" and PHASES_ITSELF:
-        record_fraction_without_spec_term(fraction_sink)
+    sink = fraction_sink if mode == "off" and PHASES_ITSELF else None
+    install_hooks(int(request["capacity_mib"]), tuple(request["capability"]), sink)
     for launch in request["launches"]:
         if mode not in launch.get("modes", MODES):
             continue
         path = out_dir / f"{launch['name']}.{mode}.json"
-        code = _wait(_fork(_run_and_write, path, launch, mode, fraction_sink))
+        code = _wait(_fork(run_launch, path, launch, mode, fraction_sink))
         if code != 0 and not path.exists():
             _write(path, {"name": launch["name"], "mode": mode, "crashed": code})
 
@@ -357,11 +323,8 @@ def main(argv: list[str]) -> int:
     # What `python -m sglang.launch_server` has imported when it calls load_plugins().
     import sglang.launch_server  # noqa: F401
 
-    children = {
-        mode: _fork(run_mode, request, mode, out_dir) for mode in request.get("modes", list(MODES))
-    }
-    codes = {mode: _wait(pid) for mode, pid in children.items()}
-    return 0 if all(c == 0 for c in codes.values()) else 1
+    children = [_fork(run_mode, request, mode, out_dir) for mode in MODES]
+    return 0 if all(_wait(pid) == 0 for pid in children) else 1
 
 
 if __name__ == "__main__":

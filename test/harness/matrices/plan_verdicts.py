@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,58 +18,42 @@ from harness.launch.started_launches import drain_started
 from harness.matrices.refused_launches import (
     ALGORITHM,
     NO_DRAFT_STEP,
-    REFUSED,
     SPEC_FLAGS,
-    Row,
-    intact_draft,
+    Launch,
     target_without_head_count,
 )
-
-
-@dataclass(frozen=True)
-class Starting:
-    """A launch the server starts: its flags on the fault matrices' pair, its target, and
-    whether CI launches it."""
-
-    flags: dict[str, Any]
-    make_target: Callable[[Path], Path] = lambda _: llama_family.tiny_llama_target()
-    in_ci: bool = True
-    # The generations (adapters) whose releases start it.
-    adapters: tuple[str, ...] = ("sglang_0_5_13", "sglang_0_5_23")
-
 
 # The fault matrices' launch with nothing wrong, at page 1 and 16; odd launches that start; TP 3,
 # whose heads device cpu pads (the planner refuses it on CUDA: test_plan_cli).
 STARTS = {
-    "intact-eagle3-pair": Starting({}, in_ci=False),
-    "page-size-16": Starting({"page_size": 16}),
-    "num-steps-0-topk-1": Starting(NO_DRAFT_STEP, adapters=("sglang_0_5_23",)),
-    "no-num-attention-heads": Starting({}, target_without_head_count),
-    "tp-3-on-cpu": Starting({"tp_size": 3}, in_ci=False),
+    "intact-eagle3-pair": Launch(in_ci=False),
+    "page-size-16": Launch({"page_size": 16}),
+    "num-steps-0-topk-1": Launch(NO_DRAFT_STEP, adapters=("sglang_0_5_23",)),
+    "no-num-attention-heads": Launch(make_target=target_without_head_count),
+    "tp-3-on-cpu": Launch({"tp_size": 3}, in_ci=False),
     # Odd inputs that start (measured on 0.5.13.post1 and 0.5.23): the shortest context each
     # release's scheduler accepts, no chunked prefill, no draft tokens (topk 1 sets them).
-    "context-length-7": Starting({"context_length": 7}, in_ci=False),
-    "context-length-2": Starting({"context_length": 2}, in_ci=False, adapters=("sglang_0_5_23",)),
-    "chunked-prefill-0": Starting({"chunked_prefill_size": 0}, in_ci=False),
-    "num-draft-tokens-0": Starting({"speculative_num_draft_tokens": 0}, in_ci=False),
+    "context-length-7": Launch({"context_length": 7}, in_ci=False),
+    "context-length-2": Launch({"context_length": 2}, in_ci=False, adapters=("sglang_0_5_23",)),
+    "chunked-prefill-0": Launch({"chunked_prefill_size": 0}, in_ci=False),
+    "num-draft-tokens-0": Launch({"speculative_num_draft_tokens": 0}, in_ci=False),
 }
 
-
-def rows_of_this_generation(table: Mapping[str, Any]) -> list[str]:
-    from harness.releases import installed_row
-
-    adapter = getattr(installed_row(), "adapter", None)
-    return sorted(name for name, spec in table.items() if adapter in spec.adapters)
-
-
-# Launches the server refuses on its ranks, after the launcher: (flags, what the line says).
+# Launches the server refuses on its ranks, after the launcher.
 REFUSED_ON_RANKS = {
-    "weights-leave-no-room": (
+    "weights-leave-no-room": Launch(
         {"mem_fraction_static": 0.02},
         ("leave no room for the KV cache under --mem-fraction-static=0.02",
          "Pass --mem-fraction-static"),
     ),
 }  # fmt: skip
+
+
+def rows_of_this_generation(table: Mapping[str, Launch]) -> list[str]:
+    from harness.releases import installed_row
+
+    adapter = getattr(installed_row(), "adapter", None)
+    return sorted(name for name, spec in table.items() if adapter in spec.adapters)
 
 
 # The user property a live-verdict test records (launch, planner's verdict, live verdict) under;
@@ -92,6 +76,12 @@ class Verdict:
         assert self.code == 2 and self.out == "", (self.code, self.out[-2000:], self.err[-2000:])
         assert len(lines) == 1 and "Traceback" not in self.err, self.err[-3000:]
         return lines[0]
+
+    def assert_plans(self) -> Verdict:
+        """The planner plans the launch (exit 0, a table), never refuses it."""
+        assert self.code == 0, self.err[-3000:]
+        assert "tokens" in self.out, self.out
+        return self
 
 
 def launch_flags(
@@ -120,9 +110,14 @@ def plan_verdict(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_
     return Verdict(code, out.getvalue(), err.getvalue())
 
 
+def launch_verdict(spec: Launch, draft: Path | None, target: Path, **flags: Any) -> Verdict:
+    """``plan`` on the launch of a table's row (``flags`` on top of the row's)."""
+    flags = {**spec.flags, **flags}
+    return plan_verdict(launch_flags(draft, target=target, algorithm=spec.algorithm, **flags))
+
+
 @dataclass(frozen=True)
 class StartedLaunch:
-
     label: str
     argv: tuple[str, ...]
     capacity_bytes: int
@@ -158,17 +153,9 @@ def started_launches() -> list[StartedLaunch]:
     ]
 
 
-def assert_plans(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_BYTES) -> Verdict:
-    """The planner plans the launch (exit 0, a table), never refuses it."""
-    planned = plan_verdict(argv, capacity_bytes)
-    assert planned.code == 0, (argv, planned.err[-3000:])
-    assert "tokens" in planned.out, planned.out
-    return planned
-
-
 def assert_planned_like_started(launch: StartedLaunch) -> Verdict:
     """A launch the server started is planned."""
-    return assert_plans(list(launch.argv), launch.capacity_bytes)
+    return plan_verdict(list(launch.argv), launch.capacity_bytes).assert_plans()
 
 
 def assert_refusal(planned: Verdict, needles: tuple[str, ...], draft: Path | None = None) -> str:
@@ -177,21 +164,3 @@ def assert_refusal(planned: Verdict, needles: tuple[str, ...], draft: Path | Non
     for needle in needles:
         assert needle.format(draft=draft) in line, (needle, line)
     return line
-
-
-def assert_refused_like_the_launcher(name: str, tmp_path: Path) -> str:
-    """The row's plan is refused in one line carrying every needle the launcher's line must."""
-    row: Row = REFUSED[name]
-    draft = row.make_draft(tmp_path)
-    return assert_refusal(plan_verdict(launch_flags(draft, **row.flags)), row.expect, draft)
-
-
-def assert_refused_on_ranks(name: str, tmp_path: Path) -> str:
-    flags, needles = REFUSED_ON_RANKS[name]
-    return assert_refusal(plan_verdict(launch_flags(intact_draft(tmp_path), **flags)), needles)
-
-
-def assert_planned(name: str, tmp_path: Path) -> str:
-    spec = STARTS[name]
-    target = spec.make_target(tmp_path)
-    return assert_plans(launch_flags(intact_draft(tmp_path), target=target, **spec.flags)).out

@@ -5,9 +5,11 @@ refuses (no check of the plugin's), with what the launch's log and the planner's
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,79 +22,71 @@ ALGORITHM = "EAGLE3"
 SPEC_FLAGS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
 
 
-def _draft_copy(tmp_path: Path) -> Path:
-    copy = tmp_path / "draft"
-    shutil.copytree(eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT), copy)
-    return copy
-
-
-def truncated_draft(tmp_path: Path) -> Path:
-    draft = _draft_copy(tmp_path)
-    shard = draft / "model.safetensors"
-    with open(shard, "r+b") as f:
-        f.truncate(shard.stat().st_size // 2)
-    return draft
-
-
-def corrupt_draft(tmp_path: Path) -> Path:
-    draft = _draft_copy(tmp_path)
-    shard = draft / "model.safetensors"
-    with open(shard, "r+b") as f:
-        f.seek(8)
-        f.write(b"\xff" * 64)
-    return draft
-
-
-def wide_draft(tmp_path: Path) -> Path:
-    """An EAGLE3 draft trained for a target of hidden size 96 (the target's is 64)."""
-    return eagle_drafts.tiny_eagle3_draft(replace(TP2_EAGLE3_DRAFT, hidden=96, heads=4))
-
-
 def intact_draft(tmp_path: Path) -> Path:
     return eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)
 
 
+def _damaged_draft(tmp_path: Path, truncate: bool) -> Path:
+    """A copy of the intact draft whose shard is cut in half, or whose header is overwritten."""
+    draft = tmp_path / "draft"
+    shutil.copytree(intact_draft(tmp_path), draft)
+    with open(draft / "model.safetensors", "r+b") as f:
+        if truncate:
+            f.truncate(f.seek(0, os.SEEK_END) // 2)
+        else:
+            f.seek(8)
+            f.write(b"\xff" * 64)
+    return draft
+
+
 @dataclass(frozen=True)
-class Row:
-    """One refused launch: how to build its draft, its flags, and what its message must say."""
+class Launch:
+    """One launch of the fault matrices' pair (intact EAGLE3 draft, tiny Llama target) with a
+    part broken: its checkpoints, flags and generations (adapters); ``expect``: every needle of
+    the one-line refusal (``{draft}``: the draft's path), none for a launch that starts;
+    ``live``: a needle of the log of a launch SGLang itself refuses; ``in_ci``: whether CI
+    launches it (the planner's verdict is checked in CI either way)."""
 
-    make_draft: Callable[[Path], Path]
-    expect: tuple[str, ...]
     flags: dict[str, Any] = field(default_factory=dict)
+    expect: tuple[str, ...] = ()
+    make_draft: Callable[[Path], Path | None] = intact_draft
+    make_target: Callable[[Path], Path] = lambda _: llama_family.tiny_llama_target()
+    algorithm: str = ALGORITHM
+    live: str = ""
+    adapters: tuple[str, ...] = ("sglang_0_5_13", "sglang_0_5_23")
+    in_ci: bool = True
 
 
+# Refused by the plugin's checks in the launcher.
 REFUSED = {
-    "truncated-draft-shard": Row(
-        truncated_draft,
-        ("draft checkpoint file {draft}/model.safetensors", "it is truncated",
-         "--speculative-draft-model-path"),
+    "truncated-draft-shard": Launch(
+        expect=("draft checkpoint file {draft}/model.safetensors", "it is truncated",
+                "--speculative-draft-model-path"),
+        make_draft=partial(_damaged_draft, truncate=True),
     ),
-    "corrupt-draft-shard": Row(
-        corrupt_draft,
-        ("draft checkpoint file {draft}/model.safetensors", "header is not readable",
-         "--speculative-draft-model-path"),
+    "corrupt-draft-shard": Launch(
+        expect=("draft checkpoint file {draft}/model.safetensors", "header is not readable",
+                "--speculative-draft-model-path"),
+        make_draft=partial(_damaged_draft, truncate=False),
     ),
-    "draft-hidden-size": Row(
-        wide_draft,
-        ("draft hidden_size 96 ({draft}/config.json)", "target's hidden_size 64",
-         "--speculative-draft-model-path"),
+    "draft-hidden-size": Launch(
+        expect=("draft hidden_size 96 ({draft}/config.json)", "target's hidden_size 64",
+                "--speculative-draft-model-path"),
+        # An EAGLE3 draft trained for a target of hidden size 96 (the target's is 64).
+        make_draft=lambda _: eagle_drafts.tiny_eagle3_draft(
+            replace(TP2_EAGLE3_DRAFT, hidden=96, heads=4)
+        ),
     ),
-    "mem-fraction-0": Row(
-        intact_draft, ("--mem-fraction-static 0.0 is outside (0, 1)",), {"mem_fraction_static": 0}
-    ),
-    "mem-fraction-1": Row(
-        intact_draft, ("--mem-fraction-static 1.0 is outside (0, 1)",), {"mem_fraction_static": 1}
-    ),
-    "mem-fraction-1.5": Row(
-        intact_draft,
-        ("--mem-fraction-static 1.5 is outside (0, 1)",),
-        {"mem_fraction_static": 1.5},
-    ),
-    "max-total-tokens-below-a-page": Row(
-        intact_draft,
+    **{
+        f"mem-fraction-{f}": Launch(
+            {"mem_fraction_static": f}, (f"--mem-fraction-static {float(f)} is outside (0, 1)",)
+        )
+        for f in (0, 1, 1.5)
+    },
+    "max-total-tokens-below-a-page": Launch(
+        {"max_total_tokens": 8, "page_size": 16},
         ("--max-total-tokens 8 leaves no KV pool with --page-size 16",
          "Pass --max-total-tokens 16 or more"),
-        {"max_total_tokens": 8, "page_size": 16},
     ),
 }  # fmt: skip
 
@@ -101,7 +95,7 @@ def error_lines(log: str) -> list[str]:
     return [ln for ln in log.splitlines() if "Error: " in ln and not ln.startswith(" ")]
 
 
-def assert_refused_by_the_launcher(log: str, row: Row, draft: Path) -> str:
+def assert_refused_by_the_launcher(log: str, row: Launch, draft: Path) -> str:
     """The launcher's one error line is the row's message, raised before any rank existed."""
     lines = error_lines(log)
     assert len(lines) == 1, lines or log[-3000:]  # one message, not one per rank
@@ -137,64 +131,48 @@ def target_without_head_count(tmp_path: Path) -> Path:
     return _target_without(tmp_path, "num_attention_heads", shape)
 
 
-def missing_draft(tmp_path: Path) -> Path:
-    return tmp_path / "no-such-draft"
-
-
-@dataclass(frozen=True)
-class StockRefusal:
-    """A launch SGLang refuses by itself: its checkpoints and flags, a needle of the launch's
-    error line, and one of the planner's line."""
-
-    live: str
-    planned: str
-    make_draft: Callable[[Path], Path | None] = intact_draft
-    make_target: Callable[[Path], Path] = lambda _: llama_family.tiny_llama_target()
-    algorithm: str = ALGORITHM
-    flags: dict[str, Any] = field(default_factory=dict)
-    # The generations (adapters) whose releases refuse it; another may start it.
-    adapters: tuple[str, ...] = ("sglang_0_5_13", "sglang_0_5_23")
-    in_ci: bool = True  # the live launch (the planner's verdict is checked in CI either way)
-
-
 # No draft step: 0.5.13's triton draft decode backend fails on every rank (IndexError, stock
 # too); 0.5.23 builds no multi-step backend for it and starts (plan_verdicts.STARTS).
 NO_DRAFT_STEP = {"speculative_num_steps": 0, "speculative_num_draft_tokens": 1}
 
 REFUSED_BY_SGLANG = {
-    "unknown-flag": StockRefusal(
-        "unrecognized arguments: --no-such-flag",
-        "unrecognized arguments: --no-such-flag",
+    "unknown-flag": Launch(
+        live="unrecognized arguments: --no-such-flag",
+        expect=("unrecognized arguments: --no-such-flag",),
         flags={"no_such_flag": True},
     ),
-    "target-without-architectures": StockRefusal(
-        "TypeError", "has no 'architectures' list", make_target=target_without_architectures
+    "target-without-architectures": Launch(
+        live="TypeError",
+        expect=("has no 'architectures' list",),
+        make_target=target_without_architectures,
     ),
-    "draft-path-missing": StockRefusal(
-        "no-such-draft", "--speculative-draft-model-path", make_draft=missing_draft
+    "draft-path-missing": Launch(
+        live="no-such-draft",
+        expect=("--speculative-draft-model-path",),
+        make_draft=lambda tmp: tmp / "no-such-draft",
     ),
     # No draft path for a Llama target: its checkpoint loads as the draft, with no hot-token map.
-    "eagle3-without-draft": StockRefusal(
-        "has no attribute 'hot_token_id'",
-        "pass --speculative-draft-model-path an EAGLE3 draft",
+    "eagle3-without-draft": Launch(
+        live="has no attribute 'hot_token_id'",
+        expect=("pass --speculative-draft-model-path an EAGLE3 draft",),
         make_draft=lambda _: None,
     ),
     # Sizes SGLang divides by (measured on 0.5.23: no scheduler info, a modulo by zero).
-    "tp-size-0": StockRefusal(
-        "IndexError",
-        "--tp-size 0: the launch fails",
+    "tp-size-0": Launch(
+        live="IndexError",
+        expect=("--tp-size 0: the launch fails",),
         flags={"tp_size": 0},
         adapters=("sglang_0_5_23",),
     ),
-    "page-size-0": StockRefusal(
-        "ZeroDivisionError",
-        "--page-size 0: the launch fails",
+    "page-size-0": Launch(
+        live="ZeroDivisionError",
+        expect=("--page-size 0: the launch fails",),
         flags={"page_size": 0},
         adapters=("sglang_0_5_23",),
     ),
-    "num-steps-0-topk-1": StockRefusal(
-        "IndexError",
-        "--speculative-num-steps 1 or more",
+    "num-steps-0-topk-1": Launch(
+        live="IndexError",
+        expect=("--speculative-num-steps 1 or more",),
         flags=NO_DRAFT_STEP,
         adapters=("sglang_0_5_13",),
     ),
@@ -202,21 +180,21 @@ REFUSED_BY_SGLANG = {
     # every rank fails, in the top-k 1 chain's buffers, resp. the scheduler's request-length
     # assertion (0.5.13.x keeps 5 tokens of the longest request for the output: 6 refused, 7
     # starts; 0.5.23 starts 2).
-    "num-steps--1": StockRefusal(
-        "upper bound and lower bound inconsistent",
-        "--speculative-num-steps -1",
+    "num-steps--1": Launch(
+        live="upper bound and lower bound inconsistent",
+        expect=("--speculative-num-steps -1",),
         flags={"speculative_num_steps": -1},
         in_ci=False,
     ),
-    "context-length--1": StockRefusal(
-        "Memory pool size is too small",
-        "pass --context-length",
+    "context-length--1": Launch(
+        live="Memory pool size is too small",
+        expect=("pass --context-length",),
         flags={"context_length": -1},
         in_ci=False,
     ),
-    "context-length-6": StockRefusal(
-        "Memory pool size is too small",
-        "pass --context-length 7 or more",
+    "context-length-6": Launch(
+        live="Memory pool size is too small",
+        expect=("pass --context-length 7 or more",),
         flags={"context_length": 6},
         adapters=("sglang_0_5_13",),
         in_ci=False,
