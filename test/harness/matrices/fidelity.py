@@ -565,17 +565,33 @@ def engine_kwargs(row: Row) -> dict[str, Any]:
 def plan_for_server(
     row: Row, kwargs: Mapping[str, Any], memory: Mapping[str, Any], capacity: int
 ) -> dict[str, Any]:
-    """``sglang-specinit plan --json`` in a planner process of its own, with the Engine's flags,
-    the recipe's environment and the device numbers the server measured."""
-    from harness.launch.release_suite import run_planner
-
-    return run_planner([
-        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
+    """``sglang-specinit plan --json`` with the Engine's flags, the recipe's environment and the
+    device numbers the server measured. 0.5.13.x plans in this process; 0.5.23 in a planner
+    process of its own (:func:`harness.launch.release_suite.run_planner`)."""
+    argv = [
+        "plan",
+        "--json",
         *server_args_to_cli(kwargs),
         "--device-memory", str(capacity),
         "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
         "--resident-bytes", str(memory["resident_bytes"]),
-    ], row.env)  # fmt: skip
+    ]  # fmt: skip
+    if not PHASES_ITSELF:
+        from harness.launch.release_suite import run_planner
+
+        return run_planner([sys.executable, "-m", "sglang_specinit.planner.cli", *argv], row.env)
+    import contextlib
+    import io
+    from unittest import mock
+
+    from sglang_specinit.planner.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, row.env):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    assert code == 0, f"plan exited {code}: {err.getvalue().strip()[-3000:]}"
+    return json.loads(out.getvalue())
 
 
 def recipe_algorithm(row: Row) -> str:
