@@ -141,6 +141,23 @@ def test_the_planner_hands_the_release_only_the_platform_facts_it_knows() -> Non
         assert runtime_context.get_platform().is_sm100_or_sm110 is True
 
 
+@pytest.mark.skipif(
+    ROW.dataclass_server_args, reason=f"{ROW.name}: no resolution module reads the capacity"
+)
+def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
+    import sglang.srt.arg_groups as arg_groups
+    from sglang_specinit.sglang_0_5_23.planned_device import CAPACITY_READERS
+    from sglang_specinit.sglang_0_5_23.release_shims import present_capacity_readers
+
+    root = Path(arg_groups.__file__).parent
+    readers = {
+        "sglang.srt.arg_groups." + ".".join(path.relative_to(root).with_suffix("").parts)
+        for path in root.rglob("*.py")
+        if "get_device_memory_capacity" in path.read_text()
+    }
+    assert readers == set(present_capacity_readers(CAPACITY_READERS))
+
+
 @PARALLEL_STATE
 def test_the_configurator_and_scheduler_hold_a_parallel_state() -> None:
     from sglang.srt.distributed.parallel_state_wrapper import ParallelState

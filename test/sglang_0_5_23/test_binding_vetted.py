@@ -10,34 +10,16 @@ from unittest import mock
 
 import pytest
 import torch
-from harness.checkpoints.published_configs import EXAMPLES
-from test_never_worse_than_stock import GIB, SPEC_CHAIN
-from test_step_aside_matrix import draft_config
+from layouts import (
+    GIB,
+    LLAMA_EAGLE3,
+    RunnerDouble,
+    draft_config,
+    gpt_oss_swa_cap,
+    published,
+)
 
 AVAILABLE = 20 * GIB  # test double's reading of what profiling leaves for the pools
-
-
-class RunnerDouble:
-    """TEST DOUBLE of a ``ModelRunner`` (no weights can be loaded here): the readings the
-    plugin takes off a runner, from the configurator 0.5.23 builds for it, and its own
-    ``init_kv_cache_configurator`` handing that configurator back."""
-
-    def __init__(self, configurator: Any) -> None:
-        self._configurator = configurator
-        self.model = torch.nn.Module()
-        self.device, self.gpu_id = "cpu", 0
-        for name in ("model_config", "kv_cache_dtype", "layer_info", "spec_aux_config"):
-            setattr(self, name, getattr(configurator, name))
-
-    def init_kv_cache_configurator(self, draft_parallel_layout: Any = None) -> None:
-        self.kv_cache_configurator = self._configurator
-
-
-def _layout(args: dict[str, Any]) -> Any:
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
-
-    with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
-        return published_layout(**args)
 
 
 def _scheduler(layout: Any) -> Any:
@@ -78,19 +60,8 @@ def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls
 ) -> None:
     from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
 
-    layout = _layout(
-        {
-            "model_path": str(EXAMPLES / "gpt-oss-20b-eagle3" / "target"),
-            "speculative_draft_model_path": draft_config(
-                tmp_path / "eagle3-kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16
-            ),
-            "speculative_algorithm": "EAGLE3",
-            "attention_backend": "triton",
-            "disable_radix_cache": True,
-            "max_running_requests": 16,
-            **SPEC_CHAIN,
-        }
-    )
+    kv16 = draft_config(tmp_path / "eagle3-kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16)
+    layout = published(gpt_oss_swa_cap(kv16), tmp_path)
     scheduler = _scheduler(layout)
     sizing = stage_sizing(scheduler)
     stock_calls = []
@@ -110,19 +81,12 @@ def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls
     assert "not bound early (the draft stores KV in a geometry of its own" in line
 
 
-def test_a_priced_launch_binds_before_its_pool_is_profiled() -> None:
+def test_a_priced_launch_binds_before_its_pool_is_profiled(tmp_path: Path) -> None:
     """Llama-3.1-8B + EAGLE3: the hook prices the pools, then binds (once), then profiles."""
     from sglang_specinit.live_sizing import DraftDescription
     from sglang_specinit.phased.sizing_state import TargetSizing
 
-    layout = _layout(
-        {
-            "model_path": str(EXAMPLES / "llama31-8b-eagle3" / "target"),
-            "speculative_draft_model_path": str(EXAMPLES / "llama31-8b-eagle3" / "draft"),
-            "speculative_algorithm": "EAGLE3",
-            **SPEC_CHAIN,
-        }
-    )
+    layout = published(LLAMA_EAGLE3, tmp_path)
     (draft,) = layout.drafts
     runner = RunnerDouble(draft)
     events: list[str] = []

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness.matrices.dsv4_flash import CELLS, GIB, Cell, publish
-from harness.matrices.step_aside import made_dir, markdown_table
+from harness.matrices.step_aside import markdown_table
+from layouts import layout_matrix
 
 
 @dataclass
@@ -93,16 +93,6 @@ def evaluate(
     )
 
 
-@pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
-    root = tmp_path_factory.mktemp("dsv4")
-    results = {cell.name: evaluate(cell, made_dir(root / str(i))) for i, cell in enumerate(CELLS)}
-    table = os.environ.get("SPECINIT_TEST_MATRIX_TABLE")
-    if table:
-        Path(table).write_text(render_table(results.values()))
-    return results
-
-
 def render_table(results: Any) -> str:
     header = ("cell", "stock reserves B/row", "draft allocates B/row", "tokens stock -> plugin",
               "budget use stock -> plugin")  # fmt: skip
@@ -114,6 +104,7 @@ def render_table(results: Any) -> str:
     ])  # fmt: skip
 
 
+matrix = layout_matrix(CELLS, evaluate, render_table, "SPECINIT_TEST_MATRIX_TABLE")
 IDS = [c.name for c in CELLS]
 
 

@@ -10,22 +10,10 @@ from typing import Any
 import pytest
 import torch
 from harness.matrices.dsv4_flash import CELLS, GIB, Cell, publish
+from layouts import RunnerDouble
 
 # An FP8 cell (cap-free ratio mode at SGLang's default 0.1) and one with the ratio flag.
 HOOK_CELLS = [CELLS[0], CELLS[5]]
-
-
-class DraftRunnerDouble:
-    """TEST DOUBLE for the NextN draft's ``ModelRunner``: hands back the configurator 0.5.23
-    builds for the draft without weights."""
-
-    def __init__(self, configurator: Any) -> None:
-        self._configurator = configurator
-        self.model = torch.nn.Linear(2, 2)  # stands for the draft's own weights
-
-    def init_kv_cache_configurator(self, draft_parallel_layout: Any = None) -> None:
-        assert draft_parallel_layout is None  # draft workers pass none (pool_probe)
-        self.kv_cache_configurator = self._configurator
 
 
 def profile_reading_double(cell: Cell) -> int:
@@ -74,7 +62,7 @@ class HookRun:
 
 def hooked_layout(
     cell: Cell, scratch: Path, monkeypatch: pytest.MonkeyPatch, reading: dict[str, int]
-) -> tuple[Any, Any, DraftRunnerDouble]:
+) -> tuple[Any, Any, RunnerDouble]:
     """(target, draft, the draft's runner double) of ``cell``; the target's profiling reads
     ``reading["bytes"]`` (on the class: the configurator has __slots__)."""
     layout = publish(cell, scratch)
@@ -83,7 +71,7 @@ def hooked_layout(
     monkeypatch.setattr(
         type(target), "_profile_available_bytes", lambda self, pre: reading["bytes"]
     )
-    return target, draft, DraftRunnerDouble(draft)
+    return target, draft, RunnerDouble(draft, torch.nn.Linear(2, 2))  # the draft's weights
 
 
 def run_hook(
@@ -174,20 +162,12 @@ def test_hook_never_worse_than_stock(run: HookRun) -> None:
     assert run.config.max_total_num_tokens > run.stock_tokens
 
 
-class TargetRunnerDouble(DraftRunnerDouble):
-    """TEST DOUBLE for the target's ``ModelRunner`` (weights not loadable here), as the draft's."""
-
-    def __init__(self, configurator: Any) -> None:
-        super().__init__(configurator)
-        self.model_config = configurator.model_config
-
-
 def test_launch_policy_prices_a_cookbook_v4_launch(tmp_path: Path) -> None:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     layout = publish(CELLS[0], tmp_path)
-    runner = TargetRunnerDouble(layout.target)
+    runner = RunnerDouble(layout.target, torch.nn.Linear(2, 2))
     assert dsv4_sizing.is_dsv4_configurator(create_memory_pool_configurator(layout.target))
     assert dsv4_sizing.runner_unpriced_reason(runner) is None
     assert not hasattr(runner, "kv_cache_configurator")

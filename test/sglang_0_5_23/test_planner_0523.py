@@ -24,12 +24,12 @@ import torch
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
 from harness.matrices.step_aside import made_dir, resolved
 from harness.reports.report_reading import BREAKDOWN_KEYS
+from layouts import SPEC_CHAIN, nnpl0_draft, published
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
 from sglang_specinit.sglang_0_5_23 import planner_replay as release_0_5_23
 from sglang_specinit.sglang_0_5_23 import pricing_host as pricing_host_0_5_23
-from test_never_worse_than_stock import SPEC_CHAIN, nnpl0_draft
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -88,10 +88,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    code, out, err = run(capsys, "plan", "--json", *argv)
-    assert code == 0, err
-    return json.loads(out)
+def plan_json(*argv: str) -> dict:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["plan", "--json", *argv])
+    assert code == 0, err.getvalue()
+    return json.loads(out.getvalue())
 
 
 def key_tree(value: object) -> object:
@@ -109,11 +111,24 @@ def _started(fresh_processes: dict) -> None:
 # Every shipped example
 
 
+# Examples whose pools have no warm-up copy: MLA, and DeepSeek-V4's own FP8 pools.
+MLA_EXAMPLES = {"deepseek-v3-mtp", "deepseek-v4-flash-mtp"}
+
+
 @pytest.mark.parametrize("example", list_examples())
 def test_every_example_plans_with_0_5_23s_rule(
-    capsys: pytest.CaptureFixture[str], example: str
+    monkeypatch: pytest.MonkeyPatch, example: str
 ) -> None:
-    data = plan_json(capsys, "--example", example)
+    import sglang.kernels.ops.kvcache.cache_move as cache_move
+
+    calls = []
+    cpu_copy = cache_move.copy_all_layer_kv_cache_cpu
+    monkeypatch.setattr(
+        cache_move,
+        "copy_all_layer_kv_cache_cpu",
+        lambda *args: calls.append(args) or cpu_copy(*args),
+    )
+    data = plan_json("--example", example)
     assert data["sglang_version"] == "0.5.23"
     assert data["stock"]["release"] == "0.5.23"
     assert not [k for k in data if k.startswith(("stock_", "upstream_"))]
@@ -124,15 +139,19 @@ def test_every_example_plans_with_0_5_23s_rule(
     assert data["mem_fraction_static"] == data["stock"]["mem_fraction_static"]
     # ... and this package's plan fits its budget.
     assert data["used_bytes"] <= data["budget_bytes"]
+    # Skipping the KV warm-up copy changes no price.
+    assert calls == []
+    monkeypatch.setattr(release_0_5_23, "kv_warm_up_copy_skipped", contextlib.nullcontext)
+    assert plan_json("--example", example) == data
+    # Each MHA pool (a hybrid SWA pool's parts too) runs the copy; MLA pools have none.
+    assert bool(calls) == (example not in MLA_EXAMPLES), len(calls)
 
 
-def test_v4_example_plans_as_the_layout_matrix_sizes_it(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_v4_example_plans_as_the_layout_matrix_sizes_it(tmp_path: Path) -> None:
     from harness.matrices.dsv4_flash import CELLS
     from test_dsv4_never_worse_than_stock import evaluate
 
-    data = plan_json(capsys, "--example", "deepseek-v4-flash-mtp")
+    data = plan_json("--example", "deepseek-v4-flash-mtp")
     stock = data["stock"]
     cell = dataclasses.replace(
         next(c for c in CELLS if c.name == "V4-Flash MTP, H200 FP4, TP 4"),
@@ -169,32 +188,26 @@ def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "0.5.13" not in out and "0.5.14" not in out
 
 
-def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    data = plan_json(capsys, "--example", "llama31-8b-eagle3")
+def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu() -> None:
+    data = plan_json("--example", "llama31-8b-eagle3")
     assert data["mem_fraction_static"] == 0.83
     assert data["pre_load_free_bytes"] == 81559 * MIB - GIB
     # DeepSeek-V3 MTP, H200 (143771 MiB), TP 8: 512 + 12288 + 8 / 8 * 1024 + 512 * 2 + 1536
     # (MLA prefill graph) = 16384; round(127387 / 143771, 3) = 0.886.
-    assert plan_json(capsys, "--example", "deepseek-v3-mtp")["mem_fraction_static"] == 0.886
+    assert plan_json("--example", "deepseek-v3-mtp")["mem_fraction_static"] == 0.886
 
 
-def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
-    capsys: pytest.CaptureFixture[str], fresh_processes: dict
-) -> None:
+def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(fresh_processes: dict) -> None:
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
-    here = plan_json(capsys)
+    here = plan_json()
     fresh = fresh_plan(fresh_processes, "0.5.23")
     assert fresh == here
     assert here["mem_fraction_static"] == 0.83
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"  # this process's own is untouched
 
 
-def test_same_json_and_geometry_as_the_0_5_13_environment(
-    capsys: pytest.CaptureFixture[str], fresh_processes: dict
-) -> None:
-    here = plan_json(capsys)
+def test_same_json_and_geometry_as_the_0_5_13_environment(fresh_processes: dict) -> None:
+    here = plan_json()
     there = fresh_plan(fresh_processes, "0.5.13.post1")
     # 0.5.13.post1's column adds its automatic fraction's speculative reserve.
     stock_here, stock_there = here.pop("stock"), there.pop("stock")
@@ -214,30 +227,15 @@ def test_same_json_and_geometry_as_the_0_5_13_environment(
         assert there[key] == here[key], key
 
 
-def test_flags_only_0_5_23_accepts(capsys: pytest.CaptureFixture[str]) -> None:
-    new = plan_json(capsys, "--example", "llama31-70b-eagle-tp4", "--attn-dp-size", "2")
-    old = plan_json(
-        capsys, "--example", "llama31-70b-eagle-tp4", "--dp-size", "2", "--enable-dp-attention"
-    )
+def test_flags_only_0_5_23_accepts() -> None:
+    new = plan_json("--example", "llama31-70b-eagle-tp4", "--attn-dp-size", "2")
+    old = plan_json("--example", "llama31-70b-eagle-tp4", "--dp-size", "2", "--enable-dp-attention")
     assert new == old
     assert new["max_running_requests"] == 24  # 48 split over two attention-DP groups
-    base = plan_json(capsys)
-    fp8 = plan_json(capsys, "--speculative-draft-kv-cache-dtype", "fp8_e4m3")
+    base = plan_json()
+    fp8 = plan_json("--speculative-draft-kv-cache-dtype", "fp8_e4m3")
     assert fp8["draft_kv_bytes_per_token"] * 2 == base["draft_kv_bytes_per_token"]
     assert fp8["target_kv_bytes_per_token"] == base["target_kv_bytes_per_token"]
-
-
-def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
-    import sglang.srt.arg_groups as arg_groups
-    from sglang_specinit.sglang_0_5_23.planned_device import CAPACITY_READERS
-
-    root = Path(arg_groups.__file__).parent
-    readers = {
-        "sglang.srt.arg_groups." + ".".join(path.relative_to(root).with_suffix("").parts)
-        for path in root.rglob("*.py")
-        if "get_device_memory_capacity" in path.read_text()
-    }
-    assert readers == set(CAPACITY_READERS)
 
 
 # Every pool priced as the 0.5.23 server prices it
@@ -274,22 +272,6 @@ PRICED_LAYOUTS: dict[str, Any] = {
 }
 
 
-def _servers_prices(kwargs: dict[str, Any]) -> tuple[Any, Any, tuple[Any, ...], int]:
-    """(target configurator, the target's price, the drafts' prices, page size): the layout
-    built as the layout matrix builds it (ServerArgs from keyword arguments, device cpu, the
-    H200's compute capability as a test double), priced by the server's function."""
-    from unittest import mock
-
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
-    from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
-
-    with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
-        layout = published_layout(**kwargs)
-    target, drafts, fixed = price_configurators(layout.target, layout.drafts, [])
-    assert fixed == 0
-    return layout.target, target, drafts, int(layout.target.page_size)
-
-
 @dataclass(frozen=True)
 class PricedLayout:
     planned: dict  # plan --json
@@ -302,20 +284,24 @@ class PricedLayout:
 @pytest.fixture(scope="module")
 def priced_layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, PricedLayout]:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
     results = {}
     for i, (name, (example, launch, added)) in enumerate(PRICED_LAYOUTS.items()):
-        added = resolved(added, tmp_path_factory.mktemp(f"layout{i}"))
+        tmp = tmp_path_factory.mktemp(f"layout{i}")
+        added = resolved(added, tmp)
         flags = ["--example", example]
         flags += [x for k, v in added.items() for x in (f"--{k.replace('_', '-')}", str(v))]
-        kwargs = {"model_path": str(EXAMPLES / example / "target"), **launch, **added}
-        kvc, target, drafts, page = _servers_prices(kwargs)
+        # Built as the layout matrix builds it, priced by the server's function.
+        kvc = published({"model_path": str(EXAMPLES / example / "target"), **launch, **added}, tmp)
+        target, drafts, fixed = price_configurators(kvc.target, kvc.drafts, [])
+        assert fixed == 0
         results[name] = PricedLayout(
-            _plan_json_here(*flags),
+            plan_json(*flags),
             target,
             drafts,
-            page,
-            float(create_memory_pool_configurator(kvc)._cell_size),
+            int(kvc.target.page_size),
+            float(create_memory_pool_configurator(kvc.target)._cell_size),
         )
     return results
 
@@ -486,11 +472,11 @@ def test_a_fraction_the_weights_do_not_fit_is_refused_as_the_server_refuses_it(
     line = refusal(capsys, "plan", "--mem-fraction-static", "0.1")
     assert "leave no room for the KV cache under --mem-fraction-static=0.1" in line
     suggested = float(line.split("Pass --mem-fraction-static ")[1].split()[0])
-    assert plan_json(capsys, "--mem-fraction-static", str(suggested))["tokens"] > 0
+    assert plan_json("--mem-fraction-static", str(suggested))["tokens"] > 0
 
 
 def test_a_hip_xpu_or_fp32_switch_host_does_not_set_the_planned_dtype(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The planner's rotary-cache dtype answers the planned device alone."""
     from sglang.srt.layers.rotary_embedding import base
@@ -500,7 +486,7 @@ def test_a_hip_xpu_or_fp32_switch_host_does_not_set_the_planned_dtype(
     monkeypatch.setattr(base, "_is_xpu", True)
     monkeypatch.setenv("SGLANG_ROPE_CACHE_FP32", "1")
     (cpu,), (cuda,) = (
-        plan_json(capsys, "--example", "llama31-8b-eagle3", *argv)["target_buffers"]["items"]
+        plan_json("--example", "llama31-8b-eagle3", *argv)["target_buffers"]["items"]
         for argv in (("--device", "cpu", "--device-memory", str(80 << 30)), ())
     )
     assert cpu.endswith("bfloat16") and cuda.endswith("float32")
@@ -629,40 +615,6 @@ def test_cpu_without_the_cpu_engine_needs_no_sgl_kernel(monkeypatch: pytest.Monk
         pricing_host_0_5_23.require_sgl_kernel()
 
 
-def _plan_json_here(*argv: str) -> dict:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["plan", "--json", *argv]) == 0
-    return json.loads(out.getvalue())
-
-
-@pytest.mark.parametrize("example", list_examples())
-def test_skipping_the_warm_up_copy_changes_no_price(
-    monkeypatch: pytest.MonkeyPatch, example: str
-) -> None:
-    import sglang.kernels.ops.kvcache.cache_move as cache_move
-
-    calls = []
-    cpu_copy = cache_move.copy_all_layer_kv_cache_cpu
-    monkeypatch.setattr(
-        cache_move,
-        "copy_all_layer_kv_cache_cpu",
-        lambda *args: calls.append(args) or cpu_copy(*args),
-    )
-    skipped = _plan_json_here("--example", example)
-    copies_when_skipped = len(calls)
-    monkeypatch.setattr(release_0_5_23, "kv_warm_up_copy_skipped", contextlib.nullcontext)
-    copied = _plan_json_here("--example", example)
-    assert copies_when_skipped == 0
-    assert skipped == copied
-    # Each MHA pool (a hybrid SWA pool's parts too) runs the copy; MLA pools have none.
-    assert bool(calls) == (example not in MLA_EXAMPLES), len(calls)
-
-
-# Examples whose pools have no warm-up copy: MLA, and DeepSeek-V4's own FP8 pools.
-MLA_EXAMPLES = {"deepseek-v3-mtp", "deepseek-v4-flash-mtp"}
-
-
 def test_the_skip_is_only_the_self_copy_and_ends_with_its_context() -> None:
     from sgl_kernel import StubKernelCalled
     from sglang.srt.mem_cache import memory_pool
@@ -709,7 +661,7 @@ def test_the_command_line_plans_on_cpu_without_sgl_kernel() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout) == _plan_json_here()
+    assert json.loads(proc.stdout) == plan_json()
 
 
 def test_cuda_host_needs_only_an_importable_sgl_kernel(

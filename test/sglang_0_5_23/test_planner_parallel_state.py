@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -79,21 +78,6 @@ def test_rank0_widths_are_the_ones_the_scheduler_computes(
         assert (parallel.attn_dp_size, parallel.attn_cp_size) == (attn_dp, cp)
         assert (parallel.attn_dcp_size, parallel.dcp_enabled) == (1, False)
     assert "attn_tp_size" not in parallel._overrides
-
-
-@NOT_ON_DATACLASS
-def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
-    import sglang.srt.arg_groups as arg_groups
-    from sglang_specinit.sglang_0_5_23.planned_device import CAPACITY_READERS
-    from sglang_specinit.sglang_0_5_23.release_shims import present_capacity_readers
-
-    root = Path(arg_groups.__file__).parent
-    readers = {
-        "sglang.srt.arg_groups." + ".".join(path.relative_to(root).with_suffix("").parts)
-        for path in root.rglob("*.py")
-        if "get_device_memory_capacity" in path.read_text()
-    }
-    assert readers == set(present_capacity_readers(CAPACITY_READERS))
 
 
 @pytest.mark.skipif(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ from unittest import mock
 
 import pytest
 import torch
-from harness.checkpoints.published_configs import EXAMPLES, qwen3_next_config_dir
+from harness.checkpoints.published_configs import qwen3_next_config_dir
 from harness.matrices.step_aside import (
     Weights,
     at_pp_stage,
@@ -21,10 +20,19 @@ from harness.matrices.step_aside import (
     example_dir,
     made_dir,
     markdown_table,
-    resolved,
     weights_size,
 )
-from test_never_worse_than_stock import DEEPSEEK_MTP, DSA_MTP, GIB, SPEC_CHAIN
+from layouts import (
+    DEEPSEEK_MTP,
+    DSA_MTP,
+    GIB,
+    SPEC_CHAIN,
+    RunnerDouble,
+    draft_config,
+    gpt_oss_swa_cap,
+    layout_matrix,
+    published,
+)
 
 # Rows of the small builds the pool bytes are fitted on (whole pages at page 1 and 64).
 ROWS = (640, 1280, 1920)
@@ -43,13 +51,6 @@ class Case:
     pp_stage: tuple[int, int] | None = None  # (rank, size): price that stage
     skip: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
-
-
-def draft_config(tmp: Path, example: str, **changes: Any) -> str:
-    """A scratch copy of a shipped draft's config with ``changes`` (a draft no example ships)."""
-    config = json.loads((EXAMPLES / example / "draft" / "config.json").read_text())
-    made_dir(tmp).joinpath("config.json").write_text(json.dumps({**config, **changes}))
-    return str(tmp)
 
 
 def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Callable[[], Weights]:
@@ -145,19 +146,6 @@ def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Callable[[], Weight
     return weights
 
 
-def _gpt_oss_swa_cap(draft: Callable[[Path], str]) -> dict[str, Any]:
-    """Radix off, ``--max-running-requests 16``: 0.5.23's ``SWARequestCapPoolConfigurator``."""
-    return {
-        "model_path": example_dir("gpt-oss-20b-eagle3", "target"),
-        "speculative_draft_model_path": draft,
-        "speculative_algorithm": "EAGLE3",
-        "attention_backend": "triton",
-        "disable_radix_cache": True,
-        "max_running_requests": 16,
-        **SPEC_CHAIN,
-    }
-
-
 CASES = [
     Case(
         "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8",
@@ -191,7 +179,7 @@ CASES = [
     ),
     Case(
         "gpt-oss-20b + EAGLE3, radix off, --max-running-requests 16 (SWA request cap), TP 1",
-        _gpt_oss_swa_cap(example_dir("gpt-oss-20b-eagle3", "draft")),
+        gpt_oss_swa_cap(example_dir("gpt-oss-20b-eagle3", "draft")),
         _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
         "SWARequestCapPoolConfigurator",
         device_gib=79.0,
@@ -200,7 +188,7 @@ CASES = [
     Case(
         "gpt-oss-20b + EAGLE3 of 16 KV heads, radix off, --max-running-requests 16 (SWA "
         "request cap), TP 1",
-        _gpt_oss_swa_cap(
+        gpt_oss_swa_cap(
             lambda tmp: draft_config(tmp / "kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16)
         ),
         _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
@@ -351,11 +339,9 @@ def _fit(target: Any, drafts: list[Any]) -> tuple[Any, int, list[Any]]:
 def evaluate(case: Case, tmp: Path) -> Result:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
     from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
-    with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
-        layout = published_layout(**resolved(case.args, tmp))
+    layout = published(case.args, tmp)
     target, drafts = layout.target, list(layout.drafts)
     if case.pp_stage is not None:
         at_pp_stage(target, *case.pp_stage)
@@ -426,20 +412,6 @@ def evaluate(case: Case, tmp: Path) -> Result:
     )
 
 
-@pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
-    root = tmp_path_factory.mktemp("step-aside")
-    results = {
-        case.name: evaluate(case, root / str(i)) for i, case in enumerate(CASES) if not case.skip
-    }
-    table = render_table(results.values())
-    print("\n" + table)
-    path = os.environ.get("SPECINIT_STEP_ASIDE_TABLE")
-    if path:
-        Path(path).write_text(table)
-    return results
-
-
 def render_table(results: Any) -> str:
     header = ("case", "stock reserve for the draft B/row", "draft allocates B/row",
               "resident at profiling stock -> plugin", "binds early", "tokens stock -> plugin",
@@ -454,6 +426,7 @@ def render_table(results: Any) -> str:
     ])  # fmt: skip
 
 
+matrix = layout_matrix(CASES, evaluate, render_table, "SPECINIT_STEP_ASIDE_TABLE")
 IDS = [c.name for c in CASES]
 
 
@@ -539,9 +512,7 @@ UNIFIED = next(c for c in CASES if "unified" in c.tags)
 
 
 def _unified(tmp: Path, **changes: Any) -> Any:
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
-
-    return published_layout(**resolved({**UNIFIED.args, **changes}, tmp))
+    return published({**UNIFIED.args, **changes}, tmp)
 
 
 def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
@@ -602,19 +573,8 @@ def test_a_unified_memory_launch_binds_through_the_fused_check(tmp_path) -> None
 
     layout = _unified(tmp_path)
 
-    class Runner:  # test double: what bind_where_stock_sizes reads off a runner
-        def __init__(self, kvc: Any) -> None:
-            self._kvc = kvc
-            self.spec_aux_config = kvc.spec_aux_config
-            self.layer_info = kvc.layer_info
-            self.model_config = kvc.model_config
-            self.kv_cache_dtype = kvc.kv_cache_dtype
-
-        def init_kv_cache_configurator(self, draft_parallel_layout: Any = None) -> None:
-            self.kv_cache_configurator = self._kvc
-
-    target = Runner(layout.target)
-    drafts = [Runner(k) for k in layout.drafts]
+    target = RunnerDouble(layout.target)
+    drafts = [RunnerDouble(k) for k in layout.drafts]
     scheduler = SimpleNamespace(
         server_args=layout.server_args,
         tp_worker=SimpleNamespace(model_runner=target),
