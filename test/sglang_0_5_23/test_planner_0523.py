@@ -149,7 +149,7 @@ def test_every_example_plans_with_0_5_23s_rule(
 
 def test_v4_example_plans_as_the_layout_matrix_sizes_it(tmp_path: Path) -> None:
     from harness.matrices.dsv4_flash import CELLS
-    from test_dsv4_never_worse_than_stock import evaluate
+    from test_dsv4_sizing_hook import evaluate
 
     data = plan_json("--example", "deepseek-v4-flash-mtp")
     stock = data["stock"]
