@@ -367,7 +367,8 @@ def test_every_price_is_what_sglang_allocates(matrix, name) -> None:
 
 
 @pytest.mark.parametrize("name", IDS)
-def test_plugin_stays_within_the_budget_and_fills_it(matrix, name) -> None:
+def test_never_worse_than_stock(matrix, name) -> None:
+    """The plugin stays within the budget and fills it, and serves at least stock's tokens."""
     r = matrix[name]
     assert r.plugin_used <= r.budget
     one_page = r.page_size * r.priced_per_row
@@ -375,11 +376,6 @@ def test_plugin_stays_within_the_budget_and_fills_it(matrix, name) -> None:
     # more page of it can stay unused.
     pages = 2 if r.target_price.ratio_applies else 1
     assert r.budget - r.plugin_used < pages * one_page + 1
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_never_worse_than_stock(matrix, name) -> None:
-    r = matrix[name]
     if r.stock_used <= r.budget:
         # Stock fits: the plugin fits too and serves at least stock's tokens.
         assert r.plugin_tokens >= r.stock_tokens

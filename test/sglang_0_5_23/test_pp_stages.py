@@ -280,17 +280,12 @@ def test_draft_less_stage_is_priced_not_stepped_aside(built_stages) -> None:
     assert blocker is None, blocker.reason
 
 
-def test_every_stage_builds_its_pools_at_the_synced_count(stages, synced) -> None:
+def test_every_stage_builds_its_pools_and_plan_at_the_synced_count(stages, synced) -> None:
     low = min(r.tokens for r in stages.values())
     assert stages[0].tokens > low  # the draft-less stage's own count is larger
-    for r in synced.values():
+    for rank, r in synced.items():
         assert r.tokens == low
         assert r.pool_bytes_at(r.tokens) <= AVAILABLE
-
-
-def test_every_stages_plan_is_rebuilt_at_the_synced_count(stages, synced) -> None:
-    low = min(r.tokens for r in stages.values())
-    for rank, r in synced.items():
         plan = r.sizing.plan
         assert plan.tokens == low
         assert plan.target_kv_pool_bytes == stages[rank].sizing.plan.target_kv_pool_bytes - (
