@@ -569,17 +569,9 @@ def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
 def test_a_unified_memory_launch_binds_through_the_fused_check(tmp_path) -> None:
     from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
 
-    layout = _unified(tmp_path)
-
-    target = RunnerDouble(layout.target)
-    drafts = [RunnerDouble(k) for k in layout.drafts]
-    scheduler = SimpleNamespace(
-        server_args=layout.server_args,
-        tp_worker=SimpleNamespace(model_runner=target),
-        draft_worker=SimpleNamespace(
-            draft_parallel_layout=None, draft_worker=SimpleNamespace(draft_runners=drafts)
-        ),
-    )
+    scheduler = _scheduler(_unified(tmp_path))
+    target = scheduler.tp_worker.model_runner
+    drafts = scheduler.draft_worker.draft_worker.draft_runners
     with mock.patch.object(scheduler_module, "bind_under_stock_sizing") as bind:
         scheduler_module.bind_where_stock_sizes(scheduler)
     (_, runners, gap), _ = bind.call_args
