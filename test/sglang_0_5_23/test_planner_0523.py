@@ -26,8 +26,10 @@ from harness.matrices.step_aside import made_dir, resolved
 from harness.reports.report_reading import BREAKDOWN_KEYS
 from layouts import SPEC_CHAIN, nnpl0_draft, published
 from sglang_specinit.planner.cli import main
+from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
+from sglang_specinit.sglang_0_5_23 import kernel_arch
 from sglang_specinit.sglang_0_5_23 import planner_replay as release_0_5_23
 from sglang_specinit.sglang_0_5_23 import pricing_host as pricing_host_0_5_23
 
@@ -408,6 +410,15 @@ BAD_INPUTS = {
         "plan --pp-size 2",
         "Pipeline parallelism currently only supports EAGLE",
     ),
+    # PP + EAGLE: with SGLANG_ENABLE_PP_SPEC=1 stages differ; without, PD prefill nodes only.
+    "pp eagle, SGLANG_ENABLE_PP_SPEC=1": (
+        "plan --example llama31-70b-eagle-tp4 --pp-size 2",
+        "the planner plans one rank and PP stages differ",
+    ),
+    "pp eagle, pd-prefill only": (
+        "plan --example llama31-70b-eagle-tp4 --pp-size 2",
+        "PP + speculative decoding (MTP) is only supported on prefill nodes",
+    ),
     "0.5.13 rule here": (
         "plan --sglang-version 0.5.13.post1",
         "plan in sglang 0.5.13.post1's environment",
@@ -440,8 +451,14 @@ def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_bad_input_exits_2_with_one_line(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    case: str,
 ) -> None:
+    monkeypatch.delenv("SGLANG_ENABLE_PP_SPEC", raising=False)
+    if case.endswith("SGLANG_ENABLE_PP_SPEC=1"):
+        monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
     (tmp_path / "no-arch").mkdir()
     (tmp_path / "no-arch" / "config.json").write_text('{"model_type": "llama", "hidden_size": 64}')
     argv, expected = BAD_INPUTS[case]
@@ -449,21 +466,130 @@ def test_bad_input_exits_2_with_one_line(
     assert expected in line, line
 
 
-@pytest.mark.parametrize("pp_spec", [True, False], ids=["pp-spec", "pd-prefill-only"])
-def test_pipeline_parallel_eagle_is_refused_in_one_line(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pp_spec: bool
+# Launches whose resolved attention kernels cannot run on the planned GPU (kernel_arch.py), on
+# the real sglang 0.5.23 resolution
+
+
+@pytest.fixture(scope="module")
+def dsa_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _dsa_dir(tmp_path_factory.mktemp("dsa-kernels"))
+
+
+MTP = (
+    "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+    "--speculative-num-draft-tokens 4"
+).split()
+
+
+def resolved_on(preset: str, launch: list[str]) -> Any:
+    from sglang_specinit.sglang_0_5_23.planner_replay import REPLAY
+
+    gpu = get_preset(preset)
+    device = DeviceSpec(gpu.name, gpu.total_bytes, pre_load_free_bytes(gpu.total_bytes), sm=gpu.sm)
+    return REPLAY.resolve(REPLAY.parse_launch(launch), device)
+
+
+DSA = ("--example", "deepseek-v3-mtp", "--model-path", "<dsa>")
+# The lines the DSA refusal relies on: the DCP override, the kernel call, flashinfer's arch check.
+KA = kernel_arch
+TRTLLM_LINES = tuple(map(str, (KA.DSA_DCP_PICKS_TRTLLM, KA.DSA_TRTLLM_KERNEL, KA.TRTLLM_GEN_ARCHS)))
+DSA_DCP = (
+    *("--dsa-decode-backend to 'trtllm' for --dcp-size 8", "sm_100/sm_103/sm_107"),
+    "change --dcp-size",
+)
+# launch -> what its one-line refusal says, and how it ends ("": not checked).
+REFUSED = {
+    **{
+        f"dsa-dcp-on-{gpu}": (
+            (*DSA, "--dcp-size", "8", "--gpu", gpu),
+            (*DSA_DCP, f"cannot run on {gpu} (sm_90)", *TRTLLM_LINES),
+            "",
+        )
+        for gpu in ("H100-80GB", "H200-141GB")
+    },
+    "explicit-dsa-trtllm": (
+        (*DSA, *"--dsa-decode-backend trtllm --kv-cache-dtype bfloat16 --gpu H200-141GB".split()),
+        ("--dsa-decode-backend to 'trtllm' as the launch asks",),
+        "change --dsa-decode-backend",
+    ),
+    "fa3-on-blackwell": (
+        ("--attention-backend", "fa3", "--gpu", "B200"),
+        (
+            "--attention-backend to 'fa3' as the launch asks",
+            "cannot run on B200 (sm_100)",
+            f"sm_8x or sm_9x ({kernel_arch.FA3_ARCHS})",
+        ),
+        "change --attention-backend",
+    ),
+    "fa3-mla-on-ampere": (
+        ("--example", "deepseek-v3-mtp", "--attention-backend", "fa3", "--gpu", "A100-80GB"),
+        ("cannot run on A100-80GB (sm_80)", "runs only on sm_9x"),
+        "change --attention-backend",
+    ),
+}
+
+
+@pytest.mark.parametrize(("argv", "says", "ends"), REFUSED.values(), ids=REFUSED)
+def test_a_kernel_the_planned_gpu_cannot_run_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], dsa_dir: str, argv: tuple, says: tuple, ends: str
 ) -> None:
-    if pp_spec:
-        monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
-    else:
-        monkeypatch.delenv("SGLANG_ENABLE_PP_SPEC", raising=False)
-    line = refusal(capsys, "plan", "--example", "llama31-70b-eagle-tp4", "--pp-size", "2")
-    expected = (
-        "the planner plans one rank and PP stages differ"
-        if pp_spec
-        else "PP + speculative decoding (MTP) is only supported on prefill nodes"
+    line = refusal(capsys, "plan", *(str(dsa_dir) if a == "<dsa>" else a for a in argv))
+    assert line.startswith("sglang-specinit plan: error: sglang 0.5.23 resolves "), line
+    assert line.endswith(ends) and all(text in line for text in says), line
+
+
+def test_dsa_dcp_on_b200_plans_with_the_trtllm_kernels(
+    capsys: pytest.CaptureFixture[str], dsa_dir: str
+) -> None:
+    launch = ["--model-path", str(dsa_dir), "--tp", "8", "--dcp-size", "8", *MTP]
+    resolved = resolved_on("B200", launch)
+    mla = resolved.target_model_config.attention_arch.name == "MLA"
+    needs = kernel_arch.kernel_needs(resolved.args, resolved.launch_inputs, mla=mla)
+    assert [(n.field, n.value) for n in needs] == [
+        ("dsa_decode_backend", "trtllm"),
+        ("dsa_prefill_backend", "trtllm"),
+    ]
+    assert all(n.runs_on(100) and not n.runs_on(90) for n in needs)
+
+    code, out, err = run(
+        capsys,
+        "plan",
+        *("--example", "deepseek-v3-mtp", "--model-path", str(dsa_dir)),
+        *("--dcp-size", "8", "--gpu", "B200", "--json"),
     )
-    assert expected in line, line
+    assert code == 0, err[-2000:]
+    assert json.loads(out)["tokens"] > 0
+
+
+@pytest.mark.parametrize("gpu", ["H100-80GB", "L40S"])
+def test_fa3_where_it_runs_plans(capsys: pytest.CaptureFixture[str], gpu: str) -> None:
+    llama = str(EXAMPLES / "llama31-8b-eagle3" / "target")
+    resolved = resolved_on(gpu, ["--model-path", llama, "--attention-backend", "fa3"])
+    needs = kernel_arch.kernel_needs(resolved.args, resolved.launch_inputs, mla=False)
+    assert [(n.field, n.value) for n in needs] == [("attention_backend", "fa3")]
+    code, _, err = run(capsys, "plan", "--attention-backend", "fa3", "--gpu", gpu)
+    assert code == 0, err[-2000:]
+
+
+def _wheel_root(wheel: str) -> Path | None:
+    name = wheel.split()[0]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parents[1]
+
+
+@pytest.mark.parametrize("source", kernel_arch.SOURCES, ids=str)
+def test_each_cited_line_says_what_the_rule_relies_on(source: kernel_arch.Source) -> None:
+    import sglang
+
+    root = _wheel_root(source.wheel)
+    if root is None:
+        pytest.skip(f"{source.wheel} is not installed here (the planner needs none)")
+    if source.wheel.startswith("sglang") and sglang.__version__ != kernel_arch.READ_IN:
+        pytest.skip(f"the lines are {kernel_arch.READ_IN}'s; installed {sglang.__version__}")
+    lines = (root / source.path).read_text().splitlines()
+    assert source.text in lines[source.line - 1], (str(source), lines[source.line - 1])
 
 
 def test_a_fraction_the_weights_do_not_fit_is_refused_as_the_server_refuses_it(
@@ -644,6 +770,7 @@ class CudaWheelOnAGpuLessHost(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, CudaWheelOnAGpuLessHost())
 from sglang_specinit.planner.cli import main
+from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 sys.exit(main())
 """
 
