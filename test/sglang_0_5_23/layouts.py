@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -14,7 +14,7 @@ from unittest import mock
 import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
-from harness.matrices.step_aside import example_dir, made_dir, resolved
+from harness.matrices.step_aside import example_dir, made_dir, markdown_table, resolved
 
 GIB = 1 << 30
 SPEC_CHAIN = {
@@ -98,11 +98,13 @@ class RunnerDouble:
 def layout_matrix(
     cells: Sequence[Any],
     evaluate: Callable[[Any, Path], Any],
-    render: Callable[[Iterable[Any]], str],
     table_env: str,
+    header: Sequence[str],
+    row: Callable[[Any], Sequence[str]],
 ) -> Any:
-    """The module's ``matrix`` fixture: every cell (``skip``-less) evaluated once, by name;
-    its table printed, and written where ``table_env`` names a file."""
+    """The module's ``matrix`` fixture: every cell (``skip``-less) evaluated once, by name; its
+    table (``header`` / ``row`` columns, then tokens and budget use, stock -> plugin) printed,
+    and written where ``table_env`` names a file."""
 
     @pytest.fixture(scope="module")
     def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -112,7 +114,14 @@ def layout_matrix(
             for i, c in enumerate(cells)
             if not getattr(c, "skip", "")
         }
-        table = render(results.values())
+        table = markdown_table(
+            ("layout", *header, "tokens stock -> plugin", "budget use stock -> plugin"),
+            [
+                (name, *row(r), f"{r.stock_tokens:,} -> {r.plugin_tokens:,}",
+                 f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} %")
+                for name, r in results.items()
+            ],
+        )  # fmt: skip
         print("\n" + table)
         if os.environ.get(table_env):
             Path(os.environ[table_env]).write_text(table)

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import torch
 from harness.matrices.dsv4_flash import CELLS, GIB, Cell, publish
-from harness.matrices.step_aside import markdown_table
 from layouts import RunnerDouble, layout_matrix
 
 
@@ -96,18 +95,11 @@ def evaluate(
     )
 
 
-def render_table(results: Any) -> str:
-    header = ("cell", "stock reserves B/row", "draft allocates B/row", "tokens stock -> plugin",
-              "budget use stock -> plugin")  # fmt: skip
-    return markdown_table(header, [
-        (r.cell.name, f"{r.stock_reserve_per_row:,.1f}", f"{r.draft_per_row:,.1f}",
-         f"{r.stock_tokens:,} -> {r.plugin_tokens:,}",
-         f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} %")
-        for r in results
-    ])  # fmt: skip
-
-
-matrix = layout_matrix(CELLS, evaluate, render_table, "SPECINIT_TEST_MATRIX_TABLE")
+matrix = layout_matrix(
+    CELLS, evaluate, "SPECINIT_TEST_MATRIX_TABLE",
+    ("stock reserves B/row", "draft allocates B/row"),
+    lambda r: (f"{r.stock_reserve_per_row:,.1f}", f"{r.draft_per_row:,.1f}"),
+)  # fmt: skip
 IDS = [c.name for c in CELLS]
 
 

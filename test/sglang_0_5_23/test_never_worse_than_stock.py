@@ -17,7 +17,6 @@ from harness.matrices.step_aside import (
     deepseek_mtp_weights,
     example_dir,
     made_dir,
-    markdown_table,
     weights_size,
 )
 from layouts import (
@@ -340,18 +339,11 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     return result
 
 
-def render_table(results: Any) -> str:
-    header = ("cell", "stock reserve B/row", "allocated B/row", "priced B/row",
-              "budget use stock", "budget use plugin", "tokens stock -> plugin")  # fmt: skip
-    return markdown_table(header, [
-        (r.cell.name, f"{r.stock_cell:,.0f}", f"{r.allocated_per_row:,.1f}",
-         f"{r.priced_per_row:,.1f}", f"{100 * r.stock_used / r.budget:.2f} %",
-         f"{100 * r.plugin_used / r.budget:.2f} %", f"{r.stock_tokens:,} -> {r.plugin_tokens:,}")
-        for r in results
-    ])  # fmt: skip
-
-
-matrix = layout_matrix(CELLS, evaluate, render_table, "SPECINIT_TEST_MATRIX_TABLE")
+matrix = layout_matrix(
+    CELLS, evaluate, "SPECINIT_TEST_MATRIX_TABLE",
+    ("stock reserve B/row", "allocated B/row", "priced B/row"),
+    lambda r: (f"{r.stock_cell:,.0f}", f"{r.allocated_per_row:,.1f}", f"{r.priced_per_row:,.1f}"),
+)  # fmt: skip
 IDS = [c.name for c in CELLS]
 
 

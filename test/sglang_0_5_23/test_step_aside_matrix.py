@@ -21,7 +21,6 @@ from harness.matrices.step_aside import (
     deepseek_mtp_weights,
     example_dir,
     made_dir,
-    markdown_table,
     weights_size,
 )
 from layouts import (
@@ -415,21 +414,14 @@ def evaluate(case: Case, tmp: Path) -> Result:
     )
 
 
-def render_table(results: Any) -> str:
-    header = ("case", "stock reserve for the draft B/row", "draft allocates B/row",
-              "resident at profiling stock -> plugin", "binds early", "tokens stock -> plugin",
-              "budget use stock -> plugin")  # fmt: skip
-    return markdown_table(header, [
-        (r.case.name, f"{r.stock_draft_reserve:,.1f}", f"{r.draft_per_row:,.1f}",
-         f"{r.resident_stock / GIB:,.3f} -> {r.resident_plugin / GIB:,.3f} GiB",
-         "yes" if r.binds else "no: " + r.reserve_gap.split(":")[0],
-         f"{r.stock_tokens:,} -> {r.plugin_tokens:,}",
-         f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} %")
-        for r in results
-    ])  # fmt: skip
-
-
-matrix = layout_matrix(CASES, evaluate, render_table, "SPECINIT_STEP_ASIDE_TABLE")
+matrix = layout_matrix(
+    CASES, evaluate, "SPECINIT_STEP_ASIDE_TABLE",
+    ("stock reserve for the draft B/row", "draft allocates B/row",
+     "resident at profiling stock -> plugin", "binds early"),
+    lambda r: (f"{r.stock_draft_reserve:,.1f}", f"{r.draft_per_row:,.1f}",
+               f"{r.resident_stock / GIB:,.3f} -> {r.resident_plugin / GIB:,.3f} GiB",
+               "yes" if r.binds else "no: " + r.reserve_gap.split(":")[0]),
+)  # fmt: skip
 IDS = [c.name for c in CASES]
 
 
