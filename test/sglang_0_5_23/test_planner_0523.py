@@ -339,23 +339,22 @@ def test_dsa_fp8_is_planned_at_0_5_23s_width(priced_layouts: dict[str, PricedLay
     assert rows[0] == fp8["stock"]["priced_kv_bytes_per_token"]
 
 
-def test_dense_mla_dcp_draft_is_planned_replicated(
-    priced_layouts: dict[str, PricedLayout],
-) -> None:
-    data = priced_layouts["DeepSeek-V3 dense MLA, TP 8 DCP 8"].planned
-    stock = data["stock"]
-    assert data["draft_kv_bytes_per_token"] == 8 * 1_152
-    assert stock["priced_kv_bytes_per_token"] - data["target_kv_bytes_per_token"] == 1_152
-    assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
+# Drafts stock under-reserves: (stock's reserve for the draft, the plan's price of it) B/row.
+UNDER_RESERVED = {
+    "DeepSeek-V3 dense MLA, TP 8 DCP 8": (1_152, 8 * 1_152),  # the draft replicated over DCP
+    "llama31-8b + EAGLE3, num_nextn_predict_layers 0": (0, 4_096),
+}
 
 
-def test_nnpl0_draft_is_planned_although_stock_reserves_none(
-    priced_layouts: dict[str, PricedLayout],
+@pytest.mark.parametrize("name", list(UNDER_RESERVED))
+def test_a_draft_stock_under_reserves_is_planned_as_built(
+    priced_layouts: dict[str, PricedLayout], name: str
 ) -> None:
-    data = priced_layouts["llama31-8b + EAGLE3, num_nextn_predict_layers 0"].planned
+    data = priced_layouts[name].planned
     stock = data["stock"]
-    assert stock["priced_kv_bytes_per_token"] == data["target_kv_bytes_per_token"]
-    assert data["draft_kv_bytes_per_token"] > 0
+    reserve, draft = UNDER_RESERVED[name]
+    assert stock["priced_kv_bytes_per_token"] - data["target_kv_bytes_per_token"] == reserve
+    assert data["draft_kv_bytes_per_token"] == draft
     assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
 
 
