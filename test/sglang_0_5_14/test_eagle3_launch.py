@@ -70,18 +70,14 @@ def eagle3_plan(eagle3_on: Any) -> dict[str, Any]:
 
 
 def test_plan_in_this_environment_equals_the_server(eagle3_on: Any, eagle3_plan: Any) -> None:
+    from sglang_specinit.compat import installed_sglang_version
+
     planned = eagle3_plan
     assert all(planned.get(key) is not None for key in PLAN_KEYS), planned
     # Two columns: the installed release's stock and this package's; no other release's rule.
-    assert planned["sglang_version"] == installed_release()
+    assert planned["sglang_version"] == str(installed_sglang_version())
     assert not [key for key in planned if key.startswith("upstream_")]
     assert_plan_equals_server(planned, eagle3_on)
-
-
-def installed_release() -> str:
-    from sglang_specinit.compat import installed_sglang_version
-
-    return str(installed_sglang_version())
 
 
 def assert_columns_are_the_servers(

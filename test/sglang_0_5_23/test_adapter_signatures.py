@@ -72,17 +72,6 @@ def test_no_module_holds_a_copy_of_a_hooked_method() -> None:
     assert copies == []
 
 
-def _server_args_field_names() -> set[str]:
-    """The installed ``ServerArgs``'s flags (a dataclass's fields on 0.5.16 - 0.5.18)."""
-    from sglang.srt.server_args import ServerArgs
-
-    if dataclasses.is_dataclass(ServerArgs):
-        return {f.name for f in dataclasses.fields(ServerArgs)}
-    from sglang.srt.arg_groups.arg_utils import field_names
-
-    return set(field_names(ServerArgs))
-
-
 def test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_release_shims_says() -> None:
     from sglang.srt import runtime_context
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
@@ -99,7 +88,14 @@ def test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_release_shi
         assert not release_shims.row().draft_parallel_layout
         assert release_shims.configurator_layout_kwargs() == {}
 
-    names = _server_args_field_names()
+    from sglang.srt.server_args import ServerArgs
+
+    if dataclasses.is_dataclass(ServerArgs):  # 0.5.16 - 0.5.18
+        names = {f.name for f in dataclasses.fields(ServerArgs)}
+    else:
+        from sglang.srt.arg_groups.arg_utils import field_names
+
+        names = set(field_names(ServerArgs))
     if ROW.fused_entries:
         # What release_shims takes from 0.5.22 on.
         assert callable(KVCacheConfigurator.fused_entry_bytes)
@@ -139,6 +135,23 @@ def test_the_planner_hands_the_release_only_the_platform_facts_it_knows() -> Non
     with runtime_context.override_platform(**kept):
         assert runtime_context.get_platform().is_cuda is True
         assert runtime_context.get_platform().is_sm100_or_sm110 is True
+
+
+@pytest.mark.skipif(
+    ROW.dataclass_server_args, reason=f"{ROW.name}: no resolution module reads the capacity"
+)
+def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
+    import sglang.srt.arg_groups as arg_groups
+    from sglang_specinit.sglang_0_5_23.planned_device import CAPACITY_READERS
+    from sglang_specinit.sglang_0_5_23.release_shims import present_capacity_readers
+
+    root = Path(arg_groups.__file__).parent
+    readers = {
+        "sglang.srt.arg_groups." + ".".join(path.relative_to(root).with_suffix("").parts)
+        for path in root.rglob("*.py")
+        if "get_device_memory_capacity" in path.read_text()
+    }
+    assert readers == set(present_capacity_readers(CAPACITY_READERS))
 
 
 @PARALLEL_STATE

@@ -45,7 +45,9 @@ def kv_bytes(layers: int, heads: int, head_dim: int) -> int:
 
 @pytest.mark.parametrize("kind", KIND_PARAMS)
 @pytest.mark.launches(("{kind}", True))
-def test_draft_pool_has_the_drafts_geometry_and_is_priced_at_it(engine_runs, kind) -> None:
+def test_draft_pool_is_priced_at_its_geometry_fills_the_budget_and_binds_early(
+    engine_runs, kind
+) -> None:
     run = engine_runs(kind, True)
     memory = run.memory
     assert memory is not None, run.log[-3000:]
@@ -67,12 +69,7 @@ def test_draft_pool_has_the_drafts_geometry_and_is_priced_at_it(engine_runs, kin
     assert memory["allocated_draft_kv_pool_bytes"] == memory["draft_kv_pool_bytes"]
     assert pool["k_bytes"] + pool["v_bytes"] == memory["draft_kv_pool_bytes"]
 
-
-@pytest.mark.parametrize("kind", KIND_PARAMS)
-@pytest.mark.launches(("{kind}", True))
-def test_weights_and_pools_fill_the_budget_to_within_one_page(engine_runs, kind) -> None:
-    run = engine_runs(kind, True)
-    memory = run.memory
+    # Weights and pools fill the budget to within one page.
     budget = int(0.5 * run.pre_load_free_bytes)
     assert memory["budget_bytes"] == budget
     # Weights as SGLang measured them when it profiled, plus the KV buffers it allocated
@@ -85,12 +82,7 @@ def test_weights_and_pools_fill_the_budget_to_within_one_page(engine_runs, kind)
     assert used <= budget
     assert budget - used < one_page_of_both
 
-
-@pytest.mark.parametrize("kind", KIND_PARAMS)
-@pytest.mark.launches(("{kind}", True))
-def test_duplicate_embed_and_head_are_gone_before_profiling(engine_runs, kind) -> None:
-    run = engine_runs(kind, True)
-    memory = run.memory
+    # The duplicate embed and lm_head are gone before profiling.
     assert memory["duplicate_bytes_at_profile"] == 0  # measured: what SGLang bound later
     assert memory["stock_duplicate_bytes_at_profile"] == DUPLICATES[kind]
     # Resident when SGLang profiled the target pool: both models' weights, each shared tensor

@@ -1,4 +1,5 @@
-"""The server's DeepSeek-V4 sizing path (``runtime_budget._resolve_dsv4``), through the hook."""
+"""DeepSeek-V4-Flash + MTP on 0.5.23's own DSV4 configurator: never worse than stock, and the
+server's sizing path (``runtime_budget._resolve_dsv4``) through the hook."""
 
 from __future__ import annotations
 
@@ -10,22 +11,141 @@ from typing import Any
 import pytest
 import torch
 from harness.matrices.dsv4_flash import CELLS, GIB, Cell, publish
+from layouts import RunnerDouble, layout_matrix
+
+
+@dataclasses.dataclass
+class Result:
+    cell: Cell
+    page: int
+    draft_price: Any
+    allocated: tuple[int, int]  # the draft pool built at two more sizes
+    priced: tuple[int, int]
+    cap_mode: bool
+    stock_reserve_per_row: float
+    draft_per_row: float
+    budget: int
+    stock_tokens: int
+    stock_used: int
+    plugin_tokens: int
+    plugin_used: int
+    coefficient: float
+
+
+def evaluate(
+    cell: Cell,
+    tmp: Path,
+    weights: tuple[int, int, int] | None = None,
+    budget: int | None = None,
+) -> Result:
+    """``cell`` sized both ways; ``weights`` (target, draft's own, duplicates per rank) and
+    ``budget`` (f x free) default to the cell's (the planner's test passes the plan's)."""
+    from sglang.srt.model_executor.pool_configurator import (
+        MemoryPoolConfig,
+        create_memory_pool_configurator,
+    )
+    from sglang_specinit.budget import kv_pool_bytes
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+
+    published = publish(cell, tmp)
+    target, (draft,) = published.target, published.drafts
+    layout = (target, draft)
+    page = int(target.page_size)
+    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
+
+    allocated, priced = [], []
+    for pages in (5, 10):
+        swa = pages * page
+        config = MemoryPoolConfig(10 * swa, 1, 10 * swa, swa)
+        allocated.append(dsv4_sizing.built_pool_bytes(draft, config))
+        priced.append(kv_pool_bytes(price, swa, page))
+
+    w_target, w_draft, w_dup = weights or cell.weights()
+    if budget is None:
+        budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
+    stock = create_memory_pool_configurator(target)
+    stock_config = dsv4_sizing.solve(target, stock, budget - (w_target + w_draft + w_dup), 0)
+    stock_target, stock_draft = (dsv4_sizing.built_pool_bytes(k, stock_config) for k in layout)
+    # Stock's peak: the target pool exists while the duplicates are still resident (0.5.23
+    # binds them in the draft's alloc_memory_pool), the draft pool once they are gone.
+    stock_used = max(
+        w_target + w_draft + w_dup + stock_target, w_target + w_draft + stock_target + stock_draft
+    )
+
+    ours = dsv4_sizing.priced_configurator(target, [price])
+    available = budget - (w_target + w_draft)
+    config = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
+    config = dsv4_sizing.fitted(target, ours, config, available, [draft])
+    plugin_used = w_target + w_draft + sum(dsv4_sizing.built_pool_bytes(k, config) for k in layout)
+    return Result(
+        cell=cell,
+        page=page,
+        draft_price=price,
+        allocated=tuple(allocated),
+        priced=tuple(priced),
+        cap_mode=stock.swa_cap_tokens is not None,
+        stock_reserve_per_row=dsv4_sizing.stock_draft_bytes_per_row(target),
+        draft_per_row=dsv4_sizing.draft_bytes_per_row(ours, [price]),
+        budget=budget,
+        stock_tokens=int(stock_config.max_total_num_tokens),
+        stock_used=stock_used,
+        plugin_tokens=int(config.max_total_num_tokens),
+        plugin_used=plugin_used,
+        coefficient=float(ours.bytes_per_full_token),
+    )
+
+
+matrix = layout_matrix(
+    CELLS, evaluate, "SPECINIT_TEST_MATRIX_TABLE",
+    ("stock reserves B/row", "draft allocates B/row"),
+    lambda r: (f"{r.stock_reserve_per_row:,.1f}", f"{r.draft_per_row:,.1f}"),
+)  # fmt: skip
+IDS = [c.name for c in CELLS]
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_draft_price_is_what_its_pool_allocates(matrix, name) -> None:
+    r = matrix[name]
+    (a_small, a_large), (p_small, p_large) = r.allocated, r.priced
+    assert a_large - a_small == p_large - p_small
+    assert 0 <= a_small - p_small <= 16 << 10  # constant pointer tables only
+    # The NextN draft: one SWA layer, nothing that scales with full tokens.
+    assert r.draft_price.full_bytes_per_token == 0 < r.draft_price.swa_bytes_per_token
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_stock_over_reserves_the_nextn_draft(matrix, name) -> None:
+    r = matrix[name]
+    assert r.stock_reserve_per_row > r.draft_per_row > 0
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_never_worse_than_stock(matrix, name) -> None:
+    """The plugin fits the budget and fills it, and serves at least stock's tokens."""
+    r = matrix[name]
+    assert r.plugin_used <= r.budget
+    # Within a few pages (about 2 MB each): SGLang's own solve floors to pages, its SWA split
+    # to pages, and the step down to the built pools' bytes is whole pages.
+    assert r.budget - r.plugin_used < 8 * r.page * r.coefficient
+    if r.stock_used <= r.budget:
+        assert r.plugin_tokens >= r.stock_tokens
+    else:
+        assert r.plugin_used <= r.budget < r.stock_used
+
+
+def test_every_v4_flash_launch_is_a_ratio_launch(matrix) -> None:
+    assert not any(r.cap_mode for r in matrix.values())
+
+
+def test_h200_tp4_reserve_is_one_target_layer_share(matrix) -> None:
+    """The issue's numbers: 180.4 B reserved per target row against 58.5 B allocated."""
+    r = next(r for r in matrix.values() if "h200-tp4" in r.cell.tags)
+    assert round(r.stock_reserve_per_row, 1) == 180.4
+    assert r.draft_per_row == 58.5
+
 
 # An FP8 cell (cap-free ratio mode at SGLang's default 0.1) and one with the ratio flag.
 HOOK_CELLS = [CELLS[0], CELLS[5]]
-
-
-class DraftRunnerDouble:
-    """TEST DOUBLE for the NextN draft's ``ModelRunner``: hands back the configurator 0.5.23
-    builds for the draft without weights."""
-
-    def __init__(self, configurator: Any) -> None:
-        self._configurator = configurator
-        self.model = torch.nn.Linear(2, 2)  # stands for the draft's own weights
-
-    def init_kv_cache_configurator(self, draft_parallel_layout: Any = None) -> None:
-        assert draft_parallel_layout is None  # draft workers pass none (pool_probe)
-        self.kv_cache_configurator = self._configurator
 
 
 def profile_reading_double(cell: Cell) -> int:
@@ -74,7 +194,7 @@ class HookRun:
 
 def hooked_layout(
     cell: Cell, scratch: Path, monkeypatch: pytest.MonkeyPatch, reading: dict[str, int]
-) -> tuple[Any, Any, DraftRunnerDouble]:
+) -> tuple[Any, Any, RunnerDouble]:
     """(target, draft, the draft's runner double) of ``cell``; the target's profiling reads
     ``reading["bytes"]`` (on the class: the configurator has __slots__)."""
     layout = publish(cell, scratch)
@@ -83,7 +203,7 @@ def hooked_layout(
     monkeypatch.setattr(
         type(target), "_profile_available_bytes", lambda self, pre: reading["bytes"]
     )
-    return target, draft, DraftRunnerDouble(draft)
+    return target, draft, RunnerDouble(draft, torch.nn.Linear(2, 2))  # the draft's weights
 
 
 def run_hook(
@@ -174,20 +294,12 @@ def test_hook_never_worse_than_stock(run: HookRun) -> None:
     assert run.config.max_total_num_tokens > run.stock_tokens
 
 
-class TargetRunnerDouble(DraftRunnerDouble):
-    """TEST DOUBLE for the target's ``ModelRunner`` (weights not loadable here), as the draft's."""
-
-    def __init__(self, configurator: Any) -> None:
-        super().__init__(configurator)
-        self.model_config = configurator.model_config
-
-
 def test_launch_policy_prices_a_cookbook_v4_launch(tmp_path: Path) -> None:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     layout = publish(CELLS[0], tmp_path)
-    runner = TargetRunnerDouble(layout.target)
+    runner = RunnerDouble(layout.target, torch.nn.Linear(2, 2))
     assert dsv4_sizing.is_dsv4_configurator(create_memory_pool_configurator(layout.target))
     assert dsv4_sizing.runner_unpriced_reason(runner) is None
     assert not hasattr(runner, "kv_cache_configurator")

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,19 +10,26 @@ from unittest import mock
 
 import pytest
 from harness.checkpoints import gemma4_mtp, mimo_v2_mtp
-from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir, qwen3_next_config_dir
+from harness.checkpoints.published_configs import qwen3_next_config_dir
 from harness.matrices.step_aside import (
     Weights,
     built_bytes,
     deepseek_mtp_weights,
     example_dir,
     made_dir,
-    markdown_table,
-    resolved,
     weights_size,
 )
+from layouts import (
+    DEEPSEEK_MTP,
+    DSA_MTP,
+    GIB,
+    LLAMA_EAGLE3,
+    SPEC_CHAIN,
+    layout_matrix,
+    nnpl0_draft,
+    published,
+)
 
-GIB = 1 << 30
 # Sizes every price is checked at, built directly (the probe builds 2 and 4 pages).
 PAGES_CHECKED = (5, 10)  # x 0.8 (the default SWA ratio) stays whole
 # Constant pointer / stride tables of a pool: not part of its price (SGLang leaves them to
@@ -63,34 +67,6 @@ def _example_weights(example: str, tp: int, shared: tuple[str, ...]) -> Callable
 def _tiny_weights(_: int) -> Weights:
     return Weights(8 << 20, 2 << 20, 4 << 20)
 
-
-def nnpl0_draft(tmp: Path) -> str:
-    draft = tmp / "eagle3-nnpl0"
-    shutil.copytree(EXAMPLES / "llama31-8b-eagle3" / "draft", draft, dirs_exist_ok=True)
-    config = json.loads((draft / "config.json").read_text())
-    config["num_nextn_predict_layers"] = 0
-    (draft / "config.json").write_text(json.dumps(config))
-    return str(draft)
-
-
-SPEC_CHAIN = {
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-}
-DEEPSEEK_MTP = {
-    "model_path": example_dir("deepseek-v3-mtp", "target"),
-    "speculative_algorithm": "EAGLE",
-    "trust_remote_code": True,
-    **SPEC_CHAIN,
-}
-LLAMA_EAGLE3 = {
-    "model_path": example_dir("llama31-8b-eagle3", "target"),
-    "speculative_draft_model_path": example_dir("llama31-8b-eagle3", "draft"),
-    "speculative_algorithm": "EAGLE3",
-    **SPEC_CHAIN,
-}
-DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(made_dir(tmp / "dsa")))}
 
 CELLS = [
     Cell(
@@ -282,12 +258,10 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
         page_floor,
         plan_pools,
     )
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
     from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
     from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
-    with mock.patch("torch.cuda.get_device_capability", return_value=cell.capability):
-        layout = published_layout(draft_runners=cell.draft_runners, **resolved(cell.args, tmp))
+    layout = published(cell.args, tmp, cell.capability, draft_runners=cell.draft_runners)
     target = layout.target
     page = int(target.page_size)
     fixed = (
@@ -365,27 +339,11 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     return result
 
 
-@pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CellResult]:
-    root = tmp_path_factory.mktemp("layouts")
-    results = {cell.name: evaluate(cell, root / str(i)) for i, cell in enumerate(CELLS)}
-    table = os.environ.get("SPECINIT_TEST_MATRIX_TABLE")
-    if table:
-        Path(table).write_text(render_table(results.values()))
-    return results
-
-
-def render_table(results: Any) -> str:
-    header = ("cell", "stock reserve B/row", "allocated B/row", "priced B/row",
-              "budget use stock", "budget use plugin", "tokens stock -> plugin")  # fmt: skip
-    return markdown_table(header, [
-        (r.cell.name, f"{r.stock_cell:,.0f}", f"{r.allocated_per_row:,.1f}",
-         f"{r.priced_per_row:,.1f}", f"{100 * r.stock_used / r.budget:.2f} %",
-         f"{100 * r.plugin_used / r.budget:.2f} %", f"{r.stock_tokens:,} -> {r.plugin_tokens:,}")
-        for r in results
-    ])  # fmt: skip
-
-
+matrix = layout_matrix(
+    CELLS, evaluate, "SPECINIT_TEST_MATRIX_TABLE",
+    ("stock reserve B/row", "allocated B/row", "priced B/row"),
+    lambda r: (f"{r.stock_cell:,.0f}", f"{r.allocated_per_row:,.1f}", f"{r.priced_per_row:,.1f}"),
+)  # fmt: skip
 IDS = [c.name for c in CELLS]
 
 
@@ -401,7 +359,8 @@ def test_every_price_is_what_sglang_allocates(matrix, name) -> None:
 
 
 @pytest.mark.parametrize("name", IDS)
-def test_plugin_stays_within_the_budget_and_fills_it(matrix, name) -> None:
+def test_never_worse_than_stock(matrix, name) -> None:
+    """The plugin stays within the budget and fills it, and serves at least stock's tokens."""
     r = matrix[name]
     assert r.plugin_used <= r.budget
     one_page = r.page_size * r.priced_per_row
@@ -409,11 +368,6 @@ def test_plugin_stays_within_the_budget_and_fills_it(matrix, name) -> None:
     # more page of it can stay unused.
     pages = 2 if r.target_price.ratio_applies else 1
     assert r.budget - r.plugin_used < pages * one_page + 1
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_never_worse_than_stock(matrix, name) -> None:
-    r = matrix[name]
     if r.stock_used <= r.budget:
         # Stock fits: the plugin fits too and serves at least stock's tokens.
         assert r.plugin_tokens >= r.stock_tokens
@@ -467,11 +421,9 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
     plugin's tokens, the page size) for a post-capture resize of the cell's target."""
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang_specinit.sglang_0_5_23 import runtime_budget
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
     cell = next(c for c in CELLS if tag in c.tags)
-    with mock.patch("torch.cuda.get_device_capability", return_value=cell.capability):
-        layout = published_layout(draft_runners=cell.draft_runners, **resolved(cell.args, tmp))
+    layout = published(cell.args, tmp, cell.capability, draft_runners=cell.draft_runners)
     prices = runtime_budget.price_configurators(layout.target, layout.drafts, [])
     cap = 1 << 20
     pools = (prices[0], *prices[1])

@@ -24,12 +24,14 @@ import torch
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
 from harness.matrices.step_aside import made_dir, resolved
 from harness.reports.report_reading import BREAKDOWN_KEYS
+from layouts import SPEC_CHAIN, nnpl0_draft, published
 from sglang_specinit.planner.cli import main
+from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
+from sglang_specinit.sglang_0_5_23 import kernel_arch
 from sglang_specinit.sglang_0_5_23 import planner_replay as release_0_5_23
 from sglang_specinit.sglang_0_5_23 import pricing_host as pricing_host_0_5_23
-from test_never_worse_than_stock import SPEC_CHAIN, nnpl0_draft
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -88,10 +90,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    code, out, err = run(capsys, "plan", "--json", *argv)
-    assert code == 0, err
-    return json.loads(out)
+def plan_json(*argv: str) -> dict:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["plan", "--json", *argv])
+    assert code == 0, err.getvalue()
+    return json.loads(out.getvalue())
 
 
 def key_tree(value: object) -> object:
@@ -109,11 +113,24 @@ def _started(fresh_processes: dict) -> None:
 # Every shipped example
 
 
+# Examples whose pools have no warm-up copy: MLA, and DeepSeek-V4's own FP8 pools.
+MLA_EXAMPLES = {"deepseek-v3-mtp", "deepseek-v4-flash-mtp"}
+
+
 @pytest.mark.parametrize("example", list_examples())
 def test_every_example_plans_with_0_5_23s_rule(
-    capsys: pytest.CaptureFixture[str], example: str
+    monkeypatch: pytest.MonkeyPatch, example: str
 ) -> None:
-    data = plan_json(capsys, "--example", example)
+    import sglang.kernels.ops.kvcache.cache_move as cache_move
+
+    calls = []
+    cpu_copy = cache_move.copy_all_layer_kv_cache_cpu
+    monkeypatch.setattr(
+        cache_move,
+        "copy_all_layer_kv_cache_cpu",
+        lambda *args: calls.append(args) or cpu_copy(*args),
+    )
+    data = plan_json("--example", example)
     assert data["sglang_version"] == "0.5.23"
     assert data["stock"]["release"] == "0.5.23"
     assert not [k for k in data if k.startswith(("stock_", "upstream_"))]
@@ -124,15 +141,19 @@ def test_every_example_plans_with_0_5_23s_rule(
     assert data["mem_fraction_static"] == data["stock"]["mem_fraction_static"]
     # ... and this package's plan fits its budget.
     assert data["used_bytes"] <= data["budget_bytes"]
+    # Skipping the KV warm-up copy changes no price.
+    assert calls == []
+    monkeypatch.setattr(release_0_5_23, "kv_warm_up_copy_skipped", contextlib.nullcontext)
+    assert plan_json("--example", example) == data
+    # Each MHA pool (a hybrid SWA pool's parts too) runs the copy; MLA pools have none.
+    assert bool(calls) == (example not in MLA_EXAMPLES), len(calls)
 
 
-def test_v4_example_plans_as_the_layout_matrix_sizes_it(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_v4_example_plans_as_the_layout_matrix_sizes_it(tmp_path: Path) -> None:
     from harness.matrices.dsv4_flash import CELLS
-    from test_dsv4_never_worse_than_stock import evaluate
+    from test_dsv4_sizing_hook import evaluate
 
-    data = plan_json(capsys, "--example", "deepseek-v4-flash-mtp")
+    data = plan_json("--example", "deepseek-v4-flash-mtp")
     stock = data["stock"]
     cell = dataclasses.replace(
         next(c for c in CELLS if c.name == "V4-Flash MTP, H200 FP4, TP 4"),
@@ -169,32 +190,26 @@ def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "0.5.13" not in out and "0.5.14" not in out
 
 
-def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    data = plan_json(capsys, "--example", "llama31-8b-eagle3")
+def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu() -> None:
+    data = plan_json("--example", "llama31-8b-eagle3")
     assert data["mem_fraction_static"] == 0.83
     assert data["pre_load_free_bytes"] == 81559 * MIB - GIB
     # DeepSeek-V3 MTP, H200 (143771 MiB), TP 8: 512 + 12288 + 8 / 8 * 1024 + 512 * 2 + 1536
     # (MLA prefill graph) = 16384; round(127387 / 143771, 3) = 0.886.
-    assert plan_json(capsys, "--example", "deepseek-v3-mtp")["mem_fraction_static"] == 0.886
+    assert plan_json("--example", "deepseek-v3-mtp")["mem_fraction_static"] == 0.886
 
 
-def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(
-    capsys: pytest.CaptureFixture[str], fresh_processes: dict
-) -> None:
+def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(fresh_processes: dict) -> None:
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
-    here = plan_json(capsys)
+    here = plan_json()
     fresh = fresh_plan(fresh_processes, "0.5.23")
     assert fresh == here
     assert here["mem_fraction_static"] == 0.83
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"  # this process's own is untouched
 
 
-def test_same_json_and_geometry_as_the_0_5_13_environment(
-    capsys: pytest.CaptureFixture[str], fresh_processes: dict
-) -> None:
-    here = plan_json(capsys)
+def test_same_json_and_geometry_as_the_0_5_13_environment(fresh_processes: dict) -> None:
+    here = plan_json()
     there = fresh_plan(fresh_processes, "0.5.13.post1")
     # 0.5.13.post1's column adds its automatic fraction's speculative reserve.
     stock_here, stock_there = here.pop("stock"), there.pop("stock")
@@ -214,30 +229,15 @@ def test_same_json_and_geometry_as_the_0_5_13_environment(
         assert there[key] == here[key], key
 
 
-def test_flags_only_0_5_23_accepts(capsys: pytest.CaptureFixture[str]) -> None:
-    new = plan_json(capsys, "--example", "llama31-70b-eagle-tp4", "--attn-dp-size", "2")
-    old = plan_json(
-        capsys, "--example", "llama31-70b-eagle-tp4", "--dp-size", "2", "--enable-dp-attention"
-    )
+def test_flags_only_0_5_23_accepts() -> None:
+    new = plan_json("--example", "llama31-70b-eagle-tp4", "--attn-dp-size", "2")
+    old = plan_json("--example", "llama31-70b-eagle-tp4", "--dp-size", "2", "--enable-dp-attention")
     assert new == old
     assert new["max_running_requests"] == 24  # 48 split over two attention-DP groups
-    base = plan_json(capsys)
-    fp8 = plan_json(capsys, "--speculative-draft-kv-cache-dtype", "fp8_e4m3")
+    base = plan_json()
+    fp8 = plan_json("--speculative-draft-kv-cache-dtype", "fp8_e4m3")
     assert fp8["draft_kv_bytes_per_token"] * 2 == base["draft_kv_bytes_per_token"]
     assert fp8["target_kv_bytes_per_token"] == base["target_kv_bytes_per_token"]
-
-
-def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
-    import sglang.srt.arg_groups as arg_groups
-    from sglang_specinit.sglang_0_5_23.planned_device import CAPACITY_READERS
-
-    root = Path(arg_groups.__file__).parent
-    readers = {
-        "sglang.srt.arg_groups." + ".".join(path.relative_to(root).with_suffix("").parts)
-        for path in root.rglob("*.py")
-        if "get_device_memory_capacity" in path.read_text()
-    }
-    assert readers == set(CAPACITY_READERS)
 
 
 # Every pool priced as the 0.5.23 server prices it
@@ -274,22 +274,6 @@ PRICED_LAYOUTS: dict[str, Any] = {
 }
 
 
-def _servers_prices(kwargs: dict[str, Any]) -> tuple[Any, Any, tuple[Any, ...], int]:
-    """(target configurator, the target's price, the drafts' prices, page size): the layout
-    built as the layout matrix builds it (ServerArgs from keyword arguments, device cpu, the
-    H200's compute capability as a test double), priced by the server's function."""
-    from unittest import mock
-
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
-    from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
-
-    with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
-        layout = published_layout(**kwargs)
-    target, drafts, fixed = price_configurators(layout.target, layout.drafts, [])
-    assert fixed == 0
-    return layout.target, target, drafts, int(layout.target.page_size)
-
-
 @dataclass(frozen=True)
 class PricedLayout:
     planned: dict  # plan --json
@@ -302,20 +286,24 @@ class PricedLayout:
 @pytest.fixture(scope="module")
 def priced_layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, PricedLayout]:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
     results = {}
     for i, (name, (example, launch, added)) in enumerate(PRICED_LAYOUTS.items()):
-        added = resolved(added, tmp_path_factory.mktemp(f"layout{i}"))
+        tmp = tmp_path_factory.mktemp(f"layout{i}")
+        added = resolved(added, tmp)
         flags = ["--example", example]
         flags += [x for k, v in added.items() for x in (f"--{k.replace('_', '-')}", str(v))]
-        kwargs = {"model_path": str(EXAMPLES / example / "target"), **launch, **added}
-        kvc, target, drafts, page = _servers_prices(kwargs)
+        # Built as the layout matrix builds it, priced by the server's function.
+        kvc = published({"model_path": str(EXAMPLES / example / "target"), **launch, **added}, tmp)
+        target, drafts, fixed = price_configurators(kvc.target, kvc.drafts, [])
+        assert fixed == 0
         results[name] = PricedLayout(
-            _plan_json_here(*flags),
+            plan_json(*flags),
             target,
             drafts,
-            page,
-            float(create_memory_pool_configurator(kvc)._cell_size),
+            int(kvc.target.page_size),
+            float(create_memory_pool_configurator(kvc.target)._cell_size),
         )
     return results
 
@@ -351,23 +339,22 @@ def test_dsa_fp8_is_planned_at_0_5_23s_width(priced_layouts: dict[str, PricedLay
     assert rows[0] == fp8["stock"]["priced_kv_bytes_per_token"]
 
 
-def test_dense_mla_dcp_draft_is_planned_replicated(
-    priced_layouts: dict[str, PricedLayout],
-) -> None:
-    data = priced_layouts["DeepSeek-V3 dense MLA, TP 8 DCP 8"].planned
-    stock = data["stock"]
-    assert data["draft_kv_bytes_per_token"] == 8 * 1_152
-    assert stock["priced_kv_bytes_per_token"] - data["target_kv_bytes_per_token"] == 1_152
-    assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
+# Drafts stock under-reserves: (stock's reserve for the draft, the plan's price of it) B/row.
+UNDER_RESERVED = {
+    "DeepSeek-V3 dense MLA, TP 8 DCP 8": (1_152, 8 * 1_152),  # the draft replicated over DCP
+    "llama31-8b + EAGLE3, num_nextn_predict_layers 0": (0, 4_096),
+}
 
 
-def test_nnpl0_draft_is_planned_although_stock_reserves_none(
-    priced_layouts: dict[str, PricedLayout],
+@pytest.mark.parametrize("name", list(UNDER_RESERVED))
+def test_a_draft_stock_under_reserves_is_planned_as_built(
+    priced_layouts: dict[str, PricedLayout], name: str
 ) -> None:
-    data = priced_layouts["llama31-8b + EAGLE3, num_nextn_predict_layers 0"].planned
+    data = priced_layouts[name].planned
     stock = data["stock"]
-    assert stock["priced_kv_bytes_per_token"] == data["target_kv_bytes_per_token"]
-    assert data["draft_kv_bytes_per_token"] > 0
+    reserve, draft = UNDER_RESERVED[name]
+    assert stock["priced_kv_bytes_per_token"] - data["target_kv_bytes_per_token"] == reserve
+    assert data["draft_kv_bytes_per_token"] == draft
     assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
 
 
@@ -422,6 +409,15 @@ BAD_INPUTS = {
         "plan --pp-size 2",
         "Pipeline parallelism currently only supports EAGLE",
     ),
+    # PP + EAGLE: with SGLANG_ENABLE_PP_SPEC=1 stages differ; without, PD prefill nodes only.
+    "pp eagle, SGLANG_ENABLE_PP_SPEC=1": (
+        "plan --example llama31-70b-eagle-tp4 --pp-size 2",
+        "the planner plans one rank and PP stages differ",
+    ),
+    "pp eagle, pd-prefill only": (
+        "plan --example llama31-70b-eagle-tp4 --pp-size 2",
+        "PP + speculative decoding (MTP) is only supported on prefill nodes",
+    ),
     "0.5.13 rule here": (
         "plan --sglang-version 0.5.13.post1",
         "plan in sglang 0.5.13.post1's environment",
@@ -454,8 +450,14 @@ def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_bad_input_exits_2_with_one_line(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    case: str,
 ) -> None:
+    monkeypatch.delenv("SGLANG_ENABLE_PP_SPEC", raising=False)
+    if case.endswith("SGLANG_ENABLE_PP_SPEC=1"):
+        monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
     (tmp_path / "no-arch").mkdir()
     (tmp_path / "no-arch" / "config.json").write_text('{"model_type": "llama", "hidden_size": 64}')
     argv, expected = BAD_INPUTS[case]
@@ -463,21 +465,130 @@ def test_bad_input_exits_2_with_one_line(
     assert expected in line, line
 
 
-@pytest.mark.parametrize("pp_spec", [True, False], ids=["pp-spec", "pd-prefill-only"])
-def test_pipeline_parallel_eagle_is_refused_in_one_line(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pp_spec: bool
+# Launches whose resolved attention kernels cannot run on the planned GPU (kernel_arch.py), on
+# the real sglang 0.5.23 resolution
+
+
+@pytest.fixture(scope="module")
+def dsa_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _dsa_dir(tmp_path_factory.mktemp("dsa-kernels"))
+
+
+MTP = (
+    "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+    "--speculative-num-draft-tokens 4"
+).split()
+
+
+def resolved_on(preset: str, launch: list[str]) -> Any:
+    from sglang_specinit.sglang_0_5_23.planner_replay import REPLAY
+
+    gpu = get_preset(preset)
+    device = DeviceSpec(gpu.name, gpu.total_bytes, pre_load_free_bytes(gpu.total_bytes), sm=gpu.sm)
+    return REPLAY.resolve(REPLAY.parse_launch(launch), device)
+
+
+DSA = ("--example", "deepseek-v3-mtp", "--model-path", "<dsa>")
+# The lines the DSA refusal relies on: the DCP override, the kernel call, flashinfer's arch check.
+KA = kernel_arch
+TRTLLM_LINES = tuple(map(str, (KA.DSA_DCP_PICKS_TRTLLM, KA.DSA_TRTLLM_KERNEL, KA.TRTLLM_GEN_ARCHS)))
+DSA_DCP = (
+    *("--dsa-decode-backend to 'trtllm' for --dcp-size 8", "sm_100/sm_103/sm_107"),
+    "change --dcp-size",
+)
+# launch -> what its one-line refusal says, and how it ends ("": not checked).
+REFUSED = {
+    **{
+        f"dsa-dcp-on-{gpu}": (
+            (*DSA, "--dcp-size", "8", "--gpu", gpu),
+            (*DSA_DCP, f"cannot run on {gpu} (sm_90)", *TRTLLM_LINES),
+            "",
+        )
+        for gpu in ("H100-80GB", "H200-141GB")
+    },
+    "explicit-dsa-trtllm": (
+        (*DSA, *"--dsa-decode-backend trtllm --kv-cache-dtype bfloat16 --gpu H200-141GB".split()),
+        ("--dsa-decode-backend to 'trtllm' as the launch asks",),
+        "change --dsa-decode-backend",
+    ),
+    "fa3-on-blackwell": (
+        ("--attention-backend", "fa3", "--gpu", "B200"),
+        (
+            "--attention-backend to 'fa3' as the launch asks",
+            "cannot run on B200 (sm_100)",
+            f"sm_8x or sm_9x ({kernel_arch.FA3_ARCHS})",
+        ),
+        "change --attention-backend",
+    ),
+    "fa3-mla-on-ampere": (
+        ("--example", "deepseek-v3-mtp", "--attention-backend", "fa3", "--gpu", "A100-80GB"),
+        ("cannot run on A100-80GB (sm_80)", "runs only on sm_9x"),
+        "change --attention-backend",
+    ),
+}
+
+
+@pytest.mark.parametrize(("argv", "says", "ends"), REFUSED.values(), ids=REFUSED)
+def test_a_kernel_the_planned_gpu_cannot_run_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], dsa_dir: str, argv: tuple, says: tuple, ends: str
 ) -> None:
-    if pp_spec:
-        monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
-    else:
-        monkeypatch.delenv("SGLANG_ENABLE_PP_SPEC", raising=False)
-    line = refusal(capsys, "plan", "--example", "llama31-70b-eagle-tp4", "--pp-size", "2")
-    expected = (
-        "the planner plans one rank and PP stages differ"
-        if pp_spec
-        else "PP + speculative decoding (MTP) is only supported on prefill nodes"
+    line = refusal(capsys, "plan", *(str(dsa_dir) if a == "<dsa>" else a for a in argv))
+    assert line.startswith("sglang-specinit plan: error: sglang 0.5.23 resolves "), line
+    assert line.endswith(ends) and all(text in line for text in says), line
+
+
+def test_dsa_dcp_on_b200_plans_with_the_trtllm_kernels(
+    capsys: pytest.CaptureFixture[str], dsa_dir: str
+) -> None:
+    launch = ["--model-path", str(dsa_dir), "--tp", "8", "--dcp-size", "8", *MTP]
+    resolved = resolved_on("B200", launch)
+    mla = resolved.target_model_config.attention_arch.name == "MLA"
+    needs = kernel_arch.kernel_needs(resolved.args, resolved.launch_inputs, mla=mla)
+    assert [(n.field, n.value) for n in needs] == [
+        ("dsa_decode_backend", "trtllm"),
+        ("dsa_prefill_backend", "trtllm"),
+    ]
+    assert all(n.runs_on(100) and not n.runs_on(90) for n in needs)
+
+    code, out, err = run(
+        capsys,
+        "plan",
+        *("--example", "deepseek-v3-mtp", "--model-path", str(dsa_dir)),
+        *("--dcp-size", "8", "--gpu", "B200", "--json"),
     )
-    assert expected in line, line
+    assert code == 0, err[-2000:]
+    assert json.loads(out)["tokens"] > 0
+
+
+@pytest.mark.parametrize("gpu", ["H100-80GB", "L40S"])
+def test_fa3_where_it_runs_plans(capsys: pytest.CaptureFixture[str], gpu: str) -> None:
+    llama = str(EXAMPLES / "llama31-8b-eagle3" / "target")
+    resolved = resolved_on(gpu, ["--model-path", llama, "--attention-backend", "fa3"])
+    needs = kernel_arch.kernel_needs(resolved.args, resolved.launch_inputs, mla=False)
+    assert [(n.field, n.value) for n in needs] == [("attention_backend", "fa3")]
+    code, _, err = run(capsys, "plan", "--attention-backend", "fa3", "--gpu", gpu)
+    assert code == 0, err[-2000:]
+
+
+def _wheel_root(wheel: str) -> Path | None:
+    name = wheel.split()[0]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parents[1]
+
+
+@pytest.mark.parametrize("source", kernel_arch.SOURCES, ids=str)
+def test_each_cited_line_says_what_the_rule_relies_on(source: kernel_arch.Source) -> None:
+    import sglang
+
+    root = _wheel_root(source.wheel)
+    if root is None:
+        pytest.skip(f"{source.wheel} is not installed here (the planner needs none)")
+    if source.wheel.startswith("sglang") and sglang.__version__ != kernel_arch.READ_IN:
+        pytest.skip(f"the lines are {kernel_arch.READ_IN}'s; installed {sglang.__version__}")
+    lines = (root / source.path).read_text().splitlines()
+    assert source.text in lines[source.line - 1], (str(source), lines[source.line - 1])
 
 
 def test_a_fraction_the_weights_do_not_fit_is_refused_as_the_server_refuses_it(
@@ -486,11 +597,11 @@ def test_a_fraction_the_weights_do_not_fit_is_refused_as_the_server_refuses_it(
     line = refusal(capsys, "plan", "--mem-fraction-static", "0.1")
     assert "leave no room for the KV cache under --mem-fraction-static=0.1" in line
     suggested = float(line.split("Pass --mem-fraction-static ")[1].split()[0])
-    assert plan_json(capsys, "--mem-fraction-static", str(suggested))["tokens"] > 0
+    assert plan_json("--mem-fraction-static", str(suggested))["tokens"] > 0
 
 
 def test_a_hip_xpu_or_fp32_switch_host_does_not_set_the_planned_dtype(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The planner's rotary-cache dtype answers the planned device alone."""
     from sglang.srt.layers.rotary_embedding import base
@@ -500,7 +611,7 @@ def test_a_hip_xpu_or_fp32_switch_host_does_not_set_the_planned_dtype(
     monkeypatch.setattr(base, "_is_xpu", True)
     monkeypatch.setenv("SGLANG_ROPE_CACHE_FP32", "1")
     (cpu,), (cuda,) = (
-        plan_json(capsys, "--example", "llama31-8b-eagle3", *argv)["target_buffers"]["items"]
+        plan_json("--example", "llama31-8b-eagle3", *argv)["target_buffers"]["items"]
         for argv in (("--device", "cpu", "--device-memory", str(80 << 30)), ())
     )
     assert cpu.endswith("bfloat16") and cuda.endswith("float32")
@@ -629,40 +740,6 @@ def test_cpu_without_the_cpu_engine_needs_no_sgl_kernel(monkeypatch: pytest.Monk
         pricing_host_0_5_23.require_sgl_kernel()
 
 
-def _plan_json_here(*argv: str) -> dict:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["plan", "--json", *argv]) == 0
-    return json.loads(out.getvalue())
-
-
-@pytest.mark.parametrize("example", list_examples())
-def test_skipping_the_warm_up_copy_changes_no_price(
-    monkeypatch: pytest.MonkeyPatch, example: str
-) -> None:
-    import sglang.kernels.ops.kvcache.cache_move as cache_move
-
-    calls = []
-    cpu_copy = cache_move.copy_all_layer_kv_cache_cpu
-    monkeypatch.setattr(
-        cache_move,
-        "copy_all_layer_kv_cache_cpu",
-        lambda *args: calls.append(args) or cpu_copy(*args),
-    )
-    skipped = _plan_json_here("--example", example)
-    copies_when_skipped = len(calls)
-    monkeypatch.setattr(release_0_5_23, "kv_warm_up_copy_skipped", contextlib.nullcontext)
-    copied = _plan_json_here("--example", example)
-    assert copies_when_skipped == 0
-    assert skipped == copied
-    # Each MHA pool (a hybrid SWA pool's parts too) runs the copy; MLA pools have none.
-    assert bool(calls) == (example not in MLA_EXAMPLES), len(calls)
-
-
-# Examples whose pools have no warm-up copy: MLA, and DeepSeek-V4's own FP8 pools.
-MLA_EXAMPLES = {"deepseek-v3-mtp", "deepseek-v4-flash-mtp"}
-
-
 def test_the_skip_is_only_the_self_copy_and_ends_with_its_context() -> None:
     from sgl_kernel import StubKernelCalled
     from sglang.srt.mem_cache import memory_pool
@@ -692,6 +769,7 @@ class CudaWheelOnAGpuLessHost(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, CudaWheelOnAGpuLessHost())
 from sglang_specinit.planner.cli import main
+from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 sys.exit(main())
 """
 
@@ -709,7 +787,7 @@ def test_the_command_line_plans_on_cpu_without_sgl_kernel() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout) == _plan_json_here()
+    assert json.loads(proc.stdout) == plan_json()
 
 
 def test_cuda_host_needs_only_an_importable_sgl_kernel(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,15 +14,6 @@ from harness.releases import Release, installed_row
 from sglang_specinit.planner.columns import STOCK_RULE
 
 ROW: Release = installed_row()  # type: ignore[assignment]  # the gate collects only served rows
-
-# 0.5.16 - 0.5.18's planner reads neither (dataclass_replay: 0.5.15's resolution steps, no
-# pipeline).
-NOT_ON_DATACLASS = pytest.mark.skipif(
-    ROW.dataclass_server_args,
-    reason=f"{ROW.name} resolves in ServerArgs.__post_init__: the planner's dataclass replay "
-    "reads neither the config-width getters nor a capacity-reading resolution step",
-)
-
 
 WIDTH_CASES = [
     (1, 1, 1, False),
@@ -34,9 +24,16 @@ WIDTH_CASES = [
 ]
 
 
-def _widths(tp: int, dp: int, cp: int, dp_attention: bool) -> tuple[SimpleNamespace, int, int]:
-    """(the launch's parallel flags, the scheduler's attention TP and DP widths for them)."""
+@pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
+def test_attention_widths_are_the_ones_the_scheduler_computes(
+    tp: int, dp: int, cp: int, dp_attention: bool
+) -> None:
+    """0.5.19 / 0.5.20: release_shims' reads; 0.5.16 - 0.5.18 (resolved in
+    ``ServerArgs.__post_init__``, no config-width getters): dataclass_replay's rank-0 widths."""
     from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
+    from sglang.srt.runtime_context import get_parallel
+    from sglang_specinit.sglang_0_5_23.dataclass_replay import rank0_widths
+    from sglang_specinit.sglang_0_5_23.release_shims import attn_tp_size_of, derived_server_arg
 
     args = SimpleNamespace(
         tp_size=tp,
@@ -49,51 +46,16 @@ def _widths(tp: int, dp: int, cp: int, dp_attention: bool) -> tuple[SimpleNamesp
         dcp_size=1,
     )
     _rank, attn_tp, _dp_rank, attn_dp = compute_dp_attention_world_info(dp_attention, 0, tp, dp, cp)
-    return args, attn_tp, attn_dp
-
-
-@NOT_ON_DATACLASS
-@pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
-def test_attention_widths_are_the_ones_the_scheduler_computes(
-    tp: int, dp: int, cp: int, dp_attention: bool
-) -> None:
-    from sglang_specinit.sglang_0_5_23.release_shims import attn_tp_size_of, derived_server_arg
-
-    view, attn_tp, attn_dp = _widths(tp, dp, cp, dp_attention)
-    assert attn_tp_size_of(view) == attn_tp
-    assert derived_server_arg(view, "attn_dp_size") == attn_dp
-
-
-@pytest.mark.skipif(not ROW.dataclass_server_args, reason="0.5.16 - 0.5.18's dataclass replay only")
-@pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
-def test_rank0_widths_are_the_ones_the_scheduler_computes(
-    tp: int, dp: int, cp: int, dp_attention: bool
-) -> None:
-    from sglang.srt.runtime_context import get_parallel
-    from sglang_specinit.sglang_0_5_23.dataclass_replay import rank0_widths
-
-    args, attn_tp, attn_dp = _widths(tp, dp, cp, dp_attention)
+    if not ROW.dataclass_server_args:
+        assert attn_tp_size_of(args) == attn_tp
+        assert derived_server_arg(args, "attn_dp_size") == attn_dp
+        return
     parallel = get_parallel()
     with rank0_widths(args):
         assert (parallel.tp_size, parallel.attn_tp_size) == (tp, attn_tp)
         assert (parallel.attn_dp_size, parallel.attn_cp_size) == (attn_dp, cp)
         assert (parallel.attn_dcp_size, parallel.dcp_enabled) == (1, False)
     assert "attn_tp_size" not in parallel._overrides
-
-
-@NOT_ON_DATACLASS
-def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
-    import sglang.srt.arg_groups as arg_groups
-    from sglang_specinit.sglang_0_5_23.planned_device import CAPACITY_READERS
-    from sglang_specinit.sglang_0_5_23.release_shims import present_capacity_readers
-
-    root = Path(arg_groups.__file__).parent
-    readers = {
-        "sglang.srt.arg_groups." + ".".join(path.relative_to(root).with_suffix("").parts)
-        for path in root.rglob("*.py")
-        if "get_device_memory_capacity" in path.read_text()
-    }
-    assert readers == set(present_capacity_readers(CAPACITY_READERS))
 
 
 @pytest.mark.skipif(

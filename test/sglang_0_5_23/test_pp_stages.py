@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 from unittest import mock
@@ -11,8 +12,8 @@ from unittest import mock
 import pytest
 from harness.checkpoints.published_configs import EXAMPLES
 from harness.matrices.step_aside import at_pp_stage
+from layouts import GIB, RunnerDouble, published
 
-GIB = 1 << 30
 PP = 2
 EXAMPLE = EXAMPLES / "llama31-70b-eagle-tp4"
 ARGS = {
@@ -31,19 +32,6 @@ PRE_LOAD_GIB = 79.0
 # same on both, so the stages differ only in what they are priced at).
 AVAILABLE = 20 * GIB
 ROWS = (640, 1280)
-
-
-class DraftRunnerDouble:
-    """Test double of a draft ``ModelRunner``: hands back 0.5.23's published draft's."""
-
-    def __init__(self, configurator: Any) -> None:
-        import torch
-
-        self._configurator = configurator
-        self.model = torch.nn.Module()
-
-    def init_kv_cache_configurator(self, draft_parallel_layout: Any = None) -> None:
-        self.kv_cache_configurator = self._configurator
 
 
 @dataclass
@@ -79,14 +67,12 @@ class Stage:
     fits: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
-def _build_stage(rank: int) -> Stage:
+def _build_stage(rank: int, tmp: Path) -> Stage:
     import torch
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
     from sglang_specinit.sglang_0_5_23.launch_policy import stage_without_draft
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
-    with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
-        layout = published_layout(**ARGS)
+    layout = published(ARGS, tmp)
     target, (draft,) = layout.target, layout.drafts
     at_pp_stage(target, rank, PP)
     target.model = torch.nn.Module()  # test double: the stage's weights are not loaded
@@ -95,7 +81,7 @@ def _build_stage(rank: int) -> Stage:
     holds = not stage_without_draft(rank, PP)
     worker = SimpleNamespace(
         speculative_algorithm=SpeculativeAlgorithm.EAGLE,
-        draft_worker=SimpleNamespace(draft_runners=[DraftRunnerDouble(draft)]),
+        draft_worker=SimpleNamespace(draft_runners=[RunnerDouble(draft)]),
     )
     scheduler = SimpleNamespace(
         draft_worker=worker if holds else None,
@@ -188,10 +174,11 @@ def _price_stage(stage: Stage, answer: Callable[[int], int]) -> StageResult:
 
 
 @pytest.fixture(scope="module")
-def built_stages() -> Iterator[dict[int, Stage]]:
+def built_stages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Stage]]:
+    tmp = tmp_path_factory.mktemp("pp")
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
-        yield {rank: _build_stage(rank) for rank in range(PP)}
+        yield {rank: _build_stage(rank, tmp) for rank in range(PP)}
 
 
 @pytest.fixture(scope="module")
@@ -293,17 +280,12 @@ def test_draft_less_stage_is_priced_not_stepped_aside(built_stages) -> None:
     assert blocker is None, blocker.reason
 
 
-def test_every_stage_builds_its_pools_at_the_synced_count(stages, synced) -> None:
+def test_every_stage_builds_its_pools_and_plan_at_the_synced_count(stages, synced) -> None:
     low = min(r.tokens for r in stages.values())
     assert stages[0].tokens > low  # the draft-less stage's own count is larger
-    for r in synced.values():
+    for rank, r in synced.items():
         assert r.tokens == low
         assert r.pool_bytes_at(r.tokens) <= AVAILABLE
-
-
-def test_every_stages_plan_is_rebuilt_at_the_synced_count(stages, synced) -> None:
-    low = min(r.tokens for r in stages.values())
-    for rank, r in synced.items():
         plan = r.sizing.plan
         assert plan.tokens == low
         assert plan.target_kv_pool_bytes == stages[rank].sizing.plan.target_kv_pool_bytes - (

@@ -79,19 +79,6 @@ PRE_LOAD = "bootstrap.measure_pre_model_load_memory"
 PROFILE = "KVCacheConfigurator._profile_available_bytes"
 
 
-def _reading(report: dict[str, Any], caller: str, index: int) -> int:
-    found = [r for r in report["meter"]["readings"] if r["caller"].endswith(caller)]
-    return int(found[index]["free_bytes"])
-
-
-def own_budget(report: dict[str, Any]) -> tuple[int, int]:
-    """(``f x`` this stage's own free memory before loading, what it held when its target
-    pool was profiled): the target's pre-load reading is the 2nd of its three in
-    ``measure_pre_model_load_memory`` (``distributed/bootstrap.py:193-223``)."""
-    pre = _reading(report, PRE_LOAD, 1)
-    return int(F * pre), pre - _reading(report, PROFILE, 0)
-
-
 def _stage_pools(report: dict[str, Any]) -> tuple[int, int]:
     """(target, draft) K/V buffer bytes this stage's scheduler really allocated."""
     (target,) = runners(report, "target")
@@ -124,11 +111,15 @@ def test_both_stages_ran_and_only_the_last_holds_the_draft(pp2) -> None:
 
 
 def _stage_use(launch: PPLaunch, stage: int) -> tuple[int, int]:
-    """(this stage's own budget, its weights as SGLang measured them + the pools it built)."""
+    """(``f x`` this stage's own free memory before loading, its weights as SGLang measured them
+    + the pools it built): the target's pre-load reading is the 2nd of its three in
+    ``measure_pre_model_load_memory``, the weights what it held when its pool was profiled."""
     report = launch.reports[stage]
-    budget, resident = own_budget(report)
-    target, draft = _stage_pools(report)
-    return budget, resident + target + draft
+    pre, profile = (
+        [int(r["free_bytes"]) for r in report["meter"]["readings"] if r["caller"].endswith(caller)]
+        for caller in (PRE_LOAD, PROFILE)
+    )
+    return int(F * pre[1]), pre[1] - profile[0] + sum(_stage_pools(report))
 
 
 def test_every_stage_fits_its_own_budget(pp2) -> None:

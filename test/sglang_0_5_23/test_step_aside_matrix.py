@@ -1,8 +1,9 @@
-"""Where sglang-specinit steps aside on 0.5.23: stock's sizing and the early binding, per layout."""
+"""Where sglang-specinit steps aside on 0.5.23: stock's sizing and the early binding, per layout;
+the early binding waits for the sizing hook: bound where it prices, vetted where it does not."""
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,18 +14,27 @@ from unittest import mock
 
 import pytest
 import torch
-from harness.checkpoints.published_configs import EXAMPLES, qwen3_next_config_dir
+from harness.checkpoints.published_configs import qwen3_next_config_dir
 from harness.matrices.step_aside import (
     Weights,
     at_pp_stage,
     deepseek_mtp_weights,
     example_dir,
     made_dir,
-    markdown_table,
-    resolved,
     weights_size,
 )
-from test_never_worse_than_stock import DEEPSEEK_MTP, DSA_MTP, GIB, SPEC_CHAIN
+from layouts import (
+    DEEPSEEK_MTP,
+    DSA_MTP,
+    GIB,
+    LLAMA_EAGLE3,
+    SPEC_CHAIN,
+    RunnerDouble,
+    draft_config,
+    gpt_oss_swa_cap,
+    layout_matrix,
+    published,
+)
 
 # Rows of the small builds the pool bytes are fitted on (whole pages at page 1 and 64).
 ROWS = (640, 1280, 1920)
@@ -43,13 +53,6 @@ class Case:
     pp_stage: tuple[int, int] | None = None  # (rank, size): price that stage
     skip: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
-
-
-def draft_config(tmp: Path, example: str, **changes: Any) -> str:
-    """A scratch copy of a shipped draft's config with ``changes`` (a draft no example ships)."""
-    config = json.loads((EXAMPLES / example / "draft" / "config.json").read_text())
-    made_dir(tmp).joinpath("config.json").write_text(json.dumps({**config, **changes}))
-    return str(tmp)
 
 
 def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Callable[[], Weights]:
@@ -145,19 +148,6 @@ def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Callable[[], Weight
     return weights
 
 
-def _gpt_oss_swa_cap(draft: Callable[[Path], str]) -> dict[str, Any]:
-    """Radix off, ``--max-running-requests 16``: 0.5.23's ``SWARequestCapPoolConfigurator``."""
-    return {
-        "model_path": example_dir("gpt-oss-20b-eagle3", "target"),
-        "speculative_draft_model_path": draft,
-        "speculative_algorithm": "EAGLE3",
-        "attention_backend": "triton",
-        "disable_radix_cache": True,
-        "max_running_requests": 16,
-        **SPEC_CHAIN,
-    }
-
-
 CASES = [
     Case(
         "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8",
@@ -191,7 +181,7 @@ CASES = [
     ),
     Case(
         "gpt-oss-20b + EAGLE3, radix off, --max-running-requests 16 (SWA request cap), TP 1",
-        _gpt_oss_swa_cap(example_dir("gpt-oss-20b-eagle3", "draft")),
+        gpt_oss_swa_cap(example_dir("gpt-oss-20b-eagle3", "draft")),
         _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
         "SWARequestCapPoolConfigurator",
         device_gib=79.0,
@@ -200,7 +190,7 @@ CASES = [
     Case(
         "gpt-oss-20b + EAGLE3 of 16 KV heads, radix off, --max-running-requests 16 (SWA "
         "request cap), TP 1",
-        _gpt_oss_swa_cap(
+        gpt_oss_swa_cap(
             lambda tmp: draft_config(tmp / "kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16)
         ),
         _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
@@ -351,11 +341,9 @@ def _fit(target: Any, drafts: list[Any]) -> tuple[Any, int, list[Any]]:
 def evaluate(case: Case, tmp: Path) -> Result:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
     from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
-    with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
-        layout = published_layout(**resolved(case.args, tmp))
+    layout = published(case.args, tmp)
     target, drafts = layout.target, list(layout.drafts)
     if case.pp_stage is not None:
         at_pp_stage(target, *case.pp_stage)
@@ -426,34 +414,14 @@ def evaluate(case: Case, tmp: Path) -> Result:
     )
 
 
-@pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
-    root = tmp_path_factory.mktemp("step-aside")
-    results = {
-        case.name: evaluate(case, root / str(i)) for i, case in enumerate(CASES) if not case.skip
-    }
-    table = render_table(results.values())
-    print("\n" + table)
-    path = os.environ.get("SPECINIT_STEP_ASIDE_TABLE")
-    if path:
-        Path(path).write_text(table)
-    return results
-
-
-def render_table(results: Any) -> str:
-    header = ("case", "stock reserve for the draft B/row", "draft allocates B/row",
-              "resident at profiling stock -> plugin", "binds early", "tokens stock -> plugin",
-              "budget use stock -> plugin")  # fmt: skip
-    return markdown_table(header, [
-        (r.case.name, f"{r.stock_draft_reserve:,.1f}", f"{r.draft_per_row:,.1f}",
-         f"{r.resident_stock / GIB:,.3f} -> {r.resident_plugin / GIB:,.3f} GiB",
-         "yes" if r.binds else "no: " + r.reserve_gap.split(":")[0],
-         f"{r.stock_tokens:,} -> {r.plugin_tokens:,}",
-         f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} %")
-        for r in results
-    ])  # fmt: skip
-
-
+matrix = layout_matrix(
+    CASES, evaluate, "SPECINIT_STEP_ASIDE_TABLE",
+    ("stock reserve for the draft B/row", "draft allocates B/row",
+     "resident at profiling stock -> plugin", "binds early"),
+    lambda r: (f"{r.stock_draft_reserve:,.1f}", f"{r.draft_per_row:,.1f}",
+               f"{r.resident_stock / GIB:,.3f} -> {r.resident_plugin / GIB:,.3f} GiB",
+               "yes" if r.binds else "no: " + r.reserve_gap.split(":")[0]),
+)  # fmt: skip
 IDS = [c.name for c in CASES]
 
 
@@ -490,6 +458,8 @@ def test_never_worse_than_stock(matrix, name) -> None:
     r = _result(matrix, name)
     assert r.plugin_tokens >= r.stock_tokens
     assert r.resident_plugin <= r.resident_stock
+    if r.stock_used > r.budget:
+        assert r.plugin_used <= r.stock_used, r.reserve_gap or "bound early"
     if not r.binds:
         # Stock's sizing untouched: the same config, the same bytes.
         assert (r.plugin_tokens, r.plugin_used) == (r.stock_tokens, r.stock_used)
@@ -498,13 +468,6 @@ def test_never_worse_than_stock(matrix, name) -> None:
     if r.stock_used <= r.budget + r.padding:
         # Stock's rule leaves each pool's padding page out: all binding may add.
         assert r.plugin_used <= r.budget + r.padding
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_never_above_stocks_use_where_stock_overshoots(matrix, name) -> None:
-    r = _result(matrix, name)
-    if r.stock_used > r.budget:
-        assert r.plugin_used <= r.stock_used, r.reserve_gap or "bound early"
 
 
 def test_hisparse_mtp_draft_is_reserved_as_it_allocates(matrix) -> None:
@@ -539,9 +502,7 @@ UNIFIED = next(c for c in CASES if "unified" in c.tags)
 
 
 def _unified(tmp: Path, **changes: Any) -> Any:
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
-
-    return published_layout(**resolved({**UNIFIED.args, **changes}, tmp))
+    return published({**UNIFIED.args, **changes}, tmp)
 
 
 def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
@@ -600,31 +561,100 @@ def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
 def test_a_unified_memory_launch_binds_through_the_fused_check(tmp_path) -> None:
     from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
 
-    layout = _unified(tmp_path)
-
-    class Runner:  # test double: what bind_where_stock_sizes reads off a runner
-        def __init__(self, kvc: Any) -> None:
-            self._kvc = kvc
-            self.spec_aux_config = kvc.spec_aux_config
-            self.layer_info = kvc.layer_info
-            self.model_config = kvc.model_config
-            self.kv_cache_dtype = kvc.kv_cache_dtype
-
-        def init_kv_cache_configurator(self, draft_parallel_layout: Any = None) -> None:
-            self.kv_cache_configurator = self._kvc
-
-    target = Runner(layout.target)
-    drafts = [Runner(k) for k in layout.drafts]
-    scheduler = SimpleNamespace(
-        server_args=layout.server_args,
-        tp_worker=SimpleNamespace(model_runner=target),
-        draft_worker=SimpleNamespace(
-            draft_parallel_layout=None, draft_worker=SimpleNamespace(draft_runners=drafts)
-        ),
-    )
+    scheduler = _scheduler(_unified(tmp_path))
+    target = scheduler.tp_worker.model_runner
+    drafts = scheduler.draft_worker.draft_worker.draft_runners
     with mock.patch.object(scheduler_module, "bind_under_stock_sizing") as bind:
         scheduler_module.bind_where_stock_sizes(scheduler)
     (_, runners, gap), _ = bind.call_args
     assert runners == drafts
     assert gap == ""  # the layer check alone says "stock reserves 0 draft layer(s)"
     assert "kv_cache_configurator" not in target.__dict__  # put back as it was
+
+
+AVAILABLE = 20 * GIB  # test double's reading of what profiling leaves for the pools
+
+
+def _scheduler(layout: Any) -> Any:
+    """TEST DOUBLE of the scheduler as the pool phase reads it: an EAGLE3 spec worker holding
+    one draft runner, the target runner, the launch's ServerArgs."""
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    (draft,) = layout.drafts
+    return SimpleNamespace(
+        spec_algorithm=SpeculativeAlgorithm.EAGLE3,
+        server_args=layout.server_args,
+        draft_worker=SimpleNamespace(
+            speculative_algorithm=SpeculativeAlgorithm.EAGLE3,
+            draft_worker=SimpleNamespace(draft_runners=[RunnerDouble(draft)]),
+        ),
+        tp_worker=SimpleNamespace(model_runner=RunnerDouble(layout.target)),
+    )
+
+
+def _run_hook(layout: Any, sizing: Any, stock: Any, profile: Any = None) -> Any:
+    """The plugin's sizing hook on the target's configurator, ``sizing`` active, with a test
+    double for the profiling (``profile``; default: :data:`AVAILABLE`)."""
+    from sglang_specinit.phased.sizing_state import sizing_active
+    from sglang_specinit.sglang_0_5_23 import runtime_budget
+
+    target = layout.target
+    target.model = torch.nn.Module()  # test double: the target's weights are not loaded
+    profile = profile or (lambda self, pre: AVAILABLE)
+    with (
+        mock.patch.object(type(target), "_profile_available_bytes", profile),
+        sizing_active(sizing),
+    ):
+        return runtime_budget.resolve_memory_pool_config(stock, target, 79.0)
+
+
+def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls_short(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
+
+    kv16 = draft_config(tmp_path / "eagle3-kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16)
+    layout = published(gpt_oss_swa_cap(kv16), tmp_path)
+    scheduler = _scheduler(layout)
+    sizing = stage_sizing(scheduler)
+    stock_calls = []
+
+    def stock(kvc: Any, pre_model_load_memory: float) -> str:
+        stock_calls.append(kvc)
+        return "stock's config"
+
+    with caplog.at_level(logging.WARNING):
+        assert _run_hook(layout, sizing, stock) == "stock's config"
+    assert stock_calls == [layout.target] and sizing.plan is None
+    binding = getattr(scheduler, "_specinit_early_binding", None)
+    assert binding is not None, "the fallback ran no vetted binding"
+    assert not binding.bound and "a geometry of its own" in binding.skipped
+    (line,) = [r.getMessage() for r in caplog.records if "[specinit]" in r.getMessage()]
+    assert "SWARequestCapPoolConfigurator pools are not priced" in line
+    assert "not bound early (the draft stores KV in a geometry of its own" in line
+
+
+def test_a_priced_launch_binds_before_its_pool_is_profiled(tmp_path: Path) -> None:
+    """Llama-3.1-8B + EAGLE3: the hook prices the pools, then binds (once), then profiles."""
+    from sglang_specinit.live_sizing import DraftDescription
+    from sglang_specinit.phased.sizing_state import TargetSizing
+
+    layout = published(LLAMA_EAGLE3, tmp_path)
+    (draft,) = layout.drafts
+    runner = RunnerDouble(draft)
+    events: list[str] = []
+    sizing = TargetSizing(
+        draft=DraftDescription("EAGLE3", weight_runners=[runner], pool_runners=[runner])
+    )
+    sizing.bind_early = lambda priced: events.append(f"bind priced={priced}") or ""
+
+    def profile(self: Any, pre: float) -> int:
+        events.append("profile")
+        return AVAILABLE
+
+    def no_stock(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the hook fell back on stock sizing")
+
+    config = _run_hook(layout, sizing, no_stock, profile)
+    assert events == ["bind priced=True", "profile"]
+    assert sizing.plan is not None and config.max_total_num_tokens == sizing.plan.tokens

@@ -2,7 +2,7 @@
 
 Two choices 0.5.23's resolution accepts fail only once the ranks run: DSA's ``trtllm``
 backends off sm_100 / 103 / 107, and ``fa3`` off sm_9x (sm_8x for non-MLA). Each line relied on
-is a :class:`Source` (docs/planner.md; checked by ``test_planned_gpu_kernels_0523``).
+is a :class:`Source` (docs/planner.md; checked by ``test_planner_0523``).
 """
 
 from __future__ import annotations
