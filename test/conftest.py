@@ -34,8 +34,9 @@ def plan_every_started_launch(request: pytest.FixtureRequest) -> Iterator[None]:
     """After each test, ``plan`` on every launch it brought up with the plugin on: the planner
     must plan it (a launch that started is never refused), and the pair joins the table."""
     yield
-    if "harness.launch.started_launches" not in sys.modules:
-        return  # this process never launched anything
+    engine = sys.modules.get("harness.launch.engine")
+    if engine is None or not engine._started:
+        return  # nothing launched since the last test
     from harness.matrices.plan_verdicts import (
         VERDICT_PROPERTY,
         assert_planned_like_started,

@@ -7,7 +7,7 @@ Each sub-package's ``__init__`` says what every module does; by job:
 ``launch`` (starting SGLang, owning its processes): ``engine``, ``engine_driver``,
     ``server_process``, ``processes``, ``sglang_release``, ``multi_rank``, ``tp2_pair``,
     ``launch_0_5_23``, ``release_suite``, ``plugin_probe``, ``forward_hooks``,
-    ``started_launches``, ``site/``.
+    ``site/``.
 ``cpu_doubles`` (what a GPU-less machine lacks): ``shims``, ``faults``, ``unloaded_runner``,
     ``sgl_kernel_stub/``.
 ``reports`` (what the scheduler saw): ``scheduler_report``, ``report_reading``,

@@ -1,6 +1,6 @@
 """Starting SGLang for tests and owning its processes, on CPU (and, shared, on a GPU runner).
 
-- ``engine``: ``sglang.Engine`` and CPU ``launch_server`` helpers;
+- ``engine``: ``sglang.Engine`` and CPU ``launch_server``, and the launches they brought up;
 - ``engine_driver``: the child process that owns one ``sglang.Engine``;
 - ``server_process``: one ``launch_server`` process tree, CPU and GPU suite;
 - ``processes``: ports, process groups, logs;
@@ -11,6 +11,5 @@
 - ``release_suite``: what the generation suites share (fixtures, budget and plan checks);
 - ``plugin_probe``: a fresh interpreter that runs ``load_plugins()`` and reports;
 - ``forward_hooks``: the ``--forward-hooks`` factory the phased launches name;
-- ``started_launches``: the launches brought up with the plugin on (plan-vs-live table);
 - ``site/sitecustomize.py``: installs the harness's hooks in every process of a run.
 """

@@ -12,12 +12,12 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from harness.cpu_doubles import shims
+from harness.cpu_doubles import faults, shims
 from harness.launch.processes import format_rank_tails, kill_group, start_in_own_group, tail
 from harness.launch.server_process import (
+    PLUGIN_ENTRY_POINT,
     RunFiles,
     RunHandle,
     ServerHandle,
@@ -26,7 +26,6 @@ from harness.launch.server_process import (
     sglang_process_env,
 )
 from harness.launch.sglang_release import graphs_off_kwargs, release_tuple
-from harness.launch.started_launches import note_started
 from harness.reports import live_reports, scheduler_report
 
 DEFAULT_CAPACITY_BYTES = 256 << 20
@@ -114,14 +113,45 @@ def cpu_env(
     return env
 
 
+# Test doubles' switches that change what a launch does beyond its flags, and SGLang's opt-in to
+# pipeline stages with a draft (which ``plan`` refuses, issue #30): such launches are not planned.
+UNPLANNED_ENV = (
+    faults.FAIL_DRAFT_RANK_ENV,
+    faults.PAUSE_DRAFT_POOL_ENV,
+    shims.PER_DEVICE_CAPACITY_ENV,
+    "SGLANG_ENABLE_PP_SPEC",
+)
+# The launches that came up in this process with the plugin on, each once ever: the live side of
+# the plan-vs-live table (harness.matrices.plan_verdicts).
+_started: list[tuple[dict[str, Any], int]] = []
+_seen: set[str] = set()
+_started_lock = threading.Lock()
+
+
+def note_started(kwargs: Mapping[str, Any], env: Mapping[str, str], capacity_bytes: int) -> None:
+    if env.get("SGLANG_PLUGINS") != PLUGIN_ENTRY_POINT or any(k in env for k in UNPLANNED_ENV):
+        return
+    key = repr((sorted(kwargs.items()), capacity_bytes))
+    with _started_lock:
+        if key not in _seen:
+            _seen.add(key)
+            _started.append((dict(kwargs), capacity_bytes))
+
+
+def drain_started() -> list[tuple[dict[str, Any], int]]:
+    """The launches noted since the last call: (ServerArgs kwargs, device capacity)."""
+    with _started_lock:
+        started = list(_started)
+        _started.clear()
+    return started
+
+
 @dataclass
 class EngineHandle(RunHandle):
     """A running CPU Engine (in its driver process) and the files it writes."""
 
     proc: subprocess.Popen[str]
     files: RunFiles
-    engine_kwargs: dict[str, Any]
-    env: dict[str, str]
     startup_s: float = 0.0
     _replies: queue.Queue[str | None] = field(default_factory=queue.Queue)
 
@@ -141,39 +171,47 @@ class EngineHandle(RunHandle):
             )
         return json.loads(line)
 
-    def request(self, command: dict[str, Any]) -> Any:
-        """Send one command to the driver and return its ``result`` (raises on failure)."""
+    def server_info(self) -> dict[str, Any]:
+        """``Engine.get_server_info()``, asked of the driver (a line on its stdin)."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.write("server_info\n")
         self.proc.stdin.flush()
         reply = self._next(DEFAULT_REQUEST_TIMEOUT_S)
-        if not reply.get("ok"):
-            raise RuntimeError(
-                f"engine command {command.get('cmd')!r} failed:\n{reply.get('error')}"
-            )
+        if "error" in reply:
+            raise RuntimeError(f"Engine.get_server_info failed:\n{reply['error']}")
         return reply["result"]
 
-    def generate(self, prompts: list[str], max_new_tokens: int) -> list[dict[str, Any]]:
-        """Greedy ``Engine.generate`` on a list of prompts. Not for spec on CPU."""
-        params = {"max_new_tokens": max_new_tokens, "temperature": 0.0}
-        return self.request({"cmd": "generate", "prompts": prompts, "sampling_params": params})
 
-    def server_info(self) -> dict[str, Any]:
-        return self.request({"cmd": "server_info"})
-
-
-def _pump(stream: Any, sink: queue.Queue[str | None]) -> None:
-    for line in stream:
-        sink.put(line)
-    sink.put(None)
+def _cpu_launch(
+    model_path: str | os.PathLike[str],
+    files: RunFiles,
+    *,
+    server: bool,
+    plugin: bool,
+    capacity_bytes: int,
+    extra_env: Mapping[str, str] | None,
+    **overrides: Any,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The ServerArgs kwargs and the environment of a CPU ``sglang.Engine`` or, with
+    ``server``, a ``launch_server`` (no warm-up request, no generation in ``/health``)."""
+    if server:
+        overrides = {"skip_server_warmup": True, **overrides}
+        extra_env = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0", **(extra_env or {})}
+    kwargs = cpu_engine_kwargs(model_path, **overrides)
+    env = cpu_env(
+        plugin=plugin,
+        capacity_bytes=capacity_bytes,
+        report_dir=files.report_dir,
+        extra=extra_env,
+        tp_size=int(kwargs.get("tp_size") or 1),
+    )
+    return kwargs, env
 
 
 @contextmanager
 def cpu_engine(
     model_path: str | os.PathLike[str],
     *,
-    draft_model_path: str | os.PathLike[str] | None = None,
-    algorithm: str | None = None,
     plugin: bool = False,
     capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
     work_dir: str | os.PathLike[str] | None = None,
@@ -184,15 +222,14 @@ def cpu_engine(
 ) -> Iterator[EngineHandle]:
     """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block."""
     files = RunFiles.make(work_dir, "engine")
-    kwargs = cpu_engine_kwargs(
-        model_path, draft_model_path=draft_model_path, algorithm=algorithm, **engine_overrides
-    )
-    env = cpu_env(
+    kwargs, env = _cpu_launch(
+        model_path,
+        files,
+        server=False,
         plugin=plugin,
         capacity_bytes=capacity_bytes,
-        report_dir=files.report_dir,
-        extra=extra_env,
-        tp_size=int(kwargs.get("tp_size") or 1),
+        extra_env=extra_env,
+        **engine_overrides,
     )
     config_path = files.work_dir / "engine-config.json"
     config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
@@ -205,8 +242,14 @@ def cpu_engine(
         stdout=subprocess.PIPE,
         text=True,
     )
-    handle = EngineHandle(proc=proc, files=files, engine_kwargs=kwargs, env=env)
-    threading.Thread(target=_pump, args=(proc.stdout, handle._replies), daemon=True).start()
+    handle = EngineHandle(proc=proc, files=files)
+
+    def pump() -> None:
+        for line in proc.stdout or ():
+            handle._replies.put(line)
+        handle._replies.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
     try:
         started = time.monotonic()
         event = handle._next(startup_timeout_s)
@@ -246,33 +289,12 @@ def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
 
 
 def server_command(
-    model_path: str | os.PathLike[str],
-    *,
-    plugin: bool,
-    capacity_bytes: int,
-    report_dir: Path,
-    extra_env: Mapping[str, str] | None = None,
-    extra_args: list[str] | None = None,
-    **server_args: Any,
+    model_path: str | os.PathLike[str], files: RunFiles, **launch: Any
 ) -> tuple[list[str], dict[str, str], dict[str, Any]]:
     """``python -m sglang.launch_server`` on CPU (without ``--host`` / ``--port``), its
-    environment, and the ServerArgs kwargs its flags spell."""
-    kwargs = cpu_engine_kwargs(model_path, skip_server_warmup=True, **server_args)
-    argv = [
-        sys.executable,
-        "-m",
-        "sglang.launch_server",
-        *server_args_to_cli(kwargs),
-        *(extra_args or []),
-    ]
-    env = cpu_env(
-        plugin=plugin,
-        capacity_bytes=capacity_bytes,
-        report_dir=report_dir,
-        extra={"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0", **(extra_env or {})},
-        tp_size=int(kwargs.get("tp_size") or 1),
-    )
-    return argv, env, kwargs
+    environment and its ServerArgs kwargs; ``launch``: :func:`_cpu_launch`'s keywords."""
+    kwargs, env = _cpu_launch(model_path, files, server=True, **launch)
+    return [sys.executable, "-m", "sglang.launch_server", *server_args_to_cli(kwargs)], env, kwargs
 
 
 @contextmanager
@@ -283,15 +305,17 @@ def cpu_server(
     capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
     work_dir: str | os.PathLike[str] | None = None,
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+    extra_env: Mapping[str, str] | None = None,
     **server_args: Any,
 ) -> Iterator[ServerHandle]:
     """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port."""
     files = RunFiles.make(work_dir, "server")
     argv, env, kwargs = server_command(
         model_path,
+        files,
         plugin=plugin,
         capacity_bytes=capacity_bytes,
-        report_dir=files.report_dir,
+        extra_env=extra_env,
         **server_args,
     )
     # Its graceful drain takes ~6 s and there is nothing to save: a short grace.

@@ -24,20 +24,9 @@ def _send(channel: TextIO, payload: dict[str, Any]) -> None:
     channel.flush()
 
 
-def _handle(engine: Any, command: dict[str, Any]) -> dict[str, Any]:
-    name = command.get("cmd")
-    if name == "generate":
-        out = engine.generate(
-            prompt=command["prompts"], sampling_params=command.get("sampling_params") or {}
-        )
-        return {"ok": True, "result": out}
-    if name == "server_info":
-        return {"ok": True, "result": engine.get_server_info()}
-    return {"ok": False, "error": f"unknown command {name!r}"}
-
-
 def main(argv: list[str]) -> int:
-    """Run the Engine described by the JSON config file ``argv[1]`` and serve commands."""
+    """Run the Engine described by the JSON config file ``argv[1]``; answer each stdin line
+    with its ``get_server_info()``."""
     config = json.loads(Path(argv[1]).read_text())
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     log_fd = os.open(config["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -71,13 +60,11 @@ def main(argv: list[str]) -> int:
     _send(channel, {"event": "ready", "pid": os.getpid(), "startup_s": time.monotonic() - started})
 
     try:
-        for line in sys.stdin:
-            command = json.loads(line)
+        for _ in sys.stdin:
             try:
-                reply = _handle(engine, command)
+                _send(channel, {"result": engine.get_server_info()})
             except BaseException:
-                reply = {"ok": False, "error": traceback.format_exc()}
-            _send(channel, reply)
+                _send(channel, {"error": traceback.format_exc()})
     finally:
         engine.shutdown()
         _send(channel, {"event": "shutdown"})

@@ -73,13 +73,13 @@ def run_server_to_end(
     report_dir, log_path = files.report_dir, files.log_path
     argv, env, _ = engine.server_command(
         model_path,
+        files,
         plugin=plugin,
         capacity_bytes=capacity_bytes,
-        report_dir=report_dir,
         extra_env=extra_env,
-        extra_args=["--host", "127.0.0.1", "--port", str(free_port())],
         **server_args,
     )
+    argv += ["--host", "127.0.0.1", "--port", str(free_port())]
     proc = start_in_own_group(argv, log_path=log_path, env=env, cwd=work_dir)
     started = time.monotonic()
     if on_start is not None:
