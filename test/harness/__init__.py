@@ -5,7 +5,7 @@ Each sub-package's ``__init__`` says what every module does; by job:
     ``tiny_vocab``, ``llama_layout``, ``llama_family``, ``eagle_drafts``, ``deepseek_mla``,
     ``mimo_v2_mtp``, ``gemma4_mtp``, ``tiny_configs``, ``published_configs``.
 ``launch`` (starting SGLang, owning its processes): ``engine``, ``engine_driver``,
-    ``server_process``, ``processes``, ``sglang_release``, ``multi_rank``, ``tp2_pair``,
+    ``server_process``, ``processes``, ``sglang_release``, ``tp2_pair``,
     ``launch_0_5_23``, ``release_suite``, ``plugin_probe``, ``forward_hooks``,
     ``site/``.
 ``cpu_doubles`` (what a GPU-less machine lacks): ``shims``, ``faults``, ``unloaded_runner``,

@@ -60,26 +60,29 @@ class MeterReading:
     free_bytes: int
 
 
-def live_cpu_tensor_bytes() -> int:
-    """Bytes of every live CPU tensor storage in this process, each storage counted once."""
-    import torch
-
-    tensor_type = torch.Tensor
+def storage_bytes(tensors: Any, device: str | None = None) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (on ``device``), each counted once."""
     storages: dict[int, int] = {}
-    for obj in gc.get_objects():
-        # type() rather than isinstance(): proxies may run code from __class__.
-        if not issubclass(type(obj), tensor_type):
-            continue
+    for tensor in tensors:
         try:
-            if obj.device.type != "cpu":
+            if device is not None and tensor.device.type != device:
                 continue
-            storage = obj.untyped_storage()
+            storage = tensor.untyped_storage()
             ptr = storage.data_ptr()
             if ptr:
                 storages[ptr] = max(storages.get(ptr, 0), storage.nbytes())
         except Exception:  # tensors without storage (meta, sparse, functional wrappers)
             continue
     return sum(storages.values())
+
+
+def live_cpu_tensor_bytes() -> int:
+    """Bytes of every live CPU tensor storage in this process, each storage counted once."""
+    import torch
+
+    # type() rather than isinstance(): proxies may run code from __class__.
+    live = (o for o in gc.get_objects() if issubclass(type(o), torch.Tensor))
+    return storage_bytes(live, "cpu")
 
 
 class SimulatedDeviceMemory:

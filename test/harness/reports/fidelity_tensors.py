@@ -6,6 +6,8 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
+from harness.reports.scheduler_report import tensors_in
+
 TENSOR_REPORT_ENV = "SPECINIT_TEST_TENSOR_REPORT"
 
 
@@ -97,24 +99,6 @@ def model_tensors(runners: list[Any], spec_worker: Any | None) -> dict[str, dict
     return out
 
 
-def _direct_tensors(obj: Any) -> Iterator[Any]:
-    """Tensors an object holds in its attributes, directly or in lists/tuples/dicts."""
-    import torch
-
-    def walk(value: Any, depth: int) -> Iterator[Any]:
-        if isinstance(value, torch.Tensor):
-            yield value
-        elif depth < 3 and isinstance(value, (list, tuple)):
-            for item in value:
-                yield from walk(item, depth + 1)
-        elif depth < 3 and isinstance(value, dict):
-            for item in value.values():
-                yield from walk(item, depth + 1)
-
-    for value in vars(obj).values():
-        yield from walk(value, 0)
-
-
 def _is_pool(obj: Any) -> bool:
     return type(obj).__module__.startswith("sglang.srt.mem_cache") and hasattr(obj, "size")
 
@@ -140,7 +124,7 @@ def kv_pool_buffers(pool: Any) -> dict[str, Any] | None:
         size, page = getattr(sub, "size", None), getattr(sub, "page_size", None) or 1
         rows = size + page if isinstance(size, int) else None
         token_bytes = other_bytes = buffers = 0
-        for tensor in _direct_tensors(sub):
+        for tensor in tensors_in(list(vars(sub).values())):
             key = _storage_key(tensor)
             if key is None or key[0] in seen_storages:
                 continue

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.cpu_doubles import shims
+
 REPORT_DIR_ENV = "SPECINIT_TEST_REPORT_DIR"
 _SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
 _INIT_MEMORY_POOL = (
@@ -39,34 +41,22 @@ def server_args_fields(server_args: Any) -> dict[str, Any]:
     )
 
 
-def _storage_bytes(tensors: list[Any]) -> int:
-    """Bytes of the distinct storages behind ``tensors`` (views and shared weights once)."""
-    seen: dict[int, int] = {}
-    for t in tensors:
-        try:
-            st = t.untyped_storage()
-            if st.data_ptr():
-                seen[st.data_ptr()] = max(seen.get(st.data_ptr(), 0), st.nbytes())
-        except Exception:
-            continue
-    return sum(seen.values())
-
-
-def _tensors_in(value: Any) -> list[Any]:
+def tensors_in(value: Any) -> list[Any]:
+    """The tensors in ``value``: itself, or held in (nested) lists, tuples and dicts."""
     import torch
 
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors_in(v)]
+        return [t for v in value for t in tensors_in(v)]
     if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors_in(v)]
+        return [t for v in value.values() for t in tensors_in(v)]
     return []
 
 
 def _buffer_bytes(buffers: Any) -> int:
     """``numel * itemsize`` summed over a list of per-layer K (or V) buffers."""
-    return sum(t.numel() * t.element_size() for t in _tensors_in(buffers))
+    return sum(t.numel() * t.element_size() for t in tensors_in(buffers))
 
 
 def kv_pool_summary(pool: Any) -> dict[str, Any] | None:
@@ -85,7 +75,7 @@ def kv_pool_summary(pool: Any) -> dict[str, Any] | None:
     if hasattr(pool, "kv_buffer"):  # MLA pools keep one latent buffer per layer
         out["kv_buffer_bytes"] = _buffer_bytes(pool.kv_buffer)
     # Every tensor the pool object holds directly (works for MLA/hybrid pools too).
-    out["storage_bytes"] = _storage_bytes([t for v in vars(pool).values() for t in _tensors_in(v)])
+    out["storage_bytes"] = shims.storage_bytes(tensors_in(list(vars(pool).values())))
     return out
 
 
@@ -125,7 +115,7 @@ def model_runner_summary(runner: Any) -> dict[str, Any]:
     model = getattr(runner, "model", None)
     weights, params, buffers, hooked = 0, {}, {}, []
     if model is not None:
-        weights = _storage_bytes([*model.parameters(), *model.buffers()])
+        weights = shims.storage_bytes([*model.parameters(), *model.buffers()])
         params = named_tensor_bytes(model.named_parameters())
         buffers = named_tensor_bytes(model.named_buffers())
         # Modules carrying a forward hook (``--forward-hooks`` registers them on each runner).
@@ -215,8 +205,6 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
     # Read before importing anything of the package below (a stock launch never imports it).
     specinit_loaded = any(m.startswith("sglang_specinit") for m in sys.modules)
     from sglang_specinit.hooks import hook_registry_state
-
-    from harness.cpu_doubles import shims
 
     state: dict[str, Any] = {
         "pid": os.getpid(),
