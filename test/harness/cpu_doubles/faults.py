@@ -66,22 +66,14 @@ def paused_draft_pool(original: Callable[..., Any], runner: Any, *args: Any, **k
     return original(runner, *args, **kwargs)
 
 
-_registered = False
-
-
-def register_fault_hooks() -> None:
-    """Register the doubles whose environment variable is set (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
-
-    source = HookSource(plugin_name="specinit-test-faults", dist_name=None)
+def fault_hooks() -> list[tuple[str, Callable[..., Any], str]]:
+    """The doubles whose environment variable is set: (target, hook, HookType name)."""
+    hooks: list[tuple[str, Callable[..., Any], str]] = []
     if os.environ.get(FAIL_DRAFT_RANK_ENV):
-        HookRegistry.register(_LOAD_MODEL, failing_draft_load, HookType.AROUND, source=source)
+        hooks.append((_LOAD_MODEL, failing_draft_load, "AROUND"))
     if os.environ.get(PAUSE_DRAFT_POOL_ENV):
         from harness.launch.sglang_release import runs_0_5_23
 
         target = _ALLOC_MEMORY_POOL_0_5_23 if runs_0_5_23() else _INIT_MEMORY_POOL
-        HookRegistry.register(target, paused_draft_pool, HookType.AROUND, source=source)
-    _registered = True
+        hooks.append((target, paused_draft_pool, "AROUND"))
+    return hooks

@@ -271,36 +271,26 @@ def model_parallel_group_without_pynccl(
     return original(*bound.args, **bound.kwargs)
 
 
-_registered = False
-
-
-def register_shims() -> None:
-    """Register every shim with SGLang's ``HookRegistry`` (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
-
+def shim_hooks() -> list[tuple[str, Callable[..., Any], str]]:
+    """(target, hook, HookType name) of every shim, for the harness's sitecustomize."""
     from harness.launch.sglang_release import imports_sgl_kernel_cpu_ops
 
-    source = HookSource(plugin_name="specinit-test-shims", dist_name=None)
+    hooks: list[tuple[str, Callable[..., Any], str]] = []
     if not imports_sgl_kernel_cpu_ops():
         # 0.5.16+ runs its KV warm-up through the sgl_kernel test double: 0.5.13.x-only.
         os.environ.setdefault(NATIVE_MOVE_KV_ENV, "1")
-        HookRegistry.register(
-            _HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, HookType.REPLACE, source=source
-        )
+        hooks.append((_HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, "REPLACE"))
     # Both releases: the draft's set_embed_and_head (Llama EAGLE in 0.5.13.x, MiMo-V2 MTP in
     # 0.5.23) calls torch.cuda.synchronize unconditionally.
     for name, hook, kind in (
-        ("cuda_sync", cuda_synchronize_without_device, HookType.AROUND),
-        ("available", simulated_get_available_gpu_memory, HookType.AROUND),
-        ("capacity", simulated_get_device_memory_capacity, HookType.AROUND),
-        ("bind_device", bind_scheduler_device, HookType.BEFORE),
-        ("no_pynccl", model_parallel_group_without_pynccl, HookType.AROUND),
+        ("cuda_sync", cuda_synchronize_without_device, "AROUND"),
+        ("available", simulated_get_available_gpu_memory, "AROUND"),
+        ("capacity", simulated_get_device_memory_capacity, "AROUND"),
+        ("bind_device", bind_scheduler_device, "BEFORE"),
+        ("no_pynccl", model_parallel_group_without_pynccl, "AROUND"),
     ):
-        HookRegistry.register(_HOOK_TARGETS[name], hook, kind, source=source)
-    _registered = True
+        hooks.append((_HOOK_TARGETS[name], hook, kind))
+    return hooks
 
 
 def shim_targets() -> list[str]:

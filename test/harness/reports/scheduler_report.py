@@ -289,28 +289,17 @@ def snapshot_at_pool_sizing(runner: Any, *args: Any, **kwargs: Any) -> None:
     _snapshot_target_config("at_pool_sizing", runner)
 
 
-_registered = False
-
-
-def register_report_hooks() -> None:
-    """Register the report hooks with ``HookRegistry`` (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
-
+def report_hooks() -> list[tuple[str, Callable[..., Any], str]]:
+    """(target, hook, HookType name) of the report hooks, for the harness's sitecustomize."""
     from harness.launch.sglang_release import sglang_release
 
-    hooks = [
-        (f"{_SCHEDULER}.get_init_info", report_before_get_init_info, HookType.BEFORE),
-        (f"{_SCHEDULER}.__init__", report_scheduler_init_failure, HookType.AROUND),
+    hooks: list[tuple[str, Callable[..., Any], str]] = [
+        (f"{_SCHEDULER}.get_init_info", report_before_get_init_info, "BEFORE"),
+        (f"{_SCHEDULER}.__init__", report_scheduler_init_failure, "AROUND"),
     ]
     # The config snapshots name 0.5.13.x methods (0.5.23 has neither the mixin module nor
     # configure_kv_cache_dtype); the fidelity matrix that reads them runs on 0.5.13.x only.
     if sglang_release()[:3] == (0, 5, 13):
-        hooks.append((_CONFIGURE_KV_CACHE_DTYPE, snapshot_before_pool, HookType.AFTER))
-        hooks.append((_INIT_MEMORY_POOL, snapshot_at_pool_sizing, HookType.BEFORE))
-    source = HookSource(plugin_name="specinit-test-report", dist_name=None)
-    for target, hook, kind in hooks:
-        HookRegistry.register(target, hook, kind, source=source)
-    _registered = True
+        hooks.append((_CONFIGURE_KV_CACHE_DTYPE, snapshot_before_pool, "AFTER"))
+        hooks.append((_INIT_MEMORY_POOL, snapshot_at_pool_sizing, "BEFORE"))
+    return hooks
