@@ -18,8 +18,8 @@ if _TEST_DIR not in sys.path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``slow`` tests run only with ``SPECINIT_TEST_SLOW=1`` (:mod:`harness.selection`)."""
-    from harness.selection import slow_enabled, slow_skip_reason
+    """``slow`` tests run only with ``SPECINIT_TEST_SLOW=1`` (:mod:`harness.releases`)."""
+    from harness.releases import slow_enabled, slow_skip_reason
 
     if slow_enabled():
         return

@@ -15,7 +15,6 @@ CAPACITY_ENV = "SPECINIT_TEST_DEVICE_CAPACITY_BYTES"
 # Comma-separated capacities indexed by gpu id ("268435456,243269632": device 1 has 24 MiB
 # less); gpu ids without an entry use CAPACITY_ENV.
 PER_DEVICE_CAPACITY_ENV = "SPECINIT_TEST_DEVICE_CAPACITIES_BYTES"
-FULL_GC_ENV = "SPECINIT_TEST_METER_FULL_GC"
 NATIVE_MOVE_KV_ENV = "SGLANG_NATIVE_MOVE_KV_CACHE"
 DEFAULT_CAPACITY_BYTES = 256 << 20
 _MAX_READINGS = 2000
@@ -88,27 +87,18 @@ def live_cpu_tensor_bytes() -> int:
 class SimulatedDeviceMemory:
     """A deterministic "device" of fixed capacity whose usage is this process's CPU tensors."""
 
-    def __init__(
-        self, capacity_bytes: int, *, full_gc: bool = False, gpu_id: int | None = None
-    ) -> None:
-        if capacity_bytes <= 0:
-            raise ValueError(f"capacity must be positive, got {capacity_bytes}")
+    def __init__(self, capacity_bytes: int) -> None:
         self.capacity_bytes = int(capacity_bytes)
-        self.full_gc = full_gc
         # The device this meter stands for (None until a scheduler binds it).
-        self.gpu_id = gpu_id
+        self.gpu_id: int | None = None
         self.readings: list[MeterReading] = []
         self._lock = threading.Lock()
 
     def used_bytes(self, *, collect: bool = True) -> int:
         """Bytes currently used on the simulated device (live CPU tensor storages)."""
         if collect:
-            gc.collect(2 if self.full_gc else 1)
+            gc.collect(1)
         return live_cpu_tensor_bytes()
-
-    def free_bytes(self, *, collect: bool = True) -> int:
-        """Simulated free bytes; negative when the process holds more than the capacity."""
-        return self.capacity_bytes - self.used_bytes(collect=collect)
 
     def record(self, *, collect: bool) -> MeterReading:
         """Measure, remember who asked (first frame outside the hook machinery), return it."""
@@ -177,8 +167,7 @@ def device_meter() -> SimulatedDeviceMemory:
     global _meter
     with _meter_lock:
         if _meter is None:
-            full_gc = os.environ.get(FULL_GC_ENV, "") == "1"
-            _meter = SimulatedDeviceMemory(capacity_for_device(None), full_gc=full_gc)
+            _meter = SimulatedDeviceMemory(capacity_for_device(None))
         return _meter
 
 

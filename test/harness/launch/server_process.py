@@ -39,7 +39,6 @@ CPU_DOUBLE_VARIABLES = (
     shims.SHIMS_ENV,
     shims.CAPACITY_ENV,
     shims.PER_DEVICE_CAPACITY_ENV,
-    shims.FULL_GC_ENV,
     shims.NATIVE_MOVE_KV_ENV,
     faults.FAIL_DRAFT_RANK_ENV,
     faults.PAUSE_DRAFT_POOL_ENV,
