@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import queue
+import select
 import subprocess
 import sys
 import threading
@@ -41,7 +41,6 @@ from harness.reports import live_reports, scheduler_report
 
 DEFAULT_CAPACITY_BYTES = 256 << 20
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
-DEFAULT_REQUEST_TIMEOUT_S = 120.0
 # Per-test bound for tests that start one Engine/server: trips only on a hang.
 ENGINE_TEST_TIMEOUT_S = 300
 # Draft workers built by DraftBackendFactory, which has no torch_native entry.
@@ -164,33 +163,13 @@ class EngineHandle(RunHandle):
     proc: subprocess.Popen[str]
     files: RunFiles
     startup_s: float = 0.0
-    _replies: queue.Queue[str | None] = field(default_factory=queue.Queue)
-
-    def _next(self, timeout_s: float) -> dict[str, Any]:
-        try:
-            line = self._replies.get(timeout=timeout_s)
-        except queue.Empty:
-            raise TimeoutError(
-                f"no reply from the engine driver in {timeout_s:.0f} s\n"
-                f"{format_rank_tails(tail(self.log_path, 100_000))}"
-            ) from None
-        if line is None:
-            raise SGLangStartError(
-                f"engine driver exited (rc={self.proc.poll()})",
-                log_tail=self.log_tail(),
-                reports=self.scheduler_reports(),
-            )
-        return json.loads(line)
+    ready: dict[str, Any] = field(default_factory=dict)
 
     def server_info(self) -> dict[str, Any]:
-        """``Engine.get_server_info()``, asked of the driver (a line on its stdin)."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("server_info\n")
-        self.proc.stdin.flush()
-        reply = self._next(DEFAULT_REQUEST_TIMEOUT_S)
-        if "error" in reply:
-            raise RuntimeError(f"Engine.get_server_info failed:\n{reply['error']}")
-        return reply["result"]
+        """``Engine.get_server_info()`` once the Engine was up."""
+        if "server_info_error" in self.ready:
+            raise RuntimeError(f"Engine.get_server_info failed:\n{self.ready['server_info_error']}")
+        return self.ready["server_info"]
 
 
 def _cpu_launch(
@@ -254,16 +233,16 @@ def cpu_engine(
         text=True,
     )
     handle = EngineHandle(proc=proc, files=files)
-
-    def pump() -> None:
-        for line in proc.stdout or ():
-            handle._replies.put(line)
-        handle._replies.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
     try:
         started = time.monotonic()
-        event = handle._next(startup_timeout_s)
+        assert proc.stdout is not None
+        if not select.select([proc.stdout], [], [], startup_timeout_s)[0]:
+            raise TimeoutError(
+                f"the Engine was not up in {startup_timeout_s:.0f} s\n"
+                f"{format_rank_tails(tail(files.log_path, 100_000))}"
+            )
+        line = proc.stdout.readline()
+        event = json.loads(line) if line else {"traceback": f"driver exited (rc={proc.poll()})"}
         if event.get("event") != "ready":
             raise SGLangStartError(
                 f"Engine failed to start:\n{event.get('traceback', event)}",
@@ -271,6 +250,7 @@ def cpu_engine(
                 reports=handle.scheduler_reports(),
             )
         handle.startup_s = time.monotonic() - started
+        handle.ready = event
         note_started(kwargs, env, capacity_bytes)
         yield handle
     finally:

@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any, TextIO
@@ -25,8 +24,8 @@ def _send(channel: TextIO, payload: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Run the Engine described by the JSON config file ``argv[1]``; answer each stdin line
-    with its ``get_server_info()``."""
+    """Run the Engine described by the JSON config file ``argv[1]``; one JSON line on stdout says
+    it is up (with its ``get_server_info()``) or why not."""
     config = json.loads(Path(argv[1]).read_text())
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     log_fd = os.open(config["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -51,23 +50,20 @@ def main(argv: list[str]) -> int:
     from harness.launch.engine_driver import on_child_sigquit as handler
 
     logger.info("calling sglang.Engine")
-    started = time.monotonic()
     try:
         engine = sglang.Engine(**config["engine_kwargs"], custom_sigquit_handler=handler)
     except BaseException:
         _send(channel, {"event": "error", "traceback": traceback.format_exc()})
         return 1
-    _send(channel, {"event": "ready", "pid": os.getpid(), "startup_s": time.monotonic() - started})
-
     try:
-        for _ in sys.stdin:
-            try:
-                _send(channel, {"result": engine.get_server_info()})
-            except BaseException:
-                _send(channel, {"error": traceback.format_exc()})
+        ready = {"event": "ready", "server_info": engine.get_server_info()}
+    except BaseException:
+        ready = {"event": "ready", "server_info_error": traceback.format_exc()}
+    _send(channel, ready)
+    try:
+        sys.stdin.read()  # until the harness closes the pipe (or ends the process group)
     finally:
         engine.shutdown()
-        _send(channel, {"event": "shutdown"})
     return 0
 
 

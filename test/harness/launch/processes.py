@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -32,15 +33,9 @@ def free_port(attempts: int = 200) -> int:
     raise RuntimeError(f"no free port <= {MAX_HTTP_PORT} found in {attempts} attempts")
 
 
-def _prctl() -> Any:
-    """libc's ``prctl``, loaded in the parent: a ``preexec_fn`` must not import (another thread
-    of a launching process can hold the import lock at fork, and the child then waits forever)."""
-    import ctypes
-
-    return ctypes.CDLL("libc.so.6", use_errno=True).prctl
-
-
-_PRCTL = _prctl() if sys.platform == "linux" else None
+# libc's ``prctl``, loaded here: a ``preexec_fn`` must not import (another thread of a launching
+# process can hold the import lock at fork, and the child then waits forever).
+_PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl if sys.platform == "linux" else None
 
 
 def die_with_parent() -> None:
@@ -51,9 +46,7 @@ def die_with_parent() -> None:
 
 def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux only)."""
-    if sys.platform != "linux":
-        return False
-    return _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _PRCTL is not None and _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def start_in_own_group(

@@ -237,12 +237,13 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
     return state
 
 
-def write_report(state: dict[str, Any], suffix: str = "") -> Path | None:
-    """Write ``state`` to ``$SPECINIT_TEST_REPORT_DIR/scheduler-<pid><suffix>.json`` atomically."""
+def write_report(state: dict[str, Any], name: str | None = None) -> Path | None:
+    """Write ``state`` to ``$SPECINIT_TEST_REPORT_DIR/<name>`` (``scheduler-<pid>.json``)
+    atomically."""
     directory = os.environ.get(REPORT_DIR_ENV)
     if not directory:
         return None
-    path = Path(directory) / f"scheduler-{os.getpid()}{suffix}.json"
+    path = Path(directory) / (name or f"scheduler-{os.getpid()}.json")
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state, indent=1, default=repr))
     tmp.replace(path)
@@ -266,7 +267,7 @@ def report_scheduler_init_failure(
         except Exception:
             state = {"pid": os.getpid(), "collect_error": traceback.format_exc()}
         state["error"] = traceback.format_exc()
-        write_report(state, suffix="-error")
+        write_report(state, f"scheduler-{os.getpid()}-error.json")
         raise
 
 
