@@ -156,7 +156,6 @@ def draft_worker_summary(spec_worker: Any) -> dict[str, Any] | None:
     controller = getattr(spec_worker, "adaptive_controller", None)
     return {
         "worker_class": type(spec_worker).__name__,
-        "draft_class": type(draft).__name__ if draft is not None else None,
         "hot_token_id_len": int(hot.numel()) if hot is not None else None,
         "adaptive_state_steps": sorted(controller._states) if controller is not None else None,
     }
@@ -216,7 +215,7 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
     if scheduler is not None:
         spec = getattr(scheduler, "spec_algorithm", None)
         numbers = ("max_total_num_tokens", "max_running_requests", "max_req_len")
-        numbers += ("max_req_input_len", "max_prefill_tokens")
+        numbers += ("max_req_input_len",)
         state["scheduler"] = {
             "spec_algorithm": getattr(spec, "name", None) if spec is not None else None,
             **{k: getattr(scheduler, k, None) for k in numbers},
