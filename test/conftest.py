@@ -89,23 +89,17 @@ def engine_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     in_worker = "PYTEST_XDIST_WORKER" in os.environ
     wanted: list[tuple[str, bool]] = []
     for item in request.session.items:
+        marker = item.get_closest_marker("launches")  # the (kind, plugin) launches it reads
+        if marker is None or item.get_closest_marker("skip") is not None:
+            continue
         if in_worker and item.module is not request.module:
             continue
-        for key in launches_of(item):
+        # A test parametrized by draft kind reads that kind's launches ("{kind}" in the marker).
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for key in marker.args:
+            if key[0] == "{kind}" and "kind" in params:
+                key = (params["kind"], key[1])
             if key not in wanted:
                 wanted.append(key)
     prefetch(wanted, root)
     return lambda kind, plugin: launch(kind, plugin, root)
-
-
-def launches_of(item: pytest.Item) -> list[tuple[str, bool]]:
-    """The (kind, plugin) launches a test reads: its ``launches`` marker, else none known."""
-    marker = item.get_closest_marker("launches")
-    if marker is None or item.get_closest_marker("skip") is not None:
-        return []
-    keys = list(marker.args)
-    callspec = getattr(item, "callspec", None)
-    if callspec is not None and "kind" in callspec.params:
-        # A test parametrized by draft kind reads that kind's launches ("{kind}" in the marker).
-        keys = [(callspec.params["kind"], k[1]) if k[0] == "{kind}" else k for k in keys]
-    return keys

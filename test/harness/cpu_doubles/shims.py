@@ -29,11 +29,6 @@ _HOOK_TARGETS = {
 }
 
 
-def shims_enabled() -> bool:
-    """True when the environment asks for the CPU test doubles (``SPECINIT_TEST_SHIMS=1``)."""
-    return os.environ.get(SHIMS_ENV, "") == "1"
-
-
 def noop_kv_copy_and_warmup(self: Any) -> None:
     """REPLACE for ``MHATokenToKVPool._init_kv_copy_and_warmup``: skip the Triton warm-up."""
     self._kv_copy_config = None
@@ -227,22 +222,15 @@ def bind_scheduler_device(
 ) -> None:
     """BEFORE for ``Scheduler.__init__``: this scheduler process simulates device ``gpu_id``."""
     gpu_id = args[0] if args else kwargs.get("gpu_id")
-    if gpu_id is None:
-        gpu_id = _published_gpu_id()
+    if gpu_id is None:  # 0.5.23: the device its launcher published in this process
+        try:
+            from sglang.srt.runtime_context import get_device
+
+            gpu_id = get_device().gpu_id
+        except (ImportError, AttributeError, RuntimeError, ValueError):  # 0.5.13.x, or unset
+            pass
     if getattr(server_args, "device", None) == "cpu" and gpu_id is not None:
         bind_meter_to_device(int(gpu_id))
-
-
-def _published_gpu_id() -> int | None:
-    """0.5.23: the scheduler process's device as its launcher published it (None elsewhere)."""
-    try:
-        from sglang.srt.runtime_context import get_device
-    except ImportError:  # 0.5.13.x has no runtime context
-        return None
-    try:
-        return get_device().gpu_id
-    except (AttributeError, RuntimeError, ValueError):  # nothing published in this process
-        return None
 
 
 def model_parallel_group_without_pynccl(

@@ -102,15 +102,6 @@ def group_members(pgid: int) -> list[GroupMember]:
     return members
 
 
-def _reap_own_children_in(pgid: int) -> None:
-    """Collect the exit status of every child of this process that is in group ``pgid``."""
-    try:
-        while os.waitpid(-pgid, os.WNOHANG)[0]:
-            pass
-    except ChildProcessError:
-        pass
-
-
 def _signal_group(pgid: int, sig: int) -> bool:
     try:
         os.killpg(pgid, sig)
@@ -138,7 +129,11 @@ def kill_group(
         pass
     deadline = time.monotonic() + reap_timeout_s
     while True:
-        _reap_own_children_in(pgid)
+        try:  # collect the exit status of this process's children in the group
+            while os.waitpid(-pgid, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
         left = group_members(pgid)
         if not left or time.monotonic() > deadline:
             return left

@@ -47,12 +47,6 @@ def _storage_key(tensor: Any) -> tuple[int, int] | None:
     return (storage.data_ptr(), tensor.storage_offset())
 
 
-def _runner_label(runner: Any, index: int) -> str:
-    if getattr(runner, "is_draft_worker", False):
-        return "draft"
-    return "target" if index == 0 else f"runner{index}"
-
-
 def _named_tensors(runner: Any) -> Iterator[tuple[str, str, Any]]:
     model = getattr(runner, "model", None)
     if model is None:
@@ -86,8 +80,8 @@ def model_tensors(runners: list[Any], spec_worker: Any | None) -> dict[str, dict
         }
 
     for index, runner in enumerate(runners):
-        role = _runner_label(runner, index)
-        if role == "draft":
+        role = "target" if index == 0 else f"runner{index}"
+        if getattr(runner, "is_draft_worker", False):
             role = f"draft{drafts}"
             drafts += 1
         for kind, name, tensor in _named_tensors(runner):
@@ -99,10 +93,6 @@ def model_tensors(runners: list[Any], spec_worker: Any | None) -> dict[str, dict
     return out
 
 
-def _is_pool(obj: Any) -> bool:
-    return type(obj).__module__.startswith("sglang.srt.mem_cache") and hasattr(obj, "size")
-
-
 def _pools(pool: Any, seen: set[int]) -> Iterator[Any]:
     """``pool`` and the (sub-)pools it holds (hybrid SWA pools hold a full and an SWA pool)."""
     if id(pool) in seen:
@@ -110,7 +100,7 @@ def _pools(pool: Any, seen: set[int]) -> Iterator[Any]:
     seen.add(id(pool))
     yield pool
     for value in vars(pool).values():
-        if _is_pool(value):
+        if type(value).__module__.startswith("sglang.srt.mem_cache") and hasattr(value, "size"):
             yield from _pools(value, seen)
 
 

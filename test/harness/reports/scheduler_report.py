@@ -232,7 +232,8 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
         state.update(tensor_report(live_model_runners(), spec_worker))
     state["target_config_before_pool"] = _target_config.get("before_pool")
     state["target_config_at_pool_sizing"] = _target_config.get("at_pool_sizing")
-    state["meter"] = shims.device_meter().snapshot() if shims.shims_enabled() else None
+    shimmed = os.environ.get(shims.SHIMS_ENV) == "1"
+    state["meter"] = shims.device_meter().snapshot() if shimmed else None
     return state
 
 
