@@ -41,6 +41,7 @@ from harness.reports import live_reports, scheduler_report
 
 DEFAULT_CAPACITY_BYTES = 256 << 20
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
+DEFAULT_REQUEST_TIMEOUT_S = 120.0
 # Per-test bound for tests that start one Engine/server: trips only on a hang.
 ENGINE_TEST_TIMEOUT_S = 300
 # Draft workers built by DraftBackendFactory, which has no torch_native entry.
@@ -165,6 +166,34 @@ class EngineHandle(RunHandle):
     startup_s: float = 0.0
     ready: dict[str, Any] = field(default_factory=dict)
 
+    def _read(self, timeout_s: float) -> dict[str, Any]:
+        """The driver's next JSON line, within ``timeout_s``."""
+        assert self.proc.stdout is not None
+        if not select.select([self.proc.stdout], [], [], timeout_s)[0]:
+            raise TimeoutError(
+                f"no reply from the engine driver in {timeout_s:.0f} s\n"
+                f"{format_rank_tails(tail(self.log_path, 100_000))}"
+            )
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SGLangStartError(
+                f"engine driver exited (rc={self.proc.poll()})",
+                log_tail=self.log_tail(),
+                reports=self.scheduler_reports(),
+            )
+        return json.loads(line)
+
+    def generate(self, prompts: list[str], max_new_tokens: int) -> list[dict[str, Any]]:
+        """Greedy ``Engine.generate`` on a list of prompts. Not for spec on CPU."""
+        assert self.proc.stdin is not None
+        params = {"max_new_tokens": max_new_tokens, "temperature": 0.0}
+        self.proc.stdin.write(json.dumps({"prompts": prompts, "sampling_params": params}) + "\n")
+        self.proc.stdin.flush()
+        reply = self._read(DEFAULT_REQUEST_TIMEOUT_S)
+        if "error" in reply:
+            raise RuntimeError(f"Engine.generate failed:\n{reply['error']}")
+        return reply["result"]
+
     def server_info(self) -> dict[str, Any]:
         """``Engine.get_server_info()`` once the Engine was up."""
         if "server_info_error" in self.ready:
@@ -235,14 +264,7 @@ def cpu_engine(
     handle = EngineHandle(proc=proc, files=files)
     try:
         started = time.monotonic()
-        assert proc.stdout is not None
-        if not select.select([proc.stdout], [], [], startup_timeout_s)[0]:
-            raise TimeoutError(
-                f"the Engine was not up in {startup_timeout_s:.0f} s\n"
-                f"{format_rank_tails(tail(files.log_path, 100_000))}"
-            )
-        line = proc.stdout.readline()
-        event = json.loads(line) if line else {"traceback": f"driver exited (rc={proc.poll()})"}
+        event = handle._read(startup_timeout_s)
         if event.get("event") != "ready":
             raise SGLangStartError(
                 f"Engine failed to start:\n{event.get('traceback', event)}",

@@ -24,8 +24,9 @@ def _send(channel: TextIO, payload: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Run the Engine described by the JSON config file ``argv[1]``; one JSON line on stdout says
-    it is up (with its ``get_server_info()``) or why not."""
+    """Run the Engine described by the JSON config file ``argv[1]``: one JSON line on stdout says
+    it is up (with its ``get_server_info()``) or why not; then each stdin line is a generate
+    request, answered in a line."""
     config = json.loads(Path(argv[1]).read_text())
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     log_fd = os.open(config["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -61,7 +62,13 @@ def main(argv: list[str]) -> int:
         ready = {"event": "ready", "server_info_error": traceback.format_exc()}
     _send(channel, ready)
     try:
-        sys.stdin.read()  # until the harness closes the pipe (or ends the process group)
+        for line in sys.stdin:  # one generate request a line, until the harness ends the group
+            request = json.loads(line)
+            try:
+                prompt, params = request["prompts"], request["sampling_params"]
+                _send(channel, {"result": engine.generate(prompt=prompt, sampling_params=params)})
+            except BaseException:
+                _send(channel, {"error": traceback.format_exc()})
     finally:
         engine.shutdown()
     return 0
