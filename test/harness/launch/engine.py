@@ -164,7 +164,6 @@ class EngineHandle(RunHandle):
     proc: subprocess.Popen[str]
     files: RunFiles
     startup_s: float = 0.0
-    ready: dict[str, Any] = field(default_factory=dict)
 
     def _read(self, timeout_s: float) -> dict[str, Any]:
         """The driver's next JSON line, within ``timeout_s``."""
@@ -183,22 +182,23 @@ class EngineHandle(RunHandle):
             )
         return json.loads(line)
 
-    def generate(self, prompts: list[str], max_new_tokens: int) -> list[dict[str, Any]]:
-        """Greedy ``Engine.generate`` on a list of prompts. Not for spec on CPU."""
+    def request(self, command: dict[str, Any]) -> Any:
+        """Send one command to the driver and return its ``result`` (raises on failure)."""
         assert self.proc.stdin is not None
-        params = {"max_new_tokens": max_new_tokens, "temperature": 0.0}
-        self.proc.stdin.write(json.dumps({"prompts": prompts, "sampling_params": params}) + "\n")
+        self.proc.stdin.write(json.dumps(command) + "\n")
         self.proc.stdin.flush()
         reply = self._read(DEFAULT_REQUEST_TIMEOUT_S)
         if "error" in reply:
-            raise RuntimeError(f"Engine.generate failed:\n{reply['error']}")
+            raise RuntimeError(f"engine command {command['cmd']!r} failed:\n{reply['error']}")
         return reply["result"]
 
+    def generate(self, prompts: list[str], max_new_tokens: int) -> list[dict[str, Any]]:
+        """Greedy ``Engine.generate`` on a list of prompts. Not for spec on CPU."""
+        params = {"max_new_tokens": max_new_tokens, "temperature": 0.0}
+        return self.request({"cmd": "generate", "prompts": prompts, "sampling_params": params})
+
     def server_info(self) -> dict[str, Any]:
-        """``Engine.get_server_info()`` once the Engine was up."""
-        if "server_info_error" in self.ready:
-            raise RuntimeError(f"Engine.get_server_info failed:\n{self.ready['server_info_error']}")
-        return self.ready["server_info"]
+        return self.request({"cmd": "server_info"})
 
 
 def _cpu_launch(
@@ -272,7 +272,6 @@ def cpu_engine(
                 reports=handle.scheduler_reports(),
             )
         handle.startup_s = time.monotonic() - started
-        handle.ready = event
         note_started(kwargs, env, capacity_bytes)
         yield handle
     finally:

@@ -25,8 +25,8 @@ def _send(channel: TextIO, payload: dict[str, Any]) -> None:
 
 def main(argv: list[str]) -> int:
     """Run the Engine described by the JSON config file ``argv[1]``: one JSON line on stdout says
-    it is up (with its ``get_server_info()``) or why not; then each stdin line is a generate
-    request, answered in a line."""
+    it is up or why not; then each stdin line is a command (generate, server_info), answered in
+    a line."""
     config = json.loads(Path(argv[1]).read_text())
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     log_fd = os.open(config["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -56,17 +56,17 @@ def main(argv: list[str]) -> int:
     except BaseException:
         _send(channel, {"event": "error", "traceback": traceback.format_exc()})
         return 1
+    _send(channel, {"event": "ready"})
     try:
-        ready = {"event": "ready", "server_info": engine.get_server_info()}
-    except BaseException:
-        ready = {"event": "ready", "server_info_error": traceback.format_exc()}
-    _send(channel, ready)
-    try:
-        for line in sys.stdin:  # one generate request a line, until the harness ends the group
-            request = json.loads(line)
+        for line in sys.stdin:  # one command a line, until the harness ends the process group
+            command = json.loads(line)
             try:
-                prompt, params = request["prompts"], request["sampling_params"]
-                _send(channel, {"result": engine.generate(prompt=prompt, sampling_params=params)})
+                if command["cmd"] == "server_info":
+                    result = engine.get_server_info()
+                else:
+                    prompt, params = command["prompts"], command["sampling_params"]
+                    result = engine.generate(prompt=prompt, sampling_params=params)
+                _send(channel, {"result": result})
             except BaseException:
                 _send(channel, {"error": traceback.format_exc()})
     finally:
