@@ -207,8 +207,8 @@ def _cpu_launch(
     *,
     server: bool,
     plugin: bool,
-    capacity_bytes: int,
-    extra_env: Mapping[str, str] | None,
+    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    extra_env: Mapping[str, str] | None = None,
     **overrides: Any,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The ServerArgs kwargs and the environment of a CPU ``sglang.Engine`` or, with
@@ -317,19 +317,12 @@ def cpu_server(
     capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
     work_dir: str | os.PathLike[str] | None = None,
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
-    extra_env: Mapping[str, str] | None = None,
     **server_args: Any,
 ) -> Iterator[ServerHandle]:
     """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port."""
     files = RunFiles.make(work_dir, "server")
-    argv, env, kwargs = server_command(
-        model_path,
-        files,
-        plugin=plugin,
-        capacity_bytes=capacity_bytes,
-        extra_env=extra_env,
-        **server_args,
-    )
+    launch = {"plugin": plugin, "capacity_bytes": capacity_bytes, **server_args}
+    argv, env, kwargs = server_command(model_path, files, **launch)
     # Its graceful drain takes ~6 s and there is nothing to save: a short grace.
     try:
         with running_server(
@@ -387,20 +380,12 @@ def run_server_to_end(
     bound_s: float = 240.0,
     signal_on_marker: tuple[str, int] | None = None,
     on_start: Callable[[int], None] | None = None,
-    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
-    extra_env: Mapping[str, str] | None = None,
     **server_args: Any,
 ) -> EndedLaunch:
-    """Run ``launch_server`` on CPU until it exits, for launches that must end by themselves."""
+    """Run ``launch_server`` on CPU until it exits, for launches that must end by themselves;
+    ``server_args``: :func:`_cpu_launch`'s keywords too (``capacity_bytes``, ``extra_env``)."""
     files = RunFiles.make(work_dir, "server")
-    argv, env, _ = server_command(
-        model_path,
-        files,
-        plugin=plugin,
-        capacity_bytes=capacity_bytes,
-        extra_env=extra_env,
-        **server_args,
-    )
+    argv, env, _ = server_command(model_path, files, plugin=plugin, **server_args)
     argv += ["--host", "127.0.0.1", "--port", str(free_port())]
     proc = start_in_own_group(argv, log_path=files.log_path, env=env, cwd=work_dir)
     started = time.monotonic()
