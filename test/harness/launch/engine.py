@@ -398,7 +398,7 @@ def run_server_to_end(
             if elapsed > bound_s:
                 raise LaunchDidNotEnd(
                     f"launch still running after {bound_s:.0f} s (a rank may be waiting in a "
-                    f"collective)\n{format_rank_tails(_read(files.log_path))}"
+                    f"collective)\n{format_rank_tails(tail(files.log_path, 100_000))}"
                 )
             if (
                 signal_on_marker is not None
@@ -416,7 +416,7 @@ def run_server_to_end(
         return EndedLaunch(
             returncode=proc.returncode,
             elapsed_s=elapsed,
-            log=_read(files.log_path),
+            log=files.log_path.read_text(errors="replace"),
             reports=read_reports(files.report_dir),
             work_dir=work_dir,
             survivors=survivors,
@@ -425,10 +425,3 @@ def run_server_to_end(
         )
     finally:
         kill_group(proc, grace_s=3.0)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
-        return ""
