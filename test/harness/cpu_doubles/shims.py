@@ -255,7 +255,6 @@ def shim_hooks() -> list[tuple[str, Callable[..., Any], str]]:
     hooks: list[tuple[str, Callable[..., Any], str]] = []
     if not imports_sgl_kernel_cpu_ops():
         # 0.5.16+ runs its KV warm-up through the sgl_kernel test double: 0.5.13.x-only.
-        os.environ.setdefault(NATIVE_MOVE_KV_ENV, "1")
         hooks.append((_HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, "REPLACE"))
     # Both releases: the draft's set_embed_and_head (Llama EAGLE in 0.5.13.x, MiMo-V2 MTP in
     # 0.5.23) calls torch.cuda.synchronize unconditionally.
@@ -272,8 +271,4 @@ def shim_hooks() -> list[tuple[str, Callable[..., Any], str]]:
 
 def shim_targets() -> list[str]:
     """Dotted targets the shims hook (for asserting they were applied in a process)."""
-    from harness.launch.sglang_release import imports_sgl_kernel_cpu_ops
-
-    if imports_sgl_kernel_cpu_ops():
-        return [t for name, t in _HOOK_TARGETS.items() if name != "kv_copy"]
-    return list(_HOOK_TARGETS.values())
+    return [target for target, _, _ in shim_hooks()]
