@@ -18,8 +18,8 @@ if _TEST_DIR not in sys.path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``slow`` tests run only with ``SPECINIT_TEST_SLOW=1`` (:mod:`harness.selection`)."""
-    from harness.selection import slow_enabled, slow_skip_reason
+    """``slow`` tests run only with ``SPECINIT_TEST_SLOW=1`` (:mod:`harness.releases`)."""
+    from harness.releases import slow_enabled, slow_skip_reason
 
     if slow_enabled():
         return
@@ -34,8 +34,9 @@ def plan_every_started_launch(request: pytest.FixtureRequest) -> Iterator[None]:
     """After each test, ``plan`` on every launch it brought up with the plugin on: the planner
     must plan it (a launch that started is never refused), and the pair joins the table."""
     yield
-    if "harness.launch.started_launches" not in sys.modules:
-        return  # this process never launched anything
+    engine = sys.modules.get("harness.launch.engine")
+    if engine is None or not engine._started:
+        return  # nothing launched since the last test
     from harness.matrices.plan_verdicts import (
         VERDICT_PROPERTY,
         assert_planned_like_started,
@@ -88,23 +89,17 @@ def engine_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     in_worker = "PYTEST_XDIST_WORKER" in os.environ
     wanted: list[tuple[str, bool]] = []
     for item in request.session.items:
+        marker = item.get_closest_marker("launches")  # the (kind, plugin) launches it reads
+        if marker is None or item.get_closest_marker("skip") is not None:
+            continue
         if in_worker and item.module is not request.module:
             continue
-        for key in launches_of(item):
+        # A test parametrized by draft kind reads that kind's launches ("{kind}" in the marker).
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for key in marker.args:
+            if key[0] == "{kind}" and "kind" in params:
+                key = (params["kind"], key[1])
             if key not in wanted:
                 wanted.append(key)
     prefetch(wanted, root)
     return lambda kind, plugin: launch(kind, plugin, root)
-
-
-def launches_of(item: pytest.Item) -> list[tuple[str, bool]]:
-    """The (kind, plugin) launches a test reads: its ``launches`` marker, else none known."""
-    marker = item.get_closest_marker("launches")
-    if marker is None or item.get_closest_marker("skip") is not None:
-        return []
-    keys = list(marker.args)
-    callspec = getattr(item, "callspec", None)
-    if callspec is not None and "kind" in callspec.params:
-        # A test parametrized by draft kind reads that kind's launches ("{kind}" in the marker).
-        keys = [(callspec.params["kind"], k[1]) if k[0] == "{kind}" else k for k in keys]
-    return keys

@@ -5,9 +5,9 @@ Each sub-package's ``__init__`` says what every module does; by job:
     ``tiny_vocab``, ``llama_layout``, ``llama_family``, ``eagle_drafts``, ``deepseek_mla``,
     ``mimo_v2_mtp``, ``gemma4_mtp``, ``tiny_configs``, ``published_configs``.
 ``launch`` (starting SGLang, owning its processes): ``engine``, ``engine_driver``,
-    ``server_process``, ``processes``, ``sglang_release``, ``multi_rank``, ``tp2_pair``,
+    ``server_process``, ``processes``, ``sglang_release``, ``tp2_pair``,
     ``launch_0_5_23``, ``release_suite``, ``plugin_probe``, ``forward_hooks``,
-    ``started_launches``, ``site/``.
+    ``site/``.
 ``cpu_doubles`` (what a GPU-less machine lacks): ``shims``, ``faults``, ``unloaded_runner``,
     ``sgl_kernel_stub/``.
 ``reports`` (what the scheduler saw): ``scheduler_report``, ``report_reading``,
@@ -19,6 +19,6 @@ Each sub-package's ``__init__`` says what every module does; by job:
     ``dry_run``, ``broken_plugins``, ``time_budget``, ``downloads``.
 ``geometry`` (geometric pricing, a cross-check of built pools): ``kv_specs``, ``specs``,
     ``runner_kv_spec``.
-Modules: ``releases`` (every served release's row), ``mutants`` (mutations and the tests that
-must catch each; a CLI), ``selection`` (the ``slow`` set), ``code_size`` (lines and prose share).
+Modules: ``releases`` (every served release's row; the ``slow`` set), ``mutants`` (mutations
+and the tests that must catch each; a CLI), ``code_size`` (lines and prose share).
 """

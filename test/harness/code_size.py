@@ -1,7 +1,6 @@
 """How much of the product is code and how much is prose (docstrings and comment lines).
 
-Issue #29's budget: product lines and the prose share are measured here, one definition for the
-test and for anyone counting by hand (``python test/harness/code_size.py [root]``).
+Issue #29's budget, measured one way: ``python test/harness/code_size.py [root]``.
 """
 
 from __future__ import annotations
@@ -55,16 +54,11 @@ def file_size(path: Path) -> Size:
     return Size(text.count("\n"), len(prose))
 
 
-def tree_size(root: Path = PRODUCT) -> Size:
-    sizes = [file_size(p) for p in sorted(root.rglob("*.py"))]
-    return Size(sum(s.lines for s in sizes), sum(s.prose_lines for s in sizes))
-
-
 if __name__ == "__main__":
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else PRODUCT
     per_file = sorted(((file_size(p), p) for p in root.rglob("*.py")), key=lambda x: -x[0].lines)
     for size, path in per_file[:40]:
         name = path.relative_to(root)
         print(f"{size.prose_lines:5d} / {size.lines:5d}  {size.prose_share:5.1%}  {name}")
-    total = tree_size(root)
+    total = Size(sum(s.lines for s, _ in per_file), sum(s.prose_lines for s, _ in per_file))
     print(f"total: {total.lines} lines, {total.prose_lines} prose ({total.prose_share:.1%})")

@@ -24,7 +24,6 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -253,38 +252,22 @@ MUTANTS: tuple[Mutant, ...] = (
 BY_NAME = {m.name: m for m in MUTANTS}
 
 
-def mutated_copy(mutant: Mutant, root: Path, into: Path, *, apply: bool = True) -> Path:
-    """``root``'s ``python/`` copied under ``into`` with ``mutant`` applied (``apply=False``:
-    checked only, for a baseline run); its path."""
-    python = into / "python"
-    shutil.copytree(
-        root / "python", python, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-    )
-    path = python / "sglang_specinit" / mutant.file
-    text = path.read_text()
-    count = text.count(mutant.old)
-    if count != 1:
-        raise ValueError(f"{mutant.name}: the snippet occurs {count} times in {mutant.file}")
-    if apply:
-        path.write_text(text.replace(mutant.old, mutant.new))
-    return python
-
-
-@dataclass(frozen=True)
-class Outcome:
-    name: str
-    caught: bool
-    code: int
-    seconds: float
-    summary: str
-
-
-def run(mutant: Mutant, root: Path, *, apply: bool = True) -> Outcome:
-    """Run ``mutant``'s tests from ``root`` on a mutated copy of ``root``'s product
-    (``apply=False``: on the unmutated copy, where they must pass)."""
-    started = time.monotonic()
+def run(mutant: Mutant, root: Path, *, apply: bool = True) -> tuple[int, bool, str]:
+    """Run ``mutant``'s tests from ``root`` on a copy of ``root``'s ``python/`` with the mutant
+    applied (``apply=False``: unmutated, where they must pass): pytest's exit code, whether a
+    test failed (exit 1, "failed" in the summary: an error in a fixture, a launch that did not
+    start, or exit 2-4, pytest could not run them, is not a catch), and the summary."""
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
-        python = mutated_copy(mutant, root, Path(tmp), apply=apply)
+        python = Path(tmp) / "python"
+        shutil.copytree(
+            root / "python", python, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+        )
+        path = python / "sglang_specinit" / mutant.file
+        text = path.read_text()
+        if text.count(mutant.old) != 1:
+            raise ValueError(f"{mutant.name}: the snippet occurs {text.count(mutant.old)} times")
+        if apply:
+            path.write_text(text.replace(mutant.old, mutant.new))
         env = {
             **os.environ,
             "PYTHONPATH": str(python),
@@ -300,13 +283,9 @@ def run(mutant: Mutant, root: Path, *, apply: bool = True) -> Outcome:
         )
     lines = [ln for ln in done.stdout.strip().splitlines() if ln.strip()]
     summary = lines[-1] if lines else done.stderr.strip()[-200:]
+    failed = done.returncode == 1 and " failed" in (lines[-1] if lines else "")
     first_error = next((ln for ln in lines if ln.startswith("E ")), "")
-    if first_error:
-        summary += f" | {first_error[:150]}"
-    # A test failed (exit 1 with "failed" in the summary). An error in a fixture (a launch
-    # that did not start) or exit 2-4 (pytest could not run them) is not a catch.
-    caught = done.returncode == 1 and " failed" in (lines[-1] if lines else "")
-    return Outcome(mutant.name, caught, done.returncode, time.monotonic() - started, summary)
+    return done.returncode, failed, summary + (f" | {first_error[:150]}" if first_error else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -324,23 +303,23 @@ def main(argv: list[str] | None = None) -> int:
         for m in chosen:
             print(f"{m.name:<34} {m.env:<18} {' '.join(m.node_ids(root))}")
         return 0
-    missed = 0
+    bad = 0
     for mutant in chosen:
-        outcome = run(mutant, root, apply=not args.baseline)
-        if args.baseline:  # a failing baseline is what is reported
-            outcome = Outcome(outcome.name, outcome.code != 0, outcome.code, outcome.seconds,
-                              outcome.summary)  # fmt: skip
-            verdict = f"FAILS UNMUTATED ({outcome.code})" if outcome.caught else "passes"
+        started = time.monotonic()
+        code, failed, summary = run(mutant, root, apply=not args.baseline)
+        if args.baseline:
+            ok, verdict = code == 0, "passes" if code == 0 else f"FAILS UNMUTATED ({code})"
         else:
-            verdict = "caught" if outcome.caught else f"MISSED (pytest exit {outcome.code})"
-            if outcome.code == 1 and not outcome.caught:
+            ok = failed
+            verdict = "caught" if ok else f"MISSED (pytest exit {code})"
+            if code == 1 and not ok:
                 verdict = "ERROR (not a catch)"
-        missed += not outcome.caught if not args.baseline else outcome.caught
-        print(f"{outcome.name:<34} {verdict:<24} {outcome.seconds:6.0f} s  {outcome.summary}")
-        sys.stdout.flush()
+        bad += not ok
+        seconds = time.monotonic() - started
+        print(f"{mutant.name:<34} {verdict:<24} {seconds:6.0f} s  {summary}", flush=True)
     what = "fail unmutated" if args.baseline else "missed"
-    print(f"{missed} of {len(chosen)} {what} ({root})")
-    return 1 if missed else 0
+    print(f"{bad} of {len(chosen)} {what} ({root})")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -1,19 +1,11 @@
 """Every served sglang release, one row each: which adapter serves it, where CI runs it, which of
 its generation suite's files it runs, and the expectations that differ between releases.
 
-A generation suite is the test folder named after the adapter (``test/sglang_0_5_23`` for
-``sglang_0_5_23``); ``test/shared`` holds the checks every generation's suite runs on the
-launches both launchers start. Each suite's ``conftest.py`` calls :func:`suite_gate`: on a
-release whose row names another adapter nothing is collected; on one whose row names this
-adapter, the files the row lists (less its ``exclude``), with the row's ``slow`` files marked
-slow. Adding a release of a served generation is one row here (its ``ci_queue`` puts it in CI),
-one row in its adapter's release table, and, for a release with a venv of its own, its lock
-``requirements/cpu-dev-05XX.lock`` (``scripts/setup.sh`` builds one venv per lock).
+A generation suite is the test folder named after the adapter; ``test/shared`` holds the checks
+both launchers' generations run. Each suite's ``conftest.py`` calls :func:`suite_gate`. The
+expectations are the tests' own (read from each release's source by hand), never the product's
+release table. Adding a release: docs/testing.md.
 
-The expectations are the tests' own (read from each release's source by hand), never the
-product's release table: a test compares what the product does with the row.
-
-    python test/harness/releases.py paths 0.5.22   # the test paths of 0.5.22's CI line
     python test/harness/releases.py ci 0.5.22      # venv, "venv" or "sibling", paths
     python test/harness/releases.py queue          # the releases scripts/test.sh's CI queue runs
     python test/harness/releases.py names          # every served release (plan_snapshot.sh)
@@ -73,18 +65,13 @@ class Release:
     ci_queue: bool = False
 
     @property
-    def suite(self) -> str:
-        """The generation suite's folder under ``test/``: the adapter's name."""
-        return self.adapter
-
-    @property
     def label(self) -> str:
         """``stock_0_5_21``'s release part."""
         return self.name.replace(".", "_")
 
     def paths(self) -> list[str]:
         """The test paths of this release's CI line."""
-        return [f"test/{self.suite}", *([f"test/{SHARED}"] if self.shared else [])]
+        return [f"test/{self.adapter}", *([f"test/{SHARED}"] if self.shared else [])]
 
     def runs(self, file_name: str) -> bool:
         return any(fnmatch.fnmatch(file_name, g) for g in self.files) and not any(
@@ -212,7 +199,7 @@ def suite_gate(folder: Path) -> tuple[list[str], Release | None]:
     (:func:`harness.launch.release_suite.cpu_import_recipe`)."""
     row = installed_row()
     name = folder.name
-    runs = row is not None and (row.suite == name or (name == SHARED and row.shared))
+    runs = row is not None and (row.adapter == name or (name == SHARED and row.shared))
     if not runs:
         return ["test_*.py"], None
     assert row is not None
@@ -237,10 +224,20 @@ def mark_slow_files(items: list, row: Release | None) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+# The ``slow`` set (a CPU launch costs SGLang's imports twice, ~40 s on 2 cores; CI must stay
+# inside 30 minutes) runs only with SPECINIT_TEST_SLOW=1. Each slow test says what covers it in CI.
+SLOW_ENV = "SPECINIT_TEST_SLOW"
+
+
+def slow_enabled() -> bool:
+    return os.environ.get(SLOW_ENV) == "1"
+
+
+def slow_skip_reason() -> str:
+    return f"in the slow set: set {SLOW_ENV}=1 to run it"
+
+
 def _main(argv: list[str]) -> int:
-    if argv[:1] == ["paths"] and len(argv) == 2:
-        print(" ".join(BY_NAME[argv[1]].paths()))
-        return 0
     if argv[:1] == ["ci"] and len(argv) == 2:  # scripts/test.sh's `release NAME`
         row = BY_NAME[argv[1]]
         print(row.venv, "sibling" if row.sibling else "venv", *row.paths())

@@ -1,5 +1,5 @@
 """The process plumbing both suites share (:mod:`harness.launch.processes`): ports, process
-groups, and the bound of a launch that must end by itself (:mod:`harness.launch.multi_rank`)."""
+groups, and the bound of a launch that must end by itself (:mod:`harness.launch.engine`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from harness.checkpoints import eagle_drafts, llama_family
 from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.launch import processes
-from harness.launch.multi_rank import LaunchDidNotEnd, run_server_to_end, running_members
+from harness.launch.engine import LaunchDidNotEnd, run_server_to_end, running_members
 
 TEST_DIR = Path(__file__).resolve().parents[1]
 

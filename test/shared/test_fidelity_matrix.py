@@ -24,11 +24,10 @@ from harness.launch.release_suite import engine_kwargs as launch_kwargs
 from harness.matrices import fidelity
 from harness.matrices.fidelity import ROWS, Row
 from harness.matrices.fidelity_probe import PHASES_ITSELF
-from harness.releases import installed_name
+from harness.releases import installed_name, slow_enabled, slow_skip_reason
 from harness.reports.config_snapshot import snapshot_differences
 from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.reports.report_reading import runners
-from harness.selection import slow_enabled, slow_skip_reason
 
 if PHASES_ITSELF:
     from sglang_0_5_13.test_workers_common import (

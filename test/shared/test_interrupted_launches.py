@@ -13,7 +13,7 @@ import pytest
 from harness.checkpoints import eagle_drafts, llama_family
 from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.cpu_doubles.faults import FAIL_DRAFT_RANK_ENV, PAUSE_DRAFT_POOL_ENV
-from harness.launch.multi_rank import EndedLaunch, assert_ended_cleanly, run_server_to_end
+from harness.launch.engine import EndedLaunch, assert_ended_cleanly, run_server_to_end
 from harness.launch.processes import rank_log_lines
 from harness.launch.tp2_pair import (
     ALGORITHM,

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.launch.engine import EndedLaunch, assert_ended_cleanly, run_server_to_end
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
-from harness.launch.multi_rank import EndedLaunch, assert_ended_cleanly, run_server_to_end
 from harness.matrices.plan_verdicts import (
     VERDICT_PROPERTY,
     assert_refusal,

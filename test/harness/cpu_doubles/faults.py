@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+
+from harness.reports.scheduler_report import write_report
 
 FAIL_DRAFT_RANK_ENV = "SPECINIT_TEST_FAIL_DRAFT_ON_TP_RANK"
 PAUSE_DRAFT_POOL_ENV = "SPECINIT_TEST_PAUSE_DRAFT_POOL_S"
-REPORT_DIR_ENV = "SPECINIT_TEST_REPORT_DIR"
 
 _LOAD_MODEL = "sglang.srt.model_executor.model_runner.ModelRunner.load_model"
 _INIT_MEMORY_POOL = (
@@ -25,31 +24,14 @@ class InjectedDraftLoadError(OSError):
     """Raised by the fault double in place of the draft's weight loading on one rank."""
 
 
-def _mark(name: str, payload: dict[str, Any]) -> None:
-    directory = os.environ.get(REPORT_DIR_ENV)
-    if directory:
-        path = Path(directory) / name
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(payload))
-        tmp.replace(path)
-
-
-def runner_tp_rank(runner: Any) -> int:
-    """A ModelRunner's TP rank: its attribute (0.5.13.x) or its process's runtime context
-    (0.5.23, where ModelRunner keeps no rank of its own)."""
-    rank = getattr(runner, "tp_rank", None)
-    if rank is None:
-        from sglang.srt.runtime_context import get_parallel
-
-        rank = get_parallel().tp_rank
-    return int(rank)
-
-
 def failing_draft_load(original: Callable[..., Any], runner: Any, *args: Any, **kwargs: Any) -> Any:
     """AROUND ``ModelRunner.load_model``: the draft of the chosen TP rank fails to load."""
+    from harness.gpu.storage_identity import runner_tp_rank
+
     rank = int(os.environ[FAIL_DRAFT_RANK_ENV])
     if runner.is_draft_worker and runner_tp_rank(runner) == rank:
-        _mark(f"draft-failure-rank{rank}.json", {"pid": os.getpid(), "wall_time": time.time()})
+        marker = {"pid": os.getpid(), "wall_time": time.time()}
+        write_report(marker, f"draft-failure-rank{rank}.json")
         raise InjectedDraftLoadError(
             f"[fault double] draft weights of {runner.model_config.model_path} unreadable on "
             f"tp rank {rank}"
@@ -61,27 +43,19 @@ def paused_draft_pool(original: Callable[..., Any], runner: Any, *args: Any, **k
     """AROUND ``init_memory_pool``: hold a draft runner's pool allocation for a while."""
     if runner.is_draft_worker:
         seconds = float(os.environ[PAUSE_DRAFT_POOL_ENV])
-        _mark(f"draft-pool-paused-{os.getpid()}.json", {"wall_time": time.time()})
+        write_report({"wall_time": time.time()}, f"draft-pool-paused-{os.getpid()}.json")
         time.sleep(seconds)
     return original(runner, *args, **kwargs)
 
 
-_registered = False
-
-
-def register_fault_hooks() -> None:
-    """Register the doubles whose environment variable is set (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
-
-    source = HookSource(plugin_name="specinit-test-faults", dist_name=None)
+def fault_hooks() -> list[tuple[str, Callable[..., Any], str]]:
+    """The doubles whose environment variable is set: (target, hook, HookType name)."""
+    hooks: list[tuple[str, Callable[..., Any], str]] = []
     if os.environ.get(FAIL_DRAFT_RANK_ENV):
-        HookRegistry.register(_LOAD_MODEL, failing_draft_load, HookType.AROUND, source=source)
+        hooks.append((_LOAD_MODEL, failing_draft_load, "AROUND"))
     if os.environ.get(PAUSE_DRAFT_POOL_ENV):
         from harness.launch.sglang_release import runs_0_5_23
 
         target = _ALLOC_MEMORY_POOL_0_5_23 if runs_0_5_23() else _INIT_MEMORY_POOL
-        HookRegistry.register(target, paused_draft_pool, HookType.AROUND, source=source)
-    _registered = True
+        hooks.append((target, paused_draft_pool, "AROUND"))
+    return hooks

@@ -15,7 +15,6 @@ CAPACITY_ENV = "SPECINIT_TEST_DEVICE_CAPACITY_BYTES"
 # Comma-separated capacities indexed by gpu id ("268435456,243269632": device 1 has 24 MiB
 # less); gpu ids without an entry use CAPACITY_ENV.
 PER_DEVICE_CAPACITY_ENV = "SPECINIT_TEST_DEVICE_CAPACITIES_BYTES"
-FULL_GC_ENV = "SPECINIT_TEST_METER_FULL_GC"
 NATIVE_MOVE_KV_ENV = "SGLANG_NATIVE_MOVE_KV_CACHE"
 DEFAULT_CAPACITY_BYTES = 256 << 20
 _MAX_READINGS = 2000
@@ -28,11 +27,6 @@ _HOOK_TARGETS = {
     "bind_device": "sglang.srt.managers.scheduler.Scheduler.__init__",
     "no_pynccl": "sglang.srt.distributed.parallel_state.init_model_parallel_group",
 }
-
-
-def shims_enabled() -> bool:
-    """True when the environment asks for the CPU test doubles (``SPECINIT_TEST_SHIMS=1``)."""
-    return os.environ.get(SHIMS_ENV, "") == "1"
 
 
 def noop_kv_copy_and_warmup(self: Any) -> None:
@@ -60,20 +54,14 @@ class MeterReading:
     free_bytes: int
 
 
-def live_cpu_tensor_bytes() -> int:
-    """Bytes of every live CPU tensor storage in this process, each storage counted once."""
-    import torch
-
-    tensor_type = torch.Tensor
+def storage_bytes(tensors: Any, device: str | None = None) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (on ``device``), each counted once."""
     storages: dict[int, int] = {}
-    for obj in gc.get_objects():
-        # type() rather than isinstance(): proxies may run code from __class__.
-        if not issubclass(type(obj), tensor_type):
-            continue
+    for tensor in tensors:
         try:
-            if obj.device.type != "cpu":
+            if device is not None and tensor.device.type != device:
                 continue
-            storage = obj.untyped_storage()
+            storage = tensor.untyped_storage()
             ptr = storage.data_ptr()
             if ptr:
                 storages[ptr] = max(storages.get(ptr, 0), storage.nbytes())
@@ -82,30 +70,30 @@ def live_cpu_tensor_bytes() -> int:
     return sum(storages.values())
 
 
+def live_cpu_tensor_bytes() -> int:
+    """Bytes of every live CPU tensor storage in this process, each storage counted once."""
+    import torch
+
+    # type() rather than isinstance(): proxies may run code from __class__.
+    live = (o for o in gc.get_objects() if issubclass(type(o), torch.Tensor))
+    return storage_bytes(live, "cpu")
+
+
 class SimulatedDeviceMemory:
     """A deterministic "device" of fixed capacity whose usage is this process's CPU tensors."""
 
-    def __init__(
-        self, capacity_bytes: int, *, full_gc: bool = False, gpu_id: int | None = None
-    ) -> None:
-        if capacity_bytes <= 0:
-            raise ValueError(f"capacity must be positive, got {capacity_bytes}")
+    def __init__(self, capacity_bytes: int) -> None:
         self.capacity_bytes = int(capacity_bytes)
-        self.full_gc = full_gc
         # The device this meter stands for (None until a scheduler binds it).
-        self.gpu_id = gpu_id
+        self.gpu_id: int | None = None
         self.readings: list[MeterReading] = []
         self._lock = threading.Lock()
 
     def used_bytes(self, *, collect: bool = True) -> int:
         """Bytes currently used on the simulated device (live CPU tensor storages)."""
         if collect:
-            gc.collect(2 if self.full_gc else 1)
+            gc.collect(1)
         return live_cpu_tensor_bytes()
-
-    def free_bytes(self, *, collect: bool = True) -> int:
-        """Simulated free bytes; negative when the process holds more than the capacity."""
-        return self.capacity_bytes - self.used_bytes(collect=collect)
 
     def record(self, *, collect: bool) -> MeterReading:
         """Measure, remember who asked (first frame outside the hook machinery), return it."""
@@ -174,8 +162,7 @@ def device_meter() -> SimulatedDeviceMemory:
     global _meter
     with _meter_lock:
         if _meter is None:
-            full_gc = os.environ.get(FULL_GC_ENV, "") == "1"
-            _meter = SimulatedDeviceMemory(capacity_for_device(None), full_gc=full_gc)
+            _meter = SimulatedDeviceMemory(capacity_for_device(None))
         return _meter
 
 
@@ -235,22 +222,15 @@ def bind_scheduler_device(
 ) -> None:
     """BEFORE for ``Scheduler.__init__``: this scheduler process simulates device ``gpu_id``."""
     gpu_id = args[0] if args else kwargs.get("gpu_id")
-    if gpu_id is None:
-        gpu_id = _published_gpu_id()
+    if gpu_id is None:  # 0.5.23: the device its launcher published in this process
+        try:
+            from sglang.srt.runtime_context import get_device
+
+            gpu_id = get_device().gpu_id
+        except (ImportError, AttributeError, RuntimeError, ValueError):  # 0.5.13.x, or unset
+            pass
     if getattr(server_args, "device", None) == "cpu" and gpu_id is not None:
         bind_meter_to_device(int(gpu_id))
-
-
-def _published_gpu_id() -> int | None:
-    """0.5.23: the scheduler process's device as its launcher published it (None elsewhere)."""
-    try:
-        from sglang.srt.runtime_context import get_device
-    except ImportError:  # 0.5.13.x has no runtime context
-        return None
-    try:
-        return get_device().gpu_id
-    except (AttributeError, RuntimeError, ValueError):  # nothing published in this process
-        return None
 
 
 def model_parallel_group_without_pynccl(
@@ -268,42 +248,27 @@ def model_parallel_group_without_pynccl(
     return original(*bound.args, **bound.kwargs)
 
 
-_registered = False
-
-
-def register_shims() -> None:
-    """Register every shim with SGLang's ``HookRegistry`` (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
-
+def shim_hooks() -> list[tuple[str, Callable[..., Any], str]]:
+    """(target, hook, HookType name) of every shim, for the harness's sitecustomize."""
     from harness.launch.sglang_release import imports_sgl_kernel_cpu_ops
 
-    source = HookSource(plugin_name="specinit-test-shims", dist_name=None)
+    hooks: list[tuple[str, Callable[..., Any], str]] = []
     if not imports_sgl_kernel_cpu_ops():
         # 0.5.16+ runs its KV warm-up through the sgl_kernel test double: 0.5.13.x-only.
-        os.environ.setdefault(NATIVE_MOVE_KV_ENV, "1")
-        HookRegistry.register(
-            _HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, HookType.REPLACE, source=source
-        )
+        hooks.append((_HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, "REPLACE"))
     # Both releases: the draft's set_embed_and_head (Llama EAGLE in 0.5.13.x, MiMo-V2 MTP in
     # 0.5.23) calls torch.cuda.synchronize unconditionally.
     for name, hook, kind in (
-        ("cuda_sync", cuda_synchronize_without_device, HookType.AROUND),
-        ("available", simulated_get_available_gpu_memory, HookType.AROUND),
-        ("capacity", simulated_get_device_memory_capacity, HookType.AROUND),
-        ("bind_device", bind_scheduler_device, HookType.BEFORE),
-        ("no_pynccl", model_parallel_group_without_pynccl, HookType.AROUND),
+        ("cuda_sync", cuda_synchronize_without_device, "AROUND"),
+        ("available", simulated_get_available_gpu_memory, "AROUND"),
+        ("capacity", simulated_get_device_memory_capacity, "AROUND"),
+        ("bind_device", bind_scheduler_device, "BEFORE"),
+        ("no_pynccl", model_parallel_group_without_pynccl, "AROUND"),
     ):
-        HookRegistry.register(_HOOK_TARGETS[name], hook, kind, source=source)
-    _registered = True
+        hooks.append((_HOOK_TARGETS[name], hook, kind))
+    return hooks
 
 
 def shim_targets() -> list[str]:
     """Dotted targets the shims hook (for asserting they were applied in a process)."""
-    from harness.launch.sglang_release import imports_sgl_kernel_cpu_ops
-
-    if imports_sgl_kernel_cpu_ops():
-        return [t for name, t in _HOOK_TARGETS.items() if name != "kv_copy"]
-    return list(_HOOK_TARGETS.values())
+    return [target for target, _, _ in shim_hooks()]

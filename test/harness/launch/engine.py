@@ -1,32 +1,42 @@
-"""Start SGLang on device "cpu" for tests: ``sglang.Engine`` and ``launch_server``."""
+"""Start SGLang on device "cpu" for tests: ``sglang.Engine`` and ``launch_server`` (until the
+block ends, or, bounded, until it ends by itself)."""
 
 from __future__ import annotations
 
 import json
 import os
-import queue
+import select
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cpu_doubles import shims
-from harness.launch.processes import format_rank_tails, kill_group, start_in_own_group, tail
+from harness.cpu_doubles import faults, shims
+from harness.launch.processes import (
+    GroupMember,
+    format_rank_tails,
+    free_port,
+    group_members,
+    kill_group,
+    start_in_own_group,
+    tail,
+)
 from harness.launch.server_process import (
+    PLUGIN_ENTRY_POINT,
     RunFiles,
     RunHandle,
     ServerHandle,
     SGLangStartError,
+    read_reports,
     running_server,
     sglang_process_env,
 )
 from harness.launch.sglang_release import graphs_off_kwargs, release_tuple
-from harness.launch.started_launches import note_started
 from harness.reports import live_reports, scheduler_report
 
 DEFAULT_CAPACITY_BYTES = 256 << 20
@@ -114,26 +124,57 @@ def cpu_env(
     return env
 
 
+# Test doubles' switches that change what a launch does beyond its flags, and SGLang's opt-in to
+# pipeline stages with a draft (which ``plan`` refuses, issue #30): such launches are not planned.
+UNPLANNED_ENV = (
+    faults.FAIL_DRAFT_RANK_ENV,
+    faults.PAUSE_DRAFT_POOL_ENV,
+    shims.PER_DEVICE_CAPACITY_ENV,
+    "SGLANG_ENABLE_PP_SPEC",
+)
+# The launches that came up in this process with the plugin on, each once ever: the live side of
+# the plan-vs-live table (harness.matrices.plan_verdicts).
+_started: list[tuple[dict[str, Any], int]] = []
+_seen: set[str] = set()
+_started_lock = threading.Lock()
+
+
+def note_started(kwargs: Mapping[str, Any], env: Mapping[str, str], capacity_bytes: int) -> None:
+    if env.get("SGLANG_PLUGINS") != PLUGIN_ENTRY_POINT or any(k in env for k in UNPLANNED_ENV):
+        return
+    key = repr((sorted(kwargs.items()), capacity_bytes))
+    with _started_lock:
+        if key not in _seen:
+            _seen.add(key)
+            _started.append((dict(kwargs), capacity_bytes))
+
+
+def drain_started() -> list[tuple[dict[str, Any], int]]:
+    """The launches noted since the last call: (ServerArgs kwargs, device capacity)."""
+    with _started_lock:
+        started = list(_started)
+        _started.clear()
+    return started
+
+
 @dataclass
 class EngineHandle(RunHandle):
     """A running CPU Engine (in its driver process) and the files it writes."""
 
     proc: subprocess.Popen[str]
     files: RunFiles
-    engine_kwargs: dict[str, Any]
-    env: dict[str, str]
     startup_s: float = 0.0
-    _replies: queue.Queue[str | None] = field(default_factory=queue.Queue)
 
-    def _next(self, timeout_s: float) -> dict[str, Any]:
-        try:
-            line = self._replies.get(timeout=timeout_s)
-        except queue.Empty:
+    def _read(self, timeout_s: float) -> dict[str, Any]:
+        """The driver's next JSON line, within ``timeout_s``."""
+        assert self.proc.stdout is not None
+        if not select.select([self.proc.stdout], [], [], timeout_s)[0]:
             raise TimeoutError(
                 f"no reply from the engine driver in {timeout_s:.0f} s\n"
                 f"{format_rank_tails(tail(self.log_path, 100_000))}"
-            ) from None
-        if line is None:
+            )
+        line = self.proc.stdout.readline()
+        if not line:
             raise SGLangStartError(
                 f"engine driver exited (rc={self.proc.poll()})",
                 log_tail=self.log_tail(),
@@ -146,11 +187,9 @@ class EngineHandle(RunHandle):
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(command) + "\n")
         self.proc.stdin.flush()
-        reply = self._next(DEFAULT_REQUEST_TIMEOUT_S)
-        if not reply.get("ok"):
-            raise RuntimeError(
-                f"engine command {command.get('cmd')!r} failed:\n{reply.get('error')}"
-            )
+        reply = self._read(DEFAULT_REQUEST_TIMEOUT_S)
+        if "error" in reply:
+            raise RuntimeError(f"engine command {command['cmd']!r} failed:\n{reply['error']}")
         return reply["result"]
 
     def generate(self, prompts: list[str], max_new_tokens: int) -> list[dict[str, Any]]:
@@ -162,18 +201,36 @@ class EngineHandle(RunHandle):
         return self.request({"cmd": "server_info"})
 
 
-def _pump(stream: Any, sink: queue.Queue[str | None]) -> None:
-    for line in stream:
-        sink.put(line)
-    sink.put(None)
+def _cpu_launch(
+    model_path: str | os.PathLike[str],
+    files: RunFiles,
+    *,
+    server: bool,
+    plugin: bool,
+    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    extra_env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The ServerArgs kwargs and the environment of a CPU ``sglang.Engine`` or, with
+    ``server``, a ``launch_server`` (no warm-up request, no generation in ``/health``)."""
+    if server:
+        overrides = {"skip_server_warmup": True, **overrides}
+        extra_env = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0", **(extra_env or {})}
+    kwargs = cpu_engine_kwargs(model_path, **overrides)
+    env = cpu_env(
+        plugin=plugin,
+        capacity_bytes=capacity_bytes,
+        report_dir=files.report_dir,
+        extra=extra_env,
+        tp_size=int(kwargs.get("tp_size") or 1),
+    )
+    return kwargs, env
 
 
 @contextmanager
 def cpu_engine(
     model_path: str | os.PathLike[str],
     *,
-    draft_model_path: str | os.PathLike[str] | None = None,
-    algorithm: str | None = None,
     plugin: bool = False,
     capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
     work_dir: str | os.PathLike[str] | None = None,
@@ -184,15 +241,14 @@ def cpu_engine(
 ) -> Iterator[EngineHandle]:
     """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block."""
     files = RunFiles.make(work_dir, "engine")
-    kwargs = cpu_engine_kwargs(
-        model_path, draft_model_path=draft_model_path, algorithm=algorithm, **engine_overrides
-    )
-    env = cpu_env(
+    kwargs, env = _cpu_launch(
+        model_path,
+        files,
+        server=False,
         plugin=plugin,
         capacity_bytes=capacity_bytes,
-        report_dir=files.report_dir,
-        extra=extra_env,
-        tp_size=int(kwargs.get("tp_size") or 1),
+        extra_env=extra_env,
+        **engine_overrides,
     )
     config_path = files.work_dir / "engine-config.json"
     config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
@@ -205,11 +261,10 @@ def cpu_engine(
         stdout=subprocess.PIPE,
         text=True,
     )
-    handle = EngineHandle(proc=proc, files=files, engine_kwargs=kwargs, env=env)
-    threading.Thread(target=_pump, args=(proc.stdout, handle._replies), daemon=True).start()
+    handle = EngineHandle(proc=proc, files=files)
     try:
         started = time.monotonic()
-        event = handle._next(startup_timeout_s)
+        event = handle._read(startup_timeout_s)
         if event.get("event") != "ready":
             raise SGLangStartError(
                 f"Engine failed to start:\n{event.get('traceback', event)}",
@@ -246,33 +301,12 @@ def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
 
 
 def server_command(
-    model_path: str | os.PathLike[str],
-    *,
-    plugin: bool,
-    capacity_bytes: int,
-    report_dir: Path,
-    extra_env: Mapping[str, str] | None = None,
-    extra_args: list[str] | None = None,
-    **server_args: Any,
+    model_path: str | os.PathLike[str], files: RunFiles, **launch: Any
 ) -> tuple[list[str], dict[str, str], dict[str, Any]]:
     """``python -m sglang.launch_server`` on CPU (without ``--host`` / ``--port``), its
-    environment, and the ServerArgs kwargs its flags spell."""
-    kwargs = cpu_engine_kwargs(model_path, skip_server_warmup=True, **server_args)
-    argv = [
-        sys.executable,
-        "-m",
-        "sglang.launch_server",
-        *server_args_to_cli(kwargs),
-        *(extra_args or []),
-    ]
-    env = cpu_env(
-        plugin=plugin,
-        capacity_bytes=capacity_bytes,
-        report_dir=report_dir,
-        extra={"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0", **(extra_env or {})},
-        tp_size=int(kwargs.get("tp_size") or 1),
-    )
-    return argv, env, kwargs
+    environment and its ServerArgs kwargs; ``launch``: :func:`_cpu_launch`'s keywords."""
+    kwargs, env = _cpu_launch(model_path, files, server=True, **launch)
+    return [sys.executable, "-m", "sglang.launch_server", *server_args_to_cli(kwargs)], env, kwargs
 
 
 @contextmanager
@@ -287,13 +321,8 @@ def cpu_server(
 ) -> Iterator[ServerHandle]:
     """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port."""
     files = RunFiles.make(work_dir, "server")
-    argv, env, kwargs = server_command(
-        model_path,
-        plugin=plugin,
-        capacity_bytes=capacity_bytes,
-        report_dir=files.report_dir,
-        **server_args,
-    )
+    launch = {"plugin": plugin, "capacity_bytes": capacity_bytes, **server_args}
+    argv, env, kwargs = server_command(model_path, files, **launch)
     # Its graceful drain takes ~6 s and there is nothing to save: a short grace.
     try:
         with running_server(
@@ -303,3 +332,96 @@ def cpu_server(
             yield handle
     finally:
         live_reports.keep_live_reports(env, files.work_dir.name)
+
+
+# Launches expected to end on their own (fail, or be signalled): bounded, checked.
+
+
+def running_members(pgid: int) -> list[GroupMember]:
+    """Members of process group ``pgid`` that still run (exited-but-unreaped ones excluded)."""
+    return [m for m in group_members(pgid) if m.state != "Z"]
+
+
+@dataclass
+class EndedLaunch:
+    """A launch that ended on its own (or was signalled by the test) within the bound."""
+
+    returncode: int
+    elapsed_s: float
+    log: str
+    reports: list[dict[str, Any]]
+    work_dir: Path
+    # Processes of the launch still running 15 s after the launcher exited.
+    survivors: list[GroupMember] = field(default_factory=list)
+    signalled_at_s: float | None = None
+    # ``time.time()`` when the launcher was seen to have exited (to compare with markers that
+    # scheduler processes wrote with their own clock reading).
+    ended_wall_time: float = 0.0
+
+    def rank_tails(self) -> str:
+        return format_rank_tails(self.log)
+
+
+def assert_ended_cleanly(run: EndedLaunch) -> None:
+    """Non-zero exit, and no process of the launch's session outlived it."""
+    assert run.returncode != 0, run.rank_tails()
+    assert run.survivors == [], run.survivors
+
+
+class LaunchDidNotEnd(AssertionError):
+    """The launch was still running at the bound: a hang. The message has every rank's tail."""
+
+
+def run_server_to_end(
+    model_path: str | Path,
+    work_dir: Path,
+    *,
+    plugin: bool = True,
+    bound_s: float = 240.0,
+    signal_on_marker: tuple[str, int] | None = None,
+    on_start: Callable[[int], None] | None = None,
+    **server_args: Any,
+) -> EndedLaunch:
+    """Run ``launch_server`` on CPU until it exits, for launches that must end by themselves;
+    ``server_args``: :func:`_cpu_launch`'s keywords too (``capacity_bytes``, ``extra_env``)."""
+    files = RunFiles.make(work_dir, "server")
+    argv, env, _ = server_command(model_path, files, plugin=plugin, **server_args)
+    argv += ["--host", "127.0.0.1", "--port", str(free_port())]
+    proc = start_in_own_group(argv, log_path=files.log_path, env=env, cwd=work_dir)
+    started = time.monotonic()
+    if on_start is not None:
+        on_start(proc.pid)
+    signalled_at = None
+    try:
+        while proc.poll() is None:
+            elapsed = time.monotonic() - started
+            if elapsed > bound_s:
+                raise LaunchDidNotEnd(
+                    f"launch still running after {bound_s:.0f} s (a rank may be waiting in a "
+                    f"collective)\n{format_rank_tails(tail(files.log_path, 100_000))}"
+                )
+            if (
+                signal_on_marker is not None
+                and signalled_at is None
+                and any(files.report_dir.glob(signal_on_marker[0]))
+            ):
+                proc.send_signal(signal_on_marker[1])
+                signalled_at = elapsed
+            time.sleep(0.2)
+        elapsed = time.monotonic() - started
+        ended_wall_time = time.time()
+        deadline = time.monotonic() + 15.0
+        while (survivors := running_members(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return EndedLaunch(
+            returncode=proc.returncode,
+            elapsed_s=elapsed,
+            log=files.log_path.read_text(errors="replace"),
+            reports=read_reports(files.report_dir),
+            work_dir=work_dir,
+            survivors=survivors,
+            signalled_at_s=signalled_at,
+            ended_wall_time=ended_wall_time,
+        )
+    finally:
+        kill_group(proc, grace_s=3.0)

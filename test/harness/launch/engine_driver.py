@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any, TextIO
@@ -24,20 +23,10 @@ def _send(channel: TextIO, payload: dict[str, Any]) -> None:
     channel.flush()
 
 
-def _handle(engine: Any, command: dict[str, Any]) -> dict[str, Any]:
-    name = command.get("cmd")
-    if name == "generate":
-        out = engine.generate(
-            prompt=command["prompts"], sampling_params=command.get("sampling_params") or {}
-        )
-        return {"ok": True, "result": out}
-    if name == "server_info":
-        return {"ok": True, "result": engine.get_server_info()}
-    return {"ok": False, "error": f"unknown command {name!r}"}
-
-
 def main(argv: list[str]) -> int:
-    """Run the Engine described by the JSON config file ``argv[1]`` and serve commands."""
+    """Run the Engine described by the JSON config file ``argv[1]``: one JSON line on stdout says
+    it is up or why not; then each stdin line is a command (generate, server_info), answered in
+    a line."""
     config = json.loads(Path(argv[1]).read_text())
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     log_fd = os.open(config["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -62,25 +51,26 @@ def main(argv: list[str]) -> int:
     from harness.launch.engine_driver import on_child_sigquit as handler
 
     logger.info("calling sglang.Engine")
-    started = time.monotonic()
     try:
         engine = sglang.Engine(**config["engine_kwargs"], custom_sigquit_handler=handler)
     except BaseException:
         _send(channel, {"event": "error", "traceback": traceback.format_exc()})
         return 1
-    _send(channel, {"event": "ready", "pid": os.getpid(), "startup_s": time.monotonic() - started})
-
+    _send(channel, {"event": "ready"})
     try:
-        for line in sys.stdin:
+        for line in sys.stdin:  # one command a line, until the harness ends the process group
             command = json.loads(line)
             try:
-                reply = _handle(engine, command)
+                if command["cmd"] == "server_info":
+                    result = engine.get_server_info()
+                else:
+                    prompt, params = command["prompts"], command["sampling_params"]
+                    result = engine.generate(prompt=prompt, sampling_params=params)
+                _send(channel, {"result": result})
             except BaseException:
-                reply = {"ok": False, "error": traceback.format_exc()}
-            _send(channel, reply)
+                _send(channel, {"error": traceback.format_exc()})
     finally:
         engine.shutdown()
-        _send(channel, {"event": "shutdown"})
     return 0
 
 

@@ -148,11 +148,7 @@ def launch(kind: str, plugin: bool, tmp_root: Path) -> Launch:
 
 def launch_overrides(spec: LaunchKind) -> dict[str, Any]:
     """The Engine kwargs on top of ``cpu_engine_kwargs``'s for ``spec``."""
-    return {
-        "mem_fraction_static": 0.5,
-        **spec.engine_kwargs,
-        **(spec.kwargs_fn() if spec.kwargs_fn else {}),
-    }
+    return {**spec.engine_kwargs, **(spec.kwargs_fn() if spec.kwargs_fn else {})}
 
 
 def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:

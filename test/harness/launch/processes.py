@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -32,15 +33,9 @@ def free_port(attempts: int = 200) -> int:
     raise RuntimeError(f"no free port <= {MAX_HTTP_PORT} found in {attempts} attempts")
 
 
-def _prctl() -> Any:
-    """libc's ``prctl``, loaded in the parent: a ``preexec_fn`` must not import (another thread
-    of a launching process can hold the import lock at fork, and the child then waits forever)."""
-    import ctypes
-
-    return ctypes.CDLL("libc.so.6", use_errno=True).prctl
-
-
-_PRCTL = _prctl() if sys.platform == "linux" else None
+# libc's ``prctl``, loaded here: a ``preexec_fn`` must not import (another thread of a launching
+# process can hold the import lock at fork, and the child then waits forever).
+_PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl if sys.platform == "linux" else None
 
 
 def die_with_parent() -> None:
@@ -51,9 +46,7 @@ def die_with_parent() -> None:
 
 def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux only)."""
-    if sys.platform != "linux":
-        return False
-    return _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _PRCTL is not None and _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def start_in_own_group(
@@ -109,15 +102,6 @@ def group_members(pgid: int) -> list[GroupMember]:
     return members
 
 
-def _reap_own_children_in(pgid: int) -> None:
-    """Collect the exit status of every child of this process that is in group ``pgid``."""
-    try:
-        while os.waitpid(-pgid, os.WNOHANG)[0]:
-            pass
-    except ChildProcessError:
-        pass
-
-
 def _signal_group(pgid: int, sig: int) -> bool:
     try:
         os.killpg(pgid, sig)
@@ -145,7 +129,11 @@ def kill_group(
         pass
     deadline = time.monotonic() + reap_timeout_s
     while True:
-        _reap_own_children_in(pgid)
+        try:  # collect the exit status of this process's children in the group
+            while os.waitpid(-pgid, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
         left = group_members(pgid)
         if not left or time.monotonic() > deadline:
             return left

@@ -29,7 +29,9 @@ PLAN_KEYS = (
     "resident_bytes",
 )
 
-# The planner subprocess's bound (it imports SGLang and builds pricing pools; ~15-45 s here).
+# ``plan --json`` and the planner subprocess's bound (it imports SGLang and builds pricing
+# pools; ~15-45 s here).
+PLAN_JSON = [sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json"]
 PLANNER_TIMEOUT_S = 600
 
 
@@ -62,10 +64,6 @@ def eagle3_launch_fixture(
         tag = "".join(map(str, sglang_release())) + ("" if kind == "EAGLE3" else f"-{kind}")
         return launch(kind, plugin, tmp_path_factory.mktemp(f"sglang{tag}"))
 
-    _launched.__doc__ = (
-        f"The tiny {kind} pair, plugin {'on' if plugin else 'off'} "
-        "(harness.launch.launch_0_5_23.KINDS)."
-    )
     return _launched
 
 
@@ -140,8 +138,7 @@ def eagle3_plan_argv(
     """``sglang-specinit plan --json`` for an EAGLE3 pair (3 steps, top-1, 4 draft tokens) on
     device cpu, told what a plugin server measured (its breakdown); ``flags`` add to it."""
     return [
-        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
-        "--model-path", str(target),
+        *PLAN_JSON, "--model-path", str(target),
         "--speculative-algorithm", "EAGLE3",
         "--speculative-draft-model-path", str(draft),
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
@@ -179,8 +176,7 @@ def plan_in_this_environment(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
     else:
         pre_load, resident = pre_load_reading(run.report)["free_bytes"], None
     return run_planner([
-        sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json",
-        *server_args_to_cli(engine_kwargs(kind)),
+        *PLAN_JSON, *server_args_to_cli(engine_kwargs(kind)),
         "--device-memory", str(DEFAULT_CAPACITY_BYTES),
         "--pre-load-free-bytes", str(pre_load),
         *(["--resident-bytes", str(resident)] if resident is not None else []),

@@ -24,6 +24,7 @@ from harness.launch.processes import (
     tail,
 )
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR, extra_python_path
+from harness.reports import scheduler_report
 
 # Its sitecustomize installs the harness's hooks in every process SGLang spawns.
 SITE_DIR = Path(__file__).resolve().parent / "site"
@@ -39,11 +40,10 @@ CPU_DOUBLE_VARIABLES = (
     shims.SHIMS_ENV,
     shims.CAPACITY_ENV,
     shims.PER_DEVICE_CAPACITY_ENV,
-    shims.FULL_GC_ENV,
     shims.NATIVE_MOVE_KV_ENV,
     faults.FAIL_DRAFT_RANK_ENV,
     faults.PAUSE_DRAFT_POOL_ENV,
-    faults.REPORT_DIR_ENV,
+    scheduler_report.REPORT_DIR_ENV,
     "SGLANG_USE_CPU_ENGINE",
     "SGLANG_CPU_OMP_THREADS_BIND",
 )

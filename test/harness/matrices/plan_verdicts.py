@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.checkpoints import llama_family
 from harness.launch import engine
-from harness.launch.started_launches import drain_started
+from harness.launch.engine import drain_started
 from harness.matrices.refused_launches import (
     ALGORITHM,
     NO_DRAFT_STEP,

@@ -180,31 +180,20 @@ def _around_post_pool(method: str) -> Callable[..., Any]:
     return around
 
 
-_registered = False
-
-
-def register_probe_hooks() -> None:
-    """Register the probe's AROUND hooks with ``HookRegistry`` (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
-
+def probe_hooks() -> list[tuple[str, Callable[..., Any], str]]:
+    """(target, hook, HookType name) of the probe's AROUND hooks, for the sitecustomize."""
     from harness.gpu import storage_identity
 
     # 0.5.23 allocates pools after both models loaded and builds its backends and graphs after
     # every pool. The records keep 0.5.13's method name either way.
     pool_method = storage_identity.pool_method()
     post_pool = POST_POOL_METHODS if pool_method == POOL_METHOD else ()
-    source = HookSource(plugin_name="specinit-test-device-probe", dist_name=None)
-    hooks: list[tuple[str, Callable[..., Any]]] = [
+    hooks = [
         ("init_torch_distributed", around_init_torch_distributed),
         (pool_method, around_init_memory_pool),
         *((m, _around_post_pool(m)) for m in post_pool),
     ]
-    for method, hook in hooks:
-        HookRegistry.register(f"{_RUNNER}.{method}", hook, HookType.AROUND, source=source)
-    _registered = True
+    return [(f"{_RUNNER}.{method}", hook, "AROUND") for method, hook in hooks]
 
 
 def scheduler_records(directory: Path) -> list[list[dict[str, Any]]]:

@@ -6,6 +6,8 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
+from harness.reports.scheduler_report import tensors_in
+
 TENSOR_REPORT_ENV = "SPECINIT_TEST_TENSOR_REPORT"
 
 
@@ -45,12 +47,6 @@ def _storage_key(tensor: Any) -> tuple[int, int] | None:
     return (storage.data_ptr(), tensor.storage_offset())
 
 
-def _runner_label(runner: Any, index: int) -> str:
-    if getattr(runner, "is_draft_worker", False):
-        return "draft"
-    return "target" if index == 0 else f"runner{index}"
-
-
 def _named_tensors(runner: Any) -> Iterator[tuple[str, str, Any]]:
     model = getattr(runner, "model", None)
     if model is None:
@@ -84,8 +80,8 @@ def model_tensors(runners: list[Any], spec_worker: Any | None) -> dict[str, dict
         }
 
     for index, runner in enumerate(runners):
-        role = _runner_label(runner, index)
-        if role == "draft":
+        role = "target" if index == 0 else f"runner{index}"
+        if getattr(runner, "is_draft_worker", False):
             role = f"draft{drafts}"
             drafts += 1
         for kind, name, tensor in _named_tensors(runner):
@@ -97,28 +93,6 @@ def model_tensors(runners: list[Any], spec_worker: Any | None) -> dict[str, dict
     return out
 
 
-def _direct_tensors(obj: Any) -> Iterator[Any]:
-    """Tensors an object holds in its attributes, directly or in lists/tuples/dicts."""
-    import torch
-
-    def walk(value: Any, depth: int) -> Iterator[Any]:
-        if isinstance(value, torch.Tensor):
-            yield value
-        elif depth < 3 and isinstance(value, (list, tuple)):
-            for item in value:
-                yield from walk(item, depth + 1)
-        elif depth < 3 and isinstance(value, dict):
-            for item in value.values():
-                yield from walk(item, depth + 1)
-
-    for value in vars(obj).values():
-        yield from walk(value, 0)
-
-
-def _is_pool(obj: Any) -> bool:
-    return type(obj).__module__.startswith("sglang.srt.mem_cache") and hasattr(obj, "size")
-
-
 def _pools(pool: Any, seen: set[int]) -> Iterator[Any]:
     """``pool`` and the (sub-)pools it holds (hybrid SWA pools hold a full and an SWA pool)."""
     if id(pool) in seen:
@@ -126,7 +100,7 @@ def _pools(pool: Any, seen: set[int]) -> Iterator[Any]:
     seen.add(id(pool))
     yield pool
     for value in vars(pool).values():
-        if _is_pool(value):
+        if type(value).__module__.startswith("sglang.srt.mem_cache") and hasattr(value, "size"):
             yield from _pools(value, seen)
 
 
@@ -140,7 +114,7 @@ def kv_pool_buffers(pool: Any) -> dict[str, Any] | None:
         size, page = getattr(sub, "size", None), getattr(sub, "page_size", None) or 1
         rows = size + page if isinstance(size, int) else None
         token_bytes = other_bytes = buffers = 0
-        for tensor in _direct_tensors(sub):
+        for tensor in tensors_in(list(vars(sub).values())):
             key = _storage_key(tensor)
             if key is None or key[0] in seen_storages:
                 continue

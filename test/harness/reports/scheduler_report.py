@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.cpu_doubles import shims
+
 REPORT_DIR_ENV = "SPECINIT_TEST_REPORT_DIR"
 _SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
 _INIT_MEMORY_POOL = (
@@ -39,34 +41,22 @@ def server_args_fields(server_args: Any) -> dict[str, Any]:
     )
 
 
-def _storage_bytes(tensors: list[Any]) -> int:
-    """Bytes of the distinct storages behind ``tensors`` (views and shared weights once)."""
-    seen: dict[int, int] = {}
-    for t in tensors:
-        try:
-            st = t.untyped_storage()
-            if st.data_ptr():
-                seen[st.data_ptr()] = max(seen.get(st.data_ptr(), 0), st.nbytes())
-        except Exception:
-            continue
-    return sum(seen.values())
-
-
-def _tensors_in(value: Any) -> list[Any]:
+def tensors_in(value: Any) -> list[Any]:
+    """The tensors in ``value``: itself, or held in (nested) lists, tuples and dicts."""
     import torch
 
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors_in(v)]
+        return [t for v in value for t in tensors_in(v)]
     if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors_in(v)]
+        return [t for v in value.values() for t in tensors_in(v)]
     return []
 
 
 def _buffer_bytes(buffers: Any) -> int:
     """``numel * itemsize`` summed over a list of per-layer K (or V) buffers."""
-    return sum(t.numel() * t.element_size() for t in _tensors_in(buffers))
+    return sum(t.numel() * t.element_size() for t in tensors_in(buffers))
 
 
 def kv_pool_summary(pool: Any) -> dict[str, Any] | None:
@@ -85,7 +75,7 @@ def kv_pool_summary(pool: Any) -> dict[str, Any] | None:
     if hasattr(pool, "kv_buffer"):  # MLA pools keep one latent buffer per layer
         out["kv_buffer_bytes"] = _buffer_bytes(pool.kv_buffer)
     # Every tensor the pool object holds directly (works for MLA/hybrid pools too).
-    out["storage_bytes"] = _storage_bytes([t for v in vars(pool).values() for t in _tensors_in(v)])
+    out["storage_bytes"] = shims.storage_bytes(tensors_in(list(vars(pool).values())))
     return out
 
 
@@ -125,7 +115,7 @@ def model_runner_summary(runner: Any) -> dict[str, Any]:
     model = getattr(runner, "model", None)
     weights, params, buffers, hooked = 0, {}, {}, []
     if model is not None:
-        weights = _storage_bytes([*model.parameters(), *model.buffers()])
+        weights = shims.storage_bytes([*model.parameters(), *model.buffers()])
         params = named_tensor_bytes(model.named_parameters())
         buffers = named_tensor_bytes(model.named_buffers())
         # Modules carrying a forward hook (``--forward-hooks`` registers them on each runner).
@@ -166,7 +156,6 @@ def draft_worker_summary(spec_worker: Any) -> dict[str, Any] | None:
     controller = getattr(spec_worker, "adaptive_controller", None)
     return {
         "worker_class": type(spec_worker).__name__,
-        "draft_class": type(draft).__name__ if draft is not None else None,
         "hot_token_id_len": int(hot.numel()) if hot is not None else None,
         "adaptive_state_steps": sorted(controller._states) if controller is not None else None,
     }
@@ -216,8 +205,6 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
     specinit_loaded = any(m.startswith("sglang_specinit") for m in sys.modules)
     from sglang_specinit.hooks import hook_registry_state
 
-    from harness.cpu_doubles import shims
-
     state: dict[str, Any] = {
         "pid": os.getpid(),
         "ranks": scheduler_ranks(scheduler),
@@ -228,7 +215,7 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
     if scheduler is not None:
         spec = getattr(scheduler, "spec_algorithm", None)
         numbers = ("max_total_num_tokens", "max_running_requests", "max_req_len")
-        numbers += ("max_req_input_len", "max_prefill_tokens")
+        numbers += ("max_req_input_len",)
         state["scheduler"] = {
             "spec_algorithm": getattr(spec, "name", None) if spec is not None else None,
             **{k: getattr(scheduler, k, None) for k in numbers},
@@ -245,16 +232,18 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
         state.update(tensor_report(live_model_runners(), spec_worker))
     state["target_config_before_pool"] = _target_config.get("before_pool")
     state["target_config_at_pool_sizing"] = _target_config.get("at_pool_sizing")
-    state["meter"] = shims.device_meter().snapshot() if shims.shims_enabled() else None
+    shimmed = os.environ.get(shims.SHIMS_ENV) == "1"
+    state["meter"] = shims.device_meter().snapshot() if shimmed else None
     return state
 
 
-def write_report(state: dict[str, Any], suffix: str = "") -> Path | None:
-    """Write ``state`` to ``$SPECINIT_TEST_REPORT_DIR/scheduler-<pid><suffix>.json`` atomically."""
+def write_report(state: dict[str, Any], name: str | None = None) -> Path | None:
+    """Write ``state`` to ``$SPECINIT_TEST_REPORT_DIR/<name>`` (``scheduler-<pid>.json``)
+    atomically."""
     directory = os.environ.get(REPORT_DIR_ENV)
     if not directory:
         return None
-    path = Path(directory) / f"scheduler-{os.getpid()}{suffix}.json"
+    path = Path(directory) / (name or f"scheduler-{os.getpid()}.json")
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state, indent=1, default=repr))
     tmp.replace(path)
@@ -278,7 +267,7 @@ def report_scheduler_init_failure(
         except Exception:
             state = {"pid": os.getpid(), "collect_error": traceback.format_exc()}
         state["error"] = traceback.format_exc()
-        write_report(state, suffix="-error")
+        write_report(state, f"scheduler-{os.getpid()}-error.json")
         raise
 
 
@@ -301,28 +290,17 @@ def snapshot_at_pool_sizing(runner: Any, *args: Any, **kwargs: Any) -> None:
     _snapshot_target_config("at_pool_sizing", runner)
 
 
-_registered = False
-
-
-def register_report_hooks() -> None:
-    """Register the report hooks with ``HookRegistry`` (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
-
+def report_hooks() -> list[tuple[str, Callable[..., Any], str]]:
+    """(target, hook, HookType name) of the report hooks, for the harness's sitecustomize."""
     from harness.launch.sglang_release import sglang_release
 
-    hooks = [
-        (f"{_SCHEDULER}.get_init_info", report_before_get_init_info, HookType.BEFORE),
-        (f"{_SCHEDULER}.__init__", report_scheduler_init_failure, HookType.AROUND),
+    hooks: list[tuple[str, Callable[..., Any], str]] = [
+        (f"{_SCHEDULER}.get_init_info", report_before_get_init_info, "BEFORE"),
+        (f"{_SCHEDULER}.__init__", report_scheduler_init_failure, "AROUND"),
     ]
     # The config snapshots name 0.5.13.x methods (0.5.23 has neither the mixin module nor
     # configure_kv_cache_dtype); the fidelity matrix that reads them runs on 0.5.13.x only.
     if sglang_release()[:3] == (0, 5, 13):
-        hooks.append((_CONFIGURE_KV_CACHE_DTYPE, snapshot_before_pool, HookType.AFTER))
-        hooks.append((_INIT_MEMORY_POOL, snapshot_at_pool_sizing, HookType.BEFORE))
-    source = HookSource(plugin_name="specinit-test-report", dist_name=None)
-    for target, hook, kind in hooks:
-        HookRegistry.register(target, hook, kind, source=source)
-    _registered = True
+        hooks.append((_CONFIGURE_KV_CACHE_DTYPE, snapshot_before_pool, "AFTER"))
+        hooks.append((_INIT_MEMORY_POOL, snapshot_at_pool_sizing, "BEFORE"))
+    return hooks

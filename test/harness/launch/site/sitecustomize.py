@@ -14,22 +14,29 @@ _TRIGGER = "sglang.srt.plugins.hook_registry"
 _TEST_DIR = str(Path(__file__).resolve().parents[3])
 
 
+def _register(plugin_name: str, hooks: list) -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
+
+    source = HookSource(plugin_name=plugin_name, dist_name=None)
+    for target, hook, kind in hooks:
+        HookRegistry.register(target, hook, HookType[kind], source=source)
+
+
 def _register_test_hooks() -> None:
     if os.environ.get("SPECINIT_TEST_SHIMS") == "1":
-        from harness.cpu_doubles import shims
+        from harness.cpu_doubles import faults, shims
 
-        shims.register_shims()
-        from harness.cpu_doubles import faults
-
-        faults.register_fault_hooks()  # only those whose environment variable is set
+        _register("specinit-test-shims", shims.shim_hooks())
+        # Only the fault doubles whose environment variable is set.
+        _register("specinit-test-faults", faults.fault_hooks())
         if os.environ.get("SPECINIT_TEST_REPORT_DIR"):
             from harness.reports import scheduler_report
 
-            scheduler_report.register_report_hooks()
+            _register("specinit-test-report", scheduler_report.report_hooks())
     if os.environ.get("SPECINIT_TEST_DEVICE_PROBE") == "1":
         from harness.reports import device_probe
 
-        device_probe.register_probe_hooks()
+        _register("specinit-test-device-probe", device_probe.probe_hooks())
     if os.environ.get("SPECINIT_TEST_STORAGE_IDENTITY") == "1":
         from harness.gpu import storage_identity
 
