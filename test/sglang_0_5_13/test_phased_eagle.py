@@ -39,10 +39,10 @@ from harness.reports.report_reading import (
     readings,
     runner,
 )
-from sglang_specinit import budget
+from sglang_specinit import budget, sglang_0_5_13
+from sglang_specinit.hooks import adapter_patches
 from test_workers_common import (
     Launch,
-    assert_meter_fills_budget,
     assert_phased,
     assert_pools_as_planned,
     launch_cache,
@@ -242,85 +242,21 @@ def test_draft_copies_of_shared_weights_are_freed_before_the_target_pool_is_size
 
 
 @pytest.mark.parametrize("case", CASE_IDS)
-def test_pool_tokens_equal_the_independent_budget_prediction(
+def test_pools_equal_the_independent_prediction_and_fill_the_budget(
     launch: Callable[[str, bool], Launch], case: str
 ) -> None:
-    run = launch(case, True)
-    assert_pools_as_planned(run, eagle_plan(run, CASES[case]), CASES[case].draft_shape)
-
-
-@pytest.mark.parametrize("case", CASE_IDS)
-def test_weights_and_kv_fill_the_budget_without_exceeding_it(
-    launch: Callable[[str, bool], Launch], case: str
-) -> None:
-    assert_meter_fills_budget(launch(case, True), CASES[case].draft_shape)
-
-
-@pytest.mark.parametrize("case", STOCK_CASES)
-def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch], case: str) -> None:
-    """The bug: 0.5.13.post1 sizes the target pool for the whole budget, then adds the draft."""
-    stock = launch(case, False)
-    report = stock.report
-    assert not report["specinit_loaded"] and stock.breakdown is None
-    target_pool = runner(report, "target")["kv_pool"]
-    draft_pool = runner(report, "draft")["kv_pool"]
-    # Stock profiles before any draft reading: the draft is not in the sizing at all.
-    (profile,) = reading_seqs(report, "ModelRunnerKVCacheMixin._profile_available_bytes", False)
-    assert profile < min(reading_seqs(report, "load_model", True))
-
-    meter = meter_budget(report)
-    # Only the target's weights were resident at profiling; the draft's come on top, so this
-    # sum is a lower bound of what stock holds.
-    used_at_least = (
-        meter.resident_bytes + kv_buffer_bytes(target_pool) + kv_buffer_bytes(draft_pool)
+    run, shape = launch(case, True), CASES[case].draft_shape
+    assert_pools_as_planned(run, eagle_plan(run, CASES[case]), shape)
+    # What SGLang measured as resident plus the two pools stays in its budget, fills 99.5 %
+    # of f x capacity, and not one more token would have fitted.
+    meter = meter_budget(run.report)
+    used = meter.resident_bytes + sum(
+        kv_buffer_bytes(runner(run.report, role)["kv_pool"]) for role in ("target", "draft")
     )
-    assert used_at_least > F * CAPACITY
-    # The target pool alone takes the whole budget: what f x free leaves after the target's
-    # weights, over the target's cell.
-    budget_left = int(F * meter.pre_load_free_bytes) - meter.resident_bytes
-    assert target_pool["size"] == budget_left // kv_spec(DEFAULT_TARGET).bytes_per_token()
-    # With the plugin the same launch gets fewer tokens: the draft is paid for.
-    phased = launch(case, True)
-    assert runner(phased.report, "target")["kv_pool"]["size"] < target_pool["size"]
-
-
-@pytest.mark.parametrize("case", STOCK_CASES)
-@pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
-def test_device_probe_finds_stock_over_and_plugin_within_the_budget(
-    launch: Callable[[str, bool], Launch], case: str
-) -> None:
-    runs = {plugin: launch(case, plugin) for plugin in (True, False)}
-    usage = {}
-    for plugin, run in runs.items():
-        assert run.probe is not None
-        (records,) = run.probe  # one scheduler process
-        usage[plugin] = device_probe.usage_after_pools(records)
-    phased, stock = usage[True], usage[False]
-    # Same pre-load reading, same budget: the two launches differ only after loading.
-    assert phased.budget_bytes == stock.budget_bytes == int(F * phased.pre_load_free_bytes)
-    assert phased.over_budget_bytes <= device_probe.BOOKKEEPING_TOLERANCE_BYTES, phased.describe()
-    assert phased.counted_bytes >= 0.98 * phased.budget_bytes, phased.describe()
-    assert stock.over_budget_bytes > device_probe.BOOKKEEPING_TOLERANCE_BYTES, stock.describe()
-    # What the probe counts for the phased launch is the plugin's own account of it: weights
-    # measured at sizing plus the pools SGLang allocated.
-    breakdown = runs[True].breakdown
-    assert breakdown is not None
-    # The probe and the plugin start from the same SGLang reading (as the GPU suite asserts).
-    assert phased.pre_load_free_bytes == breakdown["pre_load_free_bytes"]
-    assert phased.budget_bytes == breakdown["budget_bytes"]
-    assert stock.draft_kv_bytes > 0 and phased.draft_kv_bytes > 0
-    assert (
-        stock.over_budget_bytes >= stock.draft_kv_bytes - device_probe.BOOKKEEPING_TOLERANCE_BYTES
-    )
-    own_account = (
-        breakdown["resident_bytes"]
-        + breakdown["allocated_target_kv_pool_bytes"]
-        + breakdown["allocated_draft_kv_pool_bytes"]
-    )
-    assert abs(phased.counted_bytes - own_account) <= device_probe.BOOKKEEPING_TOLERANCE_BYTES
-    assert phased.kv_bytes == (
-        breakdown["allocated_target_kv_pool_bytes"] + breakdown["allocated_draft_kv_pool_bytes"]
-    )
+    assert used <= meter.budget_bytes <= F * CAPACITY
+    assert used >= 0.995 * F * CAPACITY
+    per_token = DEFAULT_TARGET.kv_bytes_per_token() + shape.kv_bytes_per_token()
+    assert meter.budget_bytes - used < per_token
 
 
 def assert_stock_sglang(report: dict[str, Any], log: str) -> None:
@@ -349,13 +285,14 @@ def k_bytes(shape: TinyLlamaShape, pool: dict[str, Any]) -> int:
 @pytest.mark.parametrize(
     "case", [*STOCK_CASES, pytest.param("EAGLE3-nnpl0", marks=pytest.mark.slow)]
 )
-def test_the_harness_runs_stock_sglang_s_speculative_init(
-    launch: Callable[[str, bool], Launch], case: str
-) -> None:
-    """The baseline the phased tests build on: if this fails, the harness is broken."""
-    run = launch(case, False)
-    report, info = run.report, run.info
-    assert_stock_sglang(report, run.log)
+@pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
+def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch], case: str) -> None:
+    """The bug: 0.5.13.post1 sizes the target pool for the whole budget, then adds the draft.
+    First the baseline the phased tests build on: if that fails, the harness is broken."""
+    stock, phased = launch(case, False), launch(case, True)
+    report, info = stock.report, stock.info
+    assert_stock_sglang(report, stock.log)
+    assert stock.breakdown is None
     assert (
         report["scheduler"]["spec_algorithm"]
         == info["speculative_algorithm"]
@@ -391,6 +328,48 @@ def test_the_harness_runs_stock_sglang_s_speculative_init(
     )
     assert dpool["k_bytes"] == k_bytes(shape, dpool)
     assert tpool["k_bytes"] == k_bytes(DEFAULT_TARGET, tpool)
+
+    # Stock profiles before any draft reading: the draft is not in the sizing at all.
+    (profile,) = reading_seqs(report, "ModelRunnerKVCacheMixin._profile_available_bytes", False)
+    assert profile < min(reading_seqs(report, "load_model", True))
+    meter = meter_budget(report)
+    # Only the target's weights were resident at profiling; the draft's come on top, so this
+    # sum is a lower bound of what stock holds.
+    assert meter.resident_bytes + kv_buffer_bytes(tpool) + kv_buffer_bytes(dpool) > F * CAPACITY
+    # The target pool alone takes the whole budget: what f x free leaves after the target's
+    # weights, over the target's cell.
+    budget_left = int(F * meter.pre_load_free_bytes) - meter.resident_bytes
+    assert tpool["size"] == budget_left // kv_spec(DEFAULT_TARGET).bytes_per_token()
+    # With the plugin the same launch gets fewer tokens: the draft is paid for.
+    assert runner(phased.report, "target")["kv_pool"]["size"] < tpool["size"]
+
+    # The device probe finds stock over the budget and the plugin within it.
+    assert phased.probe is not None and stock.probe is not None
+    (on_records,), (off_records,) = phased.probe, stock.probe  # one scheduler process each
+    on, off = (device_probe.usage_after_pools(r) for r in (on_records, off_records))
+    # Same pre-load reading, same budget: the two launches differ only after loading.
+    assert on.budget_bytes == off.budget_bytes == int(F * on.pre_load_free_bytes)
+    assert on.over_budget_bytes <= device_probe.BOOKKEEPING_TOLERANCE_BYTES, on.describe()
+    assert on.counted_bytes >= 0.98 * on.budget_bytes, on.describe()
+    assert off.over_budget_bytes > device_probe.BOOKKEEPING_TOLERANCE_BYTES, off.describe()
+    # What the probe counts for the phased launch is the plugin's own account of it: weights
+    # measured at sizing plus the pools SGLang allocated.
+    breakdown = phased.breakdown
+    assert breakdown is not None
+    # The probe and the plugin start from the same SGLang reading (as the GPU suite asserts).
+    assert on.pre_load_free_bytes == breakdown["pre_load_free_bytes"]
+    assert on.budget_bytes == breakdown["budget_bytes"]
+    assert off.draft_kv_bytes > 0 and on.draft_kv_bytes > 0
+    assert off.over_budget_bytes >= off.draft_kv_bytes - device_probe.BOOKKEEPING_TOLERANCE_BYTES
+    own_account = (
+        breakdown["resident_bytes"]
+        + breakdown["allocated_target_kv_pool_bytes"]
+        + breakdown["allocated_draft_kv_pool_bytes"]
+    )
+    assert abs(on.counted_bytes - own_account) <= device_probe.BOOKKEEPING_TOLERANCE_BYTES
+    assert on.kv_bytes == (
+        breakdown["allocated_target_kv_pool_bytes"] + breakdown["allocated_draft_kv_pool_bytes"]
+    )
 
 
 # Tensors of the EAGLE3 draft that must be stock's after init: its hot-token map (on the model
@@ -485,6 +464,7 @@ def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Pa
             again = [o["output_ids"] for o in engine.generate(PROMPTS, max_new_tokens=6)]
             report = engine.scheduler_report()
         assert again == tokens  # greedy is deterministic
+        assert report["pid"] != engine.proc.pid  # written by the spawned scheduler process
         results[plugin] = (tokens, report, read_breakdown(specinit_dir), engine.log_path)
     (off_tokens, off, _, off_log), (on_tokens, on, on_breakdown, on_log) = (
         results[False],
@@ -496,6 +476,15 @@ def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Pa
         off["model_runners"][0]["kv_pool"]["size"] == off["scheduler"]["max_total_num_tokens"] > 0
     )
     assert on["specinit_loaded"] and not off["specinit_loaded"]
+    # The scheduler loaded the plugin through its entry point and applied its hooks; a launch
+    # without a draft never imports a speculative worker, so none is patched there.
+    assert on["sglang_plugins_env"] == "specinit"
+    targets = {
+        hook.target for patch in adapter_patches(sglang_0_5_13).values() for hook in patch.hooks
+    }
+    applied = set(on["applied_hook_targets"])
+    assert {t for t in targets if ".speculative." not in t and ".arg_groups." not in t} <= applied
+    assert not {t for t in targets if ".speculative." in t} & applied
     assert on_breakdown is None  # nothing to phase without a draft
     assert "[specinit] phase" not in on_log.read_text(errors="replace")
     assert on["scheduler"] == off["scheduler"]

@@ -43,9 +43,13 @@ def _matrix() -> list[Any]:
                 ]
             for tp in (1, 4):
                 rows.append(
-                    pytest.param(case, kv_dtype, tp, marks=marks, id=f"{case}-{kv_dtype}-tp{tp}")
+                    pytest.param(
+                        case, kv_dtype, tp, False, marks=marks, id=f"{case}-{kv_dtype}-tp{tp}"
+                    )
                 )
-    return rows
+    # A draft read from the target checkpoint (its one MTP layer).
+    drafts = ("deepseek-v3-mla", "qwen3-next-gdn")
+    return rows + [pytest.param(case, "model", 1, True, id=f"{case}-draft") for case in drafts]
 
 
 SWA_RATIO = 0.8
@@ -88,9 +92,9 @@ def _assert_same_price(spec: budget.KVSpec, measured: budget.MeasuredKVSpec, pag
         assert budget.kv_pool_bytes(spec, tokens, page) == measured.pool_bytes(tokens, page)
 
 
-@pytest.mark.parametrize(("case", "kv_dtype", "tp"), _matrix())
+@pytest.mark.parametrize(("case", "kv_dtype", "tp", "draft"), _matrix())
 def test_planner_price_equals_what_sglang_allocates(
-    case: str, kv_dtype: str, tp: int, tmp_path: Path
+    case: str, kv_dtype: str, tp: int, draft: bool, tmp_path: Path
 ) -> None:
     import torch
 
@@ -98,36 +102,15 @@ def test_planner_price_equals_what_sglang_allocates(
     for page in _pages(case):
         server_args = _server_args(config_dir, page)
         with attention_tp(tp), fp4_pools_as_on_cuda():
-            config = model_config(config_dir)
+            config = model_config(config_dir, is_draft_model=draft)
             dtype = config.dtype if kv_dtype == "model" else getattr(torch, kv_dtype)
+            layers = runner_layer_count(config, is_draft=draft)
             runner = unloaded_runner(
-                config,
-                server_args,
-                kv_cache_dtype=dtype,
-                num_layers=runner_layer_count(config, is_draft=False),
+                config, server_args, kv_cache_dtype=dtype, num_layers=layers, is_draft=draft
             )
             spec, measured = _price_both_ways(runner)
+        assert not draft or (layers == 1 and measured.full_bytes_per_token > 0)
         _assert_same_price(spec, measured, page)
-
-
-@pytest.mark.parametrize("case", ["deepseek-v3-mla", "qwen3-next-gdn"])
-def test_a_draft_read_from_the_target_checkpoint_is_priced_as_allocated(
-    case: str, tmp_path: Path
-) -> None:
-    import torch
-
-    config_dir = ALL_CASES[case](tmp_path)
-    server_args = _server_args(config_dir, 1)
-    with attention_tp(1):
-        draft_config = model_config(config_dir, is_draft_model=True)
-        layers = runner_layer_count(draft_config, is_draft=True)
-        assert layers == 1
-        runner = unloaded_runner(
-            draft_config, server_args, kv_cache_dtype=torch.bfloat16, num_layers=1, is_draft=True
-        )
-        spec, measured = _price_both_ways(runner)
-    assert measured.full_bytes_per_token > 0
-    _assert_same_price(spec, measured, 1)
 
 
 def test_dsa_fp8_is_priced_at_its_stored_layout(tmp_path: Path) -> None:

@@ -126,13 +126,6 @@ def assert_phased(run: Launch, algorithm: str) -> dict[str, Any]:
     return breakdown
 
 
-def assert_stock(run: Launch, algorithm: str) -> None:
-    """A plugin-off launch: stock SGLang, no phases, no breakdown."""
-    assert not run.report["specinit_loaded"]
-    assert run.report["scheduler"]["spec_algorithm"] == algorithm
-    assert run.breakdown is None
-
-
 def predicted_plan(
     run: Launch,
     algorithm: str,
@@ -190,34 +183,6 @@ def assert_pools_as_planned(run: Launch, plan: budget.PoolPlan, shape: TinyLlama
     assert kv_buffer_bytes(dpool) == (plan.tokens + 1) * draft_cell
     assert breakdown["allocated_target_kv_pool_bytes"] == kv_buffer_bytes(tpool)
     assert breakdown["allocated_draft_kv_pool_bytes"] == kv_buffer_bytes(dpool)
-
-
-def assert_meter_fills_budget(run: Launch, draft_shape: TinyLlamaShape) -> None:
-    """What SGLang measured as resident plus the two pools stays in its budget, fills 99.5 %
-    of f x capacity, and not one more token would have fitted."""
-    report = run.report
-    meter = meter_budget(report)
-    used = meter.resident_bytes + sum(
-        kv_buffer_bytes(runner(report, role)["kv_pool"]) for role in ("target", "draft")
-    )
-    assert used <= meter.budget_bytes <= F * CAPACITY
-    assert used >= 0.995 * F * CAPACITY
-    per_token = DEFAULT_TARGET.kv_bytes_per_token() + draft_shape.kv_bytes_per_token()
-    assert meter.budget_bytes - used < per_token
-
-
-def assert_fills_budget(run: Launch, draft_shape: TinyLlamaShape) -> None:
-    """As :func:`assert_meter_fills_budget`, for a draft that shares no weight with the target:
-    its live weights + pools use 99.5-100 % of f x capacity, and the process holds them."""
-    report = run.report
-    target, draft = runner(report, "target"), runner(report, "draft")
-    weights = target["weight_bytes"] + draft["weight_bytes"]
-    pools = target["kv_pool"]["storage_bytes"] + draft["kv_pool"]["storage_bytes"]
-    limit = F * CAPACITY
-    assert weights + pools <= limit
-    assert weights + pools >= 0.995 * limit
-    assert_meter_fills_budget(run, draft_shape)
-    assert report["meter"]["used_bytes"] >= weights + pools
 
 
 def _class_body(module: str, class_name: str) -> list[ast.stmt]:

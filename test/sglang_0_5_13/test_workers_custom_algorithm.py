@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,14 +10,7 @@ from harness.checkpoints import llama_family
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
 from harness.launch.server_process import PLUGIN_ENTRY_POINT, SITE_DIR
 from harness.reports.report_reading import F, kv_buffer_bytes, runner
-from test_workers_common import (
-    CAPACITY,
-    MIN_STOCK_OVERSHOOT,
-    STOCK_WARNING,
-    Launch,
-    launch_cache,
-    start_engine,
-)
+from test_workers_common import CAPACITY, MIN_STOCK_OVERSHOOT, STOCK_WARNING, start_engine
 
 pytestmark = pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)
 
@@ -78,50 +70,34 @@ def register():
 '''
 
 
-def write_plugin_distribution(directory: Path) -> Path:
-    """A module and a ``.dist-info`` declaring it as an ``sglang.srt.plugins`` entry point."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / f"{PLUGIN_MODULE}.py").write_text(PLUGIN_SOURCE)
-    dist_info = directory / f"{PLUGIN_MODULE}-0.1.dist-info"
-    dist_info.mkdir()
+@pytest.mark.cpu_engine
+def test_custom_algorithm_is_built_the_stock_way_with_one_warning(tmp_path: Path) -> None:
+    # A module and a ``.dist-info`` declaring it as an ``sglang.srt.plugins`` entry point.
+    plugin_dir = tmp_path / "plugin-dist"
+    dist_info = plugin_dir / f"{PLUGIN_MODULE}-0.1.dist-info"
+    dist_info.mkdir(parents=True)
+    (plugin_dir / f"{PLUGIN_MODULE}.py").write_text(PLUGIN_SOURCE)
     (dist_info / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: specinit-test-custom-spec\nVersion: 0.1\n"
     )
     (dist_info / "entry_points.txt").write_text(
         f"[sglang.srt.plugins]\n{PLUGIN_NAME} = {PLUGIN_MODULE}:register\n"
     )
-    return directory
-
-
-def _start(work_dir: Path) -> Launch:
-    plugin_dir = write_plugin_distribution(work_dir / "plugin-dist")
     python_path = [str(SITE_DIR), str(plugin_dir)]
     if os.environ.get("PYTHONPATH"):
         python_path.append(os.environ["PYTHONPATH"])
-    return start_engine(
+    run = start_engine(
         llama_family.tiny_llama_target(),
         draft=llama_family.tiny_standalone_draft(),
         algorithm=ALGORITHM,
         plugin=True,
-        work_dir=work_dir / "engine",
+        work_dir=tmp_path / "engine",
         extra_env={
             "PYTHONPATH": os.pathsep.join(python_path),
             "SGLANG_PLUGINS": f"{PLUGIN_ENTRY_POINT},{PLUGIN_NAME}",
         },
         disable_overlap_schedule=True,  # not registered with supports_overlap
     )
-
-
-@pytest.fixture(scope="module")
-def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Launch]:
-    return launch_cache(tmp_path_factory, {"custom": _start})
-
-
-@pytest.mark.cpu_engine
-def test_custom_algorithm_is_built_the_stock_way_with_one_warning(
-    launch: Callable[[str], Launch],
-) -> None:
-    run = launch("custom")
     report = run.report
     assert report["specinit_loaded"]
     assert report["scheduler"]["spec_algorithm"] == ALGORITHM

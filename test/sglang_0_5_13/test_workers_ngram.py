@@ -61,17 +61,6 @@ def test_ngram_is_model_less_by_name() -> None:
     assert (NGRAM_MODULE, "NGRAMWorker") in launch_policy.MODEL_LESS_WORKERS
 
 
-class _StubSpecAlgorithm:
-    def __init__(self, worker_class: type) -> None:
-        self.worker_class = worker_class
-
-    def is_none(self) -> bool:
-        return False
-
-    def create_worker(self, server_args: Any) -> type:
-        return self.worker_class
-
-
 class _StubScheduler:
     """Just what ``init_model_worker`` touches; every step records itself."""
 
@@ -86,7 +75,9 @@ class _StubScheduler:
         self.model_config = SimpleNamespace(
             hf_config=SimpleNamespace(architectures=["LlamaForCausalLM"])
         )
-        self.spec_algorithm = _StubSpecAlgorithm(worker_class)
+        self.spec_algorithm = SimpleNamespace(
+            is_none=lambda: False, create_worker=lambda server_args: worker_class
+        )
         self.draft_worker: Any = "unset"
 
     def _record(self, step: str) -> None:

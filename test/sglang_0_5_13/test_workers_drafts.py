@@ -1,18 +1,23 @@
-"""Drafts of hybrid sliding-window targets on the phased init, real SGLang 0.5.13.post1 (cpu):
+"""Drafts with a KV geometry of their own on the phased init, real SGLang 0.5.13.post1 (cpu):
+STANDALONE (``StandaloneWorkerV2``) and DFLASH (``DFlashWorker``) of the tiny Llama target,
 FROZEN_KV_MTP (``FrozenKVMTPWorker``, a Gemma 4 assistant reading the target's KV) and
-multi-layer EAGLE (``MultiLayerEagleWorkerV2``, MiMo-V2's MTP layers, one pool per step)."""
+multi-layer EAGLE (``MultiLayerEagleWorkerV2``, MiMo-V2's MTP layers, one pool per step) of
+hybrid sliding-window targets. One table, one set of checks; then each worker's own."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.checkpoints import gemma4_mtp, mimo_v2_mtp
+from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_mtp
+from harness.checkpoints.eagle_drafts import DEFAULT_DFLASH_DRAFT, DFLASH_BLOCK_SIZE
 from harness.checkpoints.gemma4_mtp import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
+from harness.checkpoints.llama_family import DEFAULT_STANDALONE_DRAFT, DEFAULT_TARGET
+from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.checkpoints.mimo_v2_mtp import DEFAULT_MIMO_V2
 from harness.geometry import kv_specs
 from harness.geometry.specs import FROZEN_KV_STAND_IN_TOKENS, attention_kv_spec
@@ -21,7 +26,9 @@ from harness.reports.report_reading import (
     F,
     checkpoint_bytes,
     kv_buffer_bytes,
+    kv_spec,
     meter_budget,
+    pool_bytes,
     profile_reading,
     reading_seqs,
     readings,
@@ -35,7 +42,7 @@ from test_workers_common import (
     MIN_STOCK_OVERSHOOT,
     Launch,
     assert_phased,
-    assert_stock,
+    assert_pools_as_planned,
     class_defines,
     init_call_order,
     launch_cache,
@@ -47,9 +54,16 @@ pytestmark = pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)
 engine = pytest.mark.cpu_engine  # the tests that start an Engine
 
 GEMMA, ASSISTANT, MIMO = DEFAULT_GEMMA4_TARGET, DEFAULT_GEMMA4_ASSISTANT, DEFAULT_MIMO_V2
+STANDALONE = DEFAULT_STANDALONE_DRAFT
 NUM_STEPS = 3  # multi-layer EAGLE's draft steps, one MTP runner and pool each
 FROZEN_MODULE = "sglang.srt.speculative.frozen_kv_mtp_worker"
 MLE_MODULE = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
+WINDOW = 2 * DFLASH_BLOCK_SIZE
+DFLASH_FLAGS = {
+    "num_steps": 1,
+    "num_draft_tokens": DFLASH_BLOCK_SIZE,
+    "speculative_draft_attention_backend": "triton",
+}
 
 
 def _attn(layers: int, kv_heads: int, head_dim: int) -> kv_specs.AttentionKVSpec:
@@ -165,72 +179,98 @@ def mle_plan(
     )
 
 
-def _start_frozen(plugin: bool, work_dir: Path) -> Launch:
-    return start_engine(
-        gemma4_mtp.tiny_gemma4_target(),
-        draft=gemma4_mtp.tiny_gemma4_assistant(),
-        algorithm="EAGLE",  # promoted to FROZEN_KV_MTP by SGLang for a Gemma 4 assistant
-        plugin=plugin,
-        work_dir=work_dir,
-        attention_backend="triton",
-    )
-
-
-def _start_mle(plugin: bool, work_dir: Path) -> Launch:
-    target = mimo_v2_mtp.tiny_mimo_v2_target()
-    return start_engine(
-        target,
-        draft=target,  # the MTP layers live in the target's checkpoint
-        algorithm="EAGLE",
-        plugin=plugin,
-        work_dir=work_dir,
-        num_steps=NUM_STEPS,
-        num_draft_tokens=NUM_STEPS + 1,
-        trust_remote_code=True,
-    )
-
-
-def _mtp_bytes() -> int:
-    path = mimo_v2_mtp.tiny_mimo_v2_target()
-    return checkpoint_bytes(path, lambda n: n.startswith("model.mtp.layers."))
-
-
 @dataclass(frozen=True)
-class SwaDraft:
+class Draft:
     """One draft's launch and what the tests expect of it."""
 
     algorithm: str  # as SGLang resolves it
-    start: Callable[[bool, Path], Launch]
+    target: Callable[[], Path]
     architectures: tuple[str, str]  # the target's, each draft runner's
     server_args: dict[str, Any]  # set by SGLang's own argument hooks
     draft_runners: int
     pool_bytes: Callable[[Launch], tuple[int, list[int]]]
     plan: Callable[[Launch], budget.PoolPlan]
-    target_spec: Callable[[float], kv_specs.HybridSWAKVSpec]
-    draft_pools_per_token: Callable[[float], float]
-    draft_weight_bytes: Callable[[], int]  # its own checkpoint tensors
-    truncation_bytes: int  # what int() of each pool's SWA split leaves unpriced, at most
-    worker_class: str  # what the names of the classes its phase methods go on start with
+    per_token: Callable[[float], float]  # target + draft pool bytes per token, at the SWA ratio
+    checkpoint: Callable[[], Path]  # where its weights are
+    own_tensor: Callable[[str], bool] = lambda name: True  # its checkpoint tensors
+    truncation_bytes: int = 0  # what int() of each pool's SWA split leaves unpriced, at most
+    shape: TinyLlamaShape | None = None  # a draft of the tiny Llama target: its one MHA pool
+    own_request_table: bool = False
+    flags: dict[str, Any] = field(default_factory=dict)  # the launch's, the algorithm included
+    draft_cell: int = 0  # with a shape: its KV bytes per token, from its geometry
 
 
+def _llama_draft(
+    algorithm: str,
+    shape: TinyLlamaShape,
+    checkpoint: Callable[[], Path],
+    architecture: str,
+    server_args: dict[str, Any],
+    flags: dict[str, Any],
+    **more: Any,
+) -> Draft:
+    """A draft of the tiny Llama target with a KV geometry of its own."""
+    return Draft(
+        algorithm,
+        llama_family.tiny_llama_target,
+        ("LlamaForCausalLM", architecture),
+        server_args,
+        draft_runners=1,
+        pool_bytes=lambda run: (
+            pool_bytes(run.report, "target"),
+            [pool_bytes(run.report, "draft")],
+        ),
+        plan=lambda run: predicted_plan(run, algorithm, draft_kv_pools=(kv_spec(shape),)),
+        per_token=lambda ratio: DEFAULT_TARGET.kv_bytes_per_token() + shape.kv_bytes_per_token(),
+        checkpoint=checkpoint,
+        shape=shape,
+        flags={"algorithm": algorithm, **flags},
+        **more,
+    )
+
+
+DFLASH = functools.partial(
+    _llama_draft,
+    "DFLASH",
+    DEFAULT_DFLASH_DRAFT,
+    eagle_drafts.tiny_dflash_draft,
+    "DFlashDraftModel",
+)
 DRAFTS = {
-    "FROZEN_KV_MTP": SwaDraft(
+    "STANDALONE": _llama_draft(
+        "STANDALONE",
+        STANDALONE,
+        llama_family.tiny_standalone_draft,
+        "LlamaForCausalLM",
+        {"disable_overlap_schedule": False},
+        {},
+        draft_cell=96,
+    ),
+    "DFLASH": DFLASH({"disable_overlap_schedule": True}, DFLASH_FLAGS, draft_cell=256),
+    # A compact draft window: the draft's request table is its own.
+    "DFLASH-window": DFLASH(
+        {"disable_overlap_schedule": True, "speculative_draft_window_size": WINDOW},
+        {**DFLASH_FLAGS, "speculative_draft_window_size": WINDOW},
+        own_request_table=True,
+        draft_cell=256,
+    ),
+    "FROZEN_KV_MTP": Draft(
         "FROZEN_KV_MTP",
-        _start_frozen,
+        gemma4_mtp.tiny_gemma4_target,
         ("Gemma4ForCausalLM", "Gemma4AssistantForCausalLM"),
         {"disable_overlap_schedule": True},
         draft_runners=1,
         pool_bytes=frozen_pool_bytes,
         plan=frozen_plan,
-        target_spec=gemma_target_spec,
-        draft_pools_per_token=lambda ratio: 0,
-        draft_weight_bytes=lambda: checkpoint_bytes(gemma4_mtp.tiny_gemma4_assistant()),
+        per_token=lambda ratio: gemma_target_spec(ratio).bytes_per_token(),
+        checkpoint=gemma4_mtp.tiny_gemma4_assistant,
         truncation_bytes=1,
-        worker_class="FrozenKVMTPWorker",
+        # EAGLE, promoted to FROZEN_KV_MTP by SGLang for a Gemma 4 assistant
+        flags={"algorithm": "EAGLE", "attention_backend": "triton"},
     ),
-    "multi-layer EAGLE": SwaDraft(
+    "multi-layer EAGLE": Draft(
         "EAGLE",
-        _start_mle,
+        mimo_v2_mtp.tiny_mimo_v2_target,
         ("MiMoV2FlashForCausalLM", "MiMoV2MTP"),
         {  # SGLang's own MiMo-V2 rule
             "enable_multi_layer_eagle": True,
@@ -239,21 +279,47 @@ DRAFTS = {
         draft_runners=NUM_STEPS,
         pool_bytes=mle_pool_bytes,
         plan=mle_plan,
-        target_spec=mimo_target_spec,
-        draft_pools_per_token=lambda ratio: NUM_STEPS * mtp_pool_spec(ratio).bytes_per_token(),
-        draft_weight_bytes=_mtp_bytes,
+        per_token=lambda ratio: (
+            mimo_target_spec(ratio).bytes_per_token()
+            + NUM_STEPS * mtp_pool_spec(ratio).bytes_per_token()
+        ),
+        checkpoint=mimo_v2_mtp.tiny_mimo_v2_target,  # the MTP layers are the target's
+        own_tensor=lambda name: name.startswith("model.mtp.layers."),
         truncation_bytes=NUM_STEPS,
-        worker_class="MultiLayerEagle",
+        flags={
+            "algorithm": "EAGLE",
+            "num_steps": NUM_STEPS,
+            "num_draft_tokens": NUM_STEPS + 1,
+            "trust_remote_code": True,
+        },
     ),
 }
 # The stock contrasts; CI keeps EAGLE3's (test_phased_eagle).
-STOCK_CASES = [pytest.param(name, marks=pytest.mark.slow) for name in DRAFTS]
+STOCK_CASES = [
+    pytest.param(name, marks=pytest.mark.slow) for name in DRAFTS if "window" not in name
+]
+
+
+def _start(draft: Draft, plugin: bool, work_dir: Path) -> Launch:
+    return start_engine(
+        draft.target(), draft=draft.checkpoint(), plugin=plugin, work_dir=work_dir, **draft.flags
+    )
+
+
+def own_weight_bytes(draft: Draft) -> int:
+    return checkpoint_bytes(draft.checkpoint(), draft.own_tensor)
+
+
+def dflash_stock_cell() -> int:
+    """What 0.5.13.post1 charges a DFLASH token: the target cell scaled by (T + D) / T (ceil)."""
+    t, d = DEFAULT_TARGET.layers, DEFAULT_DFLASH_DRAFT.layers
+    return -(-DEFAULT_TARGET.kv_bytes_per_token() * (t + d) // t)
 
 
 @pytest.fixture(scope="module")
-def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, bool], Launch]:
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Launch]:
     starters = {
-        f"{name}-{plugin}": functools.partial(draft.start, plugin)
+        f"{name}-{plugin}": functools.partial(_start, draft, plugin)
         for name, draft in DRAFTS.items()
         for plugin in (True, False)
     }
@@ -263,91 +329,124 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, bool], La
 
 @engine
 @pytest.mark.parametrize("name", DRAFTS)
-def test_the_draft_comes_up_through_the_four_phases(
-    launch: Callable[[str, bool], Launch], name: str
+def test_phased_draft_pools_equal_the_independent_prediction_and_fill_the_budget(
+    launch: Callable[..., Launch], name: str
 ) -> None:
     run, draft = launch(name), DRAFTS[name]
-    assert_phased(run, draft.algorithm)  # FROZEN_KV_MTP: the EAGLE alias was resolved by SGLang
-    server_args = run.report["server_args"]
-    assert {key: server_args[key] for key in draft.server_args} == draft.server_args
-    target, drafts = runner(run.report, "target"), runners(run.report, "draft")
+    # (FROZEN_KV_MTP: the EAGLE alias resolved by SGLang.)
+    report, breakdown = run.report, assert_phased(run, draft.algorithm)
+    assert {key: report["server_args"][key] for key in draft.server_args} == draft.server_args
+    target, drafts = runner(report, "target"), runners(report, "draft")
     assert len(drafts) == draft.draft_runners
     assert target["architecture"] == draft.architectures[0]
     assert {d["architecture"] for d in drafts} == {draft.architectures[1]}
-    # Attached to the target's request table and allocator in the pool phase.
-    assert {d["req_to_token_pool_id"] for d in drafts} == {target["req_to_token_pool_id"]}
+    # Own KV buffers on the target's allocator, attached in the pool phase; the target's
+    # request table unless the draft has a window of its own.
+    assert target["kv_pool"]["id"] not in {d["kv_pool"]["id"] for d in drafts}
     assert {d["token_to_kv_pool_allocator_id"] for d in drafts} == {
         target["token_to_kv_pool_allocator_id"]
     }
-
-
-@engine
-@pytest.mark.parametrize("name", DRAFTS)
-def test_pool_tokens_equal_the_independent_budget_prediction(
-    launch: Callable[[str, bool], Launch], name: str
-) -> None:
-    run, draft = launch(name), DRAFTS[name]
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
-    assert breakdown["resident_bytes"] == meter_budget(report).resident_bytes
+    tables = {d["req_to_token_pool_id"] for d in drafts}
+    assert (tables == {target["req_to_token_pool_id"]}) is not draft.own_request_table
+    # The pools: what the harness predicts from what it saw, nothing from the plugin. The
+    # resident bytes the plugin sized with are exactly what the meter says SGLang measured.
+    meter = meter_budget(report)
+    assert breakdown["resident_bytes"] == meter.resident_bytes
     plan = draft.plan(run)
-    target = runner(report, "target")
-    config = target["memory_pool_config"]
     assert plan.tokens > 0
-    assert target["kv_pool"]["size"] == config["full_max_total_num_tokens"] == plan.tokens
+    assert target["kv_pool"]["size"] == plan.tokens == run.info["max_total_num_tokens"]
     assert report["scheduler"]["max_total_num_tokens"] == breakdown["tokens"] == plan.tokens
-    assert config["swa_max_total_num_tokens"] == int(plan.tokens * _ratio(run))
     # What was allocated is what was planned, pool by pool.
     target_bytes, draft_bytes = draft.pool_bytes(run)
     assert target_bytes == plan.target_kv_pool_bytes == breakdown["allocated_target_kv_pool_bytes"]
     assert sum(draft_bytes) == breakdown["allocated_draft_kv_pool_bytes"]
-
-
-@engine
-@pytest.mark.parametrize("name", DRAFTS)
-def test_weights_pools_and_per_request_buffers_fill_the_budget(
-    launch: Callable[[str, bool], Launch], name: str
-) -> None:
-    run, draft = launch(name), DRAFTS[name]
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
-    meter = meter_budget(report)
-    target_bytes, draft_bytes = draft.pool_bytes(run)
+    if draft.shape is not None:
+        assert_pools_as_planned(run, plan, draft.shape)
+        assert breakdown["draft_kv_bytes_per_token"] == draft.draft_cell
+    else:
+        config = target["memory_pool_config"]
+        assert config["full_max_total_num_tokens"] == plan.tokens
+        assert config["swa_max_total_num_tokens"] == int(plan.tokens * _ratio(run))
+    if draft.algorithm == "DFLASH":
+        # 128 + 128 B/token at the draft's geometry, not the (T + D) / T scaled target cell.
+        assert dflash_stock_cell() == 384 < breakdown["priced_kv_bytes_per_token"]
+    # Weights, pools and per-request buffers fill f x capacity; one more token would not fit.
     used = meter.resident_bytes + target_bytes + sum(draft_bytes) + breakdown["draft_request_bytes"]
     limit = F * CAPACITY
     assert used <= meter.budget_bytes <= limit
     assert used >= 0.995 * limit
     ratio = _ratio(run)
-    per_token = draft.target_spec(ratio).bytes_per_token() + draft.draft_pools_per_token(ratio)
-    assert meter.budget_bytes - used < per_token + draft.truncation_bytes
+    assert meter.budget_bytes - used < draft.per_token(ratio) + draft.truncation_bytes
     assert report["meter"]["used_bytes"] >= used
+    if draft.shape is not None:  # shares no weight with the target: its live tensors fill it
+        draft_runner = runner(report, "draft")
+        live = target["weight_bytes"] + draft_runner["weight_bytes"]
+        live += target["kv_pool"]["storage_bytes"] + draft_runner["kv_pool"]["storage_bytes"]
+        assert 0.995 * limit <= live <= limit
+        assert report["meter"]["used_bytes"] >= live
 
 
 @engine
 @pytest.mark.parametrize("name", STOCK_CASES)
 def test_plugin_off_leaves_the_draft_outside_the_budget(
-    launch: Callable[[str, bool], Launch], name: str
+    launch: Callable[..., Launch], name: str
 ) -> None:
     on, off, draft = launch(name), launch(name, False), DRAFTS[name]
-    assert_stock(off, draft.algorithm)
+    assert not off.report["specinit_loaded"] and off.breakdown is None  # stock SGLang
+    assert off.report["scheduler"]["spec_algorithm"] == draft.algorithm
     assert len(runners(off.report, "draft")) == draft.draft_runners
     target = runner(off.report, "target")
     # Stock sized the target pool before the draft existed ...
-    assert meter_budget(off.report).resident_bytes < target["weight_bytes"] + 64 * 1024
+    stock = meter_budget(off.report)
+    assert stock.resident_bytes < target["weight_bytes"] + 64 * 1024
+    if name == "DFLASH":
+        assert target["kv_pool"]["size"] == stock.available_bytes // dflash_stock_cell()
+    elif name == "STANDALONE":
+        assert kv_buffer_bytes(target["kv_pool"]) > stock.available_bytes - 64 * 1024
     # ... so the draft's weights and pools land on top of f x capacity.
     target_bytes, draft_bytes = draft.pool_bytes(off)
-    total = target["weight_bytes"] + draft.draft_weight_bytes() + target_bytes + sum(draft_bytes)
+    total = target["weight_bytes"] + own_weight_bytes(draft) + target_bytes + sum(draft_bytes)
     assert total > MIN_STOCK_OVERSHOOT * F * CAPACITY
     assert target["kv_pool"]["size"] > runner(on.report, "target")["kv_pool"]["size"]
 
 
-@pytest.mark.parametrize("name", DRAFTS)
-def test_phase_methods_are_new_on_the_real_classes(name: str) -> None:
-    prefix = DRAFTS[name].worker_class
-    methods = [m for m in draft_workers.NEW_METHODS if m.class_name.startswith(prefix)]
-    assert methods
-    for method in methods:
-        assert method.name not in class_defines(method.module, method.class_name), method
+# STANDALONE and DFLASH
+
+
+@engine
+@pytest.mark.parametrize(
+    ("name", "embed_and_head_bytes"),
+    [
+        ("STANDALONE", 2 * STANDALONE.vocab * STANDALONE.hidden * STANDALONE.dtype_bytes),
+        ("DFLASH", 0),
+    ],
+)
+def test_draft_weights_are_counted_in_full(
+    launch: Callable[..., Launch], name: str, embed_and_head_bytes: int
+) -> None:
+    run, draft = launch(name), DRAFTS[name]
+    report, breakdown = run.report, run.breakdown
+    assert breakdown is not None
+    own = own_weight_bytes(draft)
+    assert embed_and_head_bytes < own
+    assert (
+        checkpoint_bytes(draft.checkpoint(), lambda n: "embed_tokens" in n or "lm_head" in n)
+        == embed_and_head_bytes
+    )
+    # Nothing of the draft is shared with the target: every draft byte is charged.
+    assert breakdown["draft_weight_bytes"] == runner(report, "draft")["weight_bytes"] >= own
+    assert breakdown["target_weight_bytes"] == runner(report, "target")["weight_bytes"]
+    # SGLang's own measurement at the target's profiling holds both models entirely.
+    resident = meter_budget(report).resident_bytes
+    assert resident >= breakdown["target_weight_bytes"] + breakdown["draft_weight_bytes"]
+
+
+@engine
+def test_compact_window_changes_no_pool(launch: Callable[..., Launch]) -> None:
+    # Same KV index space and the same sizing as without the window.
+    on, window = launch("DFLASH").breakdown, launch("DFLASH-window").breakdown
+    assert window is not None and on is not None
+    assert window["tokens"] == on["tokens"]
 
 
 # FROZEN_KV_MTP
@@ -355,7 +454,7 @@ def test_phase_methods_are_new_on_the_real_classes(name: str) -> None:
 
 @engine
 def test_no_draft_kv_is_reserved_only_the_stand_in_pool(
-    launch: Callable[[str, bool], Launch],
+    launch: Callable[..., Launch],
 ) -> None:
     run = launch("FROZEN_KV_MTP")
     breakdown = run.breakdown
@@ -374,7 +473,7 @@ def test_no_draft_kv_is_reserved_only_the_stand_in_pool(
 
 
 @engine
-def test_assistant_weights_are_counted(launch: Callable[[str, bool], Launch]) -> None:
+def test_assistant_weights_are_counted(launch: Callable[..., Launch]) -> None:
     run = launch("FROZEN_KV_MTP")
     report, breakdown = run.report, run.breakdown
     assert breakdown is not None
@@ -421,7 +520,7 @@ def test_runtime_description_of_a_frozen_worker_has_no_pool_runners() -> None:
 
 
 @engine
-def test_one_single_layer_pool_per_draft_step(launch: Callable[[str, bool], Launch]) -> None:
+def test_one_single_layer_pool_per_draft_step(launch: Callable[..., Launch]) -> None:
     run = launch("multi-layer EAGLE")
     target = runner(run.report, "target")
     drafts = runners(run.report, "draft")
@@ -442,7 +541,7 @@ def _all_swa_pool(ratio: float) -> kv_specs.HybridSWAKVSpec:
 
 
 @engine
-def test_mtp_pools_are_priced_at_the_target_split(launch: Callable[[str, bool], Launch]) -> None:
+def test_mtp_pools_are_priced_at_the_target_split(launch: Callable[..., Launch]) -> None:
     run = launch("multi-layer EAGLE")
     breakdown = run.breakdown
     assert breakdown is not None
@@ -455,7 +554,7 @@ def test_mtp_pools_are_priced_at_the_target_split(launch: Callable[[str, bool], 
 
 
 @engine
-def test_hidden_state_buffer_is_charged(launch: Callable[[str, bool], Launch]) -> None:
+def test_hidden_state_buffer_is_charged(launch: Callable[..., Launch]) -> None:
     run = launch("multi-layer EAGLE")
     report, breakdown = run.report, run.breakdown
     assert breakdown is not None
@@ -470,12 +569,12 @@ def test_hidden_state_buffer_is_charged(launch: Callable[[str, bool], Launch]) -
 
 @engine
 def test_draft_layers_are_charged_and_shared_embed_head_freed_first(
-    launch: Callable[[str, bool], Launch],
+    launch: Callable[..., Launch],
 ) -> None:
     run = launch("multi-layer EAGLE")
     report, breakdown = run.report, run.breakdown
     assert breakdown is not None
-    mtp = _mtp_bytes()
+    mtp = own_weight_bytes(DRAFTS["multi-layer EAGLE"])
     # The MTP layers' own weights, all steps; the embedding and head are the target's.
     assert breakdown["draft_weight_bytes"] == mtp > 0
     embed_and_head = 2 * MIMO.vocab * MIMO.hidden * MIMO.dtype_bytes
