@@ -150,7 +150,7 @@ def apply_module_patch(patch: ModulePatch, module: ModuleType, source: Any = Non
 def apply_hook_targets(registry: Any, targets: Iterable[str]) -> list[str]:
     """Apply only these targets, each once; returns those applied now. ``apply_hooks`` would
     also retry other plugins' targets, possibly in a module still half imported. HookRegistry has
-    no public per-target call: this and :func:`hook_registry_state` read its private state."""
+    no public per-target call: this reads its private state."""
     pending = [target for target in targets if target not in registry._patched]
     apply_target = getattr(registry, "_apply_target", None)
     if apply_target is None:
@@ -185,25 +185,3 @@ def rebinding_scan_skipped_for_method(registry: Any, target: str) -> Iterator[No
         yield
     finally:
         setattr(module, REBINDING_SCAN, scan)
-
-
-@dataclass(frozen=True)
-class HookRegistryState:
-    """Per registered target, each hook's plugin name (None outside a plugin); targets applied."""
-
-    registered: dict[str, tuple[str | None, ...]]
-    applied: frozenset[str]
-
-
-def hook_registry_state(registry: Any = None) -> HookRegistryState:
-    if registry is None:
-        from sglang.srt.plugins.hook_registry import HookRegistry
-
-        registry = HookRegistry
-    return HookRegistryState(
-        registered={
-            target: tuple(getattr(source, "plugin_name", None) for _, _, source in hooks)
-            for target, hooks in registry._hooks.items()
-        },
-        applied=frozenset(registry._patched),
-    )

@@ -135,9 +135,3 @@ class ReportColumn:
             data["spec_reserve_bytes"] = self.spec_reserve_bytes
             data["spec_reserve_balance_bytes"] = self.spec_reserve_bytes - outside
         return data
-
-
-def render_table(columns: Sequence[ReportColumn], tp_size: int = 1) -> str:
-    table = render_columns({c.title: c.to_dict(tp_size) for c in columns}, RULE_ROWS)
-    notes = [f"* {c.title}: {note}" for c in columns for note in c.plan.notes]
-    return "\n".join([table, *notes])

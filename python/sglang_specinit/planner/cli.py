@@ -17,7 +17,6 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from sglang_specinit.patch_listing import patches_main
 from sglang_specinit.planner.beside import Beside
@@ -137,10 +136,6 @@ def _quiet_sglang(verbose: bool) -> Iterator[None]:
             yield
         finally:
             logger.setLevel(level)
-
-
-def _parse_launch(launch: list[str]) -> Any:
-    return installed_replay().parse_launch(launch)
 
 
 def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:

@@ -98,11 +98,11 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     # The family from config.json: a draft's ModelConfig may have renamed the cached config's.
     architecture = read_config_json(args.model_path, "--model-path")["architectures"][0]
     buffers = target_buffers(args, target_mc, architecture)
-    notes = [*target_notes, *buffers.notes]
     algorithm = args.speculative_algorithm
     draft, draft_path, target_bytes = None, args.speculative_draft_model_path, sizes.total_bytes
+    draft_notes: list[str] = []
     if algorithm is not None and algorithm != "NGRAM":
-        draft, draft_path, target_bytes = _price_draft(launch, prices, sizes, notes)
+        draft, draft_path, target_bytes, draft_notes = _price_draft(launch, prices, sizes)
     fraction = launch.new_fraction
     # The checkpoint's tensors plus the buffers the target builds itself, both resident when
     # every release sizes the target pool. No free memory was read unless --resident-bytes
@@ -152,7 +152,7 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
         algorithm=algorithm,
         model_path=args.model_path,
         draft_model_path=draft_path,
-        notes=tuple(notes),
+        notes=(*target_notes, *buffers.notes, *draft_notes),
         target_buffers=buffers,
     )
 
@@ -174,14 +174,11 @@ def _check_head_split(launch: ResolvedLaunch, model_config: Any, what: str) -> N
 
 
 def _price_draft(
-    launch: ResolvedLaunch,
-    prices: PoolPrices,
-    target: CheckpointSizes,
-    notes: list[str],
-) -> tuple[DraftSpec, str, int]:
+    launch: ResolvedLaunch, prices: PoolPrices, target: CheckpointSizes
+) -> tuple[DraftSpec, str, int, list[str]]:
     """The draft of a speculative launch (not NGRAM), its checkpoint (the target's when no draft
-    path was given) and the target's weight bytes on one rank, shared tensors counted once; its
-    notes are appended to ``notes``."""
+    path was given), the target's weight bytes on one rank (shared tensors counted once) and
+    the draft's notes."""
     from sglang.srt.configs.model_config import ModelConfig
 
     spec_args = launch.args
@@ -189,6 +186,7 @@ def _price_draft(
     draft_path = spec_args.speculative_draft_model_path
     # A runner that reserves draft layers does so only when a draft path is set.
     path_given = draft_path is not None
+    notes: list[str] = []
     if draft_path is None:
         # TpModelWorker falls back to the target's path (ModelConfig.from_server_args).
         draft_path = spec_args.model_path
@@ -226,7 +224,6 @@ def _price_draft(
         draft, draft_notes = sizes_on_rank(read_checkpoint_sizes(draft_path), draft_config, layout)
         split = split_separate_draft(target, draft, names, {n: table for n in names})
         notes.extend(draft_notes)
-    notes.extend(split.notes)
     spec = DraftSpec(
         algorithm=algorithm,
         kv_pools=prices.draft_pools,
@@ -238,4 +235,4 @@ def _price_draft(
             upstream_reserved_layers(algorithm, draft_mc) if path_given else 0
         ),
     )
-    return spec, draft_path, split.target_bytes
+    return spec, draft_path, split.target_bytes, [*notes, *split.notes]
