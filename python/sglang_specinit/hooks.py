@@ -1,9 +1,5 @@
-"""What a release adapter patches, as plain data, and how one SGLang module gets patched.
-
-Each phase module of an adapter declares ``HOOKS`` (:class:`Hook`), ``NEW_METHODS`` (methods the
-plugin adds) and ``REQUIRES`` (attributes the phases call). Every entry names its SGLang module,
-so each module is checked and patched alone, when SGLang imports it (:mod:`.lazy_import`).
-"""
+"""What a release adapter patches, as plain data (``HOOKS``, ``NEW_METHODS``, ``REQUIRES`` per
+phase module), and how one SGLang module gets patched when SGLang imports it."""
 
 from __future__ import annotations
 

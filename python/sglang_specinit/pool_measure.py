@@ -1,9 +1,5 @@
-"""Price a KV pool by building it with SGLang's own pool code at tiny sizes.
-
-Whatever pool class SGLang picks, the bytes it allocates are read back. A pool's bytes are linear
-in its (full, SWA) token counts, so four builds from the adapter's builder give its exact price;
-storages that do not scale (pointer tables) are left to ``1 - f``.
-"""
+"""Price a KV pool by building it with SGLang's own pool code at tiny sizes: its bytes are linear
+in its (full, SWA) token counts, so four builds give its exact price."""
 
 from __future__ import annotations
 

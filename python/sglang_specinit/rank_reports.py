@@ -1,7 +1,5 @@
-"""Per-rank memory reports (``$SGLANG_SPECINIT_REPORT_DIR/memory-rank<i>-pp<p>-tp<t>-dp<d>.json``)
-and which rank is the tightest: each rank compares its free memory with SGLang's all-rank
-minimum, so no collective is needed. No SGLang import: the planner and tools read them too.
-"""
+"""Per-rank memory reports (``memory-rank<i>-pp<p>-tp<t>-dp<d>.json``) and which rank is the
+tightest, against SGLang's all-rank minimum free memory (no SGLang import)."""
 
 from __future__ import annotations
 

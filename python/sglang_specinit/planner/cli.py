@@ -1,10 +1,5 @@
-"""``sglang-specinit`` command line: ``plan``, ``report`` (a Markdown page with figures; with
-``--beside VENV`` another release's stock column, computed in that environment) and ``patches``.
-
-Launch flags go through the installed SGLang's own parser, so a ``launch_server`` line pastes as
-is; bad input is one line on stderr and exit 2. The plan is for the device the flags name: the
-process drops ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported.
-"""
+"""``sglang-specinit`` command line: ``plan``, ``report`` and ``patches``. Launch flags go through
+the installed SGLang's own parser; bad input is one line on stderr and exit 2."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""What ``plan`` prints: the installed release's stock column (its own sizing code) beside this
-package's (its budget model on the same prices, :mod:`.plan`); another release's comes from its
-own environment (``report --beside VENV``). ``--json``'s keys: docs/planner.md ("plan --json").
-"""
+"""What ``plan`` prints: the installed release's stock column beside this package's
+(``--json``'s keys: docs/planner.md)."""
 
 from __future__ import annotations
 

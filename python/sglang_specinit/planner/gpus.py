@@ -1,8 +1,4 @@
-"""Device presets, the planned device (:class:`DeviceSpec`) and byte-size parsing.
-
-SGLang reads the device's total memory (for the automatic ``--mem-fraction-static``) and the free
-memory before weights load (the KV budget's base), assumed total - 1 GiB unless overridden.
-"""
+"""Device presets, the planned device (:class:`DeviceSpec`) and byte-size parsing."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The offline plan: a release's decisions for a launch in, two columns out: stock (the
-installed release's own sizing) and this package's.
-
-A server-args replay (:mod:`.replay`, found through :mod:`.releases`) says what the installed
-release decided and what each pool costs; :func:`build_plan` prices target and draft
-(:func:`_price_draft`), feeds both to ``live_sizing.plan_from_readings`` and sizes them by stock's
-code and this package's rule. Weight bytes come from checkpoint headers (:mod:`.weights`) per rank
-(:mod:`.sharding`), plus the target's rotary cos/sin cache (:mod:`.target_buffers`).
-"""
+"""The offline plan: the installed release's decisions for a launch (a server-args replay,
+:mod:`.replay`) in, two columns out: stock (the release's own sizing) and this package's. Weight
+bytes come from checkpoint headers (:mod:`.weights`) per rank (:mod:`.sharding`)."""
 
 from __future__ import annotations
 

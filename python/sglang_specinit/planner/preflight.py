@@ -1,7 +1,5 @@
-"""The refusals a launch makes before it serves, made by ``plan`` on the resolved launch (after
-the release's own, in ``resolve``, and this package's launcher checks): the attention-head split
-and the pool phase's no-room-for-one-page refusal, each in one line.
-"""
+"""The refusals a launch makes before it serves, made by ``plan`` on the resolved launch, each
+in one line."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""What a served release's server-args replay answers the plan, and what the replays share:
-each adapter's :class:`ServerArgsReplay` (``planner_replay.REPLAY``) runs the release's parser,
-decisions (:class:`ResolvedLaunch`) and pool prices offline, without a GPU.
-"""
+"""What a served release's server-args replay (:class:`ServerArgsReplay`) answers the plan, and
+what the replays share."""
 
 from __future__ import annotations
 

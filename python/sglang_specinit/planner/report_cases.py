@@ -1,12 +1,6 @@
-"""What ``sglang-specinit report`` shows, read from breakdown JSON: cases, variants, bar segments.
-
-Every input is the per-rank breakdown :func:`sglang_specinit.report.plan_to_dict` writes: a plan
-(``plan --json``: this package's at the top level, ``stock`` and ``beside`` columns and notes), a
-benchmark ``case-*.json`` (each variant ``measured`` or ``modelled``) or a live server's
-``memory-rank<N>.json`` files (one case per directory: planned next to allocated per rank). A
-top-level value that is itself a breakdown (``tokens`` and ``budget_bytes``) is a variant.
-Nothing here draws or writes files; :mod:`report_figures` and :mod:`report_pages` do.
-"""
+"""What ``sglang-specinit report`` shows, read from breakdown JSON (``plan --json``, benchmark
+``case-*.json``, live ``memory-rank*.json``): cases, variants (a top-level value holding
+``tokens`` and ``budget_bytes``), bar segments. Nothing here draws or writes files."""
 
 from __future__ import annotations
 

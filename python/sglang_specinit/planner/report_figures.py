@@ -1,12 +1,6 @@
-"""Stacked-bar figures of ``sglang-specinit report`` (matplotlib, the optional ``[report]`` extra).
-
-One figure per case: a bar per variant, stacked in :data:`COLOURS` order up to the unused rest of
-the budget, a dashed budget line over each bar and what goes above it in hatched red, labelled
-"OVER by ..." (gid ``over:<variant key>``, an SVG ``id``, so tests need not read pixels). The y
-axis may start above a large shared base (:func:`axis_start`), and the figure then says so.
-matplotlib is imported only inside the functions that draw (no pyplot, no global backend), and
-sizes are fixed per bar count (:func:`figure_size_px`), never cropped.
-"""
+"""Stacked-bar figures of ``sglang-specinit report`` (matplotlib, the optional ``[report]`` extra):
+a bar per variant up to its budget line, what goes over it hatched red with gid ``over:<key>``.
+matplotlib is imported only where a figure is drawn; sizes are fixed per bar count."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The Markdown page of ``sglang-specinit report`` and the writing of the report directory:
-``README.md`` (per case its figure, a table per variant and, for live servers, planned against
-allocated pools per rank), ``report.json`` (every number shown) and, when matplotlib imports,
-``<case>.png`` / ``<case>.svg`` (:mod:`report_figures`; without it the result says how to install).
-"""
+"""The report directory: ``README.md`` (per case its figure and tables), ``report.json`` (every
+number shown) and, when matplotlib imports, ``<case>.png`` / ``<case>.svg``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The target's one resident tensor no checkpoint stores, its rotary cos/sin cache, built by
-SGLang's rope factory on ``meta`` (flags answering for the planned device); other model families
-get a note that it is not priced.
-"""
+"""The target's rotary cos/sin cache (a buffer no checkpoint stores), built by SGLang's rope
+factory on ``meta``; other model families get a note that it is not priced."""
 
 from __future__ import annotations
 

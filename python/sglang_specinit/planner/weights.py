@@ -1,8 +1,5 @@
-"""Checkpoint weight sizes, read without loading a tensor, and which draft tensors SGLang
-replaces with the target's. Sources, in order: ``weights-size.json`` (``total_bytes``, shared
-``tensors``, optional ``groups`` by name prefix), ``*.safetensors`` headers (exact),
-``model.safetensors.index.json`` (total only), ``pytorch_model*.bin`` file sizes (approximate).
-"""
+"""Checkpoint weight sizes, read without loading a tensor (``weights-size.json``, safetensors
+headers, the index's total, ``.bin`` file sizes), and which draft tensors SGLang replaces."""
 
 from __future__ import annotations
 
