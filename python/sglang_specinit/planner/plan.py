@@ -75,10 +75,9 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     check_model_supported(server_args.model_path, replay)
     launch = replay.resolve(server_args, device)
     args, target_mc = launch.args, launch.target_model_config
-    check_resolved_launch(args)
-    preflight.check_eagle3_draft(args)
-    preflight.check_one_stage(args)
-    preflight.check_draft_steps(args)
+    checks = (preflight.check_eagle3_draft, preflight.check_one_stage, preflight.check_draft_steps)
+    for check in (check_resolved_launch, *checks):
+        check(args)
     _check_head_split(launch, target_mc, "the target")
     layout = model_layout(args, target_mc.hf_config, launch.attn_tp_size)
     replay.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
@@ -88,8 +87,8 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     sizes, target_notes = sizes_on_rank(
         read_checkpoint_sizes(args.model_path), target_mc.hf_config, layout
     )
-    # After pool_prices: a replay's rope reserve reads the launch its pool pricing published.
-    # The family from config.json: a draft's ModelConfig may have renamed the cached config's.
+    # After pool_prices (a rope reserve reads what it published); the family from config.json,
+    # which a draft's ModelConfig may have renamed in the cached config.
     architecture = read_config_json(args.model_path, "--model-path")["architectures"][0]
     buffers = target_buffers(args, target_mc, architecture)
     algorithm = args.speculative_algorithm
@@ -97,17 +96,14 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     draft_notes: list[str] = []
     if algorithm is not None and algorithm != "NGRAM":
         draft, draft_path, target_bytes, draft_notes = _price_draft(launch, prices, sizes)
-    fraction = launch.new_fraction
-    # The checkpoint's tensors plus the buffers the target builds itself, both resident when
-    # every release sizes the target pool. No free memory was read unless --resident-bytes
-    # gives it: then the budget is f x free minus it.
+    fraction, free = launch.new_fraction, device.pre_load_free_bytes
+    # Resident at sizing: checkpoint tensors plus the target's own buffers, unless
+    # --resident-bytes gives a measurement (then the budget is f x free minus it).
     readings = SizingReadings(
-        pre_model_load_memory_gb=device.pre_load_free_bytes / (1024 * MIB),
+        pre_model_load_memory_gb=free / (1024 * MIB),
         mem_fraction_static=fraction,
         available_bytes=(
-            None
-            if device.resident_bytes is None
-            else int(fraction * device.pre_load_free_bytes) - device.resident_bytes
+            None if device.resident_bytes is None else int(fraction * free) - device.resident_bytes
         ),
         target_kv=prices.target_kv,
         target_weight_bytes=target_bytes + buffers.bytes,
@@ -127,18 +123,13 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     stock_fraction = launch.stock_fraction
     stock_inputs = replace(base, mem_fraction_static=stock_fraction)
     reserve = None
-    if stock_fraction != fraction:
-        # The budget a flat 4/6 GiB speculative term took away (NGRAM gets none).
-        reserve = int(fraction * device.pre_load_free_bytes) - int(
-            stock_fraction * device.pre_load_free_bytes
-        )
-    # What stock has resident when it profiles is its own (budget.resident_with_duplicates:
-    # a --resident-bytes measurement of this package's run plus the duplicates that run freed).
-    stock = ReportColumn(
-        f"stock {replay.release}", prices.stock_plan(stock_inputs), stock_inputs, reserve
-    )
+    if stock_fraction != fraction:  # the budget a flat 4/6 GiB speculative term took (not NGRAM)
+        reserve = int(fraction * free) - int(stock_fraction * free)
     return OfflinePlan(
-        stock=stock,
+        # Stock's resident bytes are its own (budget.resident_with_duplicates).
+        stock=ReportColumn(
+            f"stock {replay.release}", prices.stock_plan(stock_inputs), stock_inputs, reserve
+        ),
         ours=ReportColumn("sglang-specinit", ours, base),
         release=replay.release,
         tp_size=int(args.tp_size),
@@ -201,10 +192,8 @@ def _price_draft(
     mtp_layers = int(draft_mc.num_nextn_predict_layers or 0)
     same_dir = os.path.realpath(spec_args.model_path) == os.path.realpath(draft_path)
     if algorithm == "EAGLE" and mtp_layers > 0 and same_dir:
-        # An MTP draft read from the target's own checkpoint (DeepSeek-V3 / GLM NextN). Its
-        # model builds an embedding and an LM head of its own whatever the checkpoint stores
-        # (never loaded; replaced by the target's): the embedding on the embedding group, the
-        # head on the LM-head group (``use_attn_tp_group=enable_dp_lm_head``), in its dtype.
+        # An MTP draft read from the target's own checkpoint (DeepSeek-V3 / GLM NextN): its model
+        # builds an embedding and an LM head of its own (never loaded; replaced by the target's).
         own_tables = rank_vocab_table_bytes(
             draft_config, elt, layout.embed_tp_size
         ) + rank_vocab_table_bytes(draft_config, elt, layout.lm_head_tp_size)
