@@ -144,9 +144,8 @@ def apply_module_patch(patch: ModulePatch, module: ModuleType, source: Any = Non
 
 
 def apply_hook_targets(registry: Any, targets: Iterable[str]) -> list[str]:
-    """Apply only these targets, each once; returns those applied now. ``apply_hooks`` would
-    also retry other plugins' targets, possibly in a module still half imported. HookRegistry has
-    no public per-target call: this reads its private state."""
+    """Apply only these targets, each once (``apply_hooks`` would retry other plugins' targets,
+    maybe in a module half imported); returns those applied now."""
     pending = [target for target in targets if target not in registry._patched]
     apply_target = getattr(registry, "_apply_target", None)
     if apply_target is None:

@@ -15,8 +15,7 @@ from sglang_specinit.report import human_bytes, render_breakdown
 FILE_PREFIX = "memory-rank"
 # The prefix of the one-line JSON breakdown in a server's log (tests and tools grep for it).
 MEMORY_LOG_PREFIX = "SPECINIT_MEMORY "
-# The all-reduced minimum is a float32 (4 KiB steps at 80 GiB) and symmetric GPUs differ by
-# their context and communicator buffers.
+# The all-reduced minimum is a float32 (4 KiB steps at 80 GiB); symmetric GPUs differ a little.
 TIGHTEST_TOLERANCE_BYTES = 1 << 20
 
 

@@ -160,9 +160,8 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
 
 
 def _set_host_cpu_engine() -> None:
-    """Plan for ``--device``, not as a CPU engine (on a GPU-less host this also lets a replay
-    price its pools on cpu with no ``sgl_kernel``). Only for the process's own entry point: an
-    in-process caller keeps its environment (:func:`dataclass_args.replay.planned_cpu_engine`)."""
+    """Plan for ``--device``, not as a CPU engine; only for the process's own entry point (an
+    in-process caller keeps its environment)."""
     if "sglang" not in sys.modules:
         os.environ.pop(CPU_ENGINE_ENV, None)
 
@@ -359,8 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         return commands[args[0]](args[1:])
     except BrokenPipeError:
-        # `sglang-specinit patches | head`: the reader is gone; say nothing more, and keep
-        # the interpreter's exit-time flush from raising again.
+        # `... | head`: the reader is gone; keep the exit-time flush from raising again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_CLOSED_PIPE
 

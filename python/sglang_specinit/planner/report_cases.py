@@ -32,9 +32,7 @@ class Segment:
     bytes: int
 
 
-# Bar slices, bottom to top. The first five are always drawn; the two "other" slices only
-# where the breakdown has bytes that none of the five holds (measured resident bytes beyond
-# the weights; per-request and fixed draft buffers).
+# Bar slices, bottom to top; OTHER_RESIDENT and DRAFT_BUFFERS only where they hold bytes.
 TARGET_WEIGHTS = "target weights"
 DRAFT_WEIGHTS = "draft weights"
 OTHER_RESIDENT = "other resident"
@@ -52,8 +50,7 @@ class Variant:
     key: str
     title: str
     breakdown: Mapping[str, Any]
-    # "measured" / "modelled" for benchmark cases, "planned" / "allocated" for live ranks,
-    # None for a plan (every column of a plan is computed).
+    # "measured" / "modelled" (benchmark), "planned" / "allocated" (live ranks), None (a plan).
     source: str | None = None
     source_note: str | None = None
 
@@ -202,8 +199,7 @@ def case_from_plan_json(
     if not name:
         name = f"{_basename(data.get('model_path'))} + {data.get('speculative_algorithm')}"
     kind = "benchmark" if any(v.source for v in variants) else "plan"
-    # A benchmark case's ``plan_notes`` as they are; a plan's ``notes``, each led by its
-    # column's title (``stock <release>: ...``).
+    # A benchmark's ``plan_notes`` as they are; a plan's ``notes`` led by their column's title.
     titles = {v.key: v.title for v in variants}
     notes = [str(n) for n in data.get("plan_notes", ()) or ()]
     for note in data.get("notes", ()) or ():
@@ -294,9 +290,8 @@ def _read_json(path: Path) -> Any:
 
 
 def cases_from_paths(paths: Iterable[str | Path]) -> list[ReportCase]:
-    """Cases from ``--from-json``: a file is a plan/benchmark breakdown or a live rank's (its own
-    case); in a directory, searched recursively, each folder's ``memory-rank*.json`` files are one
-    live case (named by the folder) and every ``case-*.json`` is a plan/benchmark case."""
+    """Cases from ``--from-json`` files, or directories searched recursively: each folder's
+    ``memory-rank*.json`` files are one live case and every ``case-*.json`` is a case."""
     cases: list[ReportCase] = []
     for raw in paths:
         path = Path(raw)

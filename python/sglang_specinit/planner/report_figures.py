@@ -30,8 +30,7 @@ INCH_PER_BAR = 1.3
 # Fixed margins (inches) so the figure size never depends on text extents.
 LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN = 0.9, 2.1, 1.3, 0.9
 BAR_WIDTH = 0.6
-# The axis is cut when the bars' shared base is above this share of the tallest bar; it then
-# keeps this share of the part above the base as a stub of the base.
+# The axis is cut above a shared base over this share of the tallest bar, keeping a stub of it.
 CUT_ABOVE_SHARE = 0.5
 BASE_STUB_SHARE = 0.25
 INSTALL_HINT = "pip install 'sglang-specinit[report]' (or: pip install matplotlib)"
@@ -44,8 +43,7 @@ COLOURS = {
     DRAFT_KV: "#9ed39f",
     DRAFT_BUFFERS: "#d6c36a",
     UNUSED: "#ffffff",
-    # Saturated red with black hatching: visible on screen, in print and to most colour-blind
-    # readers (the hatching and the text label carry it without colour).
+    # Saturated red, hatched and labelled: visible in print and to most colour-blind readers.
     OVER: "#ff1a1a",
 }
 # Bar edges; the unused rest and what goes over the budget are hatched (so is their legend).
@@ -207,8 +205,7 @@ def save_case_figures(case: ReportCase, out_dir: Path) -> list[Path]:
 
     fig = draw_case(case)
     png, svg = out_dir / f"{case.slug}.png", out_dir / f"{case.slug}.svg"
-    # Text stays text in the SVG (searchable, small); fixed hash salt and no date keep the
-    # files byte-identical from one run to the next.
+    # Text stays text in the SVG; fixed hash salt and no date keep the files byte-identical.
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "sglang-specinit"}):
         fig.savefig(png, dpi=DPI, metadata={"Software": None})
         fig.savefig(svg, metadata={"Date": None})

@@ -122,9 +122,8 @@ ROPE_FP32_SWITCH = "SGLANG_ROPE_CACHE_FP32"
 
 @contextlib.contextmanager
 def rope_built_for(device: str, server_args: Any) -> Iterator[None]:
-    """SGLang's rope factory building on ``meta`` for the planned ``device``, restored on exit:
-    its fp32 flags answer for ``device`` (never HIP) with the switch off, ``_is_cpu`` True (no
-    fallback kernel imported), a fresh cache and, where unset, the launch's global server args."""
+    """SGLang's rope factory building on ``meta`` for the planned ``device`` (``_is_cpu``: no
+    fallback kernel imported), with a fresh cache; restored on exit."""
     import torch
     from sglang.srt import server_args as server_args_module
     from sglang.srt.layers.rotary_embedding import base, factory, rope_variant
