@@ -171,8 +171,7 @@ def measure_linear(
     swa_full_tokens_ratio: float = 1.0,
     ratio_applies: bool = False,
 ) -> MeasuredKVSpec:
-    """The pool ``build`` makes, priced from four builds; a non-linear pool is refused, not
-    guessed."""
+    """The pool ``build`` makes, priced from four builds; a non-linear pool is refused."""
     small, large = (pages * page_size for pages in PROBE_PAGES)
     with pool_logs_quiet():
         builds = [

@@ -45,8 +45,7 @@ class Beside:
         self.release = line.split("; sglang ", 1)[1].split(" ", 1)[0]
 
     def add_stock(self, data: dict[str, Any], plan_argv: list[str]) -> dict[str, Any]:
-        """``data`` (this environment's ``plan --json``) with the other release's stock column,
-        or a note why it refuses."""
+        """``data`` with the other release's stock column, or a note why it refuses."""
         out = _run(self.python, "plan", *plan_argv, "--json")
         notes = list(data.get("notes", ()))
         if out.returncode != 0:

@@ -117,8 +117,7 @@ def _device(options: argparse.Namespace, example: Example | None) -> DeviceSpec:
 
 @contextlib.contextmanager
 def _quiet_sglang(verbose: bool) -> Iterator[None]:
-    """SGLang warns on import (no Triton on CPU) and logs its server-args decisions; the plan
-    reports what matters, so both are silenced unless --verbose."""
+    """SGLang's import warnings and server-args logs, silenced unless --verbose."""
     if verbose:
         yield
         return
@@ -160,8 +159,7 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
 
 
 def _set_host_cpu_engine() -> None:
-    """Plan for ``--device``, not as a CPU engine; only for the process's own entry point (an
-    in-process caller keeps its environment)."""
+    """Plan for ``--device``, not as a CPU engine (the process's own entry point only)."""
     if "sglang" not in sys.modules:
         os.environ.pop(CPU_ENGINE_ENV, None)
 
@@ -251,8 +249,7 @@ def report_main(argv: Sequence[str]) -> int:
 
 
 def _check_writable(out_dir: Path) -> None:
-    """Refuse an --out the report could not be written to, before anything is planned and
-    without creating anything (bad input leaves nothing behind)."""
+    """Refuse an unwritable --out before anything is planned or created."""
     existing = out_dir.absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -263,8 +260,7 @@ def _check_writable(out_dir: Path) -> None:
 
 
 def _plannable() -> tuple[list[str], dict[str, str]]:
-    """The shipped examples the installed release's replay plans, and each one it refuses with
-    the reason (a DeepSeek-V4 example the installed release does not price), named on stderr too."""
+    """The shipped examples the installed release plans, and why it refuses the others."""
     replay = installed_replay()
     names: list[str] = []
     skipped: dict[str, str] = {}

@@ -27,8 +27,7 @@ def plan_notes(plan: OfflinePlan) -> list[dict[str, str]]:
 
 
 def plan_json(plan: OfflinePlan) -> dict[str, Any]:
-    """``--json``: this package's plan at top level, the stock column under ``stock`` (with
-    its ``release`` and ``rule``) and every note under ``notes``."""
+    """``--json``: this package's plan at top level, stock's under ``stock``, and the notes."""
     data = plan.ours.to_dict(plan.tp_size)
     stock = plan.stock.to_dict(plan.tp_size)
     stock.update({"release": plan.release, "rule": STOCK_RULE})

@@ -64,8 +64,7 @@ class OfflinePlan:
 def build_plan(
     server_args: Any, device: DeviceSpec, replay: ServerArgsReplay | None = None
 ) -> OfflinePlan:
-    """The plans for ``server_args`` (``replay.parse_launch``'s result) on ``device``, by
-    ``replay``'s server-args logic (default: the installed release's)."""
+    """The plans for parsed ``server_args`` on ``device`` (default replay: the installed's)."""
     with cuda_quantization_names(), fresh_hf_configs():
         return _build_plan(server_args, device, replay or installed_replay())
 
@@ -161,9 +160,8 @@ def _check_head_split(launch: ResolvedLaunch, model_config: Any, what: str) -> N
 def _price_draft(
     launch: ResolvedLaunch, prices: PoolPrices, target: CheckpointSizes
 ) -> tuple[DraftSpec, str, int, list[str]]:
-    """The draft of a speculative launch (not NGRAM), its checkpoint (the target's when no draft
-    path was given), the target's weight bytes on one rank (shared tensors counted once) and
-    the draft's notes."""
+    """The draft of a speculative launch (not NGRAM), its checkpoint path, the target's weight
+    bytes on one rank (shared tensors counted once) and the draft's notes."""
     from sglang.srt.configs.model_config import ModelConfig
 
     spec_args = launch.args

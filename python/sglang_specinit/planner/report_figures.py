@@ -70,11 +70,6 @@ def figure_size_in(bars: int) -> tuple[float, float]:
     return round(width, 1), HEIGHT_IN
 
 
-def figure_size_px(bars: int) -> tuple[int, int]:
-    width, height = figure_size_in(bars)
-    return round(width * DPI), round(height * DPI)
-
-
 def _top(case: ReportCase) -> int:
     return max(max(v.stacked_bytes, v.budget_bytes) for v in case.variants)
 
@@ -127,16 +122,10 @@ def draw_case(case: ReportCase) -> Any:
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    width_in, height_in = figure_size_in(len(case.variants))
-    fig = Figure(figsize=(width_in, height_in), dpi=DPI)
-    ax = fig.add_axes(
-        (
-            LEFT_IN / width_in,
-            BOTTOM_IN / height_in,
-            (width_in - LEFT_IN - RIGHT_IN) / width_in,
-            (height_in - BOTTOM_IN - TOP_IN) / height_in,
-        )
-    )
+    w, h = figure_size_in(len(case.variants))
+    fig = Figure(figsize=(w, h), dpi=DPI)
+    box = (LEFT_IN / w, BOTTOM_IN / h, (w - LEFT_IN - RIGHT_IN) / w, (h - BOTTOM_IN - TOP_IN) / h)
+    ax = fig.add_axes(box)
     unit, unit_name = (1 << 30, "GiB") if _top(case) >= 2 << 30 else (1 << 20, "MiB")
     seen: dict[str, Any] = {}
     top = 0.0

@@ -167,8 +167,7 @@ def report_data(cases: Sequence[ReportCase]) -> dict[str, Any]:
 def write_report(
     cases: Sequence[ReportCase], out_dir: Path, skipped_cases: Mapping[str, str] | None = None
 ) -> ReportResult:
-    """Write the page, its data and (when matplotlib imports) the figures into ``out_dir``;
-    ``skipped_cases`` (name -> why) are listed in the page's index."""
+    """Write the page, its data and (when matplotlib imports) the figures into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     skipped = report_figures.matplotlib_missing()
     figures: list[Path] = []
