@@ -257,15 +257,9 @@ def live_case(
                 "(tokens, budget_bytes, allocated_target_kv_pool_bytes)"
             )
         rank = int(data.get("tp_rank", 0))
-        variants.append(Variant(f"rank{rank}-planned", f"rank {rank} planned", data, "planned"))
-        variants.append(
-            Variant(
-                f"rank{rank}-allocated",
-                f"rank {rank} allocated",
-                {**allocated_breakdown(data), "tp_rank": rank},
-                "allocated",
-            )
-        )
+        allocated = {**allocated_breakdown(data), "tp_rank": rank}
+        for source, b in (("planned", data), ("allocated", allocated)):
+            variants.append(Variant(f"rank{rank}-{source}", f"rank {rank} {source}", b, source))
     first = ranks[0]
     description = "live server"
     if first.get("model_path") or first.get("speculative_algorithm"):

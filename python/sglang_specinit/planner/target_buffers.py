@@ -71,12 +71,8 @@ def _qwen3_moe(config: Any) -> list[RopeCall]:
 
     theta, scaling = get_rope_config(config)
     scaling = dict(scaling) if scaling is not None else None
-    dual_chunk = getattr(config, "dual_chunk_attention_config", None)
-    return [
-        _dense_rope(
-            config, _head_dim(config), theta, scaling, dual_chunk_attention_config=dual_chunk
-        )
-    ]
+    extra = {"dual_chunk_attention_config": getattr(config, "dual_chunk_attention_config", None)}
+    return [_dense_rope(config, _head_dim(config), theta, scaling, **extra)]
 
 
 def _gpt_oss(config: Any) -> list[RopeCall]:
