@@ -85,7 +85,7 @@ def _launch_preview(launch: Sequence[str]) -> argparse.Namespace:
     preview.add_argument("--model-path", "--model", dest="model_path")
     preview.add_argument("--speculative-draft-model-path", dest="draft_path")
     preview.add_argument("--speculative-algorithm", dest="algorithm")
-    preview.add_argument("--mem-fraction-static", dest="fraction", type=float)
+    preview.add_argument("--mem-fraction-static", dest="mem_fraction_static", type=float)
     known, _ = preview.parse_known_args(list(launch))
     return known
 
@@ -139,11 +139,8 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
         example = load_example(options.example or DEFAULT_EXAMPLE)
         launch = [*example.launch_args, *launch]  # later flags win in argparse
     device = _device(options, example)
-    preview = _launch_preview(launch)
     if "--config" not in launch:
-        check_launch_values(
-            preview.model_path, preview.draft_path, preview.algorithm, preview.fraction
-        )
+        check_launch_values(**vars(_launch_preview(launch)))
     replay = installed_replay()
     check_requested_release(options.sglang_version, replay)
     with _quiet_sglang(options.verbose):

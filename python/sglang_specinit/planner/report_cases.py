@@ -151,13 +151,8 @@ def _order(variant: Variant) -> tuple[int, tuple[int, ...], bool, str]:
 
 
 def _variant(key: str, data: Mapping[str, Any]) -> Variant:
-    return Variant(
-        key=key,
-        title=str(data.get("title") or variant_title(key, data)),
-        breakdown=data,
-        source=data.get("source"),
-        source_note=data.get("source_note"),
-    )
+    title = str(data.get("title") or variant_title(key, data))
+    return Variant(key, title, data, data.get("source"), data.get("source_note"))
 
 
 def _basename(path: Any) -> str:
