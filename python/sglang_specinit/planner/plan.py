@@ -79,7 +79,6 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
         check(args)
     _check_head_split(launch, target_mc, "the target")
     layout = model_layout(args, target_mc.hf_config, launch.attn_tp_size)
-    replay.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
     # Every pool priced by the replay (the release's own pool code where it runs it).
     prices = replay.pool_prices(launch, device)
     # The target's weight bytes on one rank (tensors it may share with a draft included).
