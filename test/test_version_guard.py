@@ -28,7 +28,8 @@ from sglang.srt.plugins import load_plugins
 
 load_plugins()
 specinit_imported = "sglang_specinit.plugin" in sys.modules
-from sglang_specinit.hooks import hook_registry_state
+sys.path.insert(0, "test")  # cwd is the repository
+from harness.hook_state import hook_registry_state
 
 registry = hook_registry_state()
 

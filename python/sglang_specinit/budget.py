@@ -1,15 +1,8 @@
-"""The KV-cache budget model: plain numbers in, pool sizes out (no torch, no sglang import).
+"""The KV-cache budget model, per attention-TP rank in bytes (no torch, no sglang import)::
 
-Everything is per attention-TP rank, in bytes::
+    tokens = page_floor((f * pre_load_free - resident - fixed) // kv_bytes_per_token)
 
-    kv_budget_bytes = mem_fraction_static * pre_load_free_bytes - resident_bytes - fixed_bytes
-    tokens          = page_floor(kv_budget_bytes // (target_kv_bytes_per_token
-                                                     + draft_kv_bytes_per_token))
-
-``resident_bytes``: both models' weights, a tensor they share counted once. ``fixed_bytes``: what
-the pools cost whatever ``tokens`` is (padding pages, per-request draft buffers). The runtime and
-the planner both call :func:`plan_pools`, so what is predicted is what is allocated.
-"""
+The runtime and the planner both call :func:`plan_pools`, so what is predicted is allocated."""
 
 from __future__ import annotations
 

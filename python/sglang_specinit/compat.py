@@ -1,9 +1,5 @@
-"""Which sglang release gets which adapter, and the per-process all-or-nothing check.
-
-Each adapter package describes its patch as data (:mod:`sglang_specinit.hooks`); a module is
-patched when SGLang imports it, after a check. A failed check turns phasing off for the process
-(applied hooks stay inert) and :func:`problems_for` tells the scheduler to start stock.
-"""
+"""Which sglang release gets which adapter, and the per-process all-or-nothing check: a module
+is patched when SGLang imports it, after a check; a failed check turns phasing off."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""One SGLang API generation as the core sees it: the object each adapter package exports.
-
-The core reaches release-specific code only through it (releases, phase tables, per-release
-requirements, planner replay); :mod:`compat` picks the one for the installed release.
-"""
+"""One SGLang API generation, the object each adapter package exports: the core reaches
+release-specific code only through it."""
 
 from __future__ import annotations
 

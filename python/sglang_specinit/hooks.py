@@ -1,9 +1,5 @@
-"""What a release adapter patches, as plain data, and how one SGLang module gets patched.
-
-Each phase module of an adapter declares ``HOOKS`` (:class:`Hook`), ``NEW_METHODS`` (methods the
-plugin adds) and ``REQUIRES`` (attributes the phases call). Every entry names its SGLang module,
-so each module is checked and patched alone, when SGLang imports it (:mod:`.lazy_import`).
-"""
+"""What a release adapter patches, as plain data (``HOOKS``, ``NEW_METHODS``, ``REQUIRES`` per
+phase module), and how one SGLang module gets patched when SGLang imports it."""
 
 from __future__ import annotations
 
@@ -148,9 +144,8 @@ def apply_module_patch(patch: ModulePatch, module: ModuleType, source: Any = Non
 
 
 def apply_hook_targets(registry: Any, targets: Iterable[str]) -> list[str]:
-    """Apply only these targets, each once; returns those applied now. ``apply_hooks`` would
-    also retry other plugins' targets, possibly in a module still half imported. HookRegistry has
-    no public per-target call: this and :func:`hook_registry_state` read its private state."""
+    """Apply only these targets, each once (``apply_hooks`` would retry other plugins' targets,
+    maybe in a module half imported); returns those applied now."""
     pending = [target for target in targets if target not in registry._patched]
     apply_target = getattr(registry, "_apply_target", None)
     if apply_target is None:
@@ -185,25 +180,3 @@ def rebinding_scan_skipped_for_method(registry: Any, target: str) -> Iterator[No
         yield
     finally:
         setattr(module, REBINDING_SCAN, scan)
-
-
-@dataclass(frozen=True)
-class HookRegistryState:
-    """Per registered target, each hook's plugin name (None outside a plugin); targets applied."""
-
-    registered: dict[str, tuple[str | None, ...]]
-    applied: frozenset[str]
-
-
-def hook_registry_state(registry: Any = None) -> HookRegistryState:
-    if registry is None:
-        from sglang.srt.plugins.hook_registry import HookRegistry
-
-        registry = HookRegistry
-    return HookRegistryState(
-        registered={
-            target: tuple(getattr(source, "plugin_name", None) for _, _, source in hooks)
-            for target, hooks in registry._hooks.items()
-        },
-        applied=frozenset(registry._patched),
-    )

@@ -1,7 +1,5 @@
-"""Refuse a bad speculative launch in the launcher, before any rank or pool exists (otherwise
-each rank finds it after loading, the others waiting in a collective). Plain values in, no torch
-or sglang; each adapter reads its ``ServerArgs``. What stock starts is never refused.
-"""
+"""Refuse a bad speculative launch in the launcher, before any rank or pool exists. Plain values
+in, no torch or sglang; what stock starts is never refused."""
 
 from __future__ import annotations
 

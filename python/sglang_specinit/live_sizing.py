@@ -1,8 +1,5 @@
 """The runtime sizing every adapter shares (no SGLang import): readings from SGLang's objects ->
-``budget.plan_pools`` -> the too-few-tokens refusal. :func:`storage_bytes` counts weights by
-storage, so a tensor the draft shares with the target counts once; it feeds reports, never the
-token count, so it must never stop a launch.
-"""
+``budget.plan_pools`` -> the too-few-tokens refusal."""
 
 from __future__ import annotations
 

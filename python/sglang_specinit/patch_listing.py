@@ -1,7 +1,5 @@
 """``sglang-specinit patches``: every SGLang target a release's adapter hooks, adds or requires,
-one block per SGLang module, read from the tables the plugin checks and applies (each row names
-the plugin function and where it is defined). Nothing of SGLang is imported.
-"""
+one block per SGLang module (nothing of SGLang is imported)."""
 
 from __future__ import annotations
 

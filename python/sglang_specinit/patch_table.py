@@ -1,18 +1,6 @@
-"""Declare a phase module's patch next to the functions it installs (a recording decorator).
-
-::
-
-    patch = PatchTable("sglang.srt.managers.scheduler")
-
-    @patch.around("Scheduler.init_memory_pools", params=())
-    @patch.calls("Scheduler.init_target_memory_pool")
-    def init_memory_pools(original, self): ...
-
-    HOOKS, NEW_METHODS, REQUIRES = patch.tables()
-
-The decorators only record, and fail at import when a hook's ``params`` are not what the
-function takes or a target is declared twice.
-"""
+"""Declare a phase module's patch next to the functions it installs (a recording decorator);
+``patch.tables()`` gives ``HOOKS, NEW_METHODS, REQUIRES``. It fails at import when a hook's
+``params`` are not what the function takes or a target is declared twice."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """SGLang general-plugin entry point (group ``sglang.srt.plugins``, name ``specinit``).
-
-``register`` picks the adapter for the installed release (:mod:`.compat`) and patches each SGLang
-module through ``HookRegistry`` when SGLang imports it. SGLANG_SPECINIT_DISABLE=1 registers
-nothing; SGLANG_SPECINIT_STRICT=1 stops the launch instead of warning when a check fails.
-"""
+SGLANG_SPECINIT_DISABLE=1 registers nothing; SGLANG_SPECINIT_STRICT=1 stops a launch whose
+check fails."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Price a KV pool by building it with SGLang's own pool code at tiny sizes.
-
-Whatever pool class SGLang picks, the bytes it allocates are read back. A pool's bytes are linear
-in its (full, SWA) token counts, so four builds from the adapter's builder give its exact price;
-storages that do not scale (pointer tables) are left to ``1 - f``.
-"""
+"""Price a KV pool by building it with SGLang's own pool code at tiny sizes: its bytes are linear
+in its (full, SWA) token counts, so four builds give its exact price."""
 
 from __future__ import annotations
 
@@ -175,8 +171,7 @@ def measure_linear(
     swa_full_tokens_ratio: float = 1.0,
     ratio_applies: bool = False,
 ) -> MeasuredKVSpec:
-    """The pool ``build`` makes, priced from four builds; a non-linear pool is refused, not
-    guessed."""
+    """The pool ``build`` makes, priced from four builds; a non-linear pool is refused."""
     small, large = (pages * page_size for pages in PROBE_PAGES)
     with pool_logs_quiet():
         builds = [

@@ -1,7 +1,5 @@
-"""Per-rank memory reports (``$SGLANG_SPECINIT_REPORT_DIR/memory-rank<i>-pp<p>-tp<t>-dp<d>.json``)
-and which rank is the tightest: each rank compares its free memory with SGLang's all-rank
-minimum, so no collective is needed. No SGLang import: the planner and tools read them too.
-"""
+"""Per-rank memory reports (``memory-rank<i>-pp<p>-tp<t>-dp<d>.json``) and which rank is the
+tightest, against SGLang's all-rank minimum free memory (no SGLang import)."""
 
 from __future__ import annotations
 
@@ -17,8 +15,7 @@ from sglang_specinit.report import human_bytes, render_breakdown
 FILE_PREFIX = "memory-rank"
 # The prefix of the one-line JSON breakdown in a server's log (tests and tools grep for it).
 MEMORY_LOG_PREFIX = "SPECINIT_MEMORY "
-# The all-reduced minimum is a float32 (4 KiB steps at 80 GiB) and symmetric GPUs differ by
-# their context and communicator buffers.
+# The all-reduced minimum is a float32 (4 KiB steps at 80 GiB); symmetric GPUs differ a little.
 TIGHTEST_TOLERANCE_BYTES = 1 << 20
 
 

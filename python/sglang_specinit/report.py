@@ -101,15 +101,11 @@ def render_columns(columns: Mapping[str, Mapping[str, Any]], rows: Sequence[Row]
 
 
 def render_breakdown(breakdown: dict[str, Any]) -> str:
-    allocated = dict(breakdown)
-    allocated["target_kv_pool_bytes"] = breakdown.get("allocated_target_kv_pool_bytes", 0)
-    allocated["draft_kv_pool_bytes"] = breakdown.get("allocated_draft_kv_pool_bytes", 0)
-    allocated["used_bytes"] = (
-        breakdown["resident_bytes"]
-        + allocated["target_kv_pool_bytes"]
-        + allocated["draft_kv_pool_bytes"]
-    )
-    allocated["headroom_bytes"] = breakdown["budget_bytes"] - allocated["used_bytes"]
+    keys = ("target_kv_pool_bytes", "draft_kv_pool_bytes")
+    pools = {key: breakdown.get(f"allocated_{key}", 0) for key in keys}
+    used = breakdown["resident_bytes"] + pools[keys[0]] + pools[keys[1]]
+    headroom = breakdown["budget_bytes"] - used
+    allocated = {**breakdown, **pools, "used_bytes": used, "headroom_bytes": headroom}
     return render_columns({"planned": breakdown, "allocated": allocated})
 
 
@@ -135,9 +131,3 @@ class ReportColumn:
             data["spec_reserve_bytes"] = self.spec_reserve_bytes
             data["spec_reserve_balance_bytes"] = self.spec_reserve_bytes - outside
         return data
-
-
-def render_table(columns: Sequence[ReportColumn], tp_size: int = 1) -> str:
-    table = render_columns({c.title: c.to_dict(tp_size) for c in columns}, RULE_ROWS)
-    notes = [f"* {c.title}: {note}" for c in columns for note in c.plan.notes]
-    return "\n".join([table, *notes])

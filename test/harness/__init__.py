@@ -20,5 +20,6 @@ Each sub-package's ``__init__`` says what every module does; by job:
 ``geometry`` (geometric pricing, a cross-check of built pools): ``kv_specs``, ``specs``,
     ``runner_kv_spec``.
 Modules: ``releases`` (every served release's row; the ``slow`` set), ``mutants`` (mutations
-and the tests that must catch each; a CLI), ``code_size`` (lines and prose share).
+and the tests that must catch each; a CLI), ``code_size`` (lines and prose share),
+``hook_state`` (what SGLang's HookRegistry holds).
 """

@@ -60,9 +60,9 @@ def server_args_at_memory_settings(*flags: str) -> Any:
     """A ServerArgs in the state SGLang's __post_init__ has when it calls
     ``_handle_gpu_memory_settings`` (device, defaults and piecewise graphs resolved)."""
     from sglang.srt.server_args import ServerArgs
-    from sglang_specinit.planner.cli import _parse_launch
+    from sglang_specinit.planner.releases import installed_replay
 
-    args = _parse_launch(["--model-path", str(LLAMA), "--device", "cuda", *flags])
+    args = installed_replay().parse_launch(["--model-path", str(LLAMA), "--device", "cuda", *flags])
     args.model_config = None
     del args.model_config  # get_model_config builds and caches it, as in a real launch
     ServerArgs._handle_piecewise_cuda_graph(args)

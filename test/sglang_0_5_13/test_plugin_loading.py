@@ -36,7 +36,8 @@ before = set(sys.modules)
 load_plugins()
 imported_by_load = sorted(set(sys.modules) - before)
 specinit_imported = any(m.startswith("sglang_specinit") for m in sys.modules)
-from sglang_specinit.hooks import hook_registry_state  # stdlib only; read after the checks above
+sys.path.insert(0, "test")  # cwd is the repository: harness.hook_state, stdlib only
+from harness.hook_state import hook_registry_state  # read after the checks above
 
 patched_at_load = sorted(hook_registry_state().applied)
 

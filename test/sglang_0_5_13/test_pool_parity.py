@@ -56,9 +56,9 @@ SWA_RATIO = 0.8
 
 
 def _server_args(config_dir: Path, page: int) -> Any:
-    from sglang_specinit.planner.cli import _parse_launch
+    from sglang_specinit.planner.releases import installed_replay
 
-    return _parse_launch(
+    return installed_replay().parse_launch(
         [
             "--model-path",
             str(config_dir),

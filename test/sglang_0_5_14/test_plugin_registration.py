@@ -14,12 +14,13 @@ from harness.launch.plugin_probe import probe_env, run_probe, same_packages_path
 TIMEOUT_S = 240
 
 # After harness.launch.plugin_probe.LOG_COLLECTOR. HookRegistry has no public read of its
-# table: ``sglang_specinit.hooks.hook_registry_state`` is the one place that reads it.
+# table: ``harness.hook_state.hook_registry_state`` is the one place that reads it.
 PROBE = """
 import importlib, json, sys
 
 from sglang.srt.plugins import load_plugins
-from sglang_specinit.hooks import hook_registry_state
+sys.path.insert(0, "test")  # cwd is the repository
+from harness.hook_state import hook_registry_state
 
 load_plugins()
 for name in json.loads(sys.argv[1]):

@@ -36,11 +36,12 @@ from sglang_specinit.budget import (
     plan_pools,
 )
 from sglang_specinit.report import (
+    RULE_ROWS,
     ReportColumn,
     human_bytes,
     plan_to_dict,
     render_breakdown,
-    render_table,
+    render_columns,
 )
 
 GIB = 1 << 30
@@ -338,7 +339,8 @@ def test_rules_table_shows_reserve_only_where_present() -> None:
     plan = make_plan("stock", stock_inputs, 360448, 17 * GIB, 131072, 0.2, ("draft on top",))
     stock = ReportColumn("stock", plan, stock_inputs, 4 * GIB)
     ours = ReportColumn("ours", plan_pools(scenario()), scenario())
-    table = render_table([stock, ours])
+    table = render_columns({c.title: c.to_dict(1) for c in (stock, ours)}, RULE_ROWS)
+    table += "".join(f"\n* {c.title}: {note}" for c in (stock, ours) for note in c.plan.notes)
     lines = table.splitlines()
     assert lines[0].split() == ["stock", "ours"]
     reserve = next(line for line in lines if line.startswith("auto-fraction draft reserve"))

@@ -1,4 +1,4 @@
-"""``hooks.apply_hook_targets`` and ``hooks.hook_registry_state`` against SGLang's real
+"""``hooks.apply_hook_targets`` and ``harness.hook_state`` against SGLang's real
 ``HookRegistry``: the plugin's own targets are applied once, another plugin's pending target stays
 pending (its module not imported); the state names each hook's plugin and the applied targets."""
 
@@ -9,8 +9,9 @@ import types
 from collections import defaultdict
 
 import pytest
+from harness.hook_state import hook_registry_state
 from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
-from sglang_specinit.hooks import apply_hook_targets, hook_registry_state
+from sglang_specinit.hooks import apply_hook_targets
 
 OWN_MODULE = "specinit_test_hook_target"
 OWN = f"{OWN_MODULE}.Worker.step"

@@ -299,7 +299,6 @@ def test_the_report_directory_shows_the_plan_json(plan_data: dict, tmp_path: Pat
 def test_width_grows_with_the_number_of_bars() -> None:
     for bars in FIGURE_IN:
         assert report_figures.figure_size_in(bars) == FIGURE_IN[bars], bars
-        assert report_figures.figure_size_px(bars) == figure_px(bars), bars
 
 
 def test_another_release_s_stock_sub_object_appears_without_code_changes(

@@ -1,9 +1,5 @@
-"""The server-args replay shared by releases whose ``ServerArgs`` dataclass resolves in
-``__post_init__`` and whose speculative settings come from ``handle_speculative_decoding``.
-
-Shared: the parser (with ``--config``), the speculative hook, the attention-TP rule and
-``is_cpu()`` answering for the planned device; each adapter adds its fraction, KV dtype, prices.
-"""
+"""The server-args replay shared by releases whose ``ServerArgs`` resolves in ``__post_init__``
+and ``handle_speculative_decoding``; each adapter adds its fraction, KV dtype and prices."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Early binding of the draft's duplicate embed/lm_head (phased releases).
-
-Stock binds them in the draft's ``alloc_memory_pool``, after the target pool was profiled, so the
-copies (~1 GiB per rank for an 8B EAGLE3 draft) are resident at sizing. We run the same methods
-first and skip the later stock calls once (``init_token_map`` again loses the hot-token map).
-"""
+"""Early binding of the draft's duplicate embed/lm_head (phased releases): stock binds them after
+the target pool was profiled; we run the same methods first and skip stock's later calls once."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The scheduler's pool phase around SGLang's ``init_memory_pools`` (phased releases, no SGLang
-import): a launch that steps aside keeps SGLang's method after one log line; a priced launch
-binds early, makes its sizing active (:mod:`.sizing_state`), then logs the breakdown."""
+"""The scheduler's pool phase around SGLang's ``init_memory_pools`` (phased releases): step aside
+after one log line, or bind early, size (:mod:`.sizing_state`) and log the breakdown."""
 
 from __future__ import annotations
 

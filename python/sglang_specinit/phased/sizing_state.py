@@ -33,8 +33,7 @@ class TargetSizing:
     stage_holds_draft: bool = True
     # What this rank's pricing affords where SGLang's MIN sync over stages served fewer.
     stage_tokens: int | None = None
-    # An early binding left to the sizing hook until it knows whether it prices: True binds,
-    # False binds only where stock's reserve covers the draft; returns the log clause.
+    # Binding left to the sizing hook (True: bind; False: only where stock's reserve covers it).
     bind_early: Callable[[bool], str] | None = None
     # Recorded where the binding runs inside SGLang's pool phase; None: as the phase starts.
     storages_at_profile: dict[Any, int] | None = None

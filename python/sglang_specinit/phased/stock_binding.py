@@ -1,10 +1,5 @@
-"""Early binding on a launch that keeps stock sizing, where it can only help.
-
-Binding early frees ``D`` duplicate bytes, so stock sizes ``D / c`` more tokens at its price ``c``.
-That is safe only if ``c`` covers what target and draft then allocate per token: stock reserves
-``d`` layers of the target's geometry, so the draft must store the target's KV row, in at most
-``d`` layers and no more rows per target row than stock counts. This module checks that.
-"""
+"""Early binding on a launch that keeps stock sizing, only where stock's reserve (``d`` layers of
+the target's KV geometry per token) covers what the draft then allocates."""
 
 from __future__ import annotations
 

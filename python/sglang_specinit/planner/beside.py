@@ -45,16 +45,14 @@ class Beside:
         self.release = line.split("; sglang ", 1)[1].split(" ", 1)[0]
 
     def add_stock(self, data: dict[str, Any], plan_argv: list[str]) -> dict[str, Any]:
-        """``data`` (this environment's ``plan --json``) with the other release's stock column,
-        or a note why it refuses."""
+        """``data`` with the other release's stock column, or a note why it refuses."""
         out = _run(self.python, "plan", *plan_argv, "--json")
-        notes = list(data.get("notes", ()))
+        added: dict[str, Any] = {}
         if out.returncode != 0:
             text = f"sglang {self.release} ({self.venv}): {_last_line(out.stderr)}"
-            notes.append({"column": BESIDE_KEY, "text": text})
             print(f"sglang-specinit report: --beside {self.venv}: {text}", file=sys.stderr)
-            return {**data, "notes": notes}
-        other = json.loads(out.stdout)
-        text = f"computed in {self.venv} by that release's own code"
-        notes.append({"column": BESIDE_KEY, "text": text})
-        return {**data, BESIDE_KEY: other["stock"], "notes": notes}
+        else:
+            text = f"computed in {self.venv} by that release's own code"
+            added = {BESIDE_KEY: json.loads(out.stdout)["stock"]}
+        notes = [*data.get("notes", ()), {"column": BESIDE_KEY, "text": text}]
+        return {**data, **added, "notes": notes}

@@ -1,10 +1,5 @@
-"""``sglang-specinit`` command line: ``plan``, ``report`` (a Markdown page with figures; with
-``--beside VENV`` another release's stock column, computed in that environment) and ``patches``.
-
-Launch flags go through the installed SGLang's own parser, so a ``launch_server`` line pastes as
-is; bad input is one line on stderr and exit 2. The plan is for the device the flags name: the
-process drops ``SGLANG_USE_CPU_ENGINE`` before SGLang is imported.
-"""
+"""``sglang-specinit`` command line: ``plan``, ``report`` and ``patches``. Launch flags go through
+the installed SGLang's own parser; bad input is one line on stderr and exit 2."""
 
 from __future__ import annotations
 
@@ -17,7 +12,6 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from sglang_specinit.patch_listing import patches_main
 from sglang_specinit.planner.beside import Beside
@@ -91,7 +85,7 @@ def _launch_preview(launch: Sequence[str]) -> argparse.Namespace:
     preview.add_argument("--model-path", "--model", dest="model_path")
     preview.add_argument("--speculative-draft-model-path", dest="draft_path")
     preview.add_argument("--speculative-algorithm", dest="algorithm")
-    preview.add_argument("--mem-fraction-static", dest="fraction", type=float)
+    preview.add_argument("--mem-fraction-static", dest="mem_fraction_static", type=float)
     known, _ = preview.parse_known_args(list(launch))
     return known
 
@@ -123,8 +117,7 @@ def _device(options: argparse.Namespace, example: Example | None) -> DeviceSpec:
 
 @contextlib.contextmanager
 def _quiet_sglang(verbose: bool) -> Iterator[None]:
-    """SGLang warns on import (no Triton on CPU) and logs its server-args decisions; the plan
-    reports what matters, so both are silenced unless --verbose."""
+    """SGLang's import warnings and server-args logs, silenced unless --verbose."""
     if verbose:
         yield
         return
@@ -139,10 +132,6 @@ def _quiet_sglang(verbose: bool) -> Iterator[None]:
             logger.setLevel(level)
 
 
-def _parse_launch(launch: list[str]) -> Any:
-    return installed_replay().parse_launch(launch)
-
-
 def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
     """The plan for parsed planner options plus launch flags; raises ValueError on bad input."""
     example = None
@@ -150,11 +139,8 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
         example = load_example(options.example or DEFAULT_EXAMPLE)
         launch = [*example.launch_args, *launch]  # later flags win in argparse
     device = _device(options, example)
-    preview = _launch_preview(launch)
     if "--config" not in launch:
-        check_launch_values(
-            preview.model_path, preview.draft_path, preview.algorithm, preview.fraction
-        )
+        check_launch_values(**vars(_launch_preview(launch)))
     replay = installed_replay()
     check_requested_release(options.sglang_version, replay)
     with _quiet_sglang(options.verbose):
@@ -170,9 +156,7 @@ def _plan(options: argparse.Namespace, launch: list[str]) -> OfflinePlan:
 
 
 def _set_host_cpu_engine() -> None:
-    """Plan for ``--device``, not as a CPU engine (on a GPU-less host this also lets a replay
-    price its pools on cpu with no ``sgl_kernel``). Only for the process's own entry point: an
-    in-process caller keeps its environment (:func:`dataclass_args.replay.planned_cpu_engine`)."""
+    """Plan for ``--device``, not as a CPU engine (the process's own entry point only)."""
     if "sglang" not in sys.modules:
         os.environ.pop(CPU_ENGINE_ENV, None)
 
@@ -262,8 +246,7 @@ def report_main(argv: Sequence[str]) -> int:
 
 
 def _check_writable(out_dir: Path) -> None:
-    """Refuse an --out the report could not be written to, before anything is planned and
-    without creating anything (bad input leaves nothing behind)."""
+    """Refuse an unwritable --out before anything is planned or created."""
     existing = out_dir.absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -274,8 +257,7 @@ def _check_writable(out_dir: Path) -> None:
 
 
 def _plannable() -> tuple[list[str], dict[str, str]]:
-    """The shipped examples the installed release's replay plans, and each one it refuses with
-    the reason (a DeepSeek-V4 example the installed release does not price), named on stderr too."""
+    """The shipped examples the installed release plans, and why it refuses the others."""
     replay = installed_replay()
     names: list[str] = []
     skipped: dict[str, str] = {}
@@ -369,8 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         return commands[args[0]](args[1:])
     except BrokenPipeError:
-        # `sglang-specinit patches | head`: the reader is gone; say nothing more, and keep
-        # the interpreter's exit-time flush from raising again.
+        # `... | head`: the reader is gone; keep the exit-time flush from raising again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_CLOSED_PIPE
 

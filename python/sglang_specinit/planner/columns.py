@@ -1,7 +1,5 @@
-"""What ``plan`` prints: the installed release's stock column (its own sizing code) beside this
-package's (its budget model on the same prices, :mod:`.plan`); another release's comes from its
-own environment (``report --beside VENV``). ``--json``'s keys: docs/planner.md ("plan --json").
-"""
+"""What ``plan`` prints: the installed release's stock column beside this package's
+(``--json``'s keys: docs/planner.md)."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ def plan_notes(plan: OfflinePlan) -> list[dict[str, str]]:
 
 
 def plan_json(plan: OfflinePlan) -> dict[str, Any]:
-    """``--json``: this package's plan at top level, the stock column under ``stock`` (with
-    its ``release`` and ``rule``) and every note under ``notes``."""
+    """``--json``: this package's plan at top level, stock's under ``stock``, and the notes."""
     data = plan.ours.to_dict(plan.tp_size)
     stock = plan.stock.to_dict(plan.tp_size)
     stock.update({"release": plan.release, "rule": STOCK_RULE})

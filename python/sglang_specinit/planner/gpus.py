@@ -1,8 +1,4 @@
-"""Device presets, the planned device (:class:`DeviceSpec`) and byte-size parsing.
-
-SGLang reads the device's total memory (for the automatic ``--mem-fraction-static``) and the free
-memory before weights load (the KV budget's base), assumed total - 1 GiB unless overridden.
-"""
+"""Device presets, the planned device (:class:`DeviceSpec`) and byte-size parsing."""
 
 from __future__ import annotations
 
@@ -29,8 +25,7 @@ class GpuPreset:
         return self.total_mib * MIB
 
 
-# memory.total (MiB) as nvidia-smi prints it for each name's common SKU; compute capability
-# from NVIDIA's table (https://developer.nvidia.com/cuda-gpus).
+# nvidia-smi's memory.total (MiB) of each name's common SKU; NVIDIA's compute capability.
 _PRESETS = (
     GpuPreset("H100-80GB", 81559, "H100 SXM5 80GB HBM3", 90),
     GpuPreset("H100-94GB", 95830, "H100 NVL 94GB HBM3", 90),

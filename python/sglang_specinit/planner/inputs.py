@@ -46,8 +46,7 @@ def check_launch_values(
     algorithm: str | None,
     mem_fraction_static: float | None,
 ) -> None:
-    """Validate what the raw flags and config.json files alone can tell (SGLang's hook decides
-    which launches need a draft path)."""
+    """What the raw flags and config.json files alone can tell."""
     # The launcher's own check and message (it refuses the same fractions).
     check_mem_fraction_static(mem_fraction_static)
     if model_path is None:

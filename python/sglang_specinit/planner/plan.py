@@ -1,12 +1,6 @@
-"""The offline plan: a release's decisions for a launch in, two columns out: stock (the
-installed release's own sizing) and this package's.
-
-A server-args replay (:mod:`.replay`, found through :mod:`.releases`) says what the installed
-release decided and what each pool costs; :func:`build_plan` prices target and draft
-(:func:`_price_draft`), feeds both to ``live_sizing.plan_from_readings`` and sizes them by stock's
-code and this package's rule. Weight bytes come from checkpoint headers (:mod:`.weights`) per rank
-(:mod:`.sharding`), plus the target's rotary cos/sin cache (:mod:`.target_buffers`).
-"""
+"""The offline plan: the installed release's decisions for a launch (a server-args replay,
+:mod:`.replay`) in, two columns out: stock (the release's own sizing) and this package's. Weight
+bytes come from checkpoint headers (:mod:`.weights`) per rank (:mod:`.sharding`)."""
 
 from __future__ import annotations
 
@@ -70,8 +64,7 @@ class OfflinePlan:
 def build_plan(
     server_args: Any, device: DeviceSpec, replay: ServerArgsReplay | None = None
 ) -> OfflinePlan:
-    """The plans for ``server_args`` (``replay.parse_launch``'s result) on ``device``, by
-    ``replay``'s server-args logic (default: the installed release's)."""
+    """The plans for parsed ``server_args`` on ``device`` (default replay: the installed's)."""
     with cuda_quantization_names(), fresh_hf_configs():
         return _build_plan(server_args, device, replay or installed_replay())
 
@@ -81,39 +74,34 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     check_model_supported(server_args.model_path, replay)
     launch = replay.resolve(server_args, device)
     args, target_mc = launch.args, launch.target_model_config
-    check_resolved_launch(args)
-    preflight.check_eagle3_draft(args)
-    preflight.check_one_stage(args)
-    preflight.check_draft_steps(args)
+    checks = (preflight.check_eagle3_draft, preflight.check_one_stage, preflight.check_draft_steps)
+    for check in (check_resolved_launch, *checks):
+        check(args)
     _check_head_split(launch, target_mc, "the target")
     layout = model_layout(args, target_mc.hf_config, launch.attn_tp_size)
-    replay.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
     # Every pool priced by the replay (the release's own pool code where it runs it).
     prices = replay.pool_prices(launch, device)
     # The target's weight bytes on one rank (tensors it may share with a draft included).
     sizes, target_notes = sizes_on_rank(
         read_checkpoint_sizes(args.model_path), target_mc.hf_config, layout
     )
-    # After pool_prices: a replay's rope reserve reads the launch its pool pricing published.
-    # The family from config.json: a draft's ModelConfig may have renamed the cached config's.
+    # After pool_prices (a rope reserve reads what it published); the family from config.json,
+    # which a draft's ModelConfig may have renamed in the cached config.
     architecture = read_config_json(args.model_path, "--model-path")["architectures"][0]
     buffers = target_buffers(args, target_mc, architecture)
-    notes = [*target_notes, *buffers.notes]
     algorithm = args.speculative_algorithm
     draft, draft_path, target_bytes = None, args.speculative_draft_model_path, sizes.total_bytes
+    draft_notes: list[str] = []
     if algorithm is not None and algorithm != "NGRAM":
-        draft, draft_path, target_bytes = _price_draft(launch, prices, sizes, notes)
-    fraction = launch.new_fraction
-    # The checkpoint's tensors plus the buffers the target builds itself, both resident when
-    # every release sizes the target pool. No free memory was read unless --resident-bytes
-    # gives it: then the budget is f x free minus it.
+        draft, draft_path, target_bytes, draft_notes = _price_draft(launch, prices, sizes)
+    fraction, free = launch.new_fraction, device.pre_load_free_bytes
+    # Resident at sizing: checkpoint tensors plus the target's own buffers, unless
+    # --resident-bytes gives a measurement (then the budget is f x free minus it).
     readings = SizingReadings(
-        pre_model_load_memory_gb=device.pre_load_free_bytes / (1024 * MIB),
+        pre_model_load_memory_gb=free / (1024 * MIB),
         mem_fraction_static=fraction,
         available_bytes=(
-            None
-            if device.resident_bytes is None
-            else int(fraction * device.pre_load_free_bytes) - device.resident_bytes
+            None if device.resident_bytes is None else int(fraction * free) - device.resident_bytes
         ),
         target_kv=prices.target_kv,
         target_weight_bytes=target_bytes + buffers.bytes,
@@ -133,18 +121,13 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
     stock_fraction = launch.stock_fraction
     stock_inputs = replace(base, mem_fraction_static=stock_fraction)
     reserve = None
-    if stock_fraction != fraction:
-        # The budget a flat 4/6 GiB speculative term took away (NGRAM gets none).
-        reserve = int(fraction * device.pre_load_free_bytes) - int(
-            stock_fraction * device.pre_load_free_bytes
-        )
-    # What stock has resident when it profiles is its own (budget.resident_with_duplicates:
-    # a --resident-bytes measurement of this package's run plus the duplicates that run freed).
-    stock = ReportColumn(
-        f"stock {replay.release}", prices.stock_plan(stock_inputs), stock_inputs, reserve
-    )
+    if stock_fraction != fraction:  # the budget a flat 4/6 GiB speculative term took (not NGRAM)
+        reserve = int(fraction * free) - int(stock_fraction * free)
     return OfflinePlan(
-        stock=stock,
+        # Stock's resident bytes are its own (budget.resident_with_duplicates).
+        stock=ReportColumn(
+            f"stock {replay.release}", prices.stock_plan(stock_inputs), stock_inputs, reserve
+        ),
         ours=ReportColumn("sglang-specinit", ours, base),
         release=replay.release,
         tp_size=int(args.tp_size),
@@ -152,7 +135,7 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
         algorithm=algorithm,
         model_path=args.model_path,
         draft_model_path=draft_path,
-        notes=tuple(notes),
+        notes=(*target_notes, *buffers.notes, *draft_notes),
         target_buffers=buffers,
     )
 
@@ -174,14 +157,10 @@ def _check_head_split(launch: ResolvedLaunch, model_config: Any, what: str) -> N
 
 
 def _price_draft(
-    launch: ResolvedLaunch,
-    prices: PoolPrices,
-    target: CheckpointSizes,
-    notes: list[str],
-) -> tuple[DraftSpec, str, int]:
-    """The draft of a speculative launch (not NGRAM), its checkpoint (the target's when no draft
-    path was given) and the target's weight bytes on one rank, shared tensors counted once; its
-    notes are appended to ``notes``."""
+    launch: ResolvedLaunch, prices: PoolPrices, target: CheckpointSizes
+) -> tuple[DraftSpec, str, int, list[str]]:
+    """The draft of a speculative launch (not NGRAM), its checkpoint path, the target's weight
+    bytes on one rank (shared tensors counted once) and the draft's notes."""
     from sglang.srt.configs.model_config import ModelConfig
 
     spec_args = launch.args
@@ -189,6 +168,7 @@ def _price_draft(
     draft_path = spec_args.speculative_draft_model_path
     # A runner that reserves draft layers does so only when a draft path is set.
     path_given = draft_path is not None
+    notes: list[str] = []
     if draft_path is None:
         # TpModelWorker falls back to the target's path (ModelConfig.from_server_args).
         draft_path = spec_args.model_path
@@ -209,10 +189,8 @@ def _price_draft(
     mtp_layers = int(draft_mc.num_nextn_predict_layers or 0)
     same_dir = os.path.realpath(spec_args.model_path) == os.path.realpath(draft_path)
     if algorithm == "EAGLE" and mtp_layers > 0 and same_dir:
-        # An MTP draft read from the target's own checkpoint (DeepSeek-V3 / GLM NextN). Its
-        # model builds an embedding and an LM head of its own whatever the checkpoint stores
-        # (never loaded; replaced by the target's): the embedding on the embedding group, the
-        # head on the LM-head group (``use_attn_tp_group=enable_dp_lm_head``), in its dtype.
+        # An MTP draft read from the target's own checkpoint (DeepSeek-V3 / GLM NextN): its model
+        # builds an embedding and an LM head of its own (never loaded; replaced by the target's).
         own_tables = rank_vocab_table_bytes(
             draft_config, elt, layout.embed_tp_size
         ) + rank_vocab_table_bytes(draft_config, elt, layout.lm_head_tp_size)
@@ -226,7 +204,6 @@ def _price_draft(
         draft, draft_notes = sizes_on_rank(read_checkpoint_sizes(draft_path), draft_config, layout)
         split = split_separate_draft(target, draft, names, {n: table for n in names})
         notes.extend(draft_notes)
-    notes.extend(split.notes)
     spec = DraftSpec(
         algorithm=algorithm,
         kv_pools=prices.draft_pools,
@@ -238,4 +215,4 @@ def _price_draft(
             upstream_reserved_layers(algorithm, draft_mc) if path_given else 0
         ),
     )
-    return spec, draft_path, split.target_bytes
+    return spec, draft_path, split.target_bytes, [*notes, *split.notes]

@@ -1,7 +1,5 @@
-"""The refusals a launch makes before it serves, made by ``plan`` on the resolved launch (after
-the release's own, in ``resolve``, and this package's launcher checks): the attention-head split
-and the pool phase's no-room-for-one-page refusal, each in one line.
-"""
+"""The refusals a launch makes before it serves, made by ``plan`` on the resolved launch, each
+in one line."""
 
 from __future__ import annotations
 
@@ -13,9 +11,8 @@ from sglang_specinit.planner.inputs import PlanError
 
 
 def check_eagle3_draft(args: Any) -> None:
-    """EAGLE3 with no draft path (none resolved for the target's architecture): SGLang loads
-    the target checkpoint as the draft, whose model keeps no EAGLE3 hot-token map, and every
-    rank fails while binding the draft's head."""
+    """EAGLE3 with no draft path: SGLang loads the target checkpoint as the draft, which has
+    no EAGLE3 hot-token map, and every rank fails."""
     if args.speculative_algorithm == "EAGLE3" and not args.speculative_draft_model_path:
         raise PlanError(
             "--speculative-algorithm EAGLE3 without --speculative-draft-model-path: SGLang "

@@ -1,7 +1,5 @@
-"""What a served release's server-args replay answers the plan, and what the replays share:
-each adapter's :class:`ServerArgsReplay` (``planner_replay.REPLAY``) runs the release's parser,
-decisions (:class:`ResolvedLaunch`) and pool prices offline, without a GPU.
-"""
+"""What a served release's server-args replay (:class:`ServerArgsReplay`) answers the plan, and
+what the replays share."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ class ResolvedLaunch:
     args: Any
     config_source: Any
     target_model_config: Any
-    # --mem-fraction-static as the release computes it, and the same without a flat
-    # speculative reserve (equal where there is none).
+    # --mem-fraction-static as the release computes it, and without a flat speculative reserve.
     stock_fraction: float
     new_fraction: float
     attn_tp_size: int
@@ -113,9 +110,8 @@ def cuda_quantization_names() -> Iterator[None]:
 
 @contextlib.contextmanager
 def fresh_hf_configs() -> Iterator[None]:
-    """Each plan reads its checkpoints' configs as its own process would. SGLang caches
-    ``get_config``, and on some releases a draft ``ModelConfig`` renames the cached object's
-    architecture in place, which would change the next plan made in this process."""
+    """Each plan reads its checkpoints' configs afresh: a draft ``ModelConfig`` may rename the
+    architecture of the config SGLang's ``get_config`` cached."""
     from sglang.srt.configs import model_config
 
     clear = getattr(model_config.get_config, "cache_clear", None) or (lambda: None)

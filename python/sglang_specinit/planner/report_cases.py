@@ -1,12 +1,6 @@
-"""What ``sglang-specinit report`` shows, read from breakdown JSON: cases, variants, bar segments.
-
-Every input is the per-rank breakdown :func:`sglang_specinit.report.plan_to_dict` writes: a plan
-(``plan --json``: this package's at the top level, ``stock`` and ``beside`` columns and notes), a
-benchmark ``case-*.json`` (each variant ``measured`` or ``modelled``) or a live server's
-``memory-rank<N>.json`` files (one case per directory: planned next to allocated per rank). A
-top-level value that is itself a breakdown (``tokens`` and ``budget_bytes``) is a variant.
-Nothing here draws or writes files; :mod:`report_figures` and :mod:`report_pages` do.
-"""
+"""What ``sglang-specinit report`` shows, read from breakdown JSON (``plan --json``, benchmark
+``case-*.json``, live ``memory-rank*.json``): cases, variants (a top-level value holding
+``tokens`` and ``budget_bytes``), bar segments. Nothing here draws or writes files."""
 
 from __future__ import annotations
 
@@ -38,9 +32,7 @@ class Segment:
     bytes: int
 
 
-# Bar slices, bottom to top. The first five are always drawn; the two "other" slices only
-# where the breakdown has bytes that none of the five holds (measured resident bytes beyond
-# the weights; per-request and fixed draft buffers).
+# Bar slices, bottom to top; OTHER_RESIDENT and DRAFT_BUFFERS only where they hold bytes.
 TARGET_WEIGHTS = "target weights"
 DRAFT_WEIGHTS = "draft weights"
 OTHER_RESIDENT = "other resident"
@@ -58,8 +50,7 @@ class Variant:
     key: str
     title: str
     breakdown: Mapping[str, Any]
-    # "measured" / "modelled" for benchmark cases, "planned" / "allocated" for live ranks,
-    # None for a plan (every column of a plan is computed).
+    # "measured" / "modelled" (benchmark), "planned" / "allocated" (live ranks), None (a plan).
     source: str | None = None
     source_note: str | None = None
 
@@ -160,13 +151,8 @@ def _order(variant: Variant) -> tuple[int, tuple[int, ...], bool, str]:
 
 
 def _variant(key: str, data: Mapping[str, Any]) -> Variant:
-    return Variant(
-        key=key,
-        title=str(data.get("title") or variant_title(key, data)),
-        breakdown=data,
-        source=data.get("source"),
-        source_note=data.get("source_note"),
-    )
+    title = str(data.get("title") or variant_title(key, data))
+    return Variant(key, title, data, data.get("source"), data.get("source_note"))
 
 
 def _basename(path: Any) -> str:
@@ -208,8 +194,7 @@ def case_from_plan_json(
     if not name:
         name = f"{_basename(data.get('model_path'))} + {data.get('speculative_algorithm')}"
     kind = "benchmark" if any(v.source for v in variants) else "plan"
-    # A benchmark case's ``plan_notes`` as they are; a plan's ``notes``, each led by its
-    # column's title (``stock <release>: ...``).
+    # A benchmark's ``plan_notes`` as they are; a plan's ``notes`` led by their column's title.
     titles = {v.key: v.title for v in variants}
     notes = [str(n) for n in data.get("plan_notes", ()) or ()]
     for note in data.get("notes", ()) or ():
@@ -267,15 +252,9 @@ def live_case(
                 "(tokens, budget_bytes, allocated_target_kv_pool_bytes)"
             )
         rank = int(data.get("tp_rank", 0))
-        variants.append(Variant(f"rank{rank}-planned", f"rank {rank} planned", data, "planned"))
-        variants.append(
-            Variant(
-                f"rank{rank}-allocated",
-                f"rank {rank} allocated",
-                {**allocated_breakdown(data), "tp_rank": rank},
-                "allocated",
-            )
-        )
+        allocated = {**allocated_breakdown(data), "tp_rank": rank}
+        for source, b in (("planned", data), ("allocated", allocated)):
+            variants.append(Variant(f"rank{rank}-{source}", f"rank {rank} {source}", b, source))
     first = ranks[0]
     description = "live server"
     if first.get("model_path") or first.get("speculative_algorithm"):
@@ -300,9 +279,8 @@ def _read_json(path: Path) -> Any:
 
 
 def cases_from_paths(paths: Iterable[str | Path]) -> list[ReportCase]:
-    """Cases from ``--from-json``: a file is a plan/benchmark breakdown or a live rank's (its own
-    case); in a directory, searched recursively, each folder's ``memory-rank*.json`` files are one
-    live case (named by the folder) and every ``case-*.json`` is a plan/benchmark case."""
+    """Cases from ``--from-json`` files, or directories searched recursively: each folder's
+    ``memory-rank*.json`` files are one live case and every ``case-*.json`` is a case."""
     cases: list[ReportCase] = []
     for raw in paths:
         path = Path(raw)

@@ -1,12 +1,6 @@
-"""Stacked-bar figures of ``sglang-specinit report`` (matplotlib, the optional ``[report]`` extra).
-
-One figure per case: a bar per variant, stacked in :data:`COLOURS` order up to the unused rest of
-the budget, a dashed budget line over each bar and what goes above it in hatched red, labelled
-"OVER by ..." (gid ``over:<variant key>``, an SVG ``id``, so tests need not read pixels). The y
-axis may start above a large shared base (:func:`axis_start`), and the figure then says so.
-matplotlib is imported only inside the functions that draw (no pyplot, no global backend), and
-sizes are fixed per bar count (:func:`figure_size_px`), never cropped.
-"""
+"""Stacked-bar figures of ``sglang-specinit report`` (matplotlib, the optional ``[report]`` extra):
+a bar per variant up to its budget line, what goes over it hatched red with gid ``over:<key>``.
+matplotlib is imported only where a figure is drawn; sizes are fixed per bar count."""
 
 from __future__ import annotations
 
@@ -36,8 +30,7 @@ INCH_PER_BAR = 1.3
 # Fixed margins (inches) so the figure size never depends on text extents.
 LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN = 0.9, 2.1, 1.3, 0.9
 BAR_WIDTH = 0.6
-# The axis is cut when the bars' shared base is above this share of the tallest bar; it then
-# keeps this share of the part above the base as a stub of the base.
+# The axis is cut above a shared base over this share of the tallest bar, keeping a stub of it.
 CUT_ABOVE_SHARE = 0.5
 BASE_STUB_SHARE = 0.25
 INSTALL_HINT = "pip install 'sglang-specinit[report]' (or: pip install matplotlib)"
@@ -50,8 +43,7 @@ COLOURS = {
     DRAFT_KV: "#9ed39f",
     DRAFT_BUFFERS: "#d6c36a",
     UNUSED: "#ffffff",
-    # Saturated red with black hatching: visible on screen, in print and to most colour-blind
-    # readers (the hatching and the text label carry it without colour).
+    # Saturated red, hatched and labelled: visible in print and to most colour-blind readers.
     OVER: "#ff1a1a",
 }
 # Bar edges; the unused rest and what goes over the budget are hatched (so is their legend).
@@ -76,11 +68,6 @@ def figure_size_in(bars: int) -> tuple[float, float]:
     """Figure size in inches for ``bars`` bars (a whole number of pixels at :data:`DPI`)."""
     width = max(MIN_WIDTH_IN, LEFT_IN + RIGHT_IN + INCH_PER_BAR * bars)
     return round(width, 1), HEIGHT_IN
-
-
-def figure_size_px(bars: int) -> tuple[int, int]:
-    width, height = figure_size_in(bars)
-    return round(width * DPI), round(height * DPI)
 
 
 def _top(case: ReportCase) -> int:
@@ -135,16 +122,10 @@ def draw_case(case: ReportCase) -> Any:
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    width_in, height_in = figure_size_in(len(case.variants))
-    fig = Figure(figsize=(width_in, height_in), dpi=DPI)
-    ax = fig.add_axes(
-        (
-            LEFT_IN / width_in,
-            BOTTOM_IN / height_in,
-            (width_in - LEFT_IN - RIGHT_IN) / width_in,
-            (height_in - BOTTOM_IN - TOP_IN) / height_in,
-        )
-    )
+    w, h = figure_size_in(len(case.variants))
+    fig = Figure(figsize=(w, h), dpi=DPI)
+    box = (LEFT_IN / w, BOTTOM_IN / h, (w - LEFT_IN - RIGHT_IN) / w, (h - BOTTOM_IN - TOP_IN) / h)
+    ax = fig.add_axes(box)
     unit, unit_name = (1 << 30, "GiB") if _top(case) >= 2 << 30 else (1 << 20, "MiB")
     seen: dict[str, Any] = {}
     top = 0.0
@@ -213,8 +194,7 @@ def save_case_figures(case: ReportCase, out_dir: Path) -> list[Path]:
 
     fig = draw_case(case)
     png, svg = out_dir / f"{case.slug}.png", out_dir / f"{case.slug}.svg"
-    # Text stays text in the SVG (searchable, small); fixed hash salt and no date keep the
-    # files byte-identical from one run to the next.
+    # Text stays text in the SVG; fixed hash salt and no date keep the files byte-identical.
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "sglang-specinit"}):
         fig.savefig(png, dpi=DPI, metadata={"Software": None})
         fig.savefig(svg, metadata={"Date": None})

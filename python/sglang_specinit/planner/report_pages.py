@@ -1,8 +1,5 @@
-"""The Markdown page of ``sglang-specinit report`` and the writing of the report directory:
-``README.md`` (per case its figure, a table per variant and, for live servers, planned against
-allocated pools per rank), ``report.json`` (every number shown) and, when matplotlib imports,
-``<case>.png`` / ``<case>.svg`` (:mod:`report_figures`; without it the result says how to install).
-"""
+"""The report directory: ``README.md`` (per case its figure and tables), ``report.json`` (every
+number shown) and, when matplotlib imports, ``<case>.png`` / ``<case>.svg``."""
 
 from __future__ import annotations
 
@@ -170,8 +167,7 @@ def report_data(cases: Sequence[ReportCase]) -> dict[str, Any]:
 def write_report(
     cases: Sequence[ReportCase], out_dir: Path, skipped_cases: Mapping[str, str] | None = None
 ) -> ReportResult:
-    """Write the page, its data and (when matplotlib imports) the figures into ``out_dir``;
-    ``skipped_cases`` (name -> why) are listed in the page's index."""
+    """Write the page, its data and (when matplotlib imports) the figures into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     skipped = report_figures.matplotlib_missing()
     figures: list[Path] = []

@@ -1,7 +1,4 @@
-"""Checkpoint bytes per TP rank, priced by the SGLang layer class that loads each tensor: norms,
-EAGLE ``fc`` and other small tensors are whole, vocabulary tables are padded before the split, KV
-projections replicate once KV heads < ranks, attention splits over its attention-TP group.
-"""
+"""Checkpoint bytes per TP rank, priced by the SGLang layer class that loads each tensor."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The planner's shipped examples: ``planner/examples/<name>/example.json`` read as launch flags,
-one ``launch_server`` line on a GPU preset with tiny local checkpoints, so ``plan --example NAME``
-runs offline (not ``examples.py``: that would sit beside ``examples/``).
-"""
+"""The planner's shipped examples (``planner/examples/<name>/example.json``: launch flags and a
+GPU preset over tiny local checkpoints), for ``plan --example NAME``."""
 
 from __future__ import annotations
 

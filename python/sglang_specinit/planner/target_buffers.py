@@ -1,7 +1,5 @@
-"""The target's one resident tensor no checkpoint stores, its rotary cos/sin cache, built by
-SGLang's rope factory on ``meta`` (flags answering for the planned device); other model families
-get a note that it is not priced.
-"""
+"""The target's rotary cos/sin cache (a buffer no checkpoint stores), built by SGLang's rope
+factory on ``meta``; other model families get a note that it is not priced."""
 
 from __future__ import annotations
 
@@ -73,12 +71,8 @@ def _qwen3_moe(config: Any) -> list[RopeCall]:
 
     theta, scaling = get_rope_config(config)
     scaling = dict(scaling) if scaling is not None else None
-    dual_chunk = getattr(config, "dual_chunk_attention_config", None)
-    return [
-        _dense_rope(
-            config, _head_dim(config), theta, scaling, dual_chunk_attention_config=dual_chunk
-        )
-    ]
+    extra = {"dual_chunk_attention_config": getattr(config, "dual_chunk_attention_config", None)}
+    return [_dense_rope(config, _head_dim(config), theta, scaling, **extra)]
 
 
 def _gpt_oss(config: Any) -> list[RopeCall]:
@@ -124,9 +118,8 @@ ROPE_FP32_SWITCH = "SGLANG_ROPE_CACHE_FP32"
 
 @contextlib.contextmanager
 def rope_built_for(device: str, server_args: Any) -> Iterator[None]:
-    """SGLang's rope factory building on ``meta`` for the planned ``device``, restored on exit:
-    its fp32 flags answer for ``device`` (never HIP) with the switch off, ``_is_cpu`` True (no
-    fallback kernel imported), a fresh cache and, where unset, the launch's global server args."""
+    """SGLang's rope factory building on ``meta`` for the planned ``device`` (``_is_cpu``: no
+    fallback kernel imported), with a fresh cache; restored on exit."""
     import torch
     from sglang.srt import server_args as server_args_module
     from sglang.srt.layers.rotary_embedding import base, factory, rope_variant

@@ -1,8 +1,5 @@
-"""Checkpoint weight sizes, read without loading a tensor, and which draft tensors SGLang
-replaces with the target's. Sources, in order: ``weights-size.json`` (``total_bytes``, shared
-``tensors``, optional ``groups`` by name prefix), ``*.safetensors`` headers (exact),
-``model.safetensors.index.json`` (total only), ``pytorch_model*.bin`` file sizes (approximate).
-"""
+"""Checkpoint weight sizes, read without loading a tensor (``weights-size.json``, safetensors
+headers, the index's total, ``.bin`` file sizes), and which draft tensors SGLang replaces."""
 
 from __future__ import annotations
 
@@ -17,8 +14,7 @@ from typing import Any
 WEIGHTS_SIZE_FILE = "weights-size.json"
 EMBED = "model.embed_tokens.weight"
 LM_HEAD = "lm_head.weight"
-# Draft architectures (as ``ModelConfig`` renames them) whose MTP loader
-# :func:`split_mtp_from_target` follows: DeepSeek-V3/V3.2/R1, GLM-4.5 - 4.7, GLM-5.
+# Draft architectures (as ``ModelConfig`` renames them) whose MTP loader the split follows.
 NEXTN_DRAFT_ARCHITECTURES = frozenset(
     {"DeepseekV3ForCausalLMNextN", "Glm4MoeForCausalLMNextN", "GlmMoeDsaForCausalLMNextN"}
 )
@@ -154,8 +150,7 @@ def split_separate_draft(
     draft_bytes = draft.total_bytes
     shared = 0
     for name in shared_names:
-        # EAGLE checkpoints often store their tensors without the ``model.`` prefix the draft
-        # model's loader adds back.
+        # EAGLE checkpoints often store their tensors without the ``model.`` prefix.
         stored = draft.tensor(name)
         if stored is None:
             stored = draft.tensor(name.removeprefix("model."))
@@ -179,9 +174,8 @@ def split_mtp_from_target(
     draft_table_bytes: int,
     draft_architecture: str | None = None,
 ) -> WeightSplit:
-    """The draft is the target checkpoint's own MTP layers (draft path == model path): the
-    target skips them; the draft loads them but the skipped copies and allocates its own embedding
-    and head (``draft_table_bytes``), which the target's replace. Other architectures: a note."""
+    """The draft is the target checkpoint's own MTP layers, which the target skips; the draft
+    loads them and allocates its own embedding and head (``draft_table_bytes``), later replaced."""
     mtp_total = 0
     skipped = 0
     notes: list[str] = []

@@ -203,7 +203,7 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
     """The JSON payload: process, scheduler numbers, runners, meter, applied hooks."""
     # Read before importing anything of the package below (a stock launch never imports it).
     specinit_loaded = any(m.startswith("sglang_specinit") for m in sys.modules)
-    from sglang_specinit.hooks import hook_registry_state
+    from harness.hook_state import hook_registry_state
 
     state: dict[str, Any] = {
         "pid": os.getpid(),
