@@ -405,6 +405,11 @@ BAD_INPUTS = {
         "plan --model-path {examples}/llama31-8b-eagle3/target --speculative-algorithm DFLASH",
         "requires setting --speculative-draft-model-path",
     ),
+    # Raised as a RuntimeError by the KV-cache resolution hook, not an assertion.
+    "nvfp4 kv cache on hopper": (
+        "plan --kv-cache-dtype nvfp4",
+        "refuses this launch: --kv-cache-dtype=nvfp4 requires Blackwell",
+    ),
     "pipeline parallel with EAGLE3": (
         "plan --pp-size 2",
         "Pipeline parallelism currently only supports EAGLE",

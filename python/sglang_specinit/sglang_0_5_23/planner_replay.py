@@ -128,7 +128,9 @@ class Replay0523(InstalledReleaseReplay):
             try:
                 server_args.resolve_once()
                 server_args.check_server_args()
-            except AssertionError as e:  # check_server_args' refusals are assertions
+            # check_server_args refuses with assertions, the resolution hooks with RuntimeError
+            # (e.g. an FP4 KV cache on a GPU without it): both end the launch before any rank.
+            except (AssertionError, RuntimeError) as e:
                 raise PlanError(f"sglang {installed_release()} refuses this launch: {e}") from None
             refuse_pipeline_stages(server_args)
             args = ResolvedArgs(server_args)
