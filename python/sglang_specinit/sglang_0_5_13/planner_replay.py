@@ -3,7 +3,6 @@ copies, and every pool priced by ``pool_probe.measure_kv_pool`` on runners witho
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from dataclasses import replace
 from typing import Any
@@ -26,17 +25,15 @@ from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.replay import (
     PoolPrices,
     ResolvedLaunch,
-    build_model_config,
     kv_cache_quant_algo,
     released,
 )
 from sglang_specinit.pool_measure import runner_token_split
 from sglang_specinit.runner_sizing.unloaded_runner import (
-    attention_tp_size_answering,
-    kv_warm_up_copy_skipped,
-    pricing_device,
+    pricing_pools,
     reserve_draft_layers,
     runner_stock_plan,
+    unloaded_draft_runner,
     unloaded_runner,
 )
 
@@ -129,11 +126,6 @@ class Replay0513(FieldServerArgsReplay):
     release = "0.5.13.post1"
     shortest_request_tokens = 6  # its scheduler keeps 5 of them for the output
 
-    def config_merger(self) -> Any:
-        from sglang.srt.server_args_config_parser import ConfigArgumentMerger
-
-        return ConfigArgumentMerger
-
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
         with planned_cpu_engine(server_args.device):
             target_mc = target_model_config(server_args)
@@ -168,35 +160,20 @@ class Replay0513(FieldServerArgsReplay):
         return resolve_kv_dtype(flag, model_config)
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
-        from sglang.srt.configs.model_config import ModelConfig
-
         from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
 
         args = launch.args
         target = unloaded_runner(args, launch.target_model_config, is_draft=False)
         split = runner_token_split(target)
         algorithm = args.speculative_algorithm
-        draft = None
-        if algorithm is not None and algorithm != "NGRAM":
-            draft_mc = build_model_config(
-                ModelConfig.from_server_args,
-                launch.config_source,
-                model_path=args.speculative_draft_model_path or args.model_path,
-                model_revision=args.speculative_draft_model_revision,
-                is_draft_model=True,
-            )
-            draft = unloaded_runner(args, draft_mc, is_draft=True)
+        draft = unloaded_draft_runner(launch)
         reserve_draft_layers(target, args, None if draft is None else draft.model_config)
         attn_tp = launch.attn_tp_size
 
         def stock(inputs: BudgetInputs) -> PoolPlan:
             return stock_plan_0_5_13(target, attn_tp, inputs)
 
-        on_cpu = pricing_device() == "cpu"
-        with (
-            attention_tp_size_answering(launch.attn_tp_size),
-            kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext(),
-        ):
+        with pricing_pools(launch.attn_tp_size):
             target_kv = measure_kv_pool(target, *split)
             draft_kv = None if draft is None else measure_kv_pool(draft, *split)
         prices = PoolPrices(target_kv, draft_pools=(), draft_fixed_bytes=0, stock_plan=stock)
