@@ -5,9 +5,8 @@ the constructor's contexts. One section and patch table per worker module."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from sglang_specinit.patch_table import PatchTable
@@ -18,6 +17,7 @@ from sglang_specinit.sglang_0_5_13.state import (
     preserved_cuda_graph_flag,
     run_until,
 )
+from sglang_specinit.sglang_0_5_13.tp_worker import pool_method
 
 # EAGLE / EAGLE3 / NEXTN: the cut is at ``init_attention_backend``.
 EAGLE_MODULE = "sglang.srt.speculative.eagle_worker_v2"
@@ -59,22 +59,6 @@ def construct_until(
             f"sglang-specinit: {type(self).__name__}.__init__ never reached {cut_at}; this "
             "sglang build differs from 0.5.13.x. Set SGLANG_SPECINIT_DISABLE=1."
         )
-
-
-def pool_method(body: Callable[[Any, Any, Any, Any], None]) -> Any:
-    """An added ``alloc_memory_pool`` with 0.5.14's signature, running ``body`` on its three
-    pool arguments."""
-
-    @functools.wraps(body)
-    def alloc_memory_pool(
-        self: Any,
-        memory_pool_config: Any = None,
-        req_to_token_pool: Any = None,
-        token_to_kv_pool_allocator: Any = None,
-    ) -> None:
-        body(self, memory_pool_config, req_to_token_pool, token_to_kv_pool_allocator)
-
-    return alloc_memory_pool
 
 
 def delegate_pools(owner: Any, inner: Any, config: Any, req_pool: Any, allocator: Any) -> None:
