@@ -264,12 +264,6 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
     target, drafts = layout.target, layout.drafts
     release = installed_release()
 
-    def built(config: Any) -> tuple[int, int]:
-        return (
-            dsv4_sizing.built_pool_bytes(target, config),
-            sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
-        )
-
     def ours(inputs: BudgetInputs) -> PoolPlan:
         priced = dsv4_sizing.priced_configurator(target, draft_prices)
         resident = dsv4_sizing.resident_weights(inputs) + inputs.reserved_bytes
@@ -281,7 +275,7 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
             "specinit",
             inputs,
             config,
-            built(config),
+            dsv4_sizing.built_pools(target, drafts, config),
             dsv4_sizing.draft_bytes_per_row(priced, draft_prices),
             float(priced.bytes_per_full_token),
             resident,
@@ -299,7 +293,7 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
             f"stock-{release}",
             inputs,
             config,
-            built(config),
+            dsv4_sizing.built_pools(target, drafts, config),
             dsv4_sizing.stock_draft_bytes_per_row(target),
             float(configurator.bytes_per_full_token),
             resident,

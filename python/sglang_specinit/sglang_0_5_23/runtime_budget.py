@@ -242,10 +242,7 @@ def _solve_dsv4(
         kvc, sizing, pre_model_load_memory, available, (target_spec, draft_prices, 0)
     )
     inputs, _ = plan_from_readings(readings, refuse_too_few=False)
-    built = (
-        dsv4_sizing.built_pool_bytes(kvc, config),
-        sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
-    )
+    built = dsv4_sizing.built_pools(kvc, drafts, config)
     at_profile = int(schedule_of(kvc).mem_fraction_static * inputs.pre_load_free_bytes) - available
     over = sum(built) > available  # fitted stepped down to one page and it still does not fit
     plan = dsv4_sizing.plan_of(
