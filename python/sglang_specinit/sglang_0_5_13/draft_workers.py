@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.pool_measure import attributes_restored
 from sglang_specinit.sglang_0_5_13 import tp_worker
 from sglang_specinit.sglang_0_5_13.model_runner import PROVISIONAL_SIZE
 from sglang_specinit.sglang_0_5_13.state import (
     deferring_pools,
-    preserved_cuda_graph_flag,
     run_until,
 )
 from sglang_specinit.sglang_0_5_13.tp_worker import pool_method
@@ -52,7 +52,8 @@ def construct_until(
     self: Any, cut_at: str | tuple[str, ...], original: Any, args: tuple, kwargs: dict
 ) -> None:
     server_args = kwargs.get("server_args", args[0] if args else None)
-    with preserved_cuda_graph_flag(server_args):
+    # A cut draft constructor never reaches its own restore of ``disable_cuda_graph``.
+    with attributes_restored(server_args, ("disable_cuda_graph",)):
         reached = run_until(self, cut_at, lambda: original(self, *args, **kwargs))
     if not reached:
         raise RuntimeError(
