@@ -73,16 +73,6 @@ def resolve_kv_dtype(flag: str, model_config: Any) -> str:
     return _KV_DTYPE_FLAGS[flag]
 
 
-def check_parallel_layout(server_args: Any) -> None:
-    """``check_server_args`` refuses pipeline parallelism with speculative decoding."""
-    if int(server_args.pp_size) > 1 and server_args.speculative_algorithm is not None:
-        raise PlanError(
-            f"--pp-size {server_args.pp_size} with --speculative-algorithm "
-            f"{server_args.speculative_algorithm}: sglang 0.5.13.post1 refuses pipeline "
-            "parallelism with speculative decoding (ServerArgs.check_server_args); drop --pp-size"
-        )
-
-
 # Draft decode backends whose multi-step class reads its first per-step backend when built: with
 # no draft step it has none, and every rank fails to start (fa3's builds an empty list).
 _BACKENDS_NEEDING_A_DRAFT_STEP = ("triton", "flashinfer", "aiter")
@@ -107,21 +97,6 @@ def check_draft_steps(server_args: Any) -> None:
         )
 
 
-def stock_plan_0_5_13(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> PoolPlan:
-    """Stock 0.5.13.x's plan: the target's pool is sized before the draft loads (only the
-    target's weights resident at the profile); the draft's weights and KV land on top."""
-    plan = runner_stock_plan(
-        target,
-        attn_tp_size,
-        inputs,
-        at_profile=inputs.target_weight_bytes,
-        resident=inputs.target_weight_bytes + draft_weight_bytes_of(inputs),
-    )
-    if inputs.draft is None:
-        return plan
-    return replace(plan, notes=(DRAFT_OUTSIDE_NOTE,))
-
-
 class Replay0513(FieldServerArgsReplay):
     release = "0.5.13.post1"
     shortest_request_tokens = 6  # its scheduler keeps 5 of them for the output
@@ -137,7 +112,13 @@ class Replay0513(FieldServerArgsReplay):
                 stock = new = float(user_fraction)
             spec_args = resolve_speculative(server_args)
             attn_tp = attention_tp_size(spec_args)
-            check_parallel_layout(spec_args)
+            if int(spec_args.pp_size) > 1 and spec_args.speculative_algorithm is not None:
+                raise PlanError(
+                    f"--pp-size {spec_args.pp_size} with --speculative-algorithm "
+                    f"{spec_args.speculative_algorithm}: sglang 0.5.13.post1 refuses pipeline "
+                    "parallelism with speculative decoding (ServerArgs.check_server_args); "
+                    "drop --pp-size"
+                )
             check_draft_steps(spec_args)
         return ResolvedLaunch(
             args=spec_args,
@@ -171,7 +152,12 @@ class Replay0513(FieldServerArgsReplay):
         attn_tp = launch.attn_tp_size
 
         def stock(inputs: BudgetInputs) -> PoolPlan:
-            return stock_plan_0_5_13(target, attn_tp, inputs)
+            """Stock 0.5.13.x's plan: the target's pool is sized before the draft loads (only
+            the target's weights resident at the profile); the draft's land on top."""
+            weights = inputs.target_weight_bytes
+            resident = weights + draft_weight_bytes_of(inputs)
+            plan = runner_stock_plan(target, attn_tp, inputs, at_profile=weights, resident=resident)
+            return plan if inputs.draft is None else replace(plan, notes=(DRAFT_OUTSIDE_NOTE,))
 
         with pricing_pools(launch.attn_tp_size):
             target_kv = measure_kv_pool(target, *split)
