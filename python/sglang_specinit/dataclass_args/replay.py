@@ -101,8 +101,9 @@ class FieldServerArgsReplay:
     """``launch_server``'s parser, into a ``ServerArgs`` whose ``__post_init__`` is skipped."""
 
     def config_merger(self) -> Any:
-        """The release's ``ConfigArgumentMerger`` class."""
-        raise NotImplementedError
+        from sglang.srt.server_args_config_parser import ConfigArgumentMerger
+
+        return ConfigArgumentMerger
 
     def parse_launch(self, launch: Sequence[str]) -> Any:
         """``ServerArgs.from_cli_args`` minus ``__post_init__`` (no device probes or downloads),

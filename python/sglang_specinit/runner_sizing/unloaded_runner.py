@@ -12,7 +12,12 @@ from typing import Any
 
 from sglang_specinit.budget import BudgetInputs, PoolPlan, make_plan, static_budget_bytes
 from sglang_specinit.model_facts import runner_layer_count, upstream_reserved_layers
-from sglang_specinit.planner.replay import installed_release, kv_cache_quant_algo, released
+from sglang_specinit.planner.replay import (
+    build_model_config,
+    installed_release,
+    kv_cache_quant_algo,
+    released,
+)
 
 
 def pricing_device() -> str:
@@ -71,6 +76,35 @@ def unloaded_runner(server_args: Any, model_config: Any, *, is_draft: bool) -> A
     )
     released(ModelRunner.configure_kv_cache_dtype)(runner)
     return runner
+
+
+def unloaded_draft_runner(launch: Any) -> Any:
+    """The launch's draft runner without weights; None without a draft model (NGRAM)."""
+    from sglang.srt.configs.model_config import ModelConfig
+
+    args = launch.args
+    if args.speculative_algorithm in (None, "NGRAM"):
+        return None
+    draft_mc = build_model_config(
+        ModelConfig.from_server_args,
+        launch.config_source,
+        model_path=args.speculative_draft_model_path or args.model_path,
+        model_revision=args.speculative_draft_model_revision,
+        is_draft_model=True,
+    )
+    return unloaded_runner(args, draft_mc, is_draft=True)
+
+
+@contextlib.contextmanager
+def pricing_pools(attn_tp_size: int) -> Iterator[None]:
+    """Pools built inside answer the planned attention-TP width and, on cpu, skip their
+    warm-up self-copy."""
+    on_cpu = pricing_device() == "cpu"
+    with (
+        attention_tp_size_answering(attn_tp_size),
+        kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext(),
+    ):
+        yield
 
 
 @contextlib.contextmanager

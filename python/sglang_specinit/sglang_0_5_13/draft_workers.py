@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.pool_measure import attributes_restored
 from sglang_specinit.sglang_0_5_13 import tp_worker
 from sglang_specinit.sglang_0_5_13.model_runner import PROVISIONAL_SIZE
 from sglang_specinit.sglang_0_5_13.state import (
     deferring_pools,
-    preserved_cuda_graph_flag,
     run_until,
 )
+from sglang_specinit.sglang_0_5_13.tp_worker import pool_method
 
 # EAGLE / EAGLE3 / NEXTN: the cut is at ``init_attention_backend``.
 EAGLE_MODULE = "sglang.srt.speculative.eagle_worker_v2"
@@ -51,7 +52,8 @@ def construct_until(
     self: Any, cut_at: str | tuple[str, ...], original: Any, args: tuple, kwargs: dict
 ) -> None:
     server_args = kwargs.get("server_args", args[0] if args else None)
-    with preserved_cuda_graph_flag(server_args):
+    # A cut draft constructor never reaches its own restore of ``disable_cuda_graph``.
+    with attributes_restored(server_args, ("disable_cuda_graph",)):
         reached = run_until(self, cut_at, lambda: original(self, *args, **kwargs))
     if not reached:
         raise RuntimeError(
@@ -60,21 +62,13 @@ def construct_until(
         )
 
 
-def alloc_draft_tp_worker(
-    draft: Any,
-    contexts: Any,
-    memory_pool_config: Any,
-    req_to_token_pool: Any,
-    token_to_kv_pool_allocator: Any,
-) -> None:
-    draft.req_to_token_pool = req_to_token_pool
-    draft.token_to_kv_pool_allocator = token_to_kv_pool_allocator
-    with contexts:
-        draft.draft_worker.alloc_memory_pool(
-            memory_pool_config=memory_pool_config,
-            req_to_token_pool=req_to_token_pool,
-            token_to_kv_pool_allocator=token_to_kv_pool_allocator,
-        )
+def delegate_pools(owner: Any, inner: Any, config: Any, req_pool: Any, allocator: Any) -> None:
+    """Keep the shared pools on ``owner`` and have ``inner`` allocate its own."""
+    owner.req_to_token_pool = req_pool
+    owner.token_to_kv_pool_allocator = allocator
+    inner.alloc_memory_pool(
+        memory_pool_config=config, req_to_token_pool=req_pool, token_to_kv_pool_allocator=allocator
+    )
 
 
 @contextlib.contextmanager
@@ -89,19 +83,10 @@ def _construction_contexts(draft: Any) -> Iterator[None]:
 
 
 @eagle_patch.adds("EagleDraftWorker", "alloc_memory_pool")
-def draft_worker_alloc_memory_pool(
-    self: Any,
-    memory_pool_config: Any = None,
-    req_to_token_pool: Any = None,
-    token_to_kv_pool_allocator: Any = None,
-) -> None:
-    alloc_draft_tp_worker(
-        self,
-        _construction_contexts(self),
-        memory_pool_config,
-        req_to_token_pool,
-        token_to_kv_pool_allocator,
-    )
+@pool_method
+def draft_worker_alloc_memory_pool(self: Any, config: Any, req_pool: Any, allocator: Any) -> None:
+    with _construction_contexts(self):
+        delegate_pools(self, self.draft_worker, config, req_pool, allocator)
 
 
 @eagle_patch.adds("EagleDraftWorker", "init_backends")
@@ -144,19 +129,9 @@ def worker_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
 
 
 @eagle_patch.adds("EAGLEWorkerV2", "alloc_memory_pool")
-def worker_alloc_memory_pool(  # also MultiLayerEagleWorkerV2's
-    self: Any,
-    memory_pool_config: Any = None,
-    req_to_token_pool: Any = None,
-    token_to_kv_pool_allocator: Any = None,
-) -> None:
-    self.req_to_token_pool = req_to_token_pool
-    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
-    self._draft_worker.alloc_memory_pool(
-        memory_pool_config=memory_pool_config,
-        req_to_token_pool=req_to_token_pool,
-        token_to_kv_pool_allocator=token_to_kv_pool_allocator,
-    )
+@pool_method
+def worker_alloc_memory_pool(self: Any, config: Any, req_pool: Any, allocator: Any) -> None:
+    delegate_pools(self, self._draft_worker, config, req_pool, allocator)  # also multi-layer's
 
 
 @eagle_patch.adds("EAGLEWorkerV2", "init_backends")
@@ -212,19 +187,10 @@ standalone_patch.around("StandaloneDraftWorker.__init__", params=DRAFT_WORKER_PA
 
 
 @standalone_patch.adds("StandaloneDraftWorker", "alloc_memory_pool")
-def standalone_draft_worker_alloc_memory_pool(
-    self: Any,
-    memory_pool_config: Any = None,
-    req_to_token_pool: Any = None,
-    token_to_kv_pool_allocator: Any = None,
-) -> None:
-    alloc_draft_tp_worker(
-        self,
-        _eagle_module().empty_context(),
-        memory_pool_config,
-        req_to_token_pool,
-        token_to_kv_pool_allocator,
-    )
+@pool_method
+def standalone_alloc_memory_pool(self: Any, config: Any, req_pool: Any, allocator: Any) -> None:
+    with _eagle_module().empty_context():
+        delegate_pools(self, self.draft_worker, config, req_pool, allocator)
 
 
 @standalone_patch.adds("StandaloneDraftWorker", "init_backends")
@@ -281,25 +247,16 @@ def multi_layer_draft_worker_init(original: Any, self: Any, *args: Any, **kwargs
 
 
 @multi_layer_patch.adds(MULTI_LAYER_DRAFT, "alloc_memory_pool")
-def multi_layer_draft_worker_alloc_memory_pool(
-    self: Any,
-    memory_pool_config: Any = None,
-    req_to_token_pool: Any = None,
-    token_to_kv_pool_allocator: Any = None,
-) -> None:
+@pool_method
+def multi_layer_alloc_memory_pool(self: Any, config: Any, req_pool: Any, allocator: Any) -> None:
     import torch
 
-    alloc_draft_tp_worker(
-        self,
-        _multi_layer_contexts(),
-        memory_pool_config,
-        req_to_token_pool,
-        token_to_kv_pool_allocator,
-    )
+    with _multi_layer_contexts():
+        delegate_pools(self, self.draft_worker, config, req_pool, allocator)
     # Rows mirror req_to_token so a request's pool index addresses its hidden states.
     self.req_to_hidden_states_pool = torch.empty(
         (
-            req_to_token_pool.req_to_token.shape[0],
+            req_pool.req_to_token.shape[0],
             self.speculative_num_steps - 1,
             self.model_config.hidden_size,
         ),
@@ -367,18 +324,14 @@ def _draft_global_server_args(worker: Any) -> Iterator[None]:
 
 
 @dflash_patch.adds("DFlashWorker", "alloc_memory_pool")
-def dflash_alloc_memory_pool(
-    self: Any,
-    memory_pool_config: Any = None,
-    req_to_token_pool: Any = None,
-    token_to_kv_pool_allocator: Any = None,
-) -> None:
-    shared_req_to_token_pool = None if self.use_compact_draft_cache else req_to_token_pool
+@pool_method
+def dflash_alloc_memory_pool(self: Any, config: Any, req_pool: Any, allocator: Any) -> None:
+    shared_req_pool = None if self.use_compact_draft_cache else req_pool
     with _draft_global_server_args(self):
         self.draft_worker.alloc_memory_pool(
-            memory_pool_config=memory_pool_config,
-            req_to_token_pool=shared_req_to_token_pool,
-            token_to_kv_pool_allocator=token_to_kv_pool_allocator,
+            memory_pool_config=config,
+            req_to_token_pool=shared_req_pool,
+            token_to_kv_pool_allocator=allocator,
         )
 
 
@@ -436,19 +389,13 @@ def frozen_kv_init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
 
 
 @frozen_kv_patch.adds("FrozenKVMTPWorker", "alloc_memory_pool")
-def frozen_kv_alloc_memory_pool(
-    self: Any,
-    memory_pool_config: Any = None,
-    req_to_token_pool: Any = None,
-    token_to_kv_pool_allocator: Any = None,
-) -> None:
-    self.memory_pool_config.max_running_requests = memory_pool_config.max_running_requests
-    self.req_to_token_pool = req_to_token_pool
-    self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+@pool_method
+def frozen_kv_alloc_memory_pool(self: Any, config: Any, req_pool: Any, allocator: Any) -> None:
+    self.memory_pool_config.max_running_requests = config.max_running_requests
+    self.req_to_token_pool = req_pool
+    self.token_to_kv_pool_allocator = allocator
     with _frozen_kv_contexts(_frozen_kv_module().empty_context()):
-        tp_worker.alloc_memory_pool(
-            self, self.memory_pool_config, req_to_token_pool, token_to_kv_pool_allocator
-        )
+        tp_worker.alloc_memory_pool(self, self.memory_pool_config, req_pool, allocator)
     self.kv_context = None
     if hasattr(self.draft_model_runner.model, "bind_frozen_kv_context"):
         self._bind_kv_context()

@@ -29,13 +29,6 @@ class LaunchFacts:
     compat_problems: list[str] = field(default_factory=list)
 
 
-def is_builtin(algorithm: str) -> bool:
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-    name = algorithm.upper()
-    return name in ALIASES or (name in SpeculativeAlgorithm.__members__ and name != "NONE")
-
-
 # Exact classes, named so that no scheduler imports every algorithm's worker.
 PHASED_WORKERS = frozenset(
     {
@@ -48,36 +41,24 @@ PHASED_WORKERS = frozenset(
 )
 
 
-def _name(worker_class: type) -> tuple[str, str]:
-    return worker_class.__module__, worker_class.__qualname__
-
-
-def is_phased_worker(worker_class: type) -> bool:
-    return _name(worker_class) in PHASED_WORKERS
-
-
 def is_model_less_worker(worker_class: type) -> bool:
-    return _name(worker_class) in MODEL_LESS_WORKERS
+    return (worker_class.__module__, worker_class.__qualname__) in MODEL_LESS_WORKERS
 
 
-def implements_phases_itself(worker_class: type) -> bool:
-    """Own ``alloc_memory_pool`` and ``init_backends``; ours inherited do not count, as the
-    subclass constructor may read pool sizes a cut constructor never provides."""
+def worker_blocker(worker_class: type) -> str | None:
+    """None for a worker phased here, or one with its own ``alloc_memory_pool`` and
+    ``init_backends`` (ours inherited do not count: the subclass constructor may read pool
+    sizes a cut constructor never provides)."""
+    if (worker_class.__module__, worker_class.__qualname__) in PHASED_WORKERS:
+        return None
+    if is_model_less_worker(worker_class):
+        return None
     from sglang_specinit import sglang_0_5_13
     from sglang_specinit.hooks import adapter_new_methods
 
     ours = set(adapter_new_methods(sglang_0_5_13))
-    for name in ("alloc_memory_pool", "init_backends"):
-        method = getattr(worker_class, name, None)
-        if not callable(method) or getattr(method, "__func__", method) in ours:
-            return False
-    return True
-
-
-def worker_blocker(worker_class: type) -> str | None:
-    if is_phased_worker(worker_class) or is_model_less_worker(worker_class):
-        return None
-    if implements_phases_itself(worker_class):
+    methods = [getattr(worker_class, name, None) for name in ("alloc_memory_pool", "init_backends")]
+    if all(callable(m) and getattr(m, "__func__", m) not in ours for m in methods):
         return None
     return (
         f"{worker_class.__qualname__} (a custom speculative worker) does not implement "
@@ -111,10 +92,12 @@ def facts_from_server_args(server_args: Any) -> LaunchFacts:
 
     algorithm = server_args.speculative_algorithm
     worker_class = None
-    if algorithm is not None and not is_builtin(algorithm):
+    if algorithm is not None:
         from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-        worker_class = SpeculativeAlgorithm.from_string(algorithm).create_worker(server_args)
+        name = algorithm.upper()  # a built-in one's worker class is resolved later
+        if name not in ALIASES and (name not in SpeculativeAlgorithm.__members__ or name == "NONE"):
+            worker_class = SpeculativeAlgorithm.from_string(algorithm).create_worker(server_args)
     return LaunchFacts(
         algorithm=algorithm,
         device=server_args.device,

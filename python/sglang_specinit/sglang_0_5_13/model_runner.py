@@ -8,13 +8,13 @@ SGLang's order, from the added ``alloc_memory_pool`` (pool, canary, capturers) a
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from sglang_specinit.patch_table import PatchTable
+from sglang_specinit.pool_measure import attributes_restored
 from sglang_specinit.sglang_0_5_13.state import deferring_pools, run_until
 
 logger = logging.getLogger(__name__)
@@ -156,19 +156,6 @@ def alloc_memory_pool(self: Any, memory_pool_config: Any = None) -> None:
     self._specinit_pools_pending = False
 
 
-@contextlib.contextmanager
-def _cuda_graphs_as_at_construction(runner: Any):
-    server_args = runner.server_args
-    current = server_args.disable_cuda_graph
-    server_args.disable_cuda_graph = not getattr(
-        runner, "_specinit_capture_device_graphs", not current
-    )
-    try:
-        yield
-    finally:
-        server_args.disable_cuda_graph = current
-
-
 @patch.adds("ModelRunner")
 @patch.calls(
     "ModelRunner.init_aux_hidden_state_capture",
@@ -182,7 +169,10 @@ def _cuda_graphs_as_at_construction(runner: Any):
 )
 def init_backends(self: Any) -> None:
     self.init_aux_hidden_state_capture()
-    with _cuda_graphs_as_at_construction(self):
+    args = self.server_args  # graphs disabled as they were while the runner was constructed
+    capture = getattr(self, "_specinit_capture_device_graphs", not args.disable_cuda_graph)
+    with attributes_restored(args, ("disable_cuda_graph",)):
+        args.disable_cuda_graph = not capture
         if self.device in ("cuda", "musa"):
             self.init_cublas()
             self.init_attention_backend()

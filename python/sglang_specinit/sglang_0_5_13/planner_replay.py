@@ -3,7 +3,6 @@ copies, and every pool priced by ``pool_probe.measure_kv_pool`` on runners witho
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from dataclasses import replace
 from typing import Any
@@ -26,17 +25,15 @@ from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.replay import (
     PoolPrices,
     ResolvedLaunch,
-    build_model_config,
     kv_cache_quant_algo,
     released,
 )
 from sglang_specinit.pool_measure import runner_token_split
 from sglang_specinit.runner_sizing.unloaded_runner import (
-    attention_tp_size_answering,
-    kv_warm_up_copy_skipped,
-    pricing_device,
+    pricing_pools,
     reserve_draft_layers,
     runner_stock_plan,
+    unloaded_draft_runner,
     unloaded_runner,
 )
 
@@ -76,16 +73,6 @@ def resolve_kv_dtype(flag: str, model_config: Any) -> str:
     return _KV_DTYPE_FLAGS[flag]
 
 
-def check_parallel_layout(server_args: Any) -> None:
-    """``check_server_args`` refuses pipeline parallelism with speculative decoding."""
-    if int(server_args.pp_size) > 1 and server_args.speculative_algorithm is not None:
-        raise PlanError(
-            f"--pp-size {server_args.pp_size} with --speculative-algorithm "
-            f"{server_args.speculative_algorithm}: sglang 0.5.13.post1 refuses pipeline "
-            "parallelism with speculative decoding (ServerArgs.check_server_args); drop --pp-size"
-        )
-
-
 # Draft decode backends whose multi-step class reads its first per-step backend when built: with
 # no draft step it has none, and every rank fails to start (fa3's builds an empty list).
 _BACKENDS_NEEDING_A_DRAFT_STEP = ("triton", "flashinfer", "aiter")
@@ -110,29 +97,9 @@ def check_draft_steps(server_args: Any) -> None:
         )
 
 
-def stock_plan_0_5_13(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> PoolPlan:
-    """Stock 0.5.13.x's plan: the target's pool is sized before the draft loads (only the
-    target's weights resident at the profile); the draft's weights and KV land on top."""
-    plan = runner_stock_plan(
-        target,
-        attn_tp_size,
-        inputs,
-        at_profile=inputs.target_weight_bytes,
-        resident=inputs.target_weight_bytes + draft_weight_bytes_of(inputs),
-    )
-    if inputs.draft is None:
-        return plan
-    return replace(plan, notes=(DRAFT_OUTSIDE_NOTE,))
-
-
 class Replay0513(FieldServerArgsReplay):
     release = "0.5.13.post1"
     shortest_request_tokens = 6  # its scheduler keeps 5 of them for the output
-
-    def config_merger(self) -> Any:
-        from sglang.srt.server_args_config_parser import ConfigArgumentMerger
-
-        return ConfigArgumentMerger
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
         with planned_cpu_engine(server_args.device):
@@ -145,7 +112,13 @@ class Replay0513(FieldServerArgsReplay):
                 stock = new = float(user_fraction)
             spec_args = resolve_speculative(server_args)
             attn_tp = attention_tp_size(spec_args)
-            check_parallel_layout(spec_args)
+            if int(spec_args.pp_size) > 1 and spec_args.speculative_algorithm is not None:
+                raise PlanError(
+                    f"--pp-size {spec_args.pp_size} with --speculative-algorithm "
+                    f"{spec_args.speculative_algorithm}: sglang 0.5.13.post1 refuses pipeline "
+                    "parallelism with speculative decoding (ServerArgs.check_server_args); "
+                    "drop --pp-size"
+                )
             check_draft_steps(spec_args)
         return ResolvedLaunch(
             args=spec_args,
@@ -168,35 +141,25 @@ class Replay0513(FieldServerArgsReplay):
         return resolve_kv_dtype(flag, model_config)
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
-        from sglang.srt.configs.model_config import ModelConfig
-
         from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool
 
         args = launch.args
         target = unloaded_runner(args, launch.target_model_config, is_draft=False)
         split = runner_token_split(target)
         algorithm = args.speculative_algorithm
-        draft = None
-        if algorithm is not None and algorithm != "NGRAM":
-            draft_mc = build_model_config(
-                ModelConfig.from_server_args,
-                launch.config_source,
-                model_path=args.speculative_draft_model_path or args.model_path,
-                model_revision=args.speculative_draft_model_revision,
-                is_draft_model=True,
-            )
-            draft = unloaded_runner(args, draft_mc, is_draft=True)
+        draft = unloaded_draft_runner(launch)
         reserve_draft_layers(target, args, None if draft is None else draft.model_config)
         attn_tp = launch.attn_tp_size
 
         def stock(inputs: BudgetInputs) -> PoolPlan:
-            return stock_plan_0_5_13(target, attn_tp, inputs)
+            """Stock 0.5.13.x's plan: the target's pool is sized before the draft loads (only
+            the target's weights resident at the profile); the draft's land on top."""
+            weights = inputs.target_weight_bytes
+            resident = weights + draft_weight_bytes_of(inputs)
+            plan = runner_stock_plan(target, attn_tp, inputs, at_profile=weights, resident=resident)
+            return plan if inputs.draft is None else replace(plan, notes=(DRAFT_OUTSIDE_NOTE,))
 
-        on_cpu = pricing_device() == "cpu"
-        with (
-            attention_tp_size_answering(launch.attn_tp_size),
-            kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext(),
-        ):
+        with pricing_pools(launch.attn_tp_size):
             target_kv = measure_kv_pool(target, *split)
             draft_kv = None if draft is None else measure_kv_pool(draft, *split)
         prices = PoolPrices(target_kv, draft_pools=(), draft_fixed_bytes=0, stock_plan=stock)

@@ -43,21 +43,17 @@ def _timed(scheduler: Any, label: str, step: Callable[[], Any], detail: str = ""
     logger.info("[specinit] phase %s done in %.2f s%s", label, elapsed, detail)
 
 
-def draft_tp_worker(draft_worker: Any) -> Any:
+def describe_draft(draft_worker: Any) -> DraftDescription:
     from sglang.srt.managers.tp_worker import TpModelWorker
 
-    if isinstance(draft_worker, TpModelWorker):  # frozen-KV MTP is its own TpModelWorker
-        return draft_worker
-    inner = getattr(draft_worker, "_draft_worker", draft_worker)
-    return inner.draft_worker
-
-
-def describe_draft(draft_worker: Any) -> DraftDescription:
     from sglang_specinit.sglang_0_5_13 import draft_workers
 
     if draft_worker is None:
         return DraftDescription()
-    runners = runners_of(draft_tp_worker(draft_worker))
+    tp_worker = draft_worker  # frozen-KV MTP is its own TpModelWorker
+    if not isinstance(draft_worker, TpModelWorker):
+        tp_worker = getattr(draft_worker, "_draft_worker", draft_worker).draft_worker
+    runners = runners_of(tp_worker)
     if is_instance_of(draft_worker, draft_workers.FROZEN_KV_MODULE, "FrozenKVMTPWorker"):
         return DraftDescription(
             weight_runners=runners, fixed_pools=[(r, FROZEN_KV_STAND_IN_TOKENS) for r in runners]
@@ -69,11 +65,6 @@ def describe_draft(draft_worker: Any) -> DraftDescription:
             draft_worker._draft_worker
         )
     return description
-
-
-def _is_first_rank(scheduler: Any) -> bool:
-    ps = scheduler.ps
-    return ps.tp_rank == 0 and ps.pp_rank == 0 and not getattr(ps, "dp_rank", None)
 
 
 @patch.around("Scheduler.init_model_worker", params=())
@@ -91,7 +82,8 @@ def init_model_worker(original: Any, self: Any) -> None:
     if blocker is not None:
         if facts.algorithm is not None:
             restored = restore_stock_fraction(self.server_args)
-            if _is_first_rank(self):
+            ps = self.ps
+            if ps.tp_rank == 0 and ps.pp_rank == 0 and not getattr(ps, "dp_rank", None):
                 logger.warning(
                     "[specinit] stock speculative init (draft memory NOT budgeted): %s%s",
                     blocker,
@@ -199,7 +191,7 @@ def cuda_memory_after_pools(server_args: Any) -> dict[str, int]:
     }
 
 
-def memory_breakdown(scheduler: Any) -> dict[str, Any]:
+def log_memory_breakdown(scheduler: Any) -> None:
     from sglang_specinit.report import plan_to_dict
 
     sizing = scheduler.tp_worker.model_runner._specinit_sizing
@@ -228,11 +220,6 @@ def memory_breakdown(scheduler: Any) -> dict[str, Any]:
         breakdown["cuda_torch_allocated_bytes"] = int(torch.cuda.memory_allocated())
     breakdown.update(getattr(scheduler, "_specinit_cuda_after_pools", {}))
     breakdown["phase_seconds"] = {label: round(s, 3) for label, s in scheduler._specinit_phase_log}
-    return breakdown
-
-
-def log_memory_breakdown(scheduler: Any) -> None:
-    breakdown = memory_breakdown(scheduler)
     scheduler._specinit_breakdown = breakdown
     rank_reports.log_breakdown(logger, breakdown, "memory after init")
 

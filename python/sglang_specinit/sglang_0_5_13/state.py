@@ -10,6 +10,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sglang_specinit.pool_measure import attributes_restored
+
 _local = threading.local()
 
 
@@ -51,21 +53,8 @@ def run_until(obj: Any, method_names: str | tuple[str, ...], body: Callable[[], 
 
 
 @contextlib.contextmanager
-def preserved_cuda_graph_flag(server_args: Any) -> Iterator[None]:
-    """A cut draft constructor never reaches its own restore of ``disable_cuda_graph``."""
-    value = server_args.disable_cuda_graph
-    try:
-        yield
-    finally:
-        server_args.disable_cuda_graph = value
-
-
-@contextlib.contextmanager
 def logger_disabled(name: str) -> Iterator[None]:
     target = logging.getLogger(name)
-    disabled = target.disabled
-    target.disabled = True
-    try:
+    with attributes_restored(target, ("disabled",)):
+        target.disabled = True
         yield
-    finally:
-        target.disabled = disabled

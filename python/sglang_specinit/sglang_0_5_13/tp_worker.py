@@ -5,6 +5,8 @@ the real values and re-checks them.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from sglang_specinit.patch_table import PatchTable
@@ -43,30 +45,37 @@ def init(original: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     self._specinit_pools_pending = True
 
 
+def pool_method(body: Callable[[Any, Any, Any, Any], None]) -> Any:
+    """An added ``alloc_memory_pool`` with 0.5.14's signature, running ``body`` on its three
+    pool arguments."""
+
+    @functools.wraps(body)
+    def alloc_memory_pool(
+        self: Any,
+        memory_pool_config: Any = None,
+        req_to_token_pool: Any = None,
+        token_to_kv_pool_allocator: Any = None,
+    ) -> None:
+        body(self, memory_pool_config, req_to_token_pool, token_to_kv_pool_allocator)
+
+    return alloc_memory_pool
+
+
 @patch.adds("TpModelWorker")
-def alloc_memory_pool(
-    self: Any,
-    memory_pool_config: Any = None,
-    req_to_token_pool: Any = None,
-    token_to_kv_pool_allocator: Any = None,
-) -> None:
-    if req_to_token_pool is not None:
-        self.req_to_token_pool = req_to_token_pool
-    if token_to_kv_pool_allocator is not None:
-        self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
-    if memory_pool_config is not None:
-        self.memory_pool_config = memory_pool_config
-    for runner in runners_of(self):
-        if req_to_token_pool is not None:
-            runner.req_to_token_pool = req_to_token_pool
-        if token_to_kv_pool_allocator is not None:
-            runner.token_to_kv_pool_allocator = token_to_kv_pool_allocator
-        runner.alloc_memory_pool(memory_pool_config)
-    _set_pool_derived_sizes(self)
-    self._specinit_pools_pending = False
-
-
-def _set_pool_derived_sizes(worker: Any) -> None:
+@pool_method
+def alloc_memory_pool(worker: Any, config: Any, req_pool: Any, allocator: Any) -> None:
+    if req_pool is not None:
+        worker.req_to_token_pool = req_pool
+    if allocator is not None:
+        worker.token_to_kv_pool_allocator = allocator
+    if config is not None:
+        worker.memory_pool_config = config
+    for runner in runners_of(worker):
+        if req_pool is not None:
+            runner.req_to_token_pool = req_pool
+        if allocator is not None:
+            runner.token_to_kv_pool_allocator = allocator
+        runner.alloc_memory_pool(config)
     runner = worker.model_runner
     worker.max_total_num_tokens = runner.max_total_num_tokens
     worker.max_running_requests = runner.max_running_requests
@@ -82,6 +91,7 @@ def _set_pool_derived_sizes(worker: Any) -> None:
             f"The KV pool ({runner.max_total_num_tokens} tokens) is too small for one request. "
             "Raise --mem-fraction-static."
         )
+    worker._specinit_pools_pending = False
 
 
 @patch.adds("TpModelWorker")

@@ -4,7 +4,6 @@ stock's column is its ``_resolve_memory_pool_config`` with the duplicates reside
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import replace
 from typing import Any
 
@@ -30,18 +29,16 @@ from sglang_specinit.planner.replay import (
     InstalledReleaseReplay,
     PoolPrices,
     ResolvedLaunch,
-    build_model_config,
     duplicates_note,
     installed_release,
     short_reserve_note,
 )
 from sglang_specinit.pool_measure import runner_token_split
 from sglang_specinit.runner_sizing.unloaded_runner import (
-    attention_tp_size_answering,
-    kv_warm_up_copy_skipped,
-    pricing_device,
+    pricing_pools,
     reserve_draft_layers,
     runner_stock_plan,
+    unloaded_draft_runner,
     unloaded_runner,
 )
 
@@ -88,11 +85,6 @@ def stock_plan_0_5_14(target: Any, attn_tp_size: int, inputs: BudgetInputs) -> P
 class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
     """0.5.13.x's parser and speculative hook; the release's own fraction, KV dtype and pools."""
 
-    def config_merger(self) -> Any:
-        from sglang.srt.server_args_config_parser import ConfigArgumentMerger
-
-        return ConfigArgumentMerger
-
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
         with planned_cpu_engine(server_args.device):
             target_mc = target_model_config(server_args)
@@ -123,34 +115,17 @@ class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
         return kv_dtype_name(runner.kv_cache_dtype)
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
-        from sglang.srt.configs.model_config import ModelConfig
-
         from sglang_specinit.sglang_0_5_14 import pool_probe
 
         args = launch.args
         target = unloaded_runner(args, launch.target_model_config, is_draft=False)
-        drafts = []
-        draft_mc = None
-        algorithm = args.speculative_algorithm
-        if algorithm is not None and algorithm != "NGRAM":
-            draft_mc = build_model_config(
-                ModelConfig.from_server_args,
-                launch.config_source,
-                model_path=args.speculative_draft_model_path or args.model_path,
-                model_revision=args.speculative_draft_model_revision,
-                is_draft_model=True,
-            )
-            drafts.append(unloaded_runner(args, draft_mc, is_draft=True))
-        reserve_draft_layers(target, args, draft_mc)
+        draft = unloaded_draft_runner(launch)
+        reserve_draft_layers(target, args, None if draft is None else draft.model_config)
         refuse_swa_chunk_cap(target)
         split = runner_token_split(target)
-        on_cpu = pricing_device() == "cpu"
-        with (
-            attention_tp_size_answering(launch.attn_tp_size),
-            kv_warm_up_copy_skipped() if on_cpu else contextlib.nullcontext(),
-        ):
+        with pricing_pools(launch.attn_tp_size):
             target_kv = pool_probe.measure_runner(target, split)
-            draft_pools = tuple(pool_probe.measure_runner(r, split) for r in drafts)
+            draft_pools = () if draft is None else (pool_probe.measure_runner(draft, split),)
         return PoolPrices(
             target_kv=target_kv,
             draft_pools=draft_pools,

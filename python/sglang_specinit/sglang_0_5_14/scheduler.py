@@ -65,37 +65,22 @@ def bind_where_stock_sizes(scheduler: Any) -> EarlyBinding:
     return bind_under_stock_sizing(scheduler, runners, gap)
 
 
-def all_rank_min_free(scheduler: Any, sizing: TargetSizing) -> int | None:
-    """SGLang's all-rank minimum free at sizing, from the inputs; None for a mamba target."""
-    inputs = sizing.inputs
-    runner = scheduler.tp_worker.model_runner
-    if inputs is None or inputs.measured_resident_bytes is None:
-        return None
-    if getattr(runner, "mambaish_config", None) is not None:
-        return None
-    return inputs.pre_load_free_bytes - inputs.measured_resident_bytes
-
-
-def memory_breakdown(
+def log_memory_breakdown(
     scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
-) -> dict[str, Any]:
-    from sglang_specinit.rank_reports import tightness_fields
-
+) -> None:
     breakdown = sizing_breakdown(scheduler, sizing, sizing.draft.pool_runners, scheduler.ps.tp_size)
     breakdown.update(
         rank_reports.parallel_state_rank_fields(
             scheduler.ps, scheduler.server_args.enable_dp_attention
         )
     )
-    breakdown.update(tightness_fields(rank_free_bytes, all_rank_min_free(scheduler, sizing)))
+    # SGLang's all-rank minimum free at sizing, from the inputs; None for a mamba target.
+    inputs, min_free = sizing.inputs, None
+    if inputs is not None and inputs.measured_resident_bytes is not None:
+        if getattr(scheduler.tp_worker.model_runner, "mambaish_config", None) is None:
+            min_free = inputs.pre_load_free_bytes - inputs.measured_resident_bytes
+    breakdown.update(rank_reports.tightness_fields(rank_free_bytes, min_free))
     breakdown.update(rank_reports.cuda_fields_after_pools(scheduler.server_args.device))
-    return breakdown
-
-
-def log_memory_breakdown(
-    scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
-) -> None:
-    breakdown = memory_breakdown(scheduler, sizing, rank_free_bytes)
     scheduler._specinit_breakdown = breakdown
     rank_reports.log_breakdown(
         logger, breakdown, f"KV pools on sglang {breakdown['sglang_version']}"

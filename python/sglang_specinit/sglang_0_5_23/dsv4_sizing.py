@@ -22,18 +22,14 @@ def is_dsv4_configurator(configurator: Any) -> bool:
 def unpriced_reason(configurator: Any) -> str | None:
     """Why this V4 launch's draft is not a paged NextN pool priced here, or None."""
     try:
-        return _unpriced_reason(configurator)
+        if configurator._unified:
+            return "DeepSeek-V4 unified KV rings (request-scoped draft ring)"
+        if configurator.encoder_replay:
+            return "DeepSeek-V4 encoder SWA bounded replay (request-window draft budget)"
+        if getattr(configurator, "_dspark_draft_on_bf16", False) or configurator.paged_draft_layers:
+            return "a DSpark draft (its own ring and layer count)"
     except AttributeError as exc:  # an older configurator: the server keeps stock's sizing too
         return f"a layout sglang-specinit cannot read ({type(exc).__name__}: {exc})"
-
-
-def _unpriced_reason(configurator: Any) -> str | None:
-    if configurator._unified:
-        return "DeepSeek-V4 unified KV rings (request-scoped draft ring)"
-    if configurator.encoder_replay:
-        return "DeepSeek-V4 encoder SWA bounded replay (request-window draft budget)"
-    if getattr(configurator, "_dspark_draft_on_bf16", False) or configurator.paged_draft_layers:
-        return "a DSpark draft (its own ring and layer count)"
     return None
 
 
@@ -134,6 +130,11 @@ def built_pool_bytes(kvc: Any, config: Any) -> int:
     return sum(storages.values())
 
 
+def built_pools(kvc: Any, drafts: Sequence[Any], config: Any) -> tuple[int, int]:
+    """(target, draft) bytes of the pools built from ``config``."""
+    return built_pool_bytes(kvc, config), sum(built_pool_bytes(d, config) for d in drafts)
+
+
 def fitted(
     kvc: Any, configurator: Any, config: Any, available_bytes: int, drafts: Sequence[Any]
 ) -> Any:
@@ -143,8 +144,7 @@ def fitted(
 
     page = int(schedule_of(kvc).page_size)
     while True:
-        built = built_pool_bytes(kvc, config) + sum(built_pool_bytes(d, config) for d in drafts)
-        over = built - available_bytes
+        over = sum(built_pools(kvc, drafts, config)) - available_bytes
         tokens = int(config.max_total_num_tokens)
         if over <= 0 or tokens <= page:
             return config

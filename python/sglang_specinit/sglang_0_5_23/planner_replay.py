@@ -5,6 +5,7 @@ configurators published without weights; stock's column is its own configurator'
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -58,17 +59,6 @@ class ResolvedArgs:
         return resolution_result(self._server_args, name)
 
 
-def _import_what_resolution_imports(server_args: Any) -> None:
-    """Resolve a copy under this host's facts, so lazily imported modules keep this host's
-    import-time constants rather than the planned device's; its result is discarded."""
-    import copy
-
-    try:
-        copy.deepcopy(server_args).resolve_once()
-    except Exception:  # only its imports are wanted
-        pass
-
-
 @dataclass(frozen=True)
 class ResolvedLaunch0523(ResolvedLaunch):
     """What resolution decided, plus every field as the launch gave it (the pricing input)."""
@@ -111,8 +101,6 @@ class Replay0523(InstalledReleaseReplay):
         return server_args
 
     def resolve(self, server_args: Any, device: DeviceSpec) -> ResolvedLaunch:
-        import copy
-
         from sglang.srt.arg_groups.arg_utils import field_names
         from sglang.srt.configs.model_config import AttentionArch, ModelConfig
 
@@ -123,7 +111,10 @@ class Replay0523(InstalledReleaseReplay):
             for name in field_names(type(server_args))
         }
         require_sgl_kernel()
-        _import_what_resolution_imports(server_args)
+        # A copy resolved under this host's facts first, so lazily imported modules keep this
+        # host's import-time constants rather than the planned device's; only its imports count.
+        with contextlib.suppress(Exception):
+            copy.deepcopy(server_args).resolve_once()
         with planned_device(server_args.device, device):
             try:
                 server_args.resolve_once()
@@ -132,7 +123,16 @@ class Replay0523(InstalledReleaseReplay):
             # (e.g. an FP4 KV cache on a GPU without it): both end the launch before any rank.
             except (AssertionError, RuntimeError) as e:
                 raise PlanError(f"sglang {installed_release()} refuses this launch: {e}") from None
-            refuse_pipeline_stages(server_args)
+            pp = int(server_args.pp_size)
+            if pp > 1 and server_args.speculative_algorithm is not None:
+                # Stages differ in weights and draft; the planner has one rank's.
+                raise PlanError(
+                    f"--pp-size {pp} with --speculative-algorithm "
+                    f"{server_args.speculative_algorithm}: the planner plans one rank and PP "
+                    "stages differ in layers, weights and draft, so it has no per-stage plan; "
+                    "the server prices each stage and logs each stage's breakdown "
+                    "(SPECINIT_MEMORY, pp_rank)"
+                )
             args = ResolvedArgs(server_args)
             target_mc = _model_config(ModelConfig.from_server_args, server_args)
             own_hf_config(target_mc)
@@ -206,33 +206,27 @@ def warm_up_copy_skipped() -> Any:
 def priced_layout(layout: Any, launch: ResolvedLaunch, stock: Any) -> PoolPrices:
     """The non-V4 prices of ``layout``: each pool built tiny, frozen-KV drafts at fixed size."""
     from sglang_specinit.model_facts import FROZEN_KV_STAND_IN_TOKENS
+    from sglang_specinit.sglang_0_5_23.draft_pricing import stash_row_bytes
     from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
-    frozen = launch.args.speculative_algorithm == "FROZEN_KV_MTP"
+    args = launch.args
+    frozen = args.speculative_algorithm == "FROZEN_KV_MTP"
     fixed = [(kvc, FROZEN_KV_STAND_IN_TOKENS) for kvc in layout.drafts] if frozen else []
     with warm_up_copy_skipped():
         target_kv, draft_pools, fixed_bytes = price_configurators(
             layout.target, [] if frozen else layout.drafts, fixed
         )
-    return PoolPrices(
-        target_kv=target_kv,
-        draft_pools=draft_pools,
-        draft_fixed_bytes=fixed_bytes,
-        draft_request_bytes=_request_bytes(layout, launch),
-        stock_plan=stock,
-    )
-
-
-def refuse_pipeline_stages(server_args: Any) -> None:
-    """Refuse PP + a draft: stages differ in weights and draft, the planner has one rank's."""
-    pp = int(server_args.pp_size)
-    if pp > 1 and server_args.speculative_algorithm is not None:
-        raise PlanError(
-            f"--pp-size {pp} with --speculative-algorithm {server_args.speculative_algorithm}: "
-            "the planner plans one rank and PP stages differ in layers, weights and draft, so "
-            "it has no per-stage plan; the server prices each stage and logs each stage's "
-            "breakdown (SPECINIT_MEMORY, pp_rank)"
+    request_bytes = 0
+    if args.enable_multi_layer_eagle and layout.drafts:
+        # Multi-layer EAGLE's boundary-KV stash per request row (the live rule).
+        request_bytes = stash_row_bytes(
+            layout.target.model_config,
+            layout.drafts[0].model_config.hidden_size,
+            layout.drafts[0].model_dtype,
+            num_steps=int(args.speculative_num_steps),
+            topk=int(args.speculative_eagle_topk),
         )
+    return PoolPrices(target_kv, draft_pools, fixed_bytes, stock, request_bytes)
 
 
 def dsv4_prices(layout: Any) -> PoolPrices:
@@ -272,12 +266,6 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
     target, drafts = layout.target, layout.drafts
     release = installed_release()
 
-    def built(config: Any) -> tuple[int, int]:
-        return (
-            dsv4_sizing.built_pool_bytes(target, config),
-            sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
-        )
-
     def ours(inputs: BudgetInputs) -> PoolPlan:
         priced = dsv4_sizing.priced_configurator(target, draft_prices)
         resident = dsv4_sizing.resident_weights(inputs) + inputs.reserved_bytes
@@ -289,7 +277,7 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
             "specinit",
             inputs,
             config,
-            built(config),
+            dsv4_sizing.built_pools(target, drafts, config),
             dsv4_sizing.draft_bytes_per_row(priced, draft_prices),
             float(priced.bytes_per_full_token),
             resident,
@@ -307,7 +295,7 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
             f"stock-{release}",
             inputs,
             config,
-            built(config),
+            dsv4_sizing.built_pools(target, drafts, config),
             dsv4_sizing.stock_draft_bytes_per_row(target),
             float(configurator.bytes_per_full_token),
             resident,
@@ -315,23 +303,6 @@ def dsv4_plans(layout: Any, draft_prices: Sequence[Any]) -> tuple[Any, Any]:
         )
 
     return ours, stock
-
-
-def _request_bytes(layout: Any, launch: ResolvedLaunch) -> int:
-    """Multi-layer EAGLE's boundary-KV stash per request row (the live rule)."""
-    from sglang_specinit.sglang_0_5_23.draft_pricing import stash_row_bytes
-
-    args = launch.args
-    if not args.enable_multi_layer_eagle or not layout.drafts:
-        return 0
-    draft = layout.drafts[0]
-    return stash_row_bytes(
-        layout.target.model_config,
-        draft.model_config.hidden_size,
-        draft.model_dtype,
-        num_steps=int(args.speculative_num_steps),
-        topk=int(args.speculative_eagle_topk),
-    )
 
 
 _REPLAY = Replay0523()
@@ -389,7 +360,6 @@ def check_pool_fields(planned: Any, built: Any, fields: Sequence[str]) -> None:
 
 def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
     """Stock's plan: its own cell and ``config_from_budget`` on the budget it profiles."""
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang.srt.runtime_context import get_context
 
     from sglang_specinit.budget import (
@@ -405,7 +375,7 @@ def stock_plan_0_5_23(layout: Any, inputs: BudgetInputs) -> PoolPlan:
     draft = inputs.draft
     at_profile = resident_with_duplicates(inputs)
     available = static_budget_bytes(inputs) - at_profile - inputs.reserved_bytes
-    cell = float(create_memory_pool_configurator(kvc)._cell_size)
+    cell = float(create_configurator(kvc)._cell_size)
     notes: list[str] = []
     release = installed_release()
     try:

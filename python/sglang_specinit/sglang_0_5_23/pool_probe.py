@@ -10,12 +10,11 @@ from typing import Any
 from sglang_specinit.budget import MeasuredKVSpec
 from sglang_specinit.pool_measure import (
     PROBE_REQUESTS,
+    attributes_restored,
     kv_pool_storages,
     measure_linear,
     model_name,
 )
-
-_MISSING = object()
 
 
 def tiny_mamba_cache(kvc: Any) -> contextlib.AbstractContextManager[None]:
@@ -69,12 +68,6 @@ def runner_configurator(runner: Any, draft_parallel_layout: Any = None) -> Any:
     """The configurator ``runner.init_kv_cache_configurator`` builds, the attribute put back."""
     from sglang_specinit.sglang_0_5_23.release_shims import configurator_layout_kwargs
 
-    saved = runner.__dict__.get("kv_cache_configurator", _MISSING)
-    try:
+    with attributes_restored(runner, ("kv_cache_configurator",)):
         runner.init_kv_cache_configurator(**configurator_layout_kwargs(draft_parallel_layout))
         return runner.kv_cache_configurator
-    finally:
-        if saved is _MISSING:
-            runner.__dict__.pop("kv_cache_configurator", None)
-        else:
-            runner.kv_cache_configurator = saved

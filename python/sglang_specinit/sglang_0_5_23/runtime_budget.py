@@ -74,31 +74,29 @@ def resolve_memory_pool_config(original: Any, self: Any, pre_model_load_memory: 
     fused = any(fused_entry_bytes(self, pool) is not None for pool in ("full", "swa"))
     if fused or type(configurator) not in (DefaultPoolConfigurator, HybridSWAPoolConfigurator):
         reason = "a fused draft pool" if fused else f"{type(configurator).__name__} pools"
-        logger.warning(
-            "[specinit] stock sglang %s KV sizing (draft priced at the target's geometry): "
-            "%s are not priced by sglang-specinit%s",
-            installed_sglang_version(),
-            reason,
-            bind_early(sizing, priced=False),
-        )
-        return original(self, pre_model_load_memory)
+        why = " (draft priced at the target's geometry): %s are not priced by sglang-specinit%s"
+        clause = bind_early(sizing, priced=False)
+        return stock_sizing(original, self, pre_model_load_memory, why, reason, clause)
     try:
         # Priced before free memory is profiled: the probe pools are gone by then.
         start = time.perf_counter()
         prices = price_pools(self, sizing)
         sizing.pricing_seconds = time.perf_counter() - start
     except Exception as exc:  # any pool 0.5.23 cannot build tiny is not ours to size
-        logger.warning(
-            "[specinit] stock sglang %s KV sizing (draft priced at the target's geometry): "
-            "the pools of this launch could not be priced by building them (%s: %s)%s",
-            installed_sglang_version(),
-            type(exc).__name__,
-            exc,
-            bind_early(sizing, priced=False),
+        why = (
+            " (draft priced at the target's geometry): the pools of this launch could not be "
+            "priced by building them (%s: %s)%s"
         )
-        return original(self, pre_model_load_memory)
+        args = (type(exc).__name__, exc, bind_early(sizing, priced=False))
+        return stock_sizing(original, self, pre_model_load_memory, why, *args)
     bind_early(sizing, priced=True)
     return _resolve(self, configurator, sizing, pre_model_load_memory, prices)
+
+
+def stock_sizing(original: Any, kvc: Any, pre_load: float, why: str, *args: Any) -> Any:
+    """One WARNING (``why`` % ``args``) and SGLang's own sizing."""
+    logger.warning("[specinit] stock sglang %s KV sizing" + why, installed_sglang_version(), *args)
+    return original(kvc, pre_load)
 
 
 def bind_early(sizing: TargetSizing, *, priced: bool) -> str:
@@ -198,14 +196,10 @@ def _resolve_dsv4(
     if reason is None and (sizing.draft.fixed_pools or not sizing.draft.pool_runners):
         reason = "a DeepSeek-V4 draft without a token-sized pool"
     if reason is not None:
-        logger.warning(
-            "[specinit] stock sglang %s KV sizing (draft reserved as (T + 1) / T target "
-            "layers): %s is not priced by sglang-specinit%s",
-            installed_sglang_version(),
-            reason,
-            bind_early(sizing, priced=False),
-        )
-        return original(kvc, pre_model_load_memory)
+        why = " (draft reserved as (T + 1) / T target layers): %s is not priced by "
+        why += "sglang-specinit%s"
+        clause = bind_early(sizing, priced=False)
+        return stock_sizing(original, kvc, pre_model_load_memory, why, reason, clause)
     try:
         start = time.perf_counter()
         drafts = [pool_probe.runner_configurator(r) for r in sizing.draft.pool_runners]
@@ -214,15 +208,9 @@ def _resolve_dsv4(
         priced = dsv4_sizing.priced_configurator(kvc, draft_prices)
         sizing.pricing_seconds = time.perf_counter() - start
     except Exception as exc:  # a pool 0.5.23 cannot build tiny is not ours to size
-        logger.warning(
-            "[specinit] stock sglang %s KV sizing: the DeepSeek-V4 draft pool could not be "
-            "priced by building it (%s: %s)%s",
-            installed_sglang_version(),
-            type(exc).__name__,
-            exc,
-            bind_early(sizing, priced=False),
-        )
-        return original(kvc, pre_model_load_memory)
+        why = ": the DeepSeek-V4 draft pool could not be priced by building it (%s: %s)%s"
+        args = (type(exc).__name__, exc, bind_early(sizing, priced=False))
+        return stock_sizing(original, kvc, pre_model_load_memory, why, *args)
     # Safe before the solve: stock's (T + 1) / T fallback holds more than the NextN draft.
     bind_early(sizing, priced=True)
     try:
@@ -232,14 +220,8 @@ def _resolve_dsv4(
     except Exception as exc:
         # Untested on a real V4 launch: an unexpected layout keeps stock rather than failing.
         sizing.inputs = sizing.plan = None
-        logger.warning(
-            "[specinit] stock sglang %s KV sizing: the DeepSeek-V4 solve with the draft's "
-            "measured term failed (%s: %s)",
-            installed_sglang_version(),
-            type(exc).__name__,
-            exc,
-        )
-        return original(kvc, pre_model_load_memory)
+        why = ": the DeepSeek-V4 solve with the draft's measured term failed (%s: %s)"
+        return stock_sizing(original, kvc, pre_model_load_memory, why, type(exc).__name__, exc)
 
 
 def _solve_dsv4(
@@ -260,10 +242,7 @@ def _solve_dsv4(
         kvc, sizing, pre_model_load_memory, available, (target_spec, draft_prices, 0)
     )
     inputs, _ = plan_from_readings(readings, refuse_too_few=False)
-    built = (
-        dsv4_sizing.built_pool_bytes(kvc, config),
-        sum(dsv4_sizing.built_pool_bytes(d, config) for d in drafts),
-    )
+    built = dsv4_sizing.built_pools(kvc, drafts, config)
     at_profile = int(schedule_of(kvc).mem_fraction_static * inputs.pre_load_free_bytes) - available
     over = sum(built) > available  # fitted stepped down to one page and it still does not fit
     plan = dsv4_sizing.plan_of(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sglang_specinit import rank_reports
-from sglang_specinit.budget import GIB, BudgetInputs
+from sglang_specinit.budget import GIB
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.phased.pool_phase import (
@@ -127,77 +127,55 @@ def fused_draft_gap(target_configurator: Any) -> str | None:
     return ""
 
 
-def all_rank_min_free_at_sizing(runner: Any, inputs: BudgetInputs) -> int | None:
-    """SGLang's all-rank minimum free at sizing, from the inputs; None for a mamba target."""
-    if getattr(runner, "mambaish_config", None) is not None:
-        return None
-    from sglang_specinit.sglang_0_5_23.release_shims import multimodal_reservation_gb
-
-    reservation_gb = 0.0
-    if runner.model_config.is_multimodal:
-        reservation_gb = multimodal_reservation_gb()
-    return inputs.pre_load_free_bytes - inputs.measured_resident_bytes + int(reservation_gb * GIB)
-
-
-def rank_fields(scheduler: Any) -> dict[str, int]:
-    """This scheduler's place in the launch; under attention DP the DP rank is inside TP."""
-    from sglang_specinit import rank_reports
-    from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks
-
-    parallel = scheduler_ranks(scheduler)
-    attn_dp = bool(parallel.attn_dp_enabled)
-    replica = 0 if attn_dp else int(parallel.dp_rank or 0)
-    return rank_reports.rank_fields(
-        replica=replica,
-        pp_rank=int(parallel.pp_rank),
-        tp_rank=int(parallel.tp_rank),
-        dp_rank=int(parallel.attn_dp_rank) if attn_dp else replica,
-        attn_tp_rank=int(parallel.attn_tp_rank),
-        pp_size=int(parallel.pp_size),
-        tp_size=int(parallel.tp_size),
-        dp_size=int(parallel.num_dp_ranks),
-    )
-
-
-def memory_breakdown(
-    scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
-) -> dict[str, Any]:
-    """``plan --json``'s quantities measured on this rank, with its place and tightness."""
-    from sglang_specinit.rank_reports import tightness_fields
-    from sglang_specinit.sglang_0_5_23.release_shims import scheduler_ranks
-
-    draft_runners = sizing.draft.pool_runners + [r for r, _ in sizing.draft.fixed_pools]
-    tp_size = scheduler_ranks(scheduler).tp_size
-    breakdown = sizing_breakdown(scheduler, sizing, draft_runners, tp_size)
-    breakdown.update(rank_fields(scheduler))
-    breakdown.update(stage_fields(sizing, breakdown["pp_size"]))
-    min_free = all_rank_min_free_at_sizing(scheduler.tp_worker.model_runner, sizing.inputs)
-    breakdown.update(tightness_fields(rank_free_bytes, min_free))
-    breakdown.update(rank_reports.cuda_fields_after_pools(scheduler.server_args.device))
-    return breakdown
-
-
-def stage_fields(sizing: TargetSizing, pp_size: int) -> dict[str, Any]:
-    """What this PP stage priced, its own tokens and whether it set SGLang's minimum."""
-    if pp_size <= 1:
-        return {}
-    assert sizing.plan is not None
-    own = sizing.stage_tokens if sizing.stage_tokens is not None else sizing.plan.tokens
-    return {
-        "pp_stage_holds_draft": sizing.stage_holds_draft,
-        "pp_stage_priced": "target + draft pools" if sizing.stage_holds_draft else "target pool",
-        "pp_stage_tokens": own,
-        "pp_tightest_stage": own == sizing.plan.tokens,
-    }
-
-
 def log_memory_breakdown(
     scheduler: Any, sizing: TargetSizing, rank_free_bytes: int | None = None
 ) -> None:
-    """Log this rank's breakdown and, with ``SGLANG_SPECINIT_REPORT_DIR``, write its file."""
+    """Log this rank's breakdown (``plan --json``'s quantities measured here, with its place
+    and tightness) and, with ``SGLANG_SPECINIT_REPORT_DIR``, write its file."""
+    from sglang_specinit.sglang_0_5_23.release_shims import (
+        multimodal_reservation_gb,
+        scheduler_ranks,
+    )
+
     # Read again after the early binding (bind_early).
     rank_free_bytes = getattr(scheduler, "_specinit_rank_free", rank_free_bytes)
-    breakdown = memory_breakdown(scheduler, sizing, rank_free_bytes)
+    draft_runners = sizing.draft.pool_runners + [r for r, _ in sizing.draft.fixed_pools]
+    parallel = scheduler_ranks(scheduler)
+    breakdown = sizing_breakdown(scheduler, sizing, draft_runners, parallel.tp_size)
+    # Under attention DP the DP rank is inside TP.
+    attn_dp = bool(parallel.attn_dp_enabled)
+    replica = 0 if attn_dp else int(parallel.dp_rank or 0)
+    breakdown.update(
+        rank_reports.rank_fields(
+            replica=replica,
+            pp_rank=int(parallel.pp_rank),
+            tp_rank=int(parallel.tp_rank),
+            dp_rank=int(parallel.attn_dp_rank) if attn_dp else replica,
+            attn_tp_rank=int(parallel.attn_tp_rank),
+            pp_size=int(parallel.pp_size),
+            tp_size=int(parallel.tp_size),
+            dp_size=int(parallel.num_dp_ranks),
+        )
+    )
+    if breakdown["pp_size"] > 1:  # what this stage priced, and whether it set SGLang's minimum
+        assert sizing.plan is not None
+        own = sizing.stage_tokens if sizing.stage_tokens is not None else sizing.plan.tokens
+        breakdown.update(
+            pp_stage_holds_draft=sizing.stage_holds_draft,
+            pp_stage_priced="target + draft pools" if sizing.stage_holds_draft else "target pool",
+            pp_stage_tokens=own,
+            pp_tightest_stage=own == sizing.plan.tokens,
+        )
+    # SGLang's all-rank minimum free at sizing, from the inputs; None for a mamba target.
+    runner, inputs = scheduler.tp_worker.model_runner, sizing.inputs
+    min_free = None
+    if getattr(runner, "mambaish_config", None) is None:
+        reservation_gb = multimodal_reservation_gb() if runner.model_config.is_multimodal else 0.0
+        min_free = (
+            inputs.pre_load_free_bytes - inputs.measured_resident_bytes + int(reservation_gb * GIB)
+        )
+    breakdown.update(rank_reports.tightness_fields(rank_free_bytes, min_free))
+    breakdown.update(rank_reports.cuda_fields_after_pools(scheduler.server_args.device))
     scheduler._specinit_breakdown = breakdown
     headline = f"KV pools on sglang {breakdown['sglang_version']}"
     if "pp_stage_priced" in breakdown:
