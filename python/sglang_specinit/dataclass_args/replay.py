@@ -18,6 +18,7 @@ from sglang_specinit.planner.replay import (
     refuse_unpriced_model,
     released,
 )
+from sglang_specinit.pool_measure import attributes_restored
 
 
 @contextlib.contextmanager
@@ -95,6 +96,38 @@ def refuse_speculative_pp(spec_args: Any, release: str) -> None:
             f"{spec_args.speculative_algorithm}: sglang-specinit keeps stock sizing for "
             f"pipeline parallelism on sglang {release}; drop --pp-size"
         )
+
+
+KV4_UNCHECKED_NOTE = (
+    "not checked: SGLang's KV4 check of --kv-cache-dtype fp4_e2m1 against the attention backend "
+    "the launch picks on the GPU (pass --attention-backend to have it checked)"
+)
+
+
+def check_kv4(server_args: Any, release: str) -> tuple[str, ...]:
+    """The release's KV4 check of an fp4_e2m1 KV cache, on a copy, for the planned device: a
+    refusal in SGLang's words, or a note where the GPU's own default backend would decide."""
+    import sglang.srt.server_args as server_args_module
+
+    if server_args.kv_cache_dtype != "fp4_e2m1":
+        return ()
+    on_gpu = server_args.device != "cpu"
+    both_phases = server_args.prefill_attention_backend and server_args.decode_attention_backend
+    if on_gpu and not (server_args.attention_backend or both_phases):
+        # The default comes from the GPU's compute capability and the model's adjustments.
+        return (KV4_UNCHECKED_NOTE,)
+    trial = copy.copy(server_args)
+    with attributes_restored(server_args_module, ["is_cuda"]):
+        server_args_module.is_cuda = lambda: on_gpu
+        try:
+            released(server_args_module.ServerArgs._handle_kv4_compatibility)(trial)
+        except (AssertionError, RuntimeError) as error:
+            change = "an attention backend its KV4 check accepts or " if on_gpu else ""
+            raise PlanError(
+                f"sglang {release} refuses --kv-cache-dtype fp4_e2m1 here: "
+                f"{str(error).rstrip('.')}; pass {change}another --kv-cache-dtype"
+            ) from None
+    return ()
 
 
 class FieldServerArgsReplay:

@@ -135,7 +135,7 @@ def _build_plan(server_args: Any, device: DeviceSpec, replay: ServerArgsReplay) 
         algorithm=algorithm,
         model_path=args.model_path,
         draft_model_path=draft_path,
-        notes=(*target_notes, *buffers.notes, *draft_notes),
+        notes=(*launch.notes, *target_notes, *buffers.notes, *draft_notes),
         target_buffers=buffers,
     )
 

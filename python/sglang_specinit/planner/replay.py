@@ -33,6 +33,8 @@ class ResolvedLaunch:
     dp_size: int
     # For SGLang's calculate_mla_kv_cache_dim; None: the plain width.
     mla_server_args: Any
+    # What the replay could not check, printed under the plan.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from sglang_specinit.budget import BudgetInputs, PoolPlan, draft_weight_bytes_of
 from sglang_specinit.dataclass_args.replay import (
     FieldServerArgsReplay,
     attention_tp_size,
+    check_kv4,
     planned_cpu_engine,
     resolve_speculative,
     target_model_config,
@@ -129,6 +130,7 @@ class Replay0513(FieldServerArgsReplay):
             attn_tp_size=attn_tp,
             dp_size=int(spec_args.dp_size),
             mla_server_args=spec_args,
+            notes=check_kv4(spec_args, self.release),
         )
 
     def kv_dtype(

@@ -17,6 +17,7 @@ from sglang_specinit.dataclass_args.replay import (
     FieldServerArgsReplay,
     attention_tp_size,
     auto_mem_fraction_static,
+    check_kv4,
     planned_cpu_engine,
     refuse_speculative_pp,
     resolve_speculative,
@@ -106,6 +107,7 @@ class Replay0514(InstalledReleaseReplay, FieldServerArgsReplay):
             attn_tp_size=attn_tp,
             dp_size=int(spec_args.dp_size),
             mla_server_args=spec_args,
+            notes=check_kv4(spec_args, installed_release()),
         )
 
     def kv_dtype(
