@@ -39,7 +39,8 @@ fi
 # core each, so two launches run side by side: the 0.5.13.post1 suite on two xdist workers (one
 # test file per worker: a file's module-scoped launches are shared by its tests), then the 0.5.23
 # suite, which starts its launches two at a time (test/sglang_0_5_23/conftest.py).
-run_pytest .venv/bin/python -n 2 --dist loadfile || rc=$?
+# --durations: the slowest tests of each big suite, in the log (where CI time goes).
+run_pytest .venv/bin/python -n 2 --dist loadfile --durations=15 || rc=$?
 
 # One release: its row's venv (or its wheel over it) on its row's test paths.
 release_args() {  # name: "venv venv|sibling paths..." from the release table
@@ -48,7 +49,7 @@ release_args() {  # name: "venv venv|sibling paths..." from the release table
 echo "[test] sglang 0.5.23 suite"
 read -r venv _kind paths <<<"$(release_args 0.5.23)"
 # shellcheck disable=SC2086  # paths: several words
-run_pytest "$venv/bin/python" $paths || rc=$?
+run_pytest "$venv/bin/python" --durations=15 $paths || rc=$?
 
 # The queue runs two releases at a time, the slowest (own venv, Engine launches) first, so
 # neither slot idles while the other works through a long release; a release's output is kept
