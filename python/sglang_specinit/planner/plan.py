@@ -21,6 +21,7 @@ from sglang_specinit.planner.replay import (
     ResolvedLaunch,
     ServerArgsReplay,
     build_model_config,
+    cuda_float4_pools,
     cuda_quantization_names,
     fresh_hf_configs,
 )
@@ -65,7 +66,7 @@ def build_plan(
     server_args: Any, device: DeviceSpec, replay: ServerArgsReplay | None = None
 ) -> OfflinePlan:
     """The plans for parsed ``server_args`` on ``device`` (default replay: the installed's)."""
-    with cuda_quantization_names(), fresh_hf_configs():
+    with cuda_quantization_names(), fresh_hf_configs(), cuda_float4_pools(server_args):
         return _build_plan(server_args, device, replay or installed_replay())
 
 

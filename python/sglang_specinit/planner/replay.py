@@ -110,6 +110,46 @@ def cuda_quantization_names() -> Iterator[None]:
             QUANTIZATION_METHODS.pop("mxfp4", None)
 
 
+# Modules that bind SGLang's is_float4_e2m1fn_x2 by name (those the installed release has).
+_FLOAT4_READERS = (
+    "sglang.srt.model_executor.model_runner_kv_cache_mixin",
+    "sglang.srt.model_executor.pool_configurator",
+    "sglang.srt.mem_cache.kv_cache_configurator",
+)
+
+
+@contextlib.contextmanager
+def cuda_float4_pools(server_args: Any) -> Iterator[None]:
+    """SGLang's FP4 KV test answering for the planned device: it is true on a CUDA host only,
+    so a GPU plan made on a CPU host would price the non-FP4 pool classes. An FP4 pool that
+    SGLang's own class cannot build fails the launch on every rank: refused."""
+    import importlib
+    import importlib.util
+
+    import torch
+
+    fp4 = getattr(torch, "float4_e2m1fn_x2", None)
+    on_gpu = server_args.device != "cpu" and fp4 is not None
+    with contextlib.ExitStack() as stack:
+        for name in _FLOAT4_READERS:
+            if importlib.util.find_spec(name) is None:
+                continue
+            module = importlib.import_module(name)
+            if hasattr(module, "is_float4_e2m1fn_x2"):
+                stack.callback(setattr, module, "is_float4_e2m1fn_x2", module.is_float4_e2m1fn_x2)
+                module.is_float4_e2m1fn_x2 = lambda dtype: on_gpu and dtype == fp4
+        try:
+            yield
+        except AttributeError as error:
+            # Only a failure of the FP4 pool object itself is the launch's.
+            if not (on_gpu and "FP4" in type(getattr(error, "obj", None)).__name__):
+                raise
+            raise PlanError(
+                f"sglang {installed_release()} cannot build its FP4 KV pool for this launch "
+                f"({error}), so every rank fails to start; pass another --kv-cache-dtype"
+            ) from None
+
+
 @contextlib.contextmanager
 def fresh_hf_configs() -> Iterator[None]:
     """Each plan reads its checkpoints' configs afresh: a draft ``ModelConfig`` may rename the
