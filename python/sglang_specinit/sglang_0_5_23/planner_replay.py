@@ -191,6 +191,12 @@ class Replay0523(InstalledReleaseReplay):
         """Every pool priced by the server's own function on the launch's configurators."""
         from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
+        if launch.args.kv_cache_dtype == "nvfp4" and pricing_device() == "cpu":
+            # Its pools read KV scales from the loaded model, and cpu resolves other backends.
+            raise PlanError(
+                f"sglang {installed_release()} cannot price an nvfp4 KV cache on a host "
+                "without CUDA: run plan on a GPU host with this release"
+            )
         layout = pricing_layout(launch, device)
         if dsv4_sizing.is_dsv4_configurator(create_configurator(layout.target)):
             with warm_up_copy_skipped():
