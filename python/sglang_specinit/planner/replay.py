@@ -130,6 +130,10 @@ def cuda_float4_pools(server_args: Any) -> Iterator[None]:
 
     fp4 = getattr(torch, "float4_e2m1fn_x2", None)
     on_gpu = server_args.device != "cpu" and fp4 is not None
+    if "fp4" not in str(server_args.kv_cache_dtype):
+        # Other plans import nothing early: SGLang's lazy imports keep their own order.
+        yield
+        return
     with contextlib.ExitStack() as stack:
         for name in _FLOAT4_READERS:
             if importlib.util.find_spec(name) is None:
