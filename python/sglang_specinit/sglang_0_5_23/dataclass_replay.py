@@ -30,7 +30,11 @@ from sglang_specinit.sglang_0_5_23.planner_replay import (
     published_pricing_layout,
     stock_plan_0_5_23,
 )
-from sglang_specinit.sglang_0_5_23.pricing_host import pricing_device, require_sgl_kernel
+from sglang_specinit.sglang_0_5_23.pricing_host import (
+    import_pool_code_here,
+    pricing_device,
+    require_sgl_kernel,
+)
 
 # Attention DP as these releases store it.
 DATACLASS_POOL_FIELDS = tuple(
@@ -120,6 +124,7 @@ class DataclassReplay(Replay0523, FieldServerArgsReplay):
 
     def pool_prices(self, launch: ResolvedLaunch, device: DeviceSpec) -> PoolPrices:
         """Both columns priced as :meth:`Replay0523.pool_prices`, under rank 0's widths."""
+        import_pool_code_here()
         planned = launch.args
 
         def stock(inputs: BudgetInputs) -> PoolPlan:

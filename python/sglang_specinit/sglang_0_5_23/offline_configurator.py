@@ -58,7 +58,8 @@ def unloaded_configurator(
     )
 
     model, spec, schedule = published_bags(server_args)
-    spec_algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
+    # As the runner reads it: the published (resolved) algorithm, NEXTN already EAGLE.
+    spec_algorithm = SpeculativeAlgorithm.from_string(spec.speculative_algorithm)
     dtype_str, kv_dtype = kv_cache_dtype.configure_kv_cache_dtype(
         server_args_kv_cache_dtype=model.kv_cache_dtype,
         model=None,

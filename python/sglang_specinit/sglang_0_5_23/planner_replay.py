@@ -31,6 +31,7 @@ from sglang_specinit.planner.replay import released as _released
 from sglang_specinit.sglang_0_5_23.kernel_arch import refuse_unrunnable_kernels
 from sglang_specinit.sglang_0_5_23.planned_device import planned_device
 from sglang_specinit.sglang_0_5_23.pricing_host import (
+    import_pool_code_here,
     kv_warm_up_copy_skipped,
     pricing_device,
     require_sgl_kernel,
@@ -197,6 +198,7 @@ class Replay0523(InstalledReleaseReplay):
                 f"sglang {installed_release()} cannot price an nvfp4 KV cache on a host "
                 "without CUDA: run plan on a GPU host with this release"
             )
+        import_pool_code_here()
         layout = pricing_layout(launch, device)
         if dsv4_sizing.is_dsv4_configurator(create_configurator(layout.target)):
             with warm_up_copy_skipped():

@@ -53,6 +53,13 @@ def kv_warm_up_copy_skipped() -> Iterator[None]:
         yield
 
 
+def import_pool_code_here() -> None:
+    """Import SGLang's KV pool module under this host's own facts, before the planned device or
+    the CPU-engine switch is entered: imported inside either, it asks for sgl_kernel's GPU or
+    CPU ops, which plain cpu pricing does without."""
+    import sglang.srt.mem_cache.memory_pool  # noqa: F401
+
+
 def require_sgl_kernel() -> None:
     """PlanError unless the pricing device's pool code can import what it needs from
     ``sgl_kernel`` (CUDA: the package; a CPU engine: its CPU ops; plain cpu: nothing)."""
