@@ -30,11 +30,14 @@ PYTHON=${PYTHON:-python3}
 SGLANG_VERSION=0.5.13.post1
 UPSTREAM_FIXED_VERSION=0.5.14
 
-build_main_venv() {
+make_main_venv() {
   rm -rf .venv
   "$PYTHON" -m venv .venv
-  .venv/bin/pip install -q -r requirements/cpu-dev.lock
-  .venv/bin/pip install -q --no-deps "sglang==$SGLANG_VERSION"
+}
+
+fill_main_venv() {
+  .venv/bin/pip install -q -r requirements/cpu-dev.lock &&
+  .venv/bin/pip install -q --no-deps "sglang==$SGLANG_VERSION" &&
   .venv/bin/pip install -q --no-deps -e .
 }
 
@@ -81,7 +84,7 @@ stamp_of() {
   case "$1" in
     .venv)
       { cat requirements/cpu-dev.lock pyproject.toml; echo "$SGLANG_VERSION"
-        declare -f build_main_venv; } | hash_of ;;
+        declare -f make_main_venv fill_main_venv; } | hash_of ;;
     .venv-sglang0514)
       { stamp_of .venv; echo "$UPSTREAM_FIXED_VERSION"; declare -f build_upstream_venv; } \
         | hash_of ;;
@@ -124,15 +127,18 @@ if [ ${#stale[@]} -eq 0 ]; then
 fi
 
 start=$(date +%s)
+fill_main=0
 if ! up_to_date .venv; then
-  build_main_venv
-  stamp_of .venv > .venv/.specinit-stamp
+  # The layered venvs name .venv's site-packages (a .pth) and import from it only at run time:
+  # create it, then fill it while they build beside it.
+  make_main_venv
+  fill_main=1
   # The layered venvs read .venv: rebuild them on top of the new one.
   rm -f .venv-sglang0514/.specinit-stamp
   for venv in "${!LAYERED[@]}"; do rm -f "$venv/.specinit-stamp"; done
 fi
-# The layered environments only read .venv: build them side by side (pip is mostly
-# single-threaded unpacking, and CI has two cores).
+# The environments build side by side (pip is mostly single-threaded unpacking, and CI has
+# two cores).
 pids=()
 if is_wanted .venv-sglang0514 && ! up_to_date .venv-sglang0514; then
   (build_upstream_venv && stamp_of .venv-sglang0514 > .venv-sglang0514/.specinit-stamp) &
@@ -149,6 +155,12 @@ for venv in "${!LAYERED[@]}"; do
     pids+=($!)
   fi
 done
+if [ "$fill_main" = 1 ]; then
+  step=$(date +%s)
+  fill_main_venv || { kill "${pids[@]}" 2>/dev/null; exit 1; }
+  stamp_of .venv > .venv/.specinit-stamp
+  echo "[setup] built .venv in $(( $(date +%s) - step ))s"
+fi
 for pid in "${pids[@]}"; do
   wait "$pid"
 done
