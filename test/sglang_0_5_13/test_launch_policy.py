@@ -124,6 +124,7 @@ def test_only_the_automatic_fraction_loses_the_draft_reserve(flags: tuple[str, .
 
 
 def test_a_user_fraction_and_a_stock_launch_are_left_alone() -> None:
+    assert Path(EAGLE3_DRAFT, "config.json").is_file()  # the parse does not read the draft
     user = server_args_at_memory_settings(*EAGLE3, "--mem-fraction-static", "0.8")
     assert fields(run_heuristic(user, hooked=True)) == fields(run_heuristic(user, hooked=False))
     hisparse = server_args_at_memory_settings(*EAGLE3, "--enable-hisparse")
@@ -170,10 +171,6 @@ def test_weight_sums_survive_tensor_subclasses_without_storage() -> None:
     plain_only = torch.nn.Module()
     plain_only.plain = module.plain  # shared, as a bound embed/lm_head is
     assert sum(storage_bytes([module], exclude=storage_bytes([plain_only])).values()) == 16
-
-
-def test_example_paths_exist() -> None:
-    assert Path(LLAMA, "config.json").is_file() and Path(EAGLE3_DRAFT, "config.json").is_file()
 
 
 def _blocker_for(worker_class: type) -> str | None:
