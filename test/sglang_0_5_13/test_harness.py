@@ -136,9 +136,6 @@ def test_log_lines_are_grouped_by_rank_tag() -> None:
     assert "--- last 1 lines of TP0 ---" in format_rank_tails(log, lines=1)
 
 
-TEST_DIR = Path(__file__).resolve().parents[1]
-
-
 def _sglang_accepts_port(port: int) -> bool:
     """SGLang 0.5.13.post1's own check of ``--port`` (it derives the gRPC port from it)."""
     from sglang.srt.server_args import ServerArgs
@@ -224,7 +221,7 @@ _SCENARIO = textwrap.dedent(
 def test_kill_group_reaps_children_of_a_dead_leader(how: str, tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-c", _SCENARIO, str(tmp_path), how, _LEADER],
-        env={**os.environ, "PYTHONPATH": str(TEST_DIR)},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
         capture_output=True,
         text=True,
         timeout=120,

@@ -395,20 +395,6 @@ def test_frozen_constructor_cut_points_follow_the_draft_load() -> None:
     )
 
 
-def test_runtime_description_of_a_frozen_worker_has_no_pool_runners() -> None:
-    from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
-    from sglang_specinit.sglang_0_5_13.scheduler import describe_draft
-
-    worker = FrozenKVMTPWorker.__new__(FrozenKVMTPWorker)
-    draft_runner = object()
-    worker.model_runner_list = [draft_runner]
-    described = describe_draft(worker)
-    assert described.pool_runners == []
-    assert described.weight_runners == [draft_runner]
-    assert described.fixed_pools == [(draft_runner, FROZEN_KV_STAND_IN_TOKENS)]
-    assert described.bytes_per_request == 0
-
-
 # Multi-layer EAGLE
 
 
