@@ -9,18 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_cross_check as cross_check
 from harness.checkpoints import eagle_drafts, tiny_vocab
 from harness.checkpoints.eagle_drafts import own_lm_head_problems
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.cpu_doubles import shims
 from harness.launch import forward_hooks
-from harness.launch.engine import (
-    DEFAULT_CAPACITY_BYTES,
-    ENGINE_TEST_TIMEOUT_S,
-    cpu_engine,
-    cpu_server,
-)
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine, cpu_server
 from harness.reports import device_probe
 from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.reports.report_reading import (
@@ -40,6 +36,7 @@ from harness.reports.report_reading import (
 from sglang_specinit import sglang_0_5_13
 from sglang_specinit.hooks import adapter_patches
 from test_workers_common import (
+    CAPACITY,
     Draft,
     Launch,
     assert_draft_pools_as_planned,
@@ -51,7 +48,6 @@ from test_workers_common import (
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
-CAPACITY = DEFAULT_CAPACITY_BYTES
 MEMORY_PREFIX = "SPECINIT_MEMORY "
 EAGLE3_DRAFT_VOCAB = DEFAULT_TARGET.vocab // 2  # a reduced draft vocabulary: a hot-token map
 # --forward-hooks patterns that match modules of both the target and the EAGLE3 draft.
@@ -419,7 +415,12 @@ def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Pa
         specinit_dir = work / "specinit"
         specinit_dir.mkdir(parents=True)
         with cpu_engine(
-            tiny_target, plugin=plugin, work_dir=work, extra_env={REPORT_DIR_ENV: str(specinit_dir)}
+            tiny_target,
+            plugin=plugin,
+            capacity_bytes=cross_check.CAPACITY,
+            work_dir=work,
+            mem_fraction_static=cross_check.FRACTION,
+            extra_env={REPORT_DIR_ENV: str(specinit_dir)},
         ) as engine:
             tokens = [o["output_ids"] for o in engine.generate(PROMPTS, max_new_tokens=6)]
             again = [o["output_ids"] for o in engine.generate(PROMPTS, max_new_tokens=6)]
@@ -432,6 +433,7 @@ def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Pa
         results[True],
     )
     assert_stock_sglang(off, off_log.read_text(errors="replace"))
+    cross_check.assert_sizing_matches_sglang(off, tiny_target, DEFAULT_TARGET, {})  # GQA, in CI
     assert off["scheduler"]["spec_algorithm"] == "NONE"
     assert (
         off["model_runners"][0]["kv_pool"]["size"] == off["scheduler"]["max_total_num_tokens"] > 0
