@@ -395,6 +395,7 @@ def test_a_module_changed_after_load_switches_phasing_off(
         ("at-load", BROKEN_SGLANG["hooked-target-missing"][1]),
         ("after-load", f"{CHANGED_LATER_MODULE}.DFlashWorker"),
     ],
+    ids=["at-load", "after-load"],
 )
 def test_strict_mode_stops_the_launch(probe: Callable[..., Any], when: str, missing: str) -> None:
     proc = probe(f"strict-{when}", to_end=False)
