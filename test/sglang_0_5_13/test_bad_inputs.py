@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, SGLangStartError, cpu_engine
@@ -16,6 +17,24 @@ from harness.matrices.plan_verdicts import VERDICT_PROPERTY, launch_flags, plan_
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
 REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
+
+
+def refusals(
+    request: pytest.FixtureRequest, case: str, target: Path, draft: Path, work_dir: Path, **kw: Any
+) -> tuple[SGLangStartError, str]:
+    """An EAGLE launch with the plugin that must not start, and ``plan``'s refusal line for the
+    same flags (its verdict recorded as ``case``)."""
+    with (
+        pytest.raises(SGLangStartError) as failure,
+        cpu_engine(
+            target, draft_model_path=draft, algorithm="EAGLE", plugin=True, work_dir=work_dir, **kw
+        ),
+    ):
+        pytest.fail("the Engine came up")
+    fraction = {k: v for k, v in kw.items() if k == "mem_fraction_static"}
+    planned = plan_verdict(launch_flags(draft, target=target, algorithm="EAGLE", **fraction))
+    request.node.user_properties.append((VERDICT_PROPERTY, (case, planned.verdict(), "refuses")))
+    return failure.value, planned.refusal_line()
 
 
 def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
@@ -28,21 +47,17 @@ def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
     fraction = 0.02
     specinit_dir = tmp_path / "specinit"
     specinit_dir.mkdir()
-    with (
-        pytest.raises(SGLangStartError) as failure,
-        cpu_engine(
-            tiny_target,
-            draft_model_path=tiny_eagle_draft,
-            algorithm="EAGLE",
-            plugin=True,
-            work_dir=tmp_path,
-            mem_fraction_static=fraction,
-            extra_env={REPORT_DIR_ENV: str(specinit_dir)},
-        ),
-    ):
-        pytest.fail("the Engine came up with a fraction below the weights")
-    error = failure.value.scheduler_error
-    assert error is not None, str(failure.value)
+    failure, refusal = refusals(
+        request,
+        "eagle-fraction-0.02",
+        tiny_target,
+        tiny_eagle_draft,
+        tmp_path,
+        mem_fraction_static=fraction,
+        extra_env={REPORT_DIR_ENV: str(specinit_dir)},
+    )
+    error = failure.scheduler_error
+    assert error is not None, str(failure)
     assert "SpecInitBudgetError" in error
     assert f"--mem-fraction-static={fraction}" in error
     minimum = float(re.search(r"minimum viable (\d+\.\d+)", error).group(1))
@@ -51,7 +66,7 @@ def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
     assert fraction < minimum <= suggested < minimum + 0.0011
 
     # Failed in the pool phase, after both models loaded, before any pool was allocated.
-    (report,) = failure.value.reports
+    (report,) = failure.reports
     assert report["specinit_loaded"]
     assert sorted(r["role"] for r in report["model_runners"]) == ["draft", "target"]
     assert all(r["kv_pool"] is None for r in report["model_runners"])
@@ -59,18 +74,10 @@ def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
     assert callers[-1].endswith("._profile_available_bytes")
     assert not any(c.endswith(".init_memory_pool") for c in callers)
     assert not list(specinit_dir.glob("memory-rank*.json"))
-
-    # ``plan`` on the very launch refuses it too, in one line with the fraction to pass.
-    flags = launch_flags(
-        tiny_eagle_draft, target=tiny_target, algorithm="EAGLE", mem_fraction_static=fraction
-    )
-    planned = plan_verdict(flags)
-    request.node.user_properties.append(
-        (VERDICT_PROPERTY, ("eagle-fraction-0.02", planned.verdict(), "refuses"))
-    )
-    # The same suggestion: the plan's draft weights are the draft's own (its stored embedding,
-    # named without the ``model.`` prefix, is the target's at run time).
-    assert f"Pass --mem-fraction-static {suggested_text} or more" in planned.refusal_line()
+    # ``plan`` on the very launch refuses it too, in one line with the same suggestion: the
+    # plan's draft weights are the draft's own (its stored embedding, named without the
+    # ``model.`` prefix, is the target's at run time).
+    assert f"Pass --mem-fraction-static {suggested_text} or more" in refusal
 
 
 def test_empty_draft_directory_names_the_flag(
@@ -80,27 +87,11 @@ def test_empty_draft_directory_names_the_flag(
 ) -> None:
     empty = tmp_path / "empty-draft"
     empty.mkdir()
-    with (
-        pytest.raises(SGLangStartError) as failure,
-        cpu_engine(
-            tiny_target,
-            draft_model_path=empty,
-            algorithm="EAGLE",
-            plugin=True,
-            work_dir=tmp_path / "run",
-        ),
-    ):
-        pytest.fail("the Engine came up without a draft checkpoint")
-    message = str(failure.value)
+    failure, line = refusals(request, "eagle-empty-draft-dir", tiny_target, empty, tmp_path / "run")
+    message = str(failure)
     assert "--speculative-draft-model-path" in message
     assert str(empty) in message and "config.json" in message
     # Refused while parsing the arguments: no scheduler (hence no pool) was ever started.
-    assert failure.value.reports == []
+    assert failure.reports == []
     assert "Unrecognized model" not in message
-
-    planned = plan_verdict(launch_flags(empty, target=tiny_target, algorithm="EAGLE"))
-    request.node.user_properties.append(
-        (VERDICT_PROPERTY, ("eagle-empty-draft-dir", planned.verdict(), "refuses"))
-    )
-    line = planned.refusal_line()
     assert "--speculative-draft-model-path" in line and str(empty) in line, line

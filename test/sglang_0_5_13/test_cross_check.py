@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from harness.checkpoints import deepseek_mla, llama_family
+from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.reports.report_reading import before_avail_reading, profile_reading
 from sglang_specinit import budget
@@ -19,7 +20,6 @@ FRACTION = 0.5
 
 GEOMETRIES = {
     # name: (writer, shape, engine overrides)
-    "gqa-bf16": (llama_family.tiny_llama_target, llama_family.DEFAULT_TARGET, {}),
     "mla-bf16": (deepseek_mla.tiny_mla_target, llama_family.DEFAULT_TARGET, {}),
     "mha-wide-heads": (
         llama_family.tiny_llama_target,
@@ -39,65 +39,28 @@ GEOMETRIES = {
 }
 
 
-def _planner_spec(model_dir: Path, kv_cache_dtype: str) -> budget.KVSpec:
-    """The target's KV spec the way ``sglang-specinit plan`` derives it (no runner)."""
+def assert_sizing_matches_sglang(
+    report: dict[str, Any], model_dir: Path, shape: TinyLlamaShape, overrides: dict[str, Any]
+) -> None:
+    """A stock launch of ``model_dir`` (``shape``, ``overrides``) at CAPACITY and FRACTION: its
+    cell, tokens and pool are the planner's."""
     from harness.geometry.specs import kv_spec_from_model_config, runner_layer_count
     from sglang.srt.configs.model_config import ModelConfig
-    from sglang_specinit.sglang_0_5_13.planner_replay import resolve_kv_dtype
+    from sglang_specinit.planner.gpus import DeviceSpec
+    from sglang_specinit.sglang_0_5_13.planner_replay import REPLAY, resolve_kv_dtype
 
+    (runner,) = report["model_runners"]
+    page = overrides.get("page_size", 1)
+
+    # The target's KV spec the way ``sglang-specinit plan`` derives it (no runner).
     config = ModelConfig(str(model_dir))
-    return kv_spec_from_model_config(
+    spec = kv_spec_from_model_config(
         config,
-        resolve_kv_dtype(kv_cache_dtype, config),
+        resolve_kv_dtype(overrides.get("kv_cache_dtype", "auto"), config),
         attn_tp_size=1,
         num_layers=runner_layer_count(config, is_draft=False),
         swa_full_tokens_ratio=0.8,
     )
-
-
-def _planner_stock_plan(model_dir: Path, overrides: dict, pre_free: int) -> Any:
-    """The stock sizing the planner runs for this launch (the replay's ``stock_plan``)."""
-    from sglang_specinit.planner.gpus import DeviceSpec
-    from sglang_specinit.sglang_0_5_13.planner_replay import REPLAY
-
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in overrides.items()]
-    args = REPLAY.parse_launch(
-        ["--model-path", str(model_dir), "--device", "cpu", f"--mem-fraction-static={FRACTION}"]
-        + flags
-    )
-    device = DeviceSpec(name="cpu", total_bytes=CAPACITY, pre_load_free_bytes=pre_free)
-    launch = REPLAY.resolve(args, device)
-    return REPLAY.pool_prices(launch, device).stock_plan
-
-
-# One geometry in CI (GQA); the others (their cells are also checked per pool class, without
-# an Engine, by test_pool_parity) run with SPECINIT_TEST_SLOW=1.
-IN_CI = ("gqa-bf16",)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        name if name in IN_CI else pytest.param(name, marks=pytest.mark.slow)
-        for name in sorted(GEOMETRIES)
-    ],
-)
-def test_cell_and_tokens_match_sglang(name: str, tmp_path: Path) -> None:
-    writer, shape, overrides = GEOMETRIES[name]
-    model_dir = writer(shape)
-    with cpu_engine(
-        model_dir,
-        plugin=False,
-        capacity_bytes=CAPACITY,
-        work_dir=tmp_path,
-        mem_fraction_static=FRACTION,
-        **overrides,
-    ) as engine:
-        report = engine.scheduler_report()
-    (runner,) = report["model_runners"]
-    page = overrides.get("page_size", 1)
-
-    spec = _planner_spec(model_dir, overrides.get("kv_cache_dtype", "auto"))
     assert spec.bytes_per_token() == runner["sglang_cell_size"]
 
     # The FIRST init_torch_distributed reading (before_avail_memory), not pre_model_load_memory
@@ -112,11 +75,39 @@ def test_cell_and_tokens_match_sglang(name: str, tmp_path: Path) -> None:
         page_size=page,
         context_len=shape.max_position_embeddings,
     )
-    # The planner's stock column: 0.5.13.post1's own sizing on a runner without weights.
-    stock = _planner_stock_plan(model_dir, overrides, pre_free)(inputs)
+    # The planner's stock column (the replay's ``stock_plan``): 0.5.13.post1's own sizing on a
+    # runner without weights.
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in overrides.items()]
+    args = REPLAY.parse_launch(
+        ["--model-path", str(model_dir), "--device", "cpu", f"--mem-fraction-static={FRACTION}"]
+        + flags
+    )
+    device = DeviceSpec(name="cpu", total_bytes=CAPACITY, pre_load_free_bytes=pre_free)
+    stock = REPLAY.pool_prices(REPLAY.resolve(args, device), device).stock_plan(inputs)
     assert stock.tokens == runner["max_total_num_tokens"]
     assert stock.max_running_requests == report["scheduler"]["max_running_requests"]
     # The pool SGLang allocated is what the budget model says a pool of that size costs.
     pool = runner["kv_pool"]
     kv_bytes = pool.get("kv_buffer_bytes", pool.get("k_bytes", 0) + pool.get("v_bytes", 0))
     assert kv_bytes == budget.kv_pool_bytes(spec, stock.tokens, page)
+
+
+# The GQA geometry runs in CI on the stock launch of test_phased_eagle's plain Engine test; these
+# (their cells are also checked per pool class, without an Engine, by test_pool_parity) run with
+# SPECINIT_TEST_SLOW=1.
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) for n in sorted(GEOMETRIES)]
+)
+def test_cell_and_tokens_match_sglang(name: str, tmp_path: Path) -> None:
+    writer, shape, overrides = GEOMETRIES[name]
+    model_dir = writer(shape)
+    with cpu_engine(
+        model_dir,
+        plugin=False,
+        capacity_bytes=CAPACITY,
+        work_dir=tmp_path,
+        mem_fraction_static=FRACTION,
+        **overrides,
+    ) as engine:
+        report = engine.scheduler_report()
+    assert_sizing_matches_sglang(report, model_dir, shape, overrides)

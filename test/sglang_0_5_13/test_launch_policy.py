@@ -18,6 +18,7 @@ H100_MIB = 81559  # what get_device_memory_capacity reports for an H100-80GB
 LLAMA = EXAMPLES / "llama31-8b-eagle3" / "target"
 EAGLE3_DRAFT = EXAMPLES / "llama31-8b-eagle3" / "draft"
 EAGLE3 = ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(EAGLE3_DRAFT))
+STANDALONE = ("--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", str(LLAMA))
 
 
 def facts(**overrides: Any) -> LaunchFacts:
@@ -95,42 +96,38 @@ def run_heuristic(args: Any, *, hooked: bool) -> Any:
 
 
 @pytest.mark.parametrize(
-    "flags",
+    ("flags", "reserve_gib"),
     [
-        EAGLE3,
-        ("--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", str(LLAMA)),
-        ("--speculative-algorithm", "NGRAM"),
+        (EAGLE3, 4),
+        (STANDALONE, 6),
+        (("--speculative-algorithm", "NGRAM"), 0),
+        # Left alone: a user fraction, and a launch not phased (HiSparse), whose stock reserve
+        # stays so that stock init keeps room for its draft.
+        ((*EAGLE3, "--mem-fraction-static", "0.8"), None),
+        ((*EAGLE3, "--enable-hisparse"), None),
     ],
-    ids=["EAGLE3", "STANDALONE", "NGRAM"],
+    ids=["EAGLE3", "STANDALONE", "NGRAM", "user-fraction", "hisparse"],
 )
-def test_only_the_automatic_fraction_loses_the_draft_reserve(flags: tuple[str, ...]) -> None:
+def test_only_the_automatic_fraction_loses_the_draft_reserve(
+    flags: tuple[str, ...], reserve_gib: int | None
+) -> None:
+    assert Path(EAGLE3_DRAFT, "config.json").is_file()  # the parse does not read the draft
     args = server_args_at_memory_settings(*flags)
     stock, ours = run_heuristic(args, hooked=False), run_heuristic(args, hooked=True)
+    differ = {k for k, v in fields(ours).items() if fields(stock)[k] != v}
+    assert differ == ({"mem_fraction_static"} if reserve_gib else set())
+    if reserve_gib is None:
+        return
     plain = copy.deepcopy(args)
     plain.speculative_algorithm = None
     plain = run_heuristic(plain, hooked=False)
-
-    differ = {k for k, v in fields(ours).items() if fields(stock)[k] != v}
-    expected = {"mem_fraction_static"} if flags[1] != "NGRAM" else set()
-    assert differ == expected
     assert ours.cuda_graph_bs == stock.cuda_graph_bs  # the speculative batch list, not plain's
     assert ours.mem_fraction_static == plain.mem_fraction_static
-    if flags[1] != "NGRAM":  # stock reserves 4 GiB (6 for STANDALONE) more for the draft
-        reserve_gib = 6 if flags[1] == "STANDALONE" else 4
+    if reserve_gib:  # stock reserves 4 GiB (6 for STANDALONE) more for the draft
         assert stock.mem_fraction_static == pytest.approx(
             plain.mem_fraction_static - reserve_gib * 1024 / H100_MIB, abs=1.5e-3
         )
         assert getattr(ours, server_args_phase.STOCK_FRACTION_ATTR) == stock.mem_fraction_static
-
-
-def test_a_user_fraction_and_a_stock_launch_are_left_alone() -> None:
-    user = server_args_at_memory_settings(*EAGLE3, "--mem-fraction-static", "0.8")
-    assert fields(run_heuristic(user, hooked=True)) == fields(run_heuristic(user, hooked=False))
-    hisparse = server_args_at_memory_settings(*EAGLE3, "--enable-hisparse")
-    # Not phased (HiSparse): the stock reserve stays, so stock init keeps room for its draft.
-    assert fields(run_heuristic(hisparse, hooked=True)) == fields(
-        run_heuristic(hisparse, hooked=False)
-    )
 
 
 def test_a_declined_launch_gets_the_stock_fraction_back() -> None:
@@ -170,10 +167,6 @@ def test_weight_sums_survive_tensor_subclasses_without_storage() -> None:
     plain_only = torch.nn.Module()
     plain_only.plain = module.plain  # shared, as a bound embed/lm_head is
     assert sum(storage_bytes([module], exclude=storage_bytes([plain_only])).values()) == 16
-
-
-def test_example_paths_exist() -> None:
-    assert Path(LLAMA, "config.json").is_file() and Path(EAGLE3_DRAFT, "config.json").is_file()
 
 
 def _blocker_for(worker_class: type) -> str | None:

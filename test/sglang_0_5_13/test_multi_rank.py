@@ -6,9 +6,8 @@ check, without a launch)."""
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,36 +19,20 @@ from harness.launch.tp2_pair import (
     CAPACITY,
     MULTI_RANK_TIMEOUT_S,
     SPEC_FLAGS,
-    RankedLaunch,
     own_budget,
     pools_and_resident,
     start_tp2,
 )
 from harness.reports.report_reading import F, kv_buffer_bytes, runner
-from test_workers_common import launch_cache
 
-pytestmark = [
-    pytest.mark.cpu_engine,
-    pytest.mark.multi_rank,
-    pytest.mark.timeout(MULTI_RANK_TIMEOUT_S),
-]
-
-LAUNCHES = {
-    "engine-on": functools.partial(start_tp2, launcher="engine", plugin=True),
-    "engine-off": functools.partial(start_tp2, launcher="engine", plugin=False),
-}
+pytestmark = [pytest.mark.cpu_engine, pytest.mark.multi_rank]
 
 
-@pytest.fixture(scope="module")
-def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], RankedLaunch]:
-    return launch_cache(tmp_path_factory, LAUNCHES)
-
-
+@pytest.mark.timeout(2 * MULTI_RANK_TIMEOUT_S)  # two launches
 @pytest.mark.slow
-def test_stock_tp2_overshoots_on_every_rank_and_the_plugin_does_not(
-    launch: Callable[[str], RankedLaunch],
-) -> None:
-    stock, phased = launch("engine-off"), launch("engine-on")
+def test_stock_tp2_overshoots_on_every_rank_and_the_plugin_does_not(tmp_path: Path) -> None:
+    stock = start_tp2(tmp_path / "off", launcher="engine", plugin=False)
+    phased = start_tp2(tmp_path / "on", launcher="engine", plugin=True)
     assert stock.breakdowns == [] and "[specinit] phase" not in stock.log
     for report in stock.reports.values():
         assert not report["specinit_loaded"]

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.checkpoints import eagle_drafts, llama_family, tiny_vocab
+import test_cross_check as cross_check
+from harness.checkpoints import eagle_drafts, tiny_vocab
 from harness.checkpoints.eagle_drafts import own_lm_head_problems
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.cpu_doubles import shims
 from harness.launch import forward_hooks
-from harness.launch.engine import (
-    DEFAULT_CAPACITY_BYTES,
-    ENGINE_TEST_TIMEOUT_S,
-    cpu_engine,
-    cpu_server,
-)
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine, cpu_server
 from harness.reports import device_probe
 from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.reports.report_reading import (
@@ -39,43 +33,43 @@ from harness.reports.report_reading import (
     readings,
     runner,
 )
-from sglang_specinit import budget, sglang_0_5_13
+from sglang_specinit import sglang_0_5_13
 from sglang_specinit.hooks import adapter_patches
 from test_workers_common import (
+    CAPACITY,
+    Draft,
     Launch,
+    assert_draft_pools_as_planned,
     assert_phased,
-    assert_pools_as_planned,
-    launch_cache,
-    predicted_plan,
+    llama_draft,
+    plugin_launches,
     start_engine,
 )
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
 
-CAPACITY = DEFAULT_CAPACITY_BYTES
 MEMORY_PREFIX = "SPECINIT_MEMORY "
 EAGLE3_DRAFT_VOCAB = DEFAULT_TARGET.vocab // 2  # a reduced draft vocabulary: a hot-token map
 # --forward-hooks patterns that match modules of both the target and the EAGLE3 draft.
 HOOKED_MODULES = ["lm_head", "model.layers.*.mlp"]
 
 
-@dataclass(frozen=True)
-class Case:
-    algorithm: str
-    draft_shape: TinyLlamaShape
-    make_draft: Callable[[], Path]
-    # Draft tensors replaced by the target's at bind time (freed before the pool is sized).
-    shared_with_target: tuple[str, ...]
-    # Engine flags beyond the harness's defaults, the same plugin on and off.
-    flags: dict[str, Any] = field(default_factory=dict)
-
-    def owns(self, tensor: str) -> bool:
-        """Whether the draft keeps this checkpoint tensor (its name has no shared part)."""
-        return not any(part in tensor for part in self.shared_with_target)
+def _eagle(
+    algorithm: str,
+    shape: TinyLlamaShape,
+    make: Callable[[], Path],
+    shared: tuple[str, ...],
+    **flags: Any,
+) -> Draft:
+    """Tensors in ``shared`` are replaced by the target's at bind time (freed before the pool is
+    sized); ``flags``: the Engine's beyond the harness's defaults, the same plugin on and off."""
+    arch = f"LlamaForCausalLM{algorithm.title()}"
+    cell = shape.kv_bytes_per_token()
+    return llama_draft(algorithm, shape, make, arch, {}, flags, shared=shared, draft_cell=cell)
 
 
 CASES = {
-    "EAGLE": Case(
+    "EAGLE": _eagle(
         "EAGLE",
         eagle_drafts.DEFAULT_EAGLE_DRAFT,
         eagle_drafts.tiny_eagle_draft,
@@ -85,17 +79,15 @@ CASES = {
     # vocabulary is reduced (a hot-token map), and phase 4 has two stock steps to keep: the
     # adaptive controller's runtime states and --forward-hooks (on the same launch, they
     # change no pool).
-    "EAGLE3": Case(
+    "EAGLE3": _eagle(
         "EAGLE3",
         eagle_drafts.DEFAULT_EAGLE3_DRAFT,
         lambda: eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB),
         ("embed_tokens",),
-        {
-            "speculative_adaptive": True,
-            "forward_hooks": forward_hooks.hook_specs(HOOKED_MODULES),
-        },
+        speculative_adaptive=True,
+        forward_hooks=forward_hooks.hook_specs(HOOKED_MODULES),
     ),
-    "EAGLE3-nnpl0": Case(
+    "EAGLE3-nnpl0": _eagle(
         "EAGLE3",
         eagle_drafts.DEFAULT_EAGLE3_DRAFT,
         lambda: eagle_drafts.tiny_eagle3_draft(num_nextn_predict_layers=0),
@@ -104,13 +96,12 @@ CASES = {
 }
 
 
-def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
+def _start(case: Draft, plugin: bool, work_dir: Path) -> Launch:
     probe_dir = work_dir / "probe"
     probe_dir.mkdir()
     return start_engine(
-        llama_family.tiny_llama_target(),
-        draft=case.make_draft(),
-        algorithm=case.algorithm,
+        case.target(),
+        draft=case.checkpoint(),
         plugin=plugin,
         work_dir=work_dir,
         extra_env={
@@ -122,32 +113,10 @@ def _start(case: Case, plugin: bool, work_dir: Path) -> Launch:
     )
 
 
-def _name(case: str, plugin: bool) -> str:
-    return f"{case}-{'on' if plugin else 'off'}"
-
-
 @pytest.fixture(scope="module")
 def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, bool], Launch]:
     """``launch(case, plugin)``: the (cached) result of one Engine launch."""
-    get = launch_cache(
-        tmp_path_factory,
-        {
-            _name(case, plugin): functools.partial(_start, CASES[case], plugin)
-            for case in CASES
-            for plugin in (False, True)
-        },
-    )
-    return lambda case, plugin: get(_name(case, plugin))
-
-
-def eagle_plan(run: Launch, case: Case) -> budget.PoolPlan:
-    """The independent plan, the draft charged its checkpoint's own tensors."""
-    return predicted_plan(
-        run,
-        case.algorithm,
-        draft_kv_pools=(kv_spec(case.draft_shape),),
-        weight_bytes=checkpoint_bytes(case.make_draft(), case.owns),
-    )
+    return plugin_launches(tmp_path_factory, _start, CASES)
 
 
 def log_index(log: str, needle: str) -> int:
@@ -203,7 +172,7 @@ def test_phases_run_in_order_inside_the_scheduler(
     # eagle_draft_num_layers), is in the phase-1 line and is what the draft pool holds: no
     # phase-3 warning.
     draft_layers = runner(report, "draft")["kv_pool"]["layer_num"]
-    assert draft_layers == CASES[case].draft_shape.layers
+    assert draft_layers == CASES[case].shape.layers
     (phase1,) = [ln for ln in log.splitlines() if f"[specinit] phase {PHASES[0]} done" in ln]
     assert f"(eagle_draft_num_layers={draft_layers}, from the draft config" in phase1
     assert "[specinit] the draft runners allocate" not in log
@@ -222,11 +191,11 @@ def test_draft_copies_of_shared_weights_are_freed_before_the_target_pool_is_size
 ) -> None:
     run = launch(case, True)
     report, breakdown = run.report, run.breakdown
-    shape = CASES[case].draft_shape
+    shape = CASES[case].shape
     embedding_bytes = shape.vocab * shape.hidden * shape.dtype_bytes
     draft_runner = runner(report, "draft")
     target_weights = runner(report, "target")["weight_bytes"]
-    own = checkpoint_bytes(CASES[case].make_draft(), CASES[case].owns)
+    own = checkpoint_bytes(CASES[case].checkpoint(), CASES[case].own_tensor)
 
     # The live draft model still references the target's embedding; it is not charged.
     assert breakdown["draft_weight_bytes"] + embedding_bytes <= draft_runner["weight_bytes"]
@@ -238,25 +207,13 @@ def test_draft_copies_of_shared_weights_are_freed_before_the_target_pool_is_size
     # ... which was there right after the draft loaded.
     peak = max(readings(report)[s]["used_bytes"] for s in reading_seqs(report, "load_model", True))
     assert peak - profile_reading(report)["used_bytes"] > embedding_bytes // 2
-    assert breakdown["resident_bytes"] == resident
 
 
 @pytest.mark.parametrize("case", CASE_IDS)
 def test_pools_equal_the_independent_prediction_and_fill_the_budget(
     launch: Callable[[str, bool], Launch], case: str
 ) -> None:
-    run, shape = launch(case, True), CASES[case].draft_shape
-    assert_pools_as_planned(run, eagle_plan(run, CASES[case]), shape)
-    # What SGLang measured as resident plus the two pools stays in its budget, fills 99.5 %
-    # of f x capacity, and not one more token would have fitted.
-    meter = meter_budget(run.report)
-    used = meter.resident_bytes + sum(
-        kv_buffer_bytes(runner(run.report, role)["kv_pool"]) for role in ("target", "draft")
-    )
-    assert used <= meter.budget_bytes <= F * CAPACITY
-    assert used >= 0.995 * F * CAPACITY
-    per_token = DEFAULT_TARGET.kv_bytes_per_token() + shape.kv_bytes_per_token()
-    assert meter.budget_bytes - used < per_token
+    assert_draft_pools_as_planned(launch(case, True), CASES[case])
 
 
 def assert_stock_sglang(report: dict[str, Any], log: str) -> None:
@@ -316,7 +273,7 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
     ]
     assert pre_load and report["meter"]["used_bytes"] > pre_load[0]
     assert report["meter"]["used_bytes"] >= tpool["storage_bytes"] + dpool["storage_bytes"]
-    shape = CASES[case].draft_shape
+    shape = CASES[case].shape
     assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == (
         shape.layers,
         shape.kv_heads,
@@ -458,7 +415,12 @@ def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Pa
         specinit_dir = work / "specinit"
         specinit_dir.mkdir(parents=True)
         with cpu_engine(
-            tiny_target, plugin=plugin, work_dir=work, extra_env={REPORT_DIR_ENV: str(specinit_dir)}
+            tiny_target,
+            plugin=plugin,
+            capacity_bytes=cross_check.CAPACITY,
+            work_dir=work,
+            mem_fraction_static=cross_check.FRACTION,
+            extra_env={REPORT_DIR_ENV: str(specinit_dir)},
         ) as engine:
             tokens = [o["output_ids"] for o in engine.generate(PROMPTS, max_new_tokens=6)]
             again = [o["output_ids"] for o in engine.generate(PROMPTS, max_new_tokens=6)]
@@ -471,6 +433,7 @@ def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Pa
         results[True],
     )
     assert_stock_sglang(off, off_log.read_text(errors="replace"))
+    cross_check.assert_sizing_matches_sglang(off, tiny_target, DEFAULT_TARGET, {})  # GQA, in CI
     assert off["scheduler"]["spec_algorithm"] == "NONE"
     assert (
         off["model_runners"][0]["kv_pool"]["size"] == off["scheduler"]["max_total_num_tokens"] > 0

@@ -89,28 +89,22 @@ def new_methods() -> list[tuple[str, str, str]]:
     return [(m.module, m.class_name, m.name) for p in patches() for m in p.new_methods]
 
 
-def probe_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment without anything that selects or configures plugins/shims."""
-    return plugin_probe.probe_env(
-        SGLANG_USE_CPU_ENGINE="1",
-        HF_HUB_OFFLINE="1",
-        PYTHONPATH=plugin_probe.same_packages_path(),
-        **(extra or {}),
-    )
-
-
-def probe_code(setup: str, after: str) -> str:
-    return LOG_COLLECTOR + (
+def probe_process(setup: str, after: str, extra_env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run ``setup``, ``load_plugins()``, then ``after`` in a fresh interpreter, in the caller's
+    environment without anything that selects or configures plugins/shims (plus ``extra_env``)."""
+    code = LOG_COLLECTOR + (
         _PROBE.replace("#SETUP#", textwrap.dedent(setup))
         .replace("#AFTER#", textwrap.dedent(after))
         .replace("#MARK#", repr(PROBE_MARK))
     )
-
-
-def probe_process(setup: str, after: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """Run ``setup``, ``load_plugins()``, then ``after`` in a fresh interpreter."""
+    env = plugin_probe.probe_env(
+        SGLANG_USE_CPU_ENGINE="1",
+        HF_HUB_OFFLINE="1",
+        PYTHONPATH=plugin_probe.same_packages_path(),
+        **extra_env,
+    )
     return subprocess.run(
-        [sys.executable, "-c", probe_code(setup, after), json.dumps(new_methods())],
+        [sys.executable, "-c", code, json.dumps(new_methods())],
         env=env,
         capture_output=True,
         text=True,
@@ -118,11 +112,8 @@ def probe_process(setup: str, after: str, env: dict[str, str]) -> subprocess.Com
     )
 
 
-def run_probe(
-    setup: str = "", after: str = IMPORT_PATCHED_MODULES, *, env: dict[str, str] | None = None
-) -> dict[str, Any]:
+def summary_of(proc: subprocess.CompletedProcess) -> dict[str, Any]:
     """The probe's summary of one scenario (it must run to its end)."""
-    proc = probe_process(setup, after, probe_env() if env is None else env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(PROBE_MARK)]
     assert proc.returncode == 0 and len(lines) == 1, (
         f"probe failed (rc={proc.returncode})\n--- stdout ---\n{proc.stdout[-4000:]}"
@@ -259,6 +250,7 @@ import sglang.srt.server_args
 assert "sglang.srt.model_executor.model_runner" not in sys.modules
 """
 
+STRICT = {"SGLANG_SPECINIT_STRICT": "1"}
 # name -> (setup code, code after load_plugins(), extra environment)
 SCENARIOS: dict[str, tuple[str, str, dict[str, str]]] = {
     "default": ("", IMPORT_PATCHED_MODULES, {}),
@@ -283,20 +275,24 @@ SCENARIOS: dict[str, tuple[str, str, dict[str, str]]] = {
         IMPORT_PATCHED_MODULES,
         {},
     ),
+    # STRICT: a hooked target missing at load, a patched class missing from a later import.
+    "strict-at-load": (BROKEN_SGLANG["hooked-target-missing"][0], IMPORT_PATCHED_MODULES, STRICT),
+    "strict-after-load": (CHANGED_LATER_SETUP, IMPORT_PATCHED_MODULES, STRICT),
 }
 
 
 @pytest.fixture(scope="module")
-def probe() -> Callable[[str], dict[str, Any]]:
-    """``probe(name)``: the summary of scenario ``name``; all scenarios run concurrently."""
+def probe() -> Callable[..., Any]:
+    """``probe(name)``: the summary of scenario ``name`` (with ``to_end=False``: its process);
+    all scenarios run concurrently."""
     with ThreadPoolExecutor(PROBE_WORKERS) as pool:
         futures = {
-            name: pool.submit(run_probe, setup, after, env=probe_env(extra))
+            name: pool.submit(probe_process, setup, after, extra)
             for name, (setup, after, extra) in SCENARIOS.items()
         }
 
-    def get(name: str) -> dict[str, Any]:
-        return futures[name].result()
+    def get(name: str, to_end: bool = True) -> Any:
+        return summary_of(futures[name].result()) if to_end else futures[name].result()
 
     return get
 
@@ -393,14 +389,16 @@ def test_a_module_changed_after_load_switches_phasing_off(
     assert report["failures"] == []  # not STRICT: the import itself still works
 
 
-@pytest.mark.timeout(PROBE_TIMEOUT_S)
-@pytest.mark.parametrize("when", ["at-load", "after-load"])
-def test_strict_mode_stops_the_launch(when: str) -> None:
-    if when == "at-load":
-        setup, missing = BROKEN_SGLANG["hooked-target-missing"]
-    else:
-        setup, missing = CHANGED_LATER_SETUP, f"{CHANGED_LATER_MODULE}.DFlashWorker"
-    proc = probe_process(setup, IMPORT_PATCHED_MODULES, probe_env({"SGLANG_SPECINIT_STRICT": "1"}))
+@pytest.mark.parametrize(
+    ("when", "missing"),
+    [
+        ("at-load", BROKEN_SGLANG["hooked-target-missing"][1]),
+        ("after-load", f"{CHANGED_LATER_MODULE}.DFlashWorker"),
+    ],
+    ids=["at-load", "after-load"],
+)
+def test_strict_mode_stops_the_launch(probe: Callable[..., Any], when: str, missing: str) -> None:
+    proc = probe(f"strict-{when}", to_end=False)
     assert proc.returncode != 0
     assert PROBE_MARK not in proc.stdout  # the probe never got to report
     assert "is OFF" in proc.stderr and missing in proc.stderr, proc.stderr[-2000:]

@@ -72,26 +72,6 @@ def _server_args(config_dir: Path, page: int) -> Any:
     )
 
 
-def _pages(case: str) -> tuple[int, ...]:
-    # DSA pools require 64-token pages outside ROCm.
-    return (64,) if case == "deepseek-v32-dsa" else (1, 16)
-
-
-def _price_both_ways(runner: Any) -> tuple[budget.KVSpec, budget.MeasuredKVSpec]:
-    config = runner.model_config
-    ratio_applies = bool(config.is_hybrid_swa) and bool(
-        getattr(config, "full_attention_layer_ids", None)
-    )
-    measured = measure_kv_pool(runner, SWA_RATIO, ratio_applies)
-    return kv_spec_for_runner(runner), measured
-
-
-def _assert_same_price(spec: budget.KVSpec, measured: budget.MeasuredKVSpec, page: int) -> None:
-    assert spec.bytes_per_token() == measured.bytes_per_token()
-    for tokens in (page * 37, page * 1000):
-        assert budget.kv_pool_bytes(spec, tokens, page) == measured.pool_bytes(tokens, page)
-
-
 @pytest.mark.parametrize(("case", "kv_dtype", "tp", "draft"), _matrix())
 def test_planner_price_equals_what_sglang_allocates(
     case: str, kv_dtype: str, tp: int, draft: bool, tmp_path: Path
@@ -99,7 +79,7 @@ def test_planner_price_equals_what_sglang_allocates(
     import torch
 
     config_dir = ALL_CASES[case](tmp_path)
-    for page in _pages(case):
+    for page in (64,) if case == "deepseek-v32-dsa" else (1, 16):  # DSA needs 64 (outside ROCm)
         server_args = _server_args(config_dir, page)
         with attention_tp(tp), fp4_pools_as_on_cuda():
             config = model_config(config_dir, is_draft_model=draft)
@@ -108,9 +88,16 @@ def test_planner_price_equals_what_sglang_allocates(
             runner = unloaded_runner(
                 config, server_args, kv_cache_dtype=dtype, num_layers=layers, is_draft=draft
             )
-            spec, measured = _price_both_ways(runner)
+            live = runner.model_config
+            ratio_applies = bool(live.is_hybrid_swa) and bool(
+                getattr(live, "full_attention_layer_ids", None)
+            )
+            measured = measure_kv_pool(runner, SWA_RATIO, ratio_applies)
+            spec = kv_spec_for_runner(runner)
         assert not draft or (layers == 1 and measured.full_bytes_per_token > 0)
-        _assert_same_price(spec, measured, page)
+        assert spec.bytes_per_token() == measured.bytes_per_token()
+        for tokens in (page * 37, page * 1000):
+            assert budget.kv_pool_bytes(spec, tokens, page) == measured.pool_bytes(tokens, page)
 
 
 def test_dsa_fp8_is_priced_at_its_stored_layout(tmp_path: Path) -> None:

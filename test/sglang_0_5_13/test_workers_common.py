@@ -1,8 +1,10 @@
-"""Shared helpers of the per-worker CPU tests (``test_workers_<name>.py``); no tests here."""
+"""Shared helpers of the per-worker CPU tests (``test_workers_<name>.py``,
+``test_phased_eagle.py``); no tests here."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from harness.checkpoints import llama_family
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine
@@ -21,9 +24,11 @@ from harness.reports.report_reading import (
     kv_buffer_bytes,
     kv_spec,
     meter_budget,
+    pool_bytes,
     read_breakdown,
     reading_seqs,
     runner,
+    runners,
 )
 from sglang_specinit import budget
 
@@ -40,11 +45,9 @@ T = TypeVar("T")
 class Launch:
     """Everything one Engine launch left behind, collected before it was shut down."""
 
-    plugin: bool
     report: dict[str, Any]
     breakdown: dict[str, Any] | None
     log: str
-    startup_s: float
     info: dict[str, Any] = field(default_factory=dict)  # the Engine's server info
     probe: list[list[dict[str, Any]]] | None = None  # with device_probe.PROBE_DIR_ENV set
 
@@ -76,11 +79,9 @@ def start_engine(
         info = engine.server_info()
     probe_dir = (extra_env or {}).get(device_probe.PROBE_DIR_ENV)
     return Launch(
-        plugin=plugin,
         report=report,
         breakdown=read_breakdown(specinit_dir),
         log=engine.log_path.read_text(errors="replace"),
-        startup_s=engine.startup_s,
         info=info,
         probe=device_probe.scheduler_records(Path(probe_dir)) if probe_dir else None,
     )
@@ -105,6 +106,23 @@ def launch_cache(
         return result
 
     return get
+
+
+def plugin_launches(
+    tmp_path_factory: pytest.TempPathFactory,
+    start: Callable[[Any, bool, Path], Launch],
+    cases: Mapping[str, Any],
+) -> Callable[..., Launch]:
+    """``launch(name, plugin=True)``: the cached ``start(cases[name], plugin, work_dir)``."""
+    get = launch_cache(
+        tmp_path_factory,
+        {
+            f"{n}-{p}": functools.partial(start, c, p)
+            for n, c in cases.items()
+            for p in (True, False)
+        },
+    )
+    return lambda name, plugin=True: get(f"{name}-{plugin}")
 
 
 def assert_phased(run: Launch, algorithm: str) -> dict[str, Any]:
@@ -216,3 +234,109 @@ def init_call_order(module: str, class_name: str) -> list[str]:
 def class_defines(module: str, class_name: str) -> set[str]:
     """Method names a class body defines."""
     return {n.name for n in _class_body(module, class_name) if isinstance(n, ast.FunctionDef)}
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One draft's launch and what the tests expect of it."""
+
+    algorithm: str  # as SGLang resolves it
+    target: Callable[[], Path]
+    architectures: tuple[str, str]  # the target's, each draft runner's
+    server_args: dict[str, Any]  # set by SGLang's own argument hooks
+    draft_runners: int
+    pool_bytes: Callable[[Launch], tuple[int, list[int]]]
+    plan: Callable[[Launch], budget.PoolPlan]
+    per_token: Callable[[float], float]  # target + draft pool bytes per token, at the SWA ratio
+    checkpoint: Callable[[], Path]  # where its weights are
+    own_tensor: Callable[[str], bool] = lambda name: True  # its checkpoint tensors
+    truncation_bytes: int = 0  # what int() of each pool's SWA split leaves unpriced, at most
+    shape: TinyLlamaShape | None = None  # a draft of the tiny Llama target: its one MHA pool
+    own_request_table: bool = False
+    shared: tuple[str, ...] = ()  # its tensors bound to the target's (not charged to it)
+    flags: dict[str, Any] = field(default_factory=dict)  # the launch's, the algorithm included
+    draft_cell: int = 0  # with a shape: its KV bytes per token, from its geometry
+
+
+def llama_draft(
+    algorithm: str,
+    shape: TinyLlamaShape,
+    checkpoint: Callable[[], Path],
+    architecture: str,
+    server_args: dict[str, Any],
+    flags: dict[str, Any],
+    **more: Any,
+) -> Draft:
+    """A draft of the tiny Llama target with a KV geometry of its own."""
+    return Draft(
+        algorithm,
+        llama_family.tiny_llama_target,
+        ("LlamaForCausalLM", architecture),
+        server_args,
+        draft_runners=1,
+        pool_bytes=lambda run: (
+            pool_bytes(run.report, "target"),
+            [pool_bytes(run.report, "draft")],
+        ),
+        plan=lambda run: predicted_plan(run, algorithm, draft_kv_pools=(kv_spec(shape),)),
+        per_token=lambda ratio: DEFAULT_TARGET.kv_bytes_per_token() + shape.kv_bytes_per_token(),
+        checkpoint=checkpoint,
+        shape=shape,
+        flags={"algorithm": algorithm, **flags},
+        own_tensor=lambda name: not any(part in name for part in more.get("shared", ())),
+        **more,
+    )
+
+
+def assert_draft_pools_as_planned(run: Launch, draft: Draft) -> dict[str, Any]:
+    """The phased launch of ``draft``: its runners and pools as the harness predicts them from
+    what it saw (nothing from the plugin), filling f x capacity to within one token."""
+    # (FROZEN_KV_MTP: the EAGLE alias resolved by SGLang.)
+    report, breakdown = run.report, assert_phased(run, draft.algorithm)
+    ratio = report["server_args"]["swa_full_tokens_ratio"]
+    assert {key: report["server_args"][key] for key in draft.server_args} == draft.server_args
+    target, drafts = runner(report, "target"), runners(report, "draft")
+    assert len(drafts) == draft.draft_runners
+    assert target["architecture"] == draft.architectures[0]
+    assert {d["architecture"] for d in drafts} == {draft.architectures[1]}
+    # Own KV buffers on the target's allocator, attached in the pool phase; the target's
+    # request table unless the draft has a window of its own.
+    assert target["kv_pool"]["id"] not in {d["kv_pool"]["id"] for d in drafts}
+    assert {d["token_to_kv_pool_allocator_id"] for d in drafts} == {
+        target["token_to_kv_pool_allocator_id"]
+    }
+    tables = {d["req_to_token_pool_id"] for d in drafts}
+    assert (tables == {target["req_to_token_pool_id"]}) is not draft.own_request_table
+    # The pools: what the harness predicts from what it saw, nothing from the plugin. The
+    # resident bytes the plugin sized with are exactly what the meter says SGLang measured.
+    meter = meter_budget(report)
+    assert breakdown["resident_bytes"] == meter.resident_bytes
+    plan = draft.plan(run)
+    assert plan.tokens > 0
+    assert target["kv_pool"]["size"] == plan.tokens == run.info["max_total_num_tokens"]
+    assert report["scheduler"]["max_total_num_tokens"] == breakdown["tokens"] == plan.tokens
+    # What was allocated is what was planned, pool by pool.
+    target_bytes, draft_bytes = draft.pool_bytes(run)
+    assert target_bytes == plan.target_kv_pool_bytes == breakdown["allocated_target_kv_pool_bytes"]
+    assert sum(draft_bytes) == breakdown["allocated_draft_kv_pool_bytes"]
+    if draft.shape is not None:
+        assert_pools_as_planned(run, plan, draft.shape)
+        assert breakdown["draft_kv_bytes_per_token"] == draft.draft_cell
+    else:
+        config = target["memory_pool_config"]
+        assert config["full_max_total_num_tokens"] == plan.tokens
+        assert config["swa_max_total_num_tokens"] == int(plan.tokens * ratio)
+    # Weights, pools and per-request buffers fill f x capacity; one more token would not fit.
+    used = meter.resident_bytes + target_bytes + sum(draft_bytes) + breakdown["draft_request_bytes"]
+    limit = F * CAPACITY
+    assert used <= meter.budget_bytes <= limit
+    assert used >= 0.995 * limit
+    assert meter.budget_bytes - used < draft.per_token(ratio) + draft.truncation_bytes
+    assert report["meter"]["used_bytes"] >= used
+    if draft.shape is not None and not draft.shared:  # its live tensors fill the budget
+        draft_runner = runner(report, "draft")
+        live = target["weight_bytes"] + draft_runner["weight_bytes"]
+        live += target["kv_pool"]["storage_bytes"] + draft_runner["kv_pool"]["storage_bytes"]
+        assert 0.995 * limit <= live <= limit
+        assert report["meter"]["used_bytes"] >= live
+    return breakdown

@@ -2,22 +2,20 @@
 STANDALONE (``StandaloneWorkerV2``) and DFLASH (``DFlashWorker``) of the tiny Llama target,
 FROZEN_KV_MTP (``FrozenKVMTPWorker``, a Gemma 4 assistant reading the target's KV) and
 multi-layer EAGLE (``MultiLayerEagleWorkerV2``, MiMo-V2's MTP layers, one pool per step) of
-hybrid sliding-window targets. One table, one set of checks; then each worker's own."""
+hybrid sliding-window targets. One table, one set of checks (``assert_draft_pools_as_planned``,
+which the EAGLE rows of ``test_phased_eagle`` share); then each worker's own."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_mtp
 from harness.checkpoints.eagle_drafts import DEFAULT_DFLASH_DRAFT, DFLASH_BLOCK_SIZE
 from harness.checkpoints.gemma4_mtp import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEMMA4_TARGET
 from harness.checkpoints.llama_family import DEFAULT_STANDALONE_DRAFT, DEFAULT_TARGET
-from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.checkpoints.mimo_v2_mtp import DEFAULT_MIMO_V2
 from harness.geometry import kv_specs
 from harness.geometry.specs import FROZEN_KV_STAND_IN_TOKENS, attention_kv_spec
@@ -26,9 +24,7 @@ from harness.reports.report_reading import (
     F,
     checkpoint_bytes,
     kv_buffer_bytes,
-    kv_spec,
     meter_budget,
-    pool_bytes,
     profile_reading,
     reading_seqs,
     readings,
@@ -40,12 +36,13 @@ from sglang_specinit.sglang_0_5_13 import draft_workers
 from test_workers_common import (
     CAPACITY,
     MIN_STOCK_OVERSHOOT,
+    Draft,
     Launch,
-    assert_phased,
-    assert_pools_as_planned,
+    assert_draft_pools_as_planned,
     class_defines,
     init_call_order,
-    launch_cache,
+    llama_draft,
+    plugin_launches,
     predicted_plan,
     start_engine,
 )
@@ -179,65 +176,15 @@ def mle_plan(
     )
 
 
-@dataclass(frozen=True)
-class Draft:
-    """One draft's launch and what the tests expect of it."""
-
-    algorithm: str  # as SGLang resolves it
-    target: Callable[[], Path]
-    architectures: tuple[str, str]  # the target's, each draft runner's
-    server_args: dict[str, Any]  # set by SGLang's own argument hooks
-    draft_runners: int
-    pool_bytes: Callable[[Launch], tuple[int, list[int]]]
-    plan: Callable[[Launch], budget.PoolPlan]
-    per_token: Callable[[float], float]  # target + draft pool bytes per token, at the SWA ratio
-    checkpoint: Callable[[], Path]  # where its weights are
-    own_tensor: Callable[[str], bool] = lambda name: True  # its checkpoint tensors
-    truncation_bytes: int = 0  # what int() of each pool's SWA split leaves unpriced, at most
-    shape: TinyLlamaShape | None = None  # a draft of the tiny Llama target: its one MHA pool
-    own_request_table: bool = False
-    flags: dict[str, Any] = field(default_factory=dict)  # the launch's, the algorithm included
-    draft_cell: int = 0  # with a shape: its KV bytes per token, from its geometry
-
-
-def _llama_draft(
-    algorithm: str,
-    shape: TinyLlamaShape,
-    checkpoint: Callable[[], Path],
-    architecture: str,
-    server_args: dict[str, Any],
-    flags: dict[str, Any],
-    **more: Any,
-) -> Draft:
-    """A draft of the tiny Llama target with a KV geometry of its own."""
-    return Draft(
-        algorithm,
-        llama_family.tiny_llama_target,
-        ("LlamaForCausalLM", architecture),
-        server_args,
-        draft_runners=1,
-        pool_bytes=lambda run: (
-            pool_bytes(run.report, "target"),
-            [pool_bytes(run.report, "draft")],
-        ),
-        plan=lambda run: predicted_plan(run, algorithm, draft_kv_pools=(kv_spec(shape),)),
-        per_token=lambda ratio: DEFAULT_TARGET.kv_bytes_per_token() + shape.kv_bytes_per_token(),
-        checkpoint=checkpoint,
-        shape=shape,
-        flags={"algorithm": algorithm, **flags},
-        **more,
-    )
-
-
 DFLASH = functools.partial(
-    _llama_draft,
+    llama_draft,
     "DFLASH",
     DEFAULT_DFLASH_DRAFT,
     eagle_drafts.tiny_dflash_draft,
     "DFlashDraftModel",
 )
 DRAFTS = {
-    "STANDALONE": _llama_draft(
+    "STANDALONE": llama_draft(
         "STANDALONE",
         STANDALONE,
         llama_family.tiny_standalone_draft,
@@ -318,13 +265,7 @@ def dflash_stock_cell() -> int:
 
 @pytest.fixture(scope="module")
 def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Launch]:
-    starters = {
-        f"{name}-{plugin}": functools.partial(_start, draft, plugin)
-        for name, draft in DRAFTS.items()
-        for plugin in (True, False)
-    }
-    get = launch_cache(tmp_path_factory, starters)
-    return lambda name, plugin=True: get(f"{name}-{plugin}")
+    return plugin_launches(tmp_path_factory, _start, DRAFTS)
 
 
 @engine
@@ -332,58 +273,10 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Launch]:
 def test_phased_draft_pools_equal_the_independent_prediction_and_fill_the_budget(
     launch: Callable[..., Launch], name: str
 ) -> None:
-    run, draft = launch(name), DRAFTS[name]
-    # (FROZEN_KV_MTP: the EAGLE alias resolved by SGLang.)
-    report, breakdown = run.report, assert_phased(run, draft.algorithm)
-    assert {key: report["server_args"][key] for key in draft.server_args} == draft.server_args
-    target, drafts = runner(report, "target"), runners(report, "draft")
-    assert len(drafts) == draft.draft_runners
-    assert target["architecture"] == draft.architectures[0]
-    assert {d["architecture"] for d in drafts} == {draft.architectures[1]}
-    # Own KV buffers on the target's allocator, attached in the pool phase; the target's
-    # request table unless the draft has a window of its own.
-    assert target["kv_pool"]["id"] not in {d["kv_pool"]["id"] for d in drafts}
-    assert {d["token_to_kv_pool_allocator_id"] for d in drafts} == {
-        target["token_to_kv_pool_allocator_id"]
-    }
-    tables = {d["req_to_token_pool_id"] for d in drafts}
-    assert (tables == {target["req_to_token_pool_id"]}) is not draft.own_request_table
-    # The pools: what the harness predicts from what it saw, nothing from the plugin. The
-    # resident bytes the plugin sized with are exactly what the meter says SGLang measured.
-    meter = meter_budget(report)
-    assert breakdown["resident_bytes"] == meter.resident_bytes
-    plan = draft.plan(run)
-    assert plan.tokens > 0
-    assert target["kv_pool"]["size"] == plan.tokens == run.info["max_total_num_tokens"]
-    assert report["scheduler"]["max_total_num_tokens"] == breakdown["tokens"] == plan.tokens
-    # What was allocated is what was planned, pool by pool.
-    target_bytes, draft_bytes = draft.pool_bytes(run)
-    assert target_bytes == plan.target_kv_pool_bytes == breakdown["allocated_target_kv_pool_bytes"]
-    assert sum(draft_bytes) == breakdown["allocated_draft_kv_pool_bytes"]
-    if draft.shape is not None:
-        assert_pools_as_planned(run, plan, draft.shape)
-        assert breakdown["draft_kv_bytes_per_token"] == draft.draft_cell
-    else:
-        config = target["memory_pool_config"]
-        assert config["full_max_total_num_tokens"] == plan.tokens
-        assert config["swa_max_total_num_tokens"] == int(plan.tokens * _ratio(run))
-    if draft.algorithm == "DFLASH":
+    breakdown = assert_draft_pools_as_planned(launch(name), DRAFTS[name])
+    if DRAFTS[name].algorithm == "DFLASH":
         # 128 + 128 B/token at the draft's geometry, not the (T + D) / T scaled target cell.
         assert dflash_stock_cell() == 384 < breakdown["priced_kv_bytes_per_token"]
-    # Weights, pools and per-request buffers fill f x capacity; one more token would not fit.
-    used = meter.resident_bytes + target_bytes + sum(draft_bytes) + breakdown["draft_request_bytes"]
-    limit = F * CAPACITY
-    assert used <= meter.budget_bytes <= limit
-    assert used >= 0.995 * limit
-    ratio = _ratio(run)
-    assert meter.budget_bytes - used < draft.per_token(ratio) + draft.truncation_bytes
-    assert report["meter"]["used_bytes"] >= used
-    if draft.shape is not None:  # shares no weight with the target: its live tensors fill it
-        draft_runner = runner(report, "draft")
-        live = target["weight_bytes"] + draft_runner["weight_bytes"]
-        live += target["kv_pool"]["storage_bytes"] + draft_runner["kv_pool"]["storage_bytes"]
-        assert 0.995 * limit <= live <= limit
-        assert report["meter"]["used_bytes"] >= live
 
 
 @engine
@@ -500,20 +393,6 @@ def test_frozen_constructor_cut_points_follow_the_draft_load() -> None:
     assert {"_bind_kv_context", "_init_draft_attn_backend", "init_cuda_graphs"} <= (
         class_defines(FROZEN_MODULE, "FrozenKVMTPWorker")
     )
-
-
-def test_runtime_description_of_a_frozen_worker_has_no_pool_runners() -> None:
-    from sglang.srt.speculative.frozen_kv_mtp_worker import FrozenKVMTPWorker
-    from sglang_specinit.sglang_0_5_13.scheduler import describe_draft
-
-    worker = FrozenKVMTPWorker.__new__(FrozenKVMTPWorker)
-    draft_runner = object()
-    worker.model_runner_list = [draft_runner]
-    described = describe_draft(worker)
-    assert described.pool_runners == []
-    assert described.weight_runners == [draft_runner]
-    assert described.fixed_pools == [(draft_runner, FROZEN_KV_STAND_IN_TOKENS)]
-    assert described.bytes_per_request == 0
 
 
 # Multi-layer EAGLE
