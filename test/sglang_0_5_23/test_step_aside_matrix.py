@@ -433,29 +433,15 @@ def _result(matrix: dict[str, Result], name: str) -> Result:
 
 
 @pytest.mark.parametrize("name", IDS)
-def test_the_plugin_steps_aside_here(matrix, name) -> None:
+def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
     r = _result(matrix, name)
     assert r.case.steps_aside in r.reason
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_pool_bytes_are_linear_in_rows(matrix, name) -> None:
-    """The fit the budget use is read from predicts a fourth build of 0.5.23's pools."""
-    r = _result(matrix, name)
+    # The fit the budget use is read from predicts a fourth build of 0.5.23's pools.
     assert r.fit_error <= 1
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_binds_only_where_stock_reserve_covers_the_built_draft(matrix, name) -> None:
-    r = _result(matrix, name)
-    # Stock's reserve is read to within a millibyte (its page rounding at 2^60 bytes).
+    # Binds only where stock's reserve (read to within a millibyte: its page rounding at 2^60
+    # bytes) covers the built draft.
     if r.draft_per_row > r.stock_draft_reserve + 1e-3:
         assert not r.binds, r.reserve_gap
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_never_worse_than_stock(matrix, name) -> None:
-    r = _result(matrix, name)
     assert r.plugin_tokens >= r.stock_tokens
     assert r.resident_plugin <= r.resident_stock
     if r.stock_used > r.budget:
