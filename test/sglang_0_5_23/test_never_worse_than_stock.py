@@ -387,40 +387,34 @@ def _by_tag(matrix: dict[str, CellResult], tag: str) -> CellResult:
     return next(r for r in matrix.values() if tag in r.cell.tags)
 
 
-def test_dsa_fp8_is_priced_at_656_bytes_per_layer(matrix) -> None:
-    """Item 2: 0.5.23 stores DSA FP8 latent KV at 656 B/layer (scales and a bf16 rope)."""
+def test_each_layout_stock_misprices_is_priced_as_built(matrix) -> None:
+    # Item 2: 0.5.23 stores DSA FP8 latent KV at 656 B/layer (scales and a bf16 rope).
     r = _by_tag(matrix, "dsa-fp8")
     assert r.priced_per_row == r.stock_cell  # stock is right here; so is the plugin
     bf16 = _by_tag(matrix, "dsa")
     layers = 61  # DeepSeek-V3.2's layers; one MTP layer for the draft
     indexer = (bf16.target_price.full_bytes_per_token - 1152 * layers) // layers
     assert r.target_price.full_bytes_per_token == layers * (656 + indexer)
-
-
-def test_dsa_with_dcp_is_priced_as_stock_prices_it(matrix) -> None:
-    """Item 1: DSA + DCP replicates the index-K buffer and the draft across DCP ranks."""
+    # Item 1: DSA + DCP replicates the index-K buffer and the draft across DCP ranks.
     r = _by_tag(matrix, "dsa-dcp")
     assert r.priced_per_row == r.stock_cell == 105_216
-
-
-def test_dense_mla_dcp_draft_is_priced_replicated(matrix) -> None:
-    """Item 3 (#39799): stock prices the dense-MLA draft at one replica under DCP."""
+    # Item 3 (#39799): stock prices the dense-MLA draft at one replica under DCP.
     r = _by_tag(matrix, "dcp-dense")
-    plain = _by_tag(matrix, "mla")
     (draft,) = r.draft_prices
-    (plain_draft,) = plain.draft_prices
+    (plain_draft,) = _by_tag(matrix, "mla").draft_prices
     assert draft.full_bytes_per_token == 8 * plain_draft.full_bytes_per_token == 9_216
     assert r.stock_cell - r.target_price.full_bytes_per_token == 1_152
     assert r.stock_used > r.budget >= r.plugin_used
-
-
-def test_pathless_hybrid_gdn_mtp_is_priced_although_stock_reserves_nothing(matrix) -> None:
-    """Item 5 (#29857): a path-less NEXTN draft of a hybrid-GDN target."""
+    # Item 5 (#29857): a path-less NEXTN draft of a hybrid-GDN target.
     r = _by_tag(matrix, "gdn-pathless")
     assert not r.stock_reserved_layers  # stock reads 0 draft layers from the target config
     (draft,) = r.draft_prices
     assert draft.full_bytes_per_token > 0  # its one full-attention layer
     assert r.stock_cell == r.target_price.full_bytes_per_token
+    # Stock binding declines where stock reserves less than the draft.
+    assert "reserves 0 draft layer" in _by_tag(matrix, "nnpl0").reserve_gap
+    assert _by_tag(matrix, "eagle3").reserve_gap == ""
+    assert _by_tag(matrix, "mla").reserve_gap == ""
 
 
 def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, int, int]:
@@ -472,9 +466,3 @@ def test_post_capture_resize_fits_its_budget_and_is_never_above_stock(tmp_path) 
     pool_bytes, budget, stock, ours, page = _post_capture("multi-layer", multi)
     assert ours == stock
     assert pool_bytes(ours) <= budget
-
-
-def test_stock_binding_declines_where_stock_reserves_less_than_the_draft(matrix) -> None:
-    assert "reserves 0 draft layer" in _by_tag(matrix, "nnpl0").reserve_gap
-    assert _by_tag(matrix, "eagle3").reserve_gap == ""
-    assert _by_tag(matrix, "mla").reserve_gap == ""
