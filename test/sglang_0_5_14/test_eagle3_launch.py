@@ -63,23 +63,6 @@ def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_o
     assert own_lm_head_problems(eagle3_on.report) == []
 
 
-@pytest.fixture(scope="module")
-def eagle3_plan(eagle3_on: Any) -> dict[str, Any]:
-    """The planner's plan for the EAGLE3 launch, told what the plugin server measured."""
-    return plan_in_this_environment(eagle3_on)
-
-
-def test_plan_in_this_environment_equals_the_server(eagle3_on: Any, eagle3_plan: Any) -> None:
-    from sglang_specinit.compat import installed_sglang_version
-
-    planned = eagle3_plan
-    assert all(planned.get(key) is not None for key in PLAN_KEYS), planned
-    # Two columns: the installed release's stock and this package's; no other release's rule.
-    assert planned["sglang_version"] == str(installed_sglang_version())
-    assert not [key for key in planned if key.startswith("upstream_")]
-    assert_plan_equals_server(planned, eagle3_on)
-
-
 def assert_columns_are_the_servers(
     planned: dict[str, Any], stock: Any, plugin: Any | None, reserved_layers: int
 ) -> None:
@@ -99,17 +82,26 @@ def assert_columns_are_the_servers(
     )
 
 
-def test_the_stock_column_is_the_stock_server(
-    eagle3_plan: Any, eagle3_off: Any, eagle3_on: Any
-) -> None:
-    """A draft without ``num_nextn_predict_layers``: stock reserves its layer count (1)."""
-    assert_columns_are_the_servers(eagle3_plan, eagle3_off, eagle3_on, reserved_layers=1)
+def test_plan_in_this_environment_equals_the_server(eagle3_on: Any, eagle3_off: Any) -> None:
+    from sglang_specinit.compat import installed_sglang_version
+
+    planned = plan_in_this_environment(eagle3_on)
+    assert all(planned.get(key) is not None for key in PLAN_KEYS), planned
+    # Two columns: the installed release's stock and this package's; no other release's rule.
+    assert planned["sglang_version"] == str(installed_sglang_version())
+    assert not [key for key in planned if key.startswith("upstream_")]
+    assert_plan_equals_server(planned, eagle3_on)
+    # A draft without ``num_nextn_predict_layers``: stock reserves its layer count (1).
+    assert_columns_are_the_servers(planned, eagle3_off, eagle3_on, reserved_layers=1)
 
 
 def test_both_columns_of_an_nnpl_0_draft(eagle3_nnpl0_on: Any, eagle3_nnpl0_off: Any) -> None:
     planned = plan_in_this_environment(eagle3_nnpl0_on, "EAGLE3-nnpl0")
     assert_plan_equals_server(planned, eagle3_nnpl0_on)
     assert_columns_are_the_servers(planned, eagle3_nnpl0_off, eagle3_nnpl0_on, reserved_layers=0)
+    memory = assert_fills_the_budget(eagle3_nnpl0_on, "EAGLE3-nnpl0")
+    assert memory["upstream_reserved_layers"] == 0
+    assert memory["draft_kv_pool_bytes"] > 0
 
 
 @pytest.mark.slow
@@ -117,9 +109,3 @@ def test_both_columns_of_an_nnpl_1_draft(eagle3_nnpl1_on: Any, eagle3_nnpl1_off:
     planned = plan_in_this_environment(eagle3_nnpl1_on, "EAGLE3-nnpl1")
     assert_plan_equals_server(planned, eagle3_nnpl1_on)
     assert_columns_are_the_servers(planned, eagle3_nnpl1_off, eagle3_nnpl1_on, reserved_layers=1)
-
-
-def test_a_draft_with_nnpl_0_is_priced_as_allocated(eagle3_nnpl0_on: Any) -> None:
-    memory = assert_fills_the_budget(eagle3_nnpl0_on, "EAGLE3-nnpl0")
-    assert memory["upstream_reserved_layers"] == 0
-    assert memory["draft_kv_pool_bytes"] > 0

@@ -93,24 +93,14 @@ def test_draft_pool_is_priced_at_its_geometry_fills_the_budget_and_binds_early(
     weights = memory["target_weight_bytes"] + memory["draft_weight_bytes"] + hot_token_map
     assert abs(resident_at_profile - weights) < 16 << 10
     assert resident_at_profile == memory["resident_bytes"]
-
-
-@pytest.mark.launches(("EAGLE3", True))
-def test_eagle3_keeps_its_hot_token_map(engine_runs) -> None:
-    run = engine_runs("EAGLE3", True)
-    assert run.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
-    # ... and its own trained lm_head (only the embedding is bound to the target's).
-    assert own_lm_head_problems(run.report) == []
-
-
-@pytest.mark.launches(("EAGLE3-nnpl0", True))
-def test_nnpl0_draft_is_priced_although_upstream_reserves_nothing(engine_runs) -> None:
-    run = engine_runs("EAGLE3-nnpl0", True)
-    assert run.memory["upstream_reserved_layers"] == 0
-    assert run.memory["draft_kv_bytes_per_token"] == kv_bytes(1, 1, 48)
-    assert run.memory["priced_kv_bytes_per_token"] == TARGET.kv_bytes_per_token() + kv_bytes(
-        1, 1, 48
-    )
+    if kind == "EAGLE3":
+        # EAGLE3 keeps its hot-token map, and its own trained lm_head (only the embedding is
+        # bound to the target's).
+        assert run.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
+        assert own_lm_head_problems(run.report) == []
+    if kind == "EAGLE3-nnpl0":  # priced although upstream reserves nothing
+        priced = TARGET.kv_bytes_per_token() + kv_bytes(layers, heads, head_dim)
+        assert memory["priced_kv_bytes_per_token"] == priced
 
 
 @pytest.mark.launches(("EAGLE3", True), ("EAGLE3", False))

@@ -104,25 +104,16 @@ IDS = [c.name for c in CELLS]
 
 
 @pytest.mark.parametrize("name", IDS)
-def test_draft_price_is_what_its_pool_allocates(matrix, name) -> None:
+def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> None:
+    """The draft's price is what its pool allocates (stock over-reserves it); the plugin fits
+    the budget and fills it, and serves at least stock's tokens."""
     r = matrix[name]
     (a_small, a_large), (p_small, p_large) = r.allocated, r.priced
     assert a_large - a_small == p_large - p_small
     assert 0 <= a_small - p_small <= 16 << 10  # constant pointer tables only
     # The NextN draft: one SWA layer, nothing that scales with full tokens.
     assert r.draft_price.full_bytes_per_token == 0 < r.draft_price.swa_bytes_per_token
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_stock_over_reserves_the_nextn_draft(matrix, name) -> None:
-    r = matrix[name]
     assert r.stock_reserve_per_row > r.draft_per_row > 0
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_never_worse_than_stock(matrix, name) -> None:
-    """The plugin fits the budget and fills it, and serves at least stock's tokens."""
-    r = matrix[name]
     assert r.plugin_used <= r.budget
     # Within a few pages (about 2 MB each): SGLang's own solve floors to pages, its SWA split
     # to pages, and the step down to the built pools' bytes is whole pages.
@@ -133,12 +124,9 @@ def test_never_worse_than_stock(matrix, name) -> None:
         assert r.plugin_used <= r.budget < r.stock_used
 
 
-def test_every_v4_flash_launch_is_a_ratio_launch(matrix) -> None:
-    assert not any(r.cap_mode for r in matrix.values())
-
-
-def test_h200_tp4_reserve_is_one_target_layer_share(matrix) -> None:
-    """The issue's numbers: 180.4 B reserved per target row against 58.5 B allocated."""
+def test_ratio_launches_and_h200_tp4_reserve_is_one_target_layer_share(matrix) -> None:
+    assert not any(r.cap_mode for r in matrix.values())  # every V4-Flash launch
+    # The issue's numbers: 180.4 B reserved per target row against 58.5 B allocated.
     r = next(r for r in matrix.values() if "h200-tp4" in r.cell.tags)
     assert round(r.stock_reserve_per_row, 1) == 180.4
     assert r.draft_per_row == 58.5
@@ -273,7 +261,7 @@ def run(
     return run_hook(request.param, tmp_path, hooked, monkeypatch)
 
 
-def test_hook_sizes_with_the_measured_draft_and_fits(run: HookRun) -> None:
+def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(run: HookRun) -> None:
     plan = run.sizing.plan
     assert plan is not None and plan.rule == "specinit"  # _resolve_dsv4 ran, not stock
     assert run.config.max_total_num_tokens == run.expected_tokens == plan.tokens
@@ -285,9 +273,7 @@ def test_hook_sizes_with_the_measured_draft_and_fits(run: HookRun) -> None:
     assert run.sizing.inputs.draft.kv_pools and run.sizing.inputs.page_size == 256
     assert 0 < plan.draft_kv_bytes_per_token < plan.priced_bytes_per_token
     assert plan.max_running_requests == run.config.max_running_requests > 0
-
-
-def test_hook_never_worse_than_stock(run: HookRun) -> None:
+    # Never worse than stock.
     if run.stock_fits:
         assert run.config.max_total_num_tokens >= run.stock_tokens
     # Strictly more here: stock reserves the NextN draft at one target layer's share.

@@ -348,7 +348,9 @@ IDS = [c.name for c in CELLS]
 
 
 @pytest.mark.parametrize("name", IDS)
-def test_every_price_is_what_sglang_allocates(matrix, name) -> None:
+def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix, name) -> None:
+    """Every price is what SGLang allocates; the plugin stays within the budget and fills it,
+    and serves at least stock's tokens, binding early under stock sizing too."""
     r = matrix[name]
     (alloc_small, alloc_large), (priced_small, priced_large) = (
         r.allocated_at_check,
@@ -356,12 +358,6 @@ def test_every_price_is_what_sglang_allocates(matrix, name) -> None:
     )
     assert alloc_large - alloc_small == priced_large - priced_small
     assert 0 <= alloc_small - priced_small <= BOOKKEEPING_BYTES
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_never_worse_than_stock(matrix, name) -> None:
-    """The plugin stays within the budget and fills it, and serves at least stock's tokens."""
-    r = matrix[name]
     assert r.plugin_used <= r.budget
     one_page = r.page_size * r.priced_per_row
     # A hybrid-SWA pool's SWA count is floored from tokens x ratio to whole pages: up to one
@@ -374,46 +370,51 @@ def test_never_worse_than_stock(matrix, name) -> None:
     else:
         # Stock allocates past --mem-fraction-static; the plugin does not.
         assert r.plugin_used <= r.budget < r.stock_used
+    if r.reserve_gap or r.cell.fixed_pool_tokens:
+        return  # not bound early (or a frozen-KV draft, which binds in its constructor)
+    bound_used = r.cell.weights(r.page_size)
+    used = bound_used.target + bound_used.draft + r.pools_bytes(r.bound_tokens)
+    assert r.bound_tokens >= r.stock_tokens
+    if r.stock_used <= r.budget:
+        # Stock's rule counts tokens x cell and leaves out each pool's padding page (which
+        # any stock launch allocates past its cell count): that page is all binding adds.
+        assert used <= r.budget + one_page
+    else:
+        assert used <= r.stock_used
 
 
 def _by_tag(matrix: dict[str, CellResult], tag: str) -> CellResult:
     return next(r for r in matrix.values() if tag in r.cell.tags)
 
 
-def test_dsa_fp8_is_priced_at_656_bytes_per_layer(matrix) -> None:
-    """Item 2: 0.5.23 stores DSA FP8 latent KV at 656 B/layer (scales and a bf16 rope)."""
+def test_each_layout_stock_misprices_is_priced_as_built(matrix) -> None:
+    # Item 2: 0.5.23 stores DSA FP8 latent KV at 656 B/layer (scales and a bf16 rope).
     r = _by_tag(matrix, "dsa-fp8")
     assert r.priced_per_row == r.stock_cell  # stock is right here; so is the plugin
     bf16 = _by_tag(matrix, "dsa")
     layers = 61  # DeepSeek-V3.2's layers; one MTP layer for the draft
     indexer = (bf16.target_price.full_bytes_per_token - 1152 * layers) // layers
     assert r.target_price.full_bytes_per_token == layers * (656 + indexer)
-
-
-def test_dsa_with_dcp_is_priced_as_stock_prices_it(matrix) -> None:
-    """Item 1: DSA + DCP replicates the index-K buffer and the draft across DCP ranks."""
+    # Item 1: DSA + DCP replicates the index-K buffer and the draft across DCP ranks.
     r = _by_tag(matrix, "dsa-dcp")
     assert r.priced_per_row == r.stock_cell == 105_216
-
-
-def test_dense_mla_dcp_draft_is_priced_replicated(matrix) -> None:
-    """Item 3 (#39799): stock prices the dense-MLA draft at one replica under DCP."""
+    # Item 3 (#39799): stock prices the dense-MLA draft at one replica under DCP.
     r = _by_tag(matrix, "dcp-dense")
-    plain = _by_tag(matrix, "mla")
     (draft,) = r.draft_prices
-    (plain_draft,) = plain.draft_prices
+    (plain_draft,) = _by_tag(matrix, "mla").draft_prices
     assert draft.full_bytes_per_token == 8 * plain_draft.full_bytes_per_token == 9_216
     assert r.stock_cell - r.target_price.full_bytes_per_token == 1_152
     assert r.stock_used > r.budget >= r.plugin_used
-
-
-def test_pathless_hybrid_gdn_mtp_is_priced_although_stock_reserves_nothing(matrix) -> None:
-    """Item 5 (#29857): a path-less NEXTN draft of a hybrid-GDN target."""
+    # Item 5 (#29857): a path-less NEXTN draft of a hybrid-GDN target.
     r = _by_tag(matrix, "gdn-pathless")
     assert not r.stock_reserved_layers  # stock reads 0 draft layers from the target config
     (draft,) = r.draft_prices
     assert draft.full_bytes_per_token > 0  # its one full-attention layer
     assert r.stock_cell == r.target_price.full_bytes_per_token
+    # Stock binding declines where stock reserves less than the draft.
+    assert "reserves 0 draft layer" in _by_tag(matrix, "nnpl0").reserve_gap
+    assert _by_tag(matrix, "eagle3").reserve_gap == ""
+    assert _by_tag(matrix, "mla").reserve_gap == ""
 
 
 def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, int, int]:
@@ -456,37 +457,12 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
     return pool_bytes, budget, stock, ours, int(layout.target.page_size)
 
 
-def test_post_capture_resize_stays_within_its_budget_where_stock_underprices(tmp_path) -> None:
-    pool_bytes, budget, stock, ours, page = _post_capture("nnpl0", tmp_path)
+def test_post_capture_resize_fits_its_budget_and_is_never_above_stock(tmp_path) -> None:
+    pool_bytes, budget, stock, ours, page = _post_capture("nnpl0", made_dir(tmp_path / "nnpl0"))
     assert pool_bytes(stock) > budget  # stock reserves nothing for an nnpl-0 draft
     assert ours < stock
     assert pool_bytes(ours) <= budget < pool_bytes(ours + page)
-
-
-def test_post_capture_resize_is_never_above_stock(tmp_path) -> None:
-    pool_bytes, budget, stock, ours, page = _post_capture("multi-layer", tmp_path)
+    multi = made_dir(tmp_path / "multi")
+    pool_bytes, budget, stock, ours, page = _post_capture("multi-layer", multi)
     assert ours == stock
     assert pool_bytes(ours) <= budget
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_binding_early_under_stock_sizing_is_never_worse_than_stock(matrix, name) -> None:
-    r = matrix[name]
-    if r.reserve_gap or r.cell.fixed_pool_tokens:
-        return  # not bound early (or a frozen-KV draft, which binds in its constructor)
-    bound_used = r.cell.weights(r.page_size)
-    used = bound_used.target + bound_used.draft + r.pools_bytes(r.bound_tokens)
-    assert r.bound_tokens >= r.stock_tokens
-    if r.stock_used <= r.budget:
-        # Stock's rule counts tokens x cell and leaves out each pool's padding page (which
-        # any stock launch allocates past its cell count): that page is all binding adds.
-        padding = r.page_size * r.priced_per_row
-        assert used <= r.budget + padding
-    else:
-        assert used <= r.stock_used
-
-
-def test_stock_binding_declines_where_stock_reserves_less_than_the_draft(matrix) -> None:
-    assert "reserves 0 draft layer" in _by_tag(matrix, "nnpl0").reserve_gap
-    assert _by_tag(matrix, "eagle3").reserve_gap == ""
-    assert _by_tag(matrix, "mla").reserve_gap == ""

@@ -110,6 +110,12 @@ def _started(fresh_processes: dict) -> None:
     """Start the fresh processes before the in-process plans take the cores."""
 
 
+@pytest.fixture(scope="module")
+def default_plan() -> dict:
+    """The default launch's plan (llama31-8b-eagle3), computed once for the tests reading it."""
+    return plan_json()
+
+
 # Every shipped example
 
 
@@ -190,28 +196,22 @@ def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "0.5.13" not in out and "0.5.14" not in out
 
 
-def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu() -> None:
-    data = plan_json("--example", "llama31-8b-eagle3")
-    assert data["mem_fraction_static"] == 0.83
-    assert data["pre_load_free_bytes"] == 81559 * MIB - GIB
+def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu(default_plan: dict) -> None:
+    assert default_plan["mem_fraction_static"] == 0.83
+    assert default_plan["pre_load_free_bytes"] == 81559 * MIB - GIB
     # DeepSeek-V3 MTP, H200 (143771 MiB), TP 8: 512 + 12288 + 8 / 8 * 1024 + 512 * 2 + 1536
     # (MLA prefill graph) = 16384; round(127387 / 143771, 3) = 0.886.
     assert plan_json("--example", "deepseek-v3-mtp")["mem_fraction_static"] == 0.886
 
 
-def test_the_cpu_engine_switch_does_not_move_a_gpu_plan(fresh_processes: dict) -> None:
+def test_fresh_processes_plan_as_this_one(fresh_processes: dict, default_plan: dict) -> None:
+    # The CPU-engine switch does not move a GPU plan.
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
-    here = plan_json()
-    fresh = fresh_plan(fresh_processes, "0.5.23")
-    assert fresh == here
-    assert here["mem_fraction_static"] == 0.83
+    assert fresh_plan(fresh_processes, "0.5.23") == default_plan
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"  # this process's own is untouched
-
-
-def test_same_json_and_geometry_as_the_0_5_13_environment(fresh_processes: dict) -> None:
-    here = plan_json()
-    there = fresh_plan(fresh_processes, "0.5.13.post1")
-    # 0.5.13.post1's column adds its automatic fraction's speculative reserve.
+    # The same JSON and geometry as the 0.5.13.post1 environment's; its column adds its
+    # automatic fraction's speculative reserve.
+    here, there = dict(default_plan), fresh_plan(fresh_processes, "0.5.13.post1")
     stock_here, stock_there = here.pop("stock"), there.pop("stock")
     assert (stock_here["release"], stock_there["release"]) == ("0.5.23", "0.5.13.post1")
     reserve = {"spec_reserve_bytes", "spec_reserve_balance_bytes"}
@@ -229,12 +229,12 @@ def test_same_json_and_geometry_as_the_0_5_13_environment(fresh_processes: dict)
         assert there[key] == here[key], key
 
 
-def test_flags_only_0_5_23_accepts() -> None:
+def test_flags_only_0_5_23_accepts(default_plan: dict) -> None:
     new = plan_json("--example", "llama31-70b-eagle-tp4", "--attn-dp-size", "2")
     old = plan_json("--example", "llama31-70b-eagle-tp4", "--dp-size", "2", "--enable-dp-attention")
     assert new == old
     assert new["max_running_requests"] == 24  # 48 split over two attention-DP groups
-    base = plan_json()
+    base = default_plan
     fp8 = plan_json("--speculative-draft-kv-cache-dtype", "fp8_e4m3")
     assert fp8["draft_kv_bytes_per_token"] * 2 == base["draft_kv_bytes_per_token"]
     assert fp8["target_kv_bytes_per_token"] == base["target_kv_bytes_per_token"]
@@ -781,7 +781,7 @@ sys.exit(main())
 
 @pytest.mark.slow
 @needs_gpu_less_host
-def test_the_command_line_plans_on_cpu_without_sgl_kernel() -> None:
+def test_the_command_line_plans_on_cpu_without_sgl_kernel(default_plan: dict) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
         [sys.executable, "-c", WITHOUT_SGL_KERNEL, "plan", "--json"],
@@ -792,7 +792,7 @@ def test_the_command_line_plans_on_cpu_without_sgl_kernel() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout) == plan_json()
+    assert json.loads(proc.stdout) == default_plan
 
 
 def test_cuda_host_needs_only_an_importable_sgl_kernel(

@@ -224,48 +224,37 @@ def synced(
     }
 
 
-def test_draft_less_stage_is_charged_no_draft(stages) -> None:
-    first = stages[0]
+def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(stages) -> None:
+    first, last = stages[0], stages[PP - 1]
     plan = first.sizing.plan
     assert first.sizing.stage_holds_draft is False
     assert plan.draft_kv_bytes_per_token == 0 == plan.draft_kv_pool_bytes
     assert plan.priced_bytes_per_token == pytest.approx(first.target_row, abs=1e-6)
-    # Stock charges this stage a draft layer it does not hold.
+    # Stock charges the draft-less stage a draft layer it does not hold.
     assert first.stock_cell > first.target_row
     assert first.tokens > first.stock_tokens
-
-
-def test_last_stage_is_charged_its_draft_as_built(stages) -> None:
-    last = stages[PP - 1]
+    # The last stage is charged its draft as built.
     plan = last.sizing.plan
     assert last.sizing.stage_holds_draft is True
     assert last.draft_row > 0
     assert plan.draft_kv_bytes_per_token == pytest.approx(last.draft_row, abs=1e-6)
     assert plan.priced_bytes_per_token == pytest.approx(last.target_row + last.draft_row, abs=1e-6)
-
-
-def test_every_stage_syncs_its_count_exactly_once(stages) -> None:
     for r in stages.values():
+        # Every stage syncs its count exactly once, and is not sized past its bytes.
         assert r.sync_calls == [r.sizing.plan.tokens]
-
-
-def test_no_stage_is_sized_past_its_bytes(stages) -> None:
-    for r in stages.values():
         page = r.sizing.inputs.page_size
         assert r.pool_bytes_at(r.tokens) <= AVAILABLE
         assert r.pool_bytes_at(r.tokens + page) > AVAILABLE
-
-
-def test_launch_count_is_the_last_stages_and_never_worse_than_stocks(stages) -> None:
+    # The launch's count is the last stage's, and never worse than stock's.
     ours = min(r.tokens for r in stages.values())
     stock = min(r.stock_tokens for r in stages.values())
-    assert ours == stages[PP - 1].tokens
+    assert ours == last.tokens
     stock_fits = all(r.pool_bytes_at(stock) <= AVAILABLE for r in stages.values())
     print(f"\nlaunch: stock {stock:,} tokens (fits: {stock_fits}) -> plugin {ours:,}")
     if stock_fits:
         assert ours >= stock
     else:
-        assert ours >= stock - stages[PP - 1].sizing.inputs.page_size
+        assert ours >= stock - last.sizing.inputs.page_size
 
 
 def test_draft_less_stage_is_priced_not_stepped_aside(built_stages) -> None:

@@ -433,29 +433,15 @@ def _result(matrix: dict[str, Result], name: str) -> Result:
 
 
 @pytest.mark.parametrize("name", IDS)
-def test_the_plugin_steps_aside_here(matrix, name) -> None:
+def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
     r = _result(matrix, name)
     assert r.case.steps_aside in r.reason
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_pool_bytes_are_linear_in_rows(matrix, name) -> None:
-    """The fit the budget use is read from predicts a fourth build of 0.5.23's pools."""
-    r = _result(matrix, name)
+    # The fit the budget use is read from predicts a fourth build of 0.5.23's pools.
     assert r.fit_error <= 1
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_binds_only_where_stock_reserve_covers_the_built_draft(matrix, name) -> None:
-    r = _result(matrix, name)
-    # Stock's reserve is read to within a millibyte (its page rounding at 2^60 bytes).
+    # Binds only where stock's reserve (read to within a millibyte: its page rounding at 2^60
+    # bytes) covers the built draft.
     if r.draft_per_row > r.stock_draft_reserve + 1e-3:
         assert not r.binds, r.reserve_gap
-
-
-@pytest.mark.parametrize("name", IDS)
-def test_never_worse_than_stock(matrix, name) -> None:
-    r = _result(matrix, name)
     assert r.plugin_tokens >= r.stock_tokens
     assert r.resident_plugin <= r.resident_stock
     if r.stock_used > r.budget:
@@ -470,13 +456,12 @@ def test_never_worse_than_stock(matrix, name) -> None:
         assert r.plugin_used <= r.budget + r.padding
 
 
-def test_hisparse_mtp_draft_is_reserved_as_it_allocates(matrix) -> None:
+def test_hisparse_and_pp_drafts_bind_where_the_reserve_covers_them(matrix) -> None:
+    # A HiSparse MTP draft is reserved as it allocates.
     r = _result(matrix, "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8")
     assert r.draft_per_row == pytest.approx(r.stock_draft_reserve, abs=1e-3)
     assert r.binds and r.plugin_tokens > r.stock_tokens
-
-
-def test_hisparse_mha_eagle3_draft_on_dsa_target_is_under_reserved(matrix) -> None:
+    # A HiSparse MHA EAGLE3 draft on a DSA target is under-reserved.
     mha = _result(
         matrix, "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-hisparse, TP 8"
     )
@@ -490,9 +475,7 @@ def test_hisparse_mha_eagle3_draft_on_dsa_target_is_under_reserved(matrix) -> No
     shortfall = (mha.draft_per_row - mha.stock_draft_reserve) * mha.stock_tokens
     assert mha.stock_overshoot >= shortfall
     assert "geometry of its own" in mha.reserve_gap and "geometry of its own" in gqa.reserve_gap
-
-
-def test_pp_last_stage_binds_the_lm_head_where_the_reserve_covers_the_draft(matrix) -> None:
+    # The PP last stage binds the lm_head where the reserve covers the draft.
     last = _result(matrix, PP_PD_PREFILL_LAST)
     assert last.draft_per_row <= last.stock_draft_reserve + 1e-3
     assert last.binds, last.reserve_gap
