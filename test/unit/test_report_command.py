@@ -11,15 +11,11 @@ rank's tightness line and the tightest rank."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
-import os
 import re
 import sys
 import xml.etree.ElementTree as ET
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +24,7 @@ from harness.reports.report_reading import read_rank_breakdowns
 from PIL import Image
 from sglang_specinit import rank_reports
 from sglang_specinit.planner import report_figures
-from sglang_specinit.planner.cli import _plan, _plannable, _planner_parser, main
-from sglang_specinit.planner.columns import plan_json, plan_text
+from sglang_specinit.planner.cli import _plannable
 from sglang_specinit.planner.releases import installed_replay
 from sglang_specinit.planner.report_cases import (
     DRAFT_KV,
@@ -43,6 +38,10 @@ from sglang_specinit.planner.shipped_examples import example_refusal, list_examp
 from sglang_specinit.report import human_bytes
 
 EXAMPLE = "llama31-8b-eagle3"
+PLANNED_HERE = sorted(
+    ["llama31-8b-eagle3", "llama31-70b-eagle-tp4", "deepseek-v3-mtp", "qwen3-moe-eagle3"]
+    + ["gpt-oss-20b-eagle3"]
+)
 SEGMENT_KEYS = {
     TARGET_WEIGHTS: "target_weight_bytes",
     DRAFT_WEIGHTS: "draft_weight_bytes",
@@ -83,30 +82,6 @@ def doc_table(heading: str) -> dict[str, tuple[str, bool]]:
     return rows
 
 
-@cache
-def planned(example: str) -> tuple[dict[str, Any], str]:
-    """The example's ``plan --json`` and its text output, rendered from one plan (the CLI
-    prints ``plan_json`` or ``plan_text`` of it). One plan per example: a second in-process
-    plan of the same example may add a note the first has not (the 0.5.13 replay's state)."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    options, launch = _planner_parser().parse_known_args(["--example", example])
-    plan = _plan(options, launch)
-    return json.loads(json.dumps(plan_json(plan))), plan_text(plan)
-
-
-def plannable(example: str) -> None:
-    """Skip an example the installed release refuses (a DeepSeek-V4 example before 0.5.20)
-    after checking ``plan`` refuses it in one line."""
-    refusal = example_refusal(example, installed_replay())
-    if refusal is not None:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["plan", "--example", example, "--json"])
-        out, err = out.getvalue(), err.getvalue()
-        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
-        pytest.skip(f"{example} is refused here: {refusal}")
-
-
 def check_section(section: dict[str, Any], tables: tuple[str, ...]) -> None:
     documented: dict[str, tuple[str, bool]] = {}
     for heading in tables:
@@ -125,8 +100,9 @@ def check_section(section: dict[str, Any], tables: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize("example", list_examples())
-def test_plan_json_has_the_documented_keys_and_types_and_the_text_s_notes(example: str) -> None:
-    plannable(example)
+def test_plan_json_has_the_documented_keys_and_types_and_the_text_s_notes(
+    planned, example: str
+) -> None:
     data, text = planned(example)
     check_section(data, TABLES[:2])
     check_section(data["stock"], (TABLES[0], TABLES[2]))
@@ -177,29 +153,23 @@ def test_the_doc_tables_are_read() -> None:
 
 
 @pytest.fixture
-def plan_data() -> dict:
+def plan_data(planned) -> dict:
     """``sglang-specinit plan --example llama31-8b-eagle3 --json`` (stock 0.5.13.post1 and this
     package's)."""
     return copy.deepcopy(planned(EXAMPLE)[0])
 
 
-def report_of(data: dict, tmp: Path) -> Path:
-    """The report directory of ``report --from-json`` on ``data`` (written to ``tmp``)."""
-    source = write_json(tmp / "plan.json", data)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(["report", "--out", str(tmp / "report"), "--from-json", str(source)]) == 0
-    return tmp / "report"
+def report(cli, tmp: Path, *argv: str) -> tuple[Path, str, str]:
+    """``report --out tmp/report *argv``, which must exit 0: its directory, stdout, stderr."""
+    code, out, err = cli("report", "--out", str(tmp / "report"), *argv)
+    assert code == 0, err
+    return tmp / "report", out, err
 
 
-def write_json(path: Path, data: dict) -> Path:
-    path.write_text(json.dumps(data))
-    return path
-
-
-def run_report(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(["report", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+def report_of(cli, data: dict, tmp: Path) -> tuple[Path, str, str]:
+    """``report --from-json`` on ``data`` (written to ``tmp``)."""
+    (tmp / "plan.json").write_text(json.dumps(data))
+    return report(cli, tmp, "--from-json", str(tmp / "plan.json"))
 
 
 def table_rows(page: str, first_column: str) -> dict[str, dict[str, str]]:
@@ -248,10 +218,10 @@ def png(path: Path) -> Image.Image:
     return image
 
 
-def test_the_report_directory_shows_the_plan_json(plan_data: dict, tmp_path: Path) -> None:
+def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path: Path) -> None:
     """Its numbers, the table's cells, the over-budget stock column, and valid images of the
     expected size."""
-    out = report_of(plan_data, tmp_path)
+    out, _, _ = report_of(cli, plan_data, tmp_path)
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
     assert [v["key"] for v in case["variants"]] == ["stock", "specinit"]
@@ -302,11 +272,10 @@ def test_width_grows_with_the_number_of_bars() -> None:
 
 
 def test_another_release_s_stock_sub_object_appears_without_code_changes(
-    plan_data: dict, tmp_path: Path
+    cli, plan_data: dict, tmp_path: Path
 ) -> None:
-    data = copy.deepcopy(plan_data)
-    data["beside"] = {**data["stock"], "release": "0.5.23", "tokens": 12345}
-    out = report_of(data, tmp_path)
+    data = {**plan_data, "beside": {**plan_data["stock"], "release": "0.5.23", "tokens": 12345}}
+    out, _, _ = report_of(cli, data, tmp_path)
     (case,) = json.loads((out / "report.json").read_text()).values()
     assert [v["title"] for v in case["variants"]] == [
         "stock 0.5.13.post1",
@@ -320,7 +289,7 @@ def test_another_release_s_stock_sub_object_appears_without_code_changes(
 
 
 def test_live_directory_shows_planned_against_allocated_per_rank(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli, plan_data: dict, tmp_path: Path
 ) -> None:
     server = tmp_path / "live" / "server-a"
     server.mkdir(parents=True)
@@ -337,10 +306,8 @@ def test_live_directory_shows_planned_against_allocated_per_rank(
         for rank, delta in ((0, 0), (1, -4096))
     ]
     for r in ranks:
-        write_json(server / f"memory-rank{r['tp_rank']}.json", r)
-    out = tmp_path / "report"
-    code, _, err = run_report(capsys, "--out", str(out), "--from-json", str(tmp_path / "live"))
-    assert code == 0, err
+        (server / f"memory-rank{r['tp_rank']}.json").write_text(json.dumps(r))
+    out, _, _ = report(cli, tmp_path, "--from-json", str(tmp_path / "live"))
 
     (case,) = cases_from_paths([tmp_path / "live"])
     assert case.kind == "live" and case.name == "server-a"
@@ -361,19 +328,13 @@ def test_live_directory_shows_planned_against_allocated_per_rank(
 
 
 def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
-    plan_data: dict,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    cli, plan_data: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A Python without matplotlib: ``import matplotlib`` raises ImportError until the test ends.
     for name in [n for n in sys.modules if n == "matplotlib" or n.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    source = write_json(tmp_path / "plan.json", plan_data)
-    out = tmp_path / "report"
-    code, stdout, err = run_report(capsys, "--out", str(out), "--from-json", str(source))
-    assert code == 0
+    out, stdout, err = report_of(cli, plan_data, tmp_path)
     assert err.count("\n") == 1 and "Traceback" not in err + stdout
     assert "matplotlib is not installed" in err and "sglang-specinit[report]" in err
     page = (out / "README.md").read_text()
@@ -382,18 +343,12 @@ def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
     assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))
 
 
-def test_without_inputs_every_shipped_example_is_rendered(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from sglang_specinit.planner.releases import installed_replay
-    from sglang_specinit.planner.shipped_examples import example_refusal, list_examples
-
-    out = tmp_path / "report"
-    code, stdout, err = run_report(capsys, "--out", str(out))
-    assert code == 0, err
+def test_without_inputs_every_shipped_example_is_rendered(cli, tmp_path: Path) -> None:
+    out, stdout, err = report(cli, tmp_path)
     data = json.loads((out / "report.json").read_text())
     # The DeepSeek-V4 example is planned by the 0.5.21+ replays only: skipped here, saying why.
-    assert sorted(data) == [n for n in list_examples() if n != "deepseek-v4-flash-mtp"]
+    assert sorted(data) == PLANNED_HERE
+    assert list_examples() == sorted([*PLANNED_HERE, "deepseek-v4-flash-mtp"])
     assert "example deepseek-v4-flash-mtp skipped: DeepSeek-V4" in err
     for slug in data:
         assert png(out / f"{slug}.png").size == figure_px(3)
@@ -413,18 +368,14 @@ def test_without_inputs_every_shipped_example_is_rendered(
 
 
 def test_beside_puts_that_environment_s_stock_column_beside_this_one(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli, plan_data: dict, tmp_path: Path
 ) -> None:
     # A directory whose bin/python runs this interpreter (as its own venv).
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     (venv / "bin" / "python").chmod(0o755)
-    out = tmp_path / "report"
-    code, _, err = run_report(
-        capsys, "--out", str(out), "--example", EXAMPLE, "--beside", str(venv)
-    )
-    assert code == 0, err
+    out, _, _ = report(cli, tmp_path, "--example", EXAMPLE, "--beside", str(venv))
     (case,) = json.loads((out / "report.json").read_text()).values()
     assert [v["key"] for v in case["variants"]] == ["stock", "beside", "specinit"]
     (beside,) = [v for v in case["variants"] if v["key"] == "beside"]
@@ -522,12 +473,11 @@ def _axis_cut_notes(fig: Any) -> list[str]:
 
 
 @pytest.mark.parametrize("example", list_examples())
-def test_the_figure_draws_the_plan_json(example: str) -> None:
+def test_the_figure_draws_the_plan_json(planned, example: str) -> None:
     """The title names model, GPU, release, draft and TP and both columns' tokens and the gain;
     each bar's slices, over-budget part and tick are the JSON's; the axis is cut only above the
     shared base, and says so."""
     pytest.importorskip("matplotlib")
-    plannable(example)
     data = planned(example)[0]
     case = case_from_plan_json(data, name=example)
     fig = report_figures.draw_case(case)
@@ -592,7 +542,7 @@ def test_the_figure_draws_the_plan_json(example: str) -> None:
     assert weights and all(p.get_y() + p.get_height() > bottom for p in weights)
 
 
-def test_the_axis_starts_at_zero_when_the_bars_differ_below_the_pools() -> None:
+def test_the_axis_starts_at_zero_when_the_bars_differ_below_the_pools(planned) -> None:
     """A column with a tenth of the other's weights: no shared base, no cut."""
     pytest.importorskip("matplotlib")
     data = planned(_plannable()[0][0])[0]
