@@ -24,7 +24,6 @@ from harness.reports.report_reading import read_rank_breakdowns
 from PIL import Image
 from sglang_specinit import rank_reports
 from sglang_specinit.planner import report_figures
-from sglang_specinit.planner.cli import _plannable
 from sglang_specinit.planner.releases import installed_replay
 from sglang_specinit.planner.report_cases import (
     DRAFT_KV,
@@ -99,8 +98,12 @@ def check_section(section: dict[str, Any], tables: tuple[str, ...]) -> None:
             assert isinstance(value, allowed) and not isinstance(value, bool), (key, value)
 
 
+def _axis_cut_notes(fig: Any) -> list[str]:
+    return [t.get_text() for t in fig.texts if t.get_gid() == "axis-cut"]
+
+
 @pytest.mark.parametrize("example", list_examples())
-def test_plan_json_has_the_documented_keys_and_types_and_the_text_s_notes(
+def test_plan_json_has_the_documented_keys_and_types_the_text_s_notes_and_its_figure(
     planned, example: str
 ) -> None:
     data, text = planned(example)
@@ -142,6 +145,71 @@ def test_plan_json_has_the_documented_keys_and_types_and_the_text_s_notes(
     # The table's header names the stock column as the notes do.
     header = next(line for line in text.splitlines() if line.rstrip().endswith("sglang-specinit"))
     assert header.split()[:2] == labels["stock"].split()
+
+    # The figure: the title names model, GPU, release, draft and TP and both columns' tokens and
+    # the gain; each bar's slices, over-budget part and tick are the JSON's; the axis is cut only
+    # above the shared base, and says so.
+    case = case_from_plan_json(data, name=example)
+    fig = report_figures.draw_case(case)
+    (ax,) = fig.axes
+    title = ax.get_title()
+    stock, ours = data["stock"]["tokens"], data["tokens"]
+    gain = (ours - stock) / stock * 100
+    assert f"{gain:+.1f} % tokens ({stock:,} -> {ours:,})" in title, title
+    for needle in (
+        f"vs stock {data['stock']['release']}",
+        f"model {example}",
+        data["device"]["name"],
+        f"sglang {data['sglang_version']}",
+        f"{data['speculative_algorithm']} draft",
+        f"TP {data['tp_size']}",
+    ):
+        assert needle in title, (needle, title)
+    # The plan names the release whose code it ran.
+    assert "sglang 9.9.9" in case_from_plan_json({**data, "sglang_version": "9.9.9"}).subtitle
+
+    # Budgets of tens of GiB are drawn in GiB.
+    columns = {"stock": data["stock"], "specinit": data}
+    for label, key in SEGMENT_KEYS.items():
+        heights = {k: p.get_height() * GIB for k, p in bar_patches(fig, label).items()}
+        assert heights == pytest.approx({k: c[key] for k, c in columns.items()}, rel=1e-9, abs=1)
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    first = case.variants[0]
+    for variant, tick in zip(case.variants, ticks, strict=True):
+        tokens = columns[variant.key]["tokens"]
+        assert f"{tokens:,} tokens" in tick, tick
+        if variant is not first:
+            assert f"{(tokens - stock) / stock:+.1%} vs {first.title}" in tick, tick
+    # Stock is over budget on every example (above), this package's plan is not.
+    over = data["stock"]["used_bytes"] - data["stock"]["budget_bytes"]
+    over_patches = bar_patches(fig, "over")
+    assert set(over_patches) == {k for k, c in columns.items() if c["headroom_bytes"] < 0}
+    patch = over_patches["stock"]
+    assert patch.get_y() * GIB == pytest.approx(data["stock"]["budget_bytes"], rel=1e-9)
+    assert patch.get_height() * GIB == pytest.approx(over, rel=1e-9)
+    assert patch.get_facecolor()[:3] == pytest.approx((1.0, 0x1A / 255, 0x1A / 255))
+    over_labels = [t.get_text() for t in ax.texts if t.get_gid() == "over-label:stock"]
+    assert over_labels == [f"OVER by\n{human_bytes(over)}"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "over budget" in legend and "budget (f x free)" in legend
+
+    bottom, top = ax.get_ylim()
+    # The weights under every bar's KV pools; the axis never cuts into a pool.
+    base = min(c["resident_bytes"] for c in columns.values()) / GIB
+    tallest = max(max(c["used_bytes"], c["budget_bytes"]) for c in columns.values()) / GIB
+    notes = _axis_cut_notes(fig)
+    if bottom > 0:
+        assert bottom < base and base > report_figures.CUT_ABOVE_SHARE * tallest
+        assert notes == [f"y axis cut: it starts at {bottom:.0f} GiB, not 0"]
+        # The KV pools take a larger share of the axis than they would from 0.
+        assert (tallest - base) / (top - bottom) > (tallest - base) / top
+    else:
+        assert base <= report_figures.CUT_ABOVE_SHARE * tallest and notes == []
+    # Every bar's weights still start on the axis or below it.
+    weights = [
+        p for p in ax.patches if (p.get_gid() or "").startswith((TARGET_WEIGHTS, DRAFT_WEIGHTS))
+    ]
+    assert weights and all(p.get_y() + p.get_height() > bottom for p in weights)
 
 
 def test_the_doc_tables_are_read() -> None:
@@ -410,9 +478,19 @@ def test_every_scheduler_of_dp_pp_tp_gets_its_own_file_name() -> None:
     assert "memory-rank13-pp1-tp1-dp1.json" in names  # (1 * 2 + 1) * 4 + 1
     # A breakdown without rank fields (one rank) is rank 0.
     assert rank_reports.breakdown_file_name({}) == "memory-rank0-pp0-tp0-dp0.json"
+    # A replica and an attention-DP rank apart.
+    replica = rank_reports.rank_fields(
+        replica=1, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=1, pp_size=1, tp_size=2, dp_size=2
+    )
+    attention_dp = rank_reports.rank_fields(
+        replica=0, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=0, pp_size=1, tp_size=2, dp_size=2
+    )
+    assert rank_reports.breakdown_file_name(replica) == "memory-rank3-pp0-tp1-dp1.json"
+    assert rank_reports.breakdown_file_name(attention_dp) == "memory-rank1-pp0-tp1-dp1.json"
+    assert attention_dp["attn_tp_rank"] == 0 and attention_dp["dp_size"] == 2
 
 
-def test_each_rank_line_says_whether_it_is_the_tightest() -> None:
+def test_each_rank_s_fields_and_line_say_whether_it_is_the_tightest() -> None:
     tight = rank_reports.tightness(breakdown(1, 100 << 20))
     roomy = rank_reports.tightness(breakdown(0, 124 << 20))
     assert tight.startswith("rank 1 (pp0 tp1 dp0) is the tightest rank")
@@ -421,6 +499,21 @@ def test_each_rank_line_says_whether_it_is_the_tightest() -> None:
     single = breakdown(0, 100 << 20, tp_size=1)
     assert "(the only rank)" in rank_reports.tightness(single)
     assert "not known" in rank_reports.tightness(breakdown(0, None))
+    # The fields, from a rank's own reading and the minimum.
+    mib = 1 << 20
+    roomy = rank_reports.tightness_fields(124 * mib, 100 * mib)
+    assert roomy == {
+        "rank_free_at_sizing_bytes": 124 * mib,
+        "min_free_at_sizing_bytes": 100 * mib,
+        "free_above_tightest_bytes": 24 * mib,
+        "tightest_rank": False,
+    }
+    # Within the tolerance (float32 minimum, context buffers) a rank counts as the tightest.
+    tolerance = rank_reports.TIGHTEST_TOLERANCE_BYTES
+    near = rank_reports.tightness_fields(100 * mib + tolerance, 100 * mib)
+    assert near["tightest_rank"] is True
+    assert rank_reports.tightness_fields(None, 100 * mib)["tightest_rank"] is None
+    assert rank_reports.tightness_fields(100 * mib, None)["rank_free_at_sizing_bytes"] is None
 
 
 def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> None:
@@ -439,113 +532,9 @@ def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> No
         rank_reports.tightest([])
 
 
-def test_rank_fields_name_replicas_and_attention_dp_ranks_apart() -> None:
-    replica = rank_reports.rank_fields(
-        replica=1, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=1, pp_size=1, tp_size=2, dp_size=2
-    )
-    attention_dp = rank_reports.rank_fields(
-        replica=0, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=0, pp_size=1, tp_size=2, dp_size=2
-    )
-    assert rank_reports.breakdown_file_name(replica) == "memory-rank3-pp0-tp1-dp1.json"
-    assert rank_reports.breakdown_file_name(attention_dp) == "memory-rank1-pp0-tp1-dp1.json"
-    assert attention_dp["attn_tp_rank"] == 0 and attention_dp["dp_size"] == 2
-
-
-def test_tightness_fields_from_a_ranks_own_reading_and_the_minimum() -> None:
-    mib = 1 << 20
-    roomy = rank_reports.tightness_fields(124 * mib, 100 * mib)
-    assert roomy == {
-        "rank_free_at_sizing_bytes": 124 * mib,
-        "min_free_at_sizing_bytes": 100 * mib,
-        "free_above_tightest_bytes": 24 * mib,
-        "tightest_rank": False,
-    }
-    # Within the tolerance (float32 minimum, context buffers) a rank counts as the tightest.
-    tolerance = rank_reports.TIGHTEST_TOLERANCE_BYTES
-    near = rank_reports.tightness_fields(100 * mib + tolerance, 100 * mib)
-    assert near["tightest_rank"] is True
-    assert rank_reports.tightness_fields(None, 100 * mib)["tightest_rank"] is None
-    assert rank_reports.tightness_fields(100 * mib, None)["rank_free_at_sizing_bytes"] is None
-
-
-def _axis_cut_notes(fig: Any) -> list[str]:
-    return [t.get_text() for t in fig.texts if t.get_gid() == "axis-cut"]
-
-
-@pytest.mark.parametrize("example", list_examples())
-def test_the_figure_draws_the_plan_json(planned, example: str) -> None:
-    """The title names model, GPU, release, draft and TP and both columns' tokens and the gain;
-    each bar's slices, over-budget part and tick are the JSON's; the axis is cut only above the
-    shared base, and says so."""
-    pytest.importorskip("matplotlib")
-    data = planned(example)[0]
-    case = case_from_plan_json(data, name=example)
-    fig = report_figures.draw_case(case)
-    (ax,) = fig.axes
-    title = ax.get_title()
-    stock, ours = data["stock"]["tokens"], data["tokens"]
-    gain = (ours - stock) / stock * 100
-    assert f"{gain:+.1f} % tokens ({stock:,} -> {ours:,})" in title, title
-    for needle in (
-        f"vs stock {data['stock']['release']}",
-        f"model {example}",
-        data["device"]["name"],
-        f"sglang {data['sglang_version']}",
-        f"{data['speculative_algorithm']} draft",
-        f"TP {data['tp_size']}",
-    ):
-        assert needle in title, (needle, title)
-    # The plan names the release whose code it ran.
-    assert "sglang 9.9.9" in case_from_plan_json({**data, "sglang_version": "9.9.9"}).subtitle
-
-    # Budgets of tens of GiB are drawn in GiB.
-    columns = {"stock": data["stock"], "specinit": data}
-    for label, key in SEGMENT_KEYS.items():
-        heights = {k: p.get_height() * GIB for k, p in bar_patches(fig, label).items()}
-        assert heights == pytest.approx({k: c[key] for k, c in columns.items()}, rel=1e-9, abs=1)
-    ticks = [t.get_text() for t in ax.get_xticklabels()]
-    first = case.variants[0]
-    for variant, tick in zip(case.variants, ticks, strict=True):
-        tokens = columns[variant.key]["tokens"]
-        assert f"{tokens:,} tokens" in tick, tick
-        if variant is not first:
-            assert f"{(tokens - stock) / stock:+.1%} vs {first.title}" in tick, tick
-    # Stock is over budget on every example (test_plan_json_...), this package's plan is not.
-    over = data["stock"]["used_bytes"] - data["stock"]["budget_bytes"]
-    over_patches = bar_patches(fig, "over")
-    assert set(over_patches) == {k for k, c in columns.items() if c["headroom_bytes"] < 0}
-    patch = over_patches["stock"]
-    assert patch.get_y() * GIB == pytest.approx(data["stock"]["budget_bytes"], rel=1e-9)
-    assert patch.get_height() * GIB == pytest.approx(over, rel=1e-9)
-    assert patch.get_facecolor()[:3] == pytest.approx((1.0, 0x1A / 255, 0x1A / 255))
-    labels = [t.get_text() for t in ax.texts if t.get_gid() == "over-label:stock"]
-    assert labels == [f"OVER by\n{human_bytes(over)}"]
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "over budget" in legend and "budget (f x free)" in legend
-
-    bottom, top = ax.get_ylim()
-    # The weights under every bar's KV pools; the axis never cuts into a pool.
-    base = min(c["resident_bytes"] for c in columns.values()) / GIB
-    tallest = max(max(c["used_bytes"], c["budget_bytes"]) for c in columns.values()) / GIB
-    notes = _axis_cut_notes(fig)
-    if bottom > 0:
-        assert bottom < base and base > report_figures.CUT_ABOVE_SHARE * tallest
-        assert notes == [f"y axis cut: it starts at {bottom:.0f} GiB, not 0"]
-        # The KV pools take a larger share of the axis than they would from 0.
-        assert (tallest - base) / (top - bottom) > (tallest - base) / top
-    else:
-        assert base <= report_figures.CUT_ABOVE_SHARE * tallest and notes == []
-    # Every bar's weights still start on the axis or below it.
-    weights = [
-        p for p in ax.patches if (p.get_gid() or "").startswith((TARGET_WEIGHTS, DRAFT_WEIGHTS))
-    ]
-    assert weights and all(p.get_y() + p.get_height() > bottom for p in weights)
-
-
-def test_the_axis_starts_at_zero_when_the_bars_differ_below_the_pools(planned) -> None:
+def test_the_axis_starts_at_zero_when_the_bars_differ_below_the_pools(plan_data: dict) -> None:
     """A column with a tenth of the other's weights: no shared base, no cut."""
-    pytest.importorskip("matplotlib")
-    data = planned(_plannable()[0][0])[0]
+    data = plan_data
     light = {**data["stock"], "resident_bytes": data["resident_bytes"] // 10}
     light["target_weight_bytes"] = light["resident_bytes"] - light["draft_weight_bytes"]
     fig = report_figures.draw_case(case_from_plan_json({**data, "stock": light}))
