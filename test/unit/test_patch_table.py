@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,6 @@ from sglang_specinit.hooks import Hook, Requires, adapter_patches, group_by_modu
 from sglang_specinit.patch_listing import release_patches
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.phased import early_binding
-from sglang_specinit.planner.cli import main
 from sglang_specinit.sglang_0_5_23 import launch_checks, runtime_budget, scheduler
 
 PHASES = {"scheduler": scheduler, "runtime_budget": runtime_budget, "early_binding": early_binding}
@@ -230,11 +230,12 @@ ROW = re.compile(
 )
 
 
-def listed(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, list[tuple]]:
+def listed(cli, *argv: str) -> tuple[str, list[tuple]]:
     """(header, rows) of one ``patches`` run; a row is (sglang module, entry, kind, target,
     plugin function, its module, its line)."""
-    assert main(["patches", *argv]) == 0
-    header, *lines = capsys.readouterr().out.splitlines()
+    code, out, _ = cli("patches", *argv)
+    assert code == 0
+    header, *lines = out.splitlines()
     rows, module = [], None
     for line in lines:
         if not line.startswith(" "):
@@ -277,10 +278,8 @@ def defines(module: str, line_no: int, name: str) -> bool:
 
 
 @pytest.mark.parametrize("release", ["0.5.13.post1", "0.5.23"])
-def test_lists_every_table_entry_where_its_function_is_defined(
-    capsys: pytest.CaptureFixture[str], release: str
-) -> None:
-    header, rows = listed(capsys, "--release", release)
+def test_lists_every_table_entry_where_its_function_is_defined(cli, release: str) -> None:
+    header, rows = listed(cli, "--release", release)
     assert [row[:6] for row in rows] == expected_rows(release)
     hooks = sum(row[1] == "hook" for row in rows)
     assert header.startswith(f"sglang {release}: adapter sglang_specinit.sglang_0_5_")
@@ -290,12 +289,8 @@ def test_lists_every_table_entry_where_its_function_is_defined(
             assert defines(module, line_no, fn.rsplit(".", 1)[-1]), (target, module, line_no)
 
 
-def test_default_release_is_the_installed_one(capsys: pytest.CaptureFixture[str]) -> None:
-    from importlib.metadata import version
-
-    installed = version("sglang")
-    default = listed(capsys)
-    assert default == listed(capsys, "--release", installed)
+def test_default_release_is_the_installed_one(cli) -> None:
+    assert listed(cli) == listed(cli, "--release", version("sglang"))
 
 
 def test_listing_imports_no_sglang_module() -> None:

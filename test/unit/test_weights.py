@@ -4,7 +4,6 @@ draft's too), and byte-size parsing."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -39,8 +38,6 @@ from sglang_specinit.planner.weights import (
     split_mtp_from_target,
     split_separate_draft,
 )
-
-os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 def test_safetensors_headers_give_every_tensor(tmp_path: Path) -> None:
@@ -174,11 +171,7 @@ def _tiny_llama(directory: Path, config: dict, tensors: dict[str, torch.Tensor])
     return str(directory)
 
 
-def test_plan_reads_real_safetensors_checkpoints(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from sglang_specinit.planner.cli import main
-
+def test_plan_reads_real_safetensors_checkpoints(tmp_path: Path, plan_json) -> None:
     base = {
         "model_type": "llama",
         "hidden_size": 64,
@@ -210,12 +203,9 @@ def test_plan_reads_real_safetensors_checkpoints(
     )
     flags = (
         "--speculative-algorithm EAGLE --speculative-num-steps 1 --speculative-eagle-topk 1 "
-        "--speculative-num-draft-tokens 2 --device-memory 2GiB --mem-fraction-static 0.5 --json"
+        "--speculative-num-draft-tokens 2 --device-memory 2GiB --mem-fraction-static 0.5"
     ).split()
-    code = main(["plan", "--model-path", target, "--speculative-draft-model-path", draft, *flags])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    data = json.loads(out)
+    data = plan_json("--model-path", target, "--speculative-draft-model-path", draft, *flags)
     # The target's rotary cos/sin cache, which no checkpoint stores (planner/target_buffers.py):
     # (4096 positions + 1 step * 2 draft tokens * 2 + 256) rounded up to 128 rows = 4480,
     # x head_dim 16, fp32 on CUDA.
