@@ -101,6 +101,8 @@ def scenario(**overrides: object) -> BudgetInputs:
         # 576 * 61 * 1 + 8052: the indexer keeps its own uint8 + fp32-scale layout
         (with_dtype(replace(MLA_KV, dsa_index_head_dim=128), "float8_e4m3fn"), 43188),
         (with_dtype(LLAMA_KV, "float8_e4m3fn"), 65536),  # 8*256*32*1
+        # ROCm's fp8 is one byte like CUDA's (torch says so; no table decides that)
+        (with_dtype(LLAMA_KV, "float8_e4m3fnuz"), 65536),
         (with_dtype(MLA_KV, "float8_e5m2"), 35136),  # 576 * 61 * 1
         # 8*256*32*1 = 65536 packed two per byte -> 32768, plus scales (8*128*32*2*1) // 16 = 4096
         (with_dtype(LLAMA_KV, "float4_e2m1fn_x2"), 36864),
@@ -108,25 +110,19 @@ def scenario(**overrides: object) -> BudgetInputs:
         (with_dtype(MLA_KV, "float4_e2m1fn_x2"), 19764),
         (MAMBA_KV, 24576),  # 2 * 512 * 12 * 2: full-attention layers only
     ],
-    ids=["mha-gqa", "eagle", "mla", "mla-dsa", "mla-dsa-fp8", "fp8", "mla-fp8", "fp4", "mla-fp4"]
-    + ["mamba-like"],
+    ids=["mha-gqa", "eagle", "mla", "mla-dsa", "mla-dsa-fp8", "fp8", "fp8-rocm", "mla-fp8", "fp4"]
+    + ["mla-fp4", "mamba-like"],
 )
 def test_cell_bytes_per_token(spec: AttentionKVSpec, cell: int) -> None:
     assert spec.bytes_per_token() == cell
 
 
-def test_a_spec_without_an_element_size_is_a_budget_error() -> None:
-    with pytest.raises(BudgetError, match="no element size"):
-        replace(LLAMA_KV, kv_dtype="int3", element_bytes=0).bytes_per_token()
-
-
-def test_element_sizes_come_from_torch() -> None:
-    """ROCm's fp8 (e4m3fnuz) is one byte like CUDA's; no table decides that."""
-    assert element_bytes("float8_e4m3fnuz") == 1
-    assert element_bytes("float8_e5m2fnuz") == 1
-    assert with_dtype(LLAMA_KV, "float8_e4m3fnuz").bytes_per_token() == 65536
+def test_element_sizes_come_from_torch_and_a_spec_without_one_is_a_budget_error() -> None:
+    assert element_bytes("float8_e4m3fnuz") == element_bytes("float8_e5m2fnuz") == 1
     with pytest.raises(BudgetError, match="not a torch dtype"):
         element_bytes("no_such_dtype")
+    with pytest.raises(BudgetError, match="no element size"):
+        replace(LLAMA_KV, kv_dtype="int3", element_bytes=0).bytes_per_token()
 
 
 # gpt-oss: 12 full-attention and 12 sliding-window layers of the same geometry
