@@ -47,10 +47,12 @@ def _server_args(target: Path, **kwargs: Any) -> Any:
             llama_family.tiny_standalone_draft,
             llama_family.DEFAULT_STANDALONE_DRAFT.layers,
         ),
+        # A draft upstream does not count: no count.
+        ("DFLASH", eagle_drafts.tiny_dflash_draft, None),
     ],
-    ids=["eagle", "eagle3", "eagle3-nnpl0", "standalone"],
+    ids=["eagle", "eagle3", "eagle3-nnpl0", "standalone", "dflash"],
 )
-def test_count_read_from_the_draft_config(algorithm: str, draft: Any, layers: int) -> None:
+def test_count_read_from_the_draft_config(algorithm: str, draft: Any, layers: int | None) -> None:
     args = _server_args(
         llama_family.tiny_llama_target(), draft_model_path=draft(), algorithm=algorithm
     )
@@ -82,15 +84,6 @@ def test_pathless_mtp_count_leaves_the_targets_cached_config_alone(
     assert hf_config.architectures == ["DeepseekV3ForCausalLM"]
     # The target's worker builds its ModelConfig again, from the same cache: still the target.
     assert ModelConfig.from_server_args(args).hf_config.architectures == ["DeepseekV3ForCausalLM"]
-
-
-def test_no_count_for_a_draft_upstream_does_not_count() -> None:
-    args = _server_args(
-        llama_family.tiny_llama_target(),
-        draft_model_path=eagle_drafts.tiny_dflash_draft(),
-        algorithm="DFLASH",
-    )
-    assert model_runner.early_draft_num_layers(args) is None
 
 
 def _runner(layers: int) -> SimpleNamespace:
