@@ -4,6 +4,7 @@ draft's too), and byte-size parsing."""
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -136,22 +137,13 @@ def test_mtp_split_from_target_checkpoint() -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [
-        ("80GiB", 80 << 30),
-        ("141GB", 141_000_000_000),
-        ("24000MiB", 24000 << 20),
-        ("1.5 GiB", 3 << 29),
-        ("123", 123),
-    ],
+    [("80GiB", 80 << 30), ("141GB", 141_000_000_000), ("24000MiB", 24000 << 20)]
+    + [("1.5 GiB", 3 << 29), ("123", 123)]
+    + [(text, None) for text in ("", "lots", "80XB", "0", "-1GiB")],  # refused
 )
-def test_parse_bytes(text: str, value: int) -> None:
-    assert parse_bytes(text) == value
-
-
-@pytest.mark.parametrize("text", ["", "lots", "80XB", "0", "-1GiB"])
-def test_parse_bytes_rejects(text: str) -> None:
-    with pytest.raises(ValueError):
-        parse_bytes(text)
+def test_parse_bytes(text: str, value: int | None) -> None:
+    with pytest.raises(ValueError) if value is None else nullcontext():
+        assert parse_bytes(text) == value
 
 
 def test_presets() -> None:
@@ -309,30 +301,24 @@ def _config(kind: str) -> dict[str, Any]:
     return config
 
 
-def _dense_mlp(c: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], int]]:
-    i, h = c["intermediate_size"], c["hidden_size"]
+def _mlp(prefix: str, i: int, h: int) -> dict[str, tuple[tuple[int, ...], int]]:
     # MergedColumnParallelLinear gate_up, RowParallelLinear down: 1 / tp.
     return {
-        "mlp.gate_proj.weight": ((i, h), TP),
-        "mlp.up_proj.weight": ((i, h), TP),
-        "mlp.down_proj.weight": ((h, i), TP),
+        f"{prefix}.gate_proj.weight": ((i, h), TP),
+        f"{prefix}.up_proj.weight": ((i, h), TP),
+        f"{prefix}.down_proj.weight": ((h, i), TP),
     }
 
 
 def _moe_mlp(c: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], int]]:
     h, i, e = c["hidden_size"], c["moe_intermediate_size"], c["n_routed_experts"]
-    shared = i * c["n_shared_experts"]
     tensors: dict[str, tuple[tuple[int, ...], int]] = {
         "mlp.gate.weight": ((e, h), WHOLE),  # the router, ReplicatedLinear
         "mlp.gate.e_score_correction_bias": ((e,), WHOLE),
-        "mlp.shared_experts.gate_proj.weight": ((shared, h), TP),
-        "mlp.shared_experts.up_proj.weight": ((shared, h), TP),
-        "mlp.shared_experts.down_proj.weight": ((h, shared), TP),
+        **_mlp("mlp.shared_experts", i * c["n_shared_experts"], h),
     }
     for expert in range(e):  # FusedMoE under TP: every expert split 1 / tp
-        tensors[f"mlp.experts.{expert}.gate_proj.weight"] = ((i, h), TP)
-        tensors[f"mlp.experts.{expert}.up_proj.weight"] = ((i, h), TP)
-        tensors[f"mlp.experts.{expert}.down_proj.weight"] = ((h, i), TP)
+        tensors.update(_mlp(f"mlp.experts.{expert}", i, h))
     return tensors
 
 
@@ -352,13 +338,12 @@ def _attention(kind: str, c: dict[str, Any]) -> dict[str, tuple[tuple[int, ...],
         }
     d, kv_heads = c["head_dim"], c["num_key_value_heads"]
     assert kv_heads % TP == 0  # QKVParallelLinear then splits the KV heads too
+    tensors = {}
+    for proj, n in (("q", heads), ("k", kv_heads), ("v", kv_heads)):
+        tensors[f"self_attn.{proj}_proj.weight"] = ((n * d, h), TP)
+        tensors[f"self_attn.{proj}_proj.bias"] = ((n * d,), TP)
     return {
-        "self_attn.q_proj.weight": ((heads * d, h), TP),
-        "self_attn.q_proj.bias": ((heads * d,), TP),
-        "self_attn.k_proj.weight": ((kv_heads * d, h), TP),
-        "self_attn.k_proj.bias": ((kv_heads * d,), TP),
-        "self_attn.v_proj.weight": ((kv_heads * d, h), TP),
-        "self_attn.v_proj.bias": ((kv_heads * d,), TP),
+        **tensors,
         "self_attn.o_proj.weight": ((h, heads * d), TP),
         "self_attn.q_norm.weight": ((d,), WHOLE),
         "self_attn.k_norm.weight": ((d,), WHOLE),
@@ -371,7 +356,7 @@ def _decoder_layer(kind: str, c: dict[str, Any], moe: bool) -> dict[str, Any]:
         "input_layernorm.weight": ((h,), WHOLE),
         "post_attention_layernorm.weight": ((h,), WHOLE),
         **_attention(kind, c),
-        **(_moe_mlp(c) if moe else _dense_mlp(c)),
+        **(_moe_mlp(c) if moe else _mlp("mlp", c["intermediate_size"], h)),
     }
 
 
