@@ -22,7 +22,6 @@ from harness.geometry.specs import (
     kv_spec_from_model_config,
     runner_layer_count,
 )
-from harness.reports.report_reading import BREAKDOWN_KEYS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sglang_specinit.budget import (
@@ -307,19 +306,8 @@ def test_the_suggested_fraction_is_the_smallest_viable_one() -> None:
     assert plan_pools(scenario(mem_fraction_static=0.212)).tokens < 7
 
 
-# The shared breakdown (``sglang_specinit.report``): dict keys and types, the rules table, the
-# planned/allocated table.
-
-
-def test_plan_to_dict_keys_and_types() -> None:
-    data = plan_to_dict(plan_pools(scenario()), scenario(), tp_size=2)
-    assert set(BREAKDOWN_KEYS) <= set(data)
-    for key in BREAKDOWN_KEYS:
-        expected = float if key == "min_viable_mem_fraction_static" else int
-        assert type(data[key]) is expected, key
-    assert data["tp_size"] == 2
-    assert data["budget_bytes"] == 64 * GIB  # 0.8 * 80 GiB
-    assert data["mem_fraction_static"] == 0.8
+# The shared breakdown (``sglang_specinit.report``): the rules table, the planned/allocated
+# table (its keys and types: test_report_command's plan --json check).
 
 
 def test_human_bytes() -> None:

@@ -164,6 +164,7 @@ def test_default_example_matches_independent_inputs(plan_json, llama: dict) -> N
     for rule, want in expected.items():
         for key, value in want.items():
             assert got[rule][key] == value, (rule, key)
+    assert (llama["mem_fraction_static"], llama["stock"]["mem_fraction_static"]) == (0.83, 0.779)
     # The reserve the stock heuristic held back: budget(0.83) - budget(0.779)
     assert llama["stock"]["spec_reserve_bytes"] == (
         int(0.83 * (81559 * MIB - GIB)) - int(0.779 * (81559 * MIB - GIB))
