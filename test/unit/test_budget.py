@@ -30,17 +30,13 @@ from sglang_specinit.budget import (
     DraftSpec,
     derive_max_running_requests,
     kv_pool_bytes,
-    make_plan,
     page_floor,
     plan_pools,
 )
 from sglang_specinit.report import (
-    RULE_ROWS,
-    ReportColumn,
     human_bytes,
     plan_to_dict,
     render_breakdown,
-    render_columns,
 )
 
 GIB = 1 << 30
@@ -306,8 +302,8 @@ def test_the_suggested_fraction_is_the_smallest_viable_one() -> None:
     assert plan_pools(scenario(mem_fraction_static=0.212)).tokens < 7
 
 
-# The shared breakdown (``sglang_specinit.report``): the rules table, the planned/allocated
-# table (its keys and types: test_report_command's plan --json check).
+# The shared breakdown (``sglang_specinit.report``): the planned/allocated table (its keys and
+# types: test_report_command's plan --json check; the rules table: test_plan_cli's default table).
 
 
 def test_human_bytes() -> None:
@@ -315,22 +311,6 @@ def test_human_bytes() -> None:
     assert human_bytes(-3 * (1 << 20)) == "-3.00 MiB"
     assert human_bytes(4096) == "4.00 KiB"
     assert human_bytes(12) == "12 B"
-
-
-def test_rules_table_shows_reserve_only_where_present() -> None:
-    stock_inputs = scenario(mem_fraction_static=0.75)
-    # A stock that sizes the target's pool alone (44 GiB // 131072) and puts the draft on top.
-    plan = make_plan("stock", stock_inputs, 360448, 17 * GIB, 131072, 0.2, ("draft on top",))
-    stock = ReportColumn("stock", plan, stock_inputs, 4 * GIB)
-    ours = ReportColumn("ours", plan_pools(scenario()), scenario())
-    table = render_columns({c.title: c.to_dict(1) for c in (stock, ours)}, RULE_ROWS)
-    table += "".join(f"\n* {c.title}: {note}" for c in (stock, ours) for note in c.plan.notes)
-    lines = table.splitlines()
-    assert lines[0].split() == ["stock", "ours"]
-    reserve = next(line for line in lines if line.startswith("auto-fraction draft reserve"))
-    assert reserve.split()[-3:] == ["4.00", "GiB", "-"]
-    assert any("(over budget)" in line for line in lines if line.startswith("headroom"))
-    assert lines[-1].startswith("* stock:")  # the stock rule's note
 
 
 def test_runtime_breakdown_table() -> None:

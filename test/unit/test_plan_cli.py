@@ -21,7 +21,7 @@ from sglang_specinit.budget import BudgetInputs, DraftSpec, make_plan, plan_pool
 from sglang_specinit.planner.cli import EXIT_CLOSED_PIPE, main
 from sglang_specinit.planner.columns import STOCK_RULE
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
-from sglang_specinit.report import plan_to_dict
+from sglang_specinit.report import human_bytes, plan_to_dict
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -62,15 +62,15 @@ def test_default_table_is_the_installed_release_s_stock_beside_ours(
     header = next(line for line in out.splitlines() if "sglang-specinit" in line)
     assert header.split() == ["stock", "0.5.13.post1", "sglang-specinit"]
     assert "0.5.14" not in out
-    for text in (
-        "(over budget)",
-        "min viable --mem-fraction-static",
-        "auto-fraction draft reserve",
-        "llama31-8b-eagle3",
-    ):
-        assert text in out
-    line = next(x for x in out.splitlines() if "target buffers not in the checkpoint" in x)
+    assert "min viable --mem-fraction-static" in out and "llama31-8b-eagle3" in out
+    lines = out.splitlines()
+    line = next(x for x in lines if "target buffers not in the checkpoint" in x)
     assert "rotary cos/sin cache" in line and "MiB" in line
+    # The reserve only in the column that has one; stock's headroom marked over budget.
+    reserve = next(x for x in lines if x.startswith("auto-fraction draft reserve")).split()
+    assert reserve[-3:] == [*human_bytes(llama["stock"]["spec_reserve_bytes"]).split(), "-"]
+    (headroom,) = [x for x in lines if x.startswith("headroom")]
+    assert "(over budget)" in headroom
     data = plan_json()
     assert data == llama
     assert data["sglang_version"] == "0.5.13.post1"
