@@ -169,11 +169,11 @@ def test_default_example_matches_independent_inputs(plan_json, llama: dict) -> N
     assert llama["stock"]["spec_reserve_bytes"] == (
         int(0.83 * (81559 * MIB - GIB)) - int(0.779 * (81559 * MIB - GIB))
     )
-    # The rotary cache's dtype answers the planned device, not this host.
-    cuda = llama["target_buffers"]
-    cpu = plan_json(
-        "--example", "llama31-8b-eagle3", "--device", "cpu", "--device-memory", str(80 << 30)
-    )["target_buffers"]
+    # The rotary cache's dtype answers the planned device, not this host; sizes for it are read.
+    memory = ("--device-memory", "80GiB", "--pre-load-free-bytes", "70GiB")
+    on_cpu = plan_json("--example", "llama31-8b-eagle3", "--device", "cpu", *memory)
+    assert (on_cpu["device"]["total_bytes"], on_cpu["pre_load_free_bytes"]) == (80 * GIB, 70 * GIB)
+    cuda, cpu = llama["target_buffers"], on_cpu["target_buffers"]
     assert (cuda["bytes"], cpu["bytes"]) == (ROPE_ROWS_X_DIMS * 4, ROPE_ROWS_X_DIMS * 2)
     assert "float32" in cuda["items"][0] and "bfloat16" in cpu["items"][0]
 
@@ -209,12 +209,6 @@ def test_user_flags_override_example(plan_json) -> None:
     assert data["page_size"] == 64
     assert data["pre_load_free_bytes"] == 143771 * MIB - GIB
     assert "spec_reserve_bytes" not in data["stock"]  # the user chose the fraction
-
-
-def test_device_memory_and_pre_load_free(plan_json) -> None:
-    data = plan_json("--device-memory", "80GiB", "--pre-load-free-bytes", "70GiB")
-    assert data["pre_load_free_bytes"] == 70 * GIB
-    assert data["device"]["total_bytes"] == 80 * GIB
 
 
 LLAMA = str(EXAMPLES_DIR / "llama31-8b-eagle3" / "target")
