@@ -41,29 +41,25 @@ from sglang_specinit.planner.weights import (
 )
 
 
-def test_safetensors_headers_give_every_tensor(tmp_path: Path) -> None:
-    save_file({"a": torch.zeros(3, 5, dtype=torch.bfloat16)}, str(tmp_path / "m-1.safetensors"))
+def test_sizes_from_headers_a_summary_an_index_a_bin_file_or_no_weights(tmp_path: Path) -> None:
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    save_file({"a": torch.zeros(3, 5, dtype=torch.bfloat16)}, str(shards / "m-1.safetensors"))
     save_file(
         {"b": torch.zeros(7, dtype=torch.float32), "model.layers.3.x": torch.zeros(2, 2)},
-        str(tmp_path / "m-2.safetensors"),
+        str(shards / "m-2.safetensors"),
     )
-    sizes = read_checkpoint_sizes(str(tmp_path))
+    sizes = read_checkpoint_sizes(str(shards))
     assert sizes.complete
     assert sizes.tensor_bytes == {"a": 30, "b": 28, "model.layers.3.x": 16}  # 15*2, 7*4, 4*4
     assert sizes.total_bytes == 74
     assert sizes.under_prefix("model.layers.3.") == 16
-
-
-def test_weights_size_summary_wins(tmp_path: Path) -> None:
-    save_file({"a": torch.zeros(4)}, str(tmp_path / "model.safetensors"))
+    # A weights-size.json summary wins over the headers.
     summary = {"total_bytes": 99, "tensors": {EMBED: 10}, "groups": {"model.layers.1.": 20}}
-    (tmp_path / "weights-size.json").write_text(json.dumps(summary))
-    sizes = read_checkpoint_sizes(str(tmp_path))
+    (shards / "weights-size.json").write_text(json.dumps(summary))
+    sizes = read_checkpoint_sizes(str(shards))
     assert (sizes.total_bytes, sizes.tensor(EMBED)) == (99, 10)
     assert sizes.under_prefix("model.layers.1.") == 20
-
-
-def test_an_index_a_bin_file_or_no_weights(tmp_path: Path) -> None:
     index = {"metadata": {"total_size": 123456}, "weight_map": {"a": "m-1.safetensors"}}
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
     sizes = read_checkpoint_sizes(str(tmp_path))
