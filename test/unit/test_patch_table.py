@@ -34,14 +34,10 @@ SGLANG = {
     "HYBRID": "sglang.srt.configs.hybrid_arch",
     "CONFIG": "sglang.srt.configs.model_config",
 }
-# The tables as they were written before the decorator (commit 56e93b6), one entry a row (phase,
-# hook or requires, SGLang module, target, and a hook's function and params), plus the SGLang
-# names the phases call that those tables left out (marked "since": what launch_policy,
-# draft_pricing, the breakdown's minimum and the probe's pool config call): a release without one
-# is refused by the guard instead of failing mid-sizing. What only some served releases have
-# (get_schedule from 0.5.17, mm_runtime_reservation_gb and get_mm from 0.5.18, resolving_view from
-# 0.5.19, fused_entry_bytes from 0.5.22) is a release_shims.release_requires row instead
-# (test_each_generation_requires_its_own_form).
+# The phase tables written out, one entry a row (phase, hook or requires, SGLang module, target,
+# and a hook's function and params); "since" marks a name a phase calls, so that a release without
+# it is refused by the guard instead of failing mid-sizing. What only some served releases have is
+# a release_shims.release_requires row instead (test_each_generation_requires_its_own_form).
 HAND_WRITTEN = """
 scheduler hook SCHED Scheduler.init_memory_pools init_memory_pools
 scheduler requires HYBRID mambaish_config since

@@ -1,13 +1,7 @@
-"""``plan --json`` on every shipped example, in the environment the test runs in: its keys and
-types are the ones docs/planner.md's "`plan --json`" tables list (read from the doc, so doc and
-test cannot drift), and its notes are the text output's, each labelled with its column.
-
-``sglang-specinit report`` on those plans: each figure's title names the model, GPU, draft, TP and
-release and says both columns' tokens and the gain; its bars are the JSON's, over-budget parts
-drawn and labelled; the y axis is cut only above a base every bar shares, and the figure says so.
-The report directory's numbers equal their JSON, figures are valid images of the expected size,
-and a missing matplotlib is one clear line. Per-rank memory reports have distinct names, each
-rank's tightness line and the tightest rank."""
+"""``plan --json`` on every shipped example: its keys and types are docs/planner.md's tables
+(read from the doc), its notes the text output's, its figure the JSON's. ``report``: the
+directory's numbers equal the JSON, figures are valid images of the expected size, a missing
+matplotlib is one clear line. Per-rank memory reports: names, tightness lines, the tightest rank."""
 
 from __future__ import annotations
 
