@@ -202,7 +202,8 @@ def test_deepseek_mtp_drafts_from_its_own_checkpoint(plan_json) -> None:
 
 
 def test_user_flags_override_example(plan_json) -> None:
-    flags = "--mem-fraction-static 0.9 --page-size 64 --max-total-tokens 100000 --gpu H200-141GB"
+    # A preset's name in any case.
+    flags = "--mem-fraction-static 0.9 --page-size 64 --max-total-tokens 100000 --gpu h200-141gb"
     data = plan_json("--example", "llama31-8b-eagle3", *flags.split())
     assert data["mem_fraction_static"] == data["stock"]["mem_fraction_static"] == 0.9
     assert data["tokens"] == 99968  # page_floor(100000, 64)
@@ -315,7 +316,7 @@ BAD_INPUTS = {
     "no architectures": ("plan --model-path {tmp}/no-arch", "no 'architectures'"),
     "fraction zero": (f"plan {FRACTION} 0", f"{FRACTION} 0.0 is outside (0, 1)"),
     "fraction one": (f"plan {FRACTION} 1", f"{FRACTION} 1.0 is outside (0, 1)"),
-    "unknown gpu": ("plan --gpu H300", GPUS),
+    "unknown gpu": ("plan --gpu H300", f"valid presets: {GPUS}"),
     "bad size": ("plan --device-memory lots", "cannot read a size"),
     "unsupported architecture": ("plan --model-path {tmp}/dsv4", "DeepSeek-V4"),
     # An example this release's replay refuses from config.json alone.

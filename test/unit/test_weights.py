@@ -14,11 +14,8 @@ import torch
 from harness.checkpoints.tiny_configs import deepseek_v3, glm4_moe
 from safetensors.torch import save_file
 from sglang_specinit.planner.gpus import (
-    GPU_PRESETS,
     DeviceSpec,
-    get_preset,
     parse_bytes,
-    pre_load_free_bytes,
 )
 from sglang_specinit.planner.plan import build_plan
 from sglang_specinit.planner.releases import installed_replay
@@ -140,16 +137,6 @@ def test_mtp_split_from_target_checkpoint() -> None:
 def test_parse_bytes(text: str, value: int | None) -> None:
     with pytest.raises(ValueError) if value is None else nullcontext():
         assert parse_bytes(text) == value
-
-
-def test_presets() -> None:
-    presets = "H100-80GB H100-94GB H200-141GB A100-80GB A100-40GB L40S RTX-4090 B200"
-    assert set(GPU_PRESETS) == set(presets.split())
-    h100 = get_preset("h100-80gb")
-    assert h100.total_bytes == 81559 * (1 << 20)
-    assert pre_load_free_bytes(h100.total_bytes) == 81559 * (1 << 20) - (1 << 30)
-    with pytest.raises(ValueError, match="valid presets"):
-        get_preset("H300")
 
 
 def _tiny_llama(directory: Path, config: dict, tensors: dict[str, torch.Tensor]) -> str:
