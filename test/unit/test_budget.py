@@ -22,7 +22,6 @@ from harness.geometry.specs import (
     kv_spec_from_model_config,
     runner_layer_count,
 )
-from harness.reports.report_reading import BREAKDOWN_KEYS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sglang_specinit.budget import (
@@ -31,17 +30,13 @@ from sglang_specinit.budget import (
     DraftSpec,
     derive_max_running_requests,
     kv_pool_bytes,
-    make_plan,
     page_floor,
     plan_pools,
 )
 from sglang_specinit.report import (
-    RULE_ROWS,
-    ReportColumn,
     human_bytes,
     plan_to_dict,
     render_breakdown,
-    render_columns,
 )
 
 GIB = 1 << 30
@@ -101,6 +96,8 @@ def scenario(**overrides: object) -> BudgetInputs:
         # 576 * 61 * 1 + 8052: the indexer keeps its own uint8 + fp32-scale layout
         (with_dtype(replace(MLA_KV, dsa_index_head_dim=128), "float8_e4m3fn"), 43188),
         (with_dtype(LLAMA_KV, "float8_e4m3fn"), 65536),  # 8*256*32*1
+        # ROCm's fp8 is one byte like CUDA's (torch says so; no table decides that)
+        (with_dtype(LLAMA_KV, "float8_e4m3fnuz"), 65536),
         (with_dtype(MLA_KV, "float8_e5m2"), 35136),  # 576 * 61 * 1
         # 8*256*32*1 = 65536 packed two per byte -> 32768, plus scales (8*128*32*2*1) // 16 = 4096
         (with_dtype(LLAMA_KV, "float4_e2m1fn_x2"), 36864),
@@ -108,25 +105,19 @@ def scenario(**overrides: object) -> BudgetInputs:
         (with_dtype(MLA_KV, "float4_e2m1fn_x2"), 19764),
         (MAMBA_KV, 24576),  # 2 * 512 * 12 * 2: full-attention layers only
     ],
-    ids=["mha-gqa", "eagle", "mla", "mla-dsa", "mla-dsa-fp8", "fp8", "mla-fp8", "fp4", "mla-fp4"]
-    + ["mamba-like"],
+    ids=["mha-gqa", "eagle", "mla", "mla-dsa", "mla-dsa-fp8", "fp8", "fp8-rocm", "mla-fp8", "fp4"]
+    + ["mla-fp4", "mamba-like"],
 )
 def test_cell_bytes_per_token(spec: AttentionKVSpec, cell: int) -> None:
     assert spec.bytes_per_token() == cell
 
 
-def test_a_spec_without_an_element_size_is_a_budget_error() -> None:
-    with pytest.raises(BudgetError, match="no element size"):
-        replace(LLAMA_KV, kv_dtype="int3", element_bytes=0).bytes_per_token()
-
-
-def test_element_sizes_come_from_torch() -> None:
-    """ROCm's fp8 (e4m3fnuz) is one byte like CUDA's; no table decides that."""
-    assert element_bytes("float8_e4m3fnuz") == 1
-    assert element_bytes("float8_e5m2fnuz") == 1
-    assert with_dtype(LLAMA_KV, "float8_e4m3fnuz").bytes_per_token() == 65536
+def test_element_sizes_come_from_torch_and_a_spec_without_one_is_a_budget_error() -> None:
+    assert element_bytes("float8_e4m3fnuz") == element_bytes("float8_e5m2fnuz") == 1
     with pytest.raises(BudgetError, match="not a torch dtype"):
         element_bytes("no_such_dtype")
+    with pytest.raises(BudgetError, match="no element size"):
+        replace(LLAMA_KV, kv_dtype="int3", element_bytes=0).bytes_per_token()
 
 
 # gpt-oss: 12 full-attention and 12 sliding-window layers of the same geometry
@@ -311,19 +302,8 @@ def test_the_suggested_fraction_is_the_smallest_viable_one() -> None:
     assert plan_pools(scenario(mem_fraction_static=0.212)).tokens < 7
 
 
-# The shared breakdown (``sglang_specinit.report``): dict keys and types, the rules table, the
-# planned/allocated table.
-
-
-def test_plan_to_dict_keys_and_types() -> None:
-    data = plan_to_dict(plan_pools(scenario()), scenario(), tp_size=2)
-    assert set(BREAKDOWN_KEYS) <= set(data)
-    for key in BREAKDOWN_KEYS:
-        expected = float if key == "min_viable_mem_fraction_static" else int
-        assert type(data[key]) is expected, key
-    assert data["tp_size"] == 2
-    assert data["budget_bytes"] == 64 * GIB  # 0.8 * 80 GiB
-    assert data["mem_fraction_static"] == 0.8
+# The shared breakdown (``sglang_specinit.report``): the planned/allocated table (its keys and
+# types: test_report_command's plan --json check; the rules table: test_plan_cli's default table).
 
 
 def test_human_bytes() -> None:
@@ -331,22 +311,6 @@ def test_human_bytes() -> None:
     assert human_bytes(-3 * (1 << 20)) == "-3.00 MiB"
     assert human_bytes(4096) == "4.00 KiB"
     assert human_bytes(12) == "12 B"
-
-
-def test_rules_table_shows_reserve_only_where_present() -> None:
-    stock_inputs = scenario(mem_fraction_static=0.75)
-    # A stock that sizes the target's pool alone (44 GiB // 131072) and puts the draft on top.
-    plan = make_plan("stock", stock_inputs, 360448, 17 * GIB, 131072, 0.2, ("draft on top",))
-    stock = ReportColumn("stock", plan, stock_inputs, 4 * GIB)
-    ours = ReportColumn("ours", plan_pools(scenario()), scenario())
-    table = render_columns({c.title: c.to_dict(1) for c in (stock, ours)}, RULE_ROWS)
-    table += "".join(f"\n* {c.title}: {note}" for c in (stock, ours) for note in c.plan.notes)
-    lines = table.splitlines()
-    assert lines[0].split() == ["stock", "ours"]
-    reserve = next(line for line in lines if line.startswith("auto-fraction draft reserve"))
-    assert reserve.split()[-3:] == ["4.00", "GiB", "-"]
-    assert any("(over budget)" in line for line in lines if line.startswith("headroom"))
-    assert lines[-1].startswith("* stock:")  # the stock rule's note
 
 
 def test_runtime_breakdown_table() -> None:

@@ -47,10 +47,12 @@ def _server_args(target: Path, **kwargs: Any) -> Any:
             llama_family.tiny_standalone_draft,
             llama_family.DEFAULT_STANDALONE_DRAFT.layers,
         ),
+        # A draft upstream does not count: no count.
+        ("DFLASH", eagle_drafts.tiny_dflash_draft, None),
     ],
-    ids=["eagle", "eagle3", "eagle3-nnpl0", "standalone"],
+    ids=["eagle", "eagle3", "eagle3-nnpl0", "standalone", "dflash"],
 )
-def test_count_read_from_the_draft_config(algorithm: str, draft: Any, layers: int) -> None:
+def test_count_read_from_the_draft_config(algorithm: str, draft: Any, layers: int | None) -> None:
     args = _server_args(
         llama_family.tiny_llama_target(), draft_model_path=draft(), algorithm=algorithm
     )
@@ -84,25 +86,30 @@ def test_pathless_mtp_count_leaves_the_targets_cached_config_alone(
     assert ModelConfig.from_server_args(args).hf_config.architectures == ["DeepseekV3ForCausalLM"]
 
 
-def test_no_count_for_a_draft_upstream_does_not_count() -> None:
-    args = _server_args(
-        llama_family.tiny_llama_target(),
-        draft_model_path=eagle_drafts.tiny_dflash_draft(),
-        algorithm="DFLASH",
-    )
-    assert model_runner.early_draft_num_layers(args) is None
+def _runners(*layers: int) -> list[SimpleNamespace]:
+    """Test doubles: draft ModelRunners reduced to the layer count each pool is built with."""
+    return [SimpleNamespace(num_effective_layers=n) for n in layers]
 
 
-def _runner(layers: int) -> SimpleNamespace:
-    """Test double: a draft ModelRunner reduced to the layer count its pool is built with."""
-    return SimpleNamespace(num_effective_layers=layers)
+# (the count read before loading, the draft's runners, the warning's opening; None: silence)
+PHASE3 = [
+    (1, DraftDescription(pool_runners=_runners(1)), None),
+    # Multi-layer EAGLE: one runner per step, each with the one layer the config gives.
+    (1, DraftDescription(pool_runners=_runners(1, 1, 1)), None),
+    # No count read (not an EAGLE-family draft): nothing to compare.
+    (None, DraftDescription(pool_runners=_runners(4)), None),
+    (1, DraftDescription(pool_runners=_runners(2)), "2 KV layers"),
+    # A fixed-size pool's runner (frozen-KV MTP's stand-in) is compared too.
+    (2, DraftDescription(fixed_pools=[(*_runners(3), 64)]), "3 KV layers"),
+]
 
 
-def _phase3_warnings(
-    caplog: pytest.LogCaptureFixture, early: int | None, draft: DraftDescription
-) -> list[str]:
+@pytest.mark.parametrize(("early", "draft", "opening"), PHASE3)
+def test_phase3_warns_once_when_a_runner_allocates_another_count(
+    caplog: pytest.LogCaptureFixture, early: int | None, draft: DraftDescription, opening: str
+) -> None:
     """``init_memory_pools`` on a test double of a Scheduler whose target pool exists (the target
-    runner's sizing names the draft's runners; the draft worker allocates): its warnings."""
+    runner's sizing names the draft's runners; the draft worker allocates)."""
     allocations: list[dict[str, Any]] = []
     target = SimpleNamespace(
         memory_pool_config="config", _specinit_sizing=SimpleNamespace(draft=draft)
@@ -115,32 +122,11 @@ def _phase3_warnings(
         draft_worker=SimpleNamespace(alloc_memory_pool=lambda **kw: allocations.append(kw)),
         init_target_memory_pool=lambda: None,
     )
-    caplog.clear()
     with caplog.at_level(logging.WARNING, logger=model_runner.logger.name):
         scheduler_phases.init_memory_pools(scheduler)
     assert len(allocations) == 1  # the draft's pools were allocated first
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-
-
-def test_phase3_is_silent_when_the_runners_allocate_the_count(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    one = _runner(1)
-    assert _phase3_warnings(caplog, 1, DraftDescription(pool_runners=[one])) == []
-    # Multi-layer EAGLE: one runner per step, each with the one layer the config gives.
-    steps = [_runner(1) for _ in range(3)]
-    assert _phase3_warnings(caplog, 1, DraftDescription(pool_runners=steps)) == []
-    # No count read (not an EAGLE-family draft): nothing to compare.
-    assert _phase3_warnings(caplog, None, DraftDescription(pool_runners=[_runner(4)])) == []
-
-
-def test_phase3_warns_once_when_a_runner_allocates_another_count(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    (message,) = _phase3_warnings(caplog, 1, DraftDescription(pool_runners=[_runner(2)]))
-    assert message.startswith(f"{WARNING_TEXT} 2 KV layers")
-    assert "eagle_draft_num_layers=1" in message
-    # A fixed-size pool's runner (frozen-KV MTP's stand-in) is compared too.
-    fixed = DraftDescription(fixed_pools=[(_runner(3), 64)])
-    (message,) = _phase3_warnings(caplog, 2, fixed)
-    assert message.startswith(f"{WARNING_TEXT} 3 KV layers")
+    found = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(found) == (opening is not None), found
+    if opening is not None:
+        assert found[0].startswith(f"{WARNING_TEXT} {opening}"), found
+        assert f"eagle_draft_num_layers={early}" in found[0], found

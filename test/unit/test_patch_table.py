@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,6 @@ from sglang_specinit.hooks import Hook, Requires, adapter_patches, group_by_modu
 from sglang_specinit.patch_listing import release_patches
 from sglang_specinit.patch_table import PatchTable
 from sglang_specinit.phased import early_binding
-from sglang_specinit.planner.cli import main
 from sglang_specinit.sglang_0_5_23 import launch_checks, runtime_budget, scheduler
 
 PHASES = {"scheduler": scheduler, "runtime_budget": runtime_budget, "early_binding": early_binding}
@@ -34,14 +34,10 @@ SGLANG = {
     "HYBRID": "sglang.srt.configs.hybrid_arch",
     "CONFIG": "sglang.srt.configs.model_config",
 }
-# The tables as they were written before the decorator (commit 56e93b6), one entry a row (phase,
-# hook or requires, SGLang module, target, and a hook's function and params), plus the SGLang
-# names the phases call that those tables left out (marked "since": what launch_policy,
-# draft_pricing, the breakdown's minimum and the probe's pool config call): a release without one
-# is refused by the guard instead of failing mid-sizing. What only some served releases have
-# (get_schedule from 0.5.17, mm_runtime_reservation_gb and get_mm from 0.5.18, resolving_view from
-# 0.5.19, fused_entry_bytes from 0.5.22) is a release_shims.release_requires row instead
-# (test_each_generation_requires_its_own_form).
+# The phase tables written out, one entry a row (phase, hook or requires, SGLang module, target,
+# and a hook's function and params); "since" marks a name a phase calls, so that a release without
+# it is refused by the guard instead of failing mid-sizing. What only some served releases have is
+# a release_shims.release_requires row instead (test_each_generation_requires_its_own_form).
 HAND_WRITTEN = """
 scheduler hook SCHED Scheduler.init_memory_pools init_memory_pools
 scheduler requires HYBRID mambaish_config since
@@ -230,11 +226,12 @@ ROW = re.compile(
 )
 
 
-def listed(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, list[tuple]]:
+def listed(cli, *argv: str) -> tuple[str, list[tuple]]:
     """(header, rows) of one ``patches`` run; a row is (sglang module, entry, kind, target,
     plugin function, its module, its line)."""
-    assert main(["patches", *argv]) == 0
-    header, *lines = capsys.readouterr().out.splitlines()
+    code, out, _ = cli("patches", *argv)
+    assert code == 0
+    header, *lines = out.splitlines()
     rows, module = [], None
     for line in lines:
         if not line.startswith(" "):
@@ -277,10 +274,8 @@ def defines(module: str, line_no: int, name: str) -> bool:
 
 
 @pytest.mark.parametrize("release", ["0.5.13.post1", "0.5.23"])
-def test_lists_every_table_entry_where_its_function_is_defined(
-    capsys: pytest.CaptureFixture[str], release: str
-) -> None:
-    header, rows = listed(capsys, "--release", release)
+def test_lists_every_table_entry_where_its_function_is_defined(cli, release: str) -> None:
+    header, rows = listed(cli, "--release", release)
     assert [row[:6] for row in rows] == expected_rows(release)
     hooks = sum(row[1] == "hook" for row in rows)
     assert header.startswith(f"sglang {release}: adapter sglang_specinit.sglang_0_5_")
@@ -290,12 +285,8 @@ def test_lists_every_table_entry_where_its_function_is_defined(
             assert defines(module, line_no, fn.rsplit(".", 1)[-1]), (target, module, line_no)
 
 
-def test_default_release_is_the_installed_one(capsys: pytest.CaptureFixture[str]) -> None:
-    from importlib.metadata import version
-
-    installed = version("sglang")
-    default = listed(capsys)
-    assert default == listed(capsys, "--release", installed)
+def test_default_release_is_the_installed_one(cli) -> None:
+    assert listed(cli) == listed(cli, "--release", version("sglang"))
 
 
 def test_listing_imports_no_sglang_module() -> None:

@@ -20,33 +20,11 @@ from sglang_specinit import compat
 from sglang_specinit.budget import BudgetInputs, DraftSpec, make_plan, plan_pools
 from sglang_specinit.planner.cli import EXIT_CLOSED_PIPE, main
 from sglang_specinit.planner.columns import STOCK_RULE
-from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
-from sglang_specinit.planner.weights import read_checkpoint_sizes
-from sglang_specinit.report import plan_to_dict
+from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
+from sglang_specinit.report import human_bytes, plan_to_dict
 
-os.environ["HF_HUB_OFFLINE"] = "1"
-
-EXAMPLES = [
-    "llama31-8b-eagle3",
-    "llama31-70b-eagle-tp4",
-    "deepseek-v3-mtp",
-    "qwen3-moe-eagle3",
-    "gpt-oss-20b-eagle3",
-]
 GIB = 1 << 30
 MIB = 1 << 20
-
-
-def run_plan(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(["plan", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    code, out, err = run_plan(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
 
 
 def fresh_process(*argv: str, stdout: int = subprocess.PIPE, **env: str):
@@ -61,32 +39,44 @@ def fresh_process(*argv: str, stdout: int = subprocess.PIPE, **env: str):
     )
 
 
-def test_every_example_is_listed() -> None:
-    # deepseek-v4-flash-mtp is refused here (BAD_INPUTS).
-    assert list_examples() == sorted([*EXAMPLES, "deepseek-v4-flash-mtp"])
+@pytest.fixture(scope="module")
+def llama(plan_json) -> dict:
+    """``plan --example llama31-8b-eagle3 --json``, the default example."""
+    return plan_json("--example", "llama31-8b-eagle3")
+
+
+def rope_state() -> tuple:
+    from sglang.srt.layers.rotary_embedding import base, factory, rope_variant
+
+    cache = factory._ROPE_DICT
+    return id(cache), dict(cache), base._is_cuda, base._is_cpu, rope_variant.get_device
 
 
 def test_default_table_is_the_installed_release_s_stock_beside_ours(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    cli, plan_json, llama: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code, out, err = run_plan(capsys)
+    """Planning (the target's rotary cache built) leaves SGLang's rope state as it was."""
+    before = rope_state()
+    code, out, err = cli("plan")
     assert code == 0, err
     header = next(line for line in out.splitlines() if "sglang-specinit" in line)
     assert header.split() == ["stock", "0.5.13.post1", "sglang-specinit"]
     assert "0.5.14" not in out
-    for text in (
-        "(over budget)",
-        "min viable --mem-fraction-static",
-        "auto-fraction draft reserve",
-        "llama31-8b-eagle3",
-    ):
-        assert text in out
-    data = run_json(capsys)
+    assert "min viable --mem-fraction-static" in out and "llama31-8b-eagle3" in out
+    lines = out.splitlines()
+    line = next(x for x in lines if "target buffers not in the checkpoint" in x)
+    assert "rotary cos/sin cache" in line and "MiB" in line
+    # The reserve only in the column that has one; stock's headroom marked over budget.
+    reserve = next(x for x in lines if x.startswith("auto-fraction draft reserve")).split()
+    assert reserve[-3:] == [*human_bytes(llama["stock"]["spec_reserve_bytes"]).split(), "-"]
+    (headroom,) = [x for x in lines if x.startswith("headroom")]
+    assert "(over budget)" in headroom
+    data = plan_json()
+    assert data == llama
     assert data["sglang_version"] == "0.5.13.post1"
     assert [k for k in data if isinstance(data[k], dict) and "tokens" in data[k]] == ["stock"]
     assert data["stock"]["release"] == "0.5.13.post1"
-    assert run_json(capsys, "--sglang-version", "0.5.13.post1") == data
-    assert (data["mem_fraction_static"], data["stock"]["mem_fraction_static"]) == (0.83, 0.779)
+    assert plan_json("--sglang-version", "0.5.13.post1") == data
     # The CPU engine switch (a shell set up for the CPU tests) does not move a GPU plan, in this
     # process or in a fresh one (the console entry point).
     from sglang.srt.utils.common import is_cpu
@@ -95,7 +85,7 @@ def test_default_table_is_the_installed_release_s_stock_beside_ours(
     is_cpu.cache_clear()
     try:
         assert is_cpu()
-        assert run_json(capsys) == data
+        assert plan_json() == data
         assert is_cpu()
     finally:
         monkeypatch.undo()
@@ -103,6 +93,13 @@ def test_default_table_is_the_installed_release_s_stock_beside_ours(
     result = fresh_process("plan", "--json", HF_HUB_OFFLINE="1", SGLANG_USE_CPU_ENGINE="1")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == data
+    assert rope_state() == before
+
+
+# The target's rotary cos/sin cache, which no checkpoint stores (planner/target_buffers.py):
+# SGLang's reserve grows it to the context (131072 positions) + 3 steps * 4 draft tokens * 2
+# (the safety factor) + a 256 margin, rounded up to 128 rows: 131456, x head_dim 128.
+ROPE_ROWS_X_DIMS = 131_456 * 128
 
 
 def _llama8b_inputs(fraction: float) -> BudgetInputs:
@@ -113,10 +110,8 @@ def _llama8b_inputs(fraction: float) -> BudgetInputs:
         mem_fraction_static=fraction,
         # 32 layers * 8 KV heads * (128 + 128) * 2 bytes
         target_kv=attention_kv_spec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128),
-        # 8_030_261_248 bf16 parameters, plus the rotary cos/sin cache no checkpoint stores:
-        # (131072 positions + 3 steps * 4 draft tokens * 2 + 256) rounded up to 128 rows,
-        # x 128 dims in fp32 (CUDA keeps it in fp32)
-        target_weight_bytes=16_060_522_496 + 131_456 * 128 * 4,
+        # 8_030_261_248 bf16 parameters, plus the rotary cache in fp32 (CUDA keeps it in fp32)
+        target_weight_bytes=16_060_522_496 + ROPE_ROWS_X_DIMS * 4,
         page_size=1,
         context_len=131072,
         draft=DraftSpec(
@@ -142,8 +137,7 @@ def _llama8b_inputs(fraction: float) -> BudgetInputs:
     )
 
 
-def test_default_example_matches_independent_inputs(capsys: pytest.CaptureFixture[str]) -> None:
-    data = run_json(capsys, "--example", "llama31-8b-eagle3")
+def test_default_example_matches_independent_inputs(plan_json, llama: dict) -> None:
     # Automatic fraction, 0.5.13.post1 heuristic on 81559 MiB (H100): reserved MiB =
     # 512 + 8192 * 1.5 + 256 * 2 + 1 * 1 / 8 * 1024 + 58 piecewise sizes * 8 = 13904;
     # 0.5.14 / this package: round((81559 - 13904) / 81559, 3) = 0.83;
@@ -166,23 +160,29 @@ def test_default_example_matches_independent_inputs(capsys: pytest.CaptureFixtur
         # The stock column's rule names its source, whatever the release.
         "stock": {**plan_to_dict(stock, stock_inputs, 1), "rule": STOCK_RULE},
     }
-    got = {"specinit": data, "stock": data["stock"]}
+    got = {"specinit": llama, "stock": llama["stock"]}
     for rule, want in expected.items():
         for key, value in want.items():
             assert got[rule][key] == value, (rule, key)
-    assert data["mem_fraction_static"] == 0.83
-    assert data["stock"]["mem_fraction_static"] == 0.779
+    assert (llama["mem_fraction_static"], llama["stock"]["mem_fraction_static"]) == (0.83, 0.779)
     # The reserve the stock heuristic held back: budget(0.83) - budget(0.779)
-    assert data["stock"]["spec_reserve_bytes"] == (
+    assert llama["stock"]["spec_reserve_bytes"] == (
         int(0.83 * (81559 * MIB - GIB)) - int(0.779 * (81559 * MIB - GIB))
     )
+    # The rotary cache's dtype answers the planned device, not this host; sizes for it are read.
+    memory = ("--device-memory", "80GiB", "--pre-load-free-bytes", "70GiB")
+    on_cpu = plan_json("--example", "llama31-8b-eagle3", "--device", "cpu", *memory)
+    assert (on_cpu["device"]["total_bytes"], on_cpu["pre_load_free_bytes"]) == (80 * GIB, 70 * GIB)
+    cuda, cpu = llama["target_buffers"], on_cpu["target_buffers"]
+    assert (cuda["bytes"], cpu["bytes"]) == (ROPE_ROWS_X_DIMS * 4, ROPE_ROWS_X_DIMS * 2)
+    assert "float32" in cuda["items"][0] and "bfloat16" in cpu["items"][0]
 
 
-def test_deepseek_mtp_drafts_from_its_own_checkpoint(capsys: pytest.CaptureFixture[str]) -> None:
+def test_deepseek_mtp_drafts_from_its_own_checkpoint(plan_json) -> None:
     """Twice: the path-less MTP draft's ModelConfig renames SGLang's cached hf config in place (on
     0.5.13.post1): a second plan in this process must still read the checkpoint's own."""
-    data = run_json(capsys, "--example", "deepseek-v3-mtp")
-    assert run_json(capsys, "--example", "deepseek-v3-mtp") == data
+    data = plan_json("--example", "deepseek-v3-mtp")
+    assert plan_json("--example", "deepseek-v3-mtp") == data
     target = str(EXAMPLES_DIR / "deepseek-v3-mtp" / "target")
     # NEXTN resolves to EAGLE; DeepseekV3ForCausalLM gets its own path as the draft.
     assert data["speculative_algorithm"] == "EAGLE"
@@ -201,9 +201,10 @@ def test_deepseek_mtp_drafts_from_its_own_checkpoint(capsys: pytest.CaptureFixtu
     assert data["stock"]["mem_fraction_static"] == 0.858  # round(123291 / 143771, 3)
 
 
-def test_user_flags_override_example(capsys: pytest.CaptureFixture[str]) -> None:
-    flags = "--mem-fraction-static 0.9 --page-size 64 --max-total-tokens 100000 --gpu H200-141GB"
-    data = run_json(capsys, "--example", "llama31-8b-eagle3", *flags.split())
+def test_user_flags_override_example(plan_json) -> None:
+    # A preset's name in any case.
+    flags = "--mem-fraction-static 0.9 --page-size 64 --max-total-tokens 100000 --gpu h200-141gb"
+    data = plan_json("--example", "llama31-8b-eagle3", *flags.split())
     assert data["mem_fraction_static"] == data["stock"]["mem_fraction_static"] == 0.9
     assert data["tokens"] == 99968  # page_floor(100000, 64)
     assert data["page_size"] == 64
@@ -211,88 +212,16 @@ def test_user_flags_override_example(capsys: pytest.CaptureFixture[str]) -> None
     assert "spec_reserve_bytes" not in data["stock"]  # the user chose the fraction
 
 
-def test_device_memory_and_pre_load_free(capsys: pytest.CaptureFixture[str]) -> None:
-    data = run_json(capsys, "--device-memory", "80GiB", "--pre-load-free-bytes", "70GiB")
-    assert data["pre_load_free_bytes"] == 70 * GIB
-    assert data["device"]["total_bytes"] == 80 * GIB
-
-
 LLAMA = str(EXAMPLES_DIR / "llama31-8b-eagle3" / "target")
 
 
-def test_launch_flags_are_parsed_as_launch_server_parses_them(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    short = run_json(capsys, "--example", "llama31-70b-eagle-tp4", "--tp", "2")
-    assert short["tp_size"] == 2
-    assert short == run_json(capsys, "--example", "llama31-70b-eagle-tp4", "--tp-size", "2")
-
-
-def test_a_path_less_eagle_draft_is_built_from_the_target_checkpoint(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    plan = run_json(capsys, "--model-path", LLAMA, "--speculative-algorithm", "NEXTN")
+def test_a_path_less_eagle_draft_is_built_from_the_target_checkpoint(plan_json) -> None:
+    plan = plan_json("--model-path", LLAMA, "--speculative-algorithm", "NEXTN")
     assert plan["speculative_draft_model_path"] == LLAMA
     # A note on the launch's inputs: it holds for both columns.
     assert [n["column"] for n in plan["notes"] if "no draft path" in n["text"]] == ["both"]
     # A Llama has no MTP head: the draft runner allocates the whole model's layers.
     assert plan["draft_kv_bytes_per_token"] == plan["target_kv_bytes_per_token"]
-
-
-# The target's rotary cos/sin cache in the offline plan (``planner/target_buffers.py``)
-
-EXAMPLE = "llama31-8b-eagle3"
-FP32, BF16 = 4, 2
-CONFIG = json.loads((EXAMPLES_DIR / EXAMPLE / "target" / "config.json").read_text())
-ROTARY_DIM = CONFIG["hidden_size"] // CONFIG["num_attention_heads"]  # head_dim 128
-
-
-def llama8b_cache_rows() -> int:
-    """Rows SGLang's reserve grows the cache to: the context (``max_position_embeddings``, no
-    --context-length) plus steps x draft tokens x the safety factor plus the margin, rounded up
-    to the alignment (``reserve_rope_cache_for_long_sequences``), read from SGLang's settings."""
-    from sglang.srt.environ import envs
-
-    example = json.loads((EXAMPLES_DIR / EXAMPLE / "example.json").read_text())["launch"]
-    align = envs.SGLANG_ROPE_CACHE_ALIGN.get()
-    wanted = (
-        CONFIG["max_position_embeddings"]
-        + example["speculative_num_steps"]
-        * example["speculative_num_draft_tokens"]
-        * envs.SGLANG_SPEC_EXPANSION_SAFETY_FACTOR.get()
-        + envs.SGLANG_ROPE_CACHE_SAFETY_MARGIN.get()
-    )
-    return -(-wanted // align) * align
-
-
-def test_the_rope_cache_is_part_of_the_target_s_resident_bytes_in_the_device_s_dtype(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Building it leaves SGLang's rope state as it was."""
-    from sglang.srt.layers.rotary_embedding import base, factory, rope_variant
-
-    before = (factory._ROPE_DICT, dict(factory._ROPE_DICT), base._is_cuda, base._is_cpu)
-    get_device = rope_variant.get_device
-    data = run_json(capsys, "--example", EXAMPLE)
-    cuda = data["target_buffers"]
-    rows_x_dims = llama8b_cache_rows() * ROTARY_DIM
-    checkpoint = read_checkpoint_sizes(str(EXAMPLES_DIR / EXAMPLE / "target")).total_bytes
-    for column in (data, data["stock"]):
-        assert column["target_weight_bytes"] == checkpoint + rows_x_dims * FP32
-    # The cache's dtype answers the planned device, not this host.
-    cpu = run_json(
-        capsys, "--example", EXAMPLE, "--device", "cpu", "--device-memory", str(80 << 30)
-    )["target_buffers"]
-    assert (cuda["bytes"], cpu["bytes"]) == (rows_x_dims * FP32, rows_x_dims * BF16)
-    assert "float32" in cuda["items"][0] and "bfloat16" in cpu["items"][0]
-    assert main(["plan", "--example", EXAMPLE]) == 0
-    out = capsys.readouterr().out
-    line = next(x for x in out.splitlines() if "target buffers not in the checkpoint" in x)
-    assert "rotary cos/sin cache" in line and "MiB" in line
-    cache, contents, is_cuda, is_cpu = before
-    assert factory._ROPE_DICT is cache and factory._ROPE_DICT == contents
-    assert (base._is_cuda, base._is_cpu) == (is_cuda, is_cpu)
-    assert rope_variant.get_device is get_device
 
 
 def test_a_rope_not_read_or_refused_by_the_factory_is_one_note_not_a_crash() -> None:
@@ -325,11 +254,9 @@ def test_a_rope_not_read_or_refused_by_the_factory_is_one_note_not_a_crash() -> 
     assert buffers.bytes == 0 and "could not build" in note and "no-such-scaling" in note
 
 
-def test_version_names_this_package_and_the_installed_sglang(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    assert main(["--version"]) == 0
-    out = capsys.readouterr().out
+def test_version_names_this_package_and_the_installed_sglang(cli) -> None:
+    code, out, _ = cli("--version")
+    assert code == 0
     installed = compat.installed_sglang_version()
     adapter = compat.decide_for_version(installed).adapter
     assert (
@@ -355,24 +282,23 @@ def test_patches_help_lists_the_served_releases() -> None:
     assert ", ".join(compat.supported_releases()) in result.stdout
 
 
-@pytest.mark.parametrize("missing", ["sgl_kernel", "x"])
 def test_a_missing_sgl_kernel_is_one_line_and_any_other_missing_module_is_not_hidden(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], missing: str
+    monkeypatch: pytest.MonkeyPatch, cli
 ) -> None:
     """0.5.16 - 0.5.18's memory pool imports sgl_kernel's ops at import (a GPU-less host)."""
-    from sglang_specinit.planner import cli
+    from sglang_specinit.planner import cli as planner_cli
 
     def no_module(*_args: object) -> None:
         raise ModuleNotFoundError(f"No module named '{missing}'", name=missing)
 
-    monkeypatch.setattr(cli, "_plan", no_module)
-    if missing != "sgl_kernel":
-        with pytest.raises(ModuleNotFoundError):
-            main(["plan"])
-        return
-    assert main(["plan"]) == 2
-    (line,) = capsys.readouterr().err.splitlines()
-    assert "imports sgl_kernel" in line and "sglang-kernel" in line
+    monkeypatch.setattr(planner_cli, "_plan", no_module)
+    missing = "x"
+    with pytest.raises(ModuleNotFoundError):
+        main(["plan"])
+    missing = "sgl_kernel"
+    code, _, err = cli("plan")
+    (line,) = err.splitlines()
+    assert code == 2 and "imports sgl_kernel" in line and "sglang-kernel" in line
 
 
 # Bad input: exit 2, nothing on stdout, one line on stderr after the command's error prefix that
@@ -390,7 +316,7 @@ BAD_INPUTS = {
     "no architectures": ("plan --model-path {tmp}/no-arch", "no 'architectures'"),
     "fraction zero": (f"plan {FRACTION} 0", f"{FRACTION} 0.0 is outside (0, 1)"),
     "fraction one": (f"plan {FRACTION} 1", f"{FRACTION} 1.0 is outside (0, 1)"),
-    "unknown gpu": ("plan --gpu H300", GPUS),
+    "unknown gpu": ("plan --gpu H300", f"valid presets: {GPUS}"),
     "bad size": ("plan --device-memory lots", "cannot read a size"),
     "unsupported architecture": ("plan --model-path {tmp}/dsv4", "DeepSeek-V4"),
     # An example this release's replay refuses from config.json alone.
@@ -424,7 +350,8 @@ BAD_INPUTS = {
         "plan --sglang-version 0.5.14",
         re.compile(r"error: --sglang-version 0\.5\.14: .* report --beside VENV$"),
     ),
-    # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads).
+    # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads). With "tp zero": the
+    # launch flags are parsed as launch_server parses them (--tp is --tp-size).
     "tp that does not split the heads": (
         "plan --tp 3",
         "pass a --tp-size that does: 1, 2, 4, 8, 16, 32",
@@ -495,12 +422,10 @@ def scratch(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_bad_input_exits_2_with_one_line(
-    capsys: pytest.CaptureFixture[str], scratch: Path, case: str
-) -> None:
+def test_bad_input_exits_2_with_one_line(cli, scratch: Path, case: str) -> None:
     argv, message = BAD_INPUTS[case]
     argv = argv.format(tmp=scratch).split()
-    code, (out, err) = main(argv), capsys.readouterr()
+    code, out, err = cli(*argv)
     assert code == 2 and out == ""
     (line,) = err.splitlines()
     command = f" {argv[0]}" if argv[0] in ("plan", "report", "patches") else ""

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from harness.releases import RELEASES, SERVED, generation_rows
+from harness.releases import RELEASES, SERVED
 from sglang_specinit import compat
 
 
 @pytest.mark.parametrize(("version", "adapter"), [(r.name, r.adapter) for r in RELEASES])
 def test_served_releases_get_their_adapter(version: str, adapter: str) -> None:
-    assert compat.decide_for_version(version).adapter == adapter
+    decision = compat.decide_for_version(version)
+    assert decision.adapter == adapter and decision.generation is compat.generations()[adapter]
 
 
 STOCK = "SGLang starts stock, draft memory outside the budget"
@@ -30,7 +31,8 @@ OLDER = "older than 0.5.13"
 def test_an_unserved_release_is_declined_naming_the_served_ones(release: str, why: str) -> None:
     """Older than the oldest served: unsupported; a later one: not served, told what runs."""
     decision = compat.decide_for_version(release)
-    assert decision.adapter is None and decision.not_served == (why != OLDER), decision
+    assert decision.adapter is decision.generation is None, decision
+    assert decision.not_served == (why != OLDER), decision
     assert release in decision.reason and ", ".join(SERVED) in decision.reason
     if why == OLDER:
         assert OLDER in decision.reason and "docs/releases.md" in decision.reason
@@ -43,9 +45,6 @@ def test_each_adapter_is_one_generation_found_on_disk() -> None:
     generations = compat.generations()
     assert list(generations) == ["sglang_0_5_13", "sglang_0_5_14", "sglang_0_5_23"]
     assert [g.sglang_phases_init for g in generations.values()] == [False, True, True]
-    for row in generation_rows("sglang_0_5_23"):
-        assert compat.decide_for_version(row.name).generation is generations["sglang_0_5_23"]
-    assert compat.decide_for_version("0.5.24").generation is None
 
 
 def test_the_0_5_23_generation_serves_its_table_s_rows() -> None:

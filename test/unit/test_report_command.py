@@ -1,25 +1,15 @@
-"""``plan --json`` on every shipped example, in the environment the test runs in: its keys and
-types are the ones docs/planner.md's "`plan --json`" tables list (read from the doc, so doc and
-test cannot drift), and its notes are the text output's, each labelled with its column.
-
-``sglang-specinit report`` on those plans: each figure's title names the model, GPU, draft, TP and
-release and says both columns' tokens and the gain; its bars are the JSON's, over-budget parts
-drawn and labelled; the y axis is cut only above a base every bar shares, and the figure says so.
-The report directory's numbers equal their JSON, figures are valid images of the expected size,
-and a missing matplotlib is one clear line. Per-rank memory reports have distinct names, each
-rank's tightness line and the tightest rank."""
+"""``plan --json`` on every shipped example: its keys and types are docs/planner.md's tables
+(read from the doc), its notes the text output's, its figure the JSON's. ``report``: the
+directory's numbers equal the JSON, figures are valid images of the expected size, a missing
+matplotlib is one clear line. Per-rank memory reports: names, tightness lines, the tightest rank."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
-import os
 import re
 import sys
 import xml.etree.ElementTree as ET
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +18,6 @@ from harness.reports.report_reading import read_rank_breakdowns
 from PIL import Image
 from sglang_specinit import rank_reports
 from sglang_specinit.planner import report_figures
-from sglang_specinit.planner.cli import _plan, _plannable, _planner_parser, main
-from sglang_specinit.planner.columns import plan_json, plan_text
 from sglang_specinit.planner.releases import installed_replay
 from sglang_specinit.planner.report_cases import (
     DRAFT_KV,
@@ -43,6 +31,10 @@ from sglang_specinit.planner.shipped_examples import example_refusal, list_examp
 from sglang_specinit.report import human_bytes
 
 EXAMPLE = "llama31-8b-eagle3"
+PLANNED_HERE = sorted(
+    ["llama31-8b-eagle3", "llama31-70b-eagle-tp4", "deepseek-v3-mtp", "qwen3-moe-eagle3"]
+    + ["gpt-oss-20b-eagle3"]
+)
 SEGMENT_KEYS = {
     TARGET_WEIGHTS: "target_weight_bytes",
     DRAFT_WEIGHTS: "draft_weight_bytes",
@@ -83,30 +75,6 @@ def doc_table(heading: str) -> dict[str, tuple[str, bool]]:
     return rows
 
 
-@cache
-def planned(example: str) -> tuple[dict[str, Any], str]:
-    """The example's ``plan --json`` and its text output, rendered from one plan (the CLI
-    prints ``plan_json`` or ``plan_text`` of it). One plan per example: a second in-process
-    plan of the same example may add a note the first has not (the 0.5.13 replay's state)."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    options, launch = _planner_parser().parse_known_args(["--example", example])
-    plan = _plan(options, launch)
-    return json.loads(json.dumps(plan_json(plan))), plan_text(plan)
-
-
-def plannable(example: str) -> None:
-    """Skip an example the installed release refuses (a DeepSeek-V4 example before 0.5.20)
-    after checking ``plan`` refuses it in one line."""
-    refusal = example_refusal(example, installed_replay())
-    if refusal is not None:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["plan", "--example", example, "--json"])
-        out, err = out.getvalue(), err.getvalue()
-        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
-        pytest.skip(f"{example} is refused here: {refusal}")
-
-
 def check_section(section: dict[str, Any], tables: tuple[str, ...]) -> None:
     documented: dict[str, tuple[str, bool]] = {}
     for heading in tables:
@@ -124,9 +92,14 @@ def check_section(section: dict[str, Any], tables: tuple[str, ...]) -> None:
             assert isinstance(value, allowed) and not isinstance(value, bool), (key, value)
 
 
+def _axis_cut_notes(fig: Any) -> list[str]:
+    return [t.get_text() for t in fig.texts if t.get_gid() == "axis-cut"]
+
+
 @pytest.mark.parametrize("example", list_examples())
-def test_plan_json_has_the_documented_keys_and_types_and_the_text_s_notes(example: str) -> None:
-    plannable(example)
+def test_plan_json_has_the_documented_keys_and_types_the_text_s_notes_and_its_figure(
+    planned, example: str
+) -> None:
     data, text = planned(example)
     check_section(data, TABLES[:2])
     check_section(data["stock"], (TABLES[0], TABLES[2]))
@@ -167,6 +140,71 @@ def test_plan_json_has_the_documented_keys_and_types_and_the_text_s_notes(exampl
     header = next(line for line in text.splitlines() if line.rstrip().endswith("sglang-specinit"))
     assert header.split()[:2] == labels["stock"].split()
 
+    # The figure: the title names model, GPU, release, draft and TP and both columns' tokens and
+    # the gain; each bar's slices, over-budget part and tick are the JSON's; the axis is cut only
+    # above the shared base, and says so.
+    case = case_from_plan_json(data, name=example)
+    fig = report_figures.draw_case(case)
+    (ax,) = fig.axes
+    title = ax.get_title()
+    stock, ours = data["stock"]["tokens"], data["tokens"]
+    gain = (ours - stock) / stock * 100
+    assert f"{gain:+.1f} % tokens ({stock:,} -> {ours:,})" in title, title
+    for needle in (
+        f"vs stock {data['stock']['release']}",
+        f"model {example}",
+        data["device"]["name"],
+        f"sglang {data['sglang_version']}",
+        f"{data['speculative_algorithm']} draft",
+        f"TP {data['tp_size']}",
+    ):
+        assert needle in title, (needle, title)
+    # The plan names the release whose code it ran.
+    assert "sglang 9.9.9" in case_from_plan_json({**data, "sglang_version": "9.9.9"}).subtitle
+
+    # Budgets of tens of GiB are drawn in GiB.
+    columns = {"stock": data["stock"], "specinit": data}
+    for label, key in SEGMENT_KEYS.items():
+        heights = {k: p.get_height() * GIB for k, p in bar_patches(fig, label).items()}
+        assert heights == pytest.approx({k: c[key] for k, c in columns.items()}, rel=1e-9, abs=1)
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    first = case.variants[0]
+    for variant, tick in zip(case.variants, ticks, strict=True):
+        tokens = columns[variant.key]["tokens"]
+        assert f"{tokens:,} tokens" in tick, tick
+        if variant is not first:
+            assert f"{(tokens - stock) / stock:+.1%} vs {first.title}" in tick, tick
+    # Stock is over budget on every example (above), this package's plan is not.
+    over = data["stock"]["used_bytes"] - data["stock"]["budget_bytes"]
+    over_patches = bar_patches(fig, "over")
+    assert set(over_patches) == {k for k, c in columns.items() if c["headroom_bytes"] < 0}
+    patch = over_patches["stock"]
+    assert patch.get_y() * GIB == pytest.approx(data["stock"]["budget_bytes"], rel=1e-9)
+    assert patch.get_height() * GIB == pytest.approx(over, rel=1e-9)
+    assert patch.get_facecolor()[:3] == pytest.approx((1.0, 0x1A / 255, 0x1A / 255))
+    over_labels = [t.get_text() for t in ax.texts if t.get_gid() == "over-label:stock"]
+    assert over_labels == [f"OVER by\n{human_bytes(over)}"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "over budget" in legend and "budget (f x free)" in legend
+
+    bottom, top = ax.get_ylim()
+    # The weights under every bar's KV pools; the axis never cuts into a pool.
+    base = min(c["resident_bytes"] for c in columns.values()) / GIB
+    tallest = max(max(c["used_bytes"], c["budget_bytes"]) for c in columns.values()) / GIB
+    notes = _axis_cut_notes(fig)
+    if bottom > 0:
+        assert bottom < base and base > report_figures.CUT_ABOVE_SHARE * tallest
+        assert notes == [f"y axis cut: it starts at {bottom:.0f} GiB, not 0"]
+        # The KV pools take a larger share of the axis than they would from 0.
+        assert (tallest - base) / (top - bottom) > (tallest - base) / top
+    else:
+        assert base <= report_figures.CUT_ABOVE_SHARE * tallest and notes == []
+    # Every bar's weights still start on the axis or below it.
+    weights = [
+        p for p in ax.patches if (p.get_gid() or "").startswith((TARGET_WEIGHTS, DRAFT_WEIGHTS))
+    ]
+    assert weights and all(p.get_y() + p.get_height() > bottom for p in weights)
+
 
 def test_the_doc_tables_are_read() -> None:
     """A doc edit that breaks the table format fails here, not as a vacuous pass."""
@@ -177,29 +215,23 @@ def test_the_doc_tables_are_read() -> None:
 
 
 @pytest.fixture
-def plan_data() -> dict:
+def plan_data(planned) -> dict:
     """``sglang-specinit plan --example llama31-8b-eagle3 --json`` (stock 0.5.13.post1 and this
     package's)."""
     return copy.deepcopy(planned(EXAMPLE)[0])
 
 
-def report_of(data: dict, tmp: Path) -> Path:
-    """The report directory of ``report --from-json`` on ``data`` (written to ``tmp``)."""
-    source = write_json(tmp / "plan.json", data)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(["report", "--out", str(tmp / "report"), "--from-json", str(source)]) == 0
-    return tmp / "report"
+def report(cli, tmp: Path, *argv: str) -> tuple[Path, str, str]:
+    """``report --out tmp/report *argv``, which must exit 0: its directory, stdout, stderr."""
+    code, out, err = cli("report", "--out", str(tmp / "report"), *argv)
+    assert code == 0, err
+    return tmp / "report", out, err
 
 
-def write_json(path: Path, data: dict) -> Path:
-    path.write_text(json.dumps(data))
-    return path
-
-
-def run_report(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(["report", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+def report_of(cli, data: dict, tmp: Path) -> tuple[Path, str, str]:
+    """``report --from-json`` on ``data`` (written to ``tmp``)."""
+    (tmp / "plan.json").write_text(json.dumps(data))
+    return report(cli, tmp, "--from-json", str(tmp / "plan.json"))
 
 
 def table_rows(page: str, first_column: str) -> dict[str, dict[str, str]]:
@@ -248,10 +280,10 @@ def png(path: Path) -> Image.Image:
     return image
 
 
-def test_the_report_directory_shows_the_plan_json(plan_data: dict, tmp_path: Path) -> None:
+def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path: Path) -> None:
     """Its numbers, the table's cells, the over-budget stock column, and valid images of the
     expected size."""
-    out = report_of(plan_data, tmp_path)
+    out, _, _ = report_of(cli, plan_data, tmp_path)
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
     assert [v["key"] for v in case["variants"]] == ["stock", "specinit"]
@@ -302,11 +334,10 @@ def test_width_grows_with_the_number_of_bars() -> None:
 
 
 def test_another_release_s_stock_sub_object_appears_without_code_changes(
-    plan_data: dict, tmp_path: Path
+    cli, plan_data: dict, tmp_path: Path
 ) -> None:
-    data = copy.deepcopy(plan_data)
-    data["beside"] = {**data["stock"], "release": "0.5.23", "tokens": 12345}
-    out = report_of(data, tmp_path)
+    data = {**plan_data, "beside": {**plan_data["stock"], "release": "0.5.23", "tokens": 12345}}
+    out, _, _ = report_of(cli, data, tmp_path)
     (case,) = json.loads((out / "report.json").read_text()).values()
     assert [v["title"] for v in case["variants"]] == [
         "stock 0.5.13.post1",
@@ -320,7 +351,7 @@ def test_another_release_s_stock_sub_object_appears_without_code_changes(
 
 
 def test_live_directory_shows_planned_against_allocated_per_rank(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli, plan_data: dict, tmp_path: Path
 ) -> None:
     server = tmp_path / "live" / "server-a"
     server.mkdir(parents=True)
@@ -337,10 +368,8 @@ def test_live_directory_shows_planned_against_allocated_per_rank(
         for rank, delta in ((0, 0), (1, -4096))
     ]
     for r in ranks:
-        write_json(server / f"memory-rank{r['tp_rank']}.json", r)
-    out = tmp_path / "report"
-    code, _, err = run_report(capsys, "--out", str(out), "--from-json", str(tmp_path / "live"))
-    assert code == 0, err
+        (server / f"memory-rank{r['tp_rank']}.json").write_text(json.dumps(r))
+    out, _, _ = report(cli, tmp_path, "--from-json", str(tmp_path / "live"))
 
     (case,) = cases_from_paths([tmp_path / "live"])
     assert case.kind == "live" and case.name == "server-a"
@@ -361,19 +390,13 @@ def test_live_directory_shows_planned_against_allocated_per_rank(
 
 
 def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
-    plan_data: dict,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    cli, plan_data: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A Python without matplotlib: ``import matplotlib`` raises ImportError until the test ends.
     for name in [n for n in sys.modules if n == "matplotlib" or n.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    source = write_json(tmp_path / "plan.json", plan_data)
-    out = tmp_path / "report"
-    code, stdout, err = run_report(capsys, "--out", str(out), "--from-json", str(source))
-    assert code == 0
+    out, stdout, err = report_of(cli, plan_data, tmp_path)
     assert err.count("\n") == 1 and "Traceback" not in err + stdout
     assert "matplotlib is not installed" in err and "sglang-specinit[report]" in err
     page = (out / "README.md").read_text()
@@ -382,18 +405,12 @@ def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
     assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))
 
 
-def test_without_inputs_every_shipped_example_is_rendered(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from sglang_specinit.planner.releases import installed_replay
-    from sglang_specinit.planner.shipped_examples import example_refusal, list_examples
-
-    out = tmp_path / "report"
-    code, stdout, err = run_report(capsys, "--out", str(out))
-    assert code == 0, err
+def test_without_inputs_every_shipped_example_is_rendered(cli, tmp_path: Path) -> None:
+    out, stdout, err = report(cli, tmp_path)
     data = json.loads((out / "report.json").read_text())
     # The DeepSeek-V4 example is planned by the 0.5.21+ replays only: skipped here, saying why.
-    assert sorted(data) == [n for n in list_examples() if n != "deepseek-v4-flash-mtp"]
+    assert sorted(data) == PLANNED_HERE
+    assert list_examples() == sorted([*PLANNED_HERE, "deepseek-v4-flash-mtp"])
     assert "example deepseek-v4-flash-mtp skipped: DeepSeek-V4" in err
     for slug in data:
         assert png(out / f"{slug}.png").size == figure_px(3)
@@ -413,18 +430,14 @@ def test_without_inputs_every_shipped_example_is_rendered(
 
 
 def test_beside_puts_that_environment_s_stock_column_beside_this_one(
-    plan_data: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli, plan_data: dict, tmp_path: Path
 ) -> None:
     # A directory whose bin/python runs this interpreter (as its own venv).
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     (venv / "bin" / "python").chmod(0o755)
-    out = tmp_path / "report"
-    code, _, err = run_report(
-        capsys, "--out", str(out), "--example", EXAMPLE, "--beside", str(venv)
-    )
-    assert code == 0, err
+    out, _, _ = report(cli, tmp_path, "--example", EXAMPLE, "--beside", str(venv))
     (case,) = json.loads((out / "report.json").read_text()).values()
     assert [v["key"] for v in case["variants"]] == ["stock", "beside", "specinit"]
     (beside,) = [v for v in case["variants"] if v["key"] == "beside"]
@@ -459,9 +472,19 @@ def test_every_scheduler_of_dp_pp_tp_gets_its_own_file_name() -> None:
     assert "memory-rank13-pp1-tp1-dp1.json" in names  # (1 * 2 + 1) * 4 + 1
     # A breakdown without rank fields (one rank) is rank 0.
     assert rank_reports.breakdown_file_name({}) == "memory-rank0-pp0-tp0-dp0.json"
+    # A replica and an attention-DP rank apart.
+    replica = rank_reports.rank_fields(
+        replica=1, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=1, pp_size=1, tp_size=2, dp_size=2
+    )
+    attention_dp = rank_reports.rank_fields(
+        replica=0, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=0, pp_size=1, tp_size=2, dp_size=2
+    )
+    assert rank_reports.breakdown_file_name(replica) == "memory-rank3-pp0-tp1-dp1.json"
+    assert rank_reports.breakdown_file_name(attention_dp) == "memory-rank1-pp0-tp1-dp1.json"
+    assert attention_dp["attn_tp_rank"] == 0 and attention_dp["dp_size"] == 2
 
 
-def test_each_rank_line_says_whether_it_is_the_tightest() -> None:
+def test_each_rank_s_fields_and_line_say_whether_it_is_the_tightest() -> None:
     tight = rank_reports.tightness(breakdown(1, 100 << 20))
     roomy = rank_reports.tightness(breakdown(0, 124 << 20))
     assert tight.startswith("rank 1 (pp0 tp1 dp0) is the tightest rank")
@@ -470,6 +493,21 @@ def test_each_rank_line_says_whether_it_is_the_tightest() -> None:
     single = breakdown(0, 100 << 20, tp_size=1)
     assert "(the only rank)" in rank_reports.tightness(single)
     assert "not known" in rank_reports.tightness(breakdown(0, None))
+    # The fields, from a rank's own reading and the minimum.
+    mib = 1 << 20
+    roomy = rank_reports.tightness_fields(124 * mib, 100 * mib)
+    assert roomy == {
+        "rank_free_at_sizing_bytes": 124 * mib,
+        "min_free_at_sizing_bytes": 100 * mib,
+        "free_above_tightest_bytes": 24 * mib,
+        "tightest_rank": False,
+    }
+    # Within the tolerance (float32 minimum, context buffers) a rank counts as the tightest.
+    tolerance = rank_reports.TIGHTEST_TOLERANCE_BYTES
+    near = rank_reports.tightness_fields(100 * mib + tolerance, 100 * mib)
+    assert near["tightest_rank"] is True
+    assert rank_reports.tightness_fields(None, 100 * mib)["tightest_rank"] is None
+    assert rank_reports.tightness_fields(100 * mib, None)["rank_free_at_sizing_bytes"] is None
 
 
 def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> None:
@@ -488,114 +526,9 @@ def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> No
         rank_reports.tightest([])
 
 
-def test_rank_fields_name_replicas_and_attention_dp_ranks_apart() -> None:
-    replica = rank_reports.rank_fields(
-        replica=1, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=1, pp_size=1, tp_size=2, dp_size=2
-    )
-    attention_dp = rank_reports.rank_fields(
-        replica=0, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=0, pp_size=1, tp_size=2, dp_size=2
-    )
-    assert rank_reports.breakdown_file_name(replica) == "memory-rank3-pp0-tp1-dp1.json"
-    assert rank_reports.breakdown_file_name(attention_dp) == "memory-rank1-pp0-tp1-dp1.json"
-    assert attention_dp["attn_tp_rank"] == 0 and attention_dp["dp_size"] == 2
-
-
-def test_tightness_fields_from_a_ranks_own_reading_and_the_minimum() -> None:
-    mib = 1 << 20
-    roomy = rank_reports.tightness_fields(124 * mib, 100 * mib)
-    assert roomy == {
-        "rank_free_at_sizing_bytes": 124 * mib,
-        "min_free_at_sizing_bytes": 100 * mib,
-        "free_above_tightest_bytes": 24 * mib,
-        "tightest_rank": False,
-    }
-    # Within the tolerance (float32 minimum, context buffers) a rank counts as the tightest.
-    tolerance = rank_reports.TIGHTEST_TOLERANCE_BYTES
-    near = rank_reports.tightness_fields(100 * mib + tolerance, 100 * mib)
-    assert near["tightest_rank"] is True
-    assert rank_reports.tightness_fields(None, 100 * mib)["tightest_rank"] is None
-    assert rank_reports.tightness_fields(100 * mib, None)["rank_free_at_sizing_bytes"] is None
-
-
-def _axis_cut_notes(fig: Any) -> list[str]:
-    return [t.get_text() for t in fig.texts if t.get_gid() == "axis-cut"]
-
-
-@pytest.mark.parametrize("example", list_examples())
-def test_the_figure_draws_the_plan_json(example: str) -> None:
-    """The title names model, GPU, release, draft and TP and both columns' tokens and the gain;
-    each bar's slices, over-budget part and tick are the JSON's; the axis is cut only above the
-    shared base, and says so."""
-    pytest.importorskip("matplotlib")
-    plannable(example)
-    data = planned(example)[0]
-    case = case_from_plan_json(data, name=example)
-    fig = report_figures.draw_case(case)
-    (ax,) = fig.axes
-    title = ax.get_title()
-    stock, ours = data["stock"]["tokens"], data["tokens"]
-    gain = (ours - stock) / stock * 100
-    assert f"{gain:+.1f} % tokens ({stock:,} -> {ours:,})" in title, title
-    for needle in (
-        f"vs stock {data['stock']['release']}",
-        f"model {example}",
-        data["device"]["name"],
-        f"sglang {data['sglang_version']}",
-        f"{data['speculative_algorithm']} draft",
-        f"TP {data['tp_size']}",
-    ):
-        assert needle in title, (needle, title)
-    # The plan names the release whose code it ran.
-    assert "sglang 9.9.9" in case_from_plan_json({**data, "sglang_version": "9.9.9"}).subtitle
-
-    # Budgets of tens of GiB are drawn in GiB.
-    columns = {"stock": data["stock"], "specinit": data}
-    for label, key in SEGMENT_KEYS.items():
-        heights = {k: p.get_height() * GIB for k, p in bar_patches(fig, label).items()}
-        assert heights == pytest.approx({k: c[key] for k, c in columns.items()}, rel=1e-9, abs=1)
-    ticks = [t.get_text() for t in ax.get_xticklabels()]
-    first = case.variants[0]
-    for variant, tick in zip(case.variants, ticks, strict=True):
-        tokens = columns[variant.key]["tokens"]
-        assert f"{tokens:,} tokens" in tick, tick
-        if variant is not first:
-            assert f"{(tokens - stock) / stock:+.1%} vs {first.title}" in tick, tick
-    # Stock is over budget on every example (test_plan_json_...), this package's plan is not.
-    over = data["stock"]["used_bytes"] - data["stock"]["budget_bytes"]
-    over_patches = bar_patches(fig, "over")
-    assert set(over_patches) == {k for k, c in columns.items() if c["headroom_bytes"] < 0}
-    patch = over_patches["stock"]
-    assert patch.get_y() * GIB == pytest.approx(data["stock"]["budget_bytes"], rel=1e-9)
-    assert patch.get_height() * GIB == pytest.approx(over, rel=1e-9)
-    assert patch.get_facecolor()[:3] == pytest.approx((1.0, 0x1A / 255, 0x1A / 255))
-    labels = [t.get_text() for t in ax.texts if t.get_gid() == "over-label:stock"]
-    assert labels == [f"OVER by\n{human_bytes(over)}"]
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "over budget" in legend and "budget (f x free)" in legend
-
-    bottom, top = ax.get_ylim()
-    # The weights under every bar's KV pools; the axis never cuts into a pool.
-    base = min(c["resident_bytes"] for c in columns.values()) / GIB
-    tallest = max(max(c["used_bytes"], c["budget_bytes"]) for c in columns.values()) / GIB
-    notes = _axis_cut_notes(fig)
-    if bottom > 0:
-        assert bottom < base and base > report_figures.CUT_ABOVE_SHARE * tallest
-        assert notes == [f"y axis cut: it starts at {bottom:.0f} GiB, not 0"]
-        # The KV pools take a larger share of the axis than they would from 0.
-        assert (tallest - base) / (top - bottom) > (tallest - base) / top
-    else:
-        assert base <= report_figures.CUT_ABOVE_SHARE * tallest and notes == []
-    # Every bar's weights still start on the axis or below it.
-    weights = [
-        p for p in ax.patches if (p.get_gid() or "").startswith((TARGET_WEIGHTS, DRAFT_WEIGHTS))
-    ]
-    assert weights and all(p.get_y() + p.get_height() > bottom for p in weights)
-
-
-def test_the_axis_starts_at_zero_when_the_bars_differ_below_the_pools() -> None:
+def test_the_axis_starts_at_zero_when_the_bars_differ_below_the_pools(plan_data: dict) -> None:
     """A column with a tenth of the other's weights: no shared base, no cut."""
-    pytest.importorskip("matplotlib")
-    data = planned(_plannable()[0][0])[0]
+    data = plan_data
     light = {**data["stock"], "resident_bytes": data["resident_bytes"] // 10}
     light["target_weight_bytes"] = light["resident_bytes"] - light["draft_weight_bytes"]
     fig = report_figures.draw_case(case_from_plan_json({**data, "stock": light}))

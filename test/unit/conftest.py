@@ -1,0 +1,68 @@
+"""What the test/unit modules share: the command line run in this process, and one plan per
+shipped example."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+
+@pytest.fixture(scope="session")
+def cli() -> Callable[..., tuple[int, str, str]]:
+    """``cli(*argv)``: ``sglang-specinit *argv`` in this process: (exit code, stdout, stderr)."""
+    from sglang_specinit.planner.cli import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(argv))
+        return code, out.getvalue(), err.getvalue()
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def plan_json(cli) -> Callable[..., dict[str, Any]]:
+    """``plan_json(*argv)``: ``plan *argv --json``, which must exit 0, read."""
+
+    def run(*argv: str) -> dict[str, Any]:
+        code, out, err = cli("plan", *argv, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def planned() -> Callable[[str], tuple[dict[str, Any], str]]:
+    """``planned(example)``: its ``plan --json`` and text output, rendered from one plan (a
+    second in-process plan of the example may add a note the first has not: the 0.5.13
+    replay's state); skipped where the installed release refuses the example (in one line:
+    test_plan_cli's BAD_INPUTS["refused example"])."""
+    from sglang_specinit.planner.cli import _plan, _planner_parser
+    from sglang_specinit.planner.columns import plan_json, plan_text
+    from sglang_specinit.planner.releases import installed_replay
+    from sglang_specinit.planner.shipped_examples import example_refusal
+
+    @cache
+    def plan(example: str) -> tuple[dict[str, Any], str]:
+        options, launch = _planner_parser().parse_known_args(["--example", example])
+        built = _plan(options, launch)
+        return json.loads(json.dumps(plan_json(built))), plan_text(built)
+
+    def run(example: str) -> tuple[dict[str, Any], str]:
+        refusal = example_refusal(example, installed_replay())
+        if refusal is not None:
+            pytest.skip(f"{example} is refused here: {refusal}")
+        return plan(example)
+
+    return run
