@@ -58,19 +58,30 @@ def test_attention_widths_are_the_ones_the_scheduler_computes(
     assert "attn_tp_size" not in parallel._overrides
 
 
+# DeepSeek-V3's NEXTN example: its configurators read the published algorithm (EAGLE), as the
+# runner does (0.5.19's from_string has no NEXTN alias).
+NEXTN_EXAMPLE = ["--example", "deepseek-v3-mtp"]
+
+
 @pytest.mark.skipif(
     ROW.runs("test_eagle3_launch.py"),
     reason=f"{ROW.name}: test_eagle3_launch.py plans the launch it starts, plan == server",
 )
-def test_the_plan_runs_and_the_pool_code_reads_published_widths() -> None:
+@pytest.mark.parametrize("example", [[], NEXTN_EXAMPLE], ids=["default", "nextn"])
+def test_the_plan_runs_and_the_pool_code_reads_published_widths(example: list[str]) -> None:
     from sglang.srt.runtime_context import get_parallel
     from sglang_specinit.planner.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["plan", "--json"])
+        code = main(["plan", "--json", *example])
     assert code == 0, err.getvalue()[-3000:]
     plan = json.loads(out.getvalue())
+    if example:  # its MLA row: 512 + 64 bf16 values a layer, 61 target layers, 1 draft layer
+        assert (plan["target_kv_bytes_per_token"], plan["draft_kv_bytes_per_token"]) == (
+            61 * (512 + 64) * 2,
+            (512 + 64) * 2,
+        )
     release = ROW.name
     assert plan["sglang_version"] == release
     assert plan["tokens"] > 0 and plan["draft_kv_pool_bytes"] > 0
@@ -82,4 +93,8 @@ def test_the_plan_runs_and_the_pool_code_reads_published_widths() -> None:
     if ROW.dataclass_server_args:  # the planner's override is gone again (dataclass_replay)
         assert "attn_tp_size" not in parallel._overrides
         return
-    assert (parallel.attn_tp_size, parallel.attn_dp_size, parallel.attn_dcp_size) == (1, 1, 1)
+    assert (parallel.attn_tp_size, parallel.attn_dp_size, parallel.attn_dcp_size) == (
+        plan["tp_size"],
+        1,
+        1,
+    )
