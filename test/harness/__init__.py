@@ -2,7 +2,7 @@
 Each sub-package's ``__init__`` says what every module does; by job:
 
 ``checkpoints`` (tiny checkpoints and config-only models): ``checkpoint_cache``,
-    ``tiny_vocab``, ``llama_layout``, ``llama_family``, ``eagle_drafts``, ``deepseek_mla``,
+    ``llama_layout``, ``llama_family``, ``eagle_drafts``,
     ``mimo_v2_mtp``, ``gemma4_mtp``, ``tiny_configs``, ``published_configs``.
 ``launch`` (starting SGLang, owning its processes): ``engine``, ``engine_driver``,
     ``server_process``, ``processes``, ``sglang_release``, ``tp2_pair``,
@@ -13,12 +13,11 @@ Each sub-package's ``__init__`` says what every module does; by job:
 ``reports`` (what the scheduler saw): ``scheduler_report``, ``report_reading``,
     ``live_reports``, ``device_probe``, ``fidelity_tensors``, ``config_snapshot``.
 ``matrices`` (launch matrices' rows and probes): ``fidelity``, ``dsv4_flash``,
-    ``step_aside``, ``fidelity_probe``, ``refused_launches``, ``plan_verdicts``.
+    ``step_aside``, ``fidelity_probe``, ``plan_verdicts``.
 ``gpu`` (the GPU suite): ``gpu_cases``, ``gpu_preflight``, ``gpu_summary``, ``gpu_verdict``,
     ``device_memory``, ``load``, ``gpu_release``, ``storage_identity``,
     ``dry_run``, ``broken_plugins``, ``time_budget``, ``downloads``.
-``geometry`` (geometric pricing, a cross-check of built pools): ``kv_specs``, ``specs``,
-    ``runner_kv_spec``.
+``geometry`` (geometric pricing, a cross-check of built pools): ``kv_specs``, ``specs``.
 Modules: ``releases`` (every served release's row; the ``slow`` set), ``mutants`` (mutations
 and the tests that must catch each; a CLI), ``code_size`` (lines and prose share),
 ``hook_state`` (what SGLang's HookRegistry holds).

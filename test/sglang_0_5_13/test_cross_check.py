@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.checkpoints import deepseek_mla, llama_family
+from harness.checkpoints import llama_family, tiny_configs
 from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
 from harness.reports.report_reading import before_avail_reading, profile_reading
@@ -20,7 +20,7 @@ FRACTION = 0.5
 
 GEOMETRIES = {
     # name: (writer, shape, engine overrides)
-    "mla-bf16": (deepseek_mla.tiny_mla_target, llama_family.DEFAULT_TARGET, {}),
+    "mla-bf16": (tiny_configs.tiny_mla_target, llama_family.DEFAULT_TARGET, {}),
     "mha-wide-heads": (
         llama_family.tiny_llama_target,
         replace(llama_family.DEFAULT_TARGET, heads=4, kv_heads=4, head_dim=32, layers=3),

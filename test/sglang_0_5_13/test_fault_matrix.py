@@ -12,7 +12,7 @@ import pytest
 from harness.checkpoints import eagle_drafts, llama_family
 from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.launch.engine import cpu_engine
-from harness.matrices.refused_launches import ALGORITHM, SPEC_FLAGS
+from harness.matrices.plan_verdicts import ALGORITHM, SPEC_FLAGS
 from harness.reports.report_reading import REPORT_DIR_ENV, read_rank_breakdowns, runner
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.multi_rank, pytest.mark.timeout(900)]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import test_cross_check as cross_check
-from harness.checkpoints import eagle_drafts, tiny_vocab
+from harness.checkpoints import eagle_drafts, llama_layout
 from harness.checkpoints.eagle_drafts import own_lm_head_problems
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape
@@ -405,7 +405,7 @@ def test_launch_server_reports_the_budgeted_token_count(
     assert proc.poll() is not None
 
 
-PROMPTS = [tiny_vocab.prompt_text(5), tiny_vocab.prompt_text(9, start=300), "w7 w8 w9"]
+PROMPTS = [llama_layout.prompt_text(5), llama_layout.prompt_text(9, start=300), "w7 w8 w9"]
 
 
 def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from harness.cpu_doubles.unloaded_runner import (
     fp4_pools_as_on_cuda,
     unloaded_runner,
 )
-from harness.geometry.runner_kv_spec import kv_spec_for_runner
+from harness.geometry.specs import kv_spec_for_runner
 from sglang_specinit import budget
 from sglang_specinit.model_facts import runner_layer_count
 from sglang_specinit.sglang_0_5_13.pool_probe import measure_kv_pool

@@ -11,7 +11,7 @@ from harness.checkpoints import eagle_drafts, llama_family
 from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.launch.engine import assert_ended_cleanly, cpu_engine_kwargs, run_server_to_end
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
-from harness.matrices.refused_launches import ALGORITHM, SPEC_FLAGS, error_lines, intact_draft
+from harness.matrices.plan_verdicts import ALGORITHM, SPEC_FLAGS, error_lines, intact_draft
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 

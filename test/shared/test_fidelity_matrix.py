@@ -17,14 +17,15 @@ from typing import Any
 
 import pytest
 from harness.launch import release_suite
-from harness.launch.engine import DEFAULT_CAPACITY_BYTES, ENGINE_TEST_TIMEOUT_S
+from harness.launch.engine import DEFAULT_CAPACITY_BYTES as CAPACITY
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S, KINDS, LaunchKind
 from harness.launch.release_suite import assert_same_numbers, assert_weights_and_pools_fill
 from harness.launch.release_suite import engine_kwargs as launch_kwargs
 from harness.matrices import fidelity
 from harness.matrices.fidelity import ROWS, Row
 from harness.matrices.fidelity_probe import PHASES_ITSELF
-from harness.releases import installed_name, slow_enabled, slow_skip_reason
+from harness.releases import installed_name
 from harness.reports.config_snapshot import snapshot_differences
 from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.reports.report_reading import runners
@@ -80,17 +81,16 @@ for _row in ENGINE_ROWS if not PHASES_ITSELF else ():
     )
 
 
-def by_key(rows: tuple[Row, ...], *, generation_runs: bool = True) -> Any:
-    rows = rows if generation_runs else ()
+def by_key(rows: tuple[Row, ...]) -> Any:
     return pytest.mark.parametrize("row", rows, ids=[row.key for row in rows])
 
 
-def by_engine(*, stock_too: bool = False, phases_itself: bool | None = None) -> Any:
-    """One test per plugin-on Engine of an Engine row (``phases_itself``: only on that
-    generation). 0.5.23: the suite's launch of the same checkpoints where CI has it (id: the
-    row), and the recipe's own flags (slow; id ``<row>@recipe`` where CI has the first)."""
+def by_engine(*, phases_itself: bool, stock_too: bool = False) -> Any:
+    """One test per plugin-on Engine of an Engine row, on that generation only. 0.5.23: the
+    suite's launch of the same checkpoints where CI has it (id: the row), and the recipe's own
+    flags (slow; id ``<row>@recipe`` where CI has the first)."""
     params = []
-    for row in ENGINE_ROWS if phases_itself in (None, PHASES_ITSELF) else ():
+    for row in ENGINE_ROWS if phases_itself == PHASES_ITSELF else ():
         if PHASES_ITSELF:
             marks = [] if row.key in CI_ENGINE_ROWS else [pytest.mark.slow]
             params.append(pytest.param(row, None, id=row.key, marks=marks))
@@ -132,11 +132,6 @@ def _results(probe: dict, row: Row) -> tuple[dict[str, Any], dict[str, Any]]:
     return on, off
 
 
-def _skip_refused(row: Row) -> None:
-    if row.refused is not None:
-        pytest.skip(f"sglang {installed_name()} refuses it: {row.refused} (checked in (a))")
-
-
 def _start(row: Row, work_dir: Path) -> Launch:
     """0.5.13.x: the row's recipe Engine, plugin on, every KV pool's buffers reported."""
     kwargs = fidelity.engine_kwargs(row)
@@ -159,14 +154,6 @@ def engines(
     return launch_cache(tmp_path_factory, {row.key: partial(_start, row) for row in ENGINE_ROWS})
 
 
-def _engine_or_skip(row: Row, engines: Callable[[str], Launch]) -> Launch:
-    if row.engine is None:
-        pytest.skip(f"no CPU Engine: {row.engine_blocker}")
-    if row.key not in CI_ENGINE_ROWS and not slow_enabled():
-        pytest.skip(f"this row's recipe Engine: {slow_skip_reason()}")
-    return engines(row.key)
-
-
 def _same_pair(row: Row, kind: str) -> None:
     """0.5.23: the launch read for ``row`` loads the row's own checkpoints (a path-less row's
     draft: the target's)."""
@@ -179,27 +166,11 @@ def _same_pair(row: Row, kind: str) -> None:
         assert row.draft is not None and draft == row.draft()
 
 
-@by_key(tuple(row for row in ROWS if row.engine is None), generation_runs=not PHASES_ITSELF)
-def test_rows_without_a_cpu_engine_say_why(row: Row) -> None:
-    assert row.engine_blocker, f"row {row.key}: no CPU Engine and no reason given"
-    pytest.skip(f"no CPU Engine: {row.engine_blocker}")
-
-
-@by_key(ROWS, generation_runs=PHASES_ITSELF)
-def test_d_engine_comes_up_through_the_four_phases(
-    engines: Callable[[str], Launch], row: Row
-) -> None:
-    _skip_refused(row)
-    if not row.phased:
-        pytest.skip(f"not phased (stock init): {row.engine_blocker}")
-    run = _engine_or_skip(row, engines)
-    assert_phased(run, run.report["scheduler"]["spec_algorithm"])
-
-
 @by_engine(phases_itself=False)
-def test_c_draft_price_equals_what_its_pools_allocate(
+def test_cd_draft_price_and_plan_equal_the_server(
     engine_runs, probe_run: Future[dict], row: Row, kind: str
 ) -> None:
+    """0.5.23: (c) the draft's price is what its pools allocate, (d) ``plan`` equals the server."""
     _same_pair(row, kind)
     run = engine_runs(kind, True)
     memory = run.memory
@@ -237,31 +208,13 @@ def test_c_draft_price_equals_what_its_pools_allocate(
     assert abs(memory["draft_kv_bytes_per_token"] - per_token) < 1, (per_row, per_token)
     print(f"{row.key}: draft pools {per_token_pools} + {fixed} fixed B, {per_row} B per slot")
 
-
-@by_engine()
-def test_d_plan_equals_server(row: Row, kind: str | None, request: pytest.FixtureRequest) -> None:
-    if PHASES_ITSELF:
-        run = request.getfixturevalue("engines")(row.key)
-        kwargs, memory = fidelity.engine_kwargs(row), run.breakdown
-        assert memory is not None
-    else:
-        _same_pair(row, kind)
-        run = request.getfixturevalue("engine_runs")(kind, True)
-        kwargs, memory = launch_kwargs(kind), run.memory
-        # The Engine filled its budget with weights and pools.
-        used, budget = assert_weights_and_pools_fill(run, kwargs["mem_fraction_static"])
-        print(f"{row.key}: weights + pools {used} of {budget} B ({used / budget:.6f})")
+    kwargs = launch_kwargs(kind)
+    # The Engine filled its budget with weights and pools.
+    used, budget = assert_weights_and_pools_fill(run, kwargs["mem_fraction_static"])
+    print(f"{row.key}: weights + pools {used} of {budget} B ({used / budget:.6f})")
     # (This launch's row of the verdict table: test/conftest.py's plan_every_started_launch.)
-    planned = fidelity.plan_for_server(row, kwargs, memory, DEFAULT_CAPACITY_BYTES)
+    planned = fidelity.plan_for_server(row, kwargs, memory, CAPACITY)
     assert_same_numbers(planned, memory, PLAN_KEYS)
-    if PHASES_ITSELF:
-        assert set(PLAN_KEYS) <= set(planned) & set(memory)
-        # What SGLang really allocated for the K/V buffers is what the planner predicted (a
-        # draft's fixed-size pool, frozen-KV MTP's stand-in, included).
-        assert memory["allocated_target_kv_pool_bytes"] == planned["target_kv_pool_bytes"]
-        assert memory["allocated_draft_kv_pool_bytes"] == (
-            planned["draft_kv_pool_bytes"] + planned["draft_fixed_pool_bytes"]
-        )
 
 
 @by_engine(stock_too=True, phases_itself=False)
@@ -327,16 +280,33 @@ def _rows_loaded_from_checkpoint(row: Row, name: str) -> range | None:
     return range(0, shapes["q_proj.weight"][0])
 
 
-@by_key(ROWS, generation_runs=PHASES_ITSELF)
-def test_c_draft_layers_priced_equal_allocated(
-    probe: dict, engines: Callable[[str], Launch], row: Row
+@by_engine(phases_itself=True)
+def test_bcd_recipe_engine_0513(
+    probe: dict, engines: Callable[[str], Launch], row: Row, kind: None
 ) -> None:
-    _skip_refused(row)
-    on, off = _results(probe, row)
-    if "draft" not in off:
-        pytest.skip("no draft model (NGRAM drafts from the request's own tokens)")
-    priced = on["draft_layers_before_load"]
-    run = _engine_or_skip(row, engines)
+    """0.5.13.x, the row's recipe Engine: (d) it comes up through the four phases, (b) its
+    target config at pool sizing is stock's, (c) the draft layers priced are those allocated,
+    (d) ``plan --resident-bytes`` equals it."""
+    run = engines(row.key)
+    assert_phased(run, run.report["scheduler"]["spec_algorithm"])
+    before, at_pool = (
+        run.report["target_config_before_pool"],
+        run.report["target_config_at_pool_sizing"],
+    )
+    assert before is not None and at_pool is not None
+    assert snapshot_differences(at_pool, before) == []
+    stock = probe[(f"{row.key}@cpu", "off")]
+    assert "error" not in stock, stock["error"]["traceback"]
+    stock_config = stock["target_before_draft"]
+    # Attributes SGLang's loader adds (``_resolved_model_arch`` ...) are not stock's to compare.
+    assert {k: before["attributes"].get(k) for k in stock_config["attributes"]} == (
+        stock_config["attributes"]
+    )
+    # What the original bug rewrote in the target's config (architecture and layer counts).
+    for key in ("architectures", "num_hidden_layers", "num_nextn_predict_layers"):
+        assert before["hf_config"].get(key) == stock_config["hf_config"].get(key), key
+
+    priced = _results(probe, row)[0]["draft_layers_before_load"]
     drafts = runners(run.report, "draft")
     assert drafts, run.report["model_runners"]
     # SGLang's own runner attribute, per draft runner (multi-layer EAGLE has one per step).
@@ -361,10 +331,21 @@ def test_c_draft_layers_priced_equal_allocated(
         assert per_token == run.breakdown["draft_kv_bytes_per_token"]
     print(f"{row.key}: {priced} draft layers priced; {counted} draft pools counted")
 
+    planned = fidelity.plan_for_server(row, fidelity.engine_kwargs(row), run.breakdown, CAPACITY)
+    assert_same_numbers(planned, run.breakdown, PLAN_KEYS)
+    assert set(PLAN_KEYS) <= set(planned) & set(run.breakdown)
+    # What SGLang really allocated for the K/V buffers is what the planner predicted (a
+    # draft's fixed-size pool, frozen-KV MTP's stand-in, included).
+    assert run.breakdown["allocated_target_kv_pool_bytes"] == planned["target_kv_pool_bytes"]
+    assert run.breakdown["allocated_draft_kv_pool_bytes"] == (
+        planned["draft_kv_pool_bytes"] + planned["draft_fixed_pool_bytes"]
+    )
+
 
 @by_key(ROWS)
 def test_b_target_config_equal_stock_when_its_pool_is_sized(probe: dict, row: Row) -> None:
-    _skip_refused(row)
+    if row.refused is not None:
+        pytest.skip(f"sglang {installed_name()} refuses it: {row.refused} (checked in (a))")
     on, off = _results(probe, row)
     stock = off["target_before_draft"]
     assert snapshot_differences(on["target_before_draft"], stock) == []
@@ -398,32 +379,6 @@ def test_b_target_config_equal_stock_when_its_pool_is_sized(probe: dict, row: Ro
         # architecture: what a shared config would have written into the target.
         assert off["draft_model_path_used"] == stock["attributes"]["model_path"]
         assert off["draft"]["hf_config"]["architectures"] != stock["hf_config"]["architectures"]
-
-
-# What the original bug rewrote in the target's config (architecture and layer counts).
-CRITICAL_HF_KEYS = ("architectures", "num_hidden_layers", "num_nextn_predict_layers")
-
-
-@by_engine(phases_itself=True)
-def test_b_engine_target_config_at_pool_sizing(
-    probe: dict, engines: Callable[[str], Launch], row: Row, kind: None
-) -> None:
-    run = engines(row.key)
-    before, at_pool = (
-        run.report["target_config_before_pool"],
-        run.report["target_config_at_pool_sizing"],
-    )
-    assert before is not None and at_pool is not None
-    assert snapshot_differences(at_pool, before) == []
-    stock = probe[(f"{row.key}@cpu", "off")]
-    assert "error" not in stock, stock["error"]["traceback"]
-    stock_config = stock["target_before_draft"]
-    # Attributes SGLang's loader adds (``_resolved_model_arch`` ...) are not stock's to compare.
-    assert {k: before["attributes"].get(k) for k in stock_config["attributes"]} == (
-        stock_config["attributes"]
-    )
-    for key in CRITICAL_HF_KEYS:
-        assert before["hf_config"].get(key) == stock_config["hf_config"].get(key), key
 
 
 @by_key(ROWS)
@@ -462,7 +417,7 @@ def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
     assert off["gpu_mem_mib"] == fidelity.GPU.total_mib
 
 
-@by_key(tuple(row for row in ROWS if not row.phased), generation_runs=PHASES_ITSELF)
+@by_key(tuple(row for row in ROWS if PHASES_ITSELF and not row.phased))
 def test_unphased_launch_keeps_stock_init_with_one_warning(probe: dict, row: Row) -> None:
     on, off = _results(probe, row)
     # Stock reserve: the automatic fraction is stock's (test_a: no field differs).

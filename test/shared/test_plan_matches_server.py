@@ -70,22 +70,6 @@ def pair(kind: str) -> tuple[Path, Path]:
     return llama_family.tiny_llama_target(), eagle_drafts.tiny_eagle3_draft(**key)
 
 
-def _own_engine(kind: str, plugin: bool, page: int, work: Path) -> Served:
-    target, draft = pair(kind)
-    with cpu_engine(
-        target,
-        draft_model_path=draft,
-        algorithm="EAGLE3",
-        plugin=plugin,
-        capacity_bytes=CAPACITY,
-        work_dir=work,
-        page_size=page,
-        extra_env={REPORT_DIR_ENV: str(work)},
-    ) as engine:
-        tokens = engine.server_info()["max_total_num_tokens"]
-    return Served(tokens, read_breakdown(work), page, work=work)
-
-
 @pytest.fixture(scope="module")
 def launched(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -105,7 +89,19 @@ def launched(
         key = (kind, plugin, page)
         if key not in cache:
             work = tmp_path_factory.mktemp(f"{kind}-{'on' if plugin else 'off'}-page{page}")
-            cache[key] = _own_engine(kind, plugin, page, work)
+            target, draft = pair(kind)
+            with cpu_engine(
+                target,
+                draft_model_path=draft,
+                algorithm="EAGLE3",
+                plugin=plugin,
+                capacity_bytes=CAPACITY,
+                work_dir=work,
+                page_size=page,
+                extra_env={REPORT_DIR_ENV: str(work)},
+            ) as engine:
+                tokens = engine.server_info()["max_total_num_tokens"]
+            cache[key] = Served(tokens, read_breakdown(work), page, work=work)
         return cache[key]
 
     return own

@@ -15,16 +15,14 @@ import pytest
 from harness.launch.engine import EndedLaunch, assert_ended_cleanly, run_server_to_end
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
 from harness.matrices.plan_verdicts import (
-    VERDICT_PROPERTY,
-    assert_refusal,
-    launch_verdict,
-    rows_of_this_generation,
-)
-from harness.matrices.refused_launches import (
     REFUSED,
     REFUSED_BY_SGLANG,
     SPEC_FLAGS,
+    VERDICT_PROPERTY,
+    assert_refusal,
     assert_refused_by_the_launcher,
+    launch_verdict,
+    rows_of_this_generation,
 )
 from harness.releases import installed_row
 from harness.reports.report_reading import REPORT_DIR_ENV

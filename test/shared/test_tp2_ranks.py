@@ -49,13 +49,6 @@ DP_ATTENTION = (
 )
 
 
-def rank_lines(tp_rank: int) -> list[str]:
-    if PHASES_ITSELF:
-        return [f"TP{tp_rank}] [specinit] phase {phase}/4" for phase in range(1, 5)]
-    release = ROW.name if ROW else ""
-    return [f"TP{tp_rank}] [specinit] KV pools on sglang {release} (rank {tp_rank} "]
-
-
 def plan_of(report: dict, run: RankedLaunch) -> object:
     if PHASES_ITSELF:
         return rank_plan(report, run.breakdown(1)["draft_weight_bytes"], with_requests=True)
@@ -77,7 +70,9 @@ def test_each_rank_simulates_its_own_device_and_holds_half_of_every_kv_head_set(
         if not PHASES_ITSELF:
             # The shim bound each scheduler's meter to the device the launcher published.
             assert report["meter"]["gpu_id"] == tp_rank
-        for line in rank_lines(tp_rank):
+        phases = [f"TP{tp_rank}] [specinit] phase {phase}/4" for phase in range(1, 5)]
+        pools = [f"TP{tp_rank}] [specinit] KV pools on sglang {ROW.name} (rank {tp_rank} "]
+        for line in phases if PHASES_ITSELF else pools:
             assert line in run.log, line
 
 

@@ -172,7 +172,7 @@ def test_each_sub_package_index_lists_exactly_its_modules() -> None:
 def test_importing_the_harness_index_imports_neither_torch_nor_sglang() -> None:
     packages = ["harness", *(f"harness.{p.name}" for p in SUB_PACKAGES)]
     # The checkpoint modules promise the same (their writers import torch when they run).
-    families = ("deepseek_mla", "eagle_drafts", "gemma4_mtp", "llama_family", "mimo_v2_mtp")
+    families = ("eagle_drafts", "gemma4_mtp", "llama_family", "mimo_v2_mtp")
     packages += [f"harness.checkpoints.{m}" for m in (*families, "tiny_configs")]
     code = (
         f"import sys; import {', '.join(packages)}; "

@@ -3,16 +3,14 @@
 
 - ``checkpoint_cache``: where checkpoints live: cache keys, per-kind generator versions,
   atomic writes (shared by every writer below);
-- ``tiny_vocab``: the vocabulary every tiny checkpoint shares: special ids, the WordLevel
-  tokenizer, prompts of an exact token length;
-- ``llama_layout``: ``TinyLlamaShape``, the Llama config and one decoder layer's random tensors,
-  safetensors writing, shared by the family writers;
+- ``llama_layout``: what the family writers share: the vocabulary (special ids, the WordLevel
+  tokenizer, prompts of an exact token length), ``TinyLlamaShape``, the Llama config and one
+  decoder layer's random tensors, safetensors writing;
 - ``llama_family``: the default Llama target, its STANDALONE draft, the Qwen2 target and draft;
 - ``eagle_drafts``: drafts reading the Llama target's hidden states: EAGLE, EAGLE3, DFLASH;
-- ``deepseek_mla``: a dense DeepSeek-V2 target with MLA attention;
 - ``mimo_v2_mtp``: a MiMo-V2 target carrying its MTP layers (multi-layer EAGLE);
 - ``gemma4_mtp``: a Gemma 4 target and its assistant (frozen-KV MTP draft);
-- ``tiny_configs``: one config-only model per architecture of SGLang's documented recipes, and
-  weighted checkpoints of those an Engine starts;
+- ``tiny_configs``: one config-only model per architecture of SGLang's documented recipes,
+  weighted checkpoints of those an Engine starts, a dense DeepSeek-V2 MLA target;
 - ``published_configs``: published model configs (no weights) for tests that price pools.
 """

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checkpoints.checkpoint_cache import Kind
-from harness.checkpoints.llama_layout import TinyShape, save_seeded_model
-from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID
+from harness.checkpoints.llama_layout import BOS_ID, EOS_ID, TinyShape, save_seeded_model
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""The Llama layout the tiny checkpoint writers share: the shape, its transformers config, one
-decoder layer's random tensors, and writing them as ``model.safetensors``."""
+"""What the tiny checkpoint writers share: the vocabulary (special ids, a WordLevel tokenizer,
+prompts of an exact token length), the Llama layout (the shape, its transformers config, one
+decoder layer's random tensors), and writing them as ``model.safetensors``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
+SPECIAL_TOKENS = ("<unk>", "<s>", "</s>")
+BOS_ID, EOS_ID = 1, 2
+
+
+def prompt_text(num_words: int, start: int = 10) -> str:
+    """A prompt made only of in-vocabulary words, so every word is exactly one token."""
+    return " ".join(f"w{i}" for i in range(start, start + num_words))
+
+
+def write_tokenizer(directory: Path, vocab: int) -> None:
+    """Write a whitespace WordLevel tokenizer of exactly ``vocab`` tokens (``tokenizers`` lib)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    # The three special tokens, then w3 .. w{vocab-1}.
+    words = [*SPECIAL_TOKENS, *(f"w{i}" for i in range(len(SPECIAL_TOKENS), vocab))]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##")  # joins word tokens with single spaces
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        model_max_length=1 << 20,
+    )
+    fast.save_pretrained(str(directory))
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,15 @@ from typing import Any
 
 from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_layout import (
+    BOS_ID,
+    EOS_ID,
     TinyShape,
     layer_tensors,
     randn,
     save_safetensors,
     seeded_generator,
+    write_tokenizer,
 )
-from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
 
 
 @dataclass(frozen=True)

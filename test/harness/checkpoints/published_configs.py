@@ -53,12 +53,6 @@ def qwen3_next_config_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def dsv4_flash_config_dir(tmp_path: Path) -> Path:
-    """DeepSeek-V4-Flash's published hyperparameters (43 layers: two SWA-only, then c4 / c128
-    alternating; one MTP layer; FP8 attention and dense weights, FP4 routed experts)."""
-    return EXAMPLES / "deepseek-v4-flash-mtp" / "target"
-
-
 # name -> a function of a scratch directory returning the config directory
 CASES: dict[str, Callable[[Path], Path]] = {
     "llama31-8b": lambda tmp: EXAMPLES / "llama31-8b-eagle3" / "target",

@@ -1,4 +1,5 @@
-"""Config-only tiny models, one per architecture of SGLang's documented speculative recipes."""
+"""Config-only tiny models, one per architecture of SGLang's documented speculative recipes, and
+a dense DeepSeek-V2 target with MLA attention (kind ``mla-target``) for the MLA pool tests."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.checkpoint_cache import resolve_cache_root, write_once
-from harness.checkpoints.llama_layout import randn, save_safetensors
-from harness.checkpoints.tiny_vocab import BOS_ID, EOS_ID, write_tokenizer
+from harness.checkpoints.checkpoint_cache import Kind, resolve_cache_root, write_once
+from harness.checkpoints.llama_family import DEFAULT_TARGET
+from harness.checkpoints.llama_layout import (
+    BOS_ID,
+    EOS_ID,
+    TinyLlamaShape,
+    randn,
+    save_safetensors,
+    save_seeded_model,
+    write_tokenizer,
+)
 
 VOCAB = 32000
 HIDDEN = 64
@@ -252,3 +261,43 @@ def tiny_checkpoint(name: str) -> Path:
     """Config, random weights and tokenizer of the tiny ``name`` (``deepseek-v3``, ``glm4-moe``:
     with their MTP block; ``gpt-oss``): what an Engine on that target loads."""
     return _cached(f"weights-{name}", CONFIGS[name](), _write_checkpoint)
+
+
+def write_mla_target(
+    directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0
+) -> Path:
+    """Write a random dense ``DeepseekV2ForCausalLM`` (MLA attention) plus its tokenizer."""
+    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
+
+    config = DeepseekV2Config(
+        vocab_size=shape.vocab,
+        hidden_size=shape.hidden,
+        intermediate_size=shape.intermediate,
+        moe_intermediate_size=shape.intermediate // 2,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.heads,
+        kv_lora_rank=32,
+        q_lora_rank=None,
+        qk_rope_head_dim=16,
+        qk_nope_head_dim=16,
+        v_head_dim=16,
+        first_k_dense_replace=shape.layers + 1,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+        max_position_embeddings=shape.max_position_embeddings,
+    )
+    directory = save_seeded_model(directory, shape, seed, lambda: DeepseekV2ForCausalLM(config))
+    config_path = directory / "config.json"
+    saved = json.loads(config_path.read_text())
+    saved["rope_scaling"] = {
+        **YARN,
+        "original_max_position_embeddings": shape.max_position_embeddings,
+    }
+    config_path.write_text(json.dumps(saved, indent=1))
+    return directory
+
+
+# Cached tiny dense DeepSeek-V2 target with MLA attention (with tokenizer).
+tiny_mla_target = Kind("mla-target", write_mla_target, 1, DEFAULT_TARGET)

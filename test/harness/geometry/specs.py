@@ -1,4 +1,5 @@
-"""Turn sglang 0.5.13.x ``ModelConfig`` objects into the budget model's KV specs (geometry)."""
+"""Turn sglang 0.5.13.x ``ModelConfig`` objects (or a live runner's) into the budget model's KV
+specs (geometry)."""
 
 from __future__ import annotations
 
@@ -120,12 +121,11 @@ def draft_kv_pools(
     """The KV pools a draft worker will allocate, each at the draft's own geometry and dtype."""
     if algorithm in ("FROZEN_KV_MTP", "NGRAM") or draft_model_config is None:
         return ()
-    layers = runner_layer_count(draft_model_config, is_draft=True)
     pool = kv_spec_from_model_config(
         draft_model_config,
         kv_dtype,
         attn_tp_size=attn_tp_size,
-        num_layers=layers,
+        num_layers=runner_layer_count(draft_model_config, is_draft=True),
         swa_full_tokens_ratio=swa_full_tokens_ratio,
         full_attention_layers=(
             DRAFT_FULL_ATTENTION_LAYERS if is_linear_attention_hybrid(draft_model_config) else None
@@ -166,3 +166,34 @@ def draft_extra_bytes(
         )
         fixed = kv_pool_bytes(stand_in, FROZEN_KV_STAND_IN_TOKENS, page_size)
     return per_request, fixed
+
+
+def kv_spec_for_runner(model_runner: Any) -> KVSpec:
+    """The KV spec of a live ModelRunner whose weights are loaded and KV dtype resolved."""
+    from sglang.srt.layers.dp_attention import get_attention_tp_size
+
+    full_layers = None
+    mambaish = model_runner.mambaish_config
+    if mambaish is not None:
+        # A hybrid draft's pool holds one full-attention layer (layer 0 of its own pool).
+        full_layers = (
+            DRAFT_FULL_ATTENTION_LAYERS
+            if model_runner.is_draft_worker
+            else len(
+                [
+                    i
+                    for i in mambaish.full_attention_layer_ids
+                    if model_runner.start_layer <= i < model_runner.end_layer
+                ]
+            )
+        )
+    return kv_spec_from_model_config(
+        model_runner.model_config,
+        model_runner.kv_cache_dtype,
+        attn_tp_size=get_attention_tp_size(),
+        num_layers=model_runner.num_effective_layers,
+        swa_full_tokens_ratio=model_runner.server_args.swa_full_tokens_ratio,
+        use_mla=model_runner.use_mla_backend,
+        full_attention_layers=full_layers,
+        server_args=model_runner.server_args,
+    )

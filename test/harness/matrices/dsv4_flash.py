@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from harness.checkpoints.published_configs import dsv4_flash_config_dir
+from harness.checkpoints.published_configs import EXAMPLES
 
 GIB = 1 << 30
 # V4-Flash, bytes (estimates from the config: 256 experts x 3 x 4096 x 2048 per layer).
@@ -58,13 +58,15 @@ CELLS = [
 
 def publish(cell: Cell, scratch: Path, **extra_args: Any) -> Any:
     """``cell``'s launch published as 0.5.23 publishes it on its GPU (compute capability
-    answered as the cell's: 0.5.23's V4 defaults read it), config written under ``scratch``;
-    ``extra_args`` are more ``ServerArgs`` fields."""
+    answered as the cell's: 0.5.23's V4 defaults read it); ``extra_args`` are more
+    ``ServerArgs`` fields (``scratch``: unused, the config is the shipped example's)."""
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
     args = dict(
         MTP_FLAGS,
-        model_path=str(dsv4_flash_config_dir(scratch)),
+        # Its published hyperparameters (43 layers: two SWA-only, then c4 / c128 alternating; one
+        # MTP layer; FP8 attention and dense weights, FP4 routed experts).
+        model_path=str(EXAMPLES / "deepseek-v4-flash-mtp" / "target"),
         tp_size=cell.tp,
         mem_fraction_static=cell.mem_fraction_static,
         **extra_args,

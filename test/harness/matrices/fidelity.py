@@ -20,12 +20,12 @@ from harness.launch.engine import server_args_to_cli
 
 # The suite's EAGLE3 launch uses this draft (a reduced vocabulary: a hot-token map to bind).
 from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB
+from harness.launch.plugin_probe import probe_env
 from harness.launch.sglang_release import graphs_off_kwargs
 from harness.matrices.fidelity_probe import PHASES_ITSELF
 
 # The device the recipes target, as a named test double: an H100-80GB (nvidia-smi MiB, sm90).
 GPU = GPU_PRESETS["H100-80GB"]
-GPU_CAPABILITY = (9, 0)
 # SGLang 0.5.13.post1's flat draft reserve in the automatic fraction, in MiB.
 DRAFT_RESERVE_MIB = {"STANDALONE": 6 * 1024, "NGRAM": 0}
 DEFAULT_DRAFT_RESERVE_MIB = 4 * 1024
@@ -66,13 +66,17 @@ class Row:
     phased: bool = True
     # The release refuses this command (its message); the plugin must refuse it alike.
     refused: str | None = None
-    # The draft comes from the target's checkpoint (no --speculative-draft-model-path).
-    pathless: bool = False
     # CPU Engine: kwargs on top of CPU_ENGINE_OVERRIDES; None with engine_blocker (why not).
     engine: Mapping[str, Any] | None = None
     engine_blocker: str | None = None
-    # Run the (hooked) Scheduler.init_model_worker up to its first call (unphased rows).
-    scheduler_check: bool = False
+
+    def __post_init__(self) -> None:
+        assert (self.engine is None) == bool(self.engine_blocker), f"row {self.key}: why no Engine?"
+
+    @property
+    def pathless(self) -> bool:
+        """The draft comes from the target's checkpoint (no --speculative-draft-model-path)."""
+        return self.draft is None and "NGRAM" not in self.recipe
 
     def launch_argv(self) -> list[str]:
         """The recipe with local paths (what ``launch_server`` gets on the CPU Engine's side)."""
@@ -106,7 +110,7 @@ NGRAM_DOCS = (
     "--log-level", "warning",
 )  # fmt: skip
 NGRAM_CUDA_ONLY = (
-    "NGRAM cannot be built on CPU (its worker imports CUDA-only sgl_kernel, and SGLang refuses "
+    "NGRAM cannot be built on CPU: its worker imports CUDA-only sgl_kernel (0.5.13.x also refuses "
     "it off CUDA: test_workers_ngram.py); the GPU suite launches it"
 )
 DSA_NEEDS_CUDA = (
@@ -121,16 +125,16 @@ DEEPSEEK_V3_DOCS = (
 )  # fmt: skip
 
 
-def eagle_guide_recipe(algorithm: str, *extra: str) -> tuple[str, ...]:
-    """The speculative-decoding guide's EAGLE-2 / EAGLE-3 commands: the same flags but the
-    algorithm (EAGLE-3's adds ``--dtype float16``)."""
+def guide_recipe(algorithm: str, steps: int, topk: int, tokens: int, *extra: str) -> tuple:
+    """The speculative-decoding guide's EAGLE-2 / EAGLE-3 / STANDALONE commands: the same flags
+    but the algorithm and its draft chain (EAGLE-3's adds ``--dtype float16``)."""
     return (
         "--model", TARGET,
         "--speculative-algorithm", algorithm,
         "--speculative-draft-model-path", DRAFT,
-        "--speculative-num-steps", "3",
-        "--speculative-eagle-topk", "4",
-        "--speculative-num-draft-tokens", "16",
+        "--speculative-num-steps", str(steps),
+        "--speculative-eagle-topk", str(topk),
+        "--speculative-num-draft-tokens", str(tokens),
         "--mem-fraction-static", "0.7",
         "--cuda-graph-max-bs", "8",
         *extra,
@@ -144,7 +148,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
     # The guide's EAGLE-2 command (its Llama-2 pair: the same LlamaForCausalLM(Eagle) classes).
     Row(
         key="llama31-eagle",
-        recipe=eagle_guide_recipe("EAGLE"),
+        recipe=guide_recipe("EAGLE", 3, 4, 16),
         target=llama_family.tiny_llama_target,
         draft=eagle_drafts.tiny_eagle_draft,
         engine=TRITON_DRAFT_BACKEND,
@@ -152,7 +156,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
     # The guide's EAGLE-3 command (Meta-Llama-3.1-8B-Instruct + its EAGLE3 draft).
     Row(
         key="llama31-eagle3",
-        recipe=eagle_guide_recipe("EAGLE3", "--dtype", "float16"),
+        recipe=guide_recipe("EAGLE3", 3, 4, 16, "--dtype", "float16"),
         target=llama_family.tiny_llama_target,
         draft=eagle_drafts.tiny_eagle3_draft,
         engine=TRITON_DRAFT_BACKEND,
@@ -174,17 +178,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
     # The guide's STANDALONE command (Qwen2.5-7B + Qwen2.5-1.5B).
     Row(
         key="standalone",
-        recipe=(
-            "--model", TARGET,
-            "--speculative-algorithm", "STANDALONE",
-            "--speculative-draft-model-path", DRAFT,
-            "--speculative-num-steps", "4",
-            "--speculative-eagle-topk", "2",
-            "--speculative-num-draft-tokens", "7",
-            "--mem-fraction-static", "0.7",
-            "--cuda-graph-max-bs", "8",
-            "--log-level", "warning",
-        ),  # fmt: skip
+        recipe=guide_recipe("STANDALONE", 4, 2, 7),
         target=llama_family.tiny_qwen2,
         draft=lambda: llama_family.tiny_qwen2(llama_family.DEFAULT_QWEN2_DRAFT),
         engine=TRITON_DRAFT_BACKEND,
@@ -234,7 +228,6 @@ ROWS_0_5_13: tuple[Row, ...] = (
         key="deepseek-v3-mtp",
         recipe=DEEPSEEK_V3_DOCS,
         target=lambda: tiny_configs.tiny_checkpoint("deepseek-v3"),
-        pathless=True,
         engine={**TRITON_DRAFT_BACKEND, **CPU_FRACTION},
     ),
     # docs/basic_usage/deepseek_v32.md, MTP command (DeepSeek-V3.2-Exp).
@@ -249,7 +242,6 @@ ROWS_0_5_13: tuple[Row, ...] = (
             *MTP_CHAIN_FLAGS,
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v32"),
-        pathless=True,
         engine_blocker=DSA_NEEDS_CUDA,
     ),
     # docs/basic_usage/glm45.md, MTP command (GLM-4.6-FP8; bf16 here: no FP8 block quantization).
@@ -267,7 +259,6 @@ ROWS_0_5_13: tuple[Row, ...] = (
             "--enable-custom-logit-processor",
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_checkpoint("glm4-moe"),
-        pathless=True,
         engine=TRITON_DRAFT_BACKEND,
     ),
     # docs/basic_usage/qwen3.md, Qwen3-Next MTP command verbatim (spelled --speculative-algo),
@@ -281,14 +272,12 @@ ROWS_0_5_13: tuple[Row, ...] = (
             "Speculative decoding for Qwen3NextForCausalLM is not compatible with radix cache "
             "when using --mamba-scheduler-strategy no_buffer"
         ),
-        pathless=True,
         engine_blocker="refused by SGLang 0.5.13.post1 (see row qwen3-next-nextn)",
     ),
     Row(
         key="qwen3-next-nextn",
         recipe=(*QWEN3_NEXT_DOCS, "--disable-radix-cache"),
         target=lambda: tiny_configs.tiny_config_dir("qwen3-next"),
-        pathless=True,
         engine_blocker=(
             "SGLang cannot build Qwen3NextForCausalLM on CPU (its gated-delta-net layer asks "
             "for the CUDA device); the planner does not price the mamba state"
@@ -307,7 +296,6 @@ ROWS_0_5_13: tuple[Row, ...] = (
         ),  # fmt: skip
         env={"SGLANG_ENABLE_SPEC_V2": "1"},
         target=mimo_v2_mtp.tiny_mimo_v2_target,
-        pathless=True,
         engine={**TRITON_DRAFT_BACKEND, **CPU_FRACTION},
     ),
     # Cookbook Gemma4.mdx section 4, Gemma 4 E2B + MTP (a text-only Gemma4ForCausalLM target:
@@ -333,9 +321,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
         key="deepseek-v32-hisparse",
         recipe=(*DEEPSEEK_V3_DOCS, "--enable-hisparse", "--disable-radix-cache"),
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v32"),
-        pathless=True,
         phased=False,
-        scheduler_check=True,
         engine_blocker=(
             DSA_NEEDS_CUDA + "; HiSparse also needs the CUDA-only flashmla_sparse/flashmla_kv "
             "backends. The scheduler-side decision is checked on SGLang's own "
@@ -353,9 +339,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
             "--tp", "8",
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v4"),
-        pathless=True,
         phased=False,
-        scheduler_check=True,
         engine_blocker=(
             "DeepSeek-V4's compressed KV pools and kernels are CUDA-only; the scheduler-side "
             "decision is checked on SGLang's own Scheduler.init_model_worker"
@@ -364,11 +348,6 @@ ROWS_0_5_13: tuple[Row, ...] = (
 )
 ROWS_BY_KEY = {row.key: row for row in ROWS_0_5_13}
 
-DSA_NEEDS_CUDA_0523 = (
-    "0.5.23 cannot resolve a DeepSeek-V3.2 (DSA) launch on CPU: its DSA defaults read "
-    "torch.cuda.get_device_capability()"
-)
-NGRAM_CUDA_ONLY_0523 = "0.5.23 cannot build NGRAM on CPU: its worker imports CUDA-only sgl_kernel"
 # 0.5.23 splits both graph flags per phase (and refuses the old ones as ambiguous: rows
 # eagle3-docs, dflash-docs); the recipes' values bound the decode graphs.
 RESPELLED = {
@@ -378,51 +357,43 @@ RESPELLED = {
 
 
 def _from_0513(key: str, **changes: Any) -> Row:
-    """The 0.5.13.post1 row ``key`` with the graph flags as 0.5.23 spells them (the scheduler
-    check is of 0.5.13.x's phased init)."""
-    row = ROWS_BY_KEY[key]
-    recipe = tuple(RESPELLED.get(a, a) for a in row.recipe)
-    fields = {"recipe": recipe, "refused": None, "scheduler_check": False, **changes}
-    return dataclasses.replace(row, **fields)
+    """The 0.5.13.post1 row ``key`` with the graph flags as 0.5.23 spells them."""
+    recipe = tuple(RESPELLED.get(a, a) for a in ROWS_BY_KEY[key].recipe)
+    return dataclasses.replace(ROWS_BY_KEY[key], recipe=recipe, **changes)
 
 
 def _eagle3_draft() -> Path:
     return eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB)
 
 
-ROWS_0_5_23: tuple[Row, ...] = (
-    dataclasses.replace(
-        ROWS_BY_KEY["llama31-eagle3"],
-        key="eagle3-docs",
-        draft=_eagle3_draft,
-        refused="ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode",
+def _ambiguous(key: str, new_key: str, flag: str, **changes: Any) -> Row:
+    """The 0.5.13.post1 row ``key`` verbatim, whose graph ``flag`` 0.5.23's parser refuses."""
+    return dataclasses.replace(
+        ROWS_BY_KEY[key],
+        key=new_key,
+        refused=f"ambiguous option: {flag} could match {RESPELLED[flag]}",
         engine=None,
-        engine_blocker="refused by sglang 0.5.23's parser (see row llama31-eagle3)",
-    ),
+        engine_blocker=f"refused by sglang 0.5.23's parser (see row {key})",
+        **changes,
+    )
+
+
+ROWS_0_5_23: tuple[Row, ...] = (
+    _ambiguous("llama31-eagle3", "eagle3-docs", "--cuda-graph-max-bs", draft=_eagle3_draft),
     _from_0513("llama31-eagle"),
     _from_0513("llama31-eagle3", draft=_eagle3_draft),
     _from_0513("gpt-oss-eagle3", draft=_eagle3_draft),
     _from_0513("standalone"),
-    dataclasses.replace(
-        ROWS_BY_KEY["dflash"],
-        key="dflash-docs",
-        refused="ambiguous option: --cuda-graph-bs could match --cuda-graph-bs-decode",
-        engine=None,
-        engine_blocker="refused by sglang 0.5.23's parser (see row dflash)",
-    ),
+    _ambiguous("dflash", "dflash-docs", "--cuda-graph-bs"),
     _from_0513(
         "dflash",
         engine=None,
         engine_blocker="0.5.23 refuses DFLASH on CPU (not supported by CpuSRTPlatform)",
     ),
-    _from_0513(
-        "ngram-docs",
-        refused="unrecognized arguments: --speculative-ngram-max-match-window-size 12",
-        engine_blocker=NGRAM_CUDA_ONLY_0523,
-    ),
-    _from_0513("ngram", engine_blocker=NGRAM_CUDA_ONLY_0523),
+    _from_0513("ngram-docs"),
+    _from_0513("ngram"),
     _from_0513("deepseek-v3-mtp"),
-    _from_0513("deepseek-v32-mtp", engine_blocker=DSA_NEEDS_CUDA_0523),
+    _from_0513("deepseek-v32-mtp"),
     _from_0513("glm45-mtp"),
     # 0.5.23 picks --mamba-scheduler-strategy extra_buffer and asserts the platform snapshots
     # Mamba state (the H100 double covers memory and capability, not that); without the radix
@@ -445,7 +416,7 @@ ROWS_0_5_23: tuple[Row, ...] = (
         "deepseek-v32-hisparse",
         engine_blocker=(
             "0.5.23 keeps stock sizing here (the plugin steps aside with one WARNING); "
-            + DSA_NEEDS_CUDA_0523
+            + DSA_NEEDS_CUDA
         ),
     ),
     _from_0513(
@@ -469,14 +440,15 @@ def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
     CPU launch (its stock target config is compared with the Engine's)."""
     launches = []
     for row in rows:
-        env, check = dict(row.env), row.scheduler_check
+        # Unphased 0.5.13.x rows: the (hooked) Scheduler.init_model_worker up to its first call.
+        env, check = dict(row.env), not row.phased and PHASES_ITSELF
         argv = [*row.launch_argv(), "--device", "cuda"]  # the device the recipe targets
         launches.append({"name": row.key, "argv": argv, "env": env, "scheduler_check": check})
         if row.engine is not None and PHASES_ITSELF:
             argv = server_args_to_cli(engine_kwargs(row))
             cpu = {"name": f"{row.key}@cpu", "argv": argv, "env": env, "cpu_engine": True}
             launches.append({**cpu, "modes": ["off"]})
-    return {"capacity_mib": GPU.total_mib, "capability": list(GPU_CAPABILITY), "launches": launches}
+    return {"capacity_mib": GPU.total_mib, "capability": divmod(GPU.sm, 10), "launches": launches}
 
 
 def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -485,17 +457,11 @@ def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], 
     request_path = work_dir / "request.json"
     request_path.write_text(json.dumps(request, indent=1))
     out_dir = work_dir / "results"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SGLANG_SPECINIT_", "SPECINIT_TEST_"))
-        and k not in ("SGLANG_PLUGINS", "SGLANG_USE_CPU_ENGINE")
-    }
     test_dir = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (test_dir, os.environ.get("PYTHONPATH", "")) if p
-    )
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    path = os.pathsep.join(p for p in (test_dir, os.environ.get("PYTHONPATH", "")) if p)
+    offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = probe_env(PYTHONPATH=path, TOKENIZERS_PARALLELISM="false", **offline)
+    env.pop("SGLANG_USE_CPU_ENGINE", None)
     log = work_dir / "probe.log"
     probe = [sys.executable, "-m", "harness.matrices.fidelity_probe", str(request_path)]
     with open(log, "wb") as sink:

@@ -38,18 +38,6 @@ class StockInitReached(BaseException):
     """Raised by the recording ``init_tp_model_worker`` to stop ``init_model_worker`` there."""
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (str, int, float, bool, type(None))):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    return f"<{type(value).__name__}> {value!s}"
-
-
 def input_fields(server_args: Any) -> dict[str, Any]:
     """Every field of ``ServerArgs`` (0.5.13.x: a dataclass; 0.5.23: a ``msgspec`` record)."""
     if PHASES_ITSELF:
@@ -57,17 +45,6 @@ def input_fields(server_args: Any) -> dict[str, Any]:
     import msgspec
 
     return msgspec.structs.asdict(server_args)
-
-
-def server_args_fields(server_args: Any) -> dict[str, Any]:
-    """0.5.13.x: every field after ``__post_init__``; 0.5.23: the ``resolved_dict()``, and the
-    operator's input."""
-    if PHASES_ITSELF:
-        return {"server_args": _jsonable(input_fields(server_args))}
-    return {
-        "server_args": _jsonable(server_args.resolved_dict()),
-        "server_args_input": _jsonable(input_fields(server_args)),
-    }
 
 
 def _sglang_env() -> dict[str, str]:
@@ -203,6 +180,8 @@ def run_launch(path: Path, launch: dict[str, Any], mode: str, fraction_sink: dic
     """One launch in this (forked) process: steps 1-4, written to ``path``, never raising."""
     from sglang.srt.server_args import prepare_server_args
 
+    from harness.reports.scheduler_report import _jsonable
+
     os.environ.update(launch.get("env", {}))
     if launch.get("cpu_engine"):
         os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
@@ -232,7 +211,13 @@ def run_launch(path: Path, launch: dict[str, Any], mode: str, fraction_sink: dic
             server_args.resolve_once()
             server_args.check_server_args()
         root.setLevel(logging.INFO)  # prepare_server_args configured logging from --log-level
-        result.update(server_args_fields(server_args))
+        # 0.5.13.x: every field after __post_init__; 0.5.23: resolved, and the operator's input.
+        given = _jsonable(input_fields(server_args))
+        if PHASES_ITSELF:
+            result["server_args"] = given
+        else:
+            result["server_args"] = _jsonable(server_args.resolved_dict())
+            result["server_args_input"] = given
         result["env_set_by_server_args"] = {
             k: v for k, v in _sglang_env().items() if env_before.get(k) != v
         }

@@ -1,27 +1,216 @@
-"""``sglang-specinit plan`` on the launches the live tests run (the same ``launch_server`` flags
-plus the simulated device's capacity), so that the planner's verdict (exit 2 and one line, or a
-plan) can be held to the launch's. test/conftest.py plans every launch that came up with the
-plugin on after the test that started it, and prints the table."""
+"""The fault matrices' rows (0.5.13.post1 and 0.5.23) and ``sglang-specinit plan`` on them.
+
+Rows: the launches the plugin refuses in the launcher (how to build each row's bad draft or
+flags, and what its one-line message must say), those SGLang itself refuses (no check of the
+plugin's: what the launch's log and the planner's line say), those refused on the ranks, and
+launches that start. ``plan`` gets the same ``launch_server`` flags plus the simulated device's
+capacity, so that its verdict (exit 2 and one line, or a plan) can be held to the launch's.
+test/conftest.py plans every launch that came up with the plugin on after the test that started
+it, and prints the table."""
 
 from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Mapping
-from dataclasses import dataclass
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints import llama_family
+from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
+from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.launch import engine
 from harness.launch.engine import drain_started
-from harness.matrices.refused_launches import (
-    ALGORITHM,
-    NO_DRAFT_STEP,
-    SPEC_FLAGS,
-    Launch,
-    target_without_head_count,
-)
+from harness.launch.processes import rank_log_lines
+
+ALGORITHM = "EAGLE3"
+SPEC_FLAGS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
+
+
+def intact_draft(tmp_path: Path) -> Path:
+    return eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT)
+
+
+def _damaged_draft(tmp_path: Path, truncate: bool) -> Path:
+    """A copy of the intact draft whose shard is cut in half, or whose header is overwritten."""
+    draft = tmp_path / "draft"
+    shutil.copytree(intact_draft(tmp_path), draft)
+    with open(draft / "model.safetensors", "r+b") as f:
+        if truncate:
+            f.truncate(f.seek(0, os.SEEK_END) // 2)
+        else:
+            f.seek(8)
+            f.write(b"\xff" * 64)
+    return draft
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch of the fault matrices' pair (intact EAGLE3 draft, tiny Llama target) with a
+    part broken: its checkpoints, flags and generations (adapters); ``expect``: every needle of
+    the one-line refusal (``{draft}``: the draft's path), none for a launch that starts;
+    ``live``: a needle of the log of a launch SGLang itself refuses; ``in_ci``: whether CI
+    launches it (the planner's verdict is checked in CI either way)."""
+
+    flags: dict[str, Any] = field(default_factory=dict)
+    expect: tuple[str, ...] = ()
+    make_draft: Callable[[Path], Path | None] = intact_draft
+    make_target: Callable[[Path], Path] = lambda _: llama_family.tiny_llama_target()
+    algorithm: str = ALGORITHM
+    live: str = ""
+    adapters: tuple[str, ...] = ("sglang_0_5_13", "sglang_0_5_23")
+    in_ci: bool = True
+
+
+# Refused by the plugin's checks in the launcher.
+REFUSED = {
+    "truncated-draft-shard": Launch(
+        expect=("draft checkpoint file {draft}/model.safetensors", "it is truncated",
+                "--speculative-draft-model-path"),
+        make_draft=partial(_damaged_draft, truncate=True),
+    ),
+    "corrupt-draft-shard": Launch(
+        expect=("draft checkpoint file {draft}/model.safetensors", "header is not readable",
+                "--speculative-draft-model-path"),
+        make_draft=partial(_damaged_draft, truncate=False),
+    ),
+    "draft-hidden-size": Launch(
+        expect=("draft hidden_size 96 ({draft}/config.json)", "target's hidden_size 64",
+                "--speculative-draft-model-path"),
+        # An EAGLE3 draft trained for a target of hidden size 96 (the target's is 64).
+        make_draft=lambda _: eagle_drafts.tiny_eagle3_draft(
+            replace(TP2_EAGLE3_DRAFT, hidden=96, heads=4)
+        ),
+    ),
+    **{
+        f"mem-fraction-{f}": Launch(
+            {"mem_fraction_static": f}, (f"--mem-fraction-static {float(f)} is outside (0, 1)",)
+        )
+        for f in (0, 1, 1.5)
+    },
+    "max-total-tokens-below-a-page": Launch(
+        {"max_total_tokens": 8, "page_size": 16},
+        ("--max-total-tokens 8 leaves no KV pool with --page-size 16",
+         "Pass --max-total-tokens 16 or more"),
+    ),
+}  # fmt: skip
+
+
+def error_lines(log: str) -> list[str]:
+    return [ln for ln in log.splitlines() if "Error: " in ln and not ln.startswith(" ")]
+
+
+def assert_refused_by_the_launcher(log: str, row: Launch, draft: Path) -> str:
+    """The launcher's one error line is the row's message, raised before any rank existed."""
+    lines = error_lines(log)
+    assert len(lines) == 1, lines or log[-3000:]  # one message, not one per rank
+    message = lines[-1]
+    assert message.split(": ", 1)[0].endswith("LaunchCheckError"), message
+    for needle in row.expect:
+        assert needle.format(draft=draft) in message, (needle, message)
+    traceback = log[: log.index(message)]
+    assert "in _launch_subprocesses" in traceback, traceback[-3000:]
+    assert "check_server_args" in traceback.rsplit("in _launch_subprocesses", 1)[1], traceback
+    assert set(rank_log_lines(log)) == {"launcher"}, sorted(rank_log_lines(log))
+    return message
+
+
+def _target_without(tmp_path: Path, key: str, shape: TinyLlamaShape) -> Path:
+    target = tmp_path / "target"
+    shutil.copytree(llama_family.tiny_llama_target(shape), target)
+    config_path = target / "config.json"
+    config = json.loads(config_path.read_text())
+    del config[key]
+    config_path.write_text(json.dumps(config))
+    return target
+
+
+def target_without_architectures(tmp_path: Path) -> Path:
+    return _target_without(tmp_path, "architectures", llama_family.DEFAULT_TARGET)
+
+
+def target_without_head_count(tmp_path: Path) -> Path:
+    """A tiny target of 32 heads whose config leaves ``num_attention_heads`` out: the config
+    class's default (32) fills it in, as for a Llama-3-8B config with the key deleted."""
+    shape = replace(llama_family.DEFAULT_TARGET, heads=32, head_dim=2)
+    return _target_without(tmp_path, "num_attention_heads", shape)
+
+
+# No draft step: 0.5.13's triton draft decode backend fails on every rank (IndexError, stock
+# too); 0.5.23 builds no multi-step backend for it and starts (STARTS).
+NO_DRAFT_STEP = {"speculative_num_steps": 0, "speculative_num_draft_tokens": 1}
+
+REFUSED_BY_SGLANG = {
+    "unknown-flag": Launch(
+        live="unrecognized arguments: --no-such-flag",
+        expect=("unrecognized arguments: --no-such-flag",),
+        flags={"no_such_flag": True},
+    ),
+    "target-without-architectures": Launch(
+        live="TypeError",
+        expect=("has no 'architectures' list",),
+        make_target=target_without_architectures,
+    ),
+    "draft-path-missing": Launch(
+        live="no-such-draft",
+        expect=("--speculative-draft-model-path",),
+        make_draft=lambda tmp: tmp / "no-such-draft",
+    ),
+    # No draft path for a Llama target: its checkpoint loads as the draft, with no hot-token map.
+    "eagle3-without-draft": Launch(
+        live="has no attribute 'hot_token_id'",
+        expect=("pass --speculative-draft-model-path an EAGLE3 draft",),
+        make_draft=lambda _: None,
+    ),
+    # Sizes SGLang divides by (measured on 0.5.23: no scheduler info, a modulo by zero).
+    "tp-size-0": Launch(
+        live="IndexError",
+        expect=("--tp-size 0: the launch fails",),
+        flags={"tp_size": 0},
+        adapters=("sglang_0_5_23",),
+    ),
+    "page-size-0": Launch(
+        live="ZeroDivisionError",
+        expect=("--page-size 0: the launch fails",),
+        flags={"page_size": 0},
+        adapters=("sglang_0_5_23",),
+    ),
+    "num-steps-0-topk-1": Launch(
+        live="IndexError",
+        expect=("--speculative-num-steps 1 or more",),
+        flags=NO_DRAFT_STEP,
+        adapters=("sglang_0_5_13",),
+    ),
+    # Measured on 0.5.13.post1 and 0.5.23 (odd inputs; live only with SPECINIT_TEST_SLOW=1):
+    # every rank fails, in the top-k 1 chain's buffers, resp. the scheduler's request-length
+    # assertion (0.5.13.x keeps 5 tokens of the longest request for the output: 6 refused, 7
+    # starts; 0.5.23 starts 2).
+    "num-steps--1": Launch(
+        live="upper bound and lower bound inconsistent",
+        expect=("--speculative-num-steps -1",),
+        flags={"speculative_num_steps": -1},
+        in_ci=False,
+    ),
+    "context-length--1": Launch(
+        live="Memory pool size is too small",
+        expect=("pass --context-length",),
+        flags={"context_length": -1},
+        in_ci=False,
+    ),
+    "context-length-6": Launch(
+        live="Memory pool size is too small",
+        expect=("pass --context-length 7 or more",),
+        flags={"context_length": 6},
+        adapters=("sglang_0_5_13",),
+        in_ci=False,
+    ),
+}
+
 
 # The fault matrices' launch with nothing wrong, at page 1 and 16; odd launches that start; TP 3,
 # whose heads device cpu pads (the planner refuses it on CUDA: test_plan_cli).
