@@ -20,11 +20,10 @@ MLA_FP4_BYTES = 61 * ((512 + 64) // 2 + (512 + 64) // 16)
 MHA_FP4_BYTES = 32 * 2 * 8 * (128 // 2 + 128 // 16)
 LLAMA, DEEPSEEK = ["--example", "llama31-8b-eagle3"], ["--example", "deepseek-v3-mtp"]
 
-# adapter -> (flags, exit code, a needle of the refusal / note, or the target's KV bytes a token)
+# adapter -> (flags, exit code, a needle of the refusal / note, or the target's KV bytes a token);
+# on device cpu: plan_verdicts' fp4-kv-on-cpu row.
 ROWS = {
     "sglang_0_5_13": [
-        ([*LLAMA, "--device", "cpu", "--device-memory", "24GiB"], 2,
-         "KV4 is not tested on non-CUDA platforms; pass another --kv-cache-dtype"),
         ([*LLAMA, "--attention-backend", "fa3"], 2, "attention_backend to be one of"),
         # Its MHA FP4 pool sets no copy strides, which a speculative launch's pool reads.
         (LLAMA, 2, "'MHATokenToKVPoolFP4' object has no attribute 'data_strides'"),
