@@ -6,7 +6,7 @@ import itertools
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -244,23 +244,13 @@ class UsageAfterPools:
         return self.counted_bytes - self.budget_bytes
 
     def describe(self) -> str:
-        mib = 1 << 20
-        return (
-            f"budget {self.budget_bytes / mib:.1f} MiB (f x {self.pre_load_free_bytes / mib:.1f}"
-            f" MiB free before loading); used {self.used_bytes / mib:.1f} MiB - backends/graphs "
-            f"{self.outside_budget_phases_bytes / mib:.1f} - tables {self.table_bytes / mib:.1f}"
-            f" - allocator slack {self.allocator_slack_bytes / mib:.1f} - untracked "
-            f"{self.untracked_bytes / mib:.1f} = counted {self.counted_bytes / mib:.1f} MiB "
-            f"({self.over_budget_bytes / mib:+.1f} MiB vs budget; KV buffers "
-            f"{self.kv_bytes / mib:.1f} MiB)"
-            + (
-                f"; weights {self.weight_bytes / mib:.1f} MiB + KV {self.kv_bytes / mib:.1f} MiB"
-                f" + residue at sizing {self.sizing_residue_bytes / mib:.1f} MiB leave "
-                f"{self.fill_shortfall_bytes / mib:.1f} MiB of the budget (one page per pool: "
-                f"{self.page_bytes / mib:.1f} MiB)"
-                if self.sizing_residue_bytes is not None and self.fill_shortfall_bytes is not None
-                else ""
-            )
+        """Every field and derived number, in MiB."""
+        derived = ("counted_bytes", "over_budget_bytes", "fill_shortfall_bytes")
+        values = {**asdict(self), **{name: getattr(self, name) for name in derived}}
+        return ", ".join(
+            f"{name.removesuffix('_bytes')} {value / (1 << 20):.1f} MiB"
+            for name, value in values.items()
+            if value is not None
         )
 
 
