@@ -187,10 +187,6 @@ def served_tokens(run: Any) -> int:
     return int(run.runner("target")["max_total_num_tokens"])
 
 
-def stock_column(planned: Mapping[str, Any]) -> Mapping[str, Any]:
-    return planned["stock"]
-
-
 def assert_same_numbers(
     planned: Mapping[str, Any], memory: Mapping[str, Any], keys: tuple[str, ...] = PLAN_KEYS
 ) -> None:
