@@ -79,23 +79,20 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_refused_launch_and_its_plan[num-steps-0-topk-1]",
         ),
     ),
-    Mutant(
-        "fraction-refusal-text-0513",
-        "launch_checks.py",
-        "is outside (0, 1): it is the share",
-        "is outside [0, 1]: it is the share",
-        ".venv",
-        (f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",),
-        (f"test/cpu/test_plan_verdicts.py::{_PLAN_VERDICT_BEFORE}",),
-    ),
-    Mutant(
-        "fraction-refusal-text-0523",
-        "launch_checks.py",
-        "is outside (0, 1): it is the share",
-        "is outside [0, 1]: it is the share",
-        ".venv-sglang0523",
-        (f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",),
-        (f"test/sglang_0_5_23/test_plan_verdicts_0523.py::{_PLAN_VERDICT_BEFORE}",),
+    *(
+        Mutant(
+            f"fraction-refusal-text-{tag}",
+            "launch_checks.py",
+            "is outside (0, 1): it is the share",
+            "is outside [0, 1]: it is the share",
+            env,
+            (f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",),
+            (f"test/{before}.py::{_PLAN_VERDICT_BEFORE}",),
+        )
+        for tag, env, before in (
+            ("0513", ".venv", "cpu/test_plan_verdicts"),
+            ("0523", ".venv-sglang0523", "sglang_0_5_23/test_plan_verdicts_0523"),
+        )
     ),
     Mutant(
         "truncated-shard-not-refused",
@@ -217,23 +214,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("test/sglang_0_5_23/test_eagle3_launch.py::test_the_engine_fills_the_budget",),
         ("test/sglang_0_5_22/test_eagle3_launch.py::test_the_0_5_22_engine_fills_the_budget",),
     ),
-    Mutant(
-        "no-rank-is-tightest-0513",
-        "rank_reports.py",
-        '"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,',
-        '"tightest_rank": above < 0,',
-        ".venv",
-        (f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",),
-        (f"test/cpu/test_multi_rank.py::{_TIGHTEST}",),
-    ),
-    Mutant(
-        "no-rank-is-tightest-0523",
-        "rank_reports.py",
-        '"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,',
-        '"tightest_rank": above < 0,',
-        ".venv-sglang0523",
-        (f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",),
-        (f"test/sglang_0_5_23/test_multi_rank_0523.py::{_TIGHTEST}",),
+    *(
+        Mutant(
+            f"no-rank-is-tightest-{tag}",
+            "rank_reports.py",
+            '"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,',
+            '"tightest_rank": above < 0,',
+            env,
+            (f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",),
+            (f"test/{before}.py::{_TIGHTEST}",),
+        )
+        for tag, env, before in (
+            ("0513", ".venv", "cpu/test_multi_rank"),
+            ("0523", ".venv-sglang0523", "sglang_0_5_23/test_multi_rank_0523"),
+        )
     ),
     Mutant(
         "eagle-bare-embedding-counted-as-draft",
