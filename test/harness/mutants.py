@@ -59,6 +59,19 @@ _PLAN_VERDICT = "test_the_planner_gives_the_launch_verdict[launcher-mem-fraction
 _PLAN_VERDICT_BEFORE = "test_the_planner_refuses_what_the_launcher_refuses[mem-fraction-1.5]"
 _TIGHTEST = "test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tightest"
 
+
+def _twins(
+    name: str, file: str, change: tuple[str, str], test: str, before: tuple[str, str], check: str
+) -> tuple[Mutant, ...]:
+    """One mutant on 0.5.13.post1 and on 0.5.23; ``before``: the check's file in each."""
+    return tuple(
+        Mutant(f"{name}-{tag}", file, *change, env, (test,), (f"test/{old}.py::{check}",))
+        for tag, env, old in zip(
+            ("0513", "0523"), (".venv", ".venv-sglang0523"), before, strict=True
+        )
+    )
+
+
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "eagle3-without-draft-planned",
@@ -79,20 +92,13 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_refused_launch_and_its_plan[num-steps-0-topk-1]",
         ),
     ),
-    *(
-        Mutant(
-            f"fraction-refusal-text-{tag}",
-            "launch_checks.py",
-            "is outside (0, 1): it is the share",
-            "is outside [0, 1]: it is the share",
-            env,
-            (f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",),
-            (f"test/{before}.py::{_PLAN_VERDICT_BEFORE}",),
-        )
-        for tag, env, before in (
-            ("0513", ".venv", "cpu/test_plan_verdicts"),
-            ("0523", ".venv-sglang0523", "sglang_0_5_23/test_plan_verdicts_0523"),
-        )
+    *_twins(
+        "fraction-refusal-text",
+        "launch_checks.py",
+        ("is outside (0, 1): it is the share", "is outside [0, 1]: it is the share"),
+        f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",
+        ("cpu/test_plan_verdicts", "sglang_0_5_23/test_plan_verdicts_0523"),
+        _PLAN_VERDICT_BEFORE,
     ),
     Mutant(
         "truncated-shard-not-refused",
@@ -214,20 +220,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("test/sglang_0_5_23/test_eagle3_launch.py::test_the_engine_fills_the_budget",),
         ("test/sglang_0_5_22/test_eagle3_launch.py::test_the_0_5_22_engine_fills_the_budget",),
     ),
-    *(
-        Mutant(
-            f"no-rank-is-tightest-{tag}",
-            "rank_reports.py",
-            '"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,',
-            '"tightest_rank": above < 0,',
-            env,
-            (f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",),
-            (f"test/{before}.py::{_TIGHTEST}",),
-        )
-        for tag, env, before in (
-            ("0513", ".venv", "cpu/test_multi_rank"),
-            ("0523", ".venv-sglang0523", "sglang_0_5_23/test_multi_rank_0523"),
-        )
+    *_twins(
+        "no-rank-is-tightest",
+        "rank_reports.py",
+        ('"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,', '"tightest_rank": above < 0,'),
+        f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",
+        ("cpu/test_multi_rank", "sglang_0_5_23/test_multi_rank_0523"),
+        _TIGHTEST,
     ),
     Mutant(
         "eagle-bare-embedding-counted-as-draft",
