@@ -9,20 +9,13 @@ import ast
 import io
 import sys
 import tokenize
-from dataclasses import dataclass
 from pathlib import Path
 
 PRODUCT = Path(__file__).resolve().parent.parent.parent / "python" / "sglang_specinit"
 
 
-@dataclass(frozen=True)
-class Size:
-    lines: int
-    prose_lines: int
-
-    @property
-    def prose_share(self) -> float:
-        return self.prose_lines / self.lines if self.lines else 0.0
+def _share(lines: int, prose: int) -> str:
+    return f"{prose / lines if lines else 0.0:5.1%}"
 
 
 def _docstring_lines(tree: ast.AST) -> set[int]:
@@ -36,7 +29,7 @@ def _docstring_lines(tree: ast.AST) -> set[int]:
     return lines
 
 
-def file_size(path: Path) -> Size:
+def file_size(path: Path) -> tuple[int, int]:
     """A file's lines (as ``wc -l`` counts them) and its prose lines: docstring lines plus
     lines holding only a comment."""
     text = path.read_text()
@@ -51,14 +44,13 @@ def file_size(path: Path) -> Size:
             code_lines.update(range(token.start[0], token.end[0] + 1))
     # A line with code and a trailing comment is code.
     prose -= code_lines - docstrings
-    return Size(text.count("\n"), len(prose))
+    return text.count("\n"), len(prose)
 
 
 if __name__ == "__main__":
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else PRODUCT
-    per_file = sorted(((file_size(p), p) for p in root.rglob("*.py")), key=lambda x: -x[0].lines)
-    for size, path in per_file[:40]:
-        name = path.relative_to(root)
-        print(f"{size.prose_lines:5d} / {size.lines:5d}  {size.prose_share:5.1%}  {name}")
-    total = Size(sum(s.lines for s, _ in per_file), sum(s.prose_lines for s, _ in per_file))
-    print(f"total: {total.lines} lines, {total.prose_lines} prose ({total.prose_share:.1%})")
+    per_file = sorted(((file_size(p), p) for p in root.rglob("*.py")), key=lambda x: -x[0][0])
+    for (lines, prose), path in per_file[:40]:
+        print(f"{prose:5d} / {lines:5d}  {_share(lines, prose)}  {path.relative_to(root)}")
+    lines, prose = (sum(size[i] for size, _ in per_file) for i in (0, 1))
+    print(f"total: {lines} lines, {prose} prose ({_share(lines, prose).strip()})")

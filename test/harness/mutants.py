@@ -59,6 +59,19 @@ _PLAN_VERDICT = "test_the_planner_gives_the_launch_verdict[launcher-mem-fraction
 _PLAN_VERDICT_BEFORE = "test_the_planner_refuses_what_the_launcher_refuses[mem-fraction-1.5]"
 _TIGHTEST = "test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tightest"
 
+
+def _twins(
+    name: str, file: str, change: tuple[str, str], test: str, before: tuple[str, str], check: str
+) -> tuple[Mutant, ...]:
+    """One mutant on 0.5.13.post1 and on 0.5.23; ``before``: the check's file in each."""
+    return tuple(
+        Mutant(f"{name}-{tag}", file, *change, env, (test,), (f"test/{old}.py::{check}",))
+        for tag, env, old in zip(
+            ("0513", "0523"), (".venv", ".venv-sglang0523"), before, strict=True
+        )
+    )
+
+
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "eagle3-without-draft-planned",
@@ -79,23 +92,13 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_refused_launch_and_its_plan[num-steps-0-topk-1]",
         ),
     ),
-    Mutant(
-        "fraction-refusal-text-0513",
+    *_twins(
+        "fraction-refusal-text",
         "launch_checks.py",
-        "is outside (0, 1): it is the share",
-        "is outside [0, 1]: it is the share",
-        ".venv",
-        (f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",),
-        (f"test/cpu/test_plan_verdicts.py::{_PLAN_VERDICT_BEFORE}",),
-    ),
-    Mutant(
-        "fraction-refusal-text-0523",
-        "launch_checks.py",
-        "is outside (0, 1): it is the share",
-        "is outside [0, 1]: it is the share",
-        ".venv-sglang0523",
-        (f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",),
-        (f"test/sglang_0_5_23/test_plan_verdicts_0523.py::{_PLAN_VERDICT_BEFORE}",),
+        ("is outside (0, 1): it is the share", "is outside [0, 1]: it is the share"),
+        f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",
+        ("cpu/test_plan_verdicts", "sglang_0_5_23/test_plan_verdicts_0523"),
+        _PLAN_VERDICT_BEFORE,
     ),
     Mutant(
         "truncated-shard-not-refused",
@@ -217,23 +220,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("test/sglang_0_5_23/test_eagle3_launch.py::test_the_engine_fills_the_budget",),
         ("test/sglang_0_5_22/test_eagle3_launch.py::test_the_0_5_22_engine_fills_the_budget",),
     ),
-    Mutant(
-        "no-rank-is-tightest-0513",
+    *_twins(
+        "no-rank-is-tightest",
         "rank_reports.py",
-        '"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,',
-        '"tightest_rank": above < 0,',
-        ".venv",
-        (f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",),
-        (f"test/cpu/test_multi_rank.py::{_TIGHTEST}",),
-    ),
-    Mutant(
-        "no-rank-is-tightest-0523",
-        "rank_reports.py",
-        '"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,',
-        '"tightest_rank": above < 0,',
-        ".venv-sglang0523",
-        (f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",),
-        (f"test/sglang_0_5_23/test_multi_rank_0523.py::{_TIGHTEST}",),
+        ('"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,', '"tightest_rank": above < 0,'),
+        f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",
+        ("cpu/test_multi_rank", "sglang_0_5_23/test_multi_rank_0523"),
+        _TIGHTEST,
     ),
     Mutant(
         "eagle-bare-embedding-counted-as-draft",

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-TEST_DIR = Path(__file__).resolve().parents[1]
 SHARED = "shared"
 
 
@@ -79,6 +78,12 @@ class Release:
         )
 
 
+_0515 = dict(
+    adapter="sglang_0_5_14",
+    venv=".venv-sglang0515",
+    exclude=("test_eagle3_launch.py",),
+    ci_queue=True,
+)
 _PARALLEL_STATE = dict(
     adapter="sglang_0_5_23",
     venv=".venv-sglang0520",
@@ -100,21 +105,8 @@ RELEASES: tuple[Release, ...] = (
     Release("0.5.13.post1", "sglang_0_5_13", ".venv", shared=True, cpu_import_recipe=False),
     Release("0.5.14", "sglang_0_5_14", ".venv-sglang0514", ci_queue=True),
     # 0.5.15's Engines are 0.5.14's code path (test_eagle3_launch on 0.5.14 covers them).
-    Release(
-        "0.5.15",
-        "sglang_0_5_14",
-        ".venv-sglang0515",
-        exclude=("test_eagle3_launch.py",),
-        ci_queue=True,
-    ),
-    Release(
-        "0.5.15.post1",
-        "sglang_0_5_14",
-        ".venv-sglang0515",
-        sibling=True,
-        exclude=("test_eagle3_launch.py",),
-        ci_queue=True,
-    ),
+    Release("0.5.15", **_0515),
+    Release("0.5.15.post1", **_0515, sibling=True),
     Release(
         "0.5.16",
         **_PARALLEL_STATE,

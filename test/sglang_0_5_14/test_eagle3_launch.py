@@ -16,7 +16,6 @@ from harness.launch.release_suite import (
     launched_memory,
     plan_in_this_environment,
     served_tokens,
-    stock_column,
 )
 from harness.reports.report_reading import meter_budget, pre_load_reading
 
@@ -71,7 +70,7 @@ def assert_columns_are_the_servers(
     if plugin is not None:
         assert pre_load_reading(stock.report) == pre_load_reading(plugin.report)
         assert planned["tokens"] == served_tokens(plugin)
-    column = stock_column(planned)
+    column = planned["stock"]
     assert column["tokens"] == served_tokens(stock), (column["tokens"], served_tokens(stock))
     # The cell is the one the stock server charged: the target's 2 layers of 128 B/token
     # each, and one more such layer per draft layer stock reserves.

@@ -19,15 +19,6 @@ NATIVE_MOVE_KV_ENV = "SGLANG_NATIVE_MOVE_KV_CACHE"
 DEFAULT_CAPACITY_BYTES = 256 << 20
 _MAX_READINGS = 2000
 
-_HOOK_TARGETS = {
-    "kv_copy": "sglang.srt.mem_cache.memory_pool.MHATokenToKVPool._init_kv_copy_and_warmup",
-    "cuda_sync": "torch.cuda.synchronize",
-    "available": "sglang.srt.utils.common.get_available_gpu_memory",
-    "capacity": "sglang.srt.utils.common.get_device_memory_capacity",
-    "bind_device": "sglang.srt.managers.scheduler.Scheduler.__init__",
-    "no_pynccl": "sglang.srt.distributed.parallel_state.init_model_parallel_group",
-}
-
 
 def noop_kv_copy_and_warmup(self: Any) -> None:
     """REPLACE for ``MHATokenToKVPool._init_kv_copy_and_warmup``: skip the Triton warm-up."""
@@ -252,20 +243,24 @@ def shim_hooks() -> list[tuple[str, Callable[..., Any], str]]:
     """(target, hook, HookType name) of every shim, for the harness's sitecustomize."""
     from harness.launch.sglang_release import imports_sgl_kernel_cpu_ops
 
-    hooks: list[tuple[str, Callable[..., Any], str]] = []
-    if not imports_sgl_kernel_cpu_ops():
-        # 0.5.16+ runs its KV warm-up through the sgl_kernel test double: 0.5.13.x-only.
-        hooks.append((_HOOK_TARGETS["kv_copy"], noop_kv_copy_and_warmup, "REPLACE"))
+    common = "sglang.srt.utils.common"
     # Both releases: the draft's set_embed_and_head (Llama EAGLE in 0.5.13.x, MiMo-V2 MTP in
     # 0.5.23) calls torch.cuda.synchronize unconditionally.
-    for name, hook, kind in (
-        ("cuda_sync", cuda_synchronize_without_device, "AROUND"),
-        ("available", simulated_get_available_gpu_memory, "AROUND"),
-        ("capacity", simulated_get_device_memory_capacity, "AROUND"),
-        ("bind_device", bind_scheduler_device, "BEFORE"),
-        ("no_pynccl", model_parallel_group_without_pynccl, "AROUND"),
-    ):
-        hooks.append((_HOOK_TARGETS[name], hook, kind))
+    hooks: list[tuple[str, Callable[..., Any], str]] = [
+        ("torch.cuda.synchronize", cuda_synchronize_without_device, "AROUND"),
+        (f"{common}.get_available_gpu_memory", simulated_get_available_gpu_memory, "AROUND"),
+        (f"{common}.get_device_memory_capacity", simulated_get_device_memory_capacity, "AROUND"),
+        ("sglang.srt.managers.scheduler.Scheduler.__init__", bind_scheduler_device, "BEFORE"),
+        (
+            "sglang.srt.distributed.parallel_state.init_model_parallel_group",
+            model_parallel_group_without_pynccl,
+            "AROUND",
+        ),
+    ]
+    if not imports_sgl_kernel_cpu_ops():
+        # 0.5.16+ runs its KV warm-up through the sgl_kernel test double: 0.5.13.x-only.
+        kv_copy = "sglang.srt.mem_cache.memory_pool.MHATokenToKVPool._init_kv_copy_and_warmup"
+        hooks.insert(0, (kv_copy, noop_kv_copy_and_warmup, "REPLACE"))
     return hooks
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
 # The attributes unloaded_runner sets (compared with a live runner's by the tests).
 DERIVED_ATTRS = (
@@ -54,32 +54,19 @@ def unloaded_runner(
     return runner
 
 
-@contextlib.contextmanager
-def attention_tp(size: int) -> Iterator[None]:
+def attention_tp(size: int) -> Any:
     """TEST DOUBLE: an attention-TP group of ``size`` ranks (this process is rank 0) for the
     pool code and the model configs that ask for it, without initialising process groups."""
-    from types import SimpleNamespace
-
     from sglang.srt.distributed import parallel_state
 
-    original = parallel_state._ATTN_TP
-    parallel_state._ATTN_TP = SimpleNamespace(world_size=size, rank_in_group=0, rank=0)
-    try:
-        yield
-    finally:
-        parallel_state._ATTN_TP = original
+    group = SimpleNamespace(world_size=size, rank_in_group=0, rank=0)
+    return mock.patch.object(parallel_state, "_ATTN_TP", group)
 
 
-@contextlib.contextmanager
-def fp4_pools_as_on_cuda() -> Iterator[None]:
+def fp4_pools_as_on_cuda() -> Any:
     """TEST DOUBLE: SGLang builds its FP4 pool classes only when CUDA is available
     (``is_float4_e2m1fn_x2`` checks ``is_cuda()``); answer as a CUDA build does."""
     import torch
     from sglang.srt.model_executor import model_runner_kv_cache_mixin as mixin
 
-    original = mixin.is_float4_e2m1fn_x2
-    mixin.is_float4_e2m1fn_x2 = lambda dtype: dtype == torch.float4_e2m1fn_x2
-    try:
-        yield
-    finally:
-        mixin.is_float4_e2m1fn_x2 = original
+    return mock.patch.object(mixin, "is_float4_e2m1fn_x2", lambda d: d == torch.float4_e2m1fn_x2)

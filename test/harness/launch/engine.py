@@ -139,9 +139,10 @@ _seen: set[str] = set()
 _started_lock = threading.Lock()
 
 
-def note_started(kwargs: Mapping[str, Any], env: Mapping[str, str], capacity_bytes: int) -> None:
+def note_started(kwargs: Mapping[str, Any], env: Mapping[str, str]) -> None:
     if env.get("SGLANG_PLUGINS") != PLUGIN_ENTRY_POINT or any(k in env for k in UNPLANNED_ENV):
         return
+    capacity_bytes = int(env[shims.CAPACITY_ENV])
     key = repr((sorted(kwargs.items()), capacity_bytes))
     with _started_lock:
         if key not in _seen:
@@ -203,16 +204,17 @@ class EngineHandle(RunHandle):
 
 def _cpu_launch(
     model_path: str | os.PathLike[str],
-    files: RunFiles,
+    work_dir: str | os.PathLike[str] | None,
     *,
     server: bool,
-    plugin: bool,
+    plugin: bool = False,
     capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
     extra_env: Mapping[str, str] | None = None,
     **overrides: Any,
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """The ServerArgs kwargs and the environment of a CPU ``sglang.Engine`` or, with
+) -> tuple[RunFiles, dict[str, Any], dict[str, str]]:
+    """The files, ServerArgs kwargs and environment of a CPU ``sglang.Engine`` or, with
     ``server``, a ``launch_server`` (no warm-up request, no generation in ``/health``)."""
+    files = RunFiles.make(work_dir, "server" if server else "engine")
     if server:
         overrides = {"skip_server_warmup": True, **overrides}
         extra_env = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0", **(extra_env or {})}
@@ -224,32 +226,21 @@ def _cpu_launch(
         extra=extra_env,
         tp_size=int(kwargs.get("tp_size") or 1),
     )
-    return kwargs, env
+    return files, kwargs, env
 
 
 @contextmanager
 def cpu_engine(
     model_path: str | os.PathLike[str],
     *,
-    plugin: bool = False,
-    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
     work_dir: str | os.PathLike[str] | None = None,
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
-    extra_env: Mapping[str, str] | None = None,
     python: str | os.PathLike[str] | None = None,
-    **engine_overrides: Any,
+    **launch: Any,
 ) -> Iterator[EngineHandle]:
-    """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block."""
-    files = RunFiles.make(work_dir, "engine")
-    kwargs, env = _cpu_launch(
-        model_path,
-        files,
-        server=False,
-        plugin=plugin,
-        capacity_bytes=capacity_bytes,
-        extra_env=extra_env,
-        **engine_overrides,
-    )
+    """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block;
+    ``launch``: :func:`_cpu_launch`'s keywords and ``ServerArgs`` overrides."""
+    files, kwargs, env = _cpu_launch(model_path, work_dir, server=False, **launch)
     config_path = files.work_dir / "engine-config.json"
     config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
     proc = start_in_own_group(
@@ -272,7 +263,7 @@ def cpu_engine(
                 reports=handle.scheduler_reports(),
             )
         handle.startup_s = time.monotonic() - started
-        note_started(kwargs, env, capacity_bytes)
+        note_started(kwargs, env)
         yield handle
     finally:
         kill_group(handle.proc, grace_s=2.0)
@@ -300,35 +291,31 @@ def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def server_command(
-    model_path: str | os.PathLike[str], files: RunFiles, **launch: Any
-) -> tuple[list[str], dict[str, str], dict[str, Any]]:
-    """``python -m sglang.launch_server`` on CPU (without ``--host`` / ``--port``), its
-    environment and its ServerArgs kwargs; ``launch``: :func:`_cpu_launch`'s keywords."""
-    kwargs, env = _cpu_launch(model_path, files, server=True, **launch)
-    return [sys.executable, "-m", "sglang.launch_server", *server_args_to_cli(kwargs)], env, kwargs
+def _server_launch(
+    model_path: str | os.PathLike[str], work_dir: str | os.PathLike[str] | None, **launch: Any
+) -> tuple[RunFiles, list[str], dict[str, str], dict[str, Any]]:
+    """:func:`_cpu_launch` of a server, with its ``launch_server`` argv (no host nor port)."""
+    files, kwargs, env = _cpu_launch(model_path, work_dir, server=True, **launch)
+    argv = [sys.executable, "-m", "sglang.launch_server", *server_args_to_cli(kwargs)]
+    return files, argv, env, kwargs
 
 
 @contextmanager
 def cpu_server(
     model_path: str | os.PathLike[str],
     *,
-    plugin: bool = False,
-    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
     work_dir: str | os.PathLike[str] | None = None,
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
-    **server_args: Any,
+    **launch: Any,
 ) -> Iterator[ServerHandle]:
     """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port."""
-    files = RunFiles.make(work_dir, "server")
-    launch = {"plugin": plugin, "capacity_bytes": capacity_bytes, **server_args}
-    argv, env, kwargs = server_command(model_path, files, **launch)
+    files, argv, env, kwargs = _server_launch(model_path, work_dir, **launch)
     # Its graceful drain takes ~6 s and there is nothing to save: a short grace.
     try:
         with running_server(
             argv, env=env, files=files, startup_timeout_s=startup_timeout_s, grace_s=3.0
         ) as handle:
-            note_started(kwargs, env, capacity_bytes)
+            note_started(kwargs, env)
             yield handle
     finally:
         live_reports.keep_live_reports(env, files.work_dir.name)
@@ -384,8 +371,7 @@ def run_server_to_end(
 ) -> EndedLaunch:
     """Run ``launch_server`` on CPU until it exits, for launches that must end by themselves;
     ``server_args``: :func:`_cpu_launch`'s keywords too (``capacity_bytes``, ``extra_env``)."""
-    files = RunFiles.make(work_dir, "server")
-    argv, env, _ = server_command(model_path, files, plugin=plugin, **server_args)
+    files, argv, env, _ = _server_launch(model_path, work_dir, plugin=plugin, **server_args)
     argv += ["--host", "127.0.0.1", "--port", str(free_port())]
     proc = start_in_own_group(argv, log_path=files.log_path, env=env, cwd=work_dir)
     started = time.monotonic()

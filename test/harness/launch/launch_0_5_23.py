@@ -151,17 +151,21 @@ def launch_overrides(spec: LaunchKind) -> dict[str, Any]:
     return {**spec.engine_kwargs, **(spec.kwargs_fn() if spec.kwargs_fn else {})}
 
 
+def launch_args(kind: str) -> dict[str, Any]:
+    """``cpu_engine`` / ``cpu_engine_kwargs`` keywords that start ``kind``."""
+    spec = KINDS[kind]
+    args = {"draft_model_path": spec.draft(), "algorithm": spec.algorithm}
+    return {"model_path": spec.target(), **args, **launch_overrides(spec)}
+
+
 def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
     work = tmp_root / f"{kind}-{'on' if plugin else 'off'}"
     report_dir = work / "memory"
     report_dir.mkdir(parents=True, exist_ok=True)
     identity_dir = work / "identity"
     identity_dir.mkdir(exist_ok=True)
-    spec = KINDS[kind]
     with cpu_engine(
-        spec.target(),
-        draft_model_path=spec.draft(),
-        algorithm=spec.algorithm,
+        **launch_args(kind),
         plugin=plugin,
         work_dir=work,
         startup_timeout_s=ENGINE_TIMEOUT_S,
@@ -173,7 +177,6 @@ def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
             storage_identity.IDENTITY_ENV: "1",
             storage_identity.IDENTITY_DIR_ENV: str(identity_dir),
         },
-        **launch_overrides(spec),
     ) as engine:
         report = engine.scheduler_report()
     memory = read_breakdown(report_dir)

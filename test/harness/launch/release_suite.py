@@ -89,13 +89,9 @@ def prefetch_launch_fixtures(
 def engine_kwargs(kind: str = "EAGLE3") -> dict[str, Any]:
     """The Engine kwargs :mod:`harness.launch.launch_0_5_23` starts ``kind`` with."""
     from harness.launch.engine import cpu_engine_kwargs
-    from harness.launch.launch_0_5_23 import KINDS, launch_overrides
+    from harness.launch.launch_0_5_23 import launch_args
 
-    spec = KINDS[kind]
-    return cpu_engine_kwargs(
-        spec.target(), draft_model_path=spec.draft(), algorithm=spec.algorithm,
-        **launch_overrides(spec),
-    )  # fmt: skip
+    return cpu_engine_kwargs(**launch_args(kind))
 
 
 def launched_memory(run: Any) -> dict[str, Any]:
@@ -185,10 +181,6 @@ def plan_in_this_environment(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
 
 def served_tokens(run: Any) -> int:
     return int(run.runner("target")["max_total_num_tokens"])
-
-
-def stock_column(planned: Mapping[str, Any]) -> Mapping[str, Any]:
-    return planned["stock"]
 
 
 def assert_same_numbers(

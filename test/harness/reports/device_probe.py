@@ -6,7 +6,7 @@ import itertools
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +53,13 @@ def _reading(runner: Any) -> dict[str, Any]:
     return reading
 
 
-def _storages(root: Any, device_type: str, depth: int = 3) -> dict[int, int]:
-    """data_ptr -> bytes of the ``device_type`` tensors reachable from a pool/allocator object,
-    not descending into KV caches (their buffers are the KV pool, counted separately)."""
+def _tensors(root: Any, depth: int = 3) -> list[Any]:
+    """The tensors reachable from a pool/allocator object, not descending into KV caches (their
+    buffers are the KV pool, counted separately)."""
     import torch
     from sglang.srt.mem_cache.memory_pool import KVCache
 
-    found: dict[int, int] = {}
+    found = []
     stack: list[tuple[Any, int]] = [(root, depth)]
     visited: set[int] = set()
     while stack:
@@ -68,7 +68,7 @@ def _storages(root: Any, device_type: str, depth: int = 3) -> dict[int, int]:
             continue
         visited.add(id(obj))
         if isinstance(obj, torch.Tensor):
-            _add_storage(found, obj, device_type)
+            found.append(obj)
         elif isinstance(obj, (list, tuple)):
             stack += [(v, left) for v in obj]
         elif isinstance(obj, dict):
@@ -83,16 +83,13 @@ def _storages(root: Any, device_type: str, depth: int = 3) -> dict[int, int]:
     return found
 
 
-def _add_storage(found: dict[int, int], tensor: Any, device_type: str) -> None:
-    if tensor.device.type == device_type:
-        storage = tensor.untyped_storage()
-        if storage.data_ptr():
-            found[storage.data_ptr()] = storage.nbytes()
-
-
-def _new_bytes(found: dict[int, int], seen: set[int]) -> int:
-    """Bytes of the storages in ``found`` not in ``seen`` (then added to it)."""
-    new = {p: n for p, n in found.items() if p not in seen}
+def _new_bytes(tensors: Any, device_type: str, seen: set[int]) -> int:
+    """Bytes of the ``device_type`` storages behind ``tensors`` not in ``seen`` (then added)."""
+    new: dict[int, int] = {}
+    for tensor in tensors:
+        storage = tensor.untyped_storage() if tensor.device.type == device_type else None
+        if storage is not None and storage.data_ptr() and storage.data_ptr() not in seen:
+            new[storage.data_ptr()] = storage.nbytes()
     seen.update(new)
     return sum(new.values())
 
@@ -105,22 +102,19 @@ def _new_weight_bytes(runner: Any) -> int:
     model = getattr(runner, "model", None)
     if not isinstance(model, torch.nn.Module):
         return 0
-    found: dict[int, int] = {}
-    for tensor in itertools.chain(model.parameters(), model.buffers()):
-        _add_storage(found, tensor, runner.device)
-    return _new_bytes(found, _seen_weight_storages)
+    tensors = itertools.chain(model.parameters(), model.buffers())
+    return _new_bytes(tensors, runner.device, _seen_weight_storages)
 
 
 def _pool_exit(runner: Any) -> dict[str, Any]:
     """The req-to-token and allocator tensors not counted at an earlier pool exit, and the
     runner's KV pool: its bytes and token capacity (SGLang's ``KVCache.size``)."""
-    found: dict[int, int] = {}
-    for root in (runner.req_to_token_pool, getattr(runner, "token_to_kv_pool_allocator", None)):
-        found.update(_storages(root, runner.device))
+    roots = (runner.req_to_token_pool, getattr(runner, "token_to_kv_pool_allocator", None))
+    tables = [t for root in roots for t in _tensors(root)]
     pool = getattr(runner, "token_to_kv_pool", None)
     sizes = pool.get_kv_size_bytes() if hasattr(pool, "get_kv_size_bytes") else 0
     return {
-        "table_bytes": _new_bytes(found, _seen_table_storages),
+        "table_bytes": _new_bytes(tables, runner.device, _seen_table_storages),
         "kv_bytes": int(sum(sizes)) if isinstance(sizes, tuple) else int(sizes),
         "kv_tokens": int(getattr(pool, "size", 0) or 0),
         "page_size": int(getattr(runner, "page_size", 1) or 1),
@@ -244,23 +238,13 @@ class UsageAfterPools:
         return self.counted_bytes - self.budget_bytes
 
     def describe(self) -> str:
-        mib = 1 << 20
-        return (
-            f"budget {self.budget_bytes / mib:.1f} MiB (f x {self.pre_load_free_bytes / mib:.1f}"
-            f" MiB free before loading); used {self.used_bytes / mib:.1f} MiB - backends/graphs "
-            f"{self.outside_budget_phases_bytes / mib:.1f} - tables {self.table_bytes / mib:.1f}"
-            f" - allocator slack {self.allocator_slack_bytes / mib:.1f} - untracked "
-            f"{self.untracked_bytes / mib:.1f} = counted {self.counted_bytes / mib:.1f} MiB "
-            f"({self.over_budget_bytes / mib:+.1f} MiB vs budget; KV buffers "
-            f"{self.kv_bytes / mib:.1f} MiB)"
-            + (
-                f"; weights {self.weight_bytes / mib:.1f} MiB + KV {self.kv_bytes / mib:.1f} MiB"
-                f" + residue at sizing {self.sizing_residue_bytes / mib:.1f} MiB leave "
-                f"{self.fill_shortfall_bytes / mib:.1f} MiB of the budget (one page per pool: "
-                f"{self.page_bytes / mib:.1f} MiB)"
-                if self.sizing_residue_bytes is not None and self.fill_shortfall_bytes is not None
-                else ""
-            )
+        """Every field and derived number, in MiB."""
+        derived = ("counted_bytes", "over_budget_bytes", "fill_shortfall_bytes")
+        values = {**asdict(self), **{name: getattr(self, name) for name in derived}}
+        return ", ".join(
+            f"{name.removesuffix('_bytes')} {value / (1 << 20):.1f} MiB"
+            for name, value in values.items()
+            if value is not None
         )
 
 
