@@ -6,14 +6,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import (
+    Kind,
     TinyLlamaShape,
     layer_tensors,
     llama_config,
     randn,
-    save_safetensors,
+    save_checkpoint,
     seeded_generator,
 )
 
@@ -50,9 +50,7 @@ def write_eagle_draft(
         tensors.update(
             layer_tensors(gen, f"layers.{i}", shape, qkv_in=shape.hidden, input_layernorm=i > 0)
         )
-    llama_config(shape, "LlamaForCausalLMEagle").save_pretrained(str(directory))
-    save_safetensors(directory, tensors)
-    return directory
+    return save_checkpoint(directory, tensors, llama_config(shape, "LlamaForCausalLMEagle"))
 
 
 def write_eagle3_draft(
@@ -91,16 +89,15 @@ def write_eagle3_draft(
     extra: dict[str, Any] = {"draft_vocab_size": dv}
     if num_nextn_predict_layers is not None:
         extra["num_nextn_predict_layers"] = num_nextn_predict_layers
-    llama_config(shape, "LlamaForCausalLMEagle3", **extra).save_pretrained(str(directory))
-    save_safetensors(directory, tensors)
-    return directory
+    return save_checkpoint(
+        directory, tensors, llama_config(shape, "LlamaForCausalLMEagle3", **extra)
+    )
 
 
 def write_dflash_draft(
     directory: Path, shape: TinyLlamaShape = DEFAULT_DFLASH_DRAFT, seed: int = 0
 ) -> Path:
-    """Write a random ``DFlashDraftModel`` (``models/dflash.py``) reading the Llama target's
-    layers 0 and 1."""
+    """Write a random ``DFlashDraftModel`` (``models/dflash.py``) reading target layers 0, 1."""
     import torch
 
     directory, gen, dt = seeded_generator(directory, shape, seed)
@@ -120,11 +117,10 @@ def write_dflash_draft(
         "block_size": DFLASH_BLOCK_SIZE,
         "mask_token_id": DFLASH_MASK_TOKEN_ID,
     }
-    llama_config(
+    config = llama_config(
         shape, "DFlashDraftModel", dflash_config=dflash_config, block_size=DFLASH_BLOCK_SIZE
-    ).save_pretrained(str(directory))
-    save_safetensors(directory, tensors)
-    return directory
+    )
+    return save_checkpoint(directory, tensors, config)
 
 
 def own_lm_head_problems(report: dict[str, Any]) -> list[str]:
