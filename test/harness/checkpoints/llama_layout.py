@@ -30,8 +30,7 @@ def resolve_cache_root(root: Path | None = None) -> Path:
 
 
 def write_once(final: Path, marker: str, write: Callable[[Path], None]) -> Path:
-    """``final``, written by ``write(tmp)`` into a temporary sibling and renamed into place,
-    unless ``final / marker`` already exists (the file a complete copy always has)."""
+    """``final``: ``write(tmp)`` into a sibling renamed into place, unless ``final/marker`` is."""
     if (final / marker).is_file():
         return final
     with _WRITING:
@@ -153,8 +152,7 @@ def torch_dtype(name: str) -> Any:
 def llama_config(
     shape: TinyLlamaShape, architecture: str, config_class: Any = None, **extra: Any
 ) -> Any:
-    """A transformers config of ``shape`` (``LlamaConfig`` unless another Llama-shaped class,
-    such as ``Qwen2Config``, is passed)."""
+    """A transformers config of ``shape`` (``LlamaConfig`` or another Llama-shaped class)."""
     if config_class is None:
         from transformers import LlamaConfig as config_class
 
@@ -248,8 +246,7 @@ def layer_tensors(
     input_layernorm: bool,
     hidden_norm: bool = False,
 ) -> dict[str, Any]:
-    """One Llama decoder layer's tensors under ``prefix`` (attention reading ``qkv_in`` inputs,
-    gated MLP, norms at one), drawn from ``generator`` in a fixed order."""
+    """One Llama decoder layer's tensors under ``prefix``, attention reading ``qkv_in`` inputs."""
     import torch
 
     dt = torch_dtype(shape.dtype)

@@ -257,8 +257,7 @@ def _write_checkpoint(directory: Path, text: str, seed: int = 0) -> None:
 
 
 def tiny_checkpoint(name: str) -> Path:
-    """Config, random weights and tokenizer of the tiny ``name`` (``deepseek-v3``, ``glm4-moe``:
-    with their MTP block; ``gpt-oss``): what an Engine on that target loads."""
+    """Config, random weights (with any MTP block) and tokenizer of the tiny ``name``."""
     return _cached(f"weights-{name}", CONFIGS[name](), _write_checkpoint)
 
 

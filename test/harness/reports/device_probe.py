@@ -151,8 +151,7 @@ def around_init_torch_distributed(original: Callable[..., Any], self: Any) -> An
 
 
 def around_init_memory_pool(original: Callable[..., Any], self: Any, *args: Any, **kw: Any) -> Any:
-    """Readings around one runner's pool allocation, plus the weights it holds on entry and
-    the tables and KV it created."""
+    """Readings around one runner's pool allocation: weights held on entry, tables and KV made."""
     weights = _new_weight_bytes(self)
     _write({"event": "enter", "method": POOL_METHOD, **_who(self), **_reading(self),
             "weight_bytes": weights})  # fmt: skip

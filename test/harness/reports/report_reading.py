@@ -154,8 +154,7 @@ def read_rank_breakdowns(directory: str | Path) -> list[dict[str, Any]]:
 
 
 def read_breakdown(directory: Path) -> dict[str, Any] | None:
-    """The single rank's breakdown in the plugin's report dir, None if absent; fails if more
-    than one rank wrote one."""
+    """The one rank's breakdown in the plugin's report dir (None if absent; fails on two)."""
     found = read_rank_breakdowns(directory)
     assert len(found) <= 1, f"{len(found)} rank breakdowns in {directory}, expected one"
     return found[0] if found else None

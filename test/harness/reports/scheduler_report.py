@@ -233,8 +233,7 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
 
 
 def write_report(state: dict[str, Any], name: str | None = None) -> Path | None:
-    """Write ``state`` to ``$SPECINIT_TEST_REPORT_DIR/<name>`` (``scheduler-<pid>.json``)
-    atomically."""
+    """Write ``state`` atomically to ``$SPECINIT_TEST_REPORT_DIR/<name>`` (or scheduler-<pid>)."""
     directory = os.environ.get(REPORT_DIR_ENV)
     if not directory:
         return None
