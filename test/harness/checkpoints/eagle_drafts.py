@@ -17,16 +17,14 @@ from harness.checkpoints.llama_layout import (
     seeded_generator,
 )
 
-# The EAGLE3 default deliberately differs from the target's KV geometry: 1 KV head of dim 48
-# (192 B/token over its 1 layer) against the target's 2 heads of dim 16 (128 B/token/layer), so
-# neither "same as the target" nor "target cell * draft layers / target layers" prices it right.
+# EAGLE3's KV geometry is unlike the target's (1 KV head of dim 48 against 2 of dim 16), so neither
+# "same as the target" nor "target cell * draft layers / target layers" prices it right.
 DEFAULT_EAGLE_DRAFT = replace(DEFAULT_TARGET, layers=1)
 DEFAULT_EAGLE3_DRAFT = replace(DEFAULT_TARGET, layers=1, kv_heads=1, head_dim=48)
 # For TP 2: 2 KV heads of dim 48, so that (like the target's 2 heads of dim 16) its KV heads are
 # split across two ranks instead of replicated; still a geometry unlike the target's.
 TP2_EAGLE3_DRAFT = replace(DEFAULT_EAGLE3_DRAFT, kv_heads=2)
-# A DFLASH draft over the default 2-layer target: one layer, and a KV geometry unlike the
-# target's (2 KV heads of dim 32, 256 B/token, against the target's 128 B/token/layer), so the
+# DFLASH: one layer of 2 KV heads of dim 32 (256 B/token, the target's 128 B/token/layer), so the
 # 0.5.13 rule "scale the target cell by (T + D) / T" underprices it.
 DEFAULT_DFLASH_DRAFT = replace(DEFAULT_TARGET, layers=1, heads=4, kv_heads=2, head_dim=32)
 DFLASH_BLOCK_SIZE = 4
