@@ -1,9 +1,8 @@
 """Test harness for sglang-specinit. Importing it or a sub-package is cheap (no torch, no sglang).
 Each sub-package's ``__init__`` says what every module does; by job:
 
-``checkpoints`` (tiny checkpoints and config-only models): ``checkpoint_cache``,
-    ``llama_layout``, ``llama_family``, ``eagle_drafts``,
-    ``mimo_v2_mtp``, ``gemma4_mtp``, ``tiny_configs``, ``published_configs``.
+``checkpoints`` (tiny checkpoints and config-only models): ``llama_layout``, ``llama_family``,
+    ``eagle_drafts``, ``mimo_v2_mtp``, ``gemma4_mtp``, ``tiny_configs``, ``published_configs``.
 ``launch`` (starting SGLang, owning its processes): ``engine``, ``engine_driver``,
     ``server_process``, ``processes``, ``sglang_release``, ``tp2_pair``,
     ``launch_0_5_23``, ``release_suite``, ``plugin_probe``, ``forward_hooks``,

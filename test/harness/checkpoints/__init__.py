@@ -1,11 +1,8 @@
 """Tiny HF checkpoints and config-only models for the CPU tests, generated locally from a seed
 (no hub access, a few MiB each) and cached under ``<repo>/.cache/tiny-models``.
 
-- ``checkpoint_cache``: where checkpoints live: cache keys, per-kind generator versions,
-  atomic writes (shared by every writer below);
-- ``llama_layout``: what the family writers share: the vocabulary (special ids, the WordLevel
-  tokenizer, prompts of an exact token length), ``TinyLlamaShape``, the Llama config and one
-  decoder layer's random tensors, safetensors writing;
+- ``llama_layout``: what every writer shares: the cache, the vocabulary and tokenizer, the Llama
+  shape, config and decoder-layer tensors, saving a checkpoint;
 - ``llama_family``: the default Llama target, its STANDALONE draft, the Qwen2 target and draft;
 - ``eagle_drafts``: drafts reading the Llama target's hidden states: EAGLE, EAGLE3, DFLASH;
 - ``mimo_v2_mtp``: a MiMo-V2 target carrying its MTP layers (multi-layer EAGLE);

@@ -6,27 +6,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import (
+    Kind,
     TinyLlamaShape,
     layer_tensors,
     llama_config,
     randn,
-    save_safetensors,
+    save_checkpoint,
     seeded_generator,
 )
 
-# The EAGLE3 default deliberately differs from the target's KV geometry: 1 KV head of dim 48
-# (192 B/token over its 1 layer) against the target's 2 heads of dim 16 (128 B/token/layer), so
-# neither "same as the target" nor "target cell * draft layers / target layers" prices it right.
+# EAGLE3's KV geometry is unlike the target's (1 KV head of dim 48 against 2 of dim 16), so neither
+# "same as the target" nor "target cell * draft layers / target layers" prices it right.
 DEFAULT_EAGLE_DRAFT = replace(DEFAULT_TARGET, layers=1)
 DEFAULT_EAGLE3_DRAFT = replace(DEFAULT_TARGET, layers=1, kv_heads=1, head_dim=48)
 # For TP 2: 2 KV heads of dim 48, so that (like the target's 2 heads of dim 16) its KV heads are
 # split across two ranks instead of replicated; still a geometry unlike the target's.
 TP2_EAGLE3_DRAFT = replace(DEFAULT_EAGLE3_DRAFT, kv_heads=2)
-# A DFLASH draft over the default 2-layer target: one layer, and a KV geometry unlike the
-# target's (2 KV heads of dim 32, 256 B/token, against the target's 128 B/token/layer), so the
+# DFLASH: one layer of 2 KV heads of dim 32 (256 B/token, the target's 128 B/token/layer), so the
 # 0.5.13 rule "scale the target cell by (T + D) / T" underprices it.
 DEFAULT_DFLASH_DRAFT = replace(DEFAULT_TARGET, layers=1, heads=4, kv_heads=2, head_dim=32)
 DFLASH_BLOCK_SIZE = 4
@@ -50,9 +48,7 @@ def write_eagle_draft(
         tensors.update(
             layer_tensors(gen, f"layers.{i}", shape, qkv_in=shape.hidden, input_layernorm=i > 0)
         )
-    llama_config(shape, "LlamaForCausalLMEagle").save_pretrained(str(directory))
-    save_safetensors(directory, tensors)
-    return directory
+    return save_checkpoint(directory, tensors, llama_config(shape, "LlamaForCausalLMEagle"))
 
 
 def write_eagle3_draft(
@@ -91,16 +87,15 @@ def write_eagle3_draft(
     extra: dict[str, Any] = {"draft_vocab_size": dv}
     if num_nextn_predict_layers is not None:
         extra["num_nextn_predict_layers"] = num_nextn_predict_layers
-    llama_config(shape, "LlamaForCausalLMEagle3", **extra).save_pretrained(str(directory))
-    save_safetensors(directory, tensors)
-    return directory
+    return save_checkpoint(
+        directory, tensors, llama_config(shape, "LlamaForCausalLMEagle3", **extra)
+    )
 
 
 def write_dflash_draft(
     directory: Path, shape: TinyLlamaShape = DEFAULT_DFLASH_DRAFT, seed: int = 0
 ) -> Path:
-    """Write a random ``DFlashDraftModel`` (``models/dflash.py``) reading the Llama target's
-    layers 0 and 1."""
+    """Write a random ``DFlashDraftModel`` (``models/dflash.py``) reading target layers 0, 1."""
     import torch
 
     directory, gen, dt = seeded_generator(directory, shape, seed)
@@ -120,11 +115,10 @@ def write_dflash_draft(
         "block_size": DFLASH_BLOCK_SIZE,
         "mask_token_id": DFLASH_MASK_TOKEN_ID,
     }
-    llama_config(
+    config = llama_config(
         shape, "DFlashDraftModel", dflash_config=dflash_config, block_size=DFLASH_BLOCK_SIZE
-    ).save_pretrained(str(directory))
-    save_safetensors(directory, tensors)
-    return directory
+    )
+    return save_checkpoint(directory, tensors, config)
 
 
 def own_lm_head_problems(report: dict[str, Any]) -> list[str]:

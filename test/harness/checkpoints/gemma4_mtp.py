@@ -1,18 +1,13 @@
-"""A tiny text-only Gemma 4 target and its Gemma 4 assistant (kinds ``gemma4-target``,
-``gemma4-assistant``): SGLang promotes the assistant to a frozen-KV MTP draft.
-
-Weights come from transformers' own Gemma 4 classes (so the names are the published ones),
-generated from a seed and cached by :mod:`harness.checkpoints.checkpoint_cache`."""
+"""A tiny text-only Gemma 4 target and its assistant (SGLang's frozen-KV MTP draft), weights
+from transformers' own Gemma 4 classes (so the tensor names are the published ones)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind
-from harness.checkpoints.llama_layout import BOS_ID, EOS_ID, TinyShape, save_seeded_model
+from harness.checkpoints.llama_layout import BOS_ID, EOS_ID, Kind, TinyShape, save_seeded_model
 
 
 @dataclass(frozen=True)
@@ -26,9 +21,6 @@ class TinyGemma4Shape(TinyShape):
     @property
     def layers(self) -> int:
         return len(self.layer_types)
-
-    def kv_bytes_per_token_per_layer(self) -> int:
-        return self.kv_heads * self.head_dim * 2 * self.dtype_bytes
 
 
 DEFAULT_GEMMA4_TARGET = TinyGemma4Shape()
@@ -67,17 +59,16 @@ def write_gemma4_target(
 
     config = Gemma4TextConfig(**_gemma4_text_config_kwargs(shape))
     config.architectures = ["Gemma4ForCausalLM"]
-    directory = save_seeded_model(directory, shape, seed, lambda: Gemma4ForCausalLM(config))
-    path = directory / "config.json"
-    raw = json.loads(path.read_text())
-    raw.update(
+    return save_seeded_model(
+        directory,
+        shape,
+        seed,
+        lambda: Gemma4ForCausalLM(config),
         swa_num_key_value_heads=shape.kv_heads,
         swa_head_dim=shape.head_dim,
         swa_v_head_dim=shape.head_dim,
         v_head_dim=shape.head_dim,
     )
-    path.write_text(json.dumps(raw, indent=1))
-    return directory
 
 
 def write_gemma4_assistant(

@@ -7,8 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from harness.checkpoints.checkpoint_cache import Kind
-from harness.checkpoints.llama_layout import TinyLlamaShape, llama_config, save_seeded_model
+from harness.checkpoints.llama_layout import Kind, TinyLlamaShape, llama_config, save_seeded_model
 
 DEFAULT_TARGET = TinyLlamaShape()
 # A STANDALONE draft: fewer, narrower layers and a KV geometry unlike the target's

@@ -1,13 +1,83 @@
-"""What the tiny checkpoint writers share: the vocabulary (special ids, a WordLevel tokenizer,
-prompts of an exact token length), the Llama layout (the shape, its transformers config, one
-decoder layer's random tensors), and writing them as ``model.safetensors``."""
+"""What the tiny checkpoint writers share: the cache (keys, generator versions, atomic writes),
+the vocabulary (special ids, a WordLevel tokenizer, prompts of an exact token length), the Llama
+layout (shape, transformers config, one decoder layer's random tensors) and saving a checkpoint."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_CACHE_ROOT = REPO_ROOT / ".cache" / "tiny-models"
+CACHE_ENV = "SPECINIT_TINY_MODEL_CACHE"
+# One writer at a time in a process: the writers' first imports from transformers (a lazy
+# module) fail in a second thread importing at once ("cannot import name 'LlamaConfig'"), and
+# test threads and launch threads both ask for checkpoints. Reentrant: writers nest.
+_WRITING = threading.RLock()
+
+
+def resolve_cache_root(root: Path | None = None) -> Path:
+    """``root``, else ``$SPECINIT_TINY_MODEL_CACHE``, else ``<repo>/.cache/tiny-models``."""
+    return Path(root or os.environ.get(CACHE_ENV) or DEFAULT_CACHE_ROOT)
+
+
+def write_once(final: Path, marker: str, write: Callable[[Path], None]) -> Path:
+    """``final``: ``write(tmp)`` into a sibling renamed into place, unless ``final/marker`` is."""
+    if (final / marker).is_file():
+        return final
+    with _WRITING:
+        if (final / marker).is_file():  # another thread wrote it meanwhile
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+        try:
+            write(tmp)
+            try:
+                tmp.rename(final)
+            except OSError:  # another process won the race; its copy is identical
+                if not (final / marker).is_file():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of generated checkpoint: cache-directory prefix, ``writer(directory, shape, seed,
+    **extra)``, generator version, default shape. Calling it returns the cached checkpoint
+    ``<name>-<12 hex of the parameter hash>``, generated if absent."""
+
+    name: str
+    writer: Callable[..., Path]
+    generator_version: int
+    shape: Any = None
+
+    def __call__(
+        self, shape: Any = None, *, seed: int = 0, cache_root: Path | None = None, **extra: Any
+    ) -> Path:
+        from importlib.metadata import version
+
+        shape = self.shape if shape is None else shape
+        key = {"kind": self.name, "shape": asdict(shape), "seed": seed, **extra}
+        payload = {"v": self.generator_version, "transformers": version("transformers"), **key}
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+        def write(tmp: Path) -> None:
+            self.writer(tmp, shape, seed, **extra)
+            (tmp / "tiny-model.json").write_text(json.dumps(key, indent=1))
+
+        final = resolve_cache_root(cache_root) / f"{self.name}-{digest}"
+        return write_once(final, "model.safetensors", write)
+
 
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>")
 BOS_ID, EOS_ID = 1, 2
@@ -56,6 +126,10 @@ class TinyShape:
         """Bytes per element of :attr:`dtype` (bf16/fp16 = 2, fp32 = 4)."""
         return {"bfloat16": 2, "float16": 2, "float32": 4}[self.dtype]
 
+    def kv_bytes_per_token_per_layer(self) -> int:
+        """K plus V bytes one token occupies in one layer."""
+        return self.kv_heads * self.head_dim * 2 * self.dtype_bytes
+
 
 @dataclass(frozen=True)
 class TinyLlamaShape(TinyShape):
@@ -65,7 +139,7 @@ class TinyLlamaShape(TinyShape):
 
     def kv_bytes_per_token(self) -> int:
         """K plus V bytes one token occupies across all layers of this model."""
-        return self.layers * self.kv_heads * self.head_dim * 2 * self.dtype_bytes
+        return self.layers * self.kv_bytes_per_token_per_layer()
 
 
 def torch_dtype(name: str) -> Any:
@@ -78,8 +152,7 @@ def torch_dtype(name: str) -> Any:
 def llama_config(
     shape: TinyLlamaShape, architecture: str, config_class: Any = None, **extra: Any
 ) -> Any:
-    """A transformers config of ``shape`` (``LlamaConfig`` unless another Llama-shaped class,
-    such as ``Qwen2Config``, is passed)."""
+    """A transformers config of ``shape`` (``LlamaConfig`` or another Llama-shaped class)."""
     if config_class is None:
         from transformers import LlamaConfig as config_class
 
@@ -104,10 +177,15 @@ def llama_config(
 
 
 def save_seeded_model(
-    directory: Path, shape: TinyShape, seed: int, build: Callable[[], Any], tokenizer: bool = True
+    directory: Path,
+    shape: TinyShape,
+    seed: int,
+    build: Callable[[], Any],
+    tokenizer: bool = True,
+    **config_fields: Any,
 ) -> Path:
     """Seed torch, ``build()`` a transformers model, save it at ``shape.dtype`` (and the
-    tokenizer) into ``directory``."""
+    tokenizer) into ``directory``; ``config_fields`` are added to its ``config.json``."""
     import torch
 
     directory = Path(directory)
@@ -116,6 +194,9 @@ def save_seeded_model(
     build().to(torch_dtype(shape.dtype)).save_pretrained(str(directory))
     if tokenizer:
         write_tokenizer(directory, shape.vocab)
+    if config_fields:
+        path = directory / "config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **config_fields}, indent=1))
     return directory
 
 
@@ -135,15 +216,25 @@ def randn(generator: Any, *size: int, dtype: Any, std: float = 0.02) -> Any:
     return (torch.randn(*size, generator=generator) * std).to(dtype)
 
 
-def save_safetensors(directory: Path, tensors: dict[str, Any]) -> None:
-    """Write ``tensors`` as ``directory/model.safetensors`` (``format: pt`` metadata)."""
+def save_checkpoint(
+    directory: Path, tensors: dict[str, Any], config: Any, vocab: int | None = None
+) -> Path:
+    """Write ``config`` (a transformers config, or ``config.json``'s text), ``tensors`` as
+    ``model.safetensors`` (``format: pt`` metadata) and, given ``vocab``, the tokenizer."""
     from safetensors.torch import save_file
 
+    if isinstance(config, str):
+        (directory / "config.json").write_text(config)
+    else:
+        config.save_pretrained(str(directory))
     save_file(
         {k: v.contiguous() for k, v in tensors.items()},
         str(directory / "model.safetensors"),
         metadata={"format": "pt"},
     )
+    if vocab:
+        write_tokenizer(directory, vocab)
+    return directory
 
 
 def layer_tensors(
@@ -155,8 +246,7 @@ def layer_tensors(
     input_layernorm: bool,
     hidden_norm: bool = False,
 ) -> dict[str, Any]:
-    """One Llama decoder layer's tensors under ``prefix`` (attention reading ``qkv_in`` inputs,
-    gated MLP, norms at one), drawn from ``generator`` in a fixed order."""
+    """One Llama decoder layer's tensors under ``prefix``, attention reading ``qkv_in`` inputs."""
     import torch
 
     dt = torch_dtype(shape.dtype)

@@ -8,16 +8,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind
 from harness.checkpoints.llama_layout import (
     BOS_ID,
     EOS_ID,
+    Kind,
     TinyShape,
     layer_tensors,
     randn,
-    save_safetensors,
+    save_checkpoint,
     seeded_generator,
-    write_tokenizer,
 )
 
 
@@ -45,10 +44,10 @@ class TinyMiMoV2Shape(TinyShape):
         return self.hybrid_layer_pattern.count(1)
 
     def full_kv_bytes_per_token_per_layer(self) -> int:
-        return self.kv_heads * self.head_dim * 2 * self.dtype_bytes
+        return self.kv_bytes_per_token_per_layer()
 
     def swa_kv_bytes_per_token_per_layer(self) -> int:
-        return self.swa_kv_heads * self.swa_head_dim * 2 * self.dtype_bytes
+        return _layer_shape(self, swa=True).kv_bytes_per_token_per_layer()
 
 
 DEFAULT_MIMO_V2 = TinyMiMoV2Shape()
@@ -146,32 +145,19 @@ def write_mimo_v2_target(
         "model.norm.weight": torch.ones(h, dtype=dt),
         "lm_head.weight": randn(gen, shape.vocab, h, dtype=dt),
     }
-    for i, kind in enumerate(shape.hybrid_layer_pattern):
-        tensors.update(
-            layer_tensors(
-                gen,
-                f"model.layers.{i}",
-                _layer_shape(shape, swa=kind == 1),
-                qkv_in=h,
-                input_layernorm=True,
-            )
-        )
-    for i in range(shape.mtp_layers):
-        prefix = f"model.mtp.layers.{i}"
-        tensors.update(
-            layer_tensors(
-                gen, prefix, _layer_shape(shape, swa=True), qkv_in=h, input_layernorm=True
-            )
-        )
-        tensors[f"{prefix}.enorm.weight"] = torch.ones(h, dtype=dt)
-        tensors[f"{prefix}.hnorm.weight"] = torch.ones(h, dtype=dt)
-        tensors[f"{prefix}.final_layernorm.weight"] = torch.ones(h, dtype=dt)
-        tensors[f"{prefix}.eh_proj.weight"] = randn(gen, h, 2 * h, dtype=dt)
-    (directory / "config.json").write_text(json.dumps(_mimo_v2_config(shape), indent=1))
+    layers = [(f"model.layers.{i}", kind == 1) for i, kind in enumerate(shape.hybrid_layer_pattern)]
+    layers += [(f"model.mtp.layers.{i}", True) for i in range(shape.mtp_layers)]
+    for prefix, swa in layers:
+        layer_shape = _layer_shape(shape, swa=swa)
+        tensors.update(layer_tensors(gen, prefix, layer_shape, qkv_in=h, input_layernorm=True))
+        if prefix.startswith("model.mtp."):
+            for norm in ("enorm", "hnorm", "final_layernorm"):
+                tensors[f"{prefix}.{norm}.weight"] = torch.ones(h, dtype=dt)
+            tensors[f"{prefix}.eh_proj.weight"] = randn(gen, h, 2 * h, dtype=dt)
     (directory / f"{MIMO_V2_CONFIG_MODULE}.py").write_text(MIMO_V2_CONFIG_SOURCE)
-    save_safetensors(directory, tensors)
-    write_tokenizer(directory, shape.vocab)
-    return directory
+    return save_checkpoint(
+        directory, tensors, json.dumps(_mimo_v2_config(shape), indent=1), shape.vocab
+    )
 
 
 # Cached MiMo-V2 target with ``shape.mtp_layers`` MTP layers in the same checkpoint.

@@ -40,8 +40,7 @@ def dsa_config_dir(tmp_path: Path) -> Path:
 
 
 def qwen3_next_config_dir(tmp_path: Path) -> Path:
-    """Qwen3-Next-80B-A3B (SGLang's Qwen3NextConfig defaults are its published values): 48
-    layers, one full-attention layer in four, the rest gated delta nets."""
+    """Qwen3-Next-80B-A3B: SGLang's ``Qwen3NextConfig`` defaults are its published values."""
     config = {
         "architectures": ["Qwen3NextForCausalLM"],
         "model_type": "qwen3_next",

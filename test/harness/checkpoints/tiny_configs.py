@@ -10,16 +10,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints.checkpoint_cache import Kind, resolve_cache_root, write_once
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import (
     BOS_ID,
     EOS_ID,
+    Kind,
     TinyLlamaShape,
     randn,
-    save_safetensors,
+    resolve_cache_root,
+    save_checkpoint,
     save_seeded_model,
-    write_tokenizer,
+    write_once,
 )
 
 VOCAB = 32000
@@ -252,14 +253,11 @@ def _write_checkpoint(directory: Path, text: str, seed: int = 0) -> None:
                 f"{mtp}.shared_head.head.weight": randn(gen, vocab, hidden, dtype=dt),
             }
         )
-    save_safetensors(directory, tensors)
-    (directory / "config.json").write_text(text)
-    write_tokenizer(directory, vocab)
+    save_checkpoint(directory, tensors, text, vocab)
 
 
 def tiny_checkpoint(name: str) -> Path:
-    """Config, random weights and tokenizer of the tiny ``name`` (``deepseek-v3``, ``glm4-moe``:
-    with their MTP block; ``gpt-oss``): what an Engine on that target loads."""
+    """Config, random weights (with any MTP block) and tokenizer of the tiny ``name``."""
     return _cached(f"weights-{name}", CONFIGS[name](), _write_checkpoint)
 
 
@@ -288,15 +286,10 @@ def write_mla_target(
         n_shared_experts=1,
         max_position_embeddings=shape.max_position_embeddings,
     )
-    directory = save_seeded_model(directory, shape, seed, lambda: DeepseekV2ForCausalLM(config))
-    config_path = directory / "config.json"
-    saved = json.loads(config_path.read_text())
-    saved["rope_scaling"] = {
-        **YARN,
-        "original_max_position_embeddings": shape.max_position_embeddings,
-    }
-    config_path.write_text(json.dumps(saved, indent=1))
-    return directory
+    rope_scaling = {**YARN, "original_max_position_embeddings": shape.max_position_embeddings}
+    return save_seeded_model(
+        directory, shape, seed, lambda: DeepseekV2ForCausalLM(config), rope_scaling=rope_scaling
+    )
 
 
 # Cached tiny dense DeepSeek-V2 target with MLA attention (with tokenizer).

@@ -66,8 +66,7 @@ def snapshot_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     for part in ("hf_config", "hf_text_config", "attributes"):
         left, right = a.get(part) or {}, b.get(part) or {}
         for key in sorted(set(left) | set(right)):
-            if left.get(key, "<absent>") != right.get(key, "<absent>"):
-                diffs.append(
-                    f"{part}.{key}: {left.get(key, '<absent>')!r} != {right.get(key, '<absent>')!r}"
-                )
+            x, y = left.get(key, "<absent>"), right.get(key, "<absent>")
+            if x != y:
+                diffs.append(f"{part}.{key}: {x!r} != {y!r}")
     return diffs

@@ -28,9 +28,8 @@ POST_POOL_METHODS = (
 # What a correct launch may exceed the budget by: the KV pools' small bookkeeping tensors,
 # which no budget prices (a draft pool left out of the budget is hundreds of MiB on a GPU).
 BOOKKEEPING_TOLERANCE_BYTES = 4 << 20
-# Tensors SGLang allocates before its pools besides the models' weights (workspaces, sampling
-# and rotary tables, hot-token maps): tens of MiB. A draft's duplicate embed/lm_head (0.5-1 GiB
-# for Llama-3) fails this by a wide margin.
+# Tensors SGLang allocates before its pools besides weights (workspaces, tables): tens of MiB; a
+# draft's duplicate embed/lm_head (0.5-1 GiB for Llama-3) fails this by a wide margin.
 STRAY_TENSOR_TOLERANCE_BYTES = 256 << 20
 _seq = itertools.count()
 _seen_table_storages: set[int] = set()
@@ -151,8 +150,7 @@ def around_init_torch_distributed(original: Callable[..., Any], self: Any) -> An
 
 
 def around_init_memory_pool(original: Callable[..., Any], self: Any, *args: Any, **kw: Any) -> Any:
-    """Readings around one runner's pool allocation, plus the weights it holds on entry and
-    the tables and KV it created."""
+    """Readings around one runner's pool allocation: weights held on entry, tables and KV made."""
     weights = _new_weight_bytes(self)
     _write({"event": "enter", "method": POOL_METHOD, **_who(self), **_reading(self),
             "weight_bytes": weights})  # fmt: skip

@@ -21,8 +21,7 @@ F = 0.5  # cpu_engine_kwargs' default --mem-fraction-static
 
 Report = dict[str, Any]
 
-# Keys every breakdown carries (the plan's JSON and the server's log line alike:
-# ``report.plan_to_dict``).
+# Keys every breakdown carries (plan JSON and server log line alike: ``report.plan_to_dict``).
 BREAKDOWN_KEYS = (
     "tokens",
     "max_running_requests",
@@ -132,8 +131,7 @@ def budget_from_free(pre_load_free: int, free_at_profile: int, f: float = F) -> 
     return MeterBudget(pre_free, int(f * pre_free), available)
 
 
-# The plugin writes memory-rank<i>-pp<p>-tp<t>-dp<d>.json (sglang_specinit.rank_reports) into
-# this directory when the variable is set.
+# Where the plugin writes memory-rank<i>-pp<p>-tp<t>-dp<d>.json (``rank_reports``) when set.
 REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
 # The breakdown's ``phase_seconds`` keys and the ``[specinit] phase`` log lines, in order.
 PHASES = (
@@ -154,8 +152,7 @@ def read_rank_breakdowns(directory: str | Path) -> list[dict[str, Any]]:
 
 
 def read_breakdown(directory: Path) -> dict[str, Any] | None:
-    """The single rank's breakdown in the plugin's report dir, None if absent; fails if more
-    than one rank wrote one."""
+    """The one rank's breakdown in the plugin's report dir (None if absent; fails on two)."""
     found = read_rank_breakdowns(directory)
     assert len(found) <= 1, f"{len(found)} rank breakdowns in {directory}, expected one"
     return found[0] if found else None

@@ -105,39 +105,34 @@ def sglang_cell_size(runner: Any) -> float | None:
         return repr(exc)
 
 
-def named_tensor_bytes(named: Any) -> dict[str, int]:
-    """``name -> bytes`` of a module's ``named_parameters()`` / ``named_buffers()`` on this rank."""
-    return {name: t.numel() * t.element_size() for name, t in named}
-
-
 def model_runner_summary(runner: Any) -> dict[str, Any]:
     """One ``ModelRunner``: role, architecture, token budget, weights and its KV pool."""
     model = getattr(runner, "model", None)
-    weights, params, buffers, hooked = 0, {}, {}, []
+    tensors = {"parameter_bytes": [], "buffer_bytes": []}
+    weights, hooked = 0, []
     if model is not None:
         weights = shims.storage_bytes([*model.parameters(), *model.buffers()])
-        params = named_tensor_bytes(model.named_parameters())
-        buffers = named_tensor_bytes(model.named_buffers())
+        tensors = {
+            "parameter_bytes": model.named_parameters(),
+            "buffer_bytes": model.named_buffers(),
+        }
         # Modules carrying a forward hook (``--forward-hooks`` registers them on each runner).
         hooked = sorted(name for name, module in model.named_modules() if module._forward_hooks)
-    hf_config = getattr(getattr(runner, "model_config", None), "hf_config", None)
-    archs = getattr(hf_config, "architectures", None) or [None]
+    model_config = getattr(runner, "model_config", None)
+    archs = getattr(getattr(model_config, "hf_config", None), "architectures", None) or [None]
     is_draft = bool(getattr(runner, "is_draft_worker", False))
+    numbers = ("draft_model_idx", "max_total_num_tokens", "num_effective_layers", "start_layer")
+    numbers += ("end_layer", "mem_fraction_static")
     return {
         "role": "draft" if is_draft else "target",
         "is_draft_worker": is_draft,
-        "draft_model_idx": getattr(runner, "draft_model_idx", None),
         "architecture": archs[0],
-        "model_path": getattr(getattr(runner, "model_config", None), "model_path", None),
-        "max_total_num_tokens": getattr(runner, "max_total_num_tokens", None),
-        "num_effective_layers": getattr(runner, "num_effective_layers", None),
-        "start_layer": getattr(runner, "start_layer", None),
-        "end_layer": getattr(runner, "end_layer", None),
-        "mem_fraction_static": getattr(runner, "mem_fraction_static", None),
+        "model_path": getattr(model_config, "model_path", None),
+        **{k: getattr(runner, k, None) for k in numbers},
         "memory_pool_config": _jsonable(getattr(runner, "memory_pool_config", None)),
         "weight_bytes": weights,
-        "parameter_bytes": params,
-        "buffer_bytes": buffers,
+        # ``name -> bytes`` of the model's parameters and buffers on this rank.
+        **{k: {n: t.numel() * t.element_size() for n, t in named} for k, named in tensors.items()},
         "kv_pool": kv_pool_summary(getattr(runner, "token_to_kv_pool", None)),
         "forward_hooked_modules": hooked,
         "sglang_cell_size": sglang_cell_size(runner),
@@ -238,8 +233,7 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
 
 
 def write_report(state: dict[str, Any], name: str | None = None) -> Path | None:
-    """Write ``state`` to ``$SPECINIT_TEST_REPORT_DIR/<name>`` (``scheduler-<pid>.json``)
-    atomically."""
+    """Write ``state`` atomically to ``$SPECINIT_TEST_REPORT_DIR/<name>`` (or scheduler-<pid>)."""
     directory = os.environ.get(REPORT_DIR_ENV)
     if not directory:
         return None
@@ -280,8 +274,7 @@ def _snapshot_target_config(point: str, runner: Any) -> None:
 
 
 def snapshot_before_pool(result: Any, runner: Any, *args: Any, **kw: Any) -> None:
-    """AFTER hook on ``configure_kv_cache_dtype``: the target's model config where stock's
-    ``initialize`` goes on to size the pool."""
+    """AFTER hook on ``configure_kv_cache_dtype`` (stock then sizes the pool)."""
     _snapshot_target_config("before_pool", runner)
 
 
