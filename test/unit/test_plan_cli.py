@@ -1,7 +1,5 @@
-"""The command line: ``plan`` end to end on the shipped examples, offline, and the target's
-buffers no checkpoint stores; its edges (``--version``, a closed pipe, the served releases in
-``patches --help``) and bad input to every command, each one line or silence, never a
-traceback."""
+"""The command line: ``plan`` end to end on the shipped examples (offline, with the target's
+unstored buffers); its edges and bad input to every command: one line or silence, no traceback."""
 
 from __future__ import annotations
 
@@ -104,12 +102,13 @@ ROPE_ROWS_X_DIMS = 131_456 * 128
 
 def _llama8b_inputs(fraction: float) -> BudgetInputs:
     """The default example rebuilt by hand from its public shapes (no planner code)."""
+    heads = {"num_kv_heads": 8, "head_dim": 128, "v_head_dim": 128}
     return BudgetInputs(
         # H100-80GB: 81559 MiB total, minus the planner's 1 GiB CUDA-context allowance
         pre_load_free_bytes=81559 * MIB - GIB,
         mem_fraction_static=fraction,
         # 32 layers * 8 KV heads * (128 + 128) * 2 bytes
-        target_kv=attention_kv_spec(num_layers=32, num_kv_heads=8, head_dim=128, v_head_dim=128),
+        target_kv=attention_kv_spec(num_layers=32, **heads),
         # 8_030_261_248 bf16 parameters, plus the rotary cache in fp32 (CUDA keeps it in fp32)
         target_weight_bytes=16_060_522_496 + ROPE_ROWS_X_DIMS * 4,
         page_size=1,
@@ -117,15 +116,7 @@ def _llama8b_inputs(fraction: float) -> BudgetInputs:
         draft=DraftSpec(
             algorithm="EAGLE3",
             # one fp16 layer with the target's head geometry
-            kv_pools=(
-                attention_kv_spec(
-                    num_layers=1,
-                    kv_dtype="float16",
-                    num_kv_heads=8,
-                    head_dim=128,
-                    v_head_dim=128,
-                ),
-            ),
+            kv_pools=(attention_kv_spec(num_layers=1, kv_dtype="float16", **heads),),
             # the draft keeps its 32000-token head (draft_vocab_size set): nothing subtracted
             weight_bytes=849_763_584,
             # the embedding it allocates and then binds to the target's: 128256 * 4096 * 2
@@ -179,8 +170,7 @@ def test_default_example_matches_independent_inputs(plan_json, llama: dict) -> N
 
 
 def test_deepseek_mtp_drafts_from_its_own_checkpoint(plan_json) -> None:
-    """Twice: the path-less MTP draft's ModelConfig renames SGLang's cached hf config in place (on
-    0.5.13.post1): a second plan in this process must still read the checkpoint's own."""
+    """Twice: 0.5.13.post1's path-less MTP draft renames SGLang's cached hf config in place."""
     data = plan_json("--example", "deepseek-v3-mtp")
     assert plan_json("--example", "deepseek-v3-mtp") == data
     target = str(EXAMPLES_DIR / "deepseek-v3-mtp" / "target")
@@ -242,13 +232,8 @@ def test_a_rope_not_read_or_refused_by_the_factory_is_one_note_not_a_crash() -> 
         rope_theta=10000.0,
         rope_scaling={"rope_type": "no-such-scaling", "factor": 2.0},
     )
-    server_args = SimpleNamespace(
-        device="cuda",
-        rl_on_policy_target=None,
-        context_length=None,
-        speculative_num_steps=None,
-        speculative_num_draft_tokens=None,
-    )
+    unset = "rl_on_policy_target context_length speculative_num_steps speculative_num_draft_tokens"
+    server_args = SimpleNamespace(device="cuda", **dict.fromkeys(unset.split()))
     buffers = target_buffers(server_args, SimpleNamespace(hf_config=config, dtype=torch.bfloat16))
     (note,) = buffers.notes
     assert buffers.bytes == 0 and "could not build" in note and "no-such-scaling" in note
@@ -310,6 +295,8 @@ DRAFT = "--speculative-draft-model-path"
 FRACTION = "--mem-fraction-static"
 GPUS = "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200"
 REPORT_PLAN = "report --out {tmp}/r --example llama31-8b-eagle3"
+FROM_JSON = "report --out {tmp}/r --from-json {tmp}/"
+ZERO = "0: the launch fails (SGLang divides by it); pass 1 or more"
 BAD_INPUTS = {
     "missing path": ("plan --model-path {tmp}/nope", "is not a local directory"),
     "missing draft path": (f"plan --example llama31-8b-eagle3 {DRAFT} {{tmp}}/x", DRAFT),
@@ -336,14 +323,8 @@ BAD_INPUTS = {
     ),
     "unknown example": ("plan --example nope", "shipped examples"),
     # Sizes SGLang divides by: every launch with one of them at 0 fails.
-    "tp zero": (
-        "plan --tp 0",
-        "--tp-size 0: the launch fails (SGLang divides by it); pass 1 or more",
-    ),
-    "page size zero": (
-        "plan --page-size 0",
-        "--page-size 0: the launch fails (SGLang divides by it); pass 1 or more",
-    ),
+    "tp zero": ("plan --tp 0", f"--tp-size {ZERO}"),
+    "page size zero": ("plan --page-size 0", f"--page-size {ZERO}"),
     "unknown flag": ("plan --no-such-flag", "unrecognized arguments"),
     # The plan is the installed release's own code: another release is planned in its venv.
     "another release": (
@@ -363,19 +344,10 @@ BAD_INPUTS = {
         f"plan --model-path {LLAMA} --pp-size 2 --gpu H100-80GB",
         "--pp-size 2: the planner plans one pipeline stage",
     ),
-    "report absent": (
-        "report --out {tmp}/r --from-json {tmp}/absent.json",
-        "no such file or directory",
-    ),
-    "report not a breakdown": (
-        "report --out {tmp}/r --from-json {tmp}/x.json",
-        "not a sglang-specinit breakdown",
-    ),
-    "report not json": ("report --out {tmp}/r --from-json {tmp}/broken.json", "is not JSON"),
-    "report no rank files": (
-        "report --out {tmp}/r --from-json {tmp}/empty",
-        "holds no memory-rank*.json",
-    ),
+    "report absent": (FROM_JSON + "absent.json", "no such file or directory"),
+    "report not a breakdown": (FROM_JSON + "x.json", "not a sglang-specinit breakdown"),
+    "report not json": (FROM_JSON + "broken.json", "is not JSON"),
+    "report no rank files": (FROM_JSON + "empty", "holds no memory-rank*.json"),
     # A plan the report accepts, and an --out it cannot write.
     "report out under a file": (
         "report --out {tmp}/file/report --example llama31-8b-eagle3",
