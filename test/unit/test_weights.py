@@ -1,5 +1,4 @@
-"""Checkpoint sizes from headers, the draft/target sharing rules, the bytes per TP rank (an MTP
-draft's too), and byte-size parsing."""
+"""Checkpoint sizes, draft/target sharing rules, bytes per TP rank (an MTP draft's too), sizes."""
 
 from __future__ import annotations
 
@@ -71,19 +70,17 @@ def test_sizes_from_headers_a_summary_an_index_a_bin_file_or_no_weights(tmp_path
 
 
 def test_shared_tensor_rules() -> None:
-    eagle3 = SimpleNamespace(tie_word_embeddings=False, draft_vocab_size=32000)
-    assert shared_tensor_names("EAGLE3", eagle3) == (EMBED,)
-    # No draft vocabulary: LlamaForCausalLMEagle3 loads the head from the target.
-    assert shared_tensor_names("EAGLE3", SimpleNamespace(draft_vocab_size=None)) == (
-        EMBED,
-        LM_HEAD,
-    )
-    forced = SimpleNamespace(draft_vocab_size=32000, load_lm_head_from_target=True)
-    assert shared_tensor_names("EAGLE3", forced) == (EMBED, LM_HEAD)
-    assert shared_tensor_names("EAGLE", SimpleNamespace()) == (EMBED, LM_HEAD)
-    assert shared_tensor_names("EAGLE", SimpleNamespace(tie_word_embeddings=True)) == (EMBED,)
-    assert shared_tensor_names("STANDALONE", SimpleNamespace()) == ()
-    assert shared_tensor_names("DFLASH", SimpleNamespace()) == ()
+    for algorithm, config, shared in [
+        ("EAGLE3", {"tie_word_embeddings": False, "draft_vocab_size": 32000}, (EMBED,)),
+        # No draft vocabulary: LlamaForCausalLMEagle3 loads the head from the target.
+        ("EAGLE3", {"draft_vocab_size": None}, (EMBED, LM_HEAD)),
+        ("EAGLE3", {"draft_vocab_size": 32000, "load_lm_head_from_target": True}, (EMBED, LM_HEAD)),
+        ("EAGLE", {}, (EMBED, LM_HEAD)),
+        ("EAGLE", {"tie_word_embeddings": True}, (EMBED,)),
+        ("STANDALONE", {}, ()),
+        ("DFLASH", {}, ()),
+    ]:
+        assert shared_tensor_names(algorithm, SimpleNamespace(**config)) == shared, config
 
 
 def parts(split) -> tuple[int, int, int]:
@@ -139,7 +136,7 @@ def test_parse_bytes(text: str, value: int | None) -> None:
         assert parse_bytes(text) == value
 
 
-def _tiny_llama(directory: Path, config: dict, tensors: dict[str, torch.Tensor]) -> str:
+def _checkpoint(directory: Path, config: dict, tensors: dict[str, torch.Tensor]) -> str:
     directory.mkdir()
     (directory / "config.json").write_text(json.dumps(config))
     save_file(tensors, str(directory / "model.safetensors"))
@@ -159,7 +156,7 @@ def test_plan_reads_real_safetensors_checkpoints(tmp_path: Path, plan_json) -> N
         "rms_norm_eps": 1e-5,
     }
     bf16 = torch.bfloat16
-    target = _tiny_llama(
+    target = _checkpoint(
         tmp_path / "target",
         {**base, "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2},
         {
@@ -168,7 +165,7 @@ def test_plan_reads_real_safetensors_checkpoints(tmp_path: Path, plan_json) -> N
             "model.layers.0.w": torch.zeros(64, 64, dtype=bf16),  # 8192
         },
     )
-    draft = _tiny_llama(
+    draft = _checkpoint(
         tmp_path / "draft",
         {**base, "architectures": ["LlamaForCausalLMEagle"], "num_hidden_layers": 1},
         {
@@ -373,13 +370,8 @@ def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
     if kind in ("deepseek-v3", "glm-4.5"):  # the copies these published checkpoints store
         tensors[mtp + "embed_tokens.weight"] = (VOCAB, h)
         tensors[mtp + "shared_head.head.weight"] = (VOCAB, h)
-    directory.mkdir()
-    (directory / "config.json").write_text(json.dumps(c))
-    save_file(
-        {k: torch.zeros(shape, dtype=torch.bfloat16) for k, shape in tensors.items()},
-        str(directory / "model.safetensors"),
-    )
-    return str(directory), expected
+    zeros = {k: torch.zeros(shape, dtype=torch.bfloat16) for k, shape in tensors.items()}
+    return _checkpoint(directory, c, zeros), expected
 
 
 def test_draft_bytes_are_the_layers_tensors_as_the_loader_splits_them(tmp_path: Path) -> None:
