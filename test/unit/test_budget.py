@@ -405,7 +405,7 @@ def _priced_total(inputs: BudgetInputs, tokens: int, plan_per_token: float) -> f
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(budget_inputs())
-def test_plan_never_exceeds_budget(inputs: BudgetInputs) -> None:
+def test_plan_never_exceeds_budget_and_the_suggested_fraction_serves(inputs: BudgetInputs) -> None:
     plan = plan_pools(inputs)
     assert plan.tokens % inputs.page_size == 0
     assert plan.tokens >= 0
@@ -420,6 +420,11 @@ def test_plan_never_exceeds_budget(inputs: BudgetInputs) -> None:
             inputs, plan.tokens + inputs.page_size, plan.priced_bytes_per_token
         )
         assert one_more > plan.budget_bytes
+    # The suggested fraction always serves (the minimum of 7 tokens).
+    uncapped = replace(inputs, max_total_tokens=None)
+    suggested = plan_pools(uncapped).suggested_mem_fraction_static
+    if suggested < 1.0:
+        assert plan_pools(replace(uncapped, mem_fraction_static=suggested)).tokens >= 7
 
 
 @settings(max_examples=200, deadline=None)
@@ -446,16 +451,6 @@ def test_one_more_page_really_overflows_for_attention_pools(
         + (draft.fixed_bytes if draft else 0)
     )
     assert used_bigger > plan.budget_bytes
-
-
-@settings(max_examples=200, deadline=None)
-@given(budget_inputs())
-def test_suggested_fraction_always_serves(inputs: BudgetInputs) -> None:
-    inputs = replace(inputs, max_total_tokens=None)
-    suggested = plan_pools(inputs).suggested_mem_fraction_static
-    if suggested >= 1.0:
-        return
-    assert plan_pools(replace(inputs, mem_fraction_static=suggested)).tokens >= 7
 
 
 # Layer counts SGLang uses for drafts (specs helpers on config-like objects)

@@ -468,12 +468,9 @@ def test_every_scheduler_of_dp_pp_tp_gets_its_own_file_name() -> None:
     # A breakdown without rank fields (one rank) is rank 0.
     assert rank_reports.breakdown_file_name({}) == "memory-rank0-pp0-tp0-dp0.json"
     # A replica and an attention-DP rank apart.
-    replica = rank_reports.rank_fields(
-        replica=1, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=1, pp_size=1, tp_size=2, dp_size=2
-    )
-    attention_dp = rank_reports.rank_fields(
-        replica=0, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=0, pp_size=1, tp_size=2, dp_size=2
-    )
+    ranks = {"pp_rank": 0, "tp_rank": 1, "dp_rank": 1, "pp_size": 1, "tp_size": 2, "dp_size": 2}
+    replica = rank_reports.rank_fields(replica=1, attn_tp_rank=1, **ranks)
+    attention_dp = rank_reports.rank_fields(replica=0, attn_tp_rank=0, **ranks)
     assert rank_reports.breakdown_file_name(replica) == "memory-rank3-pp0-tp1-dp1.json"
     assert rank_reports.breakdown_file_name(attention_dp) == "memory-rank1-pp0-tp1-dp1.json"
     assert attention_dp["attn_tp_rank"] == 0 and attention_dp["dp_size"] == 2
