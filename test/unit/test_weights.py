@@ -136,9 +136,11 @@ def test_parse_bytes(text: str, value: int | None) -> None:
         assert parse_bytes(text) == value
 
 
-def _checkpoint(directory: Path, config: dict, tensors: dict[str, torch.Tensor]) -> str:
+def _checkpoint(directory: Path, config: dict, shapes: dict[str, tuple[int, ...]]) -> str:
+    """``config`` and bf16 zero tensors of ``shapes`` written to ``directory``."""
     directory.mkdir()
     (directory / "config.json").write_text(json.dumps(config))
+    tensors = {k: torch.zeros(shape, dtype=torch.bfloat16) for k, shape in shapes.items()}
     save_file(tensors, str(directory / "model.safetensors"))
     return str(directory)
 
@@ -155,23 +157,17 @@ def test_plan_reads_real_safetensors_checkpoints(tmp_path: Path, plan_json) -> N
         "torch_dtype": "bfloat16",
         "rms_norm_eps": 1e-5,
     }
-    bf16 = torch.bfloat16
     target = _checkpoint(
         tmp_path / "target",
         {**base, "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2},
-        {
-            EMBED: torch.zeros(256, 64, dtype=bf16),  # 32768 bytes
-            LM_HEAD: torch.zeros(256, 64, dtype=bf16),  # 32768
-            "model.layers.0.w": torch.zeros(64, 64, dtype=bf16),  # 8192
-        },
+        # 32768 + 32768 + 8192 bytes
+        {EMBED: (256, 64), LM_HEAD: (256, 64), "model.layers.0.w": (64, 64)},
     )
     draft = _checkpoint(
         tmp_path / "draft",
         {**base, "architectures": ["LlamaForCausalLMEagle"], "num_hidden_layers": 1},
-        {
-            EMBED: torch.zeros(256, 64, dtype=bf16),  # stored copy, replaced by the target's
-            "model.layers.0.w": torch.zeros(64, 64, dtype=bf16),  # 8192
-        },
+        # a stored embedding copy (replaced by the target's) + 8192 bytes
+        {EMBED: (256, 64), "model.layers.0.w": (64, 64)},
     )
     flags = (
         "--speculative-algorithm EAGLE --speculative-num-steps 1 --speculative-eagle-topk 1 "
@@ -275,12 +271,6 @@ WHOLE = 0  # a tensor every rank holds in full
 GIB = 1 << 30
 
 
-def _config(kind: str) -> dict[str, Any]:
-    config = {"deepseek-v3": deepseek_v3, "glm-4.6": glm4_moe, "glm-4.5": glm4_moe}[kind]()
-    config.update(vocab_size=VOCAB, hidden_size=HIDDEN)
-    return config
-
-
 def _mlp(prefix: str, i: int, h: int) -> dict[str, tuple[tuple[int, ...], int]]:
     # MergedColumnParallelLinear gate_up, RowParallelLinear down: 1 / tp.
     return {
@@ -343,7 +333,8 @@ def _decoder_layer(kind: str, c: dict[str, Any], moe: bool) -> dict[str, Any]:
 def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
     """A tiny ``kind`` checkpoint (config + safetensors) and its MTP layer's expected bytes on
     one of ``TP`` ranks: the tensors the draft loads (local names), with their split."""
-    c = _config(kind)
+    c = {"deepseek-v3": deepseek_v3, "glm-4.6": glm4_moe, "glm-4.5": glm4_moe}[kind]()
+    c.update(vocab_size=VOCAB, hidden_size=HIDDEN)
     layers, h = c["num_hidden_layers"], c["hidden_size"]
     tensors = {
         "model.embed_tokens.weight": (VOCAB, h),
@@ -370,8 +361,7 @@ def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
     if kind in ("deepseek-v3", "glm-4.5"):  # the copies these published checkpoints store
         tensors[mtp + "embed_tokens.weight"] = (VOCAB, h)
         tensors[mtp + "shared_head.head.weight"] = (VOCAB, h)
-    zeros = {k: torch.zeros(shape, dtype=torch.bfloat16) for k, shape in tensors.items()}
-    return _checkpoint(directory, c, zeros), expected
+    return _checkpoint(directory, c, tensors), expected
 
 
 def test_draft_bytes_are_the_layers_tensors_as_the_loader_splits_them(tmp_path: Path) -> None:
