@@ -295,6 +295,7 @@ FRACTION = "--mem-fraction-static"
 GPUS = "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200"
 REPORT_PLAN = "report --out {tmp}/r --example llama31-8b-eagle3"
 FROM_JSON = "report --out {tmp}/r --from-json {tmp}/"
+NO_DRAFT = f"plan --model-path {LLAMA} --speculative-algorithm "
 ZERO = "0: the launch fails (SGLang divides by it); pass 1 or more"
 BAD_INPUTS = {
     "missing path": ("plan --model-path {tmp}/nope", "is not a local directory"),
@@ -311,15 +312,9 @@ BAD_INPUTS = {
         "DeepSeek-V4 compressed KV pools (c4/c128/state) are not priced on sglang 0.5.13.post1",
     ),
     # SGLang's own argument hook refuses this one (and only this one) without a draft.
-    "dflash without draft": (
-        f"plan --model-path {LLAMA} --speculative-algorithm DFLASH",
-        "requires setting --speculative-draft-model-path",
-    ),
+    "dflash without draft": (NO_DRAFT + "DFLASH", f"requires setting {DRAFT}"),
     # Its checkpoint would load as the draft; every rank fails binding the draft's head.
-    "eagle3 without draft": (
-        f"plan --model-path {LLAMA} --speculative-algorithm EAGLE3",
-        "pass --speculative-draft-model-path an EAGLE3 draft",
-    ),
+    "eagle3 without draft": (NO_DRAFT + "EAGLE3", f"pass {DRAFT} an EAGLE3 draft"),
     "unknown example": ("plan --example nope", "shipped examples"),
     # Sizes SGLang divides by: every launch with one of them at 0 fails.
     "tp zero": ("plan --tp 0", f"--tp-size {ZERO}"),
