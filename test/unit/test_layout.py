@@ -78,9 +78,8 @@ def test_no_core_module_names_a_release():
 
 
 def _missing_in(root: Path, dotted: str) -> bool:
-    """Whether ``dotted`` (a module, or a module's name) is absent from the sglang tree at
-    ``root``, read from files only: a name is taken to be in a module whose source mentions it
-    or star-imports."""
+    """Whether ``dotted`` is absent from the sglang tree at ``root`` (from files: a name is in a
+    module whose source mentions it or star-imports)."""
     parts = dotted.split(".")[1:]
     path = root.joinpath(*parts)
     if not parts or path.is_dir() or path.with_suffix(".py").is_file():

@@ -365,9 +365,8 @@ def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
 
 
 def test_draft_bytes_are_the_layers_tensors_as_the_loader_splits_them(tmp_path: Path) -> None:
-    """``NEXTN`` without a draft path (the draft is the target's own MTP layer), TP 2:
-    deepseek-v3 and glm-4.5 store embedding/head copies under the MTP layer, glm-4.6 not;
-    nothing resident changes with them."""
+    """``NEXTN`` without a draft path, TP 2: deepseek-v3 and glm-4.5 store embedding/head copies
+    under the MTP layer, glm-4.6 not; nothing resident changes with them."""
     replay = installed_replay()
     flags = "--speculative-algorithm NEXTN --speculative-num-steps 1 --speculative-eagle-topk 1"
     flags += f" --speculative-num-draft-tokens 2 --tp-size {TP} --mem-fraction-static 0.5"
