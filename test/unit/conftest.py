@@ -44,10 +44,8 @@ def plan_json(cli) -> Callable[..., dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def planned() -> Callable[[str], tuple[dict[str, Any], str]]:
-    """``planned(example)``: its ``plan --json`` and text output, rendered from one plan (a
-    second in-process plan of the example may add a note the first has not: the 0.5.13
-    replay's state); skipped where the installed release refuses the example (in one line:
-    test_plan_cli's BAD_INPUTS["refused example"])."""
+    """``planned(example)``: its ``plan --json`` and text, from one plan (a second in-process plan
+    may add a note); skipped where the installed release refuses the example."""
     from sglang_specinit.planner.cli import _plan, _planner_parser
     from sglang_specinit.planner.columns import plan_json, plan_text
     from sglang_specinit.planner.releases import installed_replay

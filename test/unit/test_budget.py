@@ -1,9 +1,6 @@
-"""The budget model against hand-computed numbers, plus hypothesis properties, and its per-token
-cost against SGLang's own pool configurators on published configs.
-
-Expected values are literals with the arithmetic that produced them in a comment, never values
-obtained by calling the code under test. Cell formulas follow SGLang 0.5.13.post1's
-``DefaultPoolConfigurator._compute_cell_size`` and ``HybridSWAPoolConfigurator``."""
+"""The budget model against hand-computed literals (their arithmetic in a comment, cells as
+SGLang 0.5.13.post1's pool configurators compute them), hypothesis properties, and its
+per-token cost against those configurators on published configs."""
 
 from __future__ import annotations
 
@@ -166,6 +163,14 @@ SMALL_KV = attention_kv_spec(num_layers=16, num_kv_heads=8, head_dim=64, v_head_
 FP32_KV = attention_kv_spec(
     num_layers=1, kv_dtype="float32", num_kv_heads=16, head_dim=128, v_head_dim=128
 )
+# The mamba-like target's EAGLE draft: its one full-attention layer, 2048 bytes per token.
+MAMBA_DRAFT = DraftSpec("EAGLE", (replace(MAMBA_KV, num_layers=1),), upstream_reserved_layers=1)
+# An EAGLE3 draft with the DeepSeek-V3 schema and num_nextn_predict_layers: 0 still allocates
+# max(hidden, attention) = 1 MLA layer (1152 bytes per token); weights as EAGLE_DRAFT's.
+MLA_EAGLE3 = DraftSpec("EAGLE3", (replace(MLA_KV, num_layers=1),), GIB, GIB)
+# A Llama-1B-like draft: 16 layers, 8 KV heads, head_dim 64: 8 * 128 * 16 * 2 = 32768.
+STANDALONE = DraftSpec("STANDALONE", (SMALL_KV,), 5 * GIB // 2, upstream_reserved_layers=16)
+FROZEN_KV = DraftSpec("FROZEN_KV_MTP", weight_bytes=GIB, upstream_reserved_layers=1)
 
 
 @pytest.mark.parametrize(
@@ -189,72 +194,37 @@ FP32_KV = attention_kv_spec(
             {"draft": replace(EAGLE_DRAFT, bytes_per_request=1 << 20), "max_running_requests": 48},
             {"tokens": 372975, "draft_request_bytes": 49 * (1 << 20)},
         ),
-        # The full-attention layers priced, the mamba state reserved; the draft's one layer is
-        # 2048 per token: ((64 - 16 - 4) GiB - padding 26624) // 26624
+        # The full-attention layers priced, the mamba state reserved:
+        # ((64 - 16 - 4) GiB - padding 26624) // 26624
         (
-            {
-                "target_kv": MAMBA_KV,
-                "draft": DraftSpec(
-                    algorithm="EAGLE",
-                    kv_pools=(replace(MAMBA_KV, num_layers=1),),
-                    upstream_reserved_layers=1,
-                ),
-                "reserved_bytes": 4 * GIB,
-            },
+            {"target_kv": MAMBA_KV, "draft": MAMBA_DRAFT, "reserved_bytes": 4 * GIB},
             {"tokens": 1774512},
         ),
-        # EAGLE3 with its own geometry: 16 KV heads * 256 * 1 layer * 4 bytes (fp32)
+        # EAGLE3 with its own geometry: 16 KV heads * 256 * 1 layer * 4 bytes (fp32);
+        # (47 GiB - 147456) // (131072 + 16384)
         (
             {"draft": replace(EAGLE_DRAFT, algorithm="EAGLE3", kv_pools=(FP32_KV,))},
-            # (47 GiB - 147456) // (131072 + 16384)
             {"draft_kv_bytes_per_token": 16384, "tokens": 342242},
         ),
-        # An EAGLE3 draft with the DeepSeek-V3 schema and num_nextn_predict_layers: 0 still
-        # allocates max(hidden, attention) = 1 MLA layer (1152 bytes per token).
+        # 70272 + 1152; (47 GiB - 71424) // 71424
         (
-            {
-                "target_kv": MLA_KV,
-                "draft": replace(
-                    EAGLE_DRAFT,
-                    algorithm="EAGLE3",
-                    kv_pools=(replace(MLA_KV, num_layers=1),),
-                    upstream_reserved_layers=0,
-                ),
-            },
-            # 70272 + 1152; (47 GiB - 71424) // 71424
+            {"target_kv": MLA_KV, "draft": MLA_EAGLE3},
             {"priced_bytes_per_token": 71424, "tokens": 706566},
         ),
         # Multi-layer EAGLE, speculative_num_steps = 3: one 1-layer pool per step.
+        # 3 * 4096; (47 GiB - 143360) // 143360; 3 pools of (352020 + 1) * 4096
         (
             {"draft": replace(EAGLE_DRAFT, kv_pools=(EAGLE_KV,) * 3)},
-            # 3 * 4096; (47 GiB - 143360) // 143360; 3 pools of (352020 + 1) * 4096
             {
                 "draft_kv_bytes_per_token": 12288,
                 "tokens": 352020,
                 "draft_kv_pool_bytes": 3 * 352021 * 4096,
             },
         ),
-        # A Llama-1B-like draft: 16 layers, 8 KV heads, head_dim 64: 8 * 128 * 16 * 2 = 32768.
-        (
-            {
-                "draft": DraftSpec(
-                    algorithm="STANDALONE",
-                    kv_pools=(SMALL_KV,),
-                    weight_bytes=5 * GIB // 2,
-                    upstream_reserved_layers=16,
-                )
-            },
-            # (64 - 16 - 2.5) GiB - 163840 padding, // 163840
-            {"tokens": 298187},
-        ),
-        (
-            {
-                "draft": DraftSpec(
-                    algorithm="FROZEN_KV_MTP", weight_bytes=GIB, upstream_reserved_layers=1
-                )
-            },
-            {"draft_kv_pool_bytes": 0, "tokens": 385023},  # (47 GiB - 131072) // 131072
-        ),
+        # (64 - 16 - 2.5) GiB - 163840 padding, // 163840
+        ({"draft": STANDALONE}, {"tokens": 298187}),
+        # (47 GiB - 131072) // 131072
+        ({"draft": FROZEN_KV}, {"draft_kv_pool_bytes": 0, "tokens": 385023}),
         # No draft still pays the target's padding page: (48 GiB - 131072) // 131072
         ({"draft": None}, {"tokens": 393215}),
     ],
@@ -434,8 +404,10 @@ def _priced_total(inputs: BudgetInputs, tokens: int, plan_per_token: float) -> f
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(budget_inputs())
-def test_plan_never_exceeds_budget(inputs: BudgetInputs) -> None:
+@given(budget_inputs(), attention_specs(), st.lists(attention_specs(max_layers=4), max_size=3))
+def test_plan_fits_one_more_page_does_not_and_the_suggested_fraction_serves(
+    inputs: BudgetInputs, target_kv: AttentionKVSpec, draft_pools: list[AttentionKVSpec]
+) -> None:
     plan = plan_pools(inputs)
     assert plan.tokens % inputs.page_size == 0
     assert plan.tokens >= 0
@@ -450,18 +422,13 @@ def test_plan_never_exceeds_budget(inputs: BudgetInputs) -> None:
             inputs, plan.tokens + inputs.page_size, plan.priced_bytes_per_token
         )
         assert one_more > plan.budget_bytes
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    budget_inputs(),
-    attention_specs(),
-    st.lists(attention_specs(max_layers=4), max_size=3),
-)
-def test_one_more_page_really_overflows_for_attention_pools(
-    inputs: BudgetInputs, target_kv: AttentionKVSpec, draft_pools: list[AttentionKVSpec]
-) -> None:
-    # With plain attention pools and no per-request buffers, the price is the allocation.
+    # The suggested fraction always serves (the minimum of 7 tokens).
+    uncapped = replace(inputs, max_total_tokens=None)
+    suggested = plan_pools(uncapped).suggested_mem_fraction_static
+    if suggested < 1.0:
+        assert plan_pools(replace(uncapped, mem_fraction_static=suggested)).tokens >= 7
+    # With plain attention pools and no per-request buffers, the price is the allocation: one
+    # more page really overflows.
     draft = inputs.draft
     if draft is not None:
         draft = replace(draft, kv_pools=tuple(draft_pools), bytes_per_request=0)
@@ -476,16 +443,6 @@ def test_one_more_page_really_overflows_for_attention_pools(
         + (draft.fixed_bytes if draft else 0)
     )
     assert used_bigger > plan.budget_bytes
-
-
-@settings(max_examples=200, deadline=None)
-@given(budget_inputs())
-def test_suggested_fraction_always_serves(inputs: BudgetInputs) -> None:
-    inputs = replace(inputs, max_total_tokens=None)
-    suggested = plan_pools(inputs).suggested_mem_fraction_static
-    if suggested >= 1.0:
-        return
-    assert plan_pools(replace(inputs, mem_fraction_static=suggested)).tokens >= 7
 
 
 # Layer counts SGLang uses for drafts (specs helpers on config-like objects)

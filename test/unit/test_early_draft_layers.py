@@ -19,8 +19,7 @@ WARNING_TEXT = "[specinit] the draft runners allocate"
 
 
 def _server_args(target: Path, **kwargs: Any) -> Any:
-    """SGLang 0.5.13.post1's ``ServerArgs`` for a CPU launch; the ``SGLANG_*`` defaults its
-    post-init exports are undone so that later launches from this process do not inherit them."""
+    """0.5.13.post1's ``ServerArgs`` for a CPU launch, the ``SGLANG_*`` it exports undone."""
     from sglang.srt.server_args import ServerArgs
 
     saved = dict(os.environ)
@@ -108,8 +107,7 @@ PHASE3 = [
 def test_phase3_warns_once_when_a_runner_allocates_another_count(
     caplog: pytest.LogCaptureFixture, early: int | None, draft: DraftDescription, opening: str
 ) -> None:
-    """``init_memory_pools`` on a test double of a Scheduler whose target pool exists (the target
-    runner's sizing names the draft's runners; the draft worker allocates)."""
+    """``init_memory_pools`` on a Scheduler double whose target pool exists; the draft allocates."""
     allocations: list[dict[str, Any]] = []
     target = SimpleNamespace(
         memory_pool_config="config", _specinit_sizing=SimpleNamespace(draft=draft)

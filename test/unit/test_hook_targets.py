@@ -1,6 +1,5 @@
-"""``hooks.apply_hook_targets`` and ``harness.hook_state`` against SGLang's real
-``HookRegistry``: the plugin's own targets are applied once, another plugin's pending target stays
-pending (its module not imported); the state names each hook's plugin and the applied targets."""
+"""``hooks.apply_hook_targets`` and ``harness.hook_state`` on SGLang's real ``HookRegistry``: own
+targets applied once, another plugin's stay pending; the state names plugins and applied targets."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ PENDING = f"{LATER_MODULE}.Worker.step"
 
 @pytest.fixture
 def registry(monkeypatch: pytest.MonkeyPatch, tmp_path) -> type[HookRegistry]:
-    """The real HookRegistry with empty state (restored after the test), a fresh module, and
-    another one importable from ``tmp_path`` but not imported."""
+    """The real HookRegistry emptied for the test, a fresh module, one importable but unimported."""
     (tmp_path / f"{LATER_MODULE}.py").write_text(
         "class Worker:\n    def step(self, x):\n        return x\n"
     )

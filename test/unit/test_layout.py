@@ -1,8 +1,6 @@
-"""The package's layout, read from the source: a core module (outside the ``sglang_0_5_*``
-adapter packages) imports no adapter and names no release anywhere; an adapter imports only the
-core and itself; every SGLang module the core imports exists in the installed release. The core
-reaches release code only through ``compat.generations()``. The test harness's index names every
-module, and importing the index stays cheap."""
+"""The package's layout, from the source: the core (outside ``sglang_0_5_*``) imports no adapter,
+names no release and imports only what the installed SGLang has; an adapter imports only the core
+and itself. The harness's indexes name every module, and importing them stays cheap."""
 
 from __future__ import annotations
 
@@ -80,9 +78,8 @@ def test_no_core_module_names_a_release():
 
 
 def _missing_in(root: Path, dotted: str) -> bool:
-    """Whether ``dotted`` (a module, or a module's name) is absent from the sglang tree at
-    ``root``, read from files only: a name is taken to be in a module whose source mentions it
-    or star-imports."""
+    """Whether ``dotted`` is absent from the sglang tree at ``root`` (from files: a name is in a
+    module whose source mentions it or star-imports)."""
     parts = dotted.split(".")[1:]
     path = root.joinpath(*parts)
     if not parts or path.is_dir() or path.with_suffix(".py").is_file():
@@ -156,13 +153,10 @@ def _stems(package: Path) -> set[str]:
     return {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
 
 
-def test_every_module_and_sub_package_is_in_the_top_level_index() -> None:
+def test_the_top_level_index_names_everything_and_each_sub_package_s_exactly_its_modules() -> None:
     named = set(re.findall(r"``([a-z0-9_]+)(?:/[a-z_.]*)?``", _docstring(HARNESS)))
     everything = _stems(HARNESS).union(*map(_stems, SUB_PACKAGES), (p.name for p in SUB_PACKAGES))
     assert everything - named == set(), "add them to test/harness/__init__.py"
-
-
-def test_each_sub_package_index_lists_exactly_its_modules() -> None:
     for package in SUB_PACKAGES:
         listed = set(re.findall(r"^- ``([a-z0-9_]+)(?:/[a-z_.]*)?``", _docstring(package), re.M))
         entries = {d.name for d in package.iterdir() if d.is_dir() and d.name in PATH_ENTRIES}

@@ -1,7 +1,5 @@
-"""``patch_table.PatchTable``: the recording decorator every phase module of both adapters
-declares its patch with (checked here on the 0.5.23 modules it was first used in); and
-``sglang-specinit patches``: the listing is the adapters' own tables, each plugin function at the
-line it is defined, and it imports nothing of SGLang."""
+"""``PatchTable``, the recording decorator the phase modules declare their patch with (on 0.5.23's);
+``sglang-specinit patches``: the adapters' tables, each function at its line, no SGLang import."""
 
 from __future__ import annotations
 
@@ -96,17 +94,32 @@ def test_recorded_tables_are_the_hand_written_ones() -> None:
     actual = adapter_patches(sglang_0_5_23)
     assert actual == expected
     assert list(actual) == list(expected)
+    # Without a release only the phase tables: no generation's own form.
+    plain = {r.target for p in actual.values() for r in p.requires}
+    assert f"{CFG}.ps" not in plain
+    assert plain < required("0.5.20") and plain < required("0.5.23")
 
 
 def test_decorators_return_the_function_record_bottom_up_and_refuse_a_second_target() -> None:
+    """``adds`` records a method under its own or the given name."""
     patch = PatchTable("some.module")
 
     def step(original, self, x, *, flag=False):
         return original(self, x)
 
+    def alloc_memory_pool(self):
+        return None
+
+    def draft_init_backends(self):
+        return None
+
     assert patch.around("A.step", params=("x",))(step) is step
     assert patch.calls("A.helper", "B", module="other.module")(step) is step
     patch.requires("A.size")
+    assert patch.adds("A")(alloc_memory_pool) is alloc_memory_pool
+    patch.adds("A", "init_backends")(draft_init_backends)
+    # One function added to a second class (as a worker that only delegates shares them).
+    patch.adds("B", "alloc_memory_pool", module="other.module")(alloc_memory_pool)
     hooks, new_methods, requires = patch.tables()
     assert hooks == (Hook("some.module", "A.step", step, params=("x",)),)
     assert [r.target for r in requires] == [
@@ -114,9 +127,15 @@ def test_decorators_return_the_function_record_bottom_up_and_refuse_a_second_tar
         "other.module.B",
         "some.module.A.size",
     ]
-    assert new_methods == ()
+    assert [(m.target, m.fn) for m in new_methods] == [
+        ("some.module.A.alloc_memory_pool", alloc_memory_pool),
+        ("some.module.A.init_backends", draft_init_backends),
+        ("other.module.B.alloc_memory_pool", alloc_memory_pool),
+    ]
     with pytest.raises(ValueError, match="some.module.A.size is declared twice"):
         patch.requires("A.size")
+    with pytest.raises(ValueError, match="some.module.A.init_backends is declared twice"):
+        patch.adds("A", "init_backends")(alloc_memory_pool)
 
 
 def test_params_that_do_not_fit_the_hook_function_fail_at_declaration() -> None:
@@ -132,29 +151,6 @@ def test_params_that_do_not_fit_the_hook_function_fail_at_declaration() -> None:
         return None
 
     assert patch.before("A.check", params=("budget",))(before) is before  # BEFORE: after self
-
-
-def test_adds_records_a_method_under_its_own_or_the_given_name() -> None:
-    patch = PatchTable("some.module")
-
-    def alloc_memory_pool(self):
-        return None
-
-    def draft_init_backends(self):
-        return None
-
-    assert patch.adds("A")(alloc_memory_pool) is alloc_memory_pool
-    patch.adds("A", "init_backends")(draft_init_backends)
-    # One function added to a second class (as a worker that only delegates shares them).
-    patch.adds("B", "alloc_memory_pool", module="other.module")(alloc_memory_pool)
-    _hooks, new_methods, _requires = patch.tables()
-    assert [(m.target, m.fn) for m in new_methods] == [
-        ("some.module.A.alloc_memory_pool", alloc_memory_pool),
-        ("some.module.A.init_backends", draft_init_backends),
-        ("other.module.B.alloc_memory_pool", alloc_memory_pool),
-    ]
-    with pytest.raises(ValueError, match="some.module.A.init_backends is declared twice"):
-        patch.adds("A", "init_backends")(alloc_memory_pool)
 
 
 # The guard checks each release's own form of what the adapter reads: ``patches --release`` and
@@ -210,12 +206,6 @@ def test_each_generation_requires_its_own_form(
     # The listing shows what the plugin checks for that release.
     listed = {r.target for p in release_patches(release).values() for r in p.requires}
     assert listed == targets
-
-
-def test_without_a_release_only_the_phase_tables() -> None:
-    plain = {r.target for p in adapter_patches(sglang_0_5_23).values() for r in p.requires}
-    assert f"{CFG}.ps" not in plain
-    assert plain < required("0.5.20") and plain < required("0.5.23")
 
 
 # ``sglang-specinit patches``

@@ -40,18 +40,15 @@ def test_an_unserved_release_is_declined_naming_the_served_ones(release: str, wh
         assert decision.reason.endswith(why)
 
 
-def test_each_adapter_is_one_generation_found_on_disk() -> None:
+def test_each_adapter_is_one_generation_and_0_5_23_serves_its_table_s_rows() -> None:
+    from sglang_specinit.sglang_0_5_23 import release_shims
+
     assert tuple(compat.supported_releases()) == SERVED
     generations = compat.generations()
     assert list(generations) == ["sglang_0_5_13", "sglang_0_5_14", "sglang_0_5_23"]
     assert [g.sglang_phases_init for g in generations.values()] == [False, True, True]
-
-
-def test_the_0_5_23_generation_serves_its_table_s_rows() -> None:
-    from sglang_specinit.sglang_0_5_23 import release_shims
-
     table = release_shims.RELEASE_TABLE
-    assert compat.generations()["sglang_0_5_23"].releases == tuple(table)
+    assert generations["sglang_0_5_23"].releases == tuple(table)
     # A post-release between rows reads the row it follows; an older one the oldest's form.
     between = list(table)[-2]
     assert release_shims.row(f"{between}.post1") == table[between]
@@ -113,12 +110,8 @@ def test_the_release_table_of_docs_releases_md_is_compat_s() -> None:
         if len(cells) < 2 or not re.fullmatch(r"`sglang_0_5_\d+/`", cells[1]):
             continue
         by_adapter.setdefault(cells[1].strip("`/"), []).extend(re.findall(RELEASE, cells[0]))
-    expected = {
-        adapter: list(generation.releases) for adapter, generation in compat.generations().items()
-    }
-    assert {a: sorted(r) for a, r in by_adapter.items()} == {
-        a: sorted(r) for a, r in expected.items()
-    }
+    expected = {a: sorted(g.releases) for a, g in compat.generations().items()}
+    assert {a: sorted(r) for a, r in by_adapter.items()} == expected
 
 
 def test_the_readme_names_the_oldest_and_the_newest_served_release() -> None:

@@ -1,7 +1,5 @@
-"""``plan --json`` on every shipped example: its keys and types are docs/planner.md's tables
-(read from the doc), its notes the text output's, its figure the JSON's. ``report``: the
-directory's numbers equal the JSON, figures are valid images of the expected size, a missing
-matplotlib is one clear line. Per-rank memory reports: names, tightness lines, the tightest rank."""
+"""``plan --json`` against docs/planner.md, its text and its figure; ``report``'s directory
+against the JSON; per-rank memory reports (names, tightness lines, the tightest rank)."""
 
 from __future__ import annotations
 
@@ -216,8 +214,7 @@ def test_the_doc_tables_are_read() -> None:
 
 @pytest.fixture
 def plan_data(planned) -> dict:
-    """``sglang-specinit plan --example llama31-8b-eagle3 --json`` (stock 0.5.13.post1 and this
-    package's)."""
+    """``plan --example llama31-8b-eagle3 --json``, a copy to edit."""
     return copy.deepcopy(planned(EXAMPLE)[0])
 
 
@@ -281,8 +278,7 @@ def png(path: Path) -> Image.Image:
 
 
 def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path: Path) -> None:
-    """Its numbers, the table's cells, the over-budget stock column, and valid images of the
-    expected size."""
+    """Its numbers, table cells, over-budget stock column, and images of the expected size."""
     out, _, _ = report_of(cli, plan_data, tmp_path)
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
@@ -291,9 +287,8 @@ def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path
     rows = table_rows(page, "variant")
     for variant in case["variants"]:
         expected = plan_data if variant["key"] == "specinit" else plan_data[variant["key"]]
-        assert variant["tokens"] == expected["tokens"]
-        assert variant["max_running_requests"] == expected["max_running_requests"]
-        assert variant["budget_bytes"] == expected["budget_bytes"]
+        for key in ("tokens", "max_running_requests", "budget_bytes"):
+            assert variant[key] == expected[key], key
         for label, key in SEGMENT_KEYS.items():
             assert variant["segments"][label] == expected[key], label
         # The bar's slices add up to what the plan says it uses.
@@ -339,14 +334,10 @@ def test_another_release_s_stock_sub_object_appears_without_code_changes(
     data = {**plan_data, "beside": {**plan_data["stock"], "release": "0.5.23", "tokens": 12345}}
     out, _, _ = report_of(cli, data, tmp_path)
     (case,) = json.loads((out / "report.json").read_text()).values()
-    assert [v["title"] for v in case["variants"]] == [
-        "stock 0.5.13.post1",
-        "stock 0.5.23",
-        "sglang-specinit",
-    ]
-    assert (
-        table_rows((out / "README.md").read_text(), "variant")["stock 0.5.23"]["tokens"] == "12345"
-    )
+    titles = [v["title"] for v in case["variants"]]
+    assert titles == ["stock 0.5.13.post1", "stock 0.5.23", "sglang-specinit"]
+    rows = table_rows((out / "README.md").read_text(), "variant")
+    assert rows["stock 0.5.23"]["tokens"] == "12345"
     assert png(next(out.glob("*.png"))).size == figure_px(3)
 
 
@@ -473,12 +464,9 @@ def test_every_scheduler_of_dp_pp_tp_gets_its_own_file_name() -> None:
     # A breakdown without rank fields (one rank) is rank 0.
     assert rank_reports.breakdown_file_name({}) == "memory-rank0-pp0-tp0-dp0.json"
     # A replica and an attention-DP rank apart.
-    replica = rank_reports.rank_fields(
-        replica=1, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=1, pp_size=1, tp_size=2, dp_size=2
-    )
-    attention_dp = rank_reports.rank_fields(
-        replica=0, pp_rank=0, tp_rank=1, dp_rank=1, attn_tp_rank=0, pp_size=1, tp_size=2, dp_size=2
-    )
+    ranks = {"pp_rank": 0, "tp_rank": 1, "dp_rank": 1, "pp_size": 1, "tp_size": 2, "dp_size": 2}
+    replica = rank_reports.rank_fields(replica=1, attn_tp_rank=1, **ranks)
+    attention_dp = rank_reports.rank_fields(replica=0, attn_tp_rank=0, **ranks)
     assert rank_reports.breakdown_file_name(replica) == "memory-rank3-pp0-tp1-dp1.json"
     assert rank_reports.breakdown_file_name(attention_dp) == "memory-rank1-pp0-tp1-dp1.json"
     assert attention_dp["attn_tp_rank"] == 0 and attention_dp["dp_size"] == 2

@@ -1,5 +1,4 @@
-"""Checkpoint sizes from headers, the draft/target sharing rules, the bytes per TP rank (an MTP
-draft's too), and byte-size parsing."""
+"""Checkpoint sizes, draft/target sharing rules, bytes per TP rank (an MTP draft's too), sizes."""
 
 from __future__ import annotations
 
@@ -71,19 +70,17 @@ def test_sizes_from_headers_a_summary_an_index_a_bin_file_or_no_weights(tmp_path
 
 
 def test_shared_tensor_rules() -> None:
-    eagle3 = SimpleNamespace(tie_word_embeddings=False, draft_vocab_size=32000)
-    assert shared_tensor_names("EAGLE3", eagle3) == (EMBED,)
-    # No draft vocabulary: LlamaForCausalLMEagle3 loads the head from the target.
-    assert shared_tensor_names("EAGLE3", SimpleNamespace(draft_vocab_size=None)) == (
-        EMBED,
-        LM_HEAD,
-    )
-    forced = SimpleNamespace(draft_vocab_size=32000, load_lm_head_from_target=True)
-    assert shared_tensor_names("EAGLE3", forced) == (EMBED, LM_HEAD)
-    assert shared_tensor_names("EAGLE", SimpleNamespace()) == (EMBED, LM_HEAD)
-    assert shared_tensor_names("EAGLE", SimpleNamespace(tie_word_embeddings=True)) == (EMBED,)
-    assert shared_tensor_names("STANDALONE", SimpleNamespace()) == ()
-    assert shared_tensor_names("DFLASH", SimpleNamespace()) == ()
+    for algorithm, config, shared in [
+        ("EAGLE3", {"tie_word_embeddings": False, "draft_vocab_size": 32000}, (EMBED,)),
+        # No draft vocabulary: LlamaForCausalLMEagle3 loads the head from the target.
+        ("EAGLE3", {"draft_vocab_size": None}, (EMBED, LM_HEAD)),
+        ("EAGLE3", {"draft_vocab_size": 32000, "load_lm_head_from_target": True}, (EMBED, LM_HEAD)),
+        ("EAGLE", {}, (EMBED, LM_HEAD)),
+        ("EAGLE", {"tie_word_embeddings": True}, (EMBED,)),
+        ("STANDALONE", {}, ()),
+        ("DFLASH", {}, ()),
+    ]:
+        assert shared_tensor_names(algorithm, SimpleNamespace(**config)) == shared, config
 
 
 def parts(split) -> tuple[int, int, int]:
@@ -139,9 +136,11 @@ def test_parse_bytes(text: str, value: int | None) -> None:
         assert parse_bytes(text) == value
 
 
-def _tiny_llama(directory: Path, config: dict, tensors: dict[str, torch.Tensor]) -> str:
+def _checkpoint(directory: Path, config: dict, shapes: dict[str, tuple[int, ...]]) -> str:
+    """``config`` and bf16 zero tensors of ``shapes`` written to ``directory``."""
     directory.mkdir()
     (directory / "config.json").write_text(json.dumps(config))
+    tensors = {k: torch.zeros(shape, dtype=torch.bfloat16) for k, shape in shapes.items()}
     save_file(tensors, str(directory / "model.safetensors"))
     return str(directory)
 
@@ -158,23 +157,17 @@ def test_plan_reads_real_safetensors_checkpoints(tmp_path: Path, plan_json) -> N
         "torch_dtype": "bfloat16",
         "rms_norm_eps": 1e-5,
     }
-    bf16 = torch.bfloat16
-    target = _tiny_llama(
+    target = _checkpoint(
         tmp_path / "target",
         {**base, "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2},
-        {
-            EMBED: torch.zeros(256, 64, dtype=bf16),  # 32768 bytes
-            LM_HEAD: torch.zeros(256, 64, dtype=bf16),  # 32768
-            "model.layers.0.w": torch.zeros(64, 64, dtype=bf16),  # 8192
-        },
+        # 32768 + 32768 + 8192 bytes
+        {EMBED: (256, 64), LM_HEAD: (256, 64), "model.layers.0.w": (64, 64)},
     )
-    draft = _tiny_llama(
+    draft = _checkpoint(
         tmp_path / "draft",
         {**base, "architectures": ["LlamaForCausalLMEagle"], "num_hidden_layers": 1},
-        {
-            EMBED: torch.zeros(256, 64, dtype=bf16),  # stored copy, replaced by the target's
-            "model.layers.0.w": torch.zeros(64, 64, dtype=bf16),  # 8192
-        },
+        # a stored embedding copy (replaced by the target's) + 8192 bytes
+        {EMBED: (256, 64), "model.layers.0.w": (64, 64)},
     )
     flags = (
         "--speculative-algorithm EAGLE --speculative-num-steps 1 --speculative-eagle-topk 1 "
@@ -278,12 +271,6 @@ WHOLE = 0  # a tensor every rank holds in full
 GIB = 1 << 30
 
 
-def _config(kind: str) -> dict[str, Any]:
-    config = {"deepseek-v3": deepseek_v3, "glm-4.6": glm4_moe, "glm-4.5": glm4_moe}[kind]()
-    config.update(vocab_size=VOCAB, hidden_size=HIDDEN)
-    return config
-
-
 def _mlp(prefix: str, i: int, h: int) -> dict[str, tuple[tuple[int, ...], int]]:
     # MergedColumnParallelLinear gate_up, RowParallelLinear down: 1 / tp.
     return {
@@ -346,7 +333,8 @@ def _decoder_layer(kind: str, c: dict[str, Any], moe: bool) -> dict[str, Any]:
 def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
     """A tiny ``kind`` checkpoint (config + safetensors) and its MTP layer's expected bytes on
     one of ``TP`` ranks: the tensors the draft loads (local names), with their split."""
-    c = _config(kind)
+    c = {"deepseek-v3": deepseek_v3, "glm-4.6": glm4_moe, "glm-4.5": glm4_moe}[kind]()
+    c.update(vocab_size=VOCAB, hidden_size=HIDDEN)
     layers, h = c["num_hidden_layers"], c["hidden_size"]
     tensors = {
         "model.embed_tokens.weight": (VOCAB, h),
@@ -373,19 +361,12 @@ def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
     if kind in ("deepseek-v3", "glm-4.5"):  # the copies these published checkpoints store
         tensors[mtp + "embed_tokens.weight"] = (VOCAB, h)
         tensors[mtp + "shared_head.head.weight"] = (VOCAB, h)
-    directory.mkdir()
-    (directory / "config.json").write_text(json.dumps(c))
-    save_file(
-        {k: torch.zeros(shape, dtype=torch.bfloat16) for k, shape in tensors.items()},
-        str(directory / "model.safetensors"),
-    )
-    return str(directory), expected
+    return _checkpoint(directory, c, tensors), expected
 
 
 def test_draft_bytes_are_the_layers_tensors_as_the_loader_splits_them(tmp_path: Path) -> None:
-    """``NEXTN`` without a draft path (the draft is the target's own MTP layer), TP 2:
-    deepseek-v3 and glm-4.5 store embedding/head copies under the MTP layer, glm-4.6 not;
-    nothing resident changes with them."""
+    """``NEXTN`` without a draft path, TP 2: deepseek-v3 and glm-4.5 store embedding/head copies
+    under the MTP layer, glm-4.6 not; nothing resident changes with them."""
     replay = installed_replay()
     flags = "--speculative-algorithm NEXTN --speculative-num-steps 1 --speculative-eagle-topk 1"
     flags += f" --speculative-num-draft-tokens 2 --tp-size {TP} --mem-fraction-static 0.5"
