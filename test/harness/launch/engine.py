@@ -41,6 +41,7 @@ from harness.reports import live_reports, scheduler_report
 DEFAULT_CAPACITY_BYTES = 256 << 20
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
+LAUNCH_SERVER = (sys.executable, "-m", "sglang.launch_server")
 # Per-test bound for tests that start one Engine/server: trips only on a hang.
 ENGINE_TEST_TIMEOUT_S = 300
 # Draft workers built by DraftBackendFactory, which has no torch_native entry.
@@ -284,15 +285,6 @@ def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def _server_launch(
-    model_path: str | os.PathLike[str], work_dir: str | os.PathLike[str] | None, **launch: Any
-) -> tuple[RunFiles, list[str], dict[str, str], dict[str, Any]]:
-    """:func:`_cpu_launch` of a server, with its ``launch_server`` argv (no host nor port)."""
-    files, kwargs, env = _cpu_launch(model_path, work_dir, server=True, **launch)
-    argv = [sys.executable, "-m", "sglang.launch_server", *server_args_to_cli(kwargs)]
-    return files, argv, env, kwargs
-
-
 @contextmanager
 def cpu_server(
     model_path: str | os.PathLike[str],
@@ -302,7 +294,8 @@ def cpu_server(
     **launch: Any,
 ) -> Iterator[ServerHandle]:
     """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port."""
-    files, argv, env, kwargs = _server_launch(model_path, work_dir, **launch)
+    files, kwargs, env = _cpu_launch(model_path, work_dir, server=True, **launch)
+    argv = [*LAUNCH_SERVER, *server_args_to_cli(kwargs)]
     # Its graceful drain takes ~6 s and there is nothing to save: a short grace.
     try:
         with running_server(
@@ -363,7 +356,10 @@ def run_server_to_end(
     **server_args: Any,
 ) -> EndedLaunch:
     """Run CPU ``launch_server`` until it exits (``server_args``: _cpu_launch's keywords too)."""
-    files, argv, env, _ = _server_launch(model_path, work_dir, plugin=plugin, **server_args)
+    files, kwargs, env = _cpu_launch(
+        model_path, work_dir, server=True, plugin=plugin, **server_args
+    )
+    argv = [*LAUNCH_SERVER, *server_args_to_cli(kwargs)]
     argv += ["--host", "127.0.0.1", "--port", str(free_port())]
     proc = start_in_own_group(argv, log_path=files.log_path, env=env, cwd=work_dir)
     started = time.monotonic()

@@ -91,10 +91,8 @@ def cpu_double_problems(env: Mapping[str, str]) -> list[str]:
 
 
 def _is_cpu_double_dir(entry: str) -> bool:
-    if not entry:
-        return False
     path = Path(entry).resolve()
-    return path == CPU_DOUBLES_DIR or CPU_DOUBLES_DIR in path.parents
+    return bool(entry) and CPU_DOUBLES_DIR in (path, *path.parents)
 
 
 class SGLangStartError(RuntimeError):

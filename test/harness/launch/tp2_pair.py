@@ -109,21 +109,19 @@ def start_tp2(
     return run
 
 
-def _reading_0523(report: dict[str, Any], caller: str, index: int) -> int | None:
+def _own_free(report: dict[str, Any], caller: str, index: int, before_0523: Any) -> int:
     found = [r for r in report["meter"]["readings"] if r["caller"].endswith(caller)]
-    return found[index]["free_bytes"] if found else None
+    return (found[index] if found else before_0523(report))["free_bytes"]
 
 
 def own_pre_load_free(report: dict[str, Any]) -> int:
     """This rank's own free memory before the target loads, before SGLang's MIN all-reduce."""
-    found = _reading_0523(report, PRE_LOAD_0523, 1)
-    return pre_load_reading(report)["free_bytes"] if found is None else found
+    return _own_free(report, PRE_LOAD_0523, 1, pre_load_reading)
 
 
 def own_free_at_profile(report: dict[str, Any]) -> int:
     """This rank's own free memory where SGLang profiles the target pool."""
-    found = _reading_0523(report, PROFILE_0523, 0)
-    return profile_reading(report)["free_bytes"] if found is None else found
+    return _own_free(report, PROFILE_0523, 0, profile_reading)
 
 
 def own_budget(report: dict[str, Any]) -> MeterBudget:
