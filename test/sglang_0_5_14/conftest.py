@@ -1,6 +1,4 @@
-"""The ``sglang_0_5_14`` generation suite: the releases whose row in :mod:`harness.releases`
-names that adapter (0.5.14, 0.5.15, 0.5.15.post1's wheel over 0.5.15's venv), each running the
-files its row lists."""
+"""The ``sglang_0_5_14`` generation suite (0.5.14 - 0.5.15.post1): the files each row lists."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Live launches on the real sglang 0.5.14 / 0.5.15: the tiny EAGLE3 pair, plugin on, as a real
-``sglang.Engine`` on device cpu (:mod:`harness.launch.launch_0_5_23`, kind ``EAGLE3``: target 2
-layers x 2 KV heads x dim 16, an EAGLE3 draft with a reduced vocabulary and its own KV geometry)."""
+"""The tiny EAGLE3 pairs, plugin on and off, as real ``sglang.Engine`` on cpu on 0.5.14 / 0.5.15."""
 
 from __future__ import annotations
 
@@ -48,13 +46,11 @@ def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_o
     memory = assert_fills_the_budget(eagle3_on, "EAGLE3")
     draft = pool(eagle3_on, "draft")["parts"][0]
     target = pool(eagle3_on, "target")["parts"][0]
-    # Bytes per token row as allocated; stock would have priced the draft's layer at the
-    # target's per-layer bytes.
+    # Bytes per token row as allocated (stock prices the draft's layer at the target's).
     draft_row = draft["token_buffer_bytes"] / draft["token_rows"]
     target_layer_row = target["token_buffer_bytes"] / target["token_rows"] / target["layer_buffers"]
     assert memory["draft_kv_bytes_per_token"] == draft_row != target_layer_row
-    # The draft's own embed was bound to the target's before profiling (freed at sizing), and
-    # EAGLE3's reduced vocabulary map survived the skipped stock init_token_map.
+    # The draft's embed was bound before profiling; its hot-token map survived the skipped init.
     assert memory["duplicate_bytes_at_profile"] == 0  # measured: what SGLang bound later
     assert memory["stock_duplicate_bytes_at_profile"] > 0
     assert eagle3_on.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
@@ -62,42 +58,39 @@ def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_o
     assert own_lm_head_problems(eagle3_on.report) == []
 
 
-def assert_columns_are_the_servers(
-    planned: dict[str, Any], stock: Any, plugin: Any | None, reserved_layers: int
-) -> None:
-    """The plan's stock column sizes the stock Engine's pool and its own column the plugin
-    Engine's (where one ran), on the same flags and free memory before loading."""
-    if plugin is not None:
-        assert pre_load_reading(stock.report) == pre_load_reading(plugin.report)
-        assert planned["tokens"] == served_tokens(plugin)
+def plan_columns_are_the_servers(
+    plugin: Any, stock: Any, kind: str, reserved_layers: int
+) -> dict[str, Any]:
+    """The plan of ``kind`` is the plugin Engine's breakdown; its stock column sizes the stock
+    Engine's pool, its own column the plugin's. Returns the plan."""
+    planned = plan_in_this_environment(plugin, kind)
+    assert_plan_equals_server(planned, plugin)
+    assert pre_load_reading(stock.report) == pre_load_reading(plugin.report)
+    assert planned["tokens"] == served_tokens(plugin)
     column = planned["stock"]
     assert column["tokens"] == served_tokens(stock), (column["tokens"], served_tokens(stock))
-    # The cell is the one the stock server charged: the target's 2 layers of 128 B/token
-    # each, and one more such layer per draft layer stock reserves.
+    # The stock server's cell: the target's 2 layers of 128 B/token, one more per reserved layer.
     assert stock.runner("target")["sglang_cell_size"] == column["priced_kv_bytes_per_token"]
     assert (
         column["priced_kv_bytes_per_token"]
         == planned["target_kv_bytes_per_token"] * (2 + reserved_layers) // 2
     )
+    return planned
 
 
 def test_plan_in_this_environment_equals_the_server(eagle3_on: Any, eagle3_off: Any) -> None:
     from sglang_specinit.compat import installed_sglang_version
 
-    planned = plan_in_this_environment(eagle3_on)
+    # A draft without ``num_nextn_predict_layers``: stock reserves its layer count (1).
+    planned = plan_columns_are_the_servers(eagle3_on, eagle3_off, "EAGLE3", reserved_layers=1)
     assert all(planned.get(key) is not None for key in PLAN_KEYS), planned
     # Two columns: the installed release's stock and this package's; no other release's rule.
     assert planned["sglang_version"] == str(installed_sglang_version())
     assert not [key for key in planned if key.startswith("upstream_")]
-    assert_plan_equals_server(planned, eagle3_on)
-    # A draft without ``num_nextn_predict_layers``: stock reserves its layer count (1).
-    assert_columns_are_the_servers(planned, eagle3_off, eagle3_on, reserved_layers=1)
 
 
 def test_both_columns_of_an_nnpl_0_draft(eagle3_nnpl0_on: Any, eagle3_nnpl0_off: Any) -> None:
-    planned = plan_in_this_environment(eagle3_nnpl0_on, "EAGLE3-nnpl0")
-    assert_plan_equals_server(planned, eagle3_nnpl0_on)
-    assert_columns_are_the_servers(planned, eagle3_nnpl0_off, eagle3_nnpl0_on, reserved_layers=0)
+    plan_columns_are_the_servers(eagle3_nnpl0_on, eagle3_nnpl0_off, "EAGLE3-nnpl0", 0)
     memory = assert_fills_the_budget(eagle3_nnpl0_on, "EAGLE3-nnpl0")
     assert memory["upstream_reserved_layers"] == 0
     assert memory["draft_kv_pool_bytes"] > 0
@@ -105,6 +98,4 @@ def test_both_columns_of_an_nnpl_0_draft(eagle3_nnpl0_on: Any, eagle3_nnpl0_off:
 
 @pytest.mark.slow
 def test_both_columns_of_an_nnpl_1_draft(eagle3_nnpl1_on: Any, eagle3_nnpl1_off: Any) -> None:
-    planned = plan_in_this_environment(eagle3_nnpl1_on, "EAGLE3-nnpl1")
-    assert_plan_equals_server(planned, eagle3_nnpl1_on)
-    assert_columns_are_the_servers(planned, eagle3_nnpl1_off, eagle3_nnpl1_on, reserved_layers=1)
+    plan_columns_are_the_servers(eagle3_nnpl1_on, eagle3_nnpl1_off, "EAGLE3-nnpl1", 1)

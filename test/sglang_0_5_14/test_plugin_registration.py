@@ -1,7 +1,5 @@
-"""The real entry point on the real 0.5.14 / 0.5.15 (0.5.15.post1: its wheel over 0.5.15's
-venv): ``load_plugins()`` picks the ``sglang_0_5_14`` adapter and, once SGLang has imported
-every module it patches, exactly that adapter's hooks are registered and applied (none of
-0.5.13's phases, none of 0.5.23's configurator hooks), with one INFO line and no WARNING."""
+"""The real entry point on 0.5.14 / 0.5.15 applies exactly the ``sglang_0_5_14`` adapter's hooks
+(none of 0.5.13's nor 0.5.23's), with one INFO line and no WARNING."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ from harness.launch.plugin_probe import probe_env, run_probe, same_packages_path
 
 TIMEOUT_S = 240
 
-# After harness.launch.plugin_probe.LOG_COLLECTOR. HookRegistry has no public read of its
-# table: ``harness.hook_state.hook_registry_state`` is the one place that reads it.
+# After plugin_probe.LOG_COLLECTOR; harness.hook_state reads HookRegistry's (private) table.
 PROBE = """
 import importlib, json, sys
 

@@ -1,6 +1,5 @@
-"""The ``sglang_0_5_23`` adapter's hook targets and required attributes match the installed
-release of its generation (0.5.16 - 0.5.23), and every place a release differs is answered by
-``release_shims`` in the form the release's row (:mod:`harness.releases`) says."""
+"""The ``sglang_0_5_23`` adapter's hooks match the installed release (0.5.16 - 0.5.23), and where
+releases differ ``release_shims`` answers as the release's row (:mod:`harness.releases`) says."""
 
 from __future__ import annotations
 
@@ -21,6 +20,12 @@ ROW: Release = installed_row()  # type: ignore[assignment]  # the gate collects 
 PARALLEL_STATE = pytest.mark.skipif(
     not ROW.parallel_state, reason=f"{ROW.name} has no ParallelState configurator (0.5.16-0.5.20)"
 )
+
+
+def assert_present(owner: object, names: tuple[str, ...], present: bool) -> None:
+    """Each of ``names`` is a callable of ``owner`` when ``present``, and absent otherwise."""
+    for name in names:
+        assert callable(getattr(owner, name)) if present else not hasattr(owner, name), name
 
 
 def test_the_release_is_served_by_the_0_5_23_generation_adapter() -> None:
@@ -96,29 +101,24 @@ def test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_release_shi
         from sglang.srt.arg_groups.arg_utils import field_names
 
         names = set(field_names(ServerArgs))
-    if ROW.fused_entries:
-        # What release_shims takes from 0.5.22 on.
-        assert callable(KVCacheConfigurator.fused_entry_bytes)
-        assert {"enable_kv_cache_sharding", "attn_dp_size"} <= names
-        assert callable(runtime_context.attn_dp_enabled_of)
-        assert callable(runtime_context.num_dp_ranks_of)
-        assert release_shims.row().attention_dp_names
+    # What release_shims takes from 0.5.22 on; before it, attention DP is --enable-dp-attention
+    # + --dp-size, its width derived.
+    fused = ROW.fused_entries
+    assert_present(KVCacheConfigurator, ("fused_entry_bytes",), fused)
+    assert_present(runtime_context, ("attn_dp_enabled_of", "num_dp_ranks_of"), fused)
+    assert bool(release_shims.row().attention_dp_names) == fused
+    new_names = {"enable_kv_cache_sharding", "attn_dp_size"}
+    assert names & new_names == (new_names if fused else set())
+    if fused:
         return
-    assert not hasattr(KVCacheConfigurator, "fused_entry_bytes")
     assert release_shims.fused_entry_bytes(object(), "full") is None
-    assert "enable_kv_cache_sharding" not in names
     assert not release_shims.kv_cache_sharding(object())
     assert importlib.util.find_spec(release_shims.KV_SHARD_HOOK) is None
     assert release_shims.KV_SHARD_HOOK not in release_shims.present_capacity_readers(
         (release_shims.KV_SHARD_HOOK,)
     )
-    # Attention DP is --enable-dp-attention + --dp-size, its width derived.
     assert {"enable_dp_attention", "dp_size"} <= names
-    assert "attn_dp_size" not in names
-    assert not hasattr(runtime_context, "attn_dp_enabled_of")
-    assert not hasattr(runtime_context, "num_dp_ranks_of")
     assert hasattr(runtime_context, "attn_dp_size_of") == ROW.widths_at_publish
-    assert not release_shims.row().attention_dp_names
 
 
 @pytest.mark.skipif(
@@ -181,11 +181,9 @@ def test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_sh
     from sglang_specinit.sglang_0_5_23 import release_shims
 
     # The attention widths: 0.5.20's getters, computed at publish; stamped before 0.5.20.
-
     widths_at_publish = release_shims.row().widths_at_publish
     assert widths_at_publish == ROW.widths_at_publish
-    for name in ("attn_tp_size_of", "attn_dp_size_of"):
-        assert hasattr(runtime_context, name) == widths_at_publish
+    assert_present(runtime_context, ("attn_tp_size_of", "attn_dp_size_of"), widths_at_publish)
     # 0.5.16 - 0.5.18 keep 0.5.15's dataclass ServerArgs: no resolving_view, no resolution
     # pipeline modules.
     resolving = release_shims.row().resolving_view
@@ -197,7 +195,6 @@ def test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_sh
     from sglang.srt.mem_cache import kv_cache_configurator
 
     # 0.5.16's and 0.5.17's profile reserves nothing for a multimodal runtime.
-
     reserves = hasattr(kv_cache_configurator, "mm_runtime_reservation_gb")
     assert reserves == ROW.mm_reservation
     assert ("mm_runtime_reservation_gb" in required) == reserves
@@ -208,13 +205,12 @@ def test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_sh
 
         assert dataclasses.is_dataclass(ServerArgs)
         assert not hasattr(ServerArgs, "resolve_once")
-        assert importlib.util.find_spec("sglang.srt.arg_groups.memory_hook") is None
-        assert importlib.util.find_spec("sglang.srt.arg_groups.pipeline") is None
+        for module in ("memory_hook", "pipeline"):
+            assert importlib.util.find_spec(f"sglang.srt.arg_groups.{module}") is None
     else:
         assert hasattr(runtime_context, "derive_attention_widths")
         if not widths_at_publish:  # what stamp_published_widths calls
-            assert hasattr(ParallelContext, "stamp_derived_widths")
-            assert hasattr(ParallelContext, "clear_derived_widths")
+            assert_present(ParallelContext, ("stamp_derived_widths", "clear_derived_widths"), True)
         # 0.5.19's resolution pipeline reads the capacity and hands it to the memory step.
         memory_step = importlib.import_module("sglang.srt.arg_groups.memory_hook")
         assert hasattr(memory_step, "get_device_memory_capacity") == widths_at_publish
@@ -235,8 +231,7 @@ def test_the_configuration_bags_are_where_release_shims_reads_them() -> None:
 
     bags = ROW.config_bags
     assert release_shims.row().config_bags == bags
-    for name in ("get_schedule", "get_model", "get_spec", "publish"):
-        assert hasattr(runtime_context, name) == bags, name
+    assert_present(runtime_context, ("get_schedule", "get_model", "get_spec", "publish"), bags)
     fields = {f.name for f in dataclasses.fields(KVCacheConfigurator)}
     assert ("kv_cache_dtype_str" in fields) == bags
     assert release_shims.kv_cache_dtype_str_kwargs("auto") == (

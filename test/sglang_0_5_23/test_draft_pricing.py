@@ -12,30 +12,20 @@ from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB, ENGINE_TIMEOUT_S, S
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
 TARGET = llama_family.DEFAULT_TARGET
-# (layers, kv heads, head dim) each draft's pool really has, from the checkpoints written.
-DRAFT_GEOMETRY = {
-    "EAGLE": (1, TARGET.kv_heads, TARGET.head_dim),
-    "EAGLE3": (1, 1, 48),
-    "EAGLE3-nnpl0": (1, 1, 48),
-    "STANDALONE": (STANDALONE_SHAPE.layers, STANDALONE_SHAPE.kv_heads, STANDALONE_SHAPE.head_dim),
+EMBED = TARGET.vocab * TARGET.hidden * 2
+STANDALONE = (STANDALONE_SHAPE.layers, STANDALONE_SHAPE.kv_heads, STANDALONE_SHAPE.head_dim)
+# Per draft: its pool's (layers, kv heads, head dim); 0.5.23's own reserve per token (int(256 *
+# d / 2)); the embed/lm_head copies stock holds at profiling (EAGLE3's head is its own).
+DRAFTS = {
+    "EAGLE": ((1, TARGET.kv_heads, TARGET.head_dim), 128, 2 * EMBED),
+    "EAGLE3": ((1, 1, 48), 128, EMBED),
+    "EAGLE3-nnpl0": ((1, 1, 48), 0, EMBED),
+    "STANDALONE": (STANDALONE, 128, 0),
 }
-# What 0.5.23 itself reserves per token for the draft: int(256 * d / 2) with its d.
-UPSTREAM_RESERVE = {"EAGLE": 128, "EAGLE3": 128, "EAGLE3-nnpl0": 0, "STANDALONE": 128}
-# Embed + lm_head of the tiny EAGLE draft; the EAGLE3 draft shares only its embed (its head
-# has the reduced vocabulary); STANDALONE shares nothing.
-DUPLICATES = {
-    "EAGLE": 2 * TARGET.vocab * TARGET.hidden * 2,
-    "EAGLE3": TARGET.vocab * TARGET.hidden * 2,
-    "EAGLE3-nnpl0": TARGET.vocab * TARGET.hidden * 2,
-    "STANDALONE": 0,
-}
-KINDS = list(DRAFT_GEOMETRY)
-# EAGLE and STANDALONE drafts have the target's KV geometry, where 0.5.23's own reserve is
-# already right; CI prices the two drafts it gets wrong (EAGLE3, nnpl 0), the others run with
-# SPECINIT_TEST_SLOW=1.
+# CI prices the two drafts 0.5.23 reserves wrongly; EAGLE and STANDALONE (target geometry): slow.
 PRICED_IN_CI = ("EAGLE3", "EAGLE3-nnpl0")
 KIND_PARAMS = [
-    kind if kind in PRICED_IN_CI else pytest.param(kind, marks=pytest.mark.slow) for kind in KINDS
+    kind if kind in PRICED_IN_CI else pytest.param(kind, marks=pytest.mark.slow) for kind in DRAFTS
 ]
 
 
@@ -52,7 +42,7 @@ def test_draft_pool_is_priced_at_its_geometry_fills_the_budget_and_binds_early(
     memory = run.memory
     assert memory is not None, run.log[-3000:]
     (draft,) = run.draft_runners()
-    layers, heads, head_dim = DRAFT_GEOMETRY[kind]
+    (layers, heads, head_dim), upstream_reserve, duplicates = DRAFTS[kind]
     pool = draft["kv_pool"]
     assert (pool["layer_num"], pool["head_num"], pool["head_dim"]) == (layers, heads, head_dim)
     assert memory["draft_kv_bytes_per_token"] == kv_bytes(layers, heads, head_dim)
@@ -60,7 +50,7 @@ def test_draft_pool_is_priced_at_its_geometry_fills_the_budget_and_binds_early(
     assert draft["sglang_cell_size"] == kv_bytes(layers, heads, head_dim)
     assert (
         memory["upstream_reserved_layers"] * TARGET.kv_bytes_per_token() // TARGET.layers
-        == (UPSTREAM_RESERVE[kind])
+        == upstream_reserve
     )
     # Both pools hold the same token count, and what SGLang allocated is what was planned.
     target = run.runner("target")
@@ -72,9 +62,7 @@ def test_draft_pool_is_priced_at_its_geometry_fills_the_budget_and_binds_early(
     # Weights and pools fill the budget to within one page.
     budget = int(0.5 * run.pre_load_free_bytes)
     assert memory["budget_bytes"] == budget
-    # Weights as SGLang measured them when it profiled, plus the KV buffers it allocated
-    # (the req-to-token table and the allocator's free lists are outside the promise, in
-    # stock SGLang and here alike).
+    # Profiled weights + allocated KV buffers (req-to-token and free lists: outside, as stock).
     used = run.resident_at_profile + run.kv_pool_bytes()
     one_page_of_both = memory["page_size"] * (
         memory["target_kv_bytes_per_token"] + memory["draft_kv_bytes_per_token"]
@@ -84,18 +72,16 @@ def test_draft_pool_is_priced_at_its_geometry_fills_the_budget_and_binds_early(
 
     # The duplicate embed and lm_head are gone before profiling.
     assert memory["duplicate_bytes_at_profile"] == 0  # measured: what SGLang bound later
-    assert memory["stock_duplicate_bytes_at_profile"] == DUPLICATES[kind]
-    # Resident when SGLang profiled the target pool: both models' weights, each shared tensor
-    # once, plus EAGLE3's hot-token map (int64, set by the binding) and a few KiB of small
-    # non-weight tensors; not the duplicates.
+    assert memory["stock_duplicate_bytes_at_profile"] == duplicates
+    # Resident at profiling: both models' weights (shared ones once), EAGLE3's int64 hot-token
+    # map and a few KiB of small tensors; not the duplicates.
     resident_at_profile = run.resident_at_profile
     hot_token_map = 8 * (run.report["draft"]["hot_token_id_len"] or 0)
     weights = memory["target_weight_bytes"] + memory["draft_weight_bytes"] + hot_token_map
     assert abs(resident_at_profile - weights) < 16 << 10
     assert resident_at_profile == memory["resident_bytes"]
     if kind == "EAGLE3":
-        # EAGLE3 keeps its hot-token map, and its own trained lm_head (only the embedding is
-        # bound to the target's).
+        # EAGLE3 keeps its hot-token map and its own lm_head (only the embedding is bound).
         assert run.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
         assert own_lm_head_problems(run.report) == []
     if kind == "EAGLE3-nnpl0":  # priced although upstream reserves nothing

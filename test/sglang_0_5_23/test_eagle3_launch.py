@@ -1,8 +1,5 @@
-"""One live launch on a release of the generation before 0.5.23 (the rows that list this file in
-:mod:`harness.releases`: 0.5.20, 0.5.21 slow, 0.5.22; 0.5.16's - 0.5.19's wheels over 0.5.20's
-venv by hand): the tiny EAGLE3 pair, plugin on, as a real ``sglang.Engine`` on device cpu
-(:mod:`harness.launch.launch_0_5_23`, kind ``EAGLE3``: target 2 layers x 2 KV heads x dim 16, an
-EAGLE3 draft with a reduced vocabulary)."""
+"""The tiny EAGLE3 pair, plugin on, as a real ``sglang.Engine`` on cpu, on the releases before
+0.5.23 whose rows in :mod:`harness.releases` list this file."""
 
 from __future__ import annotations
 
@@ -32,8 +29,7 @@ def test_the_engine_fills_the_budget(eagle3_on: Any) -> None:
     # Every label names the installed release (compat.installed_sglang_version), no other.
     assert f"[specinit] KV pools on sglang {ROW.name} (" in eagle3_on.log
     assert [n for n in OTHER_LABELS if f"sglang {n} " in eagle3_on.log] == []
-    # The draft's pool is priced at its own geometry (EAGLE3: one layer of its own), not at
-    # the target's, and the draft's duplicate embed/lm_head was bound before profiling.
+    # The draft priced at its own geometry; its duplicate embed/lm_head bound before profiling.
     assert memory["draft_kv_bytes_per_token"] != memory["target_kv_bytes_per_token"]
     assert memory["duplicate_bytes_at_profile"] == 0
     assert memory["stock_duplicate_bytes_at_profile"] > 0
@@ -44,8 +40,6 @@ def test_the_engine_fills_the_budget(eagle3_on: Any) -> None:
 
 
 def test_plan_in_this_environment_equals_the_server(eagle3_on: Any) -> None:
-    # The planner builds its pricing pools with the release's pool code
-    # (release_suite.planner_env).
     planned = plan_in_this_environment(eagle3_on)
     # The stock column is this release's own configurator, labelled as such.
     assert planned["sglang_version"] == ROW.name

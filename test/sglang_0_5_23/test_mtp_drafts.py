@@ -28,8 +28,7 @@ def assert_budget_filled_to_within_one_page(run) -> None:
     )
     one_page = memory["page_size"] * memory["priced_kv_bytes_per_token"]
     assert used <= budget
-    # Within one page of every pool, plus (hybrid sliding-window pools) the SWA token count
-    # SGLang floors from tokens x ratio: less than one more page of each pool.
+    # One page of every pool, plus one more for the SWA token count SGLang floors (tokens x ratio).
     assert budget - used < 2 * (one_page + 1)
 
 
@@ -50,8 +49,7 @@ def test_frozen_kv_mtp_is_charged_its_stand_in_pool_only(engine_runs) -> None:
     memory = run.memory
     assert run.report["draft"]["worker_class"] == "FrozenKVMTPWorkerV2"
     (draft,) = run.draft_runners()
-    # The token count the plugin (and the planner) price the stand-in at is the one SGLang built,
-    # and the fixed charge is what that pool's buffers hold.
+    # The stand-in is priced at the token count SGLang built, charged what its buffers hold.
     assert draft["kv_pool"]["size"] == FROZEN_KV_STAND_IN_TOKENS
     assert memory["draft_fixed_pool_bytes"] == kv_buffer_bytes(draft["kv_pool"]) > 0
     # 0.5.23 would reserve draft layers here; this package charges no draft KV per token.

@@ -1,6 +1,5 @@
-"""Drop-in on sglang 0.5.20 (the row that lists this file in :mod:`harness.releases`; 0.5.23
-runs every recipe in ``test/shared/test_fidelity_matrix.py``): with the plugin on, the Llama-3.1 +
-EAGLE3 recipe's ``ServerArgs`` after resolution equal stock's field by field."""
+"""Drop-in on 0.5.20 (0.5.23: test/shared/test_fidelity_matrix.py): with the plugin on, the
+Llama-3.1 + EAGLE3 recipe's resolved ``ServerArgs`` equal stock's field by field."""
 
 from __future__ import annotations
 

@@ -17,12 +17,10 @@ def test_stock_0_5_23_overshoots_its_budget_with_an_eagle3_draft(engine_runs) ->
     budget = int(0.5 * stock.pre_load_free_bytes)
     tokens = stock.runner("target")["max_total_num_tokens"]
     duplicates = engine_runs("EAGLE3", True).memory["stock_duplicate_bytes_at_profile"]
-    # After init: the weights it profiled with, less the duplicate embed it freed right
-    # after, plus both KV pools.
+    # After init: profiled weights, less the duplicate embed freed right after, plus both pools.
     used = stock.resident_at_profile - duplicates + stock.kv_pool_bytes()
     assert used > budget
-    # Over by the 64 B/token it under-reserves (128 reserved, 192 allocated), less the
-    # duplicates (which it reserved room for and then freed).
+    # Over by the 64 B/token it under-reserves (128 of 192), less the duplicates it freed.
     assert abs((used - budget) - (tokens * 64 - duplicates)) < 1 << 10
 
 
@@ -34,8 +32,7 @@ def _comparable_args(run) -> dict:
         for k, v in run.report["server_args"].items()
         if k not in VOLATILE_ARGS and not k.startswith("_")
     }
-    # An empty record would make every comparison pass (0.5.23's ServerArgs keeps its fields
-    # off ``vars()``): the report must hold the resolved fields themselves.
+    # An empty record would pass every comparison (0.5.23 keeps fields off ``vars()``).
     assert args.get("model_path") and "speculative_algorithm" in args, sorted(args)[:20]
     return args
 

@@ -1,5 +1,4 @@
-"""Start SGLang on device "cpu" for tests: ``sglang.Engine`` and ``launch_server`` (until the
-block ends, or, bounded, until it ends by itself)."""
+"""Start ``sglang.Engine`` and ``launch_server`` on device "cpu", for a block or until they end."""
 
 from __future__ import annotations
 
@@ -42,6 +41,7 @@ from harness.reports import live_reports, scheduler_report
 DEFAULT_CAPACITY_BYTES = 256 << 20
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
+LAUNCH_SERVER = (sys.executable, "-m", "sglang.launch_server")
 # Per-test bound for tests that start one Engine/server: trips only on a hang.
 ENGINE_TEST_TIMEOUT_S = 300
 # Draft workers built by DraftBackendFactory, which has no torch_native entry.
@@ -99,8 +99,7 @@ def cpu_env(
     extra: Mapping[str, str] | None = None,
     tp_size: int = 1,
 ) -> dict[str, str]:
-    """Environment for a CPU SGLang process tree with the test shims and the plugin on/off;
-    for TP > 1 a threads binding of one core per rank, round robin (``extra`` wins)."""
+    """Env of a CPU SGLang tree: shims, plugin on/off, one core per TP rank (``extra`` wins)."""
     env = sglang_process_env(plugin=plugin, base=os.environ if base is None else base)
     env.update(
         {
@@ -124,16 +123,14 @@ def cpu_env(
     return env
 
 
-# Test doubles' switches that change what a launch does beyond its flags, and SGLang's opt-in to
-# pipeline stages with a draft (which ``plan`` refuses, issue #30): such launches are not planned.
+# Switches that change a launch beyond its flags (and PP with a draft, issue #30): not planned.
 UNPLANNED_ENV = (
     faults.FAIL_DRAFT_RANK_ENV,
     faults.PAUSE_DRAFT_POOL_ENV,
     shims.PER_DEVICE_CAPACITY_ENV,
     "SGLANG_ENABLE_PP_SPEC",
 )
-# The launches that came up in this process with the plugin on, each once ever: the live side of
-# the plan-vs-live table (harness.matrices.plan_verdicts).
+# Plugin-on launches that came up in this process, once each (harness.matrices.plan_verdicts).
 _started: list[tuple[dict[str, Any], int]] = []
 _seen: set[str] = set()
 _started_lock = threading.Lock()
@@ -212,8 +209,7 @@ def _cpu_launch(
     extra_env: Mapping[str, str] | None = None,
     **overrides: Any,
 ) -> tuple[RunFiles, dict[str, Any], dict[str, str]]:
-    """The files, ServerArgs kwargs and environment of a CPU ``sglang.Engine`` or, with
-    ``server``, a ``launch_server`` (no warm-up request, no generation in ``/health``)."""
+    """Files, ServerArgs kwargs, env of a CPU Engine or (``server``, no warm-up) launch_server."""
     files = RunFiles.make(work_dir, "server" if server else "engine")
     if server:
         overrides = {"skip_server_warmup": True, **overrides}
@@ -238,8 +234,7 @@ def cpu_engine(
     python: str | os.PathLike[str] | None = None,
     **launch: Any,
 ) -> Iterator[EngineHandle]:
-    """Run ``sglang.Engine`` on CPU in a driver process for the duration of the block;
-    ``launch``: :func:`_cpu_launch`'s keywords and ``ServerArgs`` overrides."""
+    """Run ``sglang.Engine`` on CPU in a driver process for the block (keywords: _cpu_launch's)."""
     files, kwargs, env = _cpu_launch(model_path, work_dir, server=False, **launch)
     config_path = files.work_dir / "engine-config.json"
     config_path.write_text(json.dumps({"engine_kwargs": kwargs, "log_path": str(files.log_path)}))
@@ -271,8 +266,7 @@ def cpu_engine(
 
 
 def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
-    """``ServerArgs`` kwargs to ``launch_server`` flags (``True`` -> bare flag, None dropped,
-    structured values as JSON)."""
+    """``ServerArgs`` kwargs to flags (True: bare flag, None/False dropped, structures as JSON)."""
     argv: list[str] = []
     for key, value in kwargs.items():
         flag = "--" + key.replace("_", "-")
@@ -291,15 +285,6 @@ def server_args_to_cli(kwargs: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def _server_launch(
-    model_path: str | os.PathLike[str], work_dir: str | os.PathLike[str] | None, **launch: Any
-) -> tuple[RunFiles, list[str], dict[str, str], dict[str, Any]]:
-    """:func:`_cpu_launch` of a server, with its ``launch_server`` argv (no host nor port)."""
-    files, kwargs, env = _cpu_launch(model_path, work_dir, server=True, **launch)
-    argv = [sys.executable, "-m", "sglang.launch_server", *server_args_to_cli(kwargs)]
-    return files, argv, env, kwargs
-
-
 @contextmanager
 def cpu_server(
     model_path: str | os.PathLike[str],
@@ -309,7 +294,8 @@ def cpu_server(
     **launch: Any,
 ) -> Iterator[ServerHandle]:
     """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port."""
-    files, argv, env, kwargs = _server_launch(model_path, work_dir, **launch)
+    files, kwargs, env = _cpu_launch(model_path, work_dir, server=True, **launch)
+    argv = [*LAUNCH_SERVER, *server_args_to_cli(kwargs)]
     # Its graceful drain takes ~6 s and there is nothing to save: a short grace.
     try:
         with running_server(
@@ -369,9 +355,11 @@ def run_server_to_end(
     on_start: Callable[[int], None] | None = None,
     **server_args: Any,
 ) -> EndedLaunch:
-    """Run ``launch_server`` on CPU until it exits, for launches that must end by themselves;
-    ``server_args``: :func:`_cpu_launch`'s keywords too (``capacity_bytes``, ``extra_env``)."""
-    files, argv, env, _ = _server_launch(model_path, work_dir, plugin=plugin, **server_args)
+    """Run CPU ``launch_server`` until it exits (``server_args``: _cpu_launch's keywords too)."""
+    files, kwargs, env = _cpu_launch(
+        model_path, work_dir, server=True, plugin=plugin, **server_args
+    )
+    argv = [*LAUNCH_SERVER, *server_args_to_cli(kwargs)]
     argv += ["--host", "127.0.0.1", "--port", str(free_port())]
     proc = start_in_own_group(argv, log_path=files.log_path, env=env, cwd=work_dir)
     started = time.monotonic()

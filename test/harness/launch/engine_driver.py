@@ -24,18 +24,15 @@ def _send(channel: TextIO, payload: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Run the Engine described by the JSON config file ``argv[1]``: one JSON line on stdout says
-    it is up or why not; then each stdin line is a command (generate, server_info), answered in
-    a line."""
+    """Run the Engine of config file ``argv[1]``; say on stdout whether it is up, then answer each
+    stdin command (generate, server_info) in one JSON line."""
     config = json.loads(Path(argv[1]).read_text())
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     log_fd = os.open(config["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
-    # With SGLang's own SGLANG_LOG_MS switch on, stamp this process's lines the way SGLang then
-    # stamps its own (until its configure_logger takes over), so a benchmark can time the
-    # launcher's load_plugins() from the log.
+    # With SGLANG_LOG_MS on, stamp lines as SGLang does (benchmarks time load_plugins() by it).
     stamped: dict[str, str] = {}
     if os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true", "yes"):
         stamped = {
@@ -46,8 +43,7 @@ def main(argv: list[str]) -> int:
 
     import sglang
 
-    # Import the handler under its real module name: when this file runs as ``__main__`` the
-    # scheduler (a spawned child that unpickles ServerArgs) must still resolve it.
+    # By its real module name: the spawned scheduler unpickles ServerArgs, which names it.
     from harness.launch.engine_driver import on_child_sigquit as handler
 
     logger.info("calling sglang.Engine")

@@ -1,8 +1,5 @@
-"""A ``--forward-hooks`` factory for launches that check SGLang registers the hooks it is given.
-
-SGLang resolves ``hook_factory`` by import path in each scheduler process (``test/`` is on its
-``PYTHONPATH`` through the harness's sitecustomize) and attaches what it returns to every module
-matching ``target_modules``; the scheduler report lists the hooked modules per runner."""
+"""A ``--forward-hooks`` factory (each scheduler imports it: ``test/`` is on its path) for launches
+that check SGLang registers the hooks it is given (the scheduler report lists them per runner)."""
 
 from __future__ import annotations
 

@@ -79,8 +79,7 @@ KINDS: dict[str, LaunchKind] = {
 
 @dataclass
 class Launch:
-    """What one CPU Engine launch left behind: scheduler report, memory report, log, and the
-    draft-binding snapshots at pool time and after init (harness.gpu.storage_identity)."""
+    """What one launch left: reports, log, draft-binding snapshots (storage_identity)."""
 
     report: dict[str, Any]
     memory: dict[str, Any] | None
@@ -146,16 +145,11 @@ def launch(kind: str, plugin: bool, tmp_root: Path) -> Launch:
     return _submit(kind, plugin, tmp_root).result()
 
 
-def launch_overrides(spec: LaunchKind) -> dict[str, Any]:
-    """The Engine kwargs on top of ``cpu_engine_kwargs``'s for ``spec``."""
-    return {**spec.engine_kwargs, **(spec.kwargs_fn() if spec.kwargs_fn else {})}
-
-
 def launch_args(kind: str) -> dict[str, Any]:
     """``cpu_engine`` / ``cpu_engine_kwargs`` keywords that start ``kind``."""
     spec = KINDS[kind]
-    args = {"draft_model_path": spec.draft(), "algorithm": spec.algorithm}
-    return {"model_path": spec.target(), **args, **launch_overrides(spec)}
+    args = {"draft_model_path": spec.draft(), "algorithm": spec.algorithm, **spec.engine_kwargs}
+    return {"model_path": spec.target(), **args, **(spec.kwargs_fn() if spec.kwargs_fn else {})}
 
 
 def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
@@ -169,8 +163,7 @@ def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
         plugin=plugin,
         work_dir=work,
         startup_timeout_s=ENGINE_TIMEOUT_S,
-        # Every model tensor and KV buffer in the scheduler report, and the draft's storage
-        # identity at pool time.
+        # Every model tensor and KV buffer in the report; the draft's storage identity.
         extra_env={
             "SGLANG_SPECINIT_REPORT_DIR": str(report_dir),
             TENSOR_REPORT_ENV: "1",

@@ -1,8 +1,5 @@
-"""A fresh interpreter that runs ``load_plugins()`` and prints what it saw, for the tests that
-check the real entry point (``test/test_version_guard.py``, ``test/sglang_0_5_14/
-test_plugin_registration.py``): the plugin registers once per process, so each probe is its own
-process. The probe scripts start with :data:`LOG_COLLECTOR` (every log record kept for the
-summary) and print one line, :data:`MARK` + JSON; :func:`run_probe` runs one and reads it back."""
+"""A fresh interpreter (the plugin registers once per process) that runs ``load_plugins()`` and
+prints one :data:`MARK` + JSON line of what it saw, for the tests of the real entry point."""
 
 from __future__ import annotations
 
@@ -33,8 +30,7 @@ logging.getLogger().setLevel(logging.INFO)
 
 
 def probe_env(**extra: str) -> dict[str, str]:
-    """This process's environment without the plugin's and the test run's switches (nor a
-    ``PYTHONPATH`` or ``SGLANG_PLUGINS`` of the caller's), plus ``extra``."""
+    """This env without the plugin's, the test run's, PYTHONPATH, SGLANG_PLUGINS; plus ``extra``."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -46,11 +42,8 @@ def probe_env(**extra: str) -> dict[str, str]:
 
 
 def same_packages_path() -> str:
-    """A ``PYTHONPATH`` for a probe that imports the ``sglang`` and ``sglang_specinit`` this
-    process imports, where those come from ``PYTHONPATH`` rather than the venv: a sibling
-    release's wheel unpacked first on it (``scripts/sibling_release.sh``) or a worktree's
-    ``python/``. Without it the probe would load the venv's own release and plugin, and test
-    those instead."""
+    """``PYTHONPATH`` entries that make a probe import the ``sglang`` and ``sglang_specinit`` this
+    process does (a sibling wheel, a worktree's ``python/``), not the venv's own."""
     import importlib.util
 
     inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
@@ -68,8 +61,7 @@ def same_packages_path() -> str:
 def run_probe(
     python: str, probe: str, args: Sequence[str], env: dict[str, str], timeout_s: float
 ) -> dict[str, Any]:
-    """Runs ``LOG_COLLECTOR + probe`` in ``python`` with ``args`` and :data:`MARK` as its last
-    argument; returns the one marked line's JSON (fails with the output's tails otherwise)."""
+    """Run ``LOG_COLLECTOR + probe`` with ``args`` + :data:`MARK`; the marked line's JSON."""
     proc = subprocess.run(
         [python, "-c", LOG_COLLECTOR + probe, *args, MARK],
         env=env,

@@ -156,10 +156,8 @@ LAUNCHER = "launcher"
 
 
 def rank_log_lines(text: str) -> dict[str, list[str]]:
-    """Log lines grouped by their rank tag (``TP0``, ``DP1 TP1``; untagged: ``launcher``).
-
-    A rank's progress bar ends without a newline, so another rank's tagged record can start in
-    the middle of a line: the text before the tag stays with the rank that was writing."""
+    """Log lines by rank tag (``TP0``, ``DP1 TP1``; untagged: ``launcher``); a tag mid-line (after
+    a progress bar) starts a new group, the text before it staying with the rank writing it."""
     groups: dict[str, list[str]] = {}
     current = LAUNCHER
     for line in text.splitlines():

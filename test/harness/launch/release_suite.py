@@ -1,6 +1,5 @@
-"""What the generation suites (``test/sglang_0_5_14``, ``test/sglang_0_5_23``) share: the CPU
-import recipe their gates apply (:mod:`harness.releases`), the EAGLE3 launch fixture, and the
-checks of a release's EAGLE3 launch that do not depend on the release."""
+"""What the generation suites share: the CPU import recipe, the launch fixtures, and the checks of
+a release's EAGLE3 launch that do not depend on the release."""
 
 from __future__ import annotations
 
@@ -29,16 +28,13 @@ PLAN_KEYS = (
     "resident_bytes",
 )
 
-# ``plan --json`` and the planner subprocess's bound (it imports SGLang and builds pricing
-# pools; ~15-45 s here).
+# ``plan --json`` and its bound (it imports SGLang and builds pricing pools: ~15-45 s here).
 PLAN_JSON = [sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json"]
 PLANNER_TIMEOUT_S = 600
 
 
 def cpu_import_recipe() -> None:
-    """What SGLang on cpu needs in a test process that imports it: ``SGLANG_USE_CPU_ENGINE``
-    (``is_cpu()`` is decided at import) and, from 0.5.16 on, the ``sgl_kernel`` test double on
-    ``sys.path``."""
+    """Before importing SGLang on cpu: the CPU engine switch, the release's sgl_kernel double."""
     os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
     for path in extra_python_path():
         if path not in sys.path:
@@ -52,9 +48,7 @@ _LAUNCH_FIXTURES: dict[str, tuple[str, bool]] = {}
 def eagle3_launch_fixture(
     kind: str = "EAGLE3", name: str = "eagle3_on", *, plugin: bool = True
 ) -> Callable[..., Any]:
-    """A session fixture called ``name``: the tiny ``kind`` pair, plugin on (or off), launched
-    once per session on the installed release (started up front by
-    :func:`prefetch_launch_fixtures`)."""
+    """Session fixture ``name``: the tiny ``kind`` launch, plugin on/off, once per session."""
     _LAUNCH_FIXTURES[name] = (kind, plugin)
 
     @pytest.fixture(scope="session", name=name)
@@ -71,8 +65,7 @@ def eagle3_launch_fixture(
 def prefetch_launch_fixtures(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """Before the first test, start every launch fixture a collected, unskipped test uses, two
-    at a time (each launch spends most of its start-up importing SGLang on one core)."""
+    """Before the first test, start every launch fixture an unskipped test uses, two at a time."""
     from harness.launch.launch_0_5_23 import prefetch
 
     wanted: list[tuple[str, bool]] = []
@@ -102,8 +95,7 @@ def launched_memory(run: Any) -> dict[str, Any]:
 
 
 def assert_fills_the_budget_at_profile(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
-    """The plugin sized the launch of the installed release, filling its budget
-    (:func:`assert_weights_and_pools_fill`) with the pools it allocated. Returns the breakdown."""
+    """The plugin sized the installed release's launch, filling its budget: the breakdown."""
     from sglang_specinit.compat import installed_sglang_version
 
     memory = launched_memory(run)
@@ -116,9 +108,8 @@ def assert_fills_the_budget_at_profile(run: Any, kind: str = "EAGLE3") -> dict[s
 
 
 def assert_weights_and_pools_fill(run: Any, fraction: float) -> tuple[int, int]:
-    """The budget is ``fraction`` x the free memory before loading, and weights as SGLang
-    measured them when it profiled + every pool's token buffers as allocated + the draft's
-    per-request rows fill it to [0.995, 1]: (used, budget)."""
+    """Budget = ``fraction`` x pre-load free; profiled weights + pools + the draft's request rows
+    fill it to [0.995, 1]: (used, budget)."""
     memory = launched_memory(run)
     budget = int(fraction * run.pre_load_free_bytes)
     assert memory["budget_bytes"] == budget
@@ -131,8 +122,7 @@ def assert_weights_and_pools_fill(run: Any, fraction: float) -> tuple[int, int]:
 def eagle3_plan_argv(
     target: Path, draft: Path, measured: Mapping[str, Any], *flags: str, device_memory: int
 ) -> list[str]:
-    """``sglang-specinit plan --json`` for an EAGLE3 pair (3 steps, top-1, 4 draft tokens) on
-    device cpu, told what a plugin server measured (its breakdown); ``flags`` add to it."""
+    """``plan --json`` for an EAGLE3 pair (3/1/4) on cpu, told a plugin server's measurements."""
     return [
         *PLAN_JSON, "--model-path", str(target),
         "--speculative-algorithm", "EAGLE3",
@@ -147,8 +137,7 @@ def eagle3_plan_argv(
 
 
 def run_planner(argv: list[str], extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Run this environment's planner as an operator would: without the CPU engine switch,
-    with the release's CPU path entries (from 0.5.16 the sgl_kernel test double)."""
+    """Run the planner as an operator would: no CPU engine switch, the release's CPU path."""
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
     env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(
@@ -160,9 +149,7 @@ def run_planner(argv: list[str], extra_env: Mapping[str, str] | None = None) -> 
 
 
 def plan_in_this_environment(run: Any, kind: str = "EAGLE3") -> dict[str, Any]:
-    """``sglang-specinit plan --json`` with ``run``'s Engine flags, told the device numbers it
-    measured: the free memory before loading (a stock run's: from its meter) and, for a plugin
-    run, the bytes resident at sizing."""
+    """``plan --json`` with ``run``'s flags, told its pre-load free memory and (plugin) resident."""
     from harness.launch.engine import DEFAULT_CAPACITY_BYTES, server_args_to_cli
     from harness.reports.report_reading import pre_load_reading
 

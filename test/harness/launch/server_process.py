@@ -34,8 +34,7 @@ PLUGIN_ENTRY_POINT = "specinit"
 PLUGIN_DISABLED = "none-specinit-disabled"
 
 
-# What only a CPU run may carry: the CPU test doubles' switches and the variables that put
-# SGLang on CPU.
+# What only a CPU run may carry: the CPU doubles' switches and what puts SGLang on CPU.
 CPU_DOUBLE_VARIABLES = (
     shims.SHIMS_ENV,
     shims.CAPACITY_ENV,
@@ -57,9 +56,8 @@ def sglang_process_env(
     extra: Mapping[str, str] | None = None,
     cpu_doubles: bool = True,
 ) -> dict[str, str]:
-    """``base`` plus the harness site dir first on ``PYTHONPATH`` and the plugin switch;
-    ``cpu_doubles=False`` (a GPU server) leaves out the release's CPU-only path entries (0.5.23's
-    sgl_kernel double)."""
+    """``base`` + the site dir first on ``PYTHONPATH`` + the plugin switch (``cpu_doubles=False``,
+    a GPU server: without the release's CPU-only path entries, 0.5.23's sgl_kernel double)."""
     env = dict(base)
     python_path = [str(SITE_DIR), *(extra_python_path() if cpu_doubles else [])]
     if env.get("PYTHONPATH"):
@@ -71,8 +69,7 @@ def sglang_process_env(
 
 
 def without_cpu_doubles(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with every CPU double removed: its variables, and any ``PYTHONPATH`` entry under
-    ``cpu_doubles/`` (a CPU test process may have inherited the sgl_kernel stub's dir)."""
+    """``env`` without the CPU doubles' variables and ``PYTHONPATH`` entries under them."""
     clean = {k: v for k, v in env.items() if k not in CPU_DOUBLE_VARIABLES}
     if "PYTHONPATH" in clean:
         kept = [p for p in clean["PYTHONPATH"].split(os.pathsep) if not _is_cpu_double_dir(p)]
@@ -94,10 +91,8 @@ def cpu_double_problems(env: Mapping[str, str]) -> list[str]:
 
 
 def _is_cpu_double_dir(entry: str) -> bool:
-    if not entry:
-        return False
     path = Path(entry).resolve()
-    return path == CPU_DOUBLES_DIR or CPU_DOUBLES_DIR in path.parents
+    return bool(entry) and CPU_DOUBLES_DIR in (path, *path.parents)
 
 
 class SGLangStartError(RuntimeError):

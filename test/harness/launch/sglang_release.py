@@ -36,9 +36,8 @@ def runs_0_5_23() -> bool:
 
 
 def graphs_off_kwargs(release: tuple[int, int, int] | None = None) -> dict[str, Any]:
-    """ServerArgs kwargs that keep every CUDA graph off on a CPU run of ``release`` (default:
-    the installed one). 0.5.14 folded ``disable_piecewise_cuda_graph`` into
-    ``cuda_graph_backend_prefill``; 0.5.23 renamed both switches."""
+    """ServerArgs kwargs that keep CUDA graphs off on ``release`` (default: installed), whose
+    switches 0.5.14 (``cuda_graph_backend_prefill``) and 0.5.21 renamed."""
     release = release or sglang_release()
     if release >= RUNTIME_CONTEXT_GENERATION:
         return {"disable_decode_cuda_graph": True, "disable_prefill_cuda_graph": True}

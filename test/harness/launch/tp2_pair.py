@@ -1,5 +1,4 @@
-"""The tiny TP 2 pair every generation suite launches, what the launch left, and the arithmetic
-its checks redo from each rank's own meter readings."""
+"""The tiny TP 2 pair every generation suite launches, and each rank's own meter arithmetic."""
 
 from __future__ import annotations
 
@@ -72,8 +71,7 @@ def start_tp2(
     plugin: bool = True,
     **server_args: Any,
 ) -> RankedLaunch:
-    """A TP 2 launch of the tiny pair (``launch_server`` or ``sglang.Engine``), one simulated
-    device of ``capacities[i]`` per rank, read whole and torn down."""
+    """A TP 2 launch (server or Engine), one simulated device of ``capacities[i]`` per rank."""
     from harness.launch.engine import cpu_engine, cpu_server
 
     specinit_dir = work_dir / "specinit"
@@ -111,21 +109,19 @@ def start_tp2(
     return run
 
 
-def _reading_0523(report: dict[str, Any], caller: str, index: int) -> int | None:
+def _own_free(report: dict[str, Any], caller: str, index: int, before_0523: Any) -> int:
     found = [r for r in report["meter"]["readings"] if r["caller"].endswith(caller)]
-    return found[index]["free_bytes"] if found else None
+    return (found[index] if found else before_0523(report))["free_bytes"]
 
 
 def own_pre_load_free(report: dict[str, Any]) -> int:
     """This rank's own free memory before the target loads, before SGLang's MIN all-reduce."""
-    found = _reading_0523(report, PRE_LOAD_0523, 1)
-    return pre_load_reading(report)["free_bytes"] if found is None else found
+    return _own_free(report, PRE_LOAD_0523, 1, pre_load_reading)
 
 
 def own_free_at_profile(report: dict[str, Any]) -> int:
     """This rank's own free memory where SGLang profiles the target pool."""
-    found = _reading_0523(report, PROFILE_0523, 0)
-    return profile_reading(report)["free_bytes"] if found is None else found
+    return _own_free(report, PROFILE_0523, 0, profile_reading)
 
 
 def own_budget(report: dict[str, Any]) -> MeterBudget:
@@ -136,8 +132,7 @@ def own_budget(report: dict[str, Any]) -> MeterBudget:
 def rank_plan(
     report: dict[str, Any], draft_weight_bytes: int | None = None, *, with_requests: bool = False
 ) -> Any:
-    """``budget.plan_pools`` from one rank's OWN readings and the per-rank geometry (with the
-    draft's weights and the server's request cap where the generation's sizing reads them)."""
+    """``budget.plan_pools`` from one rank's OWN readings and the per-rank geometry."""
     from sglang_specinit import budget
 
     own = own_budget(report)
@@ -196,10 +191,8 @@ def assert_plan_equals_ranks(planned: dict[str, Any], run: RankedLaunch) -> None
         assert planned["tokens"] == target["kv_pool"]["size"] == draft["kv_pool"]["size"]
         assert planned["target_kv_pool_bytes"] == kv_buffer_bytes(target["kv_pool"])
         assert planned["draft_kv_pool_bytes"] == kv_buffer_bytes(draft["kv_pool"])
-        # Weights per rank, from checkpoint headers: every parameter this rank holds (norms and
-        # the EAGLE3 fc whole, the vocabulary tables halved), the draft's embedding (the
-        # target's, shared) excepted; plus the target's buffers no checkpoint stores (its rotary
-        # cos/sin cache, whole on each rank).
+        # Weights per rank: every parameter it holds but the draft's (shared) embedding, plus
+        # the target's buffers no checkpoint stores (rotary cos/sin, whole on each rank).
         buffers = planned["target_buffers"]["bytes"]
         assert buffers == sum(target["buffer_bytes"].values()) > 0
         assert planned["target_weight_bytes"] == sum(target["parameter_bytes"].values()) + buffers
