@@ -221,7 +221,7 @@ def assert_stock_sglang(report: dict[str, Any], log: str) -> None:
     SGLang reads free memory, every checkpoint tensor loaded by name."""
     assert report["sglang_plugins_env"] == "none-specinit-disabled"
     assert not report["specinit_loaded"]
-    assert set(shims.shim_targets()) <= set(report["applied_hook_targets"])
+    assert {t for t, _, _ in shims.shim_hooks()} <= set(report["applied_hook_targets"])
     # The meter replaced the stale `from ... import get_available_gpu_memory` bindings too.
     callers = {r["caller"].rsplit(".", 2)[0] for r in readings(report)}
     assert {
