@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -304,22 +303,9 @@ def test_unreachable_server_is_recorded_not_raised() -> None:
 
 
 def test_a_server_that_stops_answering_is_abandoned_at_the_deadline() -> None:
-    listener = socket.socket()
+    listener = socket.socket()  # never accepts: the kernel queues each connection, none answers
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept_and_hang() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept_and_hang, daemon=True)
-    thread.start()
     try:
         started = time.monotonic()
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
@@ -327,11 +313,7 @@ def test_a_server_that_stops_answering_is_abandoned_at_the_deadline() -> None:
         result = load.run_load(url, load.LoadPlan(3, 4, 2), **timing)
         took = time.monotonic() - started
     finally:
-        stop.set()
-        thread.join(timeout=5)
-        for conn in held:
-            conn.close()  # what the server's teardown does to the blocked workers' sockets
-        listener.close()
+        listener.close()  # resets the blocked workers' connections, as a server's teardown does
     assert took < 30, took  # the sockets' own 120 s timeout was not waited for
     assert [o.error for o in result.outcomes] == [load.UNFINISHED] * 3
 

@@ -1,9 +1,6 @@
-"""Drafts with a KV geometry of their own on the phased init, real SGLang 0.5.13.post1 (cpu):
-STANDALONE (``StandaloneWorkerV2``) and DFLASH (``DFlashWorker``) of the tiny Llama target,
-FROZEN_KV_MTP (``FrozenKVMTPWorker``, a Gemma 4 assistant reading the target's KV) and
-multi-layer EAGLE (``MultiLayerEagleWorkerV2``, MiMo-V2's MTP layers, one pool per step) of
-hybrid sliding-window targets. One table, one set of checks (``assert_draft_pools_as_planned``,
-which the EAGLE rows of ``test_phased_eagle`` share); then each worker's own."""
+"""Drafts with a KV geometry of their own, phased on real SGLang 0.5.13.post1 (cpu): STANDALONE
+and DFLASH of the tiny Llama, FROZEN_KV_MTP (a Gemma 4 assistant) and multi-layer EAGLE (MiMo-V2
+MTP, one pool per step) of hybrid SWA targets. One table, one set of checks; then each worker's."""
 
 from __future__ import annotations
 
@@ -97,9 +94,8 @@ def mimo_target_spec(ratio: float) -> kv_specs.HybridSWAKVSpec:
 
 
 def mtp_pool_spec(ratio: float) -> kv_specs.HybridSWAKVSpec:
-    """One MTP runner's pool: a single sliding-window layer, sized (like every draft pool) by
-    the TARGET's config, i.e. ``swa_max_total_num_tokens = int(tokens * ratio)``. Expressed
-    for the budget model as a hybrid spec whose full part holds zero bytes."""
+    """One MTP runner's pool: one SWA layer sized by the TARGET's split (``int(tokens * ratio)``),
+    as a hybrid spec whose full part holds zero bytes."""
     return _hybrid(
         attention_kv_spec(num_layers=1, kv_dtype=MIMO.dtype),
         _attn(1, MIMO.swa_kv_heads, MIMO.swa_head_dim),
@@ -122,8 +118,7 @@ def _ratio(run: Launch) -> float:
 
 
 def _target_split(run: Launch) -> tuple[int, int]:
-    """The target ``SWAKVPool``'s full and sliding-window tokens, as SGLang resolved them (the
-    harness's ``storage_bytes`` does not see an SWAKVPool's sub-pools)."""
+    """The target ``SWAKVPool``'s full and SWA tokens (its sub-pools' storage is not reported)."""
     config = runner(run.report, "target")["memory_pool_config"]
     full, swa = config["full_max_total_num_tokens"], config["swa_max_total_num_tokens"]
     assert swa == int(full * _ratio(run))
