@@ -16,6 +16,7 @@ from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine
 from harness.reports import device_probe
+from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.reports.report_reading import (
     PHASES,
     REPORT_DIR_ENV,
@@ -105,16 +106,34 @@ def launch_cache(
     return get
 
 
+def start_draft(draft: Draft, plugin: bool, work_dir: Path) -> Launch:
+    """One launch of ``draft``; ``draft.probed``: with the device probe and every model tensor."""
+    probe_env = {}
+    if draft.probed:
+        (work_dir / "probe").mkdir()
+        probe_env = {
+            device_probe.PROBE_ENV: "1",
+            device_probe.PROBE_DIR_ENV: str(work_dir / "probe"),
+            TENSOR_REPORT_ENV: "1",
+        }
+    return start_engine(
+        draft.target(),
+        draft=draft.checkpoint(),
+        plugin=plugin,
+        work_dir=work_dir,
+        extra_env=probe_env,
+        **draft.flags,
+    )
+
+
 def plugin_launches(
-    tmp_path_factory: pytest.TempPathFactory,
-    start: Callable[[Any, bool, Path], Launch],
-    cases: Mapping[str, Any],
+    tmp_path_factory: pytest.TempPathFactory, cases: Mapping[str, Draft]
 ) -> Callable[..., Launch]:
-    """``launch(name, plugin=True)``: the cached ``start(cases[name], plugin, work_dir)``."""
+    """``launch(name, plugin=True)``: the cached ``start_draft(cases[name], plugin, work_dir)``."""
     get = launch_cache(
         tmp_path_factory,
         {
-            f"{n}-{p}": functools.partial(start, c, p)
+            f"{n}-{p}": functools.partial(start_draft, c, p)
             for n, c in cases.items()
             for p in (True, False)
         },
@@ -226,6 +245,7 @@ class Draft:
     shared: tuple[str, ...] = ()  # its tensors bound to the target's (not charged to it)
     flags: dict[str, Any] = field(default_factory=dict)  # the launch's, the algorithm included
     draft_cell: int = 0  # with a shape: its KV bytes per token, from its geometry
+    probed: bool = False  # device probe records and every model tensor (hot-token map, head)
 
 
 def llama_draft(

@@ -27,17 +27,12 @@ def _fake_ngram_worker_class(module: str = NGRAM_MODULE, name: str = "NGRAMWorke
 def test_ngram_worker_imports_sgl_kernel_at_module_level() -> None:
     spec = importlib.util.find_spec(NGRAM_MODULE)
     assert spec is not None and spec.origin is not None
-    tree = ast.parse(Path(spec.origin).read_text())
-    top_level = {
-        node.module.split(".")[0]
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.module
-    } | {
-        alias.name.split(".")[0]
-        for node in tree.body
-        if isinstance(node, ast.Import)
-        for alias in node.names
-    }
+    top_level = set()
+    for node in ast.parse(Path(spec.origin).read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            top_level.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            top_level |= {alias.name.split(".")[0] for alias in node.names}
     assert "sgl_kernel" in top_level
     assert importlib.util.find_spec("sgl_kernel") is None, "sgl_kernel is installed here"
     with pytest.raises(ModuleNotFoundError) as excinfo:
