@@ -51,7 +51,7 @@ def phase_methods():
     return found
 
 new_methods_at_load = phase_methods()
-extra = None  # what #AFTER# reports of its own
+extra = None  # what the code after load reports of its own
 
 #AFTER#
 
