@@ -74,10 +74,8 @@ CASES = {
         eagle_drafts.tiny_eagle_draft,
         ("embed_tokens", "lm_head"),
     ),
-    # Draft KV geometry differs from the target's (1 KV head of dim 48 vs 2 of dim 16), its
-    # vocabulary is reduced (a hot-token map), and phase 4 has two stock steps to keep: the
-    # adaptive controller's runtime states and --forward-hooks (on the same launch, they
-    # change no pool).
+    # Its own KV geometry (1 KV head of dim 48) and a hot-token map; phase 4 keeps two stock
+    # steps (the adaptive controller's states, --forward-hooks) that change no pool.
     "EAGLE3": _eagle(
         "EAGLE3",
         eagle_drafts.DEFAULT_EAGLE3_DRAFT,
@@ -107,8 +105,7 @@ def log_index(log: str, needle: str) -> int:
     return index
 
 
-# The nnpl-0 case repeats EAGLE3's launch with one config key changed; on 0.5.13 nothing
-# prices that key (the 0.5.23 suite is where it matters), so it runs with SPECINIT_TEST_SLOW=1.
+# nnpl-0: EAGLE3's launch with a key 0.5.13 does not price (0.5.23's suite does): slow set only.
 CASE_IDS = [
     pytest.param(case, marks=pytest.mark.slow) if case == "EAGLE3-nnpl0" else case
     for case in sorted(CASES)

@@ -172,8 +172,7 @@ BROKEN_SGLANG = {
     ),
 }
 
-# A module SGLang imports only after load_plugins() differs: a test double standing in for
-# a changed sglang build serves ``dflash_worker`` without its DFlashWorker class.
+# A changed sglang build (test double): ``dflash_worker``, imported after load, lacks DFlashWorker.
 CHANGED_LATER_MODULE = "sglang.srt.speculative.dflash_worker"
 CHANGED_LATER_SETUP = f"""
 import importlib.abc, importlib.util, sys
@@ -207,10 +206,8 @@ facts = LaunchFacts("EAGLE", "cpu", False, lambda: None, compat_problems=problem
 extra = {"problems": problems, "failures": failures, "blocker": phasing_blocker(facts)}
 """
 LAUNCHER_SETUP = "import sglang.srt.server_args\n"
-# Another plugin's hooks, registered before load_plugins(): applying them imports the scheduler
-# and the KV-cache mixin in the middle of each other's import chains (a first import of the
-# mixin then fails on a circular import and a later one succeeds). The test harness's own report
-# hooks are such a plugin.
+# Another plugin's hooks (as the harness's report hooks), registered before load_plugins():
+# applying them imports the scheduler and the KV-cache mixin inside each other's import chains.
 ANOTHER_PLUGIN_SETUP = """
 from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 _source = HookSource(plugin_name="another-plugin", dist_name=None)
@@ -230,9 +227,8 @@ HookRegistry.register(
 )
 """
 
-# Another plugin's hook on a module not imported yet, and a patched module imported before the
-# plugin loads: the plugin patches that one at once, which applies every registered hook and so
-# imports model_runner in the middle of the install; model_runner must still be patched.
+# Another plugin's hook on model_runner, and server_args imported before the plugin loads:
+# patching server_args at once imports model_runner mid-install, which must still be patched.
 RUNNER_HOOK_SETUP = """
 import sys
 from sglang.srt.plugins.hook_registry import HookRegistry, HookType
@@ -282,8 +278,7 @@ SCENARIOS: dict[str, tuple[str, str, dict[str, str]]] = {
 
 @pytest.fixture(scope="module")
 def probe() -> Callable[..., Any]:
-    """``probe(name)``: the summary of scenario ``name`` (with ``to_end=False``: its process);
-    all scenarios run concurrently."""
+    """``probe(name)``: scenario ``name``'s summary (``to_end=False``: its process); run at once."""
     with ThreadPoolExecutor(PROBE_WORKERS) as pool:
         futures = {
             name: pool.submit(probe_process, setup, after, extra)
