@@ -398,11 +398,9 @@ def test_strict_mode_stops_the_launch(probe: Callable[..., Any], when: str, miss
     assert "is OFF" in proc.stderr and missing in proc.stderr, proc.stderr[-2000:]
 
 
-# lazy_import's contract, in a fresh interpreter with two stdlib modules nothing imports at
-# start-up: a watched module's callback runs once, after its code, on the import statement;
-# a watched module imported from inside another callback (as patching one module would import
-# another) still goes through the finder. compat.install relies on both: it watches every
-# module not imported yet before it patches the ones that are.
+# lazy_import's contract (compat.install relies on it), on two stdlib modules nothing imports at
+# start-up: a callback runs once, after its module's code; an import made inside a callback
+# (as patching one module may import another) still goes through the finder.
 _WATCHED = textwrap.dedent(
     """
     import json, sys
