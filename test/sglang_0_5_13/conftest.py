@@ -1,6 +1,5 @@
-"""The ``sglang_0_5_13`` generation suite (0.5.13.post1 in ``.venv``; its row in
-:mod:`harness.releases`), and fixtures for tests that run its real classes on device "cpu".
-On any other release nothing here is collected."""
+"""The ``sglang_0_5_13`` suite (0.5.13.post1 in ``.venv``; on any other release nothing here is
+collected), and fixtures for its tests that run real SGLang classes on device "cpu"."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Bad launches fail with a message that says what to change, before any KV pool exists.
-
-(An unsupported sglang version and a missing hooked target are covered by
-``test_plugin_loading.py``: there the plugin steps aside instead of failing.)
-"""
+(An unsupported sglang or missing hooked target: ``test_plugin_loading.py``, the plugin steps
+aside.)"""
 
 from __future__ import annotations
 
@@ -62,8 +60,7 @@ def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
     assert f"--mem-fraction-static={fraction}" in error
     minimum = float(re.search(r"minimum viable (\d+\.\d+)", error).group(1))
     suggested_text = re.search(r"Pass --mem-fraction-static (\d+\.\d+) or more", error).group(1)
-    suggested = float(suggested_text)
-    assert fraction < minimum <= suggested < minimum + 0.0011
+    assert fraction < minimum <= float(suggested_text) < minimum + 0.0011
 
     # Failed in the pool phase, after both models loaded, before any pool was allocated.
     (report,) = failure.reports

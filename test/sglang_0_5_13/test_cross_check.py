@@ -92,9 +92,7 @@ def assert_sizing_matches_sglang(
     assert kv_bytes == budget.kv_pool_bytes(spec, stock.tokens, page)
 
 
-# The GQA geometry runs in CI on the stock launch of test_phased_eagle's plain Engine test; these
-# (their cells are also checked per pool class, without an Engine, by test_pool_parity) run with
-# SPECINIT_TEST_SLOW=1.
+# GQA runs in CI (test_phased_eagle's plain Engine); these (cells also in test_pool_parity) slow.
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=pytest.mark.slow) for n in sorted(GEOMETRIES)]
 )

@@ -1,7 +1,5 @@
 """A launch stock 0.5.13.post1 starts that the plugin must price, not refuse: an fp8 KV cache
-for the target with a bf16 draft, at TP 1 and TP 2. (The refused rows, in the launcher:
-``test/shared/test_refused_launches.py``; interrupted launches:
-``test/shared/test_interrupted_launches.py``.)"""
+for the target with a bf16 draft, at TP 1 and 2 (refused/interrupted rows: ``test/shared``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Self-tests of the harness pieces both suites share: the memory meter and tiny models, the
-process plumbing (:mod:`harness.launch.processes`: ports, process groups, the bound of a launch
-that must end by itself), the GPU suite's KV-filling load generator (:mod:`harness.gpu.load`)
-against a CPU server, and the live memory reports kept for CI
-(``SPECINIT_TEST_KEEP_LIVE_REPORTS``)."""
+"""Self-tests of the harness both suites share: meter, tiny models, process plumbing, the GPU
+suite's load generator (against a CPU server) and the live reports kept for CI."""
 
 from __future__ import annotations
 
@@ -12,7 +9,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -55,7 +51,7 @@ def test_simulated_available_memory_is_capacity_minus_tensors(
     monkeypatch.setattr(shims, "_meter", shims.SimulatedDeviceMemory(64 << 20))
     hold = torch.zeros(4 << 20, dtype=torch.uint8)
     gib = shims.simulated_get_available_gpu_memory(lambda *a: pytest.fail("delegated"), "cpu", 0)
-    used = shims.used_bytes()
+    used = shims.device_meter().used_bytes()
     assert gib * (1 << 30) == pytest.approx((64 << 20) - used, abs=1)
     assert used >= hold.numel()
     reading = shims.device_meter().readings[-1]
@@ -136,31 +132,25 @@ def test_log_lines_are_grouped_by_rank_tag() -> None:
     assert "--- last 1 lines of TP0 ---" in format_rank_tails(log, lines=1)
 
 
-def _sglang_accepts_port(port: int) -> bool:
-    """SGLang 0.5.13.post1's own check of ``--port`` (it derives the gRPC port from it)."""
+def test_free_port_is_one_sglang_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
     from sglang.srt.server_args import ServerArgs
 
-    args = SimpleNamespace(tool_call_parser=None, port=port)
-    try:
-        ServerArgs._handle_deprecated_args(args)
-    except ValueError:
-        return False
-    return True
+    def sglang_accepts(port: int) -> bool:  # 0.5.13's own --port check (it derives gRPC's)
+        try:
+            ServerArgs._handle_deprecated_args(SimpleNamespace(tool_call_parser=None, port=port))
+        except ValueError:
+            return False
+        return True
 
-
-def test_free_port_is_one_sglang_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SGLANG_GRPC_PORT", raising=False)
-    # The check this guards against: an ephemeral port Linux hands out (32768-60999) that
-    # SGLang refuses.
-    assert not _sglang_accepts_port(56000)
+    assert not sglang_accepts(56000)  # an ephemeral port Linux hands out, that SGLang refuses
     ports = [processes.free_port() for _ in range(300)]
-    assert all(_sglang_accepts_port(p) for p in ports)
+    assert all(sglang_accepts(p) for p in ports)
     assert max(ports) <= processes.MAX_HTTP_PORT
 
 
-# A leader that starts two children which ignore SIGTERM (as a busy scheduler may), records
-# their pids, then either keeps running or exits at once with an error (a server that died
-# at start-up while its children live on).
+# A leader starting two children that ignore SIGTERM (as a busy scheduler may), then running
+# on or exiting with an error (a server that died at start-up while its children live on).
 _LEADER = textwrap.dedent(
     """
     import subprocess, sys, time
@@ -174,8 +164,8 @@ _LEADER = textwrap.dedent(
     """
 )
 
-# Runs in a fresh interpreter, as the GPU suite's pytest process does: become the subreaper,
-# start the leader in its own group, let it die (SIGKILL or its own exit), then kill_group.
+# In a fresh interpreter (as the GPU suite's pytest): subreaper, leader in its own group, the
+# leader dies (SIGKILL or its own exit), then kill_group.
 _SCENARIO = textwrap.dedent(
     """
     import json, os, signal, sys, time
@@ -230,8 +220,7 @@ def test_kill_group_reaps_children_of_a_dead_leader(how: str, tmp_path: Path) ->
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["leader_rc"] == (-9 if how == "sigkill" else 3)
     assert result["subreaper"] is True
-    # The leader is gone but its children were alive, still in its group, adopted by the
-    # subreaper; afterwards none is left, not even as a zombie.
+    # The leader's live children, still in its group, were adopted; none is left, nor a zombie.
     assert result["orphans_before"] == result["children"]
     assert result["adopted"] is True
     assert result["left"] == []
@@ -314,22 +303,9 @@ def test_unreachable_server_is_recorded_not_raised() -> None:
 
 
 def test_a_server_that_stops_answering_is_abandoned_at_the_deadline() -> None:
-    listener = socket.socket()
+    listener = socket.socket()  # never accepts: the kernel queues each connection, none answers
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept_and_hang() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept_and_hang, daemon=True)
-    thread.start()
     try:
         started = time.monotonic()
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
@@ -337,11 +313,7 @@ def test_a_server_that_stops_answering_is_abandoned_at_the_deadline() -> None:
         result = load.run_load(url, load.LoadPlan(3, 4, 2), **timing)
         took = time.monotonic() - started
     finally:
-        stop.set()
-        thread.join(timeout=5)
-        for conn in held:
-            conn.close()  # what the server's teardown does to the blocked workers' sockets
-        listener.close()
+        listener.close()  # resets the blocked workers' connections, as a server's teardown does
     assert took < 30, took  # the sockets' own 120 s timeout was not waited for
     assert [o.error for o in result.outcomes] == [load.UNFINISHED] * 3
 

@@ -27,8 +27,8 @@ def facts(**overrides: Any) -> LaunchFacts:
         "device": "cuda",
         "enable_hisparse": False,
         "target_hf_config": lambda: SimpleNamespace(architectures=["LlamaForCausalLM"]),
+        **overrides,
     }
-    values.update(overrides)
     return LaunchFacts(**values)
 
 
@@ -76,8 +76,7 @@ def fields(args: Any) -> dict[str, Any]:
 
 @pytest.fixture(autouse=True)
 def plugin_checks_passed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """TEST DOUBLE: in a server process the plugin has checked the SGLang modules it patches
-    (``compat.install``); this pytest process never loads the plugin, so report no problem."""
+    """TEST DOUBLE: no problem from the module checks a server process's plugin makes."""
     from sglang_specinit import compat
 
     monkeypatch.setattr(compat, "problems_so_far", lambda: [])

@@ -1,8 +1,6 @@
-"""TP 2 on device cpu on 0.5.13.post1, beyond the launches every generation runs
-(``test/shared/test_tp2_ranks.py``, which checks each rank's pools and phases): the same tiny
-pair (:mod:`harness.launch.tp2_pair`) through ``sglang.Engine`` plugin on and off (the stock
-contrast), and PP 2 with a draft, which SGLang itself refuses (checked on its own argument
-check, without a launch)."""
+"""TP 2 on cpu on 0.5.13.post1 beyond ``test/shared/test_tp2_ranks.py``: the same tiny pair via
+``sglang.Engine`` plugin on and off (the stock contrast), and PP 2 with a draft, which SGLang's
+own argument check refuses."""
 
 from __future__ import annotations
 
@@ -37,11 +35,10 @@ def test_stock_tp2_overshoots_on_every_rank_and_the_plugin_does_not(tmp_path: Pa
     for report in stock.reports.values():
         assert not report["specinit_loaded"]
         # Stock sized the target pool before the draft existed; the draft lands on top.
-        weights = runner(report, "target")["weight_bytes"] + runner(report, "draft")["weight_bytes"]
-        pools = kv_buffer_bytes(runner(report, "target")["kv_pool"]) + kv_buffer_bytes(
-            runner(report, "draft")["kv_pool"]
+        both = [runner(report, role) for role in ("target", "draft")]
+        assert sum(r["weight_bytes"] + kv_buffer_bytes(r["kv_pool"]) for r in both) > (
+            F * CAPACITY * 1.01
         )
-        assert weights + pools > F * CAPACITY * 1.01
     for report in phased.reports.values():
         assert pools_and_resident(report) <= own_budget(report).budget_bytes
     assert phased.served_tokens < stock.served_tokens
@@ -51,8 +48,8 @@ PP_REFUSAL = "Pipeline parallelism is not compatible with overlap schedule, spec
 
 
 def _check_server_args(**kwargs: Any) -> tuple[bool, str | None]:
-    """0.5.13.post1's ``ServerArgs(**kwargs).check_server_args()`` in this process, as the
-    launcher runs it: (the overlap-schedule switch it settled on, the refusal or None)."""
+    """``ServerArgs(**kwargs).check_server_args()`` as the launcher runs it: (its overlap-schedule
+    switch, the refusal or None)."""
     from sglang.srt.server_args import ServerArgs
 
     saved = dict(os.environ)

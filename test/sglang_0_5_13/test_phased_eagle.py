@@ -18,7 +18,6 @@ from harness.cpu_doubles import shims
 from harness.launch import forward_hooks
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine, cpu_server
 from harness.reports import device_probe
-from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.reports.report_reading import (
     PHASES,
     REPORT_DIR_ENV,
@@ -43,7 +42,6 @@ from test_workers_common import (
     assert_phased,
     llama_draft,
     plugin_launches,
-    start_engine,
 )
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
@@ -65,7 +63,8 @@ def _eagle(
     sized); ``flags``: the Engine's beyond the harness's defaults, the same plugin on and off."""
     arch = f"LlamaForCausalLM{algorithm.title()}"
     cell = shape.kv_bytes_per_token()
-    return llama_draft(algorithm, shape, make, arch, {}, flags, shared=shared, draft_cell=cell)
+    more = {"shared": shared, "draft_cell": cell, "probed": True}
+    return llama_draft(algorithm, shape, make, arch, {}, flags, **more)
 
 
 CASES = {
@@ -75,10 +74,8 @@ CASES = {
         eagle_drafts.tiny_eagle_draft,
         ("embed_tokens", "lm_head"),
     ),
-    # Draft KV geometry differs from the target's (1 KV head of dim 48 vs 2 of dim 16), its
-    # vocabulary is reduced (a hot-token map), and phase 4 has two stock steps to keep: the
-    # adaptive controller's runtime states and --forward-hooks (on the same launch, they
-    # change no pool).
+    # Its own KV geometry (1 KV head of dim 48) and a hot-token map; phase 4 keeps two stock
+    # steps (the adaptive controller's states, --forward-hooks) that change no pool.
     "EAGLE3": _eagle(
         "EAGLE3",
         eagle_drafts.DEFAULT_EAGLE3_DRAFT,
@@ -96,27 +93,10 @@ CASES = {
 }
 
 
-def _start(case: Draft, plugin: bool, work_dir: Path) -> Launch:
-    probe_dir = work_dir / "probe"
-    probe_dir.mkdir()
-    return start_engine(
-        case.target(),
-        draft=case.checkpoint(),
-        plugin=plugin,
-        work_dir=work_dir,
-        extra_env={
-            device_probe.PROBE_ENV: "1",
-            device_probe.PROBE_DIR_ENV: str(probe_dir),
-            TENSOR_REPORT_ENV: "1",  # every model tensor: the hot-token map, the draft's head
-        },
-        **case.flags,
-    )
-
-
 @pytest.fixture(scope="module")
 def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, bool], Launch]:
     """``launch(case, plugin)``: the (cached) result of one Engine launch."""
-    return plugin_launches(tmp_path_factory, _start, CASES)
+    return plugin_launches(tmp_path_factory, CASES)
 
 
 def log_index(log: str, needle: str) -> int:
@@ -125,8 +105,7 @@ def log_index(log: str, needle: str) -> int:
     return index
 
 
-# The nnpl-0 case repeats EAGLE3's launch with one config key changed; on 0.5.13 nothing
-# prices that key (the 0.5.23 suite is where it matters), so it runs with SPECINIT_TEST_SLOW=1.
+# nnpl-0: EAGLE3's launch with a key 0.5.13 does not price (0.5.23's suite does): slow set only.
 CASE_IDS = [
     pytest.param(case, marks=pytest.mark.slow) if case == "EAGLE3-nnpl0" else case
     for case in sorted(CASES)
@@ -142,16 +121,14 @@ def test_phases_run_in_order_inside_the_scheduler(
     run = launch(case, True)
     report, breakdown = run.report, assert_phased(run, CASES[case].algorithm)
 
-    # Meter: every draft weight reading precedes the target's pool profiling, which precedes
-    # both pool allocations (target first).
+    # Meter (beyond assert_phased's draft loads < profiling < target pool): the target loads
+    # first, and one pool each, the target's first.
     target_loads = reading_seqs(report, "ModelRunner.load_model", False)
     draft_loads = reading_seqs(report, "ModelRunner.load_model", True)
-    (profile,) = reading_seqs(report, "ModelRunnerKVCacheMixin._profile_available_bytes", False)
     (target_pool,) = reading_seqs(report, "ModelRunnerKVCacheMixin.init_memory_pool", False)
     (draft_pool,) = reading_seqs(report, "ModelRunnerKVCacheMixin.init_memory_pool", True)
-    assert target_loads and draft_loads
-    assert max(target_loads) < min(draft_loads)
-    assert max(draft_loads) < profile < target_pool < draft_pool
+    assert target_loads and max(target_loads) < min(draft_loads)
+    assert max(draft_loads) < target_pool < draft_pool
 
     # Log: the same order, as SGLang and the plugin logged it.
     target_arch = runner(report, "target")["architecture"]
@@ -221,7 +198,7 @@ def assert_stock_sglang(report: dict[str, Any], log: str) -> None:
     SGLang reads free memory, every checkpoint tensor loaded by name."""
     assert report["sglang_plugins_env"] == "none-specinit-disabled"
     assert not report["specinit_loaded"]
-    assert set(shims.shim_targets()) <= set(report["applied_hook_targets"])
+    assert {t for t, _, _ in shims.shim_hooks()} <= set(report["applied_hook_targets"])
     # The meter replaced the stale `from ... import get_available_gpu_memory` bindings too.
     callers = {r["caller"].rsplit(".", 2)[0] for r in readings(report)}
     assert {
@@ -409,16 +386,14 @@ PROMPTS = [llama_layout.prompt_text(5), llama_layout.prompt_text(9, start=300), 
 
 
 def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Path) -> None:
-    results = {}
-    for plugin in (False, True):
-        work = tmp_path / ("on" if plugin else "off")
-        specinit_dir = work / "specinit"
+    def run(plugin: bool) -> tuple[list[Any], dict[str, Any], dict[str, Any] | None, str]:
+        specinit_dir = tmp_path / f"{plugin}" / "specinit"
         specinit_dir.mkdir(parents=True)
         with cpu_engine(
             tiny_target,
             plugin=plugin,
             capacity_bytes=cross_check.CAPACITY,
-            work_dir=work,
+            work_dir=specinit_dir.parent,
             mem_fraction_static=cross_check.FRACTION,
             extra_env={REPORT_DIR_ENV: str(specinit_dir)},
         ) as engine:
@@ -427,12 +402,11 @@ def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Pa
             report = engine.scheduler_report()
         assert again == tokens  # greedy is deterministic
         assert report["pid"] != engine.proc.pid  # written by the spawned scheduler process
-        results[plugin] = (tokens, report, read_breakdown(specinit_dir), engine.log_path)
-    (off_tokens, off, _, off_log), (on_tokens, on, on_breakdown, on_log) = (
-        results[False],
-        results[True],
-    )
-    assert_stock_sglang(off, off_log.read_text(errors="replace"))
+        log = engine.log_path.read_text(errors="replace")
+        return tokens, report, read_breakdown(specinit_dir), log
+
+    (off_tokens, off, _, off_log), (on_tokens, on, on_breakdown, on_log) = run(False), run(True)
+    assert_stock_sglang(off, off_log)
     cross_check.assert_sizing_matches_sglang(off, tiny_target, DEFAULT_TARGET, {})  # GQA, in CI
     assert off["scheduler"]["spec_algorithm"] == "NONE"
     assert (
@@ -449,7 +423,7 @@ def test_plain_engine_is_unchanged_by_the_plugin(tiny_target: Path, tmp_path: Pa
     assert {t for t in targets if ".speculative." not in t and ".arg_groups." not in t} <= applied
     assert not {t for t in targets if ".speculative." in t} & applied
     assert on_breakdown is None  # nothing to phase without a draft
-    assert "[specinit] phase" not in on_log.read_text(errors="replace")
+    assert "[specinit] phase" not in on_log
     assert on["scheduler"] == off["scheduler"]
     (on_runner,), (off_runner,) = on["model_runners"], off["model_runners"]
     for key in ("size", "layer_num", "head_num", "head_dim", "k_bytes", "v_bytes"):

@@ -41,15 +41,19 @@ from harness.hook_state import hook_registry_state  # read after the checks abov
 
 patched_at_load = sorted(hook_registry_state().applied)
 
-#AFTER#
+def phase_methods():
+    found = {}
+    for module_name, class_name, name in json.loads(sys.argv[1]):
+        # Only modules already imported: looking at a class must not import (and so patch) it.
+        cls = getattr(sys.modules.get(module_name), class_name, None)
+        method = vars(cls).get(name) if cls is not None else None
+        found[f"{module_name}.{class_name}.{name}"] = getattr(method, "__module__", None)
+    return found
 
-new_methods = {}
-for module_name, class_name, name in json.loads(sys.argv[1]):
-    # Only modules already imported: looking at a class must not import (and so patch) it.
-    module = sys.modules.get(module_name)
-    cls = getattr(module, class_name, None) if module is not None else None
-    key = f"{module_name}.{class_name}.{name}"
-    new_methods[key] = getattr(vars(cls).get(name), "__module__", None) if cls else None
+new_methods_at_load = phase_methods()
+extra = None  # what the code after load reports of its own
+
+#AFTER#
 
 import sglang
 registry = hook_registry_state()
@@ -59,7 +63,9 @@ print(#MARK# + json.dumps({
     "patched_at_load": patched_at_load,
     "imported_by_load": imported_by_load,
     "specinit_imported": specinit_imported,
-    "new_methods": new_methods,
+    "new_methods": phase_methods(),
+    "new_methods_at_load": new_methods_at_load,
+    "extra": extra,
     "records": records,
     "sglang_version": importlib.metadata.version("sglang"),
     "sglang_file": sglang.__file__,
@@ -75,18 +81,9 @@ IMPORT_PATCHED_MODULES = (
     "for name in adapter_patches(sglang_0_5_13):\n"
     "    importlib.import_module(name)\n"
 )
-
-
-def patches() -> list[Any]:
-    return list(adapter_patches(sglang_0_5_13).values())
-
-
-def hook_targets() -> set[str]:
-    return {hook.target for patch in patches() for hook in patch.hooks}
-
-
-def new_methods() -> list[tuple[str, str, str]]:
-    return [(m.module, m.class_name, m.name) for p in patches() for m in p.new_methods]
+PATCHES = list(adapter_patches(sglang_0_5_13).values())
+HOOK_TARGETS = {hook.target for patch in PATCHES for hook in patch.hooks}
+NEW_METHODS = [(m.module, m.class_name, m.name) for p in PATCHES for m in p.new_methods]
 
 
 def probe_process(setup: str, after: str, extra_env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -104,7 +101,7 @@ def probe_process(setup: str, after: str, extra_env: dict[str, str]) -> subproce
         **extra_env,
     )
     return subprocess.run(
-        [sys.executable, "-c", code, json.dumps(new_methods())],
+        [sys.executable, "-c", code, json.dumps(NEW_METHODS)],
         env=env,
         capture_output=True,
         text=True,
@@ -119,9 +116,7 @@ def summary_of(proc: subprocess.CompletedProcess) -> dict[str, Any]:
         f"probe failed (rc={proc.returncode})\n--- stdout ---\n{proc.stdout[-4000:]}"
         f"\n--- stderr ---\n{proc.stderr[-4000:]}"
     )
-    summary = json.loads(lines[0][len(PROBE_MARK) :])
-    summary["stdout_lines"] = proc.stdout.splitlines()
-    return summary
+    return json.loads(lines[0][len(PROBE_MARK) :])
 
 
 def specinit_hooks(summary: dict[str, Any]) -> dict[str, list[str | None]]:
@@ -129,15 +124,15 @@ def specinit_hooks(summary: dict[str, Any]) -> dict[str, list[str | None]]:
     return {
         target: sources
         for target, sources in summary["hooks"].items()
-        if PLUGIN_NAME in sources or target in hook_targets()
+        if PLUGIN_NAME in sources or target in HOOK_TARGETS
     }
 
 
-def added_methods(summary: dict[str, Any]) -> list[str]:
-    """Phase methods the plugin put on SGLang classes in that process."""
+def added_methods(summary: dict[str, Any], key: str = "new_methods") -> list[str]:
+    """Phase methods the plugin had put on SGLang classes in that process (at its end)."""
     return sorted(
-        key
-        for key, module in summary["new_methods"].items()
+        name
+        for name, module in summary[key].items()
         if isinstance(module, str) and module.startswith("sglang_specinit")
     )
 
@@ -177,8 +172,7 @@ BROKEN_SGLANG = {
     ),
 }
 
-# A module SGLang imports only after load_plugins() differs: a test double standing in for
-# a changed sglang build serves ``dflash_worker`` without its DFlashWorker class.
+# A changed sglang build (test double): ``dflash_worker``, imported after load, lacks DFlashWorker.
 CHANGED_LATER_MODULE = "sglang.srt.speculative.dflash_worker"
 CHANGED_LATER_SETUP = f"""
 import importlib.abc, importlib.util, sys
@@ -195,27 +189,25 @@ class _ChangedBuild(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 sys.meta_path.insert(0, _ChangedBuild())
 """
-REPORT_PROBLEMS = (
-    IMPORT_PATCHED_MODULES.replace("importlib.import_module(name)", "_try(name)").replace(
-        "import importlib\n",
-        "import importlib\nfailures = []\n"
-        "def _try(name):\n"
-        "    try:\n"
-        "        importlib.import_module(name)\n"
-        "    except Exception as exc:\n"
-        "        failures.append(repr(exc))\n",
-    )
-    + "from sglang_specinit import compat\n"
-    + "from sglang_specinit.sglang_0_5_13.launch_policy import LaunchFacts, phasing_blocker\n"
-    + "print('SPECINIT_PROBLEMS ' + json.dumps({'problems': compat.problems_so_far(), "
-    + "'failures': failures, 'blocker': phasing_blocker(LaunchFacts('EAGLE', 'cpu', False, "
-    + "lambda: None, compat_problems=compat.problems_so_far()))}))\n"
-)
+REPORT_PROBLEMS = """
+import importlib
+from sglang_specinit import sglang_0_5_13
+from sglang_specinit.hooks import adapter_patches
+failures = []
+for name in adapter_patches(sglang_0_5_13):
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        failures.append(repr(exc))
+from sglang_specinit import compat
+from sglang_specinit.sglang_0_5_13.launch_policy import LaunchFacts, phasing_blocker
+problems = compat.problems_so_far()
+facts = LaunchFacts("EAGLE", "cpu", False, lambda: None, compat_problems=problems)
+extra = {"problems": problems, "failures": failures, "blocker": phasing_blocker(facts)}
+"""
 LAUNCHER_SETUP = "import sglang.srt.server_args\n"
-# Another plugin's hooks, registered before load_plugins(): applying them imports the scheduler
-# and the KV-cache mixin in the middle of each other's import chains (a first import of the
-# mixin then fails on a circular import and a later one succeeds). The test harness's own report
-# hooks are such a plugin.
+# Another plugin's hooks (as the harness's report hooks), registered before load_plugins():
+# applying them imports the scheduler and the KV-cache mixin inside each other's import chains.
 ANOTHER_PLUGIN_SETUP = """
 from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 _source = HookSource(plugin_name="another-plugin", dist_name=None)
@@ -235,9 +227,8 @@ HookRegistry.register(
 )
 """
 
-# Another plugin's hook on a module not imported yet, and a patched module imported before the
-# plugin loads: the plugin patches that one at once, which applies every registered hook and so
-# imports model_runner in the middle of the install; model_runner must still be patched.
+# Another plugin's hook on model_runner, and server_args imported before the plugin loads:
+# patching server_args at once imports model_runner mid-install, which must still be patched.
 RUNNER_HOOK_SETUP = """
 import sys
 from sglang.srt.plugins.hook_registry import HookRegistry, HookType
@@ -253,7 +244,9 @@ assert "sglang.srt.model_executor.model_runner" not in sys.modules
 STRICT = {"SGLANG_SPECINIT_STRICT": "1"}
 # name -> (setup code, code after load_plugins(), extra environment)
 SCENARIOS: dict[str, tuple[str, str, dict[str, str]]] = {
-    "default": ("", IMPORT_PATCHED_MODULES, {}),
+    # A launcher's order (server_args imported before load_plugins()), then what a scheduler
+    # imports: the launcher's view is the summary's state at load.
+    "default": (LAUNCHER_SETUP, IMPORT_PATCHED_MODULES, {}),
     "another-plugin": (ANOTHER_PLUGIN_SETUP, IMPORT_PATCHED_MODULES, {}),
     "another-plugin-imports-model-runner": (RUNNER_HOOK_SETUP, IMPORT_PATCHED_MODULES, {}),
     # A scheduler process has imported the scheduler module (spawn unpickles
@@ -263,10 +256,12 @@ SCENARIOS: dict[str, tuple[str, str, dict[str, str]]] = {
         IMPORT_PATCHED_MODULES,
         {},
     ),
-    "launcher": (LAUNCHER_SETUP, "", {}),
-    "launcher-without-plugin": (LAUNCHER_SETUP, "", {"SGLANG_PLUGINS": "some-other-plugin"}),
     "SGLANG_SPECINIT_DISABLE": ("", IMPORT_PATCHED_MODULES, {"SGLANG_SPECINIT_DISABLE": "1"}),
-    "SGLANG_PLUGINS": ("", IMPORT_PATCHED_MODULES, {"SGLANG_PLUGINS": "some-other-plugin"}),
+    "SGLANG_PLUGINS": (
+        LAUNCHER_SETUP,
+        IMPORT_PATCHED_MODULES,
+        {"SGLANG_PLUGINS": "some-other-plugin"},
+    ),
     **{name: (setup, IMPORT_PATCHED_MODULES, {}) for name, (setup, _) in BROKEN_SGLANG.items()},
     "changed-later": (CHANGED_LATER_SETUP, REPORT_PROBLEMS, {}),
     "sglang-0.5.12": (
@@ -283,8 +278,7 @@ SCENARIOS: dict[str, tuple[str, str, dict[str, str]]] = {
 
 @pytest.fixture(scope="module")
 def probe() -> Callable[..., Any]:
-    """``probe(name)``: the summary of scenario ``name`` (with ``to_end=False``: its process);
-    all scenarios run concurrently."""
+    """``probe(name)``: scenario ``name``'s summary (``to_end=False``: its process); run at once."""
     with ThreadPoolExecutor(PROBE_WORKERS) as pool:
         futures = {
             name: pool.submit(probe_process, setup, after, extra)
@@ -319,13 +313,13 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
     if scenario == "default":
         hooks = specinit_hooks(summary)
         # Every hook came through the entry point (HookRegistry records the plugin's name) ...
-        assert set(hooks) == hook_targets()
+        assert set(hooks) == HOOK_TARGETS
         assert all(sources == [PLUGIN_NAME] for sources in hooks.values()), hooks
     # ... and was applied, not only registered, next to another plugin's hooks too.
-    missing = hook_targets() - set(summary["patched"])
+    missing = HOOK_TARGETS - set(summary["patched"])
     assert not missing, sorted(missing)
     # Every phase method is on its class, e.g. TpModelWorker.alloc_memory_pool.
-    assert added_methods(summary) == sorted(f"{m}.{c}.{n}" for m, c, n in new_methods())
+    assert added_methods(summary) == sorted(f"{m}.{c}.{n}" for m, c, n in NEW_METHODS)
     assert (
         summary["new_methods"]["sglang.srt.managers.tp_worker.TpModelWorker.alloc_memory_pool"]
         == "sglang_specinit.sglang_0_5_13.tp_worker"
@@ -338,13 +332,14 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
 def test_load_plugins_imports_no_sglang_module_and_patches_only_what_is_imported(
     probe: Callable[[str], dict[str, Any]],
 ) -> None:
-    with_plugin, without = probe("launcher"), probe("launcher-without-plugin")
+    # Both launchers imported server_args first; only one loads the plugin.
+    with_plugin, without = probe("default"), probe("SGLANG_PLUGINS")
     assert sglang_modules_imported_by_load(with_plugin) == sglang_modules_imported_by_load(without)
-    server_args_hooks = {t for t in hook_targets() if t.startswith("sglang.srt.server_args.")}
+    server_args_hooks = {t for t in HOOK_TARGETS if t.startswith("sglang.srt.server_args.")}
     assert server_args_hooks and server_args_hooks <= set(with_plugin["patched_at_load"])
-    worker_hooks = {t for t in hook_targets() if ".speculative." in t or ".managers." in t}
-    assert not worker_hooks & set(with_plugin["patched"])
-    assert added_methods(with_plugin) == []
+    worker_hooks = {t for t in HOOK_TARGETS if ".speculative." in t or ".managers." in t}
+    assert not worker_hooks & set(with_plugin["patched_at_load"])
+    assert added_methods(with_plugin, "new_methods_at_load") == []
 
 
 # scenario -> what its one WARNING says (nothing: no warning)
@@ -365,7 +360,7 @@ def test_switched_off_broken_or_unsupported_sglang_patches_nothing(
 ) -> None:
     summary = probe(scenario)
     assert specinit_hooks(summary) == {}, specinit_hooks(summary)
-    assert not set(summary["patched"]) & hook_targets(), summary["patched"]
+    assert not set(summary["patched"]) & HOOK_TARGETS, summary["patched"]
     assert added_methods(summary) == []
     # The whitelist keeps SGLang from even importing the entry point.
     assert summary["specinit_imported"] is (scenario != "SGLANG_PLUGINS")
@@ -382,8 +377,7 @@ def test_a_module_changed_after_load_switches_phasing_off(
     assert f"{CHANGED_LATER_MODULE}.DFlashWorker is missing" in warning["message"]
     assert not any(t.startswith(CHANGED_LATER_MODULE) for t in summary["patched"])
     assert not any(m.startswith(CHANGED_LATER_MODULE) for m in added_methods(summary))
-    (line,) = [ln for ln in summary["stdout_lines"] if ln.startswith("SPECINIT_PROBLEMS ")]
-    report = json.loads(line[len("SPECINIT_PROBLEMS ") :])
+    report = summary["extra"]
     assert any("DFlashWorker is missing" in p for p in report["problems"])
     assert report["blocker"] is not None and "is off" in report["blocker"]
     assert report["failures"] == []  # not STRICT: the import itself still works
@@ -404,11 +398,9 @@ def test_strict_mode_stops_the_launch(probe: Callable[..., Any], when: str, miss
     assert "is OFF" in proc.stderr and missing in proc.stderr, proc.stderr[-2000:]
 
 
-# lazy_import's contract, in a fresh interpreter with two stdlib modules nothing imports at
-# start-up: a watched module's callback runs once, after its code, on the import statement;
-# a watched module imported from inside another callback (as patching one module would import
-# another) still goes through the finder. compat.install relies on both: it watches every
-# module not imported yet before it patches the ones that are.
+# lazy_import's contract (compat.install relies on it), on two stdlib modules nothing imports at
+# start-up: a callback runs once, after its module's code; an import made inside a callback
+# (as patching one module may import another) still goes through the finder.
 _WATCHED = textwrap.dedent(
     """
     import json, sys

@@ -22,31 +22,21 @@ ALL_CASES = {**CASES, "qwen3-next-gdn": qwen3_next_config_dir}
 KV_DTYPES = ("model", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float4_e2m1fn_x2")
 # Every dtype on one model per pool family; the model dtype and CUDA's fp8 on the rest.
 FULL_DTYPE_CASES = ("llama31-8b", "deepseek-v3-mla", "gpt-oss-20b-swa")
+FP4_SWA = ("gpt-oss-20b-swa", "float4_e2m1fn_x2")  # SWA pools store FP4 as the dtype itself
+FP4_SWA_SKIP = pytest.mark.skip(
+    reason='torch cannot allocate float4_e2m1fn_x2 tensors on CPU ("fill_cpu" not implemented), '
+    "and SGLang's SWA pools store an FP4 cache in that dtype"
+)
 
 
 def _matrix() -> list[Any]:
     rows = []
     for case in sorted(ALL_CASES):
-        dtypes = KV_DTYPES if case in FULL_DTYPE_CASES else ("model", "float8_e4m3fn")
-        for kv_dtype in dtypes:
-            if case == "deepseek-v32-dsa" and kv_dtype == "float4_e2m1fn_x2":
-                continue  # no FP4 layout for DSA pools in SGLang
-            marks = []
-            if case == "gpt-oss-20b-swa" and kv_dtype == "float4_e2m1fn_x2":
-                # SWA pools store FP4 as the dtype itself; torch has no CPU fill for it.
-                marks = [
-                    pytest.mark.skip(
-                        reason="torch cannot allocate float4_e2m1fn_x2 "
-                        'tensors on CPU ("fill_cpu" not implemented), and SGLang\'s SWA '
-                        "pools store an FP4 cache in that dtype"
-                    )
-                ]
+        for kv_dtype in KV_DTYPES if case in FULL_DTYPE_CASES else KV_DTYPES[:2]:
+            marks = [FP4_SWA_SKIP] if (case, kv_dtype) == FP4_SWA else []
             for tp in (1, 4):
-                rows.append(
-                    pytest.param(
-                        case, kv_dtype, tp, False, marks=marks, id=f"{case}-{kv_dtype}-tp{tp}"
-                    )
-                )
+                param_id = f"{case}-{kv_dtype}-tp{tp}"
+                rows.append(pytest.param(case, kv_dtype, tp, False, marks=marks, id=param_id))
     # A draft read from the target checkpoint (its one MTP layer).
     drafts = ("deepseek-v3-mla", "qwen3-next-gdn")
     return rows + [pytest.param(case, "model", 1, True, id=f"{case}-draft") for case in drafts]
@@ -122,10 +112,10 @@ def test_dsa_fp8_is_priced_at_its_stored_layout(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_unloaded_runner_matches_a_live_runner(tiny_target: Path) -> None:
     """The test double derives the pool-relevant attributes as a real ModelRunner does."""
-    import subprocess
     import sys
 
     from harness.launch.engine import cpu_env
+    from harness.launch.plugin_probe import run_probe
 
     code = f"""
 import json, sys, torch
@@ -148,21 +138,10 @@ live = worker.model_runner
 double = unloaded_runner(ModelConfig.from_server_args(args), args,
                          kv_cache_dtype=live.kv_cache_dtype,
                          num_layers=runner_layer_count(live.model_config, is_draft=False))
-print("ATTRS " + json.dumps({{n: [repr(getattr(live, n)), repr(getattr(double, n))]
-                             for n in DERIVED_ATTRS}}))
+print(sys.argv[-1] + json.dumps({{n: [repr(getattr(live, n)), repr(getattr(double, n))]
+                                  for n in DERIVED_ATTRS}}))
 """
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        env=cpu_env(plugin=False),
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("ATTRS ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    import json
-
-    pairs = json.loads(lines[0][len("ATTRS ") :])
+    pairs = run_probe(sys.executable, code, [], cpu_env(plugin=False), timeout_s=280)
     assert set(pairs) == set(DERIVED_ATTRS)
     assert {n: live for n, (live, _) in pairs.items()} == {
         n: double for n, (_, double) in pairs.items()

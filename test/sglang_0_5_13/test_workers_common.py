@@ -1,5 +1,4 @@
-"""Shared helpers of the per-worker CPU tests (``test_workers_<name>.py``,
-``test_phased_eagle.py``); no tests here."""
+"""Shared helpers of the per-worker CPU tests (and ``test_phased_eagle.py``); no tests here."""
 
 from __future__ import annotations
 
@@ -17,11 +16,11 @@ from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.launch.engine import DEFAULT_CAPACITY_BYTES, cpu_engine
 from harness.reports import device_probe
+from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.reports.report_reading import (
     PHASES,
     REPORT_DIR_ENV,
     F,
-    kv_buffer_bytes,
     kv_spec,
     meter_budget,
     pool_bytes,
@@ -62,8 +61,7 @@ def start_engine(
     extra_env: dict[str, str] | None = None,
     **overrides: Any,
 ) -> Launch:
-    """Launch, collect the scheduler report, server info, breakdown, log and device probe
-    records, shut down."""
+    """Launch, collect what ``Launch`` holds, shut down."""
     specinit_dir = work_dir / "specinit"
     specinit_dir.mkdir(parents=True)
     with cpu_engine(
@@ -108,16 +106,34 @@ def launch_cache(
     return get
 
 
+def start_draft(draft: Draft, plugin: bool, work_dir: Path) -> Launch:
+    """One launch of ``draft``; ``draft.probed``: with the device probe and every model tensor."""
+    probe_env = {}
+    if draft.probed:
+        (work_dir / "probe").mkdir()
+        probe_env = {
+            device_probe.PROBE_ENV: "1",
+            device_probe.PROBE_DIR_ENV: str(work_dir / "probe"),
+            TENSOR_REPORT_ENV: "1",
+        }
+    return start_engine(
+        draft.target(),
+        draft=draft.checkpoint(),
+        plugin=plugin,
+        work_dir=work_dir,
+        extra_env=probe_env,
+        **draft.flags,
+    )
+
+
 def plugin_launches(
-    tmp_path_factory: pytest.TempPathFactory,
-    start: Callable[[Any, bool, Path], Launch],
-    cases: Mapping[str, Any],
+    tmp_path_factory: pytest.TempPathFactory, cases: Mapping[str, Draft]
 ) -> Callable[..., Launch]:
-    """``launch(name, plugin=True)``: the cached ``start(cases[name], plugin, work_dir)``."""
+    """``launch(name, plugin=True)``: the cached ``start_draft(cases[name], plugin, work_dir)``."""
     get = launch_cache(
         tmp_path_factory,
         {
-            f"{n}-{p}": functools.partial(start, c, p)
+            f"{n}-{p}": functools.partial(start_draft, c, p)
             for n, c in cases.items()
             for p in (True, False)
         },
@@ -153,10 +169,8 @@ def predicted_plan(
     context_len: int = DEFAULT_TARGET.max_position_embeddings,
     **draft: int,
 ) -> budget.PoolPlan:
-    """``budget.plan_pools`` from the given geometry (target: the default tiny Llama), the
-    fraction and what the harness saw, nothing from the plugin: the meter's free and resident
-    bytes (``meter_budget``), the target's live weights, and as the draft's what the meter held
-    beyond those. ``draft``: more (or other) ``budget.DraftSpec`` fields."""
+    """``budget.plan_pools`` from the geometry and what the harness saw (the meter, the live
+    target weights; the draft's: the rest of the resident bytes), nothing from the plugin."""
     report = run.report
     meter = meter_budget(report)
     target_weight_bytes = runner(report, "target")["weight_bytes"]
@@ -176,31 +190,6 @@ def predicted_plan(
         measured_resident_bytes=meter.resident_bytes,
     )
     return budget.plan_pools(inputs)
-
-
-def assert_pools_as_planned(run: Launch, plan: budget.PoolPlan, shape: TinyLlamaShape) -> None:
-    """The default tiny Llama target and a draft of ``shape``, one MHA pool each: both pools
-    hold the planned tokens, at (and priced at) their own geometry."""
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
-    tpool, dpool = runner(report, "target")["kv_pool"], runner(report, "draft")["kv_pool"]
-    assert plan.tokens > 0
-    assert tpool["size"] == dpool["size"] == plan.tokens == breakdown["tokens"]
-    assert report["scheduler"]["max_total_num_tokens"] == run.info["max_total_num_tokens"]
-    assert report["scheduler"]["max_total_num_tokens"] == plan.tokens
-    assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == (
-        shape.layers,
-        shape.kv_heads,
-        shape.head_dim,
-    )
-    target_cell, draft_cell = DEFAULT_TARGET.kv_bytes_per_token(), shape.kv_bytes_per_token()
-    assert breakdown["target_kv_bytes_per_token"] == target_cell
-    assert breakdown["draft_kv_bytes_per_token"] == draft_cell
-    assert breakdown["priced_kv_bytes_per_token"] == target_cell + draft_cell
-    assert kv_buffer_bytes(tpool) == (plan.tokens + 1) * target_cell
-    assert kv_buffer_bytes(dpool) == (plan.tokens + 1) * draft_cell
-    assert breakdown["allocated_target_kv_pool_bytes"] == kv_buffer_bytes(tpool)
-    assert breakdown["allocated_draft_kv_pool_bytes"] == kv_buffer_bytes(dpool)
 
 
 def _class_body(module: str, class_name: str) -> list[ast.stmt]:
@@ -256,6 +245,7 @@ class Draft:
     shared: tuple[str, ...] = ()  # its tensors bound to the target's (not charged to it)
     flags: dict[str, Any] = field(default_factory=dict)  # the launch's, the algorithm included
     draft_cell: int = 0  # with a shape: its KV bytes per token, from its geometry
+    probed: bool = False  # device probe records and every model tensor (hot-token map, head)
 
 
 def llama_draft(
@@ -289,9 +279,8 @@ def llama_draft(
 
 
 def assert_draft_pools_as_planned(run: Launch, draft: Draft) -> dict[str, Any]:
-    """The phased launch of ``draft``: its runners and pools as the harness predicts them from
-    what it saw (nothing from the plugin), filling f x capacity to within one token."""
-    # (FROZEN_KV_MTP: the EAGLE alias resolved by SGLang.)
+    """The phased launch of ``draft``: runners and pools as the harness predicts them, filling
+    f x capacity to within one token."""
     report, breakdown = run.report, assert_phased(run, draft.algorithm)
     ratio = report["server_args"]["swa_full_tokens_ratio"]
     assert {key: report["server_args"][key] for key in draft.server_args} == draft.server_args
@@ -307,8 +296,7 @@ def assert_draft_pools_as_planned(run: Launch, draft: Draft) -> dict[str, Any]:
     }
     tables = {d["req_to_token_pool_id"] for d in drafts}
     assert (tables == {target["req_to_token_pool_id"]}) is not draft.own_request_table
-    # The pools: what the harness predicts from what it saw, nothing from the plugin. The
-    # resident bytes the plugin sized with are exactly what the meter says SGLang measured.
+    # The resident bytes the plugin sized with are what the meter says SGLang measured.
     meter = meter_budget(report)
     assert breakdown["resident_bytes"] == meter.resident_bytes
     plan = draft.plan(run)
@@ -319,9 +307,19 @@ def assert_draft_pools_as_planned(run: Launch, draft: Draft) -> dict[str, Any]:
     target_bytes, draft_bytes = draft.pool_bytes(run)
     assert target_bytes == plan.target_kv_pool_bytes == breakdown["allocated_target_kv_pool_bytes"]
     assert sum(draft_bytes) == breakdown["allocated_draft_kv_pool_bytes"]
-    if draft.shape is not None:
-        assert_pools_as_planned(run, plan, draft.shape)
-        assert breakdown["draft_kv_bytes_per_token"] == draft.draft_cell
+    if draft.shape is not None:  # one MHA pool each, holding (and priced at) its own geometry
+        shape, dpool = draft.shape, runner(report, "draft")["kv_pool"]
+        assert dpool["size"] == plan.tokens
+        assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == (
+            shape.layers,
+            shape.kv_heads,
+            shape.head_dim,
+        )
+        cells = (DEFAULT_TARGET.kv_bytes_per_token(), shape.kv_bytes_per_token())
+        assert breakdown["target_kv_bytes_per_token"] == cells[0]
+        assert breakdown["draft_kv_bytes_per_token"] == draft.draft_cell == cells[1]
+        assert breakdown["priced_kv_bytes_per_token"] == sum(cells)
+        assert (target_bytes, *draft_bytes) == tuple((plan.tokens + 1) * c for c in cells)
     else:
         config = target["memory_pool_config"]
         assert config["full_max_total_num_tokens"] == plan.tokens

@@ -83,9 +83,7 @@ def test_custom_algorithm_is_built_the_stock_way_with_one_warning(tmp_path: Path
     (dist_info / "entry_points.txt").write_text(
         f"[sglang.srt.plugins]\n{PLUGIN_NAME} = {PLUGIN_MODULE}:register\n"
     )
-    python_path = [str(SITE_DIR), str(plugin_dir)]
-    if os.environ.get("PYTHONPATH"):
-        python_path.append(os.environ["PYTHONPATH"])
+    python_path = [str(SITE_DIR), str(plugin_dir), *filter(None, [os.environ.get("PYTHONPATH")])]
     run = start_engine(
         llama_family.tiny_llama_target(),
         draft=llama_family.tiny_standalone_draft(),

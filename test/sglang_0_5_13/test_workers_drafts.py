@@ -1,15 +1,11 @@
-"""Drafts with a KV geometry of their own on the phased init, real SGLang 0.5.13.post1 (cpu):
-STANDALONE (``StandaloneWorkerV2``) and DFLASH (``DFlashWorker``) of the tiny Llama target,
-FROZEN_KV_MTP (``FrozenKVMTPWorker``, a Gemma 4 assistant reading the target's KV) and
-multi-layer EAGLE (``MultiLayerEagleWorkerV2``, MiMo-V2's MTP layers, one pool per step) of
-hybrid sliding-window targets. One table, one set of checks (``assert_draft_pools_as_planned``,
-which the EAGLE rows of ``test_phased_eagle`` share); then each worker's own."""
+"""Drafts with a KV geometry of their own, phased on real SGLang 0.5.13.post1 (cpu): STANDALONE
+and DFLASH of the tiny Llama, FROZEN_KV_MTP (a Gemma 4 assistant) and multi-layer EAGLE (MiMo-V2
+MTP, one pool per step) of hybrid SWA targets. One table, one set of checks; then each worker's."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_mtp
@@ -18,6 +14,7 @@ from harness.checkpoints.gemma4_mtp import DEFAULT_GEMMA4_ASSISTANT, DEFAULT_GEM
 from harness.checkpoints.llama_family import DEFAULT_STANDALONE_DRAFT, DEFAULT_TARGET
 from harness.checkpoints.mimo_v2_mtp import DEFAULT_MIMO_V2
 from harness.geometry import kv_specs
+from harness.geometry.kv_specs import HybridSWAKVSpec
 from harness.geometry.specs import FROZEN_KV_STAND_IN_TOKENS, attention_kv_spec
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S
 from harness.reports.report_reading import (
@@ -44,7 +41,6 @@ from test_workers_common import (
     llama_draft,
     plugin_launches,
     predicted_plan,
-    start_engine,
 )
 
 pytestmark = pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)
@@ -73,34 +69,27 @@ def _attn(layers: int, kv_heads: int, head_dim: int) -> kv_specs.AttentionKVSpec
     )
 
 
-def _hybrid(
-    full: kv_specs.AttentionKVSpec, swa: kv_specs.AttentionKVSpec, ratio: float
-) -> kv_specs.HybridSWAKVSpec:
-    return kv_specs.HybridSWAKVSpec(full=full, swa=swa, swa_full_tokens_ratio=ratio)
-
-
-def gemma_target_spec(ratio: float) -> kv_specs.HybridSWAKVSpec:
+def gemma_target_spec(ratio: float) -> HybridSWAKVSpec:
     heads, dim = GEMMA.kv_heads, GEMMA.head_dim
-    return _hybrid(
+    return HybridSWAKVSpec(
         _attn(GEMMA.layer_types.count("full_attention"), heads, dim),
         _attn(GEMMA.layer_types.count("sliding_attention"), heads, dim),
         ratio,
     )
 
 
-def mimo_target_spec(ratio: float) -> kv_specs.HybridSWAKVSpec:
-    return _hybrid(
+def mimo_target_spec(ratio: float) -> HybridSWAKVSpec:
+    return HybridSWAKVSpec(
         _attn(MIMO.full_layers, MIMO.kv_heads, MIMO.head_dim),
         _attn(MIMO.swa_layers, MIMO.swa_kv_heads, MIMO.swa_head_dim),
         ratio,
     )
 
 
-def mtp_pool_spec(ratio: float) -> kv_specs.HybridSWAKVSpec:
-    """One MTP runner's pool: a single sliding-window layer, sized (like every draft pool) by
-    the TARGET's config, i.e. ``swa_max_total_num_tokens = int(tokens * ratio)``. Expressed
-    for the budget model as a hybrid spec whose full part holds zero bytes."""
-    return _hybrid(
+def mtp_pool_spec(ratio: float) -> HybridSWAKVSpec:
+    """One MTP runner's pool: one SWA layer sized by the TARGET's split (``int(tokens * ratio)``),
+    as a hybrid spec whose full part holds zero bytes."""
+    return HybridSWAKVSpec(
         attention_kv_spec(num_layers=1, kv_dtype=MIMO.dtype),
         _attn(1, MIMO.swa_kv_heads, MIMO.swa_head_dim),
         ratio,
@@ -122,8 +111,7 @@ def _ratio(run: Launch) -> float:
 
 
 def _target_split(run: Launch) -> tuple[int, int]:
-    """The target ``SWAKVPool``'s full and sliding-window tokens, as SGLang resolved them (the
-    harness's ``storage_bytes`` does not see an SWAKVPool's sub-pools)."""
+    """The target ``SWAKVPool``'s full and SWA tokens (its sub-pools' storage is not reported)."""
     config = runner(run.report, "target")["memory_pool_config"]
     full, swa = config["full_max_total_num_tokens"], config["swa_max_total_num_tokens"]
     assert swa == int(full * _ratio(run))
@@ -182,6 +170,7 @@ DFLASH = functools.partial(
     DEFAULT_DFLASH_DRAFT,
     eagle_drafts.tiny_dflash_draft,
     "DFlashDraftModel",
+    draft_cell=256,
 )
 DRAFTS = {
     "STANDALONE": llama_draft(
@@ -193,13 +182,12 @@ DRAFTS = {
         {},
         draft_cell=96,
     ),
-    "DFLASH": DFLASH({"disable_overlap_schedule": True}, DFLASH_FLAGS, draft_cell=256),
+    "DFLASH": DFLASH({"disable_overlap_schedule": True}, DFLASH_FLAGS),
     # A compact draft window: the draft's request table is its own.
     "DFLASH-window": DFLASH(
         {"disable_overlap_schedule": True, "speculative_draft_window_size": WINDOW},
         {**DFLASH_FLAGS, "speculative_draft_window_size": WINDOW},
         own_request_table=True,
-        draft_cell=256,
     ),
     "FROZEN_KV_MTP": Draft(
         "FROZEN_KV_MTP",
@@ -247,12 +235,6 @@ STOCK_CASES = [
 ]
 
 
-def _start(draft: Draft, plugin: bool, work_dir: Path) -> Launch:
-    return start_engine(
-        draft.target(), draft=draft.checkpoint(), plugin=plugin, work_dir=work_dir, **draft.flags
-    )
-
-
 def own_weight_bytes(draft: Draft) -> int:
     return checkpoint_bytes(draft.checkpoint(), draft.own_tensor)
 
@@ -265,7 +247,7 @@ def dflash_stock_cell() -> int:
 
 @pytest.fixture(scope="module")
 def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Launch]:
-    return plugin_launches(tmp_path_factory, _start, DRAFTS)
+    return plugin_launches(tmp_path_factory, DRAFTS)
 
 
 @engine
@@ -410,9 +392,9 @@ def test_one_single_layer_pool_per_draft_step(launch: Callable[..., Launch]) -> 
     assert all(p["size"] == target["kv_pool"]["size"] for p in pools)
 
 
-def _all_swa_pool(ratio: float) -> kv_specs.HybridSWAKVSpec:
+def _all_swa_pool(ratio: float) -> HybridSWAKVSpec:
     """One MTP layer's pool as an all-SWA model of its own would price it."""
-    return _hybrid(
+    return HybridSWAKVSpec(
         _attn(0, MIMO.kv_heads, MIMO.head_dim),
         _attn(1, MIMO.swa_kv_heads, MIMO.swa_head_dim),
         ratio,
@@ -478,7 +460,7 @@ def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
     assert priced.padding_bytes(1) == swa_cell
     # Unchanged when the target has no full layers (its own split is all-SWA too) or is not
     # hybrid, and for drafts with full layers.
-    all_swa_target = _hybrid(_attn(0, 2, 16), own.swa, ratio)
+    all_swa_target = HybridSWAKVSpec(_attn(0, 2, 16), own.swa, ratio)
     assert kv_specs.sized_by_target(own, all_swa_target) is own
     assert kv_specs.sized_by_target(own, _attn(2, 2, 16)) is own
     assert kv_specs.sized_by_target(target, target) is target

@@ -27,17 +27,12 @@ def _fake_ngram_worker_class(module: str = NGRAM_MODULE, name: str = "NGRAMWorke
 def test_ngram_worker_imports_sgl_kernel_at_module_level() -> None:
     spec = importlib.util.find_spec(NGRAM_MODULE)
     assert spec is not None and spec.origin is not None
-    tree = ast.parse(Path(spec.origin).read_text())
-    top_level = {
-        node.module.split(".")[0]
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.module
-    } | {
-        alias.name.split(".")[0]
-        for node in tree.body
-        if isinstance(node, ast.Import)
-        for alias in node.names
-    }
+    top_level = set()
+    for node in ast.parse(Path(spec.origin).read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            top_level.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            top_level |= {alias.name.split(".")[0] for alias in node.names}
     assert "sgl_kernel" in top_level
     assert importlib.util.find_spec("sgl_kernel") is None, "sgl_kernel is installed here"
     with pytest.raises(ModuleNotFoundError) as excinfo:
@@ -104,8 +99,7 @@ def test_ngram_worker_is_built_in_the_pool_phase_after_the_target_pool(
 ) -> None:
     scheduler = _StubScheduler(_fake_ngram_worker_class())
     monkeypatch.setattr(scheduler_phases, "log_memory_breakdown", lambda s: s._record("breakdown"))
-    # Test double: the stub says device "cuda" (NGRAM is CUDA-only) but this machine has no
-    # CUDA; the after-pools reading records itself instead of asking the driver.
+    # Test double: the stub's device is "cuda" (NGRAM needs it); no driver to read after pools.
     monkeypatch.setattr(
         scheduler_phases,
         "cuda_memory_after_pools",
@@ -118,8 +112,7 @@ def test_ngram_worker_is_built_in_the_pool_phase_after_the_target_pool(
         s.maybe_init_draft_worker()
         s._record("stock remainder")
 
-    # Test double: the module checks the plugin runs in a server process (this pytest process
-    # has no plugin installed) report no problem.
+    # Test double: no problem from the module checks a server process's plugin makes.
     monkeypatch.setattr(compat, "problems_for", lambda module_names: [])
     assert launch_policy.phasing_blocker(launch_policy.facts_from_scheduler(scheduler)) is None
     with caplog.at_level(logging.INFO, logger=scheduler_phases.__name__):

@@ -12,8 +12,7 @@ from typing import Any
 
 SHIMS_ENV = "SPECINIT_TEST_SHIMS"
 CAPACITY_ENV = "SPECINIT_TEST_DEVICE_CAPACITY_BYTES"
-# Comma-separated capacities indexed by gpu id ("268435456,243269632": device 1 has 24 MiB
-# less); gpu ids without an entry use CAPACITY_ENV.
+# Comma-separated capacities indexed by gpu id; gpu ids without an entry use CAPACITY_ENV.
 PER_DEVICE_CAPACITY_ENV = "SPECINIT_TEST_DEVICE_CAPACITIES_BYTES"
 NATIVE_MOVE_KV_ENV = "SGLANG_NATIVE_MOVE_KV_CACHE"
 DEFAULT_CAPACITY_BYTES = 256 << 20
@@ -114,8 +113,7 @@ class SimulatedDeviceMemory:
         }
 
 
-# Frames of this module and of HookRegistry's wrappers are not "the caller". A plugin hook
-# wrapping get_available_gpu_memory would itself be reported as the caller.
+# Frames of this module and of HookRegistry's wrappers are not "the caller" (a plugin's are).
 _SKIP_FRAME_FILES = (__file__, "hook_registry.py")
 
 
@@ -138,9 +136,7 @@ _meter_lock = threading.Lock()
 
 
 def capacity_for_device(gpu_id: int | None) -> int:
-    """Simulated capacity of device ``gpu_id``: its entry in
-    ``SPECINIT_TEST_DEVICE_CAPACITIES_BYTES`` if it has one, else
-    ``SPECINIT_TEST_DEVICE_CAPACITY_BYTES`` (else 256 MiB)."""
+    """Device ``gpu_id``'s entry in PER_DEVICE_CAPACITY_ENV, else CAPACITY_ENV (else 256 MiB)."""
     default = int(os.environ.get(CAPACITY_ENV, DEFAULT_CAPACITY_BYTES))
     per_device = [v for v in os.environ.get(PER_DEVICE_CAPACITY_ENV, "").split(",") if v.strip()]
     if gpu_id is not None and gpu_id < len(per_device):
@@ -171,11 +167,6 @@ def bind_meter_to_device(gpu_id: int) -> SimulatedDeviceMemory:
         meter.capacity_bytes = capacity
         meter.gpu_id = gpu_id
     return meter
-
-
-def used_bytes() -> int:
-    """Current simulated device usage of this process (live CPU tensor bytes, after a GC)."""
-    return device_meter().used_bytes()
 
 
 def simulated_get_available_gpu_memory(
@@ -244,8 +235,7 @@ def shim_hooks() -> list[tuple[str, Callable[..., Any], str]]:
     from harness.launch.sglang_release import imports_sgl_kernel_cpu_ops
 
     common = "sglang.srt.utils.common"
-    # Both releases: the draft's set_embed_and_head (Llama EAGLE in 0.5.13.x, MiMo-V2 MTP in
-    # 0.5.23) calls torch.cuda.synchronize unconditionally.
+    # Both releases: the draft's set_embed_and_head calls torch.cuda.synchronize unconditionally.
     hooks: list[tuple[str, Callable[..., Any], str]] = [
         ("torch.cuda.synchronize", cuda_synchronize_without_device, "AROUND"),
         (f"{common}.get_available_gpu_memory", simulated_get_available_gpu_memory, "AROUND"),
@@ -262,8 +252,3 @@ def shim_hooks() -> list[tuple[str, Callable[..., Any], str]]:
         kv_copy = "sglang.srt.mem_cache.memory_pool.MHATokenToKVPool._init_kv_copy_and_warmup"
         hooks.insert(0, (kv_copy, noop_kv_copy_and_warmup, "REPLACE"))
     return hooks
-
-
-def shim_targets() -> list[str]:
-    """Dotted targets the shims hook (for asserting they were applied in a process)."""
-    return [target for target, _, _ in shim_hooks()]

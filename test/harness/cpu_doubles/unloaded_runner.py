@@ -55,8 +55,7 @@ def unloaded_runner(
 
 
 def attention_tp(size: int) -> Any:
-    """TEST DOUBLE: an attention-TP group of ``size`` ranks (this process is rank 0) for the
-    pool code and the model configs that ask for it, without initialising process groups."""
+    """TEST DOUBLE: an attention-TP group of ``size`` ranks (this one rank 0), no process group."""
     from sglang.srt.distributed import parallel_state
 
     group = SimpleNamespace(world_size=size, rank_in_group=0, rank=0)
@@ -64,8 +63,7 @@ def attention_tp(size: int) -> Any:
 
 
 def fp4_pools_as_on_cuda() -> Any:
-    """TEST DOUBLE: SGLang builds its FP4 pool classes only when CUDA is available
-    (``is_float4_e2m1fn_x2`` checks ``is_cuda()``); answer as a CUDA build does."""
+    """TEST DOUBLE: ``is_float4_e2m1fn_x2`` answers as on CUDA (SGLang's FP4 pools need it)."""
     import torch
     from sglang.srt.model_executor import model_runner_kv_cache_mixin as mixin
 
