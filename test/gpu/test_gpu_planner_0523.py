@@ -1,6 +1,4 @@
-"""The sglang 0.5.23 planner on a CUDA host builds its pricing pools on that host's GPU
-(``sglang_0_5_23.pricing_host.pricing_device``), with the real CUDA ``sgl_kernel`` (no CPU op, no
-test double, no ``SGLANG_USE_CPU_ENGINE``), and prices every pool as the server does."""
+"""The 0.5.23 planner on a CUDA host prices its pools on the real GPU, as the server does."""
 
 from __future__ import annotations
 

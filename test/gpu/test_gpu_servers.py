@@ -1,7 +1,4 @@
-"""Real servers on a GPU: each case fits its budget and fills it, binds its draft to the target's
-embed/lm_head before the budget is sized, and serves exactly what stock SGLang serves (same
-greedy tokens, the same verify steps per prompt, CUDA graphs captured); a full KV cache is
-served without running out of memory; and stock SGLang overshoots the budget."""
+"""Real GPU servers: each case fits and fills its budget and serves what stock SGLang serves."""
 
 from __future__ import annotations
 

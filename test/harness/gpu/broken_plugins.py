@@ -1,6 +1,4 @@
-"""Seven broken plugins as recorded case data, and the working case they break; an EAGLE3
-launch's capture lines and ``/server_info`` without a GPU, built by the installed release's own
-code with test doubles for the graph runner and the free-memory meter (:func:`launch_of`)."""
+"""Seven broken plugins and the working case they break; EAGLE3 launches built without a GPU."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Device memory from the driver (NVML): waiting until the last case's memory is released, and
-each device's peak through a server's start-up, per phase (:class:`MemoryWatch`)."""
+"""Device memory from NVML: waiting for release, and each device's per-phase peak."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Every GPU server's command and environment (:func:`launch_argv`, :func:`gpu_env`; the suite's
-too), and ``scripts/test-gpu.sh --dry-run``: every server the suite would start, checked, no GPU."""
+"""Every GPU server's command and env, and ``scripts/test-gpu.sh --dry-run`` (no GPU)."""
 
 from __future__ import annotations
 

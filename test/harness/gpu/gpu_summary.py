@@ -1,6 +1,4 @@
-"""Verdict of a GPU suite run, from pytest's JUnit XML: which cases ran, which were skipped, why;
-each test's outcome written the moment it ends (:func:`record`: a JSON line, a JUnit file); and
-each case's own record (:class:`CaseReport`: its launches, results and wall time)."""
+"""A GPU run's verdict from JUnit XML, per-test records as they end, and case reports."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The GPU suite's verdicts, as pure functions of what two launches left behind, every verdict
-of one case (:func:`case_problems`), and the accepted drafts a ``/generate`` response reports."""
+"""The GPU suite's verdicts: pure functions of what two launches left behind."""
 
 from __future__ import annotations
 
