@@ -76,6 +76,18 @@ def fresh_plan(procs: dict[str, subprocess.Popen[str]], which: str) -> dict:
     return json.loads(out)
 
 
+def fresh_python(script: str, *argv: str, **env: str) -> str:
+    """The stdout of ``script`` run by a fresh interpreter, without PYTHONPATH and the CPU-engine
+    switch (``env`` added); it must exit 0."""
+    drop = ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")
+    env = {**{k: v for k, v in os.environ.items() if k not in drop}, **env}
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *argv], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -600,9 +612,7 @@ def test_a_hip_xpu_or_fp32_switch_host_does_not_set_the_planned_dtype(
 def test_default_is_the_installed_0_5_23_and_imports_no_sglang(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``sglang-specinit patches`` with no ``--release`` lists the installed 0.5.23's adapter
-    (the unit tests check the listing against the adapters' tables; test_adapter_signatures.py
-    those tables against the installed release)."""
+    """``patches`` without ``--release`` lists the installed 0.5.23, importing no SGLang."""
     code = (
         "import json, sys\n"
         "from sglang_specinit.planner.cli import main\n"
@@ -610,9 +620,7 @@ def test_default_is_the_installed_0_5_23_and_imports_no_sglang(
         "loaded = sorted(m for m in sys.modules if m.startswith(('sglang.', 'torch')))\n"
         "print(json.dumps([code, loaded]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    ).stdout.splitlines()
+    out = fresh_python(code).splitlines()
     assert json.loads(out[-1]) == [0, []]
     code, listed, _err = run(capsys, "patches", "--release", "0.5.23")
     assert code == 0 and out[:-1] == listed.splitlines()
@@ -649,17 +657,7 @@ needs_gpu_less_host = pytest.mark.skipif(
 
 @needs_gpu_less_host
 def test_fresh_planner_process_prices_on_cpu_without_cuda() -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("SGLANG_USE_CPU_ENGINE", "PYTHONPATH")}
-    proc = subprocess.run(
-        [sys.executable, "-c", FRESH_DECISION],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout) == {
+    assert json.loads(fresh_python(FRESH_DECISION)) == {
         "device": "cpu",
         "cpu_engine": None,
         "device_on_cuda_host": "cuda",
@@ -694,10 +692,7 @@ def test_a_cpu_engine_without_the_cpu_op_exits_2_naming_the_cpu_engine_case(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stub_kernel: object
 ) -> None:
     monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
-    code = main(["plan", "--json"])
-    out, err = capsys.readouterr()
-    assert (code, out) == (2, "")
-    (line,) = err.strip().splitlines()
+    line = refusal(capsys, "plan", "--json")
     for part in (
         "on cpu (torch sees no CUDA device)",
         "runs sglang as a CPU engine (SGLANG_USE_CPU_ENGINE=1)",
@@ -747,7 +742,6 @@ class CudaWheelOnAGpuLessHost(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, CudaWheelOnAGpuLessHost())
 from sglang_specinit.planner.cli import main
-from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 sys.exit(main())
 """
 
@@ -755,17 +749,8 @@ sys.exit(main())
 @pytest.mark.slow
 @needs_gpu_less_host
 def test_the_command_line_plans_on_cpu_without_sgl_kernel(default_plan: dict) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, "-c", WITHOUT_SGL_KERNEL, "plan", "--json"],
-        env={**env, "SGLANG_USE_CPU_ENGINE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout) == default_plan
+    out = fresh_python(WITHOUT_SGL_KERNEL, "plan", "--json", SGLANG_USE_CPU_ENGINE="1")
+    assert json.loads(out) == default_plan
 
 
 def test_cuda_host_needs_only_an_importable_sgl_kernel(
