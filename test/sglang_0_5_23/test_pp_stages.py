@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 from unittest import mock
 
 import pytest
@@ -31,6 +31,7 @@ PRE_LOAD_GIB = 79.0
 # What SGLang's profiling leaves for the KV pools on each stage (a test double's answer: the
 # same on both, so the stages differ only in what they are priced at).
 AVAILABLE = 20 * GIB
+T = TypeVar("T")
 ROWS = (640, 1280)
 
 
@@ -123,7 +124,7 @@ def _with_token_sync(
     )
 
 
-def _price_stage(stage: Stage, answer: Callable[[int], int]) -> StageResult:
+def _price_stage(stage: Stage, answer: Callable[[int], int], sync_calls: list[int]) -> StageResult:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.phased.sizing_state import sizing_active
     from sglang_specinit.sglang_0_5_23 import runtime_budget
@@ -131,7 +132,6 @@ def _price_stage(stage: Stage, answer: Callable[[int], int]) -> StageResult:
 
     target = stage.target
     sizing = stage_sizing(stage.scheduler)
-    sync_calls: list[int] = []
 
     def no_stock(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the hook fell back on stock sizing")
@@ -163,15 +163,38 @@ def built_stages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int,
         yield {rank: _build_stage(rank, tmp) for rank in range(PP)}
 
 
+def _two_passes(size: Callable[..., T], stages: dict[int, Stage]) -> tuple[dict[int, T], ...]:
+    """``size(stage, answer, calls)`` on every stage, in the two passes of SGLang's token sync (a
+    test double of its MIN all-reduce answers ``answer(offered)``, recording ``calls``): each stage
+    answered its own offer, then each, offering what it offered first, the MIN over stages."""
+    calls: dict[int, list[int]] = {rank: [] for rank in stages}
+    own = {
+        rank: size(stage, lambda offered: offered, calls[rank]) for rank, stage in stages.items()
+    }
+    offers = {rank: offered for rank, (offered,) in calls.items()}  # SGLang's sync, once a stage
+
+    def min_over_stages(rank: int) -> Callable[[int], int]:
+        def answer(offered: int) -> int:
+            assert offered == offers[rank]
+            return min(offers.values())
+
+        return answer
+
+    again: dict[int, list[int]] = {rank: [] for rank in stages}
+    synced = {
+        rank: size(stage, min_over_stages(rank), again[rank]) for rank, stage in stages.items()
+    }
+    assert all(len(c) == 1 for c in again.values())
+    return own, synced
+
+
 @pytest.fixture(scope="module")
-def stages(built_stages: dict[int, Stage]) -> Iterator[dict[int, StageResult]]:
-    """The first pass: the sync double answers each stage its own offer."""
+def passes(built_stages: dict[int, Stage]) -> Iterator[tuple[dict[int, StageResult], ...]]:
+    """Every stage priced by the hook in both passes: (each on its own offer, at the MIN)."""
     from sglang_specinit.sglang_0_5_23 import runtime_budget
 
-    results = {
-        rank: _price_stage(stage, lambda offered: offered) for rank, stage in built_stages.items()
-    }
-    for r in results.values():
+    results = _two_passes(_price_stage, built_stages)
+    for r in results[0].values():
         s, plan = r.stage, r.sizing.plan
         print(
             f"\nPP{s.rank}: stock {s.stock_cell:,.0f} B/row -> {s.stock_tokens:,} tokens; "
@@ -183,30 +206,8 @@ def stages(built_stages: dict[int, Stage]) -> Iterator[dict[int, StageResult]]:
         runtime_budget._SIZED.pop(id(stage.target), None)
 
 
-def _min_over_stages(offers: dict[int, int], rank: int) -> Callable[[int], int]:
-    """The second pass's sync double for stage ``rank``: it offers what it offered in the
-    first pass, and the all-reduce answers the MIN of every stage's offer."""
-
-    def answer(offered: int) -> int:
-        assert offered == offers[rank]
-        return min(offers.values())
-
-    return answer
-
-
-@pytest.fixture(scope="module")
-def synced(
-    built_stages: dict[int, Stage], stages: dict[int, StageResult]
-) -> dict[int, StageResult]:
-    """The second pass: every stage sized with SGLang's MIN over stages answered."""
-    offers = {rank: r.sync_calls[0] for rank, r in stages.items()}
-    return {
-        rank: _price_stage(stage, _min_over_stages(offers, rank))
-        for rank, stage in built_stages.items()
-    }
-
-
-def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(stages) -> None:
+def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(passes) -> None:
+    stages = passes[0]
     first, last = stages[0], stages[PP - 1]
     plan = first.sizing.plan
     assert first.sizing.stage_holds_draft is False
@@ -252,7 +253,8 @@ def test_draft_less_stage_is_priced_not_stepped_aside(built_stages) -> None:
     assert blocker is None, blocker.reason
 
 
-def test_every_stage_builds_its_pools_and_plan_at_the_synced_count(stages, synced) -> None:
+def test_every_stage_builds_its_pools_and_plan_at_the_synced_count(passes) -> None:
+    stages, synced = passes
     low = min(r.tokens for r in stages.values())
     assert stages[0].tokens > low  # the draft-less stage's own count is larger
     for rank, r in synced.items():
@@ -289,20 +291,11 @@ def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool)
                 config = stock(stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap)
         return int(config.max_total_num_tokens)
 
-    offers: dict[int, int] = {}
-    for rank, stage in built_stages.items():
-        calls: list[int] = []
-        resize(stage, lambda offered: offered, calls)
-        (offers[rank],) = calls
-    counts = {}
-    for rank, stage in built_stages.items():
-        calls = []
-        counts[rank] = resize(stage, _min_over_stages(offers, rank), calls)
-        assert len(calls) == 1  # SGLang's sync, once per stage
-    return counts
+    return _two_passes(resize, built_stages)[1]
 
 
-def test_post_capture_resize_serves_one_count_on_every_stage(built_stages, synced) -> None:
+def test_post_capture_resize_serves_one_count_on_every_stage(built_stages, passes) -> None:
+    synced = passes[1]
     cap = synced[PP - 1].tokens
     ours = _post_capture_counts(built_stages, cap, plugin=True)
     stock = _post_capture_counts(built_stages, cap, plugin=False)
