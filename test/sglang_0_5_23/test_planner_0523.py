@@ -166,15 +166,9 @@ def test_v4_example_plans_as_the_layout_matrix_sizes_it(tmp_path: Path) -> None:
     )
     # The duplicates stock holds while it profiles: the NextN draft's own embed and lm_head
     # (bf16, vocabulary-sharded), the matrix's figure; the plan's at-profile bytes show them.
-    duplicates = cell.weights()[2]
-    at_profile = {
-        k: round(d["min_viable_mem_fraction_static"] * data["pre_load_free_bytes"])
-        for k, d in (("ours", data), ("stock", stock))
-    }
-    assert (
-        abs(at_profile["stock"] - at_profile["ours"] - duplicates)
-        < 1e-6 * (data["pre_load_free_bytes"])
-    )
+    duplicates, free = cell.weights()[2], data["pre_load_free_bytes"]
+    ours, stocks = (round(d["min_viable_mem_fraction_static"] * free) for d in (data, stock))
+    assert abs(stocks - ours - duplicates) < 1e-6 * free
     weights = (data["target_weight_bytes"], data["draft_weight_bytes"], duplicates)
     r = evaluate(cell, tmp_path, weights=weights, budget=data["budget_bytes"])
     assert data["tokens"] == r.plugin_tokens and stock["tokens"] == r.stock_tokens
@@ -560,21 +554,14 @@ def test_a_kernel_the_planned_gpu_runs_plans(
     assert json.loads(out)["tokens"] > 0
 
 
-def _wheel_root(wheel: str) -> Path | None:
-    name = wheel.split()[0]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        return None
-    return Path(spec.origin).parents[1]
-
-
 @pytest.mark.parametrize("source", kernel_arch.SOURCES, ids=str)
 def test_each_cited_line_says_what_the_rule_relies_on(source: kernel_arch.Source) -> None:
     import sglang
 
-    root = _wheel_root(source.wheel)
-    if root is None:
+    spec = importlib.util.find_spec(source.wheel.split()[0])
+    if spec is None or spec.origin is None:
         pytest.skip(f"{source.wheel} is not installed here (the planner needs none)")
+    root = Path(spec.origin).parents[1]
     if source.wheel.startswith("sglang") and sglang.__version__ != kernel_arch.READ_IN:
         pytest.skip(f"the lines are {kernel_arch.READ_IN}'s; installed {sglang.__version__}")
     lines = (root / source.path).read_text().splitlines()
