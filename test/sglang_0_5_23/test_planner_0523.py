@@ -40,36 +40,28 @@ GIB = 1 << 30
 SUBPROCESS_TIMEOUT_S = 240
 
 
-def main_venv_python() -> Path:
-    """``.venv``'s interpreter, found through the .pth that layers this venv over it."""
+@pytest.fixture(scope="module", autouse=True)
+def fresh_processes() -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """Both fresh planner processes, started together before the in-process plans take the cores
+    (each spends its time importing SGLang): this environment's entry, with the CPU-engine switch
+    set and no sgl_kernel double (the planner drops the switch; its cpu pools need none), and the
+    0.5.13.post1 environment's (found through the .pth that layers this venv over it)."""
     purelib = Path(sysconfig.get_paths()["purelib"])
     main_site = Path((purelib / "zz-specinit-main-venv.pth").read_text().strip())
-    return main_site.parents[2] / "bin" / "python"
-
-
-@pytest.fixture(scope="module")
-def fresh_processes() -> Iterator[dict[str, subprocess.Popen[str]]]:
-    """Both fresh planner processes, started together (each spends its time importing SGLang)."""
-    argv = ["-m", "sglang_specinit.planner.cli", "plan", "--json"]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
+    launches = {
+        "0.5.23": (sys.executable, {**env, "SGLANG_USE_CPU_ENGINE": "1"}),
+        "0.5.13.post1": (str(main_site.parents[2] / "bin" / "python"), env),
+    }
     procs = {
-        # This environment's entry point, in a shell with the CPU-engine switch set, without
-        # the sgl_kernel test double (the planner drops the switch; its cpu pools need none).
-        "0.5.23": subprocess.Popen(
-            [sys.executable, *argv],
-            env={**env, "SGLANG_USE_CPU_ENGINE": "1"},
+        which: subprocess.Popen(
+            [python, "-m", "sglang_specinit.planner.cli", "plan", "--json"],
+            env=penv,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        ),
-        # The 0.5.13.post1 environment's planner (that release's own code).
-        "0.5.13.post1": subprocess.Popen(
-            [str(main_venv_python()), *argv],
-            env={k: v for k, v in env.items() if k != "SGLANG_USE_CPU_ENGINE"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ),
+        )
+        for which, (python, penv) in launches.items()
     }
     yield procs
     for proc in procs.values():
@@ -82,6 +74,18 @@ def fresh_plan(procs: dict[str, subprocess.Popen[str]], which: str) -> dict:
     out, err = procs[which].communicate(timeout=SUBPROCESS_TIMEOUT_S)
     assert procs[which].returncode == 0, err[-3000:]
     return json.loads(out)
+
+
+def fresh_python(script: str, *argv: str, **env: str) -> str:
+    """The stdout of ``script`` run by a fresh interpreter, without PYTHONPATH and the CPU-engine
+    switch (``env`` added); it must exit 0."""
+    drop = ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")
+    env = {**{k: v for k, v in os.environ.items() if k not in drop}, **env}
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *argv], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -103,11 +107,6 @@ def key_tree(value: object) -> object:
     if isinstance(value, dict):
         return {k: key_tree(v) for k, v in value.items()}
     return None
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _started(fresh_processes: dict) -> None:
-    """Start the fresh processes before the in-process plans take the cores."""
 
 
 @pytest.fixture(scope="module")
@@ -167,15 +166,9 @@ def test_v4_example_plans_as_the_layout_matrix_sizes_it(tmp_path: Path) -> None:
     )
     # The duplicates stock holds while it profiles: the NextN draft's own embed and lm_head
     # (bf16, vocabulary-sharded), the matrix's figure; the plan's at-profile bytes show them.
-    duplicates = cell.weights()[2]
-    at_profile = {
-        k: round(d["min_viable_mem_fraction_static"] * data["pre_load_free_bytes"])
-        for k, d in (("ours", data), ("stock", stock))
-    }
-    assert (
-        abs(at_profile["stock"] - at_profile["ours"] - duplicates)
-        < 1e-6 * (data["pre_load_free_bytes"])
-    )
+    duplicates, free = cell.weights()[2], data["pre_load_free_bytes"]
+    ours, stocks = (round(d["min_viable_mem_fraction_static"] * free) for d in (data, stock))
+    assert abs(stocks - ours - duplicates) < 1e-6 * free
     weights = (data["target_weight_bytes"], data["draft_weight_bytes"], duplicates)
     r = evaluate(cell, tmp_path, weights=weights, budget=data["budget_bytes"])
     assert data["tokens"] == r.plugin_tokens and stock["tokens"] == r.stock_tokens
@@ -274,6 +267,13 @@ PRICED_LAYOUTS: dict[str, Any] = {
 }
 
 
+# Drafts stock under-reserves: (stock's reserve for the draft, the plan's price of it) B/row.
+UNDER_RESERVED = {
+    "DeepSeek-V3 dense MLA, TP 8 DCP 8": (1_152, 8 * 1_152),  # the draft replicated over DCP
+    "llama31-8b + EAGLE3, num_nextn_predict_layers 0": (0, 4_096),
+}
+
+
 @dataclass(frozen=True)
 class PricedLayout:
     planned: dict  # plan --json
@@ -327,6 +327,11 @@ def test_plan_prices_every_pool_with_the_servers_function(
     assert stock["priced_kv_bytes_per_token"] == int(r.stock_cell)
     assert stock["target_kv_pool_bytes"] == kv_pool_bytes(r.target, stock["tokens"], r.page_size)
     assert data["used_bytes"] <= data["budget_bytes"]
+    if name in UNDER_RESERVED:  # a draft stock under-reserves is planned as built
+        reserve, draft = UNDER_RESERVED[name]
+        assert stock["priced_kv_bytes_per_token"] - data["target_kv_bytes_per_token"] == reserve
+        assert data["draft_kv_bytes_per_token"] == draft
+        assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
 
 
 def test_dsa_fp8_is_planned_at_0_5_23s_width(priced_layouts: dict[str, PricedLayout]) -> None:
@@ -337,25 +342,6 @@ def test_dsa_fp8_is_planned_at_0_5_23s_width(priced_layouts: dict[str, PricedLay
     layers = 61 + 1  # DeepSeek-V3.2's layers and its MTP layer
     assert rows[1] - rows[0] == layers * (1_152 - 656)
     assert rows[0] == fp8["stock"]["priced_kv_bytes_per_token"]
-
-
-# Drafts stock under-reserves: (stock's reserve for the draft, the plan's price of it) B/row.
-UNDER_RESERVED = {
-    "DeepSeek-V3 dense MLA, TP 8 DCP 8": (1_152, 8 * 1_152),  # the draft replicated over DCP
-    "llama31-8b + EAGLE3, num_nextn_predict_layers 0": (0, 4_096),
-}
-
-
-@pytest.mark.parametrize("name", list(UNDER_RESERVED))
-def test_a_draft_stock_under_reserves_is_planned_as_built(
-    priced_layouts: dict[str, PricedLayout], name: str
-) -> None:
-    data = priced_layouts[name].planned
-    stock = data["stock"]
-    reserve, draft = UNDER_RESERVED[name]
-    assert stock["priced_kv_bytes_per_token"] - data["target_kv_bytes_per_token"] == reserve
-    assert data["draft_kv_bytes_per_token"] == draft
-    assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
 
 
 # The report
@@ -479,20 +465,6 @@ def dsa_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     return _dsa_dir(tmp_path_factory.mktemp("dsa-kernels"))
 
 
-MTP = (
-    "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
-    "--speculative-num-draft-tokens 4"
-).split()
-
-
-def resolved_on(preset: str, launch: list[str]) -> Any:
-    from sglang_specinit.sglang_0_5_23.planner_replay import REPLAY
-
-    gpu = get_preset(preset)
-    device = DeviceSpec(gpu.name, gpu.total_bytes, pre_load_free_bytes(gpu.total_bytes), sm=gpu.sm)
-    return REPLAY.resolve(REPLAY.parse_launch(launch), device)
-
-
 DSA = ("--example", "deepseek-v3-mtp", "--model-path", "<dsa>")
 # The lines the DSA refusal relies on: the DCP override, the kernel call, flashinfer's arch check.
 KA = kernel_arch
@@ -542,54 +514,54 @@ def test_a_kernel_the_planned_gpu_cannot_run_is_refused_in_one_line(
     assert line.endswith(ends) and all(text in line for text in says), line
 
 
-def test_dsa_dcp_on_b200_plans_with_the_trtllm_kernels(
-    capsys: pytest.CaptureFixture[str], dsa_dir: str
+# DeepSeek-V3.2 at TP 8, DCP 8 with its MTP draft, as the launch flags resolved.
+DSA_DCP_MTP = (
+    "--model-path <dsa> --tp 8 --dcp-size 8 --speculative-algorithm NEXTN "
+    "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+).split()
+TRTLLM = [("dsa_decode_backend", "trtllm"), ("dsa_prefill_backend", "trtllm")]
+FA3, FA3_NEED = ("--attention-backend", "fa3"), ("attention_backend", "fa3")
+# launch -> (its GPU, the plan's flags, the flags resolved, the kernels resolved, an sm they
+# cannot run on); <dsa>, <llama>: the checkpoints.
+RUNS = {
+    "dsa-dcp-on-B200": ("B200", (*DSA, "--dcp-size", "8"), DSA_DCP_MTP, TRTLLM, 90),
+    **{
+        f"fa3-on-{gpu}": (gpu, FA3, ("--model-path", "<llama>", *FA3), [FA3_NEED], 100)
+        for gpu in ("H100-80GB", "L40S")
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_a_kernel_the_planned_gpu_runs_plans(
+    capsys: pytest.CaptureFixture[str], dsa_dir: str, name: str
 ) -> None:
-    launch = ["--model-path", str(dsa_dir), "--tp", "8", "--dcp-size", "8", *MTP]
-    resolved = resolved_on("B200", launch)
+    from sglang_specinit.sglang_0_5_23.planner_replay import REPLAY
+
+    gpu, argv, launch, kernels, not_on = RUNS[name]
+    paths = {"<dsa>": dsa_dir, "<llama>": str(EXAMPLES / "llama31-8b-eagle3" / "target")}
+    preset = get_preset(gpu)
+    free = pre_load_free_bytes(preset.total_bytes)
+    device = DeviceSpec(preset.name, preset.total_bytes, free, sm=preset.sm)
+    resolved = REPLAY.resolve(REPLAY.parse_launch([paths.get(a, a) for a in launch]), device)
     mla = resolved.target_model_config.attention_arch.name == "MLA"
     needs = kernel_arch.kernel_needs(resolved.args, resolved.launch_inputs, mla=mla)
-    assert [(n.field, n.value) for n in needs] == [
-        ("dsa_decode_backend", "trtllm"),
-        ("dsa_prefill_backend", "trtllm"),
-    ]
-    assert all(n.runs_on(100) and not n.runs_on(90) for n in needs)
-
-    code, out, err = run(
-        capsys,
-        "plan",
-        *("--example", "deepseek-v3-mtp", "--model-path", str(dsa_dir)),
-        *("--dcp-size", "8", "--gpu", "B200", "--json"),
-    )
+    assert [(n.field, n.value) for n in needs] == kernels
+    assert all(n.runs_on(preset.sm) and not n.runs_on(not_on) for n in needs)
+    argv = (*(paths.get(a, a) for a in argv), "--gpu", gpu, "--json")
+    code, out, err = run(capsys, "plan", *argv)
     assert code == 0, err[-2000:]
     assert json.loads(out)["tokens"] > 0
-
-
-@pytest.mark.parametrize("gpu", ["H100-80GB", "L40S"])
-def test_fa3_where_it_runs_plans(capsys: pytest.CaptureFixture[str], gpu: str) -> None:
-    llama = str(EXAMPLES / "llama31-8b-eagle3" / "target")
-    resolved = resolved_on(gpu, ["--model-path", llama, "--attention-backend", "fa3"])
-    needs = kernel_arch.kernel_needs(resolved.args, resolved.launch_inputs, mla=False)
-    assert [(n.field, n.value) for n in needs] == [("attention_backend", "fa3")]
-    code, _, err = run(capsys, "plan", "--attention-backend", "fa3", "--gpu", gpu)
-    assert code == 0, err[-2000:]
-
-
-def _wheel_root(wheel: str) -> Path | None:
-    name = wheel.split()[0]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        return None
-    return Path(spec.origin).parents[1]
 
 
 @pytest.mark.parametrize("source", kernel_arch.SOURCES, ids=str)
 def test_each_cited_line_says_what_the_rule_relies_on(source: kernel_arch.Source) -> None:
     import sglang
 
-    root = _wheel_root(source.wheel)
-    if root is None:
+    spec = importlib.util.find_spec(source.wheel.split()[0])
+    if spec is None or spec.origin is None:
         pytest.skip(f"{source.wheel} is not installed here (the planner needs none)")
+    root = Path(spec.origin).parents[1]
     if source.wheel.startswith("sglang") and sglang.__version__ != kernel_arch.READ_IN:
         pytest.skip(f"the lines are {kernel_arch.READ_IN}'s; installed {sglang.__version__}")
     lines = (root / source.path).read_text().splitlines()
@@ -627,9 +599,7 @@ def test_a_hip_xpu_or_fp32_switch_host_does_not_set_the_planned_dtype(
 def test_default_is_the_installed_0_5_23_and_imports_no_sglang(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``sglang-specinit patches`` with no ``--release`` lists the installed 0.5.23's adapter
-    (the unit tests check the listing against the adapters' tables; test_adapter_signatures.py
-    those tables against the installed release)."""
+    """``patches`` without ``--release`` lists the installed 0.5.23, importing no SGLang."""
     code = (
         "import json, sys\n"
         "from sglang_specinit.planner.cli import main\n"
@@ -637,9 +607,7 @@ def test_default_is_the_installed_0_5_23_and_imports_no_sglang(
         "loaded = sorted(m for m in sys.modules if m.startswith(('sglang.', 'torch')))\n"
         "print(json.dumps([code, loaded]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    ).stdout.splitlines()
+    out = fresh_python(code).splitlines()
     assert json.loads(out[-1]) == [0, []]
     code, listed, _err = run(capsys, "patches", "--release", "0.5.23")
     assert code == 0 and out[:-1] == listed.splitlines()
@@ -676,17 +644,7 @@ needs_gpu_less_host = pytest.mark.skipif(
 
 @needs_gpu_less_host
 def test_fresh_planner_process_prices_on_cpu_without_cuda() -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("SGLANG_USE_CPU_ENGINE", "PYTHONPATH")}
-    proc = subprocess.run(
-        [sys.executable, "-c", FRESH_DECISION],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout) == {
+    assert json.loads(fresh_python(FRESH_DECISION)) == {
         "device": "cpu",
         "cpu_engine": None,
         "device_on_cuda_host": "cuda",
@@ -721,10 +679,7 @@ def test_a_cpu_engine_without_the_cpu_op_exits_2_naming_the_cpu_engine_case(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stub_kernel: object
 ) -> None:
     monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
-    code = main(["plan", "--json"])
-    out, err = capsys.readouterr()
-    assert (code, out) == (2, "")
-    (line,) = err.strip().splitlines()
+    line = refusal(capsys, "plan", "--json")
     for part in (
         "on cpu (torch sees no CUDA device)",
         "runs sglang as a CPU engine (SGLANG_USE_CPU_ENGINE=1)",
@@ -774,7 +729,6 @@ class CudaWheelOnAGpuLessHost(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, CudaWheelOnAGpuLessHost())
 from sglang_specinit.planner.cli import main
-from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 sys.exit(main())
 """
 
@@ -782,17 +736,8 @@ sys.exit(main())
 @pytest.mark.slow
 @needs_gpu_less_host
 def test_the_command_line_plans_on_cpu_without_sgl_kernel(default_plan: dict) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, "-c", WITHOUT_SGL_KERNEL, "plan", "--json"],
-        env={**env, "SGLANG_USE_CPU_ENGINE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout) == default_plan
+    out = fresh_python(WITHOUT_SGL_KERNEL, "plan", "--json", SGLANG_USE_CPU_ENGINE="1")
+    assert json.loads(out) == default_plan
 
 
 def test_cuda_host_needs_only_an_importable_sgl_kernel(

@@ -35,15 +35,9 @@ def test_attention_widths_are_the_ones_the_scheduler_computes(
     from sglang_specinit.sglang_0_5_23.dataclass_replay import rank0_widths
     from sglang_specinit.sglang_0_5_23.release_shims import attn_tp_size_of, derived_server_arg
 
+    ones = dict.fromkeys(("pp_size", "ep_size", "moe_dp_size", "dcp_size"), 1)
     args = SimpleNamespace(
-        tp_size=tp,
-        pp_size=1,
-        dp_size=dp,
-        attn_cp_size=cp,
-        enable_dp_attention=dp_attention,
-        ep_size=1,
-        moe_dp_size=1,
-        dcp_size=1,
+        tp_size=tp, dp_size=dp, attn_cp_size=cp, enable_dp_attention=dp_attention, **ones
     )
     _rank, attn_tp, _dp_rank, attn_dp = compute_dp_attention_world_info(dp_attention, 0, tp, dp, cp)
     if not ROW.dataclass_server_args:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 from unittest import mock
 
 import pytest
@@ -31,40 +31,48 @@ PRE_LOAD_GIB = 79.0
 # What SGLang's profiling leaves for the KV pools on each stage (a test double's answer: the
 # same on both, so the stages differ only in what they are priced at).
 AVAILABLE = 20 * GIB
+T = TypeVar("T")
 ROWS = (640, 1280)
 
 
-@dataclass
-class StageResult:
-    rank: int
-    sizing: Any
-    tokens: int
-    sync_calls: list[int]
-    stock_cell: float  # stock's price per row on this stage (its configurator's cell)
-    stock_tokens: int  # stock's count on the same bytes
-    target_row: float  # what this stage's target pool grows by per row, built
-    draft_row: float  # what the draft pool grows by per row, built (0 without a draft)
-    pool_bytes_at: Any  # tokens -> bytes of every pool this stage builds
-
-
-def _built(kvc: Any, rows: int) -> int:
+def _per_row(kvc: Any) -> float:
+    """What ``kvc``'s pools grow by per row, built: bytes = a + b x rows, fitted on two small
+    builds (a pool at the stage's real count would be GiBs of host memory)."""
     from harness.matrices.step_aside import built_bytes
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
-    return built_bytes(kvc, [], MemoryPoolConfig(rows, 1, rows, rows))[0]
+    small, large = (built_bytes(kvc, [], MemoryPoolConfig(n, 1, n, n))[0] for n in ROWS)
+    return (large - small) / (ROWS[1] - ROWS[0])
 
 
 @dataclass
 class Stage:
-    """One stage's configurators (without weights, at its layers) and the hook's scheduler."""
+    """One stage's configurators (without weights, at its layers) and the hook's scheduler, and
+    (set by its first pricing) stock's price and count on it and what its pools grow by per row."""
 
     rank: int
     target: Any
     draft: Any
     holds_draft: bool
     scheduler: Any
-    # id(configurator) -> its pools' bytes built at ROWS (filled once, by _price_stage).
-    fits: dict[int, tuple[int, int]] = field(default_factory=dict)
+    stock_cell: float = 0.0  # stock's price per row on this stage (its configurator's cell)
+    stock_tokens: int = 0  # stock's count on AVAILABLE
+    target_row: float = 0.0  # what the target pool grows by per row, built
+    draft_row: float = 0.0  # what the draft pool grows by per row, built (0 without a draft)
+
+    def pool_bytes_at(self, tokens: int) -> int:
+        """Bytes of the rows that grow with the count, padding page included; the constant
+        pointer tables (KiBs) are left to the 1 - f share, as SGLang's own sizing leaves them."""
+        rows = tokens + int(self.target.page_size)
+        return sum(round(row * rows) for row in (self.target_row, self.draft_row))
+
+
+@dataclass
+class StageResult:
+    stage: Stage
+    sizing: Any
+    tokens: int
+    sync_calls: list[int]
 
 
 def _build_stage(rank: int, tmp: Path) -> Stage:
@@ -116,15 +124,14 @@ def _with_token_sync(
     )
 
 
-def _price_stage(stage: Stage, answer: Callable[[int], int]) -> StageResult:
+def _price_stage(stage: Stage, answer: Callable[[int], int], sync_calls: list[int]) -> StageResult:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.phased.sizing_state import sizing_active
     from sglang_specinit.sglang_0_5_23 import runtime_budget
     from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
 
-    rank, target, draft, holds = stage.rank, stage.target, stage.draft, stage.holds_draft
+    target = stage.target
     sizing = stage_sizing(stage.scheduler)
-    sync_calls: list[int] = []
 
     def no_stock(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the hook fell back on stock sizing")
@@ -138,39 +145,14 @@ def _price_stage(stage: Stage, answer: Callable[[int], int]) -> StageResult:
     ):
         config = runtime_budget.resolve_memory_pool_config(no_stock, target, PRE_LOAD_GIB)
 
-    configurator = create_memory_pool_configurator(target)
-    page = int(target.page_size)
-    stock_tokens = configurator.calculate_pool_sizes(AVAILABLE, page).max_total_num_tokens
-    drafts = [draft] if holds else []
-
-    # bytes = a + b x rows, fitted on two small builds (a pool at the stage's real count
-    # would be GiBs of host memory).
-    if not stage.fits:
-        stage.fits.update(
-            {id(kvc): (_built(kvc, ROWS[0]), _built(kvc, ROWS[1])) for kvc in [target, draft]}
-        )
-    fits = stage.fits
-
-    def per_row(kvc: Any) -> float:
-        small, large = fits[id(kvc)]
-        return (large - small) / (ROWS[1] - ROWS[0])
-
-    def pool_bytes_at(tokens: int) -> int:
-        # The rows that grow with the count, padding page included; the constant pointer
-        # tables (KiBs) are left to the 1 - f share, as SGLang's own sizing leaves them.
-        return sum(round(per_row(kvc) * (tokens + page)) for kvc in [target, *drafts])
-
-    return StageResult(
-        rank=rank,
-        sizing=sizing,
-        tokens=int(config.max_total_num_tokens),
-        sync_calls=sync_calls,
-        stock_cell=float(configurator._cell_size),
-        stock_tokens=int(stock_tokens),
-        target_row=per_row(target),
-        draft_row=per_row(draft) if holds else 0.0,
-        pool_bytes_at=pool_bytes_at,
-    )
+    if not stage.target_row:
+        configurator = create_memory_pool_configurator(target)
+        stage.stock_cell = float(configurator._cell_size)
+        pool_sizes = configurator.calculate_pool_sizes(AVAILABLE, int(target.page_size))
+        stage.stock_tokens = int(pool_sizes.max_total_num_tokens)
+        stage.target_row = _per_row(target)
+        stage.draft_row = _per_row(stage.draft) if stage.holds_draft else 0.0
+    return StageResult(stage, sizing, int(config.max_total_num_tokens), sync_calls)
 
 
 @pytest.fixture(scope="module")
@@ -181,75 +163,77 @@ def built_stages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int,
         yield {rank: _build_stage(rank, tmp) for rank in range(PP)}
 
 
+def _two_passes(size: Callable[..., T], stages: dict[int, Stage]) -> tuple[dict[int, T], ...]:
+    """``size(stage, answer, calls)`` on every stage, in the two passes of SGLang's token sync (a
+    test double of its MIN all-reduce answers ``answer(offered)``, recording ``calls``): each stage
+    answered its own offer, then each, offering what it offered first, the MIN over stages."""
+    calls: dict[int, list[int]] = {rank: [] for rank in stages}
+    own = {
+        rank: size(stage, lambda offered: offered, calls[rank]) for rank, stage in stages.items()
+    }
+    offers = {rank: offered for rank, (offered,) in calls.items()}  # SGLang's sync, once a stage
+
+    def min_over_stages(rank: int) -> Callable[[int], int]:
+        def answer(offered: int) -> int:
+            assert offered == offers[rank]
+            return min(offers.values())
+
+        return answer
+
+    again: dict[int, list[int]] = {rank: [] for rank in stages}
+    synced = {
+        rank: size(stage, min_over_stages(rank), again[rank]) for rank, stage in stages.items()
+    }
+    assert all(len(c) == 1 for c in again.values())
+    return own, synced
+
+
 @pytest.fixture(scope="module")
-def stages(built_stages: dict[int, Stage]) -> Iterator[dict[int, StageResult]]:
-    """The first pass: the sync double answers each stage its own offer."""
+def passes(built_stages: dict[int, Stage]) -> Iterator[tuple[dict[int, StageResult], ...]]:
+    """Every stage priced by the hook in both passes: (each on its own offer, at the MIN)."""
     from sglang_specinit.sglang_0_5_23 import runtime_budget
 
-    results = {
-        rank: _price_stage(stage, lambda offered: offered) for rank, stage in built_stages.items()
-    }
-    for r in results.values():
-        plan = r.sizing.plan
+    results = _two_passes(_price_stage, built_stages)
+    for r in results[0].values():
+        s, plan = r.stage, r.sizing.plan
         print(
-            f"\nPP{r.rank}: stock {r.stock_cell:,.0f} B/row -> {r.stock_tokens:,} tokens; "
+            f"\nPP{s.rank}: stock {s.stock_cell:,.0f} B/row -> {s.stock_tokens:,} tokens; "
             f"plugin {plan.priced_bytes_per_token:,.0f} B/row -> {r.tokens:,} tokens "
-            f"(target {r.target_row:,.0f} + draft {r.draft_row:,.0f} built)"
+            f"(target {s.target_row:,.0f} + draft {s.draft_row:,.0f} built)"
         )
     yield results
     for stage in built_stages.values():
         runtime_budget._SIZED.pop(id(stage.target), None)
 
 
-def _min_over_stages(offers: dict[int, int], rank: int) -> Callable[[int], int]:
-    """The second pass's sync double for stage ``rank``: it offers what it offered in the
-    first pass, and the all-reduce answers the MIN of every stage's offer."""
-
-    def answer(offered: int) -> int:
-        assert offered == offers[rank]
-        return min(offers.values())
-
-    return answer
-
-
-@pytest.fixture(scope="module")
-def synced(
-    built_stages: dict[int, Stage], stages: dict[int, StageResult]
-) -> dict[int, StageResult]:
-    """The second pass: every stage sized with SGLang's MIN over stages answered."""
-    offers = {rank: r.sync_calls[0] for rank, r in stages.items()}
-    return {
-        rank: _price_stage(stage, _min_over_stages(offers, rank))
-        for rank, stage in built_stages.items()
-    }
-
-
-def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(stages) -> None:
+def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(passes) -> None:
+    stages = passes[0]
     first, last = stages[0], stages[PP - 1]
     plan = first.sizing.plan
     assert first.sizing.stage_holds_draft is False
     assert plan.draft_kv_bytes_per_token == 0 == plan.draft_kv_pool_bytes
-    assert plan.priced_bytes_per_token == pytest.approx(first.target_row, abs=1e-6)
+    assert plan.priced_bytes_per_token == pytest.approx(first.stage.target_row, abs=1e-6)
     # Stock charges the draft-less stage a draft layer it does not hold.
-    assert first.stock_cell > first.target_row
-    assert first.tokens > first.stock_tokens
+    assert first.stage.stock_cell > first.stage.target_row
+    assert first.tokens > first.stage.stock_tokens
     # The last stage is charged its draft as built.
     plan = last.sizing.plan
     assert last.sizing.stage_holds_draft is True
-    assert last.draft_row > 0
-    assert plan.draft_kv_bytes_per_token == pytest.approx(last.draft_row, abs=1e-6)
-    assert plan.priced_bytes_per_token == pytest.approx(last.target_row + last.draft_row, abs=1e-6)
+    assert last.stage.draft_row > 0
+    assert plan.draft_kv_bytes_per_token == pytest.approx(last.stage.draft_row, abs=1e-6)
+    built = last.stage.target_row + last.stage.draft_row
+    assert plan.priced_bytes_per_token == pytest.approx(built, abs=1e-6)
     for r in stages.values():
         # Every stage syncs its count exactly once, and is not sized past its bytes.
         assert r.sync_calls == [r.sizing.plan.tokens]
         page = r.sizing.inputs.page_size
-        assert r.pool_bytes_at(r.tokens) <= AVAILABLE
-        assert r.pool_bytes_at(r.tokens + page) > AVAILABLE
+        assert r.stage.pool_bytes_at(r.tokens) <= AVAILABLE
+        assert r.stage.pool_bytes_at(r.tokens + page) > AVAILABLE
     # The launch's count is the last stage's, and never worse than stock's.
     ours = min(r.tokens for r in stages.values())
-    stock = min(r.stock_tokens for r in stages.values())
+    stock = min(r.stage.stock_tokens for r in stages.values())
     assert ours == last.tokens
-    stock_fits = all(r.pool_bytes_at(stock) <= AVAILABLE for r in stages.values())
+    stock_fits = all(r.stage.pool_bytes_at(stock) <= AVAILABLE for r in stages.values())
     print(f"\nlaunch: stock {stock:,} tokens (fits: {stock_fits}) -> plugin {ours:,}")
     if stock_fits:
         assert ours >= stock
@@ -269,16 +253,17 @@ def test_draft_less_stage_is_priced_not_stepped_aside(built_stages) -> None:
     assert blocker is None, blocker.reason
 
 
-def test_every_stage_builds_its_pools_and_plan_at_the_synced_count(stages, synced) -> None:
+def test_every_stage_builds_its_pools_and_plan_at_the_synced_count(passes) -> None:
+    stages, synced = passes
     low = min(r.tokens for r in stages.values())
     assert stages[0].tokens > low  # the draft-less stage's own count is larger
     for rank, r in synced.items():
         assert r.tokens == low
-        assert r.pool_bytes_at(r.tokens) <= AVAILABLE
+        assert r.stage.pool_bytes_at(r.tokens) <= AVAILABLE
         plan = r.sizing.plan
         assert plan.tokens == low
         assert plan.target_kv_pool_bytes == stages[rank].sizing.plan.target_kv_pool_bytes - (
-            (stages[rank].tokens - low) * r.target_row
+            (stages[rank].tokens - low) * r.stage.target_row
         )
         own = stages[rank].tokens
         assert r.sizing.stage_tokens == (own if own != low else None)
@@ -306,20 +291,11 @@ def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool)
                 config = stock(stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap)
         return int(config.max_total_num_tokens)
 
-    offers: dict[int, int] = {}
-    for rank, stage in built_stages.items():
-        calls: list[int] = []
-        resize(stage, lambda offered: offered, calls)
-        (offers[rank],) = calls
-    counts = {}
-    for rank, stage in built_stages.items():
-        calls = []
-        counts[rank] = resize(stage, _min_over_stages(offers, rank), calls)
-        assert len(calls) == 1  # SGLang's sync, once per stage
-    return counts
+    return _two_passes(resize, built_stages)[1]
 
 
-def test_post_capture_resize_serves_one_count_on_every_stage(built_stages, synced) -> None:
+def test_post_capture_resize_serves_one_count_on_every_stage(built_stages, passes) -> None:
+    synced = passes[1]
     cap = synced[PP - 1].tokens
     ours = _post_capture_counts(built_stages, cap, plugin=True)
     stock = _post_capture_counts(built_stages, cap, plugin=False)
@@ -328,4 +304,4 @@ def test_post_capture_resize_serves_one_count_on_every_stage(built_stages, synce
     assert len(set(stock.values())) == 1
     for rank, r in synced.items():
         assert ours[rank] <= stock[rank]
-        assert r.pool_bytes_at(ours[rank]) <= POST_CAPTURE_BUDGET
+        assert r.stage.pool_bytes_at(ours[rank]) <= POST_CAPTURE_BUDGET

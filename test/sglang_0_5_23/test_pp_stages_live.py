@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,14 +90,13 @@ def _tokens(report: dict[str, Any]) -> int:
 
 
 def _checkpoint_tensor_bytes(checkpoint: Path, name: str) -> int:
-    """Bytes of one tensor in a safetensors checkpoint, from its header."""
+    """Bytes of one tensor in a safetensors checkpoint."""
+    from safetensors import safe_open
+
     for shard in sorted(checkpoint.glob("*.safetensors")):
-        raw = shard.read_bytes()
-        (length,) = struct.unpack("<Q", raw[:8])
-        header = json.loads(raw[8 : 8 + length])
-        if name in header:
-            start, end = header[name]["data_offsets"]
-            return end - start
+        with safe_open(shard, "pt") as f:
+            if name in f.keys():
+                return f.get_tensor(name).nbytes
     raise KeyError(name)
 
 
