@@ -37,17 +37,11 @@ def plan_every_started_launch(request: pytest.FixtureRequest) -> Iterator[None]:
     engine = sys.modules.get("harness.launch.engine")
     if engine is None or not engine._started:
         return  # nothing launched since the last test
-    from harness.matrices.plan_verdicts import (
-        VERDICT_PROPERTY,
-        assert_planned_like_started,
-        started_launches,
-    )
+    from harness.matrices.plan_verdicts import VERDICT_PROPERTY, plan_started_launches
 
-    for launch in started_launches():
-        planned = assert_planned_like_started(launch)
-        request.node.user_properties.append(
-            (VERDICT_PROPERTY, (launch.label, planned.verdict(), "starts"))
-        )
+    for label, planned in plan_started_launches():
+        verdict = (label, planned.verdict(), "starts")
+        request.node.user_properties.append((VERDICT_PROPERTY, verdict))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
