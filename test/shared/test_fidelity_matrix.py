@@ -429,7 +429,7 @@ def test_unphased_launch_keeps_stock_init_with_one_warning(probe: dict, row: Row
         # SGLang's own init_model_worker ran: its first call is the target worker, built the
         # stock way (no deferred pools, no phase log), with the fraction untouched.
         assert check["reached_init_tp_model_worker"]
-        assert [c["deferring_pools"] for c in check["calls"]] == [False]
+        assert check["deferring_pools_per_call"] == [False]
         assert not check["phase_log_started"]
         assert check["mem_fraction_static_after"] == check["mem_fraction_static_before"]
     warnings = [

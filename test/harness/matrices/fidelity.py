@@ -46,9 +46,8 @@ CPU_ENGINE_OVERRIDES: dict[str, Any] = {
 }
 # Their draft backend factory has no torch_native entry (Triton backends are built, not run).
 TRITON_DRAFT_BACKEND = {"speculative_draft_attention_backend": "triton"}
-# The simulated device of a CPU Engine is 256 MiB; SGLang's automatic fraction reserves at least
-# 512 MiB, so a recipe with an automatic fraction gets an explicit one on CPU (the automatic
-# fraction itself is checked in (a) on the H100 double).
+# A CPU Engine's 256 MiB device is below the automatic fraction's 512 MiB reserve: an explicit
+# fraction on CPU (the automatic one is checked in (a) on the H100 double).
 CPU_FRACTION = {"mem_fraction_static": 0.5}
 
 
@@ -86,8 +85,7 @@ class Row:
         return [paths.get(a, a) for a in self.recipe]
 
 
-# The 3 / 1 / 4 draft chain the MTP usage pages (DeepSeek-V3.2, GLM-4.5,
-# Qwen3-Next, MiMo-V2-Flash) spell out.
+# The 3 / 1 / 4 draft chain of the MTP usage pages (DeepSeek-V3.2, GLM-4.5, Qwen3-Next, MiMo).
 MTP_CHAIN_FLAGS = (
     "--speculative-num-steps", "3",
     "--speculative-eagle-topk", "1",
@@ -126,8 +124,8 @@ DEEPSEEK_V3_DOCS = (
 
 
 def guide_recipe(algorithm: str, steps: int, topk: int, tokens: int, *extra: str) -> tuple:
-    """The speculative-decoding guide's EAGLE-2 / EAGLE-3 / STANDALONE commands: the same flags
-    but the algorithm and its draft chain (EAGLE-3's adds ``--dtype float16``)."""
+    """The speculative-decoding guide's EAGLE-2 / EAGLE-3 / STANDALONE command (``extra``:
+    EAGLE-3's ``--dtype float16``)."""
     return (
         "--model", TARGET,
         "--speculative-algorithm", algorithm,
@@ -437,7 +435,7 @@ ROWS = ROWS_0_5_13 if PHASES_ITSELF else ROWS_0_5_23
 
 def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
     """The probe's request: recipe launches on the GPU double, plus (0.5.13.x) each Engine row's
-    CPU launch (its stock target config is compared with the Engine's)."""
+    CPU launch (whose stock target config the Engine's is compared with)."""
     launches = []
     for row in rows:
         # Unphased 0.5.13.x rows: the (hooked) Scheduler.init_model_worker up to its first call.
@@ -531,9 +529,8 @@ def engine_kwargs(row: Row) -> dict[str, Any]:
 def plan_for_server(
     row: Row, kwargs: Mapping[str, Any], memory: Mapping[str, Any], capacity: int
 ) -> dict[str, Any]:
-    """``sglang-specinit plan --json`` with the Engine's flags, the recipe's environment and the
-    device numbers the server measured. 0.5.13.x plans in this process; 0.5.23 in a planner
-    process of its own (:func:`harness.launch.release_suite.run_planner`)."""
+    """``plan --json`` on the Engine's flags, environment and measured device numbers (0.5.13.x:
+    in this process; 0.5.23: in a planner process of its own)."""
     argv = [
         "plan",
         "--json",
