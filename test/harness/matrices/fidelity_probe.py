@@ -220,11 +220,9 @@ def run_launch(path: Path, launch: dict[str, Any], mode: str, fraction_sink: dic
         configs = _model_configs(server_args)
         scheduler_config = configs.pop("_scheduler_config", None)
         result.update(configs)
-        if launch.get("scheduler_check"):
+        if launch.get("scheduler_check"):  # 0.5.13.x only
             step = "scheduler check"
-            result["scheduler_check"] = _scheduler_check(
-                server_args, scheduler_config or configs.get("scheduler_before_draft")
-            )
+            result["scheduler_check"] = _scheduler_check(server_args, scheduler_config)
     except Exception as exc:  # reported, compared by the test
         result["error"] = {
             "step": step,
