@@ -221,14 +221,6 @@ def mark_slow_files(items: list, row: Release | None) -> None:
 SLOW_ENV = "SPECINIT_TEST_SLOW"
 
 
-def slow_enabled() -> bool:
-    return os.environ.get(SLOW_ENV) == "1"
-
-
-def slow_skip_reason() -> str:
-    return f"in the slow set: set {SLOW_ENV}=1 to run it"
-
-
 def _main(argv: list[str]) -> int:
     if argv[:1] == ["ci"] and len(argv) == 2:  # scripts/test.sh's `release NAME`
         row = BY_NAME[argv[1]]
