@@ -354,12 +354,6 @@ RESPELLED = {
 }
 
 
-def _from_0513(key: str, **changes: Any) -> Row:
-    """The 0.5.13.post1 row ``key`` with the graph flags as 0.5.23 spells them."""
-    recipe = tuple(RESPELLED.get(a, a) for a in ROWS_BY_KEY[key].recipe)
-    return dataclasses.replace(ROWS_BY_KEY[key], recipe=recipe, **changes)
-
-
 def _eagle3_draft() -> Path:
     return eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB)
 
@@ -376,56 +370,54 @@ def _ambiguous(key: str, new_key: str, flag: str, **changes: Any) -> Row:
     )
 
 
-ROWS_0_5_23: tuple[Row, ...] = (
-    _ambiguous("llama31-eagle3", "eagle3-docs", "--cuda-graph-max-bs", draft=_eagle3_draft),
-    _from_0513("llama31-eagle"),
-    _from_0513("llama31-eagle3", draft=_eagle3_draft),
-    _from_0513("gpt-oss-eagle3", draft=_eagle3_draft),
-    _from_0513("standalone"),
-    _ambiguous("dflash", "dflash-docs", "--cuda-graph-bs"),
-    _from_0513(
-        "dflash",
-        engine=None,
-        engine_blocker="0.5.23 refuses DFLASH on CPU (not supported by CpuSRTPlatform)",
-    ),
-    _from_0513("ngram-docs"),
-    _from_0513("ngram"),
-    _from_0513("deepseek-v3-mtp"),
-    _from_0513("deepseek-v32-mtp"),
-    _from_0513("glm45-mtp"),
+# How 0.5.23 takes a 0.5.13.post1 row besides the graph flags' spelling (key: changed fields).
+CHANGES_0_5_23: dict[str, dict[str, Any]] = {
+    "llama31-eagle3": {"draft": _eagle3_draft},
+    "gpt-oss-eagle3": {"draft": _eagle3_draft},
+    "dflash": {
+        "engine": None,
+        "engine_blocker": "0.5.23 refuses DFLASH on CPU (not supported by CpuSRTPlatform)",
+    },
     # 0.5.23 picks --mamba-scheduler-strategy extra_buffer and asserts the platform snapshots
     # Mamba state (the H100 double covers memory and capability, not that); without the radix
     # cache (row qwen3-next-nextn) it needs no snapshots.
-    _from_0513(
-        "qwen3-next-docs",
-        refused="extra_buffer requires platform support for Mamba cache state snapshots",
-        engine_blocker="refused by sglang 0.5.23 here (see row qwen3-next-nextn)",
-    ),
-    _from_0513(
-        "qwen3-next-nextn",
-        engine_blocker=(
+    "qwen3-next-docs": {
+        "refused": "extra_buffer requires platform support for Mamba cache state snapshots",
+        "engine_blocker": "refused by sglang 0.5.23 here (see row qwen3-next-nextn)",
+    },
+    "qwen3-next-nextn": {
+        "engine_blocker": (
             "0.5.23 cannot build Qwen3NextForCausalLM on CPU: its gated-delta-net layer asks "
             "for the CUDA device"
         ),
-    ),
-    _from_0513("mimo-v2-flash"),
-    _from_0513("gemma4-frozen-kv-mtp"),
-    _from_0513(
-        "deepseek-v32-hisparse",
-        engine_blocker=(
+    },
+    "deepseek-v32-hisparse": {
+        "engine_blocker": (
             "0.5.23 keeps stock sizing here (the plugin steps aside with one WARNING); "
             + DSA_NEEDS_CUDA
         ),
-    ),
-    _from_0513(
-        "deepseek-v4-mtp",
-        engine_blocker=(
+    },
+    "deepseek-v4-mtp": {
+        "engine_blocker": (
             "not built on CPU (tried with a tiny V4-Flash-shaped config): 0.5.23's CPU rope "
             "factory refuses V4's SWA-only layers, its V4 KV pool stores only FP8, which cpu "
             "refuses without sgl-kernel's AMX backend, its attention is CUDA's (docs/limits.md). "
             "The plugin's V4 sizing hook runs on 0.5.23's configurators instead "
             "(test_dsv4_sizing_hook)"
         ),
+    },
+}
+# Every 0.5.13.post1 row with the graph flags as 0.5.23 spells them, and two recipes verbatim.
+ROWS_0_5_23: tuple[Row, ...] = (
+    _ambiguous("llama31-eagle3", "eagle3-docs", "--cuda-graph-max-bs", draft=_eagle3_draft),
+    _ambiguous("dflash", "dflash-docs", "--cuda-graph-bs"),
+    *(
+        dataclasses.replace(
+            row,
+            recipe=tuple(RESPELLED.get(a, a) for a in row.recipe),
+            **CHANGES_0_5_23.get(row.key, {}),
+        )
+        for row in ROWS_0_5_13
     ),
 )
 
