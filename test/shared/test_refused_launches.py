@@ -18,6 +18,7 @@ from harness.matrices.plan_verdicts import (
     REFUSED,
     REFUSED_BY_SGLANG,
     SPEC_FLAGS,
+    TABLES,
     VERDICT_PROPERTY,
     assert_refusal,
     assert_refused_by_the_launcher,
@@ -35,7 +36,6 @@ BOUND_S = float(ENGINE_TIMEOUT_S)
 # the launcher happens before any rank exists); the other TP 2 rows are slow.
 IN_CI_AT_TP2 = "mem-fraction-0"
 TP_SIZES = {"sglang_0_5_13": (1, 2), "sglang_0_5_23": (1,)}
-TABLES = {"launcher": REFUSED, "sglang": REFUSED_BY_SGLANG}
 
 # Without xdist workers (the 0.5.23 suite) the module's launches run two at a time.
 _pool = ThreadPoolExecutor(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)

@@ -242,6 +242,15 @@ REFUSED_ON_RANKS = {
 }  # fmt: skip
 
 
+# Every table by where its launches end.
+TABLES = {
+    "launcher": REFUSED,
+    "ranks": REFUSED_ON_RANKS,
+    "sglang": REFUSED_BY_SGLANG,
+    "starts": STARTS,
+}
+
+
 def rows_of_this_generation(table: Mapping[str, Launch]) -> list[str]:
     from harness.releases import installed_row
 
