@@ -453,15 +453,10 @@ def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], 
     env = probe_env(PYTHONPATH=path, TOKENIZERS_PARALLELISM="false", **offline)
     env.pop("SGLANG_USE_CPU_ENGINE", None)
     log = work_dir / "probe.log"
-    probe = [sys.executable, "-m", "harness.matrices.fidelity_probe", str(request_path)]
+    probe = [sys.executable, "-m", "harness.matrices.fidelity_probe", str(request_path), out_dir]
     with open(log, "wb") as sink:
         proc = subprocess.run(
-            [*probe, str(out_dir)],
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
+            probe, env=env, stdout=sink, stderr=subprocess.STDOUT, timeout=PROBE_TIMEOUT_S
         )
     results = {}
     for path in sorted(out_dir.glob("*.json")):
@@ -535,18 +530,11 @@ def plan_for_server(
         from harness.launch.release_suite import run_planner
 
         return run_planner([sys.executable, "-m", "sglang_specinit.planner.cli", *argv], row.env)
-    import contextlib
-    import io
-    from unittest import mock
+    from harness.matrices.plan_verdicts import run_cli
 
-    from sglang_specinit.planner.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with mock.patch.dict(os.environ, row.env):
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(argv)
-    assert code == 0, f"plan exited {code}: {err.getvalue().strip()[-3000:]}"
-    return json.loads(out.getvalue())
+    planned = run_cli(argv, row.env)
+    assert planned.code == 0, f"plan exited {planned.code}: {planned.err.strip()[-3000:]}"
+    return json.loads(planned.out)
 
 
 def recipe_algorithm(row: Row) -> str:

@@ -300,16 +300,24 @@ def launch_flags(
     return engine.server_args_to_cli(kwargs)
 
 
-def plan_verdict(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_BYTES) -> Verdict:
-    """``plan`` in this process on the launch's flags, for the simulated device."""
+def run_cli(argv: list[str], env: Mapping[str, str] | None = None) -> Verdict:
+    """The ``sglang-specinit`` command line ``argv`` in this process, ``env`` set meanwhile."""
+    from unittest import mock
+
     from sglang_specinit.planner.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    capacity = str(capacity_bytes)
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        # The simulated device is empty before the weights load (no CUDA context to allow for).
-        code = main(["plan", *argv, "--device-memory", capacity, "--pre-load-free-bytes", capacity])
+    with mock.patch.dict(os.environ, env or {}):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
     return Verdict(code, out.getvalue(), err.getvalue())
+
+
+def plan_verdict(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_BYTES) -> Verdict:
+    """``plan`` in this process on the launch's flags, for the simulated device."""
+    capacity = str(capacity_bytes)
+    # The simulated device is empty before the weights load (no CUDA context to allow for).
+    return run_cli(["plan", *argv, "--device-memory", capacity, "--pre-load-free-bytes", capacity])
 
 
 def launch_verdict(spec: Launch, draft: Path | None, target: Path, **flags: Any) -> Verdict:
