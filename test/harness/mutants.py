@@ -41,6 +41,8 @@ class Mutant:
 
 
 _SIGNATURES = "test/sglang_0_5_23/test_adapter_signatures.py"
+_EAGLE3_LAUNCH = "test/sglang_0_5_23/test_eagle3_launch.py"
+_REFUSED = "test/shared/test_refused_launches.py::test_refused_launch_and_its_plan"
 _LAYOUT_TEST = (
     f"{_SIGNATURES}::test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_"
     "release_shims_says"
@@ -70,10 +72,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '_BACKENDS_NEEDING_A_DRAFT_STEP = ("triton", "flashinfer", "aiter")',
         "_BACKENDS_NEEDING_A_DRAFT_STEP = ()",
         ".venv",
-        (
-            "test/shared/test_refused_launches.py::"
-            "test_refused_launch_and_its_plan[num-steps-0-topk-1]",
-        ),
+        (f"{_REFUSED}[num-steps-0-topk-1]",),
     ),
     *_twins(
         "fraction-refusal-text",
@@ -88,10 +87,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if problem is not None:\n            raise LaunchCheckError(",
         "        if problem is None:\n            raise LaunchCheckError(",
         ".venv",
-        (
-            "test/shared/test_refused_launches.py::"
-            "test_refused_launch_and_its_plan[truncated-draft-shard-1]",
-        ),
+        (f"{_REFUSED}[truncated-draft-shard-1]",),
     ),
     Mutant(
         "0523-hook-reads-raw-fields",
@@ -162,9 +158,7 @@ MUTANTS: tuple[Mutant, ...] = (
         'stock.update({"release": plan.release, "rule": STOCK_RULE})',
         'stock.update({"release": "0.5.23", "rule": STOCK_RULE})',
         ".venv-sglang0522",
-        (
-            "test/sglang_0_5_23/test_eagle3_launch.py::test_plan_in_this_environment_equals_the_server",
-        ),
+        (f"{_EAGLE3_LAUNCH}::test_plan_in_this_environment_equals_the_server",),
     ),
     Mutant(
         "pool-line-names-another-release",
@@ -172,7 +166,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "headline = f\"KV pools on sglang {breakdown['sglang_version']}\"",
         'headline = "KV pools on sglang 0.5.23"',
         ".venv-sglang0522",
-        ("test/sglang_0_5_23/test_eagle3_launch.py::test_the_engine_fills_the_budget",),
+        (f"{_EAGLE3_LAUNCH}::test_the_engine_fills_the_budget",),
     ),
     *_twins(
         "no-rank-is-tightest",
