@@ -109,9 +109,8 @@ def refused_cases() -> list[object]:
 def test_refused_launch_and_its_plan(
     table: str, row: str, tp: int | None, refused: Any, request: pytest.FixtureRequest
 ) -> None:
-    """A launcher row ends with the launcher's one message before any rank started; an SGLang
-    row ends (non-zero, nothing left running) with its error in the log. ``plan`` on the very
-    launch refuses it too, in one line with the same words."""
+    """The launch ends cleanly, in the launcher's one message (launcher rows) or with SGLang's
+    error in the log; ``plan`` on the very launch refuses it in one line with the same words."""
     spec = TABLES[table][row]
     launch = refused(table, row, tp)
     run, draft = launch.run.result(), launch.draft
