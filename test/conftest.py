@@ -19,11 +19,11 @@ if _TEST_DIR not in sys.path:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``slow`` tests run only with ``SPECINIT_TEST_SLOW=1`` (:mod:`harness.releases`)."""
-    from harness.releases import slow_enabled, slow_skip_reason
+    from harness.releases import SLOW_ENV
 
-    if slow_enabled():
+    if os.environ.get(SLOW_ENV) == "1":
         return
-    skip = pytest.mark.skip(reason=slow_skip_reason())
+    skip = pytest.mark.skip(reason=f"in the slow set: set {SLOW_ENV}=1 to run it")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
@@ -37,17 +37,11 @@ def plan_every_started_launch(request: pytest.FixtureRequest) -> Iterator[None]:
     engine = sys.modules.get("harness.launch.engine")
     if engine is None or not engine._started:
         return  # nothing launched since the last test
-    from harness.matrices.plan_verdicts import (
-        VERDICT_PROPERTY,
-        assert_planned_like_started,
-        started_launches,
-    )
+    from harness.matrices.plan_verdicts import VERDICT_PROPERTY, plan_started_launches
 
-    for launch in started_launches():
-        planned = assert_planned_like_started(launch)
-        request.node.user_properties.append(
-            (VERDICT_PROPERTY, (launch.label, planned.verdict(), "starts"))
-        )
+    for label, planned in plan_started_launches():
+        verdict = (label, planned.verdict(), "starts")
+        request.node.user_properties.append((VERDICT_PROPERTY, verdict))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

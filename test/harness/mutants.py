@@ -3,10 +3,7 @@
 Each :class:`Mutant` replaces one snippet (occurring exactly once) in one file under
 ``python/sglang_specinit``, in a temporary copy of the tree's ``python/`` (the tree itself is
 never edited), and runs its tests in its environment with ``PYTHONPATH`` on the copy (spawned
-servers inherit it). The mutant is *caught* when pytest fails. ``tests`` are node ids in this
-tree; ``before`` names the same checks where they lived before the generation suites were
-merged (issue #29), so the table can be run against an older tree (``--root``) and the two
-columns compared.
+servers inherit it). The mutant is *caught* when pytest fails. ``tests`` are node ids.
 
     python test/harness/mutants.py                     # every mutant against this tree
     python test/harness/mutants.py --only NAME         # one (repeatable)
@@ -41,34 +38,22 @@ class Mutant:
     new: str
     env: str  # the venv directory under the tree's root
     tests: tuple[str, ...]
-    before: tuple[str, ...] = ()  # the same checks' node ids before the merge (default: tests)
-
-    def node_ids(self, root: Path) -> tuple[str, ...]:
-        """``tests`` in a merged tree (one with ``test/shared``), else ``before``."""
-        if (root / "test" / "shared").is_dir() or not self.before:
-            return self.tests
-        return self.before
 
 
 _SIGNATURES = "test/sglang_0_5_23/test_adapter_signatures.py"
+_EAGLE3_LAUNCH = "test/sglang_0_5_23/test_eagle3_launch.py"
+_REFUSED = "test/shared/test_refused_launches.py::test_refused_launch_and_its_plan"
 _LAYOUT_TEST = (
     f"{_SIGNATURES}::test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_"
     "release_shims_says"
 )
-_PLAN_VERDICT = "test_the_planner_gives_the_launch_verdict[launcher-mem-fraction-1.5]"
-_PLAN_VERDICT_BEFORE = "test_the_planner_refuses_what_the_launcher_refuses[mem-fraction-1.5]"
-_TIGHTEST = "test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tightest"
 
 
-def _twins(
-    name: str, file: str, change: tuple[str, str], test: str, before: tuple[str, str], check: str
-) -> tuple[Mutant, ...]:
-    """One mutant on 0.5.13.post1 and on 0.5.23; ``before``: the check's file in each."""
+def _twins(name: str, file: str, change: tuple[str, str], test: str) -> tuple[Mutant, ...]:
+    """One mutant on 0.5.13.post1 (``.venv``) and on 0.5.23, running the same shared test."""
     return tuple(
-        Mutant(f"{name}-{tag}", file, *change, env, (test,), (f"test/{old}.py::{check}",))
-        for tag, env, old in zip(
-            ("0513", "0523"), (".venv", ".venv-sglang0523"), before, strict=True
-        )
+        Mutant(f"{name}-{tag}", file, *change, env, (test,))
+        for tag, env in (("0513", ".venv"), ("0523", ".venv-sglang0523"))
     )
 
 
@@ -87,18 +72,14 @@ MUTANTS: tuple[Mutant, ...] = (
         '_BACKENDS_NEEDING_A_DRAFT_STEP = ("triton", "flashinfer", "aiter")',
         "_BACKENDS_NEEDING_A_DRAFT_STEP = ()",
         ".venv",
-        (
-            "test/shared/test_refused_launches.py::"
-            "test_refused_launch_and_its_plan[num-steps-0-topk-1]",
-        ),
+        (f"{_REFUSED}[num-steps-0-topk-1]",),
     ),
     *_twins(
         "fraction-refusal-text",
         "launch_checks.py",
         ("is outside (0, 1): it is the share", "is outside [0, 1]: it is the share"),
-        f"test/shared/test_plan_verdicts.py::{_PLAN_VERDICT}",
-        ("cpu/test_plan_verdicts", "sglang_0_5_23/test_plan_verdicts_0523"),
-        _PLAN_VERDICT_BEFORE,
+        "test/shared/test_plan_verdicts.py::"
+        "test_the_planner_gives_the_launch_verdict[launcher-mem-fraction-1.5]",
     ),
     Mutant(
         "truncated-shard-not-refused",
@@ -106,13 +87,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if problem is not None:\n            raise LaunchCheckError(",
         "        if problem is None:\n            raise LaunchCheckError(",
         ".venv",
-        (
-            "test/shared/test_refused_launches.py::"
-            "test_refused_launch_and_its_plan[truncated-draft-shard-1]",
-        ),
-        (
-            "test/cpu/test_fault_matrix.py::test_refused_before_any_rank_starts[truncated-draft-shard-1]",
-        ),
+        (f"{_REFUSED}[truncated-draft-shard-1]",),
     ),
     Mutant(
         "0523-hook-reads-raw-fields",
@@ -131,10 +106,6 @@ MUTANTS: tuple[Mutant, ...] = (
         '"kv_cache_sharding": True}',
         ".venv-sglang0522",
         (_LAYOUT_TEST,),
-        (
-            "test/sglang_0_5_22/test_adapter_signatures.py::"
-            "test_what_0_5_22_added_over_0_5_21_is_present_as_release_shims_says",
-        ),
     ),
     Mutant(
         "0521-fused-entries-a-release-early",
@@ -143,10 +114,6 @@ MUTANTS: tuple[Mutant, ...] = (
         '"pp_spec": True, "deepseek_v4_pools": True, "fused_draft_entries": True}),',
         ".venv-sglang0521",
         (_LAYOUT_TEST,),
-        (
-            "test/sglang_0_5_21/test_adapter_signatures.py::"
-            "test_what_0_5_21_lacks_is_absent_as_release_shims_says",
-        ),
     ),
     Mutant(
         "0521-platform-facts-unfiltered",
@@ -155,10 +122,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return facts",
         ".venv-sglang0521",
         (f"{_SIGNATURES}::test_the_planner_hands_the_release_only_the_platform_facts_it_knows",),
-        (
-            "test/sglang_0_5_21/test_adapter_signatures.py::"
-            "test_the_planner_hands_0_5_21_only_the_platform_facts_it_knows",
-        ),
     ),
     Mutant(
         "0520-no-config-bags",
@@ -167,10 +130,6 @@ MUTANTS: tuple[Mutant, ...] = (
         '("0.5.17", {}),',
         ".venv-sglang0520",
         (f"{_SIGNATURES}::test_the_configuration_bags_are_where_release_shims_reads_them",),
-        (
-            "test/sglang_0_5_20/test_adapter_signatures.py::"
-            "test_the_configuration_bags_are_where_release_shims_reads_them",
-        ),
     ),
     Mutant(
         "0520-widths-not-at-publish",
@@ -181,10 +140,6 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             f"{_SIGNATURES}::"
             "test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_shims_says",
-        ),
-        (
-            "test/sglang_0_5_20/test_adapter_signatures.py::"
-            "test_what_this_generation_lacks_is_absent_as_release_shims_says",
         ),
     ),
     Mutant(
@@ -203,13 +158,7 @@ MUTANTS: tuple[Mutant, ...] = (
         'stock.update({"release": plan.release, "rule": STOCK_RULE})',
         'stock.update({"release": "0.5.23", "rule": STOCK_RULE})',
         ".venv-sglang0522",
-        (
-            "test/sglang_0_5_23/test_eagle3_launch.py::test_plan_in_this_environment_equals_the_server",
-        ),
-        (
-            "test/sglang_0_5_22/test_eagle3_launch.py::"
-            "test_plan_in_the_0_5_22_environment_equals_the_server",
-        ),
+        (f"{_EAGLE3_LAUNCH}::test_plan_in_this_environment_equals_the_server",),
     ),
     Mutant(
         "pool-line-names-another-release",
@@ -217,16 +166,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "headline = f\"KV pools on sglang {breakdown['sglang_version']}\"",
         'headline = "KV pools on sglang 0.5.23"',
         ".venv-sglang0522",
-        ("test/sglang_0_5_23/test_eagle3_launch.py::test_the_engine_fills_the_budget",),
-        ("test/sglang_0_5_22/test_eagle3_launch.py::test_the_0_5_22_engine_fills_the_budget",),
+        (f"{_EAGLE3_LAUNCH}::test_the_engine_fills_the_budget",),
     ),
     *_twins(
         "no-rank-is-tightest",
         "rank_reports.py",
         ('"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,', '"tightest_rank": above < 0,'),
-        f"test/shared/test_tp2_ranks.py::{_TIGHTEST}",
-        ("cpu/test_multi_rank", "sglang_0_5_23/test_multi_rank_0523"),
-        _TIGHTEST,
+        "test/shared/test_tp2_ranks.py::"
+        "test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tightest",
     ),
     Mutant(
         "eagle-bare-embedding-counted-as-draft",
@@ -269,7 +216,7 @@ def run(mutant: Mutant, root: Path, *, apply: bool = True) -> tuple[int, bool, s
         }
         argv = [
             str(root / mutant.env / "bin" / "python"), "-m", "pytest", "-x", "-q",
-            "-p", "no:cacheprovider", *mutant.node_ids(root),
+            "-p", "no:cacheprovider", *mutant.tests,
         ]  # fmt: skip
         done = subprocess.run(
             argv, cwd=root, env=env, capture_output=True, text=True, timeout=PER_MUTANT_TIMEOUT_S
@@ -294,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [BY_NAME[n] for n in args.only] if args.only else list(MUTANTS)
     if args.list:
         for m in chosen:
-            print(f"{m.name:<34} {m.env:<18} {' '.join(m.node_ids(root))}")
+            print(f"{m.name:<34} {m.env:<18} {' '.join(m.tests)}")
         return 0
     bad = 0
     for mutant in chosen:

@@ -183,12 +183,9 @@ def generation_rows(adapter: str) -> list[Release]:
 
 
 def suite_gate(folder: Path) -> tuple[list[str], Release | None]:
-    """``collect_ignore_glob`` for the suite in ``folder``, and the installed row when it runs.
-
-    ``folder`` is a generation suite (named after its adapter) or ``test/shared``. Every file
-    is ignored unless the installed release's row names this suite; then the files the row
-    does not run are. When the suite runs, the process gets what SGLang on cpu needs at import
-    (:func:`harness.launch.release_suite.cpu_import_recipe`)."""
+    """``collect_ignore_glob`` for the suite ``folder`` (a generation's, or ``test/shared``): every
+    file unless the installed row runs the suite, else the files it does not run; and that row.
+    A suite that runs gets what SGLang on cpu needs at import (``cpu_import_recipe``)."""
     row = installed_row()
     name = folder.name
     runs = row is not None and (row.adapter == name or (name == SHARED and row.shared))
@@ -219,14 +216,6 @@ def mark_slow_files(items: list, row: Release | None) -> None:
 # The ``slow`` set (a CPU launch costs SGLang's imports twice, ~40 s on 2 cores; CI must stay
 # inside 30 minutes) runs only with SPECINIT_TEST_SLOW=1. Each slow test says what covers it in CI.
 SLOW_ENV = "SPECINIT_TEST_SLOW"
-
-
-def slow_enabled() -> bool:
-    return os.environ.get(SLOW_ENV) == "1"
-
-
-def slow_skip_reason() -> str:
-    return f"in the slow set: set {SLOW_ENV}=1 to run it"
 
 
 def _main(argv: list[str]) -> int:

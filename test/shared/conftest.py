@@ -1,8 +1,5 @@
-"""Checks every generation suite makes the same way, run on the releases whose row in
-:mod:`harness.releases` says ``shared`` (0.5.13.post1 in ``.venv``, 0.5.23 in
-``.venv-sglang0523``), with that row's expectations. On any other release nothing here is
-collected.
-"""
+"""Checks both launcher generations make alike: collected only where the installed release's row
+says ``shared`` (0.5.13.post1 in ``.venv``, 0.5.23 in ``.venv-sglang0523``)."""
 
 from __future__ import annotations
 

@@ -40,28 +40,19 @@ if PHASES_ITSELF:
     SIGTERM_TP.insert(0, 1)
 
 
-def _ended(
-    work_dir: Path,
-    *,
-    plugin: bool = True,
-    tp_size: int = TP,
-    extra_env: dict[str, str],
-    **kwargs: Any,
-) -> tuple[EndedLaunch, Path]:
-    """The tiny pair through ``launch_server`` until it ends; the plugin's report directory."""
+def _ended(work_dir: Path, extra_env: dict[str, str], **kwargs: Any) -> tuple[EndedLaunch, Path]:
+    """The tiny pair (plugin on, TP 2 unless ``kwargs`` say otherwise) through ``launch_server``
+    until it ends; the plugin's report directory."""
     specinit_dir = work_dir / "specinit"
     specinit_dir.mkdir(parents=True)
     run = run_server_to_end(
         llama_family.tiny_llama_target(),
         work_dir / "run",
-        plugin=plugin,
         bound_s=STARTUP_BOUND_S,
         draft_model_path=eagle_drafts.tiny_eagle3_draft(TP2_EAGLE3_DRAFT),
         algorithm=ALGORITHM,
         extra_env={REPORT_DIR_ENV: str(specinit_dir), **extra_env},
-        tp_size=tp_size,
-        **SPEC_FLAGS,
-        **kwargs,
+        **{"plugin": True, "tp_size": TP, **SPEC_FLAGS, **kwargs},
     )
     return run, specinit_dir
 

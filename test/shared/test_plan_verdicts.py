@@ -12,23 +12,14 @@ from harness.launch.engine import cpu_server
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
 from harness.matrices.plan_verdicts import (
     ALGORITHM,
-    REFUSED,
-    REFUSED_BY_SGLANG,
-    REFUSED_ON_RANKS,
     SPEC_FLAGS,
     STARTS,
+    TABLES,
     assert_refusal,
     intact_draft,
     launch_verdict,
     rows_of_this_generation,
 )
-
-TABLES = {
-    "launcher": REFUSED,
-    "ranks": REFUSED_ON_RANKS,
-    "sglang": REFUSED_BY_SGLANG,
-    "starts": STARTS,
-}
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ through ``launch_server``, plugin on; and the pair with dp-attention over both r
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,15 +54,14 @@ def plan_of(report: dict, run: RankedLaunch) -> object:
     return rank_plan(report)
 
 
-@pytest.fixture(scope="module")
-def asymmetric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RankedLaunch]:
-    yield start_tp2(tmp_path_factory.mktemp("tp2-asymmetric"), (CAPACITY, TIGHT_CAPACITY))
+@pytest.fixture(scope="module", name="run")
+def asymmetric(tmp_path_factory: pytest.TempPathFactory) -> RankedLaunch:
+    return start_tp2(tmp_path_factory.mktemp("tp2-asymmetric"), (CAPACITY, TIGHT_CAPACITY))
 
 
 def test_each_rank_simulates_its_own_device_and_holds_half_of_every_kv_head_set(
-    asymmetric: RankedLaunch,
+    run: RankedLaunch,
 ) -> None:
-    run = asymmetric
     assert_half_of_every_kv_head_set(run)
     for tp_rank, report in run.reports.items():
         assert report["meter"]["capacity_bytes"] == (CAPACITY, TIGHT_CAPACITY)[tp_rank]
@@ -76,8 +74,7 @@ def test_each_rank_simulates_its_own_device_and_holds_half_of_every_kv_head_set(
             assert line in run.log, line
 
 
-def test_every_rank_sizes_the_token_count_of_the_tightest_rank(asymmetric: RankedLaunch) -> None:
-    run = asymmetric
+def test_every_rank_sizes_the_token_count_of_the_tightest_rank(run: RankedLaunch) -> None:
     roomy, tight = run.reports[0], run.reports[1]
     counts = {r["scheduler"]["max_total_num_tokens"] for r in run.reports.values()}
     assert counts == {run.served_tokens}, counts
@@ -91,8 +88,7 @@ def test_every_rank_sizes_the_token_count_of_the_tightest_rank(asymmetric: Ranke
             assert runner(report, role)["kv_pool"]["size"] == run.served_tokens
 
 
-def test_budget_holds_on_the_tightest_rank(asymmetric: RankedLaunch) -> None:
-    run = asymmetric
+def test_budget_holds_on_the_tightest_rank(run: RankedLaunch) -> None:
     tight, roomy = run.reports[1], run.reports[0]
     # Against the tight rank's own free memory before loading: inside, and full to one token.
     tight_budget = own_budget(tight).budget_bytes
@@ -109,9 +105,8 @@ def test_budget_holds_on_the_tightest_rank(asymmetric: RankedLaunch) -> None:
 
 
 def test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tightest(
-    asymmetric: RankedLaunch,
+    run: RankedLaunch,
 ) -> None:
-    run = asymmetric
     assert run.breakdown_files == ["memory-rank0-pp0-tp0-dp0.json", "memory-rank1-pp0-tp1-dp0.json"]
     roomy, tight = run.breakdown(0), run.breakdown(1)
     assert (roomy["rank_index"], tight["rank_index"]) == (0, 1)
@@ -141,9 +136,8 @@ def test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tightest(
 
 
 def test_plan_tp2_equals_what_both_ranks_allocate(
-    asymmetric: RankedLaunch, request: pytest.FixtureRequest
+    run: RankedLaunch, request: pytest.FixtureRequest
 ) -> None:
-    run = asymmetric
     planned = run_planner(
         planner_argv(run.breakdown(1), "--tp", str(TP), device_memory=TIGHT_CAPACITY)
     )

@@ -46,9 +46,8 @@ CPU_ENGINE_OVERRIDES: dict[str, Any] = {
 }
 # Their draft backend factory has no torch_native entry (Triton backends are built, not run).
 TRITON_DRAFT_BACKEND = {"speculative_draft_attention_backend": "triton"}
-# The simulated device of a CPU Engine is 256 MiB; SGLang's automatic fraction reserves at least
-# 512 MiB, so a recipe with an automatic fraction gets an explicit one on CPU (the automatic
-# fraction itself is checked in (a) on the H100 double).
+# A CPU Engine's 256 MiB device is below the automatic fraction's 512 MiB reserve: an explicit
+# fraction on CPU (the automatic one is checked in (a) on the H100 double).
 CPU_FRACTION = {"mem_fraction_static": 0.5}
 
 
@@ -86,8 +85,7 @@ class Row:
         return [paths.get(a, a) for a in self.recipe]
 
 
-# The 3 / 1 / 4 draft chain the MTP usage pages (DeepSeek-V3.2, GLM-4.5,
-# Qwen3-Next, MiMo-V2-Flash) spell out.
+# The 3 / 1 / 4 draft chain of the MTP usage pages (DeepSeek-V3.2, GLM-4.5, Qwen3-Next, MiMo).
 MTP_CHAIN_FLAGS = (
     "--speculative-num-steps", "3",
     "--speculative-eagle-topk", "1",
@@ -126,8 +124,8 @@ DEEPSEEK_V3_DOCS = (
 
 
 def guide_recipe(algorithm: str, steps: int, topk: int, tokens: int, *extra: str) -> tuple:
-    """The speculative-decoding guide's EAGLE-2 / EAGLE-3 / STANDALONE commands: the same flags
-    but the algorithm and its draft chain (EAGLE-3's adds ``--dtype float16``)."""
+    """The speculative-decoding guide's EAGLE-2 / EAGLE-3 / STANDALONE command (``extra``:
+    EAGLE-3's ``--dtype float16``)."""
     return (
         "--model", TARGET,
         "--speculative-algorithm", algorithm,
@@ -356,12 +354,6 @@ RESPELLED = {
 }
 
 
-def _from_0513(key: str, **changes: Any) -> Row:
-    """The 0.5.13.post1 row ``key`` with the graph flags as 0.5.23 spells them."""
-    recipe = tuple(RESPELLED.get(a, a) for a in ROWS_BY_KEY[key].recipe)
-    return dataclasses.replace(ROWS_BY_KEY[key], recipe=recipe, **changes)
-
-
 def _eagle3_draft() -> Path:
     return eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB)
 
@@ -378,56 +370,54 @@ def _ambiguous(key: str, new_key: str, flag: str, **changes: Any) -> Row:
     )
 
 
-ROWS_0_5_23: tuple[Row, ...] = (
-    _ambiguous("llama31-eagle3", "eagle3-docs", "--cuda-graph-max-bs", draft=_eagle3_draft),
-    _from_0513("llama31-eagle"),
-    _from_0513("llama31-eagle3", draft=_eagle3_draft),
-    _from_0513("gpt-oss-eagle3", draft=_eagle3_draft),
-    _from_0513("standalone"),
-    _ambiguous("dflash", "dflash-docs", "--cuda-graph-bs"),
-    _from_0513(
-        "dflash",
-        engine=None,
-        engine_blocker="0.5.23 refuses DFLASH on CPU (not supported by CpuSRTPlatform)",
-    ),
-    _from_0513("ngram-docs"),
-    _from_0513("ngram"),
-    _from_0513("deepseek-v3-mtp"),
-    _from_0513("deepseek-v32-mtp"),
-    _from_0513("glm45-mtp"),
+# How 0.5.23 takes a 0.5.13.post1 row besides the graph flags' spelling (key: changed fields).
+CHANGES_0_5_23: dict[str, dict[str, Any]] = {
+    "llama31-eagle3": {"draft": _eagle3_draft},
+    "gpt-oss-eagle3": {"draft": _eagle3_draft},
+    "dflash": {
+        "engine": None,
+        "engine_blocker": "0.5.23 refuses DFLASH on CPU (not supported by CpuSRTPlatform)",
+    },
     # 0.5.23 picks --mamba-scheduler-strategy extra_buffer and asserts the platform snapshots
     # Mamba state (the H100 double covers memory and capability, not that); without the radix
     # cache (row qwen3-next-nextn) it needs no snapshots.
-    _from_0513(
-        "qwen3-next-docs",
-        refused="extra_buffer requires platform support for Mamba cache state snapshots",
-        engine_blocker="refused by sglang 0.5.23 here (see row qwen3-next-nextn)",
-    ),
-    _from_0513(
-        "qwen3-next-nextn",
-        engine_blocker=(
+    "qwen3-next-docs": {
+        "refused": "extra_buffer requires platform support for Mamba cache state snapshots",
+        "engine_blocker": "refused by sglang 0.5.23 here (see row qwen3-next-nextn)",
+    },
+    "qwen3-next-nextn": {
+        "engine_blocker": (
             "0.5.23 cannot build Qwen3NextForCausalLM on CPU: its gated-delta-net layer asks "
             "for the CUDA device"
         ),
-    ),
-    _from_0513("mimo-v2-flash"),
-    _from_0513("gemma4-frozen-kv-mtp"),
-    _from_0513(
-        "deepseek-v32-hisparse",
-        engine_blocker=(
+    },
+    "deepseek-v32-hisparse": {
+        "engine_blocker": (
             "0.5.23 keeps stock sizing here (the plugin steps aside with one WARNING); "
             + DSA_NEEDS_CUDA
         ),
-    ),
-    _from_0513(
-        "deepseek-v4-mtp",
-        engine_blocker=(
+    },
+    "deepseek-v4-mtp": {
+        "engine_blocker": (
             "not built on CPU (tried with a tiny V4-Flash-shaped config): 0.5.23's CPU rope "
             "factory refuses V4's SWA-only layers, its V4 KV pool stores only FP8, which cpu "
             "refuses without sgl-kernel's AMX backend, its attention is CUDA's (docs/limits.md). "
             "The plugin's V4 sizing hook runs on 0.5.23's configurators instead "
             "(test_dsv4_sizing_hook)"
         ),
+    },
+}
+# Every 0.5.13.post1 row with the graph flags as 0.5.23 spells them, and two recipes verbatim.
+ROWS_0_5_23: tuple[Row, ...] = (
+    _ambiguous("llama31-eagle3", "eagle3-docs", "--cuda-graph-max-bs", draft=_eagle3_draft),
+    _ambiguous("dflash", "dflash-docs", "--cuda-graph-bs"),
+    *(
+        dataclasses.replace(
+            row,
+            recipe=tuple(RESPELLED.get(a, a) for a in row.recipe),
+            **CHANGES_0_5_23.get(row.key, {}),
+        )
+        for row in ROWS_0_5_13
     ),
 )
 
@@ -437,7 +427,7 @@ ROWS = ROWS_0_5_13 if PHASES_ITSELF else ROWS_0_5_23
 
 def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
     """The probe's request: recipe launches on the GPU double, plus (0.5.13.x) each Engine row's
-    CPU launch (its stock target config is compared with the Engine's)."""
+    CPU launch (whose stock target config the Engine's is compared with)."""
     launches = []
     for row in rows:
         # Unphased 0.5.13.x rows: the (hooked) Scheduler.init_model_worker up to its first call.
@@ -463,15 +453,10 @@ def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], 
     env = probe_env(PYTHONPATH=path, TOKENIZERS_PARALLELISM="false", **offline)
     env.pop("SGLANG_USE_CPU_ENGINE", None)
     log = work_dir / "probe.log"
-    probe = [sys.executable, "-m", "harness.matrices.fidelity_probe", str(request_path)]
+    probe = [sys.executable, "-m", "harness.matrices.fidelity_probe", str(request_path), out_dir]
     with open(log, "wb") as sink:
         proc = subprocess.run(
-            [*probe, str(out_dir)],
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
+            probe, env=env, stdout=sink, stderr=subprocess.STDOUT, timeout=PROBE_TIMEOUT_S
         )
     results = {}
     for path in sorted(out_dir.glob("*.json")):
@@ -531,9 +516,8 @@ def engine_kwargs(row: Row) -> dict[str, Any]:
 def plan_for_server(
     row: Row, kwargs: Mapping[str, Any], memory: Mapping[str, Any], capacity: int
 ) -> dict[str, Any]:
-    """``sglang-specinit plan --json`` with the Engine's flags, the recipe's environment and the
-    device numbers the server measured. 0.5.13.x plans in this process; 0.5.23 in a planner
-    process of its own (:func:`harness.launch.release_suite.run_planner`)."""
+    """``plan --json`` on the Engine's flags, environment and measured device numbers (0.5.13.x:
+    in this process; 0.5.23: in a planner process of its own)."""
     argv = [
         "plan",
         "--json",
@@ -546,18 +530,11 @@ def plan_for_server(
         from harness.launch.release_suite import run_planner
 
         return run_planner([sys.executable, "-m", "sglang_specinit.planner.cli", *argv], row.env)
-    import contextlib
-    import io
-    from unittest import mock
+    from harness.matrices.plan_verdicts import run_cli
 
-    from sglang_specinit.planner.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with mock.patch.dict(os.environ, row.env):
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(argv)
-    assert code == 0, f"plan exited {code}: {err.getvalue().strip()[-3000:]}"
-    return json.loads(out.getvalue())
+    planned = run_cli(argv, row.env)
+    assert planned.code == 0, f"plan exited {planned.code}: {planned.err.strip()[-3000:]}"
+    return json.loads(planned.out)
 
 
 def recipe_algorithm(row: Row) -> str:

@@ -143,7 +143,7 @@ def _scheduler_check(server_args: Any, scheduler_config: Any) -> dict[str, Any]:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
     from sglang_specinit.sglang_0_5_13.state import deferring_pools
 
-    calls: list[dict[str, Any]] = []
+    deferring: list[bool] = []  # per worker call: whether the plugin defers its pools
     scheduler = Scheduler.__new__(Scheduler)
     scheduler.server_args = server_args
     scheduler.model_config = scheduler_config
@@ -152,13 +152,7 @@ def _scheduler_check(server_args: Any, scheduler_config: Any) -> dict[str, Any]:
     fraction_before = server_args.mem_fraction_static
 
     def init_tp_model_worker() -> None:
-        calls.append(
-            {
-                "method": "init_tp_model_worker",
-                "deferring_pools": deferring_pools(),
-                "mem_fraction_static": server_args.mem_fraction_static,
-            }
-        )
+        deferring.append(deferring_pools())
         raise StockInitReached
 
     scheduler.init_tp_model_worker = init_tp_model_worker
@@ -169,7 +163,7 @@ def _scheduler_check(server_args: Any, scheduler_config: Any) -> dict[str, Any]:
         reached = True
     return {
         "reached_init_tp_model_worker": reached,
-        "calls": calls,
+        "deferring_pools_per_call": deferring,
         "phase_log_started": hasattr(scheduler, "_specinit_phase_log"),
         "mem_fraction_static_before": fraction_before,
         "mem_fraction_static_after": server_args.mem_fraction_static,
@@ -226,11 +220,9 @@ def run_launch(path: Path, launch: dict[str, Any], mode: str, fraction_sink: dic
         configs = _model_configs(server_args)
         scheduler_config = configs.pop("_scheduler_config", None)
         result.update(configs)
-        if launch.get("scheduler_check"):
+        if launch.get("scheduler_check"):  # 0.5.13.x only
             step = "scheduler check"
-            result["scheduler_check"] = _scheduler_check(
-                server_args, scheduler_config or configs.get("scheduler_before_draft")
-            )
+            result["scheduler_check"] = _scheduler_check(server_args, scheduler_config)
     except Exception as exc:  # reported, compared by the test
         result["error"] = {
             "step": step,

@@ -1,12 +1,6 @@
-"""The fault matrices' rows (0.5.13.post1 and 0.5.23) and ``sglang-specinit plan`` on them.
-
-Rows: the launches the plugin refuses in the launcher (how to build each row's bad draft or
-flags, and what its one-line message must say), those SGLang itself refuses (no check of the
-plugin's: what the launch's log and the planner's line say), those refused on the ranks, and
-launches that start. ``plan`` gets the same ``launch_server`` flags plus the simulated device's
-capacity, so that its verdict (exit 2 and one line, or a plan) can be held to the launch's.
-test/conftest.py plans every launch that came up with the plugin on after the test that started
-it, and prints the table."""
+"""The fault matrices' rows (0.5.13.post1 and 0.5.23): launches refused in the launcher, by
+SGLang, on the ranks, and launches that start; and ``sglang-specinit plan`` on the same flags, so
+that its verdict (exit 2 and one line, or a plan) can be held to the launch's."""
 
 from __future__ import annotations
 
@@ -120,7 +114,8 @@ def assert_refused_by_the_launcher(log: str, row: Launch, draft: Path) -> str:
     return message
 
 
-def _target_without(tmp_path: Path, key: str, shape: TinyLlamaShape) -> Path:
+def _target_without(key: str, shape: TinyLlamaShape, tmp_path: Path) -> Path:
+    """A copy of the tiny target of ``shape`` whose config leaves ``key`` out."""
     target = tmp_path / "target"
     shutil.copytree(llama_family.tiny_llama_target(shape), target)
     config_path = target / "config.json"
@@ -130,15 +125,16 @@ def _target_without(tmp_path: Path, key: str, shape: TinyLlamaShape) -> Path:
     return target
 
 
-def target_without_architectures(tmp_path: Path) -> Path:
-    return _target_without(tmp_path, "architectures", llama_family.DEFAULT_TARGET)
-
-
-def target_without_head_count(tmp_path: Path) -> Path:
-    """A tiny target of 32 heads whose config leaves ``num_attention_heads`` out: the config
-    class's default (32) fills it in, as for a Llama-3-8B config with the key deleted."""
-    shape = replace(llama_family.DEFAULT_TARGET, heads=32, head_dim=2)
-    return _target_without(tmp_path, "num_attention_heads", shape)
+target_without_architectures = partial(
+    _target_without, "architectures", llama_family.DEFAULT_TARGET
+)
+# 32 heads, ``num_attention_heads`` left out: the config class's default (32) fills it in, as
+# for a Llama-3-8B config with the key deleted.
+target_without_head_count = partial(
+    _target_without,
+    "num_attention_heads",
+    replace(llama_family.DEFAULT_TARGET, heads=32, head_dim=2),
+)
 
 
 # No draft step: 0.5.13's triton draft decode backend fails on every rank (IndexError, stock
@@ -246,6 +242,15 @@ REFUSED_ON_RANKS = {
 }  # fmt: skip
 
 
+# Every table by where its launches end.
+TABLES = {
+    "launcher": REFUSED,
+    "ranks": REFUSED_ON_RANKS,
+    "sglang": REFUSED_BY_SGLANG,
+    "starts": STARTS,
+}
+
+
 def rows_of_this_generation(table: Mapping[str, Launch]) -> list[str]:
     from harness.releases import installed_row
 
@@ -295,29 +300,30 @@ def launch_flags(
     return engine.server_args_to_cli(kwargs)
 
 
-def plan_verdict(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_BYTES) -> Verdict:
-    """``plan`` in this process on the launch's flags, for the simulated device."""
+def run_cli(argv: list[str], env: Mapping[str, str] | None = None) -> Verdict:
+    """The ``sglang-specinit`` command line ``argv`` in this process, ``env`` set meanwhile."""
+    from unittest import mock
+
     from sglang_specinit.planner.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    capacity = str(capacity_bytes)
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        # The simulated device is empty before the weights load (no CUDA context to allow for).
-        code = main(["plan", *argv, "--device-memory", capacity, "--pre-load-free-bytes", capacity])
+    with mock.patch.dict(os.environ, env or {}):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
     return Verdict(code, out.getvalue(), err.getvalue())
+
+
+def plan_verdict(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_BYTES) -> Verdict:
+    """``plan`` in this process on the launch's flags, for the simulated device."""
+    capacity = str(capacity_bytes)
+    # The simulated device is empty before the weights load (no CUDA context to allow for).
+    return run_cli(["plan", *argv, "--device-memory", capacity, "--pre-load-free-bytes", capacity])
 
 
 def launch_verdict(spec: Launch, draft: Path | None, target: Path, **flags: Any) -> Verdict:
     """``plan`` on the launch of a table's row (``flags`` on top of the row's)."""
     flags = {**spec.flags, **flags}
     return plan_verdict(launch_flags(draft, target=target, algorithm=spec.algorithm, **flags))
-
-
-@dataclass(frozen=True)
-class StartedLaunch:
-    label: str
-    argv: tuple[str, ...]
-    capacity_bytes: int
 
 
 def _label(kwargs: Mapping[str, Any]) -> str:
@@ -342,17 +348,12 @@ def _checkpoint(path: str) -> str:
     return f"{stem}-{digest[:4]}" if stem and len(digest) == 12 else Path(path).name
 
 
-def started_launches() -> list[StartedLaunch]:
-    """The launches that came up with the plugin on since the last call."""
+def plan_started_launches() -> list[tuple[str, Verdict]]:
+    """``plan`` on each launch that came up with the plugin on since the last call: planned."""
     return [
-        StartedLaunch(_label(kwargs), tuple(engine.server_args_to_cli(kwargs)), capacity)
+        (_label(kwargs), plan_verdict(engine.server_args_to_cli(kwargs), capacity).assert_plans())
         for kwargs, capacity in drain_started()
     ]
-
-
-def assert_planned_like_started(launch: StartedLaunch) -> Verdict:
-    """A launch the server started is planned."""
-    return plan_verdict(list(launch.argv), launch.capacity_bytes).assert_plans()
 
 
 def assert_refusal(planned: Verdict, needles: tuple[str, ...], draft: Path | None = None) -> str:
