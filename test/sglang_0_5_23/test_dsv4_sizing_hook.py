@@ -5,18 +5,70 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from harness.matrices.dsv4_flash import CELLS, GIB, Cell, publish
-from layouts import RunnerDouble, layout_matrix
+from harness.checkpoints.published_configs import EXAMPLES
+from layouts import GIB, SPEC_CHAIN, Launch, RunnerDouble, Weights, layout_matrix
+
+# V4-Flash, bytes (estimates from the config: 256 experts x 3 x 4096 x 2048 per layer).
+EXPERTS_FP4_PER_LAYER = 3_422_552_064  # e2m1 + one e8m0 scale per 32 values
+EXPERTS_FP8_PER_LAYER = 6_442_450_944 + 6_442_450_944 // (128 * 128) * 4
+CHECKPOINT_FP4 = 159_900_000_000  # FP4 experts, FP8 attention/dense, one MTP block
+MTP_BLOCK = 3_520_000_000  # one decoder layer's worth
+VOCAB_TABLE = 129_280 * 4096 * 2  # the NextN draft's own embed / lm_head (bf16), each
+GPUS = {"H200": (140.0, (9, 0)), "B200": (178.0, (10, 0))}  # GiB, compute capability
+
+
+def v4_weights(tp: int, fp8_experts: bool) -> Weights:
+    """Per rank: the target, the MTP block, the NextN draft's own embed and lm_head."""
+    target, draft = CHECKPOINT_FP4 - MTP_BLOCK, MTP_BLOCK
+    if fp8_experts:
+        extra = EXPERTS_FP8_PER_LAYER - EXPERTS_FP4_PER_LAYER
+        target, draft = target + 43 * extra, draft + extra
+    return Weights(target // tp, draft // tp, 2 * VOCAB_TABLE // tp)
+
+
+def v4_cell(gpu: str, experts: str, tp: int, swa_ratio: float | None = None) -> Launch:
+    """V4-Flash + MTP at its published hyperparameters (43 layers: two SWA-only, then c4 / c128
+    alternating; one MTP layer; FP8 attention and dense weights, FP4 routed experts)."""
+    args = {
+        "model_path": str(EXAMPLES / "deepseek-v4-flash-mtp" / "target"),
+        "speculative_algorithm": "EAGLE",
+        "trust_remote_code": True,
+        "tp_size": tp,
+        **SPEC_CHAIN,
+    }
+    name = f"V4-Flash MTP, {gpu} {experts}, TP {tp}"
+    if swa_ratio is not None:
+        args["swa_full_tokens_ratio"] = swa_ratio
+        name += f", ratio {swa_ratio}"
+    device_gib, capability = GPUS[gpu]
+    weights = partial(v4_weights, tp, experts == "FP8")
+    return Launch(name, args, weights, device_gib, capability=capability)
+
+
+CELLS = [
+    v4_cell("H200", "FP8", 4),
+    v4_cell("H200", "FP8", 8),
+    v4_cell("H200", "FP4", 4),
+    v4_cell("B200", "FP4", 4, 0.1),
+    v4_cell("B200", "FP4", 8, 0.1),
+    v4_cell("B200", "FP4", 4, 0.2),
+]
+
+
+def publish(cell: Launch, tmp: Path) -> Any:
+    """``cell``'s launch as 0.5.23 publishes it on the cell's GPU, its fraction passed."""
+    return cell.publish(tmp, mem_fraction_static=cell.mem_fraction_static)
 
 
 @dataclasses.dataclass
 class Result:
-    cell: Cell
+    cell: Launch
     page: int
     draft_price: Any
     allocated: tuple[int, int]  # the draft pool built at two more sizes
@@ -33,7 +85,7 @@ class Result:
 
 
 def evaluate(
-    cell: Cell,
+    cell: Launch,
     tmp: Path,
     weights: tuple[int, int, int] | None = None,
     budget: int | None = None,
@@ -127,7 +179,7 @@ def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> N
 def test_ratio_launches_and_h200_tp4_reserve_is_one_target_layer_share(matrix) -> None:
     assert not any(r.cap_mode for r in matrix.values())  # every V4-Flash launch
     # The issue's numbers: 180.4 B reserved per target row against 58.5 B allocated.
-    r = next(r for r in matrix.values() if "h200-tp4" in r.cell.tags)
+    r = matrix["V4-Flash MTP, H200 FP8, TP 4"]
     assert round(r.stock_reserve_per_row, 1) == 180.4
     assert r.draft_per_row == 58.5
 
@@ -136,7 +188,7 @@ def test_ratio_launches_and_h200_tp4_reserve_is_one_target_layer_share(matrix) -
 HOOK_CELLS = [CELLS[0], CELLS[5]]
 
 
-def profile_reading_double(cell: Cell) -> int:
+def profile_reading_double(cell: Launch) -> int:
     """TEST DOUBLE for ``_profile_available_bytes``'s reading: f x the cell's GPU minus the
     target's and draft's weights per rank (the duplicates already bound)."""
     w_target, w_draft, _dup = cell.weights()
@@ -168,7 +220,7 @@ def hooked(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 @dataclasses.dataclass
 class HookRun:
-    cell: Cell
+    cell: Launch
     config: Any
     sizing: Any
     built: tuple[int, int]  # target pool, draft pool: what SGLang's pool classes own
@@ -181,7 +233,7 @@ class HookRun:
 
 
 def hooked_layout(
-    cell: Cell, scratch: Path, monkeypatch: pytest.MonkeyPatch, reading: dict[str, int]
+    cell: Launch, scratch: Path, monkeypatch: pytest.MonkeyPatch, reading: dict[str, int]
 ) -> tuple[Any, Any, RunnerDouble]:
     """(target, draft, the draft's runner double) of ``cell``; the target's profiling reads
     ``reading["bytes"]`` (on the class: the configurator has __slots__)."""
@@ -195,7 +247,7 @@ def hooked_layout(
 
 
 def run_hook(
-    cell: Cell,
+    cell: Launch,
     scratch: Path,
     stock_method: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -342,7 +394,7 @@ def test_hook_prices_the_draft_as_its_pools_allocate_before_any_step_down(
     assert term == pytest.approx((b2 - b1) / (f2 - f1), rel=1e-9)
 
 
-def _priced_layout(cell: Cell, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
+def _priced_layout(cell: Launch, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
     """(target, draft, the draft's measured price, the priced configurator) for ``cell``,
     published under ``tmp_path / "layout"`` (``tmp_path / "hook"`` left for the hook's run)."""
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe

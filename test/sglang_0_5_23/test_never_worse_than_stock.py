@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -11,21 +12,20 @@ from unittest import mock
 import pytest
 from harness.checkpoints import gemma4_mtp, mimo_v2_mtp
 from harness.checkpoints.published_configs import qwen3_next_config_dir
-from harness.matrices.step_aside import (
-    Weights,
-    built_bytes,
-    deepseek_mtp_weights,
-    example_dir,
-    made_dir,
-    weights_size,
-)
 from layouts import (
     DEEPSEEK_MTP,
     DSA_MTP,
     GIB,
     LLAMA_EAGLE3,
     SPEC_CHAIN,
+    Launch,
+    Weights,
+    built_bytes,
+    deepseek_mtp_weights,
+    example_dir,
+    example_weights,
     layout_matrix,
+    made_dir,
     nnpl0_draft,
     published,
 )
@@ -37,124 +37,92 @@ PAGES_CHECKED = (5, 10)  # x 0.8 (the default SWA ratio) stays whole
 BOOKKEEPING_BYTES = 16 << 10
 
 
-@dataclass(frozen=True)
-class Cell:
-    name: str
-    # ServerArgs keyword arguments; values that are callables of a scratch dir are resolved.
-    args: dict[str, Any]
-    weights: Callable[[int], Weights]
-    device_gib: float = 140.0
-    mem_fraction_static: float = 0.85
+@dataclass(frozen=True, kw_only=True)
+class Cell(Launch):
     draft_runners: int = 1
     fixed_pool_tokens: int | None = None  # frozen-KV MTP: its stand-in pool
-    # SM 9.0 (H100/H200): what SGLang's DSA defaults ask of the device (test double).
-    capability: tuple[int, int] = (9, 0)
-    tags: tuple[str, ...] = field(default_factory=tuple)
+    tags: tuple[str, ...] = ()
 
 
-def _example_weights(example: str, tp: int, shared: tuple[str, ...]) -> Callable[[int], Weights]:
-    """Checkpoint bytes / TP; ``shared`` names the draft tensors 0.5.23 binds to the target's."""
-
-    def weights(_: int) -> Weights:
-        target = weights_size(example, "target")["total_bytes"]
-        draft = weights_size(example, "draft")
-        dup = sum(draft["tensors"].get(name, 0) for name in shared)
-        return Weights(target // tp, (draft["total_bytes"] - dup) // tp, dup // tp)
-
-    return weights
-
-
-def _tiny_weights(_: int) -> Weights:
-    return Weights(8 << 20, 2 << 20, 4 << 20)
+def _example(example: str, algorithm: str, tp: int, *shared: str, **args: Any) -> tuple[Any, Any]:
+    """(the launch of a shipped target + draft example at TP ``tp``, its weights); ``shared``:
+    the draft tensors 0.5.23 binds to the target's."""
+    launch = {
+        "model_path": example_dir(example, "target"),
+        "speculative_draft_model_path": example_dir(example, "draft"),
+        "speculative_algorithm": algorithm,
+        "tp_size": tp,
+        **SPEC_CHAIN,
+        **args,
+    }
+    return launch, partial(example_weights, example, shared, tp)
 
 
+EMBED = "model.embed_tokens.weight"
+EAGLE3_WEIGHTS = partial(example_weights, "llama31-8b-eagle3", (EMBED,))
+TINY_WEIGHTS = partial(Weights, 8 << 20, 2 << 20, 4 << 20)
 CELLS = [
     Cell(
         "llama31-8b+eagle3 (GQA, draft geometry of its own), TP 1",
         LLAMA_EAGLE3,
-        _example_weights("llama31-8b-eagle3", 1, ("model.embed_tokens.weight",)),
+        EAGLE3_WEIGHTS,
         device_gib=79.0,
         tags=("eagle3",),
     ),
     Cell(
         "llama31-8b+eagle3, num_nextn_predict_layers 0, TP 1",
         {**LLAMA_EAGLE3, "speculative_draft_model_path": nnpl0_draft},
-        _example_weights("llama31-8b-eagle3", 1, ("model.embed_tokens.weight",)),
+        EAGLE3_WEIGHTS,
         device_gib=79.0,
         tags=("nnpl0",),
     ),
     Cell(
         "llama31-70b+eagle (GQA), TP 4",
-        {
-            "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
-            "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
-            "speculative_algorithm": "EAGLE",
-            "tp_size": 4,
-            **SPEC_CHAIN,
-        },
-        _example_weights(
-            "llama31-70b-eagle-tp4", 4, ("model.embed_tokens.weight", "lm_head.weight")
-        ),
+        *_example("llama31-70b-eagle-tp4", "EAGLE", 4, EMBED, "lm_head.weight"),
         device_gib=79.0,
     ),
     Cell(
         "qwen3-moe+eagle3 (GQA MoE), TP 4",
-        {
-            "model_path": example_dir("qwen3-moe-eagle3", "target"),
-            "speculative_draft_model_path": example_dir("qwen3-moe-eagle3", "draft"),
-            "speculative_algorithm": "EAGLE3",
-            "tp_size": 4,
-            **SPEC_CHAIN,
-        },
-        _example_weights("qwen3-moe-eagle3", 4, ("model.embed_tokens.weight",)),
+        *_example("qwen3-moe-eagle3", "EAGLE3", 4, EMBED),
     ),
     Cell(
         "gpt-oss-20b+eagle3 (hybrid SWA target), TP 1",
-        {
-            "model_path": example_dir("gpt-oss-20b-eagle3", "target"),
-            "speculative_draft_model_path": example_dir("gpt-oss-20b-eagle3", "draft"),
-            "speculative_algorithm": "EAGLE3",
-            "attention_backend": "triton",
-            **SPEC_CHAIN,
-        },
-        _example_weights("gpt-oss-20b-eagle3", 1, ("model.embed_tokens.weight",)),
+        *_example("gpt-oss-20b-eagle3", "EAGLE3", 1, EMBED, attention_backend="triton"),
         device_gib=79.0,
-        tags=("swa",),
     ),
     Cell(
         "deepseek-v3 MTP, no draft path (MLA bf16), TP 8, page 64",
         {**DEEPSEEK_MTP, "tp_size": 8, "page_size": 64},
-        lambda _: deepseek_mtp_weights(8),
+        partial(deepseek_mtp_weights, 8),
         tags=("mla",),
     ),
     Cell(
         "deepseek-v3 MTP, dp-attention (dp 8 x tp 8)",
         {**DEEPSEEK_MTP, "tp_size": 8, "dp_size": 8, "enable_dp_attention": True},
-        lambda _: deepseek_mtp_weights(8),
-        tags=("dp-attention",),
+        partial(deepseek_mtp_weights, 8),
     ),
     Cell(
         "deepseek-r1/v3 MTP, TP 8 DCP 8 (dense MLA, #39799)",
         {**DEEPSEEK_MTP, "tp_size": 8, "dcp_size": 8},
-        lambda _: deepseek_mtp_weights(8),
+        partial(deepseek_mtp_weights, 8),
         tags=("dcp-dense",),
     ),
     Cell(
         "deepseek-v3.2 MTP (DSA bf16), TP 8",
         {**DSA_MTP, "tp_size": 8, "kv_cache_dtype": "bfloat16"},
-        lambda _: deepseek_mtp_weights(8),
+        partial(deepseek_mtp_weights, 8),
         tags=("dsa",),
     ),
     Cell(
         "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8",
         {**DSA_MTP, "tp_size": 8, "kv_cache_dtype": "fp8_e4m3"},
-        lambda _: deepseek_mtp_weights(8),
+        partial(deepseek_mtp_weights, 8),
         tags=("dsa-fp8",),
     ),
     Cell(
         "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8 DCP 8",
         {**DSA_MTP, "tp_size": 8, "dcp_size": 8, "kv_cache_dtype": "fp8_e4m3"},
-        lambda _: deepseek_mtp_weights(8),
+        partial(deepseek_mtp_weights, 8),
         tags=("dsa-dcp",),
     ),
     Cell(
@@ -166,7 +134,7 @@ CELLS = [
             "tp_size": 4,
             **SPEC_CHAIN,
         },
-        lambda _: Weights(40 * GIB, 700 << 20, 600 << 20),  # 80B checkpoint / 4, one MTP block
+        partial(Weights, 40 * GIB, 700 << 20, 600 << 20),  # 80B checkpoint / 4, one MTP block
         tags=("gdn-pathless",),
     ),
     Cell(
@@ -177,7 +145,7 @@ CELLS = [
             "trust_remote_code": True,
             **SPEC_CHAIN,
         },
-        _tiny_weights,
+        TINY_WEIGHTS,
         device_gib=0.25,
         mem_fraction_static=0.5,
         draft_runners=3,
@@ -192,11 +160,10 @@ CELLS = [
             "attention_backend": "triton",
             **SPEC_CHAIN,
         },
-        _tiny_weights,
+        TINY_WEIGHTS,
         device_gib=0.25,
         mem_fraction_static=0.5,
         fixed_pool_tokens=64,
-        tags=("frozen-kv",),
     ),
 ]
 
@@ -261,7 +228,7 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
     from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
-    layout = published(cell.args, tmp, cell.capability, draft_runners=cell.draft_runners)
+    layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     target = layout.target
     page = int(target.page_size)
     fixed = (
@@ -281,7 +248,7 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
         priced.append(sum(kv_pool_bytes(p, full, page) for p in (target_price, *draft_prices)))
 
     configurator = create_memory_pool_configurator(target)
-    w = cell.weights(page)
+    w = cell.weights()
     free = int(cell.device_gib * GIB)
     f = cell.mem_fraction_static
     budget = int(f * free)
@@ -372,7 +339,7 @@ def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix,
         assert r.plugin_used <= r.budget < r.stock_used
     if r.reserve_gap or r.cell.fixed_pool_tokens:
         return  # not bound early (or a frozen-KV draft, which binds in its constructor)
-    bound_used = r.cell.weights(r.page_size)
+    bound_used = r.cell.weights()
     used = bound_used.target + bound_used.draft + r.pools_bytes(r.bound_tokens)
     assert r.bound_tokens >= r.stock_tokens
     if r.stock_used <= r.budget:

@@ -11,8 +11,7 @@ from unittest import mock
 
 import pytest
 from harness.checkpoints.published_configs import EXAMPLES
-from harness.matrices.step_aside import at_pp_stage
-from layouts import GIB, RunnerDouble, published
+from layouts import GIB, RunnerDouble, at_pp_stage, published
 
 PP = 2
 EXAMPLE = EXAMPLES / "llama31-70b-eagle-tp4"
@@ -48,7 +47,7 @@ class StageResult:
 
 
 def _built(kvc: Any, rows: int) -> int:
-    from harness.matrices.step_aside import built_bytes
+    from layouts import built_bytes
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
     return built_bytes(kvc, [], MemoryPoolConfig(rows, 1, rows, rows))[0]
