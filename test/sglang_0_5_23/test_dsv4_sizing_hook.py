@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES
-from layouts import GIB, SPEC_CHAIN, Launch, RunnerDouble, Weights, layout_matrix
+from layouts import SPEC_CHAIN, Launch, RunnerDouble, Weights, layout_matrix
 
 # V4-Flash, bytes (estimates from the config: 256 experts x 3 x 4096 x 2048 per layer).
 EXPERTS_FP4_PER_LAYER = 3_422_552_064  # e2m1 + one e8m0 scale per 32 values
@@ -84,11 +84,19 @@ class Result:
     coefficient: float
 
 
+def _sized(target: Any, draft: Any, available: int, fitted: Any = None) -> tuple[Any, Any, Any]:
+    """(the draft's measured price, the target's configurator priced with it, the plugin's
+    config: SGLang's solve with the draft's term, stepped down (``fitted``) to the built pools)."""
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+
+    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
+    ours = dsv4_sizing.priced_configurator(target, [price])
+    config = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
+    return price, ours, (fitted or dsv4_sizing.fitted)(target, ours, config, available, [draft])
+
+
 def evaluate(
-    cell: Launch,
-    tmp: Path,
-    weights: tuple[int, int, int] | None = None,
-    budget: int | None = None,
+    cell: Launch, tmp: Path, weights: tuple[int, ...] = (), budget: int | None = None
 ) -> Result:
     """``cell`` sized both ways; ``weights`` (target, draft's own, duplicates per rank) and
     ``budget`` (f x free) default to the cell's (the planner's test passes the plan's)."""
@@ -97,38 +105,27 @@ def evaluate(
         create_memory_pool_configurator,
     )
     from sglang_specinit.budget import kv_pool_bytes
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     published = publish(cell, tmp)
     target, (draft,) = published.target, published.drafts
     layout = (target, draft)
     page = int(target.page_size)
-    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
+    w = Weights(*(weights or cell.weights()))
+    budget = cell.budget if budget is None else budget
+    price, ours, config = _sized(target, draft, budget - (w.target + w.draft))
+    plugin_used = w.target + w.draft + sum(dsv4_sizing.built_pool_bytes(k, config) for k in layout)
 
     allocated, priced = [], []
     for pages in (5, 10):
         swa = pages * page
-        config = MemoryPoolConfig(10 * swa, 1, 10 * swa, swa)
-        allocated.append(dsv4_sizing.built_pool_bytes(draft, config))
+        swa_config = MemoryPoolConfig(10 * swa, 1, 10 * swa, swa)
+        allocated.append(dsv4_sizing.built_pool_bytes(draft, swa_config))
         priced.append(kv_pool_bytes(price, swa, page))
 
-    w_target, w_draft, w_dup = weights or cell.weights()
-    if budget is None:
-        budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
     stock = create_memory_pool_configurator(target)
-    stock_config = dsv4_sizing.solve(target, stock, budget - (w_target + w_draft + w_dup), 0)
-    stock_target, stock_draft = (dsv4_sizing.built_pool_bytes(k, stock_config) for k in layout)
-    # Stock's peak: the target pool exists while the duplicates are still resident (0.5.23
-    # binds them in the draft's alloc_memory_pool), the draft pool once they are gone.
-    stock_used = max(
-        w_target + w_draft + w_dup + stock_target, w_target + w_draft + stock_target + stock_draft
-    )
-
-    ours = dsv4_sizing.priced_configurator(target, [price])
-    available = budget - (w_target + w_draft)
-    config = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
-    config = dsv4_sizing.fitted(target, ours, config, available, [draft])
-    plugin_used = w_target + w_draft + sum(dsv4_sizing.built_pool_bytes(k, config) for k in layout)
+    stock_config = dsv4_sizing.solve(target, stock, budget - sum(w), 0)
+    stock_pools = [dsv4_sizing.built_pool_bytes(k, stock_config) for k in layout]
     return Result(
         cell=cell,
         page=page,
@@ -140,7 +137,7 @@ def evaluate(
         draft_per_row=dsv4_sizing.draft_bytes_per_row(ours, [price]),
         budget=budget,
         stock_tokens=int(stock_config.max_total_num_tokens),
-        stock_used=stock_used,
+        stock_used=w.stock_peak(*stock_pools),
         plugin_tokens=int(config.max_total_num_tokens),
         plugin_used=plugin_used,
         coefficient=float(ours.bytes_per_full_token),
@@ -191,8 +188,7 @@ HOOK_CELLS = [CELLS[0], CELLS[5]]
 def profile_reading_double(cell: Launch) -> int:
     """TEST DOUBLE for ``_profile_available_bytes``'s reading: f x the cell's GPU minus the
     target's and draft's weights per rank (the duplicates already bound)."""
-    w_target, w_draft, _dup = cell.weights()
-    return int(cell.mem_fraction_static * cell.device_gib * GIB) - (w_target + w_draft)
+    return cell.budget - (cell.weights().target + cell.weights().draft)
 
 
 @pytest.fixture
@@ -233,17 +229,26 @@ class HookRun:
 
 
 def hooked_layout(
-    cell: Launch, scratch: Path, monkeypatch: pytest.MonkeyPatch, reading: dict[str, int]
-) -> tuple[Any, Any, RunnerDouble]:
-    """(target, draft, the draft's runner double) of ``cell``; the target's profiling reads
-    ``reading["bytes"]`` (on the class: the configurator has __slots__)."""
+    cell: Launch,
+    scratch: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    reading: dict[str, int],
+    **more: Any,
+) -> tuple[Any, Any, Any]:
+    """(target, draft, the hook's sizing state: the draft's runner double, ``more`` fields) of
+    ``cell``; the target's profiling reads ``reading["bytes"]`` (on the class: __slots__)."""
+    from sglang_specinit.live_sizing import DraftDescription
+    from sglang_specinit.phased.sizing_state import TargetSizing
+
     layout = publish(cell, scratch)
     target, (draft,) = layout.target, layout.drafts
     target.model = torch.nn.Linear(2, 2)  # stands for the target's weights (read for the report)
     monkeypatch.setattr(
         type(target), "_profile_available_bytes", lambda self, pre: reading["bytes"]
     )
-    return target, draft, RunnerDouble(draft, torch.nn.Linear(2, 2))  # the draft's weights
+    runner = RunnerDouble(draft, torch.nn.Linear(2, 2))  # the draft's weights
+    description = DraftDescription("EAGLE", weight_runners=[runner], pool_runners=[runner])
+    return target, draft, TargetSizing(draft=description, **more)
 
 
 def run_hook(
@@ -253,14 +258,15 @@ def run_hook(
     monkeypatch: pytest.MonkeyPatch,
     available: int | None = None,
 ) -> HookRun:
-    from sglang_specinit.live_sizing import DraftDescription
-    from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+    from sglang_specinit.phased.sizing_state import sizing_active
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
-    if available is None:
-        available = profile_reading_double(cell)
+    w = cell.weights()
+    available = profile_reading_double(cell) if available is None else available
     reading = {"bytes": available}
-    target, draft, runner = hooked_layout(cell, scratch, monkeypatch, reading)
+    target, draft, sizing = hooked_layout(
+        cell, scratch, monkeypatch, reading, stock_duplicate_bytes=w.duplicates
+    )
     # Record what the hook's solve hands the step-down (its answer before any step-down).
     seen: list[tuple[Any, Any]] = []
     step_down = dsv4_sizing.fitted
@@ -270,37 +276,23 @@ def run_hook(
         return step_down(kvc, configurator, config, *args)
 
     monkeypatch.setattr(dsv4_sizing, "fitted", recording)
-    w_target, w_draft, w_dup = cell.weights()
-    sizing = TargetSizing(
-        draft=DraftDescription(algorithm="EAGLE", weight_runners=[runner], pool_runners=[runner]),
-        stock_duplicate_bytes=w_dup,
-    )
     with sizing_active(sizing):
         config = target._resolve_memory_pool_config(cell.device_gib)
     (presolve,) = seen
-    built = (
-        dsv4_sizing.built_pool_bytes(target, config),
-        dsv4_sizing.built_pool_bytes(draft, config),
-    )
-
-    # What the server's path must have computed: SGLang's solve with the draft's measured
-    # term, stepped down to the built pools (the functions the layout matrix runs).
-    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
-    ours = dsv4_sizing.priced_configurator(target, [price])
-    expected = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
-    expected = step_down(target, ours, expected, available, [draft])
+    built = tuple(dsv4_sizing.built_pool_bytes(k, config) for k in (target, draft))
+    # What the server's path must have computed (the functions the layout matrix runs).
+    _price, _ours, expected = _sized(target, draft, available, step_down)
 
     # Stock: SGLang's own method, no sizing active, on the budget it profiles (duplicates
     # resident), the draft pool built once they are freed.
-    reading["bytes"] = available - w_dup
+    reading["bytes"] = available - w.duplicates
     stock = stock_method(target, cell.device_gib)
-    stock_target = dsv4_sizing.built_pool_bytes(target, stock)
-    stock_draft = dsv4_sizing.built_pool_bytes(draft, stock)
-    budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
-    stock_peak = max(w_dup + stock_target, stock_target + stock_draft) + w_target + w_draft
-    stock_tokens = int(stock.max_total_num_tokens)
-    expected_tokens = int(expected.max_total_num_tokens)
-    fits = stock_peak <= budget
+    stock_pools = [dsv4_sizing.built_pool_bytes(k, stock) for k in (target, draft)]
+    fits = w.stock_peak(*stock_pools) <= cell.budget
+    stock_tokens, expected_tokens = (
+        int(stock.max_total_num_tokens),
+        int(expected.max_total_num_tokens),
+    )
     return HookRun(
         cell, config, sizing, built, available, presolve, stock_tokens, fits, expected_tokens
     )
@@ -321,7 +313,7 @@ def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(run: HookRun) -
     assert target_pool + draft_pool <= run.available
     # The breakdown the scheduler logs: the pools as built, the inputs read from the launch.
     assert (plan.target_kv_pool_bytes, plan.draft_kv_pool_bytes) == run.built
-    assert plan.budget_bytes == int(run.cell.mem_fraction_static * run.cell.device_gib * GIB)
+    assert plan.budget_bytes == run.cell.budget
     assert run.sizing.inputs.draft.kv_pools and run.sizing.inputs.page_size == 256
     assert 0 < plan.draft_kv_bytes_per_token < plan.priced_bytes_per_token
     assert plan.max_running_requests == run.config.max_running_requests > 0
@@ -346,21 +338,17 @@ def test_launch_policy_prices_a_cookbook_v4_launch(tmp_path: Path) -> None:
 def test_a_failing_v4_solve_keeps_stocks_solve(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sglang_specinit.live_sizing import DraftDescription
-    from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
+    from sglang_specinit.phased.sizing_state import sizing_active
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     cell = HOOK_CELLS[0]
     reading = {"bytes": profile_reading_double(cell)}
-    target, _draft, runner = hooked_layout(cell, tmp_path, monkeypatch, reading)
+    target, _draft, sizing = hooked_layout(cell, tmp_path, monkeypatch, reading)
 
     def broken_solve(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a layout the solve does not expect")
 
     monkeypatch.setattr(dsv4_sizing, "solve", broken_solve)
-    sizing = TargetSizing(
-        draft=DraftDescription(algorithm="EAGLE", weight_runners=[runner], pool_runners=[runner])
-    )
     with sizing_active(sizing):
         config = target._resolve_memory_pool_config(cell.device_gib)
     stock = hooked(target, cell.device_gib)
@@ -395,12 +383,9 @@ def test_hook_prices_the_draft_as_its_pools_allocate_before_any_step_down(
 
 
 def _priced_layout(cell: Launch, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
-    """(target, draft, the draft's measured price, the priced configurator) for ``cell``,
-    published under ``tmp_path / "layout"`` (``tmp_path / "hook"`` left for the hook's run)."""
+    """(target, draft, the draft's measured price, the priced configurator) for ``cell``."""
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
 
-    (tmp_path / "layout").mkdir()
-    (tmp_path / "hook").mkdir()
     layout = publish(cell, tmp_path / "layout")
     target, (draft,) = layout.target, layout.drafts
     price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
