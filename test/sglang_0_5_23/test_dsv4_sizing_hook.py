@@ -289,10 +289,8 @@ def run_hook(
     stock = stock_method(target, cell.device_gib)
     stock_pools = [dsv4_sizing.built_pool_bytes(k, stock) for k in (target, draft)]
     fits = w.stock_peak(*stock_pools) <= cell.budget
-    stock_tokens, expected_tokens = (
-        int(stock.max_total_num_tokens),
-        int(expected.max_total_num_tokens),
-    )
+    stock_tokens = int(stock.max_total_num_tokens)
+    expected_tokens = int(expected.max_total_num_tokens)
     return HookRun(
         cell, config, sizing, built, available, presolve, stock_tokens, fits, expected_tokens
     )

@@ -27,7 +27,6 @@ from layouts import (
     layout_matrix,
     made_dir,
     nnpl0_draft,
-    published,
 )
 
 # Sizes every price is checked at, built directly (the probe builds 2 and 4 pages).
@@ -176,48 +175,40 @@ class CellResult:
     draft_prices: tuple[Any, ...]
     stock_cell: float
     stock_reserved_layers: int | None
-    allocated_at_check: tuple[int, int]  # every pool, built by _init_pools at PAGES_CHECKED
-    priced_at_check: tuple[int, int]
+    allocated: tuple[int, int]  # every pool, built by _init_pools at PAGES_CHECKED
+    priced: tuple[int, int]
     budget: int
     stock_tokens: int
+    plugin_tokens: int
     # Why stock_binding would not bind here ("" where it binds), and stock sizing with the
     # duplicates bound early (what a stock-sized launch gets).
     reserve_gap: str
     bound_tokens: int
     stock_used: int = 0
-    plugin_tokens: int = 0
     plugin_used: int = 0
 
     @property
     def allocated_per_row(self) -> float:
         """What the pools SGLang built grew by per target row between the two checked sizes."""
-        small, large = self.allocated_at_check
+        small, large = self.allocated
         return (large - small) / ((PAGES_CHECKED[1] - PAGES_CHECKED[0]) * self.page_size)
 
     def pools_bytes(self, tokens: int) -> int:
         from sglang_specinit.budget import kv_pool_bytes
 
-        return sum(
-            kv_pool_bytes(spec, tokens, self.page_size)
-            for spec in (self.target_price, *self.draft_prices)
-        )
+        prices = (self.target_price, *self.draft_prices)
+        return sum(kv_pool_bytes(spec, tokens, self.page_size) for spec in prices)
 
     @property
     def priced_per_row(self) -> float:
-        return self.target_price.bytes_per_token() + sum(
-            d.bytes_per_token() for d in self.draft_prices
-        )
-
-
-def _allocated(kvc: Any, full: int, swa: int) -> int:
-    """Bytes of every storage the KV pool SGLang's ``_init_pools`` builds at these counts."""
-    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
-
-    return built_bytes(kvc, [], MemoryPoolConfig(full, 1, full, swa))[0]
+        return sum(p.bytes_per_token() for p in (self.target_price, *self.draft_prices))
 
 
 def evaluate(cell: Cell, tmp: Path) -> CellResult:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang.srt.model_executor.pool_configurator import (
+        MemoryPoolConfig,
+        create_memory_pool_configurator,
+    )
     from sglang_specinit.budget import (
         BudgetInputs,
         DraftSpec,
@@ -231,9 +222,7 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     target = layout.target
     page = int(target.page_size)
-    fixed = (
-        [(kvc, cell.fixed_pool_tokens) for kvc in layout.drafts] if cell.fixed_pool_tokens else []
-    )
+    fixed = [(kvc, cell.fixed_pool_tokens) for kvc in layout.drafts if cell.fixed_pool_tokens]
     pool_drafts = [] if cell.fixed_pool_tokens else layout.drafts
     target_price, draft_prices, fixed_bytes = price_configurators(target, pool_drafts, fixed)
 
@@ -243,49 +232,20 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     for pages in PAGES_CHECKED:
         full = pages * page
         swa = page_floor(int(full * target_price.swa_full_tokens_ratio), page)
-        swa = swa if target_price.ratio_applies else full
-        allocated.append(sum(_allocated(kvc, full, swa) for kvc in [target, *pool_drafts]))
+        config = MemoryPoolConfig(full, 1, full, swa if target_price.ratio_applies else full)
+        allocated.append(sum(built_bytes(kvc, [], config)[0] for kvc in [target, *pool_drafts]))
         priced.append(sum(kv_pool_bytes(p, full, page) for p in (target_price, *draft_prices)))
 
     configurator = create_memory_pool_configurator(target)
-    w = cell.weights()
-    free = int(cell.device_gib * GIB)
-    f = cell.mem_fraction_static
-    budget = int(f * free)
+    w, free = cell.weights(), int(cell.device_gib * GIB)
 
     def tokens(resident: int) -> int:
-        return configurator.calculate_pool_sizes(budget - resident, page).max_total_num_tokens
+        return configurator.calculate_pool_sizes(cell.budget - resident, page).max_total_num_tokens
 
-    # Stock: SGLang's own configurator on what is left once both models (duplicates
-    # included) are resident.
-    stock_tokens = tokens(w.target + w.draft + w.duplicates)
-    result = CellResult(
-        cell=cell,
-        page_size=page,
-        target_price=target_price,
-        draft_prices=draft_prices,
-        stock_cell=float(configurator._cell_size),
-        stock_reserved_layers=target.spec_aux_config.eagle_draft_num_layers,
-        allocated_at_check=tuple(allocated),
-        priced_at_check=tuple(priced),
-        budget=budget,
-        stock_tokens=stock_tokens,
-        # The scheduler's own vetting of an early binding (bind_where_stock_sizes).
-        reserve_gap=draft_reserve_gap(target, layout.drafts, layout.drafts),
-        bound_tokens=tokens(w.target + w.draft),
-    )
-    # Stock's peak: the target pool is allocated while the duplicates are still resident
-    # (0.5.23 binds them in the draft's alloc_memory_pool, right after), the draft pools
-    # once they are gone.
-    target_pool = kv_pool_bytes(target_price, stock_tokens, page)
-    result.stock_used = fixed_bytes + max(
-        w.target + w.draft + w.duplicates + target_pool,
-        w.target + w.draft + result.pools_bytes(stock_tokens),
-    )
     plan = plan_pools(
         BudgetInputs(
             pre_load_free_bytes=free,
-            mem_fraction_static=f,
+            mem_fraction_static=cell.mem_fraction_static,
             target_kv=target_price,
             target_weight_bytes=w.target,
             page_size=page,
@@ -301,7 +261,27 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
             measured_resident_bytes=w.target + w.draft,
         )
     )
-    result.plugin_tokens = plan.tokens
+    result = CellResult(
+        cell=cell,
+        page_size=page,
+        target_price=target_price,
+        draft_prices=draft_prices,
+        stock_cell=float(configurator._cell_size),
+        stock_reserved_layers=target.spec_aux_config.eagle_draft_num_layers,
+        allocated=tuple(allocated),
+        priced=tuple(priced),
+        budget=cell.budget,
+        # Stock: SGLang's own configurator on what is left once both models (duplicates
+        # included) are resident.
+        stock_tokens=tokens(sum(w)),
+        plugin_tokens=plan.tokens,
+        # The scheduler's own vetting of an early binding (bind_where_stock_sizes).
+        reserve_gap=draft_reserve_gap(target, layout.drafts, layout.drafts),
+        bound_tokens=tokens(w.target + w.draft),
+    )
+    target_pool = kv_pool_bytes(target_price, result.stock_tokens, page)
+    stock_drafts = result.pools_bytes(result.stock_tokens) - target_pool
+    result.stock_used = fixed_bytes + w.stock_peak(target_pool, stock_drafts)
     result.plugin_used = w.target + w.draft + result.pools_bytes(plan.tokens) + fixed_bytes
     return result
 
@@ -319,10 +299,7 @@ def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix,
     """Every price is what SGLang allocates; the plugin stays within the budget and fills it,
     and serves at least stock's tokens, binding early under stock sizing too."""
     r = matrix[name]
-    (alloc_small, alloc_large), (priced_small, priced_large) = (
-        r.allocated_at_check,
-        r.priced_at_check,
-    )
+    (alloc_small, alloc_large), (priced_small, priced_large) = r.allocated, r.priced
     assert alloc_large - alloc_small == priced_large - priced_small
     assert 0 <= alloc_small - priced_small <= BOOKKEEPING_BYTES
     assert r.plugin_used <= r.budget
@@ -339,8 +316,8 @@ def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix,
         assert r.plugin_used <= r.budget < r.stock_used
     if r.reserve_gap or r.cell.fixed_pool_tokens:
         return  # not bound early (or a frozen-KV draft, which binds in its constructor)
-    bound_used = r.cell.weights()
-    used = bound_used.target + bound_used.draft + r.pools_bytes(r.bound_tokens)
+    w = r.cell.weights()
+    used = w.target + w.draft + r.pools_bytes(r.bound_tokens)
     assert r.bound_tokens >= r.stock_tokens
     if r.stock_used <= r.budget:
         # Stock's rule counts tokens x cell and leaves out each pool's padding page (which
@@ -388,14 +365,14 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
     """(bytes of every pool at a token count, the resize's budget, stock's tokens, the
     plugin's tokens, the page size) for a post-capture resize of the cell's target."""
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang_specinit.budget import kv_pool_bytes
     from sglang_specinit.sglang_0_5_23 import runtime_budget
 
     cell = next(c for c in CELLS if tag in c.tags)
-    layout = published(cell.args, tmp, cell.capability, draft_runners=cell.draft_runners)
+    layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     prices = runtime_budget.price_configurators(layout.target, layout.drafts, [])
     cap = 1 << 20
     pools = (prices[0], *prices[1])
-    from sglang_specinit.budget import kv_pool_bytes
 
     def pool_bytes(tokens: int) -> int:
         return sum(kv_pool_bytes(p, tokens, int(layout.target.page_size)) for p in pools)
@@ -425,11 +402,10 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
 
 
 def test_post_capture_resize_fits_its_budget_and_is_never_above_stock(tmp_path) -> None:
-    pool_bytes, budget, stock, ours, page = _post_capture("nnpl0", made_dir(tmp_path / "nnpl0"))
+    pool_bytes, budget, stock, ours, page = _post_capture("nnpl0", tmp_path / "nnpl0")
     assert pool_bytes(stock) > budget  # stock reserves nothing for an nnpl-0 draft
     assert ours < stock
     assert pool_bytes(ours) <= budget < pool_bytes(ours + page)
-    multi = made_dir(tmp_path / "multi")
-    pool_bytes, budget, stock, ours, page = _post_capture("multi-layer", multi)
+    pool_bytes, budget, stock, ours, page = _post_capture("multi-layer", tmp_path / "multi")
     assert ours == stock
     assert pool_bytes(ours) <= budget
