@@ -87,9 +87,8 @@ def gpt_oss_swa_cap(draft: str | Callable[[Path], str]) -> dict[str, Any]:
 def published(
     args: dict[str, Any], tmp: Path, capability: tuple[int, int] = (9, 0), **more: Any
 ) -> Any:
-    """0.5.23's configurators for the launch ``args`` (callables of ``tmp`` resolved), built
-    without weights on an H100/H200's compute capability (a test double: SGLang's DSA
-    defaults read it); ``more``: ``published_layout``'s other arguments."""
+    """0.5.23's configurators for ``args`` (resolved for ``tmp``), built without weights on a
+    test double's compute ``capability``; ``more``: ``published_layout``'s other arguments."""
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
     with mock.patch("torch.cuda.get_device_capability", return_value=capability):
@@ -105,8 +104,7 @@ class Weights(NamedTuple):
     duplicates: int
 
     def stock_peak(self, target_pool: int, draft_pool: int) -> int:
-        """Stock's peak: the target pool is built while the duplicates are resident, the draft
-        pools once 0.5.23 has bound them (in the draft's ``alloc_memory_pool``)."""
+        """Stock's peak: the target pool built with the duplicates resident, the drafts' after."""
         return self.target + self.draft + target_pool + max(self.duplicates, draft_pool)
 
 
@@ -117,9 +115,8 @@ def weights_size(example: str, role: str) -> dict[str, Any]:
 def example_weights(
     example: str, shared: tuple[str, ...], tp: int = 1, absent_costs_target: bool = False
 ) -> Weights:
-    """Checkpoint bytes / TP; ``shared``: the draft tensors 0.5.23 binds to the target's. One
-    the draft checkpoint lacks costs nothing, or (``absent_costs_target``: the draft model
-    allocates it at the target's shape until bound) the target's tensor."""
+    """Checkpoint bytes / TP; ``shared``: the draft tensors 0.5.23 binds to the target's (one
+    the draft lacks costs nothing, or its target tensor if ``absent_costs_target``)."""
     target, draft = weights_size(example, "target"), weights_size(example, "draft")
     own = sum(draft["tensors"].get(name, 0) for name in shared)
     dup = sum(
@@ -185,8 +182,7 @@ def built_bytes(target: Any, drafts: Sequence[Any], config: Any) -> tuple[int, i
 
 
 def at_pp_stage(kvc: Any, rank: int, size: int) -> None:
-    """Give ``kvc`` the layer range of PP stage ``rank``, which SGLang reads off the loaded
-    model's ``start_layer`` / ``end_layer``: a namespace holding it stands in for the model."""
+    """Give ``kvc`` PP stage ``rank``'s layers (a namespace stands in for the loaded model)."""
     from sglang.srt.distributed.utils import get_pp_indices
     from sglang.srt.model_executor.model_runner_components import layer_setup
 
@@ -199,9 +195,8 @@ def at_pp_stage(kvc: Any, rank: int, size: int) -> None:
 
 
 class RunnerDouble:
-    """TEST DOUBLE of a ``ModelRunner`` (no weights can be loaded here): the readings the
-    plugin takes off a runner, from the configurator 0.5.23 builds for it, and its own
-    ``init_kv_cache_configurator`` handing that configurator back."""
+    """TEST DOUBLE of a ``ModelRunner`` without weights: what the plugin reads off a runner,
+    from ``configurator``, which ``init_kv_cache_configurator`` hands back."""
 
     def __init__(self, configurator: Any, model: torch.nn.Module | None = None) -> None:
         self._configurator = configurator
@@ -222,9 +217,8 @@ def layout_matrix(
     header: Sequence[str],
     row: Callable[[Any], Sequence[str]],
 ) -> Any:
-    """The module's ``matrix`` fixture: every cell (``skip``-less) evaluated once, by name; its
-    table (``header`` / ``row`` columns, then tokens and budget use, stock -> plugin) printed,
-    and written where ``table_env`` names a file."""
+    """The module's ``matrix`` fixture: each unskipped cell evaluated once, by name; its table
+    (``header`` / ``row``, then stock -> plugin) printed, and written where ``table_env`` says."""
 
     @pytest.fixture(scope="module")
     def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:

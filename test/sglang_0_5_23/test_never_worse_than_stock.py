@@ -57,6 +57,12 @@ def _example(example: str, algorithm: str, tp: int, *shared: str, **args: Any) -
     return launch, partial(example_weights, example, shared, tp)
 
 
+def _deepseek_tp8(name: str, base: dict[str, Any], tag: str = "", **args: Any) -> Cell:
+    """DeepSeek-V3's MTP launch (``base``; or V3.2's DSA config) at TP 8, with ``args``."""
+    tags = (tag,) if tag else ()
+    return Cell(name, {**base, "tp_size": 8, **args}, partial(deepseek_mtp_weights, 8), tags=tags)
+
+
 EMBED = "model.embed_tokens.weight"
 EAGLE3_WEIGHTS = partial(example_weights, "llama31-8b-eagle3", (EMBED,))
 TINY_WEIGHTS = partial(Weights, 8 << 20, 2 << 20, 4 << 20)
@@ -89,40 +95,31 @@ CELLS = [
         *_example("gpt-oss-20b-eagle3", "EAGLE3", 1, EMBED, attention_backend="triton"),
         device_gib=79.0,
     ),
-    Cell(
+    _deepseek_tp8(
         "deepseek-v3 MTP, no draft path (MLA bf16), TP 8, page 64",
-        {**DEEPSEEK_MTP, "tp_size": 8, "page_size": 64},
-        partial(deepseek_mtp_weights, 8),
-        tags=("mla",),
+        DEEPSEEK_MTP,
+        "mla",
+        page_size=64,
     ),
-    Cell(
+    _deepseek_tp8(
         "deepseek-v3 MTP, dp-attention (dp 8 x tp 8)",
-        {**DEEPSEEK_MTP, "tp_size": 8, "dp_size": 8, "enable_dp_attention": True},
-        partial(deepseek_mtp_weights, 8),
+        DEEPSEEK_MTP,
+        dp_size=8,
+        enable_dp_attention=True,
     ),
-    Cell(
-        "deepseek-r1/v3 MTP, TP 8 DCP 8 (dense MLA, #39799)",
-        {**DEEPSEEK_MTP, "tp_size": 8, "dcp_size": 8},
-        partial(deepseek_mtp_weights, 8),
-        tags=("dcp-dense",),
+    _deepseek_tp8(
+        "deepseek-r1/v3 MTP, TP 8 DCP 8 (dense MLA, #39799)", DEEPSEEK_MTP, "dcp-dense", dcp_size=8
     ),
-    Cell(
-        "deepseek-v3.2 MTP (DSA bf16), TP 8",
-        {**DSA_MTP, "tp_size": 8, "kv_cache_dtype": "bfloat16"},
-        partial(deepseek_mtp_weights, 8),
-        tags=("dsa",),
+    _deepseek_tp8("deepseek-v3.2 MTP (DSA bf16), TP 8", DSA_MTP, "dsa", kv_cache_dtype="bfloat16"),
+    _deepseek_tp8(
+        "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8", DSA_MTP, "dsa-fp8", kv_cache_dtype="fp8_e4m3"
     ),
-    Cell(
-        "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8",
-        {**DSA_MTP, "tp_size": 8, "kv_cache_dtype": "fp8_e4m3"},
-        partial(deepseek_mtp_weights, 8),
-        tags=("dsa-fp8",),
-    ),
-    Cell(
+    _deepseek_tp8(
         "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8 DCP 8",
-        {**DSA_MTP, "tp_size": 8, "dcp_size": 8, "kv_cache_dtype": "fp8_e4m3"},
-        partial(deepseek_mtp_weights, 8),
-        tags=("dsa-dcp",),
+        DSA_MTP,
+        "dsa-dcp",
+        dcp_size=8,
+        kv_cache_dtype="fp8_e4m3",
     ),
     Cell(
         "qwen3-next NEXTN, no draft path (hybrid GDN), TP 4",

@@ -465,17 +465,13 @@ def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
     hosts = fused_host_names()
     assert "full" in hosts and len(hosts) > 1  # 0.5.23 registers more host kinds
 
-    class FusedEntries:  # test double: fused_entry_bytes for a chosen set of sub-pools
-        def __init__(self, entries: dict[str, int]) -> None:
-            self.entries = entries
-
-        def fused_entry_bytes(self, name: str) -> int | None:
-            return self.entries.get(name)
+    def fused_entries(entries: dict[str, int]) -> Any:  # test double: a chosen set of sub-pools
+        return SimpleNamespace(fused_entry_bytes=entries.get)
 
     other = next(h for h in hosts if h != "full")
-    assert fused_draft_gap(FusedEntries({})) is None
-    assert fused_draft_gap(FusedEntries({"full": 4096})) == ""
-    reason = fused_draft_gap(FusedEntries({"full": 4096, other: 512}))
+    assert fused_draft_gap(fused_entries({})) is None
+    assert fused_draft_gap(fused_entries({"full": 4096})) == ""
+    reason = fused_draft_gap(fused_entries({"full": 4096, other: 512}))
     assert reason and other in reason
 
 
