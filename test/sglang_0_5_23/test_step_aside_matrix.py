@@ -88,7 +88,7 @@ def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Weights:
 
 def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
     """The llama31-8b EAGLE3 draft at DeepSeek-V3's hidden size and vocab, ``kv_heads`` KV heads
-    (8: the shipped draft's GQA; 32: full MHA), with --enable-hisparse at TP 8."""
+    (8: the shipped draft's GQA; 32: full MHA), on a DSA target."""
     draft = {"hidden_size": 7168, "vocab_size": 129280, "head_dim": 128, "torch_dtype": "bfloat16"}
     return {
         **DSA_MTP,
@@ -96,9 +96,23 @@ def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
         "speculative_draft_model_path": lambda tmp: draft_config(
             tmp / f"eagle3-kv{kv_heads}", "llama31-8b-eagle3", num_key_value_heads=kv_heads, **draft
         ),
-        "tp_size": 8,
-        "enable_hisparse": True,
     }
+
+
+def _hisparse(name: str, args: dict[str, Any], weights: Any) -> Case:
+    hisparse = {**args, "tp_size": 8, "enable_hisparse": True}
+    return Case(name, hisparse, weights, steps_aside="--enable-hisparse")
+
+
+def _pd_prefill_last(name: str, args: dict[str, Any], weights: Any, **more: Any) -> Case:
+    """PP 2 + EAGLE without SGLANG_ENABLE_PP_SPEC (PD prefill nodes only, every stage building
+    the draft), priced at its last stage (test_pp_stages.py prices the switch's stages)."""
+    return Case(name, args, weights, steps_aside=PD_PREFILL, pp_stage=(1, 2), **more)
+
+
+def _swa_cap(name: str, draft: Any) -> Case:
+    swa_cap = "SWARequestCapPoolConfigurator"
+    return Case(name, gpt_oss_swa_cap(draft), GPT_OSS_WEIGHTS, device_gib=79.0, steps_aside=swa_cap)
 
 
 def _not_published(name: str, steps_aside: str, why: str) -> Case:
@@ -106,8 +120,6 @@ def _not_published(name: str, steps_aside: str, why: str) -> Case:
     return Case(name, {}, lambda: Weights(0, 0, 0), steps_aside=steps_aside, skip=why)
 
 
-# PP + EAGLE without SGLANG_ENABLE_PP_SPEC: PD prefill nodes only, every stage building the
-# draft; the plugin keeps stock's sizing there (test_pp_stages.py prices the switch's stages).
 PD_PREFILL = "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)"
 LLAMA70B_PP2 = {
     "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
@@ -117,6 +129,7 @@ LLAMA70B_PP2 = {
     "pp_size": 2,
     **SPEC_CHAIN,
 }
+LLAMA70B_LAST_STAGE = partial(_pp_llama70b_weights, 1, 2, 4)
 GPT_OSS_WEIGHTS = partial(
     example_weights, "gpt-oss-20b-eagle3", ("model.embed_tokens.weight",), absent_costs_target=True
 )
@@ -142,67 +155,33 @@ UNIFIED = Case(
     ),
 )
 CASES = [
-    Case(
-        HISPARSE_MTP,
-        {**DSA_MTP, "tp_size": 8, "enable_hisparse": True},
-        partial(deepseek_mtp_weights, 8),
-        steps_aside="--enable-hisparse",
-    ),
-    Case(
-        HISPARSE_GQA,
-        _dsa_eagle3(8),
-        partial(_eagle3_dsa_weights, 8, 8),
-        steps_aside="--enable-hisparse",
-    ),
-    Case(
-        HISPARSE_MHA,
-        _dsa_eagle3(32),
-        partial(_eagle3_dsa_weights, 8, 32),
-        steps_aside="--enable-hisparse",
-    ),
-    Case(
-        PP_PD_PREFILL_LAST,
-        LLAMA70B_PP2,
-        partial(_pp_llama70b_weights, 1, 2, 4),
-        device_gib=79.0,
-        steps_aside=PD_PREFILL,
-        pp_stage=(1, 2),
-    ),
-    Case(
+    _hisparse(HISPARSE_MTP, DSA_MTP, partial(deepseek_mtp_weights, 8)),
+    _hisparse(HISPARSE_GQA, _dsa_eagle3(8), partial(_eagle3_dsa_weights, 8, 8)),
+    _hisparse(HISPARSE_MHA, _dsa_eagle3(32), partial(_eagle3_dsa_weights, 8, 32)),
+    _pd_prefill_last(PP_PD_PREFILL_LAST, LLAMA70B_PP2, LLAMA70B_LAST_STAGE, device_gib=79.0),
+    _swa_cap(
         "gpt-oss-20b + EAGLE3, radix off, --max-running-requests 16 (SWA request cap), TP 1",
-        gpt_oss_swa_cap(example_dir("gpt-oss-20b-eagle3", "draft")),
-        GPT_OSS_WEIGHTS,
-        device_gib=79.0,
-        steps_aside="SWARequestCapPoolConfigurator",
+        example_dir("gpt-oss-20b-eagle3", "draft"),
     ),
-    Case(
+    _swa_cap(
         "gpt-oss-20b + EAGLE3 of 16 KV heads, radix off, --max-running-requests 16 (SWA "
         "request cap), TP 1",
-        gpt_oss_swa_cap(
-            lambda tmp: draft_config(tmp / "kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16)
-        ),
-        GPT_OSS_WEIGHTS,
-        device_gib=79.0,
-        steps_aside="SWARequestCapPoolConfigurator",
+        lambda tmp: draft_config(tmp / "kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16),
     ),
-    Case(
+    _pd_prefill_last(
         "deepseek-v3 MTP, TP 8 DCP 8 PP 2, PD prefill, last stage (dense MLA draft replicated)",
         {**DEEPSEEK_MTP, "tp_size": 8, "dcp_size": 8, "pp_size": 2},
         partial(_pp_deepseek_mtp_weights, 1, 2, 8),
-        steps_aside=PD_PREFILL,
-        pp_stage=(1, 2),
     ),
-    Case(
+    _pd_prefill_last(
         "llama31-70b + EAGLE, fp8 KV, bf16 draft KV, TP 4 PP 2, PD prefill, last stage",
         {
             **LLAMA70B_PP2,
             "kv_cache_dtype": "fp8_e4m3",
             "speculative_draft_kv_cache_dtype": "bfloat16",
         },
-        partial(_pp_llama70b_weights, 1, 2, 4),
+        LLAMA70B_LAST_STAGE,
         device_gib=79.0,
-        steps_aside=PD_PREFILL,
-        pp_stage=(1, 2),
     ),
     UNIFIED,
     _not_published(
