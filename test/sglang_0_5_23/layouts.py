@@ -156,6 +156,19 @@ class Launch:
         return published(self.args, tmp, self.capability, **more)
 
 
+@dataclass
+class Sized:
+    """A matrix cell sized both ways: stock's tokens and peak bytes, the plugin's, the budget."""
+
+    cell: Any
+    page: int
+    budget: int
+    stock_tokens: int
+    stock_used: int
+    plugin_tokens: int
+    plugin_used: int
+
+
 def built_bytes(target: Any, drafts: Sequence[Any], config: Any) -> tuple[int, int]:
     """(target KV bytes, every draft's KV bytes) when the launch builds its pools from
     ``config``: storages each KV pool owns, not the shared request pool or allocator."""
@@ -212,7 +225,7 @@ class RunnerDouble:
 
 def layout_matrix(
     cells: Sequence[Launch],
-    evaluate: Callable[[Any, Path], Any],
+    evaluate: Callable[[Any, Path], Sized],
     table_env: str,
     header: Sequence[str],
     row: Callable[[Any], Sequence[str]],

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES
-from layouts import SPEC_CHAIN, Launch, RunnerDouble, Weights, layout_matrix
+from layouts import SPEC_CHAIN, Launch, RunnerDouble, Sized, Weights, layout_matrix
 
 # V4-Flash, bytes (estimates from the config: 256 experts x 3 x 4096 x 2048 per layer).
 EXPERTS_FP4_PER_LAYER = 3_422_552_064  # e2m1 + one e8m0 scale per 32 values
@@ -67,20 +67,13 @@ def publish(cell: Launch, tmp: Path) -> Any:
 
 
 @dataclasses.dataclass
-class Result:
-    cell: Launch
-    page: int
+class Result(Sized):
     draft_price: Any
     allocated: tuple[int, int]  # the draft pool built at two more sizes
     priced: tuple[int, int]
     cap_mode: bool
     stock_reserve_per_row: float
     draft_per_row: float
-    budget: int
-    stock_tokens: int
-    stock_used: int
-    plugin_tokens: int
-    plugin_used: int
     coefficient: float
 
 

@@ -19,6 +19,7 @@ from layouts import (
     LLAMA_EAGLE3,
     SPEC_CHAIN,
     Launch,
+    Sized,
     Weights,
     built_bytes,
     deepseek_mtp_weights,
@@ -165,40 +166,36 @@ CELLS = [
 
 
 @dataclass
-class CellResult:
-    cell: Cell
-    page_size: int
+class CellResult(Sized):
     target_price: Any
     draft_prices: tuple[Any, ...]
     stock_cell: float
     stock_reserved_layers: int | None
     allocated: tuple[int, int]  # every pool, built by _init_pools at PAGES_CHECKED
     priced: tuple[int, int]
-    budget: int
-    stock_tokens: int
-    plugin_tokens: int
     # Why stock_binding would not bind here ("" where it binds), and stock sizing with the
     # duplicates bound early (what a stock-sized launch gets).
     reserve_gap: str
     bound_tokens: int
-    stock_used: int = 0
-    plugin_used: int = 0
 
     @property
     def allocated_per_row(self) -> float:
         """What the pools SGLang built grew by per target row between the two checked sizes."""
         small, large = self.allocated
-        return (large - small) / ((PAGES_CHECKED[1] - PAGES_CHECKED[0]) * self.page_size)
+        return (large - small) / ((PAGES_CHECKED[1] - PAGES_CHECKED[0]) * self.page)
 
     def pools_bytes(self, tokens: int) -> int:
-        from sglang_specinit.budget import kv_pool_bytes
-
-        prices = (self.target_price, *self.draft_prices)
-        return sum(kv_pool_bytes(spec, tokens, self.page_size) for spec in prices)
+        return _pools_bytes((self.target_price, *self.draft_prices), tokens, self.page)
 
     @property
     def priced_per_row(self) -> float:
         return sum(p.bytes_per_token() for p in (self.target_price, *self.draft_prices))
+
+
+def _pools_bytes(prices: Any, tokens: int, page: int) -> int:
+    from sglang_specinit.budget import kv_pool_bytes
+
+    return sum(kv_pool_bytes(spec, tokens, page) for spec in prices)
 
 
 def evaluate(cell: Cell, tmp: Path) -> CellResult:
@@ -222,6 +219,7 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     fixed = [(kvc, cell.fixed_pool_tokens) for kvc in layout.drafts if cell.fixed_pool_tokens]
     pool_drafts = [] if cell.fixed_pool_tokens else layout.drafts
     target_price, draft_prices, fixed_bytes = price_configurators(target, pool_drafts, fixed)
+    prices = (target_price, *draft_prices)
 
     # Two more sizes, built directly: the linear price must predict their difference to the
     # byte, and each build to within its constant bookkeeping.
@@ -231,7 +229,7 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
         swa = page_floor(int(full * target_price.swa_full_tokens_ratio), page)
         config = MemoryPoolConfig(full, 1, full, swa if target_price.ratio_applies else full)
         allocated.append(sum(built_bytes(kvc, [], config)[0] for kvc in [target, *pool_drafts]))
-        priced.append(sum(kv_pool_bytes(p, full, page) for p in (target_price, *draft_prices)))
+        priced.append(_pools_bytes(prices, full, page))
 
     configurator = create_memory_pool_configurator(target)
     w, free = cell.weights(), int(cell.device_gib * GIB)
@@ -258,29 +256,29 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
             measured_resident_bytes=w.target + w.draft,
         )
     )
-    result = CellResult(
+    # Stock: SGLang's own configurator on what is left once both models (duplicates
+    # included) are resident.
+    stock_tokens = tokens(sum(w))
+    target_pool = kv_pool_bytes(target_price, stock_tokens, page)
+    stock_drafts = _pools_bytes(draft_prices, stock_tokens, page)
+    return CellResult(
         cell=cell,
-        page_size=page,
+        page=page,
+        budget=cell.budget,
+        stock_tokens=stock_tokens,
+        stock_used=fixed_bytes + w.stock_peak(target_pool, stock_drafts),
+        plugin_tokens=plan.tokens,
+        plugin_used=w.target + w.draft + _pools_bytes(prices, plan.tokens, page) + fixed_bytes,
         target_price=target_price,
         draft_prices=draft_prices,
         stock_cell=float(configurator._cell_size),
         stock_reserved_layers=target.spec_aux_config.eagle_draft_num_layers,
         allocated=tuple(allocated),
         priced=tuple(priced),
-        budget=cell.budget,
-        # Stock: SGLang's own configurator on what is left once both models (duplicates
-        # included) are resident.
-        stock_tokens=tokens(sum(w)),
-        plugin_tokens=plan.tokens,
         # The scheduler's own vetting of an early binding (bind_where_stock_sizes).
         reserve_gap=draft_reserve_gap(target, layout.drafts, layout.drafts),
         bound_tokens=tokens(w.target + w.draft),
     )
-    target_pool = kv_pool_bytes(target_price, result.stock_tokens, page)
-    stock_drafts = result.pools_bytes(result.stock_tokens) - target_pool
-    result.stock_used = fixed_bytes + w.stock_peak(target_pool, stock_drafts)
-    result.plugin_used = w.target + w.draft + result.pools_bytes(plan.tokens) + fixed_bytes
-    return result
 
 
 matrix = layout_matrix(
@@ -300,7 +298,7 @@ def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix,
     assert alloc_large - alloc_small == priced_large - priced_small
     assert 0 <= alloc_small - priced_small <= BOOKKEEPING_BYTES
     assert r.plugin_used <= r.budget
-    one_page = r.page_size * r.priced_per_row
+    one_page = r.page * r.priced_per_row
     # A hybrid-SWA pool's SWA count is floored from tokens x ratio to whole pages: up to one
     # more page of it can stay unused.
     pages = 2 if r.target_price.ratio_applies else 1

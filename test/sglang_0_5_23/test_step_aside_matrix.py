@@ -23,6 +23,7 @@ from layouts import (
     SPEC_CHAIN,
     Launch,
     RunnerDouble,
+    Sized,
     Weights,
     at_pp_stage,
     deepseek_mtp_weights,
@@ -206,23 +207,16 @@ CASES = [
 
 
 @dataclass
-class Result:
-    case: Case
-    page: int
+class Result(Sized):
     reason: str  # what the plugin logs when it steps aside
     stock_per_row: float  # stock's price per target (full) row, from its own configurator
     target_per_row: float  # what the target's pools grow by per full row (built)
     draft_per_row: float  # what the draft's pools grow by per full row (built)
     swa_per_row: float  # what target and draft grow by per SWA row (built; 0 without SWA)
     fit_error: int  # a fourth build against the fit
-    budget: int
     resident_stock: int
     resident_plugin: int
     reserve_gap: str
-    stock_tokens: int
-    plugin_tokens: int
-    stock_used: int
-    plugin_used: int
     stock_overshoot: int  # pools built at stock's config minus what stock sized them within
 
     @property
@@ -319,7 +313,7 @@ def evaluate(case: Case, tmp: Path) -> Result:
     capped = type(configurator).__name__ == "SWARequestCapPoolConfigurator"
     scale = 0.0 if capped or not target.is_hybrid_swa else swa / full
     return Result(
-        case=case,
+        cell=case,
         page=page,
         reason=reason,
         stock_per_row=stock_per_row,
@@ -360,7 +354,7 @@ def _result(matrix: dict[str, Result], name: str) -> Result:
 @pytest.mark.parametrize("name", IDS)
 def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
     r = _result(matrix, name)
-    assert r.case.steps_aside in r.reason
+    assert r.cell.steps_aside in r.reason
     # The fit the budget use is read from predicts a fourth build of 0.5.23's pools.
     assert r.fit_error <= 1
     # Binds only where stock's reserve (read to within a millibyte: its page rounding at 2^60
@@ -375,7 +369,7 @@ def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
         # Stock's sizing untouched: the same config, the same bytes.
         assert (r.plugin_tokens, r.plugin_used) == (r.stock_tokens, r.stock_used)
         return
-    assert r.resident_stock - r.resident_plugin == r.case.weights().duplicates
+    assert r.resident_stock - r.resident_plugin == r.cell.weights().duplicates
     if r.stock_used <= r.budget + r.padding:
         # Stock's rule leaves each pool's padding page out: all binding may add.
         assert r.plugin_used <= r.budget + r.padding
