@@ -1,5 +1,4 @@
-"""DeepSeek-V4-Flash + MTP on 0.5.23's own DSV4 configurator: never worse than stock, and the
-server's sizing path (``runtime_budget._resolve_dsv4``) through the hook."""
+"""DeepSeek-V4-Flash + MTP on 0.5.23's DSV4 configurator, and through the server's hook."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ def v4_weights(tp: int, fp8_experts: bool) -> Weights:
 
 
 def v4_cell(gpu: str, experts: str, tp: int, swa_ratio: float | None = None) -> Launch:
-    """V4-Flash + MTP at its published hyperparameters (43 layers: two SWA-only, then c4 / c128
-    alternating; one MTP layer; FP8 attention and dense weights, FP4 routed experts)."""
+    """V4-Flash + MTP as published (43 layers, one MTP layer, FP8 dense, FP4 routed experts)."""
     args = {
         "model_path": str(EXAMPLES / "deepseek-v4-flash-mtp" / "target"),
         "speculative_algorithm": "EAGLE",
@@ -78,8 +76,7 @@ class Result(Sized):
 
 
 def _sized(target: Any, draft: Any, available: int, fitted: Any = None) -> tuple[Any, Any, Any]:
-    """(the draft's measured price, the target's configurator priced with it, the plugin's
-    config: SGLang's solve with the draft's term, stepped down (``fitted``) to the built pools)."""
+    """(draft's measured price, configurator priced with it, the plugin's ``fitted`` config)."""
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
 
     price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
@@ -91,8 +88,7 @@ def _sized(target: Any, draft: Any, available: int, fitted: Any = None) -> tuple
 def evaluate(
     cell: Launch, tmp: Path, weights: tuple[int, ...] = (), budget: int | None = None
 ) -> Result:
-    """``cell`` sized both ways; ``weights`` (target, draft's own, duplicates per rank) and
-    ``budget`` (f x free) default to the cell's (the planner's test passes the plan's)."""
+    """``cell`` sized both ways; ``weights`` and ``budget`` default to the cell's."""
     from sglang.srt.model_executor.pool_configurator import (
         MemoryPoolConfig,
         create_memory_pool_configurator,
@@ -147,8 +143,7 @@ IDS = [c.name for c in CELLS]
 
 @pytest.mark.parametrize("name", IDS)
 def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> None:
-    """The draft's price is what its pool allocates (stock over-reserves it); the plugin fits
-    the budget and fills it, and serves at least stock's tokens."""
+    """The draft is priced as its pool allocates; the plugin fills the budget, beats stock."""
     r = matrix[name]
     (a_small, a_large), (p_small, p_large) = r.allocated, r.priced
     assert a_large - a_small == p_large - p_small
@@ -157,8 +152,7 @@ def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> N
     assert r.draft_price.full_bytes_per_token == 0 < r.draft_price.swa_bytes_per_token
     assert r.stock_reserve_per_row > r.draft_per_row > 0
     assert r.plugin_used <= r.budget
-    # Within a few pages (about 2 MB each): SGLang's own solve floors to pages, its SWA split
-    # to pages, and the step down to the built pools' bytes is whole pages.
+    # Within a few pages: the solve, its SWA split and the step down each floor to pages.
     assert r.budget - r.plugin_used < 8 * r.page * r.coefficient
     if r.stock_used <= r.budget:
         assert r.plugin_tokens >= r.stock_tokens
@@ -179,15 +173,13 @@ HOOK_CELLS = [CELLS[0], CELLS[5]]
 
 
 def profile_reading_double(cell: Launch) -> int:
-    """TEST DOUBLE for ``_profile_available_bytes``'s reading: f x the cell's GPU minus the
-    target's and draft's weights per rank (the duplicates already bound)."""
+    """TEST DOUBLE of the profiled bytes: the budget minus both weights (duplicates bound)."""
     return cell.budget - (cell.weights().target + cell.weights().draft)
 
 
 @pytest.fixture
 def hooked(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The plugin's hook on ``_resolve_memory_pool_config``, applied by SGLang's HookRegistry
-    (its state and the method restored afterwards); returns the unhooked method."""
+    """The plugin's ``_resolve_memory_pool_config`` hook, via HookRegistry; the unhooked one."""
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang.srt.plugins.hook_registry import HookRegistry
     from sglang_specinit.hooks import ModulePatch, apply_module_patch
@@ -228,8 +220,7 @@ def hooked_layout(
     reading: dict[str, int],
     **more: Any,
 ) -> tuple[Any, Any, Any]:
-    """(target, draft, the hook's sizing state: the draft's runner double, ``more`` fields) of
-    ``cell``; the target's profiling reads ``reading["bytes"]`` (on the class: __slots__)."""
+    """(target, draft, its sizing state of ``more``); profiling reads ``reading["bytes"]``."""
     from sglang_specinit.live_sizing import DraftDescription
     from sglang_specinit.phased.sizing_state import TargetSizing
 
@@ -276,8 +267,7 @@ def run_hook(
     # What the server's path must have computed (the functions the layout matrix runs).
     _price, _ours, expected = _sized(target, draft, available, step_down)
 
-    # Stock: SGLang's own method, no sizing active, on the budget it profiles (duplicates
-    # resident), the draft pool built once they are freed.
+    # Stock: SGLang's own method, no sizing active, profiling with the duplicates resident.
     reading["bytes"] = available - w.duplicates
     stock = stock_method(target, cell.device_gib)
     stock_pools = [dsv4_sizing.built_pool_bytes(k, stock) for k in (target, draft)]
@@ -348,8 +338,7 @@ def test_a_failing_v4_solve_keeps_stocks_solve(
 
 
 def _draft_pool_bytes(draft: Any, swa_rows: int, ratio: float) -> tuple[int, int]:
-    """(full rows, bytes the draft's pools own) when built from a config of ``swa_rows`` SWA
-    rows at SGLang's ratio of full rows, on device ``meta`` (0.5.23's pool classes)."""
+    """(full rows, the draft pools' bytes) built at ``swa_rows`` SWA rows and SGLang's ratio."""
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
@@ -432,8 +421,7 @@ def test_hook_refuses_a_v4_launch_whose_smallest_pools_do_not_fit(
 
 
 def test_an_older_v4_configurator_keeps_stock_sizing_with_its_reason() -> None:
-    """0.5.19 / 0.5.20's V4 configurator lacks ``_unified`` / ``encoder_replay``: the server
-    keeps stock's sizing and the planner refuses in one line, both with this reason."""
+    """0.5.19 / 0.5.20's V4 configurator lacks ``_unified`` / ``encoder_replay``: unpriced."""
     from types import SimpleNamespace
 
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing

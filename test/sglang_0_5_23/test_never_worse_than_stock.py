@@ -32,8 +32,7 @@ from layouts import (
 
 # Sizes every price is checked at, built directly (the probe builds 2 and 4 pages).
 PAGES_CHECKED = (5, 10)  # x 0.8 (the default SWA ratio) stays whole
-# Constant pointer / stride tables of a pool: not part of its price (SGLang leaves them to
-# the 1 - f share); a few hundred bytes per layer group.
+# A pool's constant pointer / stride tables, left out of its price (SGLang's 1 - f share).
 BOOKKEEPING_BYTES = 16 << 10
 
 
@@ -45,8 +44,7 @@ class Cell(Launch):
 
 
 def _example(example: str, algorithm: str, tp: int, *shared: str, **args: Any) -> tuple[Any, Any]:
-    """(the launch of a shipped target + draft example at TP ``tp``, its weights); ``shared``:
-    the draft tensors 0.5.23 binds to the target's."""
+    """(a shipped example's launch at TP ``tp``, its weights; ``shared``: the bound tensors)."""
     launch = {
         "model_path": example_dir(example, "target"),
         "speculative_draft_model_path": example_dir(example, "draft"),
@@ -173,8 +171,7 @@ class CellResult(Sized):
     stock_reserved_layers: int | None
     allocated: tuple[int, int]  # every pool, built by _init_pools at PAGES_CHECKED
     priced: tuple[int, int]
-    # Why stock_binding would not bind here ("" where it binds), and stock sizing with the
-    # duplicates bound early (what a stock-sized launch gets).
+    # Why stock_binding would not bind ("" if it does); stock's tokens with it bound early.
     reserve_gap: str
     bound_tokens: int
 
@@ -221,8 +218,7 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     target_price, draft_prices, fixed_bytes = price_configurators(target, pool_drafts, fixed)
     prices = (target_price, *draft_prices)
 
-    # Two more sizes, built directly: the linear price must predict their difference to the
-    # byte, and each build to within its constant bookkeeping.
+    # Two more sizes, built directly: the price must predict them (to the bookkeeping).
     allocated, priced = [], []
     for pages in PAGES_CHECKED:
         full = pages * page
@@ -256,8 +252,7 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
             measured_resident_bytes=w.target + w.draft,
         )
     )
-    # Stock: SGLang's own configurator on what is left once both models (duplicates
-    # included) are resident.
+    # Stock: SGLang's own configurator on what both models (duplicates included) leave.
     stock_tokens = tokens(sum(w))
     target_pool = kv_pool_bytes(target_price, stock_tokens, page)
     stock_drafts = _pools_bytes(draft_prices, stock_tokens, page)
@@ -291,16 +286,14 @@ IDS = [c.name for c in CELLS]
 
 @pytest.mark.parametrize("name", IDS)
 def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix, name) -> None:
-    """Every price is what SGLang allocates; the plugin stays within the budget and fills it,
-    and serves at least stock's tokens, binding early under stock sizing too."""
+    """Prices are what SGLang allocates; the plugin fills the budget, beats stock, binds early."""
     r = matrix[name]
     (alloc_small, alloc_large), (priced_small, priced_large) = r.allocated, r.priced
     assert alloc_large - alloc_small == priced_large - priced_small
     assert 0 <= alloc_small - priced_small <= BOOKKEEPING_BYTES
     assert r.plugin_used <= r.budget
     one_page = r.page * r.priced_per_row
-    # A hybrid-SWA pool's SWA count is floored from tokens x ratio to whole pages: up to one
-    # more page of it can stay unused.
+    # A hybrid-SWA pool's SWA count is floored to pages: one more page can stay unused.
     pages = 2 if r.target_price.ratio_applies else 1
     assert r.budget - r.plugin_used < pages * one_page + 1
     if r.stock_used <= r.budget:
@@ -315,8 +308,7 @@ def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix,
     used = w.target + w.draft + r.pools_bytes(r.bound_tokens)
     assert r.bound_tokens >= r.stock_tokens
     if r.stock_used <= r.budget:
-        # Stock's rule counts tokens x cell and leaves out each pool's padding page (which
-        # any stock launch allocates past its cell count): that page is all binding adds.
+        # Stock's rule leaves out each pool's padding page: that page is all binding adds.
         assert used <= r.budget + one_page
     else:
         assert used <= r.stock_used
@@ -357,8 +349,7 @@ def test_each_layout_stock_misprices_is_priced_as_built(matrix) -> None:
 
 
 def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, int, int]:
-    """(bytes of every pool at a token count, the resize's budget, stock's tokens, the
-    plugin's tokens, the page size) for a post-capture resize of the cell's target."""
+    """(pools' bytes at a count, budget, stock's and plugin's tokens, page) after capture."""
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang_specinit.budget import kv_pool_bytes
     from sglang_specinit.sglang_0_5_23 import runtime_budget

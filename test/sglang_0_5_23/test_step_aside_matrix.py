@@ -1,5 +1,4 @@
-"""Where sglang-specinit steps aside on 0.5.23: stock's sizing and the early binding, per layout;
-the early binding waits for the sizing hook: bound where it prices, vetted where it does not."""
+"""Where sglang-specinit keeps stock's sizing on 0.5.23, and its early binding there, per layout."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ ROWS = (640, 1280, 1920)
 
 @dataclass(frozen=True, kw_only=True)
 class Case(Launch):
-    # Why the plugin keeps stock sizing: a substring of launch_policy's reason, or the
-    # configurator class runtime_budget falls back on.
+    # Why stock sizing stays: part of launch_policy's reason, or the configurator's class.
     steps_aside: str
     pp_stage: tuple[int, int] | None = None  # (rank, size): price that stage
 
@@ -62,8 +60,7 @@ def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Weights:
 
 
 def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Weights:
-    """One PP stage's share of Llama-3.1-70B and, on the last stage, the EAGLE draft, whose
-    lm_head alone 0.5.23 binds there (the stage's target has no embed)."""
+    """A PP stage's share of Llama-3.1-70B; on the last, the EAGLE draft (its lm_head bound)."""
     from sglang.srt.distributed.utils import get_pp_indices
 
     size = weights_size("llama31-70b-eagle-tp4", "target")
@@ -78,8 +75,7 @@ def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Weights:
 
 
 def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Weights:
-    """One PP stage's share of DeepSeek-V3's 61 layers (counted alike) with its MTP layer,
-    which every PD-prefill stage builds."""
+    """A PP stage's share of DeepSeek-V3's 61 layers, and the MTP layer every stage builds."""
     from sglang.srt.distributed.utils import get_pp_indices
 
     w = deepseek_mtp_weights(tp)
@@ -88,8 +84,7 @@ def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Weights:
 
 
 def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
-    """The llama31-8b EAGLE3 draft at DeepSeek-V3's hidden size and vocab, ``kv_heads`` KV heads
-    (8: the shipped draft's GQA; 32: full MHA), on a DSA target."""
+    """A DSA target with the llama31-8b EAGLE3 draft at V3's widths and ``kv_heads`` KV heads."""
     draft = {"hidden_size": 7168, "vocab_size": 129280, "head_dim": 128, "torch_dtype": "bfloat16"}
     return {
         **DSA_MTP,
@@ -106,8 +101,7 @@ def _hisparse(name: str, args: dict[str, Any], weights: Any) -> Case:
 
 
 def _pd_prefill_last(name: str, args: dict[str, Any], weights: Any, **more: Any) -> Case:
-    """PP 2 + EAGLE without SGLANG_ENABLE_PP_SPEC (PD prefill nodes only, every stage building
-    the draft), priced at its last stage (test_pp_stages.py prices the switch's stages)."""
+    """PP 2 without SGLANG_ENABLE_PP_SPEC (PD prefill, every stage builds the draft): stage 1."""
     return Case(name, args, weights, steps_aside=PD_PREFILL, pp_stage=(1, 2), **more)
 
 
@@ -275,8 +269,7 @@ def evaluate(case: Case, tmp: Path) -> Result:
         at_pp_stage(target, *case.pp_stage)
     configurator = create_memory_pool_configurator(target)
     page = int(target.page_size)
-    # launch_policy reads the scheduler's ServerArgs and model config only (for these
-    # layouts): a namespace of the published ones stands in for the scheduler.
+    # launch_policy reads the scheduler's ServerArgs and model config only: a namespace.
     scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
     pp = case.pp_stage[1] if case.pp_stage else 1
     with mock.patch.dict(os.environ):
@@ -300,8 +293,7 @@ def evaluate(case: Case, tmp: Path) -> Result:
     fixed = int(getattr(configurator, "_fixed_overhead_bytes", 0) or 0)
     stock_used = fixed + w.stock_peak(stock_t, stock_d)
 
-    # The scheduler's own vetting (bind_where_stock_sizes), on the configurators: where it
-    # declines, the duplicates stay resident and stock's sizing is untouched.
+    # The scheduler's own vetting (bind_where_stock_sizes): declined, stock's sizing stays.
     gap = draft_reserve_gap(target, drafts, drafts)
     resident_plugin = resident_stock if gap else w.target + w.draft
     plugin_config = configurator.calculate_pool_sizes(budget - resident_plugin, page)
@@ -384,8 +376,7 @@ def test_hisparse_and_pp_drafts_bind_where_the_reserve_covers_them(matrix) -> No
     mha, gqa = _result(matrix, HISPARSE_MHA), _result(matrix, HISPARSE_GQA)
     assert mha.draft_per_row > mha.stock_draft_reserve
     assert gqa.draft_per_row < gqa.stock_draft_reserve
-    # Stock's pools exceed the bytes it sized them within by the shortfall over its rows
-    # (the padding pages aside).
+    # Stock's pools overshoot what it sized them within by the shortfall over its rows.
     shortfall = (mha.draft_per_row - mha.stock_draft_reserve) * mha.stock_tokens
     assert mha.stock_overshoot >= shortfall
     assert "geometry of its own" in mha.reserve_gap and "geometry of its own" in gqa.reserve_gap
@@ -466,8 +457,7 @@ AVAILABLE = 20 * GIB  # test double's reading of what profiling leaves for the p
 
 
 def _scheduler(layout: Any) -> Any:
-    """TEST DOUBLE of the scheduler as the pool phase reads it: an EAGLE3 spec worker holding
-    one draft runner, the target runner, the launch's ServerArgs."""
+    """TEST DOUBLE of the scheduler as the pool phase reads it (EAGLE3, one draft runner)."""
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     (draft,) = layout.drafts
@@ -483,8 +473,7 @@ def _scheduler(layout: Any) -> Any:
 
 
 def _run_hook(layout: Any, sizing: Any, stock: Any, profile: Any = None) -> Any:
-    """The plugin's sizing hook on the target's configurator, ``sizing`` active, with a test
-    double for the profiling (``profile``; default: :data:`AVAILABLE`)."""
+    """The plugin's sizing hook on the target, ``sizing`` active, profiling a test double."""
     from sglang_specinit.phased.sizing_state import sizing_active
     from sglang_specinit.sglang_0_5_23 import runtime_budget
 
