@@ -351,22 +351,19 @@ def test_each_layout_stock_misprices_is_priced_as_built(matrix) -> None:
 def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, int, int]:
     """(pools' bytes at a count, budget, stock's and plugin's tokens, page) after capture."""
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-    from sglang_specinit.budget import kv_pool_bytes
     from sglang_specinit.sglang_0_5_23 import runtime_budget
 
     cell = next(c for c in CELLS if tag in c.tags)
     layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     prices = runtime_budget.price_configurators(layout.target, layout.drafts, [])
-    cap = 1 << 20
-    pools = (prices[0], *prices[1])
+    cap, target, page = 1 << 20, layout.target, int(layout.target.page_size)
 
     def pool_bytes(tokens: int) -> int:
-        return sum(kv_pool_bytes(p, tokens, int(layout.target.page_size)) for p in pools)
+        return _pools_bytes((prices[0], *prices[1]), tokens, page)
 
     budget = int(0.9 * pool_bytes(cap))
     original = KVCacheConfigurator.config_from_budget
-    stock = original(layout.target, budget, cap_tokens=cap).max_total_num_tokens
-    runtime_budget._SIZED[id(layout.target)] = (layout.target, prices)
+    stock = original(target, budget, cap_tokens=cap).max_total_num_tokens
     sync = KVCacheConfigurator._apply_token_constraints
     # The plugin's hook on SGLang's token sync, as HookRegistry wraps it in a server.
     hooked_sync = mock.patch.object(
@@ -374,17 +371,12 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
         "_apply_token_constraints",
         lambda self, tokens: runtime_budget.apply_token_constraints(sync, self, tokens),
     )
-    try:
-        with hooked_sync:
-            ours = runtime_budget.config_from_budget(
-                original, layout.target, budget, cap_tokens=cap
-            ).max_total_num_tokens
-            uncapped = runtime_budget.config_from_budget(original, layout.target, budget)
-    finally:
-        runtime_budget._SIZED.pop(id(layout.target))
+    with mock.patch.dict(runtime_budget._SIZED, {id(target): (target, prices)}), hooked_sync:
+        ours = runtime_budget.config_from_budget(original, target, budget, cap_tokens=cap)
+        uncapped = runtime_budget.config_from_budget(original, target, budget)
     # Without cap_tokens (the pre-capture path) the hook is stock.
-    assert uncapped.max_total_num_tokens == original(layout.target, budget).max_total_num_tokens
-    return pool_bytes, budget, stock, ours, int(layout.target.page_size)
+    assert uncapped.max_total_num_tokens == original(target, budget).max_total_num_tokens
+    return pool_bytes, budget, stock, ours.max_total_num_tokens, page
 
 
 def test_post_capture_resize_fits_its_budget_and_is_never_above_stock(tmp_path) -> None:
