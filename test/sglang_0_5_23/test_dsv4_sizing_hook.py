@@ -337,13 +337,18 @@ def test_a_failing_v4_solve_keeps_stocks_solve(
     assert sizing.plan is None and sizing.inputs is None
 
 
-def _draft_pool_bytes(draft: Any, swa_rows: int, ratio: float) -> tuple[int, int]:
-    """(full rows, the draft pools' bytes) built at ``swa_rows`` SWA rows and SGLang's ratio."""
+def _draft_pool_fit(draft: Any, ratio: float) -> tuple[float, int]:
+    """(bytes per full row, bytes at no rows) of the draft's pools, built at 10 and 20 pages of
+    SWA rows and SGLang's ``ratio`` of full rows."""
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
-    full = round(swa_rows / ratio)
-    return full, dsv4_sizing.built_pool_bytes(draft, MemoryPoolConfig(full, 1, full, swa_rows))
+    built = {}
+    for swa in (10 * 256, 20 * 256):
+        full = round(swa / ratio)
+        built[full] = dsv4_sizing.built_pool_bytes(draft, MemoryPoolConfig(full, 1, full, swa))
+    (f1, b1), (f2, b2) = built.items()
+    return (b2 - b1) / (f2 - f1), b1 - (b2 - b1) * f1 // (f2 - f1)
 
 
 def test_hook_prices_the_draft_as_its_pools_allocate_before_any_step_down(
@@ -354,12 +359,8 @@ def test_hook_prices_the_draft_as_its_pools_allocate_before_any_step_down(
     configurator, _config = run.presolve
     term = configurator.bytes_per_full_token - dsv4_sizing.plain_coefficient(configurator)
     draft = publish(run.cell, tmp_path).drafts[0]
-    page = 256
-    (f1, b1), (f2, b2) = (
-        _draft_pool_bytes(draft, n * page, configurator.swa_ratio) for n in (10, 20)
-    )
     assert term > 0
-    assert term == pytest.approx((b2 - b1) / (f2 - f1), rel=1e-9)
+    assert term == pytest.approx(_draft_pool_fit(draft, configurator.swa_ratio)[0], rel=1e-9)
 
 
 def _priced_layout(cell: Launch, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
@@ -379,9 +380,7 @@ def test_hook_takes_the_draft_padding_off_before_the_solve(
 
     cell = HOOK_CELLS[0]
     target, draft, price, ours = _priced_layout(cell, tmp_path)
-    ratio = ours.swa_ratio
-    (f1, b1), (f2, b2) = (_draft_pool_bytes(draft, n * 256, ratio) for n in (10, 20))
-    padding = b1 - (b2 - b1) * f1 // (f2 - f1)  # the built pools' bytes at no rows
+    _per_row, padding = _draft_pool_fit(draft, ours.swa_ratio)  # the built pools at no rows
     assert 0 < price.fixed_bytes <= padding <= price.fixed_bytes + (16 << 10)
 
     def tokens_without_padding(available: int) -> int:

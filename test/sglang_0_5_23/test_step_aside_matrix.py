@@ -243,19 +243,17 @@ def _fit(target: Any, drafts: list[Any]) -> tuple[Any, int, list[Any]]:
         for b, f, s in zip(base, more_full, more_swa, strict=True)
     ]
 
-    def at(full: int, swa: int) -> tuple[int, int]:
-        t, d = (round(b + cf * (full - r0) + cs * (swa - r0)) for b, cf, cs in coef)
-        return t, d
+    def at(full: int, swa: int) -> tuple[int, ...]:
+        return tuple(round(b + cf * (full - r0) + cs * (swa - r0)) for b, cf, cs in coef)
 
-    check = build(r2, r1)
-    error = max(abs(x - y) for x, y in zip(check, at(r2, r1), strict=True))
+    error = max(abs(x - y) for x, y in zip(build(r2, r1), at(r2, r1), strict=True))
+    return lambda config: at(*_rows(config)), error, coef
 
-    def bytes_of(config: Any) -> tuple[int, int]:
-        full = config.full_max_total_num_tokens or config.max_total_num_tokens
-        swa = config.swa_max_total_num_tokens or full
-        return at(int(full), int(swa))
 
-    return bytes_of, error, coef
+def _rows(config: Any) -> tuple[int, int]:
+    """(full rows, SWA rows) of a pool config (its one count where it has no SWA split)."""
+    full = int(config.full_max_total_num_tokens or config.max_total_num_tokens)
+    return full, int(config.swa_max_total_num_tokens or full)
 
 
 def evaluate(case: Case, tmp: Path) -> Result:
@@ -300,8 +298,7 @@ def evaluate(case: Case, tmp: Path) -> Result:
     plugin_used = stock_used if gap else fixed + resident_plugin + sum(bytes_of(plugin_config))
 
     # Per full row: a SWA pool grows with the full one under a ratio, not under the cap.
-    full = stock_config.full_max_total_num_tokens or stock_config.max_total_num_tokens
-    swa = stock_config.swa_max_total_num_tokens or full
+    full, swa = _rows(stock_config)
     capped = type(configurator).__name__ == "SWARequestCapPoolConfigurator"
     scale = 0.0 if capped or not target.is_hybrid_swa else swa / full
     return Result(
