@@ -62,9 +62,15 @@ def _deepseek_tp8(name: str, base: dict[str, Any], tag: str = "", **args: Any) -
     return Cell(name, {**base, "tp_size": 8, **args}, partial(deepseek_mtp_weights, 8), tags=tags)
 
 
+def _tiny(name: str, more: dict[str, Any], **args: Any) -> Cell:
+    """An EAGLE launch of a tiny config, on a quarter GiB at fraction 0.5 (``more``: Cell's)."""
+    launch = {"speculative_algorithm": "EAGLE", **args, **SPEC_CHAIN}
+    tiny = partial(Weights, 8 << 20, 2 << 20, 4 << 20)
+    return Cell(name, launch, tiny, device_gib=0.25, mem_fraction_static=0.5, **more)
+
+
 EMBED = "model.embed_tokens.weight"
 EAGLE3_WEIGHTS = partial(example_weights, "llama31-8b-eagle3", (EMBED,))
-TINY_WEIGHTS = partial(Weights, 8 << 20, 2 << 20, 4 << 20)
 CELLS = [
     Cell(
         "llama31-8b+eagle3 (GQA, draft geometry of its own), TP 1",
@@ -132,33 +138,18 @@ CELLS = [
         partial(Weights, 40 * GIB, 700 << 20, 600 << 20),  # 80B checkpoint / 4, one MTP block
         tags=("gdn-pathless",),
     ),
-    Cell(
+    _tiny(
         "MiMo-V2 multi-layer EAGLE (tiny config), 3 runners",
-        {
-            "model_path": lambda tmp: str(mimo_v2_mtp.tiny_mimo_v2_target()),
-            "speculative_algorithm": "EAGLE",
-            "trust_remote_code": True,
-            **SPEC_CHAIN,
-        },
-        TINY_WEIGHTS,
-        device_gib=0.25,
-        mem_fraction_static=0.5,
-        draft_runners=3,
-        tags=("multi-layer",),
+        model_path=lambda tmp: str(mimo_v2_mtp.tiny_mimo_v2_target()),
+        trust_remote_code=True,
+        more={"draft_runners": 3, "tags": ("multi-layer",)},
     ),
-    Cell(
+    _tiny(
         "Gemma 4 + assistant, FROZEN_KV_MTP (tiny config)",
-        {
-            "model_path": lambda tmp: str(gemma4_mtp.tiny_gemma4_target()),
-            "speculative_draft_model_path": lambda tmp: str(gemma4_mtp.tiny_gemma4_assistant()),
-            "speculative_algorithm": "EAGLE",
-            "attention_backend": "triton",
-            **SPEC_CHAIN,
-        },
-        TINY_WEIGHTS,
-        device_gib=0.25,
-        mem_fraction_static=0.5,
-        fixed_pool_tokens=64,
+        model_path=lambda tmp: str(gemma4_mtp.tiny_gemma4_target()),
+        speculative_draft_model_path=lambda tmp: str(gemma4_mtp.tiny_gemma4_assistant()),
+        attention_backend="triton",
+        more={"fixed_pool_tokens": 64},
     ),
 ]
 
