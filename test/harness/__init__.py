@@ -11,8 +11,8 @@ Each sub-package's ``__init__`` says what every module does; by job:
     ``sgl_kernel_stub/``.
 ``reports`` (what the scheduler saw): ``scheduler_report``, ``report_reading``,
     ``live_reports``, ``device_probe``, ``fidelity_tensors``, ``config_snapshot``.
-``matrices`` (launch matrices' rows and probes): ``fidelity``, ``dsv4_flash``,
-    ``step_aside``, ``fidelity_probe``, ``plan_verdicts``.
+``matrices`` (launch matrices' rows and probes): ``fidelity``, ``fidelity_probe``,
+    ``plan_verdicts``.
 ``gpu`` (the GPU suite): ``gpu_cases``, ``gpu_preflight``, ``gpu_summary``, ``gpu_verdict``,
     ``device_memory``, ``load``, ``gpu_release``, ``storage_identity``,
     ``dry_run``, ``broken_plugins``, ``time_budget``, ``downloads``.

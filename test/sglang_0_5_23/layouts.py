@@ -1,5 +1,5 @@
-"""What the 0.5.23 layout tests share: published launches' flags, 0.5.23's configurators for
-a launch built without weights, a runner test double, and the layout matrices' fixture."""
+"""What the 0.5.23 layout matrices share: published launches built without weights, their
+per-rank weights, the pools they build, a runner test double and the matrices' fixture."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, NamedTuple
 from unittest import mock
 
 import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
-from harness.matrices.step_aside import example_dir, made_dir, markdown_table, resolved
 
 GIB = 1 << 30
 SPEC_CHAIN = {
@@ -22,6 +23,23 @@ SPEC_CHAIN = {
     "speculative_eagle_topk": 1,
     "speculative_num_draft_tokens": 4,
 }
+
+
+def example_dir(example: str, role: str) -> Callable[[Path], str]:
+    return lambda tmp: str(EXAMPLES / example / role)
+
+
+def made_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def resolved(args: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """``args`` with each callable of a scratch dir replaced by its value for ``tmp``."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {k: (v(tmp) if callable(v) else v) for k, v in args.items()}
+
+
 DEEPSEEK_MTP = {
     "model_path": example_dir("deepseek-v3-mtp", "target"),
     "speculative_algorithm": "EAGLE",
@@ -69,19 +87,129 @@ def gpt_oss_swa_cap(draft: str | Callable[[Path], str]) -> dict[str, Any]:
 def published(
     args: dict[str, Any], tmp: Path, capability: tuple[int, int] = (9, 0), **more: Any
 ) -> Any:
-    """0.5.23's configurators for the launch ``args`` (callables of ``tmp`` resolved), built
-    without weights on an H100/H200's compute capability (a test double: SGLang's DSA
-    defaults read it); ``more``: ``published_layout``'s other arguments."""
+    """0.5.23's configurators for ``args`` (resolved for ``tmp``), built without weights on a
+    test double's compute ``capability``; ``more``: ``published_layout``'s other arguments."""
     from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 
     with mock.patch("torch.cuda.get_device_capability", return_value=capability):
         return published_layout(**more, **resolved(args, tmp))
 
 
+class Weights(NamedTuple):
+    """Per-rank bytes: the target's, the draft's own (after binding), the draft tensors that
+    duplicate the target's until 0.5.23 binds them (resident while stock profiles)."""
+
+    target: int
+    draft: int
+    duplicates: int
+
+    def stock_peak(self, target_pool: int, draft_pool: int) -> int:
+        """Stock's peak: the target pool built with the duplicates resident, the drafts' after."""
+        return self.target + self.draft + target_pool + max(self.duplicates, draft_pool)
+
+
+def weights_size(example: str, role: str) -> dict[str, Any]:
+    return json.loads((EXAMPLES / example / role / "weights-size.json").read_text())
+
+
+def example_weights(
+    example: str, shared: tuple[str, ...], tp: int = 1, absent_costs_target: bool = False
+) -> Weights:
+    """Checkpoint bytes / TP; ``shared``: the draft tensors 0.5.23 binds to the target's (one
+    the draft lacks costs nothing, or its target tensor if ``absent_costs_target``)."""
+    target, draft = weights_size(example, "target"), weights_size(example, "draft")
+    own = sum(draft["tensors"].get(name, 0) for name in shared)
+    dup = sum(
+        draft["tensors"].get(name, target["tensors"][name] if absent_costs_target else 0)
+        for name in shared
+    )
+    return Weights(target["total_bytes"] // tp, (draft["total_bytes"] - own) // tp, dup // tp)
+
+
+def deepseek_mtp_weights(tp: int) -> Weights:
+    size = weights_size("deepseek-v3-mtp", "target")
+    mtp = size["groups"]["model.layers.61."]
+    dup = (
+        size["tensors"]["model.layers.61.embed_tokens.weight"]
+        + size["tensors"]["model.layers.61.shared_head.head.weight"]
+    )
+    return Weights((size["total_bytes"] - mtp) // tp, (mtp - dup) // tp, dup // tp)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One row of a layout matrix: a published launch, its per-rank weights, its GPU."""
+
+    name: str
+    args: dict[str, Any]  # ServerArgs fields; callables of a scratch dir are resolved
+    weights: Callable[[], Weights]
+    device_gib: float = 140.0
+    mem_fraction_static: float = 0.85
+    capability: tuple[int, int] = (9, 0)  # H100/H200 (SGLang's DSA and V4 defaults read it)
+    skip: str = ""
+
+    @property
+    def budget(self) -> int:
+        return int(self.mem_fraction_static * self.device_gib * GIB)
+
+    def publish(self, tmp: Path, **more: Any) -> Any:
+        return published(self.args, tmp, self.capability, **more)
+
+
+@dataclass
+class Sized:
+    """A matrix cell sized both ways: stock's tokens and peak bytes, the plugin's, the budget."""
+
+    cell: Any
+    page: int
+    budget: int
+    stock_tokens: int
+    stock_used: int
+    plugin_tokens: int
+    plugin_used: int
+
+
+def built_bytes(target: Any, drafts: Sequence[Any], config: Any) -> tuple[int, int]:
+    """(target KV bytes, every draft's KV bytes) when the launch builds its pools from
+    ``config``: storages each KV pool owns, not the shared request pool or allocator."""
+    from sglang_specinit.pool_measure import kv_pool_storages, pool_logs_quiet
+    from sglang_specinit.sglang_0_5_23.pool_probe import tiny_mamba_cache
+
+    with pool_logs_quiet(), tiny_mamba_cache(target):
+        pools = target._init_pools(
+            sizes=target._derive_pool_sizes(config=config),
+            req_to_token_pool=None,
+            token_to_kv_pool_allocator=None,
+        )
+        req, alloc = pools.req_to_token_pool, pools.token_to_kv_pool_allocator
+        target_bytes = sum(kv_pool_storages(pools.token_to_kv_pool, req, alloc).values())
+        draft_bytes = 0
+        for draft in drafts:
+            built = draft._init_pools(
+                sizes=draft._derive_pool_sizes(config=config),
+                req_to_token_pool=req,
+                token_to_kv_pool_allocator=alloc,
+            )
+            draft_bytes += sum(kv_pool_storages(built.token_to_kv_pool, req, alloc).values())
+    return target_bytes, draft_bytes
+
+
+def at_pp_stage(kvc: Any, rank: int, size: int) -> None:
+    """Give ``kvc`` PP stage ``rank``'s layers (a namespace stands in for the loaded model)."""
+    from sglang.srt.distributed.utils import get_pp_indices
+    from sglang.srt.model_executor.model_runner_components import layer_setup
+
+    start, end = get_pp_indices(kvc.model_config.num_hidden_layers, rank, size)
+    kvc.layer_info = layer_setup.resolve_layer_indices(
+        model=SimpleNamespace(start_layer=start, end_layer=end),
+        model_config=kvc.model_config,
+        is_draft_worker=False,
+    )
+
+
 class RunnerDouble:
-    """TEST DOUBLE of a ``ModelRunner`` (no weights can be loaded here): the readings the
-    plugin takes off a runner, from the configurator 0.5.23 builds for it, and its own
-    ``init_kv_cache_configurator`` handing that configurator back."""
+    """TEST DOUBLE of a ``ModelRunner`` without weights: what the plugin reads off a runner,
+    from ``configurator``, which ``init_kv_cache_configurator`` hands back."""
 
     def __init__(self, configurator: Any, model: torch.nn.Module | None = None) -> None:
         self._configurator = configurator
@@ -96,32 +224,29 @@ class RunnerDouble:
 
 
 def layout_matrix(
-    cells: Sequence[Any],
-    evaluate: Callable[[Any, Path], Any],
+    cells: Sequence[Launch],
+    evaluate: Callable[[Any, Path], Sized],
     table_env: str,
     header: Sequence[str],
     row: Callable[[Any], Sequence[str]],
 ) -> Any:
-    """The module's ``matrix`` fixture: every cell (``skip``-less) evaluated once, by name; its
-    table (``header`` / ``row`` columns, then tokens and budget use, stock -> plugin) printed,
-    and written where ``table_env`` names a file."""
+    """The module's ``matrix`` fixture: each unskipped cell evaluated once, by name; its table
+    (``header`` / ``row``, then stock -> plugin) printed, and written where ``table_env`` says."""
 
     @pytest.fixture(scope="module")
     def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         root = tmp_path_factory.mktemp("layouts")
         results = {
-            c.name: evaluate(c, made_dir(root / str(i)))
-            for i, c in enumerate(cells)
-            if not getattr(c, "skip", "")
+            c.name: evaluate(c, made_dir(root / str(i))) for i, c in enumerate(cells) if not c.skip
         }
-        table = markdown_table(
-            ("layout", *header, "tokens stock -> plugin", "budget use stock -> plugin"),
-            [
-                (name, *row(r), f"{r.stock_tokens:,} -> {r.plugin_tokens:,}",
-                 f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} %")
-                for name, r in results.items()
-            ],
-        )  # fmt: skip
+        head = ("layout", *header, "tokens stock -> plugin", "budget use stock -> plugin")
+        rows = [head] + [
+            (name, *row(r), f"{r.stock_tokens:,} -> {r.plugin_tokens:,}",
+             f"{100 * r.stock_used / r.budget:.2f} % -> {100 * r.plugin_used / r.budget:.2f} %")
+            for name, r in results.items()
+        ]  # fmt: skip
+        lines = ["| " + " | ".join(cells) + " |" for cells in rows]
+        table = "\n".join([lines[0], "|" + "---|" * len(head), *lines[1:]]) + "\n"
         print("\n" + table)
         if os.environ.get(table_env):
             Path(os.environ[table_env]).write_text(table)

@@ -1,82 +1,120 @@
-"""DeepSeek-V4-Flash + MTP on 0.5.23's own DSV4 configurator: never worse than stock, and the
-server's sizing path (``runtime_budget._resolve_dsv4``) through the hook."""
+"""DeepSeek-V4-Flash + MTP on 0.5.23's DSV4 configurator, and through the server's hook."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from harness.matrices.dsv4_flash import CELLS, GIB, Cell, publish
-from layouts import RunnerDouble, layout_matrix
+from harness.checkpoints.published_configs import EXAMPLES
+from layouts import SPEC_CHAIN, Launch, RunnerDouble, Sized, Weights, layout_matrix
+
+# V4-Flash, bytes (estimates from the config: 256 experts x 3 x 4096 x 2048 per layer).
+EXPERTS_FP4_PER_LAYER = 3_422_552_064  # e2m1 + one e8m0 scale per 32 values
+EXPERTS_FP8_PER_LAYER = 6_442_450_944 + 6_442_450_944 // (128 * 128) * 4
+CHECKPOINT_FP4 = 159_900_000_000  # FP4 experts, FP8 attention/dense, one MTP block
+MTP_BLOCK = 3_520_000_000  # one decoder layer's worth
+VOCAB_TABLE = 129_280 * 4096 * 2  # the NextN draft's own embed / lm_head (bf16), each
+GPUS = {"H200": (140.0, (9, 0)), "B200": (178.0, (10, 0))}  # GiB, compute capability
+
+
+def v4_weights(tp: int, fp8_experts: bool) -> Weights:
+    """Per rank: the target, the MTP block, the NextN draft's own embed and lm_head."""
+    target, draft = CHECKPOINT_FP4 - MTP_BLOCK, MTP_BLOCK
+    if fp8_experts:
+        extra = EXPERTS_FP8_PER_LAYER - EXPERTS_FP4_PER_LAYER
+        target, draft = target + 43 * extra, draft + extra
+    return Weights(target // tp, draft // tp, 2 * VOCAB_TABLE // tp)
+
+
+def v4_cell(gpu: str, experts: str, tp: int, swa_ratio: float | None = None) -> Launch:
+    """V4-Flash + MTP as published (43 layers, one MTP layer, FP8 dense, FP4 routed experts)."""
+    args = {
+        "model_path": str(EXAMPLES / "deepseek-v4-flash-mtp" / "target"),
+        "speculative_algorithm": "EAGLE",
+        "trust_remote_code": True,
+        "tp_size": tp,
+        **SPEC_CHAIN,
+    }
+    name = f"V4-Flash MTP, {gpu} {experts}, TP {tp}"
+    if swa_ratio is not None:
+        args["swa_full_tokens_ratio"] = swa_ratio
+        name += f", ratio {swa_ratio}"
+    device_gib, capability = GPUS[gpu]
+    weights = partial(v4_weights, tp, experts == "FP8")
+    return Launch(name, args, weights, device_gib, capability=capability)
+
+
+CELLS = [
+    v4_cell("H200", "FP8", 4),
+    v4_cell("H200", "FP8", 8),
+    v4_cell("H200", "FP4", 4),
+    v4_cell("B200", "FP4", 4, 0.1),
+    v4_cell("B200", "FP4", 8, 0.1),
+    v4_cell("B200", "FP4", 4, 0.2),
+]
+
+
+def publish(cell: Launch, tmp: Path) -> Any:
+    """``cell``'s launch as 0.5.23 publishes it on the cell's GPU, its fraction passed."""
+    return cell.publish(tmp, mem_fraction_static=cell.mem_fraction_static)
 
 
 @dataclasses.dataclass
-class Result:
-    cell: Cell
-    page: int
+class Result(Sized):
     draft_price: Any
     allocated: tuple[int, int]  # the draft pool built at two more sizes
     priced: tuple[int, int]
     cap_mode: bool
     stock_reserve_per_row: float
     draft_per_row: float
-    budget: int
-    stock_tokens: int
-    stock_used: int
-    plugin_tokens: int
-    plugin_used: int
     coefficient: float
 
 
+def _sized(target: Any, draft: Any, available: int, fitted: Any = None) -> tuple[Any, Any, Any]:
+    """(draft's measured price, configurator priced with it, the plugin's ``fitted`` config)."""
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+
+    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
+    ours = dsv4_sizing.priced_configurator(target, [price])
+    config = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
+    return price, ours, (fitted or dsv4_sizing.fitted)(target, ours, config, available, [draft])
+
+
 def evaluate(
-    cell: Cell,
-    tmp: Path,
-    weights: tuple[int, int, int] | None = None,
-    budget: int | None = None,
+    cell: Launch, tmp: Path, weights: tuple[int, ...] = (), budget: int | None = None
 ) -> Result:
-    """``cell`` sized both ways; ``weights`` (target, draft's own, duplicates per rank) and
-    ``budget`` (f x free) default to the cell's (the planner's test passes the plan's)."""
+    """``cell`` sized both ways; ``weights`` and ``budget`` default to the cell's."""
     from sglang.srt.model_executor.pool_configurator import (
         MemoryPoolConfig,
         create_memory_pool_configurator,
     )
     from sglang_specinit.budget import kv_pool_bytes
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     published = publish(cell, tmp)
     target, (draft,) = published.target, published.drafts
     layout = (target, draft)
     page = int(target.page_size)
-    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
+    w = Weights(*(weights or cell.weights()))
+    budget = cell.budget if budget is None else budget
+    price, ours, config = _sized(target, draft, budget - (w.target + w.draft))
+    plugin_used = w.target + w.draft + sum(dsv4_sizing.built_pool_bytes(k, config) for k in layout)
 
     allocated, priced = [], []
     for pages in (5, 10):
         swa = pages * page
-        config = MemoryPoolConfig(10 * swa, 1, 10 * swa, swa)
-        allocated.append(dsv4_sizing.built_pool_bytes(draft, config))
+        swa_config = MemoryPoolConfig(10 * swa, 1, 10 * swa, swa)
+        allocated.append(dsv4_sizing.built_pool_bytes(draft, swa_config))
         priced.append(kv_pool_bytes(price, swa, page))
 
-    w_target, w_draft, w_dup = weights or cell.weights()
-    if budget is None:
-        budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
     stock = create_memory_pool_configurator(target)
-    stock_config = dsv4_sizing.solve(target, stock, budget - (w_target + w_draft + w_dup), 0)
-    stock_target, stock_draft = (dsv4_sizing.built_pool_bytes(k, stock_config) for k in layout)
-    # Stock's peak: the target pool exists while the duplicates are still resident (0.5.23
-    # binds them in the draft's alloc_memory_pool), the draft pool once they are gone.
-    stock_used = max(
-        w_target + w_draft + w_dup + stock_target, w_target + w_draft + stock_target + stock_draft
-    )
-
-    ours = dsv4_sizing.priced_configurator(target, [price])
-    available = budget - (w_target + w_draft)
-    config = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
-    config = dsv4_sizing.fitted(target, ours, config, available, [draft])
-    plugin_used = w_target + w_draft + sum(dsv4_sizing.built_pool_bytes(k, config) for k in layout)
+    stock_config = dsv4_sizing.solve(target, stock, budget - sum(w), 0)
+    stock_pools = [dsv4_sizing.built_pool_bytes(k, stock_config) for k in layout]
     return Result(
         cell=cell,
         page=page,
@@ -88,7 +126,7 @@ def evaluate(
         draft_per_row=dsv4_sizing.draft_bytes_per_row(ours, [price]),
         budget=budget,
         stock_tokens=int(stock_config.max_total_num_tokens),
-        stock_used=stock_used,
+        stock_used=w.stock_peak(*stock_pools),
         plugin_tokens=int(config.max_total_num_tokens),
         plugin_used=plugin_used,
         coefficient=float(ours.bytes_per_full_token),
@@ -105,8 +143,7 @@ IDS = [c.name for c in CELLS]
 
 @pytest.mark.parametrize("name", IDS)
 def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> None:
-    """The draft's price is what its pool allocates (stock over-reserves it); the plugin fits
-    the budget and fills it, and serves at least stock's tokens."""
+    """The draft is priced as its pool allocates; the plugin fills the budget, beats stock."""
     r = matrix[name]
     (a_small, a_large), (p_small, p_large) = r.allocated, r.priced
     assert a_large - a_small == p_large - p_small
@@ -115,8 +152,7 @@ def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> N
     assert r.draft_price.full_bytes_per_token == 0 < r.draft_price.swa_bytes_per_token
     assert r.stock_reserve_per_row > r.draft_per_row > 0
     assert r.plugin_used <= r.budget
-    # Within a few pages (about 2 MB each): SGLang's own solve floors to pages, its SWA split
-    # to pages, and the step down to the built pools' bytes is whole pages.
+    # Within a few pages: the solve, its SWA split and the step down each floor to pages.
     assert r.budget - r.plugin_used < 8 * r.page * r.coefficient
     if r.stock_used <= r.budget:
         assert r.plugin_tokens >= r.stock_tokens
@@ -127,7 +163,7 @@ def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> N
 def test_ratio_launches_and_h200_tp4_reserve_is_one_target_layer_share(matrix) -> None:
     assert not any(r.cap_mode for r in matrix.values())  # every V4-Flash launch
     # The issue's numbers: 180.4 B reserved per target row against 58.5 B allocated.
-    r = next(r for r in matrix.values() if "h200-tp4" in r.cell.tags)
+    r = matrix["V4-Flash MTP, H200 FP8, TP 4"]
     assert round(r.stock_reserve_per_row, 1) == 180.4
     assert r.draft_per_row == 58.5
 
@@ -136,17 +172,14 @@ def test_ratio_launches_and_h200_tp4_reserve_is_one_target_layer_share(matrix) -
 HOOK_CELLS = [CELLS[0], CELLS[5]]
 
 
-def profile_reading_double(cell: Cell) -> int:
-    """TEST DOUBLE for ``_profile_available_bytes``'s reading: f x the cell's GPU minus the
-    target's and draft's weights per rank (the duplicates already bound)."""
-    w_target, w_draft, _dup = cell.weights()
-    return int(cell.mem_fraction_static * cell.device_gib * GIB) - (w_target + w_draft)
+def profile_reading_double(cell: Launch) -> int:
+    """TEST DOUBLE of the profiled bytes: the budget minus both weights (duplicates bound)."""
+    return cell.budget - (cell.weights().target + cell.weights().draft)
 
 
 @pytest.fixture
 def hooked(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The plugin's hook on ``_resolve_memory_pool_config``, applied by SGLang's HookRegistry
-    (its state and the method restored afterwards); returns the unhooked method."""
+    """The plugin's ``_resolve_memory_pool_config`` hook, via HookRegistry; the unhooked one."""
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang.srt.plugins.hook_registry import HookRegistry
     from sglang_specinit.hooks import ModulePatch, apply_module_patch
@@ -168,7 +201,7 @@ def hooked(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 @dataclasses.dataclass
 class HookRun:
-    cell: Cell
+    cell: Launch
     config: Any
     sizing: Any
     built: tuple[int, int]  # target pool, draft pool: what SGLang's pool classes own
@@ -181,34 +214,43 @@ class HookRun:
 
 
 def hooked_layout(
-    cell: Cell, scratch: Path, monkeypatch: pytest.MonkeyPatch, reading: dict[str, int]
-) -> tuple[Any, Any, RunnerDouble]:
-    """(target, draft, the draft's runner double) of ``cell``; the target's profiling reads
-    ``reading["bytes"]`` (on the class: the configurator has __slots__)."""
+    cell: Launch,
+    scratch: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    reading: dict[str, int],
+    **more: Any,
+) -> tuple[Any, Any, Any]:
+    """(target, draft, its sizing state of ``more``); profiling reads ``reading["bytes"]``."""
+    from sglang_specinit.live_sizing import DraftDescription
+    from sglang_specinit.phased.sizing_state import TargetSizing
+
     layout = publish(cell, scratch)
     target, (draft,) = layout.target, layout.drafts
     target.model = torch.nn.Linear(2, 2)  # stands for the target's weights (read for the report)
     monkeypatch.setattr(
         type(target), "_profile_available_bytes", lambda self, pre: reading["bytes"]
     )
-    return target, draft, RunnerDouble(draft, torch.nn.Linear(2, 2))  # the draft's weights
+    runner = RunnerDouble(draft, torch.nn.Linear(2, 2))  # the draft's weights
+    description = DraftDescription("EAGLE", weight_runners=[runner], pool_runners=[runner])
+    return target, draft, TargetSizing(draft=description, **more)
 
 
 def run_hook(
-    cell: Cell,
+    cell: Launch,
     scratch: Path,
     stock_method: Any,
     monkeypatch: pytest.MonkeyPatch,
     available: int | None = None,
 ) -> HookRun:
-    from sglang_specinit.live_sizing import DraftDescription
-    from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
+    from sglang_specinit.phased.sizing_state import sizing_active
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
-    if available is None:
-        available = profile_reading_double(cell)
+    w = cell.weights()
+    available = profile_reading_double(cell) if available is None else available
     reading = {"bytes": available}
-    target, draft, runner = hooked_layout(cell, scratch, monkeypatch, reading)
+    target, draft, sizing = hooked_layout(
+        cell, scratch, monkeypatch, reading, stock_duplicate_bytes=w.duplicates
+    )
     # Record what the hook's solve hands the step-down (its answer before any step-down).
     seen: list[tuple[Any, Any]] = []
     step_down = dsv4_sizing.fitted
@@ -218,37 +260,20 @@ def run_hook(
         return step_down(kvc, configurator, config, *args)
 
     monkeypatch.setattr(dsv4_sizing, "fitted", recording)
-    w_target, w_draft, w_dup = cell.weights()
-    sizing = TargetSizing(
-        draft=DraftDescription(algorithm="EAGLE", weight_runners=[runner], pool_runners=[runner]),
-        stock_duplicate_bytes=w_dup,
-    )
     with sizing_active(sizing):
         config = target._resolve_memory_pool_config(cell.device_gib)
     (presolve,) = seen
-    built = (
-        dsv4_sizing.built_pool_bytes(target, config),
-        dsv4_sizing.built_pool_bytes(draft, config),
-    )
+    built = tuple(dsv4_sizing.built_pool_bytes(k, config) for k in (target, draft))
+    # What the server's path must have computed (the functions the layout matrix runs).
+    _price, _ours, expected = _sized(target, draft, available, step_down)
 
-    # What the server's path must have computed: SGLang's solve with the draft's measured
-    # term, stepped down to the built pools (the functions the layout matrix runs).
-    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
-    ours = dsv4_sizing.priced_configurator(target, [price])
-    expected = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
-    expected = step_down(target, ours, expected, available, [draft])
-
-    # Stock: SGLang's own method, no sizing active, on the budget it profiles (duplicates
-    # resident), the draft pool built once they are freed.
-    reading["bytes"] = available - w_dup
+    # Stock: SGLang's own method, no sizing active, profiling with the duplicates resident.
+    reading["bytes"] = available - w.duplicates
     stock = stock_method(target, cell.device_gib)
-    stock_target = dsv4_sizing.built_pool_bytes(target, stock)
-    stock_draft = dsv4_sizing.built_pool_bytes(draft, stock)
-    budget = int(cell.mem_fraction_static * cell.device_gib * GIB)
-    stock_peak = max(w_dup + stock_target, stock_target + stock_draft) + w_target + w_draft
+    stock_pools = [dsv4_sizing.built_pool_bytes(k, stock) for k in (target, draft)]
+    fits = w.stock_peak(*stock_pools) <= cell.budget
     stock_tokens = int(stock.max_total_num_tokens)
     expected_tokens = int(expected.max_total_num_tokens)
-    fits = stock_peak <= budget
     return HookRun(
         cell, config, sizing, built, available, presolve, stock_tokens, fits, expected_tokens
     )
@@ -269,7 +294,7 @@ def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(run: HookRun) -
     assert target_pool + draft_pool <= run.available
     # The breakdown the scheduler logs: the pools as built, the inputs read from the launch.
     assert (plan.target_kv_pool_bytes, plan.draft_kv_pool_bytes) == run.built
-    assert plan.budget_bytes == int(run.cell.mem_fraction_static * run.cell.device_gib * GIB)
+    assert plan.budget_bytes == run.cell.budget
     assert run.sizing.inputs.draft.kv_pools and run.sizing.inputs.page_size == 256
     assert 0 < plan.draft_kv_bytes_per_token < plan.priced_bytes_per_token
     assert plan.max_running_requests == run.config.max_running_requests > 0
@@ -294,21 +319,17 @@ def test_launch_policy_prices_a_cookbook_v4_launch(tmp_path: Path) -> None:
 def test_a_failing_v4_solve_keeps_stocks_solve(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sglang_specinit.live_sizing import DraftDescription
-    from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
+    from sglang_specinit.phased.sizing_state import sizing_active
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     cell = HOOK_CELLS[0]
     reading = {"bytes": profile_reading_double(cell)}
-    target, _draft, runner = hooked_layout(cell, tmp_path, monkeypatch, reading)
+    target, _draft, sizing = hooked_layout(cell, tmp_path, monkeypatch, reading)
 
     def broken_solve(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a layout the solve does not expect")
 
     monkeypatch.setattr(dsv4_sizing, "solve", broken_solve)
-    sizing = TargetSizing(
-        draft=DraftDescription(algorithm="EAGLE", weight_runners=[runner], pool_runners=[runner])
-    )
     with sizing_active(sizing):
         config = target._resolve_memory_pool_config(cell.device_gib)
     stock = hooked(target, cell.device_gib)
@@ -316,14 +337,18 @@ def test_a_failing_v4_solve_keeps_stocks_solve(
     assert sizing.plan is None and sizing.inputs is None
 
 
-def _draft_pool_bytes(draft: Any, swa_rows: int, ratio: float) -> tuple[int, int]:
-    """(full rows, bytes the draft's pools own) when built from a config of ``swa_rows`` SWA
-    rows at SGLang's ratio of full rows, on device ``meta`` (0.5.23's pool classes)."""
+def _draft_pool_fit(draft: Any, ratio: float) -> tuple[float, int]:
+    """(bytes per full row, bytes at no rows) of the draft's pools, built at 10 and 20 pages of
+    SWA rows and SGLang's ``ratio`` of full rows."""
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
-    full = round(swa_rows / ratio)
-    return full, dsv4_sizing.built_pool_bytes(draft, MemoryPoolConfig(full, 1, full, swa_rows))
+    built = {}
+    for swa in (10 * 256, 20 * 256):
+        full = round(swa / ratio)
+        built[full] = dsv4_sizing.built_pool_bytes(draft, MemoryPoolConfig(full, 1, full, swa))
+    (f1, b1), (f2, b2) = built.items()
+    return (b2 - b1) / (f2 - f1), b1 - (b2 - b1) * f1 // (f2 - f1)
 
 
 def test_hook_prices_the_draft_as_its_pools_allocate_before_any_step_down(
@@ -334,21 +359,14 @@ def test_hook_prices_the_draft_as_its_pools_allocate_before_any_step_down(
     configurator, _config = run.presolve
     term = configurator.bytes_per_full_token - dsv4_sizing.plain_coefficient(configurator)
     draft = publish(run.cell, tmp_path).drafts[0]
-    page = 256
-    (f1, b1), (f2, b2) = (
-        _draft_pool_bytes(draft, n * page, configurator.swa_ratio) for n in (10, 20)
-    )
     assert term > 0
-    assert term == pytest.approx((b2 - b1) / (f2 - f1), rel=1e-9)
+    assert term == pytest.approx(_draft_pool_fit(draft, configurator.swa_ratio)[0], rel=1e-9)
 
 
-def _priced_layout(cell: Cell, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
-    """(target, draft, the draft's measured price, the priced configurator) for ``cell``,
-    published under ``tmp_path / "layout"`` (``tmp_path / "hook"`` left for the hook's run)."""
+def _priced_layout(cell: Launch, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
+    """(target, draft, the draft's measured price, the priced configurator) for ``cell``."""
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
 
-    (tmp_path / "layout").mkdir()
-    (tmp_path / "hook").mkdir()
     layout = publish(cell, tmp_path / "layout")
     target, (draft,) = layout.target, layout.drafts
     price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
@@ -362,9 +380,7 @@ def test_hook_takes_the_draft_padding_off_before_the_solve(
 
     cell = HOOK_CELLS[0]
     target, draft, price, ours = _priced_layout(cell, tmp_path)
-    ratio = ours.swa_ratio
-    (f1, b1), (f2, b2) = (_draft_pool_bytes(draft, n * 256, ratio) for n in (10, 20))
-    padding = b1 - (b2 - b1) * f1 // (f2 - f1)  # the built pools' bytes at no rows
+    _per_row, padding = _draft_pool_fit(draft, ours.swa_ratio)  # the built pools at no rows
     assert 0 < price.fixed_bytes <= padding <= price.fixed_bytes + (16 << 10)
 
     def tokens_without_padding(available: int) -> int:
@@ -404,8 +420,7 @@ def test_hook_refuses_a_v4_launch_whose_smallest_pools_do_not_fit(
 
 
 def test_an_older_v4_configurator_keeps_stock_sizing_with_its_reason() -> None:
-    """0.5.19 / 0.5.20's V4 configurator lacks ``_unified`` / ``encoder_replay``: the server
-    keeps stock's sizing and the planner refuses in one line, both with this reason."""
+    """0.5.19 / 0.5.20's V4 configurator lacks ``_unified`` / ``encoder_replay``: unpriced."""
     from types import SimpleNamespace
 
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing

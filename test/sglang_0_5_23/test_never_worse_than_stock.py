@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -11,151 +12,119 @@ from unittest import mock
 import pytest
 from harness.checkpoints import gemma4_mtp, mimo_v2_mtp
 from harness.checkpoints.published_configs import qwen3_next_config_dir
-from harness.matrices.step_aside import (
-    Weights,
-    built_bytes,
-    deepseek_mtp_weights,
-    example_dir,
-    made_dir,
-    weights_size,
-)
 from layouts import (
     DEEPSEEK_MTP,
     DSA_MTP,
     GIB,
     LLAMA_EAGLE3,
     SPEC_CHAIN,
+    Launch,
+    Sized,
+    Weights,
+    built_bytes,
+    deepseek_mtp_weights,
+    example_dir,
+    example_weights,
     layout_matrix,
+    made_dir,
     nnpl0_draft,
-    published,
 )
 
 # Sizes every price is checked at, built directly (the probe builds 2 and 4 pages).
 PAGES_CHECKED = (5, 10)  # x 0.8 (the default SWA ratio) stays whole
-# Constant pointer / stride tables of a pool: not part of its price (SGLang leaves them to
-# the 1 - f share); a few hundred bytes per layer group.
+# A pool's constant pointer / stride tables, left out of its price (SGLang's 1 - f share).
 BOOKKEEPING_BYTES = 16 << 10
 
 
-@dataclass(frozen=True)
-class Cell:
-    name: str
-    # ServerArgs keyword arguments; values that are callables of a scratch dir are resolved.
-    args: dict[str, Any]
-    weights: Callable[[int], Weights]
-    device_gib: float = 140.0
-    mem_fraction_static: float = 0.85
+@dataclass(frozen=True, kw_only=True)
+class Cell(Launch):
     draft_runners: int = 1
     fixed_pool_tokens: int | None = None  # frozen-KV MTP: its stand-in pool
-    # SM 9.0 (H100/H200): what SGLang's DSA defaults ask of the device (test double).
-    capability: tuple[int, int] = (9, 0)
-    tags: tuple[str, ...] = field(default_factory=tuple)
+    tags: tuple[str, ...] = ()
 
 
-def _example_weights(example: str, tp: int, shared: tuple[str, ...]) -> Callable[[int], Weights]:
-    """Checkpoint bytes / TP; ``shared`` names the draft tensors 0.5.23 binds to the target's."""
-
-    def weights(_: int) -> Weights:
-        target = weights_size(example, "target")["total_bytes"]
-        draft = weights_size(example, "draft")
-        dup = sum(draft["tensors"].get(name, 0) for name in shared)
-        return Weights(target // tp, (draft["total_bytes"] - dup) // tp, dup // tp)
-
-    return weights
-
-
-def _tiny_weights(_: int) -> Weights:
-    return Weights(8 << 20, 2 << 20, 4 << 20)
+def _example(example: str, algorithm: str, tp: int, *shared: str, **args: Any) -> tuple[Any, Any]:
+    """(a shipped example's launch at TP ``tp``, its weights; ``shared``: the bound tensors)."""
+    launch = {
+        "model_path": example_dir(example, "target"),
+        "speculative_draft_model_path": example_dir(example, "draft"),
+        "speculative_algorithm": algorithm,
+        "tp_size": tp,
+        **SPEC_CHAIN,
+        **args,
+    }
+    return launch, partial(example_weights, example, shared, tp)
 
 
+def _deepseek_tp8(name: str, base: dict[str, Any], tag: str = "", **args: Any) -> Cell:
+    """DeepSeek-V3's MTP launch (``base``; or V3.2's DSA config) at TP 8, with ``args``."""
+    tags = (tag,) if tag else ()
+    return Cell(name, {**base, "tp_size": 8, **args}, partial(deepseek_mtp_weights, 8), tags=tags)
+
+
+def _tiny(name: str, more: dict[str, Any], **args: Any) -> Cell:
+    """An EAGLE launch of a tiny config, on a quarter GiB at fraction 0.5 (``more``: Cell's)."""
+    launch = {"speculative_algorithm": "EAGLE", **args, **SPEC_CHAIN}
+    tiny = partial(Weights, 8 << 20, 2 << 20, 4 << 20)
+    return Cell(name, launch, tiny, device_gib=0.25, mem_fraction_static=0.5, **more)
+
+
+EMBED = "model.embed_tokens.weight"
+EAGLE3_WEIGHTS = partial(example_weights, "llama31-8b-eagle3", (EMBED,))
 CELLS = [
     Cell(
         "llama31-8b+eagle3 (GQA, draft geometry of its own), TP 1",
         LLAMA_EAGLE3,
-        _example_weights("llama31-8b-eagle3", 1, ("model.embed_tokens.weight",)),
+        EAGLE3_WEIGHTS,
         device_gib=79.0,
         tags=("eagle3",),
     ),
     Cell(
         "llama31-8b+eagle3, num_nextn_predict_layers 0, TP 1",
         {**LLAMA_EAGLE3, "speculative_draft_model_path": nnpl0_draft},
-        _example_weights("llama31-8b-eagle3", 1, ("model.embed_tokens.weight",)),
+        EAGLE3_WEIGHTS,
         device_gib=79.0,
         tags=("nnpl0",),
     ),
     Cell(
         "llama31-70b+eagle (GQA), TP 4",
-        {
-            "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
-            "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
-            "speculative_algorithm": "EAGLE",
-            "tp_size": 4,
-            **SPEC_CHAIN,
-        },
-        _example_weights(
-            "llama31-70b-eagle-tp4", 4, ("model.embed_tokens.weight", "lm_head.weight")
-        ),
+        *_example("llama31-70b-eagle-tp4", "EAGLE", 4, EMBED, "lm_head.weight"),
         device_gib=79.0,
     ),
     Cell(
         "qwen3-moe+eagle3 (GQA MoE), TP 4",
-        {
-            "model_path": example_dir("qwen3-moe-eagle3", "target"),
-            "speculative_draft_model_path": example_dir("qwen3-moe-eagle3", "draft"),
-            "speculative_algorithm": "EAGLE3",
-            "tp_size": 4,
-            **SPEC_CHAIN,
-        },
-        _example_weights("qwen3-moe-eagle3", 4, ("model.embed_tokens.weight",)),
+        *_example("qwen3-moe-eagle3", "EAGLE3", 4, EMBED),
     ),
     Cell(
         "gpt-oss-20b+eagle3 (hybrid SWA target), TP 1",
-        {
-            "model_path": example_dir("gpt-oss-20b-eagle3", "target"),
-            "speculative_draft_model_path": example_dir("gpt-oss-20b-eagle3", "draft"),
-            "speculative_algorithm": "EAGLE3",
-            "attention_backend": "triton",
-            **SPEC_CHAIN,
-        },
-        _example_weights("gpt-oss-20b-eagle3", 1, ("model.embed_tokens.weight",)),
+        *_example("gpt-oss-20b-eagle3", "EAGLE3", 1, EMBED, attention_backend="triton"),
         device_gib=79.0,
-        tags=("swa",),
     ),
-    Cell(
+    _deepseek_tp8(
         "deepseek-v3 MTP, no draft path (MLA bf16), TP 8, page 64",
-        {**DEEPSEEK_MTP, "tp_size": 8, "page_size": 64},
-        lambda _: deepseek_mtp_weights(8),
-        tags=("mla",),
+        DEEPSEEK_MTP,
+        "mla",
+        page_size=64,
     ),
-    Cell(
+    _deepseek_tp8(
         "deepseek-v3 MTP, dp-attention (dp 8 x tp 8)",
-        {**DEEPSEEK_MTP, "tp_size": 8, "dp_size": 8, "enable_dp_attention": True},
-        lambda _: deepseek_mtp_weights(8),
-        tags=("dp-attention",),
+        DEEPSEEK_MTP,
+        dp_size=8,
+        enable_dp_attention=True,
     ),
-    Cell(
-        "deepseek-r1/v3 MTP, TP 8 DCP 8 (dense MLA, #39799)",
-        {**DEEPSEEK_MTP, "tp_size": 8, "dcp_size": 8},
-        lambda _: deepseek_mtp_weights(8),
-        tags=("dcp-dense",),
+    _deepseek_tp8(
+        "deepseek-r1/v3 MTP, TP 8 DCP 8 (dense MLA, #39799)", DEEPSEEK_MTP, "dcp-dense", dcp_size=8
     ),
-    Cell(
-        "deepseek-v3.2 MTP (DSA bf16), TP 8",
-        {**DSA_MTP, "tp_size": 8, "kv_cache_dtype": "bfloat16"},
-        lambda _: deepseek_mtp_weights(8),
-        tags=("dsa",),
+    _deepseek_tp8("deepseek-v3.2 MTP (DSA bf16), TP 8", DSA_MTP, "dsa", kv_cache_dtype="bfloat16"),
+    _deepseek_tp8(
+        "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8", DSA_MTP, "dsa-fp8", kv_cache_dtype="fp8_e4m3"
     ),
-    Cell(
-        "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8",
-        {**DSA_MTP, "tp_size": 8, "kv_cache_dtype": "fp8_e4m3"},
-        lambda _: deepseek_mtp_weights(8),
-        tags=("dsa-fp8",),
-    ),
-    Cell(
+    _deepseek_tp8(
         "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8 DCP 8",
-        {**DSA_MTP, "tp_size": 8, "dcp_size": 8, "kv_cache_dtype": "fp8_e4m3"},
-        lambda _: deepseek_mtp_weights(8),
-        tags=("dsa-dcp",),
+        DSA_MTP,
+        "dsa-dcp",
+        dcp_size=8,
+        kv_cache_dtype="fp8_e4m3",
     ),
     Cell(
         "qwen3-next NEXTN, no draft path (hybrid GDN), TP 4",
@@ -166,91 +135,62 @@ CELLS = [
             "tp_size": 4,
             **SPEC_CHAIN,
         },
-        lambda _: Weights(40 * GIB, 700 << 20, 600 << 20),  # 80B checkpoint / 4, one MTP block
+        partial(Weights, 40 * GIB, 700 << 20, 600 << 20),  # 80B checkpoint / 4, one MTP block
         tags=("gdn-pathless",),
     ),
-    Cell(
+    _tiny(
         "MiMo-V2 multi-layer EAGLE (tiny config), 3 runners",
-        {
-            "model_path": lambda tmp: str(mimo_v2_mtp.tiny_mimo_v2_target()),
-            "speculative_algorithm": "EAGLE",
-            "trust_remote_code": True,
-            **SPEC_CHAIN,
-        },
-        _tiny_weights,
-        device_gib=0.25,
-        mem_fraction_static=0.5,
-        draft_runners=3,
-        tags=("multi-layer",),
+        model_path=lambda tmp: str(mimo_v2_mtp.tiny_mimo_v2_target()),
+        trust_remote_code=True,
+        more={"draft_runners": 3, "tags": ("multi-layer",)},
     ),
-    Cell(
+    _tiny(
         "Gemma 4 + assistant, FROZEN_KV_MTP (tiny config)",
-        {
-            "model_path": lambda tmp: str(gemma4_mtp.tiny_gemma4_target()),
-            "speculative_draft_model_path": lambda tmp: str(gemma4_mtp.tiny_gemma4_assistant()),
-            "speculative_algorithm": "EAGLE",
-            "attention_backend": "triton",
-            **SPEC_CHAIN,
-        },
-        _tiny_weights,
-        device_gib=0.25,
-        mem_fraction_static=0.5,
-        fixed_pool_tokens=64,
-        tags=("frozen-kv",),
+        model_path=lambda tmp: str(gemma4_mtp.tiny_gemma4_target()),
+        speculative_draft_model_path=lambda tmp: str(gemma4_mtp.tiny_gemma4_assistant()),
+        attention_backend="triton",
+        more={"fixed_pool_tokens": 64},
     ),
 ]
 
 
 @dataclass
-class CellResult:
-    cell: Cell
-    page_size: int
+class CellResult(Sized):
     target_price: Any
     draft_prices: tuple[Any, ...]
     stock_cell: float
     stock_reserved_layers: int | None
-    allocated_at_check: tuple[int, int]  # every pool, built by _init_pools at PAGES_CHECKED
-    priced_at_check: tuple[int, int]
-    budget: int
-    stock_tokens: int
-    # Why stock_binding would not bind here ("" where it binds), and stock sizing with the
-    # duplicates bound early (what a stock-sized launch gets).
+    allocated: tuple[int, int]  # every pool, built by _init_pools at PAGES_CHECKED
+    priced: tuple[int, int]
+    # Why stock_binding would not bind ("" if it does); stock's tokens with it bound early.
     reserve_gap: str
     bound_tokens: int
-    stock_used: int = 0
-    plugin_tokens: int = 0
-    plugin_used: int = 0
 
     @property
     def allocated_per_row(self) -> float:
         """What the pools SGLang built grew by per target row between the two checked sizes."""
-        small, large = self.allocated_at_check
-        return (large - small) / ((PAGES_CHECKED[1] - PAGES_CHECKED[0]) * self.page_size)
+        small, large = self.allocated
+        return (large - small) / ((PAGES_CHECKED[1] - PAGES_CHECKED[0]) * self.page)
 
     def pools_bytes(self, tokens: int) -> int:
-        from sglang_specinit.budget import kv_pool_bytes
-
-        return sum(
-            kv_pool_bytes(spec, tokens, self.page_size)
-            for spec in (self.target_price, *self.draft_prices)
-        )
+        return _pools_bytes((self.target_price, *self.draft_prices), tokens, self.page)
 
     @property
     def priced_per_row(self) -> float:
-        return self.target_price.bytes_per_token() + sum(
-            d.bytes_per_token() for d in self.draft_prices
-        )
+        return sum(p.bytes_per_token() for p in (self.target_price, *self.draft_prices))
 
 
-def _allocated(kvc: Any, full: int, swa: int) -> int:
-    """Bytes of every storage the KV pool SGLang's ``_init_pools`` builds at these counts."""
-    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
+def _pools_bytes(prices: Any, tokens: int, page: int) -> int:
+    from sglang_specinit.budget import kv_pool_bytes
 
-    return built_bytes(kvc, [], MemoryPoolConfig(full, 1, full, swa))[0]
+    return sum(kv_pool_bytes(spec, tokens, page) for spec in prices)
 
 
 def evaluate(cell: Cell, tmp: Path) -> CellResult:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang.srt.model_executor.pool_configurator import (
+        MemoryPoolConfig,
+        create_memory_pool_configurator,
+    )
     from sglang_specinit.budget import (
         BudgetInputs,
         DraftSpec,
@@ -261,64 +201,33 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
     from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
-    layout = published(cell.args, tmp, cell.capability, draft_runners=cell.draft_runners)
+    layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     target = layout.target
     page = int(target.page_size)
-    fixed = (
-        [(kvc, cell.fixed_pool_tokens) for kvc in layout.drafts] if cell.fixed_pool_tokens else []
-    )
+    fixed = [(kvc, cell.fixed_pool_tokens) for kvc in layout.drafts if cell.fixed_pool_tokens]
     pool_drafts = [] if cell.fixed_pool_tokens else layout.drafts
     target_price, draft_prices, fixed_bytes = price_configurators(target, pool_drafts, fixed)
+    prices = (target_price, *draft_prices)
 
-    # Two more sizes, built directly: the linear price must predict their difference to the
-    # byte, and each build to within its constant bookkeeping.
+    # Two more sizes, built directly: the price must predict them (to the bookkeeping).
     allocated, priced = [], []
     for pages in PAGES_CHECKED:
         full = pages * page
         swa = page_floor(int(full * target_price.swa_full_tokens_ratio), page)
-        swa = swa if target_price.ratio_applies else full
-        allocated.append(sum(_allocated(kvc, full, swa) for kvc in [target, *pool_drafts]))
-        priced.append(sum(kv_pool_bytes(p, full, page) for p in (target_price, *draft_prices)))
+        config = MemoryPoolConfig(full, 1, full, swa if target_price.ratio_applies else full)
+        allocated.append(sum(built_bytes(kvc, [], config)[0] for kvc in [target, *pool_drafts]))
+        priced.append(_pools_bytes(prices, full, page))
 
     configurator = create_memory_pool_configurator(target)
-    w = cell.weights(page)
-    free = int(cell.device_gib * GIB)
-    f = cell.mem_fraction_static
-    budget = int(f * free)
+    w, free = cell.weights(), int(cell.device_gib * GIB)
 
     def tokens(resident: int) -> int:
-        return configurator.calculate_pool_sizes(budget - resident, page).max_total_num_tokens
+        return configurator.calculate_pool_sizes(cell.budget - resident, page).max_total_num_tokens
 
-    # Stock: SGLang's own configurator on what is left once both models (duplicates
-    # included) are resident.
-    stock_tokens = tokens(w.target + w.draft + w.duplicates)
-    result = CellResult(
-        cell=cell,
-        page_size=page,
-        target_price=target_price,
-        draft_prices=draft_prices,
-        stock_cell=float(configurator._cell_size),
-        stock_reserved_layers=target.spec_aux_config.eagle_draft_num_layers,
-        allocated_at_check=tuple(allocated),
-        priced_at_check=tuple(priced),
-        budget=budget,
-        stock_tokens=stock_tokens,
-        # The scheduler's own vetting of an early binding (bind_where_stock_sizes).
-        reserve_gap=draft_reserve_gap(target, layout.drafts, layout.drafts),
-        bound_tokens=tokens(w.target + w.draft),
-    )
-    # Stock's peak: the target pool is allocated while the duplicates are still resident
-    # (0.5.23 binds them in the draft's alloc_memory_pool, right after), the draft pools
-    # once they are gone.
-    target_pool = kv_pool_bytes(target_price, stock_tokens, page)
-    result.stock_used = fixed_bytes + max(
-        w.target + w.draft + w.duplicates + target_pool,
-        w.target + w.draft + result.pools_bytes(stock_tokens),
-    )
     plan = plan_pools(
         BudgetInputs(
             pre_load_free_bytes=free,
-            mem_fraction_static=f,
+            mem_fraction_static=cell.mem_fraction_static,
             target_kv=target_price,
             target_weight_bytes=w.target,
             page_size=page,
@@ -334,9 +243,28 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
             measured_resident_bytes=w.target + w.draft,
         )
     )
-    result.plugin_tokens = plan.tokens
-    result.plugin_used = w.target + w.draft + result.pools_bytes(plan.tokens) + fixed_bytes
-    return result
+    # Stock: SGLang's own configurator on what both models (duplicates included) leave.
+    stock_tokens = tokens(sum(w))
+    target_pool = kv_pool_bytes(target_price, stock_tokens, page)
+    stock_drafts = _pools_bytes(draft_prices, stock_tokens, page)
+    return CellResult(
+        cell=cell,
+        page=page,
+        budget=cell.budget,
+        stock_tokens=stock_tokens,
+        stock_used=fixed_bytes + w.stock_peak(target_pool, stock_drafts),
+        plugin_tokens=plan.tokens,
+        plugin_used=w.target + w.draft + _pools_bytes(prices, plan.tokens, page) + fixed_bytes,
+        target_price=target_price,
+        draft_prices=draft_prices,
+        stock_cell=float(configurator._cell_size),
+        stock_reserved_layers=target.spec_aux_config.eagle_draft_num_layers,
+        allocated=tuple(allocated),
+        priced=tuple(priced),
+        # The scheduler's own vetting of an early binding (bind_where_stock_sizes).
+        reserve_gap=draft_reserve_gap(target, layout.drafts, layout.drafts),
+        bound_tokens=tokens(w.target + w.draft),
+    )
 
 
 matrix = layout_matrix(
@@ -349,19 +277,14 @@ IDS = [c.name for c in CELLS]
 
 @pytest.mark.parametrize("name", IDS)
 def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix, name) -> None:
-    """Every price is what SGLang allocates; the plugin stays within the budget and fills it,
-    and serves at least stock's tokens, binding early under stock sizing too."""
+    """Prices are what SGLang allocates; the plugin fills the budget, beats stock, binds early."""
     r = matrix[name]
-    (alloc_small, alloc_large), (priced_small, priced_large) = (
-        r.allocated_at_check,
-        r.priced_at_check,
-    )
+    (alloc_small, alloc_large), (priced_small, priced_large) = r.allocated, r.priced
     assert alloc_large - alloc_small == priced_large - priced_small
     assert 0 <= alloc_small - priced_small <= BOOKKEEPING_BYTES
     assert r.plugin_used <= r.budget
-    one_page = r.page_size * r.priced_per_row
-    # A hybrid-SWA pool's SWA count is floored from tokens x ratio to whole pages: up to one
-    # more page of it can stay unused.
+    one_page = r.page * r.priced_per_row
+    # A hybrid-SWA pool's SWA count is floored to pages: one more page can stay unused.
     pages = 2 if r.target_price.ratio_applies else 1
     assert r.budget - r.plugin_used < pages * one_page + 1
     if r.stock_used <= r.budget:
@@ -372,12 +295,11 @@ def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix,
         assert r.plugin_used <= r.budget < r.stock_used
     if r.reserve_gap or r.cell.fixed_pool_tokens:
         return  # not bound early (or a frozen-KV draft, which binds in its constructor)
-    bound_used = r.cell.weights(r.page_size)
-    used = bound_used.target + bound_used.draft + r.pools_bytes(r.bound_tokens)
+    w = r.cell.weights()
+    used = w.target + w.draft + r.pools_bytes(r.bound_tokens)
     assert r.bound_tokens >= r.stock_tokens
     if r.stock_used <= r.budget:
-        # Stock's rule counts tokens x cell and leaves out each pool's padding page (which
-        # any stock launch allocates past its cell count): that page is all binding adds.
+        # Stock's rule leaves out each pool's padding page: that page is all binding adds.
         assert used <= r.budget + one_page
     else:
         assert used <= r.stock_used
@@ -418,25 +340,21 @@ def test_each_layout_stock_misprices_is_priced_as_built(matrix) -> None:
 
 
 def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, int, int]:
-    """(bytes of every pool at a token count, the resize's budget, stock's tokens, the
-    plugin's tokens, the page size) for a post-capture resize of the cell's target."""
+    """(pools' bytes at a count, budget, stock's and plugin's tokens, page) after capture."""
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang_specinit.sglang_0_5_23 import runtime_budget
 
     cell = next(c for c in CELLS if tag in c.tags)
-    layout = published(cell.args, tmp, cell.capability, draft_runners=cell.draft_runners)
+    layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     prices = runtime_budget.price_configurators(layout.target, layout.drafts, [])
-    cap = 1 << 20
-    pools = (prices[0], *prices[1])
-    from sglang_specinit.budget import kv_pool_bytes
+    cap, target, page = 1 << 20, layout.target, int(layout.target.page_size)
 
     def pool_bytes(tokens: int) -> int:
-        return sum(kv_pool_bytes(p, tokens, int(layout.target.page_size)) for p in pools)
+        return _pools_bytes((prices[0], *prices[1]), tokens, page)
 
     budget = int(0.9 * pool_bytes(cap))
     original = KVCacheConfigurator.config_from_budget
-    stock = original(layout.target, budget, cap_tokens=cap).max_total_num_tokens
-    runtime_budget._SIZED[id(layout.target)] = (layout.target, prices)
+    stock = original(target, budget, cap_tokens=cap).max_total_num_tokens
     sync = KVCacheConfigurator._apply_token_constraints
     # The plugin's hook on SGLang's token sync, as HookRegistry wraps it in a server.
     hooked_sync = mock.patch.object(
@@ -444,25 +362,19 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
         "_apply_token_constraints",
         lambda self, tokens: runtime_budget.apply_token_constraints(sync, self, tokens),
     )
-    try:
-        with hooked_sync:
-            ours = runtime_budget.config_from_budget(
-                original, layout.target, budget, cap_tokens=cap
-            ).max_total_num_tokens
-            uncapped = runtime_budget.config_from_budget(original, layout.target, budget)
-    finally:
-        runtime_budget._SIZED.pop(id(layout.target))
+    with mock.patch.dict(runtime_budget._SIZED, {id(target): (target, prices)}), hooked_sync:
+        ours = runtime_budget.config_from_budget(original, target, budget, cap_tokens=cap)
+        uncapped = runtime_budget.config_from_budget(original, target, budget)
     # Without cap_tokens (the pre-capture path) the hook is stock.
-    assert uncapped.max_total_num_tokens == original(layout.target, budget).max_total_num_tokens
-    return pool_bytes, budget, stock, ours, int(layout.target.page_size)
+    assert uncapped.max_total_num_tokens == original(target, budget).max_total_num_tokens
+    return pool_bytes, budget, stock, ours.max_total_num_tokens, page
 
 
 def test_post_capture_resize_fits_its_budget_and_is_never_above_stock(tmp_path) -> None:
-    pool_bytes, budget, stock, ours, page = _post_capture("nnpl0", made_dir(tmp_path / "nnpl0"))
+    pool_bytes, budget, stock, ours, page = _post_capture("nnpl0", tmp_path / "nnpl0")
     assert pool_bytes(stock) > budget  # stock reserves nothing for an nnpl-0 draft
     assert ours < stock
     assert pool_bytes(ours) <= budget < pool_bytes(ours + page)
-    multi = made_dir(tmp_path / "multi")
-    pool_bytes, budget, stock, ours, page = _post_capture("multi-layer", multi)
+    pool_bytes, budget, stock, ours, page = _post_capture("multi-layer", tmp_path / "multi")
     assert ours == stock
     assert pool_bytes(ours) <= budget

@@ -22,9 +22,8 @@ from typing import Any
 import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
-from harness.matrices.step_aside import made_dir, resolved
 from harness.reports.report_reading import BREAKDOWN_KEYS
-from layouts import SPEC_CHAIN, nnpl0_draft, published
+from layouts import SPEC_CHAIN, made_dir, nnpl0_draft, published, resolved
 from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 from sglang_specinit.planner.inputs import PlanError
@@ -155,8 +154,7 @@ def test_every_example_plans_with_0_5_23s_rule(
 
 
 def test_v4_example_plans_as_the_layout_matrix_sizes_it(tmp_path: Path) -> None:
-    from harness.matrices.dsv4_flash import CELLS
-    from test_dsv4_sizing_hook import evaluate
+    from test_dsv4_sizing_hook import CELLS, evaluate
 
     data = plan_json("--example", "deepseek-v4-flash-mtp")
     stock = data["stock"]

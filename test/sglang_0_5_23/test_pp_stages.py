@@ -11,7 +11,7 @@ from unittest import mock
 
 import pytest
 from harness.checkpoints.published_configs import EXAMPLES
-from harness.matrices.step_aside import at_pp_stage
+from layouts import at_pp_stage
 from layouts import GIB, RunnerDouble, published
 
 PP = 2
@@ -38,7 +38,7 @@ ROWS = (640, 1280)
 def _per_row(kvc: Any) -> float:
     """What ``kvc``'s pools grow by per row, built: bytes = a + b x rows, fitted on two small
     builds (a pool at the stage's real count would be GiBs of host memory)."""
-    from harness.matrices.step_aside import built_bytes
+    from layouts import built_bytes
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
     small, large = (built_bytes(kvc, [], MemoryPoolConfig(n, 1, n, n))[0] for n in ROWS)

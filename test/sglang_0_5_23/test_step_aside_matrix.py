@@ -1,12 +1,11 @@
-"""Where sglang-specinit steps aside on 0.5.23: stock's sizing and the early binding, per layout;
-the early binding waits for the sizing hook: bound where it prices, vetted where it does not."""
+"""Where sglang-specinit keeps stock's sizing on 0.5.23, and its early binding there, per layout."""
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,102 +14,77 @@ from unittest import mock
 import pytest
 import torch
 from harness.checkpoints.published_configs import qwen3_next_config_dir
-from harness.matrices.step_aside import (
-    Weights,
-    at_pp_stage,
-    deepseek_mtp_weights,
-    example_dir,
-    made_dir,
-    weights_size,
-)
 from layouts import (
     DEEPSEEK_MTP,
     DSA_MTP,
     GIB,
     LLAMA_EAGLE3,
     SPEC_CHAIN,
+    Launch,
     RunnerDouble,
+    Sized,
+    Weights,
+    at_pp_stage,
+    deepseek_mtp_weights,
     draft_config,
+    example_dir,
+    example_weights,
     gpt_oss_swa_cap,
     layout_matrix,
+    made_dir,
     published,
+    weights_size,
 )
 
 # Rows of the small builds the pool bytes are fitted on (whole pages at page 1 and 64).
 ROWS = (640, 1280, 1920)
 
 
-@dataclass(frozen=True)
-class Case:
-    name: str
-    args: dict[str, Any]  # ServerArgs fields; callables of a scratch dir are resolved
-    weights: Callable[[], Weights]
-    # Why the plugin keeps stock sizing: a substring of launch_policy's reason, or the
-    # configurator class runtime_budget falls back on.
+@dataclass(frozen=True, kw_only=True)
+class Case(Launch):
+    # Why stock sizing stays: part of launch_policy's reason, or the configurator's class.
     steps_aside: str
-    device_gib: float = 140.0
-    mem_fraction_static: float = 0.85
     pp_stage: tuple[int, int] | None = None  # (rank, size): price that stage
-    skip: str = ""
-    tags: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Callable[[], Weights]:
+def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Weights:
     """Target: DeepSeek-V3 without its MTP layer; draft: that config's bf16 tensors."""
-
-    def weights() -> Weights:
-        size = weights_size("deepseek-v3-mtp", "target")
-        target = size["total_bytes"] - size["groups"]["model.layers.61."]
-        h, heads, head = 7168, 32, 128
-        inter, draft_vocab, vocab = 14336, 32000, 129280
-        attention = h * heads * head * 2 + 2 * h * kv_heads * head
-        layer = attention + 3 * h * inter + 2 * h * h  # + fc's 3h -> h and the 2h input
-        draft = 2 * (layer + h * 3 * h + draft_vocab * h)
-        return Weights(target // tp, draft // tp, 2 * vocab * h // tp)
-
-    return weights
+    size = weights_size("deepseek-v3-mtp", "target")
+    target = size["total_bytes"] - size["groups"]["model.layers.61."]
+    h, heads, head = 7168, 32, 128
+    inter, draft_vocab, vocab = 14336, 32000, 129280
+    attention = h * heads * head * 2 + 2 * h * kv_heads * head
+    layer = attention + 3 * h * inter + 2 * h * h  # + fc's 3h -> h and the 2h input
+    draft = 2 * (layer + h * 3 * h + draft_vocab * h)
+    return Weights(target // tp, draft // tp, 2 * vocab * h // tp)
 
 
-def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Callable[[], Weights]:
-    """One PP stage's share of Llama-3.1-70B and, on the last stage, the EAGLE draft, whose
-    lm_head alone 0.5.23 binds there (the stage's target has no embed)."""
+def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Weights:
+    """A PP stage's share of Llama-3.1-70B; on the last, the EAGLE draft (its lm_head bound)."""
+    from sglang.srt.distributed.utils import get_pp_indices
 
-    def weights() -> Weights:
-        from sglang.srt.distributed.utils import get_pp_indices
-
-        size = weights_size("llama31-70b-eagle-tp4", "target")
-        embed, lm_head = (
-            size["tensors"][n] for n in ("model.embed_tokens.weight", "lm_head.weight")
-        )
-        # The checkpoint's 80 decoder layers are alike: a stage holds its share of them.
-        start, end = get_pp_indices(80, rank, pp)
-        mine = (size["total_bytes"] - embed - lm_head) * (end - start) // 80
-        last = rank == pp - 1
-        mine += (embed if rank == 0 else 0) + (lm_head if last else 0)
-        draft = weights_size("llama31-70b-eagle-tp4", "draft")["total_bytes"] if last else 0
-        return Weights(mine // tp, draft // tp, (lm_head if last else 0) // tp)
-
-    return weights
+    size = weights_size("llama31-70b-eagle-tp4", "target")
+    embed, lm_head = (size["tensors"][n] for n in ("model.embed_tokens.weight", "lm_head.weight"))
+    # The checkpoint's 80 decoder layers are alike: a stage holds its share of them.
+    start, end = get_pp_indices(80, rank, pp)
+    mine = (size["total_bytes"] - embed - lm_head) * (end - start) // 80
+    last = rank == pp - 1
+    mine += (embed if rank == 0 else 0) + (lm_head if last else 0)
+    draft = weights_size("llama31-70b-eagle-tp4", "draft")["total_bytes"] if last else 0
+    return Weights(mine // tp, draft // tp, (lm_head if last else 0) // tp)
 
 
-def _example_weights(example: str, shared: tuple[str, ...]) -> Callable[[], Weights]:
-    """TP 1. ``shared``: the draft tensors 0.5.23 binds to the target's. One the draft
-    checkpoint lacks is still allocated by the draft model at the target's shape (the
-    checkpoint's own copy otherwise), so it costs the target's tensor until bound."""
+def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Weights:
+    """A PP stage's share of DeepSeek-V3's 61 layers, and the MTP layer every stage builds."""
+    from sglang.srt.distributed.utils import get_pp_indices
 
-    def weights() -> Weights:
-        target = weights_size(example, "target")
-        draft = weights_size(example, "draft")
-        own = sum(draft["tensors"].get(name, 0) for name in shared)
-        dup = sum(draft["tensors"].get(name, target["tensors"][name]) for name in shared)
-        return Weights(target["total_bytes"], draft["total_bytes"] - own, dup)
-
-    return weights
+    w = deepseek_mtp_weights(tp)
+    start, end = get_pp_indices(61, rank, pp)
+    return Weights(w.target * (end - start) // 61, w.draft, w.duplicates)
 
 
 def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
-    """The llama31-8b EAGLE3 draft at DeepSeek-V3's hidden size and vocab, ``kv_heads`` KV heads
-    (8: the shipped draft's GQA; 32: full MHA)."""
+    """A DSA target with the llama31-8b EAGLE3 draft at V3's widths and ``kv_heads`` KV heads."""
     draft = {"hidden_size": 7168, "vocab_size": 129280, "head_dim": 128, "torch_dtype": "bfloat16"}
     return {
         **DSA_MTP,
@@ -121,9 +95,27 @@ def _dsa_eagle3(kv_heads: int) -> dict[str, Any]:
     }
 
 
-# PP + EAGLE without SGLANG_ENABLE_PP_SPEC: PD prefill nodes only, every stage building the
-# draft; the plugin keeps stock's sizing there (test_pp_stages.py prices the switch's stages).
-PP_PD_PREFILL_LAST = "llama31-70b + EAGLE, TP 4 PP 2, PD prefill, last stage"
+def _hisparse(name: str, args: dict[str, Any], weights: Any) -> Case:
+    hisparse = {**args, "tp_size": 8, "enable_hisparse": True}
+    return Case(name, hisparse, weights, steps_aside="--enable-hisparse")
+
+
+def _pd_prefill_last(name: str, args: dict[str, Any], weights: Any, **more: Any) -> Case:
+    """PP 2 without SGLANG_ENABLE_PP_SPEC (PD prefill, every stage builds the draft): stage 1."""
+    return Case(name, args, weights, steps_aside=PD_PREFILL, pp_stage=(1, 2), **more)
+
+
+def _swa_cap(name: str, draft: Any) -> Case:
+    swa_cap = "SWARequestCapPoolConfigurator"
+    return Case(name, gpt_oss_swa_cap(draft), GPT_OSS_WEIGHTS, device_gib=79.0, steps_aside=swa_cap)
+
+
+def _not_published(name: str, steps_aside: str, why: str) -> Case:
+    """A layout the plugin steps aside on that cannot be published offline (skipped, says why)."""
+    return Case(name, {}, lambda: Weights(0, 0, 0), steps_aside=steps_aside, skip=why)
+
+
+PD_PREFILL = "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)"
 LLAMA70B_PP2 = {
     "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
     "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
@@ -132,165 +124,93 @@ LLAMA70B_PP2 = {
     "pp_size": 2,
     **SPEC_CHAIN,
 }
-
-
-def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Callable[[], Weights]:
-    """One PP stage's share of DeepSeek-V3's 61 layers (counted alike) with its MTP layer,
-    which every PD-prefill stage builds."""
-
-    def weights() -> Weights:
-        from sglang.srt.distributed.utils import get_pp_indices
-
-        w = deepseek_mtp_weights(tp)
-        start, end = get_pp_indices(61, rank, pp)
-        return Weights(w.target * (end - start) // 61, w.draft, w.duplicates)
-
-    return weights
-
-
+LLAMA70B_LAST_STAGE = partial(_pp_llama70b_weights, 1, 2, 4)
+GPT_OSS_WEIGHTS = partial(
+    example_weights, "gpt-oss-20b-eagle3", ("model.embed_tokens.weight",), absent_costs_target=True
+)
+HISPARSE_MTP = "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8"
+HISPARSE_GQA = "deepseek-v3.2 (DSA) + EAGLE3 GQA draft (8 KV heads) + --enable-hisparse, TP 8"
+HISPARSE_MHA = "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-hisparse, TP 8"
+PP_PD_PREFILL_LAST = "llama31-70b + EAGLE, TP 4 PP 2, PD prefill, last stage"
+UNIFIED = Case(
+    "qwen3-next NEXTN + --enable-unified-memory (fused draft entry), TP 1",
+    {
+        "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
+        "speculative_algorithm": "NEXTN",
+        "attention_backend": "triton",  # unified memory's page-major layout needs one
+        "disable_radix_cache": True,
+        "enable_unified_memory": True,
+        **SPEC_CHAIN,
+    },
+    lambda: Weights(160 * GIB // 2, 1400 << 20, 1200 << 20),
+    steps_aside="--enable-unified-memory",
+    skip=(
+        "0.5.23's unified pool cannot be built at a few pages (it refuses a budget below "
+        "one worst-case request), and the draft's rows are the fused entry's"
+    ),
+)
 CASES = [
-    Case(
-        "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8",
-        {**DSA_MTP, "tp_size": 8, "enable_hisparse": True},
-        lambda: deepseek_mtp_weights(8),
-        "--enable-hisparse",
-        tags=("hisparse",),
-    ),
-    Case(
-        "deepseek-v3.2 (DSA) + EAGLE3 GQA draft (8 KV heads) + --enable-hisparse, TP 8",
-        {**_dsa_eagle3(8), "tp_size": 8, "enable_hisparse": True},
-        _eagle3_dsa_weights(8, 8),
-        "--enable-hisparse",
-        tags=("hisparse-eagle3-gqa",),
-    ),
-    Case(
-        "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-hisparse, TP 8",
-        {**_dsa_eagle3(32), "tp_size": 8, "enable_hisparse": True},
-        _eagle3_dsa_weights(8, 32),
-        "--enable-hisparse",
-        tags=("hisparse-eagle3-mha",),
-    ),
-    Case(
-        PP_PD_PREFILL_LAST,
-        LLAMA70B_PP2,
-        _pp_llama70b_weights(1, 2, 4),
-        "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)",
-        device_gib=79.0,
-        pp_stage=(1, 2),
-        tags=("pp-last",),
-    ),
-    Case(
+    _hisparse(HISPARSE_MTP, DSA_MTP, partial(deepseek_mtp_weights, 8)),
+    _hisparse(HISPARSE_GQA, _dsa_eagle3(8), partial(_eagle3_dsa_weights, 8, 8)),
+    _hisparse(HISPARSE_MHA, _dsa_eagle3(32), partial(_eagle3_dsa_weights, 8, 32)),
+    _pd_prefill_last(PP_PD_PREFILL_LAST, LLAMA70B_PP2, LLAMA70B_LAST_STAGE, device_gib=79.0),
+    _swa_cap(
         "gpt-oss-20b + EAGLE3, radix off, --max-running-requests 16 (SWA request cap), TP 1",
-        gpt_oss_swa_cap(example_dir("gpt-oss-20b-eagle3", "draft")),
-        _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
-        "SWARequestCapPoolConfigurator",
-        device_gib=79.0,
-        tags=("swa-cap",),
+        example_dir("gpt-oss-20b-eagle3", "draft"),
     ),
-    Case(
+    _swa_cap(
         "gpt-oss-20b + EAGLE3 of 16 KV heads, radix off, --max-running-requests 16 (SWA "
         "request cap), TP 1",
-        gpt_oss_swa_cap(
-            lambda tmp: draft_config(tmp / "kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16)
-        ),
-        _example_weights("gpt-oss-20b-eagle3", ("model.embed_tokens.weight",)),
-        "SWARequestCapPoolConfigurator",
-        device_gib=79.0,
-        tags=("swa-cap-kv16",),
+        lambda tmp: draft_config(tmp / "kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16),
     ),
-    Case(
+    _pd_prefill_last(
         "deepseek-v3 MTP, TP 8 DCP 8 PP 2, PD prefill, last stage (dense MLA draft replicated)",
         {**DEEPSEEK_MTP, "tp_size": 8, "dcp_size": 8, "pp_size": 2},
-        _pp_deepseek_mtp_weights(1, 2, 8),
-        "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)",
-        pp_stage=(1, 2),
-        tags=("pp-dcp",),
+        partial(_pp_deepseek_mtp_weights, 1, 2, 8),
     ),
-    Case(
+    _pd_prefill_last(
         "llama31-70b + EAGLE, fp8 KV, bf16 draft KV, TP 4 PP 2, PD prefill, last stage",
         {
             **LLAMA70B_PP2,
             "kv_cache_dtype": "fp8_e4m3",
             "speculative_draft_kv_cache_dtype": "bfloat16",
         },
-        _pp_llama70b_weights(1, 2, 4),
-        "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)",
+        LLAMA70B_LAST_STAGE,
         device_gib=79.0,
-        pp_stage=(1, 2),
-        tags=("pp-draft-dtype",),
     ),
-    Case(
-        "qwen3-next NEXTN + --enable-unified-memory (fused draft entry), TP 1",
-        {
-            "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
-            "speculative_algorithm": "NEXTN",
-            "attention_backend": "triton",  # unified memory's page-major layout needs one
-            "disable_radix_cache": True,
-            "enable_unified_memory": True,
-            **SPEC_CHAIN,
-        },
-        lambda: Weights(160 * GIB // 2, 1400 << 20, 1200 << 20),
-        "--enable-unified-memory",
-        skip=(
-            "0.5.23's unified pool cannot be built at a few pages (it refuses a budget below "
-            "one worst-case request), and the draft's rows are the fused entry's"
-        ),
-        tags=("unified",),
-    ),
-    Case(
+    UNIFIED,
+    _not_published(
         "deepseek-v3 MTP + --enable-kv-cache-sharding, TP 8",
-        {**DEEPSEEK_MTP, "tp_size": 8, "enable_kv_cache_sharding": True},
-        lambda: deepseek_mtp_weights(8),
         "--enable-kv-cache-sharding",
-        skip=(
-            "0.5.23 shards only on PD prefill workers, with a draft only for GLM DSA NextN MTP "
-            "(and Mooncake); no GLM DSA config is in the examples"
-        ),
-        tags=("sharding",),
+        "0.5.23 shards only on PD prefill workers, with a draft only for GLM DSA NextN MTP "
+        "(and Mooncake); no GLM DSA config is in the examples",
     ),
-    Case(
+    _not_published(
         "an EAGLE3 draft on an attention-TP group of its own (context parallelism, no DP)",
-        {},
-        lambda: Weights(0, 0, 0),
         "the draft runs attention on a TP group of",
-        skip=(
-            "the draft's TP group is a process group 0.5.23 resolves at launch; published_layout "
-            "builds none, so its draft configurator would be the target group's"
-        ),
-        tags=("draft-tp-group",),
+        "the draft's TP group is a process group 0.5.23 resolves at launch; published_layout "
+        "builds none, so its draft configurator would be the target group's",
     ),
-    Case(
+    _not_published(
         "DeepSeek-V4 layouts dsv4_sizing does not price (unified KV, encoder replay, DSpark)",
-        {},
-        lambda: Weights(0, 0, 0),
         "DeepSeek-V4 with",
-        skip=(
-            "none is published offline: unified KV is HIP-only, encoder replay needs "
-            "DeepSeek-V4.1, no DSpark draft config ships"
-        ),
-        tags=("dsv4-unpriced",),
+        "none is published offline: unified KV is HIP-only, encoder replay needs "
+        "DeepSeek-V4.1, no DSpark draft config ships",
     ),
 ]
 
 
 @dataclass
-class Result:
-    case: Case
-    page: int
+class Result(Sized):
     reason: str  # what the plugin logs when it steps aside
     stock_per_row: float  # stock's price per target (full) row, from its own configurator
     target_per_row: float  # what the target's pools grow by per full row (built)
     draft_per_row: float  # what the draft's pools grow by per full row (built)
     swa_per_row: float  # what target and draft grow by per SWA row (built; 0 without SWA)
     fit_error: int  # a fourth build against the fit
-    budget: int
     resident_stock: int
     resident_plugin: int
     reserve_gap: str
-    stock_tokens: int
-    plugin_tokens: int
-    stock_used: int
-    plugin_used: int
     stock_overshoot: int  # pools built at stock's config minus what stock sized them within
 
     @property
@@ -310,7 +230,7 @@ class Result:
 def _fit(target: Any, drafts: list[Any]) -> tuple[Any, int, list[Any]]:
     """(bytes of a config: (target, drafts), fitted as a + b x full + c x SWA rows on three
     builds; the fit's error at a fourth; each pool's (a, b, c))."""
-    from harness.matrices.step_aside import built_bytes
+    from layouts import built_bytes
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
     def build(full: int, swa: int) -> tuple[int, int]:
@@ -323,19 +243,17 @@ def _fit(target: Any, drafts: list[Any]) -> tuple[Any, int, list[Any]]:
         for b, f, s in zip(base, more_full, more_swa, strict=True)
     ]
 
-    def at(full: int, swa: int) -> tuple[int, int]:
-        t, d = (round(b + cf * (full - r0) + cs * (swa - r0)) for b, cf, cs in coef)
-        return t, d
+    def at(full: int, swa: int) -> tuple[int, ...]:
+        return tuple(round(b + cf * (full - r0) + cs * (swa - r0)) for b, cf, cs in coef)
 
-    check = build(r2, r1)
-    error = max(abs(x - y) for x, y in zip(check, at(r2, r1), strict=True))
+    error = max(abs(x - y) for x, y in zip(build(r2, r1), at(r2, r1), strict=True))
+    return lambda config: at(*_rows(config)), error, coef
 
-    def bytes_of(config: Any) -> tuple[int, int]:
-        full = config.full_max_total_num_tokens or config.max_total_num_tokens
-        swa = config.swa_max_total_num_tokens or full
-        return at(int(full), int(swa))
 
-    return bytes_of, error, coef
+def _rows(config: Any) -> tuple[int, int]:
+    """(full rows, SWA rows) of a pool config (its one count where it has no SWA split)."""
+    full = int(config.full_max_total_num_tokens or config.max_total_num_tokens)
+    return full, int(config.swa_max_total_num_tokens or full)
 
 
 def evaluate(case: Case, tmp: Path) -> Result:
@@ -343,14 +261,13 @@ def evaluate(case: Case, tmp: Path) -> Result:
     from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
     from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
-    layout = published(case.args, tmp)
+    layout = case.publish(tmp)
     target, drafts = layout.target, list(layout.drafts)
     if case.pp_stage is not None:
         at_pp_stage(target, *case.pp_stage)
     configurator = create_memory_pool_configurator(target)
     page = int(target.page_size)
-    # launch_policy reads the scheduler's ServerArgs and model config only (for these
-    # layouts): a namespace of the published ones stands in for the scheduler.
+    # launch_policy reads the scheduler's ServerArgs and model config only: a namespace.
     scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
     pp = case.pp_stage[1] if case.pp_stage else 1
     with mock.patch.dict(os.environ):
@@ -367,34 +284,25 @@ def evaluate(case: Case, tmp: Path) -> Result:
     bytes_of, fit_error, coef = _fit(target, drafts)
     (_, target_full, target_swa), (_, draft_full, draft_swa) = coef
 
-    w = case.weights()
-    budget = int(case.mem_fraction_static * case.device_gib * GIB)
+    w, budget = case.weights(), case.budget
     resident_stock = w.target + w.draft + w.duplicates
     stock_config = configurator.calculate_pool_sizes(budget - resident_stock, page)
     stock_t, stock_d = bytes_of(stock_config)
     fixed = int(getattr(configurator, "_fixed_overhead_bytes", 0) or 0)
-    # Stock's peak: the target pool is built while the duplicates are resident, the draft
-    # pool once 0.5.23 has bound them.
-    stock_used = fixed + max(resident_stock + stock_t, w.target + w.draft + stock_t + stock_d)
+    stock_used = fixed + w.stock_peak(stock_t, stock_d)
 
-    # The scheduler's own vetting (bind_where_stock_sizes), on the configurators.
+    # The scheduler's own vetting (bind_where_stock_sizes): declined, stock's sizing stays.
     gap = draft_reserve_gap(target, drafts, drafts)
-    if gap:
-        resident_plugin, plugin_config = resident_stock, stock_config
-        plugin_used = stock_used
-    else:
-        resident_plugin = w.target + w.draft
-        plugin_config = configurator.calculate_pool_sizes(budget - resident_plugin, page)
-        plugin_t, plugin_d = bytes_of(plugin_config)
-        plugin_used = fixed + resident_plugin + plugin_t + plugin_d
+    resident_plugin = resident_stock if gap else w.target + w.draft
+    plugin_config = configurator.calculate_pool_sizes(budget - resident_plugin, page)
+    plugin_used = stock_used if gap else fixed + resident_plugin + sum(bytes_of(plugin_config))
 
     # Per full row: a SWA pool grows with the full one under a ratio, not under the cap.
-    full = stock_config.full_max_total_num_tokens or stock_config.max_total_num_tokens
-    swa = stock_config.swa_max_total_num_tokens or full
+    full, swa = _rows(stock_config)
     capped = type(configurator).__name__ == "SWARequestCapPoolConfigurator"
     scale = 0.0 if capped or not target.is_hybrid_swa else swa / full
     return Result(
-        case=case,
+        cell=case,
         page=page,
         reason=reason,
         stock_per_row=stock_per_row,
@@ -435,7 +343,7 @@ def _result(matrix: dict[str, Result], name: str) -> Result:
 @pytest.mark.parametrize("name", IDS)
 def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
     r = _result(matrix, name)
-    assert r.case.steps_aside in r.reason
+    assert r.cell.steps_aside in r.reason
     # The fit the budget use is read from predicts a fourth build of 0.5.23's pools.
     assert r.fit_error <= 1
     # Binds only where stock's reserve (read to within a millibyte: its page rounding at 2^60
@@ -450,7 +358,7 @@ def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
         # Stock's sizing untouched: the same config, the same bytes.
         assert (r.plugin_tokens, r.plugin_used) == (r.stock_tokens, r.stock_used)
         return
-    assert r.resident_stock - r.resident_plugin == r.case.weights().duplicates
+    assert r.resident_stock - r.resident_plugin == r.cell.weights().duplicates
     if r.stock_used <= r.budget + r.padding:
         # Stock's rule leaves each pool's padding page out: all binding may add.
         assert r.plugin_used <= r.budget + r.padding
@@ -458,20 +366,14 @@ def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
 
 def test_hisparse_and_pp_drafts_bind_where_the_reserve_covers_them(matrix) -> None:
     # A HiSparse MTP draft is reserved as it allocates.
-    r = _result(matrix, "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8")
+    r = _result(matrix, HISPARSE_MTP)
     assert r.draft_per_row == pytest.approx(r.stock_draft_reserve, abs=1e-3)
     assert r.binds and r.plugin_tokens > r.stock_tokens
     # A HiSparse MHA EAGLE3 draft on a DSA target is under-reserved.
-    mha = _result(
-        matrix, "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-hisparse, TP 8"
-    )
-    gqa = _result(
-        matrix, "deepseek-v3.2 (DSA) + EAGLE3 GQA draft (8 KV heads) + --enable-hisparse, TP 8"
-    )
+    mha, gqa = _result(matrix, HISPARSE_MHA), _result(matrix, HISPARSE_GQA)
     assert mha.draft_per_row > mha.stock_draft_reserve
     assert gqa.draft_per_row < gqa.stock_draft_reserve
-    # Stock's pools exceed the bytes it sized them within by the shortfall over its rows
-    # (the padding pages aside).
+    # Stock's pools overshoot what it sized them within by the shortfall over its rows.
     shortfall = (mha.draft_per_row - mha.stock_draft_reserve) * mha.stock_tokens
     assert mha.stock_overshoot >= shortfall
     assert "geometry of its own" in mha.reserve_gap and "geometry of its own" in gqa.reserve_gap
@@ -479,9 +381,6 @@ def test_hisparse_and_pp_drafts_bind_where_the_reserve_covers_them(matrix) -> No
     last = _result(matrix, PP_PD_PREFILL_LAST)
     assert last.draft_per_row <= last.stock_draft_reserve + 1e-3
     assert last.binds, last.reserve_gap
-
-
-UNIFIED = next(c for c in CASES if "unified" in c.tags)
 
 
 def _unified(tmp: Path, **changes: Any) -> Any:
@@ -527,17 +426,13 @@ def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
     hosts = fused_host_names()
     assert "full" in hosts and len(hosts) > 1  # 0.5.23 registers more host kinds
 
-    class FusedEntries:  # test double: fused_entry_bytes for a chosen set of sub-pools
-        def __init__(self, entries: dict[str, int]) -> None:
-            self.entries = entries
-
-        def fused_entry_bytes(self, name: str) -> int | None:
-            return self.entries.get(name)
+    def fused_entries(entries: dict[str, int]) -> Any:  # test double: a chosen set of sub-pools
+        return SimpleNamespace(fused_entry_bytes=entries.get)
 
     other = next(h for h in hosts if h != "full")
-    assert fused_draft_gap(FusedEntries({})) is None
-    assert fused_draft_gap(FusedEntries({"full": 4096})) == ""
-    reason = fused_draft_gap(FusedEntries({"full": 4096, other: 512}))
+    assert fused_draft_gap(fused_entries({})) is None
+    assert fused_draft_gap(fused_entries({"full": 4096})) == ""
+    reason = fused_draft_gap(fused_entries({"full": 4096, other: 512}))
     assert reason and other in reason
 
 
@@ -559,8 +454,7 @@ AVAILABLE = 20 * GIB  # test double's reading of what profiling leaves for the p
 
 
 def _scheduler(layout: Any) -> Any:
-    """TEST DOUBLE of the scheduler as the pool phase reads it: an EAGLE3 spec worker holding
-    one draft runner, the target runner, the launch's ServerArgs."""
+    """TEST DOUBLE of the scheduler as the pool phase reads it (EAGLE3, one draft runner)."""
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     (draft,) = layout.drafts
@@ -576,8 +470,7 @@ def _scheduler(layout: Any) -> Any:
 
 
 def _run_hook(layout: Any, sizing: Any, stock: Any, profile: Any = None) -> Any:
-    """The plugin's sizing hook on the target's configurator, ``sizing`` active, with a test
-    double for the profiling (``profile``; default: :data:`AVAILABLE`)."""
+    """The plugin's sizing hook on the target, ``sizing`` active, profiling a test double."""
     from sglang_specinit.phased.sizing_state import sizing_active
     from sglang_specinit.sglang_0_5_23 import runtime_budget
 

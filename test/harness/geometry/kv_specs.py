@@ -6,9 +6,7 @@ from dataclasses import dataclass, replace
 
 from sglang_specinit.budget import BudgetError, KVSpec
 
-# Element sizes come from torch (``model_facts.element_bytes``), so every dtype SGLang can store
-# (fp8 e4m3fn / e4m3fnuz / e5m2, fp4 ...) is priced as stored.
-# FP4 dtypes hold two values per stored element; the halving happens in the cell formula.
+# Element sizes come from torch; FP4 dtypes hold two values per element (halved in the cell).
 FP4_DTYPES = frozenset({"fp4_e2m1", "float4_e2m1fn_x2"})
 FP4_SCALE_BLOCK = 16
 # DSA (DeepSeek-V3.2) indexer keys: uint8 values plus one fp32 scale per 128-value block.

@@ -55,14 +55,8 @@ def kv_spec_from_model_config(
     mc = model_config
 
     def mha(layers: int, heads: int, head_dim: int, v_head_dim: int) -> AttentionKVSpec:
-        return AttentionKVSpec(
-            num_layers=layers,
-            kv_dtype=dtype,
-            element_bytes=elt,
-            num_kv_heads=heads,
-            head_dim=head_dim,
-            v_head_dim=v_head_dim,
-        )
+        shape = {"num_kv_heads": heads, "head_dim": head_dim, "v_head_dim": v_head_dim}
+        return AttentionKVSpec(num_layers=layers, kv_dtype=dtype, element_bytes=elt, **shape)
 
     if mc.is_hybrid_swa:
         full = mha(
@@ -80,18 +74,15 @@ def kv_spec_from_model_config(
         return HybridSWAKVSpec(full=full, swa=swa, swa_full_tokens_ratio=swa_full_tokens_ratio)
     layers = full_attention_layers if full_attention_layers is not None else num_layers
     if use_mla:
+        dsa = is_deepseek_dsa(mc.hf_config)
         return AttentionKVSpec(
             num_layers=layers,
             kv_dtype=dtype,
             element_bytes=elt,
             mla_cache_dim=0 if server_args is None else _mla_cache_dim(mc, kv_dtype, server_args),
-            kv_lora_rank=model_config.kv_lora_rank,
-            qk_rope_head_dim=model_config.qk_rope_head_dim,
-            dsa_index_head_dim=(
-                get_dsa_index_head_dim(model_config.hf_config)
-                if is_deepseek_dsa(model_config.hf_config)
-                else 0
-            ),
+            kv_lora_rank=mc.kv_lora_rank,
+            qk_rope_head_dim=mc.qk_rope_head_dim,
+            dsa_index_head_dim=get_dsa_index_head_dim(mc.hf_config) if dsa else 0,
         )
     return mha(layers, mc.get_num_kv_heads(attn_tp_size), mc.head_dim, mc.v_head_dim)
 
@@ -176,17 +167,11 @@ def kv_spec_for_runner(model_runner: Any) -> KVSpec:
     mambaish = model_runner.mambaish_config
     if mambaish is not None:
         # A hybrid draft's pool holds one full-attention layer (layer 0 of its own pool).
-        full_layers = (
-            DRAFT_FULL_ATTENTION_LAYERS
-            if model_runner.is_draft_worker
-            else len(
-                [
-                    i
-                    for i in mambaish.full_attention_layer_ids
-                    if model_runner.start_layer <= i < model_runner.end_layer
-                ]
-            )
-        )
+        if model_runner.is_draft_worker:
+            full_layers = DRAFT_FULL_ATTENTION_LAYERS
+        else:
+            start, end = model_runner.start_layer, model_runner.end_layer
+            full_layers = sum(start <= i < end for i in mambaish.full_attention_layer_ids)
     return kv_spec_from_model_config(
         model_runner.model_config,
         model_runner.kv_cache_dtype,
