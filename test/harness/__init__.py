@@ -18,5 +18,6 @@ Each sub-package's ``__init__`` says what every module does; by job:
     ``dry_run``, ``broken_plugins``, ``time_budget``, ``downloads``.
 ``geometry`` (geometric pricing, a cross-check of built pools): ``kv_specs``, ``specs``.
 Modules: ``releases`` (every served release's row; the ``slow`` set), ``mutants`` (mutations
-and the tests that must catch each; a CLI), ``hook_state`` (what SGLang's HookRegistry holds).
+and the tests that must catch each; a CLI), ``code_size`` (lines and prose share),
+``hook_state`` (what SGLang's HookRegistry holds).
 """
