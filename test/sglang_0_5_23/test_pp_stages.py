@@ -11,8 +11,7 @@ from unittest import mock
 
 import pytest
 from harness.checkpoints.published_configs import EXAMPLES
-from layouts import at_pp_stage
-from layouts import GIB, RunnerDouble, published
+from layouts import GIB, RunnerDouble, at_pp_stage, published
 
 PP = 2
 EXAMPLE = EXAMPLES / "llama31-70b-eagle-tp4"
