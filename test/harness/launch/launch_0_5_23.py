@@ -145,11 +145,16 @@ def launch(kind: str, plugin: bool, tmp_root: Path) -> Launch:
     return _submit(kind, plugin, tmp_root).result()
 
 
+def launch_overrides(spec: LaunchKind) -> dict[str, Any]:
+    """The Engine kwargs on top of ``cpu_engine_kwargs``'s for ``spec`` (the benchmark's too)."""
+    return {**spec.engine_kwargs, **(spec.kwargs_fn() if spec.kwargs_fn else {})}
+
+
 def launch_args(kind: str) -> dict[str, Any]:
     """``cpu_engine`` / ``cpu_engine_kwargs`` keywords that start ``kind``."""
     spec = KINDS[kind]
-    args = {"draft_model_path": spec.draft(), "algorithm": spec.algorithm, **spec.engine_kwargs}
-    return {"model_path": spec.target(), **args, **(spec.kwargs_fn() if spec.kwargs_fn else {})}
+    args = {"draft_model_path": spec.draft(), "algorithm": spec.algorithm}
+    return {"model_path": spec.target(), **args, **launch_overrides(spec)}
 
 
 def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
