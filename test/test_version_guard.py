@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import pytest
-from harness.launch.plugin_probe import REPO_ROOT, probe_env, run_probe, same_packages_path
+from harness.launch.plugin_probe import REPO_ROOT, probe_env, registry_probe, same_packages_path
 from harness.launch.sglang_release import SGL_KERNEL_STUB_DIR
 from harness.releases import SERVED
 from sglang_specinit import compat
@@ -18,41 +17,6 @@ GENERATION_VENV = REPO_ROOT / ".venv"
 UPSTREAM_PYTHON = GENERATION_VENV / "bin" / "python"
 UNPACKED = REPO_ROOT / ".cache" / f"sglang-{DECLINED_VERSION}"
 TIMEOUT_S = 180
-
-# After harness.launch.plugin_probe.LOG_COLLECTOR.
-PROBE = """
-import importlib.metadata, json, pkgutil, sys
-
-import sglang
-from sglang.srt.plugins import load_plugins
-
-load_plugins()
-specinit_imported = "sglang_specinit.plugin" in sys.modules
-sys.path.insert(0, "test")  # cwd is the repository
-from harness.hook_state import hook_registry_state
-
-registry = hook_registry_state()
-
-added = []
-for class_path, name in json.loads(sys.argv[1]):
-    try:
-        value = vars(pkgutil.resolve_name(class_path)).get(name)
-    except (ImportError, AttributeError):
-        continue
-    if getattr(value, "__module__", "").startswith("sglang_specinit"):
-        added.append(class_path + "." + name)
-
-print(sys.argv[2] + json.dumps({
-    "sglang_version": importlib.metadata.version("sglang"),
-    "sglang_file": sglang.__file__,
-    "hooks": {t: list(names) for t, names in registry.registered.items()},
-    "patched": sorted(registry.applied),
-    "added_methods": added,
-    "specinit_imported": specinit_imported,
-    "records": records,
-}))
-"""
-
 
 NO_VENV = f"{GENERATION_VENV.name} is absent: build it with scripts/setup.sh (CI does)"
 
@@ -85,7 +49,7 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
         for p in adapter_patches(compat.load_adapter(name)).values()
     ]
     methods = [(f"{m.module}.{m.class_name}", m.name) for p in patches for m in p.new_methods]
-    summary = run_probe(str(UPSTREAM_PYTHON), PROBE, [json.dumps(methods)], env, TIMEOUT_S)
+    summary = registry_probe(str(UPSTREAM_PYTHON), env, TIMEOUT_S, methods=methods)
 
     # The real declined wheel, not the venv's own 0.5.13.post1.
     assert summary["sglang_version"] == DECLINED_VERSION

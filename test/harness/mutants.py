@@ -1,18 +1,8 @@
 """Mutations of the product's behaviour, and the tests that must catch each one.
 
-Each :class:`Mutant` replaces one snippet (occurring exactly once) in one file under
-``python/sglang_specinit``, in a temporary copy of the tree's ``python/`` (the tree itself is
-never edited), and runs its tests in its environment with ``PYTHONPATH`` on the copy (spawned
-servers inherit it). The mutant is *caught* when pytest fails. ``tests`` are node ids.
-
-    python test/harness/mutants.py                     # every mutant against this tree
-    python test/harness/mutants.py --only NAME         # one (repeatable)
-    python test/harness/mutants.py --root /work/main   # the tests of another tree
-    python test/harness/mutants.py --list
-    python test/harness/mutants.py --baseline          # each mutant's tests pass unmutated
-
-A mutant whose tests pass is *missed*; one whose snippet is not found exactly once is an
-error of the table (the product changed). ~5 min for the whole table on 2 idle cores.
+Each mutant replaces one snippet (found exactly once) under ``python/sglang_specinit`` in a copy
+of ``python/`` and runs its test node ids in its venv; caught when pytest fails. Usage:
+``mutants.py [--only NAME] [--root TREE] [--list] [--baseline]`` (~5 min on 2 idle cores).
 """
 
 from __future__ import annotations
@@ -193,10 +183,8 @@ BY_NAME = {m.name: m for m in MUTANTS}
 
 
 def run(mutant: Mutant, root: Path, *, apply: bool = True) -> tuple[int, bool, str]:
-    """Run ``mutant``'s tests from ``root`` on a copy of ``root``'s ``python/`` with the mutant
-    applied (``apply=False``: unmutated, where they must pass): pytest's exit code, whether a
-    test failed (exit 1, "failed" in the summary: an error in a fixture, a launch that did not
-    start, or exit 2-4, pytest could not run them, is not a catch), and the summary."""
+    """Run ``mutant``'s tests on a mutated (``apply``) copy of ``root/python``: (pytest's exit
+    code, caught: exit 1 with "failed" in the summary, not a fixture error or exit 2-4, summary)."""
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
         python = Path(tmp) / "python"
         shutil.copytree(

@@ -1,10 +1,5 @@
-"""Every served sglang release, one row each: which adapter serves it, where CI runs it, which of
-its generation suite's files it runs, and the expectations that differ between releases.
-
-A generation suite is the test folder named after the adapter; ``test/shared`` holds the checks
-both launchers' generations run. Each suite's ``conftest.py`` calls :func:`suite_gate`. The
-expectations are the tests' own (read from each release's source by hand), never the product's
-release table. Adding a release: docs/testing.md.
+"""Every served sglang release, one row each: its adapter, venv, suite files and the expectations
+that differ between releases (the tests' own, read from each release's source, never the product's).
 
     python test/harness/releases.py ci 0.5.22      # venv, "venv" or "sibling", paths
     python test/harness/releases.py queue          # the releases scripts/test.sh's CI queue runs

@@ -1,13 +1,17 @@
 """The ``sglang_0_5_14`` adapter's hook targets and required attributes match the installed
-0.5.14 / 0.5.15, and the facts it is built on hold there."""
+0.5.14 / 0.5.15, the facts it is built on hold there, and the entry point applies exactly it."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 import re
+import sys
 
 import pytest
+from harness.launch.plugin_probe import probe_env, registry_probe, same_packages_path
+
+TIMEOUT_S = 240
 
 
 def test_the_release_is_served_by_the_0_5_14_adapter() -> None:
@@ -46,17 +50,6 @@ def test_configurators_take_the_model_runner() -> None:
     assert tuple(inspect.signature(create_memory_pool_configurator).parameters) == ("mr",)
 
 
-def test_the_probe_restores_every_attribute_the_pool_building_sets() -> None:
-    from sglang.srt.model_executor.model_runner_kv_cache_mixin import ModelRunnerKVCacheMixin
-    from sglang_specinit.sglang_0_5_14.pool_probe import RUNNER_ATTRS
-
-    assigned = set()
-    for method in ("_apply_memory_pool_config", "_init_pools"):
-        source = inspect.getsource(getattr(ModelRunnerKVCacheMixin, method))
-        assigned |= set(re.findall(r"self\.(\w+)\s*=[^=]", source))
-    assert assigned - set(RUNNER_ATTRS) == set()
-
-
 def test_stock_reserves_the_draft_at_the_targets_geometry() -> None:
     from harness.launch.sglang_release import sglang_release
     from sglang.srt.model_executor.pool_configurator import (
@@ -78,3 +71,26 @@ def test_the_hook_runs_every_step_of_the_stock_method_but_the_division() -> None
     assert "calculate_pool_sizes" in steps
     ours = inspect.getsource(runtime_budget._resolve)
     assert {s for s in steps - {"calculate_pool_sizes"} if s not in ours} == set()
+
+
+@pytest.mark.timeout(TIMEOUT_S + 30)
+def test_the_entry_point_applies_exactly_the_0_5_14_adapter() -> None:
+    """One INFO line, no WARNING, and none of 0.5.13's nor 0.5.23's hooks."""
+    from sglang_specinit import compat, sglang_0_5_14
+    from sglang_specinit.hooks import adapter_patches
+
+    ours = adapter_patches(sglang_0_5_14)
+    # The release under test (a sibling wheel, too) and the plugin this test imports.
+    env = probe_env(SGLANG_USE_CPU_ENGINE="1", PYTHONPATH=same_packages_path())
+    summary = registry_probe(sys.executable, env, TIMEOUT_S, modules=sorted(ours))
+
+    specinit = {t for t, names in summary["hooks"].items() if "specinit" in names}
+    expected = {hook.target for patch in ours.values() for hook in patch.hooks}
+    assert specinit == expected
+    assert expected <= set(summary["patched"])
+    messages = [r for r in summary["records"] if r["logger"].startswith("sglang_specinit")]
+    version = compat.installed_sglang_version()
+    assert any(
+        r["level"] == "INFO" and f"active on sglang {version}" in r["message"] for r in messages
+    ), messages
+    assert not [r for r in messages if r["level"] == "WARNING"], messages

@@ -58,7 +58,9 @@ def test_a_bad_flag_is_one_line_naming_it(
     assert line.startswith("sglang-specinit plan: error: ") and named in line, line
 
 
-def test_the_unloaded_runner_holds_every_field_the_pool_code_reads() -> None:
+def test_the_probe_and_the_unloaded_runner_cover_every_field_of_the_pool_code() -> None:
+    """The probe restores every attribute the pool building sets; the unloaded runner holds every
+    field it reads."""
     import inspect
     import re
 
@@ -68,13 +70,14 @@ def test_the_unloaded_runner_holds_every_field_the_pool_code_reads() -> None:
     from sglang_specinit.sglang_0_5_14.planner_replay import REPLAY, unloaded_runner
     from sglang_specinit.sglang_0_5_14.pool_probe import RUNNER_ATTRS
 
+    # ModelRunnerKVCacheMixin's two pool-building methods (ModelRunner inherits them).
+    methods = (ModelRunner._apply_memory_pool_config, ModelRunner._init_pools)
+    sources = "\n".join(inspect.getsource(method) for method in methods)
+    assigned = set(re.findall(r"self\.(\w+)\s*=[^=]", sources))
+    assert assigned - set(RUNNER_ATTRS) == set()
     server_args = resolve_speculative(REPLAY.parse_launch(eagle3_flags()))
     runner = unloaded_runner(server_args, ModelConfig.from_server_args(server_args), is_draft=False)
-    read = {
-        name
-        for method in (ModelRunner._apply_memory_pool_config, ModelRunner._init_pools)
-        for name in re.findall(r"self\.([A-Za-z_]\w*)", inspect.getsource(method))
-    }
+    read = set(re.findall(r"self\.([A-Za-z_]\w*)", sources))
     missing = {
         name
         for name in read

@@ -73,3 +73,52 @@ def run_probe(
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
     assert proc.returncode == 0 and len(lines) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(lines[0][len(MARK) :])
+
+
+# After LOG_COLLECTOR: load_plugins(), import argv[1]'s modules, then HookRegistry's table and which
+# of argv[2]'s (class path, name) methods sglang_specinit added.
+REGISTRY_PROBE = """
+import importlib, importlib.metadata, json, pkgutil, sys
+
+import sglang
+from sglang.srt.plugins import load_plugins
+
+load_plugins()
+specinit_imported = "sglang_specinit.plugin" in sys.modules
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+sys.path.insert(0, "test")  # cwd is the repository
+from harness.hook_state import hook_registry_state
+
+registry = hook_registry_state()
+added = []
+for class_path, name in json.loads(sys.argv[2]):
+    try:
+        value = vars(pkgutil.resolve_name(class_path)).get(name)
+    except (ImportError, AttributeError):
+        continue
+    if getattr(value, "__module__", "").startswith("sglang_specinit"):
+        added.append(class_path + "." + name)
+
+print(sys.argv[3] + json.dumps({
+    "sglang_version": importlib.metadata.version("sglang"),
+    "sglang_file": sglang.__file__,
+    "hooks": {t: list(names) for t, names in registry.registered.items()},
+    "patched": sorted(registry.applied),
+    "added_methods": added,
+    "specinit_imported": specinit_imported,
+    "records": records,
+}))
+"""
+
+
+def registry_probe(
+    python: str,
+    env: dict[str, str],
+    timeout_s: float,
+    modules: Sequence[str] = (),
+    methods: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
+    """:data:`REGISTRY_PROBE`'s summary: ``modules`` imported, ``methods`` (class path, name)."""
+    args = [json.dumps(list(modules)), json.dumps(list(methods))]
+    return run_probe(python, REGISTRY_PROBE, args, env, timeout_s)
