@@ -21,10 +21,11 @@ TIMEOUT_S = 180
 NO_VENV = f"{GENERATION_VENV.name} is absent: build it with scripts/setup.sh (CI does)"
 
 
-@pytest.fixture(scope="module")
-def declined_release() -> dict[str, str]:
-    """The environment that runs the declined release: its wheel unpacked by
-    ``scripts/sibling_release.sh`` first on PYTHONPATH, then the ``sgl_kernel`` test double."""
+@pytest.mark.timeout(TIMEOUT_S * 3 + 30)
+@pytest.mark.skipif(not UPSTREAM_PYTHON.exists(), reason=NO_VENV)
+def test_plugin_and_planner_step_aside_on_a_declined_release() -> None:
+    """The declined wheel (``scripts/sibling_release.sh``) over the venv: the plugin registers
+    nothing, and ``plan`` refuses it in one line."""
     proc = subprocess.run(
         ["bash", "scripts/sibling_release.sh", DECLINED_VERSION, str(GENERATION_VENV), "--version"],
         capture_output=True,
@@ -33,14 +34,10 @@ def declined_release() -> dict[str, str]:
         cwd=str(REPO_ROOT),
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    # Then the plugin this test imports (a worktree's python/, when it comes from PYTHONPATH).
+    # Its wheel first on PYTHONPATH, the sgl_kernel double, then the plugin this test imports (a
+    # worktree's python/, when it comes from PYTHONPATH).
     path = [str(UNPACKED), str(SGL_KERNEL_STUB_DIR), same_packages_path()]
-    return probe_env(PYTHONPATH=":".join(p for p in path if p))
-
-
-@pytest.mark.timeout(TIMEOUT_S * 2 + 30)
-@pytest.mark.skipif(not UPSTREAM_PYTHON.exists(), reason=NO_VENV)
-def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, str]) -> None:
+    declined_release = probe_env(PYTHONPATH=":".join(p for p in path if p))
     env = dict(declined_release, SGLANG_USE_CPU_ENGINE="1")
     # Every adapter's patches: none of them may be registered, applied or added.
     patches = [
@@ -67,6 +64,21 @@ def test_plugin_steps_aside_on_a_declined_release(declined_release: dict[str, st
     assert {t: s for t, s in summary["hooks"].items() if "specinit" in s or t in targets} == {}
     assert not set(summary["patched"]) & targets
     assert summary["added_methods"] == []
+
+    # The planner on the declined release: exit 2, one line naming the served releases.
+    proc = subprocess.run(
+        [str(UPSTREAM_PYTHON), "-m", "sglang_specinit.planner.cli", "plan", "--json"],
+        env=declined_release,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        cwd=str(REPO_ROOT),
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert f"sglang {DECLINED_VERSION} is installed" in lines[0]
+    assert ", ".join(SERVED) in lines[0]
 
 
 def test_plugin_declines_a_newer_release_with_one_info_line(
@@ -97,21 +109,3 @@ def test_the_dependency_never_moves_the_host_sglang() -> None:
     for release in (*SERVED, "0.5.21", "0.5.24", "0.6.0", "1.0.0"):
         assert sglang.specifier.contains(release, prereleases=True), release
     assert not sglang.specifier.contains("0.5.12")
-
-
-@pytest.mark.timeout(TIMEOUT_S + 120)
-@pytest.mark.skipif(not UPSTREAM_PYTHON.exists(), reason=NO_VENV)
-def test_planner_refuses_an_unserved_release_in_one_line(declined_release: dict[str, str]) -> None:
-    proc = subprocess.run(
-        [str(UPSTREAM_PYTHON), "-m", "sglang_specinit.planner.cli", "plan", "--json"],
-        env=declined_release,
-        capture_output=True,
-        text=True,
-        timeout=110,
-        cwd=str(REPO_ROOT),
-    )
-    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert f"sglang {DECLINED_VERSION} is installed" in lines[0]
-    assert ", ".join(SERVED) in lines[0]

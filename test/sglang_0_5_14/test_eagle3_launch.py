@@ -42,7 +42,9 @@ def assert_fills_the_budget(run: Any, kind: str) -> dict[str, Any]:
     return memory
 
 
-def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_on: Any) -> None:
+@pytest.mark.launches(("EAGLE3", True))
+def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(engine_runs: Any) -> None:
+    eagle3_on = engine_runs("EAGLE3", True)
     memory = assert_fills_the_budget(eagle3_on, "EAGLE3")
     draft = pool(eagle3_on, "draft")["parts"][0]
     target = pool(eagle3_on, "target")["parts"][0]
@@ -58,11 +60,10 @@ def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_o
     assert own_lm_head_problems(eagle3_on.report) == []
 
 
-def plan_columns_are_the_servers(
-    plugin: Any, stock: Any, kind: str, reserved_layers: int
-) -> dict[str, Any]:
+def plan_columns_are_the_servers(engine_runs: Any, kind: str, reserved_layers: int) -> Any:
     """The plan of ``kind`` is the plugin Engine's breakdown; its stock column sizes the stock
     Engine's pool, its own column the plugin's. Returns the plan."""
+    plugin, stock = engine_runs(kind, True), engine_runs(kind, False)
     planned = plan_in_this_environment(plugin, kind)
     assert_plan_equals_server(planned, plugin)
     assert pre_load_reading(stock.report) == pre_load_reading(plugin.report)
@@ -78,24 +79,27 @@ def plan_columns_are_the_servers(
     return planned
 
 
-def test_plan_in_this_environment_equals_the_server(eagle3_on: Any, eagle3_off: Any) -> None:
+@pytest.mark.launches(("EAGLE3", True), ("EAGLE3", False))
+def test_plan_in_this_environment_equals_the_server(engine_runs: Any) -> None:
     from sglang_specinit.compat import installed_sglang_version
 
     # A draft without ``num_nextn_predict_layers``: stock reserves its layer count (1).
-    planned = plan_columns_are_the_servers(eagle3_on, eagle3_off, "EAGLE3", reserved_layers=1)
+    planned = plan_columns_are_the_servers(engine_runs, "EAGLE3", reserved_layers=1)
     assert all(planned.get(key) is not None for key in PLAN_KEYS), planned
     # Two columns: the installed release's stock and this package's; no other release's rule.
     assert planned["sglang_version"] == str(installed_sglang_version())
     assert not [key for key in planned if key.startswith("upstream_")]
 
 
-def test_both_columns_of_an_nnpl_0_draft(eagle3_nnpl0_on: Any, eagle3_nnpl0_off: Any) -> None:
-    plan_columns_are_the_servers(eagle3_nnpl0_on, eagle3_nnpl0_off, "EAGLE3-nnpl0", 0)
-    memory = assert_fills_the_budget(eagle3_nnpl0_on, "EAGLE3-nnpl0")
+@pytest.mark.launches(("EAGLE3-nnpl0", True), ("EAGLE3-nnpl0", False))
+def test_both_columns_of_an_nnpl_0_draft(engine_runs: Any) -> None:
+    plan_columns_are_the_servers(engine_runs, "EAGLE3-nnpl0", 0)
+    memory = assert_fills_the_budget(engine_runs("EAGLE3-nnpl0", True), "EAGLE3-nnpl0")
     assert memory["upstream_reserved_layers"] == 0
     assert memory["draft_kv_pool_bytes"] > 0
 
 
 @pytest.mark.slow
-def test_both_columns_of_an_nnpl_1_draft(eagle3_nnpl1_on: Any, eagle3_nnpl1_off: Any) -> None:
-    plan_columns_are_the_servers(eagle3_nnpl1_on, eagle3_nnpl1_off, "EAGLE3-nnpl1", 1)
+@pytest.mark.launches(("EAGLE3-nnpl1", True), ("EAGLE3-nnpl1", False))
+def test_both_columns_of_an_nnpl_1_draft(engine_runs: Any) -> None:
+    plan_columns_are_the_servers(engine_runs, "EAGLE3-nnpl1", 1)

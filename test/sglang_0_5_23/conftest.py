@@ -6,10 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness.launch.release_suite import (
-    eagle3_launch_fixture,
-    prefetch_launch_fixtures,  # noqa: F401  (an autouse fixture: starts the launches up front)
-)
+from harness.launch.release_suite import eagle3_launch_fixture
 from harness.releases import mark_slow_files, suite_gate
 
 collect_ignore_glob, ROW = suite_gate(Path(__file__).parent)

@@ -1,5 +1,5 @@
-"""What the generation suites share: the CPU import recipe, the launch fixtures, and the checks of
-a release's EAGLE3 launch that do not depend on the release."""
+"""What the generation suites share: the CPU import recipe, a launch fixture, and the checks of a
+release's EAGLE3 launch that do not depend on the release."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from harness.launch.sglang_release import extra_python_path, sglang_release
+from harness.launch.sglang_release import extra_python_path
 
 # What the plan and the server's breakdown must agree on.
 PLAN_KEYS = (
@@ -41,42 +41,14 @@ def cpu_import_recipe() -> None:
             sys.path.append(path)
 
 
-# Launch fixture name -> the (kind, plugin) launch it returns (eagle3_launch_fixture).
-_LAUNCH_FIXTURES: dict[str, tuple[str, bool]] = {}
+def eagle3_launch_fixture(kind: str, name: str) -> Callable[..., Any]:
+    """Module fixture ``name``: the plugin-on ``kind`` launch (the root conftest's engine_runs)."""
 
-
-def eagle3_launch_fixture(
-    kind: str = "EAGLE3", name: str = "eagle3_on", *, plugin: bool = True
-) -> Callable[..., Any]:
-    """Session fixture ``name``: the tiny ``kind`` launch, plugin on/off, once per session."""
-    _LAUNCH_FIXTURES[name] = (kind, plugin)
-
-    @pytest.fixture(scope="session", name=name)
-    def _launched(tmp_path_factory: pytest.TempPathFactory) -> Any:
-        from harness.launch.launch_0_5_23 import launch
-
-        tag = "".join(map(str, sglang_release())) + ("" if kind == "EAGLE3" else f"-{kind}")
-        return launch(kind, plugin, tmp_path_factory.mktemp(f"sglang{tag}"))
+    @pytest.fixture(scope="module", name=name)
+    def _launched(engine_runs: Callable[[str, bool], Any]) -> Any:
+        return engine_runs(kind, True)
 
     return _launched
-
-
-@pytest.fixture(scope="session", autouse=True)
-def prefetch_launch_fixtures(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    """Before the first test, start every launch fixture an unskipped test uses, two at a time."""
-    from harness.launch.launch_0_5_23 import prefetch
-
-    wanted: list[tuple[str, bool]] = []
-    for item in request.session.items:
-        if item.get_closest_marker("skip") is None:
-            for name in getattr(item, "fixturenames", ()):
-                key = _LAUNCH_FIXTURES.get(name)
-                if key is not None and key not in wanted:
-                    wanted.append(key)
-    if wanted:
-        prefetch(wanted, tmp_path_factory.mktemp("prefetched"))
 
 
 def engine_kwargs(kind: str = "EAGLE3") -> dict[str, Any]:
