@@ -9,17 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness.launch.launch_0_5_23 import KINDS
+from harness.launch.engine import server_args_to_cli
+from harness.launch.release_suite import engine_kwargs
 
 
 def eagle3_flags() -> list[str]:
-    spec = KINDS["EAGLE3"]
-    return [
-        "--model-path", str(spec.target()),
-        "--speculative-algorithm", spec.algorithm,
-        "--speculative-draft-model-path", str(spec.draft()),
-        "--mem-fraction-static", "0.5",
-    ]  # fmt: skip
+    """The tiny EAGLE3 Engine's launch flags."""
+    return server_args_to_cli(engine_kwargs("EAGLE3"))
 
 
 def test_the_planner_runs_this_release_s_replay() -> None:
