@@ -30,7 +30,6 @@ from harness.launch.server_process import (
     RunFiles,
     RunHandle,
     ServerHandle,
-    SGLangStartError,
     read_reports,
     running_server,
     sglang_process_env,
@@ -40,7 +39,6 @@ from harness.reports import live_reports, scheduler_report
 
 DEFAULT_CAPACITY_BYTES = 256 << 20
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
-DEFAULT_REQUEST_TIMEOUT_S = 120.0
 LAUNCH_SERVER = (sys.executable, "-m", "sglang.launch_server")
 # Per-test bound for tests that start one Engine/server: trips only on a hang.
 ENGINE_TEST_TIMEOUT_S = 300
@@ -173,11 +171,7 @@ class EngineHandle(RunHandle):
             )
         line = self.proc.stdout.readline()
         if not line:
-            raise SGLangStartError(
-                f"engine driver exited (rc={self.proc.poll()})",
-                log_tail=self.log_tail(),
-                reports=self.scheduler_reports(),
-            )
+            raise self.start_error(f"engine driver exited (rc={self.proc.poll()})")
         return json.loads(line)
 
     def request(self, command: dict[str, Any]) -> Any:
@@ -185,7 +179,7 @@ class EngineHandle(RunHandle):
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(command) + "\n")
         self.proc.stdin.flush()
-        reply = self._read(DEFAULT_REQUEST_TIMEOUT_S)
+        reply = self._read(120.0)
         if "error" in reply:
             raise RuntimeError(f"engine command {command['cmd']!r} failed:\n{reply['error']}")
         return reply["result"]
@@ -252,11 +246,7 @@ def cpu_engine(
         started = time.monotonic()
         event = handle._read(startup_timeout_s)
         if event.get("event") != "ready":
-            raise SGLangStartError(
-                f"Engine failed to start:\n{event.get('traceback', event)}",
-                log_tail=handle.log_tail(),
-                reports=handle.scheduler_reports(),
-            )
+            raise handle.start_error(f"Engine failed to start:\n{event.get('traceback', event)}")
         handle.startup_s = time.monotonic() - started
         note_started(kwargs, env)
         yield handle
@@ -296,10 +286,10 @@ def cpu_server(
     """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port."""
     files, kwargs, env = _cpu_launch(model_path, work_dir, server=True, **launch)
     argv = [*LAUNCH_SERVER, *server_args_to_cli(kwargs)]
-    # Its graceful drain takes ~6 s and there is nothing to save: a short grace.
+    # Its graceful drain takes ~6 s and there is nothing to save: the short default grace.
     try:
         with running_server(
-            argv, env=env, files=files, startup_timeout_s=startup_timeout_s, grace_s=3.0
+            argv, env=env, files=files, startup_timeout_s=startup_timeout_s
         ) as handle:
             note_started(kwargs, env)
             yield handle

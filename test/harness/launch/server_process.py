@@ -160,6 +160,11 @@ class RunHandle:
     def log_tail(self, lines: int = 80) -> str:
         return tail(self.log_path, lines)
 
+    def start_error(self, message: str, every_rank: bool = False) -> SGLangStartError:
+        """``message`` with the log's tail (or every rank's) and the scheduler reports."""
+        log = format_rank_tails(self.log_tail(100_000)) if every_rank else self.log_tail()
+        return SGLangStartError(message, log_tail=log, reports=self.scheduler_reports())
+
 
 @dataclass
 class ServerHandle(RunHandle):
@@ -219,18 +224,11 @@ def running_server(
         deadline = started + startup_timeout_s
         while not handle.healthy():
             if proc.poll() is not None:
-                raise SGLangStartError(
-                    f"launch_server exited with rc={proc.returncode}",
-                    log_tail=handle.log_tail(),
-                    reports=handle.scheduler_reports(),
-                )
+                raise handle.start_error(f"launch_server exited with rc={proc.returncode}")
             if time.monotonic() > deadline:
                 # A hang at TP > 1 is often one rank waiting for another: show every rank.
-                raise SGLangStartError(
-                    f"launch_server not healthy after {startup_timeout_s:.0f} s",
-                    log_tail=format_rank_tails(handle.log_tail(100_000)),
-                    reports=handle.scheduler_reports(),
-                )
+                msg = f"launch_server not healthy after {startup_timeout_s:.0f} s"
+                raise handle.start_error(msg, every_rank=True)
             time.sleep(poll_s)
         handle.startup_s = time.monotonic() - started
         yield handle
