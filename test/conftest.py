@@ -18,14 +18,15 @@ if _TEST_DIR not in sys.path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``slow`` tests run only with ``SPECINIT_TEST_SLOW=1`` (:mod:`harness.releases`)."""
-    from harness.releases import SLOW_ENV
+    """``slow`` tests and the installed row's ``slow`` files run only with SPECINIT_TEST_SLOW=1."""
+    from harness.releases import SLOW_ENV, installed_row
 
     if os.environ.get(SLOW_ENV) == "1":
         return
+    row = installed_row()
     skip = pytest.mark.skip(reason=f"in the slow set: set {SLOW_ENV}=1 to run it")
     for item in items:
-        if "slow" in item.keywords:
+        if "slow" in item.keywords or (row and row.slow_file(item.path)):
             item.add_marker(skip)
 
 

@@ -67,6 +67,11 @@ class Release:
         """The test paths of this release's CI line."""
         return [f"test/{self.adapter}", *([f"test/{SHARED}"] if self.shared else [])]
 
+    def slow_file(self, path: Path) -> bool:
+        return path.parent.name == self.adapter and any(
+            fnmatch.fnmatch(path.name, g) for g in self.slow
+        )
+
     def runs(self, file_name: str) -> bool:
         return any(fnmatch.fnmatch(file_name, g) for g in self.files) and not any(
             fnmatch.fnmatch(file_name, g) for g in self.exclude
@@ -195,17 +200,6 @@ def suite_gate(folder: Path) -> tuple[list[str], Release | None]:
         p.name for p in sorted(folder.glob("test_*.py")) if not row.runs(p.name)
     ]  # fmt: skip
     return ignored, row
-
-
-def mark_slow_files(items: list, row: Release | None) -> None:
-    """Mark the row's ``slow`` files' tests slow (before the root conftest skips the set)."""
-    if row is None or not row.slow:
-        return
-    import pytest
-
-    for item in items:
-        if any(fnmatch.fnmatch(item.path.name, g) for g in row.slow):
-            item.add_marker(pytest.mark.slow)
 
 
 # The ``slow`` set (a CPU launch costs SGLang's imports twice, ~40 s on 2 cores; CI must stay

@@ -5,15 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from harness.launch.release_suite import eagle3_launch_fixture
-from harness.releases import mark_slow_files, suite_gate
+from harness.releases import suite_gate
 
 collect_ignore_glob, ROW = suite_gate(Path(__file__).parent)
 
 eagle3_on = eagle3_launch_fixture("EAGLE3", "eagle3_on")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    mark_slow_files(items, ROW)
