@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
-from harness.launch.server_process import SGLangStartError
+from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, SGLangStartError, cpu_engine
 from harness.matrices.plan_verdicts import VERDICT_PROPERTY, launch_flags, plan_verdict
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]

@@ -30,6 +30,7 @@ from harness.launch.server_process import (
     RunFiles,
     RunHandle,
     ServerHandle,
+    SGLangStartError,  # noqa: F401  (benchmark/bench_budget.py and test_bad_inputs import it here)
     read_reports,
     running_server,
     sglang_process_env,

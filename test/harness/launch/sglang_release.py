@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+from harness.releases import installed_name
 
 SGL_KERNEL_STUB_DIR = Path(__file__).resolve().parents[1] / "cpu_doubles" / "sgl_kernel_stub"
 
@@ -20,10 +21,7 @@ def release_tuple(text: str) -> tuple[int, int, int]:
 @cache
 def sglang_release() -> tuple[int, int, int]:
     """(major, minor, patch) of the installed sglang; (0, 0, 0) when absent."""
-    try:
-        return release_tuple(version("sglang"))
-    except PackageNotFoundError:
-        return (0, 0, 0)
+    return release_tuple(installed_name() or "0")
 
 
 # 0.5.21 and 0.5.22 are 0.5.23's internal API generation: the 0.5.23 CPU recipe serves all three.
