@@ -1,6 +1,5 @@
-"""Makes ``test/harness`` importable as ``harness`` for every test directory (``test/`` is not a
-package), keeps the ``slow`` set out of the default run, and ends a run with its plan-vs-live
-verdict table."""
+"""``test/harness`` importable as ``harness`` everywhere, the ``slow`` set out of the default run,
+the 0.5.23 launches (``engine_runs``), and the run's plan-vs-live verdict table."""
 
 from __future__ import annotations
 

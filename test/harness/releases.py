@@ -178,10 +178,6 @@ def installed_row() -> Release | None:
     return BY_NAME.get(name) if name else None
 
 
-def generation_rows(adapter: str) -> list[Release]:
-    return [r for r in RELEASES if r.adapter == adapter]
-
-
 def suite_gate(folder: Path) -> tuple[list[str], Release | None]:
     """``collect_ignore_glob`` for the suite ``folder`` (a generation's, or ``test/shared``): every
     file unless the installed row runs the suite, else the files it does not run; and that row.

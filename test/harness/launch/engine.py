@@ -318,8 +318,7 @@ class EndedLaunch:
     # Processes of the launch still running 15 s after the launcher exited.
     survivors: list[GroupMember] = field(default_factory=list)
     signalled_at_s: float | None = None
-    # ``time.time()`` when the launcher was seen to have exited (to compare with markers that
-    # scheduler processes wrote with their own clock reading).
+    # ``time.time()`` when the launcher was seen to exit (markers hold their writers' time.time()).
     ended_wall_time: float = 0.0
 
     def rank_tails(self) -> str:

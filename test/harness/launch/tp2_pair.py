@@ -40,11 +40,6 @@ TARGET_ON_RANK = replace(DEFAULT_TARGET, kv_heads=DEFAULT_TARGET.kv_heads // TP)
 DRAFT_ON_RANK = replace(TP2_EAGLE3_DRAFT, kv_heads=TP2_EAGLE3_DRAFT.kv_heads // TP)
 PER_TOKEN_ON_RANK = TARGET_ON_RANK.kv_bytes_per_token() + DRAFT_ON_RANK.kv_bytes_per_token()
 
-# Where the sglang_0_5_23 generation's meter is read: the target's pre-load reading is the 2nd
-# of measure_pre_model_load_memory's three.
-PRE_LOAD_0523 = "bootstrap.measure_pre_model_load_memory"
-PROFILE_0523 = "KVCacheConfigurator._profile_available_bytes"
-
 
 @dataclass
 class RankedLaunch:
@@ -110,18 +105,20 @@ def start_tp2(
 
 
 def _own_free(report: dict[str, Any], caller: str, index: int, before_0523: Any) -> int:
+    """Reading ``index`` of the 0.5.23 generation's ``caller``, else ``before_0523``'s."""
     found = [r for r in report["meter"]["readings"] if r["caller"].endswith(caller)]
     return (found[index] if found else before_0523(report))["free_bytes"]
 
 
 def own_pre_load_free(report: dict[str, Any]) -> int:
-    """This rank's own free memory before the target loads, before SGLang's MIN all-reduce."""
-    return _own_free(report, PRE_LOAD_0523, 1, pre_load_reading)
+    """This rank's own free memory before the target loads, before SGLang's MIN all-reduce (on
+    0.5.23, the 2nd of measure_pre_model_load_memory's three readings)."""
+    return _own_free(report, "bootstrap.measure_pre_model_load_memory", 1, pre_load_reading)
 
 
 def own_free_at_profile(report: dict[str, Any]) -> int:
     """This rank's own free memory where SGLang profiles the target pool."""
-    return _own_free(report, PROFILE_0523, 0, profile_reading)
+    return _own_free(report, "KVCacheConfigurator._profile_available_bytes", 0, profile_reading)
 
 
 def own_budget(report: dict[str, Any]) -> MeterBudget:
