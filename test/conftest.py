@@ -97,3 +97,9 @@ def engine_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
                 wanted.append(key)
     prefetch(wanted, root)
     return lambda kind, plugin: launch(kind, plugin, root)
+
+
+@pytest.fixture(scope="module")
+def eagle3_on(engine_runs: Any) -> Any:
+    """The tiny EAGLE3 pair's plugin-on launch."""
+    return engine_runs("EAGLE3", True)

@@ -43,8 +43,7 @@ def assert_fills_the_budget(run: Any, kind: str) -> dict[str, Any]:
 
 
 @pytest.mark.launches(("EAGLE3", True))
-def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(engine_runs: Any) -> None:
-    eagle3_on = engine_runs("EAGLE3", True)
+def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_on: Any) -> None:
     memory = assert_fills_the_budget(eagle3_on, "EAGLE3")
     draft = pool(eagle3_on, "draft")["parts"][0]
     target = pool(eagle3_on, "target")["parts"][0]

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.launch.release_suite import eagle3_launch_fixture
 from harness.releases import suite_gate
 
 collect_ignore_glob, ROW = suite_gate(Path(__file__).parent)
-
-eagle3_on = eagle3_launch_fixture("EAGLE3", "eagle3_on")

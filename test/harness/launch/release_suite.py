@@ -1,5 +1,5 @@
-"""What the generation suites share: the CPU import recipe, a launch fixture, and the checks of a
-release's EAGLE3 launch that do not depend on the release."""
+"""What the generation suites share: the CPU import recipe and the checks of a release's EAGLE3
+launch that do not depend on the release."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from harness.launch.sglang_release import extra_python_path
 
@@ -39,16 +37,6 @@ def cpu_import_recipe() -> None:
     for path in extra_python_path():
         if path not in sys.path:
             sys.path.append(path)
-
-
-def eagle3_launch_fixture(kind: str, name: str) -> Callable[..., Any]:
-    """Module fixture ``name``: the plugin-on ``kind`` launch (the root conftest's engine_runs)."""
-
-    @pytest.fixture(scope="module", name=name)
-    def _launched(engine_runs: Callable[[str, bool], Any]) -> Any:
-        return engine_runs(kind, True)
-
-    return _launched
 
 
 def engine_kwargs(kind: str = "EAGLE3") -> dict[str, Any]:
