@@ -17,11 +17,16 @@ TIMEOUT_S = 240
 def test_the_release_is_served_by_the_0_5_14_adapter() -> None:
     from harness.releases import installed_row
     from sglang_specinit import compat
+    from sglang_specinit.planner.releases import installed_replay
+    from sglang_specinit.sglang_0_5_14 import planner_replay
 
     row = installed_row()
     assert row is not None and row.adapter == "sglang_0_5_14", row
     decision = compat.decide_for_version(compat.installed_sglang_version())
     assert (decision.adapter, decision.sglang_version) == (row.adapter, row.name)
+    # The planner runs this release's replay (sglang_0_5_14/planner_replay.py).
+    assert installed_replay() is planner_replay.REPLAY
+    assert planner_replay.REPLAY.release == compat.installed_sglang_version()
 
 
 def test_every_patched_module_matches_the_adapter() -> None:
