@@ -34,7 +34,7 @@ class Release:
     slow: tuple[str, ...] = ()
     # Runs ``test/shared`` (the merged 0.5.13 / 0.5.23 checks) on this release.
     shared: bool = False
-    # Its test processes import SGLang with the CPU recipe (release_suite.cpu_import_recipe);
+    # Its test processes import SGLang with the CPU recipe (suite_gate);
     # 0.5.13's CPU harness patches device cpu in itself (harness.cpu_doubles.shims).
     cpu_import_recipe: bool = True
     # --- what differs inside the sglang_0_5_23 generation (0.5.16 - 0.5.23)
@@ -189,9 +189,11 @@ def suite_gate(folder: Path) -> tuple[list[str], Release | None]:
         return ["test_*.py"], None
     assert row is not None
     if row.cpu_import_recipe:
-        from harness.launch.release_suite import cpu_import_recipe
+        from harness.launch.sglang_release import extra_python_path
 
-        cpu_import_recipe()
+        # Before SGLang is imported on cpu: the CPU engine switch, the release's sgl_kernel double.
+        os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
+        sys.path.extend(p for p in extra_python_path() if p not in sys.path)
     ignored = [] if name == SHARED else [
         p.name for p in sorted(folder.glob("test_*.py")) if not row.runs(p.name)
     ]  # fmt: skip

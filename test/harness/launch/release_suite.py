@@ -1,5 +1,5 @@
-"""What the generation suites share: the CPU import recipe and the checks of a release's EAGLE3
-launch that do not depend on the release."""
+"""What the generation suites share: the checks of a release's EAGLE3 launch that do not depend on
+the release."""
 
 from __future__ import annotations
 
@@ -29,14 +29,6 @@ PLAN_KEYS = (
 # ``plan --json`` and its bound (it imports SGLang and builds pricing pools: ~15-45 s here).
 PLAN_JSON = [sys.executable, "-m", "sglang_specinit.planner.cli", "plan", "--json"]
 PLANNER_TIMEOUT_S = 600
-
-
-def cpu_import_recipe() -> None:
-    """Before importing SGLang on cpu: the CPU engine switch, the release's sgl_kernel double."""
-    os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
-    for path in extra_python_path():
-        if path not in sys.path:
-            sys.path.append(path)
 
 
 def engine_kwargs(kind: str = "EAGLE3") -> dict[str, Any]:
