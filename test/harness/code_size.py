@@ -1,7 +1,5 @@
-"""How much of the product is code and how much is prose (docstrings and comment lines).
-
-Issue #29's budget, measured one way: ``python test/harness/code_size.py [root]``.
-"""
+"""Issue #29's product budget: lines and prose (docstring and comment lines) per file and in all.
+``python test/harness/code_size.py [root]``."""
 
 from __future__ import annotations
 
