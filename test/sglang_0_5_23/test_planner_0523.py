@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
-import io
 import json
 import os
 import shutil
@@ -22,9 +21,9 @@ from typing import Any
 import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
+from harness.planner_cli import plan_json, run_cli
 from harness.reports.report_reading import BREAKDOWN_KEYS
 from layouts import SPEC_CHAIN, made_dir, nnpl0_draft, published, resolved
-from sglang_specinit.planner.cli import main
 from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR, list_examples
@@ -85,20 +84,6 @@ def fresh_python(script: str, *argv: str, **env: str) -> str:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def plan_json(*argv: str) -> dict:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["plan", "--json", *argv])
-    assert code == 0, err.getvalue()
-    return json.loads(out.getvalue())
 
 
 def key_tree(value: object) -> object:
@@ -179,8 +164,8 @@ def test_v4_example_plans_as_the_layout_matrix_sizes_it(tmp_path: Path) -> None:
     assert data["tokens"] > stock["tokens"]
 
 
-def test_default_example_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "plan")
+def test_default_example_table() -> None:
+    code, out, err = run_cli(["plan"])
     assert code == 0, err
     for text in ("stock 0.5.23", "sglang-specinit", "sglang 0.5.23", "llama31-8b-eagle3"):
         assert text in out
@@ -345,11 +330,9 @@ def test_dsa_fp8_is_planned_at_0_5_23s_width(priced_layouts: dict[str, PricedLay
 # The report
 
 
-def test_report_covers_every_example_with_0_5_23s_rule(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_report_covers_every_example_with_0_5_23s_rule(tmp_path: Path) -> None:
     out = tmp_path / "report"
-    code, stdout, err = run(capsys, "report", "--out", str(out))
+    code, stdout, err = run_cli(["report", "--out", str(out)])
     assert code == 0, err
     assert "Traceback" not in err
     data = json.loads((out / "report.json").read_text())
@@ -428,18 +411,8 @@ BAD_INPUTS = {
 }
 
 
-def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """The one line on stderr of a run that exits 2 with nothing on stdout and no traceback."""
-    code, out, err = run(capsys, *argv)
-    assert code == 2 and out == "", (out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
-
-
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_bad_input_exits_2_with_one_line(
-    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     case: str,
@@ -450,7 +423,7 @@ def test_bad_input_exits_2_with_one_line(
     (tmp_path / "no-arch").mkdir()
     (tmp_path / "no-arch" / "config.json").write_text('{"model_type": "llama", "hidden_size": 64}')
     argv, expected = BAD_INPUTS[case]
-    line = refusal(capsys, *argv.format(tmp=tmp_path, examples=EXAMPLES_DIR).split())
+    line = run_cli(argv.format(tmp=tmp_path, examples=EXAMPLES_DIR).split()).refusal_line()
     assert expected in line, line
 
 
@@ -505,9 +478,9 @@ REFUSED = {
 
 @pytest.mark.parametrize(("argv", "says", "ends"), REFUSED.values(), ids=REFUSED)
 def test_a_kernel_the_planned_gpu_cannot_run_is_refused_in_one_line(
-    capsys: pytest.CaptureFixture[str], dsa_dir: str, argv: tuple, says: tuple, ends: str
+    dsa_dir: str, argv: tuple, says: tuple, ends: str
 ) -> None:
-    line = refusal(capsys, "plan", *(str(dsa_dir) if a == "<dsa>" else a for a in argv))
+    line = run_cli(["plan", *(str(dsa_dir) if a == "<dsa>" else a for a in argv)]).refusal_line()
     assert line.startswith("sglang-specinit plan: error: sglang 0.5.23 resolves "), line
     assert line.endswith(ends) and all(text in line for text in says), line
 
@@ -531,9 +504,7 @@ RUNS = {
 
 
 @pytest.mark.parametrize("name", list(RUNS))
-def test_a_kernel_the_planned_gpu_runs_plans(
-    capsys: pytest.CaptureFixture[str], dsa_dir: str, name: str
-) -> None:
+def test_a_kernel_the_planned_gpu_runs_plans(dsa_dir: str, name: str) -> None:
     from sglang_specinit.sglang_0_5_23.planner_replay import REPLAY
 
     gpu, argv, launch, kernels, not_on = RUNS[name]
@@ -547,9 +518,7 @@ def test_a_kernel_the_planned_gpu_runs_plans(
     assert [(n.field, n.value) for n in needs] == kernels
     assert all(n.runs_on(preset.sm) and not n.runs_on(not_on) for n in needs)
     argv = (*(paths.get(a, a) for a in argv), "--gpu", gpu, "--json")
-    code, out, err = run(capsys, "plan", *argv)
-    assert code == 0, err[-2000:]
-    assert json.loads(out)["tokens"] > 0
+    assert run_cli(["plan", *argv]).json()["tokens"] > 0
 
 
 @pytest.mark.parametrize("source", kernel_arch.SOURCES, ids=str)
@@ -566,10 +535,8 @@ def test_each_cited_line_says_what_the_rule_relies_on(source: kernel_arch.Source
     assert source.text in lines[source.line - 1], (str(source), lines[source.line - 1])
 
 
-def test_a_fraction_the_weights_do_not_fit_is_refused_as_the_server_refuses_it(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    line = refusal(capsys, "plan", "--mem-fraction-static", "0.1")
+def test_a_fraction_the_weights_do_not_fit_is_refused_as_the_server_refuses_it() -> None:
+    line = run_cli(["plan", "--mem-fraction-static", "0.1"]).refusal_line()
     assert "leave no room for the KV cache under --mem-fraction-static=0.1" in line
     suggested = float(line.split("Pass --mem-fraction-static ")[1].split()[0])
     assert plan_json("--mem-fraction-static", str(suggested))["tokens"] > 0
@@ -594,9 +561,7 @@ def test_a_hip_xpu_or_fp32_switch_host_does_not_set_the_planned_dtype(
     assert os.environ["SGLANG_ROPE_CACHE_FP32"] == "1"
 
 
-def test_default_is_the_installed_0_5_23_and_imports_no_sglang(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_default_is_the_installed_0_5_23_and_imports_no_sglang() -> None:
     """``patches`` without ``--release`` lists the installed 0.5.23, importing no SGLang."""
     code = (
         "import json, sys\n"
@@ -607,7 +572,7 @@ def test_default_is_the_installed_0_5_23_and_imports_no_sglang(
     )
     out = fresh_python(code).splitlines()
     assert json.loads(out[-1]) == [0, []]
-    code, listed, _err = run(capsys, "patches", "--release", "0.5.23")
+    code, listed, _err = run_cli(["patches", "--release", "0.5.23"])
     assert code == 0 and out[:-1] == listed.splitlines()
     assert out[0].startswith("sglang 0.5.23: adapter sglang_specinit.sglang_0_5_23,")
 
@@ -674,10 +639,10 @@ def stub_kernel() -> object:
 
 @needs_gpu_less_host
 def test_a_cpu_engine_without_the_cpu_op_exits_2_naming_the_cpu_engine_case(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stub_kernel: object
+    monkeypatch: pytest.MonkeyPatch, stub_kernel: object
 ) -> None:
     monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
-    line = refusal(capsys, "plan", "--json")
+    line = run_cli(["plan", "--json"]).refusal_line()
     for part in (
         "on cpu (torch sees no CUDA device)",
         "runs sglang as a CPU engine (SGLANG_USE_CPU_ENGINE=1)",

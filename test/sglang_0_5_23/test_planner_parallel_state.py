@@ -4,12 +4,10 @@ where 0.5.19 differs from 0.5.20 (``release_shims``) answer as the installed rel
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 from types import SimpleNamespace
 
 import pytest
+from harness.planner_cli import plan_json
 from harness.releases import Release, installed_row
 from sglang_specinit.planner.columns import STOCK_RULE
 
@@ -64,13 +62,8 @@ NEXTN_EXAMPLE = ["--example", "deepseek-v3-mtp"]
 @pytest.mark.parametrize("example", [[], NEXTN_EXAMPLE], ids=["default", "nextn"])
 def test_the_plan_runs_and_the_pool_code_reads_published_widths(example: list[str]) -> None:
     from sglang.srt.runtime_context import get_parallel
-    from sglang_specinit.planner.cli import main
 
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["plan", "--json", *example])
-    assert code == 0, err.getvalue()[-3000:]
-    plan = json.loads(out.getvalue())
+    plan = plan_json(*example)
     if example:  # its MLA row: 512 + 64 bf16 values a layer, 61 target layers, 1 draft layer
         assert (plan["target_kv_bytes_per_token"], plan["draft_kv_bytes_per_token"]) == (
             61 * (512 + 64) * 2,

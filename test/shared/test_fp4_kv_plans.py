@@ -5,13 +5,9 @@ runs its own rows."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-
 import pytest
+from harness.planner_cli import run_cli
 from harness.releases import installed_row
-from sglang_specinit.planner.cli import main
 
 # DeepSeek-V3's MLA row (512 + 64 values) in an FP4 pool: half a byte a value plus a one-byte
 # scale per 16 values, on each of its 61 layers.
@@ -44,13 +40,11 @@ ROWS = {
 def test_fp4_kv_plan(flags: list[str], code: int, expect: str | int) -> None:
     if installed_row().adapter == "sglang_0_5_13":
         flags = [*flags, "--kv-cache-dtype", "fp4_e2m1"]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        assert main(["plan", "--json", *flags]) == code, err.getvalue()[-3000:]
+    planned = run_cli(["plan", "--json", *flags])
     if code:
-        assert len(err.getvalue().splitlines()) == 1 and expect in err.getvalue(), err.getvalue()
+        assert planned.code == code and expect in planned.refusal_line(), planned.err
         return
-    plan = json.loads(out.getvalue())
+    plan = planned.json()
     if isinstance(expect, int):
         assert plan["target_kv_bytes_per_token"] == plan["stock"]["target_kv_bytes_per_token"]
         assert plan["target_kv_bytes_per_token"] == expect

@@ -3,8 +3,6 @@ shipped example."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 from collections.abc import Callable
@@ -12,34 +10,22 @@ from functools import cache
 from typing import Any
 
 import pytest
+from harness import planner_cli
+from harness.planner_cli import Verdict, run_cli
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 @pytest.fixture(scope="session")
-def cli() -> Callable[..., tuple[int, str, str]]:
+def cli() -> Callable[..., Verdict]:
     """``cli(*argv)``: ``sglang-specinit *argv`` in this process: (exit code, stdout, stderr)."""
-    from sglang_specinit.planner.cli import main
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(argv))
-        return code, out.getvalue(), err.getvalue()
-
-    return run
+    return lambda *argv: run_cli(list(argv))
 
 
 @pytest.fixture(scope="session")
-def plan_json(cli) -> Callable[..., dict[str, Any]]:
-    """``plan_json(*argv)``: ``plan *argv --json``, which must exit 0, read."""
-
-    def run(*argv: str) -> dict[str, Any]:
-        code, out, err = cli("plan", *argv, "--json")
-        assert code == 0, err
-        return json.loads(out)
-
-    return run
+def plan_json() -> Callable[..., dict[str, Any]]:
+    """``plan_json(*argv)``: ``plan --json *argv``, which must exit 0, read."""
+    return planner_cli.plan_json
 
 
 @pytest.fixture(scope="session")

@@ -530,7 +530,7 @@ def plan_for_server(
         from harness.launch.release_suite import run_planner
 
         return run_planner([sys.executable, "-m", "sglang_specinit.planner.cli", *argv], row.env)
-    from harness.matrices.plan_verdicts import run_cli
+    from harness.planner_cli import run_cli
 
     planned = run_cli(argv, row.env)
     assert planned.code == 0, f"plan exited {planned.code}: {planned.err.strip()[-3000:]}"

@@ -4,8 +4,6 @@ that its verdict (exit 2 and one line, or a plan) can be held to the launch's.""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import shutil
@@ -21,6 +19,7 @@ from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.launch import engine
 from harness.launch.engine import drain_started
 from harness.launch.processes import rank_log_lines
+from harness.planner_cli import Verdict, run_cli
 
 ALGORITHM = "EAGLE3"
 SPEC_FLAGS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
@@ -263,29 +262,6 @@ def rows_of_this_generation(table: Mapping[str, Launch]) -> list[str]:
 VERDICT_PROPERTY = "plan_vs_live"
 
 
-@dataclass(frozen=True)
-class Verdict:
-    code: int
-    out: str
-    err: str
-
-    def verdict(self) -> str:
-        """What the planner said: ``refuses`` (exit 2), ``starts`` (a plan), else the exit code."""
-        return {0: "starts", 2: "refuses"}.get(self.code, f"exit {self.code}")
-
-    def refusal_line(self) -> str:
-        lines = self.err.strip().splitlines()
-        assert self.code == 2 and self.out == "", (self.code, self.out[-2000:], self.err[-2000:])
-        assert len(lines) == 1 and "Traceback" not in self.err, self.err[-3000:]
-        return lines[0]
-
-    def assert_plans(self) -> Verdict:
-        """The planner plans the launch (exit 0, a table), never refuses it."""
-        assert self.code == 0, self.err[-3000:]
-        assert "tokens" in self.out, self.out
-        return self
-
-
 def launch_flags(
     draft: Path | None, *, target: Path | None = None, algorithm: str = ALGORITHM, **flags: Any
 ) -> list[str]:
@@ -298,19 +274,6 @@ def launch_flags(
         **{**SPEC_FLAGS, **flags},
     )
     return engine.server_args_to_cli(kwargs)
-
-
-def run_cli(argv: list[str], env: Mapping[str, str] | None = None) -> Verdict:
-    """The ``sglang-specinit`` command line ``argv`` in this process, ``env`` set meanwhile."""
-    from unittest import mock
-
-    from sglang_specinit.planner.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with mock.patch.dict(os.environ, env or {}):
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(argv)
-    return Verdict(code, out.getvalue(), err.getvalue())
 
 
 def plan_verdict(argv: list[str], capacity_bytes: int = engine.DEFAULT_CAPACITY_BYTES) -> Verdict:
