@@ -100,6 +100,19 @@ def test_recorded_tables_are_the_hand_written_ones() -> None:
     assert plain < required("0.5.20") and plain < required("0.5.23")
 
 
+def test_0_5_23_adapter_tables_are_plain_data() -> None:
+    from sglang_specinit.hooks import adapter_new_methods
+
+    patches = adapter_patches(sglang_0_5_23, "0.5.23")
+    # Besides the phase tables' modules: launch checks (server_args, overrides); the schedule /
+    # multimodal bags, a DeepSeek-V4 target, a hybrid target's stash (runtime_context) read.
+    launch = ("server_args", "arg_groups.overrides", "runtime_context")
+    assert set(patches) == {*SGLANG.values(), *(f"sglang.srt.{m}" for m in launch)}
+    assert adapter_new_methods(sglang_0_5_23) == []  # 0.5.23 has every phase method itself
+    # 0.5.18's dataclass ServerArgs has no resolving_view: its launch checks read the fields.
+    assert "sglang.srt.arg_groups.overrides" not in adapter_patches(sglang_0_5_23, "0.5.18")
+
+
 def test_decorators_return_the_function_record_bottom_up_and_refuse_a_second_target() -> None:
     """``adds`` records a method under its own or the given name."""
     patch = PatchTable("some.module")

@@ -61,32 +61,6 @@ def test_each_adapter_is_one_generation_and_0_5_23_serves_its_table_s_rows() -> 
         assert kept <= {k for k, v in vars(newer).items() if v}
 
 
-def test_0_5_23_adapter_tables_are_plain_data() -> None:
-    from sglang_specinit import sglang_0_5_23
-    from sglang_specinit.hooks import adapter_new_methods, adapter_patches
-
-    patches = adapter_patches(sglang_0_5_23, "0.5.23")
-    assert set(patches) == {
-        "sglang.srt.managers.scheduler",
-        "sglang.srt.mem_cache.kv_cache_configurator",
-        "sglang.srt.model_executor.pool_configurator",
-        "sglang.srt.model_executor.model_runner",  # read: init_kv_cache_configurator (probe)
-        "sglang.srt.speculative.eagle_worker_v2",
-        "sglang.srt.speculative.multi_layer_eagle_worker_v2",
-        "sglang.srt.speculative.standalone_worker_v2",
-        "sglang.srt.speculative.base_spec_worker",
-        "sglang.srt.server_args",
-        "sglang.srt.arg_groups.overrides",
-        # read: the schedule / multimodal bags, a DeepSeek-V4 target, a hybrid target's stash
-        "sglang.srt.runtime_context",
-        "sglang.srt.configs.model_config",
-        "sglang.srt.configs.hybrid_arch",
-    }
-    assert adapter_new_methods(sglang_0_5_23) == []  # 0.5.23 has every phase method itself
-    # 0.5.18's dataclass ServerArgs has no resolving_view: its launch checks read the fields.
-    assert "sglang.srt.arg_groups.overrides" not in adapter_patches(sglang_0_5_23, "0.5.18")
-
-
 # The served releases written in pyproject.toml, the README and docs/releases.md are compat's.
 
 ROOT = Path(__file__).resolve().parents[2]

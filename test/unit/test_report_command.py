@@ -218,17 +218,15 @@ def plan_data(planned) -> dict:
     return copy.deepcopy(planned(EXAMPLE)[0])
 
 
-def report(cli, tmp: Path, *argv: str) -> tuple[Path, str, str]:
-    """``report --out tmp/report *argv``, which must exit 0: its directory, stdout, stderr."""
+def report(cli, tmp: Path, *argv: str, data: dict | None = None) -> tuple[Path, str, str]:
+    """``report --out tmp/report *argv`` (``--from-json`` on ``data`` if given), which must exit 0:
+    its directory, stdout, stderr."""
+    if data is not None:
+        (tmp / "plan.json").write_text(json.dumps(data))
+        argv = ("--from-json", str(tmp / "plan.json"))
     code, out, err = cli("report", "--out", str(tmp / "report"), *argv)
     assert code == 0, err
     return tmp / "report", out, err
-
-
-def report_of(cli, data: dict, tmp: Path) -> tuple[Path, str, str]:
-    """``report --from-json`` on ``data`` (written to ``tmp``)."""
-    (tmp / "plan.json").write_text(json.dumps(data))
-    return report(cli, tmp, "--from-json", str(tmp / "plan.json"))
 
 
 def table_rows(page: str, first_column: str) -> dict[str, dict[str, str]]:
@@ -279,7 +277,7 @@ def png(path: Path) -> Image.Image:
 
 def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path: Path) -> None:
     """Its numbers, table cells, over-budget stock column, and images of the expected size."""
-    out, _, _ = report_of(cli, plan_data, tmp_path)
+    out, _, _ = report(cli, tmp_path, data=plan_data)
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
     assert [v["key"] for v in case["variants"]] == ["stock", "specinit"]
@@ -321,9 +319,7 @@ def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path
     assert "over:stock" in ids and "over:specinit" not in ids
     texts = "".join("".join(el.itertext()) for el in root.iter("{http://www.w3.org/2000/svg}text"))
     assert "OVER by" in texts
-
-
-def test_width_grows_with_the_number_of_bars() -> None:
+    # The width grows with the number of bars.
     for bars in FIGURE_IN:
         assert report_figures.figure_size_in(bars) == FIGURE_IN[bars], bars
 
@@ -332,7 +328,7 @@ def test_another_release_s_stock_sub_object_appears_without_code_changes(
     cli, plan_data: dict, tmp_path: Path
 ) -> None:
     data = {**plan_data, "beside": {**plan_data["stock"], "release": "0.5.23", "tokens": 12345}}
-    out, _, _ = report_of(cli, data, tmp_path)
+    out, _, _ = report(cli, tmp_path, data=data)
     (case,) = json.loads((out / "report.json").read_text()).values()
     titles = [v["title"] for v in case["variants"]]
     assert titles == ["stock 0.5.13.post1", "stock 0.5.23", "sglang-specinit"]
@@ -387,7 +383,7 @@ def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
     for name in [n for n in sys.modules if n == "matplotlib" or n.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    out, stdout, err = report_of(cli, plan_data, tmp_path)
+    out, stdout, err = report(cli, tmp_path, data=plan_data)
     assert err.count("\n") == 1 and "Traceback" not in err + stdout
     assert "matplotlib is not installed" in err and "sglang-specinit[report]" in err
     page = (out / "README.md").read_text()
