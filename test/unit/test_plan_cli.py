@@ -37,12 +37,6 @@ def fresh_process(*argv: str, stdout: int = subprocess.PIPE, **env: str):
     )
 
 
-@pytest.fixture(scope="module")
-def llama(plan_json) -> dict:
-    """``plan --example llama31-8b-eagle3 --json``, the default example."""
-    return plan_json("--example", "llama31-8b-eagle3")
-
-
 def rope_state() -> tuple:
     from sglang.srt.layers.rotary_embedding import base, factory, rope_variant
 
@@ -50,10 +44,45 @@ def rope_state() -> tuple:
     return id(cache), dict(cache), base._is_cuda, base._is_cpu, rope_variant.get_device
 
 
-def test_default_table_is_the_installed_release_s_stock_beside_ours(
-    cli, plan_json, llama: dict, monkeypatch: pytest.MonkeyPatch
+# The target's rotary cos/sin cache, which no checkpoint stores (planner/target_buffers.py):
+# SGLang's reserve grows it to the context (131072 positions) + 3 steps * 4 draft tokens * 2
+# (the safety factor) + a 256 margin, rounded up to 128 rows: 131456, x head_dim 128.
+ROPE_ROWS_X_DIMS = 131_456 * 128
+
+
+def _llama8b_inputs(fraction: float) -> BudgetInputs:
+    """The default example rebuilt by hand from its public shapes (no planner code)."""
+    heads = {"num_kv_heads": 8, "head_dim": 128, "v_head_dim": 128}
+    return BudgetInputs(
+        # H100-80GB: 81559 MiB total, minus the planner's 1 GiB CUDA-context allowance
+        pre_load_free_bytes=81559 * MIB - GIB,
+        mem_fraction_static=fraction,
+        # 32 layers * 8 KV heads * (128 + 128) * 2 bytes
+        target_kv=attention_kv_spec(num_layers=32, **heads),
+        # 8_030_261_248 bf16 parameters, plus the rotary cache in fp32 (CUDA keeps it in fp32)
+        target_weight_bytes=16_060_522_496 + ROPE_ROWS_X_DIMS * 4,
+        page_size=1,
+        context_len=131072,
+        draft=DraftSpec(
+            algorithm="EAGLE3",
+            # one fp16 layer with the target's head geometry
+            kv_pools=(attention_kv_spec(num_layers=1, kv_dtype="float16", **heads),),
+            # the draft keeps its 32000-token head (draft_vocab_size set): nothing subtracted
+            weight_bytes=849_763_584,
+            # the embedding it allocates and then binds to the target's: 128256 * 4096 * 2
+            shared_weight_bytes=1_050_673_152,
+            upstream_reserved_layers=1,
+        ),
+        # handle_speculative_decoding sets 48 when --max-running-requests is not given
+        max_running_requests=48,
+    )
+
+
+def test_default_plan_is_the_installed_stock_beside_ours_and_matches_independent_inputs(
+    cli, plan_json, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Planning (the target's rotary cache built) leaves SGLang's rope state as it was."""
+    llama = plan_json("--example", "llama31-8b-eagle3")  # the default example
     before = rope_state()
     code, out, err = cli("plan")
     assert code == 0, err
@@ -91,43 +120,6 @@ def test_default_table_is_the_installed_release_s_stock_beside_ours(
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == data
     assert rope_state() == before
-
-
-# The target's rotary cos/sin cache, which no checkpoint stores (planner/target_buffers.py):
-# SGLang's reserve grows it to the context (131072 positions) + 3 steps * 4 draft tokens * 2
-# (the safety factor) + a 256 margin, rounded up to 128 rows: 131456, x head_dim 128.
-ROPE_ROWS_X_DIMS = 131_456 * 128
-
-
-def _llama8b_inputs(fraction: float) -> BudgetInputs:
-    """The default example rebuilt by hand from its public shapes (no planner code)."""
-    heads = {"num_kv_heads": 8, "head_dim": 128, "v_head_dim": 128}
-    return BudgetInputs(
-        # H100-80GB: 81559 MiB total, minus the planner's 1 GiB CUDA-context allowance
-        pre_load_free_bytes=81559 * MIB - GIB,
-        mem_fraction_static=fraction,
-        # 32 layers * 8 KV heads * (128 + 128) * 2 bytes
-        target_kv=attention_kv_spec(num_layers=32, **heads),
-        # 8_030_261_248 bf16 parameters, plus the rotary cache in fp32 (CUDA keeps it in fp32)
-        target_weight_bytes=16_060_522_496 + ROPE_ROWS_X_DIMS * 4,
-        page_size=1,
-        context_len=131072,
-        draft=DraftSpec(
-            algorithm="EAGLE3",
-            # one fp16 layer with the target's head geometry
-            kv_pools=(attention_kv_spec(num_layers=1, kv_dtype="float16", **heads),),
-            # the draft keeps its 32000-token head (draft_vocab_size set): nothing subtracted
-            weight_bytes=849_763_584,
-            # the embedding it allocates and then binds to the target's: 128256 * 4096 * 2
-            shared_weight_bytes=1_050_673_152,
-            upstream_reserved_layers=1,
-        ),
-        # handle_speculative_decoding sets 48 when --max-running-requests is not given
-        max_running_requests=48,
-    )
-
-
-def test_default_example_matches_independent_inputs(plan_json, llama: dict) -> None:
     # Automatic fraction, 0.5.13.post1 heuristic on 81559 MiB (H100): reserved MiB =
     # 512 + 8192 * 1.5 + 256 * 2 + 1 * 1 / 8 * 1024 + 58 piecewise sizes * 8 = 13904;
     # 0.5.14 / this package: round((81559 - 13904) / 81559, 3) = 0.83;
