@@ -276,7 +276,7 @@ def png(path: Path) -> Image.Image:
 
 
 def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path: Path) -> None:
-    """Its numbers, table cells, over-budget stock column, and images of the expected size."""
+    """Its numbers, table cells, over-budget stock column, images; figure widths, an uncut axis."""
     out, _, _ = report(cli, tmp_path, data=plan_data)
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
@@ -322,6 +322,11 @@ def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path
     # The width grows with the number of bars.
     for bars in FIGURE_IN:
         assert report_figures.figure_size_in(bars) == FIGURE_IN[bars], bars
+    # A column with a tenth of the other's weights: no shared base, so the axis starts at zero.
+    light = {**plan_data["stock"], "resident_bytes": plan_data["resident_bytes"] // 10}
+    light["target_weight_bytes"] = light["resident_bytes"] - light["draft_weight_bytes"]
+    fig = report_figures.draw_case(case_from_plan_json({**plan_data, "stock": light}))
+    assert fig.axes[0].get_ylim()[0] == 0 and _axis_cut_notes(fig) == []
 
 
 def test_another_release_s_stock_sub_object_appears_without_code_changes(
@@ -508,12 +513,3 @@ def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> No
         rank_reports.tightest([breakdown(0, 1 << 30), breakdown(1, 1 << 30, tokens=999)])
     with pytest.raises(ValueError, match="no rank"):
         rank_reports.tightest([])
-
-
-def test_the_axis_starts_at_zero_when_the_bars_differ_below_the_pools(plan_data: dict) -> None:
-    """A column with a tenth of the other's weights: no shared base, no cut."""
-    data = plan_data
-    light = {**data["stock"], "resident_bytes": data["resident_bytes"] // 10}
-    light["target_weight_bytes"] = light["resident_bytes"] - light["draft_weight_bytes"]
-    fig = report_figures.draw_case(case_from_plan_json({**data, "stock": light}))
-    assert fig.axes[0].get_ylim()[0] == 0 and _axis_cut_notes(fig) == []
