@@ -113,8 +113,9 @@ def test_0_5_23_adapter_tables_are_plain_data() -> None:
     assert "sglang.srt.arg_groups.overrides" not in adapter_patches(sglang_0_5_23, "0.5.18")
 
 
-def test_decorators_return_the_function_record_bottom_up_and_refuse_a_second_target() -> None:
-    """``adds`` records a method under its own or the given name."""
+def test_decorators_return_the_function_record_bottom_up_and_refuse_what_does_not_fit() -> None:
+    """``adds`` records a method under its own or the given name; a second target, or params the
+    function lacks, are refused at declaration."""
     patch = PatchTable("some.module")
 
     def step(original, self, x, *, flag=False):
@@ -124,6 +125,12 @@ def test_decorators_return_the_function_record_bottom_up_and_refuse_a_second_tar
         return None
 
     def draft_init_backends(self):
+        return None
+
+    def budget_step(original, self, budget):
+        return original(self, budget)
+
+    def before(self, budget):
         return None
 
     assert patch.around("A.step", params=("x",))(step) is step
@@ -149,21 +156,10 @@ def test_decorators_return_the_function_record_bottom_up_and_refuse_a_second_tar
         patch.requires("A.size")
     with pytest.raises(ValueError, match="some.module.A.init_backends is declared twice"):
         patch.adds("A", "init_backends")(alloc_memory_pool)
-
-
-def test_params_that_do_not_fit_the_hook_function_fail_at_declaration() -> None:
-    patch = PatchTable("some.module")
-
-    def step(original, self, budget):
-        return original(self, budget)
-
-    with pytest.raises(TypeError, match="some.module.A.step with params \\('tokens',\\)"):
-        patch.around("A.step", params=("tokens",))(step)
-
-    def before(self, budget):
-        return None
-
-    assert patch.before("A.check", params=("budget",))(before) is before  # BEFORE: after self
+    # Params the hook function lacks fail at declaration; BEFORE's params come after self.
+    with pytest.raises(TypeError, match="some.module.A.budget with params \\('tokens',\\)"):
+        patch.around("A.budget", params=("tokens",))(budget_step)
+    assert patch.before("A.check", params=("budget",))(before) is before
 
 
 # The guard checks each release's own form of what the adapter reads: ``patches --release`` and
