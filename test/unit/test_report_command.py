@@ -53,7 +53,6 @@ TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "list": (list,),
 }
-NOTE_COLUMNS = ("stock", "sglang-specinit", "both")
 GIB = 1 << 30
 
 
@@ -107,8 +106,13 @@ def test_plan_json_has_the_documented_keys_and_types_the_text_s_notes_and_its_fi
     assert data["rule"] == "specinit"
     assert set(data["device"]) == {"name", "total_bytes"}
     assert set(data["target_buffers"]) == {"bytes", "items"}
+    labels = {
+        "stock": f"stock {data['stock']['release']}",
+        "sglang-specinit": "sglang-specinit",
+        "both": "both columns",
+    }
     for note in data["notes"]:
-        assert set(note) == {"column", "text"} and note["column"] in NOTE_COLUMNS, note
+        assert set(note) == {"column", "text"} and note["column"] in labels, note
         assert isinstance(note["text"], str) and note["text"], note
     # This package's rule fits; stock 0.5.13.post1 puts the draft on top of the budget.
     assert data["used_bytes"] <= data["budget_bytes"]
@@ -126,11 +130,6 @@ def test_plan_json_has_the_documented_keys_and_types_the_text_s_notes_and_its_fi
         )
         assert column["headroom_bytes"] == column["budget_bytes"] - column["used_bytes"]
     # Every note is in the text and the JSON, with its column.
-    labels = {
-        "stock": f"stock {data['stock']['release']}",
-        "sglang-specinit": "sglang-specinit",
-        "both": "both columns",
-    }
     text_notes = [line for line in text.splitlines() if line.startswith("* ")]
     json_notes = [f"* {labels[n['column']]}: {n['text']}" for n in data["notes"]]
     assert text_notes == json_notes
