@@ -261,16 +261,13 @@ PNG_DPI = 100
 INCH_M = 0.0254
 
 
-def figure_px(bars: int) -> tuple[int, int]:
-    """The PNG size in pixels the report must draw for ``bars`` bars."""
-    width_in, height_in = FIGURE_IN[bars]
-    return round(width_in * PNG_DPI), round(height_in * PNG_DPI)
-
-
-def png(path: Path) -> Image.Image:
-    """The PNG at ``path``, opened (its chunks before the image data read)."""
+def png(path: Path, bars: int) -> Image.Image:
+    """The PNG at ``path``, opened (its chunks before the image data read): the pixel size the
+    report must draw for ``bars`` bars."""
     image = Image.open(path)
+    width_in, height_in = FIGURE_IN[bars]
     assert image.format == "PNG"
+    assert image.size == (round(width_in * PNG_DPI), round(height_in * PNG_DPI)), path
     return image
 
 
@@ -304,8 +301,8 @@ def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path
     assert rows["stock 0.5.13.post1"]["headroom"] == f"**OVER by {over}**"
 
     slug = case_from_plan_json(plan_data).slug
-    image = png(out / f"{slug}.png")
-    assert image.size == figure_px(2) == (800, 480)
+    image = png(out / f"{slug}.png", 2)
+    assert image.size == (800, 480)
     # The PNG says it is 100 dpi (in pixels per metre, rounded; before the image data).
     assert image.info["dpi"] == (round(PNG_DPI / INCH_M) * INCH_M,) * 2
     root = ET.parse(out / f"{slug}.svg").getroot()
@@ -338,7 +335,7 @@ def test_another_release_s_stock_sub_object_appears_without_code_changes(
     assert titles == ["stock 0.5.13.post1", "stock 0.5.23", "sglang-specinit"]
     rows = table_rows((out / "README.md").read_text(), "variant")
     assert rows["stock 0.5.23"]["tokens"] == "12345"
-    assert png(next(out.glob("*.png"))).size == figure_px(3)
+    png(next(out.glob("*.png")), 3)
 
 
 def test_live_directory_shows_planned_against_allocated_per_rank(
@@ -377,7 +374,7 @@ def test_live_directory_shows_planned_against_allocated_per_rank(
     assert allocated["rank1-allocated"].get_height() * (1 << 30) == pytest.approx(
         ranks[1]["allocated_target_kv_pool_bytes"], rel=1e-9
     )
-    assert png(next(out.glob("*.png"))).size == figure_px(4)
+    png(next(out.glob("*.png")), 4)
 
 
 def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
@@ -404,7 +401,7 @@ def test_without_inputs_every_shipped_example_is_rendered(cli, tmp_path: Path) -
     assert list_examples() == sorted([*PLANNED_HERE, "deepseek-v4-flash-mtp"])
     assert "example deepseek-v4-flash-mtp skipped: DeepSeek-V4" in err
     for slug in data:
-        assert png(out / f"{slug}.png").size == figure_px(3)
+        png(out / f"{slug}.png", 3)
         ET.parse(out / f"{slug}.svg")
     assert f"{len(data)} cases" in stdout
     # The index: the page's one table above the first case's section (header, rule, rows), a
