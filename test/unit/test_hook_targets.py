@@ -40,35 +40,27 @@ def registry(monkeypatch: pytest.MonkeyPatch, tmp_path) -> type[HookRegistry]:
     return HookRegistry
 
 
-@pytest.fixture
-def scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """HookRegistry's rebinding scan, counted (each call records the replaced object's name)."""
-    from sglang.srt.plugins import hook_registry
-
-    calls: list[str] = []
-    real = hook_registry._propagate_patch
-
-    def counted(original, wrapped, owner):
-        calls.append(original.__qualname__)
-        return real(original, wrapped, owner)
-
-    monkeypatch.setattr(hook_registry, "_propagate_patch", counted)
-    return calls
-
-
 def plus_one(original, self, x: int) -> int:
     return original(self, x) + 1
 
 
 def test_applies_only_the_given_targets_once_and_a_function_target_keeps_the_module_scan(
-    registry: type[HookRegistry], scans: list[str], monkeypatch: pytest.MonkeyPatch
+    registry: type[HookRegistry], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sglang.srt.plugins import hook_registry
 
+    # HookRegistry's rebinding scan, counted (each call records the replaced object's name).
+    scans: list[str] = []
+    real = hook_registry._propagate_patch
+
+    def spy(original, wrapped, owner):
+        scans.append(original.__qualname__)
+        return real(original, wrapped, owner)
+
+    monkeypatch.setattr(hook_registry, "_propagate_patch", spy)
     registry.register(OWN, plus_one, HookType.AROUND)
     registry.register(PENDING, plus_one, HookType.AROUND)
     worker_cls = sys.modules[OWN_MODULE].Worker
-    spy = hook_registry._propagate_patch
 
     assert apply_hook_targets(registry, [OWN]) == [OWN]
     assert worker_cls().step(1) == 2
