@@ -279,7 +279,7 @@ def test_a_missing_sgl_kernel_is_one_line_and_any_other_missing_module_is_not_hi
 
 # Bad input: exit 2, nothing on stdout, one line on stderr after the command's error prefix that
 # holds the case's text (a pattern: matches it from its start), and no --out written. {tmp} in argv
-# is a scratch directory `scratch` fills.
+# is a scratch directory the test fills.
 
 DSV4 = {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"}
 DRAFT = "--speculative-draft-model-path"
@@ -359,8 +359,8 @@ BAD_INPUTS = {
 }
 
 
-@pytest.fixture
-def scratch(tmp_path: Path) -> Path:
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_exits_2_with_one_line(cli, tmp_path: Path, case: str) -> None:
     files = {
         "no-arch/config.json": {"model_type": "llama", "hidden_size": 64},
         "dsv4/config.json": DSV4,
@@ -374,13 +374,8 @@ def scratch(tmp_path: Path) -> Path:
     (tmp_path / "empty").mkdir()
     (tmp_path / "true-venv" / "bin").mkdir(parents=True)
     (tmp_path / "true-venv" / "bin" / "python").symlink_to("/bin/true")
-    return tmp_path
-
-
-@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_bad_input_exits_2_with_one_line(cli, scratch: Path, case: str) -> None:
     argv, message = BAD_INPUTS[case]
-    argv = argv.format(tmp=scratch).split()
+    argv = argv.format(tmp=tmp_path).split()
     code, out, err = cli(*argv)
     assert code == 2 and out == ""
     (line,) = err.splitlines()
@@ -388,7 +383,7 @@ def test_bad_input_exits_2_with_one_line(cli, scratch: Path, case: str) -> None:
     prefix = f"sglang-specinit{command}: error: "
     assert line.startswith(prefix), line
     if isinstance(message, re.Pattern):
-        pattern = message.pattern.format(tmp=re.escape(str(scratch)))
+        pattern = message.pattern.format(tmp=re.escape(str(tmp_path)))
         assert re.match(pattern, line.removeprefix(prefix)), line
     else:
         assert message in line, line
