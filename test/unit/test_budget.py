@@ -82,29 +82,27 @@ def scenario(**overrides: object) -> BudgetInputs:
 # Bytes per token, one family at a time
 
 
-@pytest.mark.parametrize(
-    ("spec", "cell"),
-    [
-        (LLAMA_KV, 131072),  # 8 heads * (128 + 128) * 32 layers * 2 bytes
-        (EAGLE_KV, 4096),  # 8 * 256 * 1 * 2
-        (MLA_KV, 70272),  # (512 + 64) * 61 layers * 2 bytes
-        # latent 70272 + indexer (128 + 128 // 128 * 4) * 61 layers * 1 byte (uint8) = 70272 + 8052
-        (replace(MLA_KV, dsa_index_head_dim=128), 78324),
-        # 576 * 61 * 1 + 8052: the indexer keeps its own uint8 + fp32-scale layout
-        (with_dtype(replace(MLA_KV, dsa_index_head_dim=128), "float8_e4m3fn"), 43188),
-        (with_dtype(LLAMA_KV, "float8_e4m3fn"), 65536),  # 8*256*32*1
-        # ROCm's fp8 is one byte like CUDA's (torch says so; no table decides that)
-        (with_dtype(LLAMA_KV, "float8_e4m3fnuz"), 65536),
-        (with_dtype(MLA_KV, "float8_e5m2"), 35136),  # 576 * 61 * 1
-        # 8*256*32*1 = 65536 packed two per byte -> 32768, plus scales (8*128*32*2*1) // 16 = 4096
-        (with_dtype(LLAMA_KV, "float4_e2m1fn_x2"), 36864),
-        # 576*61*1 = 35136 // 2 = 17568, plus (576 // 16) * 61 * 1 = 2196
-        (with_dtype(MLA_KV, "float4_e2m1fn_x2"), 19764),
-        (MAMBA_KV, 24576),  # 2 * 512 * 12 * 2: full-attention layers only
-    ],
-    ids=["mha-gqa", "eagle", "mla", "mla-dsa", "mla-dsa-fp8", "fp8", "fp8-rocm", "mla-fp8", "fp4"]
-    + ["mla-fp4", "mamba-like"],
-)
+CELLS = {
+    "mha-gqa": (LLAMA_KV, 131072),  # 8 heads * (128 + 128) * 32 layers * 2 bytes
+    "eagle": (EAGLE_KV, 4096),  # 8 * 256 * 1 * 2
+    "mla": (MLA_KV, 70272),  # (512 + 64) * 61 layers * 2 bytes
+    # latent 70272 + indexer (128 + 128 // 128 * 4) * 61 layers * 1 byte (uint8) = 70272 + 8052
+    "mla-dsa": (replace(MLA_KV, dsa_index_head_dim=128), 78324),
+    # 576 * 61 * 1 + 8052: the indexer keeps its own uint8 + fp32-scale layout
+    "mla-dsa-fp8": (with_dtype(replace(MLA_KV, dsa_index_head_dim=128), "float8_e4m3fn"), 43188),
+    "fp8": (with_dtype(LLAMA_KV, "float8_e4m3fn"), 65536),  # 8*256*32*1
+    # ROCm's fp8 is one byte like CUDA's (torch says so; no table decides that)
+    "fp8-rocm": (with_dtype(LLAMA_KV, "float8_e4m3fnuz"), 65536),
+    "mla-fp8": (with_dtype(MLA_KV, "float8_e5m2"), 35136),  # 576 * 61 * 1
+    # 8*256*32*1 = 65536 packed two per byte -> 32768, plus scales (8*128*32*2*1) // 16 = 4096
+    "fp4": (with_dtype(LLAMA_KV, "float4_e2m1fn_x2"), 36864),
+    # 576*61*1 = 35136 // 2 = 17568, plus (576 // 16) * 61 * 1 = 2196
+    "mla-fp4": (with_dtype(MLA_KV, "float4_e2m1fn_x2"), 19764),
+    "mamba-like": (MAMBA_KV, 24576),  # 2 * 512 * 12 * 2: full-attention layers only
+}
+
+
+@pytest.mark.parametrize(("spec", "cell"), CELLS.values(), ids=list(CELLS))
 def test_cell_bytes_per_token(spec: AttentionKVSpec, cell: int) -> None:
     assert spec.bytes_per_token() == cell
 
@@ -136,28 +134,8 @@ def test_hybrid_swa_cell_and_pool_and_an_all_swa_one() -> None:
     assert kv_pool_bytes(spec, 1000, 64) == (1000 + 64) * 24576
 
 
-# This package's rule on one scenario (page 1)
-
-
-def test_this_package_rule() -> None:
-    plan = plan_pools(scenario())
-    assert plan.budget_bytes == 68_719_476_736  # 0.8 * 80 GiB = 64 GiB
-    assert plan.resident_bytes == 18_253_611_008  # 16 GiB + 1 GiB (shared embed counted once)
-    assert plan.priced_bytes_per_token == 135168  # 131072 + 4096
-    # kv = 64G - 17G - padding (131072 + 4096) = 50_465_730_560; // 135168 = 373355
-    assert plan.tokens == 373355
-    assert plan.target_kv_pool_bytes == 373356 * 131072
-    assert plan.draft_kv_pool_bytes == 373356 * 4096
-    # 17 GiB + 373356 * 135168
-    assert plan.used_bytes == 68_719_394_816
-    assert plan.headroom_bytes == 81920
-    # needed = 17 GiB + padding 135168 + 7 tokens * 135168 = 18_254_692_352; / 80 GiB
-    assert plan.min_viable_mem_fraction_static == pytest.approx(18_254_692_352 / (80 * GIB))
-    assert plan.suggested_mem_fraction_static == 0.213
-
-
-# plan_pools on the scenario with a few fields changed (its budget: kv = 64 GiB - 16 GiB target
-# - the draft's resident weights; the padding page is one page of every pool)
+# plan_pools on the scenario as it is (page 1), then with a few fields changed (its budget: kv =
+# 64 GiB - 16 GiB target - the draft's resident weights; the padding page is one page of every pool)
 
 SMALL_KV = attention_kv_spec(num_layers=16, num_kv_heads=8, head_dim=64, v_head_dim=64)
 FP32_KV = attention_kv_spec(
@@ -173,65 +151,81 @@ STANDALONE = DraftSpec("STANDALONE", (SMALL_KV,), 5 * GIB // 2, upstream_reserve
 FROZEN_KV = DraftSpec("FROZEN_KV_MTP", weight_bytes=GIB, upstream_reserved_layers=1)
 
 
-@pytest.mark.parametrize(
-    ("overrides", "expected"),
-    [
-        # kv = 47 GiB - page * 135168; tokens = page_floor(kv // 135168);
-        # used = 17 GiB + (tokens + page) * 135168; page 1 is test_this_package_rule. 373340 ->
-        # 23333 pages
-        ({"page_size": 16}, {"tokens": 373328, "used_bytes": 68_717_772_800}),
-        # 373292 -> 5832 pages
-        ({"page_size": 64}, {"tokens": 373248, "used_bytes": 68_713_447_424}),
-        ({"max_total_tokens": 100_000}, {"tokens": 100_000}),
-        ({"max_total_tokens": 100_001, "page_size": 16}, {"tokens": 100_000}),
-        # A cap above the profiled value changes nothing (SGLang only warns).
-        ({"max_total_tokens": 10**9}, {"tokens": 373355}),
-        # (44 GiB - 135168) // 135168
-        ({"measured_resident_bytes": 20 * GIB}, {"resident_bytes": 20 * GIB, "tokens": 349524}),
-        # Per-request draft bytes charged at worst case: fixed += 1 MiB * (48 + 1);
-        # (47 GiB - 135168 - 49 MiB) // 135168
-        (
-            {"draft": replace(EAGLE_DRAFT, bytes_per_request=1 << 20), "max_running_requests": 48},
-            {"tokens": 372975, "draft_request_bytes": 49 * (1 << 20)},
-        ),
-        # The full-attention layers priced, the mamba state reserved:
-        # ((64 - 16 - 4) GiB - padding 26624) // 26624
-        (
-            {"target_kv": MAMBA_KV, "draft": MAMBA_DRAFT, "reserved_bytes": 4 * GIB},
-            {"tokens": 1774512},
-        ),
-        # EAGLE3 with its own geometry: 16 KV heads * 256 * 1 layer * 4 bytes (fp32);
-        # (47 GiB - 147456) // (131072 + 16384)
-        (
-            {"draft": replace(EAGLE_DRAFT, algorithm="EAGLE3", kv_pools=(FP32_KV,))},
-            {"draft_kv_bytes_per_token": 16384, "tokens": 342242},
-        ),
-        # 70272 + 1152; (47 GiB - 71424) // 71424
-        (
-            {"target_kv": MLA_KV, "draft": MLA_EAGLE3},
-            {"priced_bytes_per_token": 71424, "tokens": 706566},
-        ),
-        # Multi-layer EAGLE, speculative_num_steps = 3: one 1-layer pool per step.
-        # 3 * 4096; (47 GiB - 143360) // 143360; 3 pools of (352020 + 1) * 4096
-        (
-            {"draft": replace(EAGLE_DRAFT, kv_pools=(EAGLE_KV,) * 3)},
-            {
-                "draft_kv_bytes_per_token": 12288,
-                "tokens": 352020,
-                "draft_kv_pool_bytes": 3 * 352021 * 4096,
-            },
-        ),
-        # (64 - 16 - 2.5) GiB - 163840 padding, // 163840
-        ({"draft": STANDALONE}, {"tokens": 298187}),
-        # (47 GiB - 131072) // 131072
-        ({"draft": FROZEN_KV}, {"draft_kv_pool_bytes": 0, "tokens": 385023}),
-        # No draft still pays the target's padding page: (48 GiB - 131072) // 131072
-        ({"draft": None}, {"tokens": 393215}),
-    ],
-    ids=["page-16", "page-64", "cap", "cap-paged", "cap-above", "measured-resident"]
-    + ["per-request", "mamba-like", "eagle3-own-geometry", "eagle3-nnpl0", "multi-layer-eagle"]
-    + ["standalone", "frozen-kv", "no-draft"],
-)
+VARIANTS = {
+    "as-is": (
+        {},
+        {
+            "budget_bytes": 68_719_476_736,  # 0.8 * 80 GiB = 64 GiB
+            "resident_bytes": 18_253_611_008,  # 16 GiB + 1 GiB (shared embed counted once)
+            "priced_bytes_per_token": 135168,  # 131072 + 4096
+            # kv = 64G - 17G - padding (131072 + 4096) = 50_465_730_560; // 135168 = 373355
+            "tokens": 373355,
+            "target_kv_pool_bytes": 373356 * 131072,
+            "draft_kv_pool_bytes": 373356 * 4096,
+            "used_bytes": 68_719_394_816,  # 17 GiB + 373356 * 135168
+            "headroom_bytes": 81920,
+            # needed = 17 GiB + padding 135168 + 7 tokens * 135168 = 18_254_692_352; / 80 GiB
+            "min_viable_mem_fraction_static": pytest.approx(18_254_692_352 / (80 * GIB)),
+            "suggested_mem_fraction_static": 0.213,
+        },
+    ),
+    # kv = 47 GiB - page * 135168; tokens = page_floor(kv // 135168);
+    # used = 17 GiB + (tokens + page) * 135168. 373340 -> 23333 pages
+    "page-16": ({"page_size": 16}, {"tokens": 373328, "used_bytes": 68_717_772_800}),
+    # 373292 -> 5832 pages
+    "page-64": ({"page_size": 64}, {"tokens": 373248, "used_bytes": 68_713_447_424}),
+    "cap": ({"max_total_tokens": 100_000}, {"tokens": 100_000}),
+    "cap-paged": ({"max_total_tokens": 100_001, "page_size": 16}, {"tokens": 100_000}),
+    # A cap above the profiled value changes nothing (SGLang only warns).
+    "cap-above": ({"max_total_tokens": 10**9}, {"tokens": 373355}),
+    # (44 GiB - 135168) // 135168
+    "measured-resident": (
+        {"measured_resident_bytes": 20 * GIB},
+        {"resident_bytes": 20 * GIB, "tokens": 349524},
+    ),
+    # Per-request draft bytes charged at worst case: fixed += 1 MiB * (48 + 1);
+    # (47 GiB - 135168 - 49 MiB) // 135168
+    "per-request": (
+        {"draft": replace(EAGLE_DRAFT, bytes_per_request=1 << 20), "max_running_requests": 48},
+        {"tokens": 372975, "draft_request_bytes": 49 * (1 << 20)},
+    ),
+    # The full-attention layers priced, the mamba state reserved:
+    # ((64 - 16 - 4) GiB - padding 26624) // 26624
+    "mamba-like": (
+        {"target_kv": MAMBA_KV, "draft": MAMBA_DRAFT, "reserved_bytes": 4 * GIB},
+        {"tokens": 1774512},
+    ),
+    # EAGLE3 with its own geometry: 16 KV heads * 256 * 1 layer * 4 bytes (fp32);
+    # (47 GiB - 147456) // (131072 + 16384)
+    "eagle3-own-geometry": (
+        {"draft": replace(EAGLE_DRAFT, algorithm="EAGLE3", kv_pools=(FP32_KV,))},
+        {"draft_kv_bytes_per_token": 16384, "tokens": 342242},
+    ),
+    # 70272 + 1152; (47 GiB - 71424) // 71424
+    "eagle3-nnpl0": (
+        {"target_kv": MLA_KV, "draft": MLA_EAGLE3},
+        {"priced_bytes_per_token": 71424, "tokens": 706566},
+    ),
+    # Multi-layer EAGLE, speculative_num_steps = 3: one 1-layer pool per step.
+    # 3 * 4096; (47 GiB - 143360) // 143360; 3 pools of (352020 + 1) * 4096
+    "multi-layer-eagle": (
+        {"draft": replace(EAGLE_DRAFT, kv_pools=(EAGLE_KV,) * 3)},
+        {
+            "draft_kv_bytes_per_token": 12288,
+            "tokens": 352020,
+            "draft_kv_pool_bytes": 3 * 352021 * 4096,
+        },
+    ),
+    # (64 - 16 - 2.5) GiB - 163840 padding, // 163840
+    "standalone": ({"draft": STANDALONE}, {"tokens": 298187}),
+    # (47 GiB - 131072) // 131072
+    "frozen-kv": ({"draft": FROZEN_KV}, {"draft_kv_pool_bytes": 0, "tokens": 385023}),
+    # No draft still pays the target's padding page: (48 GiB - 131072) // 131072
+    "no-draft": ({"draft": None}, {"tokens": 393215}),
+}
+
+
+@pytest.mark.parametrize(("overrides", "expected"), VARIANTS.values(), ids=list(VARIANTS))
 def test_scenario_variants(overrides: dict, expected: dict) -> None:
     plan = plan_pools(scenario(**overrides))
     assert {key: getattr(plan, key) for key in expected} == expected

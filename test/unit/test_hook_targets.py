@@ -40,35 +40,27 @@ def registry(monkeypatch: pytest.MonkeyPatch, tmp_path) -> type[HookRegistry]:
     return HookRegistry
 
 
-@pytest.fixture
-def scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """HookRegistry's rebinding scan, counted (each call records the replaced object's name)."""
-    from sglang.srt.plugins import hook_registry
-
-    calls: list[str] = []
-    real = hook_registry._propagate_patch
-
-    def counted(original, wrapped, owner):
-        calls.append(original.__qualname__)
-        return real(original, wrapped, owner)
-
-    monkeypatch.setattr(hook_registry, "_propagate_patch", counted)
-    return calls
-
-
 def plus_one(original, self, x: int) -> int:
     return original(self, x) + 1
 
 
-def test_applies_only_the_given_targets_once(
-    registry: type[HookRegistry], scans: list[str]
+def test_applies_only_the_given_targets_once_and_a_function_target_keeps_the_module_scan(
+    registry: type[HookRegistry], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sglang.srt.plugins import hook_registry
 
+    # HookRegistry's rebinding scan, counted (each call records the replaced object's name).
+    scans: list[str] = []
+    real = hook_registry._propagate_patch
+
+    def spy(original, wrapped, owner):
+        scans.append(original.__qualname__)
+        return real(original, wrapped, owner)
+
+    monkeypatch.setattr(hook_registry, "_propagate_patch", spy)
     registry.register(OWN, plus_one, HookType.AROUND)
     registry.register(PENDING, plus_one, HookType.AROUND)
     worker_cls = sys.modules[OWN_MODULE].Worker
-    spy = hook_registry._propagate_patch
 
     assert apply_hook_targets(registry, [OWN]) == [OWN]
     assert worker_cls().step(1) == 2
@@ -84,6 +76,26 @@ def test_applies_only_the_given_targets_once(
     # A second call (the module's import hook firing again) does not wrap twice.
     assert apply_hook_targets(registry, [OWN]) == []
     assert worker_cls().step(1) == 2
+
+    # A function target keeps the module scan: a ``from X import double`` copy is rebound too.
+    module = sys.modules[OWN_MODULE]
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    module.double = double  # type: ignore[attr-defined]
+    importer = types.ModuleType("specinit_test_importer")
+    importer.double = double  # type: ignore[attr-defined]  # what ``from X import double`` leaves
+    monkeypatch.setitem(sys.modules, importer.__name__, importer)
+
+    def plus_one_fn(original, x: int) -> int:
+        return original(x) + 1
+
+    registry.register(f"{OWN_MODULE}.double", plus_one_fn, HookType.AROUND)
+    apply_hook_targets(registry, [f"{OWN_MODULE}.double"])
+    assert scans == [double.__qualname__]
+    assert module.double(2) == 5
+    assert importer.double(2) == 5
 
 
 def test_state_names_each_hooks_plugin_and_the_applied_targets(
@@ -104,26 +116,3 @@ def test_state_names_each_hooks_plugin_and_the_applied_targets(
     assert after.registered[PENDING] == ("other",)
     # The default registry is SGLang's own.
     assert hook_registry_state().registered == hook_registry_state(HookRegistry).registered
-
-
-def test_a_function_target_keeps_the_module_scan(
-    registry: type[HookRegistry], scans: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    module = sys.modules[OWN_MODULE]
-
-    def double(x: int) -> int:
-        return 2 * x
-
-    module.double = double  # type: ignore[attr-defined]
-    importer = types.ModuleType("specinit_test_importer")
-    importer.double = double  # type: ignore[attr-defined]  # what ``from X import double`` leaves
-    monkeypatch.setitem(sys.modules, importer.__name__, importer)
-
-    def plus_one_fn(original, x: int) -> int:
-        return original(x) + 1
-
-    registry.register(f"{OWN_MODULE}.double", plus_one_fn, HookType.AROUND)
-    apply_hook_targets(registry, [f"{OWN_MODULE}.double"])
-    assert scans == ["test_a_function_target_keeps_the_module_scan.<locals>.double"]
-    assert module.double(2) == 5
-    assert importer.double(2) == 5

@@ -16,11 +16,9 @@ from sglang_specinit.dataclass_args import launch_checks as launch_checks_0513
 from sglang_specinit.launch_checks import LaunchCheckError
 
 
-def write_shard(path: Path, data_bytes: int = 64) -> None:
-    header = json.dumps(
-        {"w": {"dtype": "BF16", "shape": [data_bytes // 2], "data_offsets": [0, data_bytes]}}
-    ).encode()
-    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * data_bytes)
+def write_shard(path: Path) -> None:
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [32], "data_offsets": [0, 64]}}).encode()
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 64)
 
 
 def test_shard_problems_are_found_from_header_and_size(tmp_path: Path) -> None:

@@ -100,8 +100,22 @@ def test_recorded_tables_are_the_hand_written_ones() -> None:
     assert plain < required("0.5.20") and plain < required("0.5.23")
 
 
-def test_decorators_return_the_function_record_bottom_up_and_refuse_a_second_target() -> None:
-    """``adds`` records a method under its own or the given name."""
+def test_0_5_23_adapter_tables_are_plain_data() -> None:
+    from sglang_specinit.hooks import adapter_new_methods
+
+    patches = adapter_patches(sglang_0_5_23, "0.5.23")
+    # Besides the phase tables' modules: launch checks (server_args, overrides); the schedule /
+    # multimodal bags, a DeepSeek-V4 target, a hybrid target's stash (runtime_context) read.
+    launch = ("server_args", "arg_groups.overrides", "runtime_context")
+    assert set(patches) == {*SGLANG.values(), *(f"sglang.srt.{m}" for m in launch)}
+    assert adapter_new_methods(sglang_0_5_23) == []  # 0.5.23 has every phase method itself
+    # 0.5.18's dataclass ServerArgs has no resolving_view: its launch checks read the fields.
+    assert "sglang.srt.arg_groups.overrides" not in adapter_patches(sglang_0_5_23, "0.5.18")
+
+
+def test_decorators_return_the_function_record_bottom_up_and_refuse_what_does_not_fit() -> None:
+    """``adds`` records a method under its own or the given name; a second target, or params the
+    function lacks, are refused at declaration."""
     patch = PatchTable("some.module")
 
     def step(original, self, x, *, flag=False):
@@ -111,6 +125,12 @@ def test_decorators_return_the_function_record_bottom_up_and_refuse_a_second_tar
         return None
 
     def draft_init_backends(self):
+        return None
+
+    def budget_step(original, self, budget):
+        return original(self, budget)
+
+    def before(self, budget):
         return None
 
     assert patch.around("A.step", params=("x",))(step) is step
@@ -136,21 +156,10 @@ def test_decorators_return_the_function_record_bottom_up_and_refuse_a_second_tar
         patch.requires("A.size")
     with pytest.raises(ValueError, match="some.module.A.init_backends is declared twice"):
         patch.adds("A", "init_backends")(alloc_memory_pool)
-
-
-def test_params_that_do_not_fit_the_hook_function_fail_at_declaration() -> None:
-    patch = PatchTable("some.module")
-
-    def step(original, self, budget):
-        return original(self, budget)
-
-    with pytest.raises(TypeError, match="some.module.A.step with params \\('tokens',\\)"):
-        patch.around("A.step", params=("tokens",))(step)
-
-    def before(self, budget):
-        return None
-
-    assert patch.before("A.check", params=("budget",))(before) is before  # BEFORE: after self
+    # Params the hook function lacks fail at declaration; BEFORE's params come after self.
+    with pytest.raises(TypeError, match="some.module.A.budget with params \\('tokens',\\)"):
+        patch.around("A.budget", params=("tokens",))(budget_step)
+    assert patch.before("A.check", params=("budget",))(before) is before
 
 
 # The guard checks each release's own form of what the adapter reads: ``patches --release`` and
@@ -235,23 +244,6 @@ def listed(cli, *argv: str) -> tuple[str, list[tuple]]:
     return header, rows
 
 
-def expected_rows(release: str) -> list[tuple]:
-    """The same rows read from the adapter's tables (without the line numbers)."""
-    adapter = compat.load_adapter(compat.decide_for_version(release).adapter)
-    rows = []
-    for module, patch in adapter_patches(adapter, release).items():
-        rows += [
-            (module, "hook", h.kind, h.qualname, h.fn.__qualname__, h.fn.__module__)
-            for h in patch.hooks
-        ]
-        rows += [
-            (module, "adds", None, f"{m.class_name}.{m.name}", m.fn.__qualname__, m.fn.__module__)
-            for m in patch.new_methods
-        ]
-        rows += [(module, "requires", None, r.qualname, None, None) for r in patch.requires]
-    return rows
-
-
 def defines(module: str, line_no: int, name: str) -> bool:
     """Line ``line_no`` of ``module``'s source is ``def name`` or the first of its decorators
     (the first ``def`` from there on is ``name``'s)."""
@@ -266,7 +258,20 @@ def defines(module: str, line_no: int, name: str) -> bool:
 @pytest.mark.parametrize("release", ["0.5.13.post1", "0.5.23"])
 def test_lists_every_table_entry_where_its_function_is_defined(cli, release: str) -> None:
     header, rows = listed(cli, "--release", release)
-    assert [row[:6] for row in rows] == expected_rows(release)
+    # The same rows read from the adapter's tables (without the line numbers).
+    adapter = compat.load_adapter(compat.decide_for_version(release).adapter)
+    expected = []
+    for module, patch in adapter_patches(adapter, release).items():
+        expected += [
+            (module, "hook", h.kind, h.qualname, h.fn.__qualname__, h.fn.__module__)
+            for h in patch.hooks
+        ]
+        expected += [
+            (module, "adds", None, f"{m.class_name}.{m.name}", m.fn.__qualname__, m.fn.__module__)
+            for m in patch.new_methods
+        ]
+        expected += [(module, "requires", None, r.qualname, None, None) for r in patch.requires]
+    assert [row[:6] for row in rows] == expected
     hooks = sum(row[1] == "hook" for row in rows)
     assert header.startswith(f"sglang {release}: adapter sglang_specinit.sglang_0_5_")
     assert f" {hooks} hooks," in header

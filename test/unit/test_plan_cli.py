@@ -37,12 +37,6 @@ def fresh_process(*argv: str, stdout: int = subprocess.PIPE, **env: str):
     )
 
 
-@pytest.fixture(scope="module")
-def llama(plan_json) -> dict:
-    """``plan --example llama31-8b-eagle3 --json``, the default example."""
-    return plan_json("--example", "llama31-8b-eagle3")
-
-
 def rope_state() -> tuple:
     from sglang.srt.layers.rotary_embedding import base, factory, rope_variant
 
@@ -50,10 +44,45 @@ def rope_state() -> tuple:
     return id(cache), dict(cache), base._is_cuda, base._is_cpu, rope_variant.get_device
 
 
-def test_default_table_is_the_installed_release_s_stock_beside_ours(
-    cli, plan_json, llama: dict, monkeypatch: pytest.MonkeyPatch
+# The target's rotary cos/sin cache, which no checkpoint stores (planner/target_buffers.py):
+# SGLang's reserve grows it to the context (131072 positions) + 3 steps * 4 draft tokens * 2
+# (the safety factor) + a 256 margin, rounded up to 128 rows: 131456, x head_dim 128.
+ROPE_ROWS_X_DIMS = 131_456 * 128
+
+
+def _llama8b_inputs(fraction: float) -> BudgetInputs:
+    """The default example rebuilt by hand from its public shapes (no planner code)."""
+    heads = {"num_kv_heads": 8, "head_dim": 128, "v_head_dim": 128}
+    return BudgetInputs(
+        # H100-80GB: 81559 MiB total, minus the planner's 1 GiB CUDA-context allowance
+        pre_load_free_bytes=81559 * MIB - GIB,
+        mem_fraction_static=fraction,
+        # 32 layers * 8 KV heads * (128 + 128) * 2 bytes
+        target_kv=attention_kv_spec(num_layers=32, **heads),
+        # 8_030_261_248 bf16 parameters, plus the rotary cache in fp32 (CUDA keeps it in fp32)
+        target_weight_bytes=16_060_522_496 + ROPE_ROWS_X_DIMS * 4,
+        page_size=1,
+        context_len=131072,
+        draft=DraftSpec(
+            algorithm="EAGLE3",
+            # one fp16 layer with the target's head geometry
+            kv_pools=(attention_kv_spec(num_layers=1, kv_dtype="float16", **heads),),
+            # the draft keeps its 32000-token head (draft_vocab_size set): nothing subtracted
+            weight_bytes=849_763_584,
+            # the embedding it allocates and then binds to the target's: 128256 * 4096 * 2
+            shared_weight_bytes=1_050_673_152,
+            upstream_reserved_layers=1,
+        ),
+        # handle_speculative_decoding sets 48 when --max-running-requests is not given
+        max_running_requests=48,
+    )
+
+
+def test_default_plan_is_the_installed_stock_beside_ours_and_matches_independent_inputs(
+    cli, plan_json, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Planning (the target's rotary cache built) leaves SGLang's rope state as it was."""
+    llama = plan_json("--example", "llama31-8b-eagle3")  # the default example
     before = rope_state()
     code, out, err = cli("plan")
     assert code == 0, err
@@ -91,43 +120,6 @@ def test_default_table_is_the_installed_release_s_stock_beside_ours(
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == data
     assert rope_state() == before
-
-
-# The target's rotary cos/sin cache, which no checkpoint stores (planner/target_buffers.py):
-# SGLang's reserve grows it to the context (131072 positions) + 3 steps * 4 draft tokens * 2
-# (the safety factor) + a 256 margin, rounded up to 128 rows: 131456, x head_dim 128.
-ROPE_ROWS_X_DIMS = 131_456 * 128
-
-
-def _llama8b_inputs(fraction: float) -> BudgetInputs:
-    """The default example rebuilt by hand from its public shapes (no planner code)."""
-    heads = {"num_kv_heads": 8, "head_dim": 128, "v_head_dim": 128}
-    return BudgetInputs(
-        # H100-80GB: 81559 MiB total, minus the planner's 1 GiB CUDA-context allowance
-        pre_load_free_bytes=81559 * MIB - GIB,
-        mem_fraction_static=fraction,
-        # 32 layers * 8 KV heads * (128 + 128) * 2 bytes
-        target_kv=attention_kv_spec(num_layers=32, **heads),
-        # 8_030_261_248 bf16 parameters, plus the rotary cache in fp32 (CUDA keeps it in fp32)
-        target_weight_bytes=16_060_522_496 + ROPE_ROWS_X_DIMS * 4,
-        page_size=1,
-        context_len=131072,
-        draft=DraftSpec(
-            algorithm="EAGLE3",
-            # one fp16 layer with the target's head geometry
-            kv_pools=(attention_kv_spec(num_layers=1, kv_dtype="float16", **heads),),
-            # the draft keeps its 32000-token head (draft_vocab_size set): nothing subtracted
-            weight_bytes=849_763_584,
-            # the embedding it allocates and then binds to the target's: 128256 * 4096 * 2
-            shared_weight_bytes=1_050_673_152,
-            upstream_reserved_layers=1,
-        ),
-        # handle_speculative_decoding sets 48 when --max-running-requests is not given
-        max_running_requests=48,
-    )
-
-
-def test_default_example_matches_independent_inputs(plan_json, llama: dict) -> None:
     # Automatic fraction, 0.5.13.post1 heuristic on 81559 MiB (H100): reserved MiB =
     # 512 + 8192 * 1.5 + 256 * 2 + 1 * 1 / 8 * 1024 + 58 piecewise sizes * 8 = 13904;
     # 0.5.14 / this package: round((81559 - 13904) / 81559, 3) = 0.83;
@@ -286,14 +278,15 @@ def test_a_missing_sgl_kernel_is_one_line_and_any_other_missing_module_is_not_hi
 
 
 # Bad input: exit 2, nothing on stdout, one line on stderr after the command's error prefix that
-# holds the case's text (a compiled pattern: matches it), and no --out written. {tmp} in argv is
-# a scratch directory `scratch` fills.
+# holds the case's text (a pattern: matches it from its start), and no --out written. {tmp} in argv
+# is a scratch directory the test fills.
 
 DSV4 = {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"}
 DRAFT = "--speculative-draft-model-path"
 FRACTION = "--mem-fraction-static"
 GPUS = "H100-80GB, H100-94GB, H200-141GB, A100-80GB, A100-40GB, L40S, RTX-4090, B200"
 REPORT_PLAN = "report --out {tmp}/r --example llama31-8b-eagle3"
+BESIDE = "--beside {tmp}/"
 FROM_JSON = "report --out {tmp}/r --from-json {tmp}/"
 NO_DRAFT = f"plan --model-path {LLAMA} --speculative-algorithm "
 ZERO = "0: the launch fails (SGLang divides by it); pass 1 or more"
@@ -323,7 +316,7 @@ BAD_INPUTS = {
     # The plan is the installed release's own code: another release is planned in its venv.
     "another release": (
         "plan --sglang-version 0.5.14",
-        re.compile(r"error: --sglang-version 0\.5\.14: .* report --beside VENV$"),
+        re.compile(r"--sglang-version 0\.5\.14: .* report --beside VENV$"),
     ),
     # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads). With "tp zero": the
     # launch flags are parsed as launch_server parses them (--tp is --tp-size).
@@ -344,22 +337,19 @@ BAD_INPUTS = {
     "report no rank files": (FROM_JSON + "empty", "holds no memory-rank*.json"),
     # A plan the report accepts, and an --out it cannot write.
     "report out under a file": (
-        "report --out {tmp}/file/report --example llama31-8b-eagle3",
-        re.compile("^sglang-specinit report: error: cannot write .*no directory"),
+        REPORT_PLAN.replace("{tmp}/r", "{tmp}/file/report"),
+        re.compile("cannot write .*no directory"),
     ),
     "report out in proc": (
-        "report --out /proc/specinit-report --example llama31-8b-eagle3",
-        re.compile("^sglang-specinit report: error: cannot write .*/proc/specinit-report"),
+        REPORT_PLAN.replace("{tmp}/r", "/proc/specinit-report"),
+        re.compile("cannot write .*/proc/specinit-report"),
     ),
     "report without out": ("report", "--out"),
     # --beside a venv without a served SGLang: no python, or one that prints nothing.
-    "report beside no python": (
-        REPORT_PLAN + " --beside {tmp}/empty",
-        re.compile("^sglang-specinit report: error: --beside {tmp}/empty: "),
-    ),
+    "report beside no python": (f"{REPORT_PLAN} {BESIDE}empty", re.compile(f"{BESIDE}empty: ")),
     "report beside bin true": (
-        REPORT_PLAN + " --beside {tmp}/true-venv",
-        re.compile("^sglang-specinit report: error: --beside {tmp}/true-venv: "),
+        f"{REPORT_PLAN} {BESIDE}true-venv",
+        re.compile(f"{BESIDE}true-venv: "),
     ),
     "patches unserved release": (
         "patches --release 0.5.24",
@@ -369,8 +359,8 @@ BAD_INPUTS = {
 }
 
 
-@pytest.fixture
-def scratch(tmp_path: Path) -> Path:
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_exits_2_with_one_line(cli, tmp_path: Path, case: str) -> None:
     files = {
         "no-arch/config.json": {"model_type": "llama", "hidden_size": 64},
         "dsv4/config.json": DSV4,
@@ -384,20 +374,17 @@ def scratch(tmp_path: Path) -> Path:
     (tmp_path / "empty").mkdir()
     (tmp_path / "true-venv" / "bin").mkdir(parents=True)
     (tmp_path / "true-venv" / "bin" / "python").symlink_to("/bin/true")
-    return tmp_path
-
-
-@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_bad_input_exits_2_with_one_line(cli, scratch: Path, case: str) -> None:
     argv, message = BAD_INPUTS[case]
-    argv = argv.format(tmp=scratch).split()
+    argv = argv.format(tmp=tmp_path).split()
     code, out, err = cli(*argv)
     assert code == 2 and out == ""
     (line,) = err.splitlines()
     command = f" {argv[0]}" if argv[0] in ("plan", "report", "patches") else ""
-    assert line.startswith(f"sglang-specinit{command}: error: "), line
+    prefix = f"sglang-specinit{command}: error: "
+    assert line.startswith(prefix), line
     if isinstance(message, re.Pattern):
-        assert re.search(message.pattern.format(tmp=re.escape(str(scratch))), line), line
+        pattern = message.pattern.format(tmp=re.escape(str(tmp_path)))
+        assert re.match(pattern, line.removeprefix(prefix)), line
     else:
         assert message in line, line
     if "--out" in argv[1:]:

@@ -17,46 +17,10 @@ from sglang_specinit.sglang_0_5_13.planner_replay import REPLAY
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 
-def _geometry(launch):
-    """The same launch priced from the model geometry, as the planner priced it before."""
-    from sglang.srt.configs.model_config import ModelConfig
-
-    args = launch.args
-    target_mc = launch.target_model_config
-    t_dtype = REPLAY.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
-    target = kv_spec_from_model_config(
-        target_mc,
-        t_dtype,
-        attn_tp_size=launch.attn_tp_size,
-        num_layers=runner_layer_count(target_mc, is_draft=False),
-        swa_full_tokens_ratio=args.swa_full_tokens_ratio,
-        server_args=launch.mla_server_args,
-    )
-    draft_mc = build_model_config(
-        ModelConfig.from_server_args,
-        launch.config_source,
-        model_path=args.speculative_draft_model_path or args.model_path,
-        is_draft_model=True,
-    )
-    d_dtype = REPLAY.kv_dtype(launch, draft_mc, is_draft=True, target_kv_dtype=t_dtype)
-    common = dict(
-        attn_tp_size=launch.attn_tp_size,
-        swa_full_tokens_ratio=args.swa_full_tokens_ratio,
-        num_steps=int(args.speculative_num_steps or 1),
-        multi_layer_eagle=bool(args.enable_multi_layer_eagle),
-    )
-    algorithm = args.speculative_algorithm
-    pools = draft_kv_pools(
-        algorithm, draft_mc, d_dtype, server_args=launch.mla_server_args, **common
-    )
-    extra = draft_extra_bytes(
-        algorithm, draft_mc, target_mc, d_dtype, page_size=int(args.page_size), **common
-    )
-    return target, tuple(sized_by_target(p, target) for p in pools), extra
-
-
 @pytest.mark.parametrize("example", list_examples())
 def test_built_prices_equal_the_geometry(example: str, monkeypatch) -> None:
+    from sglang.srt.configs.model_config import ModelConfig
+
     refusal = example_refusal(example, REPLAY)
     if refusal is not None:
         pytest.skip(f"not planned by this release's replay: {refusal}")
@@ -76,7 +40,39 @@ def test_built_prices_equal_the_geometry(example: str, monkeypatch) -> None:
             REPLAY.parse_launch([*load_example(example).launch_args, *flags]), device
         )
         prices = REPLAY.pool_prices(launch, device)
-        target, draft_pools, (per_request, fixed) = _geometry(launch)
+        # The same launch priced from the model geometry, as the planner priced it before.
+        args = launch.args
+        target_mc = launch.target_model_config
+        t_dtype = REPLAY.kv_dtype(launch, target_mc, is_draft=False, target_kv_dtype=None)
+        target = kv_spec_from_model_config(
+            target_mc,
+            t_dtype,
+            attn_tp_size=launch.attn_tp_size,
+            num_layers=runner_layer_count(target_mc, is_draft=False),
+            swa_full_tokens_ratio=args.swa_full_tokens_ratio,
+            server_args=launch.mla_server_args,
+        )
+        draft_mc = build_model_config(
+            ModelConfig.from_server_args,
+            launch.config_source,
+            model_path=args.speculative_draft_model_path or args.model_path,
+            is_draft_model=True,
+        )
+        d_dtype = REPLAY.kv_dtype(launch, draft_mc, is_draft=True, target_kv_dtype=t_dtype)
+        common = dict(
+            attn_tp_size=launch.attn_tp_size,
+            swa_full_tokens_ratio=args.swa_full_tokens_ratio,
+            num_steps=int(args.speculative_num_steps or 1),
+            multi_layer_eagle=bool(args.enable_multi_layer_eagle),
+        )
+        algorithm = args.speculative_algorithm
+        pools = draft_kv_pools(
+            algorithm, draft_mc, d_dtype, server_args=launch.mla_server_args, **common
+        )
+        extra = draft_extra_bytes(
+            algorithm, draft_mc, target_mc, d_dtype, page_size=int(args.page_size), **common
+        )
+        draft_pools = tuple(sized_by_target(p, target) for p in pools)
     # Built: one pool for the target and one per distinct draft runner, by the server's probe.
     assert len(built_runners) == 2
     assert isinstance(prices.target_kv, MeasuredKVSpec)
@@ -86,4 +82,4 @@ def test_built_prices_equal_the_geometry(example: str, monkeypatch) -> None:
         assert [p.pool_bytes(tokens, page) for p in prices.draft_pools] == [
             p.pool_bytes(tokens, page) for p in draft_pools
         ]
-    assert (prices.draft_request_bytes, prices.draft_fixed_bytes) == (per_request, fixed)
+    assert (prices.draft_request_bytes, prices.draft_fixed_bytes) == extra

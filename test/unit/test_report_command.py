@@ -53,7 +53,6 @@ TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "list": (list,),
 }
-NOTE_COLUMNS = ("stock", "sglang-specinit", "both")
 GIB = 1 << 30
 
 
@@ -107,8 +106,13 @@ def test_plan_json_has_the_documented_keys_and_types_the_text_s_notes_and_its_fi
     assert data["rule"] == "specinit"
     assert set(data["device"]) == {"name", "total_bytes"}
     assert set(data["target_buffers"]) == {"bytes", "items"}
+    labels = {
+        "stock": f"stock {data['stock']['release']}",
+        "sglang-specinit": "sglang-specinit",
+        "both": "both columns",
+    }
     for note in data["notes"]:
-        assert set(note) == {"column", "text"} and note["column"] in NOTE_COLUMNS, note
+        assert set(note) == {"column", "text"} and note["column"] in labels, note
         assert isinstance(note["text"], str) and note["text"], note
     # This package's rule fits; stock 0.5.13.post1 puts the draft on top of the budget.
     assert data["used_bytes"] <= data["budget_bytes"]
@@ -126,11 +130,6 @@ def test_plan_json_has_the_documented_keys_and_types_the_text_s_notes_and_its_fi
         )
         assert column["headroom_bytes"] == column["budget_bytes"] - column["used_bytes"]
     # Every note is in the text and the JSON, with its column.
-    labels = {
-        "stock": f"stock {data['stock']['release']}",
-        "sglang-specinit": "sglang-specinit",
-        "both": "both columns",
-    }
     text_notes = [line for line in text.splitlines() if line.startswith("* ")]
     json_notes = [f"* {labels[n['column']]}: {n['text']}" for n in data["notes"]]
     assert text_notes == json_notes
@@ -218,17 +217,15 @@ def plan_data(planned) -> dict:
     return copy.deepcopy(planned(EXAMPLE)[0])
 
 
-def report(cli, tmp: Path, *argv: str) -> tuple[Path, str, str]:
-    """``report --out tmp/report *argv``, which must exit 0: its directory, stdout, stderr."""
+def report(cli, tmp: Path, *argv: str, data: dict | None = None) -> tuple[Path, str, str]:
+    """``report --out tmp/report *argv`` (``--from-json`` on ``data`` if given), which must exit 0:
+    its directory, stdout, stderr."""
+    if data is not None:
+        (tmp / "plan.json").write_text(json.dumps(data))
+        argv = ("--from-json", str(tmp / "plan.json"))
     code, out, err = cli("report", "--out", str(tmp / "report"), *argv)
     assert code == 0, err
     return tmp / "report", out, err
-
-
-def report_of(cli, data: dict, tmp: Path) -> tuple[Path, str, str]:
-    """``report --from-json`` on ``data`` (written to ``tmp``)."""
-    (tmp / "plan.json").write_text(json.dumps(data))
-    return report(cli, tmp, "--from-json", str(tmp / "plan.json"))
 
 
 def table_rows(page: str, first_column: str) -> dict[str, dict[str, str]]:
@@ -264,22 +261,19 @@ PNG_DPI = 100
 INCH_M = 0.0254
 
 
-def figure_px(bars: int) -> tuple[int, int]:
-    """The PNG size in pixels the report must draw for ``bars`` bars."""
-    width_in, height_in = FIGURE_IN[bars]
-    return round(width_in * PNG_DPI), round(height_in * PNG_DPI)
-
-
-def png(path: Path) -> Image.Image:
-    """The PNG at ``path``, opened (its chunks before the image data read)."""
+def png(path: Path, bars: int) -> Image.Image:
+    """The PNG at ``path``, opened (its chunks before the image data read): the pixel size the
+    report must draw for ``bars`` bars."""
     image = Image.open(path)
+    width_in, height_in = FIGURE_IN[bars]
     assert image.format == "PNG"
+    assert image.size == (round(width_in * PNG_DPI), round(height_in * PNG_DPI)), path
     return image
 
 
 def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path: Path) -> None:
-    """Its numbers, table cells, over-budget stock column, and images of the expected size."""
-    out, _, _ = report_of(cli, plan_data, tmp_path)
+    """Its numbers, table cells, over-budget stock column, images; figure widths, an uncut axis."""
+    out, _, _ = report(cli, tmp_path, data=plan_data)
     data = json.loads((out / "report.json").read_text())
     (case,) = data.values()
     assert [v["key"] for v in case["variants"]] == ["stock", "specinit"]
@@ -307,8 +301,8 @@ def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path
     assert rows["stock 0.5.13.post1"]["headroom"] == f"**OVER by {over}**"
 
     slug = case_from_plan_json(plan_data).slug
-    image = png(out / f"{slug}.png")
-    assert image.size == figure_px(2) == (800, 480)
+    image = png(out / f"{slug}.png", 2)
+    assert image.size == (800, 480)
     # The PNG says it is 100 dpi (in pixels per metre, rounded; before the image data).
     assert image.info["dpi"] == (round(PNG_DPI / INCH_M) * INCH_M,) * 2
     root = ET.parse(out / f"{slug}.svg").getroot()
@@ -321,24 +315,27 @@ def test_the_report_directory_shows_the_plan_json(cli, plan_data: dict, tmp_path
     assert "over:stock" in ids and "over:specinit" not in ids
     texts = "".join("".join(el.itertext()) for el in root.iter("{http://www.w3.org/2000/svg}text"))
     assert "OVER by" in texts
-
-
-def test_width_grows_with_the_number_of_bars() -> None:
+    # The width grows with the number of bars.
     for bars in FIGURE_IN:
         assert report_figures.figure_size_in(bars) == FIGURE_IN[bars], bars
+    # A column with a tenth of the other's weights: no shared base, so the axis starts at zero.
+    light = {**plan_data["stock"], "resident_bytes": plan_data["resident_bytes"] // 10}
+    light["target_weight_bytes"] = light["resident_bytes"] - light["draft_weight_bytes"]
+    fig = report_figures.draw_case(case_from_plan_json({**plan_data, "stock": light}))
+    assert fig.axes[0].get_ylim()[0] == 0 and _axis_cut_notes(fig) == []
 
 
 def test_another_release_s_stock_sub_object_appears_without_code_changes(
     cli, plan_data: dict, tmp_path: Path
 ) -> None:
     data = {**plan_data, "beside": {**plan_data["stock"], "release": "0.5.23", "tokens": 12345}}
-    out, _, _ = report_of(cli, data, tmp_path)
+    out, _, _ = report(cli, tmp_path, data=data)
     (case,) = json.loads((out / "report.json").read_text()).values()
     titles = [v["title"] for v in case["variants"]]
     assert titles == ["stock 0.5.13.post1", "stock 0.5.23", "sglang-specinit"]
     rows = table_rows((out / "README.md").read_text(), "variant")
     assert rows["stock 0.5.23"]["tokens"] == "12345"
-    assert png(next(out.glob("*.png"))).size == figure_px(3)
+    png(next(out.glob("*.png")), 3)
 
 
 def test_live_directory_shows_planned_against_allocated_per_rank(
@@ -377,7 +374,7 @@ def test_live_directory_shows_planned_against_allocated_per_rank(
     assert allocated["rank1-allocated"].get_height() * (1 << 30) == pytest.approx(
         ranks[1]["allocated_target_kv_pool_bytes"], rel=1e-9
     )
-    assert png(next(out.glob("*.png"))).size == figure_px(4)
+    png(next(out.glob("*.png")), 4)
 
 
 def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
@@ -387,7 +384,7 @@ def test_missing_matplotlib_gives_one_clear_line_and_still_writes_markdown(
     for name in [n for n in sys.modules if n == "matplotlib" or n.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    out, stdout, err = report_of(cli, plan_data, tmp_path)
+    out, stdout, err = report(cli, tmp_path, data=plan_data)
     assert err.count("\n") == 1 and "Traceback" not in err + stdout
     assert "matplotlib is not installed" in err and "sglang-specinit[report]" in err
     page = (out / "README.md").read_text()
@@ -404,7 +401,7 @@ def test_without_inputs_every_shipped_example_is_rendered(cli, tmp_path: Path) -
     assert list_examples() == sorted([*PLANNED_HERE, "deepseek-v4-flash-mtp"])
     assert "example deepseek-v4-flash-mtp skipped: DeepSeek-V4" in err
     for slug in data:
-        assert png(out / f"{slug}.png").size == figure_px(3)
+        png(out / f"{slug}.png", 3)
         ET.parse(out / f"{slug}.svg")
     assert f"{len(data)} cases" in stdout
     # The index: the page's one table above the first case's section (header, rule, rows), a
@@ -512,12 +509,3 @@ def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> No
         rank_reports.tightest([breakdown(0, 1 << 30), breakdown(1, 1 << 30, tokens=999)])
     with pytest.raises(ValueError, match="no rank"):
         rank_reports.tightest([])
-
-
-def test_the_axis_starts_at_zero_when_the_bars_differ_below_the_pools(plan_data: dict) -> None:
-    """A column with a tenth of the other's weights: no shared base, no cut."""
-    data = plan_data
-    light = {**data["stock"], "resident_bytes": data["resident_bytes"] // 10}
-    light["target_weight_bytes"] = light["resident_bytes"] - light["draft_weight_bytes"]
-    fig = report_figures.draw_case(case_from_plan_json({**data, "stock": light}))
-    assert fig.axes[0].get_ylim()[0] == 0 and _axis_cut_notes(fig) == []

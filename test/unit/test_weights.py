@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from harness.checkpoints.llama_layout import TinyLlamaShape, llama_config
 from harness.checkpoints.tiny_configs import deepseek_v3, glm4_moe
 from safetensors.torch import save_file
 from sglang_specinit.planner.gpus import (
@@ -146,20 +147,12 @@ def _checkpoint(directory: Path, config: dict, shapes: dict[str, tuple[int, ...]
 
 
 def test_plan_reads_real_safetensors_checkpoints(tmp_path: Path, plan_json) -> None:
-    base = {
-        "model_type": "llama",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "vocab_size": 256,
-        "max_position_embeddings": 4096,
-        "torch_dtype": "bfloat16",
-        "rms_norm_eps": 1e-5,
-    }
+    # A 2-layer bf16 Llama: hidden 64, 4 heads, 2 KV heads, head_dim 16, vocab 256.
+    shape = TinyLlamaShape(vocab=256, max_position_embeddings=4096)
+    base = llama_config(shape, "LlamaForCausalLM").to_dict()
     target = _checkpoint(
         tmp_path / "target",
-        {**base, "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2},
+        base,
         # 32768 + 32768 + 8192 bytes
         {EMBED: (256, 64), LM_HEAD: (256, 64), "model.layers.0.w": (64, 64)},
     )
