@@ -176,22 +176,31 @@ def _broken(probe: dict[str, Any] | None = None, **launch: Any) -> Broken:
     return broken
 
 
-BROKEN: dict[str, Broken] = {
+# Each broken plugin: how it changes the working case, and every check of the case it fails
+# ("tokens" only on a release whose stock fits the budget: there the plugin must serve more).
+BROKEN: dict[str, tuple[Broken, tuple[str, ...]]] = {
     # The duplicate embed/lm_head resident while the target pool is sized (stock's binding).
-    "duplicates not bound before sizing": lambda e, lo: dataclasses.replace(
-        _broken({"stray_bytes": DUPLICATES, "stray_freed_before_pools": True})(e, lo),
-        identity=identity(bound_at_pool=False),
+    "duplicates not bound before sizing": (
+        lambda e, lo: dataclasses.replace(
+            _broken({"stray_bytes": DUPLICATES, "stray_freed_before_pools": True})(e, lo),
+            identity=identity(bound_at_pool=False),
+        ),
+        ("memory", "storage_identity"),
     ),
-    "draft KV priced at 0": _broken({"draft_priced": False}, draft_priced=False),
-    "20 % fewer tokens than possible": _broken({"token_share": 0.8}),
+    "draft KV priced at 0": (_broken({"draft_priced": False}, draft_priced=False), ("memory",)),
+    "20 % fewer tokens than possible": (_broken({"token_share": 0.8}), ("memory", "tokens")),
     # The draft proposes from the wrong vocabulary: the same greedy tokens, far more verify steps.
-    "hot-token map corrupted": _broken(verify_ct=90, correct=6),
-    "greedy output changed": _broken(changed_at=20),
-    # Registered, then nothing: stock's sizing, no breakdown, no warning.
-    "silently stepping aside": lambda e, lo: dataclasses.replace(
-        e, plugin=dataclasses.replace(e.stock, control=None)
+    "hot-token map corrupted": (
+        _broken(verify_ct=90, correct=6),
+        ("verify_counts", "acceptance"),
     ),
-    "CUDA-graph batch list changed": _broken(bs=BATCH[:-1]),
+    "greedy output changed": (_broken(changed_at=20), ("greedy",)),
+    # Registered, then nothing: stock's sizing, no breakdown, no warning.
+    "silently stepping aside": (
+        lambda e, lo: dataclasses.replace(e, plugin=dataclasses.replace(e.stock, control=None)),
+        ("breakdown",),
+    ),
+    "CUDA-graph batch list changed": (_broken(bs=BATCH[:-1]), ("batch_lists",)),
 }
 
 
@@ -199,7 +208,7 @@ def verdict_table(
     launch_of: LaunchOf, release: gpu_release.ReleaseSettings
 ) -> dict[str, list[str]]:
     working = working_case(launch_of, release)
-    table = {name: case_problems(broken(working, launch_of)) for name, broken in BROKEN.items()}
+    table = {name: case_problems(make(working, launch_of)) for name, (make, _) in BROKEN.items()}
     return {name: [check for check, found in p.items() if found] for name, p in table.items()}
 
 

@@ -155,49 +155,40 @@ def acceptance_problems(on: DraftStats, stock: DraftStats) -> list[str]:
 
 @dataclass(frozen=True)
 class GraphCapture:
-    """The graph-capture lines of one server's start-up log; ``lines``: each capture-end line's
-    runner name, GB and batch list (None where not logged)."""
+    """One server's start-up log's graph-capture lines: the capture-end lines' GB per
+    /server_info phase, and their batch lists where logged."""
 
     runner_mem_gb: tuple[float, ...]
     draft: int
     draft_extend: int
     failed: int
-    lines: tuple[tuple[str, float, tuple[int, ...] | None], ...] = ()
-    graph_phase: tuple[tuple[str, str], ...] = ()
+    gb_by_phase: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    batch_lists: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @classmethod
     def from_log(cls, text: str, release: gpu_release.ReleaseSettings) -> GraphCapture:
-        def bs(listed: str | None) -> tuple[int, ...] | None:
-            return None if listed is None else tuple(int(b) for b in listed.split(",") if b.strip())
-
-        found = release.capture_end.finditer(text)
-        lines = tuple((m["name"], float(m["gb"]), bs(m.groupdict().get("bs"))) for m in found)
+        gb_by_phase: dict[str, tuple[float, ...]] = {}
+        batch_lists = []
+        for m in release.capture_end.finditer(text):
+            phase = release.graph_phase.get(m["name"])
+            if phase is not None:
+                gb_by_phase[phase] = (*gb_by_phase.get(phase, ()), float(m["gb"]))
+            if m.groupdict().get("bs") is not None:
+                bs = tuple(int(b) for b in m["bs"].split(",") if b.strip())
+                batch_lists.append((m["name"], bs))
         return cls(
             runner_mem_gb=tuple(float(m["gb"]) for m in release.target_graph_end.finditer(text)),
             draft=text.count(release.draft_graph_end),
             draft_extend=text.count(release.draft_extend_graph_end),
             failed=text.count(GRAPH_FAILED),
-            lines=lines,
-            graph_phase=tuple(release.graph_phase.items()),
+            gb_by_phase=gb_by_phase,
+            batch_lists=tuple(batch_lists),
         )
 
     @property
     def kinds(self) -> frozenset[str]:
-        found = {"runner"} if self.runner_mem_gb else set()
-        found |= {"draft"} if self.draft else set()
-        found |= {"draft_extend"} if self.draft_extend else set()
-        return frozenset(found)
-
-    def gb_by_phase(self) -> dict[str, tuple[float, ...]]:
-        phase_of = dict(self.graph_phase)
-        out: dict[str, tuple[float, ...]] = {}
-        for name, gb, _ in self.lines:
-            if name in phase_of:
-                out[phase_of[name]] = (*out.get(phase_of[name], ()), gb)
-        return out
-
-    def batch_lists(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        return tuple((name, bs) for name, _, bs in self.lines if bs is not None)
+        found = {"runner": self.runner_mem_gb, "draft": self.draft}
+        return frozenset(k for k, n in {**found, "draft_extend": self.draft_extend}.items() if n)
 
 
 def expected_draft_graph(args: Sequence[str]) -> str | None:
@@ -238,7 +229,7 @@ def graph_problems(
     if figures is None or sum(figures.values()) <= 0:
         problems.append(f"/server_info reports graph memory {figures!r} GB: no graph captured")
     else:
-        for phase, gbs in capture.gb_by_phase().items():
+        for phase, gbs in capture.gb_by_phase.items():
             figure = figures.get(phase)
             if figure is None or abs(figure - sum(gbs)) > GRAPH_FIGURE_TOLERANCE_GB * len(gbs):
                 problems.append(
@@ -270,10 +261,10 @@ def batch_list_problems(
             problems.append(
                 f"{key}: plugin-on {plugin_info.get(key)!r}, stock {stock_info.get(key)!r}"
             )
-    if plugin.batch_lists() != stock.batch_lists():
+    if plugin.batch_lists != stock.batch_lists:
         problems.append(
-            f"captured batch lists differ: plugin-on {list(plugin.batch_lists())}, "
-            f"stock {list(stock.batch_lists())}"
+            f"captured batch lists differ: plugin-on {list(plugin.batch_lists)}, "
+            f"stock {list(stock.batch_lists)}"
         )
     return problems
 
