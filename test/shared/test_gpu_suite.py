@@ -1,7 +1,5 @@
-"""The GPU suite on the installed release (0.5.13.post1, 0.5.23), without a GPU: its graph and
-case verdicts fed by the release's own code (:mod:`harness.gpu.broken_plugins`), no CPU double
-in a GPU server's env, and ``scripts/test-gpu.sh --dry-run`` (every server, parsed by the
-release's own parser)."""
+"""The GPU suite's verdicts fed by the installed release's own code, its servers' env and
+``scripts/test-gpu.sh --dry-run``, without a GPU."""
 
 from __future__ import annotations
 
@@ -65,7 +63,9 @@ def launch(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) ->
     return launch_of(RELEASE, monkeypatch, caplog)
 
 
-def test_a_working_eagle3_server_passes_the_graph_verdict(launch: Any) -> None:
+def test_the_graph_verdicts_pass_a_working_eagle3_server_and_fail_a_missing_or_changed_graph(
+    launch: Any,
+) -> None:
     capture, info = launch()
     assert capture.kinds == {"runner", "draft"}
     assert capture.runner_mem_gb == (pytest.approx(0.61, abs=0.005),)
@@ -81,12 +81,6 @@ def test_a_working_eagle3_server_passes_the_graph_verdict(launch: Any) -> None:
     assert gpu_verdict.same_graph_kinds(replace(capture, draft=0), capture) == [
         "stock captured ['draft'] graphs, the plugin-on server did not"
     ]
-
-
-def test_the_graph_verdict_fails_without_a_graph_or_beside_another_launchs_figure(
-    launch: Any,
-) -> None:
-    capture, info = launch()
     (problem,) = gpu_verdict.graph_problems(*launch(draft=False), DRAFT)
     assert "draft's CUDA graphs were not captured" in problem
     # No graph at all (--disable-cuda-graph, or the plugin skipped the graph phase): 0 GB.
@@ -100,13 +94,10 @@ def test_the_graph_verdict_fails_without_a_graph_or_beside_another_launchs_figur
     assert f"{EXPECT.target_phase}=0.86 GB matches no captured runner" in problem
     failed = gpu_verdict.GraphCapture.from_log("Capture cuda graph failed: boom", RELEASE)
     assert gpu_verdict.graph_problems(replace(capture, failed=failed.failed), info, DRAFT)
-
-
-def test_a_changed_cuda_graph_batch_list_fails(launch: Any) -> None:
-    stock, stock_info = launch()
+    # A CUDA-graph batch list that differs from stock's.
     plugin, plugin_info = launch(bs=BATCH[:-1])
-    assert gpu_verdict.batch_list_problems(stock_info, stock_info, stock, stock) == []
-    problems = gpu_verdict.batch_list_problems(plugin_info, stock_info, plugin, stock)
+    assert gpu_verdict.batch_list_problems(info, info, capture, capture) == []
+    problems = gpu_verdict.batch_list_problems(plugin_info, info, plugin, capture)
     assert [p.split(":")[0] for p in problems] == EXPECT.batch_list_problems, problems
 
 
