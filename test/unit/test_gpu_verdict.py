@@ -40,8 +40,9 @@ def test_greedy_verdict_fails_a_changed_token_a_shorter_answer_and_a_missing_one
     assert gpu_verdict.greedy_verdict(PROMPTS, short[:3], stock).problems
 
 
-def test_acceptance_verdict_passes_noise_and_fails_a_draft_that_stopped_drafting_well() -> None:
-    stock = summed(responses(55))
+def test_acceptance_and_verify_count_verdicts_pass_noise_and_fail_a_draft_that_got_worse() -> None:
+    answers = responses(55)
+    stock = summed(answers)
     assert gpu_verdict.acceptance_problems(summed(responses(55)), stock) == []
     # One draft token in a hundred more or fewer per prompt: kernel noise, inside the bound.
     assert gpu_verdict.acceptance_problems(summed(responses(54)), stock) == []
@@ -59,6 +60,19 @@ def test_acceptance_verdict_passes_noise_and_fails_a_draft_that_stopped_drafting
         gpu_verdict.acceptance_bound(one, one) / 2
     )
     assert gpu_verdict.acceptance_bound(DraftStats(1, 0, 0, 0), one) == 0.0
+    # Verify counts must equal stock's per prompt, within stock's own spread.
+    assert gpu_verdict.verify_count_problems(PROMPTS, responses(55), answers, answers) == []
+    # Two verify steps more on one prompt: the aggregate binomial bound cannot see it.
+    worse = responses(55)
+    worse[2] = response(worse[2]["output_ids"], 42, 53)
+    assert gpu_verdict.acceptance_problems(summed(worse), stock) == []
+    (problem,) = gpu_verdict.verify_count_problems(PROMPTS, worse, answers, answers)
+    assert repr(PROMPTS[2]) in problem and "42 verify steps with the plugin, 40 stock" in problem
+    control = responses(55)
+    control[2] = response(control[2]["output_ids"], 41, 54)  # stock moved by one itself
+    # The plugin one step off, as far as stock's repeat: inside the spread; two steps: not.
+    assert gpu_verdict.verify_count_problems(PROMPTS, control, answers, control) == []
+    assert gpu_verdict.verify_count_problems(PROMPTS, worse, answers, control)
 
 
 def top_logprobs(margins: list[float]) -> list[Any]:
@@ -111,23 +125,6 @@ def test_a_stock_control_that_differs_at_a_clear_margin_fails_the_case() -> None
     assert len(verdict.control) == 1
 
 
-def test_verify_counts_must_equal_stocks_within_its_own_spread() -> None:
-    stock = responses(55)
-    assert gpu_verdict.verify_count_problems(PROMPTS, responses(55), stock, stock) == []
-    # Two verify steps more on one prompt: the aggregate binomial bound cannot see it.
-    worse = responses(55)
-    worse[2] = response(worse[2]["output_ids"], 42, 53)
-    assert gpu_verdict.acceptance_problems(summed(worse), summed(stock)) == []
-    (problem,) = gpu_verdict.verify_count_problems(PROMPTS, worse, stock, stock)
-    assert repr(PROMPTS[2]) in problem and "42 verify steps with the plugin, 40 stock" in problem
-    control = responses(55)
-    control[2] = response(control[2]["output_ids"], 41, 54)  # stock moved by one itself
-    one_more = responses(55)
-    one_more[2] = response(one_more[2]["output_ids"], 41, 54)
-    assert gpu_verdict.verify_count_problems(PROMPTS, one_more, stock, control) == []
-    assert gpu_verdict.verify_count_problems(PROMPTS, worse, stock, control)
-
-
 BREAKDOWN = {"draft_request_bytes": 0, "draft_fixed_pool_bytes": 0}
 
 
@@ -154,13 +151,6 @@ def test_fill_floor_fails_a_duplicate_embed_lm_head_the_old_floor_let_pass(
     assert usage.fill_shortfall_bytes >= stray_gib * GIB
 
 
-def test_fill_floor_cannot_be_checked_without_torch_counters() -> None:
-    records = [{k: v for k, v in r.items() if not k.startswith("torch_")} for r in recorded_probe()]
-    usage = device_probe.usage_after_pools(records)
-    assert usage.fill_shortfall_bytes is None
-    assert gpu_verdict.fill_problems(usage, BREAKDOWN)
-
-
 def test_memory_verdict_of_one_rank() -> None:
     records = recorded_probe()
     usage = device_probe.usage_after_pools(records)
@@ -172,6 +162,11 @@ def test_memory_verdict_of_one_rank() -> None:
     stray = device_probe.usage_after_pools(recorded_probe(stray_bytes=GIB))
     assert gpu_verdict.memory_problems(plugin_breakdown(stray, records), stray, fill=False) == []
     assert gpu_verdict.memory_problems(plugin_breakdown(stray, records), stray, fill=True)
+    # Without torch counters (not a CUDA run) the fill cannot be checked: that fails.
+    bare = [{k: v for k, v in r.items() if not k.startswith("torch_")} for r in records]
+    usage = device_probe.usage_after_pools(bare)
+    assert usage.fill_shortfall_bytes is None
+    assert gpu_verdict.fill_problems(usage, BREAKDOWN)
 
 
 def test_oom_is_read_only_after_the_server_became_healthy(tmp_path: Path) -> None:

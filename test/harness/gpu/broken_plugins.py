@@ -25,8 +25,7 @@ CELL_TARGET, CELL_DRAFT = 128 << 10, 4 << 10  # Llama-3.1-8B's KV per token, an 
 DUPLICATES = GIB  # the draft's embed/lm_head copy (Llama-3.1-8B's embed)
 NUM_DRAFT_TOKENS = 4
 BATCH = (1, 2, 4, 8)
-# ``launch_of(bs=..., tokens=...)``: a launch's capture lines and /server_info, built by the
-# release's own code (:func:`launch_of`).
+# ``launch_of(bs=...)``: a launch's capture lines and /server_info, by the release's own code.
 LaunchOf = Callable[..., tuple[GraphCapture, dict[str, Any]]]
 
 
@@ -142,7 +141,8 @@ def _launch(
     **answers: Any,
 ) -> Launch:
     usage = device_probe.usage_after_pools(records)
-    capture, info = launch_of(bs=bs, tokens=records[2]["kv_tokens"])
+    capture, info = launch_of(bs=bs)
+    info["max_total_num_tokens"] = records[2]["kv_tokens"]
     breakdowns = [plugin_breakdown(usage, records, draft_priced=draft_priced)] if plugin else []
     return Launch(info, responses(**answers), capture, [usage], breakdowns)
 
@@ -344,20 +344,14 @@ def launch_of(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> LaunchOf:
-    """``of(draft=, avail_gb=, bs=, tokens=)``: an EAGLE3 launch on ``release``, ``avail_gb`` free
-    before and after the target's capture (``tokens``: its ``max_total_num_tokens``)."""
+    """``of(draft=, avail_gb=, bs=)``: an EAGLE3 launch on ``release``, ``avail_gb`` free before
+    and after the target's capture."""
+    build = _launch_0513 if release.version == "0.5.13.post1" else _launch_0523
 
     def of(
-        *,
-        draft: bool = True,
-        avail_gb: Sequence[float] = AVAIL_GB,
-        bs: Sequence[int] = BATCH,
-        tokens: int | None = None,
+        *, draft: bool = True, avail_gb: Sequence[float] = AVAIL_GB, bs: Sequence[int] = BATCH
     ) -> tuple[GraphCapture, dict[str, Any]]:
-        build = _launch_0513 if release.version == "0.5.13.post1" else _launch_0523
         log, info = build(monkeypatch, caplog, draft=draft, avail_gb=avail_gb, bs=bs)
-        if tokens is not None:
-            info.update(max_total_num_tokens=tokens)
         return GraphCapture.from_log(log, release), info
 
     return of
