@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -75,51 +76,37 @@ def test_acceptance_and_verify_count_verdicts_pass_noise_and_fail_a_draft_that_g
     assert gpu_verdict.verify_count_problems(PROMPTS, worse, answers, control)
 
 
-def top_logprobs(margins: list[float]) -> list[Any]:
-    """``meta_info["output_top_logprobs"]`` leading by each margin, by SGLang's own code."""
-    import json
-
+def with_margins(run: list[dict], margins: list[float]) -> list[dict]:
+    """``run`` with ``output_top_logprobs`` leading by each margin, by SGLang's own code."""
     from sglang.srt.managers.tokenizer_manager import TokenizerManager
 
-    vals = [[-0.1, -0.1 - m] for m in margins]
-    idxs = [[7, 8] for _ in margins]
+    vals, idxs = [[-0.1, -0.1 - m] for m in margins], [[7, 8] for _ in margins]
     manager = SimpleNamespace()
     manager.detokenize_logprob_tokens = lambda v, i, text: (
         TokenizerManager.detokenize_logprob_tokens(manager, v, i, text)
     )
     tops = TokenizerManager.detokenize_top_logprobs_tokens(manager, vals, idxs, False)
-    return json.loads(json.dumps(tops))
+    tops = json.loads(json.dumps(tops))
+    return [{**r, "meta_info": {**r["meta_info"], "output_top_logprobs": tops}} for r in run]
 
 
-def with_margins(run: list[dict], margins: list[float]) -> list[dict]:
-    return [
-        {**r, "meta_info": {**r["meta_info"], "output_top_logprobs": top_logprobs(margins)}}
-        for r in run
-    ]
-
-
-# Stock's top-two margin at the changed token: clear, or within a hundredth of a nat (rounding
-# decides: recorded as a tie, not failed).
-@pytest.mark.parametrize(("margin", "fails"), [(2.0, True), (0.01, False)])
-def test_a_greedy_difference_fails_only_where_stocks_choice_was_clear(
-    margin: float, fails: bool
-) -> None:
-    margins = [2.0] * 96
-    margins[17] = margin
-    stock = with_margins(responses(55), margins)
-    changed = with_margins(responses(55, changed_at=17), margins)
-    verdict = gpu_verdict.greedy_verdict(PROMPTS, changed, stock, stock)
-    failed, tied = (verdict.problems, verdict.ties) if fails else (verdict.ties, verdict.problems)
-    (line,) = failed
-    assert "at output token 17" in line and f"stock margin {margin:.3f}" in line
-    assert tied == [] and verdict.control == []
-
-
-def test_a_stock_control_that_differs_at_a_clear_margin_fails_the_case() -> None:
-    clear = [2.0] * 96
-    stock = with_margins(responses(55), clear)
-    control = with_margins(responses(55, changed_at=40), clear)
-    verdict = gpu_verdict.greedy_verdict(PROMPTS, stock, stock, control)
+def test_a_greedy_difference_fails_only_where_stocks_choice_was_clear() -> None:
+    # Stock's top-two margin at the changed token: clear, or within a hundredth of a nat
+    # (rounding decides: recorded as a tie, not failed).
+    for margin, fails in ((2.0, True), (0.01, False)):
+        margins = [2.0] * 96
+        margins[17] = margin
+        stock = with_margins(responses(55), margins)
+        changed = with_margins(responses(55, changed_at=17), margins)
+        verdict = gpu_verdict.greedy_verdict(PROMPTS, changed, stock, stock)
+        found = (verdict.problems, verdict.ties)
+        (line,), tied = found if fails else found[::-1]
+        assert "at output token 17" in line and f"stock margin {margin:.3f}" in line
+        assert tied == [] and verdict.control == []
+    # A stock control that differs at a clear margin fails the case.
+    clear = with_margins(responses(55), [2.0] * 96)
+    control = with_margins(responses(55, changed_at=40), [2.0] * 96)
+    verdict = gpu_verdict.greedy_verdict(PROMPTS, clear, clear, control)
     (problem,) = verdict.problems
     assert problem.startswith("stock is not reproducible at a clear margin")
     assert len(verdict.control) == 1
