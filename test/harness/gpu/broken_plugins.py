@@ -241,22 +241,8 @@ def _log(caplog: pytest.LogCaptureFixture) -> str:
     return "\n".join(f"[2026-12-01 09:00:00] {r.getMessage()}" for r in caplog.records)
 
 
-def _server_info_0513(graph_mem_usage: float, monkeypatch: pytest.MonkeyPatch) -> dict:
-    import sglang.srt.managers.scheduler as scheduler
-
-    monkeypatch.setattr(scheduler, "get_global_server_args", lambda: SimpleNamespace())
-    model_runner = SimpleNamespace(weight_load_mem_usage=15.2, graph_mem_usage=graph_mem_usage)
-    kvcache = SimpleNamespace(mem_usage=55.1)
-    state = SimpleNamespace(max_total_num_tokens=400_000, max_running_requests=48)
-    state.metrics_reporter = SimpleNamespace(last_gen_throughput=0.0)
-    state.tp_worker = SimpleNamespace(model_runner=model_runner)
-    state.token_to_kv_pool_allocator = SimpleNamespace(get_kvcache=lambda: kvcache)
-    state.spec_algorithm = SimpleNamespace(is_none=lambda: True)
-    out = scheduler.Scheduler.get_internal_state(state, None)
-    return {"disable_cuda_graph": False, "internal_states": [out.internal_state]}
-
-
 def _launch_0513(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: Any) -> Built:
+    import sglang.srt.managers.scheduler as scheduler
     import sglang.srt.model_executor.model_runner as model_runner
     import sglang.srt.speculative.eagle_worker_v2 as eagle_worker_v2
 
@@ -278,39 +264,26 @@ def _launch_0513(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: 
             worker.device, worker.target_worker = "cuda", SimpleNamespace(device="cuda")
             worker.draft_extend_attn_backend = None
             eagle_worker_v2.EagleDraftWorker.init_cuda_graphs(worker)
-    info = _server_info_0513(runner.graph_mem_usage, monkeypatch)
+    # /server_info's internal state, by the release's Scheduler.
+    monkeypatch.setattr(scheduler, "get_global_server_args", lambda: SimpleNamespace())
+    loaded = SimpleNamespace(weight_load_mem_usage=15.2, graph_mem_usage=runner.graph_mem_usage)
+    kvcache = SimpleNamespace(mem_usage=55.1)
+    state = SimpleNamespace(max_total_num_tokens=400_000, max_running_requests=48)
+    state.metrics_reporter = SimpleNamespace(last_gen_throughput=0.0)
+    state.tp_worker = SimpleNamespace(model_runner=loaded)
+    state.token_to_kv_pool_allocator = SimpleNamespace(get_kvcache=lambda: kvcache)
+    state.spec_algorithm = SimpleNamespace(is_none=lambda: True)
+    out = scheduler.Scheduler.get_internal_state(state, None)
+    info = {"disable_cuda_graph": False, "internal_states": [out.internal_state]}
     # The resolved graph arguments as /server_info carries them (ServerArgs fields).
     info.update(cuda_graph_bs=list(bs), cuda_graph_max_bs=max(bs))
     return _log(caplog), info
 
 
-def _server_info_0523(target: dict[str, float], draft_gb: float | None) -> dict[str, Any]:
-    from sglang.srt.managers.scheduler_components.memory_usage import build_memory_usage
-    from sglang.srt.speculative.base_spec_worker import BaseSpecWorker, EagleDraftWorkerBase
-
-    draft = None
-    if draft_gb is not None:
-        draft_worker = SimpleNamespace(
-            draft_runners=[SimpleNamespace(graph_memory_usage={})],
-            _specialized_graph_memory_usage={"draft_decode": draft_gb},
-        )
-        draft_worker.graph_memory_usage = EagleDraftWorkerBase.graph_memory_usage.fget(draft_worker)
-        spec_worker = SimpleNamespace(draft_worker=draft_worker, _additional_graph_memory_usage={})
-        draft = BaseSpecWorker.graph_memory_usage.fget(spec_worker)
-    usage = build_memory_usage(
-        weight_gb=15.2,
-        kv_cache_gb=55.1,
-        startup_available_gb=78.0,
-        token_capacity=400_000,
-        token_capacity_swa=None,
-        target_graph_memory_usage=target,
-        draft_graph_memory_usage=draft,
-    )
-    return {"disable_cuda_graph": False, "internal_states": [{"memory_usage": usage}]}
-
-
 def _launch_0523(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: Any) -> Built:
     import sglang.srt.model_executor.model_runner_components.cuda_graph_setup as setup
+    from sglang.srt.managers.scheduler_components.memory_usage import build_memory_usage
+    from sglang.srt.speculative.base_spec_worker import BaseSpecWorker, EagleDraftWorkerBase
 
     runner_cls = type("FakeDecodeGraphRunner", (FakeGraphRunner,), {"capture_bs": bs})
     decode = SimpleNamespace(backend="full")
@@ -330,10 +303,26 @@ def _launch_0523(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: 
     caplog.clear()
     with caplog.at_level(logging.INFO, logger=setup.logger.name):
         capture = setup.capture_decode_graph(model_runner=model_runner)
-    log = _log(caplog)
+    log, draft_usage = _log(caplog), None
     if draft:
         log += "\n[2026-12-01 09:00:02] " + DRAFT_LINE_0523.format(gb=DRAFT_GB)
-    info = _server_info_0523(capture.memory_usage, DRAFT_GB if draft else None)
+        draft_worker = SimpleNamespace(
+            draft_runners=[SimpleNamespace(graph_memory_usage={})],
+            _specialized_graph_memory_usage={"draft_decode": DRAFT_GB},
+        )
+        draft_worker.graph_memory_usage = EagleDraftWorkerBase.graph_memory_usage.fget(draft_worker)
+        spec_worker = SimpleNamespace(draft_worker=draft_worker, _additional_graph_memory_usage={})
+        draft_usage = BaseSpecWorker.graph_memory_usage.fget(spec_worker)
+    usage = build_memory_usage(
+        weight_gb=15.2,
+        kv_cache_gb=55.1,
+        startup_available_gb=78.0,
+        token_capacity=400_000,
+        token_capacity_swa=None,
+        target_graph_memory_usage=capture.memory_usage,
+        draft_graph_memory_usage=draft_usage,
+    )
+    info = {"disable_cuda_graph": False, "internal_states": [{"memory_usage": usage}]}
     # The resolved graph arguments as /server_info carries them (0.5.23's field names).
     info.update(cuda_graph_bs_decode=list(bs))
     return log, info
