@@ -18,7 +18,7 @@ from harness.gpu import (
     load,
 )
 from harness.gpu.broken_plugins import plugin_breakdown, recorded_probe, response, responses
-from harness.gpu.gpu_verdict import DraftStats, MissingSpeculativeMetrics, sglang_meta_info, summed
+from harness.gpu.gpu_verdict import DraftStats, sglang_meta_info, summed
 from harness.launch.server_process import RunFiles, ServerHandle
 from harness.reports import device_probe
 
@@ -308,7 +308,7 @@ def test_accepted_drafts_are_read_from_sglangs_keys_and_summed() -> None:
     assert total == DraftStats(128, 83, 43, 60 + 189)
     meta = sglang_meta_info(1, 0, 0, 4)
     assert "spec_verify_ct" not in meta  # SGLang leaves the keys out
-    with pytest.raises(MissingSpeculativeMetrics, match="no speculative verify step"):
+    with pytest.raises(ValueError, match="no speculative verify step"):
         DraftStats.from_meta_info(meta)
 
 
