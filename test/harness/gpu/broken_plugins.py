@@ -163,44 +163,42 @@ def working_case(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> C
     )
 
 
-Broken = Callable[[CaseEvidence, LaunchOf], CaseEvidence]
+def broken_case(
+    e: CaseEvidence,
+    launch_of: LaunchOf,
+    *,
+    probe: dict[str, Any] | None = None,
+    bound_at_pool: bool = True,
+    step_aside: bool = False,
+    **launch: Any,
+) -> CaseEvidence:
+    """The working case with a plugin-on launch of ``recorded_probe(**probe)``, or stock's."""
+    if step_aside:
+        return dataclasses.replace(e, plugin=dataclasses.replace(e.stock, control=None))
+    plugin = _launch(launch_of, recorded_probe(**(probe or {})), plugin=True, **launch)
+    return dataclasses.replace(e, plugin=plugin, identity=identity(bound_at_pool=bound_at_pool))
 
 
-def _broken(probe: dict[str, Any] | None = None, **launch: Any) -> Broken:
-    """The working case with a plugin-on launch of ``recorded_probe(**probe)``."""
-
-    def broken(e: CaseEvidence, launch_of: LaunchOf) -> CaseEvidence:
-        records = recorded_probe(**(probe or {}))
-        return dataclasses.replace(e, plugin=_launch(launch_of, records, plugin=True, **launch))
-
-    return broken
-
-
-# Each broken plugin: how it changes the working case, and every check of the case it fails
+# Each broken plugin: its ``broken_case`` keywords, and every check of the case it fails
 # ("tokens" only on a release whose stock fits the budget: there the plugin must serve more).
-BROKEN: dict[str, tuple[Broken, tuple[str, ...]]] = {
+BROKEN: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     # The duplicate embed/lm_head resident while the target pool is sized (stock's binding).
     "duplicates not bound before sizing": (
-        lambda e, lo: dataclasses.replace(
-            _broken({"stray_bytes": DUPLICATES, "stray_freed_before_pools": True})(e, lo),
-            identity=identity(bound_at_pool=False),
-        ),
+        {"probe": {"stray_bytes": DUPLICATES, "stray_freed_before_pools": True}}
+        | {"bound_at_pool": False},
         ("memory", "storage_identity"),
     ),
-    "draft KV priced at 0": (_broken({"draft_priced": False}, draft_priced=False), ("memory",)),
-    "20 % fewer tokens than possible": (_broken({"token_share": 0.8}), ("memory", "tokens")),
+    "draft KV priced at 0": (
+        {"probe": {"draft_priced": False}, "draft_priced": False},
+        ("memory",),
+    ),
+    "20 % fewer tokens than possible": ({"probe": {"token_share": 0.8}}, ("memory", "tokens")),
     # The draft proposes from the wrong vocabulary: the same greedy tokens, far more verify steps.
-    "hot-token map corrupted": (
-        _broken(verify_ct=90, correct=6),
-        ("verify_counts", "acceptance"),
-    ),
-    "greedy output changed": (_broken(changed_at=20), ("greedy",)),
+    "hot-token map corrupted": ({"verify_ct": 90, "correct": 6}, ("verify_counts", "acceptance")),
+    "greedy output changed": ({"changed_at": 20}, ("greedy",)),
     # Registered, then nothing: stock's sizing, no breakdown, no warning.
-    "silently stepping aside": (
-        lambda e, lo: dataclasses.replace(e, plugin=dataclasses.replace(e.stock, control=None)),
-        ("breakdown",),
-    ),
-    "CUDA-graph batch list changed": (_broken(bs=BATCH[:-1]), ("batch_lists",)),
+    "silently stepping aside": ({"step_aside": True}, ("breakdown",)),
+    "CUDA-graph batch list changed": ({"bs": BATCH[:-1]}, ("batch_lists",)),
 }
 
 
@@ -208,7 +206,10 @@ def verdict_table(
     launch_of: LaunchOf, release: gpu_release.ReleaseSettings
 ) -> dict[str, list[str]]:
     working = working_case(launch_of, release)
-    table = {name: case_problems(make(working, launch_of)) for name, (make, _) in BROKEN.items()}
+    table = {
+        name: case_problems(broken_case(working, launch_of, **how))
+        for name, (how, _) in BROKEN.items()
+    }
     return {name: [check for check, found in p.items() if found] for name, p in table.items()}
 
 
