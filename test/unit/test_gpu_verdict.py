@@ -27,20 +27,6 @@ REPO = Path(__file__).resolve().parents[2]
 PROMPTS = gpu_cases.PROMPTS
 
 
-def test_greedy_verdict_fails_a_changed_token_a_shorter_answer_and_a_missing_one() -> None:
-    stock = responses(55)
-    assert gpu_verdict.greedy_verdict(PROMPTS, responses(55), stock).problems == []
-    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, responses(55, changed_at=17), stock).problems
-    assert repr(PROMPTS[1]) in problem and "at output token 17" in problem
-    # Without logprobs (0.5.13.post1's DFLASH) a difference is not excused.
-    assert "stock margin n/a" in problem
-    short = responses(55)
-    short[0] = response(short[0]["output_ids"][:50], 20, 30)
-    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, short, stock).problems
-    assert "at output token 50 (50 vs 96 tokens;" in problem
-    assert gpu_verdict.greedy_verdict(PROMPTS, short[:3], stock).problems
-
-
 def test_acceptance_and_verify_count_verdicts_pass_noise_and_fail_a_draft_that_got_worse() -> None:
     answers = responses(55)
     stock = summed(answers)
@@ -90,7 +76,18 @@ def with_margins(run: list[dict], margins: list[float]) -> list[dict]:
     return [{**r, "meta_info": {**r["meta_info"], "output_top_logprobs": tops}} for r in run]
 
 
-def test_a_greedy_difference_fails_only_where_stocks_choice_was_clear() -> None:
+def test_greedy_verdict_fails_a_changed_token_where_stocks_choice_was_clear() -> None:
+    stock = responses(55)
+    assert gpu_verdict.greedy_verdict(PROMPTS, responses(55), stock).problems == []
+    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, responses(55, changed_at=17), stock).problems
+    assert repr(PROMPTS[1]) in problem and "at output token 17" in problem
+    # Without logprobs (0.5.13.post1's DFLASH) a difference is not excused.
+    assert "stock margin n/a" in problem
+    short = responses(55)
+    short[0] = response(short[0]["output_ids"][:50], 20, 30)
+    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, short, stock).problems
+    assert "at output token 50 (50 vs 96 tokens;" in problem
+    assert gpu_verdict.greedy_verdict(PROMPTS, short[:3], stock).problems
     # Stock's top-two margin at the changed token: clear, or within a hundredth of a nat
     # (rounding decides: recorded as a tie, not failed).
     for margin, fails in ((2.0, True), (0.01, False)):
@@ -115,15 +112,6 @@ def test_a_greedy_difference_fails_only_where_stocks_choice_was_clear() -> None:
 BREAKDOWN = {"draft_request_bytes": 0, "draft_fixed_pool_bytes": 0}
 
 
-@pytest.mark.parametrize("page_size", [1, 64])
-def test_fill_floor_passes_a_launch_that_fills_its_budget(page_size: int) -> None:
-    usage = device_probe.usage_after_pools(recorded_probe(page_size=page_size))
-    assert usage.over_budget_bytes <= device_probe.BOOKKEEPING_TOLERANCE_BYTES
-    assert usage.page_bytes == page_size * ((128 << 10) + (4 << 10))
-    assert 0 <= usage.fill_shortfall_bytes < usage.page_bytes
-    assert gpu_verdict.fill_problems(usage, BREAKDOWN) == []
-
-
 @pytest.mark.parametrize("freed_later", [False, True])
 @pytest.mark.parametrize("stray_gib", [1.0, 0.5])
 def test_fill_floor_fails_a_duplicate_embed_lm_head_the_old_floor_let_pass(
@@ -138,9 +126,14 @@ def test_fill_floor_fails_a_duplicate_embed_lm_head_the_old_floor_let_pass(
     assert usage.fill_shortfall_bytes >= stray_gib * GIB
 
 
-def test_memory_verdict_of_one_rank() -> None:
-    records = recorded_probe()
+@pytest.mark.parametrize("page_size", [1, 64])
+def test_memory_verdict_of_one_rank_that_fills_its_budget(page_size: int) -> None:
+    records = recorded_probe(page_size=page_size)
     usage = device_probe.usage_after_pools(records)
+    assert usage.over_budget_bytes <= device_probe.BOOKKEEPING_TOLERANCE_BYTES
+    assert usage.page_bytes == page_size * ((128 << 10) + (4 << 10))
+    assert 0 <= usage.fill_shortfall_bytes < usage.page_bytes
+    assert gpu_verdict.fill_problems(usage, BREAKDOWN) == []
     sound = plugin_breakdown(usage, records)
     assert gpu_verdict.memory_problems(sound, usage, fill=True) == []
     short = {**sound, "allocated_draft_kv_pool_bytes": sound["draft_kv_pool_bytes"] // 2}
