@@ -39,8 +39,7 @@ def recorded_probe(
     draft_priced: bool = True,
     token_share: float = 1.0,
 ) -> list[dict[str, Any]]:
-    """One scheduler's probe records of a phased EAGLE3 launch (Llama-3.1-8B-like target,
-    0.8 GiB draft), with ``stray_bytes`` (a duplicate embed/lm_head) live at sizing."""
+    """One scheduler's probe records of an EAGLE3 launch, ``stray_bytes`` live at sizing."""
     target_w, draft_w, residue = 15 * GIB, int(0.8 * GIB), int(0.6 * GIB)
     price = CELL_TARGET + (CELL_DRAFT if draft_priced else 0)
     held = target_w + draft_w + stray_bytes
@@ -334,8 +333,7 @@ def launch_of(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> LaunchOf:
-    """``of(draft=, avail_gb=, bs=)``: an EAGLE3 launch on ``release``, ``avail_gb`` free before
-    and after the target's capture."""
+    """``of(draft=, avail_gb=, bs=)``: an EAGLE3 launch, ``avail_gb`` free around its capture."""
     build = _launch_0513 if release.version == "0.5.13.post1" else _launch_0523
 
     def of(
