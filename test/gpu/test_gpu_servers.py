@@ -180,8 +180,8 @@ def test_case_fits_its_budget_and_matches_stock(
     tokens = {"plugin": plugin_tokens, "stock": stock_tokens, "ratio": ratio}
     report.result("tokens", {**tokens, "stock_fits": evidence.stock_fits})
     batch_lists = {
-        "plugin": evidence.plugin.capture.batch_lists(),
-        "stock": evidence.stock.capture.batch_lists(),
+        "plugin": evidence.plugin.capture.batch_lists,
+        "stock": evidence.stock.capture.batch_lists,
     }
     report.result(
         "cuda_graph_batch_lists", {**batch_lists, "args_equal": not problems["batch_lists"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ from harness.gpu import (
     load,
 )
 from harness.gpu.broken_plugins import plugin_breakdown, recorded_probe, response, responses
-from harness.gpu.gpu_verdict import DraftStats, MissingSpeculativeMetrics, sglang_meta_info, summed
+from harness.gpu.gpu_verdict import DraftStats, sglang_meta_info, summed
 from harness.launch.server_process import RunFiles, ServerHandle
 from harness.reports import device_probe
 
@@ -26,22 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 PROMPTS = gpu_cases.PROMPTS
 
 
-def test_greedy_verdict_fails_a_changed_token_a_shorter_answer_and_a_missing_one() -> None:
-    stock = responses(55)
-    assert gpu_verdict.greedy_verdict(PROMPTS, responses(55), stock).problems == []
-    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, responses(55, changed_at=17), stock).problems
-    assert repr(PROMPTS[1]) in problem and "at output token 17" in problem
-    # Without logprobs (0.5.13.post1's DFLASH) a difference is not excused.
-    assert "stock margin n/a" in problem
-    short = responses(55)
-    short[0] = response(short[0]["output_ids"][:50], 20, 30)
-    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, short, stock).problems
-    assert "at output token 50 (50 vs 96 tokens;" in problem
-    assert gpu_verdict.greedy_verdict(PROMPTS, short[:3], stock).problems
-
-
-def test_acceptance_verdict_passes_noise_and_fails_a_draft_that_stopped_drafting_well() -> None:
-    stock = summed(responses(55))
+def test_acceptance_and_verify_count_verdicts_pass_noise_and_fail_a_draft_that_got_worse() -> None:
+    answers = responses(55)
+    stock = summed(answers)
     assert gpu_verdict.acceptance_problems(summed(responses(55)), stock) == []
     # One draft token in a hundred more or fewer per prompt: kernel noise, inside the bound.
     assert gpu_verdict.acceptance_problems(summed(responses(54)), stock) == []
@@ -59,85 +47,69 @@ def test_acceptance_verdict_passes_noise_and_fails_a_draft_that_stopped_drafting
         gpu_verdict.acceptance_bound(one, one) / 2
     )
     assert gpu_verdict.acceptance_bound(DraftStats(1, 0, 0, 0), one) == 0.0
+    # Verify counts must equal stock's per prompt, within stock's own spread.
+    assert gpu_verdict.verify_count_problems(PROMPTS, responses(55), answers, answers) == []
+    # Two verify steps more on one prompt: the aggregate binomial bound cannot see it.
+    worse = responses(55)
+    worse[2] = response(worse[2]["output_ids"], 42, 53)
+    assert gpu_verdict.acceptance_problems(summed(worse), stock) == []
+    (problem,) = gpu_verdict.verify_count_problems(PROMPTS, worse, answers, answers)
+    assert repr(PROMPTS[2]) in problem and "42 verify steps with the plugin, 40 stock" in problem
+    control = responses(55)
+    control[2] = response(control[2]["output_ids"], 41, 54)  # stock moved by one itself
+    # The plugin one step off, as far as stock's repeat: inside the spread; two steps: not.
+    assert gpu_verdict.verify_count_problems(PROMPTS, control, answers, control) == []
+    assert gpu_verdict.verify_count_problems(PROMPTS, worse, answers, control)
 
 
-def top_logprobs(margins: list[float]) -> list[Any]:
-    """``meta_info["output_top_logprobs"]`` leading by each margin, by SGLang's own code."""
-    import json
-
+def with_margins(run: list[dict], margins: list[float]) -> list[dict]:
+    """``run`` with ``output_top_logprobs`` leading by each margin, by SGLang's own code."""
     from sglang.srt.managers.tokenizer_manager import TokenizerManager
 
-    vals = [[-0.1, -0.1 - m] for m in margins]
-    idxs = [[7, 8] for _ in margins]
+    vals, idxs = [[-0.1, -0.1 - m] for m in margins], [[7, 8] for _ in margins]
     manager = SimpleNamespace()
     manager.detokenize_logprob_tokens = lambda v, i, text: (
         TokenizerManager.detokenize_logprob_tokens(manager, v, i, text)
     )
     tops = TokenizerManager.detokenize_top_logprobs_tokens(manager, vals, idxs, False)
-    return json.loads(json.dumps(tops))
+    tops = json.loads(json.dumps(tops))
+    return [{**r, "meta_info": {**r["meta_info"], "output_top_logprobs": tops}} for r in run]
 
 
-def with_margins(run: list[dict], margins: list[float]) -> list[dict]:
-    return [
-        {**r, "meta_info": {**r["meta_info"], "output_top_logprobs": top_logprobs(margins)}}
-        for r in run
-    ]
-
-
-# Stock's top-two margin at the changed token: clear, or within a hundredth of a nat (rounding
-# decides: recorded as a tie, not failed).
-@pytest.mark.parametrize(("margin", "fails"), [(2.0, True), (0.01, False)])
-def test_a_greedy_difference_fails_only_where_stocks_choice_was_clear(
-    margin: float, fails: bool
-) -> None:
-    margins = [2.0] * 96
-    margins[17] = margin
-    stock = with_margins(responses(55), margins)
-    changed = with_margins(responses(55, changed_at=17), margins)
-    verdict = gpu_verdict.greedy_verdict(PROMPTS, changed, stock, stock)
-    failed, tied = (verdict.problems, verdict.ties) if fails else (verdict.ties, verdict.problems)
-    (line,) = failed
-    assert "at output token 17" in line and f"stock margin {margin:.3f}" in line
-    assert tied == [] and verdict.control == []
-
-
-def test_a_stock_control_that_differs_at_a_clear_margin_fails_the_case() -> None:
-    clear = [2.0] * 96
-    stock = with_margins(responses(55), clear)
-    control = with_margins(responses(55, changed_at=40), clear)
-    verdict = gpu_verdict.greedy_verdict(PROMPTS, stock, stock, control)
+def test_greedy_verdict_fails_a_changed_token_where_stocks_choice_was_clear() -> None:
+    stock = responses(55)
+    assert gpu_verdict.greedy_verdict(PROMPTS, responses(55), stock).problems == []
+    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, responses(55, changed_at=17), stock).problems
+    assert repr(PROMPTS[1]) in problem and "at output token 17" in problem
+    # Without logprobs (0.5.13.post1's DFLASH) a difference is not excused.
+    assert "stock margin n/a" in problem
+    short = responses(55)
+    short[0] = response(short[0]["output_ids"][:50], 20, 30)
+    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, short, stock).problems
+    assert "at output token 50 (50 vs 96 tokens;" in problem
+    assert gpu_verdict.greedy_verdict(PROMPTS, short[:3], stock).problems
+    # Stock's top-two margin at the changed token: clear, or within a hundredth of a nat
+    # (rounding decides: recorded as a tie, not failed).
+    for margin, fails in ((2.0, True), (0.01, False)):
+        margins = [2.0] * 96
+        margins[17] = margin
+        stock = with_margins(responses(55), margins)
+        changed = with_margins(responses(55, changed_at=17), margins)
+        verdict = gpu_verdict.greedy_verdict(PROMPTS, changed, stock, stock)
+        found = (verdict.problems, verdict.ties)
+        (line,), tied = found if fails else found[::-1]
+        assert "at output token 17" in line and f"stock margin {margin:.3f}" in line
+        assert tied == [] and verdict.control == []
+    # A stock control that differs at a clear margin fails the case.
+    clear = with_margins(responses(55), [2.0] * 96)
+    control = with_margins(responses(55, changed_at=40), [2.0] * 96)
+    verdict = gpu_verdict.greedy_verdict(PROMPTS, clear, clear, control)
     (problem,) = verdict.problems
     assert problem.startswith("stock is not reproducible at a clear margin")
     assert len(verdict.control) == 1
 
 
-def test_verify_counts_must_equal_stocks_within_its_own_spread() -> None:
-    stock = responses(55)
-    assert gpu_verdict.verify_count_problems(PROMPTS, responses(55), stock, stock) == []
-    # Two verify steps more on one prompt: the aggregate binomial bound cannot see it.
-    worse = responses(55)
-    worse[2] = response(worse[2]["output_ids"], 42, 53)
-    assert gpu_verdict.acceptance_problems(summed(worse), summed(stock)) == []
-    (problem,) = gpu_verdict.verify_count_problems(PROMPTS, worse, stock, stock)
-    assert repr(PROMPTS[2]) in problem and "42 verify steps with the plugin, 40 stock" in problem
-    control = responses(55)
-    control[2] = response(control[2]["output_ids"], 41, 54)  # stock moved by one itself
-    one_more = responses(55)
-    one_more[2] = response(one_more[2]["output_ids"], 41, 54)
-    assert gpu_verdict.verify_count_problems(PROMPTS, one_more, stock, control) == []
-    assert gpu_verdict.verify_count_problems(PROMPTS, worse, stock, control)
-
-
 BREAKDOWN = {"draft_request_bytes": 0, "draft_fixed_pool_bytes": 0}
-
-
-@pytest.mark.parametrize("page_size", [1, 64])
-def test_fill_floor_passes_a_launch_that_fills_its_budget(page_size: int) -> None:
-    usage = device_probe.usage_after_pools(recorded_probe(page_size=page_size))
-    assert usage.over_budget_bytes <= device_probe.BOOKKEEPING_TOLERANCE_BYTES
-    assert usage.page_bytes == page_size * ((128 << 10) + (4 << 10))
-    assert 0 <= usage.fill_shortfall_bytes < usage.page_bytes
-    assert gpu_verdict.fill_problems(usage, BREAKDOWN) == []
 
 
 @pytest.mark.parametrize("freed_later", [False, True])
@@ -154,16 +126,14 @@ def test_fill_floor_fails_a_duplicate_embed_lm_head_the_old_floor_let_pass(
     assert usage.fill_shortfall_bytes >= stray_gib * GIB
 
 
-def test_fill_floor_cannot_be_checked_without_torch_counters() -> None:
-    records = [{k: v for k, v in r.items() if not k.startswith("torch_")} for r in recorded_probe()]
+@pytest.mark.parametrize("page_size", [1, 64])
+def test_memory_verdict_of_one_rank_that_fills_its_budget(page_size: int) -> None:
+    records = recorded_probe(page_size=page_size)
     usage = device_probe.usage_after_pools(records)
-    assert usage.fill_shortfall_bytes is None
-    assert gpu_verdict.fill_problems(usage, BREAKDOWN)
-
-
-def test_memory_verdict_of_one_rank() -> None:
-    records = recorded_probe()
-    usage = device_probe.usage_after_pools(records)
+    assert usage.over_budget_bytes <= device_probe.BOOKKEEPING_TOLERANCE_BYTES
+    assert usage.page_bytes == page_size * ((128 << 10) + (4 << 10))
+    assert 0 <= usage.fill_shortfall_bytes < usage.page_bytes
+    assert gpu_verdict.fill_problems(usage, BREAKDOWN) == []
     sound = plugin_breakdown(usage, records)
     assert gpu_verdict.memory_problems(sound, usage, fill=True) == []
     short = {**sound, "allocated_draft_kv_pool_bytes": sound["draft_kv_pool_bytes"] // 2}
@@ -172,6 +142,11 @@ def test_memory_verdict_of_one_rank() -> None:
     stray = device_probe.usage_after_pools(recorded_probe(stray_bytes=GIB))
     assert gpu_verdict.memory_problems(plugin_breakdown(stray, records), stray, fill=False) == []
     assert gpu_verdict.memory_problems(plugin_breakdown(stray, records), stray, fill=True)
+    # Without torch counters (not a CUDA run) the fill cannot be checked: that fails.
+    bare = [{k: v for k, v in r.items() if not k.startswith("torch_")} for r in records]
+    usage = device_probe.usage_after_pools(bare)
+    assert usage.fill_shortfall_bytes is None
+    assert gpu_verdict.fill_problems(usage, BREAKDOWN)
 
 
 def test_oom_is_read_only_after_the_server_became_healthy(tmp_path: Path) -> None:
@@ -326,7 +301,7 @@ def test_accepted_drafts_are_read_from_sglangs_keys_and_summed() -> None:
     assert total == DraftStats(128, 83, 43, 60 + 189)
     meta = sglang_meta_info(1, 0, 0, 4)
     assert "spec_verify_ct" not in meta  # SGLang leaves the keys out
-    with pytest.raises(MissingSpeculativeMetrics, match="no speculative verify step"):
+    with pytest.raises(ValueError, match="no speculative verify step"):
         DraftStats.from_meta_info(meta)
 
 

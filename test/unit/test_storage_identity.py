@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,13 +26,9 @@ class TinyLM(torch.nn.Module):
             self.lm_head = torch.nn.Linear(HIDDEN, VOCAB, bias=False)
 
 
-@dataclass
-class RunnerDouble:
-    """Test double of a ``ModelRunner``: only what the snapshot reads."""
-
-    model: Any
-    is_draft_worker: bool = False
-    draft_model_idx: int | None = None
+def runner(model: TinyLM, draft: bool = False) -> SimpleNamespace:
+    """A ``ModelRunner`` double: only what the snapshot reads."""
+    return SimpleNamespace(model=model, is_draft_worker=draft, draft_model_idx=None)
 
 
 def bind(draft: TinyLM, target: TinyLM, *, head: bool) -> None:
@@ -42,15 +38,14 @@ def bind(draft: TinyLM, target: TinyLM, *, head: bool) -> None:
         draft.lm_head.weight = target.lm_head.weight
 
 
-def snapshot(point: str, runners: list[RunnerDouble]) -> dict[str, Any]:
+def snapshot(point: str, runners: list[SimpleNamespace]) -> dict[str, Any]:
     return {"point": point, "tp_rank": 0, **storage_identity.bindings(runners)}
 
 
 def launch(*, bound_at_pool: bool, draft_at_pool: bool = True, head: bool = True) -> dict:
     """The two snapshots of one launch whose draft is bound by the end of init."""
     target, draft = TinyLM(), TinyLM()
-    target_runner = RunnerDouble(target)
-    draft_runner = RunnerDouble(draft, is_draft_worker=True)
+    target_runner, draft_runner = runner(target), runner(draft, True)
     if bound_at_pool:
         bind(draft, target, head=head)
     at_pool = snapshot(
@@ -65,7 +60,7 @@ def launch(*, bound_at_pool: bool, draft_at_pool: bool = True, head: bool = True
 def test_bindings_name_the_target_tensor_each_draft_tensor_shares() -> None:
     target, draft = TinyLM(), TinyLM()
     bind(draft, target, head=True)
-    found = storage_identity.bindings([RunnerDouble(target), RunnerDouble(draft, True)])
+    found = storage_identity.bindings([runner(target), runner(draft, True)])
     assert found["drafts"] == 1
     assert found["shared"] == {
         "draft0/model.embed_tokens.weight": "model.embed_tokens.weight",
@@ -75,7 +70,7 @@ def test_bindings_name_the_target_tensor_each_draft_tensor_shares() -> None:
     # A copy of the same values is not the same storage.
     twin = TinyLM()
     twin.model.embed_tokens.weight = torch.nn.Parameter(target.model.embed_tokens.weight.clone())
-    copied = storage_identity.bindings([RunnerDouble(target), RunnerDouble(twin, True)])
+    copied = storage_identity.bindings([runner(target), runner(twin, True)])
     assert copied["shared"] == {}
     assert "draft0/model.embed_tokens.weight" in copied["own"]
 

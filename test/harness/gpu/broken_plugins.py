@@ -25,8 +25,7 @@ CELL_TARGET, CELL_DRAFT = 128 << 10, 4 << 10  # Llama-3.1-8B's KV per token, an 
 DUPLICATES = GIB  # the draft's embed/lm_head copy (Llama-3.1-8B's embed)
 NUM_DRAFT_TOKENS = 4
 BATCH = (1, 2, 4, 8)
-# ``launch_of(bs=..., tokens=...)``: a launch's capture lines and /server_info, built by the
-# release's own code (:func:`launch_of`).
+# ``launch_of(bs=...)``: a launch's capture lines and /server_info, by the release's own code.
 LaunchOf = Callable[..., tuple[GraphCapture, dict[str, Any]]]
 
 
@@ -40,8 +39,7 @@ def recorded_probe(
     draft_priced: bool = True,
     token_share: float = 1.0,
 ) -> list[dict[str, Any]]:
-    """One scheduler's probe records of a phased EAGLE3 launch (Llama-3.1-8B-like target,
-    0.8 GiB draft), with ``stray_bytes`` (a duplicate embed/lm_head) live at sizing."""
+    """One scheduler's probe records of an EAGLE3 launch, ``stray_bytes`` live at sizing."""
     target_w, draft_w, residue = 15 * GIB, int(0.8 * GIB), int(0.6 * GIB)
     price = CELL_TARGET + (CELL_DRAFT if draft_priced else 0)
     held = target_w + draft_w + stray_bytes
@@ -142,7 +140,8 @@ def _launch(
     **answers: Any,
 ) -> Launch:
     usage = device_probe.usage_after_pools(records)
-    capture, info = launch_of(bs=bs, tokens=records[2]["kv_tokens"])
+    capture, info = launch_of(bs=bs)
+    info["max_total_num_tokens"] = records[2]["kv_tokens"]
     breakdowns = [plugin_breakdown(usage, records, draft_priced=draft_priced)] if plugin else []
     return Launch(info, responses(**answers), capture, [usage], breakdowns)
 
@@ -163,35 +162,42 @@ def working_case(launch_of: LaunchOf, release: gpu_release.ReleaseSettings) -> C
     )
 
 
-Broken = Callable[[CaseEvidence, LaunchOf], CaseEvidence]
+def broken_case(
+    e: CaseEvidence,
+    launch_of: LaunchOf,
+    *,
+    probe: dict[str, Any] | None = None,
+    bound_at_pool: bool = True,
+    step_aside: bool = False,
+    **launch: Any,
+) -> CaseEvidence:
+    """The working case with a plugin-on launch of ``recorded_probe(**probe)``, or stock's."""
+    if step_aside:
+        return dataclasses.replace(e, plugin=dataclasses.replace(e.stock, control=None))
+    plugin = _launch(launch_of, recorded_probe(**(probe or {})), plugin=True, **launch)
+    return dataclasses.replace(e, plugin=plugin, identity=identity(bound_at_pool=bound_at_pool))
 
 
-def _broken(probe: dict[str, Any] | None = None, **launch: Any) -> Broken:
-    """The working case with a plugin-on launch of ``recorded_probe(**probe)``."""
-
-    def broken(e: CaseEvidence, launch_of: LaunchOf) -> CaseEvidence:
-        records = recorded_probe(**(probe or {}))
-        return dataclasses.replace(e, plugin=_launch(launch_of, records, plugin=True, **launch))
-
-    return broken
-
-
-BROKEN: dict[str, Broken] = {
+# Each broken plugin: its ``broken_case`` keywords, and every check of the case it fails
+# ("tokens" only on a release whose stock fits the budget: there the plugin must serve more).
+BROKEN: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     # The duplicate embed/lm_head resident while the target pool is sized (stock's binding).
-    "duplicates not bound before sizing": lambda e, lo: dataclasses.replace(
-        _broken({"stray_bytes": DUPLICATES, "stray_freed_before_pools": True})(e, lo),
-        identity=identity(bound_at_pool=False),
+    "duplicates not bound before sizing": (
+        {"probe": {"stray_bytes": DUPLICATES, "stray_freed_before_pools": True}}
+        | {"bound_at_pool": False},
+        ("memory", "storage_identity"),
     ),
-    "draft KV priced at 0": _broken({"draft_priced": False}, draft_priced=False),
-    "20 % fewer tokens than possible": _broken({"token_share": 0.8}),
+    "draft KV priced at 0": (
+        {"probe": {"draft_priced": False}, "draft_priced": False},
+        ("memory",),
+    ),
+    "20 % fewer tokens than possible": ({"probe": {"token_share": 0.8}}, ("memory", "tokens")),
     # The draft proposes from the wrong vocabulary: the same greedy tokens, far more verify steps.
-    "hot-token map corrupted": _broken(verify_ct=90, correct=6),
-    "greedy output changed": _broken(changed_at=20),
+    "hot-token map corrupted": ({"verify_ct": 90, "correct": 6}, ("verify_counts", "acceptance")),
+    "greedy output changed": ({"changed_at": 20}, ("greedy",)),
     # Registered, then nothing: stock's sizing, no breakdown, no warning.
-    "silently stepping aside": lambda e, lo: dataclasses.replace(
-        e, plugin=dataclasses.replace(e.stock, control=None)
-    ),
-    "CUDA-graph batch list changed": _broken(bs=BATCH[:-1]),
+    "silently stepping aside": ({"step_aside": True}, ("breakdown",)),
+    "CUDA-graph batch list changed": ({"bs": BATCH[:-1]}, ("batch_lists",)),
 }
 
 
@@ -199,7 +205,10 @@ def verdict_table(
     launch_of: LaunchOf, release: gpu_release.ReleaseSettings
 ) -> dict[str, list[str]]:
     working = working_case(launch_of, release)
-    table = {name: case_problems(broken(working, launch_of)) for name, broken in BROKEN.items()}
+    table = {
+        name: case_problems(broken_case(working, launch_of, **how))
+        for name, (how, _) in BROKEN.items()
+    }
     return {name: [check for check, found in p.items() if found] for name, p in table.items()}
 
 
@@ -232,22 +241,8 @@ def _log(caplog: pytest.LogCaptureFixture) -> str:
     return "\n".join(f"[2026-12-01 09:00:00] {r.getMessage()}" for r in caplog.records)
 
 
-def _server_info_0513(graph_mem_usage: float, monkeypatch: pytest.MonkeyPatch) -> dict:
-    import sglang.srt.managers.scheduler as scheduler
-
-    monkeypatch.setattr(scheduler, "get_global_server_args", lambda: SimpleNamespace())
-    model_runner = SimpleNamespace(weight_load_mem_usage=15.2, graph_mem_usage=graph_mem_usage)
-    kvcache = SimpleNamespace(mem_usage=55.1)
-    state = SimpleNamespace(max_total_num_tokens=400_000, max_running_requests=48)
-    state.metrics_reporter = SimpleNamespace(last_gen_throughput=0.0)
-    state.tp_worker = SimpleNamespace(model_runner=model_runner)
-    state.token_to_kv_pool_allocator = SimpleNamespace(get_kvcache=lambda: kvcache)
-    state.spec_algorithm = SimpleNamespace(is_none=lambda: True)
-    out = scheduler.Scheduler.get_internal_state(state, None)
-    return {"disable_cuda_graph": False, "internal_states": [out.internal_state]}
-
-
 def _launch_0513(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: Any) -> Built:
+    import sglang.srt.managers.scheduler as scheduler
     import sglang.srt.model_executor.model_runner as model_runner
     import sglang.srt.speculative.eagle_worker_v2 as eagle_worker_v2
 
@@ -269,39 +264,26 @@ def _launch_0513(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: 
             worker.device, worker.target_worker = "cuda", SimpleNamespace(device="cuda")
             worker.draft_extend_attn_backend = None
             eagle_worker_v2.EagleDraftWorker.init_cuda_graphs(worker)
-    info = _server_info_0513(runner.graph_mem_usage, monkeypatch)
+    # /server_info's internal state, by the release's Scheduler.
+    monkeypatch.setattr(scheduler, "get_global_server_args", lambda: SimpleNamespace())
+    loaded = SimpleNamespace(weight_load_mem_usage=15.2, graph_mem_usage=runner.graph_mem_usage)
+    kvcache = SimpleNamespace(mem_usage=55.1)
+    state = SimpleNamespace(max_total_num_tokens=400_000, max_running_requests=48)
+    state.metrics_reporter = SimpleNamespace(last_gen_throughput=0.0)
+    state.tp_worker = SimpleNamespace(model_runner=loaded)
+    state.token_to_kv_pool_allocator = SimpleNamespace(get_kvcache=lambda: kvcache)
+    state.spec_algorithm = SimpleNamespace(is_none=lambda: True)
+    out = scheduler.Scheduler.get_internal_state(state, None)
+    info = {"disable_cuda_graph": False, "internal_states": [out.internal_state]}
     # The resolved graph arguments as /server_info carries them (ServerArgs fields).
     info.update(cuda_graph_bs=list(bs), cuda_graph_max_bs=max(bs))
     return _log(caplog), info
 
 
-def _server_info_0523(target: dict[str, float], draft_gb: float | None) -> dict[str, Any]:
-    from sglang.srt.managers.scheduler_components.memory_usage import build_memory_usage
-    from sglang.srt.speculative.base_spec_worker import BaseSpecWorker, EagleDraftWorkerBase
-
-    draft = None
-    if draft_gb is not None:
-        draft_worker = SimpleNamespace(
-            draft_runners=[SimpleNamespace(graph_memory_usage={})],
-            _specialized_graph_memory_usage={"draft_decode": draft_gb},
-        )
-        draft_worker.graph_memory_usage = EagleDraftWorkerBase.graph_memory_usage.fget(draft_worker)
-        spec_worker = SimpleNamespace(draft_worker=draft_worker, _additional_graph_memory_usage={})
-        draft = BaseSpecWorker.graph_memory_usage.fget(spec_worker)
-    usage = build_memory_usage(
-        weight_gb=15.2,
-        kv_cache_gb=55.1,
-        startup_available_gb=78.0,
-        token_capacity=400_000,
-        token_capacity_swa=None,
-        target_graph_memory_usage=target,
-        draft_graph_memory_usage=draft,
-    )
-    return {"disable_cuda_graph": False, "internal_states": [{"memory_usage": usage}]}
-
-
 def _launch_0523(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: Any) -> Built:
     import sglang.srt.model_executor.model_runner_components.cuda_graph_setup as setup
+    from sglang.srt.managers.scheduler_components.memory_usage import build_memory_usage
+    from sglang.srt.speculative.base_spec_worker import BaseSpecWorker, EagleDraftWorkerBase
 
     runner_cls = type("FakeDecodeGraphRunner", (FakeGraphRunner,), {"capture_bs": bs})
     decode = SimpleNamespace(backend="full")
@@ -321,10 +303,26 @@ def _launch_0523(monkeypatch: Any, caplog: Any, draft: bool, avail_gb: Any, bs: 
     caplog.clear()
     with caplog.at_level(logging.INFO, logger=setup.logger.name):
         capture = setup.capture_decode_graph(model_runner=model_runner)
-    log = _log(caplog)
+    log, draft_usage = _log(caplog), None
     if draft:
         log += "\n[2026-12-01 09:00:02] " + DRAFT_LINE_0523.format(gb=DRAFT_GB)
-    info = _server_info_0523(capture.memory_usage, DRAFT_GB if draft else None)
+        draft_worker = SimpleNamespace(
+            draft_runners=[SimpleNamespace(graph_memory_usage={})],
+            _specialized_graph_memory_usage={"draft_decode": DRAFT_GB},
+        )
+        draft_worker.graph_memory_usage = EagleDraftWorkerBase.graph_memory_usage.fget(draft_worker)
+        spec_worker = SimpleNamespace(draft_worker=draft_worker, _additional_graph_memory_usage={})
+        draft_usage = BaseSpecWorker.graph_memory_usage.fget(spec_worker)
+    usage = build_memory_usage(
+        weight_gb=15.2,
+        kv_cache_gb=55.1,
+        startup_available_gb=78.0,
+        token_capacity=400_000,
+        token_capacity_swa=None,
+        target_graph_memory_usage=capture.memory_usage,
+        draft_graph_memory_usage=draft_usage,
+    )
+    info = {"disable_cuda_graph": False, "internal_states": [{"memory_usage": usage}]}
     # The resolved graph arguments as /server_info carries them (0.5.23's field names).
     info.update(cuda_graph_bs_decode=list(bs))
     return log, info
@@ -335,20 +333,13 @@ def launch_of(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> LaunchOf:
-    """``of(draft=, avail_gb=, bs=, tokens=)``: an EAGLE3 launch on ``release``, ``avail_gb`` free
-    before and after the target's capture (``tokens``: its ``max_total_num_tokens``)."""
+    """``of(draft=, avail_gb=, bs=)``: an EAGLE3 launch, ``avail_gb`` free around its capture."""
+    build = _launch_0513 if release.version == "0.5.13.post1" else _launch_0523
 
     def of(
-        *,
-        draft: bool = True,
-        avail_gb: Sequence[float] = AVAIL_GB,
-        bs: Sequence[int] = BATCH,
-        tokens: int | None = None,
+        *, draft: bool = True, avail_gb: Sequence[float] = AVAIL_GB, bs: Sequence[int] = BATCH
     ) -> tuple[GraphCapture, dict[str, Any]]:
-        build = _launch_0513 if release.version == "0.5.13.post1" else _launch_0523
         log, info = build(monkeypatch, caplog, draft=draft, avail_gb=avail_gb, bs=bs)
-        if tokens is not None:
-            info.update(max_total_num_tokens=tokens)
         return GraphCapture.from_log(log, release), info
 
     return of

@@ -203,9 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases-dir", type=Path, help="pytest --basetemp: print its case reports")
     parser.add_argument("--step-summary", type=Path, help="append the per-case table (markdown)")
     args = parser.parse_args(argv)
-    reports = []
-    if args.cases_dir is not None and args.cases_dir.is_dir():
-        reports = read_reports(args.cases_dir)
+    cases = args.cases_dir
+    reports = read_reports(cases) if cases is not None and cases.is_dir() else []
     for r in reports:
         launches = "; ".join(
             f"{x['role']} f={x['mem_fraction']}: {x['outcome']} ({x['seconds']:.0f} s)"

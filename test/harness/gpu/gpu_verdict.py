@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from harness.gpu import gpu_release, storage_identity
+from harness.gpu.gpu_release import GRAPH_FAILED
 from harness.reports.device_probe import (
     BOOKKEEPING_TOLERANCE_BYTES,
     STRAY_TENSOR_TOLERANCE_BYTES,
@@ -26,7 +27,6 @@ OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FA
 # mem_get_info has page granularity; two readings of the same state may differ by one page.
 READING_GRANULARITY = 2 << 20
 
-GRAPH_FAILED = gpu_release.GRAPH_FAILED
 # /server_info rounds graph_mem_usage to 2 decimals, the log prints it with 2 decimals.
 GRAPH_FIGURE_TOLERANCE_GB = 0.0051
 
@@ -42,8 +42,7 @@ def _top2_margin(response: Mapping[str, Any], position: int) -> float | None:
 def _divergence(
     prompt: str, responses: tuple[Mapping[str, Any], Mapping[str, Any]], names: tuple[str, str]
 ) -> tuple[str, bool] | None:
-    """Where two greedy answers first differ, described, and whether the reference (second)
-    server's top-2 margin there was clear (no margin counts as clear)."""
+    """Where two greedy answers first differ, and whether the second's top-2 margin was clear."""
     a, b = (list(r["output_ids"]) for r in responses)
     if a == b:
         return None
@@ -64,23 +63,15 @@ def _divergence(
     return line, margins[1] is None or margins[1] >= CLEAR_MARGIN_NATS
 
 
-@dataclass(frozen=True)
-class GreedyVerdict:
-    """``problems`` fail; ``ties`` (stock near-tied there) and ``control`` (stock's own repeat
-    differed) are recorded."""
-
-    problems: list[str]
-    ties: list[str]
-    control: list[str]
-
-
 def greedy_verdict(
     prompts: Sequence[str],
     plugin: Sequence[Mapping[str, Any]],
     stock: Sequence[Mapping[str, Any]],
     control: Sequence[Mapping[str, Any]] | None = None,
-) -> GreedyVerdict:
-    verdict = GreedyVerdict([], [], [])
+) -> SimpleNamespace:
+    """``problems`` fail; ``ties`` (stock near-tied there) and ``control`` (stock's own repeat
+    differed) are recorded."""
+    verdict = SimpleNamespace(problems=[], ties=[], control=[])
     counts = {len(prompts), len(plugin), len(stock), *([len(control)] if control else [])}
     if len(counts) != 1:
         got = f"{len(plugin)} plugin / {len(stock)} stock"
@@ -155,49 +146,39 @@ def acceptance_problems(on: DraftStats, stock: DraftStats) -> list[str]:
 
 @dataclass(frozen=True)
 class GraphCapture:
-    """The graph-capture lines of one server's start-up log; ``lines``: each capture-end line's
-    runner name, GB and batch list (None where not logged)."""
+    """A start-up log's graph captures: capture-end GB per /server_info phase, batch lists."""
 
     runner_mem_gb: tuple[float, ...]
     draft: int
     draft_extend: int
     failed: int
-    lines: tuple[tuple[str, float, tuple[int, ...] | None], ...] = ()
-    graph_phase: tuple[tuple[str, str], ...] = ()
+    gb_by_phase: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    batch_lists: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @classmethod
     def from_log(cls, text: str, release: gpu_release.ReleaseSettings) -> GraphCapture:
-        def bs(listed: str | None) -> tuple[int, ...] | None:
-            return None if listed is None else tuple(int(b) for b in listed.split(",") if b.strip())
-
-        found = release.capture_end.finditer(text)
-        lines = tuple((m["name"], float(m["gb"]), bs(m.groupdict().get("bs"))) for m in found)
+        gb_by_phase: dict[str, tuple[float, ...]] = {}
+        batch_lists = []
+        for m in release.capture_end.finditer(text):
+            phase = release.graph_phase.get(m["name"])
+            if phase is not None:
+                gb_by_phase[phase] = (*gb_by_phase.get(phase, ()), float(m["gb"]))
+            if m.groupdict().get("bs") is not None:
+                bs = tuple(int(b) for b in m["bs"].split(",") if b.strip())
+                batch_lists.append((m["name"], bs))
         return cls(
             runner_mem_gb=tuple(float(m["gb"]) for m in release.target_graph_end.finditer(text)),
             draft=text.count(release.draft_graph_end),
             draft_extend=text.count(release.draft_extend_graph_end),
             failed=text.count(GRAPH_FAILED),
-            lines=lines,
-            graph_phase=tuple(release.graph_phase.items()),
+            gb_by_phase=gb_by_phase,
+            batch_lists=tuple(batch_lists),
         )
 
     @property
     def kinds(self) -> frozenset[str]:
-        found = {"runner"} if self.runner_mem_gb else set()
-        found |= {"draft"} if self.draft else set()
-        found |= {"draft_extend"} if self.draft_extend else set()
-        return frozenset(found)
-
-    def gb_by_phase(self) -> dict[str, tuple[float, ...]]:
-        phase_of = dict(self.graph_phase)
-        out: dict[str, tuple[float, ...]] = {}
-        for name, gb, _ in self.lines:
-            if name in phase_of:
-                out[phase_of[name]] = (*out.get(phase_of[name], ()), gb)
-        return out
-
-    def batch_lists(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        return tuple((name, bs) for name, _, bs in self.lines if bs is not None)
+        found = {"runner": self.runner_mem_gb, "draft": self.draft}
+        return frozenset(k for k, n in {**found, "draft_extend": self.draft_extend}.items() if n)
 
 
 def expected_draft_graph(args: Sequence[str]) -> str | None:
@@ -225,8 +206,7 @@ def graph_figures_gb(info: Mapping[str, Any]) -> dict[str, float] | None:
 def graph_problems(
     capture: GraphCapture, info: Mapping[str, Any], expect_draft: str | None
 ) -> list[str]:
-    """The graphs were captured, and each phase a capture line was logged under holds those
-    lines' GB in ``/server_info``."""
+    """The graphs were captured, and /server_info holds each logged phase's captured GB."""
     problems = []
     if info.get("disable_cuda_graph"):
         problems.append("the server ran with --disable-cuda-graph")
@@ -238,7 +218,7 @@ def graph_problems(
     if figures is None or sum(figures.values()) <= 0:
         problems.append(f"/server_info reports graph memory {figures!r} GB: no graph captured")
     else:
-        for phase, gbs in capture.gb_by_phase().items():
+        for phase, gbs in capture.gb_by_phase.items():
             figure = figures.get(phase)
             if figure is None or abs(figure - sum(gbs)) > GRAPH_FIGURE_TOLERANCE_GB * len(gbs):
                 problems.append(
@@ -270,10 +250,10 @@ def batch_list_problems(
             problems.append(
                 f"{key}: plugin-on {plugin_info.get(key)!r}, stock {stock_info.get(key)!r}"
             )
-    if plugin.batch_lists() != stock.batch_lists():
+    if plugin.batch_lists != stock.batch_lists:
         problems.append(
-            f"captured batch lists differ: plugin-on {list(plugin.batch_lists())}, "
-            f"stock {list(stock.batch_lists())}"
+            f"captured batch lists differ: plugin-on {list(plugin.batch_lists)}, "
+            f"stock {list(stock.batch_lists)}"
         )
     return problems
 
@@ -437,10 +417,6 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
     }
 
 
-class MissingSpeculativeMetrics(ValueError):
-    """A response carries no speculative counters: no verify step ran for it."""
-
-
 @dataclass(frozen=True)
 class DraftStats:
     completion_tokens: int
@@ -452,7 +428,7 @@ class DraftStats:
     def from_meta_info(cls, meta: Mapping[str, Any]) -> DraftStats:
         missing = [k for k in ("spec_verify_ct", "spec_num_correct_drafts") if k not in meta]
         if missing:
-            raise MissingSpeculativeMetrics(
+            raise ValueError(
                 f"meta_info has no {', '.join(missing)}: SGLang ran no speculative verify step "
                 f"for this request (or the server is not speculative). meta_info: {dict(meta)}"
             )
@@ -476,8 +452,7 @@ def summed(responses: Iterable[Mapping[str, Any]]) -> DraftStats:
 def sglang_meta_info(
     completion_tokens: int, verify_ct: int, correct: int, num_draft_tokens: int
 ) -> dict[str, Any]:
-    """The ``meta_info`` SGLang writes for one finished speculative request with these
-    counters, by ``TokenizerManager._calculate_spec_decoding_metrics`` itself."""
+    """One finished speculative request's ``meta_info``, by SGLang's own TokenizerManager."""
     from sglang.srt.managers.tokenizer_manager import TokenizerManager
 
     manager = SimpleNamespace(
