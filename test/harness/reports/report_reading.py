@@ -69,8 +69,7 @@ def readings(report: Report) -> list[dict[str, Any]]:
 
 
 def reading_seqs(report: Report, func: str, is_draft: bool | None) -> list[int]:
-    """``seq`` of the readings taken by ``func`` on a runner whose ``is_draft_worker`` is
-    ``is_draft`` (None: not taken on a runner)."""
+    """``seq`` of the readings ``func`` took on a runner of ``is_draft`` (None: no runner)."""
     return [
         r["seq"]
         for r in readings(report)
@@ -86,14 +85,8 @@ def torch_distributed_readings(report: Report) -> list[dict[str, Any]]:
     return [readings(report)[s] for s in seqs]
 
 
-def before_avail_reading(report: Report) -> dict[str, Any]:
-    """The target's ``before_avail_memory`` reading, the 1st in ``init_torch_distributed``."""
-    return torch_distributed_readings(report)[0]
-
-
 def pre_load_reading(report: Report) -> dict[str, Any]:
-    """The target's ``pre_model_load_memory`` reading, the 2nd in ``init_torch_distributed``:
-    the free memory SGLang's fraction applies to."""
+    """The target's ``pre_model_load_memory`` reading: the free memory SGLang's fraction takes."""
     return torch_distributed_readings(report)[1]
 
 
