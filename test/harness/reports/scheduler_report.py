@@ -26,21 +26,6 @@ _CONFIGURE_KV_CACHE_DTYPE = (
 _target_config: dict[str, dict[str, Any]] = {}
 
 
-def server_args_fields(server_args: Any) -> dict[str, Any]:
-    """Every resolved ``ServerArgs`` field (0.5.20+: a ``msgspec`` record, ``resolved_dict()``)."""
-    resolved = getattr(server_args, "resolved_dict", None)
-    fields = resolved() if callable(resolved) else vars(server_args)
-    # A callable field (0.5.23's ``custom_sigquit_handler``) by its name, not its address.
-    return _jsonable(
-        {
-            k: f"{v.__module__}.{v.__qualname__}"
-            if callable(v) and hasattr(v, "__qualname__")
-            else v
-            for k, v in fields.items()
-        }
-    )
-
-
 def tensors_in(value: Any) -> list[Any]:
     """The tensors in ``value``: itself, or held in (nested) lists, tuples and dicts."""
     import torch
@@ -216,8 +201,16 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
             **{k: getattr(scheduler, k, None) for k in numbers},
         }
         server_args = getattr(scheduler, "server_args", None)
-        if server_args is not None:
-            state["server_args"] = server_args_fields(server_args)
+        if server_args is not None:  # 0.5.20+: a ``msgspec`` record with ``resolved_dict()``
+            resolved = getattr(server_args, "resolved_dict", None)
+            fields = resolved() if callable(resolved) else vars(server_args)
+            # A callable field (0.5.23's ``custom_sigquit_handler``) by its name, not its address.
+            named = {
+                k: f"{v.__module__}.{v.__qualname__}"
+                for k, v in fields.items()
+                if callable(v) and hasattr(v, "__qualname__")
+            }
+            state["server_args"] = _jsonable({**fields, **named})
         state["draft"] = draft_worker_summary(getattr(scheduler, "draft_worker", None))
     state["model_runners"] = [model_runner_summary(r) for r in live_model_runners()]
     if os.environ.get("SPECINIT_TEST_TENSOR_REPORT") == "1":  # the fidelity matrix's (c), (e)
