@@ -126,21 +126,6 @@ def model_runner_summary(runner: Any) -> dict[str, Any]:
     }
 
 
-def draft_worker_summary(spec_worker: Any) -> dict[str, Any] | None:
-    """The speculative worker's class and its draft's hot-token map (EAGLE3 reduced vocab)."""
-    if spec_worker is None:
-        return None
-    draft = getattr(spec_worker, "_draft_worker", None)
-    hot = getattr(draft, "hot_token_id", None)
-    # ``--speculative-adaptive``: the step counts the controller holds a runtime state for.
-    controller = getattr(spec_worker, "adaptive_controller", None)
-    return {
-        "worker_class": type(spec_worker).__name__,
-        "hot_token_id_len": int(hot.numel()) if hot is not None else None,
-        "adaptive_state_steps": sorted(controller._states) if controller is not None else None,
-    }
-
-
 def live_model_runners() -> list[Any]:
     """Every ``ModelRunner`` object alive in this process: target first, then drafts."""
     mr = sys.modules.get("sglang.srt.model_executor.model_runner")
@@ -192,6 +177,7 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
         "specinit_loaded": specinit_loaded,
         "applied_hook_targets": sorted(hook_registry_state().applied),
     }
+    spec_worker = getattr(scheduler, "draft_worker", None)  # None without a scheduler
     if scheduler is not None:
         spec = getattr(scheduler, "spec_algorithm", None)
         numbers = ("max_total_num_tokens", "max_running_requests", "max_req_len")
@@ -211,12 +197,20 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
                 if callable(v) and hasattr(v, "__qualname__")
             }
             state["server_args"] = _jsonable({**fields, **named})
-        state["draft"] = draft_worker_summary(getattr(scheduler, "draft_worker", None))
+        state["draft"] = None
+        if spec_worker is not None:  # its class, its draft's (EAGLE3) hot-token map
+            hot = getattr(getattr(spec_worker, "_draft_worker", None), "hot_token_id", None)
+            # ``--speculative-adaptive``: the step counts the controller holds a runtime state for.
+            steps = getattr(getattr(spec_worker, "adaptive_controller", None), "_states", None)
+            state["draft"] = {
+                "worker_class": type(spec_worker).__name__,
+                "hot_token_id_len": int(hot.numel()) if hot is not None else None,
+                "adaptive_state_steps": sorted(steps) if steps is not None else None,
+            }
     state["model_runners"] = [model_runner_summary(r) for r in live_model_runners()]
     if os.environ.get("SPECINIT_TEST_TENSOR_REPORT") == "1":  # the fidelity matrix's (c), (e)
         from harness.reports.fidelity_tensors import tensor_report
 
-        spec_worker = getattr(scheduler, "draft_worker", None) if scheduler is not None else None
         state.update(tensor_report(live_model_runners(), spec_worker))
     state["target_config_before_pool"] = _target_config.get("before_pool")
     state["target_config_at_pool_sizing"] = _target_config.get("at_pool_sizing")
