@@ -48,8 +48,7 @@ def _storage_key(tensor: Any) -> tuple[int, int] | None:
 
 
 def model_tensors(runners: list[Any], spec_worker: Any | None) -> dict[str, dict[str, Any]]:
-    """``{"<role>[<i>]/<name>": {kind, shape, dtype, sha256, owner}}`` for every runner's model
-    tensors (target first), plus ``worker/hot_token_id`` (the draft worker's hot-token map)."""
+    """``{"<role>[<i>]/<name>": {kind, shape, dtype, sha256, owner}}`` of every model tensor."""
     out: dict[str, dict[str, Any]] = {}
     owners: dict[tuple[int, int], str] = {}
     drafts = 0

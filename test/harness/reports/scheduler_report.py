@@ -143,8 +143,7 @@ def live_model_runners() -> list[Any]:
 
 
 def scheduler_ranks(scheduler: Any | None) -> dict[str, int | None]:
-    """This scheduler's place in the launch: ``tp``/``pp``/``dp``/``attn_tp``/``attn_dp`` ranks
-    and its ``gpu_id`` (None where not known yet, e.g. a constructor that failed early)."""
+    """This scheduler's tp/pp/dp/attn_tp/attn_dp ranks and gpu_id (None: not known yet)."""
     attrs = {k: f"{k}_rank" for k in ("tp", "pp", "dp", "attn_tp", "attn_dp")}
     attrs["gpu_id"] = "gpu_id"
     ps = getattr(scheduler, "ps", None)  # SGLang's ParallelState, set first in __init__
