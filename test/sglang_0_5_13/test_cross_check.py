@@ -10,7 +10,7 @@ import pytest
 from harness.checkpoints import llama_family, tiny_configs
 from harness.checkpoints.llama_layout import TinyLlamaShape
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, cpu_engine
-from harness.reports.report_reading import before_avail_reading, profile_reading
+from harness.reports.report_reading import profile_reading, torch_distributed_readings
 from sglang_specinit import budget
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
@@ -65,7 +65,7 @@ def assert_sizing_matches_sglang(
 
     # The FIRST init_torch_distributed reading (before_avail_memory), not pre_model_load_memory
     # (the 2nd, taken after the distributed setup): it shows a few bytes more free.
-    pre_free = before_avail_reading(report)["free_bytes"]
+    pre_free = torch_distributed_readings(report)[0]["free_bytes"]
     post_free = profile_reading(report)["free_bytes"]
     inputs = budget.BudgetInputs(
         pre_load_free_bytes=pre_free,

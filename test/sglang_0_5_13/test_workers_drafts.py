@@ -129,7 +129,7 @@ def frozen_pool_bytes(run: Launch) -> tuple[int, list[int]]:
 def mle_pool_bytes(run: Launch) -> tuple[int, list[int]]:
     """Bytes of the target pool and of each MTP pool, from the tiny geometry."""
     full, swa = _target_split(run)
-    full_cell = MIMO.full_layers * MIMO.full_kv_bytes_per_token_per_layer()
+    full_cell = MIMO.full_layers * MIMO.kv_bytes_per_token_per_layer()
     swa_cell = MIMO.swa_layers * MIMO.swa_kv_bytes_per_token_per_layer()
     config = runner(run.report, "target")["memory_pool_config"]
     drafts = []

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 from harness.checkpoints.llama_layout import TinyLlamaShape, llama_config
-from harness.checkpoints.tiny_configs import deepseek_v3, glm4_moe
+from harness.checkpoints.tiny_configs import CONFIGS
 from safetensors.torch import save_file
 from sglang_specinit.planner.gpus import (
     DeviceSpec,
@@ -326,7 +326,7 @@ def _decoder_layer(kind: str, c: dict[str, Any], moe: bool) -> dict[str, Any]:
 def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
     """A tiny ``kind`` checkpoint (config + safetensors) and its MTP layer's expected bytes on
     one of ``TP`` ranks: the tensors the draft loads (local names), with their split."""
-    c = {"deepseek-v3": deepseek_v3, "glm-4.6": glm4_moe, "glm-4.5": glm4_moe}[kind]()
+    c = CONFIGS["glm4-moe" if kind.startswith("glm-4.") else kind]()
     c.update(vocab_size=VOCAB, hidden_size=HIDDEN)
     layers, h = c["num_hidden_layers"], c["hidden_size"]
     tensors = {

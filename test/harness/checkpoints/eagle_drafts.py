@@ -28,7 +28,6 @@ TP2_EAGLE3_DRAFT = replace(DEFAULT_EAGLE3_DRAFT, kv_heads=2)
 # 0.5.13 rule "scale the target cell by (T + D) / T" underprices it.
 DEFAULT_DFLASH_DRAFT = replace(DEFAULT_TARGET, layers=1, heads=4, kv_heads=2, head_dim=32)
 DFLASH_BLOCK_SIZE = 4
-DFLASH_MASK_TOKEN_ID = 3
 
 
 def write_eagle_draft(
@@ -81,9 +80,7 @@ def write_eagle3_draft(
         # d2t[i] = target_id - draft_id for the i-th hot token; here the hot tokens are the
         # first ``dv`` ids, so the offsets are zero and t2d marks those ids.
         tensors["d2t"] = torch.zeros(dv, dtype=torch.int64)
-        t2d = torch.zeros(shape.vocab, dtype=torch.bool)
-        t2d[:dv] = True
-        tensors["t2d"] = t2d
+        tensors["t2d"] = torch.arange(shape.vocab) < dv
     extra: dict[str, Any] = {"draft_vocab_size": dv}
     if num_nextn_predict_layers is not None:
         extra["num_nextn_predict_layers"] = num_nextn_predict_layers
@@ -113,7 +110,7 @@ def write_dflash_draft(
         "target_layer_ids": [0, 1],
         "num_target_layers": DEFAULT_TARGET.layers,
         "block_size": DFLASH_BLOCK_SIZE,
-        "mask_token_id": DFLASH_MASK_TOKEN_ID,
+        "mask_token_id": 3,
     }
     config = llama_config(
         shape, "DFlashDraftModel", dflash_config=dflash_config, block_size=DFLASH_BLOCK_SIZE
@@ -122,10 +119,8 @@ def write_dflash_draft(
 
 
 def own_lm_head_problems(report: dict[str, Any]) -> list[str]:
-    """Why the live EAGLE3 draft's ``lm_head`` in a scheduler report (with its tensor report,
-    ``SPECINIT_TEST_TENSOR_REPORT=1``) is not its own trained head: a storage another tensor
-    owns (the target's head bound in its place), another shape, or other values than its
-    checkpoint's ``lm_head.weight``. Empty when it is the draft's own."""
+    """Why the live EAGLE3 draft's ``lm_head`` (in a report with its tensor report) is not its
+    checkpoint's ``lm_head.weight``: another tensor's storage, shape or values; empty if it is."""
     from safetensors import safe_open
 
     from harness.reports.fidelity_tensors import _digest as tensor_digest

@@ -21,8 +21,6 @@ DEFAULT_STANDALONE_DRAFT = replace(
     head_dim=24,
     intermediate=64,
 )
-# The Qwen2.5-style STANDALONE draft of the recipe rows (the target: DEFAULT_TARGET's shape).
-DEFAULT_QWEN2_DRAFT = DEFAULT_STANDALONE_DRAFT
 
 
 def _writer(architecture: str, config_class: str = "LlamaConfig") -> Callable[..., Path]:
@@ -46,5 +44,5 @@ write_qwen2 = _writer("Qwen2ForCausalLM", "Qwen2Config")
 tiny_llama_target = Kind("llama-target", write_llama_target, 1, DEFAULT_TARGET)
 # Cached STANDALONE draft: a full small Llama (own embed/lm_head, tokenizer included).
 tiny_standalone_draft = Kind("standalone-draft", write_llama_target, 2, DEFAULT_STANDALONE_DRAFT)
-# Cached tiny ``Qwen2ForCausalLM`` (with tokenizer); ``DEFAULT_QWEN2_DRAFT``: the STANDALONE draft.
+# Cached tiny ``Qwen2ForCausalLM`` (with tokenizer); DEFAULT_STANDALONE_DRAFT shapes its draft.
 tiny_qwen2 = Kind("qwen2", write_qwen2, 2, DEFAULT_TARGET)

@@ -1,6 +1,5 @@
-"""What the tiny checkpoint writers share: the cache (keys, generator versions, atomic writes),
-the vocabulary (special ids, a WordLevel tokenizer, prompts of an exact token length), the Llama
-layout (shape, transformers config, one decoder layer's random tensors) and saving a checkpoint."""
+"""What the tiny checkpoint writers share: the cache, the vocabulary and tokenizer, the Llama
+layout (shape, config, one decoder layer's random tensors) and saving a checkpoint."""
 
 from __future__ import annotations
 
@@ -52,9 +51,8 @@ def write_once(final: Path, marker: str, write: Callable[[Path], None]) -> Path:
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of generated checkpoint: cache-directory prefix, ``writer(directory, shape, seed,
-    **extra)``, generator version, default shape. Calling it returns the cached checkpoint
-    ``<name>-<12 hex of the parameter hash>``, generated if absent."""
+    """One kind of generated checkpoint; calling it returns the cached checkpoint
+    ``<name>-<12 hex of the parameter hash>``, written by ``writer`` if absent."""
 
     name: str
     writer: Callable[..., Path]
@@ -142,13 +140,6 @@ class TinyLlamaShape(TinyShape):
         return self.layers * self.kv_bytes_per_token_per_layer()
 
 
-def torch_dtype(name: str) -> Any:
-    """The torch dtype a shape's ``dtype`` string names."""
-    import torch
-
-    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
-
-
 def llama_config(
     shape: TinyLlamaShape, architecture: str, config_class: Any = None, **extra: Any
 ) -> Any:
@@ -191,7 +182,7 @@ def save_seeded_model(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    build().to(torch_dtype(shape.dtype)).save_pretrained(str(directory))
+    build().to(getattr(torch, shape.dtype)).save_pretrained(str(directory))
     if tokenizer:
         write_tokenizer(directory, shape.vocab)
     if config_fields:
@@ -206,7 +197,7 @@ def seeded_generator(directory: Path, shape: TinyShape, seed: int) -> tuple[Path
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    return directory, torch.Generator().manual_seed(seed), torch_dtype(shape.dtype)
+    return directory, torch.Generator().manual_seed(seed), getattr(torch, shape.dtype)
 
 
 def randn(generator: Any, *size: int, dtype: Any, std: float = 0.02) -> Any:
@@ -249,7 +240,7 @@ def layer_tensors(
     """One Llama decoder layer's tensors under ``prefix``, attention reading ``qkv_in`` inputs."""
     import torch
 
-    dt = torch_dtype(shape.dtype)
+    dt = getattr(torch, shape.dtype)
     h, q, kv = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     out = {
         f"{prefix}.self_attn.q_proj.weight": randn(generator, q, qkv_in, dtype=dt),

@@ -43,9 +43,6 @@ class TinyMiMoV2Shape(TinyShape):
     def swa_layers(self) -> int:
         return self.hybrid_layer_pattern.count(1)
 
-    def full_kv_bytes_per_token_per_layer(self) -> int:
-        return self.kv_bytes_per_token_per_layer()
-
     def swa_kv_bytes_per_token_per_layer(self) -> int:
         return _layer_shape(self, swa=True).kv_bytes_per_token_per_layer()
 

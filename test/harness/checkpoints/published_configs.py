@@ -1,6 +1,5 @@
 """Published model configs (no weights) for tests that price pools: shipped examples plus two
-configs written from published hyperparameters (DeepSeek-V3.2's DSA indexer, Qwen3-Next's
-gated-delta-net hybrid)."""
+written from published hyperparameters (DeepSeek-V3.2's DSA indexer, Qwen3-Next's hybrid)."""
 
 from __future__ import annotations
 

@@ -100,32 +100,9 @@ def _deepseek_mla(architecture: str, model_type: str, **fields: Any) -> dict[str
     )
 
 
-def deepseek_v3() -> dict[str, Any]:
-    """``DeepseekV3ForCausalLM`` (DeepSeek-V3 / R1): MLA + MoE + one MTP layer."""
-    return _deepseek_mla("DeepseekV3ForCausalLM", "deepseek_v3")
-
-
-def glm4_moe() -> dict[str, Any]:
-    """``Glm4MoeForCausalLM`` (GLM-4.5 / 4.6): GQA with partial rotary, MoE, one MTP layer."""
-    return _common(
-        "Glm4MoeForCausalLM",
-        "glm4_moe",
-        2,
-        **_MOE_MTP,
-        num_key_value_heads=2,
-        head_dim=16,
-        partial_rotary_factor=0.5,
-        use_qk_norm=True,
-        attention_bias=True,
-        norm_topk_prob=True,
-        routed_scaling_factor=2.5,
-        first_k_dense_replace=1,
-        rope_theta=1000000,
-    )
-
-
 CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
-    "deepseek-v3": deepseek_v3,
+    # DeepSeek-V3 / R1: MLA + MoE + one MTP layer.
+    "deepseek-v3": lambda: _deepseek_mla("DeepseekV3ForCausalLM", "deepseek_v3"),
     # DeepSeek-V3.2: V3 plus the DSA indexer fields.
     "deepseek-v32": lambda: _deepseek_mla("DeepseekV32ForCausalLM", "deepseek_v32", **_DSA_INDEXER),
     # DeepSeek-V4: compressed KV pools the plugin does not price.
@@ -151,7 +128,22 @@ CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
         rope_theta=10000,
         rope_scaling=dict(YARN),
     ),
-    "glm4-moe": glm4_moe,
+    # GLM-4.5 / 4.6: GQA with partial rotary, MoE, one MTP layer.
+    "glm4-moe": lambda: _common(
+        "Glm4MoeForCausalLM",
+        "glm4_moe",
+        2,
+        **_MOE_MTP,
+        num_key_value_heads=2,
+        head_dim=16,
+        partial_rotary_factor=0.5,
+        use_qk_norm=True,
+        attention_bias=True,
+        norm_topk_prob=True,
+        routed_scaling_factor=2.5,
+        first_k_dense_replace=1,
+        rope_theta=1000000,
+    ),
     # Qwen3-Next: gated-DeltaNet layers with full attention every 4th layer, MoE; no MTP
     # count in the config (SGLang sets one for the draft).
     "qwen3-next": lambda: _common(

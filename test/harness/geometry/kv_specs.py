@@ -48,20 +48,15 @@ class AttentionKVSpec:
             cell = (self.mla_cache_dim or latent) * layers * elt
             if fp4 and not self.mla_cache_dim:
                 cell = cell // 2 + (latent // FP4_SCALE_BLOCK) * layers * elt
-            return cell + self._dsa_index_bytes()
+            idx = self.dsa_index_head_dim  # 0 without a DSA indexer
+            index = (idx + idx // DSA_INDEX_QUANT_BLOCK * 4) * layers * DSA_INDEX_ELEMENT_BYTES
+            return cell + index
         cell = self.num_kv_heads * (self.head_dim + self.v_head_dim) * layers * elt
         if fp4:
             cell = cell // 2 + (self.num_kv_heads * self.head_dim * layers * 2 * elt) // (
                 FP4_SCALE_BLOCK
             )
         return cell
-
-    def _dsa_index_bytes(self) -> int:
-        if not self.dsa_index_head_dim:
-            return 0
-        idx = self.dsa_index_head_dim
-        per_layer = idx + idx // DSA_INDEX_QUANT_BLOCK * 4
-        return per_layer * self.num_layers * DSA_INDEX_ELEMENT_BYTES
 
     def padding_bytes(self, page_size: int) -> int:
         """The pool allocates ``tokens + page_size`` slots: one padding page for dummy writes."""

@@ -1,5 +1,4 @@
-"""Turn sglang 0.5.13.x ``ModelConfig`` objects (or a live runner's) into the budget model's KV
-specs (geometry)."""
+"""Turn sglang 0.5.13.x ``ModelConfig`` objects (or a live runner's) into geometric KV specs."""
 
 from __future__ import annotations
 
@@ -88,8 +87,8 @@ def kv_spec_from_model_config(
 
 
 def _mla_cache_dim(model_config: Any, kv_dtype: Any, server_args: Any) -> int:
-    """SGLang's per-layer MLA pool width for this model and KV dtype; 0 when it is the plain
-    ``kv_lora_rank + qk_rope_head_dim`` (DSA with an FP8 cache stores scales and a bf16 rope)."""
+    """SGLang's per-layer MLA pool width; 0 when it is ``kv_lora_rank + qk_rope_head_dim``
+    (DSA with an FP8 cache stores scales and a bf16 rope)."""
     from sglang.srt.model_executor.model_runner_kv_cache_mixin import ModelRunnerKVCacheMixin
 
     reader = SimpleNamespace(

@@ -178,7 +178,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
         key="standalone",
         recipe=guide_recipe("STANDALONE", 4, 2, 7),
         target=llama_family.tiny_qwen2,
-        draft=lambda: llama_family.tiny_qwen2(llama_family.DEFAULT_QWEN2_DRAFT),
+        draft=lambda: llama_family.tiny_qwen2(llama_family.DEFAULT_STANDALONE_DRAFT),
         engine=TRITON_DRAFT_BACKEND,
     ),
     # SGLang's DFLASH server test (test_dflash.py, TestDFlashServerBase); the guide has no

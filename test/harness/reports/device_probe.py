@@ -53,8 +53,7 @@ def _reading(runner: Any) -> dict[str, Any]:
 
 
 def _tensors(root: Any, depth: int = 3) -> list[Any]:
-    """The tensors reachable from a pool/allocator object, not descending into KV caches (their
-    buffers are the KV pool, counted separately)."""
+    """The tensors reachable from a pool/allocator object, not inside KV caches (the KV pool)."""
     import torch
     from sglang.srt.mem_cache.memory_pool import KVCache
 
@@ -94,8 +93,7 @@ def _new_bytes(tensors: Any, device_type: str, seen: set[int]) -> int:
 
 
 def _new_weight_bytes(runner: Any) -> int:
-    """Bytes of the runner's model parameters and buffers on its device not counted at an
-    earlier pool entry of this process (a draft tensor bound to the target's counts once)."""
+    """Bytes of the runner's model tensors not counted at an earlier pool entry (shared: once)."""
     import torch
 
     model = getattr(runner, "model", None)
@@ -106,8 +104,7 @@ def _new_weight_bytes(runner: Any) -> int:
 
 
 def _pool_exit(runner: Any) -> dict[str, Any]:
-    """The req-to-token and allocator tensors not counted at an earlier pool exit, and the
-    runner's KV pool: its bytes and token capacity (SGLang's ``KVCache.size``)."""
+    """New req-to-token and allocator tensors' bytes, the KV pool's bytes and token capacity."""
     roots = (runner.req_to_token_pool, getattr(runner, "token_to_kv_pool_allocator", None))
     tables = [t for root in roots for t in _tensors(root)]
     pool = getattr(runner, "token_to_kv_pool", None)
@@ -141,8 +138,7 @@ def _who(runner: Any) -> dict[str, Any]:
 
 
 def around_init_torch_distributed(original: Callable[..., Any], self: Any) -> Any:
-    """Record SGLang's own pre-load free-memory reading (GiB) as bytes: 0.5.13.x returns it,
-    0.5.23 stores it as ``pre_model_load_memory``."""
+    """Record SGLang's pre-load free-memory reading (0.5.23: ``pre_model_load_memory``)."""
     result = original(self)
     pre_load_gib = result if isinstance(result, (int, float)) else self.pre_model_load_memory
     _write({"event": "pre_load", **_who(self), "free_bytes": int(round(pre_load_gib * GIB))})

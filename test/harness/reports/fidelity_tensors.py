@@ -47,27 +47,15 @@ def _storage_key(tensor: Any) -> tuple[int, int] | None:
     return (storage.data_ptr(), tensor.storage_offset())
 
 
-def _named_tensors(runner: Any) -> Iterator[tuple[str, str, Any]]:
-    model = getattr(runner, "model", None)
-    if model is None:
-        return
-    for name, tensor in model.named_parameters(remove_duplicate=False):
-        yield "parameter", name, tensor
-    for name, tensor in model.named_buffers(remove_duplicate=False):
-        yield "buffer", name, tensor
-    hot = getattr(model, "hot_token_id", None)
-    if hot is not None and hasattr(hot, "untyped_storage"):
-        yield "attribute", "hot_token_id", hot
-
-
 def model_tensors(runners: list[Any], spec_worker: Any | None) -> dict[str, dict[str, Any]]:
-    """``{"<role>[<i>]/<name>": {kind, shape, dtype, sha256, owner}}`` for every runner's model
-    tensors (target first), plus ``worker/hot_token_id`` (the draft worker's hot-token map)."""
+    """``{"<role>[<i>]/<name>": {kind, shape, dtype, sha256, owner}}`` of every model tensor."""
     out: dict[str, dict[str, Any]] = {}
     owners: dict[tuple[int, int], str] = {}
     drafts = 0
 
     def add(key: str, kind: str, tensor: Any) -> None:
+        if not hasattr(tensor, "untyped_storage"):  # no hot-token map
+            return
         storage = _storage_key(tensor)
         owner = owners.setdefault(storage, key) if storage is not None else None
         out[key] = {
@@ -84,12 +72,16 @@ def model_tensors(runners: list[Any], spec_worker: Any | None) -> dict[str, dict
         if getattr(runner, "is_draft_worker", False):
             role = f"draft{drafts}"
             drafts += 1
-        for kind, name, tensor in _named_tensors(runner):
-            add(f"{role}/{name}", kind, tensor)
-    draft_worker = getattr(spec_worker, "draft_worker", None) if spec_worker is not None else None
-    hot = getattr(draft_worker, "hot_token_id", None)
-    if hot is not None and hasattr(hot, "untyped_storage"):
-        add("worker/hot_token_id", "attribute", hot)
+        model = getattr(runner, "model", None)
+        if model is None:
+            continue
+        for name, tensor in model.named_parameters(remove_duplicate=False):
+            add(f"{role}/{name}", "parameter", tensor)
+        for name, tensor in model.named_buffers(remove_duplicate=False):
+            add(f"{role}/{name}", "buffer", tensor)
+        add(f"{role}/hot_token_id", "attribute", getattr(model, "hot_token_id", None))
+    draft_worker = getattr(spec_worker, "draft_worker", None)
+    add("worker/hot_token_id", "attribute", getattr(draft_worker, "hot_token_id", None))
     return out
 
 

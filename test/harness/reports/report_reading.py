@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 GIB = 1 << 30
 F = 0.5  # cpu_engine_kwargs' default --mem-fraction-static
 
-Report = dict[str, Any]
-
 # Keys every breakdown carries (plan JSON and server log line alike: ``report.plan_to_dict``).
 BREAKDOWN_KEYS = (
     "tokens",
@@ -46,11 +44,11 @@ INIT_TORCH_DISTRIBUTED = "ModelRunner.init_torch_distributed"
 PROFILE_AVAILABLE_BYTES = "ModelRunnerKVCacheMixin._profile_available_bytes"
 
 
-def runners(report: Report, role: str) -> list[dict[str, Any]]:
+def runners(report: dict[str, Any], role: str) -> list[dict[str, Any]]:
     return [r for r in report["model_runners"] if r["role"] == role]
 
 
-def runner(report: Report, role: str) -> dict[str, Any]:
+def runner(report: dict[str, Any], role: str) -> dict[str, Any]:
     """The one ModelRunner of ``role``; fails if not exactly one."""
     (found,) = runners(report, role)
     return found
@@ -60,17 +58,16 @@ def kv_buffer_bytes(pool: dict[str, Any]) -> int:
     return pool["k_bytes"] + pool["v_bytes"]
 
 
-def pool_bytes(report: Report, role: str) -> int:
+def pool_bytes(report: dict[str, Any], role: str) -> int:
     return kv_buffer_bytes(runner(report, role)["kv_pool"])
 
 
-def readings(report: Report) -> list[dict[str, Any]]:
+def readings(report: dict[str, Any]) -> list[dict[str, Any]]:
     return report["meter"]["readings"]
 
 
-def reading_seqs(report: Report, func: str, is_draft: bool | None) -> list[int]:
-    """``seq`` of the readings taken by ``func`` on a runner whose ``is_draft_worker`` is
-    ``is_draft`` (None: not taken on a runner)."""
+def reading_seqs(report: dict[str, Any], func: str, is_draft: bool | None) -> list[int]:
+    """``seq`` of the readings ``func`` took on a runner of ``is_draft`` (None: no runner)."""
     return [
         r["seq"]
         for r in readings(report)
@@ -78,7 +75,7 @@ def reading_seqs(report: Report, func: str, is_draft: bool | None) -> list[int]:
     ]
 
 
-def torch_distributed_readings(report: Report) -> list[dict[str, Any]]:
+def torch_distributed_readings(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The target's 3 readings in ``init_torch_distributed``, in order (model_runner.py:
     ``before_avail_memory``, ``pre_model_load_memory``, then a local check)."""
     seqs = reading_seqs(report, INIT_TORCH_DISTRIBUTED, False)
@@ -86,18 +83,12 @@ def torch_distributed_readings(report: Report) -> list[dict[str, Any]]:
     return [readings(report)[s] for s in seqs]
 
 
-def before_avail_reading(report: Report) -> dict[str, Any]:
-    """The target's ``before_avail_memory`` reading, the 1st in ``init_torch_distributed``."""
-    return torch_distributed_readings(report)[0]
-
-
-def pre_load_reading(report: Report) -> dict[str, Any]:
-    """The target's ``pre_model_load_memory`` reading, the 2nd in ``init_torch_distributed``:
-    the free memory SGLang's fraction applies to."""
+def pre_load_reading(report: dict[str, Any]) -> dict[str, Any]:
+    """The target's ``pre_model_load_memory`` reading: the free memory SGLang's fraction takes."""
     return torch_distributed_readings(report)[1]
 
 
-def profile_reading(report: Report) -> dict[str, Any]:
+def profile_reading(report: dict[str, Any]) -> dict[str, Any]:
     """The reading SGLang sizes the target pool from (``_profile_available_bytes``)."""
     (seq,) = reading_seqs(report, PROFILE_AVAILABLE_BYTES, False)
     return readings(report)[seq]
@@ -116,7 +107,7 @@ class MeterBudget:
         return self.budget_bytes - self.available_bytes
 
 
-def meter_budget(report: Report, f: float = F) -> MeterBudget:
+def meter_budget(report: dict[str, Any], f: float = F) -> MeterBudget:
     """:class:`MeterBudget` from the pre-load and profiling readings, at fraction ``f``."""
     pre, post = pre_load_reading(report)["free_bytes"], profile_reading(report)["free_bytes"]
     return budget_from_free(pre, post, f)

@@ -26,21 +26,6 @@ _CONFIGURE_KV_CACHE_DTYPE = (
 _target_config: dict[str, dict[str, Any]] = {}
 
 
-def server_args_fields(server_args: Any) -> dict[str, Any]:
-    """Every resolved ``ServerArgs`` field (0.5.20+: a ``msgspec`` record, ``resolved_dict()``)."""
-    resolved = getattr(server_args, "resolved_dict", None)
-    fields = resolved() if callable(resolved) else vars(server_args)
-    # A callable field (0.5.23's ``custom_sigquit_handler``) by its name, not its address.
-    return _jsonable(
-        {
-            k: f"{v.__module__}.{v.__qualname__}"
-            if callable(v) and hasattr(v, "__qualname__")
-            else v
-            for k, v in fields.items()
-        }
-    )
-
-
 def tensors_in(value: Any) -> list[Any]:
     """The tensors in ``value``: itself, or held in (nested) lists, tuples and dicts."""
     import torch
@@ -141,21 +126,6 @@ def model_runner_summary(runner: Any) -> dict[str, Any]:
     }
 
 
-def draft_worker_summary(spec_worker: Any) -> dict[str, Any] | None:
-    """The speculative worker's class and its draft's hot-token map (EAGLE3 reduced vocab)."""
-    if spec_worker is None:
-        return None
-    draft = getattr(spec_worker, "_draft_worker", None)
-    hot = getattr(draft, "hot_token_id", None)
-    # ``--speculative-adaptive``: the step counts the controller holds a runtime state for.
-    controller = getattr(spec_worker, "adaptive_controller", None)
-    return {
-        "worker_class": type(spec_worker).__name__,
-        "hot_token_id_len": int(hot.numel()) if hot is not None else None,
-        "adaptive_state_steps": sorted(controller._states) if controller is not None else None,
-    }
-
-
 def live_model_runners() -> list[Any]:
     """Every ``ModelRunner`` object alive in this process: target first, then drafts."""
     mr = sys.modules.get("sglang.srt.model_executor.model_runner")
@@ -173,8 +143,7 @@ def live_model_runners() -> list[Any]:
 
 
 def scheduler_ranks(scheduler: Any | None) -> dict[str, int | None]:
-    """This scheduler's place in the launch: ``tp``/``pp``/``dp``/``attn_tp``/``attn_dp`` ranks
-    and its ``gpu_id`` (None where not known yet, e.g. a constructor that failed early)."""
+    """This scheduler's tp/pp/dp/attn_tp/attn_dp ranks and gpu_id (None: not known yet)."""
     attrs = {k: f"{k}_rank" for k in ("tp", "pp", "dp", "attn_tp", "attn_dp")}
     attrs["gpu_id"] = "gpu_id"
     ps = getattr(scheduler, "ps", None)  # SGLang's ParallelState, set first in __init__
@@ -207,6 +176,7 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
         "specinit_loaded": specinit_loaded,
         "applied_hook_targets": sorted(hook_registry_state().applied),
     }
+    spec_worker = getattr(scheduler, "draft_worker", None)  # None without a scheduler
     if scheduler is not None:
         spec = getattr(scheduler, "spec_algorithm", None)
         numbers = ("max_total_num_tokens", "max_running_requests", "max_req_len")
@@ -216,14 +186,30 @@ def collect_scheduler_state(scheduler: Any | None) -> dict[str, Any]:
             **{k: getattr(scheduler, k, None) for k in numbers},
         }
         server_args = getattr(scheduler, "server_args", None)
-        if server_args is not None:
-            state["server_args"] = server_args_fields(server_args)
-        state["draft"] = draft_worker_summary(getattr(scheduler, "draft_worker", None))
+        if server_args is not None:  # 0.5.20+: a ``msgspec`` record with ``resolved_dict()``
+            resolved = getattr(server_args, "resolved_dict", None)
+            fields = resolved() if callable(resolved) else vars(server_args)
+            # A callable field (0.5.23's ``custom_sigquit_handler``) by its name, not its address.
+            named = {
+                k: f"{v.__module__}.{v.__qualname__}"
+                for k, v in fields.items()
+                if callable(v) and hasattr(v, "__qualname__")
+            }
+            state["server_args"] = _jsonable({**fields, **named})
+        state["draft"] = None
+        if spec_worker is not None:  # its class, its draft's (EAGLE3) hot-token map
+            hot = getattr(getattr(spec_worker, "_draft_worker", None), "hot_token_id", None)
+            # ``--speculative-adaptive``: the step counts the controller holds a runtime state for.
+            steps = getattr(getattr(spec_worker, "adaptive_controller", None), "_states", None)
+            state["draft"] = {
+                "worker_class": type(spec_worker).__name__,
+                "hot_token_id_len": int(hot.numel()) if hot is not None else None,
+                "adaptive_state_steps": sorted(steps) if steps is not None else None,
+            }
     state["model_runners"] = [model_runner_summary(r) for r in live_model_runners()]
     if os.environ.get("SPECINIT_TEST_TENSOR_REPORT") == "1":  # the fidelity matrix's (c), (e)
         from harness.reports.fidelity_tensors import tensor_report
 
-        spec_worker = getattr(scheduler, "draft_worker", None) if scheduler is not None else None
         state.update(tensor_report(live_model_runners(), spec_worker))
     state["target_config_before_pool"] = _target_config.get("before_pool")
     state["target_config_at_pool_sizing"] = _target_config.get("at_pool_sizing")
