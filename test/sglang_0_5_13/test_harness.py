@@ -283,9 +283,7 @@ def test_plan_fill_covers_the_capacity_with_the_requests_the_server_runs_at_once
     assert capped.total_tokens >= 1.25 * 393_441
     with pytest.raises(ValueError, match="must be positive"):
         load.plan_fill(0, 100, 8)
-
-
-def test_requests_have_distinct_prompts_and_never_stop_early() -> None:
+    # Its requests have distinct prompts and never stop early.
     plan = load.LoadPlan(requests=3, input_len=50, output_len=7)
     payloads = [load.request_payload(i, plan) for i in range(3)]
     assert len({tuple(p["input_ids"]) for p in payloads}) == 3
@@ -351,33 +349,12 @@ def _launch_dir(tmp_path: Path, ranks: int) -> Path:
     return source
 
 
-def test_reports_are_copied_per_launch_under_the_test_id(
+def test_reports_are_copied_per_launch_under_the_test_id_and_only_then(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    keep = tmp_path / "keep"
-    monkeypatch.setenv(live_reports.KEEP_ENV, str(keep))
-    monkeypatch.setenv("PYTEST_CURRENT_TEST", "test/cpu/test_x.py::test_y[EAGLE3 p=1] (call)")
     env = {live_reports.PLUGIN_REPORT_DIR_ENV: str(_launch_dir(tmp_path, 2))}
-
-    first = live_reports.keep_live_reports(env, "engine-abc")
-    second = live_reports.keep_live_reports(env, "engine-abc")
-
-    assert first == keep / "test_x.py_test_y_EAGLE3_p=1"
-    assert second == keep / "test_x.py_test_y_EAGLE3_p=1-2"
-    for folder in (first, second):
-        assert sorted(p.name for p in folder.iterdir()) == [
-            "memory-rank0.json",
-            "memory-rank1.json",
-        ]
-        assert json.loads((folder / "memory-rank1.json").read_text()) == {"tp_rank": 1}
-
-
-def test_nothing_is_kept_when_unset_or_when_the_launch_wrote_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    env = {live_reports.PLUGIN_REPORT_DIR_ENV: str(_launch_dir(tmp_path, 1))}
     monkeypatch.delenv(live_reports.KEEP_ENV, raising=False)
-    assert live_reports.keep_live_reports(env, "x") is None
+    assert live_reports.keep_live_reports(env, "x") is None  # unset: nothing is kept
 
     keep = tmp_path / "keep"
     monkeypatch.setenv(live_reports.KEEP_ENV, str(keep))
@@ -388,4 +365,16 @@ def test_nothing_is_kept_when_unset_or_when_the_launch_wrote_nothing(
         is None
     )
     assert live_reports.keep_live_reports({}, "x") is None
-    assert not keep.exists()
+    assert not keep.exists()  # a launch that wrote nothing leaves no folder
+
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "test/cpu/test_x.py::test_y[EAGLE3 p=1] (call)")
+    first = live_reports.keep_live_reports(env, "engine-abc")
+    second = live_reports.keep_live_reports(env, "engine-abc")
+    assert first == keep / "test_x.py_test_y_EAGLE3_p=1"
+    assert second == keep / "test_x.py_test_y_EAGLE3_p=1-2"
+    for folder in (first, second):
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "memory-rank0.json",
+            "memory-rank1.json",
+        ]
+        assert json.loads((folder / "memory-rank1.json").read_text()) == {"tp_rank": 1}
