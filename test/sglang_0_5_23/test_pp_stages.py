@@ -35,8 +35,7 @@ ROWS = (640, 1280)
 
 
 def _per_row(kvc: Any) -> float:
-    """What ``kvc``'s pools grow by per row, built: bytes = a + b x rows, fitted on two small
-    builds (a pool at the stage's real count would be GiBs of host memory)."""
+    """``kvc``'s pools' growth per row, fitted on two small builds (a real count would be GiBs)."""
     from layouts import built_bytes
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
@@ -46,8 +45,7 @@ def _per_row(kvc: Any) -> float:
 
 @dataclass
 class Stage:
-    """One stage's configurators (without weights, at its layers) and the hook's scheduler, and
-    (set by its first pricing) stock's price and count on it and what its pools grow by per row."""
+    """One stage's configurators (at its layers) and scheduler; the rest set when first priced."""
 
     rank: int
     target: Any
