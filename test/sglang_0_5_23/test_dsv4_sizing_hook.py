@@ -338,8 +338,7 @@ def test_a_failing_v4_solve_keeps_stocks_solve(
 
 
 def _draft_pool_fit(draft: Any, ratio: float) -> tuple[float, int]:
-    """(bytes per full row, bytes at no rows) of the draft's pools, built at 10 and 20 pages of
-    SWA rows and SGLang's ``ratio`` of full rows."""
+    """(bytes per full row, bytes at no rows) of the draft's pools, built at 10 and 20 pages."""
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 

@@ -1,6 +1,5 @@
-"""``sglang-specinit plan`` and ``report`` in the sglang 0.5.23 environment (0.5.23's own
-server-args logic and pricing functions, run in this process on cpu), plus two fresh planner
-processes: this environment's console entry and ``.venv``'s (0.5.13.post1) planner."""
+"""``sglang-specinit plan`` and ``report`` with 0.5.23's own logic, in this process on cpu,
+plus two fresh planner processes: this environment's and ``.venv``'s (0.5.13.post1)."""
 
 from __future__ import annotations
 
@@ -35,15 +34,12 @@ pytestmark = pytest.mark.timeout(300)
 
 MIB = 1 << 20
 GIB = 1 << 30
-SUBPROCESS_TIMEOUT_S = 240
 
 
 @pytest.fixture(scope="module", autouse=True)
 def fresh_processes() -> Iterator[dict[str, subprocess.Popen[str]]]:
-    """Both fresh planner processes, started together before the in-process plans take the cores
-    (each spends its time importing SGLang): this environment's entry, with the CPU-engine switch
-    set and no sgl_kernel double (the planner drops the switch; its cpu pools need none), and the
-    0.5.13.post1 environment's (found through the .pth that layers this venv over it)."""
+    """Both fresh planners, started before in-process plans take the cores: this venv's (CPU-engine
+    switch set, which the planner drops) and 0.5.13.post1's (found through the layering .pth)."""
     purelib = Path(sysconfig.get_paths()["purelib"])
     main_site = Path((purelib / "zz-specinit-main-venv.pth").read_text().strip())
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
@@ -69,14 +65,13 @@ def fresh_processes() -> Iterator[dict[str, subprocess.Popen[str]]]:
 
 
 def fresh_plan(procs: dict[str, subprocess.Popen[str]], which: str) -> dict:
-    out, err = procs[which].communicate(timeout=SUBPROCESS_TIMEOUT_S)
+    out, err = procs[which].communicate(timeout=240)
     assert procs[which].returncode == 0, err[-3000:]
     return json.loads(out)
 
 
 def fresh_python(script: str, *argv: str, **env: str) -> str:
-    """The stdout of ``script`` run by a fresh interpreter, without PYTHONPATH and the CPU-engine
-    switch (``env`` added); it must exit 0."""
+    """``script``'s stdout in a fresh interpreter without PYTHONPATH and the CPU-engine switch."""
     drop = ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")
     env = {**{k: v for k, v in os.environ.items() if k not in drop}, **env}
     proc = subprocess.run(

@@ -35,8 +35,7 @@ ROWS = (640, 1280)
 
 
 def _per_row(kvc: Any) -> float:
-    """What ``kvc``'s pools grow by per row, built: bytes = a + b x rows, fitted on two small
-    builds (a pool at the stage's real count would be GiBs of host memory)."""
+    """``kvc``'s pools' growth per row, fitted on two small builds (a real count would be GiBs)."""
     from layouts import built_bytes
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
@@ -46,8 +45,7 @@ def _per_row(kvc: Any) -> float:
 
 @dataclass
 class Stage:
-    """One stage's configurators (without weights, at its layers) and the hook's scheduler, and
-    (set by its first pricing) stock's price and count on it and what its pools grow by per row."""
+    """One stage's configurators (at its layers) and scheduler; the rest set when first priced."""
 
     rank: int
     target: Any
@@ -163,9 +161,8 @@ def built_stages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int,
 
 
 def _two_passes(size: Callable[..., T], stages: dict[int, Stage]) -> tuple[dict[int, T], ...]:
-    """``size(stage, answer, calls)`` on every stage, in the two passes of SGLang's token sync (a
-    test double of its MIN all-reduce answers ``answer(offered)``, recording ``calls``): each stage
-    answered its own offer, then each, offering what it offered first, the MIN over stages."""
+    """``size(stage, answer, calls)`` on every stage in the token sync's two passes (a MIN
+    all-reduce double): each answered its own offer, then each its first offer's MIN over stages."""
     calls: dict[int, list[int]] = {rank: [] for rank in stages}
     own = {
         rank: size(stage, lambda offered: offered, calls[rank]) for rank, stage in stages.items()
@@ -272,9 +269,8 @@ POST_CAPTURE_BUDGET = int(19.9 * GIB)  # what the resize's budget leaves each st
 
 
 def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool) -> dict[int, int]:
-    """Each stage's count from 0.5.23's ``config_from_budget`` after capture (capped at the
-    pre-capture count ``cap``), through the plugin's hooks or stock's method, with the token
-    sync's two passes (each stage's offer, then the MIN over stages)."""
+    """Each stage's post-capture count (capped at ``cap``) from 0.5.23's ``config_from_budget``,
+    plugin's hooks or stock's, through the token sync's two passes (own offer, then the MIN)."""
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang_specinit.sglang_0_5_23 import runtime_budget
 

@@ -110,11 +110,6 @@ def _swa_cap(name: str, draft: Any) -> Case:
     return Case(name, gpt_oss_swa_cap(draft), GPT_OSS_WEIGHTS, device_gib=79.0, steps_aside=swa_cap)
 
 
-def _not_published(name: str, steps_aside: str, why: str) -> Case:
-    """A layout the plugin steps aside on that cannot be published offline (skipped, says why)."""
-    return Case(name, {}, lambda: Weights(0, 0, 0), steps_aside=steps_aside, skip=why)
-
-
 PD_PREFILL = "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)"
 LLAMA70B_PP2 = {
     "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
@@ -179,24 +174,11 @@ CASES = [
         device_gib=79.0,
     ),
     UNIFIED,
-    _not_published(
-        "deepseek-v3 MTP + --enable-kv-cache-sharding, TP 8",
-        "--enable-kv-cache-sharding",
-        "0.5.23 shards only on PD prefill workers, with a draft only for GLM DSA NextN MTP "
-        "(and Mooncake); no GLM DSA config is in the examples",
-    ),
-    _not_published(
-        "an EAGLE3 draft on an attention-TP group of its own (context parallelism, no DP)",
-        "the draft runs attention on a TP group of",
-        "the draft's TP group is a process group 0.5.23 resolves at launch; published_layout "
-        "builds none, so its draft configurator would be the target group's",
-    ),
-    _not_published(
-        "DeepSeek-V4 layouts dsv4_sizing does not price (unified KV, encoder replay, DSpark)",
-        "DeepSeek-V4 with",
-        "none is published offline: unified KV is HIP-only, encoder replay needs "
-        "DeepSeek-V4.1, no DSpark draft config ships",
-    ),
+    # Not published offline, so not rows: --enable-kv-cache-sharding (0.5.23 shards only on PD
+    # prefill workers, with a draft only for GLM DSA NextN MTP; no GLM DSA config in the
+    # examples); a draft on an attention-TP group of its own (a process group resolved at
+    # launch, which published_layout does not build); DeepSeek-V4 layouts dsv4_sizing does not
+    # price (unified KV is HIP-only, encoder replay needs V4.1, no DSpark draft config ships).
 ]
 
 
