@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -293,7 +292,7 @@ def test_dry_run_fails_in_one_line_on_a_flag_the_release_refuses(
         [*argv, "--cuda-graph-bs-decode", "1"]
     )
     (first, *_) = dry_run.planned_servers({})
-    bad = dataclasses.replace(first, argv=[*first.argv, "--cuda-graph-bs-decode", "1"])
+    bad = {**first, "argv": [*first["argv"], "--cuda-graph-bs-decode", "1"]}
     monkeypatch.setattr(dry_run, "planned_servers", lambda env: iter([bad]))
     assert dry_run.main() == 1
     out = capsys.readouterr()
