@@ -388,7 +388,7 @@ def test_dflash_requests_pass_0_5_13_post1s_own_dflash_check() -> None:
 
     release = gpu_release.settings("0.5.13.post1")
     for case in gpu_cases.cases({}, "0.5.13.post1"):
-        logprobs = release.returns_logprobs(case.algorithm)
+        logprobs = case.algorithm not in release.no_logprobs_for
         payload = gpu_cases.generate_payload(gpu_cases.PROMPTS[0], logprobs=logprobs)
         assert logprobs == (case.algorithm != "DFLASH"), case.name
         if case.algorithm == "DFLASH":
@@ -396,4 +396,4 @@ def test_dflash_requests_pass_0_5_13_post1s_own_dflash_check() -> None:
     # The recorded broken case: the body every case sent before.
     asked = gpu_cases.generate_payload(gpu_cases.PROMPTS[0], logprobs=True)
     assert "return_logprob" in validate_dflash_request(sglang_req(asked))
-    assert gpu_release.settings("0.5.23").returns_logprobs("DFLASH")
+    assert "DFLASH" not in gpu_release.settings("0.5.23").no_logprobs_for
