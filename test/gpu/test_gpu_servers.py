@@ -45,7 +45,7 @@ def _flag() -> str | None:
 
 
 def _generate(server: GpuServer, case: gpu_cases.Case, prompt: str) -> dict[str, Any]:
-    logprobs = gpu_release.installed_settings().returns_logprobs(case.algorithm)
+    logprobs = case.algorithm not in gpu_release.installed_settings().no_logprobs_for
     payload = gpu_cases.generate_payload(prompt, logprobs=logprobs)
     return server.post("/generate", payload, timeout_s=REQUEST_TIMEOUT_S)
 

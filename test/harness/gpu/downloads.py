@@ -12,8 +12,7 @@ INCLUDE = ("*.safetensors", "pytorch_model*.bin", "*.json", "tokenizer*", "*.py"
 
 
 def commands(env: Mapping[str, str] | None = None) -> list[str]:
-    """One ``hf download`` per hub id the selected profile's cases launch, each once, in case
-    order, of only the files SGLang loads (``$HF`` names the CLI)."""
+    """One ``hf download`` (``$HF``: the CLI) per hub id the cases launch, of what SGLang loads."""
     env = os.environ if env is None else env
     root = env.get(gpu_cases.MODEL_DIR_ENV, "").strip() or "models"
     include = " ".join(shlex.quote(p) for p in INCLUDE)

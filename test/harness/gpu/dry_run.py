@@ -10,7 +10,6 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
@@ -60,13 +59,6 @@ def gpu_env(
     return env
 
 
-def changed_variables(env: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
-    """What ``env`` sets or changes relative to ``base`` (``""`` for a variable it removes)."""
-    changed = {k: v for k, v in env.items() if base.get(k) != v}
-    changed.update({k: "" for k in base if k not in env})
-    return dict(sorted(changed.items()))
-
-
 # Where the suite's servers would write; the dry run names the place without creating it.
 WORK_DIR_PLACEHOLDER = Path("<case-dir>")
 SERVERS = "test_gpu_servers.py::"
@@ -81,18 +73,8 @@ TP2_TEST = (
 )
 
 
-@dataclass(frozen=True)
-class PlannedServer:
-    case: str
-    variant: str  # "plugin" | "stock"
-    test: str
-    when: str
-    argv: list[str]
-    env: dict[str, str]
-
-
-def planned_servers(env: Mapping[str, str] | None = None) -> Iterator[PlannedServer]:
-    env = os.environ if env is None else env
+def planned_servers(env: Mapping[str, str]) -> Iterator[dict]:
+    """Each server as a dict: case, variant, test, when, argv, and the env vars it changes."""
     version = gpu_release.installed_settings().version
     flag = gpu_release.DETERMINISTIC_FLAG if gpu_cases.deterministic(env) else None
     f, lower = gpu_cases.mem_fraction(env), gpu_cases.stock_mem_fraction(env)
@@ -114,8 +96,10 @@ def planned_servers(env: Mapping[str, str] | None = None) -> Iterator[PlannedSer
         dirs = {"report_dir": WORK_DIR_PLACEHOLDER / case.name / work / "reports"}
         dirs["probe_dir"] = dirs["report_dir"].with_name("probe")
         server = gpu_env(plugin=variant == "plugin", case_env=dict(case.env), base=env, **dirs)
-        argv = launch_argv(case, fraction, case_flag)
-        yield PlannedServer(case.name, variant, test, when, argv, changed_variables(server, env))
+        changed = {k: v for k, v in server.items() if env.get(k) != v}
+        changed.update({k: "" for k in env if k not in server})  # "": a variable it removes
+        argv, changed = launch_argv(case, fraction, case_flag), dict(sorted(changed.items()))
+        yield dict(case=case.name, variant=variant, test=test, when=when, argv=argv, env=changed)
 
 
 def parse_problem(argv: list[str]) -> str:
@@ -145,15 +129,16 @@ def main() -> int:
         print(f"[test-gpu] dry run: {error}", file=sys.stderr)
         return 1
     for server in servers:
-        full_env = {k: v for k, v in {**base, **server.env}.items() if v or k not in server.env}
-        why = parse_problem(server.argv)
+        changed = server["env"]
+        full_env = {k: v for k, v in {**base, **changed}.items() if v or k not in changed}
+        why = parse_problem(server["argv"])
         problems = [f"argv refused by sglang's parser: {why}"] if why else []
         problems += cpu_double_problems(full_env)
         if problems:
-            where = f"{server.case} {server.variant} ({server.when})"
+            where = f"{server['case']} {server['variant']} ({server['when']})"
             print(f"[test-gpu] dry run: {where}: " + "; ".join(problems), file=sys.stderr)
             return 1
-        print(json.dumps(dataclasses.asdict(server)))
+        print(json.dumps(server))
     return 0
 
 

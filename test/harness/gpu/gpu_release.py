@@ -24,9 +24,6 @@ class ReleaseSettings:
     # Algorithms whose requests the release refuses with ``return_logprob``.
     no_logprobs_for: tuple[str, ...] = ()
 
-    def returns_logprobs(self, algorithm: str) -> bool:
-        return algorithm not in self.no_logprobs_for
-
 
 RELEASES: dict[str, ReleaseSettings] = {
     "0.5.13.post1": ReleaseSettings(

@@ -119,9 +119,7 @@ def pool_method() -> str:
 
 
 def register_identity_hooks() -> None:
-    """Register the two snapshot hooks with SGLang's ``HookRegistry`` (idempotent): ``pool`` on
-    0.5.16+ where the configurator reads the free memory the budget is sized from, earlier at
-    the target runner's pool method."""
+    """Register the two snapshot hooks with SGLang's ``HookRegistry`` once (see ``pool_method``)."""
     global _registered
     if _registered:
         return
