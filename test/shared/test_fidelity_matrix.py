@@ -1,11 +1,5 @@
-"""Fidelity matrix on the installed release: SGLang's own documented speculative launches
-(:data:`harness.matrices.fidelity.ROWS`, as this release takes them) start as stock starts them,
-plugin on, except for the memory budget. Per row, plugin on and off on an H100-80GB double:
-(a) ServerArgs equal stock's (0.5.13.x: an automatic fraction less the draft term only; 0.5.23:
-resolved and as given); (b) the target's ModelConfig at pool sizing equals stock's; where an
-Engine runs on CPU: (c) the draft's price is what its pools allocate, (d) ``plan
---resident-bytes`` equals the server (0.5.13.x: after the four phases; 0.5.23: the budget
-filled), (e) 0.5.23: every tensor and storage sharing after init is stock's."""
+"""SGLang's documented speculative launches start plugin on as stock starts them except for the
+memory budget: ServerArgs, ModelConfig, draft price, ``plan`` vs server, tensors (per row)."""
 
 from __future__ import annotations
 

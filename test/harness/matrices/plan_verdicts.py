@@ -1,6 +1,5 @@
-"""The fault matrices' rows (0.5.13.post1 and 0.5.23): launches refused in the launcher, by
-SGLang, on the ranks, and launches that start; and ``sglang-specinit plan`` on the same flags, so
-that its verdict (exit 2 and one line, or a plan) can be held to the launch's."""
+"""The fault matrices' rows (refused and starting launches) and ``plan`` on the same flags, so
+its verdict can be held to the launch's."""
 
 from __future__ import annotations
 
@@ -44,11 +43,8 @@ def _damaged_draft(tmp_path: Path, truncate: bool) -> Path:
 
 @dataclass(frozen=True)
 class Launch:
-    """One launch of the fault matrices' pair (intact EAGLE3 draft, tiny Llama target) with a
-    part broken: its checkpoints, flags and generations (adapters); ``expect``: every needle of
-    the one-line refusal (``{draft}``: the draft's path), none for a launch that starts;
-    ``live``: a needle of the log of a launch SGLang itself refuses; ``in_ci``: whether CI
-    launches it (the planner's verdict is checked in CI either way)."""
+    """A fault-matrix launch (EAGLE3 draft, tiny Llama) with a part broken; ``expect``: the
+    refusal's needles (``{draft}``: the draft path), ``live``: a needle of SGLang's own log."""
 
     flags: dict[str, Any] = field(default_factory=dict)
     expect: tuple[str, ...] = ()
