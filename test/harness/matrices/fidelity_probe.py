@@ -1,8 +1,5 @@
-"""Build each launch's ``ServerArgs`` and model configs as the installed SGLang does, plugin on
-and off: ``python -m harness.matrices.fidelity_probe <request.json> <out_dir>``, one child per
-plugin mode, one grandchild per launch, each writing one JSON: (1) the ``ServerArgs``, (2) the
-target's ``ModelConfig``, (3) the draft's, then the target's again, (4) optionally (0.5.13.x)
-``init_model_worker``."""
+"""Each launch's ``ServerArgs`` and model configs as the installed SGLang builds them, plugin on
+and off, one JSON per launch: ``python -m harness.matrices.fidelity_probe <request> <out_dir>``."""
 
 from __future__ import annotations
 
@@ -52,8 +49,7 @@ def _sglang_env() -> dict[str, str]:
 
 
 def install_hooks(capacity_mib: int, capability: tuple[int, int], sink: dict | None) -> None:
-    """Test doubles for the device the recipes target (its total memory and capability); with
-    ``sink`` (plugin off), what SGLang's heuristic gives each launch without the draft term."""
+    """Doubles for the target device; with ``sink``, the fraction without the draft term."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
     def simulated_cuda_capacity(original: Any, device: str | None = None) -> Any:
