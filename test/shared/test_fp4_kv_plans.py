@@ -1,7 +1,5 @@
-"""``plan`` with an FP4 KV cache, made on this CPU host for a GPU: SGLang builds its FP4 pool
-classes only where CUDA is, so the planner has SGLang's FP4 test answer for the planned GPU; the
-release's own KV4 check and pool classes then give the verdict and the bytes. Each generation
-runs its own rows."""
+"""``plan`` with an FP4 KV cache, made on this CPU host for a GPU: the release's own KV4 check
+and pool classes give the verdict and the bytes."""
 
 from __future__ import annotations
 
