@@ -65,12 +65,13 @@ def _recipe_kwargs(row: Row) -> dict[str, Any]:
 
 # 0.5.23: one launch kind per Engine row, the recipe's own flags on device cpu (slow).
 for _row in ENGINE_ROWS if not PHASES_ITSELF else ():
+    _flags = dict(zip(_row.recipe, _row.recipe[1:], strict=False))  # flag -> the word after it
     KINDS.setdefault(
         f"recipe:{_row.key}",
         LaunchKind(
             _row.target,
             _row.draft or (lambda: None),
-            fidelity.recipe_algorithm(_row),
+            _flags.get("--speculative-algorithm") or _flags["--speculative-algo"],
             kwargs_fn=partial(_recipe_kwargs, _row),
         ),
     )

@@ -495,11 +495,3 @@ def plan_for_server(
     planned = run_cli(argv, row.env)
     assert planned.code == 0, f"plan exited {planned.code}: {planned.err.strip()[-3000:]}"
     return json.loads(planned.out)
-
-
-def recipe_algorithm(row: Row) -> str:
-    """The recipe's ``--speculative-algorithm`` (or its abbreviation ``--speculative-algo``)."""
-    for flag, value in zip(row.recipe, row.recipe[1:], strict=False):
-        if flag in ("--speculative-algorithm", "--speculative-algo"):
-            return value
-    raise ValueError(f"row {row.key}: no speculative algorithm in {row.recipe}")
