@@ -1,5 +1,4 @@
-"""Checks both launcher generations make alike: collected only where the installed release's row
-says ``shared`` (0.5.13.post1 in ``.venv``, 0.5.23 in ``.venv-sglang0523``)."""
+"""Checks both generations make alike, collected where the installed release's row says so."""
 
 from __future__ import annotations
 

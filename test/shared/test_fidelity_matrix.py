@@ -1,5 +1,6 @@
-"""SGLang's documented speculative launches start plugin on as stock starts them except for the
-memory budget: ServerArgs, ModelConfig, draft price, ``plan`` vs server, tensors (per row)."""
+"""SGLang's documented speculative launches start as stock starts them, plugin on, but for the
+budget: (a) ServerArgs, (b) target ModelConfig at pool sizing; on a CPU Engine: (c) the draft's
+price is what its pools allocate, (d) ``plan`` equals the server, (e) 0.5.23: every tensor."""
 
 from __future__ import annotations
 
@@ -64,12 +65,13 @@ def _recipe_kwargs(row: Row) -> dict[str, Any]:
 
 # 0.5.23: one launch kind per Engine row, the recipe's own flags on device cpu (slow).
 for _row in ENGINE_ROWS if not PHASES_ITSELF else ():
+    _flags = dict(zip(_row.recipe, _row.recipe[1:], strict=False))  # flag -> the word after it
     KINDS.setdefault(
         f"recipe:{_row.key}",
         LaunchKind(
             _row.target,
             _row.draft or (lambda: None),
-            fidelity.recipe_algorithm(_row),
+            _flags.get("--speculative-algorithm") or _flags["--speculative-algo"],
             kwargs_fn=partial(_recipe_kwargs, _row),
         ),
     )
@@ -80,9 +82,8 @@ def by_key(rows: tuple[Row, ...]) -> Any:
 
 
 def by_engine(*, phases_itself: bool, stock_too: bool = False) -> Any:
-    """One test per plugin-on Engine of an Engine row, on that generation only. 0.5.23: the
-    suite's launch of the same checkpoints where CI has it (id: the row), and the recipe's own
-    flags (slow; id ``<row>@recipe`` where CI has the first)."""
+    """One test per plugin-on Engine of an Engine row (0.5.23: the suite's launch, then the
+    recipe's own flags, slow)."""
     params = []
     for row in ENGINE_ROWS if phases_itself == PHASES_ITSELF else ():
         if PHASES_ITSELF:
@@ -149,8 +150,7 @@ def engines(
 
 
 def _same_pair(row: Row, kind: str) -> None:
-    """0.5.23: the launch read for ``row`` loads the row's own checkpoints (a path-less row's
-    draft: the target's)."""
+    """0.5.23: the launch read for ``row`` loads the row's own checkpoints."""
     spec = KINDS[kind]
     assert spec.target() == row.target()
     draft = spec.draft()
@@ -254,8 +254,7 @@ def _equal_but_rows(a: dict[str, Any], b: dict[str, Any], loaded: range) -> bool
 
 
 def _rows_loaded_from_checkpoint(row: Row, name: str) -> range | None:
-    """The rows of a draft's fused QKV projection SGLang fills when its checkpoint holds only
-    ``q_proj`` (a frozen-KV MTP assistant: the K/V rows stay uninitialized in stock too)."""
+    """The rows of a draft's fused QKV SGLang fills from a checkpoint holding only ``q_proj``."""
     role, _, param = name.partition("/")
     if not role.startswith("draft") or not param.endswith("self_attn.qkv_proj.weight"):
         return None
@@ -278,9 +277,7 @@ def _rows_loaded_from_checkpoint(row: Row, name: str) -> range | None:
 def test_bcd_recipe_engine_0513(
     probe: dict, engines: Callable[[str], Launch], row: Row, kind: None
 ) -> None:
-    """0.5.13.x, the row's recipe Engine: (d) it comes up through the four phases, (b) its
-    target config at pool sizing is stock's, (c) the draft layers priced are those allocated,
-    (d) ``plan --resident-bytes`` equals it."""
+    """0.5.13.x, the row's recipe Engine: (b), (c), and (d) through the four phases."""
     run = engines(row.key)
     assert_phased(run, run.report["scheduler"]["spec_algorithm"])
     before = run.report["target_config_before_pool"]

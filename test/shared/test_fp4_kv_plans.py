@@ -1,5 +1,5 @@
-"""``plan`` with an FP4 KV cache made on this CPU host for a GPU: the release's own KV4 check and
-pool classes give the verdict and the bytes."""
+"""``plan`` with an FP4 KV cache, made on this CPU host for a GPU: the release's own KV4 check
+and pool classes give the verdict and the bytes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Launches of the tiny pair (:mod:`harness.launch.tp2_pair`) interrupted during init, on the
-installed release: one rank's draft failing to load at TP 2, and SIGTERM while the draft's pool
-is being allocated. Each must end on every rank, promptly, with no finished init reported."""
+"""The tiny pair interrupted in init (a rank's draft failing, SIGTERM in the draft's pool
+allocation) ends on every rank, promptly, with no finished init reported."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ if PHASES_ITSELF:
 
 
 def _ended(work_dir: Path, extra_env: dict[str, str], **kwargs: Any) -> tuple[EndedLaunch, Path]:
-    """The tiny pair (plugin on, TP 2 unless ``kwargs`` say otherwise) through ``launch_server``
-    until it ends; the plugin's report directory."""
+    """The tiny pair (plugin on, TP 2 by default) run to its end; the plugin's report dir."""
     specinit_dir = work_dir / "specinit"
     specinit_dir.mkdir(parents=True)
     run = run_server_to_end(

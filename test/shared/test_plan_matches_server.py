@@ -1,6 +1,5 @@
-"""``sglang-specinit plan`` predicts what the patched server of the installed release allocates,
-and its stock column what stock allocates: the tiny EAGLE3 pair, and its draft with
-``num_nextn_predict_layers`` 0 and 1, as Engines on device cpu plugin on and off."""
+"""``plan`` predicts what the patched server allocates, and its stock column what stock does:
+the tiny EAGLE3 pair (draft ``num_nextn_predict_layers`` unset, 0, 1), plugin on and off."""
 
 from __future__ import annotations
 

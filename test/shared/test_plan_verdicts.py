@@ -1,7 +1,5 @@
-"""``plan`` gives the launch's verdict on the installed release (0.5.13.post1, 0.5.23): every
-refused row of the fault matrix (live in test_refused_launches: refused in the launcher, on the
-ranks or by SGLang) is refused by the planner in one line with the launch's words, and launches
-the server starts (live here, odd ones included) are planned."""
+"""``plan`` gives the launch's verdict: the fault matrix's refused rows (live in
+test_refused_launches) are refused in one line, and launches the server starts are planned."""
 
 from __future__ import annotations
 

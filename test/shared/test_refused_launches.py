@@ -1,18 +1,15 @@
-"""The fault matrix's refused rows on the installed release, with the plugin on: each launch is
-refused in the launcher, with one message, before any rank starts, and ``plan`` on the same
-flags refuses it in one line with the same words (the verdict table printed after the run).
-Launches SGLang refuses by itself are refused by ``plan`` too, in one line."""
+"""The fault matrix's refused rows, plugin on: refused in the launcher (or by SGLang) before any
+rank starts, and by ``plan`` on the same flags in one line with the same words."""
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.launch.engine import EndedLaunch, assert_ended_cleanly, run_server_to_end
+from harness.launch.engine import assert_ended_cleanly, run_server_to_end
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
 from harness.matrices.plan_verdicts import (
     REFUSED,
@@ -41,15 +38,8 @@ TP_SIZES = {"sglang_0_5_13": (1, 2), "sglang_0_5_23": (1,)}
 _pool = ThreadPoolExecutor(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
 
-@dataclass(frozen=True)
-class Refused:
-    target: Path
-    draft: Path | None
-    work: Path
-    run: Future[EndedLaunch]
-
-
-def _start(table: str, name: str, tp: int | None, work: Path) -> Refused:
+def _start(table: str, name: str, tp: int | None, work: Path) -> tuple[Any, ...]:
+    """The launch's target, draft, work directory and (started) ``run_server_to_end`` future."""
     spec = TABLES[table][name]
     (work / "specinit").mkdir(parents=True)
     target, draft = spec.make_target(work), spec.make_draft(work)
@@ -64,14 +54,13 @@ def _start(table: str, name: str, tp: int | None, work: Path) -> Refused:
         # The launcher rows' launch names its TP size; SGLang's rows launch as they are.
         **{**SPEC_FLAGS, **({"tp_size": tp} if tp else {}), **spec.flags},
     )
-    return Refused(target, draft, work, run)
+    return target, draft, work, run
 
 
 @pytest.fixture(scope="module")
 def refused(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """``refused(*params)``: that test's launch, every launch of the module's collected (not
-    skipped) tests started up front."""
-    launches: dict[tuple[Any, ...], Refused] = {}
+    """``refused(*params)``: that test's launch; every collected test's started up front."""
+    launches: dict[tuple[Any, ...], Any] = {}
     for item in request.session.items:
         if item.module is not request.module or item.get_closest_marker("skip"):
             continue
@@ -109,11 +98,9 @@ def refused_cases() -> list[object]:
 def test_refused_launch_and_its_plan(
     table: str, row: str, tp: int | None, refused: Any, request: pytest.FixtureRequest
 ) -> None:
-    """The launch ends cleanly, in the launcher's one message (launcher rows) or with SGLang's
-    error in the log; ``plan`` on the very launch refuses it in one line with the same words."""
     spec = TABLES[table][row]
-    launch = refused(table, row, tp)
-    run, draft = launch.run.result(), launch.draft
+    target, draft, work, future = refused(table, row, tp)
+    run = future.result()
     request.node.user_properties.append(("elapsed_s", round(run.elapsed_s, 1)))
     assert_ended_cleanly(run)
     if table == "sglang":
@@ -123,8 +110,8 @@ def test_refused_launch_and_its_plan(
         request.node.user_properties.append(("message", message))
         # Refused in the launcher: no scheduler rank ever started, so nothing was allocated.
         assert run.reports == []
-        assert not list((launch.work / "specinit").iterdir())
-    planned = launch_verdict(spec, draft, launch.target, **({"tp_size": tp} if tp else {}))
+        assert not list((work / "specinit").iterdir())
+    planned = launch_verdict(spec, draft, target, **({"tp_size": tp} if tp else {}))
     label = f"{row} tp{tp}" if tp else row
     request.node.user_properties.append((VERDICT_PROPERTY, (label, planned.verdict(), "refuses")))
     assert_refusal(planned, spec.expect, draft)

@@ -1,6 +1,5 @@
-"""TP 2 on device cpu with rank 1's device 24 MiB smaller, on the installed release: two real
-scheduler ranks on SGLang's own gloo groups, the tiny pair of :mod:`harness.launch.tp2_pair`
-through ``launch_server``, plugin on; and the pair with dp-attention over both ranks."""
+"""The tiny pair at TP 2 on device cpu, rank 1's device 24 MiB smaller (two real scheduler ranks,
+plugin on), and with dp-attention over both ranks."""
 
 from __future__ import annotations
 
@@ -59,7 +58,7 @@ def asymmetric(tmp_path_factory: pytest.TempPathFactory) -> RankedLaunch:
     return start_tp2(tmp_path_factory.mktemp("tp2-asymmetric"), (CAPACITY, TIGHT_CAPACITY))
 
 
-def test_each_rank_simulates_its_own_device_and_holds_half_of_every_kv_head_set(
+def test_each_rank_simulates_its_own_device_and_all_size_and_fit_the_tightest(
     run: RankedLaunch,
 ) -> None:
     assert_half_of_every_kv_head_set(run)
@@ -73,8 +72,7 @@ def test_each_rank_simulates_its_own_device_and_holds_half_of_every_kv_head_set(
         for line in phases if PHASES_ITSELF else pools:
             assert line in run.log, line
 
-
-def test_every_rank_sizes_the_token_count_of_the_tightest_rank(run: RankedLaunch) -> None:
+    # Every rank sizes the token count of the tightest rank.
     roomy, tight = run.reports[0], run.reports[1]
     counts = {r["scheduler"]["max_total_num_tokens"] for r in run.reports.values()}
     assert counts == {run.served_tokens}, counts
@@ -87,10 +85,7 @@ def test_every_rank_sizes_the_token_count_of_the_tightest_rank(run: RankedLaunch
         for role in ("target", "draft"):
             assert runner(report, role)["kv_pool"]["size"] == run.served_tokens
 
-
-def test_budget_holds_on_the_tightest_rank(run: RankedLaunch) -> None:
-    tight, roomy = run.reports[1], run.reports[0]
-    # Against the tight rank's own free memory before loading: inside, and full to one token.
+    # The budget holds against the tight rank's own free memory before loading, full to a token.
     tight_budget = own_budget(tight).budget_bytes
     used = pools_and_resident(tight)
     assert used <= tight_budget

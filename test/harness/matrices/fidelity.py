@@ -1,5 +1,4 @@
-"""The fidelity matrix's rows (SGLang's documented speculative recipes, flag for flag, as each
-generation takes them) and per-row machinery."""
+"""The fidelity matrix's rows: SGLang's documented speculative recipes, per release."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +53,7 @@ CPU_FRACTION = {"mem_fraction_static": 0.5}
 
 @dataclass(frozen=True)
 class Row:
-    """One documented launch (hub ids -> local tiny checkpoints of the same architecture,
-    ``--device cuda`` added: a GPU recipe with no GPU to detect here)."""
+    """One documented launch, hub ids replaced by tiny checkpoints of the same architecture."""
 
     key: str
     recipe: tuple[str, ...]
@@ -78,7 +77,7 @@ class Row:
         return self.draft is None and "NGRAM" not in self.recipe
 
     def launch_argv(self) -> list[str]:
-        """The recipe with local paths (what ``launch_server`` gets on the CPU Engine's side)."""
+        """The recipe with local paths."""
         paths = {TARGET: str(self.target())}
         if self.draft is not None:
             paths[DRAFT] = str(self.draft())
@@ -124,8 +123,7 @@ DEEPSEEK_V3_DOCS = (
 
 
 def guide_recipe(algorithm: str, steps: int, topk: int, tokens: int, *extra: str) -> tuple:
-    """The speculative-decoding guide's EAGLE-2 / EAGLE-3 / STANDALONE command (``extra``:
-    EAGLE-3's ``--dtype float16``)."""
+    """The speculative-decoding guide's EAGLE-2 / EAGLE-3 / STANDALONE command."""
     return (
         "--model", TARGET,
         "--speculative-algorithm", algorithm,
@@ -212,12 +210,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
     ),
     Row(
         key="ngram",
-        recipe=tuple(
-            a
-            for i, a in enumerate(NGRAM_DOCS)
-            if a != "--speculative-ngram-max-match-window-size"
-            and NGRAM_DOCS[i - 1] != "--speculative-ngram-max-match-window-size"
-        ),
+        recipe=NGRAM_DOCS[:6] + NGRAM_DOCS[8:],  # without the window-size flag and its value
         target=llama_family.tiny_qwen2,
         engine_blocker=NGRAM_CUDA_ONLY,
     ),
@@ -276,10 +269,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
         key="qwen3-next-nextn",
         recipe=(*QWEN3_NEXT_DOCS, "--disable-radix-cache"),
         target=lambda: tiny_configs.tiny_config_dir("qwen3-next"),
-        engine_blocker=(
-            "SGLang cannot build Qwen3NextForCausalLM on CPU (its gated-delta-net layer asks "
-            "for the CUDA device); the planner does not price the mamba state"
-        ),
+        engine_blocker="SGLang's Qwen3Next gated-delta-net layer asks for the CUDA device",
     ),
     # Cookbook MiMo-V2-Flash.mdx (mimo-v2-flash-deployment.jsx), MTP-only selection.
     Row(
@@ -320,11 +310,8 @@ ROWS_0_5_13: tuple[Row, ...] = (
         recipe=(*DEEPSEEK_V3_DOCS, "--enable-hisparse", "--disable-radix-cache"),
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v32"),
         phased=False,
-        engine_blocker=(
-            DSA_NEEDS_CUDA + "; HiSparse also needs the CUDA-only flashmla_sparse/flashmla_kv "
-            "backends. The scheduler-side decision is checked on SGLang's own "
-            "Scheduler.init_model_worker"
-        ),
+        # The scheduler-side decision is checked on SGLang's own Scheduler.init_model_worker.
+        engine_blocker=DSA_NEEDS_CUDA + "; HiSparse's flashmla backends are CUDA-only too",
     ),
     # Not phased: deepseek_v32.md's MTP flags (3/1/4, required for V4) on a DeepSeek-V4 checkpoint.
     Row(
@@ -338,13 +325,10 @@ ROWS_0_5_13: tuple[Row, ...] = (
         ),  # fmt: skip
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v4"),
         phased=False,
-        engine_blocker=(
-            "DeepSeek-V4's compressed KV pools and kernels are CUDA-only; the scheduler-side "
-            "decision is checked on SGLang's own Scheduler.init_model_worker"
-        ),
+        # The scheduler-side decision is checked on SGLang's own Scheduler.init_model_worker.
+        engine_blocker="DeepSeek-V4's compressed KV pools and kernels are CUDA-only",
     ),
 )
-ROWS_BY_KEY = {row.key: row for row in ROWS_0_5_13}
 
 # 0.5.23 splits both graph flags per phase (and refuses the old ones as ambiguous: rows
 # eagle3-docs, dflash-docs); the recipes' values bound the decode graphs.
@@ -352,16 +336,13 @@ RESPELLED = {
     "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
     "--cuda-graph-bs": "--cuda-graph-bs-decode",
 }
-
-
-def _eagle3_draft() -> Path:
-    return eagle_drafts.tiny_eagle3_draft(draft_vocab=EAGLE3_DRAFT_VOCAB)
+_eagle3_draft = partial(eagle_drafts.tiny_eagle3_draft, draft_vocab=EAGLE3_DRAFT_VOCAB)
 
 
 def _ambiguous(key: str, new_key: str, flag: str, **changes: Any) -> Row:
     """The 0.5.13.post1 row ``key`` verbatim, whose graph ``flag`` 0.5.23's parser refuses."""
     return dataclasses.replace(
-        ROWS_BY_KEY[key],
+        next(row for row in ROWS_0_5_13 if row.key == key),
         key=new_key,
         refused=f"ambiguous option: {flag} could match {RESPELLED[flag]}",
         engine=None,
@@ -385,27 +366,10 @@ CHANGES_0_5_23: dict[str, dict[str, Any]] = {
         "refused": "extra_buffer requires platform support for Mamba cache state snapshots",
         "engine_blocker": "refused by sglang 0.5.23 here (see row qwen3-next-nextn)",
     },
-    "qwen3-next-nextn": {
-        "engine_blocker": (
-            "0.5.23 cannot build Qwen3NextForCausalLM on CPU: its gated-delta-net layer asks "
-            "for the CUDA device"
-        ),
-    },
-    "deepseek-v32-hisparse": {
-        "engine_blocker": (
-            "0.5.23 keeps stock sizing here (the plugin steps aside with one WARNING); "
-            + DSA_NEEDS_CUDA
-        ),
-    },
-    "deepseek-v4-mtp": {
-        "engine_blocker": (
-            "not built on CPU (tried with a tiny V4-Flash-shaped config): 0.5.23's CPU rope "
-            "factory refuses V4's SWA-only layers, its V4 KV pool stores only FP8, which cpu "
-            "refuses without sgl-kernel's AMX backend, its attention is CUDA's (docs/limits.md). "
-            "The plugin's V4 sizing hook runs on 0.5.23's configurators instead "
-            "(test_dsv4_sizing_hook)"
-        ),
-    },
+    "deepseek-v32-hisparse": {"engine_blocker": "stock sizing (one WARNING); " + DSA_NEEDS_CUDA},
+    # 0.5.23's CPU rope refuses V4's SWA-only layers, its V4 KV pool is FP8-only (docs/limits.md);
+    # the plugin's V4 sizing hook runs on 0.5.23's configurators instead (test_dsv4_sizing_hook).
+    "deepseek-v4-mtp": {"engine_blocker": "0.5.23 cannot build DeepSeek-V4 on CPU"},
 }
 # Every 0.5.13.post1 row with the graph flags as 0.5.23 spells them, and two recipes verbatim.
 ROWS_0_5_23: tuple[Row, ...] = (
@@ -426,8 +390,7 @@ ROWS = ROWS_0_5_13 if PHASES_ITSELF else ROWS_0_5_23
 
 
 def probe_request(rows: tuple[Row, ...] = ROWS) -> dict[str, Any]:
-    """The probe's request: recipe launches on the GPU double, plus (0.5.13.x) each Engine row's
-    CPU launch (whose stock target config the Engine's is compared with)."""
+    """The probe's request: the recipes on the GPU double, plus (0.5.13.x) each Engine row's."""
     launches = []
     for row in rows:
         # Unphased 0.5.13.x rows: the (hooked) Scheduler.init_model_worker up to its first call.
@@ -471,15 +434,13 @@ def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], 
 def server_args_differences(
     on: dict[str, Any], off: dict[str, Any], part: str = "server_args"
 ) -> dict[str, tuple]:
-    """``{field: (plugin on, plugin off)}`` for every ServerArgs field (0.5.23: resolved, or with
-    ``part="server_args_input"`` as given) that differs."""
+    """``{field: (plugin on, plugin off)}`` for every ServerArgs field of ``part`` that differs."""
     a, b = on[part], off[part]
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
 
 
 def parsed_recipe(argv: list[str]) -> dict[str, Any]:
-    """The ``ServerArgs`` fields ``argv`` sets (those that differ from a command line naming only
-    the model) as SGLang's own parser maps them, before resolution."""
+    """The ``ServerArgs`` fields ``argv`` sets as SGLang's parser maps them, unresolved."""
     import argparse
 
     from sglang.srt.server_args import ServerArgs
@@ -516,8 +477,7 @@ def engine_kwargs(row: Row) -> dict[str, Any]:
 def plan_for_server(
     row: Row, kwargs: Mapping[str, Any], memory: Mapping[str, Any], capacity: int
 ) -> dict[str, Any]:
-    """``plan --json`` on the Engine's flags, environment and measured device numbers (0.5.13.x:
-    in this process; 0.5.23: in a planner process of its own)."""
+    """``plan --json`` on the Engine's flags, environment and measured device numbers."""
     argv = [
         "plan",
         "--json",
@@ -535,11 +495,3 @@ def plan_for_server(
     planned = run_cli(argv, row.env)
     assert planned.code == 0, f"plan exited {planned.code}: {planned.err.strip()[-3000:]}"
     return json.loads(planned.out)
-
-
-def recipe_algorithm(row: Row) -> str:
-    """The recipe's ``--speculative-algorithm`` (or its abbreviation ``--speculative-algo``)."""
-    for flag, value in zip(row.recipe, row.recipe[1:], strict=False):
-        if flag in ("--speculative-algorithm", "--speculative-algo"):
-            return value
-    raise ValueError(f"row {row.key}: no speculative algorithm in {row.recipe}")

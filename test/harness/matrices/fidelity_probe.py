@@ -49,8 +49,7 @@ def _sglang_env() -> dict[str, str]:
 
 
 def install_hooks(capacity_mib: int, capability: tuple[int, int], sink: dict | None) -> None:
-    """Test doubles for the device the recipes target (its total memory and capability); with
-    ``sink`` (plugin off), what SGLang's heuristic gives each launch without the draft term."""
+    """Doubles for the target device; with ``sink``, the fraction without the draft term."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookSource, HookType
 
     def simulated_cuda_capacity(original: Any, device: str | None = None) -> Any:

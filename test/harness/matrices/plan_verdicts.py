@@ -1,5 +1,4 @@
-"""The fault matrices' rows (refused and starting launches) and ``plan`` on the same flags, so
-its verdict can be held to the launch's."""
+"""The fault matrices' rows (refused or starting launches) and ``plan`` on the same flags."""
 
 from __future__ import annotations
 
@@ -43,8 +42,8 @@ def _damaged_draft(tmp_path: Path, truncate: bool) -> Path:
 
 @dataclass(frozen=True)
 class Launch:
-    """A fault-matrix launch (EAGLE3 draft, tiny Llama) with a part broken; ``expect``: the
-    refusal's needles (``{draft}``: the draft path), ``live``: a needle of SGLang's own log."""
+    """The fault matrices' pair with a part broken; ``expect``: the refusal's needles (none: it
+    starts); ``live``: a needle of the log of a launch SGLang itself refuses."""
 
     flags: dict[str, Any] = field(default_factory=dict)
     expect: tuple[str, ...] = ()
@@ -120,18 +119,6 @@ def _target_without(key: str, shape: TinyLlamaShape, tmp_path: Path) -> Path:
     return target
 
 
-target_without_architectures = partial(
-    _target_without, "architectures", llama_family.DEFAULT_TARGET
-)
-# 32 heads, ``num_attention_heads`` left out: the config class's default (32) fills it in, as
-# for a Llama-3-8B config with the key deleted.
-target_without_head_count = partial(
-    _target_without,
-    "num_attention_heads",
-    replace(llama_family.DEFAULT_TARGET, heads=32, head_dim=2),
-)
-
-
 # No draft step: 0.5.13's triton draft decode backend fails on every rank (IndexError, stock
 # too); 0.5.23 builds no multi-step backend for it and starts (STARTS).
 NO_DRAFT_STEP = {"speculative_num_steps": 0, "speculative_num_draft_tokens": 1}
@@ -153,7 +140,7 @@ REFUSED_BY_SGLANG = {
     "target-without-architectures": Launch(
         live="TypeError",
         expect=("has no 'architectures' list",),
-        make_target=target_without_architectures,
+        make_target=partial(_target_without, "architectures", llama_family.DEFAULT_TARGET),
     ),
     "draft-path-missing": Launch(
         live="no-such-draft",
@@ -217,7 +204,15 @@ STARTS = {
     "intact-eagle3-pair": Launch(in_ci=False),
     "page-size-16": Launch({"page_size": 16}),
     "num-steps-0-topk-1": Launch(NO_DRAFT_STEP, adapters=("sglang_0_5_23",)),
-    "no-num-attention-heads": Launch(make_target=target_without_head_count),
+    # 32 heads, ``num_attention_heads`` left out: the config class's default (32) fills it in, as
+    # for a Llama-3-8B config with the key deleted.
+    "no-num-attention-heads": Launch(
+        make_target=partial(
+            _target_without,
+            "num_attention_heads",
+            replace(llama_family.DEFAULT_TARGET, heads=32, head_dim=2),
+        )
+    ),
     "tp-3-on-cpu": Launch({"tp_size": 3}, in_ci=False),
     # Odd inputs that start (measured on 0.5.13.post1 and 0.5.23): the shortest context each
     # release's scheduler accepts, no chunked prefill, no draft tokens (topk 1 sets them).
