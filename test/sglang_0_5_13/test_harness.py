@@ -342,42 +342,17 @@ def test_load_fills_the_kv_pool_of_a_real_server(tiny_target: Path, tmp_path: Pa
     assert server.leftovers == [] and processes.group_members(proc.pid) == []
 
 
-def _launch_dir(tmp_path: Path, ranks: int) -> Path:
+def test_reports_are_kept_per_launch_under_the_test_id_and_only_when_set_and_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = tmp_path / "specinit"
     source.mkdir()
-    for rank in range(ranks):
+    for rank in range(2):
         (source / f"memory-rank{rank}.json").write_text(json.dumps({"tp_rank": rank}))
     (source / "unrelated.json").write_text("{}")
-    return source
-
-
-def test_reports_are_copied_per_launch_under_the_test_id(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    keep = tmp_path / "keep"
-    monkeypatch.setenv(live_reports.KEEP_ENV, str(keep))
-    monkeypatch.setenv("PYTEST_CURRENT_TEST", "test/cpu/test_x.py::test_y[EAGLE3 p=1] (call)")
-    env = {live_reports.PLUGIN_REPORT_DIR_ENV: str(_launch_dir(tmp_path, 2))}
-
-    first = live_reports.keep_live_reports(env, "engine-abc")
-    second = live_reports.keep_live_reports(env, "engine-abc")
-
-    assert first == keep / "test_x.py_test_y_EAGLE3_p=1"
-    assert second == keep / "test_x.py_test_y_EAGLE3_p=1-2"
-    for folder in (first, second):
-        assert sorted(p.name for p in folder.iterdir()) == [
-            "memory-rank0.json",
-            "memory-rank1.json",
-        ]
-        assert json.loads((folder / "memory-rank1.json").read_text()) == {"tp_rank": 1}
-
-
-def test_nothing_is_kept_when_unset_or_when_the_launch_wrote_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    env = {live_reports.PLUGIN_REPORT_DIR_ENV: str(_launch_dir(tmp_path, 1))}
+    env = {live_reports.PLUGIN_REPORT_DIR_ENV: str(source)}
     monkeypatch.delenv(live_reports.KEEP_ENV, raising=False)
-    assert live_reports.keep_live_reports(env, "x") is None
+    assert live_reports.keep_live_reports(env, "x") is None  # unset: nothing kept
 
     keep = tmp_path / "keep"
     monkeypatch.setenv(live_reports.KEEP_ENV, str(keep))
@@ -389,3 +364,15 @@ def test_nothing_is_kept_when_unset_or_when_the_launch_wrote_nothing(
     )
     assert live_reports.keep_live_reports({}, "x") is None
     assert not keep.exists()
+
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "test/cpu/test_x.py::test_y[EAGLE3 p=1] (call)")
+    first = live_reports.keep_live_reports(env, "engine-abc")
+    second = live_reports.keep_live_reports(env, "engine-abc")
+    assert first == keep / "test_x.py_test_y_EAGLE3_p=1"
+    assert second == keep / "test_x.py_test_y_EAGLE3_p=1-2"
+    for folder in (first, second):
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "memory-rank0.json",
+            "memory-rank1.json",
+        ]
+        assert json.loads((folder / "memory-rank1.json").read_text()) == {"tp_rank": 1}

@@ -145,10 +145,6 @@ def specinit_records(summary: dict[str, Any], level: str | None = None) -> list[
     ]
 
 
-def sglang_modules_imported_by_load(summary: dict[str, Any]) -> set[str]:
-    return {m for m in summary["imported_by_load"] if not m.startswith("sglang_specinit")}
-
-
 # (what the probe breaks before load_plugins(), the dotted name the warning must cite)
 BROKEN_SGLANG = {
     "hooked-target-missing": (
@@ -334,7 +330,11 @@ def test_load_plugins_imports_no_sglang_module_and_patches_only_what_is_imported
 ) -> None:
     # Both launchers imported server_args first; only one loads the plugin.
     with_plugin, without = probe("default"), probe("SGLANG_PLUGINS")
-    assert sglang_modules_imported_by_load(with_plugin) == sglang_modules_imported_by_load(without)
+    imported = [
+        {m for m in s["imported_by_load"] if not m.startswith("sglang_specinit")}
+        for s in (with_plugin, without)
+    ]
+    assert imported[0] == imported[1]
     server_args_hooks = {t for t in HOOK_TARGETS if t.startswith("sglang.srt.server_args.")}
     assert server_args_hooks and server_args_hooks <= set(with_plugin["patched_at_load"])
     worker_hooks = {t for t in HOOK_TARGETS if ".speculative." in t or ".managers." in t}
