@@ -58,11 +58,10 @@ def _eagle(
     shared: tuple[str, ...],
     **flags: Any,
 ) -> Draft:
-    """Tensors in ``shared`` are replaced by the target's at bind time (freed before the pool is
-    sized); ``flags``: the Engine's beyond the harness's defaults, the same plugin on and off."""
+    """``shared``: tensors bound to the target's (freed before the pool is sized); ``flags``: the
+    Engine's beyond the harness's defaults, the same plugin on and off."""
     arch = f"LlamaForCausalLM{algorithm.title()}"
-    cell = shape.kv_bytes_per_token()
-    more = {"shared": shared, "draft_cell": cell, "probed": True}
+    more = {"shared": shared, "draft_cell": shape.kv_bytes_per_token(), "probed": True}
     return llama_draft(algorithm, shape, make, arch, {}, flags, **more)
 
 
