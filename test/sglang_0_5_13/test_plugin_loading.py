@@ -310,6 +310,19 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
         # Every hook came through the entry point (HookRegistry records the plugin's name) ...
         assert set(hooks) == HOOK_TARGETS
         assert all(sources == [PLUGIN_NAME] for sources in hooks.values()), hooks
+        # load_plugins() imports no sglang module the launcher (server_args imported first) did
+        # not, with or without the plugin, and patches only what is imported.
+        without = probe("SGLANG_PLUGINS")
+        imported = [
+            {m for m in s["imported_by_load"] if not m.startswith("sglang_specinit")}
+            for s in (summary, without)
+        ]
+        assert imported[0] == imported[1]
+        server_args_hooks = {t for t in HOOK_TARGETS if t.startswith("sglang.srt.server_args.")}
+        assert server_args_hooks and server_args_hooks <= set(summary["patched_at_load"])
+        worker_hooks = {t for t in HOOK_TARGETS if ".speculative." in t or ".managers." in t}
+        assert not worker_hooks & set(summary["patched_at_load"])
+        assert added_methods(summary, "new_methods_at_load") == []
     # ... and was applied, not only registered, next to another plugin's hooks too.
     missing = HOOK_TARGETS - set(summary["patched"])
     assert not missing, sorted(missing)
@@ -322,23 +335,6 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
     (active,) = [r for r in specinit_records(summary, "INFO") if "active on sglang" in r["message"]]
     assert summary["sglang_version"] in active["message"]
     assert specinit_records(summary, "WARNING") == []
-
-
-def test_load_plugins_imports_no_sglang_module_and_patches_only_what_is_imported(
-    probe: Callable[[str], dict[str, Any]],
-) -> None:
-    # Both launchers imported server_args first; only one loads the plugin.
-    with_plugin, without = probe("default"), probe("SGLANG_PLUGINS")
-    imported = [
-        {m for m in s["imported_by_load"] if not m.startswith("sglang_specinit")}
-        for s in (with_plugin, without)
-    ]
-    assert imported[0] == imported[1]
-    server_args_hooks = {t for t in HOOK_TARGETS if t.startswith("sglang.srt.server_args.")}
-    assert server_args_hooks and server_args_hooks <= set(with_plugin["patched_at_load"])
-    worker_hooks = {t for t in HOOK_TARGETS if ".speculative." in t or ".managers." in t}
-    assert not worker_hooks & set(with_plugin["patched_at_load"])
-    assert added_methods(with_plugin, "new_methods_at_load") == []
 
 
 # scenario -> what its one WARNING says (nothing: no warning)
