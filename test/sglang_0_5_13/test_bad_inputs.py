@@ -1,6 +1,4 @@
-"""Bad launches fail with a message that says what to change, before any KV pool exists.
-(An unsupported sglang or missing hooked target: ``test_plugin_loading.py``, the plugin steps
-aside.)"""
+"""Bad launches fail with a message that says what to change, before any KV pool exists."""
 
 from __future__ import annotations
 
@@ -11,10 +9,9 @@ from typing import Any
 import pytest
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, SGLangStartError, cpu_engine
 from harness.matrices.plan_verdicts import VERDICT_PROPERTY, launch_flags, plan_verdict
+from harness.reports.report_reading import REPORT_DIR_ENV
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)]
-
-REPORT_DIR_ENV = "SGLANG_SPECINIT_REPORT_DIR"
 
 
 def refusals(

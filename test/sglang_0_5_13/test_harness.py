@@ -283,7 +283,9 @@ def test_plan_fill_covers_the_capacity_with_the_requests_the_server_runs_at_once
     assert capped.total_tokens >= 1.25 * 393_441
     with pytest.raises(ValueError, match="must be positive"):
         load.plan_fill(0, 100, 8)
-    # Its requests have distinct prompts and never stop early.
+
+
+def test_requests_have_distinct_prompts_and_never_stop_early() -> None:
     plan = load.LoadPlan(requests=3, input_len=50, output_len=7)
     payloads = [load.request_payload(i, plan) for i in range(3)]
     assert len({tuple(p["input_ids"]) for p in payloads}) == 3
@@ -340,21 +342,17 @@ def test_load_fills_the_kv_pool_of_a_real_server(tiny_target: Path, tmp_path: Pa
     assert server.leftovers == [] and processes.group_members(proc.pid) == []
 
 
-def _launch_dir(tmp_path: Path, ranks: int) -> Path:
-    source = tmp_path / "specinit"
-    source.mkdir()
-    for rank in range(ranks):
-        (source / f"memory-rank{rank}.json").write_text(json.dumps({"tp_rank": rank}))
-    (source / "unrelated.json").write_text("{}")
-    return source
-
-
-def test_reports_are_copied_per_launch_under_the_test_id_and_only_then(
+def test_reports_are_kept_per_launch_under_the_test_id_and_only_when_set_and_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = {live_reports.PLUGIN_REPORT_DIR_ENV: str(_launch_dir(tmp_path, 2))}
+    source = tmp_path / "specinit"
+    source.mkdir()
+    for rank in range(2):
+        (source / f"memory-rank{rank}.json").write_text(json.dumps({"tp_rank": rank}))
+    (source / "unrelated.json").write_text("{}")
+    env = {live_reports.PLUGIN_REPORT_DIR_ENV: str(source)}
     monkeypatch.delenv(live_reports.KEEP_ENV, raising=False)
-    assert live_reports.keep_live_reports(env, "x") is None  # unset: nothing is kept
+    assert live_reports.keep_live_reports(env, "x") is None  # unset: nothing kept
 
     keep = tmp_path / "keep"
     monkeypatch.setenv(live_reports.KEEP_ENV, str(keep))
@@ -365,7 +363,7 @@ def test_reports_are_copied_per_launch_under_the_test_id_and_only_then(
         is None
     )
     assert live_reports.keep_live_reports({}, "x") is None
-    assert not keep.exists()  # a launch that wrote nothing leaves no folder
+    assert not keep.exists()
 
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "test/cpu/test_x.py::test_y[EAGLE3 p=1] (call)")
     first = live_reports.keep_live_reports(env, "engine-abc")

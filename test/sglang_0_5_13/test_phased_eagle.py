@@ -39,7 +39,6 @@ from test_workers_common import (
     Draft,
     Launch,
     assert_draft_pools_as_planned,
-    assert_phased,
     llama_draft,
     plugin_launches,
 )
@@ -113,11 +112,13 @@ STOCK_CASES = ["EAGLE3", pytest.param("EAGLE", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("case", CASE_IDS)
-def test_phases_run_in_order_inside_the_scheduler(
+def test_phased_launch_runs_in_order_frees_shared_copies_and_fills_the_budget(
     launch: Callable[[str, bool], Launch], case: str
 ) -> None:
     run = launch(case, True)
-    report, breakdown = run.report, assert_phased(run, CASES[case].algorithm)
+    # Pools equal the independent prediction and fill the budget (runs assert_phased).
+    breakdown = assert_draft_pools_as_planned(run, CASES[case])
+    report = run.report
 
     # Meter (beyond assert_phased's draft loads < profiling < target pool): the target loads
     # first, and one pool each, the target's first.
@@ -159,19 +160,12 @@ def test_phases_run_in_order_inside_the_scheduler(
     speculative = {t.split(".")[3] for t in report["applied_hook_targets"] if ".speculative." in t}
     assert speculative == {"eagle_worker_v2"}, report["applied_hook_targets"]
 
-
-@pytest.mark.parametrize("case", CASE_IDS)
-def test_draft_copies_of_shared_weights_are_freed_before_the_target_pool_is_sized(
-    launch: Callable[[str, bool], Launch], case: str
-) -> None:
-    run = launch(case, True)
-    report, breakdown = run.report, run.breakdown
+    # Draft copies of shared weights are freed before the target pool is sized.
     shape = CASES[case].shape
     embedding_bytes = shape.vocab * shape.hidden * shape.dtype_bytes
     draft_runner = runner(report, "draft")
     target_weights = runner(report, "target")["weight_bytes"]
     own = checkpoint_bytes(CASES[case].checkpoint(), CASES[case].own_tensor)
-
     # The live draft model still references the target's embedding; it is not charged.
     assert breakdown["draft_weight_bytes"] + embedding_bytes <= draft_runner["weight_bytes"]
     assert breakdown["draft_weight_bytes"] < own + embedding_bytes // 8
@@ -182,13 +176,6 @@ def test_draft_copies_of_shared_weights_are_freed_before_the_target_pool_is_size
     # ... which was there right after the draft loaded.
     peak = max(readings(report)[s]["used_bytes"] for s in reading_seqs(report, "load_model", True))
     assert peak - profile_reading(report)["used_bytes"] > embedding_bytes // 2
-
-
-@pytest.mark.parametrize("case", CASE_IDS)
-def test_pools_equal_the_independent_prediction_and_fill_the_budget(
-    launch: Callable[[str, bool], Launch], case: str
-) -> None:
-    assert_draft_pools_as_planned(launch(case, True), CASES[case])
 
 
 def assert_stock_sglang(report: dict[str, Any], log: str) -> None:

@@ -4,6 +4,7 @@ SGLang imports it, and patches everything a launch uses or nothing of it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -55,7 +56,6 @@ extra = None  # what the code after load reports of its own
 
 #AFTER#
 
-import sglang
 registry = hook_registry_state()
 print(#MARK# + json.dumps({
     "hooks": {target: list(names) for target, names in registry.registered.items()},
@@ -68,7 +68,6 @@ print(#MARK# + json.dumps({
     "extra": extra,
     "records": records,
     "sglang_version": importlib.metadata.version("sglang"),
-    "sglang_file": sglang.__file__,
 }))
 """
 
@@ -143,10 +142,6 @@ def specinit_records(summary: dict[str, Any], level: str | None = None) -> list[
         for r in summary["records"]
         if r["logger"].startswith("sglang_specinit") and (level is None or r["level"] == level)
     ]
-
-
-def sglang_modules_imported_by_load(summary: dict[str, Any]) -> set[str]:
-    return {m for m in summary["imported_by_load"] if not m.startswith("sglang_specinit")}
 
 
 # (what the probe breaks before load_plugins(), the dotted name the warning must cite)
@@ -315,6 +310,19 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
         # Every hook came through the entry point (HookRegistry records the plugin's name) ...
         assert set(hooks) == HOOK_TARGETS
         assert all(sources == [PLUGIN_NAME] for sources in hooks.values()), hooks
+        # load_plugins() imports no sglang module the launcher (server_args imported first) did
+        # not, with or without the plugin, and patches only what is imported.
+        without = probe("SGLANG_PLUGINS")
+        imported = [
+            {m for m in s["imported_by_load"] if not m.startswith("sglang_specinit")}
+            for s in (summary, without)
+        ]
+        assert imported[0] == imported[1]
+        server_args_hooks = {t for t in HOOK_TARGETS if t.startswith("sglang.srt.server_args.")}
+        assert server_args_hooks and server_args_hooks <= set(summary["patched_at_load"])
+        worker_hooks = {t for t in HOOK_TARGETS if ".speculative." in t or ".managers." in t}
+        assert not worker_hooks & set(summary["patched_at_load"])
+        assert added_methods(summary, "new_methods_at_load") == []
     # ... and was applied, not only registered, next to another plugin's hooks too.
     missing = HOOK_TARGETS - set(summary["patched"])
     assert not missing, sorted(missing)
@@ -327,19 +335,6 @@ def test_every_hook_is_applied_once_sglang_imports_its_module(
     (active,) = [r for r in specinit_records(summary, "INFO") if "active on sglang" in r["message"]]
     assert summary["sglang_version"] in active["message"]
     assert specinit_records(summary, "WARNING") == []
-
-
-def test_load_plugins_imports_no_sglang_module_and_patches_only_what_is_imported(
-    probe: Callable[[str], dict[str, Any]],
-) -> None:
-    # Both launchers imported server_args first; only one loads the plugin.
-    with_plugin, without = probe("default"), probe("SGLANG_PLUGINS")
-    assert sglang_modules_imported_by_load(with_plugin) == sglang_modules_imported_by_load(without)
-    server_args_hooks = {t for t in HOOK_TARGETS if t.startswith("sglang.srt.server_args.")}
-    assert server_args_hooks and server_args_hooks <= set(with_plugin["patched_at_load"])
-    worker_hooks = {t for t in HOOK_TARGETS if ".speculative." in t or ".managers." in t}
-    assert not worker_hooks & set(with_plugin["patched_at_load"])
-    assert added_methods(with_plugin, "new_methods_at_load") == []
 
 
 # scenario -> what its one WARNING says (nothing: no warning)
@@ -421,17 +416,13 @@ _WATCHED = textwrap.dedent(
     before = list(calls)
     import colorsys
     import colorsys  # already imported: nothing runs again
-    print(json.dumps({"fresh": fresh, "before": before, "calls": calls}))
+    print(sys.argv[-1] + json.dumps({"fresh": fresh, "before": before, "calls": calls}))
     """
 )
 
 
 def test_watched_modules_are_patched_once_after_their_import() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", _WATCHED], capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = plugin_probe.run_probe(sys.executable, _WATCHED, [], dict(os.environ), 120)
     assert result == {
         "fresh": True,
         "before": [],

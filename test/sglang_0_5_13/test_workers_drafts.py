@@ -328,13 +328,13 @@ def test_compact_window_changes_no_pool(launch: Callable[..., Launch]) -> None:
 
 
 @engine
-def test_no_draft_kv_is_reserved_only_the_stand_in_pool(
+def test_no_draft_kv_is_reserved_only_the_stand_in_pool_and_assistant_weights_are_counted(
     launch: Callable[..., Launch],
 ) -> None:
     run = launch("FROZEN_KV_MTP")
-    breakdown = run.breakdown
+    report, breakdown = run.report, run.breakdown
     assert breakdown is not None
-    dpool = runner(run.report, "draft")["kv_pool"]
+    dpool = runner(report, "draft")["kv_pool"]
     assert dpool["size"] == FROZEN_KV_STAND_IN_TOKENS
     assert kv_buffer_bytes(dpool) == stand_in_pool_bytes() == 16640
     assert breakdown["draft_kv_bytes_per_token"] == 0
@@ -345,13 +345,6 @@ def test_no_draft_kv_is_reserved_only_the_stand_in_pool(
     assert breakdown["used_bytes"] == (
         breakdown["resident_bytes"] + breakdown["target_kv_pool_bytes"] + stand_in_pool_bytes()
     )
-
-
-@engine
-def test_assistant_weights_are_counted(launch: Callable[..., Launch]) -> None:
-    run = launch("FROZEN_KV_MTP")
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
     # The assistant's own weights (its tied embedding/head included); the target embedding it
     # binds is the target's tensor and is not counted twice.
     own = checkpoint_bytes(gemma4_mtp.tiny_gemma4_assistant())
@@ -380,18 +373,6 @@ def test_frozen_constructor_cut_points_follow_the_draft_load() -> None:
 # Multi-layer EAGLE
 
 
-@engine
-def test_one_single_layer_pool_per_draft_step(launch: Callable[..., Launch]) -> None:
-    run = launch("multi-layer EAGLE")
-    target = runner(run.report, "target")
-    drafts = runners(run.report, "draft")
-    assert [d["draft_model_idx"] for d in drafts] == list(range(NUM_STEPS))
-    pools = [d["kv_pool"] for d in drafts]
-    assert len({p["id"] for p in pools} | {target["kv_pool"]["id"]}) == NUM_STEPS + 1
-    assert all(p["class"] == "SWAKVPool" and p["layer_num"] == 1 for p in pools)
-    assert all(p["size"] == target["kv_pool"]["size"] for p in pools)
-
-
 def _all_swa_pool(ratio: float) -> HybridSWAKVSpec:
     """One MTP layer's pool as an all-SWA model of its own would price it."""
     return HybridSWAKVSpec(
@@ -402,10 +383,22 @@ def _all_swa_pool(ratio: float) -> HybridSWAKVSpec:
 
 
 @engine
-def test_mtp_pools_are_priced_at_the_target_split(launch: Callable[..., Launch]) -> None:
+def test_multi_layer_eagle_pools_hidden_state_buffer_and_draft_layers_are_charged(
+    launch: Callable[..., Launch],
+) -> None:
     run = launch("multi-layer EAGLE")
-    breakdown = run.breakdown
+    report, breakdown = run.report, run.breakdown
     assert breakdown is not None
+    # One single-layer pool per draft step.
+    target = runner(report, "target")
+    drafts = runners(report, "draft")
+    assert [d["draft_model_idx"] for d in drafts] == list(range(NUM_STEPS))
+    pools = [d["kv_pool"] for d in drafts]
+    assert len({p["id"] for p in pools} | {target["kv_pool"]["id"]}) == NUM_STEPS + 1
+    assert all(p["class"] == "SWAKVPool" and p["layer_num"] == 1 for p in pools)
+    assert all(p["size"] == target["kv_pool"]["size"] for p in pools)
+
+    # The MTP pools are priced at the target's split.
     plan = mle_plan(run)
     assert sum(mle_pool_bytes(run)[1]) == plan.draft_kv_pool_bytes
     assert breakdown["draft_kv_pool_bytes"] == breakdown["allocated_draft_kv_pool_bytes"]
@@ -413,12 +406,7 @@ def test_mtp_pools_are_priced_at_the_target_split(launch: Callable[..., Launch])
     # be overcharged by 1 / ratio and the pools would come out smaller.
     assert mle_plan(run, _all_swa_pool).tokens < plan.tokens
 
-
-@engine
-def test_hidden_state_buffer_is_charged(launch: Callable[..., Launch]) -> None:
-    run = launch("multi-layer EAGLE")
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
+    # The hidden-state buffer is charged.
     rows = report["scheduler"]["max_running_requests"] + 1  # one per req-to-token row
     expected = rows * hidden_state_row_bytes()
     assert breakdown["draft_request_bytes"] == expected > 0
@@ -427,14 +415,7 @@ def test_hidden_state_buffer_is_charged(launch: Callable[..., Launch]) -> None:
     after = readings(report)[last_pool + 1]
     assert after["used_bytes"] - readings(report)[last_pool]["used_bytes"] >= expected
 
-
-@engine
-def test_draft_layers_are_charged_and_shared_embed_head_freed_first(
-    launch: Callable[..., Launch],
-) -> None:
-    run = launch("multi-layer EAGLE")
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
+    # The draft layers are charged, the shared embedding and head freed first.
     mtp = own_weight_bytes(DRAFTS["multi-layer EAGLE"])
     # The MTP layers' own weights, all steps; the embedding and head are the target's.
     assert breakdown["draft_weight_bytes"] == mtp > 0
@@ -443,9 +424,7 @@ def test_draft_layers_are_charged_and_shared_embed_head_freed_first(
     profile = profile_reading(report)["used_bytes"]
     # Each MTP runner loaded its own embedding and head; all were freed before the profiling.
     assert peak - profile >= NUM_STEPS * embed_and_head - NUM_STEPS * 1024
-    assert meter_budget(report).resident_bytes < (
-        runner(report, "target")["weight_bytes"] + mtp + 64 * 1024
-    )
+    assert meter_budget(report).resident_bytes < (target["weight_bytes"] + mtp + 64 * 1024)
 
 
 def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
