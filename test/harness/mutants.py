@@ -54,7 +54,10 @@ MUTANTS: tuple[Mutant, ...] = (
         'if args.speculative_algorithm == "EAGLE3" and not args.speculative_draft_model_path:',
         'if args.speculative_algorithm == "EAGLE-3" and not args.speculative_draft_model_path:',
         ".venv",
-        ("test/unit/test_plan_cli.py::test_bad_input_exits_2_with_one_line[eagle3 without draft]",),
+        (
+            "test/shared/test_plan_bad_input.py::"
+            "test_bad_input_exits_2_with_one_line[eagle3 without draft]",
+        ),
     ),
     Mutant(
         "0513-stepless-draft-planned",
