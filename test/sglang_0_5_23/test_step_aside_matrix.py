@@ -372,6 +372,7 @@ def _unified(tmp: Path, **changes: Any) -> Any:
 def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.phased.stock_binding import stock_reserve_gap
+    from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
     from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
     from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
 
@@ -399,6 +400,15 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
     )
 
     assert fused_draft_gap(_unified(tmp_path / "plain", enable_unified_memory=False).target) is None
+    # The scheduler's vetting of a fresh launch binds it through the fused check.
+    scheduler = _scheduler(_unified(tmp_path / "bind"))
+    runner = scheduler.tp_worker.model_runner
+    with mock.patch.object(scheduler_module, "bind_under_stock_sizing") as bind:
+        scheduler_module.bind_where_stock_sizes(scheduler)
+    (_, runners, gap), _ = bind.call_args
+    assert runners == scheduler.draft_worker.draft_worker.draft_runners
+    assert gap == ""  # the layer check alone says "stock reserves 0 draft layer(s)"
+    assert "kv_cache_configurator" not in runner.__dict__  # put back as it was
 
 
 def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
@@ -416,20 +426,6 @@ def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
     assert fused_draft_gap(fused_entries({"full": 4096})) == ""
     reason = fused_draft_gap(fused_entries({"full": 4096, other: 512}))
     assert reason and other in reason
-
-
-def test_a_unified_memory_launch_binds_through_the_fused_check(tmp_path) -> None:
-    from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
-
-    scheduler = _scheduler(_unified(tmp_path))
-    target = scheduler.tp_worker.model_runner
-    drafts = scheduler.draft_worker.draft_worker.draft_runners
-    with mock.patch.object(scheduler_module, "bind_under_stock_sizing") as bind:
-        scheduler_module.bind_where_stock_sizes(scheduler)
-    (_, runners, gap), _ = bind.call_args
-    assert runners == drafts
-    assert gap == ""  # the layer check alone says "stock reserves 0 draft layer(s)"
-    assert "kv_cache_configurator" not in target.__dict__  # put back as it was
 
 
 AVAILABLE = 20 * GIB  # test double's reading of what profiling leaves for the pools

@@ -97,6 +97,11 @@ BY_GENERATION = {
         ),
     },
     "sglang_0_5_23": {
+        # SGLang's resolution hooks build the ModelConfig a config.json lacks fields for.
+        "unsupported architecture": (
+            "plan --model-path {tmp}/dsv4",
+            re.compile("SGLang cannot build a ModelConfig from {tmp}/dsv4: .*'sliding_window'"),
+        ),
         "DeepSeek-V4 without a draft": (
             "plan --model-path {examples}/deepseek-v4-flash-mtp/target --trust-remote-code --tp 4",
             "DeepSeek-V4 without a speculative draft",

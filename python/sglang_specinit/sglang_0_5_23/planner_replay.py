@@ -124,6 +124,10 @@ class Replay0523(InstalledReleaseReplay):
             # (e.g. an FP4 KV cache on a GPU without it): both end the launch before any rank.
             except (AssertionError, RuntimeError) as e:
                 raise PlanError(f"sglang {installed_release()} refuses this launch: {e}") from None
+            except (AttributeError, KeyError, TypeError):
+                # Resolution hooks build a ModelConfig: a malformed config.json fails there.
+                _model_config(ModelConfig.from_server_args, server_args)
+                raise
             pp = int(server_args.pp_size)
             if pp > 1 and server_args.speculative_algorithm is not None:
                 # Stages differ in weights and draft; the planner has one rank's.
