@@ -12,6 +12,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from harness.planner_cli import run_cli
 from sglang_specinit import compat, sglang_0_5_23
 from sglang_specinit.hooks import Hook, Requires, adapter_patches, group_by_module
 from sglang_specinit.patch_listing import release_patches
@@ -225,10 +226,10 @@ ROW = re.compile(
 )
 
 
-def listed(cli, *argv: str) -> tuple[str, list[tuple]]:
+def listed(*argv: str) -> tuple[str, list[tuple]]:
     """(header, rows) of one ``patches`` run; a row is (sglang module, entry, kind, target,
     plugin function, its module, its line)."""
-    code, out, _ = cli("patches", *argv)
+    code, out, _ = run_cli(["patches", *argv])
     assert code == 0
     header, *lines = out.splitlines()
     rows, module = [], None
@@ -256,8 +257,8 @@ def defines(module: str, line_no: int, name: str) -> bool:
 
 
 @pytest.mark.parametrize("release", ["0.5.13.post1", "0.5.23"])
-def test_lists_every_table_entry_where_its_function_is_defined(cli, release: str) -> None:
-    header, rows = listed(cli, "--release", release)
+def test_lists_every_table_entry_where_its_function_is_defined(release: str) -> None:
+    header, rows = listed("--release", release)
     # The same rows read from the adapter's tables (without the line numbers).
     adapter = compat.load_adapter(compat.decide_for_version(release).adapter)
     expected = []
@@ -280,8 +281,8 @@ def test_lists_every_table_entry_where_its_function_is_defined(cli, release: str
             assert defines(module, line_no, fn.rsplit(".", 1)[-1]), (target, module, line_no)
 
 
-def test_default_release_is_the_installed_one(cli) -> None:
-    assert listed(cli) == listed(cli, "--release", version("sglang"))
+def test_default_release_is_the_installed_one() -> None:
+    assert listed() == listed("--release", version("sglang"))
 
 
 def test_listing_imports_no_sglang_module() -> None:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 from harness.geometry.specs import attention_kv_spec
+from harness.planner_cli import plan_json, run_cli
 from sglang_specinit import compat
 from sglang_specinit.budget import BudgetInputs, DraftSpec, make_plan, plan_pools
 from sglang_specinit.planner.cli import EXIT_CLOSED_PIPE, main
@@ -77,12 +78,12 @@ def _llama8b_inputs(fraction: float) -> BudgetInputs:
 
 
 def test_default_plan_is_the_installed_stock_beside_ours_and_matches_independent_inputs(
-    cli, plan_json, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Planning (the target's rotary cache built) leaves SGLang's rope state as it was."""
     llama = plan_json("--example", "llama31-8b-eagle3")  # the default example
     before = rope_state()
-    code, out, err = cli("plan")
+    code, out, err = run_cli(["plan"])
     assert code == 0, err
     header = next(line for line in out.splitlines() if "sglang-specinit" in line)
     assert header.split() == ["stock", "0.5.13.post1", "sglang-specinit"]
@@ -158,7 +159,7 @@ def test_default_plan_is_the_installed_stock_beside_ours_and_matches_independent
     assert "float32" in cuda["items"][0] and "bfloat16" in cpu["items"][0]
 
 
-def test_deepseek_mtp_drafts_from_its_own_checkpoint(plan_json) -> None:
+def test_deepseek_mtp_drafts_from_its_own_checkpoint() -> None:
     """Twice: 0.5.13.post1's path-less MTP draft renames SGLang's cached hf config in place."""
     data = plan_json("--example", "deepseek-v3-mtp")
     assert plan_json("--example", "deepseek-v3-mtp") == data
@@ -180,7 +181,7 @@ def test_deepseek_mtp_drafts_from_its_own_checkpoint(plan_json) -> None:
     assert data["stock"]["mem_fraction_static"] == 0.858  # round(123291 / 143771, 3)
 
 
-def test_user_flags_override_example(plan_json) -> None:
+def test_user_flags_override_example() -> None:
     # A preset's name in any case.
     flags = "--mem-fraction-static 0.9 --page-size 64 --max-total-tokens 100000 --gpu h200-141gb"
     data = plan_json("--example", "llama31-8b-eagle3", *flags.split())
@@ -194,7 +195,7 @@ def test_user_flags_override_example(plan_json) -> None:
 LLAMA = str(EXAMPLES_DIR / "llama31-8b-eagle3" / "target")
 
 
-def test_a_path_less_eagle_draft_is_built_from_the_target_checkpoint(plan_json) -> None:
+def test_a_path_less_eagle_draft_is_built_from_the_target_checkpoint() -> None:
     plan = plan_json("--model-path", LLAMA, "--speculative-algorithm", "NEXTN")
     assert plan["speculative_draft_model_path"] == LLAMA
     # A note on the launch's inputs: it holds for both columns.
@@ -228,8 +229,8 @@ def test_a_rope_not_read_or_refused_by_the_factory_is_one_note_not_a_crash() -> 
     assert buffers.bytes == 0 and "could not build" in note and "no-such-scaling" in note
 
 
-def test_version_names_this_package_and_the_installed_sglang(cli) -> None:
-    code, out, _ = cli("--version")
+def test_version_names_this_package_and_the_installed_sglang() -> None:
+    code, out, _ = run_cli(["--version"])
     assert code == 0
     installed = compat.installed_sglang_version()
     adapter = compat.decide_for_version(installed).adapter
@@ -257,7 +258,7 @@ def test_patches_help_lists_the_served_releases() -> None:
 
 
 def test_a_missing_sgl_kernel_is_one_line_and_any_other_missing_module_is_not_hidden(
-    monkeypatch: pytest.MonkeyPatch, cli
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """0.5.16 - 0.5.18's memory pool imports sgl_kernel's ops at import (a GPU-less host)."""
     from sglang_specinit.planner import cli as planner_cli
@@ -270,6 +271,6 @@ def test_a_missing_sgl_kernel_is_one_line_and_any_other_missing_module_is_not_hi
     with pytest.raises(ModuleNotFoundError):
         main(["plan"])
     missing = "sgl_kernel"
-    code, _, err = cli("plan")
+    code, _, err = run_cli(["plan"])
     (line,) = err.splitlines()
     assert code == 2 and "imports sgl_kernel" in line and "sglang-kernel" in line

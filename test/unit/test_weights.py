@@ -12,6 +12,7 @@ import pytest
 import torch
 from harness.checkpoints.llama_layout import TinyLlamaShape, llama_config
 from harness.checkpoints.tiny_configs import CONFIGS
+from harness.planner_cli import plan_json
 from safetensors.torch import save_file
 from sglang_specinit.planner.gpus import (
     DeviceSpec,
@@ -146,7 +147,7 @@ def _checkpoint(directory: Path, config: dict, shapes: dict[str, tuple[int, ...]
     return str(directory)
 
 
-def test_plan_reads_real_safetensors_checkpoints(tmp_path: Path, plan_json) -> None:
+def test_plan_reads_real_safetensors_checkpoints(tmp_path: Path) -> None:
     # A 2-layer bf16 Llama: hidden 64, 4 heads, 2 KV heads, head_dim 16, vocab 256.
     shape = TinyLlamaShape(vocab=256, max_position_embeddings=4096)
     base = llama_config(shape, "LlamaForCausalLM").to_dict()
