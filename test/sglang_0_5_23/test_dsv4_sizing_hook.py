@@ -286,7 +286,11 @@ def run(
     return run_hook(request.param, tmp_path, hooked, monkeypatch)
 
 
-def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(run: HookRun) -> None:
+def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(
+    run: HookRun, tmp_path: Path
+) -> None:
+    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
+
     plan = run.sizing.plan
     assert plan is not None and plan.rule == "specinit"  # _resolve_dsv4 ran, not stock
     assert run.config.max_total_num_tokens == run.expected_tokens == plan.tokens
@@ -303,6 +307,12 @@ def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(run: HookRun) -
         assert run.config.max_total_num_tokens >= run.stock_tokens
     # Strictly more here: stock reserves the NextN draft at one target layer's share.
     assert run.config.max_total_num_tokens > run.stock_tokens
+    # Before any step-down, the draft is priced as its pools allocate.
+    configurator, _config = run.presolve
+    term = configurator.bytes_per_full_token - dsv4_sizing.plain_coefficient(configurator)
+    draft = publish(run.cell, tmp_path).drafts[0]
+    assert term > 0
+    assert term == pytest.approx(_draft_pool_fit(draft, configurator.swa_ratio)[0], rel=1e-9)
 
 
 def test_launch_policy_prices_a_cookbook_v4_launch(tmp_path: Path) -> None:
@@ -348,18 +358,6 @@ def _draft_pool_fit(draft: Any, ratio: float) -> tuple[float, int]:
         built[full] = dsv4_sizing.built_pool_bytes(draft, MemoryPoolConfig(full, 1, full, swa))
     (f1, b1), (f2, b2) = built.items()
     return (b2 - b1) / (f2 - f1), b1 - (b2 - b1) * f1 // (f2 - f1)
-
-
-def test_hook_prices_the_draft_as_its_pools_allocate_before_any_step_down(
-    run: HookRun, tmp_path: Path
-) -> None:
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
-    configurator, _config = run.presolve
-    term = configurator.bytes_per_full_token - dsv4_sizing.plain_coefficient(configurator)
-    draft = publish(run.cell, tmp_path).drafts[0]
-    assert term > 0
-    assert term == pytest.approx(_draft_pool_fit(draft, configurator.swa_ratio)[0], rel=1e-9)
 
 
 def _priced_layout(cell: Launch, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
