@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from harness.gpu import storage_identity
 from harness.launch.launch_0_5_23 import ENGINE_TIMEOUT_S
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 3)]
@@ -12,16 +13,35 @@ VOLATILE_ARGS = {"port", "nccl_port", "dist_init_addr", "random_seed", "file_sto
 
 
 @pytest.mark.launches(("EAGLE3", False), ("EAGLE3", True))
-def test_stock_0_5_23_overshoots_its_budget_with_an_eagle3_draft(engine_runs) -> None:
-    stock = engine_runs("EAGLE3", False)
+def test_stock_overshoots_with_an_eagle3_draft_the_plugin_changes_only_the_budget_and_binds(
+    engine_runs,
+) -> None:
+    stock, ours = engine_runs("EAGLE3", False), engine_runs("EAGLE3", True)
     budget = int(0.5 * stock.pre_load_free_bytes)
     tokens = stock.runner("target")["max_total_num_tokens"]
-    duplicates = engine_runs("EAGLE3", True).memory["stock_duplicate_bytes_at_profile"]
+    duplicates = ours.memory["stock_duplicate_bytes_at_profile"]
     # After init: profiled weights, less the duplicate embed freed right after, plus both pools.
     used = stock.resident_at_profile - duplicates + stock.kv_pool_bytes()
     assert used > budget
     # Over by the 64 B/token it under-reserves (128 of 192), less the duplicates it freed.
     assert abs((used - budget) - (tokens * 64 - duplicates)) < 1 << 10
+    # The plugin changes only the budget.
+    assert _differing(_comparable_args(ours), _comparable_args(stock)) == {}
+    assert _geometry(ours.runner("target")) == _geometry(stock.runner("target"))
+    assert tokens > ours.runner("target")["max_total_num_tokens"]
+    assert (
+        ours.report["scheduler"]["max_running_requests"]
+        == stock.report["scheduler"]["max_running_requests"]
+    )
+    # The draft's embed is the target's storage when the pool is sized; stock's is its own.
+    (plugin,) = ours.identity
+    (stock_identity,) = stock.identity
+    stock_after = stock_identity[storage_identity.AFTER_INIT][-1]
+    # What 0.5.23 binds for an EAGLE3 draft of a reduced vocabulary: the embed only.
+    assert list(stock_after["shared"].values()) == ["model.embed_tokens.weight"], stock_after
+    assert storage_identity.identity_problems(plugin, stock_after) == []
+    (problem,) = storage_identity.identity_problems(stock_identity, stock_after)
+    assert "were still the draft's own storage" in problem, problem
 
 
 def _comparable_args(run) -> dict:
@@ -49,21 +69,6 @@ def _geometry(runner: dict) -> dict:
         **{k: pool[k] for k in ("class", "layer_num", "head_num", "head_dim", "v_head_dim")},
         "dtype": pool["dtype"],
     }
-
-
-@pytest.mark.launches(("EAGLE3", False), ("EAGLE3", True))
-def test_plugin_changes_only_the_budget_of_a_speculative_launch(engine_runs) -> None:
-    stock, ours = engine_runs("EAGLE3", False), engine_runs("EAGLE3", True)
-    assert _differing(_comparable_args(ours), _comparable_args(stock)) == {}
-    assert _geometry(ours.runner("target")) == _geometry(stock.runner("target"))
-    assert (
-        ours.runner("target")["max_total_num_tokens"]
-        < stock.runner("target")["max_total_num_tokens"]
-    )
-    assert (
-        ours.report["scheduler"]["max_running_requests"]
-        == stock.report["scheduler"]["max_running_requests"]
-    )
 
 
 @pytest.mark.launches(("plain", False), ("plain", True))
