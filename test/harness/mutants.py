@@ -60,6 +60,17 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "0523-malformed-config-traceback",
+        "sglang_0_5_23/planner_replay.py",
+        "            except (AttributeError, KeyError, TypeError):",
+        "            except ZeroDivisionError:",
+        ".venv-sglang0523",
+        (
+            "test/shared/test_plan_bad_input.py::"
+            "test_bad_input_exits_2_with_one_line[unsupported architecture]",
+        ),
+    ),
+    Mutant(
         "0513-stepless-draft-planned",
         "sglang_0_5_13/planner_replay.py",
         '_BACKENDS_NEEDING_A_DRAFT_STEP = ("triton", "flashinfer", "aiter")',
