@@ -62,7 +62,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "0523-malformed-config-traceback",
         "sglang_0_5_23/planner_replay.py",
-        "            except (AttributeError, KeyError, TypeError):",
+        "            except config_errors():",
         "            except ZeroDivisionError:",
         ".venv-sglang0523",
         (
@@ -77,6 +77,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "_BACKENDS_NEEDING_A_DRAFT_STEP = ()",
         ".venv",
         (f"{_REFUSED}[num-steps-0-topk-1]",),
+    ),
+    *_twins(
+        "config-zero-division-traceback",
+        "planner/replay.py",
+        ("KeyError, TypeError, OSError, ArithmeticError,", "KeyError, TypeError, OSError,"),
+        "test/shared/test_plan_bad_input.py::test_bad_input_exits_2_with_one_line[heads zero]",
     ),
     *_twins(
         "fraction-refusal-text",

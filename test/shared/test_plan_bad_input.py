@@ -28,6 +28,15 @@ BAD_INPUTS = {
     "missing path": ("plan --model-path {tmp}/nope", "is not a local directory"),
     "missing draft path": (f"plan --example llama31-8b-eagle3 {DRAFT} {{tmp}}/x", DRAFT),
     "no architectures": ("plan --model-path {tmp}/no-arch", "no 'architectures'"),
+    # A config.json transformers cannot read: a zero it divides by, a mistyped field.
+    "heads zero": (
+        "plan --model-path {tmp}/heads-zero",
+        re.compile("SGLang cannot build a ModelConfig from {tmp}/heads-zero: integer division"),
+    ),
+    "mistyped field": (
+        "plan --model-path {tmp}/mistyped",
+        re.compile("SGLang cannot build a ModelConfig from {tmp}/mistyped: .*'hidden_size'"),
+    ),
     "fraction zero": (f"plan {FRACTION} 0", f"{FRACTION} 0.0 is outside (0, 1)"),
     "fraction one": (f"plan {FRACTION} 1", f"{FRACTION} 1.0 is outside (0, 1)"),
     "fraction above one": (f"plan {FRACTION} 1.5", f"{FRACTION} 1.5 is outside (0, 1)"),
@@ -135,10 +144,13 @@ BY_GENERATION = {
     },
 }
 ROWS = {**BAD_INPUTS, **BY_GENERATION[installed_row().adapter]}
+LLAMA_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
 FILES = {
     "no-arch/config.json": {"model_type": "llama", "hidden_size": 64},
     "dsv4/config.json": {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"},
     "x.json": {"a": 1},
+    "heads-zero/config.json": {**LLAMA_CONFIG, "num_attention_heads": 0},
+    "mistyped/config.json": {**LLAMA_CONFIG, "hidden_size": "big"},
 }
 
 

@@ -84,12 +84,21 @@ def released(fn: Any) -> Any:
     return inspect.unwrap(fn)
 
 
+def config_errors() -> tuple[type[Exception], ...]:
+    """What transformers and SGLang raise on a config.json they cannot read (a missing or
+    mistyped field, a zero they divide by)."""
+    from huggingface_hub import errors
+
+    strict = getattr(errors, "StrictDataclassError", None)  # huggingface_hub 1.x validation
+    return (AttributeError, KeyError, TypeError, OSError, ArithmeticError, *filter(None, [strict]))
+
+
 def build_model_config(build: Any, server_args: Any, **kwargs: Any) -> Any:
     """``ModelConfig.from_server_args``, with a malformed config reported as bad input."""
     path = kwargs.get("model_path") or server_args.model_path
     try:
         return build(server_args, **kwargs)
-    except (AttributeError, KeyError, TypeError, OSError) as e:
+    except config_errors() as e:
         raise PlanError(f"SGLang cannot build a ModelConfig from {path}: {e}") from e
 
 

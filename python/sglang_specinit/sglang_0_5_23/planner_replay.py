@@ -19,6 +19,7 @@ from sglang_specinit.planner.replay import (
     InstalledReleaseReplay,
     PoolPrices,
     ResolvedLaunch,
+    config_errors,
     duplicates_note,
     installed_release,
     kv_cache_quant_algo,
@@ -124,7 +125,7 @@ class Replay0523(InstalledReleaseReplay):
             # (e.g. an FP4 KV cache on a GPU without it): both end the launch before any rank.
             except (AssertionError, RuntimeError) as e:
                 raise PlanError(f"sglang {installed_release()} refuses this launch: {e}") from None
-            except (AttributeError, KeyError, TypeError):
+            except config_errors():
                 # Resolution hooks build a ModelConfig: a malformed config.json fails there.
                 _model_config(ModelConfig.from_server_args, server_args)
                 raise
