@@ -3,7 +3,6 @@ one block per SGLang module (nothing of SGLang is imported)."""
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import sys
 from collections.abc import Callable, Sequence
@@ -11,6 +10,7 @@ from typing import Any
 
 from sglang_specinit import compat
 from sglang_specinit.hooks import ModulePatch, adapter_patches
+from sglang_specinit.planner.inputs import RaisingParser
 
 EXIT_BAD_INPUT = 2
 
@@ -53,7 +53,7 @@ def listing(release: str) -> list[str]:
 
 
 def patches_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = RaisingParser(
         prog="sglang-specinit patches",
         description=(
             "List every SGLang target a release's adapter hooks, adds a method to, or requires, "
@@ -68,9 +68,9 @@ def patches_main(argv: Sequence[str]) -> int:
             + ", ".join(compat.supported_releases())
         ),
     )
-    options = parser.parse_args(list(argv))
-    release = options.release or compat.installed_sglang_version()
     try:
+        options = parser.parse_args(list(argv))
+        release = options.release or compat.installed_sglang_version()
         if release is None:
             raise ValueError("sglang is not installed; pass --release")
         lines = listing(release)

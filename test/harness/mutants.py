@@ -33,6 +33,7 @@ class Mutant:
 _SIGNATURES = "test/sglang_0_5_23/test_adapter_signatures.py"
 _EAGLE3_LAUNCH = "test/sglang_0_5_23/test_eagle3_launch.py"
 _REFUSED = "test/shared/test_refused_launches.py::test_refused_launch_and_its_plan"
+_BAD_INPUT = "test/shared/test_plan_bad_input.py::test_bad_input_exits_2_with_one_line"
 _LAYOUT_TEST = (
     f"{_SIGNATURES}::test_the_draft_layout_fused_entries_sharding_and_dp_names_are_as_"
     "release_shims_says"
@@ -54,10 +55,7 @@ MUTANTS: tuple[Mutant, ...] = (
         'if args.speculative_algorithm == "EAGLE3" and not args.speculative_draft_model_path:',
         'if args.speculative_algorithm == "EAGLE-3" and not args.speculative_draft_model_path:',
         ".venv",
-        (
-            "test/shared/test_plan_bad_input.py::"
-            "test_bad_input_exits_2_with_one_line[eagle3 without draft]",
-        ),
+        (f"{_BAD_INPUT}[eagle3 without draft]",),
     ),
     Mutant(
         "0523-malformed-config-traceback",
@@ -65,10 +63,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            except config_errors():",
         "            except ZeroDivisionError:",
         ".venv-sglang0523",
-        (
-            "test/shared/test_plan_bad_input.py::"
-            "test_bad_input_exits_2_with_one_line[unsupported architecture]",
-        ),
+        (f"{_BAD_INPUT}[unsupported architecture]",),
     ),
     Mutant(
         "0513-stepless-draft-planned",
@@ -78,11 +73,25 @@ MUTANTS: tuple[Mutant, ...] = (
         ".venv",
         (f"{_REFUSED}[num-steps-0-topk-1]",),
     ),
+    Mutant(
+        "0523-bare-assert-refusal-says-nothing",
+        "sglang_0_5_23/planner_replay.py",
+        "why = str(e) or traceback.extract_tb(e.__traceback__)[-1].line",
+        "why = str(e)",
+        ".venv-sglang0523",
+        (f"{_BAD_INPUT}[attention dp that does not split tp]",),
+    ),
+    *_twins(
+        "report-partial-breakdown-traceback",
+        "planner/report_cases.py",
+        ("all(key in value for key in BAR_KEYS)", "all(key in value for key in BAR_KEYS[:2])"),
+        f"{_BAD_INPUT}[report partial breakdown]",
+    ),
     *_twins(
         "config-zero-division-traceback",
         "planner/replay.py",
         ("KeyError, TypeError, OSError, ArithmeticError,", "KeyError, TypeError, OSError,"),
-        "test/shared/test_plan_bad_input.py::test_bad_input_exits_2_with_one_line[heads zero]",
+        f"{_BAD_INPUT}[heads zero]",
     ),
     *_twins(
         "fraction-refusal-text",

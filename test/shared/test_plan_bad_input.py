@@ -49,6 +49,8 @@ BAD_INPUTS = {
     "tp zero": ("plan --tp 0", f"--tp-size {ZERO}"),
     "page size zero": ("plan --page-size 0", f"--page-size {ZERO}"),
     "unknown flag": ("plan --no-such-flag", "unrecognized arguments"),
+    "plan option without its value": ("plan --example", "argument --example: expected one"),
+    "patches option without its value": ("patches --release", "argument --release: expected"),
     # Every CUDA rank's Llama asserts the head split (32 heads, 8 KV heads). With "tp zero": the
     # launch flags are parsed as launch_server parses them (--tp is --tp-size).
     "tp that does not split the heads": (
@@ -61,6 +63,10 @@ BAD_INPUTS = {
     "report absent": (FROM_JSON + "absent.json", "no such file or directory"),
     "report not a breakdown": (FROM_JSON + "x.json", "not a sglang-specinit breakdown"),
     "report not json": (FROM_JSON + "broken.json", "is not JSON"),
+    "report partial breakdown": (
+        FROM_JSON + "partial.json",
+        "not a sglang-specinit breakdown (it needs tokens, budget_bytes, target_weight_bytes",
+    ),
     "report no rank files": (FROM_JSON + "empty", "holds no memory-rank*.json"),
     # A plan the report accepts, and an --out it cannot write.
     "report out under a file": (
@@ -137,6 +143,15 @@ BY_GENERATION = {
             "plan --sglang-version 0.5.13.post1",
             "plan in sglang 0.5.13.post1's environment",
         ),
+        # SGLang's own refusals: a bare assert (its line is the message), a missing runtime.
+        "attention dp that does not split tp": (
+            "plan --attn-dp-size 3 --tp 2",
+            "refuses this launch: assert cfg.tp_size % cfg.attn_dp_size == 0",
+        ),
+        "npu without torch_npu": (
+            "plan --device npu",
+            "refuses this launch: torch_npu is required when run on npu device",
+        ),
         "0.5.13-only flag": (
             "plan --disable-piecewise-cuda-graph",
             "unrecognized arguments: --disable-piecewise-cuda-graph",
@@ -149,6 +164,7 @@ FILES = {
     "no-arch/config.json": {"model_type": "llama", "hidden_size": 64},
     "dsv4/config.json": {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"},
     "x.json": {"a": 1},
+    "partial.json": {"tokens": 5, "budget_bytes": 10},
     "heads-zero/config.json": {**LLAMA_CONFIG, "num_attention_heads": 0},
     "mistyped/config.json": {**LLAMA_CONFIG, "hidden_size": "big"},
 }

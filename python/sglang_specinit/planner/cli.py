@@ -49,7 +49,7 @@ EXIT_BAD_INPUT = 2
 
 def _planner_parser() -> argparse.ArgumentParser:
     # allow_abbrev=False: "--device" (a launch_server flag) must not match "--device-memory".
-    parser = argparse.ArgumentParser(
+    parser = RaisingParser(
         prog="sglang-specinit plan",
         allow_abbrev=False,
         description=(
@@ -280,8 +280,8 @@ def _offline() -> None:
 def plan_main(argv: Sequence[str]) -> int:
     """``sglang-specinit plan``; returns the exit code."""
     _offline()
-    options, launch = _planner_parser().parse_known_args(list(argv))
     try:
+        options, launch = _planner_parser().parse_known_args(list(argv))
         plan = _plan(options, launch)
     except ValueError as e:  # PlanError, BudgetError, WeightsError and SGLang's own checks
         return _bad_input("plan", e)

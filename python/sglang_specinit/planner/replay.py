@@ -85,8 +85,7 @@ def released(fn: Any) -> Any:
 
 
 def config_errors() -> tuple[type[Exception], ...]:
-    """What transformers and SGLang raise on a config.json they cannot read (a missing or
-    mistyped field, a zero they divide by)."""
+    """What transformers and SGLang raise on a config.json they cannot read (field, type, zero)."""
     from huggingface_hub import errors
 
     strict = getattr(errors, "StrictDataclassError", None)  # huggingface_hub 1.x validation

@@ -115,8 +115,12 @@ def slugify(text: str) -> str:
     return slug or "case"
 
 
+BAR_KEYS = ("tokens", "budget_bytes", "target_weight_bytes", "draft_weight_bytes")
+BAR_KEYS += ("target_kv_pool_bytes", "draft_kv_pool_bytes")  # what a bar reads (segments)
+
+
 def is_breakdown(value: Any) -> bool:
-    return isinstance(value, Mapping) and "tokens" in value and "budget_bytes" in value
+    return isinstance(value, Mapping) and all(key in value for key in BAR_KEYS)
 
 
 def variant_title(key: str, data: Mapping[str, Any]) -> str:
@@ -183,8 +187,8 @@ def case_from_plan_json(
     """A plan- or benchmark-shaped breakdown: the top level and every breakdown sub-object."""
     if not is_breakdown(data):
         raise ReportInputError(
-            f"{source_path or 'input'}: not a sglang-specinit breakdown "
-            "(no 'tokens'/'budget_bytes'); pass plan --json output, a benchmark case-*.json "
+            f"{source_path or 'input'}: not a sglang-specinit breakdown (it needs "
+            f"{', '.join(BAR_KEYS)}); pass plan --json output, a benchmark case-*.json "
             "or a server's memory-rank*.json"
         )
     variants = [_variant(SPECINIT_KEY, data)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -122,9 +123,10 @@ class Replay0523(InstalledReleaseReplay):
                 server_args.resolve_once()
                 server_args.check_server_args()
             # check_server_args refuses with assertions, the resolution hooks with RuntimeError
-            # (e.g. an FP4 KV cache on a GPU without it): both end the launch before any rank.
-            except (AssertionError, RuntimeError) as e:
-                raise PlanError(f"sglang {installed_release()} refuses this launch: {e}") from None
+            # (an FP4 KV cache on a GPU without it) or ImportError (--device npu without torch_npu).
+            except (AssertionError, RuntimeError, ImportError) as e:
+                why = str(e) or traceback.extract_tb(e.__traceback__)[-1].line  # a bare assert
+                raise PlanError(f"sglang {installed_release()} refuses this launch: {why}") from e
             except config_errors():
                 # Resolution hooks build a ModelConfig: a malformed config.json fails there.
                 _model_config(ModelConfig.from_server_args, server_args)
