@@ -60,8 +60,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "0523-malformed-config-traceback",
         "sglang_0_5_23/planner_replay.py",
-        "            except config_errors():",
-        "            except ZeroDivisionError:",
+        "            except config_errors() as e:  # resolution builds the launch's model configs",
+        "            except ZeroDivisionError as e:",
         ".venv-sglang0523",
         (f"{_BAD_INPUT}[unsupported architecture]",),
     ),
@@ -72,6 +72,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "_BACKENDS_NEEDING_A_DRAFT_STEP = ()",
         ".venv",
         (f"{_REFUSED}[num-steps-0-topk-1]",),
+    ),
+    Mutant(
+        "0513-draft-config-traceback",
+        "dataclass_args/replay.py",
+        "        except config_errors() as e:  # it builds the draft's model config",
+        "        except KeyError as e:",
+        ".venv",
+        (f"{_BAD_INPUT}[draft heads zero]",),
     ),
     Mutant(
         "0523-bare-assert-refusal-says-nothing",
@@ -86,6 +94,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "planner/report_cases.py",
         ("all(key in value for key in BAR_KEYS)", "all(key in value for key in BAR_KEYS[:2])"),
         f"{_BAD_INPUT}[report partial breakdown]",
+    ),
+    *_twins(
+        "weights-summary-shape-traceback",
+        "planner/weights.py",
+        ("except (ValueError, AttributeError, TypeError) as e:", "except ValueError as e:"),
+        f"{_BAD_INPUT}[weights summary not an object]",
     ),
     *_twins(
         "config-zero-division-traceback",

@@ -23,19 +23,29 @@ BESIDE = "--beside {tmp}/"
 FROM_JSON = "report --out {tmp}/r --from-json {tmp}/"
 NO_DRAFT = f"plan --model-path {LLAMA} --speculative-algorithm "
 ZERO = "0: the launch fails (SGLang divides by it); pass 1 or more"
+MODEL_CONFIG_OF = "SGLang cannot build a ModelConfig from {tmp}/"
+MODEL_CONFIGS = r"sglang 0\.5\.23 cannot read the model configs \(config\.json\)"
 PP_EAGLE = "plan --example llama31-70b-eagle-tp4 --pp-size 2"
 BAD_INPUTS = {
     "missing path": ("plan --model-path {tmp}/nope", "is not a local directory"),
     "missing draft path": (f"plan --example llama31-8b-eagle3 {DRAFT} {{tmp}}/x", DRAFT),
     "no architectures": ("plan --model-path {tmp}/no-arch", "no 'architectures'"),
-    # A config.json transformers cannot read: a zero it divides by, a mistyped field.
+    # A config.json transformers cannot read: a zero it divides by, a mistyped field; a draft's.
     "heads zero": (
         "plan --model-path {tmp}/heads-zero",
-        re.compile("SGLang cannot build a ModelConfig from {tmp}/heads-zero: integer division"),
+        re.compile(f"({MODEL_CONFIG_OF}heads-zero|{MODEL_CONFIGS}): integer division"),
     ),
     "mistyped field": (
         "plan --model-path {tmp}/mistyped",
-        re.compile("SGLang cannot build a ModelConfig from {tmp}/mistyped: .*'hidden_size'"),
+        re.compile(f"({MODEL_CONFIG_OF}mistyped|{MODEL_CONFIGS}): .*'hidden_size'"),
+    ),
+    "weights summary not an object": (
+        "plan --model-path {tmp}/list-weights",
+        "list-weights/weights-size.json: not a weights-size.json summary",
+    ),
+    "draft heads zero": (
+        f"plan --example llama31-8b-eagle3 {DRAFT} {{tmp}}/heads-zero",
+        re.compile(f"(SGLang cannot read the draft's config.json|{MODEL_CONFIGS}): integer"),
     ),
     "fraction zero": (f"plan {FRACTION} 0", f"{FRACTION} 0.0 is outside (0, 1)"),
     "fraction one": (f"plan {FRACTION} 1", f"{FRACTION} 1.0 is outside (0, 1)"),
@@ -115,7 +125,7 @@ BY_GENERATION = {
         # SGLang's resolution hooks build the ModelConfig a config.json lacks fields for.
         "unsupported architecture": (
             "plan --model-path {tmp}/dsv4",
-            re.compile("SGLang cannot build a ModelConfig from {tmp}/dsv4: .*'sliding_window'"),
+            re.compile(f"{MODEL_CONFIGS}: .*'sliding_window'"),
         ),
         "DeepSeek-V4 without a draft": (
             "plan --model-path {examples}/deepseek-v4-flash-mtp/target --trust-remote-code --tp 4",
@@ -165,6 +175,8 @@ FILES = {
     "dsv4/config.json": {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4"},
     "x.json": {"a": 1},
     "partial.json": {"tokens": 5, "budget_bytes": 10},
+    "list-weights/config.json": LLAMA_CONFIG,
+    "list-weights/weights-size.json": [1],
     "heads-zero/config.json": {**LLAMA_CONFIG, "num_attention_heads": 0},
     "mistyped/config.json": {**LLAMA_CONFIG, "hidden_size": "big"},
 }

@@ -14,6 +14,7 @@ from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.replay import (
     CPU_ENGINE_ENV,
     build_model_config,
+    config_errors,
     parse_launch_flags,
     refuse_unpriced_model,
     released,
@@ -46,7 +47,10 @@ def resolve_speculative(server_args: Any) -> Any:
 
     resolved = copy.copy(server_args)
     if resolved.speculative_algorithm is not None:
-        released(handle_speculative_decoding)(resolved)
+        try:
+            released(handle_speculative_decoding)(resolved)
+        except config_errors() as e:  # it builds the draft's model config
+            raise PlanError(f"SGLang cannot read the draft's config.json: {e}") from e
     return resolved
 
 

@@ -100,17 +100,16 @@ def read_checkpoint_sizes(model_dir: str) -> CheckpointSizes:
 
 
 def _from_summary(path: str) -> CheckpointSizes:
-    with open(path) as f:
-        data = json.load(f)
-    total = data.get("total_bytes")
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        total, tensors, groups = (data.get(k, {}) for k in ("total_bytes", "tensors", "groups"))
+        tensors, groups = ({k: int(v) for k, v in part.items()} for part in (tensors, groups))
+    except (ValueError, AttributeError, TypeError) as e:  # not JSON, or not a summary's shape
+        raise WeightsError(f"{path}: not a {WEIGHTS_SIZE_FILE} summary ({e})") from e
     if not isinstance(total, int) or total <= 0:
         raise WeightsError(f"{path}: total_bytes must be a positive integer")
-    return CheckpointSizes(
-        total_bytes=total,
-        source=WEIGHTS_SIZE_FILE,
-        tensor_bytes={k: int(v) for k, v in data.get("tensors", {}).items()},
-        group_bytes={k: int(v) for k, v in data.get("groups", {}).items()},
-    )
+    return CheckpointSizes(total, WEIGHTS_SIZE_FILE, tensor_bytes=tensors, group_bytes=groups)
 
 
 @dataclass(frozen=True)

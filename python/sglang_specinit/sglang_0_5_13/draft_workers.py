@@ -208,10 +208,9 @@ def standalone_draft_worker_init_backends(self: Any) -> None:
 standalone_patch.requires("StandaloneWorkerV2")
 
 
-# Multi-layer EAGLE (MTP): each of the ``speculative_num_steps`` draft runners has a pool of its
-# own, priced at its own geometry; the per-request ``req_to_hidden_states_pool`` is shaped by the
-# request pool, so it is allocated in the pool phase and charged to the budget. The embed/lm_head
-# binding runs right at the cut, so the copies are freed before the target pool is sized.
+# Multi-layer EAGLE (MTP): one pool per draft runner, each at its own geometry; the per-request
+# ``req_to_hidden_states_pool`` is shaped by the request pool, so the pool phase allocates and
+# charges it. The embed/lm_head binding runs at the cut: no copy is left when the target is sized.
 MULTI_LAYER_MODULE = "sglang.srt.speculative.multi_layer_eagle_worker_v2"
 MULTI_LAYER_DRAFT = "MultiLayerEagleDraftWorker"
 MULTI_LAYER_WORKER = "MultiLayerEagleWorkerV2"
@@ -341,10 +340,9 @@ def dflash_init_backends(self: Any) -> None:
         self.draft_worker.init_backends()
 
 
-# Frozen-KV MTP: the draft reads the target's KV cache, so its constructor needs the target pool
-# (0.5.14 solved that by allocating the target pool first, leaving the draft weights out of the
-# budget). Here the draft loads with the others, binds the target pool in phase 3, and is charged
-# exactly its weights and its 64-token stand-in pool.
+# Frozen-KV MTP: the draft reads the target's KV cache, so its constructor needs the target pool.
+# The draft loads with the others, binds the target pool in phase 3, and is charged exactly its
+# weights and its 64-token stand-in pool.
 FROZEN_KV_MODULE = "sglang.srt.speculative.frozen_kv_mtp_worker"
 frozen_kv_patch = PatchTable(FROZEN_KV_MODULE)
 

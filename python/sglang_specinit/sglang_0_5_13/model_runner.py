@@ -60,8 +60,7 @@ _MODEL_CONFIG_LOGGER = "sglang.srt.configs.model_config"
 
 def early_draft_num_layers(server_args: Any) -> int | None:
     """The KV layers each draft runner will allocate, read off the draft's config before any
-    weights load (informational: the sizing prices the live runners). Built inside
-    ``defer_pools()`` so the hf config SGLang rewrites in place is the draft's own copy."""
+    weights load (informational); built in ``defer_pools()``: SGLang rewrites the draft's copy."""
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 

@@ -127,10 +127,9 @@ class Replay0523(InstalledReleaseReplay):
             except (AssertionError, RuntimeError, ImportError) as e:
                 why = str(e) or traceback.extract_tb(e.__traceback__)[-1].line  # a bare assert
                 raise PlanError(f"sglang {installed_release()} refuses this launch: {why}") from e
-            except config_errors():
-                # Resolution hooks build a ModelConfig: a malformed config.json fails there.
-                _model_config(ModelConfig.from_server_args, server_args)
-                raise
+            except config_errors() as e:  # resolution builds the launch's model configs
+                why = f"cannot read the model configs (config.json): {e}"
+                raise PlanError(f"sglang {installed_release()} {why}") from e
             pp = int(server_args.pp_size)
             if pp > 1 and server_args.speculative_algorithm is not None:
                 # Stages differ in weights and draft; the planner has one rank's.

@@ -54,9 +54,8 @@ def kv_warm_up_copy_skipped() -> Iterator[None]:
 
 
 def import_pool_code_here() -> None:
-    """Import SGLang's KV pool module under this host's own facts, before the planned device or
-    the CPU-engine switch is entered: imported inside either, it asks for sgl_kernel's GPU or
-    CPU ops, which plain cpu pricing does without."""
+    """Import SGLang's KV pool module under this host's own facts: imported under the planned
+    device or the CPU-engine switch, it asks for sgl_kernel ops that cpu pricing does without."""
     import sglang.srt.mem_cache.memory_pool  # noqa: F401
 
 
