@@ -101,6 +101,14 @@ MUTANTS: tuple[Mutant, ...] = (
         ("except (ValueError, AttributeError, TypeError) as e:", "except ValueError as e:"),
         f"{_BAD_INPUT}[weights summary not an object]",
     ),
+    Mutant(
+        "lfs-pointer-read-as-a-header",
+        "planner/weights.py",
+        "        if header_len > os.path.getsize(path) - 8:",
+        "        if header_len > 1 << 62:",
+        ".venv",
+        (f"{_BAD_INPUT}[lfs pointer shard]",),
+    ),
     *_twins(
         "config-zero-division-traceback",
         "planner/replay.py",

@@ -43,6 +43,11 @@ BAD_INPUTS = {
         "plan --model-path {tmp}/list-weights",
         "list-weights/weights-size.json: not a weights-size.json summary",
     ),
+    # A checkpoint cloned without git-lfs: its shards are pointer files.
+    "lfs pointer shard": (
+        "plan --model-path {tmp}/lfs",
+        "lfs/model.safetensors: not a safetensors file (a Git LFS pointer? git lfs pull)",
+    ),
     "draft heads zero": (
         f"plan --example llama31-8b-eagle3 {DRAFT} {{tmp}}/heads-zero",
         re.compile(f"(SGLang cannot read the draft's config.json|{MODEL_CONFIGS}): integer"),
@@ -169,6 +174,7 @@ BY_GENERATION = {
     },
 }
 ROWS = {**BAD_INPUTS, **BY_GENERATION[installed_row().adapter]}
+LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 16060522496\n"
 LLAMA_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
 FILES = {
     "no-arch/config.json": {"model_type": "llama", "hidden_size": 64},
@@ -194,6 +200,9 @@ def test_bad_input_exits_2_with_one_line(
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(json.dumps(data))
     (tmp_path / "broken.json").write_text("{")
+    (tmp_path / "lfs").mkdir()
+    (tmp_path / "lfs" / "config.json").write_text(json.dumps(LLAMA_CONFIG))
+    (tmp_path / "lfs" / "model.safetensors").write_text(LFS_POINTER)
     (tmp_path / "file").write_text("x")
     (tmp_path / "empty").mkdir()
     (tmp_path / "true-venv" / "bin").mkdir(parents=True)

@@ -54,6 +54,8 @@ def _read_header(path: str) -> dict[str, Any]:
         if len(raw_len) != 8:
             raise WeightsError(f"{path}: not a safetensors file (shorter than 8 bytes)")
         (header_len,) = struct.unpack("<Q", raw_len)
+        if header_len > os.path.getsize(path) - 8:  # its header would run past its end
+            raise WeightsError(f"{path}: not a safetensors file (a Git LFS pointer? git lfs pull)")
         header = json.loads(f.read(header_len))
     header.pop("__metadata__", None)
     return header
