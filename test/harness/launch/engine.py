@@ -252,7 +252,8 @@ def cpu_engine(
         note_started(kwargs, env)
         yield handle
     finally:
-        kill_group(handle.proc, grace_s=2.0)
+        # Once a request ran, SGLang's Engine drains on SIGTERM (seconds): nothing to save.
+        kill_group(handle.proc, grace_s=0.0)
         live_reports.keep_live_reports(env, files.work_dir.name)
 
 
@@ -287,10 +288,10 @@ def cpu_server(
     """Run ``python -m sglang.launch_server --device cpu`` on a free loopback port."""
     files, kwargs, env = _cpu_launch(model_path, work_dir, server=True, **launch)
     argv = [*LAUNCH_SERVER, *server_args_to_cli(kwargs)]
-    # Its graceful drain takes ~6 s and there is nothing to save: the short default grace.
+    # Its graceful drain takes ~6 s and there is nothing to save: SIGKILL at once.
     try:
         with running_server(
-            argv, env=env, files=files, startup_timeout_s=startup_timeout_s
+            argv, env=env, files=files, startup_timeout_s=startup_timeout_s, grace_s=0.0
         ) as handle:
             note_started(kwargs, env)
             yield handle
