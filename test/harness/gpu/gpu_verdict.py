@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, field
 from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
 from harness.gpu import gpu_release, storage_identity
 from harness.gpu.gpu_release import GRAPH_FAILED
@@ -382,13 +383,9 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
         for b, usage in zip(plugin.breakdowns, plugin.usages, strict=True):
             # TP > 1 ranks are measured against the smallest rank's reading: fill at TP 1 only.
             memory += memory_problems(b, usage, fill=e.tp == 1)
-    identity = [
-        p
-        for snapshots in e.identity
-        for p in storage_identity.identity_problems(snapshots, e.stock_after_init)
-    ]
-    if not e.identity:
-        identity = ["no storage-identity records"]
+    identity = [] if e.identity else ["no storage-identity records"]
+    for snapshots in e.identity:
+        identity += storage_identity.identity_problems(snapshots, e.stock_after_init)
     graphs = graph_problems(plugin.capture, plugin.info, e.expect_draft)
     graphs += [f"stock: {p}" for p in graph_problems(stock.capture, stock.info, e.expect_draft)]
     graphs += same_graph_kinds(plugin.capture, stock.capture)
@@ -467,12 +464,6 @@ def sglang_meta_info(
     meta: dict[str, Any] = {"completion_tokens": completion_tokens}
     # 0.5.23 reads the draft-token count from runtime_context's get_spec.
     module = sys.modules[TokenizerManager.__module__]
-    published = getattr(module, "get_spec", None)
-    if published is not None:
-        module.get_spec = lambda: manager.server_args  # type: ignore[attr-defined]
-    try:
+    with mock.patch.object(module, "get_spec", lambda: manager.server_args, create=True):
         TokenizerManager._calculate_spec_decoding_metrics(manager, meta, batch_output, 0)
-    finally:
-        if published is not None:
-            module.get_spec = published  # type: ignore[attr-defined]
     return meta
