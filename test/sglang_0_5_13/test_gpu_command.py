@@ -110,24 +110,13 @@ def test_gpu_smoke_runs_the_eagle3_case_against_stock_from_local_checkpoints(
     assert "[test-gpu] sglang 0.5.13.post1" in out
 
 
-def _junit(tmp_path: Path, body: str, *pytest_args: str) -> tuple[Path, int]:
-    """Run ``body`` as a test file under pytest: its JUnit report and pytest's exit code."""
-    suite = tmp_path / "test_generated.py"
-    suite.write_text(textwrap.dedent(body))
-    report = tmp_path / "junit.xml"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
-    command += [*pytest_args, f"--junitxml={report}", f"--rootdir={tmp_path}"]
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=120)
-    return report, done.returncode
-
-
 def test_summary_passes_a_run_where_a_case_ran_and_fails_a_test_that_hung_at_its_timeout(
     tmp_path: Path,
 ) -> None:
     torn_down = tmp_path / "torn-down"
-    report, pytest_code = _junit(
-        tmp_path,
-        f"""
+    suite, report = tmp_path / "test_generated.py", tmp_path / "junit.xml"
+    suite.write_text(
+        textwrap.dedent(f"""
         import contextlib, pathlib, time, pytest
 
         @contextlib.contextmanager
@@ -146,13 +135,15 @@ def test_summary_passes_a_run_where_a_case_ran_and_fails_a_test_that_hung_at_its
 
         def test_next():
             pass
-        """,
-        "--timeout=2",
-        "--timeout-method=signal",
+        """)
     )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
+    command += ["--timeout=2", "--timeout-method=signal", f"--junitxml={report}"]
+    command.append(f"--rootdir={tmp_path}")
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=120)
     # The hung test fails with a timeout, its server torn down, the next test runs.
     outcomes = gpu_summary.read_outcomes(report)
-    code, text = gpu_summary.verdict(outcomes, pytest_code)
+    code, text = gpu_summary.verdict(outcomes, done.returncode)
     assert code == 1, text
     assert "failed   test_generated::test_hangs  (Failed: Timeout" in text
     assert "passed   test_generated::test_next" in text and "GPU suite: FAILED" in text

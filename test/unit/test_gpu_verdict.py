@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -149,12 +148,11 @@ def test_memory_verdict_of_one_rank_that_fills_its_budget(page_size: int) -> Non
     assert gpu_verdict.fill_problems(usage, BREAKDOWN)
 
 
-def test_oom_is_read_only_after_the_server_became_healthy(tmp_path: Path) -> None:
-    sys.path.insert(0, str(REPO / "test" / "gpu"))
-    try:
-        from gpu_server import GpuServer
-    finally:
-        sys.path.remove(str(REPO / "test" / "gpu"))
+def test_oom_is_read_only_after_the_server_became_healthy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "test" / "gpu"))
+    from gpu_server import GpuServer
     files = RunFiles.make(tmp_path, "server")
     startup = "[09:00:01] Capture cuda graph end. (a CUDA out of memory here is start-up's)\n"
     files.log_path.write_text(startup)
@@ -313,7 +311,5 @@ def test_the_short_load_gives_throughput_and_accept_length() -> None:
     result = load.LoadResult(load.SHORT_LOAD, outcomes, seconds=8.0)
     assert result.output_throughput == 16 * 128 / 8.0
     assert result.accept_length == 128 / 40
-    assert (
-        load.LoadResult(load.SHORT_LOAD, [load.RequestOutcome(0, 128)], seconds=1).accept_length
-        is None
-    )
+    not_speculative = load.LoadResult(load.SHORT_LOAD, [load.RequestOutcome(0, 128)], seconds=1)
+    assert not_speculative.accept_length is None

@@ -159,16 +159,18 @@ class GraphCapture:
     @classmethod
     def from_log(cls, text: str, release: gpu_release.ReleaseSettings) -> GraphCapture:
         gb_by_phase: dict[str, tuple[float, ...]] = {}
-        batch_lists = []
+        runner_gb, batch_lists = [], []
         for m in release.capture_end.finditer(text):
             phase = release.graph_phase.get(m["name"])
             if phase is not None:
                 gb_by_phase[phase] = (*gb_by_phase.get(phase, ()), float(m["gb"]))
+            if "draft" not in m["name"]:  # one of the target's runners
+                runner_gb.append(float(m["gb"]))
             if m.groupdict().get("bs") is not None:
                 bs = tuple(int(b) for b in m["bs"].split(",") if b.strip())
                 batch_lists.append((m["name"], bs))
         return cls(
-            runner_mem_gb=tuple(float(m["gb"]) for m in release.target_graph_end.finditer(text)),
+            runner_mem_gb=tuple(runner_gb),
             draft=text.count(release.draft_graph_end),
             draft_extend=text.count(release.draft_extend_graph_end),
             failed=text.count(GRAPH_FAILED),
