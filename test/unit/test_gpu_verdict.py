@@ -153,6 +153,7 @@ def test_oom_is_read_only_after_the_server_became_healthy(
 ) -> None:
     monkeypatch.syspath_prepend(str(REPO / "test" / "gpu"))
     from gpu_server import GpuServer
+
     files = RunFiles.make(tmp_path, "server")
     startup = "[09:00:01] Capture cuda graph end. (a CUDA out of memory here is start-up's)\n"
     files.log_path.write_text(startup)
