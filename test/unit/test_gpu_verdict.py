@@ -47,18 +47,18 @@ def test_acceptance_and_verify_count_verdicts_pass_noise_and_fail_a_draft_that_g
     )
     assert gpu_verdict.acceptance_bound(DraftStats(1, 0, 0, 0), one) == 0.0
     # Verify counts must equal stock's per prompt, within stock's own spread.
-    assert gpu_verdict.verify_count_problems(PROMPTS, responses(55), answers, answers) == []
+    assert gpu_verdict.greedy_verdict(PROMPTS, responses(55), answers, answers).verify_counts == []
     # Two verify steps more on one prompt: the aggregate binomial bound cannot see it.
     worse = responses(55)
     worse[2] = response(worse[2]["output_ids"], 42, 53)
     assert gpu_verdict.acceptance_problems(summed(worse), stock) == []
-    (problem,) = gpu_verdict.verify_count_problems(PROMPTS, worse, answers, answers)
+    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, worse, answers, answers).verify_counts
     assert repr(PROMPTS[2]) in problem and "42 verify steps with the plugin, 40 stock" in problem
     control = responses(55)
     control[2] = response(control[2]["output_ids"], 41, 54)  # stock moved by one itself
     # The plugin one step off, as far as stock's repeat: inside the spread; two steps: not.
-    assert gpu_verdict.verify_count_problems(PROMPTS, control, answers, control) == []
-    assert gpu_verdict.verify_count_problems(PROMPTS, worse, answers, control)
+    assert gpu_verdict.greedy_verdict(PROMPTS, control, answers, control).verify_counts == []
+    assert gpu_verdict.greedy_verdict(PROMPTS, worse, answers, control).verify_counts
 
 
 def with_margins(run: list[dict], margins: list[float]) -> list[dict]:

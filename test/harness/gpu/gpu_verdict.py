@@ -71,14 +71,16 @@ def greedy_verdict(
     control: Sequence[Mapping[str, Any]] | None = None,
 ) -> SimpleNamespace:
     """``problems`` fail; ``ties`` (stock near-tied there) and ``control`` (stock's own repeat
-    differed) are recorded."""
-    verdict = SimpleNamespace(problems=[], ties=[], control=[])
+    differed) are recorded; ``verify_counts`` fail: a prompt answered with stock's tokens took
+    more or fewer verify steps than stock, beyond stock's own repeat's spread."""
+    verdict = SimpleNamespace(problems=[], ties=[], control=[], verify_counts=[])
     counts = {len(prompts), len(plugin), len(stock), *([len(control)] if control else [])}
     if len(counts) != 1:
         got = f"{len(plugin)} plugin / {len(stock)} stock"
         got += f" / {len(control)} control" if control else ""
         verdict.problems.append(f"{len(prompts)} prompts but {got} responses")
         return verdict
+    runs = (plugin, stock, control or stock)  # without a control, stock is its own repeat
     for i, prompt in enumerate(prompts):
         names = ("stock repeat", "stock")
         again = _divergence(prompt, (control[i], stock[i]), names) if control else None
@@ -92,32 +94,16 @@ def greedy_verdict(
         found = _divergence(prompt, (plugin[i], stock[i]), ("plugin-on", "stock"))
         if found is not None:
             (verdict.problems if found[1] else verdict.ties).append(found[0])
-    return verdict
-
-
-def verify_count_problems(
-    prompts: Sequence[str],
-    plugin: Sequence[Mapping[str, Any]],
-    stock: Sequence[Mapping[str, Any]],
-    control: Sequence[Mapping[str, Any]] | None = None,
-) -> list[str]:
-    """Per prompt with stock's tokens: as many verify steps as stock (within its own spread)."""
-    problems = []
-    for i, prompt in enumerate(prompts):
-        if list(plugin[i]["output_ids"]) != list(stock[i]["output_ids"]):
-            continue  # judged by the greedy verdict
-        on = DraftStats.from_meta_info(plugin[i]["meta_info"]).verify_steps
-        off = DraftStats.from_meta_info(stock[i]["meta_info"]).verify_steps
-        slack = 0
-        if control and list(control[i]["output_ids"]) == list(stock[i]["output_ids"]):
-            slack = abs(DraftStats.from_meta_info(control[i]["meta_info"]).verify_steps - off)
+            continue
+        on, off, repeat = (DraftStats.from_meta_info(r[i]["meta_info"]).verify_steps for r in runs)
+        slack = abs(repeat - off) if again is None else 0
         if abs(on - off) > slack:
-            problems.append(
+            verdict.verify_counts.append(
                 f"prompt {prompt!r}: the same {len(plugin[i]['output_ids'])} tokens took {on} "
                 f"verify steps with the plugin, {off} stock (stock's own repeat moved by "
                 f"{slack}): the drafts were accepted {'less' if on > off else 'more'} often"
             )
-    return problems
+    return verdict
 
 
 def acceptance_bound(on: DraftStats, stock: DraftStats) -> float:
@@ -409,9 +395,7 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
         "graphs": graphs,
         "batch_lists": batch_list_problems(plugin.info, stock.info, plugin.capture, stock.capture),
         "greedy": greedy.problems,
-        "verify_counts": verify_count_problems(
-            e.prompts, plugin.responses, stock.responses, stock.control
-        ),
+        "verify_counts": greedy.verify_counts,
         "acceptance": acceptance_problems(on, off),
     }
 
