@@ -167,7 +167,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("profile", ["full", "small"])
-def test_profiles_define_the_same_cases_and_launch_them_alike(profile: str) -> None:
+def test_profiles_define_the_same_cases_launch_them_alike_and_fetch_what_they_load(
+    profile: str,
+) -> None:
     env = {gpu_cases.PROFILE_ENV: profile}
     graph = gpu_verdict.expected_draft_graph
     assert [(c.name, c.algorithm, graph(c.args)) for c in gpu_cases.cases(env)] == CASES
@@ -189,6 +191,15 @@ def test_profiles_define_the_same_cases_and_launch_them_alike(profile: str) -> N
         (mtp,) = [c for c in small if c.name == "multi_layer_mtp"]
         assert "MiMo-V2-Flash" in mtp.skip and "SPECINIT_GPU_MULTI_LAYER_MTP_TARGET" in mtp.skip
         assert all(not c.skip for c in small if c is not mtp)
+    # Each checkpoint fetched once, without what SGLang never loads.
+    lines = downloads.commands({**env, gpu_cases.MODEL_DIR_ENV: "/models"})
+    assert len(set(lines)) == len(lines)
+    include = "'*.safetensors' 'pytorch_model*.bin' '*.json' 'tokenizer*' '*.py'"
+    for line in lines:
+        assert f"--include {include}" in line, line
+        assert "original" not in line
+    llama_8b = any("meta-llama/Llama-3.1-8B-Instruct --include" in x for x in lines)
+    assert llama_8b == (profile == "full")
 
 
 def test_env_overrides_replace_models_and_tp() -> None:
@@ -290,20 +301,6 @@ def test_dry_run_fails_in_one_line_on_a_flag_the_release_refuses(
     (line,) = out.err.splitlines()
     assert line.startswith("[test-gpu] dry run: eagle3 plugin (always): argv refused")
     assert out.out == ""
-
-
-def test_checkpoints_are_fetched_without_what_sglang_never_loads() -> None:
-    for profile in ("full", "small"):
-        env = {gpu_cases.PROFILE_ENV: profile, gpu_cases.MODEL_DIR_ENV: "/models"}
-        lines = downloads.commands(env)
-        assert len(set(lines)) == len(lines)  # each model once
-        for line in lines:
-            include = "'*.safetensors' 'pytorch_model*.bin' '*.json' 'tokenizer*' '*.py'"
-            assert f"--include {include}" in line, line
-            assert "original" not in line
-        assert any("meta-llama/Llama-3.1-8B-Instruct --include" in x for x in lines) == (
-            profile == "full"
-        )
 
 
 def test_summary_prints_the_case_reports_and_reads_the_tests_that_ended_when_pytest_was_killed(
