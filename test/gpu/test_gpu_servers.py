@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ Wait = Callable[[int], Any]
 
 def _server(
     case: gpu_cases.Case, work_dir: Path, *, plugin: bool, fraction: str | None = None
-) -> Any:
+) -> AbstractContextManager[GpuServer]:
     """``gpu_server`` at ``fraction`` (default the case's f), deterministic unless turned off."""
     flag = gpu_release.DETERMINISTIC_FLAG if gpu_cases.deterministic() else None
     fraction = fraction or gpu_cases.mem_fraction()
