@@ -55,16 +55,11 @@ def python_0523() -> Path:
     return path
 
 
-def gpu_env() -> dict[str, str]:
-    """This runner's environment without a CPU-engine switch or a test double on the path."""
-    drop = ("SGLANG_USE_CPU_ENGINE", "PYTHONPATH")
-    return {k: v for k, v in os.environ.items() if k not in drop}
-
-
 def run_json(argv: list[str]) -> dict:
-    proc = subprocess.run(
-        argv, env=gpu_env(), capture_output=True, text=True, timeout=TIMEOUT_S, check=False
-    )
+    # This runner's environment without a CPU-engine switch or a test double on the path.
+    drop = ("SGLANG_USE_CPU_ENGINE", "PYTHONPATH")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,13 @@ FILLED = 0.85
 Wait = Callable[[int], Any]
 
 
-def _flag() -> str | None:
-    return gpu_release.DETERMINISTIC_FLAG if gpu_cases.deterministic() else None
+def _server(
+    case: gpu_cases.Case, work_dir: Path, *, plugin: bool, fraction: str | None = None
+) -> AbstractContextManager[GpuServer]:
+    """``gpu_server`` at ``fraction`` (default the case's f), deterministic unless turned off."""
+    flag = gpu_release.DETERMINISTIC_FLAG if gpu_cases.deterministic() else None
+    fraction = fraction or gpu_cases.mem_fraction()
+    return gpu_server(case, work_dir, plugin=plugin, mem_fraction=fraction, deterministic_flag=flag)
 
 
 def _generate(server: GpuServer, case: gpu_cases.Case, prompt: str) -> dict[str, Any]:
@@ -94,9 +100,7 @@ def _serve(
     wait(case.tp)
     with report.launch(role, fraction) as entry:
         try:
-            with gpu_server(
-                case, work_dir, plugin=plugin, mem_fraction=fraction, deterministic_flag=_flag()
-            ) as server:
+            with _server(case, work_dir, plugin=plugin, fraction=fraction) as server:
                 info = server.server_info()
                 responses = [_generate(server, case, p) for p in gpu_cases.PROMPTS]
                 control = None
@@ -141,7 +145,7 @@ def test_case_fits_its_budget_and_matches_stock(
 ) -> None:
     require(case)
     release = gpu_release.installed_settings()
-    report = gpu_summary.new_report(case.name, release.version, _flag() is not None, tmp_path)
+    report = gpu_summary.new_report(case.name, release.version, gpu_cases.deterministic(), tmp_path)
     record_property("case_report", str(report.path))
     wait, fraction = wait_for_released_devices, gpu_cases.mem_fraction()
     on = _serve(case, tmp_path / "plugin", report, plugin=True, fraction=fraction, wait=wait)
@@ -153,17 +157,15 @@ def test_case_fits_its_budget_and_matches_stock(
     assert info["speculative_algorithm"] == case.algorithm
     assert info["enable_multi_layer_eagle"] == ("--enable-multi-layer-eagle" in case.args)
     assert info["disable_overlap_schedule"] == (not case.overlap), info["disable_overlap_schedule"]
+    resized = gpu_cases.POST_CAPTURE_ENV[0] in case.env
     if compared is not on:  # the plugin at f is judged on its own memory too
         at_f = on.launch(release)
-        resized = gpu_cases.POST_CAPTURE_ENV[0] in case.env
         assert gpu_verdict.breakdown_problems(at_f, case.tp, resized=resized) == []
         for b, usage in zip(at_f.breakdowns, at_f.usages, strict=True):
             assert gpu_verdict.memory_problems(b, usage, fill=case.tp == 1) == []
 
-    stock_identity = storage_identity.read_snapshots(stock.work_dir / "probe")
-    stock_after_init = (
-        (stock_identity[0].get("after_init") or [None])[-1] if stock_identity else None
-    )
+    stock_identity = storage_identity.read_snapshots(stock.work_dir / "probe") or [{}]
+    stock_after_init = (stock_identity[0].get("after_init") or [None])[-1]
     evidence = gpu_verdict.CaseEvidence(
         prompts=gpu_cases.PROMPTS,
         tp=case.tp,
@@ -172,25 +174,21 @@ def test_case_fits_its_budget_and_matches_stock(
         stock=stock.launch(release),
         identity=storage_identity.read_snapshots(compared.work_dir / "probe"),
         stock_after_init=stock_after_init,
-        resized_after_capture=gpu_cases.POST_CAPTURE_ENV[0] in case.env,
+        resized_after_capture=resized,
     )
     problems = gpu_verdict.case_problems(evidence)
-    plugin_tokens, stock_tokens = info["max_total_num_tokens"], stock.info["max_total_num_tokens"]
-    ratio = round(plugin_tokens / stock_tokens, 4)
-    tokens = {"plugin": plugin_tokens, "stock": stock_tokens, "ratio": ratio}
+    sides = {"plugin": (compared, evidence.plugin), "stock": (stock, evidence.stock)}
+    tokens = {name: served.info["max_total_num_tokens"] for name, (served, _) in sides.items()}
+    tokens["ratio"] = round(tokens["plugin"] / tokens["stock"], 4)
     report.result("tokens", {**tokens, "stock_fits": evidence.stock_fits})
-    batch_lists = {
-        "plugin": evidence.plugin.capture.batch_lists,
-        "stock": evidence.stock.capture.batch_lists,
-    }
-    report.result(
-        "cuda_graph_batch_lists", {**batch_lists, "args_equal": not problems["batch_lists"]}
-    )
-    report.result("serving", {"plugin": compared.serving(), "stock": stock.serving()})
-    report.result("greedy_ties", evidence.notes["greedy_ties"])
-    report.result("stock_control_differences", evidence.notes["stock_control_differences"])
+    batch_lists = {name: launch.capture.batch_lists for name, (_, launch) in sides.items()}
+    batch_lists["args_equal"] = not problems["batch_lists"]
+    report.result("cuda_graph_batch_lists", batch_lists)
+    report.result("serving", {name: served.serving() for name, (served, _) in sides.items()})
+    for key in ("greedy_ties", "stock_control_differences"):
+        report.result(key, evidence.notes[key])
     drafts = []
-    for name, served in (("plugin", compared), ("stock", stock)):
+    for name, (served, _) in sides.items():
         n = gpu_verdict.summed(served.responses)
         drafts.append(f"{name} {n.correct_drafts}/{n.proposed_drafts} ({n.accept_rate:.1%})")
     report.result("drafts", ", ".join(drafts))
@@ -203,9 +201,10 @@ def test_case_fits_its_budget_and_matches_stock(
     assert gpu_verdict.oom_lines(compared.server.log_after_ready()) == []
 
 
-def _eagle3() -> gpu_cases.Case:
+def _eagle3(wait: Wait) -> gpu_cases.Case:
     case = gpu_cases.case("eagle3")
     require(case)
+    wait(case.tp)
     return case
 
 
@@ -219,14 +218,9 @@ def test_full_kv_cache_is_served_without_running_out_of_memory(
     tmp_path: Path, wait_for_released_devices: Wait
 ) -> None:
     """At f = 0.9 the 1 - f share must still hold activations and graphs at full occupancy."""
-    case = _eagle3()
-    wait_for_released_devices(case.tp)
-    fraction = gpu_cases.mem_fraction()
-    with gpu_server(
-        case, tmp_path, plugin=True, mem_fraction=fraction, deterministic_flag=_flag()
-    ) as server:
-        info = server.server_info()
-        result = load.run_load(server.base_url, _fill_plan(info))
+    case = _eagle3(wait_for_released_devices)
+    with _server(case, tmp_path, plugin=True) as server:
+        result = load.run_load(server.base_url, _fill_plan(server.server_info()))
         healthy_after = server.healthy()
     assert result.failed == [] and result.short == [], result.summary()
     assert result.peak_usage >= FILLED, result.summary()
@@ -239,14 +233,10 @@ def test_stock_sglang_overshoots_the_same_budget(
     tmp_path: Path, wait_for_released_devices: Wait, record_property: Any
 ) -> None:
     """The regression the plugin exists for, on the same launch as the eagle3 case."""
-    case = _eagle3()
-    fraction = gpu_cases.mem_fraction()
+    case = _eagle3(wait_for_released_devices)
     started = True
-    wait_for_released_devices(case.tp)
     try:
-        with gpu_server(
-            case, tmp_path, plugin=False, mem_fraction=fraction, deterministic_flag=_flag()
-        ) as server:
+        with _server(case, tmp_path, plugin=False) as server:
             assert not breakdowns(server)  # the plugin really was off
             result = load.run_load(server.base_url, _fill_plan(server.server_info()))
             record_property("stock_load", f"{result.summary()}; healthy: {server.healthy()}")

@@ -110,24 +110,13 @@ def test_gpu_smoke_runs_the_eagle3_case_against_stock_from_local_checkpoints(
     assert "[test-gpu] sglang 0.5.13.post1" in out
 
 
-def _junit(tmp_path: Path, body: str, *pytest_args: str) -> tuple[Path, int]:
-    """Run ``body`` as a test file under pytest: its JUnit report and pytest's exit code."""
-    suite = tmp_path / "test_generated.py"
-    suite.write_text(textwrap.dedent(body))
-    report = tmp_path / "junit.xml"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
-    command += [*pytest_args, f"--junitxml={report}", f"--rootdir={tmp_path}"]
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=120)
-    return report, done.returncode
-
-
 def test_summary_passes_a_run_where_a_case_ran_and_fails_a_test_that_hung_at_its_timeout(
     tmp_path: Path,
 ) -> None:
     torn_down = tmp_path / "torn-down"
-    report, pytest_code = _junit(
-        tmp_path,
-        f"""
+    suite, report = tmp_path / "test_generated.py", tmp_path / "junit.xml"
+    suite.write_text(
+        textwrap.dedent(f"""
         import contextlib, pathlib, time, pytest
 
         @contextlib.contextmanager
@@ -146,13 +135,15 @@ def test_summary_passes_a_run_where_a_case_ran_and_fails_a_test_that_hung_at_its
 
         def test_next():
             pass
-        """,
-        "--timeout=2",
-        "--timeout-method=signal",
+        """)
     )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
+    command += ["--timeout=2", "--timeout-method=signal", f"--junitxml={report}"]
+    command.append(f"--rootdir={tmp_path}")
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=120)
     # The hung test fails with a timeout, its server torn down, the next test runs.
     outcomes = gpu_summary.read_outcomes(report)
-    code, text = gpu_summary.verdict(outcomes, pytest_code)
+    code, text = gpu_summary.verdict(outcomes, done.returncode)
     assert code == 1, text
     assert "failed   test_generated::test_hangs  (Failed: Timeout" in text
     assert "passed   test_generated::test_next" in text and "GPU suite: FAILED" in text
@@ -176,7 +167,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("profile", ["full", "small"])
-def test_profiles_define_the_same_cases_and_launch_them_alike(profile: str) -> None:
+def test_profiles_define_the_same_cases_launch_them_alike_and_fetch_what_they_load(
+    profile: str,
+) -> None:
     env = {gpu_cases.PROFILE_ENV: profile}
     graph = gpu_verdict.expected_draft_graph
     assert [(c.name, c.algorithm, graph(c.args)) for c in gpu_cases.cases(env)] == CASES
@@ -198,6 +191,15 @@ def test_profiles_define_the_same_cases_and_launch_them_alike(profile: str) -> N
         (mtp,) = [c for c in small if c.name == "multi_layer_mtp"]
         assert "MiMo-V2-Flash" in mtp.skip and "SPECINIT_GPU_MULTI_LAYER_MTP_TARGET" in mtp.skip
         assert all(not c.skip for c in small if c is not mtp)
+    # Each checkpoint fetched once, without what SGLang never loads.
+    lines = downloads.commands({**env, gpu_cases.MODEL_DIR_ENV: "/models"})
+    assert len(set(lines)) == len(lines)
+    include = "'*.safetensors' 'pytorch_model*.bin' '*.json' 'tokenizer*' '*.py'"
+    for line in lines:
+        assert f"--include {include}" in line, line
+        assert "original" not in line
+    llama_8b = any("meta-llama/Llama-3.1-8B-Instruct --include" in x for x in lines)
+    assert llama_8b == (profile == "full")
 
 
 def test_env_overrides_replace_models_and_tp() -> None:
@@ -299,20 +301,6 @@ def test_dry_run_fails_in_one_line_on_a_flag_the_release_refuses(
     (line,) = out.err.splitlines()
     assert line.startswith("[test-gpu] dry run: eagle3 plugin (always): argv refused")
     assert out.out == ""
-
-
-def test_checkpoints_are_fetched_without_what_sglang_never_loads() -> None:
-    for profile in ("full", "small"):
-        env = {gpu_cases.PROFILE_ENV: profile, gpu_cases.MODEL_DIR_ENV: "/models"}
-        lines = downloads.commands(env)
-        assert len(set(lines)) == len(lines)  # each model once
-        for line in lines:
-            include = "'*.safetensors' 'pytorch_model*.bin' '*.json' 'tokenizer*' '*.py'"
-            assert f"--include {include}" in line, line
-            assert "original" not in line
-        assert any("meta-llama/Llama-3.1-8B-Instruct --include" in x for x in lines) == (
-            profile == "full"
-        )
 
 
 def test_summary_prints_the_case_reports_and_reads_the_tests_that_ended_when_pytest_was_killed(

@@ -63,7 +63,7 @@ def launch(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) ->
     return launch_of(RELEASE, monkeypatch, caplog)
 
 
-def test_the_graph_verdicts_pass_a_working_eagle3_server_and_fail_a_missing_or_changed_graph(
+def test_a_working_eagle3_launch_passes_every_gpu_verdict_and_each_broken_one_fails(
     launch: Any,
 ) -> None:
     capture, info = launch()
@@ -99,11 +99,7 @@ def test_the_graph_verdicts_pass_a_working_eagle3_server_and_fail_a_missing_or_c
     assert gpu_verdict.batch_list_problems(info, info, capture, capture) == []
     problems = gpu_verdict.batch_list_problems(plugin_info, info, plugin, capture)
     assert [p.split(":")[0] for p in problems] == EXPECT.batch_list_problems, problems
-
-
-def test_a_working_plugins_case_passes_every_gpu_verdict_and_each_broken_one_fails(
-    launch: Any,
-) -> None:
+    # The whole case: a working plugin passes every check, each broken plugin fails its own.
     working = broken_plugins.working_case(launch, RELEASE)
     assert working.stock_fits is EXPECT.stock_fits
     assert gpu_verdict.case_problems(working) == {name: [] for name in gpu_verdict.CHECKS}

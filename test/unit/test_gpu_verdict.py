@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,7 +26,20 @@ REPO = Path(__file__).resolve().parents[2]
 PROMPTS = gpu_cases.PROMPTS
 
 
-def test_acceptance_and_verify_count_verdicts_pass_noise_and_fail_a_draft_that_got_worse() -> None:
+def test_drafts_read_from_sglangs_keys_pass_noise_and_fail_a_draft_that_got_worse() -> None:
+    stats = DraftStats.from_meta_info(sglang_meta_info(64, 20, 43, 4))
+    assert stats == DraftStats(64, verify_steps=20, correct_drafts=43, proposed_drafts=60)
+    assert stats.accept_rate == pytest.approx(43 / 60)
+    # 64 tokens, no draft ever accepted: one prefill token + one bonus token per verify step.
+    meta = sglang_meta_info(64, 63, 0, 4)
+    assert meta["spec_accept_length"] > 1.0  # what the old check asserted: passes anyway
+    assert DraftStats.from_meta_info(meta).correct_drafts == 0
+    total = summed([{"meta_info": sglang_meta_info(64, 20, 43, 4)}, {"meta_info": meta}])
+    assert total == DraftStats(128, 83, 43, 60 + 189)
+    meta = sglang_meta_info(1, 0, 0, 4)
+    assert "spec_verify_ct" not in meta  # SGLang leaves the keys out
+    with pytest.raises(ValueError, match="no speculative verify step"):
+        DraftStats.from_meta_info(meta)
     answers = responses(55)
     stock = summed(answers)
     assert gpu_verdict.acceptance_problems(summed(responses(55)), stock) == []
@@ -48,18 +60,18 @@ def test_acceptance_and_verify_count_verdicts_pass_noise_and_fail_a_draft_that_g
     )
     assert gpu_verdict.acceptance_bound(DraftStats(1, 0, 0, 0), one) == 0.0
     # Verify counts must equal stock's per prompt, within stock's own spread.
-    assert gpu_verdict.verify_count_problems(PROMPTS, responses(55), answers, answers) == []
+    assert gpu_verdict.greedy_verdict(PROMPTS, responses(55), answers, answers).verify_counts == []
     # Two verify steps more on one prompt: the aggregate binomial bound cannot see it.
     worse = responses(55)
     worse[2] = response(worse[2]["output_ids"], 42, 53)
     assert gpu_verdict.acceptance_problems(summed(worse), stock) == []
-    (problem,) = gpu_verdict.verify_count_problems(PROMPTS, worse, answers, answers)
+    (problem,) = gpu_verdict.greedy_verdict(PROMPTS, worse, answers, answers).verify_counts
     assert repr(PROMPTS[2]) in problem and "42 verify steps with the plugin, 40 stock" in problem
     control = responses(55)
     control[2] = response(control[2]["output_ids"], 41, 54)  # stock moved by one itself
     # The plugin one step off, as far as stock's repeat: inside the spread; two steps: not.
-    assert gpu_verdict.verify_count_problems(PROMPTS, control, answers, control) == []
-    assert gpu_verdict.verify_count_problems(PROMPTS, worse, answers, control)
+    assert gpu_verdict.greedy_verdict(PROMPTS, control, answers, control).verify_counts == []
+    assert gpu_verdict.greedy_verdict(PROMPTS, worse, answers, control).verify_counts
 
 
 def with_margins(run: list[dict], margins: list[float]) -> list[dict]:
@@ -149,12 +161,12 @@ def test_memory_verdict_of_one_rank_that_fills_its_budget(page_size: int) -> Non
     assert gpu_verdict.fill_problems(usage, BREAKDOWN)
 
 
-def test_oom_is_read_only_after_the_server_became_healthy(tmp_path: Path) -> None:
-    sys.path.insert(0, str(REPO / "test" / "gpu"))
-    try:
-        from gpu_server import GpuServer
-    finally:
-        sys.path.remove(str(REPO / "test" / "gpu"))
+def test_oom_is_read_only_after_the_server_became_healthy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "test" / "gpu"))
+    from gpu_server import GpuServer
+
     files = RunFiles.make(tmp_path, "server")
     startup = "[09:00:01] Capture cuda graph end. (a CUDA out of memory here is start-up's)\n"
     files.log_path.write_text(startup)
@@ -208,21 +220,6 @@ def test_preflight_passes_cuda_13_on_glibc_2_35_and_says_in_one_line_what_is_mis
     assert line.startswith(says if ok else failed) and says in line
 
 
-def test_a_case_waits_only_on_the_devices_it_runs_on() -> None:
-    uuids = {"GPU-aaaa-1111": 0, "GPU-bbbb-2222": 1, "GPU-cccc-3333": 2}
-
-    def devices(tp: int, count: int, visible: str | None = None) -> list[int]:
-        env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
-        return device_memory.devices_for_case(tp, count, uuids, env=env)
-
-    assert devices(1, 8) == [0]
-    assert devices(2, 8, "5,3,1") == [5, 3]
-    assert devices(2, 3, "GPU-cccc,GPU-aaaa-1111") == [2, 0]
-    # An id NVML does not list (a MIG instance): every device is watched.
-    assert devices(1, 3, "MIG-1") == [0, 1, 2]
-    assert devices(1, 3, "") == []
-
-
 def test_the_suite_runs_the_installed_release_and_refuses_others() -> None:
     assert gpu_release.MATRIX == ("0.5.13.post1", "0.5.23")
     assert gpu_release.installed_settings().version == gpu_release.installed_release()
@@ -268,7 +265,19 @@ def fake_reader(script: dict[int, list[int]], holders: dict | None = None) -> An
     return SimpleNamespace(used_bytes=used_bytes, holder_pids=(holders or {}).get, reads=reads)
 
 
-def test_device_wait_lasts_until_every_device_is_back_near_its_baseline() -> None:
+def test_a_case_waits_on_its_own_devices_until_each_is_back_near_its_baseline() -> None:
+    uuids = {"GPU-aaaa-1111": 0, "GPU-bbbb-2222": 1, "GPU-cccc-3333": 2}
+
+    def devices(tp: int, count: int, visible: str | None = None) -> list[int]:
+        env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+        return device_memory.devices_for_case(tp, count, uuids, env=env)
+
+    assert devices(1, 8) == [0]
+    assert devices(2, 8, "5,3,1") == [5, 3]
+    assert devices(2, 3, "GPU-cccc,GPU-aaaa-1111") == [2, 0]
+    # An id NVML does not list (a MIG instance): every device is watched.
+    assert devices(1, 3, "MIG-1") == [0, 1, 2]
+    assert devices(1, 3, "") == []
     baselines = {0: GIB, 1: 2 * GIB}
     # Device 0 drains in three polls, device 1 is already clean.
     reader = fake_reader({0: [70 * GIB, 30 * GIB, GIB + 100 * MIB], 1: [2 * GIB]})
@@ -289,22 +298,6 @@ def test_device_wait_lasts_until_every_device_is_back_near_its_baseline() -> Non
     assert "device 0" in message and "4242" in message and "+60416 MiB" in message
 
 
-def test_accepted_drafts_are_read_from_sglangs_keys_and_summed() -> None:
-    stats = DraftStats.from_meta_info(sglang_meta_info(64, 20, 43, 4))
-    assert stats == DraftStats(64, verify_steps=20, correct_drafts=43, proposed_drafts=60)
-    assert stats.accept_rate == pytest.approx(43 / 60)
-    # 64 tokens, no draft ever accepted: one prefill token + one bonus token per verify step.
-    meta = sglang_meta_info(64, 63, 0, 4)
-    assert meta["spec_accept_length"] > 1.0  # what the old check asserted: passes anyway
-    assert DraftStats.from_meta_info(meta).correct_drafts == 0
-    total = summed([{"meta_info": sglang_meta_info(64, 20, 43, 4)}, {"meta_info": meta}])
-    assert total == DraftStats(128, 83, 43, 60 + 189)
-    meta = sglang_meta_info(1, 0, 0, 4)
-    assert "spec_verify_ct" not in meta  # SGLang leaves the keys out
-    with pytest.raises(ValueError, match="no speculative verify step"):
-        DraftStats.from_meta_info(meta)
-
-
 def test_the_short_load_gives_throughput_and_accept_length() -> None:
     outcomes = [
         load.RequestOutcome(i, completion_tokens=128, seconds=4.0, verify_steps=40)
@@ -313,7 +306,5 @@ def test_the_short_load_gives_throughput_and_accept_length() -> None:
     result = load.LoadResult(load.SHORT_LOAD, outcomes, seconds=8.0)
     assert result.output_throughput == 16 * 128 / 8.0
     assert result.accept_length == 128 / 40
-    assert (
-        load.LoadResult(load.SHORT_LOAD, [load.RequestOutcome(0, 128)], seconds=1).accept_length
-        is None
-    )
+    not_speculative = load.LoadResult(load.SHORT_LOAD, [load.RequestOutcome(0, 128)], seconds=1)
+    assert not_speculative.accept_length is None

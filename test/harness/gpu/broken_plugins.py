@@ -110,13 +110,10 @@ def responses(
     correct: int = 56, *, verify_ct: int = 40, changed_at: int | None = None
 ) -> list[dict]:
     """One server's answers (96 tokens each); ``changed_at``: the second one differs there."""
-    out = []
-    for i, _ in enumerate(gpu_cases.PROMPTS):
-        ids = [1000 + 7 * i + t for t in range(96)]
-        if changed_at is not None and i == 1:
-            ids[changed_at] += 1
-        out.append(response(ids, verify_ct, correct))
-    return out
+    ids = [[1000 + 7 * i + t for t in range(96)] for i, _ in enumerate(gpu_cases.PROMPTS)]
+    if changed_at is not None:
+        ids[1][changed_at] += 1
+    return [response(one, verify_ct, correct) for one in ids]
 
 
 SHARED = {"draft0/lm_head.weight": "lm_head.weight", "draft0/embed_tokens.weight": "embed"}

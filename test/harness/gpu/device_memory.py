@@ -130,15 +130,18 @@ class MemoryWatch:
         text = self.log_path.read_bytes() if self.log_path.exists() else b""
         return "capture" if CAPTURE_BEGIN in text.decode(errors="replace").lower() else "init"
 
-    def sample(self) -> None:
-        phase = self.phase()
+    def _readings(self) -> dict[int, tuple[int, int]]:
+        found = {}
         for index in self.devices:
             try:
-                used, _ = self.read(index)
+                found[index] = self.read(index)
             except Exception as error:  # a driver hiccup must not end the watch
                 self.errors.append(f"device {index}: {error}")
-                continue
-            peak = self.peaks[phase]
+        return found
+
+    def sample(self) -> None:
+        peak = self.peaks[self.phase()]
+        for index, (used, _) in self._readings().items():
             peak[index] = max(peak.get(index, 0), used)
         self.samples += 1
 
@@ -159,12 +162,8 @@ class MemoryWatch:
             if self._thread is not None:
                 self._thread.join(timeout=5)
             self.sample()
-            for index in self.devices:
-                try:
-                    used, total = self.read(index)
-                    self.free_after_capture[index] = total - used
-                except Exception as error:
-                    self.errors.append(f"device {index}: {error}")
+            for index, (used, total) in self._readings().items():
+                self.free_after_capture[index] = total - used
         return {
             "peak_used_bytes": {p: dict(v) for p, v in self.peaks.items()},
             "free_after_capture_bytes": dict(self.free_after_capture),

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from unittest import mock
 
-from harness.gpu import device_memory, gpu_cases, gpu_release, storage_identity
+from harness.gpu import device_memory, gpu_cases, gpu_release, storage_identity, time_budget
 from harness.launch.server_process import (
     cpu_double_problems,
     sglang_process_env,
@@ -62,15 +62,13 @@ def gpu_env(
 # Where the suite's servers would write; the dry run names the place without creating it.
 WORK_DIR_PLACEHOLDER = Path("<case-dir>")
 SERVERS = "test_gpu_servers.py::"
-CASE_TEST = SERVERS + "test_case_fits_its_budget_and_matches_stock"
+CASE_TEST = SERVERS + time_budget.CASE_TEST
 # The eagle3 case's other tests at f: (test, variant, work directory).
 EAGLE3_TESTS = (
-    (SERVERS + "test_full_kv_cache_is_served_without_running_out_of_memory", "plugin", "load"),
-    (SERVERS + "test_stock_sglang_overshoots_the_same_budget", "stock", "overshoot"),
+    (SERVERS + time_budget.LOAD_TESTS[0], "plugin", "load"),
+    (SERVERS + time_budget.LOAD_TESTS[1], "stock", "overshoot"),
 )
-TP2_TEST = (
-    "test_gpu_multi_rank.py::test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory"
-)
+TP2_TEST = "test_gpu_multi_rank.py::" + time_budget.TP2_TEST
 
 
 def planned_servers(env: Mapping[str, str]) -> Iterator[dict]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -204,13 +203,11 @@ def resolve(spec: Case, env: Mapping[str, str]) -> Case:
     if not tp_text.isdigit() or int(tp_text) < 1:
         raise ValueError(f"{spec.override_prefixes[0]}TP={tp_text!r} must be a positive integer")
     if not target:
-        return dataclasses.replace(spec, tp=int(tp_text))
+        return replace(spec, tp=int(tp_text))
     if spec.self_draft and draft is None:
         draft = target
     draft = None if draft is None else local_model(draft, env)
-    return dataclasses.replace(
-        spec, target=local_model(target, env), draft=draft, tp=int(tp_text), skip=""
-    )
+    return replace(spec, target=local_model(target, env), draft=draft, tp=int(tp_text), skip="")
 
 
 def smoke_problems(env: Mapping[str, str] | None = None) -> str:

@@ -13,7 +13,6 @@ GRAPH_FAILED = "Capture cuda graph failed"  # both releases
 @dataclass(frozen=True)
 class ReleaseSettings:
     version: str
-    target_graph_end: re.Pattern[str]
     draft_graph_end: str
     draft_extend_graph_end: str
     # Capture-end lines (``name``, ``gb``, ``bs``); ``graph_phase``: name -> /server_info key.
@@ -28,9 +27,6 @@ class ReleaseSettings:
 RELEASES: dict[str, ReleaseSettings] = {
     "0.5.13.post1": ReleaseSettings(
         version="0.5.13.post1",
-        target_graph_end=re.compile(
-            r"Capture cuda graph end\. Time elapsed: [-\d.]+ s\. mem usage=(?P<gb>-?[\d.]+) GB\."
-        ),
         draft_graph_end="Capture draft cuda graph end.",
         draft_extend_graph_end="Capture draft extend cuda graph end.",
         capture_end=re.compile(
@@ -43,10 +39,6 @@ RELEASES: dict[str, ReleaseSettings] = {
     ),
     "0.5.23": ReleaseSettings(
         version="0.5.23",
-        target_graph_end=re.compile(
-            r"Capture target (?:verify|decode|prefill) CUDA graph end\. .*?"
-            r"mem usage=(?P<gb>-?[\d.]+) GB"
-        ),
         draft_graph_end="Capture draft decode CUDA graph end.",
         draft_extend_graph_end="Capture draft extend CUDA graph end.",
         capture_end=re.compile(

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, field
 from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
 from harness.gpu import gpu_release, storage_identity
 from harness.gpu.gpu_release import GRAPH_FAILED
@@ -70,14 +71,16 @@ def greedy_verdict(
     control: Sequence[Mapping[str, Any]] | None = None,
 ) -> SimpleNamespace:
     """``problems`` fail; ``ties`` (stock near-tied there) and ``control`` (stock's own repeat
-    differed) are recorded."""
-    verdict = SimpleNamespace(problems=[], ties=[], control=[])
+    differed) are recorded; ``verify_counts`` fail: a prompt answered with stock's tokens took
+    more or fewer verify steps than stock, beyond stock's own repeat's spread."""
+    verdict = SimpleNamespace(problems=[], ties=[], control=[], verify_counts=[])
     counts = {len(prompts), len(plugin), len(stock), *([len(control)] if control else [])}
     if len(counts) != 1:
         got = f"{len(plugin)} plugin / {len(stock)} stock"
         got += f" / {len(control)} control" if control else ""
         verdict.problems.append(f"{len(prompts)} prompts but {got} responses")
         return verdict
+    runs = (plugin, stock, control or stock)  # without a control, stock is its own repeat
     for i, prompt in enumerate(prompts):
         names = ("stock repeat", "stock")
         again = _divergence(prompt, (control[i], stock[i]), names) if control else None
@@ -91,32 +94,16 @@ def greedy_verdict(
         found = _divergence(prompt, (plugin[i], stock[i]), ("plugin-on", "stock"))
         if found is not None:
             (verdict.problems if found[1] else verdict.ties).append(found[0])
-    return verdict
-
-
-def verify_count_problems(
-    prompts: Sequence[str],
-    plugin: Sequence[Mapping[str, Any]],
-    stock: Sequence[Mapping[str, Any]],
-    control: Sequence[Mapping[str, Any]] | None = None,
-) -> list[str]:
-    """Per prompt with stock's tokens: as many verify steps as stock (within its own spread)."""
-    problems = []
-    for i, prompt in enumerate(prompts):
-        if list(plugin[i]["output_ids"]) != list(stock[i]["output_ids"]):
-            continue  # judged by the greedy verdict
-        on = DraftStats.from_meta_info(plugin[i]["meta_info"]).verify_steps
-        off = DraftStats.from_meta_info(stock[i]["meta_info"]).verify_steps
-        slack = 0
-        if control and list(control[i]["output_ids"]) == list(stock[i]["output_ids"]):
-            slack = abs(DraftStats.from_meta_info(control[i]["meta_info"]).verify_steps - off)
+            continue
+        on, off, repeat = (DraftStats.from_meta_info(r[i]["meta_info"]).verify_steps for r in runs)
+        slack = abs(repeat - off) if again is None else 0
         if abs(on - off) > slack:
-            problems.append(
+            verdict.verify_counts.append(
                 f"prompt {prompt!r}: the same {len(plugin[i]['output_ids'])} tokens took {on} "
                 f"verify steps with the plugin, {off} stock (stock's own repeat moved by "
                 f"{slack}): the drafts were accepted {'less' if on > off else 'more'} often"
             )
-    return problems
+    return verdict
 
 
 def acceptance_bound(on: DraftStats, stock: DraftStats) -> float:
@@ -158,16 +145,18 @@ class GraphCapture:
     @classmethod
     def from_log(cls, text: str, release: gpu_release.ReleaseSettings) -> GraphCapture:
         gb_by_phase: dict[str, tuple[float, ...]] = {}
-        batch_lists = []
+        runner_gb, batch_lists = [], []
         for m in release.capture_end.finditer(text):
             phase = release.graph_phase.get(m["name"])
             if phase is not None:
                 gb_by_phase[phase] = (*gb_by_phase.get(phase, ()), float(m["gb"]))
+            if "draft" not in m["name"]:  # one of the target's runners
+                runner_gb.append(float(m["gb"]))
             if m.groupdict().get("bs") is not None:
                 bs = tuple(int(b) for b in m["bs"].split(",") if b.strip())
                 batch_lists.append((m["name"], bs))
         return cls(
-            runner_mem_gb=tuple(float(m["gb"]) for m in release.target_graph_end.finditer(text)),
+            runner_mem_gb=tuple(runner_gb),
             draft=text.count(release.draft_graph_end),
             draft_extend=text.count(release.draft_extend_graph_end),
             failed=text.count(GRAPH_FAILED),
@@ -382,13 +371,9 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
         for b, usage in zip(plugin.breakdowns, plugin.usages, strict=True):
             # TP > 1 ranks are measured against the smallest rank's reading: fill at TP 1 only.
             memory += memory_problems(b, usage, fill=e.tp == 1)
-    identity = [
-        p
-        for snapshots in e.identity
-        for p in storage_identity.identity_problems(snapshots, e.stock_after_init)
-    ]
-    if not e.identity:
-        identity = ["no storage-identity records"]
+    identity = [] if e.identity else ["no storage-identity records"]
+    for snapshots in e.identity:
+        identity += storage_identity.identity_problems(snapshots, e.stock_after_init)
     graphs = graph_problems(plugin.capture, plugin.info, e.expect_draft)
     graphs += [f"stock: {p}" for p in graph_problems(stock.capture, stock.info, e.expect_draft)]
     graphs += same_graph_kinds(plugin.capture, stock.capture)
@@ -410,9 +395,7 @@ def case_problems(e: CaseEvidence) -> dict[str, list[str]]:
         "graphs": graphs,
         "batch_lists": batch_list_problems(plugin.info, stock.info, plugin.capture, stock.capture),
         "greedy": greedy.problems,
-        "verify_counts": verify_count_problems(
-            e.prompts, plugin.responses, stock.responses, stock.control
-        ),
+        "verify_counts": greedy.verify_counts,
         "acceptance": acceptance_problems(on, off),
     }
 
@@ -467,12 +450,6 @@ def sglang_meta_info(
     meta: dict[str, Any] = {"completion_tokens": completion_tokens}
     # 0.5.23 reads the draft-token count from runtime_context's get_spec.
     module = sys.modules[TokenizerManager.__module__]
-    published = getattr(module, "get_spec", None)
-    if published is not None:
-        module.get_spec = lambda: manager.server_args  # type: ignore[attr-defined]
-    try:
+    with mock.patch.object(module, "get_spec", lambda: manager.server_args, create=True):
         TokenizerManager._calculate_spec_decoding_metrics(manager, meta, batch_output, 0)
-    finally:
-        if published is not None:
-            module.get_spec = published  # type: ignore[attr-defined]
     return meta

@@ -169,8 +169,7 @@ def run_load(
     monitor.start()
     pool = ThreadPoolExecutor(max_workers=plan.requests, thread_name_prefix="load")
     try:
-        sent = range(plan.requests)
-        futures = [pool.submit(_send, base_url, i, plan, timeout_s) for i in sent]
+        futures = [pool.submit(_send, base_url, i, plan, timeout_s) for i in range(plan.requests)]
         wait(futures, timeout=deadline_s)
         result.outcomes = [
             f.result() if f.done() else RequestOutcome(i, error=UNFINISHED)

@@ -21,20 +21,17 @@ TEARDOWN_S = 60.0  # gpu_server.TEARDOWN_GRACE_S
 # Installing the release's CUDA stack and fetching checkpoints, before the suite (estimate).
 JOB_SETUP_S = 3600.0
 CASE_TEST = "test_case_fits_its_budget_and_matches_stock"  # once per case
+# The eagle3 case's full-pool loads at f: plugin on, then stock.
+LOAD_TESTS = (
+    "test_full_kv_cache_is_served_without_running_out_of_memory",
+    "test_stock_sglang_overshoots_the_same_budget",
+)
+TP2_TEST = "test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory"
 PLANNER_TEST = "test_0_5_23_plan_prices_pools_on_this_gpu_as_the_server_does"  # 0.5.23 only
-# Per test function: its launches and what it runs beyond them (a load's deadline, a planner).
-LAUNCHES = {
-    CASE_TEST: 4,  # plugin, stock; both again at lower f
-    "test_full_kv_cache_is_served_without_running_out_of_memory": 1,
-    "test_stock_sglang_overshoots_the_same_budget": 1,
-    "test_tp2_every_rank_within_its_budget_against_its_own_cuda_memory": 1,
-    PLANNER_TEST: 0,
-}
-EXTRA_S = {
-    "test_full_kv_cache_is_served_without_running_out_of_memory": load.DEADLINE_S,
-    "test_stock_sglang_overshoots_the_same_budget": load.DEADLINE_S,
-    PLANNER_TEST: 2 * 600.0,  # two commands
-}
+# Per test function: its launches (the case: plugin, stock; both again at lower f) and what it
+# runs beyond them (a load's deadline, the planner's two commands).
+LAUNCHES = {CASE_TEST: 4, **dict.fromkeys(LOAD_TESTS, 1), TP2_TEST: 1, PLANNER_TEST: 0}
+EXTRA_S = {**dict.fromkeys(LOAD_TESTS, load.DEADLINE_S), PLANNER_TEST: 2 * 600.0}
 
 
 def startup_s(first: bool, env: Mapping[str, str] | None = None) -> float:
