@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from harness.gpu import device_memory, gpu_summary, time_budget
-from harness.launch import processes
 
 # Before anything imports torch: CUDA's numbering must be NVML's (see harness.gpu.device_memory).
 os.environ[device_memory.CUDA_DEVICE_ORDER[0]] = device_memory.CUDA_DEVICE_ORDER[1]
@@ -47,7 +46,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def device_baselines() -> tuple[device_memory.NvmlMemoryReader, dict[int, int]]:
     """The memory reader and each GPU's used bytes before the first server."""
-    processes.become_subreaper()
     reader = device_memory.NvmlMemoryReader()
     return reader, {i: reader.used_bytes(i) for i in range(reader.device_count())}
 
