@@ -158,14 +158,11 @@ def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> N
         assert r.plugin_tokens >= r.stock_tokens
     else:
         assert r.plugin_used <= r.budget < r.stock_used
-
-
-def test_ratio_launches_and_h200_tp4_reserve_is_one_target_layer_share(matrix) -> None:
-    assert not any(r.cap_mode for r in matrix.values())  # every V4-Flash launch
-    # The numbers: 180.4 B reserved per target row against 58.5 B allocated.
-    r = matrix["V4-Flash MTP, H200 FP8, TP 4"]
-    assert round(r.stock_reserve_per_row, 1) == 180.4
-    assert r.draft_per_row == 58.5
+    assert not r.cap_mode  # every V4-Flash launch sizes in ratio mode
+    if name == "V4-Flash MTP, H200 FP8, TP 4":
+        # The numbers: 180.4 B reserved per target row against 58.5 B allocated.
+        assert round(r.stock_reserve_per_row, 1) == 180.4
+        assert r.draft_per_row == 58.5
 
 
 # An FP8 cell (cap-free ratio mode at SGLang's default 0.1) and one with the ratio flag.
@@ -315,26 +312,20 @@ def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(
     assert term == pytest.approx(_draft_pool_fit(draft, configurator.swa_ratio)[0], rel=1e-9)
 
 
-def test_launch_policy_prices_a_cookbook_v4_launch(tmp_path: Path) -> None:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
-    layout = publish(CELLS[0], tmp_path)
-    runner = RunnerDouble(layout.target, torch.nn.Linear(2, 2))
-    assert dsv4_sizing.is_dsv4_configurator(create_memory_pool_configurator(layout.target))
-    assert dsv4_sizing.runner_unpriced_reason(runner) is None
-    assert not hasattr(runner, "kv_cache_configurator")
-
-
-def test_a_failing_v4_solve_keeps_stocks_solve(
+def test_launch_policy_prices_a_cookbook_v4_launch_and_a_failing_solve_keeps_stocks(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.phased.sizing_state import sizing_active
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     cell = HOOK_CELLS[0]
     reading = {"bytes": profile_reading_double(cell)}
     target, _draft, sizing = hooked_layout(cell, tmp_path, monkeypatch, reading)
+    runner = RunnerDouble(target, torch.nn.Linear(2, 2))
+    assert dsv4_sizing.is_dsv4_configurator(create_memory_pool_configurator(target))
+    assert dsv4_sizing.runner_unpriced_reason(runner) is None
+    assert not hasattr(runner, "kv_cache_configurator")
 
     def broken_solve(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a layout the solve does not expect")
@@ -370,9 +361,10 @@ def _priced_layout(cell: Launch, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
     return target, draft, price, dsv4_sizing.priced_configurator(target, [price])
 
 
-def test_hook_takes_the_draft_padding_off_before_the_solve(
+def test_hook_takes_the_draft_padding_off_and_refuses_pools_that_do_not_fit(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from sglang_specinit.live_sizing import SpecInitBudgetError
     from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     cell = HOOK_CELLS[0]
@@ -391,17 +383,9 @@ def test_hook_takes_the_draft_padding_off_before_the_solve(
         low, high = (low, mid) if tokens_without_padding(mid) >= count else (mid, high)
     run = run_hook(cell, tmp_path / "hook", hooked, monkeypatch, available=high)
     _configurator, presolve = run.presolve
-    assert int(presolve.max_total_num_tokens) < count
+    assert int(presolve.max_total_num_tokens) < count  # the padding came off first
 
-
-def test_hook_refuses_a_v4_launch_whose_smallest_pools_do_not_fit(
-    hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from sglang_specinit.live_sizing import SpecInitBudgetError
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
-    cell = HOOK_CELLS[0]
-    target, draft, _price, ours = _priced_layout(cell, tmp_path)
+    # A launch whose smallest pools do not fit is refused.
     pages = 1
     while True:  # SGLang's smallest accepted count, by its own refusal of smaller ones
         try:
@@ -413,7 +397,7 @@ def test_hook_refuses_a_v4_launch_whose_smallest_pools_do_not_fit(
     smallest = ours.finalize_with_max_running_requests(smallest)
     built = sum(dsv4_sizing.built_pool_bytes(kvc, smallest) for kvc in (target, draft))
     with pytest.raises(SpecInitBudgetError, match=r"Pass --mem-fraction-static \d"):
-        run_hook(cell, tmp_path / "hook", hooked, monkeypatch, available=built - 1)
+        run_hook(cell, tmp_path / "refused", hooked, monkeypatch, available=built - 1)
 
 
 def test_an_older_v4_configurator_keeps_stock_sizing_with_its_reason() -> None:

@@ -152,17 +152,22 @@ def test_v4_example_plans_as_the_layout_matrix_sizes_it(tmp_path: Path) -> None:
     assert data["tokens"] > stock["tokens"]
 
 
-def test_default_example_table() -> None:
+def test_default_table_fraction_and_the_flags_only_0_5_23_accepts(default_plan: dict) -> None:
     code, out, err = run_cli(["plan"])
     assert code == 0, err
     for text in ("stock 0.5.23", "sglang-specinit", "sglang 0.5.23", "llama31-8b-eagle3"):
         assert text in out
     assert "0.5.13" not in out and "0.5.14" not in out
-
-
-def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu(default_plan: dict) -> None:
+    # The automatic fraction is 0.5.23's heuristic on the planned GPU.
     assert default_plan["mem_fraction_static"] == 0.83
     assert default_plan["pre_load_free_bytes"] == 81559 * MIB - GIB
+    new = plan_json("--example", "llama31-70b-eagle-tp4", "--attn-dp-size", "2")
+    old = plan_json("--example", "llama31-70b-eagle-tp4", "--dp-size", "2", "--enable-dp-attention")
+    assert new == old
+    assert new["max_running_requests"] == 24  # 48 split over two attention-DP groups
+    fp8 = plan_json("--speculative-draft-kv-cache-dtype", "fp8_e4m3")
+    assert fp8["draft_kv_bytes_per_token"] * 2 == default_plan["draft_kv_bytes_per_token"]
+    assert fp8["target_kv_bytes_per_token"] == default_plan["target_kv_bytes_per_token"]
 
 
 def test_fresh_processes_plan_as_this_one(fresh_processes: dict, default_plan: dict) -> None:
@@ -188,17 +193,6 @@ def test_fresh_processes_plan_as_this_one(fresh_processes: dict, default_plan: d
         "page_size",
     ):
         assert there[key] == here[key], key
-
-
-def test_flags_only_0_5_23_accepts(default_plan: dict) -> None:
-    new = plan_json("--example", "llama31-70b-eagle-tp4", "--attn-dp-size", "2")
-    old = plan_json("--example", "llama31-70b-eagle-tp4", "--dp-size", "2", "--enable-dp-attention")
-    assert new == old
-    assert new["max_running_requests"] == 24  # 48 split over two attention-DP groups
-    base = default_plan
-    fp8 = plan_json("--speculative-draft-kv-cache-dtype", "fp8_e4m3")
-    assert fp8["draft_kv_bytes_per_token"] * 2 == base["draft_kv_bytes_per_token"]
-    assert fp8["target_kv_bytes_per_token"] == base["target_kv_bytes_per_token"]
 
 
 # Every pool priced as the 0.5.23 server prices it
@@ -300,16 +294,14 @@ def test_plan_prices_every_pool_with_the_servers_function(
         assert stock["priced_kv_bytes_per_token"] - data["target_kv_bytes_per_token"] == reserve
         assert data["draft_kv_bytes_per_token"] == draft
         assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
-
-
-def test_dsa_fp8_is_planned_at_0_5_23s_width(priced_layouts: dict[str, PricedLayout]) -> None:
-    fp8, bf16 = (
-        priced_layouts[f"DeepSeek-V3.2 DSA {dtype}, TP 8"].planned for dtype in ("fp8_e4m3", "bf16")
-    )
-    rows = [d["target_kv_bytes_per_token"] + d["draft_kv_bytes_per_token"] for d in (fp8, bf16)]
-    layers = 61 + 1  # DeepSeek-V3.2's layers and its MTP layer
-    assert rows[1] - rows[0] == layers * (1_152 - 656)
-    assert rows[0] == fp8["stock"]["priced_kv_bytes_per_token"]
+    if name == "DeepSeek-V3.2 DSA fp8_e4m3, TP 8":  # planned at 0.5.23's width
+        bf16 = priced_layouts["DeepSeek-V3.2 DSA bf16, TP 8"].planned
+        rows = [
+            d["target_kv_bytes_per_token"] + d["draft_kv_bytes_per_token"] for d in (data, bf16)
+        ]
+        layers = 61 + 1  # DeepSeek-V3.2's layers and its MTP layer
+        assert rows[1] - rows[0] == layers * (1_152 - 656)
+        assert rows[0] == stock["priced_kv_bytes_per_token"]
 
 
 # Launches whose resolved attention kernels cannot run on the planned GPU (kernel_arch.py), on
@@ -523,9 +515,10 @@ def stub_kernel() -> object:
 
 
 @needs_gpu_less_host
-def test_a_cpu_engine_without_the_cpu_op_exits_2_naming_the_cpu_engine_case(
+def test_cpu_needs_the_cpu_op_as_a_cpu_engine_and_no_sgl_kernel_without(
     monkeypatch: pytest.MonkeyPatch, stub_kernel: object
 ) -> None:
+    # A CPU engine without the CPU op exits 2 naming the CPU-engine case.
     monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
     line = run_cli(["plan", "--json"]).refusal_line()
     for part in (
@@ -535,10 +528,6 @@ def test_a_cpu_engine_without_the_cpu_op_exits_2_naming_the_cpu_engine_case(
         "unset SGLANG_USE_CPU_ENGINE before sglang is imported",
     ):
         assert part in line, line
-
-
-@needs_gpu_less_host
-def test_cpu_without_the_cpu_engine_needs_no_sgl_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     monkeypatch.delenv("SGLANG_USE_CPU_ENGINE")

@@ -203,7 +203,9 @@ def passes(built_stages: dict[int, Stage]) -> Iterator[tuple[dict[int, StageResu
 
 
 def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(passes) -> None:
-    stages = passes[0]
+    from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
+
+    stages, synced = passes
     first, last = stages[0], stages[PP - 1]
     plan = first.sizing.plan
     assert first.sizing.stage_holds_draft is False
@@ -236,21 +238,15 @@ def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(passes)
     else:
         assert ours >= stock - last.sizing.inputs.page_size
 
-
-def test_draft_less_stage_is_priced_not_stepped_aside(built_stages) -> None:
-    from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
-
-    first = built_stages[0]
-    assert first.scheduler.draft_worker is None
+    # The draft-less stage is priced, not stepped aside.
+    assert first.stage.scheduler.draft_worker is None
     # Test double: the plugin's all-or-nothing patch check, which only a process that loaded
     # the plugin (a scheduler) has run, answers that every patch applied.
     with mock.patch("sglang_specinit.compat.launch_problems", return_value=[]):
-        blocker = pricing_blocker(first.scheduler)
+        blocker = pricing_blocker(first.stage.scheduler)
     assert blocker is None, blocker.reason
 
-
-def test_every_stage_builds_its_pools_and_plan_at_the_synced_count(passes) -> None:
-    stages, synced = passes
+    # Every stage builds its pools and plan at the synced count.
     low = min(r.tokens for r in stages.values())
     assert stages[0].tokens > low  # the draft-less stage's own count is larger
     for rank, r in synced.items():
