@@ -223,6 +223,26 @@ class RunnerDouble:
         self.kv_cache_configurator = self._configurator
 
 
+def scheduler_double(layout: Any, algorithm: str = "EAGLE3", holds_draft: bool = True) -> Any:
+    """TEST DOUBLE of the scheduler as the pool phase reads it: the target's runner (its
+    ``model``, the weights, if set) and, if the rank ``holds_draft``, one draft runner."""
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    spec = getattr(SpeculativeAlgorithm, algorithm)
+    (draft,) = layout.drafts
+    worker = SimpleNamespace(
+        speculative_algorithm=spec,
+        draft_worker=SimpleNamespace(draft_runners=[RunnerDouble(draft)]),
+    )
+    return SimpleNamespace(
+        spec_algorithm=spec,
+        server_args=layout.server_args,
+        model_config=layout.target.model_config,
+        draft_worker=worker if holds_draft else None,
+        tp_worker=SimpleNamespace(model_runner=RunnerDouble(layout.target, layout.target.model)),
+    )
+
+
 def layout_matrix(
     cells: Sequence[Launch],
     evaluate: Callable[[Any, Path], Sized],

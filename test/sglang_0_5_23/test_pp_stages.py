@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, TypeVar
 from unittest import mock
 
 import pytest
 from harness.checkpoints.published_configs import EXAMPLES
-from layouts import GIB, RunnerDouble, at_pp_stage, published
+from layouts import GIB, at_pp_stage, published, scheduler_double
 
 PP = 2
 EXAMPLE = EXAMPLES / "llama31-70b-eagle-tp4"
@@ -74,32 +73,15 @@ class StageResult:
 
 def _build_stage(rank: int, tmp: Path) -> Stage:
     import torch
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
     from sglang_specinit.sglang_0_5_23.launch_policy import stage_without_draft
 
     layout = published(ARGS, tmp)
     target, (draft,) = layout.target, layout.drafts
     at_pp_stage(target, rank, PP)
     target.model = torch.nn.Module()  # test double: the stage's weights are not loaded
-
     # 0.5.23 builds no draft worker on a stage before the last under SGLANG_ENABLE_PP_SPEC.
     holds = not stage_without_draft(rank, PP)
-    worker = SimpleNamespace(
-        speculative_algorithm=SpeculativeAlgorithm.EAGLE,
-        draft_worker=SimpleNamespace(draft_runners=[RunnerDouble(draft)]),
-    )
-    scheduler = SimpleNamespace(
-        draft_worker=worker if holds else None,
-        spec_algorithm=SpeculativeAlgorithm.EAGLE,
-        server_args=layout.server_args,
-        model_config=target.model_config,
-        # The target runner as the hook reads it: its weights, and the device its free
-        # memory is read on after the early binding.
-        tp_worker=SimpleNamespace(
-            model_runner=SimpleNamespace(model=target.model, device="cpu", gpu_id=0)
-        ),
-    )
-    return Stage(rank, target, draft, holds, scheduler)
+    return Stage(rank, target, draft, holds, scheduler_double(layout, "EAGLE", holds))
 
 
 def _with_token_sync(

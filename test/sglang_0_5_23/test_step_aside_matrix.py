@@ -33,6 +33,7 @@ from layouts import (
     layout_matrix,
     made_dir,
     published,
+    scheduler_double,
     weights_size,
 )
 
@@ -369,11 +370,12 @@ def _unified(tmp: Path, **changes: Any) -> Any:
     return published({**UNIFIED.args, **changes}, tmp)
 
 
-def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
+def test_unified_memory_keeps_stock_and_binds_a_draft_fused_only_into_full(tmp_path) -> None:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
     from sglang_specinit.phased.stock_binding import stock_reserve_gap
     from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
     from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
+    from sglang_specinit.sglang_0_5_23.release_shims import fused_host_names
     from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
 
     layout = _unified(tmp_path / "unified")
@@ -401,7 +403,7 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
 
     assert fused_draft_gap(_unified(tmp_path / "plain", enable_unified_memory=False).target) is None
     # The scheduler's vetting of a fresh launch binds it through the fused check.
-    scheduler = _scheduler(_unified(tmp_path / "bind"))
+    scheduler = scheduler_double(_unified(tmp_path / "bind"))
     runner = scheduler.tp_worker.model_runner
     with mock.patch.object(scheduler_module, "bind_under_stock_sizing") as bind:
         scheduler_module.bind_where_stock_sizes(scheduler)
@@ -410,11 +412,7 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
     assert gap == ""  # the layer check alone says "stock reserves 0 draft layer(s)"
     assert "kv_cache_configurator" not in runner.__dict__  # put back as it was
 
-
-def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
-    from sglang_specinit.sglang_0_5_23.release_shims import fused_host_names
-    from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
-
+    # A draft fused beyond the full entry is not vouched for.
     hosts = fused_host_names()
     assert "full" in hosts and len(hosts) > 1  # 0.5.23 registers more host kinds
 
@@ -429,22 +427,6 @@ def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
 
 
 AVAILABLE = 20 * GIB  # test double's reading of what profiling leaves for the pools
-
-
-def _scheduler(layout: Any) -> Any:
-    """TEST DOUBLE of the scheduler as the pool phase reads it (EAGLE3, one draft runner)."""
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-    (draft,) = layout.drafts
-    return SimpleNamespace(
-        spec_algorithm=SpeculativeAlgorithm.EAGLE3,
-        server_args=layout.server_args,
-        draft_worker=SimpleNamespace(
-            speculative_algorithm=SpeculativeAlgorithm.EAGLE3,
-            draft_worker=SimpleNamespace(draft_runners=[RunnerDouble(draft)]),
-        ),
-        tp_worker=SimpleNamespace(model_runner=RunnerDouble(layout.target)),
-    )
 
 
 def _run_hook(layout: Any, sizing: Any, stock: Any, profile: Any = None) -> Any:
@@ -469,7 +451,7 @@ def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls
 
     kv16 = draft_config(tmp_path / "eagle3-kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16)
     layout = published(gpt_oss_swa_cap(kv16), tmp_path)
-    scheduler = _scheduler(layout)
+    scheduler = scheduler_double(layout)
     sizing = stage_sizing(scheduler)
     stock_calls = []
 
