@@ -16,6 +16,9 @@ from unittest import mock
 import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
+from sglang_specinit.pool_measure import kv_pool_storages, pool_logs_quiet
+from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+from sglang_specinit.sglang_0_5_23.pool_probe import tiny_mamba_cache
 
 GIB = 1 << 30
 SPEC_CHAIN = {
@@ -89,8 +92,6 @@ def published(
 ) -> Any:
     """0.5.23's configurators for ``args`` (resolved for ``tmp``), built without weights on a
     test double's compute ``capability``; ``more``: ``published_layout``'s other arguments."""
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
-
     with mock.patch("torch.cuda.get_device_capability", return_value=capability):
         return published_layout(**more, **resolved(args, tmp))
 
@@ -172,9 +173,6 @@ class Sized:
 def built_bytes(target: Any, drafts: Sequence[Any], config: Any) -> tuple[int, int]:
     """(target KV bytes, every draft's KV bytes) when the launch builds its pools from
     ``config``: storages each KV pool owns, not the shared request pool or allocator."""
-    from sglang_specinit.pool_measure import kv_pool_storages, pool_logs_quiet
-    from sglang_specinit.sglang_0_5_23.pool_probe import tiny_mamba_cache
-
     with pool_logs_quiet(), tiny_mamba_cache(target):
         pools = target._init_pools(
             sizes=target._derive_pool_sizes(config=config),

@@ -6,12 +6,18 @@ import dataclasses
 from collections import defaultdict
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES
 from layouts import SPEC_CHAIN, Launch, RunnerDouble, Sized, Weights, layout_matrix
+from sglang_specinit.budget import kv_pool_bytes
+from sglang_specinit.hooks import ModulePatch, apply_module_patch
+from sglang_specinit.live_sizing import DraftDescription, SpecInitBudgetError
+from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
+from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe, runtime_budget
 
 # V4-Flash, bytes (estimates from the config: 256 experts x 3 x 4096 x 2048 per layer).
 EXPERTS_FP4_PER_LAYER = 3_422_552_064  # e2m1 + one e8m0 scale per 32 values
@@ -77,8 +83,6 @@ class Result(Sized):
 
 def _sized(target: Any, draft: Any, available: int, fitted: Any = None) -> tuple[Any, Any, Any]:
     """(draft's measured price, configurator priced with it, the plugin's ``fitted`` config)."""
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
-
     price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
     ours = dsv4_sizing.priced_configurator(target, [price])
     config = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
@@ -93,8 +97,6 @@ def evaluate(
         MemoryPoolConfig,
         create_memory_pool_configurator,
     )
-    from sglang_specinit.budget import kv_pool_bytes
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     published = publish(cell, tmp)
     target, (draft,) = published.target, published.drafts
@@ -179,8 +181,6 @@ def hooked(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The plugin's ``_resolve_memory_pool_config`` hook, via HookRegistry; the unhooked one."""
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
     from sglang.srt.plugins.hook_registry import HookRegistry
-    from sglang_specinit.hooks import ModulePatch, apply_module_patch
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
 
     stock = KVCacheConfigurator._resolve_memory_pool_config
     (hook,) = [
@@ -218,9 +218,6 @@ def hooked_layout(
     **more: Any,
 ) -> tuple[Any, Any, Any]:
     """(target, draft, its sizing state of ``more``); profiling reads ``reading["bytes"]``."""
-    from sglang_specinit.live_sizing import DraftDescription
-    from sglang_specinit.phased.sizing_state import TargetSizing
-
     layout = publish(cell, scratch)
     target, (draft,) = layout.target, layout.drafts
     target.model = torch.nn.Linear(2, 2)  # stands for the target's weights (read for the report)
@@ -239,9 +236,6 @@ def run_hook(
     monkeypatch: pytest.MonkeyPatch,
     available: int | None = None,
 ) -> HookRun:
-    from sglang_specinit.phased.sizing_state import sizing_active
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
     w = cell.weights()
     available = profile_reading_double(cell) if available is None else available
     reading = {"bytes": available}
@@ -286,8 +280,6 @@ def run(
 def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(
     run: HookRun, tmp_path: Path
 ) -> None:
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
     plan = run.sizing.plan
     assert plan is not None and plan.rule == "specinit"  # _resolve_dsv4 ran, not stock
     assert run.config.max_total_num_tokens == run.expected_tokens == plan.tokens
@@ -316,8 +308,6 @@ def test_launch_policy_prices_a_cookbook_v4_launch_and_a_failing_solve_keeps_sto
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.phased.sizing_state import sizing_active
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     cell = HOOK_CELLS[0]
     reading = {"bytes": profile_reading_double(cell)}
@@ -341,7 +331,6 @@ def test_launch_policy_prices_a_cookbook_v4_launch_and_a_failing_solve_keeps_sto
 def _draft_pool_fit(draft: Any, ratio: float) -> tuple[float, int]:
     """(bytes per full row, bytes at no rows) of the draft's pools, built at 10 and 20 pages."""
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
 
     built = {}
     for swa in (10 * 256, 20 * 256):
@@ -353,8 +342,6 @@ def _draft_pool_fit(draft: Any, ratio: float) -> tuple[float, int]:
 
 def _priced_layout(cell: Launch, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
     """(target, draft, the draft's measured price, the priced configurator) for ``cell``."""
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
-
     layout = publish(cell, tmp_path / "layout")
     target, (draft,) = layout.target, layout.drafts
     price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
@@ -364,9 +351,6 @@ def _priced_layout(cell: Launch, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
 def test_hook_takes_the_draft_padding_off_and_refuses_pools_that_do_not_fit(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sglang_specinit.live_sizing import SpecInitBudgetError
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
     cell = HOOK_CELLS[0]
     target, draft, price, ours = _priced_layout(cell, tmp_path)
     _per_row, padding = _draft_pool_fit(draft, ours.swa_ratio)  # the built pools at no rows
@@ -402,10 +386,6 @@ def test_hook_takes_the_draft_padding_off_and_refuses_pools_that_do_not_fit(
 
 def test_an_older_v4_configurator_keeps_stock_sizing_with_its_reason() -> None:
     """0.5.19 / 0.5.20's V4 configurator lacks ``_unified`` / ``encoder_replay``: unpriced."""
-    from types import SimpleNamespace
-
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
     reason = dsv4_sizing.unpriced_reason(SimpleNamespace(_unified=False))
     assert reason is not None and "cannot read" in reason and "encoder_replay" in reason
     current = SimpleNamespace(_unified=False, encoder_replay=False, paged_draft_layers=0)

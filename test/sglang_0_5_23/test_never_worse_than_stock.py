@@ -29,6 +29,10 @@ from layouts import (
     made_dir,
     nnpl0_draft,
 )
+from sglang_specinit.budget import BudgetInputs, DraftSpec, kv_pool_bytes, page_floor, plan_pools
+from sglang_specinit.sglang_0_5_23 import runtime_budget
+from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
+from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
 # Sizes every price is checked at, built directly (the probe builds 2 and 4 pages).
 PAGES_CHECKED = (5, 10)  # x 0.8 (the default SWA ratio) stays whole
@@ -181,8 +185,6 @@ class CellResult(Sized):
 
 
 def _pools_bytes(prices: Any, tokens: int, page: int) -> int:
-    from sglang_specinit.budget import kv_pool_bytes
-
     return sum(kv_pool_bytes(spec, tokens, page) for spec in prices)
 
 
@@ -191,15 +193,6 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
         MemoryPoolConfig,
         create_memory_pool_configurator,
     )
-    from sglang_specinit.budget import (
-        BudgetInputs,
-        DraftSpec,
-        kv_pool_bytes,
-        page_floor,
-        plan_pools,
-    )
-    from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
-    from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
     layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     target = layout.target
@@ -342,7 +335,6 @@ def test_each_layout_stock_misprices_is_priced_as_built(matrix) -> None:
 def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, int, int]:
     """(pools' bytes at a count, budget, stock's and plugin's tokens, page) after capture."""
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
 
     cell = next(c for c in CELLS if tag in c.tags)
     layout = cell.publish(tmp, draft_runners=cell.draft_runners)

@@ -22,12 +22,14 @@ import torch
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
 from harness.planner_cli import plan_json, run_cli
 from layouts import SPEC_CHAIN, made_dir, nnpl0_draft, published, resolved
+from sglang_specinit.budget import kv_pool_bytes
 from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.shipped_examples import list_examples
 from sglang_specinit.sglang_0_5_23 import kernel_arch
 from sglang_specinit.sglang_0_5_23 import planner_replay as release_0_5_23
 from sglang_specinit.sglang_0_5_23 import pricing_host as pricing_host_0_5_23
+from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -248,7 +250,6 @@ class PricedLayout:
 @pytest.fixture(scope="module")
 def priced_layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, PricedLayout]:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
     results = {}
     for i, (name, (example, launch, added)) in enumerate(PRICED_LAYOUTS.items()):
@@ -274,8 +275,6 @@ def priced_layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Priced
 def test_plan_prices_every_pool_with_the_servers_function(
     priced_layouts: dict[str, PricedLayout], name: str
 ) -> None:
-    from sglang_specinit.budget import kv_pool_bytes
-
     r = priced_layouts[name]
     data, tokens = r.planned, r.planned["tokens"]
     assert data["page_size"] == r.page_size
@@ -382,14 +381,13 @@ RUNS = {
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_a_kernel_the_planned_gpu_runs_plans(dsa_dir: str, name: str) -> None:
-    from sglang_specinit.sglang_0_5_23.planner_replay import REPLAY
-
     gpu, argv, launch, kernels, not_on = RUNS[name]
     paths = {"<dsa>": dsa_dir, "<llama>": str(EXAMPLES / "llama31-8b-eagle3" / "target")}
     preset = get_preset(gpu)
     free = pre_load_free_bytes(preset.total_bytes)
     device = DeviceSpec(preset.name, preset.total_bytes, free, sm=preset.sm)
-    resolved = REPLAY.resolve(REPLAY.parse_launch([paths.get(a, a) for a in launch]), device)
+    replay = release_0_5_23.REPLAY
+    resolved = replay.resolve(replay.parse_launch([paths.get(a, a) for a in launch]), device)
     mla = resolved.target_model_config.attention_arch.name == "MLA"
     needs = kernel_arch.kernel_needs(resolved.args, resolved.launch_inputs, mla=mla)
     assert [(n.field, n.value) for n in needs] == kernels

@@ -9,8 +9,13 @@ from typing import Any, TypeVar
 from unittest import mock
 
 import pytest
+import torch
 from harness.checkpoints.published_configs import EXAMPLES
-from layouts import GIB, at_pp_stage, published, scheduler_double
+from layouts import GIB, at_pp_stage, built_bytes, published, scheduler_double
+from sglang_specinit.phased.sizing_state import sizing_active
+from sglang_specinit.sglang_0_5_23 import runtime_budget
+from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker, stage_without_draft
+from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
 
 PP = 2
 EXAMPLE = EXAMPLES / "llama31-70b-eagle-tp4"
@@ -35,7 +40,6 @@ ROWS = (640, 1280)
 
 def _per_row(kvc: Any) -> float:
     """``kvc``'s pools' growth per row, fitted on two small builds (a real count would be GiBs)."""
-    from layouts import built_bytes
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
     small, large = (built_bytes(kvc, [], MemoryPoolConfig(n, 1, n, n))[0] for n in ROWS)
@@ -72,9 +76,6 @@ class StageResult:
 
 
 def _build_stage(rank: int, tmp: Path) -> Stage:
-    import torch
-    from sglang_specinit.sglang_0_5_23.launch_policy import stage_without_draft
-
     layout = published(ARGS, tmp)
     target, (draft,) = layout.target, layout.drafts
     at_pp_stage(target, rank, PP)
@@ -89,7 +90,6 @@ def _with_token_sync(
 ) -> Any:
     """A test double of SGLang's MIN all-reduce (``answer(offered)``) as the configurator's
     ``_apply_token_constraints``, with the plugin's own hook on it (or, ``plugin`` False, not)."""
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
 
     def token_sync(self: Any, offered: int) -> int:
         calls.append(offered)
@@ -105,9 +105,6 @@ def _with_token_sync(
 
 def _price_stage(stage: Stage, answer: Callable[[int], int], sync_calls: list[int]) -> StageResult:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.phased.sizing_state import sizing_active
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
-    from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
 
     target = stage.target
     sizing = stage_sizing(stage.scheduler)
@@ -169,8 +166,6 @@ def _two_passes(size: Callable[..., T], stages: dict[int, Stage]) -> tuple[dict[
 @pytest.fixture(scope="module")
 def passes(built_stages: dict[int, Stage]) -> Iterator[tuple[dict[int, StageResult], ...]]:
     """Every stage priced by the hook in both passes: (each on its own offer, at the MIN)."""
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
-
     results = _two_passes(_price_stage, built_stages)
     for r in results[0].values():
         s, plan = r.stage, r.sizing.plan
@@ -185,8 +180,6 @@ def passes(built_stages: dict[int, Stage]) -> Iterator[tuple[dict[int, StageResu
 
 
 def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(passes) -> None:
-    from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
-
     stages, synced = passes
     first, last = stages[0], stages[PP - 1]
     plan = first.sizing.plan
@@ -250,7 +243,6 @@ def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool)
     """Each stage's post-capture count (capped at ``cap``) from 0.5.23's ``config_from_budget``,
     plugin's hooks or stock's, through the token sync's two passes (own offer, then the MIN)."""
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
 
     stock = KVCacheConfigurator.config_from_budget
 

@@ -25,6 +25,7 @@ from layouts import (
     Sized,
     Weights,
     at_pp_stage,
+    built_bytes,
     deepseek_mtp_weights,
     draft_config,
     example_dir,
@@ -36,6 +37,14 @@ from layouts import (
     scheduler_double,
     weights_size,
 )
+from sglang_specinit.live_sizing import DraftDescription
+from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
+from sglang_specinit.phased.stock_binding import stock_reserve_gap
+from sglang_specinit.sglang_0_5_23 import runtime_budget
+from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
+from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
+from sglang_specinit.sglang_0_5_23.release_shims import fused_host_names
+from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap, fused_draft_gap, stage_sizing
 
 # Rows of the small builds the pool bytes are fitted on (whole pages at page 1 and 64).
 ROWS = (640, 1280, 1920)
@@ -213,7 +222,6 @@ class Result(Sized):
 def _fit(target: Any, drafts: list[Any]) -> tuple[Any, int, list[Any]]:
     """(bytes of a config: (target, drafts), fitted as a + b x full + c x SWA rows on three
     builds; the fit's error at a fourth; each pool's (a, b, c))."""
-    from layouts import built_bytes
     from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
     def build(full: int, swa: int) -> tuple[int, int]:
@@ -241,8 +249,6 @@ def _rows(config: Any) -> tuple[int, int]:
 
 def evaluate(case: Case, tmp: Path) -> Result:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
-    from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
     layout = case.publish(tmp)
     target, drafts = layout.target, list(layout.drafts)
@@ -372,11 +378,6 @@ def _unified(tmp: Path, **changes: Any) -> Any:
 
 def test_unified_memory_keeps_stock_and_binds_a_draft_fused_only_into_full(tmp_path) -> None:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.phased.stock_binding import stock_reserve_gap
-    from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
-    from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
-    from sglang_specinit.sglang_0_5_23.release_shims import fused_host_names
-    from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
 
     layout = _unified(tmp_path / "unified")
     target, drafts = layout.target, layout.drafts
@@ -431,9 +432,6 @@ AVAILABLE = 20 * GIB  # test double's reading of what profiling leaves for the p
 
 def _run_hook(layout: Any, sizing: Any, stock: Any, profile: Any = None) -> Any:
     """The plugin's sizing hook on the target, ``sizing`` active, profiling a test double."""
-    from sglang_specinit.phased.sizing_state import sizing_active
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
-
     target = layout.target
     target.model = torch.nn.Module()  # test double: the target's weights are not loaded
     profile = profile or (lambda self, pre: AVAILABLE)
@@ -447,8 +445,6 @@ def _run_hook(layout: Any, sizing: Any, stock: Any, profile: Any = None) -> Any:
 def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls_short(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
-
     kv16 = draft_config(tmp_path / "eagle3-kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16)
     layout = published(gpt_oss_swa_cap(kv16), tmp_path)
     scheduler = scheduler_double(layout)
@@ -472,9 +468,6 @@ def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls
 
 def test_a_priced_launch_binds_before_its_pool_is_profiled(tmp_path: Path) -> None:
     """Llama-3.1-8B + EAGLE3: the hook prices the pools, then binds (once), then profiles."""
-    from sglang_specinit.live_sizing import DraftDescription
-    from sglang_specinit.phased.sizing_state import TargetSizing
-
     layout = published(LLAMA_EAGLE3, tmp_path)
     (draft,) = layout.drafts
     runner = RunnerDouble(draft)
