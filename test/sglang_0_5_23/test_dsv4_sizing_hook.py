@@ -13,6 +13,12 @@ import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES
 from layouts import SPEC_CHAIN, Launch, RunnerDouble, Sized, Weights, layout_matrix
+from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+from sglang.srt.model_executor.pool_configurator import (
+    MemoryPoolConfig,
+    create_memory_pool_configurator,
+)
+from sglang.srt.plugins.hook_registry import HookRegistry
 from sglang_specinit.budget import kv_pool_bytes
 from sglang_specinit.hooks import ModulePatch, apply_module_patch
 from sglang_specinit.live_sizing import DraftDescription, SpecInitBudgetError
@@ -93,11 +99,6 @@ def evaluate(
     cell: Launch, tmp: Path, weights: tuple[int, ...] = (), budget: int | None = None
 ) -> Result:
     """``cell`` sized both ways; ``weights`` and ``budget`` default to the cell's."""
-    from sglang.srt.model_executor.pool_configurator import (
-        MemoryPoolConfig,
-        create_memory_pool_configurator,
-    )
-
     published = publish(cell, tmp)
     target, (draft,) = published.target, published.drafts
     layout = (target, draft)
@@ -179,9 +180,6 @@ def profile_reading_double(cell: Launch) -> int:
 @pytest.fixture
 def hooked(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The plugin's ``_resolve_memory_pool_config`` hook, via HookRegistry; the unhooked one."""
-    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-    from sglang.srt.plugins.hook_registry import HookRegistry
-
     stock = KVCacheConfigurator._resolve_memory_pool_config
     (hook,) = [
         h for h in runtime_budget.HOOKS if h.qualname.endswith("_resolve_memory_pool_config")
@@ -270,16 +268,11 @@ def run_hook(
     )
 
 
-@pytest.fixture(params=HOOK_CELLS, ids=[c.name for c in HOOK_CELLS])
-def run(
-    request: pytest.FixtureRequest, hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> HookRun:
-    return run_hook(request.param, tmp_path, hooked, monkeypatch)
-
-
+@pytest.mark.parametrize("cell", HOOK_CELLS, ids=[c.name for c in HOOK_CELLS])
 def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(
-    run: HookRun, tmp_path: Path
+    cell: Launch, hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    run = run_hook(cell, tmp_path, hooked, monkeypatch)
     plan = run.sizing.plan
     assert plan is not None and plan.rule == "specinit"  # _resolve_dsv4 ran, not stock
     assert run.config.max_total_num_tokens == run.expected_tokens == plan.tokens
@@ -307,8 +300,6 @@ def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(
 def test_launch_policy_prices_a_cookbook_v4_launch_and_a_failing_solve_keeps_stocks(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-
     cell = HOOK_CELLS[0]
     reading = {"bytes": profile_reading_double(cell)}
     target, _draft, sizing = hooked_layout(cell, tmp_path, monkeypatch, reading)
@@ -330,8 +321,6 @@ def test_launch_policy_prices_a_cookbook_v4_launch_and_a_failing_solve_keeps_sto
 
 def _draft_pool_fit(draft: Any, ratio: float) -> tuple[float, int]:
     """(bytes per full row, bytes at no rows) of the draft's pools, built at 10 and 20 pages."""
-    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
-
     built = {}
     for swa in (10 * 256, 20 * 256):
         full = round(swa / ratio)

@@ -29,6 +29,11 @@ from layouts import (
     made_dir,
     nnpl0_draft,
 )
+from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+from sglang.srt.model_executor.pool_configurator import (
+    MemoryPoolConfig,
+    create_memory_pool_configurator,
+)
 from sglang_specinit.budget import BudgetInputs, DraftSpec, kv_pool_bytes, page_floor, plan_pools
 from sglang_specinit.sglang_0_5_23 import runtime_budget
 from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
@@ -189,11 +194,6 @@ def _pools_bytes(prices: Any, tokens: int, page: int) -> int:
 
 
 def evaluate(cell: Cell, tmp: Path) -> CellResult:
-    from sglang.srt.model_executor.pool_configurator import (
-        MemoryPoolConfig,
-        create_memory_pool_configurator,
-    )
-
     layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     target = layout.target
     page = int(target.page_size)
@@ -334,8 +334,6 @@ def test_each_layout_stock_misprices_is_priced_as_built(matrix) -> None:
 
 def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, int, int]:
     """(pools' bytes at a count, budget, stock's and plugin's tokens, page) after capture."""
-    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-
     cell = next(c for c in CELLS if tag in c.tags)
     layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     prices = runtime_budget.price_configurators(layout.target, layout.drafts, [])

@@ -12,6 +12,11 @@ import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES
 from layouts import GIB, at_pp_stage, built_bytes, published, scheduler_double
+from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+from sglang.srt.model_executor.pool_configurator import (
+    MemoryPoolConfig,
+    create_memory_pool_configurator,
+)
 from sglang_specinit.phased.sizing_state import sizing_active
 from sglang_specinit.sglang_0_5_23 import runtime_budget
 from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker, stage_without_draft
@@ -40,8 +45,6 @@ ROWS = (640, 1280)
 
 def _per_row(kvc: Any) -> float:
     """``kvc``'s pools' growth per row, fitted on two small builds (a real count would be GiBs)."""
-    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
-
     small, large = (built_bytes(kvc, [], MemoryPoolConfig(n, 1, n, n))[0] for n in ROWS)
     return (large - small) / (ROWS[1] - ROWS[0])
 
@@ -104,8 +107,6 @@ def _with_token_sync(
 
 
 def _price_stage(stage: Stage, answer: Callable[[int], int], sync_calls: list[int]) -> StageResult:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-
     target = stage.target
     sizing = stage_sizing(stage.scheduler)
 
@@ -242,8 +243,6 @@ POST_CAPTURE_BUDGET = int(19.9 * GIB)  # what the resize's budget leaves each st
 def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool) -> dict[int, int]:
     """Each stage's post-capture count (capped at ``cap``) from 0.5.23's ``config_from_budget``,
     plugin's hooks or stock's, through the token sync's two passes (own offer, then the MIN)."""
-    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-
     stock = KVCacheConfigurator.config_from_budget
 
     def resize(stage: Stage, answer: Callable[[int], int], calls: list[int]) -> int:

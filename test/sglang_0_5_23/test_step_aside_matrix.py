@@ -37,6 +37,11 @@ from layouts import (
     scheduler_double,
     weights_size,
 )
+from sglang.srt.distributed.utils import get_pp_indices
+from sglang.srt.model_executor.pool_configurator import (
+    MemoryPoolConfig,
+    create_memory_pool_configurator,
+)
 from sglang_specinit.live_sizing import DraftDescription
 from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
 from sglang_specinit.phased.stock_binding import stock_reserve_gap
@@ -71,8 +76,6 @@ def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Weights:
 
 def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Weights:
     """A PP stage's share of Llama-3.1-70B; on the last, the EAGLE draft (its lm_head bound)."""
-    from sglang.srt.distributed.utils import get_pp_indices
-
     size = weights_size("llama31-70b-eagle-tp4", "target")
     embed, lm_head = (size["tensors"][n] for n in ("model.embed_tokens.weight", "lm_head.weight"))
     # The checkpoint's 80 decoder layers are alike: a stage holds its share of them.
@@ -86,8 +89,6 @@ def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Weights:
 
 def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Weights:
     """A PP stage's share of DeepSeek-V3's 61 layers, and the MTP layer every stage builds."""
-    from sglang.srt.distributed.utils import get_pp_indices
-
     w = deepseek_mtp_weights(tp)
     start, end = get_pp_indices(61, rank, pp)
     return Weights(w.target * (end - start) // 61, w.draft, w.duplicates)
@@ -222,7 +223,6 @@ class Result(Sized):
 def _fit(target: Any, drafts: list[Any]) -> tuple[Any, int, list[Any]]:
     """(bytes of a config: (target, drafts), fitted as a + b x full + c x SWA rows on three
     builds; the fit's error at a fourth; each pool's (a, b, c))."""
-    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
     def build(full: int, swa: int) -> tuple[int, int]:
         return built_bytes(target, drafts, MemoryPoolConfig(full, 4, full, swa))
@@ -248,8 +248,6 @@ def _rows(config: Any) -> tuple[int, int]:
 
 
 def evaluate(case: Case, tmp: Path) -> Result:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-
     layout = case.publish(tmp)
     target, drafts = layout.target, list(layout.drafts)
     if case.pp_stage is not None:
@@ -377,8 +375,6 @@ def _unified(tmp: Path, **changes: Any) -> Any:
 
 
 def test_unified_memory_keeps_stock_and_binds_a_draft_fused_only_into_full(tmp_path) -> None:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-
     layout = _unified(tmp_path / "unified")
     target, drafts = layout.target, layout.drafts
     scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
