@@ -56,6 +56,14 @@ LLAMA_EAGLE3 = {
     **SPEC_CHAIN,
 }
 DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(made_dir(tmp / "dsa")))}
+LLAMA70B_PP2 = {
+    "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
+    "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
+    "speculative_algorithm": "EAGLE",
+    "tp_size": 4,
+    "pp_size": 2,
+    **SPEC_CHAIN,
+}
 
 
 def nnpl0_draft(tmp: Path) -> str:

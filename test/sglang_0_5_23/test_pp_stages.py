@@ -10,8 +10,7 @@ from unittest import mock
 
 import pytest
 import torch
-from harness.checkpoints.published_configs import EXAMPLES
-from layouts import GIB, at_pp_stage, built_bytes, published, scheduler_double
+from layouts import GIB, LLAMA70B_PP2, at_pp_stage, built_bytes, published, scheduler_double
 from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
 from sglang.srt.model_executor.pool_configurator import (
     MemoryPoolConfig,
@@ -23,18 +22,7 @@ from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker, stage_w
 from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
 
 PP = 2
-EXAMPLE = EXAMPLES / "llama31-70b-eagle-tp4"
-ARGS = {
-    "model_path": str(EXAMPLE / "target"),
-    "speculative_draft_model_path": str(EXAMPLE / "draft"),
-    "speculative_algorithm": "EAGLE",
-    "tp_size": 4,
-    "pp_size": PP,
-    "mem_fraction_static": 0.85,
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-}
+ARGS = {**LLAMA70B_PP2, "mem_fraction_static": 0.85}
 PRE_LOAD_GIB = 79.0
 # What SGLang's profiling leaves for the KV pools on each stage (a test double's answer: the
 # same on both, so the stages differ only in what they are priced at).

@@ -18,6 +18,7 @@ from layouts import (
     DEEPSEEK_MTP,
     DSA_MTP,
     GIB,
+    LLAMA70B_PP2,
     LLAMA_EAGLE3,
     SPEC_CHAIN,
     Launch,
@@ -122,14 +123,6 @@ def _swa_cap(name: str, draft: Any) -> Case:
 
 
 PD_PREFILL = "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)"
-LLAMA70B_PP2 = {
-    "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
-    "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
-    "speculative_algorithm": "EAGLE",
-    "tp_size": 4,
-    "pp_size": 2,
-    **SPEC_CHAIN,
-}
 LLAMA70B_LAST_STAGE = partial(_pp_llama70b_weights, 1, 2, 4)
 GPT_OSS_WEIGHTS = partial(
     example_weights, "gpt-oss-20b-eagle3", ("model.embed_tokens.weight",), absent_costs_target=True
