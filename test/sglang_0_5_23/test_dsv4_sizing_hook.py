@@ -297,7 +297,7 @@ def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(
     assert term == pytest.approx(_draft_pool_fit(draft, configurator.swa_ratio)[0], rel=1e-9)
 
 
-def test_launch_policy_prices_a_cookbook_v4_launch_and_a_failing_solve_keeps_stocks(
+def test_launch_policy_prices_a_v4_launch_not_an_older_and_a_failing_solve_keeps_stocks(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cell = HOOK_CELLS[0]
@@ -307,6 +307,11 @@ def test_launch_policy_prices_a_cookbook_v4_launch_and_a_failing_solve_keeps_sto
     assert dsv4_sizing.is_dsv4_configurator(create_memory_pool_configurator(target))
     assert dsv4_sizing.runner_unpriced_reason(runner) is None
     assert not hasattr(runner, "kv_cache_configurator")
+    # 0.5.19 / 0.5.20's V4 configurator lacks ``_unified`` / ``encoder_replay``: unpriced.
+    reason = dsv4_sizing.unpriced_reason(SimpleNamespace(_unified=False))
+    assert reason is not None and "cannot read" in reason and "encoder_replay" in reason
+    current = SimpleNamespace(_unified=False, encoder_replay=False, paged_draft_layers=0)
+    assert dsv4_sizing.unpriced_reason(current) is None
 
     def broken_solve(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a layout the solve does not expect")
@@ -371,11 +376,3 @@ def test_hook_takes_the_draft_padding_off_and_refuses_pools_that_do_not_fit(
     built = sum(dsv4_sizing.built_pool_bytes(kvc, smallest) for kvc in (target, draft))
     with pytest.raises(SpecInitBudgetError, match=r"Pass --mem-fraction-static \d"):
         run_hook(cell, tmp_path / "refused", hooked, monkeypatch, available=built - 1)
-
-
-def test_an_older_v4_configurator_keeps_stock_sizing_with_its_reason() -> None:
-    """0.5.19 / 0.5.20's V4 configurator lacks ``_unified`` / ``encoder_replay``: unpriced."""
-    reason = dsv4_sizing.unpriced_reason(SimpleNamespace(_unified=False))
-    assert reason is not None and "cannot read" in reason and "encoder_replay" in reason
-    current = SimpleNamespace(_unified=False, encoder_replay=False, paged_draft_layers=0)
-    assert dsv4_sizing.unpriced_reason(current) is None

@@ -154,7 +154,9 @@ def test_v4_example_plans_as_the_layout_matrix_sizes_it(tmp_path: Path) -> None:
     assert data["tokens"] > stock["tokens"]
 
 
-def test_default_table_fraction_and_the_flags_only_0_5_23_accepts(default_plan: dict) -> None:
+def test_default_plan_here_and_in_fresh_processes_and_flags_only_0_5_23_accepts(
+    fresh_processes: dict, default_plan: dict
+) -> None:
     code, out, err = run_cli(["plan"])
     assert code == 0, err
     for text in ("stock 0.5.23", "sglang-specinit", "sglang 0.5.23", "llama31-8b-eagle3"):
@@ -170,10 +172,7 @@ def test_default_table_fraction_and_the_flags_only_0_5_23_accepts(default_plan: 
     fp8 = plan_json("--speculative-draft-kv-cache-dtype", "fp8_e4m3")
     assert fp8["draft_kv_bytes_per_token"] * 2 == default_plan["draft_kv_bytes_per_token"]
     assert fp8["target_kv_bytes_per_token"] == default_plan["target_kv_bytes_per_token"]
-
-
-def test_fresh_processes_plan_as_this_one(fresh_processes: dict, default_plan: dict) -> None:
-    # The CPU-engine switch does not move a GPU plan.
+    # Fresh processes plan as this one: the CPU-engine switch does not move a GPU plan.
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
     assert fresh_plan(fresh_processes, "0.5.23") == default_plan
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"  # this process's own is untouched

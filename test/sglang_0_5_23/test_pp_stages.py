@@ -168,7 +168,30 @@ def passes(built_stages: dict[int, Stage]) -> Iterator[tuple[dict[int, StageResu
         runtime_budget._SIZED.pop(id(stage.target), None)
 
 
-def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(passes) -> None:
+POST_CAPTURE_BUDGET = int(19.9 * GIB)  # what the resize's budget leaves each stage after capture
+
+
+def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool) -> dict[int, int]:
+    """Each stage's post-capture count (capped at ``cap``) from 0.5.23's ``config_from_budget``,
+    plugin's hooks or stock's, through the token sync's two passes (own offer, then the MIN)."""
+    stock = KVCacheConfigurator.config_from_budget
+
+    def resize(stage: Stage, answer: Callable[[int], int], calls: list[int]) -> int:
+        with _with_token_sync(stage.target, answer, calls, plugin):
+            if plugin:
+                config = runtime_budget.config_from_budget(
+                    stock, stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap
+                )
+            else:
+                config = stock(stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap)
+        return int(config.max_total_num_tokens)
+
+    return _two_passes(resize, built_stages)[1]
+
+
+def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(
+    built_stages, passes
+) -> None:
     stages, synced = passes
     first, last = stages[0], stages[PP - 1]
     plan = first.sizing.plan
@@ -224,36 +247,14 @@ def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(passes)
         own = stages[rank].tokens
         assert r.sizing.stage_tokens == (own if own != low else None)
 
-
-POST_CAPTURE_BUDGET = int(19.9 * GIB)  # what the resize's budget leaves each stage after capture
-
-
-def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool) -> dict[int, int]:
-    """Each stage's post-capture count (capped at ``cap``) from 0.5.23's ``config_from_budget``,
-    plugin's hooks or stock's, through the token sync's two passes (own offer, then the MIN)."""
-    stock = KVCacheConfigurator.config_from_budget
-
-    def resize(stage: Stage, answer: Callable[[int], int], calls: list[int]) -> int:
-        with _with_token_sync(stage.target, answer, calls, plugin):
-            if plugin:
-                config = runtime_budget.config_from_budget(
-                    stock, stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap
-                )
-            else:
-                config = stock(stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap)
-        return int(config.max_total_num_tokens)
-
-    return _two_passes(resize, built_stages)[1]
-
-
-def test_post_capture_resize_serves_one_count_on_every_stage(built_stages, passes) -> None:
-    synced = passes[1]
+    # The post-capture resize serves one count on every stage.
     cap = synced[PP - 1].tokens
-    ours = _post_capture_counts(built_stages, cap, plugin=True)
-    stock = _post_capture_counts(built_stages, cap, plugin=False)
-    print(f"\npost-capture at {POST_CAPTURE_BUDGET / GIB:.1f} GiB: stock {stock} -> plugin {ours}")
-    assert len(set(ours.values())) == 1
-    assert len(set(stock.values())) == 1
+    resized = _post_capture_counts(built_stages, cap, plugin=True)
+    stock_resized = _post_capture_counts(built_stages, cap, plugin=False)
+    budget_gib = POST_CAPTURE_BUDGET / GIB
+    print(f"\npost-capture at {budget_gib:.1f} GiB: stock {stock_resized} -> plugin {resized}")
+    assert len(set(resized.values())) == 1
+    assert len(set(stock_resized.values())) == 1
     for rank, r in synced.items():
-        assert ours[rank] <= stock[rank]
-        assert r.stage.pool_bytes_at(ours[rank]) <= POST_CAPTURE_BUDGET
+        assert resized[rank] <= stock_resized[rank]
+        assert r.stage.pool_bytes_at(resized[rank]) <= POST_CAPTURE_BUDGET
