@@ -334,19 +334,14 @@ def _draft_pool_fit(draft: Any, ratio: float) -> tuple[float, int]:
     return (b2 - b1) / (f2 - f1), b1 - (b2 - b1) * f1 // (f2 - f1)
 
 
-def _priced_layout(cell: Launch, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
-    """(target, draft, the draft's measured price, the priced configurator) for ``cell``."""
-    layout = publish(cell, tmp_path / "layout")
-    target, (draft,) = layout.target, layout.drafts
-    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
-    return target, draft, price, dsv4_sizing.priced_configurator(target, [price])
-
-
 def test_hook_takes_the_draft_padding_off_and_refuses_pools_that_do_not_fit(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cell = HOOK_CELLS[0]
-    target, draft, price, ours = _priced_layout(cell, tmp_path)
+    layout = publish(cell, tmp_path / "layout")
+    target, (draft,) = layout.target, layout.drafts
+    price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
+    ours = dsv4_sizing.priced_configurator(target, [price])
     _per_row, padding = _draft_pool_fit(draft, ours.swa_ratio)  # the built pools at no rows
     assert 0 < price.fixed_bytes <= padding <= price.fixed_bytes + (16 << 10)
 

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -237,55 +236,32 @@ UNDER_RESERVED = {
 }
 
 
-@dataclass(frozen=True)
-class PricedLayout:
-    planned: dict  # plan --json
-    target: Any  # the server's price of the target pool
-    drafts: tuple[Any, ...]  # ... and of each draft runner's
-    page_size: int
-    stock_cell: float  # 0.5.23's own configurator: create_memory_pool_configurator(kvc)
-
-
-@pytest.fixture(scope="module")
-def priced_layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, PricedLayout]:
+@pytest.mark.parametrize("name", list(PRICED_LAYOUTS))
+def test_plan_prices_every_pool_with_the_servers_function(tmp_path: Path, name: str) -> None:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
-    results = {}
-    for i, (name, (example, launch, added)) in enumerate(PRICED_LAYOUTS.items()):
-        tmp = tmp_path_factory.mktemp(f"layout{i}")
-        added = resolved(added, tmp)
-        flags = ["--example", example]
-        flags += [x for k, v in added.items() for x in (f"--{k.replace('_', '-')}", str(v))]
-        # Built as the layout matrix builds it, priced by the server's function.
-        kvc = published({"model_path": str(EXAMPLES / example / "target"), **launch, **added}, tmp)
-        target, drafts, fixed = price_configurators(kvc.target, kvc.drafts, [])
-        assert fixed == 0
-        results[name] = PricedLayout(
-            plan_json(*flags),
-            target,
-            drafts,
-            int(kvc.target.page_size),
-            float(create_memory_pool_configurator(kvc.target)._cell_size),
-        )
-    return results
-
-
-@pytest.mark.parametrize("name", list(PRICED_LAYOUTS))
-def test_plan_prices_every_pool_with_the_servers_function(
-    priced_layouts: dict[str, PricedLayout], name: str
-) -> None:
-    r = priced_layouts[name]
-    data, tokens = r.planned, r.planned["tokens"]
-    assert data["page_size"] == r.page_size
-    assert data["target_kv_bytes_per_token"] == int(r.target.bytes_per_token())
-    assert data["draft_kv_bytes_per_token"] == int(sum(d.bytes_per_token() for d in r.drafts))
-    assert data["target_kv_pool_bytes"] == kv_pool_bytes(r.target, tokens, r.page_size)
-    assert data["draft_kv_pool_bytes"] == sum(
-        kv_pool_bytes(d, tokens, r.page_size) for d in r.drafts
-    )
+    example, launch, added = PRICED_LAYOUTS[name]
+    added = resolved(added, tmp_path)
+    flags = ["--example", example]
+    flags += [x for k, v in added.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    # Built as the layout matrix builds it, priced by the server's function.
+    args = {"model_path": str(EXAMPLES / example / "target"), **launch, **added}
+    kvc = published(args, tmp_path)
+    target, drafts, fixed = price_configurators(kvc.target, kvc.drafts, [])
+    assert fixed == 0
+    page = int(kvc.target.page_size)
+    data = plan_json(*flags)
+    tokens = data["tokens"]
+    assert data["page_size"] == page
+    assert data["target_kv_bytes_per_token"] == int(target.bytes_per_token())
+    assert data["draft_kv_bytes_per_token"] == int(sum(d.bytes_per_token() for d in drafts))
+    assert data["target_kv_pool_bytes"] == kv_pool_bytes(target, tokens, page)
+    assert data["draft_kv_pool_bytes"] == sum(kv_pool_bytes(d, tokens, page) for d in drafts)
     stock = data["stock"]
-    assert stock["priced_kv_bytes_per_token"] == int(r.stock_cell)
-    assert stock["target_kv_pool_bytes"] == kv_pool_bytes(r.target, stock["tokens"], r.page_size)
+    # 0.5.23's own configurator's price per row.
+    stock_cell = create_memory_pool_configurator(kvc.target)._cell_size
+    assert stock["priced_kv_bytes_per_token"] == int(stock_cell)
+    assert stock["target_kv_pool_bytes"] == kv_pool_bytes(target, stock["tokens"], page)
     assert data["used_bytes"] <= data["budget_bytes"]
     if name in UNDER_RESERVED:  # a draft stock under-reserves is planned as built
         reserve, draft = UNDER_RESERVED[name]
@@ -293,7 +269,8 @@ def test_plan_prices_every_pool_with_the_servers_function(
         assert data["draft_kv_bytes_per_token"] == draft
         assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
     if name == "DeepSeek-V3.2 DSA fp8_e4m3, TP 8":  # planned at 0.5.23's width
-        bf16 = priced_layouts["DeepSeek-V3.2 DSA bf16, TP 8"].planned
+        assert flags[-2:] == ["--kv-cache-dtype", "fp8_e4m3"]
+        bf16 = plan_json(*flags[:-1], "bfloat16")
         rows = [
             d["target_kv_bytes_per_token"] + d["draft_kv_bytes_per_token"] for d in (data, bf16)
         ]
