@@ -17,10 +17,6 @@ from harness.releases import Release, installed_row
 
 ROW: Release = installed_row()  # type: ignore[assignment]  # the gate collects only served rows
 
-PARALLEL_STATE = pytest.mark.skipif(
-    not ROW.parallel_state, reason=f"{ROW.name} has no ParallelState configurator (0.5.16-0.5.20)"
-)
-
 
 def assert_present(owner: object, names: tuple[str, ...], present: bool) -> None:
     """Each of ``names`` is a callable of ``owner`` when ``present``, and absent otherwise."""
@@ -148,7 +144,9 @@ def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
     assert readers == set(present_capacity_readers(CAPACITY_READERS))
 
 
-@PARALLEL_STATE
+@pytest.mark.skipif(
+    not ROW.parallel_state, reason=f"{ROW.name} has no ParallelState configurator (0.5.16-0.5.20)"
+)
 def test_the_parallel_state_generation_is_as_release_shims_says() -> None:
     """Its ParallelState, attention widths, resolution and configuration bags."""
     from sglang.srt import runtime_context

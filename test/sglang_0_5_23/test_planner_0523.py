@@ -467,10 +467,11 @@ def test_fresh_planner_process_prices_on_cpu_without_cuda() -> None:
     }
 
 
-def test_a_process_that_imported_sglang_as_a_cpu_engine_keeps_cpu(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_cuda_host_keeps_cpu_after_a_cpu_engine_import_and_needs_only_sgl_kernel(
+    monkeypatch: pytest.MonkeyPatch, stub_kernel: object
 ) -> None:
-    """Its pool modules took CPU kernels at import, so even with CUDA it prices on cpu."""
+    """A process whose pool modules took CPU kernels at import prices on cpu even with CUDA;
+    one pricing on CUDA needs only an importable sgl_kernel (not the CPU engine's op)."""
     import sglang.srt.server_args  # noqa: F401  (this suite imports SGLang as a CPU engine)
 
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
@@ -478,6 +479,17 @@ def test_a_process_that_imported_sglang_as_a_cpu_engine_keeps_cpu(
     assert pricing_host_0_5_23.pricing_device() == "cpu"
     monkeypatch.delenv("SGLANG_USE_CPU_ENGINE")
     assert pricing_host_0_5_23.pricing_device() == "cuda"
+    monkeypatch.setenv("SGLANG_USE_CPU_ENGINE", "1")  # CUDA pricing ignores the switch
+    monkeypatch.setattr(pricing_host_0_5_23, "pricing_device", lambda: "cuda")
+    monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
+    pricing_host_0_5_23.require_sgl_kernel()
+    monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
+    with pytest.raises(PlanError) as refused:
+        pricing_host_0_5_23.require_sgl_kernel()
+    message = str(refused.value)
+    assert "on this host's GPU (torch sees CUDA)" in message, message
+    assert "sgl_kernel (the sglang-kernel package), but it does not import" in message, message
+    assert "\n" not in message
 
 
 @pytest.fixture
@@ -549,18 +561,3 @@ sys.exit(main())
 def test_the_command_line_plans_on_cpu_without_sgl_kernel(default_plan: dict) -> None:
     out = fresh_python(WITHOUT_SGL_KERNEL, "plan", "--json", SGLANG_USE_CPU_ENGINE="1")
     assert json.loads(out) == default_plan
-
-
-def test_cuda_host_needs_only_an_importable_sgl_kernel(
-    monkeypatch: pytest.MonkeyPatch, stub_kernel: object
-) -> None:
-    monkeypatch.setattr(pricing_host_0_5_23, "pricing_device", lambda: "cuda")
-    monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
-    pricing_host_0_5_23.require_sgl_kernel()
-    monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
-    with pytest.raises(PlanError) as refused:
-        pricing_host_0_5_23.require_sgl_kernel()
-    message = str(refused.value)
-    assert "on this host's GPU (torch sees CUDA)" in message, message
-    assert "sgl_kernel (the sglang-kernel package), but it does not import" in message, message
-    assert "\n" not in message
