@@ -1,5 +1,5 @@
 """What the 0.5.23 layout matrices share: published launches built without weights, their
-per-rank weights, the pools they build, a runner test double and the matrices' fixture."""
+per-rank weights, the pools they build, runner and scheduler test doubles, the matrices' fixture."""
 
 from __future__ import annotations
 
