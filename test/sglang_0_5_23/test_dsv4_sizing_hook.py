@@ -141,10 +141,9 @@ matrix = layout_matrix(
     ("stock reserves B/row", "draft allocates B/row"),
     lambda r: (f"{r.stock_reserve_per_row:,.1f}", f"{r.draft_per_row:,.1f}"),
 )  # fmt: skip
-IDS = [c.name for c in CELLS]
 
 
-@pytest.mark.parametrize("name", IDS)
+@pytest.mark.parametrize("name", [c.name for c in CELLS])
 def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> None:
     """The draft is priced as its pool allocates; the plugin fills the budget, beats stock."""
     r = matrix[name]

@@ -265,10 +265,9 @@ matrix = layout_matrix(
     ("stock reserve B/row", "allocated B/row", "priced B/row"),
     lambda r: (f"{r.stock_cell:,.0f}", f"{r.allocated_per_row:,.1f}", f"{r.priced_per_row:,.1f}"),
 )  # fmt: skip
-IDS = [c.name for c in CELLS]
 
 
-@pytest.mark.parametrize("name", IDS)
+@pytest.mark.parametrize("name", [c.name for c in CELLS])
 def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix, name) -> None:
     """Prices are what SGLang allocates; the plugin fills the budget, beats stock, binds early."""
     r = matrix[name]

@@ -32,7 +32,6 @@ class PPLaunch:
     reports: dict[int, dict[str, Any]]
     breakdowns: dict[int, dict[str, Any]]
     log: str
-    startup_s: float
 
 
 def _pp2(work: Path, plugin: bool) -> PPLaunch:
@@ -64,7 +63,6 @@ def _pp2(work: Path, plugin: bool) -> PPLaunch:
         reports={int(r["ranks"]["pp"]): r for r in reports},
         breakdowns={int(b["pp_rank"]): b for b in read_rank_breakdowns(breakdown_dir)},
         log=log,
-        startup_s=startup_s,
     )
 
 

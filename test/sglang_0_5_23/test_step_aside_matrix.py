@@ -310,7 +310,6 @@ matrix = layout_matrix(
                f"{r.resident_stock / GIB:,.3f} -> {r.resident_plugin / GIB:,.3f} GiB",
                "yes" if r.binds else "no: " + r.reserve_gap.split(":")[0]),
 )  # fmt: skip
-IDS = [c.name for c in CASES]
 
 
 def _result(matrix: dict[str, Result], name: str) -> Result:
@@ -320,7 +319,7 @@ def _result(matrix: dict[str, Result], name: str) -> Result:
     return matrix[name]
 
 
-@pytest.mark.parametrize("name", IDS)
+@pytest.mark.parametrize("name", [c.name for c in CASES])
 def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
     r = _result(matrix, name)
     assert r.cell.steps_aside in r.reason
