@@ -1,5 +1,5 @@
 """What the 0.5.23 layout matrices share: published launches built without weights, their
-per-rank weights, the pools they build, a runner test double and the matrices' fixture."""
+per-rank weights, the pools they build, runner and scheduler test doubles, the matrices' fixture."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from unittest import mock
 import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
+from sglang_specinit.pool_measure import kv_pool_storages, pool_logs_quiet
+from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
+from sglang_specinit.sglang_0_5_23.pool_probe import tiny_mamba_cache
 
 GIB = 1 << 30
 SPEC_CHAIN = {
@@ -53,6 +56,14 @@ LLAMA_EAGLE3 = {
     **SPEC_CHAIN,
 }
 DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(made_dir(tmp / "dsa")))}
+LLAMA70B_PP2 = {
+    "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
+    "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
+    "speculative_algorithm": "EAGLE",
+    "tp_size": 4,
+    "pp_size": 2,
+    **SPEC_CHAIN,
+}
 
 
 def nnpl0_draft(tmp: Path) -> str:
@@ -89,8 +100,6 @@ def published(
 ) -> Any:
     """0.5.23's configurators for ``args`` (resolved for ``tmp``), built without weights on a
     test double's compute ``capability``; ``more``: ``published_layout``'s other arguments."""
-    from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
-
     with mock.patch("torch.cuda.get_device_capability", return_value=capability):
         return published_layout(**more, **resolved(args, tmp))
 
@@ -172,9 +181,6 @@ class Sized:
 def built_bytes(target: Any, drafts: Sequence[Any], config: Any) -> tuple[int, int]:
     """(target KV bytes, every draft's KV bytes) when the launch builds its pools from
     ``config``: storages each KV pool owns, not the shared request pool or allocator."""
-    from sglang_specinit.pool_measure import kv_pool_storages, pool_logs_quiet
-    from sglang_specinit.sglang_0_5_23.pool_probe import tiny_mamba_cache
-
     with pool_logs_quiet(), tiny_mamba_cache(target):
         pools = target._init_pools(
             sizes=target._derive_pool_sizes(config=config),
@@ -221,6 +227,26 @@ class RunnerDouble:
     def init_kv_cache_configurator(self, draft_parallel_layout: Any = None) -> None:
         assert draft_parallel_layout is None  # draft workers pass none (pool_probe)
         self.kv_cache_configurator = self._configurator
+
+
+def scheduler_double(layout: Any, algorithm: str = "EAGLE3", holds_draft: bool = True) -> Any:
+    """TEST DOUBLE of the scheduler as the pool phase reads it: the target's runner (its
+    ``model``, the weights, if set) and, if the rank ``holds_draft``, one draft runner."""
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    spec = getattr(SpeculativeAlgorithm, algorithm)
+    (draft,) = layout.drafts
+    worker = SimpleNamespace(
+        speculative_algorithm=spec,
+        draft_worker=SimpleNamespace(draft_runners=[RunnerDouble(draft)]),
+    )
+    return SimpleNamespace(
+        spec_algorithm=spec,
+        server_args=layout.server_args,
+        model_config=layout.target.model_config,
+        draft_worker=worker if holds_draft else None,
+        tp_worker=SimpleNamespace(model_runner=RunnerDouble(layout.target, layout.target.model)),
+    )
 
 
 def layout_matrix(

@@ -17,10 +17,6 @@ from harness.releases import Release, installed_row
 
 ROW: Release = installed_row()  # type: ignore[assignment]  # the gate collects only served rows
 
-PARALLEL_STATE = pytest.mark.skipif(
-    not ROW.parallel_state, reason=f"{ROW.name} has no ParallelState configurator (0.5.16-0.5.20)"
-)
-
 
 def assert_present(owner: object, names: tuple[str, ...], present: bool) -> None:
     """Each of ``names`` is a callable of ``owner`` when ``present``, and absent otherwise."""
@@ -38,7 +34,7 @@ def test_the_release_is_served_by_the_0_5_23_generation_adapter() -> None:
     assert (decision.adapter, decision.sglang_version) == ("sglang_0_5_23", ROW.name)
 
 
-def test_every_patched_module_matches_the_adapter() -> None:
+def test_every_patched_module_matches_the_adapter_and_no_module_copies_a_hook() -> None:
     from sglang_specinit import compat, sglang_0_5_23
     from sglang_specinit.hooks import adapter_patches, module_problems
 
@@ -50,14 +46,8 @@ def test_every_patched_module_matches_the_adapter() -> None:
     for name, patch in patches.items():
         problems += module_problems(importlib.import_module(name), patch)
     assert problems == []
-
-
-def test_no_module_holds_a_copy_of_a_hooked_method() -> None:
-    from sglang_specinit import compat, sglang_0_5_23
-    from sglang_specinit.hooks import adapter_patches
-
     copies = []
-    for name, patch in adapter_patches(sglang_0_5_23, compat.installed_sglang_version()).items():
+    for name, patch in patches.items():
         module = importlib.import_module(name)
         for hook in patch.hooks:
             owner_path, _, attr = hook.qualname.rpartition(".")
@@ -154,13 +144,23 @@ def test_capacity_readers_are_every_resolution_module_that_reads_it() -> None:
     assert readers == set(present_capacity_readers(CAPACITY_READERS))
 
 
-@PARALLEL_STATE
-def test_the_configurator_and_scheduler_hold_a_parallel_state() -> None:
+@pytest.mark.skipif(
+    not ROW.parallel_state, reason=f"{ROW.name} has no ParallelState configurator (0.5.16-0.5.20)"
+)
+def test_the_parallel_state_generation_is_as_release_shims_says() -> None:
+    """Its ParallelState, attention widths, resolution and configuration bags."""
+    from sglang.srt import runtime_context
     from sglang.srt.distributed.parallel_state_wrapper import ParallelState
     from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.mem_cache import kv_cache_configurator
     from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang.srt.model_executor.model_runner_components import layer_setup
+    from sglang.srt.runtime_context import ParallelContext
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
     from sglang_specinit.sglang_0_5_23 import release_shims
 
+    # The configurator and scheduler hold a ParallelState.
     assert release_shims.has_parallel_state()
     fields = {f.name for f in dataclasses.fields(KVCacheConfigurator)}
     assert "ps" in fields
@@ -171,14 +171,6 @@ def test_the_configurator_and_scheduler_hold_a_parallel_state() -> None:
     init = inspect.getsource(Scheduler.__init__)
     assert "self.ps = ParallelState(" in init
     assert "self.enable_dp_attention =" in init
-
-
-@PARALLEL_STATE
-def test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_shims_says() -> None:
-    from sglang.srt import runtime_context
-    from sglang.srt.model_executor.model_runner_components import layer_setup
-    from sglang.srt.runtime_context import ParallelContext
-    from sglang_specinit.sglang_0_5_23 import release_shims
 
     # The attention widths: 0.5.20's getters, computed at publish; stamped before 0.5.20.
     widths_at_publish = release_shims.row().widths_at_publish
@@ -192,8 +184,6 @@ def test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_sh
     assert hasattr(overrides, "resolving_view") == resolving
     required = {r.qualname for r in release_shims.release_requires(ROW.name)}
     assert ("resolving_view" in required) == resolving
-    from sglang.srt.mem_cache import kv_cache_configurator
-
     # 0.5.16's and 0.5.17's profile reserves nothing for a multimodal runtime.
     reserves = hasattr(kv_cache_configurator, "mm_runtime_reservation_gb")
     assert reserves == ROW.mm_reservation
@@ -222,27 +212,16 @@ def test_the_parallel_state_generation_s_widths_and_resolution_are_as_release_sh
         assert "ranks" not in inspect.signature(runtime_context.publish).parameters
     assert release_shims.publish_kwargs() == {}
 
-
-@PARALLEL_STATE
-def test_the_configuration_bags_are_where_release_shims_reads_them() -> None:
-    from sglang.srt import runtime_context
-    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-    from sglang_specinit.sglang_0_5_23 import release_shims
-
+    # The configuration bags.
     bags = ROW.config_bags
     assert release_shims.row().config_bags == bags
     assert_present(runtime_context, ("get_schedule", "get_model", "get_spec", "publish"), bags)
-    fields = {f.name for f in dataclasses.fields(KVCacheConfigurator)}
     assert ("kv_cache_dtype_str" in fields) == bags
     assert release_shims.kv_cache_dtype_str_kwargs("auto") == (
         {"kv_cache_dtype_str": "auto"} if bags else {}
     )
-    required = {r.qualname for r in release_shims.release_requires(ROW.name)}
     assert ("get_schedule" in required) == bags
     assert ("KVCacheConfigurator.server_args" in required) == (not bags)
-    from sglang.srt.model_executor.model_runner import ModelRunner
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
     # Drafts with their own KV dtype: the DFLASH family from 0.5.17, DFLASH only on 0.5.16.
     runner = inspect.getsource(ModelRunner.configure_kv_cache_dtype)
     assert ("is_dflash_family()" in runner) == bags

@@ -6,12 +6,24 @@ import dataclasses
 from collections import defaultdict
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 from harness.checkpoints.published_configs import EXAMPLES
 from layouts import SPEC_CHAIN, Launch, RunnerDouble, Sized, Weights, layout_matrix
+from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+from sglang.srt.model_executor.pool_configurator import (
+    MemoryPoolConfig,
+    create_memory_pool_configurator,
+)
+from sglang.srt.plugins.hook_registry import HookRegistry
+from sglang_specinit.budget import kv_pool_bytes
+from sglang_specinit.hooks import ModulePatch, apply_module_patch
+from sglang_specinit.live_sizing import DraftDescription, SpecInitBudgetError
+from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
+from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe, runtime_budget
 
 # V4-Flash, bytes (estimates from the config: 256 experts x 3 x 4096 x 2048 per layer).
 EXPERTS_FP4_PER_LAYER = 3_422_552_064  # e2m1 + one e8m0 scale per 32 values
@@ -77,8 +89,6 @@ class Result(Sized):
 
 def _sized(target: Any, draft: Any, available: int, fitted: Any = None) -> tuple[Any, Any, Any]:
     """(draft's measured price, configurator priced with it, the plugin's ``fitted`` config)."""
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
-
     price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
     ours = dsv4_sizing.priced_configurator(target, [price])
     config = dsv4_sizing.solve(target, ours, available, dsv4_sizing.draft_padding_bytes([price]))
@@ -89,13 +99,6 @@ def evaluate(
     cell: Launch, tmp: Path, weights: tuple[int, ...] = (), budget: int | None = None
 ) -> Result:
     """``cell`` sized both ways; ``weights`` and ``budget`` default to the cell's."""
-    from sglang.srt.model_executor.pool_configurator import (
-        MemoryPoolConfig,
-        create_memory_pool_configurator,
-    )
-    from sglang_specinit.budget import kv_pool_bytes
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
     published = publish(cell, tmp)
     target, (draft,) = published.target, published.drafts
     layout = (target, draft)
@@ -138,10 +141,9 @@ matrix = layout_matrix(
     ("stock reserves B/row", "draft allocates B/row"),
     lambda r: (f"{r.stock_reserve_per_row:,.1f}", f"{r.draft_per_row:,.1f}"),
 )  # fmt: skip
-IDS = [c.name for c in CELLS]
 
 
-@pytest.mark.parametrize("name", IDS)
+@pytest.mark.parametrize("name", [c.name for c in CELLS])
 def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> None:
     """The draft is priced as its pool allocates; the plugin fills the budget, beats stock."""
     r = matrix[name]
@@ -158,14 +160,11 @@ def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> N
         assert r.plugin_tokens >= r.stock_tokens
     else:
         assert r.plugin_used <= r.budget < r.stock_used
-
-
-def test_ratio_launches_and_h200_tp4_reserve_is_one_target_layer_share(matrix) -> None:
-    assert not any(r.cap_mode for r in matrix.values())  # every V4-Flash launch
-    # The issue's numbers: 180.4 B reserved per target row against 58.5 B allocated.
-    r = matrix["V4-Flash MTP, H200 FP8, TP 4"]
-    assert round(r.stock_reserve_per_row, 1) == 180.4
-    assert r.draft_per_row == 58.5
+    assert not r.cap_mode  # every V4-Flash launch sizes in ratio mode
+    if name == "V4-Flash MTP, H200 FP8, TP 4":
+        # The issue's numbers: 180.4 B reserved per target row against 58.5 B allocated.
+        assert round(r.stock_reserve_per_row, 1) == 180.4
+        assert r.draft_per_row == 58.5
 
 
 # An FP8 cell (cap-free ratio mode at SGLang's default 0.1) and one with the ratio flag.
@@ -180,11 +179,6 @@ def profile_reading_double(cell: Launch) -> int:
 @pytest.fixture
 def hooked(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The plugin's ``_resolve_memory_pool_config`` hook, via HookRegistry; the unhooked one."""
-    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-    from sglang.srt.plugins.hook_registry import HookRegistry
-    from sglang_specinit.hooks import ModulePatch, apply_module_patch
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
-
     stock = KVCacheConfigurator._resolve_memory_pool_config
     (hook,) = [
         h for h in runtime_budget.HOOKS if h.qualname.endswith("_resolve_memory_pool_config")
@@ -221,9 +215,6 @@ def hooked_layout(
     **more: Any,
 ) -> tuple[Any, Any, Any]:
     """(target, draft, its sizing state of ``more``); profiling reads ``reading["bytes"]``."""
-    from sglang_specinit.live_sizing import DraftDescription
-    from sglang_specinit.phased.sizing_state import TargetSizing
-
     layout = publish(cell, scratch)
     target, (draft,) = layout.target, layout.drafts
     target.model = torch.nn.Linear(2, 2)  # stands for the target's weights (read for the report)
@@ -242,9 +233,6 @@ def run_hook(
     monkeypatch: pytest.MonkeyPatch,
     available: int | None = None,
 ) -> HookRun:
-    from sglang_specinit.phased.sizing_state import sizing_active
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
     w = cell.weights()
     available = profile_reading_double(cell) if available is None else available
     reading = {"bytes": available}
@@ -279,18 +267,11 @@ def run_hook(
     )
 
 
-@pytest.fixture(params=HOOK_CELLS, ids=[c.name for c in HOOK_CELLS])
-def run(
-    request: pytest.FixtureRequest, hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> HookRun:
-    return run_hook(request.param, tmp_path, hooked, monkeypatch)
-
-
+@pytest.mark.parametrize("cell", HOOK_CELLS, ids=[c.name for c in HOOK_CELLS])
 def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(
-    run: HookRun, tmp_path: Path
+    cell: Launch, hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
+    run = run_hook(cell, tmp_path, hooked, monkeypatch)
     plan = run.sizing.plan
     assert plan is not None and plan.rule == "specinit"  # _resolve_dsv4 ran, not stock
     assert run.config.max_total_num_tokens == run.expected_tokens == plan.tokens
@@ -315,26 +296,21 @@ def test_hook_sizes_with_the_measured_draft_fits_and_beats_stock(
     assert term == pytest.approx(_draft_pool_fit(draft, configurator.swa_ratio)[0], rel=1e-9)
 
 
-def test_launch_policy_prices_a_cookbook_v4_launch(tmp_path: Path) -> None:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
-    layout = publish(CELLS[0], tmp_path)
-    runner = RunnerDouble(layout.target, torch.nn.Linear(2, 2))
-    assert dsv4_sizing.is_dsv4_configurator(create_memory_pool_configurator(layout.target))
-    assert dsv4_sizing.runner_unpriced_reason(runner) is None
-    assert not hasattr(runner, "kv_cache_configurator")
-
-
-def test_a_failing_v4_solve_keeps_stocks_solve(
+def test_launch_policy_prices_a_v4_launch_not_an_older_and_a_failing_solve_keeps_stocks(
     hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sglang_specinit.phased.sizing_state import sizing_active
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
     cell = HOOK_CELLS[0]
     reading = {"bytes": profile_reading_double(cell)}
     target, _draft, sizing = hooked_layout(cell, tmp_path, monkeypatch, reading)
+    runner = RunnerDouble(target, torch.nn.Linear(2, 2))
+    assert dsv4_sizing.is_dsv4_configurator(create_memory_pool_configurator(target))
+    assert dsv4_sizing.runner_unpriced_reason(runner) is None
+    assert not hasattr(runner, "kv_cache_configurator")
+    # 0.5.19 / 0.5.20's V4 configurator lacks ``_unified`` / ``encoder_replay``: unpriced.
+    reason = dsv4_sizing.unpriced_reason(SimpleNamespace(_unified=False))
+    assert reason is not None and "cannot read" in reason and "encoder_replay" in reason
+    current = SimpleNamespace(_unified=False, encoder_replay=False, paged_draft_layers=0)
+    assert dsv4_sizing.unpriced_reason(current) is None
 
     def broken_solve(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a layout the solve does not expect")
@@ -349,9 +325,6 @@ def test_a_failing_v4_solve_keeps_stocks_solve(
 
 def _draft_pool_fit(draft: Any, ratio: float) -> tuple[float, int]:
     """(bytes per full row, bytes at no rows) of the draft's pools, built at 10 and 20 pages."""
-    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
     built = {}
     for swa in (10 * 256, 20 * 256):
         full = round(swa / ratio)
@@ -360,23 +333,14 @@ def _draft_pool_fit(draft: Any, ratio: float) -> tuple[float, int]:
     return (b2 - b1) / (f2 - f1), b1 - (b2 - b1) * f1 // (f2 - f1)
 
 
-def _priced_layout(cell: Launch, tmp_path: Path) -> tuple[Any, Any, Any, Any]:
-    """(target, draft, the draft's measured price, the priced configurator) for ``cell``."""
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing, pool_probe
-
+def test_hook_takes_the_draft_padding_off_and_refuses_pools_that_do_not_fit(
+    hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cell = HOOK_CELLS[0]
     layout = publish(cell, tmp_path / "layout")
     target, (draft,) = layout.target, layout.drafts
     price = pool_probe.measure_configurator(draft, pool_probe.target_split(target))
-    return target, draft, price, dsv4_sizing.priced_configurator(target, [price])
-
-
-def test_hook_takes_the_draft_padding_off_before_the_solve(
-    hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
-    cell = HOOK_CELLS[0]
-    target, draft, price, ours = _priced_layout(cell, tmp_path)
+    ours = dsv4_sizing.priced_configurator(target, [price])
     _per_row, padding = _draft_pool_fit(draft, ours.swa_ratio)  # the built pools at no rows
     assert 0 < price.fixed_bytes <= padding <= price.fixed_bytes + (16 << 10)
 
@@ -391,17 +355,9 @@ def test_hook_takes_the_draft_padding_off_before_the_solve(
         low, high = (low, mid) if tokens_without_padding(mid) >= count else (mid, high)
     run = run_hook(cell, tmp_path / "hook", hooked, monkeypatch, available=high)
     _configurator, presolve = run.presolve
-    assert int(presolve.max_total_num_tokens) < count
+    assert int(presolve.max_total_num_tokens) < count  # the padding came off first
 
-
-def test_hook_refuses_a_v4_launch_whose_smallest_pools_do_not_fit(
-    hooked: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from sglang_specinit.live_sizing import SpecInitBudgetError
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
-    cell = HOOK_CELLS[0]
-    target, draft, _price, ours = _priced_layout(cell, tmp_path)
+    # A launch whose smallest pools do not fit is refused.
     pages = 1
     while True:  # SGLang's smallest accepted count, by its own refusal of smaller ones
         try:
@@ -413,16 +369,4 @@ def test_hook_refuses_a_v4_launch_whose_smallest_pools_do_not_fit(
     smallest = ours.finalize_with_max_running_requests(smallest)
     built = sum(dsv4_sizing.built_pool_bytes(kvc, smallest) for kvc in (target, draft))
     with pytest.raises(SpecInitBudgetError, match=r"Pass --mem-fraction-static \d"):
-        run_hook(cell, tmp_path / "hook", hooked, monkeypatch, available=built - 1)
-
-
-def test_an_older_v4_configurator_keeps_stock_sizing_with_its_reason() -> None:
-    """0.5.19 / 0.5.20's V4 configurator lacks ``_unified`` / ``encoder_replay``: unpriced."""
-    from types import SimpleNamespace
-
-    from sglang_specinit.sglang_0_5_23 import dsv4_sizing
-
-    reason = dsv4_sizing.unpriced_reason(SimpleNamespace(_unified=False))
-    assert reason is not None and "cannot read" in reason and "encoder_replay" in reason
-    current = SimpleNamespace(_unified=False, encoder_replay=False, paged_draft_layers=0)
-    assert dsv4_sizing.unpriced_reason(current) is None
+        run_hook(cell, tmp_path / "refused", hooked, monkeypatch, available=built - 1)

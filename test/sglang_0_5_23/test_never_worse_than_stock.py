@@ -29,6 +29,15 @@ from layouts import (
     made_dir,
     nnpl0_draft,
 )
+from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+from sglang.srt.model_executor.pool_configurator import (
+    MemoryPoolConfig,
+    create_memory_pool_configurator,
+)
+from sglang_specinit.budget import BudgetInputs, DraftSpec, kv_pool_bytes, page_floor, plan_pools
+from sglang_specinit.sglang_0_5_23 import runtime_budget
+from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
+from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
 
 # Sizes every price is checked at, built directly (the probe builds 2 and 4 pages).
 PAGES_CHECKED = (5, 10)  # x 0.8 (the default SWA ratio) stays whole
@@ -181,26 +190,10 @@ class CellResult(Sized):
 
 
 def _pools_bytes(prices: Any, tokens: int, page: int) -> int:
-    from sglang_specinit.budget import kv_pool_bytes
-
     return sum(kv_pool_bytes(spec, tokens, page) for spec in prices)
 
 
 def evaluate(cell: Cell, tmp: Path) -> CellResult:
-    from sglang.srt.model_executor.pool_configurator import (
-        MemoryPoolConfig,
-        create_memory_pool_configurator,
-    )
-    from sglang_specinit.budget import (
-        BudgetInputs,
-        DraftSpec,
-        kv_pool_bytes,
-        page_floor,
-        plan_pools,
-    )
-    from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
-    from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
-
     layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     target = layout.target
     page = int(target.page_size)
@@ -272,10 +265,9 @@ matrix = layout_matrix(
     ("stock reserve B/row", "allocated B/row", "priced B/row"),
     lambda r: (f"{r.stock_cell:,.0f}", f"{r.allocated_per_row:,.1f}", f"{r.priced_per_row:,.1f}"),
 )  # fmt: skip
-IDS = [c.name for c in CELLS]
 
 
-@pytest.mark.parametrize("name", IDS)
+@pytest.mark.parametrize("name", [c.name for c in CELLS])
 def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix, name) -> None:
     """Prices are what SGLang allocates; the plugin fills the budget, beats stock, binds early."""
     r = matrix[name]
@@ -341,9 +333,6 @@ def test_each_layout_stock_misprices_is_priced_as_built(matrix) -> None:
 
 def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, int, int]:
     """(pools' bytes at a count, budget, stock's and plugin's tokens, page) after capture."""
-    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
-
     cell = next(c for c in CELLS if tag in c.tags)
     layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     prices = runtime_budget.price_configurators(layout.target, layout.drafts, [])

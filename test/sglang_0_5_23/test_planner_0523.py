@@ -13,7 +13,6 @@ import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,14 @@ import torch
 from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
 from harness.planner_cli import plan_json, run_cli
 from layouts import SPEC_CHAIN, made_dir, nnpl0_draft, published, resolved
+from sglang_specinit.budget import kv_pool_bytes
 from sglang_specinit.planner.gpus import DeviceSpec, get_preset, pre_load_free_bytes
 from sglang_specinit.planner.inputs import PlanError
 from sglang_specinit.planner.shipped_examples import list_examples
 from sglang_specinit.sglang_0_5_23 import kernel_arch
 from sglang_specinit.sglang_0_5_23 import planner_replay as release_0_5_23
 from sglang_specinit.sglang_0_5_23 import pricing_host as pricing_host_0_5_23
+from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -152,21 +153,25 @@ def test_v4_example_plans_as_the_layout_matrix_sizes_it(tmp_path: Path) -> None:
     assert data["tokens"] > stock["tokens"]
 
 
-def test_default_example_table() -> None:
+def test_default_plan_here_and_in_fresh_processes_and_flags_only_0_5_23_accepts(
+    fresh_processes: dict, default_plan: dict
+) -> None:
     code, out, err = run_cli(["plan"])
     assert code == 0, err
     for text in ("stock 0.5.23", "sglang-specinit", "sglang 0.5.23", "llama31-8b-eagle3"):
         assert text in out
     assert "0.5.13" not in out and "0.5.14" not in out
-
-
-def test_automatic_fraction_is_0_5_23s_heuristic_on_the_planned_gpu(default_plan: dict) -> None:
+    # The automatic fraction is 0.5.23's heuristic on the planned GPU.
     assert default_plan["mem_fraction_static"] == 0.83
     assert default_plan["pre_load_free_bytes"] == 81559 * MIB - GIB
-
-
-def test_fresh_processes_plan_as_this_one(fresh_processes: dict, default_plan: dict) -> None:
-    # The CPU-engine switch does not move a GPU plan.
+    new = plan_json("--example", "llama31-70b-eagle-tp4", "--attn-dp-size", "2")
+    old = plan_json("--example", "llama31-70b-eagle-tp4", "--dp-size", "2", "--enable-dp-attention")
+    assert new == old
+    assert new["max_running_requests"] == 24  # 48 split over two attention-DP groups
+    fp8 = plan_json("--speculative-draft-kv-cache-dtype", "fp8_e4m3")
+    assert fp8["draft_kv_bytes_per_token"] * 2 == default_plan["draft_kv_bytes_per_token"]
+    assert fp8["target_kv_bytes_per_token"] == default_plan["target_kv_bytes_per_token"]
+    # Fresh processes plan as this one: the CPU-engine switch does not move a GPU plan.
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
     assert fresh_plan(fresh_processes, "0.5.23") == default_plan
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"  # this process's own is untouched
@@ -188,17 +193,6 @@ def test_fresh_processes_plan_as_this_one(fresh_processes: dict, default_plan: d
         "page_size",
     ):
         assert there[key] == here[key], key
-
-
-def test_flags_only_0_5_23_accepts(default_plan: dict) -> None:
-    new = plan_json("--example", "llama31-70b-eagle-tp4", "--attn-dp-size", "2")
-    old = plan_json("--example", "llama31-70b-eagle-tp4", "--dp-size", "2", "--enable-dp-attention")
-    assert new == old
-    assert new["max_running_requests"] == 24  # 48 split over two attention-DP groups
-    base = default_plan
-    fp8 = plan_json("--speculative-draft-kv-cache-dtype", "fp8_e4m3")
-    assert fp8["draft_kv_bytes_per_token"] * 2 == base["draft_kv_bytes_per_token"]
-    assert fp8["target_kv_bytes_per_token"] == base["target_kv_bytes_per_token"]
 
 
 # Every pool priced as the 0.5.23 server prices it
@@ -242,74 +236,47 @@ UNDER_RESERVED = {
 }
 
 
-@dataclass(frozen=True)
-class PricedLayout:
-    planned: dict  # plan --json
-    target: Any  # the server's price of the target pool
-    drafts: tuple[Any, ...]  # ... and of each draft runner's
-    page_size: int
-    stock_cell: float  # 0.5.23's own configurator: create_memory_pool_configurator(kvc)
-
-
-@pytest.fixture(scope="module")
-def priced_layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, PricedLayout]:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.sglang_0_5_23.runtime_budget import price_configurators
-
-    results = {}
-    for i, (name, (example, launch, added)) in enumerate(PRICED_LAYOUTS.items()):
-        tmp = tmp_path_factory.mktemp(f"layout{i}")
-        added = resolved(added, tmp)
-        flags = ["--example", example]
-        flags += [x for k, v in added.items() for x in (f"--{k.replace('_', '-')}", str(v))]
-        # Built as the layout matrix builds it, priced by the server's function.
-        kvc = published({"model_path": str(EXAMPLES / example / "target"), **launch, **added}, tmp)
-        target, drafts, fixed = price_configurators(kvc.target, kvc.drafts, [])
-        assert fixed == 0
-        results[name] = PricedLayout(
-            plan_json(*flags),
-            target,
-            drafts,
-            int(kvc.target.page_size),
-            float(create_memory_pool_configurator(kvc.target)._cell_size),
-        )
-    return results
-
-
 @pytest.mark.parametrize("name", list(PRICED_LAYOUTS))
-def test_plan_prices_every_pool_with_the_servers_function(
-    priced_layouts: dict[str, PricedLayout], name: str
-) -> None:
-    from sglang_specinit.budget import kv_pool_bytes
+def test_plan_prices_every_pool_with_the_servers_function(tmp_path: Path, name: str) -> None:
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
-    r = priced_layouts[name]
-    data, tokens = r.planned, r.planned["tokens"]
-    assert data["page_size"] == r.page_size
-    assert data["target_kv_bytes_per_token"] == int(r.target.bytes_per_token())
-    assert data["draft_kv_bytes_per_token"] == int(sum(d.bytes_per_token() for d in r.drafts))
-    assert data["target_kv_pool_bytes"] == kv_pool_bytes(r.target, tokens, r.page_size)
-    assert data["draft_kv_pool_bytes"] == sum(
-        kv_pool_bytes(d, tokens, r.page_size) for d in r.drafts
-    )
+    example, launch, added = PRICED_LAYOUTS[name]
+    added = resolved(added, tmp_path)
+    flags = ["--example", example]
+    flags += [x for k, v in added.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    # Built as the layout matrix builds it, priced by the server's function.
+    args = {"model_path": str(EXAMPLES / example / "target"), **launch, **added}
+    kvc = published(args, tmp_path)
+    target, drafts, fixed = price_configurators(kvc.target, kvc.drafts, [])
+    assert fixed == 0
+    page = int(kvc.target.page_size)
+    data = plan_json(*flags)
+    tokens = data["tokens"]
+    assert data["page_size"] == page
+    assert data["target_kv_bytes_per_token"] == int(target.bytes_per_token())
+    assert data["draft_kv_bytes_per_token"] == int(sum(d.bytes_per_token() for d in drafts))
+    assert data["target_kv_pool_bytes"] == kv_pool_bytes(target, tokens, page)
+    assert data["draft_kv_pool_bytes"] == sum(kv_pool_bytes(d, tokens, page) for d in drafts)
     stock = data["stock"]
-    assert stock["priced_kv_bytes_per_token"] == int(r.stock_cell)
-    assert stock["target_kv_pool_bytes"] == kv_pool_bytes(r.target, stock["tokens"], r.page_size)
+    # 0.5.23's own configurator's price per row.
+    stock_cell = create_memory_pool_configurator(kvc.target)._cell_size
+    assert stock["priced_kv_bytes_per_token"] == int(stock_cell)
+    assert stock["target_kv_pool_bytes"] == kv_pool_bytes(target, stock["tokens"], page)
     assert data["used_bytes"] <= data["budget_bytes"]
     if name in UNDER_RESERVED:  # a draft stock under-reserves is planned as built
         reserve, draft = UNDER_RESERVED[name]
         assert stock["priced_kv_bytes_per_token"] - data["target_kv_bytes_per_token"] == reserve
         assert data["draft_kv_bytes_per_token"] == draft
         assert stock["used_bytes"] > stock["budget_bytes"] >= data["used_bytes"]
-
-
-def test_dsa_fp8_is_planned_at_0_5_23s_width(priced_layouts: dict[str, PricedLayout]) -> None:
-    fp8, bf16 = (
-        priced_layouts[f"DeepSeek-V3.2 DSA {dtype}, TP 8"].planned for dtype in ("fp8_e4m3", "bf16")
-    )
-    rows = [d["target_kv_bytes_per_token"] + d["draft_kv_bytes_per_token"] for d in (fp8, bf16)]
-    layers = 61 + 1  # DeepSeek-V3.2's layers and its MTP layer
-    assert rows[1] - rows[0] == layers * (1_152 - 656)
-    assert rows[0] == fp8["stock"]["priced_kv_bytes_per_token"]
+    if name == "DeepSeek-V3.2 DSA fp8_e4m3, TP 8":  # planned at 0.5.23's width
+        assert flags[-2:] == ["--kv-cache-dtype", "fp8_e4m3"]
+        bf16 = plan_json(*flags[:-1], "bfloat16")
+        rows = [
+            d["target_kv_bytes_per_token"] + d["draft_kv_bytes_per_token"] for d in (data, bf16)
+        ]
+        layers = 61 + 1  # DeepSeek-V3.2's layers and its MTP layer
+        assert rows[1] - rows[0] == layers * (1_152 - 656)
+        assert rows[0] == stock["priced_kv_bytes_per_token"]
 
 
 # Launches whose resolved attention kernels cannot run on the planned GPU (kernel_arch.py), on
@@ -390,14 +357,13 @@ RUNS = {
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_a_kernel_the_planned_gpu_runs_plans(dsa_dir: str, name: str) -> None:
-    from sglang_specinit.sglang_0_5_23.planner_replay import REPLAY
-
     gpu, argv, launch, kernels, not_on = RUNS[name]
     paths = {"<dsa>": dsa_dir, "<llama>": str(EXAMPLES / "llama31-8b-eagle3" / "target")}
     preset = get_preset(gpu)
     free = pre_load_free_bytes(preset.total_bytes)
     device = DeviceSpec(preset.name, preset.total_bytes, free, sm=preset.sm)
-    resolved = REPLAY.resolve(REPLAY.parse_launch([paths.get(a, a) for a in launch]), device)
+    replay = release_0_5_23.REPLAY
+    resolved = replay.resolve(replay.parse_launch([paths.get(a, a) for a in launch]), device)
     mla = resolved.target_model_config.attention_arch.name == "MLA"
     needs = kernel_arch.kernel_needs(resolved.args, resolved.launch_inputs, mla=mla)
     assert [(n.field, n.value) for n in needs] == kernels
@@ -501,10 +467,11 @@ def test_fresh_planner_process_prices_on_cpu_without_cuda() -> None:
     }
 
 
-def test_a_process_that_imported_sglang_as_a_cpu_engine_keeps_cpu(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_cuda_host_keeps_cpu_after_a_cpu_engine_import_and_needs_only_sgl_kernel(
+    monkeypatch: pytest.MonkeyPatch, stub_kernel: object
 ) -> None:
-    """Its pool modules took CPU kernels at import, so even with CUDA it prices on cpu."""
+    """A process whose pool modules took CPU kernels at import prices on cpu even with CUDA;
+    one pricing on CUDA needs only an importable sgl_kernel (not the CPU engine's op)."""
     import sglang.srt.server_args  # noqa: F401  (this suite imports SGLang as a CPU engine)
 
     assert os.environ.get("SGLANG_USE_CPU_ENGINE") == "1"
@@ -512,6 +479,17 @@ def test_a_process_that_imported_sglang_as_a_cpu_engine_keeps_cpu(
     assert pricing_host_0_5_23.pricing_device() == "cpu"
     monkeypatch.delenv("SGLANG_USE_CPU_ENGINE")
     assert pricing_host_0_5_23.pricing_device() == "cuda"
+    monkeypatch.setenv("SGLANG_USE_CPU_ENGINE", "1")  # CUDA pricing ignores the switch
+    monkeypatch.setattr(pricing_host_0_5_23, "pricing_device", lambda: "cuda")
+    monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
+    pricing_host_0_5_23.require_sgl_kernel()
+    monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
+    with pytest.raises(PlanError) as refused:
+        pricing_host_0_5_23.require_sgl_kernel()
+    message = str(refused.value)
+    assert "on this host's GPU (torch sees CUDA)" in message, message
+    assert "sgl_kernel (the sglang-kernel package), but it does not import" in message, message
+    assert "\n" not in message
 
 
 @pytest.fixture
@@ -523,9 +501,10 @@ def stub_kernel() -> object:
 
 
 @needs_gpu_less_host
-def test_a_cpu_engine_without_the_cpu_op_exits_2_naming_the_cpu_engine_case(
+def test_cpu_needs_the_cpu_op_as_a_cpu_engine_and_no_sgl_kernel_without(
     monkeypatch: pytest.MonkeyPatch, stub_kernel: object
 ) -> None:
+    # A CPU engine without the CPU op exits 2 naming the CPU-engine case.
     monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
     line = run_cli(["plan", "--json"]).refusal_line()
     for part in (
@@ -535,10 +514,6 @@ def test_a_cpu_engine_without_the_cpu_op_exits_2_naming_the_cpu_engine_case(
         "unset SGLANG_USE_CPU_ENGINE before sglang is imported",
     ):
         assert part in line, line
-
-
-@needs_gpu_less_host
-def test_cpu_without_the_cpu_engine_needs_no_sgl_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     monkeypatch.delenv("SGLANG_USE_CPU_ENGINE")
@@ -586,18 +561,3 @@ sys.exit(main())
 def test_the_command_line_plans_on_cpu_without_sgl_kernel(default_plan: dict) -> None:
     out = fresh_python(WITHOUT_SGL_KERNEL, "plan", "--json", SGLANG_USE_CPU_ENGINE="1")
     assert json.loads(out) == default_plan
-
-
-def test_cuda_host_needs_only_an_importable_sgl_kernel(
-    monkeypatch: pytest.MonkeyPatch, stub_kernel: object
-) -> None:
-    monkeypatch.setattr(pricing_host_0_5_23, "pricing_device", lambda: "cuda")
-    monkeypatch.delattr(stub_kernel, "copy_all_layer_kv_cache_cpu")
-    pricing_host_0_5_23.require_sgl_kernel()
-    monkeypatch.setitem(sys.modules, "sgl_kernel", None)  # `import sgl_kernel` now fails
-    with pytest.raises(PlanError) as refused:
-        pricing_host_0_5_23.require_sgl_kernel()
-    message = str(refused.value)
-    assert "on this host's GPU (torch sees CUDA)" in message, message
-    assert "sgl_kernel (the sglang-kernel package), but it does not import" in message, message
-    assert "\n" not in message

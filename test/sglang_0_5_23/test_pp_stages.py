@@ -5,27 +5,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, TypeVar
 from unittest import mock
 
 import pytest
-from harness.checkpoints.published_configs import EXAMPLES
-from layouts import GIB, RunnerDouble, at_pp_stage, published
+import torch
+from layouts import GIB, LLAMA70B_PP2, at_pp_stage, built_bytes, published, scheduler_double
+from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+from sglang.srt.model_executor.pool_configurator import (
+    MemoryPoolConfig,
+    create_memory_pool_configurator,
+)
+from sglang_specinit.phased.sizing_state import sizing_active
+from sglang_specinit.sglang_0_5_23 import runtime_budget
+from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker, stage_without_draft
+from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
 
 PP = 2
-EXAMPLE = EXAMPLES / "llama31-70b-eagle-tp4"
-ARGS = {
-    "model_path": str(EXAMPLE / "target"),
-    "speculative_draft_model_path": str(EXAMPLE / "draft"),
-    "speculative_algorithm": "EAGLE",
-    "tp_size": 4,
-    "pp_size": PP,
-    "mem_fraction_static": 0.85,
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-}
+ARGS = {**LLAMA70B_PP2, "mem_fraction_static": 0.85}
 PRE_LOAD_GIB = 79.0
 # What SGLang's profiling leaves for the KV pools on each stage (a test double's answer: the
 # same on both, so the stages differ only in what they are priced at).
@@ -36,9 +33,6 @@ ROWS = (640, 1280)
 
 def _per_row(kvc: Any) -> float:
     """``kvc``'s pools' growth per row, fitted on two small builds (a real count would be GiBs)."""
-    from layouts import built_bytes
-    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
-
     small, large = (built_bytes(kvc, [], MemoryPoolConfig(n, 1, n, n))[0] for n in ROWS)
     return (large - small) / (ROWS[1] - ROWS[0])
 
@@ -73,33 +67,13 @@ class StageResult:
 
 
 def _build_stage(rank: int, tmp: Path) -> Stage:
-    import torch
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-    from sglang_specinit.sglang_0_5_23.launch_policy import stage_without_draft
-
     layout = published(ARGS, tmp)
     target, (draft,) = layout.target, layout.drafts
     at_pp_stage(target, rank, PP)
     target.model = torch.nn.Module()  # test double: the stage's weights are not loaded
-
     # 0.5.23 builds no draft worker on a stage before the last under SGLANG_ENABLE_PP_SPEC.
     holds = not stage_without_draft(rank, PP)
-    worker = SimpleNamespace(
-        speculative_algorithm=SpeculativeAlgorithm.EAGLE,
-        draft_worker=SimpleNamespace(draft_runners=[RunnerDouble(draft)]),
-    )
-    scheduler = SimpleNamespace(
-        draft_worker=worker if holds else None,
-        spec_algorithm=SpeculativeAlgorithm.EAGLE,
-        server_args=layout.server_args,
-        model_config=target.model_config,
-        # The target runner as the hook reads it: its weights, and the device its free
-        # memory is read on after the early binding.
-        tp_worker=SimpleNamespace(
-            model_runner=SimpleNamespace(model=target.model, device="cpu", gpu_id=0)
-        ),
-    )
-    return Stage(rank, target, draft, holds, scheduler)
+    return Stage(rank, target, draft, holds, scheduler_double(layout, "EAGLE", holds))
 
 
 def _with_token_sync(
@@ -107,7 +81,6 @@ def _with_token_sync(
 ) -> Any:
     """A test double of SGLang's MIN all-reduce (``answer(offered)``) as the configurator's
     ``_apply_token_constraints``, with the plugin's own hook on it (or, ``plugin`` False, not)."""
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
 
     def token_sync(self: Any, offered: int) -> int:
         calls.append(offered)
@@ -122,11 +95,6 @@ def _with_token_sync(
 
 
 def _price_stage(stage: Stage, answer: Callable[[int], int], sync_calls: list[int]) -> StageResult:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.phased.sizing_state import sizing_active
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
-    from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
-
     target = stage.target
     sizing = stage_sizing(stage.scheduler)
 
@@ -187,8 +155,6 @@ def _two_passes(size: Callable[..., T], stages: dict[int, Stage]) -> tuple[dict[
 @pytest.fixture(scope="module")
 def passes(built_stages: dict[int, Stage]) -> Iterator[tuple[dict[int, StageResult], ...]]:
     """Every stage priced by the hook in both passes: (each on its own offer, at the MIN)."""
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
-
     results = _two_passes(_price_stage, built_stages)
     for r in results[0].values():
         s, plan = r.stage, r.sizing.plan
@@ -202,8 +168,31 @@ def passes(built_stages: dict[int, Stage]) -> Iterator[tuple[dict[int, StageResu
         runtime_budget._SIZED.pop(id(stage.target), None)
 
 
-def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(passes) -> None:
-    stages = passes[0]
+POST_CAPTURE_BUDGET = int(19.9 * GIB)  # what the resize's budget leaves each stage after capture
+
+
+def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool) -> dict[int, int]:
+    """Each stage's post-capture count (capped at ``cap``) from 0.5.23's ``config_from_budget``,
+    plugin's hooks or stock's, through the token sync's two passes (own offer, then the MIN)."""
+    stock = KVCacheConfigurator.config_from_budget
+
+    def resize(stage: Stage, answer: Callable[[int], int], calls: list[int]) -> int:
+        with _with_token_sync(stage.target, answer, calls, plugin):
+            if plugin:
+                config = runtime_budget.config_from_budget(
+                    stock, stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap
+                )
+            else:
+                config = stock(stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap)
+        return int(config.max_total_num_tokens)
+
+    return _two_passes(resize, built_stages)[1]
+
+
+def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(
+    built_stages, passes
+) -> None:
+    stages, synced = passes
     first, last = stages[0], stages[PP - 1]
     plan = first.sizing.plan
     assert first.sizing.stage_holds_draft is False
@@ -236,21 +225,15 @@ def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(passes)
     else:
         assert ours >= stock - last.sizing.inputs.page_size
 
-
-def test_draft_less_stage_is_priced_not_stepped_aside(built_stages) -> None:
-    from sglang_specinit.sglang_0_5_23.launch_policy import pricing_blocker
-
-    first = built_stages[0]
-    assert first.scheduler.draft_worker is None
+    # The draft-less stage is priced, not stepped aside.
+    assert first.stage.scheduler.draft_worker is None
     # Test double: the plugin's all-or-nothing patch check, which only a process that loaded
     # the plugin (a scheduler) has run, answers that every patch applied.
     with mock.patch("sglang_specinit.compat.launch_problems", return_value=[]):
-        blocker = pricing_blocker(first.scheduler)
+        blocker = pricing_blocker(first.stage.scheduler)
     assert blocker is None, blocker.reason
 
-
-def test_every_stage_builds_its_pools_and_plan_at_the_synced_count(passes) -> None:
-    stages, synced = passes
+    # Every stage builds its pools and plan at the synced count.
     low = min(r.tokens for r in stages.values())
     assert stages[0].tokens > low  # the draft-less stage's own count is larger
     for rank, r in synced.items():
@@ -264,39 +247,14 @@ def test_every_stage_builds_its_pools_and_plan_at_the_synced_count(passes) -> No
         own = stages[rank].tokens
         assert r.sizing.stage_tokens == (own if own != low else None)
 
-
-POST_CAPTURE_BUDGET = int(19.9 * GIB)  # what the resize's budget leaves each stage after capture
-
-
-def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool) -> dict[int, int]:
-    """Each stage's post-capture count (capped at ``cap``) from 0.5.23's ``config_from_budget``,
-    plugin's hooks or stock's, through the token sync's two passes (own offer, then the MIN)."""
-    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
-
-    stock = KVCacheConfigurator.config_from_budget
-
-    def resize(stage: Stage, answer: Callable[[int], int], calls: list[int]) -> int:
-        with _with_token_sync(stage.target, answer, calls, plugin):
-            if plugin:
-                config = runtime_budget.config_from_budget(
-                    stock, stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap
-                )
-            else:
-                config = stock(stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap)
-        return int(config.max_total_num_tokens)
-
-    return _two_passes(resize, built_stages)[1]
-
-
-def test_post_capture_resize_serves_one_count_on_every_stage(built_stages, passes) -> None:
-    synced = passes[1]
+    # The post-capture resize serves one count on every stage.
     cap = synced[PP - 1].tokens
-    ours = _post_capture_counts(built_stages, cap, plugin=True)
-    stock = _post_capture_counts(built_stages, cap, plugin=False)
-    print(f"\npost-capture at {POST_CAPTURE_BUDGET / GIB:.1f} GiB: stock {stock} -> plugin {ours}")
-    assert len(set(ours.values())) == 1
-    assert len(set(stock.values())) == 1
+    resized = _post_capture_counts(built_stages, cap, plugin=True)
+    stock_resized = _post_capture_counts(built_stages, cap, plugin=False)
+    budget_gib = POST_CAPTURE_BUDGET / GIB
+    print(f"\npost-capture at {budget_gib:.1f} GiB: stock {stock_resized} -> plugin {resized}")
+    assert len(set(resized.values())) == 1
+    assert len(set(stock_resized.values())) == 1
     for rank, r in synced.items():
-        assert ours[rank] <= stock[rank]
-        assert r.stage.pool_bytes_at(ours[rank]) <= POST_CAPTURE_BUDGET
+        assert resized[rank] <= stock_resized[rank]
+        assert r.stage.pool_bytes_at(resized[rank]) <= POST_CAPTURE_BUDGET

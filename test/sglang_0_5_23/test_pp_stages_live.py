@@ -12,8 +12,11 @@ from harness.launch.engine import cpu_engine
 from harness.reports.report_reading import (
     REPORT_DIR_ENV,
     F,
+    checkpoint_bytes,
     kv_buffer_bytes,
+    pool_bytes,
     read_rank_breakdowns,
+    runner,
     runners,
 )
 
@@ -29,7 +32,6 @@ class PPLaunch:
     reports: dict[int, dict[str, Any]]
     breakdowns: dict[int, dict[str, Any]]
     log: str
-    startup_s: float
 
 
 def _pp2(work: Path, plugin: bool) -> PPLaunch:
@@ -61,7 +63,6 @@ def _pp2(work: Path, plugin: bool) -> PPLaunch:
         reports={int(r["ranks"]["pp"]): r for r in reports},
         breakdowns={int(b["pp_rank"]): b for b in read_rank_breakdowns(breakdown_dir)},
         log=log,
-        startup_s=startup_s,
     )
 
 
@@ -79,32 +80,12 @@ PROFILE = "KVCacheConfigurator._profile_available_bytes"
 
 def _stage_pools(report: dict[str, Any]) -> tuple[int, int]:
     """(target, draft) K/V buffer bytes this stage's scheduler really allocated."""
-    (target,) = runners(report, "target")
     drafts = runners(report, "draft")
-    return kv_buffer_bytes(target["kv_pool"]), sum(kv_buffer_bytes(d["kv_pool"]) for d in drafts)
+    return pool_bytes(report, "target"), sum(kv_buffer_bytes(d["kv_pool"]) for d in drafts)
 
 
 def _tokens(report: dict[str, Any]) -> int:
-    (target,) = runners(report, "target")
-    return int(target["max_total_num_tokens"])
-
-
-def _checkpoint_tensor_bytes(checkpoint: Path, name: str) -> int:
-    """Bytes of one tensor in a safetensors checkpoint."""
-    from safetensors import safe_open
-
-    for shard in sorted(checkpoint.glob("*.safetensors")):
-        with safe_open(shard, "pt") as f:
-            if name in f.keys():
-                return f.get_tensor(name).nbytes
-    raise KeyError(name)
-
-
-def test_both_stages_ran_and_only_the_last_holds_the_draft(pp2) -> None:
-    for launch in pp2.values():
-        assert sorted(launch.reports) == list(range(PP))
-        assert _stage_pools(launch.reports[0])[1] == 0  # no draft pool on the first stage
-        assert _stage_pools(launch.reports[PP - 1])[1] > 0
+    return int(runner(report, "target")["max_total_num_tokens"])
 
 
 def _stage_use(launch: PPLaunch, stage: int) -> tuple[int, int]:
@@ -119,8 +100,12 @@ def _stage_use(launch: PPLaunch, stage: int) -> tuple[int, int]:
     return int(F * pre[1]), pre[1] - profile[0] + sum(_stage_pools(report))
 
 
-def test_every_stage_fits_its_own_budget(pp2) -> None:
+def test_both_stages_run_fit_their_budgets_and_serve_one_count_at_least_stocks(pp2) -> None:
     for plugin, launch in pp2.items():
+        assert sorted(launch.reports) == list(range(PP))
+        assert _stage_pools(launch.reports[0])[1] == 0  # no draft pool on the first stage
+        assert _stage_pools(launch.reports[PP - 1])[1] > 0
+        # Every stage fits its own budget.
         for stage, report in launch.reports.items():
             budget, used = _stage_use(launch, stage)
             target, draft = _stage_pools(report)
@@ -134,16 +119,22 @@ def test_every_stage_fits_its_own_budget(pp2) -> None:
             else:
                 padding = sum(_stage_pools(report)) // (_tokens(report) + 1)
                 assert used <= budget + padding, (stage, used, budget)
-
-
-def test_tightest_stage_fills_its_budget_to_a_page(pp2) -> None:
+    # The tightest stage fills its budget to a page.
     budget, used = _stage_use(pp2[True], PP - 1)
     target, draft = _stage_pools(pp2[True].reports[PP - 1])
     per_row = (target + draft) // (_tokens(pp2[True].reports[PP - 1]) + 1)
     assert 0 <= budget - used < per_row
+    # The stages serve one count, at least stock's.
+    on = {stage: _tokens(r) for stage, r in pp2[True].reports.items()}
+    off = {stage: _tokens(r) for stage, r in pp2[False].reports.items()}
+    print(f"\ntokens per stage stock -> plugin: {off} -> {on}")
+    assert len(set(on.values())) == 1 == len(set(off.values()))  # SGLang's minimum
+    assert on[0] >= off[0]
+    for stage, breakdown in pp2[True].breakdowns.items():
+        assert breakdown["tokens"] == on[stage]
 
 
-def test_first_stage_is_priced_without_a_draft_reserve(pp2) -> None:
+def test_first_stage_is_priced_without_a_draft_reserve_the_last_binds_lm_head(pp2) -> None:
     first, last = pp2[True].breakdowns[0], pp2[True].breakdowns[PP - 1]
     shown = ("pp_stage_tokens", "tokens", "priced_kv_bytes_per_token", "resident_bytes")
     shown += ("target_kv_pool_bytes", "draft_kv_pool_bytes", "headroom_bytes")
@@ -166,27 +157,13 @@ def test_first_stage_is_priced_without_a_draft_reserve(pp2) -> None:
     # Each stage affords its own count; SGLang serves the smaller, the last stage's here.
     assert first["pp_stage_tokens"] > last["pp_stage_tokens"] == last["tokens"]
     assert last["pp_tightest_stage"] and not first["pp_tightest_stage"]
-
-
-def test_last_stage_binds_lm_head_before_profiling(pp2) -> None:
-    lm_head = _checkpoint_tensor_bytes(llama_family.tiny_llama_target(), "lm_head.weight")
-    breakdowns = pp2[True].breakdowns
-    assert breakdowns[PP - 1]["stock_duplicate_bytes_at_profile"] == lm_head
-    assert breakdowns[0]["stock_duplicate_bytes_at_profile"] == 0  # it holds no draft
-
-
-def test_stages_serve_one_count_at_least_stocks(pp2) -> None:
-    on = {stage: _tokens(r) for stage, r in pp2[True].reports.items()}
-    off = {stage: _tokens(r) for stage, r in pp2[False].reports.items()}
-    print(f"\ntokens per stage stock -> plugin: {off} -> {on}")
-    assert len(set(on.values())) == 1 == len(set(off.values()))  # SGLang's minimum
-    assert on[0] >= off[0]
-    for stage, breakdown in pp2[True].breakdowns.items():
-        assert breakdown["tokens"] == on[stage]
-
-
-def test_each_stage_logs_what_it_priced(pp2) -> None:
+    # The last stage binds the lm_head before profiling; the first holds no draft.
+    target_dir = llama_family.tiny_llama_target()
+    lm_head = checkpoint_bytes(target_dir, lambda name: name == "lm_head.weight")
+    assert last["stock_duplicate_bytes_at_profile"] == lm_head
+    assert first["stock_duplicate_bytes_at_profile"] == 0
+    # Each stage logs what it priced; neither stepped aside.
     log = pp2[True].log
     assert "PP stage 0 of 2 priced as its target pool" in log
     assert "PP stage 1 of 2 priced as its target + draft pools" in log
-    assert "stock sglang" not in log  # neither stage stepped aside
+    assert "stock sglang" not in log

@@ -18,6 +18,7 @@ from layouts import (
     DEEPSEEK_MTP,
     DSA_MTP,
     GIB,
+    LLAMA70B_PP2,
     LLAMA_EAGLE3,
     SPEC_CHAIN,
     Launch,
@@ -25,6 +26,7 @@ from layouts import (
     Sized,
     Weights,
     at_pp_stage,
+    built_bytes,
     deepseek_mtp_weights,
     draft_config,
     example_dir,
@@ -33,8 +35,22 @@ from layouts import (
     layout_matrix,
     made_dir,
     published,
+    scheduler_double,
     weights_size,
 )
+from sglang.srt.distributed.utils import get_pp_indices
+from sglang.srt.model_executor.pool_configurator import (
+    MemoryPoolConfig,
+    create_memory_pool_configurator,
+)
+from sglang_specinit.live_sizing import DraftDescription
+from sglang_specinit.phased.sizing_state import TargetSizing, sizing_active
+from sglang_specinit.phased.stock_binding import stock_reserve_gap
+from sglang_specinit.sglang_0_5_23 import runtime_budget
+from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
+from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
+from sglang_specinit.sglang_0_5_23.release_shims import fused_host_names
+from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap, fused_draft_gap, stage_sizing
 
 # Rows of the small builds the pool bytes are fitted on (whole pages at page 1 and 64).
 ROWS = (640, 1280, 1920)
@@ -61,8 +77,6 @@ def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Weights:
 
 def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Weights:
     """A PP stage's share of Llama-3.1-70B; on the last, the EAGLE draft (its lm_head bound)."""
-    from sglang.srt.distributed.utils import get_pp_indices
-
     size = weights_size("llama31-70b-eagle-tp4", "target")
     embed, lm_head = (size["tensors"][n] for n in ("model.embed_tokens.weight", "lm_head.weight"))
     # The checkpoint's 80 decoder layers are alike: a stage holds its share of them.
@@ -76,8 +90,6 @@ def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Weights:
 
 def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Weights:
     """A PP stage's share of DeepSeek-V3's 61 layers, and the MTP layer every stage builds."""
-    from sglang.srt.distributed.utils import get_pp_indices
-
     w = deepseek_mtp_weights(tp)
     start, end = get_pp_indices(61, rank, pp)
     return Weights(w.target * (end - start) // 61, w.draft, w.duplicates)
@@ -111,14 +123,6 @@ def _swa_cap(name: str, draft: Any) -> Case:
 
 
 PD_PREFILL = "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)"
-LLAMA70B_PP2 = {
-    "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
-    "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
-    "speculative_algorithm": "EAGLE",
-    "tp_size": 4,
-    "pp_size": 2,
-    **SPEC_CHAIN,
-}
 LLAMA70B_LAST_STAGE = partial(_pp_llama70b_weights, 1, 2, 4)
 GPT_OSS_WEIGHTS = partial(
     example_weights, "gpt-oss-20b-eagle3", ("model.embed_tokens.weight",), absent_costs_target=True
@@ -212,8 +216,6 @@ class Result(Sized):
 def _fit(target: Any, drafts: list[Any]) -> tuple[Any, int, list[Any]]:
     """(bytes of a config: (target, drafts), fitted as a + b x full + c x SWA rows on three
     builds; the fit's error at a fourth; each pool's (a, b, c))."""
-    from layouts import built_bytes
-    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
 
     def build(full: int, swa: int) -> tuple[int, int]:
         return built_bytes(target, drafts, MemoryPoolConfig(full, 4, full, swa))
@@ -239,10 +241,6 @@ def _rows(config: Any) -> tuple[int, int]:
 
 
 def evaluate(case: Case, tmp: Path) -> Result:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
-    from sglang_specinit.sglang_0_5_23.scheduler import draft_reserve_gap
-
     layout = case.publish(tmp)
     target, drafts = layout.target, list(layout.drafts)
     if case.pp_stage is not None:
@@ -312,7 +310,6 @@ matrix = layout_matrix(
                f"{r.resident_stock / GIB:,.3f} -> {r.resident_plugin / GIB:,.3f} GiB",
                "yes" if r.binds else "no: " + r.reserve_gap.split(":")[0]),
 )  # fmt: skip
-IDS = [c.name for c in CASES]
 
 
 def _result(matrix: dict[str, Result], name: str) -> Result:
@@ -322,7 +319,7 @@ def _result(matrix: dict[str, Result], name: str) -> Result:
     return matrix[name]
 
 
-@pytest.mark.parametrize("name", IDS)
+@pytest.mark.parametrize("name", [c.name for c in CASES])
 def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
     r = _result(matrix, name)
     assert r.cell.steps_aside in r.reason
@@ -369,13 +366,7 @@ def _unified(tmp: Path, **changes: Any) -> Any:
     return published({**UNIFIED.args, **changes}, tmp)
 
 
-def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang_specinit.phased.stock_binding import stock_reserve_gap
-    from sglang_specinit.sglang_0_5_23 import scheduler as scheduler_module
-    from sglang_specinit.sglang_0_5_23.launch_policy import stock_sized_reason
-    from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
-
+def test_unified_memory_keeps_stock_and_binds_a_draft_fused_only_into_full(tmp_path) -> None:
     layout = _unified(tmp_path / "unified")
     target, drafts = layout.target, layout.drafts
     scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
@@ -401,7 +392,7 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
 
     assert fused_draft_gap(_unified(tmp_path / "plain", enable_unified_memory=False).target) is None
     # The scheduler's vetting of a fresh launch binds it through the fused check.
-    scheduler = _scheduler(_unified(tmp_path / "bind"))
+    scheduler = scheduler_double(_unified(tmp_path / "bind"))
     runner = scheduler.tp_worker.model_runner
     with mock.patch.object(scheduler_module, "bind_under_stock_sizing") as bind:
         scheduler_module.bind_where_stock_sizes(scheduler)
@@ -410,11 +401,7 @@ def test_unified_memory_keeps_stock_and_binds_the_fused_draft(tmp_path) -> None:
     assert gap == ""  # the layer check alone says "stock reserves 0 draft layer(s)"
     assert "kv_cache_configurator" not in runner.__dict__  # put back as it was
 
-
-def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
-    from sglang_specinit.sglang_0_5_23.release_shims import fused_host_names
-    from sglang_specinit.sglang_0_5_23.scheduler import fused_draft_gap
-
+    # A draft fused beyond the full entry is not vouched for.
     hosts = fused_host_names()
     assert "full" in hosts and len(hosts) > 1  # 0.5.23 registers more host kinds
 
@@ -431,27 +418,8 @@ def test_a_draft_fused_beyond_the_full_entry_is_not_vouched_for() -> None:
 AVAILABLE = 20 * GIB  # test double's reading of what profiling leaves for the pools
 
 
-def _scheduler(layout: Any) -> Any:
-    """TEST DOUBLE of the scheduler as the pool phase reads it (EAGLE3, one draft runner)."""
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-    (draft,) = layout.drafts
-    return SimpleNamespace(
-        spec_algorithm=SpeculativeAlgorithm.EAGLE3,
-        server_args=layout.server_args,
-        draft_worker=SimpleNamespace(
-            speculative_algorithm=SpeculativeAlgorithm.EAGLE3,
-            draft_worker=SimpleNamespace(draft_runners=[RunnerDouble(draft)]),
-        ),
-        tp_worker=SimpleNamespace(model_runner=RunnerDouble(layout.target)),
-    )
-
-
 def _run_hook(layout: Any, sizing: Any, stock: Any, profile: Any = None) -> Any:
     """The plugin's sizing hook on the target, ``sizing`` active, profiling a test double."""
-    from sglang_specinit.phased.sizing_state import sizing_active
-    from sglang_specinit.sglang_0_5_23 import runtime_budget
-
     target = layout.target
     target.model = torch.nn.Module()  # test double: the target's weights are not loaded
     profile = profile or (lambda self, pre: AVAILABLE)
@@ -465,11 +433,9 @@ def _run_hook(layout: Any, sizing: Any, stock: Any, profile: Any = None) -> Any:
 def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls_short(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from sglang_specinit.sglang_0_5_23.scheduler import stage_sizing
-
     kv16 = draft_config(tmp_path / "eagle3-kv16", "gpt-oss-20b-eagle3", num_key_value_heads=16)
     layout = published(gpt_oss_swa_cap(kv16), tmp_path)
-    scheduler = _scheduler(layout)
+    scheduler = scheduler_double(layout)
     sizing = stage_sizing(scheduler)
     stock_calls = []
 
@@ -490,9 +456,6 @@ def test_a_swa_request_cap_launch_keeps_the_duplicates_where_stock_reserve_falls
 
 def test_a_priced_launch_binds_before_its_pool_is_profiled(tmp_path: Path) -> None:
     """Llama-3.1-8B + EAGLE3: the hook prices the pools, then binds (once), then profiles."""
-    from sglang_specinit.live_sizing import DraftDescription
-    from sglang_specinit.phased.sizing_state import TargetSizing
-
     layout = published(LLAMA_EAGLE3, tmp_path)
     (draft,) = layout.drafts
     runner = RunnerDouble(draft)
