@@ -201,6 +201,16 @@ def k_bytes(shape: TinyLlamaShape, pool: dict[str, Any]) -> int:
     return rows * shape.layers * shape.kv_heads * shape.head_dim * shape.dtype_bytes
 
 
+# Tensors of the EAGLE3 draft that must be stock's after init: its hot-token map (on the model
+# and on the worker), its own trained head and the embedding it shares with the target.
+EAGLE3_DRAFT_TENSORS = (
+    "worker/hot_token_id",
+    "draft0/hot_token_id",
+    "draft0/lm_head.weight",
+    "draft0/model.embed_tokens.weight",
+)
+
+
 @pytest.mark.parametrize(
     "case", [*STOCK_CASES, pytest.param("EAGLE3-nnpl0", marks=pytest.mark.slow)]
 )
@@ -289,43 +299,22 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
     assert on.kv_bytes == (
         breakdown["allocated_target_kv_pool_bytes"] + breakdown["allocated_draft_kv_pool_bytes"]
     )
-
-
-# Tensors of the EAGLE3 draft that must be stock's after init: its hot-token map (on the model
-# and on the worker), its own trained head and the embedding it shares with the target.
-EAGLE3_DRAFT_TENSORS = (
-    "worker/hot_token_id",
-    "draft0/hot_token_id",
-    "draft0/lm_head.weight",
-    "draft0/model.embed_tokens.weight",
-)
-
-
-@pytest.mark.timeout(2 * ENGINE_TEST_TIMEOUT_S)  # starts two launches when run on its own
-def test_eagle3_draft_state_survives_every_phase_as_stock_builds_it(
-    launch: Callable[[str, bool], Launch],
-) -> None:
-    """The hot-token map and own head, the adaptive controller and --forward-hooks."""
-
-    def hooked(run: Launch) -> dict[str, list[str]]:
-        return {r["role"]: r["forward_hooked_modules"] for r in run.report["model_runners"]}
-
-    for plugin in (True, False):  # the phased launch first: it fails without waiting for stock
-        run = launch("EAGLE3", plugin)
-        assert run.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB, plugin
-        assert own_lm_head_problems(run.report) == [], plugin
-        steps = run.report["draft"]["adaptive_state_steps"]
-        assert steps is not None and len(steps) > 1, (plugin, steps)
-        assert hooked(run)["target"] and hooked(run)["draft"], (plugin, hooked(run))
-    on, off = launch("EAGLE3", True), launch("EAGLE3", False)
-    on_t, off_t = on.report["tensors"], off.report["tensors"]
-    for name in EAGLE3_DRAFT_TENSORS:
-        assert (on_t[name]["sha256"], on_t[name]["owner"]) == (
-            off_t[name]["sha256"],
-            off_t[name]["owner"],
-        )
-    assert on.report["draft"]["adaptive_state_steps"] == off.report["draft"]["adaptive_state_steps"]
-    assert hooked(on) == hooked(off)
+    if case == "EAGLE3":  # its draft state survives every phase as stock builds it
+        hooked, steps = [], []
+        for launched in (phased.report, report):
+            assert launched["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
+            assert own_lm_head_problems(launched) == []
+            steps.append(launched["draft"]["adaptive_state_steps"])
+            assert steps[-1] is not None and len(steps[-1]) > 1, steps
+            hooked.append(
+                {r["role"]: r["forward_hooked_modules"] for r in launched["model_runners"]}
+            )
+            assert hooked[-1]["target"] and hooked[-1]["draft"], hooked
+        assert hooked[0] == hooked[1] and steps[0] == steps[1]
+        on_tensors, off_tensors = phased.report["tensors"], report["tensors"]
+        for name in EAGLE3_DRAFT_TENSORS:
+            on_t, off_t = on_tensors[name], off_tensors[name]
+            assert (on_t["sha256"], on_t["owner"]) == (off_t["sha256"], off_t["owner"]), name
 
 
 # Below the context length (2,048): the pool, not the context, bounds one request.
