@@ -391,44 +391,39 @@ def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
     assert kv_specs.sized_by_target(target, target) is target
 
 
-# (module, worker class, the calls its __init__ makes in this order, the methods it defines)
-CONSTRUCTORS = {
-    "FROZEN_KV_MTP": (
-        FROZEN_MODULE,
-        "FrozenKVMTPWorker",
-        ["super", "_bind_kv_context", "_init_draft_attn_backend", "init_cuda_graphs"],
-        {"_bind_kv_context", "_init_draft_attn_backend", "init_cuda_graphs"},
-    ),
-    "multi-layer EAGLE": (
-        MLE_MODULE,
-        "MultiLayerEagleDraftWorker",
-        [
-            "draft_worker=",
-            "init_lm_head",
-            "req_to_hidden_states_pool=",
-            "init_attention_backend",
-            "init_cuda_graphs",
-        ],
-        {"init_lm_head", "init_attention_backend", "init_cuda_graphs"},
-    ),
-}
+def test_frozen_constructor_cut_points_follow_the_draft_load() -> None:
+    calls = init_call_order(FROZEN_MODULE, "FrozenKVMTPWorker")
+    first = {name: calls.index(name) for name in calls}
+    assert (
+        first["super"]
+        < first["_bind_kv_context"]
+        < first["_init_draft_attn_backend"]
+        < first["init_cuda_graphs"]
+    ), calls
+    assert {"_bind_kv_context", "_init_draft_attn_backend", "init_cuda_graphs"} <= (
+        class_defines(FROZEN_MODULE, "FrozenKVMTPWorker")
+    )
 
 
-@pytest.mark.parametrize("name", CONSTRUCTORS)
-def test_constructor_cut_points_are_where_the_phases_expect_them(name: str) -> None:
-    module, class_name, order, defines = CONSTRUCTORS[name]
-    calls = init_call_order(module, class_name)
-    first = {call: calls.index(call) for call in calls}
-    assert set(order) <= set(first), calls
-    assert [first[call] for call in order] == sorted(first[call] for call in order), calls
-    assert defines <= class_defines(module, class_name)
-    if name == "multi-layer EAGLE":
-        # Nothing between the cut and the backends that the pool phase does not redo.
-        between = calls[first["init_lm_head"] + 1 : first["init_attention_backend"]]
-        assert set(between) <= {
-            "req_to_hidden_states_pool=",
-            "draft_tp_context=",
-            "draft_tp_context",
-        }, between
-        multi = [m for m in draft_workers.NEW_METHODS if m.class_name.startswith("MultiLayer")]
-        assert multi and all(method.module == MLE_MODULE for method in multi)
+def test_mle_constructor_cut_point_is_where_the_phases_expect_it() -> None:
+    calls = init_call_order(MLE_MODULE, "MultiLayerEagleDraftWorker")
+    first = {name: calls.index(name) for name in calls}
+    assert "draft_worker=" in first and "init_lm_head" in first, calls
+    assert (
+        first["draft_worker="]
+        < first["init_lm_head"]
+        < first["req_to_hidden_states_pool="]
+        < first["init_attention_backend"]
+        < first["init_cuda_graphs"]
+    ), calls
+    # Nothing between the cut and the backends that the pool phase does not redo.
+    between = calls[first["init_lm_head"] + 1 : first["init_attention_backend"]]
+    assert set(between) <= {
+        "req_to_hidden_states_pool=",
+        "draft_tp_context=",
+        "draft_tp_context",
+    }, between
+    multi_layer = [m for m in draft_workers.NEW_METHODS if m.class_name.startswith("MultiLayer")]
+    assert multi_layer and all(method.module == MLE_MODULE for method in multi_layer)
+    draft = class_defines(MLE_MODULE, "MultiLayerEagleDraftWorker")
+    assert {"init_lm_head", "init_attention_backend", "init_cuda_graphs"} <= draft
