@@ -281,7 +281,9 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
     assert on.kv_bytes == (
         breakdown["allocated_target_kv_pool_bytes"] + breakdown["allocated_draft_kv_pool_bytes"]
     )
-    if case == "EAGLE3":  # its draft state survives every phase as stock builds it
+    # EAGLE3's draft state (hot-token map, own head, adaptive steps, --forward-hooks) survives
+    # every phase as stock builds it.
+    if case == "EAGLE3":
         hooked, steps = [], []
         for launched in (phased.report, report):
             assert launched["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
