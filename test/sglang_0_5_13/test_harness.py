@@ -31,7 +31,9 @@ from harness.launch.processes import format_rank_tails, rank_log_lines
 from harness.reports import live_reports
 
 
-def test_meter_counts_each_storage_once() -> None:
+def test_meter_counts_each_storage_once_and_simulates_capacity_minus_tensors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     before = shims.live_cpu_tensor_bytes()
     block = torch.zeros(1 << 18, dtype=torch.float32)  # 1 MiB
     view = block[: 1 << 10]
@@ -40,10 +42,6 @@ def test_meter_counts_each_storage_once() -> None:
     del block, view, param
     assert shims.live_cpu_tensor_bytes() == before
 
-
-def test_simulated_available_memory_is_capacity_minus_tensors(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
     def host_ram_must_not_be_read() -> None:
         raise AssertionError("host RAM was read")
 
@@ -55,7 +53,7 @@ def test_simulated_available_memory_is_capacity_minus_tensors(
     assert gib * (1 << 30) == pytest.approx((64 << 20) - used, abs=1)
     assert used >= hold.numel()
     reading = shims.device_meter().readings[-1]
-    assert reading.caller.endswith("test_simulated_available_memory_is_capacity_minus_tensors")
+    assert reading.caller.endswith("_and_simulates_capacity_minus_tensors")
     assert shims.simulated_get_device_memory_capacity(lambda d: 0, "cpu") == 64
     # Any other device goes to the real function.
     assert shims.simulated_get_available_gpu_memory(lambda *a: 7.0, "cuda", 0) == 7.0
@@ -272,7 +270,7 @@ CAPACITY_TOKENS = 1024
 CONCURRENCY = 8  # requests at once (of 160 tokens each), well under the server's own limit
 
 
-def test_plan_fill_covers_the_capacity_with_the_requests_the_server_runs_at_once() -> None:
+def test_load_plan_fills_the_capacity_with_distinct_requests_that_never_stop_early() -> None:
     # A speculative server on an 80 GB GPU: 393k tokens, 48 requests at a time.
     plan = load.plan_fill(393_441, 131_000, 48)
     assert plan.requests == 48 and plan.output_len == 256
@@ -283,9 +281,6 @@ def test_plan_fill_covers_the_capacity_with_the_requests_the_server_runs_at_once
     assert capped.total_tokens >= 1.25 * 393_441
     with pytest.raises(ValueError, match="must be positive"):
         load.plan_fill(0, 100, 8)
-
-
-def test_requests_have_distinct_prompts_and_never_stop_early() -> None:
     plan = load.LoadPlan(requests=3, input_len=50, output_len=7)
     payloads = [load.request_payload(i, plan) for i in range(3)]
     assert len({tuple(p["input_ids"]) for p in payloads}) == 3
@@ -294,15 +289,13 @@ def test_requests_have_distinct_prompts_and_never_stop_early() -> None:
     assert all(p["sampling_params"]["ignore_eos"] for p in payloads)
 
 
-def test_unreachable_server_is_recorded_not_raised() -> None:
+def test_unreachable_or_silent_servers_are_recorded_not_raised() -> None:
     port = processes.free_port()  # nothing listens there
     result = load.run_load(f"http://127.0.0.1:{port}", load.LoadPlan(2, 4, 2), timeout_s=10)
     assert len(result.failed) == 2
     assert all("URLError" in (o.error or "") for o in result.failed)
     assert result.load_samples == 0 and result.monitor_errors
-
-
-def test_a_server_that_stops_answering_is_abandoned_at_the_deadline() -> None:
+    # A server that stops answering is abandoned at the deadline.
     listener = socket.socket()  # never accepts: the kernel queues each connection, none answers
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)

@@ -127,15 +127,11 @@ def test_only_the_automatic_fraction_loses_the_draft_reserve(
             plain.mem_fraction_static - reserve_gib * 1024 / H100_MIB, abs=1.5e-3
         )
         assert getattr(ours, server_args_phase.STOCK_FRACTION_ATTR) == stock.mem_fraction_static
-
-
-def test_a_declined_launch_gets_the_stock_fraction_back() -> None:
-    args = SimpleNamespace(mem_fraction_static=0.83)
-    setattr(args, server_args_phase.STOCK_FRACTION_ATTR, 0.78)
-    assert server_args_phase.restore_stock_fraction(args) == 0.78
-    assert args.mem_fraction_static == 0.78
-    assert not hasattr(args, server_args_phase.STOCK_FRACTION_ATTR)
-    assert server_args_phase.restore_stock_fraction(args) is None
+        # A launch declined later gets the stock fraction back, once.
+        assert server_args_phase.restore_stock_fraction(ours) == stock.mem_fraction_static
+        assert ours.mem_fraction_static == stock.mem_fraction_static
+        assert not hasattr(ours, server_args_phase.STOCK_FRACTION_ATTR)
+        assert server_args_phase.restore_stock_fraction(ours) is None
 
 
 def test_weight_sums_survive_tensor_subclasses_without_storage() -> None:

@@ -257,13 +257,22 @@ EMBED_AND_HEAD_BYTES = {
 }
 
 
+def _all_swa_pool(ratio: float) -> HybridSWAKVSpec:
+    """One MTP layer's pool as an all-SWA model of its own would price it."""
+    return HybridSWAKVSpec(
+        _attn(0, MIMO.kv_heads, MIMO.head_dim),
+        _attn(1, MIMO.swa_kv_heads, MIMO.swa_head_dim),
+        ratio,
+    )
+
+
 @engine
 @pytest.mark.parametrize("name", DRAFTS)
 def test_phased_draft_pools_equal_the_independent_prediction_and_fill_the_budget(
     launch: Callable[..., Launch], name: str
 ) -> None:
     run, draft = launch(name), DRAFTS[name]
-    breakdown = assert_draft_pools_as_planned(run, draft)
+    report, breakdown = run.report, assert_draft_pools_as_planned(run, draft)
     if draft.algorithm == "DFLASH":
         # 128 + 128 B/token at the draft's geometry, not the (T + D) / T scaled target cell.
         assert dflash_stock_cell() == 384 < breakdown["priced_kv_bytes_per_token"]
@@ -276,12 +285,68 @@ def test_phased_draft_pools_equal_the_independent_prediction_and_fill_the_budget
         )
         assert embed_and_head == EMBED_AND_HEAD_BYTES[name] < own
         # Nothing of the draft is shared with the target: every draft byte is charged.
-        report = run.report
         assert breakdown["draft_weight_bytes"] == runner(report, "draft")["weight_bytes"] >= own
         assert breakdown["target_weight_bytes"] == runner(report, "target")["weight_bytes"]
         # SGLang's own measurement at the target's profiling holds both models entirely.
         resident = meter_budget(report).resident_bytes
         assert resident >= breakdown["target_weight_bytes"] + breakdown["draft_weight_bytes"]
+    if name == "FROZEN_KV_MTP":
+        # No draft KV is reserved: only the stand-in pool, which the plan still charged (used =
+        # resident + target pool + stand-in pool).
+        draft_runner = runner(report, "draft")
+        dpool = draft_runner["kv_pool"]
+        assert dpool["size"] == FROZEN_KV_STAND_IN_TOKENS
+        assert kv_buffer_bytes(dpool) == stand_in_pool_bytes() == 16640
+        assert breakdown["draft_kv_bytes_per_token"] == 0
+        assert breakdown["draft_kv_pool_bytes"] == 0
+        assert breakdown["priced_kv_bytes_per_token"] == breakdown["target_kv_bytes_per_token"]
+        assert breakdown["allocated_draft_kv_pool_bytes"] == stand_in_pool_bytes()
+        assert breakdown["used_bytes"] == (
+            breakdown["resident_bytes"] + breakdown["target_kv_pool_bytes"] + stand_in_pool_bytes()
+        )
+        # The assistant's own weights (its tied embedding/head included); the target embedding
+        # it binds is the target's tensor and is not counted twice.
+        own = checkpoint_bytes(gemma4_mtp.tiny_gemma4_assistant())
+        embedding = GEMMA.vocab * GEMMA.hidden * GEMMA.dtype_bytes
+        assert own <= breakdown["draft_weight_bytes"] < own + embedding // 8
+        assert draft_runner["weight_bytes"] >= breakdown["draft_weight_bytes"] + embedding
+        assert meter_budget(report).resident_bytes >= (
+            breakdown["target_weight_bytes"] + breakdown["draft_weight_bytes"]
+        )
+    if name == "multi-layer EAGLE":
+        # One single-layer pool per draft step.
+        target = runner(report, "target")
+        drafts = runners(report, "draft")
+        assert [d["draft_model_idx"] for d in drafts] == list(range(NUM_STEPS))
+        pools = [d["kv_pool"] for d in drafts]
+        assert len({p["id"] for p in pools} | {target["kv_pool"]["id"]}) == NUM_STEPS + 1
+        assert all(p["class"] == "SWAKVPool" and p["layer_num"] == 1 for p in pools)
+        assert all(p["size"] == target["kv_pool"]["size"] for p in pools)
+        # The MTP pools are priced at the target's split.
+        plan = mle_plan(run)
+        assert sum(mle_pool_bytes(run)[1]) == plan.draft_kv_pool_bytes
+        assert breakdown["draft_kv_pool_bytes"] == breakdown["allocated_draft_kv_pool_bytes"]
+        # Priced as an all-SWA model sizing itself (tokens, not tokens * ratio), each MTP pool
+        # would be overcharged by 1 / ratio and the pools would come out smaller.
+        assert mle_plan(run, _all_swa_pool).tokens < plan.tokens
+        # The hidden-state buffer is charged, allocated right after the last MTP pool, before
+        # the backends.
+        rows = report["scheduler"]["max_running_requests"] + 1  # one per req-to-token row
+        expected = rows * hidden_state_row_bytes()
+        assert breakdown["draft_request_bytes"] == expected > 0
+        last_pool = max(reading_seqs(report, "ModelRunnerKVCacheMixin.init_memory_pool", True))
+        after = readings(report)[last_pool + 1]
+        assert after["used_bytes"] - readings(report)[last_pool]["used_bytes"] >= expected
+        # The MTP layers' own weights, all steps, are charged; the embedding and head are the
+        # target's: each MTP runner loaded its own, all freed before the profiling.
+        mtp = own_weight_bytes(draft)
+        assert breakdown["draft_weight_bytes"] == mtp > 0
+        embed_and_head = 2 * MIMO.vocab * MIMO.hidden * MIMO.dtype_bytes
+        loads = reading_seqs(report, "load_model", True)
+        peak = max(readings(report)[seq]["used_bytes"] for seq in loads)
+        profile = profile_reading(report)["used_bytes"]
+        assert peak - profile >= NUM_STEPS * embed_and_head - NUM_STEPS * 1024
+        assert meter_budget(report).resident_bytes < (target["weight_bytes"] + mtp + 64 * 1024)
 
 
 @engine
@@ -308,109 +373,6 @@ def test_plugin_off_leaves_the_draft_outside_the_budget(
     assert target["kv_pool"]["size"] > runner(on.report, "target")["kv_pool"]["size"]
 
 
-# FROZEN_KV_MTP
-
-
-@engine
-def test_no_draft_kv_is_reserved_only_the_stand_in_pool_and_assistant_weights_are_counted(
-    launch: Callable[..., Launch],
-) -> None:
-    run = launch("FROZEN_KV_MTP")
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
-    dpool = runner(report, "draft")["kv_pool"]
-    assert dpool["size"] == FROZEN_KV_STAND_IN_TOKENS
-    assert kv_buffer_bytes(dpool) == stand_in_pool_bytes() == 16640
-    assert breakdown["draft_kv_bytes_per_token"] == 0
-    assert breakdown["draft_kv_pool_bytes"] == 0
-    assert breakdown["priced_kv_bytes_per_token"] == breakdown["target_kv_bytes_per_token"]
-    assert breakdown["allocated_draft_kv_pool_bytes"] == stand_in_pool_bytes()
-    # ... which the plan still charged (used = resident + target pool + stand-in pool).
-    assert breakdown["used_bytes"] == (
-        breakdown["resident_bytes"] + breakdown["target_kv_pool_bytes"] + stand_in_pool_bytes()
-    )
-    # The assistant's own weights (its tied embedding/head included); the target embedding it
-    # binds is the target's tensor and is not counted twice.
-    own = checkpoint_bytes(gemma4_mtp.tiny_gemma4_assistant())
-    embedding = GEMMA.vocab * GEMMA.hidden * GEMMA.dtype_bytes
-    assert own <= breakdown["draft_weight_bytes"] < own + embedding // 8
-    assert runner(report, "draft")["weight_bytes"] >= breakdown["draft_weight_bytes"] + embedding
-    assert meter_budget(report).resident_bytes >= (
-        breakdown["target_weight_bytes"] + breakdown["draft_weight_bytes"]
-    )
-
-
-def test_frozen_constructor_cut_points_follow_the_draft_load() -> None:
-    calls = init_call_order(FROZEN_MODULE, "FrozenKVMTPWorker")
-    first = {name: calls.index(name) for name in calls}
-    assert (
-        first["super"]
-        < first["_bind_kv_context"]
-        < first["_init_draft_attn_backend"]
-        < first["init_cuda_graphs"]
-    ), calls
-    assert {"_bind_kv_context", "_init_draft_attn_backend", "init_cuda_graphs"} <= (
-        class_defines(FROZEN_MODULE, "FrozenKVMTPWorker")
-    )
-
-
-# Multi-layer EAGLE
-
-
-def _all_swa_pool(ratio: float) -> HybridSWAKVSpec:
-    """One MTP layer's pool as an all-SWA model of its own would price it."""
-    return HybridSWAKVSpec(
-        _attn(0, MIMO.kv_heads, MIMO.head_dim),
-        _attn(1, MIMO.swa_kv_heads, MIMO.swa_head_dim),
-        ratio,
-    )
-
-
-@engine
-def test_multi_layer_eagle_pools_hidden_state_buffer_and_draft_layers_are_charged(
-    launch: Callable[..., Launch],
-) -> None:
-    run = launch("multi-layer EAGLE")
-    report, breakdown = run.report, run.breakdown
-    assert breakdown is not None
-    # One single-layer pool per draft step.
-    target = runner(report, "target")
-    drafts = runners(report, "draft")
-    assert [d["draft_model_idx"] for d in drafts] == list(range(NUM_STEPS))
-    pools = [d["kv_pool"] for d in drafts]
-    assert len({p["id"] for p in pools} | {target["kv_pool"]["id"]}) == NUM_STEPS + 1
-    assert all(p["class"] == "SWAKVPool" and p["layer_num"] == 1 for p in pools)
-    assert all(p["size"] == target["kv_pool"]["size"] for p in pools)
-
-    # The MTP pools are priced at the target's split.
-    plan = mle_plan(run)
-    assert sum(mle_pool_bytes(run)[1]) == plan.draft_kv_pool_bytes
-    assert breakdown["draft_kv_pool_bytes"] == breakdown["allocated_draft_kv_pool_bytes"]
-    # Priced as an all-SWA model sizing itself (tokens, not tokens * ratio), each MTP pool would
-    # be overcharged by 1 / ratio and the pools would come out smaller.
-    assert mle_plan(run, _all_swa_pool).tokens < plan.tokens
-
-    # The hidden-state buffer is charged.
-    rows = report["scheduler"]["max_running_requests"] + 1  # one per req-to-token row
-    expected = rows * hidden_state_row_bytes()
-    assert breakdown["draft_request_bytes"] == expected > 0
-    # The buffer is allocated right after the last MTP pool, before the backends.
-    last_pool = max(reading_seqs(report, "ModelRunnerKVCacheMixin.init_memory_pool", True))
-    after = readings(report)[last_pool + 1]
-    assert after["used_bytes"] - readings(report)[last_pool]["used_bytes"] >= expected
-
-    # The draft layers are charged, the shared embedding and head freed first.
-    mtp = own_weight_bytes(DRAFTS["multi-layer EAGLE"])
-    # The MTP layers' own weights, all steps; the embedding and head are the target's.
-    assert breakdown["draft_weight_bytes"] == mtp > 0
-    embed_and_head = 2 * MIMO.vocab * MIMO.hidden * MIMO.dtype_bytes
-    peak = max(readings(report)[s]["used_bytes"] for s in reading_seqs(report, "load_model", True))
-    profile = profile_reading(report)["used_bytes"]
-    # Each MTP runner loaded its own embedding and head; all were freed before the profiling.
-    assert peak - profile >= NUM_STEPS * embed_and_head - NUM_STEPS * 1024
-    assert meter_budget(report).resident_bytes < (target["weight_bytes"] + mtp + 64 * 1024)
-
-
 def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
     ratio = 0.8
     target = mimo_target_spec(ratio)
@@ -427,6 +389,20 @@ def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
     assert kv_specs.sized_by_target(own, all_swa_target) is own
     assert kv_specs.sized_by_target(own, _attn(2, 2, 16)) is own
     assert kv_specs.sized_by_target(target, target) is target
+
+
+def test_frozen_constructor_cut_points_follow_the_draft_load() -> None:
+    calls = init_call_order(FROZEN_MODULE, "FrozenKVMTPWorker")
+    first = {name: calls.index(name) for name in calls}
+    assert (
+        first["super"]
+        < first["_bind_kv_context"]
+        < first["_init_draft_attn_backend"]
+        < first["init_cuda_graphs"]
+    ), calls
+    assert {"_bind_kv_context", "_init_draft_attn_backend", "init_cuda_graphs"} <= (
+        class_defines(FROZEN_MODULE, "FrozenKVMTPWorker")
+    )
 
 
 def test_mle_constructor_cut_point_is_where_the_phases_expect_it() -> None:

@@ -24,7 +24,7 @@ def _fake_ngram_worker_class(module: str = NGRAM_MODULE, name: str = "NGRAMWorke
     return type(name, (), {"__module__": module, "__qualname__": name})
 
 
-def test_ngram_worker_imports_sgl_kernel_at_module_level() -> None:
+def test_ngram_needs_sgl_kernel_at_import_and_sglang_refuses_it_off_cuda() -> None:
     spec = importlib.util.find_spec(NGRAM_MODULE)
     assert spec is not None and spec.origin is not None
     top_level = set()
@@ -38,9 +38,6 @@ def test_ngram_worker_imports_sgl_kernel_at_module_level() -> None:
     with pytest.raises(ModuleNotFoundError) as excinfo:
         importlib.import_module(NGRAM_MODULE)
     assert excinfo.value.name == "sgl_kernel"
-
-
-def test_sglang_rejects_ngram_on_a_non_cuda_device() -> None:
     from sglang.srt.arg_groups.speculative_hook import _handle_ngram
 
     with pytest.raises(ValueError, match="only supports CUDA device"):
