@@ -251,13 +251,10 @@ def test_max_running_requests_derivation_and_the_user_s_cap() -> None:
     assert plan_pools(tiny).max_running_requests == 48  # min(48, 2048)
 
 
-@pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1, 1.5])
-def test_fraction_out_of_range(fraction: float) -> None:
-    with pytest.raises(BudgetError, match="mem-fraction-static"):
-        plan_pools(scenario(mem_fraction_static=fraction))
-
-
-def test_the_suggested_fraction_is_the_smallest_viable_one() -> None:
+def test_the_suggested_fraction_is_the_smallest_viable_one_and_out_of_range_ones_fail() -> None:
+    for fraction in (0.0, 1.0, -0.1, 1.5):
+        with pytest.raises(BudgetError, match="mem-fraction-static"):
+            plan_pools(scenario(mem_fraction_static=fraction))
     plan = plan_pools(scenario(mem_fraction_static=0.2))  # 16 GiB budget < 17 GiB resident
     assert plan.tokens == 0
     assert plan.target_kv_pool_bytes == plan.draft_kv_pool_bytes == 0
@@ -270,14 +267,11 @@ def test_the_suggested_fraction_is_the_smallest_viable_one() -> None:
 # types: test_report_command's plan --json check; the rules table: test_plan_cli's default table).
 
 
-def test_human_bytes() -> None:
+def test_runtime_breakdown_table_and_human_bytes() -> None:
     assert human_bytes(1.5 * GIB) == "1.50 GiB"
     assert human_bytes(-3 * (1 << 20)) == "-3.00 MiB"
     assert human_bytes(4096) == "4.00 KiB"
     assert human_bytes(12) == "12 B"
-
-
-def test_runtime_breakdown_table() -> None:
     breakdown = plan_to_dict(plan_pools(scenario()), scenario(), tp_size=1)
     # SGLang allocated less than planned: 1 GiB less target KV, 256 MiB less draft KV.
     target_pool = breakdown["target_kv_pool_bytes"] - GIB
@@ -451,8 +445,10 @@ def _draft_config(nextn: int | None, hidden: int = 1, arch: str = "LlamaForCausa
     )
 
 
-def test_nnpl_zero_layer_counts() -> None:
+def test_nnpl_zero_layer_counts_and_multi_layer_eagle_pools() -> None:
+    from sglang.srt.configs.model_config import ModelConfig
     from sglang_specinit.model_facts import upstream_reserved_layers
+    from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
 
     zero = _draft_config(nextn=0, hidden=1)
     # ModelRunner treats 0 as absent and allocates max(hidden, attention) = 1 layer ...
@@ -466,12 +462,7 @@ def test_nnpl_zero_layer_counts() -> None:
     # MiMoV2MTP / Step3p5MTP runners hold one layer whatever the config says.
     assert runner_layer_count(_draft_config(nextn=3, arch="MiMoV2MTP"), is_draft=True) == 1
     assert upstream_reserved_layers("NGRAM", zero) == 0
-
-
-def test_multi_layer_eagle_pools_from_a_real_draft_config() -> None:
-    from sglang.srt.configs.model_config import ModelConfig
-    from sglang_specinit.planner.shipped_examples import EXAMPLES_DIR
-
+    # Multi-layer EAGLE pools from a real draft config: one 1-layer pool per step.
     draft = ModelConfig(
         model_path=str(EXAMPLES_DIR / "llama31-8b-eagle3" / "draft"), is_draft_model=True
     )

@@ -21,7 +21,7 @@ def write_shard(path: Path) -> None:
     path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 64)
 
 
-def test_shard_problems_are_found_from_header_and_size(tmp_path: Path) -> None:
+def test_shard_problems_are_found_from_header_and_size_in_the_shards_read(tmp_path: Path) -> None:
     shard = tmp_path / "model.safetensors"
     write_shard(shard)
     assert launch_checks.safetensors_problem(str(shard)) is None
@@ -40,12 +40,10 @@ def test_shard_problems_are_found_from_header_and_size(tmp_path: Path) -> None:
     assert "header claims" in launch_checks.safetensors_problem(str(shard))
     with pytest.raises(LaunchCheckError, match=f"draft checkpoint file {shard} cannot be loaded"):
         launch_checks.check_draft_shards(str(tmp_path))
-
-
-def test_only_the_shards_the_loader_reads_are_checked(tmp_path: Path) -> None:
+    # Sharded: only the shards the index names (the loader reads) are checked.
+    shard.unlink()
     write_shard(tmp_path / "model-00001-of-00002.safetensors")
     write_shard(tmp_path / "model-00002-of-00002.safetensors")
-    (tmp_path / "consolidated.safetensors").write_bytes(b"\0" * 3)  # never opened by SGLang
     index = {"weight_map": {"a": "model-00001-of-00002.safetensors",
                             "b": "model-00002-of-00002.safetensors"}}  # fmt: skip
     (tmp_path / launch_checks.SAFETENSORS_INDEX).write_text(json.dumps(index))

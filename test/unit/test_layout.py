@@ -52,13 +52,10 @@ def _adapters_imported_by(source: str, own: str | None) -> set[str]:
     }
 
 
-def test_the_adapters_are_the_registry_s():
+def test_the_adapters_are_the_registry_s_and_none_imports_another_by_name():
+    """The core imports no adapter; an adapter imports only the core and itself."""
     on_disk = {p.name for p in PACKAGE.iterdir() if p.is_dir() and ADAPTER.match(p.name)}
     assert on_disk == set(compat.generations())
-
-
-def test_no_module_imports_another_adapter_by_name():
-    """The core imports no adapter; an adapter imports only the core and itself."""
     arrows = {
         str(p.relative_to(PACKAGE)): found
         for p in MODULES

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from harness.checkpoints.llama_layout import TinyLlamaShape, llama_config
+from harness.checkpoints.llama_layout import TinyLlamaShape, llama_config, save_checkpoint
 from harness.checkpoints.tiny_configs import CONFIGS
 from harness.planner_cli import plan_json
 from safetensors.torch import save_file
@@ -141,10 +141,8 @@ def test_parse_bytes(text: str, value: int | None) -> None:
 def _checkpoint(directory: Path, config: dict, shapes: dict[str, tuple[int, ...]]) -> str:
     """``config`` and bf16 zero tensors of ``shapes`` written to ``directory``."""
     directory.mkdir()
-    (directory / "config.json").write_text(json.dumps(config))
     tensors = {k: torch.zeros(shape, dtype=torch.bfloat16) for k, shape in shapes.items()}
-    save_file(tensors, str(directory / "model.safetensors"))
-    return str(directory)
+    return str(save_checkpoint(directory, tensors, json.dumps(config)))
 
 
 def test_plan_reads_real_safetensors_checkpoints(tmp_path: Path) -> None:
@@ -221,7 +219,8 @@ def test_each_tensor_is_priced_by_the_layer_that_loads_it(
     assert rank_tensor_bytes(name, nbytes, rows, CONFIG, TP2) == on_rank
 
 
-def test_kv_heads_are_replicated_once_there_are_fewer_than_ranks() -> None:
+def test_kv_heads_checkpoint_totals_and_eagle3_draft_layout_per_rank() -> None:
+    """KV heads are replicated once there are fewer than ranks."""
     one_kv_head = SimpleNamespace(num_key_value_heads=1)
     k = "model.layers.0.self_attn.k_proj.weight"
     assert rank_tensor_bytes(k, 2048, 16, one_kv_head, TP2) == 2048
@@ -233,9 +232,7 @@ def test_kv_heads_are_replicated_once_there_are_fewer_than_ranks() -> None:
     assert rank_tensor_bytes("model.layers.0.mlp.up_proj.weight", 4096, 32, CONFIG, attn_tp_1) == (
         2048
     )
-
-
-def test_a_complete_checkpoint_is_summed_per_tensor_and_a_partial_one_noted() -> None:
+    # A complete checkpoint is summed per tensor, a partial one noted.
     tensors = {"model.norm.weight": 100, "model.layers.0.mlp.up_proj.weight": 1000}
     complete = CheckpointSizes(1100, "headers", tensors, complete=True)
     on_rank, notes = sizes_on_rank(complete, CONFIG, TP2)
@@ -245,9 +242,7 @@ def test_a_complete_checkpoint_is_summed_per_tensor_and_a_partial_one_noted() ->
     assert on_rank.total_bytes == 600 + 2000
     assert "does not list every tensor" in notes[0]
     assert sizes_on_rank(complete, CONFIG, ShardLayout.uniform(1)) == (complete, ())
-
-
-def test_an_eagle3_draft_under_dp_attention_sits_whole_on_the_attention_tp_group() -> None:
+    # An EAGLE3 draft under dp-attention sits whole on the attention-TP group.
     args = SimpleNamespace(tp_size=4, enable_dp_attention=True, enable_dp_lm_head=False)
     assert draft_layout(args, "EAGLE3", CONFIG, attn_tp_size=2) == ShardLayout.uniform(2)
     args.enable_dp_attention = False
