@@ -229,7 +229,9 @@ def test_the_suite_runs_the_installed_release_and_refuses_others() -> None:
         gpu_release.settings("0.5.20")
 
 
-def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(tmp_path: Path) -> None:
+def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
+    tmp_path: Path,
+) -> None:
     log = tmp_path / "server.log"
     log.write_text("[09:00:00] Load weight end. mem usage=15.0 GB\n")
     used = {0: 20 * GIB, 1: 21 * GIB}

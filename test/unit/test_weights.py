@@ -111,12 +111,10 @@ def test_mtp_split_from_target_checkpoint() -> None:
     }
     # The draft model's own embedding + head (what it allocates), 450 here.
     stores_both = CheckpointSizes(10_000, "s", {**layer, **copies}, complete=True)
-    split = split_mtp_from_target(stores_both, prefixes, 450)
-    # target skips layer 61; the loader skips the copies; the draft's own tables are shared
-    assert parts(split) == (8_800, 700, 450)
     stores_neither = CheckpointSizes(9_500, "s", layer, complete=True)
-    split = split_mtp_from_target(stores_neither, prefixes, 450)
-    assert parts(split) == (8_800, 700, 450)
+    # target skips layer 61; the loader skips the copies; the draft's own tables are shared
+    for stored in (stores_both, stores_neither):
+        assert parts(split_mtp_from_target(stored, prefixes, 450)) == (8_800, 700, 450), stored
     unknown = split_mtp_from_target(CheckpointSizes(10_000, "index"), prefixes, 450)
     assert parts(unknown) == (10_000, 0, 450)
     assert unknown.notes
@@ -257,7 +255,6 @@ VOCAB = 250  # not a multiple of 64: the tables the draft allocates are padded t
 HIDDEN = 64
 BF16 = 2
 WHOLE = 0  # a tensor every rank holds in full
-GIB = 1 << 30
 
 
 def _mlp(prefix: str, i: int, h: int) -> dict[str, tuple[tuple[int, ...], int]]:
@@ -363,7 +360,7 @@ def test_draft_bytes_are_the_layers_tensors_as_the_loader_splits_them(tmp_path: 
     for kind in ("deepseek-v3", "glm-4.5", "glm-4.6"):
         path, expected = build_checkpoint(tmp_path / kind, kind)
         args = replay.parse_launch(["--model-path", path, *flags.split()])
-        device = DeviceSpec("test device", 8 * GIB, 7 * GIB)
+        device = DeviceSpec("test device", 8 << 30, 7 << 30)
         columns[kind] = column = build_plan(args, device, replay).ours
         draft = column.inputs.draft
         assert draft is not None
