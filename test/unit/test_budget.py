@@ -79,9 +79,6 @@ def scenario(**overrides: object) -> BudgetInputs:
     return replace(base, **overrides)
 
 
-# Bytes per token, one family at a time
-
-
 CELLS = {
     "mha-gqa": (LLAMA_KV, 131072),  # 8 heads * (128 + 128) * 32 layers * 2 bytes
     "eagle": (EAGLE_KV, 4096),  # 8 * 256 * 1 * 2
@@ -233,9 +230,6 @@ def test_scenario_variants(overrides: dict, expected: dict) -> None:
     assert plan.tokens % plan.page_size == 0
 
 
-# max_running_requests, bad inputs, min viable fraction
-
-
 def test_max_running_requests_derivation_and_the_user_s_cap() -> None:
     # int(373355 / 131072 * 512) = 1458 -> clamped to [2048, 4096] -> 2048; min(2048, t // 2)
     assert derive_max_running_requests(373355, 131072, None) == 2048
@@ -301,8 +295,6 @@ def test_runtime_breakdown_table_and_human_bytes() -> None:
     assert rows["tokens"] == [str(breakdown["tokens"])] * 2
     assert rows["target weights"] == [human_bytes(breakdown["target_weight_bytes"])] * 2
 
-
-# Properties
 
 dtypes = st.sampled_from(["bfloat16", "float16", "float32", "float8_e4m3fn", "float4_e2m1fn_x2"])
 

@@ -183,16 +183,10 @@ def test_oom_is_read_only_after_the_server_became_healthy(
 
 BANNER = """Tue Dec  1 09:00:00 2026
 +-----------------------------------------------------------------------------------------+
-| NVIDIA-SMI {smi}             Driver Version: {driver}     CUDA Version: {cuda}     |
+| NVIDIA-SMI {0}             Driver Version: {0}     CUDA Version: {1}     |
 |-----------------------------------------+------------------------+----------------------+
 |   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    0 |
 """
-
-
-def banner(driver: str, cuda: str) -> str:
-    return BANNER.format(smi=driver, driver=driver, cuda=cuda)
-
-
 OK = "GPU preflight: ok (driver 580.65.06, CUDA 13.0"
 NO_CUDA = "| NVIDIA-SMI 580.82.07    Driver Version: 580.82.07 |"
 
@@ -200,11 +194,11 @@ NO_CUDA = "| NVIDIA-SMI 580.82.07    Driver Version: 580.82.07 |"
 @pytest.mark.parametrize(
     ("smi", "libc", "says"),
     [
-        (banner("580.65.06", "13.0"), "glibc 2.35", OK),
-        (banner("550.54.15", "12.4"), "glibc 2.35", "driver 550.54.15 supports CUDA 12.4"),
+        (BANNER.format("580.65.06", "13.0"), "glibc 2.35", OK),
+        (BANNER.format("550.54.15", "12.4"), "glibc 2.35", "driver 550.54.15 supports CUDA 12.4"),
         (None, "glibc 2.35", "no NVIDIA driver"),
-        (banner("580.65.06", "13.0"), "glibc 2.31", "glibc 2.31 is older than 2.34"),
-        (banner("580.65.06", "13.0"), None, "glibc unknown"),
+        (BANNER.format("580.65.06", "13.0"), "glibc 2.31", "glibc 2.31 is older than 2.34"),
+        (BANNER.format("580.65.06", "13.0"), None, "glibc unknown"),
         # No CUDA version in the banner: the driver branch decides.
         (NO_CUDA, "glibc 2.39", "GPU preflight: ok (driver 580.82.07"),
         (NO_CUDA.replace("580", "575"), "glibc 2.39", "driver 575.82.07 supports CUDA unknown"),
