@@ -22,7 +22,6 @@ from harness.launch.server_process import RunFiles, ServerHandle
 from harness.reports import device_probe
 
 GIB, MIB = 1 << 30, 1 << 20
-REPO = Path(__file__).resolve().parents[2]
 PROMPTS = gpu_cases.PROMPTS
 
 
@@ -164,7 +163,7 @@ def test_memory_verdict_of_one_rank_that_fills_its_budget(page_size: int) -> Non
 def test_oom_is_read_only_after_the_server_became_healthy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.syspath_prepend(str(REPO / "test" / "gpu"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "gpu"))
     from gpu_server import GpuServer
 
     files = RunFiles.make(tmp_path, "server")
