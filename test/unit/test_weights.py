@@ -218,7 +218,7 @@ def test_each_tensor_is_priced_by_the_layer_that_loads_it(
 
 
 def test_kv_heads_checkpoint_totals_and_eagle3_draft_layout_per_rank() -> None:
-    """KV heads are replicated once there are fewer than ranks."""
+    # KV heads are replicated once there are fewer than ranks.
     one_kv_head = SimpleNamespace(num_key_value_heads=1)
     k = "model.layers.0.self_attn.k_proj.weight"
     assert rank_tensor_bytes(k, 2048, 16, one_kv_head, TP2) == 2048
