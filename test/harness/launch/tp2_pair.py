@@ -11,7 +11,7 @@ from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.cpu_doubles.shims import PER_DEVICE_CAPACITY_ENV
 from harness.launch.release_suite import eagle3_plan_argv
-from harness.releases import installed_row
+from harness.matrices.fidelity_probe import PHASES_ITSELF  # noqa: F401  (the suites read it here)
 from harness.reports.report_reading import (
     REPORT_DIR_ENV,
     F,
@@ -25,8 +25,6 @@ from harness.reports.report_reading import (
     runner,
 )
 
-# 0.5.13.x phases the init itself; the sglang_0_5_23 generation keeps upstream's init.
-PHASES_ITSELF = getattr(installed_row(), "adapter", None) == "sglang_0_5_13"
 MULTI_RANK_TIMEOUT_S = 900
 STARTUP_BOUND_S = 600.0
 TP = 2
