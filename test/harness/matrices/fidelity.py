@@ -421,10 +421,8 @@ def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], 
         proc = subprocess.run(
             probe, env=env, stdout=sink, stderr=subprocess.STDOUT, timeout=PROBE_TIMEOUT_S
         )
-    results = {}
-    for path in sorted(out_dir.glob("*.json")):
-        data = json.loads(path.read_text())
-        results[(data["name"], data["mode"])] = data
+    found = [json.loads(path.read_text()) for path in sorted(out_dir.glob("*.json"))]
+    results = {(data["name"], data["mode"]): data for data in found}
     if proc.returncode != 0 or not results:
         tail = log.read_text(errors="replace")[-4000:]
         raise RuntimeError(f"fidelity probe failed (rc={proc.returncode})\n{tail}")
