@@ -179,10 +179,9 @@ def save_seeded_model(
     tokenizer) into ``directory``; ``config_fields`` are added to its ``config.json``."""
     import torch
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory, _, dtype = seeded_generator(directory, shape, seed)
     torch.manual_seed(seed)
-    build().to(getattr(torch, shape.dtype)).save_pretrained(str(directory))
+    build().to(dtype).save_pretrained(str(directory))
     if tokenizer:
         write_tokenizer(directory, shape.vocab)
     if config_fields:

@@ -7,15 +7,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.reports.scheduler_report import write_report
+from harness.reports.scheduler_report import _INIT_MEMORY_POOL, write_report
 
 FAIL_DRAFT_RANK_ENV = "SPECINIT_TEST_FAIL_DRAFT_ON_TP_RANK"
 PAUSE_DRAFT_POOL_ENV = "SPECINIT_TEST_PAUSE_DRAFT_POOL_S"
 
 _LOAD_MODEL = "sglang.srt.model_executor.model_runner.ModelRunner.load_model"
-_INIT_MEMORY_POOL = (
-    "sglang.srt.model_executor.model_runner_kv_cache_mixin.ModelRunnerKVCacheMixin.init_memory_pool"
-)
 # 0.5.23 has no KV-cache mixin: each runner allocates its pools in alloc_memory_pool.
 _ALLOC_MEMORY_POOL_0_5_23 = "sglang.srt.model_executor.model_runner.ModelRunner.alloc_memory_pool"
 

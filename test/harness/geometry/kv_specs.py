@@ -53,9 +53,8 @@ class AttentionKVSpec:
             return cell + index
         cell = self.num_kv_heads * (self.head_dim + self.v_head_dim) * layers * elt
         if fp4:
-            cell = cell // 2 + (self.num_kv_heads * self.head_dim * layers * 2 * elt) // (
-                FP4_SCALE_BLOCK
-            )
+            scales = self.num_kv_heads * self.head_dim * layers * 2 * elt // FP4_SCALE_BLOCK
+            cell = cell // 2 + scales
         return cell
 
     def padding_bytes(self, page_size: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
@@ -118,22 +119,17 @@ def kill_group(
     """SIGTERM, then SIGKILL, the process group led by ``proc``; wait until it is gone."""
     pgid = proc.pid
     if _signal_group(pgid, signal.SIGTERM):
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
         _signal_group(pgid, signal.SIGKILL)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
     deadline = time.monotonic() + reap_timeout_s
     while True:
-        try:  # collect the exit status of this process's children in the group
+        # Collect the exit status of this process's children in the group.
+        with contextlib.suppress(ChildProcessError):
             while os.waitpid(-pgid, os.WNOHANG)[0]:
                 pass
-        except ChildProcessError:
-            pass
         left = group_members(pgid)
         if not left or time.monotonic() > deadline:
             return left

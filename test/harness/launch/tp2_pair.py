@@ -11,7 +11,8 @@ from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.cpu_doubles.shims import PER_DEVICE_CAPACITY_ENV
 from harness.launch.release_suite import eagle3_plan_argv
-from harness.releases import installed_row
+from harness.matrices.fidelity_probe import PHASES_ITSELF  # noqa: F401  (the suites read it here)
+from harness.matrices.plan_verdicts import ALGORITHM, SPEC_FLAGS  # the fault matrices' pair
 from harness.reports.report_reading import (
     REPORT_DIR_ENV,
     F,
@@ -25,16 +26,12 @@ from harness.reports.report_reading import (
     runner,
 )
 
-# 0.5.13.x phases the init itself; the sglang_0_5_23 generation keeps upstream's init.
-PHASES_ITSELF = getattr(installed_row(), "adapter", None) == "sglang_0_5_13"
 MULTI_RANK_TIMEOUT_S = 900
 STARTUP_BOUND_S = 600.0
 TP = 2
 CAPACITY = 256 << 20
 # 24 MiB less on rank 1: 232 / 256 = 0.906, inside SGLang's own 10 % TP imbalance check.
 TIGHT_CAPACITY = CAPACITY - (24 << 20)
-ALGORITHM = "EAGLE3"
-SPEC_FLAGS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1}
 # What one rank holds of each model's KV: half the KV heads.
 TARGET_ON_RANK = replace(DEFAULT_TARGET, kv_heads=DEFAULT_TARGET.kv_heads // TP)
 DRAFT_ON_RANK = replace(TP2_EAGLE3_DRAFT, kv_heads=TP2_EAGLE3_DRAFT.kv_heads // TP)

@@ -16,12 +16,11 @@ from typing import Any
 from sglang_specinit.planner.gpus import GPU_PRESETS
 
 from harness.checkpoints import eagle_drafts, gemma4_mtp, llama_family, mimo_v2_mtp, tiny_configs
-from harness.launch.engine import server_args_to_cli
+from harness.launch.engine import cpu_engine_kwargs, server_args_to_cli
 
 # The suite's EAGLE3 launch uses this draft (a reduced vocabulary: a hot-token map to bind).
 from harness.launch.launch_0_5_23 import EAGLE3_DRAFT_VOCAB
 from harness.launch.plugin_probe import probe_env
-from harness.launch.sglang_release import graphs_off_kwargs
 from harness.matrices.fidelity_probe import PHASES_ITSELF
 
 # The device the recipes target, as a named test double: an H100-80GB (nvidia-smi MiB, sm90).
@@ -34,16 +33,12 @@ PROBE_TIMEOUT_S = 600
 TARGET = "{target}"
 DRAFT = "{draft}"
 
-# What every CPU Engine needs whatever the recipe says (harness/launch/engine.py).
+# What every CPU Engine needs whatever the recipe says: cpu_engine_kwargs' own settings, TP 1.
 CPU_ENGINE_OVERRIDES: dict[str, Any] = {
-    "device": "cpu",
-    "attention_backend": "torch_native",
-    **graphs_off_kwargs(),
-    "grammar_backend": "none",
+    **cpu_engine_kwargs(TARGET, mem_fraction_static=None),
     "tp_size": 1,
-    "log_level": "info",
-    "random_seed": 0,
 }
+del CPU_ENGINE_OVERRIDES["model_path"], CPU_ENGINE_OVERRIDES["page_size"]
 # Their draft backend factory has no torch_native entry (Triton backends are built, not run).
 TRITON_DRAFT_BACKEND = {"speculative_draft_attention_backend": "triton"}
 # A CPU Engine's 256 MiB device is below the automatic fraction's 512 MiB reserve: an explicit
@@ -421,10 +416,8 @@ def run_probe(request: dict[str, Any], work_dir: Path) -> dict[tuple[str, str], 
         proc = subprocess.run(
             probe, env=env, stdout=sink, stderr=subprocess.STDOUT, timeout=PROBE_TIMEOUT_S
         )
-    results = {}
-    for path in sorted(out_dir.glob("*.json")):
-        data = json.loads(path.read_text())
-        results[(data["name"], data["mode"])] = data
+    found = [json.loads(path.read_text()) for path in sorted(out_dir.glob("*.json"))]
+    results = {(data["name"], data["mode"]): data for data in found}
     if proc.returncode != 0 or not results:
         tail = log.read_text(errors="replace")[-4000:]
         raise RuntimeError(f"fidelity probe failed (rc={proc.returncode})\n{tail}")

@@ -20,6 +20,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from harness.releases import installed_row
+from harness.reports.scheduler_report import _jsonable
+from harness.reports.scheduler_report import write_json as _write
 
 # 0.5.13.x: ServerArgs resolved in __post_init__ and the plugin's own phased init.
 PHASES_ITSELF = getattr(installed_row(), "adapter", None) == "sglang_0_5_13"
@@ -170,8 +172,6 @@ def run_launch(path: Path, launch: dict[str, Any], mode: str, fraction_sink: dic
     """One launch in this (forked) process: steps 1-4, written to ``path``, never raising."""
     from sglang.srt.server_args import prepare_server_args
 
-    from harness.reports.scheduler_report import _jsonable
-
     os.environ.update(launch.get("env", {}))
     if launch.get("cpu_engine"):
         os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
@@ -255,12 +255,6 @@ def _fork(child: Callable[..., None], *args: Any) -> int:
 def _wait(pid: int) -> int:
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status)
-
-
-def _write(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=1, default=repr))
-    tmp.replace(path)
 
 
 def run_mode(request: dict[str, Any], mode: str, out_dir: Path) -> None:

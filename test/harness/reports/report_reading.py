@@ -19,26 +19,6 @@ if TYPE_CHECKING:
 GIB = 1 << 30
 F = 0.5  # cpu_engine_kwargs' default --mem-fraction-static
 
-# Keys every breakdown carries (plan JSON and server log line alike: ``report.plan_to_dict``).
-BREAKDOWN_KEYS = (
-    "tokens",
-    "max_running_requests",
-    "page_size",
-    "tp_size",
-    "pre_load_free_bytes",
-    "budget_bytes",
-    "target_weight_bytes",
-    "draft_weight_bytes",
-    "resident_bytes",
-    "target_kv_bytes_per_token",
-    "draft_kv_bytes_per_token",
-    "target_kv_pool_bytes",
-    "draft_kv_pool_bytes",
-    "used_bytes",
-    "headroom_bytes",
-    "min_viable_mem_fraction_static",
-)
-
 # ``caller`` of the meter readings that matter, as the harness shims record them.
 INIT_TORCH_DISTRIBUTED = "ModelRunner.init_torch_distributed"
 PROFILE_AVAILABLE_BYTES = "ModelRunnerKVCacheMixin._profile_available_bytes"

@@ -223,9 +223,13 @@ def write_report(state: dict[str, Any], name: str | None = None) -> Path | None:
     directory = os.environ.get(REPORT_DIR_ENV)
     if not directory:
         return None
-    path = Path(directory) / (name or f"scheduler-{os.getpid()}.json")
+    return write_json(Path(directory) / (name or f"scheduler-{os.getpid()}.json"), state)
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> Path:
+    """Write ``payload`` to ``path`` atomically (a sibling ``.tmp`` renamed into place)."""
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1, default=repr))
+    tmp.write_text(json.dumps(payload, indent=1, default=repr))
     tmp.replace(path)
     return path
 
