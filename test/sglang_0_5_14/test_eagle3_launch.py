@@ -59,9 +59,18 @@ def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_o
     assert own_lm_head_problems(eagle3_on.report) == []
 
 
-def plan_columns_are_the_servers(engine_runs: Any, kind: str, reserved_layers: int) -> Any:
+@pytest.mark.parametrize(
+    ("kind", "reserved_layers"),
+    [("EAGLE3", 1), ("EAGLE3-nnpl0", 0), pytest.param("EAGLE3-nnpl1", 1, marks=pytest.mark.slow)],
+)
+@pytest.mark.launches(("{kind}", True), ("{kind}", False))
+def test_plan_in_this_environment_equals_the_server(
+    engine_runs: Any, kind: str, reserved_layers: int
+) -> None:
     """The plan of ``kind`` is the plugin Engine's breakdown; its stock column sizes the stock
-    Engine's pool, its own column the plugin's. Returns the plan."""
+    Engine's pool (a draft without ``num_nextn_predict_layers``: its layer count, 1)."""
+    from sglang_specinit.compat import installed_sglang_version
+
     plugin, stock = engine_runs(kind, True), engine_runs(kind, False)
     planned = plan_in_this_environment(plugin, kind)
     assert_plan_equals_server(planned, plugin)
@@ -75,30 +84,11 @@ def plan_columns_are_the_servers(engine_runs: Any, kind: str, reserved_layers: i
         column["priced_kv_bytes_per_token"]
         == planned["target_kv_bytes_per_token"] * (2 + reserved_layers) // 2
     )
-    return planned
-
-
-@pytest.mark.launches(("EAGLE3", True), ("EAGLE3", False))
-def test_plan_in_this_environment_equals_the_server(engine_runs: Any) -> None:
-    from sglang_specinit.compat import installed_sglang_version
-
-    # A draft without ``num_nextn_predict_layers``: stock reserves its layer count (1).
-    planned = plan_columns_are_the_servers(engine_runs, "EAGLE3", reserved_layers=1)
     assert all(planned.get(key) is not None for key in PLAN_KEYS), planned
     # Two columns: the installed release's stock and this package's; no other release's rule.
     assert planned["sglang_version"] == str(installed_sglang_version())
     assert not [key for key in planned if key.startswith("upstream_")]
-
-
-@pytest.mark.launches(("EAGLE3-nnpl0", True), ("EAGLE3-nnpl0", False))
-def test_both_columns_of_an_nnpl_0_draft(engine_runs: Any) -> None:
-    plan_columns_are_the_servers(engine_runs, "EAGLE3-nnpl0", 0)
-    memory = assert_fills_the_budget(engine_runs("EAGLE3-nnpl0", True), "EAGLE3-nnpl0")
-    assert memory["upstream_reserved_layers"] == 0
-    assert memory["draft_kv_pool_bytes"] > 0
-
-
-@pytest.mark.slow
-@pytest.mark.launches(("EAGLE3-nnpl1", True), ("EAGLE3-nnpl1", False))
-def test_both_columns_of_an_nnpl_1_draft(engine_runs: Any) -> None:
-    plan_columns_are_the_servers(engine_runs, "EAGLE3-nnpl1", 1)
+    if kind == "EAGLE3-nnpl0":
+        memory = assert_fills_the_budget(plugin, kind)
+        assert memory["upstream_reserved_layers"] == 0
+        assert memory["draft_kv_pool_bytes"] > 0
