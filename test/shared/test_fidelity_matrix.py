@@ -76,10 +76,6 @@ for _row in ENGINE_ROWS if not PHASES_ITSELF else ():
     )
 
 
-def by_key(rows: tuple[Row, ...]) -> Any:
-    return pytest.mark.parametrize("row", rows, ids=[row.key for row in rows])
-
-
 def by_engine(*, phases_itself: bool, stock_too: bool = False) -> Any:
     """One test per plugin-on Engine of an Engine row (0.5.23: the suite's launch, then the
     recipe's own flags, slow)."""
@@ -330,7 +326,7 @@ def test_bcd_recipe_engine_0513(
     )
 
 
-@by_key(ROWS)
+@pytest.mark.parametrize("row", ROWS, ids=[row.key for row in ROWS])
 def test_ab_server_args_and_target_config_equal_stock(probe: dict, row: Row) -> None:
     """(a) ServerArgs equal stock's (a refused row is refused alike); (b) the target's config is
     stock's when its pool is sized; 0.5.13.x: an unphased launch keeps stock's init, one warning."""
