@@ -497,7 +497,7 @@ def test_every_scheduler_of_dp_pp_tp_gets_its_own_file_name() -> None:
     assert attention_dp["attn_tp_rank"] == 0 and attention_dp["dp_size"] == 2
 
 
-def test_each_rank_s_fields_and_line_say_whether_it_is_the_tightest() -> None:
+def test_each_rank_s_fields_line_and_file_say_whether_it_is_the_tightest(tmp_path: Path) -> None:
     tight = rank_reports.tightness(breakdown(1, 100 << 20))
     roomy = rank_reports.tightness(breakdown(0, 124 << 20))
     assert tight.startswith("rank 1 (pp0 tp1 dp0) is the tightest rank")
@@ -521,9 +521,7 @@ def test_each_rank_s_fields_and_line_say_whether_it_is_the_tightest() -> None:
     assert near["tightest_rank"] is True
     assert rank_reports.tightness_fields(None, 100 * mib)["tightest_rank"] is None
     assert rank_reports.tightness_fields(100 * mib, None)["rank_free_at_sizing_bytes"] is None
-
-
-def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> None:
+    # The tightest rank is derived from the files after the fact.
     written = [breakdown(0, 124 << 20), breakdown(1, 100 << 20), breakdown(2, 110 << 20)]
     paths = [rank_reports.write_breakdown(tmp_path, b) for b in written]
     assert paths[1].name == "memory-rank1-pp0-tp1-dp0.json"
