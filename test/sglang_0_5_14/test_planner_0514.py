@@ -12,11 +12,6 @@ from harness.launch.release_suite import engine_kwargs
 from harness.planner_cli import run_cli
 
 
-def eagle3_flags() -> list[str]:
-    """The tiny EAGLE3 Engine's launch flags."""
-    return server_args_to_cli(engine_kwargs("EAGLE3"))
-
-
 @pytest.mark.parametrize(
     ("bad", "named"),
     [
@@ -33,7 +28,7 @@ def test_a_bad_flag_is_one_line_naming_it(
         raise AssertionError("a pool was priced for a launch with a bad flag")
 
     monkeypatch.setattr(release_0_5_14, "unloaded_runner", no_pool_may_be_built)
-    line = run_cli(["plan", *eagle3_flags(), *bad]).refusal_line()
+    line = run_cli(["plan", *server_args_to_cli(engine_kwargs("EAGLE3")), *bad]).refusal_line()
     assert line.startswith("sglang-specinit plan: error: ") and named in line, line
 
 
@@ -54,7 +49,8 @@ def test_the_probe_and_the_unloaded_runner_cover_every_field_of_the_pool_code() 
     sources = "\n".join(inspect.getsource(method) for method in methods)
     assigned = set(re.findall(r"self\.(\w+)\s*=[^=]", sources))
     assert assigned - set(RUNNER_ATTRS) == set()
-    server_args = resolve_speculative(REPLAY.parse_launch(eagle3_flags()))
+    flags = server_args_to_cli(engine_kwargs("EAGLE3"))  # the tiny EAGLE3 Engine's
+    server_args = resolve_speculative(REPLAY.parse_launch(flags))
     runner = unloaded_runner(server_args, ModelConfig.from_server_args(server_args), is_draft=False)
     read = set(re.findall(r"self\.([A-Za-z_]\w*)", sources))
     missing = {
