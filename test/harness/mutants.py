@@ -211,7 +211,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "rank_reports.py",
         ('"tightest_rank": above <= TIGHTEST_TOLERANCE_BYTES,', '"tightest_rank": above < 0,'),
         "test/shared/test_tp2_ranks.py::"
-        "test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tightest",
+        "test_each_rank_sizes_and_fits_the_tightest_and_says_whether_it_is_the_tightest",
     ),
     Mutant(
         "eagle-bare-embedding-counted-as-draft",

@@ -29,39 +29,29 @@ def test_the_release_is_served_by_the_0_5_14_adapter() -> None:
     assert planner_replay.REPLAY.release == compat.installed_sglang_version()
 
 
-def test_every_patched_module_matches_the_adapter() -> None:
-    from sglang_specinit import sglang_0_5_14
+def test_every_patched_module_matches_the_adapter_and_not_0_5_23_s() -> None:
+    from sglang_specinit import sglang_0_5_14, sglang_0_5_23
     from sglang_specinit.hooks import adapter_patches, module_problems
 
     problems = []
     for name, patch in adapter_patches(sglang_0_5_14).items():
         problems += module_problems(importlib.import_module(name), patch)
     assert problems == []
-
-
-def test_the_0_5_23_adapter_would_be_refused_here() -> None:
-    from sglang_specinit import sglang_0_5_23
-    from sglang_specinit.hooks import adapter_patches
-
-    names = adapter_patches(sglang_0_5_23)
+    # The 0.5.23 adapter would be refused here: a module it patches does not exist.
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("sglang.srt.mem_cache.kv_cache_configurator")
-    assert "sglang.srt.mem_cache.kv_cache_configurator" in names
+    assert "sglang.srt.mem_cache.kv_cache_configurator" in adapter_patches(sglang_0_5_23)
 
 
-def test_configurators_take_the_model_runner() -> None:
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-
-    assert tuple(inspect.signature(create_memory_pool_configurator).parameters) == ("mr",)
-
-
-def test_stock_reserves_the_draft_at_the_targets_geometry() -> None:
+def test_configurators_take_the_runner_and_reserve_the_draft_at_target_geometry() -> None:
     from harness.launch.sglang_release import sglang_release
     from sglang.srt.model_executor.pool_configurator import (
         DefaultPoolConfigurator,
         HybridSWAPoolConfigurator,
+        create_memory_pool_configurator,
     )
 
+    assert tuple(inspect.signature(create_memory_pool_configurator).parameters) == ("mr",)
     assert "eagle_draft_num_layers" in inspect.getsource(DefaultPoolConfigurator.__init__)
     swa = inspect.getsource(HybridSWAPoolConfigurator.__init__)
     assert ("eagle_draft_num_layers" in swa) == (sglang_release() >= (0, 5, 15))

@@ -25,43 +25,19 @@ def pool(run: Any, role: str) -> dict[str, Any]:
     return found
 
 
-def assert_fills_the_budget(run: Any, kind: str) -> dict[str, Any]:
+@pytest.mark.parametrize(
+    ("kind", "reserved_layers"),
+    [("EAGLE3", 1), ("EAGLE3-nnpl0", 0), pytest.param("EAGLE3-nnpl1", 1, marks=pytest.mark.slow)],
+)
+@pytest.mark.launches(("{kind}", True), ("{kind}", False))
+def test_plan_in_this_environment_equals_the_server(
+    engine_runs: Any, kind: str, reserved_layers: int
+) -> None:
+    """The plan of ``kind`` is the plugin Engine's breakdown; its stock column sizes the stock
+    Engine's pool (a draft without ``num_nextn_predict_layers``: its layer count, 1); the plugin
+    Engine fills its budget, the draft at its own geometry."""
     from sglang_specinit.compat import installed_sglang_version
 
-    memory = launched_memory(run)
-    assert run.report["specinit_loaded"]
-    assert memory["sglang_version"] == installed_sglang_version()
-    # SGLang's own budget from the meter's two readings (pre-load, profiling).
-    meter = meter_budget(run.report, float(engine_kwargs(kind)["mem_fraction_static"]))
-    assert memory["budget_bytes"] == meter.budget_bytes
-    pools = sum(p["token_buffer_bytes"] for p in run.report["kv_pool_buffers"])
-    used = meter.resident_bytes + pools + memory.get("draft_request_bytes", 0)
-    assert 0.995 <= used / meter.budget_bytes <= 1, (used, meter.budget_bytes)
-    assert memory["target_kv_pool_bytes"] == pool(run, "target")["token_buffer_bytes"]
-    assert memory["draft_kv_pool_bytes"] == pool(run, "draft")["token_buffer_bytes"]
-    return memory
-
-
-@pytest.mark.launches(("EAGLE3", True))
-def test_the_engine_fills_the_budget_with_the_draft_at_its_own_geometry(eagle3_on: Any) -> None:
-    memory = assert_fills_the_budget(eagle3_on, "EAGLE3")
-    draft = pool(eagle3_on, "draft")["parts"][0]
-    target = pool(eagle3_on, "target")["parts"][0]
-    # Bytes per token row as allocated (stock prices the draft's layer at the target's).
-    draft_row = draft["token_buffer_bytes"] / draft["token_rows"]
-    target_layer_row = target["token_buffer_bytes"] / target["token_rows"] / target["layer_buffers"]
-    assert memory["draft_kv_bytes_per_token"] == draft_row != target_layer_row
-    # The draft's embed was bound before profiling; its hot-token map survived the skipped init.
-    assert memory["duplicate_bytes_at_profile"] == 0  # measured: what SGLang bound later
-    assert memory["stock_duplicate_bytes_at_profile"] > 0
-    assert eagle3_on.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
-    # The draft's own trained head stays its own (EAGLE3 binds only the embedding).
-    assert own_lm_head_problems(eagle3_on.report) == []
-
-
-def plan_columns_are_the_servers(engine_runs: Any, kind: str, reserved_layers: int) -> Any:
-    """The plan of ``kind`` is the plugin Engine's breakdown; its stock column sizes the stock
-    Engine's pool, its own column the plugin's. Returns the plan."""
     plugin, stock = engine_runs(kind, True), engine_runs(kind, False)
     planned = plan_in_this_environment(plugin, kind)
     assert_plan_equals_server(planned, plugin)
@@ -75,30 +51,37 @@ def plan_columns_are_the_servers(engine_runs: Any, kind: str, reserved_layers: i
         column["priced_kv_bytes_per_token"]
         == planned["target_kv_bytes_per_token"] * (2 + reserved_layers) // 2
     )
-    return planned
-
-
-@pytest.mark.launches(("EAGLE3", True), ("EAGLE3", False))
-def test_plan_in_this_environment_equals_the_server(engine_runs: Any) -> None:
-    from sglang_specinit.compat import installed_sglang_version
-
-    # A draft without ``num_nextn_predict_layers``: stock reserves its layer count (1).
-    planned = plan_columns_are_the_servers(engine_runs, "EAGLE3", reserved_layers=1)
     assert all(planned.get(key) is not None for key in PLAN_KEYS), planned
     # Two columns: the installed release's stock and this package's; no other release's rule.
     assert planned["sglang_version"] == str(installed_sglang_version())
     assert not [key for key in planned if key.startswith("upstream_")]
+    if kind == "EAGLE3-nnpl1":
+        return
 
-
-@pytest.mark.launches(("EAGLE3-nnpl0", True), ("EAGLE3-nnpl0", False))
-def test_both_columns_of_an_nnpl_0_draft(engine_runs: Any) -> None:
-    plan_columns_are_the_servers(engine_runs, "EAGLE3-nnpl0", 0)
-    memory = assert_fills_the_budget(engine_runs("EAGLE3-nnpl0", True), "EAGLE3-nnpl0")
-    assert memory["upstream_reserved_layers"] == 0
-    assert memory["draft_kv_pool_bytes"] > 0
-
-
-@pytest.mark.slow
-@pytest.mark.launches(("EAGLE3-nnpl1", True), ("EAGLE3-nnpl1", False))
-def test_both_columns_of_an_nnpl_1_draft(engine_runs: Any) -> None:
-    plan_columns_are_the_servers(engine_runs, "EAGLE3-nnpl1", 1)
+    memory = launched_memory(plugin)
+    assert plugin.report["specinit_loaded"]
+    assert memory["sglang_version"] == installed_sglang_version()
+    # SGLang's own budget from the meter's two readings (pre-load, profiling).
+    meter = meter_budget(plugin.report, float(engine_kwargs(kind)["mem_fraction_static"]))
+    assert memory["budget_bytes"] == meter.budget_bytes
+    pools = sum(p["token_buffer_bytes"] for p in plugin.report["kv_pool_buffers"])
+    used = meter.resident_bytes + pools + memory.get("draft_request_bytes", 0)
+    assert 0.995 <= used / meter.budget_bytes <= 1, (used, meter.budget_bytes)
+    assert memory["target_kv_pool_bytes"] == pool(plugin, "target")["token_buffer_bytes"]
+    assert memory["draft_kv_pool_bytes"] == pool(plugin, "draft")["token_buffer_bytes"]
+    if kind == "EAGLE3-nnpl0":
+        assert memory["upstream_reserved_layers"] == 0
+        assert memory["draft_kv_pool_bytes"] > 0
+        return
+    draft = pool(plugin, "draft")["parts"][0]
+    target = pool(plugin, "target")["parts"][0]
+    # Bytes per token row as allocated (stock prices the draft's layer at the target's).
+    draft_row = draft["token_buffer_bytes"] / draft["token_rows"]
+    target_layer_row = target["token_buffer_bytes"] / target["token_rows"] / target["layer_buffers"]
+    assert memory["draft_kv_bytes_per_token"] == draft_row != target_layer_row
+    # The draft's embed was bound before profiling; its hot-token map survived the skipped init.
+    assert memory["duplicate_bytes_at_profile"] == 0  # measured: what SGLang bound later
+    assert memory["stock_duplicate_bytes_at_profile"] > 0
+    assert plugin.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB
+    # The draft's own trained head stays its own (EAGLE3 binds only the embedding).
+    assert own_lm_head_problems(plugin.report) == []

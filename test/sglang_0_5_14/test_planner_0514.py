@@ -9,11 +9,7 @@ from typing import Any
 import pytest
 from harness.launch.engine import server_args_to_cli
 from harness.launch.release_suite import engine_kwargs
-
-
-def eagle3_flags() -> list[str]:
-    """The tiny EAGLE3 Engine's launch flags."""
-    return server_args_to_cli(engine_kwargs("EAGLE3"))
+from harness.planner_cli import run_cli
 
 
 @pytest.mark.parametrize(
@@ -24,21 +20,15 @@ def eagle3_flags() -> list[str]:
     ],
 )
 def test_a_bad_flag_is_one_line_naming_it(
-    bad: list[str], named: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    bad: list[str], named: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sglang_specinit.planner.cli import EXIT_BAD_INPUT, plan_main
     from sglang_specinit.sglang_0_5_14 import planner_replay as release_0_5_14
 
     def no_pool_may_be_built(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a pool was priced for a launch with a bad flag")
 
     monkeypatch.setattr(release_0_5_14, "unloaded_runner", no_pool_may_be_built)
-    flags = eagle3_flags()
-    capsys.readouterr()  # the tiny pair's writer, when this process is first to need it
-    assert plan_main([*flags, *bad]) == EXIT_BAD_INPUT
-    out, err = capsys.readouterr()
-    assert out == ""
-    (line,) = err.strip().splitlines()
+    line = run_cli(["plan", *server_args_to_cli(engine_kwargs("EAGLE3")), *bad]).refusal_line()
     assert line.startswith("sglang-specinit plan: error: ") and named in line, line
 
 
@@ -59,7 +49,8 @@ def test_the_probe_and_the_unloaded_runner_cover_every_field_of_the_pool_code() 
     sources = "\n".join(inspect.getsource(method) for method in methods)
     assigned = set(re.findall(r"self\.(\w+)\s*=[^=]", sources))
     assert assigned - set(RUNNER_ATTRS) == set()
-    server_args = resolve_speculative(REPLAY.parse_launch(eagle3_flags()))
+    flags = server_args_to_cli(engine_kwargs("EAGLE3"))  # the tiny EAGLE3 Engine's
+    server_args = resolve_speculative(REPLAY.parse_launch(flags))
     runner = unloaded_runner(server_args, ModelConfig.from_server_args(server_args), is_draft=False)
     read = set(re.findall(r"self\.([A-Za-z_]\w*)", sources))
     missing = {

@@ -20,7 +20,6 @@ from harness.launch.release_suite import engine_kwargs as launch_kwargs
 from harness.matrices import fidelity
 from harness.matrices.fidelity import ROWS, Row
 from harness.matrices.fidelity_probe import PHASES_ITSELF
-from harness.releases import installed_name
 from harness.reports.config_snapshot import snapshot_differences
 from harness.reports.fidelity_tensors import TENSOR_REPORT_ENV
 from harness.reports.report_reading import runners
@@ -75,10 +74,6 @@ for _row in ENGINE_ROWS if not PHASES_ITSELF else ():
             kwargs_fn=partial(_recipe_kwargs, _row),
         ),
     )
-
-
-def by_key(rows: tuple[Row, ...]) -> Any:
-    return pytest.mark.parametrize("row", rows, ids=[row.key for row in rows])
 
 
 def by_engine(*, phases_itself: bool, stock_too: bool = False) -> Any:
@@ -331,11 +326,56 @@ def test_bcd_recipe_engine_0513(
     )
 
 
-@by_key(ROWS)
-def test_b_target_config_equal_stock_when_its_pool_is_sized(probe: dict, row: Row) -> None:
-    if row.refused is not None:
-        pytest.skip(f"sglang {installed_name()} refuses it: {row.refused} (checked in (a))")
+@pytest.mark.parametrize("row", ROWS, ids=[row.key for row in ROWS])
+def test_ab_server_args_and_target_config_equal_stock(probe: dict, row: Row) -> None:
+    """(a) ServerArgs equal stock's (a refused row is refused alike); (b) the target's config is
+    stock's when its pool is sized; 0.5.13.x: an unphased launch keeps stock's init, one warning."""
     on, off = _results(probe, row)
+    if row.refused is not None:
+        assert on["error"]["step"] == "ServerArgs"
+        for key in ("step", "type", "message"):
+            assert on["error"][key] == off["error"][key], key
+        assert row.refused in on["error"]["message"]
+        return
+    differences = fidelity.server_args_differences(on, off)
+    assert on["env_set_by_server_args"] == off["env_set_by_server_args"]
+    algorithm = off["server_args"]["speculative_algorithm"]
+    reserve = fidelity.DRAFT_RESERVE_MIB.get(algorithm, fidelity.DEFAULT_DRAFT_RESERVE_MIB)
+    if PHASES_ITSELF and "fraction_without_spec_term" in off and row.phased and reserve:
+        ours, stock = differences.pop("mem_fraction_static")
+        assert ours == off["fraction_without_spec_term"]
+        # Stock's heuristic took the flat draft reserve on top (both values rounded to 3 places).
+        assert abs((ours - stock) - reserve / off["gpu_mem_mib"]) <= 0.0011
+        assert off["gpu_mem_mib"] == fidelity.GPU.total_mib
+    assert differences == {}
+    if not PHASES_ITSELF:
+        assert fidelity.server_args_differences(on, off, "server_args_input") == {}
+        # What was compared includes what the device decides: the graph batch lists and the
+        # fraction (automatic where the recipe gives none) as resolved for the H100 double.
+        graphs = off["server_args"]["cuda_graph_config"]
+        assert graphs["decode"]["bs"] and graphs["prefill"]["bs"], graphs
+        assert 0 < off["server_args"]["mem_fraction_static"] < 1
+    if PHASES_ITSELF and not row.phased:
+        # Stock reserve: the automatic fraction is stock's (no field differs, above).
+        assert "fraction_without_spec_term" in off
+        assert on["server_args"]["mem_fraction_static"] == off["server_args"]["mem_fraction_static"]
+        assert on["server_args"]["mem_fraction_static"] < off["fraction_without_spec_term"]
+        for result in (on, off):
+            check = result["scheduler_check"]
+            # SGLang's own init_model_worker ran: its first call is the target worker, built the
+            # stock way (no deferred pools, no phase log), with the fraction untouched.
+            assert check["reached_init_tp_model_worker"]
+            assert check["deferring_pools_per_call"] == [False]
+            assert not check["phase_log_started"]
+            assert check["mem_fraction_static_after"] == check["mem_fraction_static_before"]
+        warnings = [
+            r["message"]
+            for r in on["records"]
+            if r["logger"].startswith("sglang_specinit") and r["level"] == "WARNING"
+        ]
+        assert len(warnings) == 1 and warnings[0].startswith(STOCK_WARNING), warnings
+        assert not [r for r in off["records"] if r["logger"].startswith("sglang_specinit")]
+
     stock = off["target_before_draft"]
     assert snapshot_differences(on["target_before_draft"], stock) == []
     if "draft" not in off:  # no draft model (NGRAM)
@@ -368,61 +408,3 @@ def test_b_target_config_equal_stock_when_its_pool_is_sized(probe: dict, row: Ro
         # architecture: what a shared config would have written into the target.
         assert off["draft_model_path_used"] == stock["attributes"]["model_path"]
         assert off["draft"]["hf_config"]["architectures"] != stock["hf_config"]["architectures"]
-
-
-@by_key(ROWS)
-def test_a_server_args_equal_stock(probe: dict, row: Row) -> None:
-    on, off = _results(probe, row)
-    if row.refused is not None:
-        assert on["error"]["step"] == "ServerArgs"
-        for key in ("step", "type", "message"):
-            assert on["error"][key] == off["error"][key], key
-        assert row.refused in on["error"]["message"]
-        return
-    differences = fidelity.server_args_differences(on, off)
-    assert on["env_set_by_server_args"] == off["env_set_by_server_args"]
-    if not PHASES_ITSELF:
-        assert differences == {}
-        assert fidelity.server_args_differences(on, off, "server_args_input") == {}
-        # What was compared includes what the device decides: the graph batch lists and the
-        # fraction (automatic where the recipe gives none) as resolved for the H100 double.
-        graphs = off["server_args"]["cuda_graph_config"]
-        assert graphs["decode"]["bs"] and graphs["prefill"]["bs"], graphs
-        assert 0 < off["server_args"]["mem_fraction_static"] < 1
-        return
-    algorithm = off["server_args"]["speculative_algorithm"]
-    reserve = fidelity.DRAFT_RESERVE_MIB.get(algorithm, fidelity.DEFAULT_DRAFT_RESERVE_MIB)
-    automatic = "fraction_without_spec_term" in off
-    if not (automatic and row.phased and reserve):
-        assert differences == {}
-        return
-    assert set(differences) == {"mem_fraction_static"}, differences
-    ours, stock = differences["mem_fraction_static"]
-    assert ours == off["fraction_without_spec_term"]
-    # Stock's heuristic took the flat draft reserve on top (both values rounded to 3 places).
-    assert abs((ours - stock) - reserve / off["gpu_mem_mib"]) <= 0.0011
-    assert off["gpu_mem_mib"] == fidelity.GPU.total_mib
-
-
-@by_key(tuple(row for row in ROWS if PHASES_ITSELF and not row.phased))
-def test_unphased_launch_keeps_stock_init_with_one_warning(probe: dict, row: Row) -> None:
-    on, off = _results(probe, row)
-    # Stock reserve: the automatic fraction is stock's (test_a: no field differs).
-    assert "fraction_without_spec_term" in off
-    assert on["server_args"]["mem_fraction_static"] == off["server_args"]["mem_fraction_static"]
-    assert on["server_args"]["mem_fraction_static"] < off["fraction_without_spec_term"]
-    for result in (on, off):
-        check = result["scheduler_check"]
-        # SGLang's own init_model_worker ran: its first call is the target worker, built the
-        # stock way (no deferred pools, no phase log), with the fraction untouched.
-        assert check["reached_init_tp_model_worker"]
-        assert check["deferring_pools_per_call"] == [False]
-        assert not check["phase_log_started"]
-        assert check["mem_fraction_static_after"] == check["mem_fraction_static_before"]
-    warnings = [
-        r["message"]
-        for r in on["records"]
-        if r["logger"].startswith("sglang_specinit") and r["level"] == "WARNING"
-    ]
-    assert len(warnings) == 1 and warnings[0].startswith(STOCK_WARNING), warnings
-    assert not [r for r in off["records"] if r["logger"].startswith("sglang_specinit")]

@@ -182,6 +182,7 @@ FILES = {
     "x.json": {"a": 1},
     "partial.json": {"tokens": 5, "budget_bytes": 10},
     "list-weights/config.json": LLAMA_CONFIG,
+    "lfs/config.json": LLAMA_CONFIG,
     "list-weights/weights-size.json": [1],
     "heads-zero/config.json": {**LLAMA_CONFIG, "num_attention_heads": 0},
     "mistyped/config.json": {**LLAMA_CONFIG, "hidden_size": "big"},
@@ -200,8 +201,6 @@ def test_bad_input_exits_2_with_one_line(
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(json.dumps(data))
     (tmp_path / "broken.json").write_text("{")
-    (tmp_path / "lfs").mkdir()
-    (tmp_path / "lfs" / "config.json").write_text(json.dumps(LLAMA_CONFIG))
     (tmp_path / "lfs" / "model.safetensors").write_text(LFS_POINTER)
     (tmp_path / "file").write_text("x")
     (tmp_path / "empty").mkdir()

@@ -238,7 +238,7 @@ def test_a_rope_not_read_or_refused_by_the_factory_is_one_note_not_a_crash() -> 
     assert buffers.bytes == 0 and "could not build" in note and "no-such-scaling" in note
 
 
-def test_version_names_this_package_and_the_installed_sglang() -> None:
+def test_version_and_patches_help_name_the_installed_sglang_and_the_served_releases() -> None:
     code, out, _ = run_cli(["--version"])
     assert code == 0
     installed = compat.installed_sglang_version()
@@ -247,6 +247,9 @@ def test_version_names_this_package_and_the_installed_sglang() -> None:
         out == f"sglang-specinit {version('sglang-specinit')}; sglang {installed} "
         f"(served by {adapter})\n"
     )
+    result = fresh_process("patches", "--help", COLUMNS="400")
+    assert result.returncode == 0, result.stderr
+    assert ", ".join(compat.supported_releases()) in result.stdout
 
 
 def test_a_closed_pipe_ends_quietly() -> None:
@@ -258,12 +261,6 @@ def test_a_closed_pipe_ends_quietly() -> None:
         os.close(write_end)
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == EXIT_CLOSED_PIPE
-
-
-def test_patches_help_lists_the_served_releases() -> None:
-    result = fresh_process("patches", "--help", COLUMNS="400")
-    assert result.returncode == 0, result.stderr
-    assert ", ".join(compat.supported_releases()) in result.stdout
 
 
 def test_a_missing_sgl_kernel_is_one_line_and_any_other_missing_module_is_not_hidden(

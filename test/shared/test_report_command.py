@@ -127,6 +127,10 @@ def _axis_cut_notes(fig: Any) -> list[str]:
 def test_plan_json_has_the_documented_keys_and_types_the_text_s_notes_and_its_figure(
     example: str,
 ) -> None:
+    # The doc's tables are read: a doc edit that breaks their format fails, not a vacuous pass.
+    assert {"tokens", "budget_bytes", "rule"} <= set(doc_table(TABLES[0]))
+    assert doc_table(TABLES[1])["notes"] == ("list", True)
+    assert doc_table(TABLES[2])["spec_reserve_bytes"] == ("int", False)
     data, text = planned(example)
     check_section(data, TABLES[:2])
     check_section(data["stock"], (TABLES[0], TABLES[2]))
@@ -232,14 +236,6 @@ def test_plan_json_has_the_documented_keys_and_types_the_text_s_notes_and_its_fi
         p for p in ax.patches if (p.get_gid() or "").startswith((TARGET_WEIGHTS, DRAFT_WEIGHTS))
     ]
     assert weights and all(p.get_y() + p.get_height() > bottom for p in weights)
-
-
-def test_the_doc_tables_are_read() -> None:
-    """A doc edit that breaks the table format fails here, not as a vacuous pass."""
-    breakdown = doc_table(TABLES[0])
-    assert {"tokens", "budget_bytes", "rule"} <= set(breakdown)
-    assert doc_table(TABLES[1])["notes"] == ("list", True)
-    assert doc_table(TABLES[2])["spec_reserve_bytes"] == ("int", False)
 
 
 @pytest.fixture
@@ -357,19 +353,6 @@ def test_the_report_directory_shows_the_plan_json(plan_data: dict, tmp_path: Pat
     assert fig.axes[0].get_ylim()[0] == 0 and _axis_cut_notes(fig) == []
 
 
-def test_another_release_s_stock_sub_object_appears_without_code_changes(
-    plan_data: dict, tmp_path: Path
-) -> None:
-    data = {**plan_data, "beside": {**plan_data["stock"], "release": "9.9.9", "tokens": 12345}}
-    out, _, _ = report(tmp_path, data=data)
-    (case,) = json.loads((out / "report.json").read_text()).values()
-    titles = [v["title"] for v in case["variants"]]
-    assert titles == [f"stock {plan_data['stock']['release']}", "stock 9.9.9", "sglang-specinit"]
-    rows = table_rows((out / "README.md").read_text(), "variant")
-    assert rows["stock 9.9.9"]["tokens"] == "12345"
-    png(next(out.glob("*.png")), 3)
-
-
 def test_live_directory_shows_planned_against_allocated_per_rank(
     plan_data: dict, tmp_path: Path
 ) -> None:
@@ -450,9 +433,20 @@ def test_without_inputs_every_shipped_example_is_rendered(tmp_path: Path) -> Non
             assert f"](#{example}) | plan |" in row
 
 
-def test_beside_puts_that_environment_s_stock_column_beside_this_one(
+def test_another_release_s_stock_column_appears_beside_this_one(
     plan_data: dict, tmp_path: Path
 ) -> None:
+    """From a stock sub-object in the JSON (no code changes), or ``--beside`` a venv."""
+    data = {**plan_data, "beside": {**plan_data["stock"], "release": "9.9.9", "tokens": 12345}}
+    (tmp_path / "json").mkdir()
+    out, _, _ = report(tmp_path / "json", data=data)
+    (case,) = json.loads((out / "report.json").read_text()).values()
+    titles = [v["title"] for v in case["variants"]]
+    assert titles == [f"stock {plan_data['stock']['release']}", "stock 9.9.9", "sglang-specinit"]
+    rows = table_rows((out / "README.md").read_text(), "variant")
+    assert rows["stock 9.9.9"]["tokens"] == "12345"
+    png(next(out.glob("*.png")), 3)
+
     # A directory whose bin/python runs this interpreter (as its own venv).
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
@@ -503,7 +497,7 @@ def test_every_scheduler_of_dp_pp_tp_gets_its_own_file_name() -> None:
     assert attention_dp["attn_tp_rank"] == 0 and attention_dp["dp_size"] == 2
 
 
-def test_each_rank_s_fields_and_line_say_whether_it_is_the_tightest() -> None:
+def test_each_rank_s_fields_line_and_file_say_whether_it_is_the_tightest(tmp_path: Path) -> None:
     tight = rank_reports.tightness(breakdown(1, 100 << 20))
     roomy = rank_reports.tightness(breakdown(0, 124 << 20))
     assert tight.startswith("rank 1 (pp0 tp1 dp0) is the tightest rank")
@@ -527,9 +521,7 @@ def test_each_rank_s_fields_and_line_say_whether_it_is_the_tightest() -> None:
     assert near["tightest_rank"] is True
     assert rank_reports.tightness_fields(None, 100 * mib)["tightest_rank"] is None
     assert rank_reports.tightness_fields(100 * mib, None)["rank_free_at_sizing_bytes"] is None
-
-
-def test_tightest_is_derived_from_the_files_after_the_fact(tmp_path: Path) -> None:
+    # The tightest rank is derived from the files after the fact.
     written = [breakdown(0, 124 << 20), breakdown(1, 100 << 20), breakdown(2, 110 << 20)]
     paths = [rank_reports.write_breakdown(tmp_path, b) for b in written]
     assert paths[1].name == "memory-rank1-pp0-tp1-dp0.json"

@@ -58,9 +58,11 @@ def asymmetric(tmp_path_factory: pytest.TempPathFactory) -> RankedLaunch:
     return start_tp2(tmp_path_factory.mktemp("tp2-asymmetric"), (CAPACITY, TIGHT_CAPACITY))
 
 
-def test_each_rank_simulates_its_own_device_and_all_size_and_fit_the_tightest(
+def test_each_rank_sizes_and_fits_the_tightest_and_says_whether_it_is_the_tightest(
     run: RankedLaunch,
 ) -> None:
+    """Each rank simulates its own device, sizes and fits the tightest rank, and writes its own
+    report saying whether it is the tightest."""
     assert_half_of_every_kv_head_set(run)
     for tp_rank, report in run.reports.items():
         assert report["meter"]["capacity_bytes"] == (CAPACITY, TIGHT_CAPACITY)[tp_rank]
@@ -98,10 +100,6 @@ def test_each_rank_simulates_its_own_device_and_all_size_and_fit_the_tightest(
         assert report["meter"]["used_bytes"] <= report["meter"]["capacity_bytes"]
     assert own_pre_load_free(tight) < own_pre_load_free(roomy)
 
-
-def test_each_rank_writes_its_own_report_and_says_whether_it_is_the_tightest(
-    run: RankedLaunch,
-) -> None:
     assert run.breakdown_files == ["memory-rank0-pp0-tp0-dp0.json", "memory-rank1-pp0-tp1-dp0.json"]
     roomy, tight = run.breakdown(0), run.breakdown(1)
     assert (roomy["rank_index"], tight["rank_index"]) == (0, 1)
