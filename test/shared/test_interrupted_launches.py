@@ -17,11 +17,11 @@ from harness.launch.processes import rank_log_lines
 from harness.launch.tp2_pair import (
     ALGORITHM,
     MULTI_RANK_TIMEOUT_S,
-    PHASES_ITSELF,
     SPEC_FLAGS,
     STARTUP_BOUND_S,
     TP,
 )
+from harness.matrices.fidelity_probe import PHASES_ITSELF
 from harness.releases import installed_row
 from harness.reports.report_reading import REPORT_DIR_ENV
 

@@ -19,7 +19,7 @@ from harness.launch.release_suite import (
     run_planner,
     served_tokens,
 )
-from harness.launch.tp2_pair import PHASES_ITSELF
+from harness.matrices.fidelity_probe import PHASES_ITSELF
 from harness.releases import installed_row
 from harness.reports.report_reading import REPORT_DIR_ENV, read_breakdown
 from sglang_specinit.planner.report_cases import cases_from_paths

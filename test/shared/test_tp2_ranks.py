@@ -15,7 +15,6 @@ from harness.launch.tp2_pair import (
     CAPACITY,
     MULTI_RANK_TIMEOUT_S,
     PER_TOKEN_ON_RANK,
-    PHASES_ITSELF,
     TIGHT_CAPACITY,
     TP,
     RankedLaunch,
@@ -29,6 +28,7 @@ from harness.launch.tp2_pair import (
     rank_plan,
     start_tp2,
 )
+from harness.matrices.fidelity_probe import PHASES_ITSELF
 from harness.matrices.plan_verdicts import VERDICT_PROPERTY
 from harness.releases import installed_row
 from harness.reports.report_reading import F, runner

@@ -11,7 +11,6 @@ from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.checkpoints.llama_family import DEFAULT_TARGET
 from harness.cpu_doubles.shims import PER_DEVICE_CAPACITY_ENV
 from harness.launch.release_suite import eagle3_plan_argv
-from harness.matrices.fidelity_probe import PHASES_ITSELF  # noqa: F401  (the suites read it here)
 from harness.matrices.plan_verdicts import ALGORITHM, SPEC_FLAGS  # the fault matrices' pair
 from harness.reports.report_reading import (
     REPORT_DIR_ENV,

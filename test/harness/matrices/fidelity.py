@@ -35,10 +35,13 @@ DRAFT = "{draft}"
 
 # What every CPU Engine needs whatever the recipe says: cpu_engine_kwargs' own settings, TP 1.
 CPU_ENGINE_OVERRIDES: dict[str, Any] = {
-    **cpu_engine_kwargs(TARGET, mem_fraction_static=None),
+    **{
+        key: value
+        for key, value in cpu_engine_kwargs(TARGET, mem_fraction_static=None).items()
+        if key not in ("model_path", "page_size")  # the recipe's own
+    },
     "tp_size": 1,
 }
-del CPU_ENGINE_OVERRIDES["model_path"], CPU_ENGINE_OVERRIDES["page_size"]
 # Their draft backend factory has no torch_native entry (Triton backends are built, not run).
 TRITON_DRAFT_BACKEND = {"speculative_draft_attention_backend": "triton"}
 # A CPU Engine's 256 MiB device is below the automatic fraction's 512 MiB reserve: an explicit
