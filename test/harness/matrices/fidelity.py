@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -82,28 +83,19 @@ class Row:
         return [paths.get(a, a) for a in self.recipe]
 
 
+def command(line: str) -> tuple[str, ...]:
+    """A launch's flags as the docs print them, split as a shell splits them."""
+    return tuple(shlex.split(line))
+
+
 # The 3 / 1 / 4 draft chain of the MTP usage pages (DeepSeek-V3.2, GLM-4.5, Qwen3-Next, MiMo).
-MTP_CHAIN_FLAGS = (
-    "--speculative-num-steps", "3",
-    "--speculative-eagle-topk", "1",
-    "--speculative-num-draft-tokens", "4",
-)  # fmt: skip
-QWEN3_NEXT_DOCS = (
-    "--model", TARGET,
-    "--tp", "4",
-    *MTP_CHAIN_FLAGS,
-    "--speculative-algo", "NEXTN",
-)  # fmt: skip
-NGRAM_DOCS = (
-    "--model", TARGET,
-    "--speculative-algorithm", "NGRAM",
-    "--speculative-num-draft-tokens", "16",
-    "--speculative-ngram-max-match-window-size", "12",
-    "--speculative-ngram-max-bfs-breadth", "10",
-    "--mem-fraction-static", "0.7",
-    "--cuda-graph-max-bs", "8",
-    "--log-level", "warning",
-)  # fmt: skip
+MTP_CHAIN = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+QWEN3_NEXT_DOCS = command(f"--model {TARGET} --tp 4 {MTP_CHAIN} --speculative-algo NEXTN")
+NGRAM_DOCS = command(
+    f"--model {TARGET} --speculative-algorithm NGRAM --speculative-num-draft-tokens 16"
+    " --speculative-ngram-max-match-window-size 12 --speculative-ngram-max-bfs-breadth 10"
+    " --mem-fraction-static 0.7 --cuda-graph-max-bs 8 --log-level warning"
+)
 NGRAM_CUDA_ONLY = (
     "NGRAM cannot be built on CPU: its worker imports CUDA-only sgl_kernel (0.5.13.x also refuses "
     "it off CUDA: test_workers_ngram.py); the GPU suite launches it"
@@ -112,28 +104,19 @@ DSA_NEEDS_CUDA = (
     "SGLang cannot start a DeepSeek-V3.2 (DSA) launch on CPU: its DSA defaults read "
     "torch.cuda.get_device_capability()"
 )
-DEEPSEEK_V3_DOCS = (
-    "--model-path", TARGET,
-    "--speculative-algorithm", "EAGLE",
-    "--trust-remote-code",
-    "--tp", "8",
-)  # fmt: skip
+DEEPSEEK_V3_DOCS = command(
+    f"--model-path {TARGET} --speculative-algorithm EAGLE --trust-remote-code --tp 8"
+)
 
 
-def guide_recipe(algorithm: str, steps: int, topk: int, tokens: int, *extra: str) -> tuple:
+def guide_recipe(algorithm: str, steps: int, topk: int, tokens: int, extra: str = "") -> tuple:
     """The speculative-decoding guide's EAGLE-2 / EAGLE-3 / STANDALONE command."""
-    return (
-        "--model", TARGET,
-        "--speculative-algorithm", algorithm,
-        "--speculative-draft-model-path", DRAFT,
-        "--speculative-num-steps", str(steps),
-        "--speculative-eagle-topk", str(topk),
-        "--speculative-num-draft-tokens", str(tokens),
-        "--mem-fraction-static", "0.7",
-        "--cuda-graph-max-bs", "8",
-        *extra,
-        "--log-level", "warning",
-    )  # fmt: skip
+    return command(
+        f"--model {TARGET} --speculative-algorithm {algorithm}"
+        f" --speculative-draft-model-path {DRAFT} --speculative-num-steps {steps}"
+        f" --speculative-eagle-topk {topk} --speculative-num-draft-tokens {tokens}"
+        f" --mem-fraction-static 0.7 --cuda-graph-max-bs 8 {extra} --log-level warning"
+    )
 
 
 # Sources: the speculative-decoding guide (docs/advanced_features/speculative_decoding.md), the
@@ -150,7 +133,7 @@ ROWS_0_5_13: tuple[Row, ...] = (
     # The guide's EAGLE-3 command (Meta-Llama-3.1-8B-Instruct + its EAGLE3 draft).
     Row(
         key="llama31-eagle3",
-        recipe=guide_recipe("EAGLE3", 3, 4, 16, "--dtype", "float16"),
+        recipe=guide_recipe("EAGLE3", 3, 4, 16, "--dtype float16"),
         target=llama_family.tiny_llama_target,
         draft=eagle_drafts.tiny_eagle3_draft,
         engine=TRITON_DRAFT_BACKEND,
@@ -159,12 +142,10 @@ ROWS_0_5_13: tuple[Row, ...] = (
     # accepts only triton (among CPU-built backends) for GptOssForCausalLM: built, never run.
     Row(
         key="gpt-oss-eagle3",
-        recipe=(
-            "--model-path", TARGET,
-            "--speculative-algorithm", "EAGLE3",
-            "--speculative-draft-model-path", DRAFT,
-            "--tp", "2",
-        ),  # fmt: skip
+        recipe=command(
+            f"--model-path {TARGET} --speculative-algorithm EAGLE3"
+            f" --speculative-draft-model-path {DRAFT} --tp 2"
+        ),
         target=lambda: tiny_configs.tiny_checkpoint("gpt-oss"),
         draft=eagle_drafts.tiny_eagle3_draft,
         engine={**TRITON_DRAFT_BACKEND, **CPU_FRACTION, "attention_backend": "triton"},
@@ -181,19 +162,12 @@ ROWS_0_5_13: tuple[Row, ...] = (
     # DFLASH command. On CPU: torch_native attention (flashinfer is CUDA-only).
     Row(
         key="dflash",
-        recipe=(
-            "--model-path", TARGET,
-            "--trust-remote-code",
-            "--attention-backend", "flashinfer",
-            "--speculative-algorithm", "DFLASH",
-            "--speculative-draft-model-path", DRAFT,
-            "--page-size", "1",
-            "--max-running-requests", "64",
-            "--mem-fraction-static", "0.7",
-            "--cuda-graph-bs",
-            *[str(i) for i in range(1, 65)],
-            "--disable-overlap-schedule",
-        ),  # fmt: skip
+        recipe=command(
+            f"--model-path {TARGET} --trust-remote-code --attention-backend flashinfer"
+            f" --speculative-algorithm DFLASH --speculative-draft-model-path {DRAFT}"
+            " --page-size 1 --max-running-requests 64 --mem-fraction-static 0.7"
+            f" --cuda-graph-bs {' '.join(map(str, range(1, 65)))} --disable-overlap-schedule"
+        ),
         target=llama_family.tiny_llama_target,
         draft=eagle_drafts.tiny_dflash_draft,
         engine=TRITON_DRAFT_BACKEND,
@@ -222,31 +196,21 @@ ROWS_0_5_13: tuple[Row, ...] = (
     # docs/basic_usage/deepseek_v32.md, MTP command (DeepSeek-V3.2-Exp).
     Row(
         key="deepseek-v32-mtp",
-        recipe=(
-            "--model", TARGET,
-            "--tp", "8",
-            "--dp", "8",
-            "--enable-dp-attention",
-            "--speculative-algorithm", "EAGLE",
-            *MTP_CHAIN_FLAGS,
-        ),  # fmt: skip
+        recipe=command(
+            f"--model {TARGET} --tp 8 --dp 8 --enable-dp-attention --speculative-algorithm EAGLE"
+            f" {MTP_CHAIN}"
+        ),
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v32"),
         engine_blocker=DSA_NEEDS_CUDA,
     ),
     # docs/basic_usage/glm45.md, MTP command (GLM-4.6-FP8; bf16 here: no FP8 block quantization).
     Row(
         key="glm45-mtp",
-        recipe=(
-            "--model-path", TARGET,
-            "--tp-size", "8",
-            "--tool-call-parser", "glm45",
-            "--reasoning-parser", "glm45",
-            "--speculative-algorithm", "EAGLE",
-            *MTP_CHAIN_FLAGS,
-            "--mem-fraction-static", "0.9",
-            "--served-model-name", "glm-4.6-fp8",
-            "--enable-custom-logit-processor",
-        ),  # fmt: skip
+        recipe=command(
+            f"--model-path {TARGET} --tp-size 8 --tool-call-parser glm45 --reasoning-parser glm45"
+            f" --speculative-algorithm EAGLE {MTP_CHAIN} --mem-fraction-static 0.9"
+            " --served-model-name glm-4.6-fp8 --enable-custom-logit-processor"
+        ),
         target=lambda: tiny_configs.tiny_checkpoint("glm4-moe"),
         engine=TRITON_DRAFT_BACKEND,
     ),
@@ -272,14 +236,10 @@ ROWS_0_5_13: tuple[Row, ...] = (
     # Cookbook MiMo-V2-Flash.mdx (mimo-v2-flash-deployment.jsx), MTP-only selection.
     Row(
         key="mimo-v2-flash",
-        recipe=(
-            "--model-path", TARGET,
-            "--trust-remote-code",
-            "--tp-size", "8",
-            "--speculative-algorithm", "EAGLE",
-            *MTP_CHAIN_FLAGS,
-            "--enable-multi-layer-eagle",
-        ),  # fmt: skip
+        recipe=command(
+            f"--model-path {TARGET} --trust-remote-code --tp-size 8 --speculative-algorithm EAGLE"
+            f" {MTP_CHAIN} --enable-multi-layer-eagle"
+        ),
         env={"SGLANG_ENABLE_SPEC_V2": "1"},
         target=mimo_v2_mtp.tiny_mimo_v2_target,
         engine={**TRITON_DRAFT_BACKEND, **CPU_FRACTION},
@@ -288,15 +248,12 @@ ROWS_0_5_13: tuple[Row, ...] = (
     # E2B is multimodal). On CPU 0.5.13.post1 accepts triton for Gemma 4: built, never run.
     Row(
         key="gemma4-frozen-kv-mtp",
-        recipe=(
-            "--model-path", TARGET,
-            "--speculative-algorithm", "NEXTN",
-            "--speculative-draft-model-path", DRAFT,
-            "--speculative-num-steps", "5",
-            "--speculative-num-draft-tokens", "6",
-            "--speculative-eagle-topk", "1",
-            "--mem-fraction-static", "0.85",
-        ),  # fmt: skip
+        recipe=command(
+            f"--model-path {TARGET} --speculative-algorithm NEXTN"
+            f" --speculative-draft-model-path {DRAFT} --speculative-num-steps 5"
+            " --speculative-num-draft-tokens 6 --speculative-eagle-topk 1"
+            " --mem-fraction-static 0.85"
+        ),
         target=gemma4_mtp.tiny_gemma4_target,
         draft=gemma4_mtp.tiny_gemma4_assistant,
         engine={"attention_backend": "triton"},
@@ -314,13 +271,10 @@ ROWS_0_5_13: tuple[Row, ...] = (
     # Not phased: deepseek_v32.md's MTP flags (3/1/4, required for V4) on a DeepSeek-V4 checkpoint.
     Row(
         key="deepseek-v4-mtp",
-        recipe=(
-            "--model-path", TARGET,
-            "--speculative-algorithm", "EAGLE",
-            *MTP_CHAIN_FLAGS,
-            "--trust-remote-code",
-            "--tp", "8",
-        ),  # fmt: skip
+        recipe=command(
+            f"--model-path {TARGET} --speculative-algorithm EAGLE {MTP_CHAIN}"
+            " --trust-remote-code --tp 8"
+        ),
         target=lambda: tiny_configs.tiny_config_dir("deepseek-v4"),
         phased=False,
         # The scheduler-side decision is checked on SGLang's own Scheduler.init_model_worker.
@@ -474,14 +428,11 @@ def plan_for_server(
     row: Row, kwargs: Mapping[str, Any], memory: Mapping[str, Any], capacity: int
 ) -> dict[str, Any]:
     """``plan --json`` on the Engine's flags, environment and measured device numbers."""
-    argv = [
-        "plan",
-        "--json",
-        *server_args_to_cli(kwargs),
-        "--device-memory", str(capacity),
-        "--pre-load-free-bytes", str(memory["pre_load_free_bytes"]),
-        "--resident-bytes", str(memory["resident_bytes"]),
-    ]  # fmt: skip
+    measured = (
+        f"--device-memory {capacity} --pre-load-free-bytes {memory['pre_load_free_bytes']}"
+        f" --resident-bytes {memory['resident_bytes']}"
+    )
+    argv = ["plan", "--json", *server_args_to_cli(kwargs), *shlex.split(measured)]
     if not PHASES_ITSELF:
         from harness.launch.release_suite import run_planner
 
