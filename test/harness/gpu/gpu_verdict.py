@@ -171,13 +171,12 @@ class GraphCapture:
 
 
 def expected_draft_graph(args: Sequence[str]) -> str | None:
-    argv = list(args)
-    algorithm = argv[argv.index("--speculative-algorithm") + 1]
+    algorithm = args[args.index("--speculative-algorithm") + 1]
     if algorithm not in ("EAGLE", "EAGLE3", "STANDALONE"):
         return None  # DFLASH and NGRAM: the runners' own graphs only
-    if "--enable-multi-layer-eagle" in argv:
+    if "--enable-multi-layer-eagle" in args:
         return "draft_extend"
-    steps = int(argv[argv.index("--speculative-num-steps") + 1])
+    steps = int(args[args.index("--speculative-num-steps") + 1])
     return "draft" if steps > 1 else None
 
 
