@@ -83,6 +83,5 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and isinstance(report.longrepr, tuple):
         detail = str(report.longrepr[2]).removeprefix("Skipped: ")
     elif report.failed:
-        lines = (report.longreprtext or "").strip().splitlines()
-        detail = lines[-1] if lines else ""
-    gpu_summary.record(Path(directory), report.nodeid, outcome, detail or "", report.duration)
+        detail = ((report.longreprtext or "").strip().splitlines() or [""])[-1]
+    gpu_summary.record(Path(directory), report.nodeid, outcome, detail, report.duration)

@@ -128,8 +128,3 @@ def probe_records(work_dir: Path) -> list[list[dict[str, Any]]]:
     """The probe's records of each scheduler process in ``work_dir``, by TP rank."""
     records = device_probe.scheduler_records(work_dir / "probe")
     return sorted(records, key=lambda rs: next(r["tp_rank"] for r in rs if "tp_rank" in r))
-
-
-def server_log(work_dir: Path) -> str:
-    path = work_dir / f"{LOG_STEM}.log"
-    return path.read_text(errors="replace") if path.exists() else ""

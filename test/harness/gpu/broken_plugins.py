@@ -202,11 +202,9 @@ def verdict_table(
     launch_of: LaunchOf, release: gpu_release.ReleaseSettings
 ) -> dict[str, list[str]]:
     working = working_case(launch_of, release)
-    table = {
-        name: case_problems(broken_case(working, launch_of, **how))
-        for name, (how, _) in BROKEN.items()
-    }
-    return {name: [check for check, found in p.items() if found] for name, p in table.items()}
+    cases = {name: broken_case(working, launch_of, **how) for name, (how, _) in BROKEN.items()}
+    failed = {name: case_problems(case) for name, case in cases.items()}
+    return {name: [check for check, found in p.items() if found] for name, p in failed.items()}
 
 
 # Free GiB before and after the target's capture: 0.61 GB of graphs.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -156,13 +157,10 @@ def profile_name(env: Mapping[str, str] | None = None) -> str:
 
 def mem_fraction(env: Mapping[str, str] | None = None) -> str:
     value = (os.environ if env is None else env).get(MEM_FRACTION_ENV, DEFAULT_MEM_FRACTION)
-    try:
-        ok = 0.0 < float(value) < 1.0
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(f"{MEM_FRACTION_ENV}={value!r} must be a number between 0 and 1")
-    return value
+    with contextlib.suppress(ValueError):
+        if 0.0 < float(value) < 1.0:
+            return value
+    raise ValueError(f"{MEM_FRACTION_ENV}={value!r} must be a number between 0 and 1")
 
 
 def stock_mem_fraction(env: Mapping[str, str] | None = None) -> str:
@@ -185,10 +183,8 @@ def local_model(model: str, env: Mapping[str, str]) -> str:
     root = env.get(MODEL_DIR_ENV, "").strip()
     if not root or os.path.isdir(model):
         return model
-    for candidate in (os.path.join(root, model), os.path.join(root, model.rsplit("/", 1)[-1])):
-        if os.path.isdir(candidate):
-            return candidate
-    return model
+    candidates = (os.path.join(root, model), os.path.join(root, model.rsplit("/", 1)[-1]))
+    return next((c for c in candidates if os.path.isdir(c)), model)
 
 
 def resolve(spec: Case, env: Mapping[str, str]) -> Case:

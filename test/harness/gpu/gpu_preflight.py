@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -68,15 +69,11 @@ def verdict(banner: str | None, libc: str | None) -> tuple[int, str]:
 
 def main() -> int:
     banner = libc = None
-    try:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
         done = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=60)
         banner = done.stdout if done.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        pass
-    try:
+    with contextlib.suppress(ValueError, OSError):
         libc = os.confstr("CS_GNU_LIBC_VERSION")
-    except (ValueError, OSError):
-        pass
     code, line = verdict(banner, libc)
     print(line, file=sys.stderr if code else sys.stdout)
     return code

@@ -51,15 +51,11 @@ def read_outcomes(report: Path) -> list[CaseOutcome]:
     outcomes = []
     for case in ET.parse(report).getroot().iter("testcase"):
         name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
-        outcome, detail = "passed", ""
-        for tag in ("failure", "error", "skipped"):
-            child = case.find(tag)
-            if child is not None:
-                outcome = {"failure": "failed"}.get(tag, tag)
-                text = (child.get("message") or child.text or "").strip()
-                detail = text.splitlines()[0] if text else ""
-                break
-        outcomes.append(CaseOutcome(name, outcome, detail))
+        tags = ("failure", "error", "skipped")
+        tag, child = next(((t, c) for t in tags if (c := case.find(t)) is not None), ("", None))
+        text = "" if child is None else (child.get("message") or child.text or "").strip()
+        outcome = {"failure": "failed", "": "passed"}.get(tag, tag)
+        outcomes.append(CaseOutcome(name, outcome, text.splitlines()[0] if text else ""))
     return outcomes
 
 

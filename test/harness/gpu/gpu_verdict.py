@@ -171,13 +171,12 @@ class GraphCapture:
 
 
 def expected_draft_graph(args: Sequence[str]) -> str | None:
-    argv = list(args)
-    algorithm = argv[argv.index("--speculative-algorithm") + 1]
+    algorithm = args[args.index("--speculative-algorithm") + 1]
     if algorithm not in ("EAGLE", "EAGLE3", "STANDALONE"):
         return None  # DFLASH and NGRAM: the runners' own graphs only
-    if "--enable-multi-layer-eagle" in argv:
+    if "--enable-multi-layer-eagle" in args:
         return "draft_extend"
-    steps = int(argv[argv.index("--speculative-num-steps") + 1])
+    steps = int(args[args.index("--speculative-num-steps") + 1])
     return "draft" if steps > 1 else None
 
 
@@ -232,13 +231,12 @@ def batch_list_problems(
     stock: GraphCapture,
 ) -> list[str]:
     """The resolved graph arguments and every logged batch list equal stock's."""
-    problems = []
     keys = sorted(k for k in {*plugin_info, *stock_info} if GRAPH_ARG_MARKER in k)
-    for key in keys:
-        if plugin_info.get(key) != stock_info.get(key):
-            problems.append(
-                f"{key}: plugin-on {plugin_info.get(key)!r}, stock {stock_info.get(key)!r}"
-            )
+    problems = [
+        f"{key}: plugin-on {plugin_info.get(key)!r}, stock {stock_info.get(key)!r}"
+        for key in keys
+        if plugin_info.get(key) != stock_info.get(key)
+    ]
     if plugin.batch_lists != stock.batch_lists:
         problems.append(
             f"captured batch lists differ: plugin-on {list(plugin.batch_lists)}, "

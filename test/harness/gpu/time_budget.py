@@ -68,9 +68,8 @@ def suite_limit_s(release: str, env: Mapping[str, str]) -> int:
     """Every test at its limit, the JIT's extra start-up counted once."""
     tests = suite_tests(release, env)
     jit_extra = startup_s(True, env) - startup_s(False, env)
-    per_test = [limit_s_of(t, env) for t in tests]
     firsts = sum(1 for t in tests if LAUNCHES[t] > 0)
-    return int(sum(per_test) - max(firsts - 1, 0) * jit_extra)
+    return int(sum(limit_s_of(t, env) for t in tests) - max(firsts - 1, 0) * jit_extra)
 
 
 def job_limit_s(release: str, env: Mapping[str, str]) -> int:
