@@ -39,7 +39,6 @@ def test_multi_layer_eagle_prices_one_pool_per_draft_runner(engine_runs) -> None
     assert len(drafts) == MULTI_LAYER_STEPS
     assert len({d["kv_pool"]["id"] for d in drafts}) == MULTI_LAYER_STEPS
     assert all(d["max_total_num_tokens"] == run.memory["tokens"] for d in drafts)
-    assert run.memory["allocated_draft_kv_pool_bytes"] == run.memory["draft_kv_pool_bytes"]
     assert_budget_filled_to_within_one_page(run)
 
 

@@ -23,7 +23,7 @@ from layouts import (
     Weights,
     built_bytes,
     deepseek_mtp_weights,
-    example_dir,
+    example_launch,
     example_weights,
     layout_matrix,
     made_dir,
@@ -54,14 +54,7 @@ class Cell(Launch):
 
 def _example(example: str, algorithm: str, tp: int, *shared: str, **args: Any) -> tuple[Any, Any]:
     """(a shipped example's launch at TP ``tp``, its weights; ``shared``: the bound tensors)."""
-    launch = {
-        "model_path": example_dir(example, "target"),
-        "speculative_draft_model_path": example_dir(example, "draft"),
-        "speculative_algorithm": algorithm,
-        "tp_size": tp,
-        **SPEC_CHAIN,
-        **args,
-    }
+    launch = example_launch(example, algorithm, tp_size=tp, **args)
     return launch, partial(example_weights, example, shared, tp)
 
 
@@ -100,10 +93,7 @@ CELLS = [
         *_example("llama31-70b-eagle-tp4", "EAGLE", 4, EMBED, "lm_head.weight"),
         device_gib=79.0,
     ),
-    Cell(
-        "qwen3-moe+eagle3 (GQA MoE), TP 4",
-        *_example("qwen3-moe-eagle3", "EAGLE3", 4, EMBED),
-    ),
+    Cell("qwen3-moe+eagle3 (GQA MoE), TP 4", *_example("qwen3-moe-eagle3", "EAGLE3", 4, EMBED)),
     Cell(
         "gpt-oss-20b+eagle3 (hybrid SWA target), TP 1",
         *_example("gpt-oss-20b-eagle3", "EAGLE3", 1, EMBED, attention_backend="triton"),

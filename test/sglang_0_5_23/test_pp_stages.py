@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from unittest import mock
@@ -175,15 +176,11 @@ def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool)
     """Each stage's post-capture count (capped at ``cap``) from 0.5.23's ``config_from_budget``,
     plugin's hooks or stock's, through the token sync's two passes (own offer, then the MIN)."""
     stock = KVCacheConfigurator.config_from_budget
+    sized = partial(runtime_budget.config_from_budget, stock) if plugin else stock
 
     def resize(stage: Stage, answer: Callable[[int], int], calls: list[int]) -> int:
         with _with_token_sync(stage.target, answer, calls, plugin):
-            if plugin:
-                config = runtime_budget.config_from_budget(
-                    stock, stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap
-                )
-            else:
-                config = stock(stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap)
+            config = sized(stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap)
         return int(config.max_total_num_tokens)
 
     return _two_passes(resize, built_stages)[1]

@@ -131,23 +131,16 @@ HISPARSE_MTP = "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8"
 HISPARSE_GQA = "deepseek-v3.2 (DSA) + EAGLE3 GQA draft (8 KV heads) + --enable-hisparse, TP 8"
 HISPARSE_MHA = "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-hisparse, TP 8"
 PP_PD_PREFILL_LAST = "llama31-70b + EAGLE, TP 4 PP 2, PD prefill, last stage"
-UNIFIED = Case(
-    "qwen3-next NEXTN + --enable-unified-memory (fused draft entry), TP 1",
-    {
-        "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
-        "speculative_algorithm": "NEXTN",
-        "attention_backend": "triton",  # unified memory's page-major layout needs one
-        "disable_radix_cache": True,
-        "enable_unified_memory": True,
-        **SPEC_CHAIN,
-    },
-    lambda: Weights(160 * GIB // 2, 1400 << 20, 1200 << 20),
-    steps_aside="--enable-unified-memory",
-    skip=(
-        "0.5.23's unified pool cannot be built at a few pages (it refuses a budget below "
-        "one worst-case request), and the draft's rows are the fused entry's"
-    ),
-)
+# Not a row (its own test below): 0.5.23's unified pool cannot be built at a few pages (it
+# refuses a budget below one worst-case request), and the draft's rows are the fused entry's.
+UNIFIED = {
+    "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
+    "speculative_algorithm": "NEXTN",
+    "attention_backend": "triton",  # unified memory's page-major layout needs one
+    "disable_radix_cache": True,
+    "enable_unified_memory": True,
+    **SPEC_CHAIN,
+}
 CASES = [
     _hisparse(HISPARSE_MTP, DSA_MTP, partial(deepseek_mtp_weights, 8)),
     _hisparse(HISPARSE_GQA, _dsa_eagle3(8), partial(_eagle3_dsa_weights, 8, 8)),
@@ -177,7 +170,6 @@ CASES = [
         LLAMA70B_LAST_STAGE,
         device_gib=79.0,
     ),
-    UNIFIED,
     # Not published offline, so not rows: --enable-kv-cache-sharding (0.5.23 shards only on PD
     # prefill workers, with a draft only for GLM DSA NextN MTP; no GLM DSA config in the
     # examples); a draft on an attention-TP group of its own (a process group resolved at
@@ -312,16 +304,9 @@ matrix = layout_matrix(
 )  # fmt: skip
 
 
-def _result(matrix: dict[str, Result], name: str) -> Result:
-    case = next(c for c in CASES if c.name == name)
-    if case.skip:
-        pytest.skip(case.skip)
-    return matrix[name]
-
-
 @pytest.mark.parametrize("name", [c.name for c in CASES])
 def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
-    r = _result(matrix, name)
+    r = matrix[name]
     assert r.cell.steps_aside in r.reason
     # The fit the budget use is read from predicts a fourth build of 0.5.23's pools.
     assert r.fit_error <= 1
@@ -345,11 +330,11 @@ def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
 
 def test_hisparse_and_pp_drafts_bind_where_the_reserve_covers_them(matrix) -> None:
     # A HiSparse MTP draft is reserved as it allocates.
-    r = _result(matrix, HISPARSE_MTP)
+    r = matrix[HISPARSE_MTP]
     assert r.draft_per_row == pytest.approx(r.stock_draft_reserve, abs=1e-3)
     assert r.binds and r.plugin_tokens > r.stock_tokens
     # A HiSparse MHA EAGLE3 draft on a DSA target is under-reserved.
-    mha, gqa = _result(matrix, HISPARSE_MHA), _result(matrix, HISPARSE_GQA)
+    mha, gqa = matrix[HISPARSE_MHA], matrix[HISPARSE_GQA]
     assert mha.draft_per_row > mha.stock_draft_reserve
     assert gqa.draft_per_row < gqa.stock_draft_reserve
     # Stock's pools overshoot what it sized them within by the shortfall over its rows.
@@ -357,20 +342,16 @@ def test_hisparse_and_pp_drafts_bind_where_the_reserve_covers_them(matrix) -> No
     assert mha.stock_overshoot >= shortfall
     assert "geometry of its own" in mha.reserve_gap and "geometry of its own" in gqa.reserve_gap
     # The PP last stage binds the lm_head where the reserve covers the draft.
-    last = _result(matrix, PP_PD_PREFILL_LAST)
+    last = matrix[PP_PD_PREFILL_LAST]
     assert last.draft_per_row <= last.stock_draft_reserve + 1e-3
     assert last.binds, last.reserve_gap
 
 
-def _unified(tmp: Path, **changes: Any) -> Any:
-    return published({**UNIFIED.args, **changes}, tmp)
-
-
 def test_unified_memory_keeps_stock_and_binds_a_draft_fused_only_into_full(tmp_path) -> None:
-    layout = _unified(tmp_path / "unified")
+    layout = published(UNIFIED, tmp_path / "unified")
     target, drafts = layout.target, layout.drafts
     scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
-    assert UNIFIED.steps_aside in stock_sized_reason(scheduler, 1)
+    assert "--enable-unified-memory" in stock_sized_reason(scheduler, 1)
     fused = target.fused_entry_bytes("full")
     assert fused is not None
     assert create_memory_pool_configurator(target)._cell_size == fused
@@ -390,9 +371,10 @@ def test_unified_memory_keeps_stock_and_binds_a_draft_fused_only_into_full(tmp_p
         "at stock's price"
     )
 
-    assert fused_draft_gap(_unified(tmp_path / "plain", enable_unified_memory=False).target) is None
+    plain = published({**UNIFIED, "enable_unified_memory": False}, tmp_path / "plain")
+    assert fused_draft_gap(plain.target) is None
     # The scheduler's vetting of a fresh launch binds it through the fused check.
-    scheduler = scheduler_double(_unified(tmp_path / "bind"))
+    scheduler = scheduler_double(published(UNIFIED, tmp_path / "bind"))
     runner = scheduler.tp_worker.model_runner
     with mock.patch.object(scheduler_module, "bind_under_stock_sizing") as bind:
         scheduler_module.bind_where_stock_sizes(scheduler)
