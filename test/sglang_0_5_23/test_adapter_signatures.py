@@ -214,9 +214,8 @@ def test_the_parallel_state_generation_is_as_release_shims_says() -> None:
     assert release_shims.row().config_bags == bags
     assert_present(runtime_context, ("get_schedule", "get_model", "get_spec", "publish"), bags)
     assert ("kv_cache_dtype_str" in fields) == bags
-    assert release_shims.kv_cache_dtype_str_kwargs("auto") == (
-        {"kv_cache_dtype_str": "auto"} if bags else {}
-    )
+    expected = {"kv_cache_dtype_str": "auto"} if bags else {}
+    assert release_shims.kv_cache_dtype_str_kwargs("auto") == expected
     assert ("get_schedule" in required) == bags
     assert ("KVCacheConfigurator.server_args" in required) == (not bags)
     # Drafts with their own KV dtype: the DFLASH family from 0.5.17, DFLASH only on 0.5.16.

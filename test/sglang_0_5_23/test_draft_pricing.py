@@ -47,10 +47,8 @@ def test_draft_pool_is_priced_at_its_geometry_fills_the_budget_and_binds_early(
     assert memory["draft_kv_bytes_per_token"] == kv_bytes(layers, heads, head_dim)
     # SGLang's own configurator, built for the draft runner, agrees on the draft's cell.
     assert draft["sglang_cell_size"] == kv_bytes(layers, heads, head_dim)
-    assert (
-        memory["upstream_reserved_layers"] * TARGET.kv_bytes_per_token() // TARGET.layers
-        == upstream_reserve
-    )
+    reserved = memory["upstream_reserved_layers"] * TARGET.kv_bytes_per_token() // TARGET.layers
+    assert reserved == upstream_reserve
     # Both pools hold the same token count, and what SGLang allocated is what was planned.
     target = run.runner("target")
     assert draft["max_total_num_tokens"] == target["max_total_num_tokens"] == memory["tokens"]

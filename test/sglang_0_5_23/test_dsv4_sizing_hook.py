@@ -154,8 +154,6 @@ def test_draft_priced_as_allocated_and_never_worse_than_stock(matrix, name) -> N
     assert r.budget - r.plugin_used < 8 * r.page * r.coefficient
     if r.stock_used <= r.budget:
         assert r.plugin_tokens >= r.stock_tokens
-    else:
-        assert r.plugin_used <= r.budget < r.stock_used
     assert not r.cap_mode  # every V4-Flash launch sizes in ratio mode
     if name == "V4-Flash MTP, H200 FP8, TP 4":
         # The numbers: 180.4 B reserved per target row against 58.5 B allocated.

@@ -20,12 +20,8 @@ def assert_budget_filled_to_within_one_page(run) -> None:
         memory["draft_kv_pool_bytes"] + memory["draft_fixed_pool_bytes"]
     )
     budget = int(0.5 * run.pre_load_free_bytes)
-    used = (
-        run.resident_at_profile
-        + memory["allocated_target_kv_pool_bytes"]
-        + memory["allocated_draft_kv_pool_bytes"]
-        + memory["draft_request_bytes"]
-    )
+    keys = "allocated_target_kv_pool_bytes allocated_draft_kv_pool_bytes draft_request_bytes"
+    used = run.resident_at_profile + sum(memory[key] for key in keys.split())
     one_page = memory["page_size"] * memory["priced_kv_bytes_per_token"]
     assert used <= budget
     # One page of every pool, plus one more for the SWA token count SGLang floors (tokens x ratio).

@@ -164,15 +164,13 @@ class CellResult(Sized):
     # Why stock_binding would not bind ("" if it does); stock's tokens with it bound early.
     reserve_gap: str
     bound_tokens: int
+    bound_used: int  # both weights and the pools at bound_tokens
 
     @property
     def allocated_per_row(self) -> float:
         """What the pools SGLang built grew by per target row between the two checked sizes."""
         small, large = self.allocated
         return (large - small) / ((PAGES_CHECKED[1] - PAGES_CHECKED[0]) * self.page)
-
-    def pools_bytes(self, tokens: int) -> int:
-        return _pools_bytes((self.target_price, *self.draft_prices), tokens, self.page)
 
     @property
     def priced_per_row(self) -> float:
@@ -230,6 +228,7 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     stock_tokens = tokens(sum(w))
     target_pool = kv_pool_bytes(target_price, stock_tokens, page)
     stock_drafts = _pools_bytes(draft_prices, stock_tokens, page)
+    bound = tokens(w.target + w.draft)
     return CellResult(
         cell=cell,
         page=page,
@@ -246,7 +245,8 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
         priced=tuple(priced),
         # The scheduler's own vetting of an early binding (bind_where_stock_sizes).
         reserve_gap=draft_reserve_gap(target, layout.drafts, layout.drafts),
-        bound_tokens=tokens(w.target + w.draft),
+        bound_tokens=bound,
+        bound_used=w.target + w.draft + _pools_bytes(prices, bound, page),
     )
 
 
@@ -269,22 +269,16 @@ def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix,
     # A hybrid-SWA pool's SWA count is floored to pages: one more page can stay unused.
     pages = 2 if r.target_price.ratio_applies else 1
     assert r.budget - r.plugin_used < pages * one_page + 1
-    if r.stock_used <= r.budget:
-        # Stock fits: the plugin fits too and serves at least stock's tokens.
+    if r.stock_used <= r.budget:  # where stock fits, the plugin serves at least its tokens
         assert r.plugin_tokens >= r.stock_tokens
-    else:
-        # Stock allocates past --mem-fraction-static; the plugin does not.
-        assert r.plugin_used <= r.budget < r.stock_used
     if r.reserve_gap or r.cell.fixed_pool_tokens:
         return  # not bound early (or a frozen-KV draft, which binds in its constructor)
-    w = r.cell.weights()
-    used = w.target + w.draft + r.pools_bytes(r.bound_tokens)
     assert r.bound_tokens >= r.stock_tokens
     if r.stock_used <= r.budget:
         # Stock's rule leaves out each pool's padding page: that page is all binding adds.
-        assert used <= r.budget + one_page
+        assert r.bound_used <= r.budget + one_page
     else:
-        assert used <= r.stock_used
+        assert r.bound_used <= r.stock_used
 
 
 def _by_tag(matrix: dict[str, CellResult], tag: str) -> CellResult:

@@ -198,25 +198,22 @@ def _dsa_dir(tmp_path: Path) -> str:
     return str(directory)
 
 
-DEEPSEEK_MTP = {"speculative_algorithm": "NEXTN", **SPEC_CHAIN, "tp_size": 8, "page_size": 64}
-LLAMA_EAGLE3 = {"speculative_algorithm": "EAGLE3", **SPEC_CHAIN}
-# name -> (the example, its launch as ServerArgs keyword arguments, what the case adds: plan
-# flags and ServerArgs fields alike, callables of a scratch dir resolved); H200 (sm_90) presets.
+LAUNCHES = {  # each example's launch as ServerArgs keyword arguments
+    "deepseek-v3-mtp": dict(speculative_algorithm="NEXTN", tp_size=8, page_size=64, **SPEC_CHAIN),
+    "llama31-8b-eagle3": {"speculative_algorithm": "EAGLE3", **SPEC_CHAIN},
+}
+DSA_DIR = {"model_path": _dsa_dir}
+# name -> (the example, what the case adds to its launch: plan flags and ServerArgs fields alike,
+# callables of a scratch dir resolved); H200 (sm_90) presets.
 PRICED_LAYOUTS: dict[str, Any] = {
     "DeepSeek-V3.2 DSA fp8_e4m3, TP 8": (
         "deepseek-v3-mtp",
-        DEEPSEEK_MTP,
-        {"model_path": _dsa_dir, "kv_cache_dtype": "fp8_e4m3"},
+        {**DSA_DIR, "kv_cache_dtype": "fp8_e4m3"},
     ),
-    "DeepSeek-V3.2 DSA bf16, TP 8": (
-        "deepseek-v3-mtp",
-        DEEPSEEK_MTP,
-        {"model_path": _dsa_dir, "kv_cache_dtype": "bfloat16"},
-    ),
-    "DeepSeek-V3 dense MLA, TP 8 DCP 8": ("deepseek-v3-mtp", DEEPSEEK_MTP, {"dcp_size": 8}),
+    "DeepSeek-V3.2 DSA bf16, TP 8": ("deepseek-v3-mtp", {**DSA_DIR, "kv_cache_dtype": "bfloat16"}),
+    "DeepSeek-V3 dense MLA, TP 8 DCP 8": ("deepseek-v3-mtp", {"dcp_size": 8}),
     "llama31-8b + EAGLE3, num_nextn_predict_layers 0": (
         "llama31-8b-eagle3",
-        LLAMA_EAGLE3,
         {"speculative_draft_model_path": nnpl0_draft},
     ),
 }
@@ -233,12 +230,12 @@ UNDER_RESERVED = {
 def test_plan_prices_every_pool_with_the_servers_function(tmp_path: Path, name: str) -> None:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
-    example, launch, added = PRICED_LAYOUTS[name]
+    example, added = PRICED_LAYOUTS[name]
     added = resolved(added, tmp_path)
     flags = ["--example", example]
     flags += [x for k, v in added.items() for x in (f"--{k.replace('_', '-')}", str(v))]
     # Built as the layout matrix builds it, priced by the server's function.
-    args = {"model_path": str(EXAMPLES / example / "target"), **launch, **added}
+    args = {"model_path": str(EXAMPLES / example / "target"), **LAUNCHES[example], **added}
     kvc = published(args, tmp_path)
     target, drafts, fixed = price_configurators(kvc.target, kvc.drafts, [])
     assert fixed == 0

@@ -29,10 +29,8 @@ def test_stock_overshoots_with_an_eagle3_draft_the_plugin_changes_only_the_budge
     assert _differing(_comparable_args(ours), _comparable_args(stock)) == {}
     assert _geometry(ours.runner("target")) == _geometry(stock.runner("target"))
     assert tokens > ours.runner("target")["max_total_num_tokens"]
-    assert (
-        ours.report["scheduler"]["max_running_requests"]
-        == stock.report["scheduler"]["max_running_requests"]
-    )
+    requests = [run.report["scheduler"]["max_running_requests"] for run in (ours, stock)]
+    assert requests[0] == requests[1]
     # The draft's embed is the target's storage when the pool is sized; stock's is its own.
     (plugin,) = ours.identity
     (stock_identity,) = stock.identity
@@ -77,8 +75,7 @@ def test_non_speculative_launch_is_identical_with_the_plugin_on_and_off(engine_r
     assert on.report["specinit_loaded"] and not off.report["specinit_loaded"]
     assert _differing(_comparable_args(on), _comparable_args(off)) == {}
     assert on.report["scheduler"] == off.report["scheduler"]
-    assert [_geometry(r) for r in on.report["model_runners"]] == [
-        _geometry(r) for r in off.report["model_runners"]
-    ]
+    geometries = [[_geometry(r) for r in run.report["model_runners"]] for run in (on, off)]
+    assert geometries[0] == geometries[1]
     assert on.free_after_pools == off.free_after_pools
     assert on.memory is None and "[specinit]" not in on.log
