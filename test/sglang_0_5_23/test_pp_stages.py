@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -28,7 +28,6 @@ PRE_LOAD_GIB = 79.0
 # What SGLang's profiling leaves for the KV pools on each stage (a test double's answer: the
 # same on both, so the stages differ only in what they are priced at).
 AVAILABLE = 20 * GIB
-T = TypeVar("T")
 ROWS = (640, 1280)
 
 
@@ -129,7 +128,7 @@ def built_stages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int,
         yield {rank: _build_stage(rank, tmp) for rank in range(PP)}
 
 
-def _two_passes(size: Callable[..., T], stages: dict[int, Stage]) -> tuple[dict[int, T], ...]:
+def _two_passes(size: Callable[..., Any], stages: dict[int, Stage]) -> tuple[dict[int, Any], ...]:
     """``size(stage, answer, calls)`` on every stage in the token sync's two passes (a MIN
     all-reduce double): each answered its own offer, then each its first offer's MIN over stages."""
     calls: dict[int, list[int]] = {rank: [] for rank in stages}

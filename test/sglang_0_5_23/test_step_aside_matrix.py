@@ -75,17 +75,15 @@ def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Weights:
     return Weights(target // tp, draft // tp, 2 * vocab * h // tp)
 
 
-def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Weights:
-    """A PP stage's share of Llama-3.1-70B; on the last, the EAGLE draft (its lm_head bound)."""
+def _llama70b_last_stage() -> Weights:
+    """PP 2's last stage of Llama-3.1-70B at TP 4, and the EAGLE draft (its lm_head bound)."""
     size = weights_size("llama31-70b-eagle-tp4", "target")
     embed, lm_head = (size["tensors"][n] for n in ("model.embed_tokens.weight", "lm_head.weight"))
     # The checkpoint's 80 decoder layers are alike: a stage holds its share of them.
-    start, end = get_pp_indices(80, rank, pp)
-    mine = (size["total_bytes"] - embed - lm_head) * (end - start) // 80
-    last = rank == pp - 1
-    mine += (embed if rank == 0 else 0) + (lm_head if last else 0)
-    draft = weights_size("llama31-70b-eagle-tp4", "draft")["total_bytes"] if last else 0
-    return Weights(mine // tp, draft // tp, (lm_head if last else 0) // tp)
+    start, end = get_pp_indices(80, 1, 2)
+    mine = (size["total_bytes"] - embed - lm_head) * (end - start) // 80 + lm_head
+    draft = weights_size("llama31-70b-eagle-tp4", "draft")["total_bytes"]
+    return Weights(mine // 4, draft // 4, lm_head // 4)
 
 
 def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Weights:
@@ -123,7 +121,6 @@ def _swa_cap(name: str, draft: Any) -> Case:
 
 
 PD_PREFILL = "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)"
-LLAMA70B_LAST_STAGE = partial(_pp_llama70b_weights, 1, 2, 4)
 GPT_OSS_WEIGHTS = partial(
     example_weights, "gpt-oss-20b-eagle3", ("model.embed_tokens.weight",), absent_costs_target=True
 )
@@ -145,7 +142,7 @@ CASES = [
     _hisparse(HISPARSE_MTP, DSA_MTP, partial(deepseek_mtp_weights, 8)),
     _hisparse(HISPARSE_GQA, _dsa_eagle3(8), partial(_eagle3_dsa_weights, 8, 8)),
     _hisparse(HISPARSE_MHA, _dsa_eagle3(32), partial(_eagle3_dsa_weights, 8, 32)),
-    _pd_prefill_last(PP_PD_PREFILL_LAST, LLAMA70B_PP2, LLAMA70B_LAST_STAGE, device_gib=79.0),
+    _pd_prefill_last(PP_PD_PREFILL_LAST, LLAMA70B_PP2, _llama70b_last_stage, device_gib=79.0),
     _swa_cap(
         "gpt-oss-20b + EAGLE3, radix off, --max-running-requests 16 (SWA request cap), TP 1",
         example_dir("gpt-oss-20b-eagle3", "draft"),
@@ -167,7 +164,7 @@ CASES = [
             "kv_cache_dtype": "fp8_e4m3",
             "speculative_draft_kv_cache_dtype": "bfloat16",
         },
-        LLAMA70B_LAST_STAGE,
+        _llama70b_last_stage,
         device_gib=79.0,
     ),
     # Not published offline, so not rows: --enable-kv-cache-sharding (0.5.23 shards only on PD
