@@ -60,13 +60,9 @@ def _differing(a: dict, b: dict) -> dict:
 
 
 def _geometry(runner: dict) -> dict:
-    pool = runner["kv_pool"]
-    return {
-        "architecture": runner["architecture"],
-        "weight_bytes": runner["weight_bytes"],
-        **{k: pool[k] for k in ("class", "layer_num", "head_num", "head_dim", "v_head_dim")},
-        "dtype": pool["dtype"],
-    }
+    shape = ("class", "layer_num", "head_num", "head_dim", "v_head_dim", "dtype")
+    geometry = {k: runner[k] for k in ("architecture", "weight_bytes")}
+    return geometry | {k: runner["kv_pool"][k] for k in shape}
 
 
 @pytest.mark.launches(("plain", False), ("plain", True))
