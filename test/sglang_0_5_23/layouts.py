@@ -15,17 +15,13 @@ from unittest import mock
 
 import pytest
 import torch
-from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
+from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir, qwen3_next_config_dir
 from sglang_specinit.pool_measure import kv_pool_storages, pool_logs_quiet
 from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 from sglang_specinit.sglang_0_5_23.pool_probe import tiny_mamba_cache
 
 GIB = 1 << 30
-SPEC_CHAIN = {
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-}
+SPEC_CHAIN = dict(speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4)
 
 
 def example_dir(example: str, role: str) -> Callable[[Path], str]:
@@ -63,6 +59,12 @@ DEEPSEEK_MTP = {
 LLAMA_EAGLE3 = example_launch("llama31-8b-eagle3", "EAGLE3")
 DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(made_dir(tmp / "dsa")))}
 LLAMA70B_PP2 = example_launch("llama31-70b-eagle-tp4", "EAGLE", tp_size=4, pp_size=2)
+QWEN3_NEXT = {  # NEXTN with no draft path: the MTP block of the target's checkpoint
+    "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
+    "speculative_algorithm": "NEXTN",
+    "disable_radix_cache": True,
+    **SPEC_CHAIN,
+}
 
 
 def nnpl0_draft(tmp: Path) -> str:
@@ -136,10 +138,8 @@ def example_weights(
 def deepseek_mtp_weights(tp: int) -> Weights:
     size = weights_size("deepseek-v3-mtp", "target")
     mtp = size["groups"]["model.layers.61."]
-    dup = (
-        size["tensors"]["model.layers.61.embed_tokens.weight"]
-        + size["tensors"]["model.layers.61.shared_head.head.weight"]
-    )
+    tensors = size["tensors"]
+    dup = sum(tensors[f"model.layers.61.{n}.weight"] for n in ("embed_tokens", "shared_head.head"))
     return Weights((size["total_bytes"] - mtp) // tp, (mtp - dup) // tp, dup // tp)
 
 

@@ -11,12 +11,12 @@ from unittest import mock
 
 import pytest
 from harness.checkpoints import gemma4_mtp, mimo_v2_mtp
-from harness.checkpoints.published_configs import qwen3_next_config_dir
 from layouts import (
     DEEPSEEK_MTP,
     DSA_MTP,
     GIB,
     LLAMA_EAGLE3,
+    QWEN3_NEXT,
     SPEC_CHAIN,
     Launch,
     Sized,
@@ -26,7 +26,6 @@ from layouts import (
     example_launch,
     example_weights,
     layout_matrix,
-    made_dir,
     nnpl0_draft,
 )
 from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
@@ -127,13 +126,7 @@ CELLS = [
     ),
     Cell(
         "qwen3-next NEXTN, no draft path (hybrid GDN), TP 4",
-        {
-            "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
-            "speculative_algorithm": "NEXTN",
-            "disable_radix_cache": True,
-            "tp_size": 4,
-            **SPEC_CHAIN,
-        },
+        {**QWEN3_NEXT, "tp_size": 4},
         partial(Weights, 40 * GIB, 700 << 20, 600 << 20),  # 80B checkpoint / 4, one MTP block
         tags=("gdn-pathless",),
     ),

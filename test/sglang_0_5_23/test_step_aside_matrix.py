@@ -13,14 +13,13 @@ from unittest import mock
 
 import pytest
 import torch
-from harness.checkpoints.published_configs import qwen3_next_config_dir
 from layouts import (
     DEEPSEEK_MTP,
     DSA_MTP,
     GIB,
     LLAMA70B_PP2,
     LLAMA_EAGLE3,
-    SPEC_CHAIN,
+    QWEN3_NEXT,
     Launch,
     RunnerDouble,
     Sized,
@@ -33,7 +32,6 @@ from layouts import (
     example_weights,
     gpt_oss_swa_cap,
     layout_matrix,
-    made_dir,
     published,
     scheduler_double,
     weights_size,
@@ -130,14 +128,8 @@ HISPARSE_MHA = "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-
 PP_PD_PREFILL_LAST = "llama31-70b + EAGLE, TP 4 PP 2, PD prefill, last stage"
 # Not a row (its own test below): 0.5.23's unified pool cannot be built at a few pages (it
 # refuses a budget below one worst-case request), and the draft's rows are the fused entry's.
-UNIFIED = {
-    "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
-    "speculative_algorithm": "NEXTN",
-    "attention_backend": "triton",  # unified memory's page-major layout needs one
-    "disable_radix_cache": True,
-    "enable_unified_memory": True,
-    **SPEC_CHAIN,
-}
+# Unified memory's page-major layout needs the triton backend.
+UNIFIED = {**QWEN3_NEXT, "attention_backend": "triton", "enable_unified_memory": True}
 CASES = [
     _hisparse(HISPARSE_MTP, DSA_MTP, partial(deepseek_mtp_weights, 8)),
     _hisparse(HISPARSE_GQA, _dsa_eagle3(8), partial(_eagle3_dsa_weights, 8, 8)),
