@@ -57,7 +57,7 @@ def _example(example: str, algorithm: str, tp: int, *shared: str, **args: Any) -
     return launch, partial(example_weights, example, shared, tp)
 
 
-def _deepseek_tp8(name: str, base: dict[str, Any], tag: str = "", **args: Any) -> Cell:
+def _deepseek_tp8(name: str, tag: str = "", base: dict = DEEPSEEK_MTP, **args: Any) -> Cell:
     """DeepSeek-V3's MTP launch (``base``; or V3.2's DSA config) at TP 8, with ``args``."""
     tags = (tag,) if tag else ()
     return Cell(name, {**base, "tp_size": 8, **args}, partial(deepseek_mtp_weights, 8), tags=tags)
@@ -98,29 +98,19 @@ CELLS = [
         *_example("gpt-oss-20b-eagle3", "EAGLE3", 1, EMBED, attention_backend="triton"),
         device_gib=79.0,
     ),
+    _deepseek_tp8("deepseek-v3 MTP, no draft path (MLA bf16), TP 8, page 64", "mla", page_size=64),
     _deepseek_tp8(
-        "deepseek-v3 MTP, no draft path (MLA bf16), TP 8, page 64",
-        DEEPSEEK_MTP,
-        "mla",
-        page_size=64,
+        "deepseek-v3 MTP, dp-attention (dp 8 x tp 8)", dp_size=8, enable_dp_attention=True
     ),
+    _deepseek_tp8("deepseek-r1/v3 MTP, TP 8 DCP 8 (dense MLA, #39799)", "dcp-dense", dcp_size=8),
+    _deepseek_tp8("deepseek-v3.2 MTP (DSA bf16), TP 8", "dsa", DSA_MTP, kv_cache_dtype="bfloat16"),
     _deepseek_tp8(
-        "deepseek-v3 MTP, dp-attention (dp 8 x tp 8)",
-        DEEPSEEK_MTP,
-        dp_size=8,
-        enable_dp_attention=True,
-    ),
-    _deepseek_tp8(
-        "deepseek-r1/v3 MTP, TP 8 DCP 8 (dense MLA, #39799)", DEEPSEEK_MTP, "dcp-dense", dcp_size=8
-    ),
-    _deepseek_tp8("deepseek-v3.2 MTP (DSA bf16), TP 8", DSA_MTP, "dsa", kv_cache_dtype="bfloat16"),
-    _deepseek_tp8(
-        "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8", DSA_MTP, "dsa-fp8", kv_cache_dtype="fp8_e4m3"
+        "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8", "dsa-fp8", DSA_MTP, kv_cache_dtype="fp8_e4m3"
     ),
     _deepseek_tp8(
         "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8 DCP 8",
-        DSA_MTP,
         "dsa-dcp",
+        DSA_MTP,
         dcp_size=8,
         kv_cache_dtype="fp8_e4m3",
     ),

@@ -151,11 +151,7 @@ CASES = [
     ),
     _pd_prefill_last(
         "llama31-70b + EAGLE, fp8 KV, bf16 draft KV, TP 4 PP 2, PD prefill, last stage",
-        {
-            **LLAMA70B_PP2,
-            "kv_cache_dtype": "fp8_e4m3",
-            "speculative_draft_kv_cache_dtype": "bfloat16",
-        },
+        dict(LLAMA70B_PP2, kv_cache_dtype="fp8_e4m3", speculative_draft_kv_cache_dtype="bfloat16"),
         _llama70b_last_stage,
         device_gib=79.0,
     ),
