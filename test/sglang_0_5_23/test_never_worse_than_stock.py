@@ -304,10 +304,7 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
     layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     prices = runtime_budget.price_configurators(layout.target, layout.drafts, [])
     cap, target, page = 1 << 20, layout.target, int(layout.target.page_size)
-
-    def pool_bytes(tokens: int) -> int:
-        return _pools_bytes((prices[0], *prices[1]), tokens, page)
-
+    pool_bytes = partial(_pools_bytes, (prices[0], *prices[1]), page=page)
     budget = int(0.9 * pool_bytes(cap))
     original = KVCacheConfigurator.config_from_budget
     stock = original(target, budget, cap_tokens=cap).max_total_num_tokens

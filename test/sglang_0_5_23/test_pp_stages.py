@@ -89,9 +89,8 @@ def _with_token_sync(
     def hooked(self: Any, offered: int) -> int:
         return runtime_budget.apply_token_constraints(token_sync, self, offered)
 
-    return mock.patch.object(
-        type(kvc), "_apply_token_constraints", hooked if plugin else token_sync
-    )
+    patched = hooked if plugin else token_sync
+    return mock.patch.object(type(kvc), "_apply_token_constraints", patched)
 
 
 def _price_stage(stage: Stage, answer: Callable[[int], int], sync_calls: list[int]) -> StageResult:
