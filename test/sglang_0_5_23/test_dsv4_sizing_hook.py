@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
@@ -292,10 +293,7 @@ def test_launch_policy_prices_a_v4_launch_not_an_older_and_a_failing_solve_keeps
     assert reason is not None and "cannot read" in reason and "encoder_replay" in reason
     current = SimpleNamespace(_unified=False, encoder_replay=False, paged_draft_layers=0)
     assert dsv4_sizing.unpriced_reason(current) is None
-
-    def broken_solve(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("a layout the solve does not expect")
-
+    broken_solve = mock.Mock(side_effect=RuntimeError("a layout the solve does not expect"))
     monkeypatch.setattr(dsv4_sizing, "solve", broken_solve)
     with sizing_active(sizing):
         config = target._resolve_memory_pool_config(cell.device_gib)

@@ -96,10 +96,7 @@ def _with_token_sync(
 def _price_stage(stage: Stage, answer: Callable[[int], int], sync_calls: list[int]) -> StageResult:
     target = stage.target
     sizing = stage_sizing(stage.scheduler)
-
-    def no_stock(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the hook fell back on stock sizing")
-
+    no_stock = mock.Mock(side_effect=AssertionError("the hook fell back on stock sizing"))
     # On the class: the configurator's instances take no attributes of their own (slots).
     kvc_class = type(target)
     with (

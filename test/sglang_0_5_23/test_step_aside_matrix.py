@@ -436,9 +436,7 @@ def test_a_priced_launch_binds_before_its_pool_is_profiled(tmp_path: Path) -> No
         events.append("profile")
         return AVAILABLE
 
-    def no_stock(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the hook fell back on stock sizing")
-
+    no_stock = mock.Mock(side_effect=AssertionError("the hook fell back on stock sizing"))
     config = _run_hook(layout, sizing, no_stock, profile)
     assert events == ["bind priced=True", "profile"]
     assert sizing.plan is not None and config.max_total_num_tokens == sizing.plan.tokens
