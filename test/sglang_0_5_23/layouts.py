@@ -15,21 +15,28 @@ from unittest import mock
 
 import pytest
 import torch
-from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir
+from harness.checkpoints.published_configs import EXAMPLES, dsa_config_dir, qwen3_next_config_dir
 from sglang_specinit.pool_measure import kv_pool_storages, pool_logs_quiet
 from sglang_specinit.sglang_0_5_23.offline_configurator import published_layout
 from sglang_specinit.sglang_0_5_23.pool_probe import tiny_mamba_cache
 
 GIB = 1 << 30
-SPEC_CHAIN = {
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-}
+SPEC_CHAIN = dict(speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4)
 
 
 def example_dir(example: str, role: str) -> Callable[[Path], str]:
     return lambda tmp: str(EXAMPLES / example / role)
+
+
+def example_launch(example: str, algorithm: str, **args: Any) -> dict[str, Any]:
+    """A shipped example's target and draft as ``algorithm`` (steps 3, top-k 1, 4 tokens)."""
+    return {
+        "model_path": example_dir(example, "target"),
+        "speculative_draft_model_path": example_dir(example, "draft"),
+        "speculative_algorithm": algorithm,
+        **SPEC_CHAIN,
+        **args,
+    }
 
 
 def made_dir(path: Path) -> Path:
@@ -49,19 +56,13 @@ DEEPSEEK_MTP = {
     "trust_remote_code": True,
     **SPEC_CHAIN,
 }
-LLAMA_EAGLE3 = {
-    "model_path": example_dir("llama31-8b-eagle3", "target"),
-    "speculative_draft_model_path": example_dir("llama31-8b-eagle3", "draft"),
-    "speculative_algorithm": "EAGLE3",
-    **SPEC_CHAIN,
-}
+LLAMA_EAGLE3 = example_launch("llama31-8b-eagle3", "EAGLE3")
 DSA_MTP = {**DEEPSEEK_MTP, "model_path": lambda tmp: str(dsa_config_dir(made_dir(tmp / "dsa")))}
-LLAMA70B_PP2 = {
-    "model_path": example_dir("llama31-70b-eagle-tp4", "target"),
-    "speculative_draft_model_path": example_dir("llama31-70b-eagle-tp4", "draft"),
-    "speculative_algorithm": "EAGLE",
-    "tp_size": 4,
-    "pp_size": 2,
+LLAMA70B_PP2 = example_launch("llama31-70b-eagle-tp4", "EAGLE", tp_size=4, pp_size=2)
+QWEN3_NEXT = {  # NEXTN with no draft path: the MTP block of the target's checkpoint
+    "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
+    "speculative_algorithm": "NEXTN",
+    "disable_radix_cache": True,
     **SPEC_CHAIN,
 }
 
@@ -84,15 +85,14 @@ def draft_config(tmp: Path, example: str, **changes: Any) -> str:
 
 def gpt_oss_swa_cap(draft: str | Callable[[Path], str]) -> dict[str, Any]:
     """Radix off, ``--max-running-requests 16``: 0.5.23's ``SWARequestCapPoolConfigurator``."""
-    return {
-        "model_path": example_dir("gpt-oss-20b-eagle3", "target"),
-        "speculative_draft_model_path": draft,
-        "speculative_algorithm": "EAGLE3",
-        "attention_backend": "triton",
-        "disable_radix_cache": True,
-        "max_running_requests": 16,
-        **SPEC_CHAIN,
-    }
+    return example_launch(
+        "gpt-oss-20b-eagle3",
+        "EAGLE3",
+        speculative_draft_model_path=draft,
+        attention_backend="triton",
+        disable_radix_cache=True,
+        max_running_requests=16,
+    )
 
 
 def published(
@@ -138,10 +138,8 @@ def example_weights(
 def deepseek_mtp_weights(tp: int) -> Weights:
     size = weights_size("deepseek-v3-mtp", "target")
     mtp = size["groups"]["model.layers.61."]
-    dup = (
-        size["tensors"]["model.layers.61.embed_tokens.weight"]
-        + size["tensors"]["model.layers.61.shared_head.head.weight"]
-    )
+    tensors = size["tensors"]
+    dup = sum(tensors[f"model.layers.61.{n}.weight"] for n in ("embed_tokens", "shared_head.head"))
     return Weights((size["total_bytes"] - mtp) // tp, (mtp - dup) // tp, dup // tp)
 
 
@@ -155,7 +153,6 @@ class Launch:
     device_gib: float = 140.0
     mem_fraction_static: float = 0.85
     capability: tuple[int, int] = (9, 0)  # H100/H200 (SGLang's DSA and V4 defaults read it)
-    skip: str = ""
 
     @property
     def budget(self) -> int:
@@ -256,15 +253,13 @@ def layout_matrix(
     header: Sequence[str],
     row: Callable[[Any], Sequence[str]],
 ) -> Any:
-    """The module's ``matrix`` fixture: each unskipped cell evaluated once, by name; its table
+    """The module's ``matrix`` fixture: each cell evaluated once, by name; its table
     (``header`` / ``row``, then stock -> plugin) printed, and written where ``table_env`` says."""
 
     @pytest.fixture(scope="module")
     def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         root = tmp_path_factory.mktemp("layouts")
-        results = {
-            c.name: evaluate(c, made_dir(root / str(i))) for i, c in enumerate(cells) if not c.skip
-        }
+        results = {c.name: evaluate(c, made_dir(root / str(i))) for i, c in enumerate(cells)}
         head = ("layout", *header, "tokens stock -> plugin", "budget use stock -> plugin")
         rows = [head] + [
             (name, *row(r), f"{r.stock_tokens:,} -> {r.plugin_tokens:,}",

@@ -4,6 +4,7 @@ releases differ ``release_shims`` answers as the release's row (:mod:`harness.re
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -42,18 +43,13 @@ def test_every_patched_module_matches_the_adapter_and_no_module_copies_a_hook() 
     # The ParallelState generation's own requirement is part of the check.
     required = {r.qualname for p in patches.values() for r in p.requires}
     assert ("KVCacheConfigurator.ps" in required) == ROW.parallel_state
-    problems = []
-    for name, patch in patches.items():
-        problems += module_problems(importlib.import_module(name), patch)
-    assert problems == []
-    copies = []
+    problems, copies = [], []
     for name, patch in patches.items():
         module = importlib.import_module(name)
+        problems += module_problems(module, patch)
         for hook in patch.hooks:
             owner_path, _, attr = hook.qualname.rpartition(".")
-            owner = module
-            for part in owner_path.split("."):
-                owner = getattr(owner, part)
+            owner = functools.reduce(getattr, owner_path.split("."), module)
             assert isinstance(owner, type), f"{hook.target} is not a method"
             original = vars(owner)[attr]
             original = getattr(original, "__func__", original)  # classmethod, staticmethod
@@ -64,6 +60,7 @@ def test_every_patched_module_matches_the_adapter_and_no_module_copies_a_hook() 
                 for key, value in list(vars(other).items())
                 if value is original
             ]
+    assert problems == []
     assert copies == []
 
 
@@ -217,9 +214,8 @@ def test_the_parallel_state_generation_is_as_release_shims_says() -> None:
     assert release_shims.row().config_bags == bags
     assert_present(runtime_context, ("get_schedule", "get_model", "get_spec", "publish"), bags)
     assert ("kv_cache_dtype_str" in fields) == bags
-    assert release_shims.kv_cache_dtype_str_kwargs("auto") == (
-        {"kv_cache_dtype_str": "auto"} if bags else {}
-    )
+    expected = {"kv_cache_dtype_str": "auto"} if bags else {}
+    assert release_shims.kv_cache_dtype_str_kwargs("auto") == expected
     assert ("get_schedule" in required) == bags
     assert ("KVCacheConfigurator.server_args" in required) == (not bags)
     # Drafts with their own KV dtype: the DFLASH family from 0.5.17, DFLASH only on 0.5.16.

@@ -47,10 +47,8 @@ def test_draft_pool_is_priced_at_its_geometry_fills_the_budget_and_binds_early(
     assert memory["draft_kv_bytes_per_token"] == kv_bytes(layers, heads, head_dim)
     # SGLang's own configurator, built for the draft runner, agrees on the draft's cell.
     assert draft["sglang_cell_size"] == kv_bytes(layers, heads, head_dim)
-    assert (
-        memory["upstream_reserved_layers"] * TARGET.kv_bytes_per_token() // TARGET.layers
-        == upstream_reserve
-    )
+    reserved = memory["upstream_reserved_layers"] * TARGET.kv_bytes_per_token() // TARGET.layers
+    assert reserved == upstream_reserve
     # Both pools hold the same token count, and what SGLang allocated is what was planned.
     target = run.runner("target")
     assert draft["max_total_num_tokens"] == target["max_total_num_tokens"] == memory["tokens"]
@@ -63,22 +61,19 @@ def test_draft_pool_is_priced_at_its_geometry_fills_the_budget_and_binds_early(
     assert memory["budget_bytes"] == budget
     # Profiled weights + allocated KV buffers (req-to-token and free lists: outside, as stock).
     used = run.resident_at_profile + run.kv_pool_bytes()
-    one_page_of_both = memory["page_size"] * (
-        memory["target_kv_bytes_per_token"] + memory["draft_kv_bytes_per_token"]
-    )
+    both_per_token = memory["target_kv_bytes_per_token"] + memory["draft_kv_bytes_per_token"]
     assert used <= budget
-    assert budget - used < one_page_of_both
+    assert budget - used < memory["page_size"] * both_per_token
 
     # The duplicate embed and lm_head are gone before profiling.
     assert memory["duplicate_bytes_at_profile"] == 0  # measured: what SGLang bound later
     assert memory["stock_duplicate_bytes_at_profile"] == duplicates
     # Resident at profiling: both models' weights (shared ones once), EAGLE3's int64 hot-token
     # map and a few KiB of small tensors; not the duplicates.
-    resident_at_profile = run.resident_at_profile
     hot_token_map = 8 * (run.report["draft"]["hot_token_id_len"] or 0)
     weights = memory["target_weight_bytes"] + memory["draft_weight_bytes"] + hot_token_map
-    assert abs(resident_at_profile - weights) < 16 << 10
-    assert resident_at_profile == memory["resident_bytes"]
+    assert abs(run.resident_at_profile - weights) < 16 << 10
+    assert run.resident_at_profile == memory["resident_bytes"]
     if kind == "EAGLE3":
         # EAGLE3 keeps its hot-token map and its own lm_head (only the embedding is bound).
         assert run.report["draft"]["hot_token_id_len"] == EAGLE3_DRAFT_VOCAB

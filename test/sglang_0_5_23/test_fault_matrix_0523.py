@@ -37,17 +37,13 @@ def test_0_5_23_hook_reads_what_resolution_decided(tmp_path: Path) -> None:
     from sglang_specinit.launch_checks import LaunchCheckError, check_speculative_launch
     from sglang_specinit.sglang_0_5_23.launch_checks import check_launch
 
-    target = llama_family.tiny_llama_target()
+    target, draft = llama_family.tiny_llama_target(), intact_draft(tmp_path)
     # An automatic fraction and page size: None in the fields, decided by resolution.
-    automatic = resolved_server_args(
-        target, intact_draft(tmp_path), mem_fraction_static=None, page_size=None
-    )
+    automatic = resolved_server_args(target, draft, mem_fraction_static=None, page_size=None)
     assert automatic.mem_fraction_static is None and automatic.page_size is None
     assert 0 < resolving_view(automatic).mem_fraction_static < 1
     check_launch(automatic)
-    refused = resolved_server_args(
-        target, intact_draft(tmp_path), **SPEC_FLAGS, max_total_tokens=8, page_size=16
-    )
+    refused = resolved_server_args(target, draft, **SPEC_FLAGS, max_total_tokens=8, page_size=16)
     with pytest.raises(LaunchCheckError, match="--max-total-tokens 8 leaves no KV pool with"):
         check_launch(refused)
     # A Gemma 4 assistant (hidden 32, the target's 64) given as EAGLE: 0.5.23 promotes it to

@@ -20,12 +20,8 @@ def assert_budget_filled_to_within_one_page(run) -> None:
         memory["draft_kv_pool_bytes"] + memory["draft_fixed_pool_bytes"]
     )
     budget = int(0.5 * run.pre_load_free_bytes)
-    used = (
-        run.resident_at_profile
-        + memory["allocated_target_kv_pool_bytes"]
-        + memory["allocated_draft_kv_pool_bytes"]
-        + memory["draft_request_bytes"]
-    )
+    keys = "allocated_target_kv_pool_bytes allocated_draft_kv_pool_bytes draft_request_bytes"
+    used = run.resident_at_profile + sum(memory[key] for key in keys.split())
     one_page = memory["page_size"] * memory["priced_kv_bytes_per_token"]
     assert used <= budget
     # One page of every pool, plus one more for the SWA token count SGLang floors (tokens x ratio).
@@ -39,7 +35,6 @@ def test_multi_layer_eagle_prices_one_pool_per_draft_runner(engine_runs) -> None
     assert len(drafts) == MULTI_LAYER_STEPS
     assert len({d["kv_pool"]["id"] for d in drafts}) == MULTI_LAYER_STEPS
     assert all(d["max_total_num_tokens"] == run.memory["tokens"] for d in drafts)
-    assert run.memory["allocated_draft_kv_pool_bytes"] == run.memory["draft_kv_pool_bytes"]
     assert_budget_filled_to_within_one_page(run)
 
 

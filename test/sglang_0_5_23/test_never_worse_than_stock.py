@@ -11,22 +11,21 @@ from unittest import mock
 
 import pytest
 from harness.checkpoints import gemma4_mtp, mimo_v2_mtp
-from harness.checkpoints.published_configs import qwen3_next_config_dir
 from layouts import (
     DEEPSEEK_MTP,
     DSA_MTP,
     GIB,
     LLAMA_EAGLE3,
+    QWEN3_NEXT,
     SPEC_CHAIN,
     Launch,
     Sized,
     Weights,
     built_bytes,
     deepseek_mtp_weights,
-    example_dir,
+    example_launch,
     example_weights,
     layout_matrix,
-    made_dir,
     nnpl0_draft,
 )
 from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
@@ -54,18 +53,11 @@ class Cell(Launch):
 
 def _example(example: str, algorithm: str, tp: int, *shared: str, **args: Any) -> tuple[Any, Any]:
     """(a shipped example's launch at TP ``tp``, its weights; ``shared``: the bound tensors)."""
-    launch = {
-        "model_path": example_dir(example, "target"),
-        "speculative_draft_model_path": example_dir(example, "draft"),
-        "speculative_algorithm": algorithm,
-        "tp_size": tp,
-        **SPEC_CHAIN,
-        **args,
-    }
+    launch = example_launch(example, algorithm, tp_size=tp, **args)
     return launch, partial(example_weights, example, shared, tp)
 
 
-def _deepseek_tp8(name: str, base: dict[str, Any], tag: str = "", **args: Any) -> Cell:
+def _deepseek_tp8(name: str, tag: str = "", base: dict = DEEPSEEK_MTP, **args: Any) -> Cell:
     """DeepSeek-V3's MTP launch (``base``; or V3.2's DSA config) at TP 8, with ``args``."""
     tags = (tag,) if tag else ()
     return Cell(name, {**base, "tp_size": 8, **args}, partial(deepseek_mtp_weights, 8), tags=tags)
@@ -100,50 +92,31 @@ CELLS = [
         *_example("llama31-70b-eagle-tp4", "EAGLE", 4, EMBED, "lm_head.weight"),
         device_gib=79.0,
     ),
-    Cell(
-        "qwen3-moe+eagle3 (GQA MoE), TP 4",
-        *_example("qwen3-moe-eagle3", "EAGLE3", 4, EMBED),
-    ),
+    Cell("qwen3-moe+eagle3 (GQA MoE), TP 4", *_example("qwen3-moe-eagle3", "EAGLE3", 4, EMBED)),
     Cell(
         "gpt-oss-20b+eagle3 (hybrid SWA target), TP 1",
         *_example("gpt-oss-20b-eagle3", "EAGLE3", 1, EMBED, attention_backend="triton"),
         device_gib=79.0,
     ),
+    _deepseek_tp8("deepseek-v3 MTP, no draft path (MLA bf16), TP 8, page 64", "mla", page_size=64),
     _deepseek_tp8(
-        "deepseek-v3 MTP, no draft path (MLA bf16), TP 8, page 64",
-        DEEPSEEK_MTP,
-        "mla",
-        page_size=64,
+        "deepseek-v3 MTP, dp-attention (dp 8 x tp 8)", dp_size=8, enable_dp_attention=True
     ),
+    _deepseek_tp8("deepseek-r1/v3 MTP, TP 8 DCP 8 (dense MLA, #39799)", "dcp-dense", dcp_size=8),
+    _deepseek_tp8("deepseek-v3.2 MTP (DSA bf16), TP 8", "dsa", DSA_MTP, kv_cache_dtype="bfloat16"),
     _deepseek_tp8(
-        "deepseek-v3 MTP, dp-attention (dp 8 x tp 8)",
-        DEEPSEEK_MTP,
-        dp_size=8,
-        enable_dp_attention=True,
-    ),
-    _deepseek_tp8(
-        "deepseek-r1/v3 MTP, TP 8 DCP 8 (dense MLA, #39799)", DEEPSEEK_MTP, "dcp-dense", dcp_size=8
-    ),
-    _deepseek_tp8("deepseek-v3.2 MTP (DSA bf16), TP 8", DSA_MTP, "dsa", kv_cache_dtype="bfloat16"),
-    _deepseek_tp8(
-        "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8", DSA_MTP, "dsa-fp8", kv_cache_dtype="fp8_e4m3"
+        "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8", "dsa-fp8", DSA_MTP, kv_cache_dtype="fp8_e4m3"
     ),
     _deepseek_tp8(
         "deepseek-v3.2 MTP (DSA fp8_e4m3), TP 8 DCP 8",
-        DSA_MTP,
         "dsa-dcp",
+        DSA_MTP,
         dcp_size=8,
         kv_cache_dtype="fp8_e4m3",
     ),
     Cell(
         "qwen3-next NEXTN, no draft path (hybrid GDN), TP 4",
-        {
-            "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
-            "speculative_algorithm": "NEXTN",
-            "disable_radix_cache": True,
-            "tp_size": 4,
-            **SPEC_CHAIN,
-        },
+        {**QWEN3_NEXT, "tp_size": 4},
         partial(Weights, 40 * GIB, 700 << 20, 600 << 20),  # 80B checkpoint / 4, one MTP block
         tags=("gdn-pathless",),
     ),
@@ -174,15 +147,13 @@ class CellResult(Sized):
     # Why stock_binding would not bind ("" if it does); stock's tokens with it bound early.
     reserve_gap: str
     bound_tokens: int
+    bound_used: int  # both weights and the pools at bound_tokens
 
     @property
     def allocated_per_row(self) -> float:
         """What the pools SGLang built grew by per target row between the two checked sizes."""
         small, large = self.allocated
         return (large - small) / ((PAGES_CHECKED[1] - PAGES_CHECKED[0]) * self.page)
-
-    def pools_bytes(self, tokens: int) -> int:
-        return _pools_bytes((self.target_price, *self.draft_prices), tokens, self.page)
 
     @property
     def priced_per_row(self) -> float:
@@ -240,6 +211,7 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
     stock_tokens = tokens(sum(w))
     target_pool = kv_pool_bytes(target_price, stock_tokens, page)
     stock_drafts = _pools_bytes(draft_prices, stock_tokens, page)
+    bound = tokens(w.target + w.draft)
     return CellResult(
         cell=cell,
         page=page,
@@ -256,7 +228,8 @@ def evaluate(cell: Cell, tmp: Path) -> CellResult:
         priced=tuple(priced),
         # The scheduler's own vetting of an early binding (bind_where_stock_sizes).
         reserve_gap=draft_reserve_gap(target, layout.drafts, layout.drafts),
-        bound_tokens=tokens(w.target + w.draft),
+        bound_tokens=bound,
+        bound_used=w.target + w.draft + _pools_bytes(prices, bound, page),
     )
 
 
@@ -279,22 +252,16 @@ def test_every_price_is_what_sglang_allocates_and_never_worse_than_stock(matrix,
     # A hybrid-SWA pool's SWA count is floored to pages: one more page can stay unused.
     pages = 2 if r.target_price.ratio_applies else 1
     assert r.budget - r.plugin_used < pages * one_page + 1
-    if r.stock_used <= r.budget:
-        # Stock fits: the plugin fits too and serves at least stock's tokens.
+    if r.stock_used <= r.budget:  # where stock fits, the plugin serves at least its tokens
         assert r.plugin_tokens >= r.stock_tokens
-    else:
-        # Stock allocates past --mem-fraction-static; the plugin does not.
-        assert r.plugin_used <= r.budget < r.stock_used
     if r.reserve_gap or r.cell.fixed_pool_tokens:
         return  # not bound early (or a frozen-KV draft, which binds in its constructor)
-    w = r.cell.weights()
-    used = w.target + w.draft + r.pools_bytes(r.bound_tokens)
     assert r.bound_tokens >= r.stock_tokens
     if r.stock_used <= r.budget:
         # Stock's rule leaves out each pool's padding page: that page is all binding adds.
-        assert used <= r.budget + one_page
+        assert r.bound_used <= r.budget + one_page
     else:
-        assert used <= r.stock_used
+        assert r.bound_used <= r.stock_used
 
 
 def _by_tag(matrix: dict[str, CellResult], tag: str) -> CellResult:
@@ -337,10 +304,7 @@ def _post_capture(tag: str, tmp: Path) -> tuple[Callable[[int], int], int, int, 
     layout = cell.publish(tmp, draft_runners=cell.draft_runners)
     prices = runtime_budget.price_configurators(layout.target, layout.drafts, [])
     cap, target, page = 1 << 20, layout.target, int(layout.target.page_size)
-
-    def pool_bytes(tokens: int) -> int:
-        return _pools_bytes((prices[0], *prices[1]), tokens, page)
-
+    pool_bytes = partial(_pools_bytes, (prices[0], *prices[1]), page=page)
     budget = int(0.9 * pool_bytes(cap))
     original = KVCacheConfigurator.config_from_budget
     stock = original(target, budget, cap_tokens=cap).max_total_num_tokens

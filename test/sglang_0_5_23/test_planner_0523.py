@@ -116,7 +116,6 @@ def test_every_example_plans_with_0_5_23s_rule(
     )
     # Keys, both columns' release and fit: test/shared/test_report_command.py.
     data = plan_json("--example", example)
-    assert data["sglang_version"] == data["stock"]["release"] == "0.5.23"
     # Both columns run on the same fraction (0.5.23 has no flat speculative reserve).
     assert data["mem_fraction_static"] == data["stock"]["mem_fraction_static"]
     # Skipping the KV warm-up copy changes no price.
@@ -183,15 +182,9 @@ def test_default_plan_here_and_in_fresh_processes_and_flags_only_0_5_23_accepts(
     reserve = {"spec_reserve_bytes", "spec_reserve_balance_bytes"}
     assert set(stock_there) - set(stock_here) == reserve and set(stock_here) < set(stock_there)
     assert key_tree(there) == key_tree(here)
-    for key in (
-        "target_weight_bytes",
-        "draft_weight_bytes",
-        "target_kv_bytes_per_token",
-        "draft_kv_bytes_per_token",
-        "speculative_algorithm",
-        "max_running_requests",
-        "page_size",
-    ):
+    same = "target_weight_bytes draft_weight_bytes target_kv_bytes_per_token page_size"
+    same += " draft_kv_bytes_per_token speculative_algorithm max_running_requests"
+    for key in same.split():
         assert there[key] == here[key], key
 
 
@@ -205,25 +198,22 @@ def _dsa_dir(tmp_path: Path) -> str:
     return str(directory)
 
 
-DEEPSEEK_MTP = {"speculative_algorithm": "NEXTN", **SPEC_CHAIN, "tp_size": 8, "page_size": 64}
-LLAMA_EAGLE3 = {"speculative_algorithm": "EAGLE3", **SPEC_CHAIN}
-# name -> (the example, its launch as ServerArgs keyword arguments, what the case adds: plan
-# flags and ServerArgs fields alike, callables of a scratch dir resolved); H200 (sm_90) presets.
+LAUNCHES = {  # each example's launch as ServerArgs keyword arguments
+    "deepseek-v3-mtp": dict(speculative_algorithm="NEXTN", tp_size=8, page_size=64, **SPEC_CHAIN),
+    "llama31-8b-eagle3": {"speculative_algorithm": "EAGLE3", **SPEC_CHAIN},
+}
+DSA_DIR = {"model_path": _dsa_dir}
+# name -> (the example, what the case adds to its launch: plan flags and ServerArgs fields alike,
+# callables of a scratch dir resolved); H200 (sm_90) presets.
 PRICED_LAYOUTS: dict[str, Any] = {
     "DeepSeek-V3.2 DSA fp8_e4m3, TP 8": (
         "deepseek-v3-mtp",
-        DEEPSEEK_MTP,
-        {"model_path": _dsa_dir, "kv_cache_dtype": "fp8_e4m3"},
+        {**DSA_DIR, "kv_cache_dtype": "fp8_e4m3"},
     ),
-    "DeepSeek-V3.2 DSA bf16, TP 8": (
-        "deepseek-v3-mtp",
-        DEEPSEEK_MTP,
-        {"model_path": _dsa_dir, "kv_cache_dtype": "bfloat16"},
-    ),
-    "DeepSeek-V3 dense MLA, TP 8 DCP 8": ("deepseek-v3-mtp", DEEPSEEK_MTP, {"dcp_size": 8}),
+    "DeepSeek-V3.2 DSA bf16, TP 8": ("deepseek-v3-mtp", {**DSA_DIR, "kv_cache_dtype": "bfloat16"}),
+    "DeepSeek-V3 dense MLA, TP 8 DCP 8": ("deepseek-v3-mtp", {"dcp_size": 8}),
     "llama31-8b + EAGLE3, num_nextn_predict_layers 0": (
         "llama31-8b-eagle3",
-        LLAMA_EAGLE3,
         {"speculative_draft_model_path": nnpl0_draft},
     ),
 }
@@ -240,12 +230,12 @@ UNDER_RESERVED = {
 def test_plan_prices_every_pool_with_the_servers_function(tmp_path: Path, name: str) -> None:
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
-    example, launch, added = PRICED_LAYOUTS[name]
+    example, added = PRICED_LAYOUTS[name]
     added = resolved(added, tmp_path)
     flags = ["--example", example]
     flags += [x for k, v in added.items() for x in (f"--{k.replace('_', '-')}", str(v))]
     # Built as the layout matrix builds it, priced by the server's function.
-    args = {"model_path": str(EXAMPLES / example / "target"), **launch, **added}
+    args = {"model_path": str(EXAMPLES / example / "target"), **LAUNCHES[example], **added}
     kvc = published(args, tmp_path)
     target, drafts, fixed = price_configurators(kvc.target, kvc.drafts, [])
     assert fixed == 0
@@ -458,13 +448,9 @@ needs_gpu_less_host = pytest.mark.skipif(
 
 @needs_gpu_less_host
 def test_fresh_planner_process_prices_on_cpu_without_cuda() -> None:
-    assert json.loads(fresh_python(FRESH_DECISION)) == {
-        "device": "cpu",
-        "cpu_engine": None,
-        "device_on_cuda_host": "cuda",
-        "cpu_engine_on_cuda_host": None,
-        "sglang_imported": False,
-    }
+    expected = dict(device="cpu", cpu_engine=None, device_on_cuda_host="cuda")
+    expected.update(cpu_engine_on_cuda_host=None, sglang_imported=False)
+    assert json.loads(fresh_python(FRESH_DECISION)) == expected
 
 
 def test_a_cuda_host_keeps_cpu_after_a_cpu_engine_import_and_needs_only_sgl_kernel(

@@ -13,16 +13,11 @@ from sglang_specinit.planner.columns import STOCK_RULE
 
 ROW: Release = installed_row()  # type: ignore[assignment]  # the gate collects only served rows
 
-WIDTH_CASES = [
-    (1, 1, 1, False),
-    (4, 1, 1, False),
-    (4, 2, 1, True),
-    (8, 2, 2, True),
-    (8, 4, 1, False),
-]
 
-
-@pytest.mark.parametrize(("tp", "dp", "cp", "dp_attention"), WIDTH_CASES)
+@pytest.mark.parametrize(
+    ("tp", "dp", "cp", "dp_attention"),
+    [(1, 1, 1, False), (4, 1, 1, False), (4, 2, 1, True), (8, 2, 2, True), (8, 4, 1, False)],
+)
 def test_attention_widths_are_the_ones_the_scheduler_computes(
     tp: int, dp: int, cp: int, dp_attention: bool
 ) -> None:
@@ -65,10 +60,8 @@ def test_the_plan_runs_and_the_pool_code_reads_published_widths(example: list[st
 
     plan = plan_json(*example)
     if example:  # its MLA row: 512 + 64 bf16 values a layer, 61 target layers, 1 draft layer
-        assert (plan["target_kv_bytes_per_token"], plan["draft_kv_bytes_per_token"]) == (
-            61 * (512 + 64) * 2,
-            (512 + 64) * 2,
-        )
+        rows = plan["target_kv_bytes_per_token"], plan["draft_kv_bytes_per_token"]
+        assert rows == (61 * (512 + 64) * 2, (512 + 64) * 2)
     release = ROW.name
     assert plan["sglang_version"] == release
     assert plan["tokens"] > 0 and plan["draft_kv_pool_bytes"] > 0
@@ -80,8 +73,5 @@ def test_the_plan_runs_and_the_pool_code_reads_published_widths(example: list[st
     if ROW.dataclass_server_args:  # the planner's override is gone again (dataclass_replay)
         assert "attn_tp_size" not in parallel._overrides
         return
-    assert (parallel.attn_tp_size, parallel.attn_dp_size, parallel.attn_dcp_size) == (
-        plan["tp_size"],
-        1,
-        1,
-    )
+    widths = (parallel.attn_tp_size, parallel.attn_dp_size, parallel.attn_dcp_size)
+    assert widths == (plan["tp_size"], 1, 1)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -27,7 +28,6 @@ PRE_LOAD_GIB = 79.0
 # What SGLang's profiling leaves for the KV pools on each stage (a test double's answer: the
 # same on both, so the stages differ only in what they are priced at).
 AVAILABLE = 20 * GIB
-T = TypeVar("T")
 ROWS = (640, 1280)
 
 
@@ -89,18 +89,14 @@ def _with_token_sync(
     def hooked(self: Any, offered: int) -> int:
         return runtime_budget.apply_token_constraints(token_sync, self, offered)
 
-    return mock.patch.object(
-        type(kvc), "_apply_token_constraints", hooked if plugin else token_sync
-    )
+    patched = hooked if plugin else token_sync
+    return mock.patch.object(type(kvc), "_apply_token_constraints", patched)
 
 
 def _price_stage(stage: Stage, answer: Callable[[int], int], sync_calls: list[int]) -> StageResult:
     target = stage.target
     sizing = stage_sizing(stage.scheduler)
-
-    def no_stock(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the hook fell back on stock sizing")
-
+    no_stock = mock.Mock(side_effect=AssertionError("the hook fell back on stock sizing"))
     # On the class: the configurator's instances take no attributes of their own (slots).
     kvc_class = type(target)
     with (
@@ -128,7 +124,7 @@ def built_stages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int,
         yield {rank: _build_stage(rank, tmp) for rank in range(PP)}
 
 
-def _two_passes(size: Callable[..., T], stages: dict[int, Stage]) -> tuple[dict[int, T], ...]:
+def _two_passes(size: Callable[..., Any], stages: dict[int, Stage]) -> tuple[dict[int, Any], ...]:
     """``size(stage, answer, calls)`` on every stage in the token sync's two passes (a MIN
     all-reduce double): each answered its own offer, then each its first offer's MIN over stages."""
     calls: dict[int, list[int]] = {rank: [] for rank in stages}
@@ -175,15 +171,11 @@ def _post_capture_counts(built_stages: dict[int, Stage], cap: int, plugin: bool)
     """Each stage's post-capture count (capped at ``cap``) from 0.5.23's ``config_from_budget``,
     plugin's hooks or stock's, through the token sync's two passes (own offer, then the MIN)."""
     stock = KVCacheConfigurator.config_from_budget
+    sized = partial(runtime_budget.config_from_budget, stock) if plugin else stock
 
     def resize(stage: Stage, answer: Callable[[int], int], calls: list[int]) -> int:
         with _with_token_sync(stage.target, answer, calls, plugin):
-            if plugin:
-                config = runtime_budget.config_from_budget(
-                    stock, stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap
-                )
-            else:
-                config = stock(stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap)
+            config = sized(stage.target, POST_CAPTURE_BUDGET, cap_tokens=cap)
         return int(config.max_total_num_tokens)
 
     return _two_passes(resize, built_stages)[1]
@@ -234,18 +226,16 @@ def test_each_stage_is_charged_what_it_builds_and_never_worse_than_stock(
     assert blocker is None, blocker.reason
 
     # Every stage builds its pools and plan at the synced count.
-    low = min(r.tokens for r in stages.values())
-    assert stages[0].tokens > low  # the draft-less stage's own count is larger
+    assert stages[0].tokens > ours  # the draft-less stage's own count is larger
     for rank, r in synced.items():
-        assert r.tokens == low
-        assert r.stage.pool_bytes_at(r.tokens) <= AVAILABLE
+        assert r.tokens == ours  # below each stage's own count, which fits its bytes (above)
         plan = r.sizing.plan
-        assert plan.tokens == low
+        assert plan.tokens == ours
         assert plan.target_kv_pool_bytes == stages[rank].sizing.plan.target_kv_pool_bytes - (
-            (stages[rank].tokens - low) * r.stage.target_row
+            (stages[rank].tokens - ours) * r.stage.target_row
         )
         own = stages[rank].tokens
-        assert r.sizing.stage_tokens == (own if own != low else None)
+        assert r.sizing.stage_tokens == (own if own != ours else None)
 
     # The post-capture resize serves one count on every stage.
     cap = synced[PP - 1].tokens

@@ -13,14 +13,13 @@ from unittest import mock
 
 import pytest
 import torch
-from harness.checkpoints.published_configs import qwen3_next_config_dir
 from layouts import (
     DEEPSEEK_MTP,
     DSA_MTP,
     GIB,
     LLAMA70B_PP2,
     LLAMA_EAGLE3,
-    SPEC_CHAIN,
+    QWEN3_NEXT,
     Launch,
     RunnerDouble,
     Sized,
@@ -33,7 +32,6 @@ from layouts import (
     example_weights,
     gpt_oss_swa_cap,
     layout_matrix,
-    made_dir,
     published,
     scheduler_double,
     weights_size,
@@ -75,17 +73,15 @@ def _eagle3_dsa_weights(tp: int, kv_heads: int) -> Weights:
     return Weights(target // tp, draft // tp, 2 * vocab * h // tp)
 
 
-def _pp_llama70b_weights(rank: int, pp: int, tp: int) -> Weights:
-    """A PP stage's share of Llama-3.1-70B; on the last, the EAGLE draft (its lm_head bound)."""
+def _llama70b_last_stage() -> Weights:
+    """PP 2's last stage of Llama-3.1-70B at TP 4, and the EAGLE draft (its lm_head bound)."""
     size = weights_size("llama31-70b-eagle-tp4", "target")
     embed, lm_head = (size["tensors"][n] for n in ("model.embed_tokens.weight", "lm_head.weight"))
     # The checkpoint's 80 decoder layers are alike: a stage holds its share of them.
-    start, end = get_pp_indices(80, rank, pp)
-    mine = (size["total_bytes"] - embed - lm_head) * (end - start) // 80
-    last = rank == pp - 1
-    mine += (embed if rank == 0 else 0) + (lm_head if last else 0)
-    draft = weights_size("llama31-70b-eagle-tp4", "draft")["total_bytes"] if last else 0
-    return Weights(mine // tp, draft // tp, (lm_head if last else 0) // tp)
+    start, end = get_pp_indices(80, 1, 2)
+    mine = (size["total_bytes"] - embed - lm_head) * (end - start) // 80 + lm_head
+    draft = weights_size("llama31-70b-eagle-tp4", "draft")["total_bytes"]
+    return Weights(mine // 4, draft // 4, lm_head // 4)
 
 
 def _pp_deepseek_mtp_weights(rank: int, pp: int, tp: int) -> Weights:
@@ -123,7 +119,6 @@ def _swa_cap(name: str, draft: Any) -> Case:
 
 
 PD_PREFILL = "pipeline parallelism (PP 2) without SGLANG_ENABLE_PP_SPEC (PD prefill)"
-LLAMA70B_LAST_STAGE = partial(_pp_llama70b_weights, 1, 2, 4)
 GPT_OSS_WEIGHTS = partial(
     example_weights, "gpt-oss-20b-eagle3", ("model.embed_tokens.weight",), absent_costs_target=True
 )
@@ -131,28 +126,15 @@ HISPARSE_MTP = "deepseek-v3.2 MTP (DSA bf16) + --enable-hisparse, TP 8"
 HISPARSE_GQA = "deepseek-v3.2 (DSA) + EAGLE3 GQA draft (8 KV heads) + --enable-hisparse, TP 8"
 HISPARSE_MHA = "deepseek-v3.2 (DSA) + EAGLE3 MHA draft (32 KV heads) + --enable-hisparse, TP 8"
 PP_PD_PREFILL_LAST = "llama31-70b + EAGLE, TP 4 PP 2, PD prefill, last stage"
-UNIFIED = Case(
-    "qwen3-next NEXTN + --enable-unified-memory (fused draft entry), TP 1",
-    {
-        "model_path": lambda tmp: str(qwen3_next_config_dir(made_dir(tmp / "qwen3-next"))),
-        "speculative_algorithm": "NEXTN",
-        "attention_backend": "triton",  # unified memory's page-major layout needs one
-        "disable_radix_cache": True,
-        "enable_unified_memory": True,
-        **SPEC_CHAIN,
-    },
-    lambda: Weights(160 * GIB // 2, 1400 << 20, 1200 << 20),
-    steps_aside="--enable-unified-memory",
-    skip=(
-        "0.5.23's unified pool cannot be built at a few pages (it refuses a budget below "
-        "one worst-case request), and the draft's rows are the fused entry's"
-    ),
-)
+# Not a row (its own test below): 0.5.23's unified pool cannot be built at a few pages (it
+# refuses a budget below one worst-case request), and the draft's rows are the fused entry's.
+# Unified memory's page-major layout needs the triton backend.
+UNIFIED = {**QWEN3_NEXT, "attention_backend": "triton", "enable_unified_memory": True}
 CASES = [
     _hisparse(HISPARSE_MTP, DSA_MTP, partial(deepseek_mtp_weights, 8)),
     _hisparse(HISPARSE_GQA, _dsa_eagle3(8), partial(_eagle3_dsa_weights, 8, 8)),
     _hisparse(HISPARSE_MHA, _dsa_eagle3(32), partial(_eagle3_dsa_weights, 8, 32)),
-    _pd_prefill_last(PP_PD_PREFILL_LAST, LLAMA70B_PP2, LLAMA70B_LAST_STAGE, device_gib=79.0),
+    _pd_prefill_last(PP_PD_PREFILL_LAST, LLAMA70B_PP2, _llama70b_last_stage, device_gib=79.0),
     _swa_cap(
         "gpt-oss-20b + EAGLE3, radix off, --max-running-requests 16 (SWA request cap), TP 1",
         example_dir("gpt-oss-20b-eagle3", "draft"),
@@ -169,15 +151,10 @@ CASES = [
     ),
     _pd_prefill_last(
         "llama31-70b + EAGLE, fp8 KV, bf16 draft KV, TP 4 PP 2, PD prefill, last stage",
-        {
-            **LLAMA70B_PP2,
-            "kv_cache_dtype": "fp8_e4m3",
-            "speculative_draft_kv_cache_dtype": "bfloat16",
-        },
-        LLAMA70B_LAST_STAGE,
+        dict(LLAMA70B_PP2, kv_cache_dtype="fp8_e4m3", speculative_draft_kv_cache_dtype="bfloat16"),
+        _llama70b_last_stage,
         device_gib=79.0,
     ),
-    UNIFIED,
     # Not published offline, so not rows: --enable-kv-cache-sharding (0.5.23 shards only on PD
     # prefill workers, with a draft only for GLM DSA NextN MTP; no GLM DSA config in the
     # examples); a draft on an attention-TP group of its own (a process group resolved at
@@ -312,16 +289,9 @@ matrix = layout_matrix(
 )  # fmt: skip
 
 
-def _result(matrix: dict[str, Result], name: str) -> Result:
-    case = next(c for c in CASES if c.name == name)
-    if case.skip:
-        pytest.skip(case.skip)
-    return matrix[name]
-
-
 @pytest.mark.parametrize("name", [c.name for c in CASES])
 def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
-    r = _result(matrix, name)
+    r = matrix[name]
     assert r.cell.steps_aside in r.reason
     # The fit the budget use is read from predicts a fourth build of 0.5.23's pools.
     assert r.fit_error <= 1
@@ -345,11 +315,11 @@ def test_steps_aside_and_never_worse_than_stock(matrix, name) -> None:
 
 def test_hisparse_and_pp_drafts_bind_where_the_reserve_covers_them(matrix) -> None:
     # A HiSparse MTP draft is reserved as it allocates.
-    r = _result(matrix, HISPARSE_MTP)
+    r = matrix[HISPARSE_MTP]
     assert r.draft_per_row == pytest.approx(r.stock_draft_reserve, abs=1e-3)
     assert r.binds and r.plugin_tokens > r.stock_tokens
     # A HiSparse MHA EAGLE3 draft on a DSA target is under-reserved.
-    mha, gqa = _result(matrix, HISPARSE_MHA), _result(matrix, HISPARSE_GQA)
+    mha, gqa = matrix[HISPARSE_MHA], matrix[HISPARSE_GQA]
     assert mha.draft_per_row > mha.stock_draft_reserve
     assert gqa.draft_per_row < gqa.stock_draft_reserve
     # Stock's pools overshoot what it sized them within by the shortfall over its rows.
@@ -357,20 +327,16 @@ def test_hisparse_and_pp_drafts_bind_where_the_reserve_covers_them(matrix) -> No
     assert mha.stock_overshoot >= shortfall
     assert "geometry of its own" in mha.reserve_gap and "geometry of its own" in gqa.reserve_gap
     # The PP last stage binds the lm_head where the reserve covers the draft.
-    last = _result(matrix, PP_PD_PREFILL_LAST)
+    last = matrix[PP_PD_PREFILL_LAST]
     assert last.draft_per_row <= last.stock_draft_reserve + 1e-3
     assert last.binds, last.reserve_gap
 
 
-def _unified(tmp: Path, **changes: Any) -> Any:
-    return published({**UNIFIED.args, **changes}, tmp)
-
-
 def test_unified_memory_keeps_stock_and_binds_a_draft_fused_only_into_full(tmp_path) -> None:
-    layout = _unified(tmp_path / "unified")
+    layout = published(UNIFIED, tmp_path / "unified")
     target, drafts = layout.target, layout.drafts
     scheduler = SimpleNamespace(server_args=layout.server_args, model_config=target.model_config)
-    assert UNIFIED.steps_aside in stock_sized_reason(scheduler, 1)
+    assert "--enable-unified-memory" in stock_sized_reason(scheduler, 1)
     fused = target.fused_entry_bytes("full")
     assert fused is not None
     assert create_memory_pool_configurator(target)._cell_size == fused
@@ -390,9 +356,10 @@ def test_unified_memory_keeps_stock_and_binds_a_draft_fused_only_into_full(tmp_p
         "at stock's price"
     )
 
-    assert fused_draft_gap(_unified(tmp_path / "plain", enable_unified_memory=False).target) is None
+    plain = published({**UNIFIED, "enable_unified_memory": False}, tmp_path / "plain")
+    assert fused_draft_gap(plain.target) is None
     # The scheduler's vetting of a fresh launch binds it through the fused check.
-    scheduler = scheduler_double(_unified(tmp_path / "bind"))
+    scheduler = scheduler_double(published(UNIFIED, tmp_path / "bind"))
     runner = scheduler.tp_worker.model_runner
     with mock.patch.object(scheduler_module, "bind_under_stock_sizing") as bind:
         scheduler_module.bind_where_stock_sizes(scheduler)
@@ -469,9 +436,7 @@ def test_a_priced_launch_binds_before_its_pool_is_profiled(tmp_path: Path) -> No
         events.append("profile")
         return AVAILABLE
 
-    def no_stock(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the hook fell back on stock sizing")
-
+    no_stock = mock.Mock(side_effect=AssertionError("the hook fell back on stock sizing"))
     config = _run_hook(layout, sizing, no_stock, profile)
     assert events == ["bind priced=True", "profile"]
     assert sizing.plan is not None and config.max_total_num_tokens == sizing.plan.tokens

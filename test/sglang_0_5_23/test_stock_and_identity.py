@@ -29,10 +29,8 @@ def test_stock_overshoots_with_an_eagle3_draft_the_plugin_changes_only_the_budge
     assert _differing(_comparable_args(ours), _comparable_args(stock)) == {}
     assert _geometry(ours.runner("target")) == _geometry(stock.runner("target"))
     assert tokens > ours.runner("target")["max_total_num_tokens"]
-    assert (
-        ours.report["scheduler"]["max_running_requests"]
-        == stock.report["scheduler"]["max_running_requests"]
-    )
+    requests = [run.report["scheduler"]["max_running_requests"] for run in (ours, stock)]
+    assert requests[0] == requests[1]
     # The draft's embed is the target's storage when the pool is sized; stock's is its own.
     (plugin,) = ours.identity
     (stock_identity,) = stock.identity
@@ -62,13 +60,9 @@ def _differing(a: dict, b: dict) -> dict:
 
 
 def _geometry(runner: dict) -> dict:
-    pool = runner["kv_pool"]
-    return {
-        "architecture": runner["architecture"],
-        "weight_bytes": runner["weight_bytes"],
-        **{k: pool[k] for k in ("class", "layer_num", "head_num", "head_dim", "v_head_dim")},
-        "dtype": pool["dtype"],
-    }
+    shape = ("class", "layer_num", "head_num", "head_dim", "v_head_dim", "dtype")
+    geometry = {k: runner[k] for k in ("architecture", "weight_bytes")}
+    return geometry | {k: runner["kv_pool"][k] for k in shape}
 
 
 @pytest.mark.launches(("plain", False), ("plain", True))
@@ -77,8 +71,7 @@ def test_non_speculative_launch_is_identical_with_the_plugin_on_and_off(engine_r
     assert on.report["specinit_loaded"] and not off.report["specinit_loaded"]
     assert _differing(_comparable_args(on), _comparable_args(off)) == {}
     assert on.report["scheduler"] == off.report["scheduler"]
-    assert [_geometry(r) for r in on.report["model_runners"]] == [
-        _geometry(r) for r in off.report["model_runners"]
-    ]
+    geometries = [[_geometry(r) for r in run.report["model_runners"]] for run in (on, off)]
+    assert geometries[0] == geometries[1]
     assert on.free_after_pools == off.free_after_pools
     assert on.memory is None and "[specinit]" not in on.log
