@@ -254,11 +254,8 @@ WHOLE = 0  # a tensor every rank holds in full
 
 def _mlp(prefix: str, i: int, h: int) -> dict[str, tuple[tuple[int, ...], int]]:
     # MergedColumnParallelLinear gate_up, RowParallelLinear down: 1 / tp.
-    return {
-        f"{prefix}.gate_proj.weight": ((i, h), TP),
-        f"{prefix}.up_proj.weight": ((i, h), TP),
-        f"{prefix}.down_proj.weight": ((h, i), TP),
-    }
+    shapes = {"gate_proj": (i, h), "up_proj": (i, h), "down_proj": (h, i)}
+    return {f"{prefix}.{proj}.weight": (shape, TP) for proj, shape in shapes.items()}
 
 
 def _moe_mlp(c: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], int]]:
