@@ -26,8 +26,8 @@ def rows(table: str) -> dict[str, tuple[str, str]]:
     return {case: (argv, message) for case, argv, message in cells}
 
 
-# Left to test_plan_verdicts (the same refusal, both generations): a --mem-fraction-static of
-# 0, 1 or 1.5, an unknown flag, a target without architectures, a missing or absent EAGLE3 draft.
+# Left to test_plan_verdicts (the same refusal, both generations): --mem-fraction-static 0, 1 or
+# 1.5, an unknown flag, a target without architectures, an absent draft path, EAGLE3 without one.
 BAD_INPUTS = rows(r"""
 missing path | plan --model-path {tmp}/nope | is not a local directory
 # A config.json transformers cannot read: a zero it divides by, a mistyped field; a draft's.
