@@ -55,7 +55,10 @@ MUTANTS: tuple[Mutant, ...] = (
         'if args.speculative_algorithm == "EAGLE3" and not args.speculative_draft_model_path:',
         'if args.speculative_algorithm == "EAGLE-3" and not args.speculative_draft_model_path:',
         ".venv",
-        (f"{_BAD_INPUT}[eagle3 without draft]",),
+        (
+            "test/shared/test_plan_verdicts.py::test_the_planner_gives_the_launch_verdict"
+            "[sglang-eagle3-without-draft]",
+        ),
     ),
     Mutant(
         "0523-malformed-config-traceback",

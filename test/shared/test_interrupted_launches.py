@@ -14,13 +14,7 @@ from harness.checkpoints.eagle_drafts import TP2_EAGLE3_DRAFT
 from harness.cpu_doubles.faults import FAIL_DRAFT_RANK_ENV, PAUSE_DRAFT_POOL_ENV
 from harness.launch.engine import EndedLaunch, assert_ended_cleanly, run_server_to_end
 from harness.launch.processes import rank_log_lines
-from harness.launch.tp2_pair import (
-    ALGORITHM,
-    MULTI_RANK_TIMEOUT_S,
-    SPEC_FLAGS,
-    STARTUP_BOUND_S,
-    TP,
-)
+from harness.launch.tp2_pair import ALGORITHM, MULTI_RANK_TIMEOUT_S, SPEC_FLAGS, STARTUP_BOUND_S, TP
 from harness.matrices.fidelity_probe import PHASES_ITSELF
 from harness.releases import installed_row
 from harness.reports.report_reading import REPORT_DIR_ENV

