@@ -14,8 +14,7 @@ SGL_KERNEL_STUB_DIR = Path(__file__).resolve().parents[1] / "cpu_doubles" / "sgl
 def release_tuple(text: str) -> tuple[int, int, int]:
     """``"0.5.13.post1"`` -> ``(0, 5, 13)``."""
     parts = [int("".join(c for c in p if c.isdigit()) or 0) for p in text.split(".")[:3]]
-    major, minor, patch = (parts + [0, 0, 0])[:3]
-    return (major, minor, patch)
+    return tuple((parts + [0, 0, 0])[:3])
 
 
 @cache
