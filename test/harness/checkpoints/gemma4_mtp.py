@@ -51,9 +51,7 @@ def _gemma4_text_config_kwargs(shape: TinyGemma4Shape) -> dict[str, Any]:
     }
 
 
-def write_gemma4_target(
-    directory: Path, shape: TinyGemma4Shape = DEFAULT_GEMMA4_TARGET, seed: int = 0
-) -> Path:
+def write_gemma4_target(directory: Path, shape: TinyGemma4Shape, seed: int) -> Path:
     """Write a random text-only ``Gemma4ForCausalLM`` (``model_type: gemma4_text``)."""
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
@@ -71,9 +69,7 @@ def write_gemma4_target(
     )
 
 
-def write_gemma4_assistant(
-    directory: Path, shape: TinyGemma4Shape = DEFAULT_GEMMA4_ASSISTANT, seed: int = 0
-) -> Path:
+def write_gemma4_assistant(directory: Path, shape: TinyGemma4Shape, seed: int) -> Path:
     """Write a random ``Gemma4AssistantForCausalLM`` (the frozen-KV MTP draft) via transformers."""
     from transformers.models.gemma4_assistant.configuration_gemma4_assistant import (
         Gemma4AssistantConfig,

@@ -129,9 +129,7 @@ def _layer_shape(shape: TinyMiMoV2Shape, swa: bool) -> TinyMiMoV2Shape:
     )
 
 
-def write_mimo_v2_target(
-    directory: Path, shape: TinyMiMoV2Shape = DEFAULT_MIMO_V2, seed: int = 0
-) -> Path:
+def write_mimo_v2_target(directory: Path, shape: TinyMiMoV2Shape, seed: int) -> Path:
     """Write a random MiMo-V2 target whose checkpoint also holds its MTP layers."""
     import torch
 

@@ -242,9 +242,7 @@ def tiny_checkpoint(name: str) -> Path:
     return _cached(f"weights-{name}", CONFIGS[name](), _write_checkpoint)
 
 
-def write_mla_target(
-    directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0
-) -> Path:
+def write_mla_target(directory: Path, shape: TinyLlamaShape, seed: int) -> Path:
     """Write a random dense ``DeepseekV2ForCausalLM`` (MLA attention) plus its tokenizer."""
     from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
 
