@@ -57,16 +57,9 @@ def write_gemma4_target(directory: Path, shape: TinyGemma4Shape, seed: int) -> P
 
     config = Gemma4TextConfig(**_gemma4_text_config_kwargs(shape))
     config.architectures = ["Gemma4ForCausalLM"]
-    return save_seeded_model(
-        directory,
-        shape,
-        seed,
-        lambda: Gemma4ForCausalLM(config),
-        swa_num_key_value_heads=shape.kv_heads,
-        swa_head_dim=shape.head_dim,
-        swa_v_head_dim=shape.head_dim,
-        v_head_dim=shape.head_dim,
-    )
+    fields = {"swa_num_key_value_heads": shape.kv_heads}
+    fields.update(dict.fromkeys(("swa_head_dim", "swa_v_head_dim", "v_head_dim"), shape.head_dim))
+    return save_seeded_model(directory, shape, seed, lambda: Gemma4ForCausalLM(config), **fields)
 
 
 def write_gemma4_assistant(directory: Path, shape: TinyGemma4Shape, seed: int) -> Path:
