@@ -88,13 +88,8 @@ class SimulatedDeviceMemory:
         used = self.used_bytes(collect=collect)
         caller, is_draft = _describe_caller()
         with self._lock:
-            reading = MeterReading(
-                seq=len(self.readings),
-                caller=caller,
-                is_draft_worker=is_draft,
-                used_bytes=used,
-                free_bytes=self.capacity_bytes - used,
-            )
+            free = self.capacity_bytes - used
+            reading = MeterReading(len(self.readings), caller, is_draft, used, free)
             if len(self.readings) < _MAX_READINGS:
                 self.readings.append(reading)
         return reading
