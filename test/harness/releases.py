@@ -164,8 +164,7 @@ def installed_name() -> str | None:
 
 def installed_row() -> Release | None:
     """The installed release's row; None when sglang is absent or the release is not served."""
-    name = installed_name()
-    return BY_NAME.get(name) if name else None
+    return BY_NAME.get(installed_name() or "")
 
 
 def suite_gate(folder: Path) -> tuple[list[str], Release | None]:

@@ -16,14 +16,10 @@ GIB = 1 << 30
 _RUNNER = "sglang.srt.model_executor.model_runner.ModelRunner"
 POOL_METHOD = "init_memory_pool"
 # ModelRunner steps after the pool whose memory is meant to come from the 1 - f share.
-POST_POOL_METHODS = (
-    "init_cublas",
-    "init_attention_backend",
-    "kernel_warmup",
-    "_pre_initialize_flashinfer_allreduce_workspace",
-    "init_device_graphs",
-    "init_piecewise_cuda_graphs",
-    "prealloc_symmetric_memory_pool",
+POST_POOL_METHODS = tuple(
+    "init_cublas init_attention_backend kernel_warmup"
+    " _pre_initialize_flashinfer_allreduce_workspace init_device_graphs"
+    " init_piecewise_cuda_graphs prealloc_symmetric_memory_pool".split()
 )
 # What a correct launch may exceed the budget by: the KV pools' small bookkeeping tensors,
 # which no budget prices (a draft pool left out of the budget is hundreds of MiB on a GPU).
