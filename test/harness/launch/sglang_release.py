@@ -43,12 +43,9 @@ def graphs_off_kwargs(release: tuple[int, int, int] | None = None) -> dict[str, 
     return {"disable_cuda_graph": True, "disable_piecewise_cuda_graph": True}
 
 
-# From 0.5.16 a CPU run imports its KV-move and speculative CPU ops from sgl_kernel.
-SGL_KERNEL_CPU_OPS_GENERATION = (0, 5, 16)
-
-
 def imports_sgl_kernel_cpu_ops() -> bool:
-    return sglang_release() >= SGL_KERNEL_CPU_OPS_GENERATION
+    """From 0.5.16 a CPU run imports its KV-move and speculative CPU ops from sgl_kernel."""
+    return sglang_release() >= (0, 5, 16)
 
 
 def extra_python_path() -> list[str]:
