@@ -90,21 +90,19 @@ def engine_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     root = tmp_path_factory.getbasetemp() / "sglang0523"
     root.mkdir(exist_ok=True)
     in_worker = "PYTEST_XDIST_WORKER" in os.environ
-    wanted: list[tuple[str, bool]] = []
+    wanted: dict[tuple[str, bool], None] = {}  # in first-asked order, once each
     for item in request.session.items:
         marker = item.get_closest_marker("launches")  # the (kind, plugin) launches it reads
-        if marker is None or item.get_closest_marker("skip") is not None:
-            continue
-        if in_worker and item.module is not request.module:
+        skipped = item.get_closest_marker("skip") is not None
+        if marker is None or skipped or (in_worker and item.module is not request.module):
             continue
         # A test parametrized by draft kind reads that kind's launches ("{kind}" in the marker).
         params = getattr(getattr(item, "callspec", None), "params", {})
         for key in marker.args:
             if key[0] == "{kind}" and "kind" in params:
                 key = (params["kind"], key[1])
-            if key not in wanted:
-                wanted.append(key)
-    prefetch(wanted, root)
+            wanted[key] = None
+    prefetch(list(wanted), root)
     return lambda kind, plugin: launch(kind, plugin, root)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from functools import partial
 
 import pytest
 from harness.launch.plugin_probe import REPO_ROOT, probe_env, registry_probe, same_packages_path
@@ -19,6 +20,7 @@ UNPACKED = REPO_ROOT / ".cache" / f"sglang-{DECLINED_VERSION}"
 TIMEOUT_S = 180
 
 NO_VENV = f"{GENERATION_VENV.name} is absent: build it with scripts/setup.sh (CI does)"
+_run = partial(subprocess.run, capture_output=True, text=True, cwd=str(REPO_ROOT))
 
 
 @pytest.mark.timeout(TIMEOUT_S * 3 + 30)
@@ -26,13 +28,8 @@ NO_VENV = f"{GENERATION_VENV.name} is absent: build it with scripts/setup.sh (CI
 def test_plugin_and_planner_step_aside_on_a_declined_release() -> None:
     """The declined wheel (``scripts/sibling_release.sh``) over the venv: the plugin registers
     nothing, and ``plan`` refuses it in one line."""
-    proc = subprocess.run(
-        ["bash", "scripts/sibling_release.sh", DECLINED_VERSION, str(GENERATION_VENV), "--version"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        cwd=str(REPO_ROOT),
-    )
+    unpack = ["bash", "scripts/sibling_release.sh", DECLINED_VERSION, str(GENERATION_VENV)]
+    proc = _run([*unpack, "--version"], timeout=TIMEOUT_S)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     # Its wheel first on PYTHONPATH, the sgl_kernel double, then the plugin this test imports (a
     # worktree's python/, when it comes from PYTHONPATH).
@@ -66,14 +63,8 @@ def test_plugin_and_planner_step_aside_on_a_declined_release() -> None:
     assert summary["added_methods"] == []
 
     # The planner on the declined release: exit 2, one line naming the served releases.
-    proc = subprocess.run(
-        [str(UPSTREAM_PYTHON), "-m", "sglang_specinit.planner.cli", "plan", "--json"],
-        env=declined_release,
-        capture_output=True,
-        text=True,
-        timeout=110,
-        cwd=str(REPO_ROOT),
-    )
+    plan = [str(UPSTREAM_PYTHON), "-m", "sglang_specinit.planner.cli", "plan", "--json"]
+    proc = _run(plan, env=declined_release, timeout=110)
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

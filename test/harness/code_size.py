@@ -16,22 +16,15 @@ def _share(lines: int, prose: int) -> str:
     return f"{prose / lines if lines else 0.0:5.1%}"
 
 
-def _docstring_lines(tree: ast.AST) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    lines.update(range(body[0].lineno, body[0].end_lineno + 1))
-    return lines
-
-
 def file_size(path: Path) -> tuple[int, int]:
     """A file's lines (as ``wc -l`` counts them) and its prose lines: docstring lines plus
     lines holding only a comment."""
     text = path.read_text()
-    docstrings = _docstring_lines(ast.parse(text))
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(text)):
+        kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+        if isinstance(node, kinds) and ast.get_docstring(node, clean=False) is not None:
+            docstrings.update(range(node.body[0].lineno, node.body[0].end_lineno + 1))
     prose = set(docstrings)
     code_lines: set[int] = set()
     for token in tokenize.generate_tokens(io.StringIO(text).readline):

@@ -99,6 +99,9 @@ _PARALLEL_STATE = dict(
 _PARALLEL_STATE_ONLY = ("test_planner_parallel_state.py", "test_server_args_stock.py")
 # 0.5.23 runs plan == server in this environment in test/shared/test_plan_matches_server.py.
 _SIBLING_GENERATION_ONLY = ("test_eagle3_launch.py",)
+# 0.5.20, in a venv of its own, also launches the EAGLE3 pair and reads stock ServerArgs.
+_0520 = {**_PARALLEL_STATE, "sibling": False, "widths_at_publish": True}
+_0520["files"] += ("test_eagle3_launch.py", "test_server_args_stock.py")
 
 RELEASES: tuple[Release, ...] = (
     Release("0.5.13", "sglang_0_5_13", ".venv", sibling=True, shared=True, cpu_import_recipe=False),
@@ -117,20 +120,7 @@ RELEASES: tuple[Release, ...] = (
     Release("0.5.17", **_PARALLEL_STATE, dataclass_server_args=True, mm_reservation=False),
     Release("0.5.18", **_PARALLEL_STATE, dataclass_server_args=True),
     Release("0.5.19", **_PARALLEL_STATE),
-    Release(
-        "0.5.20",
-        **{
-            **_PARALLEL_STATE,
-            "sibling": False,
-            "widths_at_publish": True,
-            "files": (
-                "test_adapter_signatures.py",
-                "test_planner_parallel_state.py",
-                "test_eagle3_launch.py",
-                "test_server_args_stock.py",
-            ),
-        },
-    ),
+    Release("0.5.20", **_0520),
     Release(
         "0.5.21",
         "sglang_0_5_23",
@@ -174,8 +164,7 @@ def installed_name() -> str | None:
 
 def installed_row() -> Release | None:
     """The installed release's row; None when sglang is absent or the release is not served."""
-    name = installed_name()
-    return BY_NAME.get(name) if name else None
+    return BY_NAME.get(installed_name() or "")
 
 
 def suite_gate(folder: Path) -> tuple[list[str], Release | None]:

@@ -30,9 +30,7 @@ DEFAULT_DFLASH_DRAFT = replace(DEFAULT_TARGET, layers=1, heads=4, kv_heads=2, he
 DFLASH_BLOCK_SIZE = 4
 
 
-def write_eagle_draft(
-    directory: Path, shape: TinyLlamaShape = DEFAULT_EAGLE_DRAFT, seed: int = 0
-) -> Path:
+def write_eagle_draft(directory: Path, shape: TinyLlamaShape, seed: int) -> Path:
     """Write a random ``LlamaForCausalLMEagle`` draft (EAGLE-1/2 layout; usually 1 layer)."""
     import torch
 
@@ -89,9 +87,7 @@ def write_eagle3_draft(
     )
 
 
-def write_dflash_draft(
-    directory: Path, shape: TinyLlamaShape = DEFAULT_DFLASH_DRAFT, seed: int = 0
-) -> Path:
+def write_dflash_draft(directory: Path, shape: TinyLlamaShape, seed: int) -> Path:
     """Write a random ``DFlashDraftModel`` (``models/dflash.py``) reading target layers 0, 1."""
     import torch
 

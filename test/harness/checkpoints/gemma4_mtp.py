@@ -51,29 +51,18 @@ def _gemma4_text_config_kwargs(shape: TinyGemma4Shape) -> dict[str, Any]:
     }
 
 
-def write_gemma4_target(
-    directory: Path, shape: TinyGemma4Shape = DEFAULT_GEMMA4_TARGET, seed: int = 0
-) -> Path:
+def write_gemma4_target(directory: Path, shape: TinyGemma4Shape, seed: int) -> Path:
     """Write a random text-only ``Gemma4ForCausalLM`` (``model_type: gemma4_text``)."""
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
     config = Gemma4TextConfig(**_gemma4_text_config_kwargs(shape))
     config.architectures = ["Gemma4ForCausalLM"]
-    return save_seeded_model(
-        directory,
-        shape,
-        seed,
-        lambda: Gemma4ForCausalLM(config),
-        swa_num_key_value_heads=shape.kv_heads,
-        swa_head_dim=shape.head_dim,
-        swa_v_head_dim=shape.head_dim,
-        v_head_dim=shape.head_dim,
-    )
+    fields = {"swa_num_key_value_heads": shape.kv_heads}
+    fields.update(dict.fromkeys(("swa_head_dim", "swa_v_head_dim", "v_head_dim"), shape.head_dim))
+    return save_seeded_model(directory, shape, seed, lambda: Gemma4ForCausalLM(config), **fields)
 
 
-def write_gemma4_assistant(
-    directory: Path, shape: TinyGemma4Shape = DEFAULT_GEMMA4_ASSISTANT, seed: int = 0
-) -> Path:
+def write_gemma4_assistant(directory: Path, shape: TinyGemma4Shape, seed: int) -> Path:
     """Write a random ``Gemma4AssistantForCausalLM`` (the frozen-KV MTP draft) via transformers."""
     from transformers.models.gemma4_assistant.configuration_gemma4_assistant import (
         Gemma4AssistantConfig,

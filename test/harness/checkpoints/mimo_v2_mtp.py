@@ -81,8 +81,36 @@ class MiMoV2FlashConfig(PretrainedConfig):
 '''
 
 
-def _mimo_v2_config(shape: TinyMiMoV2Shape) -> dict[str, Any]:
-    return {
+def _layer_shape(shape: TinyMiMoV2Shape, swa: bool) -> TinyMiMoV2Shape:
+    """The attention widths of one MiMo-V2 decoder layer (for ``llama_layout.layer_tensors``)."""
+    if not swa:
+        return shape
+    return replace(
+        shape, heads=shape.swa_heads, kv_heads=shape.swa_kv_heads, head_dim=shape.swa_head_dim
+    )
+
+
+def write_mimo_v2_target(directory: Path, shape: TinyMiMoV2Shape, seed: int) -> Path:
+    """Write a random MiMo-V2 target whose checkpoint also holds its MTP layers."""
+    import torch
+
+    directory, gen, dt = seeded_generator(directory, shape, seed)
+    h = shape.hidden
+    tensors: dict[str, Any] = {
+        "model.embed_tokens.weight": randn(gen, shape.vocab, h, dtype=dt),
+        "model.norm.weight": torch.ones(h, dtype=dt),
+        "lm_head.weight": randn(gen, shape.vocab, h, dtype=dt),
+    }
+    layers = [(f"model.layers.{i}", kind == 1) for i, kind in enumerate(shape.hybrid_layer_pattern)]
+    layers += [(f"model.mtp.layers.{i}", True) for i in range(shape.mtp_layers)]
+    for prefix, swa in layers:
+        layer_shape = _layer_shape(shape, swa=swa)
+        tensors.update(layer_tensors(gen, prefix, layer_shape, qkv_in=h, input_layernorm=True))
+        if prefix.startswith("model.mtp."):
+            for norm in ("enorm", "hnorm", "final_layernorm"):
+                tensors[f"{prefix}.{norm}.weight"] = torch.ones(h, dtype=dt)
+            tensors[f"{prefix}.eh_proj.weight"] = randn(gen, h, 2 * h, dtype=dt)
+    config = {
         "architectures": ["MiMoV2FlashForCausalLM"],
         "model_type": "mimo_v2_flash",
         "auto_map": {"AutoConfig": f"{MIMO_V2_CONFIG_MODULE}.MiMoV2FlashConfig"},
@@ -118,43 +146,8 @@ def _mimo_v2_config(shape: TinyMiMoV2Shape) -> dict[str, Any]:
         "encoder_only": False,
         "n_routed_experts": 1,
     }
-
-
-def _layer_shape(shape: TinyMiMoV2Shape, swa: bool) -> TinyMiMoV2Shape:
-    """The attention widths of one MiMo-V2 decoder layer (for ``llama_layout.layer_tensors``)."""
-    if not swa:
-        return shape
-    return replace(
-        shape, heads=shape.swa_heads, kv_heads=shape.swa_kv_heads, head_dim=shape.swa_head_dim
-    )
-
-
-def write_mimo_v2_target(
-    directory: Path, shape: TinyMiMoV2Shape = DEFAULT_MIMO_V2, seed: int = 0
-) -> Path:
-    """Write a random MiMo-V2 target whose checkpoint also holds its MTP layers."""
-    import torch
-
-    directory, gen, dt = seeded_generator(directory, shape, seed)
-    h = shape.hidden
-    tensors: dict[str, Any] = {
-        "model.embed_tokens.weight": randn(gen, shape.vocab, h, dtype=dt),
-        "model.norm.weight": torch.ones(h, dtype=dt),
-        "lm_head.weight": randn(gen, shape.vocab, h, dtype=dt),
-    }
-    layers = [(f"model.layers.{i}", kind == 1) for i, kind in enumerate(shape.hybrid_layer_pattern)]
-    layers += [(f"model.mtp.layers.{i}", True) for i in range(shape.mtp_layers)]
-    for prefix, swa in layers:
-        layer_shape = _layer_shape(shape, swa=swa)
-        tensors.update(layer_tensors(gen, prefix, layer_shape, qkv_in=h, input_layernorm=True))
-        if prefix.startswith("model.mtp."):
-            for norm in ("enorm", "hnorm", "final_layernorm"):
-                tensors[f"{prefix}.{norm}.weight"] = torch.ones(h, dtype=dt)
-            tensors[f"{prefix}.eh_proj.weight"] = randn(gen, h, 2 * h, dtype=dt)
     (directory / f"{MIMO_V2_CONFIG_MODULE}.py").write_text(MIMO_V2_CONFIG_SOURCE)
-    return save_checkpoint(
-        directory, tensors, json.dumps(_mimo_v2_config(shape), indent=1), shape.vocab
-    )
+    return save_checkpoint(directory, tensors, json.dumps(config, indent=1), shape.vocab)
 
 
 # Cached MiMo-V2 target with ``shape.mtp_layers`` MTP layers in the same checkpoint.

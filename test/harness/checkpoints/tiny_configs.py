@@ -54,6 +54,10 @@ def _common(architecture: str, model_type: str, layers: int, **fields: Any) -> d
         "tie_word_embeddings": False,
         "rms_norm_eps": 1e-6,
         "hidden_act": "silu",
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_experts_per_tok": 2,
+        "rope_theta": 10000,
         **fields,
     }
 
@@ -61,15 +65,20 @@ def _common(architecture: str, model_type: str, layers: int, **fields: Any) -> d
 # The MoE (4 routed experts, 1 shared, top-2 in one group) and the one MTP layer of the
 # DeepSeek and GLM-4.5 configs.
 _MOE_MTP = {
-    "intermediate_size": 128,
     "moe_intermediate_size": 32,
-    "num_attention_heads": 4,
     "n_routed_experts": 4,
     "n_shared_experts": 1,
-    "num_experts_per_tok": 2,
     "n_group": 1,
     "topk_group": 1,
     "num_nextn_predict_layers": 1,
+}
+# What every DeepSeek config adds: compressed (low-rank) KV and queries, YaRN rope.
+_DEEPSEEK = {
+    **_MOE_MTP,
+    "kv_lora_rank": 32,
+    "q_lora_rank": 48,
+    "qk_rope_head_dim": 16,
+    "rope_scaling": YARN,
 }
 _DSA_INDEXER = {"index_topk": 64, "index_head_dim": 32, "index_n_heads": 4}
 
@@ -80,12 +89,9 @@ def _deepseek_mla(architecture: str, model_type: str, **fields: Any) -> dict[str
         architecture,
         model_type,
         2,
-        **_MOE_MTP,
+        **_DEEPSEEK,
         num_key_value_heads=4,
-        kv_lora_rank=32,
-        q_lora_rank=48,
         qk_nope_head_dim=16,
-        qk_rope_head_dim=16,
         v_head_dim=16,
         topk_method="noaux_tc",
         scoring_func="sigmoid",
@@ -93,8 +99,6 @@ def _deepseek_mla(architecture: str, model_type: str, **fields: Any) -> dict[str
         routed_scaling_factor=2.5,
         first_k_dense_replace=1,
         moe_layer_freq=1,
-        rope_theta=10000,
-        rope_scaling=dict(YARN),
         attention_bias=False,
         **fields,
     )
@@ -110,23 +114,18 @@ CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
         "DeepseekV4ForCausalLM",
         "deepseek_v4",
         2,
-        **_MOE_MTP,
+        **_DEEPSEEK,
         **_DSA_INDEXER,
         num_key_value_heads=1,
-        kv_lora_rank=32,
-        q_lora_rank=48,
         o_lora_rank=32,
         o_groups=2,
         qk_nope_head_dim=48,
-        qk_rope_head_dim=16,
         v_head_dim=64,
         head_dim=64,
         n_hash_layers=0,
         window_size=128,
         sliding_window=128,
         compress_ratios=[4, 128],
-        rope_theta=10000,
-        rope_scaling=dict(YARN),
     ),
     # GLM-4.5 / 4.6: GQA with partial rotary, MoE, one MTP layer.
     "glm4-moe": lambda: _common(
@@ -150,8 +149,6 @@ CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
         "Qwen3NextForCausalLM",
         "qwen3_next",
         4,
-        intermediate_size=128,
-        num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=16,
         partial_rotary_factor=0.25,
@@ -162,7 +159,6 @@ CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
         linear_num_key_heads=2,
         linear_num_value_heads=4,
         num_experts=4,
-        num_experts_per_tok=2,
         moe_intermediate_size=32,
         shared_expert_intermediate_size=32,
         decoder_sparse_step=1,
@@ -176,12 +172,10 @@ CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
         "gpt_oss",
         2,
         intermediate_size=64,
-        num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=16,
         num_local_experts=4,
         experts_per_token=2,
-        num_experts_per_tok=2,
         sliding_window=128,
         layer_types=["sliding_attention", "full_attention"],
         attention_bias=True,
@@ -235,16 +229,11 @@ def _write_checkpoint(directory: Path, text: str, seed: int = 0) -> None:
     gen, dt = torch.Generator().manual_seed(seed + 1), torch.bfloat16
     for index in range(layers, layers + mtp_layers):
         mtp = f"model.layers.{index}"
-        tensors.update(
-            {
-                f"{mtp}.embed_tokens.weight": randn(gen, vocab, hidden, dtype=dt),
-                f"{mtp}.enorm.weight": torch.ones(hidden, dtype=dt),
-                f"{mtp}.hnorm.weight": torch.ones(hidden, dtype=dt),
-                f"{mtp}.eh_proj.weight": randn(gen, hidden, 2 * hidden, dtype=dt),
-                f"{mtp}.shared_head.norm.weight": torch.ones(hidden, dtype=dt),
-                f"{mtp}.shared_head.head.weight": randn(gen, vocab, hidden, dtype=dt),
-            }
-        )
+        tensors[f"{mtp}.embed_tokens.weight"] = randn(gen, vocab, hidden, dtype=dt)
+        tensors[f"{mtp}.eh_proj.weight"] = randn(gen, hidden, 2 * hidden, dtype=dt)
+        tensors[f"{mtp}.shared_head.head.weight"] = randn(gen, vocab, hidden, dtype=dt)
+        for norm in ("enorm", "hnorm", "shared_head.norm"):
+            tensors[f"{mtp}.{norm}.weight"] = torch.ones(hidden, dtype=dt)
     save_checkpoint(directory, tensors, text, vocab)
 
 
@@ -253,9 +242,7 @@ def tiny_checkpoint(name: str) -> Path:
     return _cached(f"weights-{name}", CONFIGS[name](), _write_checkpoint)
 
 
-def write_mla_target(
-    directory: Path, shape: TinyLlamaShape = DEFAULT_TARGET, seed: int = 0
-) -> Path:
+def write_mla_target(directory: Path, shape: TinyLlamaShape, seed: int) -> Path:
     """Write a random dense ``DeepseekV2ForCausalLM`` (MLA attention) plus its tokenizer."""
     from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
 

@@ -28,9 +28,7 @@ def cuda_synchronize_without_device(original: Callable[..., Any], *args: Any, **
     """AROUND for ``torch.cuda.synchronize``: a no-op when no CUDA device exists."""
     import torch
 
-    if torch.cuda.is_available():
-        return original(*args, **kwargs)
-    return None
+    return original(*args, **kwargs) if torch.cuda.is_available() else None
 
 
 @dataclass(frozen=True)
@@ -90,13 +88,8 @@ class SimulatedDeviceMemory:
         used = self.used_bytes(collect=collect)
         caller, is_draft = _describe_caller()
         with self._lock:
-            reading = MeterReading(
-                seq=len(self.readings),
-                caller=caller,
-                is_draft_worker=is_draft,
-                used_bytes=used,
-                free_bytes=self.capacity_bytes - used,
-            )
+            free = self.capacity_bytes - used
+            reading = MeterReading(len(self.readings), caller, is_draft, used, free)
             if len(self.readings) < _MAX_READINGS:
                 self.readings.append(reading)
         return reading
@@ -126,8 +119,7 @@ def _describe_caller() -> tuple[str, bool | None]:
         return "<unknown>", None
     module = frame.f_globals.get("__name__", "?")
     name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
-    owner = frame.f_locals.get("self")
-    is_draft = getattr(owner, "is_draft_worker", None) if owner is not None else None
+    is_draft = getattr(frame.f_locals.get("self"), "is_draft_worker", None)
     return f"{module}.{name}", (bool(is_draft) if is_draft is not None else None)
 
 

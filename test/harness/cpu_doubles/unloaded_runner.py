@@ -7,18 +7,9 @@ from typing import Any
 from unittest import mock
 
 # The attributes unloaded_runner sets (compared with a live runner's by the tests).
-DERIVED_ATTRS = (
-    "page_size",
-    "is_hybrid_swa",
-    "is_hybrid_swa_compress",
-    "use_mla_backend",
-    "enable_hisparse",
-    "is_draft_worker",
-    "start_layer",
-    "end_layer",
-    "num_effective_layers",
-    "kv_cache_dtype",
-    "device",
+DERIVED_ATTRS = tuple(
+    "page_size is_hybrid_swa is_hybrid_swa_compress use_mla_backend enable_hisparse"
+    " is_draft_worker start_layer end_layer num_effective_layers kv_cache_dtype device".split()
 )
 
 

@@ -58,18 +58,10 @@ def kv_spec_from_model_config(
         return AttentionKVSpec(num_layers=layers, kv_dtype=dtype, element_bytes=elt, **shape)
 
     if mc.is_hybrid_swa:
-        full = mha(
-            len(mc.full_attention_layer_ids),
-            mc.get_num_kv_heads(attn_tp_size),
-            mc.head_dim,
-            mc.v_head_dim,
-        )
-        swa = mha(
-            len(mc.swa_attention_layer_ids),
-            mc.get_swa_num_kv_heads(attn_tp_size),
-            mc.swa_head_dim,
-            mc.swa_v_head_dim,
-        )
+        full_layers, swa_layers = len(mc.full_attention_layer_ids), len(mc.swa_attention_layer_ids)
+        full = mha(full_layers, mc.get_num_kv_heads(attn_tp_size), mc.head_dim, mc.v_head_dim)
+        swa_heads = mc.get_swa_num_kv_heads(attn_tp_size)
+        swa = mha(swa_layers, swa_heads, mc.swa_head_dim, mc.swa_v_head_dim)
         return HybridSWAKVSpec(full=full, swa=swa, swa_full_tokens_ratio=swa_full_tokens_ratio)
     layers = full_attention_layers if full_attention_layers is not None else num_layers
     if use_mla:

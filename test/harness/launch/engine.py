@@ -357,6 +357,7 @@ def run_server_to_end(
     if on_start is not None:
         on_start(proc.pid)
     signalled_at = None
+    marker, signum = signal_on_marker or (None, 0)
     try:
         while proc.poll() is None:
             elapsed = time.monotonic() - started
@@ -365,12 +366,8 @@ def run_server_to_end(
                     f"launch still running after {bound_s:.0f} s (a rank may be waiting in a "
                     f"collective)\n{format_rank_tails(tail(files.log_path, 100_000))}"
                 )
-            if (
-                signal_on_marker is not None
-                and signalled_at is None
-                and any(files.report_dir.glob(signal_on_marker[0]))
-            ):
-                proc.send_signal(signal_on_marker[1])
+            if marker is not None and signalled_at is None and any(files.report_dir.glob(marker)):
+                proc.send_signal(signum)
                 signalled_at = elapsed
             time.sleep(0.2)
         elapsed = time.monotonic() - started

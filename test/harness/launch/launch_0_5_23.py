@@ -159,10 +159,9 @@ def launch_args(kind: str) -> dict[str, Any]:
 
 def _run(kind: str, plugin: bool, tmp_root: Path) -> Launch:
     work = tmp_root / f"{kind}-{'on' if plugin else 'off'}"
-    report_dir = work / "memory"
-    report_dir.mkdir(parents=True, exist_ok=True)
-    identity_dir = work / "identity"
-    identity_dir.mkdir(exist_ok=True)
+    report_dir, identity_dir = work / "memory", work / "identity"
+    for directory in (report_dir, identity_dir):
+        directory.mkdir(parents=True, exist_ok=True)
     with cpu_engine(
         **launch_args(kind),
         plugin=plugin,

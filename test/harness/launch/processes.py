@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 # SGLang derives its gRPC port as --port + 10000 and rejects anything above 65535.
-GRPC_PORT_OFFSET = 10000
-MAX_HTTP_PORT = 65535 - GRPC_PORT_OFFSET
+MAX_HTTP_PORT = 65535 - 10000
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 

@@ -14,8 +14,7 @@ SGL_KERNEL_STUB_DIR = Path(__file__).resolve().parents[1] / "cpu_doubles" / "sgl
 def release_tuple(text: str) -> tuple[int, int, int]:
     """``"0.5.13.post1"`` -> ``(0, 5, 13)``."""
     parts = [int("".join(c for c in p if c.isdigit()) or 0) for p in text.split(".")[:3]]
-    major, minor, patch = (parts + [0, 0, 0])[:3]
-    return (major, minor, patch)
+    return tuple((parts + [0, 0, 0])[:3])
 
 
 @cache
@@ -44,12 +43,9 @@ def graphs_off_kwargs(release: tuple[int, int, int] | None = None) -> dict[str, 
     return {"disable_cuda_graph": True, "disable_piecewise_cuda_graph": True}
 
 
-# From 0.5.16 a CPU run imports its KV-move and speculative CPU ops from sgl_kernel.
-SGL_KERNEL_CPU_OPS_GENERATION = (0, 5, 16)
-
-
 def imports_sgl_kernel_cpu_ops() -> bool:
-    return sglang_release() >= SGL_KERNEL_CPU_OPS_GENERATION
+    """From 0.5.16 a CPU run imports its KV-move and speculative CPU ops from sgl_kernel."""
+    return sglang_release() >= (0, 5, 16)
 
 
 def extra_python_path() -> list[str]:

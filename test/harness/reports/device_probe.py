@@ -16,14 +16,10 @@ GIB = 1 << 30
 _RUNNER = "sglang.srt.model_executor.model_runner.ModelRunner"
 POOL_METHOD = "init_memory_pool"
 # ModelRunner steps after the pool whose memory is meant to come from the 1 - f share.
-POST_POOL_METHODS = (
-    "init_cublas",
-    "init_attention_backend",
-    "kernel_warmup",
-    "_pre_initialize_flashinfer_allreduce_workspace",
-    "init_device_graphs",
-    "init_piecewise_cuda_graphs",
-    "prealloc_symmetric_memory_pool",
+POST_POOL_METHODS = tuple(
+    "init_cublas init_attention_backend kernel_warmup"
+    " _pre_initialize_flashinfer_allreduce_workspace init_device_graphs"
+    " init_piecewise_cuda_graphs prealloc_symmetric_memory_pool".split()
 )
 # What a correct launch may exceed the budget by: the KV pools' small bookkeeping tensors,
 # which no budget prices (a draft pool left out of the budget is hundreds of MiB on a GPU).
@@ -52,13 +48,13 @@ def _reading(runner: Any) -> dict[str, Any]:
     return reading
 
 
-def _tensors(root: Any, depth: int = 3) -> list[Any]:
-    """The tensors reachable from a pool/allocator object, not inside KV caches (the KV pool)."""
+def _tensors(root: Any) -> list[Any]:
+    """The tensors within 3 objects of a pool/allocator object, not inside KV caches (KV pool)."""
     import torch
     from sglang.srt.mem_cache.memory_pool import KVCache
 
     found = []
-    stack: list[tuple[Any, int]] = [(root, depth)]
+    stack: list[tuple[Any, int]] = [(root, 3)]
     visited: set[int] = set()
     while stack:
         obj, left = stack.pop()
@@ -92,32 +88,6 @@ def _new_bytes(tensors: Any, device_type: str, seen: set[int]) -> int:
     return sum(new.values())
 
 
-def _new_weight_bytes(runner: Any) -> int:
-    """Bytes of the runner's model tensors not counted at an earlier pool entry (shared: once)."""
-    import torch
-
-    model = getattr(runner, "model", None)
-    if not isinstance(model, torch.nn.Module):
-        return 0
-    tensors = itertools.chain(model.parameters(), model.buffers())
-    return _new_bytes(tensors, runner.device, _seen_weight_storages)
-
-
-def _pool_exit(runner: Any) -> dict[str, Any]:
-    """New req-to-token and allocator tensors' bytes, the KV pool's bytes and token capacity."""
-    roots = (runner.req_to_token_pool, getattr(runner, "token_to_kv_pool_allocator", None))
-    tables = [t for root in roots for t in _tensors(root)]
-    pool = getattr(runner, "token_to_kv_pool", None)
-    sizes = pool.get_kv_size_bytes() if hasattr(pool, "get_kv_size_bytes") else 0
-    return {
-        "table_bytes": _new_bytes(tables, runner.device, _seen_table_storages),
-        "kv_bytes": int(sum(sizes)) if isinstance(sizes, tuple) else int(sizes),
-        "kv_tokens": int(getattr(pool, "size", 0) or 0),
-        "page_size": int(getattr(runner, "page_size", 1) or 1),
-        "mem_fraction_static": runner.mem_fraction_static,
-    }
-
-
 def _write(record: dict[str, Any]) -> None:
     directory = os.environ.get(PROBE_DIR_ENV)
     if not directory:
@@ -147,12 +117,26 @@ def around_init_torch_distributed(original: Callable[..., Any], self: Any) -> An
 
 def around_init_memory_pool(original: Callable[..., Any], self: Any, *args: Any, **kw: Any) -> Any:
     """Readings around one runner's pool allocation: weights held on entry, tables and KV made."""
-    weights = _new_weight_bytes(self)
+    import torch
+
+    # The model's tensors not counted at an earlier pool entry (shared ones count once).
+    model = getattr(self, "model", None)
+    weights = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
+    weight_bytes = _new_bytes(weights, self.device, _seen_weight_storages)
     _write({"event": "enter", "method": POOL_METHOD, **_who(self), **_reading(self),
-            "weight_bytes": weights})  # fmt: skip
+            "weight_bytes": weight_bytes})  # fmt: skip
     result = original(self, *args, **kw)
+    # New req-to-token and allocator tensors' bytes, the KV pool's bytes and token capacity.
+    roots = (self.req_to_token_pool, getattr(self, "token_to_kv_pool_allocator", None))
+    tables = [t for root in roots for t in _tensors(root)]
+    pool = getattr(self, "token_to_kv_pool", None)
+    sizes = pool.get_kv_size_bytes() if hasattr(pool, "get_kv_size_bytes") else 0
     _write({"event": "exit", "method": POOL_METHOD, **_who(self), **_reading(self),
-            **_pool_exit(self)})  # fmt: skip
+            "table_bytes": _new_bytes(tables, self.device, _seen_table_storages),
+            "kv_bytes": int(sum(sizes)) if isinstance(sizes, tuple) else int(sizes),
+            "kv_tokens": int(getattr(pool, "size", 0) or 0),
+            "page_size": int(getattr(self, "page_size", 1) or 1),
+            "mem_fraction_static": self.mem_fraction_static})  # fmt: skip
     return result
 
 

@@ -30,13 +30,6 @@ def _digest(tensor: Any) -> str | None:
     return hashlib.sha256(_bytes(tensor, -1).tobytes()).hexdigest()
 
 
-def _row_digests(tensor: Any) -> list[str] | None:
-    if tensor.device.type == "meta" or tensor.dim() < 2 or tensor.shape[0] > ROW_DIGEST_MAX_ROWS:
-        return None
-    rows = _bytes(tensor, tensor.shape[0], -1)
-    return [hashlib.sha256(r.tobytes()).hexdigest()[:16] for r in rows]
-
-
 def _storage_key(tensor: Any) -> tuple[int, int] | None:
     try:
         storage = tensor.untyped_storage()
@@ -45,44 +38,6 @@ def _storage_key(tensor: Any) -> tuple[int, int] | None:
     if not storage.data_ptr():
         return None
     return (storage.data_ptr(), tensor.storage_offset())
-
-
-def model_tensors(runners: list[Any], spec_worker: Any | None) -> dict[str, dict[str, Any]]:
-    """``{"<role>[<i>]/<name>": {kind, shape, dtype, sha256, owner}}`` of every model tensor."""
-    out: dict[str, dict[str, Any]] = {}
-    owners: dict[tuple[int, int], str] = {}
-    drafts = 0
-
-    def add(key: str, kind: str, tensor: Any) -> None:
-        if not hasattr(tensor, "untyped_storage"):  # no hot-token map
-            return
-        storage = _storage_key(tensor)
-        owner = owners.setdefault(storage, key) if storage is not None else None
-        out[key] = {
-            "kind": kind,
-            "shape": list(tensor.shape),
-            "dtype": str(tensor.dtype),
-            "sha256": _digest(tensor),
-            "row_sha256": _row_digests(tensor),
-            "owner": owner,
-        }
-
-    for index, runner in enumerate(runners):
-        role = "target" if index == 0 else f"runner{index}"
-        if getattr(runner, "is_draft_worker", False):
-            role = f"draft{drafts}"
-            drafts += 1
-        model = getattr(runner, "model", None)
-        if model is None:
-            continue
-        for name, tensor in model.named_parameters(remove_duplicate=False):
-            add(f"{role}/{name}", "parameter", tensor)
-        for name, tensor in model.named_buffers(remove_duplicate=False):
-            add(f"{role}/{name}", "buffer", tensor)
-        add(f"{role}/hot_token_id", "attribute", getattr(model, "hot_token_id", None))
-    draft_worker = getattr(spec_worker, "draft_worker", None)
-    add("worker/hot_token_id", "attribute", getattr(draft_worker, "hot_token_id", None))
-    return out
 
 
 def _pools(pool: Any, seen: set[int]) -> Iterator[Any]:
@@ -136,9 +91,48 @@ def kv_pool_buffers(pool: Any) -> dict[str, Any] | None:
 
 
 def tensor_report(runners: list[Any], spec_worker: Any | None) -> dict[str, Any]:
-    """The two parts above, keyed ``tensors`` and ``kv_pool_buffers`` (one per runner)."""
+    """``tensors``: ``{"<role>[<i>]/<name>": {kind, shape, dtype, sha256, owner}}`` of every
+    model tensor; ``kv_pool_buffers``: :func:`kv_pool_buffers` of each runner's pool."""
+    out: dict[str, dict[str, Any]] = {}
+    owners: dict[tuple[int, int], str] = {}
+    drafts = 0
+
+    def add(key: str, kind: str, tensor: Any) -> None:
+        if not hasattr(tensor, "untyped_storage"):  # no hot-token map
+            return
+        storage = _storage_key(tensor)
+        owner = owners.setdefault(storage, key) if storage is not None else None
+        rows = None
+        if tensor.device.type != "meta" and tensor.dim() >= 2:
+            if tensor.shape[0] <= ROW_DIGEST_MAX_ROWS:
+                digests = (hashlib.sha256(r.tobytes()) for r in _bytes(tensor, len(tensor), -1))
+                rows = [digest.hexdigest()[:16] for digest in digests]
+        out[key] = {
+            "kind": kind,
+            "shape": list(tensor.shape),
+            "dtype": str(tensor.dtype),
+            "sha256": _digest(tensor),
+            "row_sha256": rows,
+            "owner": owner,
+        }
+
+    for index, runner in enumerate(runners):
+        role = "target" if index == 0 else f"runner{index}"
+        if getattr(runner, "is_draft_worker", False):
+            role = f"draft{drafts}"
+            drafts += 1
+        model = getattr(runner, "model", None)
+        if model is None:
+            continue
+        for name, tensor in model.named_parameters(remove_duplicate=False):
+            add(f"{role}/{name}", "parameter", tensor)
+        for name, tensor in model.named_buffers(remove_duplicate=False):
+            add(f"{role}/{name}", "buffer", tensor)
+        add(f"{role}/hot_token_id", "attribute", getattr(model, "hot_token_id", None))
+    draft_worker = getattr(spec_worker, "draft_worker", None)
+    add("worker/hot_token_id", "attribute", getattr(draft_worker, "hot_token_id", None))
     return {
-        "tensors": model_tensors(runners, spec_worker),
+        "tensors": out,
         "kv_pool_buffers": [
             {
                 "role": "draft" if getattr(r, "is_draft_worker", False) else "target",

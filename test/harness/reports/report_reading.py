@@ -144,10 +144,6 @@ def checkpoint_bytes(path: Path, keep: Callable[[str], bool] = lambda name: True
     """Bytes of the tensors in ``path``/model.safetensors whose name ``keep`` accepts."""
     from safetensors import safe_open
 
-    total = 0
     with safe_open(str(path / "model.safetensors"), "pt") as f:
-        for name in f.keys():
-            if keep(name):
-                t = f.get_tensor(name)
-                total += t.numel() * t.element_size()
-    return total
+        tensors = [f.get_tensor(name) for name in f.keys() if keep(name)]
+    return sum(t.numel() * t.element_size() for t in tensors)

@@ -131,15 +131,9 @@ def live_model_runners() -> list[Any]:
     mr = sys.modules.get("sglang.srt.model_executor.model_runner")
     if mr is None:
         return []
-    cls = mr.ModelRunner
-    runners = [o for o in gc.get_objects() if issubclass(type(o), cls)]
-    return sorted(
-        runners,
-        key=lambda r: (
-            bool(getattr(r, "is_draft_worker", False)),
-            getattr(r, "draft_model_idx", None) or 0,
-        ),
-    )
+    runners = [o for o in gc.get_objects() if issubclass(type(o), mr.ModelRunner)]
+    runners.sort(key=lambda r: getattr(r, "draft_model_idx", None) or 0)
+    return sorted(runners, key=lambda r: bool(getattr(r, "is_draft_worker", False)))
 
 
 def scheduler_ranks(scheduler: Any | None) -> dict[str, int | None]:

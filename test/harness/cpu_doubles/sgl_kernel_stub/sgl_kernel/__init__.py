@@ -37,14 +37,9 @@ def copy_all_layer_kv_cache_cpu(data_ptrs: Any, strides: Any, tgt_loc: Any, src_
 
 # The CPU ops sglang 0.5.20 and 0.5.23 import at module level; each refuses when called.
 for _name in (
-    "assign_draft_cache_locs_contiguous_cpu",
-    "assign_extend_cache_locs_cpu",
-    "assign_req_to_token_pool_cpu",
-    "build_tree_kernel_efficient_cpu",
-    "fill_accept_out_cache_loc_cpu",
-    "fill_bonus_tokens_cpu",
-    "rotate_input_ids_cpu",
-    "verify_tree_greedy_cpu",
-):
+    "assign_draft_cache_locs_contiguous_cpu assign_extend_cache_locs_cpu"
+    " assign_req_to_token_pool_cpu build_tree_kernel_efficient_cpu fill_accept_out_cache_loc_cpu"
+    " fill_bonus_tokens_cpu rotate_input_ids_cpu verify_tree_greedy_cpu"
+).split():
     globals()[_name] = _refuse(_name)
 del _name
