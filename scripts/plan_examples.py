@@ -3,8 +3,8 @@ a child forked after SGLang is imported (scripts/plan_snapshot.sh runs it once p
 
 A child per plan keeps every plan as fresh as its own ``sglang-specinit plan`` process (the
 planner clears SGLang's hf config cache around each plan; a child also isolates any state we
-do not know of), while the import every plan pays is paid once. Measured identical to one process per plan on
-0.5.13.post1 and 0.5.23, in a third of the time.
+do not know of), while the import every plan pays is paid once. Measured identical to one
+process per plan on 0.5.13.post1 and 0.5.23, in a third of the time.
 
     python scripts/plan_examples.py OUT
 """
