@@ -28,7 +28,7 @@ from harness.launch.engine import (
     running_members,
 )
 from harness.launch.processes import format_rank_tails, rank_log_lines
-from harness.reports import live_reports
+from harness.reports.live_reports import KEEP_ENV, PLUGIN_REPORT_DIR_ENV, keep_live_reports
 
 
 def test_meter_counts_each_storage_once_and_simulates_capacity_minus_tensors(
@@ -338,34 +338,25 @@ def test_load_fills_the_kv_pool_of_a_real_server(tiny_target: Path, tmp_path: Pa
 def test_reports_are_kept_per_launch_under_the_test_id_and_only_when_set_and_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = tmp_path / "specinit"
+    source, empty, keep = tmp_path / "specinit", tmp_path / "empty", tmp_path / "keep"
     source.mkdir()
+    empty.mkdir()
     for rank in range(2):
         (source / f"memory-rank{rank}.json").write_text(json.dumps({"tp_rank": rank}))
     (source / "unrelated.json").write_text("{}")
-    env = {live_reports.PLUGIN_REPORT_DIR_ENV: str(source)}
-    monkeypatch.delenv(live_reports.KEEP_ENV, raising=False)
-    assert live_reports.keep_live_reports(env, "x") is None  # unset: nothing kept
+    env = {PLUGIN_REPORT_DIR_ENV: str(source)}
+    monkeypatch.delenv(KEEP_ENV, raising=False)
+    assert keep_live_reports(env, "x") is None  # unset: nothing kept
 
-    keep = tmp_path / "keep"
-    monkeypatch.setenv(live_reports.KEEP_ENV, str(keep))
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    assert (
-        live_reports.keep_live_reports({live_reports.PLUGIN_REPORT_DIR_ENV: str(empty)}, "x")
-        is None
-    )
-    assert live_reports.keep_live_reports({}, "x") is None
+    monkeypatch.setenv(KEEP_ENV, str(keep))
+    assert keep_live_reports({PLUGIN_REPORT_DIR_ENV: str(empty)}, "x") is None
+    assert keep_live_reports({}, "x") is None
     assert not keep.exists()
 
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "test/cpu/test_x.py::test_y[EAGLE3 p=1] (call)")
-    first = live_reports.keep_live_reports(env, "engine-abc")
-    second = live_reports.keep_live_reports(env, "engine-abc")
+    first, second = (keep_live_reports(env, "engine-abc") for _ in range(2))
     assert first == keep / "test_x.py_test_y_EAGLE3_p=1"
     assert second == keep / "test_x.py_test_y_EAGLE3_p=1-2"
     for folder in (first, second):
-        assert sorted(p.name for p in folder.iterdir()) == [
-            "memory-rank0.json",
-            "memory-rank1.json",
-        ]
+        assert sorted(os.listdir(folder)) == ["memory-rank0.json", "memory-rank1.json"]
         assert json.loads((folder / "memory-rank1.json").read_text()) == {"tp_rank": 1}
