@@ -261,15 +261,12 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
     assert on.budget_bytes == breakdown["budget_bytes"]
     assert off.draft_kv_bytes > 0 and on.draft_kv_bytes > 0
     assert off.over_budget_bytes >= off.draft_kv_bytes - device_probe.BOOKKEEPING_TOLERANCE_BYTES
-    own_account = (
-        breakdown["resident_bytes"]
-        + breakdown["allocated_target_kv_pool_bytes"]
-        + breakdown["allocated_draft_kv_pool_bytes"]
-    )
-    assert abs(on.counted_bytes - own_account) <= device_probe.BOOKKEEPING_TOLERANCE_BYTES
-    assert on.kv_bytes == (
+    allocated = (
         breakdown["allocated_target_kv_pool_bytes"] + breakdown["allocated_draft_kv_pool_bytes"]
     )
+    own_account = breakdown["resident_bytes"] + allocated
+    assert abs(on.counted_bytes - own_account) <= device_probe.BOOKKEEPING_TOLERANCE_BYTES
+    assert on.kv_bytes == allocated
     # EAGLE3's draft state (hot-token map, own head, adaptive steps, --forward-hooks) survives
     # every phase as stock builds it.
     if case == "EAGLE3":
