@@ -42,10 +42,7 @@ def test_meter_counts_each_storage_once_and_simulates_capacity_minus_tensors(
     del block, view, param
     assert shims.live_cpu_tensor_bytes() == before
 
-    def host_ram_must_not_be_read() -> None:
-        raise AssertionError("host RAM was read")
-
-    monkeypatch.setattr("psutil.virtual_memory", host_ram_must_not_be_read)
+    monkeypatch.setattr("psutil.virtual_memory", lambda: pytest.fail("host RAM was read"))
     monkeypatch.setattr(shims, "_meter", shims.SimulatedDeviceMemory(64 << 20))
     hold = torch.zeros(4 << 20, dtype=torch.uint8)
     gib = shims.simulated_get_available_gpu_memory(lambda *a: pytest.fail("delegated"), "cpu", 0)
@@ -296,9 +293,8 @@ def test_unreachable_or_silent_servers_are_recorded_not_raised() -> None:
     assert all("URLError" in (o.error or "") for o in result.failed)
     assert result.load_samples == 0 and result.monitor_errors
     # A server that stops answering is abandoned at the deadline.
-    listener = socket.socket()  # never accepts: the kernel queues each connection, none answers
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
+    # Never accepts: the kernel queues each connection, none answers.
+    listener = socket.create_server(("127.0.0.1", 0), backlog=16)
     try:
         started = time.monotonic()
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"

@@ -29,6 +29,7 @@ from harness.reports.report_reading import (
     reading_seqs,
     readings,
     runner,
+    torch_distributed_readings,
 )
 from sglang_specinit import sglang_0_5_13
 from sglang_specinit.hooks import adapter_patches
@@ -211,12 +212,8 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
     assert draft["token_to_kv_pool_allocator_id"] == target["token_to_kv_pool_allocator_id"]
     assert tpool["id"] != dpool["id"]
     # Meter usage at the target's pre-model-load measurement (in init_torch_distributed).
-    pre_load = [
-        r["used_bytes"]
-        for r in readings(report)
-        if r["caller"].endswith("ModelRunner.init_torch_distributed") and not r["is_draft_worker"]
-    ]
-    assert pre_load and report["meter"]["used_bytes"] > pre_load[0]
+    pre_load = torch_distributed_readings(report)[0]["used_bytes"]
+    assert report["meter"]["used_bytes"] > pre_load
     assert report["meter"]["used_bytes"] >= tpool["storage_bytes"] + dpool["storage_bytes"]
     shape = CASES[case].shape
     geometry = (shape.layers, shape.kv_heads, shape.head_dim)
@@ -291,14 +288,12 @@ def test_stock_init_overshoots_the_budget(launch: Callable[[str, bool], Launch],
 CAPPED_TOKENS = DEFAULT_TARGET.max_position_embeddings // 2
 
 
-def test_launch_server_reports_the_budgeted_token_count(
-    tiny_target: Path, tiny_eagle_draft: Path, tmp_path: Path
-) -> None:
+def test_launch_server_reports_the_budgeted_token_count(tiny_target: Path, tmp_path: Path) -> None:
     specinit_dir = tmp_path / "specinit"
     specinit_dir.mkdir()
     with cpu_server(
         tiny_target,
-        draft_model_path=tiny_eagle_draft,
+        draft_model_path=eagle_drafts.tiny_eagle_draft(),
         algorithm="EAGLE",
         plugin=True,
         work_dir=tmp_path,

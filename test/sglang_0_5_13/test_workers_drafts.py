@@ -315,8 +315,7 @@ def test_phased_draft_pools_equal_the_independent_prediction_and_fill_the_budget
         )
     if name == "multi-layer EAGLE":
         # One single-layer pool per draft step.
-        target = runner(report, "target")
-        drafts = runners(report, "draft")
+        target, drafts = runner(report, "target"), runners(report, "draft")
         assert [d["draft_model_idx"] for d in drafts] == list(range(NUM_STEPS))
         pools = [d["kv_pool"] for d in drafts]
         assert len({p["id"] for p in pools} | {target["kv_pool"]["id"]}) == NUM_STEPS + 1
