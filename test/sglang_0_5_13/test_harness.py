@@ -120,10 +120,8 @@ def test_log_lines_are_grouped_by_rank_tag() -> None:
     assert "OSError: boom" in groups["DP1 TP1"]  # a traceback follows its rank's line
     assert groups["TP0"][-2].endswith("rank 0 waits")
     assert groups["TP0"][-1] == "Loading:   0% | 0/1 "
-    assert groups["DP1 TP1"][-2:] == [
-        "[2026-01-01 00:00:03 DP1 TP1] rank 1 fails: Traceback",
-        "RuntimeError: draft",
-    ]
+    fails = "[2026-01-01 00:00:03 DP1 TP1] rank 1 fails: Traceback"
+    assert groups["DP1 TP1"][-2:] == [fails, "RuntimeError: draft"]
     assert "--- last 1 lines of TP0 ---" in format_rank_tails(log, lines=1)
 
 
