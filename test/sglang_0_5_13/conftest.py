@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness.checkpoints import eagle_drafts, llama_family
+from harness.checkpoints import llama_family
 from harness.releases import suite_gate
 
 collect_ignore_glob, ROW = suite_gate(Path(__file__).parent)
@@ -16,9 +16,3 @@ collect_ignore_glob, ROW = suite_gate(Path(__file__).parent)
 def tiny_target() -> Path:
     """Tiny Llama target: hidden 64, 2 layers, 4 heads, 2 KV heads of dim 16, vocab 32000."""
     return llama_family.tiny_llama_target()
-
-
-@pytest.fixture(scope="session")
-def tiny_eagle_draft() -> Path:
-    """1-layer EAGLE draft for :func:`tiny_target` (same hidden/vocab and KV geometry)."""
-    return eagle_drafts.tiny_eagle_draft()

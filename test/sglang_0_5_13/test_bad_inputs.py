@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.checkpoints import eagle_drafts
 from harness.launch.engine import ENGINE_TEST_TIMEOUT_S, SGLangStartError, cpu_engine
 from harness.matrices.plan_verdicts import VERDICT_PROPERTY, launch_flags, plan_verdict
 from harness.reports.report_reading import REPORT_DIR_ENV
@@ -33,10 +34,7 @@ def refusals(
 
 
 def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
-    tiny_target: Path,
-    tiny_eagle_draft: Path,
-    tmp_path: Path,
-    request: pytest.FixtureRequest,
+    tiny_target: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # 2 % of the 256 MiB simulated device is less than the two models' weights.
     fraction = 0.02
@@ -46,7 +44,7 @@ def test_fraction_below_minimum_viable_is_refused_with_a_suggestion(
         request,
         "eagle-fraction-0.02",
         tiny_target,
-        tiny_eagle_draft,
+        eagle_drafts.tiny_eagle_draft(),  # 1 layer, the target's hidden/vocab and KV geometry
         tmp_path,
         mem_fraction_static=fraction,
         extra_env={REPORT_DIR_ENV: str(specinit_dir)},

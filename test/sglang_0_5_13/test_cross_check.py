@@ -18,24 +18,12 @@ pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S)
 CAPACITY = 64 << 20
 FRACTION = 0.5
 
-GEOMETRIES = {
-    # name: (writer, shape, engine overrides)
-    "mla-bf16": (tiny_configs.tiny_mla_target, llama_family.DEFAULT_TARGET, {}),
-    "mha-wide-heads": (
-        llama_family.tiny_llama_target,
-        replace(llama_family.DEFAULT_TARGET, heads=4, kv_heads=4, head_dim=32, layers=3),
-        {},
-    ),
-    "gqa-fp8-kv": (
-        llama_family.tiny_llama_target,
-        llama_family.DEFAULT_TARGET,
-        {"kv_cache_dtype": "fp8_e4m3"},
-    ),
-    "gqa-page16": (
-        llama_family.tiny_llama_target,
-        replace(llama_family.DEFAULT_TARGET, kv_heads=1, head_dim=24),
-        {"page_size": 16},
-    ),
+LLAMA, TARGET = llama_family.tiny_llama_target, llama_family.DEFAULT_TARGET
+GEOMETRIES = {  # name: (writer, shape, engine overrides)
+    "mla-bf16": (tiny_configs.tiny_mla_target, TARGET, {}),
+    "mha-wide-heads": (LLAMA, replace(TARGET, heads=4, kv_heads=4, head_dim=32, layers=3), {}),
+    "gqa-fp8-kv": (LLAMA, TARGET, {"kv_cache_dtype": "fp8_e4m3"}),
+    "gqa-page16": (LLAMA, replace(TARGET, kv_heads=1, head_dim=24), {"page_size": 16}),
 }
 
 
@@ -78,10 +66,8 @@ def assert_sizing_matches_sglang(
     # The planner's stock column (the replay's ``stock_plan``): 0.5.13.post1's own sizing on a
     # runner without weights.
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in overrides.items()]
-    args = REPLAY.parse_launch(
-        ["--model-path", str(model_dir), "--device", "cpu", f"--mem-fraction-static={FRACTION}"]
-        + flags
-    )
+    argv = ["--model-path", str(model_dir), "--device", "cpu", f"--mem-fraction-static={FRACTION}"]
+    args = REPLAY.parse_launch(argv + flags)
     device = DeviceSpec(name="cpu", total_bytes=CAPACITY, pre_load_free_bytes=pre_free)
     stock = REPLAY.pool_prices(REPLAY.resolve(args, device), device).stock_plan(inputs)
     assert stock.tokens == runner["max_total_num_tokens"]

@@ -3,7 +3,6 @@ for the target with a bf16 draft, at TP 1 and 2 (refused/interrupted rows: ``tes
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -40,17 +39,16 @@ def test_fp8_target_kv_with_a_bf16_draft_starts_and_prices_both_pools_at_one_byt
         reports = [r for r in engine.scheduler_reports() if "error" not in r]
     breakdowns = read_rank_breakdowns(specinit_dir)
     assert len(reports) == len(breakdowns) == tp
-    draft_shape = replace(TP2_EAGLE3_DRAFT, kv_heads=TP2_EAGLE3_DRAFT.kv_heads // tp)
-    target_shape = replace(
-        llama_family.DEFAULT_TARGET, kv_heads=llama_family.DEFAULT_TARGET.kv_heads // tp
-    )
+    # Each rank holds 1/tp of the KV heads, at one byte per element.
+    draft_cell = TP2_EAGLE3_DRAFT.kv_bytes_per_token() // tp // 2
+    target_cell = llama_family.DEFAULT_TARGET.kv_bytes_per_token() // tp // 2
     for report, breakdown in zip(
         sorted(reports, key=lambda r: r["ranks"]["tp"]), breakdowns, strict=True
     ):
         # The draft is bf16, its KV pool follows --kv-cache-dtype: one byte per element.
         assert runner(report, "draft")["kv_pool"]["dtype"] == "torch.uint8"
-        assert breakdown["draft_kv_bytes_per_token"] == draft_shape.kv_bytes_per_token() // 2
-        assert breakdown["target_kv_bytes_per_token"] == target_shape.kv_bytes_per_token() // 2
+        assert breakdown["draft_kv_bytes_per_token"] == draft_cell
+        assert breakdown["target_kv_bytes_per_token"] == target_cell
         assert breakdown["allocated_draft_kv_pool_bytes"] == breakdown["draft_kv_pool_bytes"]
         assert breakdown["allocated_target_kv_pool_bytes"] == breakdown["target_kv_pool_bytes"]
         assert breakdown["headroom_bytes"] >= 0

@@ -28,7 +28,7 @@ from harness.launch.engine import (
     running_members,
 )
 from harness.launch.processes import format_rank_tails, rank_log_lines
-from harness.reports import live_reports
+from harness.reports.live_reports import KEEP_ENV, PLUGIN_REPORT_DIR_ENV, keep_live_reports
 
 
 def test_meter_counts_each_storage_once_and_simulates_capacity_minus_tensors(
@@ -42,10 +42,7 @@ def test_meter_counts_each_storage_once_and_simulates_capacity_minus_tensors(
     del block, view, param
     assert shims.live_cpu_tensor_bytes() == before
 
-    def host_ram_must_not_be_read() -> None:
-        raise AssertionError("host RAM was read")
-
-    monkeypatch.setattr("psutil.virtual_memory", host_ram_must_not_be_read)
+    monkeypatch.setattr("psutil.virtual_memory", lambda: pytest.fail("host RAM was read"))
     monkeypatch.setattr(shims, "_meter", shims.SimulatedDeviceMemory(64 << 20))
     hold = torch.zeros(4 << 20, dtype=torch.uint8)
     gib = shims.simulated_get_available_gpu_memory(lambda *a: pytest.fail("delegated"), "cpu", 0)
@@ -123,10 +120,8 @@ def test_log_lines_are_grouped_by_rank_tag() -> None:
     assert "OSError: boom" in groups["DP1 TP1"]  # a traceback follows its rank's line
     assert groups["TP0"][-2].endswith("rank 0 waits")
     assert groups["TP0"][-1] == "Loading:   0% | 0/1 "
-    assert groups["DP1 TP1"][-2:] == [
-        "[2026-01-01 00:00:03 DP1 TP1] rank 1 fails: Traceback",
-        "RuntimeError: draft",
-    ]
+    fails = "[2026-01-01 00:00:03 DP1 TP1] rank 1 fails: Traceback"
+    assert groups["DP1 TP1"][-2:] == [fails, "RuntimeError: draft"]
     assert "--- last 1 lines of TP0 ---" in format_rank_tails(log, lines=1)
 
 
@@ -296,9 +291,8 @@ def test_unreachable_or_silent_servers_are_recorded_not_raised() -> None:
     assert all("URLError" in (o.error or "") for o in result.failed)
     assert result.load_samples == 0 and result.monitor_errors
     # A server that stops answering is abandoned at the deadline.
-    listener = socket.socket()  # never accepts: the kernel queues each connection, none answers
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
+    # Never accepts: the kernel queues each connection, none answers.
+    listener = socket.create_server(("127.0.0.1", 0), backlog=16)
     try:
         started = time.monotonic()
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
@@ -338,34 +332,25 @@ def test_load_fills_the_kv_pool_of_a_real_server(tiny_target: Path, tmp_path: Pa
 def test_reports_are_kept_per_launch_under_the_test_id_and_only_when_set_and_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = tmp_path / "specinit"
+    source, empty, keep = tmp_path / "specinit", tmp_path / "empty", tmp_path / "keep"
     source.mkdir()
+    empty.mkdir()
     for rank in range(2):
         (source / f"memory-rank{rank}.json").write_text(json.dumps({"tp_rank": rank}))
     (source / "unrelated.json").write_text("{}")
-    env = {live_reports.PLUGIN_REPORT_DIR_ENV: str(source)}
-    monkeypatch.delenv(live_reports.KEEP_ENV, raising=False)
-    assert live_reports.keep_live_reports(env, "x") is None  # unset: nothing kept
+    env = {PLUGIN_REPORT_DIR_ENV: str(source)}
+    monkeypatch.delenv(KEEP_ENV, raising=False)
+    assert keep_live_reports(env, "x") is None  # unset: nothing kept
 
-    keep = tmp_path / "keep"
-    monkeypatch.setenv(live_reports.KEEP_ENV, str(keep))
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    assert (
-        live_reports.keep_live_reports({live_reports.PLUGIN_REPORT_DIR_ENV: str(empty)}, "x")
-        is None
-    )
-    assert live_reports.keep_live_reports({}, "x") is None
+    monkeypatch.setenv(KEEP_ENV, str(keep))
+    assert keep_live_reports({PLUGIN_REPORT_DIR_ENV: str(empty)}, "x") is None
+    assert keep_live_reports({}, "x") is None
     assert not keep.exists()
 
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "test/cpu/test_x.py::test_y[EAGLE3 p=1] (call)")
-    first = live_reports.keep_live_reports(env, "engine-abc")
-    second = live_reports.keep_live_reports(env, "engine-abc")
+    first, second = (keep_live_reports(env, "engine-abc") for _ in range(2))
     assert first == keep / "test_x.py_test_y_EAGLE3_p=1"
     assert second == keep / "test_x.py_test_y_EAGLE3_p=1-2"
     for folder in (first, second):
-        assert sorted(p.name for p in folder.iterdir()) == [
-            "memory-rank0.json",
-            "memory-rank1.json",
-        ]
+        assert sorted(os.listdir(folder)) == ["memory-rank0.json", "memory-rank1.json"]
         assert json.loads((folder / "memory-rank1.json").read_text()) == {"tp_rank": 1}

@@ -19,6 +19,7 @@ LLAMA = EXAMPLES / "llama31-8b-eagle3" / "target"
 EAGLE3_DRAFT = EXAMPLES / "llama31-8b-eagle3" / "draft"
 EAGLE3 = ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(EAGLE3_DRAFT))
 STANDALONE = ("--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", str(LLAMA))
+DSV4_CONFIG = SimpleNamespace(architectures=["DeepseekV4ForCausalLM"], model_type="deepseek_v4")
 
 
 def facts(**overrides: Any) -> LaunchFacts:
@@ -39,14 +40,7 @@ def facts(**overrides: Any) -> LaunchFacts:
         ({"device": "npu"}, "device 'npu' is not one of"),
         ({"device": "xpu"}, "device 'xpu' is not one of"),
         ({"enable_hisparse": True}, "--enable-hisparse"),
-        (
-            {
-                "target_hf_config": lambda: SimpleNamespace(
-                    architectures=["DeepseekV4ForCausalLM"], model_type="deepseek_v4"
-                )
-            },
-            "DeepSeek-V4",
-        ),
+        ({"target_hf_config": lambda: DSV4_CONFIG}, "DeepSeek-V4"),
         ({"compat_problems": ["x.Y is missing"]}, "sglang-specinit is off"),
         # A built-in algorithm on a phased device is phased.
         *(({"device": device}, None) for device in ("cuda", "musa", "cpu")),

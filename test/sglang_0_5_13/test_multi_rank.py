@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from harness.checkpoints import eagle_drafts, llama_family
@@ -52,17 +53,13 @@ def _check_server_args(**kwargs: Any) -> tuple[bool, str | None]:
     switch, the refusal or None)."""
     from sglang.srt.server_args import ServerArgs
 
-    saved = dict(os.environ)
-    try:
+    with mock.patch.dict(os.environ):  # the environment as it was, afterwards
         args = ServerArgs(**kwargs)
         try:
             args.check_server_args()
         except AssertionError as exc:
             return args.disable_overlap_schedule, str(exc)
         return args.disable_overlap_schedule, None
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def test_pp2_with_a_draft_is_refused_by_sglang_before_any_rank_starts() -> None:

@@ -25,7 +25,8 @@ PROBE_WORKERS = 4
 PLUGIN_NAME = "specinit"
 pytestmark = pytest.mark.timeout(PROBE_TIMEOUT_S * 4)  # the module's probes run concurrently
 
-# The probe: the log collector, optional setup code, then load_plugins(), then a JSON summary.
+# The probe: the log collector, optional setup code, then load_plugins(), then a JSON summary
+# (after argv[2], the mark).
 _PROBE = """
 import importlib.metadata, json, sys
 
@@ -57,7 +58,7 @@ extra = None  # what the code after load reports of its own
 #AFTER#
 
 registry = hook_registry_state()
-print(#MARK# + json.dumps({
+print(sys.argv[2] + json.dumps({
     "hooks": {target: list(names) for target, names in registry.registered.items()},
     "patched": sorted(registry.applied),
     "patched_at_load": patched_at_load,
@@ -88,11 +89,7 @@ NEW_METHODS = [(m.module, m.class_name, m.name) for p in PATCHES for m in p.new_
 def probe_process(setup: str, after: str, extra_env: dict[str, str]) -> subprocess.CompletedProcess:
     """Run ``setup``, ``load_plugins()``, then ``after`` in a fresh interpreter, in the caller's
     environment without anything that selects or configures plugins/shims (plus ``extra_env``)."""
-    code = LOG_COLLECTOR + (
-        _PROBE.replace("#SETUP#", textwrap.dedent(setup))
-        .replace("#AFTER#", textwrap.dedent(after))
-        .replace("#MARK#", repr(PROBE_MARK))
-    )
+    code = LOG_COLLECTOR + _PROBE.replace("#SETUP#", setup).replace("#AFTER#", after)
     env = plugin_probe.probe_env(
         SGLANG_USE_CPU_ENGINE="1",
         HF_HUB_OFFLINE="1",
@@ -100,7 +97,7 @@ def probe_process(setup: str, after: str, extra_env: dict[str, str]) -> subproce
         **extra_env,
     )
     return subprocess.run(
-        [sys.executable, "-c", code, json.dumps(NEW_METHODS)],
+        [sys.executable, "-c", code, json.dumps(NEW_METHODS), PROBE_MARK],
         env=env,
         capture_output=True,
         text=True,
@@ -137,11 +134,8 @@ def added_methods(summary: dict[str, Any], key: str = "new_methods") -> list[str
 
 
 def specinit_records(summary: dict[str, Any], level: str | None = None) -> list[dict[str, Any]]:
-    return [
-        r
-        for r in summary["records"]
-        if r["logger"].startswith("sglang_specinit") and (level is None or r["level"] == level)
-    ]
+    records = [r for r in summary["records"] if r["logger"].startswith("sglang_specinit")]
+    return [r for r in records if level in (None, r["level"])]
 
 
 # (what the probe breaks before load_plugins(), the dotted name the warning must cite)

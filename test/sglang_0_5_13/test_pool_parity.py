@@ -46,18 +46,8 @@ SWA_RATIO = 0.8
 def _server_args(config_dir: Path, page: int) -> Any:
     from sglang_specinit.planner.releases import installed_replay
 
-    return installed_replay().parse_launch(
-        [
-            "--model-path",
-            str(config_dir),
-            "--device",
-            "cpu",
-            "--page-size",
-            str(page),
-            "--swa-full-tokens-ratio",
-            str(SWA_RATIO),
-        ]
-    )
+    flags = f"--device cpu --page-size {page} --swa-full-tokens-ratio {SWA_RATIO}"
+    return installed_replay().parse_launch(["--model-path", str(config_dir), *flags.split()])
 
 
 @pytest.mark.parametrize(("case", "kv_dtype", "tp", "draft"), _matrix())

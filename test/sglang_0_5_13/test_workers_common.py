@@ -310,11 +310,8 @@ def assert_draft_pools_as_planned(run: Launch, draft: Draft) -> dict[str, Any]:
     if draft.shape is not None:  # one MHA pool each, holding (and priced at) its own geometry
         shape, dpool = draft.shape, runner(report, "draft")["kv_pool"]
         assert dpool["size"] == plan.tokens
-        assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == (
-            shape.layers,
-            shape.kv_heads,
-            shape.head_dim,
-        )
+        geometry = (shape.layers, shape.kv_heads, shape.head_dim)
+        assert (dpool["layer_num"], dpool["head_num"], dpool["head_dim"]) == geometry
         cells = (DEFAULT_TARGET.kv_bytes_per_token(), shape.kv_bytes_per_token())
         assert breakdown["target_kv_bytes_per_token"] == cells[0]
         assert breakdown["draft_kv_bytes_per_token"] == draft.draft_cell == cells[1]

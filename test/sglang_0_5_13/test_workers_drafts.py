@@ -315,8 +315,7 @@ def test_phased_draft_pools_equal_the_independent_prediction_and_fill_the_budget
         )
     if name == "multi-layer EAGLE":
         # One single-layer pool per draft step.
-        target = runner(report, "target")
-        drafts = runners(report, "draft")
+        target, drafts = runner(report, "target"), runners(report, "draft")
         assert [d["draft_model_idx"] for d in drafts] == list(range(NUM_STEPS))
         pools = [d["kv_pool"] for d in drafts]
         assert len({p["id"] for p in pools} | {target["kv_pool"]["id"]}) == NUM_STEPS + 1
@@ -393,31 +392,18 @@ def test_all_swa_draft_pool_is_priced_at_the_target_split() -> None:
 
 def test_frozen_constructor_cut_points_follow_the_draft_load() -> None:
     calls = init_call_order(FROZEN_MODULE, "FrozenKVMTPWorker")
-    first = {name: calls.index(name) for name in calls}
-    assert (
-        first["super"]
-        < first["_bind_kv_context"]
-        < first["_init_draft_attn_backend"]
-        < first["init_cuda_graphs"]
-    ), calls
-    assert {"_bind_kv_context", "_init_draft_attn_backend", "init_cuda_graphs"} <= (
-        class_defines(FROZEN_MODULE, "FrozenKVMTPWorker")
-    )
+    order = ["super", "_bind_kv_context", "_init_draft_attn_backend", "init_cuda_graphs"]
+    assert sorted(order, key=calls.index) == order, calls
+    assert set(order[1:]) <= class_defines(FROZEN_MODULE, "FrozenKVMTPWorker")
 
 
 def test_mle_constructor_cut_point_is_where_the_phases_expect_it() -> None:
     calls = init_call_order(MLE_MODULE, "MultiLayerEagleDraftWorker")
-    first = {name: calls.index(name) for name in calls}
-    assert "draft_worker=" in first and "init_lm_head" in first, calls
-    assert (
-        first["draft_worker="]
-        < first["init_lm_head"]
-        < first["req_to_hidden_states_pool="]
-        < first["init_attention_backend"]
-        < first["init_cuda_graphs"]
-    ), calls
+    order = ["draft_worker=", "init_lm_head", "req_to_hidden_states_pool="]
+    order += ["init_attention_backend", "init_cuda_graphs"]
+    assert set(order) <= set(calls) and sorted(order, key=calls.index) == order, calls
     # Nothing between the cut and the backends that the pool phase does not redo.
-    between = calls[first["init_lm_head"] + 1 : first["init_attention_backend"]]
+    between = calls[calls.index("init_lm_head") + 1 : calls.index("init_attention_backend")]
     assert set(between) <= {
         "req_to_hidden_states_pool=",
         "draft_tp_context=",
