@@ -17,8 +17,7 @@ Each sub-package's ``__init__`` says what every module does; by job:
     ``device_memory``, ``load``, ``gpu_release``, ``storage_identity``,
     ``dry_run``, ``broken_plugins``, ``time_budget``, ``downloads``.
 ``geometry`` (geometric pricing, a cross-check of built pools): ``kv_specs``, ``specs``.
-Modules: ``releases`` (every served release's row; the ``slow`` set), ``mutants`` (mutations
-and the tests that must catch each; a CLI), ``code_size`` (lines and prose share),
+Modules: ``releases`` (every served release's row; the ``slow`` set),
 ``hook_state`` (what SGLang's HookRegistry holds), ``planner_cli`` (the command line run in
 this process).
 """

@@ -1,5 +1,5 @@
 """Issue #29's product budget: lines and prose (docstring and comment lines) per file and in all.
-``python test/harness/code_size.py [root]``."""
+``python scripts/code_size.py [root]``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import tokenize
 from pathlib import Path
 
-PRODUCT = Path(__file__).resolve().parent.parent.parent / "python" / "sglang_specinit"
+PRODUCT = Path(__file__).resolve().parents[1] / "python" / "sglang_specinit"
 
 
 def _share(lines: int, prose: int) -> str:
