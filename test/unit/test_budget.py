@@ -482,9 +482,7 @@ def test_cell_size_and_tokens_equal_sglang(
     dtype = config.dtype if kv_dtype == "model" else getattr(torch, kv_dtype)
     monkeypatch.setattr(pool_configurator, "get_attention_tp_size", lambda: tp)
     monkeypatch.setattr(
-        pool_configurator,
-        "is_float4_e2m1fn_x2",
-        lambda candidate: candidate == torch.float4_e2m1fn_x2,
+        pool_configurator, "is_float4_e2m1fn_x2", lambda kind: kind == torch.float4_e2m1fn_x2
     )
     layers = runner_layer_count(config, is_draft=False)
     use_mla = config.attention_arch == AttentionArch.MLA

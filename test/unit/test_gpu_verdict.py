@@ -8,13 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from harness.gpu import (
-    device_memory,
-    gpu_cases,
-    gpu_preflight,
-    gpu_verdict,
-    load,
-)
+from harness.gpu import device_memory, gpu_cases, gpu_preflight, gpu_verdict, load
 from harness.gpu.broken_plugins import plugin_breakdown, recorded_probe, response, responses
 from harness.gpu.gpu_verdict import DraftStats, sglang_meta_info, summed
 from harness.launch.server_process import RunFiles, ServerHandle
