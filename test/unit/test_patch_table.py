@@ -126,9 +126,6 @@ def test_decorators_return_the_function_record_bottom_up_and_refuse_what_does_no
     def draft_init_backends(self):
         return None
 
-    def budget_step(original, self, budget):
-        return original(self, budget)
-
     def before(self, budget):
         return None
 
@@ -157,7 +154,7 @@ def test_decorators_return_the_function_record_bottom_up_and_refuse_what_does_no
         patch.adds("A", "init_backends")(alloc_memory_pool)
     # Params the hook function lacks fail at declaration; BEFORE's params come after self.
     with pytest.raises(TypeError, match="some.module.A.budget with params \\('tokens',\\)"):
-        patch.around("A.budget", params=("tokens",))(budget_step)
+        patch.around("A.budget", params=("tokens",))(step)
     assert patch.before("A.check", params=("budget",))(before) is before
 
 
@@ -243,17 +240,6 @@ def listed(*argv: str) -> tuple[str, list[tuple]]:
     return header, rows
 
 
-def defines(module: str, line_no: int, name: str) -> bool:
-    """Line ``line_no`` of ``module``'s source is ``def name`` or the first of its decorators
-    (the first ``def`` from there on is ``name``'s)."""
-    source = Path(importlib.util.find_spec(module).origin).read_text().splitlines()
-    first = source[line_no - 1].strip()
-    if not first.startswith(("@", f"def {name}(")):
-        return False
-    defs = (line.strip() for line in source[line_no - 1 :] if line.startswith("def "))
-    return next(defs).startswith(f"def {name}(")
-
-
 @pytest.mark.parametrize("release", ["0.5.13.post1", "0.5.23"])
 def test_lists_every_table_entry_where_its_function_is_defined(release: str) -> None:
     header, rows = listed("--release", release)
@@ -274,9 +260,14 @@ def test_lists_every_table_entry_where_its_function_is_defined(release: str) -> 
     hooks = sum(row[1] == "hook" for row in rows)
     assert header.startswith(f"sglang {release}: adapter sglang_specinit.sglang_0_5_")
     assert f" {hooks} hooks," in header
+    # A function's line is its ``def`` or the first of its decorators (the next ``def`` is its).
     for _, _, _, target, fn, module, line_no in rows:
         if fn is not None:
-            assert defines(module, line_no, fn.rsplit(".", 1)[-1]), (target, module, line_no)
+            source = Path(importlib.util.find_spec(module).origin).read_text().splitlines()
+            defs = [line for line in source[line_no - 1 :] if line.startswith("def ")]
+            name = fn.rsplit(".", 1)[-1]
+            assert source[line_no - 1].strip().startswith(("@", f"def {name}(")), (target, line_no)
+            assert defs[0].startswith(f"def {name}("), (target, module, line_no)
 
 
 def test_default_release_is_the_installed_one() -> None:
