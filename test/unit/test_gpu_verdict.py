@@ -194,9 +194,7 @@ def test_preflight_passes_cuda_13_on_glibc_2_35_and_says_in_one_line_what_is_mis
     assert line.startswith(says if ok else failed) and says in line
 
 
-def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(
-    tmp_path: Path,
-) -> None:
+def test_memory_watch_keeps_each_phases_peak_and_free_memory_after_capture(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("[09:00:00] Load weight end. mem usage=15.0 GB\n")
     used = {0: 20 * GIB, 1: 21 * GIB}
