@@ -361,24 +361,6 @@ def budget_inputs(draw: st.DrawFn) -> BudgetInputs:
     )
 
 
-def _priced_total(inputs: BudgetInputs, tokens: int, plan_per_token: float) -> float:
-    """What the rule charges for ``tokens``: resident + fixed + tokens * per-token price."""
-    draft = inputs.draft
-    fixed = inputs.reserved_bytes + inputs.target_kv.padding_bytes(inputs.page_size)
-    if draft is not None:
-        fixed += draft.padding_bytes(inputs.page_size)
-        if draft.bytes_per_request:
-            worst = (
-                inputs.max_running_requests // inputs.dp_size
-                if inputs.max_running_requests is not None
-                else 4096
-            )
-            fixed += draft.bytes_per_request * (worst + 1)
-        fixed += draft.fixed_bytes
-    resident = inputs.target_weight_bytes + (draft.weight_bytes if draft else 0)
-    return resident + fixed + tokens * plan_per_token
-
-
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(budget_inputs(), attention_specs(), st.lists(attention_specs(max_layers=4), max_size=3))
 def test_plan_fits_one_more_page_does_not_and_the_suggested_fraction_serves(
@@ -392,12 +374,22 @@ def test_plan_fits_one_more_page_does_not_and_the_suggested_fraction_serves(
     capped = inputs.max_total_tokens is not None and plan.tokens == (
         inputs.max_total_tokens // inputs.page_size * inputs.page_size
     )
+    draft = inputs.draft
     if not capped:
-        # One more page would not have fitted at the rule's prices.
-        one_more = _priced_total(
-            inputs, plan.tokens + inputs.page_size, plan.priced_bytes_per_token
-        )
-        assert one_more > plan.budget_bytes
+        # One more page would not fit at the rule's prices: resident + fixed + tokens * price.
+        fixed = inputs.reserved_bytes + inputs.target_kv.padding_bytes(inputs.page_size)
+        if draft is not None:
+            fixed += draft.padding_bytes(inputs.page_size) + draft.fixed_bytes
+            if draft.bytes_per_request:
+                worst = (
+                    inputs.max_running_requests // inputs.dp_size
+                    if inputs.max_running_requests is not None
+                    else 4096
+                )
+                fixed += draft.bytes_per_request * (worst + 1)
+        resident = inputs.target_weight_bytes + (draft.weight_bytes if draft else 0)
+        one_more = plan.tokens + inputs.page_size
+        assert resident + fixed + one_more * plan.priced_bytes_per_token > plan.budget_bytes
     # The suggested fraction always serves (the minimum of 7 tokens).
     uncapped = replace(inputs, max_total_tokens=None)
     suggested = plan_pools(uncapped).suggested_mem_fraction_static
@@ -405,7 +397,6 @@ def test_plan_fits_one_more_page_does_not_and_the_suggested_fraction_serves(
         assert plan_pools(replace(uncapped, mem_fraction_static=suggested)).tokens >= 7
     # With plain attention pools and no per-request buffers, the price is the allocation: one
     # more page really overflows.
-    draft = inputs.draft
     if draft is not None:
         draft = replace(draft, kv_pools=tuple(draft_pools), bytes_per_request=0)
     inputs = replace(inputs, target_kv=target_kv, draft=draft, max_total_tokens=None)
