@@ -88,12 +88,9 @@ def test_recorded_tables_are_the_hand_written_ones_as_plain_data() -> None:
     for phase, module in PHASES.items():
         assert (module.HOOKS, module.NEW_METHODS, module.REQUIRES) == hand_written(phase), phase
     # What compat checks and applies: the adapter's patch per SGLang module, in the same order.
-    tables = [hand_written(phase) for phase in PHASES]
-    expected = group_by_module(
-        [h for t in tables for h in t[0]] + list(launch_checks.HOOKS),
-        [n for t in tables for n in t[1]] + list(launch_checks.NEW_METHODS),
-        [r for t in tables for r in t[2]] + list(launch_checks.REQUIRES),
-    )
+    checks = (launch_checks.HOOKS, launch_checks.NEW_METHODS, launch_checks.REQUIRES)
+    tables = [*map(hand_written, PHASES), checks]
+    expected = group_by_module(*(sum(column, ()) for column in zip(*tables, strict=True)))
     actual = adapter_patches(sglang_0_5_23)
     assert actual == expected
     assert list(actual) == list(expected)
