@@ -3,6 +3,7 @@ targets applied once, another plugin's stay pending; the state names plugins and
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from collections import defaultdict
@@ -22,21 +23,14 @@ PENDING = f"{LATER_MODULE}.Worker.step"
 @pytest.fixture
 def registry(monkeypatch: pytest.MonkeyPatch, tmp_path) -> type[HookRegistry]:
     """The real HookRegistry emptied for the test, a fresh module, one importable but unimported."""
-    (tmp_path / f"{LATER_MODULE}.py").write_text(
-        "class Worker:\n    def step(self, x):\n        return x\n"
-    )
+    worker = "class Worker:\n    def step(self, x):\n        return x\n"
+    for name in (OWN_MODULE, LATER_MODULE):
+        (tmp_path / f"{name}.py").write_text(worker)
+        monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, LATER_MODULE, raising=False)
     monkeypatch.setattr(HookRegistry, "_hooks", defaultdict(list))
     monkeypatch.setattr(HookRegistry, "_patched", set())
-    module = types.ModuleType(OWN_MODULE)
-
-    class Worker:
-        def step(self, x: int) -> int:
-            return x
-
-    module.Worker = Worker  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, OWN_MODULE, module)
+    monkeypatch.setitem(sys.modules, OWN_MODULE, importlib.import_module(OWN_MODULE))
     return HookRegistry
 
 
