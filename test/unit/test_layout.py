@@ -121,17 +121,14 @@ def test_the_readers_see_every_spelling_a_missing_module_and_an_arrow(tmp_path: 
     )
     found = {"sglang.srt.utils.is_cpu", "sglang.srt.utils.gone", "sglang.srt.utils.common.x"}
     assert found | {"sglang.srt.absent"} <= _imports(source)
-    assert _missing_sglang_imports(tmp_path, source) == {
-        "sglang.srt.utils.gone",
-        "sglang.srt.absent",
-    }
+    missing = {"sglang.srt.utils.gone", "sglang.srt.absent"}
+    assert _missing_sglang_imports(tmp_path, source) == missing
     source = "def f():\n    from sglang_specinit.sglang_0_5_23 import eagle\n"
     assert _adapters_imported_by(source, "sglang_0_5_14") == {"sglang_0_5_23"}
     assert _adapters_imported_by(source, None) == {"sglang_0_5_23"}
     assert _adapters_imported_by(source, "sglang_0_5_23") == set()
-    assert _adapters_imported_by("import sglang_specinit.sglang_0_5_13.specs\n", None) == {
-        "sglang_0_5_13"
-    }
+    source = "import sglang_specinit.sglang_0_5_13.specs\n"
+    assert _adapters_imported_by(source, None) == {"sglang_0_5_13"}
 
 
 # The test harness (``test/harness``)

@@ -314,11 +314,7 @@ def build_checkpoint(directory: Path, kind: str) -> tuple[str, int]:
     c = CONFIGS["glm4-moe" if kind.startswith("glm-4.") else kind]()
     c.update(vocab_size=VOCAB, hidden_size=HIDDEN)
     layers, h = c["num_hidden_layers"], c["hidden_size"]
-    tensors = {
-        "model.embed_tokens.weight": (VOCAB, h),
-        "lm_head.weight": (VOCAB, h),
-        "model.norm.weight": (h,),
-    }
+    tensors = {EMBED: (VOCAB, h), LM_HEAD: (VOCAB, h), "model.norm.weight": (h,)}
     for i in range(layers):
         moe = i >= c["first_k_dense_replace"]
         for name, (shape, _) in _decoder_layer(kind, c, moe).items():
