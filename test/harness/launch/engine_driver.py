@@ -33,13 +33,10 @@ def main(argv: list[str]) -> int:
     os.dup2(log_fd, 2)
     os.close(log_fd)
     # With SGLANG_LOG_MS on, stamp lines as SGLang does (benchmarks time load_plugins() by it).
-    stamped: dict[str, str] = {}
-    if os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true", "yes"):
-        stamped = {
-            "format": "[%(asctime)s.%(msecs)03d] %(levelname)s:%(name)s:%(message)s",
-            "datefmt": "%Y-%m-%d %H:%M:%S",
-        }
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, **stamped)
+    stamped = os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true", "yes")
+    log_format = ("[%(asctime)s.%(msecs)03d] " if stamped else "") + logging.BASIC_FORMAT
+    datefmt = "%Y-%m-%d %H:%M:%S"
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=log_format, datefmt=datefmt)
 
     import sglang
 

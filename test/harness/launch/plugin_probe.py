@@ -31,14 +31,10 @@ logging.getLogger().setLevel(logging.INFO)
 
 def probe_env(**extra: str) -> dict[str, str]:
     """This env without the plugin's, the test run's, PYTHONPATH, SGLANG_PLUGINS; plus ``extra``."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SGLANG_SPECINIT_", "SPECINIT_TEST_"))
-        and k not in ("SGLANG_PLUGINS", "PYTHONPATH")
-    }
-    env.update(extra)
-    return env
+    dropped = ("SGLANG_PLUGINS", "PYTHONPATH")
+    prefixes = ("SGLANG_SPECINIT_", "SPECINIT_TEST_")
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(prefixes) and k not in dropped}
+    return {**kept, **extra}
 
 
 def same_packages_path() -> str:
@@ -46,16 +42,12 @@ def same_packages_path() -> str:
     process does (a sibling wheel, a worktree's ``python/``), not the venv's own."""
     import importlib.util
 
-    inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    kept = []
-    for package in ("sglang", "sglang_specinit"):
-        spec = importlib.util.find_spec(package)
-        if spec is None or spec.origin is None:
-            continue
-        root = str(Path(spec.origin).resolve().parents[1])
-        if any(entry and str(Path(entry).resolve()) == root for entry in inherited):
-            kept.append(root)
-    return os.pathsep.join(kept)
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    inherited = {str(Path(entry).resolve()) for entry in entries if entry}
+    specs = [importlib.util.find_spec(package) for package in ("sglang", "sglang_specinit")]
+    found = [spec.origin for spec in specs if spec is not None and spec.origin is not None]
+    roots = [str(Path(origin).resolve().parents[1]) for origin in found]
+    return os.pathsep.join(root for root in roots if root in inherited)
 
 
 def run_probe(

@@ -86,9 +86,7 @@ class GroupMember:
 def group_members(pgid: int) -> list[GroupMember]:
     """Every process whose process group is ``pgid`` (read from ``/proc``, Linux)."""
     members: list[GroupMember] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
             raw_cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()

@@ -58,14 +58,12 @@ def sglang_process_env(
 ) -> dict[str, str]:
     """``base`` + the site dir first on ``PYTHONPATH`` + the plugin switch (``cpu_doubles=False``,
     a GPU server: without the release's CPU-only path entries, 0.5.23's sgl_kernel double)."""
-    env = dict(base)
     python_path = [str(SITE_DIR), *(extra_python_path() if cpu_doubles else [])]
-    if env.get("PYTHONPATH"):
-        python_path.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(python_path)
-    env["SGLANG_PLUGINS"] = PLUGIN_ENTRY_POINT if plugin else PLUGIN_DISABLED
-    env.update(extra or {})
-    return env
+    if base.get("PYTHONPATH"):
+        python_path.append(base["PYTHONPATH"])
+    plugins = PLUGIN_ENTRY_POINT if plugin else PLUGIN_DISABLED
+    path = os.pathsep.join(python_path)
+    return {**base, "PYTHONPATH": path, "SGLANG_PLUGINS": plugins, **(extra or {})}
 
 
 def without_cpu_doubles(env: Mapping[str, str]) -> dict[str, str]:
@@ -109,8 +107,6 @@ class SGLangStartError(RuntimeError):
 
 def read_reports(report_dir: Path) -> list[dict[str, Any]]:
     """All harness scheduler reports in ``report_dir`` (success and ``-error`` ones), by name."""
-    if not report_dir.is_dir():
-        return []
     return [json.loads(p.read_text()) for p in sorted(report_dir.glob("scheduler-*.json"))]
 
 
@@ -125,14 +121,11 @@ class RunFiles:
     @classmethod
     def make(cls, work_dir: str | os.PathLike[str] | None, stem: str) -> RunFiles:
         root = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix=stem))
-        root.mkdir(parents=True, exist_ok=True)
-        report_dir = root / "reports"
-        report_dir.mkdir(exist_ok=True)
-        return cls(root, root / f"{stem}.log", report_dir)
+        (root / "reports").mkdir(parents=True, exist_ok=True)
+        return cls(root, root / f"{stem}.log", root / "reports")
 
 
 class RunHandle:
-
     files: RunFiles
 
     @property

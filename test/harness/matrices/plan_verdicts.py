@@ -222,23 +222,20 @@ STARTS = {
     "num-draft-tokens-0": Launch({"speculative_num_draft_tokens": 0}, in_ci=False),
 }
 
-# Launches the server refuses on its ranks, after the launcher.
-REFUSED_ON_RANKS = {
-    "weights-leave-no-room": Launch(
-        {"mem_fraction_static": 0.02},
-        ("leave no room for the KV cache under --mem-fraction-static=0.02",
-         "Pass --mem-fraction-static"),
-    ),
-}  # fmt: skip
-
-
-# Every table by where its launches end.
+# Every table by where its launches end ("ranks": the server refuses on its ranks, after the
+# launcher).
 TABLES = {
     "launcher": REFUSED,
-    "ranks": REFUSED_ON_RANKS,
+    "ranks": {
+        "weights-leave-no-room": Launch(
+            {"mem_fraction_static": 0.02},
+            ("leave no room for the KV cache under --mem-fraction-static=0.02",
+             "Pass --mem-fraction-static"),
+        ),
+    },
     "sglang": REFUSED_BY_SGLANG,
     "starts": STARTS,
-}
+}  # fmt: skip
 
 
 def rows_of_this_generation(table: Mapping[str, Launch]) -> list[str]:
