@@ -27,8 +27,6 @@ from harness.reports.report_reading import REPORT_DIR_ENV
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
-BOUND_S = float(ENGINE_TIMEOUT_S)
-
 # CI runs every row at TP 1 and, on 0.5.13 (TP 2 there), this flag row at TP 2 (a refusal in
 # the launcher happens before any rank exists); the other TP 2 rows are slow.
 IN_CI_AT_TP2 = "mem-fraction-0"
@@ -47,7 +45,7 @@ def _start(table: str, name: str, tp: int | None, work: Path) -> tuple[Any, ...]
         run_server_to_end,
         target,
         work / "run",
-        bound_s=BOUND_S,
+        bound_s=float(ENGINE_TIMEOUT_S),
         draft_model_path=draft,
         algorithm=spec.algorithm,
         extra_env={REPORT_DIR_ENV: str(work / "specinit")},
