@@ -46,11 +46,9 @@ def test_plan_in_this_environment_equals_the_server(
     column = planned["stock"]
     assert column["tokens"] == served_tokens(stock), (column["tokens"], served_tokens(stock))
     # The stock server's cell: the target's 2 layers of 128 B/token, one more per reserved layer.
-    assert stock.runner("target")["sglang_cell_size"] == column["priced_kv_bytes_per_token"]
-    assert (
-        column["priced_kv_bytes_per_token"]
-        == planned["target_kv_bytes_per_token"] * (2 + reserved_layers) // 2
-    )
+    cell = column["priced_kv_bytes_per_token"]
+    assert stock.runner("target")["sglang_cell_size"] == cell
+    assert cell == planned["target_kv_bytes_per_token"] * (2 + reserved_layers) // 2
     assert all(planned.get(key) is not None for key in PLAN_KEYS), planned
     # Two columns: the installed release's stock and this package's; no other release's rule.
     assert planned["sglang_version"] == str(installed_sglang_version())

@@ -47,17 +47,11 @@ def test_the_probe_and_the_unloaded_runner_cover_every_field_of_the_pool_code() 
     # ModelRunnerKVCacheMixin's two pool-building methods (ModelRunner inherits them).
     methods = (ModelRunner._apply_memory_pool_config, ModelRunner._init_pools)
     sources = "\n".join(inspect.getsource(method) for method in methods)
-    assigned = set(re.findall(r"self\.(\w+)\s*=[^=]", sources))
-    assert assigned - set(RUNNER_ATTRS) == set()
+    assert set(re.findall(r"self\.(\w+)\s*=[^=]", sources)) - set(RUNNER_ATTRS) == set()
     flags = server_args_to_cli(engine_kwargs("EAGLE3"))  # the tiny EAGLE3 Engine's
     server_args = resolve_speculative(REPLAY.parse_launch(flags))
     runner = unloaded_runner(server_args, ModelConfig.from_server_args(server_args), is_draft=False)
     read = set(re.findall(r"self\.([A-Za-z_]\w*)", sources))
-    missing = {
-        name
-        for name in read
-        if name not in runner.__dict__
-        and not hasattr(ModelRunner, name)
-        and name not in RUNNER_ATTRS
-    }
+    known = {*runner.__dict__, *RUNNER_ATTRS}
+    missing = {name for name in read - known if not hasattr(ModelRunner, name)}
     assert read and missing == set()

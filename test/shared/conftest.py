@@ -7,4 +7,3 @@ from pathlib import Path
 from harness.releases import suite_gate
 
 collect_ignore_glob, ROW = suite_gate(Path(__file__).parent)
-

@@ -28,9 +28,7 @@ pytestmark = [
 FAILING_RANK = 1
 RELEASE = getattr(installed_row(), "name", "?")
 # SIGTERM in the pool phase: 0.5.13.x at TP 1 in CI; TP 2 slow.
-SIGTERM_TP = [pytest.param(TP, marks=pytest.mark.slow)]
-if PHASES_ITSELF:
-    SIGTERM_TP.insert(0, 1)
+SIGTERM_TP = [*([1] if PHASES_ITSELF else []), pytest.param(TP, marks=pytest.mark.slow)]
 
 
 def _ended(work_dir: Path, extra_env: dict[str, str], **kwargs: Any) -> tuple[EndedLaunch, Path]:
@@ -87,9 +85,7 @@ def test_draft_failure_on_one_rank_ends_the_launch_on_every_rank(
 
 
 @pytest.mark.parametrize("tp", SIGTERM_TP)
-def test_sigterm_while_the_draft_pool_is_allocated_ends_the_launch(
-    tp: int, tmp_path: Path
-) -> None:
+def test_sigterm_while_the_draft_pool_is_allocated_ends_the_launch(tp: int, tmp_path: Path) -> None:
     run, specinit_dir = _ended(
         tmp_path,
         # Sent once a draft runner is held in its pool allocation (the target's pool exists).

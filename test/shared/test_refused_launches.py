@@ -27,8 +27,6 @@ from harness.reports.report_reading import REPORT_DIR_ENV
 
 pytestmark = [pytest.mark.cpu_engine, pytest.mark.timeout(ENGINE_TIMEOUT_S * 2)]
 
-BOUND_S = float(ENGINE_TIMEOUT_S)
-
 # CI runs every row at TP 1 and, on 0.5.13 (TP 2 there), this flag row at TP 2 (a refusal in
 # the launcher happens before any rank exists); the other TP 2 rows are slow.
 IN_CI_AT_TP2 = "mem-fraction-0"
@@ -47,7 +45,7 @@ def _start(table: str, name: str, tp: int | None, work: Path) -> tuple[Any, ...]
         run_server_to_end,
         target,
         work / "run",
-        bound_s=BOUND_S,
+        bound_s=float(ENGINE_TIMEOUT_S),
         draft_model_path=draft,
         algorithm=spec.algorithm,
         extra_env={REPORT_DIR_ENV: str(work / "specinit")},
@@ -70,22 +68,17 @@ def refused(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 def refused_cases() -> list[object]:
-    row = installed_row()
-    if row is None or row.adapter not in TP_SIZES:
+    adapter = getattr(installed_row(), "adapter", None)
+    if adapter not in TP_SIZES:
         return []
     launcher = [
-        pytest.param(
-            "launcher",
-            name,
-            tp,
-            id=f"{name}-{tp}",
-            marks=[
-                *(() if tp == 1 or name == IN_CI_AT_TP2 else (pytest.mark.slow,)),
-                *((pytest.mark.multi_rank,) if tp > 1 else ()),
-            ],
-        )
+        pytest.param("launcher", name, tp, id=f"{name}-{tp}", marks=marks)
         for name in sorted(REFUSED)
-        for tp in TP_SIZES[row.adapter]
+        for tp, marks in (
+            (1, []),
+            (2, [pytest.mark.multi_rank, *([] if name == IN_CI_AT_TP2 else [pytest.mark.slow])]),
+        )
+        if tp in TP_SIZES[adapter]
     ]
     return launcher + [
         pytest.param("sglang", name, None, id=name, marks=[] if spec.in_ci else [pytest.mark.slow])

@@ -42,9 +42,7 @@ pytestmark = [
 
 ROW = installed_row()
 # dp-attention over the two ranks.
-DP_ATTENTION = (
-    {"dp_size": 2, "enable_dp_attention": True} if PHASES_ITSELF else {"attn_dp_size": 2}
-)
+DP_ATTENTION = {"dp_size": 2, "enable_dp_attention": True} if PHASES_ITSELF else {"attn_dp_size": 2}
 
 
 def plan_of(report: dict, run: RankedLaunch) -> object:
@@ -61,8 +59,6 @@ def asymmetric(tmp_path_factory: pytest.TempPathFactory) -> RankedLaunch:
 def test_each_rank_sizes_and_fits_the_tightest_and_says_whether_it_is_the_tightest(
     run: RankedLaunch,
 ) -> None:
-    """Each rank simulates its own device, sizes and fits the tightest rank, and writes its own
-    report saying whether it is the tightest."""
     assert_half_of_every_kv_head_set(run)
     for tp_rank, report in run.reports.items():
         assert report["meter"]["capacity_bytes"] == (CAPACITY, TIGHT_CAPACITY)[tp_rank]
@@ -120,12 +116,8 @@ def test_each_rank_sizes_and_fits_the_tightest_and_says_whether_it_is_the_tighte
     assert "TP1] [specinit] rank 1 (pp0 tp1 dp0) is the tightest rank" in run.log
     assert "TP0] [specinit] rank 0 (pp0 tp0 dp0) is not the tightest rank: 24.00 MiB" in run.log
     # The JSON log lines carry the same dicts as the files.
-    lines = [ln for ln in run.log.splitlines() if "SPECINIT_MEMORY " in ln]
-    logged = sorted(
-        (json.loads(ln.split("SPECINIT_MEMORY ", 1)[1]) for ln in lines),
-        key=lambda b: b["rank_index"],
-    )
-    assert logged == run.breakdowns
+    logged = [json.loads(ln.split("\n", 1)[0]) for ln in run.log.split("SPECINIT_MEMORY ")[1:]]
+    assert sorted(logged, key=lambda b: b["rank_index"]) == run.breakdowns
 
 
 def test_plan_tp2_equals_what_both_ranks_allocate(
